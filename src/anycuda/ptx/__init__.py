@@ -1,0 +1,5 @@
+"""PTX front end: lexer, parser and the typed IR of a module."""
+from .errors import PtxError, UnsupportedPtx
+from .parser import parse
+
+__all__ = ["PtxError", "UnsupportedPtx", "parse"]

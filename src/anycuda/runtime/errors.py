@@ -1,0 +1,47 @@
+"""CUDA error codes as Python exceptions: the one status type every layer raises."""
+from __future__ import annotations
+
+import enum
+
+
+class CUresult(enum.IntEnum):
+    """The subset of CUDA's `CUresult` values that anycuda produces (numbers as in cuda.h)."""
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_INVALID_VALUE = 1
+    CUDA_ERROR_OUT_OF_MEMORY = 2
+    CUDA_ERROR_NOT_INITIALIZED = 3
+    CUDA_ERROR_DEINITIALIZED = 4
+    CUDA_ERROR_NO_DEVICE = 100
+    CUDA_ERROR_INVALID_DEVICE = 101
+    CUDA_ERROR_INVALID_IMAGE = 200
+    CUDA_ERROR_INVALID_CONTEXT = 201
+    CUDA_ERROR_NO_BINARY_FOR_GPU = 209
+    CUDA_ERROR_INVALID_PTX = 218
+    CUDA_ERROR_INVALID_SOURCE = 300
+    CUDA_ERROR_FILE_NOT_FOUND = 301
+    CUDA_ERROR_INVALID_HANDLE = 400
+    CUDA_ERROR_NOT_FOUND = 500
+    CUDA_ERROR_NOT_READY = 600
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700
+    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+    CUDA_ERROR_LAUNCH_TIMEOUT = 702
+    CUDA_ERROR_ASSERT = 710
+    CUDA_ERROR_ILLEGAL_INSTRUCTION = 715
+    CUDA_ERROR_MISALIGNED_ADDRESS = 716
+    CUDA_ERROR_LAUNCH_FAILED = 719
+    CUDA_ERROR_NOT_SUPPORTED = 801
+    CUDA_ERROR_UNKNOWN = 999
+
+
+class CudaError(RuntimeError):
+    """A CUDA status other than success. `code` is a CUresult; `str()` names it."""
+
+    def __init__(self, code: CUresult, message: str = ""):
+        self.code = CUresult(code)
+        self.message = message
+        text = self.code.name + (f": {message}" if message else "")
+        super().__init__(text)
+
+    @property
+    def name(self) -> str:
+        return self.code.name
