@@ -1,0 +1,76 @@
+"""The binary interface between generated code and the runtime.
+
+A launch is described by one `Launch` record (filled by the runtime, read by generated
+code). Each thread of a running block owns a frame: a fixed header (its `ThreadCtx`:
+indices, scheduling state and the operand slots of the collective it waits at), the
+registers it keeps while suspended, and its `.local` memory. Offsets are fixed here and
+used by both sides; the runtime mirrors `LAUNCH_FIELDS` as a ctypes Structure.
+"""
+from __future__ import annotations
+
+# Launch record: (name, byte offset, C type)
+LAUNCH_FIELDS = [
+    ("grid_x", 0, "u32"), ("grid_y", 4, "u32"), ("grid_z", 8, "u32"),
+    ("block_x", 12, "u32"), ("block_y", 16, "u32"), ("block_z", 20, "u32"),
+    ("nblocks", 24, "u64"),
+    ("next_block", 32, "u64"),        # work counter, advanced atomically by the workers
+    ("params", 40, "u64"),            # address of the kernel parameter buffer
+    ("dyn_shared", 48, "u32"),
+    ("shared_total", 52, "u32"),      # static + dynamic shared bytes of one block
+    ("error", 56, "u32"),             # first error wins (LAUNCH_ERR_*); 0 while healthy
+    ("num_workers", 60, "u32"),       # 0: libgomp's default
+    ("err_block", 64, "u64"),         # linear block index of the failing thread
+    ("err_thread", 72, "u64"),        # linear thread index in its block
+    ("err_info", 80, "u64"),          # extra: site or instruction index
+    ("vprintf_hook", 88, "u64"),      # i32 (i8* ctx, i8* fmt, i8* args)
+    ("assert_hook", 96, "u64"),       # void (i8* ctx, i8* msg, i8* file, i32 line, i8* func)
+    ("heap_hook", 104, "u64"),        # reserved
+]
+LAUNCH_SIZE = 112
+LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
+
+LAUNCH_ERR_TRAP = 1
+LAUNCH_ERR_ASSERT = 2
+LAUNCH_ERR_ILLEGAL_ADDRESS = 3
+LAUNCH_ERR_UNSUPPORTED = 4
+LAUNCH_ERR_OUT_OF_MEMORY = 5
+
+# Thread frame header (byte offsets). All i32 unless noted.
+CTX = {
+    "tid_x": 0, "tid_y": 4, "tid_z": 8,
+    "ntid_x": 12, "ntid_y": 16, "ntid_z": 20,
+    "ctaid_x": 24, "ctaid_y": 28, "ctaid_z": 32,
+    "nctaid_x": 36, "nctaid_y": 40, "nctaid_z": 44,
+    "linear": 48,            # linear thread index in the block
+    "exit_flag": 52,         # set by a device function that executed exit/trap
+    "shared_base": 56,       # i64: address of the block's shared memory
+    "launch": 64,            # i64: address of the Launch record
+    "resume": 72,            # where the thread continues (0: start; k: after site k)
+    "state": 76,             # THREAD_*
+    "worker": 80,            # index of the worker thread running the block (%smid)
+    # operand and result slots of the collective a thread waits at
+    "op_a": 88,              # i64
+    "op_b": 96, "op_c": 100, "op_mask": 104, "op_pred": 108,
+    "res": 112,              # i64
+    "res_pred": 120,
+}
+FRAME_HEADER = 128
+
+THREAD_RUN, THREAD_WAIT_WARP, THREAD_WAIT_BAR, THREAD_EXITED = 0, 1, 2, 3
+
+# step() return values besides a site number (>= 1)
+STEP_EXIT = 0
+STEP_TRAP = -1
+
+# Kinds of suspension sites (the per-kernel site table holds one per site)
+SITE_KINDS = [
+    "bar_sync", "bar_red_popc", "bar_red_and", "bar_red_or",
+    "shfl_up", "shfl_down", "shfl_bfly", "shfl_idx",
+    "vote_all", "vote_any", "vote_uni", "vote_ballot",
+    "match_any_b32", "match_any_b64", "match_all_b32", "match_all_b64",
+    "redux_add", "redux_min_u32", "redux_min_s32", "redux_max_u32", "redux_max_s32",
+    "redux_and", "redux_or", "redux_xor",
+    "activemask", "warp_sync",
+]
+SITE = {name: i for i, name in enumerate(SITE_KINDS)}
+BLOCK_SITE_KINDS = {SITE[k] for k in ("bar_sync", "bar_red_popc", "bar_red_and", "bar_red_or")}

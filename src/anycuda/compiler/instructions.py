@@ -1,0 +1,817 @@
+"""PTX instruction semantics on the CPU: one handler per opcode family, driven by tables.
+
+A handler receives the FunctionLowering `f` (registers, operands, addresses, control flow)
+and the instruction. Modifiers are looked up in tables rather than spelled out per
+variant; awkward operations are named helpers in bitops.py and floatops.py.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ptx import ir as pir
+from ..ptx.errors import UnsupportedPtx
+from . import abi, bitops, floatops
+from .irutil import i32, i64, load_field, store_field
+from .lower import convert_bits
+from .types import I1, I8, I16, I32, I64, PTR, llvm_type, type_mods, width
+
+HANDLERS = {}
+
+ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
+SPACES = ("global", "shared", "local", "const", "param")
+
+
+def handles(*opcodes):
+    def register(fn):
+        for op in opcodes:
+            HANDLERS[op] = fn
+        return fn
+    return register
+
+
+def inst_type(f, inst, index=-1):
+    ts = type_mods(inst.mods)
+    if not ts:
+        raise f.error(f"'{inst.opcode}' needs a type modifier")
+    return ts[index]
+
+
+def rounding(inst):
+    for m in inst.mods:
+        if m in ROUNDING:
+            return m
+    return None
+
+
+def space_of(inst):
+    for m in inst.mods:
+        base = m.split("::")[0]
+        if base in SPACES:
+            return base
+    return ""
+
+
+def ops_in(f, inst, t, first=1):
+    return [f.read(op, t) for op in inst.operands[first:]]
+
+
+def is_floatish(t):
+    return t in ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2")
+
+
+# ---------------------------------------------------------------------- moves and memory
+
+@handles("mov")
+def mov(f, inst):
+    t = inst_type(f, inst)
+    dst, src = inst.operands[0], inst.operands[1]
+    if isinstance(src, pir.Sym):
+        v = f.symbol_address(src.name, window=True)
+        f.write(dst, convert_bits(f.b, v, llvm_type(t)), t)
+        return
+    f.write(dst, f.read(src, t), t)
+
+
+def _vector_count(inst):
+    for m in inst.mods:
+        if m in ("v2", "v4", "v8"):
+            return int(m[1:])
+    return 1
+
+
+def _ordering(inst):
+    if "volatile" in inst.mods or "relaxed" in inst.mods:
+        return "monotonic"
+    if "acquire" in inst.mods:
+        return "acquire"
+    if "release" in inst.mods:
+        return "release"
+    return None
+
+
+@handles("ld", "ldu")
+def ld(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    lt = llvm_type(t)
+    n = _vector_count(inst)
+    base = f.address(inst.operands[1], space_of(inst))
+    dst = inst.operands[0]
+    items = dst.items if isinstance(dst, pir.Vec) else [dst]
+    if len(items) != n:
+        raise f.error(f"ld.v{n} needs {n} destinations")
+    size = max(width(t) // 8, 1)
+    order = _ordering(inst)
+    for i, item in enumerate(items):
+        p = f.typed_ptr(b.gep(base, [i64(i * size)]) if i else base, lt)
+        if order and lt.__class__ is ir.IntType and width(t) <= 64:
+            v = b.load_atomic(p, "acquire" if order == "acquire" else "monotonic", size)
+        else:
+            v = b.load(p, align=size)
+        f.write(item, v, t)
+
+
+@handles("st")
+def st(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    lt = llvm_type(t)
+    n = _vector_count(inst)
+    base = f.address(inst.operands[0], space_of(inst))
+    src = inst.operands[1]
+    items = src.items if isinstance(src, pir.Vec) else [src]
+    if len(items) != n:
+        raise f.error(f"st.v{n} needs {n} sources")
+    size = max(width(t) // 8, 1)
+    order = _ordering(inst)
+    for i, item in enumerate(items):
+        p = f.typed_ptr(b.gep(base, [i64(i * size)]) if i else base, lt)
+        v = f.read(item, t)
+        if order and isinstance(lt, ir.IntType):
+            b.store_atomic(v, p, "release" if order == "release" else "monotonic", size)
+        else:
+            b.store(v, p, align=size)
+
+
+@handles("cvta")
+def cvta(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    v = f.read(inst.operands[1], "u64") if not isinstance(inst.operands[1], pir.Sym) \
+        else f.symbol_address(inst.operands[1].name, window=True)
+    if "shared" in [m.split("::")[0] for m in inst.mods]:
+        base = f.shared_base()
+        v = b.sub(v, base) if "to" in inst.mods else b.add(v, base)
+    f.write(inst.operands[0], convert_bits(b, v, llvm_type(t)), t)
+
+
+@handles("isspacep")
+def isspacep(f, inst):
+    b = f.b
+    a = f.read(inst.operands[1], "u64")
+    base = f.shared_base()
+    size = b.zext(f.launch_field("shared_total", I32), I64)
+    in_shared = b.and_(b.icmp_unsigned(">=", a, base), b.icmp_unsigned("<", a, b.add(base, size)))
+    sp = space_of(inst)
+    res = {"shared": in_shared, "global": b.not_(in_shared)}.get(sp, ir.Constant(I1, 0))
+    f.write(inst.operands[0], res, "pred")
+
+
+@handles("prefetch", "prefetchu", "nanosleep", "pmevent", "griddepcontrol", "brkpt", "discard",
+         "applypriority")
+def no_effect(f, inst):
+    """Hints and debugging aids with no effect on the CPU."""
+
+
+@handles("membar", "fence")
+def fence(f, inst):
+    f.b.fence("seq_cst")
+
+
+# ---------------------------------------------------------------------- conversion
+
+@handles("cvt")
+def cvt(f, inst):
+    ts = type_mods(inst.mods)
+    dst_t, src_t = ts[0], ts[-1]
+    if dst_t in ("f16x2", "bf16x2"):
+        hi = f.read(inst.operands[1], src_t)
+        lo = f.read(inst.operands[2], src_t)
+        v = floatops.cvt_pack2(f.b, hi, lo, dst_t, rounding(inst), "relu" in inst.mods, "satfinite" in inst.mods)
+        f.write(inst.operands[0], v, dst_t)
+        return
+    v = f.read(inst.operands[1], src_t)
+    v = floatops.cvt(f.b, v, dst_t, src_t, rounding(inst), "sat" in inst.mods, "ftz" in inst.mods)
+    f.write(inst.operands[0], v, dst_t)
+
+
+# ---------------------------------------------------------------------- integer and float arithmetic
+
+def _ftz(inst):
+    return "ftz" in inst.mods
+
+
+def _float_result(f, inst, t, v):
+    if "sat" in inst.mods and t in ("f32", "f64", "f16"):
+        v = floatops.saturate(f.b, v)
+    if _ftz(inst) and t == "f32":
+        v = floatops.flush_denormal(f.b, v)
+    return v
+
+
+def _float_inputs(f, inst, t, vals):
+    if _ftz(inst) and t == "f32":
+        return [floatops.flush_denormal(f.b, v) for v in vals]
+    return vals
+
+
+PACKED_OR_HALF = ("f16", "bf16", "f16x2", "bf16x2")
+
+
+def _half_op(f, inst, t, op, vals):
+    return floatops.half_arith(f.b, op, vals, t, rounding(inst), _ftz(inst), "sat" in inst.mods,
+                               "relu" in inst.mods)
+
+
+@handles("add", "sub")
+def add_sub(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    op = inst.opcode
+    if t in PACKED_OR_HALF:
+        return f.write(inst.operands[0], _half_op(f, inst, t, op, [a, c]), t)
+    if t in ("f32", "f64"):
+        a, c = _float_inputs(f, inst, t, [a, c])
+        rnd = rounding(inst)
+        if rnd in ("rz", "rm", "rp"):
+            v = floatops.arith_rnd(b, op, [a, c], rnd)
+        else:
+            v = b.fadd(a, c) if op == "add" else b.fsub(a, c)
+        return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
+    if "sat" in inst.mods:
+        name = ("llvm.sadd.sat" if op == "add" else "llvm.ssub.sat") + f".i{width(t)}"
+        v = f.mc.intrinsic(b, name, a.type, [a, c])
+        return f.write(inst.operands[0], v, t)
+    if "cc" in inst.mods or op in ("addc", "subc"):
+        return _carry_arith(f, inst, t, op, a, c)
+    f.write(inst.operands[0], b.add(a, c) if op == "add" else b.sub(a, c), t)
+
+
+def _carry_arith(f, inst, t, op, a, c, use_carry=False):
+    """add.cc/addc/sub.cc/subc: the carry flag lives in a per-function i1."""
+    b = f.b
+    wide = ir.IntType(width(t) + 1)
+    aw, cw = b.zext(a, wide), b.zext(c, wide)
+    cin = b.zext(b.load(f.carry), wide) if use_carry else ir.Constant(wide, 0)
+    if op.startswith("add"):
+        r = b.add(b.add(aw, cw), cin)
+        cout = b.trunc(b.lshr(r, ir.Constant(wide, width(t))), I1)
+    else:
+        r = b.sub(b.sub(aw, cw), cin)
+        cout = b.trunc(b.lshr(r, ir.Constant(wide, width(t))), I1)  # borrow
+    if "cc" in inst.mods:
+        b.store(cout, f.carry)
+    f.write(inst.operands[0], b.trunc(r, a.type), t)
+
+
+@handles("addc", "subc")
+def addc(f, inst):
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    _carry_arith(f, inst, t, inst.opcode, a, c, use_carry=True)
+
+
+@handles("mul")
+def mul(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    if t in PACKED_OR_HALF:
+        return f.write(inst.operands[0], _half_op(f, inst, t, "mul", [a, c]), t)
+    if t in ("f32", "f64"):
+        a, c = _float_inputs(f, inst, t, [a, c])
+        rnd = rounding(inst)
+        v = floatops.arith_rnd(b, "mul", [a, c], rnd) if rnd in ("rz", "rm", "rp") else b.fmul(a, c)
+        return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
+    signed = t.startswith("s")
+    if "wide" in inst.mods:
+        v = bitops.mul_wide(b, a, c, signed)
+        return f.write(inst.operands[0], v, t[0] + str(2 * width(t)))
+    if "hi" in inst.mods:
+        return f.write(inst.operands[0], bitops.mul_hi(b, a, c, signed), t)
+    f.write(inst.operands[0], b.mul(a, c), t)
+
+
+@handles("mad", "fma", "madc")
+def mad(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    if t in PACKED_OR_HALF:
+        vals = ops_in(f, inst, t)
+        return f.write(inst.operands[0], _half_op(f, inst, t, "fma", vals), t)
+    if t in ("f32", "f64"):
+        a, c, d = _float_inputs(f, inst, t, ops_in(f, inst, t))
+        rnd = rounding(inst)
+        if rnd in ("rz", "rm", "rp"):
+            v = floatops.arith_rnd(b, "fma", [a, c, d], rnd)
+        else:
+            v = f.mc.intrinsic(b, f"llvm.fma.{'f32' if t == 'f32' else 'f64'}", a.type, [a, c, d])
+        return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
+    signed = t.startswith("s")
+    wide_mode = "wide" in inst.mods
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    dt = t[0] + str(2 * width(t)) if wide_mode else t
+    d = f.read(inst.operands[3], dt)
+    if wide_mode:
+        prod = bitops.mul_wide(b, a, c, signed)
+    elif "hi" in inst.mods:
+        prod = bitops.mul_hi(b, a, c, signed)
+    else:
+        prod = b.mul(a, c)
+    if "sat" in inst.mods and "hi" in inst.mods:
+        wide = ir.IntType(2 * width(t))
+        full = b.add(b.sext(prod, wide), b.sext(d, wide))
+        lo, hi = ir.Constant(wide, -(1 << 31)), ir.Constant(wide, (1 << 31) - 1)
+        full = b.select(b.icmp_signed("<", full, lo), lo, b.select(b.icmp_signed(">", full, hi), hi, full))
+        return f.write(inst.operands[0], b.trunc(full, a.type), t)
+    if "cc" in inst.mods or inst.opcode == "madc":
+        return _carry_arith(f, inst, dt, "add", prod, d, use_carry=inst.opcode == "madc")
+    f.write(inst.operands[0], b.add(prod, d), dt)
+
+
+@handles("mul24", "mad24")
+def mul24(f, inst):
+    t = inst_type(f, inst)
+    vals = ops_in(f, inst, t)
+    hi = "hi" in inst.mods
+    if inst.opcode == "mul24":
+        v = bitops.mul24(f.b, vals[0], vals[1], t.startswith("s"), hi)
+    else:
+        v = bitops.mad24(f.b, vals[0], vals[1], vals[2], t.startswith("s"), hi)
+    f.write(inst.operands[0], v, t)
+
+
+@handles("sad")
+def sad(f, inst):
+    t = inst_type(f, inst)
+    a, c, d = ops_in(f, inst, t)
+    f.write(inst.operands[0], bitops.sad(f.b, a, c, d, t.startswith("s")), t)
+
+
+@handles("div")
+def div(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    if t in ("f32", "f64"):
+        a, c = _float_inputs(f, inst, t, [a, c])
+        mode = "approx" if "approx" in inst.mods else ("full" if "full" in inst.mods else (rounding(inst) or "rn"))
+        v = floatops.div(b, a, c, mode)
+        return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
+    f.write(inst.operands[0], bitops.int_div(b, a, c, t.startswith("s")), t)
+
+
+@handles("rem")
+def rem(f, inst):
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    f.write(inst.operands[0], bitops.int_rem(f.b, a, c, t.startswith("s")), t)
+
+
+@handles("abs", "neg")
+def abs_neg(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):
+        return f.write(inst.operands[0], _half_op(f, inst, t, inst.opcode, [a]), t)
+    if t in ("f32", "f64"):
+        (a,) = _float_inputs(f, inst, t, [a])
+        if inst.opcode == "abs":
+            v = f.mc.intrinsic(b, f"llvm.fabs.{t}", a.type, [a])
+        else:
+            v = b.fneg(a)
+        return f.write(inst.operands[0], v, t)
+    if inst.opcode == "neg":
+        return f.write(inst.operands[0], b.neg(a), t)
+    f.write(inst.operands[0], b.select(b.icmp_signed("<", a, ir.Constant(a.type, 0)), b.neg(a), a), t)
+
+
+@handles("min", "max")
+def min_max(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    vals = ops_in(f, inst, t)
+    if t in PACKED_OR_HALF:
+        op = inst.opcode + ("_nan" if "NaN" in inst.mods else "")
+        return f.write(inst.operands[0], _half_op(f, inst, t, op, vals), t)
+    if t in ("f32", "f64"):
+        vals = _float_inputs(f, inst, t, vals)
+        fn = floatops.fmin if inst.opcode == "min" else floatops.fmax
+        v = vals[0]
+        for other in vals[1:]:
+            v = fn(b, v, other, "NaN" in inst.mods, False)
+        return f.write(inst.operands[0], v, t)
+    cmp = b.icmp_signed if t.startswith("s") else b.icmp_unsigned
+    pred = "<" if inst.opcode == "min" else ">"
+    v = vals[0]
+    for other in vals[1:]:
+        v = b.select(cmp(pred, v, other), v, other)
+    if "relu" in inst.mods:
+        zero = ir.Constant(v.type, 0)
+        v = b.select(b.icmp_signed("<", v, zero), zero, v)
+    f.write(inst.operands[0], v, t)
+
+
+# Float functions: opcode -> floatops helper taking (b, x, mode, ftz)
+@handles("rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh")
+def float_function(f, inst):
+    t = inst_type(f, inst)
+    (x,) = ops_in(f, inst, t)
+    mode = "approx" if "approx" in inst.mods else (rounding(inst) or "rn")
+    if t in PACKED_OR_HALF:
+        return f.write(inst.operands[0], _half_op(f, inst, t, inst.opcode, [x]), t)
+    v = floatops.unary(f.b, inst.opcode, x, mode, _ftz(inst))
+    f.write(inst.operands[0], v, t)
+
+
+@handles("copysign")
+def copysign(f, inst):
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    # copysign d, a, b: the magnitude of b with the sign of a
+    v = f.mc.intrinsic(f.b, f"llvm.copysign.{t}", c.type, [c, a])
+    f.write(inst.operands[0], v, t)
+
+
+@handles("testp")
+def testp(f, inst):
+    t = inst_type(f, inst)
+    kind = next(m for m in inst.mods if m in ("finite", "infinite", "number", "notanumber", "normal", "subnormal"))
+    x = f.read(inst.operands[1], t)
+    f.write(inst.operands[0], floatops.testp(f.b, x, kind), "pred")
+
+
+# ---------------------------------------------------------------------- bits
+
+@handles("and", "or", "xor")
+def logic(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    v = {"and": b.and_, "or": b.or_, "xor": b.xor}[inst.opcode](a, c)
+    f.write(inst.operands[0], v, t)
+
+
+@handles("not")
+def not_(f, inst):
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    f.write(inst.operands[0], f.b.not_(a), t)
+
+
+@handles("cnot")
+def cnot(f, inst):
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    b = f.b
+    v = b.zext(b.icmp_unsigned("==", a, ir.Constant(a.type, 0)), a.type)
+    f.write(inst.operands[0], v, t)
+
+
+@handles("shl", "shr")
+def shifts(f, inst):
+    t = inst_type(f, inst)
+    a = f.read(inst.operands[1], t)
+    n = f.read(inst.operands[2], "u32")
+    op = "shl" if inst.opcode == "shl" else ("shr_s" if t.startswith("s") else "shr_u")
+    f.write(inst.operands[0], bitops.shift(f.b, a, n, op), t)
+
+
+@handles("popc", "clz", "brev")
+def count_bits(f, inst):
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    fn = {"popc": bitops.popc, "clz": bitops.clz, "brev": bitops.brev}[inst.opcode]
+    f.write(inst.operands[0], fn(f.b, a), t if inst.opcode == "brev" else "u32")
+
+
+@handles("bfind")
+def bfind(f, inst):
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    f.write(inst.operands[0], bitops.bfind(f.b, a, t.startswith("s"), "shiftamt" in inst.mods), "u32")
+
+
+@handles("bfe")
+def bfe(f, inst):
+    t = inst_type(f, inst)
+    a = f.read(inst.operands[1], t)
+    pos, ln = f.read(inst.operands[2], "u32"), f.read(inst.operands[3], "u32")
+    f.write(inst.operands[0], bitops.bfe(f.b, a, pos, ln, t.startswith("s")), t)
+
+
+@handles("bfi")
+def bfi(f, inst):
+    t = inst_type(f, inst)
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    pos, ln = f.read(inst.operands[3], "u32"), f.read(inst.operands[4], "u32")
+    f.write(inst.operands[0], bitops.bfi(f.b, a, c, pos, ln), t)
+
+
+@handles("prmt")
+def prmt(f, inst):
+    a, c, d = ops_in(f, inst, "b32")
+    mode = next((m for m in inst.mods if m in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
+    f.write(inst.operands[0], bitops.prmt(f.b, a, c, d, mode), "b32")
+
+
+@handles("shf")
+def shf(f, inst):
+    a, c, d = ops_in(f, inst, "b32")
+    f.write(inst.operands[0], bitops.shf(f.b, a, c, d, "l" in inst.mods, "clamp" in inst.mods), "b32")
+
+
+@handles("lop3")
+def lop3(f, inst):
+    a, c, d = [f.read(op, "b32") for op in inst.operands[1:4]]
+    lut = inst.operands[4]
+    if not isinstance(lut, pir.Imm):
+        raise f.error("lop3 needs an immediate LUT")
+    f.write(inst.operands[0], bitops.lop3(f.b, a, c, d, lut.value & 0xFF), "b32")
+
+
+@handles("bmsk")
+def bmsk(f, inst):
+    a, c = ops_in(f, inst, "b32")
+    f.write(inst.operands[0], bitops.bmsk(f.b, a, c, "clamp" in inst.mods), "b32")
+
+
+@handles("dp4a", "dp2a")
+def dot_product(f, inst):
+    ts = type_mods(inst.mods)
+    a = f.read(inst.operands[1], "b32")
+    c = f.read(inst.operands[2], "b32")
+    d = f.read(inst.operands[3], "b32")
+    a_signed, b_signed = ts[0].startswith("s"), ts[1].startswith("s")
+    if inst.opcode == "dp4a":
+        v = bitops.dp4a(f.b, a, c, d, a_signed, b_signed)
+    else:
+        v = bitops.dp2a(f.b, a, c, d, a_signed, b_signed, "hi" in inst.mods)
+    f.write(inst.operands[0], v, "b32")
+
+
+# ---------------------------------------------------------------------- comparisons
+
+INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+           "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
+FLOAT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+             "equ": "==", "neu": "!=", "ltu": "<", "leu": "<=", "gtu": ">", "geu": ">="}
+BOOL_OPS = ("and", "or", "xor")
+
+
+def _compare(f, cmp, t, a, c):
+    b = f.b
+    if t in ("f32", "f64", "f16"):
+        if cmp == "num":
+            return b.fcmp_ordered("ord", a, c)
+        if cmp == "nan":
+            return b.fcmp_unordered("uno", a, c)
+        op = FLOAT_CMP[cmp]
+        if cmp.endswith("u") and cmp != "neu" or cmp == "neu":
+            return b.fcmp_unordered(op, a, c)
+        return b.fcmp_ordered(op, a, c)
+    if t == "bf16":
+        a, c = floatops.bf16_to_f32(b, a), floatops.bf16_to_f32(b, c)
+        return _compare(f, cmp, "f32", a, c)
+    if t.startswith("s") and cmp not in ("lo", "ls", "hi", "hs"):
+        return b.icmp_signed(INT_CMP[cmp], a, c)
+    return b.icmp_unsigned(INT_CMP[cmp], a, c)
+
+
+def _cmp_op(inst):
+    return next(m for m in inst.mods if m in INT_CMP or m in FLOAT_CMP or m in ("num", "nan"))
+
+
+def _combine(f, inst, p):
+    bop = next((m for m in inst.mods if m in BOOL_OPS), None)
+    if bop is None:
+        return p, None
+    c = f.read(inst.operands[3], "pred")
+    return {"and": f.b.and_, "or": f.b.or_, "xor": f.b.xor}[bop](p, c), (bop, c)
+
+
+@handles("setp")
+def setp(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    cmp = _cmp_op(inst)
+    if t in ("f16x2", "bf16x2"):
+        a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+        elem = t[:-2]
+        (alo, ahi), (clo, chi) = floatops.unpack2(b, a, elem), floatops.unpack2(b, c, elem)
+        plo, phi = _compare(f, cmp, elem, alo, clo), _compare(f, cmp, elem, ahi, chi)
+        dst = inst.operands[0]
+        f.write(dst.first, plo, "pred")
+        f.write(dst.second, phi, "pred")
+        return
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    if _ftz(inst) and t == "f32":
+        a, c = floatops.flush_denormal(b, a), floatops.flush_denormal(b, c)
+    p = _compare(f, cmp, t, a, c)
+    res, extra = _combine(f, inst, p)
+    dst = inst.operands[0]
+    if isinstance(dst, pir.Pair):
+        f.write(dst.first, res, "pred")
+        q = b.not_(p)
+        if extra:
+            q = {"and": b.and_, "or": b.or_, "xor": b.xor}[extra[0]](q, extra[1])
+        f.write(dst.second, q, "pred")
+    else:
+        f.write(dst, res, "pred")
+
+
+@handles("set")
+def set_(f, inst):
+    b = f.b
+    ts = type_mods(inst.mods)
+    dt, st_ = ts[0], ts[-1]
+    cmp = _cmp_op(inst)
+    a, c = f.read(inst.operands[1], st_), f.read(inst.operands[2], st_)
+    p, _ = _combine(f, inst, _compare(f, cmp, st_, a, c))
+    lt = llvm_type(dt)
+    if dt == "f32":
+        v = b.select(p, ir.Constant(lt, 1.0), ir.Constant(lt, 0.0))
+    else:
+        v = b.select(p, ir.Constant(lt, -1), ir.Constant(lt, 0))
+    f.write(inst.operands[0], v, dt)
+
+
+@handles("selp")
+def selp(f, inst):
+    t = inst_type(f, inst)
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    p = f.read(inst.operands[3], "pred")
+    f.write(inst.operands[0], f.b.select(p, a, c), t)
+
+
+@handles("slct")
+def slct(f, inst):
+    b = f.b
+    ts = type_mods(inst.mods)
+    a, c = f.read(inst.operands[1], ts[0]), f.read(inst.operands[2], ts[0])
+    sel = f.read(inst.operands[3], ts[1])
+    if ts[1] == "f32":
+        p = b.fcmp_ordered(">=", sel, ir.Constant(sel.type, 0.0))
+    else:
+        p = b.icmp_signed(">=", sel, ir.Constant(sel.type, 0))
+    f.write(inst.operands[0], b.select(p, a, c), ts[0])
+
+
+# ---------------------------------------------------------------------- control flow
+
+@handles("bra")
+def bra(f, inst):
+    b = f.b
+    target = inst.operands[0]
+    if not isinstance(target, pir.Sym) or target.name not in f.labels:
+        raise f.error(f"unknown branch target {target}")
+    blk = f.labels[target.name]
+    if inst.guard is None:
+        b.branch(blk)
+        return
+    g = f.read(inst.guard.reg, "pred")
+    if inst.guard.negated:
+        g = b.not_(g)
+    fall = f.fn.append_basic_block("fall")
+    b.cbranch(g, blk, fall)
+    b.position_at_end(fall)
+
+
+@handles("brx")
+def brx(f, inst):
+    b = f.b
+    idx = f.read(inst.operands[0], "u32")
+    targets = f.branch_targets.get(inst.operands[1].name)
+    if targets is None:
+        raise f.error("brx.idx needs a .branchtargets list")
+    default = f.fn.append_basic_block("brx.bad")
+    sw = b.switch(idx, default)
+    for i, name in enumerate(targets):
+        sw.add_case(i32(i), f.labels[name])
+    b.position_at_end(default)
+    f.emit_trap()
+
+
+@handles("ret")
+def ret(f, inst):
+    f.emit_return()
+
+
+@handles("exit")
+def exit_(f, inst):
+    f.emit_exit()
+
+
+@handles("trap")
+def trap(f, inst):
+    f.emit_trap()
+
+
+@handles("call")
+def call(f, inst):
+    from .calls import lower_call
+    lower_call(f, inst)
+
+
+# ---------------------------------------------------------------------- atomics
+
+ATOM_RMW = {"add": "add", "exch": "xchg", "and": "and", "or": "or", "xor": "xor"}
+
+
+@handles("atom", "red")
+def atom(f, inst):
+    from .atomics import lower_atomic
+    lower_atomic(f, inst)
+
+
+# ---------------------------------------------------------------------- barriers and warp collectives
+
+@handles("bar", "barrier")
+def barrier(f, inst):
+    b = f.b
+    if "warp" in inst.mods:
+        mask = f.read(inst.operands[0], "b32")
+        return f.suspend("warp_sync", {"op_mask": mask}, None)
+    if "arrive" in inst.mods:
+        return  # arriving threads do not wait; the block scheduler releases waiters
+    if "red" in inst.mods:
+        kind = next(m for m in inst.mods if m in ("popc", "and", "or"))
+        pred_op = inst.operands[-1]
+        p = f.read(pred_op, "pred")
+        dst = inst.operands[0]
+        t = "u32" if kind == "popc" else "pred"
+
+        def results(bb):
+            if kind == "popc":
+                f.write(dst, load_field(bb, f.ctx, abi.CTX["res"], I32), "u32")
+            else:
+                f.write(dst, bb.icmp_unsigned("!=", load_field(bb, f.ctx, abi.CTX["res"], I32), i32(0)), "pred")
+        return f.suspend(f"bar_red_{kind}", {"op_pred": b.zext(p, I32)}, results)
+    f.suspend("bar_sync", {}, None)
+
+
+def _result_writer(f, dst, t):
+    def results(bb):
+        if isinstance(dst, pir.Pair):
+            f.write(dst.first, _res_value(f, bb, t), t)
+            f.write(dst.second, bb.icmp_unsigned("!=", load_field(bb, f.ctx, abi.CTX["res_pred"], I32), i32(0)), "pred")
+        else:
+            f.write(dst, _res_value(f, bb, t), t)
+    return results
+
+
+def _res_value(f, bb, t):
+    if t == "pred":
+        return bb.icmp_unsigned("!=", load_field(bb, f.ctx, abi.CTX["res"], I32), i32(0))
+    v = load_field(bb, f.ctx, abi.CTX["res"], I64)
+    return convert_bits(bb, v, llvm_type(t))
+
+
+def _membermask(f, inst, index):
+    if len(inst.operands) > index:
+        return f.read(inst.operands[index], "b32")
+    return i32(-1)
+
+
+@handles("shfl")
+def shfl(f, inst):
+    b = f.b
+    mode = next(m for m in inst.mods if m in ("up", "down", "bfly", "idx"))
+    a = f.read(inst.operands[1], "b32")
+    lane = f.read(inst.operands[2], "b32")
+    clamp = f.read(inst.operands[3], "b32")
+    mask = _membermask(f, inst, 4)
+    f.suspend(f"shfl_{mode}", {"op_a": b.zext(a, I64), "op_b": lane, "op_c": clamp, "op_mask": mask},
+              _result_writer(f, inst.operands[0], "b32"))
+
+
+@handles("vote")
+def vote(f, inst):
+    b = f.b
+    mode = next(m for m in inst.mods if m in ("all", "any", "uni", "ballot"))
+    p = f.read(inst.operands[1], "pred")
+    mask = _membermask(f, inst, 2)
+    t = "b32" if mode == "ballot" else "pred"
+    f.suspend(f"vote_{mode}", {"op_pred": b.zext(p, I32), "op_mask": mask},
+              _result_writer(f, inst.operands[0], t))
+
+
+@handles("match")
+def match(f, inst):
+    b = f.b
+    mode = next(m for m in inst.mods if m in ("any", "all"))
+    t = inst_type(f, inst)
+    a = f.read(inst.operands[1], t)
+    mask = f.read(inst.operands[2], "b32")
+    f.suspend(f"match_{mode}_{t}", {"op_a": b.zext(a, I64) if t == "b32" else a, "op_mask": mask},
+              _result_writer(f, inst.operands[0], "b32"))
+
+
+@handles("redux")
+def redux(f, inst):
+    b = f.b
+    op = next(m for m in inst.mods if m in ("add", "min", "max", "and", "or", "xor"))
+    t = inst_type(f, inst)
+    if t not in ("u32", "s32", "b32"):
+        raise f.error(f"redux.sync.{op}.{t} is not supported", UnsupportedPtx)
+    kind = f"redux_{op}" if op in ("add", "and", "or", "xor") else f"redux_{op}_{'s32' if t == 's32' else 'u32'}"
+    a = f.read(inst.operands[1], t)
+    mask = f.read(inst.operands[2], "b32")
+    f.suspend(kind, {"op_a": b.zext(a, I64), "op_mask": mask}, _result_writer(f, inst.operands[0], t))
+
+
+@handles("activemask")
+def activemask(f, inst):
+    f.suspend("activemask", {"op_mask": i32(0)}, _result_writer(f, inst.operands[0], "b32"))

@@ -1,0 +1,69 @@
+"""Small llvmlite conveniences: counted loops, field access at byte offsets, intrinsics."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from .types import I8, I32, I64, PTR
+
+
+def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=False) -> ir.Function:
+    """The function `name` in `module`, declared on first use."""
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, args, var_arg=var_arg), name=name)
+    return fn
+
+
+def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
+    fn = declare(b.module, name, ret, [a.type for a in args])
+    return b.call(fn, args)
+
+
+@contextmanager
+def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name="i"):
+    """`for (i = start; i < stop; i++)` (signed compare); yields i inside the body."""
+    pre = b.block
+    head = b.append_basic_block(name + ".head")
+    body = b.append_basic_block(name + ".body")
+    end = b.append_basic_block(name + ".end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(start.type, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), body, end)
+    b.position_at_end(body)
+    yield i
+    nxt = b.add(i, ir.Constant(i.type, 1))
+    i.add_incoming(nxt, b.block)
+    b.branch(head)
+    b.position_at_end(end)
+
+
+def field_ptr(b: ir.IRBuilder, base: ir.Value, offset, typ: ir.Type) -> ir.Value:
+    """Pointer to a `typ` at `base + offset` bytes (base is an i8*)."""
+    if isinstance(offset, int):
+        offset = ir.Constant(I64, offset)
+    p = b.gep(base, [offset])
+    return b.bitcast(p, typ.as_pointer())
+
+
+def load_field(b, base, offset, typ):
+    return b.load(field_ptr(b, base, offset, typ))
+
+
+def store_field(b, base, offset, value):
+    b.store(value, field_ptr(b, base, offset, value.type))
+
+
+def const(typ: ir.Type, v) -> ir.Constant:
+    return ir.Constant(typ, v)
+
+
+def i32(v) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def i64(v) -> ir.Constant:
+    return ir.Constant(I64, v)

@@ -1,0 +1,75 @@
+"""Machine code from LLVM IR with llvmlite's MCJIT, for the CPU this process runs on."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+
+import llvmlite.binding as llvm
+
+_lock = threading.Lock()
+_state = {}
+
+
+def _initialise():
+    """Once per process: native target, libgomp and libc symbols visible to JIT code."""
+    with _lock:
+        if _state:
+            return _state
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        gomp = ctypes.util.find_library("gomp") or "libgomp.so.1"
+        try:
+            llvm.load_library_permanently(gomp)
+        except RuntimeError as e:   # pragma: no cover - libgomp ships with gcc's runtime
+            raise RuntimeError(f"anycuda needs libgomp (the GNU OpenMP runtime): {e}") from e
+        target = llvm.Target.from_default_triple()
+        features = llvm.get_host_cpu_features().flatten()
+        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=features,
+                                          opt=3, reloc="default", codemodel="jitdefault")
+        _state["tm"] = tm
+        _state["triple"] = llvm.get_process_triple()
+        return _state
+
+
+def target_description() -> str:
+    st = _initialise()
+    return f"{st['triple']} {llvm.get_host_cpu_name()}"
+
+
+def optimise(mod: llvm.ModuleRef, level: int = 3) -> None:
+    st = _initialise()
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pb = llvm.create_pass_builder(st["tm"], pto)
+    pm = pb.getModulePassManager()
+    pm.run(mod, pb)
+
+
+class JitModule:
+    """One compiled LLVM module kept alive with its execution engine."""
+
+    def __init__(self, llvm_ir: str, name: str = "module"):
+        st = _initialise()
+        mod = llvm.parse_assembly(llvm_ir)
+        mod.name = name
+        mod.triple = st["triple"]
+        mod.data_layout = str(st["tm"].target_data)
+        mod.verify()
+        if os.environ.get("ANYCUDA_DUMP_IR"):
+            with open(os.environ["ANYCUDA_DUMP_IR"], "w") as fh:
+                fh.write(str(mod))
+        optimise(mod)
+        if os.environ.get("ANYCUDA_DUMP_OPT_IR"):
+            with open(os.environ["ANYCUDA_DUMP_OPT_IR"], "w") as fh:
+                fh.write(str(mod))
+        self.engine = llvm.create_mcjit_compiler(mod, st["tm"])
+        self.engine.finalize_object()
+        self.engine.run_static_constructors()
+        self._module = mod
+
+    def address(self, symbol: str) -> int:
+        addr = self.engine.get_function_address(symbol)
+        if not addr:
+            addr = self.engine.get_global_value_address(symbol)
+        return addr

@@ -1,0 +1,472 @@
+"""Lowering of one PTX function body to LLVM IR (the per-thread code).
+
+A kernel becomes a *step function* `i32 step(i8* frame, i32 resume)`: it runs one thread from
+its resume point until the thread reaches a barrier or warp collective (a *site*), exits or
+traps. At a site the thread stores the registers that are live across it and the
+collective's operands in its frame and returns the site number; the block scheduler
+(scheduler.py) runs the collective for the whole warp or block and calls step again with
+that site as resume point. A `.func` becomes an ordinary LLVM function
+`void f(i8* ctx, i8* ret0.., i8* param0..)` whose `.param` arguments are byte buffers.
+
+Instruction semantics live in `instructions.py` (the tables and handlers); this module
+owns registers, operands, addresses and control flow.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ptx import ir as pir
+from ..ptx.errors import PtxError, UnsupportedPtx
+from . import abi, analysis
+from .irutil import declare, field_ptr, i32, i64, load_field, store_field
+from .types import F16, I1, I8, I16, I32, I64, PTR, llvm_type, width
+
+SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
+
+
+class LoweringError(PtxError):
+    pass
+
+
+def convert_bits(b: ir.IRBuilder, v: ir.Value, to: ir.Type, signed=False) -> ir.Value:
+    """Reinterpret or resize a register value as PTX's typed moves allow: same width is a
+    bitcast; a narrower integer view truncates; a wider one extends (sign or zero)."""
+    frm = v.type
+    if frm == to:
+        return v
+    if frm == I1:
+        return b.zext(v, to) if isinstance(to, ir.IntType) else convert_bits(b, b.zext(v, I32), to)
+    if to == I1:
+        iv = convert_bits(b, v, ir.IntType(_bits(frm)))
+        return b.icmp_unsigned("!=", iv, ir.Constant(iv.type, 0))
+    fw, tw = _bits(frm), _bits(to)
+    if not isinstance(frm, ir.IntType):
+        v = b.bitcast(v, ir.IntType(fw))
+    if fw > tw:
+        v = b.trunc(v, ir.IntType(tw))
+    elif fw < tw:
+        v = b.sext(v, ir.IntType(tw)) if signed else b.zext(v, ir.IntType(tw))
+    if not isinstance(to, ir.IntType):
+        v = b.bitcast(v, to)
+    return v
+
+
+def _bits(t: ir.Type) -> int:
+    if isinstance(t, ir.IntType):
+        return t.width
+    return {"half": 16, "float": 32, "double": 64}[str(t)]
+
+
+class FunctionLowering:
+    """Lowers one PTX function (kernel or device function) into an LLVM function."""
+
+    def __init__(self, mc, pfn: pir.Function, llfn: ir.Function, is_kernel: bool):
+        self.mc = mc                      # the ModuleLowering that owns symbols and layouts
+        self.pfn = pfn
+        self.fn = llfn
+        self.is_kernel = is_kernel
+        self.regs = {}                    # name -> (alloca, ptx type)
+        self.ptrs = {}                    # name -> i8* (locals, param buffers)
+        self.labels = {}
+        self.prototypes = {}
+        self.branch_targets = {}
+        self.sites = []                   # site kinds, index = site number - 1
+        self.site_live = {}
+        self.spill_slots = {}
+        self.frame_size = abi.FRAME_HEADER
+        self.local_offsets = {}
+        self.resume_blocks = []           # (site number, block that continues after it)
+        self.inst = None
+
+    # ------------------------------------------------------------------ errors
+    def error(self, msg: str, cls=LoweringError) -> PtxError:
+        inst = self.inst
+        loc = inst.loc if inst is not None else self.pfn.loc
+        return cls(msg, loc.line, loc.col, self.mc.source_name, inst.text if inst is not None else "")
+
+    # ------------------------------------------------------------------ set-up
+    def lower(self):
+        body = self.pfn.body
+        for st in body:
+            if isinstance(st, pir.Prototype):
+                self.prototypes[st.name] = st
+            elif isinstance(st, pir.BranchTargets):
+                self.branch_targets[st.name] = st.targets
+        if self.is_kernel:
+            self.site_live = analysis.live_across_suspensions(body, self.branch_targets)
+            live_regs = sorted({r for regs in self.site_live.values() for r in regs})
+            for i, r in enumerate(live_regs):
+                self.spill_slots[r] = abi.FRAME_HEADER + 8 * i
+            self.frame_size = abi.FRAME_HEADER + 8 * len(live_regs)
+        entry = self.fn.append_basic_block("entry")
+        self.b = b = ir.IRBuilder(entry)
+        if self.is_kernel:
+            self.ctx = self.fn.args[0]
+        else:
+            self.ctx = self.fn.args[0]
+        self.carry = b.alloca(I1, name="carry")
+        b.store(ir.Constant(I1, 0), self.carry)
+        self._declare_body_vars(body)
+        self._bind_params()
+        for st in body:
+            if isinstance(st, pir.Label):
+                self.labels[st.name] = self.fn.append_basic_block(st.name.replace("$", "_"))
+        start = self.fn.append_basic_block("start")
+        self.dispatch_block = b.block
+        b.position_at_end(start)
+        for st in body:
+            if isinstance(st, pir.Label):
+                target = self.labels[st.name]
+                if not b.block.is_terminated:
+                    b.branch(target)
+                b.position_at_end(target)
+            elif isinstance(st, pir.Instruction):
+                self.inst = st
+                if b.block.is_terminated:
+                    b.position_at_end(self.fn.append_basic_block("dead"))
+                self.lower_instruction(st)
+        self.inst = None
+        if not b.block.is_terminated:
+            self.emit_return()
+        self._emit_dispatch(start)
+        self.frame_size = (self.frame_size + 63) // 64 * 64
+
+    def _declare_body_vars(self, body):
+        b = self.b
+        for st in body:
+            if not isinstance(st, pir.VarDecl):
+                continue
+            if st.space == "reg":
+                if st.vector:
+                    raise self._decl_error(st, "vector registers are not supported")
+                self.regs[st.name] = (b.alloca(llvm_type(st.type), name=st.name.lstrip("%")), st.type)
+            elif st.space in ("local", "param"):
+                size = _decl_size(st)
+                align = st.align or min(max(width(st.type) // 8, 1), 16)
+                if st.space == "local" and self.is_kernel and self._has_sites():
+                    off = (self.frame_size + align - 1) // align * align
+                    self.local_offsets[st.name] = off
+                    self.frame_size = off + size
+                else:
+                    buf = b.alloca(ir.ArrayType(I8, max(size, 1)), name=st.name)
+                    buf.align = max(align, 8)
+                    self.ptrs[st.name] = b.bitcast(buf, PTR)
+            elif st.space == "shared":
+                pass  # laid out by the module (ModuleLowering.shared_offset)
+            else:
+                raise self._decl_error(st, f".{st.space} variables inside a function are not supported")
+
+    def _decl_error(self, decl, msg):
+        return LoweringError(msg, decl.loc.line, decl.loc.col, self.mc.source_name)
+
+    def _has_sites(self):
+        return bool(self.site_live)
+
+    def _bind_params(self):
+        if self.is_kernel:
+            return
+        args = list(self.fn.args[1:])
+        for decl, arg in zip(list(self.pfn.rets) + list(self.pfn.params), args):
+            self.ptrs[decl.name] = arg
+
+    def _emit_dispatch(self, start):
+        """The entry block: jump to the start, or to the continuation of a site on resume."""
+        b = self.b
+        b.position_at_end(self.dispatch_block)
+        if not self.is_kernel or not self.resume_blocks:
+            b.branch(start)
+            return
+        sw = b.switch(self.fn.args[1], start)
+        for site, blk in self.resume_blocks:
+            sw.add_case(i32(site), blk)
+
+    def entry_alloca(self, typ, name=""):
+        """A stack slot allocated once per call, not once per loop iteration."""
+        with self.b.goto_block(self.dispatch_block):
+            return self.b.alloca(typ, name=name)
+
+    # ------------------------------------------------------------------ frame / ctx
+    def ctx_field(self, name, typ=I32):
+        return load_field(self.b, self.ctx, abi.CTX[name], typ)
+
+    def launch_ptr(self):
+        return self.b.inttoptr(self.ctx_field("launch", I64), PTR)
+
+    def launch_field(self, name, typ):
+        return load_field(self.b, self.launch_ptr(), abi.LAUNCH[name], typ)
+
+    def shared_base(self):
+        return self.ctx_field("shared_base", I64)
+
+    # ------------------------------------------------------------------ registers
+    def reg(self, name):
+        try:
+            return self.regs[name]
+        except KeyError:
+            raise self.error(f"undeclared register {name}") from None
+
+    def read(self, op, t: str, signed=None) -> ir.Value:
+        """The value of an operand viewed as PTX type `t`."""
+        b = self.b
+        lt = llvm_type(t)
+        if signed is None:
+            signed = t.startswith("s")
+        if isinstance(op, pir.Reg):
+            slot, _ = self.reg(op.name)
+            return convert_bits(b, b.load(slot), lt, signed)
+        if isinstance(op, pir.Imm):
+            return self.immediate(op, t)
+        if isinstance(op, pir.SpecialReg):
+            v = self.special(op)
+            return convert_bits(b, v, lt, False)
+        if isinstance(op, pir.Not):
+            return b.not_(self.read(op.operand, "pred"))
+        if isinstance(op, pir.Sym):
+            return convert_bits(b, self.symbol_address(op.name, window=True), lt)
+        if isinstance(op, pir.Vec):
+            return self.pack(op, t)
+        raise self.error(f"operand {op} cannot be read as .{t}")
+
+    def immediate(self, op: pir.Imm, t: str) -> ir.Value:
+        lt = llvm_type(t)
+        if t == "pred":
+            return ir.Constant(I1, 1 if op.value else 0)
+        if isinstance(lt, ir.IntType):
+            if op.is_float:
+                if op.bits is not None:
+                    return ir.Constant(lt, op.bits & ((1 << lt.width) - 1))
+                raise self.error(f"float immediate {op.value} used as .{t}")
+            return ir.Constant(lt, op.value & ((1 << lt.width) - 1))
+        if op.is_float and op.bits is not None and op.width == _bits(lt):
+            return self.b.bitcast(ir.Constant(ir.IntType(op.width), op.bits), lt)
+        return ir.Constant(lt, float(op.value))
+
+    def write(self, op, value: ir.Value, t: str):
+        """Store `value` (of PTX type `t`) into a destination register or vector."""
+        b = self.b
+        if isinstance(op, pir.Sym) and op.name == "_":
+            return
+        if isinstance(op, pir.Vec):
+            return self.unpack(op, value, t)
+        if not isinstance(op, pir.Reg):
+            raise self.error(f"destination {op} is not a register")
+        slot, _ = self.reg(op.name)
+        b.store(convert_bits(b, value, slot.type.pointee, t.startswith("s")), slot)
+
+    def pack(self, vec: pir.Vec, t: str) -> ir.Value:
+        """`{a, b}` as one value: element 0 in the low bits."""
+        b = self.b
+        total = width(t)
+        n = len(vec.items)
+        ew = total // n
+        acc = ir.Constant(ir.IntType(total), 0)
+        for i, item in enumerate(vec.items):
+            v = self.read(item, f"b{ew}")
+            acc = b.or_(acc, b.shl(b.zext(v, acc.type) if ew < total else v, ir.Constant(acc.type, i * ew)))
+        return convert_bits(b, acc, llvm_type(t))
+
+    def unpack(self, vec: pir.Vec, value: ir.Value, t: str):
+        b = self.b
+        total = width(t)
+        n = len(vec.items)
+        ew = total // n
+        iv = convert_bits(b, value, ir.IntType(total))
+        for i, item in enumerate(vec.items):
+            part = b.trunc(b.lshr(iv, ir.Constant(iv.type, i * ew)), ir.IntType(ew)) if ew < total else iv
+            self.write(item, part, f"b{ew}")
+
+    # ------------------------------------------------------------------ special registers
+    def special(self, op: pir.SpecialReg) -> ir.Value:
+        b = self.b
+        name, comp = op.name, op.component
+        if name in SPECIAL_FIELDS and comp in ("x", "y", "z"):
+            return self.ctx_field(f"{name}_{comp}")
+        linear = self.ctx_field("linear")
+        if name == "laneid":
+            return b.and_(linear, i32(31))
+        if name == "warpid":
+            return b.lshr(linear, i32(5))
+        if name == "nwarpid":
+            n = b.mul(b.mul(self.ctx_field("ntid_x"), self.ctx_field("ntid_y")), self.ctx_field("ntid_z"))
+            return b.lshr(b.add(n, i32(31)), i32(5))
+        if name.startswith("lanemask_"):
+            lane = b.and_(linear, i32(31))
+            bit = b.shl(i32(1), lane)
+            kind = name[len("lanemask_"):]
+            if kind == "eq":
+                return bit
+            lt = b.sub(bit, i32(1))
+            return {"lt": lt, "le": b.or_(lt, bit), "gt": b.not_(b.or_(lt, bit)), "ge": b.not_(lt)}[kind]
+        if name == "smid":
+            return self.ctx_field("worker")
+        if name == "nsmid":
+            return self.mc.num_workers_value(b)
+        if name in ("clock", "clock64"):
+            c = self.mc.intrinsic(b, "llvm.readcyclecounter", I64, [])
+            return b.trunc(c, I32) if name == "clock" else c
+        if name in ("globaltimer", "globaltimer_lo", "globaltimer_hi"):
+            t = b.call(self.mc.globaltimer_fn(), [])
+            if name == "globaltimer_lo":
+                return b.trunc(t, I32)
+            if name == "globaltimer_hi":
+                return b.trunc(b.lshr(t, i64(32)), I32)
+            return t
+        if name == "dynamic_smem_size":
+            return self.launch_field("dyn_shared", I32)
+        if name == "total_smem_size":
+            return self.launch_field("shared_total", I32)
+        if name == "gridid":
+            return i64(0)
+        if name.startswith("envreg") or name.startswith("pm"):
+            return i32(0)
+        if name in ("tid", "ntid", "ctaid", "nctaid") and comp is None:
+            raise self.error(f"%{name} without a component is not supported", UnsupportedPtx)
+        raise self.error(f"special register %{name}{'.' + comp if comp else ''} is not supported", UnsupportedPtx)
+
+    # ------------------------------------------------------------------ symbols and addresses
+    def symbol_address(self, name: str, window: bool) -> ir.Value:
+        """The i64 address of a symbol. With window=True a shared variable gives its offset
+        in the shared window (what `mov r, smem_var` yields); otherwise its generic address."""
+        b = self.b
+        if name in self.ptrs:
+            return b.ptrtoint(self.ptrs[name], I64)
+        if name in self.local_offsets:
+            return b.ptrtoint(b.gep(self.ctx, [i64(self.local_offsets[name])]), I64)
+        if self.is_kernel and name in self.mc.kernel_params(self.pfn):
+            off = self.mc.kernel_params(self.pfn)[name].offset
+            return b.add(self.launch_field("params", I64), i64(off))
+        shared = self.mc.shared_offset(self.pfn, name)
+        if shared is None and name in self.mc.extern_shared:
+            shared = self.mc.extern_shared_offset(self)
+        if shared is not None:
+            if isinstance(shared, int):
+                shared = i64(shared)
+            if window:
+                return shared
+            return b.add(self.shared_base(), shared)
+        g = self.mc.global_symbol(name)
+        if g is not None:
+            return b.ptrtoint(g, I64)
+        raise self.error(f"unknown symbol {name}")
+
+    def address(self, op, space: str) -> ir.Value:
+        """An i8* for a memory operand in state space `space` ('' = generic)."""
+        b = self.b
+        if not isinstance(op, pir.Addr):
+            if isinstance(op, (pir.Reg, pir.Sym)):
+                op = pir.Addr(op, 0)
+            else:
+                raise self.error(f"expected a memory operand, got {op}")
+        if op.base is None:
+            addr = i64(op.offset)
+        elif isinstance(op.base, pir.Sym):
+            addr = self.symbol_address(op.base.name, window=(space == "shared"))
+            addr = b.add(addr, i64(op.offset))
+        else:
+            slot, t = self.reg(op.base.name)
+            addr = convert_bits(b, b.load(slot), I64)
+            if op.offset:
+                addr = b.add(addr, i64(op.offset))
+        if space == "shared":
+            addr = b.add(self.shared_base(), addr)
+        return b.inttoptr(addr, PTR)
+
+    def typed_ptr(self, p: ir.Value, lt: ir.Type) -> ir.Value:
+        return self.b.bitcast(p, lt.as_pointer())
+
+    # ------------------------------------------------------------------ control flow helpers
+    def emit_return(self):
+        b = self.b
+        if self.is_kernel:
+            b.ret(i32(abi.STEP_EXIT))
+        else:
+            b.ret_void()
+
+    def emit_exit(self):
+        """`exit`: the thread ends. In a device function, flag it for the caller."""
+        if self.is_kernel:
+            self.b.ret(i32(abi.STEP_EXIT))
+        else:
+            store_field(self.b, self.ctx, abi.CTX["exit_flag"], i32(1))
+            self.b.ret_void()
+
+    def emit_trap(self, code=abi.LAUNCH_ERR_TRAP):
+        b = self.b
+        b.call(self.mc.record_error_fn(), [self.ctx, i32(code)])
+        if self.is_kernel:
+            b.ret(i32(abi.STEP_TRAP))
+        else:
+            store_field(b, self.ctx, abi.CTX["exit_flag"], i32(2))
+            b.ret_void()
+
+    def after_call_check(self):
+        """A callee that executed exit or trap returns with the frame's exit flag set."""
+        b = self.b
+        flag = self.ctx_field("exit_flag")
+        cont = self.fn.append_basic_block("call.cont")
+        leave = self.fn.append_basic_block("call.exit")
+        b.cbranch(b.icmp_signed("!=", flag, i32(0)), leave, cont)
+        b.position_at_end(leave)
+        if self.is_kernel:
+            b.ret(b.select(b.icmp_signed("==", flag, i32(2)), i32(abi.STEP_TRAP), i32(abi.STEP_EXIT)))
+        else:
+            b.ret_void()
+        b.position_at_end(cont)
+
+    # ------------------------------------------------------------------ suspension
+    def suspend(self, kind: str, operands: dict, results):
+        """Leave the step function at a site and continue after it on resume.
+
+        operands: {'op_a': i64 value, 'op_b': i32, ...} stored in the frame header;
+        results: callable(builder) run in the resume block to write destinations."""
+        if not self.is_kernel:
+            raise self.error(f"{self.inst.opcode} inside a device function that was not inlined "
+                             "is not supported", UnsupportedPtx)
+        b = self.b
+        pos = self.pfn.body.index(self.inst)
+        live = self.site_live.get(pos, [])
+        self.sites.append(abi.SITE[kind])
+        site = len(self.sites)
+        for name, value in operands.items():
+            store_field(b, self.ctx, abi.CTX[name], value)
+        for r in live:
+            slot, _ = self.reg(r)
+            v = b.load(slot)
+            store_field(b, self.ctx, self.spill_slots[r], convert_bits(b, v, I64))
+        b.ret(i32(site))
+        resume = self.fn.append_basic_block(f"resume{site}")
+        b.position_at_end(resume)
+        for r in live:
+            slot, _ = self.reg(r)
+            v = load_field(b, self.ctx, self.spill_slots[r], I64)
+            b.store(convert_bits(b, v, slot.type.pointee), slot)
+        if results is not None:
+            results(b)
+        self.resume_blocks.append((site, resume))
+
+    # ------------------------------------------------------------------ instructions
+    def lower_instruction(self, inst: pir.Instruction):
+        from .instructions import HANDLERS
+        handler = HANDLERS.get(inst.opcode)
+        if handler is None:
+            raise self.error(f"instruction '{inst.opcode}' is not supported by anycuda yet", UnsupportedPtx)
+        b = self.b
+        if inst.guard is not None and inst.opcode != "bra":
+            g = self.read(inst.guard.reg, "pred")
+            if inst.guard.negated:
+                g = b.not_(g)
+            then = self.fn.append_basic_block("guarded")
+            after = self.fn.append_basic_block("after")
+            b.cbranch(g, then, after)
+            b.position_at_end(then)
+            handler(self, inst)
+            if not b.block.is_terminated:
+                b.branch(after)
+            b.position_at_end(after)
+        else:
+            handler(self, inst)
+
+
+def _decl_size(decl: pir.VarDecl) -> int:
+    n = decl.count if decl.count else 1
+    return max(width(decl.type) // 8, 1) * n * (decl.vector or 1)

@@ -1,0 +1,430 @@
+"""The work-group function: how one block's threads run on one CPU thread.
+
+Each thread runs through its step function until it reaches a site (a barrier or a warp
+collective), exits or traps. A warp whose lanes all wait is resolved: the lanes waiting at
+the same collective run it together (when every non-exited lane of its member mask is
+there, or when nothing else can progress) and continue. When every thread of the block
+waits at a barrier or has exited, the barrier is released. Threads that exited do not hold
+up a barrier, as on a GPU. No schedule can hang: every round either runs a thread or
+releases a barrier or a collective.
+
+A kernel without sites needs none of this: its block is a plain loop over threads that
+reuses one frame.
+
+`emit_launch` adds, per kernel, the block function, the worker that takes blocks from a
+shared counter (so load balances across cores), and `launch` that runs the workers with
+libgomp's GOMP_parallel.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from . import abi
+from .irutil import declare, field_ptr, for_range, i32, i64, load_field, store_field
+from .types import I1, I8, I32, I64, PTR
+
+C = abi.CTX
+
+
+def _frame(b, ws, fsize, t):
+    return b.gep(ws, [b.mul(b.sext(t, I64), fsize)])
+
+
+def emit_record_error(module: ir.Module) -> ir.Function:
+    """void anycuda.record_error(i8* ctx, i32 code): the first error of a launch wins."""
+    fn = module.globals.get("anycuda.record_error")
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I32]), name="anycuda.record_error")
+    fn.linkage = "internal"
+    ctx, code = fn.args
+    b = ir.IRBuilder(fn.append_basic_block())
+    launch = b.inttoptr(load_field(b, ctx, C["launch"], I64), PTR)
+    res = b.cmpxchg(field_ptr(b, launch, abi.LAUNCH["error"], I32), i32(0), code, "seq_cst", "seq_cst")
+    with b.if_then(b.extract_value(res, 1)):
+        gx = load_field(b, ctx, C["nctaid_x"], I32)
+        gy = load_field(b, ctx, C["nctaid_y"], I32)
+        cx, cy, cz = (b.zext(load_field(b, ctx, C[k], I32), I64) for k in ("ctaid_x", "ctaid_y", "ctaid_z"))
+        gx64, gy64 = b.zext(gx, I64), b.zext(gy, I64)
+        blk = b.add(cx, b.mul(gx64, b.add(cy, b.mul(gy64, cz))))
+        store_field(b, launch, abi.LAUNCH["err_block"], blk)
+        store_field(b, launch, abi.LAUNCH["err_thread"], b.zext(load_field(b, ctx, C["linear"], I32), I64))
+    b.ret_void()
+    return fn
+
+
+def _state(b, frame):
+    return field_ptr(b, frame, C["state"], I32)
+
+
+def emit_resolve_warp(module: ir.Module) -> ir.Function:
+    """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds):
+    run one ready collective of the warp [lo, hi); returns the number of lanes released."""
+    fn = module.globals.get("anycuda.resolve_warp")
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32, I32.as_pointer()]),
+                     name="anycuda.resolve_warp")
+    fn.linkage = "internal"
+    ws, fsize, lo, hi, kinds = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    chosen = b.alloca(I32, name="chosen")
+    first = b.alloca(I32, name="first")
+    b.store(i32(-1), chosen)
+    b.store(i32(-1), first)
+
+    def frame(t):
+        return _frame(b, ws, fsize, t)
+
+    def waiting_at(t, site):
+        fr = frame(t)
+        st = b.load(_state(b, fr))
+        at = b.icmp_signed("==", load_field(b, fr, C["resume"], I32), site)
+        return b.and_(b.icmp_signed("==", st, i32(abi.THREAD_WAIT_WARP)), at)
+
+    # 1. find a lane whose collective has every live member of its mask waiting with it
+    with for_range(b, lo, hi, "t") as t:
+        fr = frame(t)
+        is_waiting = b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_WAIT_WARP))
+        none_chosen = b.icmp_signed("<", b.load(chosen), i32(0))
+        with b.if_then(b.and_(is_waiting, none_chosen)):
+            with b.if_then(b.icmp_signed("<", b.load(first), i32(0))):
+                b.store(t, first)
+            site = load_field(b, fr, C["resume"], I32)
+            mask = load_field(b, fr, C["op_mask"], I32)
+            complete = b.alloca(I1)
+            b.store(ir.Constant(I1, 1), complete)
+            with for_range(b, lo, hi, "u") as u:
+                bit = b.trunc(b.lshr(mask, b.sub(u, lo)), I1)
+                ustate = b.load(_state(b, frame(u)))
+                alive = b.icmp_signed("!=", ustate, i32(abi.THREAD_EXITED))
+                missing = b.and_(b.and_(bit, alive), b.not_(waiting_at(u, site)))
+                with b.if_then(missing):
+                    b.store(ir.Constant(I1, 0), complete)
+            with b.if_then(b.load(complete)):
+                b.store(t, chosen)
+    c = b.load(chosen)
+    c = b.select(b.icmp_signed("<", c, i32(0)), b.load(first), c)
+    nothing = fn.append_basic_block("nothing")
+    work = fn.append_basic_block("work")
+    b.cbranch(b.icmp_signed("<", c, i32(0)), nothing, work)
+    b.position_at_end(nothing)
+    b.ret(i32(0))
+    b.position_at_end(work)
+    site = load_field(b, frame(c), C["resume"], I32)
+    kind = b.load(b.gep(kinds, [b.sub(site, i32(1))]))
+    # 2. the group: lanes waiting at this site; aggregates over it
+    group = b.alloca(I32, name="group")
+    agg = {k: b.alloca(I64 if k.startswith("r") else I32, name=k) for k in
+           ("all", "any", "ballot", "radd", "rminu", "rmins", "rmaxu", "rmaxs", "rand", "ror", "rxor", "same")}
+    init = {"all": 1, "any": 0, "ballot": 0, "radd": 0, "rminu": 0xFFFFFFFF, "rmins": 0x7FFFFFFF,
+            "rmaxu": 0, "rmaxs": -0x80000000, "rand": 0xFFFFFFFF, "ror": 0, "rxor": 0, "same": 1}
+    for k, v in init.items():
+        b.store(ir.Constant(agg[k].type.pointee, v), agg[k])
+    b.store(i32(0), group)
+    a_first = load_field(b, frame(c), C["op_a"], I64)
+    with for_range(b, lo, hi, "g") as g:
+        with b.if_then(waiting_at(g, site)):
+            fr = frame(g)
+            lane_bit = b.shl(i32(1), b.sub(g, lo))
+            b.store(b.or_(b.load(group), lane_bit), group)
+            p = load_field(b, fr, C["op_pred"], I32)
+            p1 = b.icmp_signed("!=", p, i32(0))
+            b.store(b.and_(b.load(agg["all"]), b.zext(p1, I32)), agg["all"])
+            b.store(b.or_(b.load(agg["any"]), b.zext(p1, I32)), agg["any"])
+            b.store(b.or_(b.load(agg["ballot"]), b.select(p1, lane_bit, i32(0))), agg["ballot"])
+            a64 = load_field(b, fr, C["op_a"], I64)
+            a = b.and_(a64, i64(0xFFFFFFFF))
+            sa = b.sext(b.trunc(a64, I32), I64)
+
+            def upd(name, fnv):
+                b.store(fnv(b.load(agg[name])), agg[name])
+            upd("radd", lambda x: b.and_(b.add(x, a), i64(0xFFFFFFFF)))
+            upd("rminu", lambda x: b.select(b.icmp_unsigned("<", a, x), a, x))
+            upd("rmaxu", lambda x: b.select(b.icmp_unsigned(">", a, x), a, x))
+            upd("rmins", lambda x: b.select(b.icmp_signed("<", sa, x), sa, x))
+            upd("rmaxs", lambda x: b.select(b.icmp_signed(">", sa, x), sa, x))
+            upd("rand", lambda x: b.and_(x, a))
+            upd("ror", lambda x: b.or_(x, a))
+            upd("rxor", lambda x: b.xor(x, a))
+            # "same" tracks whether every lane's predicate (vote.uni) / value (match.all) agree
+            same_pred = b.icmp_signed("==", b.zext(p1, I32), b.zext(b.icmp_signed(
+                "!=", load_field(b, frame(c), C["op_pred"], I32), i32(0)), I32))
+            is64 = b.or_(b.icmp_signed("==", kind, i32(abi.SITE["match_all_b64"])),
+                         b.icmp_signed("==", kind, i32(abi.SITE["match_any_b64"])))
+            av = b.select(is64, a64, a)
+            af = b.select(is64, a_first, b.and_(a_first, i64(0xFFFFFFFF)))
+            is_match = b.icmp_signed("==", kind, i32(abi.SITE["match_all_b32"]))
+            is_match = b.or_(is_match, b.icmp_signed("==", kind, i32(abi.SITE["match_all_b64"])))
+            agree = b.select(is_match, b.icmp_unsigned("==", av, af), same_pred)
+            b.store(b.and_(b.load(agg["same"]), b.zext(agree, I32)), agg["same"])
+    grp = b.load(group)
+    # 3. each lane's result
+    with for_range(b, lo, hi, "l") as l:
+        with b.if_then(waiting_at(l, site)):
+            fr = frame(l)
+            res, rpred = _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi)
+            store_field(b, fr, C["res"], res)
+            store_field(b, fr, C["res_pred"], rpred)
+    with for_range(b, lo, hi, "r") as r:
+        with b.if_then(waiting_at(r, site)):
+            b.store(i32(abi.THREAD_RUN), _state(b, frame(r)))
+    b.ret(_popc(b, grp))
+    return fn
+
+
+def _popc(b, v):
+    fn = declare(b.module, "llvm.ctpop.i32", I32, [I32])
+    return b.call(fn, [v])
+
+
+def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi):
+    """(i64 result, i32 predicate result) of one lane of a resolved collective."""
+    S = abi.SITE
+    lane = b.sub(l, lo)
+    # shuffles, per the PTX ISA pseudo-code for shfl.sync
+    bval = b.and_(load_field(b, fr, C["op_b"], I32), i32(31))
+    cval = load_field(b, fr, C["op_c"], I32)
+    clampv = b.and_(cval, i32(31))
+    seg = b.and_(b.lshr(cval, i32(8)), i32(31))
+    max_lane = b.or_(b.and_(lane, seg), b.and_(clampv, b.not_(seg)))
+    min_lane = b.and_(lane, seg)
+    j_up = b.sub(lane, bval)
+    j_down = b.add(lane, bval)
+    j_bfly = b.xor(lane, bval)
+    j_idx = b.or_(min_lane, b.and_(bval, b.not_(seg)))
+    is_k = lambda name: b.icmp_signed("==", kind, i32(S[name]))
+    j = b.select(is_k("shfl_up"), j_up, b.select(is_k("shfl_down"), j_down,
+                 b.select(is_k("shfl_bfly"), j_bfly, j_idx)))
+    pval = b.select(is_k("shfl_up"), b.icmp_signed(">=", j, max_lane), b.icmp_signed("<=", j, max_lane))
+    j = b.select(pval, j, lane)
+    j_ok = b.and_(b.icmp_unsigned("<", j, i32(32)),
+                  b.trunc(b.lshr(grp, b.and_(j, i32(31))), I1))
+    src = b.select(j_ok, b.add(lo, j), l)
+    shfl_val = load_field(b, frame(src), C["op_a"], I64)
+    # match.any: lanes of the group holding the same value
+    matches = b.alloca(I32)
+    b.store(i32(0), matches)
+    is_any32, is_any64 = is_k("match_any_b32"), is_k("match_any_b64")
+    with b.if_then(b.or_(is_any32, is_any64)):
+        mine = load_field(b, fr, C["op_a"], I64)
+        with for_range(b, lo, hi, "m") as m:
+            with b.if_then(waiting_at(m, site)):
+                other = load_field(b, frame(m), C["op_a"], I64)
+                eq = b.select(is_any64, b.icmp_unsigned("==", other, mine),
+                              b.icmp_unsigned("==", b.trunc(other, I32), b.trunc(mine, I32)))
+                bit = b.shl(i32(1), b.sub(m, lo))
+                b.store(b.or_(b.load(matches), b.select(eq, bit, i32(0))), matches)
+    same = b.load(agg["same"])
+    z64 = lambda v: b.zext(v, I64)
+    table = [
+        (("shfl_up", "shfl_down", "shfl_bfly", "shfl_idx"), shfl_val, b.zext(pval, I32)),
+        (("vote_all",), z64(b.load(agg["all"])), i32(0)),
+        (("vote_any",), z64(b.load(agg["any"])), i32(0)),
+        (("vote_uni",), z64(same), i32(0)),
+        (("vote_ballot", ), z64(b.load(agg["ballot"])), i32(0)),
+        (("match_any_b32", "match_any_b64"), z64(b.load(matches)), i32(0)),
+        (("match_all_b32", "match_all_b64"), b.select(b.icmp_signed("!=", same, i32(0)), z64(grp), i64(0)), same),
+        (("redux_add",), b.load(agg["radd"]), i32(0)),
+        (("redux_min_u32",), b.load(agg["rminu"]), i32(0)),
+        (("redux_max_u32",), b.load(agg["rmaxu"]), i32(0)),
+        (("redux_min_s32",), b.and_(b.load(agg["rmins"]), i64(0xFFFFFFFF)), i32(0)),
+        (("redux_max_s32",), b.and_(b.load(agg["rmaxs"]), i64(0xFFFFFFFF)), i32(0)),
+        (("redux_and",), b.load(agg["rand"]), i32(0)),
+        (("redux_or",), b.load(agg["ror"]), i32(0)),
+        (("redux_xor",), b.load(agg["rxor"]), i32(0)),
+        (("activemask",), z64(grp), i32(0)),
+    ]
+    res, rpred = i64(0), i32(0)
+    for names, value, pred in table:
+        hit = ir.Constant(I1, 0)
+        for n in names:
+            hit = b.or_(hit, is_k(n))
+        res = b.select(hit, value, res)
+        rpred = b.select(hit, pred, rpred)
+    return res, rpred
+
+
+def emit_resolve_barrier(module: ir.Module) -> ir.Function:
+    """i32 anycuda.resolve_barrier(i8* ws, i64 fsize, i32 n, i32* kinds): when every live
+    thread waits at a barrier, compute bar.red results and release them all."""
+    fn = module.globals.get("anycuda.resolve_barrier")
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32.as_pointer()]),
+                     name="anycuda.resolve_barrier")
+    fn.linkage = "internal"
+    ws, fsize, n, kinds = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    cnt, popc, all_, any_ = (b.alloca(I32) for _ in range(4))
+    for v, init in ((cnt, 0), (popc, 0), (all_, 1), (any_, 0)):
+        b.store(i32(init), v)
+    with for_range(b, i32(0), n, "t") as t:
+        fr = _frame(b, ws, fsize, t)
+        with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_WAIT_BAR))):
+            p = b.zext(b.icmp_signed("!=", load_field(b, fr, C["op_pred"], I32), i32(0)), I32)
+            b.store(b.add(b.load(cnt), i32(1)), cnt)
+            b.store(b.add(b.load(popc), p), popc)
+            b.store(b.and_(b.load(all_), p), all_)
+            b.store(b.or_(b.load(any_), p), any_)
+    with for_range(b, i32(0), n, "r") as r:
+        fr = _frame(b, ws, fsize, r)
+        with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_WAIT_BAR))):
+            site = load_field(b, fr, C["resume"], I32)
+            kind = b.load(b.gep(kinds, [b.sub(site, i32(1))]))
+            res = b.select(b.icmp_signed("==", kind, i32(abi.SITE["bar_red_popc"])), b.load(popc),
+                           b.select(b.icmp_signed("==", kind, i32(abi.SITE["bar_red_and"])), b.load(all_),
+                                    b.load(any_)))
+            store_field(b, fr, C["res"], b.zext(res, I64))
+            b.store(i32(abi.THREAD_RUN), _state(b, fr))
+    b.ret(b.load(cnt))
+    return fn
+
+
+def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
+    """Fill a thread's frame header for the block `cta`."""
+    x = b.urem(t, nx)
+    y = b.urem(b.udiv(t, nx), ny)
+    z = b.udiv(t, b.mul(nx, ny))
+    for k, v in (("tid_x", x), ("tid_y", y), ("tid_z", z), ("linear", t), ("exit_flag", i32(0)),
+                 ("resume", i32(0)), ("state", i32(abi.THREAD_RUN)), ("worker", worker),
+                 ("op_mask", i32(-1)), ("op_pred", i32(0))):
+        store_field(b, fr, C[k], v)
+    for k in ("ntid_x", "ntid_y", "ntid_z"):
+        store_field(b, fr, C[k], load_field(b, L, abi.LAUNCH["block_" + k[-1]], I32))
+    for k in ("nctaid_x", "nctaid_y", "nctaid_z"):
+        store_field(b, fr, C[k], load_field(b, L, abi.LAUNCH["grid_" + k[-1]], I32))
+    for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), cta):
+        store_field(b, fr, C[k], v)
+    store_field(b, fr, C["shared_base"], b.ptrtoint(shared, I64))
+    store_field(b, fr, C["launch"], b.ptrtoint(L, I64))
+
+
+def emit_block_function(module, name, step, nsites_kinds, frame_size):
+    """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker)."""
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32]), name=name + ".block")
+    fn.linkage = "internal"
+    L, ws, shared, cx, cy, cz, worker = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
+    ny = load_field(b, L, abi.LAUNCH["block_y"], I32)
+    nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
+    n = b.mul(b.mul(nx, ny), nz)
+    fsize = i64(frame_size)
+    fail = fn.append_basic_block("fail")
+    if not nsites_kinds:
+        with for_range(b, i32(0), n, "t") as t:
+            _init_frame(b, ws, L, t, nx, ny, (cx, cy, cz), shared, worker)
+            code = b.call(step, [ws, i32(0)])
+            ok = fn.append_basic_block("ok")
+            b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
+            b.position_at_end(ok)
+        b.ret(i32(0))
+        b.position_at_end(fail)
+        b.ret(i32(-1))
+        return fn
+    kinds_ty = ir.ArrayType(I32, len(nsites_kinds))
+    kinds_g = ir.GlobalVariable(module, kinds_ty, name=name + ".sites")
+    kinds_g.initializer = ir.Constant(kinds_ty, nsites_kinds)
+    kinds_g.global_constant = True
+    kinds_g.linkage = "internal"
+    kinds = b.bitcast(kinds_g, I32.as_pointer())
+    with for_range(b, i32(0), n, "t") as t:
+        _init_frame(b, _frame(b, ws, fsize, t), L, t, nx, ny, (cx, cy, cz), shared, worker)
+    nwarps = b.udiv(b.add(n, i32(31)), i32(32))
+    outer = fn.append_basic_block("round")
+    b.branch(outer)
+    b.position_at_end(outer)
+    with for_range(b, i32(0), nwarps, "w") as w:
+        lo = b.mul(w, i32(32))
+        hi = b.add(lo, i32(32))
+        hi = b.select(b.icmp_signed("<", n, hi), n, hi)
+        warp = fn.append_basic_block("warp")
+        b.branch(warp)
+        b.position_at_end(warp)
+        with for_range(b, lo, hi, "t") as t:
+            fr = _frame(b, ws, fsize, t)
+            with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN))):
+                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32)])
+                ok = fn.append_basic_block("ok")
+                b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
+                b.position_at_end(ok)
+                exited = b.icmp_signed("==", code, i32(abi.STEP_EXIT))
+                kind = b.load(b.gep(kinds, [b.sub(b.select(exited, i32(1), code), i32(1))]))
+                is_block = ir.Constant(I1, 0)
+                for k in sorted(abi.BLOCK_SITE_KINDS):
+                    is_block = b.or_(is_block, b.icmp_signed("==", kind, i32(k)))
+                st = b.select(exited, i32(abi.THREAD_EXITED),
+                              b.select(is_block, i32(abi.THREAD_WAIT_BAR), i32(abi.THREAD_WAIT_WARP)))
+                b.store(st, _state(b, fr))
+                store_field(b, fr, C["resume"], code)
+        released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds])
+        nxt = fn.append_basic_block("warp.next")
+        b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
+        b.position_at_end(nxt)
+    released = b.call(emit_resolve_barrier(module), [ws, fsize, n, kinds])
+    done = fn.append_basic_block("done")
+    b.cbranch(b.icmp_signed("!=", released, i32(0)), outer, done)
+    b.position_at_end(done)
+    b.ret(i32(0))
+    b.position_at_end(fail)
+    b.ret(i32(-1))
+    return fn
+
+
+def emit_launch(module, name, block_fn, has_sites, frame_size, export_name):
+    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`."""
+    malloc = declare(module, "malloc", PTR, [I64])
+    free = declare(module, "free", ir.VoidType(), [PTR])
+    thread_num = declare(module, "omp_get_thread_num", I32, [])
+    worker = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=name + ".worker")
+    worker.linkage = "internal"
+    (L,) = worker.args
+    b = ir.IRBuilder(worker.append_basic_block("entry"))
+    nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
+    ny = load_field(b, L, abi.LAUNCH["block_y"], I32)
+    nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
+    n = b.zext(b.mul(b.mul(nx, ny), nz), I64)
+    nframes = n if has_sites else i64(1)
+    frames_bytes = b.mul(nframes, i64(frame_size))
+    shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
+    ws = b.call(malloc, [b.add(b.add(frames_bytes, shared_bytes), i64(128))])
+    oom = b.icmp_unsigned("==", b.ptrtoint(ws, I64), i64(0))
+    with b.if_then(oom):
+        b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_OUT_OF_MEMORY),
+                  "seq_cst", "seq_cst")
+        b.ret_void()
+    shared_addr = b.and_(b.add(b.add(b.ptrtoint(ws, I64), frames_bytes), i64(63)), i64(~63))
+    shared = b.inttoptr(shared_addr, PTR)
+    wid = b.call(thread_num, [])
+    gx = b.zext(load_field(b, L, abi.LAUNCH["grid_x"], I32), I64)
+    gy = b.zext(load_field(b, L, abi.LAUNCH["grid_y"], I32), I64)
+    nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
+    loop = worker.append_basic_block("next")
+    body = worker.append_basic_block("body")
+    done = worker.append_basic_block("done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    blk = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), i64(1), "monotonic")
+    err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
+    stop = b.or_(b.icmp_unsigned(">=", blk, nblocks), b.icmp_signed("!=", err, i32(0)))
+    b.cbranch(stop, done, body)
+    b.position_at_end(body)
+    cx = b.trunc(b.urem(blk, gx), I32)
+    cy = b.trunc(b.urem(b.udiv(blk, gx), gy), I32)
+    cz = b.trunc(b.udiv(blk, b.mul(gx, gy)), I32)
+    r = b.call(block_fn, [L, ws, shared, cx, cy, cz, wid])
+    b.cbranch(b.icmp_signed("<", r, i32(0)), done, loop)
+    b.position_at_end(done)
+    b.call(free, [ws])
+    b.ret_void()
+
+    gomp = declare(module, "GOMP_parallel", ir.VoidType(),
+                   [ir.FunctionType(ir.VoidType(), [PTR]).as_pointer(), PTR, I32, I32])
+    launch = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=export_name)
+    (L,) = launch.args
+    b = ir.IRBuilder(launch.append_basic_block("entry"))
+    nw = load_field(b, L, abi.LAUNCH["num_workers"], I32)
+    b.call(gomp, [worker, L, nw, i32(0)])
+    b.ret_void()
+    return launch

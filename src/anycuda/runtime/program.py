@@ -1,0 +1,211 @@
+"""Loaded modules and kernel launches on the CPU device.
+
+`load_program(ptx)` parses and compiles a PTX module; `Program.kernel(name)` gives a
+`KernelImage` whose `launch` runs a whole grid on the native worker pool and turns device
+faults (trap, assert, unsupported code) into CudaError, like a GPU launch does.
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+
+from ..compiler import abi
+from ..compiler.jit import JitModule
+from ..compiler.module import ModuleLowering
+from ..ptx import parse
+from .errors import CudaError, CUresult
+from .printf import format_device_printf
+
+_CTYPES = {"u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
+
+
+class Launch(ctypes.Structure):
+    _fields_ = [(name, _CTYPES[t]) for name, _, t in abi.LAUNCH_FIELDS]
+
+
+assert ctypes.sizeof(Launch) == abi.LAUNCH_SIZE
+for _name, _off, _ in abi.LAUNCH_FIELDS:
+    assert getattr(Launch, _name).offset == _off, _name
+
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
+DEFAULT_SHARED_PER_BLOCK = 48 * 1024
+MAX_SHARED_PER_BLOCK_OPTIN = 99 * 1024
+
+
+# ---------------------------------------------------------------- device-side printf and assert
+
+class _DeviceOutput:
+    """Text printed by running kernels, in the order the threads printed it."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.lines = []
+        self.assertions = []
+
+    def take(self):
+        with self.lock:
+            text, self.lines = "".join(self.lines), []
+            asserts, self.assertions = self.assertions, []
+        return text, asserts
+
+
+_output = _DeviceOutput()
+
+
+def _ctx_ints(ctx, names):
+    return [ctypes.c_uint32.from_address(ctx + abi.CTX[n]).value for n in names]
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+def _vprintf_hook(ctx, fmt, args):
+    try:
+        text = format_device_printf(ctypes.string_at(fmt), args or 0)
+    except Exception as e:  # a bad format must not kill the process
+        text = f"<anycuda: cannot format device printf: {e}>\n"
+    with _output.lock:
+        _output.lines.append(text)
+    return len(text)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
+def _assert_hook(ctx, msg, file, line, func):
+    block = _ctx_ints(ctx, ("ctaid_x", "ctaid_y", "ctaid_z"))
+    thread = _ctx_ints(ctx, ("tid_x", "tid_y", "tid_z"))
+    dec = lambda s: s.decode("utf-8", "replace") if s else "?"
+    text = (f"{dec(file)}:{line}: {dec(func)}: block: [{','.join(map(str, block))}], "
+            f"thread: [{','.join(map(str, thread))}] Assertion `{dec(msg)}` failed.\n")
+    with _output.lock:
+        _output.lines.append(text)
+        _output.assertions.append(text.strip())
+
+
+_VPRINTF_ADDR = ctypes.cast(_vprintf_hook, ctypes.c_void_p).value
+_ASSERT_ADDR = ctypes.cast(_assert_hook, ctypes.c_void_p).value
+
+
+def flush_device_output(stream=None):
+    """Write what kernels printed to stdout (CUDA flushes at synchronisation points)."""
+    text, _ = _output.take()
+    if text:
+        out = stream or sys.stdout
+        out.write(text)
+        out.flush()
+
+
+# ---------------------------------------------------------------- programs and kernels
+
+class KernelImage:
+    def __init__(self, program: "Program", info):
+        self.program = program
+        self.info = info
+        self.name = info.name
+        self.params = info.params
+        self.param_size = info.param_size
+        self.static_shared = info.static_shared
+        self.max_dynamic_shared_size = DEFAULT_SHARED_PER_BLOCK - info.static_shared
+        self._entry = None
+
+    def _function(self):
+        if self.info.error is not None:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"kernel {self.name} cannot run: {self.info.error}")
+        if self._entry is None:
+            addr = self.program.jit.address(self.info.export)
+            self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+        return self._entry
+
+    def check_config(self, grid, block, shared_mem):
+        bad = CUresult.CUDA_ERROR_INVALID_VALUE
+        if any(int(d) < 1 for d in tuple(grid) + tuple(block)):
+            raise CudaError(bad, f"grid {tuple(grid)} and block {tuple(block)} must be positive")
+        if any(g > m for g, m in zip(grid, MAX_GRID_DIMS)):
+            raise CudaError(bad, f"grid {tuple(grid)} exceeds the maximum {MAX_GRID_DIMS}")
+        nthreads = block[0] * block[1] * block[2]
+        if nthreads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIMS)):
+            raise CudaError(bad, f"block {tuple(block)} exceeds the maximum of {MAX_THREADS_PER_BLOCK} "
+                                 f"threads (dims {MAX_BLOCK_DIMS})")
+        reqntid = self.info.directives.get("reqntid")
+        if reqntid and tuple(reqntid) + (1,) * (3 - len(reqntid)) != tuple(block):
+            raise CudaError(bad, f"kernel {self.name} requires block {tuple(reqntid)}")
+        maxntid = self.info.directives.get("maxntid")
+        if maxntid:
+            limit = 1
+            for v in maxntid:
+                limit *= v
+            if nthreads > limit:
+                raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
+                                f"kernel {self.name} allows at most {limit} threads per block")
+        if shared_mem < 0 or shared_mem > self.max_dynamic_shared_size:
+            raise CudaError(bad, f"{shared_mem} bytes of dynamic shared memory requested; "
+                                 f"kernel {self.name} may use at most {self.max_dynamic_shared_size}")
+
+    def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0):
+        grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
+        entry = self._function()
+        self.check_config(grid, block, shared_mem)
+        if len(params) < self.param_size:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
+                            f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
+        pbuf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
+        L = Launch()
+        L.grid_x, L.grid_y, L.grid_z = grid
+        L.block_x, L.block_y, L.block_z = block
+        L.nblocks = grid[0] * grid[1] * grid[2]
+        L.params = ctypes.addressof(pbuf)
+        L.dyn_shared = shared_mem
+        L.shared_total = (self.static_shared + 15) // 16 * 16 + shared_mem
+        L.num_workers = num_workers
+        L.vprintf_hook = _VPRINTF_ADDR
+        L.assert_hook = _ASSERT_ADDR
+        entry(ctypes.addressof(L))
+        if L.error:
+            self._raise_fault(L)
+
+    def _raise_fault(self, L):
+        text, asserts = _output.take()
+        if text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        where = f"kernel {self.name}, block {L.err_block}, thread {L.err_thread}"
+        if L.error == abi.LAUNCH_ERR_ASSERT:
+            raise CudaError(CUresult.CUDA_ERROR_ASSERT, f"{where}: " + "; ".join(asserts[:3]))
+        if L.error == abi.LAUNCH_ERR_TRAP:
+            raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: trap")
+        if L.error == abi.LAUNCH_ERR_OUT_OF_MEMORY:
+            raise CudaError(CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, f"{where}: out of host memory")
+        if L.error == abi.LAUNCH_ERR_UNSUPPORTED:
+            errs = "; ".join(str(e) for e in self.program.lowering.function_errors.values())
+            raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: called code that cannot run: {errs}")
+        raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: error {L.error}")
+
+
+class Program:
+    def __init__(self, ptx_text: str, source_name: str = "<ptx>"):
+        self.module = parse(ptx_text, source_name)
+        self.lowering = ModuleLowering(self.module, source_name).lower()
+        self.jit = JitModule(str(self.lowering.mod), source_name)
+        self._kernels = {}
+
+    def kernel_names(self):
+        return list(self.lowering.kernels)
+
+    def kernel(self, name: str) -> KernelImage:
+        if name not in self._kernels:
+            info = self.lowering.kernels[name]   # KeyError for unknown names
+            self._kernels[name] = KernelImage(self, info)
+        return self._kernels[name]
+
+    def global_address(self, name: str):
+        g = self.lowering.globals.get(name)
+        if g is None:
+            raise KeyError(name)
+        addr = self.jit.address(g.name)
+        pointee = g.type.pointee
+        nbytes = pointee.count * (8 if str(pointee.element) == "i64" else 1)
+        return addr, nbytes
+
+
+def load_program(ptx_text: str, source_name: str = "<ptx>") -> Program:
+    return Program(ptx_text, source_name)
