@@ -46,27 +46,35 @@ def optimise(mod: llvm.ModuleRef, level: int = 3) -> None:
     pm.run(mod, pb)
 
 
-class JitModule:
-    """One compiled LLVM module kept alive with its execution engine."""
+def compile_to_object(llvm_ir: str, name: str = "module") -> bytes:
+    """Verify, optimise and compile LLVM IR text to a native object file."""
+    st = _initialise()
+    mod = llvm.parse_assembly(llvm_ir)
+    mod.name = name
+    mod.triple = st["triple"]
+    mod.data_layout = str(st["tm"].target_data)
+    mod.verify()
+    _dump("ANYCUDA_DUMP_IR", mod)
+    optimise(mod)
+    _dump("ANYCUDA_DUMP_OPT_IR", mod)
+    return st["tm"].emit_object(mod)
 
-    def __init__(self, llvm_ir: str, name: str = "module"):
+
+def _dump(var, mod):
+    path = os.environ.get(var)
+    if path:
+        with open(path, "a") as fh:
+            fh.write(str(mod))
+
+
+class LoadedObject:
+    """A native object file linked into this process (kept alive with its engine)."""
+
+    def __init__(self, object_code: bytes):
         st = _initialise()
-        mod = llvm.parse_assembly(llvm_ir)
-        mod.name = name
-        mod.triple = st["triple"]
-        mod.data_layout = str(st["tm"].target_data)
-        mod.verify()
-        if os.environ.get("ANYCUDA_DUMP_IR"):
-            with open(os.environ["ANYCUDA_DUMP_IR"], "w") as fh:
-                fh.write(str(mod))
-        optimise(mod)
-        if os.environ.get("ANYCUDA_DUMP_OPT_IR"):
-            with open(os.environ["ANYCUDA_DUMP_OPT_IR"], "w") as fh:
-                fh.write(str(mod))
-        self.engine = llvm.create_mcjit_compiler(mod, st["tm"])
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), st["tm"])
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         self.engine.finalize_object()
-        self.engine.run_static_constructors()
-        self._module = mod
 
     def address(self, symbol: str) -> int:
         addr = self.engine.get_function_address(symbol)

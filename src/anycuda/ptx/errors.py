@@ -20,6 +20,11 @@ class PtxError(Exception):
         self.errors = list(errors) if errors else [self]
         super().__init__(self._render())
 
+    def __reduce__(self):
+        errors = self.errors if len(self.errors) > 1 else None
+        return (self.__class__, (self.message, self.line, self.col, self.source_name,
+                                 self.source_line, errors))
+
     def _render(self) -> str:
         head = f"{self.source_name}:{self.line}:{self.col}: {self.message}"
         if self.source_line:

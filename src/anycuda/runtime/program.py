@@ -10,10 +10,8 @@ import ctypes
 import sys
 import threading
 
-from ..compiler import abi
-from ..compiler.jit import JitModule
-from ..compiler.module import ModuleLowering
-from ..ptx import parse
+from ..compiler import abi, compile_ptx
+from ..compiler.jit import LoadedObject
 from .errors import CudaError, CUresult
 from .printf import format_device_printf
 
@@ -176,35 +174,31 @@ class KernelImage:
         if L.error == abi.LAUNCH_ERR_OUT_OF_MEMORY:
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, f"{where}: out of host memory")
         if L.error == abi.LAUNCH_ERR_UNSUPPORTED:
-            errs = "; ".join(str(e) for e in self.program.lowering.function_errors.values())
+            errs = "; ".join(str(e) for e in self.program.compiled.function_errors.values())
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: called code that cannot run: {errs}")
         raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: error {L.error}")
 
 
 class Program:
+    """A PTX module compiled and linked into this process."""
+
     def __init__(self, ptx_text: str, source_name: str = "<ptx>"):
-        self.module = parse(ptx_text, source_name)
-        self.lowering = ModuleLowering(self.module, source_name).lower()
-        self.jit = JitModule(str(self.lowering.mod), source_name)
+        self.compiled = compile_ptx(ptx_text, source_name)
+        self.jit = LoadedObject(self.compiled.object_code)
         self._kernels = {}
 
     def kernel_names(self):
-        return list(self.lowering.kernels)
+        return list(self.compiled.kernels)
 
     def kernel(self, name: str) -> KernelImage:
         if name not in self._kernels:
-            info = self.lowering.kernels[name]   # KeyError for unknown names
+            info = self.compiled.kernels[name]   # KeyError for unknown names
             self._kernels[name] = KernelImage(self, info)
         return self._kernels[name]
 
     def global_address(self, name: str):
-        g = self.lowering.globals.get(name)
-        if g is None:
-            raise KeyError(name)
-        addr = self.jit.address(g.name)
-        pointee = g.type.pointee
-        nbytes = pointee.count * (8 if str(pointee.element) == "i64" else 1)
-        return addr, nbytes
+        symbol, nbytes = self.compiled.globals[name]   # KeyError for unknown names
+        return self.jit.address(symbol), nbytes
 
 
 def load_program(ptx_text: str, source_name: str = "<ptx>") -> Program:
