@@ -24,13 +24,16 @@ def _initialise():
             llvm.load_library_permanently(gomp)
         except RuntimeError as e:   # pragma: no cover - libgomp ships with gcc's runtime
             raise RuntimeError(f"anycuda needs libgomp (the GNU OpenMP runtime): {e}") from e
-        target = llvm.Target.from_default_triple()
-        features = llvm.get_host_cpu_features().flatten()
-        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=features,
-                                          opt=3, reloc="default", codemodel="jitdefault")
-        _state["tm"] = tm
+        _state["tm"] = _host_target_machine()
         _state["triple"] = llvm.get_process_triple()
         return _state
+
+
+def _host_target_machine():
+    target = llvm.Target.from_default_triple()
+    features = llvm.get_host_cpu_features().flatten()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=features,
+                                        opt=3, reloc="default", codemodel="jitdefault")
 
 
 def target_description() -> str:
@@ -71,8 +74,9 @@ class LoadedObject:
     """A native object file linked into this process (kept alive with its engine)."""
 
     def __init__(self, object_code: bytes):
-        st = _initialise()
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), st["tm"])
+        _initialise()
+        # the engine owns (and frees) its target machine: give it one of its own
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         self.engine.finalize_object()
 

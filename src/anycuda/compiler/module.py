@@ -304,7 +304,6 @@ class ModuleLowering:
 def _replace_body(fn: ir.Function):
     """Drop a partially lowered body; the function becomes a stub that never runs."""
     fn.blocks = []
-    fn.scope = ir._utils._SymbolScope() if hasattr(ir, "_utils") else fn.scope
     if fn.function_type.return_type == I32:
         b = ir.IRBuilder(fn.append_basic_block("unsupported"))
         b.ret(i32(abi.STEP_TRAP))

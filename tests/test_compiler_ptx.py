@@ -1,0 +1,311 @@
+"""The compiler and block scheduler on hand-written PTX: forms that CUDA C++ rarely
+produces but PTX allows (named and reducing barriers, predicated collectives, exit inside a
+device function, brx.idx, calls with register arguments), and the failure paths.
+
+Device pointers are host addresses on the CPU target, so numpy buffers are passed directly.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from anycuda.ptx import PtxError
+from anycuda.runtime.errors import CudaError, CUresult
+from anycuda.runtime.program import load_program
+
+HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
+
+
+def launch(ptx, name, grid, block, *args, shared=0):
+    prog = load_program(HEADER + ptx, "test.ptx")
+    k = prog.kernel(name)
+    params = b""
+    for p, a in zip(k.params, args):
+        params = params.ljust(p.offset, b"\0")
+        if isinstance(a, np.ndarray):
+            params += struct.pack("<Q", a.ctypes.data)
+        elif isinstance(a, float):
+            params += struct.pack("<f", a)
+        else:
+            params += int(a).to_bytes(p.size, "little", signed=a < 0)
+    k.launch(grid, block, params, shared)
+    return prog
+
+
+def test_bar_red_popc_and_or(rng=np.random.default_rng()):
+    ptx = """
+.visible .entry k(.param .u64 pin, .param .u64 pout)
+{
+  .reg .b32 %r<8>; .reg .b64 %rd<6>; .reg .pred %p<4>;
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r2, [%rd4];
+  setp.ne.u32 %p1, %r2, 0;
+  bar.red.popc.u32 %r3, 0, %p1;
+  bar.red.and.pred %p2, 0, %p1;
+  bar.red.or.pred %p3, 0, %p1;
+  selp.u32 %r4, 1, 0, %p2; selp.u32 %r5, 1, 0, %p3;
+  mul.wide.u32 %rd3, %r1, 12; add.s64 %rd5, %rd2, %rd3;
+  st.global.u32 [%rd5], %r3; st.global.u32 [%rd5+4], %r4; st.global.u32 [%rd5+8], %r5;
+  ret;
+}"""
+    for n, density in ((100, 0.5), (64, 1.0), (33, 0.0)):
+        flags = (rng.random(n) < density).astype(np.uint32)
+        out = np.full((n, 3), 0xDEADBEEF, np.uint32)
+        launch(ptx, "k", (1, 1, 1), (n, 1, 1), flags, out)
+        assert (out[:, 0] == flags.sum()).all()
+        assert (out[:, 1] == int(flags.all())).all()
+        assert (out[:, 2] == int(flags.any())).all()
+
+
+def test_exit_before_barrier_does_not_hang():
+    """Threads that exit do not count at a later bar.sync (CUDA's rule)."""
+    ptx = """
+.visible .entry k(.param .u64 pout, .param .u32 pn)
+{
+  .reg .b32 %r<8>; .reg .b64 %rd<6>; .reg .pred %p<3>;
+  .shared .align 4 .b32 s[256];
+  ld.param.u64 %rd1, [pout]; ld.param.u32 %r7, [pn];
+  mov.u32 %r1, %tid.x;
+  setp.ge.u32 %p1, %r1, %r7;
+  @%p1 exit;
+  shl.b32 %r2, %r1, 2; mov.u32 %r3, s; add.s32 %r3, %r3, %r2;
+  st.shared.u32 [%r3], %r1;
+  bar.sync 0;
+  sub.s32 %r4, %r7, 1; sub.s32 %r4, %r4, %r1; shl.b32 %r4, %r4, 2; mov.u32 %r5, s; add.s32 %r5, %r5, %r4;
+  ld.shared.u32 %r6, [%r5];
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r6;
+  ret;
+}"""
+    out = np.full(256, 0xFFFFFFFF, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (256, 1, 1), out, 100)
+    assert (out[:100] == np.arange(99, -1, -1)).all()
+    assert (out[100:] == 0xFFFFFFFF).all()
+
+
+def test_barrier_in_loop_with_divergent_trip_counts():
+    ptx = """
+.visible .entry k(.param .u64 pout, .param .u32 iters)
+{
+  .reg .b32 %r<12>; .reg .b64 %rd<6>; .reg .pred %p<3>;
+  .shared .align 4 .b32 acc[64];
+  ld.param.u64 %rd1, [pout]; ld.param.u32 %r9, [iters];
+  mov.u32 %r1, %tid.x; mov.u32 %r2, 0; mov.u32 %r8, 0;
+  shl.b32 %r3, %r1, 2; mov.u32 %r4, acc; add.s32 %r4, %r4, %r3;
+  st.shared.u32 [%r4], %r1;
+  bar.sync 0;
+LOOP:
+  xor.b32 %r5, %r1, 1; shl.b32 %r5, %r5, 2; mov.u32 %r6, acc; add.s32 %r6, %r6, %r5;
+  ld.shared.u32 %r7, [%r6];
+  add.s32 %r8, %r8, %r7;
+  bar.sync 0;
+  st.shared.u32 [%r4], %r8;
+  bar.sync 0;
+  add.s32 %r2, %r2, 1;
+  setp.lt.u32 %p1, %r2, %r9;
+  @%p1 bra LOOP;
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r8;
+  ret;
+}"""
+    iters = 5
+    out = np.zeros(64, np.uint32)
+    launch(ptx, "k", (3, 1, 1), (64, 1, 1), out, iters)
+    # model: every thread adds its partner's previous accumulator each round
+    acc = np.arange(64, dtype=np.uint64)
+    mine = np.zeros(64, np.uint64)
+    for _ in range(iters):
+        mine = mine + acc[np.arange(64) ^ 1]
+        acc = mine.copy()
+    assert (out == (mine & 0xFFFFFFFF)).all()
+
+
+def test_shfl_partial_mask_in_divergent_branch():
+    ptx = """
+.visible .entry k(.param .u64 pout)
+{
+  .reg .b32 %r<8>; .reg .b64 %rd<6>; .reg .pred %p<3>;
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %laneid;
+  mul.lo.u32 %r2, %r1, 10;
+  setp.lt.u32 %p1, %r1, 16;
+  @!%p1 bra HIGH;
+  shfl.sync.idx.b32 %r3|%p2, %r2, 3, 31, 0x0000ffff;
+  bra DONE;
+HIGH:
+  shfl.sync.down.b32 %r3|%p2, %r2, 2, 31, 0xffff0000;
+DONE:
+  selp.u32 %r4, 1, 0, %p2;
+  mov.u32 %r5, %tid.x;
+  mul.wide.u32 %rd2, %r5, 8; add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r3; st.global.u32 [%rd3+4], %r4;
+  ret;
+}"""
+    out = np.full((64, 2), 0xABABABAB, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (64, 1, 1), out)
+    lane = np.arange(64) % 32
+    exp = np.where(lane < 16, 30, np.where(lane + 2 <= 31, (lane + 2) * 10, lane * 10))
+    pred = np.where(lane < 16, 1, (lane + 2 <= 31).astype(int))
+    assert (out[:, 0] == exp).all()
+    assert (out[:, 1] == pred).all()
+
+
+def test_activemask_and_ballot_in_partial_last_warp():
+    ptx = """
+.visible .entry k(.param .u64 pout)
+{
+  .reg .b32 %r<8>; .reg .b64 %rd<6>; .reg .pred %p<3>;
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %tid.x; and.b32 %r2, %r1, 1; setp.eq.u32 %p1, %r2, 1;
+  @!%p1 bra SKIP;
+  activemask.b32 %r3;
+SKIP:
+  @%p1 bra AFTER;
+  mov.u32 %r3, 0;
+AFTER:
+  and.b32 %r6, %r1, 3; setp.eq.u32 %p2, %r6, 0;
+  vote.sync.ballot.b32 %r4, %p2, -1;
+  mul.wide.u32 %rd2, %r1, 8; add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r3; st.global.u32 [%rd3+4], %r4;
+  ret;
+}"""
+    n = 40
+    out = np.full((n, 2), 0xABABABAB, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (n, 1, 1), out)
+    tid = np.arange(n)
+    warp_base = tid // 32 * 32
+    def mask(sel):
+        m = np.zeros(n, np.uint64)
+        for t in range(n):
+            lanes = [u - warp_base[t] for u in range(warp_base[t], min(warp_base[t] + 32, n)) if sel(u)]
+            m[t] = sum(1 << l for l in lanes)
+        return m
+    odd = mask(lambda u: u % 2 == 1)
+    assert (out[:, 0] == np.where(tid % 2 == 1, odd, 0)).all()
+    assert (out[:, 1] == mask(lambda u: u % 4 == 0)).all()
+
+
+def test_exit_inside_device_function_and_register_call_arguments():
+    ptx = """
+.func (.param .b32 r) maybe_exit(.param .b32 x)
+{
+  .reg .b32 %r<3>; .reg .pred %p1;
+  ld.param.b32 %r1, [x];
+  setp.gt.u32 %p1, %r1, 5;
+  @%p1 exit;
+  add.s32 %r2, %r1, 100;
+  st.param.b32 [r], %r2;
+  ret;
+}
+.visible .entry k(.param .u64 pout)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %tid.x;
+  { .param .b32 a; .param .b32 res;
+    st.param.b32 [a], %r1;
+    call.uni (res), maybe_exit, (a);
+    ld.param.b32 %r2, [res];
+  }
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r2;
+  ret;
+}"""
+    out = np.full(10, 7, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (10, 1, 1), out)
+    assert (out[:6] == np.arange(6) + 100).all()
+    assert (out[6:] == 7).all()
+
+
+def test_brx_idx_and_indirect_call():
+    ptx = """
+.func (.param .b32 r) twice(.param .b32 x)
+{ .reg .b32 %r<3>; ld.param.b32 %r1, [x]; shl.b32 %r2, %r1, 1; st.param.b32 [r], %r2; ret; }
+.func (.param .b32 r) square(.param .b32 x)
+{ .reg .b32 %r<3>; ld.param.b32 %r1, [x]; mul.lo.s32 %r2, %r1, %r1; st.param.b32 [r], %r2; ret; }
+.visible .entry k(.param .u64 pout)
+{
+  .reg .b32 %r<6>; .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %tid.x; and.b32 %r2, %r1, 1;
+  ts: .branchtargets A, B;
+  brx.idx %r2, ts;
+A: mov.u64 %rd4, twice; bra.uni CALL;
+B: mov.u64 %rd4, square;
+CALL:
+  { .param .b32 a; .param .b32 res;
+    proto: .callprototype (.param .b32 _) _ (.param .b32 _);
+    st.param.b32 [a], %r1;
+    call (res), %rd4, (a), proto;
+    ld.param.b32 %r3, [res];
+  }
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r3;
+  ret;
+}"""
+    out = np.zeros(16, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (16, 1, 1), out)
+    t = np.arange(16)
+    assert (out == np.where(t % 2 == 0, 2 * t, t * t)).all()
+
+
+def test_trap_is_reported_and_next_launch_works():
+    ptx = """
+.visible .entry k(.param .u64 pout)
+{
+  .reg .b32 %r<3>; .reg .b64 %rd<4>; .reg .pred %p1;
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %ctaid.x; setp.eq.u32 %p1, %r1, 3;
+  @%p1 trap;
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], 1;
+  ret;
+}"""
+    out = np.zeros(8, np.uint32)
+    with pytest.raises(CudaError) as e:
+        launch(ptx, "k", (8, 1, 1), (1, 1, 1), out)
+    assert e.value.code == CUresult.CUDA_ERROR_LAUNCH_FAILED
+    assert "block 3" in str(e.value)
+    out2 = np.zeros(3, np.uint32)
+    launch(ptx, "k", (3, 1, 1), (1, 1, 1), out2)
+    assert (out2 == 1).all()
+
+
+def test_unsupported_instruction_fails_only_its_kernel():
+    ptx = """
+.visible .entry good(.param .u64 pout)
+{ .reg .b64 %rd1; ld.param.u64 %rd1, [pout]; st.global.u32 [%rd1], 42; ret; }
+.visible .entry bad(.param .u64 pout)
+{
+  .reg .b64 %rd1; .reg .b32 %r<4>;
+  ld.param.u64 %rd1, [pout];
+  mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%r0,%r1}, {%r2}, {%r3}, {%r0,%r1};
+  ret;
+}"""
+    out = np.zeros(1, np.uint32)
+    prog = launch(ptx, "good", 1, 1, out) if False else None
+    prog = load_program(HEADER + ptx, "two.ptx")
+    good = prog.kernel("good")
+    good.launch((1, 1, 1), (1, 1, 1), struct.pack("<Q", out.ctypes.data))
+    assert out[0] == 42
+    with pytest.raises(CudaError) as e:
+        prog.kernel("bad").launch((1, 1, 1), (1, 1, 1), struct.pack("<Q", out.ctypes.data))
+    assert "mma" in str(e.value) and "two.ptx:" in str(e.value)
+
+
+def test_bad_launch_configurations():
+    ptx = ".visible .entry k() { ret; }"
+    prog = load_program(HEADER + ptx)
+    k = prog.kernel("k")
+    for grid, block in (((0, 1, 1), (1, 1, 1)), ((1, 1, 1), (1025, 1, 1)), ((1, 1, 1), (32, 32, 2)),
+                        ((1, 70000, 1), (1, 1, 1)), ((1, 1, 1), (1, 1, 65))):
+        with pytest.raises(CudaError) as e:
+            k.launch(grid, block, b"")
+        assert e.value.code == CUresult.CUDA_ERROR_INVALID_VALUE
+    with pytest.raises(CudaError):
+        k.launch((1, 1, 1), (1, 1, 1), b"", shared_mem=1 << 20)
+
+
+def test_malformed_ptx_reports_position():
+    with pytest.raises(PtxError) as e:
+        load_program(HEADER + ".visible .entry k()\n{\n  frobnicate.b32 %r1;\n}\n", "bad.ptx")
+    assert e.value.line == 6
