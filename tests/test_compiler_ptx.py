@@ -309,3 +309,24 @@ def test_malformed_ptx_reports_position():
     with pytest.raises(PtxError) as e:
         load_program(HEADER + ".visible .entry k()\n{\n  frobnicate.b32 %r1;\n}\n", "bad.ptx")
     assert e.value.line == 6
+
+
+@pytest.mark.parametrize("address", [0, 16, 0x7FFF_0000_0000])
+def test_wild_store_is_an_illegal_address_not_a_crash(address):
+    ptx = """
+.visible .entry k(.param .u64 p)
+{
+  .reg .b64 %rd<3>; .reg .b32 %r<2>; .reg .pred %p1;
+  ld.param.u64 %rd1, [p];
+  mov.u32 %r1, %ctaid.x; setp.ne.u32 %p1, %r1, 5;
+  @%p1 bra OK;
+  st.global.u32 [%rd1], 1;
+OK:
+  ret;
+}"""
+    with pytest.raises(CudaError) as e:
+        launch(ptx, "k", (8, 1, 1), (32, 1, 1), address)
+    assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "block 5" in str(e.value) and f"0x{address:x}" in str(e.value)
+    out = np.zeros(1, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (1, 1, 1), out)    # the process and the next launch are fine

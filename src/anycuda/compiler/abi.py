@@ -24,7 +24,7 @@ LAUNCH_FIELDS = [
     ("err_info", 80, "u64"),          # extra: site or instruction index
     ("vprintf_hook", 88, "u64"),      # i32 (i8* ctx, i8* fmt, i8* args)
     ("assert_hook", 96, "u64"),       # void (i8* ctx, i8* msg, i8* file, i32 line, i8* func)
-    ("heap_hook", 104, "u64"),        # reserved
+    ("fault_key", 104, "u64"),        # pthread key under which a worker registers its FaultTrap
 ]
 LAUNCH_SIZE = 112
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
@@ -34,6 +34,12 @@ LAUNCH_ERR_ASSERT = 2
 LAUNCH_ERR_ILLEGAL_ADDRESS = 3
 LAUNCH_ERR_UNSUPPORTED = 4
 LAUNCH_ERR_OUT_OF_MEMORY = 5
+
+# A worker's FaultTrap: a sigjmp_buf the fault handler jumps back to, then what it saw.
+FAULT_JMPBUF_BYTES = 400      # glibc's sigjmp_buf is 200 bytes on x86-64, 312 on AArch64
+FAULT_ADDR = 400              # u64: the faulting address (siginfo si_addr)
+FAULT_BLOCK = 408             # u64: the block the worker was running
+FAULT_TRAP_BYTES = 432
 
 # Thread frame header (byte offsets). All i32 unless noted.
 CTX = {

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from . import abi
+from . import abi, faults
 from .irutil import declare, field_ptr, for_range, i32, i64, load_field, store_field
 from .types import I1, I8, I32, I64, PTR
 
@@ -358,10 +358,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size):
                               b.select(is_block, i32(abi.THREAD_WAIT_BAR), i32(abi.THREAD_WAIT_WARP)))
                 b.store(st, _state(b, fr))
                 store_field(b, fr, C["resume"], code)
-        released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds])
-        nxt = fn.append_basic_block("warp.next")
-        b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
-        b.position_at_end(nxt)
+        if any(k not in abi.BLOCK_SITE_KINDS for k in nsites_kinds):
+            released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds])
+            nxt = fn.append_basic_block("warp.next")
+            b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
+            b.position_at_end(nxt)
     released = b.call(emit_resolve_barrier(module), [ws, fsize, n, kinds])
     done = fn.append_basic_block("done")
     b.cbranch(b.icmp_signed("!=", released, i32(0)), outer, done)
@@ -394,6 +395,9 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name):
         b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_OUT_OF_MEMORY),
                   "seq_cst", "seq_cst")
         b.ret_void()
+    fault = worker.append_basic_block("fault")
+    done = worker.append_basic_block("done")
+    trap, key = faults.emit_trap_setup(b, L, fault)
     shared_addr = b.and_(b.add(b.add(b.ptrtoint(ws, I64), frames_bytes), i64(63)), i64(~63))
     shared = b.inttoptr(shared_addr, PTR)
     wid = b.call(thread_num, [])
@@ -402,7 +406,6 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name):
     nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
     loop = worker.append_basic_block("next")
     body = worker.append_basic_block("body")
-    done = worker.append_basic_block("done")
     b.branch(loop)
     b.position_at_end(loop)
     blk = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), i64(1), "monotonic")
@@ -413,9 +416,22 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name):
     cx = b.trunc(b.urem(blk, gx), I32)
     cy = b.trunc(b.urem(b.udiv(blk, gx), gy), I32)
     cz = b.trunc(b.udiv(blk, b.mul(gx, gy)), I32)
+    b.store(blk, b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer()))
     r = b.call(block_fn, [L, ws, shared, cx, cy, cz, wid])
     b.cbranch(b.icmp_signed("<", r, i32(0)), done, loop)
+    # a memory fault in this worker's block: the launch fails with an illegal address
+    b.position_at_end(fault)
+    won = b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_ILLEGAL_ADDRESS),
+                    "seq_cst", "seq_cst")
+    with b.if_then(b.extract_value(won, 1)):
+        slot = lambda off: b.load(b.bitcast(b.gep(trap, [i64(off)]), I64.as_pointer()))
+        store_field(b, L, abi.LAUNCH["err_block"], slot(abi.FAULT_BLOCK))
+        store_field(b, L, abi.LAUNCH["err_info"], slot(abi.FAULT_ADDR))
+        thread = b.zext(load_field(b, ws, C["linear"], I32), I64) if not has_sites else i64(-1)
+        store_field(b, L, abi.LAUNCH["err_thread"], thread)
+    b.branch(done)
     b.position_at_end(done)
+    b.call(declare(module, "pthread_setspecific", I32, [I32, PTR]), [key, ir.Constant(PTR, None)])
     b.call(free, [ws])
     b.ret_void()
 

@@ -13,6 +13,7 @@ import threading
 from ..compiler import abi, compile_ptx
 from ..compiler.jit import LoadedObject
 from .errors import CudaError, CUresult
+from .faults import fault_key
 from .printf import format_device_printf
 
 _CTYPES = {"u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
@@ -157,6 +158,7 @@ class KernelImage:
         L.num_workers = num_workers
         L.vprintf_hook = _VPRINTF_ADDR
         L.assert_hook = _ASSERT_ADDR
+        L.fault_key = fault_key()
         entry(ctypes.addressof(L))
         if L.error:
             self._raise_fault(L)
@@ -169,6 +171,11 @@ class KernelImage:
         where = f"kernel {self.name}, block {L.err_block}, thread {L.err_thread}"
         if L.error == abi.LAUNCH_ERR_ASSERT:
             raise CudaError(CUresult.CUDA_ERROR_ASSERT, f"{where}: " + "; ".join(asserts[:3]))
+        if L.error == abi.LAUNCH_ERR_ILLEGAL_ADDRESS:
+            thread = "" if L.err_thread == 2 ** 64 - 1 else f", thread {L.err_thread}"
+            raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,
+                            f"kernel {self.name}, block {L.err_block}{thread}: "
+                            f"invalid memory access at address 0x{L.err_info:x}")
         if L.error == abi.LAUNCH_ERR_TRAP:
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: trap")
         if L.error == abi.LAUNCH_ERR_OUT_OF_MEMORY:
