@@ -25,8 +25,9 @@ LAUNCH_FIELDS = [
     ("vprintf_hook", 88, "u64"),      # i32 (i8* ctx, i8* fmt, i8* args)
     ("assert_hook", 96, "u64"),       # void (i8* ctx, i8* msg, i8* file, i32 line, i8* func)
     ("fault_key", 104, "u64"),        # pthread key under which a worker registers its FaultTrap
+    ("chunk", 112, "u64"),            # blocks a worker takes from the counter at a time
 ]
-LAUNCH_SIZE = 112
+LAUNCH_SIZE = 120
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1

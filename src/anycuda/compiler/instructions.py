@@ -103,11 +103,14 @@ def ld(f, inst):
     size = max(width(t) // 8, 1)
     order = _ordering(inst)
     for i, item in enumerate(items):
-        p = f.typed_ptr(b.gep(base, [i64(i * size)]) if i else base, lt)
-        if order and lt.__class__ is ir.IntType and width(t) <= 64:
-            v = b.load_atomic(p, "acquire" if order == "acquire" else "monotonic", size)
+        addr = b.gep(base, [i64(i * size)]) if i else base
+        if order and width(t) <= 64:
+            # volatile/relaxed/acquire: an atomic load, which the optimiser may not hoist or merge
+            ilt = ir.IntType(max(width(t), 8))
+            v = b.load_atomic(f.typed_ptr(addr, ilt), "acquire" if order == "acquire" else "monotonic", size)
+            v = convert_bits(b, v, lt)
         else:
-            v = b.load(p, align=size)
+            v = b.load(f.typed_ptr(addr, lt), align=size)
         f.write(item, v, t)
 
 
@@ -125,12 +128,14 @@ def st(f, inst):
     size = max(width(t) // 8, 1)
     order = _ordering(inst)
     for i, item in enumerate(items):
-        p = f.typed_ptr(b.gep(base, [i64(i * size)]) if i else base, lt)
+        addr = b.gep(base, [i64(i * size)]) if i else base
         v = f.read(item, t)
-        if order and isinstance(lt, ir.IntType):
-            b.store_atomic(v, p, "release" if order == "release" else "monotonic", size)
+        if order and width(t) <= 64:
+            ilt = ir.IntType(max(width(t), 8))
+            b.store_atomic(convert_bits(b, v, ilt), f.typed_ptr(addr, ilt),
+                           "release" if order == "release" else "monotonic", size)
         else:
-            b.store(v, p, align=size)
+            b.store(v, f.typed_ptr(addr, lt), align=size)
 
 
 @handles("cvta")

@@ -7,6 +7,7 @@ faults (trap, assert, unsupported code) into CudaError, like a GPU launch does.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import threading
 
@@ -94,6 +95,15 @@ def flush_device_output(stream=None):
         out.flush()
 
 
+def _worker_count(requested: int) -> int:
+    if requested:
+        return requested
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 # ---------------------------------------------------------------- programs and kernels
 
 class KernelImage:
@@ -156,6 +166,7 @@ class KernelImage:
         L.dyn_shared = shared_mem
         L.shared_total = (self.static_shared + 15) // 16 * 16 + shared_mem
         L.num_workers = num_workers
+        L.chunk = max(1, min(1024, L.nblocks // (_worker_count(num_workers) * 16)))
         L.vprintf_hook = _VPRINTF_ADDR
         L.assert_hook = _ASSERT_ADDR
         L.fault_key = fault_key()
