@@ -330,3 +330,18 @@ OK:
     assert "block 5" in str(e.value) and f"0x{address:x}" in str(e.value)
     out = np.zeros(1, np.uint32)
     launch(ptx, "k", (1, 1, 1), (1, 1, 1), out)    # the process and the next launch are fine
+
+
+@pytest.mark.parametrize("body, what", [
+    ("add.s32 %f1, %f1, %f1;", "%f1 is declared .f32 but used as .s32"),
+    ("add.f32 %r1, %r1, %r1;", "%r1 is declared .u32 but used as .f32"),
+    ("and.b32 %p1, %r1, %r1;", "%p1 is declared .pred but used as .b32"),
+])
+def test_operand_type_mismatch_is_a_ptx_error_at_its_line(body, what):
+    ptx = (".visible .entry k()\n{\n  .reg .f32 %f1; .reg .u32 %r1; .reg .pred %p1;\n"
+           f"  {body}\n  ret;\n}}\n")
+    prog = load_program(HEADER + ptx, "mismatch.ptx")
+    with pytest.raises(CudaError) as e:
+        prog.kernel("k").launch((1, 1, 1), (1, 1, 1), b"")
+    assert what in str(e.value)
+    assert "mismatch.ptx:7:" in str(e.value)

@@ -212,7 +212,8 @@ class FunctionLowering:
         if signed is None:
             signed = t.startswith("s")
         if isinstance(op, pir.Reg):
-            slot, _ = self.reg(op.name)
+            slot, decl = self.reg(op.name)
+            self.check_operand_type(op, decl, t)
             return convert_bits(b, b.load(slot), lt, signed)
         if isinstance(op, pir.Imm):
             return self.immediate(op, t)
@@ -226,6 +227,17 @@ class FunctionLowering:
         if isinstance(op, pir.Vec):
             return self.pack(op, t)
         raise self.error(f"operand {op} cannot be read as .{t}")
+
+    def check_operand_type(self, op, declared: str, t: str):
+        """PTX lets a .bN register stand for any N-bit type, and sizes may differ where an
+        instruction widens or narrows; what it never allows is a float register where an
+        integer type is used (or the reverse), nor a predicate where a value is expected."""
+        if declared == t or declared.startswith("b") or t.startswith("b"):
+            if (declared == "pred") == (t == "pred"):
+                return
+        elif (declared == "pred") == (t == "pred") and _kind(declared) == _kind(t):
+            return
+        raise self.error(f"operand {op.name} is declared .{declared} but used as .{t}")
 
     def immediate(self, op: pir.Imm, t: str) -> ir.Value:
         lt = llvm_type(t)
@@ -250,7 +262,8 @@ class FunctionLowering:
             return self.unpack(op, value, t)
         if not isinstance(op, pir.Reg):
             raise self.error(f"destination {op} is not a register")
-        slot, _ = self.reg(op.name)
+        slot, decl = self.reg(op.name)
+        self.check_operand_type(op, decl, t)
         b.store(convert_bits(b, value, slot.type.pointee, t.startswith("s")), slot)
 
     def pack(self, vec: pir.Vec, t: str) -> ir.Value:
@@ -465,6 +478,11 @@ class FunctionLowering:
             b.position_at_end(after)
         else:
             handler(self, inst)
+
+
+def _kind(t: str) -> str:
+    """'float' for floating-point types (packed pairs included), 'int' for the rest."""
+    return "float" if t.startswith("f") or t.startswith("bf") or t == "tf32" else "int"
 
 
 def _decl_size(decl: pir.VarDecl) -> int:
