@@ -345,3 +345,45 @@ def test_operand_type_mismatch_is_a_ptx_error_at_its_line(body, what):
         prog.kernel("k").launch((1, 1, 1), (1, 1, 1), b"")
     assert what in str(e.value)
     assert "mismatch.ptx:7:" in str(e.value)
+
+
+def test_noinline_function_with_barrier_and_shuffle_is_inlined():
+    ptx = """
+.func (.param .b32 r) warp_sum(.param .b32 x)
+{
+  .reg .b32 %r<8>; .reg .pred %p<2>;
+  ld.param.b32 %r1, [x];
+  mov.u32 %r2, 16;
+LOOP:
+  shfl.sync.bfly.b32 %r3|%p1, %r1, %r2, 31, -1;
+  add.s32 %r1, %r1, %r3;
+  shr.u32 %r2, %r2, 1;
+  setp.ne.u32 %p1, %r2, 0;
+  @%p1 bra LOOP;
+  bar.sync 0;
+  st.param.b32 [r], %r1;
+  ret;
+}
+.visible .entry k(.param .u64 pout)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %tid.x;
+  { .param .b32 a; .param .b32 res;
+    st.param.b32 [a], %r1;
+    call.uni (res), warp_sum, (a);
+    ld.param.b32 %r2, [res];
+  }
+  { .param .b32 a; .param .b32 res;
+    st.param.b32 [a], %r2;
+    call.uni (res), warp_sum, (a);
+    ld.param.b32 %r3, [res];
+  }
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r3;
+  ret;
+}"""
+    out = np.zeros(64, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (64, 1, 1), out)
+    t = np.arange(64)
+    first = np.array([t[(i // 32) * 32:(i // 32) * 32 + 32].sum() for i in t])
+    assert (out == first * 32).all()

@@ -114,7 +114,7 @@ class FunctionLowering:
         start = self.fn.append_basic_block("start")
         self.dispatch_block = b.block
         b.position_at_end(start)
-        for st in body:
+        for pos, st in enumerate(body):
             if isinstance(st, pir.Label):
                 target = self.labels[st.name]
                 if not b.block.is_terminated:
@@ -122,6 +122,7 @@ class FunctionLowering:
                 b.position_at_end(target)
             elif isinstance(st, pir.Instruction):
                 self.inst = st
+                self.inst_pos = pos
                 if b.block.is_terminated:
                     b.position_at_end(self.fn.append_basic_block("dead"))
                 self.lower_instruction(st)
@@ -436,8 +437,7 @@ class FunctionLowering:
             raise self.error(f"{self.inst.opcode} inside a device function that was not inlined "
                              "is not supported", UnsupportedPtx)
         b = self.b
-        pos = self.pfn.body.index(self.inst)
-        live = self.site_live.get(pos, [])
+        live = self.site_live.get(self.inst_pos, [])
         self.sites.append(abi.SITE[kind])
         site = len(self.sites)
         for name, value in operands.items():

@@ -14,6 +14,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError
 from . import abi, scheduler
+from .inline import inline_suspending_calls
 from .irutil import declare, i32, i64
 from .lower import FunctionLowering, _decl_size
 from .types import I8, I32, I64, PTR, width
@@ -243,6 +244,7 @@ class ModuleLowering:
             b.ret_void()
 
     def _lower_kernel(self, pfn):
+        pfn = inline_suspending_calls(self.ptx, pfn)
         self._record_callees(pfn)
         local_shared, off = {}, self.shared_size
         for st in pfn.body:
