@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
 from . import floatops
 from .instructions import inst_type, space_of
-from .types import I32, llvm_type, width
+from .types import llvm_type, width
 
 RMW = {"add": "add", "exch": "xchg", "and": "and", "or": "or", "xor": "xor"}
 

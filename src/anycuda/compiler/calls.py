@@ -5,10 +5,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from ..ptx.errors import UnsupportedPtx
 from . import abi
-from .irutil import i32, i64, load_field
-from .types import I32, I64, PTR, llvm_type
+from .types import I32, I64, PTR
 
 
 def _param_pointer(f, item, decl_type=None):

@@ -11,9 +11,9 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
 from . import abi, bitops, floatops
-from .irutil import i32, i64, load_field, store_field
+from .irutil import i32, i64, load_field
 from .lower import convert_bits
-from .types import I1, I8, I16, I32, I64, PTR, llvm_type, type_mods, width
+from .types import I1, I32, I64, llvm_type, type_mods, width
 
 HANDLERS = {}
 
@@ -736,7 +736,6 @@ def barrier(f, inst):
         pred_op = inst.operands[-1]
         p = f.read(pred_op, "pred")
         dst = inst.operands[0]
-        t = "u32" if kind == "popc" else "pred"
 
         def results(bb):
             if kind == "popc":

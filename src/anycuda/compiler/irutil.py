@@ -5,7 +5,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from .types import I8, I32, I64, PTR
+from .types import I32, I64
 
 
 def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=False) -> ir.Function:

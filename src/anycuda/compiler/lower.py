@@ -18,8 +18,8 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
 from . import abi, analysis
-from .irutil import declare, field_ptr, i32, i64, load_field, store_field
-from .types import F16, I1, I8, I16, I32, I64, PTR, llvm_type, width
+from .irutil import i32, i64, load_field, store_field
+from .types import I1, I8, I32, I64, PTR, llvm_type, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
 

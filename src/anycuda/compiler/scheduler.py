@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from . import abi, faults
 from .irutil import declare, field_ptr, for_range, i32, i64, load_field, store_field
-from .types import I1, I8, I32, I64, PTR
+from .types import I1, I32, I64, PTR
 
 C = abi.CTX
 

@@ -1,0 +1,264 @@
+"""Integer and bit-field instructions with PTX semantics, as straight-line LLVM IR."""
+from llvmlite import ir
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+
+
+def _c(t, v):
+    return ir.Constant(t, v & ((1 << t.width) - 1))
+
+
+def _intr(b, name, ret, args):
+    m = b.module
+    fn = m.globals.get(name)
+    if fn is None:
+        fn = ir.Function(m, ir.FunctionType(ret, [a.type for a in args]), name=name)
+    return b.call(fn, args)
+
+
+def _resize(b, v, t, signed=False):
+    if v.type.width == t.width:
+        return v
+    if v.type.width > t.width:
+        return b.trunc(v, t)
+    return b.sext(v, t) if signed else b.zext(v, t)
+
+
+def shift(b, a, n, op):
+    """shl/shr: amounts >= width give 0 (or the sign for shr.s), never LLVM poison."""
+    w = a.type.width
+    n32 = _resize(b, n, I32)
+    big = b.icmp_unsigned(">=", n32, _c(I32, w))
+    amt = _resize(b, b.select(big, _c(I32, 0), n32), a.type)
+    if op == "shl":
+        return b.select(big, _c(a.type, 0), b.shl(a, amt))
+    if op == "shr_u":
+        return b.select(big, _c(a.type, 0), b.lshr(a, amt))
+    return b.ashr(a, b.select(big, _c(a.type, w - 1), amt))
+
+
+def mul_wide(b, a, c, signed):
+    w = ir.IntType(a.type.width * 2)
+    return b.mul(_resize(b, a, w, signed), _resize(b, c, w, signed))
+
+
+def mul_hi(b, a, c, signed):
+    wide = mul_wide(b, a, c, signed)
+    return b.trunc(b.lshr(wide, _c(wide.type, a.type.width)), a.type)
+
+
+def mul24(b, a, c, signed, hi):
+    """mul24: the 48-bit product of the low 24 bits; .hi gives bits 16..47."""
+    ext = (lambda v: b.ashr(b.shl(v, _c(I32, 8)), _c(I32, 8))) if signed else (lambda v: b.and_(v, _c(I32, 0xFFFFFF)))
+    p = mul_wide(b, ext(a), ext(c), signed)
+    if hi:
+        return b.trunc(b.lshr(p, _c(I64, 16)), I32)
+    return b.trunc(p, I32)
+
+
+def mad24(b, a, c, d, signed, hi):
+    return b.add(mul24(b, a, c, signed, hi), d)
+
+
+def sad(b, a, c, d, signed):
+    cmp = b.icmp_signed if signed else b.icmp_unsigned
+    diff = b.select(cmp(">", a, c), b.sub(a, c), b.sub(c, a))
+    return b.add(d, diff)
+
+
+def int_div(b, a, c, signed):
+    """Division that never traps: x/0 gives all ones (as NVIDIA GPUs do for unsigned) and
+    INT_MIN/-1 gives INT_MIN."""
+    t = a.type
+    zero = b.icmp_unsigned("==", c, _c(t, 0))
+    safe = b.select(zero, _c(t, 1), c)
+    if signed:
+        ovf = b.and_(b.icmp_signed("==", a, _c(t, 1 << (t.width - 1))), b.icmp_signed("==", safe, _c(t, -1)))
+        safe = b.select(ovf, _c(t, 1), safe)
+        q = b.sdiv(a, safe)
+        return b.select(zero, _c(t, -1), q)
+    q = b.udiv(a, safe)
+    return b.select(zero, _c(t, -1), q)
+
+
+def int_rem(b, a, c, signed):
+    t = a.type
+    zero = b.icmp_unsigned("==", c, _c(t, 0))
+    safe = b.select(zero, _c(t, 1), c)
+    if signed:
+        ovf = b.icmp_signed("==", safe, _c(t, -1))
+        safe = b.select(ovf, _c(t, 1), safe)
+        r = b.srem(a, safe)
+        r = b.select(ovf, _c(t, 0), r)
+    else:
+        r = b.urem(a, safe)
+    return b.select(zero, a, r)
+
+
+def popc(b, a):
+    return _resize(b, _intr(b, f"llvm.ctpop.i{a.type.width}", a.type, [a]), I32)
+
+
+def clz(b, a):
+    return _resize(b, _intr(b, f"llvm.ctlz.i{a.type.width}", a.type, [a, _c(I1, 0)]), I32)
+
+
+def brev(b, a):
+    return _intr(b, f"llvm.bitreverse.i{a.type.width}", a.type, [a])
+
+
+def bfind(b, a, signed, shiftamt):
+    """Position of the most significant non-sign bit; 0xFFFFFFFF when there is none."""
+    w = a.type.width
+    v = a
+    if signed:
+        v = b.select(b.icmp_signed("<", a, _c(a.type, 0)), b.not_(a), a)
+    lz = clz(b, v)
+    none = b.icmp_unsigned("==", v, _c(a.type, 0))
+    pos = b.sub(_c(I32, w - 1), lz)
+    if shiftamt:
+        pos = lz
+    return b.select(none, _c(I32, 0xFFFFFFFF), pos)
+
+
+def bfe(b, a, pos, ln, signed):
+    """Bit-field extract per the PTX ISA pseudo-code (pos and len use their low 8 bits)."""
+    t = a.type
+    w = t.width
+    p = b.and_(pos, _c(I32, 0xFF))
+    l = b.and_(ln, _c(I32, 0xFF))
+    wide = ir.IntType(2 * w)
+    aw = _resize(b, a, wide, signed)
+    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(I32, w)), _c(I32, w), p), wide)
+    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(I32, w)), _c(I32, w), l), wide)
+    shifted = b.lshr(aw, pw)
+    mask = b.sub(b.shl(_c(wide, 1), lw), _c(wide, 1))
+    field = b.and_(shifted, mask)
+    if signed:
+        # sign bit: the field's msb, or the value's msb when the field runs past the top
+        msb_pos = b.add(p, b.sub(l, _c(I32, 1)))
+        msb_pos = b.select(b.icmp_unsigned(">", msb_pos, _c(I32, w - 1)), _c(I32, w - 1), msb_pos)
+        sbit = b.trunc(b.lshr(a, _resize(b, msb_pos, t)), I1)
+        sbit = b.and_(sbit, b.icmp_unsigned("!=", l, _c(I32, 0)))
+        fill = b.not_(mask)
+        field = b.select(sbit, b.or_(field, fill), field)
+    res = b.trunc(field, t)
+    return b.select(b.icmp_unsigned("==", l, _c(I32, 0)), _c(t, 0), res)
+
+
+def bfi(b, a, base, pos, ln):
+    t = base.type
+    w = t.width
+    wide = ir.IntType(2 * w)
+    p = b.and_(pos, _c(I32, 0xFF))
+    l = b.and_(ln, _c(I32, 0xFF))
+    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(I32, w)), _c(I32, w), p), wide)
+    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(I32, w)), _c(I32, w), l), wide)
+    mask = b.shl(b.sub(b.shl(_c(wide, 1), lw), _c(wide, 1)), pw)
+    ins = b.and_(b.shl(_resize(b, a, wide), pw), mask)
+    res = b.or_(b.and_(_resize(b, base, wide), b.not_(mask)), ins)
+    return b.trunc(res, t)
+
+
+def prmt(b, a, c, d, mode=None):
+    """Byte permute; the default mode takes each result byte from selector nibble k, with
+    bit 3 of the nibble replicating the chosen byte's sign."""
+    tmp = b.or_(b.zext(a, I64), b.shl(b.zext(c, I64), _c(I64, 32)))
+
+    def byte(idx):
+        return b.trunc(b.lshr(tmp, b.mul(b.zext(idx, I64), _c(I64, 8))), I8)
+
+    def sext_byte(v):
+        return b.select(b.icmp_signed("<", v, _c(I8, 0)), _c(I8, 0xFF), _c(I8, 0))
+
+    sel = [None] * 4
+    if mode is None:
+        for k in range(4):
+            nib = b.and_(b.lshr(d, _c(I32, 4 * k)), _c(I32, 0xF))
+            v = byte(b.and_(nib, _c(I32, 7)))
+            rep = b.icmp_unsigned("!=", b.and_(nib, _c(I32, 8)), _c(I32, 0))
+            sel[k] = b.select(rep, sext_byte(v), v)
+    else:
+        s = b.and_(d, _c(I32, 3))
+        consts = {
+            "f4e": lambda k: b.and_(b.add(s, _c(I32, k)), _c(I32, 7)),
+            "b4e": lambda k: b.and_(b.sub(b.add(s, _c(I32, 8)), _c(I32, k)), _c(I32, 7)),
+        }
+        if mode in consts:
+            for k in range(4):
+                sel[k] = byte(consts[mode](k))
+        elif mode == "rc8":
+            for k in range(4):
+                sel[k] = byte(s)
+        elif mode == "rc16":
+            lo = b.and_(s, _c(I32, 1))
+            for k in range(4):
+                sel[k] = byte(b.add(b.mul(lo, _c(I32, 2)), _c(I32, k % 2)))
+        elif mode in ("ecl", "ecr"):
+            for k in range(4):
+                if mode == "ecl":
+                    idx = b.select(b.icmp_unsigned(">=", s, _c(I32, k)), _c(I32, k), s)
+                else:
+                    idx = b.select(b.icmp_unsigned("<=", s, _c(I32, k)), _c(I32, k), s)
+                sel[k] = byte(idx)
+    out = _c(I32, 0)
+    for k in range(4):
+        out = b.or_(out, b.shl(b.zext(sel[k], I32), _c(I32, 8 * k)))
+    return out
+
+
+def shf(b, a, c, d, left, clamp):
+    """Funnel shift of the 64-bit value c:a by d (mod 32, or clamped to 32)."""
+    n = b.and_(d, _c(I32, 31)) if not clamp else b.select(b.icmp_unsigned(">", d, _c(I32, 32)), _c(I32, 32), d)
+    v = b.or_(b.zext(a, I64), b.shl(b.zext(c, I64), _c(I64, 32)))
+    n64 = b.zext(n, I64)
+    if left:
+        return b.trunc(b.lshr(b.shl(v, n64), _c(I64, 32)), I32)
+    return b.trunc(b.lshr(v, n64), I32)
+
+
+def lop3(b, a, c, d, lut):
+    """Any 3-input logic function given by its truth table (a=0xF0, b=0xCC, c=0xAA)."""
+    out = _c(I32, 0)
+    for minterm in range(8):
+        if not (lut >> minterm) & 1:
+            continue
+        ta = a if minterm & 4 else b.not_(a)
+        tb = c if minterm & 2 else b.not_(c)
+        tc = d if minterm & 1 else b.not_(d)
+        out = b.or_(out, b.and_(b.and_(ta, tb), tc))
+    return out
+
+
+def bmsk(b, a, c, clamp):
+    """A mask of c bits starting at bit a."""
+    pos = b.and_(a, _c(I32, 0xFF)) if clamp else b.and_(a, _c(I32, 31))
+    ln = b.and_(c, _c(I32, 0xFF)) if clamp else b.and_(c, _c(I32, 31))
+    pos64, ln64 = b.zext(pos, I64), b.zext(ln, I64)
+    pos64 = b.select(b.icmp_unsigned(">", pos64, _c(I64, 32)), _c(I64, 32), pos64)
+    ln64 = b.select(b.icmp_unsigned(">", ln64, _c(I64, 32)), _c(I64, 32), ln64)
+    mask = b.shl(b.sub(b.shl(_c(I64, 1), ln64), _c(I64, 1)), pos64)
+    return b.trunc(mask, I32)
+
+
+def dp4a(b, a, c, d, a_signed, b_signed):
+    acc = d
+    for k in range(4):
+        ab = b.trunc(b.lshr(a, _c(I32, 8 * k)), I8)
+        bb = b.trunc(b.lshr(c, _c(I32, 8 * k)), I8)
+        av = b.sext(ab, I32) if a_signed else b.zext(ab, I32)
+        bv = b.sext(bb, I32) if b_signed else b.zext(bb, I32)
+        acc = b.add(acc, b.mul(av, bv))
+    return acc
+
+
+def dp2a(b, a, c, d, a_signed, b_signed, hi):
+    I16 = ir.IntType(16)
+    acc = d
+    for k in range(2):
+        ah = b.trunc(b.lshr(a, _c(I32, 16 * k)), I16)
+        bb = b.trunc(b.lshr(c, _c(I32, 8 * (k + (2 if hi else 0)))), I8)
+        av = b.sext(ah, I32) if a_signed else b.zext(ah, I32)
+        bv = b.sext(bb, I32) if b_signed else b.zext(bb, I32)
+        acc = b.add(acc, b.mul(av, bv))
+    return acc
