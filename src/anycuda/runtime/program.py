@@ -7,14 +7,15 @@ faults (trap, assert, unsupported code) into CudaError, like a GPU launch does.
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 import threading
 
 from ..compiler import abi, compile_ptx
 from ..compiler.jit import LoadedObject
 from .errors import CudaError, CUresult
+from .device import worker_count
 from .faults import fault_key
+from . import stream as stream_module
 from .printf import format_device_printf
 
 _CTYPES = {"u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
@@ -95,13 +96,7 @@ def flush_device_output(stream=None):
         out.flush()
 
 
-def _worker_count(requested: int) -> int:
-    if requested:
-        return requested
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+stream_module.sync_hooks.append(flush_device_output)
 
 
 # ---------------------------------------------------------------- programs and kernels
@@ -165,8 +160,9 @@ class KernelImage:
         L.params = ctypes.addressof(pbuf)
         L.dyn_shared = shared_mem
         L.shared_total = (self.static_shared + 15) // 16 * 16 + shared_mem
-        L.num_workers = num_workers
-        L.chunk = max(1, min(1024, L.nblocks // (_worker_count(num_workers) * 16)))
+        workers = num_workers or worker_count()
+        L.num_workers = workers
+        L.chunk = max(1, min(1024, L.nblocks // (workers * 16)))
         L.vprintf_hook = _VPRINTF_ADDR
         L.assert_hook = _ASSERT_ADDR
         L.fault_key = fault_key()
