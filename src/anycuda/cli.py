@@ -1,0 +1,60 @@
+"""The `anycuda` command: `info`, `demo`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def cmd_info(args) -> int:
+    import llvmlite
+    import llvmlite.binding as llvm
+    import numpy
+
+    from . import __version__
+    from .compiler.jit import target_description
+    from .cudac import compiler_description
+    from .runtime.device import properties
+    p = properties()
+    gib = p.total_memory / 2 ** 30
+    print(f"anycuda {__version__}")
+    print("Device 0:")
+    print(f"  name                 {p.name}")
+    print(f"  compute capability   {p.compute_capability[0]}.{p.compute_capability[1]} (reported)")
+    print(f"  multiprocessors      {p.multiprocessor_count} (worker threads)")
+    print(f"  memory               {gib:.1f} GiB (host memory, one address space)")
+    print(f"  warp size            {p.warp_size}")
+    print(f"  max threads/block    {p.max_threads_per_block}")
+    print(f"  shared memory/block  {p.shared_memory_per_block // 1024} KiB "
+          f"({p.shared_memory_per_block_optin // 1024} KiB opt-in)")
+    print(f"  code generation      LLVM {'.'.join(map(str, llvm.llvm_version_info))} "
+          f"(llvmlite {llvmlite.__version__}) for {target_description()}")
+    print(f"CUDA C++ compiler      {compiler_description()}")
+    print(f"numpy                  {numpy.__version__}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import main
+    return main(args.names, args.list)
+
+
+def main(argv=None) -> int:
+    from . import __version__
+    parser = argparse.ArgumentParser(prog="anycuda", description="Run CUDA programs without an NVIDIA GPU.")
+    parser.add_argument("--version", action="version", version=f"anycuda {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    p_info = sub.add_parser("info", help="show the devices anycuda provides")
+    p_info.set_defaults(func=cmd_info)
+    p_demo = sub.add_parser("demo", help="run the bundled CUDA examples on this CPU and check them")
+    p_demo.add_argument("names", nargs="*", help="examples to run (default: all)")
+    p_demo.add_argument("--list", action="store_true", help="list the examples")
+    p_demo.set_defaults(func=cmd_demo)
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
