@@ -43,3 +43,29 @@ def poison(shape, dtype) -> ac.ndarray:
 def make_rng():
     seed = int.from_bytes(os.urandom(4), "little")
     return np.random.default_rng(seed), seed
+
+
+def round_directed(exact, mode: str, dtype=np.float32):
+    """The `dtype` value nearest to the rational `exact` in direction `mode`: 'rn' (to
+    nearest even), 'rz' (toward zero), 'rd' (toward -inf), 'ru' (toward +inf). Overflow gives
+    infinity only when rounding away from zero, as IEEE 754 says."""
+    from fractions import Fraction
+    dtype = np.dtype(dtype).type
+    with np.errstate(over="ignore"):
+        cand = dtype(float(exact)) if abs(exact) < 2 ** 1100 else dtype(np.copysign(np.inf, float(exact.numerator)))
+    if mode == "rz":
+        mode = "rd" if exact >= 0 else "ru"
+    biggest = dtype(np.finfo(dtype).max)
+    if np.isinf(cand):
+        if mode == "rd" and exact > 0:
+            return biggest
+        if mode == "ru" and exact < 0:
+            return -biggest
+        return cand
+    if mode == "rn":
+        return cand
+    while mode == "rd" and Fraction(float(cand)) > exact:
+        cand = np.nextafter(cand, dtype(-np.inf))
+    while mode == "ru" and Fraction(float(cand)) < exact:
+        cand = np.nextafter(cand, dtype(np.inf))
+    return cand

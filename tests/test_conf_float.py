@@ -5,7 +5,7 @@ from fractions import Fraction
 import numpy as np
 
 import anycuda as ac
-from conformance import load_cuda, poison
+from conformance import load_cuda, poison, round_directed
 
 SPECIAL32 = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.17549435e-38, 3.4028235e38,
                       -3.4028235e38, 1.0, -1.0, 0.5, 2.5, -2.5, 3.5], np.float32)
@@ -78,22 +78,6 @@ def test_f64_ieee_operations(rng):
             assert g[i, 3] == float(exact)
 
 
-def _round32(exact: Fraction, mode: str) -> np.float32:
-    """The float32 nearest to `exact` in direction mode ('rz', 'rd', 'ru')."""
-    cand = np.float32(float(exact))
-    if mode == "rz":
-        mode = "rd" if exact >= 0 else "ru"
-    while mode == "rd" and Fraction(float(cand)) > exact:
-        cand = np.nextafter(cand, np.float32(-np.inf))
-    while mode == "ru" and Fraction(float(cand)) < exact:
-        cand = np.nextafter(cand, np.float32(np.inf))
-    if mode == "rd" and Fraction(float(np.nextafter(cand, np.float32(np.inf)))) <= exact:
-        cand = np.nextafter(cand, np.float32(np.inf))
-    if mode == "ru" and Fraction(float(np.nextafter(cand, np.float32(-np.inf)))) >= exact:
-        cand = np.nextafter(cand, np.float32(-np.inf))
-    return cand
-
-
 def test_f32_directed_rounding_is_exact(rng):
     n = 512
     a = (rng.standard_normal(n) * 3).astype(np.float32)
@@ -107,7 +91,7 @@ def test_f32_directed_rounding_is_exact(rng):
         exacts = [x + y, x * y, x * y + z, x / y]
         for op, exact in enumerate(exacts):
             for m, mode in enumerate(("rz", "rd", "ru")):
-                want = _round32(exact, mode)
+                want = round_directed(exact, mode, np.float32)
                 assert g[i, 3 * op + m] == want, f"row {i} op {op} {mode}: {g[i, 3 * op + m]!r} != {want!r}"
 
 

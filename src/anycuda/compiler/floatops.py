@@ -63,8 +63,7 @@ def flush_denormal(b, x):
 
 
 def nudge(b, x, up):
-    """The next representable value above (up=True) or below x; x itself for NaN/inf
-    moving outward is not needed by callers (they only nudge finite results toward a bound)."""
+    """The next representable value above (up=True) or below x."""
     it = ir.IntType(_bits(x.type))
     bits = b.bitcast(x, it)
     is_zero = b.fcmp_ordered("==", x, _c(x.type, 0.0))
@@ -74,9 +73,11 @@ def nudge(b, x, up):
     sign = 1 << (it.width - 1)
     smallest = _c(it, 1 if up else sign | 1)
     res = b.select(is_zero, smallest, moved)
+    # NaN stays; an infinity only moves toward zero (to the largest finite value)
     special = b.fcmp_unordered("uno", x, x)
     inf = b.fcmp_ordered("==", fabs(b, x), _c(x.type, float("inf")))
-    return b.select(b.or_(special, inf), x, b.bitcast(res, x.type))
+    outward = b.and_(inf, toward_mag)
+    return b.select(b.or_(special, outward), x, b.bitcast(res, x.type))
 
 
 def _directed(b, r, err_sign, rnd):

@@ -19,11 +19,14 @@ def _initialise():
             return _state
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        gomp = ctypes.util.find_library("gomp") or "libgomp.so.1"
-        try:
-            llvm.load_library_permanently(gomp)
-        except RuntimeError as e:   # pragma: no cover - libgomp ships with gcc's runtime
-            raise RuntimeError(f"anycuda needs libgomp (the GNU OpenMP runtime): {e}") from e
+        # libgomp runs the worker pool; libgcc_s has the helpers LLVM calls for what the
+        # CPU lacks instructions for (128-bit integer conversions, f64 -> f16, ...)
+        for lib, what in (("gomp", "libgomp (the GNU OpenMP runtime)"), ("gcc_s", "libgcc_s (gcc's runtime)")):
+            path = ctypes.util.find_library(lib) or f"lib{lib}.so.1"
+            try:
+                llvm.load_library_permanently(path)
+            except RuntimeError as e:   # pragma: no cover - both ship with gcc's runtime
+                raise RuntimeError(f"anycuda needs {what}: {e}") from e
         _state["tm"] = _host_target_machine()
         _state["triple"] = llvm.get_process_triple()
         return _state
@@ -57,10 +60,19 @@ def compile_to_object(llvm_ir: str, name: str = "module") -> bytes:
     mod.triple = st["triple"]
     mod.data_layout = str(st["tm"].target_data)
     mod.verify()
+    _check_externals(mod)
     _dump("ANYCUDA_DUMP_IR", mod)
     optimise(mod)
     _dump("ANYCUDA_DUMP_OPT_IR", mod)
     return st["tm"].emit_object(mod)
+
+
+def _check_externals(mod):
+    """Every function the code calls must exist in this process: an unresolved one would
+    become a call to address 0."""
+    for fn in mod.functions:
+        if fn.is_declaration and not fn.name.startswith("llvm.") and not llvm.address_of_symbol(fn.name):
+            raise RuntimeError(f"generated code calls {fn.name}, which this process does not provide")
 
 
 def _dump(var, mod):

@@ -1,0 +1,109 @@
+"""Conversions: float->int with every rounding mode, saturation and NaN -> 0; int->float
+with directed rounding (exact rationals as reference); f64->f32 narrowing; integer casts."""
+from fractions import Fraction
+
+import numpy as np
+
+import anycuda as ac
+from conformance import load_cuda, poison, round_directed
+
+
+def _f2i(x, mode, lo, hi):
+    """PTX's float -> int: round in `mode`, saturate to [lo, hi], NaN -> 0 (Python ints)."""
+    rnd = {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}[mode]
+    out = []
+    for v in np.asarray(x, dtype=np.float64):
+        if np.isnan(v):
+            out.append(0)
+        elif np.isinf(v):
+            out.append(hi if v > 0 else lo)
+        else:
+            out.append(min(max(int(rnd(v)), lo), hi))
+    return np.array(out, dtype=object)
+
+
+def test_float_to_int_rounding_and_saturation(rng):
+    n = 1024
+    a = (rng.standard_normal(n) * np.exp2(rng.integers(0, 70, n))).astype(np.float32)
+    a[:10] = [np.nan, np.inf, -np.inf, 2.5, -2.5, 3.5, -0.5, 4294967296.0, -2147483904.0, 1e30]
+    out = poison((n, 20), np.int64)
+    load_cuda("convert").get_function("from_f32")((n // 128,), (128,), (ac.asarray(a), out, np.int32(n)))
+    g = out.get()
+    I32, U32, I64, U64 = (-2 ** 31, 2 ** 31 - 1), (0, 2 ** 32 - 1), (-2 ** 63, 2 ** 63 - 1), (0, 2 ** 64 - 1)
+    checks = {0: ("rn", I32), 1: ("rz", I32), 2: ("rd", I32), 3: ("ru", I32), 4: ("rn", U32), 5: ("rz", U32),
+              6: ("rn", I64), 7: ("rz", I64), 8: ("rd", U64), 9: ("rz", I32), 10: ("rz", U32), 17: ("rz", I64),
+              18: ("rz", U64)}
+    for j, (mode, (lo, hi)) in checks.items():
+        want = _f2i(a, mode, lo, hi)
+        got = g[:, j].astype(object)
+        if hi >= 2 ** 32:     # 64-bit results come back through int64
+            got = np.array([int(v) % 2 ** 64 if hi == U64[1] else int(v) for v in g[:, j]], dtype=object)
+        elif lo == 0:
+            got = np.array([int(v) % 2 ** 32 for v in g[:, j]], dtype=object)
+        assert list(got) == list(want), f"column {j} ({mode})"
+    i32 = _f2i(a, "rz", *I32).astype(np.int64)
+    assert np.array_equal(g[:, 11], ((i32 + 128) % 256) - 128)
+    assert np.array_equal(g[:, 12], ((i32 + 32768) % 65536) - 32768)
+    assert np.array_equal(g[:, 13] & 0xFFFFFFFF, a.view(np.uint32).astype(np.int64))
+    with np.errstate(invalid="ignore"):
+        sat = np.clip(np.nan_to_num(a, nan=0.0), 0, 1).astype(np.float32)
+    assert np.array_equal(g[:, 14] & 0xFFFFFFFF, sat.view(np.uint32).astype(np.int64))
+    assert np.array_equal(g[:, 15] & 0xFFFFFFFF, a.view(np.uint32).astype(np.int64) & 0xFFFFFFFF | 0) or \
+        np.all(np.isnan(a) | (g[:, 15] & 0xFFFFFFFF == a.view(np.uint32)))
+    assert np.array_equal(g[:, 16][~np.isnan(a)], a.astype(np.float64).view(np.int64)[~np.isnan(a)])
+    with np.errstate(over="ignore"):
+        assert np.array_equal(g[:, 19], a.astype(np.float16).view(np.uint16).astype(np.int64)) or \
+            np.all(np.isnan(a) | (g[:, 19] == a.astype(np.float16).view(np.uint16)))
+
+
+def test_int_to_float_directed_rounding(rng):
+    n = 512
+    v = rng.integers(-2 ** 63, 2 ** 63, n, dtype=np.int64)
+    v[:64] = rng.integers(-2 ** 31, 2 ** 31, 64)
+    v[:4] = [0, -1, 2 ** 24 + 1, -(2 ** 24) - 3]
+    f = poison((n, 12), np.float32)
+    d = poison((n, 2), np.float64)
+    load_cuda("convert").get_function("to_float")((n // 128,), (128,), (ac.asarray(v), f, d, np.int32(n)))
+    gf, gd = f.get(), d.get()
+    for i in range(n):
+        x = int(v[i])
+        x32 = (x + 2 ** 31) % 2 ** 32 - 2 ** 31
+        u32, u64 = x % 2 ** 32, x % 2 ** 64
+        s16 = (x32 + 2 ** 15) % 2 ** 16 - 2 ** 15
+        want = [(x32, "rn"), (x32, "rz"), (x32, "rd"), (x32, "ru"), (u32, "rn"), (u32, "rz"), (x, "rn"),
+                (x, "rz"), (x, "rd"), (u64, "ru"), (u64, "rn"), (s16, "rn")]
+        for j, (val, mode) in enumerate(want):
+            assert gf[i, j] == round_directed(Fraction(val), mode, np.float32), f"row {i} column {j}"
+        assert gd[i, 0] == float(x)
+        assert gd[i, 1] == round_directed(Fraction(u64), "rz", np.float64)
+
+
+def test_f64_to_f32_and_int(rng):
+    n = 512
+    a = rng.standard_normal(n) * 10.0 ** rng.integers(-40, 40, n)
+    a[:5] = [np.nan, np.inf, -np.inf, 1e300, -1e-300]
+    out = poison((n, 4), np.float32)
+    ints = poison((n, 3), np.int32)
+    load_cuda("convert").get_function("f64_narrow")((n // 128,), (128,), (ac.asarray(a), out, ints, np.int32(n)))
+    g, gi = out.get(), ints.get()
+    for i in range(5, n):
+        exact = Fraction(float(a[i]))
+        for j, mode in enumerate(("rn", "rz", "rd", "ru")):
+            want = round_directed(exact, mode, np.float32)
+            assert g[i, j] == want, f"row {i} {mode}: {g[i, j]!r} != {want!r}"
+    assert np.isnan(g[0]).all() and np.all(g[1] == np.inf) and np.all(g[2] == -np.inf)
+    with np.errstate(invalid="ignore"):
+        assert list(gi[:, 0]) == list(_f2i(a, "rn", -2 ** 31, 2 ** 31 - 1))
+        assert list(gi[:, 1]) == list(_f2i(a, "rz", -2 ** 31, 2 ** 31 - 1))
+        assert [int(v) % 2 ** 32 for v in gi[:, 2]] == list(_f2i(a, "rd", 0, 2 ** 32 - 1))
+
+
+def test_integer_casts(rng):
+    n = 256
+    v = rng.integers(-2 ** 63, 2 ** 63, n, dtype=np.int64)
+    out = poison((n, 6), np.int64)
+    load_cuda("convert").get_function("int_casts")((n // 128,), (128,), (ac.asarray(v), out, np.int32(n)))
+    g = out.get()
+    want = np.stack([v.astype(np.int8), v.astype(np.uint8), v.astype(np.int16), v.astype(np.uint16),
+                     v.astype(np.int32), v.astype(np.uint32)], axis=1).astype(np.int64)
+    assert np.array_equal(g, want)
