@@ -259,9 +259,22 @@ def _to_f32(b, v, t):
     return b.fpext(v, F32) if v.type == F16 else v
 
 
+def f64_to_f32_odd(b, x64):
+    """f64 -> f32 rounding to odd: truncate, then set the last bit if anything was lost. A
+    second rounding of this result (to bf16) is then as exact as a single one would be."""
+    r = b.fptrunc(x64, F32)
+    back = b.fpext(r, F64)
+    rz = _directed(b, r, _sign_of_diff(b, x64, back), "rz")
+    inexact = b.fcmp_ordered("!=", b.fpext(rz, F64), x64)
+    finite = b.fcmp_ordered("<", fabs(b, rz), _c(F32, float("inf")))
+    odd = b.bitcast(b.or_(b.bitcast(rz, I32), _c(I32, 1)), F32)
+    return b.select(b.and_(inexact, finite), odd, rz)
+
+
 def _from_f64(b, x64, t, rnd="rn"):
     if t == "bf16":
-        return f32_to_bf16(b, b.fptrunc(x64, F32), rnd)
+        x32 = f64_to_f32_odd(b, x64) if rnd in (None, "rn") else b.fptrunc(x64, F32)
+        return f32_to_bf16(b, x32, rnd)
     return _round_f64_to(b, x64, F16, rnd)
 
 
