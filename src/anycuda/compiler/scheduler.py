@@ -200,8 +200,10 @@ def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi):
     j = b.select(pval, j, lane)
     j_ok = b.and_(b.icmp_unsigned("<", j, i32(32)),
                   b.trunc(b.lshr(grp, b.and_(j, i32(31))), I1))
+    # a source lane that is not taking part (inactive, exited or beyond the block) is
+    # undefined in PTX; anycuda reads it as 0 rather than as stale data
     src = b.select(j_ok, b.add(lo, j), l)
-    shfl_val = load_field(b, frame(src), C["op_a"], I64)
+    shfl_val = b.select(j_ok, load_field(b, frame(src), C["op_a"], I64), i64(0))
     # match.any: lanes of the group holding the same value
     matches = b.alloca(I32)
     b.store(i32(0), matches)
