@@ -1,0 +1,143 @@
+// Whole small programs as people write them.
+#define TILE 16
+extern "C" __global__ void sgemm_tiled(const float* A, const float* B, float* C, int M, int N, int K) {
+    __shared__ float As[TILE][TILE + 1];
+    __shared__ float Bs[TILE][TILE + 1];
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    float acc = 0.0f;
+    for (int t = 0; t < K; t += TILE) {
+        As[threadIdx.y][threadIdx.x] = (row < M && t + threadIdx.x < K) ? A[row * K + t + threadIdx.x] : 0.0f;
+        Bs[threadIdx.y][threadIdx.x] = (col < N && t + threadIdx.y < K) ? B[(t + threadIdx.y) * N + col] : 0.0f;
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    if (row < M && col < N) C[row * N + col] = acc;
+}
+
+// Hillis-Steele inclusive scan inside a block, block totals written out.
+extern "C" __global__ void scan_blocks(const int* in, int* out, int* sums, int n) {
+    extern __shared__ int s[];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (int off = 1; off < blockDim.x; off <<= 1) {
+        int v = t >= off ? s[t - off] : 0;
+        __syncthreads();
+        s[t] += v;
+        __syncthreads();
+    }
+    if (i < n) out[i] = s[t];
+    if (t == blockDim.x - 1) sums[blockIdx.x] = s[t];
+}
+
+extern "C" __global__ void add_block_offsets(int* out, const int* offsets, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && blockIdx.x > 0) out[i] += offsets[blockIdx.x - 1];
+}
+
+// Bitonic sort of one block's keys in shared memory.
+extern "C" __global__ void bitonic_block(float* keys) {
+    extern __shared__ float k[];
+    int t = threadIdx.x, n = blockDim.x;
+    float* base = keys + blockIdx.x * n;
+    k[t] = base[t];
+    __syncthreads();
+    for (int size = 2; size <= n; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            int partner = t ^ stride;
+            if (partner > t) {
+                bool up = (t & size) == 0;
+                float a = k[t], b = k[partner];
+                if ((a > b) == up) { k[t] = b; k[partner] = a; }
+            }
+            __syncthreads();
+        }
+    }
+    base[t] = k[t];
+}
+
+// Transpose through a padded shared tile; any size.
+extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
+    __shared__ float tile[32][33];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < cols && y + j < rows) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * cols + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x; y = blockIdx.x * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < rows && y + j < cols) out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
+}
+
+// One n-body step with positions staged through shared memory.
+extern "C" __global__ void nbody_accel(const float4* pos, float3* acc, int n, float soft2) {
+    extern __shared__ float4 sh[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 p = i < n ? pos[i] : make_float4(0, 0, 0, 0);
+    float3 a = make_float3(0, 0, 0);
+    for (int tile = 0; tile < n; tile += blockDim.x) {
+        int j = tile + threadIdx.x;
+        sh[threadIdx.x] = j < n ? pos[j] : make_float4(0, 0, 0, 0);
+        __syncthreads();
+        for (int k = 0; k < blockDim.x && tile + k < n; ++k) {
+            float4 q = sh[k];
+            float dx = q.x - p.x, dy = q.y - p.y, dz = q.z - p.z;
+            float inv = rsqrtf(dx * dx + dy * dy + dz * dz + soft2);
+            float s = q.w * inv * inv * inv;
+            a.x += dx * s; a.y += dy * s; a.z += dz * s;
+        }
+        __syncthreads();
+    }
+    if (i < n) acc[i] = a;
+}
+
+// LayerNorm forward as in llm.c: one warp per row, mean and rstd saved.
+extern "C" __global__ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                             const float* weight, const float* bias, int N, int C) {
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+    if (warp >= N) return;
+    const float* x = inp + (size_t)warp * C;
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += 32) sum += x[i];
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+    float m = sum / C;
+    float var = 0.0f;
+    for (int i = lane; i < C; i += 32) { float d = x[i] - m; var += d * d; }
+    for (int o = 16; o > 0; o >>= 1) var += __shfl_xor_sync(0xffffffff, var, o);
+    float s = rsqrtf(var / C + 1e-5f);
+    float* o = out + (size_t)warp * C;
+    for (int i = lane; i < C; i += 32) o[i] = (x[i] - m) * s * weight[i] + bias[i];
+    if (lane == 0) { mean[warp] = m; rstd[warp] = s; }
+}
+
+// Softmax forward over rows, one block per row (warp + shared reductions).
+extern "C" __global__ void softmax_forward(float* out, const float* inp, int C) {
+    __shared__ float red[32];
+    const float* x = inp + (size_t)blockIdx.x * C;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) m = fmaxf(m, x[i]);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffff, m, o));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) { float v = red[0]; for (int k = 1; k < nw; ++k) v = fmaxf(v, red[k]); red[0] = v; }
+    __syncthreads();
+    m = red[0];
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) s += expf(x[i] - m);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffff, s, o);
+    if (lane == 0) red[warp] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) { float v = 0; for (int k = 0; k < nw; ++k) v += red[k]; red[0] = v; }
+    __syncthreads();
+    s = red[0];
+    for (int i = threadIdx.x; i < C; i += blockDim.x) out[(size_t)blockIdx.x * C + i] = expf(x[i] - m) / s;
+}
+
+// A grid-stride loop over a large array.
+extern "C" __global__ void grid_stride_axpby(const double* x, double* y, double a, double b, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        y[i] = a * x[i] + b * y[i];
+}
