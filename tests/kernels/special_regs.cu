@@ -1,0 +1,40 @@
+// Special registers: thread/block indices in three dimensions and the others.
+extern "C" __global__ void indices(unsigned* out) {
+    unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned* o = out + 12 * (b * blockDim.x * blockDim.y * blockDim.z + t);
+    o[0] = threadIdx.x; o[1] = threadIdx.y; o[2] = threadIdx.z;
+    o[3] = blockIdx.x; o[4] = blockIdx.y; o[5] = blockIdx.z;
+    o[6] = blockDim.x; o[7] = blockDim.y; o[8] = blockDim.z;
+    o[9] = gridDim.x; o[10] = gridDim.y; o[11] = gridDim.z;
+}
+
+extern "C" __global__ void misc(unsigned* out, unsigned long long* clocks) {
+    unsigned t = threadIdx.x + blockIdx.x * blockDim.x;
+    unsigned lane, warp, nsm, lt, le, eq, ge, gt, dyn, total;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    asm("mov.u32 %0, %%warpid;" : "=r"(warp));
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+    asm("mov.u32 %0, %%lanemask_le;" : "=r"(le));
+    asm("mov.u32 %0, %%lanemask_eq;" : "=r"(eq));
+    asm("mov.u32 %0, %%lanemask_ge;" : "=r"(ge));
+    asm("mov.u32 %0, %%lanemask_gt;" : "=r"(gt));
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    asm("mov.u32 %0, %%total_smem_size;" : "=r"(total));
+    unsigned* o = out + 10 * t;
+    o[0] = lane; o[1] = warp; o[2] = nsm; o[3] = lt; o[4] = le; o[5] = eq; o[6] = ge; o[7] = gt; o[8] = dyn; o[9] = total;
+    long long c0 = clock64();
+    unsigned long long g0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+    float x = 0;
+    for (int k = 0; k < 1000; ++k) x += sinf(k * 0.001f);
+    long long c1 = clock64();
+    unsigned long long g1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+    clocks[4 * t] = c0; clocks[4 * t + 1] = c1 + (x > 1e30f); clocks[4 * t + 2] = g0; clocks[4 * t + 3] = g1;
+}
+
+extern "C" __global__ void tiny(int* out, unsigned last) {
+    if (blockIdx.x == 0 || blockIdx.x == last) atomicAdd(out, (int)blockIdx.x + 1);
+}
