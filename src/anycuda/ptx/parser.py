@@ -626,6 +626,13 @@ class _Parser:
                 offset = self.int_value()
         else:
             offset = self.int_value()
+        if self.tok.text == ",":
+            # texture and surface coordinates: [tex, {x, y}] -- kept as a vector of operands
+            items = [base if base is not None else ir.Imm(offset)]
+            while self.accept(","):
+                items.append(self.parse_operand(local))
+            self.expect("]")
+            return ir.Vec(tuple(items))
         self.expect("]")
         return ir.Addr(base, offset)
 

@@ -1,0 +1,18 @@
+// Device printf, assert and trap.
+#include <cassert>
+extern "C" __global__ void say(int n, float f, const char* unused) {
+    int t = threadIdx.x;
+    if (t < n)
+        printf("t=%d f=%f s=%s c=%c x=%x ll=%lld w=%5.2f u=%u %%\n", t, f * t, "hi", 'A' + t, 255 + t,
+               -1234567890123LL * t, f, 4000000000u);
+}
+
+extern "C" __global__ void check(const int* v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) assert(v[i] >= 0);
+}
+
+extern "C" __global__ void maybe_trap(int* out, int bad_block) {
+    if (blockIdx.x == bad_block) __trap();
+    out[blockIdx.x] = 1;
+}
