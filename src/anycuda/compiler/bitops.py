@@ -231,14 +231,22 @@ def lop3(b, a, c, d, lut):
 
 
 def bmsk(b, a, c, clamp):
-    """A mask of c bits starting at bit a."""
-    pos = b.and_(a, _c(I32, 0xFF)) if clamp else b.and_(a, _c(I32, 31))
-    ln = b.and_(c, _c(I32, 0xFF)) if clamp else b.and_(c, _c(I32, 31))
-    pos64, ln64 = b.zext(pos, I64), b.zext(ln, I64)
-    pos64 = b.select(b.icmp_unsigned(">", pos64, _c(I64, 32)), _c(I64, 32), pos64)
-    ln64 = b.select(b.icmp_unsigned(">", ln64, _c(I64, 32)), _c(I64, 32), ln64)
-    mask = b.shl(b.sub(b.shl(_c(I64, 1), ln64), _c(I64, 1)), pos64)
-    return b.trunc(mask, I32)
+    """A mask of c bits starting at bit a, per the PTX ISA pseudo-code: positions and widths
+    wrap to 0..31; in .clamp mode a position or width of 32 or more saturates instead."""
+    a1 = b.and_(a, _c(I32, 31))
+    b1 = b.and_(c, _c(I32, 31))
+    total = b.add(a1, b1)
+    ones = _c(I32, 0xFFFFFFFF)
+    mask0 = b.shl(ones, a1)
+    overflow = b.icmp_unsigned(">=", total, _c(I32, 32))
+    if clamp:
+        pos_over = b.icmp_unsigned(">=", a, _c(I32, 32))
+        mask0 = b.select(pos_over, _c(I32, 0), mask0)
+        overflow = b.or_(overflow, b.or_(pos_over, b.icmp_unsigned(">=", c, _c(I32, 32))))
+    shifted = b.shl(ones, b.select(overflow, _c(I32, 0), total))
+    mask1 = b.select(overflow, _c(I32, 0),
+                     b.select(b.icmp_unsigned("==", b1, _c(I32, 0)), ones, shifted))
+    return b.and_(mask0, b.not_(mask1))
 
 
 def dp4a(b, a, c, d, a_signed, b_signed):
