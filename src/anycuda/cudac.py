@@ -131,8 +131,21 @@ def _compile_nvcc(source, options, name) -> str:
         return Path(out).read_text()
 
 
+def _wheel_include_dirs():
+    """CUDA headers shipped in the nvidia-cuda-runtime (and nvrtc) wheels: cuda_fp16.h, ..."""
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
+    dirs = []
+    for root in roots:
+        for sub in ("cu13/include", "cuda_runtime/include", "cu12/include"):
+            d = os.path.join(root, sub)
+            if os.path.exists(os.path.join(d, "cuda_fp16.h")):
+                dirs.append(d)
+    return dirs
+
+
 def _nvrtc_options(options):
-    out = []
+    out = [f"-I{d}" for d in _wheel_include_dirs()]
     for o in options:
         if o.startswith("-arch=sm_"):
             out.append("--gpu-architecture=compute_" + o[len("-arch=sm_"):])
