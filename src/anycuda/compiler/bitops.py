@@ -1,19 +1,13 @@
 """Integer and bit-field instructions with PTX semantics, as straight-line LLVM IR."""
 from llvmlite import ir
 
+from .irutil import intrinsic
+
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 
 
 def _c(t, v):
     return ir.Constant(t, v & ((1 << t.width) - 1))
-
-
-def _intr(b, name, ret, args):
-    m = b.module
-    fn = m.globals.get(name)
-    if fn is None:
-        fn = ir.Function(m, ir.FunctionType(ret, [a.type for a in args]), name=name)
-    return b.call(fn, args)
 
 
 def _resize(b, v, t, signed=False):
@@ -96,15 +90,15 @@ def int_rem(b, a, c, signed):
 
 
 def popc(b, a):
-    return _resize(b, _intr(b, f"llvm.ctpop.i{a.type.width}", a.type, [a]), I32)
+    return _resize(b, intrinsic(b, f"llvm.ctpop.i{a.type.width}", a.type, [a]), I32)
 
 
 def clz(b, a):
-    return _resize(b, _intr(b, f"llvm.ctlz.i{a.type.width}", a.type, [a, _c(I1, 0)]), I32)
+    return _resize(b, intrinsic(b, f"llvm.ctlz.i{a.type.width}", a.type, [a, _c(I1, 0)]), I32)
 
 
 def brev(b, a):
-    return _intr(b, f"llvm.bitreverse.i{a.type.width}", a.type, [a])
+    return intrinsic(b, f"llvm.bitreverse.i{a.type.width}", a.type, [a])
 
 
 def bfind(b, a, signed, shiftamt):

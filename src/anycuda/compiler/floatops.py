@@ -1,6 +1,8 @@
 """Float instructions, conversions and 16-bit float formats with PTX semantics."""
 from llvmlite import ir
 
+from .irutil import intrinsic
+
 I1, I8, I16, I32, I64, I128 = (ir.IntType(n) for n in (1, 8, 16, 32, 64, 128))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
@@ -10,14 +12,6 @@ def _c(t, v):
     if isinstance(t, ir.IntType):
         return ir.Constant(t, v & ((1 << t.width) - 1))
     return ir.Constant(t, v)
-
-
-def _intr(b, name, ret, args):
-    m = b.module
-    fn = m.globals.get(name)
-    if fn is None:
-        fn = ir.Function(m, ir.FunctionType(ret, [a.type for a in args]), name=name)
-    return b.call(fn, args)
 
 
 def _suffix(t):
@@ -41,7 +35,7 @@ def _width(t):
 
 
 def fabs(b, x):
-    return _intr(b, f"llvm.fabs.{_suffix(x.type)}", x.type, [x])
+    return intrinsic(b, f"llvm.fabs.{_suffix(x.type)}", x.type, [x])
 
 
 def is_nan(b, x):
@@ -58,7 +52,7 @@ def saturate(b, x):
 def flush_denormal(b, x):
     tiny = {"half": 2.0 ** -14, "float": 2.0 ** -126, "double": 2.0 ** -1022}[str(x.type)]
     small = b.fcmp_ordered("<", fabs(b, x), _c(x.type, tiny))
-    zero = _intr(b, f"llvm.copysign.{_suffix(x.type)}", x.type, [_c(x.type, 0.0), x])
+    zero = intrinsic(b, f"llvm.copysign.{_suffix(x.type)}", x.type, [_c(x.type, 0.0), x])
     return b.select(small, zero, x)
 
 
@@ -99,11 +93,16 @@ def _directed(b, r, err_sign, rnd):
     return b.select(down, nudge(b, r, False), b.select(up, nudge(b, r, True), r))
 
 
-def _sign_of_diff(b, exact, approx):
-    """-1, 0, +1 for exact - approx (both of the same float type)."""
-    gt = b.fcmp_ordered(">", exact, approx)
-    lt = b.fcmp_ordered("<", exact, approx)
+def _compare_sign(b, x, y):
+    """-1, 0, +1 (i32) as x is below, equal to or above y."""
+    gt = b.fcmp_ordered(">", x, y)
+    lt = b.fcmp_ordered("<", x, y)
     return b.select(gt, _c(I32, 1), b.select(lt, _c(I32, -1), _c(I32, 0)))
+
+
+def _sign_of_diff(b, exact, approx):
+    """The sign of exact - approx."""
+    return _compare_sign(b, exact, approx)
 
 
 def _round_f64_to(b, x64, dst, rnd):
@@ -127,7 +126,7 @@ def arith_rnd(b, op, vals, rnd):
         elif op == "mul":
             x = b.fmul(w[0], w[1])
         else:
-            x = _intr(b, "llvm.fma.f64", F64, w)
+            x = intrinsic(b, "llvm.fma.f64", F64, w)
         return _round_f64_to(b, x, F32, rnd)
     a, c = vals[0], vals[1]
     if op in ("add", "sub"):
@@ -138,19 +137,17 @@ def arith_rnd(b, op, vals, rnd):
         err = b.fadd(b.fsub(a, b.fsub(s, bb)), b.fsub(c, bb))
     elif op == "mul":
         s = b.fmul(a, c)
-        err = _intr(b, "llvm.fma.f64", F64, [a, c, b.fneg(s)])
+        err = intrinsic(b, "llvm.fma.f64", F64, [a, c, b.fneg(s)])
     else:
-        s = _intr(b, "llvm.fma.f64", F64, vals)
+        s = intrinsic(b, "llvm.fma.f64", F64, vals)
         # residual of a*b+c - s: (a*b - p) + (p + c - s) with p = fl(a*b), error-free parts
         p = b.fmul(a, c)
-        e1 = _intr(b, "llvm.fma.f64", F64, [a, c, b.fneg(p)])
+        e1 = intrinsic(b, "llvm.fma.f64", F64, [a, c, b.fneg(p)])
         t2 = b.fadd(p, vals[2])
         bb = b.fsub(t2, p)
         e2 = b.fadd(b.fsub(p, b.fsub(t2, bb)), b.fsub(vals[2], bb))
         err = b.fadd(b.fadd(b.fsub(t2, s), e2), e1)
-    sign = b.select(b.fcmp_ordered(">", err, _c(F64, 0.0)), _c(I32, 1),
-                    b.select(b.fcmp_ordered("<", err, _c(F64, 0.0)), _c(I32, -1), _c(I32, 0)))
-    return _directed(b, s, sign, rnd)
+    return _directed(b, s, _compare_sign(b, err, _c(F64, 0.0)), rnd)
 
 
 def div(b, a, c, mode):
@@ -158,10 +155,9 @@ def div(b, a, c, mode):
     if mode in ("approx", "full", "rn", None):
         return q
     fma = f"llvm.fma.{_suffix(a.type)}"
-    r = _intr(b, fma, a.type, [b.fneg(q), c, a])     # exact remainder a - q*c
-    zero = _c(a.type, 0.0)
-    rs = b.select(b.fcmp_ordered(">", r, zero), _c(I32, 1), b.select(b.fcmp_ordered("<", r, zero), _c(I32, -1), _c(I32, 0)))
-    sign = b.select(b.fcmp_ordered("<", c, zero), b.neg(rs), rs)
+    r = intrinsic(b, fma, a.type, [b.fneg(q), c, a])     # exact remainder a - q*c
+    rs = _compare_sign(b, r, _c(a.type, 0.0))
+    sign = b.select(b.fcmp_ordered("<", c, _c(a.type, 0.0)), b.neg(rs), rs)
     return _directed(b, q, sign, mode)
 
 
@@ -174,22 +170,20 @@ def unary(b, opcode, x, mode, ftz):
     if opcode == "rcp":
         v = div(b, one, x, mode if mode not in ("approx",) else "rn")
     elif opcode == "sqrt":
-        v = _intr(b, f"llvm.sqrt.{s}", t, [x])
+        v = intrinsic(b, f"llvm.sqrt.{s}", t, [x])
         if mode in ("rz", "rm", "rp"):
-            r = _intr(b, f"llvm.fma.{s}", t, [b.fneg(v), v, x])
-            sign = b.select(b.fcmp_ordered(">", r, _c(t, 0.0)), _c(I32, 1),
-                            b.select(b.fcmp_ordered("<", r, _c(t, 0.0)), _c(I32, -1), _c(I32, 0)))
-            v = _directed(b, v, sign, mode)
+            r = intrinsic(b, f"llvm.fma.{s}", t, [b.fneg(v), v, x])
+            v = _directed(b, v, _compare_sign(b, r, _c(t, 0.0)), mode)
     elif opcode == "rsqrt":
-        v = b.fdiv(one, _intr(b, f"llvm.sqrt.{s}", t, [x]))
+        v = b.fdiv(one, intrinsic(b, f"llvm.sqrt.{s}", t, [x]))
     elif opcode in ("sin", "cos"):
-        v = _intr(b, f"llvm.{opcode}.{s}", t, [x])
+        v = intrinsic(b, f"llvm.{opcode}.{s}", t, [x])
     elif opcode == "ex2":
-        v = _intr(b, f"llvm.exp2.{s}", t, [x])
+        v = intrinsic(b, f"llvm.exp2.{s}", t, [x])
     elif opcode == "lg2":
-        v = _intr(b, f"llvm.log2.{s}", t, [x])
+        v = intrinsic(b, f"llvm.log2.{s}", t, [x])
     elif opcode == "tanh":
-        v = _intr(b, f"llvm.tanh.{s}", t, [x])
+        v = intrinsic(b, f"llvm.tanh.{s}", t, [x])
     else:
         raise ValueError(opcode)
     if ftz and t == F32:
@@ -199,12 +193,12 @@ def unary(b, opcode, x, mode, ftz):
 
 def fmin(b, a, c, nan, ftz):
     name = "llvm.minimum" if nan else "llvm.minimumnum"
-    return _intr(b, f"{name}.{_suffix(a.type)}", a.type, [a, c])
+    return intrinsic(b, f"{name}.{_suffix(a.type)}", a.type, [a, c])
 
 
 def fmax(b, a, c, nan, ftz):
     name = "llvm.maximum" if nan else "llvm.maximumnum"
-    return _intr(b, f"{name}.{_suffix(a.type)}", a.type, [a, c])
+    return intrinsic(b, f"{name}.{_suffix(a.type)}", a.type, [a, c])
 
 
 def testp(b, x, kind):
@@ -301,7 +295,7 @@ def _scalar_half(b, op, vals, t, rnd, sat, relu):
     elif op == "mul":
         x = b.fmul(f[0], f[1])
     elif op == "fma":
-        x = _intr(b, "llvm.fma.f64", F64, f)
+        x = intrinsic(b, "llvm.fma.f64", F64, f)
     elif op in ("min", "max", "min_nan", "max_nan"):
         fn = fmin if op.startswith("min") else fmax
         x = fn(b, f[0], f[1], op.endswith("nan"), False)
@@ -380,7 +374,7 @@ def _float_to_float(b, v, dst, src, rnd):
     st, dt = _ftype(src), _ftype(dst)
     if rnd in ("rni", "rzi", "rmi", "rpi"):
         name = {"rni": "llvm.rint", "rzi": "llvm.trunc", "rmi": "llvm.floor", "rpi": "llvm.ceil"}[rnd]
-        v = _intr(b, f"{name}.{_suffix(st)}", st, [v])
+        v = intrinsic(b, f"{name}.{_suffix(st)}", st, [v])
         rnd = None
     if _bits(st) == _bits(dt):
         return v
@@ -404,10 +398,10 @@ def _float_to_int(b, v, dst, src, rnd):
     name = {"rni": "llvm.rint", "rn": "llvm.rint", "rzi": "llvm.trunc", "rz": "llvm.trunc",
             "rmi": "llvm.floor", "rm": "llvm.floor", "rpi": "llvm.ceil", "rp": "llvm.ceil",
             None: "llvm.trunc"}[rnd]
-    r = _intr(b, f"{name}.{_suffix(t)}", t, [v])
+    r = intrinsic(b, f"{name}.{_suffix(t)}", t, [v])
     it = ir.IntType(_width(dst))
     conv = "fptosi" if dst.startswith("s") else "fptoui"
-    return _intr(b, f"llvm.{conv}.sat.i{it.width}.{_suffix(t)}", it, [r])
+    return intrinsic(b, f"llvm.{conv}.sat.i{it.width}.{_suffix(t)}", it, [r])
 
 
 def _int_to_float(b, v, dst, src, rnd):
@@ -421,7 +415,7 @@ def _int_to_float(b, v, dst, src, rnd):
         return r
     # the exact integer minus the rounded value, compared in 128 bits
     wide = b.sext(v, I128) if signed else b.zext(v, I128)
-    back = _intr(b, f"llvm.fptosi.sat.i128.{_suffix(dt)}", I128, [r])
+    back = intrinsic(b, f"llvm.fptosi.sat.i128.{_suffix(dt)}", I128, [r])
     sign = b.select(b.icmp_signed(">", wide, back), _c(I32, 1),
                     b.select(b.icmp_signed("<", wide, back), _c(I32, -1), _c(I32, 0)))
     return _directed(b, r, sign, rnd)

@@ -89,21 +89,25 @@ def _ordering(inst):
     return None
 
 
+def _elements(f, inst, addr_op, data_op):
+    """The elements of a (vector) ld/st: (register operand, element address) pairs, plus
+    the type, its LLVM type, its size and the memory ordering the modifiers ask for."""
+    t = inst_type(f, inst)
+    n = _vector_count(inst)
+    base = f.address(addr_op, space_of(inst))
+    items = data_op.items if isinstance(data_op, pir.Vec) else [data_op]
+    if len(items) != n:
+        raise f.error(f"{inst.opcode}.v{n} needs {n} register operands, got {len(items)}")
+    size = max(width(t) // 8, 1)
+    pairs = [(item, f.b.gep(base, [i64(i * size)]) if i else base) for i, item in enumerate(items)]
+    return pairs, t, llvm_type(t), size, _ordering(inst)
+
+
 @handles("ld", "ldu")
 def ld(f, inst):
     b = f.b
-    t = inst_type(f, inst)
-    lt = llvm_type(t)
-    n = _vector_count(inst)
-    base = f.address(inst.operands[1], space_of(inst))
-    dst = inst.operands[0]
-    items = dst.items if isinstance(dst, pir.Vec) else [dst]
-    if len(items) != n:
-        raise f.error(f"ld.v{n} needs {n} destinations")
-    size = max(width(t) // 8, 1)
-    order = _ordering(inst)
-    for i, item in enumerate(items):
-        addr = b.gep(base, [i64(i * size)]) if i else base
+    pairs, t, lt, size, order = _elements(f, inst, inst.operands[1], inst.operands[0])
+    for item, addr in pairs:
         if order and width(t) <= 64:
             # volatile/relaxed/acquire: an atomic load, which the optimiser may not hoist or merge
             ilt = ir.IntType(max(width(t), 8))
@@ -117,18 +121,8 @@ def ld(f, inst):
 @handles("st")
 def st(f, inst):
     b = f.b
-    t = inst_type(f, inst)
-    lt = llvm_type(t)
-    n = _vector_count(inst)
-    base = f.address(inst.operands[0], space_of(inst))
-    src = inst.operands[1]
-    items = src.items if isinstance(src, pir.Vec) else [src]
-    if len(items) != n:
-        raise f.error(f"st.v{n} needs {n} sources")
-    size = max(width(t) // 8, 1)
-    order = _ordering(inst)
-    for i, item in enumerate(items):
-        addr = b.gep(base, [i64(i * size)]) if i else base
+    pairs, t, lt, size, order = _elements(f, inst, inst.operands[0], inst.operands[1])
+    for item, addr in pairs:
         v = f.read(item, t)
         if order and width(t) <= 64:
             ilt = ir.IntType(max(width(t), 8))
