@@ -132,7 +132,8 @@ def _compile_nvcc(source, options, name) -> str:
 
 
 def _wheel_include_dirs():
-    """CUDA headers shipped in the nvidia-cuda-runtime (and nvrtc) wheels: cuda_fp16.h, ..."""
+    """CUDA headers shipped in NVIDIA's wheels: cuda_fp16.h and friends (nvidia-cuda-runtime),
+    libcu++ and cooperative groups' dependencies (nvidia-cuda-cccl)."""
     spec = importlib.util.find_spec("nvidia")
     roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
     dirs = []
@@ -141,6 +142,8 @@ def _wheel_include_dirs():
             d = os.path.join(root, sub)
             if os.path.exists(os.path.join(d, "cuda_fp16.h")):
                 dirs.append(d)
+            if os.path.isdir(os.path.join(d, "cccl")):     # nvidia-cuda-cccl: cuda/std, nv/target
+                dirs.append(os.path.join(d, "cccl"))
     return dirs
 
 

@@ -116,7 +116,7 @@ extern "C" __global__ void softmax_forward(float* out, const float* inp, int C) 
     __shared__ float red[32];
     const float* x = inp + (size_t)blockIdx.x * C;
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-    float m = -INFINITY;
+    float m = -__int_as_float(0x7f800000);   // -inf without math.h (NVRTC has none)
     for (int i = threadIdx.x; i < C; i += blockDim.x) m = fmaxf(m, x[i]);
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffff, m, o));
     if (lane == 0) red[warp] = m;
