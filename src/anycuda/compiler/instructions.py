@@ -115,6 +115,8 @@ def ld(f, inst):
             v = convert_bits(b, v, lt)
         else:
             v = b.load(f.typed_ptr(addr, lt), align=size)
+            if f.is_kernel_param(inst.operands[1]):
+                v.set_metadata("invariant.load", f.b.module.add_metadata([]))   # read-only for the launch
         f.write(item, v, t)
 
 

@@ -363,6 +363,11 @@ class FunctionLowering:
             return b.ptrtoint(g, I64)
         raise self.error(f"unknown symbol {name}")
 
+    def is_kernel_param(self, op) -> bool:
+        """A memory operand naming one of this kernel's parameters (read-only during a launch)."""
+        return (self.is_kernel and isinstance(op, pir.Addr) and isinstance(op.base, pir.Sym)
+                and op.base.name not in self.ptrs and op.base.name in self.mc.kernel_params(self.pfn))
+
     def address(self, op, space: str) -> ir.Value:
         """An i8* for a memory operand in state space `space` ('' = generic)."""
         b = self.b

@@ -283,13 +283,9 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
     return fn
 
 
-def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
-    """Fill a thread's frame header for the block `cta`."""
-    x = b.urem(t, nx)
-    y = b.urem(b.udiv(t, nx), ny)
-    z = b.udiv(t, b.mul(nx, ny))
-    for k, v in (("tid_x", x), ("tid_y", y), ("tid_z", z), ("linear", t), ("exit_flag", i32(0)),
-                 ("resume", i32(0)), ("state", i32(abi.THREAD_RUN)), ("worker", worker),
+def _init_block_fields(b, fr, L, cta, shared, worker):
+    """The parts of a frame header that are the same for every thread of the block."""
+    for k, v in (("exit_flag", i32(0)), ("resume", i32(0)), ("state", i32(abi.THREAD_RUN)), ("worker", worker),
                  ("op_mask", i32(-1)), ("op_pred", i32(0))):
         store_field(b, fr, C[k], v)
     for k in ("ntid_x", "ntid_y", "ntid_z"):
@@ -300,6 +296,33 @@ def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
         store_field(b, fr, C[k], v)
     store_field(b, fr, C["shared_base"], b.ptrtoint(shared, I64))
     store_field(b, fr, C["launch"], b.ptrtoint(L, I64))
+
+
+def _set_thread_index(b, fr, x, y, z, linear):
+    for k, v in (("tid_x", x), ("tid_y", y), ("tid_z", z), ("linear", linear)):
+        store_field(b, fr, C[k], v)
+
+
+def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
+    """Fill a thread's frame header for the block `cta`."""
+    _init_block_fields(b, fr, L, cta, shared, worker)
+    _set_thread_index(b, fr, b.urem(t, nx), b.urem(b.udiv(t, nx), ny), b.udiv(t, b.mul(nx, ny)), t)
+
+
+def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail):
+    """A block without sites: one frame, reused by each thread in turn, in x-fastest order.
+    Nested loops keep the thread index free of divisions so the optimiser can see the
+    innermost loop as a simple counted loop over threadIdx.x."""
+    with for_range(b, i32(0), nz, "z") as z:
+        with for_range(b, i32(0), ny, "y") as y:
+            row = b.mul(b.add(b.mul(z, ny), y), nx)
+            with for_range(b, i32(0), nx, "x") as x:
+                _set_thread_index(b, ws, x, y, z, b.add(row, x))
+                store_field(b, ws, C["exit_flag"], i32(0))
+                code = b.call(step, [ws, i32(0)])
+                ok = fn.append_basic_block("ok")
+                b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
+                b.position_at_end(ok)
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size):
@@ -315,12 +338,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size):
     fsize = i64(frame_size)
     fail = fn.append_basic_block("fail")
     if not nsites_kinds:
-        with for_range(b, i32(0), n, "t") as t:
-            _init_frame(b, ws, L, t, nx, ny, (cx, cy, cz), shared, worker)
-            code = b.call(step, [ws, i32(0)])
-            ok = fn.append_basic_block("ok")
-            b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
-            b.position_at_end(ok)
+        # the frame is reached only through `ws` here (locals are stack slots), so it cannot
+        # alias the kernel's memory: the optimiser may keep its fields in registers
+        ws.add_attribute("noalias")
+        _init_block_fields(b, ws, L, (cx, cy, cz), shared, worker)
+        _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail)
         b.ret(i32(0))
         b.position_at_end(fail)
         b.ret(i32(-1))
