@@ -496,3 +496,67 @@ def test_prmt_modes_have_a_model_for_every_selector():
     results = {m: [_prmt_model(0x03020100, 0x07060504, s, m) for s in range(4)]
                for m in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")}
     assert len({tuple(v) for v in results.values()}) == 6
+
+
+def test_named_barriers_producer_consumer():
+    """Warp 0 produces and arrives at barrier 1; warps 1-3 wait on it and consume."""
+    ptx = """
+.visible .entry k(.param .u64 pout)
+{
+  .reg .b32 %r<10>; .reg .b64 %rd<6>; .reg .pred %p<3>;
+  .shared .align 4 .b32 box[32];
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %tid.x; shr.u32 %r2, %r1, 5; and.b32 %r3, %r1, 31;
+  shl.b32 %r4, %r3, 2; mov.u32 %r5, box; add.s32 %r5, %r5, %r4;
+  setp.ne.u32 %p1, %r2, 0;
+  @%p1 bra CONSUME;
+  mul.lo.u32 %r6, %r3, %r3;
+  st.shared.u32 [%r5], %r6;
+  bar.arrive 1, 128;
+  bra DONE;
+CONSUME:
+  bar.sync 1, 128;
+  ld.shared.u32 %r7, [%r5];
+  add.u32 %r7, %r7, %r2;
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r7;
+DONE:
+  ret;
+}"""
+    out = np.full(128, 0xFFFFFFFF, np.uint32)
+    launch(ptx, "k", (2, 1, 1), (128, 1, 1), out)
+    t = np.arange(128)
+    assert (out[32:] == (t[32:] % 32) ** 2 + t[32:] // 32).all()
+    assert (out[:32] == 0xFFFFFFFF).all()
+
+
+def test_ldu_isspacep_smid_and_approximate_functions():
+    ptx = """
+.visible .entry k(.param .u64 pin, .param .u64 pout)
+{
+  .reg .b32 %r<8>; .reg .b64 %rd<8>; .reg .pred %p<3>; .reg .f32 %f<6>;
+  .shared .align 4 .b32 s[4];
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout];
+  ldu.global.f32 %f1, [%rd1];
+  tanh.approx.f32 %f2, %f1;
+  ex2.approx.ftz.f32 %f3, %f1;
+  lg2.approx.f32 %f4, %f1;
+  mov.u64 %rd3, s; cvta.shared.u64 %rd4, %rd3;
+  isspacep.shared %p1, %rd4;
+  isspacep.shared %p2, %rd2;
+  selp.u32 %r1, 1, 0, %p1; selp.u32 %r2, 1, 0, %p2;
+  mov.u32 %r3, %smid; mov.u32 %r4, %nsmid;
+  setp.lt.u32 %p1, %r3, %r4; selp.u32 %r5, 1, 0, %p1;
+  cvta.to.shared.u64 %rd5, %rd4;
+  cvt.u32.u64 %r6, %rd5;
+  st.global.f32 [%rd2], %f2; st.global.f32 [%rd2+4], %f3; st.global.f32 [%rd2+8], %f4;
+  st.global.u32 [%rd2+12], %r1; st.global.u32 [%rd2+16], %r2; st.global.u32 [%rd2+20], %r5;
+  st.global.u32 [%rd2+24], %r6;
+  ret;
+}"""
+    x = np.array([0.75], np.float32)
+    out = np.zeros(7, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (1, 1, 1), x, out)
+    f = out[:3].view(np.float32)
+    assert abs(f[0] - np.tanh(0.75)) < 2 ** -10.987 * 2      # PTX: max relative error 2^-10.987
+    assert abs(f[1] - 2 ** 0.75) < 2e-6 and abs(f[2] - np.log2(0.75)) < 2e-6
+    assert list(out[3:]) == [1, 0, 1, 0]
