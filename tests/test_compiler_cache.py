@@ -1,0 +1,59 @@
+"""The on-disk cache of compiled modules: hits skip compilation, a corrupt entry is
+compiled again, a changed PTX text is a different entry; concurrent launches on streams."""
+import pickle
+
+import numpy as np
+
+import anycuda as ac
+from anycuda import compiler
+from anycuda.compiler import cache
+
+PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry fill(.param .u64 p, .param .u32 v)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [p]; ld.param.u32 %r1, [v];
+  mov.u32 %r2, %tid.x; mov.u32 %r3, %ctaid.x; mad.lo.s32 %r2, %r3, 256, %r2;
+  mul.wide.u32 %rd2, %r2, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r1;
+  ret;
+}
+"""
+
+
+def test_cache_hit_corruption_and_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))
+    first = compiler.compile_ptx(PTX, "fill.ptx")
+    entries = list(tmp_path.rglob("*.pkl"))
+    assert len(entries) == 1
+    calls = []
+    real = cache.store
+    monkeypatch.setattr(cache, "store", lambda key, value: calls.append(key) or real(key, value))
+    again = compiler.compile_ptx(PTX, "fill.ptx")
+    assert not calls and again.object_code == first.object_code          # served from disk
+    entries[0].write_bytes(b"not a pickle")
+    compiler.compile_ptx(PTX, "fill.ptx")
+    assert len(calls) == 1                                               # corrupt: compiled and rewritten
+    assert isinstance(pickle.loads(entries[0].read_bytes()), compiler.CompiledModule)
+    compiler.compile_ptx(PTX.replace("256", "128"), "fill.ptx")
+    assert len(list(tmp_path.rglob("*.pkl"))) == 2
+
+
+def test_cache_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    compiler.compile_ptx(PTX, "fill.ptx")
+    assert not list(tmp_path.rglob("*.pkl"))
+
+
+def test_concurrent_launches_on_streams():
+    k = ac.RawModule(ptx=PTX).get_function("fill")
+    streams = [ac.Stream() for _ in range(4)]
+    outs = [ac.zeros(256 * 64, np.uint32) for _ in streams]
+    for rep in range(5):
+        for i, (s, o) in enumerate(zip(streams, outs)):
+            k((64,), (256,), (o, np.uint32(100 * i + rep)), stream=s)
+    ac.synchronize()
+    for i, o in enumerate(outs):
+        assert (o.get() == 100 * i + 4).all()
