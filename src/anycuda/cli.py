@@ -1,4 +1,4 @@
-"""The `anycuda` command: `info`, `demo`."""
+"""The `anycuda` command: `info`, `demo`, `shim-path`, `run`."""
 from __future__ import annotations
 
 import argparse
@@ -38,6 +38,34 @@ def cmd_demo(args) -> int:
     return main(args.names, args.list)
 
 
+def cmd_shim_path(args) -> int:
+    from .shim.build import shim_dir
+    print(shim_dir())
+    return 0
+
+
+def cmd_run(args) -> int:
+    """Run a program with anycuda's libcuda.so.1 first on the loader path."""
+    import os
+    import sysconfig
+
+    from .shim.build import shim_dir
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    if not command:
+        print("usage: anycuda run -- PROGRAM [ARGS...]", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    paths = [str(shim_dir())] + [p for p in (sysconfig.get_config_var("LIBDIR"),) if p]
+    if env.get("LD_LIBRARY_PATH"):
+        paths.append(env["LD_LIBRARY_PATH"])
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(paths)
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as e:
+        print(f"anycuda run: cannot run {command[0]}: {e}", file=sys.stderr)
+        return 127
+
+
 def main(argv=None) -> int:
     from . import __version__
     parser = argparse.ArgumentParser(prog="anycuda", description="Run CUDA programs without an NVIDIA GPU.")
@@ -49,6 +77,11 @@ def main(argv=None) -> int:
     p_demo.add_argument("names", nargs="*", help="examples to run (default: all)")
     p_demo.add_argument("--list", action="store_true", help="list the examples")
     p_demo.set_defaults(func=cmd_demo)
+    p_shim = sub.add_parser("shim-path", help="print the folder holding anycuda's libcuda.so.1 (built on first use)")
+    p_shim.set_defaults(func=cmd_shim_path)
+    p_run = sub.add_parser("run", help="run a program with anycuda's libcuda.so.1: anycuda run -- PROGRAM ARGS")
+    p_run.add_argument("command_line", nargs=argparse.REMAINDER)
+    p_run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

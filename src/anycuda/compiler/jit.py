@@ -24,6 +24,9 @@ def _initialise():
         for lib, what in (("gomp", "libgomp (the GNU OpenMP runtime)"), ("gcc_s", "libgcc_s (gcc's runtime)")):
             path = ctypes.util.find_library(lib) or f"lib{lib}.so.1"
             try:
+                # RTLD_NODELETE: LLVM closes the libraries it loaded when the process exits,
+                # while libgomp's idle pool threads may still wake up inside it
+                ctypes.CDLL(path, mode=os.RTLD_GLOBAL | getattr(os, "RTLD_NODELETE", 0))
                 llvm.load_library_permanently(path)
             except RuntimeError as e:   # pragma: no cover - both ship with gcc's runtime
                 raise RuntimeError(f"anycuda needs {what}: {e}") from e

@@ -1,0 +1,324 @@
+"""The driver API calls anycuda implements so far, with CUDA's semantics.
+
+Each function mirrors one C entry point; pointer arguments arrive as ints, handles are
+ints from one table, and failures raise CudaError (the shim returns its code).
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+
+from ..runtime import device as device_info
+from ..runtime import memory
+from ..runtime.errors import CudaError, CUresult
+from ..runtime.program import load_program
+from ..runtime.stream import Stream, default_stream, synchronize_all
+
+DRIVER_VERSION = 13000          # CUDA 13.0: at least what the runtimes we accept ask for
+
+_lock = threading.Lock()
+_state = {"initialized": False}
+_handles = {}                   # handle -> object
+_next = [0x1000]
+_current = threading.local()
+
+
+def _new_handle(obj) -> int:
+    with _lock:
+        h = _next[0]
+        _next[0] += 16
+        _handles[h] = obj
+        return h
+
+
+def _get(handle: int, kind):
+    obj = _handles.get(handle)
+    if not isinstance(obj, kind):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, f"0x{handle:x} is not a live {kind.__name__}")
+    return obj
+
+
+def _require_init():
+    if not _state["initialized"]:
+        raise CudaError(CUresult.CUDA_ERROR_NOT_INITIALIZED, "cuInit has not been called")
+
+
+class Context:
+    def __init__(self, device: int, primary: bool):
+        self.device = device
+        self.primary = primary
+
+
+class Module:
+    def __init__(self, program):
+        self.program = program
+
+
+class Function:
+    def __init__(self, module: Module, image):
+        self.module = module
+        self.image = image
+
+
+class StreamHandle:
+    def __init__(self, stream):
+        self.stream = stream
+
+
+# ---------------------------------------------------------------- initialisation and devices
+
+def cuInit(flags: int) -> None:
+    if flags != 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0")
+    _state["initialized"] = True
+
+
+def cuDriverGetVersion() -> int:
+    return DRIVER_VERSION
+
+
+def cuDeviceGetCount() -> int:
+    _require_init()
+    return 1
+
+
+def cuDeviceGet(ordinal: int) -> int:
+    _require_init()
+    if ordinal != 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE, f"there is one device; ordinal {ordinal} asked for")
+    return 0
+
+
+def _check_device(dev: int):
+    _require_init()
+    if dev != 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE, f"no device {dev}")
+
+
+def cuDeviceGetName(dev: int) -> str:
+    _check_device(dev)
+    return device_info.properties(dev).name
+
+
+def cuDeviceTotalMem(dev: int) -> int:
+    _check_device(dev)
+    return device_info.properties(dev).total_memory
+
+
+def cuDeviceComputeCapability(dev: int) -> tuple:
+    _check_device(dev)
+    return device_info.properties(dev).compute_capability
+
+
+# CU_DEVICE_ATTRIBUTE_* numbers from cuda.h, with what the CPU device reports
+def _attributes(p):
+    return {
+        1: p.max_threads_per_block, 2: p.max_block_dims[0], 3: p.max_block_dims[1], 4: p.max_block_dims[2],
+        5: p.max_grid_dims[0], 6: p.max_grid_dims[1], 7: p.max_grid_dims[2],
+        8: p.shared_memory_per_block, 9: 64 * 1024, 10: p.warp_size, 11: 2 ** 31 - 1, 12: 65536,
+        13: 3_000_000, 14: 256, 15: 1, 16: p.multiprocessor_count, 17: 0, 18: 1, 19: 1, 20: 0,
+        31: 1, 33: 0, 36: 3_000_000, 37: 64, 38: 32 * 1024 * 1024, 39: 2048, 40: 1,
+        41: 1, 75: p.compute_capability[0], 76: p.compute_capability[1],
+        81: p.shared_memory_per_block_optin, 82: 65536, 83: 1, 84: 0, 86: 1, 88: 1, 89: 1,
+        97: p.shared_memory_per_block_optin,
+    }
+
+
+def cuDeviceGetAttribute(attrib: int, dev: int) -> int:
+    _check_device(dev)
+    return _attributes(device_info.properties(dev)).get(attrib, 0)
+
+
+# ---------------------------------------------------------------- contexts
+
+def _primary():
+    if "primary" not in _state:
+        _state["primary"] = _new_handle(Context(0, True))
+    return _state["primary"]
+
+
+def cuDevicePrimaryCtxRetain(dev: int) -> int:
+    _check_device(dev)
+    return _primary()
+
+
+def cuDevicePrimaryCtxRelease(dev: int) -> None:
+    _check_device(dev)
+
+
+def cuCtxCreate(flags: int, dev: int) -> int:
+    _check_device(dev)
+    h = _new_handle(Context(dev, False))
+    _current.ctx = h
+    return h
+
+
+def cuCtxDestroy(ctx: int) -> None:
+    _get(ctx, Context)
+    synchronize_all()
+    with _lock:
+        del _handles[ctx]
+    if getattr(_current, "ctx", None) == ctx:
+        _current.ctx = None
+
+
+def cuCtxSetCurrent(ctx: int) -> None:
+    _require_init()
+    if ctx:
+        _get(ctx, Context)
+    _current.ctx = ctx or None
+
+
+def cuCtxGetCurrent() -> int:
+    _require_init()
+    return getattr(_current, "ctx", None) or 0
+
+
+def _require_context():
+    _require_init()
+    if not getattr(_current, "ctx", None):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "no current context (cuCtxCreate or cuCtxSetCurrent)")
+
+
+def cuCtxSynchronize() -> None:
+    _require_context()
+    synchronize_all()
+
+
+# ---------------------------------------------------------------- memory
+
+def cuMemAlloc(size: int) -> int:
+    _require_context()
+    if size == 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes")
+    return memory.allocate(size).ptr
+
+
+def cuMemFree(ptr: int) -> None:
+    _require_context()
+    memory.free(ptr)
+
+
+def cuMemcpy(dst: int, src: int, n: int) -> None:
+    _require_context()
+    default_stream.enqueue(memory.memcpy, dst, src, n)
+
+
+def cuMemsetD8(dst: int, value: int, n: int) -> None:
+    _require_context()
+    default_stream.enqueue(memory.memset, dst, value, n)
+
+
+def cuMemsetD32(dst: int, value: int, n: int) -> None:
+    _require_context()
+
+    def fill():
+        if n:
+            (ctypes.c_uint32 * n).from_address(dst)[:] = [value & 0xFFFFFFFF] * n
+    default_stream.enqueue(fill)
+
+
+def cuMemGetInfo() -> tuple:
+    _require_context()
+    return device_info.free_memory(), device_info.total_memory()
+
+
+# ---------------------------------------------------------------- modules and launches
+
+def cuModuleLoadData(image: bytes) -> int:
+    _require_context()
+    text = image.split(b"\0", 1)[0]
+    if image[:4] in (struct.pack("<I", 0xBA55ED50), struct.pack("<I", 0x466243B1)):
+        raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, "fatbinary images are not supported yet; pass PTX")
+    try:
+        program = load_program(text.decode("utf-8"), "module.ptx")
+    except UnicodeDecodeError:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE, "the image is neither PTX text nor a fatbinary") from None
+    except CudaError:
+        raise
+    except Exception as e:       # PtxError and friends
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, str(e)) from None
+    return _new_handle(Module(program))
+
+
+def cuModuleUnload(mod: int) -> None:
+    _get(mod, Module)
+    with _lock:
+        del _handles[mod]
+
+
+def cuModuleGetFunction(mod: int, name: str) -> int:
+    m = _get(mod, Module)
+    try:
+        image = m.program.kernel(name)
+    except KeyError:
+        raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"no kernel named {name}") from None
+    return _new_handle(Function(m, image))
+
+
+def cuModuleGetGlobal(mod: int, name: str) -> tuple:
+    m = _get(mod, Module)
+    try:
+        return m.program.global_address(name)
+    except KeyError:
+        raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"no global variable named {name}") from None
+
+
+def kernel_param_layout(func: int):
+    """[(offset, size)] of a kernel's parameters, for marshalling kernelParams."""
+    return [(p.offset, p.size) for p in _get(func, Function).image.params]
+
+
+def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
+    _require_context()
+    f = _get(func, Function)
+    f.image.check_config(grid, block, shared)
+    target = default_stream if not stream else _get(stream, StreamHandle).stream
+    target.enqueue(f.image.launch, grid, block, params, shared)
+
+
+def cuStreamCreate(flags: int) -> int:
+    _require_context()
+    return _new_handle(StreamHandle(Stream(non_blocking=bool(flags & 1))))
+
+
+def cuStreamDestroy(stream: int) -> None:
+    s = _get(stream, StreamHandle)
+    s.stream.synchronize()
+    with _lock:
+        del _handles[stream]
+
+
+def cuStreamSynchronize(stream: int) -> None:
+    _require_context()
+    (default_stream if not stream else _get(stream, StreamHandle).stream).synchronize()
+
+
+def error_name(code: int) -> str:
+    try:
+        return CUresult(code).name
+    except ValueError:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"unknown CUresult {code}") from None
+
+
+_DESCRIPTIONS = {
+    CUresult.CUDA_SUCCESS: "no error",
+    CUresult.CUDA_ERROR_INVALID_VALUE: "invalid argument",
+    CUresult.CUDA_ERROR_OUT_OF_MEMORY: "out of memory",
+    CUresult.CUDA_ERROR_NOT_INITIALIZED: "initialization error",
+    CUresult.CUDA_ERROR_INVALID_DEVICE: "invalid device ordinal",
+    CUresult.CUDA_ERROR_INVALID_CONTEXT: "invalid device context",
+    CUresult.CUDA_ERROR_INVALID_PTX: "a PTX JIT compilation failed",
+    CUresult.CUDA_ERROR_INVALID_HANDLE: "invalid resource handle",
+    CUresult.CUDA_ERROR_NOT_FOUND: "named symbol not found",
+    CUresult.CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered",
+    CUresult.CUDA_ERROR_ASSERT: "device-side assert triggered",
+    CUresult.CUDA_ERROR_LAUNCH_FAILED: "unspecified launch failure",
+    CUresult.CUDA_ERROR_NOT_SUPPORTED: "operation not supported",
+}
+
+
+def error_string(code: int) -> str:
+    name = error_name(code)
+    return _DESCRIPTIONS.get(CUresult(code), name.replace("CUDA_ERROR_", "").replace("_", " ").lower())

@@ -1,0 +1,1 @@
+"""The build of anycuda's libcuda.so.1: cffi embedding, C declarations, marshalling only."""

@@ -1,0 +1,79 @@
+"""Build libcuda.so.1 with cffi's embedding mode, into the user cache, on first use.
+
+The library starts an embedded Python (the one that built it, with its module search
+path recorded) the first time a program calls into it, and forwards every call to
+`anycuda.shim.entry`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from .. import __version__
+from . import declarations
+
+LIBRARY = "libcuda.so.1"
+
+
+def _cache_root() -> Path:
+    root = os.environ.get("ANYCUDA_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "anycuda"
+
+
+def _fingerprint() -> str:
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for p in sorted(here.glob("*.py")):
+        h.update(p.read_bytes())
+    h.update(__version__.encode())
+    h.update(sys.executable.encode())
+    h.update(repr(sys.path).encode())
+    return h.hexdigest()[:16]
+
+
+def shim_dir() -> Path:
+    """The folder holding this installation's libcuda.so.1 (built if needed)."""
+    folder = _cache_root() / "shim" / _fingerprint()
+    if not (folder / LIBRARY).exists():
+        build(folder)
+    return folder
+
+
+def _init_code() -> str:
+    paths = [p for p in sys.path if p]
+    return f"""
+import sys
+for p in {paths!r}:
+    if p not in sys.path:
+        sys.path.append(p)
+from anycuda_libcuda import ffi
+from anycuda.shim.entry import define
+define(ffi)
+"""
+
+
+def build(folder: Path) -> Path:
+    import cffi
+    ffi = cffi.FFI()
+    ffi.cdef(declarations.TYPES)
+    ffi.embedding_api(declarations.FUNCTIONS)
+    ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES)
+    ffi.embedding_init_code(_init_code())
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:
+        libdir = sysconfig.get_config_var("LIBDIR")
+        out = ffi.compile(tmpdir=tmp, target=LIBRARY, verbose=False)
+        staged = folder / (LIBRARY + f".tmp{os.getpid()}")
+        shutil.copy(out, staged)
+        os.replace(staged, folder / LIBRARY)
+    if libdir:
+        (folder / "libpython-dir").write_text(libdir)
+    return folder / LIBRARY

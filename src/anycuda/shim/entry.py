@@ -1,0 +1,207 @@
+"""The C entry points of libcuda.so.1, defined with cffi's `def_extern`.
+
+Nothing but marshalling: read C arguments, call anycuda.driver.api, write results through
+the caller's pointers, and turn every exception into a CUresult (never let one escape
+into C, where it would abort the caller).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+from ..driver import api
+from ..runtime.errors import CudaError, CUresult
+
+_strings = {}
+
+
+def _c_string(ffi, text: str):
+    """A NUL-terminated string that lives as long as the process."""
+    if text not in _strings:
+        _strings[text] = ffi.new("char[]", text.encode())
+    return _strings[text]
+
+
+def _log(msg):
+    if "api" in os.environ.get("ANYCUDA_LOG", ""):
+        sys.stderr.write(f"anycuda: {msg}\n")
+
+
+def define(ffi):
+    """Register every entry point on `ffi` (called by the embedding's init code)."""
+
+    def entry(fn):
+        name = fn.__name__
+
+        @functools.wraps(fn)
+        def wrapper(*args):
+            try:
+                fn(*args)
+                code = CUresult.CUDA_SUCCESS
+            except CudaError as e:
+                code = e.code
+                _log(f"{name}: {e}")
+            except Exception as e:        # a bug in anycuda must not kill the caller
+                code = CUresult.CUDA_ERROR_UNKNOWN
+                sys.stderr.write(f"anycuda: internal error in {name}: {type(e).__name__}: {e}\n")
+            _log(f"{name}{args} -> {int(code)}")
+            return int(code)
+        ffi.def_extern(name=name)(wrapper)
+        return wrapper
+
+    ptr = lambda p: int(ffi.cast("uintptr_t", p))
+    handle = lambda h: ffi.cast("void *", h)
+
+    @entry
+    def cuInit(flags):
+        api.cuInit(flags)
+
+    @entry
+    def cuDriverGetVersion(out):
+        out[0] = api.cuDriverGetVersion()
+
+    @entry
+    def cuDeviceGetCount(out):
+        out[0] = api.cuDeviceGetCount()
+
+    @entry
+    def cuDeviceGet(out, ordinal):
+        out[0] = api.cuDeviceGet(ordinal)
+
+    @entry
+    def cuDeviceGetName(buf, length, dev):
+        name = api.cuDeviceGetName(dev).encode()[: max(length - 1, 0)]
+        ffi.memmove(buf, name + b"\0", len(name) + 1)
+
+    @entry
+    def cuDeviceTotalMem_v2(out, dev):
+        out[0] = api.cuDeviceTotalMem(dev)
+
+    @entry
+    def cuDeviceComputeCapability(major, minor, dev):
+        major[0], minor[0] = api.cuDeviceComputeCapability(dev)
+
+    @entry
+    def cuDeviceGetAttribute(out, attrib, dev):
+        out[0] = api.cuDeviceGetAttribute(attrib, dev)
+
+    @entry
+    def cuDevicePrimaryCtxRetain(out, dev):
+        out[0] = handle(api.cuDevicePrimaryCtxRetain(dev))
+
+    @entry
+    def cuDevicePrimaryCtxRelease_v2(dev):
+        api.cuDevicePrimaryCtxRelease(dev)
+
+    @entry
+    def cuCtxCreate_v2(out, flags, dev):
+        out[0] = handle(api.cuCtxCreate(flags, dev))
+
+    @entry
+    def cuCtxCreate_v4(out, params, flags, dev):
+        if params != ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, "context creation parameters are not supported yet")
+        out[0] = handle(api.cuCtxCreate(flags, dev))
+
+    @entry
+    def cuCtxDestroy_v2(ctx):
+        api.cuCtxDestroy(ptr(ctx))
+
+    @entry
+    def cuCtxSetCurrent(ctx):
+        api.cuCtxSetCurrent(ptr(ctx))
+
+    @entry
+    def cuCtxGetCurrent(out):
+        out[0] = handle(api.cuCtxGetCurrent())
+
+    @entry
+    def cuCtxSynchronize():
+        api.cuCtxSynchronize()
+
+    @entry
+    def cuMemAlloc_v2(out, size):
+        out[0] = api.cuMemAlloc(size)
+
+    @entry
+    def cuMemFree_v2(dptr):
+        api.cuMemFree(dptr)
+
+    @entry
+    def cuMemcpyHtoD_v2(dst, src, n):
+        api.cuMemcpy(dst, ptr(src), n)
+
+    @entry
+    def cuMemcpyDtoH_v2(dst, src, n):
+        api.cuMemcpy(ptr(dst), src, n)
+
+    @entry
+    def cuMemcpyDtoD_v2(dst, src, n):
+        api.cuMemcpy(dst, src, n)
+
+    @entry
+    def cuMemsetD8_v2(dst, value, n):
+        api.cuMemsetD8(dst, value, n)
+
+    @entry
+    def cuMemsetD32_v2(dst, value, n):
+        api.cuMemsetD32(dst, value, n)
+
+    @entry
+    def cuMemGetInfo_v2(free, total):
+        free[0], total[0] = api.cuMemGetInfo()
+
+    @entry
+    def cuModuleLoadData(out, image):
+        if image == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "image is NULL")
+        raw = ffi.string(ffi.cast("char *", image))
+        out[0] = handle(api.cuModuleLoadData(raw + b"\0"))
+
+    @entry
+    def cuModuleUnload(mod):
+        api.cuModuleUnload(ptr(mod))
+
+    @entry
+    def cuModuleGetFunction(out, mod, name):
+        out[0] = handle(api.cuModuleGetFunction(ptr(mod), ffi.string(name).decode()))
+
+    @entry
+    def cuModuleGetGlobal_v2(dptr, nbytes, mod, name):
+        addr, size = api.cuModuleGetGlobal(ptr(mod), ffi.string(name).decode())
+        if dptr != ffi.NULL:
+            dptr[0] = addr
+        if nbytes != ffi.NULL:
+            nbytes[0] = size
+
+    @entry
+    def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        layout = api.kernel_param_layout(ptr(f))
+        size = max((off + n for off, n in layout), default=0)
+        buf = bytearray(size)
+        if layout and params == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "kernelParams is NULL (extra is not supported yet)")
+        for i, (off, n) in enumerate(layout):
+            buf[off:off + n] = ffi.buffer(ffi.cast("char *", params[i]), n)[:]
+        api.cuLaunchKernel(ptr(f), (gx, gy, gz), (bx, by, bz), shared, ptr(stream), bytes(buf))
+
+    @entry
+    def cuStreamCreate(out, flags):
+        out[0] = handle(api.cuStreamCreate(flags))
+
+    @entry
+    def cuStreamDestroy_v2(stream):
+        api.cuStreamDestroy(ptr(stream))
+
+    @entry
+    def cuStreamSynchronize(stream):
+        api.cuStreamSynchronize(ptr(stream))
+
+    @entry
+    def cuGetErrorName(code, out):
+        out[0] = _c_string(ffi, api.error_name(code))
+
+    @entry
+    def cuGetErrorString(code, out):
+        out[0] = _c_string(ffi, api.error_string(code))

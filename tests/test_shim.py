@@ -1,0 +1,114 @@
+"""anycuda's libcuda.so.1: a C program written against cuda.h and a Python program using
+ctypes run kernels through it, with CUDA's error codes for misuse."""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from anycuda.shim.build import shim_dir
+from conformance import load_cuda
+
+HERE = Path(__file__).parent
+
+
+def _cuda_include():
+    nvcc = shutil.which("nvcc")
+    candidates = []
+    if nvcc:
+        root = Path(os.path.realpath(nvcc)).parent.parent
+        candidates += [root / "include", *map(Path, glob.glob(str(root / "targets" / "*" / "include")))]
+    candidates += [Path(p) for p in glob.glob("/usr/local/cuda*/include")]
+    for c in candidates:
+        if (c / "cuda.h").exists():
+            return c
+    try:
+        import nvidia
+        for root in nvidia.__path__:
+            if (Path(root) / "cu13" / "include" / "cuda.h").exists():
+                return Path(root) / "cu13" / "include"
+    except ImportError:
+        pass
+    return None
+
+
+@pytest.fixture(scope="module")
+def saxpy_ptx(tmp_path_factory):
+    src = 'extern "C" __global__ void saxpy(const float* x, float* y, float a, int n) ' \
+          '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i]; }'
+    load_cuda("arith_int")               # skips when there is no CUDA C++ compiler
+    from anycuda.cudac import compile_to_ptx
+    path = tmp_path_factory.mktemp("ptx") / "saxpy.ptx"
+    path.write_text(compile_to_ptx(src))
+    return path
+
+
+def test_c_program_through_the_driver_api(tmp_path, saxpy_ptx):
+    include = _cuda_include()
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if include is None or cc is None:
+        pytest.skip("needs cuda.h (CUDA toolkit or the nvidia-cuda-runtime wheel) and a C compiler")
+    lib = shim_dir()
+    exe = tmp_path / "driver_saxpy"
+    subprocess.run([cc, "-w", f"-I{include}", "-o", str(exe), str(HERE / "programs" / "driver_saxpy.c"),
+                    f"-L{lib}", "-l:libcuda.so.1"], check=True)
+    for _ in range(3):      # several runs: the process must also exit cleanly every time
+        r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), str(saxpy_ptx)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "saxpy OK" in out and "compute 8.6" in out
+    assert "missing kernel -> CUDA_ERROR_NOT_FOUND" in out
+    assert "block of 2048 -> CUDA_ERROR_INVALID_VALUE" in out
+    assert "double free -> CUDA_ERROR_INVALID_VALUE" in out
+
+
+CTYPES_PROGRAM = r'''
+import ctypes, sys
+import numpy as np
+cuda = ctypes.CDLL("libcuda.so.1")
+def check(r):
+    if r:
+        name = ctypes.c_char_p()
+        cuda.cuGetErrorName(r, ctypes.byref(name))
+        raise SystemExit(f"CUDA error {name.value.decode()}")
+check(cuda.cuInit(0))
+dev, ctx, mod, fn = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+check(cuda.cuDeviceGet(ctypes.byref(dev), 0))
+check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+check(cuda.cuCtxSetCurrent(ctx))
+check(cuda.cuModuleLoadData(ctypes.byref(mod), open(sys.argv[1], "rb").read() + b"\0"))
+check(cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"saxpy"))
+n = 1000
+x = np.arange(n, dtype=np.float32); y = np.ones(n, np.float32)
+dx, dy = ctypes.c_uint64(), ctypes.c_uint64()
+check(cuda.cuMemAlloc_v2(ctypes.byref(dx), ctypes.c_size_t(4 * n)))
+check(cuda.cuMemAlloc_v2(ctypes.byref(dy), ctypes.c_size_t(4 * n)))
+check(cuda.cuMemcpyHtoD_v2(dx, x.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(4 * n)))
+check(cuda.cuMemcpyHtoD_v2(dy, y.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(4 * n)))
+a, nn = ctypes.c_float(3.0), ctypes.c_int(n)
+args = (ctypes.c_void_p * 4)(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in (dx, dy, a, nn)])
+check(cuda.cuLaunchKernel(fn, 4, 1, 1, 256, 1, 1, 0, None, args, None))
+check(cuda.cuCtxSynchronize())
+check(cuda.cuMemcpyDtoH_v2(y.ctypes.data_as(ctypes.c_void_p), dy, ctypes.c_size_t(4 * n)))
+assert np.array_equal(y, 3 * x + 1), y[:5]
+bad = ctypes.c_void_p()
+assert cuda.cuModuleGetFunction(ctypes.byref(bad), mod, b"nope") == 500
+print("ctypes OK")
+'''
+
+
+def test_python_program_through_ctypes(tmp_path, saxpy_ptx):
+    script = tmp_path / "use_driver.py"
+    script.write_text(CTYPES_PROGRAM)
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(script), str(saxpy_ptx)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "ctypes OK" in r.stdout, r.stdout + r.stderr
+
+
+def test_shim_path_command():
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and (Path(r.stdout.strip()) / "libcuda.so.1").exists()
