@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import anycuda as ac
 from anycuda.ptx import PtxError, parse
-from conformance import KERNELS, load_cuda
+from conformance import load_cuda
 
 GOOD = """.version 8.0
 .target sm_80
