@@ -9,6 +9,7 @@ import ctypes
 import struct
 import threading
 
+from .. import fatbin
 from ..runtime import device as device_info
 from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
@@ -226,11 +227,26 @@ def cuMemGetInfo() -> tuple:
 
 # ---------------------------------------------------------------- modules and launches
 
+def ptx_from_image(address: int) -> bytes:
+    """The PTX in a module image at `address`: PTX text itself, a fatbinary container, or a
+    fatbinary wrapper (what the CUDA runtime registers)."""
+    magic = struct.unpack("<I", ctypes.string_at(address, 4))[0]
+    if magic not in (fatbin.CONTAINER_MAGIC, fatbin.WRAPPER_MAGIC):
+        return ctypes.string_at(address)
+    try:
+        if magic == fatbin.WRAPPER_MAGIC:
+            entries = fatbin.read_wrapper(ctypes.string_at, address)
+        else:
+            entries = fatbin.read_container_at(ctypes.string_at, address)
+        return fatbin.require_ptx(entries).ptx_text().encode()
+    except fatbin.FatbinError as e:
+        raise CudaError(CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU if "no PTX" in str(e)
+                        else CUresult.CUDA_ERROR_INVALID_IMAGE, str(e)) from None
+
+
 def cuModuleLoadData(image: bytes) -> int:
     _require_context()
     text = image.split(b"\0", 1)[0]
-    if image[:4] in (struct.pack("<I", 0xBA55ED50), struct.pack("<I", 0x466243B1)):
-        raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, "fatbinary images are not supported yet; pass PTX")
     try:
         program = load_program(text.decode("utf-8"), "module.ptx")
     except UnicodeDecodeError:

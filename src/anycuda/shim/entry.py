@@ -156,8 +156,7 @@ def define(ffi):
     def cuModuleLoadData(out, image):
         if image == ffi.NULL:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "image is NULL")
-        raw = ffi.string(ffi.cast("char *", image))
-        out[0] = handle(api.cuModuleLoadData(raw + b"\0"))
+        out[0] = handle(api.cuModuleLoadData(api.ptx_from_image(ptr(image)) + b"\0"))
 
     @entry
     def cuModuleUnload(mod):

@@ -1,0 +1,156 @@
+"""Fatbinary containers: what nvcc embeds in a binary, and where the PTX is.
+
+A container (magic 0xBA55ED50) holds entries, each a header and a payload: PTX text
+(kind 1) or an ELF cubin of SASS (kind 2). Payloads may be compressed (LZ4 block or zstd
+frame, per the entry's flags). The host code registers containers through a wrapper
+(magic 0x466243B1) whose version-2 form, used with -rdc=true, lists further containers.
+Layouts were read off nvcc 13 output (see ../shared/REFERENCE.md in the team notes).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+CONTAINER_MAGIC = 0xBA55ED50
+WRAPPER_MAGIC = 0x466243B1
+KIND_PTX, KIND_ELF = 1, 2
+FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
+CONTAINER_HEADER = 16
+ENTRY_HEADER_MIN = 64
+
+
+class FatbinError(ValueError):
+    """A malformed or unusable fatbinary (the message says what and where)."""
+
+
+@dataclass(frozen=True)
+class FatbinEntry:
+    kind: str                  # 'ptx', 'elf' or 'unknown'
+    sm: int                    # the architecture, e.g. 75
+    ptx_version: tuple         # (major, minor) for PTX entries, else None
+    flags: int
+    compressed: str            # None, 'lz4' or 'zstd'
+    payload: bytes             # decompressed
+
+    def ptx_text(self) -> str:
+        if self.kind != "ptx":
+            raise FatbinError(f"entry for sm_{self.sm} is {self.kind}, not PTX")
+        return self.payload.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _decompress(data: bytes, flags: int, size: int, where: int) -> tuple:
+    try:
+        if flags & FLAG_ZSTD:
+            import zstandard
+            return zstandard.ZstdDecompressor().decompress(data, max_output_size=max(size, 1 << 20)), "zstd"
+        if flags & FLAG_LZ4:
+            import lz4.block
+            return lz4.block.decompress(data, uncompressed_size=size), "lz4"
+    except Exception as e:
+        raise FatbinError(f"entry at offset {where}: cannot decompress its payload: {e}") from None
+    return data, None
+
+
+def parse_container(data: bytes, offset: int = 0) -> tuple:
+    """The entries of the container at `offset`, and the offset just after it."""
+    if offset + CONTAINER_HEADER > len(data):
+        raise FatbinError(f"truncated container header at offset {offset}")
+    magic, _version, header_size, size = struct.unpack_from("<IHHQ", data, offset)
+    if magic != CONTAINER_MAGIC:
+        raise FatbinError(f"bad container magic 0x{magic:08x} at offset {offset}")
+    start = offset + header_size
+    end = start + size
+    if header_size < CONTAINER_HEADER or end > len(data):
+        raise FatbinError(f"container at offset {offset} claims {size} bytes; only {len(data) - start} present")
+    entries, pos = [], start
+    while pos < end:
+        if pos + ENTRY_HEADER_MIN > end:
+            raise FatbinError(f"truncated entry header at offset {pos}")
+        kind, _, ehs, psize = struct.unpack_from("<HHIQ", data, pos)
+        compressed_size = struct.unpack_from("<I", data, pos + 0x10)[0]
+        minor, major = struct.unpack_from("<HH", data, pos + 0x18)
+        sm = struct.unpack_from("<I", data, pos + 0x1C)[0]
+        flags = struct.unpack_from("<Q", data, pos + 0x28)[0]
+        full_size = struct.unpack_from("<Q", data, pos + 0x38)[0]
+        if ehs < ENTRY_HEADER_MIN or psize == 0 and ehs == 0 or pos + ehs + psize > end:
+            raise FatbinError(f"entry at offset {pos} has sizes (header {ehs}, payload {psize}) past its container")
+        raw = data[pos + ehs:pos + ehs + psize]
+        if flags & (FLAG_LZ4 | FLAG_ZSTD):
+            if not 0 < compressed_size <= psize:
+                raise FatbinError(f"entry at offset {pos}: compressed size {compressed_size} outside its payload")
+            raw = raw[:compressed_size]
+        payload, how = _decompress(raw, flags, full_size, pos)
+        name = {KIND_PTX: "ptx", KIND_ELF: "elf"}.get(kind, "unknown")
+        entries.append(FatbinEntry(name, sm, (major, minor) if kind == KIND_PTX else None, flags, how, payload))
+        pos += ehs + psize
+    return entries, end
+
+
+def parse_containers(data: bytes) -> list:
+    """All containers laid back to back (8-byte aligned), as in a .nv_fatbin section."""
+    entries, pos = [], 0
+    while pos + CONTAINER_HEADER <= len(data):
+        if struct.unpack_from("<I", data, pos)[0] != CONTAINER_MAGIC:
+            if any(data[pos:pos + 8]):
+                raise FatbinError(f"bad container magic at offset {pos}")
+            pos += 8            # alignment padding
+            continue
+        found, pos = parse_container(data, pos)
+        entries += found
+        pos = (pos + 7) // 8 * 8
+    return entries
+
+
+def read_container_at(read_memory, address: int) -> list:
+    """The entries of the container at `address`, read through read_memory(addr, n)."""
+    head = read_memory(address, CONTAINER_HEADER)
+    magic, _, header_size, size = struct.unpack("<IHHQ", head)
+    if magic != CONTAINER_MAGIC:
+        raise FatbinError(f"bad container magic 0x{magic:08x} at 0x{address:x}")
+    if size > 1 << 32:
+        raise FatbinError(f"container at 0x{address:x} claims an implausible {size} bytes")
+    return parse_container(read_memory(address, header_size + size))[0]
+
+
+def read_wrapper(read_memory, address: int) -> list:
+    """Entries registered through a wrapper {magic, version, data, prelinked list}."""
+    magic, version, data, extra = struct.unpack("<IIQQ", read_memory(address, 24))
+    if magic != WRAPPER_MAGIC:
+        raise FatbinError(f"bad fatbin wrapper magic 0x{magic:08x} at 0x{address:x}")
+    entries = read_container_at(read_memory, data) if data else []
+    if version == 2 and extra:      # -rdc=true: a NULL-terminated list of relocatable containers
+        for i in range(4096):
+            p = struct.unpack("<Q", read_memory(extra + 8 * i, 8))[0]
+            if not p:
+                break
+            entries += read_container_at(read_memory, p)
+    return entries
+
+
+def choose_ptx(entries, max_version=(9, 9)):
+    """The PTX entry to run: the highest architecture, then the newest ISA version."""
+    ptx = [e for e in entries if e.kind == "ptx" and e.ptx_version <= tuple(max_version)]
+    return max(ptx, key=lambda e: (e.sm, e.ptx_version)) if ptx else None
+
+
+def require_ptx(entries) -> FatbinEntry:
+    entry = choose_ptx(entries)
+    if entry is None:
+        archs = sorted({e.sm for e in entries if e.kind == "elf"}) or [75]
+        xx = archs[-1]
+        raise FatbinError(f"the binary carries no PTX (only SASS for {', '.join(f'sm_{a}' for a in archs)}); "
+                          f"rebuild it with PTX included, e.g. -gencode arch=compute_{xx},code=compute_{xx}")
+    return entry
+
+
+def entries_from_elf(path) -> list:
+    """Every fatbinary entry embedded in an executable or shared library."""
+    from .elf import section_bytes
+    with open(path, "rb") as fh:
+        data = fh.read()
+    entries = []
+    for name in (".nv_fatbin", "__nv_relfatbin"):
+        sec = section_bytes(data, name)
+        if sec:
+            entries += parse_containers(sec)
+    return entries
