@@ -97,6 +97,11 @@ check(cuda.cuMemcpyDtoH_v2(y.ctypes.data_as(ctypes.c_void_p), dy, ctypes.c_size_
 assert np.array_equal(y, 3 * x + 1), y[:5]
 bad = ctypes.c_void_p()
 assert cuda.cuModuleGetFunction(ctypes.byref(bad), mod, b"nope") == 500
+fp, status = ctypes.c_void_p(), ctypes.c_int(-1)
+check(cuda.cuGetProcAddress_v2(b"cuMemAlloc", ctypes.byref(fp), 13000, 0, ctypes.byref(status)))
+assert status.value == 0 and fp.value == ctypes.cast(cuda.cuMemAlloc_v2, ctypes.c_void_p).value
+assert cuda.cuGetProcAddress_v2(b"cuNoSuchThing", ctypes.byref(fp), 13000, 0, ctypes.byref(status)) == 500
+assert status.value == 1 and not fp.value
 print("ctypes OK")
 '''
 

@@ -47,6 +47,17 @@ def shim_dir() -> Path:
     return folder
 
 
+# The CUDA runtime opens libcuda.so.1 with RTLD_LOCAL, which leaves libpython's symbols
+# invisible to the extension modules the embedded interpreter imports later. Reopening
+# libpython with RTLD_GLOBAL (it is already loaded, as our dependency) makes them visible.
+_PROMOTE_PYTHON = """
+#include <dlfcn.h>
+__attribute__((constructor)) static void anycuda_promote_python(void) {
+    dlopen("SONAME", RTLD_LAZY | RTLD_GLOBAL | RTLD_NOLOAD);
+}
+"""
+
+
 def _init_code() -> str:
     paths = [p for p in sys.path if p]
     return f"""
@@ -65,7 +76,8 @@ def build(folder: Path) -> Path:
     ffi = cffi.FFI()
     ffi.cdef(declarations.TYPES)
     ffi.embedding_api(declarations.FUNCTIONS)
-    ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES)
+    ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
+                   _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so"))
     ffi.embedding_init_code(_init_code())
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:

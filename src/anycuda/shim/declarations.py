@@ -47,5 +47,8 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
 CUresult cuStreamDestroy_v2(CUstream hStream);
 CUresult cuStreamSynchronize(CUstream hStream);
 CUresult cuGetErrorName(CUresult error, const char **pStr);
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags, int *symbolStatus);
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags);
+CUresult cuGetExportTable(const void **ppExportTable, const void *pExportTableId);
 CUresult cuGetErrorString(CUresult error, const char **pStr);
 """

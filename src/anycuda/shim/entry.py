@@ -28,6 +28,20 @@ def _log(msg):
         sys.stderr.write(f"anycuda: {msg}\n")
 
 
+def _own_library():
+    """This libcuda.so.1, opened again to look up its exported functions."""
+    import ctypes
+    from .build import LIBRARY
+    if "lib" not in _strings:
+        _strings["lib"] = ctypes.CDLL(LIBRARY)       # already loaded: the loader returns it
+    return _strings["lib"]
+
+
+def _address(fn) -> int:
+    import ctypes
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
 def define(ffi):
     """Register every entry point on `ffi` (called by the embedding's init code)."""
 
@@ -196,6 +210,42 @@ def define(ffi):
     @entry
     def cuStreamSynchronize(stream):
         api.cuStreamSynchronize(ptr(stream))
+
+    def resolve(symbol: bytes, version: int):
+        """The address of our implementation of a driver function, by base name and the
+        CUDA version the caller was built for: the newest `_vN` we export, else the plain name."""
+        lib = _own_library()
+        name = symbol.decode()
+        for candidate in [f"{name}_v{n}" for n in range(4, 1, -1)] + [name]:
+            fn = getattr(lib, candidate, None) if candidate.split("_v")[0] == name else None
+            if fn is not None:
+                return ffi.cast("void *", ffi.cast("uintptr_t", _address(fn)))
+        return None
+
+    @entry
+    def cuGetProcAddress_v2(symbol, pfn, version, flags, status):
+        name = ffi.string(symbol)
+        found = resolve(name, version)
+        if status != ffi.NULL:
+            status[0] = 0 if found is not None else 1        # CU_GET_PROC_ADDRESS_SUCCESS / SYMBOL_NOT_FOUND
+        pfn[0] = found if found is not None else ffi.NULL
+        _log(f"cuGetProcAddress {name.decode()} (CUDA {version}) -> {'found' if found is not None else 'missing'}")
+        if found is None:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"{name.decode()} is not provided by anycuda yet")
+
+    @entry
+    def cuGetProcAddress(symbol, pfn, version, flags):
+        found = resolve(ffi.string(symbol), version)
+        pfn[0] = found if found is not None else ffi.NULL
+        if found is None:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"{ffi.string(symbol).decode()} is not provided")
+
+    @entry
+    def cuGetExportTable(table, table_id):
+        uuid = bytes(ffi.buffer(ffi.cast("char *", table_id), 16)).hex()
+        _log(f"cuGetExportTable {uuid} -> not available")
+        raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
+                        f"export table {uuid} (the CUDA runtime's private interface) is not implemented yet")
 
     @entry
     def cuGetErrorName(code, out):
