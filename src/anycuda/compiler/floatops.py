@@ -114,20 +114,18 @@ def _round_f64_to(b, x64, dst, rnd):
     return _directed(b, r, _sign_of_diff(b, x64, back), rnd)
 
 
+def _f64_arith(b, op, w):
+    """add/sub/mul/fma in double precision (exact for operands of 24 bits or fewer, except fma)."""
+    if op == "fma":
+        return intrinsic(b, "llvm.fma.f64", F64, w)
+    return {"add": b.fadd, "sub": b.fsub, "mul": b.fmul}[op](w[0], w[1])
+
+
 def arith_rnd(b, op, vals, rnd):
     """add/sub/mul/fma of f32 or f64 with directed rounding (.rz/.rm/.rp)."""
     t = vals[0].type
     if t == F32:
-        w = [b.fpext(v, F64) for v in vals]
-        if op == "add":
-            x = b.fadd(w[0], w[1])
-        elif op == "sub":
-            x = b.fsub(w[0], w[1])
-        elif op == "mul":
-            x = b.fmul(w[0], w[1])
-        else:
-            x = intrinsic(b, "llvm.fma.f64", F64, w)
-        return _round_f64_to(b, x, F32, rnd)
+        return _round_f64_to(b, _f64_arith(b, op, [b.fpext(v, F64) for v in vals]), F32, rnd)
     a, c = vals[0], vals[1]
     if op in ("add", "sub"):
         if op == "sub":
@@ -288,14 +286,8 @@ def pack2(b, lo, hi):
 
 def _scalar_half(b, op, vals, t, rnd, sat, relu):
     f = [b.fpext(_to_f32(b, v, t), F64) for v in vals]
-    if op == "add":
-        x = b.fadd(f[0], f[1])
-    elif op == "sub":
-        x = b.fsub(f[0], f[1])
-    elif op == "mul":
-        x = b.fmul(f[0], f[1])
-    elif op == "fma":
-        x = intrinsic(b, "llvm.fma.f64", F64, f)
+    if op in ("add", "sub", "mul", "fma"):
+        x = _f64_arith(b, op, f)
     elif op in ("min", "max", "min_nan", "max_nan"):
         fn = fmin if op.startswith("min") else fmax
         x = fn(b, f[0], f[1], op.endswith("nan"), False)
