@@ -102,6 +102,16 @@ check(cuda.cuGetProcAddress_v2(b"cuMemAlloc", ctypes.byref(fp), 13000, 0, ctypes
 assert status.value == 0 and fp.value == ctypes.cast(cuda.cuMemAlloc_v2, ctypes.c_void_p).value
 assert cuda.cuGetProcAddress_v2(b"cuNoSuchThing", ctypes.byref(fp), 13000, 0, ctypes.byref(status)) == 500
 assert status.value == 1 and not fp.value
+# a kernel that faults makes its context unusable (sticky), as on a GPU, until it is reset
+trap = b""".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry boom() { trap; }\n"""
+tmod, tfn = ctypes.c_void_p(), ctypes.c_void_p()
+check(cuda.cuModuleLoadData(ctypes.byref(tmod), trap + b"\0"))
+check(cuda.cuModuleGetFunction(ctypes.byref(tfn), tmod, b"boom"))
+assert cuda.cuLaunchKernel(tfn, 1, 1, 1, 1, 1, 1, 0, None, None, None) == 719     # CUDA_ERROR_LAUNCH_FAILED
+assert cuda.cuMemAlloc_v2(ctypes.byref(dx), ctypes.c_size_t(16)) == 719
+assert cuda.cuCtxSynchronize() == 719
+check(cuda.cuDevicePrimaryCtxReset_v2(dev))
+check(cuda.cuMemAlloc_v2(ctypes.byref(dx), ctypes.c_size_t(16)))
 print("ctypes OK")
 '''
 

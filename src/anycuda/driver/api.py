@@ -49,6 +49,28 @@ class Context:
     def __init__(self, device: int, primary: bool):
         self.device = device
         self.primary = primary
+        self.sticky = None          # the fault that made this context unusable, as on a GPU
+
+
+# Faults in a kernel poison its context: every later call in it fails with the same code
+# until the context is destroyed (or the primary context reset).
+STICKY = {CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, CUresult.CUDA_ERROR_ASSERT, CUresult.CUDA_ERROR_LAUNCH_FAILED,
+          CUresult.CUDA_ERROR_ILLEGAL_INSTRUCTION, CUresult.CUDA_ERROR_MISALIGNED_ADDRESS}
+
+
+def _faults_are_sticky(fn):
+    def wrapper(*args):
+        try:
+            return fn(*args)
+        except CudaError as e:
+            if e.code in STICKY:
+                ctx = _handles.get(getattr(_current, "ctx", None))
+                if isinstance(ctx, Context) and ctx.sticky is None:
+                    ctx.sticky = e
+            raise
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
 
 
 class Module:
@@ -148,6 +170,17 @@ def cuDevicePrimaryCtxRelease(dev: int) -> None:
     _check_device(dev)
 
 
+def cuDevicePrimaryCtxReset(dev: int) -> None:
+    """Clears a fault on the primary context (and waits for its work)."""
+    _check_device(dev)
+    ctx = _handles.get(_primary())
+    try:
+        synchronize_all()
+    except CudaError:
+        pass
+    ctx.sticky = None
+
+
 def cuCtxCreate(flags: int, dev: int) -> int:
     _check_device(dev)
     h = _new_handle(Context(dev, False))
@@ -178,10 +211,15 @@ def cuCtxGetCurrent() -> int:
 
 def _require_context():
     _require_init()
-    if not getattr(_current, "ctx", None):
+    ctx = getattr(_current, "ctx", None)
+    if not ctx:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "no current context (cuCtxCreate or cuCtxSetCurrent)")
+    sticky = getattr(_handles.get(ctx), "sticky", None)
+    if sticky is not None:
+        raise CudaError(sticky.code, f"the context is unusable after an earlier fault: {sticky.message}")
 
 
+@_faults_are_sticky
 def cuCtxSynchronize() -> None:
     _require_context()
     synchronize_all()
@@ -201,6 +239,7 @@ def cuMemFree(ptr: int) -> None:
     memory.free(ptr)
 
 
+@_faults_are_sticky
 def cuMemcpy(dst: int, src: int, n: int) -> None:
     _require_context()
     default_stream.enqueue(memory.memcpy, dst, src, n)
@@ -286,6 +325,7 @@ def kernel_param_layout(func: int):
     return [(p.offset, p.size) for p in _get(func, Function).image.params]
 
 
+@_faults_are_sticky
 def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
     _require_context()
     f = _get(func, Function)
@@ -306,6 +346,7 @@ def cuStreamDestroy(stream: int) -> None:
         del _handles[stream]
 
 
+@_faults_are_sticky
 def cuStreamSynchronize(stream: int) -> None:
     _require_context()
     (default_stream if not stream else _get(stream, StreamHandle).stream).synchronize()

@@ -109,6 +109,10 @@ def define(ffi):
         api.cuDevicePrimaryCtxRelease(dev)
 
     @entry
+    def cuDevicePrimaryCtxReset_v2(dev):
+        api.cuDevicePrimaryCtxReset(dev)
+
+    @entry
     def cuCtxCreate_v2(out, flags, dev):
         out[0] = handle(api.cuCtxCreate(flags, dev))
 
