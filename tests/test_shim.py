@@ -66,6 +66,23 @@ def test_c_program_through_the_driver_api(tmp_path, saxpy_ptx):
     assert "double free -> CUDA_ERROR_INVALID_VALUE" in out
 
 
+def test_c_program_using_events_streams_and_attributes(tmp_path, saxpy_ptx):
+    include = _cuda_include()
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if include is None or cc is None:
+        pytest.skip("needs cuda.h (CUDA toolkit or the nvidia-cuda-runtime wheel) and a C compiler")
+    lib = shim_dir()
+    exe = tmp_path / "driver_features"
+    subprocess.run([cc, "-w", f"-I{include}", "-o", str(exe), str(HERE / "programs" / "driver_features.c"),
+                    f"-L{lib}", "-l:libcuda.so.1"], check=True)
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), str(saxpy_ptx)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "device 0, max threads 1024, occupancy 8, memtype 2, managed 1, callbacks 5, elapsed>=0 1, " \
+           "managed[7] 23.0, query 0" in r.stdout
+    assert "features OK" in r.stdout
+
+
 CTYPES_PROGRAM = r'''
 import ctypes, sys
 import numpy as np

@@ -379,3 +379,122 @@ _DESCRIPTIONS = {
 def error_string(code: int) -> str:
     name = error_name(code)
     return _DESCRIPTIONS.get(CUresult(code), name.replace("CUDA_ERROR_", "").replace("_", " ").lower())
+
+
+# ---------------------------------------------------------------- more of the driver API
+
+class EventHandle:
+    def __init__(self, event):
+        self.event = event
+
+
+def _stream(stream: int):
+    return default_stream if not stream else _get(stream, StreamHandle).stream
+
+
+def cuCtxGetDevice() -> int:
+    _require_context()
+    return _get(_current.ctx, Context).device
+
+
+@_faults_are_sticky
+def cuMemcpyAsync(dst: int, src: int, n: int, stream: int) -> None:
+    _require_context()
+    _stream(stream).enqueue(memory.memcpy, dst, src, n)
+
+
+def cuMemAllocHost(size: int) -> int:
+    _require_context()
+    return memory.allocate(size, kind="host").ptr
+
+
+def cuMemAllocManaged(size: int, flags: int) -> int:
+    _require_context()
+    if size == 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuMemAllocManaged of 0 bytes")
+    return memory.allocate(size, kind="managed").ptr
+
+
+# CU_POINTER_ATTRIBUTE_* -> value for an address inside an allocation
+_MEMORY_TYPE = {"host": 1, "device": 2, "managed": 2}
+
+
+def cuPointerGetAttribute(attribute: int, ptr: int) -> int:
+    _require_context()
+    a = memory.lookup(ptr)
+    if a is None:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not in any allocation")
+    values = {1: _current.ctx, 2: _MEMORY_TYPE.get(a.kind, 2), 3: ptr, 4: ptr, 8: int(a.kind == "managed"),
+              9: 0, 11: a.ptr, 12: a.size}
+    if attribute not in values:
+        raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"pointer attribute {attribute} is not supported yet")
+    return values[attribute]
+
+
+def cuFuncGetAttribute(attrib: int, func: int) -> int:
+    image = _get(func, Function).image
+    values = {0: 1024, 1: image.static_shared, 2: 0, 3: image.info.frame_size, 4: 32,
+              5: 90, 6: 86, 8: image.max_dynamic_shared_size}
+    if attrib not in values:
+        raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"function attribute {attrib} is not supported yet")
+    return values[attrib]
+
+
+def cuOccupancyMaxActiveBlocksPerMultiprocessor(func: int, block_size: int, dynamic_shared: int) -> int:
+    """Blocks of this size one worker can hold at once: limited by CUDA's 2048 threads and
+    the shared memory per multiprocessor the device reports."""
+    image = _get(func, Function).image
+    if block_size <= 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "block size must be positive")
+    by_threads = 2048 // block_size
+    shared = image.static_shared + dynamic_shared
+    by_shared = (100 * 1024) // shared if shared else by_threads
+    return max(0, min(by_threads, by_shared, 32))
+
+
+def cuEventCreate(flags: int) -> int:
+    _require_context()
+    from ..runtime.event import Event
+    return _new_handle(EventHandle(Event()))
+
+
+def cuEventRecord(event: int, stream: int) -> None:
+    _require_context()
+    _get(event, EventHandle).event.record(_stream(stream))
+
+
+def cuEventQuery(event: int) -> None:
+    if not _get(event, EventHandle).event.query():
+        raise CudaError(CUresult.CUDA_ERROR_NOT_READY)
+
+
+def cuEventSynchronize(event: int) -> None:
+    _get(event, EventHandle).event.synchronize()
+
+
+def cuEventElapsedTime(start: int, end: int) -> float:
+    from ..runtime.event import get_elapsed_time
+    return get_elapsed_time(_get(start, EventHandle).event, _get(end, EventHandle).event)
+
+
+def cuEventDestroy(event: int) -> None:
+    _get(event, EventHandle)
+    with _lock:
+        del _handles[event]
+
+
+def cuStreamWaitEvent(stream: int, event: int) -> None:
+    _require_context()
+    _stream(stream).enqueue(_get(event, EventHandle).event.synchronize)
+
+
+def cuStreamQuery(stream: int) -> None:
+    _require_context()
+    if not _stream(stream).query():
+        raise CudaError(CUresult.CUDA_ERROR_NOT_READY)
+
+
+def cuLaunchHostFunc(stream: int, fn: int, user_data: int) -> None:
+    _require_context()
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fn)
+    _stream(stream).enqueue(call, user_data)

@@ -215,6 +215,101 @@ def define(ffi):
     def cuStreamSynchronize(stream):
         api.cuStreamSynchronize(ptr(stream))
 
+    @entry
+    def cuCtxGetDevice(out):
+        out[0] = api.cuCtxGetDevice()
+
+    @entry
+    def cuModuleLoad(out, fname):
+        with open(ffi.string(fname).decode(), "rb") as fh:
+            data = fh.read()
+        keep = ffi.from_buffer(data + b"\0")
+        out[0] = handle(api.cuModuleLoadData(api.ptx_from_image(ptr(ffi.cast("void *", keep))) + b"\0"))
+
+    @entry
+    def cuModuleLoadDataEx(out, image, nopts, options, values):
+        if image == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "image is NULL")
+        out[0] = handle(api.cuModuleLoadData(api.ptx_from_image(ptr(image)) + b"\0"))   # JIT options ignored
+
+    @entry
+    def cuMemAllocHost_v2(out, size):
+        out[0] = ffi.cast("void *", api.cuMemAllocHost(size))
+
+    @entry
+    def cuMemHostAlloc(out, size, flags):
+        out[0] = ffi.cast("void *", api.cuMemAllocHost(size))
+
+    @entry
+    def cuMemFreeHost(p):
+        api.cuMemFree(ptr(p))
+
+    @entry
+    def cuMemAllocManaged(out, size, flags):
+        out[0] = api.cuMemAllocManaged(size, flags)
+
+    @entry
+    def cuMemcpyAsync(dst, src, n, stream):
+        api.cuMemcpyAsync(dst, src, n, ptr(stream))
+
+    @entry
+    def cuMemcpyHtoDAsync_v2(dst, src, n, stream):
+        api.cuMemcpyAsync(dst, ptr(src), n, ptr(stream))
+
+    @entry
+    def cuMemcpyDtoHAsync_v2(dst, src, n, stream):
+        api.cuMemcpyAsync(ptr(dst), src, n, ptr(stream))
+
+    @entry
+    def cuPointerGetAttribute(data, attribute, p):
+        value = api.cuPointerGetAttribute(attribute, p)
+        size = {1: 8, 2: 4, 3: 8, 4: 8, 8: 4, 9: 4, 11: 8, 12: 8}[attribute]
+        ffi.memmove(data, int(value).to_bytes(size, "little"), size)
+
+    @entry
+    def cuFuncGetAttribute(out, attrib, f):
+        out[0] = api.cuFuncGetAttribute(attrib, ptr(f))
+
+    @entry
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(out, f, block, shared):
+        out[0] = api.cuOccupancyMaxActiveBlocksPerMultiprocessor(ptr(f), block, shared)
+
+    @entry
+    def cuEventCreate(out, flags):
+        out[0] = handle(api.cuEventCreate(flags))
+
+    @entry
+    def cuEventRecord(event, stream):
+        api.cuEventRecord(ptr(event), ptr(stream))
+
+    @entry
+    def cuEventQuery(event):
+        api.cuEventQuery(ptr(event))
+
+    @entry
+    def cuEventSynchronize(event):
+        api.cuEventSynchronize(ptr(event))
+
+    @entry
+    def cuEventElapsedTime_v2(out, start, end):
+        out[0] = api.cuEventElapsedTime(ptr(start), ptr(end))
+
+    @entry
+    def cuEventDestroy_v2(event):
+        api.cuEventDestroy(ptr(event))
+
+    @entry
+    def cuStreamWaitEvent(stream, event, flags):
+        api.cuStreamWaitEvent(ptr(stream), ptr(event))
+
+    @entry
+    def cuStreamQuery(stream):
+        api.cuStreamQuery(ptr(stream))
+
+    @entry
+    def cuLaunchHostFunc(stream, fn, user):
+        api.cuLaunchHostFunc(ptr(stream), ptr(fn), ptr(user))
+
     def resolve(symbol: bytes, version: int):
         """The address of our implementation of a driver function, by base name and the
         CUDA version the caller was built for: the newest `_vN` we export, else the plain name."""
