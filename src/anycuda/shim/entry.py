@@ -14,6 +14,7 @@ from ..driver import api
 from ..runtime.errors import CudaError, CUresult
 
 _strings = {}
+_BOOTSTRAP_BYPASS_TABLE = "f8cff95121468b4eb9e2fb469e7c0dd9"
 
 
 def _c_string(ffi, text: str):
@@ -343,6 +344,11 @@ def define(ffi):
     def cuGetExportTable(table, table_id):
         uuid = bytes(ffi.buffer(ffi.cast("char *", table_id), 16)).hex()
         _log(f"cuGetExportTable {uuid} -> not available")
+        table[0] = ffi.NULL
+        if uuid == _BOOTSTRAP_BYPASS_TABLE:
+            # asked first by the CUDA 13 runtime; "not found" sends it down its ordinary
+            # start-up path (through the CUDART interface table) instead of a shortcut
+            raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"export table {uuid} is not provided")
         raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
                         f"export table {uuid} (the CUDA runtime's private interface) is not implemented yet")
 
