@@ -119,6 +119,10 @@ check(cuda.cuGetProcAddress_v2(b"cuMemAlloc", ctypes.byref(fp), 13000, 0, ctypes
 assert status.value == 0 and fp.value == ctypes.cast(cuda.cuMemAlloc_v2, ctypes.c_void_p).value
 assert cuda.cuGetProcAddress_v2(b"cuNoSuchThing", ctypes.byref(fp), 13000, 0, ctypes.byref(status)) == 500
 assert status.value == 1 and not fp.value
+# a real driver function anycuda lacks resolves to a stub that answers CUDA_ERROR_NOT_SUPPORTED
+check(cuda.cuGetProcAddress_v2(b"cuGraphCreate", ctypes.byref(fp), 13000, 0, ctypes.byref(status)))
+stub = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint)(fp.value)
+assert stub(None, 0) == 801 and stub(None, 0) == 801
 # a kernel that faults makes its context unusable (sticky), as on a GPU, until it is reset
 trap = b""".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry boom() { trap; }\n"""
 tmod, tfn = ctypes.c_void_p(), ctypes.c_void_p()
@@ -139,6 +143,7 @@ def test_python_program_through_ctypes(tmp_path, saxpy_ptx):
     r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(script), str(saxpy_ptx)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ctypes OK" in r.stdout, r.stdout + r.stderr
+    assert r.stderr.count("cuGraphCreate is not supported yet") == 1      # named once
 
 
 def test_shim_path_command():

@@ -498,3 +498,33 @@ def cuLaunchHostFunc(stream: int, fn: int, user_data: int) -> None:
     _require_context()
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fn)
     _stream(stream).enqueue(call, user_data)
+
+
+def cuCtxPushCurrent(ctx: int) -> None:
+    _require_init()
+    _get(ctx, Context)
+    stack = _current.__dict__.setdefault("stack", [])
+    stack.append(getattr(_current, "ctx", None))
+    _current.ctx = ctx
+
+
+def cuCtxPopCurrent() -> int:
+    _require_init()
+    ctx = getattr(_current, "ctx", None)
+    if not ctx:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "no current context to pop")
+    stack = _current.__dict__.setdefault("stack", [])
+    _current.ctx = stack.pop() if stack else None
+    return ctx
+
+
+def cuDevicePrimaryCtxGetState(dev: int) -> tuple:
+    _check_device(dev)
+    return 0, int("primary" in _state)
+
+
+def cuDeviceGetUuid(dev: int) -> bytes:
+    """A stable identifier for the CPU device (a name-based UUID of its model)."""
+    import uuid
+    _check_device(dev)
+    return uuid.uuid5(uuid.NAMESPACE_DNS, "anycuda-cpu-" + device_info.cpu_model()).bytes

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .. import __version__
-from . import declarations
+from . import declarations, export_tables
 
 LIBRARY = "libcuda.so.1"
 
@@ -58,6 +58,44 @@ __attribute__((constructor)) static void anycuda_promote_python(void) {
 """
 
 
+STUBS = 1024
+
+# Driver functions anycuda does not implement resolve to one of these stubs: each returns
+# CUDA_ERROR_NOT_SUPPORTED through anycuda_unsupported(i), which names the function once.
+_STUB_SOURCE = "\n".join(
+    ["static int anycuda_unsupported(int index);"]
+    + [f"static int anycuda_stub_{i}(void) {{ return anycuda_unsupported({i}); }}" for i in range(STUBS)]
+    + ["static void *anycuda_stubs[] = {" + ", ".join(f"(void *)anycuda_stub_{i}" for i in range(STUBS)) + "};",
+       "static void *anycuda_stub_address(int i) { return (i >= 0 && i < %d) ? anycuda_stubs[i] : 0; }" % STUBS])
+
+STUB_DECLARATIONS = """
+extern "Python" int anycuda_unsupported(int index);
+static void *anycuda_stub_address(int i);
+"""
+
+
+def _driver_function_names():
+    """Names of the driver API's functions, read from a cuda.h on this machine (only the
+    names are used), or None when there is none."""
+    import glob
+    import re
+    candidates = glob.glob("/usr/local/cuda*/include/cuda.h")
+    try:
+        import nvidia
+        candidates += glob.glob(os.path.join(list(nvidia.__path__)[0], "cu1*", "include", "cuda.h"))
+    except ImportError:
+        pass
+    for path in candidates:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError:
+            continue
+        names = sorted(set(re.findall(r"CUresult\s+CUDAAPI\s+(cu\w+)\s*\(", text)))
+        if names:
+            return names
+    return None
+
+
 def _init_code() -> str:
     paths = [p for p in sys.path if p]
     return f"""
@@ -65,9 +103,11 @@ import sys
 for p in {paths!r}:
     if p not in sys.path:
         sys.path.append(p)
-from anycuda_libcuda import ffi
+from anycuda_libcuda import ffi, lib
 from anycuda.shim.entry import define
-define(ffi)
+from anycuda.shim import export_tables
+define(ffi, lib)
+export_tables.install(ffi, lib)
 """
 
 
@@ -75,9 +115,12 @@ def build(folder: Path) -> Path:
     import cffi
     ffi = cffi.FFI()
     ffi.cdef(declarations.TYPES)
+    ffi.cdef(export_tables.DECLARATIONS)
+    ffi.cdef(STUB_DECLARATIONS)
     ffi.embedding_api(declarations.FUNCTIONS)
     ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
-                   _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so"))
+                   _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
+                   + _STUB_SOURCE)
     ffi.embedding_init_code(_init_code())
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:
@@ -88,4 +131,7 @@ def build(folder: Path) -> Path:
         os.replace(staged, folder / LIBRARY)
     if libdir:
         (folder / "libpython-dir").write_text(libdir)
+    names = _driver_function_names()
+    if names:
+        (folder / "driver-functions.txt").write_text("\n".join(names) + "\n")
     return folder / LIBRARY

@@ -43,7 +43,24 @@ def _address(fn) -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
-def define(ffi):
+def _known_driver_functions():
+    """The driver function names recorded when this library was built (None if unknown)."""
+    if "known" not in _strings:
+        from .build import LIBRARY
+        import pathlib
+        path = None
+        for line in open("/proc/self/maps"):
+            if line.rstrip().endswith("/" + LIBRARY):
+                path = pathlib.Path(line.split()[-1]).parent / "driver-functions.txt"
+                break
+        try:
+            _strings["known"] = set(path.read_text().split()) if path else None
+        except OSError:
+            _strings["known"] = None
+    return _strings["known"]
+
+
+def define(ffi, lib=None):
     """Register every entry point on `ffi` (called by the embedding's init code)."""
 
     def entry(fn):
@@ -217,6 +234,44 @@ def define(ffi):
         api.cuStreamSynchronize(ptr(stream))
 
     @entry
+    def cuModuleGetLoadingMode(out):
+        out[0] = 1                     # CU_MODULE_EAGER_LOADING
+
+    @entry
+    def cuCtxPushCurrent_v2(ctx):
+        api.cuCtxPushCurrent(ptr(ctx))
+
+    @entry
+    def cuCtxPopCurrent_v2(out):
+        popped = api.cuCtxPopCurrent()
+        if out != ffi.NULL:
+            out[0] = handle(popped)
+
+    @entry
+    def cuCtxGetFlags(out):
+        out[0] = 0
+
+    @entry
+    def cuCtxGetApiVersion(ctx, out):
+        out[0] = 3020                  # the context API version current drivers report
+
+    @entry
+    def cuDevicePrimaryCtxGetState(dev, flags, active):
+        flags[0], active[0] = api.cuDevicePrimaryCtxGetState(dev)
+
+    @entry
+    def cuDevicePrimaryCtxSetFlags_v2(dev, flags):
+        api.cuDeviceGet(dev)
+
+    @entry
+    def cuDeviceGetUuid_v2(out, dev):
+        ffi.memmove(out, api.cuDeviceGetUuid(dev), 16)
+
+    @entry
+    def cuDeviceGetUuid(out, dev):
+        ffi.memmove(out, api.cuDeviceGetUuid(dev), 16)
+
+    @entry
     def cuCtxGetDevice(out):
         out[0] = api.cuCtxGetDevice()
 
@@ -322,10 +377,40 @@ def define(ffi):
                 return ffi.cast("void *", ffi.cast("uintptr_t", _address(fn)))
         return None
 
+    stub_names = []
+
+    def unsupported(index):
+        name = stub_names[index] if index < len(stub_names) else f"#{index}"
+        if name not in _strings.setdefault("reported", set()):
+            _strings["reported"].add(name)
+            sys.stderr.write(f"anycuda: {name} is not supported yet\n")
+        return int(CUresult.CUDA_ERROR_NOT_SUPPORTED)
+    ffi.def_extern(name="anycuda_unsupported")(unsupported)
+
+    def stub_for(name: str):
+        """A stub for a driver function anycuda lacks; None for a name the driver API does
+        not have (as far as the cuda.h this library was built against says)."""
+        known = _known_driver_functions()
+        if known is not None and name not in known:
+            return None
+        if known is None and not name.startswith("cu"):
+            return None
+        if name not in stub_names:
+            stub_names.append(name)
+        return lib.anycuda_stub_address(stub_names.index(name))
+
+    def resolve_or_stub(name: bytes, version: int):
+        found = resolve(name, version)
+        if found is None:
+            stub = stub_for(name.decode())
+            if stub is not None and stub != ffi.NULL:
+                return stub
+        return found
+
     @entry
     def cuGetProcAddress_v2(symbol, pfn, version, flags, status):
         name = ffi.string(symbol)
-        found = resolve(name, version)
+        found = resolve_or_stub(name, version)
         if status != ffi.NULL:
             status[0] = 0 if found is not None else 1        # CU_GET_PROC_ADDRESS_SUCCESS / SYMBOL_NOT_FOUND
         pfn[0] = found if found is not None else ffi.NULL
@@ -335,7 +420,7 @@ def define(ffi):
 
     @entry
     def cuGetProcAddress(symbol, pfn, version, flags):
-        found = resolve(ffi.string(symbol), version)
+        found = resolve_or_stub(ffi.string(symbol), version)
         pfn[0] = found if found is not None else ffi.NULL
         if found is None:
             raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"{ffi.string(symbol).decode()} is not provided")
@@ -343,6 +428,12 @@ def define(ffi):
     @entry
     def cuGetExportTable(table, table_id):
         uuid = bytes(ffi.buffer(ffi.cast("char *", table_id), 16)).hex()
+        from . import export_tables
+        found = export_tables.lookup(uuid)
+        if found is not None:
+            table[0] = found
+            _log(f"cuGetExportTable {uuid} -> provided")
+            return
         _log(f"cuGetExportTable {uuid} -> not available")
         table[0] = ffi.NULL
         if uuid == _BOOTSTRAP_BYPASS_TABLE:
