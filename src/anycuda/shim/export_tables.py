@@ -21,12 +21,16 @@ extern "Python" void anycuda_hooks_buffer(void **ptr, size_t *size);
 extern "Python" int anycuda_cls_ctor(void *ctx, void *manager, void *state, void *dtor);
 extern "Python" int anycuda_cls_dtor(void *a1, void *a2);
 extern "Python" int anycuda_cls_get(void **state, void *ctx, void *manager);
+extern "Python" int anycuda_context_check(void *ctx, unsigned int *result1, const void **result2, size_t a4, size_t a5, size_t a6);
+extern "Python" unsigned int anycuda_context_check3(size_t a1, size_t a2, size_t a3, size_t a4, size_t a5, size_t a6);
+extern "Python" int anycuda_not_supported(void);
 """
 
 CUDART_INTERFACE = "6bd5fb6c5bf4e74a8987d93912fd9df9"
 RUNTIME_CALLBACK_HOOKS = "a094798c2e742e7493f20800200c0a66"
 TOOLS_TLS = "42d85a8123f6cb478298f6e78a3aecdc"
 CONTEXT_LOCAL_STORAGE = "c693336e1121df11a8c368f355d89593"
+CONTEXT_CHECKS = "263e88607cd2614392f6bbd5006dfa7e"
 
 _tables = {}
 _keep = []
@@ -98,6 +102,15 @@ def install(ffi, lib):
     ffi.def_extern(name="anycuda_cls_dtor")(_guarded("cls.dtor")(lambda a1, a2: 0))
     ffi.def_extern(name="anycuda_cls_get")(_guarded("cls.get")(cls_get))
 
+    def context_check(ctx, result1, result2, a4, a5, a6):
+        if result1 != ffi.NULL:
+            result1[0] = 0
+        return 0
+    ffi.def_extern(name="anycuda_context_check")(_guarded("context_checks.check")(context_check))
+    ffi.def_extern(name="anycuda_context_check3")(_guarded("context_checks.fn3")(lambda *args: 0))
+    ffi.def_extern(name="anycuda_not_supported")(
+        _guarded("export table slot")(lambda: int(CUresult.CUDA_ERROR_NOT_SUPPORTED)))
+
     def table(slots, size_slot=True):
         t = ffi.new("void *[]", slots)
         if size_slot:
@@ -122,6 +135,12 @@ def install(ffi, lib):
     t[1] = addr("anycuda_cls_dtor")
     t[2] = addr("anycuda_cls_get")
     _tables[CONTEXT_LOCAL_STORAGE] = t
+    t = table(15)
+    for i in range(1, 15):
+        t[i] = addr("anycuda_not_supported")
+    t[2] = addr("anycuda_context_check")
+    t[3] = addr("anycuda_context_check3")
+    _tables[CONTEXT_CHECKS] = t
 
 
 def _primary(ffi, pctx, dev):
