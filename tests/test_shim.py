@@ -46,19 +46,25 @@ def saxpy_ptx(tmp_path_factory):
     return path
 
 
-def test_c_program_through_the_driver_api(tmp_path, saxpy_ptx):
+def _build_and_run(tmp_path, program, ptx, runs=1):
+    """Compile tests/programs/<program>.c against cuda.h and anycuda's libcuda.so.1 and run it
+    under `anycuda run` (several times: the process must also exit cleanly every time)."""
     include = _cuda_include()
     cc = shutil.which("gcc") or shutil.which("cc")
     if include is None or cc is None:
         pytest.skip("needs cuda.h (CUDA toolkit or the nvidia-cuda-runtime wheel) and a C compiler")
-    lib = shim_dir()
-    exe = tmp_path / "driver_saxpy"
-    subprocess.run([cc, "-w", f"-I{include}", "-o", str(exe), str(HERE / "programs" / "driver_saxpy.c"),
-                    f"-L{lib}", "-l:libcuda.so.1"], check=True)
-    for _ in range(3):      # several runs: the process must also exit cleanly every time
-        r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), str(saxpy_ptx)],
+    exe = tmp_path / program
+    subprocess.run([cc, "-w", f"-I{include}", "-o", str(exe), str(HERE / "programs" / f"{program}.c"),
+                    f"-L{shim_dir()}", "-l:libcuda.so.1"], check=True)
+    for _ in range(runs):
+        r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), str(ptx)],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_c_program_through_the_driver_api(tmp_path, saxpy_ptx):
+    r = _build_and_run(tmp_path, "driver_saxpy", saxpy_ptx, runs=3)
     out = r.stdout
     assert "saxpy OK" in out and "compute 8.6" in out
     assert "missing kernel -> CUDA_ERROR_NOT_FOUND" in out
@@ -67,17 +73,7 @@ def test_c_program_through_the_driver_api(tmp_path, saxpy_ptx):
 
 
 def test_c_program_using_events_streams_and_attributes(tmp_path, saxpy_ptx):
-    include = _cuda_include()
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if include is None or cc is None:
-        pytest.skip("needs cuda.h (CUDA toolkit or the nvidia-cuda-runtime wheel) and a C compiler")
-    lib = shim_dir()
-    exe = tmp_path / "driver_features"
-    subprocess.run([cc, "-w", f"-I{include}", "-o", str(exe), str(HERE / "programs" / "driver_features.c"),
-                    f"-L{lib}", "-l:libcuda.so.1"], check=True)
-    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), str(saxpy_ptx)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = _build_and_run(tmp_path, "driver_features", saxpy_ptx)
     assert "device 0, max threads 1024, occupancy 8, memtype 2, managed 1, callbacks 5, elapsed>=0 1, " \
            "managed[7] 23.0, query 0" in r.stdout
     assert "features OK" in r.stdout

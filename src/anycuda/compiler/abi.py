@@ -37,8 +37,7 @@ LAUNCH_ERR_UNSUPPORTED = 4
 LAUNCH_ERR_OUT_OF_MEMORY = 5
 
 # A worker's FaultTrap: a sigjmp_buf the fault handler jumps back to, then what it saw.
-FAULT_JMPBUF_BYTES = 400      # glibc's sigjmp_buf is 200 bytes on x86-64, 312 on AArch64
-FAULT_ADDR = 400              # u64: the faulting address (siginfo si_addr)
+FAULT_ADDR = 400              # u64: the faulting address; the sigjmp_buf before it (glibc: 200 B on x86-64, 312 on AArch64)
 FAULT_BLOCK = 408             # u64: the block the worker was running
 FAULT_TRAP_BYTES = 432
 

@@ -708,9 +708,6 @@ def call(f, inst):
 
 # ---------------------------------------------------------------------- atomics
 
-ATOM_RMW = {"add": "add", "exch": "xchg", "and": "and", "or": "or", "xor": "xor"}
-
-
 @handles("atom", "red")
 def atom(f, inst):
     from .atomics import lower_atomic

@@ -57,10 +57,6 @@ def store_field(b, base, offset, value):
     b.store(value, field_ptr(b, base, offset, value.type))
 
 
-def const(typ: ir.Type, v) -> ir.Constant:
-    return ir.Constant(typ, v)
-
-
 def i32(v) -> ir.Constant:
     return ir.Constant(I32, v)
 

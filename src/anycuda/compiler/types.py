@@ -32,14 +32,6 @@ def width(t: str) -> int:
     return _BITS[t.lstrip("bfusx")] if t[0] in "bus" else _BITS[t[1:]]
 
 
-def is_float(t: str) -> bool:
-    return t in FLOAT_TYPES
-
-
-def is_signed(t: str) -> bool:
-    return t.startswith("s")
-
-
 def llvm_type(t: str) -> ir.Type:
     """The LLVM type that holds a value of PTX type `t` in a register."""
     if t == "pred":
