@@ -69,7 +69,7 @@ def mov(f, inst):
         v = f.symbol_address(src.name, window=True)
         f.write(dst, convert_bits(f.b, v, llvm_type(t)), t)
         return
-    f.write(dst, f.read(src, t), t)
+    f.write(dst, f.read(src, t), t, pointer=f.pointer_of(src))
 
 
 def _vector_count(inst):
@@ -107,16 +107,20 @@ def _elements(f, inst, addr_op, data_op):
 def ld(f, inst):
     b = f.b
     pairs, t, lt, size, order = _elements(f, inst, inst.operands[1], inst.operands[0])
-    for item, addr in pairs:
+    for i, (item, addr) in enumerate(pairs):
         if order and width(t) <= 64:
             # volatile/relaxed/acquire: an atomic load, which the optimiser may not hoist or merge
             ilt = ir.IntType(max(width(t), 8))
             v = b.load_atomic(f.typed_ptr(addr, ilt), "acquire" if order == "acquire" else "monotonic", size)
             v = convert_bits(b, v, lt)
+        elif f.is_kernel_param(inst.operands[1]):
+            # read-only for the launch: loaded once, at the entry, where the optimiser can see
+            # it is the same for every thread; a 64-bit one also as the pointer it holds
+            v, p = f.kernel_param_value(inst.operands[1], i * size, t)
+            f.write(item, v, t, pointer=p)
+            continue
         else:
             v = b.load(f.typed_ptr(addr, lt), align=size)
-            if f.is_kernel_param(inst.operands[1]):
-                v.set_metadata("invariant.load", f.b.module.add_metadata([]))   # read-only for the launch
         f.write(item, v, t)
 
 
@@ -140,10 +144,13 @@ def cvta(f, inst):
     t = inst_type(f, inst)
     v = f.read(inst.operands[1], "u64") if not isinstance(inst.operands[1], pir.Sym) \
         else f.symbol_address(inst.operands[1].name, window=True)
+    pointer = None
     if "shared" in [m.split("::")[0] for m in inst.mods]:
         base = f.shared_base()
         v = b.sub(v, base) if "to" in inst.mods else b.add(v, base)
-    f.write(inst.operands[0], convert_bits(b, v, llvm_type(t)), t)
+    else:
+        pointer = f.pointer_of(inst.operands[1])      # the generic and global windows coincide
+    f.write(inst.operands[0], convert_bits(b, v, llvm_type(t)), t, pointer=pointer)
 
 
 @handles("isspacep")
@@ -236,7 +243,14 @@ def add_sub(f, inst):
         return f.write(inst.operands[0], v, t)
     if "cc" in inst.mods or op in ("addc", "subc"):
         return _carry_arith(f, inst, t, op, a, c)
-    f.write(inst.operands[0], b.add(a, c) if op == "add" else b.sub(a, c), t)
+    pointer = None
+    if op == "add" and width(t) == 64:
+        pa, pc = f.pointer_of(inst.operands[1]), f.pointer_of(inst.operands[2])
+        if pa is not None and pc is None:
+            pointer = b.gep(pa, [c])
+        elif pc is not None and pa is None:
+            pointer = b.gep(pc, [a])
+    f.write(inst.operands[0], b.add(a, c) if op == "add" else b.sub(a, c), t, pointer=pointer)
 
 
 def _carry_arith(f, inst, t, op, a, c, use_carry=False):

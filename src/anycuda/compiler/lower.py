@@ -66,6 +66,13 @@ class FunctionLowering:
         self.fn = llfn
         self.is_kernel = is_kernel
         self.regs = {}                    # name -> (alloca, ptx type)
+        # A 64-bit register also keeps its value as a pointer, derived from the pointer it was
+        # computed from where it was (a parameter plus offsets): memory accesses then reach
+        # LLVM as getelementptr chains rather than inttoptr, which its vectoriser can follow.
+        # Invariant: the shadow always equals inttoptr of the register's value.
+        self.shadows = {}
+        self.derived = set()              # registers that were given a derived pointer
+        self.param_values = {}
         self.ptrs = {}                    # name -> i8* (locals, param buffers)
         self.labels = {}
         self.prototypes = {}
@@ -141,6 +148,8 @@ class FunctionLowering:
                 if st.vector:
                     raise self._decl_error(st, "vector registers are not supported")
                 self.regs[st.name] = (b.alloca(llvm_type(st.type), name=st.name.lstrip("%")), st.type)
+                if st.type in ("b64", "u64", "s64"):
+                    self.shadows[st.name] = b.alloca(PTR, name=st.name.lstrip("%") + ".ptr")
             elif st.space in ("local", "param"):
                 size = _decl_size(st)
                 align = st.align or min(max(width(st.type) // 8, 1), 16)
@@ -254,8 +263,9 @@ class FunctionLowering:
             return self.b.bitcast(ir.Constant(ir.IntType(op.width), op.bits), lt)
         return ir.Constant(lt, float(op.value))
 
-    def write(self, op, value: ir.Value, t: str):
-        """Store `value` (of PTX type `t`) into a destination register or vector."""
+    def write(self, op, value: ir.Value, t: str, pointer: ir.Value = None):
+        """Store `value` (of PTX type `t`) into a destination register or vector; `pointer`
+        is the same value as a pointer derived from its source, when the caller knows one."""
         b = self.b
         if isinstance(op, pir.Sym) and op.name == "_":
             return
@@ -265,7 +275,24 @@ class FunctionLowering:
             raise self.error(f"destination {op} is not a register")
         slot, decl = self.reg(op.name)
         self.check_operand_type(op, decl, t)
-        b.store(convert_bits(b, value, slot.type.pointee, t.startswith("s")), slot)
+        stored = convert_bits(b, value, slot.type.pointee, t.startswith("s"))
+        b.store(stored, slot)
+        self.set_shadow(op.name, stored, pointer if width(t) == 64 else None)
+
+    def set_shadow(self, name, int_value, pointer=None):
+        shadow = self.shadows.get(name)
+        if shadow is not None:
+            self.b.store(pointer if pointer is not None else self.b.inttoptr(int_value, PTR), shadow)
+            if pointer is not None:
+                self.derived.add(name)
+
+    def pointer_of(self, op):
+        """The pointer form of a register that has held a pointer derived from a kernel
+        parameter (or None). Any register's shadow would be correct; these are the ones
+        worth following."""
+        if isinstance(op, pir.Reg) and op.name in self.derived:
+            return self.b.load(self.shadows[op.name])
+        return None
 
     def pack(self, vec: pir.Vec, t: str) -> ir.Value:
         """`{a, b}` as one value: element 0 in the low bits."""
@@ -368,6 +395,25 @@ class FunctionLowering:
         return (self.is_kernel and isinstance(op, pir.Addr) and isinstance(op.base, pir.Sym)
                 and op.base.name not in self.ptrs and op.base.name in self.mc.kernel_params(self.pfn))
 
+    def kernel_param_value(self, op: pir.Addr, extra: int, t: str):
+        """(value, pointer-or-None) of a kernel parameter element, loaded in the entry block."""
+        key = (op.base.name, op.offset + extra, t)
+        if key not in self.param_values:
+            b = self.b
+            with b.goto_block(self.dispatch_block):
+                addr = b.gep(self.address(op, "param"), [i64(extra)]) if extra else self.address(op, "param")
+                meta = b.module.add_metadata([])
+                size = max(width(t) // 8, 1)
+                if width(t) == 64:
+                    p = b.load(self.typed_ptr(addr, PTR), align=size)
+                    p.set_metadata("invariant.load", meta)
+                    self.param_values[key] = (b.ptrtoint(p, I64), p)
+                else:
+                    v = b.load(self.typed_ptr(addr, llvm_type(t)), align=size)
+                    v.set_metadata("invariant.load", meta)
+                    self.param_values[key] = (v, None)
+        return self.param_values[key]
+
     def address(self, op, space: str) -> ir.Value:
         """An i8* for a memory operand in state space `space` ('' = generic)."""
         b = self.b
@@ -383,6 +429,9 @@ class FunctionLowering:
             addr = b.add(addr, i64(op.offset))
         else:
             slot, t = self.reg(op.base.name)
+            if space != "shared" and op.base.name in self.derived:
+                p = b.load(self.shadows[op.base.name])
+                return b.gep(p, [i64(op.offset)]) if op.offset else p
             addr = convert_bits(b, b.load(slot), I64)
             if op.offset:
                 addr = b.add(addr, i64(op.offset))
@@ -457,7 +506,9 @@ class FunctionLowering:
         for r in live:
             slot, _ = self.reg(r)
             v = load_field(b, self.ctx, self.spill_slots[r], I64)
-            b.store(convert_bits(b, v, slot.type.pointee), slot)
+            reloaded = convert_bits(b, v, slot.type.pointee)
+            b.store(reloaded, slot)
+            self.set_shadow(r, reloaded)
         if results is not None:
             results(b)
         self.resume_blocks.append((site, resume))
