@@ -375,7 +375,7 @@ class FunctionLowering:
             return b.ptrtoint(b.gep(self.ctx, [i64(self.local_offsets[name])]), I64)
         if self.is_kernel and name in self.mc.kernel_params(self.pfn):
             off = self.mc.kernel_params(self.pfn)[name].offset
-            return b.add(self.launch_field("params", I64), i64(off))
+            return b.add(b.ptrtoint(self.fn.args[2], I64), i64(off))
         shared = self.mc.shared_offset(self.pfn, name)
         if shared is None and name in self.mc.extern_shared:
             shared = self.mc.extern_shared_offset(self)
@@ -401,7 +401,8 @@ class FunctionLowering:
         if key not in self.param_values:
             b = self.b
             with b.goto_block(self.dispatch_block):
-                addr = b.gep(self.address(op, "param"), [i64(extra)]) if extra else self.address(op, "param")
+                off = self.mc.kernel_params(self.pfn)[op.base.name].offset + op.offset + extra
+                addr = b.gep(self.fn.args[2], [i64(off)])
                 meta = b.module.add_metadata([])
                 size = max(width(t) // 8, 1)
                 if width(t) == 64:

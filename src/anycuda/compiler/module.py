@@ -263,8 +263,14 @@ class ModuleLowering:
         psize = max((p.offset + p.size for p in params), default=0)
         info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives))
         self.kernels[pfn.name] = info
-        step = ir.Function(self.mod, ir.FunctionType(I32, [PTR, I32]), name=f"ptx.k{index}.step")
+        # step(frame, resume, params): the parameter buffer is read-only for the whole launch;
+        # saying so (and how large it is) lets the optimiser load parameters once per block
+        step = ir.Function(self.mod, ir.FunctionType(I32, [PTR, I32, PTR]), name=f"ptx.k{index}.step")
         step.linkage = "internal"
+        params_arg = step.args[2]
+        params_arg.add_attribute("noalias")
+        if psize:
+            params_arg.attributes.dereferenceable = psize
         lowering = FunctionLowering(self, pfn, step, is_kernel=True)
         try:
             lowering.lower()

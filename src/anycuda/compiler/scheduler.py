@@ -309,7 +309,7 @@ def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
     _set_thread_index(b, fr, b.urem(t, nx), b.urem(b.udiv(t, nx), ny), b.udiv(t, b.mul(nx, ny)), t)
 
 
-def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail):
+def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params):
     """A block without sites: one frame, reused by each thread in turn, in x-fastest order.
     Nested loops keep the thread index free of divisions so the optimiser can see the
     innermost loop as a simple counted loop over threadIdx.x."""
@@ -319,7 +319,7 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail):
             with for_range(b, i32(0), nx, "x") as x:
                 _set_thread_index(b, ws, x, y, z, b.add(row, x))
                 store_field(b, ws, C["exit_flag"], i32(0))
-                code = b.call(step, [ws, i32(0)])
+                code = b.call(step, [ws, i32(0), params])
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
@@ -336,13 +336,14 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size):
     nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
     n = b.mul(b.mul(nx, ny), nz)
     fsize = i64(frame_size)
+    params = b.inttoptr(load_field(b, L, abi.LAUNCH["params"], I64), PTR)
     fail = fn.append_basic_block("fail")
     if not nsites_kinds:
         # the frame is reached only through `ws` here (locals are stack slots), so it cannot
         # alias the kernel's memory: the optimiser may keep its fields in registers
         ws.add_attribute("noalias")
         _init_block_fields(b, ws, L, (cx, cy, cz), shared, worker)
-        _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail)
+        _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params)
         b.ret(i32(0))
         b.position_at_end(fail)
         b.ret(i32(-1))
@@ -369,7 +370,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size):
         with for_range(b, lo, hi, "t") as t:
             fr = _frame(b, ws, fsize, t)
             with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN))):
-                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32)])
+                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32), params])
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
