@@ -320,9 +320,11 @@ class FunctionLowering:
     def special(self, op: pir.SpecialReg) -> ir.Value:
         b = self.b
         name, comp = op.name, op.component
+        if name == "tid" and comp in ("x", "y", "z") and self.is_kernel:
+            return self.fn.args[3 + "xyz".index(comp)]      # the step function's thread index
         if name in SPECIAL_FIELDS and comp in ("x", "y", "z"):
             return self.ctx_field(f"{name}_{comp}")
-        linear = self.ctx_field("linear")
+        linear = self.fn.args[6] if self.is_kernel else self.ctx_field("linear")
         if name == "laneid":
             return b.and_(linear, i32(31))
         if name == "warpid":

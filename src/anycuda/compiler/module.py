@@ -263,9 +263,12 @@ class ModuleLowering:
         psize = max((p.offset + p.size for p in params), default=0)
         info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives))
         self.kernels[pfn.name] = info
-        # step(frame, resume, params): the parameter buffer is read-only for the whole launch;
-        # saying so (and how large it is) lets the optimiser load parameters once per block
-        step = ir.Function(self.mod, ir.FunctionType(I32, [PTR, I32, PTR]), name=f"ptx.k{index}.step")
+        # step(frame, resume, params, tid.x, tid.y, tid.z, linear tid): the parameter buffer is
+        # read-only for the whole launch (saying so, and how large it is, lets the optimiser
+        # load parameters once per block); the thread index comes as values, so a block's
+        # thread loop need not store it anywhere
+        step = ir.Function(self.mod, ir.FunctionType(I32, [PTR, I32, PTR, I32, I32, I32, I32]),
+                           name=f"ptx.k{index}.step")
         step.linkage = "internal"
         params_arg = step.args[2]
         params_arg.add_attribute("noalias")
@@ -279,7 +282,10 @@ class ModuleLowering:
             _replace_body(step)
             return
         info.frame_size = lowering.frame_size
-        block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size)
+        # device functions, printf/assert and trap read the thread index from the frame
+        calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
+        block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
+                                              frame_needs_index=calls)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export)
 
     def _propagate_errors(self):

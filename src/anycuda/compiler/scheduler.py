@@ -48,7 +48,7 @@ def emit_record_error(module: ir.Module) -> ir.Function:
         gx64, gy64 = b.zext(gx, I64), b.zext(gy, I64)
         blk = b.add(cx, b.mul(gx64, b.add(cy, b.mul(gy64, cz))))
         store_field(b, launch, abi.LAUNCH["err_block"], blk)
-        store_field(b, launch, abi.LAUNCH["err_thread"], b.zext(load_field(b, ctx, C["linear"], I32), I64))
+        store_field(b, launch, abi.LAUNCH["err_thread"], b.sext(load_field(b, ctx, C["linear"], I32), I64))
     b.ret_void()
     return fn
 
@@ -309,7 +309,7 @@ def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
     _set_thread_index(b, fr, b.urem(t, nx), b.urem(b.udiv(t, nx), ny), b.udiv(t, b.mul(nx, ny)), t)
 
 
-def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params):
+def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index):
     """A block without sites: one frame, reused by each thread in turn, in x-fastest order.
     Nested loops keep the thread index free of divisions so the optimiser can see the
     innermost loop as a simple counted loop over threadIdx.x."""
@@ -317,15 +317,17 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params):
         with for_range(b, i32(0), ny, "y") as y:
             row = b.mul(b.add(b.mul(z, ny), y), nx)
             with for_range(b, i32(0), nx, "x") as x:
-                _set_thread_index(b, ws, x, y, z, b.add(row, x))
-                store_field(b, ws, C["exit_flag"], i32(0))
-                code = b.call(step, [ws, i32(0), params])
+                linear = b.add(row, x)
+                if frame_needs_index:        # device functions read the index from the frame
+                    _set_thread_index(b, ws, x, y, z, linear)
+                    store_field(b, ws, C["exit_flag"], i32(0))
+                code = b.call(step, [ws, i32(0), params, x, y, z, linear])
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
 
 
-def emit_block_function(module, name, step, nsites_kinds, frame_size):
+def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker)."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32]), name=name + ".block")
     fn.linkage = "internal"
@@ -343,7 +345,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size):
         # alias the kernel's memory: the optimiser may keep its fields in registers
         ws.add_attribute("noalias")
         _init_block_fields(b, ws, L, (cx, cy, cz), shared, worker)
-        _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params)
+        store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
+        _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index)
         b.ret(i32(0))
         b.position_at_end(fail)
         b.ret(i32(-1))
@@ -370,7 +373,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size):
         with for_range(b, lo, hi, "t") as t:
             fr = _frame(b, ws, fsize, t)
             with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN))):
-                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32), params])
+                index = [load_field(b, fr, C[k], I32) for k in ("tid_x", "tid_y", "tid_z", "linear")]
+                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32), params] + index)
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
@@ -466,7 +470,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name):
         slot = lambda off: b.load(b.bitcast(b.gep(trap, [i64(off)]), I64.as_pointer()))
         store_field(b, L, abi.LAUNCH["err_block"], slot(abi.FAULT_BLOCK))
         store_field(b, L, abi.LAUNCH["err_info"], slot(abi.FAULT_ADDR))
-        thread = b.zext(load_field(b, ws, C["linear"], I32), I64) if not has_sites else i64(-1)
+        thread = b.sext(load_field(b, ws, C["linear"], I32), I64) if not has_sites else i64(-1)
         store_field(b, L, abi.LAUNCH["err_thread"], thread)
     b.branch(done)
     b.position_at_end(done)

@@ -175,14 +175,13 @@ class KernelImage:
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
-        where = f"kernel {self.name}, block {L.err_block}, thread {L.err_thread}"
+        thread = "" if L.err_thread == 2 ** 64 - 1 else f", thread {L.err_thread}"
+        where = f"kernel {self.name}, block {L.err_block}{thread}"
         if L.error == abi.LAUNCH_ERR_ASSERT:
             raise CudaError(CUresult.CUDA_ERROR_ASSERT, f"{where}: " + "; ".join(asserts[:3]))
         if L.error == abi.LAUNCH_ERR_ILLEGAL_ADDRESS:
-            thread = "" if L.err_thread == 2 ** 64 - 1 else f", thread {L.err_thread}"
             raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,
-                            f"kernel {self.name}, block {L.err_block}{thread}: "
-                            f"invalid memory access at address 0x{L.err_info:x}")
+                            f"{where}: invalid memory access at address 0x{L.err_info:x}")
         if L.error == abi.LAUNCH_ERR_TRAP:
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: trap")
         if L.error == abi.LAUNCH_ERR_OUT_OF_MEMORY:
