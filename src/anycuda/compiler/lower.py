@@ -400,6 +400,15 @@ class FunctionLowering:
     def kernel_param_value(self, op: pir.Addr, extra: int, t: str):
         """(value, pointer-or-None) of a kernel parameter element, loaded in the entry block."""
         key = (op.base.name, op.offset + extra, t)
+        passed = self.passed_parameter(op.base.name)
+        if passed is not None and op.offset + extra == 0 and width(t) == 8 * passed[0].size \
+                and key not in self.param_values:
+            info, arg = passed
+            if arg.type == PTR:
+                self.param_values[key] = (convert_bits(self.b, self.entry_value(lambda b: b.ptrtoint(arg, I64)),
+                                                       llvm_type(t)), arg)
+            else:
+                self.param_values[key] = (convert_bits(self.b, arg, llvm_type(t)), None)
         if key not in self.param_values:
             b = self.b
             with b.goto_block(self.dispatch_block):
@@ -416,6 +425,19 @@ class FunctionLowering:
                     v.set_metadata("invariant.load", meta)
                     self.param_values[key] = (v, None)
         return self.param_values[key]
+
+    def passed_parameter(self, name):
+        """(ParamInfo, step argument) when kernel parameter `name` is passed as a value."""
+        from .module import passed_parameters
+        params = list(self.mc.kernel_params(self.pfn).values())
+        for i, (info, _) in enumerate(passed_parameters(params)):
+            if info.name == name:
+                return info, self.fn.args[7 + i]
+        return None
+
+    def entry_value(self, make):
+        with self.b.goto_block(self.dispatch_block):
+            return make(self.b)
 
     def address(self, op, space: str) -> ir.Value:
         """An i8* for a memory operand in state space `space` ('' = generic)."""

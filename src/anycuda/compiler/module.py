@@ -42,6 +42,17 @@ class KernelInfo:
     error: PtxError = None            # set when the kernel (or a function it calls) cannot be lowered
 
 
+def passed_parameters(params) -> list:
+    """(ParamInfo, LLVM type) of the kernel parameters passed to step functions as values:
+    scalars of 1 to 8 bytes; 8-byte ones as pointers (their integer value is recovered with
+    ptrtoint, so nothing is lost when they are not addresses)."""
+    out = []
+    for p in params:
+        if p.count == 1 and p.size in (4, 8) and p.ptx_type != "pred":
+            out.append((p, PTR if p.size == 8 else I32))
+    return out
+
+
 def _align_up(v, a):
     return (v + a - 1) // a * a
 
@@ -267,7 +278,11 @@ class ModuleLowering:
         # read-only for the whole launch (saying so, and how large it is, lets the optimiser
         # load parameters once per block); the thread index comes as values, so a block's
         # thread loop need not store it anywhere
-        step = ir.Function(self.mod, ir.FunctionType(I32, [PTR, I32, PTR, I32, I32, I32, I32]),
+        # Scalar parameters also come as values, loaded once per block by the block function,
+        # so that the thread loop sees them as loop-invariant (64-bit ones as pointers).
+        scalars = passed_parameters(params)
+        step = ir.Function(self.mod, ir.FunctionType(I32, [PTR, I32, PTR, I32, I32, I32, I32] +
+                                                     [ty for _, ty in scalars]),
                            name=f"ptx.k{index}.step")
         step.linkage = "internal"
         params_arg = step.args[2]
@@ -285,7 +300,7 @@ class ModuleLowering:
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
         block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
-                                              frame_needs_index=calls)
+                                              frame_needs_index=calls, scalar_params=scalars)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export)
 
     def _propagate_errors(self):

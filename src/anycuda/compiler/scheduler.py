@@ -309,7 +309,7 @@ def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
     _set_thread_index(b, fr, b.urem(t, nx), b.urem(b.udiv(t, nx), ny), b.udiv(t, b.mul(nx, ny)), t)
 
 
-def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index):
+def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars):
     """A block without sites: one frame, reused by each thread in turn, in x-fastest order.
     Nested loops keep the thread index free of divisions so the optimiser can see the
     innermost loop as a simple counted loop over threadIdx.x."""
@@ -321,13 +321,13 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
                 if frame_needs_index:        # device functions read the index from the frame
                     _set_thread_index(b, ws, x, y, z, linear)
                     store_field(b, ws, C["exit_flag"], i32(0))
-                code = b.call(step, [ws, i32(0), params, x, y, z, linear])
+                code = b.call(step, [ws, i32(0), params, x, y, z, linear] + scalars)
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
 
 
-def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True):
+def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=()):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker)."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32]), name=name + ".block")
     fn.linkage = "internal"
@@ -339,6 +339,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     n = b.mul(b.mul(nx, ny), nz)
     fsize = i64(frame_size)
     params = b.inttoptr(load_field(b, L, abi.LAUNCH["params"], I64), PTR)
+    scalars = [b.load(b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()), align=info.size)
+               for info, ty in scalar_params]
     fail = fn.append_basic_block("fail")
     if not nsites_kinds:
         # the frame is reached only through `ws` here (locals are stack slots), so it cannot
@@ -346,7 +348,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         ws.add_attribute("noalias")
         _init_block_fields(b, ws, L, (cx, cy, cz), shared, worker)
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
-        _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index)
+        _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars)
         b.ret(i32(0))
         b.position_at_end(fail)
         b.ret(i32(-1))
@@ -374,7 +376,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             fr = _frame(b, ws, fsize, t)
             with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN))):
                 index = [load_field(b, fr, C[k], I32) for k in ("tid_x", "tid_y", "tid_z", "linear")]
-                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32), params] + index)
+                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32), params] + index + scalars)
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
