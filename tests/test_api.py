@@ -147,6 +147,7 @@ def test_compile_cache_is_used(tmp_path, monkeypatch):
 def test_command_line():
     info = subprocess.run([sys.executable, "-m", "anycuda.cli", "info"], capture_output=True, text=True, timeout=120)
     assert info.returncode == 0 and "compute capability" in info.stdout and "multiprocessors" in info.stdout
+    assert "libcuda.so.1" in info.stdout
     demo = subprocess.run([sys.executable, "-m", "anycuda.cli", "demo", "vector_add", "histogram"],
                           capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stdout + demo.stderr

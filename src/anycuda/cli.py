@@ -29,6 +29,10 @@ def cmd_info(args) -> int:
     print(f"  code generation      LLVM {'.'.join(map(str, llvm.llvm_version_info))} "
           f"(llvmlite {llvmlite.__version__}) for {target_description()}")
     print(f"CUDA C++ compiler      {compiler_description()}")
+    from .shim.build import LIBRARY, shim_folder
+    folder = shim_folder()
+    built = (folder / LIBRARY).exists()
+    print(f"libcuda.so.1           {folder / LIBRARY if built else 'not built yet (anycuda shim-path builds it)'}")
     print(f"numpy                  {numpy.__version__}")
     return 0
 

@@ -39,9 +39,14 @@ def _fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+def shim_folder() -> Path:
+    """Where this installation's libcuda.so.1 lives (whether or not it is built yet)."""
+    return _cache_root() / "shim" / _fingerprint()
+
+
 def shim_dir() -> Path:
     """The folder holding this installation's libcuda.so.1 (built if needed)."""
-    folder = _cache_root() / "shim" / _fingerprint()
+    folder = shim_folder()
     if not (folder / LIBRARY).exists():
         build(folder)
     return folder
