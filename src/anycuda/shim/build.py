@@ -28,14 +28,23 @@ def _cache_root() -> Path:
     return Path(base) / "anycuda"
 
 
+def _module_paths() -> list:
+    """Where the embedded interpreter must find anycuda and its dependencies: the folder
+    anycuda is imported from and this interpreter's site-packages."""
+    import site
+    paths = [str(Path(__file__).resolve().parent.parent.parent)]
+    paths += [p for p in site.getsitepackages() if p not in paths]
+    return paths
+
+
 def _fingerprint() -> str:
     h = hashlib.sha256()
     here = Path(__file__).parent
     for p in sorted(here.glob("*.py")):
         h.update(p.read_bytes())
     h.update(__version__.encode())
-    h.update(sys.executable.encode())
-    h.update(repr(sys.path).encode())
+    h.update(os.path.realpath(sys.prefix).encode())
+    h.update(repr(_module_paths()).encode())
     return h.hexdigest()[:16]
 
 
@@ -102,7 +111,7 @@ def _driver_function_names():
 
 
 def _init_code() -> str:
-    paths = [p for p in sys.path if p]
+    paths = _module_paths()
     return f"""
 import sys
 for p in {paths!r}:
