@@ -22,3 +22,24 @@ extern "C" __global__ void maybe_trap(int* out, int bad_block) {
     if (blockIdx.x == bad_block) __trap();
     out[blockIdx.x] = 1;
 }
+
+// The common conversions in one format, a pointer among them.
+extern "C" __global__ void say_all(const int* p, int n) {
+    int t = threadIdx.x + blockIdx.x * blockDim.x;
+    if (t < n)
+        printf("%d %f %s %c %x %lld %5.2f %p\n", t - 2, 0.25f * t, "str", 'a' + t, 0xbeef + t,
+               1LL << (t + 32), 3.14159 * t, p + t);
+}
+
+// Other flags, widths and conversions; doubles; unsigned 64-bit; from several blocks.
+extern "C" __global__ void say_more(double d, unsigned long long big) {
+    int t = threadIdx.x, b = blockIdx.x;
+    if (t % 16 == 3)
+        printf("[%d,%d] %-6d|%06d|%+d|%.3e|%g|%llu|%10.4f|%X|%o|%s\n", b, t, t, b * 1000 + t, -t, d * t, d / (t + 1),
+               big + t, d - b, 0xabcu * (t + 1), t + 8, b & 1 ? "odd" : "even");
+}
+
+// A 2-D assert: the message names the block and thread in all three dimensions.
+extern "C" __global__ void check2d(int bad_x, int bad_y) {
+    assert(!(blockIdx.y == 1 && threadIdx.x == bad_x && threadIdx.y == bad_y));
+}

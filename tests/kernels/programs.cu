@@ -141,3 +141,115 @@ extern "C" __global__ void grid_stride_axpby(const double* x, double* y, double 
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         y[i] = a * x[i] + b * y[i];
 }
+
+// Two-pass sum: a grid-stride pass leaves one partial per block (warp shuffles, then the
+// warp totals through shared memory); the same kernel with one block sums the partials.
+extern "C" __global__ void reduce_sum(const float* in, float* out, int n) {
+    __shared__ float warp_sums[32];
+    float v = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) v += in[i];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+        if (lane == 0) out[blockIdx.x] = v;
+    }
+}
+
+// Blelloch (work-efficient) exclusive scan: two elements per thread, up-sweep and
+// down-sweep in shared memory, block totals out for a second level.
+extern "C" __global__ void blelloch_scan(const unsigned* in, unsigned* out, unsigned* sums, int n) {
+    extern __shared__ unsigned tmp[];
+    int t = threadIdx.x, m = 2 * blockDim.x;
+    int base = blockIdx.x * m;
+    tmp[2 * t] = base + 2 * t < n ? in[base + 2 * t] : 0;
+    tmp[2 * t + 1] = base + 2 * t + 1 < n ? in[base + 2 * t + 1] : 0;
+    int off = 1;
+    for (int d = m >> 1; d > 0; d >>= 1) {
+        __syncthreads();
+        if (t < d) {
+            int ai = off * (2 * t + 1) - 1, bi = off * (2 * t + 2) - 1;
+            tmp[bi] += tmp[ai];
+        }
+        off <<= 1;
+    }
+    if (t == 0) { if (sums) sums[blockIdx.x] = tmp[m - 1]; tmp[m - 1] = 0; }
+    for (int d = 1; d < m; d <<= 1) {
+        off >>= 1;
+        __syncthreads();
+        if (t < d) {
+            int ai = off * (2 * t + 1) - 1, bi = off * (2 * t + 2) - 1;
+            unsigned a = tmp[ai];
+            tmp[ai] = tmp[bi];
+            tmp[bi] += a;
+        }
+    }
+    __syncthreads();
+    if (base + 2 * t < n) out[base + 2 * t] = tmp[2 * t];
+    if (base + 2 * t + 1 < n) out[base + 2 * t + 1] = tmp[2 * t + 1];
+}
+
+extern "C" __global__ void add_scanned_sums(unsigned* out, const unsigned* scanned, int n, int per_block) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] += scanned[i / per_block];
+}
+
+// Bitonic sort of a whole array (power of two): strides at least a block's worth of keys
+// go through global memory, one launch per step; smaller strides finish in shared memory.
+extern "C" __global__ void bitonic_global_step(unsigned* keys, int k, int j) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned p = i ^ j;
+    if (p > i) {
+        unsigned a = keys[i], b = keys[p];
+        bool up = (i & k) == 0;
+        if ((a > b) == up) { keys[i] = b; keys[p] = a; }
+    }
+}
+
+extern "C" __global__ void bitonic_shared_steps(unsigned* keys, int k, int j_start) {
+    extern __shared__ unsigned sk[];
+    int t = threadIdx.x, n = blockDim.x;
+    unsigned gi = blockIdx.x * n + t;
+    sk[t] = keys[gi];
+    __syncthreads();
+    for (int j = j_start; j > 0; j >>= 1) {
+        int p = t ^ j;
+        if (p > t) {
+            unsigned a = sk[t], b = sk[p];
+            bool up = (gi & k) == 0;
+            if ((a > b) == up) { sk[t] = b; sk[p] = a; }
+        }
+        __syncthreads();
+    }
+    keys[gi] = sk[t];
+}
+
+// Grid geometry: 3-D grids of 3-D blocks write every index they see.
+extern "C" __global__ void grid_ids(int* out) {
+    int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;
+    int block = bx + gridDim.x * (by + gridDim.y * bz);
+    int nt = blockDim.x * blockDim.y * blockDim.z;
+    int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    int* o = out + 4 * (block * nt + t);
+    o[0] = block;
+    o[1] = t;
+    o[2] = (gridDim.x << 20) | (gridDim.y << 10) | gridDim.z;
+    o[3] = (blockDim.x << 20) | (blockDim.y << 10) | blockDim.z;
+}
+
+// A tiny kernel over a long 1-D grid.
+extern "C" __global__ void tiny(unsigned* out) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = i * 2654435761u;
+}
+
+// gridDim.x up to 2^31 - 1: only the first and the last block write.
+extern "C" __global__ void far_blocks(unsigned* out) {
+    unsigned b = blockIdx.x;
+    if (b != 0 && b != gridDim.x - 1) return;
+    out[b == 0 ? 0 : 1] = b;
+    out[2] = gridDim.x;
+}
