@@ -106,9 +106,9 @@ def test_wider_atomics_and_scopes(rng, slots):
     assert fx.get()[0] == 2.5
 
 
-def test_every_atomic_returns_the_old_value(rng):
-    n, limit = 256 * 64, 37
-    dec0 = 5
+@pytest.mark.parametrize("limit,dec0", [(37, 5), (0, 3), (1, 100), (0xFFFFFFFF, 2)])
+def test_every_atomic_returns_the_old_value(rng, limit, dec0):
+    n = 256 * 64
     f = dict(fcount=ac.zeros(1, np.float32), dcount=ac.zeros(1, np.float64), ucount=ac.full(1, 2 ** 40, np.uint64),
              down=ac.full(1, n, np.int32), inc=ac.zeros(1, np.uint32), dec=ac.full(1, dec0, np.uint32),
              exch=ac.full(1, -7, np.int32), orbits=ac.zeros(n // 32, np.uint32),
@@ -233,3 +233,12 @@ def test_last_block_sum_with_fences(rng, grid):
         assert np.isclose(total.get()[0], x.astype(np.float64).sum(), rtol=1e-4, atol=1e-2)
         assert done.get()[0] == 0
         assert np.isclose(partial.get().astype(np.float64).sum(), x.astype(np.float64).sum(), rtol=1e-4, atol=1e-2)
+
+
+def test_double_min_through_64_bit_cas(rng):
+    n = 40_000
+    x = rng.standard_normal(n) * 1e10 + 5e10           # all positive: unsigned order of the bits is the order
+    out, umin = ac.full(1, np.inf, np.float64), ac.full(1, 2 ** 64 - 1, np.uint64)
+    load_cuda("atomics").get_function("double_min")(((n + 127) // 128,), (128,), (ac.asarray(x), out, umin, np.int32(n)))
+    assert out.get()[0] == x.min()
+    assert umin.get()[0] == x.view(np.uint64).min()

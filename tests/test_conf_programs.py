@@ -96,3 +96,92 @@ def test_grid_stride_loop(rng):
     _k("grid_stride_axpby")((40,), (256,), (ac.asarray(x), dy, 2.5, -0.5, np.int64(n)))
     # nvcc may contract a*x + b*y into an fma: allow a last-bit difference, nothing more
     assert np.allclose(dy.get(), 2.5 * x + -0.5 * y, rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize("block", [128, 256, 1024])
+def test_two_pass_reduction(rng, block):
+    n = 1 << 20
+    x = rng.standard_normal(n).astype(np.float32)
+    grid = 120
+    partial, total = poison(grid, np.float32), poison(1, np.float32)
+    k = _k("reduce_sum")
+    k((grid,), (block,), (ac.asarray(x), partial, np.int32(n)))
+    k((1,), (block,), (partial, total, np.int32(grid)))
+    stride = grid * block
+    xd = np.pad(x, (0, (-n) % stride)).astype(np.float64).reshape(-1, grid, block)
+    assert np.allclose(partial.get(), xd.sum(axis=(0, 2)), rtol=1e-4, atol=1e-3)
+    assert np.isclose(total.get()[0], x.astype(np.float64).sum(), rtol=1e-4, atol=1e-2)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 200_001])
+def test_blelloch_scan_two_levels(rng, n):
+    block = 256
+    per = 2 * block
+    x = rng.integers(0, 1000, n).astype(np.uint32)
+    grid = (n + per - 1) // per
+    out, sums = poison(n, np.uint32), poison(grid, np.uint32)
+    scan = _k("blelloch_scan")
+    scan((grid,), (block,), (ac.asarray(x), out, sums, np.int32(n)), shared_mem=4 * per)
+    assert grid <= per                      # the block sums fit one block of the same kernel
+    scanned = poison(grid, np.uint32)
+    scan((1,), (block,), (sums, scanned, np.uint64(0), np.int32(grid)), shared_mem=4 * per)
+    _k("add_scanned_sums")(((n + 255) // 256,), (256,), (out, scanned, np.int32(n), np.int32(per)))
+    want = np.concatenate([[0], np.cumsum(x.astype(np.uint64))[:-1]]).astype(np.uint32)
+    assert np.array_equal(out.get(), want)
+
+
+@pytest.mark.parametrize("n", [4096, 1024])
+def test_bitonic_sort_with_global_passes(rng, n):
+    block = 256                              # so strides of 256 and more go through global memory
+    keys = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
+    keys[:10] = keys[10]                     # duplicates
+    d = ac.asarray(keys)
+    step, shared = _k("bitonic_global_step"), _k("bitonic_shared_steps")
+    k = 2
+    while k <= n:
+        j = k // 2
+        while j >= block:
+            step((n // block,), (block,), (d, np.int32(k), np.int32(j)))
+            j //= 2
+        shared((n // block,), (block,), (d, np.int32(k), np.int32(j)), shared_mem=4 * block)
+        k *= 2
+    assert np.array_equal(d.get(), np.sort(keys))
+
+
+@pytest.mark.parametrize("grid,block", [((3, 4, 5), (2, 3, 4)), ((1, 1, 7), (1, 1, 64)), ((65, 2, 1), (32, 1, 1)),
+                                        ((2, 3, 2), (8, 8, 16)), ((1, 300, 1), (7, 1, 1))])
+def test_3d_grids_and_blocks(grid, block):
+    nb, nt = int(np.prod(grid)), int(np.prod(block))
+    out = poison((nb, nt, 4), np.int32)
+    _k("grid_ids")(grid, block, (out,))
+    g = out.get()
+    assert np.array_equal(g[:, :, 0], np.repeat(np.arange(nb)[:, None], nt, 1))
+    assert np.array_equal(g[:, :, 1], np.repeat(np.arange(nt)[None, :], nb, 0))
+    assert (g[:, :, 2] == (grid[0] << 20 | grid[1] << 10 | grid[2])).all()
+    assert (g[:, :, 3] == (block[0] << 20 | block[1] << 10 | block[2])).all()
+
+
+def test_large_1d_grid():
+    grid, block = 2 ** 20, 4
+    out = poison(grid * block, np.uint32)
+    _k("tiny")((grid,), (block,), (out,))
+    i = np.arange(grid * block, dtype=np.uint64)
+    assert np.array_equal(out.get(), (i * 2654435761 % 2 ** 32).astype(np.uint32))
+
+
+@pytest.mark.parametrize("grid", [2 ** 31 - 1, 2 ** 16 + 1])
+def test_largest_grid_x(grid):
+    """gridDim.x may be 2**31 - 1: every block runs (block 0 and the last one write)."""
+    out = poison(3, np.uint32)
+    _k("far_blocks")((grid,), (1,), (out,))
+    assert [int(x) for x in out.get()] == [0, grid - 1, grid]
+
+
+@pytest.mark.parametrize("N,C", [(300, 257), (64, 50257 // 16), (5, 1)])
+def test_softmax_online_one_warp_per_row(rng, N, C):
+    x = (rng.standard_normal((N, C)) * 4).astype(np.float32)
+    out = poison((N, C), np.float32)
+    block = 128
+    _k("softmax_online_warp")(((N * 32 + block - 1) // block,), (block,), (out, ac.asarray(x), np.int32(N), np.int32(C)))
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    assert np.allclose(out.get(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)

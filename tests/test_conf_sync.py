@@ -179,3 +179,24 @@ def test_clock_is_monotonic_per_thread():
     steps = np.diff(b, axis=1) % 2 ** 32
     assert (steps < 2 ** 31).all()
     assert np.isfinite(sink.get()).all()
+
+
+@pytest.mark.parametrize("block", [32, 96, 1024])
+def test_barriers_inside_a_called_function(rng, block):
+    grid, rounds = 3, 3
+    x = rng.standard_normal((grid, block)).astype(np.float32)
+    out = poison(grid * block, np.float32)
+    load_cuda("sync").get_function("reduce_in_function")((grid,), (block,), (ac.asarray(x), out, np.int32(rounds)))
+    v = x.astype(np.float64)
+    for _ in range(rounds):
+        v = v * 0.5 + v.mean(1, keepdims=True)
+    assert np.allclose(out.get().reshape(grid, block), v, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("block", [2, 33, 64, 255, 1024])
+def test_odd_threads_exit_before_barriers(rng, block):
+    grid = 5
+    x = rng.integers(-1000, 1000, (grid, block)).astype(np.int32)
+    out = poison(grid, np.int32)
+    load_cuda("sync").get_function("odd_exit_reduce")((grid,), (block,), (ac.asarray(x), out))
+    assert np.array_equal(out.get(), x[:, ::2].sum(1))

@@ -222,3 +222,18 @@ extern "C" __global__ void half2_add(__half2* acc, int n) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t < n) atomicAdd(acc + (t & 3), __halves2half2(__int2half_rn(1), __int2half_rn((t & 7) - 3)));
 }
+
+// A double minimum through a 64-bit CAS loop, and unsigned 64-bit min.
+extern "C" __global__ void double_min(const double* x, double* out, unsigned long long* umin, int n) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    double v = x[t];
+    unsigned long long* p = (unsigned long long*)out;
+    unsigned long long old = *p, assumed;
+    do {
+        assumed = old;
+        if (__longlong_as_double(assumed) <= v) break;
+        old = atomicCAS(p, assumed, __double_as_longlong(v));
+    } while (old != assumed);
+    atomicMin(umin, (unsigned long long)__double_as_longlong(v));
+}

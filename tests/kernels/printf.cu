@@ -43,3 +43,9 @@ extern "C" __global__ void say_more(double d, unsigned long long big) {
 extern "C" __global__ void check2d(int bad_x, int bad_y) {
     assert(!(blockIdx.y == 1 && threadIdx.x == bad_x && threadIdx.y == bad_y));
 }
+
+// A string from global memory, and several lines per thread (kept in program order).
+extern "C" __global__ void say_seq(const char* s, int lines) {
+    int t = threadIdx.x + blockIdx.x * blockDim.x;
+    for (int k = 0; k < lines; ++k) printf("%d:%d <%s>\n", t, k, s + (t + k) % 4);
+}

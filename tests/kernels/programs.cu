@@ -253,3 +253,27 @@ extern "C" __global__ void far_blocks(unsigned* out) {
     out[b == 0 ? 0 : 1] = b;
     out[2] = gridDim.x;
 }
+
+// Softmax with one warp per row and an online (running max, rescaled sum) pass, the way
+// LLM training code writes it with cooperative groups.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+extern "C" __global__ void softmax_online_warp(float* out, const float* inp, int N, int C) {
+    namespace cg = cooperative_groups;
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+    int row = blockIdx.x * warp.meta_group_size() + warp.meta_group_rank();
+    if (row >= N) return;
+    const float* x = inp + (size_t)row * C;
+    float m = -__int_as_float(0x7f800000), s = 0.0f;
+    for (int i = warp.thread_rank(); i < C; i += warp.size()) {
+        float nm = fmaxf(m, x[i]);
+        s = s * expf(m - nm) + expf(x[i] - nm);
+        m = nm;
+    }
+    float gm = cg::reduce(warp, m, cg::greater<float>());
+    s *= expf(m - gm);
+    float gs = cg::reduce(warp, s, cg::plus<float>());
+    float inv = 1.0f / gs;
+    for (int i = warp.thread_rank(); i < C; i += warp.size()) out[(size_t)row * C + i] = expf(x[i] - gm) * inv;
+}

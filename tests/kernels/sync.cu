@@ -218,3 +218,45 @@ extern "C" __global__ void clocks(long long* c64, unsigned* c32, float* sink, in
     }
     sink[g] = acc[t];
 }
+
+// A block reduction in a device function that is not inlined, called in a loop: the
+// barriers and shuffles sit inside a call.
+__device__ __noinline__ float block_sum_fn(float v, float* warp_sums) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    __syncthreads();                  // earlier readers of warp_sums are done
+    if (lane == 0) warp_sums[w] = v;
+    __syncthreads();
+    float s = 0;
+    for (int k = 0; k < nw; ++k) s += warp_sums[k];
+    return s;
+}
+
+extern "C" __global__ void reduce_in_function(const float* in, float* out, int rounds) {
+    __shared__ float ws[32];
+    int t = threadIdx.x, n = blockDim.x;
+    float v = in[blockIdx.x * n + t];
+    for (int r = 0; r < rounds; ++r) {
+        float s = block_sum_fn(v, ws);
+        v = v * 0.5f + s / n;         // every thread needs the block total each round
+    }
+    out[blockIdx.x * n + t] = v;
+}
+
+// Odd threads exit at once: every warp is left half-populated, the even threads reduce.
+extern "C" __global__ void odd_exit_reduce(const int* in, int* out) {
+    __shared__ int s[1024];
+    int t = threadIdx.x, n = blockDim.x;
+    if (t & 1) return;
+    s[t / 2] = in[blockIdx.x * n + t];
+    int m = (n + 1) / 2;
+    for (int stride = 1; stride < m; stride *= 2) {
+        __syncthreads();
+        int i = t / 2;
+        int add = (i % (2 * stride) == 0 && i + stride < m) ? s[i + stride] : 0;
+        __syncthreads();
+        s[i] += add;
+    }
+    __syncthreads();
+    if (t == 0) out[blockIdx.x] = s[0];
+}
