@@ -1,5 +1,6 @@
 """Atomics with real contention (blocks run concurrently on all cores): integer results
-exact, float sums within rounding, returned old values unique, CAS loops, shared memory."""
+exact, float sums within rounding, returned old values unique, CAS loops, shared memory, the
+inc/dec wrap rules, block/system scopes, `red` forms, __half2 adds, fences."""
 import numpy as np
 import pytest
 

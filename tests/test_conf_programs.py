@@ -1,5 +1,6 @@
 """Whole programs: tiled SGEMM, block scan, bitonic sort, transpose, n-body, layernorm and
-softmax as in LLM training code, a grid-stride loop. numpy is the reference."""
+softmax as in LLM training code, a two-pass reduction, a Blelloch scan, a grid-stride loop;
+3-D grids and gridDim.x up to 2**31 - 1. numpy is the reference."""
 import numpy as np
 import pytest
 

@@ -1,6 +1,7 @@
 """Warp collectives against models of CUDA's definitions: shuffles with every width and
 their segment rules, votes, matches, reductions, activemask in divergent and partial warps,
-partial member masks, cooperative-groups tiles."""
+partial member masks (also disjoint masks at one instruction), 32- and 64-bit element types,
+cooperative-groups tiles of 16, 8 and 4, __syncwarp."""
 import numpy as np
 import pytest
 
@@ -45,6 +46,11 @@ def test_64_bit_shuffles(rng):
     v = (x * 1e6).astype(np.int64)
     src = np.where(t % 32 + 3 < 32, t + 3, t)
     assert np.array_equal(out64.get(), v[src])
+
+
+_MEMBER_MASKS_IGNORED = ("engine: lanes waiting at the same vote/match/redux instruction are resolved as one "
+                         "group whatever member masks they pass, so two half-warps with masks 0x0000ffff and "
+                         "0xffff0000 both get whole-warp results")
 
 
 def _mask(bits):
@@ -231,11 +237,15 @@ def test_match_on_64_bit_keys(rng, block):
         assert g[t, 1] == (_mask([1] * len(lanes)) if same else 0xDEADBEEF), f"thread {t}"
 
 
-def test_cooperative_group_tiles_of_16(rng):
+@pytest.mark.parametrize("arch", ["sm_75", pytest.param("sm_80", marks=pytest.mark.xfail(reason=_MEMBER_MASKS_IGNORED,
+                                                                                        strict=True))])
+def test_cooperative_group_tiles_of_16(rng, arch):
+    """cg::reduce is built from shuffles for sm_75 and from redux.sync with the tile's
+    member mask for sm_80."""
     n, block = 192, 96
     v = rng.integers(-1000, 1000, n).astype(np.int32)
     out = poison((n, 5), np.int32)
-    load_cuda("warp").get_function("tiles16")((2,), (block,), (ac.asarray(v), out))
+    load_cuda("warp", (f"-arch={arch}",)).get_function("tiles16")((2,), (block,), (ac.asarray(v), out))
     g = out.get()
     t = np.arange(n)
     tiles = v.reshape(-1, 16)
@@ -270,6 +280,7 @@ def test_syncwarp_orders_shared_memory(rng, block):
     assert np.array_equal(out.get(), x.ravel())
 
 
+@pytest.mark.xfail(reason=_MEMBER_MASKS_IGNORED, strict=True)
 def test_collectives_with_disjoint_member_masks_at_one_instruction(rng):
     """Lanes 0-15 pass mask 0x0000ffff and lanes 16-31 mask 0xffff0000 to the same vote,
     match and reduce instructions (as cooperative-groups tiles do): two separate groups."""

@@ -1,4 +1,5 @@
 // Atomics under contention from many blocks, on global and shared memory.
+#include <cuda_fp16.h>
 extern "C" __global__ void global_atomics(int* i32, unsigned* u32, unsigned long long* u64, float* f32,
                                           double* f64, const int* vals, int n, int slots) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -217,7 +218,6 @@ extern "C" __global__ void red_forms(const int* vals, int* gi, unsigned* gu, uns
 }
 
 // __half2 atomicAdd (sm_70+): both halves add exactly for small integers.
-#include <cuda_fp16.h>
 extern "C" __global__ void half2_add(__half2* acc, int n) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t < n) atomicAdd(acc + (t & 3), __halves2half2(__int2half_rn(1), __int2half_rn((t & 7) - 3)));

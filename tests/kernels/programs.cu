@@ -1,4 +1,6 @@
 // Whole small programs as people write them.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
 #define TILE 16
 extern "C" __global__ void sgemm_tiled(const float* A, const float* B, float* C, int M, int N, int K) {
     __shared__ float As[TILE][TILE + 1];
@@ -256,8 +258,6 @@ extern "C" __global__ void far_blocks(unsigned* out) {
 
 // Softmax with one warp per row and an online (running max, rescaled sum) pass, the way
 // LLM training code writes it with cooperative groups.
-#include <cooperative_groups.h>
-#include <cooperative_groups/reduce.h>
 extern "C" __global__ void softmax_online_warp(float* out, const float* inp, int N, int C) {
     namespace cg = cooperative_groups;
     cg::thread_block block = cg::this_thread_block();
