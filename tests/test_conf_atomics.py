@@ -243,3 +243,12 @@ def test_double_min_through_64_bit_cas(rng):
     load_cuda("atomics").get_function("double_min")(((n + 127) // 128,), (128,), (ac.asarray(x), out, umin, np.int32(n)))
     assert out.get()[0] == x.min()
     assert umin.get()[0] == x.view(np.uint64).min()
+
+
+def test_16_bit_cas_on_neighbouring_halves():
+    n = 64 * 256
+    c = ac.asarray(np.array([0, 0, 0, 0, 0xBEEF, 0xBEEF], np.uint16))
+    load_cuda("atomics").get_function("cas16_counters")((64,), (256,), (c, np.int32(n)))
+    per = n // 4
+    want = [(per * (1 + k)) % 2 ** 16 for k in range(4)] + [0xBEEF, 0xBEEF]
+    assert [int(x) for x in c.get()] == want

@@ -237,3 +237,12 @@ extern "C" __global__ void double_min(const double* x, double* out, unsigned lon
     } while (old != assumed);
     atomicMin(umin, (unsigned long long)__double_as_longlong(v));
 }
+
+// 16-bit CAS (sm_70+) on neighbouring halves of one word: each counter counts exactly.
+extern "C" __global__ void cas16_counters(unsigned short* c, int n) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    unsigned short* p = c + (t & 3);
+    unsigned short old = *p, a;
+    do { a = old; old = atomicCAS(p, a, (unsigned short)(a + 1 + (t & 3))); } while (old != a);
+}
