@@ -48,9 +48,6 @@ def test_64_bit_shuffles(rng):
     assert np.array_equal(out64.get(), v[src])
 
 
-_MEMBER_MASKS_IGNORED = ("engine: lanes waiting at the same vote/match/redux instruction are resolved as one "
-                         "group whatever member masks they pass, so two half-warps with masks 0x0000ffff and "
-                         "0xffff0000 both get whole-warp results")
 
 
 def _mask(bits):
@@ -237,8 +234,7 @@ def test_match_on_64_bit_keys(rng, block):
         assert g[t, 1] == (_mask([1] * len(lanes)) if same else 0xDEADBEEF), f"thread {t}"
 
 
-@pytest.mark.parametrize("arch", ["sm_75", pytest.param("sm_80", marks=pytest.mark.xfail(reason=_MEMBER_MASKS_IGNORED,
-                                                                                        strict=True))])
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80"])
 def test_cooperative_group_tiles_of_16(rng, arch):
     """cg::reduce is built from shuffles for sm_75 and from redux.sync with the tile's
     member mask for sm_80."""
@@ -280,7 +276,6 @@ def test_syncwarp_orders_shared_memory(rng, block):
     assert np.array_equal(out.get(), x.ravel())
 
 
-@pytest.mark.xfail(reason=_MEMBER_MASKS_IGNORED, strict=True)
 def test_collectives_with_disjoint_member_masks_at_one_instruction(rng):
     """Lanes 0-15 pass mask 0x0000ffff and lanes 16-31 mask 0xffff0000 to the same vote,
     match and reduce instructions (as cooperative-groups tiles do): two separate groups."""

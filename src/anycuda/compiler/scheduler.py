@@ -113,6 +113,14 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
     b.position_at_end(work)
     site = load_field(b, frame(c), C["resume"], I32)
     kind = b.load(b.gep(kinds, [b.sub(site, i32(1))]))
+    # the group: lanes waiting at this site that are in the chosen lane's member mask (two
+    # half-warps may meet one instruction with disjoint masks; activemask passes mask 0)
+    group_mask = load_field(b, frame(c), C["op_mask"], I32)
+    group_mask = b.select(b.icmp_unsigned("==", group_mask, i32(0)), i32(-1), group_mask)
+
+    def in_group(u, site):
+        member = b.trunc(b.lshr(group_mask, b.sub(u, lo)), I1)
+        return b.and_(waiting_at(u, site), member)
     # 2. the group: lanes waiting at this site; aggregates over it
     group = b.alloca(I32, name="group")
     agg = {k: b.alloca(I64 if k.startswith("r") else I32, name=k) for k in
@@ -124,7 +132,7 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
     b.store(i32(0), group)
     a_first = load_field(b, frame(c), C["op_a"], I64)
     with for_range(b, lo, hi, "g") as g:
-        with b.if_then(waiting_at(g, site)):
+        with b.if_then(in_group(g, site)):
             fr = frame(g)
             lane_bit = b.shl(i32(1), b.sub(g, lo))
             b.store(b.or_(b.load(group), lane_bit), group)
@@ -161,13 +169,13 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
     grp = b.load(group)
     # 3. each lane's result
     with for_range(b, lo, hi, "l") as l:
-        with b.if_then(waiting_at(l, site)):
+        with b.if_then(in_group(l, site)):
             fr = frame(l)
-            res, rpred = _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi)
+            res, rpred = _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, in_group, site, hi)
             store_field(b, fr, C["res"], res)
             store_field(b, fr, C["res_pred"], rpred)
     with for_range(b, lo, hi, "r") as r:
-        with b.if_then(waiting_at(r, site)):
+        with b.if_then(in_group(r, site)):
             b.store(i32(abi.THREAD_RUN), _state(b, frame(r)))
     b.ret(_popc(b, grp))
     return fn
