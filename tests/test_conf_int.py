@@ -113,3 +113,131 @@ def test_division_by_zero_and_overflow_do_not_crash():
     got = out.get()
     assert got[3, 0] == I32_MIN and got[3, 1] == 0          # INT_MIN / -1 wraps, remainder 0
     assert got[4, 0] == I32_MIN and got[5, 0] == 2 and got[5, 1] == 1
+
+
+def _wrap(v, bits=32):
+    """Python ints (or int64 arrays of small values) wrapped to signed `bits`."""
+    return (v + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
+
+
+def _rand32(rng, n):
+    v = rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    v[:8] = [I32_MIN, 2 ** 31 - 1, -1, 0, 1, I32_MIN + 1, 0x7FFFFF, -0x800000]
+    return v
+
+
+def test_division_by_zero_and_overflow_64_do_not_crash(rng):
+    I64_MIN = np.iinfo(np.int64).min
+    a = np.array([7, -7, 0, I64_MIN, I64_MIN, 9, 2 ** 40 + 3], np.int64)
+    b = np.array([0, 0, 0, -1, 1, -4, 2 ** 20], np.int64)
+    out = poison((7, 4), np.int64)
+    load_cuda("arith_int").get_function("div_corner64")((1,), (32,), (ac.asarray(a), ac.asarray(b), out, np.int32(7)))
+    got = out.get()
+    assert got[3, 0] == I64_MIN and got[3, 1] == 0 and got[4, 0] == I64_MIN
+    assert list(got[5]) == [-2, 1, 0, 9] and got[6, 0] == 2 ** 20 and got[6, 1] == 3
+
+
+def test_multiply_add_family(rng):
+    n = 2048
+    a, b, c = _rand32(rng, n), _rand32(rng, n)[::-1].copy(), _rand32(rng, n)
+    b[8:16] = [-1, I32_MIN, 2 ** 31 - 1, 1, -1, 0, I32_MIN, 5]
+    out, wide = poison((n, 22), np.int32), poison((n, 3), np.int64)
+    load_cuda("arith_int").get_function("mad_family")((n // 128,), (128,), (ac.asarray(a), ac.asarray(b), ac.asarray(c),
+                                                                         out, wide, np.int32(n)))
+    g, w = out.get(), wide.get()
+    for i in range(n):
+        x, y, z = int(a[i]), int(b[i]), int(c[i])
+        ux, uy, uz = x % 2 ** 32, y % 2 ** 32, z % 2 ** 32
+        sx, sy = _wrap(x, 24), _wrap(y, 24)
+        zx, zy = ux & 0xFFFFFF, uy & 0xFFFFFF
+        hi = (x * y) >> 32
+        want = [x * y + z, hi + z, ((ux * uy) >> 32) + uz, min(max(hi + z, -2 ** 31), 2 ** 31 - 1),
+                sx * sy, (sx * sy) >> 16, (zx * zy) >> 16, sx * sy + z, zx * zy,
+                abs(x - y) + uz, abs(ux - uy) + uz,
+                min(max(x + y, -2 ** 31), 2 ** 31 - 1), min(max(x - y, -2 ** 31), 2 ** 31 - 1),
+                abs(x), -x, min(ux, uy), max(x, y), hi,
+                (x + y) >> 1, (x + y + 1) >> 1, (ux + uy) >> 1, (ux + uy + 1) >> 1]
+        got = [int(v) for v in g[i]]
+        want = [_wrap(v) for v in want]
+        assert got == want, f"row {i} (a={x}, b={y}, c={z}): " + ", ".join(
+            f"col {j}: {gv} != {wv}" for j, (gv, wv) in enumerate(zip(got, want)) if gv != wv)
+        wide_want = [_wrap(x * y + z * 65536, 64), _wrap(ux * uy + (uz << 31), 64), x * y]
+        assert [int(v) for v in w[i]] == wide_want, f"row {i} wide"
+
+
+def test_8_and_16_bit_arithmetic(rng):
+    n = 2048
+    a = rng.integers(-2 ** 15, 2 ** 15, n).astype(np.int16)
+    b = rng.integers(-2 ** 15, 2 ** 15, n).astype(np.int16)
+    b[::9] = rng.integers(-3, 3, len(b[::9]))
+    a[:4], b[:4] = [-32768, -32768, -128, 127], [-1, 255, -1, 0]     # 16- and 8-bit MIN / -1
+    s = rng.integers(0, 40, n).astype(np.uint32)
+    out = poison((n, 20), np.int32)
+    load_cuda("arith_int").get_function("small_ints")((n // 128,), (128,), (ac.asarray(a), ac.asarray(b), ac.asarray(s),
+                                                                         out, np.int32(n)))
+    g = out.get()
+
+    def cdiv(p, q):
+        qq = abs(p) // abs(q) * (1 if (p >= 0) == (q >= 0) else -1)
+        return qq, p - qq * q
+
+    for i in range(n):
+        x, y, k = int(a[i]), int(b[i]), int(s[i])
+        ux, uy = x % 2 ** 16, y % 2 ** 16
+        cx, cy, bx, by = _wrap(x, 8), _wrap(y, 8), x % 256, y % 256
+        d16 = cdiv(x, y) if y else (0, 0)
+        d8 = cdiv(cx, cy) if cy else (0, 0)
+        want = [_wrap(x + y, 16), _wrap(x * y, 16), (ux * uy) % 2 ** 16, _wrap(d16[0], 16), _wrap(d16[1], 16),
+                _wrap(cx * cy, 8), (bx + by * 3) % 256, _wrap(d8[0], 8), (bx % by) if by else 0,
+                _wrap(x + y, 16), (ux - uy) % 2 ** 16, _wrap(x * y, 16), (x * y) >> 16, (ux * uy) >> 16,
+                x * y, _wrap(ux * uy),
+                (ux << k) % 2 ** 16 if k < 16 else 0,
+                x >> min(k, 15), ux >> k if k < 16 else 0, min(x, y)]
+        got = [int(v) for v in g[i]]
+        assert got == want, f"row {i} (a={x}, b={y}, k={k}): " + ", ".join(
+            f"col {j}: {gv} != {wv}" for j, (gv, wv) in enumerate(zip(got, want)) if gv != wv)
+
+
+def test_int64_more(rng):
+    n = 1024
+    a = rng.integers(-2 ** 63, 2 ** 63, n, dtype=np.int64)
+    b = rng.integers(-2 ** 63, 2 ** 63, n, dtype=np.int64)
+    c = rng.integers(-2 ** 63, 2 ** 63, n, dtype=np.int64)
+    a[:3] = [np.iinfo(np.int64).min, -1, 0]
+    s = np.concatenate([np.array([0, 1, 63, 64, 65, 127, 128, 2 ** 31, 2 ** 32 - 1], np.uint32),
+                        rng.integers(0, 130, n - 9).astype(np.uint32)])
+    out = poison((n, 14), np.int64)
+    load_cuda("arith_int").get_function("int64_more")((n // 128,), (128,), (ac.asarray(a), ac.asarray(b), ac.asarray(c),
+                                                                         ac.asarray(s), out, np.int32(n)))
+    g = out.get()
+    M = 2 ** 64
+    for i in range(n):
+        x, y, z, k = int(a[i]), int(b[i]), int(c[i]), int(s[i])
+        ux, uy = x % M, y % M
+        want = [x * y + z, x & ~y, x | (y ^ z), ux >> (k & 63), x << (k & 63), max(x, y), min(ux, uy),
+                abs(x), -x, (ux << k) if k < 64 else 0, x >> min(k, 63), ux >> k if k < 64 else 0,
+                x * y + z, ((ux * uy) >> 64) + z]
+        got = [int(v) for v in g[i]]
+        want = [_wrap(v, 64) for v in want]
+        assert got == want, f"row {i} (a={x}, b={y}, c={z}, k={k}): " + ", ".join(
+            f"col {j}: {gv} != {wv}" for j, (gv, wv) in enumerate(zip(got, want)) if gv != wv)
+
+
+def test_multiword_carry_and_borrow_chains(rng):
+    n = 1024
+    a = rng.integers(0, 2 ** 64, n, dtype=np.uint64)
+    b = rng.integers(0, 2 ** 64, n, dtype=np.uint64)
+    a[:4] = [2 ** 64 - 1, 2 ** 64 - 1, 0, 2 ** 63]
+    b[:4] = [2 ** 64 - 1, 1, 0, 2 ** 63]
+    prod, diff, sums = poison((n, 4), np.uint32), poison((n, 5), np.uint32), poison((n, 3), np.uint64)
+    load_cuda("arith_int").get_function("carry_chains")((n // 128,), (128,), (ac.asarray(a), ac.asarray(b), prod, diff,
+                                                                           sums, np.int32(n)))
+    p, d, s = prod.get(), diff.get(), sums.get()
+    words = lambda v, k: [(v >> (32 * j)) & 0xFFFFFFFF for j in range(k)]
+    for i in range(n):
+        x, y = int(a[i]), int(b[i])
+        assert [int(v) for v in p[i]] == words(x * y, 4), f"row {i}: product of {x:#x} and {y:#x}"
+        m, sub = y | (x << 64), x | (y << 64)
+        assert [int(v) for v in d[i]] == words((m - sub) % 2 ** 128, 4) + [0xFFFFFFFF if m < sub else 0], f"row {i}"
+        total = (x + y) * (2 ** 64 + 1)
+        assert [int(v) for v in s[i]] == [total % 2 ** 64, (total >> 64) % 2 ** 64, total >> 128], f"row {i}"
