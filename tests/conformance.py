@@ -47,25 +47,61 @@ def make_rng():
 
 def round_directed(exact, mode: str, dtype=np.float32):
     """The `dtype` value nearest to the rational `exact` in direction `mode`: 'rn' (to
-    nearest even), 'rz' (toward zero), 'rd' (toward -inf), 'ru' (toward +inf). Overflow gives
-    infinity only when rounding away from zero, as IEEE 754 says."""
+    nearest, ties to even), 'rz' (toward zero), 'rd' (toward -inf), 'ru' (toward +inf).
+    Overflow gives infinity only when rounding away from zero, as IEEE 754 says. (An exact
+    zero comes back as +0: the caller decides the sign of zero results.)"""
     from fractions import Fraction
+    exact = Fraction(exact)
     dtype = np.dtype(dtype).type
     with np.errstate(over="ignore"):
         cand = dtype(float(exact)) if abs(exact) < 2 ** 1100 else dtype(np.copysign(np.inf, float(exact.numerator)))
+    biggest = dtype(np.finfo(dtype).max)
+    if mode == "rn":
+        lo, hi = round_directed(exact, "rd", dtype), round_directed(exact, "ru", dtype)
+        if lo == hi:
+            return lo
+        ulp_max = Fraction(float(biggest)) - Fraction(float(np.nextafter(biggest, dtype(0))))
+        val = lambda v: Fraction(float(v)) if np.isfinite(v) else (1 if v > 0 else -1) * (Fraction(float(biggest)) + ulp_max)
+        dl, dh = exact - val(lo), val(hi) - exact
+        if dl != dh:
+            return lo if dl < dh else hi
+        if not np.isfinite(lo) or not np.isfinite(hi):        # a tie at the overflow threshold goes to infinity
+            return lo if not np.isfinite(lo) else hi
+        bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]
+        return lo if int(np.array(lo).view(bits)) % 2 == 0 else hi
     if mode == "rz":
         mode = "rd" if exact >= 0 else "ru"
-    biggest = dtype(np.finfo(dtype).max)
     if np.isinf(cand):
         if mode == "rd" and exact > 0:
             return biggest
         if mode == "ru" and exact < 0:
             return -biggest
         return cand
-    if mode == "rn":
-        return cand
-    while mode == "rd" and Fraction(float(cand)) > exact:
-        cand = np.nextafter(cand, dtype(-np.inf))
-    while mode == "ru" and Fraction(float(cand)) < exact:
-        cand = np.nextafter(cand, dtype(np.inf))
+    with np.errstate(over="ignore"):
+        while mode == "rd" and np.isfinite(cand) and Fraction(float(cand)) > exact:
+            cand = np.nextafter(cand, dtype(-np.inf))
+        while mode == "ru" and np.isfinite(cand) and Fraction(float(cand)) < exact:
+            cand = np.nextafter(cand, dtype(np.inf))
     return cand
+
+
+def random_bits(rng, n, dtype):
+    """Floats from uniformly random bit patterns: every exponent, subnormals, infinities and NaNs."""
+    dtype = np.dtype(dtype)
+    u = {4: np.uint32, 8: np.uint64}[dtype.itemsize]
+    return rng.integers(0, np.iinfo(u).max, n, dtype=u, endpoint=True).view(dtype)
+
+
+def ulp_error(got, ref, dtype=np.float32):
+    """|got - ref| in units in the last place of `dtype` at the (higher precision) reference;
+    0 where both are the same NaN/infinity, inf where one is NaN or infinite and the other not."""
+    got = np.asarray(got, dtype=np.float64 if np.dtype(dtype).itemsize <= 4 else np.longdouble)
+    ref = np.asarray(ref, dtype=got.dtype)
+    fi = np.finfo(dtype)
+    with np.errstate(all="ignore"):
+        _, e = np.frexp(np.abs(ref).astype(np.longdouble))
+        ulp = np.ldexp(np.ones_like(ref), np.maximum(e - 1, fi.minexp) - fi.nmant)
+        err = np.abs(got - ref) / ulp
+    special = ~np.isfinite(got) | ~np.isfinite(ref)
+    same = (np.isnan(got) & np.isnan(ref)) | (got == ref)
+    return np.where(special, np.where(same, 0.0, np.inf), err).astype(np.float64)

@@ -5,7 +5,7 @@ from fractions import Fraction
 import numpy as np
 
 import anycuda as ac
-from conformance import load_cuda, poison, round_directed
+from conformance import load_cuda, poison, random_bits, round_directed
 
 
 def _f2i(x, mode, lo, hi):
@@ -107,3 +107,92 @@ def test_integer_casts(rng):
     want = np.stack([v.astype(np.int8), v.astype(np.uint8), v.astype(np.int16), v.astype(np.uint16),
                      v.astype(np.int32), v.astype(np.uint32)], axis=1).astype(np.int64)
     assert np.array_equal(g, want)
+
+
+def _u(v, bits):
+    return int(v) % 2 ** bits
+
+
+def test_every_float_to_int_intrinsic(rng):
+    n = 1024
+    a = (rng.standard_normal(n) * np.exp2(rng.integers(0, 70, n))).astype(np.float32)
+    d = rng.standard_normal(n) * np.exp2(rng.integers(0, 70, n))
+    specials = [np.nan, np.inf, -np.inf, 2.5, -2.5, 0.5, -0.5, -0.0, 4294967295.5, 4294967296.0, 2.0 ** 63,
+                -2.0 ** 63, 2.0 ** 64, -1.0, 1.5, 255.0]
+    a[:len(specials)] = specials
+    d[:len(specials)] = specials
+    d[len(specials):len(specials) + 4] = [2147483647.5, -2147483648.5, 9007199254740993.0, 18446744073709549568.0]
+    out = poison((n, 24), np.int64)
+    load_cuda("convert").get_function("f2i_all")((n // 128,), (128,), (ac.asarray(a), ac.asarray(d), out, np.int32(n)))
+    g = out.get()
+    I32, U32, I64, U64 = (-2 ** 31, 2 ** 31 - 1), (0, 2 ** 32 - 1), (-2 ** 63, 2 ** 63 - 1), (0, 2 ** 64 - 1)
+    cols = {0: (a, "rd", U32), 1: (a, "ru", U32), 2: (a, "rd", I64), 3: (a, "ru", I64), 4: (a, "rn", U64),
+            5: (a, "rz", U64), 6: (a, "ru", U64), 7: (d, "rd", I32), 8: (d, "ru", I32), 9: (d, "rn", U32),
+            10: (d, "rz", U32), 11: (d, "ru", U32), 12: (d, "rn", I64), 13: (d, "rz", I64), 14: (d, "rd", I64),
+            15: (d, "ru", I64), 16: (d, "rn", U64), 17: (d, "rz", U64), 18: (d, "rd", U64), 19: (d, "ru", U64),
+            22: (d, "rz", I64), 23: (d, "rz", U64)}
+    for j, (src, mode, (lo, hi)) in cols.items():
+        with np.errstate(invalid="ignore"):
+            want = _f2i(src, mode, lo, hi)
+        bits = 64 if hi >= 2 ** 32 else 32
+        got = [_u(v, bits) if lo == 0 else (int(v) if bits == 64 else (int(v) + 2 ** 31) % 2 ** 32 - 2 ** 31) for v in g[:, j]]
+        bad = [i for i in range(n) if got[i] != want[i]]
+        assert not bad, f"column {j} ({mode}, range {lo}..{hi}): rows {bad[:4]}: input {[src[i] for i in bad[:4]]}, got {[got[i] for i in bad[:4]]}, want {[want[i] for i in bad[:4]]}"
+    fin = np.isfinite(d) & (np.abs(d) < 32768)
+    assert np.array_equal(g[fin, 20], np.trunc(d[fin]).astype(np.int64))          # in-range C casts only
+    fin = np.isfinite(a) & (a > -1) & (a < 256)
+    assert np.array_equal(g[fin, 21], np.trunc(a[fin]).astype(np.int64))
+
+
+def test_every_int_to_float_intrinsic(rng):
+    n = 512
+    v = rng.integers(-2 ** 63, 2 ** 63, n, dtype=np.int64)
+    v[:128] = rng.integers(-2 ** 31, 2 ** 31, 128)
+    v[:8] = [0, -1, 2 ** 24 + 1, -(2 ** 24) - 3, 2 ** 53 + 1, -(2 ** 63), 2 ** 63 - 1, 0x7FF0000000000000]
+    f, d = poison((n, 20), np.float32), poison((n, 10), np.float64)
+    load_cuda("convert").get_function("i2f_all")((n // 128,), (128,), (ac.asarray(v), f, d, np.int32(n)))
+    gf, gd = f.get(), d.get()
+    M = 0xFFFFFFFF
+    for i in range(n):
+        x = int(v[i])
+        x32 = (x + 2 ** 31) % 2 ** 32 - 2 ** 31
+        u32, u64 = x % 2 ** 32, x % 2 ** 64
+        lo8, s8, u16, s16 = x % 256, (x + 128) % 256 - 128, x % 65536, (x + 32768) % 65536 - 32768
+        hi_word = (x >> 32) & M
+        hi_int = (hi_word + 2 ** 31) % 2 ** 32 - 2 ** 31
+        lo_int = (u32 + 2 ** 31) % 2 ** 32 - 2 ** 31
+        rd = lambda val, mode, t=np.float32: round_directed(Fraction(val), mode, t)
+        hilo_bits = (u32 << 32) | hi_word
+        want_f = [rd(x32, "rn"), rd(u32, "rn"), rd(u32, "rd"), rd(u32, "ru"), rd(x, "rn"), rd(x, "ru"), rd(u64, "rn"),
+                  rd(u64, "rz"), rd(u64, "rd"), np.float32(lo8), np.float32(s8), np.float32(u16),
+                  np.uint32(u32).view(np.float32), np.uint32(u32 ^ 0x80000000).view(np.float32),
+                  rd(x32, "rn"), np.float32(s16), rd(x >> 20, "rn"),
+                  np.float32(1.0 if hilo_bits & ~(1 << 63) == 0 else 0.0), rd(hi_int, "rn"), rd(lo_int, "rn")]
+        for j, w in enumerate(want_f):
+            assert gf[i, j] == w or (np.isnan(gf[i, j]) and np.isnan(w)), f"row {i} (v={x}) float column {j}: {gf[i, j]!r} != {w!r}"
+        want_d = [float(x32), float(u32), rd(x, "rn", np.float64), rd(x, "rz", np.float64), rd(x, "rd", np.float64),
+                  rd(x, "ru", np.float64), rd(u64, "rn", np.float64), rd(u64, "rd", np.float64), rd(u64, "ru", np.float64)]
+        for j, w in enumerate(want_d):
+            assert gd[i, j] == w, f"row {i} (v={x}) double column {j}: {gd[i, j]!r} != {w!r}"
+        assert gd[i, 9:10].view(np.int64)[0] == x
+
+
+def test_float_double_widening_narrowing_and_saturate(rng):
+    n = 2048
+    a = random_bits(rng, n, np.float32)
+    d = random_bits(rng, n, np.float64)
+    d[n // 2:] = rng.standard_normal(n - n // 2) * np.exp2(rng.integers(-160, 140, n - n // 2))
+    a[:6] = [np.nan, -0.0, 0.5, 1.5, -1e-45, 1.0]
+    d[:6] = [np.nan, -0.0, 3.4028235677973366e38, 3.4028235677973362e38, 1e-46, 7e-46]
+    wide, narrow = poison((n, 2), np.float64), poison((n, 3), np.float32)
+    load_cuda("convert").get_function("f2f")((n // 128,), (128,), (ac.asarray(a), ac.asarray(d), wide, narrow, np.int32(n)))
+    w, nw = wide.get(), narrow.get()
+    same = lambda g, want: np.all(((g == want) & (np.signbit(g) == np.signbit(want))) | (np.isnan(g) & np.isnan(want)))
+    assert same(w[:, 0], a.astype(np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        sat = np.where(np.isnan(a), 0, np.clip(a, 0, 1)).astype(np.float32)
+        assert np.all((w[:, 1] == sat) & ~np.signbit(w[:, 1]) | (w[:, 1] == 0))
+        assert same(nw[:, 0], d.astype(np.float32))
+        satd = np.where(np.isnan(d), 0, np.clip(d.astype(np.float32), 0, 1)).astype(np.float32)
+        assert np.all(nw[:, 1] == satd)
+        assert np.all(nw[:, 2] == sat)
