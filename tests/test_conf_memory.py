@@ -101,3 +101,149 @@ def test_wrong_arguments_are_refused():
         _k("bump_counter")((1,), (1,), (np.zeros(1, np.int32),))   # a host array
     with pytest.raises(TypeError):
         _k("widths")((1,), (1,), (out,) * 8 + (np.float64(1),))     # 8-byte scalar for a 4-byte int
+
+
+def test_store_widths_and_vector_shapes(rng):
+    n = 300
+    v = rng.integers(-2 ** 63, 2 ** 63, n, dtype=np.int64)
+    outs = [poison(n, np.int8), poison(n, np.int16), poison(n, np.int64), poison((n, 4), np.float32),
+            poison((n, 2), np.int32), poison((n, 2), np.float64), poison((n, 4), np.int8), poison((n, 4), np.int16),
+            poison((n, 2), np.uint16)]
+    _k("store_widths")((3,), (128,), (ac.asarray(v),) + tuple(outs) + (np.int32(n),))
+    c8, s16, i64, f4, i2, d2, c4, s4, u2 = (o.get() for o in outs)
+    u = v.view(np.uint64)
+    assert np.array_equal(c8, v.astype(np.int8)) and np.array_equal(s16, (v >> 8).astype(np.int16))
+    assert np.array_equal(i64, v * 3)
+    assert np.array_equal(f4, np.stack([(v & 0xFF), (v >> 8) & 0xFF, np.full(n, -1.5), np.arange(n)], 1).astype(np.float32))
+    assert np.array_equal(i2, np.stack([v.astype(np.int32), (v >> 32).astype(np.int32)], 1))
+    assert np.array_equal(d2, np.stack([v.astype(np.int32).astype(np.float64), 0.25 * np.arange(n)], 1))
+    assert np.array_equal(c4, np.stack([(v >> s).astype(np.int8) for s in (0, 8, 16, 24)], 1))
+    assert np.array_equal(s4, np.stack([(v >> s).astype(np.int16) for s in (0, 16, 32, 48)], 1))
+    assert np.array_equal(u2, np.stack([(u >> np.uint64(3)).astype(np.uint16), (u >> np.uint64(19)).astype(np.uint16)], 1))
+
+
+def test_load_shapes_volatile_and_ldg(rng):
+    n = 256
+    c4 = rng.integers(-128, 128, (n, 4)).astype(np.int8)
+    s2 = rng.integers(-2 ** 15, 2 ** 15, (n, 2)).astype(np.int16)
+    i2 = rng.integers(-2 ** 31, 2 ** 31, (n, 2), dtype=np.int64).astype(np.int32)
+    l2 = rng.integers(-2 ** 63, 2 ** 63, (n, 2), dtype=np.int64)
+    d = rng.standard_normal(n) * 100
+    vol = poison(n, np.int32)
+    out = poison((n, 6), np.int64)
+    _k("load_shapes")((2,), (128,), (ac.asarray(c4), ac.asarray(s2), ac.asarray(i2), ac.asarray(l2), ac.asarray(d),
+                                     vol, out, np.int32(n)))
+    g = out.get()
+    c = c4.astype(np.int64)
+    assert np.array_equal(g[:, 0], c[:, 0] + 2 * c[:, 1] + 3 * c[:, 2] + 4 * c[:, 3])
+    assert np.array_equal(g[:, 1], s2[:, 0].astype(np.int64) - s2[:, 1])
+    assert np.array_equal(g[:, 2], i2[:, 0].astype(np.int64) * 3 - i2[:, 1])
+    assert np.array_equal(g[:, 3], l2[:, 0] ^ l2[:, 1])
+    assert np.array_equal(g[:, 4], np.trunc(d * 8).astype(np.int64))
+    assert np.array_equal(g[:, 5], np.arange(n) * 7 + 1) and np.array_equal(vol.get(), np.arange(n) * 7)
+
+
+def test_shared_memory_of_several_types(rng):
+    block, grid = 128, 3
+    n = block * grid
+    x = rng.standard_normal(n)
+    out = poison(n, np.float64)
+    _k("shared_types")((grid,), (block,), (ac.asarray(x), out, np.int32(n)), shared_mem=12 * block)
+    t = np.arange(n) % block
+    r = block - 1 - t
+    xr = x.reshape(grid, block)
+    sd = xr[:, ::-1].reshape(-1)
+    q = (t % 32).astype(np.float32)
+    vsum = (q + (q + np.float32(0.5)) - q + 2 * q).astype(np.float64)
+    want = sd + ((r * 300 + 2 ** 15) % 2 ** 16 - 2 ** 15) + (r * 3) % 256 + vsum + 2 * np.roll(xr, -1, axis=1).reshape(-1) + r * r
+    assert np.allclose(out.get(), want, rtol=1e-13, atol=1e-12)
+
+
+def test_local_arrays_and_generic_pointers(rng):
+    block, grid = 64, 2
+    n = block * grid
+    idx = rng.integers(0, 1000, n).astype(np.int32)
+    out, spaces = poison((n, 4), np.float64), poison((n, 3), np.int32)
+    _k("locals_and_generic")((grid,), (block,), (ac.asarray(idx), out, spaces, np.int32(n)))
+    g, s = out.get(), spaces.get()
+    t = np.arange(n) % block
+    loc = np.arange(24)[None, :] * 1.5 + t[:, None]
+    gbuf = np.zeros(64)
+    gbuf[:8] = np.arange(1, 9)
+    j = idx
+    first = np.where(j & 1, loc[:, :8].sum(1), np.where(j & 2, np.arange(8).sum(), gbuf[:8].sum()))
+    assert np.array_equal(g[:, 0], first)
+    lc = ((j % 40) - t + 128) % 256 - 128
+    assert np.array_equal(g[:, 1], loc[np.arange(n), j % 24] + lc + (j % 8))
+    assert np.array_equal(g[:, 2], np.array([loc[i, j[i] % 16: j[i] % 16 + 8].sum() for i in range(n)]))
+    assert np.array_equal(g[:, 3], np.array([np.arange(j[i] % 56, j[i] % 56 + 8).sum() for i in range(n)]))
+    sh_off = s[:, 1]
+    assert np.array_equal(sh_off - sh_off[t == 0].repeat(block), t * 8)   # shared addresses step by 8 bytes
+    # __isGlobal/__isShared/__isLocal (isspacep) on generic pointers into each space
+    want = np.where(j & 1, 4, np.where(j & 2, 2, 1))
+    bad = np.nonzero(s[:, 0] != want)[0]
+    assert not len(bad), f"isspacep: {len(bad)} rows, e.g. got {s[bad[:4], 0]} want {want[bad[:4]]} (1 global, 2 shared, 4 local)"
+    assert (s[:, 2] == 1).all()
+
+
+def test_constant_memory_and_host_written_globals():
+    mod = load_cuda("memory")
+    host_vals = np.array([3, -1, 4, -1, 5, -9, 2, -6], np.int32)
+    ctypes.memmove(mod.get_global("host_set").ptr, host_vals.ctypes.data, host_vals.nbytes)
+    table = (ctypes.c_longlong * 8).from_address(mod.get_global("dev_table").ptr)
+    assert list(table) == [10, 20, 30, 40, 50, 60, 70, 80]
+    table[3] = -12345
+    n = 64
+    out = poison((n, 4), np.float64)
+    mod.get_function("constants")((1,), (n,), (out, np.int32(n)))
+    g = out.get()
+    i = np.arange(n)
+    ctab = np.array([1.5, -2.0, 3.25, 0.0, 8.0, -0.5, 7.0, 100.0], np.float32).astype(np.float64)
+    assert np.array_equal(g[:, 0], np.arange(16)[i % 16] + 0.5 + ctab[i % 8])
+    assert np.array_equal(g[:, 1], (np.float32(0.5) * i.astype(np.float32) - np.float32(3)).astype(np.float64) + 1e10 + np.array([1, -2, 3, -4])[i % 4])
+    assert np.array_equal(g[:, 2], host_vals[i % 8])
+    dev = np.array([10, 20, 30, -12345, 50, 60, 70, 80])
+    assert np.array_equal(g[:, 3], dev[i % 8])
+    table[3] = 40
+
+
+S16 = np.dtype({"names": ["f", "i", "s", "c", "u", "w"], "formats": ["<f4", "<i4", "<i2", "i1", "u1", "<u4"],
+                "offsets": [0, 4, 8, 10, 11, 12], "itemsize": 16})
+S40 = np.dtype({"names": ["d", "p", "i", "c", "q", "f"], "formats": ["<f8", "<u8", "<i4", "i1", "<i8", "<f4"],
+                "offsets": [0, 8, 16, 20, 24, 32], "itemsize": 40})
+S48 = np.dtype({"names": ["v", "d", "k", "w"], "formats": [("<f4", 4), "<f8", "<i4", ("<f4", 3)],
+                "offsets": [0, 16, 24, 28], "itemsize": 48})
+
+
+def test_struct_parameters_of_several_layouts():
+    target = poison(1, np.float32)
+    a = np.array([(2.5, -77, -1234, -100, 200, 4000000000)], S16)[0]
+    b = np.array([(-1e-300, target.data.ptr, 123456, 17, -(2 ** 62), 0.125)], S40)[0]
+    c = np.array([((1, 2, 3, 4), 6.5e200, -8, (0.5, 0.25, 4.0))], S48)[0]
+    out = poison(15, np.float64)
+    _k("struct_params")((1,), (1,), (a, b, c.tobytes(), out))
+    assert list(out.get()) == [2.5, -77, -1234, -100, 200, 4000000000, -1e-300, 123456, 17, float(-(2 ** 62)),
+                               0.125, 4321.0, 6.5e200, -8, 4.25]
+    assert target.get()[0] == 99.5
+
+
+def test_sixteen_kilobyte_parameter(rng):
+    v = rng.integers(-2 ** 40, 2 ** 40, 2000, dtype=np.int64)
+    out = ac.zeros(1, np.int64)
+    _k("huge_param")((2,), (256,), (v.tobytes(), out))
+    want = 2 * int((v.astype(object) * np.arange(1, 2001)).sum())
+    assert int(out.get()[0]) == (want + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
+def test_pointer_tables_and_arithmetic(rng):
+    n = 32
+    base = ac.asarray(rng.integers(-1000, 1000, 200).astype(np.int32))
+    offs = rng.integers(0, 190, n)
+    rows = ac.asarray(np.array([base.data.ptr + 4 * int(o) for o in offs], np.uint64))
+    out = poison((n, 3), np.int64)
+    _k("pointer_math")((1,), (n,), (rows, base, out, np.int32(n)))
+    g = out.get()
+    b = base.get()
+    assert np.array_equal(g[:, 0], offs)
+    assert np.array_equal(g[:, 1], (offs > 0).astype(int) + 2 + 4)
+    assert np.array_equal(g[:, 2], b[offs + 1].astype(np.int64) + b[offs + 2])

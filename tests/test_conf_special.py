@@ -54,3 +54,30 @@ def test_maximum_grid_x():
     last = 2 ** 31 - 2
     load_cuda("special_regs").get_function("tiny")((last + 1,), (1,), (out, np.uint32(last)))
     assert int(out.get()[0]) % 2 ** 32 == 1 + last + 1      # the int counter wraps past 2^31
+
+
+def test_special_registers_in_a_partial_warp_3d_block():
+    grid, block, dyn = (2, 3, 2), (5, 3, 4), 200
+    nb, nt = int(np.prod(grid)), int(np.prod(block))
+    out, wide = poison((nb * nt, 20), np.uint32), poison((nb * nt, 4), np.uint64)
+    load_cuda("special_regs").get_function("registers_3d")(grid, block, (out, wide), shared_mem=dyn)
+    g = out.get().astype(np.int64).reshape(grid[2], grid[1], grid[0], block[2], block[1], block[0], 20)
+    bz, by, bx, tz, ty, tx = np.meshgrid(*(np.arange(d) for d in (grid[2], grid[1], grid[0], block[2], block[1], block[0])),
+                                         indexing="ij")
+    for k, want in enumerate((tx, ty, tz)):
+        assert np.array_equal(g[..., k], want), f"%tid.{'xyz'[k]}"
+    for k, want in enumerate(block):
+        assert (g[..., 3 + k] == want).all(), f"%ntid.{'xyz'[k]}"
+    for k, want in enumerate((bx, by, bz)):
+        assert np.array_equal(g[..., 6 + k], want), f"%ctaid.{'xyz'[k]}"
+    for k, want in enumerate(grid):
+        assert (g[..., 9 + k] == want).all(), f"%nctaid.{'xyz'[k]}"
+    linear = tx + block[0] * (ty + block[1] * tz)
+    assert np.array_equal(g[..., 12], linear % 32), "%laneid follows the linear thread index"
+    assert np.array_equal(g[..., 17], (1 << (linear % 32)) - 1), "%lanemask_lt"
+    assert (g[..., 13] < g[..., 14]).all() and (g[..., 14] >= -(-nt // 32)).all(), "%warpid < %nwarpid"
+    assert (g[..., 15] < g[..., 16]).all(), "%smid < %nsmid"
+    assert (g[..., 19] == dyn).all() and (g[..., 18] >= dyn + 1000).all(), "%dynamic_smem_size / %total_smem_size"
+    w = wide.get()
+    assert (w[:, 0] == w[0, 0]).all(), "%gridid is the same for the whole launch"
+    assert (w[:, 2] >= w[:, 1]).all(), "%clock64 does not go backwards"

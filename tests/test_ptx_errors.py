@@ -45,33 +45,84 @@ def test_all_problems_are_reported_at_once():
     assert len(e.value.errors) == 2 and "blorp" in str(e.value)
 
 
+def _load_and_run(text, name, kernel="k", args=None):
+    """Load `text` and launch `kernel`; errors may surface at load, lookup or launch."""
+    mod = ac.RawModule(ptx=text, name=name)
+    out = ac.zeros(1, np.int32)
+    mod.get_function(kernel)((1,), (1,), args or (out,))
+    ac.synchronize()
+    return out.get()
+
+
 def test_bad_operand_type_is_reported_with_position():
+    # PTX ISA, operand type checking: a signed-integer register may not stand in for .f32
     text = GOOD.replace("mov.u32 %r1, %tid.x;", "add.f32 %r1, %r2, %r2;").replace(".reg .b32 %r<3>;", ".reg .s32 %r<3>;")
-    mod = ac.RawModule(ptx=text, name="types.ptx")
-    with pytest.raises(ac.CudaError) as e:
-        mod.get_function("k")((1,), (1,), (ac.zeros(1, np.int32),))
-    assert e.value.code == ac.CUresult.CUDA_ERROR_INVALID_PTX
+    with pytest.raises((PtxError, ac.CudaError)) as e:
+        _load_and_run(text, "types.ptx")
+    if isinstance(e.value, ac.CudaError):
+        assert e.value.code == ac.CUresult.CUDA_ERROR_INVALID_PTX
     assert "types.ptx:10:" in str(e.value) and "declared .s32 but used as .f32" in str(e.value)
 
 
-def test_unsupported_instruction_fails_only_its_kernel():
+def test_float_register_in_an_integer_instruction_is_refused():
+    text = GOOD.replace(".reg .b32 %r<3>;", ".reg .b32 %r<3>;\n    .reg .f32 %f<3>;").replace(
+        "mov.u32 %r1, %tid.x;", "mov.u32 %r1, %tid.x;\n    add.s32 %f1, %f2, %f2;")
+    with pytest.raises((PtxError, ac.CudaError)) as e:
+        _load_and_run(text, "ftypes.ptx")
+    assert "ftypes.ptx:12:" in str(e.value) and "%f" in str(e.value)
+
+
+def test_compatible_operand_types_are_accepted():
+    # bit-size registers fit any instruction type of their size, and integer types of the same
+    # size fit each other (signed/unsigned): these modules are valid and must run
+    text = GOOD.replace("mov.u32 %r1, %tid.x;",
+                        "mov.b32 %r2, 0f40400000;\n    add.f32 %r1, %r2, %r2;\n    cvt.rzi.s32.f32 %r1, %r1;")
+    assert _load_and_run(text, "bits.ptx")[0] == 6
+    text = GOOD.replace(".reg .b32 %r<3>;", ".reg .u32 %r<3>;").replace(
+        "mov.u32 %r1, %tid.x;", "mov.u32 %r2, 21;\n    add.s32 %r1, %r2, %r2;")
+    assert _load_and_run(text, "ints.ptx")[0] == 42
+
+
+@pytest.mark.parametrize("replacement, fragment", [
+    ("add.s32 %r1, %r2;", "add"),                    # an operand missing
+    ("add.s32 %r1, %r2, %r2, %r2;", "add"),          # one too many
+    ("mov.u32 %r9, %tid.x;", "%r9"),                  # a register never declared
+    ("bra NOWHERE;", "NOWHERE"),                      # a label never defined
+])
+def test_malformed_operands_are_reported_with_their_line(replacement, fragment):
+    text = GOOD.replace("mov.u32 %r1, %tid.x;", replacement)
+    with pytest.raises((PtxError, ac.CudaError)) as e:
+        _load_and_run(text, "ops.ptx")
+    assert "ops.ptx:10:" in str(e.value) and fragment in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("body, opcode", [
+    ("    .reg .f32 %f<5>;\n    tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f1, %f2}];", "tex"),
+    ("    .reg .b32 %h<11>;\n    .reg .f32 %f<5>;\n"
+     "    mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%h1, %h2, %h3, %h4}, "
+     "{%h5, %h6}, {%f1, %f2, %f3, %f4};", "mma"),
+])
+def test_unsupported_instruction_fails_only_its_kernel(body, opcode):
     text = GOOD + """
-.visible .entry uses_texture(.param .u64 p)
+.visible .entry unsupported(.param .u64 p)
 {
-    .reg .f32 %f<5>;
     .reg .b64 %rd<2>;
     ld.param.u64 %rd1, [p];
-    tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f1, %f2}];
+""" + body + """
     ret;
 }
 """
+    line = text[:text.index(opcode + ".")].count("\n") + 1
     mod = ac.RawModule(ptx=text, name="two.ptx")
     out = ac.zeros(1, np.int32)
     mod.get_function("k")((1,), (5,), (out,))
     assert out.get()[0] in range(5)
-    with pytest.raises(ac.CudaError) as e:
-        mod.get_function("uses_texture")((1,), (1,), (out,))
-    assert "tex" in str(e.value) and "two.ptx:20:" in str(e.value)
+    with pytest.raises((PtxError, ac.CudaError)) as e:
+        mod.get_function("unsupported")((1,), (1,), (out,))
+        ac.synchronize()
+    assert opcode in str(e.value) and f"two.ptx:{line}:" in str(e.value), str(e.value)
+    mod.get_function("k")((1,), (3,), (out,))          # the good kernel still runs afterwards
+    assert out.get()[0] in range(3)
 
 
 def _real_ptx():

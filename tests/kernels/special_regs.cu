@@ -38,3 +38,35 @@ extern "C" __global__ void misc(unsigned* out, unsigned long long* clocks) {
 extern "C" __global__ void tiny(int* out, unsigned last) {
     if (blockIdx.x == 0 || blockIdx.x == last) atomicAdd(out, (int)blockIdx.x + 1);
 }
+
+// The special registers read directly, in a 3-D block whose size is not a multiple of 32
+#define NS 20
+extern "C" __global__ void registers_3d(unsigned* out, unsigned long long* wide) {
+    __shared__ int pad[250];                               // 1000 bytes of static shared memory
+    unsigned r[NS];
+    asm("mov.u32 %0, %%tid.x;" : "=r"(r[0]));    asm("mov.u32 %0, %%tid.y;" : "=r"(r[1]));
+    asm("mov.u32 %0, %%tid.z;" : "=r"(r[2]));    asm("mov.u32 %0, %%ntid.x;" : "=r"(r[3]));
+    asm("mov.u32 %0, %%ntid.y;" : "=r"(r[4]));   asm("mov.u32 %0, %%ntid.z;" : "=r"(r[5]));
+    asm("mov.u32 %0, %%ctaid.x;" : "=r"(r[6]));  asm("mov.u32 %0, %%ctaid.y;" : "=r"(r[7]));
+    asm("mov.u32 %0, %%ctaid.z;" : "=r"(r[8]));  asm("mov.u32 %0, %%nctaid.x;" : "=r"(r[9]));
+    asm("mov.u32 %0, %%nctaid.y;" : "=r"(r[10])); asm("mov.u32 %0, %%nctaid.z;" : "=r"(r[11]));
+    asm("mov.u32 %0, %%laneid;" : "=r"(r[12]));  asm("mov.u32 %0, %%warpid;" : "=r"(r[13]));
+    asm("mov.u32 %0, %%nwarpid;" : "=r"(r[14])); asm("mov.u32 %0, %%smid;" : "=r"(r[15]));
+    asm("mov.u32 %0, %%nsmid;" : "=r"(r[16]));   asm("mov.u32 %0, %%lanemask_lt;" : "=r"(r[17]));
+    asm("mov.u32 %0, %%total_smem_size;" : "=r"(r[18])); asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r[19]));
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned g = b * blockDim.x * blockDim.y * blockDim.z + t;
+    pad[t % 250] = t;
+    __syncthreads();
+    for (int k = 0; k < NS; ++k) out[NS * g + k] = r[k];
+    unsigned long long grid_id, c0, c1;
+    unsigned clk0, clk1;
+    asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid_id));
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0));
+    asm volatile("mov.u32 %0, %%clock;" : "=r"(clk0));
+    __syncthreads();
+    asm volatile("mov.u32 %0, %%clock;" : "=r"(clk1));
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1));
+    wide[4 * g] = grid_id; wide[4 * g + 1] = c0; wide[4 * g + 2] = c1; wide[4 * g + 3] = clk1 - clk0 + (pad[0] != 0);
+}
