@@ -61,32 +61,38 @@ def sad(b, a, c, d, signed):
 
 
 def int_div(b, a, c, signed):
-    """Division that never traps: x/0 gives all ones (as NVIDIA GPUs do for unsigned) and
-    INT_MIN/-1 gives INT_MIN."""
+    """Division that never traps (no LLVM UB): x / 0 gives every bit set, signed and
+    unsigned alike, and INT_MIN / -1 gives INT_MIN (the quotient wraps).
+
+    Division by zero is undefined in PTX; NVIDIA GPUs give all ones for both quotient and
+    remainder (the code ptxas emits ends with a fix-up for a zero divisor). Source: the
+    answer by an NVIDIA engineer (njuffa) to Stack Overflow question 12960005, "Undefined
+    division in CUDA kernel"."""
     t = a.type
     zero = b.icmp_unsigned("==", c, _c(t, 0))
     safe = b.select(zero, _c(t, 1), c)
     if signed:
         ovf = b.and_(b.icmp_signed("==", a, _c(t, 1 << (t.width - 1))), b.icmp_signed("==", safe, _c(t, -1)))
-        safe = b.select(ovf, _c(t, 1), safe)
+        safe = b.select(ovf, _c(t, 1), safe)       # INT_MIN / 1 = INT_MIN, the wrapped quotient
         q = b.sdiv(a, safe)
-        return b.select(zero, _c(t, -1), q)
-    q = b.udiv(a, safe)
+    else:
+        q = b.udiv(a, safe)
     return b.select(zero, _c(t, -1), q)
 
 
 def int_rem(b, a, c, signed):
+    """Remainder that never traps: x % 0 gives every bit set (see int_div), INT_MIN % -1
+    gives 0; otherwise the sign follows the dividend (C semantics)."""
     t = a.type
     zero = b.icmp_unsigned("==", c, _c(t, 0))
     safe = b.select(zero, _c(t, 1), c)
     if signed:
-        ovf = b.icmp_signed("==", safe, _c(t, -1))
+        ovf = b.icmp_signed("==", safe, _c(t, -1))   # x % -1 is 0 for every x, INT_MIN included
         safe = b.select(ovf, _c(t, 1), safe)
         r = b.srem(a, safe)
-        r = b.select(ovf, _c(t, 0), r)
     else:
         r = b.urem(a, safe)
-    return b.select(zero, a, r)
+    return b.select(zero, _c(t, -1), r)
 
 
 def popc(b, a):
@@ -190,10 +196,11 @@ def prmt(b, a, c, d, mode=None):
                 sel[k] = byte(b.add(b.mul(lo, _c(I32, 2)), _c(I32, k % 2)))
         elif mode in ("ecl", "ecr"):
             for k in range(4):
+                # edge clamp left: byte max(k, s); edge clamp right: byte min(k, s)
                 if mode == "ecl":
-                    idx = b.select(b.icmp_unsigned(">=", s, _c(I32, k)), _c(I32, k), s)
+                    idx = b.select(b.icmp_unsigned(">", s, _c(I32, k)), s, _c(I32, k))
                 else:
-                    idx = b.select(b.icmp_unsigned("<=", s, _c(I32, k)), _c(I32, k), s)
+                    idx = b.select(b.icmp_unsigned("<", s, _c(I32, k)), s, _c(I32, k))
                 sel[k] = byte(idx)
     out = _c(I32, 0)
     for k in range(4):
@@ -211,17 +218,61 @@ def shf(b, a, c, d, left, clamp):
     return b.trunc(b.lshr(v, n64), I32)
 
 
+# lop3: the smallest and/or/xor/not expression tree for each of the 256 truth tables of
+# three inputs (a = 0xF0, b = 0xCC, c = 0xAA), found once by dynamic programming over
+# expression sizes. An entry is ("leaf", name), ("not", x) or (op, x, y).
+_LOP3_TABLE = None
+
+
+def _lop3_table():
+    global _LOP3_TABLE
+    if _LOP3_TABLE is not None:
+        return _LOP3_TABLE
+    best = {0xF0: (0, ("leaf", 0)), 0xCC: (0, ("leaf", 1)), 0xAA: (0, ("leaf", 2)),
+            0x00: (0, ("leaf", "zero")), 0xFF: (0, ("leaf", "ones"))}
+    changed = True
+    while changed:
+        changed = False
+        items = list(best.items())
+        cand = []
+        for t, (cost, _) in items:
+            cand.append((~t & 0xFF, cost + 1, ("not", t)))
+        for i, (t1, (c1, _)) in enumerate(items):
+            for t2, (c2, _) in items[i + 1:]:
+                cost = c1 + c2 + 1
+                cand.append((t1 & t2, cost, ("and", t1, t2)))
+                cand.append((t1 | t2, cost, ("or", t1, t2)))
+                cand.append((t1 ^ t2, cost, ("xor", t1, t2)))
+        for t, cost, expr in cand:
+            if t not in best or cost < best[t][0]:
+                best[t] = (cost, expr)
+                changed = True
+    _LOP3_TABLE = {t: e for t, (_, e) in best.items()}
+    return _LOP3_TABLE
+
+
 def lop3(b, a, c, d, lut):
-    """Any 3-input logic function given by its truth table (a=0xF0, b=0xCC, c=0xAA)."""
-    out = _c(I32, 0)
-    for minterm in range(8):
-        if not (lut >> minterm) & 1:
-            continue
-        ta = a if minterm & 4 else b.not_(a)
-        tb = c if minterm & 2 else b.not_(c)
-        tc = d if minterm & 1 else b.not_(d)
-        out = b.or_(out, b.and_(b.and_(ta, tb), tc))
-    return out
+    """Any 3-input logic function given by its 8-bit truth table (a=0xF0, b=0xCC, c=0xAA),
+    emitted as the smallest and/or/xor/not expression (0 for an operand or a constant)."""
+    table = _lop3_table()
+    t = a.type
+    inputs = (a, c, d)
+    memo = {}
+
+    def emit(tt):
+        if tt in memo:
+            return memo[tt]
+        e = table[tt]
+        if e[0] == "leaf":
+            v = inputs[e[1]] if isinstance(e[1], int) else _c(t, 0 if e[1] == "zero" else -1)
+        elif e[0] == "not":
+            v = b.not_(emit(e[1]))
+        else:
+            x, y = emit(e[1]), emit(e[2])
+            v = {"and": b.and_, "or": b.or_, "xor": b.xor}[e[0]](x, y)
+        memo[tt] = v
+        return v
+    return emit(lut & 0xFF)
 
 
 def bmsk(b, a, c, clamp):
