@@ -54,7 +54,7 @@ def round_directed(exact, mode: str, dtype=np.float32):
     exact = Fraction(exact)
     dtype = np.dtype(dtype).type
     with np.errstate(over="ignore"):
-        cand = dtype(float(exact)) if abs(exact) < 2 ** 1100 else dtype(np.copysign(np.inf, float(exact.numerator)))
+        cand = dtype(float(exact)) if abs(exact) < 2 ** 1000 else dtype(np.inf if exact > 0 else -np.inf)
     biggest = dtype(np.finfo(dtype).max)
     if mode == "rn":
         lo, hi = round_directed(exact, "rd", dtype), round_directed(exact, "ru", dtype)

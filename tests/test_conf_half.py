@@ -293,3 +293,11 @@ def test_bfloat16_more(rng, options):
         if not nan or not np.isnan(y):
             want_int = 0 if np.isnan(y) else int(min(max(np.trunc(y), -2 ** 31), 2 ** 31 - 1))
             assert int(gi[i]) == want_int, f"row {i}: __bfloat162int_rz({y})"
+
+
+@arch
+def test_architecture_option_reaches_the_compiler(options):
+    ptx = load_cuda("half", options).ptx
+    sm = options[0].split("sm_")[1]
+    assert f".target sm_{sm}" in ptx
+    assert ("fma.rn.bf16" in ptx) == (sm != "75")       # native bf16 only from sm_80 on
