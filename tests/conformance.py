@@ -54,7 +54,10 @@ def round_directed(exact, mode: str, dtype=np.float32):
     exact = Fraction(exact)
     dtype = np.dtype(dtype).type
     with np.errstate(over="ignore"):
-        cand = dtype(float(exact)) if abs(exact) < 2 ** 1000 else dtype(np.inf if exact > 0 else -np.inf)
+        try:
+            cand = dtype(float(exact))
+        except OverflowError:          # beyond float64: infinite in every smaller type too
+            cand = dtype(np.inf if exact > 0 else -np.inf)
     biggest = dtype(np.finfo(dtype).max)
     if mode == "rn":
         lo, hi = round_directed(exact, "rd", dtype), round_directed(exact, "ru", dtype)

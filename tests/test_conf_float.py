@@ -269,8 +269,10 @@ def test_f32_more_directed_rounding_and_zero_signs(rng):
             d = F(float(x)) - F(float(y))
             for j, mode in enumerate(("rz", "rd", "ru")):
                 want = round_directed(d, mode, np.float32)
-                if d == 0:       # exact zero difference: -0 only when rounding down (or both operands -0 / +0)
-                    neg = mode == "rd" or (np.signbit(x) and not np.signbit(y))
+                if d == 0:       # IEEE 754 6.3: x + (-y) of two like-signed zeros keeps that sign;
+                    # any other exact zero is -0 when rounding down, +0 otherwise
+                    like_zeros = x == 0 and y == 0 and np.signbit(x) != np.signbit(y)
+                    neg = np.signbit(x) if like_zeros else mode == "rd"
                     want = np.float32(-0.0) if neg else np.float32(0.0)
                 check(_same(g[i, 6 + j], want), f"row {i}: sub_{mode}({x!r}, {y!r}) = {g[i, 6 + j]!r}, want {want!r}")
             # x + (-x) is an exact zero: -0 when rounding down, +0 otherwise (IEEE 754 6.3)
