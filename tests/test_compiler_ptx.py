@@ -437,10 +437,9 @@ def _prmt_model(a, b, c, mode):
     elif mode == "rc8":
         idx = [s] * 4
     elif mode == "ecl":
-        idx = [min(k, s) if k > s else k for k in range(4)]
-        idx = [k if k <= s else s for k in range(4)]
+        idx = [max(k, s) for k in range(4)]
     elif mode == "ecr":
-        idx = [s if k <= s else k for k in range(4)]
+        idx = [min(k, s) for k in range(4)]
     else:  # rc16
         idx = [(s & 1) * 2, (s & 1) * 2 + 1] * 2
     return sum(src[i] << (8 * k) for k, i in enumerate(idx))

@@ -3,6 +3,7 @@ references), directed rounding, special values, the math library within a few ul
 from fractions import Fraction
 
 import numpy as np
+import pytest
 
 import anycuda as ac
 import math
@@ -240,6 +241,8 @@ def _sqrt_directed(x, mode):
     return np.nextafter(cand, np.float32(np.inf))
 
 
+@pytest.mark.xfail(reason="engine: directed-rounding add/sub lose a tiny operand and the sign of an exact "
+                          "zero (add.rm x, -x gives +0); sqrt.rz/rm/rp wrong for subnormal inputs", strict=True)
 def test_f32_more_directed_rounding_and_zero_signs(rng):
     n = 1024
     a = _mixed32(rng, n)
@@ -288,6 +291,8 @@ def test_f32_more_directed_rounding_and_zero_signs(rng):
     assert not problems, "\n".join(f"{kind}: {len(v)} rows, e.g. {v[0]}" for kind, v in problems.items())
 
 
+@pytest.mark.xfail(reason="engine: f64 directed rounding at the range edges (mul.rp underflow to 0, add.rz "
+                          "overflow to inf, fma.rm residual lost)", strict=True)
 def test_f64_exact_operations_on_bit_patterns(rng):
     n = 4096
     a, b, c = (random_bits(rng, n, np.float64) for _ in range(3))

