@@ -9,8 +9,10 @@ from __future__ import annotations
 import ctypes
 import glob
 import hashlib
+import json
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -27,10 +29,26 @@ class CompileError(RuntimeError):
 
 
 def default_arch() -> int:
+    """The sm_XX to compile for: the device's compute capability, clamped to sm_75...sm_90
+    and to what the local nvcc supports."""
     major, minor = compute_capability()
     cc = major * 10 + minor
-    fitting = [a for a in SUPPORTED_ARCHS if a <= cc]
-    return fitting[-1] if fitting else SUPPORTED_ARCHS[0]
+    archs = [a for a in SUPPORTED_ARCHS if a in _nvcc_archs()] or list(SUPPORTED_ARCHS)
+    fitting = [a for a in archs if a <= cc]
+    return fitting[-1] if fitting else archs[0]
+
+
+@lru_cache(maxsize=1)
+def _nvcc_archs() -> tuple:
+    nvcc = find_nvcc()
+    if not nvcc or find_nvrtc():
+        return SUPPORTED_ARCHS
+    try:
+        out = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return SUPPORTED_ARCHS
+    found = tuple(int(m) for m in re.findall(r"compute_(\d+)", out))
+    return found or SUPPORTED_ARCHS
 
 
 def _has_arch(options) -> bool:
@@ -63,20 +81,6 @@ def compiler_description() -> str:
     return "none (pip install nvidia-cuda-nvrtc, or install the CUDA toolkit for nvcc)"
 
 
-@lru_cache(maxsize=1)
-def _compiler_identity() -> str:
-    nvrtc, nvcc = find_nvrtc(), find_nvcc()
-    if nvrtc:
-        return "nvrtc:" + nvrtc
-    if nvcc:
-        try:
-            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-        except (OSError, subprocess.SubprocessError):
-            out = ""
-        return "nvcc:" + nvcc + out
-    return ""
-
-
 def _cache_dir() -> Path:
     root = os.environ.get("ANYCUDA_CACHE_DIR")
     if root:
@@ -85,33 +89,114 @@ def _cache_dir() -> Path:
     return Path(base) / "anycuda" / "ptx"
 
 
-def compile_to_ptx(source: str, options=(), name: str = "kernel.cu") -> str:
-    """PTX for CUDA C++ `source` (extern "C" names keep their spelling)."""
-    options = tuple(options)
-    identity = _compiler_identity()
-    if not identity:
-        raise CompileError("no CUDA C++ compiler found: pip install nvidia-cuda-nvrtc, or install the "
-                           "CUDA toolkit so that nvcc is on PATH (or pass PTX: RawModule(ptx=...))")
-    if not _has_arch(options):
-        options = options + (f"-arch=sm_{default_arch()}",)
-    key = hashlib.sha256("\0".join((identity, name, source) + options).encode()).hexdigest()
-    path = _cache_dir() / key[:2] / (key + ".ptx")
+def _backend(backend):
+    """'nvrtc' or 'nvcc': the one asked for, else NVRTC when installed, else nvcc."""
+    if backend not in (None, "nvrtc", "nvcc"):
+        raise ValueError(f"backend must be 'nvrtc' or 'nvcc', not {backend!r}")
+    if backend == "nvrtc" and not find_nvrtc():
+        raise CompileError("backend='nvrtc' asked for, but NVRTC is not installed: pip install nvidia-cuda-nvrtc "
+                           "nvidia-cuda-runtime (or pip install anycuda[nvrtc])")
+    if backend == "nvcc" and not find_nvcc():
+        raise CompileError("backend='nvcc' asked for, but nvcc is not on PATH: install the CUDA toolkit")
+    if backend:
+        return backend
+    if find_nvrtc():
+        return "nvrtc"
+    if find_nvcc():
+        return "nvcc"
+    raise CompileError("no CUDA C++ compiler found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime "
+                       "(or pip install anycuda[nvrtc]), or install the CUDA toolkit so that nvcc is on PATH; "
+                       "PTX runs without either (RawModule(ptx=...))")
+
+
+def _identity(backend) -> str:
+    nvrtc, nvcc = find_nvrtc(), find_nvcc()
+    if backend == "nvrtc":
+        return "nvrtc:" + nvrtc + ":" + str(os.path.getsize(nvrtc) if os.path.exists(nvrtc) else 0)
+    return "nvcc:" + _nvcc_version(nvcc)
+
+
+@lru_cache(maxsize=4)
+def _nvcc_version(nvcc) -> str:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return nvcc + "\n" + out
+
+
+def _read_cache(path: Path, want_names: bool):
+    """(PTX, names) from a cache entry, or None when it is missing or unreadable."""
     try:
         text = path.read_text()
-        if text.lstrip().startswith(("//", ".version")):
-            return text
-    except (OSError, UnicodeDecodeError):
-        pass
-    ptx = _compile_nvrtc(source, options, name) if find_nvrtc() else _compile_nvcc(source, options, name)
+        if ".version" not in text or ".target" not in text:
+            return None
+        names = {}
+        if want_names:
+            names = json.loads(path.with_suffix(".names.json").read_text())
+            if not isinstance(names, dict):
+                return None
+        return text, names
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _write_atomically(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(ptx)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
     except OSError:
-        pass
-    return ptx
+        pass       # a cache that cannot be written only costs time
+
+
+def compile_with_names(source: str, options=(), name: str = "kernel.cu", name_expressions=(),
+                       backend: str = None):
+    """(PTX, {name expression: lowered (mangled) name}) for CUDA C++ `source`.
+
+    With NVRTC, name expressions such as "my_kernel<float>" are instantiated and their
+    lowered names come from NVRTC. With nvcc they are instantiated by taking their address
+    at the end of the source and the mapping is left empty (RawModule then matches
+    demangled names)."""
+    options = tuple(str(o) for o in options)
+    name_expressions = tuple(name_expressions or ())
+    backend = _backend(backend)
+    if not _has_arch(options):
+        options = options + (f"-arch=sm_{default_arch()}",)
+    key = hashlib.sha256("\0".join((_identity(backend), name, source, "names:") + name_expressions
+                                    + ("options:",) + options).encode()).hexdigest()
+    path = _cache_dir() / key[:2] / (key + ".ptx")
+    hit = _read_cache(path, bool(name_expressions))
+    if hit is not None:
+        return hit
+    if backend == "nvrtc":
+        ptx, names = _compile_nvrtc(source, options, name, name_expressions)
+    else:
+        ptx, names = _compile_nvcc(_with_instantiations(source, name_expressions), options, name), {}
+    if name_expressions:
+        _write_atomically(path.with_suffix(".names.json"), json.dumps(names))
+    _write_atomically(path, ptx)
+    return ptx, names
+
+
+def compile_to_ptx(source: str, options=(), name: str = "kernel.cu", backend: str = None) -> str:
+    """PTX for CUDA C++ `source` (extern "C" names keep their spelling). Cached on disk."""
+    return compile_with_names(source, options, name, (), backend=backend)[0]
+
+
+def _with_instantiations(source: str, name_expressions) -> str:
+    if not name_expressions:
+        return source
+    lines = [source, "", "// anycuda: instantiate the name expressions"]
+    for i, expr in enumerate(name_expressions):
+        lines.append(f"static void* const __anycuda_name_expression_{i} __attribute__((unused)) = (void*)&({expr});")
+    return "\n".join(lines) + "\n"
 
 
 def _compile_nvcc(source, options, name) -> str:
@@ -159,12 +244,19 @@ def _nvrtc_options(options):
     return out
 
 
-def _compile_nvrtc(source, options, name) -> str:
+def _compile_nvrtc(source, options, name, name_expressions=()):
     lib = ctypes.CDLL(find_nvrtc())
+    lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+
+    def check(rc, what):
+        if rc != 0:
+            raise CompileError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(rc).decode(errors='replace')}")
+
     prog = ctypes.c_void_p()
-    check = lambda rc, what: None if rc == 0 else (_ for _ in ()).throw(CompileError(f"NVRTC {what} failed ({rc})"))
-    check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None), "create")
+    check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None), "nvrtcCreateProgram")
     try:
+        for expr in name_expressions:
+            check(lib.nvrtcAddNameExpression(prog, expr.encode()), f"adding the name expression {expr!r}")
         opts = [o.encode() for o in _nvrtc_options(options)]
         arr = (ctypes.c_char_p * len(opts))(*opts)
         rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
@@ -173,10 +265,16 @@ def _compile_nvrtc(source, options, name) -> str:
         log = ctypes.create_string_buffer(size.value + 1)
         lib.nvrtcGetProgramLog(prog, log)
         if rc != 0:
-            raise CompileError(f"NVRTC failed:\n{log.value.decode(errors='replace')}")
+            raise CompileError(f"NVRTC could not compile {name} ({' '.join(options)}):\n"
+                               f"{log.value.decode(errors='replace')}")
         lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
         ptx = ctypes.create_string_buffer(size.value + 1)
-        check(lib.nvrtcGetPTX(prog, ptx), "get PTX")
-        return ptx.value.decode()
+        check(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
+        names = {}
+        for expr in name_expressions:
+            lowered = ctypes.c_char_p()
+            check(lib.nvrtcGetLoweredName(prog, expr.encode(), ctypes.byref(lowered)), f"lowering {expr!r}")
+            names[expr] = lowered.value.decode()
+        return ptx.value.decode(), names
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -4,163 +4,337 @@
     k = mod.get_function("saxpy")
     k((blocks,), (threads,), (x, y, numpy.float32(2), numpy.int32(n)), shared_mem=0, stream=None)
 
-Arguments are marshalled by the parameter types the PTX declares: a device array passes its
-pointer, a numpy scalar its bytes (its size must match), a Python number is converted to
-the declared type, and `bytes` or a numpy structured scalar fill a struct parameter.
+Arguments are marshalled by the parameter types the PTX declares:
+
+* a device array (or anything with `__cuda_array_interface__`) or a `MemoryPointer` passes
+  its address to a 64-bit parameter;
+* a numpy scalar passes its bytes, and their number must equal the parameter's size
+  (np.float64 for a `.f32` parameter is a TypeError, not garbage);
+* a Python int, float or bool is converted to the declared type (ints must fit it; for
+  `.u`/`.b` types negative values wrap as in C);
+* `bytes`, a numpy structured scalar or `np.void` fills a `.b8 name[N]` struct parameter
+  (sizes must agree);
+* a numpy array is refused: it lives in host memory (use `anycuda.asarray`).
+
+The launch itself goes onto the stream (default: the legacy default stream) and the kernel
+runs the whole grid there.
 """
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
 
 from . import cudac
-from .array import MemoryPointer, ndarray
+from .array import Memory, MemoryPointer, ndarray
 from .runtime.errors import CudaError, CUresult
-from .runtime.program import load_program
 from .runtime.stream import default_stream
 
-_INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
-_UINT_FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
+
+_FLOAT_FORMATS = {2: "<e", 4: "<f", 8: "<d"}
 
 
-def normalize_dims(dims, what: str) -> tuple:
-    """An int or a 1-3 tuple of positive ints as a 3-tuple."""
-    if isinstance(dims, (int, np.integer)):
-        dims = (int(dims),)
+def _load_program(ptx_text: str, source_name: str):
+    """The compiled program for a PTX module, from the compiler's loader."""
     try:
-        dims = tuple(int(d) for d in dims)
-    except TypeError:
-        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"{what} must be an int or a tuple of ints, got {dims!r}") from None
-    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
-        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
-                        f"{what} must have 1 to 3 positive dimensions, got {dims}")
-    return dims + (1,) * (3 - len(dims))
+        from .compiler.loader import load_program
+    except ImportError:
+        from .runtime.program import load_program
+    return load_program(ptx_text, source_name)
 
 
-def _pack_scalar(param, value) -> bytes:
-    t, size = param.ptx_type, param.size
-    if isinstance(value, (bool, np.bool_)):
+# ---------------------------------------------------------------- launch configuration
+
+def normalize_dims(dims, what: str = "grid") -> tuple:
+    """An int or a 1-3 tuple of positive ints as a 3-tuple; anything else is
+    CudaError(CUDA_ERROR_INVALID_VALUE)."""
+    bad = CUresult.CUDA_ERROR_INVALID_VALUE
+    if isinstance(dims, (bool, np.bool_)):
+        raise CudaError(bad, f"{what} must be an int or a tuple of ints, got {dims!r}")
+    if isinstance(dims, (int, np.integer)):
+        dims = (dims,)
+    if not isinstance(dims, (tuple, list)):
+        raise CudaError(bad, f"{what} must be an int or a tuple of 1 to 3 ints, got {dims!r}")
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise CudaError(bad, f"{what} must hold ints, got {dims!r}")
+        out.append(int(d))
+    if not 1 <= len(out) <= 3:
+        raise CudaError(bad, f"{what} must have 1 to 3 dimensions, got {tuple(dims)}")
+    if any(d < 1 for d in out):
+        raise CudaError(bad, f"{what} dimensions must be positive, got {tuple(dims)}")
+    return tuple(out) + (1,) * (3 - len(out))
+
+
+def check_config(grid: tuple, block: tuple, shared_mem: int) -> None:
+    """The device's limits (sm_86's): CudaError(CUDA_ERROR_INVALID_VALUE) past them."""
+    bad = CUresult.CUDA_ERROR_INVALID_VALUE
+    if any(g > m for g, m in zip(grid, MAX_GRID_DIMS)):
+        raise CudaError(bad, f"grid {grid} exceeds the maximum {MAX_GRID_DIMS}")
+    if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIMS)):
+        raise CudaError(bad, f"block {block} exceeds {MAX_THREADS_PER_BLOCK} threads or the dimensions {MAX_BLOCK_DIMS}")
+    if isinstance(shared_mem, (bool, np.bool_)) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
+        raise CudaError(bad, f"shared_mem must be a non-negative int, got {shared_mem!r}")
+
+
+# ---------------------------------------------------------------- argument marshalling
+
+def _param_desc(p) -> str:
+    count = getattr(p, "count", 1) or 1
+    return f".{p.ptx_type} {p.name}" + (f"[{count}]" if count > 1 else "") + f" ({p.size} bytes)"
+
+
+def _is_aggregate(p) -> bool:
+    count = getattr(p, "count", 1) or 1
+    return count > 1 or p.size > 8 or (p.ptx_type == "b8" and p.size > 1)
+
+
+def _pack_number(p, value) -> bytes:
+    t, size = p.ptx_type, p.size
+    if _is_aggregate(p):
+        raise TypeError(f"parameter {_param_desc(p)} is an aggregate: pass bytes or a numpy structured scalar, "
+                        f"not {type(value).__name__}")
+    if isinstance(value, bool):
         value = int(value)
-    if t.startswith("f") and size in (2, 4, 8):
-        return struct.pack("<" + {2: "e", 4: "f", 8: "d"}[size], float(value))
+    if t.startswith("f") or t == "bf16":
+        if t == "bf16":
+            bits = np.array(float(value), np.float32).view(np.uint32)
+            rounded = (int(bits) + 0x7FFF + ((int(bits) >> 16) & 1)) >> 16
+            return (rounded & 0xFFFF).to_bytes(2, "little")
+        if size not in _FLOAT_FORMATS:
+            raise TypeError(f"cannot pass a number to parameter {_param_desc(p)}")
+        try:
+            return struct.pack(_FLOAT_FORMATS[size], float(value))
+        except OverflowError:
+            raise TypeError(f"{value!r} does not fit parameter {_param_desc(p)}") from None
     if isinstance(value, float):
-        raise TypeError(f"parameter {param.name} is .{t}: pass an integer, not {value!r}")
+        raise TypeError(f"parameter {_param_desc(p)} is an integer: pass an int or a numpy scalar, not {value!r}")
     v = int(value)
-    if t.startswith("s"):
-        lo, hi = -(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1
-    else:
-        lo, hi = -(1 << (8 * size - 1)), (1 << (8 * size)) - 1     # .u/.b accept C's wrap-around
+    bits = 8 * size
+    lo = -(1 << (bits - 1))
+    hi = (1 << (bits - 1)) - 1 if t.startswith("s") else (1 << bits) - 1
     if not lo <= v <= hi:
-        raise TypeError(f"{v} does not fit parameter {param.name} (.{t}, {size} bytes)")
-    return (v & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+        raise TypeError(f"{v} does not fit parameter {_param_desc(p)}")
+    return (v & ((1 << bits) - 1)).to_bytes(size, "little")
 
 
-def marshal_args(params, args) -> bytes:
-    """The parameter buffer for `args`, laid out as the kernel's PTX declares."""
-    args = tuple(args)
-    if len(args) != len(params):
-        raise TypeError(f"the kernel takes {len(params)} arguments, {len(args)} given")
-    buf = bytearray(max((p.offset + p.size for p in params), default=0))
-    for p, a in zip(params, args):
-        buf[p.offset:p.offset + p.size] = _encode(p, a)
-    return bytes(buf)
+def _pointer(p, address: int) -> bytes:
+    if p.size != 8 or _is_aggregate(p) or p.ptx_type.startswith("f"):
+        raise TypeError(f"parameter {_param_desc(p)} cannot take a pointer (a device address needs a 64-bit integer parameter)")
+    return int(address).to_bytes(8, "little")
 
 
-def _encode(p, a) -> bytes:
+def encode_arg(p, a) -> bytes:
+    """The bytes of argument `a` for parameter `p` (a ParamInfo)."""
     if isinstance(a, ndarray):
-        a = a.data
-    if isinstance(a, MemoryPointer):
-        if p.size != 8:
-            raise TypeError(f"parameter {p.name} is {p.size} bytes; a pointer needs 8")
-        return a.ptr.to_bytes(8, "little")
+        return _pointer(p, a.data.ptr)
+    if isinstance(a, (MemoryPointer, Memory)):
+        return _pointer(p, a.ptr)
     if isinstance(a, np.ndarray):
-        raise TypeError(f"parameter {p.name}: a numpy array lives in host memory; "
-                        "pass anycuda.asarray(array) instead")
+        raise TypeError(f"parameter {_param_desc(p)}: a numpy array lives in host memory and cannot be "
+                        "passed to a kernel; copy it to the device with anycuda.asarray(array) "
+                        "(or pass a numpy scalar such as np.float32(x) for a scalar parameter)")
+    cai = getattr(type(a), "__cuda_array_interface__", None)
+    if cai is not None:
+        return _pointer(p, a.__cuda_array_interface__["data"][0])
     if isinstance(a, (bytes, bytearray, memoryview)):
         raw = bytes(a)
-    elif isinstance(a, np.void) or (isinstance(a, np.generic) and a.dtype.names):
-        raw = a.tobytes()
+        what = f"{len(raw)} bytes"
     elif isinstance(a, np.generic):
         raw = a.tobytes()
-        if len(raw) != p.size:
-            raise TypeError(f"parameter {p.name} is .{p.ptx_type} ({p.size} bytes) but a "
-                            f"{a.dtype} ({len(raw)} bytes) was passed")
-        return raw
-    elif isinstance(a, (int, float, bool)):
-        if p.count > 1 or p.size > 8:
-            raise TypeError(f"parameter {p.name} is a {p.size}-byte aggregate; pass bytes or a structured scalar")
-        return _pack_scalar(p, a)
+        what = f"a {a.dtype} ({len(raw)} bytes)"
+    elif isinstance(a, (bool, int, float)):
+        return _pack_number(p, a)
     else:
-        raise TypeError(f"cannot pass {type(a).__name__} as parameter {p.name}")
+        raise TypeError(f"cannot pass {type(a).__name__} as parameter {_param_desc(p)}: pass device arrays, "
+                        "numpy scalars, Python numbers or bytes")
     if len(raw) != p.size:
-        raise TypeError(f"parameter {p.name} takes {p.size} bytes, {len(raw)} given")
+        raise TypeError(f"parameter {_param_desc(p)} takes {p.size} bytes but {what} was passed"
+                        + ("; pass a numpy scalar of the parameter's type, e.g. np.float32(x)"
+                           if isinstance(a, np.generic) and not _is_aggregate(p) else ""))
     return raw
 
 
+def marshal_args(params, args, param_size: int = None) -> bytes:
+    """The parameter buffer for `args`, laid out as the kernel's PTX declares: each argument
+    at its parameter's offset (aligned by the compiler), padding zeroed."""
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args must be a tuple or list of kernel arguments, not {type(args).__name__}")
+    params = list(params)
+    if len(args) != len(params):
+        names = ", ".join(p.name for p in params) or "none"
+        raise TypeError(f"the kernel takes {len(params)} argument(s) ({names}), {len(args)} given")
+    end = max((p.offset + p.size for p in params), default=0)
+    buf = bytearray(max(end, param_size or 0))
+    for p, a in zip(params, args):
+        align = getattr(p, "align", 1) or 1
+        if p.offset % align:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
+                            f"parameter {p.name} at offset {p.offset} breaks its alignment {align}")
+        buf[p.offset:p.offset + p.size] = encode_arg(p, a)
+    return bytes(buf)
+
+
+# ---------------------------------------------------------------- kernels and modules
+
+def _run_launch(image, grid, block, params, shared_mem, keep):
+    """Stream work: run the grid. `keep` holds the arguments (and so their memory) until then."""
+    image.launch(grid, block, params, shared_mem)
+
+
 class RawKernel:
+    """A kernel of a RawModule; call it as `kernel(grid, block, args, shared_mem=0, stream=None)`."""
+
     def __init__(self, module: "RawModule", image):
         self.module = module
         self._image = image
         self.name = image.name
 
     @property
+    def kernel(self):
+        return self._image
+
+    @property
     def params(self):
         return self._image.params
 
     @property
+    def param_size(self) -> int:
+        return getattr(self._image, "param_size", None) or max((p.offset + p.size for p in self.params), default=0)
+
+    @property
     def max_dynamic_shared_size_bytes(self) -> int:
-        return self._image.max_dynamic_shared_size
+        return getattr(self._image, "max_dynamic_shared_size", 48 * 1024)
 
     @max_dynamic_shared_size_bytes.setter
     def max_dynamic_shared_size_bytes(self, value: int):
-        from .runtime.program import MAX_SHARED_PER_BLOCK_OPTIN
-        if value < 0 or value + self._image.static_shared > MAX_SHARED_PER_BLOCK_OPTIN:
+        from .runtime.device import properties
+        limit = properties().shared_memory_per_block_optin - getattr(self._image, "static_shared", 0)
+        if value < 0 or value > limit:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
-                            f"at most {MAX_SHARED_PER_BLOCK_OPTIN - self._image.static_shared} bytes")
+                            f"kernel {self.name} may use at most {limit} bytes of dynamic shared memory")
         self._image.max_dynamic_shared_size = int(value)
 
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None):
         grid = normalize_dims(grid, "grid")
         block = normalize_dims(block, "block")
-        params = marshal_args(self._image.params, args)
-        self._image.check_config(grid, block, int(shared_mem))
-        (stream or default_stream).enqueue(self._image.launch, grid, block, params, int(shared_mem))
+        check_config(grid, block, shared_mem)
+        shared_mem = int(shared_mem)
+        check = getattr(self._image, "check_config", None)
+        if check is not None:
+            check(grid, block, shared_mem)
+        params = marshal_args(self._image.params, args, getattr(self._image, "param_size", None))
+        (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, tuple(args))
 
     def __repr__(self):
         return f"<RawKernel {self.name}>"
 
 
+def _demangled_names(mangled):
+    """{mangled: demangled} through c++filt when it is installed (best effort)."""
+    import shutil
+    import subprocess
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    if not tool or not mangled:
+        return {}
+    try:
+        out = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(zip(mangled, out.splitlines()))
+
+
+def _expression_key(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
 class RawModule:
+    """A module of kernels from CUDA C++ (`code=`, compiled with NVRTC or nvcc), PTX text
+    (`ptx=`) or a PTX file (`path=`)."""
+
     def __init__(self, code: str = None, ptx: str = None, options=(), name_expressions=None,
-                 name: str = None):
-        if (code is None) == (ptx is None):
-            raise ValueError("give exactly one of code= (CUDA C++) or ptx= (PTX text)")
+                 name: str = None, path: str = None, backend: str = None, jitify: bool = False):
+        given = [x is not None for x in (code, ptx, path)]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of code= (CUDA C++), ptx= (PTX text) or path= (a .ptx file)")
+        self.options = tuple(options)
+        self.name_expressions = tuple(name_expressions or ())
+        self._lowered = {}
         if code is not None:
-            ptx = cudac.compile_to_ptx(code, options=options, name=name or "kernel.cu")
+            self.code = code
+            source_name = name or "kernel.cu"
+            ptx, self._lowered = cudac.compile_with_names(code, self.options, source_name,
+                                                          self.name_expressions, backend=backend)
+        else:
+            self.code = None
+            if path is not None:
+                with open(path, encoding="utf-8") as fh:
+                    ptx = fh.read()
+                source_name = name or str(path)
+            else:
+                source_name = name or "module.ptx"
         self.ptx = ptx
-        self._program = load_program(ptx, name or ("module.ptx" if code is None else (name or "kernel.cu")))
+        self._program = _load_program(ptx, source_name)
         self._kernels = {}
+
+    def kernel_names(self):
+        return list(self._program.kernel_names())
+
+    def _resolve(self, name: str) -> str:
+        """The PTX name for `name`: itself, the lowered name of a name expression, or a
+        mangled kernel whose demangled name is `name`."""
+        names = self.kernel_names()
+        if name in names:
+            return name
+        if name in self._lowered:
+            return self._lowered[name]
+        want = _expression_key(name)
+        for expr, lowered in self._lowered.items():
+            if _expression_key(expr) == want:
+                return lowered
+        mangled = [n for n in names if n.startswith("_Z")]
+        for m, text in _demangled_names(mangled).items():
+            full = _expression_key(text)
+            head = full.split("(", 1)[0]
+            # a function template's demangled name starts with its return type ("void")
+            if want in (full, head) or (head.startswith("void") and head[4:] == want):
+                return m
+        return name
 
     def get_function(self, name: str) -> RawKernel:
         if name not in self._kernels:
+            ptx_name = self._resolve(name)
             try:
-                image = self._program.kernel(name)
+                image = self._program.kernel(ptx_name)
             except KeyError:
-                known = ", ".join(self._program.kernel_names()) or "none"
+                known = ", ".join(self.kernel_names()) or "none"
                 raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND,
                                 f"no kernel named {name!r} in the module (kernels: {known})") from None
             self._kernels[name] = RawKernel(self, image)
         return self._kernels[name]
 
     def get_global(self, name: str) -> MemoryPointer:
+        """The device memory of a `__device__` or `__constant__` variable."""
         try:
-            addr, nbytes = self._program.global_address(name)
+            addr, nbytes = self._program.global_address(self._lowered.get(name, name))
         except KeyError:
-            raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"no global variable named {name!r}") from None
+            raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"no global variable named {name!r} in the module") from None
         from .runtime.memory import Allocation
-        return MemoryPointer(Allocation(addr, nbytes, self._program, "module"))
+        return MemoryPointer(_ModuleMemory(Allocation(addr, nbytes, self._program, "module")))
 
-    @property
-    def kernel_names(self):
-        return self._program.kernel_names()
+    def __repr__(self):
+        return f"<RawModule kernels={self.kernel_names()}>"
+
+
+class _ModuleMemory:
+    """A module variable's memory: lives as long as the module's program (held here)."""
+
+    def __init__(self, allocation):
+        self.allocation = allocation
+        self.ptr = allocation.ptr
+        self.size = allocation.size

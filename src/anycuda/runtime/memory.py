@@ -4,54 +4,73 @@ A device pointer is a host virtual address, so copies are memmove and unified, p
 device memory are the same thing. Every allocation is recorded in a table of sorted
 intervals that answers "which allocation holds this pointer?" for pointer attributes and
 bounds checks.
+
+Memory is zero-filled (numpy's calloc: large blocks are fresh pages that cost nothing until
+touched) and aligned to 256 bytes, as `cudaMalloc` guarantees. The table holds each
+allocation, and so its memory, until `free`; objects that still refer to an `Allocation`
+after it was freed keep the memory itself alive, so a stale pointer never reaches memory
+that was handed back to the system while Python code can still see it.
 """
 from __future__ import annotations
 
 import bisect
 import ctypes
-import mmap
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from .errors import CudaError, CUresult
 
 ALIGNMENT = 256
 
 
-@dataclass
+@dataclass(eq=False)
 class Allocation:
+    """`size` bytes at device (= host) address `ptr`."""
     ptr: int
     size: int
-    buffer: object          # keeps the backing memory alive
-    kind: str = "device"    # device, host, managed
+    buffer: object = field(default=None, repr=False)     # keeps the backing memory alive
+    kind: str = "device"                                  # device, host, managed, module
 
     def contains(self, p: int) -> bool:
+        """True when `p` points into this allocation (a zero-size one holds its start only)."""
         return self.ptr <= p < self.ptr + max(self.size, 1)
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.size
 
 
 class AllocationTable:
+    """Live allocations as sorted, non-overlapping intervals; safe to use from any thread."""
+
     def __init__(self):
         self._lock = threading.Lock()
-        self._starts = []
-        self._allocs = {}
+        self._starts = []        # sorted start addresses
+        self._allocs = {}        # start address -> Allocation
 
-    def add(self, a: Allocation):
+    def add(self, a: Allocation) -> None:
         with self._lock:
+            if a.ptr in self._allocs:
+                raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{a.ptr:x} is already allocated")
             bisect.insort(self._starts, a.ptr)
             self._allocs[a.ptr] = a
 
-    def remove(self, ptr: int) -> Allocation:
+    def remove(self, ptr: int, expected: Allocation = None) -> Allocation:
+        """Take the allocation starting at `ptr` out of the table (only if it is `expected`,
+        when that is given)."""
         with self._lock:
-            a = self._allocs.pop(ptr, None)
-            if a is None:
+            a = self._allocs.get(ptr)
+            if a is None or (expected is not None and a is not expected):
                 raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
-                                f"0x{ptr:x} is not the start of a live allocation")
-            i = bisect.bisect_left(self._starts, ptr)
-            del self._starts[i]
+                                f"0x{ptr:x} is not the start of a live allocation (double free?)")
+            del self._allocs[ptr]
+            del self._starts[bisect.bisect_left(self._starts, ptr)]
             return a
 
     def lookup(self, p: int):
-        """The allocation containing address p, or None."""
+        """The allocation containing address `p`, or None."""
         with self._lock:
             i = bisect.bisect_right(self._starts, p) - 1
             if i < 0:
@@ -59,7 +78,16 @@ class AllocationTable:
             a = self._allocs[self._starts[i]]
             return a if a.contains(p) else None
 
+    def __contains__(self, a: Allocation) -> bool:
+        with self._lock:
+            return self._allocs.get(a.ptr) is a
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._allocs)
+
     def total(self) -> int:
+        """Bytes held by live allocations."""
         with self._lock:
             return sum(a.size for a in self._allocs.values())
 
@@ -68,16 +96,16 @@ table = AllocationTable()
 
 
 def allocate(nbytes: int, kind: str = "device") -> Allocation:
-    """`nbytes` of zero-filled memory aligned to 256 bytes (an anonymous mapping, so large
-    allocations cost nothing until touched)."""
+    """`nbytes` of zero-filled memory aligned to 256 bytes, recorded in the table.
+    Zero bytes are allowed: the allocation then has a unique address and holds nothing."""
+    nbytes = int(nbytes)
     if nbytes < 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"cannot allocate {nbytes} bytes")
-    length = max(nbytes, 1)
     try:
-        buf = mmap.mmap(-1, length + ALIGNMENT)
-    except (OSError, ValueError, OverflowError) as e:
+        buf = np.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
+    except (MemoryError, ValueError, OverflowError) as e:
         raise CudaError(CUresult.CUDA_ERROR_OUT_OF_MEMORY, f"cannot allocate {nbytes} bytes: {e}") from None
-    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    base = buf.ctypes.data
     ptr = (base + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
     a = Allocation(ptr, nbytes, buf, kind)
     table.add(a)
@@ -85,19 +113,37 @@ def allocate(nbytes: int, kind: str = "device") -> Allocation:
 
 
 def free(ptr: int) -> None:
-    table.remove(ptr)
-    # the mapping is released when the last reference (arrays, views) goes away
+    """Release the allocation that starts at `ptr`. Freeing an unknown pointer, or one twice,
+    raises CudaError(CUDA_ERROR_INVALID_VALUE)."""
+    table.remove(int(ptr))
+
+
+def release(a: Allocation) -> bool:
+    """Free `a` if it is still live (for owners that clean up when they are collected);
+    False when it was freed already."""
+    try:
+        table.remove(a.ptr, expected=a)
+        return True
+    except CudaError:
+        return False
 
 
 def lookup(ptr: int):
-    return table.lookup(ptr)
+    """The live allocation that contains `ptr`, or None."""
+    return table.lookup(int(ptr))
 
 
 def memcpy(dst: int, src: int, nbytes: int) -> None:
+    """Copy `nbytes` between any two addresses (host or device: they are the same)."""
+    if nbytes < 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"cannot copy {nbytes} bytes")
     if nbytes:
-        ctypes.memmove(dst, src, nbytes)
+        ctypes.memmove(int(dst), int(src), int(nbytes))
 
 
 def memset(dst: int, value: int, nbytes: int) -> None:
+    """Set `nbytes` bytes at `dst` to the low byte of `value`."""
+    if nbytes < 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"cannot set {nbytes} bytes")
     if nbytes:
-        ctypes.memset(dst, value & 0xFF, nbytes)
+        ctypes.memset(int(dst), int(value) & 0xFF, int(nbytes))

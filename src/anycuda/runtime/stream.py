@@ -1,12 +1,20 @@
-"""Streams: ordered queues of work (launches, copies, host functions).
+"""Streams: ordered queues of work (launches, copies, host functions, event records).
 
-A created stream runs its work in order on a thread of its own, so the host goes on while
-kernels run. The default stream follows CUDA's legacy semantics: its work waits for the
-work already queued on every other stream, and work queued after it on any stream waits for
-it. anycuda gets that by running default-stream work in the calling thread once all other
-streams have drained. An error raised by queued work is kept and raised by the next
-synchronize of that stream (and by `synchronize_all`); the stream's later work is skipped
-until then, as a GPU skips work after a fault.
+A created `Stream` runs its work in order on a Python thread of its own (started on first
+use), so the host goes on while kernels run; a launch itself releases the GIL.
+
+The default stream is CUDA's *legacy* null stream: its work starts only when the work
+queued earlier on every blocking stream has finished, and work queued later on a blocking
+stream starts only when the default stream's earlier work has finished. Streams created
+with `non_blocking=True` take no part in that. anycuda runs default-stream work in the
+calling thread (so a copy on it is complete when the call returns, as `cuMemcpy` is), and
+every piece of work carries tickets that say what it waits for; one condition variable
+guards all counters, so the rules hold when several host threads enqueue at once.
+
+Errors: an exception raised by work on a created stream is kept; the stream skips its later
+work until the error has been reported, which the next `synchronize()` of that stream, or
+`synchronize_all()` (`anycuda.synchronize()`), does by raising that same exception. Work on
+the default stream runs in the caller, so its errors reach the caller directly.
 """
 from __future__ import annotations
 
@@ -14,129 +22,237 @@ import queue
 import threading
 import weakref
 
-_streams = weakref.WeakSet()
 sync_hooks = []     # called after every synchronisation (device printf output is flushed there)
-_streams_lock = threading.Lock()
+
+_cv = threading.Condition()          # guards every stream's tickets and kept error
+_states = set()                      # _StreamState of live streams and of streams still draining
+
+
+class _StreamState:
+    """What a stream's worker thread needs; outlives the Stream object until its work is done."""
+
+    def __init__(self, non_blocking: bool):
+        self.non_blocking = non_blocking
+        self.issued = 0          # tickets handed out (one per enqueued item)
+        self.completed = 0       # items finished (run, failed or skipped)
+        self.error = None        # kept until reported
+        self.queue = queue.SimpleQueue()
+        self.thread = None
+
+    def idle(self) -> bool:
+        return self.completed == self.issued
+
+
+def _wait_for(deps) -> None:
+    """Block until every (state, ticket) in `deps` has completed that ticket. Caller holds _cv."""
+    while any(state.completed < ticket for state, ticket in deps):
+        _cv.wait()
+
+
+def _worker(state: _StreamState) -> None:
+    while True:
+        item = state.queue.get()
+        if item is None:
+            with _cv:
+                _states.discard(state)
+            return
+        fn, args, on_skip, deps = item
+        with _cv:
+            _wait_for(deps)
+            skip = state.error is not None
+        try:
+            if skip:
+                if on_skip is not None:
+                    on_skip()
+            else:
+                fn(*args)
+        except BaseException as e:       # kept for the next synchronize
+            with _cv:
+                if state.error is None:
+                    state.error = e
+        finally:
+            del fn, args, item
+            with _cv:
+                state.completed += 1
+                _cv.notify_all()
 
 
 class Stream:
-    """An ordered work queue executed by its own thread."""
+    """An ordered work queue executed by a thread of its own (CuPy's `cupy.cuda.Stream`)."""
 
-    def __init__(self, priority: int = 0, non_blocking: bool = False):
+    def __init__(self, non_blocking: bool = False, priority: int = 0, null: bool = False):
+        if null:
+            raise ValueError("use anycuda.default_stream (Stream.null) for the null stream")
         self.priority = priority
-        self.non_blocking = non_blocking
-        self._queue = queue.Queue()
-        self._pending = 0
-        self._cond = threading.Condition()
-        self._error = None
-        self._thread = None
-        with _streams_lock:
-            _streams.add(self)
+        self.non_blocking = bool(non_blocking)
+        self._state = _StreamState(self.non_blocking)
+        with _cv:
+            _states.add(self._state)
 
-    def _ensure_thread(self):
-        if self._thread is None:
-            self._thread = threading.Thread(target=_run, args=(weakref.ref(self), self._queue, self._cond),
-                                            name="anycuda-stream", daemon=True)
-            self._thread.start()
+    def enqueue(self, fn, *args, on_skip=None) -> None:
+        """Run `fn(*args)` after the work queued before it (and, for a blocking stream, after
+        the default stream's earlier work). `on_skip()` runs instead when the stream skips the
+        work because of an unreported error."""
+        st = self._state
+        with _cv:
+            deps = () if st.non_blocking else ((default_stream._state, default_stream._state.issued),)
+            st.issued += 1
+            if st.thread is None:
+                st.thread = threading.Thread(target=_worker, args=(st,), name="anycuda-stream", daemon=True)
+                st.thread.start()
+        st.queue.put((fn, args, on_skip, deps))
 
-    def enqueue(self, fn, *args) -> None:
-        with self._cond:
-            self._pending += 1
-        self._ensure_thread()
-        self._queue.put((fn, args))
+    def launch_host_func(self, fn, arg=None) -> None:
+        """Call `fn(arg)` from the stream once its earlier work is done."""
+        self.enqueue(fn, arg)
+
+    def wait_event(self, event) -> None:
+        """Make later work on this stream wait for the event's most recent record."""
+        event._wait_in(self)
+
+    def record(self, event=None):
+        """Record an event on this stream (a new one if none is given) and return it."""
+        from .event import Event
+        event = event or Event()
+        event.record(self)
+        return event
 
     def query(self) -> bool:
         """True when all queued work has finished."""
-        with self._cond:
-            return self._pending == 0
+        with _cv:
+            return self._state.idle()
 
     def synchronize(self) -> None:
-        with self._cond:
-            while self._pending:
-                self._cond.wait()
-            err, self._error = self._error, None
+        """Wait for the queued work; raise the error it kept, if any (once)."""
+        st = self._state
+        with _cv:
+            while not st.idle():
+                _cv.wait()
+            err, st.error = st.error, None
         _run_hooks()
         if err is not None:
             raise err
 
+    @property
+    def done(self) -> bool:
+        return self.query()
+
     def __del__(self):
+        # the worker finishes what is queued, then leaves; a stream without work just goes
         try:
-            self._queue.put(None)
+            st = self._state
+            with _cv:
+                if st.thread is None:
+                    _states.discard(st)
+                    return
+            st.queue.put(None)
         except Exception:
             pass
 
-
-def _run(ref, q, cond):
-    while True:
-        item = q.get()
-        if item is None:
-            return
-        fn, args = item
-        stream = ref()
-        if stream is None:
-            return
-        try:
-            if stream._error is None:
-                fn(*args)
-        except BaseException as e:  # kept for the next synchronize
-            stream._error = e
-        finally:
-            with cond:
-                stream._pending -= 1
-                cond.notify_all()
-            del stream
+    def __repr__(self):
+        kind = "non-blocking " if self.non_blocking else ""
+        return f"<anycuda {kind}Stream at 0x{id(self):x}>"
 
 
 class _DefaultStream:
-    """The legacy default stream: runs work in the caller's thread after draining the others."""
+    """The legacy default stream: runs work in the caller's thread, in order, once the
+    earlier work of every blocking stream has finished."""
 
     priority = 0
     non_blocking = False
 
-    def enqueue(self, fn, *args) -> None:
-        wait_for_created_streams(raise_errors=False)
-        fn(*args)
+    def __init__(self):
+        self._state = _StreamState(False)
+        self._exec = threading.RLock()      # one piece of default-stream work at a time
+
+    def enqueue(self, fn, *args, on_skip=None) -> None:
+        st = self._state
+        with self._exec:
+            with _cv:
+                deps = [(s, s.issued) for s in _states if not s.non_blocking]
+                st.issued += 1
+                try:
+                    _wait_for(deps)
+                except BaseException:
+                    st.completed += 1
+                    _cv.notify_all()
+                    raise
+            try:
+                fn(*args)
+            finally:
+                with _cv:
+                    st.completed += 1
+                    _cv.notify_all()
+
+    def launch_host_func(self, fn, arg=None) -> None:
+        self.enqueue(fn, arg)
+
+    def wait_event(self, event) -> None:
+        event._wait_in(self)
+
+    def record(self, event=None):
+        from .event import Event
+        event = event or Event()
+        event.record(self)
+        return event
 
     def query(self) -> bool:
-        return True
+        with _cv:
+            return self._state.idle()
 
     def synchronize(self) -> None:
-        synchronize_all()
+        """Wait for the default stream's work (including work other host threads are running
+        on it). Errors of created streams are reported by their own synchronize or by
+        `synchronize_all`."""
+        with _cv:
+            while not self._state.idle():
+                _cv.wait()
+        _run_hooks()
+
+    @property
+    def done(self) -> bool:
+        return self.query()
+
+    def __repr__(self):
+        return "<anycuda default (legacy null) stream>"
 
 
 default_stream = _DefaultStream()
-
-
-def _live_streams():
-    with _streams_lock:
-        return list(_streams)
+Stream.null = default_stream
 
 
 def wait_for_created_streams(raise_errors: bool = True) -> None:
-    for s in _live_streams():
-        if s.non_blocking:
-            continue
-        with s._cond:
-            while s._pending:
-                s._cond.wait()
-        if raise_errors and s._error is not None:
-            err, s._error = s._error, None
-            raise err
+    """Wait until every blocking created stream is idle (optionally raising a kept error)."""
+    with _cv:
+        for st in list(_states):
+            if st.non_blocking:
+                continue
+            while not st.idle():
+                _cv.wait()
+            if raise_errors and st.error is not None:
+                err, st.error = st.error, None
+                raise err
 
 
-def _run_hooks():
-    for hook in sync_hooks:
+def _run_hooks() -> None:
+    for hook in list(sync_hooks):
         hook()
 
 
 def synchronize_all() -> None:
-    """Wait for every stream; raise the first error any of them kept."""
-    _run_hooks()
+    """Wait for the work of every stream; raise the first kept error (the others stay kept
+    for their streams' synchronize or the next synchronize_all)."""
     first = None
-    for s in _live_streams():
-        try:
-            s.synchronize()
-        except BaseException as e:
-            first = first or e
+    with _cv:
+        while True:
+            busy = [st for st in list(_states) + [default_stream._state] if not st.idle()]
+            if not busy:
+                break
+            _cv.wait()
+        for st in list(_states):
+            if st.error is not None:
+                first, st.error = st.error, None
+                break
+    _run_hooks()
     if first is not None:
         raise first
