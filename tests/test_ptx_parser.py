@@ -76,7 +76,7 @@ def test_module_structure():
     assert half.init == (0.5,)
     f, k = m.functions
     assert f.rets[0].name == "r" and [p.name for p in f.params] == ["x", "s"] and f.params[1].count == 16
-    assert k.is_kernel and k.linkage == "visible" and k.params[0].attrs == ("ptr", "global")
+    assert k.is_kernel and k.linkage == "visible" and k.params[0].attrs == ("ptr", "global", "align 16") and k.params[0].align is None
     assert k.directives == {"maxntid": (256, 1, 1), "minnctapersm": (2,)}
 
 

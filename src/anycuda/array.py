@@ -174,6 +174,8 @@ class ndarray:
 
     @property
     def strides(self) -> tuple:
+        if self.size == 0:
+            return np.empty(self._shape, self._dtype).strides     # numpy's (and CuPy's) convention
         strides, step = [], self._dtype.itemsize
         for s in reversed(self._shape):
             strides.append(step)
@@ -217,7 +219,7 @@ class ndarray:
         arr = np.asarray(arr)
         if arr.shape != self._shape:
             raise ValueError(f"shape mismatch: cannot set an array of shape {arr.shape} into {self._shape}")
-        host = np.ascontiguousarray(arr, dtype=self._dtype)
+        host = np.asarray(arr, dtype=self._dtype, order="C")
         (stream or default_stream).enqueue(_copy_keeping, self.data.ptr, host.ctypes.data, host.nbytes, host, self)
 
     def fill(self, value) -> None:
@@ -340,7 +342,7 @@ def asarray(obj, dtype=None) -> ndarray:
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj
         return obj.astype(dtype)
-    host = np.ascontiguousarray(np.asarray(obj, dtype=dtype))
+    host = np.asarray(obj, dtype=dtype, order="C")
     if host.dtype.hasobject:
         raise TypeError(f"cannot put {type(obj).__name__} of Python objects on the device")
     out = ndarray(host.shape, host.dtype)

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import array as ac_array
+from .array import asarray, full, zeros
 from .rawmodule import RawModule
 
 
@@ -27,8 +27,8 @@ class Example:
 def _vector_add(k, rng):
     n = 1 << 22
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
-    c = ac_array.full(n, np.nan, np.float32)
-    k(((n + 255) // 256,), (256,), (ac_array.asarray(a), ac_array.asarray(b), c, np.int32(n)))
+    c = full(n, np.nan, np.float32)
+    k(((n + 255) // 256,), (256,), (asarray(a), asarray(b), c, np.int32(n)))
     return c.get(), a + b, 0.0
 
 
@@ -36,33 +36,33 @@ def _matmul(k, rng):
     M, N, K = 300, 200, 250
     A = rng.standard_normal((M, K), dtype=np.float32)
     B = rng.standard_normal((K, N), dtype=np.float32)
-    C = ac_array.full((M, N), np.nan, np.float32)
+    C = full((M, N), np.nan, np.float32)
     k(((N + 15) // 16, (M + 15) // 16), (16, 16),
-      (ac_array.asarray(A), ac_array.asarray(B), C, np.int32(M), np.int32(N), np.int32(K)))
+      (asarray(A), asarray(B), C, np.int32(M), np.int32(N), np.int32(K)))
     return C.get(), A.astype(np.float64) @ B.astype(np.float64), 1e-3
 
 
 def _reduce(k, rng):
     n = 1 << 22
     x = rng.random(n, dtype=np.float32)
-    out = ac_array.zeros(1, np.float32)
-    k((64,), (256,), (ac_array.asarray(x), out, np.int32(n)))
+    out = zeros(1, np.float32)
+    k((64,), (256,), (asarray(x), out, np.int32(n)))
     return out.get()[0], x.astype(np.float64).sum(), 1e-4
 
 
 def _histogram(k, rng):
     n = 1 << 22
     data = rng.integers(0, 256, n, dtype=np.uint8)
-    bins = ac_array.zeros(256, np.uint32)
-    k((64,), (256,), (ac_array.asarray(data), bins, np.int32(n)))
+    bins = zeros(256, np.uint32)
+    k((64,), (256,), (asarray(data), bins, np.int32(n)))
     return bins.get(), np.bincount(data, minlength=256), 0.0
 
 
 def _softmax(k, rng):
     rows, cols = 512, 1000
     x = rng.standard_normal((rows, cols), dtype=np.float32) * 4
-    y = ac_array.full((rows, cols), np.nan, np.float32)
-    k((rows,), (256,), (ac_array.asarray(x), y, np.int32(cols)))
+    y = full((rows, cols), np.nan, np.float32)
+    k((rows,), (256,), (asarray(x), y, np.int32(cols)))
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
     return y.get(), e / e.sum(axis=1, keepdims=True), 1e-5
 

@@ -1,8 +1,13 @@
 """PTX parser: text -> ptx.ir.Module.
 
-A regex tokenizer and a recursive-descent parser over statements. Instructions are parsed
-generically (opcode, dot-modifiers, operands), so the compiler's tables decide what a
-modifier means. Nested `{ }` scopes are flattened, renaming what they declare.
+A recursive-descent parser over the token lists of `lexer.Tokens`. Instructions are parsed
+generically (opcode, dot-modifiers, operands): what a modifier means is decided by the
+compiler's tables. Nested `{ }` blocks inside a function body are flattened: every name a
+block declares (variables, registers, labels, prototypes) gets a unique spelling
+`name$sN`, and its uses inside the block are renamed.
+
+Problems are collected: after a bad statement the parser skips to the next `;` (or the end
+of the block) and goes on, and one PtxError listing every problem is raised at the end.
 """
 from __future__ import annotations
 
@@ -10,651 +15,1032 @@ import re
 import struct
 
 from . import ir
-from .errors import PtxError
+from .errors import PtxError, UnsupportedPtx
+from .lexer import Tokens
 from .opcodes import split_opcode
 
-_TOKEN = re.compile(r"""
-    (?P<ws>[ \t\r]+|\n)
-  | (?P<comment>//[^\n]*|/\*.*?\*/)
-  | (?P<string>"(?:[^"\\\n]|\\.)*")
-  | (?P<float>0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16})
-  | (?P<number>(?:0[xX][0-9a-fA-F]+|0[bB][01]+|\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)U?)
-  | (?P<name>[%$._a-zA-Z][%$._a-zA-Z0-9]*(?:::[%$._a-zA-Z0-9]+)*)
-  | (?P<punct>[{}()\[\];,:<>@!|+\-=*/_])
-""", re.VERBOSE | re.DOTALL)
+SPECIAL_REGS = frozenset("""
+    tid ntid laneid warpid nwarpid ctaid nctaid smid nsmid gridid
+    lanemask_eq lanemask_le lanemask_lt lanemask_ge lanemask_gt
+    clock clock_hi clock64 globaltimer globaltimer_lo globaltimer_hi
+    total_smem_size aggr_smem_size dynamic_smem_size current_graph_exec
+    is_explicit_cluster clusterid nclusterid cluster_ctaid cluster_nctaid cluster_ctarank
+    cluster_nctarank reserved_smem_offset_begin reserved_smem_offset_end
+    reserved_smem_offset_cap reserved_smem_offset_2 pm0_64 pm1_64 pm2_64 pm3_64
+    pm4_64 pm5_64 pm6_64 pm7_64
+""".split())
+_NUMBERED_SPECIAL = re.compile(r"(?:envreg(?:[0-9]|[12][0-9]|3[01])|pm[0-7])\Z")
+
+STATE_SPACES = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
+LINKAGE = frozenset((".extern", ".visible", ".weak", ".common"))
+PERF_DIRECTIVES = frozenset((
+    ".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg", ".noreturn",
+    ".maxclusterrank", ".reqnctapercluster", ".explicitcluster", ".blocksareclusters",
+    ".abi_preserve", ".abi_preserve_control"))
+_VECTOR = {".v2": 2, ".v4": 4, ".v8": 8}
+_PARAM_ATTR_SPACES = frozenset((".global", ".shared", ".const", ".local"))
+
+MAX_EXPANSION = 1 << 19      # most names one `%r<N>` may declare
+MAX_NESTING = 200            # deepest `{ }` nesting / initialiser nesting accepted
+
+_TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 
 
-class Token:
-    __slots__ = ("kind", "text", "line", "col")
-
-    def __init__(self, kind, text, line, col):
-        self.kind, self.text, self.line, self.col = kind, text, line, col
-
-    def __repr__(self):
-        return f"{self.kind}:{self.text!r}@{self.line}:{self.col}"
-
-
-def tokenize(text: str, source_name: str):
-    tokens = []
-    pos, line, line_start = 0, 1, 0
-    n = len(text)
-    while pos < n:
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise PtxError(f"unexpected character {text[pos]!r}", line, pos - line_start + 1, source_name,
-                           _line_of(text, line))
-        kind = m.lastgroup
-        s = m.group()
-        if kind == "ws":
-            if s == "\n":
-                line += 1
-                line_start = m.end()
-        elif kind == "comment":
-            nl = s.count("\n")
-            if nl:
-                line += nl
-                line_start = pos + s.rfind("\n") + 1
-        else:
-            tokens.append(Token(kind, s, line, pos - line_start + 1))
-        pos = m.end()
-    tokens.append(Token("eof", "", line, pos - line_start + 1))
-    return tokens
-
-
-def _line_of(text, line):
-    lines = text.split("\n")
-    return lines[line - 1] if 0 < line <= len(lines) else ""
-
-
-SPECIAL_REGS = {
-    "tid", "ntid", "laneid", "warpid", "nwarpid", "ctaid", "nctaid", "smid", "nsmid", "gridid",
-    "lanemask_eq", "lanemask_le", "lanemask_lt", "lanemask_ge", "lanemask_gt", "clock", "clock_hi",
-    "clock64", "globaltimer", "globaltimer_lo", "globaltimer_hi", "total_smem_size",
-    "aggr_smem_size", "dynamic_smem_size", "current_graph_exec", "is_explicit_cluster",
-    "clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid", "cluster_ctarank",
-    "cluster_nctarank", "reserved_smem_offset_begin", "reserved_smem_offset_end",
-    "reserved_smem_offset_cap", "reserved_smem_offset_2",
-}
-
-STATE_SPACES = {".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"}
-LINKAGE = {".extern", ".visible", ".weak", ".common"}
-PERF_DIRECTIVES = {".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg", ".noreturn",
-                   ".maxclusterrank", ".reqnctapercluster", ".explicitcluster", ".blocksareclusters",
-                   ".abi_preserve", ".abi_preserve_control"}
+class _Fatal(Exception):
+    """Parsing cannot go on (end of input inside a function, ...)."""
 
 
 class _Parser:
-    def __init__(self, text, source_name):
-        self.text = text
-        self.source_name = source_name
-        self.toks = tokenize(text, source_name)
+    def __init__(self, text: str, source_name: str):
+        self.src = text
+        self.name = source_name
+        self.tk = Tokens(text)
+        self.kinds = self.tk.kinds
+        self.texts = self.tk.texts
+        self.starts = self.tk.starts
+        self.last = len(self.kinds) - 1          # index of eof
         self.i = 0
         self.errors = []
         self.debug = None
         self.scope_counter = 0
+        self.envs = [{}]                         # name -> (spelling, is_register), innermost last
+        self.var_sizes = {}                      # variable name -> element size in bytes
 
-    # ------------------------------------------------------------ token helpers
-    @property
-    def tok(self):
-        return self.toks[self.i]
+    # ------------------------------------------------------------------ token helpers
+    def error(self, msg, i=None, cls=PtxError):
+        if i is None:
+            i = self.i
+        i = min(i, self.last)
+        line, col = self.tk.linecol(i)
+        return cls(msg, line, col, self.name, self.tk.line_text(line))
 
-    def peek(self, k=1):
-        j = min(self.i + k, len(self.toks) - 1)
-        return self.toks[j]
+    def describe(self, i=None):
+        if i is None:
+            i = self.i
+        k = self.kinds[i]
+        if k == "eof":
+            return "end of input"
+        if k == "bad":
+            t = self.texts[i]
+            if t.startswith("/*"):
+                return "an unterminated comment"
+            if t.startswith('"'):
+                return "an unterminated string"
+            return f"unexpected character(s) {t!r}"
+        return repr(self.texts[i])
+
+    def fail(self, msg, i=None):
+        """An error for the token at `i` (or here), naming a bad token first."""
+        if i is None:
+            i = self.i
+        if self.kinds[i] == "bad":
+            return self.error(f"{self.describe(i)}", i)
+        return self.error(msg, i)
 
     def advance(self):
-        t = self.toks[self.i]
-        if t.kind != "eof":
-            self.i += 1
-        return t
+        i = self.i
+        if i < self.last:
+            self.i = i + 1
+        return i
 
-    def error(self, msg, tok=None):
-        tok = tok or self.tok
-        return PtxError(msg, tok.line, tok.col, self.source_name, _line_of(self.text, tok.line))
-
-    def expect(self, text):
-        if self.tok.text != text:
-            what = "end of input" if self.tok.kind == "eof" else repr(self.tok.text)
-            raise self.error(f"expected {text!r}, found {what}")
+    def expect(self, text, what=None):
+        if self.texts[self.i] != text or self.kinds[self.i] in ("str", "eof", "bad"):
+            raise self.fail(f"expected {what or repr(text)}, found {self.describe()}")
         return self.advance()
 
     def accept(self, text):
-        if self.tok.text == text:
-            return self.advance()
-        return None
+        if self.texts[self.i] == text and self.kinds[self.i] in ("punct", "dir", "name"):
+            self.i += 1
+            return True
+        return False
 
-    def loc(self, tok=None):
-        tok = tok or self.tok
-        return ir.Loc(tok.line, tok.col)
+    def loc(self, i):
+        return ir.Loc(*self.tk.linecol(i))
 
-    def skip_statement(self):
-        """After an error: skip to the next ';' or to a line boundary that starts a statement."""
+    def statement_text(self, first, last):
+        raw = self.src[self.starts[first]:self.starts[last] + len(self.texts[last])]
+        if "\n" in raw or "/" in raw:
+            raw = re.sub(r"//[^\n]*|/\*.*?\*/", " ", raw, flags=re.DOTALL)
+            raw = re.sub(r"\s*\n\s*", " ", raw)
+        return raw.strip()
+
+    def skip_statement(self, stop_at_brace=True):
+        """After an error: skip past the next ';' at this nesting level, or up to a '}'
+        that closes the current block, or to a new line that starts a directive."""
         depth = 0
-        start_line = self.tok.line
-        while self.tok.kind != "eof":
-            t = self.tok
-            if t.text == ";" and depth <= 0:
-                self.advance()
-                return
-            if t.text == "{":
-                depth += 1
-            elif t.text == "}":
-                if depth == 0:
+        kinds, texts = self.kinds, self.texts
+        start = self.i
+        line_of = self.tk.linecol
+        start_line = line_of(start)[0]
+        while kinds[self.i] != "eof":
+            t = texts[self.i]
+            k = kinds[self.i]
+            if k == "punct":
+                if t == ";" and depth <= 0:
+                    self.i += 1
                     return
-                depth -= 1
-            elif t.line != start_line and depth == 0 and (t.text.startswith(".") or t.text.startswith("@")):
+                if t == "{":
+                    depth += 1
+                elif t == "}":
+                    if depth <= 0 and stop_at_brace:
+                        return
+                    depth -= 1
+            elif depth <= 0 and self.i > start and k == "dir" and t in _RESYNC_DIRS \
+                    and line_of(self.i)[0] != start_line:
                 return
-            self.advance()
+            self.i += 1
 
-    # ------------------------------------------------------------ numbers
+    # ------------------------------------------------------------------ numbers
     def number(self, negative=False):
-        t = self.advance()
-        if t.kind == "float":
-            bits = int(t.text[2:], 16)
-            if t.text[1] in "fF":
-                value = struct.unpack("<f", struct.pack("<I", bits))[0]
-                return ir.Imm(-value if negative else value, bits ^ (0x80000000 if negative else 0), 32)
-            value = struct.unpack("<d", struct.pack("<Q", bits))[0]
-            return ir.Imm(-value if negative else value, bits ^ (1 << 63 if negative else 0), 64)
-        if t.kind != "number":
-            raise self.error(f"expected a number, found {t.text!r}", t)
-        s = t.text.rstrip("U")
-        if "." in s or ("e" in s.lower() and not s.lower().startswith("0x")):
-            v = float(s)
+        """An immediate from a number token (after an optional '-' already consumed)."""
+        i = self.i
+        k = self.kinds[i]
+        t = self.texts[i]
+        if k == "int":
+            self.i += 1
+            v = _int_value(t)
+            if v is None:
+                raise self.error(f"malformed integer {t!r}", i)
             return ir.Imm(-v if negative else v)
-        if s.lower().startswith("0x"):
-            v = int(s, 16)
-        elif s.lower().startswith("0b"):
-            v = int(s, 2)
-        elif len(s) > 1 and s.startswith("0"):
-            v = int(s, 8)
-        else:
-            v = int(s)
-        return ir.Imm(-v if negative else v)
+        if k == "hexf":
+            self.i += 1
+            bits = int(t[2:], 16)
+            if t[1] in "fF":
+                if negative:
+                    bits ^= 0x80000000
+                return ir.Imm(struct.unpack("<f", struct.pack("<I", bits))[0], bits, 32)
+            if negative:
+                bits ^= 1 << 63
+            return ir.Imm(struct.unpack("<d", struct.pack("<Q", bits))[0], bits, 64)
+        if k == "dec":
+            self.i += 1
+            v = float(t)
+            return ir.Imm(-v if negative else v)
+        raise self.fail(f"expected a number, found {self.describe()}")
 
     def int_value(self):
-        neg = bool(self.accept("-"))
-        imm = self.number(neg)
-        if imm.is_float:
-            raise self.error("expected an integer")
-        return imm.value
+        neg = False
+        if self.texts[self.i] in ("-", "+") and self.kinds[self.i] == "punct":
+            neg = self.texts[self.i] == "-"
+            self.i += 1
+        if self.kinds[self.i] != "int":
+            raise self.fail(f"expected an integer, found {self.describe()}")
+        return self.number(neg).value
 
-    # ------------------------------------------------------------ module
+    # ------------------------------------------------------------------ module
     def parse_module(self):
-        version, target, address_size = (0, 0), (), 64
+        version, target, address_size = None, (), 64
         variables, functions, files = [], [], {}
-        while self.tok.kind != "eof":
+        kinds, texts = self.kinds, self.texts
+        while kinds[self.i] != "eof":
             start = self.i
             try:
-                t = self.tok
-                if t.text == ".version":
+                t = texts[self.i]
+                if t == ".version":
                     self.advance()
-                    num = self.advance().text
-                    major, _, minor = num.partition(".")
-                    if not major.isdigit():
-                        raise self.error("bad .version", t)
-                    version = (int(major), int(minor or 0))
-                elif t.text == ".target":
+                    version = self.parse_version()
+                elif t == ".target":
                     self.advance()
-                    names = [self.advance().text]
+                    names = [self.target_name()]
                     while self.accept(","):
-                        names.append(self.advance().text)
+                        names.append(self.target_name())
                     target = tuple(names)
-                elif t.text == ".address_size":
+                elif t == ".address_size":
                     self.advance()
                     address_size = self.int_value()
-                elif t.text == ".file":
-                    self.advance()
-                    idx = self.int_value()
-                    name = self.advance().text.strip('"')
-                    while self.accept(","):
-                        self.advance()
-                    files[idx] = name
-                elif t.text == ".section":
+                    if address_size not in (32, 64):
+                        raise self.error(f".address_size must be 32 or 64, not {address_size}", start + 1)
+                elif t == ".file":
+                    idx, path = self.parse_file()
+                    files[idx] = path
+                elif t == ".section":
                     self.skip_section()
-                elif t.text == ".pragma":
+                elif t == ".pragma":
                     self.advance()
-                    while self.tok.text != ";" and self.tok.kind != "eof":
-                        self.advance()
+                    self.pragma_strings()
                     self.expect(";")
-                elif t.text == ".loc":
+                elif t == ".loc":
                     self.parse_loc()
+                elif t == ".alias":
+                    self.advance()
+                    self.symbol_name()
+                    self.expect(",")
+                    self.symbol_name()
+                    self.expect(";")
+                elif t in ("{", "}") and kinds[self.i] == "punct":
+                    raise self.error(f"unexpected {t!r} at module scope")
                 else:
-                    linkage = ""
-                    while self.tok.text in LINKAGE:
-                        linkage = self.advance().text[1:]
-                    if self.tok.text in (".entry", ".func"):
+                    linkage = self.linkage()
+                    t = texts[self.i]
+                    if t in (".entry", ".func") and kinds[self.i] == "dir":
+                        self.debug = None
                         functions.append(self.parse_function(linkage))
-                    elif self.tok.text in STATE_SPACES:
-                        variables.extend(self.parse_var_decl(linkage))
+                    elif t in STATE_SPACES and kinds[self.i] == "dir":
+                        decls = self.parse_var_decl(linkage)
                         self.expect(";")
-                    elif self.tok.kind == "eof":
-                        raise self.error("unexpected end of input")
+                        for d in decls:
+                            self.note_var(d)
+                        variables.extend(decls)
+                    elif kinds[self.i] == "eof":
+                        raise self.error("unexpected end of input after linkage directive")
                     else:
-                        raise self.error(f"unexpected {self.tok.text!r} at module scope")
+                        raise self.fail(f"unexpected {self.describe()} at module scope")
             except PtxError as e:
                 self.errors.append(e)
                 if self.i == start:
                     self.advance()
-                self.skip_statement()
-        if self.errors:
-            raise PtxError(self.errors[0].message, self.errors[0].line, self.errors[0].col,
-                           self.source_name, self.errors[0].source_line, errors=self.errors)
-        return ir.Module(version, target, address_size, variables, functions, files, self.source_name)
+                self.skip_statement(stop_at_brace=False)
+            except _Fatal:
+                break
+        if version is None and not self.errors:
+            raise self.error("missing .version directive", 0)
+        return ir.Module(version or (0, 0), target, address_size, variables, functions, files, self.name)
+
+    def parse_version(self):
+        i = self.i
+        k, t = self.kinds[i], self.texts[i]
+        if k == "dec" and re.fullmatch(r"\d+\.\d+", t):
+            self.advance()
+            major, minor = t.split(".")
+            return int(major), int(minor)
+        if k == "int" and t.isdigit():
+            self.advance()
+            return int(t), 0
+        raise self.fail(f"expected a version number like 9.0, found {self.describe()}")
+
+    def target_name(self):
+        i = self.i
+        if self.kinds[i] != "name":
+            raise self.fail(f"expected a target name, found {self.describe()}")
+        self.advance()
+        return self.texts[i]
+
+    def symbol_name(self):
+        i = self.i
+        if self.kinds[i] != "name" or "." in self.texts[i]:
+            raise self.fail(f"expected a name, found {self.describe()}")
+        self.advance()
+        return self.texts[i]
+
+    def linkage(self):
+        linkage = ""
+        while self.texts[self.i] in LINKAGE and self.kinds[self.i] == "dir":
+            linkage = self.texts[self.i][1:]
+            self.advance()
+        return linkage
+
+    def parse_file(self):
+        """`.file N "path" [, timestamp, size]`"""
+        self.advance()
+        idx = self.int_value()
+        i = self.i
+        if self.kinds[i] != "str":
+            raise self.fail(f"expected a file name string, found {self.describe()}")
+        self.advance()
+        path = _unquote(self.texts[i])
+        while self.accept(","):
+            self.int_value()
+        self.accept(";")
+        return idx, path
+
+    def pragma_strings(self):
+        out = []
+        while True:
+            i = self.i
+            if self.kinds[i] != "str":
+                raise self.fail(f"expected a pragma string, found {self.describe()}")
+            self.advance()
+            out.append(_unquote(self.texts[i]))
+            if not self.accept(","):
+                return out
 
     def skip_section(self):
+        """`.section .debug_xxx { ... }`: skipped entirely."""
+        first = self.i
         self.advance()
+        if self.kinds[self.i] not in ("dir", "name"):
+            raise self.fail(f"expected a section name, found {self.describe()}")
         self.advance()
-        if self.accept("{"):
-            depth = 1
-            while depth and self.tok.kind != "eof":
-                t = self.advance()
-                if t.text == "{":
+        if not self.accept("{"):
+            raise self.fail(f"expected '{{' after the section name, found {self.describe()}")
+        depth = 1
+        kinds, texts = self.kinds, self.texts
+        while depth:
+            k = kinds[self.i]
+            if k == "eof":
+                raise self.error("unterminated .section (missing '}')", first)
+            if k == "punct":
+                t = texts[self.i]
+                if t == "{":
                     depth += 1
-                elif t.text == "}":
+                elif t == "}":
                     depth -= 1
-            if depth:
-                raise self.error("unterminated .section")
+            self.i += 1
 
     def parse_loc(self):
+        """`.loc file line col [, function_name label, inlined_at f l c ...]`"""
+        first = self.i
         self.advance()
         f = self.int_value()
         line = self.int_value()
-        col = self.int_value() if self.tok.kind == "number" else 0
-        while self.accept(","):
-            while self.tok.text not in (",",) and self.tok.kind != "eof" and self.tok.line == self.toks[self.i - 1].line:
-                self.advance()
+        col = self.int_value() if self.kinds[self.i] == "int" else 0
         self.debug = ir.DebugLoc(f, line, col)
+        # extra attributes run to the end of the line
+        if self.texts[self.i] == ",":
+            line_of = self.tk.linecol
+            here = line_of(first)[0]
+            while self.kinds[self.i] != "eof" and line_of(self.i)[0] == here and self.texts[self.i] not in (";", "{", "}"):
+                self.advance()
 
-    # ------------------------------------------------------------ declarations
-    def parse_var_decl(self, linkage="", single=False):
-        """`.space [.align n] [.vN] .type name[dims] [= init]` and comma lists of names."""
-        tok = self.tok
-        space = self.advance().text[1:]
-        align = vector = None
-        type_ = None
+    # ------------------------------------------------------------------ declarations
+    def parse_var_decl(self, linkage="", single=False, space_required=True):
+        """`.space [.align n] [.vN] [.ptr .space .align n] .type name[dims] [= init]`, with
+        a comma list of names unless `single`."""
+        first = self.i
+        space = self.texts[first][1:]
+        self.advance()
+        align = vector = type_ = None
         attrs = []
-        while self.tok.text.startswith(".") and self.tok.kind == "name":
-            d = self.advance().text
+        after_ptr = False
+        kinds, texts = self.kinds, self.texts
+        while kinds[self.i] == "dir":
+            d = texts[self.i]
+            di = self.i
+            self.advance()
             if d == ".align":
-                align = self.int_value()
-            elif d in (".v2", ".v4", ".v8"):
-                vector = int(d[2:])
+                n = self.int_value()
+                if n <= 0 or n & (n - 1):
+                    raise self.error(f"alignment must be a power of two, not {n}", di + 1)
+                if after_ptr:
+                    attrs.append(f"align {n}")
+                else:
+                    align = n
+            elif d in _VECTOR:
+                vector = _VECTOR[d]
             elif d == ".ptr":
                 attrs.append("ptr")
-            elif d in (".global", ".shared", ".const", ".local") and space == "param":
+                after_ptr = True
+            elif after_ptr and d in _PARAM_ATTR_SPACES:
                 attrs.append(d[1:])
-            elif d in (".attribute",):
-                self.expect("(")
-                while not self.accept(")"):
-                    self.advance()
+            elif d == ".attribute":
+                attrs.extend(self.attribute_list())
+            elif d in LINKAGE or d in STATE_SPACES:
+                raise self.error(f"misplaced {d} in a declaration", di)
             else:
+                if type_ is not None:
+                    raise self.error(f"declaration has two types (.{type_} and {d})", di)
                 type_ = d[1:]
         if type_ is None:
-            raise self.error("declaration without a type", tok)
+            raise self.fail(f"expected a type in this declaration, found {self.describe()}")
         decls = []
         while True:
-            ntok = self.tok
-            if ntok.kind != "name":
-                raise self.error(f"expected a name, found {ntok.text!r}")
-            name = self.advance().text
-            if self.accept("<"):
-                count = self.int_value()
+            ni = self.i
+            if kinds[ni] != "name" or "." in texts[ni] or "::" in texts[ni]:
+                raise self.fail(f"expected a variable name, found {self.describe()}")
+            name = texts[ni]
+            self.advance()
+            loc = self.loc(ni)
+            if self.texts[self.i] == "<" and kinds[self.i] == "punct":
+                self.advance()
+                ci = self.i
+                n = self.int_value()
+                if not 0 <= n <= MAX_EXPANSION:
+                    raise self.error(f"register count {n} out of range", ci)
                 self.expect(">")
-                for k in range(count):
-                    decls.append(ir.VarDecl(space, type_, f"{name}{k}", self.loc(ntok), align=align,
-                                            vector=vector, linkage=linkage, attrs=tuple(attrs)))
+                mk = ir.VarDecl
+                attrs_t = tuple(attrs)
+                decls.extend(mk(space, type_, f"{name}{k}", loc, None, (), align, vector, None, linkage, attrs_t)
+                             for k in range(n))
             else:
                 dims = []
-                while self.accept("["):
+                while self.texts[self.i] == "[" and kinds[self.i] == "punct":
+                    self.advance()
                     if self.accept("]"):
                         dims.append(0)
                         continue
-                    dims.append(self.int_value())
+                    di = self.i
+                    n = self.int_value()
+                    if n < 0:
+                        raise self.error("negative array size", di)
+                    dims.append(n)
                     self.expect("]")
                 count = None
                 if dims:
                     count = 1
-                    for d in dims:
-                        count *= d
+                    for n in dims:
+                        count *= n
                 init = None
                 if self.accept("="):
-                    init = tuple(self.parse_initialiser())
-                    if count == 0 and dims:
+                    ii = self.i
+                    init = tuple(self.initialiser(0))
+                    if count == 0 and len(dims) == 1:
                         count = len(init)
-                decls.append(ir.VarDecl(space, type_, name, self.loc(ntok), count=count, dims=tuple(dims),
-                                        align=align, vector=vector, init=init, linkage=linkage,
-                                        attrs=tuple(attrs)))
+                        dims = [count]
+                    elif count is None and vector is None and len(init) > 1:
+                        raise self.error("a scalar has one initial value", ii)
+                    elif count and len(init) > count * (vector or 1):
+                        raise self.error(f"{len(init)} initial values for {count} elements", ii)
+                decls.append(ir.VarDecl(space, type_, name, loc, count, tuple(dims), align, vector, init,
+                                        linkage, tuple(attrs)))
             if single or not self.accept(","):
-                break
-        return decls
+                return decls
 
-    def parse_initialiser(self):
+    def attribute_list(self):
+        """`.attribute(.managed)` / `.attribute(.unified(a, b))` -> ('managed',) ..."""
+        self.expect("(")
+        out = []
+        depth = 1
+        while depth:
+            k, t = self.kinds[self.i], self.texts[self.i]
+            if k == "eof" or (k == "punct" and t == ";"):
+                raise self.fail(f"expected ')' closing .attribute, found {self.describe()}")
+            if t == "(" and k == "punct":
+                depth += 1
+            elif t == ")" and k == "punct":
+                depth -= 1
+            elif k == "dir" and depth == 1:
+                out.append(t[1:])
+            self.advance()
+        return out
+
+    def initialiser(self, depth):
+        if depth > MAX_NESTING:
+            raise self.error("initialiser nested too deeply")
         if self.accept("{"):
             out = []
-            if not self.accept("}"):
-                while True:
-                    out.extend(self.parse_initialiser())
-                    if self.accept("}"):
-                        break
-                    self.expect(",")
-            return out
-        t = self.tok
-        if t.text == "generic":
+            if self.accept("}"):
+                return out
+            while True:
+                out.extend(self.initialiser(depth + 1))
+                if self.accept("}"):
+                    return out
+                self.expect(",", "',' or '}' in the initialiser")
+        i = self.i
+        k, t = self.kinds[i], self.texts[i]
+        if k == "name":
             self.advance()
-            self.expect("(")
-            name = self.advance().text
-            self.expect(")")
-            return [ir.GenericSym(name)]
-        if t.kind == "name":
+            if t == "generic" and self.accept("("):
+                name = self.symbol_name()
+                self.expect(")")
+                item = ir.GenericSym(name)
+            else:
+                if "." in t:
+                    raise self.error(f"expected a symbol, found {t!r}", i)
+                item = ir.Sym(t)
+            if self.texts[self.i] in ("+", "-") and self.kinds[self.i] == "punct":
+                raise self.error("a symbol with an offset in an initialiser is not supported", self.i,
+                                 UnsupportedPtx)
+            return [item]
+        neg = False
+        if t in ("-", "+") and k == "punct":
+            neg = t == "-"
             self.advance()
-            name = t.text
-            if self.accept("+"):
-                self.int_value()
-            return [ir.Sym(name)]
-        neg = bool(self.accept("-"))
         return [self.number(neg).value]
 
-    def parse_param_list(self):
+    def param_list(self):
+        """`( .param ... , .reg ... )` of a function or prototype -> list of VarDecl."""
         self.expect("(")
         params = []
         if self.accept(")"):
             return params
         while True:
-            if self.tok.text not in (".param", ".reg"):
-                raise self.error(f"expected .param, found {self.tok.text!r}")
+            t = self.texts[self.i]
+            if t not in (".param", ".reg") or self.kinds[self.i] != "dir":
+                raise self.fail(f"expected .param or .reg, found {self.describe()}")
             params.extend(self.parse_var_decl(single=True))
             if self.accept(")"):
                 return params
-            self.expect(",")
+            self.expect(",", "',' or ')' in the parameter list")
 
-    # ------------------------------------------------------------ functions
+    def note_var(self, d):
+        """Remember a variable's element size (for `name[index]` operands)."""
+        width = _TYPE_BYTES.get(d.type.lstrip("bsuf").split("x")[0], None) if d.type != "pred" else 1
+        if width is not None:
+            self.var_sizes[d.name] = width * (d.vector or 1)
+
+    # ------------------------------------------------------------------ functions
     def parse_function(self, linkage):
-        kind_tok = self.advance()
-        kind = kind_tok.text[1:]
-        rets = []
-        if self.tok.text == "(":
-            rets = self.parse_param_list()
-        name_tok = self.advance()
-        if name_tok.kind != "name":
-            raise self.error("expected a function name", name_tok)
-        params = self.parse_param_list() if self.tok.text == "(" else []
+        kind_i = self.i
+        kind = self.texts[kind_i][1:]
+        self.advance()
         directives = {}
-        while self.tok.text in PERF_DIRECTIVES or self.tok.text == ".pragma":
-            d = self.advance().text
-            if d == ".pragma":
-                self.advance()
-                self.accept(";")
-                continue
-            vals = []
-            while self.tok.kind == "number":
-                vals.append(self.int_value())
-                if not self.accept(","):
-                    break
-            directives[d[1:]] = tuple(vals)
-        fn = ir.Function(name_tok.text, kind, params, rets, None, self.loc(kind_tok), linkage, directives)
+        self.directives(directives)
+        rets = []
+        if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
+            if kind == "entry":
+                raise self.error("a kernel (.entry) has no return values")
+            rets = self.param_list()
+        name = self.symbol_name()
+        params = self.param_list() if self.texts[self.i] == "(" and self.kinds[self.i] == "punct" else []
+        self.directives(directives)
+        fn = ir.Function(name, kind, params, rets, None, self.loc(kind_i), linkage, directives)
         if self.accept(";"):
             return fn
-        self.expect("{")
-        fn.body = self.parse_block({}, top=True)
+        if not (self.texts[self.i] == "{" and self.kinds[self.i] == "punct"):
+            raise self.fail(f"expected '{{' or ';' after the signature of {name}, found {self.describe()}")
+        self.advance()
+        self.envs = [{}]
+        top = self.envs[0]
+        for p in rets + params:
+            top[p.name] = (p.name, p.space == "reg")
+            self.note_var(p)
+        fn.body = self.parse_body()
+        self.envs = [{}]
         return fn
 
-    def parse_block(self, rename, top=False):
-        """Statements up to the matching '}'. `rename` maps names declared in enclosing
-        nested scopes to their unique spellings."""
+    def directives(self, out):
+        """Performance directives: `.maxntid 256, 1, 1`, `.noreturn`, `.pragma "..."; `."""
+        kinds, texts = self.kinds, self.texts
+        while kinds[self.i] == "dir":
+            d = texts[self.i]
+            if d == ".pragma":
+                self.advance()
+                out["pragma"] = out.get("pragma", ()) + tuple(self.pragma_strings())
+                self.expect(";")
+            elif d == ".attribute":
+                self.advance()
+                out["attribute"] = out.get("attribute", ()) + tuple(self.attribute_list())
+            elif d in PERF_DIRECTIVES:
+                self.advance()
+                vals = []
+                if kinds[self.i] == "int":
+                    vals.append(self.int_value())
+                    while self.accept(","):
+                        vals.append(self.int_value())
+                out[d[1:]] = tuple(vals)
+            else:
+                return
+
+    # ------------------------------------------------------------------ bodies
+    def parse_body(self):
+        """Statements up to the '}' closing the function body (nested blocks flattened)."""
         body = []
-        local = dict(rename)
+        kinds, texts = self.kinds, self.texts
+        envs = self.envs
         while True:
-            if self.tok.kind == "eof":
-                raise self.error("unexpected end of input inside a function body (missing '}')")
-            if self.accept("}"):
-                return body
+            k = kinds[self.i]
+            t = texts[self.i]
+            if k == "eof":
+                self.errors.append(self.error("unexpected end of input inside a function body (missing '}')"))
+                raise _Fatal()
+            if k == "punct" and t == "}":
+                self.advance()
+                if len(envs) == 1:
+                    return body
+                envs.pop()
+                continue
+            if k == "punct" and t == "{":
+                if len(envs) > MAX_NESTING:
+                    self.errors.append(self.error("blocks nested too deeply"))
+                    raise _Fatal()
+                self.advance()
+                self.open_scope()
+                continue
             start = self.i
             try:
-                self.parse_statement(body, local, top)
+                self.statement(body)
             except PtxError as e:
                 self.errors.append(e)
                 if self.i == start:
                     self.advance()
                 self.skip_statement()
 
-    def parse_statement(self, body, local, top):
-        t = self.tok
-        if t.text == "{":
-            self.advance()
-            self.scope_counter += 1
-            inner = dict(local)
-            inner["$scope"] = self.scope_counter
-            body.extend(self.parse_block(inner))
-            return
-        if t.text in STATE_SPACES:
-            decls = self.parse_var_decl()
-            self.expect(";")
-            for d in decls:
-                if not top:
-                    new = f"{d.name}$s{local['$scope']}"
-                    local[d.name] = new
-                    d = ir.VarDecl(d.space, d.type, new, d.loc, d.count, d.dims, d.align, d.vector, d.init,
-                                   d.linkage, d.attrs)
-                body.append(d)
-            return
-        if t.text == ".loc":
-            self.parse_loc()
-            return
-        if t.text == ".pragma":
-            self.advance()
-            txt = self.advance().text
-            self.expect(";")
-            body.append(ir.Pragma(txt.strip('"'), self.loc(t)))
-            return
-        if t.text in (".file", ".section"):
-            if t.text == ".section":
-                self.skip_section()
-            else:
-                while not self.accept(";") and self.tok.kind != "eof" and self.tok.line == t.line:
-                    self.advance()
-            return
-        if t.kind == "name" and self.peek().text == ":" and not t.text.startswith("."):
-            self.advance()
-            self.advance()
-            name = local.get(t.text, t.text)
-            if self.tok.text == ".callprototype":
-                body.append(self.parse_prototype(name, t, local))
-                return
-            if self.tok.text == ".branchtargets":
-                self.advance()
-                targets = [self.advance().text]
-                while self.accept(","):
-                    targets.append(self.advance().text)
-                self.expect(";")
-                body.append(ir.BranchTargets(name, tuple(targets), self.loc(t)))
-                return
-            body.append(ir.Label(name, self.loc(t)))
-            return
-        body.append(self.parse_instruction(local))
+    def open_scope(self):
+        """Enter a nested block: the labels it defines are renamed from the start (they may be
+        used before their definition); its declarations are added as they come."""
+        self.scope_counter += 1
+        suffix = f"$s{self.scope_counter}"
+        env = {}
+        kinds, texts = self.kinds, self.texts
+        j, depth = self.i, 0
+        while True:
+            k = kinds[j]
+            if k == "eof":
+                break
+            if k == "punct":
+                t = texts[j]
+                if t == "{":
+                    depth += 1
+                elif t == "}":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif t == ":" and depth == 0 and j > 0 and kinds[j - 1] == "name":
+                    prev = texts[j - 1]
+                    env[prev] = (prev + suffix, False)
+            j += 1
+        env["$suffix"] = (suffix, False)
+        self.envs.append(env)
 
-    def parse_prototype(self, name, tok, local):
+    def declare(self, name, is_reg):
+        """Spelling of a name declared in the current block."""
+        envs = self.envs
+        if len(envs) == 1:
+            envs[0][name] = (name, is_reg)
+            return name
+        env = envs[-1]
+        new = name + env["$suffix"][0]
+        env[name] = (new, is_reg)
+        return new
+
+    def resolve(self, name):
+        """(spelling, is_register or None when undeclared) of a name used here."""
+        envs = self.envs
+        for n in range(len(envs) - 1, -1, -1):
+            hit = envs[n].get(name)
+            if hit is not None:
+                return hit
+        return name, None
+
+    def statement(self, body):
+        i = self.i
+        k, t = self.kinds[i], self.texts[i]
+        if k == "dir":
+            if t in STATE_SPACES or t in LINKAGE:
+                linkage = self.linkage()
+                if self.texts[self.i] not in STATE_SPACES or self.kinds[self.i] != "dir":
+                    raise self.fail(f"expected a state space, found {self.describe()}")
+                decls = self.parse_var_decl(linkage)
+                self.expect(";")
+                for d in decls:
+                    new = self.declare(d.name, d.space == "reg")
+                    if new != d.name:
+                        d = ir.VarDecl(d.space, d.type, new, d.loc, d.count, d.dims, d.align, d.vector, d.init,
+                                       d.linkage, d.attrs)
+                    self.note_var(d)
+                    body.append(d)
+                return
+            if t == ".loc":
+                self.parse_loc()
+                return
+            if t == ".pragma":
+                self.advance()
+                texts = self.pragma_strings()
+                self.expect(";")
+                body.extend(ir.Pragma(s, self.loc(i)) for s in texts)
+                return
+            if t == ".file":
+                self.parse_file()
+                return
+            if t == ".section":
+                self.skip_section()
+                return
+            raise self.error(f"unexpected directive {t} in a function body")
+        if k == "name" and self.texts[i + 1] == ":" and self.kinds[i + 1] == "punct":
+            if "." in t or "::" in t:
+                raise self.error(f"bad label name {t!r}")
+            self.i += 2
+            name = self.resolve(t)[0]
+            nt = self.texts[self.i]
+            if nt == ".callprototype" and self.kinds[self.i] == "dir":
+                body.append(self.prototype(name, i))
+            elif nt in (".branchtargets", ".calltargets") and self.kinds[self.i] == "dir":
+                self.advance()
+                targets = [self.resolve(self.symbol_name())[0]]
+                while self.accept(","):
+                    targets.append(self.resolve(self.symbol_name())[0])
+                self.expect(";")
+                if nt == ".branchtargets":
+                    body.append(ir.BranchTargets(name, tuple(targets), self.loc(i)))
+            else:
+                body.append(ir.Label(name, self.loc(i)))
+            return
+        body.append(self.instruction())
+
+    def prototype(self, name, first):
         self.advance()
-        rets = self.parse_param_list() if self.tok.text == "(" else []
-        self.expect("_")
-        params = self.parse_param_list() if self.tok.text == "(" else []
-        while self.tok.text in PERF_DIRECTIVES:
+        rets = self.param_list() if self.texts[self.i] == "(" else []
+        if self.texts[self.i] != "_":
+            raise self.fail(f"expected '_' in .callprototype, found {self.describe()}")
+        self.advance()
+        params = self.param_list() if self.texts[self.i] == "(" else []
+        while self.texts[self.i] in PERF_DIRECTIVES and self.kinds[self.i] == "dir":
             self.advance()
         self.expect(";")
-        return ir.Prototype(name, tuple(rets), tuple(params), self.loc(tok))
+        return ir.Prototype(name, tuple(rets), tuple(params), self.loc(first))
 
-    # ------------------------------------------------------------ instructions
-    def parse_instruction(self, local):
-        first = self.tok
+    # ------------------------------------------------------------------ instructions
+    def instruction(self):
+        kinds, texts = self.kinds, self.texts
+        first = self.i
         guard = None
-        if self.accept("@"):
-            neg = bool(self.accept("!"))
-            g = self.advance()
-            if g.kind != "name":
-                raise self.error("expected a predicate register after '@'", g)
-            guard = ir.Guard(ir.Reg(local.get(g.text, g.text)), neg)
-        op_tok = self.advance()
-        if op_tok.kind != "name" or op_tok.text.startswith("%"):
-            raise self.error(f"expected an instruction, found {op_tok.text!r}", op_tok)
-        split = split_opcode(op_tok.text)
+        if texts[first] == "@" and kinds[first] == "punct":
+            self.advance()
+            neg = self.accept("!")
+            g = self.i
+            if kinds[g] != "name" or "." in texts[g]:
+                raise self.fail(f"expected a predicate register after '@', found {self.describe()}")
+            self.advance()
+            guard = ir.Guard(ir.Reg(self.resolve(texts[g])[0]), neg)
+        op_i = self.i
+        if kinds[op_i] != "name" or texts[op_i][0] in "%$":
+            if kinds[op_i] == "eof":
+                raise self.error("unexpected end of input, expected an instruction")
+            raise self.fail(f"expected an instruction, found {self.describe()}")
+        split = split_opcode(texts[op_i])
         if split is None:
-            raise self.error(f"unknown instruction '{op_tok.text.split('.')[0]}'", op_tok)
+            raise self.error(f"unknown instruction '{texts[op_i]}'", op_i)
+        self.advance()
         opcode, mods = split
         if opcode == "call":
-            operands = self.parse_call_operands(local)
+            operands = self.call_operands()
         else:
             operands = []
-            if self.tok.text != ";":
+            if not (texts[self.i] == ";" and kinds[self.i] == "punct"):
                 while True:
-                    operands.append(self.parse_operand(local))
-                    if not self.accept(","):
-                        break
-        end = self.tok
-        self.expect(";")
-        text = self.text_between(first, end)
-        return ir.Instruction(opcode, tuple(mods), tuple(operands), self.loc(op_tok if guard is None else first),
-                              guard, self.debug, text)
+                    operands.append(self.operand(0))
+                    if kinds[self.i] == "punct":
+                        t = texts[self.i]
+                        if t == ",":
+                            self.advance()
+                            continue
+                        if t == ";":
+                            break
+                    raise self.missing_separator()
+        end = self.i
+        self.advance()
+        return ir.Instruction(opcode, mods, tuple(operands), self.loc(first), guard, self.debug,
+                              self.statement_text(first, end))
 
-    def text_between(self, first, end):
-        lines = self.text.split("\n") if not hasattr(self, "_lines") else self._lines
-        self._lines = lines
-        if first.line == end.line:
-            return lines[first.line - 1][first.col - 1:end.col].strip()
-        parts = [lines[first.line - 1][first.col - 1:]] + lines[first.line:end.line - 1] + \
-                [lines[end.line - 1][:end.col]]
-        return " ".join(p.strip() for p in parts)
+    def missing_separator(self):
+        i = self.i
+        if self.kinds[i] != "eof" and self.tk.linecol(i)[0] != self.tk.linecol(i - 1)[0]:
+            return self.fail(f"expected ';' at the end of the statement, found {self.describe()}")
+        return self.fail(f"expected ',' or ';' after an operand, found {self.describe()}")
 
-    def parse_call_operands(self, local):
+    def call_operands(self):
         rets = ir.ParamList(())
-        if self.tok.text == "(":
-            rets = self.parse_paren_list(local)
-            self.expect(",")
-        target = self.parse_operand(local)
-        args = ir.ParamList(())
-        ops = [rets, target]
+        if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
+            rets = self.paren_list()
+            self.expect(",", "',' after the return list")
+        ops = [rets, self.operand(0), ir.ParamList(())]
         if self.accept(","):
-            if self.tok.text == "(":
-                args = self.parse_paren_list(local)
-                ops.append(args)
+            if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
+                ops[2] = self.paren_list()
                 if self.accept(","):
-                    ops.append(self.parse_operand(local))
+                    ops.append(self.operand(0))
             else:
-                ops.append(args)
-                ops.append(self.parse_operand(local))
-        else:
-            ops.append(args)
+                ops.append(self.operand(0))
+        if not (self.texts[self.i] == ";" and self.kinds[self.i] == "punct"):
+            raise self.missing_separator()
         return ops
 
-    def parse_paren_list(self, local):
-        self.expect("(")
+    def paren_list(self):
+        self.advance()
         items = []
-        if not self.accept(")"):
-            while True:
-                items.append(self.parse_operand(local))
-                if self.accept(")"):
-                    break
-                self.expect(",")
-        return ir.ParamList(tuple(items))
+        if self.accept(")"):
+            return ir.ParamList(())
+        while True:
+            items.append(self.operand(1))
+            if self.accept(")"):
+                return ir.ParamList(tuple(items))
+            self.expect(",", "',' or ')'")
 
-    def parse_operand(self, local):
-        t = self.tok
-        if t.text == "[":
-            return self.parse_address(local)
-        if t.text == "{":
+    def operand(self, depth):
+        i = self.i
+        k, t = self.kinds[i], self.texts[i]
+        if k == "name":
             self.advance()
-            items = []
-            while True:
-                items.append(self.parse_operand(local))
-                if self.accept("}"):
-                    break
-                self.expect(",")
-            return ir.Vec(tuple(items))
-        if t.text == "!":
-            self.advance()
-            inner = self.parse_operand(local)
-            if not isinstance(inner, ir.Reg):
-                raise self.error("'!' applies to a predicate register", t)
-            return ir.Not(inner)
-        if t.text == "-" or t.kind in ("number", "float"):
-            neg = bool(self.accept("-"))
-            return self.number(neg)
-        if t.text == "_":
-            self.advance()
-            return ir.Sym("_")
-        if t.kind == "name":
-            self.advance()
-            op = self.name_operand(t, local)
-            if self.tok.text == "|":
-                self.advance()
-                second = self.advance()
-                return ir.Pair(op, ir.Reg(local.get(second.text, second.text)))
-            if self.tok.text == "+" and isinstance(op, ir.Sym) and self.peek().kind == "number":
-                # sym+offset outside brackets (e.g. in mov): keep as an address-less symbol offset
-                self.advance()
-                off = self.int_value()
-                return ir.Addr(op, off)
+            op = self.name_operand(t, i)
+            if self.kinds[self.i] == "punct":
+                nt = self.texts[self.i]
+                if nt == "|":
+                    self.advance()
+                    j = self.i
+                    if self.kinds[j] != "name":
+                        raise self.fail(f"expected a register after '|', found {self.describe()}")
+                    self.advance()
+                    second = self.name_operand(self.texts[j], j)
+                    if not isinstance(op, ir.Reg) or not isinstance(second, ir.Reg):
+                        raise self.error("'|' joins two registers", i)
+                    return ir.Pair(op, second)
+                if nt in ("+", "-") and isinstance(op, ir.Sym) and op.name != "_":
+                    return ir.Addr(op, self.offset())
+                if nt == "[" and isinstance(op, ir.Sym):
+                    return self.indexed(op, i)
             return op
-        raise self.error(f"unexpected {t.text!r} in operand" if t.kind != "eof" else "unexpected end of input")
+        if k == "punct":
+            if t == "[":
+                return self.address(depth)
+            if t == "{":
+                if depth > 2:
+                    raise self.error("vector operand nested too deeply")
+                self.advance()
+                items = []
+                while True:
+                    items.append(self.operand(depth + 1))
+                    if self.accept("}"):
+                        return ir.Vec(tuple(items))
+                    self.expect(",", "',' or '}' in the vector operand")
+            if t == "!":
+                self.advance()
+                j = self.i
+                inner = self.operand(depth + 1) if self.kinds[j] == "name" else None
+                if not isinstance(inner, ir.Reg):
+                    raise self.fail(f"'!' applies to a predicate register, found {self.describe(j)}", j)
+                return ir.Not(inner)
+            if t in ("-", "+"):
+                self.advance()
+                if self.kinds[self.i] in ("int", "hexf", "dec"):
+                    return self.number(t == "-")
+                if self.texts[self.i] == "(":
+                    v = self.const_expr(0)
+                    return ir.Imm(-v if t == "-" else v)
+                raise self.fail(f"expected a number after {t!r}, found {self.describe()}")
+            if t == "(":
+                return ir.Imm(self.const_expr(0))
+        if k in ("int", "hexf", "dec"):
+            return self.number()
+        if k == "eof":
+            raise self.error("unexpected end of input, expected an operand")
+        raise self.fail(f"expected an operand, found {self.describe()}")
 
-    def name_operand(self, t, local):
-        name = t.text
-        if name.startswith("%"):
+    def name_operand(self, name, i):
+        if name[0] == "%":
+            spelling, is_reg = self.resolve(name)
+            if is_reg is not None:
+                return ir.Reg(spelling) if is_reg else ir.Sym(spelling)
             base, _, comp = name[1:].partition(".")
-            if name not in local and base in SPECIAL_REGS or base.startswith("envreg") or \
-                    (base.startswith("pm") and base[2:].isdigit()):
+            if base in SPECIAL_REGS or _NUMBERED_SPECIAL.match(base):
+                if "." in comp:
+                    raise self.error(f"bad special register {name!r}", i)
                 return ir.SpecialReg(base, comp or None)
-            return ir.Reg(local.get(name, name))
-        renamed = local.get(name, name)
-        # a plain identifier is a register when it was declared with .reg; else a symbol
-        return ir.Reg(renamed) if name in self.reg_names else ir.Sym(renamed)
+            return ir.Reg(name)
+        if name == "_":
+            return ir.Sym("_")
+        if "." in name or "::" in name:
+            raise self.error(f"unexpected {name!r} in an operand (missing ';' before it?)"
+                             if split_opcode(name) else f"bad operand {name!r}", i)
+        spelling, is_reg = self.resolve(name)
+        return ir.Reg(spelling) if is_reg else ir.Sym(spelling)
 
-    def is_register(self, name):
-        return name in self.reg_names
-
-    def parse_address(self, local):
-        self.expect("[")
-        base, offset = None, 0
-        t = self.tok
-        if t.kind == "name":
+    def offset(self):
+        """`+4`, `-4`, `+-4`, `+0x10` after an address base."""
+        sign = 1
+        seen = False
+        while self.kinds[self.i] == "punct" and self.texts[self.i] in ("+", "-"):
+            if self.texts[self.i] == "-":
+                sign = -sign
             self.advance()
-            base = self.name_operand(t, local)
-            if isinstance(base, ir.SpecialReg):
-                raise self.error("a special register cannot be an address", t)
-            if self.accept("+"):
-                offset = self.int_value()
-            elif self.tok.text == "-":
-                offset = self.int_value()
-        else:
-            offset = self.int_value()
-        if self.tok.text == ",":
-            # texture and surface coordinates: [tex, {x, y}] -- kept as a vector of operands
-            items = [base if base is not None else ir.Imm(offset)]
-            while self.accept(","):
-                items.append(self.parse_operand(local))
-            self.expect("]")
-            return ir.Vec(tuple(items))
+            seen = True
+        if not seen:
+            return 0
+        if self.kinds[self.i] == "int":
+            return sign * self.number().value
+        if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
+            return sign * self.const_expr(0)
+        raise self.fail(f"expected an integer offset, found {self.describe()}")
+
+    def indexed(self, sym, i):
+        """`arr[3]` as an operand: the address of element 3."""
+        self.advance()
+        idx = self.int_value()
         self.expect("]")
-        return ir.Addr(base, offset)
+        size = self.var_sizes.get(sym.name)
+        if size is None:
+            raise self.error(f"cannot index {sym.name!r}: not a declared variable", i)
+        return ir.Addr(sym, idx * size + self.offset())
+
+    def address(self, depth):
+        self.advance()
+        i = self.i
+        k = self.kinds[i]
+        base, off = None, 0
+        if k == "name":
+            self.advance()
+            base = self.name_operand(self.texts[i], i)
+            if not isinstance(base, (ir.Reg, ir.Sym)):
+                raise self.error("a special register cannot be used as an address", i)
+            off = self.offset()
+        else:
+            off = self.int_value() if self.texts[i] != "(" else self.const_expr(0)
+            off += self.offset()
+        if self.texts[self.i] == "," and self.kinds[self.i] == "punct":
+            # texture / surface operands: [tex, {x, y}] or [tex, sampler, {x, y}]
+            items = [base if base is not None else ir.Imm(off)]
+            while self.accept(","):
+                items.append(self.operand(depth + 1))
+            self.expect("]", "']' closing the operand")
+            return ir.Vec(tuple(items))
+        self.expect("]", "']' or an offset in the address")
+        return ir.Addr(base, off)
+
+    # ------------------------------------------------------------------ constant expressions
+    def const_expr(self, depth):
+        """A parenthesised integer constant expression, `(4*8+1)`, as PTX allows."""
+        if depth > 50:
+            raise self.error("constant expression nested too deeply")
+        self.expect("(")
+        v = self._binary(0, depth)
+        self.expect(")", "')' closing the constant expression")
+        return v
+
+    _PREC = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="), ("<<", ">>"),
+             ("+", "-"), ("*", "/", "%")]
+
+    def _op_here(self):
+        t = self.texts[self.i]
+        if self.kinds[self.i] != "punct":
+            return None
+        nt = self.texts[self.i + 1] if self.i + 1 <= self.last else ""
+        two = t + nt if self.kinds[min(self.i + 1, self.last)] == "punct" else None
+        if two in ("<<", ">>", "<=", ">=", "==", "!=", "&&", "||"):
+            return two
+        return t
+
+    def _binary(self, level, depth):
+        if level == len(self._PREC):
+            return self._unary(depth)
+        v = self._binary(level + 1, depth)
+        while True:
+            op = self._op_here()
+            if op not in self._PREC[level]:
+                return v
+            oi = self.i
+            self.i += len(op)
+            w = self._binary(level + 1, depth)
+            v = _apply(op, v, w)
+            if v is None:
+                raise self.error("division by zero in a constant expression", oi)
+            if abs(v) > 1 << 130:
+                raise self.error("constant expression out of range", oi)
+
+    def _unary(self, depth):
+        t = self.texts[self.i]
+        if self.kinds[self.i] == "punct":
+            if t in ("-", "+", "~", "!"):
+                self.advance()
+                v = self._unary(depth)
+                return {"-": -v, "+": v, "~": ~v, "!": int(not v)}[t]
+            if t == "(":
+                return self.const_expr(depth + 1)
+        if self.kinds[self.i] == "int":
+            return self.number().value
+        raise self.fail(f"expected an integer in the constant expression, found {self.describe()}")
 
 
-def _register_names(text: str) -> set:
-    """Every name declared with .reg (plain identifiers must be told apart from symbols)."""
-    names = set()
-    for m in re.finditer(r"\.reg\b([^;]*);", text):
-        decl = m.group(1)
-        decl = re.sub(r"\.\w+", " ", decl)
-        for part in decl.split(","):
-            part = part.strip()
-            part = re.sub(r"<\d+>", "", part)
-            if part:
-                names.add(part.split()[-1])
-    return names
+def _apply(op, a, b):
+    if op in ("/", "%"):
+        if b == 0:
+            return None
+        q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+        return q if op == "/" else a - q * b
+    if op in ("<<", ">>"):
+        b = max(0, min(b, 128))
+        return a << b if op == "<<" else a >> b
+    return {"+": a + b, "-": a - b, "*": a * b, "&": a & b, "|": a | b, "^": a ^ b,
+            "==": int(a == b), "!=": int(a != b), "<": int(a < b), ">": int(a > b), "<=": int(a <= b),
+            ">=": int(a >= b), "&&": int(bool(a and b)), "||": int(bool(a or b))}[op]
+
+
+_RESYNC_DIRS = frozenset((".reg", ".local", ".shared", ".param", ".global", ".const", ".entry", ".func",
+                          ".visible", ".extern", ".weak", ".loc", ".version", ".target", ".file"))
+
+
+def _int_value(t):
+    s = t[:-1] if t.endswith("U") else t
+    c = s[1:2]
+    try:
+        if c in ("x", "X"):
+            return int(s[2:], 16)
+        if c in ("b", "B"):
+            return int(s[2:], 2)
+        if len(s) > 1 and s[0] == "0":
+            return int(s, 8)
+        return int(s)
+    except ValueError:
+        return None
+
+
+def _unquote(s):
+    body = s[1:-1]
+    if "\\" not in body:
+        return body
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
 
 
 def parse(text: str, source_name: str = "<ptx>") -> ir.Module:
-    """Parse PTX text. Raises PtxError (listing every problem found) for malformed input."""
+    """Parse PTX text into an ir.Module. Raises PtxError (listing every problem found, each
+    with line:col) for malformed input."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
     if not isinstance(text, str):
         raise TypeError("PTX text must be a str")
     p = _Parser(text, source_name)
-    p.reg_names = _register_names(text)
-    return p.parse_module()
+    try:
+        module = p.parse_module()
+    except PtxError as e:
+        p.errors.append(e)
+        module = None
+    except (IndexError, ValueError, KeyError, TypeError, RecursionError, OverflowError,
+            struct.error) as e:   # a parser bug must still read as a positioned PtxError
+        p.errors.append(p.error(f"malformed PTX ({type(e).__name__}: {e})"))
+        module = None
+    if p.errors:
+        p.errors.sort(key=lambda e: (e.line, e.col))
+        first = p.errors[0]
+        if len(p.errors) == 1:
+            raise first
+        raise type(first)(first.message, first.line, first.col, source_name, first.source_line,
+                          errors=p.errors)
+    return module

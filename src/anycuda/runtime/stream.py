@@ -26,6 +26,7 @@ sync_hooks = []     # called after every synchronisation (device printf output i
 
 _cv = threading.Condition()          # guards every stream's tickets and kept error
 _states = set()                      # _StreamState of live streams and of streams still draining
+_local = threading.local()           # .state: the stream whose worker this thread is
 
 
 class _StreamState:
@@ -50,6 +51,7 @@ def _wait_for(deps) -> None:
 
 
 def _worker(state: _StreamState) -> None:
+    _local.state = state
     while True:
         item = state.queue.get()
         if item is None:
@@ -166,6 +168,12 @@ class _DefaultStream:
         self._exec = threading.RLock()      # one piece of default-stream work at a time
 
     def enqueue(self, fn, *args, on_skip=None) -> None:
+        if getattr(_local, "state", None) is not None:
+            # Work that a created stream runs (a host function) uses the default stream: CUDA
+            # forbids API calls there; anycuda runs it inline, ordered by the stream running
+            # it. Taking a ticket could wait for default-stream work that waits for this stream.
+            fn(*args)
+            return
         st = self._state
         with self._exec:
             with _cv:

@@ -1,0 +1,138 @@
+"""The allocation table: one address space, 256-byte alignment, lookups, frees, threads."""
+import ctypes
+import random
+import threading
+
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.runtime import memory
+
+
+def test_allocate_is_aligned_and_zeroed():
+    for n in (0, 1, 100, 256, 4097, 1 << 22):
+        a = memory.allocate(n)
+        try:
+            assert a.ptr % memory.ALIGNMENT == 0 and a.size == n
+            if n:
+                assert ctypes.string_at(a.ptr, min(n, 4096)) == b"\0" * min(n, 4096)
+                ctypes.memset(a.ptr + n - 1, 7, 1)          # the last byte is writable
+        finally:
+            memory.free(a.ptr)
+
+
+def test_lookup_inside_and_outside():
+    a = memory.allocate(1000)
+    b = memory.allocate(1000)
+    try:
+        for p in (a.ptr, a.ptr + 1, a.ptr + 999):
+            assert memory.lookup(p) is a
+        assert memory.lookup(b.ptr + 500) is b
+        assert memory.lookup(a.ptr + 1000) is not a
+        assert memory.lookup(a.ptr - 1) is not a
+        assert memory.lookup(0) is None and memory.lookup(8) is None
+        assert a.contains(a.ptr + 999) and not a.contains(a.ptr + 1000)
+    finally:
+        memory.free(a.ptr)
+        memory.free(b.ptr)
+    assert memory.lookup(a.ptr) is None and memory.lookup(b.ptr + 10) is None
+
+
+def test_zero_size_allocation_has_its_own_address():
+    a, b = memory.allocate(0), memory.allocate(0)
+    try:
+        assert a.ptr != b.ptr
+        assert memory.lookup(a.ptr) is a
+    finally:
+        memory.free(a.ptr)
+        memory.free(b.ptr)
+
+
+def test_double_free_and_unknown_pointers():
+    a = memory.allocate(64)
+    memory.free(a.ptr)
+    with pytest.raises(ac.CudaError) as e:
+        memory.free(a.ptr)
+    assert e.value.code == ac.CUresult.CUDA_ERROR_INVALID_VALUE
+    b = memory.allocate(64)
+    try:
+        with pytest.raises(ac.CudaError) as e:
+            memory.free(b.ptr + 8)                  # inside, but not the start
+        assert e.value.code == ac.CUresult.CUDA_ERROR_INVALID_VALUE
+    finally:
+        memory.free(b.ptr)
+    with pytest.raises(ac.CudaError):
+        memory.free(12345)
+    with pytest.raises(ac.CudaError) as e:
+        memory.allocate(-1)
+    assert e.value.code == ac.CUresult.CUDA_ERROR_INVALID_VALUE
+
+
+def test_release_only_frees_its_own_allocation():
+    a = memory.allocate(10)
+    assert memory.release(a) is True
+    assert memory.release(a) is False
+
+
+def test_huge_allocation_is_out_of_memory():
+    with pytest.raises(ac.CudaError) as e:
+        memory.allocate(1 << 62)
+    assert e.value.code == ac.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+
+
+def test_memcpy_and_memset():
+    a, b = memory.allocate(256), memory.allocate(256)
+    try:
+        memory.memset(a.ptr, 0x1FF, 100)            # the low byte counts
+        memory.memcpy(b.ptr + 10, a.ptr, 50)
+        raw = ctypes.string_at(b.ptr, 70)
+        assert raw == b"\0" * 10 + b"\xff" * 50 + b"\0" * 10
+        memory.memcpy(b.ptr, a.ptr, 0)
+        memory.memset(b.ptr, 1, 0)
+        with pytest.raises(ac.CudaError):
+            memory.memcpy(b.ptr, a.ptr, -1)
+    finally:
+        memory.free(a.ptr)
+        memory.free(b.ptr)
+
+
+def test_table_is_thread_safe():
+    errors = []
+
+    def churn(seed):
+        r = random.Random(seed)
+        live = []
+        try:
+            for _ in range(300):
+                if live and r.random() < 0.5:
+                    a = live.pop(r.randrange(len(live)))
+                    assert memory.lookup(a.ptr + a.size // 2) is a
+                    memory.free(a.ptr)
+                else:
+                    live.append(memory.allocate(r.randrange(0, 5000)))
+            for a in live:
+                memory.free(a.ptr)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=churn, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_table_total_counts_live_bytes():
+    before = memory.table.total()
+    a = memory.allocate(12345)
+    assert memory.table.total() == before + 12345
+    memory.free(a.ptr)
+    assert memory.table.total() == before
+
+
+def test_device_pointer_is_a_host_address():
+    d = ac.asarray(np.arange(4, dtype=np.int32))
+    view = np.frombuffer((ctypes.c_int32 * 4).from_address(d.data.ptr), dtype=np.int32)
+    assert view.tolist() == [0, 1, 2, 3]

@@ -1,0 +1,233 @@
+"""Streams and events: order, the legacy default stream, errors kept until reported, timing."""
+import gc
+import threading
+import time
+
+import pytest
+
+import anycuda as ac
+from anycuda.runtime.stream import default_stream
+
+WAIT = 5.0      # seconds a test waits before calling something stuck
+
+
+def run_in_thread(fn):
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    return t
+
+
+def test_work_runs_in_order_on_its_own_thread():
+    s = ac.Stream()
+    order, threads = [], set()
+    for i in range(200):
+        s.enqueue(lambda i=i: (order.append(i), threads.add(threading.get_ident())))
+    s.synchronize()
+    assert order == list(range(200))
+    assert threads and threading.get_ident() not in threads
+
+
+def test_enqueue_does_not_block_the_host():
+    s = ac.Stream()
+    gate = threading.Event()
+    s.enqueue(gate.wait, WAIT)
+    assert not s.query() and not s.done
+    gate.set()
+    s.synchronize()
+    assert s.query()
+
+
+def test_streams_run_independently():
+    s1, s2 = ac.Stream(), ac.Stream()
+    gate, order = threading.Event(), []
+    s1.enqueue(gate.wait, WAIT)
+    s1.enqueue(order.append, "s1")
+    s2.enqueue(order.append, "s2")
+    s2.synchronize()
+    assert order == ["s2"]
+    gate.set()
+    s1.synchronize()
+    assert order == ["s2", "s1"]
+
+
+def test_default_stream_waits_for_earlier_work_of_blocking_streams():
+    s = ac.Stream()
+    gate, order = threading.Event(), []
+    s.enqueue(gate.wait, WAIT)
+    s.enqueue(order.append, "s")
+    t = run_in_thread(lambda: default_stream.enqueue(order.append, "default"))
+    time.sleep(0.1)
+    assert order == []                       # the default stream's work is held back
+    gate.set()
+    t.join(WAIT)
+    assert order == ["s", "default"]
+
+
+def test_later_work_on_blocking_streams_waits_for_the_default_stream():
+    s = ac.Stream()
+    gate, started, order = threading.Event(), threading.Event(), []
+
+    def default_work():
+        started.set()
+        gate.wait(WAIT)
+        order.append("default")
+
+    t = run_in_thread(lambda: default_stream.enqueue(default_work))
+    assert started.wait(WAIT)
+    s.enqueue(order.append, "s")             # queued while the default stream's work runs
+    time.sleep(0.1)
+    assert order == []
+    gate.set()
+    s.synchronize()
+    t.join(WAIT)
+    assert order == ["default", "s"]
+
+
+def test_non_blocking_streams_do_not_synchronise_with_the_default_stream():
+    s = ac.Stream(non_blocking=True)
+    gate, order = threading.Event(), []
+    s.enqueue(gate.wait, WAIT)
+    s.enqueue(order.append, "s")
+    default_stream.enqueue(order.append, "default")     # does not wait for s
+    assert order == ["default"]
+    gate.set()
+    s.synchronize()
+    assert order == ["default", "s"]
+
+
+def test_error_is_kept_until_synchronize_and_later_work_is_skipped():
+    s = ac.Stream()
+    order = []
+    err = ac.CudaError(ac.CUresult.CUDA_ERROR_LAUNCH_FAILED, "boom")
+
+    def fail():
+        raise err
+
+    s.enqueue(fail)
+    s.enqueue(order.append, "skipped")
+    with pytest.raises(ac.CudaError) as e:
+        s.synchronize()
+    assert e.value is err and order == []
+    s.synchronize()                              # reported once
+    s.enqueue(order.append, "after")
+    s.synchronize()
+    assert order == ["after"]
+
+
+def test_synchronize_all_reports_a_kept_error():
+    s = ac.Stream()
+    err = ac.CudaError(ac.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, "bad address")
+    s.enqueue(lambda: (_ for _ in ()).throw(err))
+    with pytest.raises(ac.CudaError) as e:
+        ac.synchronize()
+    assert e.value is err
+    s.synchronize()                              # already reported
+    ac.synchronize()
+
+
+def test_default_stream_errors_reach_the_caller():
+    def fail():
+        raise ac.CudaError(ac.CUresult.CUDA_ERROR_ASSERT, "assert")
+    with pytest.raises(ac.CudaError):
+        default_stream.enqueue(fail)
+    default_stream.synchronize()
+    ac.synchronize()
+
+
+def test_dropped_stream_finishes_its_work():
+    s = ac.Stream()
+    gate, order = threading.Event(), []
+    s.enqueue(gate.wait, WAIT)
+    s.enqueue(order.append, "done")
+    del s
+    gc.collect()
+    gate.set()
+    ac.synchronize()
+    assert order == ["done"]
+
+
+def test_host_functions_and_stream_null():
+    s = ac.Stream()
+    got = []
+    s.launch_host_func(got.append, 42)
+    s.synchronize()
+    assert got == [42]
+    assert ac.Stream.null is ac.default_stream
+
+
+def test_events_measure_elapsed_time():
+    s = ac.Stream()
+    start, end = ac.Event(), ac.Event()
+    start.record(s)
+    s.enqueue(time.sleep, 0.05)
+    end.record(s)
+    end.synchronize()
+    assert end.query() and end.done
+    ms = ac.get_elapsed_time(start, end)
+    assert 40 <= ms < 5000
+    a, b = ac.Event(), ac.Event()
+    a.record()
+    b.record()
+    assert ac.get_elapsed_time(a, b) >= 0
+
+
+def test_event_query_follows_the_last_record():
+    s = ac.Stream()
+    e = ac.Event()
+    assert e.query()                         # never recorded: complete
+    gate = threading.Event()
+    s.enqueue(gate.wait, WAIT)
+    e.record(s)
+    assert not e.query()
+    gate.set()
+    e.synchronize()
+    assert e.query()
+
+
+def test_unrecorded_events_cannot_be_timed():
+    with pytest.raises(ac.CudaError):
+        ac.get_elapsed_time(ac.Event(), ac.Event())
+    e = ac.Event(disable_timing=True)
+    e.record()
+    with pytest.raises(ac.CudaError):
+        ac.get_elapsed_time(e, e)
+
+
+def test_event_on_a_failed_stream_does_not_hang():
+    s = ac.Stream()
+    s.enqueue(lambda: 1 / 0)
+    e = s.record()
+    e.synchronize()                          # skipped, but complete
+    with pytest.raises(ac.CudaError):
+        ac.get_elapsed_time(e, e)
+    with pytest.raises(ZeroDivisionError):
+        s.synchronize()
+
+
+def test_stream_waits_for_an_event_of_another_stream():
+    s1, s2 = ac.Stream(non_blocking=True), ac.Stream(non_blocking=True)
+    gate, order = threading.Event(), []
+    s1.enqueue(gate.wait, WAIT)
+    s1.enqueue(order.append, "s1")
+    e = s1.record()
+    s2.wait_event(e)
+    s2.enqueue(order.append, "s2")
+    time.sleep(0.1)
+    assert order == []
+    gate.set()
+    s2.synchronize()
+    assert order == ["s1", "s2"]
+
+
+def test_get_waits_for_stream_work_and_reports_its_errors():
+    import numpy as np
+    s = ac.Stream()
+    d = ac.zeros(4, np.int32)
+    gate = threading.Event()
+    s.enqueue(gate.wait, WAIT)
+    s.enqueue(d.fill, 5)
+    run_in_thread(lambda: (time.sleep(0.05), gate.set()))
+    assert d.get().tolist() == [5] * 4       # the default stream waits for s's earlier work
+    s.enqueue(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        d.get(stream=s)
