@@ -96,6 +96,9 @@ def K():
                   lambda b, x, y, z, l=left, c=clamp: bitops.shf(b, x, y, z, l, c))
     for clamp in (False, True):
         k.add(f"bmsk_{clamp}", [I32, I32], I32, lambda b, x, y, c=clamp: bitops.bmsk(b, x, y, c))
+        for s in (False, True):
+            k.add(f"szext_{clamp}_{s}", [I32, I32], I32, lambda b, x, y, c=clamp, s=s: bitops.szext(b, x, y, c, s))
+    k.add("fns", [I32, I32, I32], I32, bitops.fns)
     for lut in range(256):
         k.add(f"lop3_{lut}", [I32, I32, I32], I32, lambda b, x, y, z, l=lut: bitops.lop3(b, x, y, z, l))
     for s in (False, True):
@@ -304,6 +307,61 @@ def test_bmsk(K, rng, clamp):
     b[:len(ea) ** 2] = np.tile(ea, len(ea))
     got = K(f"bmsk_{clamp}", a, b)
     check(got, [bmsk_ref(int(x), int(y), clamp) for x, y in zip(a, b)], 32, "bmsk", a, b)
+
+
+def szext_ref(a, b, clamp, signed):
+    M = 0xFFFFFFFF
+    b1 = b & 31
+    too_large = b >= 32 and clamp
+    mask = 0 if too_large else (M << b1) & M
+    sign_bit = 0 if (b1 == 0 or too_large or not signed) else (a >> ((b1 - 1) & 31)) & 1
+    return (a & ~mask & M) | (mask if sign_bit else 0)
+
+
+@pytest.mark.parametrize("clamp", [False, True])
+@pytest.mark.parametrize("signed", [False, True])
+def test_szext(K, rng, clamp, signed):
+    (a,) = operands(rng, 32, 1)
+    n = positions(rng)
+    n[len(EDGE_POS): len(EDGE_POS) + 70] = np.arange(70)
+    got = K(f"szext_{clamp}_{signed}", a, n)
+    check(got, [szext_ref(int(x), int(k), clamp, signed) for x, k in zip(a, n)], 32, "szext", a, n)
+
+
+def fns_ref(mask, base, offset):
+    """The PTX ISA pseudo-code, step by step (a base above 31 scans nothing)."""
+    d = 0xFFFFFFFF
+    if offset == 0:
+        if base < 32 and (mask >> base) & 1:
+            d = base
+        return d
+    pos, count, inc = base, abs(offset) - 1, 1 if offset > 0 else -1
+    while 0 <= pos < 32:
+        if (mask >> pos) & 1:
+            if count == 0:
+                return pos
+            count -= 1
+        pos += inc
+    return d
+
+
+def test_fns(K, rng):
+    n = 6000
+    (mask,) = operands(rng, 32, 1, n=n)
+    sparse = rng.random(n) < 0.4
+    mask[sparse] &= rng.integers(0, 2 ** 32, sparse.sum(), dtype=np.uint64).astype(np.uint32)
+    base = rng.integers(0, 32, n).astype(np.uint32)
+    base[-100:] = rng.integers(32, 2 ** 32, 100, dtype=np.uint64).astype(np.uint32)
+    off = rng.integers(-34, 35, n).astype(np.int64)
+    off[:200] = rng.choice([0, 1, -1, 32, -32, 33, -33, 2 ** 31 - 1, -2 ** 31], 200)
+    # every (base, offset) pair on the ISA's example mask and on all ones
+    grid = [(m, bb, o) for m in (0xAAAAAAAA, 0xFFFFFFFF, 0, 1, 0x80000000) for bb in range(32) for o in range(-33, 34)]
+    g = np.array(grid, np.int64)
+    mask = np.concatenate([mask, g[:, 0].astype(np.uint32)])
+    base = np.concatenate([base, g[:, 1].astype(np.uint32)])
+    off = np.concatenate([off, g[:, 2]]).astype(np.int32)
+    got = K("fns", mask, base, off.view(np.uint32))
+    check(got, [fns_ref(int(m), int(bb), int(o)) for m, bb, o in zip(mask, base, off)], 32, "fns", mask, base, off)
 
 
 def test_lop3_every_table(K, rng):

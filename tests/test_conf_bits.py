@@ -230,8 +230,6 @@ def test_bitfields_masks_and_extensions(rng):
             f"col {j}: {gv:#x} != {wv:#x}" for j, (gv, wv) in enumerate(zip(got, want)) if gv != wv)
 
 
-@pytest.mark.xfail(reason="anycuda does not implement szext yet (launch fails: instruction 'szext' is not "
-                          "supported)", strict=True)
 def test_szext(rng):
     n = 512
     a = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
@@ -246,8 +244,6 @@ def test_szext(rng):
         assert [int(v) for v in g[i]] == want, f"row {i} (a={x:#x}, b={b})"
 
 
-@pytest.mark.xfail(reason="anycuda does not implement fns (__fns) yet (launch fails: instruction 'fns' is not "
-                          "supported)", strict=True)
 def test_find_nth_set_bit(rng):
     n = 1024
     a = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)

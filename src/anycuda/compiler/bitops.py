@@ -315,3 +315,57 @@ def dp2a(b, a, c, d, a_signed, b_signed, hi):
         bv = b.sext(bb, I32) if b_signed else b.zext(bb, I32)
         acc = b.add(acc, b.mul(av, bv))
     return acc
+
+
+def szext(b, a, n, clamp, signed):
+    """Sign- or zero-extend the low n bits of a 32-bit value, per the PTX ISA pseudo-code:
+    n wraps to 0..31, except that in .clamp mode n >= 32 keeps all of a; n = 0 gives 0."""
+    n1 = b.and_(n, _c(I32, 31))
+    mask = b.shl(_c(I32, -1), n1)
+    if clamp:
+        mask = b.select(b.icmp_unsigned(">=", n, _c(I32, 32)), _c(I32, 0), mask)
+    low = b.and_(a, b.not_(mask))
+    if not signed:
+        return low
+    # the field's top bit, at (n1 - 1) & 31; a zero mask (clamp, n >= 32) has no sign to copy
+    sign_pos = b.and_(b.sub(n1, _c(I32, 1)), _c(I32, 31))
+    sign = b.trunc(b.lshr(a, sign_pos), I1)
+    sign = b.and_(sign, b.icmp_unsigned("!=", n1, _c(I32, 0)))
+    sign = b.and_(sign, b.icmp_unsigned("!=", mask, _c(I32, 0)))
+    return b.or_(low, b.select(sign, mask, _c(I32, 0)))
+
+
+def _select_set_bit(b, m, k):
+    """Position of the k-th (0-based, from bit 0 up) set bit of the 32-bit m; k must be below
+    popc(m). A binary search over halves by population count: five steps, no loop."""
+    pos = _c(I32, 0)
+    for step in (16, 8, 4, 2, 1):
+        low = popc(b, b.and_(b.lshr(m, pos), _c(I32, (1 << step) - 1)))
+        up = b.icmp_unsigned(">=", k, low)
+        k = b.select(up, b.sub(k, low), k)
+        pos = b.select(up, b.add(pos, _c(I32, step)), pos)
+    return pos
+
+
+def fns(b, mask, base, offset):
+    """fns.b32: the |offset|-th set bit of mask counting up (offset > 0) or down (offset < 0)
+    from bit `base` inclusive, or whether bit `base` itself is set (offset = 0); 0xFFFFFFFF
+    when there is no such bit. A base above 31 is undefined in the ISA; here it finds nothing
+    (the pseudo-code's scan would not start)."""
+    none = _c(I32, 0xFFFFFFFF)
+    in_range = b.icmp_unsigned("<", base, _c(I32, 32))
+    sh = b.and_(base, _c(I32, 31))
+    above = b.and_(mask, b.shl(_c(I32, -1), sh))             # bits base..31
+    below = b.and_(mask, b.lshr(_c(I32, -1), b.sub(_c(I32, 31), sh)))   # bits 0..base
+    neg = b.icmp_signed("<", offset, _c(I32, 0))
+    # |offset| as unsigned: -INT_MIN stays 2^31, which no 32-bit mask can satisfy
+    n = b.select(neg, b.neg(offset), offset)
+    m = b.select(neg, below, above)
+    cnt = popc(b, m)
+    found = b.and_(in_range, b.icmp_unsigned("<=", n, cnt))
+    # counting up: the (n-1)-th set bit from the bottom; counting down: the n-th from the top
+    k = b.select(neg, b.sub(cnt, n), b.sub(n, _c(I32, 1)))
+    hit = _select_set_bit(b, m, k)
+    bit_set = b.trunc(b.lshr(mask, sh), I1)
+    at_base = b.select(b.and_(in_range, bit_set), base, none)
+    return b.select(b.icmp_unsigned("==", offset, _c(I32, 0)), at_base, b.select(found, hit, none))

@@ -543,6 +543,21 @@ def bmsk(f, inst):
     f.write(inst.operands[0], bitops.bmsk(f.b, a, c, "clamp" in inst.mods), "b32")
 
 
+@handles("szext")
+def szext(f, inst):
+    t = inst_type(f, inst)
+    a, n = ops_in(f, inst, "b32")
+    v = bitops.szext(f.b, a, n, "clamp" in inst.mods, t == "s32")
+    f.write(inst.operands[0], v, t)
+
+
+@handles("fns")
+def fns(f, inst):
+    mask, base = f.read(inst.operands[1], "b32"), f.read(inst.operands[2], "b32")
+    offset = f.read(inst.operands[3], "s32")
+    f.write(inst.operands[0], bitops.fns(f.b, mask, base, offset), "b32")
+
+
 @handles("dp4a", "dp2a")
 def dot_product(f, inst):
     ts = type_mods(inst.mods)
