@@ -285,6 +285,10 @@ def ptx_from_image(address: int) -> bytes:
 
 def cuModuleLoadData(image: bytes) -> int:
     _require_context()
+    return _load_module(image)
+
+
+def _load_module(image: bytes) -> int:
     text = image.split(b"\0", 1)[0]
     try:
         program = load_program(text.decode("utf-8"), "module.ptx")
@@ -528,3 +532,73 @@ def cuDeviceGetUuid(dev: int) -> bytes:
     import uuid
     _check_device(dev)
     return uuid.uuid5(uuid.NAMESPACE_DNS, "anycuda-cpu-" + device_info.cpu_model()).bytes
+
+
+# ---------------------------------------------------------------- libraries and kernels (CUDA 12+)
+# A library is a context-independent module; with one device and one address space it is a
+# module loaded once, and a kernel is that module's function.
+
+class Library:
+    def __init__(self, module: int):
+        self.module = module
+        self.kernels = {}            # name -> Function handle, so a kernel has one handle
+
+
+def cuLibraryLoadData(image: bytes) -> int:
+    _require_init()                    # a library belongs to no context
+    return _new_handle(Library(_load_module(image)))
+
+
+def cuLibraryUnload(lib: int) -> None:
+    library = _get(lib, Library)
+    cuModuleUnload(library.module)
+    with _lock:
+        for h in library.kernels.values():
+            _handles.pop(h, None)
+        del _handles[lib]
+
+
+def cuLibraryGetModule(lib: int) -> int:
+    return _get(lib, Library).module
+
+
+def cuLibraryGetKernel(lib: int, name: str) -> int:
+    library = _get(lib, Library)
+    if name not in library.kernels:
+        library.kernels[name] = cuModuleGetFunction(library.module, name)
+    return library.kernels[name]
+
+
+def cuLibraryGetGlobal(lib: int, name: str) -> tuple:
+    return cuModuleGetGlobal(_get(lib, Library).module, name)
+
+
+def cuKernelGetFunction(kernel: int) -> int:
+    _get(kernel, Function)
+    return kernel
+
+
+def cuKernelGetLibrary(kernel: int) -> int:
+    f = _get(kernel, Function)
+    for h, obj in list(_handles.items()):
+        if isinstance(obj, Library) and kernel in obj.kernels.values():
+            return h
+    raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, f"kernel 0x{kernel:x} does not come from a library")
+
+
+def function_name(func: int) -> str:
+    return _get(func, Function).image.name
+
+
+def cuFuncSetAttribute(func: int, attrib: int, value: int) -> None:
+    """Accepts what a CPU block can honour: the dynamic shared memory limit (8) and the
+    preferred shared-memory carveout (9); other attributes are read-only or not supported."""
+    image = _get(func, Function).image
+    if attrib == 8:
+        if value < 0:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "negative shared memory size")
+        image.max_dynamic_shared_size = value
+    elif attrib in (9, 10, 11, 12, 13, 14, 15):
+        pass                          # carveout / cluster hints: nothing to do on the CPU
+    else:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"function attribute {attrib} cannot be set")

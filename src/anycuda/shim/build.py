@@ -134,7 +134,7 @@ def build(folder: Path) -> Path:
     ffi.embedding_api(declarations.FUNCTIONS)
     ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
                    _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
-                   + _STUB_SOURCE)
+                   + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
     ffi.embedding_init_code(_init_code())
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:

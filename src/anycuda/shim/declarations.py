@@ -11,6 +11,8 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef void (*CUhostFn)(void *userData);
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
 """
 
 FUNCTIONS = """
@@ -85,4 +87,18 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, un
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags);
 CUresult cuGetExportTable(const void **ppExportTable, const void *pExportTableId);
 CUresult cuGetErrorString(CUresult error, const char **pStr);
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *jitOptions, void **jitOptionsValues,
+                           unsigned int numJitOptions, void *libraryOptions, void **libraryOptionValues,
+                           unsigned int numLibraryOptions);
+CUresult cuLibraryUnload(CUlibrary library);
+CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name);
+CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library);
+CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name);
+CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel);
+CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel);
+CUresult cuKernelGetAttribute(int *pi, int attrib, CUkernel kernel, CUdevice dev);
+CUresult cuKernelSetAttribute(int attrib, int val, CUkernel kernel, CUdevice dev);
+CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
+CUresult cuKernelGetName(const char **name, CUkernel hfunc);
+CUresult cuFuncGetName(const char **name, CUfunction hfunc);
 """

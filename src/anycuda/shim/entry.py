@@ -14,7 +14,6 @@ from ..driver import api
 from ..runtime.errors import CudaError, CUresult
 
 _strings = {}
-_BOOTSTRAP_BYPASS_TABLE = "f8cff95121468b4eb9e2fb469e7c0dd9"
 
 
 def _c_string(ffi, text: str):
@@ -366,6 +365,63 @@ def define(ffi, lib=None):
     def cuLaunchHostFunc(stream, fn, user):
         api.cuLaunchHostFunc(ptr(stream), ptr(fn), ptr(user))
 
+    def image_bytes(image):
+        if image == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "image is NULL")
+        return api.ptx_from_image(ptr(image)) + b"\0"
+
+    @entry
+    def cuLibraryLoadData(out, code, jit_options, jit_values, n_jit, lib_options, lib_values, n_lib):
+        out[0] = handle(api.cuLibraryLoadData(image_bytes(code)))       # options do not apply to the CPU
+
+    @entry
+    def cuLibraryUnload(lib):
+        api.cuLibraryUnload(ptr(lib))
+
+    @entry
+    def cuLibraryGetKernel(out, lib, name):
+        out[0] = handle(api.cuLibraryGetKernel(ptr(lib), ffi.string(name).decode()))
+
+    @entry
+    def cuLibraryGetModule(out, lib):
+        out[0] = handle(api.cuLibraryGetModule(ptr(lib)))
+
+    @entry
+    def cuLibraryGetGlobal(dptr, nbytes, lib, name):
+        addr, size = api.cuLibraryGetGlobal(ptr(lib), ffi.string(name).decode())
+        if dptr != ffi.NULL:
+            dptr[0] = addr
+        if nbytes != ffi.NULL:
+            nbytes[0] = size
+
+    @entry
+    def cuKernelGetFunction(out, kernel):
+        out[0] = handle(api.cuKernelGetFunction(ptr(kernel)))
+
+    @entry
+    def cuKernelGetLibrary(out, kernel):
+        out[0] = handle(api.cuKernelGetLibrary(ptr(kernel)))
+
+    @entry
+    def cuKernelGetAttribute(out, attrib, kernel, dev):
+        out[0] = api.cuFuncGetAttribute(attrib, ptr(kernel))
+
+    @entry
+    def cuKernelSetAttribute(attrib, value, kernel, dev):
+        api.cuFuncSetAttribute(ptr(kernel), attrib, value)
+
+    @entry
+    def cuFuncSetAttribute(f, attrib, value):
+        api.cuFuncSetAttribute(ptr(f), attrib, value)
+
+    @entry
+    def cuKernelGetName(out, kernel):
+        out[0] = _c_string(ffi, api.function_name(ptr(kernel)))
+
+    @entry
+    def cuFuncGetName(out, f):
+        out[0] = _c_string(ffi, api.function_name(ptr(f)))
+
     def resolve(symbol: bytes, version: int):
         """The address of our implementation of a driver function, by base name and the
         CUDA version the caller was built for: the newest `_vN` we export, else the plain name."""
@@ -427,6 +483,8 @@ def define(ffi, lib=None):
 
     @entry
     def cuGetExportTable(table, table_id):
+        if table == ffi.NULL or table_id == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "NULL table or table id")
         uuid = bytes(ffi.buffer(ffi.cast("char *", table_id), 16)).hex()
         from . import export_tables
         found = export_tables.lookup(uuid)
@@ -434,14 +492,11 @@ def define(ffi, lib=None):
             table[0] = found
             _log(f"cuGetExportTable {uuid} -> provided")
             return
-        _log(f"cuGetExportTable {uuid} -> not available")
         table[0] = ffi.NULL
-        if uuid == _BOOTSTRAP_BYPASS_TABLE:
-            # asked first by the CUDA 13 runtime; "not found" sends it down its ordinary
-            # start-up path (through the CUDART interface table) instead of a shortcut
-            raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"export table {uuid} is not provided")
-        raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
-                        f"export table {uuid} (the CUDA runtime's private interface) is not implemented yet")
+        optional = export_tables.optional_name(uuid)
+        # "not found" sends the runtime down its ordinary path for the tables it can do without
+        raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND if optional else CUresult.CUDA_ERROR_NOT_SUPPORTED,
+                        f"export table {optional or uuid} is not provided")
 
     @entry
     def cuGetErrorName(code, out):

@@ -2,12 +2,19 @@
 cuGetExportTable): tables of C function pointers identified by UUID, slot 0 usually holding
 the table's size in bytes. Their layout is undocumented by NVIDIA; what is known comes from
 other projects' public notes (read for facts, implemented here from scratch).
+
+Every table is described once in TABLES (name, UUID, number of slots, the slots anycuda
+fills). A slot anycuda does not fill points to a stub that names table and slot on stderr
+(once) and answers CUDA_ERROR_NOT_SUPPORTED, so a runtime that reaches one stops with a
+message instead of jumping to NULL.
 """
 from __future__ import annotations
 
+import os
 import sys
+import threading
 
-from ..driver import api
+from ..driver import api, integrity
 from ..runtime.errors import CudaError, CUresult
 
 # C signatures of the functions anycuda puts in the tables (cffi `extern "Python"`)
@@ -15,141 +22,214 @@ DECLARATIONS = """
 extern "Python" int anycuda_rt_module_from_wrapper(void **module, const void *wrapper);
 extern "Python" int anycuda_rt_primary_context(void **pctx, int dev);
 extern "Python" int anycuda_rt_module_from_wrapper_ext(void **module, const void *wrapper, void *a3, void *a4, unsigned int a5);
-extern "Python" int anycuda_rt_ok(size_t arg);
+extern "Python" void anycuda_rt_fn7(size_t arg);
 extern "Python" int anycuda_rt_module_from_header_ext(const void *header, void **module, void *a3, void *a4, unsigned int a5);
-extern "Python" void anycuda_hooks_buffer(void **ptr, size_t *size);
-extern "Python" int anycuda_cls_ctor(void *ctx, void *manager, void *state, void *dtor);
-extern "Python" int anycuda_cls_dtor(void *a1, void *a2);
-extern "Python" int anycuda_cls_get(void **state, void *ctx, void *manager);
-extern "Python" int anycuda_context_check(void *ctx, unsigned int *result1, const void **result2, size_t a4, size_t a5, size_t a6);
-extern "Python" unsigned int anycuda_context_check3(size_t a1, size_t a2, size_t a3, size_t a4, size_t a5, size_t a6);
-extern "Python" int anycuda_not_supported(void);
+extern "Python" int anycuda_rt_load_compilers(void);
+extern "Python" void anycuda_hooks_buffer1(void **ptr, size_t *size);
+extern "Python" void anycuda_hooks_buffer2(void **ptr, size_t *size);
+extern "Python" int anycuda_cls_put(void *ctx, void *key, void *value, void *dtor);
+extern "Python" int anycuda_cls_delete(void *ctx, void *key);
+extern "Python" int anycuda_cls_get(void **value, void *ctx, void *key);
+extern "Python" int anycuda_integrity_check(unsigned int version, unsigned long long unix_seconds, unsigned long long *result);
+extern "Python" int anycuda_context_check(void *ctx, unsigned int *result1, const void **result2);
+extern "Python" unsigned int anycuda_context_check3(void);
+extern "Python" int anycuda_slot_unsupported(int index);
+static void *anycuda_slot_stub_address(int i);
 """
 
-CUDART_INTERFACE = "6bd5fb6c5bf4e74a8987d93912fd9df9"
-RUNTIME_CALLBACK_HOOKS = "a094798c2e742e7493f20800200c0a66"
-TOOLS_TLS = "42d85a8123f6cb478298f6e78a3aecdc"
-CONTEXT_LOCAL_STORAGE = "c693336e1121df11a8c368f355d89593"
-CONTEXT_CHECKS = "263e88607cd2614392f6bbd5006dfa7e"
+SLOT_STUBS = 256
 
-_tables = {}
+# Stubs for the slots anycuda leaves empty: each calls anycuda_slot_unsupported(i).
+STUB_SOURCE = "\n".join(
+    ["static int anycuda_slot_unsupported(int index);"]
+    + [f"static int anycuda_slot_stub_{i}(void) {{ return anycuda_slot_unsupported({i}); }}" for i in range(SLOT_STUBS)]
+    + ["static void *anycuda_slot_stubs[] = {" + ", ".join(f"(void *)anycuda_slot_stub_{i}" for i in range(SLOT_STUBS)) + "};",
+       "static void *anycuda_slot_stub_address(int i) { return (i >= 0 && i < %d) ? anycuda_slot_stubs[i] : 0; }" % SLOT_STUBS])
+
+
+SIZE = "size"           # slot 0 holds the table's size in bytes
+
+# name: (UUID as the runtime passes its 16 bytes, slots, {slot: C function or SIZE})
+TABLES = {
+    "CUDART_INTERFACE": ("6bd5fb6c5bf4e74a8987d93912fd9df9", 13, {
+        0: SIZE, 1: "anycuda_rt_module_from_wrapper", 2: "anycuda_rt_primary_context",
+        6: "anycuda_rt_module_from_wrapper_ext", 7: "anycuda_rt_fn7",
+        8: "anycuda_rt_module_from_header_ext", 12: "anycuda_rt_load_compilers"}),
+    "TOOLS_RUNTIME_CALLBACK_HOOKS": ("a094798c2e742e7493f20800200c0a66", 7, {
+        0: SIZE, 2: "anycuda_hooks_buffer1", 6: "anycuda_hooks_buffer2"}),
+    "TOOLS_TLS": ("42d85a8123f6cb478298f6e78a3aecdc", 4, {0: SIZE}),
+    "CONTEXT_LOCAL_STORAGE": ("c693336e1121df11a8c368f355d89593", 4, {
+        0: "anycuda_cls_put", 1: "anycuda_cls_delete", 2: "anycuda_cls_get"}),
+    "INTEGRITY_CHECK": ("d4082055bde6704b8d34ba123c66e1f2", 3, {0: SIZE, 1: "anycuda_integrity_check"}),
+    "CONTEXT_CHECKS": ("263e88607cd2614392f6bbd5006dfa7e", 4, {
+        0: SIZE, 2: "anycuda_context_check", 3: "anycuda_context_check3"}),
+}
+
+# Tables the runtime asks for and copes without: "not found" sends it down its ordinary path.
+OPTIONAL = {
+    "f8cff95121468b4eb9e2fb469e7c0dd9": "BOOTSTRAP_BYPASS",
+    "0ca50b8c1004929a89a7d0df10e77286": "CTX_CREATE_BYPASS",
+    "195bcbf4d67d024aacc51d29cea631ae": "HEAP_ACCESS",
+    "b10541e1f7c7c74a9f64f223be99f1e2": "DEVICE_EXTENDED_RT",
+    "dd9e98a4f410484499b0e2aeb7b432b5": "HYBRID_CUDART",
+}
+
+_tables = {}            # UUID -> cffi array (kept alive for the process)
+_addresses = {}         # table name -> address of its first slot
 _keep = []
-_context_state = {}
+_context_storage = {}   # (context, key) -> (value, destructor)
+_stub_names = []        # stub index -> "TABLE slot N"
+_reported = set()
 
 
 def _log(msg):
-    import os
     if "api" in os.environ.get("ANYCUDA_LOG", ""):
         sys.stderr.write(f"anycuda: {msg}\n")
 
 
-def _guarded(name, default_code=CUresult.CUDA_ERROR_UNKNOWN):
+def report_once(message: str) -> None:
+    if message not in _reported:
+        _reported.add(message)
+        sys.stderr.write(f"anycuda: {message}\n")
+
+
+def _guarded(name, result=lambda code: int(code)):
+    """Turn exceptions into a CUresult (or what `result` makes of it for functions that do
+    not return one): nothing may escape into the runtime."""
     def wrap(fn):
         def call(*args):
             try:
-                result = fn(*args)
-                _log(f"{name} -> {result}")
-                return result
+                value = fn(*args)
+                _log(f"{name} -> {value}")
+                return value
             except CudaError as e:
                 _log(f"{name}: {e}")
-                return int(e.code)
+                return result(e.code)
             except Exception as e:
-                sys.stderr.write(f"anycuda: internal error in {name}: {type(e).__name__}: {e}\n")
-                return int(default_code)
+                sys.stderr.write(f"anycuda: internal error in export table function {name}: "
+                                 f"{type(e).__name__}: {e}\n")
+                return result(CUresult.CUDA_ERROR_UNKNOWN)
         return call
     return wrap
 
 
+def _current_context() -> int:
+    ctx = api.cuCtxGetCurrent()
+    if not ctx:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "no current context")
+    return ctx
+
+
 def install(ffi, lib):
     """Define the callbacks and build the tables (called once by the embedding's init)."""
-    addr = lambda n: ffi.cast("void *", ffi.addressof(lib, n))
     ptr = lambda p: int(ffi.cast("uintptr_t", p))
 
-    def load_module(out, wrapper):
-        module = api.cuModuleLoadData(api.ptx_from_image(ptr(wrapper)) + b"\0")
+    def define(name, fn, result=lambda code: int(code)):
+        ffi.def_extern(name=name)(_guarded(name.replace("anycuda_", ""), result)(fn))
+
+    def load_module(out, image):
+        if out == ffi.NULL or image == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "NULL module or image")
+        module = api.cuModuleLoadData(api.ptx_from_image(ptr(image)) + b"\0")
         out[0] = ffi.cast("void *", module)
         return 0
 
-    ffi.def_extern(name="anycuda_rt_module_from_wrapper")(
-        _guarded("cudart.module_from_wrapper")(lambda out, wrapper: load_module(out, wrapper)))
-    ffi.def_extern(name="anycuda_rt_primary_context")(
-        _guarded("cudart.primary_context")(lambda pctx, dev: _primary(ffi, pctx, dev)))
-    ffi.def_extern(name="anycuda_rt_module_from_wrapper_ext")(
-        _guarded("cudart.module_from_wrapper_ext")(lambda out, wrapper, a3, a4, a5: load_module(out, wrapper)))
-    ffi.def_extern(name="anycuda_rt_ok")(_guarded("cudart.fn7")(lambda arg: 0))
-    ffi.def_extern(name="anycuda_rt_module_from_header_ext")(
-        _guarded("cudart.module_from_header_ext")(lambda header, out, a3, a4, a5: load_module(out, header)))
+    define("anycuda_rt_module_from_wrapper", load_module)
+    define("anycuda_rt_module_from_wrapper_ext", lambda out, wrapper, a3, a4, a5: load_module(out, wrapper))
+    define("anycuda_rt_module_from_header_ext", lambda header, out, a3, a4, a5: load_module(out, header))
 
-    hooks_buffer = ffi.new("char[]", 4096)
-    _keep.append(hooks_buffer)
+    def primary_context(pctx, dev):
+        ctx = api.cuDevicePrimaryCtxRetain(dev)
+        pctx[0] = ffi.cast("void *", ctx)
+        return 0
+    define("anycuda_rt_primary_context", primary_context)
+    define("anycuda_rt_fn7", lambda arg: None, result=lambda code: None)
+    define("anycuda_rt_load_compilers", lambda: 0)
 
-    def hooks(p, size):
-        p[0] = hooks_buffer
-        size[0] = 4096
-    ffi.def_extern(name="anycuda_hooks_buffer")(hooks)
+    # buffers the tools interface hands out (callback tables the runtime fills in)
+    buffers = [ffi.new("uint32_t[]", 1024), ffi.new("uint32_t[]", 14)]
+    _keep.extend(buffers)
 
-    def cls_ctor(ctx, manager, state, dtor):
-        _context_state[(ptr(ctx), ptr(manager))] = ptr(state)
+    def hooks(buffer):
+        def give(p, size):
+            p[0] = buffer
+            size[0] = len(buffer)
+        return give
+    define("anycuda_hooks_buffer1", hooks(buffers[0]), result=lambda code: None)
+    define("anycuda_hooks_buffer2", hooks(buffers[1]), result=lambda code: None)
+
+    def cls_put(ctx, key, value, dtor):
+        c = ptr(ctx) or _current_context()
+        _context_storage[(c, ptr(key))] = (ptr(value), ptr(dtor))
         return 0
 
-    def cls_get(out, ctx, manager):
-        state = _context_state.get((ptr(ctx), ptr(manager)))
-        if state is None:
-            return int(CUresult.CUDA_ERROR_INVALID_HANDLE)
-        out[0] = ffi.cast("void *", state)
+    def cls_delete(ctx, key):
+        c = ptr(ctx) or _current_context()
+        _context_storage.pop((c, ptr(key)), None)
         return 0
-    ffi.def_extern(name="anycuda_cls_ctor")(_guarded("cls.ctor")(cls_ctor))
-    ffi.def_extern(name="anycuda_cls_dtor")(_guarded("cls.dtor")(lambda a1, a2: 0))
-    ffi.def_extern(name="anycuda_cls_get")(_guarded("cls.get")(cls_get))
 
-    def context_check(ctx, result1, result2, a4, a5, a6):
+    def cls_get(out, ctx, key):
+        c = ptr(ctx) or _current_context()
+        entry = _context_storage.get((c, ptr(key)))
+        if entry is None:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, "no context-local value for this key")
+        out[0] = ffi.cast("void *", entry[0])
+        return 0
+    define("anycuda_cls_put", cls_put)
+    define("anycuda_cls_delete", cls_delete)
+    define("anycuda_cls_get", cls_get)
+
+    def integrity_check(version, unix_seconds, result):
+        devices = []
+        for dev in range(api.cuDeviceGetCount()):
+            devices.append((api.cuDeviceGetUuid(dev), api.cuDeviceGetAttribute(50, dev),
+                            api.cuDeviceGetAttribute(33, dev), api.cuDeviceGetAttribute(34, dev)))
+        words = integrity.answer(
+            version, unix_seconds, driver_version=api.cuDriverGetVersion(), process=os.getpid(),
+            thread=threading.get_ident(), cudart_table=_addresses["CUDART_INTERFACE"],
+            integrity_table=_addresses["INTEGRITY_CHECK"],
+            function=ptr(ffi.cast("void *", ffi.addressof(lib, "anycuda_integrity_check"))),
+            devices=devices)
+        result[0], result[1] = words
+        return 0
+    define("anycuda_integrity_check", integrity_check)
+
+    def context_check(ctx, result1, result2):
         if result1 != ffi.NULL:
             result1[0] = 0
         return 0
-    ffi.def_extern(name="anycuda_context_check")(_guarded("context_checks.check")(context_check))
-    ffi.def_extern(name="anycuda_context_check3")(_guarded("context_checks.fn3")(lambda *args: 0))
-    ffi.def_extern(name="anycuda_not_supported")(
-        _guarded("export table slot")(lambda: int(CUresult.CUDA_ERROR_NOT_SUPPORTED)))
+    define("anycuda_context_check", context_check)
+    define("anycuda_context_check3", lambda: 0, result=lambda code: 0)
 
-    def table(slots, size_slot=True):
+    def slot_unsupported(index):
+        name = _stub_names[index] if 0 <= index < len(_stub_names) else f"#{index}"
+        report_once(f"export table {name} is not implemented (the CUDA runtime called it)")
+        return int(CUresult.CUDA_ERROR_NOT_SUPPORTED)
+    ffi.def_extern(name="anycuda_slot_unsupported")(slot_unsupported)
+
+    for name, (uuid, slots, filled) in TABLES.items():
         t = ffi.new("void *[]", slots)
-        if size_slot:
-            t[0] = ffi.cast("void *", slots * ffi.sizeof("void *"))
+        for i in range(slots):
+            what = filled.get(i)
+            if what == SIZE:
+                t[i] = ffi.cast("void *", slots * ffi.sizeof("void *"))
+            elif what is not None:
+                t[i] = ffi.cast("void *", ffi.addressof(lib, what))
+            else:
+                _stub_names.append(f"{name} slot {i}")
+                t[i] = lib.anycuda_slot_stub_address(len(_stub_names) - 1)
         _keep.append(t)
-        return t
-
-    t = table(10)
-    t[1] = addr("anycuda_rt_module_from_wrapper")
-    t[2] = addr("anycuda_rt_primary_context")
-    t[6] = addr("anycuda_rt_module_from_wrapper_ext")
-    t[7] = addr("anycuda_rt_ok")
-    t[8] = addr("anycuda_rt_module_from_header_ext")
-    _tables[CUDART_INTERFACE] = t
-    t = table(7)
-    t[2] = addr("anycuda_hooks_buffer")
-    t[6] = addr("anycuda_hooks_buffer")
-    _tables[RUNTIME_CALLBACK_HOOKS] = t
-    _tables[TOOLS_TLS] = table(4)
-    t = table(4, size_slot=False)
-    t[0] = addr("anycuda_cls_ctor")
-    t[1] = addr("anycuda_cls_dtor")
-    t[2] = addr("anycuda_cls_get")
-    _tables[CONTEXT_LOCAL_STORAGE] = t
-    t = table(15)
-    for i in range(1, 15):
-        t[i] = addr("anycuda_not_supported")
-    t[2] = addr("anycuda_context_check")
-    t[3] = addr("anycuda_context_check3")
-    _tables[CONTEXT_CHECKS] = t
-
-
-def _primary(ffi, pctx, dev):
-    api.cuInit(0)
-    ctx = api.cuDevicePrimaryCtxRetain(dev)
-    api.cuCtxSetCurrent(ctx)
-    pctx[0] = ffi.cast("void *", ctx)
-    return 0
+        _tables[uuid] = t
+        _addresses[name] = ptr(t)
 
 
 def lookup(uuid_hex: str):
-    return _tables.get(uuid_hex)
+    """The table for a UUID, or None; an unknown UUID is named on stderr once."""
+    found = _tables.get(uuid_hex)
+    if found is None and uuid_hex not in OPTIONAL:
+        report_once(f"export table {uuid_hex} (private to the CUDA runtime) is unknown to anycuda")
+    return found
+
+
+def optional_name(uuid_hex: str):
+    return OPTIONAL.get(uuid_hex)
