@@ -158,8 +158,6 @@ def _zmin(p, q):
     return np.where((p == 0) & (q == 0), np.where(np.signbit(p) | np.signbit(q), -np.abs(p), p), m)
 
 
-@pytest.mark.xfail(reason="engine: set.<cmp>.*.f16x2 compares the register as one f32, not two half lanes "
-                          "(__hbeq2/__hblt2/__hble2)", strict=True)
 @arch
 def test_half_more(rng, options):
     n = 2048

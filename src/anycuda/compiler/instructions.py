@@ -604,42 +604,56 @@ def _cmp_op(inst):
     return next(m for m in inst.mods if m in INT_CMP or m in FLOAT_CMP or m in ("num", "nan"))
 
 
-def _combine(f, inst, p):
+def _bool_op(f, inst):
+    """The BoolOp modifier as a function of one compare result (c is the fourth operand), or
+    None."""
     bop = next((m for m in inst.mods if m in BOOL_OPS), None)
     if bop is None:
-        return p, None
+        return None
     c = f.read(inst.operands[3], "pred")
-    return {"and": f.b.and_, "or": f.b.or_, "xor": f.b.xor}[bop](p, c), (bop, c)
+    fn = {"and": f.b.and_, "or": f.b.or_, "xor": f.b.xor}[bop]
+    return lambda t: fn(t, c)
+
+
+def _lane_compares(f, inst, t):
+    """The compare results of set/setp on source type t: one per lane, so two for the packed
+    f16x2/bf16x2 (low half first), each lane compared on its own."""
+    b = f.b
+    cmp = _cmp_op(inst)
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    if t in ("f16x2", "bf16x2"):
+        elem = t[:-2]
+        pairs = list(zip(floatops.unpack2(b, a, elem), floatops.unpack2(b, c, elem)))
+    else:
+        elem, pairs = t, [(a, c)]
+    if _ftz(inst) and elem in ("f32", "f16"):
+        pairs = [(floatops.flush_denormal(b, x), floatops.flush_denormal(b, y)) for x, y in pairs]
+    return [_compare(f, cmp, elem, x, y) for x, y in pairs]
 
 
 @handles("setp")
 def setp(f, inst):
     b = f.b
-    t = inst_type(f, inst)
-    cmp = _cmp_op(inst)
-    if t in ("f16x2", "bf16x2"):
-        a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
-        elem = t[:-2]
-        (alo, ahi), (clo, chi) = floatops.unpack2(b, a, elem), floatops.unpack2(b, c, elem)
-        plo, phi = _compare(f, cmp, elem, alo, clo), _compare(f, cmp, elem, ahi, chi)
-        dst = inst.operands[0]
-        f.write(dst.first, plo, "pred")
-        f.write(dst.second, phi, "pred")
-        return
-    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
-    if _ftz(inst) and t == "f32":
-        a, c = floatops.flush_denormal(b, a), floatops.flush_denormal(b, c)
-    p = _compare(f, cmp, t, a, c)
-    res, extra = _combine(f, inst, p)
+    lanes = _lane_compares(f, inst, inst_type(f, inst))
+    bop = _bool_op(f, inst) or (lambda t: t)
     dst = inst.operands[0]
-    if isinstance(dst, pir.Pair):
-        f.write(dst.first, res, "pred")
-        q = b.not_(p)
-        if extra:
-            q = {"and": b.and_, "or": b.or_, "xor": b.xor}[extra[0]](q, extra[1])
-        f.write(dst.second, q, "pred")
+    if len(lanes) == 2:
+        # packed: p from the low lane, q from the high one
+        if not isinstance(dst, pir.Pair):
+            raise f.error(f"{inst.opcode} on a packed type needs two destinations p|q")
+        f.write(dst.first, bop(lanes[0]), "pred")
+        f.write(dst.second, bop(lanes[1]), "pred")
+    elif isinstance(dst, pir.Pair):
+        f.write(dst.first, bop(lanes[0]), "pred")
+        f.write(dst.second, bop(b.not_(lanes[0])), "pred")
     else:
-        f.write(dst, res, "pred")
+        f.write(dst, bop(lanes[0]), "pred")
+
+
+# set: the bits written for "true" by destination type (false is 0): 1.0 for a float
+# destination, every bit set for an integer one; a packed source gives one 16-bit field per lane
+SET_TRUE = {"f32": 0x3F800000, "f16": 0x3C00, "bf16": 0x3F80}
+SET_TRUE_LANE = {"f16x2": 0x3C00, "bf16x2": 0x3F80}
 
 
 @handles("set")
@@ -647,14 +661,17 @@ def set_(f, inst):
     b = f.b
     ts = type_mods(inst.mods)
     dt, st_ = ts[0], ts[-1]
-    cmp = _cmp_op(inst)
-    a, c = f.read(inst.operands[1], st_), f.read(inst.operands[2], st_)
-    p, _ = _combine(f, inst, _compare(f, cmp, st_, a, c))
-    lt = llvm_type(dt)
-    if dt == "f32":
-        v = b.select(p, ir.Constant(lt, 1.0), ir.Constant(lt, 0.0))
+    lanes = _lane_compares(f, inst, st_)
+    bop = _bool_op(f, inst) or (lambda t: t)
+    lt = ir.IntType(width(dt))
+    if len(lanes) == 2:
+        one = SET_TRUE_LANE.get(dt, 0xFFFF)
+        v = ir.Constant(lt, 0)
+        for i, t in enumerate(lanes):
+            v = b.or_(v, b.select(bop(t), ir.Constant(lt, one << (16 * i)), ir.Constant(lt, 0)))
     else:
-        v = b.select(p, ir.Constant(lt, -1), ir.Constant(lt, 0))
+        one = SET_TRUE.get(dt, (1 << width(dt)) - 1)
+        v = b.select(bop(lanes[0]), ir.Constant(lt, one), ir.Constant(lt, 0))
     f.write(inst.operands[0], v, dt)
 
 
