@@ -135,11 +135,6 @@ def test_barriers_in_3d_blocks_and_grids(rng, grid, block):
     assert np.array_equal(out.get().reshape(nb, nt), v.astype(np.int32))
 
 
-_NAMED_BARRIERS_IGNORED = ("engine: bar.sync's barrier id and thread count are ignored (every bar.sync is the "
-                           "block-wide barrier), so group 0's __syncthreads is released by group 1's bar.sync 2 "
-                           "and reads group 1's results too early")
-
-
 def _named_model(x, rounds, step, combine):
     """Each 64-thread group runs its own rounds, then the block combines the two groups."""
     v = x.astype(np.int64).reshape(-1, 2, 64)
@@ -153,7 +148,6 @@ def _named_model(x, rounds, step, combine):
     return ((combine(out, other) + 2 ** 31) % 2 ** 32 - 2 ** 31).reshape(-1)
 
 
-@pytest.mark.xfail(reason=_NAMED_BARRIERS_IGNORED, strict=True)
 def test_named_barriers_two_groups(rng):
     """Optional PTX feature: bar.sync with a barrier id and a thread count (inline asm).
     Warps 0-1 use barrier 1, warps 2-3 barrier 2, and the groups run different numbers of rounds."""
@@ -165,7 +159,6 @@ def test_named_barriers_two_groups(rng):
     assert np.array_equal(out.get(), want.astype(np.int32))
 
 
-@pytest.mark.xfail(reason=_NAMED_BARRIERS_IGNORED, strict=True)
 def test_named_barrier_id_in_a_register(rng):
     """Optional PTX feature: bar.sync with the barrier id in a register."""
     grid, lo, hi = 4, 5, 2

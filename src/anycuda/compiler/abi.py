@@ -35,6 +35,7 @@ LAUNCH_ERR_ASSERT = 2
 LAUNCH_ERR_ILLEGAL_ADDRESS = 3
 LAUNCH_ERR_UNSUPPORTED = 4
 LAUNCH_ERR_OUT_OF_MEMORY = 5
+LAUNCH_ERR_BARRIER_DEADLOCK = 6   # a block's threads wait at barriers that can never complete
 
 # A worker's FaultTrap: a sigjmp_buf the fault handler jumps back to, then what it saw.
 FAULT_ADDR = 400              # u64: the faulting address; the sigjmp_buf before it (glibc: 200 B on x86-64, 312 on AArch64)
@@ -54,7 +55,8 @@ CTX = {
     "resume": 72,            # where the thread continues (0: start; k: after site k)
     "state": 76,             # THREAD_*
     "worker": 80,            # index of the worker thread running the block (%smid)
-    # operand and result slots of the collective a thread waits at
+    # operand and result slots of the collective a thread waits at (at a barrier: op_b is
+    # its id, op_c the warps it expects, 0 for the whole block)
     "op_a": 88,              # i64
     "op_b": 96, "op_c": 100, "op_mask": 104, "op_pred": 108,
     "res": 112,              # i64
@@ -62,7 +64,16 @@ CTX = {
 }
 FRAME_HEADER = 128
 
-THREAD_RUN, THREAD_WAIT_WARP, THREAD_WAIT_BAR, THREAD_EXITED = 0, 1, 2, 3
+# WAIT_BAR: reached a barrier, its warp not yet counted there; BAR_ARRIVED: its warp counted,
+# waiting for the barrier to complete
+THREAD_RUN, THREAD_WAIT_WARP, THREAD_WAIT_BAR, THREAD_EXITED, THREAD_BAR_ARRIVED = 0, 1, 2, 3, 4
+
+# The 16 named barriers of a block, each 4 i32 in a table the block function owns:
+# warps arrived, warps expected (0: every warp with a non-exited thread), threads arrived,
+# how many of them had a true predicate (bar.red)
+NUM_BARRIERS = 16
+BAR_ARRIVED, BAR_EXPECTED, BAR_THREADS, BAR_POPC = 0, 1, 2, 3
+BAR_FIELDS = 4
 
 # step() return values besides a site number (>= 1)
 STEP_EXIT = 0
@@ -76,7 +87,7 @@ SITE_KINDS = [
     "match_any_b32", "match_any_b64", "match_all_b32", "match_all_b64",
     "redux_add", "redux_min_u32", "redux_min_s32", "redux_max_u32", "redux_max_s32",
     "redux_and", "redux_or", "redux_xor",
-    "activemask", "warp_sync",
+    "activemask", "warp_sync", "bar_arrive",
 ]
 SITE = {name: i for i, name in enumerate(SITE_KINDS)}
-BLOCK_SITE_KINDS = {SITE[k] for k in ("bar_sync", "bar_red_popc", "bar_red_and", "bar_red_or")}
+BLOCK_SITE_KINDS = {SITE[k] for k in ("bar_sync", "bar_red_popc", "bar_red_and", "bar_red_or", "bar_arrive")}

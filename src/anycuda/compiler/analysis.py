@@ -20,12 +20,11 @@ WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask"}
 
 
 def is_block_barrier(inst: ir.Instruction) -> bool:
-    """`bar.sync`, `barrier.sync`, `bar.red`, `barrier.red` (and the bare `bar id` form)."""
+    """`bar.sync`, `barrier.sync`, `bar.red`, `barrier.red`, `bar.arrive` (and the bare `bar id`
+    form). bar.arrive suspends too: its thread waits for the rest of its warp."""
     if inst.opcode not in ("bar", "barrier"):
         return False
-    if "warp" in inst.mods or "arrive" in inst.mods:
-        return False
-    return True
+    return "warp" not in inst.mods
 
 
 def is_warp_collective(inst: ir.Instruction) -> bool:

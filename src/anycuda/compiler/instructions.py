@@ -768,8 +768,6 @@ def barrier(f, inst):
     if "warp" in inst.mods:
         mask = f.read(inst.operands[0], "b32")
         return f.suspend("warp_sync", {"op_mask": mask}, None)
-    if "arrive" in inst.mods:
-        return  # arriving threads do not wait; the block scheduler releases waiters
     if "red" in inst.mods:
         kind = next(m for m in inst.mods if m in ("popc", "and", "or"))
         pred_op = inst.operands[-1]
@@ -781,8 +779,25 @@ def barrier(f, inst):
                 f.write(dst, load_field(bb, f.ctx, abi.CTX["res"], I32), "u32")
             else:
                 f.write(dst, bb.icmp_unsigned("!=", load_field(bb, f.ctx, abi.CTX["res"], I32), i32(0)), "pred")
-        return f.suspend(f"bar_red_{kind}", {"op_pred": b.zext(p, I32)}, results)
-    f.suspend("bar_sync", {}, None)
+        operands = _barrier_operands(f, inst.operands[1:-1])
+        operands["op_pred"] = b.zext(p, I32)
+        return f.suspend(f"bar_red_{kind}", operands, results)
+    # bar.arrive suspends too: its thread waits for the rest of its warp (the ISA counts
+    # arrivals per warp), then goes on without waiting for the other warps
+    f.suspend("bar_arrive" if "arrive" in inst.mods else "bar_sync", _barrier_operands(f, inst.operands), None)
+
+
+def _barrier_operands(f, ops):
+    """Frame slots of a barrier `a{, b}`: op_b the barrier id, op_c the warps it expects
+    (b is a thread count, a multiple of the warp size; without b, 0 stands for the whole block)."""
+    b = f.b
+    # ids beyond 15 are undefined in PTX; keeping the low bits keeps the scheduler's table in bounds
+    bar_id = b.and_(f.read(ops[0], "u32"), i32(abi.NUM_BARRIERS - 1))
+    if len(ops) < 2:
+        return {"op_b": bar_id, "op_c": i32(0)}
+    count = f.read(ops[1], "u32")
+    partial = b.zext(b.icmp_unsigned("!=", b.and_(count, i32(31)), i32(0)), I32)
+    return {"op_b": bar_id, "op_c": b.add(b.lshr(count, i32(5)), partial)}
 
 
 def _result_writer(f, dst, t):
