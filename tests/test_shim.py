@@ -145,3 +145,62 @@ def test_python_program_through_ctypes(tmp_path, saxpy_ptx):
 def test_shim_path_command():
     r = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and (Path(r.stdout.strip()) / "libcuda.so.1").exists()
+
+
+def test_md2_follows_rfc_1319():
+    from anycuda.driver.integrity import MD2
+    vectors = {b"": "8350e5a3e24c153df2275c9f80692773", b"abc": "da853b0d3f88d99b30283a69e6ded6bb",
+               b"message digest": "ab4f496bfb2a530b219ff33031fe06b0",
+               b"abcdefghijklmnopqrstuvwxyz": "4e8ddff3650292ab5a4108c3aa47940b",
+               b"1234567890" * 8: "d5976f79d83d3a0dc9806c3c66f3efd8"}
+    for message, digest in vectors.items():
+        assert MD2(message).hexdigest() == digest
+        h = MD2()
+        for i in range(0, len(message), 7):          # fed in pieces: the same digest
+            h.update(message[i:i + 7])
+        assert h.hexdigest() == digest
+
+
+def test_integrity_answer_is_an_hmac_of_the_process_record():
+    import hmac
+    import struct
+    from anycuda.driver.integrity import KEY, MD2, answer
+    facts = dict(driver_version=13000, process=1234, thread=0xABCDEF01, cudart_table=0x7F0000001000,
+                 integrity_table=0x7F0000002000, function=0x7F0000003000,
+                 devices=[(bytes(range(16)), 0, 1, 2)])
+    record = struct.pack("<IIIIQQQQ", 13000, 12345, 1234, 0xABCDEF01, 0x7F0000001000, 0x7F0000002000,
+                         0x7F0000003000, 1_700_000_000) + bytes(range(16)) + struct.pack("<iii", 0, 1, 2)
+    inner = MD2(bytes(k ^ 0x36 for k in KEY) + record).digest()          # RFC 2104 by hand
+    outer = MD2(bytes(k ^ 0x5C for k in KEY) + inner).digest()
+    assert answer(12345, 1_700_000_000, **facts) == struct.unpack("<QQ", outer)
+    assert outer == hmac.new(KEY, record, MD2).digest()
+    assert answer(12340, 1, **facts) != answer(12342, 1, **facts)       # versions ending in 0 and 1: fixed
+    assert answer(12340, 1, **facts) == answer(99990, 5, **{**facts, "process": 1})
+
+
+EXPORT_TABLE_PROGRAM = r'''
+import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+assert cuda.cuInit(0) == 0
+table = ctypes.c_void_p()
+bogus = bytes(range(16))
+assert cuda.cuGetExportTable(ctypes.byref(table), bogus) == 801 and not table.value
+assert cuda.cuGetExportTable(ctypes.byref(table), bogus) == 801
+checks = bytes.fromhex("263e88607cd2614392f6bbd5006dfa7e")
+assert cuda.cuGetExportTable(ctypes.byref(table), checks) == 0
+slots = ctypes.cast(table, ctypes.POINTER(ctypes.c_void_p))
+assert slots[0] == 4 * 8                                   # the table's size in bytes
+empty = ctypes.CFUNCTYPE(ctypes.c_int)(slots[1])           # a slot anycuda leaves empty
+assert empty() == 801 and empty() == 801
+print("tables OK")
+'''
+
+
+def test_unknown_export_tables_and_empty_slots_are_named_once(tmp_path):
+    script = tmp_path / "tables.py"
+    script.write_text(EXPORT_TABLE_PROGRAM)
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "tables OK" in r.stdout, r.stdout + r.stderr
+    assert r.stderr.count("export table 000102030405060708090a0b0c0d0e0f") == 1
+    assert r.stderr.count("export table CONTEXT_CHECKS slot 1 is not implemented") == 1

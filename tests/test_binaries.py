@@ -1,0 +1,137 @@
+"""Unmodified nvcc-built programs run through `anycuda run`: the CUDA runtime (linked
+statically, the default, or NVIDIA's libcudart.so shared) finds anycuda's libcuda.so.1 and
+runs on the CPU. Each program is our own small CUDA source in tests/programs/, built with
+nvcc at test time; its output is checked against values computed here."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).parent
+NVCC = shutil.which("nvcc")
+
+pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) on PATH")
+
+MODES = {
+    "static": [],                       # nvcc's default: cudart linked into the program
+    "shared": ["-cudart", "shared"],    # NVIDIA's libcudart.so.13 on top of our libcuda.so.1
+    "rdc": ["-rdc=true"],               # relocatable device code: fatbin wrapper v2, PTX in __nv_relfatbin
+}
+
+
+def _toolkit_libraries():
+    """Folders that hold the libcudart.so of the toolkit nvcc belongs to (for -cudart
+    shared), as nvcc itself reports its library folders."""
+    r = subprocess.run([NVCC, "-dryrun", "-cudart", "shared", "-o", "x", "x.cu"], capture_output=True, text=True)
+    folders = re.findall(r'"-L([^"]+)"', "\n".join(l for l in r.stderr.splitlines() if "LIBRARIES=" in l))
+    return [f for f in folders if list(Path(f).glob("libcudart.so*"))]
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    """build(program, mode) -> path of tests/programs/<program>.cu built by nvcc (once)."""
+    out = tmp_path_factory.mktemp("programs")
+    built = {}
+
+    def build_(program: str, mode: str = "static") -> Path:
+        if (program, mode) not in built:
+            exe = out / f"{program}-{mode}"
+            r = subprocess.run([NVCC, *MODES[mode], "-o", str(exe), str(HERE / "programs" / f"{program}.cu")],
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr
+            built[program, mode] = exe
+        return built[program, mode]
+    return build_
+
+
+def run(exe, *args, check=True):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(_toolkit_libraries() + [p for p in (env.get("LD_LIBRARY_PATH"),) if p])
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), *map(str, args)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    if check:
+        assert r.returncode == 0, f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return r
+
+
+def _saxpy(build, tmp_path, rng, mode):
+    n = 100_003                          # not a multiple of the block size: the last block is partial
+    a = np.float32(rng.uniform(-4, 4))
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    src, dst = tmp_path / "in.bin", tmp_path / "out.bin"
+    src.write_bytes(np.array([n], np.int32).tobytes() + a.tobytes() + x.tobytes() + y.tobytes())
+    r = run(build("saxpy", mode), src, dst)
+    assert f"saxpy done n={n}" in r.stdout
+    got = np.fromfile(dst, np.float32)
+    assert got.shape == (n,)
+    unfused = a * x + y                                    # float32 multiply, then add
+    fused = (np.float64(a) * x.astype(np.float64) + y).astype(np.float32)   # nvcc may contract to fma
+    bad = ~((got == unfused) | (got == fused))
+    assert not bad.any(), f"{bad.sum()} wrong, first at {np.argmax(bad)}: {got[bad][:4]} vs {unfused[bad][:4]}"
+
+
+def test_saxpy_static_cudart(build, tmp_path, rng):
+    _saxpy(build, tmp_path, rng, "static")
+
+
+def test_saxpy_shared_cudart(build, tmp_path, rng):
+    if not _toolkit_libraries():
+        pytest.skip("the CUDA toolkit next to nvcc has no libcudart.so")
+    _saxpy(build, tmp_path, rng, "shared")
+
+
+def test_saxpy_relocatable_device_code(build, tmp_path, rng):
+    _saxpy(build, tmp_path, rng, "rdc")
+
+
+@pytest.mark.parametrize("mode", ["static", "rdc"])
+def test_constant_and_device_symbols(build, mode):
+    r = run(build("symbols", mode))
+    lines = r.stdout.splitlines()
+    assert lines[0] == "counter 300 table_size 32 table[5] 9"
+    x = ((np.arange(300) % 17) * 0.25 - 2.0).astype(np.float64)
+    c = [1.5, -2.0, 0.5, 0.125]
+    table = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+    want = c[0] + x * (c[1] + x * (c[2] + x * c[3])) + table[np.arange(300) % 8]
+    got = np.array([float(v) for v in lines[1:]])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_device_printf(build):
+    r = run(build("printf"))
+    lines = r.stdout.splitlines()
+    assert lines[0] == "host before" and lines[-1] == "host after: no error"
+    want = {f"block {b} thread {t} value {100 + 3 * b + t} {0.5 * t:.2f} ok" for b in range(2) for t in range(3)}
+    assert set(lines[1:-1]) == want and len(lines) == 8
+
+
+def test_launch_errors_and_sticky_fault(build):
+    r = run(build("errors"))
+    out = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+    assert out["malloc"] == "cudaSuccess"
+    assert out["bad config"] != "cudaSuccess"            # a block of 2048 threads is refused
+    assert out["after clear"] == "cudaSuccess"           # ... and cudaGetLastError clears it
+    assert out["good launch"] == "cudaSuccess" and out["copy"] == "cudaSuccess"
+    assert "h[63] 7" in r.stdout
+    # an out-of-bounds store: reported at the next synchronisation, and sticky, as on a GPU
+    assert out["fault sync"] == "cudaErrorIllegalAddress"
+    assert out["last error"] == "cudaErrorIllegalAddress"
+    assert out["malloc after fault"] == "cudaErrorIllegalAddress"
+
+
+def test_streams_events_and_host_functions(build):
+    r = run(build("streams"))
+    lines = r.stdout.splitlines()
+    assert lines[0] == "query cudaSuccess elapsed_ok 1 callbacks 11"
+    n, half = 4096, 2048
+    h = (np.arange(n) % 100).astype(np.float64)
+    want = h.copy()
+    want[:half] *= 2
+    want[half:] = 3 * h[half:] + want[:half]
+    assert lines[1] == f"h[1] {want[1]:g} h[2049] {want[half + 1]:g} sum {want.sum():.1f}"
