@@ -528,6 +528,106 @@ DONE:
     assert (out[:32] == 0xFFFFFFFF).all()
 
 
+# bar.red over a group: each thread reads its predicate from pin[round * ntid + tid] and writes
+# (popc, and, or) to pout[(round * ntid + tid) * 3]; %r10 is the barrier id, %r11 the count.
+_BAR_RED_ROUNDS = """
+.visible .entry k(.param .u64 pin, .param .u64 pout, .param .u32 rounds)
+{
+  .reg .b32 %r<16>; .reg .b64 %rd<8>; .reg .pred %p<4>;
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout]; ld.param.u32 %r9, [rounds];
+  mov.u32 %r1, %tid.x; mov.u32 %r8, %ntid.x; mov.u32 %r2, 0;
+  shr.u32 %r12, %r1, 5;
+  GROUP
+LOOP:
+  mad.lo.u32 %r3, %r2, %r8, %r1;
+  mul.wide.u32 %rd3, %r3, 4; add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r4, [%rd4];
+  setp.ne.u32 %p1, %r4, 0;
+  bar.red.popc.u32 %r5, %r10, %r11, %p1;
+  bar.red.and.pred %p2, %r10, %r11, %p1;
+  bar.red.or.pred %p3, %r10, %r11, %p1;
+  selp.u32 %r6, 1, 0, %p2; selp.u32 %r7, 1, 0, %p3;
+  mul.wide.u32 %rd3, %r3, 12; add.s64 %rd5, %rd2, %rd3;
+  st.global.u32 [%rd5], %r5; st.global.u32 [%rd5+4], %r6; st.global.u32 [%rd5+8], %r7;
+  add.u32 %r2, %r2, 1;
+  setp.lt.u32 %p1, %r2, %r9;
+  @%p1 bra LOOP;
+  ret;
+}"""
+
+
+def test_bar_red_with_a_count_per_group_reused_each_round(rng=np.random.default_rng()):
+    """Warps 0-1 reduce at barrier 1, warps 2-3 at barrier 2 (64 threads each), round after
+    round: each group gets its own popc/and/or, and each barrier is reused once it completes."""
+    group = "shr.u32 %r10, %r12, 1; add.u32 %r10, %r10, 1; mov.u32 %r11, 64;"
+    ptx = _BAR_RED_ROUNDS.replace("GROUP", group)
+    rounds = 6
+    flags = (rng.random((rounds, 128)) < [[0.5], [1.0], [0.0], [0.97], [0.03], [0.5]]).astype(np.uint32)
+    flags[3, :64] = 1                     # one group all true, the other not, in the same round
+    out = np.full((rounds, 128, 3), 0xDEADBEEF, np.uint32)
+    launch(ptx, "k", (2, 1, 1), (128, 1, 1), flags, out, rounds)
+    for g in (slice(0, 64), slice(64, 128)):
+        f = flags[:, g]
+        assert (out[:, g, 0] == f.sum(1, keepdims=True)).all()
+        assert (out[:, g, 1] == f.all(1, keepdims=True)).all()
+        assert (out[:, g, 2] == f.any(1, keepdims=True)).all()
+
+
+def test_barrier_with_a_count_completes_at_its_count_and_is_reused_at_once():
+    """Four warps reduce at one barrier that expects 64 threads: it completes twice, each time
+    over two warps (which two is the scheduler's choice, as on a GPU; the sums are the same)."""
+    ptx = _BAR_RED_ROUNDS.replace("GROUP", "mov.u32 %r10, 3; mov.u32 %r11, 64;")
+    flags = (np.arange(128) % 32 < 5).astype(np.uint32)[None]
+    out = np.full((1, 128, 3), 0xDEADBEEF, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (128, 1, 1), flags, out, 1)
+    assert (out[0] == [10, 0, 1]).all()
+
+
+def test_warp_with_exited_lanes_arrives_as_a_whole_warp():
+    """The ISA counts a barrier's arrivals per warp: warp 1 has lanes 16-31 exited and still
+    brings the count of `bar.red 1, 64` to 64 (48 threads take part)."""
+    ptx = _BAR_RED_ROUNDS.replace("GROUP", "mov.u32 %r10, 1; mov.u32 %r11, 64;"
+                                  "setp.ge.u32 %p1, %r1, 48; @%p1 exit;")
+    flags = np.ones((1, 64), np.uint32)
+    out = np.full((1, 64, 3), 0xDEADBEEF, np.uint32)
+    launch(ptx, "k", (3, 1, 1), (64, 1, 1), flags, out, 1)
+    assert (out[0, :48] == [48, 1, 1]).all()
+    assert (out[0, 48:] == 0xDEADBEEF).all()
+
+
+@pytest.mark.parametrize("case", ["count_never_reached", "warp_split_across_ids", "arrive_only"])
+def test_barrier_deadlock_is_a_launch_error(case):
+    """What would hang a GPU ends the launch here: a barrier whose count the live warps cannot
+    reach (warps that exited never arrive at a counted barrier), or a warp whose lanes wait at
+    different barriers. Arrivals that never complete a barrier, with nobody waiting on it,
+    are no deadlock: the threads go on and exit."""
+    body = {
+        "count_never_reached": "setp.ge.u32 %p1, %r1, 64; @%p1 exit; bar.sync 1, 128;",
+        "warp_split_across_ids": "and.b32 %r2, %r1, 31; setp.lt.u32 %p1, %r2, 16; selp.u32 %r3, 1, 2, %p1;"
+                                 "barrier.sync %r3, 32;",
+        "arrive_only": "bar.arrive 1, 128;",
+    }[case]
+    ptx = f"""
+.visible .entry k(.param .u64 pout)
+{{
+  .reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .pred %p<3>;
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %tid.x;
+  {body}
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r1;
+  ret;
+}}"""
+    out = np.zeros(128, np.uint32)
+    if case == "arrive_only":
+        launch(ptx, "k", (2, 1, 1), (128, 1, 1), out)
+        assert (out == np.arange(128)).all()
+        return
+    with pytest.raises(CudaError) as e:
+        launch(ptx, "k", (4, 1, 1), (128, 1, 1), out)
+    assert e.value.code == CUresult.CUDA_ERROR_LAUNCH_FAILED
+    assert "kernel k, block" in str(e.value) and "barrier deadlock" in str(e.value)
+
+
 def test_ldu_isspacep_smid_and_approximate_functions():
     ptx = """
 .visible .entry k(.param .u64 pin, .param .u64 pout)

@@ -189,6 +189,12 @@ class KernelImage:
         if L.error == abi.LAUNCH_ERR_UNSUPPORTED:
             errs = "; ".join(str(e) for e in self.program.compiled.function_errors.values())
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: called code that cannot run: {errs}")
+        if L.error == abi.LAUNCH_ERR_BARRIER_DEADLOCK:
+            # a GPU would hang here; the thread named is the first of those left waiting
+            raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED,
+                            f"{where}: barrier deadlock: threads wait at barriers that can never complete "
+                            "(a thread count that the warps still running cannot reach, or lanes of one warp "
+                            "at different barriers)")
         raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: error {L.error}")
 
 
