@@ -595,6 +595,50 @@ def test_warp_with_exited_lanes_arrives_as_a_whole_warp():
     assert (out[0, 48:] == 0xDEADBEEF).all()
 
 
+def test_producer_consumer_ping_pong_with_arrive_and_sync():
+    """The ISA's producer/consumer pattern, round after round: warp 0 fills a buffer, arrives at
+    barrier 0 and waits at barrier 1; warps 1-2 wait at barrier 0, read, and arrive at barrier 1
+    (96 threads at each). A producer that did not wait would overwrite unread values."""
+    ptx = """
+.visible .entry k(.param .u64 pout, .param .u32 rounds)
+{
+  .reg .b32 %r<16>; .reg .b64 %rd<6>; .reg .pred %p<3>;
+  .shared .align 4 .b32 box[32];
+  ld.param.u64 %rd1, [pout]; ld.param.u32 %r9, [rounds];
+  mov.u32 %r1, %tid.x; shr.u32 %r2, %r1, 5; and.b32 %r3, %r1, 31;
+  shl.b32 %r4, %r3, 2; mov.u32 %r5, box; add.s32 %r5, %r5, %r4;
+  mov.u32 %r6, 0; mov.u32 %r7, 0;
+  setp.ne.u32 %p1, %r2, 0;
+LOOP:
+  @%p1 bra CONSUME;
+  mad.lo.u32 %r8, %r6, 100, %r3;
+  st.shared.u32 [%r5], %r8;
+  bar.arrive 0, 96;
+  bar.sync 1, 96;
+  bra NEXT;
+CONSUME:
+  bar.sync 0, 96;
+  ld.shared.u32 %r8, [%r5];
+  mad.lo.u32 %r7, %r7, 3, %r8;
+  bar.arrive 1, 96;
+NEXT:
+  add.u32 %r6, %r6, 1;
+  setp.lt.u32 %p2, %r6, %r9;
+  @%p2 bra LOOP;
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r7;
+  ret;
+}"""
+    rounds = 7
+    out = np.full(96, 0xFFFFFFFF, np.uint32)
+    launch(ptx, "k", (2, 1, 1), (96, 1, 1), out, rounds)
+    lane = np.arange(96) % 32
+    want = np.zeros(96, np.int64)
+    for r in range(rounds):
+        want = (want * 3 + r * 100 + lane) & 0xFFFFFFFF
+    assert (out[32:] == want[32:]).all()
+    assert (out[:32] == 0).all()
+
+
 @pytest.mark.parametrize("case", ["count_never_reached", "warp_split_across_ids", "arrive_only"])
 def test_barrier_deadlock_is_a_launch_error(case):
     """What would hang a GPU ends the launch here: a barrier whose count the live warps cannot
