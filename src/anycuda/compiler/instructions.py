@@ -155,13 +155,22 @@ def cvta(f, inst):
 
 @handles("isspacep")
 def isspacep(f, inst):
+    """Whether a generic address lies in a space's window (FunctionLowering.space_windows).
+    The global window is what the shared and local ones leave: the ISA has the kernel
+    parameters inside it, and on the CPU .const data is ordinary memory too."""
     b = f.b
     a = f.read(inst.operands[1], "u64")
-    base = f.shared_base()
-    size = b.zext(f.launch_field("shared_total", I32), I64)
-    in_shared = b.and_(b.icmp_unsigned(">=", a, base), b.icmp_unsigned("<", a, b.add(base, size)))
+
+    def inside(space):
+        res = ir.Constant(I1, 0)
+        for lo, hi in f.space_windows(space):
+            res = b.or_(res, b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi)))
+        return res
     sp = space_of(inst)
-    res = {"shared": in_shared, "global": b.not_(in_shared)}.get(sp, ir.Constant(I1, 0))
+    if sp == "global":
+        res = b.not_(b.or_(inside("shared"), inside("local")))
+    else:
+        res = inside(sp)
     f.write(inst.operands[0], res, "pred")
 
 

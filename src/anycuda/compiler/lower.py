@@ -23,6 +23,10 @@ from .types import I1, I8, I32, I64, PTR, llvm_type, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
 
+# Frame offset of the i64 pair [lo, hi) of the kernel's .local variables, in kernels that make
+# calls (before the spill slots)
+LOCAL_WINDOW_SLOT = abi.FRAME_HEADER
+
 
 class LoweringError(PtxError):
     pass
@@ -82,6 +86,9 @@ class FunctionLowering:
         self.spill_slots = {}
         self.frame_size = abi.FRAME_HEADER
         self.local_offsets = {}
+        self.local_window = None          # (first, end) frame offsets of the .local variables
+        self.publishes_locals = False
+        self.depot = None                 # (i8*, size) of the stack slot of the .local variables
         self.resume_blocks = []           # (site number, block that continues after it)
         self.inst = None
 
@@ -102,9 +109,13 @@ class FunctionLowering:
         if self.is_kernel:
             self.site_live = analysis.live_across_suspensions(body, self.branch_targets)
             live_regs = sorted({r for regs in self.site_live.values() for r in regs})
+            # a kernel that calls device functions tells them where its .local variables
+            # are, in a slot after the frame header (see space_windows)
+            self.publishes_locals = any(isinstance(st, pir.Instruction) and st.opcode == "call" for st in body)
+            spills = LOCAL_WINDOW_SLOT + (16 if self.publishes_locals else 0)
             for i, r in enumerate(live_regs):
-                self.spill_slots[r] = abi.FRAME_HEADER + 8 * i
-            self.frame_size = abi.FRAME_HEADER + 8 * len(live_regs)
+                self.spill_slots[r] = spills + 8 * i
+            self.frame_size = spills + 8 * len(live_regs)
         entry = self.fn.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
         if self.is_kernel:
@@ -121,6 +132,10 @@ class FunctionLowering:
         start = self.fn.append_basic_block("start")
         self.dispatch_block = b.block
         b.position_at_end(start)
+        if self.is_kernel and self.publishes_locals:
+            lo, hi = self._own_local_window() or (i64(0), i64(0))
+            store_field(b, self.ctx, LOCAL_WINDOW_SLOT, lo)
+            store_field(b, self.ctx, LOCAL_WINDOW_SLOT + 8, hi)
         for pos, st in enumerate(body):
             if isinstance(st, pir.Label):
                 target = self.labels[st.name]
@@ -141,6 +156,7 @@ class FunctionLowering:
 
     def _declare_body_vars(self, body):
         b = self.b
+        depot, depot_size, depot_align = {}, 0, 8
         for st in body:
             if not isinstance(st, pir.VarDecl):
                 continue
@@ -157,6 +173,14 @@ class FunctionLowering:
                     off = (self.frame_size + align - 1) // align * align
                     self.local_offsets[st.name] = off
                     self.frame_size = off + size
+                    self.local_window = (min(self.local_offsets.values()), self.frame_size)
+                elif st.space == "local":
+                    # all .local variables share one stack slot, as in nvcc's __local_depot, so
+                    # that one address range tells a local address from any other (isspacep)
+                    depot_size = (depot_size + align - 1) // align * align
+                    depot[st.name] = depot_size
+                    depot_size += size
+                    depot_align = max(depot_align, align)
                 else:
                     buf = b.alloca(ir.ArrayType(I8, max(size, 1)), name=st.name)
                     buf.align = max(align, 8)
@@ -165,6 +189,12 @@ class FunctionLowering:
                 pass  # laid out by the module (ModuleLowering.shared_offset)
             else:
                 raise self._decl_error(st, f".{st.space} variables inside a function are not supported")
+        if depot:
+            buf = b.alloca(ir.ArrayType(I8, max(depot_size, 1)), name="local_depot")
+            buf.align = depot_align
+            self.depot = (b.bitcast(buf, PTR), depot_size)
+            for name, off in depot.items():
+                self.ptrs[name] = b.gep(self.depot[0], [i64(off)]) if off else self.depot[0]
 
     def _decl_error(self, decl, msg):
         return LoweringError(msg, decl.loc.line, decl.loc.col, self.mc.source_name)
@@ -466,6 +496,57 @@ class FunctionLowering:
 
     def typed_ptr(self, p: ir.Value, lt: ir.Type) -> ir.Value:
         return self.b.bitcast(p, lt.as_pointer())
+
+    def _own_local_window(self):
+        """[lo, hi) of this function's .local variables (in the frame or the stack slot), or None."""
+        b = self.b
+        if self.local_window is not None:
+            ctx = b.ptrtoint(self.ctx, I64)
+            return b.add(ctx, i64(self.local_window[0])), b.add(ctx, i64(self.local_window[1]))
+        if self.depot is not None:
+            lo = b.ptrtoint(self.depot[0], I64)
+            return lo, b.add(lo, i64(self.depot[1]))
+        return None
+
+    def space_windows(self, space: str) -> list:
+        """The [lo, hi) i64 address ranges where generic addresses of a state space lie, for
+        this thread. On the CPU every space is host memory, so each window is where the
+        runtime put that space: shared memory after the block's frames; .local variables in
+        the thread's frame (a kernel with barriers or collectives) or in one stack slot;
+        kernel parameters in the launch's parameter buffer; .const variables in module
+        globals. The global window is everything else (see instructions.isspacep)."""
+        b = self.b
+        if space == "shared":
+            base = self.shared_base()
+            return [(base, b.add(base, b.zext(self.launch_field("shared_total", I32), I64)))]
+        if space == "local":
+            own = self._own_local_window()
+            wins = [own] if own is not None else []
+            if not self.is_kernel:
+                # the kernel's, from the slot it filled; the locals of device functions between
+                # it and this one are not known here
+                wins.append((load_field(b, self.ctx, LOCAL_WINDOW_SLOT, I64),
+                             load_field(b, self.ctx, LOCAL_WINDOW_SLOT + 8, I64)))
+            return wins
+        if space == "param":
+            if self.is_kernel:
+                params = self.mc.kernel_params(self.pfn).values()
+                lo = b.ptrtoint(self.fn.args[2], I64)
+            else:
+                params = [p for k in self.mc.ptx.functions if k.is_kernel
+                          for p in self.mc.kernel_params(k).values()]
+                lo = self.launch_field("params", I64)
+            size = max((p.offset + p.size for p in params), default=0)
+            return [(lo, b.add(lo, i64(size)))]
+        if space == "const":
+            wins = []
+            for d in self.mc.ptx.variables:
+                g = self.mc.globals.get(d.name) if d.space == "const" else None
+                if g is not None:
+                    lo = b.ptrtoint(g, I64)
+                    wins.append((lo, b.add(lo, i64(_decl_size(d)))))
+            return wins
+        raise self.error(f"no address window for state space .{space}")
 
     # ------------------------------------------------------------------ control flow helpers
     def emit_return(self):
