@@ -315,7 +315,7 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     names = ("released", "live_warps", "stuck", "live", "ready", "bar_id", "expect", "threads", "popc")
     v = {k: b.alloca(I32, name=k) for k in names}
-    for k, init in (("released", 0), ("live_warps", 0), ("stuck", -1)):
+    for k, init in (("released", 0), ("live_warps", 0)):
         b.store(i32(init), v[k])
     nwarps = b.udiv(b.add(n, i32(31)), i32(32))
     with for_range(b, i32(0), nwarps, "w") as w:
@@ -329,8 +329,6 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
             st = b.load(_state(b, fr))
             with b.if_then(b.icmp_signed("!=", st, i32(abi.THREAD_EXITED))):
                 b.store(i32(1), v["live"])
-                with b.if_then(b.icmp_signed("<", b.load(v["stuck"]), i32(0))):
-                    b.store(t, v["stuck"])
                 waiting = b.icmp_signed("==", st, i32(abi.THREAD_WAIT_BAR))
                 with b.if_else(waiting) as (then, otherwise):
                     with then:
@@ -385,10 +383,16 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
             freed = b.call(release, [ws, fsize, n, kinds, bars, bar_id])
             b.store(b.add(b.load(v["released"]), freed), v["released"])
     released = b.load(v["released"])
-    stuck = b.load(v["stuck"])
-    deadlock = b.and_(b.icmp_signed("==", released, i32(0)), b.icmp_signed(">=", stuck, i32(0)))
+    deadlock = b.and_(b.icmp_signed("==", released, i32(0)), b.icmp_signed(">", live_warps, i32(0)))
     with b.if_then(deadlock):
-        b.call(emit_record_error(module), [_frame(b, ws, fsize, stuck), i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK)])
+        # the error names the first thread left waiting
+        b.store(n, v["stuck"])
+        with for_range(b, i32(0), n, "s") as t:
+            exited = b.icmp_signed("==", b.load(_state(b, _frame(b, ws, fsize, t))), i32(abi.THREAD_EXITED))
+            first = b.icmp_signed("<", t, b.load(v["stuck"]))
+            b.store(b.select(b.and_(b.not_(exited), first), t, b.load(v["stuck"])), v["stuck"])
+        stuck = _frame(b, ws, fsize, b.load(v["stuck"]))
+        b.call(emit_record_error(module), [stuck, i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK)])
         b.ret(i32(-1))
     b.ret(released)
     return fn
