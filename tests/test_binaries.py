@@ -135,3 +135,21 @@ def test_streams_events_and_host_functions(build):
     want[:half] *= 2
     want[half:] = 3 * h[half:] + want[:half]
     assert lines[1] == f"h[1] {want[1]:g} h[2049] {want[half + 1]:g} sum {want.sum():.1f}"
+
+
+def test_runtime_api_tour(build):
+    r = run(build("runtime_api"))
+    assert r.stdout.splitlines() == [
+        "count 1 dev 0 warp 32 32 maxthreads 1024 name_nonempty 1",
+        "meminfo 1",
+        "memset -1",                            # every byte 0xff
+        "d2d 0 999",
+        "managed 255",
+        f"reverse {99 * 1.5:g} 0",               # s[n - 1 - t] for t = 0 and 99
+        "func maxthreads 1024",
+        "occupancy block 1",
+        "active blocks 1",
+        f"pitch 1 back {3 * 10 + 9:g}",
+        "ptr type 2",                           # cudaMemoryTypeDevice
+        "done",
+    ]

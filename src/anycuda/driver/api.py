@@ -334,8 +334,7 @@ def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: in
     _require_context()
     f = _get(func, Function)
     f.image.check_config(grid, block, shared)
-    target = default_stream if not stream else _get(stream, StreamHandle).stream
-    target.enqueue(f.image.launch, grid, block, params, shared)
+    _stream(stream).enqueue(f.image.launch, grid, block, params, shared)
 
 
 def cuStreamCreate(flags: int) -> int:
@@ -353,7 +352,7 @@ def cuStreamDestroy(stream: int) -> None:
 @_faults_are_sticky
 def cuStreamSynchronize(stream: int) -> None:
     _require_context()
-    (default_stream if not stream else _get(stream, StreamHandle).stream).synchronize()
+    _stream(stream).synchronize()
 
 
 def error_name(code: int) -> str:
@@ -392,8 +391,15 @@ class EventHandle:
         self.event = event
 
 
+CU_STREAM_LEGACY, CU_STREAM_PER_THREAD = 1, 2
+
+
 def _stream(stream: int):
-    return default_stream if not stream else _get(stream, StreamHandle).stream
+    """The stream a handle names: 0 and CU_STREAM_LEGACY are the legacy default stream;
+    the per-thread default stream is served by it too (stricter ordering, same results)."""
+    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
+        return default_stream
+    return _get(stream, StreamHandle).stream
 
 
 def cuCtxGetDevice() -> int:
@@ -438,7 +444,8 @@ def cuPointerGetAttribute(attribute: int, ptr: int) -> int:
 def cuFuncGetAttribute(attrib: int, func: int) -> int:
     image = _get(func, Function).image
     values = {0: 1024, 1: image.static_shared, 2: 0, 3: image.info.frame_size, 4: 32,
-              5: 90, 6: 86, 8: image.max_dynamic_shared_size}
+              5: 90, 6: 86, 7: 0, 8: image.max_dynamic_shared_size, 9: -1,
+              10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0}
     if attrib not in values:
         raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"function attribute {attrib} is not supported yet")
     return values[attrib]
@@ -602,3 +609,152 @@ def cuFuncSetAttribute(func: int, attrib: int, value: int) -> None:
         pass                          # carveout / cluster hints: nothing to do on the CPU
     else:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"function attribute {attrib} cannot be set")
+
+
+# ---------------------------------------------------------------- what the CUDA runtime asks for besides
+
+@_faults_are_sticky
+def cuMemcpy2D(src: int, src_pitch: int, dst: int, dst_pitch: int, width: int, height: int, stream=None) -> None:
+    """Copy `height` rows of `width` bytes between pitched memory (addresses of the first
+    byte of the region); synchronous on the default stream unless a stream is given."""
+    _require_context()
+    if width > src_pitch > 0 and height > 1 or width > dst_pitch > 0 and height > 1:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"width {width} exceeds the pitch")
+
+    def copy():
+        for row in range(height):
+            memory.memcpy(dst + row * dst_pitch, src + row * src_pitch, width)
+    (default_stream if stream is None else _stream(stream)).enqueue(copy)
+
+
+def cuMemAllocPitch(width: int, height: int, element_size: int) -> tuple:
+    """Rows padded to 512 bytes, as NVIDIA GPUs' texture pitch alignment."""
+    _require_context()
+    if element_size not in (4, 8, 16) or width == 0 or height == 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuMemAllocPitch: bad width, height or element size")
+    pitch = (width + 511) // 512 * 512
+    return memory.allocate(pitch * height).ptr, pitch
+
+
+def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream: int) -> None:
+    """Fill `count` elements of `element` bytes (1, 2 or 4) with `value`, in stream order."""
+    _require_context()
+    a = memory.lookup(dst)
+    if a is None or dst + count * element > a.end:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memset of {count * element} bytes at 0x{dst:x} "
+                                                          "is not inside one allocation")
+    kind = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32}[element]
+
+    def fill():
+        if count:
+            (kind * count).from_address(dst)[:] = [value & ((1 << (8 * element)) - 1)] * count
+    _stream(stream).enqueue(fill)
+
+
+def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, height: int, stream: int) -> None:
+    _require_context()
+    kind = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32}[element]
+
+    def fill():
+        for row in range(height):
+            if width:
+                (kind * width).from_address(dst + row * pitch)[:] = [value & ((1 << (8 * element)) - 1)] * width
+    _stream(stream).enqueue(fill)
+
+
+def cuMemHostRegister(ptr: int, size: int) -> None:
+    """Host memory the caller owns becomes known to anycuda (it is usable by kernels as it is)."""
+    _require_context()
+    if size == 0 or not ptr:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuMemHostRegister of nothing")
+    if memory.lookup(ptr) is not None:
+        raise CudaError(CUresult.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, f"0x{ptr:x} is registered already")
+    memory.table.add(memory.Allocation(ptr, size, None, "registered"))
+
+
+def cuMemHostUnregister(ptr: int) -> None:
+    _require_context()
+    a = memory.lookup(ptr)
+    if a is None or a.kind != "registered" or a.ptr != ptr:
+        raise CudaError(CUresult.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, f"0x{ptr:x} was not registered")
+    memory.table.remove(ptr, expected=a)
+
+
+def cuMemFreeHost(ptr: int) -> None:
+    _require_context()
+    a = memory.lookup(ptr)
+    if a is None or a.ptr != ptr or a.kind != "host":
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not host memory from cuMemAllocHost")
+    memory.free(ptr)
+
+
+def cuMemGetAddressRange(ptr: int) -> tuple:
+    _require_context()
+    a = memory.lookup(ptr)
+    if a is None:
+        raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"0x{ptr:x} is not in any allocation")
+    return a.ptr, a.size
+
+
+def pointer_attribute_or_default(attribute: int, ptr: int):
+    """cuPointerGetAttributes' answer: the attribute's value, or 0 for memory anycuda does
+    not know (which that call reports without an error)."""
+    a = memory.lookup(ptr)
+    if a is None:
+        return 0
+    return cuPointerGetAttribute(attribute, ptr)
+
+
+_limits = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0, 7: 0, 8: 0, 9: 0}
+
+
+def cuCtxSetLimit(limit: int, value: int) -> None:
+    _require_context()
+    if limit not in _limits or limit >= 7:
+        raise CudaError(CUresult.CUDA_ERROR_UNSUPPORTED_LIMIT, f"limit {limit} cannot be set")
+    _limits[limit] = value
+
+
+def cuCtxGetLimit(limit: int) -> int:
+    _require_context()
+    if limit not in _limits:
+        raise CudaError(CUresult.CUDA_ERROR_UNSUPPORTED_LIMIT, f"unknown limit {limit}")
+    return _limits[limit]
+
+
+def cuStreamCreateWithPriority(flags: int, priority: int) -> int:
+    _require_context()
+    return _new_handle(StreamHandle(Stream(non_blocking=bool(flags & 1), priority=priority)))
+
+
+def stream_flags(stream: int) -> int:
+    return int(bool(_stream(stream).non_blocking))
+
+
+def stream_priority(stream: int) -> int:
+    return getattr(_stream(stream), "priority", 0)
+
+
+def cuMemAllocAsync(size: int, stream: int) -> int:
+    """Stream-ordered allocation: with one address space the memory is ready at once."""
+    _stream(stream)
+    return cuMemAlloc(size)
+
+
+def cuMemFreeAsync(ptr: int, stream: int) -> None:
+    _require_context()
+    if memory.lookup(ptr) is None:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not a live allocation")
+    _stream(stream).enqueue(memory.free, ptr)
+
+
+def cuStreamAddCallback(stream: int, fn: int, user_data: int) -> None:
+    """CUstreamCallback(stream, status, userData), run in stream order."""
+    _require_context()
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)(fn)
+    _stream(stream).enqueue(call, stream or None, 0, user_data)
+
+
+def cuDeviceGetPCIBusId(dev: int) -> str:
+    _check_device(dev)
+    return "0000:00:00.0"

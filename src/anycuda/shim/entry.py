@@ -211,14 +211,7 @@ def define(ffi, lib=None):
 
     @entry
     def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        layout = api.kernel_param_layout(ptr(f))
-        size = max((off + n for off, n in layout), default=0)
-        buf = bytearray(size)
-        if layout and params == ffi.NULL:
-            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "kernelParams is NULL (extra is not supported yet)")
-        for i, (off, n) in enumerate(layout):
-            buf[off:off + n] = ffi.buffer(ffi.cast("char *", params[i]), n)[:]
-        api.cuLaunchKernel(ptr(f), (gx, gy, gz), (bx, by, bz), shared, ptr(stream), bytes(buf))
+        api.cuLaunchKernel(ptr(f), (gx, gy, gz), (bx, by, bz), shared, ptr(stream), launch_params(f, params, extra))
 
     @entry
     def cuStreamCreate(out, flags):
@@ -297,7 +290,7 @@ def define(ffi, lib=None):
 
     @entry
     def cuMemFreeHost(p):
-        api.cuMemFree(ptr(p))
+        api.cuMemFreeHost(ptr(p))
 
     @entry
     def cuMemAllocManaged(out, size, flags):
@@ -421,6 +414,257 @@ def define(ffi, lib=None):
     @entry
     def cuFuncGetName(out, f):
         out[0] = _c_string(ffi, api.function_name(ptr(f)))
+
+    # ------------------------------------------------------------ what the CUDA runtime asks for besides
+
+    def launch_params(f, params, extra):
+        """The kernel's parameter bytes from kernelParams (an array of pointers, one per
+        parameter) or from extra (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE)."""
+        layout = api.kernel_param_layout(ptr(f))
+        size = max((off + n for off, n in layout), default=0)
+        if params == ffi.NULL and extra != ffi.NULL:
+            values, i = {}, 0
+            while ptr(extra[i]) != 0:                     # CU_LAUNCH_PARAM_END
+                values[ptr(extra[i])] = extra[i + 1]
+                i += 2
+            if 1 not in values or 2 not in values:
+                raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "extra lacks the parameter buffer or its size")
+            given = ffi.cast("size_t *", values[2])[0]
+            if given < size:
+                raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"parameter buffer of {given} bytes, kernel takes {size}")
+            return bytes(ffi.buffer(ffi.cast("char *", values[1]), size))
+        buf = bytearray(size)
+        if layout and params == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "kernelParams is NULL")
+        for i, (off, n) in enumerate(layout):
+            buf[off:off + n] = ffi.buffer(ffi.cast("char *", params[i]), n)[:]
+        return bytes(buf)
+
+    @entry
+    def cuLaunchKernelEx(config, f, params, extra):
+        c = config
+        api.cuLaunchKernel(ptr(f), (c.gridDimX, c.gridDimY, c.gridDimZ), (c.blockDimX, c.blockDimY, c.blockDimZ),
+                           c.sharedMemBytes, ptr(c.hStream), launch_params(f, params, extra))
+
+    @entry
+    def cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params):
+        api.cuLaunchKernel(ptr(f), (gx, gy, gz), (bx, by, bz), shared, ptr(stream), launch_params(f, params, ffi.NULL))
+
+    @entry
+    def cuMemcpy(dst, src, n):
+        api.cuMemcpy(dst, src, n)
+
+    @entry
+    def cuMemcpyDtoDAsync_v2(dst, src, n, stream):
+        api.cuMemcpyAsync(dst, src, n, ptr(stream))
+
+    def copy_2d(p, stream):
+        def base(kind, host, device, array, x, y, pitch, side):
+            if kind == 3 or array != ffi.NULL:
+                raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"CUDA arrays as the {side} of a 2-D copy")
+            start = ptr(host) if kind == 1 else device
+            return start + y * pitch + x
+        src = base(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY, p.srcPitch, "source")
+        dst = base(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, p.dstXInBytes, p.dstY, p.dstPitch, "destination")
+        api.cuMemcpy2D(src, p.srcPitch, dst, p.dstPitch, p.WidthInBytes, p.Height, stream)
+
+    @entry
+    def cuMemcpy2D_v2(p):
+        copy_2d(p, None)
+
+    @entry
+    def cuMemcpy2DUnaligned_v2(p):
+        copy_2d(p, None)
+
+    @entry
+    def cuMemcpy2DAsync_v2(p, stream):
+        copy_2d(p, ptr(stream))
+
+    @entry
+    def cuMemAllocPitch_v2(out, pitch, width, height, element):
+        out[0], pitch[0] = api.cuMemAllocPitch(width, height, element)
+
+    @entry
+    def cuMemsetD16_v2(dst, value, n):
+        api.cuMemsetAsync(dst, value, n, 2, 0)
+
+    @entry
+    def cuMemsetD8Async(dst, value, n, stream):
+        api.cuMemsetAsync(dst, value, n, 1, ptr(stream))
+
+    @entry
+    def cuMemsetD16Async(dst, value, n, stream):
+        api.cuMemsetAsync(dst, value, n, 2, ptr(stream))
+
+    @entry
+    def cuMemsetD32Async(dst, value, n, stream):
+        api.cuMemsetAsync(dst, value, n, 4, ptr(stream))
+
+    @entry
+    def cuMemsetD2D8_v2(dst, pitch, value, width, height):
+        api.cuMemsetD2D(dst, pitch, value, 1, width, height, 0)
+
+    @entry
+    def cuMemsetD2D32_v2(dst, pitch, value, width, height):
+        api.cuMemsetD2D(dst, pitch, value, 4, width, height, 0)
+
+    @entry
+    def cuMemsetD2D8Async(dst, pitch, value, width, height, stream):
+        api.cuMemsetD2D(dst, pitch, value, 1, width, height, ptr(stream))
+
+    @entry
+    def cuMemsetD2D32Async(dst, pitch, value, width, height, stream):
+        api.cuMemsetD2D(dst, pitch, value, 4, width, height, ptr(stream))
+
+    @entry
+    def cuMemHostRegister_v2(p, size, flags):
+        api.cuMemHostRegister(ptr(p), size)
+
+    @entry
+    def cuMemHostUnregister(p):
+        api.cuMemHostUnregister(ptr(p))
+
+    @entry
+    def cuMemHostGetDevicePointer_v2(out, p, flags):
+        if api.memory.lookup(ptr(p)) is None:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "not page-locked host memory")
+        out[0] = ptr(p)                    # one address space: the same address
+
+    @entry
+    def cuMemHostGetFlags(out, p):
+        if api.memory.lookup(ptr(p)) is None:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "not page-locked host memory")
+        out[0] = 0
+
+    @entry
+    def cuMemGetAddressRange_v2(base, size, dptr):
+        b, s = api.cuMemGetAddressRange(dptr)
+        if base != ffi.NULL:
+            base[0] = b
+        if size != ffi.NULL:
+            size[0] = s
+
+    _ATTRIBUTE_SIZES = {1: 8, 2: 4, 3: 8, 4: 8, 5: 8, 6: 8, 7: 4, 8: 4, 9: 4, 10: 8, 11: 8, 12: 8, 13: 4,
+                        14: 8, 15: 4, 16: 4, 17: 8, 18: 4, 19: 8}
+
+    @entry
+    def cuPointerGetAttributes(count, attributes, data, p):
+        for i in range(count):
+            a = attributes[i]
+            if a not in _ATTRIBUTE_SIZES:
+                raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"pointer attribute {a} is not supported yet")
+            try:
+                value = api.pointer_attribute_or_default(a, p)
+            except CudaError as e:
+                if e.code != CUresult.CUDA_ERROR_NOT_SUPPORTED:
+                    raise
+                value = 0
+            if a == 6:                   # CU_POINTER_ATTRIBUTE_BUFFER_ID: unique per allocation
+                found = api.memory.lookup(p)
+                value = found.ptr if found else 0
+            if a == 9 and api.memory.lookup(p) is not None:   # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+                value = 0
+            n = _ATTRIBUTE_SIZES[a]
+            ffi.memmove(data[i], int(value).to_bytes(n, "little", signed=value < 0), n)
+
+    @entry
+    def cuCtxSetLimit(limit, value):
+        api.cuCtxSetLimit(limit, value)
+
+    @entry
+    def cuCtxGetLimit(out, limit):
+        out[0] = api.cuCtxGetLimit(limit)
+
+    @entry
+    def cuCtxGetCacheConfig(out):
+        out[0] = 0                         # CU_FUNC_CACHE_PREFER_NONE
+
+    @entry
+    def cuCtxSetCacheConfig(config):
+        pass                               # no caches to configure on the CPU
+
+    @entry
+    def cuFuncSetCacheConfig(f, config):
+        api.function_name(ptr(f))
+
+    @entry
+    def cuKernelSetCacheConfig(kernel, config, dev):
+        api.function_name(ptr(kernel))
+
+    @entry
+    def cuCtxGetStreamPriorityRange(least, greatest):
+        if least != ffi.NULL:
+            least[0] = 0
+        if greatest != ffi.NULL:
+            greatest[0] = -5               # what current GPUs report; priorities are hints
+
+    @entry
+    def cuStreamCreateWithPriority(out, flags, priority):
+        out[0] = handle(api.cuStreamCreateWithPriority(flags, priority))
+
+    @entry
+    def cuStreamGetPriority(stream, out):
+        out[0] = api.stream_priority(ptr(stream))
+
+    @entry
+    def cuStreamGetFlags(stream, out):
+        out[0] = api.stream_flags(ptr(stream))
+
+    @entry
+    def cuStreamAddCallback(stream, callback, user, flags):
+        api.cuStreamAddCallback(ptr(stream), ptr(callback), ptr(user))
+
+    @entry
+    def cuEventRecordWithFlags(event, stream, flags):
+        api.cuEventRecord(ptr(event), ptr(stream))
+
+    @entry
+    def cuMemAllocAsync(out, size, stream):
+        out[0] = api.cuMemAllocAsync(size, ptr(stream))
+
+    @entry
+    def cuMemFreeAsync(dptr, stream):
+        api.cuMemFreeAsync(dptr, ptr(stream))
+
+    @entry
+    def cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(out, f, block, shared, flags):
+        out[0] = api.cuOccupancyMaxActiveBlocksPerMultiprocessor(ptr(f), block, shared)
+
+    @entry
+    def cuDeviceGetPCIBusId(buf, length, dev):
+        text = api.cuDeviceGetPCIBusId(dev).encode()[: max(length - 1, 0)]
+        ffi.memmove(buf, text + b"\0", len(text) + 1)
+
+    @entry
+    def cuDeviceCanAccessPeer(out, dev, peer):
+        api.cuDeviceGet(dev)
+        api.cuDeviceGet(peer)
+        out[0] = 0
+
+    def param_info(f, index, offset, size):
+        layout = api.kernel_param_layout(ptr(f))
+        if index >= len(layout):
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"the kernel has {len(layout)} parameters")
+        if offset != ffi.NULL:
+            offset[0] = layout[index][0]
+        if size != ffi.NULL:
+            size[0] = layout[index][1]
+
+    @entry
+    def cuFuncGetParamInfo(f, index, offset, size):
+        param_info(f, index, offset, size)
+
+    @entry
+    def cuKernelGetParamInfo(kernel, index, offset, size):
+        param_info(kernel, index, offset, size)
+
+    @entry
+    def cuProfilerStart():
+        pass
+
+    @entry
+    def cuProfilerStop():
+        pass
 
     def resolve(symbol: bytes, version: int):
         """The address of our implementation of a driver function, by base name and the
