@@ -243,8 +243,6 @@ def test_float_to_half_on_bit_patterns(rng, options):
             assert _same16(g[i, j], want[j]), f"row {i}: {f[i]!r} mode {j}: {_h(g[i, j])!r} != {want[j]!r}"
 
 
-@pytest.mark.xfail(reason="engine: fma.rn.bf16/bf16x2 rounds twice (to f32, then bf16); seen on sm_80 code",
-                   strict=False)
 @arch
 def test_bfloat16_more(rng, options):
     n = 1024

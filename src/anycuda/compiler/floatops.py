@@ -121,57 +121,210 @@ def _f64_arith(b, op, w):
     return {"add": b.fadd, "sub": b.fsub, "mul": b.fmul}[op](w[0], w[1])
 
 
+def _fma(b, x, y, z):
+    return intrinsic(b, f"llvm.fma.{_suffix(x.type)}", x.type, [x, y, z])
+
+
+def _two_sum(b, x, y):
+    """s = fl(x + y) and the exact error x + y - s (Knuth's TwoSum; exact barring overflow)."""
+    s = b.fadd(x, y)
+    bb = b.fsub(s, x)
+    err = b.fadd(b.fsub(x, b.fsub(s, bb)), b.fsub(y, bb))
+    return s, err
+
+
+def _is_finite(b, x):
+    return b.fcmp_ordered("<", fabs(b, x), _c(x.type, float("inf")))
+
+
+def _overflow_sign(b, r, err_sign, finite):
+    """When r overflowed to infinity from finite operands the exact value lies below it in
+    magnitude: the residual's sign is then opposite to r's."""
+    ovf = b.and_(b.not_(_is_finite(b, r)), finite)
+    ovf = b.and_(ovf, b.fcmp_ordered("ord", r, r))
+    toward = b.select(b.fcmp_ordered(">", r, _c(r.type, 0.0)), _c(I32, -1), _c(I32, 1))
+    return b.select(ovf, toward, err_sign)
+
+
+def _all_finite(b, vals):
+    f = _is_finite(b, vals[0])
+    for v in vals[1:]:
+        f = b.and_(f, _is_finite(b, v))
+    return f
+
+
+def _rm_exact_zero(b, r, sign, x, y):
+    """Round-down mode: an exact zero sum of x and y is -0 unless both are +0."""
+    it = ir.IntType(_bits(r.type))
+    zero = b.and_(b.fcmp_ordered("==", r, _c(r.type, 0.0)), b.icmp_signed("==", sign, _c(I32, 0)))
+    both_pos = b.and_(b.icmp_signed(">=", b.bitcast(x, it), _c(it, 0)), b.icmp_signed(">=", b.bitcast(y, it), _c(it, 0)))
+    return b.select(b.and_(zero, b.not_(both_pos)), _c(r.type, -0.0), r)
+
+
+def _round_pair_f64_to_f32(b, s, e, rnd):
+    """The f32 nearest to (rnd) the exact value s + e held as an f64 pair (|e| <= ulp(s)/2)."""
+    r = b.fptrunc(s, F32)
+    if rnd in (None, "rn"):
+        return r
+    d = b.fsub(s, b.fpext(r, F64))                 # exact: r is within one f32 ulp of s
+    sign = _compare_sign(b, b.fadd(d, e), _c(F64, 0.0))
+    sign = _overflow_sign(b, r, sign, _is_finite(b, s))
+    return _directed(b, r, sign, rnd)
+
+
+def _mul_residual_f64(b, a, c, s):
+    """(a*c - s) * fa * fc and the powers of two fa, fc (their product may exceed the f64
+    range, so they stay apart), for f64: tiny operands are scaled by 2**600
+    (exactly) before the error-free product, so the residual does not underflow. Its sign
+    is always right; its value is exact unless s is subnormal."""
+    small = b.fcmp_ordered("<", fabs(b, s), _c(F64, 2.0 ** -600))
+    sa = b.and_(small, b.fcmp_ordered("<", fabs(b, a), _c(F64, 2.0 ** -400)))
+    sc = b.and_(small, b.fcmp_ordered("<", fabs(b, c), _c(F64, 2.0 ** -400)))
+    big = _c(F64, 2.0 ** 600)
+    one = _c(F64, 1.0)
+    fa, fc = b.select(sa, big, one), b.select(sc, big, one)
+    a2, c2 = b.fmul(a, fa), b.fmul(c, fc)
+    s2 = b.fmul(b.fmul(s, fa), fc)
+    return _fma(b, a2, c2, b.fneg(s2)), fa, fc
+
+
+def _mul_residual_sign_f64(b, a, c, s):
+    return _compare_sign(b, _mul_residual_f64(b, a, c, s)[0], _c(F64, 0.0))
+
+
 def arith_rnd(b, op, vals, rnd):
-    """add/sub/mul/fma of f32 or f64 with directed rounding (.rz/.rm/.rp)."""
+    """add/sub/mul/fma of f32 or f64 rounded to nearest-even (rn) or directed (.rz/.rm/.rp),
+    exactly: the round-to-nearest result is moved one step when the sign of the exact
+    residual, found with error-free transformations, says it is on the wrong side."""
     t = vals[0].type
-    if t == F32:
-        return _round_f64_to(b, _f64_arith(b, op, [b.fpext(v, F64) for v in vals]), F32, rnd)
     a, c = vals[0], vals[1]
-    if op in ("add", "sub"):
-        if op == "sub":
-            c = b.fneg(c)
-        s = b.fadd(a, c)
-        bb = b.fsub(s, a)
-        err = b.fadd(b.fsub(a, b.fsub(s, bb)), b.fsub(c, bb))
-    elif op == "mul":
+    if op == "sub":
+        op, c = "add", b.fneg(c)
+    if rnd in (None, "rn"):
+        if op == "fma":
+            return _fma(b, a, c, vals[2])
+        return b.fadd(a, c) if op == "add" else b.fmul(a, c)
+    finite = _all_finite(b, [a, c] + ([vals[2]] if op == "fma" else []))
+    if op == "add":
+        s, err = _two_sum(b, a, c)
+        sign = _overflow_sign(b, s, _compare_sign(b, err, _c(t, 0.0)), finite)
+        r = _directed(b, s, sign, rnd)
+        return _rm_exact_zero(b, r, sign, a, c) if rnd == "rm" else r
+    if t == F32:
+        a64, c64 = b.fpext(a, F64), b.fpext(c, F64)
+        p = b.fmul(a64, c64)                        # exact: 24 x 24 bits
+        if op == "mul":
+            return _round_pair_f64_to_f32(b, p, _c(F64, 0.0), rnd)
+        s, e = _two_sum(b, p, b.fpext(vals[2], F64))
+        r = _round_pair_f64_to_f32(b, s, e, rnd)
+        if rnd == "rm":
+            sign = _compare_sign(b, b.fadd(b.fsub(s, b.fpext(r, F64)), e), _c(F64, 0.0))
+            r = _rm_exact_zero(b, r, sign, b.fptrunc(p, F32), vals[2])
+        return r
+    if op == "mul":
         s = b.fmul(a, c)
-        err = intrinsic(b, "llvm.fma.f64", F64, [a, c, b.fneg(s)])
-    else:
-        s = intrinsic(b, "llvm.fma.f64", F64, vals)
-        # residual of a*b+c - s: (a*b - p) + (p + c - s) with p = fl(a*b), error-free parts
-        p = b.fmul(a, c)
-        e1 = intrinsic(b, "llvm.fma.f64", F64, [a, c, b.fneg(p)])
-        t2 = b.fadd(p, vals[2])
-        bb = b.fsub(t2, p)
-        e2 = b.fadd(b.fsub(p, b.fsub(t2, bb)), b.fsub(vals[2], bb))
-        err = b.fadd(b.fadd(b.fsub(t2, s), e2), e1)
-    return _directed(b, s, _compare_sign(b, err, _c(F64, 0.0)), rnd)
+        sign = _overflow_sign(b, s, _mul_residual_sign_f64(b, a, c, s), finite)
+        return _directed(b, s, sign, rnd)
+    # f64 fma: residual of a*c + d - s as (a*c - p) + (p + d - t2) + (t2 - s)
+    d = vals[2]
+    s = _fma(b, a, c, d)
+    p = b.fmul(a, c)
+    e1 = _fma(b, a, c, b.fneg(p))
+    t2, e2 = _two_sum(b, p, d)
+    x = b.fadd(b.fsub(t2, s), e2)
+    err = b.fadd(x, e1)
+    # Below about 2**-969 the product's error e1 may underflow (round to zero or to the
+    # wrong magnitude). It is then taken from the scaled product and x is scaled alike;
+    # an x far above any such error decides alone (and would overflow when scaled).
+    res, fa, fc = _mul_residual_f64(b, a, c, p)
+    scaled = b.select(b.fcmp_ordered(">=", fabs(b, x), _c(F64, 2.0 ** -800)), x,
+                      b.fadd(b.fmul(b.fmul(x, fa), fc), res))
+    err = b.select(b.fcmp_ordered("<", fabs(b, p), _c(F64, 2.0 ** -900)), scaled, err)
+    sign = _overflow_sign(b, s, _compare_sign(b, err, _c(F64, 0.0)), finite)
+    r = _directed(b, s, sign, rnd)
+    if rnd == "rm":
+        r = _rm_exact_zero(b, r, sign, p, d)
+    return r
 
 
-def div(b, a, c, mode):
+def fadd_rnd(b, op, a, c, rnd):
+    """add/sub/mul (op) of two f32 or f64 values with PTX rounding rnd ('rn', 'rz', 'rm', 'rp')."""
+    return arith_rnd(b, op, [a, c], rnd)
+
+
+def ffma_rnd(b, a, c, d, rnd):
+    """fma.rnd of f32 or f64: a*c + d rounded once."""
+    return arith_rnd(b, "fma", [a, c, d], rnd)
+
+
+def div(b, a, c, mode, ftz=False):
+    """div.approx / div.full / div.rn / .rz / .rm / .rp for f32, and div.rnd for f64.
+
+    div.approx.f32 is a * (1/c): for 2**126 < |c| the reciprocal underflows, so the
+    result is 0 (NaN for an infinite a), as the PTX ISA describes."""
+    t = a.type
+    if ftz and t == F32:
+        a, c = flush_denormal(b, a), flush_denormal(b, c)
     q = b.fdiv(a, c)
-    if mode in ("approx", "full", "rn", None):
-        return q
-    fma = f"llvm.fma.{_suffix(a.type)}"
-    r = intrinsic(b, fma, a.type, [b.fneg(q), c, a])     # exact remainder a - q*c
-    rs = _compare_sign(b, r, _c(a.type, 0.0))
-    sign = b.select(b.fcmp_ordered("<", c, _c(a.type, 0.0)), b.neg(rs), rs)
-    return _directed(b, q, sign, mode)
+    if mode == "approx" and t == F32:
+        huge = b.fcmp_ordered(">", fabs(b, c), _c(F32, 2.0 ** 126))
+        zero = intrinsic(b, "llvm.copysign.f32", F32, [_c(F32, 0.0), c])
+        q = b.select(huge, b.fmul(a, zero), q)
+    if mode in ("rz", "rm", "rp"):
+        finite = b.and_(_all_finite(b, [a, c]), b.fcmp_ordered("!=", c, _c(t, 0.0)))
+        if t == F32:
+            # the residual a - q*c, exact in double
+            res = _fma(b, b.fneg(b.fpext(q, F64)), b.fpext(c, F64), b.fpext(a, F64))
+            rs = _compare_sign(b, res, _c(F64, 0.0))
+        else:
+            # scale a tiny dividend (and the quotient) by 2**200 so the residual cannot underflow
+            tiny = b.fcmp_ordered("<", fabs(b, a), _c(F64, 2.0 ** -900))
+            k = b.select(tiny, _c(F64, 2.0 ** 200), _c(F64, 1.0))
+            res = _fma(b, b.fneg(b.fmul(q, k)), c, b.fmul(a, k))
+            rs = _compare_sign(b, res, _c(F64, 0.0))
+        sign = b.select(b.fcmp_ordered("<", c, _c(t, 0.0)), b.neg(rs), rs)
+        sign = _overflow_sign(b, q, sign, finite)
+        q = _directed(b, q, sign, mode)
+    if ftz and t == F32:
+        q = flush_denormal(b, q)
+    return q
+
+
+def _sqrt_rnd(b, x, mode):
+    t = x.type
+    s = _suffix(t)
+    if t == F32:
+        v = intrinsic(b, "llvm.sqrt.f32", F32, [x])
+        if mode not in ("rz", "rm", "rp"):
+            return v
+        v64 = b.fpext(v, F64)
+        r = _fma(b, b.fneg(v64), v64, b.fpext(x, F64))      # x - v*v, exact in double
+        return _directed(b, v, _compare_sign(b, r, _c(F64, 0.0)), mode)
+    if mode not in ("rz", "rm", "rp"):
+        return intrinsic(b, f"llvm.sqrt.{s}", t, [x])
+    # a tiny x is scaled by 2**200 (its root by 2**100) so that the residual stays exact
+    tiny = b.fcmp_ordered("<", fabs(b, x), _c(t, 2.0 ** -900))
+    xs = b.select(tiny, b.fmul(x, _c(t, 2.0 ** 200)), x)
+    v = intrinsic(b, f"llvm.sqrt.{s}", t, [xs])
+    r = _fma(b, b.fneg(v), v, xs)
+    v = _directed(b, v, _compare_sign(b, r, _c(t, 0.0)), mode)
+    return b.select(tiny, b.fmul(v, _c(t, 2.0 ** -100)), v)
 
 
 def unary(b, opcode, x, mode, ftz):
+    """rcp, sqrt, rsqrt, sin, cos, ex2, lg2, tanh of f32 (and f64 where PTX has them).
+    mode: 'approx' or a rounding ('rn', 'rz', 'rm', 'rp'). The approximations are computed
+    more accurately than PTX promises; special values follow IEEE 754, which is what the
+    PTX ISA's tables give (rsqrt(+0) = +Inf, lg2(0) = -Inf, ex2(-Inf) = +0, ...)."""
     t = x.type
     s = _suffix(t)
     if ftz and t == F32:
         x = flush_denormal(b, x)
     one = _c(t, 1.0)
     if opcode == "rcp":
-        v = div(b, one, x, mode if mode not in ("approx",) else "rn")
+        v = div(b, one, x, mode if mode in ("rz", "rm", "rp") else "rn")
     elif opcode == "sqrt":
-        v = intrinsic(b, f"llvm.sqrt.{s}", t, [x])
-        if mode in ("rz", "rm", "rp"):
-            r = intrinsic(b, f"llvm.fma.{s}", t, [b.fneg(v), v, x])
-            v = _directed(b, v, _compare_sign(b, r, _c(t, 0.0)), mode)
+        v = _sqrt_rnd(b, x, mode)
     elif opcode == "rsqrt":
         v = b.fdiv(one, intrinsic(b, f"llvm.sqrt.{s}", t, [x]))
     elif opcode in ("sin", "cos"):
@@ -189,14 +342,71 @@ def unary(b, opcode, x, mode, ftz):
     return v
 
 
+def rcp(b, x, mode="rn", ftz=False):
+    return unary(b, "rcp", x, mode, ftz)
+
+
+def sqrt(b, x, mode="rn", ftz=False):
+    return unary(b, "sqrt", x, mode, ftz)
+
+
+def rsqrt(b, x, ftz=False):
+    return unary(b, "rsqrt", x, "approx", ftz)
+
+
+def sin_approx(b, x, ftz=False):
+    return unary(b, "sin", x, "approx", ftz)
+
+
+def cos_approx(b, x, ftz=False):
+    return unary(b, "cos", x, "approx", ftz)
+
+
+def ex2_approx(b, x, ftz=False):
+    return unary(b, "ex2", x, "approx", ftz)
+
+
+def lg2_approx(b, x, ftz=False):
+    return unary(b, "lg2", x, "approx", ftz)
+
+
+def tanh_approx(b, x, ftz=False):
+    return unary(b, "tanh", x, "approx", ftz)
+
+
+_CANONICAL_NAN = {"half": 0x7FFF, "float": 0x7FFFFFFF}
+
+
+def _canonical_nan(b, v):
+    """PTX min/max give the canonical NaN (all payload bits set) for f32 and f16; f64 keeps
+    LLVM's quiet NaN."""
+    bits = _CANONICAL_NAN.get(str(v.type))
+    if bits is None:
+        return v
+    it = ir.IntType(_bits(v.type))
+    return b.select(is_nan(b, v), b.bitcast(_c(it, bits), v.type), v)
+
+
+def _minmax(b, name, a, c, nan, ftz):
+    if ftz and a.type == F32:
+        a, c = flush_denormal(b, a), flush_denormal(b, c)
+    # minimumnum/maximumnum: a NaN operand gives the other; minimum/maximum propagate NaN;
+    # both order -0 below +0
+    fn = f"llvm.{name}" if nan else f"llvm.{name}num"
+    return _canonical_nan(b, intrinsic(b, f"{fn}.{_suffix(a.type)}", a.type, [a, c]))
+
+
 def fmin(b, a, c, nan, ftz):
-    name = "llvm.minimum" if nan else "llvm.minimumnum"
-    return intrinsic(b, f"{name}.{_suffix(a.type)}", a.type, [a, c])
+    return _minmax(b, "minimum", a, c, nan, ftz)
 
 
 def fmax(b, a, c, nan, ftz):
-    name = "llvm.maximum" if nan else "llvm.maximumnum"
-    return intrinsic(b, f"{name}.{_suffix(a.type)}", a.type, [a, c])
+    return _minmax(b, "maximum", a, c, nan, ftz)
+
+
+def copysign(b, a, c):
+    """PTX copysign d, a, b: the magnitude of b with the sign of a."""
+    return intrinsic(b, f"llvm.copysign.{_suffix(c.type)}", c.type, [c, a])
 
 
 def testp(b, x, kind):
@@ -213,7 +423,16 @@ def testp(b, x, kind):
     if kind == "notanumber":
         return b.fcmp_unordered("uno", x, x)
     if kind == "normal":
-        return b.and_(b.fcmp_ordered("<", ax, inf), b.fcmp_ordered(">=", ax, _c(t, tiny)))
+        # Zero counts as normal here, unlike IEEE 754 and C's isnormal. Evidence: the PTX
+        # ISA's testp section (9.7.3.1), after ".normal: True if the input is a normal
+        # number (not NaN, not infinity)", says "As a special case, positive and negative
+        # zero are considered normal numbers."; independent PTX simulators follow it;
+        # LLVM's NVPTX backend never emits testp.normal for isnormal (it selects testp
+        # only for |x| == inf), so no compiler relies on the C meaning; and a published
+        # SASS listing of testp.normal.f32 on Blackwell (ISETP.GE + ISETP.EQ + SEL) has
+        # the equality test that a zero special case needs. Not yet measured on a GPU here.
+        normal = b.and_(b.fcmp_ordered("<", ax, inf), b.fcmp_ordered(">=", ax, _c(t, tiny)))
+        return b.or_(normal, b.fcmp_ordered("==", ax, _c(t, 0.0)))
     if kind == "subnormal":
         return b.and_(b.fcmp_ordered(">", ax, _c(t, 0.0)), b.fcmp_ordered("<", ax, _c(t, tiny)))
     raise ValueError(kind)
@@ -265,12 +484,16 @@ def f64_to_f32_odd(b, x64):
 
 def _from_f64(b, x64, t, rnd="rn"):
     if t == "bf16":
-        x32 = f64_to_f32_odd(b, x64) if rnd in (None, "rn") else b.fptrunc(x64, F32)
-        return f32_to_bf16(b, x32, rnd)
+        # rounding to odd first keeps every later rounding (nearest or directed) exact
+        return f32_to_bf16(b, f64_to_f32_odd(b, x64), rnd)
+    if t == "f32":
+        return _round_f64_to(b, x64, F32, rnd)
     return _round_f64_to(b, x64, F16, rnd)
 
 
-def unpack2(b, v, elem):
+def unpack2(b, v, elem="b16"):
+    """The two 16-bit halves (element 0 = low half) of a packed i32: as `half` for
+    elem='f16', else as i16 bits (bf16)."""
     lo = b.trunc(v, I16)
     hi = b.trunc(b.lshr(v, _c(I32, 16)), I16)
     if elem == "f16":
@@ -284,8 +507,24 @@ def pack2(b, lo, hi):
     return b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), _c(I32, 16)))
 
 
+def _pair_to_odd(b, s, e):
+    """The exact value s + e (an f64 TwoSum pair) rounded to odd in f64."""
+    bits = b.bitcast(s, I64)
+    even = b.icmp_unsigned("==", b.and_(bits, _c(I64, 1)), _c(I64, 0))
+    inexact = b.fcmp_ordered("!=", e, _c(F64, 0.0))
+    # s and e with the same sign: step away from zero, else toward it
+    same = b.icmp_signed(">=", b.xor(bits, b.bitcast(e, I64)), _c(I64, 0))
+    moved = b.select(same, b.add(bits, _c(I64, 1)), b.sub(bits, _c(I64, 1)))
+    ok = b.and_(b.and_(even, inexact), _is_finite(b, s))
+    return b.bitcast(b.select(ok, moved, bits), F64)
+
+
 def _scalar_half(b, op, vals, t, rnd, sat, relu):
     f = [b.fpext(_to_f32(b, v, t), F64) for v in vals]
+    if op == "fma" and t == "bf16" and not sat and not relu:
+        # a*b is exact in double but a*b + c may not be: round the exact pair to odd
+        s, e = _two_sum(b, b.fmul(f[0], f[1]), f[2])
+        return _from_f64(b, _pair_to_odd(b, s, e), t, rnd or "rn")
     if op in ("add", "sub", "mul", "fma"):
         x = _f64_arith(b, op, f)
     elif op in ("min", "max", "min_nan", "max_nan"):
@@ -320,12 +559,26 @@ def half_arith(b, op, vals, t, rnd, ftz, sat, relu):
 
 
 def cvt_pack2(b, hi, lo, dst, rnd, relu, satfinite):
+    """cvt.rnd{.relu}{.satfinite}.{f16x2,bf16x2}.f32 d, hi, lo: hi (PTX's first source)
+    lands in the upper half. .relu clamps negatives to +0 and gives the canonical NaN for
+    NaN; .satfinite clamps to the largest finite value (NaN stays NaN)."""
     elem = dst[:-2]
+    big = 65504.0 if elem == "f16" else float.fromhex("0x1.fep127")
+
     def one(x):
         x64 = b.fpext(x, F64) if x.type == F32 else x
+        nan = is_nan(b, x64)
+        if relu:    # negatives and -0 become +0
+            x64 = b.select(b.fcmp_ordered("<=", x64, _c(F64, 0.0)), _c(F64, 0.0), x64)
+        if satfinite:
+            x64 = b.select(b.fcmp_ordered(">", x64, _c(F64, big)), _c(F64, big), x64)
+            x64 = b.select(b.fcmp_ordered("<", x64, _c(F64, -big)), _c(F64, -big), x64)
+        r = _from_f64(b, x64, elem, rnd or "rn")
         if relu:
-            x64 = b.select(b.fcmp_ordered("<", x64, _c(F64, 0.0)), _c(F64, 0.0), x64)
-        return _from_f64(b, x64, elem, rnd or "rn")
+            bits = b.bitcast(r, I16) if elem == "f16" else r
+            bits = b.select(nan, _c(I16, 0x7FFF), bits)
+            r = b.bitcast(bits, F16) if elem == "f16" else bits
+        return r
     return pack2(b, one(lo), one(hi))
 
 
@@ -361,8 +614,12 @@ def _float_to_float(b, v, dst, src, rnd):
     if src == "bf16":
         v, src = bf16_to_f32(b, v), "f32"
     if dst == "bf16":
-        x = b.fpext(v, F64) if v.type != F64 else v
-        return f32_to_bf16(b, b.fptrunc(x, F32) if x.type == F64 else x, rnd)
+        if rnd in ("rni", "rzi", "rmi", "rpi"):
+            v = _float_to_float(b, v, src, src, rnd)
+            rnd = None
+        if v.type == F64:
+            return _from_f64(b, v, "bf16", rnd or "rn")
+        return f32_to_bf16(b, b.fpext(v, F32) if v.type == F16 else v, rnd or "rn")
     st, dt = _ftype(src), _ftype(dst)
     if rnd in ("rni", "rzi", "rmi", "rpi"):
         name = {"rni": "llvm.rint", "rzi": "llvm.trunc", "rmi": "llvm.floor", "rpi": "llvm.ceil"}[rnd]
@@ -400,7 +657,13 @@ def _int_to_float(b, v, dst, src, rnd):
     signed = src.startswith("s")
     if dst == "bf16":
         f = b.sitofp(v, F64) if signed else b.uitofp(v, F64)
-        return f32_to_bf16(b, b.fptrunc(f, F32), rnd)
+        if v.type.width > 52:
+            # the exact integer minus its nearest double, to round that double to odd
+            wide = b.sext(v, I128) if signed else b.zext(v, I128)
+            back = intrinsic(b, "llvm.fptosi.sat.i128.f64", I128, [f])
+            err = b.sitofp(b.sub(wide, back), F64)
+            f = _pair_to_odd(b, f, err)
+        return _from_f64(b, f, "bf16", rnd)
     dt = _ftype(dst)
     r = b.sitofp(v, dt) if signed else b.uitofp(v, dt)
     if rnd in (None, "rn"):
@@ -428,3 +691,32 @@ def _int_to_int(b, v, dst, src, sat):
     if v.type.width > dt.width:
         return b.trunc(v, dt)
     return b.sext(v, dt) if signed else b.zext(v, dt)
+
+
+# ---------------------------------------------------------------- types and packed helpers
+
+def llvm_type(ptx_type: str) -> ir.Type:
+    """The LLVM type holding a PTX value: f16 -> half, f32 -> float, f64 -> double, pred ->
+    i1; bf16, the packed pairs, e4m3/e5m2 and integers -> an integer of their width."""
+    if ptx_type == "pred":
+        return I1
+    if ptx_type in ("f16", "f32", "f64"):
+        return _ftype(ptx_type)
+    if ptx_type in ("e4m3", "e5m2"):
+        return I8
+    if ptx_type in ("e4m3x2", "e5m2x2"):
+        return I16
+    return ir.IntType(_width(ptx_type))
+
+
+def halfx2_binop(b, op, a, c, kind, d=None, rnd="rn", ftz=False, sat=False, relu=False):
+    """op ('add', 'sub', 'mul', 'fma', 'min', 'max', 'min_nan', 'max_nan', 'neg', 'abs') on
+    both halves of packed f16x2 / bf16x2 values (kind 'f16' or 'bf16'), each rounded once."""
+    vals = [a] if op in ("neg", "abs") else ([a, c, d] if op == "fma" else [a, c])
+    return half_arith(b, op, vals, kind + "x2", rnd, ftz, sat, relu)
+
+
+def cvt_f16x2_f32(b, a, c, kind="f16", rnd="rn", relu=False, satfinite=False):
+    """cvt.rn{.relu}{.satfinite}.f16x2.f32 d, a, b (and bf16x2): a goes to the UPPER half,
+    b to the lower half (PTX ISA)."""
+    return cvt_pack2(b, a, c, kind + "x2", rnd, relu, satfinite)
