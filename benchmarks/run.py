@@ -1,221 +1,470 @@
-"""anycuda benchmark suite (first part): CUDA kernels through anycuda against the same
-computations hand-written in C and built with `gcc -O3 -march=native -fopenmp`, in one run,
-on the same inputs. Every output is checked against numpy before it is timed.
+"""anycuda benchmark suite: each kernel (suite.py) as (1) CUDA C++ through anycuda, (2) the
+same computation hand-written in C (gcc -O3 -march=native -fopenmp), (3) OpenCL C on PoCL
+and (4) Numba's CUDA simulator, on the same inputs, in one run. Every implementation's
+output is checked against numpy before it is timed.
 
-    python benchmarks/run.py            # table on stdout, results in benchmarks/results.json
+    python benchmarks/run.py                  # everything; table on stdout,
+                                              # benchmarks/results.json and results.png
+    python benchmarks/run.py --quick          # small sizes, few repeats (smoke run)
+    python benchmarks/run.py --only sgemm,scan --no-sim --no-extras
 
-Medians over repeated runs; the ratio column is anycuda time / C time (lower is better).
-PoCL (OpenCL C versions in kernels/bench.cl) is timed when pyopencl and pocl-opencl-icd are
-installed. Not yet here (see NOTES.md): Numba's simulator, the remaining kernels, the plot.
+Times are medians of --repeats timed runs; a timed run is `inner` back-to-back runs of the
+computation, with `inner` chosen per implementation so that one timed run lasts at least
+--min-run seconds (50 ms by default), and the time reported is per computation. Ratios
+are time / time (lower is better for the numerator). The simulator is far too slow for
+the full sizes: it runs a small size and is reported as (simulator time / anycuda time)
+at that same size. Also measured, unless --no-extras: JIT compile time per kernel (cold:
+a fresh ANYCUDA_CACHE_DIR; warm: loaded from that on-disk cache), the launch overhead of
+an empty kernel through the Python API, and anycuda's scaling from one thread to all
+cores (ANYCUDA_NUM_THREADS is read at start-up, so each thread count is a subprocess).
+Needs: gcc, nvcc (or NVRTC); optional: pyopencl + pocl-opencl-icd, numba-cuda, matplotlib
+(pip install -e '.[bench]').
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
 import json
+import math
 import os
-import shutil
+import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
 
-import anycuda as ac
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-HERE = Path(__file__).parent
-REPEATS = 7
+import suite  # noqa: E402
+
+IMPLS = ("anycuda", "c", "pocl")
+LABEL = {"anycuda": "anycuda", "c": "C/OpenMP", "pocl": "PoCL", "sim": "Numba sim"}
+EMPTY_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry empty() { ret; }\n"
 
 
-def median_time(fn, repeats=REPEATS):
-    fn()                                   # warm up (and first-touch the pages)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
+def timed(fn, k=1):
+    t = time.perf_counter()
+    for _ in range(k):
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return time.perf_counter() - t
 
 
-def build_reference():
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        sys.exit("the C reference needs gcc")
-    out = Path(tempfile.mkdtemp(prefix="anycuda-bench-")) / "reference.so"
-    subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(out),
-                    str(HERE / "kernels" / "reference.c")], check=True)
-    lib = ctypes.CDLL(str(out))
-    lib.reduce_sum.restype = ctypes.c_float
-    return lib
+def measure(run, min_run, repeats):
+    """(median seconds per run, inner): after one warm-up run, `repeats` timed runs of
+    `inner` back-to-back calls each, `inner` chosen so that a timed run lasts >= min_run."""
+    t1 = timed(run)
+    inner = max(1, math.ceil(min_run / max(t1, 1e-9))) if min_run > 0 else 1
+    if t1 > 2.0:
+        repeats = min(repeats, 3)
+    samples = [timed(run, inner) / inner for _ in range(repeats)]
+    return statistics.median(samples), inner
 
 
-def ptr(a):
-    return ctypes.c_void_p(a.ctypes.data)
-
-
-class PoCL:
-    """The same kernels as OpenCL C on PoCL (skipped, with the reason, where it is missing)."""
-
-    def __init__(self):
-        self.reason = None
-        try:
-            import pyopencl as cl
-        except ImportError:
-            self.reason = "pyopencl is not installed (pip install pyopencl; apt-get install pocl-opencl-icd)"
-            return
-        devices = [d for p in cl.get_platforms() if "Portable" in p.name for d in p.get_devices()]
-        if not devices:
-            self.reason = "no PoCL platform (apt-get install pocl-opencl-icd)"
-            return
-        self.cl = cl
-        self.ctx = cl.Context(devices[:1])
-        self.queue = cl.CommandQueue(self.ctx)
-        self.prog = cl.Program(self.ctx, (HERE / "kernels" / "bench.cl").read_text()).build()
-        self.kernels = {}
-
-    def buffer(self, host, copy=True):
-        mf = self.cl.mem_flags
-        flags = mf.READ_WRITE | (mf.COPY_HOST_PTR if copy else 0)
-        return self.cl.Buffer(self.ctx, flags, size=host.nbytes, hostbuf=host if copy else None)
-
-    def run(self, name, global_size, local_size, *args):
-        if name not in self.kernels:
-            self.kernels[name] = self.cl.Kernel(self.prog, name)
-        self.kernels[name](self.queue, global_size, local_size, *args)
-        self.queue.finish()
-
-    def read(self, buf, like):
-        out = np.empty_like(like)
-        self.cl.enqueue_copy(self.queue, out, buf)
-        return out
-
-
-def main():
-    rng = np.random.default_rng(0)
-    lib = build_reference()
-    mod = ac.RawModule(code=(HERE / "kernels" / "bench.cu").read_text(), name="bench.cu")
-    results = []
-
-    pocl = PoCL()
-
-    def record(name, t_any, t_c, extra="", t_pocl=None):
-        results.append({"kernel": name, "anycuda_ms": t_any * 1e3, "c_openmp_ms": t_c * 1e3,
-                        "pocl_ms": None if t_pocl is None else t_pocl * 1e3,
-                        "ratio": t_any / t_c, "note": extra})
-
-    def pocl_time(check, *launch):
-        """Median time of a PoCL launch, after `check` has verified its output."""
-        if pocl.reason:
-            return None
-        pocl.run(*launch)
-        check()
-        return median_time(lambda: pocl.run(*launch))
-
-    # --- memory-bound: saxpy, vector add, against a STREAM-style triad
-    n = 1 << 25
-    x, y0 = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
-    hx, hy = x.copy(), y0.copy()
-    dx, dy = ac.asarray(x), ac.asarray(y0)
-    k = mod.get_function("saxpy")
-    k(((n + 255) // 256,), (256,), (np.int32(n), np.float32(2), dx, dy))
-    assert np.allclose(dy.get(), 2 * x + y0, rtol=1e-6)
-    t_any = median_time(lambda: k(((n + 255) // 256,), (256,), (np.int32(n), np.float32(2), dx, dy)))
-    t_c = median_time(lambda: lib.saxpy(n, ctypes.c_float(2), ptr(hx), ptr(hy)))
-    triad_out = np.empty_like(hx)
-    t_triad = median_time(lambda: lib.triad(ptr(hx), ptr(hy), ptr(triad_out), ctypes.c_float(3), n))
-    triad_gbs = 3 * 4 * n / t_triad / 1e9
-    if not pocl.reason:
-        px, py = pocl.buffer(x), pocl.buffer(y0.copy())
-        t_pocl = pocl_time(lambda: None, "saxpy", (n,), (256,), np.int32(n), np.float32(2), px, py)
-        y_check = y0.copy()
-        pyc = pocl.buffer(y_check)
-        pocl.run("saxpy", (n,), (256,), np.int32(n), np.float32(2), px, pyc)
-        assert np.allclose(pocl.read(pyc, y_check), 2 * x + y0, rtol=1e-6)
-    else:
-        t_pocl = None
-    record("saxpy", t_any, t_c, f"{3 * 4 * n / t_any / 1e9:.1f} GB/s; triad {triad_gbs:.1f} GB/s", t_pocl)
-
-    a, b = ac.asarray(x), ac.asarray(y0)
-    c = ac.empty(n, np.float32)
-    k = mod.get_function("vector_add")
-    k(((n + 255) // 256,), (256,), (a, b, c, np.int32(n)))
-    assert np.array_equal(c.get(), x + y0)
-    hc = np.empty_like(x)
-    t_any = median_time(lambda: k(((n + 255) // 256,), (256,), (a, b, c, np.int32(n))))
-    t_c = median_time(lambda: lib.vector_add(ptr(x), ptr(y0), ptr(hc), n))
-    t_pocl = None
-    if not pocl.reason:
-        pa, pb, pc = pocl.buffer(x), pocl.buffer(y0), pocl.buffer(np.empty_like(x), copy=False)
-        t_pocl = pocl_time(lambda: np.testing.assert_array_equal(pocl.read(pc, x), x + y0),
-                           "vector_add", (n,), (256,), pa, pb, pc, np.int32(n))
-    record("vector_add", t_any, t_c, f"{3 * 4 * n / t_any / 1e9:.1f} GB/s; triad {triad_gbs:.1f} GB/s", t_pocl)
-
-    # --- compute-bound: tiled SGEMM against numpy's BLAS too
-    m = 512
-    A = rng.standard_normal((m, m), dtype=np.float32)
-    B = rng.standard_normal((m, m), dtype=np.float32)
-    dA, dB, dC = ac.asarray(A), ac.asarray(B), ac.empty((m, m), np.float32)
-    k = mod.get_function("sgemm")
-    run = lambda: k((m // 16, m // 16), (16, 16), (dA, dB, dC, np.int32(m)))
+def check_and_time(bench, impl, handle, min_run, repeats):
+    run, result = getattr(bench, impl)(handle)
     run()
-    ref = A.astype(np.float64) @ B
-    assert np.allclose(dC.get(), ref, rtol=1e-3, atol=1e-3)
-    hC = np.empty_like(A)
-    t_any = median_time(run, 3)
-    t_c = median_time(lambda: lib.sgemm(ptr(A), ptr(B), ptr(hC), m), 3)
-    assert np.allclose(hC, ref, rtol=1e-3, atol=1e-3)
-    t_blas = median_time(lambda: A @ B)
-    flops = 2 * m ** 3
-    t_pocl = None
-    if not pocl.reason:
-        pA, pB, pC = pocl.buffer(A), pocl.buffer(B), pocl.buffer(np.empty_like(A), copy=False)
-        t_pocl = pocl_time(lambda: np.testing.assert_allclose(pocl.read(pC, A), ref, rtol=1e-3, atol=1e-3),
-                           "sgemm", (m, m), (16, 16), pA, pB, pC, np.int32(m))
-    record("sgemm_tiled", t_any, t_c, f"{flops / t_any / 1e9:.2f} GFLOP/s; numpy BLAS {flops / t_blas / 1e9:.1f}",
-           t_pocl)
+    bench.check(result())                  # checked before it is timed
+    return measure(run, min_run, repeats)
 
-    # --- block reduction with warp shuffles
-    n = 1 << 24
-    xs = rng.random(n, dtype=np.float32)
-    dxs, out = ac.asarray(xs), ac.zeros(1, np.float32)
-    k = mod.get_function("reduce_sum")
 
-    def reduce_any():
-        out.set(np.zeros(1, np.float32))
-        k((256,), (256,), (dxs, out, np.int32(n)))
-    reduce_any()
-    assert np.isclose(out.get()[0], xs.astype(np.float64).sum(), rtol=1e-4)
-    t_any = median_time(reduce_any)
-    t_c = median_time(lambda: lib.reduce_sum(ptr(xs), n))
-    t_pocl = None
-    if not pocl.reason:
-        pxs, ppart = pocl.buffer(xs), pocl.buffer(np.zeros(256, np.float32), copy=False)
-        t_pocl = pocl_time(lambda: np.testing.assert_allclose(pocl.read(ppart, np.zeros(256, np.float32)).sum(),
-                                                              xs.astype(np.float64).sum(), rtol=1e-4),
-                           "reduce_sum", (256 * 256,), (256,), pxs, ppart, np.int32(n))
-    record("reduce_shfl", t_any, t_c, f"{4 * n / t_any / 1e9:.1f} GB/s", t_pocl)
+def geomean(xs):
+    xs = [x for x in xs if x]
+    return float(np.exp(np.mean(np.log(xs)))) if xs else None
 
-    # --- launch overhead of an empty kernel through the Python API
-    empty = ac.RawModule(ptx=".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry e() { ret; }\n")
-    e = empty.get_function("e")
-    t_launch = median_time(lambda: [e((1,), (1,), ()) for _ in range(1000)]) / 1000
 
-    print(f"{'kernel':14s} {'anycuda ms':>11s} {'C/OpenMP ms':>12s} {'PoCL ms':>9s} {'ratio':>7s}  notes")
-    for r in results:
-        pocl_ms = "-" if r["pocl_ms"] is None else f"{r['pocl_ms']:.2f}"
-        print(f"{r['kernel']:14s} {r['anycuda_ms']:11.2f} {r['c_openmp_ms']:12.2f} {pocl_ms:>9s} "
-              f"{r['ratio']:7.2f}  {r['note']}")
-    if pocl.reason:
-        print(f"PoCL column skipped: {pocl.reason}")
-    geo = float(np.exp(np.mean(np.log([r["ratio"] for r in results]))))
-    print(f"geometric mean of anycuda / C: {geo:.2f}")
-    print(f"empty-kernel launch through Python: {t_launch * 1e6:.1f} us")
-    print(f"threads: {os.environ.get('ANYCUDA_NUM_THREADS', 'all cores')}")
-    (HERE / "results.json").write_text(json.dumps({"results": results, "geomean_ratio": geo,
-                                                   "launch_us": t_launch * 1e6}, indent=2))
+def child_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def num_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# ------------------------------------------------------------------ the kernels
+
+def run_kernels(args, benches, out):
+    lib = suite.build_c_reference()
+    g = suite.AnyCUDA()
+    pocl = None if args.no_pocl else suite.PoCL()
+    pocl_reason = "--no-pocl" if pocl is None else pocl.reason
+    sim, sim_reason = None, "--no-sim" if args.no_sim else None
+    if not args.no_sim:
+        try:
+            sim = suite.load_sim()
+        except ImportError as e:
+            sim_reason = f"numba-cuda is not installed ({e})"
+    out["skipped"] = {"pocl": pocl_reason, "sim": sim_reason}
+    size = "quick" if args.quick else "full"
+    rows = []
+    for B in benches:
+        b = B(size)
+        row = {"kernel": b.name, "size": b.describe(), "ms": {}, "inner": {}, "rate": {}, "errors": {}}
+        for impl in IMPLS:
+            handle = {"anycuda": g, "c": lib, "pocl": pocl}[impl]
+            if impl == "pocl" and pocl_reason:
+                continue
+            try:
+                t, inner = check_and_time(b, impl, handle, args.min_run, args.repeats)
+            except Exception as e:             # report it, keep going with the others
+                row["errors"][impl] = f"{type(e).__name__}: {e}"
+                print(f"  {b.name} / {LABEL[impl]} failed: {row['errors'][impl]}", file=sys.stderr)
+                if args.verbose:
+                    traceback.print_exc()
+                continue
+            row["ms"][impl], row["inner"][impl], row["rate"][impl] = t * 1e3, inner, b.rate(t)
+        row["yardstick"] = yardstick(b, lib, args)
+        if sim is not None:
+            row["sim"] = sim_column(B, g, sim, args)
+        ms = row["ms"]
+        row["ratio"] = {
+            "anycuda/c": ms["anycuda"] / ms["c"] if "anycuda" in ms and "c" in ms else None,
+            "pocl/c": ms["pocl"] / ms["c"] if "pocl" in ms and "c" in ms else None,
+            "anycuda/pocl": ms["anycuda"] / ms["pocl"] if "anycuda" in ms and "pocl" in ms else None,
+            "sim/anycuda": row.get("sim", {}).get("ratio"),
+        }
+        rows.append(row)
+        print(f"  {b.name:13s} " + "  ".join(f"{LABEL[k]} {v:.2f} ms" for k, v in ms.items())
+              + (f"  sim/anycuda {row['ratio']['sim/anycuda']:.0f}x" if row["ratio"]["sim/anycuda"] else ""),
+              flush=True)
+    return rows
+
+
+def yardstick(b, lib, args):
+    """What the hardware can do, measured in the same run: STREAM-style triad for the
+    streaming kernels, numpy's BLAS for SGEMM."""
+    if b.name in ("saxpy", "vector_add"):
+        n = b.n
+        a, x, c = np.ones(n, np.float32), np.ones(n, np.float32), np.empty(n, np.float32)
+        t, _ = measure(lambda: lib.triad(suite.p(a), suite.p(x), suite.p(c), ctypes.c_float(3), n),
+                       args.min_run, args.repeats)
+        return {"triad_GBps": 12 * n / t / 1e9}
+    if b.name == "sgemm":
+        t, _ = measure(lambda: b.A @ b.B, args.min_run, args.repeats)
+        return {"numpy_blas_GFLOPs": b.work / t / 1e9}
+    return {}
+
+
+def sim_column(B, g, sim, args):
+    """Numba's simulator at the small size, against anycuda at that same size."""
+    b = B("sim")
+    res = {"size": b.describe()}
+    try:
+        run, result = b.sim(sim)
+        run()
+        b.check(result())
+        res["sim_ms"] = timed(run) * 1e3
+        t_any, _ = check_and_time(b, "anycuda", g, min(args.min_run, 0.02), args.repeats)
+        res["anycuda_ms"] = t_any * 1e3
+        res["ratio"] = res["sim_ms"] / res["anycuda_ms"]
+    except Exception as e:
+        res["error"] = f"{type(e).__name__}: {e}"
+        print(f"  {b.name} / simulator failed: {res['error']}", file=sys.stderr)
+    return res
+
+
+# ------------------------------------------------------------------ compile time, launch, scaling
+
+def child_compile(files):
+    """In a subprocess: per kernel file, CUDA C++ -> PTX (nvcc/NVRTC) and PTX -> native code
+    (anycuda's JIT), each timed; both go through the on-disk caches in ANYCUDA_CACHE_DIR."""
+    import anycuda as ac
+    ac.RawModule(ptx=EMPTY_PTX, name="warm-up.ptx")     # one-time LLVM set-up, not counted
+    res = {}
+    for cu in files:
+        code = (suite.KERNELS / "cuda" / cu).read_text()
+        t0 = time.perf_counter()
+        ptx = ac.compile(code, name=cu)
+        t1 = time.perf_counter()
+        ac.RawModule(ptx=ptx, name=cu)
+        t2 = time.perf_counter()
+        res[cu] = {"to_ptx_s": t1 - t0, "jit_s": t2 - t1}
+    print(json.dumps(res))
+
+
+def compile_times(benches):
+    """Cold: a fresh ANYCUDA_CACHE_DIR; warm: a second process on that cache. A warm run
+    that still compiles (the cache grew: someone changed anycuda's compiler sources, which
+    are part of the cache key, in between) is repeated, and flagged if it never hits."""
+    files = list(dict.fromkeys(B.cu for B in benches))
+
+    def child(cache):
+        p = subprocess.run([sys.executable, __file__, "--child", "compile", "--only",
+                            ",".join(B.name for B in benches)], capture_output=True, text=True,
+                           env=child_env(ANYCUDA_CACHE_DIR=cache, ANYCUDA_CACHE="1"), timeout=1800)
+        if p.returncode:
+            raise RuntimeError(f"compile-time child failed:\n{p.stderr[-2000:]}")
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    def entries(cache):
+        return sum(1 for q in Path(cache).rglob("*") if q.is_file())
+
+    with tempfile.TemporaryDirectory(prefix="anycuda-bench-cache-") as cache:
+        cold = child(cache)
+        for _ in range(3):
+            before = entries(cache)
+            warm = child(cache)
+            hit = entries(cache) == before
+            if hit:
+                break
+    return {cu: {"to_ptx_cold_s": cold[cu]["to_ptx_s"], "jit_cold_s": cold[cu]["jit_s"],
+                 "jit_warm_s": warm[cu]["jit_s"], "warm_was_cache_hit": hit} for cu in files}
+
+
+def launch_overhead():
+    """Seconds per launch of an empty 1-thread kernel through the Python API (1000 launches
+    then one synchronize, median of 7)."""
+    import anycuda as ac
+    e = ac.RawModule(ptx=EMPTY_PTX, name="empty.ptx").get_function("empty")
+    e((1,), (1,), ())
+    ac.synchronize()
+
+    def thousand():
+        for _ in range(1000):
+            e((1,), (1,), ())
+        ac.synchronize()
+    return statistics.median(timed(thousand) for _ in range(7)) / 1000
+
+
+def launch_overheads():
+    """In this process (all worker threads) and in a subprocess with one worker thread (no
+    thread wake-up per launch: the Python and marshalling cost alone)."""
+    res = {"all_threads_us": launch_overhead() * 1e6}
+    p = subprocess.run([sys.executable, __file__, "--child", "launch"], capture_output=True, text=True,
+                       env=child_env(ANYCUDA_NUM_THREADS=1, OMP_NUM_THREADS=1), timeout=600)
+    if p.returncode:
+        raise RuntimeError(f"launch child failed:\n{p.stderr[-2000:]}")
+    res["one_thread_us"] = json.loads(p.stdout.strip().splitlines()[-1]) * 1e6
+    return res
+
+
+def child_scaling(args, benches):
+    g = suite.AnyCUDA()
+    res = {}
+    for B in benches:
+        b = B("quick" if args.quick else "full")
+        try:
+            res[b.name] = check_and_time(b, "anycuda", g, args.min_run, args.repeats)[0]
+        except Exception as e:
+            res[b.name] = None
+            print(f"{b.name}: {e}", file=sys.stderr)
+    print(json.dumps(res))
+
+
+def scaling(args, benches):
+    cores = num_cores()
+    counts = sorted({1, cores} | {1 << i for i in range(cores.bit_length()) if 1 << i <= cores})
+    res = {}
+    for t in counts:
+        cmd = [sys.executable, __file__, "--child", "scaling", "--only", ",".join(B.name for B in benches),
+               "--repeats", str(args.scaling_repeats), "--min-run", str(args.min_run)] + (["--quick"] if args.quick else [])
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
+                           env=child_env(ANYCUDA_NUM_THREADS=t, OMP_NUM_THREADS=t))
+        if p.returncode:
+            raise RuntimeError(f"scaling child ({t} threads) failed:\n{p.stderr[-2000:]}")
+        res[t] = json.loads(p.stdout.strip().splitlines()[-1])
+        print(f"  {t} thread(s): " + "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in res[t].items() if v), flush=True)
+    speedup = {k: {t: (res[1][k] / res[t][k] if res[1].get(k) and res[t].get(k) else None) for t in counts}
+               for k in res[1]}
+    return {"threads": counts, "ms": {t: {k: (v * 1e3 if v else None) for k, v in r.items()} for t, r in res.items()},
+            "speedup": speedup}
+
+
+# ------------------------------------------------------------------ report
+
+def fmt(x, spec=".2f", none="-"):
+    return none if x is None else format(x, spec)
+
+
+def print_table(out):
+    rows = out["kernels"]
+    print()
+    head = (f"{'kernel':13s} {'anycuda ms':>10s} {'C ms':>9s} {'PoCL ms':>9s} {'any/C':>7s} {'PoCL/C':>7s} "
+            f"{'any/PoCL':>8s} {'sim/any':>8s}  anycuda rate (C; yardstick)")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ms, ra = r["ms"], r["ratio"]
+        yard = "; ".join(f"{k} {v:.1f}" for k, v in r["yardstick"].items())
+        note = r["rate"].get("anycuda", "")
+        extra = "; ".join(x for x in (f"C {r['rate']['c']}" if r["rate"].get("c") else "", yard) if x)
+        print(f"{r['kernel']:13s} {fmt(ms.get('anycuda')):>10s} {fmt(ms.get('c')):>9s} {fmt(ms.get('pocl')):>9s} "
+              f"{fmt(ra['anycuda/c']):>7s} {fmt(ra['pocl/c']):>7s} {fmt(ra['anycuda/pocl']):>8s} "
+              f"{fmt(ra['sim/anycuda'], '.0f'):>8s}  {note}" + (f" ({extra})" if extra else ""))
+        for impl, err in r["errors"].items():
+            print(f"{'':13s} {LABEL[impl]} FAILED: {err[:200]}")
+        if r.get("sim", {}).get("error"):
+            print(f"{'':13s} simulator FAILED: {r['sim']['error'][:200]}")
+    gm = out["geomean"]
+    print("-" * len(head))
+    print(f"{'geomean':13s} {'':>10s} {'':>9s} {'':>9s} {fmt(gm['anycuda/c']):>7s} {fmt(gm['pocl/c']):>7s} "
+          f"{fmt(gm['anycuda/pocl']):>8s} {fmt(gm['sim/anycuda'], '.0f'):>8s}")
+    for what, why in out["skipped"].items():
+        if why:
+            print(f"{LABEL[what]} column skipped: {why}")
+    if out.get("compile"):
+        print("\nJIT compile time per kernel file (s): CUDA C++ -> PTX cold | PTX -> native cold | warm (disk cache)")
+        for cu, c in out["compile"].items():
+            print(f"  {cu:16s} {c['to_ptx_cold_s']:7.2f} {c['jit_cold_s']:9.2f} {c['jit_warm_s']:9.3f}"
+                  + ("" if c["warm_was_cache_hit"] else "  (warm run missed the cache: compiler sources changed)"))
+    if out.get("launch"):
+        print(f"\nempty-kernel launch through the Python API: {out['launch']['all_threads_us']:.1f} us "
+              f"(all worker threads), {out['launch']['one_thread_us']:.1f} us (ANYCUDA_NUM_THREADS=1)")
+    if out.get("scaling"):
+        s = out["scaling"]
+        print("\nanycuda scaling (speed-up over 1 thread): " + "  ".join(f"{t} threads" for t in s["threads"]))
+        for k, sp in s["speedup"].items():
+            print(f"  {k:13s} " + "  ".join(f"{fmt(sp[t]):>9s}" for t in s["threads"]))
+    for what, err in out.get("extra_errors", {}).items():
+        print(f"{what} FAILED: {err[:300]}")
+
+
+def plot(out, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed"
+    rows = out["kernels"]
+    names = [r["kernel"] for r in rows]
+    panels = 1 + bool(out.get("compile")) + bool(out.get("scaling"))
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels + 4, 5), squeeze=False)
+    ax = axes[0][0]
+    x = np.arange(len(names))
+    for i, (key, label) in enumerate((("anycuda/c", "anycuda / C"), ("pocl/c", "PoCL / C"))):
+        vals = [r["ratio"][key] or np.nan for r in rows]
+        ax.bar(x + (i - 0.5) * 0.38, vals, 0.38, label=label)
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(x, names, rotation=45, ha="right")
+    ax.set_ylabel("time relative to gcc -O3 -fopenmp C (lower is better)")
+    ax.set_title(f"anycuda vs C vs PoCL ({out['mode']} sizes)")
+    sims = [r["ratio"]["sim/anycuda"] for r in rows]
+    if any(sims):
+        ax2 = ax.twinx()
+        ax2.plot(x, [s or np.nan for s in sims], "k^", label="Numba sim / anycuda (small size)")
+        ax2.set_yscale("log")
+        ax2.set_ylabel("simulator time / anycuda time")
+        ax2.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
+    col = 1
+    if out.get("compile"):
+        ax = axes[0][col]
+        col += 1
+        c = out["compile"]
+        files = list(c)
+        xs = np.arange(len(files))
+        ax.bar(xs - 0.27, [c[f]["to_ptx_cold_s"] for f in files], 0.27, label="CUDA C++ -> PTX (cold)")
+        ax.bar(xs, [c[f]["jit_cold_s"] for f in files], 0.27, label="JIT PTX -> native (cold)")
+        ax.bar(xs + 0.27, [c[f]["jit_warm_s"] for f in files], 0.27, label="JIT from disk cache (warm)")
+        ax.set_yscale("log")
+        ax.set_xticks(xs, [f.removesuffix(".cu") for f in files], rotation=45, ha="right")
+        ax.set_ylabel("seconds")
+        ax.set_title("compile time per kernel")
+        ax.legend(fontsize=8)
+    if out.get("scaling"):
+        ax = axes[0][col]
+        s = out["scaling"]
+        for k, sp in s["speedup"].items():
+            ax.plot(s["threads"], [sp[t] or np.nan for t in s["threads"]], "o-", label=k)
+        ax.plot(s["threads"], s["threads"], "k--", lw=0.8, label="linear")
+        ax.set_xlabel("ANYCUDA_NUM_THREADS")
+        ax.set_ylabel("speed-up over 1 thread")
+        ax.set_xticks(s["threads"])
+        ax.set_title("anycuda scaling")
+        ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return None
+
+
+def select(only):
+    if not only:
+        return list(suite.BENCHMARKS)
+    names = [n.strip() for part in only for n in part.split(",") if n.strip()]
+    unknown = [n for n in names if n not in suite.BY_NAME]
+    if unknown:
+        sys.exit(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(suite.BY_NAME)}")
+    return [suite.BY_NAME[n] for n in names]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes, 3 repeats, no minimum run time")
+    ap.add_argument("--only", action="append", metavar="KERNEL[,KERNEL]",
+                    help=f"run only these kernels ({', '.join(suite.BY_NAME)})")
+    ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 7; quick 3)")
+    ap.add_argument("--min-run", type=float, default=None,
+                    help="minimum seconds per timed run (default 0.05; quick 0)")
+    ap.add_argument("--no-pocl", action="store_true", help="skip the PoCL column")
+    ap.add_argument("--no-sim", action="store_true", help="skip Numba's simulator column")
+    ap.add_argument("--no-extras", action="store_true", help="skip compile times, launch overhead and scaling")
+    ap.add_argument("--no-scaling", action="store_true", help="skip the thread-scaling runs")
+    ap.add_argument("--scaling-repeats", type=int, default=3)
+    ap.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the results")
+    ap.add_argument("--verbose", action="store_true", help="tracebacks for failures")
+    ap.add_argument("--child", choices=("compile", "scaling", "launch"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.repeats = args.repeats or (3 if args.quick else 7)
+    if args.min_run is None:
+        args.min_run = 0.0 if args.quick else 0.05
+    benches = select(args.only)
+
+    if args.child == "compile":
+        return child_compile(list(dict.fromkeys(B.cu for B in benches)))
+    if args.child == "scaling":
+        return child_scaling(args, benches)
+    if args.child == "launch":
+        return print(json.dumps(launch_overhead()))
+
+    out = {"mode": "quick" if args.quick else "full",
+           "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+           "machine": {"cpu": platform.processor() or platform.machine(), "cores": num_cores(),
+                       "load_avg": os.getloadavg(), "python": platform.python_version(),
+                       "ANYCUDA_NUM_THREADS": os.environ.get("ANYCUDA_NUM_THREADS")},
+           "repeats": args.repeats, "min_run_s": args.min_run, "extra_errors": {}}
+    try:
+        out["machine"]["cpu"] = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                                     if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    print(f"anycuda benchmarks ({out['mode']} sizes, {out['machine']['cores']} cores, "
+          f"load average {out['machine']['load_avg'][0]:.1f})", flush=True)
+    out["kernels"] = run_kernels(args, benches, out)
+    out["geomean"] = {k: geomean([r["ratio"][k] for r in out["kernels"]])
+                      for k in ("anycuda/c", "pocl/c", "anycuda/pocl", "sim/anycuda")}
+    if not args.no_extras:
+        for what, fn in (("launch", launch_overheads),
+                         ("compile", lambda: compile_times(benches)),
+                         ("scaling", None if args.no_scaling else lambda: scaling(args, benches))):
+            if fn is None:
+                continue
+            print(f"measuring {what} ...", flush=True)
+            try:
+                out[what] = fn()
+            except Exception as e:
+                out["extra_errors"][what] = f"{type(e).__name__}: {e}"
+    print_table(out)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(out, indent=2, default=str))
+    png = args.json.with_suffix(".png")
+    why = plot(out, png)
+    print(f"\nresults: {args.json}" + (f", plot: {png}" if why is None else f" (no plot: {why})"))
+    failed = any(r["errors"] for r in out["kernels"]) or any(r.get("sim", {}).get("error") for r in out["kernels"])
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Smoke test of the benchmark suite (benchmarks/suite.py): at the quick size, every kernel's
+anycuda (CUDA C++) and C reference (gcc -O3 -march=native -fopenmp) implementations agree
+with numpy. Only the correctness checks of benchmarks/run.py; nothing is timed."""
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from anycuda import cudac
+
+_spec = importlib.util.spec_from_file_location(
+    "anycuda_bench_suite", Path(__file__).resolve().parent.parent / "benchmarks" / "suite.py")
+suite = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(suite)
+
+
+@pytest.fixture(scope="module")
+def c_reference():
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not on PATH: the C reference cannot be built")
+    return suite.build_c_reference()
+
+
+@pytest.fixture(scope="module")
+def anycuda_backend():
+    if not (cudac.find_nvcc() or cudac.find_nvrtc()):
+        pytest.skip("no CUDA C++ compiler (nvcc or NVRTC): the benchmark kernels cannot be compiled")
+    return suite.AnyCUDA()
+
+
+@pytest.mark.parametrize("bench", suite.BENCHMARKS, ids=lambda b: b.name)
+@pytest.mark.parametrize("impl", ["anycuda", "c"])
+def test_benchmark_matches_numpy(bench, impl, request):
+    handle = request.getfixturevalue("anycuda_backend" if impl == "anycuda" else "c_reference")
+    b = bench("quick")
+    run, result = getattr(b, impl)(handle)
+    run()
+    b.check(result())
+    if bench.name != "saxpy":              # saxpy accumulates into y; the others repeat exactly
+        run()
+        b.check(result())
