@@ -84,12 +84,8 @@ def test_compatible_operand_types_are_accepted():
 
 
 @pytest.mark.parametrize("replacement, fragment", [
-    pytest.param("add.s32 %r1, %r2;", "add", marks=pytest.mark.xfail(      # an operand missing
-        reason="engine: a wrong operand count raises a bare ValueError, not a PtxError with the line",
-        strict=True)),
-    pytest.param("add.s32 %r1, %r2, %r2, %r2;", "add", marks=pytest.mark.xfail(   # one too many
-        reason="engine: a wrong operand count raises a bare ValueError, not a PtxError with the line",
-        strict=True)),
+    ("add.s32 %r1, %r2;", "add"),                     # an operand missing
+    ("add.s32 %r1, %r2, %r2, %r2;", "add"),           # one too many
     ("mov.u32 %r9, %tid.x;", "%r9"),                  # a register never declared
     ("bra NOWHERE;", "NOWHERE"),                      # a label never defined
 ])
@@ -98,6 +94,29 @@ def test_malformed_operands_are_reported_with_their_line(replacement, fragment):
     with pytest.raises((PtxError, ac.CudaError)) as e:
         _load_and_run(text, "ops.ptx")
     assert "ops.ptx:10:" in str(e.value) and fragment in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("replacement", [
+    "mad.lo.s32 %r1, %r2, %r2;", "mad.lo.s32 %r1, %r2, %r2, %r2, %r2;", "setp.eq.s32 %p1, %r2;",
+    "setp.eq.s32 %p1, %r2, %r2, %p1;",             # a fourth operand needs a BoolOp
+    "setp.eq.and.s32 %p1, %r2, %r2;", "set.lt.u32.s32 %r1, %r2;", "selp.b32 %r1, %r2, %r2;",
+    "bfi.b32 %r1, %r2, %r2, 0;", "lop3.b32 %r1, %r2, %r2, 0x80;", "cvt.rn.f32.s32 %f1;",
+    "ld.global.u32 %r1;", "bra;", "not.b32 %r1;", "min.s32 %r1, %r2;", "shfl.sync.idx.b32 %r1, %r2, 0;",
+    "ret %r1;",
+])
+def test_every_opcode_checks_its_operand_count(replacement):
+    text = GOOD.replace(".reg .b32 %r<3>;", ".reg .b32 %r<3>; .reg .f32 %f<2>; .reg .pred %p<2>;").replace(
+        "mov.u32 %r1, %tid.x;", replacement)
+    opcode = replacement.split(".")[0].split(" ")[0].rstrip(";")
+    with pytest.raises((PtxError, ac.CudaError)) as e:
+        _load_and_run(text, "count.ptx")
+    assert "count.ptx:10:" in str(e.value) and f"'{opcode}' takes" in str(e.value), str(e.value)
+
+
+def test_operand_count_table_covers_every_handler():
+    from anycuda.compiler.instructions import HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS
+    unchecked = set(HANDLERS) - set(OPERAND_COUNTS) - VARIABLE_FORMS - {"set", "setp"}
+    assert not unchecked, f"opcodes with neither an operand count nor a reason: {sorted(unchecked)}"
 
 
 @pytest.mark.parametrize("body, opcode", [

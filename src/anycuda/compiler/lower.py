@@ -101,6 +101,7 @@ class FunctionLowering:
     # ------------------------------------------------------------------ set-up
     def lower(self):
         body = self.pfn.body
+        self._check_operand_counts(body)
         for st in body:
             if isinstance(st, pir.Prototype):
                 self.prototypes[st.name] = st
@@ -153,6 +154,19 @@ class FunctionLowering:
             self.emit_return()
         self._emit_dispatch(start)
         self.frame_size = (self.frame_size + 63) // 64 * 64
+
+    def _check_operand_counts(self, body):
+        """Every instruction has as many operands as one of its forms (instructions.OPERAND_COUNTS),
+        checked before any pass reads them (the CFG reads branch targets)."""
+        from .instructions import operand_counts
+        for st in body:
+            if not isinstance(st, pir.Instruction):
+                continue
+            counts = operand_counts(st)
+            if counts is not None and len(st.operands) not in counts:
+                self.inst = st
+                raise self.error(f"'{st.opcode}' takes {' or '.join(map(str, counts))} operands, "
+                                 f"got {len(st.operands)}")
 
     def _declare_body_vars(self, body):
         b = self.b
