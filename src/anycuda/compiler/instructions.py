@@ -30,9 +30,10 @@ def handles(*opcodes):
 
 
 # Operand counts of each opcode's forms, destinations included (`d|p` and `{a, b}` are one
-# operand each), checked before its handler runs (FunctionLowering.lower_instruction) so that
-# a malformed instruction is reported with its line. A handler whose forms vary more than a
-# count can say (call, atom/red, barriers, hints) checks its own operands (VARIABLE_FORMS).
+# operand each), checked over a function's body before any pass reads operands
+# (FunctionLowering._check_operand_counts) so that a malformed instruction is reported with
+# its line. A handler whose forms vary more than a count can say (call, atom/red, barriers,
+# hints) checks its own operands (VARIABLE_FORMS).
 OPERAND_COUNTS = {
     **dict.fromkeys(("ret", "exit", "trap", "membar", "fence"), (0,)),
     **dict.fromkeys(("bra", "activemask"), (1,)),
