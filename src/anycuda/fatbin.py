@@ -112,19 +112,37 @@ def read_container_at(read_memory, address: int) -> list:
     return parse_container(read_memory(address, header_size + size))[0]
 
 
-def read_wrapper(read_memory, address: int) -> list:
-    """Entries registered through a wrapper {magic, version, data, prelinked list}."""
+def read_wrapper_containers(read_memory, address: int) -> list:
+    """The containers a wrapper {magic, version, data, prelinked list} registers, each as
+    its list of entries: the main container first, then (version 2, -rdc=true) one
+    relocatable container per translation unit from the NULL-terminated list."""
     magic, version, data, extra = struct.unpack("<IIQQ", read_memory(address, 24))
     if magic != WRAPPER_MAGIC:
         raise FatbinError(f"bad fatbin wrapper magic 0x{magic:08x} at 0x{address:x}")
-    entries = read_container_at(read_memory, data) if data else []
-    if version == 2 and extra:      # -rdc=true: a NULL-terminated list of relocatable containers
+    containers = [read_container_at(read_memory, data) if data else []]
+    if version == 2 and extra:
         for i in range(4096):
             p = struct.unpack("<Q", read_memory(extra + 8 * i, 8))[0]
             if not p:
                 break
-            entries += read_container_at(read_memory, p)
-    return entries
+            containers.append(read_container_at(read_memory, p))
+    return containers
+
+
+def read_wrapper(read_memory, address: int) -> list:
+    """Entries registered through a wrapper, all containers together."""
+    return [e for c in read_wrapper_containers(read_memory, address) for e in c]
+
+
+def ptx_modules(containers) -> list:
+    """The PTX to run from a wrapper's containers, one entry per module to link: the best
+    PTX of each relocatable container when there are such (-rdc=true: one per translation
+    unit), else the main container's."""
+    relocatable = [choose_ptx(c) for c in containers[1:]]
+    relocatable = [e for e in relocatable if e is not None]
+    if relocatable:
+        return relocatable
+    return [require_ptx(containers[0] if containers else [])]
 
 
 def choose_ptx(entries, max_version=(9, 9)):

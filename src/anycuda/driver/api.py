@@ -25,6 +25,13 @@ _next = [0x1000]
 _current = threading.local()
 
 
+def flush_device_output() -> None:
+    """Write what kernels printed so far (CUDA flushes at launches, blocking copies,
+    synchronisation, module unloading and context teardown)."""
+    from ..runtime.program import flush_device_output as flush
+    flush()
+
+
 def _new_handle(obj) -> int:
     with _lock:
         h = _next[0]
@@ -168,6 +175,7 @@ def cuDevicePrimaryCtxRetain(dev: int) -> int:
 
 def cuDevicePrimaryCtxRelease(dev: int) -> None:
     _check_device(dev)
+    flush_device_output()
 
 
 def cuDevicePrimaryCtxReset(dev: int) -> None:
@@ -191,6 +199,7 @@ def cuCtxCreate(flags: int, dev: int) -> int:
 def cuCtxDestroy(ctx: int) -> None:
     _get(ctx, Context)
     synchronize_all()
+    flush_device_output()
     with _lock:
         del _handles[ctx]
     if getattr(_current, "ctx", None) == ctx:
@@ -243,6 +252,7 @@ def cuMemFree(ptr: int) -> None:
 def cuMemcpy(dst: int, src: int, n: int) -> None:
     _require_context()
     default_stream.enqueue(memory.memcpy, dst, src, n)
+    flush_device_output()          # a blocking copy is a point where CUDA flushes device printf
 
 
 def cuMemsetD8(dst: int, value: int, n: int) -> None:
@@ -274,9 +284,10 @@ def ptx_from_image(address: int) -> bytes:
         return ctypes.string_at(address)
     try:
         if magic == fatbin.WRAPPER_MAGIC:
-            entries = fatbin.read_wrapper(ctypes.string_at, address)
-        else:
-            entries = fatbin.read_container_at(ctypes.string_at, address)
+            modules = fatbin.ptx_modules(fatbin.read_wrapper_containers(ctypes.string_at, address))
+            from .linker import link
+            return link([m.ptx_text() for m in modules]).encode()
+        entries = fatbin.read_container_at(ctypes.string_at, address)
         return fatbin.require_ptx(entries).ptx_text().encode()
     except fatbin.FatbinError as e:
         raise CudaError(CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU if "no PTX" in str(e)
@@ -303,6 +314,7 @@ def _load_module(image: bytes) -> int:
 
 def cuModuleUnload(mod: int) -> None:
     _get(mod, Module)
+    flush_device_output()
     with _lock:
         del _handles[mod]
 
@@ -558,6 +570,7 @@ def cuLibraryLoadData(image: bytes) -> int:
 
 def cuLibraryUnload(lib: int) -> None:
     library = _get(lib, Library)
+    flush_device_output()
     cuModuleUnload(library.module)
     with _lock:
         for h in library.kernels.values():

@@ -64,11 +64,15 @@ def shim_dir() -> Path:
 # The CUDA runtime opens libcuda.so.1 with RTLD_LOCAL, which leaves libpython's symbols
 # invisible to the extension modules the embedded interpreter imports later. Reopening
 # libpython with RTLD_GLOBAL (it is already loaded, as our dependency) makes them visible.
+# It also notes whether the process was a Python program before this library came in.
 _PROMOTE_PYTHON = """
 #include <dlfcn.h>
+static int anycuda_host_python;
 __attribute__((constructor)) static void anycuda_promote_python(void) {
+    anycuda_host_python = Py_IsInitialized();
     dlopen("SONAME", RTLD_LAZY | RTLD_GLOBAL | RTLD_NOLOAD);
 }
+static int anycuda_host_is_python(void) { return anycuda_host_python; }
 """
 
 
@@ -83,6 +87,7 @@ _STUB_SOURCE = "\n".join(
        "static void *anycuda_stub_address(int i) { return (i >= 0 && i < %d) ? anycuda_stubs[i] : 0; }" % STUBS])
 
 STUB_DECLARATIONS = """
+static int anycuda_host_is_python(void);
 extern "Python" int anycuda_unsupported(int index);
 static void *anycuda_stub_address(int i);
 """

@@ -59,8 +59,39 @@ def _known_driver_functions():
     return _strings["known"]
 
 
+class _ProgramStdout:
+    """sys.stdout of the embedded interpreter: writes through the C library's `stdout`, so
+    device printf output lands in the program's own output stream, ordered with what the
+    program printed before the synchronisation that shows it (as NVIDIA's driver does)."""
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self):
+        import ctypes
+        self._libc = ctypes.CDLL(None)
+        self._stdout = ctypes.c_void_p.in_dll(self._libc, "stdout")
+        self._libc.fwrite.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+        self._libc.fflush.argtypes = [ctypes.c_void_p]
+
+    def write(self, text: str) -> int:
+        data = text.encode(self.encoding, self.errors)
+        self._libc.fwrite(data, 1, len(data), self._stdout)
+        return len(text)
+
+    def flush(self) -> None:
+        self._libc.fflush(self._stdout)
+
+    def isatty(self) -> bool:
+        return False
+
+
 def define(ffi, lib=None):
     """Register every entry point on `ffi` (called by the embedding's init code)."""
+    if lib is not None and not lib.anycuda_host_is_python():
+        try:                                   # a C/C++ program: its stdout is the C library's
+            sys.stdout = _ProgramStdout()
+        except (OSError, ValueError) as e:
+            _log(f"device printf goes through Python's stdout: {e}")
 
     def entry(fn):
         name = fn.__name__

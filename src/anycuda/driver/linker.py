@@ -1,0 +1,171 @@
+"""Linking PTX modules into one, as the device linker does for relocatable device code
+(`nvcc -rdc=true` with several translation units: each carries its own PTX, and a kernel in
+one calls functions and uses variables defined in another).
+
+Works on the text: each module is split into its top-level statements; `.extern`
+declarations of symbols another module defines are dropped, the first of several `.weak`
+(or `.common`) definitions wins, two `.visible` definitions of one name are an error, and
+module-private symbols whose names clash with another module's are renamed. Debug file
+numbers (`.file`/`.loc`) are shifted so every module keeps its own.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..runtime.errors import CudaError, CUresult
+
+_IDENT = r"[A-Za-z_$%][\w$]*"
+_HEADER = (".version", ".target", ".address_size")
+
+
+@dataclass
+class Statement:
+    text: str
+    linkage: str = ""            # '', extern, visible, weak, common
+    name: str = ""               # the symbol declared, '' for anything else
+    defines: bool = False        # a definition (function body or variable storage), not a declaration
+
+
+def split_statements(ptx: str) -> list:
+    """Top-level statements of a module: text up to a ';' or a closing '}' at depth 0
+    (comments and strings respected)."""
+    out, start, depth, i, n = [], 0, 0, 0, len(ptx)
+    while i < n:
+        c = ptx[i]
+        if ptx.startswith("//", i):
+            j = ptx.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if ptx.startswith("/*", i):
+            j = ptx.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        if c == '"':
+            j = i + 1
+            while j < n and ptx[j] != '"':
+                j += 2 if ptx[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                # a function body ends the statement (no ';' follows it)
+                out.append(ptx[start:i + 1])
+                start = i + 1
+        elif c == ";" and depth == 0:
+            out.append(ptx[start:i + 1])
+            start = i + 1
+        elif c == "\n" and depth == 0 and ptx[start:i].strip().startswith(_HEADER + (".file",)):
+            # header directives and .file end at the line's end (no ';')
+            out.append(ptx[start:i + 1])
+            start = i + 1
+        i += 1
+    if ptx[start:].strip():
+        out.append(ptx[start:])
+    return [s for s in out if s.strip()]
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def classify(text: str) -> Statement:
+    code = _strip_comments(text).strip()
+    words = code.split()
+    if not words or words[0] in _HEADER or words[0] == ".file":
+        return Statement(text)
+    linkage = ""
+    if words[0] in (".extern", ".visible", ".weak", ".common"):
+        linkage = words[0][1:]
+    m = re.search(r"\.(func|entry)\b\s*(\([^)]*\))?\s*(" + _IDENT + ")", code)
+    if m:
+        return Statement(text, linkage, m.group(3), defines="{" in code)
+    before_init = code.split("=", 1)[0].rstrip().rstrip(";")
+    names = re.findall(r"(" + _IDENT + r")\s*(?:\[[^\]]*\]\s*)*$", before_init)
+    if not names:
+        return Statement(text, linkage)
+    return Statement(text, linkage, names[0], defines=linkage != "extern")
+
+
+def _rename(text: str, old: str, new: str) -> str:
+    return re.sub(r"(?<![\w$%])" + re.escape(old) + r"(?![\w$])", new, text)
+
+
+def _header(modules) -> str:
+    """The newest .version among the modules, the first module's .target and .address_size."""
+    versions, target, address = [], None, None
+    for module in modules:
+        for m in re.finditer(r"^\s*\.version\s+(\d+)\.(\d+)", module, re.M):
+            versions.append((int(m.group(1)), int(m.group(2))))
+        if target is None:
+            m = re.search(r"^\s*(\.target[^\n]*)", module, re.M)
+            target = m.group(1).strip() if m else None
+        if address is None:
+            m = re.search(r"^\s*(\.address_size[^\n]*)", module, re.M)
+            address = m.group(1).strip() if m else None
+    major, minor = max(versions) if versions else (9, 0)
+    return "\n".join([f".version {major}.{minor}", target or ".target sm_75", address or ".address_size 64"]) + "\n"
+
+
+def link(modules: list) -> str:
+    """One PTX module equivalent to `modules` linked together."""
+    if len(modules) == 1:
+        return modules[0]
+    parsed = [[classify(s) for s in split_statements(m)] for m in modules]
+
+    # who defines what
+    definers = {}
+    for k, statements in enumerate(parsed):
+        for st in statements:
+            if st.name and st.defines and st.linkage in ("visible", "weak", "common"):
+                definers.setdefault(st.name, []).append((k, st.linkage))
+    for name, where in definers.items():
+        strong = [k for k, linkage in where if linkage == "visible"]
+        if len(strong) > 1:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE,
+                            f"linking PTX: {name} is defined in modules {strong[0]} and {strong[1]}")
+
+    # module-private names that clash with a name any other module uses at top level
+    top_names = [{st.name for st in statements if st.name} for statements in parsed]
+    out = [_header(modules)]
+    declared, files = set(), 0
+    for k, statements in enumerate(parsed):
+        private = {st.name for st in statements if st.name and not st.linkage}
+        others = set().union(*(names for j, names in enumerate(top_names) if j != k))
+        renames = {name: f"{name}_m{k}" for name in private & others}
+        highest_file = 0
+        pieces = []
+        for st in statements:
+            code = _strip_comments(st.text).strip()
+            if code.startswith(_HEADER):
+                continue
+            if st.name and st.linkage == "extern":
+                if st.name in definers or st.name in declared:
+                    continue           # defined (or declared already) elsewhere
+                declared.add(st.name)
+            elif st.name and st.defines and st.linkage in ("weak", "common"):
+                first = definers[st.name]
+                strong = [j for j, linkage in first if linkage == "visible"]
+                winner = strong[0] if strong else first[0][0]
+                if winner != k:
+                    continue
+            elif st.name and not st.defines and st.linkage in ("visible", "weak") and st.name in definers:
+                if st.name in declared:
+                    continue
+                declared.add(st.name)
+            text = st.text
+            for old, new in renames.items():
+                text = _rename(text, old, new)
+            if files:
+                text = re.sub(r"(^|\n)(\s*\.file\s+)(\d+)", lambda m: f"{m.group(1)}{m.group(2)}{int(m.group(3)) + files}", text)
+                text = re.sub(r"(\.loc\s+)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) + files}", text)
+            for m in re.finditer(r"(?:^|\n)\s*\.file\s+(\d+)", st.text):
+                highest_file = max(highest_file, int(m.group(1)))
+            pieces.append(text)
+        files += highest_file
+        out.append(f"\n// ---- module {k}\n" + "\n".join(p.strip("\n") for p in pieces) + "\n")
+    return "".join(out)
