@@ -251,7 +251,9 @@ def test_pointer_tables_and_arithmetic(rng):
 
 # isspacep on a generic address made by cvta from each state space, asked in the kernel and in
 # a device function that is not inlined; a second local variable and a barrier (which moves
-# the kernel's locals from the stack into the thread's frame) vary the layout
+# the kernel's locals from the stack into the thread's frame) vary the layout. `mid`, called
+# with the kernel's local address, asks `spaces` about its own local variable, the address of
+# its own parameter (local, says the ISA) and the kernel's address it was given.
 SPACES = ("global", "shared", "local", "const", "param")
 ISSPACEP_PTX = """
 .version 8.0
@@ -265,6 +267,20 @@ ISSPACEP_PTX = """
   ld.param.u64 %a, [p];
   {query}
   st.param.b32 [r], %s6;
+  ret;
+}}
+.func (.param .b32 r) mid(.param .b64 q)
+{{
+  .local .align 8 .b8 mvar[16];
+  .reg .b64 %m<4>; .reg .b32 %u<4>;
+  mov.u64 %m1, mvar; cvta.local.u64 %m1, %m1;
+  {{ .param .b64 p; .param .b32 rr; st.param.b64 [p], %m1; call.uni (rr), spaces, (p); ld.param.b32 %u1, [rr]; }}
+  mov.u64 %m2, q; cvta.local.u64 %m2, %m2;
+  {{ .param .b64 p; .param .b32 rr; st.param.b64 [p], %m2; call.uni (rr), spaces, (p); ld.param.b32 %u2, [rr]; }}
+  ld.param.u64 %m3, [q];
+  {{ .param .b64 p; .param .b32 rr; st.param.b64 [p], %m3; call.uni (rr), spaces, (p); ld.param.b32 %u3, [rr]; }}
+  shl.b32 %u2, %u2, 8; shl.b32 %u3, %u3, 16; or.b32 %u1, %u1, %u2; or.b32 %u1, %u1, %u3;
+  st.param.b32 [r], %u1;
   ret;
 }}
 .visible .entry k(.param .u64 pout, .param .u64 pbuf, .param .align 8 .b8 pk[24])
@@ -282,7 +298,7 @@ ISSPACEP_PTX = """
   ld.param.u64 %a6, [pbuf];
   mov.u64 %a7, other; cvta.local.u64 %a7, %a7;
   ld.param.u64 %o, [pout];
-  mov.u32 %t, %tid.x; mul.wide.u32 %a, %t, 112; add.s64 %o, %o, %a;
+  mov.u32 %t, %tid.x; mul.wide.u32 %a, %t, 128; add.s64 %o, %o, %a;
   {body}
   ret;
 }}"""
@@ -304,6 +320,8 @@ def _isspacep_kernel(sync):
             body.append("{ .param .b64 p; .param .b32 r; st.param.b64 [p], %a; call.uni (r), spaces, (p); "
                         f"ld.param.b32 %s6, [r]; }} st.global.u32 [%o+{4 * col + 4}], %s6;")
             col += 2
+    body.append("{ .param .b64 p; .param .b32 r; st.param.b64 [p], %a3; call.uni (r), mid, (p); "
+                f"ld.param.b32 %s6, [r]; }} st.global.u32 [%o+{4 * col}], %s6;")
     return ISSPACEP_PTX.format(query=_query("%a"), sync="bar.sync 0;" if sync else "", body="\n  ".join(body))
 
 
@@ -314,7 +332,7 @@ def test_isspacep_on_each_space(sync):
     prog = load_program(_isspacep_kernel(sync), "isspacep.ptx")
     k = prog.kernel("k")
     n = 8
-    out = np.full((n, 28), 0xDEADBEEF, np.uint32)
+    out = np.full((n, 32), 0xDEADBEEF, np.uint32)
     buf = np.zeros(16, np.uint64)
     params = struct.pack("<QQ", out.ctypes.data, buf.ctypes.data) + bytes(24)
     k.launch((2, 1, 1), (n, 1, 1), params, 64)
@@ -325,8 +343,10 @@ def test_isspacep_on_each_space(sync):
                 "const": bit["const"] | bit["global"], "param": bit["param"] | bit["global"]}
     made = ["global", "shared", "local", "const", "param", "global", "local"]
     want = np.array([want_for[sp] for sp in made for _ in range(4)], np.uint32)
+    local3 = bit["local"] * 0x10101
+    assert (out[:, 28] == local3).all(), f"nested device functions: {[hex(v) for v in out[:, 28]]}, want {local3:#x}"
     for t in range(n):
-        bad = np.nonzero(out[t] != want)[0]
+        bad = np.nonzero(out[t, :28] != want)[0]
         assert not len(bad), "; ".join(
             f"{made[j // 4]} address{' + 7' if j % 4 >= 2 else ''}{' in a device function' if j % 2 else ''}: "
             f"got {[sp for sp in SPACES if out[t, j] & bit[sp]]}" for j in bad[:6])

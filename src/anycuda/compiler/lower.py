@@ -23,8 +23,11 @@ from .types import I1, I8, I32, I64, PTR, llvm_type, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
 
-# Frame offset of the i64 pair [lo, hi) of the kernel's .local variables, in kernels that make
-# calls (before the spill slots)
+# Frame slot (16 bytes after the header, in kernels that make calls) where a kernel tells the
+# device functions it calls where its thread's local memory is: i64 the top of its stack region
+# (the frames of its callees, with their .local variables and parameter buffers, lie below
+# it), then i32 [first, end) offsets from the frame of its .local variables when they live in
+# the frame (both 0 when not)
 LOCAL_WINDOW_SLOT = abi.FRAME_HEADER
 
 
@@ -88,6 +91,8 @@ class FunctionLowering:
         self.local_offsets = {}
         self.local_window = None          # (first, end) frame offsets of the .local variables
         self.publishes_locals = False
+        self._stack_mark = None
+        self.param_bufs = []              # (i8*, size) of the .param variables declared in the body
         self.depot = None                 # (i8*, size) of the stack slot of the .local variables
         self.resume_blocks = []           # (site number, block that continues after it)
         self.inst = None
@@ -134,9 +139,17 @@ class FunctionLowering:
         self.dispatch_block = b.block
         b.position_at_end(start)
         if self.is_kernel and self.publishes_locals:
-            lo, hi = self._own_local_window() or (i64(0), i64(0))
-            store_field(b, self.ctx, LOCAL_WINDOW_SLOT, lo)
-            store_field(b, self.ctx, LOCAL_WINDOW_SLOT + 8, hi)
+            # the top of the kernel's stack slots: its mark, local slot and call parameter
+            # buffers (whose addresses a callee may take) lie in any order in its frame
+            top = b.add(b.ptrtoint(self.stack_mark(), I64), i64(1))
+            slots = self.param_bufs + ([self.depot] if self.depot is not None else [])
+            for p, size in slots:
+                end = b.add(b.ptrtoint(p, I64), i64(size))
+                top = b.select(b.icmp_unsigned(">", end, top), end, top)
+            first, end = self.local_window or (0, 0)
+            store_field(b, self.ctx, LOCAL_WINDOW_SLOT, top)
+            store_field(b, self.ctx, LOCAL_WINDOW_SLOT + 8, i32(first))
+            store_field(b, self.ctx, LOCAL_WINDOW_SLOT + 12, i32(end))
         for pos, st in enumerate(body):
             if isinstance(st, pir.Label):
                 target = self.labels[st.name]
@@ -199,6 +212,7 @@ class FunctionLowering:
                     buf = b.alloca(ir.ArrayType(I8, max(size, 1)), name=st.name)
                     buf.align = max(align, 8)
                     self.ptrs[st.name] = b.bitcast(buf, PTR)
+                    self.param_bufs.append((self.ptrs[st.name], size))
             elif st.space == "shared":
                 pass  # laid out by the module (ModuleLowering.shared_offset)
             else:
@@ -511,6 +525,13 @@ class FunctionLowering:
     def typed_ptr(self, p: ir.Value, lt: ir.Type) -> ir.Value:
         return self.b.bitcast(p, lt.as_pointer())
 
+    def stack_mark(self):
+        """A one-byte stack slot of this call: its address lies within this function's stack
+        frame, so above every frame this function calls."""
+        if self._stack_mark is None:
+            self._stack_mark = self.entry_alloca(I8, "stack_mark")
+        return self._stack_mark
+
     def _own_local_window(self):
         """[lo, hi) of this function's .local variables (in the frame or the stack slot), or None."""
         b = self.b
@@ -534,14 +555,20 @@ class FunctionLowering:
             base = self.shared_base()
             return [(base, b.add(base, b.zext(self.launch_field("shared_total", I32), I64)))]
         if space == "local":
-            own = self._own_local_window()
-            wins = [own] if own is not None else []
-            if not self.is_kernel:
-                # the kernel's, from the slot it filled; the locals of device functions between
-                # it and this one are not known here
-                wins.append((load_field(b, self.ctx, LOCAL_WINDOW_SLOT, I64),
-                             load_field(b, self.ctx, LOCAL_WINDOW_SLOT + 8, I64)))
-            return wins
+            if self.is_kernel:
+                own = self._own_local_window()
+                return [own] if own is not None else []
+            # the stack from this frame up to the kernel's: the .local variables and parameter
+            # buffers of every function in the call chain (the ISA puts the address of a device
+            # function's parameter in .local too); and the kernel's locals in its frame
+            lo = b.ptrtoint(self.stack_mark(), I64)
+            if self.depot is not None:
+                dlo = b.ptrtoint(self.depot[0], I64)
+                lo = b.select(b.icmp_unsigned("<", dlo, lo), dlo, lo)
+            ctx = b.ptrtoint(self.ctx, I64)
+            first = b.zext(load_field(b, self.ctx, LOCAL_WINDOW_SLOT + 8, I32), I64)
+            end = b.zext(load_field(b, self.ctx, LOCAL_WINDOW_SLOT + 12, I32), I64)
+            return [(lo, load_field(b, self.ctx, LOCAL_WINDOW_SLOT, I64)), (b.add(ctx, first), b.add(ctx, end))]
         if space == "param":
             if self.is_kernel:
                 params = self.mc.kernel_params(self.pfn).values()
