@@ -81,8 +81,7 @@ def test_saxpy_static_cudart(build, tmp_path, rng):
 
 
 def test_saxpy_shared_cudart(build, tmp_path, rng):
-    if not _toolkit_libraries():
-        pytest.skip("the CUDA toolkit next to nvcc has no libcudart.so")
+    _require("shared")
     _saxpy(build, tmp_path, rng, "shared")
 
 
@@ -103,8 +102,15 @@ def test_constant_and_device_symbols(build, mode):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
-def test_device_printf(build):
-    r = run(build("printf"))
+def _require(mode):
+    if mode == "shared" and not _toolkit_libraries():
+        pytest.skip("the CUDA toolkit next to nvcc has no libcudart.so")
+
+
+@pytest.mark.parametrize("mode", ["static", "shared"])
+def test_device_printf(build, mode):
+    _require(mode)
+    r = run(build("printf", mode))
     lines = r.stdout.splitlines()
     assert lines[0] == "host before" and lines[7] == "host after: no error"
     want = {f"block {b} thread {t} value {100 + 3 * b + t} {0.5 * t:.2f} ok" for b in range(2) for t in range(3)}
@@ -112,8 +118,10 @@ def test_device_printf(build):
     assert lines[8:] == ["bye from the device"]
 
 
-def test_launch_errors_and_sticky_fault(build):
-    r = run(build("errors"))
+@pytest.mark.parametrize("mode", ["static", "shared"])
+def test_launch_errors_and_sticky_fault(build, mode):
+    _require(mode)
+    r = run(build("errors", mode))
     out = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
     assert out["malloc"] == "cudaSuccess"
     assert out["bad config"] != "cudaSuccess"            # a block of 2048 threads is refused
@@ -249,3 +257,19 @@ def test_ptx_linker_resolves_externs_keeps_one_weak_and_renames_private_symbols(
     assert int(out.get()[0]) == 5 + 5 + 100 + 7
     with pytest.raises(CudaError, match="base is defined in modules 0 and 1"):
         link([LINK_B.replace("= 100", "= 1").replace(".weak .func", ".func") + "", LINK_B])
+
+
+def test_stream_ordered_allocation_hints_limits_and_assert(build):
+    r = run(build("async_alloc"))
+    # s[j] = lut[j % 4] * (j / 4) with lut = 1, 2, 3, 4; p[i] = s[16383 - i]
+    s = lambda j: [1, 2, 3, 4][j % 4] * (j // 4)
+    source = HERE / "programs" / "async_alloc.cu"
+    line = source.read_text().splitlines().index("__global__ void checker(int v) { assert(v < 10); }") + 1
+    assert r.stdout.splitlines() == [
+        f"threshold {1 << 20} out {s(16383)} {s(16382)} {s(16383 - 63)}",
+        f"limit {1 << 22}",
+        "assert holds: cudaSuccess",
+        f"{source}:{line}: void checker(int): block: [0,0,0], thread: [0,0,0] Assertion `v < 10` failed.",
+        "assert fails: cudaErrorAssert",
+        "malloc after: cudaErrorAssert",
+    ]

@@ -771,3 +771,38 @@ def cuStreamAddCallback(stream: int, fn: int, user_data: int) -> None:
 def cuDeviceGetPCIBusId(dev: int) -> str:
     _check_device(dev)
     return "0000:00:00.0"
+
+
+def managed_range(ptr: int, count: int) -> None:
+    """Hints about managed memory (prefetch, advice) have nothing to move on the CPU; they
+    are checked like CUDA checks them and then done."""
+    _require_context()
+    a = memory.lookup(ptr)
+    if a is None or ptr + count > a.end:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x}+{count} is not inside one allocation")
+
+
+class MemPool:
+    def __init__(self):
+        self.attributes = {}
+
+
+def cuDeviceGetDefaultMemPool(dev: int) -> int:
+    """One memory pool per device; stream-ordered allocations come from the ordinary heap."""
+    _check_device(dev)
+    if "pool" not in _state:
+        _state["pool"] = _new_handle(MemPool())
+    return _state["pool"]
+
+
+def cuMemPoolSetAttribute(pool: int, attribute: int, value: int) -> None:
+    _get(pool, MemPool).attributes[attribute] = value
+
+
+def cuMemPoolGetAttribute(pool: int, attribute: int) -> int:
+    return _get(pool, MemPool).attributes.get(attribute, 0)
+
+
+def cuMemAllocFromPoolAsync(size: int, pool: int, stream: int) -> int:
+    _get(pool, MemPool)
+    return cuMemAllocAsync(size, stream)

@@ -13,6 +13,8 @@ typedef struct CUevent_st *CUevent;
 typedef void (*CUhostFn)(void *userData);
 typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
+typedef struct CUmemLocation_st { int type; int id; } CUmemLocation;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUDA_MEMCPY2D_st {
     size_t srcXInBytes; size_t srcY; int srcMemoryType; const void *srcHost; CUdeviceptr srcDevice;
     void *srcArray; size_t srcPitch;
@@ -158,4 +160,14 @@ CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOff
 CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 CUresult cuProfilerStart(void);
 CUresult cuProfilerStop(void);
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream);
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
+CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, int advice, CUmemLocation location);
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, int advice, CUdevice device);
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value);
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 """

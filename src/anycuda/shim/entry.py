@@ -697,6 +697,50 @@ def define(ffi, lib=None):
     def cuProfilerStop():
         pass
 
+    @entry
+    def cuMemPrefetchAsync_v2(dptr, count, location, flags, stream):
+        api.managed_range(dptr, count)
+
+    @entry
+    def cuMemPrefetchAsync(dptr, count, device, stream):
+        api.managed_range(dptr, count)
+
+    @entry
+    def cuMemAdvise_v2(dptr, count, advice, location):
+        api.managed_range(dptr, count)
+
+    @entry
+    def cuMemAdvise(dptr, count, advice, device):
+        api.managed_range(dptr, count)
+
+    @entry
+    def cuDeviceGetDefaultMemPool(out, dev):
+        out[0] = handle(api.cuDeviceGetDefaultMemPool(dev))
+
+    @entry
+    def cuDeviceGetMemPool(out, dev):
+        out[0] = handle(api.cuDeviceGetDefaultMemPool(dev))
+
+    # CUmemPool_attribute: 1-3 are ints, 4-8 (release threshold, memory counters) 64-bit
+    def pool_value_type(attribute):
+        return "int *" if attribute <= 3 else "unsigned long long *"
+
+    @entry
+    def cuMemPoolSetAttribute(pool, attribute, value):
+        api.cuMemPoolSetAttribute(ptr(pool), attribute, ffi.cast(pool_value_type(attribute), value)[0])
+
+    @entry
+    def cuMemPoolGetAttribute(pool, attribute, value):
+        ffi.cast(pool_value_type(attribute), value)[0] = api.cuMemPoolGetAttribute(ptr(pool), attribute)
+
+    @entry
+    def cuMemPoolTrimTo(pool, keep):
+        api.cuMemPoolGetAttribute(ptr(pool), 0)
+
+    @entry
+    def cuMemAllocFromPoolAsync(out, size, pool, stream):
+        out[0] = api.cuMemAllocFromPoolAsync(size, ptr(pool), ptr(stream))
+
     def resolve(symbol: bytes, version: int):
         """The address of our implementation of a driver function, by base name and the
         CUDA version the caller was built for: the newest `_vN` we export, else the plain name."""
