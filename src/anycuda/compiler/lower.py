@@ -95,6 +95,7 @@ class FunctionLowering:
         self.param_bufs = []              # (i8*, size) of the .param variables declared in the body
         self.depot = None                 # (i8*, size) of the stack slot of the .local variables
         self.resume_blocks = []           # (site number, block that continues after it)
+        self.site_consts = []             # per site: {frame slot: int} of its constant operands
         self.inst = None
 
     # ------------------------------------------------------------------ errors
@@ -118,10 +119,13 @@ class FunctionLowering:
             # a kernel that calls device functions tells them where its .local variables
             # are, in a slot after the frame header (see space_windows)
             self.publishes_locals = any(isinstance(st, pir.Instruction) and st.opcode == "call" for st in body)
-            spills = LOCAL_WINDOW_SLOT + (16 if self.publishes_locals else 0)
+            # registers live across a site are kept outside the frame, one array per register
+            # (slot k of thread t at spill + k * stride, stride = 8 * threads, the step
+            # function's `spill` pointing at thread t's element), so that a loop over threads
+            # saves and reloads them with contiguous vector stores and loads
             for i, r in enumerate(live_regs):
-                self.spill_slots[r] = spills + 8 * i
-            self.frame_size = spills + 8 * len(live_regs)
+                self.spill_slots[r] = i
+            self.frame_size = LOCAL_WINDOW_SLOT + (16 if self.publishes_locals else 0)
         entry = self.fn.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
         if self.is_kernel:
@@ -254,7 +258,19 @@ class FunctionLowering:
             return self.b.alloca(typ, name=name)
 
     # ------------------------------------------------------------------ frame / ctx
+    # A kernel's step function ends with (i8* header, i8* spill, i64 stride): the block's
+    # header (the frame header fields every thread of the block shares) and the spill arrays
+    # (see lower()). Reading the shared fields through one noalias header rather than each
+    # thread's own frame lets the optimiser keep them out of a loop over threads.
+    BLOCK_FIELDS = frozenset(("ntid_x", "ntid_y", "ntid_z", "ctaid_x", "ctaid_y", "ctaid_z",
+                              "nctaid_x", "nctaid_y", "nctaid_z", "shared_base", "launch", "worker"))
+
+    def step_arg(self, name):
+        return self.fn.args[len(self.fn.args) - 3 + ("header", "spill", "stride").index(name)]
+
     def ctx_field(self, name, typ=I32):
+        if self.is_kernel and name in self.BLOCK_FIELDS:
+            return load_field(self.b, self.step_arg("header"), abi.CTX[name], typ)
         return load_field(self.b, self.ctx, abi.CTX[name], typ)
 
     def launch_ptr(self):
@@ -641,24 +657,41 @@ class FunctionLowering:
         live = self.site_live.get(self.inst_pos, [])
         self.sites.append(abi.SITE[kind])
         site = len(self.sites)
+        # constant operands are stored by the scheduler from its site table (the scheduler's
+        # record of where each thread stopped), so that a loop over threads that all reach
+        # this site stores nothing per thread into the frames
+        consts = {}
         for name, value in operands.items():
-            store_field(b, self.ctx, abi.CTX[name], value)
+            c = _constant_int(value)
+            if c is None:
+                store_field(b, self.ctx, abi.CTX[name], value)
+            else:
+                consts[abi.CTX[name]] = (c, value.type.width)
+        self.site_consts.append(consts)
         for r in live:
             slot, _ = self.reg(r)
             v = b.load(slot)
-            store_field(b, self.ctx, self.spill_slots[r], convert_bits(b, v, I64))
+            b.store(convert_bits(b, v, I64), self.spill_ptr(r))
         b.ret(i32(site))
         resume = self.fn.append_basic_block(f"resume{site}")
         b.position_at_end(resume)
         for r in live:
             slot, _ = self.reg(r)
-            v = load_field(b, self.ctx, self.spill_slots[r], I64)
+            v = b.load(self.spill_ptr(r))
             reloaded = convert_bits(b, v, slot.type.pointee)
             b.store(reloaded, slot)
             self.set_shadow(r, reloaded)
         if results is not None:
             results(b)
         self.resume_blocks.append((site, resume))
+
+    def spill_ptr(self, r):
+        b = self.b
+        k = self.spill_slots[r]
+        p = self.step_arg("spill")
+        if k:
+            p = b.gep(p, [b.mul(self.step_arg("stride"), i64(k))])
+        return b.bitcast(p, I64.as_pointer())
 
     # ------------------------------------------------------------------ instructions
     def lower_instruction(self, inst: pir.Instruction):
@@ -681,6 +714,33 @@ class FunctionLowering:
             b.position_at_end(after)
         else:
             handler(self, inst)
+
+
+_FOLD = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+         "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "shl": lambda a, b: a << b, "lshr": lambda a, b: a >> b}
+
+
+def _constant_int(v):
+    """The unsigned value of an integer expression built from constants only (llvmlite's
+    builder does not fold them), or None."""
+    if not isinstance(v.type, ir.IntType):
+        return None
+    mask = (1 << v.type.width) - 1
+    if isinstance(v, ir.Constant):
+        return v.constant & mask if isinstance(v.constant, int) else None
+    if not isinstance(v, ir.Instruction):
+        return None
+    ops = [_constant_int(o) if isinstance(getattr(o, "type", None), ir.IntType) else None for o in v.operands]
+    if any(o is None for o in ops):
+        return None
+    if v.opname in _FOLD and len(ops) == 2:
+        return _FOLD[v.opname](*ops) & mask
+    if v.opname in ("zext", "trunc") and len(ops) == 1:
+        return ops[0] & mask
+    if v.opname == "icmp" and len(ops) == 2 and v.op in ("eq", "ne"):
+        return int((ops[0] == ops[1]) == (v.op == "eq"))
+    return None
 
 
 def _kind(t: str) -> str:

@@ -280,15 +280,22 @@ class ModuleLowering:
         # thread loop need not store it anywhere
         # Scalar parameters also come as values, loaded once per block by the block function,
         # so that the thread loop sees them as loop-invariant (64-bit ones as pointers).
+        # Last come the block's header, the thread's spill element and the spill stride
+        # (FunctionLowering.step_arg): neither header nor spill arrays are reachable from the
+        # kernel's own pointers.
         scalars = passed_parameters(params)
         step = ir.Function(self.mod, ir.FunctionType(I32, [PTR, I32, PTR, I32, I32, I32, I32] +
-                                                     [ty for _, ty in scalars]),
+                                                     [ty for _, ty in scalars] + [PTR, PTR, I64]),
                            name=f"ptx.k{index}.step")
         step.linkage = "internal"
         params_arg = step.args[2]
         params_arg.add_attribute("noalias")
         if psize:
             params_arg.attributes.dereferenceable = psize
+        header_arg, spill_arg = step.args[-3], step.args[-2]
+        header_arg.add_attribute("noalias")
+        header_arg.attributes.dereferenceable = abi.FRAME_HEADER
+        spill_arg.add_attribute("noalias")
         lowering = FunctionLowering(self, pfn, step, is_kernel=True)
         try:
             lowering.lower()
@@ -299,9 +306,12 @@ class ModuleLowering:
         info.frame_size = lowering.frame_size
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
+        nspill = len(lowering.spill_slots)
         block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
-                                              frame_needs_index=calls, scalar_params=scalars)
-        scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export)
+                                              frame_needs_index=calls, scalar_params=scalars,
+                                              site_consts=lowering.site_consts, nspill=nspill)
+        scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
+                              nspill=nspill)
 
     def _propagate_errors(self):
         """A kernel that reaches a function that failed to lower fails with that error."""

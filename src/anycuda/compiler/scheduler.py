@@ -259,6 +259,33 @@ def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi):
     return res, rpred
 
 
+def _record_stop(b, fn, fr, code, kinds, site_consts):
+    """Record in a thread's frame where step stopped (`code`, not a trap): its state, resume
+    point, and the operands of its site that are constants (lower.suspend leaves them out)."""
+    exited = b.icmp_signed("==", code, i32(abi.STEP_EXIT))
+    kind = b.load(b.gep(kinds, [b.sub(b.select(exited, i32(1), code), i32(1))]))
+    is_block = ir.Constant(I1, 0)
+    for k in sorted(abi.BLOCK_SITE_KINDS):
+        is_block = b.or_(is_block, b.icmp_signed("==", kind, i32(k)))
+    st = b.select(exited, i32(abi.THREAD_EXITED),
+                  b.select(is_block, i32(abi.THREAD_WAIT_BAR), i32(abi.THREAD_WAIT_WARP)))
+    b.store(st, _state(b, fr))
+    store_field(b, fr, C["resume"], code)
+    with_consts = [(i + 1, c) for i, c in enumerate(site_consts) if c]
+    if not with_consts:
+        return
+    after = fn.append_basic_block("consts.done")
+    sw = b.switch(code, after)
+    for site, consts in with_consts:
+        blk = fn.append_basic_block(f"consts{site}")
+        sw.add_case(i32(site), blk)
+        b.position_at_end(blk)
+        for off, (value, bits) in sorted(consts.items()):
+            store_field(b, fr, off, ir.Constant(ir.IntType(bits), value))
+        b.branch(after)
+    b.position_at_end(after)
+
+
 def _bar_slot(b, bars, bar_id, field):
     return b.gep(bars, [b.add(b.mul(bar_id, i32(abi.BAR_FIELDS)), i32(field))])
 
@@ -436,14 +463,35 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
                 if frame_needs_index:        # device functions read the index from the frame
                     _set_thread_index(b, ws, x, y, z, linear)
                     store_field(b, ws, C["exit_flag"], i32(0))
-                code = b.call(step, [ws, i32(0), params, x, y, z, linear] + scalars)
+                code = b.call(step, [ws, i32(0), params, x, y, z, linear] + scalars +
+                              [ws, ir.Constant(PTR, None), i64(0)])
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
 
 
-def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=()):
-    """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker)."""
+def workspace_layout(b, n, frame_size, nspill):
+    """Byte offsets (i64) in a block's workspace of the spill arrays, the per-thread stop
+    codes of a uniform round, and the end: frames first, shared memory after the end."""
+    n64 = b.zext(n, I64)
+    spill = b.mul(n64, i64(frame_size))
+    codes = b.add(spill, b.mul(n64, i64(8 * nspill)))
+    return spill, codes, b.add(codes, b.mul(n64, i64(4)))
+
+
+def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
+                        site_consts=(), nspill=0):
+    """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
+
+    With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
+    at the same resume point (all at the start, or all released from one barrier), one loop
+    over the threads calls step with that resume point as a constant, so that after inlining
+    the loop body is just that region's code and LLVM can vectorise it across threads. Such a
+    loop has no early exit: the threads' stop codes go to an array that is scanned after it.
+    When all threads stop at the same whole-block bar.sync (no thread count), the next
+    uniform round starts at once; anything else (a trap, threads stopping at different
+    places, a warp collective, a named barrier with a count, bar.red, bar.arrive) records the
+    stops in the frames and continues with general rounds, thread by thread."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32]), name=name + ".block")
     fn.linkage = "internal"
     L, ws, shared, cx, cy, cz, worker = fn.args
@@ -480,11 +528,82 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         bars_arr = b.alloca(bars_ty, name="bars")
         b.store(ir.Constant(bars_ty, None), bars_arr)
         bars = b.bitcast(bars_arr, I32.as_pointer())
+    cur = b.alloca(I32, name="uniform.site")
+    same = b.alloca(I1, name="same")
+    trapped = b.alloca(I1, name="trapped")
+    header_arr = b.alloca(ir.ArrayType(ir.IntType(8), abi.FRAME_HEADER), name="header")
+    header_arr.align = 16
+    header = b.bitcast(header_arr, PTR)
+    _init_block_fields(b, header, L, (cx, cy, cz), shared, worker)
     with for_range(b, i32(0), n, "t") as t:
         _init_frame(b, _frame(b, ws, fsize, t), L, t, nx, ny, (cx, cy, cz), shared, worker)
+    spill_off, codes_off, _ = workspace_layout(b, n, frame_size, nspill)
+    spill = b.gep(ws, [spill_off])
+    stride = b.mul(b.zext(n, I64), i64(8))
+    codes = b.bitcast(b.gep(ws, [codes_off]), I32.as_pointer())
+
+    def block_args(t):
+        return [header, b.gep(spill, [b.mul(b.sext(t, I64), i64(8))]), stride]
     nwarps = b.udiv(b.add(n, i32(31)), i32(32))
     outer = fn.append_basic_block("round")
+    done = fn.append_basic_block("done")
+    dispatch = fn.append_basic_block("uniform")
+    scan = fn.append_basic_block("uniform.scan")
+    b.store(i32(0), cur)
+    b.branch(dispatch)
+
+    # uniform rounds: resume 0, and after each whole-block bar.sync without a thread count
+    op_c = abi.CTX["op_c"]
+    again = [i + 1 for i, k in enumerate(nsites_kinds)
+             if k == abi.SITE["bar_sync"] and site_consts[i].get(op_c, (None,))[0] == 0]
+    b.position_at_end(dispatch)
+    sw = b.switch(b.load(cur), outer)
+    for site in [0] + again:
+        body = fn.append_basic_block(f"uniform{site}")
+        sw.add_case(i32(site), body)
+        b.position_at_end(body)
+        with for_range(b, i32(0), nz, "uz") as z:
+            with for_range(b, i32(0), ny, "uy") as y:
+                row = b.mul(b.add(b.mul(z, ny), y), nx)
+                with for_range(b, i32(0), nx, "ux") as x:
+                    linear = b.add(row, x)
+                    fr = _frame(b, ws, fsize, linear)
+                    code = b.call(step, [fr, i32(site), params, x, y, z, linear] + scalars + block_args(linear),
+                                  attrs=("alwaysinline",))
+                    b.store(code, b.gep(codes, [linear]))
+        b.branch(scan)
+    resume_at = {}
+    for site in again:
+        blk = fn.append_basic_block(f"uniform.again{site}")
+        resume_at[site] = blk
+        b.position_at_end(blk)
+        b.store(i32(site), cur)
+        b.branch(dispatch)
+
+    b.position_at_end(scan)
+    first = b.load(codes)
+    b.store(ir.Constant(I1, 1), same)
+    b.store(ir.Constant(I1, 0), trapped)
+    with for_range(b, i32(0), n, "s") as t:
+        c = b.load(b.gep(codes, [t]))
+        b.store(b.and_(b.load(same), b.icmp_signed("==", c, first)), same)
+        b.store(b.or_(b.load(trapped), b.icmp_signed("==", c, i32(abi.STEP_TRAP))), trapped)
+    untrapped = fn.append_basic_block("uniform.ok")
+    b.cbranch(b.load(trapped), fail, untrapped)
+    b.position_at_end(untrapped)
+    agreed = fn.append_basic_block("uniform.agreed")
+    record = fn.append_basic_block("uniform.record")
+    b.cbranch(b.load(same), agreed, record)
+    b.position_at_end(agreed)
+    sw = b.switch(first, record)
+    sw.add_case(i32(abi.STEP_EXIT), done)
+    for site, blk in resume_at.items():
+        sw.add_case(i32(site), blk)
+    b.position_at_end(record)
+    with for_range(b, i32(0), n, "m") as t:
+        _record_stop(b, fn, _frame(b, ws, fsize, t), b.load(b.gep(codes, [t])), kinds, site_consts)
     b.branch(outer)
+
     b.position_at_end(outer)
     with for_range(b, i32(0), nwarps, "w") as w:
         lo = b.mul(w, i32(32))
@@ -497,31 +616,43 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             fr = _frame(b, ws, fsize, t)
             with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN))):
                 index = [load_field(b, fr, C[k], I32) for k in ("tid_x", "tid_y", "tid_z", "linear")]
-                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32), params] + index + scalars)
+                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32), params] + index + scalars +
+                              block_args(t))
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
-                exited = b.icmp_signed("==", code, i32(abi.STEP_EXIT))
-                kind = b.load(b.gep(kinds, [b.sub(b.select(exited, i32(1), code), i32(1))]))
-                is_block = ir.Constant(I1, 0)
-                for k in sorted(abi.BLOCK_SITE_KINDS):
-                    is_block = b.or_(is_block, b.icmp_signed("==", kind, i32(k)))
-                st = b.select(exited, i32(abi.THREAD_EXITED),
-                              b.select(is_block, i32(abi.THREAD_WAIT_BAR), i32(abi.THREAD_WAIT_WARP)))
-                b.store(st, _state(b, fr))
-                store_field(b, fr, C["resume"], code)
+                _record_stop(b, fn, fr, code, kinds, site_consts)
         if any(k not in abi.BLOCK_SITE_KINDS for k in nsites_kinds):
             released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds])
             nxt = fn.append_basic_block("warp.next")
             b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
             b.position_at_end(nxt)
-    done = fn.append_basic_block("done")
     if has_barriers:
         released = b.call(emit_resolve_barrier(module), [ws, fsize, n, kinds, bars])
         resolved = fn.append_basic_block("resolved")
         b.cbranch(b.icmp_signed("<", released, i32(0)), fail, resolved)
         b.position_at_end(resolved)
-        b.cbranch(b.icmp_signed("!=", released, i32(0)), outer, done)
+        recheck = fn.append_basic_block("recheck")
+        b.cbranch(b.icmp_signed("!=", released, i32(0)), recheck, done)
+        # back to uniform rounds when a release leaves every thread runnable at one site that
+        # has a uniform round, and no barrier holds arrivals (uniform rounds never touch them)
+        b.position_at_end(recheck)
+        r = load_field(b, ws, C["resume"], I32)
+        ok = ir.Constant(I1, 1)
+        for bar_id in range(abi.NUM_BARRIERS):
+            ok = b.and_(ok, b.icmp_signed("==", b.load(_bar_slot(b, bars, i32(bar_id), abi.BAR_ARRIVED)), i32(0)))
+        b.store(ok, same)
+        with for_range(b, i32(0), n, "rc") as t:
+            fr = _frame(b, ws, fsize, t)
+            here = b.and_(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN)),
+                          b.icmp_signed("==", load_field(b, fr, C["resume"], I32), r))
+            b.store(b.and_(b.load(same), here), same)
+        uniform = fn.append_basic_block("recheck.uniform")
+        b.cbranch(b.load(same), uniform, outer)
+        b.position_at_end(uniform)
+        sw = b.switch(r, outer)
+        for site, blk in resume_at.items():
+            sw.add_case(i32(site), blk)
     else:
         # warp collectives always make progress, so after a round every thread has exited
         b.branch(done)
@@ -532,7 +663,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     return fn
 
 
-def emit_launch(module, name, block_fn, has_sites, frame_size, export_name):
+def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, nspill=0):
     """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`."""
     malloc = declare(module, "malloc", PTR, [I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
@@ -545,8 +676,10 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name):
     ny = load_field(b, L, abi.LAUNCH["block_y"], I32)
     nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
     n = b.zext(b.mul(b.mul(nx, ny), nz), I64)
-    nframes = n if has_sites else i64(1)
-    frames_bytes = b.mul(nframes, i64(frame_size))
+    if has_sites:
+        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, nspill)[2]
+    else:
+        frames_bytes = i64(frame_size)
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
     ws = b.call(malloc, [b.add(b.add(frames_bytes, shared_bytes), i64(128))])
     oom = b.icmp_unsigned("==", b.ptrtoint(ws, I64), i64(0))
