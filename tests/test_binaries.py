@@ -21,6 +21,7 @@ MODES = {
     "static": [],                       # nvcc's default: cudart linked into the program
     "shared": ["-cudart", "shared"],    # NVIDIA's libcudart.so.13 on top of our libcuda.so.1
     "rdc": ["-rdc=true"],               # relocatable device code: fatbin wrapper v2, PTX in __nv_relfatbin
+    "sass": ["-gencode", "arch=compute_80,code=sm_80"],      # machine code only, no PTX
 }
 
 
@@ -273,3 +274,12 @@ def test_stream_ordered_allocation_hints_limits_and_assert(build):
         "assert fails: cudaErrorAssert",
         "malloc after: cudaErrorAssert",
     ]
+
+
+def test_binary_without_ptx_is_explained(build, tmp_path):
+    src = tmp_path / "in.bin"
+    src.write_bytes(np.array([4], np.int32).tobytes() + np.zeros(9, np.float32).tobytes())
+    r = run(build("saxpy", "sass"), src, tmp_path / "out.bin", check=False)
+    assert r.returncode != 0
+    assert r.stderr.count("carries no PTX (only SASS for sm_80)") == 1, r.stderr
+    assert "no kernel image is available" in r.stderr            # what the CUDA runtime makes of it

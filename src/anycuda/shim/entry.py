@@ -15,6 +15,26 @@ from ..runtime.errors import CudaError, CUresult
 
 _strings = {}
 
+# Failures whose reason a program cannot learn from the code alone (no PTX in the binary, PTX
+# anycuda cannot compile, a feature not supported yet, where a kernel faulted): named on
+# stderr once, whatever the program does with the code.
+_EXPLAINED = {CUresult.CUDA_ERROR_INVALID_IMAGE, CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU,
+              CUresult.CUDA_ERROR_INVALID_PTX, CUresult.CUDA_ERROR_NOT_SUPPORTED,
+              CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, CUresult.CUDA_ERROR_MISALIGNED_ADDRESS,
+              CUresult.CUDA_ERROR_ILLEGAL_INSTRUCTION, CUresult.CUDA_ERROR_LAUNCH_FAILED}
+
+
+_explained = []
+
+
+def _explain(name: str, e: CudaError) -> None:
+    """The CUDA runtime keeps only the code: say once what went wrong (a sticky fault that
+    later calls repeat is said once, by the call that met it)."""
+    if any(e.message == m or e.message.endswith(": " + m) for m in _explained):
+        return
+    _explained.append(e.message)
+    sys.stderr.write(f"anycuda: {name}: {e}\n")
+
 
 def _c_string(ffi, text: str):
     """A NUL-terminated string that lives as long as the process."""
@@ -104,6 +124,8 @@ def define(ffi, lib=None):
             except CudaError as e:
                 code = e.code
                 _log(f"{name}: {e}")
+                if code in _EXPLAINED and e.message:
+                    _explain(name, e)
             except Exception as e:        # a bug in anycuda must not kill the caller
                 code = CUresult.CUDA_ERROR_UNKNOWN
                 sys.stderr.write(f"anycuda: internal error in {name}: {type(e).__name__}: {e}\n")
