@@ -78,6 +78,11 @@ def geomean(xs):
     return float(np.exp(np.mean(np.log(xs)))) if xs else None
 
 
+def child_failure(what, p):
+    lines = [l for l in p.stderr.strip().splitlines() if l.strip()]
+    return RuntimeError(f"{what} exited with {p.returncode}: {lines[-1] if lines else 'no output'}")
+
+
 def child_env(**extra):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update({k: str(v) for k, v in extra.items()})
@@ -203,7 +208,7 @@ def compile_times(benches):
                             ",".join(B.name for B in benches)], capture_output=True, text=True,
                            env=child_env(ANYCUDA_CACHE_DIR=cache, ANYCUDA_CACHE="1"), timeout=1800)
         if p.returncode:
-            raise RuntimeError(f"compile-time child failed:\n{p.stderr[-2000:]}")
+            raise child_failure("compile-time child", p)
         return json.loads(p.stdout.strip().splitlines()[-1])
 
     def entries(cache):
@@ -243,7 +248,7 @@ def launch_overheads():
     p = subprocess.run([sys.executable, __file__, "--child", "launch"], capture_output=True, text=True,
                        env=child_env(ANYCUDA_NUM_THREADS=1, OMP_NUM_THREADS=1), timeout=600)
     if p.returncode:
-        raise RuntimeError(f"launch child failed:\n{p.stderr[-2000:]}")
+        raise child_failure("launch child", p)
     res["one_thread_us"] = json.loads(p.stdout.strip().splitlines()[-1]) * 1e6
     return res
 
@@ -257,27 +262,29 @@ def child_scaling(args, benches):
             res[b.name] = check_and_time(b, "anycuda", g, args.min_run, args.repeats)[0]
         except Exception as e:
             res[b.name] = None
-            print(f"{b.name}: {e}", file=sys.stderr)
+            res.setdefault("_errors", {})[b.name] = f"{type(e).__name__}: {e}"
     print(json.dumps(res))
 
 
 def scaling(args, benches):
     cores = num_cores()
     counts = sorted({1, cores} | {1 << i for i in range(cores.bit_length()) if 1 << i <= cores})
-    res = {}
+    res, errors = {}, {}
     for t in counts:
         cmd = [sys.executable, __file__, "--child", "scaling", "--only", ",".join(B.name for B in benches),
                "--repeats", str(args.scaling_repeats), "--min-run", str(args.min_run)] + (["--quick"] if args.quick else [])
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
                            env=child_env(ANYCUDA_NUM_THREADS=t, OMP_NUM_THREADS=t))
         if p.returncode:
-            raise RuntimeError(f"scaling child ({t} threads) failed:\n{p.stderr[-2000:]}")
+            raise child_failure(f"scaling child ({t} threads)", p)
         res[t] = json.loads(p.stdout.strip().splitlines()[-1])
+        for k, err in res[t].pop("_errors", {}).items():
+            errors[f"{k} ({t} threads)"] = err
         print(f"  {t} thread(s): " + "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in res[t].items() if v), flush=True)
     speedup = {k: {t: (res[1][k] / res[t][k] if res[1].get(k) and res[t].get(k) else None) for t in counts}
                for k in res[1]}
     return {"threads": counts, "ms": {t: {k: (v * 1e3 if v else None) for k, v in r.items()} for t, r in res.items()},
-            "speedup": speedup}
+            "speedup": speedup, "errors": errors}
 
 
 # ------------------------------------------------------------------ report
@@ -325,6 +332,8 @@ def print_table(out):
         print("\nanycuda scaling (speed-up over 1 thread): " + "  ".join(f"{t} threads" for t in s["threads"]))
         for k, sp in s["speedup"].items():
             print(f"  {k:13s} " + "  ".join(f"{fmt(sp[t]):>9s}" for t in s["threads"]))
+        for k, err in s.get("errors", {}).items():
+            print(f"  {k} FAILED: {err[:200]}")
     for what, err in out.get("extra_errors", {}).items():
         print(f"{what} FAILED: {err[:300]}")
 
@@ -389,6 +398,42 @@ def plot(out, path):
     return None
 
 
+def anycuda_source():
+    """Which anycuda was measured: its path, and the commit (and whether its src/ differs
+    from that commit) of the git checkout it lives in."""
+    import anycuda
+    src = Path(anycuda.__file__).resolve().parent
+    res = {"path": str(src)}
+    if os.environ.get("ANYCUDA_BENCH_COMMIT"):              # set by --at
+        return {**res, "commit": os.environ["ANYCUDA_BENCH_COMMIT"], "src_modified": False}
+    try:
+        git = lambda *a: subprocess.run(["git", "-C", str(src), *a], capture_output=True, text=True,
+                                        timeout=30).stdout.strip()
+        res["commit"] = git("rev-parse", "HEAD") or None
+        res["src_modified"] = bool(git("status", "--porcelain", "--", ".")) if res["commit"] else None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return res
+
+
+def rerun_at(commit, argv):
+    """Run this script again with anycuda's src/ as of `commit` (git archive into a temporary
+    directory, first on PYTHONPATH): a measurement of committed code that edits in the
+    working tree cannot disturb."""
+    root = HERE.parent
+    sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", f"{commit}^{{commit}}"],
+                         capture_output=True, text=True)
+    if sha.returncode:
+        sys.exit(f"--at {commit}: not a commit ({sha.stderr.strip()})")
+    sha = sha.stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="anycuda-bench-src-") as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", sha, "src"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        path = os.pathsep.join(x for x in (str(Path(tmp) / "src"), os.environ.get("PYTHONPATH")) if x)
+        env = {**os.environ, "PYTHONPATH": path, "ANYCUDA_BENCH_COMMIT": sha}
+        return subprocess.run([sys.executable, __file__, *argv], env=env).returncode
+
+
 def select(only):
     if not only:
         return list(suite.BENCHMARKS)
@@ -414,9 +459,16 @@ def main(argv=None):
     ap.add_argument("--no-scaling", action="store_true", help="skip the thread-scaling runs")
     ap.add_argument("--scaling-repeats", type=int, default=3)
     ap.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the results")
+    ap.add_argument("--at", metavar="COMMIT",
+                    help="measure anycuda as of this commit (its src/ from git archive), not the working tree")
     ap.add_argument("--verbose", action="store_true", help="tracebacks for failures")
     ap.add_argument("--child", choices=("compile", "scaling", "launch"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.at:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        i = next(i for i, a in enumerate(argv) if a == "--at" or a.startswith("--at="))
+        del argv[i:i + (1 if "=" in argv[i] else 2)]
+        return rerun_at(args.at, argv)
     args.repeats = args.repeats or (3 if args.quick else 7)
     if args.min_run is None:
         args.min_run = 0.0 if args.quick else 0.05
@@ -435,13 +487,16 @@ def main(argv=None):
                        "load_avg": os.getloadavg(), "python": platform.python_version(),
                        "ANYCUDA_NUM_THREADS": os.environ.get("ANYCUDA_NUM_THREADS")},
            "repeats": args.repeats, "min_run_s": args.min_run, "extra_errors": {}}
+    out["anycuda"] = anycuda_source()
     try:
         out["machine"]["cpu"] = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                                      if l.startswith("model name"))
     except (OSError, StopIteration):
         pass
     print(f"anycuda benchmarks ({out['mode']} sizes, {out['machine']['cores']} cores, "
-          f"load average {out['machine']['load_avg'][0]:.1f})", flush=True)
+          f"load average {out['machine']['load_avg'][0]:.1f}; anycuda from {out['anycuda']['path']}"
+          f" at {str(out['anycuda'].get('commit'))[:10]}"
+          f"{' + local changes' if out['anycuda'].get('src_modified') else ''})", flush=True)
     out["kernels"] = run_kernels(args, benches, out)
     out["geomean"] = {k: geomean([r["ratio"][k] for r in out["kernels"]])
                       for k in ("anycuda/c", "pocl/c", "anycuda/pocl", "sim/anycuda")}
