@@ -124,7 +124,7 @@ def define(ffi, lib=None):
             except CudaError as e:
                 code = e.code
                 _log(f"{name}: {e}")
-                if code in _EXPLAINED and e.message:
+                if code in _EXPLAINED and e.message and name != "cuGetExportTable":   # tables: reported by lookup
                     _explain(name, e)
             except Exception as e:        # a bug in anycuda must not kill the caller
                 code = CUresult.CUDA_ERROR_UNKNOWN
