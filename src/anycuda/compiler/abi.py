@@ -63,6 +63,7 @@ CTX = {
     "res_pred": 120,
 }
 FRAME_HEADER = 128
+MAX_BLOCK_THREADS = 1024     # the runtime refuses larger blocks (runtime/program.py)
 
 # WAIT_BAR: reached a barrier, its warp not yet counted there; BAR_ARRIVED: its warp counted,
 # waiting for the barrier to complete

@@ -96,6 +96,8 @@ class FunctionLowering:
         self.depot = None                 # (i8*, size) of the stack slot of the .local variables
         self.resume_blocks = []           # (site number, block that continues after it)
         self.site_consts = []             # per site: {frame slot: int} of its constant operands
+        self.remat = {}                   # register -> position of the one instruction that defines it
+        self.spill_bytes = 0              # bytes of spill arrays per thread
         self.inst = None
 
     # ------------------------------------------------------------------ errors
@@ -115,16 +117,9 @@ class FunctionLowering:
                 self.branch_targets[st.name] = st.targets
         if self.is_kernel:
             self.site_live = analysis.live_across_suspensions(body, self.branch_targets)
-            live_regs = sorted({r for regs in self.site_live.values() for r in regs})
             # a kernel that calls device functions tells them where its .local variables
             # are, in a slot after the frame header (see space_windows)
             self.publishes_locals = any(isinstance(st, pir.Instruction) and st.opcode == "call" for st in body)
-            # registers live across a site are kept outside the frame, one array per register
-            # (slot k of thread t at spill + k * stride, stride = 8 * threads, the step
-            # function's `spill` pointing at thread t's element), so that a loop over threads
-            # saves and reloads them with contiguous vector stores and loads
-            for i, r in enumerate(live_regs):
-                self.spill_slots[r] = i
             self.frame_size = LOCAL_WINDOW_SLOT + (16 if self.publishes_locals else 0)
         entry = self.fn.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
@@ -136,6 +131,8 @@ class FunctionLowering:
         b.store(ir.Constant(I1, 0), self.carry)
         self._declare_body_vars(body)
         self._bind_params()
+        if self.is_kernel:
+            self._plan_spills(body)
         for st in body:
             if isinstance(st, pir.Label):
                 self.labels[st.name] = self.fn.append_basic_block(st.name.replace("$", "_"))
@@ -184,6 +181,89 @@ class FunctionLowering:
                 self.inst = st
                 raise self.error(f"'{st.opcode}' takes {' or '.join(map(str, counts))} operands, "
                                  f"got {len(st.operands)}")
+
+    # Registers live across a site are either recomputed after it or spilled. A register with
+    # one definition, by a pure integer instruction of constants, special registers that
+    # stay fixed for a thread (its index, the block's), kernel parameters, symbol addresses
+    # and other such registers, holds the same value wherever it is live: it is recomputed
+    # (this keeps addresses such as shared-array rows visible to the vectoriser as functions
+    # of the thread index, and spares the spill traffic). Others go to spill arrays outside
+    # the frames, one per register with elements of the register's size (thread t's value at
+    # spill + MAX_BLOCK_THREADS * offset + t * size), so that a loop
+    # over threads saves and reloads them with contiguous vector stores and loads.
+    REMAT_OPCODES = frozenset(("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor",
+                               "not", "cvta", "cvt", "ld", "selp", "min", "max"))
+    REMAT_SPECIAL = frozenset(("tid", "ntid", "ctaid", "nctaid", "laneid", "warpid", "nwarpid",
+                               "lanemask_eq", "lanemask_lt", "lanemask_le", "lanemask_gt", "lanemask_ge"))
+    REMAT_MAX_CHAIN = 16
+
+    def _plan_spills(self, body):
+        defs = {}
+        for pos, st in enumerate(body):
+            if isinstance(st, pir.Instruction):
+                for r in analysis.defs_uses(st)[0]:
+                    defs.setdefault(r, []).append(pos)
+        cost = {}
+
+        def chain(r):
+            """Instructions needed to recompute r, or None."""
+            if r in cost:
+                return cost[r]
+            cost[r] = None                       # a cycle is not recomputable
+            ps = defs.get(r, [])
+            if len(ps) != 1 or r not in self.regs:
+                return None
+            st = body[ps[0]]
+            if st.guard is not None or st.opcode not in self.REMAT_OPCODES or "cc" in st.mods:
+                return None
+            ops = st.operands
+            if not ops or not isinstance(ops[0], pir.Reg) or ops[0].name != r:
+                return None
+            if _kind(self.regs[r][1]) != "int" or self.regs[r][1] == "pred":
+                return None
+            if st.opcode == "ld" and ("param" not in st.mods or len(ops) != 2 or not self.is_kernel_param(ops[1])):
+                return None
+            n = 1
+            for op in ops[1:]:
+                if isinstance(op, pir.Reg):
+                    sub = chain(op.name)
+                    if sub is None:
+                        return None
+                    n += sub
+                elif isinstance(op, pir.SpecialReg):
+                    if op.name not in self.REMAT_SPECIAL:
+                        return None
+                elif isinstance(op, pir.Addr):
+                    if st.opcode != "ld":
+                        return None
+                elif not isinstance(op, (pir.Imm, pir.Sym)):
+                    return None
+            if n > self.REMAT_MAX_CHAIN:
+                return None
+            cost[r] = n
+            return n
+        live_regs = sorted({r for regs in self.site_live.values() for r in regs})
+        spilled = []
+        for r in live_regs:
+            if chain(r) is not None:
+                self.remat[r] = defs[r][0]
+            else:
+                spilled.append(r)
+        for r in list(self.remat):
+            todo = [r]
+            while todo:          # the registers a recomputation reads are recomputed with it
+                st = body[defs[todo.pop()][0]]
+                for op in st.operands[1:]:
+                    if isinstance(op, pir.Reg) and op.name not in self.remat:
+                        self.remat[op.name] = defs[op.name][0]
+                        todo.append(op.name)
+        # largest elements first keeps every array aligned to its element size
+        size = lambda r: max(_bits(self.regs[r][0].type.pointee) // 8, 1)
+        off = 0
+        for r in sorted(spilled, key=lambda r: (-size(r), r)):
+            self.spill_slots[r] = (off, size(r))
+            off += size(r)
+        self.spill_bytes = (off + 7) // 8 * 8
 
     def _declare_body_vars(self, body):
         b = self.b
@@ -258,15 +338,15 @@ class FunctionLowering:
             return self.b.alloca(typ, name=name)
 
     # ------------------------------------------------------------------ frame / ctx
-    # A kernel's step function ends with (i8* header, i8* spill, i64 stride): the block's
-    # header (the frame header fields every thread of the block shares) and the spill arrays
-    # (see lower()). Reading the shared fields through one noalias header rather than each
+    # A kernel's step function ends with (i8* header, i8* spill, i64 threads): the block's
+    # header (the frame header fields every thread of the block shares), the spill arrays
+    # and the block's thread count (see _plan_spills). Reading the shared fields through one noalias header rather than each
     # thread's own frame lets the optimiser keep them out of a loop over threads.
     BLOCK_FIELDS = frozenset(("ntid_x", "ntid_y", "ntid_z", "ctaid_x", "ctaid_y", "ctaid_z",
                               "nctaid_x", "nctaid_y", "nctaid_z", "shared_base", "launch", "worker"))
 
     def step_arg(self, name):
-        return self.fn.args[len(self.fn.args) - 3 + ("header", "spill", "stride").index(name)]
+        return self.fn.args[len(self.fn.args) - 3 + ("header", "spill", "threads").index(name)]
 
     def ctx_field(self, name, typ=I32):
         if self.is_kernel and name in self.BLOCK_FIELDS:
@@ -535,7 +615,9 @@ class FunctionLowering:
             if op.offset:
                 addr = b.add(addr, i64(op.offset))
         if space == "shared":
-            addr = b.add(self.shared_base(), addr)
+            # an offset from the window's base pointer (the same address as base + offset)
+            # lets LLVM relate the accesses of neighbouring threads
+            return b.gep(b.inttoptr(self.shared_base(), PTR), [addr])
         return b.inttoptr(addr, PTR)
 
     def typed_ptr(self, p: ir.Value, lt: ir.Type) -> ir.Value:
@@ -669,29 +751,47 @@ class FunctionLowering:
                 consts[abi.CTX[name]] = (c, value.type.width)
         self.site_consts.append(consts)
         for r in live:
-            slot, _ = self.reg(r)
-            v = b.load(slot)
-            b.store(convert_bits(b, v, I64), self.spill_ptr(r))
+            if r in self.spill_slots:
+                b.store(b.load(self.reg(r)[0]), self.spill_ptr(r))
         b.ret(i32(site))
         resume = self.fn.append_basic_block(f"resume{site}")
         b.position_at_end(resume)
         for r in live:
-            slot, _ = self.reg(r)
-            v = b.load(self.spill_ptr(r))
-            reloaded = convert_bits(b, v, slot.type.pointee)
-            b.store(reloaded, slot)
-            self.set_shadow(r, reloaded)
+            if r in self.spill_slots:
+                reloaded = b.load(self.spill_ptr(r))
+                b.store(reloaded, self.reg(r)[0])
+                self.set_shadow(r, reloaded)
+        self._recompute([r for r in live if r not in self.spill_slots])
         if results is not None:
             results(b)
         self.resume_blocks.append((site, resume))
 
     def spill_ptr(self, r):
         b = self.b
-        k = self.spill_slots[r]
-        p = self.step_arg("spill")
-        if k:
-            p = b.gep(p, [b.mul(self.step_arg("stride"), i64(k))])
-        return b.bitcast(p, I64.as_pointer())
+        off, size = self.spill_slots[r]
+        slot = self.reg(r)[0]
+        # arrays sized for the largest block: constant distances between them tell LLVM that
+        # they do not overlap
+        i = b.mul(b.sext(self.fn.args[6], I64), i64(size))
+        if off:
+            i = b.add(i64(abi.MAX_BLOCK_THREADS * off), i)
+        return b.bitcast(b.gep(self.step_arg("spill"), [i]), slot.type)
+
+    def _recompute(self, regs):
+        """Run again the definitions of registers that _plan_spills chose to recompute."""
+        need, todo = set(), list(regs)
+        while todo:
+            r = todo.pop()
+            if r in need:
+                continue
+            need.add(r)
+            st = self.pfn.body[self.remat[r]]
+            todo += [op.name for op in st.operands[1:] if isinstance(op, pir.Reg)]
+        saved = self.inst, self.inst_pos
+        for pos in sorted({self.remat[r] for r in need}):
+            self.inst, self.inst_pos = self.pfn.body[pos], pos
+            self.lower_instruction(self.inst)
+        self.inst, self.inst_pos = saved
 
     # ------------------------------------------------------------------ instructions
     def lower_instruction(self, inst: pir.Instruction):

@@ -280,7 +280,7 @@ class ModuleLowering:
         # thread loop need not store it anywhere
         # Scalar parameters also come as values, loaded once per block by the block function,
         # so that the thread loop sees them as loop-invariant (64-bit ones as pointers).
-        # Last come the block's header, the thread's spill element and the spill stride
+        # Last come the block's header, its spill arrays and its thread count
         # (FunctionLowering.step_arg): neither header nor spill arrays are reachable from the
         # kernel's own pointers.
         scalars = passed_parameters(params)
@@ -306,12 +306,11 @@ class ModuleLowering:
         info.frame_size = lowering.frame_size
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
-        nspill = len(lowering.spill_slots)
         block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
                                               frame_needs_index=calls, scalar_params=scalars,
-                                              site_consts=lowering.site_consts, nspill=nspill)
+                                              site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
-                              nspill=nspill)
+                              spill_bytes=lowering.spill_bytes)
 
     def _propagate_errors(self):
         """A kernel that reaches a function that failed to lower fails with that error."""

@@ -470,17 +470,17 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
                 b.position_at_end(ok)
 
 
-def workspace_layout(b, n, frame_size, nspill):
+def workspace_layout(b, n, frame_size, spill_bytes):
     """Byte offsets (i64) in a block's workspace of the spill arrays, the per-thread stop
     codes of a uniform round, and the end: frames first, shared memory after the end."""
     n64 = b.zext(n, I64)
     spill = b.mul(n64, i64(frame_size))
-    codes = b.add(spill, b.mul(n64, i64(8 * nspill)))
+    codes = b.add(spill, i64(abi.MAX_BLOCK_THREADS * spill_bytes))
     return spill, codes, b.add(codes, b.mul(n64, i64(4)))
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
-                        site_consts=(), nspill=0):
+                        site_consts=(), spill_bytes=0):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -537,13 +537,12 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     _init_block_fields(b, header, L, (cx, cy, cz), shared, worker)
     with for_range(b, i32(0), n, "t") as t:
         _init_frame(b, _frame(b, ws, fsize, t), L, t, nx, ny, (cx, cy, cz), shared, worker)
-    spill_off, codes_off, _ = workspace_layout(b, n, frame_size, nspill)
+    spill_off, codes_off, _ = workspace_layout(b, n, frame_size, spill_bytes)
     spill = b.gep(ws, [spill_off])
-    stride = b.mul(b.zext(n, I64), i64(8))
     codes = b.bitcast(b.gep(ws, [codes_off]), I32.as_pointer())
 
     def block_args(t):
-        return [header, b.gep(spill, [b.mul(b.sext(t, I64), i64(8))]), stride]
+        return [header, spill, b.zext(n, I64)]
     nwarps = b.udiv(b.add(n, i32(31)), i32(32))
     outer = fn.append_basic_block("round")
     done = fn.append_basic_block("done")
@@ -663,7 +662,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     return fn
 
 
-def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, nspill=0):
+def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0):
     """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`."""
     malloc = declare(module, "malloc", PTR, [I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
@@ -677,7 +676,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, nspi
     nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
     n = b.zext(b.mul(b.mul(nx, ny), nz), I64)
     if has_sites:
-        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, nspill)[2]
+        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes)[2]
     else:
         frames_bytes = i64(frame_size)
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
