@@ -283,3 +283,15 @@ def test_binary_without_ptx_is_explained(build, tmp_path):
     assert r.returncode != 0
     assert r.stderr.count("carries no PTX (only SASS for sm_80)") == 1, r.stderr
     assert "no kernel image is available" in r.stderr            # what the CUDA runtime makes of it
+
+
+@pytest.mark.slow
+def test_thrust_sort_and_transform_reduce(build):
+    values, s = [], 12345
+    for _ in range(5000):                  # the program's own generator
+        s = (s * 1103515245 + 12345) & 0xFFFFFFFF
+        values.append((s >> 8) % 100000)
+    values.sort()
+    r = run(build("thrust_sort"))
+    assert r.stdout.strip() == (f"first {values[0]} last {values[-1]} median {values[2500]} "
+                                f"sumsq {sum(v * v for v in values)}")

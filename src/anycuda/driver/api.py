@@ -81,8 +81,9 @@ def _faults_are_sticky(fn):
 
 
 class Module:
-    def __init__(self, program):
+    def __init__(self, program, ptx_arch: int = 0):
         self.program = program
+        self.ptx_arch = ptx_arch      # NN of the PTX's `.target sm_NN` (the function's PTX version)
 
 
 class Function:
@@ -309,7 +310,9 @@ def _load_module(image: bytes) -> int:
         raise
     except Exception as e:       # PtxError and friends
         raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, str(e)) from None
-    return _new_handle(Module(program))
+    import re
+    m = re.search(rb"^\s*\.target\s+sm_(\d+)", text, re.M)
+    return _new_handle(Module(program, int(m.group(1)) if m else 0))
 
 
 def cuModuleUnload(mod: int) -> None:
@@ -454,9 +457,13 @@ def cuPointerGetAttribute(attribute: int, ptr: int) -> int:
 
 
 def cuFuncGetAttribute(attrib: int, func: int) -> int:
-    image = _get(func, Function).image
+    f = _get(func, Function)
+    image = f.image
+    major, minor = device_info.properties(0).compute_capability
+    # PTX version: the architecture the PTX was written for (libraries such as CUB choose
+    # their code paths by it); binary version: the device's, which the PTX is compiled for
     values = {0: 1024, 1: image.static_shared, 2: 0, 3: image.info.frame_size, 4: 32,
-              5: 90, 6: 86, 7: 0, 8: image.max_dynamic_shared_size, 9: -1,
+              5: f.module.ptx_arch or 10 * major + minor, 6: 10 * major + minor, 7: 0, 8: image.max_dynamic_shared_size, 9: -1,
               10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0}
     if attrib not in values:
         raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"function attribute {attrib} is not supported yet")
