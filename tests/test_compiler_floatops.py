@@ -166,6 +166,8 @@ def K():
             k.add(f"h2_{op}_{kind}", [I32, I32], I32, lambda b, x, y, o=op, kd=kind: floatops.halfx2_binop(b, o, x, y, kd))
         k.add(f"h2_fma_{kind}", [I32, I32, I32], I32,
               lambda b, x, y, z, kd=kind: floatops.halfx2_binop(b, "fma", x, y, kd, z))
+        k.add(f"h2_fma_relu_{kind}", [I32, I32, I32], I32,
+              lambda b, x, y, z, kd=kind: floatops.halfx2_binop(b, "fma", x, y, kd, z, relu=True))
         for op in ("neg", "abs"):
             k.add(f"h2_{op}_{kind}", [I32], I32, lambda b, x, o=op, kd=kind: floatops.halfx2_binop(b, o, x, None, kd))
         k.add(f"cvt2_{kind}", [F32, F32], I32, lambda b, x, y, kd=kind: floatops.cvt_f16x2_f32(b, x, y, kd))
@@ -202,6 +204,10 @@ def _exact_cases(rng, dtype, n):
     b[300:350] = rng.standard_normal(50).astype(dtype) * np.asarray(2.0, dtype) ** -rng.integers(0, 30, 50)
     c[300:325] = fi.smallest_subnormal * rng.integers(-1 << 20, 1 << 20, 25)
     c[325:350] = 0
+    # products beyond the largest finite value brought back into range by c
+    a[350:400] = (fi.max * rng.uniform(0.5, 1, 50)).astype(dtype)
+    b[350:400] = rng.choice(np.array([1.5, 2.0, -1.5, 1.25], dtype), 50)
+    c[350:400] = (-np.sign(b[350:400]) * fi.max * rng.uniform(0.3, 1, 50)).astype(dtype)
     return a, b, c
 
 
@@ -518,22 +524,22 @@ def test_half_pairs(K, rng, kind):
     a, b, c = _pack(A), _pack(B), _pack(C)
     fa, fb, fc = (_to_f64(kind, X) for X in (A, B, C))
     ops = {"add": lambda x, y, z: x + y, "sub": lambda x, y, z: x - y, "mul": lambda x, y, z: x * y,
-           "fma": lambda x, y, z: x * y + z}
+           "fma": lambda x, y, z: x * y + z, "fma_relu": lambda x, y, z: x * y + z}
     for op, f in ops.items():
-        got = _to_f64(kind, _unpack(K(f"h2_{op}_{kind}", a, b, c) if op == "fma" else K(f"h2_{op}_{kind}", a, b)))
+        got = _to_f64(kind, _unpack(K(f"h2_{op}_{kind}", a, b, c) if op.startswith("fma") else K(f"h2_{op}_{kind}", a, b)))
         want = np.empty((n, 2))
         for i in range(n):
             for j in range(2):
                 x, y, z = fa[i, j], fb[i, j], fc[i, j]
                 with np.errstate(all="ignore"):
                     ieee = f(x, y, z)
-                if not all(map(math.isfinite, (x, y, z) if op == "fma" else (x, y))) or not math.isfinite(ieee):
-                    want[i, j] = ieee if not math.isfinite(ieee) else np.nan   # inf/NaN cases
-                    if math.isfinite(ieee) or math.isnan(ieee):
-                        want[i, j] = np.nan if math.isnan(ieee) else ieee
-                    continue
-                q = f(Fraction(x), Fraction(y), Fraction(z) if math.isfinite(z) else 0)
-                r = round_frac(q, kind, "rn") if q != 0 else ieee
+                if not all(map(math.isfinite, (x, y, z) if op.startswith("fma") else (x, y))) or not math.isfinite(ieee):
+                    r = ieee                                    # inf/NaN cases
+                else:
+                    q = f(Fraction(x), Fraction(y), Fraction(z) if math.isfinite(z) else 0)
+                    r = round_frac(q, kind, "rn") if q != 0 else ieee
+                if op == "fma_relu" and r < 0:     # .relu: negative results (and -inf) become +0
+                    r = 0.0
                 want[i, j] = r
         assert_same(got.ravel(), want.ravel(), f"{op}.{kind}x2", fa.ravel(), fb.ravel())
     for op, pick in (("min", np.fmin), ("max", np.fmax)):

@@ -192,6 +192,22 @@ def _mul_residual_sign_f64(b, a, c, s):
     return _compare_sign(b, _mul_residual_f64(b, a, c, s)[0], _c(F64, 0.0))
 
 
+def _fma_residual_f64(b, a, c, d, s, p):
+    """A value with the sign of a*c + d - s (s = fl(a*c + d), p = fl(a*c) finite), as
+    (a*c - p) + (p + d - t2) + (t2 - s) from error-free transformations."""
+    e1 = _fma(b, a, c, b.fneg(p))
+    t2, e2 = _two_sum(b, p, d)
+    x = b.fadd(b.fsub(t2, s), e2)
+    err = b.fadd(x, e1)
+    # Below about 2**-969 the product's error e1 may underflow (round to zero or to the
+    # wrong magnitude). It is then taken from the scaled product and x is scaled alike;
+    # an x far above any such error decides alone (and would overflow when scaled).
+    res, fa, fc = _mul_residual_f64(b, a, c, p)
+    scaled = b.select(b.fcmp_ordered(">=", fabs(b, x), _c(F64, 2.0 ** -800)), x,
+                      b.fadd(b.fmul(b.fmul(x, fa), fc), res))
+    return b.select(b.fcmp_ordered("<", fabs(b, p), _c(F64, 2.0 ** -900)), scaled, err)
+
+
 def arith_rnd(b, op, vals, rnd):
     """add/sub/mul/fma of f32 or f64 rounded to nearest-even (rn) or directed (.rz/.rm/.rp),
     exactly: the round-to-nearest result is moved one step when the sign of the exact
@@ -225,21 +241,21 @@ def arith_rnd(b, op, vals, rnd):
         s = b.fmul(a, c)
         sign = _overflow_sign(b, s, _mul_residual_sign_f64(b, a, c, s), finite)
         return _directed(b, s, sign, rnd)
-    # f64 fma: residual of a*c + d - s as (a*c - p) + (p + d - t2) + (t2 - s)
     d = vals[2]
     s = _fma(b, a, c, d)
     p = b.fmul(a, c)
-    e1 = _fma(b, a, c, b.fneg(p))
-    t2, e2 = _two_sum(b, p, d)
-    x = b.fadd(b.fsub(t2, s), e2)
-    err = b.fadd(x, e1)
-    # Below about 2**-969 the product's error e1 may underflow (round to zero or to the
-    # wrong magnitude). It is then taken from the scaled product and x is scaled alike;
-    # an x far above any such error decides alone (and would overflow when scaled).
-    res, fa, fc = _mul_residual_f64(b, a, c, p)
-    scaled = b.select(b.fcmp_ordered(">=", fabs(b, x), _c(F64, 2.0 ** -800)), x,
-                      b.fadd(b.fmul(b.fmul(x, fa), fc), res))
-    err = b.select(b.fcmp_ordered("<", fabs(b, p), _c(F64, 2.0 ** -900)), scaled, err)
+    err = _fma_residual_f64(b, a, c, d, s, p)
+    # A product beyond the f64 range can still give a finite sum: the residual is then
+    # found at 2**-64 scale (exact for the larger factor, for d and for s, all of which are
+    # far from underflow; a d below 2**-900 can only break a tie, so it stays unscaled).
+    down = _c(F64, 2.0 ** -64)
+    a_big = b.fcmp_ordered(">=", fabs(b, a), fabs(b, c))
+    a2 = b.select(a_big, b.fmul(a, down), a)
+    c2 = b.select(a_big, c, b.fmul(c, down))
+    d2 = b.select(b.fcmp_ordered("<", fabs(b, d), _c(F64, 2.0 ** -900)), d, b.fmul(d, down))
+    s2 = b.fmul(s, down)
+    err2 = _fma_residual_f64(b, a2, c2, d2, s2, b.fmul(a2, c2))
+    err = b.select(_is_finite(b, p), err, err2)
     sign = _overflow_sign(b, s, _compare_sign(b, err, _c(F64, 0.0)), finite)
     r = _directed(b, s, sign, rnd)
     if rnd == "rm":
@@ -521,11 +537,13 @@ def _pair_to_odd(b, s, e):
 
 def _scalar_half(b, op, vals, t, rnd, sat, relu):
     f = [b.fpext(_to_f32(b, v, t), F64) for v in vals]
-    if op == "fma" and t == "bf16" and not sat and not relu:
-        # a*b is exact in double but a*b + c may not be: round the exact pair to odd
+    if op == "fma" and t == "bf16":
+        # a*b is exact in double but a*b + c may not be (bf16 spans f32's exponents): the
+        # exact pair rounded to odd keeps the final rounding the only one; .sat and .relu
+        # commute with that monotone, sign-keeping step
         s, e = _two_sum(b, b.fmul(f[0], f[1]), f[2])
-        return _from_f64(b, _pair_to_odd(b, s, e), t, rnd or "rn")
-    if op in ("add", "sub", "mul", "fma"):
+        x = _pair_to_odd(b, s, e)
+    elif op in ("add", "sub", "mul", "fma"):
         x = _f64_arith(b, op, f)
     elif op in ("min", "max", "min_nan", "max_nan"):
         fn = fmin if op.startswith("min") else fmax
