@@ -295,3 +295,14 @@ def test_thrust_sort_and_transform_reduce(build):
     r = run(build("thrust_sort"))
     assert r.stdout.strip() == (f"first {values[0]} last {values[-1]} median {values[2500]} "
                                 f"sumsq {sum(v * v for v in values)}")
+
+
+def test_graphs_by_stream_capture(build):
+    r = run(build("graphs"))
+    launches, n = 4, 1000
+    per_launch = 2 * 3                     # a = 0 + 2, b = 0 + 3, acc += a * b
+    assert r.stdout.splitlines() == [
+        "capturing 1",
+        "capturing after 0, nothing ran yet 1",
+        f"host calls {launches} acc[0] {launches * per_launch} sum {launches * per_launch * n}",
+    ]

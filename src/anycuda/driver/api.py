@@ -95,6 +95,7 @@ class Function:
 class StreamHandle:
     def __init__(self, stream):
         self.stream = stream
+        self.capture = None          # the Graph this stream's work is recorded into, while capturing
 
 
 # ---------------------------------------------------------------- initialisation and devices
@@ -349,7 +350,7 @@ def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: in
     _require_context()
     f = _get(func, Function)
     f.image.check_config(grid, block, shared)
-    _stream(stream).enqueue(f.image.launch, grid, block, params, shared)
+    _submit(stream, f.image.launch, grid, block, params, shared)
 
 
 def cuStreamCreate(flags: int) -> int:
@@ -425,7 +426,7 @@ def cuCtxGetDevice() -> int:
 @_faults_are_sticky
 def cuMemcpyAsync(dst: int, src: int, n: int, stream: int) -> None:
     _require_context()
-    _stream(stream).enqueue(memory.memcpy, dst, src, n)
+    _submit(stream, memory.memcpy, dst, src, n)
 
 
 def cuMemAllocHost(size: int) -> int:
@@ -490,7 +491,13 @@ def cuEventCreate(flags: int) -> int:
 
 def cuEventRecord(event: int, stream: int) -> None:
     _require_context()
-    _get(event, EventHandle).event.record(_stream(stream))
+    ev = _get(event, EventHandle)
+    graph = _capturing(stream)
+    if graph is not None:
+        ev.captured_by = graph           # a point in the graph: streams that wait on it join the capture
+        return
+    ev.captured_by = None
+    ev.event.record(_stream(stream))
 
 
 def cuEventQuery(event: int) -> None:
@@ -515,7 +522,7 @@ def cuEventDestroy(event: int) -> None:
 
 def cuStreamWaitEvent(stream: int, event: int) -> None:
     _require_context()
-    _stream(stream).enqueue(_get(event, EventHandle).event.synchronize)
+    _wait_event(stream, event)
 
 
 def cuStreamQuery(stream: int) -> None:
@@ -527,7 +534,7 @@ def cuStreamQuery(stream: int) -> None:
 def cuLaunchHostFunc(stream: int, fn: int, user_data: int) -> None:
     _require_context()
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fn)
-    _stream(stream).enqueue(call, user_data)
+    _submit(stream, call, user_data)
 
 
 def cuCtxPushCurrent(ctx: int) -> None:
@@ -644,7 +651,7 @@ def cuMemcpy2D(src: int, src_pitch: int, dst: int, dst_pitch: int, width: int, h
     def copy():
         for row in range(height):
             memory.memcpy(dst + row * dst_pitch, src + row * src_pitch, width)
-    (default_stream if stream is None else _stream(stream)).enqueue(copy)
+    _submit(0 if stream is None else stream, copy)
 
 
 def cuMemAllocPitch(width: int, height: int, element_size: int) -> tuple:
@@ -668,7 +675,7 @@ def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream: int) -
     def fill():
         if count:
             (kind * count).from_address(dst)[:] = [value & ((1 << (8 * element)) - 1)] * count
-    _stream(stream).enqueue(fill)
+    _submit(stream, fill)
 
 
 def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, height: int, stream: int) -> None:
@@ -679,7 +686,7 @@ def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, heig
         for row in range(height):
             if width:
                 (kind * width).from_address(dst + row * pitch)[:] = [value & ((1 << (8 * element)) - 1)] * width
-    _stream(stream).enqueue(fill)
+    _submit(stream, fill)
 
 
 def cuMemHostRegister(ptr: int, size: int) -> None:
@@ -765,14 +772,14 @@ def cuMemFreeAsync(ptr: int, stream: int) -> None:
     _require_context()
     if memory.lookup(ptr) is None:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not a live allocation")
-    _stream(stream).enqueue(memory.free, ptr)
+    _submit(stream, memory.free, ptr)
 
 
 def cuStreamAddCallback(stream: int, fn: int, user_data: int) -> None:
     """CUstreamCallback(stream, status, userData), run in stream order."""
     _require_context()
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)(fn)
-    _stream(stream).enqueue(call, stream or None, 0, user_data)
+    _submit(stream, call, stream or None, 0, user_data)
 
 
 def cuDeviceGetPCIBusId(dev: int) -> str:
@@ -813,3 +820,125 @@ def cuMemPoolGetAttribute(pool: int, attribute: int) -> int:
 def cuMemAllocFromPoolAsync(size: int, pool: int, stream: int) -> int:
     _get(pool, MemPool)
     return cuMemAllocAsync(size, stream)
+
+
+# ---------------------------------------------------------------- stream capture and graphs
+# A captured graph is the work its streams were given, in the order it was given: a valid
+# order for the graph's dependencies (work joins a capture only through event waits on work
+# already captured). Launching the graph issues that work again on the launch stream, with
+# the parameters captured (kernel arguments are copied when captured, as CUDA does).
+
+class Graph:
+    def __init__(self):
+        self.work = []               # (function, args) in capture order
+        self.streams = set()         # stream handles capturing into this graph
+
+
+class GraphExec:
+    def __init__(self, graph: Graph):
+        self.work = list(graph.work)
+
+
+_capture_ids = [0]
+
+
+def _capturing(stream: int):
+    """The graph a stream is capturing into, or None."""
+    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
+        return None
+    return _get(stream, StreamHandle).capture
+
+
+def _submit(stream: int, fn, *args) -> None:
+    """Work for a stream: run in stream order, or recorded when the stream is capturing."""
+    graph = _capturing(stream)
+    if graph is not None:
+        graph.work.append((fn, args))
+        return
+    _stream(stream).enqueue(fn, *args)
+
+
+def _wait_event(stream: int, event: int) -> None:
+    ev = _get(event, EventHandle)
+    graph = getattr(ev, "captured_by", None)
+    if graph is not None:
+        mine = _capturing(stream)
+        if mine is not None and mine is not graph:
+            raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "the event belongs to another capture")
+        if mine is None:             # fork: this stream joins the capture
+            s = _get(stream, StreamHandle) if stream not in (0, 1, 2) else None
+            if s is None:
+                raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+                                "the legacy default stream cannot join a capture")
+            s.capture = graph
+            graph.streams.add(stream)
+        return
+    if _capturing(stream) is not None:
+        # waiting on work outside the capture: it has happened before the graph can run
+        ev.event.synchronize()
+        return
+    _stream(stream).wait_event(ev.event)
+
+
+def cuStreamBeginCapture(stream: int, mode: int = 0) -> None:
+    _require_context()
+    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
+        raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "the default stream cannot be captured")
+    s = _get(stream, StreamHandle)
+    if s.capture is not None:
+        raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_STATE, "the stream is capturing already")
+    s.capture = Graph()
+    s.capture.streams.add(stream)
+    _capture_ids[0] += 1
+    s.capture.id = _capture_ids[0]
+
+
+def cuStreamEndCapture(stream: int) -> int:
+    _require_context()
+    s = _get(stream, StreamHandle)
+    graph = s.capture
+    if graph is None:
+        raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_STATE, "the stream is not capturing")
+    for h in graph.streams:          # streams that joined the capture leave it too
+        joined = _handles.get(h)
+        if isinstance(joined, StreamHandle):
+            joined.capture = None
+    return _new_handle(graph)
+
+
+def cuStreamIsCapturing(stream: int) -> int:
+    """CU_STREAM_CAPTURE_STATUS_NONE (0) or _ACTIVE (1)."""
+    return int(_capturing(stream) is not None)
+
+
+def capture_id(stream: int) -> int:
+    graph = _capturing(stream)
+    return graph.id if graph is not None else 0
+
+
+def cuGraphInstantiate(graph: int) -> int:
+    return _new_handle(GraphExec(_get(graph, Graph)))
+
+
+def cuGraphLaunch(exec_: int, stream: int) -> None:
+    _require_context()
+    for fn, args in _get(exec_, GraphExec).work:
+        _submit(stream, fn, *args)
+
+
+def cuGraphDestroy(graph: int) -> None:
+    _get(graph, Graph)
+    with _lock:
+        del _handles[graph]
+
+
+def cuGraphExecDestroy(exec_: int) -> None:
+    _get(exec_, GraphExec)
+    with _lock:
+        del _handles[exec_]
+
+
+def cuGraphUpload(exec_: int, stream: int) -> None:
+    """Nothing to upload: the graph's work runs where it is."""
+    _get(exec_, GraphExec)
+    _stream(stream)

@@ -13,6 +13,11 @@ typedef struct CUevent_st *CUevent;
 typedef void (*CUhostFn)(void *userData);
 typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
+    unsigned long long flags; CUstream hUploadStream; void *hErrNode_out; int result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
 typedef struct CUmemLocation_st { int type; int id; } CUmemLocation;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUDA_MEMCPY2D_st {
@@ -170,4 +175,14 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value);
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode);
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
+CUresult cuStreamIsCapturing(CUstream hStream, int *captureStatus);
+CUresult cuThreadExchangeStreamCaptureMode(int *mode);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphDestroy(CUgraph hGraph);
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 
 from ..driver import api
 from ..runtime.errors import CudaError, CUresult
@@ -762,6 +763,53 @@ def define(ffi, lib=None):
     @entry
     def cuMemAllocFromPoolAsync(out, size, pool, stream):
         out[0] = api.cuMemAllocFromPoolAsync(size, ptr(pool), ptr(stream))
+
+    @entry
+    def cuStreamBeginCapture_v2(stream, mode):
+        api.cuStreamBeginCapture(ptr(stream), mode)
+
+    @entry
+    def cuStreamEndCapture(stream, out):
+        out[0] = handle(api.cuStreamEndCapture(ptr(stream)))
+
+    @entry
+    def cuStreamIsCapturing(stream, out):
+        out[0] = api.cuStreamIsCapturing(ptr(stream))
+
+    capture_mode = threading.local()
+
+    @entry
+    def cuThreadExchangeStreamCaptureMode(mode):
+        old = getattr(capture_mode, "mode", 0)        # CU_STREAM_CAPTURE_MODE_GLOBAL
+        capture_mode.mode = mode[0]
+        mode[0] = old
+
+    @entry
+    def cuGraphInstantiateWithFlags(out, graph, flags):
+        out[0] = handle(api.cuGraphInstantiate(ptr(graph)))
+
+    @entry
+    def cuGraphInstantiateWithParams(out, graph, params):
+        out[0] = handle(api.cuGraphInstantiate(ptr(graph)))
+        if params != ffi.NULL:
+            params.result_out = 0                      # CUDA_GRAPH_INSTANTIATE_SUCCESS
+            params.hErrNode_out = ffi.NULL
+
+    @entry
+    def cuGraphUpload(exec_, stream):
+        api.cuGraphUpload(ptr(exec_), ptr(stream))
+
+    @entry
+    def cuGraphLaunch(exec_, stream):
+        api.cuGraphLaunch(ptr(exec_), ptr(stream))
+
+    @entry
+    def cuGraphDestroy(graph):
+        api.cuGraphDestroy(ptr(graph))
+
+    @entry
+    def cuGraphExecDestroy(exec_):
+        api.cuGraphExecDestroy(ptr(exec_))
 
     def resolve(symbol: bytes, version: int):
         """The address of our implementation of a driver function, by base name and the
