@@ -444,9 +444,10 @@ def testp(b, x, kind):
         # number (not NaN, not infinity)", says "As a special case, positive and negative
         # zero are considered normal numbers."; independent PTX simulators follow it;
         # LLVM's NVPTX backend never emits testp.normal for isnormal (it selects testp
-        # only for |x| == inf), so no compiler relies on the C meaning; and a published
-        # SASS listing of testp.normal.f32 on Blackwell (ISETP.GE + ISETP.EQ + SEL) has
-        # the equality test that a zero special case needs. Not yet measured on a GPU here.
+        # only for |x| == inf), so no compiler relies on the C meaning; a published SASS
+        # listing of testp.normal.f32 on Blackwell (ISETP.GE + ISETP.EQ + SEL) has an
+        # equality test besides the range test, as a zero special case would (weak
+        # evidence). Not yet measured on a GPU by this project.
         normal = b.and_(b.fcmp_ordered("<", ax, inf), b.fcmp_ordered(">=", ax, _c(t, tiny)))
         return b.or_(normal, b.fcmp_ordered("==", ax, _c(t, 0.0)))
     if kind == "subnormal":
