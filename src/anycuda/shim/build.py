@@ -109,7 +109,11 @@ def _driver_function_names():
             text = Path(path).read_text(errors="replace")
         except OSError:
             continue
-        names = sorted(set(re.findall(r"CUresult\s+CUDAAPI\s+(cu\w+)\s*\(", text)))
+        names = set(re.findall(r"CUresult\s+CUDAAPI\s+(cu\w+)\s*\(", text))
+        # cuda.h renames many functions by macro (cuGraphInstantiate -> cuGraphInstantiateWithFlags,
+        # cuMemAlloc -> cuMemAlloc_v2): the names programs end up asking for
+        names |= set(re.findall(r"#define\s+cu\w+\s+(?:__CUDA_API_PT\w+\()?(cu\w+)", text))
+        names = sorted(names)
         if names:
             return names
     return None
