@@ -13,7 +13,8 @@ computation, with `inner` chosen per implementation so that one timed run lasts 
 --min-run seconds (50 ms by default), and the time reported is per computation. Ratios
 are time / time (lower is better for the numerator). The simulator is far too slow for
 the full sizes: it runs a small size and is reported as (simulator time / anycuda time)
-at that same size. Also measured, unless --no-extras: JIT compile time per kernel (cold:
+at that same size (where anycuda's time is mostly launch latency), and as the ratio of
+time per unit of work, simulator at its small size over anycuda at the table's size. Also measured, unless --no-extras: JIT compile time per kernel (cold:
 a fresh ANYCUDA_CACHE_DIR; warm: loaded from that on-disk cache), the launch overhead of
 an empty kernel through the Python API, and anycuda's scaling from one thread to all
 cores (ANYCUDA_NUM_THREADS is read at start-up, so each thread count is a subprocess).
@@ -132,11 +133,15 @@ def run_kernels(args, benches, out):
         if sim is not None:
             row["sim"] = sim_column(B, g, sim, args)
         ms = row["ms"]
+        if row.get("sim", {}).get("sim_ms") and "anycuda" in ms:
+            # the simulator's time per unit of work at its small size over anycuda's at this size
+            row["sim"]["per_work_ratio"] = (row["sim"]["sim_ms"] / row["sim"]["work"]) / (ms["anycuda"] / b.work)
         row["ratio"] = {
             "anycuda/c": ms["anycuda"] / ms["c"] if "anycuda" in ms and "c" in ms else None,
             "pocl/c": ms["pocl"] / ms["c"] if "pocl" in ms and "c" in ms else None,
             "anycuda/pocl": ms["anycuda"] / ms["pocl"] if "anycuda" in ms and "pocl" in ms else None,
             "sim/anycuda": row.get("sim", {}).get("ratio"),
+            "sim/anycuda per work": row.get("sim", {}).get("per_work_ratio"),
         }
         rows.append(row)
         print(f"  {b.name:13s} " + "  ".join(f"{LABEL[k]} {v:.2f} ms" for k, v in ms.items())
@@ -163,7 +168,7 @@ def yardstick(b, lib, args):
 def sim_column(B, g, sim, args):
     """Numba's simulator at the small size, against anycuda at that same size."""
     b = B("sim")
-    res = {"size": b.describe()}
+    res = {"size": b.describe(), "work": b.work}
     try:
         run, result = b.sim(sim)
         run()
@@ -297,7 +302,7 @@ def print_table(out):
     rows = out["kernels"]
     print()
     head = (f"{'kernel':13s} {'anycuda ms':>10s} {'C ms':>9s} {'PoCL ms':>9s} {'any/C':>7s} {'PoCL/C':>7s} "
-            f"{'any/PoCL':>8s} {'sim/any':>8s}  anycuda rate (C; yardstick)")
+            f"{'any/PoCL':>8s} {'sim/any':>8s} {'per work':>9s}  anycuda rate (C; yardstick)")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -307,7 +312,8 @@ def print_table(out):
         extra = "; ".join(x for x in (f"C {r['rate']['c']}" if r["rate"].get("c") else "", yard) if x)
         print(f"{r['kernel']:13s} {fmt(ms.get('anycuda')):>10s} {fmt(ms.get('c')):>9s} {fmt(ms.get('pocl')):>9s} "
               f"{fmt(ra['anycuda/c']):>7s} {fmt(ra['pocl/c']):>7s} {fmt(ra['anycuda/pocl']):>8s} "
-              f"{fmt(ra['sim/anycuda'], '.0f'):>8s}  {note}" + (f" ({extra})" if extra else ""))
+              f"{fmt(ra['sim/anycuda'], '.0f'):>8s} {fmt(ra['sim/anycuda per work'], '.3g'):>9s}  {note}"
+              + (f" ({extra})" if extra else ""))
         for impl, err in r["errors"].items():
             print(f"{'':13s} {LABEL[impl]} FAILED: {err[:200]}")
         if r.get("sim", {}).get("error"):
@@ -315,7 +321,10 @@ def print_table(out):
     gm = out["geomean"]
     print("-" * len(head))
     print(f"{'geomean':13s} {'':>10s} {'':>9s} {'':>9s} {fmt(gm['anycuda/c']):>7s} {fmt(gm['pocl/c']):>7s} "
-          f"{fmt(gm['anycuda/pocl']):>8s} {fmt(gm['sim/anycuda'], '.0f'):>8s}")
+          f"{fmt(gm['anycuda/pocl']):>8s} {fmt(gm['sim/anycuda'], '.0f'):>8s} "
+          f"{fmt(gm['sim/anycuda per work'], '.3g'):>9s}")
+    print("sim/any: Numba simulator time / anycuda time, both at the small simulator size; per work:\n"
+          "the simulator's time per unit of work (small size) / anycuda's (size of this table)")
     for what, why in out["skipped"].items():
         if why:
             print(f"{LABEL[what]} column skipped: {why}")
@@ -363,6 +372,8 @@ def plot(out, path):
     if any(sims):
         ax2 = ax.twinx()
         ax2.plot(x, [s or np.nan for s in sims], "k^", label="Numba sim / anycuda (small size)")
+        ax2.plot(x, [r["ratio"]["sim/anycuda per work"] or np.nan for r in rows], "kv",
+                 label="Numba sim / anycuda, time per unit of work")
         ax2.set_yscale("log")
         ax2.set_ylabel("simulator time / anycuda time")
         ax2.legend(loc="upper right", fontsize=8)
@@ -385,6 +396,7 @@ def plot(out, path):
     if out.get("scaling"):
         ax = axes[0][col]
         s = out["scaling"]
+        ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
         for k, sp in s["speedup"].items():
             ax.plot(s["threads"], [sp[t] or np.nan for t in s["threads"]], "o-", label=k)
         ax.plot(s["threads"], s["threads"], "k--", lw=0.8, label="linear")
@@ -499,7 +511,7 @@ def main(argv=None):
           f"{' + local changes' if out['anycuda'].get('src_modified') else ''})", flush=True)
     out["kernels"] = run_kernels(args, benches, out)
     out["geomean"] = {k: geomean([r["ratio"][k] for r in out["kernels"]])
-                      for k in ("anycuda/c", "pocl/c", "anycuda/pocl", "sim/anycuda")}
+                      for k in ("anycuda/c", "pocl/c", "anycuda/pocl", "sim/anycuda", "sim/anycuda per work")}
     if not args.no_extras:
         for what, fn in (("launch", launch_overheads),
                          ("compile", lambda: compile_times(benches)),

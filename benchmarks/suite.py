@@ -141,7 +141,8 @@ class Bench:
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.params.items())
 
-    work = 0.0                  # bytes or flops per run
+    work = 0.0                  # bytes or flops per run (for bitonic sort: compare-exchanges);
+                                # proportional to the work, so work ratios compare sizes
 
     def rate(self, seconds: float) -> str:
         if not self.unit or seconds <= 0:
@@ -722,6 +723,7 @@ class Bitonic(Bench):
         self.steps = [(j, k) for k in (1 << e for e in range(1, n.bit_length()))
                       for j in (k >> s for s in range(1, k.bit_length()))]
         self.threads = min(256, n)
+        self.work = len(self.steps) * n // 2        # compare-exchanges
 
     def rate(self, seconds):
         return f"{self.n / seconds / 1e6:.1f} Mkeys/s"
