@@ -115,6 +115,12 @@ check(cuda.cuGetProcAddress_v2(b"cuMemAlloc", ctypes.byref(fp), 13000, 0, ctypes
 assert status.value == 0 and fp.value == ctypes.cast(cuda.cuMemAlloc_v2, ctypes.c_void_p).value
 assert cuda.cuGetProcAddress_v2(b"cuNoSuchThing", ctypes.byref(fp), 13000, 0, ctypes.byref(status)) == 500
 assert status.value == 1 and not fp.value
+# the signature a caller gets follows the CUDA version it asks for (cuCtxCreate_v4 is 12.5's)
+address = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+check(cuda.cuGetProcAddress_v2(b"cuCtxCreate", ctypes.byref(fp), 12000, 0, ctypes.byref(status)))
+assert fp.value == address(cuda.cuCtxCreate_v2)
+check(cuda.cuGetProcAddress_v2(b"cuCtxCreate", ctypes.byref(fp), 13000, 0, ctypes.byref(status)))
+assert fp.value == address(cuda.cuCtxCreate_v4)
 # a real driver function anycuda lacks resolves to a stub that answers CUDA_ERROR_NOT_SUPPORTED
 check(cuda.cuGetProcAddress_v2(b"cuGraphCreate", ctypes.byref(fp), 13000, 0, ctypes.byref(status)))
 stub = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint)(fp.value)

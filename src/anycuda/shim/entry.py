@@ -27,6 +27,13 @@ _EXPLAINED = {CUresult.CUDA_ERROR_INVALID_IMAGE, CUresult.CUDA_ERROR_NO_BINARY_F
 
 _explained = []
 
+# The CUDA version that introduced each versioned entry point anycuda exports whose signature
+# differs from its predecessor's (as cudaTypedefs.h's PFN_<name>_v<version> records them).
+_INTRODUCED = {"cuCtxCreate_v4": 12050, "cuCtxCreate_v3": 11040, "cuGetProcAddress_v2": 12000,
+               "cuMemPrefetchAsync_v2": 12020, "cuMemAdvise_v2": 12020, "cuStreamBeginCapture_v2": 10010,
+               "cuEventElapsedTime_v2": 12080, "cuStreamGetCaptureInfo_v2": 11030,
+               "cuStreamGetCaptureInfo_v3": 12030}
+
 
 def _explain(name: str, e: CudaError) -> None:
     """The CUDA runtime keeps only the code: say once what went wrong (a sticky fault that
@@ -817,6 +824,8 @@ def define(ffi, lib=None):
         lib = _own_library()
         name = symbol.decode()
         for candidate in [f"{name}_v{n}" for n in range(4, 1, -1)] + [name]:
+            if version < _INTRODUCED.get(candidate, 0):
+                continue                  # a caller built for an older CUDA expects the older signature
             fn = getattr(lib, candidate, None) if candidate.split("_v")[0] == name else None
             if fn is not None:
                 return ffi.cast("void *", ffi.cast("uintptr_t", _address(fn)))
