@@ -22,6 +22,7 @@ MODES = {
     "shared": ["-cudart", "shared"],    # NVIDIA's libcudart.so.13 on top of our libcuda.so.1
     "rdc": ["-rdc=true"],               # relocatable device code: fatbin wrapper v2, PTX in __nv_relfatbin
     "sass": ["-gencode", "arch=compute_80,code=sm_80"],      # machine code only, no PTX
+    "ptds": ["--default-stream", "per-thread"],               # the runtime calls the _ptsz/_ptds entry points
 }
 
 
@@ -305,4 +306,14 @@ def test_graphs_by_stream_capture(build):
         "capturing 1",
         "capturing after 0, nothing ran yet 1",
         f"host calls {launches} acc[0] {launches * per_launch} sum {launches * per_launch * n}",
+    ]
+
+
+@pytest.mark.parametrize("mode", ["static", "ptds"])
+def test_host_threads_device_reset_and_per_thread_stream(build, mode):
+    r = run(build("threads", mode))
+    assert r.stdout.splitlines() == [
+        "threads " + " ".join(str((t + 1) * 999) for t in range(4)),
+        f"again {10 * 999} cudaSuccess",
+        f"ptds {2 * 10}",
     ]
