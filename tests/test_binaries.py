@@ -317,3 +317,9 @@ def test_host_threads_device_reset_and_per_thread_stream(build, mode):
         f"again {10 * 999} cudaSuccess",
         f"ptds {2 * 10}",
     ]
+
+
+def test_managed_variables(build):
+    r = run(build("managed_vars"))
+    assert r.stdout.splitlines() == ["before 5", f"after {5 + 8} vec[7] {7 * 0.5:g} cudaSuccess",
+                                     f"host write {100 + 8}"]

@@ -607,6 +607,11 @@ def cuLibraryGetGlobal(lib: int, name: str) -> tuple:
     return cuModuleGetGlobal(_get(lib, Library).module, name)
 
 
+def cuLibraryGetManaged(lib: int, name: str) -> tuple:
+    """A __managed__ variable: with one address space, its storage is the module's global."""
+    return cuModuleGetGlobal(_get(lib, Library).module, name)
+
+
 def cuKernelGetFunction(kernel: int) -> int:
     _get(kernel, Function)
     return kernel

@@ -185,4 +185,5 @@ CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphDestroy(CUgraph hGraph);
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
+CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name);
 """

@@ -449,6 +449,14 @@ def define(ffi, lib=None):
             nbytes[0] = size
 
     @entry
+    def cuLibraryGetManaged(dptr, nbytes, lib, name):
+        addr, size = api.cuLibraryGetManaged(ptr(lib), ffi.string(name).decode())
+        if dptr != ffi.NULL:
+            dptr[0] = addr
+        if nbytes != ffi.NULL:
+            nbytes[0] = size
+
+    @entry
     def cuKernelGetFunction(out, kernel):
         out[0] = handle(api.cuKernelGetFunction(ptr(kernel)))
 
