@@ -198,6 +198,22 @@ slots = ctypes.cast(table, ctypes.POINTER(ctypes.c_void_p))
 assert slots[0] == 4 * 8                                   # the table's size in bytes
 empty = ctypes.CFUNCTYPE(ctypes.c_int)(slots[1])           # a slot anycuda leaves empty
 assert empty() == 801 and empty() == 801
+# context-local storage: values per (context, key); their destructors run when the context is reset
+cls = bytes.fromhex("c693336e1121df11a8c368f355d89593")
+assert cuda.cuGetExportTable(ctypes.byref(table), cls) == 0
+slots = ctypes.cast(table, ctypes.POINTER(ctypes.c_void_p))
+put = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(slots[0])
+get = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p)(slots[2])
+destroyed = []
+dtor = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+    lambda ctx, key, value: destroyed.append((key, value)))
+ctx, value = ctypes.c_void_p(), ctypes.c_void_p()
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+assert put(ctx, 0x1234, 0x5678, ctypes.cast(dtor, ctypes.c_void_p)) == 0
+assert get(ctypes.byref(value), None, 0x1234) == 0 and value.value == 0x5678     # NULL: the current context
+assert cuda.cuDevicePrimaryCtxReset_v2(0) == 0
+assert destroyed == [(0x1234, 0x5678)]
+assert get(ctypes.byref(value), ctx, 0x1234) == 400                               # gone with the reset
 print("tables OK")
 '''
 

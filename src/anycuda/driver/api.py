@@ -188,7 +188,9 @@ def cuDevicePrimaryCtxReset(dev: int) -> None:
         synchronize_all()
     except CudaError:
         pass
+    flush_device_output()
     ctx.sticky = None
+    _tear_down(_primary())
 
 
 def cuCtxCreate(flags: int, dev: int) -> int:
@@ -202,10 +204,21 @@ def cuCtxDestroy(ctx: int) -> None:
     _get(ctx, Context)
     synchronize_all()
     flush_device_output()
+    _tear_down(ctx)
     with _lock:
         del _handles[ctx]
     if getattr(_current, "ctx", None) == ctx:
         _current.ctx = None
+
+
+# called with a context handle when that context is destroyed or reset (the runtime's
+# context-local storage registers destructors that must run then)
+context_teardown_hooks = []
+
+
+def _tear_down(ctx: int) -> None:
+    for hook in list(context_teardown_hooks):
+        hook(ctx)
 
 
 def cuCtxSetCurrent(ctx: int) -> None:

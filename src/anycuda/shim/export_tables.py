@@ -175,6 +175,18 @@ def install(ffi, lib):
             raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, "no context-local value for this key")
         out[0] = ffi.cast("void *", entry[0])
         return 0
+    def tear_down(ctx):
+        """Run the destructors stored with a context's values (on reset or destroy)."""
+        for (c, key), (value, dtor) in list(_context_storage.items()):
+            if c != ctx:
+                continue
+            del _context_storage[(c, key)]
+            if dtor:
+                _log(f"context-local storage destructor for key 0x{key:x}")
+                ffi.cast("void (*)(void *, void *, void *)", dtor)(
+                    ffi.cast("void *", c), ffi.cast("void *", key), ffi.cast("void *", value))
+    api.context_teardown_hooks.append(tear_down)
+
     define("anycuda_cls_put", cls_put)
     define("anycuda_cls_delete", cls_delete)
     define("anycuda_cls_get", cls_get)
