@@ -323,3 +323,83 @@ def test_managed_variables(build):
     r = run(build("managed_vars"))
     assert r.stdout.splitlines() == ["before 5", f"after {5 + 8} vec[7] {7 * 0.5:g} cudaSuccess",
                                      f"host write {100 + 8}"]
+
+
+LINK_PROGRAM = r'''
+import ctypes, sys
+import numpy as np
+cuda = ctypes.CDLL("libcuda.so.1")
+def check(r):
+    assert r == 0, f"CUDA error {r}"
+check(cuda.cuInit(0))
+ctx = ctypes.c_void_p()
+check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
+check(cuda.cuCtxSetCurrent(ctx))
+
+def link(inputs):
+    state, image, size = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_size_t()
+    check(cuda.cuLinkCreate_v2(0, None, None, ctypes.byref(state)))
+    for kind, data in inputs:
+        if isinstance(data, str):
+            check(cuda.cuLinkAddFile_v2(state, kind, data.encode(), 0, None, None))
+        else:
+            check(cuda.cuLinkAddData_v2(state, kind, data, ctypes.c_size_t(len(data)), b"input", 0, None, None))
+    check(cuda.cuLinkComplete(state, ctypes.byref(image), ctypes.byref(size)))
+    module = ctypes.c_void_p()
+    check(cuda.cuModuleLoadData(ctypes.byref(module), image))
+    check(cuda.cuLinkDestroy(state))
+    return module
+
+def run(module, name, args):
+    fn = ctypes.c_void_p()
+    check(cuda.cuModuleGetFunction(ctypes.byref(fn), module, name))
+    params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
+    check(cuda.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, None, params, None))
+    check(cuda.cuCtxSynchronize())
+
+out = ctypes.c_uint64()
+check(cuda.cuMemAlloc_v2(ctypes.byref(out), ctypes.c_size_t(8)))
+value = ctypes.c_uint32()
+# two PTX modules
+module = link([(1, open(sys.argv[1], "rb").read()), (1, open(sys.argv[2], "rb").read())])
+run(module, b"k", [out])
+check(cuda.cuMemcpyDtoH_v2(ctypes.byref(value), out, ctypes.c_size_t(4)))
+print("ptx", value.value)
+# PTX calling into a relocatable object, and into the same object in a static library
+for kind, path in [(3, sys.argv[4]), (4, sys.argv[5])]:
+    module = link([(1, open(sys.argv[3], "rb").read()), (kind, path)])
+    run(module, b"use_lib", [out])
+    f = ctypes.c_float()
+    check(cuda.cuMemcpyDtoH_v2(ctypes.byref(f), out, ctypes.c_size_t(4)))
+    print("kind", kind, f.value)
+state = ctypes.c_void_p()
+check(cuda.cuLinkCreate_v2(0, None, None, ctypes.byref(state)))
+print("missing file", cuda.cuLinkAddFile_v2(state, 1, b"/nonexistent.ptx", 0, None, None))
+'''
+
+USE_LIB = r'''
+extern __device__ float scale_by(float v);
+extern "C" __global__ void use_lib(float *out) { *out = scale_by(4.0f); }
+'''
+
+
+def test_driver_linker_combines_ptx_objects_and_libraries(tmp_path):
+    """cuLinkCreate/AddData/AddFile/Complete: PTX with PTX, and PTX with a relocatable object
+    (-rdc=true -c) or a static library of it; the linked image loads with cuModuleLoadData."""
+    (tmp_path / "a.ptx").write_text(LINK_A)
+    (tmp_path / "b.ptx").write_text(LINK_B)
+    (tmp_path / "use_lib.cu").write_text(USE_LIB)
+    for args in (["-rdc=true", "--ptx", "-o", "use_lib.ptx", "use_lib.cu"],
+                 ["-rdc=true", "-c", "-o", "lib.o", str(HERE / "programs" / "rdc_lib.cu")]):
+        r = subprocess.run([NVCC, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    subprocess.run(["ar", "rcs", "liblib.a", "lib.o"], cwd=tmp_path, check=True)
+    script = tmp_path / "link.py"
+    script.write_text(LINK_PROGRAM)
+    r = run(sys.executable, script, *(tmp_path / f for f in ("a.ptx", "b.ptx", "use_lib.ptx", "lib.o", "liblib.a")))
+    assert r.stdout.splitlines() == [
+        f"ptx {5 + 5 + 100 + 7}",
+        f"kind 3 {4 * 2.5 + 1}",                 # scale_by: v * factor + 1 with factor 2.5
+        f"kind 4 {4 * 2.5 + 1}",
+        "missing file 301",                      # CUDA_ERROR_FILE_NOT_FOUND
+    ]

@@ -86,9 +86,10 @@ def parse_container(data: bytes, offset: int = 0) -> tuple:
     return entries, end
 
 
-def parse_containers(data: bytes) -> list:
-    """All containers laid back to back (8-byte aligned), as in a .nv_fatbin section."""
-    entries, pos = [], 0
+def split_containers(data: bytes) -> list:
+    """Containers laid back to back (8-byte aligned), as in a .nv_fatbin section: one list
+    of entries per container."""
+    containers, pos = [], 0
     while pos + CONTAINER_HEADER <= len(data):
         if struct.unpack_from("<I", data, pos)[0] != CONTAINER_MAGIC:
             if any(data[pos:pos + 8]):
@@ -96,9 +97,14 @@ def parse_containers(data: bytes) -> list:
             pos += 8            # alignment padding
             continue
         found, pos = parse_container(data, pos)
-        entries += found
+        containers.append(found)
         pos = (pos + 7) // 8 * 8
-    return entries
+    return containers
+
+
+def parse_containers(data: bytes) -> list:
+    """All entries of the containers laid back to back in `data`."""
+    return [e for c in split_containers(data) for e in c]
 
 
 def read_container_at(read_memory, address: int) -> list:

@@ -960,3 +960,47 @@ def cuGraphUpload(exec_: int, stream: int) -> None:
     """Nothing to upload: the graph's work runs where it is."""
     _get(exec_, GraphExec)
     _stream(stream)
+
+
+# ---------------------------------------------------------------- the driver's linker (cuLink*)
+# The linked image is PTX text (all inputs' PTX linked into one module), which
+# cuModuleLoadData and cuLibraryLoadData take like any other image.
+
+class LinkState:
+    def __init__(self):
+        self.modules = []
+        self.image = None            # the linked image, kept alive until cuLinkDestroy
+
+
+def cuLinkCreate() -> int:
+    _require_init()
+    return _new_handle(LinkState())
+
+
+def cuLinkAddData(state: int, kind: int, data: bytes, name: str = "") -> None:
+    from .linker import ptx_of_input
+    _get(state, LinkState).modules += ptx_of_input(kind, data, name)
+
+
+def cuLinkAddFile(state: int, kind: int, path: str) -> None:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise CudaError(CUresult.CUDA_ERROR_FILE_NOT_FOUND, f"{path}: {e.strerror}") from None
+    cuLinkAddData(state, kind, data, path)
+
+
+def cuLinkComplete(state: int) -> bytes:
+    from .linker import link
+    s = _get(state, LinkState)
+    if not s.modules:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "nothing was added to link")
+    s.image = link(s.modules).encode() + b"\0"
+    return s.image
+
+
+def cuLinkDestroy(state: int) -> None:
+    _get(state, LinkState)
+    with _lock:
+        del _handles[state]

@@ -169,3 +169,59 @@ def link(modules: list) -> str:
         files += highest_file
         out.append(f"\n// ---- module {k}\n" + "\n".join(p.strip("\n") for p in pieces) + "\n")
     return "".join(out)
+
+
+# ---------------------------------------------------------------- inputs of the driver's linker (cuLink*)
+
+JIT_INPUT_CUBIN, JIT_INPUT_PTX, JIT_INPUT_FATBINARY, JIT_INPUT_OBJECT, JIT_INPUT_LIBRARY = 0, 1, 2, 3, 4
+_INPUT_NAMES = {0: "cubin", 1: "PTX", 2: "fatbinary", 3: "object", 4: "library", 5: "NVVM IR"}
+
+
+def _ptx_of_containers(containers) -> list:
+    from .. import fatbin
+    return [e.ptx_text() for e in map(fatbin.choose_ptx, containers) if e is not None]
+
+
+def _ptx_of_elf(data: bytes) -> list:
+    from .. import elf, fatbin
+    found = []
+    for section in (".nv_fatbin", "__nv_relfatbin"):
+        sec = elf.section_bytes(data, section)
+        if sec:
+            found += _ptx_of_containers(fatbin.split_containers(sec))
+    return found
+
+
+def _ar_members(data: bytes):
+    """The members of a Unix `ar` archive (a static library)."""
+    pos = 8
+    while pos + 60 <= len(data):
+        size = int(data[pos + 48:pos + 58].decode().strip() or 0)
+        yield data[pos + 60:pos + 60 + size]
+        pos += 60 + size + (size & 1)
+
+
+def ptx_of_input(kind: int, data: bytes, name: str = "") -> list:
+    """The PTX modules an input of the driver's linker contributes (CUjitInputType `kind`)."""
+    from .. import fatbin
+    what = f"{_INPUT_NAMES.get(kind, f'input type {kind}')} {name}".strip()
+    try:
+        if kind == JIT_INPUT_PTX:
+            return [data.split(b"\0", 1)[0].decode("utf-8")]
+        if kind == JIT_INPUT_FATBINARY:
+            return _ptx_of_containers(fatbin.split_containers(data))
+        if kind in (JIT_INPUT_CUBIN, JIT_INPUT_OBJECT):
+            if data[:4] != b"\x7fELF":
+                raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE, f"{what} is not an ELF file")
+            found = _ptx_of_elf(data)
+            if not found:
+                raise CudaError(CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU,
+                                f"{what} holds machine code only (anycuda runs PTX): give the PTX instead")
+            return found
+        if kind == JIT_INPUT_LIBRARY:
+            if not data.startswith(b"!<arch>\n"):
+                raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE, f"{what} is not an ar archive")
+            return [ptx for member in _ar_members(data) if member[:4] == b"\x7fELF" for ptx in _ptx_of_elf(member)]
+    except (fatbin.FatbinError, UnicodeDecodeError, ValueError) as e:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE, f"{what}: {e}") from None
+    raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"linking {what} is not supported")

@@ -13,6 +13,7 @@ typedef struct CUevent_st *CUevent;
 typedef void (*CUhostFn)(void *userData);
 typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
+typedef struct CUlinkState_st *CUlinkState;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
@@ -186,4 +187,11 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphDestroy(CUgraph hGraph);
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name);
+CUresult cuLinkCreate_v2(unsigned int numOptions, void *options, void **optionValues, CUlinkState *stateOut);
+CUresult cuLinkAddData_v2(CUlinkState state, int type, void *data, size_t size, const char *name,
+                          unsigned int numOptions, void *options, void **optionValues);
+CUresult cuLinkAddFile_v2(CUlinkState state, int type, const char *path,
+                          unsigned int numOptions, void *options, void **optionValues);
+CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut);
+CUresult cuLinkDestroy(CUlinkState state);
 """

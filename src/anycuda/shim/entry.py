@@ -826,6 +826,36 @@ def define(ffi, lib=None):
     def cuGraphExecDestroy(exec_):
         api.cuGraphExecDestroy(ptr(exec_))
 
+    # the driver's linker: JIT options (optimisation level, log buffers) do not apply
+    @entry
+    def cuLinkCreate_v2(n, options, values, out):
+        out[0] = handle(api.cuLinkCreate())
+
+    @entry
+    def cuLinkAddData_v2(state, kind, data, size, name, n, options, values):
+        if data == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "data is NULL")
+        label = ffi.string(name).decode(errors="replace") if name != ffi.NULL else ""
+        api.cuLinkAddData(ptr(state), kind, bytes(ffi.buffer(ffi.cast("char *", data), size)), label)
+
+    @entry
+    def cuLinkAddFile_v2(state, kind, path, n, options, values):
+        api.cuLinkAddFile(ptr(state), kind, ffi.string(path).decode())
+
+    @entry
+    def cuLinkComplete(state, out, size):
+        image = api.cuLinkComplete(ptr(state))
+        keep = ffi.from_buffer(image)
+        _strings[("link", ptr(state))] = keep          # lives until cuLinkDestroy
+        out[0] = ffi.cast("void *", keep)
+        if size != ffi.NULL:
+            size[0] = len(image)
+
+    @entry
+    def cuLinkDestroy(state):
+        api.cuLinkDestroy(ptr(state))
+        _strings.pop(("link", ptr(state)), None)
+
     def resolve(symbol: bytes, version: int):
         """The address of our implementation of a driver function, by base name and the
         CUDA version the caller was built for: the newest `_vN` we export, else the plain name."""
