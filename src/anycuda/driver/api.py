@@ -631,7 +631,7 @@ def cuKernelGetFunction(kernel: int) -> int:
 
 
 def cuKernelGetLibrary(kernel: int) -> int:
-    f = _get(kernel, Function)
+    _get(kernel, Function)
     for h, obj in list(_handles.items()):
         if isinstance(obj, Library) and kernel in obj.kernels.values():
             return h
@@ -663,7 +663,7 @@ def cuMemcpy2D(src: int, src_pitch: int, dst: int, dst_pitch: int, width: int, h
     """Copy `height` rows of `width` bytes between pitched memory (addresses of the first
     byte of the region); synchronous on the default stream unless a stream is given."""
     _require_context()
-    if width > src_pitch > 0 and height > 1 or width > dst_pitch > 0 and height > 1:
+    if height > 1 and (width > src_pitch or width > dst_pitch):
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"width {width} exceeds the pitch")
 
     def copy():

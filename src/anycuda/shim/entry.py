@@ -51,8 +51,11 @@ def _c_string(ffi, text: str):
     return _strings[text]
 
 
+TRACE = "api" in os.environ.get("ANYCUDA_LOG", "")     # ANYCUDA_LOG=api: trace every driver call
+
+
 def _log(msg):
-    if "api" in os.environ.get("ANYCUDA_LOG", ""):
+    if TRACE:
         sys.stderr.write(f"anycuda: {msg}\n")
 
 
@@ -137,7 +140,8 @@ def define(ffi, lib=None):
             except Exception as e:        # a bug in anycuda must not kill the caller
                 code = CUresult.CUDA_ERROR_UNKNOWN
                 sys.stderr.write(f"anycuda: internal error in {name}: {type(e).__name__}: {e}\n")
-            _log(f"{name}{args} -> {int(code)}")
+            if TRACE:                     # formatting the arguments costs more than most calls
+                _log(f"{name}{args} -> {int(code)}")
             return int(code)
         ffi.def_extern(name=name)(wrapper)
         return wrapper

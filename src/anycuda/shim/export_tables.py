@@ -83,7 +83,8 @@ _reported = set()
 
 
 def _log(msg):
-    if "api" in os.environ.get("ANYCUDA_LOG", ""):
+    from .entry import TRACE
+    if TRACE:
         sys.stderr.write(f"anycuda: {msg}\n")
 
 
