@@ -552,9 +552,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     b.branch(dispatch)
 
     # uniform rounds: resume 0, and after each whole-block bar.sync without a thread count
-    op_c = abi.CTX["op_c"]
+    # (a constant barrier id too: threads at one bar.sync with different ids deadlock)
+    op_b, op_c = abi.CTX["op_b"], abi.CTX["op_c"]
     again = [i + 1 for i, k in enumerate(nsites_kinds)
-             if k == abi.SITE["bar_sync"] and site_consts[i].get(op_c, (None,))[0] == 0]
+             if k == abi.SITE["bar_sync"] and site_consts[i].get(op_c, (None,))[0] == 0
+             and op_b in site_consts[i]]
     b.position_at_end(dispatch)
     sw = b.switch(b.load(cur), outer)
     for site in [0] + again:
