@@ -639,7 +639,8 @@ NEXT:
     assert (out[:32] == 0).all()
 
 
-@pytest.mark.parametrize("case", ["count_never_reached", "warp_split_across_ids", "arrive_only"])
+@pytest.mark.parametrize("case", ["count_never_reached", "warp_split_across_ids", "register_id_per_warp_group",
+                                  "arrive_only"])
 def test_barrier_deadlock_is_a_launch_error(case):
     """What would hang a GPU ends the launch here: a barrier whose count the live warps cannot
     reach (warps that exited never arrive at a counted barrier), or a warp whose lanes wait at
@@ -649,6 +650,9 @@ def test_barrier_deadlock_is_a_launch_error(case):
         "count_never_reached": "setp.ge.u32 %p1, %r1, 64; @%p1 exit; bar.sync 1, 128;",
         "warp_split_across_ids": "and.b32 %r2, %r1, 31; setp.lt.u32 %p1, %r2, 16; selp.u32 %r3, 1, 2, %p1;"
                                  "barrier.sync %r3, 32;",
+        # without a count every warp must arrive at each id: warps 0-1 wait at 1, warps 2-3 at 2
+        # (one bar.sync site for all threads, so the block looks uniform until the ids are read)
+        "register_id_per_warp_group": "shr.b32 %r2, %r1, 6; add.u32 %r3, %r2, 1; bar.sync %r3;",
         "arrive_only": "bar.arrive 1, 128;",
     }[case]
     ptx = f"""
