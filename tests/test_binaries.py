@@ -403,3 +403,11 @@ def test_driver_linker_combines_ptx_objects_and_libraries(tmp_path):
         f"kind 4 {4 * 2.5 + 1}",
         "missing file 301",                      # CUDA_ERROR_FILE_NOT_FOUND
     ]
+
+
+def test_graph_built_from_nodes_and_3d_copies(build):
+    r = run(build("graph_nodes"))
+    assert r.stdout.splitlines() == [
+        f"graph h[0] {5 + 7} h[511] {5 + 7} host calls 2",       # the memset node zeroes each time
+        f"3d pitch_ok 1 back {100 * 1 + 10 * 2 + 3} {100 * 0 + 10 * 1 + 2}",
+    ]

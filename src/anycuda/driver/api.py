@@ -662,14 +662,32 @@ def cuFuncSetAttribute(func: int, attrib: int, value: int) -> None:
 def cuMemcpy2D(src: int, src_pitch: int, dst: int, dst_pitch: int, width: int, height: int, stream=None) -> None:
     """Copy `height` rows of `width` bytes between pitched memory (addresses of the first
     byte of the region); synchronous on the default stream unless a stream is given."""
-    _require_context()
-    if height > 1 and (width > src_pitch or width > dst_pitch):
+    cuMemcpy3D(src, src_pitch, src_pitch * height, dst, dst_pitch, dst_pitch * height, width, height, 1, stream)
+
+
+def memcpy_3d_work(src: int, src_pitch: int, src_slice: int, dst: int, dst_pitch: int, dst_slice: int,
+                   width: int, height: int, depth: int):
+    """The copy of a width x height x depth box between pitched memory, as stream work."""
+    if (height > 1 or depth > 1) and (width > src_pitch or width > dst_pitch):
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"width {width} exceeds the pitch")
+    if depth > 1 and (src_slice < src_pitch * height or dst_slice < dst_pitch * height):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "the height exceeds a slice")
 
     def copy():
-        for row in range(height):
-            memory.memcpy(dst + row * dst_pitch, src + row * src_pitch, width)
-    _submit(0 if stream is None else stream, copy)
+        for z in range(depth):
+            for row in range(height):
+                memory.memcpy(dst + z * dst_slice + row * dst_pitch, src + z * src_slice + row * src_pitch, width)
+    return copy
+
+
+@_faults_are_sticky
+def cuMemcpy3D(src: int, src_pitch: int, src_slice: int, dst: int, dst_pitch: int, dst_slice: int,
+               width: int, height: int, depth: int, stream=None) -> None:
+    _require_context()
+    _submit(0 if stream is None else stream,
+            memcpy_3d_work(src, src_pitch, src_slice, dst, dst_pitch, dst_slice, width, height, depth))
+    if stream is None:
+        flush_device_output()
 
 
 def cuMemAllocPitch(width: int, height: int, element_size: int) -> tuple:
@@ -698,13 +716,19 @@ def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream: int) -
 
 def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, height: int, stream: int) -> None:
     _require_context()
+    _submit(stream, memset_2d_work(dst, pitch, value, element, width, height))
+
+
+def memset_2d_work(dst: int, pitch: int, value: int, element: int, width: int, height: int):
+    if element not in (1, 2, 4):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"element size {element} (1, 2 or 4)")
     kind = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32}[element]
 
     def fill():
         for row in range(height):
             if width:
                 (kind * width).from_address(dst + row * pitch)[:] = [value & ((1 << (8 * element)) - 1)] * width
-    _submit(stream, fill)
+    return fill
 
 
 def cuMemHostRegister(ptr: int, size: int) -> None:
@@ -848,13 +872,42 @@ def cuMemAllocFromPoolAsync(size: int, pool: int, stream: int) -> int:
 
 class Graph:
     def __init__(self):
-        self.work = []               # (function, args) in capture order
+        self.work = []               # (function, args) in capture (or node creation) order
         self.streams = set()         # stream handles capturing into this graph
+        self.id = 0
+
+
+class GraphNode:
+    def __init__(self, graph: Graph, index: int):
+        self.graph = graph
+        self.index = index           # position in graph.work: creation order respects dependencies
 
 
 class GraphExec:
     def __init__(self, graph: Graph):
         self.work = list(graph.work)
+
+
+def cuGraphCreate() -> int:
+    _require_context()
+    return _new_handle(Graph())
+
+
+def graph_add_node(graph: int, dependencies, fn=None, *args) -> int:
+    """A node of an explicitly built graph, doing fn(*args) (nothing for an empty node).
+    Its dependencies exist already, so creation order is an order that respects them."""
+    g = _get(graph, Graph)
+    for d in dependencies:
+        if _get(d, GraphNode).graph is not g:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "a dependency belongs to another graph")
+    g.work.append((fn or (lambda: None), args))
+    return _new_handle(GraphNode(g, len(g.work) - 1))
+
+
+def graph_kernel_work(func: int, grid: tuple, block: tuple, shared: int, params: bytes):
+    f = _get(func, Function)
+    f.image.check_config(grid, block, shared)
+    return f.image.launch, (grid, block, params, shared)
 
 
 _capture_ids = [0]

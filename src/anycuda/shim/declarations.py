@@ -13,6 +13,23 @@ typedef struct CUevent_st *CUevent;
 typedef void (*CUhostFn)(void *userData);
 typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUDA_MEMCPY3D_st {
+    size_t srcXInBytes; size_t srcY; size_t srcZ; size_t srcLOD; int srcMemoryType; const void *srcHost;
+    CUdeviceptr srcDevice; void *srcArray; void *reserved0; size_t srcPitch; size_t srcHeight;
+    size_t dstXInBytes; size_t dstY; size_t dstZ; size_t dstLOD; int dstMemoryType; void *dstHost;
+    CUdeviceptr dstDevice; void *dstArray; void *reserved1; size_t dstPitch; size_t dstHeight;
+    size_t WidthInBytes; size_t Height; size_t Depth;
+} CUDA_MEMCPY3D;
+typedef struct CUDA_KERNEL_NODE_PARAMS_st {
+    CUfunction func; unsigned int gridDimX; unsigned int gridDimY; unsigned int gridDimZ;
+    unsigned int blockDimX; unsigned int blockDimY; unsigned int blockDimZ; unsigned int sharedMemBytes;
+    void **kernelParams; void **extra; CUkernel kern; CUcontext ctx;
+} CUDA_KERNEL_NODE_PARAMS;
+typedef struct CUDA_MEMSET_NODE_PARAMS_st {
+    CUdeviceptr dst; size_t pitch; unsigned int value; unsigned int elementSize; size_t width; size_t height;
+} CUDA_MEMSET_NODE_PARAMS;
+typedef struct CUDA_HOST_NODE_PARAMS_st { void *fn; void *userData; } CUDA_HOST_NODE_PARAMS;
 typedef struct CUlinkState_st *CUlinkState;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
@@ -194,4 +211,17 @@ CUresult cuLinkAddFile_v2(CUlinkState state, int type, const char *path,
                           unsigned int numOptions, void *options, void **optionValues);
 CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut);
 CUresult cuLinkDestroy(CUlinkState state);
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy);
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream);
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, int *captureStatus_out, unsigned long long *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out);
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, int *captureStatus_out, unsigned long long *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out, const void **edgeData_out,
+                                   size_t *numDependencies_out);
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags);
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams);
+CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx);
+CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx);
+CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams);
+CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies);
 """

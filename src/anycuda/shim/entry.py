@@ -138,8 +138,12 @@ def define(ffi, lib=None):
                 if code in _EXPLAINED and e.message and name != "cuGetExportTable":   # tables: reported by lookup
                     _explain(name, e)
             except Exception as e:        # a bug in anycuda must not kill the caller
-                code = CUresult.CUDA_ERROR_UNKNOWN
-                sys.stderr.write(f"anycuda: internal error in {name}: {type(e).__name__}: {e}\n")
+                if isinstance(e, RuntimeError) and "null pointer" in str(e):
+                    code = CUresult.CUDA_ERROR_INVALID_VALUE     # cffi: a NULL where the answer goes
+                    _log(f"{name}: {e}")
+                else:
+                    code = CUresult.CUDA_ERROR_UNKNOWN
+                    sys.stderr.write(f"anycuda: internal error in {name}: {type(e).__name__}: {e}\n")
             if TRACE:                     # formatting the arguments costs more than most calls
                 _log(f"{name}{args} -> {int(code)}")
             return int(code)
@@ -540,6 +544,84 @@ def define(ffi, lib=None):
         src = base(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY, p.srcPitch, "source")
         dst = base(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, p.dstXInBytes, p.dstY, p.dstPitch, "destination")
         api.cuMemcpy2D(src, p.srcPitch, dst, p.dstPitch, p.WidthInBytes, p.Height, stream)
+
+    def copy_3d_args(p):
+        """(src, src pitch, src slice, dst, dst pitch, dst slice, width, height, depth) of a
+        CUDA_MEMCPY3D (memory types: 1 host, 2 device, 4 unified; CUDA arrays not yet)."""
+        def side(kind, host, device, array, x, y, z, pitch, rows, name):
+            if kind == 3 or array != ffi.NULL:
+                raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"CUDA arrays as the {name} of a 3-D copy")
+            slice_ = pitch * (rows or p.Height)
+            return (ptr(host) if kind == 1 else device) + z * slice_ + y * pitch + x, pitch, slice_
+        src = side(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY, p.srcZ,
+                   p.srcPitch, p.srcHeight, "source")
+        dst = side(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, p.dstXInBytes, p.dstY, p.dstZ,
+                   p.dstPitch, p.dstHeight, "destination")
+        return (*src, *dst, p.WidthInBytes, p.Height, p.Depth)
+
+    @entry
+    def cuMemcpy3D_v2(p):
+        api.cuMemcpy3D(*copy_3d_args(p))
+
+    @entry
+    def cuMemcpy3DAsync_v2(p, stream):
+        api.cuMemcpy3D(*copy_3d_args(p), ptr(stream))
+
+    def capture_info(stream, status, id_out, graph_out, deps_out, edges_out, count_out):
+        status[0] = api.cuStreamIsCapturing(ptr(stream))
+        if id_out != ffi.NULL:
+            id_out[0] = api.capture_id(ptr(stream))
+        if graph_out != ffi.NULL:
+            graph_out[0] = ffi.NULL          # the graph under capture is not exposed yet
+        for out in (deps_out, edges_out):
+            if out != ffi.NULL:
+                out[0] = ffi.NULL
+        if count_out != ffi.NULL:
+            count_out[0] = 0
+
+    @entry
+    def cuStreamGetCaptureInfo_v2(stream, status, id_out, graph_out, deps_out, count_out):
+        capture_info(stream, status, id_out, graph_out, deps_out, ffi.NULL, count_out)
+
+    @entry
+    def cuStreamGetCaptureInfo_v3(stream, status, id_out, graph_out, deps_out, edges_out, count_out):
+        capture_info(stream, status, id_out, graph_out, deps_out, edges_out, count_out)
+
+    def node_dependencies(deps, count):
+        if count and deps == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "dependencies is NULL")
+        return [ptr(deps[i]) for i in range(count)]
+
+    @entry
+    def cuGraphCreate(out, flags):
+        out[0] = handle(api.cuGraphCreate())
+
+    @entry
+    def cuGraphAddKernelNode_v2(out, graph, deps, count, p):
+        f = p.func if p.func != ffi.NULL else p.kern
+        grid, block = (p.gridDimX, p.gridDimY, p.gridDimZ), (p.blockDimX, p.blockDimY, p.blockDimZ)
+        fn, args = api.graph_kernel_work(ptr(f), grid, block, p.sharedMemBytes,
+                                         launch_params(f, p.kernelParams, p.extra))     # values copied now
+        out[0] = handle(api.graph_add_node(ptr(graph), node_dependencies(deps, count), fn, *args))
+
+    @entry
+    def cuGraphAddMemsetNode(out, graph, deps, count, p, ctx):
+        fill = api.memset_2d_work(p.dst, p.pitch, p.value, p.elementSize, p.width, p.height)
+        out[0] = handle(api.graph_add_node(ptr(graph), node_dependencies(deps, count), fill))
+
+    @entry
+    def cuGraphAddMemcpyNode(out, graph, deps, count, p, ctx):
+        copy = api.memcpy_3d_work(*copy_3d_args(p))
+        out[0] = handle(api.graph_add_node(ptr(graph), node_dependencies(deps, count), copy))
+
+    @entry
+    def cuGraphAddHostNode(out, graph, deps, count, p):
+        fn = ffi.cast("void (*)(void *)", p.fn)
+        out[0] = handle(api.graph_add_node(ptr(graph), node_dependencies(deps, count), fn, p.userData))
+
+    @entry
+    def cuGraphAddEmptyNode(out, graph, deps, count):
+        out[0] = handle(api.graph_add_node(ptr(graph), node_dependencies(deps, count)))
 
     @entry
     def cuMemcpy2D_v2(p):
