@@ -707,3 +707,69 @@ def test_ldu_isspacep_smid_and_approximate_functions():
     assert abs(f[0] - np.tanh(0.75)) < 2 ** -10.987 * 2      # PTX: max relative error 2^-10.987
     assert abs(f[1] - 2 ** 0.75) < 2e-6 and abs(f[2] - np.log2(0.75)) < 2e-6
     assert list(out[3:]) == [1, 0, 1, 0]
+
+
+def test_shared_atomics_of_every_lowering_form(rng):
+    """Atomics on the block's own shared memory are plain read-modify-writes (a block runs on
+    one CPU thread): float min/max, exchange, compare-and-swap, inc/dec and f16x2 add on
+    .shared, each with the old value returned to every thread, checked against a serial model
+    in thread order."""
+    ptx = """
+.visible .entry k(.param .u64 pin, .param .u64 pout, .param .u64 pold)
+{
+  .reg .b32 %r<16>; .reg .b64 %rd<8>; .reg .f32 %f<8>;
+  .shared .align 8 .b32 s[8];
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout]; ld.param.u64 %rd5, [pold];
+  mov.u32 %r1, %tid.x;
+  setp.eq.u32 %p1, %r1, 0;
+  @!%p1 bra START;
+  mov.f32 %f1, 0f00000000; st.shared.f32 [s], %f1; st.shared.f32 [s+4], %f1;
+  st.shared.u32 [s+8], 0; st.shared.u32 [s+12], 0; st.shared.u32 [s+16], 5;
+  st.shared.u32 [s+20], 0; st.shared.u32 [s+24], 0;
+START:
+  bar.sync 0;
+  mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f2, [%rd4];
+  atom.shared.max.f32 %f3, [s], %f2;
+  atom.shared.min.f32 %f4, [s+4], %f2;
+  atom.shared.exch.b32 %r2, [s+8], %r1;
+  atom.shared.cas.b32 %r3, [s+12], %r1, %r1;
+  add.u32 %r4, %r3, 0;
+  atom.shared.inc.u32 %r5, [s+16], 7;
+  atom.shared.dec.u32 %r6, [s+20], 3;
+  mov.b32 %r7, 0x3c003c00;
+  atom.shared.add.noftz.f16x2 %r8, [s+24], %r7;
+  mul.wide.u32 %rd6, %r1, 28; add.s64 %rd7, %rd5, %rd6;
+  st.global.f32 [%rd7], %f3; st.global.f32 [%rd7+4], %f4; st.global.u32 [%rd7+8], %r2;
+  st.global.u32 [%rd7+12], %r4; st.global.u32 [%rd7+16], %r5; st.global.u32 [%rd7+20], %r6;
+  st.global.u32 [%rd7+24], %r8;
+  bar.sync 0;
+  @!%p1 bra DONE;
+  ld.shared.v4.u32 {%r9, %r10, %r11, %r12}, [s];
+  st.global.v4.u32 [%rd2], {%r9, %r10, %r11, %r12};
+  ld.shared.v2.u32 {%r13, %r14}, [s+16]; st.global.v2.u32 [%rd2+16], {%r13, %r14};
+  ld.shared.u32 %r15, [s+24]; st.global.u32 [%rd2+24], %r15;
+DONE:
+  ret;
+}""".replace(".reg .f32 %f<8>;", ".reg .f32 %f<8>; .reg .pred %p<2>;")
+    n = 64
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.full(7, 0xCDCDCDCD, np.uint32)
+    old = np.full((n, 7), 0xCDCDCDCD, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (n, 1, 1), x, out, old)
+    # serial model: threads in order 0..n-1 (a block's threads run one after another here,
+    # and any order is valid on a GPU, so only order-free facts are checked per thread)
+    f32 = lambda v: np.float32(v).view(np.uint32)
+    assert out[0] == f32(max(0.0, x.max())) and out[1] == f32(min(0.0, x.min()))
+    assert out[3] == 0                                           # cas(0, t, t) never changes 0
+    inc, dec = 5, 0
+    for _ in range(n):
+        inc = 0 if inc >= 7 else inc + 1
+        dec = 3 if dec == 0 or dec > 3 else dec - 1
+    assert out[4] == inc and out[5] == dec
+    assert out[6] == 0x54005400                                  # 64.0 in both halves
+    # exchange: the old values and the final one are the initial 0 and every thread's index
+    assert sorted(old[:, 2].tolist() + [int(out[2])]) == sorted([0] + list(range(n)))
+    assert (old[:, 3] == 0).all()
+    assert sorted(old[:, 6] & 0xFFFF) == sorted(int(np.float16(k).view(np.uint16)) for k in range(n))
+    assert old[:, 6].tolist() == [(h << 16) | h for h in (old[:, 6] & 0xFFFF).tolist()]

@@ -2,6 +2,11 @@
 
 Integer add/and/or/xor/exch/min/max map to LLVM's atomicrmw; float add too. inc/dec, cas
 and the 16-bit float pairs are compare-and-swap loops.
+
+A block runs on one CPU thread from start to end, so the block's own shared memory
+(`.shared` / `.shared::cta`) is never touched by two threads at once: atomics there are
+plain load-modify-store sequences (no locked instruction, which costs a histogram kernel
+most of its time). Generic addresses may point anywhere and stay atomic.
 """
 from __future__ import annotations
 
@@ -9,10 +14,48 @@ from llvmlite import ir
 
 from ..ptx.errors import UnsupportedPtx
 from . import floatops
+from .irutil import intrinsic
 from .instructions import inst_type, space_of
 from .types import llvm_type, width
 
 RMW = {"add": "add", "exch": "xchg", "and": "and", "or": "or", "xor": "xor"}
+
+# atomicrmw operation -> the plain computation of the new value from (builder, old, operand)
+PLAIN_RMW = {
+    "add": lambda b, old, v: b.add(old, v),
+    "xchg": lambda b, old, v: v,
+    "and": lambda b, old, v: b.and_(old, v),
+    "or": lambda b, old, v: b.or_(old, v),
+    "xor": lambda b, old, v: b.xor(old, v),
+    "max": lambda b, old, v: b.select(b.icmp_signed(">", old, v), old, v),
+    "min": lambda b, old, v: b.select(b.icmp_signed("<", old, v), old, v),
+    "umax": lambda b, old, v: b.select(b.icmp_unsigned(">", old, v), old, v),
+    "umin": lambda b, old, v: b.select(b.icmp_unsigned("<", old, v), old, v),
+    "fadd": lambda b, old, v: b.fadd(old, v),
+    # LLVM's atomicrmw fmin/fmax are minnum/maxnum
+    "fmin": lambda b, old, v: _float_intrinsic(b, "minnum", old, v),
+    "fmax": lambda b, old, v: _float_intrinsic(b, "maxnum", old, v),
+}
+
+
+def _float_intrinsic(b, name, x, y):
+    suffix = {"float": "f32", "double": "f64"}[str(x.type)]
+    return intrinsic(b, f"llvm.{name}.{suffix}", x.type, [x, y])
+
+
+def _block_private(inst) -> bool:
+    """Is the address in the running block's own shared memory (see the module docstring)?"""
+    return any(m in ("shared", "shared::cta") for m in inst.mods)
+
+
+def _rmw(f, private, kind, p, v):
+    """atomicrmw `kind` on *p, or its plain form for block-private memory; the old value."""
+    b = f.b
+    if not private:
+        return b.atomic_rmw(kind, p, v, "seq_cst")
+    old = b.load(p)
+    b.store(PLAIN_RMW[kind](b, old, v), p)
+    return old
 
 
 def lower_atomic(f, inst):
@@ -26,6 +69,7 @@ def lower_atomic(f, inst):
     if any(m in ("v2", "v4", "v8") for m in inst.mods):
         raise f.error(f"vector {inst.opcode} is not supported", UnsupportedPtx)
     lt = llvm_type(t)
+    private = _block_private(inst)
     ptr = f.address(ops[1], space_of(inst))
     if t in ("f16", "bf16", "f16x2", "bf16x2"):
         ilt = ir.IntType(width(t))
@@ -34,7 +78,7 @@ def lower_atomic(f, inst):
         if op not in ("add", "min", "max"):
             raise f.error(f"{inst.opcode}.{op}.{t} is not supported", UnsupportedPtx)
         old = _cas_loop(f, p, lambda cur: convert(b, floatops.half_arith(
-            b, op, [convert(b, cur, lt), v], t, "rn", False, False, False), ilt), ilt)
+            b, op, [convert(b, cur, lt), v], t, "rn", False, False, False), ilt), ilt, private)
         return _write(f, ops, old, t)
     p = b.bitcast(ptr, lt.as_pointer())
     if op == "cas":
@@ -42,34 +86,38 @@ def lower_atomic(f, inst):
         ip = b.bitcast(ptr, ir.IntType(width(t)).as_pointer())
         c = convert(b, cmp_, ir.IntType(width(t)))
         n = convert(b, new, ir.IntType(width(t)))
+        if private:
+            old = b.load(ip)
+            b.store(b.select(b.icmp_unsigned("==", old, c), n, old), ip)
+            return _write(f, ops, old, t)
         res = b.cmpxchg(ip, c, n, "seq_cst", "seq_cst")
         return _write(f, ops, b.extract_value(res, 0), t)
     v = f.read(ops[2], t)
     if t in ("f32", "f64"):
         if op == "add":
-            old = b.atomic_rmw("fadd", p, v, "seq_cst")
+            old = _rmw(f, private, "fadd", p, v)
         elif op == "exch":
             ip = b.bitcast(ptr, ir.IntType(width(t)).as_pointer())
-            old = b.atomic_rmw("xchg", ip, convert(b, v, ir.IntType(width(t))), "seq_cst")
+            old = _rmw(f, private, "xchg", ip, convert(b, v, ir.IntType(width(t))))
         elif op in ("min", "max"):
-            old = b.atomic_rmw("fmin" if op == "min" else "fmax", p, v, "seq_cst")
+            old = _rmw(f, private, "fmin" if op == "min" else "fmax", p, v)
         else:
             raise f.error(f"{inst.opcode}.{op}.{t} is not supported", UnsupportedPtx)
         return _write(f, ops, old, t)
     if op in RMW:
-        old = b.atomic_rmw(RMW[op], p, v, "seq_cst")
+        old = _rmw(f, private, RMW[op], p, v)
     elif op in ("min", "max"):
         kind = ("" if t.startswith("s") else "u") + op
-        old = b.atomic_rmw(kind, p, v, "seq_cst")
+        old = _rmw(f, private, kind, p, v)
     elif op == "inc":
         # ((old >= v) ? 0 : old + 1), unsigned
         old = _cas_loop(f, p, lambda cur: b.select(b.icmp_unsigned(">=", cur, v), ir.Constant(lt, 0),
-                                                   b.add(cur, ir.Constant(lt, 1))), lt)
+                                                   b.add(cur, ir.Constant(lt, 1))), lt, private)
     elif op == "dec":
         # (((old == 0) | (old > v)) ? v : old - 1), unsigned
         old = _cas_loop(f, p, lambda cur: b.select(
             b.or_(b.icmp_unsigned("==", cur, ir.Constant(lt, 0)), b.icmp_unsigned(">", cur, v)),
-            v, b.sub(cur, ir.Constant(lt, 1))), lt)
+            v, b.sub(cur, ir.Constant(lt, 1))), lt, private)
     else:
         raise f.error(f"{inst.opcode}.{op}.{t} is not supported", UnsupportedPtx)
     _write(f, ops, old, t)
@@ -85,11 +133,15 @@ def _write(f, ops, old, t):
         f.write(ops[0], old, t)
 
 
-def _cas_loop(f, p, update, lt):
+def _cas_loop(f, p, update, lt, private=False):
     """Atomically replace *p by update(*p); returns the old value."""
     b = f.b
     if update is None:
         raise f.error("unsupported atomic operation on 16-bit floats", UnsupportedPtx)
+    if private:
+        old = b.load(p)
+        b.store(update(old), p)
+        return old
     pre = b.block
     first = b.load_atomic(p, "monotonic", lt.width // 8)
     loop = f.fn.append_basic_block("cas.loop")
