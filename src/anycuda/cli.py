@@ -53,7 +53,7 @@ def cmd_run(args) -> int:
     import os
     import sysconfig
 
-    from .shim.build import shim_dir
+    from .shim.build import NVJITLINK_STANDINS, shim_dir
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
         print("usage: anycuda run -- PROGRAM [ARGS...]", file=sys.stderr)
@@ -63,6 +63,13 @@ def cmd_run(args) -> int:
     if env.get("LD_LIBRARY_PATH"):
         paths.append(env["LD_LIBRARY_PATH"])
     env["LD_LIBRARY_PATH"] = os.pathsep.join(paths)
+    if env.get("ANYCUDA_NVJITLINK", "") not in ("1", "keep"):
+        # numba-cuda and cuda.core then link PTX through our cuLink* instead of producing machine
+        # code with NVIDIA's nvJitLink (see NVJITLINK_STANDINS); ANYCUDA_NVJITLINK=1 keeps nvJitLink
+        preload = [str(shim_dir() / name) for name in NVJITLINK_STANDINS]
+        if env.get("LD_PRELOAD"):
+            preload.append(env["LD_PRELOAD"])
+        env["LD_PRELOAD"] = " ".join(preload)
     try:
         os.execvpe(command[0], command, env)
     except OSError as e:

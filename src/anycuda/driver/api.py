@@ -295,6 +295,8 @@ def ptx_from_image(address: int) -> bytes:
     """The PTX in a module image at `address`: PTX text itself, a fatbinary container, or a
     fatbinary wrapper (what the CUDA runtime registers)."""
     magic = struct.unpack("<I", ctypes.string_at(address, 4))[0]
+    if magic == 0x464C457F:                # an ELF image: a cubin, or an object carrying fatbinaries
+        return _ptx_from_elf_image(address)
     if magic not in (fatbin.CONTAINER_MAGIC, fatbin.WRAPPER_MAGIC):
         return ctypes.string_at(address)
     try:
@@ -1057,3 +1059,24 @@ def cuLinkDestroy(state: int) -> None:
     _get(state, LinkState)
     with _lock:
         del _handles[state]
+
+
+def _ptx_from_elf_image(address: int) -> bytes:
+    """The PTX of an ELF module image (its size read from the ELF header: the section headers
+    come last). A cubin, such as nvJitLink makes, holds machine code only."""
+    header = ctypes.string_at(address, 64)
+    if header[4] != 2:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE, "the image is a 32-bit ELF file")
+    shoff, = struct.unpack_from("<Q", header, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", header, 0x3A)
+    from .linker import _ptx_of_elf, link
+    try:
+        found = _ptx_of_elf(ctypes.string_at(address, shoff + shentsize * shnum))
+    except (fatbin.FatbinError, ValueError, struct.error) as e:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE, f"ELF image: {e}") from None
+    if not found:
+        raise CudaError(CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU,
+                        "the image is a cubin holding machine code only (anycuda runs PTX); "
+                        "load the PTX instead (a cubin made by nvJitLink: run the program "
+                        "through `anycuda run`, which makes numba-cuda and cuda.core link PTX)")
+    return link(found).encode()

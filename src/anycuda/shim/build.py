@@ -19,6 +19,19 @@ from . import declarations, export_tables
 
 LIBRARY = "libcuda.so.1"
 
+# Stand-ins for NVIDIA's JIT linker, preloaded by `anycuda run`. numba-cuda and cuda.core link
+# through nvJitLink when its library exports `__nvJitLinkVersion` (numba-cuda then also turns on
+# link-time optimisation, handing nvJitLink NVVM's LTO IR); nvJitLink's output is a cubin holding
+# machine code only. cuda.pathfinder takes a library that is already loaded before it searches the
+# pip wheels, so a preloaded library of that soname without the version symbol makes both fall
+# back to the driver's cuLink* with PTX inputs, which anycuda's libcuda.so.1 answers.
+NVJITLINK_STANDINS = ("libnvJitLink.so.13", "libnvJitLink.so.12")
+_NVJITLINK_STANDIN_SOURCE = """
+/* anycuda's stand-in for libnvJitLink: exports no nvJitLink function, so its users fall back
+   to the CUDA driver's linker (cuLink*), which anycuda implements over PTX. */
+const char anycuda_nvjitlink_standin[] = "anycuda";
+"""
+
 
 def _cache_root() -> Path:
     root = os.environ.get("ANYCUDA_CACHE_DIR")
@@ -56,7 +69,7 @@ def shim_folder() -> Path:
 def shim_dir() -> Path:
     """The folder holding this installation's libcuda.so.1 (built if needed)."""
     folder = shim_folder()
-    if not (folder / LIBRARY).exists():
+    if not all((folder / name).exists() for name in (LIBRARY,) + NVJITLINK_STANDINS):
         build(folder)
     return folder
 
@@ -73,6 +86,25 @@ __attribute__((constructor)) static void anycuda_promote_python(void) {
     dlopen("SONAME", RTLD_LAZY | RTLD_GLOBAL | RTLD_NOLOAD);
 }
 static int anycuda_host_is_python(void) { return anycuda_host_python; }
+"""
+
+# A Python program's interpreter is finalised before the C library's exit handlers run, and some
+# of those (cuda.core's thread-local context handles) still release contexts: calling into Python
+# then would crash the process at exit. Once the interpreter we started in has gone, every entry
+# point answers CUDA_ERROR_DEINITIALIZED, as NVIDIA's driver does while the process shuts down.
+# (cffi's exported functions all call through `_cffi_call_python`, defined before this code.)
+_AFTER_FINALIZE = """
+#include <string.h>
+static void anycuda_call_python(struct _cffi_externpy_s *externpy, char *args) {
+    if (_cffi_call_python != &_cffi_start_and_call_python && !Py_IsInitialized()) {
+        memset(args, 0, externpy->size_of_result);
+        if (externpy->size_of_result == sizeof(int))
+            *(int *)args = 4;                     /* CUDA_ERROR_DEINITIALIZED */
+        return;
+    }
+    _cffi_call_python(externpy, args);
+}
+#define _cffi_call_python anycuda_call_python
 """
 
 
@@ -134,6 +166,22 @@ export_tables.install(ffi, lib)
 """
 
 
+def _build_nvjitlink_standins(folder: Path) -> None:
+    """Compile the nvJitLink stand-ins (one tiny shared library per soname) into `folder`."""
+    import shlex
+    import subprocess
+    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc") or ["cc"]
+    with tempfile.TemporaryDirectory(prefix="anycuda-nvjitlink-") as tmp:
+        source = Path(tmp) / "standin.c"
+        source.write_text(_NVJITLINK_STANDIN_SOURCE)
+        for soname in NVJITLINK_STANDINS:
+            staged = Path(tmp) / soname
+            subprocess.run(compiler + ["-shared", "-fPIC", "-o", str(staged), str(source),
+                                       f"-Wl,-soname,{soname}"], check=True, capture_output=True)
+            shutil.copy(staged, folder / (soname + f".tmp{os.getpid()}"))
+            os.replace(folder / (soname + f".tmp{os.getpid()}"), folder / soname)
+
+
 def build(folder: Path) -> Path:
     import cffi
     ffi = cffi.FFI()
@@ -143,7 +191,7 @@ def build(folder: Path) -> Path:
     ffi.embedding_api(declarations.FUNCTIONS)
     ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
                    _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
-                   + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
+                   + _AFTER_FINALIZE + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
     ffi.embedding_init_code(_init_code())
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:
@@ -154,6 +202,7 @@ def build(folder: Path) -> Path:
         os.replace(staged, folder / LIBRARY)
     if libdir:
         (folder / "libpython-dir").write_text(libdir)
+    _build_nvjitlink_standins(folder)
     names = _driver_function_names()
     if names:
         (folder / "driver-functions.txt").write_text("\n".join(names) + "\n")

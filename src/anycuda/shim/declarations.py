@@ -127,6 +127,9 @@ CUresult cuGetErrorString(CUresult error, const char **pStr);
 CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *jitOptions, void **jitOptionsValues,
                            unsigned int numJitOptions, void *libraryOptions, void **libraryOptionValues,
                            unsigned int numLibraryOptions);
+CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, void *jitOptions, void **jitOptionsValues,
+                           unsigned int numJitOptions, void *libraryOptions, void **libraryOptionValues,
+                           unsigned int numLibraryOptions);
 CUresult cuLibraryUnload(CUlibrary library);
 CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name);
 CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library);

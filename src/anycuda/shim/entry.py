@@ -336,12 +336,26 @@ def define(ffi, lib=None):
     def cuCtxGetDevice(out):
         out[0] = api.cuCtxGetDevice()
 
+    def file_image(fname) -> bytes:
+        """The PTX of the module image in file `fname` (PTX text, a fatbinary or an ELF)."""
+        if fname == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "file name is NULL")
+        path = ffi.string(fname).decode(errors="surrogateescape")
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as e:
+            raise CudaError(CUresult.CUDA_ERROR_FILE_NOT_FOUND, f"{path}: {e.strerror}") from None
+        keep = ffi.from_buffer(data + b"\0")
+        return api.ptx_from_image(ptr(ffi.cast("void *", keep))) + b"\0"
+
     @entry
     def cuModuleLoad(out, fname):
-        with open(ffi.string(fname).decode(), "rb") as fh:
-            data = fh.read()
-        keep = ffi.from_buffer(data + b"\0")
-        out[0] = handle(api.cuModuleLoadData(api.ptx_from_image(ptr(ffi.cast("void *", keep))) + b"\0"))
+        out[0] = handle(api.cuModuleLoadData(file_image(fname)))
+
+    @entry
+    def cuLibraryLoadFromFile(out, fname, jit_options, jit_values, n_jit, lib_options, lib_values, n_lib):
+        out[0] = handle(api.cuLibraryLoadData(file_image(fname)))       # options do not apply to the CPU
 
     @entry
     def cuModuleLoadDataEx(out, image, nopts, options, values):
