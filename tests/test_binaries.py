@@ -411,3 +411,159 @@ def test_graph_built_from_nodes_and_3d_copies(build):
         f"graph h[0] {5 + 7} h[511] {5 + 7} host calls 2",       # the memset node zeroes each time
         f"3d pitch_ok 1 back {100 * 1 + 10 * 2 + 3} {100 * 0 + 10 * 1 + 2}",
     ]
+
+
+# ---------------------------------------------------------------- several devices and occupancy
+
+def _host_memory():
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+
+
+@pytest.fixture
+def two_devices(monkeypatch):
+    """ANYCUDA_DEVICES=2 over 3 worker threads: device 0 gets 2 of them, device 1 gets 1."""
+    monkeypatch.setenv("ANYCUDA_DEVICES", "2")
+    monkeypatch.setenv("ANYCUDA_NUM_THREADS", "3")
+
+
+def test_two_devices_peer_access_copies_and_streams(build, two_devices):
+    r = run(build("multi_device"))
+    lines = r.stdout.splitlines()
+    total = _host_memory() // 2                      # each device: half the host's memory
+    # the 3-D box: dst[z][y][x] (5 x 4 x 3, poisoned with -1) at (0, 1, 1) gets
+    # src[z + 1][y + 2][x + 1] of src[z][y][x] = 100 z + 10 y + x, for x < 3, y < 3, z < 2
+    dst = np.full((3, 4, 5), -1)
+    z, y, x = np.meshgrid(np.arange(2), np.arange(3), np.arange(3), indexing="ij")
+    dst[z + 1, y + 1, x] = 100 * (z + 1) + 10 * (y + 2) + (x + 1)
+    n = 3000
+    both = (5000 + np.arange(n) + 2 * (1000 + np.arange(n))) - (1000 + np.arange(n))
+    assert lines == [
+        "count 2",
+        f"device 0 sms 2 bus 0 total {total}",
+        f"device 1 sms 1 bus 1 total {total}",
+        "set invalid 101",                            # cudaErrorInvalidDevice
+        "can access 1 1 0",                           # a device is not its own peer
+        "peer access 0 704 0 0 705 0",                # ...AlreadyEnabled, ...NotEnabled
+        "current 1",
+        f"meminfo drop 1 totals {total} {total}",
+        "launch other device's stream 400",           # cudaErrorInvalidResourceHandle
+        "record other device's event 400",
+        f"both ways h[0] {both[0]} h[{n - 1}] {both[-1]} sum {both.sum()}",
+        f"peer sync h[7] {both[7]}",
+        "elapsed ok 1 across devices 400",
+        "3d " + " ".join(str(v) for v in dst.ravel()),
+        "owners 0 1 types 2 2",                       # cudaMemoryTypeDevice
+        f"default streams {63} {10 + 63}",
+        "done",
+    ]
+
+
+def _fields(line, prefix):
+    assert line.startswith(prefix + " "), line
+    words = line[len(prefix) + 1:].split()
+    return dict(zip(words[::2], map(int, words[1::2])))
+
+
+def _pairs(line, prefix):
+    assert line.startswith(prefix + " "), line
+    return [tuple(int(v) for v in item.replace(",", ":").split(":")) for item in line[len(prefix) + 1:].split()]
+
+
+def test_occupancy_calls_agree_with_the_device_attributes(build, two_devices):
+    r = run(build("occupancy"))
+    lines = r.stdout.splitlines()
+    dev = _fields(lines[0], "device")
+    funcs = {}
+    for line in lines[1:5]:
+        name, rest = line.split()[1], " ".join(line.split()[2:])
+        funcs[name] = _fields("x " + rest, "x")
+    assert dev["sms"] == 2 and dev["warp"] == 32 and dev["maxthreads"] == 1024
+    assert funcs["with_static"]["static"] == 16 * 1024 and funcs["bounded"]["maxthreads"] == 256
+    assert funcs["with_static"]["maxdyn"] == dev["smem_block"] - 16 * 1024
+
+    def blocks(block, shared, func):
+        """CUDA's occupancy rule from the attributes printed: whole warps, threads, blocks,
+        registers (given out per warp in 256s) and shared memory (in 128-byte units)."""
+        f = funcs[func]
+        if block > f["maxthreads"]:
+            return 0
+        warps = -(-block // dev["warp"])
+        regs_per_warp = -(-f["regs"] * dev["warp"] // 256) * 256
+        n = min(dev["maxthreads_sm"] // dev["warp"] // warps, dev["maxblocks_sm"], dev["regs_sm"] // regs_per_warp // warps)
+        used = f["static"] + shared + dev["reserved"]
+        return min(n, dev["smem_sm"] // (-(-used // 128) * 128)) if used else n
+
+    plain = _pairs(lines[5], "plain")
+    assert [b for b, _ in plain] == list(range(32, 1025, 32))
+    for b, n in plain:
+        assert n == blocks(b, 0, "plain") and 0 < n * b <= dev["maxthreads_sm"]
+    assert _pairs(lines[6], "odd") == [(b, blocks(b, 0, "plain")) for b in (1, 17, 33, 100, 1000, 1025)]
+    assert _pairs(lines[7], "static") == [(b, blocks(b, 0, "with_static")) for b in (64, 256, 1024)]
+    assert _pairs(lines[8], "bounded") == [(b, blocks(b, 0, "bounded")) for b in (128, 256, 512)]
+    assert _pairs(lines[8], "bounded")[-1] == (512, 0)           # past __launch_bounds__
+    sweep = (0, 1000, 4096, 10000, 16384, 30000, 49152, 65536)
+    dynamic = _pairs(lines[9], "dynamic")
+    optin = _pairs(lines[10], "dynamic optin")
+    maxdyn = funcs["with_dynamic"]["maxdyn"]
+    assert dynamic == [(s, blocks(128, s, "with_dynamic") if s <= maxdyn else 0) for s in sweep]
+    assert optin == [(s, blocks(128, s, "with_dynamic")) for s in sweep]
+    for counts in (dynamic, optin):                              # more shared memory, no more blocks
+        assert all(a[1] >= b[1] for a, b in zip(counts, counts[1:]))
+    assert dynamic[-1] == (65536, 0) and optin[-1][1] >= 1
+    for n, b, avail, fit in _pairs(lines[11], "available"):
+        assert avail <= dev["smem_optin"]
+        if blocks(b, 0, "with_dynamic") >= n:                   # the blocks fit at all
+            assert fit >= n and avail % 128 == 0
+            assert blocks(b, avail + 128, "with_dynamic") < n or avail + 128 > dev["smem_optin"]
+        else:
+            assert avail == 0
+
+    def best(func, shared=lambda b: 0, limit=1024):
+        """The largest block size (whole warps, capped by limit) with the most resident threads."""
+        sizes = sorted({min(limit, b) for b in range(32, -(-limit // 32) * 32 + 1, 32)})
+        occupancy = {b: b * blocks(b, shared(b), func) for b in sizes}
+        top = max(occupancy.values())
+        size = max(b for b in sizes if occupancy[b] == top)
+        return blocks(size, shared(size), func) * dev["sms"], size
+
+    def potential(line, prefix):
+        """(min grid size, block size) from `prefix GRID BLOCK`."""
+        grid, block = line[len(prefix) + 1:].split()
+        assert line == f"{prefix} {grid} {block}"
+        return int(grid), int(block)
+
+    assert potential(lines[12], "potential plain") == best("plain")
+    assert potential(lines[13], "potential plain limit200") == best("plain", limit=200)
+    assert potential(lines[14], "potential bounded") == best("bounded", limit=256)
+    assert potential(lines[15], "potential dynamic40000") == best("with_dynamic", lambda b: 40000)
+    assert potential(lines[16], "potential variable") == best("with_dynamic", lambda b: 32 * b)
+    assert lines[17] == "driver potential callback 0 %d %d" % best("with_dynamic", lambda b: 16 * b)
+    assert lines[18] == "driver potential fixed 0 %d %d" % best("with_dynamic", lambda b: 20000, limit=512)
+    assert lines[19] == f"driver available 0 {dev['smem_sm'] // 4 // 128 * 128}"
+    assert lines[20] == f"ran {2.0 * 10006:g}"
+    grid, block = best("plain")
+    assert lines[21] == f"device1 sms 1 potential {grid // dev['sms']} {block}"
+    assert lines[22:] == ["done"]
+
+
+def test_python_api_and_info_list_the_devices(two_devices, capsys):
+    import anycuda
+    from anycuda import cli
+    assert anycuda.get_device_count() == 2
+    d0, d1 = anycuda.Device(0), anycuda.Device(1)
+    assert (d0.attributes["MultiProcessorCount"], d1.attributes["MultiProcessorCount"]) == (2, 1)
+    assert d0.mem_info[1] == d1.mem_info[1] == _host_memory() // 2
+    assert d0.can_access_peer(d1) and not d1.can_access_peer(1)
+    with pytest.raises(anycuda.CudaError) as e:
+        anycuda.Device(2)
+    assert e.value.code == anycuda.CUresult.CUDA_ERROR_INVALID_DEVICE
+    assert anycuda.Device().id == 0
+    with anycuda.Device(1):
+        assert anycuda.Device().id == 1
+    assert anycuda.Device().id == 0
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "Device 0:" in out and "Device 1:" in out and "Device 2:" not in out

@@ -42,7 +42,9 @@ def synchronize() -> None:
 
 
 def get_device_count() -> int:
-    return 1
+    """How many devices the CPU is split into (ANYCUDA_DEVICES, default 1)."""
+    from .runtime.device import device_count
+    return device_count()
 
 
 __all__ = ["CompileError", "CudaError", "CUresult", "Device", "Event", "Memory", "MemoryPointer", "PtxError",

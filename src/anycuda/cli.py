@@ -13,20 +13,25 @@ def cmd_info(args) -> int:
     from . import __version__
     from .compiler.jit import target_description
     from .cudac import compiler_description
-    from .runtime.device import properties
-    p = properties()
-    gib = p.total_memory / 2 ** 30
+    from .runtime.device import device_count, properties
     print(f"anycuda {__version__}")
-    print("Device 0:")
-    print(f"  name                 {p.name}")
-    print(f"  compute capability   {p.compute_capability[0]}.{p.compute_capability[1]} (reported)")
-    print(f"  multiprocessors      {p.multiprocessor_count} (worker threads)")
-    print(f"  memory               {gib:.1f} GiB (host memory, one address space)")
-    print(f"  warp size            {p.warp_size}")
-    print(f"  max threads/block    {p.max_threads_per_block}")
-    print(f"  shared memory/block  {p.shared_memory_per_block // 1024} KiB "
-          f"({p.shared_memory_per_block_optin // 1024} KiB opt-in)")
-    print(f"  code generation      LLVM {'.'.join(map(str, llvm.llvm_version_info))} "
+    count = device_count()
+    for device in range(count):
+        p = properties(device)
+        gib = p.total_memory / 2 ** 30
+        share = f"1/{count} of host memory" if count > 1 else "host memory"
+        print(f"Device {device}:")
+        print(f"  name                 {p.name}")
+        print(f"  compute capability   {p.compute_capability[0]}.{p.compute_capability[1]} (reported)")
+        print(f"  multiprocessors      {p.multiprocessor_count} (worker threads)")
+        print(f"  memory               {gib:.1f} GiB ({share}, one address space)")
+        print(f"  warp size            {p.warp_size}")
+        print(f"  max threads/block    {p.max_threads_per_block}")
+        print(f"  shared memory/block  {p.shared_memory_per_block // 1024} KiB "
+              f"({p.shared_memory_per_block_optin // 1024} KiB opt-in)")
+    if count > 1:
+        print(f"peer access            every device to every other (ANYCUDA_DEVICES={count})")
+    print(f"code generation        LLVM {'.'.join(map(str, llvm.llvm_version_info))} "
           f"(llvmlite {llvmlite.__version__}) for {target_description()}")
     print(f"CUDA C++ compiler      {compiler_description()}")
     from .shim.build import LIBRARY, shim_folder

@@ -57,6 +57,13 @@ class Context:
         self.device = device
         self.primary = primary
         self.sticky = None          # the fault that made this context unusable, as on a GPU
+        self.peers = set()          # contexts whose memory this one was given access to (cuCtxEnablePeerAccess)
+
+
+def _current_device() -> int:
+    """The device of the calling thread's current context (0 without one)."""
+    ctx = _handles.get(getattr(_current, "ctx", None))
+    return ctx.device if isinstance(ctx, Context) else 0
 
 
 # Faults in a kernel poison its context: every later call in it fails with the same code
@@ -96,6 +103,7 @@ class StreamHandle:
     def __init__(self, stream):
         self.stream = stream
         self.capture = None          # the Graph this stream's work is recorded into, while capturing
+        self.device = _current_device()   # a stream belongs to its context's device
 
 
 # ---------------------------------------------------------------- initialisation and devices
@@ -112,20 +120,20 @@ def cuDriverGetVersion() -> int:
 
 def cuDeviceGetCount() -> int:
     _require_init()
-    return 1
+    return device_info.device_count()
 
 
 def cuDeviceGet(ordinal: int) -> int:
-    _require_init()
-    if ordinal != 0:
-        raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE, f"there is one device; ordinal {ordinal} asked for")
-    return 0
+    _check_device(ordinal)
+    return ordinal
 
 
 def _check_device(dev: int):
     _require_init()
-    if dev != 0:
-        raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE, f"no device {dev}")
+    n = device_info.device_count()
+    if not 0 <= dev < n:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE,
+                        f"no device {dev}: there {'is' if n == 1 else 'are'} {n} (ANYCUDA_DEVICES sets how many)")
 
 
 def cuDeviceGetName(dev: int) -> str:
@@ -148,12 +156,13 @@ def _attributes(p):
     return {
         1: p.max_threads_per_block, 2: p.max_block_dims[0], 3: p.max_block_dims[1], 4: p.max_block_dims[2],
         5: p.max_grid_dims[0], 6: p.max_grid_dims[1], 7: p.max_grid_dims[2],
-        8: p.shared_memory_per_block, 9: 64 * 1024, 10: p.warp_size, 11: 2 ** 31 - 1, 12: 65536,
+        8: p.shared_memory_per_block, 9: 64 * 1024, 10: p.warp_size, 11: 2 ** 31 - 1, 12: p.registers_per_block,
         13: 3_000_000, 14: 256, 15: 1, 16: p.multiprocessor_count, 17: 0, 18: 1, 19: 1, 20: 0,
-        31: 1, 33: 0, 36: 3_000_000, 37: 64, 38: 32 * 1024 * 1024, 39: 2048, 40: 1,
-        41: 1, 75: p.compute_capability[0], 76: p.compute_capability[1],
-        81: p.shared_memory_per_block_optin, 82: 65536, 83: 1, 84: 0, 86: 1, 88: 1, 89: 1,
-        97: p.shared_memory_per_block_optin,
+        31: 1, 33: p.ordinal, 36: 3_000_000, 37: 64, 38: 32 * 1024 * 1024, 39: p.max_threads_per_multiprocessor,
+        40: 1, 41: 1, 75: p.compute_capability[0], 76: p.compute_capability[1],
+        81: p.shared_memory_per_multiprocessor, 82: p.registers_per_multiprocessor, 83: 1, 84: 0, 86: 1, 88: 1,
+        89: 1, 97: p.shared_memory_per_block_optin, 106: p.max_blocks_per_multiprocessor,
+        111: p.reserved_shared_memory_per_block,
     }
 
 
@@ -164,15 +173,17 @@ def cuDeviceGetAttribute(attrib: int, dev: int) -> int:
 
 # ---------------------------------------------------------------- contexts
 
-def _primary():
-    if "primary" not in _state:
-        _state["primary"] = _new_handle(Context(0, True))
-    return _state["primary"]
+def _primary(dev: int = 0):
+    """The primary context of device `dev` (one per device, made on first use)."""
+    primaries = _state.setdefault("primaries", {})
+    if dev not in primaries:
+        primaries[dev] = _new_handle(Context(dev, True))
+    return primaries[dev]
 
 
 def cuDevicePrimaryCtxRetain(dev: int) -> int:
     _check_device(dev)
-    return _primary()
+    return _primary(dev)
 
 
 def cuDevicePrimaryCtxRelease(dev: int) -> None:
@@ -183,14 +194,18 @@ def cuDevicePrimaryCtxRelease(dev: int) -> None:
 def cuDevicePrimaryCtxReset(dev: int) -> None:
     """Clears a fault on the primary context (and waits for its work)."""
     _check_device(dev)
-    ctx = _handles.get(_primary())
+    ctx = _handles.get(_primary(dev))
     try:
         synchronize_all()
     except CudaError:
         pass
     flush_device_output()
     ctx.sticky = None
-    _tear_down(_primary())
+    ctx.peers.clear()
+    for other in _handles.values():       # and peers' access to it ends with it
+        if isinstance(other, Context):
+            other.peers.discard(_primary(dev))
+    _tear_down(_primary(dev))
 
 
 def cuCtxCreate(flags: int, dev: int) -> int:
@@ -251,11 +266,29 @@ def cuCtxSynchronize() -> None:
 
 # ---------------------------------------------------------------- memory
 
+def _owned(allocation, counted: bool = True):
+    """Mark an allocation as made in the current context, on its device; device memory
+    counts against that device's share (CUDA_ERROR_OUT_OF_MEMORY past it)."""
+    allocation.context = getattr(_current, "ctx", None) or 0
+    allocation.device = _current_device()
+    return allocation
+
+
+def _allocate(size: int, kind: str = "device"):
+    if kind in ("device", "managed"):
+        dev = _current_device()
+        left = device_info.device_total_memory(dev) - device_info.used_memory(dev)
+        if size > left:
+            raise CudaError(CUresult.CUDA_ERROR_OUT_OF_MEMORY,
+                            f"{size} bytes asked of device {dev}, which has {max(left, 0)} left")
+    return _owned(memory.allocate(size, kind=kind)).ptr
+
+
 def cuMemAlloc(size: int) -> int:
     _require_context()
     if size == 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes")
-    return memory.allocate(size).ptr
+    return _allocate(size)
 
 
 def cuMemFree(ptr: int) -> None:
@@ -285,8 +318,101 @@ def cuMemsetD32(dst: int, value: int, n: int) -> None:
 
 
 def cuMemGetInfo() -> tuple:
+    """(free, total) of the current context's device: its share of host memory, less the
+    device memory allocated on it (and no more than the host has available)."""
     _require_context()
-    return device_info.free_memory(), device_info.total_memory()
+    dev = _current_device()
+    return device_info.device_free_memory(dev), device_info.device_total_memory(dev)
+
+
+# ---------------------------------------------------------------- several devices: peers
+# All devices share one address space, so any device reaches any other's memory and a peer
+# copy is a copy; the API keeps CUDA's rules and error codes all the same.
+
+def cuDeviceCanAccessPeer(dev: int, peer: int) -> int:
+    """1 between two different devices (a device is not its own peer)."""
+    _check_device(dev)
+    _check_device(peer)
+    return int(dev != peer)
+
+
+_P2P_ATTRIBUTES = {1: 0, 2: 1, 3: 1, 4: 0, 5: 0}     # performance rank, access, native atomics, arrays, partial atomics
+
+
+def cuDeviceGetP2PAttribute(attrib: int, src: int, dst: int) -> int:
+    _check_device(src)
+    _check_device(dst)
+    if src == dst:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE, "a device has no link to itself")
+    if attrib not in _P2P_ATTRIBUTES:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"peer-to-peer attribute {attrib}")
+    return _P2P_ATTRIBUTES[attrib]
+
+
+def _peer_contexts(peer_ctx: int):
+    """(current context, peer context), or CUDA_ERROR_INVALID_CONTEXT."""
+    _require_init()
+    ctx = _handles.get(getattr(_current, "ctx", None))
+    if not isinstance(ctx, Context):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "no current context")
+    peer = _handles.get(peer_ctx)
+    if not isinstance(peer, Context):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, f"0x{peer_ctx:x} is not a live context")
+    return ctx, peer
+
+
+def cuCtxEnablePeerAccess(peer_ctx: int, flags: int) -> None:
+    ctx, peer = _peer_contexts(peer_ctx)
+    if peer is ctx:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "a context cannot be its own peer")
+    if flags != 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuCtxEnablePeerAccess flags must be 0")
+    if not cuDeviceCanAccessPeer(ctx.device, peer.device):
+        raise CudaError(CUresult.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                        f"both contexts are on device {ctx.device}: a device is not its own peer")
+    if peer_ctx in ctx.peers:
+        raise CudaError(CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+                        f"device {ctx.device} has access to device {peer.device}'s memory already")
+    ctx.peers.add(peer_ctx)
+
+
+def cuCtxDisablePeerAccess(peer_ctx: int) -> None:
+    ctx, peer = _peer_contexts(peer_ctx)
+    if peer_ctx not in ctx.peers:
+        raise CudaError(CUresult.CUDA_ERROR_PEER_ACCESS_NOT_ENABLED,
+                        f"device {ctx.device} was not given access to device {peer.device}'s memory")
+    ctx.peers.discard(peer_ctx)
+
+
+def _check_copy_contexts(*contexts) -> None:
+    for c in contexts:
+        if not isinstance(_handles.get(c), Context):
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, f"0x{c:x} is not a live context")
+
+
+@_faults_are_sticky
+def cuMemcpyPeer(dst: int, dst_ctx: int, src: int, src_ctx: int, n: int) -> None:
+    """A copy between memory of two contexts (devices); synchronous like cuMemcpy."""
+    _require_context()
+    _check_copy_contexts(dst_ctx, src_ctx)
+    cuMemcpy(dst, src, n)
+
+
+@_faults_are_sticky
+def cuMemcpyPeerAsync(dst: int, dst_ctx: int, src: int, src_ctx: int, n: int, stream: int) -> None:
+    """In stream order; the stream may belong to any device (copies, unlike launches, may)."""
+    _require_context()
+    _check_copy_contexts(dst_ctx, src_ctx)
+    cuMemcpyAsync(dst, src, n, stream)
+
+
+@_faults_are_sticky
+def cuMemcpy3DPeer(src: int, src_pitch: int, src_slice: int, dst: int, dst_pitch: int, dst_slice: int,
+                   width: int, height: int, depth: int, src_ctx: int, dst_ctx: int, stream=None) -> None:
+    """cuMemcpy3D between the memory of two contexts (a NULL context: the current one)."""
+    _require_context()
+    _check_copy_contexts(*(c for c in (src_ctx, dst_ctx) if c))
+    cuMemcpy3D(src, src_pitch, src_slice, dst, dst_pitch, dst_slice, width, height, depth, stream)
 
 
 # ---------------------------------------------------------------- modules and launches
@@ -365,7 +491,20 @@ def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: in
     _require_context()
     f = _get(func, Function)
     f.image.check_config(grid, block, shared)
-    _submit(stream, f.image.launch, grid, block, params, shared)
+    dev = _check_stream_device(stream)
+    _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev))
+
+
+def _check_stream_device(stream: int) -> int:
+    """The current device, after checking that `stream` belongs to it (a kernel cannot be
+    launched into another device's stream: CUDA_ERROR_INVALID_HANDLE, as CUDA answers)."""
+    dev = _current_device()
+    if stream not in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
+        s = _get(stream, StreamHandle)
+        if s.device != dev:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE,
+                            f"the stream belongs to device {s.device}, the current context to device {dev}")
+    return dev
 
 
 def cuStreamCreate(flags: int) -> int:
@@ -420,6 +559,7 @@ def error_string(code: int) -> str:
 class EventHandle:
     def __init__(self, event):
         self.event = event
+        self.device = _current_device()    # an event belongs to its context's device
 
 
 CU_STREAM_LEGACY, CU_STREAM_PER_THREAD = 1, 2
@@ -446,14 +586,14 @@ def cuMemcpyAsync(dst: int, src: int, n: int, stream: int) -> None:
 
 def cuMemAllocHost(size: int) -> int:
     _require_context()
-    return memory.allocate(size, kind="host").ptr
+    return _allocate(size, kind="host")
 
 
 def cuMemAllocManaged(size: int, flags: int) -> int:
     _require_context()
     if size == 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuMemAllocManaged of 0 bytes")
-    return memory.allocate(size, kind="managed").ptr
+    return _allocate(size, kind="managed")
 
 
 # CU_POINTER_ATTRIBUTE_* -> value for an address inside an allocation
@@ -465,8 +605,10 @@ def cuPointerGetAttribute(attribute: int, ptr: int) -> int:
     a = memory.lookup(ptr)
     if a is None:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not in any allocation")
-    values = {1: _current.ctx, 2: _MEMORY_TYPE.get(a.kind, 2), 3: ptr, 4: ptr, 8: int(a.kind == "managed"),
-              9: 0, 11: a.ptr, 12: a.size}
+    # the context and device an allocation was made in (memory anycuda made for itself, such
+    # as module globals: the caller's)
+    values = {1: getattr(a, "context", 0) or _current.ctx, 2: _MEMORY_TYPE.get(a.kind, 2), 3: ptr, 4: ptr,
+              8: int(a.kind == "managed"), 9: getattr(a, "device", _current_device()), 11: a.ptr, 12: a.size}
     if attribute not in values:
         raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"pointer attribute {attribute} is not supported yet")
     return values[attribute]
@@ -478,7 +620,7 @@ def cuFuncGetAttribute(attrib: int, func: int) -> int:
     major, minor = device_info.properties(0).compute_capability
     # PTX version: the architecture the PTX was written for (libraries such as CUB choose
     # their code paths by it); binary version: the device's, which the PTX is compiled for
-    values = {0: 1024, 1: image.static_shared, 2: 0, 3: image.info.frame_size, 4: 32,
+    values = {0: _max_threads_of(image), 1: image.static_shared, 2: 0, 3: image.info.frame_size, 4: 32,
               5: f.module.ptx_arch or 10 * major + minor, 6: 10 * major + minor, 7: 0, 8: image.max_dynamic_shared_size, 9: -1,
               10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0}
     if attrib not in values:
@@ -486,16 +628,82 @@ def cuFuncGetAttribute(attrib: int, func: int) -> int:
     return values[attrib]
 
 
-def cuOccupancyMaxActiveBlocksPerMultiprocessor(func: int, block_size: int, dynamic_shared: int) -> int:
-    """Blocks of this size one worker can hold at once: limited by CUDA's 2048 threads and
-    the shared memory per multiprocessor the device reports."""
+# ---------------------------------------------------------------- occupancy
+# Computed as CUDA's occupancy calculator does, from what the device reports about one
+# multiprocessor (one worker thread: CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, ..._MAX_BLOCKS_
+# PER_MULTIPROCESSOR, ..._MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, ..._MAX_REGISTERS_PER_MULTIPROCESSOR)
+# and what the kernel uses (its static shared memory, the registers cuFuncGetAttribute
+# reports, its thread limit and its dynamic shared memory limit), for the current context's device.
+
+_FUNC_REGISTERS = 32                 # CU_FUNC_ATTRIBUTE_NUM_REGS as cuFuncGetAttribute reports it
+
+CU_OCCUPANCY_DEFAULT, CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE = 0, 1
+
+
+def _max_threads_of(image) -> int:
+    """The most threads a block of this kernel may have (.maxntid, else the device's)."""
+    limit = 1024
+    maxntid = image.info.directives.get("maxntid")
+    if maxntid:
+        limit = 1
+        for v in maxntid:
+            limit *= v
+    reqntid = image.info.directives.get("reqntid")
+    if reqntid:
+        limit = 1
+        for v in reqntid:
+            limit *= v
+    return min(limit, 1024)
+
+
+def _occupancy_args(func: int, flags: int):
+    if flags not in (CU_OCCUPANCY_DEFAULT, CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"occupancy flags {flags}")
     image = _get(func, Function).image
-    if block_size <= 0:
+    return image, device_info.properties(_current_device())
+
+
+def _active_blocks(image, p, block_size: int, dynamic_shared: int) -> int:
+    if dynamic_shared > image.max_dynamic_shared_size:
+        return 0                     # a launch with this much dynamic shared memory would fail
+    return device_info.max_active_blocks(p, block_size, image.static_shared + dynamic_shared, _FUNC_REGISTERS,
+                                         _max_threads_of(image), p.shared_memory_per_block_optin)
+
+
+def cuOccupancyMaxActiveBlocksPerMultiprocessor(func: int, block_size: int, dynamic_shared: int,
+                                                flags: int = 0) -> int:
+    """Blocks of `block_size` threads with `dynamic_shared` bytes of dynamic shared memory
+    that one multiprocessor (worker) holds at once; 0 when such a block cannot be launched."""
+    image, p = _occupancy_args(func, flags)
+    if block_size <= 0 or dynamic_shared < 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "block size must be positive")
-    by_threads = 2048 // block_size
-    shared = image.static_shared + dynamic_shared
-    by_shared = (100 * 1024) // shared if shared else by_threads
-    return max(0, min(by_threads, by_shared, 32))
+    return _active_blocks(image, p, block_size, dynamic_shared)
+
+
+def cuOccupancyMaxPotentialBlockSize(func: int, block_to_dynamic, dynamic_shared: int, block_size_limit: int,
+                                     flags: int = 0) -> tuple:
+    """(min grid size, block size): the largest block size reaching the highest occupancy,
+    and the grid that fills every multiprocessor with it. `block_to_dynamic(block size)`
+    gives the dynamic shared memory per block when it depends on the block size (None: the
+    constant `dynamic_shared`)."""
+    image, p = _occupancy_args(func, flags)
+    if block_size_limit < 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"block size limit {block_size_limit}")
+    dynamic = block_to_dynamic if block_to_dynamic is not None else (lambda block: dynamic_shared)
+    return device_info.max_potential_block_size(
+        p, lambda block, smem: _active_blocks(image, p, block, smem), dynamic, block_size_limit,
+        _max_threads_of(image))
+
+
+def cuOccupancyAvailableDynamicSMemPerBlock(func: int, num_blocks: int, block_size: int) -> int:
+    """The most dynamic shared memory per block that lets `num_blocks` blocks of
+    `block_size` threads share one multiprocessor (within what a launch of the kernel takes)."""
+    image, p = _occupancy_args(func, 0)
+    if num_blocks <= 0 or block_size <= 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "block count and size must be positive")
+    return device_info.available_dynamic_shared_memory(p, num_blocks, block_size, image.static_shared,
+                                                       _FUNC_REGISTERS, _max_threads_of(image),
+                                                       image.max_dynamic_shared_size)
 
 
 def cuEventCreate(flags: int) -> int:
@@ -507,6 +715,11 @@ def cuEventCreate(flags: int) -> int:
 def cuEventRecord(event: int, stream: int) -> None:
     _require_context()
     ev = _get(event, EventHandle)
+    default = stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD)
+    dev = _current_device() if default else _get(stream, StreamHandle).device
+    if dev != ev.device:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE,
+                        f"the event belongs to device {ev.device}, the stream to device {dev}")
     graph = _capturing(stream)
     if graph is not None:
         ev.captured_by = graph           # a point in the graph: streams that wait on it join the capture
@@ -526,7 +739,10 @@ def cuEventSynchronize(event: int) -> None:
 
 def cuEventElapsedTime(start: int, end: int) -> float:
     from ..runtime.event import get_elapsed_time
-    return get_elapsed_time(_get(start, EventHandle).event, _get(end, EventHandle).event)
+    first, second = _get(start, EventHandle), _get(end, EventHandle)
+    if first.device != second.device:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, "the events belong to different devices")
+    return get_elapsed_time(first.event, second.event)
 
 
 def cuEventDestroy(event: int) -> None:
@@ -572,14 +788,14 @@ def cuCtxPopCurrent() -> int:
 
 def cuDevicePrimaryCtxGetState(dev: int) -> tuple:
     _check_device(dev)
-    return 0, int("primary" in _state)
+    return 0, int(dev in _state.get("primaries", {}))
 
 
 def cuDeviceGetUuid(dev: int) -> bytes:
-    """A stable identifier for the CPU device (a name-based UUID of its model)."""
+    """A stable identifier for each CPU device (a name-based UUID of its model and ordinal)."""
     import uuid
     _check_device(dev)
-    return uuid.uuid5(uuid.NAMESPACE_DNS, "anycuda-cpu-" + device_info.cpu_model()).bytes
+    return uuid.uuid5(uuid.NAMESPACE_DNS, "anycuda-cpu-" + device_info.cpu_model() + (f"-{dev}" if dev else "")).bytes
 
 
 # ---------------------------------------------------------------- libraries and kernels (CUDA 12+)
@@ -698,7 +914,7 @@ def cuMemAllocPitch(width: int, height: int, element_size: int) -> tuple:
     if element_size not in (4, 8, 16) or width == 0 or height == 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuMemAllocPitch: bad width, height or element size")
     pitch = (width + 511) // 512 * 512
-    return memory.allocate(pitch * height).ptr, pitch
+    return _allocate(pitch * height), pitch
 
 
 def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream: int) -> None:
@@ -740,7 +956,7 @@ def cuMemHostRegister(ptr: int, size: int) -> None:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "cuMemHostRegister of nothing")
     if memory.lookup(ptr) is not None:
         raise CudaError(CUresult.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, f"0x{ptr:x} is registered already")
-    memory.table.add(memory.Allocation(ptr, size, None, "registered"))
+    memory.table.add(_owned(memory.Allocation(ptr, size, None, "registered")))
 
 
 def cuMemHostUnregister(ptr: int) -> None:
@@ -827,8 +1043,9 @@ def cuStreamAddCallback(stream: int, fn: int, user_data: int) -> None:
 
 
 def cuDeviceGetPCIBusId(dev: int) -> str:
+    """Devices are told apart by bus number (CU_DEVICE_ATTRIBUTE_PCI_BUS_ID is the ordinal)."""
     _check_device(dev)
-    return "0000:00:00.0"
+    return f"0000:{dev:02x}:00.0"
 
 
 def managed_range(ptr: int, count: int) -> None:
@@ -848,9 +1065,10 @@ class MemPool:
 def cuDeviceGetDefaultMemPool(dev: int) -> int:
     """One memory pool per device; stream-ordered allocations come from the ordinary heap."""
     _check_device(dev)
-    if "pool" not in _state:
-        _state["pool"] = _new_handle(MemPool())
-    return _state["pool"]
+    pools = _state.setdefault("pools", {})
+    if dev not in pools:
+        pools[dev] = _new_handle(MemPool())
+    return pools[dev]
 
 
 def cuMemPoolSetAttribute(pool: int, attribute: int, value: int) -> None:
@@ -909,7 +1127,7 @@ def graph_add_node(graph: int, dependencies, fn=None, *args) -> int:
 def graph_kernel_work(func: int, grid: tuple, block: tuple, shared: int, params: bytes):
     f = _get(func, Function)
     f.image.check_config(grid, block, shared)
-    return f.image.launch, (grid, block, params, shared)
+    return f.image.launch, (grid, block, params, shared, device_info.multiprocessor_count(_current_device()))
 
 
 _capture_ids = [0]

@@ -1,15 +1,24 @@
-"""The CPU as a CUDA device: what it reports about itself.
+"""The CPU as CUDA devices: what they report about themselves.
 
-One device, number 0. Its "multiprocessors" are the worker threads that run blocks (one per
-CPU the process may use; ANYCUDA_NUM_THREADS overrides). The compute capability it reports
-is 8.6 unless ANYCUDA_COMPUTE_CAPABILITY says otherwise (e.g. "8.0"); the per-block limits
-are those of sm_86: 1024 threads, 48 KiB of shared memory by default and up to 99 KiB when a
-kernel opts in (`max_dynamic_shared_size_bytes`, `cuFuncSetAttribute`).
+One device by default, number 0; ANYCUDA_DEVICES=N splits the CPU into N devices so that
+multi-GPU code paths run. The "multiprocessors" are the worker threads that run blocks (one
+per CPU the process may use; ANYCUDA_NUM_THREADS overrides), shared out between the devices
+(each gets at least one; a launch on a device uses its share). Host memory is shared out
+the same way: each device reports an equal part of it as its total and counts the device
+memory allocated on it. All devices share one address space.
+
+The compute capability reported is 8.6 unless ANYCUDA_COMPUTE_CAPABILITY says otherwise
+(e.g. "8.0"); the per-block limits are those of sm_86: 1024 threads, 48 KiB of shared
+memory by default and up to 99 KiB when a kernel opts in (`max_dynamic_shared_size_bytes`,
+`cuFuncSetAttribute`). The per-multiprocessor limits that occupancy is computed from
+(2048 threads, 32 blocks, 100 KiB of shared memory, 64 Ki registers) are what the device
+reports as its attributes.
 """
 from __future__ import annotations
 
 import os
 import platform
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -76,6 +85,53 @@ def free_memory() -> int:
     return total_memory()
 
 
+def device_count() -> int:
+    """How many devices the CPU is split into (ANYCUDA_DEVICES, default 1)."""
+    env = os.environ.get("ANYCUDA_DEVICES", "").strip()
+    if not env:
+        return 1
+    if not env.isdigit() or int(env) < 1:
+        raise ValueError(f"ANYCUDA_DEVICES={env!r}: expected a positive number of devices, e.g. 2")
+    return int(env)
+
+
+def _check_id(device_id: int) -> int:
+    n = device_count()
+    if not isinstance(device_id, int) or not 0 <= device_id < n:
+        from .errors import CudaError, CUresult
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE,
+                        f"device {device_id} does not exist (there {'is' if n == 1 else 'are'} {n} "
+                        f"device{'' if n == 1 else 's'}; ANYCUDA_DEVICES sets how many)")
+    return device_id
+
+
+def multiprocessor_count(device_id: int = 0) -> int:
+    """The device's share of the worker threads (at least one)."""
+    base, extra = divmod(worker_count(), device_count())
+    return max(1, base + (1 if device_id < extra else 0))
+
+
+def device_total_memory(device_id: int = 0) -> int:
+    """The device's share of host memory."""
+    return total_memory() // device_count()
+
+
+def used_memory(device_id: int = 0) -> int:
+    """Bytes of device (and managed) memory allocated on the device and not freed yet.
+    Allocations that name no device (made outside the driver API) count for device 0."""
+    from . import memory
+    table = memory.table
+    with table._lock:
+        allocations = list(table._allocs.values())
+    return sum(a.size for a in allocations
+               if a.kind in ("device", "managed") and getattr(a, "device", 0) == device_id)
+
+
+def device_free_memory(device_id: int = 0) -> int:
+    """What the device has left of its share, and no more than the host has available."""
+    return max(0, min(device_total_memory(device_id) - used_memory(device_id), free_memory()))
+
+
 @dataclass(frozen=True)
 class DeviceProperties:
     name: str
@@ -88,26 +144,103 @@ class DeviceProperties:
     max_grid_dims: tuple = (2 ** 31 - 1, 65535, 65535)
     shared_memory_per_block: int = 48 * 1024
     shared_memory_per_block_optin: int = 99 * 1024
+    # per multiprocessor (one worker thread): what occupancy is computed from
+    max_threads_per_multiprocessor: int = 2048
+    max_blocks_per_multiprocessor: int = 32
+    shared_memory_per_multiprocessor: int = 100 * 1024
+    registers_per_multiprocessor: int = 65536
+    registers_per_block: int = 65536
+    reserved_shared_memory_per_block: int = 0
+    shared_memory_granularity: int = 128      # shared memory is given to blocks in these units
+    register_granularity: int = 256           # registers are given to warps in these units
+    ordinal: int = 0
 
 
 def properties(device_id: int = 0) -> DeviceProperties:
-    if device_id != 0:
-        from .errors import CudaError, CUresult
-        raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE, f"device {device_id} does not exist (there is 1 device)")
-    return DeviceProperties(name=f"anycuda CPU ({cpu_model()})", compute_capability=compute_capability(),
-                            multiprocessor_count=worker_count(), total_memory=total_memory())
+    _check_id(device_id)
+    suffix = f" #{device_id}" if device_count() > 1 else ""
+    return DeviceProperties(name=f"anycuda CPU ({cpu_model()}){suffix}", compute_capability=compute_capability(),
+                            multiprocessor_count=multiprocessor_count(device_id),
+                            total_memory=device_total_memory(device_id), ordinal=device_id)
 
 
-def device_count() -> int:
-    return 1
+def max_active_blocks(p: DeviceProperties, block_size: int, shared_bytes: int, regs_per_thread: int = 32,
+                      max_threads_per_block: int = 1024, max_shared_per_block: int = None) -> int:
+    """Blocks of `block_size` threads, each using `shared_bytes` of shared memory (static and
+    dynamic) and `regs_per_thread` registers per thread, that one multiprocessor holds at
+    once: limited by its threads (whole warps), blocks, registers and shared memory; 0 when
+    one such block cannot run at all."""
+    if block_size <= 0:
+        return 0
+    limit = p.shared_memory_per_block_optin if max_shared_per_block is None else max_shared_per_block
+    if block_size > min(max_threads_per_block, p.max_threads_per_block) or shared_bytes > limit:
+        return 0
+    warps = -(-block_size // p.warp_size)
+    by_threads = (p.max_threads_per_multiprocessor // p.warp_size) // warps
+    regs_per_warp = -(-max(regs_per_thread, 1) * p.warp_size // p.register_granularity) * p.register_granularity
+    by_registers = (p.registers_per_multiprocessor // regs_per_warp) // warps
+    if regs_per_warp * warps > p.registers_per_block:
+        return 0
+    blocks = min(by_threads, by_registers, p.max_blocks_per_multiprocessor)
+    footprint = shared_bytes + p.reserved_shared_memory_per_block
+    if footprint:
+        footprint = -(-footprint // p.shared_memory_granularity) * p.shared_memory_granularity
+        blocks = min(blocks, p.shared_memory_per_multiprocessor // footprint)
+    return max(0, blocks)
+
+
+def available_dynamic_shared_memory(p: DeviceProperties, num_blocks: int, block_size: int, static_shared: int,
+                                    regs_per_thread: int = 32, max_threads_per_block: int = 1024,
+                                    max_dynamic: int = None) -> int:
+    """The most dynamic shared memory per block with which `num_blocks` blocks of `block_size`
+    threads fit on one multiprocessor (0 when they do not fit whatever the shared memory)."""
+    if num_blocks <= 0 or max_active_blocks(p, block_size, 0, regs_per_thread, max_threads_per_block) < num_blocks:
+        return 0
+    share = p.shared_memory_per_multiprocessor // num_blocks
+    share = share // p.shared_memory_granularity * p.shared_memory_granularity
+    dynamic = share - p.reserved_shared_memory_per_block - static_shared
+    limit = p.shared_memory_per_block_optin - static_shared if max_dynamic is None else max_dynamic
+    return max(0, min(dynamic, limit))
+
+
+def max_potential_block_size(p: DeviceProperties, active_blocks, dynamic_shared=lambda block: 0,
+                             block_size_limit: int = 0, max_threads_per_block: int = 1024) -> tuple:
+    """(min grid size, block size): the largest block size, in whole warps, that reaches the
+    highest occupancy (threads per multiprocessor), and the grid that fills every
+    multiprocessor with it. `active_blocks(block, dynamic)` is the occupancy calculator."""
+    limit = min(p.max_threads_per_block, max_threads_per_block)
+    if block_size_limit > 0:
+        limit = min(limit, block_size_limit)
+    best_threads, best_block, best_blocks = 0, 0, 0
+    aligned = -(-limit // p.warp_size) * p.warp_size
+    for candidate in range(aligned, 0, -p.warp_size):
+        block = min(limit, candidate)
+        blocks = active_blocks(block, dynamic_shared(block))
+        if block * blocks > best_threads:
+            best_threads, best_block, best_blocks = block * blocks, block, blocks
+        if best_threads == p.max_threads_per_multiprocessor:
+            break
+    return best_blocks * p.multiprocessor_count, best_block
+
+
+_current = threading.local()
+
+
+def get_device_id() -> int:
+    """The current device of the calling thread for the Python API (CuPy's
+    `cupy.cuda.runtime.getDevice`)."""
+    return getattr(_current, "device", 0)
 
 
 class Device:
-    """CuPy's `cupy.cuda.Device` for the CPU device (id 0)."""
+    """CuPy's `cupy.cuda.Device`: `Device()` is the calling thread's current device; `use()`
+    makes one current, and so does `with` until the block ends."""
 
-    def __init__(self, device_id: int = 0):
-        properties(device_id)          # validates the id
-        self.id = int(device_id)
+    def __init__(self, device_id: int = None):
+        if device_id is None:
+            device_id = get_device_id()
+        self.id = _check_id(int(device_id))
+        self._previous = []
 
     @property
     def name(self) -> str:
@@ -130,25 +263,44 @@ class Device:
                 "MaxSharedMemoryPerBlock": p.shared_memory_per_block,
                 "MaxSharedMemoryPerBlockOptin": p.shared_memory_per_block_optin,
                 "ComputeCapabilityMajor": p.compute_capability[0],
-                "ComputeCapabilityMinor": p.compute_capability[1]}
+                "ComputeCapabilityMinor": p.compute_capability[1],
+                "MaxThreadsPerMultiProcessor": p.max_threads_per_multiprocessor,
+                "MaxSharedMemoryPerMultiprocessor": p.shared_memory_per_multiprocessor,
+                "MaxBlocksPerMultiprocessor": p.max_blocks_per_multiprocessor}
 
     @property
     def mem_info(self) -> tuple:
-        """(free, total) bytes."""
-        return free_memory(), total_memory()
+        """(free, total) bytes of this device's share of memory."""
+        return device_free_memory(self.id), device_total_memory(self.id)
+
+    def can_access_peer(self, peer) -> bool:
+        """One address space: every device reaches every other device's memory."""
+        peer_id = peer.id if isinstance(peer, Device) else int(peer)
+        _check_id(peer_id)
+        return peer_id != self.id
 
     def synchronize(self) -> None:
         from .stream import synchronize_all
         synchronize_all()
 
     def use(self):
+        _current.device = self.id
         return self
 
     def __enter__(self):
+        self._previous.append(get_device_id())
+        _current.device = self.id
         return self
 
     def __exit__(self, *exc):
+        _current.device = self._previous.pop() if self._previous else 0
         return False
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("anycuda.Device", self.id))
 
     def __repr__(self):
         return f"<anycuda Device {self.id}: {self.name}>"

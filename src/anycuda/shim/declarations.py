@@ -45,6 +45,14 @@ typedef struct CUDA_MEMCPY2D_st {
     void *dstArray; size_t dstPitch;
     size_t WidthInBytes; size_t Height;
 } CUDA_MEMCPY2D;
+typedef struct CUDA_MEMCPY3D_PEER_st {
+    size_t srcXInBytes; size_t srcY; size_t srcZ; size_t srcLOD; int srcMemoryType; const void *srcHost;
+    CUdeviceptr srcDevice; void *srcArray; CUcontext srcContext; size_t srcPitch; size_t srcHeight;
+    size_t dstXInBytes; size_t dstY; size_t dstZ; size_t dstLOD; int dstMemoryType; void *dstHost;
+    CUdeviceptr dstDevice; void *dstArray; CUcontext dstContext; size_t dstPitch; size_t dstHeight;
+    size_t WidthInBytes; size_t Height; size_t Depth;
+} CUDA_MEMCPY3D_PEER;
+typedef size_t (*CUoccupancyB2DSize)(int blockSize);
 typedef struct CUlaunchConfig_st {
     unsigned int gridDimX; unsigned int gridDimY; unsigned int gridDimZ;
     unsigned int blockDimX; unsigned int blockDimY; unsigned int blockDimZ;
@@ -182,6 +190,16 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
 CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
+CUresult cuDeviceGetP2PAttribute(int *value, int attrib, CUdevice srcDevice, CUdevice dstDevice);
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy);
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream);
+CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit);
+CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags);
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize);
 CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 CUresult cuProfilerStart(void);

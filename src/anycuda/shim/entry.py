@@ -731,8 +731,6 @@ def define(ffi, lib=None):
             if a == 6:                   # CU_POINTER_ATTRIBUTE_BUFFER_ID: unique per allocation
                 found = api.memory.lookup(p)
                 value = found.ptr if found else 0
-            if a == 9 and api.memory.lookup(p) is not None:   # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-                value = 0
             n = _ATTRIBUTE_SIZES[a]
             ffi.memmove(data[i], int(value).to_bytes(n, "little", signed=value < 0), n)
 
@@ -797,7 +795,26 @@ def define(ffi, lib=None):
 
     @entry
     def cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(out, f, block, shared, flags):
-        out[0] = api.cuOccupancyMaxActiveBlocksPerMultiprocessor(ptr(f), block, shared)
+        out[0] = api.cuOccupancyMaxActiveBlocksPerMultiprocessor(ptr(f), block, shared, flags)
+
+    def potential_block_size(min_grid, block, f, b2d, shared, limit, flags):
+        to_dynamic = (lambda size: int(b2d(size))) if b2d != ffi.NULL else None
+        grid, size = api.cuOccupancyMaxPotentialBlockSize(ptr(f), to_dynamic, shared, limit, flags)
+        if min_grid == ffi.NULL or block == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "minGridSize or blockSize is NULL")
+        min_grid[0], block[0] = grid, size
+
+    @entry
+    def cuOccupancyMaxPotentialBlockSize(min_grid, block, f, b2d, shared, limit):
+        potential_block_size(min_grid, block, f, b2d, shared, limit, 0)
+
+    @entry
+    def cuOccupancyMaxPotentialBlockSizeWithFlags(min_grid, block, f, b2d, shared, limit, flags):
+        potential_block_size(min_grid, block, f, b2d, shared, limit, flags)
+
+    @entry
+    def cuOccupancyAvailableDynamicSMemPerBlock(out, f, blocks, block):
+        out[0] = api.cuOccupancyAvailableDynamicSMemPerBlock(ptr(f), blocks, block)
 
     @entry
     def cuDeviceGetPCIBusId(buf, length, dev):
@@ -806,9 +823,35 @@ def define(ffi, lib=None):
 
     @entry
     def cuDeviceCanAccessPeer(out, dev, peer):
-        api.cuDeviceGet(dev)
-        api.cuDeviceGet(peer)
-        out[0] = 0
+        out[0] = api.cuDeviceCanAccessPeer(dev, peer)
+
+    @entry
+    def cuDeviceGetP2PAttribute(out, attrib, src, dst):
+        out[0] = api.cuDeviceGetP2PAttribute(attrib, src, dst)
+
+    @entry
+    def cuCtxEnablePeerAccess(peer, flags):
+        api.cuCtxEnablePeerAccess(ptr(peer), flags)
+
+    @entry
+    def cuCtxDisablePeerAccess(peer):
+        api.cuCtxDisablePeerAccess(ptr(peer))
+
+    @entry
+    def cuMemcpyPeer(dst, dst_ctx, src, src_ctx, n):
+        api.cuMemcpyPeer(dst, ptr(dst_ctx), src, ptr(src_ctx), n)
+
+    @entry
+    def cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, n, stream):
+        api.cuMemcpyPeerAsync(dst, ptr(dst_ctx), src, ptr(src_ctx), n, ptr(stream))
+
+    @entry
+    def cuMemcpy3DPeer(p):
+        api.cuMemcpy3DPeer(*copy_3d_args(p), ptr(p.srcContext), ptr(p.dstContext))
+
+    @entry
+    def cuMemcpy3DPeerAsync(p, stream):
+        api.cuMemcpy3DPeer(*copy_3d_args(p), ptr(p.srcContext), ptr(p.dstContext), ptr(stream))
 
     def param_info(f, index, offset, size):
         layout = api.kernel_param_layout(ptr(f))
