@@ -72,6 +72,8 @@ OPTIONAL = {
     "195bcbf4d67d024aacc51d29cea631ae": "HEAP_ACCESS",
     "b10541e1f7c7c74a9f64f223be99f1e2": "DEVICE_EXTENDED_RT",
     "dd9e98a4f410484499b0e2aeb7b432b5": "HYBRID_CUDART",
+    # asked by NVRTC 13 inside nvrtcCompileProgram (cuda.core's Program, numba-cuda); it compiles on without it
+    "da9151d33ae6cc41a5c04f26d533e328": "NVRTC_DRIVER_QUERY",
 }
 
 _tables = {}            # UUID -> cffi array (kept alive for the process)
