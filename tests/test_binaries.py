@@ -567,3 +567,101 @@ def test_python_api_and_info_list_the_devices(two_devices, capsys):
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
     assert "Device 0:" in out and "Device 1:" in out and "Device 2:" not in out
+
+
+DRIVER_DEVICES_PROGRAM = r'''
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+def check(r):
+    assert r == 0, f"CUDA error {r}"
+check(cuda.cuInit(0))
+n = ctypes.c_int()
+check(cuda.cuDeviceGetCount(ctypes.byref(n)))
+ctx = [ctypes.c_void_p(), ctypes.c_void_p()]
+for d in range(2):
+    check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx[d]), d))
+print("count", n.value, "distinct", int(ctx[0].value != ctx[1].value))
+check(cuda.cuCtxSetCurrent(ctx[0]))
+print("enable self", cuda.cuCtxEnablePeerAccess(ctx[0], 0), "flags", cuda.cuCtxEnablePeerAccess(ctx[1], 1),
+      "ok", cuda.cuCtxEnablePeerAccess(ctx[1], 0), "again", cuda.cuCtxEnablePeerAccess(ctx[1], 0),
+      "bad", cuda.cuCtxEnablePeerAccess(ctypes.c_void_p(12345), 0))
+print("disable", cuda.cuCtxDisablePeerAccess(ctx[1]), "again", cuda.cuCtxDisablePeerAccess(ctx[1]))
+v = ctypes.c_int()
+r1 = cuda.cuDeviceGetP2PAttribute(ctypes.byref(v), 2, 0, 1)
+print("p2p", r1, v.value, "self", cuda.cuDeviceGetP2PAttribute(ctypes.byref(v), 2, 1, 1))
+free, total = ctypes.c_size_t(), ctypes.c_size_t()
+p = ctypes.c_uint64()
+check(cuda.cuCtxSetCurrent(ctx[1]))
+check(cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20)))
+check(cuda.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)))
+print("too big", cuda.cuMemAlloc_v2(ctypes.byref(ctypes.c_uint64()), ctypes.c_size_t(free.value + 4096)))
+check(cuda.cuCtxSetCurrent(ctx[0]))
+dev, owner = ctypes.c_int(), ctypes.c_void_p()
+check(cuda.cuPointerGetAttribute(ctypes.byref(dev), 9, ctypes.c_uint64(p.value + 10)))
+check(cuda.cuPointerGetAttribute(ctypes.byref(owner), 1, p))
+print("owner device", dev.value, "context", int(owner.value == ctx[1].value))
+q = ctypes.c_uint64()
+check(cuda.cuMemAlloc_v2(ctypes.byref(q), ctypes.c_size_t(16)))
+data = (ctypes.c_int * 4)(1, 2, 3, 4)
+check(cuda.cuMemcpyHtoD_v2(p, data, ctypes.c_size_t(16)))
+check(cuda.cuMemcpyPeer(q, ctx[0], p, ctx[1], ctypes.c_size_t(16)))
+back = (ctypes.c_int * 4)()
+check(cuda.cuMemcpyDtoH_v2(back, q, ctypes.c_size_t(16)))
+print("peer copy", list(back), "bad context", cuda.cuMemcpyPeer(q, ctypes.c_void_p(12345), p, ctx[1], ctypes.c_size_t(16)))
+ptx = b"""
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 p) .maxntid 128, 1, 1 {
+  .shared .align 4 .b8 buf[20000];
+  ret;
+}
+"""
+mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+check(cuda.cuModuleLoadData(ctypes.byref(mod), ptx))
+check(cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"k"))
+blocks, grid, block = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+maxthreads = ctypes.c_int()
+check(cuda.cuFuncGetAttribute(ctypes.byref(maxthreads), 0, fn))
+check(cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(blocks), fn, 128, ctypes.c_size_t(0)))
+print("maxthreads", maxthreads.value, "blocks", blocks.value, "bad flags",
+      cuda.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(ctypes.byref(blocks), fn, 128, ctypes.c_size_t(0), 7))
+B2D = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_int)
+calls = []
+def per_block(b):
+    calls.append(b)
+    return 64 * b
+check(cuda.cuOccupancyMaxPotentialBlockSize(ctypes.byref(grid), ctypes.byref(block), fn, B2D(per_block), ctypes.c_size_t(0), 0))
+print("potential", grid.value, block.value, "asked", max(calls), min(calls))
+avail = ctypes.c_size_t()
+check(cuda.cuOccupancyAvailableDynamicSMemPerBlock(ctypes.byref(avail), fn, 2, 128))
+print("available", avail.value)
+'''
+
+
+def test_driver_peer_contexts_memory_and_occupancy_by_hand(tmp_path, two_devices):
+    """The driver API directly (ctypes): primary contexts per device, cuCtxEnable/Disable-
+    PeerAccess and cuMemcpyPeer error codes, a device's memory share, the owner of a pointer,
+    and occupancy of a PTX kernel with .maxntid 128 and 20000 bytes of static shared memory,
+    with a block-size-to-shared-memory callback."""
+    script = tmp_path / "devices.py"
+    script.write_text(DRIVER_DEVICES_PROGRAM)
+    r = run(sys.executable, script)
+    smem_sm, granule, sms = 100 * 1024, 128, 2           # what device 0 reports (2 of 3 workers)
+    up = lambda v: -(-v // granule) * granule
+
+    def blocks(b, dynamic):
+        return min(2048 // (32 * -(-b // 32)), 32, smem_sm // up(20000 + dynamic))
+    best = max((b * blocks(b, 64 * b), b) for b in (32, 64, 96, 128))[1]
+    assert r.stdout.splitlines() == [
+        "count 2 distinct 1",
+        "enable self 201 flags 1 ok 0 again 704 bad 201",   # INVALID_CONTEXT, INVALID_VALUE, ALREADY_ENABLED
+        "disable 0 again 705",                               # PEER_ACCESS_NOT_ENABLED
+        "p2p 0 1 self 101",                                  # a device has no link to itself: INVALID_DEVICE
+        "too big 2",                                         # past device 1's share: OUT_OF_MEMORY
+        "owner device 1 context 1",
+        "peer copy [1, 2, 3, 4] bad context 201",
+        f"maxthreads 128 blocks {blocks(128, 0)} bad flags 1",
+        f"potential {blocks(best, 64 * best) * sms} {best} asked 128 32",
+        f"available {min(smem_sm // 2 // granule * granule - 20000, 48 * 1024 - 20000)}",
+    ]
