@@ -275,9 +275,13 @@ def _owned(allocation, counted: bool = True):
 
 
 def _allocate(size: int, kind: str = "device"):
-    if kind in ("device", "managed"):
+    # what a device has left is counted over the allocation table, so only for allocations
+    # large enough to matter (1/64 of the device's share and up); smaller ones cannot go past
+    # the share by much before the host itself runs out
+    share = device_info.device_total_memory(_current_device())
+    if kind in ("device", "managed") and size >= share // 64:
         dev = _current_device()
-        left = device_info.device_total_memory(dev) - device_info.used_memory(dev)
+        left = share - device_info.used_memory(dev)
         if size > left:
             raise CudaError(CUresult.CUDA_ERROR_OUT_OF_MEMORY,
                             f"{size} bytes asked of device {dev}, which has {max(left, 0)} left")
