@@ -137,7 +137,7 @@ def test_compile_cache_is_used(tmp_path, monkeypatch):
     assert len(files) == 1
     calls = []
     monkeypatch.setattr(cudac, "_compile_nvcc", lambda *a: calls.append(a) or "")
-    monkeypatch.setattr(cudac, "_compile_nvrtc", lambda *a: calls.append(a) or "")
+    monkeypatch.setattr(cudac, "_compile_nvrtc", lambda *a: calls.append(a) or ("", {}))     # (ptx, lowered names)
     assert cudac.compile_to_ptx(SAXPY) == first and not calls
     files[0].write_text("garbage")                 # a corrupt entry is compiled again
     cudac.compile_to_ptx(SAXPY)
