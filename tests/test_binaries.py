@@ -665,3 +665,11 @@ def test_driver_peer_contexts_memory_and_occupancy_by_hand(tmp_path, two_devices
         f"potential {blocks(best, 64 * best) * sms} {best} asked 128 32",
         f"available {min(smem_sm // 2 // granule * granule - 20000, 48 * 1024 - 20000)}",
     ]
+
+
+@pytest.mark.parametrize("mode", ["static", "shared"])
+def test_program_that_launches_nothing_exits_cleanly(build, mode):
+    """The runtime unloads its modules from an exit handler that runs after LLVM's static
+    destructors; freeing JIT code then crashed the process (exit 139) after all its output."""
+    r = run(build("no_launch", mode))
+    assert "devices=1 cudaSuccess cudaSuccess cudaSuccess" in r.stdout

@@ -85,6 +85,20 @@ def _dump(var, mod):
             fh.write(str(mod))
 
 
+_exit = {"exiting": lambda: False}
+_kept_at_exit = []
+
+
+def watch_process_exit(register, exiting) -> None:
+    """For a host process whose exit handlers may unload modules after LLVM's own static
+    destructors have run (see shim/build.py): `register()` installs a C exit handler, which
+    must happen once LLVM's library is loaded; `exiting()` tells whether it has run. From
+    then on JIT code is left to the process's end rather than freed."""
+    _initialise()
+    register()
+    _exit["exiting"] = exiting
+
+
 class LoadedObject:
     """A native object file linked into this process (kept alive with its engine)."""
 
@@ -94,6 +108,10 @@ class LoadedObject:
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         self.engine.finalize_object()
+
+    def __del__(self):
+        if _exit["exiting"]():
+            _kept_at_exit.append(getattr(self, "engine", None))   # freeing it now would reach a destroyed LLVM
 
     def address(self, symbol: str) -> int:
         addr = self.engine.get_function_address(symbol)

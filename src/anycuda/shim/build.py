@@ -107,6 +107,18 @@ static void anycuda_call_python(struct _cffi_externpy_s *externpy, char *args) {
 #define _cffi_call_python anycuda_call_python
 """
 
+# A program's own exit handlers (the CUDA runtime's unloads its modules from one) run after
+# those of libraries loaded later, and LLVM's static destructors are among those: by the time
+# the runtime unloads a module, LLVM's context is gone and freeing JIT code would crash. A
+# handler registered once LLVM is loaded runs before LLVM's destructors and notes the exit, so
+# anycuda then leaves JIT code to the process's end instead of freeing it.
+_EXIT_WATCH = """
+#include <stdlib.h>
+static int anycuda_exiting;
+static void anycuda_note_exit(void) { anycuda_exiting = 1; }
+static void anycuda_watch_exit(void) { atexit(anycuda_note_exit); }
+static int anycuda_process_exiting(void) { return anycuda_exiting; }
+"""
 
 STUBS = 1024
 
@@ -122,6 +134,8 @@ STUB_DECLARATIONS = """
 static int anycuda_host_is_python(void);
 extern "Python" int anycuda_unsupported(int index);
 static void *anycuda_stub_address(int i);
+static void anycuda_watch_exit(void);
+static int anycuda_process_exiting(void);
 """
 
 
@@ -163,6 +177,8 @@ from anycuda.shim.entry import define
 from anycuda.shim import export_tables
 define(ffi, lib)
 export_tables.install(ffi, lib)
+from anycuda.compiler import jit
+jit.watch_process_exit(lib.anycuda_watch_exit, lib.anycuda_process_exiting)
 """
 
 
@@ -191,7 +207,7 @@ def build(folder: Path) -> Path:
     ffi.embedding_api(declarations.FUNCTIONS)
     ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
                    _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
-                   + _AFTER_FINALIZE + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
+                   + _AFTER_FINALIZE + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
     ffi.embedding_init_code(_init_code())
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:
