@@ -773,3 +773,67 @@ DONE:
     assert (old[:, 3] == 0).all()
     assert sorted(old[:, 6] & 0xFFFF) == sorted(int(np.float16(k).view(np.uint16)) for k in range(n))
     assert old[:, 6].tolist() == [(h << 16) | h for h in (old[:, 6] & 0xFFFF).tolist()]
+
+
+def test_grid_stride_loop_with_uneven_trip_counts_then_barrier(rng=np.random.default_rng()):
+    """A grid-stride loop runs in lockstep across a block (a yield at its back edge): threads
+    that leave it at different iterations, or never enter it, meet at a barrier after it."""
+    from anycuda.compiler import analysis
+    from anycuda.ptx import parse
+    ptx = """
+.visible .entry k(.param .u64 pin, .param .u64 pout, .param .u64 pblk, .param .u32 pn)
+{
+  .reg .b32 %r<20>; .reg .b64 %rd<12>; .reg .pred %p<4>;
+  .shared .align 4 .b32 s[128];
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout]; ld.param.u64 %rd3, [pblk];
+  ld.param.u32 %r1, [pn];
+  mov.u32 %r2, %tid.x; mov.u32 %r3, %ntid.x; mov.u32 %r4, %ctaid.x; mov.u32 %r5, %nctaid.x;
+  mad.lo.s32 %r6, %r4, %r3, %r2;
+  mov.u32 %r7, %r6;
+  mov.u32 %r8, 0; mov.u32 %r9, 0;
+  setp.ge.s32 %p1, %r7, %r1;
+  @%p1 bra AFTER;
+  mul.lo.s32 %r10, %r5, %r3;
+LOOP:
+  mul.wide.s32 %rd4, %r7, 4; add.s64 %rd5, %rd1, %rd4;
+  ld.global.u32 %r11, [%rd5];
+  add.s32 %r8, %r8, %r11;
+  add.s32 %r9, %r9, 1;
+  add.s32 %r7, %r7, %r10;
+  setp.lt.s32 %p2, %r7, %r1;
+  @%p2 bra LOOP;
+AFTER:
+  shl.b32 %r12, %r2, 2; mov.u32 %r13, s; add.s32 %r14, %r13, %r12;
+  st.shared.u32 [%r14], %r8;
+  mul.wide.s32 %rd6, %r6, 8; add.s64 %rd7, %rd2, %rd6;
+  st.global.v2.u32 [%rd7], {%r8, %r9};
+  bar.sync 0;
+  setp.ne.u32 %p3, %r2, 0;
+  @%p3 bra DONE;
+  mov.u32 %r15, 0; mov.u32 %r16, 0;
+SUM:
+  shl.b32 %r17, %r16, 2; add.s32 %r18, %r13, %r17;
+  ld.shared.u32 %r19, [%r18];
+  add.s32 %r15, %r15, %r19;
+  add.s32 %r16, %r16, 1;
+  setp.lt.u32 %p3, %r16, %r3;
+  @%p3 bra SUM;
+  mul.wide.u32 %rd8, %r4, 4; add.s64 %rd9, %rd3, %rd8;
+  st.global.u32 [%rd9], %r15;
+DONE:
+  ret;
+}"""
+    fn = next(f for f in parse(HEADER + ptx).functions if f.is_kernel)
+    # the grid-stride loop gets a yield; the counted loop over shared memory does not
+    assert len(analysis.grid_stride_yields(fn.body, {}, [p.name for p in fn.params])) == 1
+    grid, block = 3, 96
+    for n in (1000, 100, 0, 3 * 96 * 4):
+        x = rng.integers(0, 1000, max(n, 1)).astype(np.int32)
+        out = np.full((grid * block, 2), -1, np.int32)
+        blk = np.full(grid, -1, np.int32)
+        launch(ptx, "k", (grid, 1, 1), (block, 1, 1), x, out, blk, n)
+        g = np.arange(grid * block)
+        want = np.array([x[t:n:grid * block].sum() for t in g], np.int32)
+        trips = np.array([len(range(t, n, grid * block)) for t in g], np.int32)
+        assert (out[:, 0] == want).all() and (out[:, 1] == trips).all()
+        assert (blk == want.reshape(grid, block).sum(axis=1)).all()

@@ -33,9 +33,19 @@ def is_warp_collective(inst: ir.Instruction) -> bool:
     return inst.opcode == "bar" and "warp" in inst.mods
 
 
+# A suspension that never waits (see grid_stride_yields). Its opcode has a dot, which the
+# parser splits off as a modifier, so no PTX source can spell it.
+YIELD = "anycuda.yield"
+
+
+def is_yield(inst: ir.Instruction) -> bool:
+    return inst.opcode == YIELD
+
+
 def is_suspension(inst: ir.Instruction) -> bool:
-    """A thread stops here until other threads of its block or warp arrive."""
-    return is_block_barrier(inst) or is_warp_collective(inst)
+    """A thread stops here until other threads of its block or warp arrive (or, at a yield,
+    only lets the other threads of its block catch up)."""
+    return is_block_barrier(inst) or is_warp_collective(inst) or is_yield(inst)
 
 
 def _regs(op) -> list:
@@ -164,3 +174,120 @@ def live_across_suspensions(body: list, branch_targets: dict) -> dict:
                 live -= set(defs)
             result[pos] = sorted(live)
     return result
+
+
+# Pure integer instructions through which a value computed from block-uniform operands stays
+# block-uniform.
+_UNIFORM_OPCODES = frozenset(("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor",
+                              "not", "cvt", "cvta", "min", "max", "div", "rem", "neg", "abs"))
+_UNIFORM_SPECIAL = frozenset(("ntid", "nctaid", "ctaid", "nsmid"))
+
+
+def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
+    """Positions of the back-edge branches of a kernel's grid-stride loops, where a yield goes.
+
+    A grid-stride loop (`for (i = first; i < n; i += gridDim.x * blockDim.x)`) makes each
+    thread walk memory alone with a stride of the whole grid; run thread after thread on the
+    CPU, every load misses the cache and the loop over threads is never innermost, so nothing
+    vectorises. A yield at the back edge (a suspension that never blocks) lets the scheduler's
+    uniform rounds run one iteration for all threads of the block, one after the other, with
+    neighbouring threads touching neighbouring addresses (and a loop over threads LLVM may
+    vectorise).
+
+    The shape: a natural loop that contains no suspension (nor call, which might hide one),
+    with an induction `add r, r, s` whose step `s` has one definition outside the loop, by pure
+    integer instructions of immediates, %ntid/%nctaid/%ctaid, kernel parameters and other such
+    registers (so it is the same for every thread of the block), at least one of them not a
+    constant. Loops with a constant step are left alone: short counted loops (a tile's k loop)
+    are unrolled and vectorised across threads already, and a yield there costs a round per
+    iteration."""
+    blocks = build_cfg(body, branch_targets)
+    defs = {}
+    for pos, st in enumerate(body):
+        if isinstance(st, ir.Instruction):
+            for r in defs_uses(st)[0]:
+                defs.setdefault(r, []).append(pos)
+    params = set(kernel_params)
+    preds = {b.index: [] for b in blocks}
+    for b in blocks:
+        for x in b.succs:
+            preds[x].append(b.index)
+    memo = {}
+
+    def uniform(r):
+        """None: not block-uniform; False: uniform and a compile-time constant; True: uniform
+        and not a constant."""
+        if r in memo:
+            return memo[r]
+        memo[r] = None                   # a cycle is not uniform
+        ps = defs.get(r, [])
+        if len(ps) != 1:
+            return None
+        st = body[ps[0]]
+        if st.guard is not None or "cc" in st.mods:
+            return None
+        ops = st.operands
+        if not ops or not isinstance(ops[0], ir.Reg) or ops[0].name != r:
+            return None
+        varying = False
+        if st.opcode == "ld":
+            src = ops[1] if len(ops) == 2 else None
+            if not ("param" in st.mods and isinstance(src, ir.Addr) and isinstance(src.base, ir.Sym)
+                    and src.base.name in params):
+                return None
+            varying = True
+        elif st.opcode in _UNIFORM_OPCODES:
+            for op in ops[1:]:
+                if isinstance(op, ir.Reg):
+                    sub = uniform(op.name)
+                    if sub is None:
+                        return None
+                    varying = varying or sub
+                elif isinstance(op, ir.SpecialReg):
+                    if op.name not in _UNIFORM_SPECIAL:
+                        return None
+                    varying = True
+                elif not isinstance(op, (ir.Imm, ir.Sym)):
+                    return None
+        else:
+            return None
+        memo[r] = varying
+        return varying
+
+    result = []
+    for b in blocks:
+        if not b.instructions:
+            continue
+        pos, last = b.instructions[-1]
+        if last.opcode != "bra":
+            continue
+        for h in b.succs:
+            if h > b.index:
+                continue
+            loop, todo = {h}, [b.index]
+            while todo:                  # the natural loop of the back edge b -> h
+                x = todo.pop()
+                if x in loop:
+                    continue
+                loop.add(x)
+                todo += preds[x]
+            insts = [(q, st) for x in loop for q, st in blocks[x].instructions]
+            if any(is_suspension(st) or st.opcode in ("call", "brx") for _, st in insts):
+                continue
+            inside = {q for q, _ in insts}
+            for _, st in insts:
+                if st.opcode != "add" or st.guard is not None or len(st.operands) != 3:
+                    continue
+                d, x, y = st.operands
+                if not all(isinstance(o, ir.Reg) for o in (d, x, y)):
+                    continue
+                step = y if x.name == d.name else x if y.name == d.name else None
+                if step is None or any(q in inside for q in defs.get(step.name, [])):
+                    continue
+                if uniform(step.name):
+                    result.append(pos)
+                    break
+            else:
+                continue
+            break
+    return sorted(set(result))

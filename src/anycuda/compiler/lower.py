@@ -13,6 +13,8 @@ owns registers, operands, addresses and control flow.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from llvmlite import ir
 
 from ..ptx import ir as pir
@@ -98,6 +100,7 @@ class FunctionLowering:
         self.site_consts = []             # per site: {frame slot: int} of its constant operands
         self.remat = {}                   # register -> position of the one instruction that defines it
         self.spill_bytes = 0              # bytes of spill arrays per thread
+        self.yield_pairs = []             # (back edge, loop exit) positions of a loop's yields
         self.inst = None
 
     # ------------------------------------------------------------------ errors
@@ -108,6 +111,8 @@ class FunctionLowering:
 
     # ------------------------------------------------------------------ set-up
     def lower(self):
+        if self.is_kernel:
+            self._insert_yields()
         body = self.pfn.body
         self._check_operand_counts(body)
         for st in body:
@@ -117,6 +122,11 @@ class FunctionLowering:
                 self.branch_targets[st.name] = st.targets
         if self.is_kernel:
             self.site_live = analysis.live_across_suspensions(body, self.branch_targets)
+            for back, leave in self.yield_pairs:
+                # both ends of a loop's round spill the same registers (a dead one too), so
+                # that no spill store is conditional: LLVM would need a masked store
+                both = sorted(set(self.site_live[back]) | set(self.site_live[leave]))
+                self.site_live[back] = self.site_live[leave] = both
             # a kernel that calls device functions tells them where its .local variables
             # are, in a slot after the frame header (see space_windows)
             self.publishes_locals = any(isinstance(st, pir.Instruction) and st.opcode == "call" for st in body)
@@ -168,6 +178,39 @@ class FunctionLowering:
             self.emit_return()
         self._emit_dispatch(start)
         self.frame_size = (self.frame_size + 63) // 64 * 64
+
+    def _insert_yields(self):
+        """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""
+        body = self.pfn.body
+        targets = {st.name: st.targets for st in body if isinstance(st, pir.BranchTargets)}
+        try:
+            at = set(analysis.grid_stride_yields(body, targets, self.mc.kernel_params(self.pfn)))
+        except Exception:
+            # malformed operands are reported by the lowering itself, with their location
+            return
+        if not at:
+            return
+        # `@p bra LOOP` becomes `@!p bra EXIT; yield; bra LOOP; EXIT: yield`: a thread leaving
+        # the loop yields too, so that a round from the back edge ends at a yield on either
+        # path (spills only, no collective's operands), which LLVM can if-convert, and the
+        # threads that leave together go on together
+        new = []
+        for pos, st in enumerate(body):
+            if pos not in at:
+                new.append(st)
+                continue
+            yield_ = pir.Instruction(analysis.YIELD, (), (), st.loc, text="(yield)")
+            if st.guard is None:
+                new += [yield_, st]
+                continue
+            leave = f"$anycuda_loop_exit{pos}"
+            skip = pir.Guard(st.guard.reg, not st.guard.negated)
+            new.append(dataclasses.replace(st, guard=skip, operands=(pir.Sym(leave),)))
+            back = len(new)
+            new += [yield_, dataclasses.replace(st, guard=None), pir.Label(leave, st.loc)]
+            self.yield_pairs.append((back, len(new)))
+            new.append(yield_)
+        self.pfn = dataclasses.replace(self.pfn, body=new)
 
     def _check_operand_counts(self, body):
         """Every instruction has as many operands as one of its forms (instructions.OPERAND_COUNTS),
@@ -796,6 +839,8 @@ class FunctionLowering:
     # ------------------------------------------------------------------ instructions
     def lower_instruction(self, inst: pir.Instruction):
         from .instructions import HANDLERS
+        if analysis.is_yield(inst):
+            return self.suspend("yield", {}, None)
         handler = HANDLERS.get(inst.opcode)
         if handler is None:
             raise self.error(f"instruction '{inst.opcode}' is not supported by anycuda yet", UnsupportedPtx)

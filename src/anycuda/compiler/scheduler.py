@@ -267,8 +267,10 @@ def _record_stop(b, fn, fr, code, kinds, site_consts):
     is_block = ir.Constant(I1, 0)
     for k in sorted(abi.BLOCK_SITE_KINDS):
         is_block = b.or_(is_block, b.icmp_signed("==", kind, i32(k)))
-    st = b.select(exited, i32(abi.THREAD_EXITED),
-                  b.select(is_block, i32(abi.THREAD_WAIT_BAR), i32(abi.THREAD_WAIT_WARP)))
+    waits = b.select(is_block, i32(abi.THREAD_WAIT_BAR), i32(abi.THREAD_WAIT_WARP))
+    # a thread at a yield waits for nothing
+    waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["yield"])), i32(abi.THREAD_RUN), waits)
+    st = b.select(exited, i32(abi.THREAD_EXITED), waits)
     b.store(st, _state(b, fr))
     store_field(b, fr, C["resume"], code)
     with_consts = [(i + 1, c) for i, c in enumerate(site_consts) if c]
@@ -488,10 +490,13 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     over the threads calls step with that resume point as a constant, so that after inlining
     the loop body is just that region's code and LLVM can vectorise it across threads. Such a
     loop has no early exit: the threads' stop codes go to an array that is scanned after it.
-    When all threads stop at the same whole-block bar.sync (no thread count), the next
-    uniform round starts at once; anything else (a trap, threads stopping at different
-    places, a warp collective, a named barrier with a count, bar.red, bar.arrive) records the
-    stops in the frames and continues with general rounds, thread by thread."""
+    When all threads stop at the same whole-block bar.sync (no thread count) or the same
+    yield (the back edge or exit of a grid-stride loop, analysis.grid_stride_yields), the next
+    uniform round starts at once (after a yield: one iteration of that loop for every
+    thread); anything else (a trap, threads stopping at different places, a warp
+    collective, a named barrier with a count, bar.red, bar.arrive) records the stops in the
+    frames and continues with general rounds, thread by thread, where a yield waits for
+    nothing: the thread runs on at once."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32]), name=name + ".block")
     fn.linkage = "internal"
     L, ws, shared, cx, cy, cz, worker = fn.args
@@ -554,9 +559,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     # uniform rounds: resume 0, and after each whole-block bar.sync without a thread count
     # (a constant barrier id too: threads at one bar.sync with different ids deadlock)
     op_b, op_c = abi.CTX["op_b"], abi.CTX["op_c"]
+    # and after a yield (all threads at one yield: the next iteration of a grid-stride loop)
+    yields = [i + 1 for i, k in enumerate(nsites_kinds) if k == abi.SITE["yield"]]
     again = [i + 1 for i, k in enumerate(nsites_kinds)
              if k == abi.SITE["bar_sync"] and site_consts[i].get(op_c, (None,))[0] == 0
-             and op_b in site_consts[i]]
+             and op_b in site_consts[i]] + yields
     b.position_at_end(dispatch)
     sw = b.switch(b.load(cur), outer)
     for site in [0] + again:
@@ -617,13 +624,30 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             fr = _frame(b, ws, fsize, t)
             with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN))):
                 index = [load_field(b, fr, C[k], I32) for k in ("tid_x", "tid_y", "tid_z", "linear")]
-                code = b.call(step, [fr, load_field(b, fr, C["resume"], I32), params] + index + scalars +
-                              block_args(t))
+                resume = load_field(b, fr, C["resume"], I32)
+                if yields:
+                    # here a yield releases at once: the thread goes on until it waits or exits
+                    entry = b.block
+                    again_blk = fn.append_basic_block("step")
+                    b.branch(again_blk)
+                    b.position_at_end(again_blk)
+                    r = b.phi(I32, name="resume")
+                    r.add_incoming(resume, entry)
+                    resume = r
+                code = b.call(step, [fr, resume, params] + index + scalars + block_args(t))
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
+                if yields:
+                    at_yield = ir.Constant(I1, 0)
+                    for site in yields:
+                        at_yield = b.or_(at_yield, b.icmp_signed("==", code, i32(site)))
+                    stop = fn.append_basic_block("stopped")
+                    r.add_incoming(code, b.block)
+                    b.cbranch(at_yield, again_blk, stop)
+                    b.position_at_end(stop)
                 _record_stop(b, fn, fr, code, kinds, site_consts)
-        if any(k not in abi.BLOCK_SITE_KINDS for k in nsites_kinds):
+        if any(k not in abi.BLOCK_SITE_KINDS and k != abi.SITE["yield"] for k in nsites_kinds):
             released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds])
             nxt = fn.append_basic_block("warp.next")
             b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
