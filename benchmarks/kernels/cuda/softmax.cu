@@ -9,6 +9,9 @@ __device__ float warp_sum(float v) {
     return v;
 }
 
+// NVRTC has no <math.h> (no INFINITY): minus infinity by its bits
+#define NEG_INF (-__int_as_float(0x7f800000))
+
 extern "C" __global__ void softmax_forward(float* out, const float* inp, int N, int C) {
     __shared__ float shared[32];
     int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -16,13 +19,13 @@ extern "C" __global__ void softmax_forward(float* out, const float* inp, int N, 
     const float* x = inp + (size_t)row * C;
     float* y = out + (size_t)row * C;
 
-    float m = -INFINITY;
+    float m = NEG_INF;
     for (int i = tid; i < C; i += blockDim.x) m = fmaxf(m, x[i]);
     m = warp_max(m);
     if (lane == 0) shared[warp] = m;
     __syncthreads();
     if (tid < 32) {
-        m = warp_max(tid < warps ? shared[tid] : -INFINITY);
+        m = warp_max(tid < warps ? shared[tid] : NEG_INF);
         if (tid == 0) shared[0] = m;
     }
     __syncthreads();
