@@ -200,7 +200,14 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
     registers (so it is the same for every thread of the block), at least one of them not a
     constant. Loops with a constant step are left alone: short counted loops (a tile's k loop)
     are unrolled and vectorised across threads already, and a yield there costs a round per
-    iteration."""
+    iteration.
+
+    Only in kernels that have sites already: a kernel without any runs its block as a plain
+    loop over threads with one reused frame and no spills, and the common grid-stride kernel
+    launched with a grid that covers the data (one iteration per thread) was 7x slower with
+    yields (frames to set up per block, two rounds for one iteration)."""
+    if not any(isinstance(st, ir.Instruction) and is_suspension(st) for st in body):
+        return []
     blocks = build_cfg(body, branch_targets)
     defs = {}
     for pos, st in enumerate(body):
