@@ -181,6 +181,11 @@ def live_across_suspensions(body: list, branch_targets: dict) -> dict:
 _UNIFORM_OPCODES = frozenset(("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor",
                               "not", "cvt", "cvta", "min", "max", "div", "rem", "neg", "abs"))
 _UNIFORM_SPECIAL = frozenset(("ntid", "nctaid", "ctaid", "nsmid"))
+# A step from these spans more than the block's own stretch of memory. A block-stride loop
+# (step %ntid alone, as in one block per row) keeps a block within a few KB that stay in
+# cache when its threads run one after another; yields there only added rounds (softmax
+# 8192 x 1024, one thread: 645-912 -> 778-819 ms).
+_GRID_WIDE = frozenset(("nctaid", "param", "nsmid"))
 
 
 def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
@@ -197,8 +202,8 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
     The shape: a natural loop that contains no suspension (nor call, which might hide one),
     with an induction `add r, r, s` whose step `s` has one definition outside the loop, by pure
     integer instructions of immediates, %ntid/%nctaid/%ctaid, kernel parameters and other such
-    registers (so it is the same for every thread of the block), at least one of them not a
-    constant. Loops with a constant step are left alone: short counted loops (a tile's k loop)
+    registers (so it is the same for every thread of the block), at least one of them
+    %nctaid or a kernel parameter (see _GRID_WIDE). Loops with a constant step are left alone: short counted loops (a tile's k loop)
     are unrolled and vectorised across threads already, and a yield there costs a round per
     iteration.
 
@@ -222,8 +227,8 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
     memo = {}
 
     def uniform(r):
-        """None: not block-uniform; False: uniform and a compile-time constant; True: uniform
-        and not a constant."""
+        """None when r is not block-uniform, else the set of what it is computed from
+        ('param' and the special registers; empty: a compile-time constant)."""
         if r in memo:
             return memo[r]
         memo[r] = None                   # a cycle is not uniform
@@ -236,24 +241,24 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
         ops = st.operands
         if not ops or not isinstance(ops[0], ir.Reg) or ops[0].name != r:
             return None
-        varying = False
+        varying = set()
         if st.opcode == "ld":
             src = ops[1] if len(ops) == 2 else None
             if not ("param" in st.mods and isinstance(src, ir.Addr) and isinstance(src.base, ir.Sym)
                     and src.base.name in params):
                 return None
-            varying = True
+            varying = {"param"}
         elif st.opcode in _UNIFORM_OPCODES:
             for op in ops[1:]:
                 if isinstance(op, ir.Reg):
                     sub = uniform(op.name)
                     if sub is None:
                         return None
-                    varying = varying or sub
+                    varying |= sub
                 elif isinstance(op, ir.SpecialReg):
                     if op.name not in _UNIFORM_SPECIAL:
                         return None
-                    varying = True
+                    varying.add(op.name)
                 elif not isinstance(op, (ir.Imm, ir.Sym)):
                     return None
         else:
@@ -291,7 +296,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
                 step = y if x.name == d.name else x if y.name == d.name else None
                 if step is None or any(q in inside for q in defs.get(step.name, [])):
                     continue
-                if uniform(step.name):
+                if _GRID_WIDE & (uniform(step.name) or set()):
                     result.append(pos)
                     break
             else:

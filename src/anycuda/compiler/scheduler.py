@@ -259,7 +259,7 @@ def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi):
     return res, rpred
 
 
-def _record_stop(b, fn, fr, code, kinds, site_consts):
+def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
     """Record in a thread's frame where step stopped (`code`, not a trap): its state, resume
     point, and the operands of its site that are constants (lower.suspend leaves them out)."""
     exited = b.icmp_signed("==", code, i32(abi.STEP_EXIT))
@@ -268,8 +268,9 @@ def _record_stop(b, fn, fr, code, kinds, site_consts):
     for k in sorted(abi.BLOCK_SITE_KINDS):
         is_block = b.or_(is_block, b.icmp_signed("==", kind, i32(k)))
     waits = b.select(is_block, i32(abi.THREAD_WAIT_BAR), i32(abi.THREAD_WAIT_WARP))
-    # a thread at a yield waits for nothing
-    waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["yield"])), i32(abi.THREAD_RUN), waits)
+    if abi.SITE["yield"] in site_kinds:
+        # a thread at a yield waits for nothing
+        waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["yield"])), i32(abi.THREAD_RUN), waits)
     st = b.select(exited, i32(abi.THREAD_EXITED), waits)
     b.store(st, _state(b, fr))
     store_field(b, fr, C["resume"], code)
@@ -609,7 +610,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         sw.add_case(i32(site), blk)
     b.position_at_end(record)
     with for_range(b, i32(0), n, "m") as t:
-        _record_stop(b, fn, _frame(b, ws, fsize, t), b.load(b.gep(codes, [t])), kinds, site_consts)
+        _record_stop(b, fn, _frame(b, ws, fsize, t), b.load(b.gep(codes, [t])), kinds, site_consts, nsites_kinds)
     b.branch(outer)
 
     b.position_at_end(outer)
@@ -646,7 +647,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     r.add_incoming(code, b.block)
                     b.cbranch(at_yield, again_blk, stop)
                     b.position_at_end(stop)
-                _record_stop(b, fn, fr, code, kinds, site_consts)
+                _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
         if any(k not in abi.BLOCK_SITE_KINDS and k != abi.SITE["yield"] for k in nsites_kinds):
             released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds])
             nxt = fn.append_basic_block("warp.next")
