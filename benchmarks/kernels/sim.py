@@ -201,6 +201,25 @@ def softmax_forward(out, inp, N, C):
         out[row, i] *= inv
 
 
+@cuda.jit(device=True)
+def _warp_sum_in_shared(v, s):
+    """The sum of v over this thread's warp, through shared memory (the simulator has no
+    shuffles); every lane gets it."""
+    tid = cuda.threadIdx.x
+    lane, w = tid % 32, tid // 32
+    s[tid] = v
+    cuda.syncthreads()
+    o = 16
+    while o > 0:
+        if lane < o:
+            s[tid] += s[tid + o]
+        cuda.syncthreads()
+        o //= 2
+    v = s[w * 32]
+    cuda.syncthreads()
+    return v
+
+
 @cuda.jit
 def layernorm_forward(out, mean, rstd, inp, weight, bias, N, C):
     s = cuda.shared.array(1024, float32)
@@ -210,29 +229,12 @@ def layernorm_forward(out, mean, rstd, inp, weight, bias, N, C):
     a = float32(0)
     for i in range(lane, C, 32):
         a += inp[row, i]
-    s[tid] = a
-    cuda.syncthreads()
-    o = 16
-    while o > 0:
-        if lane < o:
-            s[tid] += s[tid + o]
-        cuda.syncthreads()
-        o //= 2
-    m = s[w * 32] / C
-    cuda.syncthreads()
+    m = _warp_sum_in_shared(a, s) / C
     v = float32(0)
     for i in range(lane, C, 32):
         d = inp[row, i] - m
         v += d * d
-    s[tid] = v
-    cuda.syncthreads()
-    o = 16
-    while o > 0:
-        if lane < o:
-            s[tid] += s[tid + o]
-        cuda.syncthreads()
-        o //= 2
-    r = float32(1) / math.sqrt(s[w * 32] / C + float32(1e-5))
+    r = float32(1) / math.sqrt(_warp_sum_in_shared(v, s) / C + float32(1e-5))
     if lane == 0:
         mean[row] = m
         rstd[row] = r
