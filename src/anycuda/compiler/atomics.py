@@ -53,8 +53,13 @@ def _rmw(f, private, kind, p, v):
     b = f.b
     if not private:
         return b.atomic_rmw(kind, p, v, "seq_cst")
+    return _update_in_place(b, p, lambda old: PLAIN_RMW[kind](b, old, v))
+
+
+def _update_in_place(b, p, update):
+    """*p = update(*p) without atomicity (block-private memory); returns the old value."""
     old = b.load(p)
-    b.store(PLAIN_RMW[kind](b, old, v), p)
+    b.store(update(old), p)
     return old
 
 
@@ -87,8 +92,7 @@ def lower_atomic(f, inst):
         c = convert(b, cmp_, ir.IntType(width(t)))
         n = convert(b, new, ir.IntType(width(t)))
         if private:
-            old = b.load(ip)
-            b.store(b.select(b.icmp_unsigned("==", old, c), n, old), ip)
+            old = _update_in_place(b, ip, lambda cur: b.select(b.icmp_unsigned("==", cur, c), n, cur))
             return _write(f, ops, old, t)
         res = b.cmpxchg(ip, c, n, "seq_cst", "seq_cst")
         return _write(f, ops, b.extract_value(res, 0), t)
@@ -139,9 +143,7 @@ def _cas_loop(f, p, update, lt, private=False):
     if update is None:
         raise f.error("unsupported atomic operation on 16-bit floats", UnsupportedPtx)
     if private:
-        old = b.load(p)
-        b.store(update(old), p)
-        return old
+        return _update_in_place(b, p, update)
     pre = b.block
     first = b.load_atomic(p, "monotonic", lt.width // 8)
     loop = f.fn.append_basic_block("cas.loop")
