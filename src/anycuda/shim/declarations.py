@@ -246,3 +246,66 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams);
 CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies);
 """
+
+
+# ---------------------------------------------------------------- CUDA arrays, texture and surface objects
+# (entry points in entry_textures.py)
+_TEXTURE_TYPES = """
+typedef struct CUarray_st *CUarray;
+typedef unsigned long long CUtexObject;
+typedef unsigned long long CUsurfObject;
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+    size_t Width; size_t Height; int Format; unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+    size_t Width; size_t Height; size_t Depth; int Format; unsigned int NumChannels; unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct CUDA_RESOURCE_DESC_st {
+    int resType;
+    union {
+        struct { CUarray hArray; } array;
+        struct { void *hMipmappedArray; } mipmap;
+        struct { CUdeviceptr devPtr; int format; unsigned int numChannels; size_t sizeInBytes; } linear;
+        struct { CUdeviceptr devPtr; int format; unsigned int numChannels; size_t width; size_t height;
+                 size_t pitchInBytes; } pitch2D;
+        struct { int reserved[32]; } reserved;
+    } res;
+    unsigned int flags;
+} CUDA_RESOURCE_DESC;
+typedef struct CUDA_TEXTURE_DESC_st {
+    int addressMode[3]; int filterMode; unsigned int flags; unsigned int maxAnisotropy; int mipmapFilterMode;
+    float mipmapLevelBias; float minMipmapLevelClamp; float maxMipmapLevelClamp; float borderColor[4];
+    int reserved[12];
+} CUDA_TEXTURE_DESC;
+typedef struct CUDA_RESOURCE_VIEW_DESC_st {
+    int format; size_t width; size_t height; size_t depth; unsigned int firstMipmapLevel;
+    unsigned int lastMipmapLevel; unsigned int firstLayer; unsigned int lastLayer; unsigned int reserved[16];
+} CUDA_RESOURCE_VIEW_DESC;
+"""
+
+_TEXTURE_FUNCTIONS = """
+CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray);
+CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray);
+CUresult cuArrayDestroy(CUarray hArray);
+CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray);
+CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray);
+CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount);
+CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount);
+CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount);
+CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount);
+CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount);
+CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream);
+CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc,
+                           const CUDA_RESOURCE_VIEW_DESC *pResViewDesc);
+CUresult cuTexObjectDestroy(CUtexObject texObject);
+CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject);
+CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject);
+CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject);
+CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc);
+CUresult cuSurfObjectDestroy(CUsurfObject surfObject);
+CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject);
+"""
+
+TYPES += _TEXTURE_TYPES
+FUNCTIONS += _TEXTURE_FUNCTIONS

@@ -12,6 +12,7 @@ import sys
 import threading
 
 from ..driver import api
+from . import entry_textures
 from ..runtime.errors import CudaError, CUresult
 
 _strings = {}
@@ -152,6 +153,7 @@ def define(ffi, lib=None):
 
     ptr = lambda p: int(ffi.cast("uintptr_t", p))
     handle = lambda h: ffi.cast("void *", h)
+    entry_textures.define(ffi, entry, ptr, handle)     # CUDA arrays, texture and surface objects
 
     @entry
     def cuInit(flags):
@@ -550,21 +552,21 @@ def define(ffi, lib=None):
         api.cuMemcpyAsync(dst, src, n, ptr(stream))
 
     def copy_2d(p, stream):
-        def base(kind, host, device, array, x, y, pitch, side):
-            if kind == 3 or array != ffi.NULL:
-                raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"CUDA arrays as the {side} of a 2-D copy")
+        def base(kind, host, device, array, x, y, pitch):
+            if kind == 3:                 # CU_MEMORYTYPE_ARRAY
+                return entry_textures.array_side(ffi, ptr, array, x, y, 0, p.WidthInBytes, p.Height, 1)[:2]
             start = ptr(host) if kind == 1 else device
-            return start + y * pitch + x
-        src = base(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY, p.srcPitch, "source")
-        dst = base(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, p.dstXInBytes, p.dstY, p.dstPitch, "destination")
-        api.cuMemcpy2D(src, p.srcPitch, dst, p.dstPitch, p.WidthInBytes, p.Height, stream)
+            return start + y * pitch + x, pitch
+        src, src_pitch = base(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY, p.srcPitch)
+        dst, dst_pitch = base(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, p.dstXInBytes, p.dstY, p.dstPitch)
+        api.cuMemcpy2D(src, src_pitch, dst, dst_pitch, p.WidthInBytes, p.Height, stream)
 
     def copy_3d_args(p):
         """(src, src pitch, src slice, dst, dst pitch, dst slice, width, height, depth) of a
-        CUDA_MEMCPY3D (memory types: 1 host, 2 device, 4 unified; CUDA arrays not yet)."""
+        CUDA_MEMCPY3D (memory types: 1 host, 2 device, 3 CUDA array, 4 unified)."""
         def side(kind, host, device, array, x, y, z, pitch, rows, name):
-            if kind == 3 or array != ffi.NULL:
-                raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"CUDA arrays as the {name} of a 3-D copy")
+            if kind == 3:
+                return entry_textures.array_side(ffi, ptr, array, x, y, z, p.WidthInBytes, p.Height, p.Depth)
             slice_ = pitch * (rows or p.Height)
             return (ptr(host) if kind == 1 else device) + z * slice_ + y * pitch + x, pitch, slice_
         src = side(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY, p.srcZ,
