@@ -34,12 +34,24 @@ def cmd_info(args) -> int:
     print(f"code generation        LLVM {'.'.join(map(str, llvm.llvm_version_info))} "
           f"(llvmlite {llvmlite.__version__}) for {target_description()}")
     print(f"CUDA C++ compiler      {compiler_description()}")
-    from .shim.build import LIBRARY, shim_folder
-    folder = shim_folder()
-    built = (folder / LIBRARY).exists()
-    print(f"libcuda.so.1           {folder / LIBRARY if built else 'not built yet (anycuda shim-path builds it)'}")
+    for line in shim_description():
+        print(line)
     print(f"numpy                  {numpy.__version__}")
     return 0
+
+
+def shim_description() -> list:
+    """`anycuda info`'s lines on libcuda.so.1: which build is used and why the one built at install
+    is not, when it is not."""
+    from .shim.build import shim_state
+    folder, how, why = shim_state()
+    if how == "install":
+        return [f"libcuda.so.1           built at install into {folder}"]
+    if how == "cache":
+        lines = [f"libcuda.so.1           built on first use into the cache {folder}"]
+    else:
+        lines = [f"libcuda.so.1           not built yet (anycuda run or anycuda shim-path builds it into {folder})"]
+    return lines + [f"                       not the build at install: {why}"]
 
 
 def cmd_demo(args) -> int:
@@ -58,12 +70,14 @@ def cmd_run(args) -> int:
     import os
     import sysconfig
 
-    from .shim.build import NVJITLINK_STANDINS, shim_dir
+    from .shim.build import NVJITLINK_STANDINS, _module_paths, shim_dir
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
         print("usage: anycuda run -- PROGRAM [ARGS...]", file=sys.stderr)
         return 2
     env = dict(os.environ)
+    # where the library's embedded interpreter finds anycuda and its dependencies: this environment
+    env["ANYCUDA_PYTHONPATH"] = os.pathsep.join(_module_paths())
     paths = [str(shim_dir())] + [p for p in (sysconfig.get_config_var("LIBDIR"),) if p]
     if env.get("LD_LIBRARY_PATH"):
         paths.append(env["LD_LIBRARY_PATH"])
@@ -71,7 +85,7 @@ def cmd_run(args) -> int:
     if env.get("ANYCUDA_NVJITLINK", "") not in ("1", "keep"):
         # numba-cuda and cuda.core then link PTX through our cuLink* instead of producing machine
         # code with NVIDIA's nvJitLink (see NVJITLINK_STANDINS); ANYCUDA_NVJITLINK=1 keeps nvJitLink
-        preload = [str(shim_dir() / name) for name in NVJITLINK_STANDINS]
+        preload = [os.path.join(paths[0], name) for name in NVJITLINK_STANDINS]
         if env.get("LD_PRELOAD"):
             preload.append(env["LD_PRELOAD"])
         env["LD_PRELOAD"] = " ".join(preload)
@@ -93,7 +107,7 @@ def main(argv=None) -> int:
     p_demo.add_argument("names", nargs="*", help="examples to run (default: all)")
     p_demo.add_argument("--list", action="store_true", help="list the examples")
     p_demo.set_defaults(func=cmd_demo)
-    p_shim = sub.add_parser("shim-path", help="print the folder holding anycuda's libcuda.so.1 (built on first use)")
+    p_shim = sub.add_parser("shim-path", help="print the folder holding the libcuda.so.1 in use (built at install, else on first use)")
     p_shim.set_defaults(func=cmd_shim_path)
     p_run = sub.add_parser("run", help="run a program with anycuda's libcuda.so.1: anycuda run -- PROGRAM ARGS")
     p_run.add_argument("command_line", nargs=argparse.REMAINDER)

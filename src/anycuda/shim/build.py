@@ -1,8 +1,17 @@
-"""Build libcuda.so.1 with cffi's embedding mode, into the user cache, on first use.
+"""Build libcuda.so.1 with cffi's embedding mode: at `pip install` (setup.py calls
+`build_at_install`) into the package's `shim/lib/`, else on first use into the user cache.
 
-The library starts an embedded Python (the one that built it, with its module search
-path recorded) the first time a program calls into it, and forwards every call to
-`anycuda.shim.entry`.
+The library starts an embedded Python (the one that built it) the first time a program calls
+into it, and forwards every call to `anycuda.shim.entry`. Where that interpreter finds anycuda
+and its dependencies is decided when it starts, not when the library is built: the package the
+library lies in (found from its own address), and the folders `anycuda run` names in
+ANYCUDA_PYTHONPATH or else those noted next to the library when it was built (the
+environment that built it). So a library built in pip's isolated build environment serves the
+environment it is installed into.
+
+Every build notes its recipe fingerprint (the shim sources compiled into it, anycuda's version,
+the Python it embeds) in BUILD_STAMP; a library whose stamp differs from the current recipe is
+stale and is not used: the cache then gets a fresh one.
 """
 from __future__ import annotations
 
@@ -15,9 +24,14 @@ import tempfile
 from pathlib import Path
 
 from .. import __version__
-from . import declarations, export_tables
 
 LIBRARY = "libcuda.so.1"
+BUILD_STAMP = "build-stamp.txt"             # the recipe fingerprint of the library beside it
+MODULE_PATHS = "module-paths.txt"           # folders of the environment that built it, one per line
+INSTALL_FAILURE = "install-build-failed.txt"    # why the build at install did not succeed
+
+# The shim modules whose text is compiled into the library (entry.py is imported at run time)
+RECIPE_MODULES = ("build.py", "declarations.py", "export_tables.py")
 
 # Stand-ins for NVIDIA's JIT linker, preloaded by `anycuda run`. numba-cuda and cuda.core link
 # through nvJitLink when its library exports `__nvJitLinkVersion` (numba-cuda then also turns on
@@ -42,34 +56,89 @@ def _cache_root() -> Path:
 
 
 def _module_paths() -> list:
-    """Where the embedded interpreter must find anycuda and its dependencies: the folder
-    anycuda is imported from and this interpreter's site-packages."""
+    """Where the embedded interpreter must find anycuda and its dependencies, as this
+    interpreter sees it: the folder anycuda is imported from and its site-packages."""
     import site
     paths = [str(Path(__file__).resolve().parent.parent.parent)]
     paths += [p for p in site.getsitepackages() if p not in paths]
     return paths
 
 
-def _fingerprint() -> str:
+def recipe_fingerprint() -> str:
+    """What a library built now would be made of: the shim sources compiled into it,
+    anycuda's version and the Python it embeds. A library whose BUILD_STAMP differs is stale."""
     h = hashlib.sha256()
-    here = Path(__file__).parent
-    for p in sorted(here.glob("*.py")):
-        h.update(p.read_bytes())
+    here = Path(__file__).resolve().parent
+    for name in RECIPE_MODULES:
+        h.update(name.encode() + b"\0" + (here / name).read_bytes())
     h.update(__version__.encode())
+    h.update(" ".join([sys.implementation.cache_tag or "", getattr(sys, "abiflags", ""), sysconfig.get_platform(),
+                       sysconfig.get_config_var("INSTSONAME") or ""]).encode())
+    return h.hexdigest()[:16]
+
+
+def _fingerprint() -> str:
+    """The cache folder's name: the recipe and the environment noted beside the library."""
+    h = hashlib.sha256()
+    h.update(recipe_fingerprint().encode())
     h.update(os.path.realpath(sys.prefix).encode())
     h.update(repr(_module_paths()).encode())
     return h.hexdigest()[:16]
 
 
+def install_folder() -> Path:
+    """Where `pip install` builds the library: the package's shim/lib/ (in the source tree for
+    an editable install)."""
+    return Path(__file__).resolve().parent / "lib"
+
+
 def shim_folder() -> Path:
-    """Where this installation's libcuda.so.1 lives (whether or not it is built yet)."""
+    """The cache folder for this installation's libcuda.so.1 (whether or not it is built yet)."""
     return _cache_root() / "shim" / _fingerprint()
 
 
+def _is_current(folder: Path) -> bool:
+    """Whether `folder` holds a complete build of the current recipe."""
+    try:
+        stamp = (folder / BUILD_STAMP).read_text().strip()
+    except OSError:
+        return False
+    return stamp == recipe_fingerprint() and all((folder / n).exists() for n in (LIBRARY,) + NVJITLINK_STANDINS)
+
+
+def install_build_problem() -> str | None:
+    """Why the library built at install is not used, or None when it is."""
+    folder = install_folder()
+    if _is_current(folder):
+        return None
+    try:
+        failure = (folder / INSTALL_FAILURE).read_text().strip()
+    except OSError:
+        failure = ""
+    if failure:
+        return f"the build at install failed: {failure}"
+    if (folder / LIBRARY).exists():
+        return "the library built at install is stale (the shim's sources or the Python it embeds changed since)"
+    return "no library was built at install (installed without the build step of anycuda's setup.py)"
+
+
+def shim_state():
+    """(folder, how, why): the folder whose libcuda.so.1 anycuda uses; how it was built:
+    "install", "cache" or None (not built yet: `folder` is where shim_dir() will build it);
+    why the library built at install is not used (None when it is)."""
+    why = install_build_problem()
+    if why is None:
+        return install_folder(), "install", None
+    cache = shim_folder()
+    return cache, ("cache" if _is_current(cache) else None), why
+
+
 def shim_dir() -> Path:
-    """The folder holding this installation's libcuda.so.1 (built if needed)."""
-    folder = shim_folder()
-    if not all((folder / name).exists() for name in (LIBRARY,) + NVJITLINK_STANDINS):
+    """The folder holding the libcuda.so.1 in use: the one built at install when it is current,
+    else this installation's in the cache (built now if needed)."""
+    folder, how, why = shim_state()
+    if how is None:
+        print(f"anycuda: building libcuda.so.1 into {folder} ({why})", file=sys.stderr)
         build(folder)
     return folder
 
@@ -120,6 +189,19 @@ static void anycuda_watch_exit(void) { atexit(anycuda_note_exit); }
 static int anycuda_process_exiting(void) { return anycuda_exiting; }
 """
 
+# The library's own file name (dladdr on one of its functions), for INIT_CODE.
+_SELF_PATH = """
+#include <limits.h>
+#include <string.h>
+static const char *anycuda_library_path(void) {
+    static char path[PATH_MAX];
+    Dl_info info;
+    if (!path[0] && dladdr((void *)&anycuda_library_path, &info) && info.dli_fname)
+        strncpy(path, info.dli_fname, sizeof path - 1);
+    return path;
+}
+"""
+
 STUBS = 1024
 
 # Driver functions anycuda does not implement resolve to one of these stubs: each returns
@@ -136,6 +218,7 @@ extern "Python" int anycuda_unsupported(int index);
 static void *anycuda_stub_address(int i);
 static void anycuda_watch_exit(void);
 static int anycuda_process_exiting(void);
+static const char *anycuda_library_path(void);
 """
 
 
@@ -165,13 +248,42 @@ def _driver_function_names():
     return None
 
 
-def _init_code() -> str:
-    paths = _module_paths()
-    return f"""
-import sys
-for p in {paths!r}:
-    if p not in sys.path:
-        sys.path.append(p)
+# Run by the embedded interpreter when it starts. Where anycuda and its dependencies are is decided
+# then: the package this library lies in (built at install: <root>/anycuda/shim/lib/), the folders
+# `anycuda run` names in ANYCUDA_PYTHONPATH, or else those noted beside the library when it was built.
+# When the process has no Python of its own, those folders go before the base installation's
+# site-packages, as they are in the environment's own interpreter.
+INIT_CODE = """
+def _anycuda_find_modules():
+    import os, site, sys
+    from anycuda_libcuda import ffi, lib
+    found = ffi.string(lib.anycuda_library_path()).decode("utf-8", "surrogateescape")
+    here = os.path.dirname(os.path.realpath(found)) if found else None
+    paths = []
+    if here:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+        if os.path.basename(here) == "lib" and os.path.isfile(os.path.join(root, "anycuda", "shim", "build.py")):
+            paths.append(root)
+    named = os.environ.get("ANYCUDA_PYTHONPATH")
+    paths += named.split(os.pathsep) if named else []
+    if here and not named:
+        try:
+            with open(os.path.join(here, "MODULE_PATHS")) as f:
+                paths += f.read().splitlines()
+        except OSError:
+            pass
+    before = list(sys.path)
+    for p in paths:
+        if p and p not in sys.path and os.path.isdir(p):
+            site.addsitedir(p)
+    if not lib.anycuda_host_is_python():
+        added = [p for p in sys.path if p not in before]
+        kept = [p for p in sys.path if p in before]
+        cut = next((i for i, p in enumerate(kept) if os.path.basename(p) in ("site-packages", "dist-packages")),
+                   len(kept))
+        sys.path[:] = kept[:cut] + added + kept[cut:]
+_anycuda_find_modules()
+del _anycuda_find_modules
 from anycuda_libcuda import ffi, lib
 from anycuda.shim.entry import define
 from anycuda.shim import export_tables
@@ -179,7 +291,7 @@ define(ffi, lib)
 export_tables.install(ffi, lib)
 from anycuda.compiler import jit
 jit.watch_process_exit(lib.anycuda_watch_exit, lib.anycuda_process_exiting)
-"""
+""".replace("MODULE_PATHS", MODULE_PATHS)
 
 
 def _build_nvjitlink_standins(folder: Path) -> None:
@@ -198,8 +310,64 @@ def _build_nvjitlink_standins(folder: Path) -> None:
             os.replace(folder / (soname + f".tmp{os.getpid()}"), folder / soname)
 
 
-def build(folder: Path) -> Path:
+class _Absent:
+    """Stands in for what a shim module imports from anycuda's runtime when only its C text is
+    wanted (see _text_only)."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+
+def _text_only(name: str):
+    """The shim module `name` run with its imports from the rest of anycuda left out: what pip's
+    build of anycuda needs of it (the C text of its module-level constants) while anycuda's
+    runtime dependencies are not installed yet."""
+    import builtins
+    import types
+    path = Path(__file__).resolve().with_name(name + ".py")
+    real_import = builtins.__import__
+
+    def partial_import(module, globals=None, locals=None, fromlist=(), level=0):
+        return _Absent() if level else real_import(module, globals, locals, fromlist, level)
+
+    module = types.ModuleType(f"{__package__}.{name}")
+    module.__file__ = str(path)
+    module.__dict__["__builtins__"] = dict(vars(builtins), __import__=partial_import)
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
+    return module
+
+
+def _recipe_modules():
+    """The modules holding the library's C text: imported as usual, or read for their text alone
+    while pip builds anycuda without its runtime dependencies."""
+    from . import declarations
+    try:
+        from . import export_tables
+    except ImportError:
+        export_tables = _text_only("export_tables")
+    return declarations, export_tables
+
+
+def _write(path: Path, text: str) -> None:
+    staged = path.with_name(path.name + f".tmp{os.getpid()}")
+    staged.write_text(text)
+    os.replace(staged, path)
+
+
+def build(folder: Path, module_paths=None) -> Path:
+    """Build libcuda.so.1 and the nvJitLink stand-ins into `folder`, note beside them the folders
+    of the environment that builds (`module_paths`, by default this interpreter's) and, last,
+    the recipe fingerprint (BUILD_STAMP)."""
     import cffi
+    declarations, export_tables = _recipe_modules()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / BUILD_STAMP).unlink(missing_ok=True)        # incomplete until the stamp is written again
     ffi = cffi.FFI()
     ffi.cdef(declarations.TYPES)
     ffi.cdef(export_tables.DECLARATIONS)
@@ -207,9 +375,8 @@ def build(folder: Path) -> Path:
     ffi.embedding_api(declarations.FUNCTIONS)
     ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
                    _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
-                   + _AFTER_FINALIZE + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
-    ffi.embedding_init_code(_init_code())
-    folder.mkdir(parents=True, exist_ok=True)
+                   + _SELF_PATH + _AFTER_FINALIZE + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
+    ffi.embedding_init_code(INIT_CODE)
     with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:
         libdir = sysconfig.get_config_var("LIBDIR")
         out = ffi.compile(tmpdir=tmp, target=LIBRARY, verbose=False)
@@ -217,9 +384,55 @@ def build(folder: Path) -> Path:
         shutil.copy(out, staged)
         os.replace(staged, folder / LIBRARY)
     if libdir:
-        (folder / "libpython-dir").write_text(libdir)
+        _write(folder / "libpython-dir", libdir)
     _build_nvjitlink_standins(folder)
     names = _driver_function_names()
     if names:
-        (folder / "driver-functions.txt").write_text("\n".join(names) + "\n")
+        _write(folder / "driver-functions.txt", "\n".join(names) + "\n")
+    _write(folder / MODULE_PATHS, "".join(p + "\n" for p in (_module_paths() if module_paths is None else module_paths)))
+    _write(folder / BUILD_STAMP, recipe_fingerprint() + "\n")
     return folder / LIBRARY
+
+
+def _missing_prerequisite() -> str | None:
+    """What a build of the library lacks on this machine, when that can be told beforehand."""
+    import shlex
+    compiler = (shlex.split(sysconfig.get_config_var("CC") or "cc") or ["cc"])[0]
+    if not shutil.which(compiler):
+        return f"no C compiler ({compiler} is not on PATH)"
+    include = sysconfig.get_paths().get("include")
+    if include and not os.path.exists(os.path.join(include, "Python.h")):
+        return f"no Python headers ({include}/Python.h is missing: install the python3-dev package or equivalent)"
+    return None
+
+
+def build_at_install(folder) -> list:
+    """The build that `pip install` runs (setup.py): the library into `folder` (the package's
+    shim/lib/). Never fails the install: when the library cannot be built (no C compiler, no
+    Python headers) it leaves INSTALL_FAILURE saying why and prints a warning, and the library
+    is then built on first use into the cache. Returns the files written."""
+    import site
+    folder = Path(folder)
+    ours = (LIBRARY, *NVJITLINK_STANDINS, BUILD_STAMP, MODULE_PATHS, INSTALL_FAILURE, "libpython-dir",
+            "driver-functions.txt")
+
+    def clear():
+        for name in ours:
+            (folder / name).unlink(missing_ok=True)
+    clear()
+    try:
+        # the environment being installed into: pip runs the build with its interpreter, whose
+        # site-packages (not the isolated build environment's) site.getsitepackages() gives
+        build(folder, module_paths=site.getsitepackages())
+    except Exception as e:                  # noqa: BLE001 -- any failure leaves the build to first use
+        clear()
+        reason = " ".join(str(e).split()) or type(e).__name__
+        missing = _missing_prerequisite()
+        if missing:
+            reason = f"{missing}; {reason}"
+        folder.mkdir(parents=True, exist_ok=True)
+        _write(folder / INSTALL_FAILURE, reason + "\n")
+        print(f"WARNING: anycuda could not build libcuda.so.1 at install: {reason}\n"
+              "WARNING: it will be built on first use into the user cache instead (that needs a C compiler "
+              "and Python's headers too); `anycuda info` shows which is used.", file=sys.stderr)
+    return sorted(folder / name for name in ours if (folder / name).exists())
