@@ -673,3 +673,19 @@ def test_program_that_launches_nothing_exits_cleanly(build, mode):
     destructors; freeing JIT code then crashed the process (exit 139) after all its output."""
     r = run(build("no_launch", mode))
     assert "devices=1 cudaSuccess cudaSuccess cudaSuccess" in r.stdout
+
+
+@pytest.mark.parametrize("mode", ["static", "shared"])
+def test_textures_surfaces_and_cuda_arrays(build, tmp_path, rng, mode):
+    """CUDA arrays (2-D, 3-D, layered; copies in, out and between them), tex1Dfetch on linear
+    memory, tex2D point and linear with every address mode, normalised coordinates, uchar4
+    read as normalised floats and as elements, tex2Dgather, tex3D, tex2DLayered, surf2Dread and
+    surf2Dwrite with boundary modes, txq/suq: each output against tests/texture_reference.py."""
+    import texture_reference
+    exe = build("textures", mode)
+    out = tmp_path / "out.bin"
+    r = run(exe, int(rng.integers(1, 2 ** 31)), out)
+    assert "resource desc round trip: same" in r.stdout and "textures done" in r.stdout, r.stdout
+    texture_reference.check_program(texture_reference.records(out.read_bytes()))
+    r = run(exe, "trap")                 # a surface read past the row with cudaBoundaryModeTrap
+    assert "out of range: cudaErrorIllegalAddress" in r.stdout

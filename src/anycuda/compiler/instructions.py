@@ -914,3 +914,7 @@ def redux(f, inst):
 @handles("activemask")
 def activemask(f, inst):
     f.suspend("activemask", {"op_mask": i32(0)}, _result_writer(f, inst.operands[0], "b32"))
+
+
+# textures and surfaces (tex, tld4, txq, suld, sust, suq) register their handlers here too
+from . import textures  # noqa: E402,F401
