@@ -689,3 +689,51 @@ def test_textures_surfaces_and_cuda_arrays(build, tmp_path, rng, mode):
     texture_reference.check_program(texture_reference.records(out.read_bytes()))
     r = run(exe, "trap")                 # a surface read past the row with cudaBoundaryModeTrap
     assert "out of range: cudaErrorIllegalAddress" in r.stdout
+
+
+# ---------------------------------------------------------------- cooperative launches
+
+def _normalised_jacobi(n=10007, steps=12):
+    """What tests/programs/cooperative.cu computes: its input, normalised by its sum, after
+    `steps` Jacobi smoothing steps with fixed ends."""
+    x = (0.25 + ((np.arange(n) * 37) % 101) / 16.0).astype(np.float32)
+    u = x.astype(np.float64) / x.astype(np.float64).sum()
+    for _ in range(steps):
+        w = u.copy()
+        w[1:-1] = 0.5 * (u[:-2] + u[2:])
+        u = w
+    return u
+
+
+@pytest.mark.parametrize("mode", ["static", "shared"])
+def test_cooperative_launch_and_grid_sync(build, tmp_path, mode):
+    """cudaLaunchCooperativeKernel and cudaLaunchKernelEx with the cooperative attribute run a
+    kernel whose phases meet at grid.sync(), on the largest co-resident grid; one more block
+    is cudaErrorCooperativeLaunchTooLarge; grid.is_valid() only in a cooperative launch."""
+    _require(mode)
+    out = tmp_path / "u.bin"
+    r = run(build("cooperative", mode), out)
+    lines = r.stdout.splitlines()
+    m = re.fullmatch(r"cooperative attribute 1 sms (\d+) blocks per sm 16 grid (\d+)", lines[0])
+    assert m and int(m[2]) == 16 * int(m[1]), lines[0]          # 2048 threads per SM / 128
+    assert lines[1:] == [
+        f"grid {int(m[2]) + 1}: cudaErrorCooperativeLaunchTooLarge",
+        "cudaLaunchCooperativeKernel: max relative error below 1e-4",
+        "cudaLaunchKernelEx: max relative error below 1e-4",
+        "normal launch: grid valid 0",
+        "cooperative launch: grid valid 1",
+    ]
+    np.testing.assert_allclose(np.fromfile(out, np.float32), _normalised_jacobi(), rtol=2e-5)
+
+
+def test_grid_barrier_deadlock_and_grid_sync_outside_a_cooperative_launch(build, monkeypatch):
+    """A block that leaves before the grid barrier: a GPU hangs, anycuda fails the launch after
+    ANYCUDA_GRID_SYNC_TIMEOUT; grid.sync() in a normal launch traps (cooperative groups'
+    check), as on a GPU."""
+    monkeypatch.setenv("ANYCUDA_GRID_SYNC_TIMEOUT", "1")
+    r = run(build("cooperative"), "deadlock")
+    assert r.stdout.splitlines() == ["deadlock: cudaErrorLaunchFailure"]
+    assert "grid barrier deadlock" in r.stderr
+    r = run(build("cooperative"), "invalid-sync")
+    assert r.stdout.splitlines() == ["invalid-sync: cudaErrorLaunchFailure"]
+    assert "trap" in r.stderr

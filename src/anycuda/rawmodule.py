@@ -182,9 +182,12 @@ def marshal_args(params, args, param_size: int = None) -> bytes:
 
 # ---------------------------------------------------------------- kernels and modules
 
-def _run_launch(image, grid, block, params, shared_mem, keep):
+def _run_launch(image, grid, block, params, shared_mem, keep, cooperative=False):
     """Stream work: run the grid. `keep` holds the arguments (and so their memory) until then."""
-    image.launch(grid, block, params, shared_mem)
+    if cooperative:
+        image.launch(grid, block, params, shared_mem, cooperative=True)
+    else:
+        image.launch(grid, block, params, shared_mem)
 
 
 class RawKernel:
@@ -228,8 +231,14 @@ class RawKernel:
         check = getattr(self._image, "check_config", None)
         if check is not None:
             check(grid, block, shared_mem)
+        cooperative = self.module.enable_cooperative_groups
+        if cooperative:
+            from .driver.api import check_cooperative_grid
+            from .runtime.device import get_device_id
+            check_cooperative_grid(self._image, grid, block, shared_mem, get_device_id())
         params = marshal_args(self._image.params, args, getattr(self._image, "param_size", None))
-        (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, tuple(args))
+        (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, tuple(args),
+                                           cooperative)
 
     def __repr__(self):
         return f"<RawKernel {self.name}>"
@@ -255,14 +264,19 @@ def _expression_key(text: str) -> str:
 
 class RawModule:
     """A module of kernels from CUDA C++ (`code=`, compiled with NVRTC or nvcc), PTX text
-    (`ptx=`) or a PTX file (`path=`)."""
+    (`ptx=`) or a PTX file (`path=`). With `enable_cooperative_groups=True` (CuPy's flag) its
+    kernels are launched as cuLaunchCooperativeKernel does: every block runs at once, so that
+    `cooperative_groups::this_grid().sync()` works, and a grid larger than the device holds at
+    once is CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE."""
 
     def __init__(self, code: str = None, ptx: str = None, options=(), name_expressions=None,
-                 name: str = None, path: str = None, backend: str = None, jitify: bool = False):
+                 name: str = None, path: str = None, backend: str = None, jitify: bool = False,
+                 enable_cooperative_groups: bool = False):
         given = [x is not None for x in (code, ptx, path)]
         if sum(given) != 1:
             raise ValueError("give exactly one of code= (CUDA C++), ptx= (PTX text) or path= (a .ptx file)")
         self.options = tuple(options)
+        self.enable_cooperative_groups = bool(enable_cooperative_groups)
         self.name_expressions = tuple(name_expressions or ())
         self._lowered = {}
         if code is not None:

@@ -26,8 +26,9 @@ LAUNCH_FIELDS = [
     ("assert_hook", 96, "u64"),       # void (i8* ctx, i8* msg, i8* file, i32 line, i8* func)
     ("fault_key", 104, "u64"),        # pthread key under which a worker registers its FaultTrap
     ("chunk", 112, "u64"),            # blocks a worker takes from the counter at a time
+    ("grid_workspace", 120, "u64"),   # a cooperative launch's GRID_WS (%envreg1/2); 0 otherwise
 ]
-LAUNCH_SIZE = 120
+LAUNCH_SIZE = 128
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1
@@ -36,6 +37,14 @@ LAUNCH_ERR_ILLEGAL_ADDRESS = 3
 LAUNCH_ERR_UNSUPPORTED = 4
 LAUNCH_ERR_OUT_OF_MEMORY = 5
 LAUNCH_ERR_BARRIER_DEADLOCK = 6   # a block's threads wait at barriers that can never complete
+LAUNCH_ERR_GRID_DEADLOCK = 7      # blocks wait at a grid barrier that the others never reach
+
+# The grid workspace of a cooperative launch, zeroed for each launch. Its first 8 bytes are
+# what CUDA's cooperative groups read (cooperative_groups/details/driver_abi.h: u32 size,
+# u32 barrier word); after them, what the waiting code keeps for the watchdog (compiler/
+# gridsync.py): the barrier word last seen, when it was first seen, and how long it may stay.
+GRID_WS = {"size": 0, "barrier": 4, "seen": 8, "since_ns": 16, "timeout_ns": 24}
+GRID_WS_BYTES = 32
 
 # A worker's FaultTrap: a sigjmp_buf the fault handler jumps back to, then what it saw.
 FAULT_ADDR = 400              # u64: the faulting address; the sigjmp_buf before it (glibc: 200 B on x86-64, 312 on AArch64)

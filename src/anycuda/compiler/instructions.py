@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
-from . import abi, bitops, floatops
+from . import abi, bitops, floatops, gridsync
 from .irutil import i32, i64, load_field
 from .lower import convert_bits
 from .types import I1, I32, I64, llvm_type, type_mods, width
@@ -144,6 +144,8 @@ def ld(f, inst):
             # volatile/relaxed/acquire: an atomic load, which the optimiser may not hoist or merge
             ilt = ir.IntType(max(width(t), 8))
             v = b.load_atomic(f.typed_ptr(addr, ilt), "acquire" if order == "acquire" else "monotonic", size)
+            if f.mc.waits_on_grid and space_of(inst) in ("", "global"):
+                gridsync.after_ordered_load(f, addr, v)      # maybe polling a grid barrier
             v = convert_bits(b, v, lt)
         elif f.is_kernel_param(inst.operands[1]):
             # read-only for the launch: loaded once, at the entry, where the optimiser can see

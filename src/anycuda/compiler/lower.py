@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis
+from . import abi, analysis, gridsync
 from .irutil import i32, i64, load_field, store_field
 from .types import I1, I8, I32, I64, PTR, llvm_type, width
 
@@ -557,6 +557,8 @@ class FunctionLowering:
             return self.launch_field("shared_total", I32)
         if name == "gridid":
             return i64(0)
+        if name in gridsync.GRID_WS_REGISTERS:
+            return gridsync.workspace_register(b, self.launch_ptr(), name)
         if name.startswith("envreg") or name.startswith("pm"):
             return i32(0)
         if name in ("tid", "ntid", "ctaid", "nctaid") and comp is None:

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError
-from . import abi, scheduler
+from . import abi, gridsync, scheduler
 from .inline import inline_suspending_calls
 from .irutil import declare, i32, i64
 from .lower import FunctionLowering, _decl_size
@@ -94,6 +94,7 @@ class ModuleLowering:
         self.kernels = {}             # name -> KernelInfo
         self.function_errors = {}     # func name -> PtxError
         self.callees = {}             # function name -> set of direct callee names
+        self.waits_on_grid = gridsync.reads_grid_workspace(module)   # polls a grid barrier: see gridsync
 
     # -------------------------------------------------------------- services for FunctionLowering
     def intrinsic(self, b, name, ret, args):

@@ -161,7 +161,7 @@ def _attributes(p):
         31: 1, 33: p.ordinal, 36: 3_000_000, 37: 64, 38: 32 * 1024 * 1024, 39: p.max_threads_per_multiprocessor,
         40: 1, 41: 1, 75: p.compute_capability[0], 76: p.compute_capability[1],
         81: p.shared_memory_per_multiprocessor, 82: p.registers_per_multiprocessor, 83: 1, 84: 0, 86: 1, 88: 1,
-        89: 1, 97: p.shared_memory_per_block_optin, 106: p.max_blocks_per_multiprocessor,
+        89: 1, 95: 1, 97: p.shared_memory_per_block_optin, 106: p.max_blocks_per_multiprocessor,
         111: p.reserved_shared_memory_per_block,
     }
 
@@ -499,6 +499,65 @@ def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: in
     _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev))
 
 
+@_faults_are_sticky
+def cuLaunchCooperativeKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
+    """A launch whose blocks all run at once, so that they may wait for each other
+    (cooperative groups' grid.sync()). The grid may not be larger than what the device
+    holds at once: the blocks one multiprocessor holds (occupancy) times the multiprocessors."""
+    _require_context()
+    f = _get(func, Function)
+    f.image.check_config(grid, block, shared)
+    dev = _check_stream_device(stream)
+    check_cooperative_grid(f.image, grid, block, shared, dev)
+    _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), True)
+
+
+def check_cooperative_grid(image, grid: tuple, block: tuple, shared: int, dev: int) -> None:
+    """CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE unless every block of the grid can be resident
+    on device `dev` at once (occupancy times multiprocessors)."""
+    p = device_info.properties(dev)
+    nthreads = block[0] * block[1] * block[2]
+    per_sm = _active_blocks(image, p, nthreads, shared)
+    nblocks = grid[0] * grid[1] * grid[2]
+    if nblocks > per_sm * p.multiprocessor_count:
+        raise CudaError(CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                        f"a cooperative launch of {nblocks} blocks of {nthreads} threads: kernel {image.name} can "
+                        f"have at most {per_sm} such blocks on each of the device's {p.multiprocessor_count} "
+                        f"multiprocessors, {per_sm * p.multiprocessor_count} in all")
+
+
+# CU_LAUNCH_ATTRIBUTE_* that cuLaunchKernelEx accepts as hints: nothing to do on the CPU
+# (access policy window, synchronisation policy, cluster scheduling policy, programmatic
+# stream serialisation, whose overlap stream order already rules out, priority, memory
+# synchronisation domains, preferred cluster dimension, shared memory carveout, NVLink-centric
+# scheduling); COOPERATIVE and a 1x1x1 CLUSTER_DIMENSION are honoured; anything else is refused.
+_HINT_ATTRIBUTES = {1, 3, 5, 6, 8, 9, 10, 11, 14, 16}
+CU_LAUNCH_ATTRIBUTE_IGNORE, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 0, 2, 4
+_UNSUPPORTED_ATTRIBUTES = {7: "PROGRAMMATIC_EVENT", 12: "LAUNCH_COMPLETION_EVENT",
+                           13: "DEVICE_UPDATABLE_KERNEL_NODE (graph kernel nodes only)"}
+
+
+def cuLaunchKernelEx(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes,
+                     attributes=()) -> None:
+    """cuLaunchKernel with launch attributes: [(CU_LAUNCH_ATTRIBUTE_*, value)], the value an
+    int, or the (x, y, z) of a cluster dimension."""
+    cooperative = False
+    for attr, value in attributes:
+        if attr == CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+            cooperative = bool(value)
+        elif attr == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+            if tuple(value) not in ((1, 1, 1), (0, 0, 0)):
+                raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
+                                f"thread block clusters (cluster dimension {tuple(value)}) are not supported yet")
+        elif attr in _UNSUPPORTED_ATTRIBUTES:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
+                            f"launch attribute CU_LAUNCH_ATTRIBUTE_{_UNSUPPORTED_ATTRIBUTES[attr]} is not supported yet")
+        elif attr != CU_LAUNCH_ATTRIBUTE_IGNORE and attr not in _HINT_ATTRIBUTES:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"unknown launch attribute {attr}")
+    launch = cuLaunchCooperativeKernel if cooperative else cuLaunchKernel
+    launch(func, grid, block, shared, stream, params)
+
+
 def _check_stream_device(stream: int) -> int:
     """The current device, after checking that `stream` belongs to it (a kernel cannot be
     launched into another device's stream: CUDA_ERROR_INVALID_HANDLE, as CUDA answers)."""
@@ -549,6 +608,7 @@ _DESCRIPTIONS = {
     CUresult.CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered",
     CUresult.CUDA_ERROR_ASSERT: "device-side assert triggered",
     CUresult.CUDA_ERROR_LAUNCH_FAILED: "unspecified launch failure",
+    CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: "too many blocks in cooperative launch",
     CUresult.CUDA_ERROR_NOT_SUPPORTED: "operation not supported",
 }
 

@@ -7,6 +7,7 @@ faults (trap, assert, unsupported code) into CudaError, like a GPU launch does.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import threading
 
@@ -99,6 +100,35 @@ def flush_device_output(stream=None):
 stream_module.sync_hooks.append(flush_device_output)
 
 
+# ---------------------------------------------------------------- cooperative launches
+
+DEFAULT_GRID_SYNC_TIMEOUT = 30.0
+
+
+def grid_sync_timeout() -> float:
+    """Seconds a grid barrier may go without an arrival before the launch fails as a
+    deadlock (ANYCUDA_GRID_SYNC_TIMEOUT, default 30)."""
+    env = os.environ.get("ANYCUDA_GRID_SYNC_TIMEOUT", "").strip()
+    if not env:
+        return DEFAULT_GRID_SYNC_TIMEOUT
+    try:
+        value = float(env)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
+                        f"ANYCUDA_GRID_SYNC_TIMEOUT={env!r}: expected a positive number of seconds")
+    return value
+
+
+def _grid_workspace():
+    """A zeroed grid workspace (abi.GRID_WS) for one cooperative launch."""
+    ws = (ctypes.c_uint64 * (abi.GRID_WS_BYTES // 8))()
+    ctypes.c_uint32.from_buffer(ws, abi.GRID_WS["size"]).value = abi.GRID_WS_BYTES
+    ctypes.c_uint64.from_buffer(ws, abi.GRID_WS["timeout_ns"]).value = int(grid_sync_timeout() * 1e9)
+    return ws
+
+
 # ---------------------------------------------------------------- programs and kernels
 
 class KernelImage:
@@ -145,7 +175,11 @@ class KernelImage:
             raise CudaError(bad, f"{shared_mem} bytes of dynamic shared memory requested; "
                                  f"kernel {self.name} may use at most {self.max_dynamic_shared_size}")
 
-    def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0):
+    def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0,
+               cooperative: bool = False):
+        """Run the grid. A cooperative launch gets a grid workspace (what grid.sync() needs)
+        and runs every block on its own thread, so that all of them run at once; the caller
+        keeps the grid within what can be co-resident (driver/api.py)."""
         grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         entry = self._function()
         self.check_config(grid, block, shared_mem)
@@ -166,6 +200,11 @@ class KernelImage:
         L.vprintf_hook = _VPRINTF_ADDR
         L.assert_hook = _ASSERT_ADDR
         L.fault_key = fault_key()
+        if cooperative:
+            ws = _grid_workspace()
+            L.grid_workspace = ctypes.addressof(ws)
+            L.num_workers = L.nblocks
+            L.chunk = 1
         entry(ctypes.addressof(L))
         if L.error:
             self._raise_fault(L)
@@ -195,6 +234,12 @@ class KernelImage:
                             f"{where}: barrier deadlock: threads wait at barriers that can never complete "
                             "(a thread count that the warps still running cannot reach, or lanes of one warp "
                             "at different barriers)")
+        if L.error == abi.LAUNCH_ERR_GRID_DEADLOCK:
+            raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED,
+                            f"{where}: grid barrier deadlock: blocks waited {grid_sync_timeout():g} s at a grid "
+                            "barrier (cooperative groups' grid.sync()) that other blocks never reached (they "
+                            "exited before it or wait elsewhere); a GPU would hang here "
+                            "(ANYCUDA_GRID_SYNC_TIMEOUT sets the wait in seconds)")
         raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: error {L.error}")
 
 

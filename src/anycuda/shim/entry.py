@@ -533,15 +533,30 @@ def define(ffi, lib=None):
             buf[off:off + n] = ffi.buffer(ffi.cast("char *", params[i]), n)[:]
         return bytes(buf)
 
+    def launch_attributes(attrs, count):
+        """[(id, value)] of a CUlaunchAttribute array: 8 bytes holding the id, then a 64-byte
+        union whose first int (cooperative, priority, ...) or first three unsigned ints
+        (clusterDim, preferredClusterDim) are the value."""
+        if count and attrs == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "attrs is NULL")
+        out = []
+        for i in range(count):
+            words = ffi.cast("unsigned int *", ffi.cast("char *", attrs) + 72 * i)
+            attr = words[0]
+            out.append((attr, (words[2], words[3], words[4]) if attr in (4, 11) else ffi.cast("int *", words + 2)[0]))
+        return out
+
     @entry
     def cuLaunchKernelEx(config, f, params, extra):
         c = config
-        api.cuLaunchKernel(ptr(f), (c.gridDimX, c.gridDimY, c.gridDimZ), (c.blockDimX, c.blockDimY, c.blockDimZ),
-                           c.sharedMemBytes, ptr(c.hStream), launch_params(f, params, extra))
+        api.cuLaunchKernelEx(ptr(f), (c.gridDimX, c.gridDimY, c.gridDimZ), (c.blockDimX, c.blockDimY, c.blockDimZ),
+                             c.sharedMemBytes, ptr(c.hStream), launch_params(f, params, extra),
+                             launch_attributes(c.attrs, c.numAttrs))
 
     @entry
     def cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params):
-        api.cuLaunchKernel(ptr(f), (gx, gy, gz), (bx, by, bz), shared, ptr(stream), launch_params(f, params, ffi.NULL))
+        api.cuLaunchCooperativeKernel(ptr(f), (gx, gy, gz), (bx, by, bz), shared, ptr(stream),
+                                      launch_params(f, params, ffi.NULL))
 
     @entry
     def cuMemcpy(dst, src, n):
