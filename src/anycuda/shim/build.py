@@ -138,7 +138,7 @@ def shim_dir() -> Path:
     else this installation's in the cache (built now if needed)."""
     folder, how, why = shim_state()
     if how is None:
-        print(f"anycuda: building libcuda.so.1 into {folder} ({why})", file=sys.stderr)
+        print(f"anycuda: building libcuda.so.1 into {folder}; {why}", file=sys.stderr)
         build(folder)
     return folder
 
@@ -298,7 +298,7 @@ def _build_nvjitlink_standins(folder: Path) -> None:
     """Compile the nvJitLink stand-ins (one tiny shared library per soname) into `folder`."""
     import shlex
     import subprocess
-    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc") or ["cc"]
+    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc") or ["cc"]
     with tempfile.TemporaryDirectory(prefix="anycuda-nvjitlink-") as tmp:
         source = Path(tmp) / "standin.c"
         source.write_text(_NVJITLINK_STANDIN_SOURCE)
@@ -397,7 +397,7 @@ def build(folder: Path, module_paths=None) -> Path:
 def _missing_prerequisite() -> str | None:
     """What a build of the library lacks on this machine, when that can be told beforehand."""
     import shlex
-    compiler = (shlex.split(sysconfig.get_config_var("CC") or "cc") or ["cc"])[0]
+    compiler = (shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc") or ["cc"])[0]
     if not shutil.which(compiler):
         return f"no C compiler ({compiler} is not on PATH)"
     include = sysconfig.get_paths().get("include")
