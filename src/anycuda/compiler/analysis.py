@@ -58,7 +58,7 @@ def _regs(op) -> list:
     if isinstance(op, ir.Not):
         return _regs(op.operand)
     if isinstance(op, ir.Pair):
-        return [op.first.name, op.second.name]
+        return _regs(op.first) + _regs(op.second)      # first: a register or a vector (sparse tex)
     return []
 
 

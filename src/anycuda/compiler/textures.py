@@ -30,9 +30,14 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
 from . import abi, texdesc
-from .instructions import handles
+from .instructions import OPERAND_COUNTS, handles
 from .irutil import field_ptr, i32, i64
 from .types import F16, F32, I1, I8, I16, I32, I64, PTR
+
+# operand counts (instructions.OPERAND_COUNTS): `d, [a, c]` plus, for tex and tld4, the texel
+# offset and depth compare operands that the handlers refuse by name
+OPERAND_COUNTS.update({"tex": (2, 3, 4), "tld4": (2, 3, 4), "txq": (2,), "suq": (2,), "suld": (2,), "sust": (2,),
+                       "sured": (2, 3)})
 
 V4I32 = ir.VectorType(I32, 4)
 V4F32 = ir.VectorType(F32, 4)

@@ -84,8 +84,9 @@ class Not:
 
 @dataclass(frozen=True)
 class Pair:
-    """Two destinations joined by `|`, as in `setp.lt.s32 %p|%q, a, b` or `shfl... %r|%p`."""
-    first: Reg
+    """Two destinations joined by `|`, as in `setp.lt.s32 %p|%q, a, b` or `shfl... %r|%p`
+    (first is a Vec in a sparse texture fetch: `tex... {%f1, %f2, %f3, %f4}|%p, [...]`)."""
+    first: Union[Reg, Vec]
     second: Reg
 
 

@@ -830,7 +830,10 @@ class _Parser:
                 while True:
                     items.append(self.operand(depth + 1))
                     if self.accept("}"):
-                        return ir.Vec(tuple(items))
+                        vec = ir.Vec(tuple(items))
+                        if depth == 0 and self.texts[self.i] == "|" and self.kinds[self.i] == "punct":
+                            return self.vector_pair(vec)
+                        return vec
                     self.expect(",", "',' or '}' in the vector operand")
             if t == "!":
                 self.advance()
@@ -854,6 +857,15 @@ class _Parser:
         if k == "eof":
             raise self.error("unexpected end of input, expected an operand")
         raise self.fail(f"expected an operand, found {self.describe()}")
+
+    def vector_pair(self, vec):
+        """`{d0, ...}|p`: a vector result with a predicate (sparse tex and tld4)."""
+        self.advance()
+        j = self.i
+        if self.kinds[j] != "name":
+            raise self.fail(f"expected a register after '|', found {self.describe()}")
+        self.advance()
+        return ir.Pair(vec, self.name_operand(self.texts[j], j))
 
     def name_operand(self, name, i):
         if name[0] == "%":
