@@ -251,8 +251,9 @@ def _driver_function_names():
 # Run by the embedded interpreter when it starts. Where anycuda and its dependencies are is decided
 # then: the package this library lies in (built at install: <root>/anycuda/shim/lib/), the folders
 # `anycuda run` names in ANYCUDA_PYTHONPATH, or else those noted beside the library when it was built.
-# When the process has no Python of its own, those folders go before the base installation's
-# site-packages, as they are in the environment's own interpreter.
+# A Python program's own interpreter gets them appended to its path; when the process has no Python
+# of its own, they are added as site folders (their .pth files read) before the base installation's
+# site-packages, as in the environment's own interpreter.
 INIT_CODE = """
 def _anycuda_find_modules():
     import os, site, sys
@@ -272,11 +273,15 @@ def _anycuda_find_modules():
                 paths += f.read().splitlines()
         except OSError:
             pass
+    host = lib.anycuda_host_is_python()
     before = list(sys.path)
     for p in paths:
         if p and p not in sys.path and os.path.isdir(p):
-            site.addsitedir(p)
-    if not lib.anycuda_host_is_python():
+            if host:
+                sys.path.append(p)
+            else:
+                site.addsitedir(p)
+    if not host:
         added = [p for p in sys.path if p not in before]
         kept = [p for p in sys.path if p in before]
         cut = next((i for i, p in enumerate(kept) if os.path.basename(p) in ("site-packages", "dist-packages")),
@@ -348,7 +353,7 @@ def _recipe_modules():
     from . import declarations
     try:
         from . import export_tables
-    except ImportError:
+    except Exception:                       # noqa: BLE001 -- the runtime cannot be imported here
         export_tables = _text_only("export_tables")
     return declarations, export_tables
 
