@@ -164,6 +164,25 @@ def check_program(recs: dict) -> None:
     _same("surface, boundary mode clamp", arr("surf_clamp"), clamped, exact=True, coords=ci)
     assert list(arr("queries", np.int32)) == [33, 17, 33, 17]
 
+    half = arr("half_img", shape=(11, 21))
+    coords = arr("half_coords", shape=(-1, 2))
+    _same("half, linear", arr("half_linear"), sample(half[..., None], coords, linear=True)[:, 0], exact=False,
+          coords=coords)
+    s16 = arr("s16_img", np.int16, (11, 21, 2))
+    norm = np.maximum((s16.astype(F) / F(32767)).astype(F), F(-1))
+    _same("short2 normalised", arr("s16_norm", shape=(-1, 2)), sample(norm, coords), exact=True, coords=coords)
+    coords = arr("pitch2d_coords", shape=(-1, 2))
+    _same("pitched, border, linear", arr("pitch2d_border_linear"),
+          sample(img[..., None], coords, BORDER, linear=True, border=border)[:, 0], exact=False, coords=coords)
+    row, c1 = arr("row"), arr("row_coords")
+    _same("tex1D mirror linear", arr("tex1d_mirror_linear"),
+          sample(row[:, None], c1[:, None], MIRROR, linear=True, normalized=True)[:, 0], exact=False, coords=c1)
+
+    z, y, x = np.meshgrid(np.arange(4), np.arange(5), np.arange(6), indexing="ij")
+    assert np.array_equal(arr("surf3d", np.int16, (4, 5, 6)), (x + 10 * y + 100 * z).astype(np.int16))
+    iv = arr("surf1d_in", np.int32, (-1, 2))
+    assert np.array_equal(arr("surf1d", np.int32), iv.sum(axis=1))
+
 
 def _same(what, got, want, exact, coords):
     got, want = np.asarray(got), np.asarray(want)

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"   // cudaMemcpyToArray is tested on purpose
 
 #define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     printf("%s:%d: %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); exit(1); } } while (0)
@@ -77,6 +79,20 @@ __global__ void surface_modes(cudaSurfaceObject_t s, const int2 *c, float *zero,
 }
 __global__ void surface_trap(cudaSurfaceObject_t s, int x, float *o) {
     float v; surf2Dread(&v, s, x * 4, 0); o[0] = v;
+}
+__global__ void sample1d(cudaTextureObject_t t, const float *c, float *o, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = tex1D<float>(t, c[i]);
+}
+__global__ void sample2d2(cudaTextureObject_t t, const float2 *c, float2 *o, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = tex2D<float2>(t, c[i].x, c[i].y);
+}
+__global__ void surface_3d(cudaSurfaceObject_t s, int w, int h, int d) {
+    int x = threadIdx.x, y = threadIdx.y, z = blockIdx.x;
+    if (x < w && y < h && z < d) surf3Dwrite((short)(x + 10 * y + 100 * z), s, x * 2, y, z);
+}
+__global__ void surface_1d(cudaSurfaceObject_t s, int *o, int n) {
+    int i = threadIdx.x;
+    if (i < n) { int2 v; surf1Dread(&v, s, i * 8); o[i] = v.x + v.y; }
 }
 __global__ void queries(cudaTextureObject_t t, cudaSurfaceObject_t s, int *o) {
     int a, b, c, d;
@@ -335,6 +351,104 @@ int main(int argc, char **argv) {
         CHECK(cudaFree(dci)); CHECK(cudaFree(z)); CHECK(cudaFree(cl)); CHECK(cudaFree(q));
         CHECK(cudaFreeArray(sa)); CHECK(cudaFreeArray(sb));
     }
+    // ---- half floats read as float (linear), short2 as normalised floats, a pitched 2-D
+    // resource with a border, tex1D with mirror on a 1-D array
+    {
+        const int HW = 21, HH = 11;
+        std::vector<__half> hv(HW * HH);
+        std::vector<float> hf(HW * HH);
+        for (int k = 0; k < HW * HH; k++) { hv[k] = __float2half(uniform(-4, 4)); hf[k] = __half2float(hv[k]); }
+        record("half_img", hf.data(), hf.size() * 4);
+        cudaChannelFormatDesc ch = cudaCreateChannelDescHalf();
+        cudaArray_t ha; CHECK(cudaMallocArray(&ha, &ch, HW, HH));
+        CHECK(cudaMemcpy2DToArray(ha, 0, 0, hv.data(), HW * 2, HW * 2, HH, cudaMemcpyHostToDevice));
+        for (auto &c : c2) c = make_float2(uniform(-2, HW + 2), uniform(-2, HH + 2));
+        CHECK(cudaMemcpy(dc2, c2.data(), M * 8, cudaMemcpyHostToDevice));
+        record("half_coords", c2.data(), M * 8);
+        cudaTextureObject_t t = texture(ha, cudaAddressModeClamp, cudaFilterModeLinear, 0, cudaReadModeElementType, 0);
+        CHECK(cudaMemset(o, 0xFF, M * 4));
+        sample2d<<<blocks, 128>>>(t, dc2, o, M);
+        record_device("half_linear", o, M);
+        CHECK(cudaDestroyTextureObject(t)); CHECK(cudaFreeArray(ha));
+
+        std::vector<short2> sv(HW * HH);
+        for (auto &v : sv) v = make_short2((short)(next_u32() & 0xFFFF), (short)(next_u32() & 0xFFFF));
+        record("s16_img", sv.data(), sv.size() * 4);
+        cudaChannelFormatDesc cs = cudaCreateChannelDesc<short2>();
+        cudaArray_t sa; CHECK(cudaMallocArray(&sa, &cs, HW, HH));
+        CHECK(cudaMemcpy2DToArray(sa, 0, 0, sv.data(), HW * 4, HW * 4, HH, cudaMemcpyHostToDevice));
+        t = texture(sa, cudaAddressModeClamp, cudaFilterModePoint, 0, cudaReadModeNormalizedFloat, 0);
+        float2 *o2 = device_poisoned<float2>(M);
+        sample2d2<<<blocks, 128>>>(t, dc2, o2, M);
+        record_device("s16_norm", o2, M);
+        CHECK(cudaDestroyTextureObject(t)); CHECK(cudaFreeArray(sa)); CHECK(cudaFree(o2));
+
+        float *pm; size_t pitch;                    // the 2-D float image again, in pitched memory
+        CHECK(cudaMallocPitch(&pm, &pitch, W * 4, H));
+        CHECK(cudaMemcpy2D(pm, pitch, img.data(), W * 4, W * 4, H, cudaMemcpyHostToDevice));
+        cudaResourceDesc rd; memset(&rd, 0, sizeof rd);
+        rd.resType = cudaResourceTypePitch2D; rd.res.pitch2D.devPtr = pm; rd.res.pitch2D.desc = cf;
+        rd.res.pitch2D.width = W; rd.res.pitch2D.height = H; rd.res.pitch2D.pitchInBytes = pitch;
+        cudaTextureDesc td; memset(&td, 0, sizeof td);
+        td.addressMode[0] = td.addressMode[1] = cudaAddressModeBorder; td.filterMode = cudaFilterModeLinear;
+        td.readMode = cudaReadModeElementType;
+        for (int k = 0; k < 4; k++) td.borderColor[k] = border[k];
+        CHECK(cudaCreateTextureObject(&t, &rd, &td, NULL));
+        for (auto &c : c2) c = make_float2(uniform(-3, W + 3), uniform(-3, H + 3));
+        CHECK(cudaMemcpy(dc2, c2.data(), M * 8, cudaMemcpyHostToDevice));
+        record("pitch2d_coords", c2.data(), M * 8);
+        CHECK(cudaMemset(o, 0xFF, M * 4));
+        sample2d<<<blocks, 128>>>(t, dc2, o, M);
+        record_device("pitch2d_border_linear", o, M);
+        CHECK(cudaDestroyTextureObject(t)); CHECK(cudaFree(pm));
+
+        const int N1 = 29;                          // tex1D, normalised, mirror, linear
+        std::vector<float> row(N1);
+        for (auto &v : row) v = uniform(-1, 1);
+        record("row", row.data(), N1 * 4);
+        cudaArray_t ra; CHECK(cudaMallocArray(&ra, &cf, N1));
+        CHECK(cudaMemcpyToArray(ra, 0, 0, row.data(), N1 * 4, cudaMemcpyHostToDevice));
+        std::vector<float> c1(M);
+        for (auto &c : c1) c = uniform(-2.5f, 3.5f);
+        float *dc1 = device_copy(c1);
+        record("row_coords", c1.data(), M * 4);
+        t = texture(ra, cudaAddressModeMirror, cudaFilterModeLinear, 1, cudaReadModeElementType, 0);
+        CHECK(cudaMemset(o, 0xFF, M * 4));
+        sample1d<<<blocks, 128>>>(t, dc1, o, M);
+        record_device("tex1d_mirror_linear", o, M);
+        CHECK(cudaDestroyTextureObject(t)); CHECK(cudaFreeArray(ra)); CHECK(cudaFree(dc1));
+    }
+
+    // ---- surf3Dwrite into a 3-D array of shorts, surf1Dread of int2 from a 1-D array
+    {
+        const int X = 6, Y = 5, Z = 4;
+        cudaChannelFormatDesc cs = cudaCreateChannelDesc<short>();
+        cudaArray_t va; CHECK(cudaMalloc3DArray(&va, &cs, make_cudaExtent(X, Y, Z), cudaArraySurfaceLoadStore));
+        cudaSurfaceObject_t s3 = surface(va);
+        surface_3d<<<Z, dim3(X, Y)>>>(s3, X, Y, Z);
+        CHECK(cudaGetLastError());
+        std::vector<short> back(X * Y * Z, -1);
+        cudaMemcpy3DParms p; memset(&p, 0, sizeof p);
+        p.srcArray = va; p.dstPtr = make_cudaPitchedPtr(back.data(), X * 2, X, Y);
+        p.extent = make_cudaExtent(X, Y, Z); p.kind = cudaMemcpyDeviceToHost;
+        CHECK(cudaMemcpy3D(&p));
+        record("surf3d", back.data(), back.size() * 2);
+        CHECK(cudaDestroySurfaceObject(s3)); CHECK(cudaFreeArray(va));
+
+        const int N1 = 40;
+        std::vector<int2> iv(N1);
+        for (auto &v : iv) v = make_int2((int)(next_u32() % 1000), (int)(next_u32() % 1000));
+        record("surf1d_in", iv.data(), N1 * 8);
+        cudaChannelFormatDesc ci = cudaCreateChannelDesc<int2>();
+        cudaArray_t ia; CHECK(cudaMallocArray(&ia, &ci, N1, 0, cudaArraySurfaceLoadStore));
+        CHECK(cudaMemcpy2DToArray(ia, 0, 0, iv.data(), N1 * 8, N1 * 8, 1, cudaMemcpyHostToDevice));
+        cudaSurfaceObject_t s1 = surface(ia);
+        int *oi = device_poisoned<int>(N1);
+        surface_1d<<<1, 64>>>(s1, oi, N1);
+        record_device("surf1d", oi, N1);
+        CHECK(cudaDestroySurfaceObject(s1)); CHECK(cudaFreeArray(ia)); CHECK(cudaFree(oi));
+    }
+
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaFree(o)); CHECK(cudaFree(dc2)); CHECK(cudaFreeArray(arr));
     fclose(out);
