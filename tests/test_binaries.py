@@ -457,6 +457,7 @@ def test_two_devices_peer_access_copies_and_streams(build, two_devices):
         "3d " + " ".join(str(v) for v in dst.ravel()),
         "owners 0 1 types 2 2",                       # cudaMemoryTypeDevice
         f"default streams {63} {10 + 63}",
+        f"counters {7 + 10 * 3} {7 + 11 * 4} distinct 1",     # each device its own variables
         "done",
     ]
 

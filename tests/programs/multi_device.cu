@@ -2,11 +2,19 @@
 // enabled and disabled with CUDA's error codes, per-device memory accounting, a kernel on
 // each device in a stream of its own, peer copies both ways ordered by events across the
 // devices, a synchronous peer copy, a 3-D peer copy of a box, pointer attributes naming the
-// owning device, and the errors CUDA gives for a stream or event of the other device.
+// owning device, the errors CUDA gives for a stream or event of the other device, and
+// __device__ / __constant__ variables that each device holds a copy of.
 #include <cstdio>
 #include <cstring>
 #define CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     printf("%s failed: %s\n", #call, cudaGetErrorString(e_)); return 1; } } while (0)
+
+__device__ int counter = 7;                                      // one copy per device
+__constant__ int step;
+
+__global__ void bump(int times) {
+  if (threadIdx.x < times) atomicAdd(&counter, step);
+}
 
 __global__ void fill(int *p, int n, int base) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = base + i;
@@ -177,6 +185,25 @@ int main() {
   CHECK(cudaMemcpy(&x0, a0 + 63, sizeof(int), cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(&x1, a1 + 63, sizeof(int), cudaMemcpyDefault));
   printf("default streams %d %d\n", x0, x1);
+  // each device has its own counter (starting at 7) and its own step
+  for (int d = 0; d < 2; d++) {
+    CHECK(cudaSetDevice(d));
+    int st = 10 + d;
+    CHECK(cudaMemcpyToSymbol(step, &st, sizeof st));
+  }
+  for (int d = 1; d >= 0; d--) {
+    CHECK(cudaSetDevice(d));
+    bump<<<1, 64>>>(3 + d);                                  // 7 + 10 * 3 on 0, 7 + 11 * 4 on 1
+    CHECK(cudaGetLastError());
+  }
+  int counters[2];
+  void *where[2];
+  for (int d = 0; d < 2; d++) {
+    CHECK(cudaSetDevice(d));
+    CHECK(cudaMemcpyFromSymbol(&counters[d], counter, sizeof(int)));
+    CHECK(cudaGetSymbolAddress(&where[d], counter));
+  }
+  printf("counters %d %d distinct %d\n", counters[0], counters[1], where[0] != where[1]);
   CHECK(cudaFree(block1));
   printf("done\n");
   return 0;

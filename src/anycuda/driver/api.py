@@ -487,13 +487,13 @@ def cuModuleGetGlobal(mod: int, name: str) -> tuple:
 
 def kernel_param_layout(func: int):
     """[(offset, size)] of a kernel's parameters, for marshalling kernelParams."""
-    return [(p.offset, p.size) for p in _get(func, Function).image.params]
+    return [(p.offset, p.size) for p in _function(func).image.params]
 
 
 @_faults_are_sticky
 def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
     _require_context()
-    f = _get(func, Function)
+    f = _function(func)
     f.image.check_config(grid, block, shared)
     dev = _check_stream_device(stream)
     _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev))
@@ -505,7 +505,7 @@ def cuLaunchCooperativeKernel(func: int, grid: tuple, block: tuple, shared: int,
     (cooperative groups' grid.sync()). The grid may not be larger than what the device
     holds at once: the blocks one multiprocessor holds (occupancy) times the multiprocessors."""
     _require_context()
-    f = _get(func, Function)
+    f = _function(func)
     f.image.check_config(grid, block, shared)
     dev = _check_stream_device(stream)
     check_cooperative_grid(f.image, grid, block, shared, dev)
@@ -679,7 +679,7 @@ def cuPointerGetAttribute(attribute: int, ptr: int) -> int:
 
 
 def cuFuncGetAttribute(attrib: int, func: int) -> int:
-    f = _get(func, Function)
+    f = _function(func)
     image = f.image
     major, minor = device_info.properties(0).compute_capability
     # PTX version: the architecture the PTX was written for (libraries such as CUB choose
@@ -723,7 +723,7 @@ def _max_threads_of(image) -> int:
 def _occupancy_args(func: int, flags: int):
     if flags not in (CU_OCCUPANCY_DEFAULT, CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE):
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"occupancy flags {flags}")
-    image = _get(func, Function).image
+    image = _function(func).image
     return image, device_info.properties(_current_device())
 
 
@@ -867,9 +867,52 @@ def cuDeviceGetUuid(dev: int) -> bytes:
 # module loaded once, and a kernel is that module's function.
 
 class Library:
+    """Compiled once; each device that uses it gets the module linked once more, so that
+    `__device__` and `__constant__` variables are per device as on several GPUs."""
+
     def __init__(self, module: int):
-        self.module = module
-        self.kernels = {}            # name -> Function handle, so a kernel has one handle
+        self.first = module          # the module as loaded, given to the first device that asks
+        self.modules = {}            # device -> Module handle
+        self.kernels = {}            # name -> Kernel handle, so a kernel has one handle
+        self.lock = threading.RLock()
+
+    def module_for(self, device: int) -> int:
+        with self.lock:
+            if device not in self.modules:
+                if self.modules:
+                    m = _get(self.first, Module)
+                    self.modules[device] = _new_handle(Module(m.program.instance(), m.ptx_arch))
+                else:
+                    self.modules[device] = self.first
+            return self.modules[device]
+
+
+class Kernel:
+    """A library's kernel (CUkernel): launched or queried in a context, it is the function of
+    the library's module on that context's device."""
+
+    def __init__(self, library: Library, name: str):
+        self.library = library
+        self.name = name
+        self.functions = {}          # device -> Function handle
+        self.settings = {}           # attribute -> value set through the kernel, for every device
+
+    def function_for(self, device: int) -> int:
+        with self.library.lock:
+            if device not in self.functions:
+                h = cuModuleGetFunction(self.library.module_for(device), self.name)
+                for attrib, value in self.settings.items():
+                    _set_function_attribute(_handles[h].image, attrib, value)
+                self.functions[device] = h
+            return self.functions[device]
+
+
+def _function(func: int) -> Function:
+    """The Function a CUfunction or CUkernel handle stands for in the current context."""
+    obj = _handles.get(func)
+    if isinstance(obj, Kernel):
+        return _get(obj.function_for(_current_device()), Function)
+    return _get(func, Function)
 
 
 def cuLibraryLoadData(image: bytes) -> int:
@@ -880,54 +923,71 @@ def cuLibraryLoadData(image: bytes) -> int:
 def cuLibraryUnload(lib: int) -> None:
     library = _get(lib, Library)
     flush_device_output()
-    cuModuleUnload(library.module)
+    modules = set(library.modules.values()) | {library.first}
+    for m in modules:
+        cuModuleUnload(m)
     with _lock:
         for h in library.kernels.values():
+            for f in _handles[h].functions.values():
+                _handles.pop(f, None)
             _handles.pop(h, None)
         del _handles[lib]
 
 
 def cuLibraryGetModule(lib: int) -> int:
-    return _get(lib, Library).module
+    return _get(lib, Library).module_for(_current_device())
 
 
 def cuLibraryGetKernel(lib: int, name: str) -> int:
     library = _get(lib, Library)
     if name not in library.kernels:
-        library.kernels[name] = cuModuleGetFunction(library.module, name)
+        first = _get(library.first, Module)
+        if name not in first.program.compiled.kernels:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"no kernel named {name}")
+        library.kernels[name] = _new_handle(Kernel(library, name))
     return library.kernels[name]
 
 
 def cuLibraryGetGlobal(lib: int, name: str) -> tuple:
-    return cuModuleGetGlobal(_get(lib, Library).module, name)
+    return cuModuleGetGlobal(cuLibraryGetModule(lib), name)
 
 
 def cuLibraryGetManaged(lib: int, name: str) -> tuple:
     """A __managed__ variable: with one address space, its storage is the module's global."""
-    return cuModuleGetGlobal(_get(lib, Library).module, name)
+    return cuModuleGetGlobal(cuLibraryGetModule(lib), name)
 
 
 def cuKernelGetFunction(kernel: int) -> int:
-    _get(kernel, Function)
-    return kernel
+    return _get(kernel, Kernel).function_for(_current_device())
 
 
 def cuKernelGetLibrary(kernel: int) -> int:
-    _get(kernel, Function)
+    library = _get(kernel, Kernel).library
     for h, obj in list(_handles.items()):
-        if isinstance(obj, Library) and kernel in obj.kernels.values():
+        if obj is library:
             return h
-    raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, f"kernel 0x{kernel:x} does not come from a library")
+    raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, f"the library of kernel 0x{kernel:x} is unloaded")
 
 
 def function_name(func: int) -> str:
-    return _get(func, Function).image.name
+    return _function(func).image.name
 
 
 def cuFuncSetAttribute(func: int, attrib: int, value: int) -> None:
     """Accepts what a CPU block can honour: the dynamic shared memory limit (8) and the
-    preferred shared-memory carveout (9); other attributes are read-only or not supported."""
-    image = _get(func, Function).image
+    preferred shared-memory carveout (9); other attributes are read-only or not supported.
+    Set through a kernel (CUkernel), it holds for that kernel on every device."""
+    kernel = _handles.get(func)
+    if isinstance(kernel, Kernel):
+        _set_function_attribute(_function(func).image, attrib, value)      # rejects what cannot be set
+        for h in kernel.functions.values():
+            _set_function_attribute(_handles[h].image, attrib, value)
+        kernel.settings[attrib] = value
+        return
+    _set_function_attribute(_get(func, Function).image, attrib, value)
+
+
+def _set_function_attribute(image, attrib: int, value: int) -> None:
     if attrib == 8:
         if value < 0:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "negative shared memory size")
@@ -1189,7 +1249,7 @@ def graph_add_node(graph: int, dependencies, fn=None, *args) -> int:
 
 
 def graph_kernel_work(func: int, grid: tuple, block: tuple, shared: int, params: bytes):
-    f = _get(func, Function)
+    f = _function(func)
     f.image.check_config(grid, block, shared)
     return f.image.launch, (grid, block, params, shared, device_info.multiprocessor_count(_current_device()))
 

@@ -246,10 +246,16 @@ class KernelImage:
 class Program:
     """A PTX module compiled and linked into this process."""
 
-    def __init__(self, ptx_text: str, source_name: str = "<ptx>"):
-        self.compiled = compile_ptx(ptx_text, source_name)
+    def __init__(self, ptx_text: str, source_name: str = "<ptx>", compiled=None):
+        self.compiled = compiled or compile_ptx(ptx_text, source_name)
         self.jit = LoadedObject(self.compiled.object_code)
         self._kernels = {}
+
+    def instance(self) -> "Program":
+        """The same code linked once more, with `__device__` and `__constant__` variables of its
+        own (freshly initialised): each device of a multi-GPU program has its own copy of a
+        module's variables, as each GPU does."""
+        return Program("", compiled=self.compiled)
 
     def kernel_names(self):
         return list(self.compiled.kernels)
