@@ -319,10 +319,15 @@ def test_host_threads_device_reset_and_per_thread_stream(build, mode):
     ]
 
 
+MANAGED_LINES = ["before 5", f"after {5 + 8} vec[7] {7 * 0.5:g} cudaSuccess", f"host write {100 + 8}"]
+
+
 def test_managed_variables(build):
-    r = run(build("managed_vars"))
-    assert r.stdout.splitlines() == ["before 5", f"after {5 + 8} vec[7] {7 * 0.5:g} cudaSuccess",
-                                     f"host write {100 + 8}"]
+    assert run(build("managed_vars")).stdout.splitlines() == MANAGED_LINES
+
+
+def test_managed_variables_are_one_copy_for_every_device(build, two_devices):
+    assert run(build("managed_vars")).stdout.splitlines() == MANAGED_LINES + [f"device 1 {100 + 16}"]
 
 
 LINK_PROGRAM = r'''

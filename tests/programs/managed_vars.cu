@@ -1,4 +1,5 @@
-// __managed__ variables: read and written by the host directly and by kernels.
+// __managed__ variables: read and written by the host directly and by kernels, one copy for
+// every device.
 #include <cstdio>
 __managed__ int counter = 5;
 __managed__ float vec[8];
@@ -12,5 +13,13 @@ int main() {
   bump<<<1, 8>>>();
   cudaDeviceSynchronize();
   printf("host write %d\n", counter);
+  int devices = 0;
+  cudaGetDeviceCount(&devices);
+  for (int d = 1; d < devices; d++) {          // kernels on every device update the same copy
+    cudaSetDevice(d);
+    bump<<<1, 8>>>();
+    cudaDeviceSynchronize();
+    printf("device %d %d\n", d, counter);
+  }
   return 0;
 }

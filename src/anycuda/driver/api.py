@@ -6,6 +6,7 @@ ints from one table, and failures raise CudaError (the shim returns its code).
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 import threading
 
@@ -91,6 +92,13 @@ class Module:
     def __init__(self, program, ptx_arch: int = 0):
         self.program = program
         self.ptx_arch = ptx_arch      # NN of the PTX's `.target sm_NN` (the function's PTX version)
+        self.has_managed_variables = False
+
+
+# A __managed__ variable is one allocation that every device and the host share, and kernels
+# address their module's variables directly: a module with one keeps a single copy of all
+# its variables for every device.
+_MANAGED_VARIABLE = re.compile(rb"\.attribute\s*\(\s*\.managed\b")
 
 
 class Function:
@@ -456,9 +464,10 @@ def _load_module(image: bytes) -> int:
         raise
     except Exception as e:       # PtxError and friends
         raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, str(e)) from None
-    import re
     m = re.search(rb"^\s*\.target\s+sm_(\d+)", text, re.M)
-    return _new_handle(Module(program, int(m.group(1)) if m else 0))
+    module = Module(program, int(m.group(1)) if m else 0)
+    module.has_managed_variables = bool(_MANAGED_VARIABLE.search(text))
+    return _new_handle(module)
 
 
 def cuModuleUnload(mod: int) -> None:
@@ -875,11 +884,12 @@ class Library:
         self.modules = {}            # device -> Module handle
         self.kernels = {}            # name -> Kernel handle, so a kernel has one handle
         self.lock = threading.RLock()
+        self.one_copy = False        # every device uses the first module (see _MANAGED_VARIABLE)
 
     def module_for(self, device: int) -> int:
         with self.lock:
             if device not in self.modules:
-                if self.modules:
+                if self.modules and not self.one_copy:
                     m = _get(self.first, Module)
                     self.modules[device] = _new_handle(Module(m.program.instance(), m.ptx_arch))
                 else:
@@ -917,7 +927,9 @@ def _function(func: int) -> Function:
 
 def cuLibraryLoadData(image: bytes) -> int:
     _require_init()                    # a library belongs to no context
-    return _new_handle(Library(_load_module(image)))
+    library = Library(_load_module(image))
+    library.one_copy = _get(library.first, Module).has_managed_variables
+    return _new_handle(library)
 
 
 def cuLibraryUnload(lib: int) -> None:
