@@ -517,22 +517,29 @@ def _surface_access(f, inst, load: bool):
     if mode == "clamp":
         cs = [b.select(b.icmp_signed("<", c, i32(0)), i32(0), b.select(b.icmp_signed(">", c, hi), hi, c))
               for c, hi in zip(cs, limits)]
-    elif mode == "trap":
+    addr = _surface_address(b, desc, cs, dims, layer is not None)
+    if mode == "trap":
         ok, bad = f.fn.append_basic_block("surface.ok"), f.fn.append_basic_block("surface.out_of_range")
         b.cbranch(inside, ok, bad)
         b.position_at_end(bad)
+        # the address the access would have reached, for the launch error's message
+        b.store(b.ptrtoint(addr, I64), field_ptr(b, f.launch_ptr(), abi.LAUNCH["err_info"], I64))
         f.emit_trap(abi.LAUNCH_ERR_ILLEGAL_ADDRESS)
         b.position_at_end(ok)
+    return addr, (inside if mode == "zero" else None), items, t
+
+
+def _surface_address(b, desc, cs, dims, layered):
+    """base + (z + layer) * slice + y * pitch + x (x in bytes)."""
     off = b.sext(cs[0], I64)
     if dims > 1:
         off = b.add(off, b.mul(b.sext(cs[1], I64), _field(b, desc, "pitch", I64)))
     plane = b.sext(cs[2], I64) if dims > 2 else None
-    if layer is not None:
+    if layered:
         plane = b.sext(cs[-1], I64) if plane is None else b.add(plane, b.sext(cs[-1], I64))
     if plane is not None:
         off = b.add(off, b.mul(plane, _field(b, desc, "slice", I64)))
-    addr = b.gep(b.inttoptr(_field(b, desc, "base", I64), PTR), [off])
-    return addr, (inside if mode == "zero" else None), items, t
+    return b.gep(b.inttoptr(_field(b, desc, "base", I64), PTR), [off])
 
 
 @handles("suld")
