@@ -171,7 +171,13 @@ def _attributes(p):
         81: p.shared_memory_per_multiprocessor, 82: p.registers_per_multiprocessor, 83: 1, 84: 0, 86: 1, 88: 1,
         89: 1, 95: 1, 97: p.shared_memory_per_block_optin, 106: p.max_blocks_per_multiprocessor,
         111: p.reserved_shared_memory_per_block,
+        **_texture_limits(),
     }
+
+
+def _texture_limits() -> dict:
+    from .arrays import DEVICE_ATTRIBUTES      # arrays imports this module
+    return DEVICE_ATTRIBUTES
 
 
 def cuDeviceGetAttribute(attrib: int, dev: int) -> int:

@@ -15,6 +15,7 @@ from ..runtime.errors import CudaError, CUresult
 from . import api, arrays
 
 TEXTURE_ALIGNMENT = 256              # CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT as the device reports it
+TEXTURE_PITCH_ALIGNMENT = arrays.DEVICE_ATTRIBUTES[51]
 
 # CU_TRSF_* flags a texture descriptor may carry
 TRSF_READ_AS_INTEGER, TRSF_NORMALIZED, TRSF_SRGB = 0x01, 0x02, 0x10
@@ -115,8 +116,9 @@ def _image(resource: Resource, view: ViewDesc = None, surface: bool = False) -> 
                        q_width=width)
         else:
             width, height, pitch = f[3], f[4], f[5]
-            if width == 0 or height == 0 or pitch < width * element:
-                raise _invalid(f"pitched resource {width} x {height} with pitch {pitch}")
+            if width == 0 or height == 0 or pitch < width * element or pitch % TEXTURE_PITCH_ALIGNMENT:
+                raise _invalid(f"pitched resource {width} x {height} with pitch {pitch} (a multiple of "
+                               f"{TEXTURE_PITCH_ALIGNMENT} bytes, at least a row)")
             out = dict(base=ptr, pitch=pitch, slice=pitch * height, width=width, height=height, depth=1,
                        layers=1, dims=2, q_width=width, q_height=height)
         out.update(format=fmt, channels=channels, element=element, chan_size=chan)
