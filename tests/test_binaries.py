@@ -743,3 +743,16 @@ def test_grid_barrier_deadlock_and_grid_sync_outside_a_cooperative_launch(build,
     r = run(build("cooperative"), "invalid-sync")
     assert r.stdout.splitlines() == ["invalid-sync: cudaErrorLaunchFailure"]
     assert "trap" in r.stderr
+
+
+def test_cooperative_launch_from_the_programs_own_openmp_region(tmp_path):
+    """Blocks of a cooperative launch run on a libgomp team of their own; launched from inside
+    the program's OpenMP parallel region that team would be nested (one thread) and the
+    blocks could never all reach the grid barrier."""
+    exe = tmp_path / "cooperative-openmp"
+    r = subprocess.run([NVCC, "-Xcompiler", "-fopenmp", "-o", str(exe), str(HERE / "programs" / "cooperative.cu")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = run(exe, "openmp")
+    grid = int(re.search(r"of (\d+) blocks", r.stdout)[1])
+    assert r.stdout.splitlines() == [f"openmp: cudaSuccess, {grid} of {grid} blocks passed the grid barrier"]

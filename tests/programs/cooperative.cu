@@ -10,7 +10,12 @@
 //
 // `cooperative deadlock`: block 0 leaves before the grid barrier the others wait at.
 // `cooperative invalid-sync`: grid.sync() in a normal launch.
+// `cooperative openmp` (built with -Xcompiler -fopenmp): a cooperative launch from inside the
+// program's own OpenMP parallel region.
 #include <cooperative_groups.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -101,6 +106,26 @@ static int launch_failure(const char *what, void (*kernel)(int *), int grid) {
   return 0;
 }
 
+static int from_openmp(int grid) {
+  int *out, ones = 0;
+  CHECK(cudaMalloc(&out, grid * sizeof(int)));
+  CHECK(cudaMemset(out, 0, grid * sizeof(int)));
+  cudaError_t e = cudaErrorUnknown;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(2)
+  if (omp_get_thread_num() == 1) {
+    void *args[] = {&out};
+    e = cudaLaunchCooperativeKernel((void *)sync_anyway, grid, BLOCK, args, 0, 0);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  }
+#endif
+  std::vector<int> got(grid);
+  CHECK(cudaMemcpy(got.data(), out, grid * sizeof(int), cudaMemcpyDeviceToHost));
+  for (int v : got) ones += v;
+  printf("openmp: %s, %d of %d blocks passed the grid barrier\n", cudaGetErrorName(e), ones, grid);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   CHECK(cudaSetDevice(0));
   int dev = 0, coop = 0, sms = 0, per_sm = 0;
@@ -108,6 +133,7 @@ int main(int argc, char **argv) {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   if (argc > 1 && strcmp(argv[1], "deadlock") == 0) return launch_failure("deadlock", leaves_early, 2 * sms);
   if (argc > 1 && strcmp(argv[1], "invalid-sync") == 0) return launch_failure("invalid-sync", sync_anyway, 2);
+  if (argc > 1 && strcmp(argv[1], "openmp") == 0) return from_openmp(4 * sms);
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, phases, BLOCK, 0));
   int grid = per_sm * sms;
   printf("cooperative attribute %d sms %d blocks per sm %d grid %d\n", coop, sms, per_sm, grid);

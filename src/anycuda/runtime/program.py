@@ -7,6 +7,8 @@ faults (trap, assert, unsupported code) into CudaError, like a GPU launch does.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
+import functools
 import os
 import sys
 import threading
@@ -129,6 +131,46 @@ def _grid_workspace():
     return ws
 
 
+@functools.lru_cache(maxsize=1)
+def _libgomp():
+    return ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")   # loaded already (compiler/jit.py)
+
+
+def _run_cooperative(entry, L, helper: bool = False) -> None:
+    """Run a cooperative launch with a libgomp team of one thread per block. libgomp gives a
+    smaller team to a launch made inside the host program's own OpenMP parallel region
+    (nested: one thread), under OMP_DYNAMIC (at most the free CPUs) or past OMP_THREAD_LIMIT;
+    blocks left without a thread would never reach the grid barrier."""
+    omp = _libgomp()
+    limit = omp.omp_get_thread_limit()
+    if 0 < limit < L.nblocks:
+        raise CudaError(CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                        f"a cooperative launch of {L.nblocks} blocks runs each on its own thread, and "
+                        f"OMP_THREAD_LIMIT allows {limit}")
+    if not helper and omp.omp_get_active_level() > 0:
+        failed = []
+
+        def run():
+            try:
+                _run_cooperative(entry, L, helper=True)
+            except BaseException as e:     # noqa: BLE001 - handed to the launching thread
+                failed.append(e)
+        t = threading.Thread(target=run, name="anycuda-cooperative-launch")
+        t.start()
+        t.join()
+        if failed:
+            raise failed[0]
+        return
+    dynamic = omp.omp_get_dynamic()
+    if dynamic:
+        omp.omp_set_dynamic(0)
+    try:
+        entry(ctypes.addressof(L))
+    finally:
+        if dynamic:
+            omp.omp_set_dynamic(dynamic)
+
+
 # ---------------------------------------------------------------- programs and kernels
 
 class KernelImage:
@@ -205,7 +247,9 @@ class KernelImage:
             L.grid_workspace = ctypes.addressof(ws)
             L.num_workers = L.nblocks
             L.chunk = 1
-        entry(ctypes.addressof(L))
+            _run_cooperative(entry, L)
+        else:
+            entry(ctypes.addressof(L))
         if L.error:
             self._raise_fault(L)
 
