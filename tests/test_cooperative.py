@@ -192,3 +192,44 @@ def test_driver_cooperative_launches_and_attributes(driver_function):
         with pytest.raises(ac.CudaError) as e:
             launch()
         assert e.value.code == ac.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+
+
+# ---------------------------------------------------------------- code generation
+
+POLLING_PTX = """
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry poll(.param .u64 p)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [p];
+    READ_WORKSPACE
+$wait:
+    ld.volatile.global.u32 %r1, [%rd1];
+    ld.acquire.gpu.u32 %r2, [%rd1+4];
+    ld.volatile.shared.u32 %r3, [0];
+    add.s32 %r1, %r1, %r2;
+    add.s32 %r1, %r1, %r3;
+    setp.eq.s32 %p1, %r1, 0;
+    @%p1 bra $wait;
+    ret;
+}
+"""
+
+
+def _llvm_ir(ptx):
+    from anycuda.compiler.module import ModuleLowering
+    from anycuda.ptx import parse
+    return str(ModuleLowering(parse(ptx, "poll.ptx"), "poll.ptx").lower().mod)
+
+
+def test_polling_waits_only_in_modules_that_read_the_grid_workspace():
+    """Ordered loads from global memory wait politely in a module that reads %envreg1/2
+    (not the shared one), and a module that does not read them gets the same code as before."""
+    plain = _llvm_ir(POLLING_PTX.replace("READ_WORKSPACE", ""))
+    assert "grid_wait" not in plain and "sched_yield" not in plain
+    reading = _llvm_ir(POLLING_PTX.replace("READ_WORKSPACE", "mov.u32 %r3, %envreg1;"))
+    assert reading.count("call i32 @\"anycuda.grid_wait\"") == 2      # the volatile and the acquire load
