@@ -296,3 +296,105 @@ def test_collectives_with_disjoint_member_masks_at_one_instruction(rng):
                 bits(lambda u: v[u] & 3 == v[t] & 3), (0xFFFF << shift) if same else 0, int(same),
                 int(sum(int(v[u]) for u in half)) % 2 ** 32, int(max(v[u] for u in half)) % 2 ** 32]
         assert [int(x) for x in g[t]] == want, f"thread {t}"
+
+
+def _lanes_model(n, shfl):
+    """A model of one shuffle over a block of n threads: shfl(lane) -> (source lane, in range)
+    per the PTX ISA; a source beyond the block (a partial last warp) reads 0 in anycuda."""
+    def run(v):
+        out, pred = np.zeros(n, np.int64), np.zeros(n, bool)
+        for t in range(n):
+            w, lane = t // 32 * 32, t % 32
+            j, ok = shfl(lane, t)
+            out[t] = v[w + j] if w + j < n else 0
+            pred[t] = ok
+        return out, pred
+    return run
+
+
+def _segment(width):
+    return lambda lane: (lane & ~(width - 1), (lane & ~(width - 1)) + width)
+
+
+def _shfl(mode, d, width=32):
+    seg = _segment(width)
+
+    def f(lane, t=None):
+        lo, hi = seg(lane)
+        dd = d(lane) if callable(d) else d
+        if mode == "idx":
+            return lo + dd % width, True
+        j = {"up": lane - dd, "down": lane + dd, "bfly": lane ^ dd}[mode]
+        ok = lo <= j < hi
+        return (j if ok else lane), ok
+    return f
+
+
+def _shuffle_loops_model(v, rounds):
+    n = len(v)
+    i32 = lambda x: ((np.asarray(x, np.int64) + 2 ** 31) % 2 ** 32 - 2 ** 31)
+    v = v.astype(np.int64)
+    acc = np.zeros(n, np.int64)
+    sh = lambda v, f: _lanes_model(n, f)(v)[0]
+    for r in range(rounds):
+        v = i32(v + sh(v, _shfl("bfly", 16)))
+        v = i32(v ^ sh(v, _shfl("down", 3)))
+        v = i32(v + sh(v, _shfl("up", 5)))
+        v = i32(v * 3 + sh(v, _shfl("idx", 7)))
+        v = i32(v + sh(v, _shfl("bfly", 2, 8)))
+        v = i32(v - sh(v, _shfl("down", 1, 4)))
+        v = i32(v + sh(v, _shfl("up", 2, 16)))
+        v = i32(v ^ sh(v, _shfl("idx", 9, 16)))
+        s, p = _lanes_model(n, _shfl("down", 6, 8))(v)       # c = 0x181f: segments of 8
+        v = i32(v + s * 7 + p)
+        bits = (v & (1 << (r % 4 + 20))) != 0
+        for w in range(0, n, 32):
+            lanes = slice(w, min(w + 32, n))
+            b = sum(1 << i for i, x in enumerate(v[lanes] & 1) if x)
+            uni = int(bits[lanes].all() or not bits[lanes].any())
+            acc[lanes] = i32(acc[lanes] + bin(b).count("1") + 3 * int((v[lanes] > 0).all())
+                             + 5 * int(((v[lanes] & 7) == 0).any()) + 11 * uni + (b & 0xff))
+        v = i32(v + sh(v, _shfl("idx", lambda lane: lane + r, 8)))
+    return v, acc
+
+
+@pytest.mark.parametrize("block", [64, 256, 48, 96 + 8])
+def test_shuffles_and_votes_in_a_uniform_loop(rng, block):
+    """Full warps (64, 256): every shuffle and vote of the loop resolved for the whole block
+    at once; partial last warps (48, 104): the same loop through the general rounds."""
+    blocks, rounds = 3, 5
+    n = blocks * block
+    v = rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    out = poison((n, 2), np.int32)
+    load_cuda("warp").get_function("shuffle_loops")((blocks,), (block,), (ac.asarray(v), out, np.int32(rounds)))
+    g = out.get()
+    for k in range(blocks):
+        part = slice(k * block, (k + 1) * block)
+        want_v, want_acc = _shuffle_loops_model(v[part], rounds)
+        assert np.array_equal(g[part, 0], want_v.astype(np.int32)), f"block {k}: values"
+        assert np.array_equal(g[part, 1], want_acc.astype(np.int32)), f"block {k}: votes"
+
+
+def test_shuffles_after_warps_leave_a_loop_unevenly(rng):
+    block = 128
+    v = rng.integers(-2 ** 31, 2 ** 31, block, dtype=np.int64).astype(np.int32)
+    trips = np.array([3, 0, 5, 1], np.int32)
+    out = poison(block, np.int32)
+    load_cuda("warp").get_function("shuffle_uneven_loops")((1,), (block,), (ac.asarray(v), ac.asarray(trips), out))
+    i32 = lambda x: ((np.asarray(x, np.int64) + 2 ** 31) % 2 ** 32 - 2 ** 31)
+    sh = lambda v, f: _lanes_model(block, f)(v)[0]
+    x = v.astype(np.int64)
+    for w in range(4):
+        lanes = slice(32 * w, 32 * w + 32)
+        for _ in range(trips[w]):
+            y = x.copy()
+            y[lanes] = i32(x[lanes] + sh(x, _shfl("bfly", 1))[lanes])
+            y[lanes] = i32(y[lanes] * 5 + sh(y, _shfl("down", 4))[lanes])
+            x = y
+    for _ in range(trips[0]):
+        up = sh(x, _shfl("up", 3))
+        ballot = np.zeros(block, np.int64)
+        for w in range(0, block, 32):
+            ballot[w:w + 32] = sum(1 << i for i, b in enumerate(x[w:w + 32] & 2) if b)
+        x = i32(x ^ i32(up + i32(ballot)))
+    assert np.array_equal(out.get(), x.astype(np.int32))

@@ -222,3 +222,53 @@ extern "C" __global__ void split_mask_collectives(const int* in, unsigned* out) 
     o[6] = o[7] = 0;
 #endif
 }
+
+// Shuffles and votes with constant operands in a block-uniform loop (nvcc unrolls nothing
+// here: `rounds` is a kernel parameter): with every thread of a block of full warps at one of
+// them, the scheduler resolves it for all warps at once as a permutation of the lanes (or a
+// mask of 32 bits); with a partial warp they take the general rounds. Widths below 32,
+// sources beyond a segment (own value, predicate false), a run-time source lane.
+// (general rounds until the barrier).
+extern "C" __global__ void shuffle_loops(const int* in, int* out, int rounds) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
+    int v = in[t], acc = 0;
+    for (int r = 0; r < rounds; ++r) {
+        v += __shfl_xor_sync(0xffffffff, v, 16);
+        v ^= __shfl_down_sync(0xffffffff, v, 3);           // lanes 29..31 read themselves
+        v += __shfl_up_sync(0xffffffff, v, 5);              // lanes 0..4 read themselves
+        v = v * 3 + __shfl_sync(0xffffffff, v, 7);          // lane 7 to all
+        v += __shfl_xor_sync(0xffffffff, v, 2, 8);          // within segments of 8
+        v -= __shfl_down_sync(0xffffffff, v, 1, 4);         // segments of 4: their last lane reads itself
+        v += __shfl_up_sync(0xffffffff, v, 2, 16);
+        v ^= __shfl_sync(0xffffffff, v, 9, 16);             // lane 9 of each half warp
+        int s, p;                                           // shfl's own predicate, immediates
+        asm volatile("{ .reg .pred q; shfl.sync.down.b32 %0|q, %2, 6, 0x181f, -1; selp.s32 %1, 1, 0, q; }"
+                     : "=r"(s), "=r"(p) : "r"(v));
+        v += s * 7 + p;
+        unsigned b = __ballot_sync(0xffffffff, v & 1);
+        int u;
+        asm volatile("{ .reg .pred q, x; setp.ne.s32 x, %1, 0; vote.sync.uni.pred q, x, -1; selp.s32 %0, 1, 0, q; }"
+                     : "=r"(u) : "r"(v & (1 << (r % 4 + 20))));
+        acc += __popc(b) + 3 * __all_sync(0xffffffff, v > 0) + 5 * __any_sync(0xffffffff, (v & 7) == 0)
+             + 11 * u + (b & 0xff);
+        v += __shfl_sync(0xffffffff, v, lane + r, 8);       // a run-time source lane: general rounds
+        __syncthreads();                                    // then uniform rounds again
+    }
+    out[2 * t] = v;
+    out[2 * t + 1] = acc;
+}
+
+// The same shuffles after warps leave a loop at different trip counts (the block stops
+// agreeing: general rounds), then after a barrier (uniform rounds again).
+extern "C" __global__ void shuffle_uneven_loops(const int* in, const int* trips, int* out) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x, warp = threadIdx.x >> 5;
+    int v = in[t];
+    for (int r = 0; r < trips[warp]; ++r) {
+        v += __shfl_xor_sync(0xffffffff, v, 1);
+        v = v * 5 + __shfl_down_sync(0xffffffff, v, 4);
+    }
+    __syncthreads();
+    for (int r = 0; r < trips[0]; ++r)
+        v ^= __shfl_up_sync(0xffffffff, v, 3) + __ballot_sync(0xffffffff, v & 2);
+    out[t] = v;
+}

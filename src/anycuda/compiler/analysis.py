@@ -303,3 +303,22 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
                 continue
             break
     return sorted(set(result))
+
+
+def constant_registers(body: list) -> dict:
+    """{register: int} for the registers whose only definition is an unguarded `mov` of an
+    integer immediate: wherever such a register is read after its definition it holds that
+    value. nvcc puts the constant operands of `shfl.sync` (lane offset, clamp, member mask)
+    in such registers; knowing them at compile time lets the scheduler resolve a shuffle as a
+    fixed permutation of the warp's lanes."""
+    defs, const = {}, {}
+    for st in body:
+        if not isinstance(st, ir.Instruction):
+            continue
+        for r in defs_uses(st)[0]:
+            defs[r] = defs.get(r, 0) + 1
+        ops = st.operands
+        if (st.opcode == "mov" and st.guard is None and len(ops) == 2 and isinstance(ops[0], ir.Reg)
+                and isinstance(ops[1], ir.Imm) and isinstance(ops[1].value, int) and not ops[1].is_float):
+            const[ops[0].name] = ops[1].value
+    return {r: v for r, v in const.items() if defs.get(r) == 1}

@@ -843,26 +843,60 @@ def _barrier_operands(f, ops):
     return {"op_b": bar_id, "op_c": b.add(b.lshr(count, i32(5)), partial)}
 
 
+# Warp collectives keep their value operand and their results in arrays after the spill
+# arrays, one element per thread (scheduler.COLL_ARRAYS), rather than in the thread's frame:
+# a loop over threads that all reach one collective then stores and reloads them with
+# contiguous vector accesses, and the scheduler resolves a whole warp from them at once.
+def _coll_slot(f, name):
+    from .scheduler import COLL_ARRAYS
+    b = f.b
+    off, ty = COLL_ARRAYS[name]
+    t = b.mul(b.sext(f.fn.args[6], I64), i64(ty.width // 8))
+    i = b.add(i64(abi.MAX_BLOCK_THREADS * f.spill_bytes + off), t)
+    return b.bitcast(b.gep(f.step_arg("spill"), [i]), ty.as_pointer())
+
+
+def _coll_store(f, name, value):
+    """Store a collective's operand for this thread (a device function that was not inlined
+    cannot suspend: f.suspend reports that)."""
+    if f.is_kernel:
+        f.b.store(value, _coll_slot(f, name))
+
+
 def _result_writer(f, dst, t):
     def results(bb):
         if isinstance(dst, pir.Pair):
             f.write(dst.first, _res_value(f, bb, t), t)
-            f.write(dst.second, bb.icmp_unsigned("!=", load_field(bb, f.ctx, abi.CTX["res_pred"], I32), i32(0)), "pred")
+            f.write(dst.second, bb.icmp_unsigned("!=", bb.load(_coll_slot(f, "res_pred")), i32(0)), "pred")
         else:
             f.write(dst, _res_value(f, bb, t), t)
     return results
 
 
 def _res_value(f, bb, t):
+    v = bb.load(_coll_slot(f, "res"))
     if t == "pred":
-        return bb.icmp_unsigned("!=", load_field(bb, f.ctx, abi.CTX["res"], I32), i32(0))
-    v = load_field(bb, f.ctx, abi.CTX["res"], I64)
+        return bb.icmp_unsigned("!=", bb.trunc(v, I32), i32(0))
     return convert_bits(bb, v, llvm_type(t))
+
+
+def _warp_operand(f, op):
+    """A b32 operand of a warp collective; a register that holds one integer constant
+    (analysis.constant_registers) is that constant, so that the scheduler knows it."""
+    from .analysis import constant_registers
+    v = f.read(op, "b32")
+    if isinstance(op, pir.Reg):
+        consts = getattr(f, "_warp_constants", None)
+        if consts is None or consts[0] is not f.pfn.body:
+            consts = f._warp_constants = (f.pfn.body, constant_registers(f.pfn.body))
+        if op.name in consts[1]:
+            return i32(consts[1][op.name] & 0xFFFFFFFF)
+    return v
 
 
 def _membermask(f, inst, index):
     if len(inst.operands) > index:
-        return f.read(inst.operands[index], "b32")
+        return _warp_operand(f, inst.operands[index])
     return i32(-1)
 
 
@@ -871,10 +905,11 @@ def shfl(f, inst):
     b = f.b
     mode = next(m for m in inst.mods if m in ("up", "down", "bfly", "idx"))
     a = f.read(inst.operands[1], "b32")
-    lane = f.read(inst.operands[2], "b32")
-    clamp = f.read(inst.operands[3], "b32")
+    lane = _warp_operand(f, inst.operands[2])
+    clamp = _warp_operand(f, inst.operands[3])
     mask = _membermask(f, inst, 4)
-    f.suspend(f"shfl_{mode}", {"op_a": b.zext(a, I64), "op_b": lane, "op_c": clamp, "op_mask": mask},
+    _coll_store(f, "a", b.zext(a, I64))
+    f.suspend(f"shfl_{mode}", {"op_b": lane, "op_c": clamp, "op_mask": mask},
               _result_writer(f, inst.operands[0], "b32"))
 
 
@@ -885,8 +920,8 @@ def vote(f, inst):
     p = f.read(inst.operands[1], "pred")
     mask = _membermask(f, inst, 2)
     t = "b32" if mode == "ballot" else "pred"
-    f.suspend(f"vote_{mode}", {"op_pred": b.zext(p, I32), "op_mask": mask},
-              _result_writer(f, inst.operands[0], t))
+    _coll_store(f, "pred", b.zext(p, I32))
+    f.suspend(f"vote_{mode}", {"op_mask": mask}, _result_writer(f, inst.operands[0], t))
 
 
 @handles("match")
@@ -895,9 +930,9 @@ def match(f, inst):
     mode = next(m for m in inst.mods if m in ("any", "all"))
     t = inst_type(f, inst)
     a = f.read(inst.operands[1], t)
-    mask = f.read(inst.operands[2], "b32")
-    f.suspend(f"match_{mode}_{t}", {"op_a": b.zext(a, I64) if t == "b32" else a, "op_mask": mask},
-              _result_writer(f, inst.operands[0], "b32"))
+    mask = _membermask(f, inst, 2)
+    _coll_store(f, "a", b.zext(a, I64) if t == "b32" else a)
+    f.suspend(f"match_{mode}_{t}", {"op_mask": mask}, _result_writer(f, inst.operands[0], "b32"))
 
 
 @handles("redux")
@@ -909,8 +944,9 @@ def redux(f, inst):
         raise f.error(f"redux.sync.{op}.{t} is not supported", UnsupportedPtx)
     kind = f"redux_{op}" if op in ("add", "and", "or", "xor") else f"redux_{op}_{'s32' if t == 's32' else 'u32'}"
     a = f.read(inst.operands[1], t)
-    mask = f.read(inst.operands[2], "b32")
-    f.suspend(kind, {"op_a": b.zext(a, I64), "op_mask": mask}, _result_writer(f, inst.operands[0], t))
+    mask = _membermask(f, inst, 2)
+    _coll_store(f, "a", b.zext(a, I64))
+    f.suspend(kind, {"op_mask": mask}, _result_writer(f, inst.operands[0], t))
 
 
 @handles("activemask")

@@ -34,6 +34,19 @@ def _frame(b, ws, fsize, t):
     return b.gep(ws, [b.mul(b.sext(t, I64), fsize)])
 
 
+# A warp collective's value operand and results, one array each with an element per thread,
+# after the spill arrays (instructions._coll_slot): name -> (byte offset, element type)
+COLL_ARRAYS = {"a": (0, I64), "res": (8 * abi.MAX_BLOCK_THREADS, I64),
+               "pred": (16 * abi.MAX_BLOCK_THREADS, I32), "res_pred": (20 * abi.MAX_BLOCK_THREADS, I32)}
+COLL_BYTES = 24 * abi.MAX_BLOCK_THREADS
+
+
+def _coll(b, coll, name, t):
+    """Pointer to thread t's element of the collective array `name` (coll: the arrays' base)."""
+    off, ty = COLL_ARRAYS[name]
+    return b.bitcast(b.gep(coll, [b.add(i64(off), b.mul(b.sext(t, I64), i64(ty.width // 8)))]), ty.as_pointer())
+
+
 def emit_record_error(module: ir.Module) -> ir.Function:
     """void anycuda.record_error(i8* ctx, i32 code): the first error of a launch wins."""
     fn = module.globals.get("anycuda.record_error")
@@ -62,15 +75,17 @@ def _state(b, frame):
 
 
 def emit_resolve_warp(module: ir.Module) -> ir.Function:
-    """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds):
-    run one ready collective of the warp [lo, hi); returns the number of lanes released."""
+    """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds, i8* coll):
+    run one ready collective of the warp [lo, hi); returns the number of lanes released.
+    Operands and results other than the frame's op_b, op_c and op_mask are in the
+    collective arrays at `coll` (COLL_ARRAYS)."""
     fn = module.globals.get("anycuda.resolve_warp")
     if fn is not None:
         return fn
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32, I32.as_pointer()]),
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32, I32.as_pointer(), PTR]),
                      name="anycuda.resolve_warp")
     fn.linkage = "internal"
-    ws, fsize, lo, hi, kinds = fn.args
+    ws, fsize, lo, hi, kinds, coll = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     chosen = b.alloca(I32, name="chosen")
     first = b.alloca(I32, name="first")
@@ -134,18 +149,18 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
     for k, v in init.items():
         b.store(ir.Constant(agg[k].type.pointee, v), agg[k])
     b.store(i32(0), group)
-    a_first = load_field(b, frame(c), C["op_a"], I64)
+    a_first = b.load(_coll(b, coll, "a", c))
     with for_range(b, lo, hi, "g") as g:
         with b.if_then(in_group(g, site)):
             fr = frame(g)
             lane_bit = b.shl(i32(1), b.sub(g, lo))
             b.store(b.or_(b.load(group), lane_bit), group)
-            p = load_field(b, fr, C["op_pred"], I32)
+            p = b.load(_coll(b, coll, "pred", g))
             p1 = b.icmp_signed("!=", p, i32(0))
             b.store(b.and_(b.load(agg["all"]), b.zext(p1, I32)), agg["all"])
             b.store(b.or_(b.load(agg["any"]), b.zext(p1, I32)), agg["any"])
             b.store(b.or_(b.load(agg["ballot"]), b.select(p1, lane_bit, i32(0))), agg["ballot"])
-            a64 = load_field(b, fr, C["op_a"], I64)
+            a64 = b.load(_coll(b, coll, "a", g))
             a = b.and_(a64, i64(0xFFFFFFFF))
             sa = b.sext(b.trunc(a64, I32), I64)
 
@@ -161,7 +176,7 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
             upd("rxor", lambda x: b.xor(x, a))
             # "same" tracks whether every lane's predicate (vote.uni) / value (match.all) agree
             same_pred = b.icmp_signed("==", b.zext(p1, I32), b.zext(b.icmp_signed(
-                "!=", load_field(b, frame(c), C["op_pred"], I32), i32(0)), I32))
+                "!=", b.load(_coll(b, coll, "pred", c)), i32(0)), I32))
             is64 = b.or_(b.icmp_signed("==", kind, i32(abi.SITE["match_all_b64"])),
                          b.icmp_signed("==", kind, i32(abi.SITE["match_any_b64"])))
             av = b.select(is64, a64, a)
@@ -175,9 +190,9 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
     with for_range(b, lo, hi, "l") as l:
         with b.if_then(in_group(l, site)):
             fr = frame(l)
-            res, rpred = _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, in_group, site, hi)
-            store_field(b, fr, C["res"], res)
-            store_field(b, fr, C["res_pred"], rpred)
+            res, rpred = _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, in_group, site, hi, coll)
+            b.store(res, _coll(b, coll, "res", l))
+            b.store(rpred, _coll(b, coll, "res_pred", l))
     with for_range(b, lo, hi, "r") as r:
         with b.if_then(in_group(r, site)):
             b.store(i32(abi.THREAD_RUN), _state(b, frame(r)))
@@ -190,7 +205,7 @@ def _popc(b, v):
     return b.call(fn, [v])
 
 
-def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi):
+def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi, coll):
     """(i64 result, i32 predicate result) of one lane of a resolved collective."""
     S = abi.SITE
     lane = b.sub(l, lo)
@@ -215,16 +230,16 @@ def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi):
     # a source lane that is not taking part (inactive, exited or beyond the block) is
     # undefined in PTX; anycuda reads it as 0 rather than as stale data
     src = b.select(j_ok, b.add(lo, j), l)
-    shfl_val = b.select(j_ok, load_field(b, frame(src), C["op_a"], I64), i64(0))
+    shfl_val = b.select(j_ok, b.load(_coll(b, coll, "a", src)), i64(0))
     # match.any: lanes of the group holding the same value
     matches = b.alloca(I32)
     b.store(i32(0), matches)
     is_any32, is_any64 = is_k("match_any_b32"), is_k("match_any_b64")
     with b.if_then(b.or_(is_any32, is_any64)):
-        mine = load_field(b, fr, C["op_a"], I64)
+        mine = b.load(_coll(b, coll, "a", l))
         with for_range(b, lo, hi, "m") as m:
             with b.if_then(waiting_at(m, site)):
-                other = load_field(b, frame(m), C["op_a"], I64)
+                other = b.load(_coll(b, coll, "a", m))
                 eq = b.select(is_any64, b.icmp_unsigned("==", other, mine),
                               b.icmp_unsigned("==", b.trunc(other, I32), b.trunc(mine, I32)))
                 bit = b.shl(i32(1), b.sub(m, lo))
@@ -257,6 +272,91 @@ def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi):
         res = b.select(hit, value, res)
         rpred = b.select(hit, pred, rpred)
     return res, rpred
+
+
+# ---------------------------------------------------------------------- collectives in uniform rounds
+
+_SHFL_MODES = {abi.SITE["shfl_" + m]: m for m in ("up", "down", "bfly", "idx")}
+_VOTES = {abi.SITE["vote_" + m]: m for m in ("all", "any", "uni", "ballot")}
+_REDUX = {abi.SITE[k]: k for k in abi.SITE_KINDS if k.startswith("redux_")}
+
+
+def shfl_source(mode, lane, bval, cval):
+    """(source lane, in range) of `lane` in shfl.sync.mode with lane operand bval and clamp
+    operand cval, per the PTX ISA's pseudo-code (a source out of range reads the lane itself)."""
+    bval &= 31
+    clamp, seg = cval & 31, (cval >> 8) & 31
+    max_lane = (lane & seg) | (clamp & ~seg)
+    j = {"up": lane - bval, "down": lane + bval, "bfly": lane ^ bval,
+         "idx": (lane & seg) | (bval & ~seg & 0xFFFFFFFF)}[mode]
+    ok = j >= max_lane if mode == "up" else j <= max_lane
+    return (j if ok else lane), ok
+
+
+def uniform_collective(kind, consts):
+    """Whether a collective site can be resolved for the whole block at once when every
+    thread of the block stops there in a uniform round and every warp is full: then each
+    warp's group is all of its 32 lanes (the member mask is the full warp, a constant) and
+    its results follow from the collective arrays alone. Shuffles need constant lane and
+    clamp operands (nvcc's unrolled shuffle loops have them): a fixed permutation of the
+    lanes. match, and shuffles whose operands are only known at run time, stay with the
+    general rounds, as does a block with a partial warp."""
+    const = lambda name: consts.get(C[name], (None,))[0]
+    if kind == abi.SITE["warp_sync"]:
+        return const("op_mask") is not None
+    if kind == abi.SITE["activemask"]:
+        return True
+    if kind in _SHFL_MODES:
+        return const("op_mask") == 0xFFFFFFFF and const("op_b") is not None and const("op_c") is not None
+    return (kind in _VOTES or kind in _REDUX) and const("op_mask") == 0xFFFFFFFF
+
+
+def _emit_uniform_collective(b, kind, consts, nwarps, coll):
+    """Resolve collective site `kind` (uniform_collective) for each of the block's `nwarps`
+    full warps, all of whose threads wait there: results into the collective arrays, the 32
+    lanes of a warp as one vector (a shuffle is a shufflevector, a vote a mask of 32 bits, a
+    reduction a vector reduction)."""
+    if kind == abi.SITE["warp_sync"]:
+        return
+    v64, v32 = ir.VectorType(I64, 32), ir.VectorType(I32, 32)
+    vec = lambda name, lo, ty: b.bitcast(_coll(b, coll, name, lo), ty.as_pointer())
+    const = lambda name: consts[C[name]][0]
+    with for_range(b, i32(0), nwarps, "cw") as w:
+        lo = b.mul(w, i32(32))
+        if kind in _SHFL_MODES:
+            srcs = [shfl_source(_SHFL_MODES[kind], lane, const("op_b"), const("op_c")) for lane in range(32)]
+            a = b.load(vec("a", lo, v64), align=8)
+            perm = ir.Constant(v32, [j for j, _ in srcs])
+            b.store(b.shuffle_vector(a, ir.Constant(v64, None), perm), vec("res", lo, v64), align=8)
+            b.store(ir.Constant(v32, [int(ok) for _, ok in srcs]), vec("res_pred", lo, v32), align=4)
+        else:
+            _emit_warp_aggregate(b, kind, lo, vec, v64, v32)
+
+
+def _emit_warp_aggregate(b, kind, lo, vec, v64, v32):
+    """A vote, activemask or redux of the full warp starting at thread `lo`: one value for
+    every lane."""
+    if kind in _VOTES:
+        p = b.load(vec("pred", lo, v32), align=4)
+        ballot = b.bitcast(b.icmp_unsigned("!=", p, ir.Constant(v32, None)), I32)
+        all_ = b.icmp_unsigned("==", ballot, i32(-1))
+        any_ = b.icmp_unsigned("!=", ballot, i32(0))
+        value = {"all": lambda: b.zext(all_, I32), "any": lambda: b.zext(any_, I32),
+                 "uni": lambda: b.zext(b.or_(all_, b.not_(any_)), I32),
+                 "ballot": lambda: ballot}[_VOTES[kind]]()
+    elif kind == abi.SITE["activemask"]:
+        value = i32(-1)
+    else:
+        name = _REDUX[kind]
+        op = name.split("_")[1]
+        if op in ("min", "max"):
+            op = ("u" if name.endswith("u32") else "s") + op
+        a = b.trunc(b.load(vec("a", lo, v64), align=8), v32)
+        value = b.call(declare(b.module, f"llvm.vector.reduce.{op}.v32i32", I32, [v32]), [a])
+    splat = b.insert_element(ir.Constant(v64, None), b.zext(value, I64), i32(0))
+    splat = b.shuffle_vector(splat, ir.Constant(v64, None), ir.Constant(v32, [0] * 32))
+    b.store(splat, vec("res", lo, v64), align=8)
+    b.store(ir.Constant(v32, None), vec("res_pred", lo, v32), align=4)
 
 
 def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
@@ -474,12 +574,14 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
 
 
 def workspace_layout(b, n, frame_size, spill_bytes):
-    """Byte offsets (i64) in a block's workspace of the spill arrays, the per-thread stop
-    codes of a uniform round, and the end: frames first, shared memory after the end."""
+    """Byte offsets (i64) in a block's workspace of the spill arrays, the collective arrays
+    (COLL_ARRAYS), the per-thread stop codes of a uniform round, and the end: frames first,
+    shared memory after the end."""
     n64 = b.zext(n, I64)
     spill = b.mul(n64, i64(frame_size))
-    codes = b.add(spill, i64(abi.MAX_BLOCK_THREADS * spill_bytes))
-    return spill, codes, b.add(codes, b.mul(n64, i64(4)))
+    coll = b.add(spill, i64(abi.MAX_BLOCK_THREADS * spill_bytes))
+    codes = b.add(coll, i64(COLL_BYTES))
+    return spill, coll, codes, b.add(codes, b.mul(n64, i64(4)))
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
@@ -498,9 +600,9 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     collective, a named barrier with a count, bar.red, bar.arrive) records the stops in the
     frames and continues with general rounds, thread by thread, where a yield waits for
     nothing: the thread runs on at once."""
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32]), name=name + ".block")
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32]), name=name + ".block")
     fn.linkage = "internal"
-    L, ws, shared, cx, cy, cz, worker = fn.args
+    L, ws, shared, cx, cy, cz, worker, fresh = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
     ny = load_field(b, L, abi.LAUNCH["block_y"], I32)
@@ -522,6 +624,14 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.position_at_end(fail)
         b.ret(i32(-1))
         return fn
+    # the runtime refuses blocks of more than MAX_BLOCK_THREADS threads; saying so here lets
+    # LLVM prove that the per-thread arrays of the workspace (spills, collective operands, stop
+    # codes), MAX_BLOCK_THREADS elements apart, do not overlap in a loop over threads, instead
+    # of guarding each vectorised loop with run-time overlap checks
+    umin = lambda v: b.select(b.icmp_unsigned("<", v, i32(abi.MAX_BLOCK_THREADS)), v, i32(abi.MAX_BLOCK_THREADS))
+    nx, ny, nz = umin(nx), umin(ny), umin(nz)
+    n = b.mul(b.mul(nx, ny), nz)
+    full_warps = b.icmp_unsigned("==", b.and_(n, i32(31)), i32(0))
     kinds_ty = ir.ArrayType(I32, len(nsites_kinds))
     kinds_g = ir.GlobalVariable(module, kinds_ty, name=name + ".sites")
     kinds_g.initializer = ir.Constant(kinds_ty, nsites_kinds)
@@ -541,10 +651,31 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     header_arr.align = 16
     header = b.bitcast(header_arr, PTR)
     _init_block_fields(b, header, L, (cx, cy, cz), shared, worker)
-    with for_range(b, i32(0), n, "t") as t:
-        _init_frame(b, _frame(b, ws, fsize, t), L, t, nx, ny, (cx, cy, cz), shared, worker)
-    spill_off, codes_off, _ = workspace_layout(b, n, frame_size, spill_bytes)
+    # each thread's frame header: a copy of the block's, then its own index, once per worker
+    # and launch (the frames are reused by the worker's next blocks: only their block index
+    # changes, and state, resume and a site's operands are written before they are read).
+    # Setting every field of every frame for each block was a third of scan_blocks' time.
+    memcpy = declare(module, "llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(), [PTR, PTR, I64, I1])
+    with b.if_else(b.icmp_signed("!=", fresh, i32(0))) as (first_block, later_block):
+        with first_block:
+            with for_range(b, i32(0), nz, "iz") as z:
+                with for_range(b, i32(0), ny, "iy") as y:
+                    row = b.mul(b.add(b.mul(z, ny), y), nx)
+                    with for_range(b, i32(0), nx, "ix") as x:
+                        linear = b.add(row, x)
+                        fr = _frame(b, ws, fsize, linear)
+                        b.call(memcpy, [fr, header, i64(abi.FRAME_HEADER), ir.Constant(I1, 0)])
+                        _set_thread_index(b, fr, x, y, z, linear)
+        with later_block:
+            # device functions and error reports (any trap) read the block index from the frame
+            with for_range(b, i32(0), n, "ib") as t:
+                fr = _frame(b, ws, fsize, t)
+                for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), (cx, cy, cz)):
+                    store_field(b, fr, C[k], v)
+                store_field(b, fr, C["exit_flag"], i32(0))
+    spill_off, coll_off, codes_off, _ = workspace_layout(b, n, frame_size, spill_bytes)
     spill = b.gep(ws, [spill_off])
+    coll = b.gep(ws, [coll_off])
     codes = b.bitcast(b.gep(ws, [codes_off]), I32.as_pointer())
 
     def block_args(t):
@@ -565,9 +696,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     again = [i + 1 for i, k in enumerate(nsites_kinds)
              if k == abi.SITE["bar_sync"] and site_consts[i].get(op_c, (None,))[0] == 0
              and op_b in site_consts[i]] + yields
+    # and after a warp collective that every thread reached (resolved for all warps at once)
+    collectives = [i + 1 for i, k in enumerate(nsites_kinds) if uniform_collective(k, site_consts[i])]
     b.position_at_end(dispatch)
     sw = b.switch(b.load(cur), outer)
-    for site in [0] + again:
+    for site in [0] + again + collectives:
         body = fn.append_basic_block(f"uniform{site}")
         sw.add_case(i32(site), body)
         b.position_at_end(body)
@@ -581,7 +714,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                                   attrs=("alwaysinline",))
                     b.store(code, b.gep(codes, [linear]))
         b.branch(scan)
-    resume_at = {}
+    resume_at, resume_collective = {}, {}
     for site in again:
         blk = fn.append_basic_block(f"uniform.again{site}")
         resume_at[site] = blk
@@ -603,10 +736,22 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     agreed = fn.append_basic_block("uniform.agreed")
     record = fn.append_basic_block("uniform.record")
     b.cbranch(b.load(same), agreed, record)
+    # a block of full warps all at one collective that uniform_collective accepts: resolved
+    # here, then the next uniform round starts after it; otherwise the general rounds
+    for site in collectives:
+        blk = fn.append_basic_block(f"uniform.collective{site}")
+        b.position_at_end(blk)
+        resolve = fn.append_basic_block(f"uniform.collective{site}.resolve")
+        b.cbranch(full_warps, resolve, record)
+        b.position_at_end(resolve)
+        _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], b.lshr(n, i32(5)), coll)
+        b.store(i32(site), cur)
+        b.branch(dispatch)
+        resume_collective[site] = blk
     b.position_at_end(agreed)
     sw = b.switch(first, record)
     sw.add_case(i32(abi.STEP_EXIT), done)
-    for site, blk in resume_at.items():
+    for site, blk in list(resume_at.items()) + list(resume_collective.items()):
         sw.add_case(i32(site), blk)
     b.position_at_end(record)
     with for_range(b, i32(0), n, "m") as t:
@@ -649,7 +794,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     b.position_at_end(stop)
                 _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
         if any(k not in abi.BLOCK_SITE_KINDS and k != abi.SITE["yield"] for k in nsites_kinds):
-            released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds])
+            released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds, coll])
             nxt = fn.append_basic_block("warp.next")
             b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
             b.position_at_end(nxt)
@@ -703,7 +848,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
     n = b.zext(b.mul(b.mul(nx, ny), nz), I64)
     if has_sites:
-        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes)[2]
+        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes)[3]
     else:
         frames_bytes = i64(frame_size)
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
@@ -719,6 +864,8 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     shared_addr = b.and_(b.add(b.add(b.ptrtoint(ws, I64), frames_bytes), i64(63)), i64(~63))
     shared = b.inttoptr(shared_addr, PTR)
     wid = b.call(thread_num, [])
+    fresh = b.alloca(I32, name="fresh")      # the worker's first block sets up its frames
+    b.store(i32(1), fresh)
     gx = b.zext(load_field(b, L, abi.LAUNCH["grid_x"], I32), I64)
     gy = b.zext(load_field(b, L, abi.LAUNCH["grid_y"], I32), I64)
     nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
@@ -748,7 +895,8 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     cy = b.trunc(b.urem(b.udiv(blk, gx), gy), I32)
     cz = b.trunc(b.udiv(blk, b.mul(gx, gy)), I32)
     b.store(blk, b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer()))
-    r = b.call(block_fn, [L, ws, shared, cx, cy, cz, wid])
+    r = b.call(block_fn, [L, ws, shared, cx, cy, cz, wid, b.load(fresh)])
+    b.store(i32(0), fresh)
     blk.add_incoming(b.add(blk, i64(1)), b.block)
     b.cbranch(b.icmp_signed("<", r, i32(0)), done, loop)
     # a memory fault in this worker's block: the launch fails with an illegal address
