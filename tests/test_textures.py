@@ -143,6 +143,9 @@ back = RESOURCE()
 check(cuda.cuSurfObjectGetResourceDesc(c.byref(back), s))
 print("surface", back.resType, int(back.res.hArray == ldst.value), cuda.cuSurfObjectDestroy(s),
       cuda.cuSurfObjectDestroy(s))
+print("null pointers", cuda.cuArrayCreate_v2(None, None), cuda.cuArray3DCreate_v2(c.byref(c.c_void_p()), None),
+      cuda.cuArray3DGetDescriptor_v2(None, ldst), cuda.cuTexObjectCreate(None, c.byref(res), c.byref(tex), None),
+      cuda.cuTexObjectGetTextureDesc(None, c.c_uint64(1)), cuda.cuSurfObjectCreate(c.byref(s), None))
 v = c.c_int()
 check(cuda.cuDeviceGetAttribute(c.byref(v), 22, 0))            # CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH
 print("limits", v.value, "too big", array3d(131073, 0, 0)[0], array3d(16385, 8, 8)[0], array3d(64, 0, 4096, flags=1)[0])
@@ -178,6 +181,7 @@ def test_arrays_textures_and_surfaces_at_the_driver_api(tmp_path):
         "bad textures 801 1 1 1 1 1 1",
         "surface of a plain array 1 of pitched memory 1",
         "surface 0 1 0 1",
+        "null pointers 1 1 1 1 1 1",                 # INVALID_VALUE, never a crash
         "limits 131072 too big 1 1 1",
         "done",
     ]

@@ -39,15 +39,24 @@ def _resource_out(ffi, handle, out, resource):
         q.devPtr, q.format, q.numChannels, q.width, q.height, q.pitchInBytes = f
 
 
+def _required(ffi, *pointers):
+    """CUDA_ERROR_INVALID_VALUE for a NULL descriptor or answer pointer (cffi would read
+    through it)."""
+    if any(p == ffi.NULL for p in pointers):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "a NULL descriptor or result pointer")
+
+
 def define(ffi, entry, ptr, handle):
     """Register the entry points with the shim's `entry` decorator."""
 
     @entry
     def cuArrayCreate_v2(out, desc):
+        _required(ffi, out, desc)
         out[0] = handle(arrays.cuArrayCreate(desc.Width, desc.Height, desc.Format, desc.NumChannels))
 
     @entry
     def cuArray3DCreate_v2(out, desc):
+        _required(ffi, out, desc)
         out[0] = handle(arrays.cuArray3DCreate(desc.Width, desc.Height, desc.Depth, desc.Format,
                                                desc.NumChannels, desc.Flags))
 
@@ -57,10 +66,12 @@ def define(ffi, entry, ptr, handle):
 
     @entry
     def cuArrayGetDescriptor_v2(out, array):
+        _required(ffi, out)
         out.Width, out.Height, out.Format, out.NumChannels = arrays.cuArrayGetDescriptor(ptr(array))
 
     @entry
     def cuArray3DGetDescriptor_v2(out, array):
+        _required(ffi, out)
         (out.Width, out.Height, out.Depth, out.Format, out.NumChannels,
          out.Flags) = arrays.cuArray3DGetDescriptor(ptr(array))
 
@@ -94,8 +105,7 @@ def define(ffi, entry, ptr, handle):
 
     @entry
     def cuTexObjectCreate(out, res, tex, view):
-        if tex == ffi.NULL:
-            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "NULL texture descriptor")
+        _required(ffi, out, res, tex)
         texture = textures.TextureDesc(tuple(tex.addressMode), tex.filterMode, tex.flags, tex.maxAnisotropy,
                                        tex.mipmapFilterMode, tex.mipmapLevelBias, tex.minMipmapLevelClamp,
                                        tex.maxMipmapLevelClamp, tuple(tex.borderColor))
@@ -111,10 +121,12 @@ def define(ffi, entry, ptr, handle):
 
     @entry
     def cuTexObjectGetResourceDesc(out, obj):
+        _required(ffi, out)
         _resource_out(ffi, handle, out, textures.cuTexObjectGetResourceDesc(obj))
 
     @entry
     def cuTexObjectGetTextureDesc(out, obj):
+        _required(ffi, out)
         t = textures.cuTexObjectGetTextureDesc(obj)
         ffi.memmove(out, bytes(ffi.sizeof("CUDA_TEXTURE_DESC")), ffi.sizeof("CUDA_TEXTURE_DESC"))
         out.addressMode = list(t.address_modes)
@@ -126,6 +138,7 @@ def define(ffi, entry, ptr, handle):
 
     @entry
     def cuTexObjectGetResourceViewDesc(out, obj):
+        _required(ffi, out)
         v = textures.cuTexObjectGetResourceViewDesc(obj)
         ffi.memmove(out, bytes(ffi.sizeof("CUDA_RESOURCE_VIEW_DESC")), ffi.sizeof("CUDA_RESOURCE_VIEW_DESC"))
         (out.format, out.width, out.height, out.depth, out.firstMipmapLevel, out.lastMipmapLevel,
@@ -134,6 +147,7 @@ def define(ffi, entry, ptr, handle):
 
     @entry
     def cuSurfObjectCreate(out, res):
+        _required(ffi, out, res)
         out[0] = textures.cuSurfObjectCreate(_resource_in(ffi, ptr, res))
 
     @entry
@@ -142,6 +156,7 @@ def define(ffi, entry, ptr, handle):
 
     @entry
     def cuSurfObjectGetResourceDesc(out, obj):
+        _required(ffi, out)
         _resource_out(ffi, handle, out, textures.cuSurfObjectGetResourceDesc(obj))
 
 
