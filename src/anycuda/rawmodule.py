@@ -31,19 +31,12 @@ from .array import Memory, MemoryPointer, ndarray
 from .runtime.errors import CudaError, CUresult
 from .runtime.stream import default_stream
 
-MAX_THREADS_PER_BLOCK = 1024
-MAX_BLOCK_DIMS = (1024, 1024, 64)
-MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
-
 _FLOAT_FORMATS = {2: "<e", 4: "<f", 8: "<d"}
 
 
 def _load_program(ptx_text: str, source_name: str):
-    """The compiled program for a PTX module, from the compiler's loader."""
-    try:
-        from .compiler.loader import load_program
-    except ImportError:
-        from .runtime.program import load_program
+    """The compiled program for a PTX module."""
+    from .runtime.program import load_program
     return load_program(ptx_text, source_name)
 
 
@@ -52,6 +45,8 @@ def _load_program(ptx_text: str, source_name: str):
 def normalize_dims(dims, what: str = "grid") -> tuple:
     """An int or a 1-3 tuple of positive ints as a 3-tuple; anything else is
     CudaError(CUDA_ERROR_INVALID_VALUE)."""
+    if type(dims) is tuple and 0 < len(dims) <= 3 and all(type(d) is int and d > 0 for d in dims):
+        return dims + (1,) * (3 - len(dims))          # the common case, checked at the cost of a launch
     bad = CUresult.CUDA_ERROR_INVALID_VALUE
     if isinstance(dims, (bool, np.bool_)):
         raise CudaError(bad, f"{what} must be an int or a tuple of ints, got {dims!r}")
@@ -71,15 +66,11 @@ def normalize_dims(dims, what: str = "grid") -> tuple:
     return tuple(out) + (1,) * (3 - len(out))
 
 
-def check_config(grid: tuple, block: tuple, shared_mem: int) -> None:
-    """The device's limits (sm_86's): CudaError(CUDA_ERROR_INVALID_VALUE) past them."""
-    bad = CUresult.CUDA_ERROR_INVALID_VALUE
-    if any(g > m for g, m in zip(grid, MAX_GRID_DIMS)):
-        raise CudaError(bad, f"grid {grid} exceeds the maximum {MAX_GRID_DIMS}")
-    if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIMS)):
-        raise CudaError(bad, f"block {block} exceeds {MAX_THREADS_PER_BLOCK} threads or the dimensions {MAX_BLOCK_DIMS}")
+def check_shared_mem(shared_mem) -> int:
+    """The dynamic shared memory argument as an int (the kernel checks it against its limit)."""
     if isinstance(shared_mem, (bool, np.bool_)) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
-        raise CudaError(bad, f"shared_mem must be a non-negative int, got {shared_mem!r}")
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"shared_mem must be a non-negative int, got {shared_mem!r}")
+    return int(shared_mem)
 
 
 # ---------------------------------------------------------------- argument marshalling
@@ -226,11 +217,8 @@ class RawKernel:
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None):
         grid = normalize_dims(grid, "grid")
         block = normalize_dims(block, "block")
-        check_config(grid, block, shared_mem)
-        shared_mem = int(shared_mem)
-        check = getattr(self._image, "check_config", None)
-        if check is not None:
-            check(grid, block, shared_mem)
+        shared_mem = check_shared_mem(shared_mem)
+        self._image.check_config(grid, block, shared_mem)
         cooperative = self.module.enable_cooperative_groups
         if cooperative:
             from .driver.api import check_cooperative_grid

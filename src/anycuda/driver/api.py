@@ -699,7 +699,7 @@ def cuFuncGetAttribute(attrib: int, func: int) -> int:
     major, minor = device_info.properties(0).compute_capability
     # PTX version: the architecture the PTX was written for (libraries such as CUB choose
     # their code paths by it); binary version: the device's, which the PTX is compiled for
-    values = {0: _max_threads_of(image), 1: image.static_shared, 2: 0, 3: image.info.frame_size, 4: 32,
+    values = {0: image.max_threads_per_block, 1: image.static_shared, 2: 0, 3: image.info.frame_size, 4: 32,
               5: f.module.ptx_arch or 10 * major + minor, 6: 10 * major + minor, 7: 0, 8: image.max_dynamic_shared_size, 9: -1,
               10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0}
     if attrib not in values:
@@ -719,22 +719,6 @@ _FUNC_REGISTERS = 32                 # CU_FUNC_ATTRIBUTE_NUM_REGS as cuFuncGetAt
 CU_OCCUPANCY_DEFAULT, CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE = 0, 1
 
 
-def _max_threads_of(image) -> int:
-    """The most threads a block of this kernel may have (.maxntid, else the device's)."""
-    limit = 1024
-    maxntid = image.info.directives.get("maxntid")
-    if maxntid:
-        limit = 1
-        for v in maxntid:
-            limit *= v
-    reqntid = image.info.directives.get("reqntid")
-    if reqntid:
-        limit = 1
-        for v in reqntid:
-            limit *= v
-    return min(limit, 1024)
-
-
 def _occupancy_args(func: int, flags: int):
     if flags not in (CU_OCCUPANCY_DEFAULT, CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE):
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"occupancy flags {flags}")
@@ -746,7 +730,7 @@ def _active_blocks(image, p, block_size: int, dynamic_shared: int) -> int:
     if dynamic_shared > image.max_dynamic_shared_size:
         return 0                     # a launch with this much dynamic shared memory would fail
     return device_info.max_active_blocks(p, block_size, image.static_shared + dynamic_shared, _FUNC_REGISTERS,
-                                         _max_threads_of(image), p.shared_memory_per_block_optin)
+                                         image.max_threads_per_block, p.shared_memory_per_block_optin)
 
 
 def cuOccupancyMaxActiveBlocksPerMultiprocessor(func: int, block_size: int, dynamic_shared: int,
@@ -771,7 +755,7 @@ def cuOccupancyMaxPotentialBlockSize(func: int, block_to_dynamic, dynamic_shared
     dynamic = block_to_dynamic if block_to_dynamic is not None else (lambda block: dynamic_shared)
     return device_info.max_potential_block_size(
         p, lambda block, smem: _active_blocks(image, p, block, smem), dynamic, block_size_limit,
-        _max_threads_of(image))
+        image.max_threads_per_block)
 
 
 def cuOccupancyAvailableDynamicSMemPerBlock(func: int, num_blocks: int, block_size: int) -> int:
@@ -781,7 +765,7 @@ def cuOccupancyAvailableDynamicSMemPerBlock(func: int, num_blocks: int, block_si
     if num_blocks <= 0 or block_size <= 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "block count and size must be positive")
     return device_info.available_dynamic_shared_memory(p, num_blocks, block_size, image.static_shared,
-                                                       _FUNC_REGISTERS, _max_threads_of(image),
+                                                       _FUNC_REGISTERS, image.max_threads_per_block,
                                                        image.max_dynamic_shared_size)
 
 

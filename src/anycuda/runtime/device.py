@@ -30,6 +30,12 @@ def worker_count() -> int:
     env = os.environ.get("ANYCUDA_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     if env and env.split(",")[0].strip().isdigit() and int(env.split(",")[0]) > 0:
         return int(env.split(",")[0])
+    return _usable_cpus()
+
+
+@lru_cache(maxsize=1)
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (asked once: a launch must not pay a system call)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -183,6 +183,9 @@ class KernelImage:
         self.static_shared = info.static_shared
         self.max_dynamic_shared_size = DEFAULT_SHARED_PER_BLOCK - info.static_shared
         self._entry = None
+        self._max_threads = self._thread_limit()
+        reqntid = info.directives.get("reqntid")
+        self._required_block = tuple(reqntid) + (1,) * (3 - len(reqntid)) if reqntid else None
 
     def _function(self):
         if self.info.error is not None:
@@ -192,30 +195,54 @@ class KernelImage:
             self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         return self._entry
 
-    def check_config(self, grid, block, shared_mem):
-        bad = CUresult.CUDA_ERROR_INVALID_VALUE
-        if any(int(d) < 1 for d in tuple(grid) + tuple(block)):
-            raise CudaError(bad, f"grid {tuple(grid)} and block {tuple(block)} must be positive")
-        if any(g > m for g, m in zip(grid, MAX_GRID_DIMS)):
-            raise CudaError(bad, f"grid {tuple(grid)} exceeds the maximum {MAX_GRID_DIMS}")
-        nthreads = block[0] * block[1] * block[2]
-        if nthreads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIMS)):
-            raise CudaError(bad, f"block {tuple(block)} exceeds the maximum of {MAX_THREADS_PER_BLOCK} "
-                                 f"threads (dims {MAX_BLOCK_DIMS})")
-        reqntid = self.info.directives.get("reqntid")
-        if reqntid and tuple(reqntid) + (1,) * (3 - len(reqntid)) != tuple(block):
-            raise CudaError(bad, f"kernel {self.name} requires block {tuple(reqntid)}")
+    def _thread_limit(self) -> int:
+        """The most threads per block this kernel takes (.maxntid, else the device's)."""
+        limit = MAX_THREADS_PER_BLOCK
         maxntid = self.info.directives.get("maxntid")
         if maxntid:
             limit = 1
             for v in maxntid:
                 limit *= v
-            if nthreads > limit:
-                raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
-                                f"kernel {self.name} allows at most {limit} threads per block")
-        if shared_mem < 0 or shared_mem > self.max_dynamic_shared_size:
-            raise CudaError(bad, f"{shared_mem} bytes of dynamic shared memory requested; "
-                                 f"kernel {self.name} may use at most {self.max_dynamic_shared_size}")
+        return limit
+
+    @property
+    def max_threads_per_block(self) -> int:
+        """What cuFuncGetAttribute reports: .reqntid's count, else .maxntid's, at most the device's."""
+        if self._required_block is not None:
+            bx, by, bz = self._required_block
+            return min(bx * by * bz, MAX_THREADS_PER_BLOCK)
+        return min(self._max_threads, MAX_THREADS_PER_BLOCK)
+
+    def check_config(self, grid, block, shared_mem):
+        """CUDA_ERROR_INVALID_VALUE for a grid or block past the device's limits or the
+        kernel's directives, or too much dynamic shared memory. The common case is one
+        comparison chain: each launch pays for it."""
+        gx, gy, gz = grid
+        bx, by, bz = block
+        if (0 < gx <= MAX_GRID_DIMS[0] and 0 < gy <= MAX_GRID_DIMS[1] and 0 < gz <= MAX_GRID_DIMS[2]
+                and 0 < bx and 0 < by and 0 < bz and bx * by * bz <= self._max_threads
+                and bx <= MAX_BLOCK_DIMS[0] and by <= MAX_BLOCK_DIMS[1] and bz <= MAX_BLOCK_DIMS[2]
+                and 0 <= shared_mem <= self.max_dynamic_shared_size
+                and (self._required_block is None or self._required_block == (bx, by, bz))):
+            return
+        self._explain_bad_config(tuple(grid), tuple(block), shared_mem)
+
+    def _explain_bad_config(self, grid, block, shared_mem):
+        bad = CUresult.CUDA_ERROR_INVALID_VALUE
+        if any(int(d) < 1 for d in grid + block):
+            raise CudaError(bad, f"grid {grid} and block {block} must be positive")
+        if any(g > m for g, m in zip(grid, MAX_GRID_DIMS)):
+            raise CudaError(bad, f"grid {grid} exceeds the maximum {MAX_GRID_DIMS}")
+        nthreads = block[0] * block[1] * block[2]
+        if nthreads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIMS)):
+            raise CudaError(bad, f"block {block} exceeds the maximum of {MAX_THREADS_PER_BLOCK} "
+                                 f"threads (dims {MAX_BLOCK_DIMS})")
+        if self._required_block is not None and self._required_block != block:
+            raise CudaError(bad, f"kernel {self.name} requires block {self._required_block}")
+        if nthreads > self._max_threads:
+            raise CudaError(bad, f"kernel {self.name} allows at most {self._max_threads} threads per block")
+        raise CudaError(bad, f"{shared_mem} bytes of dynamic shared memory requested; "
+                             f"kernel {self.name} may use at most {self.max_dynamic_shared_size}")
 
     def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0,
                cooperative: bool = False):
@@ -236,7 +263,9 @@ class KernelImage:
         L.params = ctypes.addressof(pbuf)
         L.dyn_shared = shared_mem
         L.shared_total = (self.static_shared + 15) // 16 * 16 + shared_mem
-        workers = num_workers or worker_count()
+        # no more workers than blocks: a small grid leaves the other workers asleep rather
+        # than waking them for nothing (the launch would wait for them to be scheduled)
+        workers = min(num_workers or worker_count(), L.nblocks)
         L.num_workers = workers
         L.chunk = max(1, min(1024, L.nblocks // (workers * 16)))
         L.vprintf_hook = _VPRINTF_ADDR
