@@ -122,7 +122,8 @@ assert fp.value == address(cuda.cuCtxCreate_v2)
 check(cuda.cuGetProcAddress_v2(b"cuCtxCreate", ctypes.byref(fp), 13000, 0, ctypes.byref(status)))
 assert fp.value == address(cuda.cuCtxCreate_v4)
 # a real driver function anycuda lacks resolves to a stub that answers CUDA_ERROR_NOT_SUPPORTED
-check(cuda.cuGetProcAddress_v2(b"cuMipmappedArrayCreate", ctypes.byref(fp), 13000, 0, ctypes.byref(status)))
+check(cuda.cuGetProcAddress_v2(b"cuMipmappedArrayGetSparseProperties", ctypes.byref(fp), 13000, 0,
+                               ctypes.byref(status)))
 stub = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint)(fp.value)
 assert stub(None, 0) == 801 and stub(None, 0) == 801
 # a NULL where the driver writes its answer is CUDA_ERROR_INVALID_VALUE, not a crash
@@ -147,7 +148,7 @@ def test_python_program_through_ctypes(tmp_path, saxpy_ptx):
     r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(script), str(saxpy_ptx)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ctypes OK" in r.stdout, r.stdout + r.stderr
-    assert r.stderr.count("cuMipmappedArrayCreate is not supported yet") == 1      # named once
+    assert r.stderr.count("cuMipmappedArrayGetSparseProperties is not supported yet") == 1      # named once
 
 
 def test_shim_path_command():

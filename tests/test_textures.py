@@ -146,6 +146,25 @@ print("surface", back.resType, int(back.res.hArray == ldst.value), cuda.cuSurfOb
 print("null pointers", cuda.cuArrayCreate_v2(None, None), cuda.cuArray3DCreate_v2(c.byref(c.c_void_p()), None),
       cuda.cuArray3DGetDescriptor_v2(None, ldst), cuda.cuTexObjectCreate(None, c.byref(res), c.byref(tex), None),
       cuda.cuTexObjectGetTextureDesc(None, c.c_uint64(1)), cuda.cuSurfObjectCreate(c.byref(s), None))
+mm, lv = c.c_void_p(), c.c_void_p()
+check(cuda.cuMipmappedArrayCreate(c.byref(mm), c.byref(ARRAY3D(37, 23, 0, 0x20, 1, 0)), 4))
+sizes = []
+for k in range(4):
+    check(cuda.cuMipmappedArrayGetLevel(c.byref(lv), mm, k))
+    check(cuda.cuArray3DGetDescriptor_v2(c.byref(got), lv))
+    sizes.append((got.Width, got.Height, got.Depth))
+print("mipmap levels", sizes, "past the last", cuda.cuMipmappedArrayGetLevel(c.byref(lv), mm, 4),
+      "destroy a level", cuda.cuArrayDestroy(lv),
+      "too many", cuda.cuMipmappedArrayCreate(c.byref(c.c_void_p()), c.byref(ARRAY3D(37, 23, 0, 0x20, 1, 0)), 7))
+mres = RESOURCE(); mres.resType = 1; mres.res.hArray = mm
+tex.mipmapFilterMode, tex.maxMipmapLevelClamp = 1, 3.0
+mt = c.c_uint64()
+check(cuda.cuTexObjectCreate(c.byref(mt), c.byref(mres), c.byref(tex), None))
+back = RESOURCE()
+check(cuda.cuTexObjectGetResourceDesc(c.byref(back), mt))
+print("mipmapped texture", back.resType, int(back.res.hArray == mm.value), "view",
+      create(mres, tex, VIEW(0, 37, 23)), "destroy", cuda.cuTexObjectDestroy(mt), cuda.cuMipmappedArrayDestroy(mm),
+      "again", cuda.cuMipmappedArrayDestroy(mm))
 v = c.c_int()
 check(cuda.cuDeviceGetAttribute(c.byref(v), 22, 0))            # CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH
 print("limits", v.value, "too big", array3d(131073, 0, 0)[0], array3d(16385, 8, 8)[0], array3d(64, 0, 4096, flags=1)[0])
@@ -176,12 +195,15 @@ def test_arrays_textures_and_surfaces_at_the_driver_api(tmp_path):
         "texture [3, 1, 0] 1 2 [0.5, -1.0, 2.0, 4.0]",
         "view 64 16 0",
         "descriptor at 1 destroy 0 again 1 get 1",
-        # mipmapped: NOT_SUPPORTED; no texture descriptor, a misaligned linear pointer, linear
-        # filtering of 32-bit integers, resource flags, a pitch narrower than a row, a bad type
-        "bad textures 801 1 1 1 1 1 1",
+        # a NULL mipmapped array: INVALID_HANDLE; no texture descriptor, a misaligned linear
+        # pointer, linear filtering of 32-bit integers, resource flags, a pitch narrower than a
+        # row, a bad type
+        "bad textures 400 1 1 1 1 1 1",
         "surface of a plain array 1 of pitched memory 1",
         "surface 0 1 0 1",
         "null pointers 1 1 1 1 1 1",                 # INVALID_VALUE, never a crash
+        "mipmap levels [(37, 23, 0), (18, 11, 0), (9, 5, 0), (4, 2, 0)] past the last 1 destroy a level 1 too many 1",
+        "mipmapped texture 1 1 view 801 destroy 0 0 again 400",
         "limits 131072 too big 1 1 1",
         "done",
     ]
@@ -232,12 +254,18 @@ SUPPORTED = [
     "sust.b.a1d.b32.trap [%rd1, {%r3, %r1}], {%r2};",
     "sust.b.2d.v4.b8.zero [%rd1, {%r1, %r2}], {%rs1, %rs2, %rs3, %rs4};",
     "sust.b.3d.v2.b32.clamp [%rd1, {%r1, %r2, %r3, %r3}], {%r4, %r5};",
+    "tex.level.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}], %f3;",
+    "tex.level.a1d.v4.s32.f32 {%r4, %r5, %r6, %r7}, [%rd1, {%r1, %f1}], %f3;",
+    "tex.grad.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}], {%f1, %f2}, {%f1, %f2};",
+    "tex.grad.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}], {%f1, %f2, %f3, %f3}, "
+    "{%f1, %f2, %f3, %f3};",
+    "tex.base.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}];",
+    "txq.num_mipmap_levels.b32 %r4, [%rd1];",
 ]
 
 UNSUPPORTED = [
-    ("tex.level.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}], %f3;", "mipmapped"),
-    ("tex.grad.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}], {%f1, %f2}, {%f1, %f2};", "mipmapped"),
-    ("tex.base.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}];", "mipmapped"),
+    ("tld4.r.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}], {%r1, %r2};", "texel offsets"),
+    ("txq.level.width.b32 %r4, [%rd1], %r1;", "mipmap level"),
     ("tex.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];", "cube map"),
     ("tex.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}|%p1, [%rd1, {%f1, %f2}];", "sparse"),
     ("tex.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, %rd2, {%f1, %f2}];", "explicit sampler"),
@@ -275,7 +303,7 @@ def test_descriptor_layout_is_one_definition():
     """Every field lies inside the descriptor, naturally aligned, without overlaps."""
     spans = []
     for name, off, code in texdesc.FIELDS:
-        size = 16 if code == "4f" else {"Q": 8, "I": 4}[code]
+        size = 16 if code == "4f" else {"Q": 8, "I": 4, "f": 4}[code]
         assert off % min(size, 8) == 0, name
         spans.append((off, off + size))
     spans.sort()

@@ -182,15 +182,51 @@ def check_program(recs: dict) -> None:
     assert np.array_equal(arr("surf3d", np.int16, (4, 5, 6)), (x + 10 * y + 100 * z).astype(np.int16))
     iv = arr("surf1d_in", np.int32, (-1, 2))
     assert np.array_equal(arr("surf1d", np.int32), iv.sum(axis=1))
+    _check_mipmaps(arr)
 
 
-def _same(what, got, want, exact, coords):
+def mip_sample(levels, coords, lod, bias, lo, hi, linear_between):
+    """tex2DLod on normalised coordinates, clamp, linear filtering within a level: the level
+    of detail plus the bias, clamped to [lo, hi] and to the levels there are; the nearest level
+    (point) or the two around it blended (linear)."""
+    lod = np.clip(np.clip((lod + F(bias)).astype(F), F(lo), F(hi)), F(0), F(len(levels) - 1)).astype(F)
+    per_level = [sample(img[..., None], coords, CLAMP, True, True)[:, 0] for img in levels]
+    pick = lambda k: np.choose(k, per_level)
+    if not linear_between:
+        return pick(np.floor(lod + F(0.5)).astype(np.int64))
+    low = np.floor(lod)
+    k0 = low.astype(np.int64)
+    k1 = np.minimum(k0 + 1, len(levels) - 1)
+    w = (lod - low).astype(F)
+    return ((F(1) - w) * pick(k0) + w * pick(k1)).astype(F)
+
+
+def _check_mipmaps(arr):
+    shapes = [(max(23 >> k, 1), max(37 >> k, 1)) for k in range(4)]
+    levels = [arr(f"mip{k}", shape=shape) for k, shape in enumerate(shapes)]
+    bias, lo, hi = arr("mip_params")
+    c = arr("mip_lod_coords", shape=(-1, 4))
+    for linear, key in ((False, "mip_lod_point"), (True, "mip_lod_linear")):
+        want = mip_sample(levels, c[:, :2], c[:, 2], bias, lo, hi, linear)
+        _same(key, arr(key), want, exact=False, coords=c)
+    g = arr("mip_grad_coords", shape=(-1, 4))
+    rho = np.maximum(np.abs(g[:, 2] * F(37)), np.abs(g[:, 3] * F(23))).astype(F)
+    with np.errstate(divide="ignore"):
+        lod = np.log2(rho).astype(F)
+    _same("tex2DGrad", arr("mip_grad"), mip_sample(levels, g[:, :2], lod, bias, lo, hi, True), exact=False,
+          coords=g, tolerance=1e-4)
+    c2 = arr("mip_plain_coords", shape=(-1, 2))
+    _same("tex2D on a mipmapped texture (level 0)", arr("mip_plain"),
+          sample(levels[0][..., None], c2, CLAMP, True, True)[:, 0], exact=False, coords=c2)
+
+
+def _same(what, got, want, exact, coords, tolerance=1e-6):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape} vs {want.shape}"
     if exact:
         bad = got != want
     else:
-        bad = ~np.isclose(got, want, rtol=1e-6, atol=1e-6)
+        bad = ~np.isclose(got, want, rtol=tolerance, atol=tolerance)
     bad = bad.reshape(len(bad), -1).any(axis=1)
     assert not bad.any(), (f"{what}: {bad.sum()} of {len(bad)} wrong, first at {np.argmax(bad)}: "
                            f"coordinates {coords[bad][:3]}, got {got[bad][:3]}, want {want[bad][:3]}")

@@ -94,6 +94,13 @@ __global__ void surface_1d(cudaSurfaceObject_t s, int *o, int n) {
     int i = threadIdx.x;
     if (i < n) { int2 v; surf1Dread(&v, s, i * 8); o[i] = v.x + v.y; }
 }
+__global__ void mip_lod(cudaTextureObject_t t, const float4 *c, float *o, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = tex2DLod<float>(t, c[i].x, c[i].y, c[i].z);
+}
+__global__ void mip_grad(cudaTextureObject_t t, const float4 *c, float *o, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) o[i] = tex2DGrad<float>(t, c[i].x, c[i].y, make_float2(c[i].z, 0), make_float2(0, c[i].w));
+}
 __global__ void queries(cudaTextureObject_t t, cudaSurfaceObject_t s, int *o) {
     int a, b, c, d;
     asm("txq.width.b32 %0, [%1];" : "=r"(a) : "l"(t));
@@ -447,6 +454,60 @@ int main(int argc, char **argv) {
         surface_1d<<<1, 64>>>(s1, oi, N1);
         record_device("surf1d", oi, N1);
         CHECK(cudaDestroySurfaceObject(s1)); CHECK(cudaFreeArray(ia)); CHECK(cudaFree(oi));
+    }
+
+    // ---- a mipmapped 2-D array (4 levels): tex2DLod with point and linear filtering between
+    // levels (bias and level clamps), tex2DGrad, and tex2D (level 0)
+    {
+        const int MW = 37, MH = 23, LEVELS = 4;
+        cudaMipmappedArray_t mm;
+        CHECK(cudaMallocMipmappedArray(&mm, &cf, make_cudaExtent(MW, MH, 0), LEVELS));
+        for (int k = 0; k < LEVELS; k++) {
+            cudaArray_t level; CHECK(cudaGetMipmappedArrayLevel(&level, mm, k));
+            int w = MW >> k > 1 ? MW >> k : 1, h = MH >> k > 1 ? MH >> k : 1;
+            std::vector<float> v(w * h);
+            for (auto &x : v) x = uniform(-1, 1);
+            CHECK(cudaMemcpy2DToArray(level, 0, 0, v.data(), w * 4, w * 4, h, cudaMemcpyHostToDevice));
+            char name[32]; snprintf(name, sizeof name, "mip%d", k);
+            record(name, v.data(), v.size() * 4);
+        }
+        std::vector<float4> c4(M);
+        for (auto &c : c4) c = make_float4(uniform(-0.2f, 1.2f), uniform(-0.2f, 1.2f), uniform(-1, 4.5f), 0);
+        float4 *dc4 = device_copy(c4);
+        record("mip_lod_coords", c4.data(), M * 16);
+        const float params[3] = {0.25f, 0.0f, 2.5f};       // bias, min and max level clamps
+        record("mip_params", params, sizeof params);
+        for (int mf = 0; mf < 2; mf++) {
+            cudaResourceDesc rd; memset(&rd, 0, sizeof rd);
+            rd.resType = cudaResourceTypeMipmappedArray; rd.res.mipmap.mipmap = mm;
+            cudaTextureDesc td; memset(&td, 0, sizeof td);
+            td.addressMode[0] = td.addressMode[1] = cudaAddressModeClamp; td.filterMode = cudaFilterModeLinear;
+            td.readMode = cudaReadModeElementType; td.normalizedCoords = 1;
+            td.mipmapFilterMode = mf ? cudaFilterModeLinear : cudaFilterModePoint;
+            td.mipmapLevelBias = params[0]; td.minMipmapLevelClamp = params[1]; td.maxMipmapLevelClamp = params[2];
+            cudaTextureObject_t t; CHECK(cudaCreateTextureObject(&t, &rd, &td, NULL));
+            CHECK(cudaMemset(o, 0xFF, M * 4));
+            mip_lod<<<blocks, 128>>>(t, dc4, o, M);
+            record_device(mf ? "mip_lod_linear" : "mip_lod_point", o, M);
+            if (mf) {
+                std::vector<float4> g(M);
+                for (auto &c : g) c = make_float4(uniform(0, 1), uniform(0, 1), uniform(0, 0.3f), uniform(0, 0.3f));
+                float4 *dg = device_copy(g);
+                record("mip_grad_coords", g.data(), M * 16);
+                CHECK(cudaMemset(o, 0xFF, M * 4));
+                mip_grad<<<blocks, 128>>>(t, dg, o, M);
+                record_device("mip_grad", o, M);
+                for (auto &c : c2) c = make_float2(uniform(-0.2f, 1.2f), uniform(-0.2f, 1.2f));
+                CHECK(cudaMemcpy(dc2, c2.data(), M * 8, cudaMemcpyHostToDevice));
+                record("mip_plain_coords", c2.data(), M * 8);
+                CHECK(cudaMemset(o, 0xFF, M * 4));
+                sample2d<<<blocks, 128>>>(t, dc2, o, M);
+                record_device("mip_plain", o, M);
+                CHECK(cudaFree(dg));
+            }
+            CHECK(cudaDestroyTextureObject(t));
+        }
+        CHECK(cudaFree(dc4)); CHECK(cudaFreeMipmappedArray(mm));
     }
 
     CHECK(cudaDeviceSynchronize());

@@ -9,6 +9,10 @@ time in Python.
 The image is addressed as   base + (z + layer) * slice + y * pitch + x * element
 (a layered 2-D resource keeps its layers where a 3-D one keeps its slices; a 1-D layered one
 has one row per layer).
+
+A mipmapped texture's descriptor describes level 0 and points at a table of descriptors, one
+per level (each complete, with its level's base, pitches and extents), so sampling a level is
+sampling through that level's descriptor.
 """
 from __future__ import annotations
 
@@ -40,8 +44,14 @@ FIELDS = [
     ("q_layers", 108, "I"),
     ("dims", 112, "I"),         # 1, 2 or 3: the dimensions of the resource (layers not counted)
     ("magic", 116, "I"),        # MAGIC_TEXTURE or MAGIC_SURFACE while alive, 0 once destroyed
+    ("levels", 120, "Q"),       # mipmaps: address of a table of descriptors, one per level (0: none)
+    ("num_levels", 128, "I"),   # mipmap levels in that table
+    ("mip_filter", 132, "I"),   # FILTER_POINT or FILTER_LINEAR between levels
+    ("lod_bias", 136, "f"),     # added to the level of detail, then clamped to [lod_min, lod_max]
+    ("lod_min", 140, "f"),
+    ("lod_max", 144, "f"),
 ]
-SIZE = 128
+SIZE = 160
 OFFSET = {name: off for name, off, _ in FIELDS}
 CODE = {name: code for name, _, code in FIELDS}
 

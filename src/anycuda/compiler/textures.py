@@ -15,13 +15,20 @@ CUDA C++ Programming Guide's texture-fetching appendix:
   texture reads integers (CU_TRSF_READ_AS_INTEGER); half formats read as float; channels
   the format lacks read as 0 (and 1 for the fourth).
 
+Mipmapped textures (the appendix does not describe levels of detail; this follows the usual
+GPU rules): tex.level takes the level of detail given, tex.grad log2 of the longer gradient
+in texels of level 0; the texture's bias is added and the result clamped to its level clamps
+and to the levels there are; point filtering between levels takes the nearest level, linear
+filtering blends the two around it (weight not quantised). A plain tex or tex.base reads
+level 0.
+
 Sampling lives in a few internal helper functions per module (one per geometry and result
 kind), called once per thread; surfaces are inline loads and stores with a bounds check.
 Forms anycuda does not implement are rejected with UnsupportedPtx naming them (the kernel
-then fails at launch): cube maps, multisample geometries, mipmaps (.base, .level, .grad),
-sparse results (d|p), texel offsets and depth compare operands, explicit samplers
-(independent texture mode), f16x2 results, texture and surface references (.texref,
-.surfref), formatted surface stores (sust.p) and surface reductions (sured).
+then fails at launch): cube maps, multisample geometries, txq.level, sparse results (d|p),
+texel offsets and depth compare operands, explicit samplers (independent texture mode), f16x2
+results, texture and surface references (.texref, .surfref), formatted surface stores
+(sust.p) and surface reductions (sured).
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ from .types import F16, F32, I1, I8, I16, I32, I64, PTR
 
 # operand counts (instructions.OPERAND_COUNTS): `d, [a, c]` plus, for tex and tld4, the texel
 # offset and depth compare operands that the handlers refuse by name
-OPERAND_COUNTS.update({"tex": (2, 3, 4), "tld4": (2, 3, 4), "txq": (2,), "suq": (2,), "suld": (2,), "sust": (2,),
+OPERAND_COUNTS.update({"tex": (2, 3, 4), "tld4": (2, 3, 4), "txq": (2, 3), "suq": (2,), "suld": (2,), "sust": (2,),
                        "sured": (2, 3)})
 
 V4I32 = ir.VectorType(I32, 4)
@@ -307,6 +314,80 @@ def _sample_fn(mod, dims: int, layered: bool, float_coords: bool, want_float: bo
     return fn
 
 
+def _mip_fn(mod, dims: int, layered: bool, want_float: bool):
+    """<4 x i32> anycuda.tex.mip...(i8* desc, f32 c0, c1, c2, i32 layer, f32 lod): a fetch at a
+    level of detail. The texture's bias is added and the sum clamped to its [min, max] level
+    clamps and to the levels there are; point filtering between levels takes the nearest level,
+    linear filtering blends the two around it. A texture without mipmaps samples its image."""
+    name = f"anycuda.tex.mip{dims}{'a' if layered else ''}{'f' if want_float else 'i'}"
+    fn = mod.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = _internal(mod, name, V4I32, [PTR, F32, F32, F32, I32, F32])
+    desc, x, y, z, layer, lod = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    sample = _sample_fn(mod, dims, layered, True, want_float)
+    count = _field(b, desc, "num_levels")
+    plain, mip = fn.append_basic_block("plain"), fn.append_basic_block("mip")
+    b.cbranch(b.icmp_unsigned("==", count, i32(0)), plain, mip)
+    b.position_at_end(plain)
+    b.ret(b.call(sample, [desc, x, y, z, layer]))
+
+    b.position_at_end(mip)
+    fmax, fmin = _fmax(mod), _fmin(mod)
+    floor = _decl(mod, "llvm.floor.f32", F32, [F32])
+    lod = b.fadd(lod, _field(b, desc, "lod_bias", F32))
+    lod = b.call(fmin, [b.call(fmax, [lod, _field(b, desc, "lod_min", F32)]), _field(b, desc, "lod_max", F32)])
+    top = b.uitofp(b.sub(count, i32(1)), F32)
+    lod = b.call(fmin, [b.call(fmax, [lod, _f32(0.0)]), top])          # NaN: level 0
+    table = b.inttoptr(_field(b, desc, "levels", I64), PTR)
+
+    def level_desc(k):
+        return b.gep(table, [b.mul(b.zext(k, I64), i64(texdesc.SIZE))])
+    nearest = b.fptosi(b.call(floor, [b.fadd(lod, _f32(0.5))]), I32)
+    if not want_float:
+        b.ret(b.call(sample, [level_desc(nearest), x, y, z, layer]))
+        return fn
+    point, blend = fn.append_basic_block("point"), fn.append_basic_block("blend")
+    b.cbranch(b.icmp_unsigned("==", _field(b, desc, "mip_filter"), i32(texdesc.FILTER_LINEAR)), blend, point)
+    b.position_at_end(point)
+    b.ret(b.call(sample, [level_desc(nearest), x, y, z, layer]))
+    b.position_at_end(blend)
+    low = b.call(floor, [lod])
+    k0 = b.fptosi(low, I32)
+    k1 = b.select(b.icmp_signed("<", k0, b.sub(count, i32(1))), b.add(k0, i32(1)), k0)
+    w = b.fsub(lod, low)
+    v0 = b.bitcast(b.call(sample, [level_desc(k0), x, y, z, layer]), V4F32)
+    v1 = b.bitcast(b.call(sample, [level_desc(k1), x, y, z, layer]), V4F32)
+    wv = b.shuffle_vector(b.insert_element(ir.Constant(V4F32, None), w, i32(0)), ir.Constant(V4F32, None),
+                          ir.Constant(ir.VectorType(I32, 4), [0] * 4))
+    one = ir.Constant(V4F32, [1.0] * 4)
+    b.ret(b.bitcast(b.fadd(b.fmul(b.fsub(one, wv), v0), b.fmul(wv, v1)), V4I32))
+    return fn
+
+
+def _gradient_lod(f, desc, dims, dx, dy):
+    """log2 of the longer of the two gradients, in texels of level 0 (the isotropic level of
+    detail; gradients are scaled by the extent when coordinates are normalised)."""
+    b = f.b
+    flags = _field(b, desc, "flags")
+    normalized = b.icmp_unsigned("!=", b.and_(flags, i32(texdesc.NORMALIZED_COORDINATES)), i32(0))
+    scales = [b.select(normalized, b.uitofp(_field(b, desc, n), F32), _f32(1.0))
+              for n in ("width", "height", "depth")[:dims]]
+
+    def length(vec):
+        items = list(vec.items) if isinstance(vec, pir.Vec) else [vec]
+        if len(items) < dims:
+            raise f.error(f"tex.grad needs {dims} gradient components")
+        acc = _f32(0.0)
+        for d in range(dims):
+            v = b.fmul(_read_coord(f, items[d], "f32"), scales[d])
+            acc = b.fadd(acc, b.fmul(v, v))
+        return b.call(_decl(b.module, "llvm.sqrt.f32", F32, [F32]), [acc])
+    rho = b.call(_fmax(b.module), [length(dx), length(dy)])
+    return b.call(_decl(b.module, "llvm.log2.f32", F32, [F32]), [rho])
+
+
 def _gather_fn(mod, want_float: bool):
     """<4 x i32> anycuda.tex.gather_{f,i}(i8* desc, f32 x, f32 y, i32 comp): tld4, component
     `comp` of the four texels bilinear filtering at (x, y) would read, counter-clockwise from
@@ -377,14 +458,19 @@ def _geometry(f, inst):
     raise f.error(f"{inst.opcode} needs a geometry (.1d, .2d, .3d, .a1d, .a2d)")
 
 
-def _check_forms(f, inst):
-    for m in inst.mods:
-        if m in MIPMAP_FORMS:
-            raise _unsupported(f, f"{inst.opcode}.{m} (mipmapped textures)")
+def _check_forms(f, inst, extra=0):
+    """Refuse the forms anycuda lacks; `extra` operands past `d, [a, c]` belong to the form
+    (the level of detail of tex.level, the gradients of tex.grad)."""
+    if inst.opcode != "tex":
+        for m in inst.mods:
+            if m in MIPMAP_FORMS:
+                raise _unsupported(f, f"{inst.opcode}.{m} (mipmapped textures)")
     if isinstance(inst.operands[0], pir.Pair):
         raise _unsupported(f, f"{inst.opcode} with a residency predicate (sparse textures)")
-    if len(inst.operands) > 2:
+    if len(inst.operands) > 2 + extra:
         raise _unsupported(f, f"{inst.opcode} with texel offsets or a depth compare operand")
+    if len(inst.operands) < 2 + extra:
+        raise f.error(f"{inst.opcode} needs {2 + extra} operands")
 
 
 def _write_results(f, dst, vec, dtype):
@@ -411,9 +497,12 @@ def _types(f, inst):
 
 @handles("tex")
 def tex(f, inst):
-    _check_forms(f, inst)
+    mip = next((m for m in inst.mods if m in MIPMAP_FORMS), None)
+    _check_forms(f, inst, {"level": 1, "grad": 2}.get(mip, 0))
     dims, layered = _geometry(f, inst)
     dtype, ctype = _types(f, inst)
+    if mip in ("level", "grad") and ctype != "f32":
+        raise f.error(f"tex.{mip} coordinates are .f32")
     desc, coords = _texture_and_coords(f, inst)
     layer = i32(0)
     if layered:
@@ -424,6 +513,13 @@ def tex(f, inst):
     cs = [_read_coord(f, c, ctype) for c in coords[:dims]]
     zero = ir.Constant(F32 if ctype == "f32" else I32, 0)
     cs += [zero] * (3 - len(cs))
+    if mip in ("level", "grad"):
+        lod = _read_coord(f, inst.operands[2], "f32") if mip == "level" else \
+            _gradient_lod(f, desc, dims, inst.operands[2], inst.operands[3])
+        fn = _mip_fn(f.b.module, dims, layered, dtype == "f32")
+        _write_results(f, inst.operands[0], f.b.call(fn, [desc, *cs, layer, lod]), dtype)
+        return
+    # a plain fetch (and tex.base) reads level 0 of a mipmapped texture
     fn = _sample_fn(f.b.module, dims, layered, ctype == "f32", dtype == "f32")
     _write_results(f, inst.operands[0], f.b.call(fn, [desc, *cs, layer]), dtype)
 
@@ -457,10 +553,10 @@ _QUERIES = {
 @handles("txq", "suq")
 def query(f, inst):
     b = f.b
+    if "level" in inst.mods:
+        raise _unsupported(f, "txq.level (queries of one mipmap level)")
     if len(inst.operands) != 2:
         raise f.error(f"{inst.opcode} needs a destination and a [{'texture' if inst.opcode == 'txq' else 'surface'}]")
-    if "level" in inst.mods:
-        raise _unsupported(f, "txq.level (mipmapped textures)")
     what = next((m for m in inst.mods if m not in ("b32",)), None)
     op = inst.operands[1]
     base = op.base if isinstance(op, pir.Addr) else op
@@ -470,7 +566,8 @@ def query(f, inst):
     elif what == "normalized_coords":
         v = b.lshr(b.and_(_field(b, desc, "flags"), i32(texdesc.NORMALIZED_COORDINATES)), i32(1))
     elif what == "num_mipmap_levels":
-        v = i32(1)
+        count = _field(b, desc, "num_levels")
+        v = b.select(b.icmp_unsigned("==", count, i32(0)), i32(1), count)
     elif what in ("num_samples", "memory_layout"):
         v = i32(0)
     else:

@@ -24,8 +24,8 @@ _KNOWN_FLAGS = LAYERED | SURFACE_LDST | CUBEMAP | TEXTURE_GATHER | DEPTH_TEXTURE
 
 
 # What the device reports of its texture and surface limits (CU_DEVICE_ATTRIBUTE_* number ->
-# value, as an sm_80 GPU has them); arrays past them are refused as on a GPU. Mipmapped and
-# cube-map limits stay 0: anycuda has neither.
+# value, as an sm_80 GPU has them); arrays past them are refused as on a GPU. Cube-map limits
+# stay 0: anycuda has none.
 DEVICE_ATTRIBUTES = {
     21: 131072, 22: 131072, 23: 65536, 24: 16384, 25: 16384, 26: 16384,          # 1-D, 2-D, 3-D textures
     27: 32768, 28: 32768, 29: 2048, 42: 32768, 43: 2048,                        # layered textures
@@ -34,6 +34,7 @@ DEVICE_ATTRIBUTES = {
     55: 32768, 56: 131072, 57: 65536, 58: 16384, 59: 16384, 60: 16384,          # surfaces
     61: 32768, 62: 2048, 63: 32768, 64: 32768, 65: 2048,                        # layered surfaces
     69: 1 << 27, 70: 131072, 71: 65536, 72: 2097120,                            # textures on linear memory
+    73: 32768, 74: 32768, 77: 32768,                                            # mipmapped 2-D and 1-D
 }
 
 
@@ -118,6 +119,8 @@ def get(handle: int) -> CudaArray:
 def cuArrayDestroy(handle: int) -> None:
     api._require_context()
     a = get(handle)
+    if getattr(a, "owner", None) is not None:
+        raise _invalid("a level of a mipmapped array is freed with the mipmapped array")
     with api._lock:
         api._handles.pop(handle, None)
     memory.free(a.base)
@@ -135,6 +138,67 @@ def cuArrayGetDescriptor(handle: int) -> tuple:
     if a.depth:
         raise _invalid("cuArrayGetDescriptor of a 3-D or layered array (use cuArray3DGetDescriptor)")
     return a.width, a.height, a.format, a.channels
+
+
+# ---------------------------------------------------------------- mipmapped arrays
+
+class MipmappedArray:
+    """Levels 0..n-1, each a CudaArray of half the extent of the one before (at least 1);
+    the layers of a layered array are not halved."""
+
+    def __init__(self, width, height, depth, fmt, channels, flags, levels):
+        self.width, self.height, self.depth = width, height, depth
+        self.format, self.channels, self.flags = fmt, channels, flags
+        self.levels = []
+        for k in range(levels):
+            h = max(height >> k, 1) if height else 0
+            d = depth if flags & LAYERED else (max(depth >> k, 1) if depth else 0)
+            level = CudaArray(max(width >> k, 1), h, d, fmt, channels, flags)
+            level.owner = self
+            self.levels.append(level)
+        self.handles = [api._new_handle(level) for level in self.levels]
+
+
+def cuMipmappedArrayCreate(width: int, height: int, depth: int, fmt: int, channels: int, flags: int,
+                           levels: int) -> int:
+    api._require_context()
+    _check_format(fmt, channels)
+    for flag, what in _UNSUPPORTED_FLAGS.items():
+        if flags & flag:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"{what} CUDA arrays (CUDA_ARRAY3D flag 0x{flag:x})")
+    if flags & ~_KNOWN_FLAGS:
+        raise _invalid(f"array flags 0x{flags:x}")
+    if width == 0 or (height == 0 and depth and not flags & LAYERED):
+        raise _invalid(f"array extent {width} x {height} x {depth}")
+    _check_extent(width, height, depth, flags)
+    largest = max(width, height, 0 if flags & LAYERED else depth)
+    if not 1 <= levels <= largest.bit_length():
+        raise _invalid(f"{levels} mipmap levels for an extent of {largest} (1 to {largest.bit_length()})")
+    return api._new_handle(MipmappedArray(width, height, depth, fmt, channels, flags, levels))
+
+
+def get_mipmapped(handle: int) -> MipmappedArray:
+    if not handle:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, "NULL mipmapped array")
+    return api._get(handle, MipmappedArray)
+
+
+def cuMipmappedArrayGetLevel(handle: int, level: int) -> int:
+    m = get_mipmapped(handle)
+    if level >= len(m.levels):
+        raise _invalid(f"level {level} of a mipmapped array of {len(m.levels)}")
+    return m.handles[level]
+
+
+def cuMipmappedArrayDestroy(handle: int) -> None:
+    api._require_context()
+    m = get_mipmapped(handle)
+    with api._lock:
+        api._handles.pop(handle, None)
+        for h in m.handles:
+            api._handles.pop(h, None)
+    for level in m.levels:
+        memory.free(level.base)
 
 
 # ---------------------------------------------------------------- copies

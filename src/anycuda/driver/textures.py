@@ -67,6 +67,14 @@ class ViewDesc:
 class _Object:
     def __init__(self, magic, resource, texture=None, view=None, fields=None):
         self.resource, self.texture, self.view = resource, texture, view
+        fields = dict(fields)
+        levels = fields.pop("mip_levels", None)
+        if levels is not None:
+            # one complete descriptor per level: the level's image with the texture's sampling
+            sampling = {k: v for k, v in fields.items() if k not in levels[0]}
+            table = b"".join(texdesc.pack(magic=magic, **{**level, **sampling}) for level in levels)
+            self.table = ctypes.create_string_buffer(table, len(table))
+            fields.update(levels=ctypes.addressof(self.table), num_levels=len(levels))
         self.buffer = ctypes.create_string_buffer(texdesc.pack(magic=magic, **fields), texdesc.SIZE)
         self.magic = magic
 
@@ -81,10 +89,7 @@ _objects = {}          # descriptor address -> _Object
 def _image(resource: Resource, view: ViewDesc = None, surface: bool = False) -> dict:
     """The descriptor fields that say where the texels are and what they hold."""
     kind, f = resource.kind, resource.fields
-    if kind == texdesc.RES_MIPMAPPED_ARRAY:
-        raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, "mipmapped arrays (CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) "
-                                                           "are not supported by anycuda yet")
-    if kind not in (texdesc.RES_ARRAY, texdesc.RES_LINEAR, texdesc.RES_PITCH2D):
+    if kind not in (texdesc.RES_ARRAY, texdesc.RES_MIPMAPPED_ARRAY, texdesc.RES_LINEAR, texdesc.RES_PITCH2D):
         raise _invalid(f"resource type {kind}")
     if surface and kind != texdesc.RES_ARRAY:
         raise _invalid("a surface object needs a CUDA array resource")
@@ -94,13 +99,11 @@ def _image(resource: Resource, view: ViewDesc = None, surface: bool = False) -> 
         a = arrays.get(f[0])
         if surface and not a.flags & arrays.SURFACE_LDST:
             raise _invalid("the array was not created with CUDA_ARRAY3D_SURFACE_LDST")
-        layered = a.layered
-        out = dict(base=a.base, pitch=a.pitch, slice=a.slice, format=a.format, channels=a.channels,
-                   element=a.element, chan_size=a.chan_size, dims=a.dims,
-                   width=a.width, height=max(a.height, 1), depth=a.depth if a.dims == 3 else 1,
-                   layers=max(a.depth, 1) if layered else 1,
-                   q_width=a.width, q_height=a.height, q_depth=a.depth if a.dims == 3 else 0,
-                   q_layers=a.depth if layered else 0)
+        out = _array_image(a)
+    elif kind == texdesc.RES_MIPMAPPED_ARRAY:
+        m = arrays.get_mipmapped(f[0])
+        out = _array_image(m.levels[0])
+        out["mip_levels"] = [_array_image(level) for level in m.levels]
     else:
         ptr, fmt, channels = f[0], f[1], f[2]
         arrays._check_format(fmt, channels)
@@ -128,10 +131,22 @@ def _image(resource: Resource, view: ViewDesc = None, surface: bool = False) -> 
     return out
 
 
+def _array_image(a) -> dict:
+    layered = a.layered
+    return dict(base=a.base, pitch=a.pitch, slice=a.slice, format=a.format, channels=a.channels,
+                element=a.element, chan_size=a.chan_size, dims=a.dims,
+                width=a.width, height=max(a.height, 1), depth=a.depth if a.dims == 3 else 1,
+                layers=max(a.depth, 1) if layered else 1,
+                q_width=a.width, q_height=a.height, q_depth=a.depth if a.dims == 3 else 0,
+                q_layers=a.depth if layered else 0)
+
+
 def _apply_view(out: dict, view: ViewDesc) -> None:
     if view.format:
         raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
                         f"resource view format {view.format} (anycuda reads the resource's own format)")
+    if "mip_levels" in out:
+        raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, "resource views of mipmapped arrays")
     if view.first_mipmap_level or view.last_mipmap_level:
         raise _invalid("mipmap levels in a resource view of a resource without mipmaps")
     for name, value in (("width", view.width), ("height", view.height), ("depth", view.depth)):
@@ -171,8 +186,16 @@ def _sampling(texture: TextureDesc, image: dict) -> dict:
     if image["kind"] == texdesc.RES_LINEAR:
         # tex1Dfetch: no filtering or addressing; out of range reads zero
         modes, filt, border = [texdesc.BORDER] * 3, texdesc.FILTER_POINT, (0.0, 0.0, 0.0, 0.0)
-    return dict(mode_x=modes[0], mode_y=modes[1], mode_z=modes[2], filter=filt, border=tuple(border),
-                flags=texture.flags & (texdesc.READ_AS_INTEGER | texdesc.NORMALIZED_COORDINATES))
+    out = dict(mode_x=modes[0], mode_y=modes[1], mode_z=modes[2], filter=filt, border=tuple(border),
+               flags=texture.flags & (texdesc.READ_AS_INTEGER | texdesc.NORMALIZED_COORDINATES))
+    if "mip_levels" in image:
+        if texture.mipmap_filter_mode not in (texdesc.FILTER_POINT, texdesc.FILTER_LINEAR):
+            raise _invalid(f"mipmap filter mode {texture.mipmap_filter_mode}")
+        if texture.mipmap_filter_mode == texdesc.FILTER_LINEAR and reads_integers:
+            raise _invalid("linear filtering between mipmap levels of a texture read as integers")
+        out.update(mip_filter=texture.mipmap_filter_mode, lod_bias=texture.mipmap_level_bias,
+                   lod_min=texture.min_mipmap_level_clamp, lod_max=texture.max_mipmap_level_clamp)
+    return out
 
 
 def cuTexObjectCreate(resource: Resource, texture: TextureDesc, view: ViewDesc = None) -> int:

@@ -32,6 +32,8 @@ def _resource_out(ffi, handle, out, resource):
     f, r = resource.fields, out.res
     if resource.kind == texdesc.RES_ARRAY:
         r.array.hArray = handle(f[0])
+    elif resource.kind == texdesc.RES_MIPMAPPED_ARRAY:
+        r.mipmap.hMipmappedArray = handle(f[0])
     elif resource.kind == texdesc.RES_LINEAR:
         r.linear.devPtr, r.linear.format, r.linear.numChannels, r.linear.sizeInBytes = f
     elif resource.kind == texdesc.RES_PITCH2D:
@@ -74,6 +76,21 @@ def define(ffi, entry, ptr, handle):
         _required(ffi, out)
         (out.Width, out.Height, out.Depth, out.Format, out.NumChannels,
          out.Flags) = arrays.cuArray3DGetDescriptor(ptr(array))
+
+    @entry
+    def cuMipmappedArrayCreate(out, desc, levels):
+        _required(ffi, out, desc)
+        out[0] = handle(arrays.cuMipmappedArrayCreate(desc.Width, desc.Height, desc.Depth, desc.Format,
+                                                      desc.NumChannels, desc.Flags, levels))
+
+    @entry
+    def cuMipmappedArrayGetLevel(out, mipmap, level):
+        _required(ffi, out)
+        out[0] = handle(arrays.cuMipmappedArrayGetLevel(ptr(mipmap), level))
+
+    @entry
+    def cuMipmappedArrayDestroy(mipmap):
+        arrays.cuMipmappedArrayDestroy(ptr(mipmap))
 
     @entry
     def cuMemcpyHtoA_v2(dst, offset, src, n):
