@@ -16,7 +16,8 @@ the full sizes: it runs a small size and is reported as (simulator time / anycud
 at that same size (where anycuda's time is mostly launch latency), and as the ratio of
 time per unit of work, simulator at its small size over anycuda at the table's size. Also measured, unless --no-extras: JIT compile time per kernel (cold:
 a fresh ANYCUDA_CACHE_DIR; warm: loaded from that on-disk cache), the launch overhead of
-an empty kernel through the Python API, and anycuda's scaling from one thread to all
+an empty kernel through the Python API and through cuLaunchKernel from a C host program
+(kernels/launch_overhead.c under `anycuda run`), and anycuda's scaling from one thread to all
 cores (ANYCUDA_NUM_THREADS is read at start-up, so each thread count is a subprocess).
 Needs: gcc, nvcc (or NVRTC); optional: pyopencl + pocl-opencl-icd, numba-cuda, matplotlib
 (pip install -e '.[bench]').
@@ -246,15 +247,34 @@ def launch_overhead():
     return statistics.median(timed(thousand) for _ in range(7)) / 1000
 
 
+def c_host_launch_overhead_us():
+    """Microseconds per launch of the same empty kernel through cuLaunchKernel from a C host
+    program (kernels/launch_overhead.c) run under `anycuda run`, as an nvcc-built program is."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "launch_overhead"
+        subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "kernels" / "launch_overhead.c"), "-ldl"],
+                       check=True, capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe)], capture_output=True,
+                           text=True, env=child_env(), timeout=600)
+        if p.returncode:
+            raise child_failure("C host launch program", p)
+        return float(p.stdout.strip().splitlines()[-1])
+
+
 def launch_overheads():
-    """In this process (all worker threads) and in a subprocess with one worker thread (no
-    thread wake-up per launch: the Python and marshalling cost alone)."""
+    """In this process (all worker threads), in a subprocess with one worker thread (no
+    thread wake-up per launch: the Python and marshalling cost alone), and from a C host
+    program through anycuda's libcuda.so.1."""
     res = {"all_threads_us": launch_overhead() * 1e6}
     p = subprocess.run([sys.executable, __file__, "--child", "launch"], capture_output=True, text=True,
                        env=child_env(ANYCUDA_NUM_THREADS=1, OMP_NUM_THREADS=1), timeout=600)
     if p.returncode:
         raise child_failure("launch child", p)
     res["one_thread_us"] = json.loads(p.stdout.strip().splitlines()[-1]) * 1e6
+    try:
+        res["c_host_us"] = c_host_launch_overhead_us()
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        res["c_host_error"] = f"{type(e).__name__}: {e}"
     return res
 
 
@@ -334,8 +354,11 @@ def print_table(out):
             print(f"  {cu:16s} {c['to_ptx_cold_s']:7.2f} {c['jit_cold_s']:9.2f} {c['jit_warm_s']:9.3f}"
                   + ("" if c["warm_was_cache_hit"] else "  (warm run missed the cache: compiler sources changed)"))
     if out.get("launch"):
-        print(f"\nempty-kernel launch through the Python API: {out['launch']['all_threads_us']:.1f} us "
-              f"(all worker threads), {out['launch']['one_thread_us']:.1f} us (ANYCUDA_NUM_THREADS=1)")
+        la = out["launch"]
+        print(f"\nempty-kernel launch through the Python API: {la['all_threads_us']:.1f} us "
+              f"(all worker threads), {la['one_thread_us']:.1f} us (ANYCUDA_NUM_THREADS=1)")
+        print("empty-kernel launch through cuLaunchKernel from a C host program (anycuda run): "
+              + (f"{la['c_host_us']:.1f} us" if "c_host_us" in la else f"FAILED: {la.get('c_host_error')}"))
     if out.get("scaling"):
         s = out["scaling"]
         print("\nanycuda scaling (speed-up over 1 thread): " + "  ".join(f"{t} threads" for t in s["threads"]))

@@ -40,3 +40,15 @@ def test_benchmark_matches_numpy(bench, impl, request):
     if bench.name != "saxpy":              # saxpy accumulates into y; the others repeat exactly
         run()
         b.check(result())
+
+
+def test_c_host_launch_program_runs_through_anycuda():
+    """benchmarks/kernels/launch_overhead.c builds with gcc alone and launches through
+    anycuda's libcuda.so.1 (what run.py times; only that it works is checked here)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not on PATH")
+    _run_spec = importlib.util.spec_from_file_location(
+        "anycuda_bench_run", Path(__file__).resolve().parent.parent / "benchmarks" / "run.py")
+    run = importlib.util.module_from_spec(_run_spec)
+    _run_spec.loader.exec_module(run)
+    assert run.c_host_launch_overhead_us() > 0

@@ -25,17 +25,13 @@ from functools import lru_cache
 DEFAULT_COMPUTE_CAPABILITY = (8, 6)
 
 
+@lru_cache(maxsize=1)
 def worker_count() -> int:
-    """Worker threads that run blocks (reported as the multiprocessor count)."""
+    """Worker threads that run blocks (reported as the multiprocessor count). Read once per
+    process, as libgomp reads OMP_NUM_THREADS: every launch asks."""
     env = os.environ.get("ANYCUDA_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     if env and env.split(",")[0].strip().isdigit() and int(env.split(",")[0]) > 0:
         return int(env.split(",")[0])
-    return _usable_cpus()
-
-
-@lru_cache(maxsize=1)
-def _usable_cpus() -> int:
-    """The CPUs this process may run on (asked once: a launch must not pay a system call)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -91,8 +87,9 @@ def free_memory() -> int:
     return total_memory()
 
 
+@lru_cache(maxsize=1)
 def device_count() -> int:
-    """How many devices the CPU is split into (ANYCUDA_DEVICES, default 1)."""
+    """How many devices the CPU is split into (ANYCUDA_DEVICES, default 1; read once per process)."""
     env = os.environ.get("ANYCUDA_DEVICES", "").strip()
     if not env:
         return 1
