@@ -17,7 +17,11 @@ from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program
 from ..runtime.stream import Stream, default_stream, synchronize_all
 
-DRIVER_VERSION = 13000          # CUDA 13.0: at least what the runtimes we accept ask for
+# The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
+# is tested with (the test extra's wheels). A real driver also says by it which PTX ISA it
+# loads; anycuda compiles PTX of any ISA version (an instruction it lacks fails at launch,
+# naming it), so reporting less only makes NVRTC's users warn that their PTX will not load.
+DRIVER_VERSION = 13050
 
 _lock = threading.Lock()
 _state = {"initialized": False}
