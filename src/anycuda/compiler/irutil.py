@@ -63,3 +63,21 @@ def i32(v) -> ir.Constant:
 
 def i64(v) -> ir.Constant:
     return ir.Constant(I64, v)
+
+
+def set_loop_hints(module: ir.Module, latch: ir.Instruction, hints: dict) -> None:
+    """Attach `!llvm.loop` hints to a loop's back-edge branch, e.g.
+    {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}: a loop ID is a
+    metadata node whose first operand is itself (llvmlite cannot spell that, so the node's
+    operands are set after it exists)."""
+    props = []
+    for key, value in hints.items():
+        ops = [ir.MetaDataString(module, key)]
+        if isinstance(value, bool):
+            ops.append(ir.Constant(ir.IntType(1), int(value)))
+        elif value is not None:
+            ops.append(ir.Constant(I32, value))
+        props.append(module.add_metadata(ops))
+    loop_id = module.add_metadata([ir.MetaDataString(module, f"anycuda.loop.{len(module.metadata)}")])
+    loop_id.operands = (loop_id, *props)
+    latch.set_metadata("llvm.loop", loop_id)

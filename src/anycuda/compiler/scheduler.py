@@ -24,7 +24,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from . import abi, faults
-from .irutil import declare, field_ptr, for_range, i32, i64, load_field, store_field
+from .irutil import declare, field_ptr, for_range, i32, i64, load_field, set_loop_hints, store_field
 from .types import I1, I32, I64, PTR
 
 C = abi.CTX
@@ -276,6 +276,7 @@ def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi, 
 
 # ---------------------------------------------------------------------- collectives in uniform rounds
 
+NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}
 _SHFL_MODES = {abi.SITE["shfl_" + m]: m for m in ("up", "down", "bfly", "idx")}
 _VOTES = {abi.SITE["vote_" + m]: m for m in ("all", "any", "uni", "ballot")}
 _REDUX = {abi.SITE[k]: k for k in abi.SITE_KINDS if k.startswith("redux_")}
@@ -331,6 +332,8 @@ def _emit_uniform_collective(b, kind, consts, nwarps, coll):
             b.store(ir.Constant(v32, [int(ok) for _, ok in srcs]), vec("res_pred", lo, v32), align=4)
         else:
             _emit_warp_aggregate(b, kind, lo, vec, v64, v32)
+        latch = b.block
+    set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None})
 
 
 def _emit_warp_aggregate(b, kind, lo, vec, v64, v32):
@@ -700,19 +703,31 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     collectives = [i + 1 for i, k in enumerate(nsites_kinds) if uniform_collective(k, site_consts[i])]
     b.position_at_end(dispatch)
     sw = b.switch(b.load(cur), outer)
-    for site in [0] + again + collectives:
+    # the rounds after collectives share one loop whose resume point is the (loop-invariant)
+    # site: one more inlined copy of the step function rather than one per collective site
+    # (softmax has 20 shuffle sites); those rounds are usually a few instructions up to the
+    # next collective, and vectorised per site they ran no faster
+    for site in [0] + again + (["collective"] if collectives else []):
         body = fn.append_basic_block(f"uniform{site}")
-        sw.add_case(i32(site), body)
+        if site == "collective":
+            for c in collectives:
+                sw.add_case(i32(c), body)
+        else:
+            sw.add_case(i32(site), body)
         b.position_at_end(body)
+        resume = b.load(cur) if site == "collective" else i32(site)
         with for_range(b, i32(0), nz, "uz") as z:
             with for_range(b, i32(0), ny, "uy") as y:
                 row = b.mul(b.add(b.mul(z, ny), y), nx)
                 with for_range(b, i32(0), nx, "ux") as x:
                     linear = b.add(row, x)
                     fr = _frame(b, ws, fsize, linear)
-                    code = b.call(step, [fr, i32(site), params, x, y, z, linear] + scalars + block_args(linear),
+                    code = b.call(step, [fr, resume, params, x, y, z, linear] + scalars + block_args(linear),
                                   attrs=("alwaysinline",))
                     b.store(code, b.gep(codes, [linear]))
+                    latch = b.block
+                if site == "collective":
+                    set_loop_hints(module, latch.terminator, NO_VECTORIZE)
         b.branch(scan)
     resume_at, resume_collective = {}, {}
     for site in again:
