@@ -429,9 +429,17 @@ def _host_memory():
 
 @pytest.fixture
 def two_devices(monkeypatch):
-    """ANYCUDA_DEVICES=2 over 3 worker threads: device 0 gets 2 of them, device 1 gets 1."""
+    """ANYCUDA_DEVICES=2 over 3 worker threads: device 0 gets 2 of them, device 1 gets 1.
+    A process reads both once; this one forgets what it read, before and after."""
+    from anycuda.runtime import device
     monkeypatch.setenv("ANYCUDA_DEVICES", "2")
     monkeypatch.setenv("ANYCUDA_NUM_THREADS", "3")
+    device.device_count.cache_clear()
+    device.worker_count.cache_clear()
+    yield
+    monkeypatch.undo()
+    device.device_count.cache_clear()
+    device.worker_count.cache_clear()
 
 
 def test_two_devices_peer_access_copies_and_streams(build, two_devices):
