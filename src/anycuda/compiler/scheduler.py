@@ -312,28 +312,24 @@ def uniform_collective(kind, consts):
     return (kind in _VOTES or kind in _REDUX) and const("op_mask") == 0xFFFFFFFF
 
 
-def _emit_uniform_collective(b, kind, consts, nwarps, coll):
-    """Resolve collective site `kind` (uniform_collective) for each of the block's `nwarps`
-    full warps, all of whose threads wait there: results into the collective arrays, the 32
-    lanes of a warp as one vector (a shuffle is a shufflevector, a vote a mask of 32 bits, a
+def _emit_uniform_collective(b, kind, consts, lo, coll):
+    """Resolve collective site `kind` (uniform_collective) for the full warp starting at
+    thread `lo`, all of whose lanes wait there: results into the collective arrays, the 32
+    lanes as one vector (a shuffle is a shufflevector, a vote a mask of 32 bits, a
     reduction a vector reduction)."""
     if kind == abi.SITE["warp_sync"]:
         return
     v64, v32 = ir.VectorType(I64, 32), ir.VectorType(I32, 32)
     vec = lambda name, lo, ty: b.bitcast(_coll(b, coll, name, lo), ty.as_pointer())
     const = lambda name: consts[C[name]][0]
-    with for_range(b, i32(0), nwarps, "cw") as w:
-        lo = b.mul(w, i32(32))
-        if kind in _SHFL_MODES:
-            srcs = [shfl_source(_SHFL_MODES[kind], lane, const("op_b"), const("op_c")) for lane in range(32)]
-            a = b.load(vec("a", lo, v64), align=8)
-            perm = ir.Constant(v32, [j for j, _ in srcs])
-            b.store(b.shuffle_vector(a, ir.Constant(v64, None), perm), vec("res", lo, v64), align=8)
-            b.store(ir.Constant(v32, [int(ok) for _, ok in srcs]), vec("res_pred", lo, v32), align=4)
-        else:
-            _emit_warp_aggregate(b, kind, lo, vec, v64, v32)
-        latch = b.block
-    set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None})
+    if kind in _SHFL_MODES:
+        srcs = [shfl_source(_SHFL_MODES[kind], lane, const("op_b"), const("op_c")) for lane in range(32)]
+        a = b.load(vec("a", lo, v64), align=8)
+        perm = ir.Constant(v32, [j for j, _ in srcs])
+        b.store(b.shuffle_vector(a, ir.Constant(v64, None), perm), vec("res", lo, v64), align=8)
+        b.store(ir.Constant(v32, [int(ok) for _, ok in srcs]), vec("res_pred", lo, v32), align=4)
+    else:
+        _emit_warp_aggregate(b, kind, lo, vec, v64, v32)
 
 
 def _emit_warp_aggregate(b, kind, lo, vec, v64, v32):
@@ -635,6 +631,20 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     nx, ny, nz = umin(nx), umin(ny), umin(nz)
     n = b.mul(b.mul(nx, ny), nz)
     full_warps = b.icmp_unsigned("==", b.and_(n, i32(31)), i32(0))
+    # which stop codes (0: exit, k: site k) are collectives resolved a warp at a time
+    coll_sites = {i + 1 for i, k in enumerate(nsites_kinds) if uniform_collective(k, site_consts[i])}
+    table_ty = ir.ArrayType(ir.IntType(8), len(nsites_kinds) + 1)
+    table_g = ir.GlobalVariable(module, table_ty, name=name + ".collective_sites")
+    table_g.initializer = ir.Constant(table_ty, [int(c in coll_sites) for c in range(len(nsites_kinds) + 1)])
+    table_g.global_constant = True
+    table_g.linkage = "internal"
+    coll_table = b.bitcast(table_g, ir.IntType(8).as_pointer())
+
+    def is_coll(code):
+        """i1: stop code `code` (not a trap) is a collective in coll_sites."""
+        if not coll_sites:
+            return ir.Constant(I1, 0)
+        return b.trunc(b.load(b.gep(coll_table, [b.sext(code, I64)])), I1)
     kinds_ty = ir.ArrayType(I32, len(nsites_kinds))
     kinds_g = ir.GlobalVariable(module, kinds_ty, name=name + ".sites")
     kinds_g.initializer = ir.Constant(kinds_ty, nsites_kinds)
@@ -703,33 +713,41 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     collectives = [i + 1 for i, k in enumerate(nsites_kinds) if uniform_collective(k, site_consts[i])]
     b.position_at_end(dispatch)
     sw = b.switch(b.load(cur), outer)
-    # the rounds after collectives share one loop whose resume point is the (loop-invariant)
-    # site: one more inlined copy of the step function rather than one per collective site
-    # (softmax has 20 shuffle sites); those rounds are usually a few instructions up to the
-    # next collective, and vectorised per site they ran no faster
+    # collective rounds: the threads whose warps were resolved at a collective go on from it
+    # (each from its own site, so one loop and one more inlined copy of the step function
+    # serve every collective site: softmax has 20 shuffle sites), the others stay where they
+    # stopped; those rounds are usually a few instructions up to the next collective, and
+    # vectorised per site they ran no faster
+    coll_round = fn.append_basic_block("collective.round") if collectives else None
     for site in [0] + again + (["collective"] if collectives else []):
-        body = fn.append_basic_block(f"uniform{site}")
         if site == "collective":
-            for c in collectives:
-                sw.add_case(i32(c), body)
+            body = coll_round
         else:
+            body = fn.append_basic_block(f"uniform{site}")
             sw.add_case(i32(site), body)
         b.position_at_end(body)
-        resume = b.load(cur) if site == "collective" else i32(site)
         with for_range(b, i32(0), nz, "uz") as z:
             with for_range(b, i32(0), ny, "uy") as y:
                 row = b.mul(b.add(b.mul(z, ny), y), nx)
                 with for_range(b, i32(0), nx, "ux") as x:
                     linear = b.add(row, x)
                     fr = _frame(b, ws, fsize, linear)
-                    code = b.call(step, [fr, resume, params, x, y, z, linear] + scalars + block_args(linear),
-                                  attrs=("alwaysinline",))
-                    b.store(code, b.gep(codes, [linear]))
+                    if site == "collective":
+                        resume = b.load(b.gep(codes, [linear]))
+                        go = b.trunc(b.load(b.gep(coll_table, [b.sext(resume, I64)])), I1)
+                        with b.if_then(go):
+                            code = b.call(step, [fr, resume, params, x, y, z, linear] + scalars
+                                          + block_args(linear), attrs=("alwaysinline",))
+                            b.store(code, b.gep(codes, [linear]))
+                    else:
+                        code = b.call(step, [fr, i32(site), params, x, y, z, linear] + scalars + block_args(linear),
+                                      attrs=("alwaysinline",))
+                        b.store(code, b.gep(codes, [linear]))
                     latch = b.block
                 if site == "collective":
                     set_loop_hints(module, latch.terminator, NO_VECTORIZE)
         b.branch(scan)
-    resume_at, resume_collective = {}, {}
+    resume_at = {}
     for site in again:
         blk = fn.append_basic_block(f"uniform.again{site}")
         resume_at[site] = blk
@@ -750,23 +768,46 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     b.position_at_end(untrapped)
     agreed = fn.append_basic_block("uniform.agreed")
     record = fn.append_basic_block("uniform.record")
-    b.cbranch(b.load(same), agreed, record)
-    # a block of full warps all at one collective that uniform_collective accepts: resolved
-    # here, then the next uniform round starts after it; otherwise the general rounds
-    for site in collectives:
-        blk = fn.append_basic_block(f"uniform.collective{site}")
-        b.position_at_end(blk)
-        resolve = fn.append_basic_block(f"uniform.collective{site}.resolve")
-        b.cbranch(full_warps, resolve, record)
+    if collectives:
+        # a block of full warps where every warp has all its lanes at one collective that
+        # uniform_collective accepts, or none at any (those wait at a barrier, a yield or
+        # have exited: they stay there): each such warp is resolved at once, as a vector,
+        # and a collective round runs its threads on; otherwise the general rounds
+        warps_ready = fn.append_basic_block("collective.check")
+        b.cbranch(b.and_(b.load(same), b.not_(is_coll(first))), agreed, warps_ready)
+        b.position_at_end(warps_ready)
+        b.store(ir.Constant(I1, 0), same)           # reused: whether any warp is at a collective
+        b.store(b.not_(full_warps), trapped)        # reused: whether the warps are not ready
+        with for_range(b, i32(0), n, "cc") as t:
+            c = b.load(b.gep(codes, [t]))
+            c0 = b.load(b.gep(codes, [b.and_(t, i32(~31))]))
+            here = is_coll(c)
+            mixed = b.and_(b.or_(here, is_coll(c0)), b.icmp_signed("!=", c, c0))
+            b.store(b.or_(b.load(trapped), mixed), trapped)
+            b.store(b.or_(b.load(same), here), same)
+        resolve = fn.append_basic_block("collective.resolve")
+        b.cbranch(b.and_(b.load(same), b.not_(b.load(trapped))), resolve, record)
         b.position_at_end(resolve)
-        _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], b.lshr(n, i32(5)), coll)
-        b.store(i32(site), cur)
-        b.branch(dispatch)
-        resume_collective[site] = blk
+        with for_range(b, i32(0), b.lshr(n, i32(5)), "cw") as w:
+            lo = b.mul(w, i32(32))
+            after = fn.append_basic_block("cw.resolved")
+            wsw = b.switch(b.load(b.gep(codes, [lo])), after)
+            for site in collectives:
+                blk = fn.append_basic_block(f"cw.site{site}")
+                wsw.add_case(i32(site), blk)
+                b.position_at_end(blk)
+                _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll)
+                b.branch(after)
+            b.position_at_end(after)
+            latch = b.block
+        set_loop_hints(module, latch.terminator, {"llvm.loop.unroll.disable": None})
+        b.branch(coll_round)
+    else:
+        b.cbranch(b.load(same), agreed, record)
     b.position_at_end(agreed)
     sw = b.switch(first, record)
     sw.add_case(i32(abi.STEP_EXIT), done)
-    for site, blk in list(resume_at.items()) + list(resume_collective.items()):
+    for site, blk in resume_at.items():
         sw.add_case(i32(site), blk)
     b.position_at_end(record)
     with for_range(b, i32(0), n, "m") as t:
