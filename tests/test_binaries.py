@@ -719,7 +719,7 @@ def _normalised_jacobi(n=10007, steps=12):
     return u
 
 
-@pytest.mark.parametrize("mode", ["static", "shared"])
+@pytest.mark.parametrize("mode", ["static", "shared", "rdc"])
 def test_cooperative_launch_and_grid_sync(build, tmp_path, mode):
     """cudaLaunchCooperativeKernel and cudaLaunchKernelEx with the cooperative attribute run a
     kernel whose phases meet at grid.sync(), on the largest co-resident grid; one more block
