@@ -92,7 +92,9 @@ def _check_format(fmt, channels):
         raise _invalid(f"{channels} channels (1, 2 or 4)")
 
 
-def cuArray3DCreate(width: int, height: int, depth: int, fmt: int, channels: int, flags: int) -> int:
+def _check_array(width: int, height: int, depth: int, fmt: int, channels: int, flags: int) -> None:
+    """What a CUDA array (mipmapped or not) may be: a format and channel count anycuda has,
+    flags it honours, extents within the device's limits."""
     api._require_context()
     _check_format(fmt, channels)
     for flag, what in _UNSUPPORTED_FLAGS.items():
@@ -103,6 +105,10 @@ def cuArray3DCreate(width: int, height: int, depth: int, fmt: int, channels: int
     if width == 0 or (height == 0 and depth and not flags & LAYERED):
         raise _invalid(f"array extent {width} x {height} x {depth}")
     _check_extent(width, height, depth, flags)
+
+
+def cuArray3DCreate(width: int, height: int, depth: int, fmt: int, channels: int, flags: int) -> int:
+    _check_array(width, height, depth, fmt, channels, flags)
     return api._new_handle(CudaArray(width, height, depth, fmt, channels, flags))
 
 
@@ -161,16 +167,7 @@ class MipmappedArray:
 
 def cuMipmappedArrayCreate(width: int, height: int, depth: int, fmt: int, channels: int, flags: int,
                            levels: int) -> int:
-    api._require_context()
-    _check_format(fmt, channels)
-    for flag, what in _UNSUPPORTED_FLAGS.items():
-        if flags & flag:
-            raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"{what} CUDA arrays (CUDA_ARRAY3D flag 0x{flag:x})")
-    if flags & ~_KNOWN_FLAGS:
-        raise _invalid(f"array flags 0x{flags:x}")
-    if width == 0 or (height == 0 and depth and not flags & LAYERED):
-        raise _invalid(f"array extent {width} x {height} x {depth}")
-    _check_extent(width, height, depth, flags)
+    _check_array(width, height, depth, fmt, channels, flags)
     largest = max(width, height, 0 if flags & LAYERED else depth)
     if not 1 <= levels <= largest.bit_length():
         raise _invalid(f"{levels} mipmap levels for an extent of {largest} (1 to {largest.bit_length()})")
