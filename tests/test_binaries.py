@@ -583,6 +583,31 @@ def test_python_api_and_info_list_the_devices(two_devices, capsys):
     assert "Device 0:" in out and "Device 1:" in out and "Device 2:" not in out
 
 
+NSMID_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry nsmid(.param .u64 out) {
+    .reg .b32 %r<2>; .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %nsmid;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+
+
+def test_python_api_launches_use_their_device_share_of_workers(two_devices):
+    import anycuda
+    import numpy as np
+    for dev, workers in ((0, 2), (1, 1)):
+        with anycuda.Device(dev):
+            k = anycuda.RawModule(ptx=NSMID_PTX, name="nsmid.ptx").get_function("nsmid")
+            out = anycuda.asarray(np.full(1, -1, np.int32))
+            k((8,), (1,), (out,))
+            anycuda.synchronize()
+            assert out.get()[0] == workers, f"device {dev}"
+
+
 DRIVER_DEVICES_PROGRAM = r'''
 import ctypes, sys
 cuda = ctypes.CDLL("libcuda.so.1")

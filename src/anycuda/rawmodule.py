@@ -29,6 +29,7 @@ import numpy as np
 from . import cudac
 from .array import Memory, MemoryPointer, ndarray
 from .runtime.errors import CudaError, CUresult
+from .runtime.device import get_device_id, multiprocessor_count
 from .runtime.stream import default_stream
 
 _FLOAT_FORMATS = {2: "<e", 4: "<f", 8: "<d"}
@@ -173,12 +174,10 @@ def marshal_args(params, args, param_size: int = None) -> bytes:
 
 # ---------------------------------------------------------------- kernels and modules
 
-def _run_launch(image, grid, block, params, shared_mem, keep, cooperative=False):
-    """Stream work: run the grid. `keep` holds the arguments (and so their memory) until then."""
-    if cooperative:
-        image.launch(grid, block, params, shared_mem, cooperative=True)
-    else:
-        image.launch(grid, block, params, shared_mem)
+def _run_launch(image, grid, block, params, shared_mem, workers, keep, cooperative=False):
+    """Stream work: run the grid on the launching device's share of the workers. `keep`
+    holds the arguments (and so their memory) until then."""
+    image.launch(grid, block, params, shared_mem, workers, cooperative=cooperative)
 
 
 class RawKernel:
@@ -222,11 +221,11 @@ class RawKernel:
         cooperative = self.module.enable_cooperative_groups
         if cooperative:
             from .driver.api import check_cooperative_grid
-            from .runtime.device import get_device_id
             check_cooperative_grid(self._image, grid, block, shared_mem, get_device_id())
         params = marshal_args(self._image.params, args, getattr(self._image, "param_size", None))
-        (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, tuple(args),
-                                           cooperative)
+        workers = multiprocessor_count(get_device_id())
+        (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, workers,
+                                           tuple(args), cooperative)
 
     def __repr__(self):
         return f"<RawKernel {self.name}>"
