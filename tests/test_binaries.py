@@ -789,3 +789,26 @@ def test_cooperative_launch_from_the_programs_own_openmp_region(tmp_path):
     r = run(exe, "openmp")
     grid = int(re.search(r"of (\d+) blocks", r.stdout)[1])
     assert r.stdout.splitlines() == [f"openmp: cudaSuccess, {grid} of {grid} blocks passed the grid barrier"]
+
+
+def test_a_device_synchronises_with_its_own_streams_only(two_devices):
+    """Device(0).synchronize() (cudaDeviceSynchronize on device 0) does not wait for work
+    queued on device 1's streams, which here waits for the host until after that call."""
+    import threading
+    import time
+    import anycuda
+    release = threading.Event()
+    with anycuda.Device(1):
+        s1 = anycuda.Stream()
+        s1.launch_host_func(lambda _: release.wait(60))
+    with anycuda.Device(0):
+        s0 = anycuda.Stream()
+        ran = []
+        s0.launch_host_func(ran.append, 0)
+        t = time.perf_counter()
+        anycuda.Device(0).synchronize()
+        elapsed = time.perf_counter() - t
+    assert ran == [0] and not s1.query() and elapsed < 30
+    release.set()
+    anycuda.Device(1).synchronize()
+    assert s1.query()

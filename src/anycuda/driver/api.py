@@ -214,7 +214,7 @@ def cuDevicePrimaryCtxReset(dev: int) -> None:
     _check_device(dev)
     ctx = _handles.get(_primary(dev))
     try:
-        synchronize_all()
+        synchronize_all(dev)
     except CudaError:
         pass
     flush_device_output()
@@ -234,8 +234,7 @@ def cuCtxCreate(flags: int, dev: int) -> int:
 
 
 def cuCtxDestroy(ctx: int) -> None:
-    _get(ctx, Context)
-    synchronize_all()
+    synchronize_all(_get(ctx, Context).device)
     flush_device_output()
     _tear_down(ctx)
     with _lock:
@@ -279,7 +278,7 @@ def _require_context():
 @_faults_are_sticky
 def cuCtxSynchronize() -> None:
     _require_context()
-    synchronize_all()
+    synchronize_all(_current_device())
 
 
 # ---------------------------------------------------------------- memory
@@ -591,7 +590,7 @@ def _check_stream_device(stream: int) -> int:
 
 def cuStreamCreate(flags: int) -> int:
     _require_context()
-    return _new_handle(StreamHandle(Stream(non_blocking=bool(flags & 1))))
+    return _new_handle(StreamHandle(Stream(non_blocking=bool(flags & 1), device=_current_device())))
 
 
 def cuStreamDestroy(stream: int) -> None:
@@ -1141,7 +1140,8 @@ def cuCtxGetLimit(limit: int) -> int:
 
 def cuStreamCreateWithPriority(flags: int, priority: int) -> int:
     _require_context()
-    return _new_handle(StreamHandle(Stream(non_blocking=bool(flags & 1), priority=priority)))
+    return _new_handle(StreamHandle(Stream(non_blocking=bool(flags & 1), priority=priority,
+                                           device=_current_device())))
 
 
 def stream_flags(stream: int) -> int:

@@ -283,8 +283,9 @@ class Device:
         return peer_id != self.id
 
     def synchronize(self) -> None:
+        """Wait for this device's streams (and the legacy default stream)."""
         from .stream import synchronize_all
-        synchronize_all()
+        synchronize_all(self.id)
 
     def use(self):
         _current.device = self.id

@@ -32,8 +32,9 @@ _local = threading.local()           # .state: the stream whose worker this thre
 class _StreamState:
     """What a stream's worker thread needs; outlives the Stream object until its work is done."""
 
-    def __init__(self, non_blocking: bool):
+    def __init__(self, non_blocking: bool, device: int = 0):
         self.non_blocking = non_blocking
+        self.device = device     # a device's synchronisation waits for its own streams only
         self.issued = 0          # tickets handed out (one per enqueued item)
         self.completed = 0       # items finished (run, failed or skipped)
         self.error = None        # kept until reported
@@ -82,12 +83,16 @@ def _worker(state: _StreamState) -> None:
 class Stream:
     """An ordered work queue executed by a thread of its own (CuPy's `cupy.cuda.Stream`)."""
 
-    def __init__(self, non_blocking: bool = False, priority: int = 0, null: bool = False):
+    def __init__(self, non_blocking: bool = False, priority: int = 0, null: bool = False, device: int = None):
         if null:
             raise ValueError("use anycuda.default_stream (Stream.null) for the null stream")
         self.priority = priority
         self.non_blocking = bool(non_blocking)
-        self._state = _StreamState(self.non_blocking)
+        if device is None:                   # the Python API's current device
+            from .device import get_device_id
+            device = get_device_id()
+        self.device = device
+        self._state = _StreamState(self.non_blocking, device)
         with _cv:
             _states.add(self._state)
 
@@ -247,18 +252,21 @@ def _run_hooks() -> None:
         hook()
 
 
-def synchronize_all() -> None:
-    """Wait for the work of every stream; raise the first kept error (the others stay kept
+def synchronize_all(device: int = None) -> None:
+    """Wait for the work of every stream (of `device` only, when given: a device's
+    synchronisation does not wait for the others'; the legacy default stream, shared by all
+    devices here, is always waited for); raise the first kept error (the others stay kept
     for their streams' synchronize or the next synchronize_all)."""
     first = None
+    mine = lambda st: device is None or st.device == device
     with _cv:
         while True:
-            busy = [st for st in list(_states) + [default_stream._state] if not st.idle()]
+            busy = [st for st in list(_states) + [default_stream._state] if mine(st) and not st.idle()]
             if not busy:
                 break
             _cv.wait()
         for st in list(_states):
-            if st.error is not None:
+            if mine(st) and st.error is not None:
                 first, st.error = st.error, None
                 break
     _run_hooks()
