@@ -298,21 +298,34 @@ def uniform_collective(kind, consts):
     """Whether a collective site can be resolved for the whole block at once when every
     thread of the block stops there in a uniform round and every warp is full: then each
     warp's group is all of its 32 lanes (the member mask is the full warp, a constant) and
-    its results follow from the collective arrays alone. Shuffles need constant lane and
-    clamp operands (nvcc's unrolled shuffle loops have them): a fixed permutation of the
-    lanes. match, and shuffles whose operands are only known at run time, stay with the
-    general rounds, as does a block with a partial warp."""
+    its results follow from the collective arrays alone. A shuffle with constant lane and
+    clamp operands (nvcc's unrolled shuffle loops have them) is a fixed permutation of the
+    lanes; with operands known only at run time, each lane's source follows from its own.
+    match and partial member masks stay with the general rounds, as does a block with a
+    partial warp."""
     const = lambda name: consts.get(C[name], (None,))[0]
     if kind == abi.SITE["warp_sync"]:
         return const("op_mask") is not None
     if kind == abi.SITE["activemask"]:
         return True
     if kind in _SHFL_MODES:
-        return const("op_mask") == 0xFFFFFFFF and const("op_b") is not None and const("op_c") is not None
+        return const("op_mask") == 0xFFFFFFFF
     return (kind in _VOTES or kind in _REDUX) and const("op_mask") == 0xFFFFFFFF
 
 
-def _emit_uniform_collective(b, kind, consts, lo, coll):
+def _shfl_source_ir(b, mode, lane, bval, cval):
+    """shfl_source on i32 values."""
+    bval = b.and_(bval, i32(31))
+    clamp = b.and_(cval, i32(31))
+    seg = b.and_(b.lshr(cval, i32(8)), i32(31))
+    max_lane = b.or_(b.and_(lane, seg), b.and_(clamp, b.not_(seg)))
+    j = {"up": lambda: b.sub(lane, bval), "down": lambda: b.add(lane, bval), "bfly": lambda: b.xor(lane, bval),
+         "idx": lambda: b.or_(b.and_(lane, seg), b.and_(bval, b.not_(seg)))}[mode]()
+    ok = b.icmp_signed(">=" if mode == "up" else "<=", j, max_lane)
+    return b.select(ok, j, lane), ok
+
+
+def _emit_uniform_collective(b, kind, consts, lo, coll, ws, fsize):
     """Resolve collective site `kind` (uniform_collective) for the full warp starting at
     thread `lo`, all of whose lanes wait there: results into the collective arrays, the 32
     lanes as one vector (a shuffle is a shufflevector, a vote a mask of 32 bits, a
@@ -321,8 +334,19 @@ def _emit_uniform_collective(b, kind, consts, lo, coll):
         return
     v64, v32 = ir.VectorType(I64, 32), ir.VectorType(I32, 32)
     vec = lambda name, lo, ty: b.bitcast(_coll(b, coll, name, lo), ty.as_pointer())
-    const = lambda name: consts[C[name]][0]
-    if kind in _SHFL_MODES:
+    const = lambda name: consts.get(C[name], (None,))[0]
+    if kind in _SHFL_MODES and (const("op_b") is None or const("op_c") is None):
+        # lane and clamp operands from each lane's frame; every lane of the warp takes part,
+        # so every source lane the ISA's rule gives (0..31) is there
+        with for_range(b, i32(0), i32(32), "cl") as lane:
+            fr = _frame(b, ws, fsize, b.add(lo, lane))
+            bval = i32(const("op_b")) if const("op_b") is not None else load_field(b, fr, C["op_b"], I32)
+            cval = i32(const("op_c")) if const("op_c") is not None else load_field(b, fr, C["op_c"], I32)
+            j, ok = _shfl_source_ir(b, _SHFL_MODES[kind], lane, bval, cval)
+            t = b.add(lo, lane)
+            b.store(b.load(_coll(b, coll, "a", b.add(lo, j))), _coll(b, coll, "res", t))
+            b.store(b.zext(ok, I32), _coll(b, coll, "res_pred", t))
+    elif kind in _SHFL_MODES:
         srcs = [shfl_source(_SHFL_MODES[kind], lane, const("op_b"), const("op_c")) for lane in range(32)]
         a = b.load(vec("a", lo, v64), align=8)
         perm = ir.Constant(v32, [j for j, _ in srcs])
@@ -796,7 +820,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 blk = fn.append_basic_block(f"cw.site{site}")
                 wsw.add_case(i32(site), blk)
                 b.position_at_end(blk)
-                _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll)
+                _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
                 b.branch(after)
             b.position_at_end(after)
             latch = b.block
