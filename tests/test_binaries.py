@@ -812,3 +812,24 @@ def test_a_device_synchronises_with_its_own_streams_only(two_devices):
     release.set()
     anycuda.Device(1).synchronize()
     assert s1.query()
+
+
+def test_default_stream_work_waits_for_its_own_device_only(two_devices):
+    """A copy on device 0's legacy default stream does not wait for device 1's blocking
+    stream (whose work here waits for the host until after the copy)."""
+    import threading
+    import time
+    import numpy as np
+    import anycuda
+    release = threading.Event()
+    with anycuda.Device(1):
+        s1 = anycuda.Stream()
+        s1.launch_host_func(lambda _: release.wait(60))
+    with anycuda.Device(0):
+        t = time.perf_counter()
+        a = anycuda.asarray(np.arange(5, dtype=np.int32))      # a copy on the default stream
+        elapsed = time.perf_counter() - t
+        assert a.get().tolist() == [0, 1, 2, 3, 4]
+    assert not s1.query() and elapsed < 30
+    release.set()
+    anycuda.Device(1).synchronize()

@@ -71,6 +71,14 @@ def _current_device() -> int:
     return ctx.device if isinstance(ctx, Context) else 0
 
 
+def _context_device():
+    ctx = _handles.get(getattr(_current, "ctx", None))
+    return ctx.device if isinstance(ctx, Context) else None
+
+
+device_info.context_device = _context_device
+
+
 # Faults in a kernel poison its context: every later call in it fails with the same code
 # until the context is destroyed (or the primary context reset).
 STICKY = {CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, CUresult.CUDA_ERROR_ASSERT, CUresult.CUDA_ERROR_LAUNCH_FAILED,

@@ -235,6 +235,18 @@ def get_device_id() -> int:
     return getattr(_current, "device", 0)
 
 
+# The device of a thread's current driver-API context, or None without one: driver/api.py
+# sets this (the runtime does not know about contexts).
+context_device = lambda: None    # noqa: E731
+
+
+def work_device() -> int:
+    """The device that work queued by the calling thread belongs to: its current context's
+    when it has one, else the Python API's current device."""
+    dev = context_device()
+    return get_device_id() if dev is None else dev
+
+
 class Device:
     """CuPy's `cupy.cuda.Device`: `Device()` is the calling thread's current device; `use()`
     makes one current, and so does `with` until the block ends."""

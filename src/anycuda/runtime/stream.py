@@ -4,9 +4,10 @@ A created `Stream` runs its work in order on a Python thread of its own (started
 use), so the host goes on while kernels run; a launch itself releases the GIL.
 
 The default stream is CUDA's *legacy* null stream: its work starts only when the work
-queued earlier on every blocking stream has finished, and work queued later on a blocking
-stream starts only when the default stream's earlier work has finished. Streams created
-with `non_blocking=True` take no part in that. anycuda runs default-stream work in the
+queued earlier on every blocking stream of the same device has finished, and work queued
+later on a blocking stream starts only when the default stream's earlier work has finished
+(one default stream serves every device). Streams created with `non_blocking=True` take no
+part in that. anycuda runs default-stream work in the
 calling thread (so a copy on it is complete when the call returns, as `cuMemcpy` is), and
 every piece of work carries tickets that say what it waits for; one condition variable
 guards all counters, so the rules hold when several host threads enqueue at once.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import queue
 import threading
 import weakref
+
+from .device import work_device
 
 sync_hooks = []     # called after every synchronisation (device printf output is flushed there)
 
@@ -88,9 +91,8 @@ class Stream:
             raise ValueError("use anycuda.default_stream (Stream.null) for the null stream")
         self.priority = priority
         self.non_blocking = bool(non_blocking)
-        if device is None:                   # the Python API's current device
-            from .device import get_device_id
-            device = get_device_id()
+        if device is None:
+            device = work_device()
         self.device = device
         self._state = _StreamState(self.non_blocking, device)
         with _cv:
@@ -163,7 +165,7 @@ class Stream:
 
 class _DefaultStream:
     """The legacy default stream: runs work in the caller's thread, in order, once the
-    earlier work of every blocking stream has finished."""
+    earlier work of every blocking stream of the caller's device has finished."""
 
     priority = 0
     non_blocking = False
@@ -180,9 +182,11 @@ class _DefaultStream:
             fn(*args)
             return
         st = self._state
+        device = work_device()
         with self._exec:
             with _cv:
-                deps = [(s, s.issued) for s in _states if not s.non_blocking]
+                # the legacy stream of each device waits for that device's blocking streams
+                deps = [(s, s.issued) for s in _states if not s.non_blocking and s.device == device]
                 st.issued += 1
                 try:
                     _wait_for(deps)
