@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
-from . import abi, bitops, floatops, gridsync
+from . import abi, bitops, floatops, gridsync, guards
 from .irutil import i32, i64, load_field
 from .lower import convert_bits
 from .types import I1, I32, I64, llvm_type, type_mods, width
@@ -755,6 +755,16 @@ def bra(f, inst):
     if inst.guard.negated:
         g = b.not_(g)
     fall = f.fn.append_basic_block("fall")
+    if f.is_kernel and f.inst_pos == f.exit_guard:
+        # the kernel's exit guard: a probe returns here, a run with the guard known false
+        # goes on (compiler/guards.py; the resume argument is a constant at each call)
+        probe, normal = f.fn.append_basic_block("guard.probe"), f.fn.append_basic_block("guard")
+        sw = b.switch(f.fn.args[1], normal)
+        sw.add_case(i32(guards.PROBE), probe)
+        sw.add_case(i32(guards.NO_GUARD), fall)
+        b.position_at_end(probe)
+        b.ret(b.select(g, i32(abi.STEP_EXIT), i32(guards.PROBE_STAYS)))
+        b.position_at_end(normal)
     b.cbranch(g, blk, fall)
     b.position_at_end(fall)
 

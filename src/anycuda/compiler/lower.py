@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis, gridsync
+from . import abi, analysis, gridsync, guards
 from .irutil import i32, i64, load_field, store_field
 from .types import I1, I8, I32, I64, PTR, llvm_type, width
 
@@ -101,6 +101,7 @@ class FunctionLowering:
         self.remat = {}                   # register -> position of the one instruction that defines it
         self.spill_bytes = 0              # bytes of spill arrays per thread
         self.yield_pairs = []             # (back edge, loop exit) positions of a loop's yields
+        self.exit_guard = None            # position of the kernel's exit guard (compiler/guards.py)
         self.inst = None
 
     # ------------------------------------------------------------------ errors
@@ -114,6 +115,8 @@ class FunctionLowering:
         if self.is_kernel:
             self._insert_yields()
         body = self.pfn.body
+        if self.is_kernel:
+            self.exit_guard = guards.find_exit_guard(body, self.mc.kernel_params(self.pfn))
         self._check_operand_counts(body)
         for st in body:
             if isinstance(st, pir.Prototype):

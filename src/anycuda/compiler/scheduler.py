@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from . import abi, faults
+from . import abi, faults, guards
 from .irutil import declare, field_ptr, for_range, i32, i64, load_field, set_loop_hints, store_field
 from .types import I1, I32, I64, PTR
 
@@ -577,10 +577,11 @@ def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
     _set_thread_index(b, fr, b.urem(t, nx), b.urem(b.udiv(t, nx), ny), b.udiv(t, b.mul(nx, ny)), t)
 
 
-def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars):
+def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars, mode=0):
     """A block without sites: one frame, reused by each thread in turn, in x-fastest order.
     Nested loops keep the thread index free of divisions so the optimiser can see the
-    innermost loop as a simple counted loop over threadIdx.x."""
+    innermost loop as a simple counted loop over threadIdx.x. `mode` is the step's resume
+    argument (0, or guards.NO_GUARD)."""
     with for_range(b, i32(0), nz, "z") as z:
         with for_range(b, i32(0), ny, "y") as y:
             row = b.mul(b.add(b.mul(z, ny), y), nx)
@@ -589,11 +590,29 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
                 if frame_needs_index:        # device functions read the index from the frame
                     _set_thread_index(b, ws, x, y, z, linear)
                     store_field(b, ws, C["exit_flag"], i32(0))
-                code = b.call(step, [ws, i32(0), params, x, y, z, linear] + scalars +
+                code = b.call(step, [ws, i32(mode), params, x, y, z, linear] + scalars +
                               [ws, ir.Constant(PTR, None), i64(0)])
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
                 b.position_at_end(ok)
+
+
+def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalars):
+    """i1: no thread of the block leaves at the kernel's exit guard (compiler/guards.py).
+    Every thread runs only the pure instructions before the guard."""
+    stays = b.alloca(I1, name="all.stay")
+    b.store(ir.Constant(I1, 1), stays)
+    with for_range(b, i32(0), nz, "pz") as z:
+        with for_range(b, i32(0), ny, "py") as y:
+            row = b.mul(b.add(b.mul(z, ny), y), nx)
+            with for_range(b, i32(0), nx, "px") as x:
+                linear = b.add(row, x)
+                if frame_needs_index:
+                    _set_thread_index(b, ws, x, y, z, linear)
+                code = b.call(step, [ws, i32(guards.PROBE), params, x, y, z, linear] + scalars +
+                              [ws, ir.Constant(PTR, None), i64(0)])
+                b.store(b.and_(b.load(stays), b.icmp_signed("==", code, i32(guards.PROBE_STAYS))), stays)
+    return b.load(stays)
 
 
 def workspace_layout(b, n, frame_size, spill_bytes):
@@ -608,7 +627,7 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
-                        site_consts=(), spill_bytes=0):
+                        site_consts=(), spill_bytes=0, exit_guard=False):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -642,7 +661,18 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         ws.add_attribute("noalias")
         _init_block_fields(b, ws, L, (cx, cy, cz), shared, worker)
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
-        _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars)
+        if exit_guard:
+            # a block whose threads all pass the exit guard runs the body without it: plain
+            # vector loads and stores instead of masked ones (compiler/guards.py)
+            all_stay = _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalars)
+            with b.if_else(all_stay) as (unguarded, guarded):
+                with unguarded:
+                    _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars,
+                                       guards.NO_GUARD)
+                with guarded:
+                    _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars)
+        else:
+            _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars)
         b.ret(i32(0))
         b.position_at_end(fail)
         b.ret(i32(-1))
