@@ -21,6 +21,8 @@ libgomp's GOMP_parallel.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from llvmlite import ir
 
 from . import abi, faults, guards
@@ -577,24 +579,30 @@ def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
     _set_thread_index(b, fr, b.urem(t, nx), b.urem(b.udiv(t, nx), ny), b.udiv(t, b.mul(nx, ny)), t)
 
 
-def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars, mode=0):
-    """A block without sites: one frame, reused by each thread in turn, in x-fastest order.
-    Nested loops keep the thread index free of divisions so the optimiser can see the
-    innermost loop as a simple counted loop over threadIdx.x. `mode` is the step's resume
-    argument (0, or guards.NO_GUARD)."""
-    with for_range(b, i32(0), nz, "z") as z:
-        with for_range(b, i32(0), ny, "y") as y:
+@contextmanager
+def _each_thread(b, nx, ny, nz, tag=""):
+    """Loops over a block's threads in x-fastest order, giving (x, y, z, linear index).
+    Nested loops keep the thread index free of divisions, so the optimiser sees the innermost
+    loop as a simple counted loop over threadIdx.x."""
+    with for_range(b, i32(0), nz, tag + "z") as z:
+        with for_range(b, i32(0), ny, tag + "y") as y:
             row = b.mul(b.add(b.mul(z, ny), y), nx)
-            with for_range(b, i32(0), nx, "x") as x:
-                linear = b.add(row, x)
-                if frame_needs_index:        # device functions read the index from the frame
-                    _set_thread_index(b, ws, x, y, z, linear)
-                    store_field(b, ws, C["exit_flag"], i32(0))
-                code = b.call(step, [ws, i32(mode), params, x, y, z, linear] + scalars +
-                              [ws, ir.Constant(PTR, None), i64(0)])
-                ok = fn.append_basic_block("ok")
-                b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
-                b.position_at_end(ok)
+            with for_range(b, i32(0), nx, tag + "x") as x:
+                yield x, y, z, b.add(row, x)
+
+
+def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars, mode=0):
+    """A block without sites: one frame, reused by each thread in turn. `mode` is the step's
+    resume argument (0, or guards.NO_GUARD)."""
+    with _each_thread(b, nx, ny, nz) as (x, y, z, linear):
+        if frame_needs_index:        # device functions read the index from the frame
+            _set_thread_index(b, ws, x, y, z, linear)
+            store_field(b, ws, C["exit_flag"], i32(0))
+        code = b.call(step, [ws, i32(mode), params, x, y, z, linear] + scalars +
+                      [ws, ir.Constant(PTR, None), i64(0)])
+        ok = fn.append_basic_block("ok")
+        b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
+        b.position_at_end(ok)
 
 
 def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalars):
@@ -602,16 +610,12 @@ def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalar
     Every thread runs only the pure instructions before the guard."""
     stays = b.alloca(I1, name="all.stay")
     b.store(ir.Constant(I1, 1), stays)
-    with for_range(b, i32(0), nz, "pz") as z:
-        with for_range(b, i32(0), ny, "py") as y:
-            row = b.mul(b.add(b.mul(z, ny), y), nx)
-            with for_range(b, i32(0), nx, "px") as x:
-                linear = b.add(row, x)
-                if frame_needs_index:
-                    _set_thread_index(b, ws, x, y, z, linear)
-                code = b.call(step, [ws, i32(guards.PROBE), params, x, y, z, linear] + scalars +
-                              [ws, ir.Constant(PTR, None), i64(0)])
-                b.store(b.and_(b.load(stays), b.icmp_signed("==", code, i32(guards.PROBE_STAYS))), stays)
+    with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear):
+        if frame_needs_index:
+            _set_thread_index(b, ws, x, y, z, linear)
+        code = b.call(step, [ws, i32(guards.PROBE), params, x, y, z, linear] + scalars +
+                      [ws, ir.Constant(PTR, None), i64(0)])
+        b.store(b.and_(b.load(stays), b.icmp_signed("==", code, i32(guards.PROBE_STAYS))), stays)
     return b.load(stays)
 
 
@@ -725,14 +729,10 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     memcpy = declare(module, "llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(), [PTR, PTR, I64, I1])
     with b.if_else(b.icmp_signed("!=", fresh, i32(0))) as (first_block, later_block):
         with first_block:
-            with for_range(b, i32(0), nz, "iz") as z:
-                with for_range(b, i32(0), ny, "iy") as y:
-                    row = b.mul(b.add(b.mul(z, ny), y), nx)
-                    with for_range(b, i32(0), nx, "ix") as x:
-                        linear = b.add(row, x)
-                        fr = _frame(b, ws, fsize, linear)
-                        b.call(memcpy, [fr, header, i64(abi.FRAME_HEADER), ir.Constant(I1, 0)])
-                        _set_thread_index(b, fr, x, y, z, linear)
+            with _each_thread(b, nx, ny, nz, "i") as (x, y, z, linear):
+                fr = _frame(b, ws, fsize, linear)
+                b.call(memcpy, [fr, header, i64(abi.FRAME_HEADER), ir.Constant(I1, 0)])
+                _set_thread_index(b, fr, x, y, z, linear)
         with later_block:
             # device functions and error reports (any trap) read the block index from the frame
             with for_range(b, i32(0), n, "ib") as t:
