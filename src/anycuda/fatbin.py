@@ -4,7 +4,7 @@ A container (magic 0xBA55ED50) holds entries, each a header and a payload: PTX t
 (kind 1) or an ELF cubin of SASS (kind 2). Payloads may be compressed (LZ4 block or zstd
 frame, per the entry's flags). The host code registers containers through a wrapper
 (magic 0x466243B1) whose version-2 form, used with -rdc=true, lists further containers.
-Layouts were read off nvcc 13 output (see ../shared/REFERENCE.md in the team notes).
+Layouts were read off the output of nvcc 13.
 """
 from __future__ import annotations
 
