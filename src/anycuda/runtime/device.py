@@ -241,10 +241,13 @@ context_device = lambda: None    # noqa: E731
 
 
 def work_device() -> int:
-    """The device that work queued by the calling thread belongs to: its current context's
-    when it has one, else the Python API's current device."""
+    """The device that work queued by the calling thread belongs to: the one it chose with
+    the Python API's Device (use() or with), else its current driver context's, else 0."""
+    chosen = getattr(_current, "device", None)
+    if chosen is not None:
+        return chosen
     dev = context_device()
-    return get_device_id() if dev is None else dev
+    return 0 if dev is None else dev
 
 
 class Device:
@@ -304,12 +307,16 @@ class Device:
         return self
 
     def __enter__(self):
-        self._previous.append(get_device_id())
+        self._previous.append(getattr(_current, "device", None))
         _current.device = self.id
         return self
 
     def __exit__(self, *exc):
-        _current.device = self._previous.pop() if self._previous else 0
+        previous = self._previous.pop() if self._previous else None
+        if previous is None:
+            _current.__dict__.pop("device", None)     # back to no choice made
+        else:
+            _current.device = previous
         return False
 
     def __eq__(self, other):

@@ -171,6 +171,21 @@ def _run_cooperative(entry, L, helper: bool = False) -> None:
             omp.omp_set_dynamic(dynamic)
 
 
+_template = []
+
+
+def _launch_template() -> Launch:
+    """A launch record holding what every launch of this process shares (the printf and
+    assert hooks, the fault handler's key); each launch starts from a copy of it."""
+    if not _template:
+        t = Launch()
+        t.vprintf_hook = _VPRINTF_ADDR
+        t.assert_hook = _ASSERT_ADDR
+        t.fault_key = fault_key()
+        _template.append(t)
+    return _template[0]
+
+
 # ---------------------------------------------------------------- programs and kernels
 
 class KernelImage:
@@ -249,28 +264,26 @@ class KernelImage:
         """Run the grid. A cooperative launch gets a grid workspace (what grid.sync() needs)
         and runs every block on its own thread, so that all of them run at once; the caller
         keeps the grid within what can be co-resident (driver/api.py)."""
-        grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
+        if type(grid) is not tuple or type(block) is not tuple:
+            grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         entry = self._function()
         self.check_config(grid, block, shared_mem)
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
         pbuf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
-        L = Launch()
+        L = Launch.from_buffer_copy(_launch_template())     # the hooks and the fault key
         L.grid_x, L.grid_y, L.grid_z = grid
         L.block_x, L.block_y, L.block_z = block
-        L.nblocks = grid[0] * grid[1] * grid[2]
+        nblocks = L.nblocks = grid[0] * grid[1] * grid[2]
         L.params = ctypes.addressof(pbuf)
         L.dyn_shared = shared_mem
         L.shared_total = (self.static_shared + 15) // 16 * 16 + shared_mem
         # no more workers than blocks: a small grid leaves the other workers asleep rather
         # than waking them for nothing (the launch would wait for them to be scheduled)
-        workers = min(num_workers or worker_count(), L.nblocks)
+        workers = min(num_workers or worker_count(), nblocks)
         L.num_workers = workers
-        L.chunk = max(1, min(1024, L.nblocks // (workers * 16)))
-        L.vprintf_hook = _VPRINTF_ADDR
-        L.assert_hook = _ASSERT_ADDR
-        L.fault_key = fault_key()
+        L.chunk = max(1, min(1024, nblocks // (workers * 16)))
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
