@@ -305,6 +305,16 @@ def test_bad_launch_configurations():
         k.launch((1, 1, 1), (1, 1, 1), b"", shared_mem=1 << 20)
 
 
+def test_maxntid_above_the_device_limit_does_not_raise_it():
+    """.maxntid allows 2048 threads; the device still takes at most 1024 per block."""
+    k = load_program(HEADER + ".visible .entry k() .maxntid 1024, 2, 1 { ret; }").kernel("k")
+    with pytest.raises(CudaError) as e:
+        k.launch((1, 1, 1), (1024, 2, 1), b"")
+    assert e.value.code == CUresult.CUDA_ERROR_INVALID_VALUE
+    assert k.max_threads_per_block == 1024
+    k.launch((1, 1, 1), (512, 2, 1), b"")
+
+
 def test_malformed_ptx_reports_position():
     with pytest.raises(PtxError) as e:
         load_program(HEADER + ".visible .entry k()\n{\n  frobnicate.b32 %r1;\n}\n", "bad.ptx")

@@ -171,19 +171,15 @@ def _run_cooperative(entry, L, helper: bool = False) -> None:
             omp.omp_set_dynamic(dynamic)
 
 
-_template = []
-
-
+@functools.lru_cache(maxsize=1)
 def _launch_template() -> Launch:
     """A launch record holding what every launch of this process shares (the printf and
     assert hooks, the fault handler's key); each launch starts from a copy of it."""
-    if not _template:
-        t = Launch()
-        t.vprintf_hook = _VPRINTF_ADDR
-        t.assert_hook = _ASSERT_ADDR
-        t.fault_key = fault_key()
-        _template.append(t)
-    return _template[0]
+    t = Launch()
+    t.vprintf_hook = _VPRINTF_ADDR
+    t.assert_hook = _ASSERT_ADDR
+    t.fault_key = fault_key()
+    return t
 
 
 # ---------------------------------------------------------------- programs and kernels
@@ -211,14 +207,14 @@ class KernelImage:
         return self._entry
 
     def _thread_limit(self) -> int:
-        """The most threads per block this kernel takes (.maxntid, else the device's)."""
+        """The most threads per block this kernel takes: .maxntid's count, at most the device's."""
         limit = MAX_THREADS_PER_BLOCK
         maxntid = self.info.directives.get("maxntid")
         if maxntid:
             limit = 1
             for v in maxntid:
                 limit *= v
-        return limit
+        return min(limit, MAX_THREADS_PER_BLOCK)
 
     @property
     def max_threads_per_block(self) -> int:
@@ -226,7 +222,7 @@ class KernelImage:
         if self._required_block is not None:
             bx, by, bz = self._required_block
             return min(bx * by * bz, MAX_THREADS_PER_BLOCK)
-        return min(self._max_threads, MAX_THREADS_PER_BLOCK)
+        return self._max_threads
 
     def check_config(self, grid, block, shared_mem):
         """CUDA_ERROR_INVALID_VALUE for a grid or block past the device's limits or the
@@ -287,7 +283,7 @@ class KernelImage:
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
-            L.num_workers = L.nblocks
+            L.num_workers = nblocks
             L.chunk = 1
             _run_cooperative(entry, L)
         else:
