@@ -265,7 +265,7 @@ def synchronize_all(device: int = None) -> None:
     mine = lambda st: device is None or st.device == device
     with _cv:
         while True:
-            busy = [st for st in list(_states) + [default_stream._state] if mine(st) and not st.idle()]
+            busy = [st for st in [*filter(mine, _states), default_stream._state] if not st.idle()]
             if not busy:
                 break
             _cv.wait()
