@@ -29,7 +29,7 @@ import numpy as np
 from . import cudac
 from .array import Memory, MemoryPointer, ndarray
 from .runtime.errors import CudaError, CUresult
-from .runtime.device import get_device_id, multiprocessor_count
+from .runtime.device import multiprocessor_count, work_device
 from .runtime.stream import default_stream
 
 _FLOAT_FORMATS = {2: "<e", 4: "<f", 8: "<d"}
@@ -218,12 +218,13 @@ class RawKernel:
         block = normalize_dims(block, "block")
         shared_mem = check_shared_mem(shared_mem)
         self._image.check_config(grid, block, shared_mem)
+        device = work_device()
         cooperative = self.module.enable_cooperative_groups
         if cooperative:
             from .driver.api import check_cooperative_grid
-            check_cooperative_grid(self._image, grid, block, shared_mem, get_device_id())
+            check_cooperative_grid(self._image, grid, block, shared_mem, device)
         params = marshal_args(self._image.params, args, getattr(self._image, "param_size", None))
-        workers = multiprocessor_count(get_device_id())
+        workers = multiprocessor_count(device)
         (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, workers,
                                            tuple(args), cooperative)
 

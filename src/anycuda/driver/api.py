@@ -65,15 +65,22 @@ class Context:
         self.peers = set()          # contexts whose memory this one was given access to (cuCtxEnablePeerAccess)
 
 
-def _current_device() -> int:
-    """The device of the calling thread's current context (0 without one)."""
+def _current_context():
+    """The calling thread's current Context, or None."""
     ctx = _handles.get(getattr(_current, "ctx", None))
-    return ctx.device if isinstance(ctx, Context) else 0
+    return ctx if isinstance(ctx, Context) else None
 
 
 def _context_device():
-    ctx = _handles.get(getattr(_current, "ctx", None))
-    return ctx.device if isinstance(ctx, Context) else None
+    """The device of the calling thread's current context, or None without one."""
+    ctx = _current_context()
+    return None if ctx is None else ctx.device
+
+
+def _current_device() -> int:
+    """The device of the calling thread's current context (0 without one)."""
+    dev = _context_device()
+    return 0 if dev is None else dev
 
 
 device_info.context_device = _context_device
@@ -91,8 +98,8 @@ def _faults_are_sticky(fn):
             return fn(*args)
         except CudaError as e:
             if e.code in STICKY:
-                ctx = _handles.get(getattr(_current, "ctx", None))
-                if isinstance(ctx, Context) and ctx.sticky is None:
+                ctx = _current_context()
+                if ctx is not None and ctx.sticky is None:
                     ctx.sticky = e
             raise
     wrapper.__name__ = fn.__name__
@@ -303,9 +310,9 @@ def _allocate(size: int, kind: str = "device"):
     # what a device has left is counted over the allocation table, so only for allocations
     # large enough to matter (1/64 of the device's share and up); smaller ones cannot go past
     # the share by much before the host itself runs out
-    share = device_info.device_total_memory(_current_device())
+    dev = _current_device()
+    share = device_info.device_total_memory(dev)
     if kind in ("device", "managed") and size >= share // 64:
-        dev = _current_device()
         left = share - device_info.used_memory(dev)
         if size > left:
             raise CudaError(CUresult.CUDA_ERROR_OUT_OF_MEMORY,
@@ -381,8 +388,8 @@ def cuDeviceGetP2PAttribute(attrib: int, src: int, dst: int) -> int:
 def _peer_contexts(peer_ctx: int):
     """(current context, peer context), or CUDA_ERROR_INVALID_CONTEXT."""
     _require_init()
-    ctx = _handles.get(getattr(_current, "ctx", None))
-    if not isinstance(ctx, Context):
+    ctx = _current_context()
+    if ctx is None:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "no current context")
     peer = _handles.get(peer_ctx)
     if not isinstance(peer, Context):
@@ -517,25 +524,22 @@ def kernel_param_layout(func: int):
 
 
 @_faults_are_sticky
-def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
+def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes,
+                   cooperative: bool = False) -> None:
+    """A launch in stream order; a cooperative one (cuLaunchCooperativeKernel) runs all its
+    blocks at once, so that they may wait for each other (cooperative groups' grid.sync()),
+    and may not be larger than what the device holds at once."""
     _require_context()
     f = _function(func)
     f.image.check_config(grid, block, shared)
     dev = _check_stream_device(stream)
-    _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev))
+    if cooperative:
+        check_cooperative_grid(f.image, grid, block, shared, dev)
+    _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), cooperative)
 
 
-@_faults_are_sticky
 def cuLaunchCooperativeKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
-    """A launch whose blocks all run at once, so that they may wait for each other
-    (cooperative groups' grid.sync()). The grid may not be larger than what the device
-    holds at once: the blocks one multiprocessor holds (occupancy) times the multiprocessors."""
-    _require_context()
-    f = _function(func)
-    f.image.check_config(grid, block, shared)
-    dev = _check_stream_device(stream)
-    check_cooperative_grid(f.image, grid, block, shared, dev)
-    _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), True)
+    cuLaunchKernel(func, grid, block, shared, stream, params, True)
 
 
 def check_cooperative_grid(image, grid: tuple, block: tuple, shared: int, dev: int) -> None:
@@ -580,8 +584,7 @@ def cuLaunchKernelEx(func: int, grid: tuple, block: tuple, shared: int, stream: 
                             f"launch attribute CU_LAUNCH_ATTRIBUTE_{_UNSUPPORTED_ATTRIBUTES[attr]} is not supported yet")
         elif attr != CU_LAUNCH_ATTRIBUTE_IGNORE and attr not in _HINT_ATTRIBUTES:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"unknown launch attribute {attr}")
-    launch = cuLaunchCooperativeKernel if cooperative else cuLaunchKernel
-    launch(func, grid, block, shared, stream, params)
+    cuLaunchKernel(func, grid, block, shared, stream, params, cooperative)
 
 
 def _check_stream_device(stream: int) -> int:
@@ -967,7 +970,7 @@ def cuLibraryGetGlobal(lib: int, name: str) -> tuple:
 
 def cuLibraryGetManaged(lib: int, name: str) -> tuple:
     """A __managed__ variable: with one address space, its storage is the module's global."""
-    return cuModuleGetGlobal(cuLibraryGetModule(lib), name)
+    return cuLibraryGetGlobal(lib, name)
 
 
 def cuKernelGetFunction(kernel: int) -> int:

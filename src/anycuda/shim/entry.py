@@ -272,13 +272,17 @@ def define(ffi, lib=None):
     def cuModuleGetFunction(out, mod, name):
         out[0] = handle(api.cuModuleGetFunction(ptr(mod), ffi.string(name).decode()))
 
-    @entry
-    def cuModuleGetGlobal_v2(dptr, nbytes, mod, name):
-        addr, size = api.cuModuleGetGlobal(ptr(mod), ffi.string(name).decode())
+    def write_symbol(dptr, nbytes, found):
+        """A symbol's (address, size) through the caller's pointers, either of which may be NULL."""
+        addr, size = found
         if dptr != ffi.NULL:
             dptr[0] = addr
         if nbytes != ffi.NULL:
             nbytes[0] = size
+
+    @entry
+    def cuModuleGetGlobal_v2(dptr, nbytes, mod, name):
+        write_symbol(dptr, nbytes, api.cuModuleGetGlobal(ptr(mod), ffi.string(name).decode()))
 
     @entry
     def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
@@ -466,19 +470,11 @@ def define(ffi, lib=None):
 
     @entry
     def cuLibraryGetGlobal(dptr, nbytes, lib, name):
-        addr, size = api.cuLibraryGetGlobal(ptr(lib), ffi.string(name).decode())
-        if dptr != ffi.NULL:
-            dptr[0] = addr
-        if nbytes != ffi.NULL:
-            nbytes[0] = size
+        write_symbol(dptr, nbytes, api.cuLibraryGetGlobal(ptr(lib), ffi.string(name).decode()))
 
     @entry
     def cuLibraryGetManaged(dptr, nbytes, lib, name):
-        addr, size = api.cuLibraryGetManaged(ptr(lib), ffi.string(name).decode())
-        if dptr != ffi.NULL:
-            dptr[0] = addr
-        if nbytes != ffi.NULL:
-            nbytes[0] = size
+        write_symbol(dptr, nbytes, api.cuLibraryGetManaged(ptr(lib), ffi.string(name).decode()))
 
     @entry
     def cuKernelGetFunction(out, kernel):
