@@ -108,3 +108,15 @@ def ulp_error(got, ref, dtype=np.float32):
     special = ~np.isfinite(got) | ~np.isfinite(ref)
     same = (np.isnan(got) & np.isnan(ref)) | (got == ref)
     return np.where(special, np.where(same, 0.0, np.inf), err).astype(np.float64)
+
+
+def normalised_jacobi(x, steps):
+    """What tests/programs/cooperative.cu and test_cooperative's kernel compute with
+    grid.sync() between phases: `x` normalised by its sum, then `steps` Jacobi smoothing
+    steps with fixed ends (in float64)."""
+    u = x.astype(np.float64) / x.astype(np.float64).sum()
+    for _ in range(steps):
+        w = u.copy()
+        w[1:-1] = 0.5 * (u[:-2] + u[2:])
+        u = w
+    return u

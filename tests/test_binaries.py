@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conformance import normalised_jacobi
 
 HERE = Path(__file__).parent
 NVCC = shutil.which("nvcc")
@@ -735,13 +736,7 @@ def test_textures_surfaces_and_cuda_arrays(build, tmp_path, rng, mode):
 def _normalised_jacobi(n=10007, steps=12):
     """What tests/programs/cooperative.cu computes: its input, normalised by its sum, after
     `steps` Jacobi smoothing steps with fixed ends."""
-    x = (0.25 + ((np.arange(n) * 37) % 101) / 16.0).astype(np.float32)
-    u = x.astype(np.float64) / x.astype(np.float64).sum()
-    for _ in range(steps):
-        w = u.copy()
-        w[1:-1] = 0.5 * (u[:-2] + u[2:])
-        u = w
-    return u
+    return normalised_jacobi((0.25 + ((np.arange(n) * 37) % 101) / 16.0).astype(np.float32), steps)
 
 
 @pytest.mark.parametrize("mode", ["static", "shared", "rdc"])
@@ -791,6 +786,15 @@ def test_cooperative_launch_from_the_programs_own_openmp_region(tmp_path):
     assert r.stdout.splitlines() == [f"openmp: cudaSuccess, {grid} of {grid} blocks passed the grid barrier"]
 
 
+def _device_1_stream_held_until(release):
+    """A stream of device 1 whose work waits for the host to set `release` (60 s at most)."""
+    import anycuda
+    with anycuda.Device(1):
+        s1 = anycuda.Stream()
+        s1.launch_host_func(lambda _: release.wait(60))
+    return s1
+
+
 def test_a_device_synchronises_with_its_own_streams_only(two_devices):
     """Device(0).synchronize() (cudaDeviceSynchronize on device 0) does not wait for work
     queued on device 1's streams, which here waits for the host until after that call."""
@@ -798,9 +802,7 @@ def test_a_device_synchronises_with_its_own_streams_only(two_devices):
     import time
     import anycuda
     release = threading.Event()
-    with anycuda.Device(1):
-        s1 = anycuda.Stream()
-        s1.launch_host_func(lambda _: release.wait(60))
+    s1 = _device_1_stream_held_until(release)
     with anycuda.Device(0):
         s0 = anycuda.Stream()
         ran = []
@@ -822,9 +824,7 @@ def test_default_stream_work_waits_for_its_own_device_only(two_devices):
     import numpy as np
     import anycuda
     release = threading.Event()
-    with anycuda.Device(1):
-        s1 = anycuda.Stream()
-        s1.launch_host_func(lambda _: release.wait(60))
+    s1 = _device_1_stream_held_until(release)
     with anycuda.Device(0):
         t = time.perf_counter()
         a = anycuda.asarray(np.arange(5, dtype=np.int32))      # a copy on the default stream
