@@ -88,6 +88,9 @@ BAR_FIELDS = 4
 # step() return values besides a site number (>= 1)
 STEP_EXIT = 0
 STEP_TRAP = -1
+# step()'s resume argument `site + AFFINE_RESUME`: resume at `site` with the loop's induction
+# register rebuilt from the block header rather than reloaded (FunctionLowering._reload)
+AFFINE_RESUME = 1 << 20
 
 # Kinds of suspension sites (the per-kernel site table holds one per site)
 SITE_KINDS = [

@@ -176,6 +176,41 @@ def live_across_suspensions(body: list, branch_targets: dict) -> dict:
     return result
 
 
+def written_since_resume(body: list, branch_targets: dict) -> dict:
+    """{position of a suspending instruction: registers that some path from the kernel's
+    entry or from a resume reaches it with, written on the way}. The others, if live across
+    it, still hold what was saved at the last suspension (and reloaded at the resume after
+    it), so saving them again would store the same values: a round of threads through a
+    run of shuffles stores only what the shuffles' arithmetic changed."""
+    blocks = build_cfg(body, branch_targets)
+    everything = {r for st in body if isinstance(st, ir.Instruction) for part in defs_uses(st) for r in part}
+    preds = {b.index: [] for b in blocks}
+    for b in blocks:
+        for x in b.succs:
+            preds[x].append(b.index)
+    dirty_out = {b.index: set() for b in blocks}
+    result = {}
+    changed = True
+    while changed:
+        changed = False
+        for b in blocks:
+            d = set(everything) if b.index == 0 else set()
+            for p in preds[b.index]:
+                d |= dirty_out[p]
+            for pos, inst in b.instructions:
+                if is_suspension(inst):
+                    result[pos] = set(d)
+                    # its results are written on resume (bar.red's destination counts as a
+                    # use in defs_uses: every register it names is taken as written)
+                    d = {r for part in defs_uses(inst) for r in part}
+                else:
+                    d |= set(defs_uses(inst)[0])
+            if d != dirty_out[b.index]:
+                dirty_out[b.index] = d
+                changed = True
+    return result
+
+
 # Pure integer instructions through which a value computed from block-uniform operands stays
 # block-uniform.
 _UNIFORM_OPCODES = frozenset(("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor",
@@ -185,11 +220,12 @@ _UNIFORM_SPECIAL = frozenset(("ntid", "nctaid", "ctaid", "nsmid"))
 # (step %ntid alone, as in one block per row) keeps a block within a few KB that stay in
 # cache when its threads run one after another; yields there only added rounds (softmax
 # 8192 x 1024, one thread: 645-912 -> 778-819 ms).
-_GRID_WIDE = frozenset(("nctaid", "param", "nsmid"))
+_GRID_WIDE = frozenset(("nctaid", "param", "nsmid", "ntid"))
 
 
-def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
-    """Positions of the back-edge branches of a kernel's grid-stride loops, where a yield goes.
+def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
+    """{position of a back-edge branch of a grid-stride loop, where a yield goes: the loop's
+    induction register}.
 
     A grid-stride loop (`for (i = first; i < n; i += gridDim.x * blockDim.x)`) makes each
     thread walk memory alone with a stride of the whole grid; run thread after thread on the
@@ -212,7 +248,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
     launched with a grid that covers the data (one iteration per thread) was 7x slower with
     yields (frames to set up per block, two rounds for one iteration)."""
     if not any(isinstance(st, ir.Instruction) and is_suspension(st) for st in body):
-        return []
+        return {}
     blocks = build_cfg(body, branch_targets)
     defs = {}
     for pos, st in enumerate(body):
@@ -266,7 +302,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
         memo[r] = varying
         return varying
 
-    result = []
+    result = {}
     for b in blocks:
         if not b.instructions:
             continue
@@ -297,12 +333,12 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> list:
                 if step is None or any(q in inside for q in defs.get(step.name, [])):
                     continue
                 if _GRID_WIDE & (uniform(step.name) or set()):
-                    result.append(pos)
+                    result[pos] = d.name
                     break
             else:
                 continue
             break
-    return sorted(set(result))
+    return dict(sorted(result.items()))
 
 
 def constant_registers(body: list) -> dict:

@@ -1,4 +1,6 @@
 """Float instructions, conversions and 16-bit float formats with PTX semantics."""
+import math
+
 from llvmlite import ir
 
 from .irutil import intrinsic
@@ -346,7 +348,7 @@ def unary(b, opcode, x, mode, ftz):
     elif opcode in ("sin", "cos"):
         v = intrinsic(b, f"llvm.{opcode}.{s}", t, [x])
     elif opcode == "ex2":
-        v = intrinsic(b, f"llvm.exp2.{s}", t, [x])
+        v = _ex2_f32(b, x) if t == F32 else intrinsic(b, f"llvm.exp2.{s}", t, [x])
     elif opcode == "lg2":
         v = intrinsic(b, f"llvm.log2.{s}", t, [x])
     elif opcode == "tanh":
@@ -356,6 +358,30 @@ def unary(b, opcode, x, mode, ftz):
     if ftz and t == F32:
         v = flush_denormal(b, v)
     return v
+
+
+# 1/k! for k = 0..10: the Taylor series of e**u, |u| <= ln(2)/2, to a relative 2e-13
+_EXP_TAYLOR = [1.0 / math.factorial(k) for k in range(11)]
+
+
+def _ex2_f32(b, x):
+    """2**x for f32 as straight-line double arithmetic rather than a libm call, so that a loop
+    over threads around it vectorises (softmax's expf is ex2.approx.ftz.f32): 2**x = 2**n *
+    e**(f ln 2) with n = rint(x) and |f| <= 1/2, the polynomial and the scaling exact enough in
+    double that the one rounding to f32 at the end gives the correctly rounded result but
+    for a relative 2e-13 (PTX promises 2**-22). Outside [-160, 130] the result is 0 or
+    +Inf either way; subnormal results round once, from double."""
+    d = b.fpext(x, F64)
+    d = b.select(b.fcmp_ordered(">", d, _c(F64, 130.0)), _c(F64, 130.0), d)
+    d = b.select(b.fcmp_ordered("<", d, _c(F64, -160.0)), _c(F64, -160.0), d)
+    n = intrinsic(b, "llvm.rint.f64", F64, [d])
+    u = b.fmul(b.fsub(d, n), _c(F64, math.log(2.0)))
+    p = _c(F64, _EXP_TAYLOR[-1])
+    for coeff in reversed(_EXP_TAYLOR[:-1]):
+        p = _fma(b, p, u, _c(F64, coeff))
+    exponent = b.shl(b.add(b.fptosi(n, I64), _c(I64, 1023)), _c(I64, 52))
+    r = b.fptrunc(b.fmul(p, b.bitcast(exponent, F64)), F32)
+    return b.select(is_nan(b, x), x, r)
 
 
 def rcp(b, x, mode="rn", ftz=False):

@@ -101,6 +101,10 @@ class FunctionLowering:
         self.remat = {}                   # register -> position of the one instruction that defines it
         self.spill_bytes = 0              # bytes of spill arrays per thread
         self.yield_pairs = []             # (back edge, loop exit) positions of a loop's yields
+        self.written = {}                 # suspension position -> registers written since a resume
+        self.induction_at = {}            # back-edge yield position -> the loop's induction register
+        self.affine_sites = {}            # site -> [(header slot, spill offset, size)]: see _affine_resume
+        self.affine_slots = 0             # header slots after FRAME_HEADER for affine bases
         self.exit_guard = None            # position of the kernel's exit guard (compiler/guards.py)
         self.inst = None
 
@@ -125,11 +129,14 @@ class FunctionLowering:
                 self.branch_targets[st.name] = st.targets
         if self.is_kernel:
             self.site_live = analysis.live_across_suspensions(body, self.branch_targets)
+            self.written = analysis.written_since_resume(body, self.branch_targets)
             for back, leave in self.yield_pairs:
                 # both ends of a loop's round spill the same registers (a dead one too), so
                 # that no spill store is conditional: LLVM would need a masked store
                 both = sorted(set(self.site_live[back]) | set(self.site_live[leave]))
                 self.site_live[back] = self.site_live[leave] = both
+                written = self.written.get(back, set()) | self.written.get(leave, set())
+                self.written[back] = self.written[leave] = written
             # a kernel that calls device functions tells them where its .local variables
             # are, in a slot after the frame header (see space_windows)
             self.publishes_locals = any(isinstance(st, pir.Instruction) and st.opcode == "call" for st in body)
@@ -187,7 +194,7 @@ class FunctionLowering:
         body = self.pfn.body
         targets = {st.name: st.targets for st in body if isinstance(st, pir.BranchTargets)}
         try:
-            at = set(analysis.grid_stride_yields(body, targets, self.mc.kernel_params(self.pfn)))
+            at = analysis.grid_stride_yields(body, targets, self.mc.kernel_params(self.pfn))
         except Exception:
             # malformed operands are reported by the lowering itself, with their location
             return
@@ -204,12 +211,14 @@ class FunctionLowering:
                 continue
             yield_ = pir.Instruction(analysis.YIELD, (), (), st.loc, text="(yield)")
             if st.guard is None:
+                self.induction_at[len(new)] = at[pos]
                 new += [yield_, st]
                 continue
             leave = f"$anycuda_loop_exit{pos}"
             skip = pir.Guard(st.guard.reg, not st.guard.negated)
             new.append(dataclasses.replace(st, guard=skip, operands=(pir.Sym(leave),)))
             back = len(new)
+            self.induction_at[back] = at[pos]
             new += [yield_, dataclasses.replace(st, guard=None), pir.Label(leave, st.loc)]
             self.yield_pairs.append((back, len(new)))
             new.append(yield_)
@@ -798,21 +807,64 @@ class FunctionLowering:
             else:
                 consts[abi.CTX[name]] = (c, value.type.width)
         self.site_consts.append(consts)
+        # a register unchanged since the last resume holds what its spill array has
+        written = self.written.get(self.inst_pos)
         for r in live:
-            if r in self.spill_slots:
+            if r in self.spill_slots and (written is None or r in written):
                 b.store(b.load(self.reg(r)[0]), self.spill_ptr(r))
         b.ret(i32(site))
         resume = self.fn.append_basic_block(f"resume{site}")
+        self.resume_blocks.append((site, resume))
         b.position_at_end(resume)
-        for r in live:
-            if r in self.spill_slots:
-                reloaded = b.load(self.spill_ptr(r))
-                b.store(reloaded, self.reg(r)[0])
-                self.set_shadow(r, reloaded)
+        self._reload(live, {})
+        affine = self._affine_registers(live)
+        if affine:
+            cont = self.fn.append_basic_block(f"resumed{site}")
+            b.branch(cont)
+            again = self.fn.append_basic_block(f"resume{site}.affine")
+            self.resume_blocks.append((site + abi.AFFINE_RESUME, again))
+            b.position_at_end(again)
+            slots = {r: self.affine_slots + k for k, r in enumerate(affine)}
+            self.affine_sites[site] = [(slots[r],) + self.spill_slots[r] for r in affine]
+            self.affine_slots += len(affine)
+            self._reload(live, slots)
+            b.branch(cont)
+            b.position_at_end(cont)
         self._recompute([r for r in live if r not in self.spill_slots])
         if results is not None:
             results(b)
-        self.resume_blocks.append((site, resume))
+
+    def _affine_registers(self, live):
+        """The spilled induction registers at a grid-stride loop's back-edge yield (see
+        _affine_resume): 32- and 64-bit integers."""
+        r = self.induction_at.get(self.inst_pos)
+        if r is None or r not in live or r not in self.spill_slots or _kind(self.regs[r][1]) != "int":
+            return []
+        return [r] if self.spill_slots[r][1] in (4, 8) else []
+
+    # When a uniform round resumes every thread of a block at a grid-stride loop's back edge,
+    # the loop's induction register usually holds first + t for thread t (the threads started
+    # at consecutive indices and took the same steps). Reloaded from its spill array, the
+    # vectoriser sees each load it addresses as a gather; the scheduler checks the spill array
+    # for that form and, where it holds, resumes at `site + AFFINE_RESUME`, where the register
+    # is first + t with `first` read from a slot after the block's header: loads and stores
+    # by neighbouring threads are then contiguous vectors.
+    def _reload(self, live, affine_slots):
+        b = self.b
+        for r in live:
+            if r not in self.spill_slots:
+                continue
+            if r in affine_slots:
+                slot = self.reg(r)[0]
+                first = load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * affine_slots[r],
+                                   slot.type.pointee)
+                linear = self.fn.args[6]
+                t = b.sext(linear, slot.type.pointee) if slot.type.pointee.width > 32 else linear
+                value = b.add(first, t)
+            else:
+                value = b.load(self.spill_ptr(r))
+            b.store(value, self.reg(r)[0])
+            self.set_shadow(r, value)
 
     def spill_ptr(self, r):
         b = self.b

@@ -307,12 +307,14 @@ class ModuleLowering:
             _replace_body(step)
             return
         info.frame_size = lowering.frame_size
+        header_arg.attributes.dereferenceable = abi.FRAME_HEADER + 8 * lowering.affine_slots
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
         block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
                                               frame_needs_index=calls, scalar_params=scalars,
                                               site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes,
-                                              exit_guard=lowering.exit_guard is not None)
+                                              exit_guard=lowering.exit_guard is not None,
+                                              affine_sites=lowering.affine_sites)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                               spill_bytes=lowering.spill_bytes)
 

@@ -591,6 +591,26 @@ def _each_thread(b, nx, ny, nz, tag=""):
                 yield x, y, z, b.add(row, x)
 
 
+@contextmanager
+def _each_lane(b, lo, nx, ny, index):
+    """Loops over the 32 threads of the warp that starts at linear index `lo`, giving (x, y,
+    z, linear index); `index`: three i32 stack slots. The warp's first thread's index costs
+    divisions, the others carry from it."""
+    row = b.udiv(lo, nx)
+    for slot, v in zip(index, (b.urem(lo, nx), b.urem(row, ny), b.udiv(row, ny))):
+        b.store(v, slot)
+    with for_range(b, lo, b.add(lo, i32(32)), "lane") as t:
+        x, y, z = (b.load(slot) for slot in index)
+        yield x, y, z, t
+        x1 = b.add(x, i32(1))
+        wrap_x = b.icmp_unsigned("==", x1, nx)
+        y1 = b.select(wrap_x, b.add(y, i32(1)), y)
+        wrap_y = b.icmp_unsigned("==", y1, ny)
+        b.store(b.select(wrap_x, i32(0), x1), index[0])
+        b.store(b.select(wrap_y, i32(0), y1), index[1])
+        b.store(b.select(wrap_y, b.add(z, i32(1)), z), index[2])
+
+
 def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars, mode=0):
     """A block without sites: one frame, reused by each thread in turn. `mode` is the step's
     resume argument (0, or guards.NO_GUARD)."""
@@ -619,6 +639,25 @@ def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalar
     return b.load(stays)
 
 
+def _affine_spills(b, spill, header, n, slots, holds):
+    """i1: each spill array of `slots` ([(header slot, spill offset, element size)]) holds
+    first + t for thread t, `first` being thread 0's element, which goes to the header slot
+    (FunctionLowering._reload: the resume at a loop's back edge that rebuilds its induction
+    register from it). `holds`: an i1 stack slot."""
+    ok = ir.Constant(I1, 1)
+    for slot, off, size in slots:
+        ty = ir.IntType(8 * size)
+        base = b.bitcast(b.gep(spill, [i64(abi.MAX_BLOCK_THREADS * off)]), ty.as_pointer())
+        first = b.load(base)
+        store_field(b, header, abi.FRAME_HEADER + 8 * slot, first)
+        b.store(ir.Constant(I1, 1), holds)
+        with for_range(b, i32(0), n, "affine") as t:
+            expect = b.add(first, b.sext(t, ty) if size == 8 else t)
+            b.store(b.and_(b.load(holds), b.icmp_unsigned("==", b.load(b.gep(base, [t])), expect)), holds)
+        ok = b.and_(ok, b.load(holds))
+    return ok
+
+
 def workspace_layout(b, n, frame_size, spill_bytes):
     """Byte offsets (i64) in a block's workspace of the spill arrays, the collective arrays
     (COLL_ARRAYS), the per-thread stop codes of a uniform round, and the end: frames first,
@@ -631,7 +670,7 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
-                        site_consts=(), spill_bytes=0, exit_guard=False):
+                        site_consts=(), spill_bytes=0, exit_guard=False, affine_sites=None):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -716,9 +755,13 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.store(ir.Constant(bars_ty, None), bars_arr)
         bars = b.bitcast(bars_arr, I32.as_pointer())
     cur = b.alloca(I32, name="uniform.site")
+    lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
+    affine_holds = b.alloca(I1, name="affine.holds")
     same = b.alloca(I1, name="same")
     trapped = b.alloca(I1, name="trapped")
-    header_arr = b.alloca(ir.ArrayType(ir.IntType(8), abi.FRAME_HEADER), name="header")
+    affine_sites = affine_sites or {}
+    nslots = sum(len(v) for v in affine_sites.values())
+    header_arr = b.alloca(ir.ArrayType(ir.IntType(8), abi.FRAME_HEADER + 8 * nslots), name="header")
     header_arr.align = 16
     header = b.bitcast(header_arr, PTR)
     _init_block_fields(b, header, L, (cx, cy, cz), shared, worker)
@@ -773,6 +816,15 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     # stopped; those rounds are usually a few instructions up to the next collective, and
     # vectorised per site they ran no faster
     coll_round = fn.append_basic_block("collective.round") if collectives else None
+    def uniform_round(site, resume):
+        """One loop over the threads, each calling step from `resume` (a constant), stop codes
+        to `codes`."""
+        with _each_thread(b, nx, ny, nz, "u") as (x, y, z, linear):
+            fr = _frame(b, ws, fsize, linear)
+            code = b.call(step, [fr, i32(resume), params, x, y, z, linear] + scalars + block_args(linear),
+                          attrs=("alwaysinline",))
+            b.store(code, b.gep(codes, [linear]))
+
     for site in [0] + again + (["collective"] if collectives else []):
         if site == "collective":
             body = coll_round
@@ -780,26 +832,28 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             body = fn.append_basic_block(f"uniform{site}")
             sw.add_case(i32(site), body)
         b.position_at_end(body)
-        with for_range(b, i32(0), nz, "uz") as z:
-            with for_range(b, i32(0), ny, "uy") as y:
-                row = b.mul(b.add(b.mul(z, ny), y), nx)
-                with for_range(b, i32(0), nx, "ux") as x:
-                    linear = b.add(row, x)
-                    fr = _frame(b, ws, fsize, linear)
-                    if site == "collective":
-                        resume = b.load(b.gep(codes, [linear]))
-                        go = b.trunc(b.load(b.gep(coll_table, [b.sext(resume, I64)])), I1)
-                        with b.if_then(go):
-                            code = b.call(step, [fr, resume, params, x, y, z, linear] + scalars
-                                          + block_args(linear), attrs=("alwaysinline",))
-                            b.store(code, b.gep(codes, [linear]))
-                    else:
-                        code = b.call(step, [fr, i32(site), params, x, y, z, linear] + scalars + block_args(linear),
-                                      attrs=("alwaysinline",))
+        if site == "collective":
+            # only full warps get here, each with all its lanes at one site (collective.check):
+            # a warp's first lane tells whether the warp goes on, and from where
+            with for_range(b, i32(0), b.lshr(n, i32(5)), "cr") as w:
+                lo = b.mul(w, i32(32))
+                resume = b.load(b.gep(codes, [lo]))
+                with b.if_then(is_coll(resume)):
+                    with _each_lane(b, lo, nx, ny, lane_index) as (x, y, z, linear):
+                        code = b.call(step, [_frame(b, ws, fsize, linear), resume, params, x, y, z, linear]
+                                      + scalars + block_args(linear), attrs=("alwaysinline",))
                         b.store(code, b.gep(codes, [linear]))
-                    latch = b.block
-                if site == "collective":
+                        latch = b.block
                     set_loop_hints(module, latch.terminator, NO_VECTORIZE)
+        elif site in affine_sites:
+            holds = _affine_spills(b, spill, header, n, affine_sites[site], affine_holds)
+            with b.if_else(holds) as (affine, general):
+                with affine:
+                    uniform_round(site, site + abi.AFFINE_RESUME)
+                with general:
+                    uniform_round(site, site)
+        else:
+            uniform_round(site, site)
         b.branch(scan)
     resume_at = {}
     for site in again:

@@ -1,0 +1,156 @@
+"""Affine resumes (FunctionLowering._reload, scheduler._affine_spills): when every thread of a
+block resumes at a loop's back-edge yield with the induction register holding first + t for
+thread t, a uniform round rebuilds it from `first` instead of reloading it, so that the
+round's loads and stores are contiguous vectors. Where the form does not hold (a stride per
+thread, a 2-D block that repeats indices, a thread that moved its index, threads that left
+early) the round reloads as before. numpy is the reference; outputs are poisoned first."""
+import numpy as np
+import pytest
+from llvmlite import ir
+
+import anycuda as ac
+from anycuda.compiler import abi, scheduler
+from conformance import poison
+
+# Each kernel has a barrier, so that its loops get yields (analysis.grid_stride_yields);
+# TAG makes the source unique per test so that no compiled copy is shared between tests
+# that change the compiler.
+SOURCE = r"""
+// TAG
+extern "C" __global__ void grid_sum(const float* x, float* out, int n, int spread) {
+    __shared__ float s[1024];
+    int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    int nt = blockDim.x * blockDim.y * blockDim.z;
+    float v = 0.0f;
+    for (int i = blockIdx.x * nt + t * spread; i < n; i += gridDim.x * nt * spread) v += x[i];
+    s[t] = v;
+    __syncthreads();
+    if (t == 0) {
+        float total = 0.0f;
+        for (int k = 0; k < nt; ++k) total += s[k];
+        out[blockIdx.x] = total;
+    }
+}
+
+// threads whose element is negative skip the next one: indices drift apart
+extern "C" __global__ void drifting_sum(const float* x, float* out, int n) {
+    __shared__ float s[1024];
+    float v = 0.0f;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i < n; i += gridDim.x * blockDim.x) {
+        v += x[i];
+        if (x[i] < 0.0f) i += 1;
+    }
+    s[threadIdx.x] = v;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+}
+
+// a 64-bit induction, and a block-stride loop per row
+extern "C" __global__ void row_scale(float* y, const float* x, long long cols, float a) {
+    __shared__ float s[1];
+    if (threadIdx.x == 0) s[0] = a;
+    __syncthreads();
+    const float* row = x + blockIdx.x * cols;
+    for (long long i = threadIdx.x; i < cols; i += blockDim.x) y[blockIdx.x * cols + i] = s[0] * row[i] + i;
+}
+
+// only the threads threadIdx.x < 2-D block's x extent index data: 2-D blocks repeat indices
+extern "C" __global__ void column_sum(const float* x, float* out, int n) {
+    __shared__ float s[1024];
+    int t = threadIdx.x + blockDim.x * threadIdx.y;
+    float v = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) v += x[i];
+    s[t] = v;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x * blockDim.y + t] = s[t];
+}
+"""
+
+
+def _module(tag):
+    return ac.RawModule(code=SOURCE.replace("TAG", tag))
+
+
+def _grid_sum(mod, rng, n, grid, block, spread):
+    x = rng.standard_normal(max(n, 1)).astype(np.float32)
+    out = poison(grid, np.float32)
+    mod.get_function("grid_sum")((grid,), block, (ac.asarray(x), out, np.int32(n), np.int32(spread)))
+    nt = int(np.prod(block))
+    stride = grid * nt * spread
+    want = [sum(float(x[i]) for t in range(nt) for i in range(b * nt + t * spread, n, stride)) for b in range(grid)]
+    return out.get(), np.float32(want)
+
+
+CASES = [  # n, grid, block, spread: uneven trip counts, 2-D and 3-D blocks, a per-thread stride
+    (10_000, 3, (128, 1, 1), 1), (3 * 96 * 7, 3, (96, 1, 1), 1), (5000, 2, (16, 8, 1), 1),
+    (4000, 2, (8, 4, 2), 1), (6000, 3, (64, 1, 1), 2), (50, 4, (64, 1, 1), 1), (0, 2, (32, 1, 1), 1)]
+
+
+@pytest.mark.parametrize("n,grid,block,spread", CASES)
+def test_grid_stride_sums(rng, n, grid, block, spread):
+    got, want = _grid_sum(_module("plain"), rng, n, grid, block, spread)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_drifting_indices_and_64_bit_rows(rng):
+    mod = _module("drift")
+    n, grid, block = 20_000, 3, 64
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poison(grid * block, np.float32)
+    mod.get_function("drifting_sum")((grid,), (block,), (ac.asarray(x), out, np.int32(n)))
+    want = np.zeros(grid * block)
+    for t in range(grid * block):
+        i = t
+        while i < n:
+            want[t] += x[i]
+            if x[i] < 0:
+                i += 1
+            i += grid * block
+    np.testing.assert_allclose(out.get(), want, rtol=1e-4, atol=1e-3)
+
+    rows, cols = 5, 1000
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    y = poison((rows, cols), np.float32)
+    mod.get_function("row_scale")((rows,), (96,), (y, ac.asarray(x), np.int64(cols), np.float32(1.5)))
+    np.testing.assert_allclose(y.get(), np.float32(1.5) * x + np.arange(cols, dtype=np.float32), rtol=1e-6)
+
+
+def test_two_dimensional_block_that_repeats_indices(rng):
+    n, grid, block = 3000, 2, (32, 4, 1)
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poison(grid * 128, np.float32)
+    _module("columns").get_function("column_sum")((grid,), block, (ac.asarray(x), out, np.int32(n)))
+    want = np.zeros((grid, 4, 32))
+    for b in range(grid):
+        for tx in range(32):
+            want[b, :, tx] = x[b * 32 + tx:n:grid * 32].astype(np.float64).sum()
+    np.testing.assert_allclose(out.get(), want.ravel(), rtol=1e-4, atol=1e-3)
+
+
+def _shift_first(monkeypatch, shift):
+    """Make the scheduler store first + shift as each affine register's base: where the
+    affine resume runs, results move; where the check turns it away, they must not."""
+    original = scheduler._affine_spills
+
+    def shifted(b, spill, header, n, slots, holds):
+        ok = original(b, spill, header, n, slots, holds)
+        for slot, _, size in slots:
+            ptr = b.bitcast(b.gep(header, [ir.Constant(ir.IntType(64), abi.FRAME_HEADER + 8 * slot)]),
+                            ir.IntType(8 * size).as_pointer())
+            b.store(b.add(b.load(ptr), ir.Constant(ir.IntType(8 * size), shift)), ptr)
+        return ok
+    monkeypatch.setattr(scheduler, "_affine_spills", shifted)
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+
+
+def test_the_affine_resume_runs_and_the_check_guards_it(rng, monkeypatch):
+    """With the stored base moved by one element, the sums over consecutive indices change
+    (the affine resume ran, from the header's base) and the sums with a stride per thread
+    do not (the check sent those rounds to the reloading resume)."""
+    _shift_first(monkeypatch, 1)
+    mod = _module("shifted")
+    got, want = _grid_sum(mod, rng, 20_000, 2, (128, 1, 1), 1)
+    assert not np.allclose(got, want, rtol=1e-4, atol=1e-3)
+    got, want = _grid_sum(mod, rng, 20_000, 2, (128, 1, 1), 3)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
