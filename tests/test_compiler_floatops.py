@@ -607,16 +607,19 @@ def test_llvm_type():
     assert lt("u8") == I8 and lt("s64") == I64 and lt("b32") == I32
 
 
-def test_ex2_approx_f32_is_within_one_ulp_everywhere(K, rng):
-    """ex2.approx.f32 is inline double arithmetic (floatops._ex2_f32, so that loops around it
-    vectorise): against 2**x computed in double and rounded once, it is within one ulp over
-    the whole range where the result is neither 0 nor infinite, subnormal results included;
-    PTX promises a relative error of 2**-22."""
+def test_ex2_approx_f32_is_within_two_ulps_everywhere(K, rng):
+    """ex2.approx.f32 is inline f32 arithmetic (floatops._ex2_f32, so that loops around it
+    vectorise): against 2**x computed in double and rounded once, it is within two ulps over
+    the whole range where the result is neither 0 nor infinite, subnormal results included,
+    and within PTX's promised relative error of 2**-22 where the result is normal."""
     x = np.concatenate([rng.uniform(-150, 128, 20000), rng.uniform(-1, 1, 5000), rng.uniform(-149, -127, 2000),
                         [127.99999, 128.0, -149.0, -149.5, -150.0, -151.0, 0.5, -0.5, 1e-8, -1e-8]]).astype(np.float32)
     got = K("ex2_approx_f32", x)
     with np.errstate(over="ignore"):
-        want = np.exp2(x.astype(np.float64)).astype(np.float32)
+        exact = np.exp2(x.astype(np.float64))
+        want = exact.astype(np.float32)
     ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
-    assert ulps.max() <= 1, (x[np.argmax(ulps)], got[np.argmax(ulps)], want[np.argmax(ulps)])
-    assert (ulps == 0).mean() > 0.999
+    assert ulps.max() <= 2, (x[np.argmax(ulps)], got[np.argmax(ulps)], want[np.argmax(ulps)])
+    normal = (exact >= np.finfo(np.float32).tiny) & (exact <= np.finfo(np.float32).max)
+    assert (np.abs(got[normal] / exact[normal] - 1) <= 2.0 ** -22).all()
+    assert (ulps == 0).mean() > 0.9

@@ -811,7 +811,10 @@ class FunctionLowering:
         written = self.written.get(self.inst_pos)
         for r in live:
             if r in self.spill_slots and (written is None or r in written):
-                b.store(b.load(self.reg(r)[0]), self.spill_ptr(r))
+                value = b.load(self.reg(r)[0])
+                if value.type == I1:
+                    value = b.zext(value, I8)
+                b.store(value, self.spill_ptr(r))
         b.ret(i32(site))
         resume = self.fn.append_basic_block(f"resume{site}")
         self.resume_blocks.append((site, resume))
@@ -863,6 +866,8 @@ class FunctionLowering:
                 value = b.add(first, t)
             else:
                 value = b.load(self.spill_ptr(r))
+                if self.reg(r)[0].type.pointee == I1:
+                    value = b.trunc(value, I1)
             b.store(value, self.reg(r)[0])
             self.set_shadow(r, value)
 
@@ -875,7 +880,10 @@ class FunctionLowering:
         i = b.mul(b.sext(self.fn.args[6], I64), i64(size))
         if off:
             i = b.add(i64(abi.MAX_BLOCK_THREADS * off), i)
-        return b.bitcast(b.gep(self.step_arg("spill"), [i]), slot.type)
+        # a predicate is saved as a byte: the vectoriser refuses i1 memory accesses (their
+        # vector would pack bits), and with them the whole loop over threads
+        ty = I8 if slot.type.pointee == I1 else slot.type.pointee
+        return b.bitcast(b.gep(self.step_arg("spill"), [i]), ty.as_pointer())
 
     def _recompute(self, regs):
         """Run again the definitions of registers that _plan_spills chose to recompute."""
