@@ -176,12 +176,61 @@ def live_across_suspensions(body: list, branch_targets: dict) -> dict:
     return result
 
 
-def written_since_resume(body: list, branch_targets: dict) -> dict:
+def _written_by(inst: ir.Instruction) -> set:
+    """Registers an instruction may write: a suspension's results are written on resume, and
+    bar.red's destination counts as a use in defs_uses, so every register a suspension names
+    is taken as written."""
+    if is_suspension(inst):
+        return {r for part in defs_uses(inst) for r in part}
+    return set(defs_uses(inst)[0])
+
+
+def reaching_definitions(body: list, branch_targets: dict):
+    """A function of a position: {register: frozenset of the positions of the definitions
+    that reach the instruction there (before it runs)}. A guarded definition does not kill
+    the earlier ones."""
+    blocks = build_cfg(body, branch_targets)
+    preds = {b.index: [] for b in blocks}
+    for b in blocks:
+        for x in b.succs:
+            preds[x].append(b.index)
+
+    def run(state, insts):
+        for pos, inst in insts:
+            for r in _written_by(inst):
+                state[r] = state.get(r, frozenset()) | {pos} if inst.guard is not None else frozenset({pos})
+        return state
+    out = {b.index: {} for b in blocks}
+    ins = {}
+    changed = True
+    while changed:
+        changed = False
+        for b in blocks:
+            state = {}
+            for p in preds[b.index]:
+                for r, ds in out[p].items():
+                    state[r] = state.get(r, frozenset()) | ds
+            ins[b.index] = dict(state)
+            new = run(state, b.instructions)
+            if new != out[b.index]:
+                out[b.index] = new
+                changed = True
+    where = {pos: b.index for b in blocks for pos, _ in b.instructions}
+
+    def at(pos):
+        b = blocks[where[pos]]
+        return run(dict(ins[b.index]), [(q, st) for q, st in b.instructions if q < pos])
+    return at
+
+
+def written_since_resume(body: list, branch_targets: dict, rewritten=None) -> dict:
     """{position of a suspending instruction: registers that some path from the kernel's
     entry or from a resume reaches it with, written on the way}. The others, if live across
     it, still hold what was saved at the last suspension (and reloaded at the resume after
     it), so saving them again would store the same values: a round of threads through a
-    run of shuffles stores only what the shuffles' arithmetic changed."""
+    run of shuffles stores only what the shuffles' arithmetic changed. `rewritten`:
+    {suspension position: registers its resume recomputes rather than reloads}."""
+    rewritten = rewritten or {}
     blocks = build_cfg(body, branch_targets)
     everything = {r for st in body if isinstance(st, ir.Instruction) for part in defs_uses(st) for r in part}
     preds = {b.index: [] for b in blocks}
@@ -200,11 +249,10 @@ def written_since_resume(body: list, branch_targets: dict) -> dict:
             for pos, inst in b.instructions:
                 if is_suspension(inst):
                     result[pos] = set(d)
-                    # its results are written on resume (bar.red's destination counts as a
-                    # use in defs_uses: every register it names is taken as written)
-                    d = {r for part in defs_uses(inst) for r in part}
+                    # its results, and what the resume recomputes, are written on resume
+                    d = _written_by(inst) | set(rewritten.get(pos, ()))
                 else:
-                    d |= set(defs_uses(inst)[0])
+                    d |= _written_by(inst)
             if d != dirty_out[b.index]:
                 dirty_out[b.index] = d
                 changed = True

@@ -102,6 +102,7 @@ class FunctionLowering:
         self.spill_bytes = 0              # bytes of spill arrays per thread
         self.yield_pairs = []             # (back edge, loop exit) positions of a loop's yields
         self.written = {}                 # suspension position -> registers written since a resume
+        self.remat_at = {}                # suspension position -> {register: definition} recomputed there
         self.induction_at = {}            # back-edge yield position -> the loop's induction register
         self.affine_sites = {}            # site -> [(header slot, spill offset, size)]: see _affine_resume
         self.affine_slots = 0             # header slots after FRAME_HEADER for affine bases
@@ -129,14 +130,11 @@ class FunctionLowering:
                 self.branch_targets[st.name] = st.targets
         if self.is_kernel:
             self.site_live = analysis.live_across_suspensions(body, self.branch_targets)
-            self.written = analysis.written_since_resume(body, self.branch_targets)
             for back, leave in self.yield_pairs:
                 # both ends of a loop's round spill the same registers (a dead one too), so
                 # that no spill store is conditional: LLVM would need a masked store
                 both = sorted(set(self.site_live[back]) | set(self.site_live[leave]))
                 self.site_live[back] = self.site_live[leave] = both
-                written = self.written.get(back, set()) | self.written.get(leave, set())
-                self.written[back] = self.written[leave] = written
             # a kernel that calls device functions tells them where its .local variables
             # are, in a slot after the frame header (see space_windows)
             self.publishes_locals = any(isinstance(st, pir.Instruction) and st.opcode == "call" for st in body)
@@ -269,41 +267,57 @@ class FunctionLowering:
             if len(ps) != 1 or r not in self.regs:
                 return None
             st = body[ps[0]]
-            if st.guard is not None or st.opcode not in self.REMAT_OPCODES or "cc" in st.mods:
-                return None
-            ops = st.operands
-            if not ops or not isinstance(ops[0], pir.Reg) or ops[0].name != r:
-                return None
-            if _kind(self.regs[r][1]) != "int" or self.regs[r][1] == "pred":
-                return None
-            if st.opcode == "ld" and ("param" not in st.mods or len(ops) != 2 or not self.is_kernel_param(ops[1])):
+            if not self._pure_definition(st, r):
                 return None
             n = 1
-            for op in ops[1:]:
+            for op in st.operands[1:]:
                 if isinstance(op, pir.Reg):
                     sub = chain(op.name)
                     if sub is None:
                         return None
                     n += sub
-                elif isinstance(op, pir.SpecialReg):
-                    if op.name not in self.REMAT_SPECIAL:
-                        return None
-                elif isinstance(op, pir.Addr):
-                    if st.opcode != "ld":
-                        return None
-                elif not isinstance(op, (pir.Imm, pir.Sym)):
-                    return None
             if n > self.REMAT_MAX_CHAIN:
                 return None
             cost[r] = n
             return n
         live_regs = sorted({r for regs in self.site_live.values() for r in regs})
-        spilled = []
         for r in live_regs:
             if chain(r) is not None:
                 self.remat[r] = defs[r][0]
-            else:
-                spilled.append(r)
+        spilled = set()
+        reaching = analysis.reaching_definitions(body, self.branch_targets)
+
+        def fixed(r):
+            """{register: definition} for r and what its recomputation reads (one definition each)."""
+            out, todo = {}, [r]
+            while todo:
+                x = todo.pop()
+                if x not in out:
+                    out[x] = defs[x][0]
+                    todo += [op.name for op in body[out[x]].operands[1:] if isinstance(op, pir.Reg)]
+            return out
+        for site, regs in self.site_live.items():
+            here = {}
+            for r in regs:
+                if r in self.remat:
+                    continue
+                need = self._recomputable_at(body, reaching, chain, fixed, r, site, site, 0)
+                if need is None:
+                    spilled.add(r)
+                else:
+                    here.update(need)
+            if here:
+                self.remat_at[site] = here
+        for back, leave in self.yield_pairs:
+            # the same at both ends of a loop's round (see lower)
+            if self.remat_at.get(back) != self.remat_at.get(leave):
+                for pos in (back, leave):
+                    spilled |= {r for r in self.remat_at.pop(pos, {}) if r in self.site_live[pos]}
+        self.written = analysis.written_since_resume(body, self.branch_targets,
+                                                     {pos: set(need) for pos, need in self.remat_at.items()})
+        for back, leave in self.yield_pairs:
+            written = self.written.get(back, set()) | self.written.get(leave, set())
+            self.written[back] = self.written[leave] = written
         for r in list(self.remat):
             todo = [r]
             while todo:          # the registers a recomputation reads are recomputed with it
@@ -319,6 +333,54 @@ class FunctionLowering:
             self.spill_slots[r] = (off, size(r))
             off += size(r)
         self.spill_bytes = (off + 7) // 8 * 8
+
+    def _recomputable_at(self, body, reaching, chain, fixed, r, at, site, depth):
+        """{register: position of its definition} to run at `site`'s resume so that r holds
+        what it held when read at position `at` (the site itself, or an instruction of the
+        chain), or None. Each register of the chain must have one reaching definition, the
+        same at `at` and at the site, placed before its reader, by a pure integer instruction
+        of fixed values (as for registers recomputed everywhere: see chain in _plan_spills).
+        nvcc reuses registers: `%r92 = %tid.x` becomes a later loop's index, and is then
+        recomputed at the sites before that loop and saved only at those after it."""
+        if chain(r) is not None:
+            return fixed(r)
+        ds, ds_site = reaching(at).get(r, frozenset()), reaching(site).get(r, frozenset())
+        if len(ds) != 1 or ds != ds_site or depth > self.REMAT_MAX_CHAIN or r not in self.regs:
+            return None
+        (pos,) = ds
+        st = body[pos]
+        if pos >= at or not self._pure_definition(st, r):
+            return None
+        need = {r: pos}
+        for op in st.operands[1:]:
+            if isinstance(op, pir.Reg):
+                sub = self._recomputable_at(body, reaching, chain, fixed, op.name, pos, site, depth + 1)
+                if sub is None:
+                    return None
+                need.update(sub)
+        return need
+
+    def _pure_definition(self, st, r) -> bool:
+        """`st` writes integer register r, and only that, from immediates, symbol addresses,
+        kernel parameters, special registers fixed for the thread and other registers (whose
+        own definitions the caller checks): running it again gives the same r."""
+        if st.guard is not None or st.opcode not in self.REMAT_OPCODES or "cc" in st.mods:
+            return False
+        ops = st.operands
+        if not ops or not isinstance(ops[0], pir.Reg) or ops[0].name != r:
+            return False
+        if _kind(self.regs[r][1]) != "int" or self.regs[r][1] == "pred":
+            return False
+        if st.opcode == "ld" and ("param" not in st.mods or len(ops) != 2 or not self.is_kernel_param(ops[1])):
+            return False
+        for op in ops[1:]:
+            if isinstance(op, pir.SpecialReg) and op.name not in self.REMAT_SPECIAL:
+                return False
+            if isinstance(op, pir.Addr) and st.opcode != "ld":
+                return False
+            if not isinstance(op, (pir.Reg, pir.SpecialReg, pir.Addr, pir.Imm, pir.Sym)):
+                return False
+        return True
 
     def _declare_body_vars(self, body):
         b = self.b
@@ -809,6 +871,8 @@ class FunctionLowering:
         self.site_consts.append(consts)
         # a register unchanged since the last resume holds what its spill array has
         written = self.written.get(self.inst_pos)
+        here = self.remat_at.get(self.inst_pos, {})
+        live = [r for r in live if r not in here]
         for r in live:
             if r in self.spill_slots and (written is None or r in written):
                 value = b.load(self.reg(r)[0])
@@ -833,7 +897,7 @@ class FunctionLowering:
             self._reload(live, slots)
             b.branch(cont)
             b.position_at_end(cont)
-        self._recompute([r for r in live if r not in self.spill_slots])
+        self._recompute([r for r in live if r not in self.spill_slots], here)
         if results is not None:
             results(b)
 
@@ -885,8 +949,10 @@ class FunctionLowering:
         ty = I8 if slot.type.pointee == I1 else slot.type.pointee
         return b.bitcast(b.gep(self.step_arg("spill"), [i]), ty.as_pointer())
 
-    def _recompute(self, regs):
-        """Run again the definitions of registers that _plan_spills chose to recompute."""
+    def _recompute(self, regs, here):
+        """Run again the definitions of registers that _plan_spills chose to recompute: those
+        recomputed everywhere (regs) and those recomputed at this site (here: {register:
+        definition})."""
         need, todo = set(), list(regs)
         while todo:
             r = todo.pop()
@@ -895,8 +961,9 @@ class FunctionLowering:
             need.add(r)
             st = self.pfn.body[self.remat[r]]
             todo += [op.name for op in st.operands[1:] if isinstance(op, pir.Reg)]
+        positions = {self.remat[r] for r in need} | set(here.values())     # `here` is closed already
         saved = self.inst, self.inst_pos
-        for pos in sorted({self.remat[r] for r in need}):
+        for pos in sorted(positions):
             self.inst, self.inst_pos = self.pfn.body[pos], pos
             self.lower_instruction(self.inst)
         self.inst, self.inst_pos = saved
