@@ -757,6 +757,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     cur = b.alloca(I32, name="uniform.site")
     lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
     affine_holds = b.alloca(I1, name="affine.holds")
+    lanes_differ = b.alloca(I1, name="lanes.differ")
     same = b.alloca(I1, name="same")
     trapped = b.alloca(I1, name="trapped")
     affine_sites = affine_sites or {}
@@ -886,13 +887,24 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.position_at_end(warps_ready)
         b.store(ir.Constant(I1, 0), same)           # reused: whether any warp is at a collective
         b.store(b.not_(full_warps), trapped)        # reused: whether the warps are not ready
-        with for_range(b, i32(0), n, "cc") as t:
-            c = b.load(b.gep(codes, [t]))
-            c0 = b.load(b.gep(codes, [b.and_(t, i32(~31))]))
-            here = is_coll(c)
-            mixed = b.and_(b.or_(here, is_coll(c0)), b.icmp_signed("!=", c, c0))
-            b.store(b.or_(b.load(trapped), mixed), trapped)
-            b.store(b.or_(b.load(same), here), same)
+        # a warp at a collective when all its lanes stopped there; lanes that stopped at
+        # different places are fine unless one of them is at a collective. The lanes are
+        # compared with their warp's first (a vectorised pass); the table of collective
+        # sites is looked up once per warp, and per lane only in a warp whose lanes differ.
+        with for_range(b, i32(0), b.lshr(n, i32(5)), "cc") as w:
+            lo = b.mul(w, i32(32))
+            c0 = b.load(b.gep(codes, [lo]))
+            b.store(ir.Constant(I1, 0), lanes_differ)
+            with for_range(b, lo, b.add(lo, i32(32)), "ccl") as t:
+                differs = b.icmp_signed("!=", b.load(b.gep(codes, [t])), c0)
+                b.store(b.or_(b.load(lanes_differ), differs), lanes_differ)
+            differ = b.load(lanes_differ)
+            at_coll = is_coll(c0)
+            b.store(b.or_(b.load(same), b.and_(at_coll, b.not_(differ))), same)
+            with b.if_then(differ):
+                b.store(b.or_(b.load(trapped), at_coll), trapped)
+                with for_range(b, lo, b.add(lo, i32(32)), "ccm") as t:
+                    b.store(b.or_(b.load(trapped), is_coll(b.load(b.gep(codes, [t])))), trapped)
         resolve = fn.append_basic_block("collective.resolve")
         b.cbranch(b.and_(b.load(same), b.not_(b.load(trapped))), resolve, record)
         b.position_at_end(resolve)
