@@ -389,6 +389,49 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     return dict(sorted(result.items()))
 
 
+def block_uniform_registers(body: list, kernel_params) -> set:
+    """Integer registers that every thread of a block computes alike: each of their
+    definitions is an unguarded pure integer instruction of immediates, symbols, kernel
+    parameters, %ntid/%nctaid/%ctaid and other such registers (a tile loop's counter, a row
+    offset). Control flow is not looked at: a thread that skips an update leaves the
+    register different from the others', which is why the scheduler checks the values
+    before relying on them (scheduler._affine_spills)."""
+    params = set(kernel_params)
+    defs = {}
+    for st in body:
+        if isinstance(st, ir.Instruction):
+            for r in defs_uses(st)[0]:
+                defs.setdefault(r, []).append(st)
+
+    def plain(st):
+        if st.guard is not None or "cc" in st.mods or not st.operands or not isinstance(st.operands[0], ir.Reg):
+            return False
+        if st.opcode == "ld":
+            src = st.operands[1] if len(st.operands) == 2 else None
+            return ("param" in st.mods and isinstance(src, ir.Addr) and isinstance(src.base, ir.Sym)
+                    and src.base.name in params)
+        return st.opcode in _UNIFORM_OPCODES
+    uniform = {r for r, sts in defs.items() if all(plain(st) for st in sts)}
+    changed = True
+    while changed:
+        changed = False
+        for r in sorted(uniform):
+            for st in defs[r]:
+                if st.opcode == "ld":
+                    continue
+                for op in st.operands[1:]:
+                    bad = ((isinstance(op, ir.Reg) and op.name not in uniform)
+                           or (isinstance(op, ir.SpecialReg) and op.name not in _UNIFORM_SPECIAL)
+                           or not isinstance(op, (ir.Reg, ir.SpecialReg, ir.Imm, ir.Sym)))
+                    if bad:
+                        uniform.discard(r)
+                        changed = True
+                        break
+                if r not in uniform:
+                    break
+    return uniform
+
+
 def constant_registers(body: list) -> dict:
     """{register: int} for the registers whose only definition is an unguarded `mov` of an
     integer immediate: wherever such a register is read after its definition it holds that

@@ -103,6 +103,7 @@ class FunctionLowering:
         self.yield_pairs = []             # (back edge, loop exit) positions of a loop's yields
         self.written = {}                 # suspension position -> registers written since a resume
         self.remat_at = {}                # suspension position -> {register: definition} recomputed there
+        self.block_uniform = set()        # registers every thread of a block computes alike
         self.induction_at = {}            # back-edge yield position -> the loop's induction register
         self.affine_sites = {}            # site -> [(header slot, spill offset, size)]: see _affine_resume
         self.affine_slots = 0             # header slots after FRAME_HEADER for affine bases
@@ -122,6 +123,7 @@ class FunctionLowering:
         body = self.pfn.body
         if self.is_kernel:
             self.exit_guard = guards.find_exit_guard(body, self.mc.kernel_params(self.pfn))
+            self.block_uniform = analysis.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
         self._check_operand_counts(body)
         for st in body:
             if isinstance(st, pir.Prototype):
@@ -891,8 +893,8 @@ class FunctionLowering:
             again = self.fn.append_basic_block(f"resume{site}.affine")
             self.resume_blocks.append((site + abi.AFFINE_RESUME, again))
             b.position_at_end(again)
-            slots = {r: self.affine_slots + k for k, r in enumerate(affine)}
-            self.affine_sites[site] = [(slots[r],) + self.spill_slots[r] for r in affine]
+            slots = {r: (self.affine_slots + k, stride) for k, (r, stride) in enumerate(affine.items())}
+            self.affine_sites[site] = [(slots[r][0],) + self.spill_slots[r] + (slots[r][1],) for r in affine]
             self.affine_slots += len(affine)
             self._reload(live, slots)
             b.branch(cont)
@@ -902,12 +904,20 @@ class FunctionLowering:
             results(b)
 
     def _affine_registers(self, live):
-        """The spilled induction registers at a grid-stride loop's back-edge yield (see
-        _affine_resume): 32- and 64-bit integers."""
-        r = self.induction_at.get(self.inst_pos)
-        if r is None or r not in live or r not in self.spill_slots or _kind(self.regs[r][1]) != "int":
-            return []
-        return [r] if self.spill_slots[r][1] in (4, 8) else []
+        """{register: stride} of the saved 32- and 64-bit integer registers that a uniform
+        round may rebuild (see _reload): at a grid-stride loop's back-edge yield its
+        induction register (first + t), at such a yield or a block barrier the registers
+        every thread computes alike (first)."""
+        inst = self.inst
+        if not (analysis.is_yield(inst) or analysis.is_block_barrier(inst)):
+            return {}
+        saved = [r for r in live if r in self.spill_slots and _kind(self.regs[r][1]) == "int"
+                 and self.regs[r][1] != "pred" and self.spill_slots[r][1] in (4, 8)]
+        strides = {r: 0 for r in saved if r in self.block_uniform}
+        induction = self.induction_at.get(self.inst_pos)
+        if induction in saved:
+            strides[induction] = 1
+        return strides
 
     # When a uniform round resumes every thread of a block at a grid-stride loop's back edge,
     # the loop's induction register usually holds first + t for thread t (the threads started
@@ -923,11 +933,11 @@ class FunctionLowering:
                 continue
             if r in affine_slots:
                 slot = self.reg(r)[0]
-                first = load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * affine_slots[r],
-                                   slot.type.pointee)
-                linear = self.fn.args[6]
-                t = b.sext(linear, slot.type.pointee) if slot.type.pointee.width > 32 else linear
-                value = b.add(first, t)
+                index, stride = affine_slots[r]
+                value = load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * index, slot.type.pointee)
+                if stride:
+                    linear = self.fn.args[6]
+                    value = b.add(value, b.sext(linear, slot.type.pointee) if slot.type.pointee.width > 32 else linear)
             else:
                 value = b.load(self.spill_ptr(r))
                 if self.reg(r)[0].type.pointee == I1:

@@ -640,19 +640,19 @@ def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalar
 
 
 def _affine_spills(b, spill, header, n, slots, holds):
-    """i1: each spill array of `slots` ([(header slot, spill offset, element size)]) holds
-    first + t for thread t, `first` being thread 0's element, which goes to the header slot
-    (FunctionLowering._reload: the resume at a loop's back edge that rebuilds its induction
-    register from it). `holds`: an i1 stack slot."""
+    """i1: each spill array of `slots` ([(header slot, spill offset, element size, stride)])
+    holds first + stride * t for thread t, `first` being thread 0's element, which goes to
+    the header slot (FunctionLowering._reload: the resume that rebuilds those registers from
+    it rather than reloading them). `holds`: an i1 stack slot."""
     ok = ir.Constant(I1, 1)
-    for slot, off, size in slots:
+    for slot, off, size, stride in slots:
         ty = ir.IntType(8 * size)
         base = b.bitcast(b.gep(spill, [i64(abi.MAX_BLOCK_THREADS * off)]), ty.as_pointer())
         first = b.load(base)
         store_field(b, header, abi.FRAME_HEADER + 8 * slot, first)
         b.store(ir.Constant(I1, 1), holds)
         with for_range(b, i32(0), n, "affine") as t:
-            expect = b.add(first, b.sext(t, ty) if size == 8 else t)
+            expect = b.add(first, b.sext(t, ty) if size == 8 else t) if stride else first
             b.store(b.and_(b.load(holds), b.icmp_unsigned("==", b.load(b.gep(base, [t])), expect)), holds)
         ok = b.and_(ok, b.load(holds))
     return ok
