@@ -55,6 +55,29 @@ extern "C" __global__ void row_scale(float* y, const float* x, long long cols, f
     for (long long i = threadIdx.x; i < cols; i += blockDim.x) y[blockIdx.x * cols + i] = s[0] * row[i] + i;
 }
 
+// k: a tile loop's counter, the same in every thread, saved across both barriers
+extern "C" __global__ void tile_counter(const int* x, int* out, int n) {
+    __shared__ int s[1024];
+    int acc = 0;
+    for (int k = 0; k < n; k += 4) {
+        s[threadIdx.x] = x[k + threadIdx.x % 4];
+        __syncthreads();
+        acc += s[(threadIdx.x + 1) % blockDim.x] * (k + 1);
+        __syncthreads();
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+// c is computed as if alike in every thread, but threads take different numbers of steps
+extern "C" __global__ void uneven_counter(int* out) {
+    __shared__ int s[1024];
+    int c = 0;
+    for (int j = 0; j < (int)(threadIdx.x & 3); ++j) c += 5;
+    s[threadIdx.x] = c;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = c * 10 + s[(threadIdx.x + 1) % blockDim.x];
+}
+
 // only the threads threadIdx.x < 2-D block's x extent index data: 2-D blocks repeat indices
 extern "C" __global__ void column_sum(const float* x, float* out, int n) {
     __shared__ float s[1024];
@@ -156,3 +179,39 @@ def test_the_affine_resume_runs_and_the_check_guards_it(rng, monkeypatch):
     assert not np.allclose(got, want, rtol=1e-4, atol=1e-3)
     got, want = _grid_sum(mod, rng, 20_000, 2, (128, 1, 1), 3)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def _tile_and_uneven(mod, rng):
+    """(got, want) of tile_counter and of uneven_counter."""
+    n, block = 64, 96
+    x = rng.integers(-50, 50, n + 4).astype(np.int32)
+    out = poison(2 * block, np.int32)
+    mod.get_function("tile_counter")((2,), (block,), (ac.asarray(x), out, np.int32(n)))
+    t = np.arange(block)
+    want = sum(x[k + (t + 1) % block % 4].astype(np.int64) * (k + 1) for k in range(0, n, 4))
+    tile = out.get(), np.tile(want.astype(np.int32), 2)
+    out = poison(2 * block, np.int32)
+    mod.get_function("uneven_counter")((2,), (block,), (out,))
+    c = 5 * (t & 3)
+    return tile, (out.get(), np.tile(c * 10 + c[(t + 1) % block], 2))
+
+
+def test_counters_alike_in_every_thread(rng):
+    for got, want in _tile_and_uneven(_module("counters"), rng):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_without_the_check_an_uneven_counter_would_be_rebuilt_wrongly(rng, monkeypatch):
+    """With the check's answer forced to yes, the uneven counter takes thread 0's value
+    (so the rebuilding resume is used after a barrier, and the check is what keeps it
+    right), while the tile loop's counter, alike in every thread, gives the same sums."""
+    original = scheduler._affine_spills
+
+    def forced(b, spill, header, n, slots, holds):
+        original(b, spill, header, n, slots, holds)
+        return ir.Constant(ir.IntType(1), 1)
+    monkeypatch.setattr(scheduler, "_affine_spills", forced)
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    (tile, tile_want), (uneven, uneven_want) = _tile_and_uneven(_module("counters forced"), rng)
+    np.testing.assert_array_equal(tile, tile_want)
+    assert not np.array_equal(uneven, uneven_want)
