@@ -742,6 +742,18 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         if not coll_sites:
             return ir.Constant(I1, 0)
         return b.trunc(b.load(b.gep(coll_table, [b.sext(code, I64)])), I1)
+    def resolve_warp_at(code, lo):
+        """Resolve for the full warp at thread `lo` the collective whose site is `code`
+        (all its lanes wait there); nothing for another code."""
+        after = fn.append_basic_block("cw.resolved")
+        wsw = b.switch(code, after)
+        for site in sorted(coll_sites):
+            blk = fn.append_basic_block(f"cw.site{site}")
+            wsw.add_case(i32(site), blk)
+            b.position_at_end(blk)
+            _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
+            b.branch(after)
+        b.position_at_end(after)
     kinds_ty = ir.ArrayType(I32, len(nsites_kinds))
     kinds_g = ir.GlobalVariable(module, kinds_ty, name=name + ".sites")
     kinds_g.initializer = ir.Constant(kinds_ty, nsites_kinds)
@@ -836,16 +848,42 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         if site == "collective":
             # only full warps get here, each with all its lanes at one site (collective.check):
             # a warp's first lane tells whether the warp goes on, and from where
+            # and, while all of a warp's lanes stop at one collective again (the next
+            # shuffle of a warp_sum), resolves it at once and runs the lanes on: a warp's
+            # collectives concern only its own lanes, so the block's scheduler need not
+            # see each one
             with for_range(b, i32(0), b.lshr(n, i32(5)), "cr") as w:
                 lo = b.mul(w, i32(32))
-                resume = b.load(b.gep(codes, [lo]))
-                with b.if_then(is_coll(resume)):
+                first_code = b.load(b.gep(codes, [lo]))
+                with b.if_then(is_coll(first_code)):
+                    entry = b.block
+                    again_blk = fn.append_basic_block("cr.again")
+                    b.branch(again_blk)
+                    b.position_at_end(again_blk)
+                    resume = b.phi(I32, name="cr.resume")
+                    resume.add_incoming(first_code, entry)
                     with _each_lane(b, lo, nx, ny, lane_index) as (x, y, z, linear):
                         code = b.call(step, [_frame(b, ws, fsize, linear), resume, params, x, y, z, linear]
                                       + scalars + block_args(linear), attrs=("alwaysinline",))
                         b.store(code, b.gep(codes, [linear]))
                         latch = b.block
                     set_loop_hints(module, latch.terminator, NO_VECTORIZE)
+                    c0 = b.load(b.gep(codes, [lo]))
+                    b.store(ir.Constant(I1, 0), lanes_differ)
+                    with for_range(b, lo, b.add(lo, i32(32)), "crl") as t:
+                        differs = b.icmp_signed("!=", b.load(b.gep(codes, [t])), c0)
+                        b.store(b.or_(b.load(lanes_differ), differs), lanes_differ)
+                    # a trap's code (negative) is not looked up
+                    at_coll = is_coll(b.select(b.icmp_signed(">", c0, i32(0)), c0, i32(0)))
+                    go_on = b.and_(at_coll, b.not_(b.load(lanes_differ)))
+                    resolved = fn.append_basic_block("cr.resolve")
+                    stop = fn.append_basic_block("cr.stop")
+                    b.cbranch(go_on, resolved, stop)
+                    b.position_at_end(resolved)
+                    resolve_warp_at(c0, lo)
+                    resume.add_incoming(c0, b.block)
+                    b.branch(again_blk)
+                    b.position_at_end(stop)
         elif site in affine_sites:
             holds = _affine_spills(b, spill, header, n, affine_sites[site], affine_holds)
             with b.if_else(holds) as (affine, general):
@@ -910,15 +948,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.position_at_end(resolve)
         with for_range(b, i32(0), b.lshr(n, i32(5)), "cw") as w:
             lo = b.mul(w, i32(32))
-            after = fn.append_basic_block("cw.resolved")
-            wsw = b.switch(b.load(b.gep(codes, [lo])), after)
-            for site in collectives:
-                blk = fn.append_basic_block(f"cw.site{site}")
-                wsw.add_case(i32(site), blk)
-                b.position_at_end(blk)
-                _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
-                b.branch(after)
-            b.position_at_end(after)
+            resolve_warp_at(b.load(b.gep(codes, [lo])), lo)
             latch = b.block
         set_loop_hints(module, latch.terminator, {"llvm.loop.unroll.disable": None})
         b.branch(coll_round)
