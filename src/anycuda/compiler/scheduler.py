@@ -591,6 +591,18 @@ def _each_thread(b, nx, ny, nz, tag=""):
                 yield x, y, z, b.add(row, x)
 
 
+def _reentry(b, fn, name, first):
+    """A new block that the code may branch back to with another resume value: (the i32
+    phi, holding `first` when coming from here, and the block)."""
+    entry = b.block
+    blk = fn.append_basic_block(name)
+    b.branch(blk)
+    b.position_at_end(blk)
+    phi = b.phi(I32, name=name + ".resume")
+    phi.add_incoming(first, entry)
+    return phi, blk
+
+
 @contextmanager
 def _each_lane(b, lo, nx, ny, index):
     """Loops over the 32 threads of the warp that starts at linear index `lo`, giving (x, y,
@@ -856,12 +868,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 lo = b.mul(w, i32(32))
                 first_code = b.load(b.gep(codes, [lo]))
                 with b.if_then(is_coll(first_code)):
-                    entry = b.block
-                    again_blk = fn.append_basic_block("cr.again")
-                    b.branch(again_blk)
-                    b.position_at_end(again_blk)
-                    resume = b.phi(I32, name="cr.resume")
-                    resume.add_incoming(first_code, entry)
+                    resume, again_blk = _reentry(b, fn, "cr.again", first_code)
                     with _each_lane(b, lo, nx, ny, lane_index) as (x, y, z, linear):
                         code = b.call(step, [_frame(b, ws, fsize, linear), resume, params, x, y, z, linear]
                                       + scalars + block_args(linear), attrs=("alwaysinline",))
@@ -979,13 +986,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 resume = load_field(b, fr, C["resume"], I32)
                 if yields:
                     # here a yield releases at once: the thread goes on until it waits or exits
-                    entry = b.block
-                    again_blk = fn.append_basic_block("step")
-                    b.branch(again_blk)
-                    b.position_at_end(again_blk)
-                    r = b.phi(I32, name="resume")
-                    r.add_incoming(resume, entry)
-                    resume = r
+                    resume, again_blk = _reentry(b, fn, "step", resume)
+                    r = resume
                 code = b.call(step, [fr, resume, params] + index + scalars + block_args(t))
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
