@@ -105,8 +105,8 @@ class FunctionLowering:
         self.remat_at = {}                # suspension position -> {register: definition} recomputed there
         self.block_uniform = set()        # registers every thread of a block computes alike
         self.induction_at = {}            # back-edge yield position -> the loop's induction register
-        self.affine_sites = {}            # site -> [(header slot, spill offset, size)]: see _affine_resume
-        self.affine_slots = 0             # header slots after FRAME_HEADER for affine bases
+        self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride)]: see _reload
+        self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.exit_guard = None            # position of the kernel's exit guard (compiler/guards.py)
         self.inst = None
 
@@ -921,11 +921,12 @@ class FunctionLowering:
 
     # When a uniform round resumes every thread of a block at a grid-stride loop's back edge,
     # the loop's induction register usually holds first + t for thread t (the threads started
-    # at consecutive indices and took the same steps). Reloaded from its spill array, the
-    # vectoriser sees each load it addresses as a gather; the scheduler checks the spill array
-    # for that form and, where it holds, resumes at `site + AFFINE_RESUME`, where the register
-    # is first + t with `first` read from a slot after the block's header: loads and stores
-    # by neighbouring threads are then contiguous vectors.
+    # at consecutive indices and took the same steps), and at a barrier a tile loop's counter
+    # holds the same value in every thread. Reloaded from its spill array, the vectoriser sees
+    # each access such a register addresses as a gather; the scheduler checks the spill array
+    # for that form (stride 1 or 0) and, where it holds, resumes at `site + AFFINE_RESUME`,
+    # where the register is first + stride * t with `first` read from a slot after the
+    # block's header: accesses by neighbouring threads are then contiguous vectors.
     def _reload(self, live, affine_slots):
         b = self.b
         for r in live:
