@@ -176,6 +176,22 @@ def live_across_suspensions(body: list, branch_targets: dict) -> dict:
     return result
 
 
+def _predecessors(blocks: list) -> dict:
+    """{block index: indices of the blocks that branch or fall into it}."""
+    preds = {b.index: [] for b in blocks}
+    for b in blocks:
+        for x in b.succs:
+            preds[x].append(b.index)
+    return preds
+
+
+def _loads_kernel_param(st: ir.Instruction, params) -> bool:
+    """`ld.param r, [p]` of a kernel parameter p: the same value in every thread."""
+    src = st.operands[1] if len(st.operands) == 2 else None
+    return ("param" in st.mods and isinstance(src, ir.Addr) and isinstance(src.base, ir.Sym)
+            and src.base.name in params)
+
+
 def _written_by(inst: ir.Instruction) -> set:
     """Registers an instruction may write: a suspension's results are written on resume, and
     bar.red's destination counts as a use in defs_uses, so every register a suspension names
@@ -190,10 +206,7 @@ def reaching_definitions(body: list, branch_targets: dict):
     that reach the instruction there (before it runs)}. A guarded definition does not kill
     the earlier ones."""
     blocks = build_cfg(body, branch_targets)
-    preds = {b.index: [] for b in blocks}
-    for b in blocks:
-        for x in b.succs:
-            preds[x].append(b.index)
+    preds = _predecessors(blocks)
 
     def run(state, insts):
         for pos, inst in insts:
@@ -216,10 +229,14 @@ def reaching_definitions(body: list, branch_targets: dict):
                 out[b.index] = new
                 changed = True
     where = {pos: b.index for b in blocks for pos, _ in b.instructions}
+    asked = {}
 
     def at(pos):
-        b = blocks[where[pos]]
-        return run(dict(ins[b.index]), [(q, st) for q, st in b.instructions if q < pos])
+        # asked once per site and register of a chain: walk the block once per position
+        if pos not in asked:
+            b = blocks[where[pos]]
+            asked[pos] = run(dict(ins[b.index]), [(q, st) for q, st in b.instructions if q < pos])
+        return asked[pos]
     return at
 
 
@@ -233,10 +250,7 @@ def written_since_resume(body: list, branch_targets: dict, rewritten=None) -> di
     rewritten = rewritten or {}
     blocks = build_cfg(body, branch_targets)
     everything = {r for st in body if isinstance(st, ir.Instruction) for part in defs_uses(st) for r in part}
-    preds = {b.index: [] for b in blocks}
-    for b in blocks:
-        for x in b.succs:
-            preds[x].append(b.index)
+    preds = _predecessors(blocks)
     dirty_out = {b.index: set() for b in blocks}
     result = {}
     changed = True
@@ -304,10 +318,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
             for r in defs_uses(st)[0]:
                 defs.setdefault(r, []).append(pos)
     params = set(kernel_params)
-    preds = {b.index: [] for b in blocks}
-    for b in blocks:
-        for x in b.succs:
-            preds[x].append(b.index)
+    preds = _predecessors(blocks)
     memo = {}
 
     def uniform(r):
@@ -327,9 +338,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
             return None
         varying = set()
         if st.opcode == "ld":
-            src = ops[1] if len(ops) == 2 else None
-            if not ("param" in st.mods and isinstance(src, ir.Addr) and isinstance(src.base, ir.Sym)
-                    and src.base.name in params):
+            if not _loads_kernel_param(st, params):
                 return None
             varying = {"param"}
         elif st.opcode in _UNIFORM_OPCODES:
@@ -403,33 +412,30 @@ def block_uniform_registers(body: list, kernel_params) -> set:
             for r in defs_uses(st)[0]:
                 defs.setdefault(r, []).append(st)
 
-    def plain(st):
+    def alike(st, uniform):
+        """st computes its register alike in every thread, given the registers `uniform`."""
         if st.guard is not None or "cc" in st.mods or not st.operands or not isinstance(st.operands[0], ir.Reg):
             return False
         if st.opcode == "ld":
-            src = st.operands[1] if len(st.operands) == 2 else None
-            return ("param" in st.mods and isinstance(src, ir.Addr) and isinstance(src.base, ir.Sym)
-                    and src.base.name in params)
-        return st.opcode in _UNIFORM_OPCODES
-    uniform = {r for r, sts in defs.items() if all(plain(st) for st in sts)}
-    changed = True
-    while changed:
-        changed = False
-        for r in sorted(uniform):
-            for st in defs[r]:
-                if st.opcode == "ld":
-                    continue
-                for op in st.operands[1:]:
-                    bad = ((isinstance(op, ir.Reg) and op.name not in uniform)
-                           or (isinstance(op, ir.SpecialReg) and op.name not in _UNIFORM_SPECIAL)
-                           or not isinstance(op, (ir.Reg, ir.SpecialReg, ir.Imm, ir.Sym)))
-                    if bad:
-                        uniform.discard(r)
-                        changed = True
-                        break
-                if r not in uniform:
-                    break
-    return uniform
+            return _loads_kernel_param(st, params)
+        if st.opcode not in _UNIFORM_OPCODES:
+            return False
+        for op in st.operands[1:]:
+            if isinstance(op, ir.Reg):
+                if op.name not in uniform:
+                    return False
+            elif isinstance(op, ir.SpecialReg):
+                if op.name not in _UNIFORM_SPECIAL:
+                    return False
+            elif not isinstance(op, (ir.Imm, ir.Sym)):
+                return False
+        return True
+    uniform = set(defs)
+    while True:
+        keep = {r for r in uniform if all(alike(st, uniform) for st in defs[r])}
+        if keep == uniform:
+            return uniform
+        uniform = keep
 
 
 def constant_registers(body: list) -> dict:
