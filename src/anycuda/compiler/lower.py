@@ -123,7 +123,6 @@ class FunctionLowering:
         body = self.pfn.body
         if self.is_kernel:
             self.exit_guard = guards.find_exit_guard(body, self.mc.kernel_params(self.pfn))
-            self.block_uniform = analysis.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
         self._check_operand_counts(body)
         for st in body:
             if isinstance(st, pir.Prototype):
@@ -253,6 +252,9 @@ class FunctionLowering:
     REMAT_MAX_CHAIN = 16
 
     def _plan_spills(self, body):
+        if not self.site_live:
+            return          # a kernel without sites keeps nothing across one
+        self.block_uniform = analysis.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
         defs = {}
         for pos, st in enumerate(body):
             if isinstance(st, pir.Instruction):
@@ -321,13 +323,7 @@ class FunctionLowering:
             written = self.written.get(back, set()) | self.written.get(leave, set())
             self.written[back] = self.written[leave] = written
         for r in list(self.remat):
-            todo = [r]
-            while todo:          # the registers a recomputation reads are recomputed with it
-                st = body[defs[todo.pop()][0]]
-                for op in st.operands[1:]:
-                    if isinstance(op, pir.Reg) and op.name not in self.remat:
-                        self.remat[op.name] = defs[op.name][0]
-                        todo.append(op.name)
+            self.remat.update(fixed(r))     # what a recomputation reads is recomputed with it
         # largest elements first keeps every array aligned to its element size
         size = lambda r: max(_bits(self.regs[r][0].type.pointee) // 8, 1)
         off = 0
