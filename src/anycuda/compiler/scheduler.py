@@ -573,12 +573,6 @@ def _set_thread_index(b, fr, x, y, z, linear):
         store_field(b, fr, C[k], v)
 
 
-def _init_frame(b, fr, L, t, nx, ny, cta, shared, worker):
-    """Fill a thread's frame header for the block `cta`."""
-    _init_block_fields(b, fr, L, cta, shared, worker)
-    _set_thread_index(b, fr, b.urem(t, nx), b.urem(b.udiv(t, nx), ny), b.udiv(t, b.mul(nx, ny)), t)
-
-
 @contextmanager
 def _each_thread(b, nx, ny, nz, tag=""):
     """Loops over a block's threads in x-fastest order, giving (x, y, z, linear index).
@@ -754,6 +748,15 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         if not coll_sites:
             return ir.Constant(I1, 0)
         return b.trunc(b.load(b.gep(coll_table, [b.sext(code, I64)])), I1)
+    def lanes_differ_from(lo, code):
+        """i1: some lane of the warp at thread `lo` stopped elsewhere than at `code` (a
+        vectorised pass over the warp's stop codes)."""
+        b.store(ir.Constant(I1, 0), lanes_differ)
+        with for_range(b, lo, b.add(lo, i32(32)), "lane.cmp") as t:
+            differs = b.icmp_signed("!=", b.load(b.gep(codes, [t])), code)
+            b.store(b.or_(b.load(lanes_differ), differs), lanes_differ)
+        return b.load(lanes_differ)
+
     def resolve_warp_at(code, lo):
         """Resolve for the full warp at thread `lo` the collective whose site is `code`
         (all its lanes wait there); nothing for another code."""
@@ -859,11 +862,10 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.position_at_end(body)
         if site == "collective":
             # only full warps get here, each with all its lanes at one site (collective.check):
-            # a warp's first lane tells whether the warp goes on, and from where
-            # and, while all of a warp's lanes stop at one collective again (the next
-            # shuffle of a warp_sum), resolves it at once and runs the lanes on: a warp's
-            # collectives concern only its own lanes, so the block's scheduler need not
-            # see each one
+            # a warp's first lane tells whether the warp goes on, and from where. While all of
+            # a warp's lanes stop at one collective again (the next shuffle of a warp_sum), it
+            # is resolved at once and the lanes run on: a warp's collectives concern only its
+            # own lanes, so the block's scheduler need not see each one
             with for_range(b, i32(0), b.lshr(n, i32(5)), "cr") as w:
                 lo = b.mul(w, i32(32))
                 first_code = b.load(b.gep(codes, [lo]))
@@ -876,13 +878,10 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                         latch = b.block
                     set_loop_hints(module, latch.terminator, NO_VECTORIZE)
                     c0 = b.load(b.gep(codes, [lo]))
-                    b.store(ir.Constant(I1, 0), lanes_differ)
-                    with for_range(b, lo, b.add(lo, i32(32)), "crl") as t:
-                        differs = b.icmp_signed("!=", b.load(b.gep(codes, [t])), c0)
-                        b.store(b.or_(b.load(lanes_differ), differs), lanes_differ)
+                    differ = lanes_differ_from(lo, c0)
                     # a trap's code (negative) is not looked up
                     at_coll = is_coll(b.select(b.icmp_signed(">", c0, i32(0)), c0, i32(0)))
-                    go_on = b.and_(at_coll, b.not_(b.load(lanes_differ)))
+                    go_on = b.and_(at_coll, b.not_(differ))
                     resolved = fn.append_basic_block("cr.resolve")
                     stop = fn.append_basic_block("cr.stop")
                     b.cbranch(go_on, resolved, stop)
@@ -939,11 +938,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         with for_range(b, i32(0), b.lshr(n, i32(5)), "cc") as w:
             lo = b.mul(w, i32(32))
             c0 = b.load(b.gep(codes, [lo]))
-            b.store(ir.Constant(I1, 0), lanes_differ)
-            with for_range(b, lo, b.add(lo, i32(32)), "ccl") as t:
-                differs = b.icmp_signed("!=", b.load(b.gep(codes, [t])), c0)
-                b.store(b.or_(b.load(lanes_differ), differs), lanes_differ)
-            differ = b.load(lanes_differ)
+            differ = lanes_differ_from(lo, c0)
             at_coll = is_coll(c0)
             b.store(b.or_(b.load(same), b.and_(at_coll, b.not_(differ))), same)
             with b.if_then(differ):
@@ -987,7 +982,6 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 if yields:
                     # here a yield releases at once: the thread goes on until it waits or exits
                     resume, again_blk = _reentry(b, fn, "step", resume)
-                    r = resume
                 code = b.call(step, [fr, resume, params] + index + scalars + block_args(t))
                 ok = fn.append_basic_block("ok")
                 b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
@@ -997,7 +991,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     for site in yields:
                         at_yield = b.or_(at_yield, b.icmp_signed("==", code, i32(site)))
                     stop = fn.append_basic_block("stopped")
-                    r.add_incoming(code, b.block)
+                    resume.add_incoming(code, b.block)
                     b.cbranch(at_yield, again_blk, stop)
                     b.position_at_end(stop)
                 _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
