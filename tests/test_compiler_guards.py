@@ -1,6 +1,7 @@
-"""Exit guards (compiler/guards.py): a block whose threads all pass the kernel's
-`if (i >= n) return;` runs the body without it. Checked against numpy on random sizes that
-leave a partial last block, with the memory past the end poisoned: it must stay untouched."""
+"""Probed branches (compiler/guards.py): a block whose threads all pass the kernel's
+`if (i >= n) return;`, and the border test after it, runs the body without them. Checked
+against numpy on random sizes that leave a partial last block, with the memory past the end
+poisoned: it must stay untouched."""
 import numpy as np
 import pytest
 
@@ -107,20 +108,152 @@ def _params(ptx):
 
 def test_the_guard_is_found_in_nvcc_shape():
     body = _body(GE_TAKEN)
-    pos = guards.find_exit_guard(body, _params(GE_TAKEN))
-    assert pos is not None and body[pos].opcode == "bra"
+    found = guards.find_probed_branches(body, _params(GE_TAKEN))
+    assert len(found) == 1 and body[found[0]].opcode == "bra"
 
 
 @pytest.mark.parametrize("before", [
     "st.global.u32 [%rd2], %r1;",          # memory written before the guard
-    "ld.global.u32 %r1, [%rd2];",          # memory that another block may change
+    "ld.global.u32 %r1, [%rd2];",          # the guard would depend on memory another block may change
     "atom.global.add.u32 %r1, [%rd2], 1;",
+    "mov.u32 %r1, %clock;",                # not the same when run twice
 ])
 def test_no_guard_after_an_instruction_with_effects(before):
     ptx = GE_TAKEN.replace("    mov.u32 %r2, %ctaid.x;", "    " + before + "\n    mov.u32 %r2, %ctaid.x;")
-    assert guards.find_exit_guard(_body(ptx), _params(ptx)) is None
+    assert guards.find_probed_branches(_body(ptx), _params(ptx)) == []
 
 
-def test_no_guard_when_the_branch_does_not_leave():
-    ptx = GE_TAKEN.replace("$exit:\n    ret;", "$exit:\n    st.global.f32 [%rd2], %f1;\n    ret;")
-    assert guards.find_exit_guard(_body(ptx), _params(ptx)) is None
+# out[i] = in[i] on the border (i == 0 or i == n - 1), else in[i-1] + in[i] + in[i+1], for
+# i < n: an exit guard, then a load of in[i], then the border test (nvcc's shape for a stencil)
+BORDER = HEADER + """
+.visible .entry border(.param .u64 in, .param .u64 out, .param .u32 n) {
+    .reg .pred %p<6>; .reg .b32 %r<8>; .reg .f32 %f<6>; .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.s32 %p1, %r5, %r1;
+    @%p1 bra $done;
+    cvta.to.global.u64 %rd3, %rd1;
+    mul.wide.s32 %rd4, %r5, 4;
+    add.s64 %rd5, %rd3, %rd4;
+    ld.global.f32 %f1, [%rd5];
+    cvta.to.global.u64 %rd6, %rd2;
+    add.s64 %rd7, %rd6, %rd4;
+    setp.eq.s32 %p2, %r5, 0;
+    add.s32 %r6, %r1, -1;
+    setp.eq.s32 %p3, %r5, %r6;
+    or.pred %p4, %p2, %p3;
+    @%p4 bra $edge;
+    ld.global.f32 %f2, [%rd5+-4];
+    ld.global.f32 %f3, [%rd5+4];
+    add.rn.f32 %f4, %f2, %f1;
+    add.rn.f32 %f5, %f4, %f3;
+    st.global.f32 [%rd7], %f5;
+    bra.uni $done;
+$edge:
+    st.global.f32 [%rd7], %f1;
+$done:
+    ret;
+}
+"""
+
+
+def test_a_border_test_after_a_load_is_probed():
+    body = _body(BORDER)
+    found = guards.find_probed_branches(body, _params(BORDER))
+    assert [body[p].guard.reg.name for p in found] == ["%p1", "%p4"]
+
+
+def test_a_branch_on_loaded_data_is_not_probed():
+    ptx = BORDER.replace("setp.eq.s32 %p2, %r5, 0;", "setp.eq.f32 %p2, %f1, 0f00000000;")
+    body = _body(ptx)
+    assert [body[p].guard.reg.name for p in guards.find_probed_branches(body, _params(ptx))] == ["%p1"]
+
+
+@pytest.mark.parametrize("block", [32, 128, 96])
+def test_border_kernel_matches_numpy(block):
+    """Blocks inside the array take the probed copy, the first and last ones (border, partial
+    block) the kernel as written; the data-dependent variant exercises the general path."""
+    rng = np.random.default_rng()
+    k = ac.RawModule(ptx=BORDER, name="border.ptx").get_function("border")
+    for n in (1, 2, block, 3 * block + int(rng.integers(1, block)), int(rng.integers(2000, 6000))):
+        x = rng.standard_normal(n + 2 * block).astype(np.float32)
+        out = np.full(n + 2 * block, np.float32(-7.25))
+        dout = ac.asarray(out)
+        k(((n + block - 1) // block,), (block,), (ac.asarray(x), dout, np.uint32(n)))
+        want = x[:n].copy()
+        if n > 2:
+            want[1:n - 1] = (x[:n - 2] + x[1:n - 1]) + x[2:n]
+        got = dout.get()
+        np.testing.assert_array_equal(got[:n], want)
+        assert (got[n:] == np.float32(-7.25)).all(), "a thread past n ran the body"
+
+
+
+# out[i] = in[i] + (i + 1 < n ? in[i + 1] : 0) for i < n: the second probed branch's target is
+# reached only from it, so the stretch goes on past its label (the load after it)
+PAIR = HEADER + """
+.visible .entry pair(.param .u64 in, .param .u64 out, .param .u32 n) {
+    .reg .pred %p<3>; .reg .b32 %r<10>; .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.s32 %p1, %r5, %r1;
+    @%p1 bra $done;
+    cvta.to.global.u64 %rd3, %rd1;
+    mul.wide.s32 %rd4, %r5, 4;
+    add.s64 %rd5, %rd3, %rd4;
+    mov.u32 %r6, 0;
+    add.s32 %r7, %r5, 1;
+    setp.ge.s32 %p2, %r7, %r1;
+    @%p2 bra $skip;
+    ld.global.u32 %r6, [%rd5+4];
+$skip:
+    ld.global.u32 %r8, [%rd5];
+    add.s32 %r9, %r8, %r6;
+    cvta.to.global.u64 %rd6, %rd2;
+    add.s64 %rd7, %rd6, %rd4;
+    st.global.u32 [%rd7], %r9;
+$done:
+    ret;
+}
+"""
+
+
+def test_the_stretch_goes_on_past_a_label_only_probed_branches_reach():
+    third = PAIR.replace(".reg .pred %p<3>;", ".reg .pred %p<4>;").replace(
+        "$skip:\n", "$skip:\n    setp.eq.s32 %p3, %r5, 0;\n    @%p3 bra $done;\n")
+    body = _body(third)
+    assert [body[p].guard.reg.name for p in guards.find_probed_branches(body, _params(third))] == \
+        ["%p1", "%p2", "%p3"]
+    # another way into $skip (a branch after it): the stretch ends there
+    looped = third.replace("$done:\n    ret;", "    @%p1 bra $skip;\n$done:\n    ret;")
+    body = _body(looped)
+    assert [body[p].guard.reg.name for p in guards.find_probed_branches(body, _params(looped))] == ["%p1", "%p2"]
+
+
+@pytest.mark.parametrize("block", [32, 256, 96])
+def test_pair_kernel_matches_numpy(block):
+    """Only the block holding the last element takes its second branch: the others run the
+    copy without it, where the load of in[i + 1] is unconditional."""
+    rng = np.random.default_rng()
+    k = ac.RawModule(ptx=PAIR, name="pair.ptx").get_function("pair")
+    for n in (1, block, 4 * block + int(rng.integers(1, block)), int(rng.integers(2000, 6000))):
+        x = rng.integers(-2**30, 2**30, n + block, dtype=np.int64).astype(np.int32)
+        x[n:] = 1 << 20                           # past the end: must not be read
+        out = np.full(n + 2 * block, -7, np.int32)
+        dout = ac.asarray(out)
+        k(((n + block - 1) // block,), (block,), (ac.asarray(x), dout, np.uint32(n)))
+        want = x[:n].copy()
+        want[:n - 1] += x[1:n]
+        got = dout.get()
+        np.testing.assert_array_equal(got[:n], want)
+        assert (got[n:] == -7).all(), "a thread past n stored"

@@ -1,20 +1,27 @@
-"""Exit guards: the `if (i >= n) return;` at the top of an elementwise kernel.
+"""Probed branches: the `if (i >= n) return;` at the top of an elementwise kernel, and the
+branches after it that, in most blocks, every thread takes the same way (a stencil's
+`if (x == 0 || x == nx - 1 || ...)` border test).
 
-Run thread by thread in one vectorised loop, such a guard is if-converted into masked loads
+Run thread by thread in one vectorised loop, such a branch is if-converted into masked loads
 and stores, which AVX2 CPUs execute slowly (saxpy: 35 ms against 13 ms without the guard,
-benchmarks/NOTES.md). In every block but the last the guard is usually false for all of the
-block's threads, so a block of a kernel without barriers or collectives first *probes* each
-thread's guard alone and, when no thread leaves there, runs a copy of the body in which the
-guard is known false (scheduler._emit_thread_loops).
+benchmarks/NOTES.md). In every block but the last an exit guard is usually false for all of
+the block's threads, and a border test for all the blocks inside the grid, so a block of a
+kernel without barriers or collectives first *probes* each thread's branches alone and, when
+no thread takes any of them, runs a copy of the body in which they are known not taken
+(scheduler._emit_thread_loops).
 
-The probe runs only the instructions before the guard. They must do nothing but compute
-registers from values that stay the same for the whole launch (the thread and block index,
-the kernel's parameters, immediates), so that running them twice, once to probe and once for
-real, gives the same guard.
+The probed branches sit in the kernel's first straight-line stretch of code (every thread
+reaches them unless it took an earlier one). The probe runs only that
+stretch, which must not write memory; its predicates must be computed, through pure
+instructions, from values that stay the same for the whole launch (the thread and block
+index, the kernel's parameters, immediates), so that running the stretch twice, once to probe
+and once for real, takes the same branches. Loads may sit in the stretch (the stencil loads
+its centre before the border test) as long as no predicate depends on what they read: the
+real run performs the same loads.
 
 The step function tells the three uses apart by its resume argument, which is a constant at
-each call: PROBE returns at the guard (STEP_EXIT when the thread would leave, PROBE_STAYS
-otherwise), NO_GUARD does not branch there, anything else is the kernel as written.
+each call: PROBE returns at the first probed branch taken (PROBE_TAKEN) or after the last one
+(PROBE_STAYS), NO_GUARD does not branch at them, anything else is the kernel as written.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ from ..ptx import ir as pir
 PROBE = -1
 NO_GUARD = -2
 PROBE_STAYS = 1
+PROBE_TAKEN = 2
 
 # opcodes whose only effect is to write their destination registers
 _PURE = frozenset(("mov", "cvt", "cvta", "add", "sub", "mul", "mad", "mul24", "mad24", "shl", "shr", "and",
@@ -32,7 +40,13 @@ _FIXED_SPECIALS = frozenset(("tid", "ntid", "ctaid", "nctaid", "laneid", "warpid
                              "gridid", "nsmid", "dynamic_smem_size", "total_smem_size"))
 
 
-def _fixed_operand(op, params) -> bool:
+MAX_PROBED = 4
+
+# loads whose ordering or side effects a second execution could change
+_ORDERED_LOADS = frozenset(("volatile", "relaxed", "acquire", "mmio"))
+
+
+def _fixed_operand(op, params, tainted) -> bool:
     if isinstance(op, pir.SpecialReg):
         return op.name in _FIXED_SPECIALS
     if isinstance(op, pir.Sym):
@@ -40,46 +54,85 @@ def _fixed_operand(op, params) -> bool:
     if isinstance(op, pir.Addr):
         return isinstance(op.base, pir.Sym) and op.base.name in params
     if isinstance(op, pir.Vec):
-        return all(_fixed_operand(o, params) for o in op.items)
-    return isinstance(op, (pir.Reg, pir.Imm, pir.Not, pir.Pair))
+        return all(_fixed_operand(o, params, tainted) for o in op.items)
+    if isinstance(op, pir.Reg):
+        return op.name not in tainted
+    if isinstance(op, pir.Not):
+        return _fixed_operand(op.operand, params, tainted)
+    return isinstance(op, pir.Imm)
 
 
-def _pure(inst: pir.Instruction, params) -> bool:
-    if inst.guard is not None:
-        return False
+def _written(inst: pir.Instruction) -> list:
+    """Names of the registers an instruction of the stretch writes (its first operand)."""
+    if not inst.operands:
+        return []
+    dest = inst.operands[0]
+    items = [dest.first, dest.second] if isinstance(dest, pir.Pair) else [dest]
+    items = [r for d in items for r in (d.items if isinstance(d, pir.Vec) else (d,))]
+    return [d.name for d in items if isinstance(d, pir.Reg)]
+
+
+def _fixed(inst: pir.Instruction, params, tainted) -> bool:
+    """The instruction computes its destinations from launch-fixed values only."""
     if inst.opcode == "ld":
         # a kernel parameter cannot change during the launch; other memory might
-        return "param" in inst.mods and _fixed_operand(inst.operands[1], params)
-    return inst.opcode in _PURE and all(_fixed_operand(o, params) for o in inst.operands)
+        return "param" in inst.mods and _fixed_operand(inst.operands[1], params, tainted)
+    return inst.opcode in _PURE and all(_fixed_operand(o, params, tainted) for o in inst.operands[1:])
 
 
-def _leaves(body, label: str) -> bool:
-    """The code at `label` ends the thread at once (`ret` or `exit`, labels in between)."""
-    at = next((i for i, st in enumerate(body) if isinstance(st, pir.Label) and st.name == label), None)
-    if at is None:
-        return False
-    for st in body[at + 1:]:
-        if isinstance(st, pir.Label):
-            continue
-        if isinstance(st, pir.Instruction):
-            return st.guard is None and st.opcode in ("ret", "exit")
-    return False
+def _harmless_load(inst: pir.Instruction) -> bool:
+    return inst.opcode == "ld" and not _ORDERED_LOADS & set(inst.mods)
 
 
-def find_exit_guard(body, params) -> int | None:
-    """The position in `body` of the kernel's exit guard: a predicated `bra` to code that
-    ends the thread, reached from the kernel's start through pure instructions only (see the
-    module's docstring); None when the kernel has none."""
+def _label_references(body) -> dict:
+    """label name -> positions of the statements that name it (branches, branch-target lists)."""
+    refs = {}
+
+    def visit(op, pos):
+        if isinstance(op, pir.Sym):
+            refs.setdefault(op.name, []).append(pos)
+        for item in getattr(op, "items", ()) or ():
+            visit(item, pos)
     for pos, st in enumerate(body):
+        if isinstance(st, pir.Instruction):
+            for op in st.operands:
+                visit(op, pos)
+        elif isinstance(st, pir.BranchTargets):
+            for name in st.targets:
+                refs.setdefault(name, []).append(pos)
+    return refs
+
+
+def find_probed_branches(body, params) -> list:
+    """Positions in `body` of the kernel's probed branches (see the module's docstring), in
+    order; empty when the kernel has none. `params`: the kernel parameters' names.
+
+    A label ends the stretch unless only probed branches lead to it: with those not taken
+    it is reached by falling through (`v = i + 1 < n ? in[i + 1] : 0;`)."""
+    found, tainted, refs = [], set(), None
+    for pos, st in enumerate(body):
+        if len(found) == MAX_PROBED:
+            break
         if isinstance(st, pir.Label):
-            return None                           # the guard must be in the first block
+            refs = refs if refs is not None else _label_references(body)
+            if not found or not set(refs.get(st.name, ())) <= set(found):
+                break
+            continue
         if not isinstance(st, pir.Instruction):
             continue
         if st.opcode == "bra":
             target = st.operands[0] if st.operands else None
-            if st.guard is not None and isinstance(target, pir.Sym) and _leaves(body, target.name):
-                return pos
-            return None
-        if not _pure(st, params):
-            return None
-    return None
+            guard = st.guard
+            if guard is None or not isinstance(target, pir.Sym) or guard.reg.name in tainted:
+                break
+            found.append(pos)
+            continue
+        if st.guard is not None:
+            break
+        if _fixed(st, params, tainted):
+            tainted.difference_update(_written(st))
+        elif _harmless_load(st) or st.opcode in _PURE:
+            tainted.update(_written(st))        # what it computes may differ in the real run
+        else:
+            break
+    return found

@@ -107,7 +107,7 @@ class FunctionLowering:
         self.induction_at = {}            # back-edge yield position -> the loop's induction register
         self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride)]: see _reload
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
-        self.exit_guard = None            # position of the kernel's exit guard (compiler/guards.py)
+        self.probed_branches = []         # positions of the kernel's probed branches (compiler/guards.py)
         self.inst = None
 
     # ------------------------------------------------------------------ errors
@@ -122,7 +122,7 @@ class FunctionLowering:
             self._insert_yields()
         body = self.pfn.body
         if self.is_kernel:
-            self.exit_guard = guards.find_exit_guard(body, self.mc.kernel_params(self.pfn))
+            self.probed_branches = guards.find_probed_branches(body, self.mc.kernel_params(self.pfn))
         self._check_operand_counts(body)
         for st in body:
             if isinstance(st, pir.Prototype):

@@ -313,7 +313,7 @@ class ModuleLowering:
         block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
                                               frame_needs_index=calls, scalar_params=scalars,
                                               site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes,
-                                              exit_guard=lowering.exit_guard is not None,
+                                              probed=bool(lowering.probed_branches),
                                               affine_sites=lowering.affine_sites)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                               spill_bytes=lowering.spill_bytes)

@@ -632,8 +632,8 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
 
 
 def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalars):
-    """i1: no thread of the block leaves at the kernel's exit guard (compiler/guards.py).
-    Every thread runs only the pure instructions before the guard."""
+    """i1: no thread of the block takes any of the kernel's probed branches
+    (compiler/guards.py). Every thread runs only the code up to them."""
     stays = b.alloca(I1, name="all.stay")
     b.store(ir.Constant(I1, 1), stays)
     with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear):
@@ -676,7 +676,7 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
-                        site_consts=(), spill_bytes=0, exit_guard=False, affine_sites=None):
+                        site_consts=(), spill_bytes=0, probed=False, affine_sites=None):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -710,9 +710,10 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         ws.add_attribute("noalias")
         _init_block_fields(b, ws, L, (cx, cy, cz), shared, worker)
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
-        if exit_guard:
-            # a block whose threads all pass the exit guard runs the body without it: plain
-            # vector loads and stores instead of masked ones (compiler/guards.py)
+        if probed:
+            # a block whose threads all pass the probed branches (an exit guard, a border
+            # test) runs the body without them: plain vector loads and stores instead of
+            # masked ones (compiler/guards.py)
             all_stay = _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalars)
             with b.if_else(all_stay) as (unguarded, guarded):
                 with unguarded:
