@@ -123,12 +123,8 @@ def test_no_guard_after_an_instruction_with_effects(before):
     assert guards.find_probed_branches(_body(ptx), _params(ptx)) == []
 
 
-# out[i] = in[i] on the border (i == 0 or i == n - 1), else in[i-1] + in[i] + in[i+1], for
-# i < n: an exit guard, then a load of in[i], then the border test (nvcc's shape for a stencil)
-BORDER = HEADER + """
-.visible .entry border(.param .u64 in, .param .u64 out, .param .u32 n) {
-    .reg .pred %p<6>; .reg .b32 %r<8>; .reg .f32 %f<6>; .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [in];
+# i = blockIdx.x * blockDim.x + threadIdx.x; return when i >= n; %rd5 = &in[i], %rd4 = 4 * i
+INDEX_AND_EXIT_GUARD = """    ld.param.u64 %rd1, [in];
     ld.param.u64 %rd2, [out];
     ld.param.u32 %r1, [n];
     mov.u32 %r2, %ctaid.x;
@@ -140,7 +136,14 @@ BORDER = HEADER + """
     cvta.to.global.u64 %rd3, %rd1;
     mul.wide.s32 %rd4, %r5, 4;
     add.s64 %rd5, %rd3, %rd4;
-    ld.global.f32 %f1, [%rd5];
+"""
+
+# out[i] = in[i] on the border (i == 0 or i == n - 1), else in[i-1] + in[i] + in[i+1], for
+# i < n: an exit guard, then a load of in[i], then the border test (nvcc's shape for a stencil)
+BORDER = HEADER + """
+.visible .entry border(.param .u64 in, .param .u64 out, .param .u32 n) {
+    .reg .pred %p<6>; .reg .b32 %r<8>; .reg .f32 %f<6>; .reg .b64 %rd<8>;
+""" + INDEX_AND_EXIT_GUARD + """    ld.global.f32 %f1, [%rd5];
     cvta.to.global.u64 %rd6, %rd2;
     add.s64 %rd7, %rd6, %rd4;
     setp.eq.s32 %p2, %r5, 0;
@@ -199,19 +202,7 @@ def test_border_kernel_matches_numpy(block):
 PAIR = HEADER + """
 .visible .entry pair(.param .u64 in, .param .u64 out, .param .u32 n) {
     .reg .pred %p<3>; .reg .b32 %r<10>; .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [in];
-    ld.param.u64 %rd2, [out];
-    ld.param.u32 %r1, [n];
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.s32 %r5, %r2, %r3, %r4;
-    setp.ge.s32 %p1, %r5, %r1;
-    @%p1 bra $done;
-    cvta.to.global.u64 %rd3, %rd1;
-    mul.wide.s32 %rd4, %r5, 4;
-    add.s64 %rd5, %rd3, %rd4;
-    mov.u32 %r6, 0;
+""" + INDEX_AND_EXIT_GUARD + """    mov.u32 %r6, 0;
     add.s32 %r7, %r5, 1;
     setp.ge.s32 %p2, %r7, %r1;
     @%p2 bra $skip;
