@@ -83,6 +83,11 @@ def defs_uses(inst: ir.Instruction) -> tuple:
     return defs, uses
 
 
+def has_suspensions(body: list) -> bool:
+    """Whether a function body reaches a barrier, a warp collective or a yield itself."""
+    return any(isinstance(st, ir.Instruction) and is_suspension(st) for st in body)
+
+
 def ends_block(inst: ir.Instruction) -> bool:
     return inst.opcode in ("bra", "brx", "ret", "exit", "trap") or is_suspension(inst)
 
@@ -309,7 +314,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     loop over threads with one reused frame and no spills, and the common grid-stride kernel
     launched with a grid that covers the data (one iteration per thread) was 7x slower with
     yields (frames to set up per block, two rounds for one iteration)."""
-    if not any(isinstance(st, ir.Instruction) and is_suspension(st) for st in body):
+    if not has_suspensions(body):
         return {}
     blocks = build_cfg(body, branch_targets)
     defs = {}

@@ -26,6 +26,7 @@ each call: PROBE returns at the first probed branch taken (PROBE_TAKEN) or after
 from __future__ import annotations
 
 from ..ptx import ir as pir
+from .analysis import defs_uses
 
 PROBE = -1
 NO_GUARD = -2
@@ -60,16 +61,6 @@ def _fixed_operand(op, params, tainted) -> bool:
     if isinstance(op, pir.Not):
         return _fixed_operand(op.operand, params, tainted)
     return isinstance(op, pir.Imm)
-
-
-def _written(inst: pir.Instruction) -> list:
-    """Names of the registers an instruction of the stretch writes (its first operand)."""
-    if not inst.operands:
-        return []
-    dest = inst.operands[0]
-    items = [dest.first, dest.second] if isinstance(dest, pir.Pair) else [dest]
-    items = [r for d in items for r in (d.items if isinstance(d, pir.Vec) else (d,))]
-    return [d.name for d in items if isinstance(d, pir.Reg)]
 
 
 def _fixed(inst: pir.Instruction, params, tainted) -> bool:
@@ -130,9 +121,9 @@ def find_probed_branches(body, params) -> list:
         if st.guard is not None:
             break
         if _fixed(st, params, tainted):
-            tainted.difference_update(_written(st))
+            tainted.difference_update(defs_uses(st)[0])
         elif _harmless_load(st) or st.opcode in _PURE:
-            tainted.update(_written(st))        # what it computes may differ in the real run
+            tainted.update(defs_uses(st)[0])        # what it computes may differ in the real run
         else:
             break
     return found

@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 
 from ..ptx import ir as pir
-from .analysis import is_suspension
+from .analysis import has_suspensions
 
 _counter = itertools.count()
 
@@ -22,8 +22,7 @@ _counter = itertools.count()
 def functions_with_sites(module: pir.Module) -> set:
     """Names of device functions that reach a barrier or collective, directly or through calls."""
     bodies = {f.name: f for f in module.functions if f.body is not None and not f.is_kernel}
-    direct = {name for name, f in bodies.items()
-              if any(isinstance(s, pir.Instruction) and is_suspension(s) for s in f.body)}
+    direct = {name for name, f in bodies.items() if has_suspensions(f.body)}
     calls = {name: {s.operands[1].name for s in f.body
                     if isinstance(s, pir.Instruction) and s.opcode == "call" and isinstance(s.operands[1], pir.Sym)}
              for name, f in bodies.items()}

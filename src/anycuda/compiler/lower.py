@@ -121,7 +121,9 @@ class FunctionLowering:
         if self.is_kernel:
             self._insert_yields()
         body = self.pfn.body
-        if self.is_kernel:
+        if self.is_kernel and not analysis.has_suspensions(body):
+            # only a block without sites is probed (scheduler._emit_thread_loops); elsewhere
+            # the probe's cases would be dead code in every resume of the step function
             self.probed_branches = guards.find_probed_branches(body, self.mc.kernel_params(self.pfn))
         self._check_operand_counts(body)
         for st in body:
