@@ -127,8 +127,16 @@ def test_launch_errors_and_sticky_fault(build, mode):
     r = run(build("errors", mode))
     out = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
     assert out["malloc"] == "cudaSuccess"
-    assert out["bad config"] != "cudaSuccess"            # a block of 2048 threads is refused
+    # a configuration the device cannot run: the runtime's code, not the driver API's INVALID_VALUE
+    assert out["bad config"] == "cudaErrorInvalidConfiguration"        # a block of 2048 threads
     assert out["after clear"] == "cudaSuccess"           # ... and cudaGetLastError clears it
+    assert out["too much shared"] == "cudaErrorInvalidConfiguration"
+    assert out["empty grid"] == "cudaErrorInvalidConfiguration"
+    assert out["bad config ex"] == "cudaErrorInvalidConfiguration"     # cudaLaunchKernelEx
+    if mode == "shared":
+        # the program's own cuLaunchKernel gets CUDA_ERROR_INVALID_VALUE; with the runtime linked
+        # into the program (static), anycuda cannot tell the program's calls from the runtime's
+        assert out["driver api bad config"] == "1"
     assert out["good launch"] == "cudaSuccess" and out["copy"] == "cudaSuccess"
     assert "h[63] 7" in r.stdout
     # an out-of-bounds store: reported at the next synchronisation, and sticky, as on a GPU

@@ -56,3 +56,12 @@ class CudaError(RuntimeError):
     @property
     def name(self) -> str:
         return self.code.name
+
+
+class LaunchConfigurationError(CudaError):
+    """A launch whose grid, block or shared memory is past the device's or the kernel's limits.
+    The driver API reports it as CUDA_ERROR_INVALID_VALUE; NVIDIA's driver gives the CUDA runtime
+    cudaErrorInvalidConfiguration for it instead (the shim tells the callers apart)."""
+
+    def __init__(self, message: str):
+        super().__init__(CUresult.CUDA_ERROR_INVALID_VALUE, message)

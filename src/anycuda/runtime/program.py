@@ -15,7 +15,7 @@ import threading
 
 from ..compiler import abi, compile_ptx
 from ..compiler.jit import LoadedObject
-from .errors import CudaError, CUresult
+from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import worker_count
 from .faults import fault_key
 from . import stream as stream_module
@@ -225,9 +225,9 @@ class KernelImage:
         return self._max_threads
 
     def check_config(self, grid, block, shared_mem):
-        """CUDA_ERROR_INVALID_VALUE for a grid or block past the device's limits or the
-        kernel's directives, or too much dynamic shared memory. The common case is one
-        comparison chain: each launch pays for it."""
+        """LaunchConfigurationError (CUDA_ERROR_INVALID_VALUE) for a grid or block past the
+        device's limits or the kernel's directives, or too much dynamic shared memory. The
+        common case is one comparison chain: each launch pays for it."""
         gx, gy, gz = grid
         bx, by, bz = block
         if (0 < gx <= MAX_GRID_DIMS[0] and 0 < gy <= MAX_GRID_DIMS[1] and 0 < gz <= MAX_GRID_DIMS[2]
@@ -239,21 +239,20 @@ class KernelImage:
         self._explain_bad_config(tuple(grid), tuple(block), shared_mem)
 
     def _explain_bad_config(self, grid, block, shared_mem):
-        bad = CUresult.CUDA_ERROR_INVALID_VALUE
         if any(int(d) < 1 for d in grid + block):
-            raise CudaError(bad, f"grid {grid} and block {block} must be positive")
+            raise LaunchConfigurationError(f"grid {grid} and block {block} must be positive")
         if any(g > m for g, m in zip(grid, MAX_GRID_DIMS)):
-            raise CudaError(bad, f"grid {grid} exceeds the maximum {MAX_GRID_DIMS}")
+            raise LaunchConfigurationError(f"grid {grid} exceeds the maximum {MAX_GRID_DIMS}")
         nthreads = block[0] * block[1] * block[2]
         if nthreads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIMS)):
-            raise CudaError(bad, f"block {block} exceeds the maximum of {MAX_THREADS_PER_BLOCK} "
-                                 f"threads (dims {MAX_BLOCK_DIMS})")
+            raise LaunchConfigurationError(f"block {block} exceeds the maximum of {MAX_THREADS_PER_BLOCK} "
+                                           f"threads (dims {MAX_BLOCK_DIMS})")
         if self._required_block is not None and self._required_block != block:
-            raise CudaError(bad, f"kernel {self.name} requires block {self._required_block}")
+            raise LaunchConfigurationError(f"kernel {self.name} requires block {self._required_block}")
         if nthreads > self._max_threads:
-            raise CudaError(bad, f"kernel {self.name} allows at most {self._max_threads} threads per block")
-        raise CudaError(bad, f"{shared_mem} bytes of dynamic shared memory requested; "
-                             f"kernel {self.name} may use at most {self.max_dynamic_shared_size}")
+            raise LaunchConfigurationError(f"kernel {self.name} allows at most {self._max_threads} threads per block")
+        raise LaunchConfigurationError(f"{shared_mem} bytes of dynamic shared memory requested; "
+                                       f"kernel {self.name} may use at most {self.max_dynamic_shared_size}")
 
     def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0,
                cooperative: bool = False):
