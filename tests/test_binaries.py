@@ -145,6 +145,41 @@ def test_launch_errors_and_sticky_fault(build, mode):
     assert out["malloc after fault"] == "cudaErrorIllegalAddress"
 
 
+def _cuda12_runtime():
+    """The folder of NVIDIA's libcudart.so.12 from the nvidia-cuda-runtime-cu12 wheel, or None."""
+    try:
+        import nvidia.cuda_runtime
+    except ImportError:
+        return None
+    found = [p for p in map(Path, nvidia.cuda_runtime.__path__) if (p / "lib" / "libcudart.so.12").exists()]
+    return found[0] / "lib" if found else None
+
+
+def test_cuda12_runtime(tmp_path, rng):
+    """NVIDIA's CUDA 12 runtime (which nvcc 13 no longer links) registers a fatbinary, copies to a
+    __constant__ symbol and launches through anycuda's libcuda; a bad configuration gets its code."""
+    lib = _cuda12_runtime()
+    if lib is None:
+        pytest.skip("needs the nvidia-cuda-runtime-cu12 wheel (in the test extra)")
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("needs a C++ compiler")
+    fatbin, exe = tmp_path / "kernel.fatbin", tmp_path / "runtime12"
+    r = subprocess.run([NVCC, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", "-o", str(fatbin),
+                        str(HERE / "programs" / "runtime12_kernel.cu")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([compiler, "-o", str(exe), str(HERE / "programs" / "runtime12.cpp"),
+                        str(lib / "libcudart.so.12"), f"-Wl,-rpath,{lib}"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    scale, n = int(rng.integers(2, 50)), int(rng.integers(700, 1024))
+    out = dict(line.split(": ", 1) for line in run(exe, fatbin, scale, n).stdout.splitlines() if ": " in line)
+    assert out["runtime"] == "12"
+    assert out["malloc"] == out["symbol"] == out["launch"] == out["copy"] == "cudaSuccess"
+    assert int(out["sum"]) == scale * n * (n - 1) // 2
+    assert out["bad config"] == out["last error"] == "cudaErrorInvalidConfiguration"
+    assert out["after clear"] == "cudaSuccess"
+
+
 def test_streams_events_and_host_functions(build):
     r = run(build("streams"))
     lines = r.stdout.splitlines()
