@@ -155,9 +155,11 @@ def _cuda12_runtime():
     return found[0] / "lib" if found else None
 
 
-def test_cuda12_runtime(tmp_path, rng):
-    """NVIDIA's CUDA 12 runtime (which nvcc 13 no longer links) registers a fatbinary, copies to a
-    __constant__ symbol and launches through anycuda's libcuda; a bad configuration gets its code."""
+@pytest.mark.parametrize("mode", ["static", "shared"])
+def test_cuda12_runtime(tmp_path, rng, mode):
+    """NVIDIA's CUDA 12 runtime (which nvcc 13 no longer links), linked into the program or shared,
+    registers a fatbinary, copies to a __constant__ symbol and launches through anycuda's libcuda;
+    a bad configuration gets the runtime's code."""
     lib = _cuda12_runtime()
     if lib is None:
         pytest.skip("needs the nvidia-cuda-runtime-cu12 wheel (in the test extra)")
@@ -168,8 +170,10 @@ def test_cuda12_runtime(tmp_path, rng):
     r = subprocess.run([NVCC, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", "-o", str(fatbin),
                         str(HERE / "programs" / "runtime12_kernel.cu")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([compiler, "-o", str(exe), str(HERE / "programs" / "runtime12.cpp"),
-                        str(lib / "libcudart.so.12"), f"-Wl,-rpath,{lib}"], capture_output=True, text=True, timeout=300)
+    runtime = [str(lib / "libcudart_static.a"), "-lpthread", "-ldl", "-lrt"] if mode == "static" else \
+        [str(lib / "libcudart.so.12"), f"-Wl,-rpath,{lib}"]
+    r = subprocess.run([compiler, "-o", str(exe), str(HERE / "programs" / "runtime12.cpp"), *runtime],
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     scale, n = int(rng.integers(2, 50)), int(rng.integers(700, 1024))
     out = dict(line.split(": ", 1) for line in run(exe, fatbin, scale, n).stdout.splitlines() if ": " in line)
