@@ -149,7 +149,7 @@ def define(ffi, lib=None):
                     code = CUresult.CUDA_ERROR_UNKNOWN
                     sys.stderr.write(f"anycuda: internal error in {name}: {type(e).__name__}: {e}\n")
             if TRACE:                     # formatting the arguments costs more than most calls
-                _log(f"{name}{args} -> {int(code)}")
+                _log(f"{name}{args[:-1] if knows_caller else args} -> {int(code)}")     # as the caller wrote it
             return int(code)
         ffi.def_extern(name=callers.PREFIX + name if knows_caller else name)(wrapper)
         return wrapper
