@@ -24,19 +24,38 @@ def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
 @contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name="i"):
     """`for (i = start; i < stop; i++)` (signed compare); yields i inside the body."""
+    with _counted_loop(b, start, stop, name, None) as (i, _):
+        yield i
+
+
+@contextmanager
+def for_range_counting(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, count_from: ir.Value, name="i"):
+    """for_range with a second counter that starts at `count_from` and steps by one with i;
+    yields (i, counter). A counter that is a loop phi is a vector induction to the vectoriser,
+    where count_from + i computed in the body becomes eight scalars gathered into a vector."""
+    with _counted_loop(b, start, stop, name, count_from) as (i, c):
+        yield i, c
+
+
+@contextmanager
+def _counted_loop(b, start, stop, name, count_from):
     pre = b.block
     head = b.append_basic_block(name + ".head")
     body = b.append_basic_block(name + ".body")
     end = b.append_basic_block(name + ".end")
     b.branch(head)
     b.position_at_end(head)
-    i = b.phi(start.type, name=name)
-    i.add_incoming(start, pre)
-    b.cbranch(b.icmp_signed("<", i, stop), body, end)
+    counters = [b.phi(start.type, name=name)]
+    if count_from is not None:
+        counters.append(b.phi(count_from.type, name=name + ".count"))
+    for phi, first in zip(counters, (start, count_from)):
+        phi.add_incoming(first, pre)
+    b.cbranch(b.icmp_signed("<", counters[0], stop), body, end)
     b.position_at_end(body)
-    yield i
-    nxt = b.add(i, ir.Constant(i.type, 1))
-    i.add_incoming(nxt, b.block)
+    yield counters[0], (counters[1] if count_from is not None else None)
+    latch = b.block
+    for phi in counters:
+        phi.add_incoming(b.add(phi, ir.Constant(phi.type, 1)), latch)
     b.branch(head)
     b.position_at_end(end)
 

@@ -455,15 +455,17 @@ class FunctionLowering:
             return self.b.alloca(typ, name=name)
 
     # ------------------------------------------------------------------ frame / ctx
-    # A kernel's step function ends with (i8* header, i8* spill, i64 threads): the block's
-    # header (the frame header fields every thread of the block shares), the spill arrays
-    # and the block's thread count (see _plan_spills). Reading the shared fields through one noalias header rather than each
+    # A kernel's step function ends with (i8* header, i8* spill, i64 threads, i64 induction):
+    # the block's header (the frame header fields every thread of the block shares), the
+    # spill arrays, the block's thread count (see _plan_spills) and, when resuming at
+    # `site + AFFINE_RESUME`, the value of the loop's induction register for this thread (see
+    # _reload). Reading the shared fields through one noalias header rather than each
     # thread's own frame lets the optimiser keep them out of a loop over threads.
     BLOCK_FIELDS = frozenset(("ntid_x", "ntid_y", "ntid_z", "ctaid_x", "ctaid_y", "ctaid_z",
                               "nctaid_x", "nctaid_y", "nctaid_z", "shared_base", "launch", "worker"))
 
     def step_arg(self, name):
-        return self.fn.args[len(self.fn.args) - 3 + ("header", "spill", "threads").index(name)]
+        return self.fn.args[len(self.fn.args) - 4 + ("header", "spill", "threads", "induction").index(name)]
 
     def ctx_field(self, name, typ=I32):
         if self.is_kernel and name in self.BLOCK_FIELDS:
@@ -923,8 +925,9 @@ class FunctionLowering:
     # holds the same value in every thread. Reloaded from its spill array, the vectoriser sees
     # each access such a register addresses as a gather; the scheduler checks the spill array
     # for that form (stride 1 or 0) and, where it holds, resumes at `site + AFFINE_RESUME`,
-    # where the register is first + stride * t with `first` read from a slot after the
-    # block's header: accesses by neighbouring threads are then contiguous vectors.
+    # where the register is the step's induction argument (stride 1: first + t, counted by
+    # the scheduler) or `first` read from a slot after the block's header (stride 0):
+    # accesses by neighbouring threads are then contiguous vectors.
     def _reload(self, live, affine_slots):
         b = self.b
         for r in live:
@@ -933,10 +936,15 @@ class FunctionLowering:
             if r in affine_slots:
                 slot = self.reg(r)[0]
                 index, stride = affine_slots[r]
-                value = load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * index, slot.type.pointee)
                 if stride:
-                    linear = self.fn.args[6]
-                    value = b.add(value, b.sext(linear, slot.type.pointee) if slot.type.pointee.width > 32 else linear)
+                    # first + t, counted by the scheduler's loop over the threads: as a counter of
+                    # that loop (rather than first + t here) the vectoriser makes it a vector
+                    # induction, not eight scalars gathered into a vector
+                    value = self.step_arg("induction")
+                    if slot.type.pointee.width < 64:
+                        value = b.trunc(value, slot.type.pointee)
+                else:
+                    value = load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * index, slot.type.pointee)
             else:
                 value = b.load(self.spill_ptr(r))
                 if self.reg(r)[0].type.pointee == I1:

@@ -283,19 +283,19 @@ class ModuleLowering:
         # thread loop need not store it anywhere
         # Scalar parameters also come as values, loaded once per block by the block function,
         # so that the thread loop sees them as loop-invariant (64-bit ones as pointers).
-        # Last come the block's header, its spill arrays and its thread count
-        # (FunctionLowering.step_arg): neither header nor spill arrays are reachable from the
-        # kernel's own pointers.
+        # Last come the block's header, its spill arrays, its thread count and the thread's
+        # induction value (FunctionLowering.step_arg): neither header nor spill arrays are
+        # reachable from the kernel's own pointers.
         scalars = passed_parameters(params)
         step = ir.Function(self.mod, ir.FunctionType(I32, [PTR, I32, PTR, I32, I32, I32, I32] +
-                                                     [ty for _, ty in scalars] + [PTR, PTR, I64]),
+                                                     [ty for _, ty in scalars] + [PTR, PTR, I64, I64]),
                            name=f"ptx.k{index}.step")
         step.linkage = "internal"
         params_arg = step.args[2]
         params_arg.add_attribute("noalias")
         if psize:
             params_arg.attributes.dereferenceable = psize
-        header_arg, spill_arg = step.args[-3], step.args[-2]
+        header_arg, spill_arg = step.args[-4], step.args[-3]
         header_arg.add_attribute("noalias")
         header_arg.attributes.dereferenceable = abi.FRAME_HEADER
         spill_arg.add_attribute("noalias")

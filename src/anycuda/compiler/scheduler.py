@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from . import abi, faults, guards
-from .irutil import declare, field_ptr, for_range, i32, i64, load_field, set_loop_hints, store_field
+from .irutil import declare, field_ptr, for_range, for_range_counting, i32, i64, load_field, set_loop_hints, store_field
 from .types import I1, I32, I64, PTR
 
 C = abi.CTX
@@ -574,15 +574,20 @@ def _set_thread_index(b, fr, x, y, z, linear):
 
 
 @contextmanager
-def _each_thread(b, nx, ny, nz, tag=""):
-    """Loops over a block's threads in x-fastest order, giving (x, y, z, linear index).
+def _each_thread(b, nx, ny, nz, tag="", counted_from=None):
+    """Loops over a block's threads in x-fastest order, giving (x, y, z, linear index, counter).
     Nested loops keep the thread index free of divisions, so the optimiser sees the innermost
-    loop as a simple counted loop over threadIdx.x."""
+    loop as a simple counted loop over threadIdx.x. With `counted_from` (i64), the counter is
+    counted_from + linear index, a second induction variable of the innermost loop; else None."""
     with for_range(b, i32(0), nz, tag + "z") as z:
         with for_range(b, i32(0), ny, tag + "y") as y:
             row = b.mul(b.add(b.mul(z, ny), y), nx)
-            with for_range(b, i32(0), nx, tag + "x") as x:
-                yield x, y, z, b.add(row, x)
+            if counted_from is None:
+                with for_range(b, i32(0), nx, tag + "x") as x:
+                    yield x, y, z, b.add(row, x), None
+            else:
+                with for_range_counting(b, i32(0), nx, b.add(counted_from, b.zext(row, I64)), tag + "x") as (x, count):
+                    yield x, y, z, b.add(row, x), count
 
 
 def _reentry(b, fn, name, first):
@@ -620,12 +625,12 @@ def _each_lane(b, lo, nx, ny, index):
 def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars, mode=0):
     """A block without sites: one frame, reused by each thread in turn. `mode` is the step's
     resume argument (0, or guards.NO_GUARD)."""
-    with _each_thread(b, nx, ny, nz) as (x, y, z, linear):
+    with _each_thread(b, nx, ny, nz) as (x, y, z, linear, _):
         if frame_needs_index:        # device functions read the index from the frame
             _set_thread_index(b, ws, x, y, z, linear)
             store_field(b, ws, C["exit_flag"], i32(0))
         code = b.call(step, [ws, i32(mode), params, x, y, z, linear] + scalars +
-                      [ws, ir.Constant(PTR, None), i64(0)])
+                      [ws, ir.Constant(PTR, None), i64(0), i64(0)])
         ok = fn.append_basic_block("ok")
         b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
         b.position_at_end(ok)
@@ -636,11 +641,11 @@ def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalar
     (compiler/guards.py). Every thread runs only the code up to them."""
     stays = b.alloca(I1, name="all.stay")
     b.store(ir.Constant(I1, 1), stays)
-    with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear):
+    with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear, _):
         if frame_needs_index:
             _set_thread_index(b, ws, x, y, z, linear)
         code = b.call(step, [ws, i32(guards.PROBE), params, x, y, z, linear] + scalars +
-                      [ws, ir.Constant(PTR, None), i64(0)])
+                      [ws, ir.Constant(PTR, None), i64(0), i64(0)])
         b.store(b.and_(b.load(stays), b.icmp_signed("==", code, i32(guards.PROBE_STAYS))), stays)
     return b.load(stays)
 
@@ -801,7 +806,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     memcpy = declare(module, "llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(), [PTR, PTR, I64, I1])
     with b.if_else(b.icmp_signed("!=", fresh, i32(0))) as (first_block, later_block):
         with first_block:
-            with _each_thread(b, nx, ny, nz, "i") as (x, y, z, linear):
+            with _each_thread(b, nx, ny, nz, "i") as (x, y, z, linear, _):
                 fr = _frame(b, ws, fsize, linear)
                 b.call(memcpy, [fr, header, i64(abi.FRAME_HEADER), ir.Constant(I1, 0)])
                 _set_thread_index(b, fr, x, y, z, linear)
@@ -817,8 +822,17 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     coll = b.gep(ws, [coll_off])
     codes = b.bitcast(b.gep(ws, [codes_off]), I32.as_pointer())
 
-    def block_args(t):
-        return [header, spill, b.zext(n, I64)]
+    def block_args(t, induction=None):
+        return [header, spill, b.zext(n, I64), induction if induction is not None else i64(0)]
+
+    def induction_first(site):
+        """i64: the `first` of the site's induction register (stride 1), which
+        _affine_spills put in the header; None when the site has none."""
+        for slot, _, size, stride in affine_sites[site]:
+            if stride:
+                return b.sext(load_field(b, header, abi.FRAME_HEADER + 8 * slot, ir.IntType(8 * size)), I64) \
+                    if size < 8 else load_field(b, header, abi.FRAME_HEADER + 8 * slot, I64)
+        return None
     nwarps = b.udiv(b.add(n, i32(31)), i32(32))
     outer = fn.append_basic_block("round")
     done = fn.append_basic_block("done")
@@ -848,9 +862,10 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     def uniform_round(site, resume):
         """One loop over the threads, each calling step from `resume` (a constant), stop codes
         to `codes`."""
-        with _each_thread(b, nx, ny, nz, "u") as (x, y, z, linear):
+        counted_from = induction_first(site) if resume != site else None
+        with _each_thread(b, nx, ny, nz, "u", counted_from) as (x, y, z, linear, induction):
             fr = _frame(b, ws, fsize, linear)
-            code = b.call(step, [fr, i32(resume), params, x, y, z, linear] + scalars + block_args(linear),
+            code = b.call(step, [fr, i32(resume), params, x, y, z, linear] + scalars + block_args(linear, induction),
                           attrs=("alwaysinline",))
             b.store(code, b.gep(codes, [linear]))
 
