@@ -92,6 +92,15 @@ STEP_TRAP = -1
 # register rebuilt from the block header rather than reloaded (FunctionLowering._reload)
 AFFINE_RESUME = 1 << 20
 
+# step()'s last arguments, after the thread index and the scalar parameters (see
+# FunctionLowering.step_arg): i8* header, i8* spill arrays, i64 thread count, i64 induction
+STEP_TAIL = ("header", "spill", "threads", "induction")
+
+
+def step_tail_index(name: str) -> int:
+    """The (negative) position of one of STEP_TAIL among step()'s arguments."""
+    return STEP_TAIL.index(name) - len(STEP_TAIL)
+
 # Kinds of suspension sites (the per-kernel site table holds one per site)
 SITE_KINDS = [
     "bar_sync", "bar_red_popc", "bar_red_and", "bar_red_or",

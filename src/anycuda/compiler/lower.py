@@ -465,7 +465,7 @@ class FunctionLowering:
                               "nctaid_x", "nctaid_y", "nctaid_z", "shared_base", "launch", "worker"))
 
     def step_arg(self, name):
-        return self.fn.args[len(self.fn.args) - 4 + ("header", "spill", "threads", "induction").index(name)]
+        return self.fn.args[abi.step_tail_index(name)]
 
     def ctx_field(self, name, typ=I32):
         if self.is_kernel and name in self.BLOCK_FIELDS:

@@ -295,7 +295,7 @@ class ModuleLowering:
         params_arg.add_attribute("noalias")
         if psize:
             params_arg.attributes.dereferenceable = psize
-        header_arg, spill_arg = step.args[-4], step.args[-3]
+        header_arg, spill_arg = step.args[abi.step_tail_index("header")], step.args[abi.step_tail_index("spill")]
         header_arg.add_attribute("noalias")
         header_arg.attributes.dereferenceable = abi.FRAME_HEADER
         spill_arg.add_attribute("noalias")

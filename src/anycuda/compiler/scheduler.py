@@ -622,6 +622,12 @@ def _each_lane(b, lo, nx, ny, index):
         b.store(b.select(wrap_y, b.add(z, i32(1)), z), index[2])
 
 
+def _frame_only_args(ws):
+    """step()'s last arguments (abi.STEP_TAIL) in a block without sites: the one frame stands
+    for the header, and there are no spill arrays, thread count or induction value."""
+    return [ws, ir.Constant(PTR, None), i64(0), i64(0)]
+
+
 def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars, mode=0):
     """A block without sites: one frame, reused by each thread in turn. `mode` is the step's
     resume argument (0, or guards.NO_GUARD)."""
@@ -629,8 +635,7 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
         if frame_needs_index:        # device functions read the index from the frame
             _set_thread_index(b, ws, x, y, z, linear)
             store_field(b, ws, C["exit_flag"], i32(0))
-        code = b.call(step, [ws, i32(mode), params, x, y, z, linear] + scalars +
-                      [ws, ir.Constant(PTR, None), i64(0), i64(0)])
+        code = b.call(step, [ws, i32(mode), params, x, y, z, linear] + scalars + _frame_only_args(ws))
         ok = fn.append_basic_block("ok")
         b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
         b.position_at_end(ok)
@@ -644,8 +649,7 @@ def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalar
     with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear, _):
         if frame_needs_index:
             _set_thread_index(b, ws, x, y, z, linear)
-        code = b.call(step, [ws, i32(guards.PROBE), params, x, y, z, linear] + scalars +
-                      [ws, ir.Constant(PTR, None), i64(0), i64(0)])
+        code = b.call(step, [ws, i32(guards.PROBE), params, x, y, z, linear] + scalars + _frame_only_args(ws))
         b.store(b.and_(b.load(stays), b.icmp_signed("==", code, i32(guards.PROBE_STAYS))), stays)
     return b.load(stays)
 
@@ -830,8 +834,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         _affine_spills put in the header; None when the site has none."""
         for slot, _, size, stride in affine_sites[site]:
             if stride:
-                return b.sext(load_field(b, header, abi.FRAME_HEADER + 8 * slot, ir.IntType(8 * size)), I64) \
-                    if size < 8 else load_field(b, header, abi.FRAME_HEADER + 8 * slot, I64)
+                first = load_field(b, header, abi.FRAME_HEADER + 8 * slot, ir.IntType(8 * size))
+                return first if size == 8 else b.sext(first, I64)
         return None
     nwarps = b.udiv(b.add(n, i32(31)), i32(32))
     outer = fn.append_basic_block("round")
