@@ -93,6 +93,13 @@ def test_too_much_shared_memory():
         k((1,), (1,), (ac.zeros(1), ac.zeros(1), 1.0, 1), shared_mem=64 * 1024)
     k.max_dynamic_shared_size_bytes = 64 * 1024         # opt in, as with cudaFuncSetAttribute
     k((1,), (1,), (ac.zeros(1), ac.zeros(1), 1.0, 1), shared_mem=64 * 1024)
+    # lowered again: the configuration that ran is refused, by the kernel object and by the
+    # launch itself (which keeps checked configurations)
+    k.max_dynamic_shared_size_bytes = 1024
+    with pytest.raises(ac.CudaError):
+        k((1,), (1,), (ac.zeros(1), ac.zeros(1), 1.0, 1), shared_mem=64 * 1024)
+    with pytest.raises(ac.CudaError):
+        k.kernel.launch((1, 1, 1), (1, 1, 1), bytes(k.param_size), 64 * 1024)
 
 
 def test_streams_keep_order_and_default_stream_waits():

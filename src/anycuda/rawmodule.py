@@ -122,52 +122,64 @@ def _pointer(p, address: int) -> bytes:
 
 
 def encode_arg(p, a) -> bytes:
-    """The bytes of argument `a` for parameter `p` (a ParamInfo)."""
+    """The bytes of argument `a` for parameter `p` (a ParamInfo). The common kinds (device
+    arrays, numpy scalars, Python numbers) are tested first: each launch pays for the tests."""
     if isinstance(a, ndarray):
         return _pointer(p, a.data.ptr)
+    if isinstance(a, np.generic):
+        return _sized(p, memoryview(a).tobytes(), a)     # cheaper than a.tobytes()
+    if isinstance(a, (bool, int, float)):
+        return _pack_number(p, a)
     if isinstance(a, (MemoryPointer, Memory)):
         return _pointer(p, a.ptr)
     if isinstance(a, np.ndarray):
         raise TypeError(f"parameter {_param_desc(p)}: a numpy array lives in host memory and cannot be "
                         "passed to a kernel; copy it to the device with anycuda.asarray(array) "
                         "(or pass a numpy scalar such as np.float32(x) for a scalar parameter)")
-    cai = getattr(type(a), "__cuda_array_interface__", None)
-    if cai is not None:
+    if getattr(type(a), "__cuda_array_interface__", None) is not None:
         return _pointer(p, a.__cuda_array_interface__["data"][0])
     if isinstance(a, (bytes, bytearray, memoryview)):
-        raw = bytes(a)
-        what = f"{len(raw)} bytes"
-    elif isinstance(a, np.generic):
-        raw = a.tobytes()
-        what = f"a {a.dtype} ({len(raw)} bytes)"
-    elif isinstance(a, (bool, int, float)):
-        return _pack_number(p, a)
-    else:
-        raise TypeError(f"cannot pass {type(a).__name__} as parameter {_param_desc(p)}: pass device arrays, "
-                        "numpy scalars, Python numbers or bytes")
-    if len(raw) != p.size:
-        raise TypeError(f"parameter {_param_desc(p)} takes {p.size} bytes but {what} was passed"
-                        + ("; pass a numpy scalar of the parameter's type, e.g. np.float32(x)"
-                           if isinstance(a, np.generic) and not _is_aggregate(p) else ""))
-    return raw
+        return _sized(p, bytes(a), a)
+    raise TypeError(f"cannot pass {type(a).__name__} as parameter {_param_desc(p)}: pass device arrays, "
+                    "numpy scalars, Python numbers or bytes")
 
 
-def marshal_args(params, args, param_size: int = None) -> bytes:
-    """The parameter buffer for `args`, laid out as the kernel's PTX declares: each argument
-    at its parameter's offset (aligned by the compiler), padding zeroed."""
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"args must be a tuple or list of kernel arguments, not {type(args).__name__}")
-    params = list(params)
-    if len(args) != len(params):
-        names = ", ".join(p.name for p in params) or "none"
-        raise TypeError(f"the kernel takes {len(params)} argument(s) ({names}), {len(args)} given")
-    end = max((p.offset + p.size for p in params), default=0)
-    buf = bytearray(max(end, param_size or 0))
-    for p, a in zip(params, args):
+def _sized(p, raw: bytes, a) -> bytes:
+    """`raw`, the bytes of argument `a`, when they are as many as parameter `p` takes."""
+    if len(raw) == p.size:
+        return raw
+    scalar = isinstance(a, np.generic)
+    what = f"a {a.dtype} ({len(raw)} bytes)" if scalar else f"{len(raw)} bytes"
+    raise TypeError(f"parameter {_param_desc(p)} takes {p.size} bytes but {what} was passed"
+                    + ("; pass a numpy scalar of the parameter's type, e.g. np.float32(x)"
+                       if scalar and not _is_aggregate(p) else ""))
+
+
+def param_layout(params, param_size: int = None) -> tuple:
+    """(buffer size, parameters) as marshal_args lays them out, each parameter's alignment
+    checked: a kernel's layout is worked out once, not at every launch."""
+    params = tuple(params)
+    for p in params:
         align = getattr(p, "align", 1) or 1
         if p.offset % align:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"parameter {p.name} at offset {p.offset} breaks its alignment {align}")
+    end = max((p.offset + p.size for p in params), default=0)
+    return max(end, param_size or 0), params
+
+
+def marshal_args(params, args, param_size: int = None, layout: tuple = None) -> bytes:
+    """The parameter buffer for `args`, laid out as the kernel's PTX declares: each argument
+    at its parameter's offset (aligned by the compiler), padding zeroed. `layout` is
+    param_layout's answer for these parameters, when the caller keeps it."""
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args must be a tuple or list of kernel arguments, not {type(args).__name__}")
+    size, params = layout or param_layout(params, param_size)
+    if len(args) != len(params):
+        names = ", ".join(p.name for p in params) or "none"
+        raise TypeError(f"the kernel takes {len(params)} argument(s) ({names}), {len(args)} given")
+    buf = bytearray(size)
+    for p, a in zip(params, args):
         buf[p.offset:p.offset + p.size] = encode_arg(p, a)
     return bytes(buf)
 
@@ -187,6 +199,7 @@ class RawKernel:
         self.module = module
         self._image = image
         self.name = image.name
+        self._layout = None      # param_layout's answer, on the first launch
 
     @property
     def kernel(self):
@@ -223,7 +236,9 @@ class RawKernel:
         if cooperative:
             from .driver.api import check_cooperative_grid
             check_cooperative_grid(self._image, grid, block, shared_mem, device)
-        params = marshal_args(self._image.params, args, getattr(self._image, "param_size", None))
+        if self._layout is None:
+            self._layout = param_layout(self._image.params, getattr(self._image, "param_size", None))
+        params = marshal_args(None, args, layout=self._layout)
         workers = multiprocessor_count(device)
         (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, workers,
                                            tuple(args), cooperative)

@@ -192,11 +192,21 @@ class KernelImage:
         self.params = info.params
         self.param_size = info.param_size
         self.static_shared = info.static_shared
+        self._records = {}       # (grid, block, shared_mem, workers) -> a checked launch record
         self.max_dynamic_shared_size = DEFAULT_SHARED_PER_BLOCK - info.static_shared
         self._entry = None
         self._max_threads = self._thread_limit()
         reqntid = info.directives.get("reqntid")
         self._required_block = tuple(reqntid) + (1,) * (3 - len(reqntid)) if reqntid else None
+
+    @property
+    def max_dynamic_shared_size(self) -> int:
+        return self._max_dynamic_shared
+
+    @max_dynamic_shared_size.setter
+    def max_dynamic_shared_size(self, value: int):
+        self._max_dynamic_shared = value
+        self._records.clear()        # they were checked against the old limit
 
     def _function(self):
         if self.info.error is not None:
@@ -262,33 +272,47 @@ class KernelImage:
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         entry = self._function()
-        self.check_config(grid, block, shared_mem)
+        record = self._record(grid, block, shared_mem, num_workers or worker_count())
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
         pbuf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
-        L = Launch.from_buffer_copy(_launch_template())     # the hooks and the fault key
-        L.grid_x, L.grid_y, L.grid_z = grid
-        L.block_x, L.block_y, L.block_z = block
-        nblocks = L.nblocks = grid[0] * grid[1] * grid[2]
+        L = Launch.from_buffer_copy(record)
         L.params = ctypes.addressof(pbuf)
-        L.dyn_shared = shared_mem
-        L.shared_total = (self.static_shared + 15) // 16 * 16 + shared_mem
-        # no more workers than blocks: a small grid leaves the other workers asleep rather
-        # than waking them for nothing (the launch would wait for them to be scheduled)
-        workers = min(num_workers or worker_count(), nblocks)
-        L.num_workers = workers
-        L.chunk = max(1, min(1024, nblocks // (workers * 16)))
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
-            L.num_workers = nblocks
+            L.num_workers = L.nblocks
             L.chunk = 1
             _run_cooperative(entry, L)
         else:
             entry(ctypes.addressof(L))
         if L.error:
             self._raise_fault(L)
+
+    def _record(self, grid, block, shared_mem, workers) -> bytes:
+        """The launch record of a configuration, checked and filled in but for the parameters.
+        Kept per configuration: a program launching the same shape again pays a dictionary
+        lookup instead of the checks and a dozen ctypes field stores (launch overhead)."""
+        key = (grid, block, shared_mem, workers)
+        record = self._records.get(key)
+        if record is None:
+            self.check_config(grid, block, shared_mem)
+            L = Launch.from_buffer_copy(_launch_template())     # the hooks and the fault key
+            L.grid_x, L.grid_y, L.grid_z = grid
+            L.block_x, L.block_y, L.block_z = block
+            nblocks = L.nblocks = grid[0] * grid[1] * grid[2]
+            L.dyn_shared = shared_mem
+            L.shared_total = (self.static_shared + 15) // 16 * 16 + shared_mem
+            # no more workers than blocks: a small grid leaves the other workers asleep rather
+            # than waking them for nothing (the launch would wait for them to be scheduled)
+            L.num_workers = min(workers, nblocks)
+            L.chunk = max(1, min(1024, nblocks // (L.num_workers * 16)))
+            record = bytes(L)
+            if len(self._records) >= 256:    # a program sweeping shapes keeps only recent ones
+                self._records.clear()
+            self._records[key] = record
+        return record
 
     def _raise_fault(self, L):
         text, asserts = _output.take()

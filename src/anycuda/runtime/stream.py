@@ -182,18 +182,18 @@ class _DefaultStream:
             fn(*args)
             return
         st = self._state
-        device = work_device()
         with self._exec:
             with _cv:
-                # the legacy stream of each device waits for that device's blocking streams
-                deps = [(s, s.issued) for s in _states if not s.non_blocking and s.device == device]
                 st.issued += 1
-                try:
-                    _wait_for(deps)
-                except BaseException:
-                    st.completed += 1
-                    _cv.notify_all()
-                    raise
+                if _states:      # a program without created streams skips this (launch overhead)
+                    # the legacy stream of each device waits for that device's blocking streams
+                    device = work_device()
+                    try:
+                        _wait_for([(s, s.issued) for s in _states if not s.non_blocking and s.device == device])
+                    except BaseException:
+                        st.completed += 1
+                        _cv.notify_all()
+                        raise
             try:
                 fn(*args)
             finally:
