@@ -443,6 +443,126 @@ def block_uniform_registers(body: list, kernel_params) -> set:
         uniform = keep
 
 
+# A register's thread-linear form: {(axis, factor): k}, read as the sum over the terms of
+# k * factor * %tid.<axis>, where factor is a kernel parameter's name or None (1). The form
+# is all this analysis knows of a value; what the value holds beside it is not tracked.
+_INT32 = frozenset(("s32", "u32", "b32"))
+_CONFLICT = "conflict"           # definitions with different forms
+
+
+def _add_forms(f, g, sign=1):
+    out = dict(f)
+    for term, k in g.items():
+        out[term] = out.get(term, 0) + sign * k
+    return {t: k for t, k in out.items() if k % (1 << 32)}
+
+
+def thread_linear_forms(body: list, kernel_params) -> dict:
+    """{register: its thread-linear form} for the 32-bit integer registers that every
+    definition computes as k * %tid.x + ... plus something else (a row start, a tile offset):
+    nvcc's indices such as `row * n + t + threadIdx.x`, stepped by a tile loop.
+
+    Saving such a register at a site as value - form (compiler/lower.py) and adding the form
+    back on resume is exact whatever the analysis says, since each thread uses its own index
+    both times; the form only matters for speed. When what is left is the same in every
+    thread, a uniform round rebuilds the register from one value, and the vectoriser sees
+    the accesses it addresses as contiguous rather than gathered.
+
+    Factors are integer immediates and kernel parameters (a register whose one definition is
+    `ld.param` of a 32-bit kernel parameter); the forms combine through mov, add, sub,
+    mul.lo, mad.lo, shl by an immediate and selp of two values of one form. A register with another definition, or with
+    definitions that disagree, has no form."""
+    params = set(kernel_params)
+    defs = {}
+    for st in body:
+        if isinstance(st, ir.Instruction):
+            for r in defs_uses(st)[0]:
+                defs.setdefault(r, []).append(st)
+    factor_of = {}                # register -> the kernel parameter it was loaded from
+    for r, sts in defs.items():
+        st = sts[0]
+        if (len(sts) == 1 and st.guard is None and _loads_kernel_param(st, params)
+                and _INT32 & set(st.mods) and st.operands[1].offset == 0):
+            factor_of[r] = st.operands[1].base.name
+    forms = {}                    # register -> form, _CONFLICT, or absent (not known yet)
+
+    def operand(op):
+        """The form of an operand, None while unknown, _CONFLICT when it has none."""
+        if isinstance(op, ir.Reg):
+            return forms.get(op.name)
+        if isinstance(op, ir.SpecialReg) and op.name == "tid" and op.component in ("x", "y", "z"):
+            return {(op.component, None): 1}
+        if isinstance(op, (ir.Imm, ir.SpecialReg, ir.Sym)):
+            return {}
+        return _CONFLICT
+
+    def scaled(f, op):
+        """f times the value of `op`: an immediate or a kernel parameter."""
+        if isinstance(op, ir.Imm) and isinstance(op.value, int) and not op.is_float:
+            return {t: k * op.value for t, k in f.items() if (k * op.value) % (1 << 32)}
+        if isinstance(op, ir.Reg) and op.name in factor_of and all(fac is None for _, fac in f):
+            return {(axis, factor_of[op.name]): k for (axis, _), k in f.items()}
+        return _CONFLICT if f else {}
+
+    def product(a, b):
+        fa, fb = operand(a), operand(b)
+        if fa is None or fb is None:
+            return None
+        if _CONFLICT in (fa, fb) or (fa and fb):
+            return _CONFLICT
+        return scaled(fa, b) if fa else scaled(fb, a)
+
+    def form_of(st):
+        """The form of what instruction st writes; None while an operand's is unknown."""
+        ops = st.operands
+        if "cc" in st.mods or not _INT32 & set(st.mods) or not isinstance(ops[0], ir.Reg):
+            return _CONFLICT
+        if st.opcode == "ld":
+            return {} if _loads_kernel_param(st, params) else _CONFLICT
+        if st.opcode == "mov" and len(ops) == 2:
+            return operand(ops[1])
+        if st.opcode in ("add", "sub") and len(ops) == 3 and "sat" not in st.mods:
+            fa, fb = operand(ops[1]), operand(ops[2])
+            if fa is None or fb is None:
+                return None
+            if _CONFLICT in (fa, fb):
+                return _CONFLICT
+            return _add_forms(fa, fb, 1 if st.opcode == "add" else -1)
+        if st.opcode == "selp" and len(ops) == 4:
+            fa, fb = operand(ops[1]), operand(ops[2])
+            if fa is None or fb is None:
+                return fa if fb is None else fb
+            return fa if fa == fb else _CONFLICT
+        if st.opcode == "mul" and len(ops) == 3 and "lo" in st.mods:
+            return product(ops[1], ops[2])
+        if st.opcode == "mad" and len(ops) == 4 and "lo" in st.mods:
+            f, fc = product(ops[1], ops[2]), operand(ops[3])
+            if f is None or fc is None:
+                return None
+            return _CONFLICT if _CONFLICT in (f, fc) else _add_forms(f, fc)
+        if st.opcode == "shl" and len(ops) == 3 and isinstance(ops[2], ir.Imm) and isinstance(ops[2].value, int):
+            f = operand(ops[1])
+            if f is None or f == _CONFLICT:
+                return f
+            return scaled(f, ir.Imm(1 << (ops[2].value & 31)))
+        return _CONFLICT
+
+    changed = True
+    while changed:                # forms only go from unknown to known to _CONFLICT
+        changed = False
+        for r, sts in defs.items():
+            if forms.get(r) == _CONFLICT:
+                continue
+            seen = [f for f in map(form_of, sts) if f is not None]
+            if not seen:
+                continue
+            new = seen[0] if all(f == seen[0] for f in seen) else _CONFLICT
+            if new != forms.get(r):
+                forms[r] = new
+                changed = True
+    return {r: f for r, f in forms.items() if f and f != _CONFLICT}
+
+
 def constant_registers(body: list) -> dict:
     """{register: int} for the registers whose only definition is an unguarded `mov` of an
     integer immediate: wherever such a register is read after its definition it holds that

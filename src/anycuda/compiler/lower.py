@@ -107,6 +107,7 @@ class FunctionLowering:
         self.induction_at = {}            # back-edge yield position -> the loop's induction register
         self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride)]: see _reload
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
+        self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probed_branches = []         # positions of the kernel's probed branches (compiler/guards.py)
         self.inst = None
 
@@ -333,6 +334,10 @@ class FunctionLowering:
             self.spill_slots[r] = (off, size(r))
             off += size(r)
         self.spill_bytes = (off + 7) // 8 * 8
+        inductions = set(self.induction_at.values())
+        self.linear_forms = {r: f for r, f in analysis.thread_linear_forms(body, self.mc.kernel_params(self.pfn)).items()
+                             if r in self.spill_slots and r not in inductions and r not in self.block_uniform
+                             and self.regs[r][0].type.pointee == I32}
 
     def _recomputable_at(self, body, reaching, chain, fixed, r, at, site, depth):
         """{register: position of its definition} to run at `site`'s resume so that r holds
@@ -880,6 +885,8 @@ class FunctionLowering:
                 value = b.load(self.reg(r)[0])
                 if value.type == I1:
                     value = b.zext(value, I8)
+                if r in self.linear_forms:
+                    value = b.sub(value, self._linear_part(r))
                 b.store(value, self.spill_ptr(r))
         b.ret(i32(site))
         resume = self.fn.append_basic_block(f"resume{site}")
@@ -913,7 +920,7 @@ class FunctionLowering:
             return {}
         saved = [r for r in live if r in self.spill_slots and _kind(self.regs[r][1]) == "int"
                  and self.regs[r][1] != "pred" and self.spill_slots[r][1] in (4, 8)]
-        strides = {r: 0 for r in saved if r in self.block_uniform}
+        strides = {r: 0 for r in saved if r in self.block_uniform or r in self.linear_forms}
         induction = self.induction_at.get(self.inst_pos)
         if induction in saved:
             strides[induction] = 1
@@ -949,8 +956,25 @@ class FunctionLowering:
                 value = b.load(self.spill_ptr(r))
                 if self.reg(r)[0].type.pointee == I1:
                     value = b.trunc(value, I1)
+            if r in self.linear_forms:
+                value = b.add(value, self._linear_part(r))
             b.store(value, self.reg(r)[0])
             self.set_shadow(r, value)
+
+    def _linear_part(self, r):
+        """i32: register r's thread-linear form (analysis.thread_linear_forms) evaluated for
+        this thread. A saved register of such a form is stored without it and gets it back
+        on resume: what is stored is then often the same in every thread (a tile's row start),
+        which a uniform round rebuilds from one value, so that r's accesses vectorise."""
+        b = self.b
+        total = i32(0)
+        for (axis, factor), k in sorted(self.linear_forms[r].items(), key=lambda t: (t[0][0], t[0][1] or "")):
+            term = b.mul(self.fn.args[3 + "xyz".index(axis)], i32((k + 2 ** 31) % 2 ** 32 - 2 ** 31))
+            if factor is not None:
+                value, _ = self.kernel_param_value(pir.Addr(pir.Sym(factor)), 0, "b32")
+                term = b.mul(term, value)
+            total = b.add(total, term)
+        return total
 
     def spill_ptr(self, r):
         b = self.b
