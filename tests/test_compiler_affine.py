@@ -215,3 +215,78 @@ def test_without_the_check_an_uneven_counter_would_be_rebuilt_wrongly(rng, monke
     (tile, tile_want), (uneven, uneven_want) = _tile_and_uneven(_module("counters forced"), rng)
     np.testing.assert_array_equal(tile, tile_want)
     assert not np.array_equal(uneven, uneven_want)
+
+
+# A grid-stride loop whose odd threads step one element further once, at the fourth
+# iteration: the induction register holds first + t for the first rounds and not after, so
+# the check that a round makes of its own results (scheduler.checked_yield_rounds) must send
+# the later rounds back to the reloading resume.
+LATE_DRIFT = r"""
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry late_drift(.param .u64 px, .param .u64 pout, .param .u32 pn)
+{
+    .reg .pred %p<4>;
+    .reg .f32 %f<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    .shared .align 4 .b8 s[4096];
+    ld.param.u64 %rd1, [px];
+    ld.param.u64 %rd2, [pout];
+    ld.param.u32 %r7, [pn];
+    mov.u32 %r1, %ntid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %tid.x;
+    mad.lo.s32 %r15, %r2, %r1, %r3;
+    mov.u32 %r5, %nctaid.x;
+    mul.lo.s32 %r4, %r5, %r1;
+    mov.u32 %r8, 0;
+    and.b32 %r9, %r3, 1;
+    setp.eq.u32 %p2, %r9, 1;
+    mov.f32 %f1, 0f00000000;
+    setp.ge.s32 %p1, %r15, %r7;
+    @%p1 bra DONE;
+LOOP:
+    mul.wide.s32 %rd3, %r15, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f32 %f2, [%rd4];
+    add.f32 %f1, %f1, %f2;
+    setp.eq.u32 %p3, %r8, 3;
+    and.pred %p3, %p3, %p2;
+    @%p3 add.s32 %r15, %r15, 1;
+    add.s32 %r8, %r8, 1;
+    add.s32 %r15, %r15, %r4;
+    setp.lt.s32 %p1, %r15, %r7;
+    @%p1 bra LOOP;
+DONE:
+    shl.b32 %r10, %r3, 2;
+    mov.u32 %r11, s;
+    add.s32 %r12, %r11, %r10;
+    st.shared.f32 [%r12], %f1;
+    bar.sync 0;
+    ld.shared.f32 %f3, [%r12];
+    mad.lo.s32 %r13, %r2, %r1, %r3;
+    mul.wide.u32 %rd5, %r13, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.f32 [%rd6], %f3;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("n,grid,nt", [(20_000, 3, 64), (9_000, 2, 96)])
+def test_a_form_that_breaks_after_some_rounds(rng, n, grid, nt):
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poison(grid * nt, np.float32)
+    ac.RawModule(ptx=LATE_DRIFT).get_function("late_drift")((grid,), (nt,), (ac.asarray(x), out, np.int32(n)))
+    want = np.zeros(grid * nt)
+    for g in range(grid * nt):
+        i, it = g, 0
+        while i < n:
+            want[g] += x[i]
+            if it == 3 and g % nt & 1:
+                i += 1
+            it += 1
+            i += grid * nt
+    np.testing.assert_allclose(out.get(), want, rtol=1e-4, atol=1e-3)

@@ -290,9 +290,16 @@ _UNIFORM_SPECIAL = frozenset(("ntid", "nctaid", "ctaid", "nsmid"))
 _GRID_WIDE = frozenset(("nctaid", "param", "nsmid", "ntid"))
 
 
+@dataclass(frozen=True)
+class StrideLoop:
+    """A grid-stride loop that gets a yield (grid_stride_yields)."""
+    induction: str          # its induction register
+    scatters: bool          # it has atomics: read-modify-writes at computed addresses, which
+                            # keep a round over its threads scalar
+
+
 def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
-    """{position of a back-edge branch of a grid-stride loop, where a yield goes: the loop's
-    induction register}.
+    """{position of a back-edge branch of a grid-stride loop, where a yield goes: StrideLoop}.
 
     A grid-stride loop (`for (i = first; i < n; i += gridDim.x * blockDim.x)`) makes each
     thread walk memory alone with a stride of the whole grid; run thread after thread on the
@@ -395,7 +402,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
                 if step is None or any(q in inside for q in defs.get(step.name, [])):
                     continue
                 if _GRID_WIDE & (uniform(step.name) or set()):
-                    result[pos] = d.name
+                    result[pos] = StrideLoop(d.name, any(st.opcode in ("atom", "red") for _, st in insts))
                     break
             else:
                 continue

@@ -106,6 +106,8 @@ class FunctionLowering:
         self.block_uniform = set()        # registers every thread of a block computes alike
         self.induction_at = {}            # back-edge yield position -> the loop's induction register
         self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride)]: see _reload
+        self.checked_yields = set()       # back-edge yield positions whose rounds may check themselves
+        self.self_checked_sites = set()   # their sites (scheduler.checked_yield_rounds)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probed_branches = []         # positions of the kernel's probed branches (compiler/guards.py)
@@ -213,14 +215,18 @@ class FunctionLowering:
                 continue
             yield_ = pir.Instruction(analysis.YIELD, (), (), st.loc, text="(yield)")
             if st.guard is None:
-                self.induction_at[len(new)] = at[pos]
+                self.induction_at[len(new)] = at[pos].induction
+                if not at[pos].scatters:
+                    self.checked_yields.add(len(new))
                 new += [yield_, st]
                 continue
             leave = f"$anycuda_loop_exit{pos}"
             skip = pir.Guard(st.guard.reg, not st.guard.negated)
             new.append(dataclasses.replace(st, guard=skip, operands=(pir.Sym(leave),)))
             back = len(new)
-            self.induction_at[back] = at[pos]
+            self.induction_at[back] = at[pos].induction
+            if not at[pos].scatters:
+                self.checked_yields.add(back)
             new += [yield_, dataclasses.replace(st, guard=None), pir.Label(leave, st.loc)]
             self.yield_pairs.append((back, len(new)))
             new.append(yield_)
@@ -902,6 +908,8 @@ class FunctionLowering:
             b.position_at_end(again)
             slots = {r: (self.affine_slots + k, stride) for k, (r, stride) in enumerate(affine.items())}
             self.affine_sites[site] = [(slots[r][0],) + self.spill_slots[r] + (slots[r][1],) for r in affine]
+            if self.inst_pos in self.checked_yields:
+                self.self_checked_sites.add(site)
             self.affine_slots += len(affine)
             self._reload(live, slots)
             b.branch(cont)

@@ -654,6 +654,47 @@ def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalar
     return b.load(stays)
 
 
+class _RangeReduction:
+    """The least and greatest of the values a loop over threads adds (signed), kept in stack
+    slots that the optimiser turns into vectorisable min and max reductions."""
+
+    def __init__(self, b, ty):
+        self.b = b
+        bits = ty.width
+        here = b.block
+        b.position_at_start(b.function.entry_basic_block)     # once per call, not per round
+        self.lo = b.alloca(ty)
+        self.hi = b.alloca(ty)
+        b.position_at_end(here)
+        b.store(ir.Constant(ty, (1 << (bits - 1)) - 1), self.lo)
+        b.store(ir.Constant(ty, -(1 << (bits - 1))), self.hi)
+
+    def add(self, v):
+        b = self.b
+        lo, hi = b.load(self.lo), b.load(self.hi)
+        b.store(b.select(b.icmp_signed("<", v, lo), v, lo), self.lo)
+        b.store(b.select(b.icmp_signed(">", v, hi), v, hi), self.hi)
+
+    def low(self):
+        return self.b.load(self.lo)
+
+    def single(self):
+        """i1: every value added was the same (and one was added)."""
+        return self.b.icmp_signed("==", self.b.load(self.lo), self.b.load(self.hi))
+
+
+def _spill_element(b, spill, off, size, t):
+    """Pointer to thread t's element of the spill array at `off` (elements of `size` bytes)."""
+    ty = ir.IntType(8 * size)
+    base = b.bitcast(b.gep(spill, [i64(abi.MAX_BLOCK_THREADS * off)]), ty.as_pointer())
+    return b.gep(base, [t])
+
+
+def _widen(b, t, size):
+    """The i32 thread index t in a spill element's integer type."""
+    return b.sext(t, I64) if size == 8 else t
+
+
 def _affine_spills(b, spill, header, n, slots, holds):
     """i1: each spill array of `slots` ([(header slot, spill offset, element size, stride)])
     holds first + stride * t for thread t, `first` being thread 0's element, which goes to
@@ -661,14 +702,13 @@ def _affine_spills(b, spill, header, n, slots, holds):
     it rather than reloading them). `holds`: an i1 stack slot."""
     ok = ir.Constant(I1, 1)
     for slot, off, size, stride in slots:
-        ty = ir.IntType(8 * size)
-        base = b.bitcast(b.gep(spill, [i64(abi.MAX_BLOCK_THREADS * off)]), ty.as_pointer())
-        first = b.load(base)
+        first = b.load(_spill_element(b, spill, off, size, i32(0)))
         store_field(b, header, abi.FRAME_HEADER + 8 * slot, first)
         b.store(ir.Constant(I1, 1), holds)
         with for_range(b, i32(0), n, "affine") as t:
-            expect = b.add(first, b.sext(t, ty) if size == 8 else t) if stride else first
-            b.store(b.and_(b.load(holds), b.icmp_unsigned("==", b.load(b.gep(base, [t])), expect)), holds)
+            expect = b.add(first, _widen(b, t, size)) if stride else first
+            value = b.load(_spill_element(b, spill, off, size, t))
+            b.store(b.and_(b.load(holds), b.icmp_unsigned("==", value, expect)), holds)
         ok = b.and_(ok, b.load(holds))
     return ok
 
@@ -685,7 +725,7 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
-                        site_consts=(), spill_bytes=0, probed=False, affine_sites=None):
+                        site_consts=(), spill_bytes=0, probed=False, affine_sites=None, self_checked_sites=()):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -873,6 +913,40 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                           attrs=("alwaysinline",))
             b.store(code, b.gep(codes, [linear]))
 
+    def checked_yield_rounds(site):
+        """Affine rounds from a loop's back-edge yield for as long as every thread stops at
+        that yield again with the site's rebuilt registers still in their form. The round
+        checks both itself, with min and max reductions over the threads (the stop codes,
+        and each rebuilt register's saved value less stride * t), so that one loop over the
+        threads serves an iteration instead of three (the round, the scan of the stop codes,
+        the form's check: a third of reduce's time went to the last two)."""
+        slots = affine_sites[site]
+        top = fn.append_basic_block(f"yield{site}.round")
+        b.branch(top)
+        b.position_at_end(top)
+        code_range = _RangeReduction(b, I32)
+        slot_ranges = [_RangeReduction(b, ir.IntType(8 * size)) for _, _, size, _ in slots]
+        with _each_thread(b, nx, ny, nz, "y", induction_first(site)) as (x, y, z, linear, induction):
+            fr = _frame(b, ws, fsize, linear)
+            code = b.call(step, [fr, i32(site + abi.AFFINE_RESUME), params, x, y, z, linear] + scalars
+                          + block_args(linear, induction), attrs=("alwaysinline",))
+            b.store(code, b.gep(codes, [linear]))
+            code_range.add(code)
+            for (_, off, size, stride), rng in zip(slots, slot_ranges):
+                value = b.load(_spill_element(b, spill, off, size, linear))
+                rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
+        same = b.and_(code_range.single(), b.icmp_signed("==", code_range.low(), i32(site)))
+        for rng in slot_ranges:
+            same = b.and_(same, rng.single())
+        again_blk = fn.append_basic_block(f"yield{site}.again")
+        leave = fn.append_basic_block(f"yield{site}.scan")
+        b.cbranch(same, again_blk, leave)
+        b.position_at_end(again_blk)
+        for (slot, _, _, _), rng in zip(slots, slot_ranges):
+            store_field(b, header, abi.FRAME_HEADER + 8 * slot, rng.low())
+        b.branch(top)
+        b.position_at_end(leave)
+
     for site in [0] + again + (["collective"] if collectives else []):
         if site == "collective":
             body = coll_round
@@ -914,7 +988,10 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             holds = _affine_spills(b, spill, header, n, affine_sites[site], affine_holds)
             with b.if_else(holds) as (affine, general):
                 with affine:
-                    uniform_round(site, site + abi.AFFINE_RESUME)
+                    if site in self_checked_sites:
+                        checked_yield_rounds(site)
+                    else:
+                        uniform_round(site, site + abi.AFFINE_RESUME)
                 with general:
                     uniform_round(site, site)
         else:
