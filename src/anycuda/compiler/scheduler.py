@@ -903,55 +903,54 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     # stopped; those rounds are usually a few instructions up to the next collective, and
     # vectorised per site they ran no faster
     coll_round = fn.append_basic_block("collective.round") if collectives else None
+    round_entry = {site: fn.append_basic_block(f"uniform{site}") for site in [0] + again}
+    affine_entry = {site: fn.append_basic_block(f"uniform{site}.affine") for site in again if site in affine_sites}
+
     def uniform_round(site, resume):
         """One loop over the threads, each calling step from `resume` (a constant), stop codes
-        to `codes`."""
+        to `codes`. A round from a grid-stride loop's back-edge yield in `self_checked_sites`
+        checks for itself whether every thread stopped at that yield again with the site's
+        rebuilt registers in their form (min and max reductions over the threads: the stop
+        codes, and each register's saved value less stride * t) and then runs the next
+        round at once: one loop over the threads per iteration instead of three (the round,
+        the scan of the stop codes, the form's check: a third of reduce's time went to the
+        last two). Rounds from barriers were tried the same way, checking for the one site
+        their threads could reach next: sgemm did not get faster."""
+        checked = site in self_checked_sites
+        slots = affine_sites.get(site, []) if checked else []
+        if checked:
+            code_range = _RangeReduction(b, I32)
+            slot_ranges = [_RangeReduction(b, ir.IntType(8 * size)) for _, _, size, _ in slots]
         counted_from = induction_first(site) if resume != site else None
         with _each_thread(b, nx, ny, nz, "u", counted_from) as (x, y, z, linear, induction):
             fr = _frame(b, ws, fsize, linear)
             code = b.call(step, [fr, i32(resume), params, x, y, z, linear] + scalars + block_args(linear, induction),
                           attrs=("alwaysinline",))
             b.store(code, b.gep(codes, [linear]))
-
-    def checked_yield_rounds(site):
-        """Affine rounds from a loop's back-edge yield for as long as every thread stops at
-        that yield again with the site's rebuilt registers still in their form. The round
-        checks both itself, with min and max reductions over the threads (the stop codes,
-        and each rebuilt register's saved value less stride * t), so that one loop over the
-        threads serves an iteration instead of three (the round, the scan of the stop codes,
-        the form's check: a third of reduce's time went to the last two)."""
-        slots = affine_sites[site]
-        top = fn.append_basic_block(f"yield{site}.round")
-        b.branch(top)
-        b.position_at_end(top)
-        code_range = _RangeReduction(b, I32)
-        slot_ranges = [_RangeReduction(b, ir.IntType(8 * size)) for _, _, size, _ in slots]
-        with _each_thread(b, nx, ny, nz, "y", induction_first(site)) as (x, y, z, linear, induction):
-            fr = _frame(b, ws, fsize, linear)
-            code = b.call(step, [fr, i32(site + abi.AFFINE_RESUME), params, x, y, z, linear] + scalars
-                          + block_args(linear, induction), attrs=("alwaysinline",))
-            b.store(code, b.gep(codes, [linear]))
-            code_range.add(code)
-            for (_, off, size, stride), rng in zip(slots, slot_ranges):
-                value = b.load(_spill_element(b, spill, off, size, linear))
-                rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
+            if checked:
+                code_range.add(code)
+                for (_, off, size, stride), rng in zip(slots, slot_ranges):
+                    value = b.load(_spill_element(b, spill, off, size, linear))
+                    rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
+        if not checked:
+            return
         same = b.and_(code_range.single(), b.icmp_signed("==", code_range.low(), i32(site)))
         for rng in slot_ranges:
             same = b.and_(same, rng.single())
-        again_blk = fn.append_basic_block(f"yield{site}.again")
-        leave = fn.append_basic_block(f"yield{site}.scan")
-        b.cbranch(same, again_blk, leave)
-        b.position_at_end(again_blk)
+        go_on = fn.append_basic_block(f"uniform{site}.again")
+        leave = fn.append_basic_block(f"uniform{site}.scan")
+        b.cbranch(same, go_on, leave)
+        b.position_at_end(go_on)
         for (slot, _, _, _), rng in zip(slots, slot_ranges):
             store_field(b, header, abi.FRAME_HEADER + 8 * slot, rng.low())
-        b.branch(top)
+        b.branch(affine_entry[site] if slots else round_entry[site])
         b.position_at_end(leave)
 
     for site in [0] + again + (["collective"] if collectives else []):
         if site == "collective":
             body = coll_round
         else:
-            body = fn.append_basic_block(f"uniform{site}")
+            body = round_entry[site]
             sw.add_case(i32(site), body)
         b.position_at_end(body)
         if site == "collective":
@@ -984,16 +983,15 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     resume.add_incoming(c0, b.block)
                     b.branch(again_blk)
                     b.position_at_end(stop)
-        elif site in affine_sites:
+        elif site in affine_entry:
             holds = _affine_spills(b, spill, header, n, affine_sites[site], affine_holds)
-            with b.if_else(holds) as (affine, general):
-                with affine:
-                    if site in self_checked_sites:
-                        checked_yield_rounds(site)
-                    else:
-                        uniform_round(site, site + abi.AFFINE_RESUME)
-                with general:
-                    uniform_round(site, site)
+            general = fn.append_basic_block(f"uniform{site}.general")
+            b.cbranch(holds, affine_entry[site], general)
+            b.position_at_end(affine_entry[site])
+            uniform_round(site, site + abi.AFFINE_RESUME)
+            b.branch(scan)
+            b.position_at_end(general)
+            uniform_round(site, site)
         else:
             uniform_round(site, site)
         b.branch(scan)
