@@ -52,7 +52,36 @@ extern "C" __global__ void skewed_windows(const int* x, int* out, unsigned n, in
     }
     out[(blockIdx.x * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x] = acc;
 }
+
+// a block-strided walk indexed by the linear thread index threadIdx.y * blockDim.x + threadIdx.x
+extern "C" __global__ void block_windows(const int* x, int* out, int steps) {
+    __shared__ int s[1024];
+    unsigned nt = blockDim.x * blockDim.y;
+    unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+    unsigned i = blockIdx.x * nt + t;
+    int acc = 0;
+    for (int k = 0; k < steps; ++k) {
+        s[t] = x[i];
+        __syncthreads();
+        acc += s[(t + 1) % nt] * (k + 1);
+        __syncthreads();
+        i += gridDim.x * nt;
+    }
+    out[blockIdx.x * nt + t] = acc;
+}
 """
+
+
+def _block_windows(mod, rng, grid, block, steps):
+    nt = block[0] * block[1]
+    x = rng.integers(-100, 100, grid * nt * steps).astype(np.int32)
+    out = poison(grid * nt, np.int32)
+    mod.get_function("block_windows")((grid,), block, (ac.asarray(x), out, np.int32(steps)))
+    want = np.zeros((grid, nt), np.int64)
+    for k in range(steps):
+        s = x[k * grid * nt:(k + 1) * grid * nt].reshape(grid, nt)
+        want += np.roll(s, -1, axis=1) * (k + 1)
+    return out.get(), want.astype(np.int32).ravel()
 
 
 def _module(tag):
@@ -99,6 +128,12 @@ def test_indices_that_are_and_are_not_alike_after_their_linear_part(rng, grid, b
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("grid,block", [(3, (8, 4)), (2, (32, 3)), (1, (7, 5))])
+def test_a_linear_index_scaled_by_the_block_width(rng, grid, block):
+    got, want = _block_windows(_module("plain"), rng, grid, block, 5)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_the_rebuilding_resume_runs_for_linear_registers_and_the_check_guards_it(rng, monkeypatch):
     """With the check's answer forced to yes, the skewed indices take thread 0's stored value
     (wrong sums: the linear registers were saved without their thread part and are rebuilt
@@ -113,6 +148,8 @@ def test_the_rebuilding_resume_runs_for_linear_registers_and_the_check_guards_it
     mod = _module("forced")
     got, want = _matmul(mod, rng, 48)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    got, want = _block_windows(mod, rng, 2, (8, 4), 5)
+    np.testing.assert_array_equal(got, want)
     got, want = _skewed(mod, rng, 2, (8, 4), 6, 3)
     assert not np.array_equal(got, want)
 
@@ -143,6 +180,8 @@ PTX = r"""
     sub.s32 %r12, %r5, %r2;             // 3 tid.x + 4 n tid.y
     add.s32 %r13, %r4, 7;
     add.s32 %r13, %r13, %r1;            // a stepped index keeps its form
+    mov.u32 %r15, %ntid.x;
+    mad.lo.s32 %r16, %r3, %r15, %r2;    // tid.y * ntid.x + tid.x
     ret;
 }
 """
@@ -155,5 +194,6 @@ def test_forms_found_by_the_analysis():
     assert forms["%r2"] == {x: 1} and forms["%r4"] == {x: 1, y: 1}
     assert forms["%r5"] == {x: 4, ("y", "n"): 4} and forms["%r6"] == {x: 1, y: 1}
     assert forms["%r12"] == {x: 3, y: 4} and forms["%r13"] == {x: 1, y: 1}
+    assert forms["%r16"] == {x: 1, ("y", "%ntid.x"): 1}
     for r in ("%r1", "%r7", "%r8", "%r9", "%r10", "%r11", "%r14"):
         assert r not in forms, r

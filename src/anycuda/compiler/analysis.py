@@ -451,10 +451,12 @@ def block_uniform_registers(body: list, kernel_params) -> set:
 
 
 # A register's thread-linear form: {(axis, factor): k}, read as the sum over the terms of
-# k * factor * %tid.<axis>, where factor is a kernel parameter's name or None (1). The form
+# k * factor * %tid.<axis>, where factor is a kernel parameter's name, a block or grid
+# dimension ("%ntid.x", "%nctaid.y") or None (1). The form
 # is all this analysis knows of a value; what the value holds beside it is not tracked.
 _INT32 = frozenset(("s32", "u32", "b32"))
 _CONFLICT = "conflict"           # definitions with different forms
+_FACTOR_SPECIAL = frozenset(("ntid", "nctaid"))     # block-uniform sizes a form may scale by
 
 
 def _add_forms(f, g, sign=1):
@@ -475,8 +477,9 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
     thread, a uniform round rebuilds the register from one value, and the vectoriser sees
     the accesses it addresses as contiguous rather than gathered.
 
-    Factors are integer immediates and kernel parameters (a register whose one definition is
-    `ld.param` of a 32-bit kernel parameter); the forms combine through mov, add, sub,
+    Factors are integer immediates, kernel parameters (a register whose one definition is
+    `ld.param` of a 32-bit kernel parameter) and the block's and grid's dimensions (one
+    `mov` from %ntid or %nctaid); the forms combine through mov, add, sub,
     mul.lo, mad.lo, shl by an immediate and selp of two values of one form. A register with another definition, or with
     definitions that disagree, has no form."""
     params = set(kernel_params)
@@ -485,12 +488,16 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
         if isinstance(st, ir.Instruction):
             for r in defs_uses(st)[0]:
                 defs.setdefault(r, []).append(st)
-    factor_of = {}                # register -> the kernel parameter it was loaded from
+    factor_of = {}                # register -> the kernel parameter or block dimension it holds
     for r, sts in defs.items():
         st = sts[0]
-        if (len(sts) == 1 and st.guard is None and _loads_kernel_param(st, params)
-                and _INT32 & set(st.mods) and st.operands[1].offset == 0):
+        if len(sts) != 1 or st.guard is not None or not _INT32 & set(st.mods):
+            continue
+        if _loads_kernel_param(st, params) and st.operands[1].offset == 0:
             factor_of[r] = st.operands[1].base.name
+        elif (st.opcode == "mov" and isinstance(st.operands[1], ir.SpecialReg)
+              and st.operands[1].name in _FACTOR_SPECIAL and st.operands[1].component in ("x", "y", "z")):
+            factor_of[r] = f"%{st.operands[1].name}.{st.operands[1].component}"
     forms = {}                    # register -> form, _CONFLICT, or absent (not known yet)
 
     def operand(op):
@@ -504,7 +511,7 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
         return _CONFLICT
 
     def scaled(f, op):
-        """f times the value of `op`: an immediate or a kernel parameter."""
+        """f times the value of `op`: an immediate, a kernel parameter or a dimension."""
         if isinstance(op, ir.Imm) and isinstance(op.value, int) and not op.is_float:
             return {t: k * op.value for t, k in f.items() if (k * op.value) % (1 << 32)}
         if isinstance(op, ir.Reg) and op.name in factor_of and all(fac is None for _, fac in f):

@@ -978,7 +978,10 @@ class FunctionLowering:
         total = i32(0)
         for (axis, factor), k in sorted(self.linear_forms[r].items(), key=lambda t: (t[0][0], t[0][1] or "")):
             term = b.mul(self.fn.args[3 + "xyz".index(axis)], i32((k + 2 ** 31) % 2 ** 32 - 2 ** 31))
-            if factor is not None:
+            if factor is not None and factor.startswith("%"):
+                name, comp = factor[1:].split(".")
+                term = b.mul(term, self.special(pir.SpecialReg(name, comp)))
+            elif factor is not None:
                 value, _ = self.kernel_param_value(pir.Addr(pir.Sym(factor)), 0, "b32")
                 term = b.mul(term, value)
             total = b.add(total, term)
