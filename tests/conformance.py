@@ -40,6 +40,22 @@ def poison(shape, dtype) -> ac.ndarray:
     return a
 
 
+def force_affine_check(monkeypatch):
+    """Make the scheduler's check of rebuilt registers (scheduler._affine_spills) answer yes
+    whatever it finds, with a fresh compile: a test then sees whether a register is rebuilt
+    from one value after a site at all (a register that is not alike in every thread comes
+    out wrong), and that the check is what keeps such a register right."""
+    from llvmlite import ir
+    from anycuda.compiler import scheduler
+    original = scheduler._affine_spills
+
+    def forced(b, spill, header, n, slots, holds):
+        original(b, spill, header, n, slots, holds)
+        return ir.Constant(ir.IntType(1), 1)
+    monkeypatch.setattr(scheduler, "_affine_spills", forced)
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+
+
 def make_rng():
     seed = int.from_bytes(os.urandom(4), "little")
     return np.random.default_rng(seed), seed

@@ -10,7 +10,7 @@ from llvmlite import ir
 
 import anycuda as ac
 from anycuda.compiler import abi, scheduler
-from conformance import poison
+from conformance import force_affine_check, poison
 
 # Each kernel has a barrier, so that its loops get yields (analysis.grid_stride_yields);
 # TAG makes the source unique per test so that no compiled copy is shared between tests
@@ -205,13 +205,7 @@ def test_without_the_check_an_uneven_counter_would_be_rebuilt_wrongly(rng, monke
     """With the check's answer forced to yes, the uneven counter takes thread 0's value
     (so the rebuilding resume is used after a barrier, and the check is what keeps it
     right), while the tile loop's counter, alike in every thread, gives the same sums."""
-    original = scheduler._affine_spills
-
-    def forced(b, spill, header, n, slots, holds):
-        original(b, spill, header, n, slots, holds)
-        return ir.Constant(ir.IntType(1), 1)
-    monkeypatch.setattr(scheduler, "_affine_spills", forced)
-    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    force_affine_check(monkeypatch)
     (tile, tile_want), (uneven, uneven_want) = _tile_and_uneven(_module("counters forced"), rng)
     np.testing.assert_array_equal(tile, tile_want)
     assert not np.array_equal(uneven, uneven_want)
@@ -219,7 +213,7 @@ def test_without_the_check_an_uneven_counter_would_be_rebuilt_wrongly(rng, monke
 
 # A grid-stride loop whose odd threads step one element further once, at the fourth
 # iteration: the induction register holds first + t for the first rounds and not after, so
-# the check that a round makes of its own results (scheduler.checked_yield_rounds) must send
+# the check that a round makes of its own results (scheduler: uniform_round) must send
 # the later rounds back to the reloading resume.
 LATE_DRIFT = r"""
 .version 8.0

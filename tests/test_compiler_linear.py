@@ -4,36 +4,21 @@ row-major index) is stored without its thread-linear part and gets it back on re
 transformation is exact for any value; when what is stored is alike in every thread, a uniform
 round rebuilds the register from one value (the affine resume's stride 0), and when it is not,
 the round reloads it. numpy is the reference; outputs are poisoned first."""
+from pathlib import Path
+
 import numpy as np
 import pytest
-from llvmlite import ir
 
 import anycuda as ac
-from anycuda.compiler import analysis, scheduler
+from anycuda.compiler import analysis
 from anycuda.ptx.parser import parse
-from conformance import poison
+from conformance import force_affine_check, poison
 
-# TAG makes the source unique per test, so that tests that change the compiler share no
-# compiled copy with the others.
-SOURCE = r"""
-// TAG
-#define TILE 16
-// C = A B for n x n row-major matrices, tiles of TILE x TILE in shared memory (blockDim TILE x TILE)
-extern "C" __global__ void tiled_matmul(const float* A, const float* B, float* C, int n) {
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE];
-    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
-    float acc = 0.0f;
-    for (int t = 0; t < n; t += TILE) {
-        As[threadIdx.y][threadIdx.x] = A[row * n + t + threadIdx.x];
-        Bs[threadIdx.y][threadIdx.x] = B[(t + threadIdx.y) * n + col];
-        __syncthreads();
-        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
-        __syncthreads();
-    }
-    C[row * n + col] = acc;
-}
-
+# The benchmark's tiled SGEMM (16 x 16 tiles; C = A B for n x n row-major matrices) and two
+# kernels of this file. TAG makes the source unique per test, so that tests that change the
+# compiler share no compiled copy with the others.
+SGEMM = (Path(__file__).parents[1] / "benchmarks" / "kernels" / "cuda" / "sgemm.cu").read_text()
+SOURCE = "// TAG\n" + SGEMM + r"""
 // each thread sums a column stretch of a 2-D block's window; odd columns start `skew` rows
 // lower: the index minus its thread-linear part differs between threads
 // (unsigned, so that nvcc keeps the 32-bit index rather than a pointer)
@@ -92,7 +77,7 @@ def _matmul(mod, rng, n):
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
     c = poison((n, n), np.float32)
-    mod.get_function("tiled_matmul")((n // 16, n // 16), (16, 16), (ac.asarray(a), ac.asarray(b), c, np.int32(n)))
+    mod.get_function("sgemm")((n // 16, n // 16), (16, 16), (ac.asarray(a), ac.asarray(b), c, np.int32(n)))
     return c.get(), a.astype(np.float64) @ b.astype(np.float64)
 
 
@@ -138,13 +123,7 @@ def test_the_rebuilding_resume_runs_for_linear_registers_and_the_check_guards_it
     """With the check's answer forced to yes, the skewed indices take thread 0's stored value
     (wrong sums: the linear registers were saved without their thread part and are rebuilt
     from one value), while the matmul's indices, alike after their linear part, stay right."""
-    original = scheduler._affine_spills
-
-    def forced(b, spill, header, n, slots, holds):
-        original(b, spill, header, n, slots, holds)
-        return ir.Constant(ir.IntType(1), 1)
-    monkeypatch.setattr(scheduler, "_affine_spills", forced)
-    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    force_affine_check(monkeypatch)
     mod = _module("forced")
     got, want = _matmul(mod, rng, 48)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)

@@ -410,6 +410,16 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     return dict(sorted(result.items()))
 
 
+def _definitions(body: list) -> dict:
+    """{register: the instructions that write it, in body order}."""
+    defs = {}
+    for st in body:
+        if isinstance(st, ir.Instruction):
+            for r in defs_uses(st)[0]:
+                defs.setdefault(r, []).append(st)
+    return defs
+
+
 def block_uniform_registers(body: list, kernel_params) -> set:
     """Integer registers that every thread of a block computes alike: each of their
     definitions is an unguarded pure integer instruction of immediates, symbols, kernel
@@ -418,11 +428,7 @@ def block_uniform_registers(body: list, kernel_params) -> set:
     register different from the others', which is why the scheduler checks the values
     before relying on them (scheduler._affine_spills)."""
     params = set(kernel_params)
-    defs = {}
-    for st in body:
-        if isinstance(st, ir.Instruction):
-            for r in defs_uses(st)[0]:
-                defs.setdefault(r, []).append(st)
+    defs = _definitions(body)
 
     def alike(st, uniform):
         """st computes its register alike in every thread, given the registers `uniform`."""
@@ -480,14 +486,10 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
     Factors are integer immediates, kernel parameters (a register whose one definition is
     `ld.param` of a 32-bit kernel parameter) and the block's and grid's dimensions (one
     `mov` from %ntid or %nctaid); the forms combine through mov, add, sub,
-    mul.lo, mad.lo, shl by an immediate and selp of two values of one form. A register with another definition, or with
-    definitions that disagree, has no form."""
+    mul.lo, mad.lo, shl by an immediate and selp of two values of one form. A register with
+    another definition, or with definitions that disagree, has no form."""
     params = set(kernel_params)
-    defs = {}
-    for st in body:
-        if isinstance(st, ir.Instruction):
-            for r in defs_uses(st)[0]:
-                defs.setdefault(r, []).append(st)
+    defs = _definitions(body)
     factor_of = {}                # register -> the kernel parameter or block dimension it holds
     for r, sts in defs.items():
         st = sts[0]
