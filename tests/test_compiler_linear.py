@@ -141,6 +141,7 @@ PTX = r"""
 {
     .reg .b32 %r<20>;
     .reg .b64 %rd<2>;
+    .reg .f32 %f<2>;
     ld.param.u32 %r1, [n];
     mov.u32 %r2, %tid.x;
     mov.u32 %r3, %tid.y;
@@ -161,6 +162,8 @@ PTX = r"""
     add.s32 %r13, %r13, %r1;            // a stepped index keeps its form
     mov.u32 %r15, %ntid.x;
     mad.lo.s32 %r16, %r3, %r15, %r2;    // tid.y * ntid.x + tid.x
+    mov.u32 %r17, %tid.x;
+    mov.b32 %r17, %f1;                  // float bits: no form
     ret;
 }
 """
@@ -174,5 +177,5 @@ def test_forms_found_by_the_analysis():
     assert forms["%r5"] == {x: 4, ("y", "n"): 4} and forms["%r6"] == {x: 1, y: 1}
     assert forms["%r12"] == {x: 3, y: 4} and forms["%r13"] == {x: 1, y: 1}
     assert forms["%r16"] == {x: 1, ("y", "%ntid.x"): 1}
-    for r in ("%r1", "%r7", "%r8", "%r9", "%r10", "%r11", "%r14"):
+    for r in ("%r1", "%r7", "%r8", "%r9", "%r10", "%r11", "%r14", "%r17"):
         assert r not in forms, r

@@ -576,7 +576,10 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
             if new != forms.get(r):
                 forms[r] = new
                 changed = True
-    return {r: f for r, f in forms.items() if f and f != _CONFLICT}
+    # a definition whose form is still unknown reads something with none (a float register
+    # moved into an integer one): its register has none either
+    return {r: f for r, f in forms.items()
+            if f and f != _CONFLICT and all(form_of(st) is not None for st in defs[r])}
 
 
 def constant_registers(body: list) -> dict:
