@@ -104,10 +104,9 @@ class FunctionLowering:
         self.written = {}                 # suspension position -> registers written since a resume
         self.remat_at = {}                # suspension position -> {register: definition} recomputed there
         self.block_uniform = set()        # registers every thread of a block computes alike
-        self.induction_at = {}            # back-edge yield position -> the loop's induction register
+        self.stride_loop_at = {}          # back-edge yield position -> its loop (analysis.StrideLoop)
         self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride)]: see _reload
-        self.checked_yields = set()       # back-edge yield positions whose rounds may check themselves
-        self.self_checked_sites = set()   # their sites (scheduler.checked_yield_rounds)
+        self.self_checked_sites = set()   # yield sites whose rounds check themselves (scheduler.uniform_round)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probed_branches = []         # positions of the kernel's probed branches (compiler/guards.py)
@@ -215,18 +214,14 @@ class FunctionLowering:
                 continue
             yield_ = pir.Instruction(analysis.YIELD, (), (), st.loc, text="(yield)")
             if st.guard is None:
-                self.induction_at[len(new)] = at[pos].induction
-                if not at[pos].scatters:
-                    self.checked_yields.add(len(new))
+                self.stride_loop_at[len(new)] = at[pos]
                 new += [yield_, st]
                 continue
             leave = f"$anycuda_loop_exit{pos}"
             skip = pir.Guard(st.guard.reg, not st.guard.negated)
             new.append(dataclasses.replace(st, guard=skip, operands=(pir.Sym(leave),)))
             back = len(new)
-            self.induction_at[back] = at[pos].induction
-            if not at[pos].scatters:
-                self.checked_yields.add(back)
+            self.stride_loop_at[back] = at[pos]
             new += [yield_, dataclasses.replace(st, guard=None), pir.Label(leave, st.loc)]
             self.yield_pairs.append((back, len(new)))
             new.append(yield_)
@@ -340,7 +335,7 @@ class FunctionLowering:
             self.spill_slots[r] = (off, size(r))
             off += size(r)
         self.spill_bytes = (off + 7) // 8 * 8
-        inductions = set(self.induction_at.values())
+        inductions = {loop.induction for loop in self.stride_loop_at.values()}
         self.linear_forms = {r: f for r, f in analysis.thread_linear_forms(body, self.mc.kernel_params(self.pfn)).items()
                              if r in self.spill_slots and r not in inductions and r not in self.block_uniform
                              and self.regs[r][0].type.pointee == I32}
@@ -908,7 +903,10 @@ class FunctionLowering:
             b.position_at_end(again)
             slots = {r: (self.affine_slots + k, stride) for k, (r, stride) in enumerate(affine.items())}
             self.affine_sites[site] = [(slots[r][0],) + self.spill_slots[r] + (slots[r][1],) for r in affine]
-            if self.inst_pos in self.checked_yields:
+            loop = self.stride_loop_at.get(self.inst_pos)
+            if loop is not None and not loop.scatters:
+                # a round with atomics stays scalar: its own min/max reductions would cost
+                # more than the vectorised passes they replace (histogram)
                 self.self_checked_sites.add(site)
             self.affine_slots += len(affine)
             self._reload(live, slots)
@@ -929,7 +927,8 @@ class FunctionLowering:
         saved = [r for r in live if r in self.spill_slots and _kind(self.regs[r][1]) == "int"
                  and self.regs[r][1] != "pred" and self.spill_slots[r][1] in (4, 8)]
         strides = {r: 0 for r in saved if r in self.block_uniform or r in self.linear_forms}
-        induction = self.induction_at.get(self.inst_pos)
+        loop = self.stride_loop_at.get(self.inst_pos)
+        induction = loop.induction if loop is not None else None
         if induction in saved:
             strides[induction] = 1
         return strides

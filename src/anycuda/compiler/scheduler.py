@@ -903,7 +903,6 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     # stopped; those rounds are usually a few instructions up to the next collective, and
     # vectorised per site they ran no faster
     coll_round = fn.append_basic_block("collective.round") if collectives else None
-    round_entry = {site: fn.append_basic_block(f"uniform{site}") for site in [0] + again}
     affine_entry = {site: fn.append_basic_block(f"uniform{site}.affine") for site in again if site in affine_sites}
 
     def uniform_round(site, resume):
@@ -916,8 +915,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         the scan of the stop codes, the form's check: a third of reduce's time went to the
         last two). Rounds from barriers were tried the same way, checking for the one site
         their threads could reach next: sgemm did not get faster."""
-        checked = site in self_checked_sites
-        slots = affine_sites.get(site, []) if checked else []
+        checked = site in self_checked_sites         # a yield with rebuilt registers (affine_entry)
+        slots = affine_sites[site] if checked else []
         if checked:
             code_range = _RangeReduction(b, I32)
             slot_ranges = [_RangeReduction(b, ir.IntType(8 * size)) for _, _, size, _ in slots]
@@ -943,14 +942,14 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.position_at_end(go_on)
         for (slot, _, _, _), rng in zip(slots, slot_ranges):
             store_field(b, header, abi.FRAME_HEADER + 8 * slot, rng.low())
-        b.branch(affine_entry[site] if slots else round_entry[site])
+        b.branch(affine_entry[site])
         b.position_at_end(leave)
 
     for site in [0] + again + (["collective"] if collectives else []):
         if site == "collective":
             body = coll_round
         else:
-            body = round_entry[site]
+            body = fn.append_basic_block(f"uniform{site}")
             sw.add_case(i32(site), body)
         b.position_at_end(body)
         if site == "collective":
