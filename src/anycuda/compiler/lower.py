@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis, gridsync, guards
+from . import abi, analysis, gridsync, guards, warpruns
 from .irutil import i32, i64, load_field, store_field
 from .types import I1, I8, I32, I64, PTR, llvm_type, width
 
@@ -110,6 +110,8 @@ class FunctionLowering:
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probed_branches = []         # positions of the kernel's probed branches (compiler/guards.py)
+        self.site_at = {}                 # position of a suspending instruction -> its site
+        self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
         self.inst = None
 
     # ------------------------------------------------------------------ errors
@@ -191,6 +193,8 @@ class FunctionLowering:
             self.emit_return()
         self._emit_dispatch(start)
         self.frame_size = (self.frame_size + 63) // 64 * 64
+        if self.is_kernel and self.sites:
+            self.advances = warpruns.emit_advances(self, self.site_at)
 
     def _insert_yields(self):
         """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""
@@ -866,6 +870,7 @@ class FunctionLowering:
         live = self.site_live.get(self.inst_pos, [])
         self.sites.append(abi.SITE[kind])
         site = len(self.sites)
+        self.site_at[self.inst_pos] = site
         # constant operands are stored by the scheduler from its site table (the scheduler's
         # record of where each thread stopped), so that a loop over threads that all reach
         # this site stores nothing per thread into the frames

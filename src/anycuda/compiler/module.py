@@ -315,7 +315,8 @@ class ModuleLowering:
                                               site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes,
                                               probed=bool(lowering.probed_branches),
                                               affine_sites=lowering.affine_sites,
-                                              self_checked_sites=lowering.self_checked_sites)
+                                              self_checked_sites=lowering.self_checked_sites,
+                                              advances=lowering.advances)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                               spill_bytes=lowering.spill_bytes)
 

@@ -725,7 +725,8 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
-                        site_consts=(), spill_bytes=0, probed=False, affine_sites=None, self_checked_sites=()):
+                        site_consts=(), spill_bytes=0, probed=False, affine_sites=None, self_checked_sites=(),
+                        advances=None):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -807,18 +808,34 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             b.store(b.or_(b.load(lanes_differ), differs), lanes_differ)
         return b.load(lanes_differ)
 
+    advances = advances or {}
+
     def resolve_warp_at(code, lo):
         """Resolve for the full warp at thread `lo` the collective whose site is `code`
-        (all its lanes wait there); nothing for another code."""
+        (all its lanes wait there); nothing for another code. Returns the site the lanes
+        resume from: `code`, or the last shuffle of a run of shuffles that starts at `code`
+        (compiler/warpruns.py), which the run's vector code has brought the warp to."""
         after = fn.append_basic_block("cw.resolved")
         wsw = b.switch(code, after)
+        resumes = [(code, b.block)]
         for site in sorted(coll_sites):
             blk = fn.append_basic_block(f"cw.site{site}")
             wsw.add_case(i32(site), blk)
             b.position_at_end(blk)
             _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
+            if site in advances:
+                advance, last = advances[site]
+                b.call(advance, [spill, header, ws, fsize, lo], attrs=("alwaysinline",))
+                _emit_uniform_collective(b, nsites_kinds[last - 1], site_consts[last - 1], lo, coll, ws, fsize)
+                resumes.append((i32(last), b.block))
+            else:
+                resumes.append((code, b.block))
             b.branch(after)
         b.position_at_end(after)
+        resume = b.phi(I32, name="cw.resume")
+        for value, blk in resumes:
+            resume.add_incoming(value, blk)
+        return resume
     kinds_ty = ir.ArrayType(I32, len(nsites_kinds))
     kinds_g = ir.GlobalVariable(module, kinds_ty, name=name + ".sites")
     kinds_g.initializer = ir.Constant(kinds_ty, nsites_kinds)
@@ -978,8 +995,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     stop = fn.append_basic_block("cr.stop")
                     b.cbranch(go_on, resolved, stop)
                     b.position_at_end(resolved)
-                    resolve_warp_at(c0, lo)
-                    resume.add_incoming(c0, b.block)
+                    resume.add_incoming(resolve_warp_at(c0, lo), b.block)
                     b.branch(again_blk)
                     b.position_at_end(stop)
         elif site in affine_entry:
@@ -1044,7 +1060,9 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.position_at_end(resolve)
         with for_range(b, i32(0), b.lshr(n, i32(5)), "cw") as w:
             lo = b.mul(w, i32(32))
-            resolve_warp_at(b.load(b.gep(codes, [lo])), lo)
+            first_lane = b.gep(codes, [lo])
+            # the collective round resumes a warp's lanes from its first lane's code
+            b.store(resolve_warp_at(b.load(first_lane), lo), first_lane)
             latch = b.block
         set_loop_hints(module, latch.terminator, {"llvm.loop.unroll.disable": None})
         b.branch(coll_round)
