@@ -38,6 +38,21 @@ extern "C" __global__ void warp_ops(const int* xi, const float* xf, int* scan, f
     down[g] = d;
     bcast[g] = __shfl_sync(FULL, s, 3) + __shfl_sync(FULL, d, 7);
 }
+
+// only the first `busy` threads (whole warps) scan, the others wait at the barrier: the
+// scanning warps are brought through the run while the rest of the block stands still
+extern "C" __global__ void some_warps_scan(const int* xi, int* scan, int busy) {
+    unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+    int s = xi[g];
+    if (threadIdx.x < busy) {
+        for (int o = 1; o < 32; o <<= 1) {
+            int u = __shfl_up_sync(FULL, s, o);
+            if ((threadIdx.x & 31) >= o) s += u;
+        }
+    }
+    __syncthreads();
+    scan[g] = s;
+}
 """
 
 
@@ -104,12 +119,27 @@ def test_warp_runs_match_numpy(rng, block):
         np.testing.assert_array_equal(g, w, err_msg=name)
 
 
+@pytest.mark.parametrize("block,busy", [(128, 64), (96, 32), (64, 64)])
+def test_runs_of_some_warps_while_others_wait(rng, block, busy):
+    grid = 3
+    xi = rng.integers(-1000, 1000, grid * block).astype(np.int32)
+    out = poison(grid * block, np.int32)
+    ac.RawModule(code=SOURCE).get_function("some_warps_scan")((grid,), (block,), (ac.asarray(xi), out, np.int32(busy)))
+    lane = np.arange(32)
+    s = xi.reshape(-1, 32).astype(np.int64)
+    for o in (1, 2, 4, 8, 16):
+        s = s + np.where(lane >= o, _shfl(s, "up", o), 0)
+    busy_lanes = (np.arange(grid * block) % block) < busy
+    want = np.where(busy_lanes, s.ravel(), xi).astype(np.int32)
+    np.testing.assert_array_equal(out.get(), want)
+
+
 def test_each_run_of_the_kernel_gets_vector_code():
-    """The scan, the max, the sum and the two broadcasts are four runs; each has an advance
-    function (the scan's lane tests recompute the lane from threadIdx.y * blockDim.x +
-    threadIdx.x)."""
+    """warp_ops' scan, max, sum and two broadcasts are four runs, some_warps_scan has one;
+    each has an advance function (warp_ops' lane tests recompute the lane from threadIdx.y *
+    blockDim.x + threadIdx.x)."""
     mod = ac.RawModule(code=SOURCE)
-    assert _advances(mod.ptx) == (4, 0)
+    assert _advances(mod.ptx) == (5, 0)
 
 
 # A run of three shuffles written by hand with forms nvcc rarely puts between shuffles: a

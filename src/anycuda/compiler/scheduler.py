@@ -810,6 +810,16 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     advances = advances or {}
 
+    def resolve_known_site(site, lo):
+        """resolve_warp_at for a collective site known here; returns the site to resume from."""
+        _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
+        if site not in advances:
+            return i32(site)
+        advance, last = advances[site]
+        b.call(advance, [spill, header, ws, fsize, lo], attrs=("alwaysinline",))
+        _emit_uniform_collective(b, nsites_kinds[last - 1], site_consts[last - 1], lo, coll, ws, fsize)
+        return i32(last)
+
     def resolve_warp_at(code, lo):
         """Resolve for the full warp at thread `lo` the collective whose site is `code`
         (all its lanes wait there); nothing for another code. Returns the site the lanes
@@ -822,14 +832,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             blk = fn.append_basic_block(f"cw.site{site}")
             wsw.add_case(i32(site), blk)
             b.position_at_end(blk)
-            _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
-            if site in advances:
-                advance, last = advances[site]
-                b.call(advance, [spill, header, ws, fsize, lo], attrs=("alwaysinline",))
-                _emit_uniform_collective(b, nsites_kinds[last - 1], site_consts[last - 1], lo, coll, ws, fsize)
-                resumes.append((i32(last), b.block))
-            else:
-                resumes.append((code, b.block))
+            resumes.append((resolve_known_site(site, lo), b.block))
             b.branch(after)
         b.position_at_end(after)
         resume = b.phi(I32, name="cw.resume")
@@ -1037,7 +1040,13 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         # have exited: they stay there): each such warp is resolved at once, as a vector,
         # and a collective round runs its threads on; otherwise the general rounds
         warps_ready = fn.append_basic_block("collective.check")
-        b.cbranch(b.and_(b.load(same), b.not_(is_coll(first))), agreed, warps_ready)
+        # every thread at the first shuffle of a run of shuffles, in full warps: each warp is
+        # brought to the run's last shuffle, and a uniform round goes on from there
+        at_run = ir.Constant(I1, 0)
+        for site in advances:
+            at_run = b.or_(at_run, b.icmp_signed("==", first, i32(site)))
+        go_on = b.or_(b.not_(is_coll(first)), b.and_(at_run, full_warps))
+        b.cbranch(b.and_(b.load(same), go_on), agreed, warps_ready)
         b.position_at_end(warps_ready)
         b.store(ir.Constant(I1, 0), same)           # reused: whether any warp is at a collective
         b.store(b.not_(full_warps), trapped)        # reused: whether the warps are not ready
@@ -1073,6 +1082,14 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     sw.add_case(i32(abi.STEP_EXIT), done)
     for site, blk in resume_at.items():
         sw.add_case(i32(site), blk)
+    for site in sorted(advances):
+        blk = fn.append_basic_block(f"uniform.run{site}")
+        sw.add_case(i32(site), blk)
+        b.position_at_end(blk)
+        with for_range(b, i32(0), b.lshr(n, i32(5)), "rw") as w:
+            last = resolve_known_site(site, b.mul(w, i32(32)))
+        uniform_round(last.constant, last.constant)
+        b.branch(scan)
     b.position_at_end(record)
     with for_range(b, i32(0), n, "m") as t:
         _record_stop(b, fn, _frame(b, ws, fsize, t), b.load(b.gep(codes, [t])), kinds, site_consts, nsites_kinds)
