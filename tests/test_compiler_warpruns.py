@@ -229,3 +229,64 @@ def test_the_vector_code_is_what_runs(rng, monkeypatch):
     want, wantf = _guarded_reference(x)
     assert not np.array_equal(out.get(), want)
     np.testing.assert_array_equal(outf.get(), wantf)
+
+
+# Registers saved without their thread-linear part (lower: linear_forms) in and out of a run:
+# r11 = 3 tid + base (+ 7 where x < 0: two definitions, so it is saved, not recomputed) is
+# read inside the run, r13 = r11 + 5 is made inside it and read after it; both are saved as
+# the value less 3 tid and get it back on resume.
+LINEAR = r"""
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry linear_run(.param .u64 px, .param .u64 pout, .param .u32 pbase)
+{
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<8>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [px];
+    ld.param.u64 %rd2, [pout];
+    ld.param.u32 %r20, [pbase];
+    mov.u32 %r10, %tid.x;
+    mul.wide.u32 %rd4, %r10, 4;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.u32 %r1, [%rd5];
+    mad.lo.s32 %r11, %r10, 3, %r20;
+    setp.lt.s32 %p1, %r1, 0;
+    @%p1 add.s32 %r11, %r11, 7;
+    shfl.sync.bfly.b32 %r2, %r1, 4, 31, -1;
+    add.s32 %r12, %r2, %r11;
+    shfl.sync.up.b32 %r4, %r12, 1, 0, -1;
+    add.s32 %r13, %r11, 5;
+    shfl.sync.down.b32 %r5, %r4, 3, 31, -1;
+    add.s32 %r6, %r5, %r13;
+    add.s32 %r7, %r6, %r11;
+    add.s64 %rd6, %rd2, %rd4;
+    st.global.u32 [%rd6], %r7;
+    ret;
+}
+"""
+
+
+def test_registers_saved_without_their_thread_linear_part(rng, monkeypatch):
+    from anycuda.compiler import lower
+    seen = {}
+    original = lower.FunctionLowering._plan_spills
+
+    def spy(self, body):
+        original(self, body)
+        seen.update(self.linear_forms)
+    monkeypatch.setattr(lower.FunctionLowering, "_plan_spills", spy)
+    assert _advances(LINEAR) == (1, 0)
+    assert {"%r11", "%r13"} <= set(seen)
+    monkeypatch.undo()
+    n, base = 96, 1000
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    out = poison(n, np.int32)
+    ac.RawModule(ptx=LINEAR).get_function("linear_run")((1,), (n,), (ac.asarray(x), out, np.int32(base)))
+    t = np.arange(n).reshape(-1, 32).astype(np.int64)
+    v = x.reshape(-1, 32).astype(np.int64)
+    r11 = 3 * t + base + np.where(v < 0, 7, 0)
+    r4 = _shfl(_shfl(v, "bfly", 4) + r11, "up", 1, 0)
+    want = _shfl(r4, "down", 3) + (r11 + 5) + r11
+    np.testing.assert_array_equal(out.get(), want.astype(np.int32).ravel())
