@@ -24,7 +24,8 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from . import abi, analysis
-from .irutil import i32, i64, load_field
+from .irutil import declare, i32, i64, load_field
+from .scheduler import COLL_ARRAYS, shfl_source
 from .types import I1, I8, I32, I64, PTR, llvm_type, type_mods, width
 
 LANES = 32
@@ -251,7 +252,6 @@ class WarpCode:
         return total
 
     def _coll_vector(self, name, elem):
-        from .scheduler import COLL_ARRAYS
         off, _ = COLL_ARRAYS[name]
         index = self.b.add(i64(abi.MAX_BLOCK_THREADS * self.f.spill_bytes + off),
                            self.b.mul(self.b.zext(self.lo, I64), i64(elem.width // 8)))
@@ -406,7 +406,6 @@ def _fma(w, st):
     a, c, d = _sources(w, st, t)
     b = w.b
     if t in FLOAT_TYPES:
-        from .irutil import declare
         fn = declare(b.module, f"llvm.fma.v{LANES}{t}", a.type, [a.type] * 3)
         return w.write(st.operands[0], b.call(fn, [a, c, d]), t)
     if st.opcode != "mad":
@@ -421,7 +420,6 @@ def _min_max(w, st):
     v = vals[0]
     for other in vals[1:]:
         if t in FLOAT_TYPES:
-            from .irutil import declare
             name = f"llvm.{'minimum' if st.opcode == 'min' else 'maximum'}num.v{LANES}{t}"
             v = b.call(declare(b.module, name, v.type, [v.type, v.type]), [v, other])
         else:
@@ -461,7 +459,7 @@ def _shift(w, st):
 
 
 def _setp(w, st):
-    from .instructions import _cmp_op, _compare
+    from .instructions import _cmp_op, _compare     # (instructions imports lower, which imports us)
     t = _type(st, INT_TYPES | FLOAT_TYPES)
     if len(st.operands) != 3 or isinstance(st.operands[0], pir.Pair):
         raise NotVectorisable("setp with a boolean operation")
@@ -478,7 +476,6 @@ def _selp(w, st):
 def _shuffle(w, st):
     """An inner shuffle of a run: every lane of the warp is there (the run started with all of
     them), so it is the fixed permutation of scheduler.shfl_source."""
-    from .scheduler import shfl_source
     mode, lane_op, clamp = fixed_shuffle(st, w.constants)
     srcs = [shfl_source(mode, lane, lane_op, clamp) for lane in range(LANES)]
     a = w.read(st.operands[1], "b32")
