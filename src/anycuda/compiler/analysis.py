@@ -472,6 +472,13 @@ def _add_forms(f, g, sign=1):
     return {t: k for t, k in out.items() if k % (1 << 32)}
 
 
+def linear_terms(form):
+    """The terms of a thread-linear form (thread_linear_forms) in a fixed order: (axis,
+    factor, k), k as a signed 32-bit multiplier."""
+    for (axis, factor), k in sorted(form.items(), key=lambda t: (t[0][0], t[0][1] or "")):
+        yield axis, factor, (k + 2 ** 31) % 2 ** 32 - 2 ** 31
+
+
 def thread_linear_forms(body: list, kernel_params) -> dict:
     """{register: its thread-linear form} for the 32-bit integer registers that every
     definition computes as k * %tid.x + ... plus something else (a row start, a tile offset):

@@ -128,7 +128,7 @@ def lower_atomic(f, inst):
 
 
 def convert(b, v, typ):
-    from .lower import convert_bits
+    from .irutil import convert_bits
     return convert_bits(b, v, typ)
 
 

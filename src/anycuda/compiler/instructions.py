@@ -11,8 +11,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
 from . import abi, bitops, floatops, gridsync, guards
-from .irutil import i32, i64, load_field
-from .lower import convert_bits
+from .irutil import convert_bits, i32, i64, load_field
 from .types import I1, I32, I64, llvm_type, type_mods, width
 
 HANDLERS = {}

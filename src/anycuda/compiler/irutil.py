@@ -5,7 +5,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from .types import I32, I64
+from .types import I1, I32, I64, llvm_width
 
 
 def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=False) -> ir.Function:
@@ -100,3 +100,29 @@ def set_loop_hints(module: ir.Module, latch: ir.Instruction, hints: dict) -> Non
     loop_id = module.add_metadata([ir.MetaDataString(module, f"anycuda.loop.{len(module.metadata)}")])
     loop_id.operands = (loop_id, *props)
     latch.set_metadata("llvm.loop", loop_id)
+
+
+def convert_bits(b: ir.IRBuilder, v: ir.Value, to: ir.Type, signed=False) -> ir.Value:
+    """Reinterpret or resize a register value as PTX's typed moves allow: same width is a
+    bitcast; a narrower integer view truncates; a wider one extends (sign or zero). `to` is
+    a scalar type; a vector (a warp's lanes, compiler/warpruns.py) converts lane by lane."""
+    count = getattr(v.type, "count", None)
+    like = (lambda t: ir.VectorType(t, count)) if count else (lambda t: t)
+    frm = v.type.element if count else v.type
+    if frm == to:
+        return v
+    if frm == I1:
+        return b.zext(v, like(to)) if isinstance(to, ir.IntType) else convert_bits(b, b.zext(v, like(I32)), to)
+    if to == I1:
+        iv = convert_bits(b, v, ir.IntType(llvm_width(frm)))
+        return b.icmp_unsigned("!=", iv, ir.Constant(iv.type, None if count else 0))
+    fw, tw = llvm_width(frm), llvm_width(to)
+    if not isinstance(frm, ir.IntType):
+        v = b.bitcast(v, like(ir.IntType(fw)))
+    if fw > tw:
+        v = b.trunc(v, like(ir.IntType(tw)))
+    elif fw < tw:
+        v = (b.sext if signed else b.zext)(v, like(ir.IntType(tw)))
+    if not isinstance(to, ir.IntType):
+        v = b.bitcast(v, like(to))
+    return v

@@ -20,8 +20,8 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
 from . import abi, analysis, gridsync, guards, warpruns
-from .irutil import i32, i64, load_field, store_field
-from .types import I1, I8, I32, I64, PTR, llvm_type, width
+from .irutil import convert_bits, i32, i64, load_field, store_field
+from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
 
@@ -35,35 +35,6 @@ LOCAL_WINDOW_SLOT = abi.FRAME_HEADER
 
 class LoweringError(PtxError):
     pass
-
-
-def convert_bits(b: ir.IRBuilder, v: ir.Value, to: ir.Type, signed=False) -> ir.Value:
-    """Reinterpret or resize a register value as PTX's typed moves allow: same width is a
-    bitcast; a narrower integer view truncates; a wider one extends (sign or zero)."""
-    frm = v.type
-    if frm == to:
-        return v
-    if frm == I1:
-        return b.zext(v, to) if isinstance(to, ir.IntType) else convert_bits(b, b.zext(v, I32), to)
-    if to == I1:
-        iv = convert_bits(b, v, ir.IntType(_bits(frm)))
-        return b.icmp_unsigned("!=", iv, ir.Constant(iv.type, 0))
-    fw, tw = _bits(frm), _bits(to)
-    if not isinstance(frm, ir.IntType):
-        v = b.bitcast(v, ir.IntType(fw))
-    if fw > tw:
-        v = b.trunc(v, ir.IntType(tw))
-    elif fw < tw:
-        v = b.sext(v, ir.IntType(tw)) if signed else b.zext(v, ir.IntType(tw))
-    if not isinstance(to, ir.IntType):
-        v = b.bitcast(v, to)
-    return v
-
-
-def _bits(t: ir.Type) -> int:
-    if isinstance(t, ir.IntType):
-        return t.width
-    return {"half": 16, "float": 32, "double": 64}[str(t)]
 
 
 class FunctionLowering:
@@ -194,7 +165,7 @@ class FunctionLowering:
         self._emit_dispatch(start)
         self.frame_size = (self.frame_size + 63) // 64 * 64
         if self.is_kernel and self.sites:
-            self.advances = warpruns.emit_advances(self, self.site_at)
+            self.advances = warpruns.emit_advances(self)
 
     def _insert_yields(self):
         """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""
@@ -333,7 +304,7 @@ class FunctionLowering:
         for r in list(self.remat):
             self.remat.update(fixed(r))     # what a recomputation reads is recomputed with it
         # largest elements first keeps every array aligned to its element size
-        size = lambda r: max(_bits(self.regs[r][0].type.pointee) // 8, 1)
+        size = lambda r: max(llvm_width(self.regs[r][0].type.pointee) // 8, 1)
         off = 0
         for r in sorted(spilled, key=lambda r: (-size(r), r)):
             self.spill_slots[r] = (off, size(r))
@@ -542,7 +513,7 @@ class FunctionLowering:
                     return ir.Constant(lt, op.bits & ((1 << lt.width) - 1))
                 raise self.error(f"float immediate {op.value} used as .{t}")
             return ir.Constant(lt, op.value & ((1 << lt.width) - 1))
-        if op.is_float and op.bits is not None and op.width == _bits(lt):
+        if op.is_float and op.bits is not None and op.width == llvm_width(lt):
             return self.b.bitcast(ir.Constant(ir.IntType(op.width), op.bits), lt)
         return ir.Constant(lt, float(op.value))
 
@@ -980,8 +951,8 @@ class FunctionLowering:
         which a uniform round rebuilds from one value, so that r's accesses vectorise."""
         b = self.b
         total = i32(0)
-        for (axis, factor), k in sorted(self.linear_forms[r].items(), key=lambda t: (t[0][0], t[0][1] or "")):
-            term = b.mul(self.fn.args[3 + "xyz".index(axis)], i32((k + 2 ** 31) % 2 ** 32 - 2 ** 31))
+        for axis, factor, k in analysis.linear_terms(self.linear_forms[r]):
+            term = b.mul(self.fn.args[3 + "xyz".index(axis)], i32(k))
             if factor is not None and factor.startswith("%"):
                 name, comp = factor[1:].split(".")
                 term = b.mul(term, self.special(pir.SpecialReg(name, comp)))

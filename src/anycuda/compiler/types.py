@@ -21,6 +21,13 @@ PACKED_TYPES = {"f16x2", "bf16x2"}
 ALL_TYPES = INT_TYPES | FLOAT_TYPES | PACKED_TYPES | {"bf16", "pred", "e4m3x2", "e5m2x2", "tf32"}
 
 
+def llvm_width(t: ir.Type) -> int:
+    """Bit width of an LLVM scalar type that holds a register."""
+    if isinstance(t, ir.IntType):
+        return t.width
+    return {"half": 16, "float": 32, "double": 64}[str(t)]
+
+
 def width(t: str) -> int:
     """Bit width of a PTX type name."""
     if t == "pred":

@@ -24,9 +24,9 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from . import abi, analysis
-from .irutil import declare, i32, i64, load_field
+from .irutil import convert_bits, declare, i32, i64, load_field
 from .scheduler import COLL_ARRAYS, shfl_source
-from .types import I1, I8, I32, I64, PTR, llvm_type, type_mods, width
+from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 
 LANES = 32
 FULL_MASK = 0xFFFFFFFF
@@ -202,7 +202,7 @@ class WarpCode:
     def _recompute(self, r, pos):
         """Run register r's definition again, in vector form, over the values at the start."""
         st = self.f.pfn.body[pos]
-        if st.opcode not in VECTOR_OPS or set(st.mods) & _UNHANDLED_MODS or st.guard is not None:
+        if not _in_vector_form(st) or st.guard is not None:
             raise NotVectorisable(f"{r} is recomputed by '{st.opcode}'")
         saved = self.values, self.mask
         self.values, self.mask = _StartValues(self), None
@@ -212,11 +212,17 @@ class WarpCode:
         finally:
             self.values, self.mask = saved
 
+    def _lanes_at(self, offset, elem, size):
+        """Pointer to the warp's 32 elements of the per-thread array at `offset` after the
+        spill base (elements of `size` bytes, one per thread)."""
+        b = self.b
+        index = b.add(i64(offset), b.mul(b.zext(self.lo, I64), i64(size)))
+        return b.bitcast(b.gep(self.spill, [index]), self._vec(elem).as_pointer())
+
     def _spill_vector(self, r):
         off, size = self.f.spill_slots[r]
         elem = I8 if self._reg_type(r) == I1 else self._reg_type(r)
-        index = self.b.add(i64(abi.MAX_BLOCK_THREADS * off), self.b.mul(self.b.zext(self.lo, I64), i64(size)))
-        return self.b.bitcast(self.b.gep(self.spill, [index]), self._vec(elem).as_pointer()), size
+        return self._lanes_at(abi.MAX_BLOCK_THREADS * off, elem, size), size
 
     def _load_spill(self, r):
         b = self.b
@@ -241,8 +247,8 @@ class WarpCode:
         """lower.FunctionLowering._linear_part for the warp's lanes."""
         b = self.b
         total = ir.Constant(self._vec(I32), None)
-        for (axis, factor), k in sorted(self.f.linear_forms[r].items(), key=lambda t: (t[0][0], t[0][1] or "")):
-            term = b.mul(self.thread_index(axis), self.splat(i32((k + 2 ** 31) % 2 ** 32 - 2 ** 31)))
+        for axis, factor, k in analysis.linear_terms(self.f.linear_forms[r]):
+            term = b.mul(self.thread_index(axis), self.splat(i32(k)))
             if factor is not None and factor.startswith("%"):
                 name, comp = factor[1:].split(".")
                 term = b.mul(term, self.special(pir.SpecialReg(name, comp)))
@@ -253,9 +259,7 @@ class WarpCode:
 
     def _coll_vector(self, name, elem):
         off, _ = COLL_ARRAYS[name]
-        index = self.b.add(i64(abi.MAX_BLOCK_THREADS * self.f.spill_bytes + off),
-                           self.b.mul(self.b.zext(self.lo, I64), i64(elem.width // 8)))
-        return self.b.bitcast(self.b.gep(self.spill, [index]), self._vec(elem).as_pointer())
+        return self._lanes_at(abi.MAX_BLOCK_THREADS * self.f.spill_bytes + off, elem, elem.width // 8)
 
     # -------------------------------------------------------------- operands
     def splat(self, scalar):
@@ -291,11 +295,11 @@ class WarpCode:
     def read(self, op, t):
         lt = llvm_type(t)
         if isinstance(op, pir.Reg):
-            return _convert(self.b, self.reg_value(op.name), lt, t.startswith("s"))
+            return convert_bits(self.b, self.reg_value(op.name), lt, t.startswith("s"))
         if isinstance(op, pir.Imm):
             return self.immediate(op, t, lt)
         if isinstance(op, pir.SpecialReg):
-            return _convert(self.b, self.special(op), lt, False)
+            return convert_bits(self.b, self.special(op), lt, False)
         if isinstance(op, pir.Not):
             return self.b.not_(self.read(op.operand, "pred"))
         raise NotVectorisable(f"operand {op}")
@@ -309,7 +313,7 @@ class WarpCode:
                 raise NotVectorisable(f"float immediate {op.value} used as .{t}")
             value = op.bits if op.is_float else op.value
             return self.splat(ir.Constant(lt, value & ((1 << lt.width) - 1)))
-        if op.is_float and op.bits is not None and op.width == _bits(lt):
+        if op.is_float and op.bits is not None and op.width == llvm_width(lt):
             bits = self.splat(ir.Constant(ir.IntType(op.width), op.bits))
             return self.b.bitcast(bits, self._vec(lt))
         return self.splat(ir.Constant(lt, float(op.value)))
@@ -317,7 +321,7 @@ class WarpCode:
     def write(self, op, value, t):
         if not isinstance(op, pir.Reg):
             raise NotVectorisable(f"destination {op}")
-        value = _convert(self.b, value, self._reg_type(op.name), t.startswith("s"))
+        value = convert_bits(self.b, value, self._reg_type(op.name), t.startswith("s"))
         if self.mask is not None:
             value = self.b.select(self.mask, value, self.reg_value(op.name))
         self.values[op.name] = value
@@ -339,36 +343,6 @@ class _StartValues(dict):
 
     def __setitem__(self, name, value):
         self.written[name] = value
-
-
-def _convert(b, v, to, signed):
-    """lower.convert_bits for vectors of lanes."""
-    frm = v.type.element
-    count = v.type.count
-    vec = lambda t: ir.VectorType(t, count)
-    if frm == to:
-        return v
-    if frm == I1:
-        return b.zext(v, vec(to)) if isinstance(to, ir.IntType) else _convert(b, b.zext(v, vec(I32)), to, False)
-    if to == I1:
-        iv = _convert(b, v, ir.IntType(_bits(frm)), False)
-        return b.icmp_unsigned("!=", iv, ir.Constant(iv.type, None))
-    fw, tw = _bits(frm), _bits(to)
-    if not isinstance(frm, ir.IntType):
-        v = b.bitcast(v, vec(ir.IntType(fw)))
-    if fw > tw:
-        v = b.trunc(v, vec(ir.IntType(tw)))
-    elif fw < tw:
-        v = (b.sext if signed else b.zext)(v, vec(ir.IntType(tw)))
-    if not isinstance(to, ir.IntType):
-        v = b.bitcast(v, vec(to))
-    return v
-
-
-def _bits(t):
-    if isinstance(t, ir.IntType):
-        return t.width
-    return {"half": 16, "float": 32, "double": 64}[str(t)]
 
 
 # ---------------------------------------------------------------------- instructions in vector form
@@ -494,14 +468,14 @@ VECTOR_OPS = {"mov": _mov, "add": _arith, "sub": _arith, "mul": _arith, "mad": _
               "shl": _shift, "shr": _shift, "setp": _setp, "selp": _selp, "shfl": _shuffle}
 
 
-def emit_advances(f, site_at) -> dict:
+def emit_advances(f) -> dict:
     """{site of a run's first shuffle: (advance function, site of its last shuffle)} for the
-    kernel lowered by `f`; site_at: {position of a suspending instruction: its site}."""
+    kernel lowered by `f` (f.site_at: {position of a suspending instruction: its site})."""
     body = f.pfn.body
     constants = analysis.constant_registers(body)
     advances = {}
     for run in find_runs(body, constants):
-        first, last = site_at.get(run[0]), site_at.get(run[-1])
+        first, last = f.site_at.get(run[0]), f.site_at.get(run[-1])
         if first is None or last is None:
             continue
         code = WarpCode(f, run, f"{f.fn.name}.advance{first}", constants)
