@@ -154,6 +154,8 @@ def ld(f, inst):
             continue
         else:
             v = b.load(f.typed_ptr(addr, lt), align=size)
+            if f.parallel_space(space_of(inst)):
+                f.thread_access(v)
         f.write(item, v, t)
 
 
@@ -168,7 +170,9 @@ def st(f, inst):
             b.store_atomic(convert_bits(b, v, ilt), f.typed_ptr(addr, ilt),
                            "release" if order == "release" else "monotonic", size)
         else:
-            b.store(v, f.typed_ptr(addr, lt), align=size)
+            access = b.store(v, f.typed_ptr(addr, lt), align=size)
+            if f.parallel_space(space_of(inst)):
+                f.thread_access(access)
 
 
 @handles("cvta")
@@ -876,21 +880,21 @@ def _coll_store(f, name, value):
     """Store a collective's operand for this thread (a device function that was not inlined
     cannot suspend: f.suspend reports that)."""
     if f.is_kernel:
-        f.b.store(value, _coll_slot(f, name))
+        f.thread_access(f.b.store(value, _coll_slot(f, name)))
 
 
 def _result_writer(f, dst, t):
     def results(bb):
         if isinstance(dst, pir.Pair):
             f.write(dst.first, _res_value(f, bb, t), t)
-            f.write(dst.second, bb.icmp_unsigned("!=", bb.load(_coll_slot(f, "res_pred")), i32(0)), "pred")
+            f.write(dst.second, bb.icmp_unsigned("!=", f.thread_access(bb.load(_coll_slot(f, "res_pred"))), i32(0)), "pred")
         else:
             f.write(dst, _res_value(f, bb, t), t)
     return results
 
 
 def _res_value(f, bb, t):
-    v = bb.load(_coll_slot(f, "res"))
+    v = f.thread_access(bb.load(_coll_slot(f, "res")))
     if t == "pred":
         return bb.icmp_unsigned("!=", bb.trunc(v, I32), i32(0))
     return convert_bits(bb, v, llvm_type(t))

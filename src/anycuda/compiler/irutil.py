@@ -76,6 +76,37 @@ def store_field(b, base, offset, value):
     b.store(value, field_ptr(b, base, offset, value.type))
 
 
+class _AccessGroup(ir.values.MDValue):
+    """A distinct empty metadata node: an LLVM access group (llvmlite spells only uniqued
+    nodes, and an access group must be distinct)."""
+
+    def descr(self, buf):
+        buf += ("distinct !{}", "\n")
+
+
+def thread_parallel_group(module: ir.Module) -> ir.MDValue:
+    """The module's access group of the memory accesses that one thread of a block makes
+    and no other thread of the block depends on between two of its stops: the kernel's own
+    loads and stores (CUDA orders threads only at barriers, atomics and fences; a data race
+    may see any order, and a vector of threads running one instruction together is what a
+    warp does) and a thread's own slots in the per-thread arrays. A loop over a block's
+    threads that names the group (`parallel_threads`) tells the vectoriser that those
+    accesses carry no dependence from one thread to the next, which it could not prove for
+    gathered or data-dependent addresses; accesses outside the group keep it from assuming
+    anything."""
+    group = getattr(module, "_anycuda_thread_group", None)
+    if group is None:
+        group = _AccessGroup(module, [], name=str(len(module.metadata)))
+        module._anycuda_thread_group = group
+    return group
+
+
+def in_thread_group(module: ir.Module, access: ir.Instruction) -> ir.Instruction:
+    """Put a load or store into the module's thread_parallel_group; returns it."""
+    access.set_metadata("llvm.access.group", thread_parallel_group(module))
+    return access
+
+
 def i32(v) -> ir.Constant:
     return ir.Constant(I32, v)
 
@@ -94,6 +125,8 @@ def set_loop_hints(module: ir.Module, latch: ir.Instruction, hints: dict) -> Non
         ops = [ir.MetaDataString(module, key)]
         if isinstance(value, bool):
             ops.append(ir.Constant(ir.IntType(1), int(value)))
+        elif isinstance(value, ir.values.MDValue):
+            ops.append(value)
         elif value is not None:
             ops.append(ir.Constant(I32, value))
         props.append(module.add_metadata(ops))

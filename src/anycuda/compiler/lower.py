@@ -19,8 +19,8 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis, gridsync, guards, warpruns
-from .irutil import convert_bits, i32, i64, load_field, store_field
+from . import abi, analysis, gridsync, guards, warpregions, warpruns
+from .irutil import convert_bits, i32, i64, in_thread_group, load_field, store_field
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
@@ -83,6 +83,7 @@ class FunctionLowering:
         self.probed_branches = []         # positions of the kernel's probed branches (compiler/guards.py)
         self.site_at = {}                 # position of a suspending instruction -> its site
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
+        self.regions = {}                 # fixed shuffle's site -> region function: warpregions
         self.inst = None
 
     # ------------------------------------------------------------------ errors
@@ -166,6 +167,7 @@ class FunctionLowering:
         self.frame_size = (self.frame_size + 63) // 64 * 64
         if self.is_kernel and self.sites:
             self.advances = warpruns.emit_advances(self)
+            self.regions = warpregions.emit_regions(self)
 
     def _insert_yields(self):
         """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""
@@ -450,8 +452,25 @@ class FunctionLowering:
 
     def ctx_field(self, name, typ=I32):
         if self.is_kernel and name in self.BLOCK_FIELDS:
-            return load_field(self.b, self.step_arg("header"), abi.CTX[name], typ)
+            # the block's header: written before the scheduler's loops over threads, only read in them
+            return self.thread_access(load_field(self.b, self.step_arg("header"), abi.CTX[name], typ))
         return load_field(self.b, self.ctx, abi.CTX[name], typ)
+
+    def thread_access(self, access):
+        """Mark a load or store as one of this thread's own (irutil.thread_parallel_group):
+        no other thread of the block depends on it before the next stop."""
+        return in_thread_group(self.fn.module, access)
+
+    def parallel_space(self, space: str) -> bool:
+        """Whether the kernel's loads and stores in state space `space` ('' = generic) may be
+        marked as this thread's own (thread_access). Global, shared and constant memory are
+        the kernel's: CUDA orders what threads do there only at barriers, atomics and fences.
+        A thread's .local variables and call parameter buffers are not: outside a frame of
+        its own they are stack slots that every thread of a loop over threads reuses, so a
+        generic address qualifies only in a kernel without such slots."""
+        if space in ("global", "shared", "const"):
+            return True
+        return space == "" and self.is_kernel and self.depot is None and not self.param_bufs
 
     def launch_ptr(self):
         return self.b.inttoptr(self.ctx_field("launch", I64), PTR)
@@ -864,7 +883,7 @@ class FunctionLowering:
                     value = b.zext(value, I8)
                 if r in self.linear_forms:
                     value = b.sub(value, self._linear_part(r))
-                b.store(value, self.spill_ptr(r))
+                self.thread_access(b.store(value, self.spill_ptr(r)))
         b.ret(i32(site))
         resume = self.fn.append_basic_block(f"resume{site}")
         self.resume_blocks.append((site, resume))
@@ -934,9 +953,10 @@ class FunctionLowering:
                     if slot.type.pointee.width < 64:
                         value = b.trunc(value, slot.type.pointee)
                 else:
-                    value = load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * index, slot.type.pointee)
+                    value = self.thread_access(
+                        load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * index, slot.type.pointee))
             else:
-                value = b.load(self.spill_ptr(r))
+                value = self.thread_access(b.load(self.spill_ptr(r)))
                 if self.reg(r)[0].type.pointee == I1:
                     value = b.trunc(value, I1)
             if r in self.linear_forms:

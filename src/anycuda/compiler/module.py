@@ -316,7 +316,7 @@ class ModuleLowering:
                                               probed=bool(lowering.probed_branches),
                                               affine_sites=lowering.affine_sites,
                                               self_checked_sites=lowering.self_checked_sites,
-                                              advances=lowering.advances)
+                                              advances=lowering.advances, regions=lowering.regions)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                               spill_bytes=lowering.spill_bytes)
 

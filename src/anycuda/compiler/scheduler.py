@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from . import abi, faults, guards
-from .irutil import declare, field_ptr, for_range, for_range_counting, i32, i64, load_field, set_loop_hints, store_field
+from .irutil import (declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group, load_field,
+                     set_loop_hints, store_field, thread_parallel_group)
 from .types import I1, I32, I64, PTR
 
 C = abi.CTX
@@ -585,9 +586,14 @@ def _each_thread(b, nx, ny, nz, tag="", counted_from=None):
             if counted_from is None:
                 with for_range(b, i32(0), nx, tag + "x") as x:
                     yield x, y, z, b.add(row, x), None
+                    latch = b.block
             else:
                 with for_range_counting(b, i32(0), nx, b.add(counted_from, b.zext(row, I64)), tag + "x") as (x, count):
                     yield x, y, z, b.add(row, x), count
+                    latch = b.block
+            # the threads' own accesses carry nothing from one thread to the next; a loop with
+            # any other memory access stays a plain loop to the vectoriser
+            set_loop_hints(b.module, latch.terminator, {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
 
 
 def _reentry(b, fn, name, first):
@@ -726,7 +732,7 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
                         site_consts=(), spill_bytes=0, probed=False, affine_sites=None, self_checked_sites=(),
-                        advances=None):
+                        advances=None, regions=None):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -809,6 +815,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         return b.load(lanes_differ)
 
     advances = advances or {}
+    regions = regions or {}
 
     def resolve_known_site(site, lo):
         """resolve_warp_at for a collective site known here; returns the site to resume from."""
@@ -945,11 +952,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             fr = _frame(b, ws, fsize, linear)
             code = b.call(step, [fr, i32(resume), params, x, y, z, linear] + scalars + block_args(linear, induction),
                           attrs=("alwaysinline",))
-            b.store(code, b.gep(codes, [linear]))
+            in_thread_group(module, b.store(code, b.gep(codes, [linear])))
             if checked:
                 code_range.add(code)
                 for (_, off, size, stride), rng in zip(slots, slot_ranges):
-                    value = b.load(_spill_element(b, spill, off, size, linear))
+                    value = in_thread_group(module, b.load(_spill_element(b, spill, off, size, linear)))
                     rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
         if not checked:
             return
@@ -1043,7 +1050,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         # every thread at the first shuffle of a run of shuffles, in full warps: each warp is
         # brought to the run's last shuffle, and a uniform round goes on from there
         at_run = ir.Constant(I1, 0)
-        for site in advances:
+        for site in set(advances) | set(regions):
             at_run = b.or_(at_run, b.icmp_signed("==", first, i32(site)))
         go_on = b.or_(b.not_(is_coll(first)), b.and_(at_run, full_warps))
         b.cbranch(b.and_(b.load(same), go_on), agreed, warps_ready)
@@ -1082,10 +1089,19 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     sw.add_case(i32(abi.STEP_EXIT), done)
     for site, blk in resume_at.items():
         sw.add_case(i32(site), blk)
-    for site in sorted(advances):
+    for site in sorted(set(advances) | set(regions)):
         blk = fn.append_basic_block(f"uniform.run{site}")
         sw.add_case(i32(site), blk)
         b.position_at_end(blk)
+        if site in regions:
+            # each warp resolves the shuffle and runs on as vector code (compiler/warpregions.py)
+            # until each of its lanes stops; their stop codes are scanned as after a round
+            with for_range(b, i32(0), b.lshr(n, i32(5)), "rg") as w:
+                lo = b.mul(w, i32(32))
+                _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
+                b.call(regions[site], [spill, header, ws, fsize, lo, params, codes])
+            b.branch(scan)
+            continue
         with for_range(b, i32(0), b.lshr(n, i32(5)), "rw") as w:
             last = resolve_known_site(site, b.mul(w, i32(32)))
         uniform_round(last.constant, last.constant)

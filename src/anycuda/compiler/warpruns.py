@@ -104,12 +104,14 @@ class WarpCode:
     for the warp whose first thread is `lo`. `f` is the kernel's FunctionLowering, after its
     step function was lowered (spill plan and site numbers known)."""
 
+    ARG_TYPES = (PTR, PTR, PTR, I64, I32)      # spill, header, ws, fsize, lo
+
     def __init__(self, f, run, name, constants):
         self.f, self.run, self.constants = f, run, constants
         self.first, self.last = run[0], run[-1]
-        self.fn = ir.Function(f.fn.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I32]), name=name)
+        self.fn = ir.Function(f.fn.module, ir.FunctionType(ir.VoidType(), self.ARG_TYPES), name=name)
         self.fn.linkage = "internal"
-        self.spill, self.header, self.ws, self.fsize, self.lo = self.fn.args
+        self.spill, self.header, self.ws, self.fsize, self.lo = self.fn.args[:5]
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.values = {}          # register -> its vector, as the run has left it so far
         self.at_first = {}        # register -> its vector when the lanes stopped at the first shuffle
@@ -126,7 +128,7 @@ class WarpCode:
             self.mask = self.read(st.guard.reg, "pred") if st.guard is not None else None
             if st.guard is not None and st.guard.negated:
                 self.mask = b.not_(self.mask)
-            VECTOR_OPS[st.opcode](self, st)
+            self.op(st.opcode)(self, st)
             self.mask = None
         last = body[self.last]
         operand = self.read(last.operands[1], "b32")
@@ -166,6 +168,14 @@ class WarpCode:
         here = f.remat_at.get(self.first, {})
         return {r for r in f.site_live.get(self.first, []) if r in f.spill_slots and r not in here}
 
+    def takes(self, st) -> bool:
+        """Whether this code may take instruction `st` (its operands are checked when made)."""
+        return _in_vector_form(st)
+
+    def op(self, opcode):
+        """The vector form of `opcode` (looked up when used, so that a test may replace one)."""
+        return VECTOR_OPS[opcode]
+
     # -------------------------------------------------------------- registers
     def _vec(self, elem):
         return ir.VectorType(elem, LANES)
@@ -202,12 +212,12 @@ class WarpCode:
     def _recompute(self, r, pos):
         """Run register r's definition again, in vector form, over the values at the start."""
         st = self.f.pfn.body[pos]
-        if not _in_vector_form(st) or st.guard is not None:
+        if not self.takes(st) or st.guard is not None:
             raise NotVectorisable(f"{r} is recomputed by '{st.opcode}'")
         saved = self.values, self.mask
         self.values, self.mask = _StartValues(self), None
         try:
-            VECTOR_OPS[st.opcode](self, st)
+            self.op(st.opcode)(self, st)
             return self.values.written[r]
         finally:
             self.values, self.mask = saved

@@ -1,0 +1,610 @@
+"""Warp regions: from a shuffle on, a warp's 32 lanes run as one vector program until each stops.
+
+A run of shuffles (compiler/warpruns.py) ends at its last shuffle, and the code after it
+runs lane by lane in the block's rounds. In layernorm that code is two row loops
+(`for (i = lane; i < C; i += 32)`): each lane walks its 24 elements alone, a serial chain
+of scalar adds, where the warp's 32 lanes together read 32 neighbouring floats.
+
+A region starts at a fixed shuffle (warpruns.fixed_shuffle) where every lane of a warp
+waits, after the scheduler has resolved it, and goes on in vector form (a `<32 x T>` per
+register, as in a run) through branches and loops, loads and stores and further fixed
+shuffles, up to where each lane stops: the kernel's end, a barrier, a yield, or a shuffle
+that not all 32 lanes reach together.
+
+Control flow is followed with masks. Each lane has a program counter (the body position
+where it goes on); the region runs, again and again, the stretch of code at the least
+counter of the lanes still running, for the lanes that are there (the reconvergence of a
+GPU at the lowest address): register writes and memory accesses are masked to those
+lanes, a branch sets their counters, a stop takes them out. Lanes that part at a branch
+meet again where the paths join, since the lanes behind go first, and a loop runs while
+any lane is in it.
+
+When every lane has stopped, the region leaves the warp where the step function would
+have: each lane's stop code where the scheduler reads its threads' stops, the registers
+live at the stops in the spill arrays, a stopping shuffle's operand in the collective
+array. The block goes on as after any round.
+
+A load or store whose 32 addresses are consecutive elements, with every lane there, is one
+vector access; any other goes lane by lane. Memory is accessed in the order of a warp
+running its lanes together, which CUDA allows (threads are ordered only at barriers,
+atomics and fences).
+
+Only instructions with a vector form are taken (warpruns.VECTOR_OPS and the memory,
+conversion and division forms below); a region that could reach another one, or a stop it
+cannot leave a lane at (a barrier with register operands, a vote), is not made, and the
+warp goes through the rounds as before.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..ptx import ir as pir
+from . import abi, analysis, warpruns
+from .irutil import convert_bits, declare, for_range, i32, i64, load_field
+from .types import I1, I32, I64, PTR, llvm_type, type_mods, width
+from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
+
+DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
+# modifiers a region's handler reads itself, beyond those a run takes
+_REGION_MODS = {"mul": {"wide"}}
+_ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
+
+
+@dataclass
+class Piece:
+    """Straight-line code a lane runs from `start`: the positions of its instructions (a
+    branch or exit only last), then position `next` when it falls through (None: it does not).
+    A stop is a piece of its own (`stop` True)."""
+    start: int
+    positions: list
+    next: int | None
+    stop: bool = False
+
+
+class WarpRegion(WarpCode):
+    """The region function of the fixed shuffle at body position `first`: `void (i8* spill,
+    i8* header, i8* ws, i64 fsize, i32 lo, i8* params, i32* codes)` for the warp whose first
+    thread is `lo`, called after the scheduler resolved that shuffle for the warp."""
+
+    ARG_TYPES = WarpCode.ARG_TYPES + (PTR, I32.as_pointer())
+
+    def __init__(self, f, first, name, constants):
+        super().__init__(f, [first], name, constants)
+        self.params, self.codes = self.fn.args[5:]
+        self.slots = None             # register -> its <32 x T> stack slot, once the region runs
+        self.labels = {st.name: pos for pos, st in enumerate(f.pfn.body) if isinstance(st, pir.Label)}
+        self.stops = []               # body positions of the sites where lanes may stop
+
+    # -------------------------------------------------------------- what a region takes
+    def takes(self, st) -> bool:
+        if not isinstance(st, pir.Instruction):
+            return False
+        if st.opcode not in REGION_OPS and st.opcode not in warpruns.VECTOR_OPS:
+            return False
+        return not (set(st.mods) & (warpruns._UNHANDLED_MODS - _REGION_MODS.get(st.opcode, set())))
+
+    def op(self, opcode):
+        return REGION_OPS.get(opcode) or warpruns.VECTOR_OPS[opcode]
+
+    def pieces(self) -> dict:
+        """{start: Piece} of all the code a lane may run from the region's start, checked."""
+        body = self.f.pfn.body
+        pieces, todo = {}, [self.first + 1]
+        while todo:
+            start = todo.pop()
+            if start in pieces:
+                continue
+            piece = self._piece(body, start)
+            pieces[start] = piece
+            for pos in piece.positions:
+                st = body[pos]
+                if st.opcode == "bra":
+                    todo.append(self._target(st))
+            if piece.next is not None:
+                todo.append(piece.next)
+        self.reached = {pos for piece in pieces.values() for pos in piece.positions}
+        return pieces
+
+    def _piece(self, body, start):
+        positions, pos = [], start
+        while pos < len(body):
+            st = body[pos]
+            if isinstance(st, pir.Label) and pos != start:
+                return Piece(start, positions, pos)
+            if not isinstance(st, pir.Instruction):
+                pos += 1
+                continue
+            if analysis.is_suspension(st):
+                if positions:
+                    return Piece(start, positions, pos)
+                self._check_stop(st, pos)
+                return Piece(start, [pos], pos + 1 if fixed_shuffle(st, self.constants) else None, stop=True)
+            if st.opcode in ("bra", "ret", "exit"):
+                if st.opcode == "bra" and st.operands and not isinstance(st.operands[0], pir.Sym):
+                    raise NotVectorisable("an indirect branch")
+                positions.append(pos)
+                return Piece(start, positions, pos + 1 if st.guard is not None else None)
+            if not self.takes(st):
+                raise NotVectorisable(f"'{st.opcode}' with {st.mods}")
+            positions.append(pos)
+            pos += 1
+        return Piece(start, positions, None)          # the end of the body: the kernel exits
+
+    def _check_stop(self, st, pos):
+        """A lane may stop at a fixed shuffle, a yield or a barrier of constant operands:
+        the scheduler's site table holds all the step function would store there."""
+        if pos not in self.f.site_at:
+            raise NotVectorisable(f"'{st.opcode}' at {pos} is not a site")
+        if st.guard is not None:
+            raise NotVectorisable("a guarded stop")
+        barrier = st.opcode in ("bar", "barrier") and not ({"red", "warp", "arrive"} & set(st.mods)) \
+            and all(isinstance(op, pir.Imm) for op in st.operands)
+        if not (fixed_shuffle(st, self.constants) or analysis.is_yield(st) or barrier):
+            raise NotVectorisable(f"a lane cannot stop at '{st.opcode}'")
+        self.stops.append(pos)
+
+    def _target(self, st):
+        name = st.operands[0].name
+        if name not in self.labels:
+            raise NotVectorisable(f"branch to {name}")
+        return self.labels[name]
+
+    # -------------------------------------------------------------- the region
+    def emit(self):
+        b = self.b
+        body = self.f.pfn.body
+        pieces = self.pieces()
+        self._make_slots(pieces)
+        for axis in "xyz":
+            # kept for the whole function (WarpCode caches them): made where every piece sees them
+            self.thread_index(axis)
+        self._resolved_first_shuffle(body[self.first])
+        self.pc = b.alloca(self._vec(I32), name="pc")
+        self.code = b.alloca(self._vec(I32), name="code")
+        b.store(self.splat(i32(abi.STEP_EXIT)), self.code)
+        # each piece twice: for the whole warp together (no masks: a loop that every lane
+        # runs alike is a plain vector loop) and for some of its lanes
+        self.whole = {start: self.fn.append_basic_block(f"whole{start}") for start in sorted(pieces)}
+        some = {start: self.fn.append_basic_block(f"some{start}") for start in sorted(pieces)}
+        self.dispatch = self.fn.append_basic_block("dispatch")
+        self.finish = self.fn.append_basic_block("finish")
+        b.branch(self.whole[self.first + 1])
+        b.position_at_end(self.dispatch)
+        pcs = b.load(self.pc)
+        least = self._reduce("umin", pcs, I32)
+        pick = self.fn.append_basic_block("pick")
+        b.cbranch(b.icmp_unsigned("==", least, i32(DONE)), self.finish, pick)
+        b.position_at_end(pick)
+        mask = b.icmp_unsigned("==", pcs, self.splat(least))
+        pick_whole, pick_some = self.fn.append_basic_block("pick.whole"), self.fn.append_basic_block("pick.some")
+        b.cbranch(self._reduce("and", mask, I1), pick_whole, pick_some)
+        for blk, table in ((pick_whole, self.whole), (pick_some, some)):
+            b.position_at_end(blk)
+            sw = b.switch(least, self.finish)
+            for start, target in table.items():
+                sw.add_case(i32(start), target)
+        everyone = ir.Constant(self._vec(I1), [1] * LANES)
+        for start, piece in sorted(pieces.items()):
+            for blk, m in ((self.whole[start], everyone), (some[start], mask)):
+                b.position_at_end(blk)
+                self.together = m is everyone
+                (self._emit_stop if piece.stop else self._emit_piece)(piece, m)
+        b.position_at_end(self.finish)
+        self._leave()
+        b.ret_void()
+        return self.fn
+
+    def _make_slots(self, pieces):
+        """A stack slot per register the region touches, holding its value at the start
+        (those the first shuffle's resume would read; others are written before use)."""
+        f, b, body = self.f, self.b, self.f.pfn.body
+        names = set(self._saved())
+        for piece in pieces.values():
+            for pos in piece.positions:
+                names |= _registers(body[pos])
+        first = body[self.first]
+        written_first = _registers(first.operands[0])
+        names |= written_first
+        start_values = {}
+        readable = set(f.site_live.get(self.first, [])) | set(f.remat) | set(f.remat_at.get(self.first, {}))
+        for r in sorted(names):
+            if r in readable and r not in written_first:
+                start_values[r] = self._value_at_first(r)
+        slots = {}
+        for r in sorted(names):
+            slot = b.alloca(self._vec(self._reg_type(r)), name=r.lstrip("%"))
+            if r in start_values:
+                b.store(start_values[r], slot)
+            slots[r] = slot
+        self.slots = slots
+
+    def _saved(self):
+        """Registers the step function reloads at one of the region's stops."""
+        f = self.f
+        saved = set()
+        for pos in self.stops:
+            here = f.remat_at.get(pos, {})
+            saved |= {r for r in f.site_live.get(pos, []) if r in f.spill_slots and r not in here}
+        return saved
+
+    def _emit_piece(self, piece, mask):
+        b, body = self.b, self.f.pfn.body
+        for pos in piece.positions:
+            st = body[pos]
+            if st.opcode == "bra":
+                taken = self._guard(st) if st.guard is not None else None
+                return self._branch(mask, taken, self._target(st), piece.next)
+            if st.opcode in ("ret", "exit"):
+                return self._branch(mask, self._guard(st) if st.guard is not None else None, None, piece.next)
+            self.mask = mask if st.guard is None else b.and_(mask, self._guard(st))
+            self.op(st.opcode)(self, st)
+            self.mask = None
+        self._branch(mask, None, piece.next, None)
+
+    def _branch(self, mask, taken, target, fall):
+        """The lanes in `mask` go on at `target` where `taken` holds (None: all of them) and at
+        `fall` elsewhere; a None position: they exit. The whole warp going one way goes
+        straight to that piece's whole-warp code; otherwise the lanes' counters are set and
+        the next piece is picked."""
+        b = self.b
+        if taken is None:
+            if self.together:
+                return b.branch(self._whole_block(target))
+            taken, fall = ir.Constant(self._vec(I1), [1] * LANES), target
+        elif self.together:
+            not_all, parted = self.fn.append_basic_block("not.all"), self.fn.append_basic_block("parted")
+            b.cbranch(self._reduce("and", taken, I1), self._whole_block(target), not_all)
+            b.position_at_end(not_all)
+            b.cbranch(self._reduce("or", taken, I1), parted, self._whole_block(fall))
+            b.position_at_end(parted)
+        for where, lanes in ((target, b.and_(mask, taken)), (fall, b.and_(mask, b.not_(taken)))):
+            if where is None:
+                self._stop(lanes, abi.STEP_EXIT)
+            else:
+                self._go(lanes, where)
+        b.branch(self.dispatch)
+
+    def _whole_block(self, target):
+        """Where the whole warp goes on at `target` (None: every lane exits)."""
+        if target is not None:
+            return self.whole[target]
+        blk = self.fn.append_basic_block("all.exit")
+        with self.b.goto_block(blk):
+            self.b.store(self.splat(i32(abi.STEP_EXIT)), self.code)
+            self.b.branch(self.finish)
+        return blk
+
+    def _emit_stop(self, piece, mask):
+        """Lanes at a site: a fixed shuffle that the whole warp reaches together is run, and
+        the warp goes on; otherwise the lanes stop there."""
+        b = self.b
+        pos = piece.positions[0]
+        st = self.f.pfn.body[pos]
+        site = self.f.site_at[pos]
+        if piece.next is not None and self.together:
+            self.mask = None
+            self.op("shfl")(self, st)
+            return b.branch(self.whole[piece.next])
+        if piece.next is not None:
+            ptr = self._coll_vector("a", I64)
+            operand = b.zext(self.read(st.operands[1], "b32"), self._vec(I64))
+            b.store(b.select(mask, operand, b.load(ptr, align=8)), ptr, align=8)
+        self._stop(mask, site)
+        b.branch(self.dispatch)
+
+    def _leave(self):
+        """Every lane has stopped: its code for the scheduler, the registers its site reloads."""
+        b = self.b
+        codes = b.bitcast(b.gep(self.codes, [self.lo]), self._vec(I32).as_pointer())
+        b.store(b.load(self.code), codes, align=4)
+        for r in sorted(self._saved()):
+            self._store_spill(r, b.load(self.slots[r]))
+
+    def _go(self, mask, target, value=None):
+        b = self.b
+        value = self.splat(i32(target)) if value is None else value
+        b.store(b.select(mask, value, b.load(self.pc)), self.pc)
+
+    def _stop(self, mask, code):
+        b = self.b
+        b.store(b.select(mask, self.splat(i32(code)), b.load(self.code)), self.code)
+        self._go(mask, DONE)
+
+    def _guard(self, st):
+        g = self.read(st.guard.reg, "pred")
+        return self.b.not_(g) if st.guard.negated else g
+
+    def _reduce(self, kind, v, elem):
+        fn = declare(self.b.module, f"llvm.vector.reduce.{kind}.v{LANES}{_suffix(elem)}", elem, [v.type])
+        return self.b.call(fn, [v])
+
+    # -------------------------------------------------------------- registers in slots
+    def reg_value(self, name):
+        if self.slots is None:
+            return super().reg_value(name)
+        if name not in self.slots:
+            raise NotVectorisable(f"{name} has no slot")
+        return self.b.load(self.slots[name])
+
+    def write(self, op, value, t):
+        if self.slots is None:
+            return super().write(op, value, t)
+        if not isinstance(op, pir.Reg) or op.name not in self.slots:
+            raise NotVectorisable(f"destination {op}")
+        value = convert_bits(self.b, value, self._reg_type(op.name), t.startswith("s"))
+        if self.mask is not None:
+            value = self.b.select(self.mask, value, self.reg_value(op.name))
+        self.b.store(value, self.slots[op.name])
+
+    # -------------------------------------------------------------- memory
+    def addresses(self, op, space):
+        """<32 x i64> addresses of a memory operand in state space `space` ('' = generic)."""
+        b, f = self.b, self.f
+        if not isinstance(op, pir.Addr):
+            raise NotVectorisable(f"memory operand {op}")
+        if op.base is None:
+            addr = self.splat(i64(op.offset))
+        elif isinstance(op.base, pir.Sym):
+            name = op.base.name
+            shared = f.mc.shared_offset(f.pfn, name)
+            if isinstance(shared, int):
+                window = i64(shared + op.offset)
+                addr = self.splat(window if space == "shared" else b.add(self._shared_base(), window))
+                space = "" if space == "shared" else space
+            elif f.mc.global_symbol(name) is not None and space in ("global", "const", ""):
+                addr = self.splat(b.add(b.ptrtoint(f.mc.global_symbol(name), I64), i64(op.offset)))
+            else:
+                raise NotVectorisable(f"symbol {name}")
+        else:
+            addr = self.read(op.base, "u64")
+            if op.offset:
+                addr = b.add(addr, self.splat(i64(op.offset)))
+        if space == "shared":
+            addr = b.add(addr, self.splat(self._shared_base()))
+        return addr
+
+    def _shared_base(self):
+        return load_field(self.b, self.header, abi.CTX["shared_base"], I64)
+
+    def gather(self, addrs, elem, size):
+        """The lanes' elements at `addrs` (for the lanes in self.mask; others undefined)."""
+        b = self.b
+        vec = self._vec(elem)
+        fast, slow, done = (self.fn.append_basic_block(n) for n in ("ld.vector", "ld.lanes", "ld.done"))
+        b.cbranch(self._consecutive(addrs, size), fast, slow)
+        b.position_at_end(fast)
+        whole = b.load(b.inttoptr(b.extract_element(addrs, i32(0)), vec.as_pointer()), align=size)
+        b.branch(done)
+        b.position_at_end(slow)
+        tmp = self._scratch(vec)
+        elements = b.bitcast(tmp, elem.as_pointer())
+        with for_range(b, i32(0), i32(LANES), "ld.lane") as lane:
+            with b.if_then(b.extract_element(self._lanes(), lane)):
+                p = b.inttoptr(b.extract_element(addrs, lane), elem.as_pointer())
+                b.store(b.load(p, align=size), b.gep(elements, [lane]))
+        by_lane = b.load(tmp)
+        slow_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        v = b.phi(vec)
+        v.add_incoming(whole, fast)
+        v.add_incoming(by_lane, slow_end)
+        return v
+
+    def scatter(self, addrs, value, size):
+        """Store the lanes' elements of `value` at `addrs`, for the lanes in self.mask."""
+        b = self.b
+        elem = value.type.element
+        fast, slow, done = (self.fn.append_basic_block(n) for n in ("st.vector", "st.lanes", "st.done"))
+        b.cbranch(self._consecutive(addrs, size), fast, slow)
+        b.position_at_end(fast)
+        b.store(value, b.inttoptr(b.extract_element(addrs, i32(0)), value.type.as_pointer()), align=size)
+        b.branch(done)
+        b.position_at_end(slow)
+        with for_range(b, i32(0), i32(LANES), "st.lane") as lane:
+            with b.if_then(b.extract_element(self._lanes(), lane)):
+                p = b.inttoptr(b.extract_element(addrs, lane), elem.as_pointer())
+                b.store(b.extract_element(value, lane), p, align=size)
+        b.branch(done)
+        b.position_at_end(done)
+
+    def _consecutive(self, addrs, size):
+        """i1: every lane is here and lane l's address is lane 0's plus l * size."""
+        b = self.b
+        start = self.splat(b.extract_element(addrs, i32(0)))
+        steps = ir.Constant(self._vec(I64), [lane * size for lane in range(LANES)])
+        along = self._reduce("and", b.icmp_unsigned("==", addrs, b.add(start, steps)), I1)
+        return b.and_(along, self._reduce("and", self._lanes(), I1))
+
+    def _lanes(self):
+        """The lanes an access is for: self.mask, or all of them (a recomputed definition)."""
+        return self.mask if self.mask is not None else ir.Constant(self._vec(I1), [1] * LANES)
+
+    def _scratch(self, ty):
+        with self.b.goto_block(self.fn.entry_basic_block):
+            self.b.position_at_start(self.fn.entry_basic_block)
+            return self.b.alloca(ty)
+
+
+def _suffix(elem):
+    return f"i{elem.width}" if isinstance(elem, ir.IntType) else {"float": "f32", "double": "f64"}[str(elem)]
+
+
+def _registers(x) -> set:
+    """Names of the registers an instruction (or operand) mentions."""
+    if isinstance(x, pir.Reg):
+        return {x.name}
+    if isinstance(x, pir.Instruction):
+        out = set().union(*(_registers(op) for op in x.operands)) if x.operands else set()
+        return out | ({x.guard.reg.name} if x.guard is not None else set())
+    if isinstance(x, pir.Pair):
+        return _registers(x.first) | _registers(x.second)
+    if isinstance(x, pir.Vec):
+        return set().union(*(_registers(i) for i in x.items))
+    if isinstance(x, pir.Addr):
+        return _registers(x.base)
+    if isinstance(x, pir.Not):
+        return _registers(x.operand)
+    return set()
+
+
+# ---------------------------------------------------------------------- instructions in a region
+# Each mirrors compiler/instructions.py for the forms it accepts.
+
+def _elements(w, st, addr_op, data_op):
+    ts = type_mods(st.mods)
+    if not ts or set(st.mods) & _ORDERED:
+        raise NotVectorisable(f"{st.opcode} {st.mods}")
+    t = ts[-1]
+    items = data_op.items if isinstance(data_op, pir.Vec) else [data_op]
+    size = max(width(t) // 8, 1)
+    return t, items, size
+
+
+def _ld(w, st):
+    t, items, size = _elements(w, st, st.operands[1], st.operands[0])
+    f, b = w.f, w.b
+    if f.is_kernel_param(st.operands[1]):
+        off = f.mc.kernel_params(f.pfn)[st.operands[1].base.name].offset + st.operands[1].offset
+        for i, item in enumerate(items):
+            p = b.bitcast(b.gep(w.params, [i64(off + i * size)]), llvm_type(t).as_pointer())
+            w.write(item, w.splat(b.load(p, align=size)), t)
+        return
+    space = _space(st)
+    if not f.parallel_space(space):
+        raise NotVectorisable(f"ld in .{space or 'generic'}")
+    addrs = w.addresses(st.operands[1], space)
+    for i, item in enumerate(items):
+        at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
+        w.write(item, w.gather(at, llvm_type(t), size), t)
+
+
+def _st(w, st):
+    t, items, size = _elements(w, st, st.operands[0], st.operands[1])
+    space = _space(st)
+    if not w.f.parallel_space(space):
+        raise NotVectorisable(f"st in .{space or 'generic'}")
+    b = w.b
+    addrs = w.addresses(st.operands[0], space)
+    for i, item in enumerate(items):
+        at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
+        w.scatter(at, w.read(item, t), size)
+
+
+def _space(st):
+    from .instructions import space_of     # (instructions imports lower, which imports us)
+    return space_of(st)
+
+
+def _cvta(w, st):
+    t = warpruns._type(st, {"u32", "u64"})
+    if isinstance(st.operands[1], pir.Sym):
+        raise NotVectorisable("cvta of a symbol")
+    v = w.read(st.operands[1], "u64")
+    if "shared" in [m.split("::")[0] for m in st.mods]:
+        base = w.splat(w._shared_base())
+        v = w.b.sub(v, base) if "to" in st.mods else w.b.add(v, base)
+    elif not {"global", "const", "param"} & set(st.mods):
+        raise NotVectorisable(f"cvta {st.mods}")
+    w.write(st.operands[0], v, t)
+
+
+def _cvt(w, st):
+    """Integer to integer, integer to float (round to nearest) and float widening or
+    narrowing (to nearest): floatops.cvt's forms without saturation or directed rounding."""
+    ts = type_mods(st.mods)
+    dst, src = ts[0], ts[-1]
+    rnd = next((m for m in st.mods if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")), None)
+    ints, floats = INT_TYPES | {"b16", "b32", "b64", "u8", "s8", "b8"}, {"f32", "f64"}
+    b = w.b
+    v = w.read(st.operands[1], src)
+    if dst in ints and src in ints and rnd is None:
+        to = w._vec(ir.IntType(width(dst)))
+        if width(src) > width(dst):
+            v = b.trunc(v, to)
+        elif width(src) < width(dst):
+            v = b.sext(v, to) if src.startswith("s") else b.zext(v, to)
+    elif dst in floats and src in ints and rnd in (None, "rn"):
+        to = w._vec(llvm_type(dst))
+        v = b.sitofp(v, to) if src.startswith("s") else b.uitofp(v, to)
+    elif (dst, src) == ("f64", "f32") and rnd is None:
+        v = b.fpext(v, w._vec(llvm_type(dst)))
+    elif (dst, src) == ("f32", "f64") and rnd in (None, "rn"):
+        v = b.fptrunc(v, w._vec(llvm_type(dst)))
+    else:
+        raise NotVectorisable(f"cvt {st.mods}")
+    w.write(st.operands[0], v, dst)
+
+
+def _mul(w, st):
+    if "wide" not in st.mods:
+        return warpruns.VECTOR_OPS["mul"](w, st)
+    t = warpruns._type(st, {"u16", "s16", "u32", "s32"})
+    a, c = (w.read(op, t) for op in st.operands[1:])
+    b = w.b
+    wide = w._vec(ir.IntType(2 * width(t)))
+    ext = b.sext if t.startswith("s") else b.zext
+    w.write(st.operands[0], b.mul(ext(a, wide), ext(c, wide)), t[0] + str(2 * width(t)))
+
+
+def _rounding(st):
+    return next((m for m in st.mods if m in ("rn", "rz", "rm", "rp", "approx", "full")), "rn")
+
+
+def _div(w, st):
+    """div.rn and div.full of floats: one IEEE division (floatops.div)."""
+    t = warpruns._type(st, FLOAT_TYPES)
+    if _rounding(st) not in ("rn", "full"):
+        raise NotVectorisable(f"div {st.mods}")
+    a, c = (w.read(op, t) for op in st.operands[1:])
+    w.write(st.operands[0], w.b.fdiv(a, c), t)
+
+
+def _root_or_reciprocal(w, st):
+    """rcp.rn, sqrt.rn / .approx, rsqrt.approx of floats, as floatops.unary computes them."""
+    t = warpruns._type(st, FLOAT_TYPES)
+    mode = _rounding(st)
+    x = w.read(st.operands[1], t)
+    b = w.b
+    one = w.splat(ir.Constant(llvm_type(t), 1.0))
+    sqrt = lambda v: b.call(declare(b.module, f"llvm.sqrt.v{LANES}{t}", v.type, [v.type]), [v])
+    if st.opcode == "rcp" and mode == "rn":
+        v = b.fdiv(one, x)
+    elif st.opcode == "sqrt" and mode in ("rn", "approx"):
+        v = sqrt(x)
+    elif st.opcode == "rsqrt" and mode == "approx":
+        v = b.fdiv(one, sqrt(x))
+    else:
+        raise NotVectorisable(f"{st.opcode} {st.mods}")
+    w.write(st.operands[0], v, t)
+
+
+REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
+              "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal}
+
+
+def emit_regions(f) -> dict:
+    """{site of a fixed shuffle: region function} for the kernel lowered by `f`."""
+    body = f.pfn.body
+    constants = analysis.constant_registers(body)
+    regions = {}
+    # only where a run of shuffles starts: the lanes of a warp all wait there after the code
+    # before it, and the run's inner shuffles are the region's own (each region is as large
+    # as all the code it may reach: one per shuffle made layernorm's compile 15x longer)
+    covered = set()
+    for run in warpruns.find_runs(body, constants):
+        pos, site = run[0], f.site_at.get(run[0])
+        if site is None or pos in covered:
+            # (a run an earlier region reaches: its warps come there inside that region)
+            continue
+        code = WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants)
+        try:
+            regions[site] = code.emit()
+            covered |= code.reached
+        except NotVectorisable:
+            # internal and never called: LLVM deletes it
+            code.fn.blocks.clear()
+            ir.IRBuilder(code.fn.append_basic_block("unused")).ret_void()
+    return regions

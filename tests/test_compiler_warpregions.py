@@ -1,0 +1,184 @@
+"""Warp regions (compiler/warpregions.py): from a fixed shuffle on, a warp's lanes run as one
+vector program, with masks for the lanes that part at branches, until each stops (the end,
+a barrier, a shuffle not all lanes reach). References are numpy computations of what each
+thread does; outputs are poisoned first. Blocks with a partial warp take the general
+rounds, which the same references check."""
+import numpy as np
+import pytest
+
+import anycuda as ac
+from conformance import poison
+
+SOURCE = r"""
+#define FULL 0xffffffffu
+__device__ int warp_sum(int v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+    return v;
+}
+
+// layernorm's shape in integers (exact): one warp per row of C, warp-stride row loops
+// around two warp sums, lane 0 writes the row's totals. C need not be a multiple of 32,
+// so the lanes' loops may run different counts.
+extern "C" __global__ void rows(const int* x, int* out, int* totals, int N, int C) {
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const int* r = x + (size_t)row * C;
+    int s = 0;
+    for (int i = lane; i < C; i += 32) s += r[i];
+    s = warp_sum(s);
+    int q = 0;
+    for (int i = lane; i < C; i += 32) q += (r[i] - s) * (r[i] ^ i);
+    q = warp_sum(q);
+    if (lane == 0) {
+        totals[2 * row] = s;
+        totals[2 * row + 1] = q;
+    }
+    for (int i = lane; i < C; i += 32) out[(size_t)row * C + i] = r[i] * s + q - i;
+}
+
+// lanes part after the shuffles (loops of lane-dependent length reading x out of order, a
+// branch by parity, a store through a permutation), meet again at a shuffle of the whole
+// warp, then the block's threads pass a barrier and read each other's values
+extern "C" __global__ void apart(const int* x, int* out, int* scattered, int n) {
+    __shared__ int sh[1024];
+    unsigned t = threadIdx.x, g = blockIdx.x * blockDim.x + t;
+    int lane = t & 31;
+    int v = x[g];
+    v += __shfl_xor_sync(FULL, v, 1);
+    v += __shfl_xor_sync(FULL, v, 2);
+    int acc = 0;
+    for (int k = 0; k <= lane % 5; ++k) acc += (v ^ k) + x[g ^ k];
+    if (lane & 1) acc = -acc;
+    scattered[(g * 7) & (n - 1)] = acc;
+    acc += __shfl_down_sync(FULL, acc, 3);
+    sh[t] = acc;
+    __syncthreads();
+    out[g] = sh[blockDim.x - 1 - t] + acc;
+}
+
+// float arithmetic a region takes: conversion, division, reciprocal square root
+extern "C" __global__ void row_norm(const float* x, float* out, int C) {
+    int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const float* r = x + (size_t)row * C;
+    float s = 0.0f;
+    for (int i = lane; i < C; i += 32) s += r[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+    float m = s / C;
+    float v = 0.0f;
+    for (int i = lane; i < C; i += 32) v += (r[i] - m) * (r[i] - m);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+    float k = rsqrtf(v / C + 1e-5f);
+    for (int i = lane; i < C; i += 32) out[(size_t)row * C + i] = (r[i] - m) * k;
+}
+
+// an atomic after the shuffle: no region (the lanes go through the rounds)
+extern "C" __global__ void counted(const int* x, int* out, int* count) {
+    unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = warp_sum(x[g]);
+    out[g] = v + atomicAdd(count, 1) * 0;
+}
+"""
+
+
+def _warp_sum(v):
+    """Per warp (rows of 32 lanes) the butterfly sum every lane ends with."""
+    return np.repeat(v.reshape(-1, 32).sum(axis=1, dtype=np.int64), 32)
+
+
+def _rows_reference(x, N, C):
+    x = x.reshape(N, C).astype(np.int64)
+    i = np.arange(C)
+    s = x.sum(axis=1)
+    q = ((x - s[:, None]) * (x ^ i)).sum(axis=1)
+    wrap = lambda a: a.astype(np.int64).astype(np.uint32).astype(np.int32)
+    out = x * s[:, None] + q[:, None] - i
+    return wrap(out).ravel(), wrap(np.stack([s, q], axis=1)).ravel()
+
+
+@pytest.mark.parametrize("C", [768, 100, 31, 1])
+@pytest.mark.parametrize("rows_per_block", [4, 1])
+def test_warp_stride_rows(rng, C, rows_per_block):
+    N = 9
+    x = rng.integers(-1000, 1000, N * C).astype(np.int32)
+    out, totals = poison(N * C, np.int32), poison(2 * N, np.int32)
+    grid = -(-N // rows_per_block)
+    ac.RawModule(code=SOURCE).get_function("rows")(
+        (grid,), (32 * rows_per_block,), (ac.asarray(x), out, totals, np.int32(N), np.int32(C)))
+    want_out, want_totals = _rows_reference(x, N, C)
+    np.testing.assert_array_equal(totals.get(), want_totals)
+    np.testing.assert_array_equal(out.get(), want_out)
+
+
+def _apart_reference(x, block):
+    n = x.size
+    g = np.arange(n)
+    lane = g % 32
+    v = x.astype(np.int64).reshape(-1, 32)
+    v = v + v[:, np.arange(32) ^ 1]
+    v = (v + v[:, np.arange(32) ^ 2]).ravel()
+    acc = np.zeros(n, np.int64)
+    for k in range(5):
+        take = k <= lane % 5
+        acc += np.where(take, (v ^ k) + x[g ^ k], 0)
+    acc = np.where(lane & 1, -acc, acc)
+    scattered = np.empty(n, np.int64)
+    scattered[(g * 7) & (n - 1)] = acc
+    a = acc.reshape(-1, 32)
+    src = np.arange(32) + 3
+    down = np.where(src < 32, a[:, np.minimum(src, 31)], a)
+    acc = (a + down).ravel()
+    t = g % block
+    partner = g - t + (block - 1 - t)
+    return (acc[partner] + acc).astype(np.int32), scattered.astype(np.int32)
+
+
+@pytest.mark.parametrize("block", [256, 64, 128])
+def test_lanes_that_part_and_meet_again(rng, block):
+    # a multiple of the block; (7 g) & (n - 1) is a permutation when n is a power of two
+    n = 2048
+    x = rng.integers(-(1 << 16), 1 << 16, n).astype(np.int32)
+    out = poison(n, np.int32)
+    scattered = poison(n, np.int32)
+    ac.RawModule(code=SOURCE).get_function("apart")(
+        (n // block,), (block,), (ac.asarray(x), out, scattered, np.int32(n)))
+    want, want_scattered = _apart_reference(x, block)
+    np.testing.assert_array_equal(out.get(), want)
+    if n & (n - 1) == 0:
+        np.testing.assert_array_equal(scattered.get(), want_scattered)
+
+
+def test_float_rows(rng):
+    N, C = 16, 200
+    x = (rng.standard_normal((N, C)) + 0.5).astype(np.float32)
+    out = poison(N * C, np.float32)
+    ac.RawModule(code=SOURCE).get_function("row_norm")((N // 4,), (128,), (ac.asarray(x), out, np.int32(C)))
+    x64 = x.astype(np.float64)
+    m = x64.mean(axis=1, keepdims=True)
+    want = (x64 - m) / np.sqrt(((x64 - m) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(out.get().reshape(N, C), want, rtol=1e-4, atol=1e-5)
+
+
+def test_no_region_past_an_atomic(rng):
+    n = 256
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    out, count = poison(n, np.int32), ac.asarray(np.zeros(1, np.int32))
+    ac.RawModule(code=SOURCE).get_function("counted")((2,), (128,), (ac.asarray(x), out, count))
+    np.testing.assert_array_equal(out.get(), _warp_sum(x).astype(np.int32))
+    assert count.get()[0] == n
+
+
+def test_the_region_is_what_runs(rng, monkeypatch):
+    """With the region's stores made no-ops (and a fresh compile), full warps leave their
+    outputs poisoned: the lanes went through the region function, not the step function."""
+    from anycuda.compiler import warpregions
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    monkeypatch.setattr(warpregions, "REGION_OPS", dict(warpregions.REGION_OPS, st=lambda w, st: None))
+    N, C = 8, 64
+    x = rng.integers(-1000, 1000, N * C).astype(np.int32)
+    out, totals = poison(N * C, np.int32), poison(2 * N, np.int32)
+    ac.RawModule(code=SOURCE + "// stores dropped\n").get_function("rows")(
+        (N // 4,), (128,), (ac.asarray(x), out, totals, np.int32(N), np.int32(C)))
+    want_out, want_totals = _rows_reference(x, N, C)
+    assert not np.array_equal(out.get(), want_out)
+    assert not np.array_equal(totals.get(), want_totals)
