@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 import anycuda as ac
+from anycuda.compiler.module import ModuleLowering
+from anycuda.cudac import compile_to_ptx
+from anycuda.ptx.parser import parse
 from conformance import poison
 
 SOURCE = r"""
@@ -166,6 +169,17 @@ def test_no_region_past_an_atomic(rng):
     ac.RawModule(code=SOURCE).get_function("counted")((2,), (128,), (ac.asarray(x), out, count))
     np.testing.assert_array_equal(out.get(), _warp_sum(x).astype(np.int32))
     assert count.get()[0] == n
+
+
+def test_regions_are_made_where_loops_follow_a_run():
+    """A region per kernel whose run of shuffles is followed by a loop; none past the atomic.
+    (Each region function is named after its kernel's index and its first shuffle's site.)"""
+    ptx = compile_to_ptx(SOURCE)
+    kernels = [k.name for k in parse(ptx, "regions.ptx").functions if k.is_kernel]
+    mod = ModuleLowering(parse(ptx, "regions.ptx"), "regions.ptx").lower().mod
+    made = {kernels[int(fn.name.split(".")[1][1:])] for fn in mod.functions
+            if ".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"]}
+    assert made == {"rows", "apart", "row_norm"}
 
 
 def test_the_region_is_what_runs(rng, monkeypatch):

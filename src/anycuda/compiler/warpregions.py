@@ -74,7 +74,7 @@ class WarpRegion(WarpCode):
         super().__init__(f, [first], name, constants)
         self.params, self.codes = self.fn.args[5:]
         self.slots = None             # register -> its <32 x T> stack slot, once the region runs
-        self.labels = {st.name: pos for pos, st in enumerate(f.pfn.body) if isinstance(st, pir.Label)}
+        self.labels = _label_positions(f.pfn.body)
         self.stops = []               # body positions of the sites where lanes may stop
 
     # -------------------------------------------------------------- what a region takes
@@ -341,6 +341,22 @@ class WarpRegion(WarpCode):
             value = self.b.select(self.mask, value, self.reg_value(op.name))
         self.b.store(value, self.slots[op.name])
 
+    def read(self, op, t):
+        if isinstance(op, pir.Sym):
+            # a variable's address, as lower.FunctionLowering.symbol_address(window=True)
+            return convert_bits(self.b, self.splat(self._symbol(op.name)), llvm_type(t))
+        return super().read(op, t)
+
+    def _symbol(self, name):
+        """i64: a shared variable's offset in the shared window, or a global's address."""
+        f = self.f
+        shared = f.mc.shared_offset(f.pfn, name)
+        if isinstance(shared, int):
+            return i64(shared)
+        if f.mc.global_symbol(name) is not None and name not in f.ptrs and name not in f.local_offsets:
+            return self.b.ptrtoint(f.mc.global_symbol(name), I64)
+        raise NotVectorisable(f"symbol {name}")
+
     # -------------------------------------------------------------- memory
     def addresses(self, op, space):
         """<32 x i64> addresses of a memory operand in state space `space` ('' = generic)."""
@@ -351,15 +367,12 @@ class WarpRegion(WarpCode):
             addr = self.splat(i64(op.offset))
         elif isinstance(op.base, pir.Sym):
             name = op.base.name
-            shared = f.mc.shared_offset(f.pfn, name)
-            if isinstance(shared, int):
-                window = i64(shared + op.offset)
-                addr = self.splat(window if space == "shared" else b.add(self._shared_base(), window))
-                space = "" if space == "shared" else space
-            elif f.mc.global_symbol(name) is not None and space in ("global", "const", ""):
-                addr = self.splat(b.add(b.ptrtoint(f.mc.global_symbol(name), I64), i64(op.offset)))
-            else:
-                raise NotVectorisable(f"symbol {name}")
+            shared = isinstance(f.mc.shared_offset(f.pfn, name), int)
+            addr = self.splat(b.add(self._symbol(name), i64(op.offset)))
+            if shared and space != "shared":
+                addr = b.add(addr, self.splat(self._shared_base()))     # its generic address
+            elif not shared and space not in ("global", "const", ""):
+                raise NotVectorisable(f"symbol {name} in .{space}")
         else:
             addr = self.read(op.base, "u64")
             if op.offset:
@@ -466,7 +479,8 @@ def _registers(x) -> set:
 # ---------------------------------------------------------------------- instructions in a region
 # Each mirrors compiler/instructions.py for the forms it accepts.
 
-def _elements(w, st, addr_op, data_op):
+def _elements(st, data_op):
+    """(type, data operands, element size) of a ld or st that a region takes."""
     ts = type_mods(st.mods)
     if not ts or set(st.mods) & _ORDERED:
         raise NotVectorisable(f"{st.opcode} {st.mods}")
@@ -477,7 +491,7 @@ def _elements(w, st, addr_op, data_op):
 
 
 def _ld(w, st):
-    t, items, size = _elements(w, st, st.operands[1], st.operands[0])
+    t, items, size = _elements(st, st.operands[0])
     f, b = w.f, w.b
     if f.is_kernel_param(st.operands[1]):
         off = f.mc.kernel_params(f.pfn)[st.operands[1].base.name].offset + st.operands[1].offset
@@ -495,7 +509,7 @@ def _ld(w, st):
 
 
 def _st(w, st):
-    t, items, size = _elements(w, st, st.operands[0], st.operands[1])
+    t, items, size = _elements(st, st.operands[1])
     space = _space(st)
     if not w.f.parallel_space(space):
         raise NotVectorisable(f"st in .{space or 'generic'}")
@@ -594,8 +608,24 @@ def _root_or_reciprocal(w, st):
     w.write(st.operands[0], v, t)
 
 
+def _neg_abs(w, st):
+    """neg and abs of integers and floats (instructions.abs_neg without ftz)."""
+    t = warpruns._type(st, INT_TYPES | FLOAT_TYPES)
+    a = w.read(st.operands[1], t)
+    b = w.b
+    if t in FLOAT_TYPES:
+        v = b.fneg(a) if st.opcode == "neg" else \
+            b.call(declare(b.module, f"llvm.fabs.v{LANES}{t}", a.type, [a.type]), [a])
+    elif st.opcode == "neg":
+        v = b.neg(a)
+    else:
+        v = b.select(b.icmp_signed("<", a, ir.Constant(a.type, None)), b.neg(a), a)
+    w.write(st.operands[0], v, t)
+
+
 REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
-              "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal}
+              "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
+              "neg": _neg_abs, "abs": _neg_abs}
 
 
 def emit_regions(f) -> dict:
@@ -614,6 +644,10 @@ def emit_regions(f) -> dict:
             continue
         code = WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants)
         try:
+            if not _has_loop(body, code.pieces()):
+                # a run's tail up to a barrier (softmax, scan) runs as fast in the block's
+                # vectorised round after the run's advance function, and compiles faster
+                raise NotVectorisable("no loop after the run")
             regions[site] = code.emit()
             covered |= code.reached
         except NotVectorisable:
@@ -621,3 +655,14 @@ def emit_regions(f) -> dict:
             code.fn.blocks.clear()
             ir.IRBuilder(code.fn.append_basic_block("unused")).ret_void()
     return regions
+
+
+def _has_loop(body, pieces) -> bool:
+    """Whether a lane may branch back in the region: a loop that 32 lanes run side by side."""
+    labels = _label_positions(body)
+    return any(body[p].opcode == "bra" and labels[body[p].operands[0].name] < p
+               for piece in pieces.values() if not piece.stop for p in piece.positions)
+
+
+def _label_positions(body):
+    return {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
