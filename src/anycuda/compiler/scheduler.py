@@ -816,6 +816,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     advances = advances or {}
     regions = regions or {}
+    run_sites = sorted(set(advances) | set(regions))    # where a warp goes on as vector code
 
     def resolve_known_site(site, lo):
         """resolve_warp_at for a collective site known here; returns the site to resume from."""
@@ -1050,7 +1051,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         # every thread at the first shuffle of a run of shuffles, in full warps: each warp is
         # brought to the run's last shuffle, and a uniform round goes on from there
         at_run = ir.Constant(I1, 0)
-        for site in set(advances) | set(regions):
+        for site in run_sites:
             at_run = b.or_(at_run, b.icmp_signed("==", first, i32(site)))
         go_on = b.or_(b.not_(is_coll(first)), b.and_(at_run, full_warps))
         b.cbranch(b.and_(b.load(same), go_on), agreed, warps_ready)
@@ -1089,7 +1090,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     sw.add_case(i32(abi.STEP_EXIT), done)
     for site, blk in resume_at.items():
         sw.add_case(i32(site), blk)
-    for site in sorted(set(advances) | set(regions)):
+    for site in run_sites:
         blk = fn.append_basic_block(f"uniform.run{site}")
         sw.add_case(i32(site), blk)
         b.position_at_end(blk)

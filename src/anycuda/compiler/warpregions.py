@@ -36,6 +36,7 @@ warp goes through the rounds as before.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -74,8 +75,9 @@ class WarpRegion(WarpCode):
         super().__init__(f, [first], name, constants)
         self.params, self.codes = self.fn.args[5:]
         self.slots = None             # register -> its <32 x T> stack slot, once the region runs
-        self.labels = _label_positions(f.pfn.body)
+        self.labels = {st.name: pos for pos, st in enumerate(f.pfn.body) if isinstance(st, pir.Label)}
         self.stops = []               # body positions of the sites where lanes may stop
+        self._pieces = None
 
     # -------------------------------------------------------------- what a region takes
     def takes(self, st) -> bool:
@@ -89,7 +91,10 @@ class WarpRegion(WarpCode):
         return REGION_OPS.get(opcode) or warpruns.VECTOR_OPS[opcode]
 
     def pieces(self) -> dict:
-        """{start: Piece} of all the code a lane may run from the region's start, checked."""
+        """{start: Piece} of all the code a lane may run from the region's start, checked
+        (found once)."""
+        if self._pieces is not None:
+            return self._pieces
         body = self.f.pfn.body
         pieces, todo = {}, [self.first + 1]
         while todo:
@@ -105,7 +110,14 @@ class WarpRegion(WarpCode):
             if piece.next is not None:
                 todo.append(piece.next)
         self.reached = {pos for piece in pieces.values() for pos in piece.positions}
+        self._pieces = pieces
         return pieces
+
+    def has_loop(self) -> bool:
+        """Whether a lane may branch back in the region: a loop that 32 lanes run side by side."""
+        body = self.f.pfn.body
+        return any(body[p].opcode == "bra" and self._target(body[p]) < p
+                   for piece in self.pieces().values() if not piece.stop for p in piece.positions)
 
     def _piece(self, body, start):
         positions, pos = [], start
@@ -185,7 +197,7 @@ class WarpRegion(WarpCode):
             sw = b.switch(least, self.finish)
             for start, target in table.items():
                 sw.add_case(i32(start), target)
-        everyone = ir.Constant(self._vec(I1), [1] * LANES)
+        everyone = self._all_lanes()
         for start, piece in sorted(pieces.items()):
             for blk, m in ((self.whole[start], everyone), (some[start], mask)):
                 b.position_at_end(blk)
@@ -206,9 +218,8 @@ class WarpRegion(WarpCode):
         names = set(self._saved())
         for piece in pieces.values():
             for pos in piece.positions:
-                names |= _registers(body[pos])
-        first = body[self.first]
-        written_first = _registers(first.operands[0])
+                names |= {r for regs in analysis.defs_uses(body[pos]) for r in regs}
+        written_first = set(analysis.defs_uses(body[self.first])[0])
         names |= written_first
         start_values = {}
         readable = set(f.site_live.get(self.first, [])) | set(f.remat) | set(f.remat_at.get(self.first, {}))
@@ -255,7 +266,7 @@ class WarpRegion(WarpCode):
         if taken is None:
             if self.together:
                 return b.branch(self._whole_block(target))
-            taken, fall = ir.Constant(self._vec(I1), [1] * LANES), target
+            taken, fall = self._all_lanes(), target
         elif self.together:
             not_all, parted = self.fn.append_basic_block("not.all"), self.fn.append_basic_block("parted")
             b.cbranch(self._reduce("and", taken, I1), self._whole_block(target), not_all)
@@ -396,12 +407,8 @@ class WarpRegion(WarpCode):
         b.position_at_end(slow)
         tmp = self._scratch(vec)
         elements = b.bitcast(tmp, elem.as_pointer())
-        with for_range(b, i32(0), i32(LANES), "ld.lane") as lane:
-            with b.if_then(b.extract_element(self._lanes(), lane)):
-                p = b.inttoptr(b.extract_element(addrs, lane), elem.as_pointer())
-                b.store(b.load(p, align=size), b.gep(elements, [lane]))
-            latch = b.block
-        _keep_rolled(b, latch)
+        with self._each_lane_here(addrs, elem, "ld.lane") as (lane, p):
+            b.store(b.load(p, align=size), b.gep(elements, [lane]))
         by_lane = b.load(tmp)
         slow_end = b.block
         b.branch(done)
@@ -421,14 +428,22 @@ class WarpRegion(WarpCode):
         b.store(value, b.inttoptr(b.extract_element(addrs, i32(0)), value.type.as_pointer()), align=size)
         b.branch(done)
         b.position_at_end(slow)
-        with for_range(b, i32(0), i32(LANES), "st.lane") as lane:
-            with b.if_then(b.extract_element(self._lanes(), lane)):
-                p = b.inttoptr(b.extract_element(addrs, lane), elem.as_pointer())
-                b.store(b.extract_element(value, lane), p, align=size)
-            latch = b.block
-        _keep_rolled(b, latch)
+        with self._each_lane_here(addrs, elem, "st.lane") as (lane, p):
+            b.store(b.extract_element(value, lane), p, align=size)
         b.branch(done)
         b.position_at_end(done)
+
+    @contextmanager
+    def _each_lane_here(self, addrs, elem, name):
+        """A loop over the lanes an access is for (_lanes), giving (lane, its element pointer).
+        It stays a loop: unrolled 32 times over, the slow paths of every access made most of a
+        region's code (and compile time)."""
+        b = self.b
+        with for_range(b, i32(0), i32(LANES), name) as lane:
+            with b.if_then(b.extract_element(self._lanes(), lane)):
+                yield lane, b.inttoptr(b.extract_element(addrs, lane), elem.as_pointer())
+            latch = b.block
+        set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None})
 
     def _consecutive(self, addrs, size):
         """i1: every lane is here and lane l's address is lane 0's plus l * size."""
@@ -440,7 +455,10 @@ class WarpRegion(WarpCode):
 
     def _lanes(self):
         """The lanes an access is for: self.mask, or all of them (a recomputed definition)."""
-        return self.mask if self.mask is not None else ir.Constant(self._vec(I1), [1] * LANES)
+        return self.mask if self.mask is not None else self._all_lanes()
+
+    def _all_lanes(self):
+        return ir.Constant(self._vec(I1), [1] * LANES)
 
     def _scratch(self, ty):
         with self.b.goto_block(self.fn.entry_basic_block):
@@ -448,32 +466,8 @@ class WarpRegion(WarpCode):
             return self.b.alloca(ty)
 
 
-def _keep_rolled(b, latch):
-    """A lane-by-lane loop stays a loop: unrolled 32 times over, the slow paths of every
-    access made most of a region's code (and compile time)."""
-    set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None})
-
-
 def _suffix(elem):
     return f"i{elem.width}" if isinstance(elem, ir.IntType) else {"float": "f32", "double": "f64"}[str(elem)]
-
-
-def _registers(x) -> set:
-    """Names of the registers an instruction (or operand) mentions."""
-    if isinstance(x, pir.Reg):
-        return {x.name}
-    if isinstance(x, pir.Instruction):
-        out = set().union(*(_registers(op) for op in x.operands)) if x.operands else set()
-        return out | ({x.guard.reg.name} if x.guard is not None else set())
-    if isinstance(x, pir.Pair):
-        return _registers(x.first) | _registers(x.second)
-    if isinstance(x, pir.Vec):
-        return set().union(*(_registers(i) for i in x.items))
-    if isinstance(x, pir.Addr):
-        return _registers(x.base)
-    if isinstance(x, pir.Not):
-        return _registers(x.operand)
-    return set()
 
 
 # ---------------------------------------------------------------------- instructions in a region
@@ -644,7 +638,7 @@ def emit_regions(f) -> dict:
             continue
         code = WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants)
         try:
-            if not _has_loop(body, code.pieces()):
+            if not code.has_loop():
                 # a run's tail up to a barrier (softmax, scan) runs as fast in the block's
                 # vectorised round after the run's advance function, and compiles faster
                 raise NotVectorisable("no loop after the run")
@@ -655,14 +649,3 @@ def emit_regions(f) -> dict:
             code.fn.blocks.clear()
             ir.IRBuilder(code.fn.append_basic_block("unused")).ret_void()
     return regions
-
-
-def _has_loop(body, pieces) -> bool:
-    """Whether a lane may branch back in the region: a loop that 32 lanes run side by side."""
-    labels = _label_positions(body)
-    return any(body[p].opcode == "bra" and labels[body[p].operands[0].name] < p
-               for piece in pieces.values() if not piece.stop for p in piece.positions)
-
-
-def _label_positions(body):
-    return {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
