@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import guards
+from anycuda.compiler import abi, guards
+from anycuda.compiler.lower import FunctionLowering
+from anycuda.compiler.module import ModuleLowering
+from anycuda.cudac import compile_to_ptx
 from anycuda.ptx import parse
+from conformance import poison
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
@@ -248,3 +252,119 @@ def test_pair_kernel_matches_numpy(block):
         got = dout.get()
         np.testing.assert_array_equal(got[:n], want)
         assert (got[n:] == -7).all(), "a thread past n stored"
+
+
+# A kernel with barriers and shuffles: scan's first kernel in small (each thread sums four
+# guarded loads, a warp scan, a barrier, the block's warp totals, a barrier), with its
+# stores after the barriers guarded by the predicates of its loads
+CHUNK_SCAN = r"""
+extern "C" __global__ void chunk_scan(const int* in, int* out, int* totals, int n) {
+    __shared__ int warp_totals[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int base = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    int v[4], run = 0;
+    for (int k = 0; k < 4; ++k) {
+        run += base + k < n ? in[base + k] : 0;
+        v[k] = run;
+    }
+    int incl = run;
+    for (int o = 1; o < 32; o <<= 1) {
+        int u = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += u;
+    }
+    if (lane == 31) warp_totals[warp] = incl;
+    __syncthreads();
+    int before = incl - run;
+    for (int w = 0; w < warp; ++w) before += warp_totals[w];
+    for (int k = 0; k < 4; ++k)
+        if (base + k < n) out[base + k] = v[k] + before;
+    if (threadIdx.x == blockDim.x - 1) totals[blockIdx.x] = before + run;
+}
+"""
+
+
+def _chunk_scan_reference(x, n, block):
+    per_block = 4 * block
+    blocks = (n + per_block - 1) // per_block
+    padded = np.zeros(blocks * per_block, np.int64)
+    padded[:n] = x[:n]
+    scans = np.cumsum(padded.reshape(blocks, per_block), axis=1)
+    return scans.reshape(-1)[:n].astype(np.int32), scans[:, -1].astype(np.int32)
+
+
+def test_branches_on_a_probed_predicate_are_known():
+    """A later branch on a probed branch's predicate goes the same way (or, testing the
+    opposite polarity, the other); one on a predicate written twice is not known."""
+    ptx = PAIR.replace(".reg .pred %p<3>;", ".reg .pred %p<4>;").replace("$done:\n", """    @%p2 bra $done;
+    @!%p2 bra $done;
+    setp.eq.s32 %p3, %r5, 0;
+    @%p3 bra $done;
+    setp.eq.s32 %p3, %r5, 1;
+    @%p3 bra $done;
+$done:
+""")
+    body = _body(ptx)
+    probed = guards.find_probed_branches(body, _params(ptx))
+    known = guards.known_branches(body, probed)
+    named = [(body[p].guard.reg.name, body[p].guard.negated, taken) for p, taken in sorted(known.items())]
+    assert named == [("%p1", False, False), ("%p2", False, False), ("%p2", False, False), ("%p2", True, True)]
+
+
+def test_the_rounds_that_reach_a_known_branch(compile_cuda, monkeypatch):
+    """chunk_scan: the first round (the guarded loads) and the one after the barrier (the
+    guarded stores) reach known branches; the rounds between the shuffles do not."""
+    compile_cuda(CHUNK_SCAN)                      # skips the test without a CUDA compiler
+    seen = {}
+    lower = FunctionLowering.lower
+
+    def lower_and_keep(self):
+        lower(self)
+        if self.is_kernel:
+            seen.update(rounds=self.guarded_rounds, sites=self.sites)
+    monkeypatch.setattr(FunctionLowering, "lower", lower_and_keep)
+    mod = ModuleLowering(parse(compile_to_ptx(CHUNK_SCAN), "chunk.ptx"), "chunk.ptx").lower().mod
+    bars = [i + 1 for i, k in enumerate(seen["sites"]) if k == abi.SITE["bar_sync"]]
+    assert seen["rounds"] == {0, bars[-1]}
+    assert any(fn.name.endswith(".probe") for fn in mod.functions)
+
+
+def _untouched(a):
+    return a == np.frombuffer(b"\xcd" * 4, np.int32)[0]
+
+
+@pytest.mark.parametrize("block", [256, 64, 96])
+def test_a_kernel_with_barriers_matches_numpy(compile_cuda, rng, block):
+    """Whole blocks pass the probe and run their first and last rounds without the guards;
+    the block holding n's end takes the kernel as written. Outputs past n stay poisoned."""
+    k = compile_cuda(CHUNK_SCAN).get_function("chunk_scan")
+    per_block = 4 * block
+    for n in (1, per_block, 3 * per_block + int(rng.integers(1, per_block)), int(rng.integers(20000, 40000))):
+        blocks = (n + per_block - 1) // per_block
+        x = rng.integers(-1000, 1000, blocks * per_block + 64).astype(np.int32)
+        x[n:] = 1 << 20                           # past the end: must not be read
+        out = poison(x.size, np.int32)
+        totals = poison(blocks, np.int32)
+        k((blocks,), (block,), (ac.asarray(x), out, totals, np.int32(n)))
+        want, want_totals = _chunk_scan_reference(x, n, block)
+        got = out.get()
+        np.testing.assert_array_equal(got[:n], want)
+        np.testing.assert_array_equal(totals.get(), want_totals)
+        assert _untouched(got[n:]).all(), "a thread past n stored"
+
+
+def test_the_settled_copy_is_what_runs(compile_cuda, rng, monkeypatch):
+    """With the known branches told the wrong way (taken where the probe passed) and a fresh
+    compile, whole blocks skip their loads and stores: the blocks that passed the probe ran
+    the settled copy, and the last, partial one the kernel as written."""
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    known = guards.known_branches
+    monkeypatch.setattr(guards, "known_branches", lambda body, probed: {p: not t for p, t in known(body, probed).items()})
+    k = ac.RawModule(code=CHUNK_SCAN + "// known branches reversed\n").get_function("chunk_scan")
+    block, n = 64, 5 * 256 + 100
+    x = rng.integers(-1000, 1000, 6 * 256).astype(np.int32)
+    out = poison(x.size, np.int32)
+    k((6,), (block,), (ac.asarray(x), out, poison(6, np.int32), np.int32(n)))
+    got = out.get()
+    want, _ = _chunk_scan_reference(x, n, block)
+    assert _untouched(got[:5 * 256]).all()
+    np.testing.assert_array_equal(got[5 * 256:n], want[5 * 256:])

@@ -19,9 +19,17 @@ and once for real, takes the same branches. Loads may sit in the stretch (the st
 its centre before the border test) as long as no predicate depends on what they read: the
 real run performs the same loads.
 
-The step function tells the three uses apart by its resume argument, which is a constant at
-each call: PROBE returns at the first probed branch taken (PROBE_TAKEN) or after the last one
-(PROBE_STAYS), NO_GUARD does not branch at them, anything else is the kernel as written.
+A kernel with barriers or warp collectives is probed the same way, once per block before its
+first round. A branch later in the kernel on the predicate of a probed branch (scan's
+`if (base + k < n) out[base + k] = ...` after the barriers, on the predicates of its loads)
+is then known too, as long as nothing else writes that predicate (known_branches); the
+block's rounds that can reach a known branch (rounds_reaching) run in a copy with them
+settled when the probe passed.
+
+The step function tells the uses apart by its resume argument, which is a constant at each
+call: PROBE returns at the first probed branch taken (PROBE_TAKEN) or after the last one
+(PROBE_STAYS); with the PASSED bit set the known branches go their known way, the rest is
+the kernel as written (resume site = the argument without that bit).
 """
 from __future__ import annotations
 
@@ -29,7 +37,8 @@ from ..ptx import ir as pir
 from .analysis import defs_uses
 
 PROBE = -1
-NO_GUARD = -2
+PASSED = 1 << 21                  # a bit of the resume argument, beside abi.AFFINE_RESUME
+NO_GUARD = PASSED                 # from the kernel's start, the probe passed
 PROBE_STAYS = 1
 PROBE_TAKEN = 2
 
@@ -127,3 +136,63 @@ def find_probed_branches(body, params) -> list:
         else:
             break
     return found
+
+
+def _single_definitions(body) -> set:
+    """Registers that exactly one instruction of `body` writes."""
+    count = {}
+    for st in body:
+        if isinstance(st, pir.Instruction):
+            for r in defs_uses(st)[0]:
+                count[r] = count.get(r, 0) + 1
+    return {r for r, k in count.items() if k == 1}
+
+
+def known_branches(body, probed) -> dict:
+    """{position: taken} of the branches whose way a passed probe settles: the probed
+    branches (not taken) and every other guarded `bra` on the predicate of one of them,
+    when no other instruction writes that predicate (taken when it tests the opposite
+    polarity)."""
+    known = {pos: False for pos in probed}
+    once = _single_definitions(body)
+    polarity = {body[pos].guard.reg.name: body[pos].guard.negated for pos in probed
+                if body[pos].guard.reg.name in once}
+    for pos, st in enumerate(body):
+        if (pos not in known and isinstance(st, pir.Instruction) and st.opcode == "bra"
+                and st.guard is not None and st.guard.reg.name in polarity):
+            known[pos] = st.guard.negated != polarity[st.guard.reg.name]
+    return known
+
+
+def rounds_reaching(body, known, site_positions, is_suspension) -> set:
+    """The resume sites (0: the kernel's start; else {site: position of its suspending
+    instruction}) from which a thread can reach a known branch before it stops again."""
+    labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
+    tables = {st.name: st.targets for st in body if isinstance(st, pir.BranchTargets)}
+
+    def successors(st, pos):
+        if not isinstance(st, pir.Instruction):
+            return [pos + 1]
+        names = []
+        if st.opcode == "bra" and st.operands and isinstance(st.operands[0], pir.Sym):
+            names = [st.operands[0].name]
+        elif st.opcode == "brx" and len(st.operands) > 1 and isinstance(st.operands[1], pir.Sym):
+            names = tables.get(st.operands[1].name, ())
+        ends = st.guard is None and st.opcode in ("bra", "brx", "ret", "exit", "trap")
+        return [labels[n] for n in names if n in labels] + ([] if ends else [pos + 1])
+
+    def reaches(start):
+        seen, todo = set(), [start]
+        while todo:
+            pos = todo.pop()
+            if pos in seen or pos >= len(body):
+                continue
+            seen.add(pos)
+            if pos in known:
+                return True
+            st = body[pos]
+            if not (isinstance(st, pir.Instruction) and is_suspension(st)):
+                todo.extend(successors(st, pos))
+        return False
+    starts = {0: 0, **{site: pos + 1 for site, pos in site_positions.items()}}
+    return {site for site, start in starts.items() if reaches(start)}

@@ -81,6 +81,8 @@ class FunctionLowering:
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probed_branches = []         # positions of the kernel's probed branches (compiler/guards.py)
+        self.known_branches = {}          # position -> taken, for a block whose probe passed
+        self.guarded_rounds = set()       # resume sites (0: start) from which one is reachable
         self.site_at = {}                 # position of a suspending instruction -> its site
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
         self.regions = {}                 # fixed shuffle's site -> region function: warpregions
@@ -97,10 +99,9 @@ class FunctionLowering:
         if self.is_kernel:
             self._insert_yields()
         body = self.pfn.body
-        if self.is_kernel and not analysis.has_suspensions(body):
-            # only a block without sites is probed (scheduler._emit_thread_loops); elsewhere
-            # the probe's cases would be dead code in every resume of the step function
+        if self.is_kernel:
             self.probed_branches = guards.find_probed_branches(body, self.mc.kernel_params(self.pfn))
+            self.known_branches = guards.known_branches(body, self.probed_branches)
         self._check_operand_counts(body)
         for st in body:
             if isinstance(st, pir.Prototype):
@@ -168,6 +169,10 @@ class FunctionLowering:
         if self.is_kernel and self.sites:
             self.advances = warpruns.emit_advances(self)
             self.regions = warpregions.emit_regions(self)
+        if self.known_branches:
+            self.guarded_rounds = guards.rounds_reaching(body, self.known_branches,
+                                                         {site: pos for pos, site in self.site_at.items()},
+                                                         analysis.is_suspension)
 
     def _insert_yields(self):
         """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""
@@ -428,7 +433,8 @@ class FunctionLowering:
         if not self.is_kernel or not self.resume_blocks:
             b.branch(start)
             return
-        sw = b.switch(self.fn.args[1], start)
+        # guards.PASSED only tells the known branches their way (instructions.bra)
+        sw = b.switch(b.and_(self.fn.args[1], i32(~guards.PASSED)), start)
         for site, blk in self.resume_blocks:
             sw.add_case(i32(site), blk)
 

@@ -647,17 +647,37 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
         b.position_at_end(ok)
 
 
-def _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalars):
-    """i1: no thread of the block takes any of the kernel's probed branches
-    (compiler/guards.py). Every thread runs only the code up to them."""
+def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, sites):
+    """i1 probe(i8* L, i8* ws, i8* header, i8* spill): no thread of the block takes any of the
+    kernel's probed branches (compiler/guards.py); every thread runs only the code up to them.
+    A function of its own, so that its loop's exits do not multiply the paths through the
+    block function (LLVM then duplicated the code that computes the workspace's pointers,
+    whose phis cost sgemm's tile round its vectorised loop). With `sites`, each thread has its
+    frame in the workspace and the block's header; else the one frame `ws` stands for both."""
+    fn = ir.Function(module, ir.FunctionType(I1, [PTR, PTR, PTR, PTR]), name=name + ".probe")
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    L, ws, header, spill = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    nx, ny, nz = (load_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
+    params = b.inttoptr(load_field(b, L, abi.LAUNCH["params"], I64), PTR)
+    scalars = [b.load(b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()), align=info.size)
+               for info, ty in scalar_params]
+    threads = b.zext(b.mul(b.mul(nx, ny), nz), I64)
     stays = b.alloca(I1, name="all.stay")
     b.store(ir.Constant(I1, 1), stays)
     with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear, _):
-        if frame_needs_index:
-            _set_thread_index(b, ws, x, y, z, linear)
-        code = b.call(step, [ws, i32(guards.PROBE), params, x, y, z, linear] + scalars + _frame_only_args(ws))
+        if sites:
+            fr, tail = _frame(b, ws, i64(frame_size), linear), [header, spill, threads, i64(0)]
+        else:
+            if frame_needs_index:
+                _set_thread_index(b, ws, x, y, z, linear)
+            fr, tail = ws, _frame_only_args(ws)
+        code = b.call(step, [fr, i32(guards.PROBE), params, x, y, z, linear] + scalars + tail,
+                      attrs=("alwaysinline",))
         b.store(b.and_(b.load(stays), b.icmp_signed("==", code, i32(guards.PROBE_STAYS))), stays)
-    return b.load(stays)
+    b.ret(b.load(stays))
+    return fn
 
 
 class _RangeReduction:
@@ -732,7 +752,7 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
                         site_consts=(), spill_bytes=0, probed=False, affine_sites=None, self_checked_sites=(),
-                        advances=None, regions=None):
+                        advances=None, regions=None, guarded_rounds=()):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -770,7 +790,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             # a block whose threads all pass the probed branches (an exit guard, a border
             # test) runs the body without them: plain vector loads and stores instead of
             # masked ones (compiler/guards.py)
-            all_stay = _emit_guard_probe(b, ws, step, nx, ny, nz, params, frame_needs_index, scalars)
+            probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, False)
+            all_stay = b.call(probe, [L, ws, ws, ir.Constant(PTR, None)])
             with b.if_else(all_stay) as (unguarded, guarded):
                 with unguarded:
                     _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars,
@@ -896,6 +917,12 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     def block_args(t, induction=None):
         return [header, spill, b.zext(n, I64), induction if induction is not None else i64(0)]
+    # whether the block's threads all pass the probed branches: then the rounds that reach a
+    # branch the probe settles run a copy without it (compiler/guards.py)
+    passed = None
+    if probed and guarded_rounds:
+        probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, True)
+        passed = b.call(probe, [L, ws, header, spill])
 
     def induction_first(site):
         """i64: the `first` of the site's induction register (stride 1), which
@@ -949,16 +976,26 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             code_range = _RangeReduction(b, I32)
             slot_ranges = [_RangeReduction(b, ir.IntType(8 * size)) for _, _, size, _ in slots]
         counted_from = induction_first(site) if resume != site else None
-        with _each_thread(b, nx, ny, nz, "u", counted_from) as (x, y, z, linear, induction):
-            fr = _frame(b, ws, fsize, linear)
-            code = b.call(step, [fr, i32(resume), params, x, y, z, linear] + scalars + block_args(linear, induction),
-                          attrs=("alwaysinline",))
-            in_thread_group(module, b.store(code, b.gep(codes, [linear])))
-            if checked:
-                code_range.add(code)
-                for (_, off, size, stride), rng in zip(slots, slot_ranges):
-                    value = in_thread_group(module, b.load(_spill_element(b, spill, off, size, linear)))
-                    rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
+
+        def each_thread(resume):
+            with _each_thread(b, nx, ny, nz, "u", counted_from) as (x, y, z, linear, induction):
+                fr = _frame(b, ws, fsize, linear)
+                code = b.call(step, [fr, i32(resume), params, x, y, z, linear] + scalars
+                              + block_args(linear, induction), attrs=("alwaysinline",))
+                in_thread_group(module, b.store(code, b.gep(codes, [linear])))
+                if checked:
+                    code_range.add(code)
+                    for (_, off, size, stride), rng in zip(slots, slot_ranges):
+                        value = in_thread_group(module, b.load(_spill_element(b, spill, off, size, linear)))
+                        rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
+        if passed is not None and site in guarded_rounds:
+            with b.if_else(passed) as (settled, as_written):
+                with settled:
+                    each_thread(resume | guards.PASSED)
+                with as_written:
+                    each_thread(resume)
+        else:
+            each_thread(resume)
         if not checked:
             return
         same = b.and_(code_range.single(), b.icmp_signed("==", code_range.low(), i32(site)))
