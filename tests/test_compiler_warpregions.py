@@ -196,3 +196,113 @@ def test_the_region_is_what_runs(rng, monkeypatch):
     want_out, want_totals = _rows_reference(x, N, C)
     assert not np.array_equal(out.get(), want_out)
     assert not np.array_equal(totals.get(), want_totals)
+
+
+# Kernels without barriers or shuffles whose threads loop: each warp runs from the start as
+# one region (warpregions.EntryRegion) when the block is whole warps, else thread by thread.
+ENTRY_SOURCE = r"""
+// scan's last kernel: a block-stride loop, a guard on n, one total per block read by every lane
+extern "C" __global__ void add_totals(int* out, const int* totals, int n, int per) {
+    if (blockIdx.x == 0) return;
+    int add = totals[blockIdx.x - 1];
+    int base = blockIdx.x * per;
+    for (int k = threadIdx.x; k < per; k += blockDim.x)
+        if (base + k < n) out[base + k] += add;
+}
+
+// lanes part: some leave at once, the others loop counts of their own, reading x out of
+// order; the block may be two-dimensional
+extern "C" __global__ void walk(const int* x, int* out, int mask) {
+    int t = threadIdx.y * blockDim.x + threadIdx.x;
+    int g = blockIdx.x * blockDim.x * blockDim.y + t;
+    if ((g & 7) == 3) return;
+    int s = threadIdx.x * 3 + threadIdx.y;
+    for (int i = 0; i < (g & 3) + (int)threadIdx.y; ++i) s += x[(g * 13 + i * 7) & mask] ^ i;
+    out[g] = s;
+}
+
+// no loop: the loop over threads vectorises it as it is, no region
+extern "C" __global__ void straight(const int* x, int* out) {
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    out[g] = x[g] * 3;
+}
+"""
+
+
+def _add_totals_reference(out, totals, n, per):
+    want = out.astype(np.int64)
+    for blk in range(1, -(-n // per)):
+        lo, hi = blk * per, min((blk + 1) * per, n)
+        want[lo:hi] += totals[blk - 1]
+    return want.astype(np.int32)
+
+
+@pytest.mark.parametrize("block", [256, 96, 100])
+@pytest.mark.parametrize("per", [1024, 300])
+def test_entry_region_block_stride_loop(rng, block, per):
+    """Blocks of 256 and 96 threads run as warps, 100 threads (a partial warp) thread by
+    thread; per = 300 leaves lanes of the last iteration outside the loop, and n the last
+    block's tail outside the guard. Past n the array stays as it was."""
+    n = 7 * per + int(rng.integers(1, per))
+    blocks = -(-n // per)
+    start = rng.integers(-1000, 1000, blocks * per + 64).astype(np.int32)
+    totals = rng.integers(-1000, 1000, blocks).astype(np.int32)
+    out = ac.asarray(start)
+    ac.RawModule(code=ENTRY_SOURCE).get_function("add_totals")(
+        (blocks,), (block,), (out, ac.asarray(totals), np.int32(n), np.int32(per)))
+    got = out.get()
+    np.testing.assert_array_equal(got[:n], _add_totals_reference(start[:n], totals, n, per))
+    np.testing.assert_array_equal(got[n:], start[n:])
+
+
+def _walk_reference(x, bx, by, blocks):
+    mask = x.size - 1
+    total = bx * by * blocks
+    g = np.arange(total)
+    t = g % (bx * by)
+    tx, ty = t % bx, t // bx
+    s = (tx * 3 + ty).astype(np.int64)
+    for i in range(3 + by):
+        take = i < (g & 3) + ty
+        s += np.where(take, x[(g * 13 + i * 7) & mask].astype(np.int64) ^ i, 0)
+    return s.astype(np.int32), (g & 7) == 3
+
+
+@pytest.mark.parametrize("bx,by", [(32, 1), (128, 1), (64, 2), (16, 4), (8, 3)])
+def test_entry_region_lanes_part(rng, bx, by):
+    """Lanes leave early and loop counts of their own; blocks 64 x 2 (a warp's x wraps once)
+    and 16 x 4 (several times) give the lanes' two-dimensional index, 8 x 3 is not whole
+    warps. Threads that left keep their outputs poisoned."""
+    x = rng.integers(-(1 << 16), 1 << 16, 1024).astype(np.int32)
+    blocks = 5
+    out = poison(bx * by * blocks, np.int32)
+    ac.RawModule(code=ENTRY_SOURCE).get_function("walk")(
+        (blocks,), (bx, by), (ac.asarray(x), out, np.int32(x.size - 1)))
+    want, left = _walk_reference(x, bx, by, blocks)
+    got = out.get()
+    np.testing.assert_array_equal(got[~left], want[~left])
+    assert (got[left] == poison(1, np.int32).get()[0]).all()
+
+
+def test_entry_regions_are_made_where_threads_loop():
+    ptx = compile_to_ptx(ENTRY_SOURCE)
+    kernels = [k.name for k in parse(ptx, "entry.ptx").functions if k.is_kernel]
+    mod = ModuleLowering(parse(ptx, "entry.ptx"), "entry.ptx").lower().mod
+    made = {kernels[int(fn.name.split(".")[1][1:])] for fn in mod.functions
+            if fn.name.endswith(".region0") and [blk.name for blk in fn.blocks] != ["unused"]}
+    assert made == {"add_totals", "walk"}
+
+
+def test_the_entry_region_is_what_runs(rng, monkeypatch):
+    """With the region's stores made no-ops, blocks of whole warps leave the output as it was,
+    a block with a partial warp (thread by thread) does not."""
+    from anycuda.compiler import warpregions
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    monkeypatch.setattr(warpregions, "REGION_OPS", dict(warpregions.REGION_OPS, st=lambda w, st: None))
+    k = ac.RawModule(code=ENTRY_SOURCE + "// stores dropped\n").get_function("add_totals")
+    per, n = 512, 4 * 512
+    totals = np.arange(1, 5, dtype=np.int32)
+    for block, changed in ((128, False), (100, True)):
+        out = ac.asarray(np.zeros(n, np.int32))
+        k((4,), (block,), (out, ac.asarray(totals), np.int32(n), np.int32(per)))
+        assert (out.get()[per:] != 0).all() == changed

@@ -85,7 +85,7 @@ class FunctionLowering:
         self.guarded_rounds = set()       # resume sites (0: start) from which one is reachable
         self.site_at = {}                 # position of a suspending instruction -> its site
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
-        self.regions = {}                 # fixed shuffle's site -> region function: warpregions
+        self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
         self.inst = None
 
     # ------------------------------------------------------------------ errors
@@ -169,6 +169,8 @@ class FunctionLowering:
         if self.is_kernel and self.sites:
             self.advances = warpruns.emit_advances(self)
             self.regions = warpregions.emit_regions(self)
+        elif self.is_kernel:
+            self.regions = warpregions.emit_entry_region(self)
         if self.known_branches:
             self.guarded_rounds = guards.rounds_reaching(body, self.known_branches,
                                                          {site: pos for pos, site in self.site_at.items()},

@@ -786,6 +786,18 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         ws.add_attribute("noalias")
         _init_block_fields(b, ws, L, (cx, cy, cz), shared, worker)
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
+        if regions:
+            # a block of full warps runs the kernel a warp at a time as vector code
+            # (warpregions.EntryRegion); its lanes' stop codes (all exits) go to codes[lo ...]
+            codes = b.bitcast(b.alloca(ir.ArrayType(I32, abi.MAX_BLOCK_THREADS), name="region.codes"),
+                              I32.as_pointer())
+            warps, threads = fn.append_basic_block("by.warp"), fn.append_basic_block("by.thread")
+            b.cbranch(b.icmp_unsigned("==", b.and_(n, i32(31)), i32(0)), warps, threads)
+            b.position_at_end(warps)
+            with for_range(b, i32(0), b.lshr(n, i32(5)), "rg") as w:
+                b.call(regions[0], [ir.Constant(PTR, None), ws, ws, i64(0), b.mul(w, i32(32)), params, codes])
+            b.ret(i32(0))
+            b.position_at_end(threads)
         if probed:
             # a block whose threads all pass the probed branches (an exit guard, a border
             # test) runs the body without them: plain vector loads and stores instead of

@@ -172,7 +172,7 @@ class WarpRegion(WarpCode):
         for axis in "xyz":
             # kept for the whole function (WarpCode caches them): made where every piece sees them
             self.thread_index(axis)
-        self._resolved_first_shuffle(body[self.first])
+        self._begin(body)
         self.pc = b.alloca(self._vec(I32), name="pc")
         self.code = b.alloca(self._vec(I32), name="code")
         b.store(self.splat(i32(abi.STEP_EXIT)), self.code)
@@ -211,21 +211,29 @@ class WarpRegion(WarpCode):
         self.fn.attributes.add("noinline")
         return self.fn
 
+    def _begin(self, body):
+        """The region's first instruction, which the scheduler has run for the warp."""
+        self._resolved_first_shuffle(body[self.first])
+
+    def _written_at_start(self) -> set:
+        return set(analysis.defs_uses(self.f.pfn.body[self.first])[0])
+
+    def _start_values(self, names) -> dict:
+        """{register: its vector when the region starts} for those of `names` that the first
+        shuffle's resume would read (others are written before use)."""
+        f = self.f
+        readable = set(f.site_live.get(self.first, [])) | set(f.remat) | set(f.remat_at.get(self.first, {}))
+        written = self._written_at_start()
+        return {r: self._value_at_first(r) for r in sorted(names) if r in readable and r not in written}
+
     def _make_slots(self, pieces):
-        """A stack slot per register the region touches, holding its value at the start
-        (those the first shuffle's resume would read; others are written before use)."""
-        f, b, body = self.f, self.b, self.f.pfn.body
-        names = set(self._saved())
+        """A stack slot per register the region touches, holding its value at the start."""
+        b, body = self.b, self.f.pfn.body
+        names = set(self._saved()) | self._written_at_start()
         for piece in pieces.values():
             for pos in piece.positions:
                 names |= {r for regs in analysis.defs_uses(body[pos]) for r in regs}
-        written_first = set(analysis.defs_uses(body[self.first])[0])
-        names |= written_first
-        start_values = {}
-        readable = set(f.site_live.get(self.first, [])) | set(f.remat) | set(f.remat_at.get(self.first, {}))
-        for r in sorted(names):
-            if r in readable and r not in written_first:
-                start_values[r] = self._value_at_first(r)
+        start_values = self._start_values(names)
         slots = {}
         for r in sorted(names):
             slot = b.alloca(self._vec(self._reg_type(r)), name=r.lstrip("%"))
@@ -399,10 +407,18 @@ class WarpRegion(WarpCode):
         """The lanes' elements at `addrs` (for the lanes in self.mask; others undefined)."""
         b = self.b
         vec = self._vec(elem)
-        fast, slow, done = (self.fn.append_basic_block(n) for n in ("ld.vector", "ld.lanes", "ld.done"))
-        b.cbranch(self._consecutive(addrs, size), fast, slow)
+        fast, other, same, slow, done = (self.fn.append_basic_block(n) for n in
+                                         ("ld.vector", "ld.other", "ld.same", "ld.lanes", "ld.done"))
+        first = b.extract_element(addrs, i32(0))
+        b.cbranch(self._consecutive(addrs, size), fast, other)
         b.position_at_end(fast)
-        whole = b.load(b.inttoptr(b.extract_element(addrs, i32(0)), vec.as_pointer()), align=size)
+        whole = b.load(b.inttoptr(first, vec.as_pointer()), align=size)
+        b.branch(done)
+        # one element for the whole warp (a block's total, a row's scale): loaded once
+        b.position_at_end(other)
+        b.cbranch(self._alike(addrs), same, slow)
+        b.position_at_end(same)
+        one = self.splat(b.load(b.inttoptr(first, elem.as_pointer()), align=size))
         b.branch(done)
         b.position_at_end(slow)
         tmp = self._scratch(vec)
@@ -415,6 +431,7 @@ class WarpRegion(WarpCode):
         b.position_at_end(done)
         v = b.phi(vec)
         v.add_incoming(whole, fast)
+        v.add_incoming(one, same)
         v.add_incoming(by_lane, slow_end)
         return v
 
@@ -451,6 +468,12 @@ class WarpRegion(WarpCode):
         start = self.splat(b.extract_element(addrs, i32(0)))
         steps = ir.Constant(self._vec(I64), [lane * size for lane in range(LANES)])
         along = self._reduce("and", b.icmp_unsigned("==", addrs, b.add(start, steps)), I1)
+        return b.and_(along, self._reduce("and", self._lanes(), I1))
+
+    def _alike(self, addrs):
+        """i1: every lane is here and has lane 0's address."""
+        b = self.b
+        along = self._reduce("and", b.icmp_unsigned("==", addrs, self.splat(b.extract_element(addrs, i32(0)))), I1)
         return b.and_(along, self._reduce("and", self._lanes(), I1))
 
     def _lanes(self):
@@ -622,6 +645,83 @@ REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "di
               "neg": _neg_abs, "abs": _neg_abs}
 
 
+class EntryRegion(WarpRegion):
+    """A kernel without sites from its start to its end, as one vector program per warp: the
+    block function calls it for each warp of a block of full warps (compiler/scheduler.py).
+
+    Run thread after thread, such a kernel's loop (scan's `for (k = threadIdx.x; k < 1024;
+    k += blockDim.x)`) is a loop inside the loop over threads, which LLVM does not vectorise:
+    each thread walks its elements alone. As a region, the warp's lanes step through the
+    loop together, their neighbouring elements one vector access."""
+
+    def __init__(self, f, name, constants):
+        super().__init__(f, -1, name, constants)        # the first piece starts at position 0
+
+    def _begin(self, body):
+        pass
+
+    def _written_at_start(self) -> set:
+        return set()
+
+    def _start_values(self, names) -> dict:
+        return {}
+
+    def thread_index(self, axis):
+        """The lanes' %tid.<axis>, from the warp's first linear index: a block without sites
+        keeps no frame per thread. The first lane's index costs divisions; in a block at least
+        32 threads wide the others' x wraps at most once (a vector division by a block
+        dimension would be 32 scalar ones per axis)."""
+        if axis not in self.lane_index:
+            b = self.b
+            nx, ny = (load_field(b, self.header, abi.CTX[f"ntid_{a}"], I32) for a in "xy")
+            lanes = ir.Constant(self._vec(I32), list(range(LANES)))
+            row = b.udiv(self.lo, nx)
+            x, y, z = b.add(self.splat(b.urem(self.lo, nx)), lanes), self.splat(b.urem(row, ny)), \
+                self.splat(b.udiv(row, ny))
+            wrap_x = b.icmp_unsigned(">=", x, self.splat(nx))
+            x = b.select(wrap_x, b.sub(x, self.splat(nx)), x)
+            y = b.add(y, b.zext(wrap_x, self._vec(I32)))
+            wrap_y = b.icmp_unsigned(">=", y, self.splat(ny))
+            y = b.select(wrap_y, b.sub(y, self.splat(ny)), y)
+            z = b.add(z, b.zext(wrap_y, self._vec(I32)))
+            wrapped = (x, y, z)
+            wide = b.icmp_unsigned(">=", nx, i32(LANES))
+            with b.if_else(wide) as (once, narrow):
+                with once:
+                    wide_end = b.block
+                with narrow:
+                    linear = b.add(self.splat(self.lo), lanes)
+                    by_division = b.udiv(linear, self.splat(nx))
+                    divided = (b.urem(linear, self.splat(nx)), b.urem(by_division, self.splat(ny)),
+                               b.udiv(by_division, self.splat(ny)))
+                    narrow_end = b.block
+            for name, fast, slow in zip("xyz", wrapped, divided):
+                v = b.phi(fast.type)
+                v.add_incoming(fast, wide_end)
+                v.add_incoming(slow, narrow_end)
+                self.lane_index[name] = v
+        return self.lane_index[axis]
+
+
+def emit_entry_region(f) -> dict:
+    """{0: region function} for a kernel without sites lowered by `f` whose threads loop
+    (EntryRegion); {} for one without a loop or with an instruction a region does not take."""
+    code = EntryRegion(f, f"{f.fn.name}.region0", analysis.constant_registers(f.pfn.body))
+    try:
+        if not code.has_loop():
+            raise NotVectorisable("no loop: the loop over threads vectorises it")
+        return {0: code.emit()}
+    except NotVectorisable:
+        _unused(code)
+        return {}
+
+
+def _unused(code):
+    """A region function not made: internal and never called, LLVM deletes it."""
+    code.fn.blocks.clear()
+    ir.IRBuilder(code.fn.append_basic_block("unused")).ret_void()
+
+
 def emit_regions(f) -> dict:
     """{site of a fixed shuffle: region function} for the kernel lowered by `f`."""
     body = f.pfn.body
@@ -645,7 +745,5 @@ def emit_regions(f) -> dict:
             regions[site] = code.emit()
             covered |= code.reached
         except NotVectorisable:
-            # internal and never called: LLVM deletes it
-            code.fn.blocks.clear()
-            ir.IRBuilder(code.fn.append_basic_block("unused")).ret_void()
+            _unused(code)
     return regions
