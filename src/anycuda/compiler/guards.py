@@ -34,7 +34,7 @@ the kernel as written (resume site = the argument without that bit).
 from __future__ import annotations
 
 from ..ptx import ir as pir
-from .analysis import defs_uses
+from .analysis import defs_uses, is_suspension
 
 PROBE = -1
 PASSED = 1 << 21                  # a bit of the resume argument, beside abi.AFFINE_RESUME
@@ -164,7 +164,7 @@ def known_branches(body, probed) -> dict:
     return known
 
 
-def rounds_reaching(body, known, site_positions, is_suspension) -> set:
+def rounds_reaching(body, known, site_positions) -> set:
     """The resume sites (0: the kernel's start; else {site: position of its suspending
     instruction}) from which a thread can reach a known branch before it stops again."""
     labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}

@@ -173,8 +173,7 @@ class FunctionLowering:
             self.regions = warpregions.emit_entry_region(self)
         if self.known_branches:
             self.guarded_rounds = guards.rounds_reaching(body, self.known_branches,
-                                                         {site: pos for pos, site in self.site_at.items()},
-                                                         analysis.is_suspension)
+                                                         {site: pos for pos, site in self.site_at.items()})
 
     def _insert_yields(self):
         """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""

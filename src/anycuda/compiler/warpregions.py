@@ -29,6 +29,10 @@ vector access; any other goes lane by lane. Memory is accessed in the order of a
 running its lanes together, which CUDA allows (threads are ordered only at barriers,
 atomics and fences).
 
+A kernel without barriers or shuffles gets one region from its start instead
+(EntryRegion), where its threads loop: run thread after thread, such a loop sits inside the
+loop over threads and does not vectorise.
+
 Only instructions with a vector form are taken (warpruns.VECTOR_OPS and the memory,
 conversion and division forms below); a region that could reach another one, or a stop it
 cannot leave a lane at (a barrier with register operands, a vote), is not made, and the
