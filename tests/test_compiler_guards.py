@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
+from llvmlite import ir
 from anycuda.compiler import abi, guards
 from anycuda.compiler.lower import FunctionLowering
 from anycuda.compiler.module import ModuleLowering
@@ -292,22 +293,31 @@ def _chunk_scan_reference(x, n, block):
     return scans.reshape(-1)[:n].astype(np.int32), scans[:, -1].astype(np.int32)
 
 
-def test_branches_on_a_probed_predicate_are_known():
-    """A later branch on a probed branch's predicate goes the same way (or, testing the
-    opposite polarity, the other); one on a predicate written twice is not known."""
-    ptx = PAIR.replace(".reg .pred %p<3>;", ".reg .pred %p<4>;").replace("$done:\n", """    @%p2 bra $done;
-    @!%p2 bra $done;
+def test_which_branches_are_known():
+    """The stretch's branches; a later one on a stretch predicate written once; a later range
+    guard of launch-fixed values that reads the block index; not: a predicate written twice,
+    one of loaded data, a range guard of the thread index alone, a branch before the
+    definition it reads."""
+    ptx = PAIR.replace(".reg .pred %p<3>;", ".reg .pred %p<9>;").replace("%r<10>", "%r<12>").replace(
+        "$done:\n", """    @%p2 bra $done;
     setp.eq.s32 %p3, %r5, 0;
     @%p3 bra $done;
     setp.eq.s32 %p3, %r5, 1;
     @%p3 bra $done;
+    add.s32 %r11, %r5, 3;
+    setp.lt.u32 %p4, %r11, %r1;
+    @%p4 bra $done;
+    setp.lt.u32 %p5, %r8, %r1;
+    @%p5 bra $done;
+    setp.lt.u32 %p6, %r4, 32;
+    @%p6 bra $done;
+    @%p7 bra $done;
+    setp.lt.u32 %p7, %r5, %r1;
 $done:
 """)
     body = _body(ptx)
-    probed = guards.find_probed_branches(body, _params(ptx))
-    known = guards.known_branches(body, probed)
-    named = [(body[p].guard.reg.name, body[p].guard.negated, taken) for p, taken in sorted(known.items())]
-    assert named == [("%p1", False, False), ("%p2", False, False), ("%p2", False, False), ("%p2", True, True)]
+    known = guards.known_branches(body, _params(ptx))
+    assert [body[p].guard.reg.name for p in known] == ["%p1", "%p2", "%p2", "%p4"]
 
 
 def test_the_rounds_that_reach_a_known_branch(compile_cuda, monkeypatch):
@@ -324,7 +334,9 @@ def test_the_rounds_that_reach_a_known_branch(compile_cuda, monkeypatch):
     monkeypatch.setattr(FunctionLowering, "lower", lower_and_keep)
     mod = ModuleLowering(parse(compile_to_ptx(CHUNK_SCAN), "chunk.ptx"), "chunk.ptx").lower().mod
     bars = [i + 1 for i, k in enumerate(seen["sites"]) if k == abi.SITE["bar_sync"]]
-    assert seen["rounds"] == {0, bars[-1]}
+    assert set(seen["rounds"]) == {0, bars[-1]}
+    # the loads' four guards, and the stores' four on the same predicates
+    assert seen["rounds"][0] == 0b1111 and seen["rounds"][bars[-1]] == 0b11110000
     assert any(fn.name.endswith(".probe") for fn in mod.functions)
 
 
@@ -353,18 +365,17 @@ def test_a_kernel_with_barriers_matches_numpy(compile_cuda, rng, block):
 
 
 def test_the_settled_copy_is_what_runs(compile_cuda, rng, monkeypatch):
-    """With the known branches told the wrong way (taken where the probe passed) and a fresh
-    compile, whole blocks skip their loads and stores: the blocks that passed the probe ran
-    the settled copy, and the last, partial one the kernel as written."""
+    """With a probe that always passes (and a fresh compile), the block holding n's end runs
+    the settled copy too and stores past n: the copy without the guards is what a passing
+    block runs."""
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
-    known = guards.known_branches
-    monkeypatch.setattr(guards, "known_branches", lambda body, probed: {p: not t for p, t in known(body, probed).items()})
-    k = ac.RawModule(code=CHUNK_SCAN + "// known branches reversed\n").get_function("chunk_scan")
+    monkeypatch.setattr(FunctionLowering, "_emit_probe", lambda self: self.b.ret(ir.Constant(ir.IntType(32), -1)))
+    k = ac.RawModule(code=CHUNK_SCAN + "// the probe always passes\n").get_function("chunk_scan")
     block, n = 64, 5 * 256 + 100
     x = rng.integers(-1000, 1000, 6 * 256).astype(np.int32)
     out = poison(x.size, np.int32)
     k((6,), (block,), (ac.asarray(x), out, poison(6, np.int32), np.int32(n)))
     got = out.get()
     want, _ = _chunk_scan_reference(x, n, block)
-    assert _untouched(got[:5 * 256]).all()
-    np.testing.assert_array_equal(got[5 * 256:n], want[5 * 256:])
+    np.testing.assert_array_equal(got[:n], want)
+    assert not _untouched(got[n:]).any()

@@ -1,35 +1,30 @@
-"""Probed branches: the `if (i >= n) return;` at the top of an elementwise kernel, and the
-branches after it that, in most blocks, every thread takes the same way (a stencil's
-`if (x == 0 || x == nx - 1 || ...)` border test).
+"""Known branches: the `if (i >= n) return;` of an elementwise kernel, the `if (x < cols &&
+y < rows)` around a tile's loads and stores, a stencil's `if (x == 0 || x == nx - 1)` border
+test: branches that, in most blocks, every thread takes the same way.
 
 Run thread by thread in one vectorised loop, such a branch is if-converted into masked loads
 and stores, which AVX2 CPUs execute slowly (saxpy: 35 ms against 13 ms without the guard,
-benchmarks/NOTES.md). In every block but the last an exit guard is usually false for all of
-the block's threads, and a border test for all the blocks inside the grid, so a block of a
-kernel without barriers or collectives first *probes* each thread's branches alone and, when
-no thread takes any of them, runs a copy of the body in which they are known not taken
-(scheduler._emit_thread_loops).
+benchmarks/NOTES.md), or not vectorised at all (scan's four guarded loads 16 bytes apart,
+transpose's guarded tile). In every block but the last an exit guard is usually false for
+all of the block's threads, and a border test for all the blocks inside the grid, so a block
+first *probes* its threads' predicates of these branches and runs, where they all agree
+with "not taken", a copy of the code without them (scheduler.emit_block_function).
 
-The probed branches sit in the kernel's first straight-line stretch of code (every thread
-reaches them unless it took an earlier one). The probe runs only that
-stretch, which must not write memory; its predicates must be computed, through pure
-instructions, from values that stay the same for the whole launch (the thread and block
-index, the kernel's parameters, immediates), so that running the stretch twice, once to probe
-and once for real, takes the same branches. Loads may sit in the stretch (the stencil loads
-its centre before the border test) as long as no predicate depends on what they read: the
-real run performs the same loads.
+A branch is known when its predicate is *fixed*: written by one instruction, computed
+through pure instructions from values that stay the same for a thread during the launch
+(its thread and block index, the kernel's parameters, immediates, other fixed registers),
+so that wherever the thread meets the branch the predicate holds what the probe computed
+(fixed_registers). Of those, the branches of the kernel's first straight-line stretch
+(find_probed_branches: exit guards, border tests) and, anywhere, the range guards (order
+comparisons such as `base + k < n`, and their conjunctions): an equality like `threadIdx.x
+== 0` later in a kernel is a branch the block's threads take differently, which would only
+keep the probe from passing.
 
-A kernel with barriers or warp collectives is probed the same way, once per block before its
-first round. A branch later in the kernel on the predicate of a probed branch (scan's
-`if (base + k < n) out[base + k] = ...` after the barriers, on the predicates of its loads)
-is then known too, as long as nothing else writes that predicate (known_branches); the
-block's rounds that can reach a known branch (rounds_reaching) run in a copy with them
-settled when the probe passed.
-
-The step function tells the uses apart by its resume argument, which is a constant at each
-call: PROBE returns at the first probed branch taken (PROBE_TAKEN) or after the last one
-(PROBE_STAYS); with the PASSED bit set the known branches go their known way, the rest is
-the kernel as written (resume site = the argument without that bit).
+The probe is a case of the step function (its resume argument PROBE): it computes just the
+known predicates (probe_closure) and answers with a bit per known branch, set when the
+thread does not take it. Each round of the block (from the start, from a barrier, ...)
+that can reach known branches (rounds_reaching: the bits of those) runs its settled copy,
+the resume argument with the PASSED bit, when the block's threads all have those bits.
 """
 from __future__ import annotations
 
@@ -38,9 +33,7 @@ from .analysis import defs_uses, is_suspension
 
 PROBE = -1
 PASSED = 1 << 21                  # a bit of the resume argument, beside abi.AFFINE_RESUME
-NO_GUARD = PASSED                 # from the kernel's start, the probe passed
-PROBE_STAYS = 1
-PROBE_TAKEN = 2
+MAX_KNOWN = 32                    # one bit each in the probe's i32 answer
 
 # opcodes whose only effect is to write their destination registers
 _PURE = frozenset(("mov", "cvt", "cvta", "add", "sub", "mul", "mad", "mul24", "mad24", "shl", "shr", "and",
@@ -50,7 +43,7 @@ _FIXED_SPECIALS = frozenset(("tid", "ntid", "ctaid", "nctaid", "laneid", "warpid
                              "gridid", "nsmid", "dynamic_smem_size", "total_smem_size"))
 
 
-MAX_PROBED = 4
+MAX_PROBED = 4                    # branches of the first stretch
 
 # loads whose ordering or side effects a second execution could change
 _ORDERED_LOADS = frozenset(("volatile", "relaxed", "acquire", "mmio"))
@@ -104,11 +97,14 @@ def _label_references(body) -> dict:
 
 
 def find_probed_branches(body, params) -> list:
-    """Positions in `body` of the kernel's probed branches (see the module's docstring), in
-    order; empty when the kernel has none. `params`: the kernel parameters' names.
+    """Positions in `body` of the branches of the kernel's first straight-line stretch, in
+    order, whose predicates come from launch-fixed values: its exit guards and border tests,
+    known whatever comparison they make (known_branches). `params`: the kernel parameters'
+    names. The stretch ends at an instruction with effects or of another kind than pure
+    computation and loads (stores, atomics, barriers, calls).
 
-    A label ends the stretch unless only probed branches lead to it: with those not taken
-    it is reached by falling through (`v = i + 1 < n ? in[i + 1] : 0;`)."""
+    A label ends the stretch unless only such branches lead to it: with those not taken it
+    is reached by falling through (`v = i + 1 < n ? in[i + 1] : 0;`)."""
     found, tainted, refs = [], set(), None
     for pos, st in enumerate(body):
         if len(found) == MAX_PROBED:
@@ -138,37 +134,126 @@ def find_probed_branches(body, params) -> list:
     return found
 
 
-def _single_definitions(body) -> set:
-    """Registers that exactly one instruction of `body` writes."""
-    count = {}
-    for st in body:
+def _definitions(body) -> dict:
+    """{register: [positions of the instructions that write it]}."""
+    defs = {}
+    for pos, st in enumerate(body):
         if isinstance(st, pir.Instruction):
             for r in defs_uses(st)[0]:
-                count[r] = count.get(r, 0) + 1
-    return {r for r, k in count.items() if k == 1}
+                defs.setdefault(r, []).append(pos)
+    return defs
 
 
-def known_branches(body, probed) -> dict:
-    """{position: taken} of the branches whose way a passed probe settles: the probed
-    branches (not taken) and every other guarded `bra` on the predicate of one of them,
-    when no other instruction writes that predicate (taken when it tests the opposite
-    polarity)."""
-    known = {pos: False for pos in probed}
-    once = _single_definitions(body)
-    polarity = {body[pos].guard.reg.name: body[pos].guard.negated for pos in probed
-                if body[pos].guard.reg.name in once}
+def fixed_registers(body, params) -> set:
+    """Registers written once, unguarded, by a pure instruction (or a kernel parameter's load)
+    of fixed operands: the same value wherever the thread reads them."""
+    defs = _definitions(body)
+    fixed = {r for r, ps in defs.items() if len(ps) == 1 and body[ps[0]].guard is None}
+    while True:
+        tainted = set(defs) - fixed
+        keep = {r for r in fixed if _fixed(body[defs[r][0]], params, tainted)}
+        if keep == fixed:
+            return fixed
+        fixed = keep
+
+
+# comparisons whose outcome changes once along a thread or block index: range guards
+_ORDER = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
+
+
+def _range_guard(r, body, defs) -> bool:
+    st = body[defs[r][0]]
+    if st.opcode == "setp":
+        return bool(_ORDER & set(st.mods))
+    if st.opcode in ("and", "or", "not", "mov") and "pred" in st.mods:
+        regs = [op.operand if isinstance(op, pir.Not) else op for op in st.operands[1:]]
+        return all(isinstance(op, pir.Reg) and op.name in defs and _range_guard(op.name, body, defs)
+                   for op in regs)
+    return False
+
+
+def known_branches(body, params) -> list:
+    """Positions, in body order, of the branches a probe settles (the module's docstring); at
+    most MAX_KNOWN. A branch of the first stretch may test a register the kernel writes
+    again later (a loop's counter starting at threadIdx.x): there the probe computes what
+    the stretch computed, and a later branch on a predicate of the stretch written once
+    (softmax's row loops, each entered when threadIdx.x < C) is known too."""
+    defs = _definitions(body)
+    return [pos for pos, where in _known_slices(body, params, defs)][:MAX_KNOWN]
+
+
+def _known_slices(body, params, defs):
+    """(position of a known branch, where its predicate's slice is computed: (position, in the
+    first stretch)) in body order."""
+    fixed = fixed_registers(body, params)
+    stretch = find_probed_branches(body, params)
+    tested = {}
+    for pos in stretch:
+        tested.setdefault(body[pos].guard.reg.name, pos)
     for pos, st in enumerate(body):
-        if (pos not in known and isinstance(st, pir.Instruction) and st.opcode == "bra"
-                and st.guard is not None and st.guard.reg.name in polarity):
-            known[pos] = st.guard.negated != polarity[st.guard.reg.name]
-    return known
+        if not (isinstance(st, pir.Instruction) and st.opcode == "bra" and st.guard is not None):
+            continue
+        r = st.guard.reg.name
+        if pos in stretch:
+            where = (pos, True)
+        elif r in tested and len(defs[r]) == 1:
+            where = (tested[r], True)
+        elif r in fixed and _range_guard(r, body, defs):
+            where = (pos, False)
+        else:
+            continue
+        try:
+            computed_by = _slice(body, defs, *where)
+        except _NotComputable:
+            continue
+        if where[1] or any(_reads_block_or_launch(body[q]) for q in computed_by):
+            yield pos, where
 
 
-def rounds_reaching(body, known, site_positions) -> set:
-    """The resume sites (0: the kernel's start; else {site: position of its suspending
-    instruction}) from which a thread can reach a known branch before it stops again."""
+def _reads_block_or_launch(st) -> bool:
+    """The instruction reads a block index or a kernel parameter: a range guard without one
+    (`threadIdx.x < 32`) splits every block's threads alike, so no block passes it."""
+    return st.opcode == "ld" or any(isinstance(op, pir.SpecialReg) and op.name == "ctaid" for op in st.operands)
+
+
+class _NotComputable(Exception):
+    """A known branch's predicate reads a register defined only further down the body."""
+
+
+def _slice(body, defs, branch, in_stretch) -> set:
+    """Positions of the instructions that compute the predicate of the branch at `branch`:
+    each register's one definition, or in the first stretch the last one before its use."""
+    need, todo = set(), [(body[branch].guard.reg.name, branch)]
+    while todo:
+        r, at = todo.pop()
+        before = [p for p in defs.get(r, ()) if p < at]
+        if not before or (not in_stretch and len(defs[r]) != 1):
+            raise _NotComputable(r)
+        pos = before[-1]
+        if pos not in need:
+            need.add(pos)
+            todo.extend((u, pos) for u in defs_uses(body[pos])[1])
+    return need
+
+
+def probe_closure(body, known, params) -> list:
+    """Positions, in body order, of the instructions that compute the known branches'
+    predicates: run in that order, each reads what it read in the kernel."""
+    defs = _definitions(body)
+    need = set()
+    for pos, where in _known_slices(body, params, defs):
+        if pos in known:
+            need |= _slice(body, defs, *where)
+    return sorted(need)
+
+
+def rounds_reaching(body, known, site_positions) -> dict:
+    """{resume site: the bits (1 << index in `known`) of the known branches a thread can
+    reach from there before it stops again}, for the sites that reach any; site 0 is the
+    kernel's start, the others are {site: position of its suspending instruction}."""
     labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
     tables = {st.name: st.targets for st in body if isinstance(st, pir.BranchTargets)}
+    bit = {pos: 1 << i for i, pos in enumerate(known)}
 
     def successors(st, pos):
         if not isinstance(st, pir.Instruction):
@@ -181,18 +266,18 @@ def rounds_reaching(body, known, site_positions) -> set:
         ends = st.guard is None and st.opcode in ("bra", "brx", "ret", "exit", "trap")
         return [labels[n] for n in names if n in labels] + ([] if ends else [pos + 1])
 
-    def reaches(start):
-        seen, todo = set(), [start]
+    def reached(start):
+        seen, todo, bits = set(), [start], 0
         while todo:
             pos = todo.pop()
             if pos in seen or pos >= len(body):
                 continue
             seen.add(pos)
-            if pos in known:
-                return True
+            bits |= bit.get(pos, 0)
             st = body[pos]
             if not (isinstance(st, pir.Instruction) and is_suspension(st)):
                 todo.extend(successors(st, pos))
-        return False
+        return bits
     starts = {0: 0, **{site: pos + 1 for site, pos in site_positions.items()}}
-    return {site for site, start in starts.items() if reaches(start)}
+    rounds = {site: reached(start) for site, start in starts.items()}
+    return {site: bits for site, bits in rounds.items() if bits}

@@ -759,26 +759,10 @@ def bra(f, inst):
         g = b.not_(g)
     fall = f.fn.append_basic_block("fall")
     if f.is_kernel and f.inst_pos in f.known_branches:
-        # a probe returns when the branch is taken, or after the last probed branch; a run
-        # whose probe passed goes the known way (compiler/guards.py; the resume argument is
-        # a constant at each call of a round, so one of the ways folds away)
-        resume = f.fn.args[1]
-        if f.inst_pos in f.probed_branches:
-            probe, unprobed = f.fn.append_basic_block("guard.probe"), f.fn.append_basic_block("guard.run")
-            b.cbranch(b.icmp_signed("==", resume, i32(guards.PROBE)), probe, unprobed)
-            b.position_at_end(probe)
-            if f.inst_pos == f.probed_branches[-1]:
-                b.ret(b.select(g, i32(guards.PROBE_TAKEN), i32(guards.PROBE_STAYS)))
-            else:
-                taken = f.fn.append_basic_block("guard.taken")
-                b.cbranch(g, taken, fall)
-                b.position_at_end(taken)
-                b.ret(i32(guards.PROBE_TAKEN))
-            b.position_at_end(unprobed)
+        # a round whose block passed the probe does not take it (compiler/guards.py; the
+        # resume argument is a constant at each call of a round, so one way folds away)
         normal = f.fn.append_basic_block("guard")
-        passed = b.icmp_signed("!=", b.and_(resume, i32(guards.PASSED)), i32(0))
-        b.cbranch(b.and_(passed, b.icmp_signed("!=", resume, i32(guards.PROBE))),
-                  blk if f.known_branches[f.inst_pos] else fall, normal)
+        b.cbranch(b.icmp_signed("!=", b.and_(f.fn.args[1], i32(guards.PASSED)), i32(0)), fall, normal)
         b.position_at_end(normal)
     b.cbranch(g, blk, fall)
     b.position_at_end(fall)

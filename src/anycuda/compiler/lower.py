@@ -80,9 +80,8 @@ class FunctionLowering:
         self.self_checked_sites = set()   # yield sites whose rounds check themselves (scheduler.uniform_round)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
-        self.probed_branches = []         # positions of the kernel's probed branches (compiler/guards.py)
-        self.known_branches = {}          # position -> taken, for a block whose probe passed
-        self.guarded_rounds = set()       # resume sites (0: start) from which one is reachable
+        self.known_branches = []          # positions of the branches a probe settles (compiler/guards.py)
+        self.guarded_rounds = {}          # resume site (0: start) -> bits of the known branches it reaches
         self.site_at = {}                 # position of a suspending instruction -> its site
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
         self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
@@ -100,8 +99,7 @@ class FunctionLowering:
             self._insert_yields()
         body = self.pfn.body
         if self.is_kernel:
-            self.probed_branches = guards.find_probed_branches(body, self.mc.kernel_params(self.pfn))
-            self.known_branches = guards.known_branches(body, self.probed_branches)
+            self.known_branches = guards.known_branches(body, self.mc.kernel_params(self.pfn))
         self._check_operand_counts(body)
         for st in body:
             if isinstance(st, pir.Prototype):
@@ -431,13 +429,36 @@ class FunctionLowering:
         """The entry block: jump to the start, or to the continuation of a site on resume."""
         b = self.b
         b.position_at_end(self.dispatch_block)
-        if not self.is_kernel or not self.resume_blocks:
+        probe = None
+        if self.is_kernel and self.known_branches:
+            probe = self.fn.append_basic_block("probe")
+            with b.goto_block(probe):
+                self._emit_probe()
+        if not self.is_kernel or not (self.resume_blocks or probe):
             b.branch(start)
             return
         # guards.PASSED only tells the known branches their way (instructions.bra)
         sw = b.switch(b.and_(self.fn.args[1], i32(~guards.PASSED)), start)
         for site, blk in self.resume_blocks:
             sw.add_case(i32(site), blk)
+        if probe is not None:
+            sw.add_case(i32(guards.PROBE & ~guards.PASSED), probe)
+
+    def _emit_probe(self):
+        """The step function's PROBE case (compiler/guards.py): compute the known branches'
+        predicates, return a bit per branch that this thread does not take."""
+        b, body = self.b, self.pfn.body
+        for pos in guards.probe_closure(body, self.known_branches, self.mc.kernel_params(self.pfn)):
+            self.inst, self.inst_pos = body[pos], pos
+            self.lower_instruction(body[pos])
+        self.inst = None
+        stays = i32(0)
+        for i, pos in enumerate(self.known_branches):
+            guard = body[pos].guard
+            taken = self.read(guard.reg, "pred")
+            stays_here = taken if guard.negated else b.not_(taken)
+            stays = b.or_(stays, b.shl(b.zext(stays_here, I32), i32(i)))
+        b.ret(stays)
 
     def entry_alloca(self, typ, name=""):
         """A stack slot allocated once per call, not once per loop iteration."""

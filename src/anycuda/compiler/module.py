@@ -313,7 +313,6 @@ class ModuleLowering:
         block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
                                               frame_needs_index=calls, scalar_params=scalars,
                                               site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes,
-                                              probed=bool(lowering.probed_branches),
                                               affine_sites=lowering.affine_sites,
                                               self_checked_sites=lowering.self_checked_sites,
                                               advances=lowering.advances, regions=lowering.regions,

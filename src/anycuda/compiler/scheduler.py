@@ -648,13 +648,13 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
 
 
 def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, sites):
-    """i1 probe(i8* L, i8* ws, i8* header, i8* spill): no thread of the block takes any of the
-    kernel's probed branches (compiler/guards.py); every thread runs only the code up to them.
-    A function of its own, so that its loop's exits do not multiply the paths through the
+    """i32 probe(i8* L, i8* ws, i8* header, i8* spill): bit i set when no thread of the block
+    takes the kernel's known branch i (compiler/guards.py); each thread computes only their
+    predicates. A function of its own, so that its loop's exits do not multiply the paths through the
     block function (LLVM then duplicated the code that computes the workspace's pointers,
     whose phis cost sgemm's tile round its vectorised loop). With `sites`, each thread has its
     frame in the workspace and the block's header; else the one frame `ws` stands for both."""
-    fn = ir.Function(module, ir.FunctionType(I1, [PTR, PTR, PTR, PTR]), name=name + ".probe")
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), name=name + ".probe")
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     L, ws, header, spill = fn.args
@@ -664,8 +664,8 @@ def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs
     scalars = [b.load(b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()), align=info.size)
                for info, ty in scalar_params]
     threads = b.zext(b.mul(b.mul(nx, ny), nz), I64)
-    stays = b.alloca(I1, name="all.stay")
-    b.store(ir.Constant(I1, 1), stays)
+    stays = b.alloca(I32, name="all.stay")
+    b.store(i32(-1), stays)
     with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear, _):
         if sites:
             fr, tail = _frame(b, ws, i64(frame_size), linear), [header, spill, threads, i64(0)]
@@ -675,9 +675,14 @@ def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs
             fr, tail = ws, _frame_only_args(ws)
         code = b.call(step, [fr, i32(guards.PROBE), params, x, y, z, linear] + scalars + tail,
                       attrs=("alwaysinline",))
-        b.store(b.and_(b.load(stays), b.icmp_signed("==", code, i32(guards.PROBE_STAYS))), stays)
+        b.store(b.and_(b.load(stays), code), stays)
     b.ret(b.load(stays))
     return fn
+
+
+def _all_stay(b, stays, bits):
+    """i1: the probe's answer has every bit of `bits` (a round's known branches)."""
+    return b.icmp_unsigned("==", b.and_(stays, i32(bits)), i32(bits))
 
 
 class _RangeReduction:
@@ -751,8 +756,8 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
-                        site_consts=(), spill_bytes=0, probed=False, affine_sites=None, self_checked_sites=(),
-                        advances=None, regions=None, guarded_rounds=()):
+                        site_consts=(), spill_bytes=0, affine_sites=None, self_checked_sites=(),
+                        advances=None, regions=None, guarded_rounds=None):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -769,6 +774,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     nothing: the thread runs on at once."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32]), name=name + ".block")
     fn.linkage = "internal"
+    guarded_rounds = guarded_rounds or {}
     L, ws, shared, cx, cy, cz, worker, fresh = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
@@ -798,16 +804,16 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 b.call(regions[0], [ir.Constant(PTR, None), ws, ws, i64(0), b.mul(w, i32(32)), params, codes])
             b.ret(i32(0))
             b.position_at_end(threads)
-        if probed:
-            # a block whose threads all pass the probed branches (an exit guard, a border
+        if 0 in guarded_rounds:
+            # a block whose threads all pass the known branches (an exit guard, a border
             # test) runs the body without them: plain vector loads and stores instead of
             # masked ones (compiler/guards.py)
             probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, False)
-            all_stay = b.call(probe, [L, ws, ws, ir.Constant(PTR, None)])
-            with b.if_else(all_stay) as (unguarded, guarded):
+            stays = b.call(probe, [L, ws, ws, ir.Constant(PTR, None)])
+            with b.if_else(_all_stay(b, stays, guarded_rounds[0])) as (unguarded, guarded):
                 with unguarded:
                     _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars,
-                                       guards.NO_GUARD)
+                                       guards.PASSED)
                 with guarded:
                     _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars)
         else:
@@ -931,10 +937,10 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         return [header, spill, b.zext(n, I64), induction if induction is not None else i64(0)]
     # whether the block's threads all pass the probed branches: then the rounds that reach a
     # branch the probe settles run a copy without it (compiler/guards.py)
-    passed = None
-    if probed and guarded_rounds:
+    stays = None
+    if guarded_rounds:
         probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, True)
-        passed = b.call(probe, [L, ws, header, spill])
+        stays = b.call(probe, [L, ws, header, spill])
 
     def induction_first(site):
         """i64: the `first` of the site's induction register (stride 1), which
@@ -1000,8 +1006,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     for (_, off, size, stride), rng in zip(slots, slot_ranges):
                         value = in_thread_group(module, b.load(_spill_element(b, spill, off, size, linear)))
                         rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
-        if passed is not None and site in guarded_rounds:
-            with b.if_else(passed) as (settled, as_written):
+        if site in guarded_rounds:
+            with b.if_else(_all_stay(b, stays, guarded_rounds[site])) as (settled, as_written):
                 with settled:
                     each_thread(resume | guards.PASSED)
                 with as_written:
