@@ -650,9 +650,9 @@ def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_in
 def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, sites):
     """i32 probe(i8* L, i8* ws, i8* header, i8* spill): bit i set when no thread of the block
     takes the kernel's known branch i (compiler/guards.py); each thread computes only their
-    predicates. A function of its own, so that its loop's exits do not multiply the paths through the
-    block function (LLVM then duplicated the code that computes the workspace's pointers,
-    whose phis cost sgemm's tile round its vectorised loop). With `sites`, each thread has its
+    predicates. A function of its own: inline, its loop multiplied the paths through the
+    block function (LLVM duplicated the code that computes the workspace's pointers, whose
+    phis cost sgemm's tile round its vectorised loop). With `sites`, each thread has its
     frame in the workspace and the block's header; else the one frame `ws` stands for both."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), name=name + ".probe")
     fn.linkage = "internal"
