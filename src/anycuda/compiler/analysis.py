@@ -324,11 +324,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     if not has_suspensions(body):
         return {}
     blocks = build_cfg(body, branch_targets)
-    defs = {}
-    for pos, st in enumerate(body):
-        if isinstance(st, ir.Instruction):
-            for r in defs_uses(st)[0]:
-                defs.setdefault(r, []).append(pos)
+    defs = definition_positions(body)
     params = set(kernel_params)
     preds = _predecessors(blocks)
     memo = {}
@@ -410,14 +406,19 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     return dict(sorted(result.items()))
 
 
-def _definitions(body: list) -> dict:
-    """{register: the instructions that write it, in body order}."""
+def definition_positions(body: list) -> dict:
+    """{register: the positions of the instructions that write it, in body order}."""
     defs = {}
-    for st in body:
+    for pos, st in enumerate(body):
         if isinstance(st, ir.Instruction):
             for r in defs_uses(st)[0]:
-                defs.setdefault(r, []).append(st)
+                defs.setdefault(r, []).append(pos)
     return defs
+
+
+def _definitions(body: list) -> dict:
+    """{register: the instructions that write it, in body order}."""
+    return {r: [body[p] for p in ps] for r, ps in definition_positions(body).items()}
 
 
 def block_uniform_registers(body: list, kernel_params) -> set:

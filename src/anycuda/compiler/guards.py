@@ -29,7 +29,7 @@ the resume argument with the PASSED bit, when the block's threads all have those
 from __future__ import annotations
 
 from ..ptx import ir as pir
-from .analysis import defs_uses, is_suspension
+from .analysis import build_cfg, definition_positions, defs_uses, is_suspension
 
 PROBE = -1
 PASSED = 1 << 21                  # a bit of the resume argument, beside abi.AFFINE_RESUME
@@ -134,20 +134,10 @@ def find_probed_branches(body, params) -> list:
     return found
 
 
-def _definitions(body) -> dict:
-    """{register: [positions of the instructions that write it]}."""
-    defs = {}
-    for pos, st in enumerate(body):
-        if isinstance(st, pir.Instruction):
-            for r in defs_uses(st)[0]:
-                defs.setdefault(r, []).append(pos)
-    return defs
-
-
 def fixed_registers(body, params) -> set:
     """Registers written once, unguarded, by a pure instruction (or a kernel parameter's load)
     of fixed operands: the same value wherever the thread reads them."""
-    defs = _definitions(body)
+    defs = definition_positions(body)
     fixed = {r for r, ps in defs.items() if len(ps) == 1 and body[ps[0]].guard is None}
     while True:
         tainted = set(defs) - fixed
@@ -172,25 +162,23 @@ def _range_guard(r, body, defs) -> bool:
     return False
 
 
-def known_branches(body, params) -> list:
-    """Positions, in body order, of the branches a probe settles (the module's docstring); at
-    most MAX_KNOWN. A branch of the first stretch may test a register the kernel writes
-    again later (a loop's counter starting at threadIdx.x): there the probe computes what
-    the stretch computed, and a later branch on a predicate of the stretch written once
-    (softmax's row loops, each entered when threadIdx.x < C) is known too."""
-    defs = _definitions(body)
-    return [pos for pos, where in _known_slices(body, params, defs)][:MAX_KNOWN]
-
-
-def _known_slices(body, params, defs):
-    """(position of a known branch, where its predicate's slice is computed: (position, in the
-    first stretch)) in body order."""
+def known_branches(body, params) -> dict:
+    """{position of a branch a probe settles (the module's docstring): the positions of the
+    instructions that compute its predicate}, in body order, at most MAX_KNOWN. A branch of
+    the first stretch may test a register the kernel writes again later (a loop's counter
+    starting at threadIdx.x): there the probe computes what the stretch computed, and a
+    later branch on a predicate of the stretch written once (softmax's row loops, each
+    entered when threadIdx.x < C) is known too."""
+    defs = definition_positions(body)
     fixed = fixed_registers(body, params)
     stretch = find_probed_branches(body, params)
     tested = {}
     for pos in stretch:
         tested.setdefault(body[pos].guard.reg.name, pos)
+    known = {}
     for pos, st in enumerate(body):
+        if len(known) == MAX_KNOWN:
+            break
         if not (isinstance(st, pir.Instruction) and st.opcode == "bra" and st.guard is not None):
             continue
         r = st.guard.reg.name
@@ -207,7 +195,8 @@ def _known_slices(body, params, defs):
         except _NotComputable:
             continue
         if where[1] or any(_reads_block_or_launch(body[q]) for q in computed_by):
-            yield pos, where
+            known[pos] = computed_by
+    return known
 
 
 def _reads_block_or_launch(st) -> bool:
@@ -236,48 +225,33 @@ def _slice(body, defs, branch, in_stretch) -> set:
     return need
 
 
-def probe_closure(body, known, params) -> list:
+def probe_closure(known) -> list:
     """Positions, in body order, of the instructions that compute the known branches'
-    predicates: run in that order, each reads what it read in the kernel."""
-    defs = _definitions(body)
-    need = set()
-    for pos, where in _known_slices(body, params, defs):
-        if pos in known:
-            need |= _slice(body, defs, *where)
-    return sorted(need)
+    predicates (known_branches): run in that order, each reads what it read in the kernel."""
+    return sorted(set().union(*known.values()))
 
 
-def rounds_reaching(body, known, site_positions) -> dict:
-    """{resume site: the bits (1 << index in `known`) of the known branches a thread can
-    reach from there before it stops again}, for the sites that reach any; site 0 is the
-    kernel's start, the others are {site: position of its suspending instruction}."""
-    labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
-    tables = {st.name: st.targets for st in body if isinstance(st, pir.BranchTargets)}
+def rounds_reaching(body, branch_targets, known, site_positions) -> dict:
+    """{resume site: the bits (1 << index in `known`, a list of positions) of the known
+    branches a thread can reach from there before it stops again}, for the sites that reach
+    any; site 0 is the kernel's start, the others are {site: position of its suspending
+    instruction}, which ends a basic block."""
+    blocks = build_cfg(body, branch_targets)
+    at = {blk.start: blk for blk in blocks}
     bit = {pos: 1 << i for i, pos in enumerate(known)}
 
-    def successors(st, pos):
-        if not isinstance(st, pir.Instruction):
-            return [pos + 1]
-        names = []
-        if st.opcode == "bra" and st.operands and isinstance(st.operands[0], pir.Sym):
-            names = [st.operands[0].name]
-        elif st.opcode == "brx" and len(st.operands) > 1 and isinstance(st.operands[1], pir.Sym):
-            names = tables.get(st.operands[1].name, ())
-        ends = st.guard is None and st.opcode in ("bra", "brx", "ret", "exit", "trap")
-        return [labels[n] for n in names if n in labels] + ([] if ends else [pos + 1])
-
-    def reached(start):
-        seen, todo, bits = set(), [start], 0
+    def reached(first):
+        seen, todo, bits = set(), [first], 0
         while todo:
-            pos = todo.pop()
-            if pos in seen or pos >= len(body):
+            blk = blocks[todo.pop()]
+            if blk.index in seen:
                 continue
-            seen.add(pos)
-            bits |= bit.get(pos, 0)
-            st = body[pos]
-            if not (isinstance(st, pir.Instruction) and is_suspension(st)):
-                todo.extend(successors(st, pos))
+            seen.add(blk.index)
+            for pos, _ in blk.instructions:
+                bits |= bit.get(pos, 0)
+            if not (blk.instructions and is_suspension(blk.instructions[-1][1])):
+                todo.extend(blk.succs)
         return bits
     starts = {0: 0, **{site: pos + 1 for site, pos in site_positions.items()}}
-    rounds = {site: reached(start) for site, start in starts.items()}
+    rounds = {site: reached(at[start].index) for site, start in starts.items()}
     return {site: bits for site, bits in rounds.items() if bits}

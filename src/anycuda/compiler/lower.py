@@ -80,7 +80,8 @@ class FunctionLowering:
         self.self_checked_sites = set()   # yield sites whose rounds check themselves (scheduler.uniform_round)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
-        self.known_branches = []          # positions of the branches a probe settles (compiler/guards.py)
+        self.known_branches = {}          # position of a branch a probe settles -> what computes its
+                                          # predicate (compiler/guards.py)
         self.guarded_rounds = {}          # resume site (0: start) -> bits of the known branches it reaches
         self.site_at = {}                 # position of a suspending instruction -> its site
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
@@ -170,7 +171,7 @@ class FunctionLowering:
         elif self.is_kernel:
             self.regions = warpregions.emit_entry_region(self)
         if self.known_branches:
-            self.guarded_rounds = guards.rounds_reaching(body, self.known_branches,
+            self.guarded_rounds = guards.rounds_reaching(body, self.branch_targets, list(self.known_branches),
                                                          {site: pos for pos, site in self.site_at.items()})
 
     def _insert_yields(self):
@@ -240,11 +241,7 @@ class FunctionLowering:
         if not self.site_live:
             return          # a kernel without sites keeps nothing across one
         self.block_uniform = analysis.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
-        defs = {}
-        for pos, st in enumerate(body):
-            if isinstance(st, pir.Instruction):
-                for r in analysis.defs_uses(st)[0]:
-                    defs.setdefault(r, []).append(pos)
+        defs = analysis.definition_positions(body)
         cost = {}
 
         def chain(r):
@@ -448,7 +445,7 @@ class FunctionLowering:
         """The step function's PROBE case (compiler/guards.py): compute the known branches'
         predicates, return a bit per branch that this thread does not take."""
         b, body = self.b, self.pfn.body
-        for pos in guards.probe_closure(body, self.known_branches, self.mc.kernel_params(self.pfn)):
+        for pos in guards.probe_closure(self.known_branches):
             self.inst, self.inst_pos = body[pos], pos
             self.lower_instruction(body[pos])
         self.inst = None

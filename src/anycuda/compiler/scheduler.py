@@ -935,8 +935,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     def block_args(t, induction=None):
         return [header, spill, b.zext(n, I64), induction if induction is not None else i64(0)]
-    # whether the block's threads all pass the probed branches: then the rounds that reach a
-    # branch the probe settles run a copy without it (compiler/guards.py)
+    # which of the kernel's known branches no thread of the block takes: a round that can
+    # reach only such ones runs a copy without them (compiler/guards.py)
     stays = None
     if guarded_rounds:
         probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, True)

@@ -471,14 +471,17 @@ class WarpRegion(WarpCode):
         b = self.b
         start = self.splat(b.extract_element(addrs, i32(0)))
         steps = ir.Constant(self._vec(I64), [lane * size for lane in range(LANES)])
-        along = self._reduce("and", b.icmp_unsigned("==", addrs, b.add(start, steps)), I1)
-        return b.and_(along, self._reduce("and", self._lanes(), I1))
+        return self._every_lane(b.icmp_unsigned("==", addrs, b.add(start, steps)))
 
     def _alike(self, addrs):
         """i1: every lane is here and has lane 0's address."""
         b = self.b
-        along = self._reduce("and", b.icmp_unsigned("==", addrs, self.splat(b.extract_element(addrs, i32(0)))), I1)
-        return b.and_(along, self._reduce("and", self._lanes(), I1))
+        return self._every_lane(b.icmp_unsigned("==", addrs, self.splat(b.extract_element(addrs, i32(0)))))
+
+    def _every_lane(self, holds):
+        """i1: every lane is here (an access for all of them) and `holds` (<32 x i1>) for each."""
+        b = self.b
+        return b.and_(self._reduce("and", holds, I1), self._reduce("and", self._lanes(), I1))
 
     def _lanes(self):
         """The lanes an access is for: self.mask, or all of them (a recomputed definition)."""
