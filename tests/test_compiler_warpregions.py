@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
+from llvmlite import ir
 from anycuda.compiler.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
@@ -306,3 +307,93 @@ def test_the_entry_region_is_what_runs(rng, monkeypatch):
         out = ac.asarray(np.zeros(n, np.int32))
         k((4,), (block,), (out, ac.asarray(totals), np.int32(n), np.int32(per)))
         assert (out.get()[per:] != 0).all() == changed
+
+
+# Lockstep (warpregions, compiler/laneshapes.py): where a warp's lanes run together, the
+# registers they hold as base + lane * stride are one scalar. The forms that rely on a
+# condition (no lane wraps when widened, none carries past a warp's bits) must leave lockstep
+# when it fails, mid-piece, and give the same answers.
+LOCKSTEP_SOURCE = r"""
+#define FULL 0xffffffffu
+extern "C" __global__ void straddle(const int* x, int* out, unsigned bias, int C) {
+    unsigned t = threadIdx.x, g = blockIdx.x * blockDim.x + t;
+    int v = x[g];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+    unsigned w = t + bias;          // widened below: wraps past 2^32 in some lanes for a large bias
+    unsigned q = w >> 5;            // alike in a warp only when bias is a multiple of 32
+    long long acc = 0;
+    for (int k = 0; k < C; ++k)
+        acc += (long long)(size_t)(w + k) * 3 + q * k + x[(t * 7 + k) % 64];
+    out[g] = (int)(acc ^ (acc >> 32)) + v;
+}
+
+// a float row loop: each lane's element of a row, a whole-warp sum
+extern "C" __global__ void scaled_rows(const float* x, float* out, int C) {
+    int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const float* r = x + (size_t)row * C;
+    float s = 0.0f;
+    for (int i = lane; i < C; i += 32) s += r[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+    for (int i = lane; i < C; i += 32) out[(size_t)row * C + i] = r[i] * s + (float)i;
+}
+"""
+
+
+def _straddle_reference(x, block, bias, C):
+    n = x.size
+    g = np.arange(n, dtype=np.int64)
+    t = g % block
+    v = np.repeat(x.astype(np.int64).reshape(-1, 32).sum(axis=1), 32)
+    w = (t + bias) % 2 ** 32
+    q = w >> 5
+    acc = np.zeros(n, np.int64)
+    for k in range(C):
+        acc += ((w + k) % 2 ** 32) * 3 + (q * k) % 2 ** 32 + x[(t * 7 + k) % 64]
+    mixed = (acc ^ (acc >> 32)) % 2 ** 32
+    return ((mixed + v) % 2 ** 32).astype(np.uint32).astype(np.int32)
+
+
+@pytest.mark.parametrize("bias", [0, 3, 2 ** 32 - 16, 2 ** 32 - 100])
+def test_lockstep_conditions_that_fail(rng, bias):
+    block, C = 128, 5
+    x = rng.integers(-1000, 1000, 4 * block).astype(np.int32)
+    out = poison(x.size, np.int32)
+    ac.RawModule(code=LOCKSTEP_SOURCE).get_function("straddle")(
+        (4,), (block,), (ac.asarray(x), out, np.uint32(bias), np.int32(C)))
+    np.testing.assert_array_equal(out.get(), _straddle_reference(x, block, bias, C))
+
+
+def _scaled_rows_reference(x, N, C):
+    r = x.reshape(N, C)
+    s = r.sum(axis=1, dtype=np.float64).astype(np.float32)
+    return (r * s[:, None] + np.arange(C, dtype=np.float32)).ravel()
+
+
+def test_lockstep_is_what_runs(rng, monkeypatch):
+    """With lockstep's loads through a strided address made to reverse the lanes (and a
+    fresh compile), the rows come out wrong: the whole warp ran its row loops in lockstep,
+    one vector load per row step. Lockstep never entered (every warp through the masked
+    copy) gives the right rows too."""
+    from anycuda.compiler import warpregions
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    N, C = 8, 96
+    x = rng.standard_normal(N * C).astype(np.float32)
+    want = _scaled_rows_reference(x, N, C)
+
+    def run(tag):
+        out = poison(N * C, np.float32)
+        ac.RawModule(code=LOCKSTEP_SOURCE + f"// {tag}\n").get_function("scaled_rows")(
+            (N // 4,), (128,), (ac.asarray(x), out, np.int32(C)))
+        return out.get()
+    np.testing.assert_allclose(run("as written"), want, rtol=1e-5, atol=1e-4)
+    real = warpregions.WarpRegion.load_lanes
+
+    def reversed_lanes(self, *args):
+        return [self.b.shuffle_vector(v, ir.Constant(v.type, None),
+                                      ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(31, -1, -1))))
+                for v in real(self, *args)]
+    monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", reversed_lanes)
+    assert not np.allclose(run("reversed"), want, rtol=1e-5, atol=1e-4)
+    monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", real)
+    monkeypatch.setattr(warpregions.WarpRegion, "_strides_hold", lambda self, registers: ir.Constant(ir.IntType(1), 0))
+    np.testing.assert_allclose(run("never in lockstep"), want, rtol=1e-5, atol=1e-4)

@@ -181,6 +181,22 @@ def live_across_suspensions(body: list, branch_targets: dict) -> dict:
     return result
 
 
+def live_before(body: list, branch_targets: dict) -> dict:
+    """{position of an instruction: the registers live just before it}."""
+    blocks = build_cfg(body, branch_targets)
+    compute_liveness(blocks)
+    result = {}
+    for b in blocks:
+        live = set(b.live_out)
+        for pos, inst in reversed(b.instructions):
+            d, u = defs_uses(inst)
+            if inst.guard is None:
+                live -= set(d)
+            live |= set(u)
+            result[pos] = frozenset(live)
+    return result
+
+
 def _predecessors(blocks: list) -> dict:
     """{block index: indices of the blocks that branch or fall into it}."""
     preds = {b.index: [] for b in blocks}

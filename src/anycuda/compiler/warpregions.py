@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from . import abi, analysis, warpruns
+from . import abi, analysis, laneshapes, warpruns
 from .irutil import convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
-from .types import I1, I32, I64, PTR, llvm_type, type_mods, width
+from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
@@ -82,6 +82,10 @@ class WarpRegion(WarpCode):
         self.labels = {st.name: pos for pos, st in enumerate(f.pfn.body) if isinstance(st, pir.Label)}
         self.stops = []               # body positions of the sites where lanes may stop
         self._pieces = None
+        self.lockstep = False         # emitting the code the whole warp runs together
+        self.scalars = {}             # strided register -> its lane-0 value's <1 x T> slot (lockstep)
+        self.strides = {}             # register -> laneshapes stride of its lanes in lockstep
+        self._live = None
 
     # -------------------------------------------------------------- what a region takes
     def takes(self, st) -> bool:
@@ -179,14 +183,19 @@ class WarpRegion(WarpCode):
         self._begin(body)
         self.pc = b.alloca(self._vec(I32), name="pc")
         self.code = b.alloca(self._vec(I32), name="code")
+        self.some_mask = b.alloca(self._vec(I1), name="some")
         b.store(self.splat(i32(abi.STEP_EXIT)), self.code)
-        # each piece twice: for the whole warp together (no masks: a loop that every lane
-        # runs alike is a plain vector loop) and for some of its lanes
+        # each piece twice: in lockstep, for the whole warp together (no masks, strided
+        # registers as scalars: a loop that every lane runs alike is a plain vector loop),
+        # and for some of its lanes; a warp enters lockstep where its strided registers
+        # check out (_enter)
         self.whole = {start: self.fn.append_basic_block(f"whole{start}") for start in sorted(pieces)}
         some = {start: self.fn.append_basic_block(f"some{start}") for start in sorted(pieces)}
+        self.some = some
+        self.entries = {}
         self.dispatch = self.fn.append_basic_block("dispatch")
         self.finish = self.fn.append_basic_block("finish")
-        b.branch(self.whole[self.first + 1])
+        b.branch(self._enter(self.first + 1))
         b.position_at_end(self.dispatch)
         pcs = b.load(self.pc)
         least = self._reduce("umin", pcs, I32)
@@ -194,19 +203,21 @@ class WarpRegion(WarpCode):
         b.cbranch(b.icmp_unsigned("==", least, i32(DONE)), self.finish, pick)
         b.position_at_end(pick)
         mask = b.icmp_unsigned("==", pcs, self.splat(least))
+        b.store(mask, self.some_mask)
         pick_whole, pick_some = self.fn.append_basic_block("pick.whole"), self.fn.append_basic_block("pick.some")
         b.cbranch(self._reduce("and", mask, I1), pick_whole, pick_some)
-        for blk, table in ((pick_whole, self.whole), (pick_some, some)):
+        for blk, table in ((pick_whole, {start: self._enter(start) for start in pieces}), (pick_some, some)):
             b.position_at_end(blk)
             sw = b.switch(least, self.finish)
             for start, target in table.items():
                 sw.add_case(i32(start), target)
-        everyone = self._all_lanes()
         for start, piece in sorted(pieces.items()):
-            for blk, m in ((self.whole[start], everyone), (some[start], mask)):
+            for blk, lockstep in ((self.whole[start], True), (some[start], False)):
                 b.position_at_end(blk)
-                self.together = m is everyone
+                self.lockstep = lockstep
+                m = None if lockstep else b.load(self.some_mask)
                 (self._emit_stop if piece.stop else self._emit_piece)(piece, m)
+        self.lockstep = False
         b.position_at_end(self.finish)
         self._leave()
         b.ret_void()
@@ -245,6 +256,9 @@ class WarpRegion(WarpCode):
                 b.store(start_values[r], slot)
             slots[r] = slot
         self.slots = slots
+        self.strides = laneshapes.lane_strides(body, self._bits, self.constants)
+        self.scalars = {r: b.alloca(ir.VectorType(self._reg_type(r), 1), name=r.lstrip("%") + ".0")
+                        for r in sorted(names) if self.strides.get(r) is not laneshapes.VARYING}
 
     def _saved(self):
         """Registers the step function reloads at one of the region's stops."""
@@ -256,15 +270,20 @@ class WarpRegion(WarpCode):
         return saved
 
     def _emit_piece(self, piece, mask):
-        b, body = self.b, self.f.pfn.body
-        for pos in piece.positions:
+        """A piece's instructions for the lanes in `mask` (None: in lockstep, every lane)."""
+        body = self.f.pfn.body
+        for i, pos in enumerate(piece.positions):
             st = body[pos]
             if st.opcode == "bra":
                 taken = self._guard(st) if st.guard is not None else None
                 return self._branch(mask, taken, self._target(st), piece.next)
             if st.opcode in ("ret", "exit"):
                 return self._branch(mask, self._guard(st) if st.guard is not None else None, None, piece.next)
-            self.mask = mask if st.guard is None else b.and_(mask, self._guard(st))
+            if self.lockstep:
+                self._checked(st, pos, Piece(pos, piece.positions[i:], piece.next))
+                self._lockstep_instruction(st)
+                continue
+            self.mask = mask if st.guard is None else self.b.and_(mask, self._guard(st))
             self.op(st.opcode)(self, st)
             self.mask = None
         self._branch(mask, None, piece.next, None)
@@ -272,19 +291,23 @@ class WarpRegion(WarpCode):
     def _branch(self, mask, taken, target, fall):
         """The lanes in `mask` go on at `target` where `taken` holds (None: all of them) and at
         `fall` elsewhere; a None position: they exit. The whole warp going one way goes
-        straight to that piece's whole-warp code; otherwise the lanes' counters are set and
-        the next piece is picked."""
+        straight to that piece's lockstep code; otherwise the lanes' counters are set and
+        the next piece is picked. In lockstep a predicate alike in every lane is one i1."""
         b = self.b
+        if self.lockstep and taken is None:
+            return b.branch(self._whole_block(target))
+        if self.lockstep and taken.type == I1:
+            return b.cbranch(taken, self._whole_block(target), self._whole_block(fall))
         if taken is None:
-            if self.together:
-                return b.branch(self._whole_block(target))
             taken, fall = self._all_lanes(), target
-        elif self.together:
+        elif self.lockstep:
             not_all, parted = self.fn.append_basic_block("not.all"), self.fn.append_basic_block("parted")
             b.cbranch(self._reduce("and", taken, I1), self._whole_block(target), not_all)
             b.position_at_end(not_all)
             b.cbranch(self._reduce("or", taken, I1), parted, self._whole_block(fall))
             b.position_at_end(parted)
+            self._leave_lockstep(self._live_at(target) | self._live_at(fall))
+            mask = self._all_lanes()
         for where, lanes in ((target, b.and_(mask, taken)), (fall, b.and_(mask, b.not_(taken)))):
             if where is None:
                 self._stop(lanes, abi.STEP_EXIT)
@@ -293,11 +316,12 @@ class WarpRegion(WarpCode):
         b.branch(self.dispatch)
 
     def _whole_block(self, target):
-        """Where the whole warp goes on at `target` (None: every lane exits)."""
+        """Where the whole warp goes on in lockstep at `target` (None: every lane exits)."""
         if target is not None:
             return self.whole[target]
         blk = self.fn.append_basic_block("all.exit")
         with self.b.goto_block(blk):
+            self._leave_lockstep(self._saved())
             self.b.store(self.splat(i32(abi.STEP_EXIT)), self.code)
             self.b.branch(self.finish)
         return blk
@@ -309,16 +333,163 @@ class WarpRegion(WarpCode):
         pos = piece.positions[0]
         st = self.f.pfn.body[pos]
         site = self.f.site_at[pos]
-        if piece.next is not None and self.together:
-            self.mask = None
+        if piece.next is not None and self.lockstep:
             self.op("shfl")(self, st)
             return b.branch(self.whole[piece.next])
+        if self.lockstep:
+            self._leave_lockstep(self._saved() | self._live_at(pos))
+            mask = self._all_lanes()
         if piece.next is not None:
             ptr = self._coll_vector("a", I64)
             operand = b.zext(self.read(st.operands[1], "b32"), self._vec(I64))
             b.store(b.select(mask, operand, b.load(ptr, align=8)), ptr, align=8)
         self._stop(mask, site)
         b.branch(self.dispatch)
+
+    # -------------------------------------------------------------- lockstep
+    def _alone(self, st) -> bool:
+        """Whether every register st writes is strided: lockstep computes their lane 0 alone."""
+        dsts = analysis.defs_uses(st)[0]
+        return bool(dsts) and all(r in self.scalars for r in dsts)
+
+    def _checked(self, st, pos, rest):
+        """Where computing st's lane 0 alone relies on a condition (laneshapes' checked
+        forms), the lanes leave lockstep when it fails and run `rest` (the piece from st on)."""
+        if not self._alone(st):
+            return
+        _, check = laneshapes.instruction_stride(st, self.strides, self._bits, self.constants)
+        if check is None:
+            return
+        b = self.b
+        holds = self._check(check)
+        go_on, fails = self.fn.append_basic_block("strided"), self.fn.append_basic_block("strided.not")
+        b.cbranch(holds, go_on, fails)
+        b.position_at_end(fails)
+        self._leave_lockstep(self._live_at(pos))
+        self.lockstep = False
+        self._emit_piece(rest, self._all_lanes())
+        self.lockstep = True
+        b.position_at_end(go_on)
+
+    def _lockstep_instruction(self, st):
+        """Instruction `st` for the whole warp. One whose results are all strided computes
+        their lane-0 values alone (each form laneshapes keeps a stride for computes lane 0
+        from lane 0); another computes vectors, reading strided registers as
+        base + lane * stride, masked by its guard where that differs between lanes."""
+        if self._alone(st):
+            with self._lane_zero():
+                return self._run_alike_guarded(st)
+        if st.guard is not None and st.guard.reg.name not in self.scalars:
+            self.mask = self._guard(st)
+            self.op(st.opcode)(self, st)
+            self.mask = None
+            return
+        self._run_alike_guarded(st)
+
+    def _run_alike_guarded(self, st):
+        """st in lockstep, unmasked, under its guard (alike in every lane) if it has one."""
+        if st.guard is None:
+            return self.op(st.opcode)(self, st)
+        with self.b.if_then(self._guard(st)):
+            self.op(st.opcode)(self, st)
+
+    @contextmanager
+    def _lane_zero(self):
+        """Values are <1 x T> (lane 0's) while inside."""
+        saved = self.lanes
+        self.lanes = 1
+        try:
+            yield
+        finally:
+            self.lanes = saved
+
+    def _check(self, check):
+        """i1: the condition of a strided form (laneshapes.instruction_stride) holds."""
+        b = self.b
+        kind = check[0]
+        if kind == laneshapes.THREAD_INDEX:
+            nx = load_field(b, self.header, abi.CTX["ntid_x"], I32)
+            return b.icmp_unsigned("==", b.and_(nx, i32(LANES - 1)), i32(0))
+        op, k = check[1], check[-1]
+        bits = self._bits(op.name) if isinstance(op, pir.Reg) else 32
+        with self._lane_zero():
+            v = b.extract_element(self.read(op, f"b{bits}"), i32(0))
+        t = v.type
+        if kind == laneshapes.LOW_BITS:
+            mask = check[2]
+            return b.icmp_unsigned("<=", b.and_(v, ir.Constant(t, mask)), ir.Constant(t, mask - (LANES - 1) * k))
+        signed, span = check[2], (LANES - 1) * abs(k)
+        if signed:
+            cmp, top, low = b.icmp_signed, (1 << (bits - 1)) - 1, -(1 << (bits - 1))
+        else:
+            cmp, top, low = b.icmp_unsigned, (1 << bits) - 1, 0
+        return cmp("<=", v, ir.Constant(t, top - span)) if k > 0 else cmp(">=", v, ir.Constant(t, low + span))
+
+    def _bits(self, name):
+        t = self._reg_type(name)
+        return t.width if isinstance(t, ir.IntType) else {"float": 32, "double": 64, "half": 16}[str(t)]
+
+    def _enter(self, start):
+        """The block that takes the whole warp, all of its lanes at `start`, into lockstep:
+        the strided registers live there must hold base + lane * stride (else the lanes run
+        the piece outside lockstep)."""
+        if start in self.entries:
+            return self.entries[start]
+        b = self.b
+        blk = self.fn.append_basic_block(f"enter{start}")
+        self.entries[start] = blk
+        with b.goto_block(blk):
+            live = sorted(r for r in self._live_at(start) if r in self.scalars)
+            holds = self._strides_hold(live)
+            inside, outside = self.fn.append_basic_block(f"enter{start}.yes"), \
+                self.fn.append_basic_block(f"enter{start}.no")
+            b.cbranch(holds, inside, outside)
+            b.position_at_end(inside)
+            for r in live:
+                b.store(b.shuffle_vector(b.load(self.slots[r]), ir.Constant(self._vec(self._reg_type(r)), None),
+                                         ir.Constant(ir.VectorType(I32, 1), [0])), self.scalars[r])
+            b.branch(self.whole[start])
+            b.position_at_end(outside)
+            b.store(self._all_lanes(), self.some_mask)
+            b.branch(self.some[start])
+        return blk
+
+    def _strides_hold(self, registers):
+        """i1: each of the strided `registers` holds base + lane * stride in its vector slot."""
+        b = self.b
+        holds = ir.Constant(I1, 1)
+        for r in registers:
+            v = b.load(self.slots[r])
+            alike = b.icmp_unsigned("==", _bits_of(b, v), _bits_of(b, self._strided_vector(r, v)))
+            holds = b.and_(holds, self._reduce("and", alike, I1))
+        return holds
+
+    def _strided_vector(self, r, v):
+        """base + lane * stride of r, from lane 0 of vector or <1 x T> value v."""
+        b = self.b
+        base = self.splat(b.extract_element(v, i32(0)))
+        k = self.strides[r]
+        if not k:
+            return base
+        return b.add(base, ir.Constant(base.type, [lane * k for lane in range(LANES)]))
+
+    def _leave_lockstep(self, live):
+        """Before the lanes go their own ways: the strided registers of `live` as vectors."""
+        b = self.b
+        for r in sorted(live):
+            if r in self.scalars:
+                b.store(self._strided_vector(r, b.load(self.scalars[r])), self.slots[r])
+
+    def _live_at(self, pos) -> set:
+        """Registers live where a lane goes on at body position `pos` (None: none)."""
+        if pos is None:
+            return set()
+        if self._live is None:
+            self._live = analysis.live_before(self.f.pfn.body, self.f.branch_targets)
+        body = self.f.pfn.body
+        while pos < len(body) and not isinstance(body[pos], pir.Instruction):
+            pos += 1
+        return set(self._live.get(pos, ()))
 
     def _leave(self):
         """Every lane has stopped: its code for the scheduler, the registers its site reloads."""
@@ -339,11 +510,16 @@ class WarpRegion(WarpCode):
         self._go(mask, DONE)
 
     def _guard(self, st):
-        g = self.read(st.guard.reg, "pred")
+        """st's guard: <32 x i1>, or in lockstep an i1 where it is alike in every lane."""
+        if self.lockstep and st.guard.reg.name in self.scalars:
+            with self._lane_zero():
+                g = self.b.extract_element(self.read(st.guard.reg, "pred"), i32(0))
+        else:
+            g = self.read(st.guard.reg, "pred")
         return self.b.not_(g) if st.guard.negated else g
 
     def _reduce(self, kind, v, elem):
-        fn = declare(self.b.module, f"llvm.vector.reduce.{kind}.v{LANES}{_suffix(elem)}", elem, [v.type])
+        fn = declare(self.b.module, f"llvm.vector.reduce.{kind}.v{v.type.count}{_suffix(elem)}", elem, [v.type])
         return self.b.call(fn, [v])
 
     # -------------------------------------------------------------- registers in slots
@@ -352,6 +528,11 @@ class WarpRegion(WarpCode):
             return super().reg_value(name)
         if name not in self.slots:
             raise NotVectorisable(f"{name} has no slot")
+        if self.lockstep and name in self.scalars:
+            v = self.b.load(self.scalars[name])
+            return v if self.lanes == 1 else self._strided_vector(name, v)
+        if self.lanes == 1:
+            raise NotVectorisable(f"lane 0 of {name}, which is not strided")    # (laneshapes is wrong)
         return self.b.load(self.slots[name])
 
     def write(self, op, value, t):
@@ -360,9 +541,30 @@ class WarpRegion(WarpCode):
         if not isinstance(op, pir.Reg) or op.name not in self.slots:
             raise NotVectorisable(f"destination {op}")
         value = convert_bits(self.b, value, self._reg_type(op.name), t.startswith("s"))
+        if self.lockstep and op.name in self.scalars:
+            if value.type.count != 1:
+                value = self.b.shuffle_vector(value, ir.Constant(value.type, None), ir.Constant(ir.VectorType(I32, 1), [0]))
+            return self.b.store(value, self.scalars[op.name])
         if self.mask is not None:
             value = self.b.select(self.mask, value, self.reg_value(op.name))
         self.b.store(value, self.slots[op.name])
+
+    def special(self, op):
+        if self.lanes == 1 and op.name == "tid":
+            # lane 0's index (where lockstep relies on the lanes' being consecutive, _check)
+            with self._all_of_them():
+                v = super().special(op)
+            return self.b.shuffle_vector(v, ir.Constant(v.type, None), ir.Constant(ir.VectorType(I32, 1), [0]))
+        return super().special(op)
+
+    @contextmanager
+    def _all_of_them(self):
+        saved = self.lanes
+        self.lanes = LANES
+        try:
+            yield
+        finally:
+            self.lanes = saved
 
     def read(self, op, t):
         if isinstance(op, pir.Sym):
@@ -407,9 +609,36 @@ class WarpRegion(WarpCode):
     def _shared_base(self):
         return load_field(self.b, self.header, abi.CTX["shared_base"], I64)
 
+    def strided_address(self, op, space):
+        """(lane 0's address, stride) of a memory operand in lockstep whose base register is
+        strided, for an access of every lane; else None."""
+        if not self.lockstep or self.lanes != LANES or self.mask is not None or not isinstance(op, pir.Addr):
+            return None
+        stride = 0
+        if isinstance(op.base, pir.Reg):
+            stride = self.strides.get(op.base.name) if op.base.name in self.scalars else None
+            if stride is None or stride and self._bits(op.base.name) != 64:
+                return None
+        with self._lane_zero():
+            return self.b.extract_element(self.addresses(op, space), i32(0)), stride
+
+    def load_lanes(self, base, elem, size, count):
+        """`count` vectors of the lanes' elements, lane l's `count` consecutive ones at base +
+        l * count * size (ld.v2 / ld.v4 of consecutive lanes as one load)."""
+        b = self.b
+        wide = b.load(b.inttoptr(base, ir.VectorType(elem, LANES * count).as_pointer()), align=size)
+        if count == 1:
+            return [wide]
+        return [b.shuffle_vector(wide, ir.Constant(wide.type, None),
+                                 ir.Constant(ir.VectorType(I32, LANES), [lane * count + i for lane in range(LANES)]))
+                for i in range(count)]
+
     def gather(self, addrs, elem, size):
         """The lanes' elements at `addrs` (for the lanes in self.mask; others undefined)."""
         b = self.b
+        if self.lanes == 1:
+            # (lockstep, an address alike in every lane)
+            return self.splat(b.load(b.inttoptr(b.extract_element(addrs, i32(0)), elem.as_pointer()), align=size))
         vec = self._vec(elem)
         fast, other, same, slow, done = (self.fn.append_basic_block(n) for n in
                                          ("ld.vector", "ld.other", "ld.same", "ld.lanes", "ld.done"))
@@ -496,6 +725,13 @@ class WarpRegion(WarpCode):
             return self.b.alloca(ty)
 
 
+def _bits_of(b, v):
+    """An integer view of vector v, to compare bit patterns (floats, NaNs included)."""
+    if isinstance(v.type.element, ir.IntType):
+        return v
+    return b.bitcast(v, ir.VectorType(ir.IntType(llvm_width(v.type.element)), v.type.count))
+
+
 def _suffix(elem):
     return f"i{elem.width}" if isinstance(elem, ir.IntType) else {"float": "f32", "double": "f64"}[str(elem)]
 
@@ -526,6 +762,11 @@ def _ld(w, st):
     space = _space(st)
     if not f.parallel_space(space):
         raise NotVectorisable(f"ld in .{space or 'generic'}")
+    strided = w.strided_address(st.operands[1], space)
+    if strided is not None and strided[1] == size * len(items):
+        for item, v in zip(items, w.load_lanes(strided[0], llvm_type(t), size, len(items))):
+            w.write(item, v, t)
+        return
     addrs = w.addresses(st.operands[1], space)
     for i, item in enumerate(items):
         at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
@@ -538,6 +779,10 @@ def _st(w, st):
     if not w.f.parallel_space(space):
         raise NotVectorisable(f"st in .{space or 'generic'}")
     b = w.b
+    strided = w.strided_address(st.operands[0], space)
+    if strided is not None and strided[1] == size and len(items) == 1:
+        value = w.read(items[0], t)
+        return b.store(value, b.inttoptr(strided[0], value.type.as_pointer()), align=size)
     addrs = w.addresses(st.operands[0], space)
     for i, item in enumerate(items):
         at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
@@ -620,7 +865,7 @@ def _root_or_reciprocal(w, st):
     x = w.read(st.operands[1], t)
     b = w.b
     one = w.splat(ir.Constant(llvm_type(t), 1.0))
-    sqrt = lambda v: b.call(declare(b.module, f"llvm.sqrt.v{LANES}{t}", v.type, [v.type]), [v])
+    sqrt = lambda v: b.call(declare(b.module, f"llvm.sqrt.v{v.type.count}{t}", v.type, [v.type]), [v])
     if st.opcode == "rcp" and mode == "rn":
         v = b.fdiv(one, x)
     elif st.opcode == "sqrt" and mode in ("rn", "approx"):
@@ -639,7 +884,7 @@ def _neg_abs(w, st):
     b = w.b
     if t in FLOAT_TYPES:
         v = b.fneg(a) if st.opcode == "neg" else \
-            b.call(declare(b.module, f"llvm.fabs.v{LANES}{t}", a.type, [a.type]), [a])
+            b.call(declare(b.module, f"llvm.fabs.v{a.type.count}{t}", a.type, [a.type]), [a])
     elif st.opcode == "neg":
         v = b.neg(a)
     else:

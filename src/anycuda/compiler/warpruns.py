@@ -117,6 +117,7 @@ class WarpCode:
         self.at_first = {}        # register -> its vector when the lanes stopped at the first shuffle
         self.lane_index = {}      # "x", "y", "z" -> vector of the lanes' thread indices
         self.mask = None          # a guarded instruction's predicate vector while it runs
+        self.lanes = LANES        # the lanes a value holds: 1 where a region computes lane 0 alone
 
     # -------------------------------------------------------------- the run
     def emit(self):
@@ -178,7 +179,7 @@ class WarpCode:
 
     # -------------------------------------------------------------- registers
     def _vec(self, elem):
-        return ir.VectorType(elem, LANES)
+        return ir.VectorType(elem, self.lanes)
 
     def _reg_type(self, name):
         slot, _ = self.f.reg(name)
@@ -275,9 +276,9 @@ class WarpCode:
     def splat(self, scalar):
         b = self.b
         if isinstance(scalar, ir.Constant):
-            return ir.Constant(self._vec(scalar.type), [scalar] * LANES)
+            return ir.Constant(self._vec(scalar.type), [scalar] * self.lanes)
         one = b.insert_element(ir.Constant(self._vec(scalar.type), None), scalar, i32(0))
-        return b.shuffle_vector(one, ir.Constant(self._vec(scalar.type), None), ir.Constant(self._vec(I32), [0] * LANES))
+        return b.shuffle_vector(one, ir.Constant(self._vec(scalar.type), None), ir.Constant(self._vec(I32), [0] * self.lanes))
 
     def thread_index(self, axis):
         """The lanes' %tid.<axis>, read from their frames (each thread's frame holds its index)."""
@@ -297,7 +298,7 @@ class WarpCode:
         if op.name in _SPECIAL_FIELDS and op.component in ("x", "y", "z"):
             return self.splat(load_field(b, self.header, abi.CTX[f"{op.name}_{op.component}"], I32))
         if op.name == "laneid":
-            return ir.Constant(self._vec(I32), list(range(LANES)))
+            return ir.Constant(self._vec(I32), list(range(self.lanes)))
         if op.name == "warpid":
             return self.splat(b.lshr(self.lo, i32(5)))
         raise NotVectorisable(f"%{op.name}")
@@ -390,7 +391,7 @@ def _fma(w, st):
     a, c, d = _sources(w, st, t)
     b = w.b
     if t in FLOAT_TYPES:
-        fn = declare(b.module, f"llvm.fma.v{LANES}{t}", a.type, [a.type] * 3)
+        fn = declare(b.module, f"llvm.fma.v{a.type.count}{t}", a.type, [a.type] * 3)
         return w.write(st.operands[0], b.call(fn, [a, c, d]), t)
     if st.opcode != "mad":
         raise NotVectorisable("fma on integers")
@@ -404,7 +405,7 @@ def _min_max(w, st):
     v = vals[0]
     for other in vals[1:]:
         if t in FLOAT_TYPES:
-            name = f"llvm.{'minimum' if st.opcode == 'min' else 'maximum'}num.v{LANES}{t}"
+            name = f"llvm.{'minimum' if st.opcode == 'min' else 'maximum'}num.v{v.type.count}{t}"
             v = b.call(declare(b.module, name, v.type, [v.type, v.type]), [v, other])
         else:
             cmp = b.icmp_signed if t.startswith("s") else b.icmp_unsigned
