@@ -327,6 +327,24 @@ extern "C" __global__ void straddle(const int* x, int* out, unsigned bias, int C
     out[g] = (int)(acc ^ (acc >> 32)) + v;
 }
 
+// lanes part at forward branches and meet again: a store by one lane, by five, a value some
+// lanes change; in lockstep the skipped code runs for the others under a mask
+extern "C" __global__ void some_lanes(const int* x, int* out, int* firsts, int C) {
+    int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int rows = gridDim.x * (blockDim.x >> 5);
+    const int* r = x + (size_t)row * C;
+    int s = 0;
+    for (int i = lane; i < C; i += 32) s += r[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+    if (lane == 0) firsts[row] = s + r[0];
+    if (lane < 5) firsts[rows + row * 5 + lane] = r[lane * 2] ^ s;
+    for (int i = lane; i < C; i += 32) {
+        int v = r[i];
+        if (v > 0) { v = v * 3 + r[i + 1 < C ? i + 1 : 0]; firsts[6 * rows + row] = i; }
+        out[(size_t)row * C + i] = v + s;
+    }
+}
+
 // a float row loop: each lane's element of a row, a whole-warp sum
 extern "C" __global__ void scaled_rows(const float* x, float* out, int C) {
     int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -397,3 +415,23 @@ def test_lockstep_is_what_runs(rng, monkeypatch):
     monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", real)
     monkeypatch.setattr(warpregions.WarpRegion, "_strides_hold", lambda self, registers: ir.Constant(ir.IntType(1), 0))
     np.testing.assert_allclose(run("never in lockstep"), want, rtol=1e-5, atol=1e-4)
+
+
+def test_lanes_part_and_stay_in_lockstep(rng):
+    N, C = 8, 96
+    x = rng.integers(-1000, 1000, N * C).astype(np.int32)
+    out, firsts = poison(N * C, np.int32), poison(7 * N, np.int32)
+    ac.RawModule(code=LOCKSTEP_SOURCE).get_function("some_lanes")(
+        (N // 4,), (128,), (ac.asarray(x), out, firsts, np.int32(C)))
+    r = x.reshape(N, C).astype(np.int64)
+    s = r.sum(axis=1)
+    i = np.arange(C)
+    v = np.where(r > 0, r * 3 + r[:, (i + 1) % C], r)
+    np.testing.assert_array_equal(out.get(), ((v + s[:, None]) % 2 ** 32).astype(np.uint32).astype(np.int32).ravel())
+    got = firsts.get()
+    np.testing.assert_array_equal(got[:N], (s + r[:, 0]).astype(np.int32))
+    np.testing.assert_array_equal(got[N:6 * N].reshape(N, 5), (r[:, 0:10:2] ^ s[:, None]).astype(np.int32))
+    # the index of one of the row's positive elements (lanes' stores to one address are not
+    # ordered: any of them may be the one left)
+    for row, i in zip(r, got[6 * N:]):
+        assert 0 <= i < C and row[i] > 0

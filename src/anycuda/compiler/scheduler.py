@@ -855,7 +855,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     advances = advances or {}
     regions = regions or {}
-    run_sites = sorted(set(advances) | set(regions))    # where a warp goes on as vector code
+    run_sites = sorted(set(advances) | set(regions) - {0})    # where a warp goes on as vector code
 
     def resolve_known_site(site, lo):
         """resolve_warp_at for a collective site known here; returns the site to resume from."""
@@ -1064,6 +1064,17 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     resume.add_incoming(resolve_warp_at(c0, lo), b.block)
                     b.branch(again_blk)
                     b.position_at_end(stop)
+        elif site == 0 and 0 in regions:
+            # a block of full warps runs from the start a warp at a time as vector code
+            # (warpregions.EntryRegion) until each lane stops; a partial warp thread by thread
+            warps, threads = fn.append_basic_block("entry.warps"), fn.append_basic_block("entry.threads")
+            b.cbranch(full_warps, warps, threads)
+            b.position_at_end(warps)
+            with for_range(b, i32(0), b.lshr(n, i32(5)), "eg") as w:
+                b.call(regions[0], [spill, header, ws, fsize, b.mul(w, i32(32)), params, codes])
+            b.branch(scan)
+            b.position_at_end(threads)
+            uniform_round(0, 0)
         elif site in affine_entry:
             holds = _affine_spills(b, spill, header, n, affine_sites[site], affine_holds)
             general = fn.append_basic_block(f"uniform{site}.general")

@@ -84,6 +84,8 @@ class WarpRegion(WarpCode):
         self._pieces = None
         self.lockstep = False         # emitting the code the whole warp runs together
         self.scalars = {}             # strided register -> its lane-0 value's <1 x T> slot (lockstep)
+        self.transient = set()        # registers whose masked writes need not keep other lanes' values
+        self.converted = None         # in lockstep, the lanes of an if-converted piece (_convertible)
         self.strides = {}             # register -> laneshapes stride of its lanes in lockstep
         self._live = None
 
@@ -123,9 +125,13 @@ class WarpRegion(WarpCode):
 
     def has_loop(self) -> bool:
         """Whether a lane may branch back in the region: a loop that 32 lanes run side by side."""
+        return bool(self._loop_heads())
+
+    def _loop_heads(self) -> set:
+        """The positions the region's lanes may branch back to."""
         body = self.f.pfn.body
-        return any(body[p].opcode == "bra" and self._target(body[p]) < p
-                   for piece in self.pieces().values() if not piece.stop for p in piece.positions)
+        return {self._target(body[p]) for piece in self.pieces().values() if not piece.stop
+                for p in piece.positions if body[p].opcode == "bra" and self._target(body[p]) < p}
 
     def _piece(self, body, start):
         positions, pos = [], start
@@ -148,9 +154,22 @@ class WarpRegion(WarpCode):
                 return Piece(start, positions, pos + 1 if st.guard is not None else None)
             if not self.takes(st):
                 raise NotVectorisable(f"'{st.opcode}' with {st.mods}")
+            if positions and self._check_of(st) is not None:
+                # a piece of its own, where lanes that fail the check go on outside lockstep
+                return Piece(start, positions, pos)
             positions.append(pos)
             pos += 1
         return Piece(start, positions, None)          # the end of the body: the kernel exits
+
+    def _check_of(self, st):
+        """The condition lockstep relies on to compute st's strided results from lane 0
+        (laneshapes.instruction_stride), or None."""
+        if not self.strides:
+            self.strides = laneshapes.lane_strides(self.f.pfn.body, self._bits, self.constants)
+        dsts = analysis.defs_uses(st)[0]
+        if not dsts or any(self.strides.get(r) is laneshapes.VARYING for r in dsts):
+            return None
+        return laneshapes.instruction_stride(st, self.strides, self._bits, self.constants)[1]
 
     def _check_stop(self, st, pos):
         """A lane may stop at a fixed shuffle, a yield or a barrier of constant operands:
@@ -206,7 +225,12 @@ class WarpRegion(WarpCode):
         b.store(mask, self.some_mask)
         pick_whole, pick_some = self.fn.append_basic_block("pick.whole"), self.fn.append_basic_block("pick.some")
         b.cbranch(self._reduce("and", mask, I1), pick_whole, pick_some)
-        for blk, table in ((pick_whole, {start: self._enter(start) for start in pieces}), (pick_some, some)):
+        # lanes that meet again enter lockstep at a loop's head: checking the strided registers
+        # at every piece made most of a region's code (layernorm's compile +2 s), and code
+        # that does not loop runs once per warp anyway
+        heads = self._loop_heads()
+        whole = {start: self._enter(start) if start in heads else some[start] for start in pieces}
+        for blk, table in ((pick_whole, whole), (pick_some, some)):
             b.position_at_end(blk)
             sw = b.switch(least, self.finish)
             for start, target in table.items():
@@ -256,9 +280,16 @@ class WarpRegion(WarpCode):
                 b.store(start_values[r], slot)
             slots[r] = slot
         self.slots = slots
-        self.strides = laneshapes.lane_strides(body, self._bits, self.constants)
         self.scalars = {r: b.alloca(ir.VectorType(self._reg_type(r), 1), name=r.lstrip("%") + ".0")
                         for r in sorted(names) if self.strides.get(r) is not laneshapes.VARYING}
+        # registers no lane needs but where it writes them (live at no piece's start, where
+        # the other lanes wait, nor reloaded at a stop): a masked write need not keep the
+        # other lanes' values, so a loop's temporaries do not flow from each piece into every
+        # other (layernorm's output loop spilled them all, each iteration)
+        waiting = set(self._saved())
+        for start in pieces:
+            waiting |= self._live_at(start)
+        self.transient = set(names) - waiting
 
     def _saved(self):
         """Registers the step function reloads at one of the region's stops."""
@@ -280,7 +311,7 @@ class WarpRegion(WarpCode):
             if st.opcode in ("ret", "exit"):
                 return self._branch(mask, self._guard(st) if st.guard is not None else None, None, piece.next)
             if self.lockstep:
-                self._checked(st, pos, Piece(pos, piece.positions[i:], piece.next))
+                self._checked(st, pos if i else piece.start)
                 self._lockstep_instruction(st)
                 continue
             self.mask = mask if st.guard is None else self.b.and_(mask, self._guard(st))
@@ -306,6 +337,12 @@ class WarpRegion(WarpCode):
             b.position_at_end(not_all)
             b.cbranch(self._reduce("or", taken, I1), parted, self._whole_block(fall))
             b.position_at_end(parted)
+            if self._convertible(fall, target):
+                self.converted = b.not_(taken)
+                for pos in self.pieces()[fall].positions:
+                    self._lockstep_instruction(self.f.pfn.body[pos])
+                self.converted = None
+                return b.branch(self.whole[target])
             self._leave_lockstep(self._live_at(target) | self._live_at(fall))
             mask = self._all_lanes()
         for where, lanes in ((target, b.and_(mask, taken)), (fall, b.and_(mask, b.not_(taken)))):
@@ -352,46 +389,63 @@ class WarpRegion(WarpCode):
         dsts = analysis.defs_uses(st)[0]
         return bool(dsts) and all(r in self.scalars for r in dsts)
 
-    def _checked(self, st, pos, rest):
+    def _checked(self, st, start):
         """Where computing st's lane 0 alone relies on a condition (laneshapes' checked
-        forms), the lanes leave lockstep when it fails and run `rest` (the piece from st on)."""
-        if not self._alone(st):
-            return
-        _, check = laneshapes.instruction_stride(st, self.strides, self._bits, self.constants)
+        forms; st begins the piece at `start`), the lanes leave lockstep when it fails and
+        run the piece outside lockstep."""
+        check = self._check_of(st)
         if check is None:
             return
         b = self.b
-        holds = self._check(check)
         go_on, fails = self.fn.append_basic_block("strided"), self.fn.append_basic_block("strided.not")
-        b.cbranch(holds, go_on, fails)
+        b.cbranch(self._check(check), go_on, fails)
         b.position_at_end(fails)
-        self._leave_lockstep(self._live_at(pos))
-        self.lockstep = False
-        self._emit_piece(rest, self._all_lanes())
-        self.lockstep = True
+        self._leave_lockstep(self._live_at(start))
+        b.store(self._all_lanes(), self.some_mask)
+        b.branch(self.some[start])
         b.position_at_end(go_on)
 
     def _lockstep_instruction(self, st):
         """Instruction `st` for the whole warp. One whose results are all strided computes
         their lane-0 values alone (each form laneshapes keeps a stride for computes lane 0
         from lane 0); another computes vectors, reading strided registers as
-        base + lane * stride, masked by its guard where that differs between lanes."""
-        if self._alone(st):
-            with self._lane_zero():
-                return self._run_alike_guarded(st)
+        base + lane * stride, masked by its guard where that differs between lanes and by
+        the lanes of an if-converted piece (self.converted)."""
+        alone = self._alone(st)
+        mask = None if alone else self.converted
         if st.guard is not None and st.guard.reg.name not in self.scalars:
-            self.mask = self._guard(st)
-            self.op(st.opcode)(self, st)
-            self.mask = None
-            return
-        self._run_alike_guarded(st)
+            mask = self._guard(st) if mask is None else self.b.and_(mask, self._guard(st))
+        elif st.guard is not None:
+            with self.b.if_then(self._guard(st)):
+                return self._run_masked(st, mask, alone)
+        self._run_masked(st, mask, alone)
 
-    def _run_alike_guarded(self, st):
-        """st in lockstep, unmasked, under its guard (alike in every lane) if it has one."""
-        if st.guard is None:
-            return self.op(st.opcode)(self, st)
-        with self.b.if_then(self._guard(st)):
+    def _run_masked(self, st, mask, alone):
+        self.mask = mask
+        try:
+            if alone:
+                with self._lane_zero():
+                    return self.op(st.opcode)(self, st)
             self.op(st.opcode)(self, st)
+        finally:
+            self.mask = None
+
+    def _convertible(self, fall, target) -> bool:
+        """Whether lanes that part at a forward branch may stay in lockstep, the piece they
+        skip run for the others under a mask (`if (lane == 0) mean[row] = m;`): it goes
+        straight on to the branch's target, and what it leaves live there is no strided
+        register (those are one value for every lane). Its other registers are computed for
+        every lane alike, which reads only registers of every lane and so is harmless; its
+        loads and stores are for its lanes alone."""
+        piece = self.pieces().get(fall)
+        if piece is None or piece.stop or target is None or piece.next != target or target < fall:
+            return False
+        body = self.f.pfn.body
+        if any(body[p].opcode in ("bra", "ret", "exit") or self._check_of(body[p]) is not None
+               for p in piece.positions):
+            return False
+        written = {r for p in piece.positions for r in analysis.defs_uses(body[p])[0]}
+        return not written & self._live_at(target) & set(self.scalars)
 
     @contextmanager
     def _lane_zero(self):
@@ -545,7 +599,7 @@ class WarpRegion(WarpCode):
             if value.type.count != 1:
                 value = self.b.shuffle_vector(value, ir.Constant(value.type, None), ir.Constant(ir.VectorType(I32, 1), [0]))
             return self.b.store(value, self.scalars[op.name])
-        if self.mask is not None:
+        if self.mask is not None and op.name not in self.transient:
             value = self.b.select(self.mask, value, self.reg_value(op.name))
         self.b.store(value, self.slots[op.name])
 
@@ -956,16 +1010,27 @@ class EntryRegion(WarpRegion):
 
 
 def emit_entry_region(f) -> dict:
-    """{0: region function} for a kernel without sites lowered by `f` whose threads loop
-    (EntryRegion); {} for one without a loop or with an instruction a region does not take."""
-    code = EntryRegion(f, f"{f.fn.name}.region0", analysis.constant_registers(f.pfn.body))
+    """{0: region function} for a kernel lowered by `f` whose threads loop before they first
+    stop (EntryRegion); {} for one without such a loop or with an instruction a region does
+    not take."""
+    code = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", analysis.constant_registers(f.pfn.body)))
+    return {0: code.fn} if code else {}
+
+
+def _looping_region(code):
+    """`code` with its region function made, if the lanes may loop in it; else None (and
+    the function left unused)."""
     try:
         if not code.has_loop():
-            raise NotVectorisable("no loop: the loop over threads vectorises it")
-        return {0: code.emit()}
+            # without a loop the loop over threads vectorises the code as it is (and a run's
+            # tail up to a barrier, softmax's and scan's, as fast after the run's advance
+            # function), and compiles faster
+            raise NotVectorisable("no loop")
+        code.emit()
+        return code
     except NotVectorisable:
         _unused(code)
-        return {}
+        return None
 
 
 def _unused(code):
@@ -975,27 +1040,24 @@ def _unused(code):
 
 
 def emit_regions(f) -> dict:
-    """{site of a fixed shuffle: region function} for the kernel lowered by `f`."""
+    """{site of a fixed shuffle: region function} for the kernel lowered by `f`, and {0: its
+    entry region} where its threads loop before they first stop (layernorm's first row loop,
+    before its first shuffle)."""
     body = f.pfn.body
     constants = analysis.constant_registers(body)
-    regions = {}
+    entry = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", constants))
+    regions = {0: entry.fn} if entry else {}
+    covered = entry.reached if entry else set()
     # only where a run of shuffles starts: the lanes of a warp all wait there after the code
     # before it, and the run's inner shuffles are the region's own (each region is as large
     # as all the code it may reach: one per shuffle made layernorm's compile 15x longer)
-    covered = set()
     for run in warpruns.find_runs(body, constants):
         pos, site = run[0], f.site_at.get(run[0])
         if site is None or pos in covered:
             # (a run an earlier region reaches: its warps come there inside that region)
             continue
-        code = WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants)
-        try:
-            if not code.has_loop():
-                # a run's tail up to a barrier (softmax, scan) runs as fast in the block's
-                # vectorised round after the run's advance function, and compiles faster
-                raise NotVectorisable("no loop after the run")
-            regions[site] = code.emit()
+        code = _looping_region(WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants))
+        if code:
+            regions[site] = code.fn
             covered |= code.reached
-        except NotVectorisable:
-            _unused(code)
     return regions
