@@ -152,15 +152,22 @@ def test_lanes_that_part_and_meet_again(rng, block):
         np.testing.assert_array_equal(scattered.get(), want_scattered)
 
 
-def test_float_rows(rng):
-    N, C = 16, 200
-    x = (rng.standard_normal((N, C)) + 0.5).astype(np.float32)
-    out = poison(N * C, np.float32)
-    ac.RawModule(code=SOURCE).get_function("row_norm")((N // 4,), (128,), (ac.asarray(x), out, np.int32(C)))
+def _row_norm_reference(x):
     x64 = x.astype(np.float64)
     m = x64.mean(axis=1, keepdims=True)
-    want = (x64 - m) / np.sqrt(((x64 - m) ** 2).mean(axis=1, keepdims=True) + 1e-5)
-    np.testing.assert_allclose(out.get().reshape(N, C), want, rtol=1e-4, atol=1e-5)
+    return (x64 - m) / np.sqrt(((x64 - m) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+
+
+def _row_norm(x, tag=""):
+    N, C = x.shape
+    out = poison(N * C, np.float32)
+    ac.RawModule(code=SOURCE + tag).get_function("row_norm")((N // 4,), (128,), (ac.asarray(x), out, np.int32(C)))
+    return out.get().reshape(N, C)
+
+
+def test_float_rows(rng):
+    x = (rng.standard_normal((16, 200)) + 0.5).astype(np.float32)
+    np.testing.assert_allclose(_row_norm(x), _row_norm_reference(x), rtol=1e-4, atol=1e-5)
 
 
 def test_no_region_past_an_atomic(rng):
@@ -345,15 +352,6 @@ extern "C" __global__ void some_lanes(const int* x, int* out, int* firsts, int C
     }
 }
 
-// a float row loop: each lane's element of a row, a whole-warp sum
-extern "C" __global__ void scaled_rows(const float* x, float* out, int C) {
-    int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const float* r = x + (size_t)row * C;
-    float s = 0.0f;
-    for (int i = lane; i < C; i += 32) s += r[i];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
-    for (int i = lane; i < C; i += 32) out[(size_t)row * C + i] = r[i] * s + (float)i;
-}
 """
 
 
@@ -381,12 +379,6 @@ def test_lockstep_conditions_that_fail(rng, bias):
     np.testing.assert_array_equal(out.get(), _straddle_reference(x, block, bias, C))
 
 
-def _scaled_rows_reference(x, N, C):
-    r = x.reshape(N, C)
-    s = r.sum(axis=1, dtype=np.float64).astype(np.float32)
-    return (r * s[:, None] + np.arange(C, dtype=np.float32)).ravel()
-
-
 def test_lockstep_is_what_runs(rng, monkeypatch):
     """With lockstep's loads through a strided address made to reverse the lanes (and a
     fresh compile), the rows come out wrong: the whole warp ran its row loops in lockstep,
@@ -394,16 +386,9 @@ def test_lockstep_is_what_runs(rng, monkeypatch):
     copy) gives the right rows too."""
     from anycuda.compiler import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
-    N, C = 8, 96
-    x = rng.standard_normal(N * C).astype(np.float32)
-    want = _scaled_rows_reference(x, N, C)
-
-    def run(tag):
-        out = poison(N * C, np.float32)
-        ac.RawModule(code=LOCKSTEP_SOURCE + f"// {tag}\n").get_function("scaled_rows")(
-            (N // 4,), (128,), (ac.asarray(x), out, np.int32(C)))
-        return out.get()
-    np.testing.assert_allclose(run("as written"), want, rtol=1e-5, atol=1e-4)
+    x = (rng.standard_normal((8, 96)) + 0.5).astype(np.float32)
+    want = _row_norm_reference(x)
+    np.testing.assert_allclose(_row_norm(x, "// as written\n"), want, rtol=1e-4, atol=1e-5)
     real = warpregions.WarpRegion.load_lanes
 
     def reversed_lanes(self, *args):
@@ -411,10 +396,10 @@ def test_lockstep_is_what_runs(rng, monkeypatch):
                                       ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(31, -1, -1))))
                 for v in real(self, *args)]
     monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", reversed_lanes)
-    assert not np.allclose(run("reversed"), want, rtol=1e-5, atol=1e-4)
+    assert not np.allclose(_row_norm(x, "// reversed\n"), want, rtol=1e-4, atol=1e-5)
     monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", real)
     monkeypatch.setattr(warpregions.WarpRegion, "_strides_hold", lambda self, registers: ir.Constant(ir.IntType(1), 0))
-    np.testing.assert_allclose(run("never in lockstep"), want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(_row_norm(x, "// never in lockstep\n"), want, rtol=1e-4, atol=1e-5)
 
 
 def test_lanes_part_and_stay_in_lockstep(rng):

@@ -24,14 +24,22 @@ have: each lane's stop code where the scheduler reads its threads' stops, the re
 live at the stops in the spill arrays, a stopping shuffle's operand in the collective
 array. The block goes on as after any round.
 
-A load or store whose 32 addresses are consecutive elements, with every lane there, is one
-vector access; any other goes lane by lane. Memory is accessed in the order of a warp
-running its lanes together, which CUDA allows (threads are ordered only at barriers,
-atomics and fences).
+While every lane runs together the region is in *lockstep*: no masks, and each register
+whose lanes hold base + lane * stride (compiler/laneshapes.py: a row's start, a loop's index
+and element pointers) is one scalar, lane 0's value. A load or store through such an
+address, one element per lane, is one vector access; a branch on a predicate alike in every
+lane is one i1. A warp enters lockstep where it starts and where its lanes meet again at a
+loop's head, if the strided registers live there check out; it leaves lockstep (their
+vectors rebuilt) where its lanes part, or where a strided form's condition fails (a widened
+index that wraps in some lane). Lanes that part around one straight piece of code (`if (lane
+== 0) mean[row] = m;`) stay in lockstep, the piece run under a mask. Outside lockstep a load
+or store whose 32 addresses are consecutive elements, with every lane there, is one vector
+access; any other goes lane by lane. Memory is accessed in the order of a warp running its
+lanes together, which CUDA allows (threads are ordered only at barriers, atomics and fences).
 
-A kernel without barriers or shuffles gets one region from its start instead
-(EntryRegion), where its threads loop: run thread after thread, such a loop sits inside the
-loop over threads and does not vectorise.
+A kernel whose threads loop before they first stop also gets a region from its start
+(EntryRegion): run thread after thread, such a loop sits inside the loop over threads and
+does not vectorise (layernorm's first row loop, scan's block-stride loop).
 
 Only instructions with a vector form are taken (warpruns.VECTOR_OPS and the memory,
 conversion and division forms below); a region that could reach another one, or a stop it
@@ -952,8 +960,9 @@ REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "di
 
 
 class EntryRegion(WarpRegion):
-    """A kernel without sites from its start to its end, as one vector program per warp: the
-    block function calls it for each warp of a block of full warps (compiler/scheduler.py).
+    """A kernel from its start, as one vector program per warp until each lane stops: the
+    block function calls it for each warp of a block of full warps, in place of the first
+    round over the block's threads (compiler/scheduler.py).
 
     Run thread after thread, such a kernel's loop (scan's `for (k = threadIdx.x; k < 1024;
     k += blockDim.x)`) is a loop inside the loop over threads, which LLVM does not vectorise:
