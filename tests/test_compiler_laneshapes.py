@@ -81,6 +81,7 @@ def test_checked_forms():
     ("mul.wide.s16 %r2, %rs1, -13107;", -13107),
     ("shl.b32 %r2, %r1, 3;", 8),
     ("neg.s32 %r2, %r1;", -1),
+    ("xor.b32 %r2, %r1, 64;", 1),                      # checked: no lane carries into bit 6
     ("sub.s32 %r2, 5, %r1;", -1),
     ("shr.u32 %r2, %r1, 3;", None),                    # 31 lanes cross a multiple of 8
     ("and.b32 %r2, %r1, 15;", None),

@@ -229,6 +229,20 @@ extern "C" __global__ void walk(const int* x, int* out, int mask) {
     out[g] = s;
 }
 
+// a bitonic sort step: stores under a branch of each thread's own through a partner's
+// index, i ^ j (a region without a loop: lockstep stores them as masked vectors)
+extern "C" __global__ void exchange(float* data, int j, int k) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned l = i ^ j;
+    if (l > i) {
+        float a = data[i], b = data[l];
+        if ((a > b) == ((i & k) == 0)) {
+            data[i] = b;
+            data[l] = a;
+        }
+    }
+}
+
 // no loop: the loop over threads vectorises it as it is, no region
 extern "C" __global__ void straight(const int* x, int* out) {
     int g = blockIdx.x * blockDim.x + threadIdx.x;
@@ -298,7 +312,28 @@ def test_entry_regions_are_made_where_threads_loop():
     mod = ModuleLowering(parse(ptx, "entry.ptx"), "entry.ptx").lower().mod
     made = {kernels[int(fn.name.split(".")[1][1:])] for fn in mod.functions
             if fn.name.endswith(".region0") and [blk.name for blk in fn.blocks] != ["unused"]}
-    assert made == {"add_totals", "walk"}
+    assert made == {"add_totals", "walk", "exchange"}
+
+
+@pytest.mark.parametrize("block", [256, 96])
+@pytest.mark.parametrize("j,k", [(64, 128), (1024, 2048), (32, 4096), (16, 32), (1, 2), (48, 256)])
+def test_entry_region_exchanges(rng, block, j, k):
+    """One compare-exchange step of a bitonic sort against numpy: j a multiple of 32 (each
+    warp's partners consecutive: masked vector loads and stores in lockstep), j below 32
+    (partners in the same warp: the flipped form's check fails, the lanes leave lockstep)
+    and 48 (neither)."""
+    n = 96 * 64
+    x = rng.standard_normal(n).astype(np.float32)
+    data = ac.asarray(x)
+    ac.RawModule(code=ENTRY_SOURCE).get_function("exchange")((n // block,), (block,), (data, np.int32(j), np.int32(k)))
+    want = x.copy()
+    i = np.arange(n)
+    l = i ^ j
+    first = l > i
+    a, b = x[i[first]], x[l[first]]
+    swap = (a > b) == ((i[first] & k) == 0)
+    want[i[first][swap]], want[l[first][swap]] = b[swap], a[swap]
+    np.testing.assert_array_equal(data.get(), want)
 
 
 def test_the_entry_region_is_what_runs(rng, monkeypatch):

@@ -32,6 +32,7 @@ LANES = 32
 EXTEND = "extend"              # a strided 32-bit value widened: no lane wraps past 2**32
 LOW_BITS = "low bits"          # a strided value `and` 2**m - 1: no lane carries past bit m
 THREAD_INDEX = "thread index"  # %tid: the warp's lanes are consecutive in x (ntid.x % 32 == 0)
+FLIPPED = "flipped"            # a strided value `xor` one alike in every lane: no lane carries into its bits
 # specials that every lane of a warp reads alike
 _UNIFORM_SPECIALS = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nwarpid", "gridid", "smid", "nsmid",
                                "warpsz"))
@@ -89,8 +90,9 @@ def _constant(op, constants):
 
 def instruction_stride(st, strides, bits, constants):
     """(stride of what `st` writes, check) given the registers' strides: check is None, or
-    (EXTEND, operand, signed?, its stride), (LOW_BITS, operand, mask, its stride) or
-    (THREAD_INDEX,), a condition the lane-0 computation relies on. The stride is _UNKNOWN
+    (EXTEND, operand, signed?, its stride), (LOW_BITS, operand, mask, its stride),
+    (FLIPPED, operand, the other operand, its stride) or (THREAD_INDEX,), a condition the
+    lane-0 computation relies on. The stride is _UNKNOWN
     while an operand's is unknown."""
     ts = type_mods(st.mods)
     t = ts[-1] if ts else "b32"
@@ -173,6 +175,12 @@ def _linear(st, srcs, read, constants, w):
             if mask is not None and read[1 - i] == 0 and k > 0 and mask & (mask + 1) == 0 \
                     and (LANES - 1) * k <= mask:
                 return k, (LOW_BITS, srcs[i], mask, k)
+        return None
+    if op == "xor" and len(srcs) == 2:
+        # a partner's index (bitonic sort's i ^ j): the lanes' bits below j's lowest one
+        for i in (0, 1):
+            if read[1 - i] == 0 and read[i] > 0:
+                return read[i], (FLIPPED, srcs[i], srcs[1 - i], read[i])
         return None
     if op == "cvt":
         dst, src = type_mods(st.mods)[0], type_mods(st.mods)[-1]

@@ -636,15 +636,20 @@ def _frame_only_args(ws):
 
 def _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars, mode=0):
     """A block without sites: one frame, reused by each thread in turn. `mode` is the step's
-    resume argument (0, or guards.NO_GUARD)."""
+    resume argument (0, or guards.PASSED)."""
     with _each_thread(b, nx, ny, nz) as (x, y, z, linear, _):
-        if frame_needs_index:        # device functions read the index from the frame
-            _set_thread_index(b, ws, x, y, z, linear)
-            store_field(b, ws, C["exit_flag"], i32(0))
-        code = b.call(step, [ws, i32(mode), params, x, y, z, linear] + scalars + _frame_only_args(ws))
-        ok = fn.append_basic_block("ok")
-        b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
-        b.position_at_end(ok)
+        _emit_thread(b, fn, ws, step, (x, y, z, linear), fail, params, frame_needs_index, scalars, mode)
+
+
+def _emit_thread(b, fn, ws, step, index, fail, params, frame_needs_index, scalars, mode=0):
+    """One thread of a block without sites, `index` its (x, y, z, linear), in the one frame."""
+    if frame_needs_index:        # device functions read the index from the frame
+        _set_thread_index(b, ws, *index)
+        store_field(b, ws, C["exit_flag"], i32(0))
+    code = b.call(step, [ws, i32(mode), params, *index] + scalars + _frame_only_args(ws))
+    ok = fn.append_basic_block("ok")
+    b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), fail, ok)
+    b.position_at_end(ok)
 
 
 def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, sites):
@@ -797,11 +802,23 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             # (warpregions.EntryRegion); its lanes' stop codes (all exits) go to codes[lo ...]
             codes = b.bitcast(b.alloca(ir.ArrayType(I32, abi.MAX_BLOCK_THREADS), name="region.codes"),
                               I32.as_pointer())
+            lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
             warps, threads = fn.append_basic_block("by.warp"), fn.append_basic_block("by.thread")
             b.cbranch(b.icmp_unsigned("==", b.and_(n, i32(31)), i32(0)), warps, threads)
             b.position_at_end(warps)
-            with for_range(b, i32(0), b.lshr(n, i32(5)), "rg") as w:
-                b.call(regions[0], [ir.Constant(PTR, None), ws, ws, i64(0), b.mul(w, i32(32)), params, codes])
+            region = lambda lo: b.icmp_unsigned("==", b.call(regions[0], [ir.Constant(PTR, None), ws, ws, i64(0), lo,
+                                                                       params, codes]), i32(0))
+            # a region that did not run (warpregions.NOT_RUN): the warp's threads one by one,
+            # and all of the block's when it is the first warp (the others would not either,
+            # as a rule, and the loop over the block's threads vectorises)
+            later = fn.append_basic_block("by.warp.later")
+            b.cbranch(region(i32(0)), later, threads)
+            b.position_at_end(later)
+            with for_range(b, i32(1), b.lshr(n, i32(5)), "rg") as w:
+                lo = b.mul(w, i32(32))
+                with b.if_then(b.not_(region(lo)), likely=False):
+                    with _each_lane(b, lo, nx, ny, lane_index) as index:
+                        _emit_thread(b, fn, ws, step, index, fail, params, frame_needs_index, scalars)
             b.ret(i32(0))
             b.position_at_end(threads)
         if 0 in guarded_rounds:

@@ -60,6 +60,7 @@ from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
+RAN, NOT_RUN = 0, 1                 # what an entry region answers (EntryRegion.bails)
 # modifiers a region's handler reads itself, beyond those a run takes
 _REGION_MODS = {"mul": {"wide"}}
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
@@ -94,6 +95,7 @@ class WarpRegion(WarpCode):
         self.scalars = {}             # strided register -> its lane-0 value's <1 x T> slot (lockstep)
         self.transient = set()        # registers whose masked writes need not keep other lanes' values
         self.converted = None         # in lockstep, the lanes of an if-converted piece (_convertible)
+        self.bails = False            # a failed strided check before any store returns NOT_RUN
         self.strides = {}             # register -> laneshapes stride of its lanes in lockstep
         self._live = None
 
@@ -252,7 +254,7 @@ class WarpRegion(WarpCode):
         self.lockstep = False
         b.position_at_end(self.finish)
         self._leave()
-        b.ret_void()
+        self._return(RAN)
         # called once per warp: a call costs nothing there, and the block function it would
         # be inlined into is large already (layernorm's cold compile 4.1 -> 2.9 s)
         self.fn.attributes.add("noinline")
@@ -408,10 +410,36 @@ class WarpRegion(WarpCode):
         go_on, fails = self.fn.append_basic_block("strided"), self.fn.append_basic_block("strided.not")
         b.cbranch(self._check(check), go_on, fails)
         b.position_at_end(fails)
-        self._leave_lockstep(self._live_at(start))
-        b.store(self._all_lanes(), self.some_mask)
-        b.branch(self.some[start])
+        if self.bails and start in self._untouched():
+            # nothing done yet that the threads cannot do again: they run the warp instead
+            b.ret(i32(NOT_RUN))
+        else:
+            self._leave_lockstep(self._live_at(start))
+            b.store(self._all_lanes(), self.some_mask)
+            b.branch(self.some[start])
         b.position_at_end(go_on)
+
+    def _untouched(self) -> set:
+        """The pieces a warp may reach in lockstep from the start before it stores anything."""
+        body, pieces = self.f.pfn.body, self.pieces()
+        seen, todo = set(), [self.first + 1]
+        while todo:
+            start = todo.pop()
+            if start in seen or start not in pieces:
+                continue
+            seen.add(start)
+            piece = pieces[start]
+            if piece.stop or any(body[p].opcode == "st" for p in piece.positions):
+                continue
+            todo.extend(self._target(body[p]) for p in piece.positions if body[p].opcode == "bra")
+            todo.append(piece.next)
+        return seen
+
+    def _return(self, answer):
+        if self.fn.ftype.return_type == I32:
+            self.b.ret(i32(answer))
+        else:
+            self.b.ret_void()
 
     def _lockstep_instruction(self, st):
         """Instruction `st` for the whole warp. One whose results are all strided computes
@@ -480,6 +508,14 @@ class WarpRegion(WarpCode):
         if kind == laneshapes.LOW_BITS:
             mask = check[2]
             return b.icmp_unsigned("<=", b.and_(v, ir.Constant(t, mask)), ir.Constant(t, mask - (LANES - 1) * k))
+        if kind == laneshapes.FLIPPED:
+            # the bits below the other value's lowest set one (all of them for 0) take the
+            # lanes' steps without a carry out of them: the xor leaves those bits alone
+            with self._lane_zero():
+                u = b.extract_element(self.read(check[2], f"b{bits}"), i32(0))
+            low = b.sub(b.and_(u, b.neg(u)), ir.Constant(t, 1))
+            span = ir.Constant(t, (LANES - 1) * k)
+            return b.and_(b.icmp_unsigned(">=", low, span), b.icmp_unsigned("<=", b.and_(v, low), b.sub(low, span)))
         signed, span = check[2], (LANES - 1) * abs(k)
         if signed:
             cmp, top, low = b.icmp_signed, (1 << (bits - 1)) - 1, -(1 << (bits - 1))
@@ -673,8 +709,8 @@ class WarpRegion(WarpCode):
 
     def strided_address(self, op, space):
         """(lane 0's address, stride) of a memory operand in lockstep whose base register is
-        strided, for an access of every lane; else None."""
-        if not self.lockstep or self.lanes != LANES or self.mask is not None or not isinstance(op, pir.Addr):
+        strided; else None."""
+        if not self.lockstep or self.lanes != LANES or not isinstance(op, pir.Addr):
             return None
         stride = 0
         if isinstance(op.base, pir.Reg):
@@ -686,8 +722,14 @@ class WarpRegion(WarpCode):
 
     def load_lanes(self, base, elem, size, count):
         """`count` vectors of the lanes' elements, lane l's `count` consecutive ones at base +
-        l * count * size (ld.v2 / ld.v4 of consecutive lanes as one load)."""
+        l * count * size (ld.v2 / ld.v4 of consecutive lanes as one load); with a mask, one
+        element each (the other lanes' are undefined and not read)."""
         b = self.b
+        if self.mask is not None:
+            vec = ir.VectorType(elem, LANES)
+            fn = declare(b.module, f"llvm.masked.load.v{LANES}{_suffix(elem)}.p0", vec,
+                         [vec.as_pointer(), I32, self.mask.type, vec])
+            return [b.call(fn, [b.inttoptr(base, vec.as_pointer()), i32(size), self.mask, ir.Constant(vec, None)])]
         wide = b.load(b.inttoptr(base, ir.VectorType(elem, LANES * count).as_pointer()), align=size)
         if count == 1:
             return [wide]
@@ -825,7 +867,7 @@ def _ld(w, st):
     if not f.parallel_space(space):
         raise NotVectorisable(f"ld in .{space or 'generic'}")
     strided = w.strided_address(st.operands[1], space)
-    if strided is not None and strided[1] == size * len(items):
+    if strided is not None and strided[1] == size * len(items) and (w.mask is None or len(items) == 1):
         for item, v in zip(items, w.load_lanes(strided[0], llvm_type(t), size, len(items))):
             w.write(item, v, t)
         return
@@ -844,7 +886,12 @@ def _st(w, st):
     strided = w.strided_address(st.operands[0], space)
     if strided is not None and strided[1] == size and len(items) == 1:
         value = w.read(items[0], t)
-        return b.store(value, b.inttoptr(strided[0], value.type.as_pointer()), align=size)
+        ptr = b.inttoptr(strided[0], value.type.as_pointer())
+        if w.mask is None:
+            return b.store(value, ptr, align=size)
+        fn = declare(b.module, f"llvm.masked.store.v{LANES}{_suffix(value.type.element)}.p0", ir.VoidType(),
+                     [value.type, ptr.type, I32, w.mask.type])
+        return b.call(fn, [value, ptr, i32(size), w.mask])
     addrs = w.addresses(st.operands[0], space)
     for i, item in enumerate(items):
         at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
@@ -969,11 +1016,40 @@ class EntryRegion(WarpRegion):
     each thread walks its elements alone. As a region, the warp's lanes step through the
     loop together, their neighbouring elements one vector access."""
 
+    RETURNS = I32
+
     def __init__(self, f, name, constants):
         super().__init__(f, -1, name, constants)        # the first piece starts at position 0
+        # in a kernel without sites the block function can run a warp's threads itself
+        # (bitonic sort's partners in the same warp fail the flipped form's check at once:
+        # outside lockstep the region ran 8x slower than the threads one by one)
+        self.bails = not f.sites
 
     def _begin(self, body):
         pass
+
+    def flips_stores(self) -> bool:
+        """Whether the kernel stores, under a branch of its threads' own, through an index
+        flipped by an xor (bitonic sort's `data[i ^ j]`). Run thread after thread, LLVM
+        vectorises such a store as one branch per lane; in lockstep it is one masked vector
+        store where the flipped bits leave a warp's 32 indices consecutive
+        (laneshapes.FLIPPED)."""
+        body = self.f.pfn.body
+        try:
+            pieces = self.pieces()
+        except NotVectorisable:
+            return False
+        defs = analysis.definition_positions(body)
+        skipped = set()
+        for piece in pieces.values():
+            for p in piece.positions:
+                st = body[p]
+                if st.opcode == "bra" and st.guard is not None and p not in self.f.known_branches \
+                        and self._target(st) > p and piece.next in pieces:
+                    skipped |= set(pieces[piece.next].positions)
+        return any(body[p].opcode == "st" and isinstance(body[p].operands[0], pir.Addr)
+                   and isinstance(body[p].operands[0].base, pir.Reg)
+                   and _computed_by(body[p].operands[0].base.name, "xor", body, defs) for p in skipped)
 
     def _written_at_start(self) -> set:
         return set()
@@ -1019,18 +1095,34 @@ class EntryRegion(WarpRegion):
 
 
 def emit_entry_region(f) -> dict:
-    """{0: region function} for a kernel lowered by `f` whose threads loop before they first
-    stop (EntryRegion); {} for one without such a loop or with an instruction a region does
-    not take."""
-    code = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", analysis.constant_registers(f.pfn.body)))
+    """{0: region function} for a kernel without sites lowered by `f` whose threads loop, or
+    store through a partner's index under a branch (EntryRegion); {} for another, or one
+    with an instruction a region does not take."""
+    code = EntryRegion(f, f"{f.fn.name}.region0", analysis.constant_registers(f.pfn.body))
+    code = _looping_region(code, code.flips_stores())
     return {0: code.fn} if code else {}
 
 
-def _looping_region(code):
-    """`code` with its region function made, if the lanes may loop in it; else None (and
-    the function left unused)."""
+def _computed_by(reg, opcode, body, defs) -> bool:
+    """Whether an instruction of `opcode` is among those register `reg` is computed from."""
+    seen, todo = set(), [reg]
+    while todo:
+        r = todo.pop()
+        if r in seen:
+            continue
+        seen.add(r)
+        for p in defs.get(r, ()):
+            if body[p].opcode == opcode:
+                return True
+            todo.extend(analysis.defs_uses(body[p])[1])
+    return False
+
+
+def _looping_region(code, anyway=False):
+    """`code` with its region function made, if the lanes may loop in it (or `anyway`);
+    else None (and the function left unused)."""
     try:
-        if not code.has_loop():
+        if not (anyway or code.has_loop()):
             # without a loop the loop over threads vectorises the code as it is (and a run's
             # tail up to a barrier, softmax's and scan's, as fast after the run's advance
             # function), and compiles faster
@@ -1045,7 +1137,8 @@ def _looping_region(code):
 def _unused(code):
     """A region function not made: internal and never called, LLVM deletes it."""
     code.fn.blocks.clear()
-    ir.IRBuilder(code.fn.append_basic_block("unused")).ret_void()
+    code.b = ir.IRBuilder(code.fn.append_basic_block("unused"))
+    code._return(RAN)
 
 
 def emit_regions(f) -> dict:

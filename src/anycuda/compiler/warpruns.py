@@ -105,11 +105,12 @@ class WarpCode:
     step function was lowered (spill plan and site numbers known)."""
 
     ARG_TYPES = (PTR, PTR, PTR, I64, I32)      # spill, header, ws, fsize, lo
+    RETURNS = ir.VoidType()
 
     def __init__(self, f, run, name, constants):
         self.f, self.run, self.constants = f, run, constants
         self.first, self.last = run[0], run[-1]
-        self.fn = ir.Function(f.fn.module, ir.FunctionType(ir.VoidType(), self.ARG_TYPES), name=name)
+        self.fn = ir.Function(f.fn.module, ir.FunctionType(self.RETURNS, self.ARG_TYPES), name=name)
         self.fn.linkage = "internal"
         self.spill, self.header, self.ws, self.fsize, self.lo = self.fn.args[:5]
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
