@@ -96,7 +96,7 @@ class WarpRegion(WarpCode):
         self.transient = set()        # registers whose masked writes need not keep other lanes' values
         self.converted = None         # in lockstep, the lanes of an if-converted piece (_convertible)
         self.bails = False            # a failed strided check before any store returns NOT_RUN
-        self.strides = {}             # register -> laneshapes stride of its lanes in lockstep
+        self.strides = {}             # register -> laneshapes stride of its lanes in lockstep (pieces())
         self._live = None
 
     # -------------------------------------------------------------- what a region takes
@@ -116,6 +116,7 @@ class WarpRegion(WarpCode):
         if self._pieces is not None:
             return self._pieces
         body = self.f.pfn.body
+        self.strides = laneshapes.lane_strides(body, self._bits, self.constants)
         pieces, todo = {}, [self.first + 1]
         while todo:
             start = todo.pop()
@@ -174,8 +175,6 @@ class WarpRegion(WarpCode):
     def _check_of(self, st):
         """The condition lockstep relies on to compute st's strided results from lane 0
         (laneshapes.instruction_stride), or None."""
-        if not self.strides:
-            self.strides = laneshapes.lane_strides(self.f.pfn.body, self._bits, self.constants)
         dsts = analysis.defs_uses(st)[0]
         if not dsts or any(self.strides.get(r) is laneshapes.VARYING for r in dsts):
             return None
@@ -483,15 +482,27 @@ class WarpRegion(WarpCode):
         written = {r for p in piece.positions for r in analysis.defs_uses(body[p])[0]}
         return not written & self._live_at(target) & set(self.scalars)
 
-    @contextmanager
     def _lane_zero(self):
         """Values are <1 x T> (lane 0's) while inside."""
+        return self._holding(1)
+
+    @contextmanager
+    def _holding(self, lanes):
         saved = self.lanes
-        self.lanes = 1
+        self.lanes = lanes
         try:
             yield
         finally:
             self.lanes = saved
+
+    def _lane0(self, v):
+        """Lane 0 of vector v as a <1 x T>."""
+        return self.b.shuffle_vector(v, ir.Constant(v.type, None), ir.Constant(ir.VectorType(I32, 1), [0]))
+
+    def _lane0_scalar(self, op, t):
+        """Operand op's lane-0 value as type t, a scalar (op strided or alike in every lane)."""
+        with self._lane_zero():
+            return self.b.extract_element(self.read(op, t), i32(0))
 
     def _check(self, check):
         """i1: the condition of a strided form (laneshapes.instruction_stride) holds."""
@@ -502,8 +513,7 @@ class WarpRegion(WarpCode):
             return b.icmp_unsigned("==", b.and_(nx, i32(LANES - 1)), i32(0))
         op, k = check[1], check[-1]
         bits = self._bits(op.name) if isinstance(op, pir.Reg) else 32
-        with self._lane_zero():
-            v = b.extract_element(self.read(op, f"b{bits}"), i32(0))
+        v = self._lane0_scalar(op, f"b{bits}")
         t = v.type
         if kind == laneshapes.LOW_BITS:
             mask = check[2]
@@ -511,8 +521,7 @@ class WarpRegion(WarpCode):
         if kind == laneshapes.FLIPPED:
             # the bits below the other value's lowest set one (all of them for 0) take the
             # lanes' steps without a carry out of them: the xor leaves those bits alone
-            with self._lane_zero():
-                u = b.extract_element(self.read(check[2], f"b{bits}"), i32(0))
+            u = self._lane0_scalar(check[2], f"b{bits}")
             low = b.sub(b.and_(u, b.neg(u)), ir.Constant(t, 1))
             span = ir.Constant(t, (LANES - 1) * k)
             return b.and_(b.icmp_unsigned(">=", low, span), b.icmp_unsigned("<=", b.and_(v, low), b.sub(low, span)))
@@ -524,8 +533,7 @@ class WarpRegion(WarpCode):
         return cmp("<=", v, ir.Constant(t, top - span)) if k > 0 else cmp(">=", v, ir.Constant(t, low + span))
 
     def _bits(self, name):
-        t = self._reg_type(name)
-        return t.width if isinstance(t, ir.IntType) else {"float": 32, "double": 64, "half": 16}[str(t)]
+        return llvm_width(self._reg_type(name))
 
     def _enter(self, start):
         """The block that takes the whole warp, all of its lanes at `start`, into lockstep:
@@ -544,8 +552,7 @@ class WarpRegion(WarpCode):
             b.cbranch(holds, inside, outside)
             b.position_at_end(inside)
             for r in live:
-                b.store(b.shuffle_vector(b.load(self.slots[r]), ir.Constant(self._vec(self._reg_type(r)), None),
-                                         ir.Constant(ir.VectorType(I32, 1), [0])), self.scalars[r])
+                b.store(self._lane0(b.load(self.slots[r])), self.scalars[r])
             b.branch(self.whole[start])
             b.position_at_end(outside)
             b.store(self._all_lanes(), self.some_mask)
@@ -610,8 +617,7 @@ class WarpRegion(WarpCode):
     def _guard(self, st):
         """st's guard: <32 x i1>, or in lockstep an i1 where it is alike in every lane."""
         if self.lockstep and st.guard.reg.name in self.scalars:
-            with self._lane_zero():
-                g = self.b.extract_element(self.read(st.guard.reg, "pred"), i32(0))
+            g = self._lane0_scalar(st.guard.reg, "pred")
         else:
             g = self.read(st.guard.reg, "pred")
         return self.b.not_(g) if st.guard.negated else g
@@ -641,7 +647,7 @@ class WarpRegion(WarpCode):
         value = convert_bits(self.b, value, self._reg_type(op.name), t.startswith("s"))
         if self.lockstep and op.name in self.scalars:
             if value.type.count != 1:
-                value = self.b.shuffle_vector(value, ir.Constant(value.type, None), ir.Constant(ir.VectorType(I32, 1), [0]))
+                value = self._lane0(value)
             return self.b.store(value, self.scalars[op.name])
         if self.mask is not None and op.name not in self.transient:
             value = self.b.select(self.mask, value, self.reg_value(op.name))
@@ -650,19 +656,9 @@ class WarpRegion(WarpCode):
     def special(self, op):
         if self.lanes == 1 and op.name == "tid":
             # lane 0's index (where lockstep relies on the lanes' being consecutive, _check)
-            with self._all_of_them():
-                v = super().special(op)
-            return self.b.shuffle_vector(v, ir.Constant(v.type, None), ir.Constant(ir.VectorType(I32, 1), [0]))
+            with self._holding(LANES):
+                return self._lane0(super().special(op))
         return super().special(op)
-
-    @contextmanager
-    def _all_of_them(self):
-        saved = self.lanes
-        self.lanes = LANES
-        try:
-            yield
-        finally:
-            self.lanes = saved
 
     def read(self, op, t):
         if isinstance(op, pir.Sym):
