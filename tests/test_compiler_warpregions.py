@@ -76,6 +76,17 @@ extern "C" __global__ void row_norm(const float* x, float* out, int C) {
     for (int i = lane; i < C; i += 32) out[(size_t)row * C + i] = (r[i] - m) * k;
 }
 
+// reduce's shape: a grid-stride loop, then a warp sum. The loop has a yield at its back
+// edge (the rounds run one iteration for all threads at a time); the entry region runs a
+// warp's whole loop through the yields, in lockstep, and stops at the first shuffle
+extern "C" __global__ void grid_sums(const int* x, int* out, int n) {
+    int v = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        v += x[i] ^ i;
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) >> 5] = v;
+}
+
 // an atomic after the shuffle: no region (the lanes go through the rounds)
 extern "C" __global__ void counted(const int* x, int* out, int* count) {
     unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
@@ -187,7 +198,7 @@ def test_regions_are_made_where_loops_follow_a_run():
     mod = ModuleLowering(parse(ptx, "regions.ptx"), "regions.ptx").lower().mod
     made = {kernels[int(fn.name.split(".")[1][1:])] for fn in mod.functions
             if ".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"]}
-    assert made == {"rows", "apart", "row_norm"}
+    assert made == {"rows", "apart", "row_norm", "grid_sums"}
 
 
 def test_the_region_is_what_runs(rng, monkeypatch):
@@ -204,6 +215,44 @@ def test_the_region_is_what_runs(rng, monkeypatch):
     want_out, want_totals = _rows_reference(x, N, C)
     assert not np.array_equal(out.get(), want_out)
     assert not np.array_equal(totals.get(), want_totals)
+
+
+def _grid_sums(x, grid, block, tag=""):
+    """(got, want) of grid_sums: per warp, the sum of its lanes' grid-stride sums."""
+    n = x.size
+    out = poison(grid * block // 32, np.int32)
+    ac.RawModule(code=SOURCE + tag).get_function("grid_sums")((grid,), (block,), (ac.asarray(x), out, np.int32(n)))
+    i = np.arange(n)
+    per_thread = np.bincount(i % (grid * block), weights=x ^ i, minlength=grid * block).astype(np.int64)
+    return out.get(), per_thread.reshape(-1, 32).sum(axis=1).astype(np.int32)
+
+
+@pytest.mark.parametrize("grid,block", [(3, 256), (5, 96), (2, 32)])
+def test_grid_stride_loop_through_yields(rng, grid, block):
+    """Trip counts differ between lanes (n is no multiple of the grid), and a warp's last
+    iteration may end part of the way through it."""
+    for n in (grid * block * 7 + int(rng.integers(1, grid * block)), grid * block - 5, 0):
+        x = rng.integers(-(1 << 16), 1 << 16, max(n, 1))[:n].astype(np.int32)
+        got, want = _grid_sums(x, grid, block)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_grid_stride_loop_runs_in_the_region(rng, monkeypatch):
+    """With lockstep's loads through a strided address made to reverse the lanes (and a
+    fresh compile) the sums come out wrong (each x[i] meets another i): the region, in
+    lockstep, ran the loop, not the rounds between its yields."""
+    from anycuda.compiler import warpregions
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    real = warpregions.WarpRegion.load_lanes
+
+    def reversed_lanes(self, *args):
+        return [self.b.shuffle_vector(v, ir.Constant(v.type, None),
+                                      ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(31, -1, -1))))
+                for v in real(self, *args)]
+    monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", reversed_lanes)
+    x = rng.integers(1, 1 << 16, 3 * 256 * 5).astype(np.int32)
+    got, want = _grid_sums(x, 3, 256, "// lanes reversed\n")
+    assert not np.array_equal(got, want)
 
 
 # Kernels without barriers or shuffles whose threads loop: each warp runs from the start as

@@ -8,8 +8,9 @@ of scalar adds, where the warp's 32 lanes together read 32 neighbouring floats.
 A region starts at a fixed shuffle (warpruns.fixed_shuffle) where every lane of a warp
 waits, after the scheduler has resolved it, and goes on in vector form (a `<32 x T>` per
 register, as in a run) through branches and loops, loads and stores and further fixed
-shuffles, up to where each lane stops: the kernel's end, a barrier, a yield, or a shuffle
-that not all 32 lanes reach together.
+shuffles, up to where each lane stops: the kernel's end, a barrier, or a shuffle that not
+all 32 lanes reach together. A yield (the back edge of a grid-stride loop, where the rounds
+run one iteration for every thread at a time) is no stop: a warp runs its whole loop.
 
 Control flow is followed with masks. Each lane has a program counter (the body position
 where it goes on); the region runs, again and again, the stretch of code at the least
@@ -153,6 +154,11 @@ class WarpRegion(WarpCode):
             if not isinstance(st, pir.Instruction):
                 pos += 1
                 continue
+            if analysis.is_yield(st):
+                # it waits for nothing; the lanes go through (reduce's grid-stride loop, one
+                # vector load per iteration in lockstep, 6.5 -> 5.2 ms: NOTES.md)
+                pos += 1
+                continue
             if analysis.is_suspension(st):
                 if positions:
                     return Piece(start, positions, pos)
@@ -181,7 +187,7 @@ class WarpRegion(WarpCode):
         return laneshapes.instruction_stride(st, self.strides, self._bits, self.constants)[1]
 
     def _check_stop(self, st, pos):
-        """A lane may stop at a fixed shuffle, a yield or a barrier of constant operands:
+        """A lane may stop at a fixed shuffle or a barrier of constant operands:
         the scheduler's site table holds all the step function would store there."""
         if pos not in self.f.site_at:
             raise NotVectorisable(f"'{st.opcode}' at {pos} is not a site")
@@ -189,7 +195,7 @@ class WarpRegion(WarpCode):
             raise NotVectorisable("a guarded stop")
         barrier = st.opcode in ("bar", "barrier") and not ({"red", "warp", "arrive"} & set(st.mods)) \
             and all(isinstance(op, pir.Imm) for op in st.operands)
-        if not (fixed_shuffle(st, self.constants) or analysis.is_yield(st) or barrier):
+        if not (fixed_shuffle(st, self.constants) or barrier):
             raise NotVectorisable(f"a lane cannot stop at '{st.opcode}'")
         self.stops.append(pos)
 
