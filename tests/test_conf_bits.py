@@ -1,6 +1,5 @@
 """Bit manipulation against plain-Python models of the PTX ISA definitions."""
 import numpy as np
-import pytest
 
 import anycuda as ac
 from conformance import load_cuda, poison

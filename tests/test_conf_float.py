@@ -3,7 +3,6 @@ references), directed rounding, special values, the math library within a few ul
 from fractions import Fraction
 
 import numpy as np
-import pytest
 
 import anycuda as ac
 import math

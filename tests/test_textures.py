@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from anycuda.compiler import compile_ptx, texdesc

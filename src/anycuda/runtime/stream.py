@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import weakref
 
 from .device import work_device
 
