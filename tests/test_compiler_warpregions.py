@@ -237,10 +237,9 @@ def test_grid_stride_loop_through_yields(rng, grid, block):
         np.testing.assert_array_equal(got, want)
 
 
-def test_the_grid_stride_loop_runs_in_the_region(rng, monkeypatch):
-    """With lockstep's loads through a strided address made to reverse the lanes (and a
-    fresh compile) the sums come out wrong (each x[i] meets another i): the region, in
-    lockstep, ran the loop, not the rounds between its yields."""
+def _reverse_lockstep_loads(monkeypatch):
+    """Make lockstep's loads through a strided address reverse the lanes (with a fresh
+    compile): code that ran in lockstep then gives wrong results. Returns the real loader."""
     from anycuda.compiler import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     real = warpregions.WarpRegion.load_lanes
@@ -250,6 +249,14 @@ def test_the_grid_stride_loop_runs_in_the_region(rng, monkeypatch):
                                       ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(31, -1, -1))))
                 for v in real(self, *args)]
     monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", reversed_lanes)
+    return real
+
+
+def test_the_grid_stride_loop_runs_in_the_region(rng, monkeypatch):
+    """With lockstep's loads made to reverse the lanes the sums come out wrong (each x[i]
+    meets another i): the region, in lockstep, ran the loop, not the rounds between its
+    yields."""
+    _reverse_lockstep_loads(monkeypatch)
     x = rng.integers(1, 1 << 16, 3 * 256 * 5).astype(np.int32)
     got, want = _grid_sums(x, 3, 256, "// lanes reversed\n")
     assert not np.array_equal(got, want)
@@ -473,13 +480,7 @@ def test_lockstep_is_what_runs(rng, monkeypatch):
     x = (rng.standard_normal((8, 96)) + 0.5).astype(np.float32)
     want = _row_norm_reference(x)
     np.testing.assert_allclose(_row_norm(x, "// as written\n"), want, rtol=1e-4, atol=1e-5)
-    real = warpregions.WarpRegion.load_lanes
-
-    def reversed_lanes(self, *args):
-        return [self.b.shuffle_vector(v, ir.Constant(v.type, None),
-                                      ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(31, -1, -1))))
-                for v in real(self, *args)]
-    monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", reversed_lanes)
+    real = _reverse_lockstep_loads(monkeypatch)
     assert not np.allclose(_row_norm(x, "// reversed\n"), want, rtol=1e-4, atol=1e-5)
     monkeypatch.setattr(warpregions.WarpRegion, "load_lanes", real)
     monkeypatch.setattr(warpregions.WarpRegion, "_strides_hold", lambda self, registers: ir.Constant(ir.IntType(1), 0))
