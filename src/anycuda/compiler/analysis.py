@@ -323,7 +323,9 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     vectorises. A yield at the back edge (a suspension that never blocks) lets the scheduler's
     uniform rounds run one iteration for all threads of the block, one after the other, with
     neighbouring threads touching neighbouring addresses (and a loop over threads LLVM may
-    vectorise).
+    vectorise). A warp region steps over the yields: where one is made, a block of whole
+    warps runs each warp's whole loop in it (compiler/warpregions.py), and the rounds between
+    yields remain for blocks with a partial warp.
 
     The shape: a natural loop that contains no suspension (nor call, which might hide one),
     with an induction `add r, r, s` whose step `s` has one definition outside the loop, by pure

@@ -156,7 +156,7 @@ class WarpRegion(WarpCode):
                 continue
             if analysis.is_yield(st):
                 # it waits for nothing; the lanes go through (reduce's grid-stride loop, one
-                # vector load per iteration in lockstep, 6.5 -> 5.2 ms: NOTES.md)
+                # vector load per iteration in lockstep: 6.4-7.9 -> 4.9-5.2 ms, NOTES.md)
                 pos += 1
                 continue
             if analysis.is_suspension(st):
