@@ -87,7 +87,7 @@ extern "C" __global__ void grid_sums(const int* x, int* out, int n) {
     if ((threadIdx.x & 31) == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) >> 5] = v;
 }
 
-// an atomic after the shuffle: no region (the lanes go through the rounds)
+// an atomic after the shuffles and no loop: no region (the rounds vectorise straight code)
 extern "C" __global__ void counted(const int* x, int* out, int* count) {
     unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
     int v = warp_sum(x[g]);
@@ -181,7 +181,7 @@ def test_float_rows(rng):
     np.testing.assert_allclose(_row_norm(x), _row_norm_reference(x), rtol=1e-4, atol=1e-5)
 
 
-def test_no_region_past_an_atomic(rng):
+def test_an_atomic_after_a_run(rng):
     n = 256
     x = rng.integers(-1000, 1000, n).astype(np.int32)
     out, count = poison(n, np.int32), ac.asarray(np.zeros(1, np.int32))
@@ -191,7 +191,7 @@ def test_no_region_past_an_atomic(rng):
 
 
 def test_regions_are_made_where_loops_follow_a_run():
-    """A region per kernel whose run of shuffles is followed by a loop; none past the atomic.
+    """A region per kernel whose run of shuffles is followed by a loop; none for `counted`.
     (Each region function is named after its kernel's index and its first shuffle's site.)"""
     ptx = compile_to_ptx(SOURCE)
     kernels = [k.name for k in parse(ptx, "regions.ptx").functions if k.is_kernel]

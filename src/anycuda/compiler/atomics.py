@@ -43,14 +43,31 @@ def _float_intrinsic(b, name, x, y):
     return intrinsic(b, f"llvm.{name}.{suffix}", x.type, [x, y])
 
 
-def _block_private(inst) -> bool:
+def operation(inst):
+    """The operation of an atom or red: add, exch, cas, ...; None where it names none."""
+    return next((m for m in inst.mods if m in ("add", "exch", "and", "or", "xor", "min", "max", "inc", "dec", "cas")),
+                None)
+
+
+def block_private(inst) -> bool:
     """Is the address in the running block's own shared memory (see the module docstring)?"""
     return any(m in ("shared", "shared::cta") for m in inst.mods)
 
 
-def _rmw(f, private, kind, p, v):
+def rmw_kind(op, t):
+    """The atomicrmw operation of `atom.<op>.<t>` (float exch as an integer xchg), or None
+    where it takes a compare-and-swap loop or is not supported."""
+    if t in ("f32", "f64"):
+        return {"add": "fadd", "exch": "xchg", "min": "fmin", "max": "fmax"}.get(op)
+    if op in RMW:
+        return RMW[op]
+    if op in ("min", "max"):
+        return ("" if t.startswith("s") else "u") + op
+    return None
+
+
+def rmw(b, private, kind, p, v):
     """atomicrmw `kind` on *p, or its plain form for block-private memory; the old value."""
-    b = f.b
     if not private:
         return b.atomic_rmw(kind, p, v, "seq_cst")
     return _update_in_place(b, p, lambda old: PLAIN_RMW[kind](b, old, v))
@@ -67,14 +84,14 @@ def lower_atomic(f, inst):
     b = f.b
     is_red = inst.opcode == "red"
     ops = inst.operands if not is_red else (None,) + tuple(inst.operands)
-    op = next((m for m in inst.mods if m in ("add", "exch", "and", "or", "xor", "min", "max", "inc", "dec", "cas")), None)
+    op = operation(inst)
     if op is None:
         raise f.error(f"{inst.opcode} needs an operation", UnsupportedPtx)
     t = inst_type(f, inst)
     if any(m in ("v2", "v4", "v8") for m in inst.mods):
         raise f.error(f"vector {inst.opcode} is not supported", UnsupportedPtx)
     lt = llvm_type(t)
-    private = _block_private(inst)
+    private = block_private(inst)
     ptr = f.address(ops[1], space_of(inst))
     if t in ("f16", "bf16", "f16x2", "bf16x2"):
         ilt = ir.IntType(width(t))
@@ -96,28 +113,18 @@ def lower_atomic(f, inst):
             return _write(f, ops, old, t)
         res = b.cmpxchg(ip, c, n, "seq_cst", "seq_cst")
         return _write(f, ops, b.extract_value(res, 0), t)
+    kind = rmw_kind(op, t)
+    if kind is not None:
+        v = f.read(ops[2], t)
+        if kind == "xchg" and t in ("f32", "f64"):
+            p, v = b.bitcast(ptr, ir.IntType(width(t)).as_pointer()), convert(b, v, ir.IntType(width(t)))
+        return _write(f, ops, rmw(b, private, kind, p, v), t)
     v = f.read(ops[2], t)
-    if t in ("f32", "f64"):
-        if op == "add":
-            old = _rmw(f, private, "fadd", p, v)
-        elif op == "exch":
-            ip = b.bitcast(ptr, ir.IntType(width(t)).as_pointer())
-            old = _rmw(f, private, "xchg", ip, convert(b, v, ir.IntType(width(t))))
-        elif op in ("min", "max"):
-            old = _rmw(f, private, "fmin" if op == "min" else "fmax", p, v)
-        else:
-            raise f.error(f"{inst.opcode}.{op}.{t} is not supported", UnsupportedPtx)
-        return _write(f, ops, old, t)
-    if op in RMW:
-        old = _rmw(f, private, RMW[op], p, v)
-    elif op in ("min", "max"):
-        kind = ("" if t.startswith("s") else "u") + op
-        old = _rmw(f, private, kind, p, v)
-    elif op == "inc":
+    if op == "inc" and t not in ("f32", "f64"):
         # ((old >= v) ? 0 : old + 1), unsigned
         old = _cas_loop(f, p, lambda cur: b.select(b.icmp_unsigned(">=", cur, v), ir.Constant(lt, 0),
                                                    b.add(cur, ir.Constant(lt, 1))), lt, private)
-    elif op == "dec":
+    elif op == "dec" and t not in ("f32", "f64"):
         # (((old == 0) | (old > v)) ? v : old - 1), unsigned
         old = _cas_loop(f, p, lambda cur: b.select(
             b.or_(b.icmp_unsigned("==", cur, ir.Constant(lt, 0)), b.icmp_unsigned(">", cur, v)),

@@ -872,7 +872,9 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     advances = advances or {}
     regions = regions or {}
-    run_sites = sorted(set(advances) | set(regions) - {0})    # where a warp goes on as vector code
+    # where a warp goes on as vector code after a collective (a barrier's region starts where
+    # its uniform round would, below)
+    run_sites = sorted(set(advances) | {s for s in regions if s and nsites_kinds[s - 1] != abi.SITE["bar_sync"]})
 
     def resolve_known_site(site, lo):
         """resolve_warp_at for a collective site known here; returns the site to resume from."""
@@ -1045,6 +1047,18 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.branch(affine_entry[site])
         b.position_at_end(leave)
 
+    def general_round(site):
+        """The uniform round from `site`: from the rebuilt registers where they check out."""
+        if site in affine_entry:
+            holds = _affine_spills(b, spill, header, n, affine_sites[site], affine_holds)
+            general = fn.append_basic_block(f"uniform{site}.general")
+            b.cbranch(holds, affine_entry[site], general)
+            b.position_at_end(affine_entry[site])
+            uniform_round(site, site + abi.AFFINE_RESUME)
+            b.branch(scan)
+            b.position_at_end(general)
+        uniform_round(site, site)
+
     for site in [0] + again + (["collective"] if collectives else []):
         if site == "collective":
             body = coll_round
@@ -1081,29 +1095,22 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     resume.add_incoming(resolve_warp_at(c0, lo), b.block)
                     b.branch(again_blk)
                     b.position_at_end(stop)
-        elif site == 0 and 0 in regions:
-            # a block of full warps runs from the start a warp at a time as vector code
-            # (warpregions.EntryRegion) until each lane stops; a partial warp thread by thread
-            warps, threads = fn.append_basic_block("entry.warps"), fn.append_basic_block("entry.threads")
+        elif site in regions:
+            # a block of full warps goes on a warp at a time as vector code until each lane
+            # stops, from the start (warpregions.EntryRegion) or a barrier (BarrierRegion);
+            # a partial warp in a round
+            warps, threads = fn.append_basic_block(f"uniform{site}.warps"), fn.append_basic_block(f"uniform{site}.threads")
             b.cbranch(full_warps, warps, threads)
             b.position_at_end(warps)
-            with for_range(b, i32(0), b.lshr(n, i32(5)), "eg") as w:
-                b.call(regions[0], [spill, header, ws, fsize, b.mul(w, i32(32)), params, codes])
+            with for_range(b, i32(0), b.lshr(n, i32(5)), f"rw{site}.") as w:
+                b.call(regions[site], [spill, header, ws, fsize, b.mul(w, i32(32)), params, codes])
             b.branch(scan)
             b.position_at_end(threads)
-            uniform_round(0, 0)
-        elif site in affine_entry:
-            holds = _affine_spills(b, spill, header, n, affine_sites[site], affine_holds)
-            general = fn.append_basic_block(f"uniform{site}.general")
-            b.cbranch(holds, affine_entry[site], general)
-            b.position_at_end(affine_entry[site])
-            uniform_round(site, site + abi.AFFINE_RESUME)
-            b.branch(scan)
-            b.position_at_end(general)
-            uniform_round(site, site)
+            general_round(site)
         else:
-            uniform_round(site, site)
+            general_round(site)
         b.branch(scan)
+
     resume_at = {}
     for site in again:
         blk = fn.append_basic_block(f"uniform.again{site}")

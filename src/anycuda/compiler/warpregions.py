@@ -39,13 +39,16 @@ access; any other goes lane by lane. Memory is accessed in the order of a warp r
 lanes together, which CUDA allows (threads are ordered only at barriers, atomics and fences).
 
 A kernel whose threads loop before they first stop also gets a region from its start
-(EntryRegion): run thread after thread, such a loop sits inside the loop over threads and
-does not vectorise (layernorm's first row loop, scan's block-stride loop).
+(EntryRegion), and one from each barrier that the block's threads leave together where
+they loop before they stop again (BarrierRegion): run thread after thread, such a loop sits
+inside the loop over threads and does not vectorise (layernorm's first row loop, scan's
+block-stride loop, histogram's loop of atomic adds). A strided load in a region's loop is
+prefetched some iterations ahead (prefetch_ahead).
 
 Only instructions with a vector form are taken (warpruns.VECTOR_OPS and the memory,
-conversion and division forms below); a region that could reach another one, or a stop it
-cannot leave a lane at (a barrier with register operands, a vote), is not made, and the
-warp goes through the rounds as before.
+conversion and division forms below; atomics go lane after lane); a region that could
+reach another one, or a stop it cannot leave a lane at (a barrier with register operands, a
+vote), is not made, and the warp goes through the rounds as before.
 """
 from __future__ import annotations
 
@@ -55,7 +58,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from . import abi, analysis, laneshapes, warpruns
+from . import abi, analysis, atomics, laneshapes, warpruns
 from .irutil import convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
@@ -65,6 +68,8 @@ RAN, NOT_RUN = 0, 1                 # what an entry region answers (EntryRegion.
 # modifiers a region's handler reads itself, beyond those a run takes
 _REGION_MODS = {"mul": {"wide"}}
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
+_STORES = frozenset(("st", "atom", "red"))      # what writes memory in a region
+PREFETCH_AHEAD = 16                 # iterations a loop's strided loads are prefetched ahead
 
 
 @dataclass
@@ -98,6 +103,7 @@ class WarpRegion(WarpCode):
         self.converted = None         # in lockstep, the lanes of an if-converted piece (_convertible)
         self.bails = False            # a failed strided check before any store returns NOT_RUN
         self.strides = {}             # register -> laneshapes stride of its lanes in lockstep (pieces())
+        self.position = None          # the body position of the instruction being emitted
         self._live = None
 
     # -------------------------------------------------------------- what a region takes
@@ -141,8 +147,12 @@ class WarpRegion(WarpCode):
 
     def _loop_heads(self) -> set:
         """The positions the region's lanes may branch back to."""
+        return {head for head, _ in self._loop_spans()}
+
+    def _loop_spans(self) -> set:
+        """{(loop head, position of a branch back to it)} of the region's loops."""
         body = self.f.pfn.body
-        return {self._target(body[p]) for piece in self.pieces().values() if not piece.stop
+        return {(self._target(body[p]), p) for piece in self.pieces().values() if not piece.stop
                 for p in piece.positions if body[p].opcode == "bra" and self._target(body[p]) < p}
 
     def _piece(self, body, start):
@@ -193,8 +203,7 @@ class WarpRegion(WarpCode):
             raise NotVectorisable(f"'{st.opcode}' at {pos} is not a site")
         if st.guard is not None:
             raise NotVectorisable("a guarded stop")
-        barrier = st.opcode in ("bar", "barrier") and not ({"red", "warp", "arrive"} & set(st.mods)) \
-            and all(isinstance(op, pir.Imm) for op in st.operands)
+        barrier = _plain_barrier(st) and all(isinstance(op, pir.Imm) for op in st.operands)
         if not (fixed_shuffle(st, self.constants) or barrier):
             raise NotVectorisable(f"a lane cannot stop at '{st.opcode}'")
         self.stops.append(pos)
@@ -320,6 +329,7 @@ class WarpRegion(WarpCode):
         body = self.f.pfn.body
         for i, pos in enumerate(piece.positions):
             st = body[pos]
+            self.position = pos
             if st.opcode == "bra":
                 taken = self._guard(st) if st.guard is not None else None
                 return self._branch(mask, taken, self._target(st), piece.next)
@@ -355,6 +365,7 @@ class WarpRegion(WarpCode):
             if self._convertible(fall, target):
                 self.converted = b.not_(taken)
                 for pos in self.pieces()[fall].positions:
+                    self.position = pos
                     self._lockstep_instruction(self.f.pfn.body[pos])
                 self.converted = None
                 return b.branch(self.whole[target])
@@ -434,7 +445,7 @@ class WarpRegion(WarpCode):
                 continue
             seen.add(start)
             piece = pieces[start]
-            if piece.stop or any(body[p].opcode == "st" for p in piece.positions):
+            if piece.stop or any(body[p].opcode in _STORES for p in piece.positions):
                 continue
             todo.extend(self._target(body[p]) for p in piece.positions if body[p].opcode == "bra")
             todo.append(piece.next)
@@ -739,6 +750,28 @@ class WarpRegion(WarpCode):
                                  ir.Constant(ir.VectorType(I32, LANES), [lane * count + i for lane in range(LANES)]))
                 for i in range(count)]
 
+    def prefetch_ahead(self, address, nbytes, pos):
+        """Where the access of `nbytes` from `address` (i64) at body position `pos` is in a loop
+        of the region: a prefetch of where it will be PREFETCH_AHEAD iterations later, by the
+        step its address took since the last one. A grid-stride loop's warp steps by the
+        grid's width (64 KB in histogram), which no hardware prefetcher follows, and the
+        warp waits for memory each iteration: histogram 71 -> 34-39 ms (NOTES.md)."""
+        if pos is None or not any(head <= pos <= back for head, back in self._loop_spans()):
+            return
+        b = self.b
+        with b.goto_block(self.fn.entry_basic_block):
+            b.position_at_start(self.fn.entry_basic_block)
+            slot = b.alloca(I64, name=f"last{pos}")
+            b.store(i64(0), slot)
+        last = b.load(slot)
+        b.store(address, slot)
+        step = b.select(b.icmp_unsigned("==", last, i64(0)), i64(0), b.sub(address, last))
+        ahead = b.add(address, b.mul(step, i64(PREFETCH_AHEAD)))
+        prefetch = declare(b.module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
+        for line in range(0, nbytes, 64):
+            # (read, keep in all cache levels, data)
+            b.call(prefetch, [b.inttoptr(b.add(ahead, i64(line)), PTR), i32(0), i32(3), i32(1)])
+
     def gather(self, addrs, elem, size):
         """The lanes' elements at `addrs` (for the lanes in self.mask; others undefined)."""
         b = self.b
@@ -784,8 +817,9 @@ class WarpRegion(WarpCode):
         b.store(value, b.inttoptr(b.extract_element(addrs, i32(0)), value.type.as_pointer()), align=size)
         b.branch(done)
         b.position_at_end(slow)
+        values = self.lane_array(value)
         with self._each_lane_here(addrs, elem, "st.lane") as (lane, p):
-            b.store(b.extract_element(value, lane), p, align=size)
+            b.store(b.load(b.gep(values, [lane])), p, align=size)
         b.branch(done)
         b.position_at_end(done)
 
@@ -795,11 +829,21 @@ class WarpRegion(WarpCode):
         It stays a loop: unrolled 32 times over, the slow paths of every access made most of a
         region's code (and compile time)."""
         b = self.b
+        here = b.bitcast(self._lanes(), I32)
+        addr_of = self.lane_array(addrs)
         with for_range(b, i32(0), i32(LANES), name) as lane:
-            with b.if_then(b.extract_element(self._lanes(), lane)):
-                yield lane, b.inttoptr(b.extract_element(addrs, lane), elem.as_pointer())
+            with b.if_then(b.trunc(b.lshr(here, lane), I1)):
+                yield lane, b.inttoptr(b.load(b.gep(addr_of, [lane])), elem.as_pointer())
             latch = b.block
         set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None})
+
+    def lane_array(self, v):
+        """Pointer to the elements of vector v in a stack slot, for a loop over the lanes: an
+        element taken by a varying index is a store of the whole vector each time (eight
+        256-bit stores per lane in histogram's atomics)."""
+        slot = self._scratch(v.type)
+        self.b.store(v, slot)
+        return self.b.bitcast(slot, v.type.element.as_pointer())
 
     def _consecutive(self, addrs, size):
         """i1: every lane is here and lane l's address is lane 0's plus l * size."""
@@ -870,6 +914,7 @@ def _ld(w, st):
         raise NotVectorisable(f"ld in .{space or 'generic'}")
     strided = w.strided_address(st.operands[1], space)
     if strided is not None and strided[1] == size * len(items) and (w.mask is None or len(items) == 1):
+        w.prefetch_ahead(strided[0], size * len(items) * LANES, w.position)
         for item, v in zip(items, w.load_lanes(strided[0], llvm_type(t), size, len(items))):
             w.write(item, v, t)
         return
@@ -1003,9 +1048,41 @@ def _neg_abs(w, st):
     w.write(st.operands[0], v, t)
 
 
+def _atom(w, st):
+    """atom and red of the operations atomicrmw has, and cas: lane after lane in lane order,
+    each lane's update as atomics.lower_atomic makes it (a plain update in the block's own
+    shared memory, which only this CPU thread touches). Lanes' atomics in some order is
+    what a GPU gives too."""
+    ops = st.operands if st.opcode == "atom" else (None,) + tuple(st.operands)
+    op, ts = atomics.operation(st), type_mods(st.mods)
+    t = ts[-1] if ts else None
+    kind = atomics.rmw_kind(op, t) if op != "cas" else "cas"
+    if kind is None or t not in INT_TYPES | FLOAT_TYPES | {"b32", "b64"} or {"v2", "v4", "v8"} & set(st.mods):
+        raise NotVectorisable(f"{st.opcode} {st.mods}")
+    if kind in ("xchg", "cas"):
+        t = f"b{width(t)}"                      # bits, as lower_atomic exchanges them
+    b, private = w.b, atomics.block_private(st)
+    elem = llvm_type(t)
+    addrs = w.addresses(ops[1], _space(st))
+    values = [w.lane_array(w.read(op, t)) for op in ops[2:]]
+    old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
+    with w._each_lane_here(addrs, elem, st.opcode) as (lane, p):
+        v = [b.load(b.gep(value, [lane])) for value in values]
+        if kind != "cas":
+            got = atomics.rmw(b, private, kind, p, v[0])
+        elif private:
+            got = b.load(p)
+            b.store(b.select(b.icmp_unsigned("==", got, v[0]), v[1], got), p)
+        else:
+            got = b.extract_value(b.cmpxchg(p, v[0], v[1], "seq_cst", "seq_cst"), 0)
+        b.store(got, b.gep(old, [lane]))
+    if ops[0] is not None:
+        w.write(ops[0], b.load(b.bitcast(old, w._vec(elem).as_pointer())), t)
+
+
 REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
               "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
-              "neg": _neg_abs, "abs": _neg_abs}
+              "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom}
 
 
 class EntryRegion(WarpRegion):
@@ -1096,6 +1173,26 @@ class EntryRegion(WarpRegion):
         return self.lane_index[axis]
 
 
+class BarrierRegion(WarpRegion):
+    """The region of a block barrier that every thread leaves together (`bar.sync` of a
+    constant id and no thread count): called for each warp of a block of full warps once all
+    its threads have arrived, in place of the round that would run them on one by one. Run
+    thread after thread, a loop after a barrier (histogram's loop over its bytes, each an
+    atomic add to the block's bins) sits inside the loop over threads and runs each
+    thread's iterations alone."""
+
+    def _begin(self, body):
+        pass                                    # a barrier has no results
+
+    def _written_at_start(self) -> set:
+        return set()
+
+
+def _plain_barrier(st) -> bool:
+    """bar.sync / barrier.sync of the whole block (not red, arrive, or a warp's)."""
+    return st.opcode in ("bar", "barrier") and not ({"red", "warp", "arrive"} & set(st.mods))
+
+
 def emit_entry_region(f) -> dict:
     """{0: region function} for a kernel without sites lowered by `f` whose threads loop, or
     store through a partner's index under a branch (EntryRegion); {} for another, or one
@@ -1144,9 +1241,9 @@ def _unused(code):
 
 
 def emit_regions(f) -> dict:
-    """{site of a fixed shuffle: region function} for the kernel lowered by `f`, and {0: its
-    entry region} where its threads loop before they first stop (layernorm's first row loop,
-    before its first shuffle)."""
+    """{site of a fixed shuffle or a barrier: region function} for the kernel lowered by `f`,
+    and {0: its entry region} where its threads loop before they first stop (layernorm's
+    first row loop, before its first shuffle)."""
     body = f.pfn.body
     constants = analysis.constant_registers(body)
     entry = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", constants))
@@ -1164,4 +1261,14 @@ def emit_regions(f) -> dict:
         if code:
             regions[site] = code.fn
             covered |= code.reached
+    # and after each barrier that the threads leave together, where they loop before they
+    # stop again
+    for pos, st in enumerate(body):
+        site = f.site_at.get(pos)
+        if site is None or not _plain_barrier(st) or st.guard is not None or len(st.operands) != 1 \
+                or not isinstance(st.operands[0], pir.Imm):
+            continue
+        code = _looping_region(BarrierRegion(f, pos, f"{f.fn.name}.region{site}", constants))
+        if code:
+            regions[site] = code.fn
     return regions
