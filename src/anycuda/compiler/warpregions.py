@@ -1066,7 +1066,8 @@ def _atom(w, st):
     addrs = w.addresses(ops[1], _space(st))
     values = [w.lane_array(w.read(op, t)) for op in ops[2:]]
     old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
-    with w._each_lane_here(addrs, elem, st.opcode) as (lane, p):
+
+    def update(lane, p):
         v = [b.load(b.gep(value, [lane])) for value in values]
         if kind != "cas":
             got = atomics.rmw(b, private, kind, p, v[0])
@@ -1076,6 +1077,13 @@ def _atom(w, st):
         else:
             got = b.extract_value(b.cmpxchg(p, v[0], v[1], "seq_cst", "seq_cst"), 0)
         b.store(got, b.gep(old, [lane]))
+    if w.mask is None:
+        # every lane (lockstep): 32 copies, without a loop's counter and lane test
+        for lane in range(LANES):
+            update(i32(lane), b.inttoptr(b.extract_element(addrs, i32(lane)), elem.as_pointer()))
+    else:
+        with w._each_lane_here(addrs, elem, st.opcode) as (lane, p):
+            update(lane, p)
     if ops[0] is not None:
         w.write(ops[0], b.load(b.bitcast(old, w._vec(elem).as_pointer())), t)
 
