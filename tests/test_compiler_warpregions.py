@@ -505,3 +505,51 @@ def test_lanes_part_and_stay_in_lockstep(rng):
     # ordered: any of them may be the one left)
     for row, i in zip(r, got[6 * N:]):
         assert 0 <= i < C and row[i] > 0
+
+
+# A loop in lockstep whose branch orders a strided index against a value alike in every
+# lane: lanes 0 and 31 decide whether every lane or none takes it, unless the lanes'
+# indices wrap (an unsigned index near 2^32), where they do not.
+ENDS_PTX = """
+.version 7.0
+.target sm_50
+.address_size 64
+.visible .entry counts(.param .u64 out, .param .u32 start, .param .u32 n)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [start];
+    ld.param.u32 %r2, [n];
+    mov.u32 %r3, %tid.x;
+    add.u32 %r4, %r1, %r3;
+    mov.u32 %r5, 0;
+    mov.u32 %r6, 0;
+$loop:
+    setp.ge.u32 %p1, %r4, %r2;
+    @%p1 bra $skip;
+    add.u32 %r5, %r5, %r6;
+    add.u32 %r5, %r5, 1;
+$skip:
+    add.u32 %r4, %r4, 32;
+    add.u32 %r6, %r6, 1;
+    setp.lt.u32 %p2, %r6, 4;
+    @%p2 bra $loop;
+    mul.wide.u32 %rd2, %r3, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("start,n", [(0xFFFFFFF0, 0xFFFFFFF8), (0xFFFFFFE8, 0xFFFFFFF4), (100, 130), (5, 1000),
+                                     (1000, 5), (0xFFFFFFFF, 0)])
+def test_branches_decided_by_the_end_lanes(start, n):
+    """count = sum over k < 4 of (k + 1) where (start + t + 32k) mod 2^32 < n: lanes that wrap
+    (the first two), lanes that part, every lane in, none."""
+    out = poison(64, np.int32)
+    ac.RawModule(ptx=ENDS_PTX, name="ends.ptx").get_function("counts")((1,), (64,), (out, np.uint32(start), np.uint32(n)))
+    i = (start + np.arange(64)[:, None] + 32 * np.arange(4)[None, :]) % 2 ** 32
+    np.testing.assert_array_equal(out.get(), ((i < n) * np.arange(1, 5)).sum(axis=1))

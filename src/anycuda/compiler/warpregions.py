@@ -69,6 +69,7 @@ RAN, NOT_RUN = 0, 1                 # what an entry region answers (EntryRegion.
 _REGION_MODS = {"mul": {"wide"}}
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 _STORES = frozenset(("st", "atom", "red"))      # what writes memory in a region
+_ORDERINGS = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
 PREFETCH_AHEAD = 16                 # iterations a loop's strided loads are prefetched ahead
 
 
@@ -330,11 +331,12 @@ class WarpRegion(WarpCode):
         for i, pos in enumerate(piece.positions):
             st = body[pos]
             self.position = pos
-            if st.opcode == "bra":
+            if st.opcode in ("bra", "ret", "exit"):
                 taken = self._guard(st) if st.guard is not None else None
-                return self._branch(mask, taken, self._target(st), piece.next)
-            if st.opcode in ("ret", "exit"):
-                return self._branch(mask, self._guard(st) if st.guard is not None else None, None, piece.next)
+                ends = self._ends(piece.positions[:i], st) if self.lockstep and taken is not None \
+                    and taken.type != I1 else None
+                target = self._target(st) if st.opcode == "bra" else None
+                return self._branch(mask, taken, target, piece.next, ends)
             if self.lockstep:
                 self._checked(st, pos if i else piece.start)
                 self._lockstep_instruction(st)
@@ -344,7 +346,53 @@ class WarpRegion(WarpCode):
             self.mask = None
         self._branch(mask, None, piece.next, None)
 
-    def _branch(self, mask, taken, target, fall):
+    def _ends(self, before, st):
+        """In lockstep, (i1: every lane takes branch st, i1: some lane does) where its predicate
+        is a setp just `before` it that orders a strided register against a value alike in
+        every lane (a loop's `i < n`): the lanes' values are monotone unless they wrap, so
+        lanes 0 and 31 decide, two scalar compares in place of a vector compare and two
+        reductions per iteration. None for another branch."""
+        body, pred = self.f.pfn.body, st.guard.reg.name
+        setp = next((body[p] for p in reversed(before) if pred in analysis.defs_uses(body[p])[0]), None)
+        if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
+                or not isinstance(setp.operands[0], pir.Reg):
+            return None
+        from .instructions import _cmp_op     # (instructions imports lower, which imports us)
+        ts, cmp = type_mods(setp.mods), _cmp_op(setp)
+        if not ts or ts[-1] not in INT_TYPES or cmp not in _ORDERINGS:
+            return None
+        t, sources = ts[-1], setp.operands[1:]
+        steps = [0 if isinstance(op, pir.Imm) else self.strides.get(op.name) for op in sources]
+        if any(k is None or k is laneshapes.VARYING for k in steps) or sorted(k != 0 for k in steps) != [False, True] \
+                or any(isinstance(op, pir.Reg) and self._bits(op.name) != width(t) for op in sources):
+            return None
+        after = before[before.index(next(p for p in before if body[p] is setp)) + 1:]
+        if any(set(analysis.defs_uses(body[p])[0]) & {op.name for op in sources if isinstance(op, pir.Reg)}
+               for p in after):
+            return None
+        return self._end_lanes_decide(cmp, t, sources, steps, st.guard.negated)
+
+    def _end_lanes_decide(self, cmp, t, sources, steps, negated):
+        """(i1 the strided operand's lanes do not wrap, i1 every lane, i1 some lane)."""
+        from .instructions import _compare
+        b = self.b
+        signed = t.startswith("s") and cmp not in ("lo", "ls", "hi", "hs")
+        bits = width(t)
+        first = [self._lane0_scalar(op, t) for op in sources]
+        last = [b.add(v, ir.Constant(v.type, (k * (LANES - 1)) % (1 << bits))) for v, k in zip(first, steps)]
+        v, k = next((v, k) for v, k in zip(first, steps) if k)
+        span = abs(k) * (LANES - 1)
+        top, low = ((1 << (bits - 1)) - 1, -(1 << (bits - 1))) if signed else ((1 << bits) - 1, 0)
+        order = b.icmp_signed if signed else b.icmp_unsigned
+        unwrapped = order("<=", v, ir.Constant(v.type, top - span)) if k > 0 else \
+            order(">=", v, ir.Constant(v.type, low + span))
+        ends = _compare(self, cmp, t, *first), _compare(self, cmp, t, *last)
+        every, some = b.and_(*ends), b.or_(*ends)
+        if negated:
+            every, some = b.not_(some), b.not_(every)
+        return unwrapped, every, some
+
+    def _branch(self, mask, taken, target, fall, ends=None):
         """The lanes in `mask` go on at `target` where `taken` holds (None: all of them) and at
         `fall` elsewhere; a None position: they exit. The whole warp going one way goes
         straight to that piece's lockstep code; otherwise the lanes' counters are set and
@@ -358,9 +406,10 @@ class WarpRegion(WarpCode):
             taken, fall = self._all_lanes(), target
         elif self.lockstep:
             not_all, parted = self.fn.append_basic_block("not.all"), self.fn.append_basic_block("parted")
-            b.cbranch(self._reduce("and", taken, I1), self._whole_block(target), not_all)
+            every, some = self._every_some(taken, ends)
+            b.cbranch(every, self._whole_block(target), not_all)
             b.position_at_end(not_all)
-            b.cbranch(self._reduce("or", taken, I1), parted, self._whole_block(fall))
+            b.cbranch(some, parted, self._whole_block(fall))
             b.position_at_end(parted)
             if self._convertible(fall, target):
                 self.converted = b.not_(taken)
@@ -377,6 +426,27 @@ class WarpRegion(WarpCode):
             else:
                 self._go(lanes, where)
         b.branch(self.dispatch)
+
+    def _every_some(self, taken, ends):
+        """(i1 every lane, i1 some lane) of `taken`: from the end lanes (_ends) where their
+        values did not wrap, else by reductions."""
+        b = self.b
+        if ends is None:
+            return self._reduce("and", taken, I1), self._reduce("or", taken, I1)
+        unwrapped, every, some = ends
+        quick, slow, known = (self.fn.append_basic_block(n) for n in ("ends.quick", "ends.slow", "ends.known"))
+        b.cbranch(unwrapped, quick, slow)
+        b.position_at_end(slow)
+        answers = [(every, some, quick), (self._reduce("and", taken, I1), self._reduce("or", taken, I1), slow)]
+        b.branch(known)
+        b.position_at_end(quick)
+        b.branch(known)
+        b.position_at_end(known)
+        every_phi, some_phi = b.phi(I1), b.phi(I1)
+        for e, s_, blk in answers:
+            every_phi.add_incoming(e, blk)
+            some_phi.add_incoming(s_, blk)
+        return every_phi, some_phi
 
     def _whole_block(self, target):
         """Where the whole warp goes on in lockstep at `target` (None: every lane exits)."""
