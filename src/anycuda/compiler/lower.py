@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis, gridsync, guards, warpregions, warpruns
+from . import abi, analysis, gridsync, guards, probebounds, warpregions, warpruns
 from .irutil import convert_bits, i32, i64, in_thread_group, load_field, store_field
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
 
@@ -80,6 +80,7 @@ class FunctionLowering:
         self.self_checked_sites = set()   # yield sites whose rounds check themselves (scheduler.uniform_round)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
+        self.probe_bounds = None          # the block-wide bounds of the known predicates (probebounds.py)
         self.known_branches = {}          # position of a branch a probe settles -> what computes its
                                           # predicate (compiler/guards.py)
         self.guarded_rounds = {}          # resume site (0: start) -> bits of the known branches it reaches
@@ -173,6 +174,7 @@ class FunctionLowering:
         if self.known_branches:
             self.guarded_rounds = guards.rounds_reaching(body, self.branch_targets, list(self.known_branches),
                                                          {site: pos for pos, site in self.site_at.items()})
+            self.probe_bounds = probebounds.emit_bounds(self)
 
     def _insert_yields(self):
         """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""

@@ -316,7 +316,8 @@ class ModuleLowering:
                                               affine_sites=lowering.affine_sites,
                                               self_checked_sites=lowering.self_checked_sites,
                                               advances=lowering.advances, regions=lowering.regions,
-                                              guarded_rounds=lowering.guarded_rounds)
+                                              guarded_rounds=lowering.guarded_rounds,
+                                              probe_bounds=lowering.probe_bounds)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                               spill_bytes=lowering.spill_bytes)
 

@@ -652,18 +652,23 @@ def _emit_thread(b, fn, ws, step, index, fail, params, frame_needs_index, scalar
     b.position_at_end(ok)
 
 
-def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, sites):
+def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, sites, bounds=None):
     """i32 probe(i8* L, i8* ws, i8* header, i8* spill): bit i set when no thread of the block
     takes the kernel's known branch i (compiler/guards.py); each thread computes only their
     predicates. A function of its own: inline, its loop multiplied the paths through the
     block function (LLVM duplicated the code that computes the workspace's pointers, whose
     phis cost sgemm's tile round its vectorised loop). With `sites`, each thread has its
-    frame in the workspace and the block's header; else the one frame `ws` stands for both."""
+    frame in the workspace and the block's header; else the one frame `ws` stands for both.
+    `bounds` (compiler/probebounds.py), where the kernel has it, answers first for the whole
+    block from its index ranges; the loop over the threads runs where it proves nothing."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), name=name + ".probe")
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     L, ws, header, spill = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    if bounds is not None:
+        with b.if_then(b.call(bounds, [L, header]), likely=True):
+            b.ret(i32(-1))
     nx, ny, nz = (load_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
     params = b.inttoptr(load_field(b, L, abi.LAUNCH["params"], I64), PTR)
     scalars = [b.load(b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()), align=info.size)
@@ -762,7 +767,7 @@ def workspace_layout(b, n, frame_size, spill_bytes):
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
                         site_consts=(), spill_bytes=0, affine_sites=None, self_checked_sites=(),
-                        advances=None, regions=None, guarded_rounds=None):
+                        advances=None, regions=None, guarded_rounds=None, probe_bounds=None):
     """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
@@ -825,7 +830,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             # a block whose threads all pass the known branches (an exit guard, a border
             # test) runs the body without them: plain vector loads and stores instead of
             # masked ones (compiler/guards.py)
-            probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, False)
+            probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, False,
+                                      probe_bounds)
             stays = b.call(probe, [L, ws, ws, ir.Constant(PTR, None)])
             with b.if_else(_all_stay(b, stays, guarded_rounds[0])) as (unguarded, guarded):
                 with unguarded:
@@ -958,7 +964,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     # reach only such ones runs a copy without them (compiler/guards.py)
     stays = None
     if guarded_rounds:
-        probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, True)
+        probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, True,
+                                  probe_bounds)
         stays = b.call(probe, [L, ws, header, spill])
 
     def induction_first(site):
