@@ -73,6 +73,13 @@ def rmw(b, private, kind, p, v):
     return _update_in_place(b, p, lambda old: PLAIN_RMW[kind](b, old, v))
 
 
+def compare_and_swap(b, private, p, expected, new):
+    """*p = new where *p == expected (integers), atomically unless block-private; the old value."""
+    if private:
+        return _update_in_place(b, p, lambda cur: b.select(b.icmp_unsigned("==", cur, expected), new, cur))
+    return b.extract_value(b.cmpxchg(p, expected, new, "seq_cst", "seq_cst"), 0)
+
+
 def _update_in_place(b, p, update):
     """*p = update(*p) without atomicity (block-private memory); returns the old value."""
     old = b.load(p)
@@ -108,11 +115,7 @@ def lower_atomic(f, inst):
         ip = b.bitcast(ptr, ir.IntType(width(t)).as_pointer())
         c = convert(b, cmp_, ir.IntType(width(t)))
         n = convert(b, new, ir.IntType(width(t)))
-        if private:
-            old = _update_in_place(b, ip, lambda cur: b.select(b.icmp_unsigned("==", cur, c), n, cur))
-            return _write(f, ops, old, t)
-        res = b.cmpxchg(ip, c, n, "seq_cst", "seq_cst")
-        return _write(f, ops, b.extract_value(res, 0), t)
+        return _write(f, ops, compare_and_swap(b, private, ip, c, n), t)
     kind = rmw_kind(op, t)
     if kind is not None:
         v = f.read(ops[2], t)

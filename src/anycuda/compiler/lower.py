@@ -699,6 +699,11 @@ class FunctionLowering:
         return (self.is_kernel and isinstance(op, pir.Addr) and isinstance(op.base, pir.Sym)
                 and op.base.name not in self.ptrs and op.base.name in self.mc.kernel_params(self.pfn))
 
+    def kernel_param_offset(self, op: pir.Addr) -> int:
+        """Byte offset in the launch's parameter buffer of the kernel parameter element `op`
+        names (is_kernel_param)."""
+        return self.mc.kernel_params(self.pfn)[op.base.name].offset + op.offset
+
     def kernel_param_value(self, op: pir.Addr, extra: int, t: str):
         """(value, pointer-or-None) of a kernel parameter element, loaded in the entry block."""
         key = (op.base.name, op.offset + extra, t)
@@ -714,7 +719,7 @@ class FunctionLowering:
         if key not in self.param_values:
             b = self.b
             with b.goto_block(self.dispatch_block):
-                off = self.mc.kernel_params(self.pfn)[op.base.name].offset + op.offset + extra
+                off = self.kernel_param_offset(op) + extra
                 addr = b.gep(self.fn.args[2], [i64(off)])
                 meta = b.module.add_metadata([])
                 size = max(width(t) // 8, 1)

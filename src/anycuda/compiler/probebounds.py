@@ -108,15 +108,17 @@ class _Evaluator:
     def fits(self, x, t):
         """x, its flag cleared where its bounds leave what a .t register holds (and, for 64-bit
         registers, +-2^62: then no sum or product of bounds overflows an i64)."""
-        b, (lo, hi) = self.b, _held(t)
-        ok = b.and_(b.icmp_signed(">=", x.lo, i64(lo)), b.icmp_signed("<=", x.hi, i64(hi)))
-        return _Bounds(x.lo, x.hi, b.and_(x.ok, ok))
+        return self._within(x, *_held(t))
 
     def read_as(self, x, t):
         """x's bounds as the signed or unsigned value of a .t register: the flag is cleared
         where the register's bit patterns would read otherwise than the bounds say."""
-        b, w = self.b, width(t)
-        lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if t.startswith("s") else (0, (1 << w) - 1)
+        w = width(t)
+        return self._within(x, *((-(1 << (w - 1)), (1 << (w - 1)) - 1) if t.startswith("s") else (0, (1 << w) - 1)))
+
+    def _within(self, x, lo, hi):
+        """x, its flag cleared unless its bounds lie within [lo, hi]."""
+        b = self.b
         ok = b.and_(b.icmp_signed(">=", x.lo, i64(lo)), b.icmp_signed("<=", x.hi, i64(hi)))
         return _Bounds(x.lo, x.hi, b.and_(x.ok, ok))
 
@@ -152,7 +154,7 @@ class _Evaluator:
         t = self._type(st)
         if t not in _INT_TYPES or not f.is_kernel_param(st.operands[1]):
             raise _Unknown("ld")
-        off = f.mc.kernel_params(f.pfn)[st.operands[1].base.name].offset + st.operands[1].offset
+        off = f.kernel_param_offset(st.operands[1])
         params = b.inttoptr(load_field(b, self.launch, abi.LAUNCH["params"], I64), PTR)
         v = b.load(b.bitcast(b.gep(params, [i64(off)]), llvm_type(t).as_pointer()), align=1)
         v = b.sext(v, I64) if t.startswith("s") and width(t) < 64 else b.zext(v, I64) if width(t) < 64 else v
@@ -169,9 +171,11 @@ class _Evaluator:
 
     def _add(self, st):
         t = self._type(st)
-        x, y = self._int_sources(st, t)
+        self.write(st.operands[0], self._sum(*self._int_sources(st, t)), t)
+
+    def _sum(self, x, y):
         b = self.b
-        self.write(st.operands[0], _Bounds(b.add(x.lo, y.lo), b.add(x.hi, y.hi), b.and_(x.ok, y.ok)), t)
+        return _Bounds(b.add(x.lo, y.lo), b.add(x.hi, y.hi), b.and_(x.ok, y.ok))
 
     def _sub(self, st):
         t = self._type(st)
@@ -194,22 +198,23 @@ class _Evaluator:
             hi = b.select(b.icmp_signed(">", c, hi), c, hi)
         return _Bounds(lo, hi, ok)
 
-    def _mul(self, st):
+    def _multiplied(self, st):
+        """(bounds of the product of st's first two sources, its register type, the other
+        sources' bounds) of a mul or mad, .lo or .wide."""
         t = self._type(st)
         if "lo" not in st.mods and "wide" not in st.mods:
-            raise _Unknown("mul.hi")
-        x, y = (self.read_as(v, t) for v in self._int_sources(st, t))
-        self.write(st.operands[0], self._product(x, y), t[0] + str(2 * width(t)) if "wide" in st.mods else t)
+            raise _Unknown(f"{st.opcode}.hi")
+        x, y, *rest = self._int_sources(st, t)
+        out = t[0] + str(2 * width(t)) if "wide" in st.mods else t
+        return self._product(self.read_as(x, t), self.read_as(y, t)), out, rest
+
+    def _mul(self, st):
+        p, out, _ = self._multiplied(st)
+        self.write(st.operands[0], p, out)
 
     def _mad(self, st):
-        t = self._type(st)
-        if "lo" not in st.mods and "wide" not in st.mods:
-            raise _Unknown("mad.hi")
-        x, y, z = self._int_sources(st, t)
-        out = t[0] + str(2 * width(t)) if "wide" in st.mods else t
-        p = self._product(self.read_as(x, t), self.read_as(y, t))
-        b = self.b
-        self.write(st.operands[0], _Bounds(b.add(p.lo, z.lo), b.add(p.hi, z.hi), b.and_(p.ok, z.ok)), out)
+        p, out, (z,) = self._multiplied(st)
+        self.write(st.operands[0], self._sum(p, z), out)
 
     def _shl(self, st):
         """x * 2^k: the bounds shifted, where they stay within +-2^62."""

@@ -353,7 +353,8 @@ class WarpRegion(WarpCode):
         lanes 0 and 31 decide, two scalar compares in place of a vector compare and two
         reductions per iteration. None for another branch."""
         body, pred = self.f.pfn.body, st.guard.reg.name
-        setp = next((body[p] for p in reversed(before) if pred in analysis.defs_uses(body[p])[0]), None)
+        at = next((i for i in reversed(range(len(before))) if pred in analysis.defs_uses(body[before[i]])[0]), None)
+        setp = body[before[at]] if at is not None else None
         if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
                 or not isinstance(setp.operands[0], pir.Reg):
             return None
@@ -366,9 +367,8 @@ class WarpRegion(WarpCode):
         if any(k is None or k is laneshapes.VARYING for k in steps) or sorted(k != 0 for k in steps) != [False, True] \
                 or any(isinstance(op, pir.Reg) and self._bits(op.name) != width(t) for op in sources):
             return None
-        after = before[before.index(next(p for p in before if body[p] is setp)) + 1:]
         if any(set(analysis.defs_uses(body[p])[0]) & {op.name for op in sources if isinstance(op, pir.Reg)}
-               for p in after):
+               for p in before[at + 1:]):
             return None
         return self._end_lanes_decide(cmp, t, sources, steps, st.guard.negated)
 
@@ -974,7 +974,7 @@ def _ld(w, st):
     t, items, size = _elements(st, st.operands[0])
     f, b = w.f, w.b
     if f.is_kernel_param(st.operands[1]):
-        off = f.mc.kernel_params(f.pfn)[st.operands[1].base.name].offset + st.operands[1].offset
+        off = f.kernel_param_offset(st.operands[1])
         for i, item in enumerate(items):
             p = b.bitcast(b.gep(w.params, [i64(off + i * size)]), llvm_type(t).as_pointer())
             w.write(item, w.splat(b.load(p, align=size)), t)
@@ -1139,13 +1139,7 @@ def _atom(w, st):
 
     def update(lane, p):
         v = [b.load(b.gep(value, [lane])) for value in values]
-        if kind != "cas":
-            got = atomics.rmw(b, private, kind, p, v[0])
-        elif private:
-            got = b.load(p)
-            b.store(b.select(b.icmp_unsigned("==", got, v[0]), v[1], got), p)
-        else:
-            got = b.extract_value(b.cmpxchg(p, v[0], v[1], "seq_cst", "seq_cst"), 0)
+        got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0])
         b.store(got, b.gep(old, [lane]))
     if w.mask is None:
         # every lane (lockstep): 32 copies, without a loop's counter and lane test
@@ -1261,9 +1255,6 @@ class BarrierRegion(WarpRegion):
 
     def _begin(self, body):
         pass                                    # a barrier has no results
-
-    def _written_at_start(self) -> set:
-        return set()
 
 
 def _plain_barrier(st) -> bool:
