@@ -1,4 +1,4 @@
-"""Conversions: float->int with every rounding mode, saturation and NaN -> 0; int->float
+"""Conversions: float->int with every rounding mode, saturation and NaN as a GPU converts it; int->float
 with directed rounding (exact rationals as reference); f64->f32 narrowing; integer casts."""
 from fractions import Fraction
 
@@ -8,13 +8,23 @@ import anycuda as ac
 from conformance import load_cuda, poison, random_bits, round_directed
 
 
+def _nan_as_int(source, lo, hi):
+    """What an H200 writes for NaN: 0 from f32 into 32 bits; else the destination's sign bit
+    alone (0x80000000 from f64 into 32 bits, 0x8000000000000000 into 64 bits)."""
+    bits = 64 if hi >= 2 ** 32 else 32
+    if bits == 32 and np.dtype(source) != np.float64:
+        return 0
+    return lo if lo < 0 else 2 ** (bits - 1)
+
+
 def _f2i(x, mode, lo, hi):
-    """PTX's float -> int: round in `mode`, saturate to [lo, hi], NaN -> 0 (Python ints)."""
+    """PTX's float -> int: round in `mode`, saturate to [lo, hi], NaN as _nan_as_int (Python ints)."""
     rnd = {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}[mode]
     out = []
+    nan = _nan_as_int(np.asarray(x).dtype, lo, hi)
     for v in np.asarray(x, dtype=np.float64):
         if np.isnan(v):
-            out.append(0)
+            out.append(nan)
         elif np.isinf(v):
             out.append(hi if v > 0 else lo)
         else:

@@ -358,7 +358,6 @@ def fns(b, mask, base, offset):
     above = b.and_(mask, b.shl(_c(I32, -1), sh))             # bits base..31
     below = b.and_(mask, b.lshr(_c(I32, -1), b.sub(_c(I32, 31), sh)))   # bits 0..base
     neg = b.icmp_signed("<", offset, _c(I32, 0))
-    # |offset| as unsigned: -INT_MIN stays 2^31, which no 32-bit mask can satisfy
     n = b.select(neg, b.neg(offset), offset)
     m = b.select(neg, below, above)
     cnt = popc(b, m)
@@ -368,4 +367,7 @@ def fns(b, mask, base, offset):
     hit = _select_set_bit(b, m, k)
     bit_set = b.trunc(b.lshr(mask, sh), I1)
     at_base = b.select(b.and_(in_range, bit_set), base, none)
-    return b.select(b.icmp_unsigned("==", offset, _c(I32, 0)), at_base, b.select(found, hit, none))
+    r = b.select(b.icmp_unsigned("==", offset, _c(I32, 0)), at_base, b.select(found, hit, none))
+    # An H200 gives 0 for offset INT_MIN, whatever the mask and base: ptxas's sequence
+    # compares the bit count with -offset as a signed number, and -INT_MIN is negative.
+    return b.select(b.icmp_unsigned("==", offset, _c(I32, 1 << 31)), _c(I32, 0), r)

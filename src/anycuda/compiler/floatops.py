@@ -7,6 +7,7 @@ from .irutil import intrinsic
 
 I1, I8, I16, I32, I64, I128 = (ir.IntType(n) for n in (1, 8, 16, 32, 64, 128))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+HALF_NAN = 0x7FFF      # the NaN an NVIDIA GPU writes for f16 and bf16 results
 _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
 
 
@@ -418,7 +419,7 @@ def tanh_approx(b, x, ftz=False):
     return unary(b, "tanh", x, "approx", ftz)
 
 
-_CANONICAL_NAN = {"half": 0x7FFF, "float": 0x7FFFFFFF}
+_CANONICAL_NAN = {"half": HALF_NAN, "float": 0x7FFFFFFF}
 
 
 def _canonical_nan(b, v):
@@ -506,7 +507,7 @@ def f32_to_bf16(b, x, rnd="rn"):
             away = b.and_(rest, neg if rnd == "rm" else b.not_(neg))
             res = b.select(away, b.add(trunc, _c(I16, 1)), trunc)
             # the step can reach infinity correctly since bf16 shares f32's exponent
-    return b.select(nan, b.or_(b.trunc(b.lshr(bits, _c(I32, 16)), I16), _c(I16, 0x40)), res)
+    return b.select(nan, _c(I16, HALF_NAN), res)
 
 
 def _to_f32(b, v, t):
@@ -533,7 +534,14 @@ def _from_f64(b, x64, t, rnd="rn"):
         return f32_to_bf16(b, f64_to_f32_odd(b, x64), rnd)
     if t == "f32":
         return _round_f64_to(b, x64, F32, rnd)
-    return _round_f64_to(b, x64, F16, rnd)
+    return canonical_half_nan(b, _round_f64_to(b, x64, F16, rnd))
+
+
+def canonical_half_nan(b, h):
+    """An f16 result that is NaN as the GPU writes it: 0x7FFF, whatever the operands' NaNs
+    were (an H200 gives that for every f16 and bf16 operation and conversion that makes
+    one)."""
+    return b.select(is_nan(b, h), b.bitcast(_c(I16, HALF_NAN), F16), h)
 
 
 def unpack2(b, v, elem="b16"):
@@ -596,6 +604,10 @@ def half_arith(b, op, vals, t, rnd, ftz, sat, relu):
         if op in ("neg", "abs"):
             it = b.bitcast(vals[0], I16) if vals[0].type == F16 else vals[0]
             r = b.xor(it, _c(I16, 0x8000)) if op == "neg" else b.and_(it, _c(I16, 0x7FFF))
+            # a NaN comes out as the GPU's NaN (an H200 writes 0x7FFF for neg and abs too)
+            inf = 0x7C00 if t == "f16" else 0x7F80
+            nan = b.icmp_unsigned(">", b.and_(it, _c(I16, 0x7FFF)), _c(I16, inf))
+            r = b.select(nan, _c(I16, HALF_NAN), r)
             return b.bitcast(r, F16) if t == "f16" else r
         return _scalar_half(b, op, vals, t, rnd, sat, relu)
     elem = t[:-2]
@@ -623,7 +635,7 @@ def cvt_pack2(b, hi, lo, dst, rnd, relu, satfinite):
         r = _from_f64(b, x64, elem, rnd or "rn")
         if relu:
             bits = b.bitcast(r, I16) if elem == "f16" else r
-            bits = b.select(nan, _c(I16, 0x7FFF), bits)
+            bits = b.select(nan, _c(I16, HALF_NAN), bits)
             r = b.bitcast(bits, F16) if elem == "f16" else bits
         return r
     return pack2(b, one(lo), one(hi))
@@ -645,6 +657,8 @@ def cvt(b, v, dst, src, rnd, sat, ftz):
         v = flush_denormal(b, v)
     if src_float and dst_float:
         r = _float_to_float(b, v, dst, src, rnd)
+        if ftz and src == "f32" and dst == "f64":      # the GPU's f32 NaN, widened
+            r = b.select(is_nan(b, v), b.bitcast(_c(I64, 0x7FFFFFFFE0000000), F64), r)
         if sat:
             r = saturate(b, r) if dst != "bf16" else f32_to_bf16(b, saturate(b, bf16_to_f32(b, r)))
         if ftz and dst == "f32":
@@ -676,6 +690,11 @@ def _float_to_float(b, v, dst, src, rnd):
         return v
     if _bits(st) < _bits(dt):
         return b.fpext(v, dt)
+    r = _narrowed(b, v, st, dt, rnd)
+    return canonical_half_nan(b, r) if dt == F16 else r
+
+
+def _narrowed(b, v, st, dt, rnd):
     if rnd in (None, "rn"):
         return b.fptrunc(v, dt)
     x64 = b.fpext(v, F64) if st != F64 else v
@@ -697,7 +716,20 @@ def _float_to_int(b, v, dst, src, rnd):
     r = intrinsic(b, f"{name}.{_suffix(t)}", t, [v])
     it = ir.IntType(_width(dst))
     conv = "fptosi" if dst.startswith("s") else "fptoui"
-    return intrinsic(b, f"llvm.{conv}.sat.i{it.width}.{_suffix(t)}", it, [r])
+    res = intrinsic(b, f"llvm.{conv}.sat.i{it.width}.{_suffix(t)}", it, [r])
+    nan = _nan_as_int(t, it)
+    return res if nan == 0 else b.select(is_nan(b, v), _c(it, nan), res)
+
+
+def _nan_as_int(source, dest):
+    """What an NVIDIA GPU writes for a NaN converted to an integer (read off an H200, the
+    same for every rounding mode, signed or not): 0 from f32 (and f16, bf16) into 32 bits
+    or fewer, else the destination's sign bit alone, 0x80000000 from f64 into 32 bits,
+    0x8000000000000000 into 64 bits. A narrower destination from f64 keeps the low bits
+    of 0x80000000: 0."""
+    if dest.width == 64 or (source == F64 and dest.width == 32):
+        return -(1 << (dest.width - 1))
+    return 0
 
 
 def _int_to_float(b, v, dst, src, rnd):

@@ -253,6 +253,14 @@ def _float_result(f, inst, t, v):
     return v
 
 
+def _contractable(inst, rnd):
+    """Fast-math flags for a float add, sub or mul: with no rounding modifier the PTX ISA lets
+    the code generator fuse a mul into the add that uses it, and ptxas does (an H200 gives
+    x * y - z as one fma.rn); `contract` lets LLVM do the same. An explicit .rn (what
+    __fmul_rn and __fadd_rn write) keeps the two roundings."""
+    return ("contract",) if rnd is None and "sat" not in inst.mods and not _ftz(inst) else ()
+
+
 def _float_inputs(f, inst, t, vals):
     if _ftz(inst) and t == "f32":
         return [floatops.flush_denormal(f.b, v) for v in vals]
@@ -281,7 +289,7 @@ def add_sub(f, inst):
         if rnd in ("rz", "rm", "rp"):
             v = floatops.arith_rnd(b, op, [a, c], rnd)
         else:
-            v = b.fadd(a, c) if op == "add" else b.fsub(a, c)
+            v = (b.fadd if op == "add" else b.fsub)(a, c, flags=_contractable(inst, rnd))
         return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
     if "sat" in inst.mods:
         name = ("llvm.sadd.sat" if op == "add" else "llvm.ssub.sat") + f".i{width(t)}"
@@ -333,7 +341,10 @@ def mul(f, inst):
     if t in ("f32", "f64"):
         a, c = _float_inputs(f, inst, t, [a, c])
         rnd = rounding(inst)
-        v = floatops.arith_rnd(b, "mul", [a, c], rnd) if rnd in ("rz", "rm", "rp") else b.fmul(a, c)
+        if rnd in ("rz", "rm", "rp"):
+            v = floatops.arith_rnd(b, "mul", [a, c], rnd)
+        else:
+            v = b.fmul(a, c, flags=_contractable(inst, rnd))
         return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
     signed = t.startswith("s")
     if "wide" in inst.mods:
