@@ -1,6 +1,7 @@
 // Device printf: output from several blocks appears at the synchronisation, after what the
 // host printed before it (no fflush needed: the driver writes through the program's own
-// stdout); a kernel the program never waits for still prints by the time it exits.
+// stdout). A kernel the program never waits for prints by the time it exits under anycuda;
+// on an H200 (driver 580) its output was lost.
 #include <cstdio>
 
 __global__ void hello(int base) {

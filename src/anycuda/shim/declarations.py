@@ -1,6 +1,5 @@
 """C declarations of the driver entry points the shim exports (names and types as in
-cuda.h; the `_v2` names are what cuda.h's macros make programs call). The few whose answer
-depends on the caller are declared in callers.py."""
+cuda.h; the `_v2` names are what cuda.h's macros make programs call)."""
 
 TYPES = """
 typedef int CUresult;
@@ -91,6 +90,9 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image);
 CUresult cuModuleUnload(CUmodule hmod);
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name);
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
 CUresult cuStreamDestroy_v2(CUstream hStream);
 CUresult cuStreamSynchronize(CUstream hStream);
@@ -128,6 +130,7 @@ CUresult cuStreamQuery(CUstream hStream);
 CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags, int *symbolStatus);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags);
+CUresult cuGetExportTable(const void **ppExportTable, const void *pExportTableId);
 CUresult cuGetErrorString(CUresult error, const char **pStr);
 CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *jitOptions, void **jitOptionsValues,
                            unsigned int numJitOptions, void *libraryOptions, void **libraryOptionValues,
@@ -180,6 +183,10 @@ CUresult cuStreamAddCallback(CUstream hStream, void *callback, void *userData, u
 CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags);
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                   unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams);
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
 CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);

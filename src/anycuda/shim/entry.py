@@ -12,7 +12,7 @@ import sys
 import threading
 
 from ..driver import api
-from . import callers, entry_textures
+from . import entry_textures
 from ..runtime.errors import CudaError, CUresult
 
 _strings = {}
@@ -126,10 +126,8 @@ def define(ffi, lib=None):
             _log(f"device printf goes through Python's stdout: {e}")
 
     def entry(fn):
-        """Export `fn` under its name. An entry point in callers.NAMES gets its caller's module as
-        a last argument, and the status it returns may depend on it."""
+        """Export `fn` under its name."""
         name = fn.__name__
-        knows_caller = name in callers.NAMES
 
         @functools.wraps(fn)
         def wrapper(*args):
@@ -137,7 +135,7 @@ def define(ffi, lib=None):
                 fn(*args)
                 code = CUresult.CUDA_SUCCESS
             except CudaError as e:
-                code = callers.code_for(e, ptr(args[-1])) if knows_caller else e.code
+                code = e.code
                 _log(f"{name}: {e}")
                 if code in _EXPLAINED and e.message and name != "cuGetExportTable":   # tables: reported by lookup
                     _explain(name, e)
@@ -149,9 +147,9 @@ def define(ffi, lib=None):
                     code = CUresult.CUDA_ERROR_UNKNOWN
                     sys.stderr.write(f"anycuda: internal error in {name}: {type(e).__name__}: {e}\n")
             if TRACE:                     # formatting the arguments costs more than most calls
-                _log(f"{name}{args[:-1] if knows_caller else args} -> {int(code)}")     # as the caller wrote it
+                _log(f"{name}{args} -> {int(code)}")
             return int(code)
-        ffi.def_extern(name=callers.PREFIX + name if knows_caller else name)(wrapper)
+        ffi.def_extern(name=name)(wrapper)
         return wrapper
 
     ptr = lambda p: int(ffi.cast("uintptr_t", p))
@@ -288,7 +286,7 @@ def define(ffi, lib=None):
         write_symbol(dptr, nbytes, api.cuModuleGetGlobal(ptr(mod), ffi.string(name).decode()))
 
     @entry
-    def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra, caller):
+    def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         api.cuLaunchKernel(ptr(f), (gx, gy, gz), (bx, by, bz), shared, ptr(stream), launch_params(f, params, extra))
 
     @entry
@@ -546,14 +544,14 @@ def define(ffi, lib=None):
         return out
 
     @entry
-    def cuLaunchKernelEx(config, f, params, extra, caller):
+    def cuLaunchKernelEx(config, f, params, extra):
         c = config
         api.cuLaunchKernelEx(ptr(f), (c.gridDimX, c.gridDimY, c.gridDimZ), (c.blockDimX, c.blockDimY, c.blockDimZ),
                              c.sharedMemBytes, ptr(c.hStream), launch_params(f, params, extra),
                              launch_attributes(c.attrs, c.numAttrs))
 
     @entry
-    def cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, caller):
+    def cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params):
         api.cuLaunchCooperativeKernel(ptr(f), (gx, gy, gz), (bx, by, bz), shared, ptr(stream),
                                       launch_params(f, params, ffi.NULL))
 
@@ -1077,12 +1075,11 @@ def define(ffi, lib=None):
             raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"{ffi.string(symbol).decode()} is not provided")
 
     @entry
-    def cuGetExportTable(table, table_id, caller):
+    def cuGetExportTable(table, table_id):
         if table == ffi.NULL or table_id == ffi.NULL:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "NULL table or table id")
         uuid = bytes(ffi.buffer(ffi.cast("char *", table_id), 16)).hex()
         from . import export_tables
-        callers.note_table_request(export_tables.table_name(uuid), ptr(caller))
         found = export_tables.lookup(uuid)
         if found is not None:
             table[0] = found

@@ -249,7 +249,3 @@ def lookup(uuid_hex: str):
 def optional_name(uuid_hex: str):
     return OPTIONAL.get(uuid_hex)
 
-
-def table_name(uuid_hex: str):
-    """The name anycuda knows a table by, or None."""
-    return next((name for name, (uuid, _, _) in TABLES.items() if uuid == uuid_hex), OPTIONAL.get(uuid_hex))
