@@ -625,3 +625,55 @@ def constant_registers(body: list) -> dict:
                 and isinstance(ops[1], ir.Imm) and isinstance(ops[1].value, int) and not ops[1].is_float):
             const[ops[0].name] = ops[1].value
     return {r: v for r, v in const.items() if defs.get(r) == 1}
+
+
+_FUSABLE_TYPES = ("f32", "f64")
+_NOT_FUSABLE_MODS = frozenset(("rn", "rz", "rm", "rp", "sat"))
+
+
+def _fusable(inst, opcodes) -> bool:
+    return (inst.opcode in opcodes and inst.guard is None and bool(inst.mods)
+            and inst.mods[-1] in _FUSABLE_TYPES and not _NOT_FUSABLE_MODS & set(inst.mods)
+            and all(isinstance(op, (ir.Reg, ir.Imm)) for op in inst.operands))
+
+
+def fused_products(body: list) -> dict:
+    """id(add or sub) -> the mul whose product it takes, for each pair that ptxas fuses into
+    one fma (an H200 gives `x * y - z` written as mul.f32 and sub.f32 as one fma.rn): a float
+    mul and add/sub of one type, neither with a rounding modifier or .sat, both .ftz or
+    neither, unpredicated, in one basic block; the product read by that add/sub alone, and
+    the mul's sources not written in between. With a rounding modifier (what __fmul_rn and
+    __fadd_rn write) PTX keeps the two roundings."""
+    uses, defs = {}, {}
+    for st in body:
+        if isinstance(st, ir.Instruction):
+            d, u = defs_uses(st)
+            for r in u:
+                uses[r] = uses.get(r, 0) + 1
+            for r in d:
+                defs[r] = defs.get(r, 0) + 1
+    fused, pending = {}, {}             # pending: product register -> its mul, in this block
+    for st in body:
+        if isinstance(st, ir.Label):
+            pending.clear()
+            continue
+        if not isinstance(st, ir.Instruction):
+            continue
+        if _fusable(st, ("add", "sub")):
+            for op in st.operands[1:]:
+                mul = pending.get(op.name) if isinstance(op, ir.Reg) else None
+                if mul is not None and mul.mods == st.mods:
+                    fused[id(st)] = mul
+                    break
+        written, _ = defs_uses(st)
+        for r in list(pending):
+            sources = {op.name for op in pending[r].operands[1:] if isinstance(op, ir.Reg)}
+            if r in written or sources & set(written):
+                del pending[r]
+        if _fusable(st, ("mul",)):
+            r = st.operands[0].name
+            if uses.get(r) == 1 and defs.get(r) == 1:
+                pending[r] = st
+        if ends_block(st):
+            pending.clear()
+    return fused

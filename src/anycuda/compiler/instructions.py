@@ -253,14 +253,6 @@ def _float_result(f, inst, t, v):
     return v
 
 
-def _contractable(inst, rnd):
-    """Fast-math flags for a float add, sub or mul: with no rounding modifier the PTX ISA lets
-    the code generator fuse a mul into the add that uses it, and ptxas does (an H200 gives
-    x * y - z as one fma.rn); `contract` lets LLVM do the same. An explicit .rn (what
-    __fmul_rn and __fadd_rn write) keeps the two roundings."""
-    return ("contract",) if rnd is None and "sat" not in inst.mods and not _ftz(inst) else ()
-
-
 def _float_inputs(f, inst, t, vals):
     if _ftz(inst) and t == "f32":
         return [floatops.flush_denormal(f.b, v) for v in vals]
@@ -275,6 +267,17 @@ def _half_op(f, inst, t, op, vals):
                                "relu" in inst.mods)
 
 
+def fused_operands(b, inst, product, x, y, a, c):
+    """The fma operands of add/sub `inst` (sources a, c) with the product x * y of the mul
+    `product` fused into it (analysis.fused_products), as ptxas makes it. Scalars or vectors."""
+    mul_reg = product.operands[0].name
+    first = isinstance(inst.operands[1], pir.Reg) and inst.operands[1].name == mul_reg
+    other = c if first else a
+    if inst.opcode == "sub":        # x*y - c, or a - x*y = (-x)*y + a
+        other, x = (b.fneg(other), x) if first else (other, b.fneg(x))
+    return x, y, other
+
+
 @handles("add", "sub")
 def add_sub(f, inst):
     b = f.b
@@ -286,10 +289,14 @@ def add_sub(f, inst):
     if t in ("f32", "f64"):
         a, c = _float_inputs(f, inst, t, [a, c])
         rnd = rounding(inst)
-        if rnd in ("rz", "rm", "rp"):
+        product = f.fused_products.get(id(inst))
+        if product is not None:
+            x, y = _float_inputs(f, product, t, ops_in(f, product, t))
+            v = f.mc.intrinsic(b, f"llvm.fma.{t}", a.type, list(fused_operands(b, inst, product, x, y, a, c)))
+        elif rnd in ("rz", "rm", "rp"):
             v = floatops.arith_rnd(b, op, [a, c], rnd)
         else:
-            v = (b.fadd if op == "add" else b.fsub)(a, c, flags=_contractable(inst, rnd))
+            v = b.fadd(a, c) if op == "add" else b.fsub(a, c)
         return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
     if "sat" in inst.mods:
         name = ("llvm.sadd.sat" if op == "add" else "llvm.ssub.sat") + f".i{width(t)}"
@@ -341,10 +348,7 @@ def mul(f, inst):
     if t in ("f32", "f64"):
         a, c = _float_inputs(f, inst, t, [a, c])
         rnd = rounding(inst)
-        if rnd in ("rz", "rm", "rp"):
-            v = floatops.arith_rnd(b, "mul", [a, c], rnd)
-        else:
-            v = b.fmul(a, c, flags=_contractable(inst, rnd))
+        v = floatops.arith_rnd(b, "mul", [a, c], rnd) if rnd in ("rz", "rm", "rp") else b.fmul(a, c)
         return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
     signed = t.startswith("s")
     if "wide" in inst.mods:

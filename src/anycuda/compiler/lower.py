@@ -81,6 +81,7 @@ class FunctionLowering:
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probe_bounds = None          # the block-wide bounds of the known predicates (probebounds.py)
+        self.fused_products = {}          # id(add/sub) -> the mul fused into it (analysis.fused_products)
         self.known_branches = {}          # position of a branch a probe settles -> what computes its
                                           # predicate (compiler/guards.py)
         self.guarded_rounds = {}          # resume site (0: start) -> bits of the known branches it reaches
@@ -103,6 +104,7 @@ class FunctionLowering:
         if self.is_kernel:
             self.known_branches = guards.known_branches(body, self.mc.kernel_params(self.pfn))
         self._check_operand_counts(body)
+        self.fused_products = analysis.fused_products(body)
         for st in body:
             if isinstance(st, pir.Prototype):
                 self.prototypes[st.name] = st

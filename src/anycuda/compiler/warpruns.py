@@ -23,7 +23,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from . import abi, analysis
+from . import abi, analysis, instructions
 from .irutil import convert_bits, declare, i32, i64, load_field
 from .scheduler import COLL_ARRAYS, shfl_source
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
@@ -382,6 +382,11 @@ def _arith(w, st):
     a, c = _sources(w, st, t)
     b = w.b
     floats = t in FLOAT_TYPES
+    product = w.f.fused_products.get(id(st)) if floats else None
+    if product is not None:         # a mul fused into this add/sub, as the step function does
+        x, y = _sources(w, product, t)
+        fn = declare(b.module, f"llvm.fma.v{a.type.count}{t}", a.type, [a.type] * 3)
+        return w.write(st.operands[0], b.call(fn, list(instructions.fused_operands(b, st, product, x, y, a, c))), t)
     op = {("add", False): b.add, ("sub", False): b.sub, ("mul", False): b.mul,
           ("add", True): b.fadd, ("sub", True): b.fsub, ("mul", True): b.fmul}[(st.opcode, floats)]
     w.write(st.operands[0], op(a, c), t)
