@@ -9,15 +9,16 @@ import pytest
 import anycuda as ac
 from conformance import poison
 
-# out[4i..4i+3] = x*y - z, z - x*y, x*y + z (.ftz), and x*y - z with .rn (not fused);
-# x = a[i], y = b[i], z = c[i]
-FUSED_PTX = """
+def _kernel(name, body, target="sm_50"):
+    """PTX of `name`(a, b, c, out) with x = a[tid] in %f1, y = b[tid] in %f2, z = c[tid] in
+    %f3, the byte offset tid * 4 in %rd5 and out in %rd4, then `body`."""
+    return f"""
 .version 7.0
-.target sm_50
+.target {target}
 .address_size 64
-.visible .entry fused(.param .u64 a, .param .u64 b, .param .u64 c, .param .u64 out)
-{
-    .reg .b32 %r<4>;
+.visible .entry {name}(.param .u64 a, .param .u64 b, .param .u64 c, .param .u64 out)
+{{
+    .reg .b32 %r<8>;
     .reg .f32 %f<20>;
     .reg .b64 %rd<12>;
     ld.param.u64 %rd1, [a];
@@ -32,6 +33,14 @@ FUSED_PTX = """
     ld.global.f32 %f1, [%rd6];
     ld.global.f32 %f2, [%rd7];
     ld.global.f32 %f3, [%rd8];
+{body}
+    ret;
+}}
+"""
+
+
+# out[4i..4i+3] = x*y - z, z - x*y, x*y + z (.ftz), and x*y - z with .rn (not fused)
+FUSED_PTX = _kernel("fused", """
     mul.f32 %f4, %f1, %f2;
     sub.f32 %f5, %f4, %f3;
     mul.f32 %f6, %f1, %f2;
@@ -42,35 +51,12 @@ FUSED_PTX = """
     sub.rn.f32 %f11, %f10, %f3;
     mul.wide.u32 %rd9, %r1, 16;
     add.u64 %rd10, %rd4, %rd9;
-    st.global.v4.f32 [%rd10], {%f5, %f7, %f9, %f11};
-    ret;
-}
-"""
+    st.global.v4.f32 [%rd10], {%f5, %f7, %f9, %f11};""")
 
-# out[2i] = p - z where p = x*y is also stored (two uses: not fused); out[2i+1] = q - z where
-# q = x*y but x is overwritten before the sub (not fused: the mul's source changed), and a
-# label between a third product and its add (not fused)
-UNFUSED_PTX = """
-.version 7.0
-.target sm_50
-.address_size 64
-.visible .entry unfused(.param .u64 a, .param .u64 b, .param .u64 c, .param .u64 out)
-{
-    .reg .b32 %r<4>;
-    .reg .f32 %f<20>;
-    .reg .b64 %rd<12>;
-    ld.param.u64 %rd1, [a];
-    ld.param.u64 %rd2, [b];
-    ld.param.u64 %rd3, [c];
-    ld.param.u64 %rd4, [out];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd5, %r1, 4;
-    add.u64 %rd6, %rd1, %rd5;
-    add.u64 %rd7, %rd2, %rd5;
-    add.u64 %rd8, %rd3, %rd5;
-    ld.global.f32 %f1, [%rd6];
-    ld.global.f32 %f2, [%rd7];
-    ld.global.f32 %f3, [%rd8];
+# out[4i] = p - z where p = x*y is also stored (two uses: not fused); out[4i+1] = q - z where
+# q = x*y but a source is overwritten before the sub (not fused); out[4i+2] with a label
+# between a third product and its sub (not fused); out[4i+3] = p
+UNFUSED_PTX = _kernel("unfused", """
     mul.f32 %f4, %f1, %f2;
     sub.f32 %f5, %f4, %f3;
     mov.f32 %f12, %f1;
@@ -83,34 +69,11 @@ $next:
     sub.f32 %f9, %f8, %f3;
     mul.wide.u32 %rd9, %r1, 16;
     add.u64 %rd10, %rd4, %rd9;
-    st.global.v4.f32 [%rd10], {%f5, %f7, %f9, %f4};
-    ret;
-}
-"""
+    st.global.v4.f32 [%rd10], {%f5, %f7, %f9, %f4};""")
 
 # between two butterfly shuffles (where full warps run as vector code): out[i] = r[i ^ 2] with
 # r[j] = x[j ^ 1] * y[j] - z[j]
-SHUFFLED_PTX = """
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry shuffled(.param .u64 a, .param .u64 b, .param .u64 c, .param .u64 out)
-{
-    .reg .b32 %r<6>;
-    .reg .f32 %f<10>;
-    .reg .b64 %rd<12>;
-    ld.param.u64 %rd1, [a];
-    ld.param.u64 %rd2, [b];
-    ld.param.u64 %rd3, [c];
-    ld.param.u64 %rd4, [out];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd5, %r1, 4;
-    add.u64 %rd6, %rd1, %rd5;
-    add.u64 %rd7, %rd2, %rd5;
-    add.u64 %rd8, %rd3, %rd5;
-    ld.global.f32 %f1, [%rd6];
-    ld.global.f32 %f2, [%rd7];
-    ld.global.f32 %f3, [%rd8];
+SHUFFLED_PTX = _kernel("shuffled", """
     mov.b32 %r2, %f1;
     shfl.sync.bfly.b32 %r3, %r2, 1, 31, -1;
     mov.b32 %f4, %r3;
@@ -120,10 +83,7 @@ SHUFFLED_PTX = """
     shfl.sync.bfly.b32 %r5, %r4, 2, 31, -1;
     mov.b32 %f7, %r5;
     add.u64 %rd9, %rd4, %rd5;
-    st.global.f32 [%rd9], %f7;
-    ret;
-}
-"""
+    st.global.f32 [%rd9], %f7;""", target="sm_70")
 
 
 def _inputs(rng, n):
