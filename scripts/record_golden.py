@@ -65,6 +65,8 @@ MODULES = {
     "programs": ("programs", PLAIN),
     "programs.fast": ("programs", FAST),
     "sync": ("sync", PLAIN),
+    "memory": ("memory", PLAIN),
+    "special_regs": ("special_regs", PLAIN),
 }
 
 C_TYPES = {
@@ -280,6 +282,33 @@ def sync_cases(rng):
     return cases
 
 
+def memory_cases(rng):
+    """State spaces, module variables, store widths and vector shapes, shared memory of several
+    types, local arrays and generic pointers (isspacep)."""
+    ints = lambda n, lo, hi: rng.integers(lo, hi, n).astype(np.int32)
+    i64 = lambda shape: rng.integers(-2 ** 63, 2 ** 63, shape, dtype=np.int64)
+    n = 300
+    stores = [_output(code, n * k) for code, k in (("i1", 1), ("i2", 1), ("i8", 1), ("f4", 4), ("i4", 2), ("f8", 2),
+                                                    ("i1", 4), ("i2", 4), ("u2", 2))]
+    m = 256
+    return [
+        _case("spaces", (3,), (64,), [_in(ints(192, 0, 1000)), _output("f4", 192), _scalar("i4", 192)], shared_mem=4 * 64),
+        _case("store_widths", (3,), (128,), [_in(i64(n))] + stores + [_scalar("i4", n)]),
+        _case("load_shapes", (2,), (128,), [_in(rng.integers(-128, 128, (m, 4)), "i1"), _in(rng.integers(-2 ** 15, 2 ** 15, (m, 2)), "i2"),
+                                            _in(i64((m, 2)).astype(np.int32)), _in(i64((m, 2))), _in(rng.standard_normal(m) * 100),
+                                            _output("i4", m), _output("i8", m * 6), _scalar("i4", m)]),
+        _case("shared_types", (3,), (128,), [_in(rng.standard_normal(384)), _output("f8", 384), _scalar("i4", 384)],
+              shared_mem=12 * 128),
+        _case("locals_and_generic", (2,), (64,), [_in(ints(128, 0, 1000)), _output("f8", 128 * 4), _output("i4", 128 * 3),
+                                                  _scalar("i4", 128)]),
+    ]
+
+
+def special_register_cases(rng):
+    """Thread, block and grid indices of a 3-D launch."""
+    return [_case("indices", (3, 4, 5), (4, 3, 2), [_output("u4", 60 * 24 * 12)])]
+
+
 def module_cases(module: str):
     """The list of cases of one module (fixed inputs: the seed depends on the module's name)."""
     file, _ = MODULES[module]
@@ -290,6 +319,10 @@ def module_cases(module: str):
         return program_cases(rng)
     if file == "sync":
         return sync_cases(rng)
+    if file == "memory":
+        return memory_cases(rng)
+    if file == "special_regs":
+        return special_register_cases(rng)
     params = _parameters((KERNELS / f"{file}.cu").read_text())
     cases = []
     for name, p in params.items():
