@@ -2,7 +2,9 @@
 conformance kernels (tests/kernels/), the inputs of each case and the bits an NVIDIA GPU
 wrote for them, running the same PTX that these tests compile (scripts/record_golden.py
 says how they were made). anycuda must write the same bits, except where TOLERANCES names
-an approximate instruction and the error the PTX ISA allows it."""
+an output that an approximate instruction decides; there the bound is a few times the
+accuracy the PTX ISA and CUDA's math documentation give (the differences measured against
+the H200 are in benchmarks/NOTES.md)."""
 from __future__ import annotations
 
 import json
