@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "kernels"
 sys.path.insert(0, str(ROOT / "tests"))
-from golden_records import POISON_BYTE, array_key, kernel_fingerprint  # noqa: E402
+from golden_records import POISON_BYTE, UNSIGNED, array_key, kernel_fingerprint  # noqa: E402
 
 SEED = 20261124
 N = 500                        # threads of an elementwise case: 4 blocks of 128, the last partial
@@ -80,7 +80,7 @@ C_TYPES = {
 
 def _float_specials(dtype):
     f = np.finfo(dtype)
-    tiny = float(np.array(1, {2: np.uint16, 4: np.uint32, 8: np.uint64}[f.dtype.itemsize]).view(dtype))
+    tiny = float(np.array(1, UNSIGNED[f.dtype.itemsize]).view(dtype))
     base = [0.0, 1.0, 0.5, 1.5, 2.0, 3.0, 2.5, 0.49999997, 0.50000006, np.pi, np.pi / 2, 1e-8,
             tiny, tiny * 1000, float(f.tiny), float(f.tiny) * 0.5, float(f.max), float(f.eps),
             np.inf, 65504.0, 65520.0, 2.0 ** 23, 2.0 ** 24 + 2, 2.0 ** 31, 2.0 ** 32, 2.0 ** 63,
@@ -114,7 +114,7 @@ def random_input(rng, code: str, count: int) -> np.ndarray:
                        np.where(kind == 1, rng.integers(0, 1 << 16, count, dtype=np.uint32).astype(np.uint16), ordinary))
         return out.astype(np.uint16)
     bits = rng.integers(0, 2 ** 63, count, dtype=np.uint64) * 2 + rng.integers(0, 2, count, dtype=np.uint64)
-    raw = bits.astype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]).view(dtype)
+    raw = bits.astype(UNSIGNED[dtype.itemsize]).view(dtype)
     if dtype.kind == "f":
         specials = _float_specials(dtype)
         with np.errstate(over="ignore"):

@@ -11,7 +11,10 @@ from __future__ import annotations
 import hashlib
 import re
 
+import numpy as np
+
 POISON_BYTE = 0xCD
+UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}     # bit patterns by item size
 
 _ENTRY = re.compile(r"\.entry\s+(\w+)")
 

@@ -7,6 +7,7 @@ accuracy the PTX ISA and CUDA's math documentation give (the differences measure
 the H200 are in benchmarks/NOTES.md)."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 import anycuda as ac
 from conformance import KERNELS
-from golden_records import POISON_BYTE, array_key, kernel_fingerprint
+from golden_records import POISON_BYTE, UNSIGNED, array_key, kernel_fingerprint
 
 GOLDEN = Path(__file__).parent / "golden"
 RECORDS = sorted(GOLDEN.glob("*.npz"))
@@ -85,7 +86,9 @@ def _module(meta) -> ac.RawModule:
     return _fresh[key]
 
 
+@functools.lru_cache(maxsize=None)
 def _meta(record: Path) -> dict:
+    """The record's meta data (read once; not to be changed)."""
     with np.load(record) as z:
         return json.loads(str(z["meta"]))
 
@@ -119,7 +122,7 @@ def _launch(module, meta, c, arrays):
 
 def _same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     """Elementwise: equal bit patterns, or both NaN (a NaN's payload is not compared)."""
-    width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[want.dtype.itemsize]
+    width = UNSIGNED[want.dtype.itemsize]
     same = got.view(width) == want.view(width)
     if want.dtype.kind == "f":
         same |= np.isnan(got) & np.isnan(want)
@@ -173,8 +176,8 @@ def _compare(key, arg, got, want, angle):
     return same
 
 
-def _describe(case, arg, got, want, bad):
-    where = np.nonzero(~bad)[0]
+def _describe(case, arg, got, want, same):
+    where = np.nonzero(~same)[0]
     show = ", ".join(f"[{k}] got {got[k]!r} ({got.view(np.uint8).reshape(len(got), -1)[k].tobytes()[::-1].hex()}) "
                      f"want {want[k]!r} ({want.view(np.uint8).reshape(len(want), -1)[k].tobytes()[::-1].hex()})"
                      for k in where[:6])
@@ -197,15 +200,15 @@ def test_same_bits_as_the_gpu(record, c):
     first_input = next((arrays[array_key(c, i)] for i, a in enumerate(case["args"]) if a["kind"] == "in"), np.zeros(1))
     for i, got in outs.items():
         want = arrays[array_key(c, i, after=True)]
-        bad = _compare((meta["module"], case["kernel"]), i, got, want, first_input)
-        if not bad.all():
-            failures.append(_describe(case, i, got, want, bad))
+        same = _compare((meta["module"], case["kernel"]), i, got, want, first_input)
+        if not same.all():
+            failures.append(_describe(case, i, got, want, same))
     assert not failures, "\n".join(failures)
 
 
 def test_records_come_from_a_gpu_and_cover_the_modules():
     """The records are the GPU's (not anycuda's own output saved by mistake) and none is missing."""
-    modules = {_meta(r)["module"]: _meta(r) for r in RECORDS}
+    modules = {meta["module"]: meta for meta in map(_meta, RECORDS)}
     assert {"arith_float", "arith_float.fast", "arith_int", "bits", "convert", "half", "warp", "programs"} <= set(modules)
     for meta in modules.values():
         assert meta["recorded_on"]["backend"] == "cupy" and "NVIDIA" in meta["recorded_on"]["device"], meta["recorded_on"]

@@ -4,6 +4,7 @@ across each suspension (they are the values a thread must keep in its frame whil
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..ptx import ir
@@ -644,14 +645,9 @@ def fused_products(body: list) -> dict:
     neither, unpredicated, in one basic block; the product read by that add/sub alone, and
     the mul's sources not written in between. With a rounding modifier (what __fmul_rn and
     __fadd_rn write) PTX keeps the two roundings."""
-    uses, defs = {}, {}
-    for st in body:
-        if isinstance(st, ir.Instruction):
-            d, u = defs_uses(st)
-            for r in u:
-                uses[r] = uses.get(r, 0) + 1
-            for r in d:
-                defs[r] = defs.get(r, 0) + 1
+    effects = {id(st): defs_uses(st) for st in body if isinstance(st, ir.Instruction)}
+    uses = Counter(r for _, read in effects.values() for r in read)
+    defs = Counter(r for written, _ in effects.values() for r in written)
     fused, pending = {}, {}             # pending: product register -> its mul, in this block
     for st in body:
         if isinstance(st, ir.Label):
@@ -665,10 +661,10 @@ def fused_products(body: list) -> dict:
                 if mul is not None and mul.mods == st.mods:
                     fused[id(st)] = mul
                     break
-        written, _ = defs_uses(st)
+        written = set(effects[id(st)][0])
         for r in list(pending):
             sources = {op.name for op in pending[r].operands[1:] if isinstance(op, ir.Reg)}
-            if r in written or sources & set(written):
+            if r in written or sources & written:
                 del pending[r]
         if _fusable(st, ("mul",)):
             r = st.operands[0].name

@@ -385,11 +385,16 @@ def _arith(w, st):
     product = w.f.fused_products.get(id(st)) if floats else None
     if product is not None:         # a mul fused into this add/sub, as the step function does
         x, y = _sources(w, product, t)
-        fn = declare(b.module, f"llvm.fma.v{a.type.count}{t}", a.type, [a.type] * 3)
-        return w.write(st.operands[0], b.call(fn, list(instructions.fused_operands(b, st, product, x, y, a, c))), t)
+        return w.write(st.operands[0], _vector_fma(b, t, *instructions.fused_operands(b, st, product, x, y, a, c)), t)
     op = {("add", False): b.add, ("sub", False): b.sub, ("mul", False): b.mul,
           ("add", True): b.fadd, ("sub", True): b.fsub, ("mul", True): b.fmul}[(st.opcode, floats)]
     w.write(st.operands[0], op(a, c), t)
+
+
+def _vector_fma(b, t, a, c, d):
+    """a * c + d, rounded once, lane by lane (float type `t`)."""
+    fn = declare(b.module, f"llvm.fma.v{a.type.count}{t}", a.type, [a.type] * 3)
+    return b.call(fn, [a, c, d])
 
 
 def _fma(w, st):
@@ -397,8 +402,7 @@ def _fma(w, st):
     a, c, d = _sources(w, st, t)
     b = w.b
     if t in FLOAT_TYPES:
-        fn = declare(b.module, f"llvm.fma.v{a.type.count}{t}", a.type, [a.type] * 3)
-        return w.write(st.operands[0], b.call(fn, [a, c, d]), t)
+        return w.write(st.operands[0], _vector_fma(b, t, a, c, d), t)
     if st.opcode != "mad":
         raise NotVectorisable("fma on integers")
     w.write(st.operands[0], b.add(b.mul(a, c), d), t)
