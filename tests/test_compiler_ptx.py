@@ -686,6 +686,29 @@ def test_barrier_deadlock_is_a_launch_error(case):
     assert "kernel k, block" in str(e.value) and "barrier deadlock" in str(e.value)
 
 
+def test_barrier_deadlock_names_its_block():
+    """Only block 3 of 6 deadlocks (its threads wait for a count that its live warps cannot
+    reach): the error names that block, though the kernel has no calls and its threads'
+    frames are reused from earlier blocks."""
+    ptx = """
+.visible .entry k(.param .u64 pout)
+{
+  .reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .pred %p<3>;
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r1, %tid.x; mov.u32 %r4, %ctaid.x;
+  setp.eq.u32 %p2, %r4, 3; setp.ge.u32 %p1, %r1, 64; and.pred %p1, %p1, %p2;
+  @%p1 exit;
+  bar.sync 0;
+  mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r1;
+  bar.sync 1, 128;
+  ret;
+}"""
+    out = np.zeros(128, np.uint32)
+    with pytest.raises(CudaError) as e:
+        launch(ptx, "k", (6, 1, 1), (128, 1, 1), out)
+    assert "kernel k, block 3" in str(e.value) and "barrier deadlock" in str(e.value)
+
+
 def test_ldu_isspacep_smid_and_approximate_functions():
     ptx = """
 .visible .entry k(.param .u64 pin, .param .u64 pout)

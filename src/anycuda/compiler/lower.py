@@ -860,6 +860,11 @@ class FunctionLowering:
 
     def emit_trap(self, code=abi.LAUNCH_ERR_TRAP):
         b = self.b
+        if self.is_kernel:
+            # the error names the block from the thread's frame, where the scheduler keeps
+            # the block index only for kernels with calls (scheduler.emit_block_function)
+            for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
+                store_field(b, self.ctx, abi.CTX[k], self.ctx_field(k))
         b.call(self.mc.record_error_fn(), [self.ctx, i32(code)])
         if self.is_kernel:
             b.ret(i32(abi.STEP_TRAP))

@@ -455,18 +455,18 @@ def emit_release_barrier(module: ir.Module) -> ir.Function:
 
 
 def emit_resolve_barrier(module: ir.Module) -> ir.Function:
-    """i32 anycuda.resolve_barrier(i8* ws, i64 fsize, i32 n, i32* kinds, i32* bars): count each
-    warp whose non-exited threads all wait at one barrier as arrived there (the PTX ISA counts
-    arrivals per warp: a warp with exited threads still counts as a whole warp), and complete
-    every barrier that has the warps it expects. Returns the number of threads that may run
+    """i32 anycuda.resolve_barrier(i8* ws, i64 fsize, i32 n, i32* kinds, i32* bars, i8* header):
+    count each warp whose non-exited threads all wait at one barrier as arrived there (the PTX
+    ISA counts arrivals per warp: a warp with exited threads still counts as a whole warp), and
+    complete every barrier that has the warps it expects. Returns the number of threads that may run
     again; -1 when threads wait but no barrier can ever complete (the error is recorded)."""
     fn = module.globals.get("anycuda.resolve_barrier")
     if fn is not None:
         return fn
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32.as_pointer(), I32.as_pointer()]),
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32.as_pointer(), I32.as_pointer(), PTR]),
                      name="anycuda.resolve_barrier")
     fn.linkage = "internal"
-    ws, fsize, n, kinds, bars = fn.args
+    ws, fsize, n, kinds, bars, header = fn.args
     release = emit_release_barrier(module)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     names = ("released", "live_warps", "stuck", "live", "ready", "bar_id", "expect", "threads", "popc")
@@ -548,6 +548,8 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
             first = b.icmp_signed("<", t, b.load(v["stuck"]))
             b.store(b.select(b.and_(b.not_(exited), first), t, b.load(v["stuck"])), v["stuck"])
         stuck = _frame(b, ws, fsize, b.load(v["stuck"]))
+        for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
+            store_field(b, stuck, C[k], load_field(b, header, C[k], I32))
         b.call(emit_record_error(module), [stuck, i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK)])
         b.ret(i32(-1))
     b.ret(released)
@@ -947,12 +949,16 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 b.call(memcpy, [fr, header, i64(abi.FRAME_HEADER), ir.Constant(I1, 0)])
                 _set_thread_index(b, fr, x, y, z, linear)
         with later_block:
-            # device functions and error reports (any trap) read the block index from the frame
-            with for_range(b, i32(0), n, "ib") as t:
-                fr = _frame(b, ws, fsize, t)
-                for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), (cx, cy, cz)):
-                    store_field(b, fr, C[k], v)
-                store_field(b, fr, C["exit_flag"], i32(0))
+            # device functions read the block index and their exit flag from the frame (the
+            # step function's traps and a barrier deadlock copy the index there themselves:
+            # writing four fields of every frame for each block was a tenth of scan_blocks'
+            # time, as scatters)
+            if frame_needs_index:
+                with for_range(b, i32(0), n, "ib") as t:
+                    fr = _frame(b, ws, fsize, t)
+                    for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), (cx, cy, cz)):
+                        store_field(b, fr, C[k], v)
+                    store_field(b, fr, C["exit_flag"], i32(0))
     spill_off, coll_off, codes_off, _ = workspace_layout(b, n, frame_size, spill_bytes)
     spill = b.gep(ws, [spill_off])
     coll = b.gep(ws, [coll_off])
@@ -1244,7 +1250,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
             b.position_at_end(nxt)
     if has_barriers:
-        released = b.call(emit_resolve_barrier(module), [ws, fsize, n, kinds, bars])
+        released = b.call(emit_resolve_barrier(module), [ws, fsize, n, kinds, bars, header])
         resolved = fn.append_basic_block("resolved")
         b.cbranch(b.icmp_signed("<", released, i32(0)), fail, resolved)
         b.position_at_end(resolved)
