@@ -282,14 +282,40 @@ class WarpCode:
         return b.shuffle_vector(one, ir.Constant(self._vec(scalar.type), None), ir.Constant(self._vec(I32), [0] * self.lanes))
 
     def thread_index(self, axis):
-        """The lanes' %tid.<axis>, read from their frames (each thread's frame holds its index)."""
+        """The lanes' %tid.<axis>, from the warp's first linear index (the code runs for full
+        warps only): reading each lane's from its frame was 32 scalar loads per axis, and a
+        block without sites keeps no frame per thread. The first lane's index costs
+        divisions; in a block at least 32 threads wide the others' x wraps at most once (a
+        vector division by a block dimension would be 32 scalar ones per axis)."""
         if axis not in self.lane_index:
             b = self.b
-            v = ir.Constant(self._vec(I32), None)
-            for lane in range(LANES):
-                frame = b.gep(self.ws, [b.mul(b.zext(b.add(self.lo, i32(lane)), I64), self.fsize)])
-                v = b.insert_element(v, load_field(b, frame, abi.CTX["tid_" + axis], I32), i32(lane))
-            self.lane_index[axis] = v
+            nx, ny = (load_field(b, self.header, abi.CTX[f"ntid_{a}"], I32) for a in "xy")
+            lanes = ir.Constant(self._vec(I32), list(range(LANES)))
+            row = b.udiv(self.lo, nx)
+            x, y, z = b.add(self.splat(b.urem(self.lo, nx)), lanes), self.splat(b.urem(row, ny)), \
+                self.splat(b.udiv(row, ny))
+            wrap_x = b.icmp_unsigned(">=", x, self.splat(nx))
+            x = b.select(wrap_x, b.sub(x, self.splat(nx)), x)
+            y = b.add(y, b.zext(wrap_x, self._vec(I32)))
+            wrap_y = b.icmp_unsigned(">=", y, self.splat(ny))
+            y = b.select(wrap_y, b.sub(y, self.splat(ny)), y)
+            z = b.add(z, b.zext(wrap_y, self._vec(I32)))
+            wrapped = (x, y, z)
+            wide = b.icmp_unsigned(">=", nx, i32(LANES))
+            with b.if_else(wide) as (once, narrow):
+                with once:
+                    wide_end = b.block
+                with narrow:
+                    linear = b.add(self.splat(self.lo), lanes)
+                    by_division = b.udiv(linear, self.splat(nx))
+                    divided = (b.urem(linear, self.splat(nx)), b.urem(by_division, self.splat(ny)),
+                               b.udiv(by_division, self.splat(ny)))
+                    narrow_end = b.block
+            for name, fast, slow in zip("xyz", wrapped, divided):
+                v = b.phi(fast.type)
+                v.add_incoming(fast, wide_end)
+                v.add_incoming(slow, narrow_end)
+                self.lane_index[name] = v
         return self.lane_index[axis]
 
     def special(self, op):
