@@ -1134,18 +1134,28 @@ def _atom(w, st):
     b, private = w.b, atomics.block_private(st)
     elem = llvm_type(t)
     addrs = w.addresses(ops[1], _space(st))
-    values = [w.lane_array(w.read(op, t)) for op in ops[2:]]
+    values = [_lane_operand(w, w.read(op, t)) for op in ops[2:]]
     old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
 
     # a loop over the lanes, their addresses from a stack slot: 32 unrolled copies, each lane's
     # address extracted from the vector, ran 4x slower on an AVX-512 EPYC (histogram 3.0 ->
     # 0.76 ns per element, one worker) for 10% they gained on a Zen 3 (NOTES.md)
     with w._each_lane_here(addrs, elem, st.opcode) as (lane, p):
-        v = [b.load(b.gep(value, [lane])) for value in values]
+        v = [value(lane) for value in values]
         got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0])
         b.store(got, b.gep(old, [lane]))
     if ops[0] is not None:
         w.write(ops[0], b.load(b.bitcast(old, w._vec(elem).as_pointer())), t)
+
+
+def _lane_operand(w, v):
+    """lane -> a lane's element of operand vector v, for a loop over the lanes: an operand alike
+    in every lane (histogram's `atomicAdd(&h[b], 1)`) is that one scalar, not a load per lane
+    from a stack slot (a third of the loop's loads)."""
+    if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
+        return lambda lane: v.constant[0]
+    elements = w.lane_array(v)
+    return lambda lane: w.b.load(w.b.gep(elements, [lane]))
 
 
 REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
