@@ -930,7 +930,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     affine_holds = b.alloca(I1, name="affine.holds")
     lanes_differ = b.alloca(I1, name="lanes.differ")
     same = b.alloca(I1, name="same")
-    trapped = b.alloca(I1, name="trapped")
+    unready = b.alloca(I1, name="unready")
     affine_sites = affine_sites or {}
     nslots = sum(len(v) for v in affine_sites.values())
     header_arr = b.alloca(ir.ArrayType(ir.IntType(8), abi.FRAME_HEADER + 8 * nslots), name="header")
@@ -1134,14 +1134,15 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     b.position_at_end(scan)
     first = b.load(codes)
-    b.store(ir.Constant(I1, 1), same)
-    b.store(ir.Constant(I1, 0), trapped)
+    # whether every thread stopped alike, and whether one trapped (STEP_TRAP is the least
+    # code): the least and greatest code, two integer reductions; as and/or reductions of
+    # compares, the vectorised loop kept its mask registers on the stack (9% of sgemm)
+    codes_range = _RangeReduction(b, I32)
     with for_range(b, i32(0), n, "s") as t:
-        c = b.load(b.gep(codes, [t]))
-        b.store(b.and_(b.load(same), b.icmp_signed("==", c, first)), same)
-        b.store(b.or_(b.load(trapped), b.icmp_signed("==", c, i32(abi.STEP_TRAP))), trapped)
+        codes_range.add(b.load(b.gep(codes, [t])))
+    b.store(codes_range.single(), same)
     untrapped = fn.append_basic_block("uniform.ok")
-    b.cbranch(b.load(trapped), fail, untrapped)
+    b.cbranch(b.icmp_signed("==", codes_range.low(), i32(abi.STEP_TRAP)), fail, untrapped)
     b.position_at_end(untrapped)
     agreed = fn.append_basic_block("uniform.agreed")
     record = fn.append_basic_block("uniform.record")
@@ -1160,7 +1161,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.cbranch(b.and_(b.load(same), go_on), agreed, warps_ready)
         b.position_at_end(warps_ready)
         b.store(ir.Constant(I1, 0), same)           # reused: whether any warp is at a collective
-        b.store(b.not_(full_warps), trapped)        # reused: whether the warps are not ready
+        b.store(b.not_(full_warps), unready)        # whether the warps are not ready
         # a warp at a collective when all its lanes stopped there; lanes that stopped at
         # different places are fine unless one of them is at a collective. The lanes are
         # compared with their warp's first (a vectorised pass); the table of collective
@@ -1172,11 +1173,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             at_coll = is_coll(c0)
             b.store(b.or_(b.load(same), b.and_(at_coll, b.not_(differ))), same)
             with b.if_then(differ):
-                b.store(b.or_(b.load(trapped), at_coll), trapped)
+                b.store(b.or_(b.load(unready), at_coll), unready)
                 with for_range(b, lo, b.add(lo, i32(32)), "ccm") as t:
-                    b.store(b.or_(b.load(trapped), is_coll(b.load(b.gep(codes, [t])))), trapped)
+                    b.store(b.or_(b.load(unready), is_coll(b.load(b.gep(codes, [t])))), unready)
         resolve = fn.append_basic_block("collective.resolve")
-        b.cbranch(b.and_(b.load(same), b.not_(b.load(trapped))), resolve, record)
+        b.cbranch(b.and_(b.load(same), b.not_(b.load(unready))), resolve, record)
         b.position_at_end(resolve)
         with for_range(b, i32(0), b.lshr(n, i32(5)), "cw") as w:
             lo = b.mul(w, i32(32))
