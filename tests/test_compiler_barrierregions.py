@@ -164,3 +164,50 @@ def test_the_barrier_region_is_what_runs(rng, monkeypatch):
     want = np.bincount(data, minlength=256)
     assert not _bins(data, 2, (128, 1), "// atomics dropped\n").any()
     np.testing.assert_array_equal(_bins(data, 2, (100, 1), "// atomics dropped\n"), want)
+
+
+PREFETCH_SOURCE = r"""
+// a row per warp, its loop stepping a pointer by a constant (layernorm's row loops)
+extern "C" __global__ void row_sums(const float* x, float* out, int rows, int cols) {
+    int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    float s = 0.0f;
+    for (int i = lane; i < cols; i += 32) s += x[(size_t)row * cols + i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    if (lane == 0) out[row] = s;
+}
+// a grid-stride loop: the step is the grid's width, known only when the kernel runs
+extern "C" __global__ void grid_sums(const float* x, float* out, int n) {
+    float s = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += x[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    if ((threadIdx.x & 31) == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) >> 5] = s;
+}
+"""
+
+
+def test_region_prefetch_steps(rng):
+    """A region loop's strided load is prefetched ahead by its step: a constant one where the
+    loop moves its pointer by an immediate (no stack slot to measure it), measured as the
+    region runs for a grid-stride loop. Both sums check against numpy."""
+    _, mod = _made(PREFETCH_SOURCE)
+    kernels = {"row_sums": 0, "grid_sums": 1}
+    for name, index in kernels.items():
+        regions = [fn for fn in mod.functions if fn.name.startswith(f"ptx.k{index}.") and ".region" in fn.name
+                   and [blk.name for blk in fn.blocks] != ["unused"]]
+        text = "".join(str(fn) for fn in regions)
+        assert "llvm.prefetch" in text, name
+        assert ('%"last' in text or "%last" in text) == (name == "grid_sums"), name
+    m = ac.RawModule(code=PREFETCH_SOURCE)
+    rows, cols = 37, 300
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = poison(rows, np.float32)
+    m.get_function("row_sums")((5,), (256,), (ac.asarray(x), out, np.int32(rows), np.int32(cols)))
+    np.testing.assert_allclose(out.get(), x.sum(axis=1), rtol=1e-4, atol=1e-4)
+    n, grid, block = 50_000, 6, 128
+    y = rng.standard_normal(n).astype(np.float32)
+    sums = poison(grid * block // 32, np.float32)
+    m.get_function("grid_sums")((grid,), (block,), (ac.asarray(y), sums, np.int32(n)))
+    i = np.arange(grid * block)
+    want = np.array([y[t::grid * block].sum() for t in i]).reshape(-1, 32).sum(axis=1)
+    np.testing.assert_allclose(sums.get(), want, rtol=1e-4, atol=1e-3)
