@@ -684,12 +684,20 @@ class WarpRegion(WarpCode):
         return set(self._live.get(pos, ()))
 
     def _leave(self):
-        """Every lane has stopped: its code for the scheduler, the registers its site reloads."""
+        """Every lane has stopped: its code for the scheduler, the registers its site reloads
+        (none when every lane exited: layernorm's region runs its whole kernel, and storing
+        the registers of stops it never took was a fifth of its time)."""
         b = self.b
+        code = b.load(self.code)
         codes = b.bitcast(b.gep(self.codes, [self.lo]), self._vec(I32).as_pointer())
-        b.store(b.load(self.code), codes, align=4)
-        for r in sorted(self._saved()):
-            self._store_spill(r, b.load(self.slots[r]))
+        b.store(code, codes, align=4)
+        saved = sorted(self._saved())
+        if not saved:
+            return
+        stopped = self._reduce("or", b.icmp_signed("!=", code, self.splat(i32(abi.STEP_EXIT))), I1)
+        with b.if_then(stopped):
+            for r in saved:
+                self._store_spill(r, b.load(self.slots[r]))
 
     def _go(self, mask, target, value=None):
         b = self.b
