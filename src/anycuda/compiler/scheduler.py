@@ -458,8 +458,9 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
     """i32 anycuda.resolve_barrier(i8* ws, i64 fsize, i32 n, i32* kinds, i32* bars, i8* header):
     count each warp whose non-exited threads all wait at one barrier as arrived there (the PTX
     ISA counts arrivals per warp: a warp with exited threads still counts as a whole warp), and
-    complete every barrier that has the warps it expects. Returns the number of threads that may run
-    again; -1 when threads wait but no barrier can ever complete (the error is recorded)."""
+    complete every barrier that has the warps it expects. Returns the number of threads that
+    may run again; -1 when threads wait but no barrier can ever complete (the error is
+    recorded, naming the block from `header`)."""
     fn = module.globals.get("anycuda.resolve_barrier")
     if fn is not None:
         return fn

@@ -834,8 +834,10 @@ class WarpRegion(WarpCode):
         step its address took since the last one. A grid-stride loop's warp steps by the
         grid's width (64 KB in histogram), which no hardware prefetcher follows, and the
         warp waits for memory each iteration: histogram 71 -> 34-39 ms (NOTES.md)."""
+        if pos is None:
+            return
         spans = [(head, back) for head, back in self._loop_spans() if head <= pos <= back]
-        if pos is None or not spans:
+        if not spans:
             return
         b = self.b
         constant = self._constant_step(pos, min(spans, key=lambda span: span[1] - span[0]))
@@ -877,7 +879,7 @@ class WarpRegion(WarpCode):
         st = writes[0]
         if st.opcode not in ("add", "sub") or st.guard is not None or len(st.operands) != 3:
             return None
-        dst, src, amount = st.operands
+        _, src, amount = st.operands
         if not (isinstance(src, pir.Reg) and src.name == base and isinstance(amount, pir.Imm)
                 and isinstance(amount.value, int)):
             return None
