@@ -88,6 +88,11 @@ BAR_FIELDS = 4
 # step() return values besides a site number (>= 1)
 STEP_EXIT = 0
 STEP_TRAP = -1
+# what a region function (compiler/warpregions.py) answers: it ran the warp until each lane
+# stopped; it did not run (the threads run one by one); it gave way to the block's next warp
+# at a grid-stride loop's back edge, its state in its turn area (it resumes from there)
+REGION_RAN, REGION_NOT_RUN, REGION_TURNED = 0, 1, 2
+
 # step()'s resume argument `site + AFFINE_RESUME`: resume at `site` with the loop's induction
 # register rebuilt from the block header rather than reloaded (FunctionLowering._reload)
 AFFINE_RESUME = 1 << 20

@@ -815,7 +815,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             b.cbranch(b.icmp_unsigned("==", b.and_(n, i32(31)), i32(0)), warps, threads)
             b.position_at_end(warps)
             region = lambda lo: b.icmp_unsigned("==", b.call(regions[0], [ir.Constant(PTR, None), ws, ws, i64(0), lo,
-                                                                       params, codes]), i32(0))
+                                                                       params, codes, ir.Constant(PTR, None)]),
+                                                i32(abi.REGION_RAN))
             # a region that did not run (warpregions.NOT_RUN): the warp's threads one by one,
             # and all of the block's when it is the first warp (the others would not either,
             # as a rule, and the loop over the block's threads vectorises)
@@ -1116,8 +1117,9 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             warps, threads = fn.append_basic_block(f"uniform{site}.warps"), fn.append_basic_block(f"uniform{site}.threads")
             b.cbranch(full_warps, warps, threads)
             b.position_at_end(warps)
-            with for_range(b, i32(0), b.lshr(n, i32(5)), f"rw{site}.") as w:
-                b.call(regions[site], [spill, header, ws, fsize, b.mul(w, i32(32)), params, codes])
+            _emit_warps_in_turns(b, fn, b.lshr(n, i32(5)), regions[site], f"rw{site}.",
+                                 lambda lo, turn, first: b.call(regions[site], [spill, header, ws, fsize, lo, params,
+                                                                                codes, turn]))
             b.branch(scan)
             b.position_at_end(threads)
             general_round(site)
@@ -1202,10 +1204,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         if site in regions:
             # each warp resolves the shuffle and runs on as vector code (compiler/warpregions.py)
             # until each of its lanes stops; their stop codes are scanned as after a round
-            with for_range(b, i32(0), b.lshr(n, i32(5)), "rg") as w:
-                lo = b.mul(w, i32(32))
-                _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
-                b.call(regions[site], [spill, header, ws, fsize, lo, params, codes])
+            def run_region(lo, turn, first, site=site):
+                if first:
+                    _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
+                return b.call(regions[site], [spill, header, ws, fsize, lo, params, codes, turn])
+            _emit_warps_in_turns(b, fn, b.lshr(n, i32(5)), regions[site], f"rg{site}.", run_region)
             b.branch(scan)
             continue
         with for_range(b, i32(0), b.lshr(n, i32(5)), "rw") as w:
@@ -1285,6 +1288,42 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     b.position_at_end(fail)
     b.ret(i32(-1))
     return fn
+
+
+def _emit_warps_in_turns(b, fn, nwarps, region, tag, run):
+    """Each of the block's `nwarps` warps through `run(lo, turn, first)`, a call of `region`
+    (its answer), then again, in turn, each warp that gave way (abi.REGION_TURNED) until none
+    does: a grid-stride loop's warps a few iterations at a time (warpregions, "turns").
+    `turn` is the warp's turn area, 0 in its first i32 before its first call. A region that
+    never gives way (turn_bytes 0) is called once per warp."""
+    turn_bytes = (region.turn_bytes + 63) // 64 * 64
+    if not turn_bytes:
+        with for_range(b, i32(0), nwarps, tag) as w:
+            run(b.mul(w, i32(32)), ir.Constant(PTR, None), True)
+        return
+    most = abi.MAX_BLOCK_THREADS // 32
+    with b.goto_block(fn.entry_basic_block):
+        b.position_at_start(fn.entry_basic_block)
+        areas = b.alloca(ir.ArrayType(ir.IntType(8), turn_bytes * most), name=tag + "turns")
+        areas.align = 64
+        answers = b.alloca(ir.ArrayType(I32, most), name=tag + "answers")
+        pending = b.alloca(I1, name=tag + "pending")
+    turn = lambda w: b.gep(b.bitcast(areas, PTR), [b.mul(b.zext(w, I64), i64(turn_bytes))])
+    answer = lambda w: b.gep(answers, [i32(0), w])
+    with for_range(b, i32(0), nwarps, tag) as w:
+        b.store(i32(0), b.bitcast(turn(w), I32.as_pointer()))
+        b.store(run(b.mul(w, i32(32)), turn(w), True), answer(w))
+    again, done = fn.append_basic_block(tag + "again"), fn.append_basic_block(tag + "done")
+    b.branch(again)
+    b.position_at_end(again)
+    b.store(ir.Constant(I1, 0), pending)
+    with for_range(b, i32(0), nwarps, tag + "t") as w:
+        with b.if_then(b.icmp_unsigned("==", b.load(answer(w)), i32(abi.REGION_TURNED))):
+            got = run(b.mul(w, i32(32)), turn(w), False)
+            b.store(got, answer(w))
+            b.store(b.or_(b.load(pending), b.icmp_unsigned("==", got, i32(abi.REGION_TURNED))), pending)
+    b.cbranch(b.load(pending), again, done)
+    b.position_at_end(done)
 
 
 def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0):

@@ -64,7 +64,9 @@ from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
-RAN, NOT_RUN = 0, 1                 # what an entry region answers (EntryRegion.bails)
+RAN, NOT_RUN, TURNED = abi.REGION_RAN, abi.REGION_NOT_RUN, abi.REGION_TURNED
+TURN_ITERATIONS = 8                 # iterations of a grid-stride loop a warp runs per turn
+MAX_TURN_BYTES = 2048               # the most state a warp may leave between turns (stack space)
 # modifiers a region's handler reads itself, beyond those a run takes
 _REGION_MODS = {"mul": {"wide"}}
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
@@ -89,11 +91,15 @@ class WarpRegion(WarpCode):
     i8* header, i8* ws, i64 fsize, i32 lo, i8* params, i32* codes)` for the warp whose first
     thread is `lo`, called after the scheduler resolved that shuffle for the warp."""
 
-    ARG_TYPES = WarpCode.ARG_TYPES + (PTR, I32.as_pointer())
+    ARG_TYPES = WarpCode.ARG_TYPES + (PTR, I32.as_pointer(), PTR)
+    RETURNS = I32
 
-    def __init__(self, f, first, name, constants):
+    def __init__(self, f, first, name, constants, turns=False):
         super().__init__(f, [first], name, constants)
-        self.params, self.codes = self.fn.args[5:]
+        self.params, self.codes, self.turn = self.fn.args[5:]
+        self.turns = turns            # whether the warp gives way at grid-stride back edges (turns)
+        self.fn.turn_bytes = 0        # the state a warp leaves between turns (0: it runs whole)
+        self._step_slots = []         # prefetch_ahead's slots of a load's last address
         self.slots = None             # register -> its <32 x T> stack slot, once the region runs
         self.labels = {st.name: pos for pos, st in enumerate(f.pfn.body) if isinstance(st, pir.Label)}
         self.stops = []               # body positions of the sites where lanes may stop
@@ -239,7 +245,14 @@ class WarpRegion(WarpCode):
         self.entries = {}
         self.dispatch = self.fn.append_basic_block("dispatch")
         self.finish = self.fn.append_basic_block("finish")
-        b.branch(self._enter(self.first + 1))
+        turn_points = self._turn_points() if self.turns else []
+        if turn_points:
+            self.turn_count = b.alloca(I32, name="turn.count")
+            b.store(i32(0), self.turn_count)
+            resume = b.switch(b.load(b.bitcast(self.turn, I32.as_pointer())), self._enter(self.first + 1))
+            turn_go = {}
+        else:
+            b.branch(self._enter(self.first + 1))
         b.position_at_end(self.dispatch)
         pcs = b.load(self.pc)
         least = self._reduce("umin", pcs, I32)
@@ -264,9 +277,13 @@ class WarpRegion(WarpCode):
             for blk, lockstep in ((self.whole[start], True), (some[start], False)):
                 b.position_at_end(blk)
                 self.lockstep = lockstep
+                if lockstep and start in turn_points:
+                    turn_go[start] = self._count_turn()
                 m = None if lockstep else b.load(self.some_mask)
                 (self._emit_stop if piece.stop else self._emit_piece)(piece, m)
         self.lockstep = False
+        if turn_points:
+            self._emit_turns(turn_points, turn_go, resume)
         b.position_at_end(self.finish)
         self._leave()
         self._return(RAN)
@@ -274,6 +291,80 @@ class WarpRegion(WarpCode):
         # be inlined into is large already (layernorm's cold compile 4.1 -> 2.9 s)
         self.fn.attributes.add("noinline")
         return self.fn
+
+    # -------------------------------------------------------------- turns
+    # A grid-stride loop's warp steps by the grid's width: run a warp's whole loop at a time,
+    # each warp reads a column of the grid's rows, 128 bytes per row, and the memory serves
+    # such columns at less than half its speed (benchmarks/models/grid_stride_order.c: reduce's
+    # order 2.2-2.4 ms, the block's warps in turns of 4-8 iterations 1.05-1.15 ms, C's
+    # sequential order 0.64-1.2). With turns, the block function calls the region of each warp
+    # again until none gives way: a warp in lockstep at the loop's back edge leaves the
+    # registers live there in its turn state (the pointer `turn`, whose first i32 says where
+    # it resumes: 0 at its start) after TURN_ITERATIONS iterations and answers TURNED. In
+    # lockstep every lane runs: no lane has stopped, and their counters are all there.
+
+    def _turn_points(self) -> list:
+        """The pieces that start at the yield before a grid-stride loop's back edge."""
+        body, pieces = self.f.pfn.body, self.pieces()
+        return [start for start in sorted(pieces) if isinstance(body[start], pir.Instruction)
+                and analysis.is_yield(body[start])
+                and any(body[p].opcode == "bra" and body[p].guard is None and self._target(body[p]) < p
+                        for p in pieces[start].positions)]
+
+    def _turn_state(self, live) -> tuple:
+        """([(slot, offset, alignment)], bytes) of what a warp leaves between turns at a back edge where `live` are
+        live: lane 0 of strided registers, the vectors of others, the last addresses of the
+        loads prefetch_ahead measures. The resume number is at offset 0."""
+        slots = [self.scalars[r] if r in self.scalars else self.slots[r] for r in sorted(live) if r in self.slots]
+        state, offset = [], 64
+        for slot in slots + self._step_slots:
+            ty = slot.type.pointee
+            size = max(llvm_width(ty.element) * ty.count // 8, 1) if isinstance(ty, ir.VectorType) else 8
+            align = min(size, 64)
+            offset = (offset + align - 1) // align * align
+            state.append((slot, offset, align))
+            offset += size
+        return state, offset
+
+    def _count_turn(self):
+        """At a turn point in lockstep: give way after TURN_ITERATIONS iterations; the block
+        where the warp goes on (and where it resumes)."""
+        b = self.b
+        count = b.add(b.load(self.turn_count), i32(1))
+        b.store(count, self.turn_count)
+        give_way, go = self.fn.append_basic_block("turn.end"), self.fn.append_basic_block("turn.go")
+        b.cbranch(b.icmp_unsigned(">=", count, i32(TURN_ITERATIONS)), give_way, go)
+        b.position_at_end(go)
+        return give_way, go
+
+    def _emit_turns(self, points, blocks, resume):
+        """The turn points' exits (the state stored, TURNED) and entries (the state loaded);
+        too large a state, and the region runs its warps whole."""
+        b = self.b
+        states = {start: self._turn_state(self._live_at(start)) for start in points}
+        if max(size for _, size in states.values()) > MAX_TURN_BYTES:
+            for give_way, go in blocks.values():
+                with b.goto_block(give_way):
+                    b.branch(go)
+            return
+        self.fn.turn_bytes = max(size for _, size in states.values())
+        for number, start in enumerate(points, 1):
+            give_way, go = blocks[start]
+            state, _ = states[start]
+            b.position_at_end(give_way)
+            for slot, offset, align in state:
+                b.store(b.load(slot), self._turn_slot(slot, offset), align=align)
+            b.store(i32(number), b.bitcast(self.turn, I32.as_pointer()))
+            b.ret(i32(TURNED))
+            back = self.fn.append_basic_block(f"turn.resume{start}")
+            resume.add_case(i32(number), back)
+            b.position_at_end(back)
+            for slot, offset, align in state:
+                b.store(b.load(self._turn_slot(slot, offset), align=align), slot)
+            b.branch(go)
+
+    def _turn_slot(self, slot, offset):
+        return self.b.bitcast(self.b.gep(self.turn, [i64(offset)]), slot.type)
 
     def _begin(self, body):
         """The region's first instruction, which the scheduler has run for the warp."""
@@ -848,6 +939,7 @@ class WarpRegion(WarpCode):
                 b.position_at_start(self.fn.entry_basic_block)
                 slot = b.alloca(I64, name=f"last{pos}")
                 b.store(i64(0), slot)
+            self._step_slots.append(slot)
             last = b.load(slot)
             b.store(address, slot)
             step = b.select(b.icmp_unsigned("==", last, i64(0)), i64(0), b.sub(address, last))
@@ -1218,8 +1310,8 @@ class EntryRegion(WarpRegion):
 
     RETURNS = I32
 
-    def __init__(self, f, name, constants):
-        super().__init__(f, -1, name, constants)        # the first piece starts at position 0
+    def __init__(self, f, name, constants, turns=False):
+        super().__init__(f, -1, name, constants, turns)   # the first piece starts at position 0
         # in a kernel without sites the block function can run a warp's threads itself
         # (bitonic sort's partners in the same warp fail the flipped form's check at once:
         # outside lockstep the region ran 8x slower than the threads one by one)
@@ -1328,7 +1420,7 @@ def emit_regions(f) -> dict:
     first row loop, before its first shuffle)."""
     body = f.pfn.body
     constants = analysis.constant_registers(body)
-    entry = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", constants))
+    entry = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", constants, turns=True))
     regions = {0: entry.fn} if entry else {}
     covered = entry.reached if entry else set()
     # only where a run of shuffles starts: the lanes of a warp all wait there after the code
@@ -1339,7 +1431,7 @@ def emit_regions(f) -> dict:
         if site is None or pos in covered:
             # (a run an earlier region reaches: its warps come there inside that region)
             continue
-        code = _looping_region(WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants))
+        code = _looping_region(WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants, turns=True))
         if code:
             regions[site] = code.fn
             covered |= code.reached
@@ -1350,7 +1442,7 @@ def emit_regions(f) -> dict:
         if site is None or not _plain_barrier(st) or st.guard is not None or len(st.operands) != 1 \
                 or not isinstance(st.operands[0], pir.Imm):
             continue
-        code = _looping_region(BarrierRegion(f, pos, f"{f.fn.name}.region{site}", constants))
+        code = _looping_region(BarrierRegion(f, pos, f"{f.fn.name}.region{site}", constants, turns=True))
         if code:
             regions[site] = code.fn
     return regions

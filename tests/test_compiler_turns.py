@@ -1,0 +1,154 @@
+"""Turns (compiler/warpregions.py): a region whose warp runs a grid-stride loop in lockstep
+gives way to the block's next warp every TURN_ITERATIONS iterations, its live registers
+left in its turn area, and the block function calls each warp's region again until none
+does. References are numpy computations; outputs are poisoned first."""
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.compiler import warpregions
+from anycuda.compiler.module import ModuleLowering
+from anycuda.cudac import compile_to_ptx
+from anycuda.ptx.parser import parse
+from conformance import poison
+
+SOURCE = r"""
+// a float sum and a flag per warp, a double sum of squares and a 64-bit count of positives
+// per thread, all live across the grid-stride loop's back edge
+extern "C" __global__ void warp_stats(const float* x, float* sums, double* squares,
+                                      long long* positives, int* big, int n) {
+    float s = 0.0f;
+    double q = 0.0;
+    long long pos = 0;
+    bool seen = false;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        float v = x[i];
+        s += v;
+        q += (double)v * v;
+        pos += v > 0.0f;
+        seen = seen || v > 3.0f;
+    }
+    int any = seen;
+    for (int o = 16; o > 0; o >>= 1) {
+        s += __shfl_xor_sync(0xffffffff, s, o);
+        any |= __shfl_xor_sync(0xffffffff, any, o);
+    }
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    squares[t] = q;
+    positives[t] = pos;
+    if ((threadIdx.x & 31) == 0) { sums[t >> 5] = s; big[t >> 5] = any; }
+}
+
+// the order warps run in: a ticket from a global counter per element, in lane order, after a
+// barrier (a kernel without one has no yields, and its regions run their warps whole)
+extern "C" __global__ void tickets(int* ticket, int* counter, int n) {
+    __shared__ int first;
+    if (threadIdx.x == 0) first = *counter;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        ticket[i] = atomicAdd(counter, 1) - first;
+}
+
+// a region from a run of shuffles (the row's first value to every lane), then a grid-stride loop
+extern "C" __global__ void scaled_sums(const float* x, const float* scale, float* out, int n) {
+    float k = scale[blockIdx.x * blockDim.x + threadIdx.x];
+    k = __shfl_sync(0xffffffff, k, 0);
+    k += __shfl_sync(0xffffffff, k, 1);
+    float s = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += k * x[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+// a row loop (a constant stride, no yield): no turns
+extern "C" __global__ void row_sums(const float* x, float* out, int cols) {
+    int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    float s = 0.0f;
+    for (int i = lane; i < cols; i += 32) s += x[(size_t)row * cols + i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    if (lane == 0) out[row] = s;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return ac.RawModule(code=SOURCE)
+
+
+def _turn_bytes():
+    """{kernel: turn_bytes of each region function made for it}."""
+    ptx = compile_to_ptx(SOURCE)
+    kernels = [k.name for k in parse(ptx, "t.ptx").functions if k.is_kernel]
+    lowered = ModuleLowering(parse(ptx, "t.ptx"), "t.ptx").lower().mod
+    made = {}
+    for fn in lowered.functions:
+        if ".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"]:
+            made.setdefault(kernels[int(fn.name.split(".")[1][1:])], []).append(fn.turn_bytes)
+    return made
+
+
+def test_grid_stride_regions_take_turns():
+    """Regions whose warps run a grid-stride loop leave a turn state (from the start, after a
+    run of shuffles); a row loop's region runs its warp whole."""
+    made = _turn_bytes()
+    for kernel in ("warp_stats", "tickets", "scaled_sums"):
+        assert made.get(kernel) and max(made[kernel]) > 0, (kernel, made)
+    assert made.get("row_sums") == [0], made
+
+
+@pytest.mark.parametrize("n", [64 * 37 * 3 + 5, 100_003])
+def test_state_across_turns(mod, rng, n):
+    """Warps with one iteration more than others, a last iteration where lanes part, and
+    float, double, 64-bit and predicate registers carried from turn to turn."""
+    grid, block = 3, 192
+    x = (rng.standard_normal(n) * 1.5).astype(np.float32)
+    warps = grid * block // 32
+    sums, squares = poison(warps, np.float32), poison(grid * block, np.float64)
+    positives, big = poison(grid * block, np.int64), poison(warps, np.int32)
+    mod.get_function("warp_stats")((grid,), (block,), (ac.asarray(x), sums, squares, positives, big, np.int32(n)))
+    stride = grid * block
+    per_thread = [x[t::stride] for t in range(stride)]
+    lanes = lambda f: np.array([f(v) for v in per_thread]).reshape(warps, 32)
+    np.testing.assert_allclose(sums.get(), lanes(lambda v: v.astype(np.float64).sum()).sum(axis=1),
+                               rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(squares.get(), lanes(lambda v: (v.astype(np.float64) ** 2).sum()).ravel(),
+                               rtol=1e-10)
+    np.testing.assert_array_equal(positives.get(), lanes(lambda v: (v > 0).sum()).ravel())
+    np.testing.assert_array_equal(big.get() != 0, lanes(lambda v: (v > 3).any()).any(axis=1))
+
+
+def test_warps_interleave(mod):
+    """The block's warps run the loop a turn at a time: warp 1's first ticket comes before
+    warp 0's ticket of iteration TURN_ITERATIONS (run whole, warp 0 would finish first).
+    Every element gets a ticket, each ticket once."""
+    grid, block = 1, 128
+    k = warpregions.TURN_ITERATIONS
+    n = grid * block * (3 * k + 1)
+    ticket, counter = poison(n, np.int32), ac.zeros(1, np.int32)
+    mod.get_function("tickets")((grid,), (block,), (ticket, counter, np.int32(n)))
+    got = ticket.get()
+    np.testing.assert_array_equal(np.sort(got), np.arange(n))
+    assert got[32] < got[k * block]
+    # each warp's 32 lanes take consecutive tickets, in lane order
+    assert (np.diff(got.reshape(-1, 32), axis=1) == 1).all()
+
+
+def test_turns_after_a_run_of_shuffles(mod, rng):
+    grid, block, n = 2, 256, 2 * 256 * 21 + 77
+    x = rng.standard_normal(n).astype(np.float32)
+    scale = rng.standard_normal(grid * block).astype(np.float32)
+    out = poison(grid * block, np.float32)
+    mod.get_function("scaled_sums")((grid,), (block,), (ac.asarray(x), ac.asarray(scale), out, np.int32(n)))
+    warp_first = scale.reshape(-1, 32)[:, :2]
+    k = np.repeat(warp_first[:, 0] + warp_first[:, 0], 32)      # lane 1 holds lane 0's value too
+    want = np.array([k[t] * x[t::grid * block].astype(np.float64) for t in range(grid * block)], dtype=object)
+    want = np.array([w.sum() for w in want])
+    np.testing.assert_allclose(out.get(), want, rtol=1e-4, atol=1e-3)
+
+
+def test_row_loop(mod, rng):
+    rows, cols = 16, 700
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = poison(rows, np.float32)
+    mod.get_function("row_sums")((2,), (256,), (ac.asarray(x), out, np.int32(cols)))
+    np.testing.assert_allclose(out.get(), x.sum(axis=1), rtol=1e-4, atol=1e-3)
