@@ -882,6 +882,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     advances = advances or {}
     regions = regions or {}
+    turns = _WarpTurns(b, fn, regions)
     # where a warp goes on as vector code after a collective (a barrier's region starts where
     # its uniform round would, below)
     run_sites = sorted(set(advances) | {s for s in regions if s and nsites_kinds[s - 1] != abi.SITE["bar_sync"]})
@@ -1117,9 +1118,9 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             warps, threads = fn.append_basic_block(f"uniform{site}.warps"), fn.append_basic_block(f"uniform{site}.threads")
             b.cbranch(full_warps, warps, threads)
             b.position_at_end(warps)
-            _emit_warps_in_turns(b, fn, b.lshr(n, i32(5)), regions[site], f"rw{site}.",
-                                 lambda lo, turn, first: b.call(regions[site], [spill, header, ws, fsize, lo, params,
-                                                                                codes, turn]))
+            turns.each_warp(b, fn, b.lshr(n, i32(5)), regions[site], f"rw{site}.",
+                            lambda lo, turn, first: b.call(regions[site], [spill, header, ws, fsize, lo, params,
+                                                                           codes, turn]))
             b.branch(scan)
             b.position_at_end(threads)
             general_round(site)
@@ -1208,7 +1209,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 if first:
                     _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
                 return b.call(regions[site], [spill, header, ws, fsize, lo, params, codes, turn])
-            _emit_warps_in_turns(b, fn, b.lshr(n, i32(5)), regions[site], f"rg{site}.", run_region)
+            turns.each_warp(b, fn, b.lshr(n, i32(5)), regions[site], f"rg{site}.", run_region)
             b.branch(scan)
             continue
         with for_range(b, i32(0), b.lshr(n, i32(5)), "rw") as w:
@@ -1290,40 +1291,49 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     return fn
 
 
-def _emit_warps_in_turns(b, fn, nwarps, region, tag, run):
-    """Each of the block's `nwarps` warps through `run(lo, turn, first)`, a call of `region`
-    (its answer), then again, in turn, each warp that gave way (abi.REGION_TURNED) until none
-    does: a grid-stride loop's warps a few iterations at a time (warpregions, "turns").
-    `turn` is the warp's turn area, 0 in its first i32 before its first call. A region that
-    never gives way (turn_bytes 0) is called once per warp."""
-    turn_bytes = (region.turn_bytes + 63) // 64 * 64
-    if not turn_bytes:
+class _WarpTurns:
+    """The block function's turn areas (warpregions, "turns"): one set for all its regions,
+    which run one after the other and so never keep their warps' states at once; nothing
+    for a kernel whose regions never give way."""
+
+    def __init__(self, b, fn, regions):
+        self.stride = max(((r.turn_bytes + 63) // 64 * 64 for r in regions.values()), default=0)
+        if not self.stride:
+            return
+        most = abi.MAX_BLOCK_THREADS // 32
+        with b.goto_block(fn.entry_basic_block):
+            b.position_at_start(fn.entry_basic_block)
+            self.areas = b.alloca(ir.ArrayType(ir.IntType(8), self.stride * most), name="turns")
+            self.areas.align = 64
+            self.answers = b.alloca(ir.ArrayType(I32, most), name="turn.answers")
+            self.pending = b.alloca(I1, name="turn.pending")
+
+    def each_warp(self, b, fn, nwarps, region, tag, run):
+        """Each of the block's `nwarps` warps through `run(lo, turn, first)`, a call of
+        `region` (its answer), then again, in turn, each warp that gave way
+        (abi.REGION_TURNED) until none does. `turn` is the warp's turn area, 0 in its first
+        i32 before its first call. A region that never gives way is called once per warp."""
+        if not region.turn_bytes:
+            with for_range(b, i32(0), nwarps, tag) as w:
+                run(b.mul(w, i32(32)), ir.Constant(PTR, None), True)
+            return
+        turn = lambda w: b.gep(b.bitcast(self.areas, PTR), [b.mul(b.zext(w, I64), i64(self.stride))])
+        answer = lambda w: b.gep(self.answers, [i32(0), w])
         with for_range(b, i32(0), nwarps, tag) as w:
-            run(b.mul(w, i32(32)), ir.Constant(PTR, None), True)
-        return
-    most = abi.MAX_BLOCK_THREADS // 32
-    with b.goto_block(fn.entry_basic_block):
-        b.position_at_start(fn.entry_basic_block)
-        areas = b.alloca(ir.ArrayType(ir.IntType(8), turn_bytes * most), name=tag + "turns")
-        areas.align = 64
-        answers = b.alloca(ir.ArrayType(I32, most), name=tag + "answers")
-        pending = b.alloca(I1, name=tag + "pending")
-    turn = lambda w: b.gep(b.bitcast(areas, PTR), [b.mul(b.zext(w, I64), i64(turn_bytes))])
-    answer = lambda w: b.gep(answers, [i32(0), w])
-    with for_range(b, i32(0), nwarps, tag) as w:
-        b.store(i32(0), b.bitcast(turn(w), I32.as_pointer()))
-        b.store(run(b.mul(w, i32(32)), turn(w), True), answer(w))
-    again, done = fn.append_basic_block(tag + "again"), fn.append_basic_block(tag + "done")
-    b.branch(again)
-    b.position_at_end(again)
-    b.store(ir.Constant(I1, 0), pending)
-    with for_range(b, i32(0), nwarps, tag + "t") as w:
-        with b.if_then(b.icmp_unsigned("==", b.load(answer(w)), i32(abi.REGION_TURNED))):
-            got = run(b.mul(w, i32(32)), turn(w), False)
-            b.store(got, answer(w))
-            b.store(b.or_(b.load(pending), b.icmp_unsigned("==", got, i32(abi.REGION_TURNED))), pending)
-    b.cbranch(b.load(pending), again, done)
-    b.position_at_end(done)
+            b.store(i32(0), b.bitcast(turn(w), I32.as_pointer()))
+            b.store(run(b.mul(w, i32(32)), turn(w), True), answer(w))
+        again, done = fn.append_basic_block(tag + "again"), fn.append_basic_block(tag + "done")
+        b.branch(again)
+        b.position_at_end(again)
+        b.store(ir.Constant(I1, 0), self.pending)
+        with for_range(b, i32(0), nwarps, tag + "t") as w:
+            with b.if_then(b.icmp_unsigned("==", b.load(answer(w)), i32(abi.REGION_TURNED))):
+                got = run(b.mul(w, i32(32)), turn(w), False)
+                b.store(got, answer(w))
+                b.store(b.or_(b.load(self.pending), b.icmp_unsigned("==", got, i32(abi.REGION_TURNED))),
+                        self.pending)
+        b.cbranch(b.load(self.pending), again, done)
+        b.position_at_end(done)
 
 
 def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0):

@@ -87,17 +87,17 @@ class Piece:
 
 
 class WarpRegion(WarpCode):
-    """The region function of the fixed shuffle at body position `first`: `void (i8* spill,
-    i8* header, i8* ws, i64 fsize, i32 lo, i8* params, i32* codes)` for the warp whose first
-    thread is `lo`, called after the scheduler resolved that shuffle for the warp."""
+    """The region function of the fixed shuffle at body position `first`: `i32 (i8* spill,
+    i8* header, i8* ws, i64 fsize, i32 lo, i8* params, i32* codes, i8* turn)` for the warp
+    whose first thread is `lo`, called after the scheduler resolved that shuffle for the
+    warp; it answers abi.REGION_RAN, _NOT_RUN or _TURNED (`turn`: the warp's turn area)."""
 
     ARG_TYPES = WarpCode.ARG_TYPES + (PTR, I32.as_pointer(), PTR)
     RETURNS = I32
 
-    def __init__(self, f, first, name, constants, turns=False):
+    def __init__(self, f, first, name, constants):
         super().__init__(f, [first], name, constants)
         self.params, self.codes, self.turn = self.fn.args[5:]
-        self.turns = turns            # whether the warp gives way at grid-stride back edges (turns)
         self.fn.turn_bytes = 0        # the state a warp leaves between turns (0: it runs whole)
         self._step_slots = []         # prefetch_ahead's slots of a load's last address
         self.slots = None             # register -> its <32 x T> stack slot, once the region runs
@@ -245,7 +245,7 @@ class WarpRegion(WarpCode):
         self.entries = {}
         self.dispatch = self.fn.append_basic_block("dispatch")
         self.finish = self.fn.append_basic_block("finish")
-        turn_points = self._turn_points() if self.turns else []
+        turn_points = self._turn_points()
         if turn_points:
             self.turn_count = b.alloca(I32, name="turn.count")
             b.store(i32(0), self.turn_count)
@@ -304,7 +304,8 @@ class WarpRegion(WarpCode):
     # lockstep every lane runs: no lane has stopped, and their counters are all there.
 
     def _turn_points(self) -> list:
-        """The pieces that start at the yield before a grid-stride loop's back edge."""
+        """The pieces that start at the yield before a grid-stride loop's back edge (only
+        kernels with sites have yields: analysis.grid_stride_yields)."""
         body, pieces = self.f.pfn.body, self.pieces()
         return [start for start in sorted(pieces) if isinstance(body[start], pir.Instruction)
                 and analysis.is_yield(body[start])
@@ -312,9 +313,9 @@ class WarpRegion(WarpCode):
                         for p in pieces[start].positions)]
 
     def _turn_state(self, live) -> tuple:
-        """([(slot, offset, alignment)], bytes) of what a warp leaves between turns at a back edge where `live` are
-        live: lane 0 of strided registers, the vectors of others, the last addresses of the
-        loads prefetch_ahead measures. The resume number is at offset 0."""
+        """([(slot, offset, alignment)], bytes) of what a warp leaves between turns at a back
+        edge where `live` are live: lane 0 of strided registers, the vectors of others, the
+        last addresses of the loads prefetch_ahead measures. The resume number is at offset 0."""
         slots = [self.scalars[r] if r in self.scalars else self.slots[r] for r in sorted(live) if r in self.slots]
         state, offset = [], 64
         for slot in slots + self._step_slots:
@@ -342,12 +343,13 @@ class WarpRegion(WarpCode):
         too large a state, and the region runs its warps whole."""
         b = self.b
         states = {start: self._turn_state(self._live_at(start)) for start in points}
-        if max(size for _, size in states.values()) > MAX_TURN_BYTES:
+        most = max(size for _, size in states.values())
+        if most > MAX_TURN_BYTES:
             for give_way, go in blocks.values():
                 with b.goto_block(give_way):
                     b.branch(go)
             return
-        self.fn.turn_bytes = max(size for _, size in states.values())
+        self.fn.turn_bytes = most
         for number, start in enumerate(points, 1):
             give_way, go = blocks[start]
             state, _ = states[start]
@@ -613,10 +615,7 @@ class WarpRegion(WarpCode):
         return seen
 
     def _return(self, answer):
-        if self.fn.ftype.return_type == I32:
-            self.b.ret(i32(answer))
-        else:
-            self.b.ret_void()
+        self.b.ret(i32(answer))
 
     def _lockstep_instruction(self, st):
         """Instruction `st` for the whole warp. One whose results are all strided computes
@@ -1308,10 +1307,8 @@ class EntryRegion(WarpRegion):
     each thread walks its elements alone. As a region, the warp's lanes step through the
     loop together, their neighbouring elements one vector access."""
 
-    RETURNS = I32
-
-    def __init__(self, f, name, constants, turns=False):
-        super().__init__(f, -1, name, constants, turns)   # the first piece starts at position 0
+    def __init__(self, f, name, constants):
+        super().__init__(f, -1, name, constants)        # the first piece starts at position 0
         # in a kernel without sites the block function can run a warp's threads itself
         # (bitonic sort's partners in the same warp fail the flipped form's check at once:
         # outside lockstep the region ran 8x slower than the threads one by one)
@@ -1420,7 +1417,7 @@ def emit_regions(f) -> dict:
     first row loop, before its first shuffle)."""
     body = f.pfn.body
     constants = analysis.constant_registers(body)
-    entry = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", constants, turns=True))
+    entry = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", constants))
     regions = {0: entry.fn} if entry else {}
     covered = entry.reached if entry else set()
     # only where a run of shuffles starts: the lanes of a warp all wait there after the code
@@ -1431,7 +1428,7 @@ def emit_regions(f) -> dict:
         if site is None or pos in covered:
             # (a run an earlier region reaches: its warps come there inside that region)
             continue
-        code = _looping_region(WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants, turns=True))
+        code = _looping_region(WarpRegion(f, pos, f"{f.fn.name}.region{site}", constants))
         if code:
             regions[site] = code.fn
             covered |= code.reached
@@ -1442,7 +1439,7 @@ def emit_regions(f) -> dict:
         if site is None or not _plain_barrier(st) or st.guard is not None or len(st.operands) != 1 \
                 or not isinstance(st.operands[0], pir.Imm):
             continue
-        code = _looping_region(BarrierRegion(f, pos, f"{f.fn.name}.region{site}", constants, turns=True))
+        code = _looping_region(BarrierRegion(f, pos, f"{f.fn.name}.region{site}", constants))
         if code:
             regions[site] = code.fn
     return regions
