@@ -40,6 +40,28 @@ def poison(shape, dtype) -> ac.ndarray:
     return a
 
 
+def made_regions(source: str):
+    """({kernel: the warp region functions made for it}, the lowered LLVM module) of CUDA C++
+    `source` (compiler/warpregions.py: a region function is named after its kernel's index
+    and its site, 0 for an entry region; one not made keeps a single block, "unused")."""
+    from anycuda.compiler.module import ModuleLowering
+    from anycuda.cudac import compile_to_ptx
+    from anycuda.ptx.parser import parse
+    ptx = compile_to_ptx(source)
+    kernels = [k.name for k in parse(ptx, "regions.ptx").functions if k.is_kernel]
+    mod = ModuleLowering(parse(ptx, "regions.ptx"), "regions.ptx").lower().mod
+    made = {}
+    for fn in mod.functions:
+        if ".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"]:
+            made.setdefault(kernels[int(fn.name.split(".")[1][1:])], []).append(fn)
+    return made, mod
+
+
+def region_site(fn) -> int:
+    """The site a region function of made_regions starts at (0: the kernel's start)."""
+    return int(fn.name.rsplit("region", 1)[1])
+
+
 def force_affine_check(monkeypatch):
     """Make the scheduler's check of rebuilt registers (scheduler._affine_spills) answer yes
     whatever it finds, with a fresh compile: a test then sees whether a register is rebuilt

@@ -7,10 +7,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler.module import ModuleLowering
-from anycuda.cudac import compile_to_ptx
-from anycuda.ptx.parser import parse
-from conformance import poison
+from conformance import made_regions, poison, region_site
 
 SOURCE = r"""
 // histogram's shape: a private histogram per block in shared memory, a grid-stride loop of
@@ -128,24 +125,11 @@ def test_straight_code_after_a_barrier(rng):
     np.testing.assert_array_equal(out.get(), x.reshape(2, 256)[:, ::-1].ravel() - np.tile(np.arange(256), 2))
 
 
-def _made(source):
-    """{kernel: sorted sites of the regions made} (each region function is named after its
-    kernel's index and its site; 0 is the entry region)."""
-    ptx = compile_to_ptx(source)
-    kernels = [k.name for k in parse(ptx, "b.ptx").functions if k.is_kernel]
-    mod = ModuleLowering(parse(ptx, "b.ptx"), "b.ptx").lower().mod
-    made = {}
-    for fn in mod.functions:
-        if ".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"]:
-            kernel = kernels[int(fn.name.split(".")[1][1:])]
-            made.setdefault(kernel, []).append(int(fn.name.rsplit("region", 1)[1]))
-    return {k: sorted(v) for k, v in made.items()}, mod
-
-
 def test_regions_are_made_after_barriers_where_threads_loop():
     """bins: one after each barrier; buckets: one after its first barrier (the one after its
     second has no loop); flip: none."""
-    made, mod = _made(SOURCE)
+    regions, mod = made_regions(SOURCE)
+    made = {kernel: sorted(map(region_site, fns)) for kernel, fns in regions.items()}
     assert set(made) == {"bins", "buckets"}
     assert len(made["bins"]) == 2 and 0 not in made["bins"]
     assert len(made["buckets"]) == 1 and made["buckets"][0] != 0
@@ -190,12 +174,9 @@ def test_region_prefetch_steps(rng):
     """A region loop's strided load is prefetched ahead by its step: a constant one where the
     loop moves its pointer by an immediate (no stack slot to measure it), measured as the
     region runs for a grid-stride loop. Both sums check against numpy."""
-    _, mod = _made(PREFETCH_SOURCE)
-    kernels = {"row_sums": 0, "grid_sums": 1}
-    for name, index in kernels.items():
-        regions = [fn for fn in mod.functions if fn.name.startswith(f"ptx.k{index}.") and ".region" in fn.name
-                   and [blk.name for blk in fn.blocks] != ["unused"]]
-        text = "".join(str(fn) for fn in regions)
+    regions, _ = made_regions(PREFETCH_SOURCE)
+    for name in ("row_sums", "grid_sums"):
+        text = "".join(str(fn) for fn in regions.get(name, []))
         assert "llvm.prefetch" in text, name
         assert ('%"last' in text or "%last" in text) == (name == "grid_sums"), name
     m = ac.RawModule(code=PREFETCH_SOURCE)

@@ -7,10 +7,7 @@ import pytest
 
 import anycuda as ac
 from anycuda.compiler import warpregions
-from anycuda.compiler.module import ModuleLowering
-from anycuda.cudac import compile_to_ptx
-from anycuda.ptx.parser import parse
-from conformance import poison
+from conformance import made_regions, poison
 
 SOURCE = r"""
 // a float sum and a flag per warp, a double sum of squares and a 64-bit count of positives
@@ -75,22 +72,10 @@ def mod():
     return ac.RawModule(code=SOURCE)
 
 
-def _turn_bytes():
-    """{kernel: turn_bytes of each region function made for it}."""
-    ptx = compile_to_ptx(SOURCE)
-    kernels = [k.name for k in parse(ptx, "t.ptx").functions if k.is_kernel]
-    lowered = ModuleLowering(parse(ptx, "t.ptx"), "t.ptx").lower().mod
-    made = {}
-    for fn in lowered.functions:
-        if ".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"]:
-            made.setdefault(kernels[int(fn.name.split(".")[1][1:])], []).append(fn.turn_bytes)
-    return made
-
-
 def test_grid_stride_regions_take_turns():
     """Regions whose warps run a grid-stride loop leave a turn state (from the start, after a
     run of shuffles); a row loop's region runs its warp whole."""
-    made = _turn_bytes()
+    made = {kernel: [fn.turn_bytes for fn in fns] for kernel, fns in made_regions(SOURCE)[0].items()}
     for kernel in ("warp_stats", "tickets", "scaled_sums"):
         assert made.get(kernel) and max(made[kernel]) > 0, (kernel, made)
     assert made.get("row_sums") == [0], made

@@ -8,10 +8,7 @@ import pytest
 
 import anycuda as ac
 from llvmlite import ir
-from anycuda.compiler.module import ModuleLowering
-from anycuda.cudac import compile_to_ptx
-from anycuda.ptx.parser import parse
-from conformance import poison
+from conformance import made_regions, poison, region_site
 
 SOURCE = r"""
 #define FULL 0xffffffffu
@@ -193,12 +190,7 @@ def test_an_atomic_after_a_run(rng):
 def test_regions_are_made_where_loops_follow_a_run():
     """A region per kernel whose run of shuffles is followed by a loop; none for `counted`.
     (Each region function is named after its kernel's index and its first shuffle's site.)"""
-    ptx = compile_to_ptx(SOURCE)
-    kernels = [k.name for k in parse(ptx, "regions.ptx").functions if k.is_kernel]
-    mod = ModuleLowering(parse(ptx, "regions.ptx"), "regions.ptx").lower().mod
-    made = {kernels[int(fn.name.split(".")[1][1:])] for fn in mod.functions
-            if ".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"]}
-    assert made == {"rows", "apart", "row_norm", "grid_sums"}
+    assert set(made_regions(SOURCE)[0]) == {"rows", "apart", "row_norm", "grid_sums"}
 
 
 def test_the_region_is_what_runs(rng, monkeypatch):
@@ -363,11 +355,7 @@ def test_entry_region_lanes_part(rng, bx, by):
 
 
 def test_entry_regions_are_made_where_threads_loop():
-    ptx = compile_to_ptx(ENTRY_SOURCE)
-    kernels = [k.name for k in parse(ptx, "entry.ptx").functions if k.is_kernel]
-    mod = ModuleLowering(parse(ptx, "entry.ptx"), "entry.ptx").lower().mod
-    made = {kernels[int(fn.name.split(".")[1][1:])] for fn in mod.functions
-            if fn.name.endswith(".region0") and [blk.name for blk in fn.blocks] != ["unused"]}
+    made = {kernel for kernel, fns in made_regions(ENTRY_SOURCE)[0].items() if 0 in map(region_site, fns)}
     assert made == {"add_totals", "walk", "exchange"}
 
 
