@@ -8,8 +8,14 @@
   floats, 0xCD bytes otherwise), so an output a kernel forgot to write cannot pass.
 * `fresh_cache`: ANYCUDA_CACHE_DIR pointed at an empty temporary folder.
 """
+import os
+
 import numpy as np
 import pytest
+
+# The suite tests optimised code; quick code and the switch between the two are tested in
+# test_compiler_tiers.py.
+os.environ.setdefault("ANYCUDA_JIT", "optimised")
 
 import anycuda as ac
 from conformance import make_rng, poison as _poison

@@ -1,14 +1,15 @@
 """Target-neutral passes over PTX IR and the CPU target (PTX IR -> LLVM IR -> machine code).
 
 `compile_ptx(text)` is the whole pipeline: parse, lower every function, optimise and emit a
-native object, through the on-disk cache.
+native object, through the on-disk cache (quick code first where the module is new:
+compiler/tiers.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..ptx import parse
-from . import cache
+from . import cache, tiers
 
 
 @dataclass
@@ -17,11 +18,16 @@ class CompiledModule:
     globals: dict            # variable name -> (symbol in the object, size in bytes)
     function_errors: dict    # device function name -> PtxError (it cannot run)
     object_code: bytes
+    optimised: object = None  # quick code: tiers.OptimisedCode, the optimised object on its way
+
+    def __getstate__(self):
+        return dict(self.__dict__, optimised=None)
 
 
 def compile_ptx(ptx_text: str, source_name: str = "<ptx>") -> CompiledModule:
     """Compile a PTX module for this CPU. Raises PtxError for malformed PTX; a function that
     cannot be lowered is recorded in the result instead (see KernelInfo.error)."""
+    mode = tiers.mode()
     key = cache.key_for(ptx_text, source_name)
     hit = cache.load(key)
     if isinstance(hit, CompiledModule):
@@ -29,11 +35,26 @@ def compile_ptx(ptx_text: str, source_name: str = "<ptx>") -> CompiledModule:
     from .jit import compile_to_object
     from .module import ModuleLowering
     lowering = ModuleLowering(parse(ptx_text, source_name), source_name).lower()
-    obj = compile_to_object(str(lowering.mod), source_name)
     globals_ = {}
     for name, g in lowering.globals.items():
         pointee = g.type.pointee
         globals_[name] = (g.name, pointee.count * (8 if str(pointee.element) == "i64" else 1))
-    result = CompiledModule(lowering.kernels, globals_, dict(lowering.function_errors), obj)
-    cache.store(key, result)
+    llvm_ir = str(lowering.mod)
+    result = CompiledModule(lowering.kernels, globals_, dict(lowering.function_errors), b"")
+    if mode == tiers.QUICK:
+        result.object_code = compile_to_object(llvm_ir, source_name, optimised=False)
+        return result       # not cached: the cache holds optimised code
+    if mode == tiers.TIERED and not globals_:
+        result.optimised = tiers.optimise_in_background(llvm_ir, source_name)
+    if result.optimised is None:
+        result.object_code = compile_to_object(llvm_ir, source_name)
+        cache.store(key, result)
+        return result
+    result.object_code = compile_to_object(llvm_ir, source_name, optimised=False)
+
+    def arrived(object_code):
+        if object_code is not None:
+            result.object_code, result.optimised = object_code, None
+            cache.store(key, result)
+    result.optimised.subscribe(arrived)
     return result

@@ -27,8 +27,10 @@ LAUNCH_FIELDS = [
     ("fault_key", 104, "u64"),        # pthread key under which a worker registers its FaultTrap
     ("chunk", 112, "u64"),            # blocks a worker takes from the counter at a time
     ("grid_workspace", 120, "u64"),   # a cooperative launch's GRID_WS (%envreg1/2); 0 otherwise
+    ("all_workers", 128, "u32"),      # num_workers once optimised code takes over from quick code
+    ("reserved", 132, "u32"),
 ]
-LAUNCH_SIZE = 128
+LAUNCH_SIZE = 136
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1
@@ -119,3 +121,11 @@ SITE_KINDS = [
 ]
 SITE = {name: i for i, name in enumerate(SITE_KINDS)}
 BLOCK_SITE_KINDS = {SITE[k] for k in ("bar_sync", "bar_red_popc", "bar_red_and", "bar_red_or", "bar_arrive")}
+
+
+def handoff_symbol(kernel_prefix: str) -> str:
+    """A kernel's handoff slot: null until optimised code replaces this code, then that
+    code's launch function. A worker that finds it set takes no more blocks, and the launch
+    function runs the blocks left through it, with all_workers workers (not in a cooperative
+    launch, whose blocks must all run at once)."""
+    return kernel_prefix + ".handoff"

@@ -40,6 +40,7 @@ class KernelInfo:
     frame_size: int = 0
     directives: dict = field(default_factory=dict)
     error: PtxError = None            # set when the kernel (or a function it calls) cannot be lowered
+    handoff: str = ""                 # symbol of its handoff slot (abi.handoff_symbol)
 
 
 def passed_parameters(params) -> list:
@@ -275,7 +276,8 @@ class ModuleLowering:
         export = f"anycuda.launch.{index}"
         params = list(self.kernel_params(pfn).values())
         psize = max((p.offset + p.size for p in params), default=0)
-        info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives))
+        info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives),
+                          handoff=abi.handoff_symbol(f"ptx.k{index}"))
         self.kernels[pfn.name] = info
         # step(frame, resume, params, tid.x, tid.y, tid.z, linear tid): the parameter buffer is
         # read-only for the whole launch (saying so, and how large it is, lets the optimiser

@@ -1341,8 +1341,13 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     malloc = declare(module, "malloc", PTR, [I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
     thread_num = declare(module, "omp_get_thread_num", I32, [])
-    worker = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=name + ".worker")
+    worker_ty = ir.FunctionType(ir.VoidType(), [PTR])
+    worker = ir.Function(module, worker_ty, name=name + ".worker")
     worker.linkage = "internal"
+    # quick code hands a launch over to the optimised code once that is linked (compiler/tiers.py)
+    handoff = ir.GlobalVariable(module, worker_ty.as_pointer(), name=abi.handoff_symbol(name))
+    handoff.initializer = ir.Constant(worker_ty.as_pointer(), None)
+    handoff.align = 8
     (L,) = worker.args
     b = ir.IRBuilder(worker.append_basic_block("entry"))
     nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
@@ -1375,16 +1380,21 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     grab = worker.append_basic_block("grab")
     loop = worker.append_basic_block("next")
     body = worker.append_basic_block("body")
+    hand_over = worker.append_basic_block("hand_over")
     b.branch(grab)
-    # take `chunk` blocks at a time from the shared counter, then run them one by one
+    # take `chunk` blocks at a time from the shared counter, then run them one by one;
+    # once the optimised worker is there, it takes the blocks left
     b.position_at_end(grab)
+    take = worker.append_basic_block("take")
+    b.cbranch(_handing_over(b, L, handoff), hand_over, take)
+    b.position_at_end(take)
     first = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
     last = b.add(first, chunk)
     last = b.select(b.icmp_unsigned("<", nblocks, last), nblocks, last)
     b.branch(loop)
     b.position_at_end(loop)
     blk = b.phi(I64, name="blk")
-    blk.add_incoming(first, grab)
+    blk.add_incoming(first, take)
     err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
     exhausted = b.icmp_unsigned(">=", blk, nblocks)
     stop = b.or_(exhausted, b.icmp_signed("!=", err, i32(0)))
@@ -1413,7 +1423,12 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         store_field(b, L, abi.LAUNCH["err_thread"], thread)
     b.branch(done)
     b.position_at_end(done)
-    b.call(declare(module, "pthread_setspecific", I32, [I32, PTR]), [key, ir.Constant(PTR, None)])
+    release = declare(module, "pthread_setspecific", I32, [I32, PTR])
+    b.call(release, [key, ir.Constant(PTR, None)])
+    b.call(free, [ws])
+    b.ret_void()
+    b.position_at_end(hand_over)
+    b.call(release, [key, ir.Constant(PTR, None)])
     b.call(free, [ws])
     b.ret_void()
 
@@ -1424,5 +1439,17 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     b = ir.IRBuilder(launch.append_basic_block("entry"))
     nw = load_field(b, L, abi.LAUNCH["num_workers"], I32)
     b.call(gomp, [worker, L, nw, i32(0)])
+    left = b.icmp_unsigned("<", load_field(b, L, abi.LAUNCH["next_block"], I64), load_field(b, L, abi.LAUNCH["nblocks"], I64))
+    healthy = b.icmp_unsigned("==", load_field(b, L, abi.LAUNCH["error"], I32), i32(0))
+    with b.if_then(b.and_(b.and_(_handing_over(b, L, handoff), left), healthy)):
+        store_field(b, L, abi.LAUNCH["num_workers"], load_field(b, L, abi.LAUNCH["all_workers"], I32))
+        b.call(b.load_atomic(handoff, "monotonic", 8), [L])
     b.ret_void()
     return launch
+
+
+def _handing_over(b, L, handoff):
+    """i1: the optimised code has taken over this kernel, and the launch is not cooperative."""
+    there = b.icmp_unsigned("!=", b.ptrtoint(b.load_atomic(handoff, "monotonic", 8), I64), i64(0))
+    cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
+    return b.and_(there, b.not_(cooperative))

@@ -272,7 +272,7 @@ class KernelImage:
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         entry = self._function()
-        record = self._record(grid, block, shared_mem, num_workers or worker_count())
+        record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.program.optimising)
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
@@ -290,11 +290,12 @@ class KernelImage:
         if L.error:
             self._raise_fault(L)
 
-    def _record(self, grid, block, shared_mem, workers) -> bytes:
+    def _record(self, grid, block, shared_mem, workers, quick=False) -> bytes:
         """The launch record of a configuration, checked and filled in but for the parameters.
         Kept per configuration: a program launching the same shape again pays a dictionary
-        lookup instead of the checks and a dozen ctypes field stores (launch overhead)."""
-        key = (grid, block, shared_mem, workers)
+        lookup instead of the checks and a dozen ctypes field stores (launch overhead).
+        A quick launch (`quick`: the optimised code is being made) runs one worker fewer."""
+        key = (grid, block, shared_mem, workers, quick)
         record = self._records.get(key)
         if record is None:
             self.check_config(grid, block, shared_mem)
@@ -306,7 +307,8 @@ class KernelImage:
             L.shared_total = (self.static_shared + 15) // 16 * 16 + shared_mem
             # no more workers than blocks: a small grid leaves the other workers asleep rather
             # than waking them for nothing (the launch would wait for them to be scheduled)
-            L.num_workers = min(workers, nblocks)
+            L.all_workers = min(workers, nblocks)
+            L.num_workers = min(max(1, workers - 1) if quick else workers, nblocks)
             L.chunk = max(1, min(1024, nblocks // (L.num_workers * 16)))
             record = bytes(L)
             if len(self._records) >= 256:    # a program sweeping shapes keeps only recent ones
@@ -353,8 +355,32 @@ class Program:
 
     def __init__(self, ptx_text: str, source_name: str = "<ptx>", compiled=None):
         self.compiled = compiled or compile_ptx(ptx_text, source_name)
+        optimised = self.compiled.optimised      # read first: it is cleared once object_code is optimised
         self.jit = LoadedObject(self.compiled.object_code)
+        self._quick = []
         self._kernels = {}
+        # while the optimised code is being made, quick launches leave a core to its compile
+        self.optimising = optimised is not None
+        if optimised is not None:
+            optimised.subscribe(self._switch_to_optimised)
+
+    def _switch_to_optimised(self, object_code):
+        """Link the optimised object and send every kernel's launches there: later launches
+        through its launch function, blocks not yet taken by a launch in flight through the
+        quick workers' handoff slots (compiler/tiers.py). The quick code stays linked."""
+        if object_code is None:
+            self.optimising = False
+            return
+        optimised = LoadedObject(object_code)
+        for info in self.compiled.kernels.values():
+            if info.error is None and info.handoff:
+                slot = self.jit.address(info.handoff)
+                ctypes.c_uint64.from_address(slot).value = optimised.address(info.export)
+        self._quick.append(self.jit)
+        self.jit = optimised
+        for k in self._kernels.values():
+            k._entry = None
+        self.optimising = False
 
     def instance(self) -> "Program":
         """The same code linked once more, with `__device__` and `__constant__` variables of its

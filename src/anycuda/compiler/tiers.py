@@ -1,0 +1,188 @@
+"""Quick code first, optimised code from a background process.
+
+LLVM's optimiser and code generator take 0.1-4 s for a kernel with barriers or warp
+collectives; unoptimised code with fast instruction selection takes 5-20x less and runs
+5-30x slower. A module met for the first time (not in the on-disk cache) is therefore
+linked as quick code at once, and its optimised code is made by a compile server, a Python
+process of its own (so that it runs beside the program on another core and cannot hold up
+its LLVM calls: llvmlite serialises those with one lock). When the optimised object
+arrives it goes into the cache, each program linked from the quick one links it too, and
+their launches switch over: new launches run the optimised code, and a launch in flight
+hands its remaining blocks over (each quick worker, before it takes more blocks, looks at
+its kernel's handoff slot, abi.handoff_symbol), so that a long first launch does not run
+slowly to its end.
+
+ANYCUDA_JIT chooses: `tiered` (the default), `optimised` (compile optimised code before the
+first launch, as a driver JIT does), `quick` (never optimise: for short test runs on
+small data, and to test the quick code).
+
+A module with variables of its own (`.global`, `.const`) is compiled optimised at once: a
+second object would have its own copies of them.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import struct
+import subprocess
+import sys
+import threading
+
+TIERED, OPTIMISED, QUICK = "tiered", "optimised", "quick"
+MODES = (TIERED, OPTIMISED, QUICK)
+
+
+def mode() -> str:
+    m = os.environ.get("ANYCUDA_JIT", TIERED).strip().lower() or TIERED
+    if m not in MODES:
+        raise ValueError(f"ANYCUDA_JIT={m!r}: expected one of {', '.join(MODES)}")
+    return m
+
+
+class OptimisedCode:
+    """The optimised object of one module, on its way: `subscribe(fn)` calls fn(object
+    bytes) once it is there (at once if it is), or fn(None) if the compile failed."""
+
+    def __init__(self, llvm_ir: str, name: str):
+        self._ir, self._name = llvm_ir, name
+        self._lock = threading.Lock()
+        self._subscribers = []
+        self._finished = False
+        self.done = threading.Event()     # set once the subscribers have been called
+        self.object_code = None
+        self.error = None
+
+    def subscribe(self, fn) -> None:
+        with self._lock:
+            if not self._finished:
+                self._subscribers.append(fn)
+                return
+        fn(self.object_code)
+
+    def _finish(self, object_code, error=None) -> None:
+        with self._lock:
+            self.object_code, self.error = object_code, error
+            self._ir = None
+            self._finished = True
+            subscribers, self._subscribers = self._subscribers, []
+        for fn in subscribers:
+            try:
+                fn(object_code)
+            except Exception as e:    # noqa: BLE001 - a failed switch keeps the quick code
+                self.error = f"switching to optimised code failed: {e}"
+        self.done.set()
+
+
+def optimise_in_background(llvm_ir: str, name: str) -> OptimisedCode | None:
+    """Queue the module for the compile server; None where no Python interpreter can be
+    found to run one (the caller then compiles optimised code itself)."""
+    if _interpreter() is None:
+        return None
+    job = OptimisedCode(llvm_ir, name)
+    _server().submit(job)
+    return job
+
+
+# ---------------------------------------------------------------- the compile server
+
+def _interpreter() -> str | None:
+    """This Python's interpreter; in a process that embeds Python (libcuda.so.1 in a C
+    program) sys.executable is that program, so look beside the installation."""
+    candidates = [sys.executable] if os.path.basename(sys.executable or "").startswith("python") else []
+    v = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates += [os.path.join(p, "bin", v) for p in (sys.exec_prefix, sys.base_exec_prefix)]
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+class _Server:
+    """One child process compiling queued modules one at a time (a second core's worth of
+    work beside the program); restarted when it dies."""
+
+    def __init__(self):
+        self._queue = []
+        self._cv = threading.Condition()
+        self._proc = None
+        self._thread = threading.Thread(target=self._run, name="anycuda-optimiser", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: OptimisedCode) -> None:
+        with self._cv:
+            self._queue.append(job)
+            self._cv.notify()
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._queue:
+                    self._cv.wait()
+                job = self._queue.pop(0)
+            try:
+                job._finish(self._compile(job._ir, job._name))
+            except Exception as e:    # noqa: BLE001 - the quick code stays
+                self._stop()
+                job._finish(None, f"optimising {job._name} failed: {e}")
+
+    def _compile(self, llvm_ir: str, name: str) -> bytes:
+        if self._proc is None or self._proc.poll() is not None:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            self._proc = subprocess.Popen([_interpreter(), "-c", "from anycuda.compiler.tiers import serve; serve()"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        _write_message(self._proc.stdin, name.encode("utf-8", "surrogateescape"), llvm_ir.encode())
+        self._proc.stdin.flush()
+        status, payload = _read_message(self._proc.stdout)
+        if status != b"ok":
+            raise RuntimeError(payload.decode(errors="replace"))
+        return payload
+
+    def _stop(self):
+        p, self._proc = self._proc, None
+        if p is not None and p.poll() is None:
+            p.kill()
+
+
+_the_server = []
+_server_lock = threading.Lock()
+
+
+def _server() -> _Server:
+    with _server_lock:
+        if not _the_server:
+            _the_server.append(_Server())
+            atexit.register(_the_server[0]._stop)   # a compile left unfinished is not waited for
+        return _the_server[0]
+
+
+def _write_message(stream, *parts: bytes) -> None:
+    for p in parts:
+        stream.write(struct.pack("<Q", len(p)))
+        stream.write(p)
+
+
+def _read_exactly(stream, n: int) -> bytes:
+    data = stream.read(n)
+    if data is None or len(data) != n:
+        raise RuntimeError("the compile server stopped")
+    return data
+
+
+def _read_message(stream, count: int = 2) -> list:
+    return [_read_exactly(stream, struct.unpack("<Q", _read_exactly(stream, 8))[0]) for _ in range(count)]
+
+
+def serve() -> None:
+    """The compile server's loop (in the child): (name, LLVM IR) in, (status, object) out."""
+    from .jit import compile_to_object
+    stdin = sys.stdin.buffer
+    stdout = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)       # what anything else prints must not reach the replies
+    while True:
+        try:
+            name, text = _read_message(stdin)
+        except RuntimeError:
+            return      # the program closed the pipe
+        try:
+            reply = (b"ok", compile_to_object(text.decode(), name.decode("utf-8", "surrogateescape")))
+        except Exception as e:   # noqa: BLE001 - reported to the program, which keeps its quick code
+            reply = (b"error", f"{type(e).__name__}: {e}".encode())
+        _write_message(stdout, *reply)
+        stdout.flush()
