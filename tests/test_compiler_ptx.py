@@ -419,6 +419,7 @@ RARE = """
   mul24.hi.s32 %r19, %r2, %r3;
   set.lt.u32.s32 %r20, %r2, %r3;
   slct.u32.s32 %r21, %r2, %r3, %r4;
+  setp.ne.u32 %p3, %r1, %r1;
   setp.lt.and.s32 %p1|%p2, %r2, %r3, %p3;
   selp.u32 %r22, 1, 0, %p1;
   selp.u32 %r23, 1, 0, %p2;
