@@ -1383,7 +1383,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     hand_over = worker.append_basic_block("hand_over")
     b.branch(grab)
     # take `chunk` blocks at a time from the shared counter, then run them one by one;
-    # once the optimised worker is there, it takes the blocks left
+    # once optimised code has taken over, take none (the launch function runs the rest there)
     b.position_at_end(grab)
     take = worker.append_basic_block("take")
     b.cbranch(_handing_over(b, L, handoff), hand_over, take)
