@@ -41,20 +41,16 @@ def compile_ptx(ptx_text: str, source_name: str = "<ptx>") -> CompiledModule:
         globals_[name] = (g.name, pointee.count * (8 if str(pointee.element) == "i64" else 1))
     llvm_ir = str(lowering.mod)
     result = CompiledModule(lowering.kernels, globals_, dict(lowering.function_errors), b"")
-    if mode == tiers.QUICK:
-        result.object_code = compile_to_object(llvm_ir, source_name, optimised=False)
-        return result       # not cached: the cache holds optimised code
-    if mode == tiers.TIERED and not globals_:
+    if mode == tiers.TIERED and not globals_:      # queued before the quick compile: the server starts sooner
         result.optimised = tiers.optimise_in_background(llvm_ir, source_name)
-    if result.optimised is None:
-        result.object_code = compile_to_object(llvm_ir, source_name)
-        cache.store(key, result)
-        return result
-    result.object_code = compile_to_object(llvm_ir, source_name, optimised=False)
-
-    def arrived(object_code):
-        if object_code is not None:
-            result.object_code, result.optimised = object_code, None
-            cache.store(key, result)
-    result.optimised.subscribe(arrived)
+    quick = mode == tiers.QUICK or result.optimised is not None
+    result.object_code = compile_to_object(llvm_ir, source_name, optimised=not quick)
+    if result.optimised is not None:
+        def arrived(object_code):
+            if object_code is not None:
+                result.object_code, result.optimised = object_code, None
+                cache.store(key, result)
+        result.optimised.subscribe(arrived)
+    elif not quick:
+        cache.store(key, result)        # the cache holds optimised code only
     return result

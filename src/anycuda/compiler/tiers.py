@@ -22,6 +22,7 @@ second object would have its own copies of them.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import struct
 import subprocess
@@ -85,6 +86,7 @@ def optimise_in_background(llvm_ir: str, name: str) -> OptimisedCode | None:
 
 # ---------------------------------------------------------------- the compile server
 
+@functools.lru_cache(maxsize=1)
 def _interpreter() -> str | None:
     """This Python's interpreter; in a process that embeds Python (libcuda.so.1 in a C
     program) sys.executable is that program, so look beside the installation."""
@@ -117,22 +119,24 @@ class _Server:
                     self._cv.wait()
                 job = self._queue.pop(0)
             try:
-                job._finish(self._compile(job._ir, job._name))
-            except Exception as e:    # noqa: BLE001 - the quick code stays
+                status, payload = self._compile(job._ir, job._name)
+            except Exception as e:    # noqa: BLE001 - the server died or garbled a reply: start another
                 self._stop()
-                job._finish(None, f"optimising {job._name} failed: {e}")
+                status, payload = b"error", f"the compile server failed: {e}".encode()
+            if status == b"ok":
+                job._finish(payload)
+            else:                     # the quick code stays
+                job._finish(None, f"optimising {job._name} failed: {payload.decode(errors='replace')}")
 
-    def _compile(self, llvm_ir: str, name: str) -> bytes:
+    def _compile(self, llvm_ir: str, name: str) -> tuple:
+        """(b"ok", object) or (b"error", why) from the server, started if it is not running."""
         if self._proc is None or self._proc.poll() is not None:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
             self._proc = subprocess.Popen([_interpreter(), "-c", "from anycuda.compiler.tiers import serve; serve()"],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         _write_message(self._proc.stdin, name.encode("utf-8", "surrogateescape"), llvm_ir.encode())
         self._proc.stdin.flush()
-        status, payload = _read_message(self._proc.stdout)
-        if status != b"ok":
-            raise RuntimeError(payload.decode(errors="replace"))
-        return payload
+        return tuple(_read_message(self._proc.stdout))
 
     def _stop(self):
         p, self._proc = self._proc, None

@@ -373,7 +373,7 @@ class Program:
             return
         optimised = LoadedObject(object_code)
         for info in self.compiled.kernels.values():
-            if info.error is None and info.handoff:
+            if info.error is None:
                 slot = self.jit.address(info.handoff)
                 ctypes.c_uint64.from_address(slot).value = optimised.address(info.export)
         self._quick.append(self.jit)
