@@ -264,6 +264,9 @@ int main(void) {
     int scratch_totals[1];
     double cached = MEDIAN(for (int k = 0; k < 1000; ++k) scan_one(in, out, scratch_totals, n, 0)) / 1000;
     printf("block program, one block in cache:       %7.1f ns per block of %d ints\n", cached * 1e9, PER_BLOCK);
+    /* 64 blocks: 256 KiB in and 256 KiB out, in L2 (as block_program_scan_ir.py measures) */
+    double in_l2 = MEDIAN(for (int k = 0; k < 30; ++k) for (int b = 0; b < 64; ++b) scan_one(in, out, totals, n, b)) / (30 * 64);
+    printf("block program, 64 blocks in L2:          %7.1f ns per block\n", in_l2 * 1e9);
     for (int nt = 1; nt <= threads; nt = nt < threads && nt * 2 > threads ? threads : nt * 2) {
         omp_set_num_threads(nt);
         double first = MEDIAN(scan_blocks(in, out, totals, n, nblocks));
