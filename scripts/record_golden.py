@@ -19,9 +19,10 @@ the same.
 machine without a GPU (its files are not golden: their meta data names the backend).
 
 Each .npz holds, per case, the inputs, the output buffers after the launch (they start as
-0xCD bytes, so a slot the kernel does not write is compared too) and, in "meta", the
-launch shape, the argument list, the module's options, the PTX's SHA-256 and the device and
-driver it ran on. tests/test_golden.py replays each case through anycuda and compares.
+0xCD bytes, so a slot the kernel does not write is compared too; counters that must start
+from a value are inout), the text device printf wrote (printf.cu's cases) and, in "meta",
+the launch shape, the argument list, the module's options, the PTX's SHA-256 and the device
+and driver it ran on. tests/test_golden.py replays each case through anycuda and compares.
 """
 from __future__ import annotations
 
@@ -37,13 +38,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "kernels"
 sys.path.insert(0, str(ROOT / "tests"))
-from golden_records import POISON_BYTE, UNSIGNED, array_key, kernel_fingerprint  # noqa: E402
+from golden_records import POISON_BYTE, UNSIGNED, array_key, kernel_fingerprint, text_key  # noqa: E402
 
 SEED = 20261124
 N = 500                        # threads of an elementwise case: 4 blocks of 128, the last partial
 BLOCK = 128
 SLOTS = 40                     # output elements per thread (the kernels write at most 34)
 SPARE = 64                     # inputs run this far past n, for kernels that read neighbours
+STACK_BYTES = 16384            # per GPU thread, for the recursion in functions.cu
 
 # The conformance tests' own options (the default architecture), so that the PTX is theirs.
 PLAIN = ()
@@ -51,7 +53,7 @@ FAST = ("-use_fast_math",)
 
 # Modules: name -> (kernel file, nvcc options). In the files of elementwise kernels, each
 # kernel of the form (const T* inputs..., T* outputs..., int n) is a case, made from its
-# signature; warp.cu's and programs.cu's cases are listed with their own launch and inputs.
+# signature; the other files' cases are listed with their own launch and inputs.
 MODULES = {
     "arith_float": ("arith_float", PLAIN),
     "arith_float.fast": ("arith_float", FAST),
@@ -67,6 +69,9 @@ MODULES = {
     "sync": ("sync", PLAIN),
     "memory": ("memory", PLAIN),
     "special_regs": ("special_regs", PLAIN),
+    "atomics": ("atomics", PLAIN),
+    "functions": ("functions", PLAIN),
+    "printf": ("printf", PLAIN),
 }
 
 C_TYPES = {
@@ -309,6 +314,140 @@ def special_register_cases(rng):
     return [_case("indices", (3, 4, 5), (4, 3, 2), [_output("u4", 60 * 24 * 12)])]
 
 
+def _inout(value, code):
+    return {"kind": "inout", "value": np.asarray(value, code)}
+
+
+def atomic_cases(rng):
+    """Atomics under contention, on global and shared memory. Counters start from the values
+    a case gives (inout): random where any start works, the identity or a fixed start where
+    the kernel's own check needs one. Float sums of integers stay below 2^24 (2^53 for
+    doubles), so that every order of the additions gives the same bits, except
+    global_atomics' f32 sums, which start from fractions: their rounding depends on the
+    order. tests/test_golden.py's ORDER says how each output that the threads' order decides
+    is compared; NaN and float ties are kept out of the CAS-loop maximum and minimum, where
+    the winner would depend on the order."""
+    i32 = lambda n, lo=-2 ** 31, hi=2 ** 31: rng.integers(lo, hi, n, dtype=np.int64).astype(np.int32)
+    u32 = lambda n: rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
+    u64 = lambda n: rng.integers(0, 2 ** 64, n, dtype=np.uint64)
+    cases = []
+    for grid, block, n, slots in ((9, 120, 1000, 1), (4, 256, 1000, 7), (3, 96, 250, 32)):
+        f32 = rng.uniform(0, 1000, slots).astype(np.float32)
+        f64 = rng.integers(-2 ** 40, 2 ** 40, slots) * 0.5
+        vals = random_input(rng, "i4", n)
+        if slots == 32:
+            # three slots that only ever add zero to a subnormal start: atom.add.f32 in global
+            # memory flushes subnormal inputs and results, which sums of integers never show
+            vals[0::slots] &= ~0xff
+            vals[1::slots] &= ~0xff
+            vals[2::slots] = 0
+            f32[:3] = [1e-40, -3e-39, 1.4e-45]
+            f64[2] = 5e-324
+        cases.append(_case("global_atomics", (grid,), (block,),
+                           [_inout(i32(4 * slots), "i4"), _inout(u32(5 * slots), "u4"), _inout(u64(2 * slots), "u8"),
+                            _inout(f32, "f4"), _inout(f64, "f8"), _in(vals),
+                            _scalar("i4", n), _scalar("i4", slots)]))
+    for grid, block, n, start in ((4, 256, 1000, 0), (7, 100, 650, 2 ** 32 - 300)):
+        cases.append(_case("tickets", (grid,), (block,), [_inout([start], "u4"), _output("u4", grid * block), _scalar("i4", n)]))
+    for grid, block, n, limit in ((8, 125, 1000, 17), (5, 96, 450, 0xFFFFFFFF), (3, 64, 190, 0)):
+        cases.append(_case("inc_dec_exch_cas", (grid,), (block,),
+                           [_inout(u32(1) % 40, "u4"), _inout(u32(1) % 40, "u4"), _inout([-1], "i4"),
+                            _inout(i32(1, -10 ** 6, 10 ** 6), "i4"), _inout(u64(1), "u8"),
+                            _scalar("u4", limit), _scalar("i4", n)]))
+    x = (rng.standard_normal(5000) * 10 ** rng.uniform(-3, 3, 5000)).astype(np.float32)
+    x[:4] = [0.0, -0.0, 1e-42, -1e-42]
+    cases.append(_case("float_max", (20,), (256,), [_in(x), _inout([-np.inf], "f4"), _scalar("i4", 5000)]))
+    x = rng.standard_normal(270).astype(np.float32)
+    x[:5] = [-np.inf, -0.0, 3e38, 1e-40, 1.25]
+    cases.append(_case("float_max", (3,), (100,), [_in(x), _inout([1.5], "f4"), _scalar("i4", 270)]))
+    for grid, block, n in ((5, 96, 10000), (3, 256, 777), (2, 33, 500)):
+        data = rng.integers(0, 256, n).astype(np.uint8)
+        data[: n // 4] = 7                       # a hot bin: every thread on one counter
+        cases.append(_case("shared_histogram", (grid,), (block,),
+                           [_in(data), _inout(rng.integers(0, 1000, 256), "u4"), _scalar("i4", n)]))
+    for grid, block, n, slots in ((7, 96, 600, 1), (4, 256, 1000, 16)):
+        cases.append(_case("wide_atomics", (grid,), (block,),
+                           [_inout(u32(3 * slots), "u4"), _inout(u64(2 * slots).view(np.int64), "i8"), _inout(u64(3 * slots), "u8"),
+                            _inout([-1.0], "f4"), _in(u64(n).view(np.int64)), _scalar("i4", n), _scalar("i4", slots)]))
+    for grid, block, n, limit, dec0 in ((8, 128, 1000, 37, 5), (5, 96, 450, 0, 3), (3, 64, 160, 0xFFFFFFFF, 2)):
+        words = (n + 31) // 32
+        # or/and start with every thread's bit clear/set (bits no thread owns are random):
+        # a start bit that a thread also sets would make the old values' sizes depend on the order
+        owned = np.array([(1 << min(32, n - 32 * w)) - 1 for w in range(words)], np.uint64).astype(np.uint32)
+        total = grid * block
+        cases.append(_case("returned_olds", (grid,), (block,),
+                           [_inout([rng.integers(-500, 500)], "f4"), _inout([rng.integers(-500, 500)], "f8"),
+                            _inout([2 ** 64 - n // 2], "u8"), _inout(i32(1), "i4"), _inout(u32(1) % 50, "u4"),
+                            _inout([dec0], "u4"), _inout([-7], "i4"), _inout(u32(words) & ~owned, "u4"),
+                            _inout(u32(words) | owned, "u4"), _inout(u32(words), "u4"), _inout(i32(1, -10 ** 6, 10 ** 6), "i4"),
+                            _scalar("u4", limit)]
+                           + [_output(code, total) for code in ("f4", "f8", "u8", "i4", "u4", "u4", "i4", "u4", "u4", "u4", "i4")]
+                           + [_scalar("i4", n)]))
+    for grid, block in ((6, 32), (6, 100), (4, 256), (2, 1024)):
+        cases.append(_case("shared_atomics", (grid,), (block,),
+                           [_in(random_input(rng, "i4", grid * block)), _output("i4", 4 * grid), _output("u4", 6 * grid),
+                            _output("u8", 2 * grid), _output("f4", grid), _output("f8", grid), _output("i4", grid * block),
+                            _scalar("u4", 9)]))
+    for grid, block in ((1, 256), (7, 256), (20, 128)):
+        cases.append(_case("last_block_sum", (grid,), (block,),
+                           [_in(rng.standard_normal(5000), "f4"), _output("f4", grid), _inout([0], "u4"), _output("f4", 1),
+                            _scalar("i4", 5000)]))
+    for grid, block, n, limit in ((5, 200, 950, 1000), (3, 256, 768, 7), (1, 128, 100, 5)):
+        vals = random_input(rng, "i4", n)
+        fstart, dstart = [rng.integers(-1000, 1000)], [rng.integers(-2 ** 40, 2 ** 40)]
+        if n == 100:            # zeros added to subnormal starts, as in global_atomics
+            vals &= ~0xff
+            fstart, dstart = [2e-39], [-5e-324]
+        cases.append(_case("red_forms", (grid,), (block,),
+                           [_in(vals), _inout(i32(3), "i4"), _inout(u32(9), "u4"), _inout(u64(1), "u8"),
+                            _inout(fstart, "f4"), _inout(dstart, "f8"), _scalar("u4", limit), _scalar("i4", n)]))
+    for grid, block, n in ((5, 200, 937), (2, 64, 100)):
+        cases.append(_case("half2_add", (grid,), (block,), [_inout(rng.integers(-10, 10, 8), "f2"), _scalar("i4", n)]))
+    x = rng.standard_normal(5000) * 1e10 + 3e10
+    cases.append(_case("double_min", (40,), (128,), [_in(x), _inout([np.inf], "f8"), _inout([2 ** 64 - 1], "u8"), _scalar("i4", 5000)]))
+    x = rng.standard_normal(250) * 10 ** rng.uniform(-300, 300, 250)
+    x[:5] = [np.inf, 0.0, -0.0, 5e-324, -1e308]
+    cases.append(_case("double_min", (3,), (100,), [_in(x), _inout([-2.0], "f8"), _inout(u64(1), "u8"), _scalar("i4", 250)]))
+    for grid, block, n in ((64, 256, 16384), (5, 160, 777)):
+        c = rng.integers(0, 2 ** 16, 6)
+        c[4:] = 0xBEEF
+        cases.append(_case("cas16_counters", (grid,), (block,), [_inout(c, "u2"), _scalar("i4", n)]))
+    return cases
+
+
+def function_cases(rng):
+    """Calls that stay calls: recursion, function pointers, struct passing, virtual calls."""
+    cases = []
+    for grid, block, n in ((3, 96, 270), (2, 128, 256)):
+        total = grid * block
+        cases.append(_case("calls", (grid,), (block,), [_in(random_input(rng, "i4", 64)), _output("i8", 4 * total),
+                                                        _output("f4", 2 * total), _output("f8", total), _scalar("i4", n)]))
+    for grid, block, n, special in ((2, 48, 90, False), (3, 64, 170, True)):
+        total = grid * block
+        v = random_input(rng, "f8", n + 8) if special else rng.integers(-800, 800, n + 8) / 8.0
+        cases.append(_case("calls2", (grid,), (block,), [_in(v, "f8"), _in(rng.integers(0, 32, n), "i4"),
+                                                         _output("i8", 8 * total), _output("f8", 12 * total), _scalar("i4", n)]))
+    return cases
+
+
+def printf_cases(rng):
+    """Device printf: the text each case prints is recorded (assert and trap are not: they
+    end the launch with an error, which test_conf_printf checks)."""
+    text = np.frombuffer(b"abcdefg\0", np.uint8)
+    cases = [
+        _case("say", (1,), (32,), [_scalar("i4", 20), _scalar("f4", 1.5), _scalar("u8", 0)]),
+        _case("say", (1,), (32,), [_scalar("i4", 32), _scalar("f4", -0.1), _scalar("u8", 0)]),
+        # t up to 69: 'a' + t runs past ASCII, and 1LL << (t + 32) shifts by 64 and more
+        _case("say_all", (2,), (40,), [_in(rng.integers(-9, 9, 80), "i4"), _scalar("i4", 70)]),
+        _case("say_more", (3,), (64,), [_scalar("f8", 3.14159), _scalar("u8", 2 ** 63 + 5)]),
+        _case("say_more", (2,), (40,), [_scalar("f8", -1.5e-5), _scalar("u8", 2 ** 64 - 20)]),
+        _case("say_seq", (2,), (40,), [_in(text), _scalar("i4", 3)]),
+    ]
+    for case in cases:
+        case["prints"] = True
+    return cases
+
+
 def module_cases(module: str):
     """The list of cases of one module (fixed inputs: the seed depends on the module's name)."""
     file, _ = MODULES[module]
@@ -323,6 +462,12 @@ def module_cases(module: str):
         return memory_cases(rng)
     if file == "special_regs":
         return special_register_cases(rng)
+    if file == "atomics":
+        return atomic_cases(rng)
+    if file == "functions":
+        return function_cases(rng)
+    if file == "printf":
+        return printf_cases(rng)
     params = _parameters((KERNELS / f"{file}.cu").read_text())
     cases = []
     for name, p in params.items():
@@ -369,10 +514,15 @@ def prepare(ptx_dir: Path):
 def _backend(name: str):
     if name == "cupy":
         import cupy as xp
+        # ptxas cannot bound the stack of recursive functions (functions.cu recurses up to
+        # 21 frames deep with local arrays) and the driver's default is 1 KiB per thread
+        rt = xp.cuda.runtime
+        rt.deviceSetLimit(getattr(rt, "cudaLimitStackSize", 0), STACK_BYTES)
         props = xp.cuda.runtime.getDeviceProperties(0)
         device = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         where = {"backend": "cupy", "device": device, "compute_capability": f"{props['major']}.{props['minor']}",
-                 "driver": xp.cuda.runtime.driverGetVersion(), "cupy": xp.__version__}
+                 "driver": xp.cuda.runtime.driverGetVersion(), "cupy": xp.__version__,
+                 "stack_bytes": rt.deviceGetLimit(getattr(rt, "cudaLimitStackSize", 0))}
     else:
         sys.path.insert(0, str(ROOT / "src"))
         import anycuda as xp
@@ -407,6 +557,30 @@ def assemble(ptx_dir: Path, module: str, arch: str) -> Path:
     return cubin
 
 
+def _printed(run) -> bytes:
+    """What `run()` writes to the process's standard output: the GPU driver writes device
+    printf's text through the C library's stdout at a synchronisation, anycuda through
+    sys.stdout."""
+    import ctypes
+    import os
+    import tempfile
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as f:
+        os.dup2(f.fileno(), 1)
+        try:
+            run()
+        finally:
+            sys.stdout.flush()
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+        f.seek(0)
+        return f.read()
+
+
 def record(ptx_dir: Path, out_dir: Path, backend: str, ptxas: str = None, only=None):
     xp, where = _backend(backend)
     manifest = json.loads((ptx_dir / "manifest.json").read_text())
@@ -424,8 +598,13 @@ def record(ptx_dir: Path, out_dir: Path, backend: str, ptxas: str = None, only=N
         arrays, meta_cases = {}, []
         for c, case in enumerate(module_cases(module)):
             dev, outs = _device_args(xp, case)
-            mod.get_function(case["kernel"])(tuple(case["grid"]), tuple(case["block"]), tuple(dev),
-                                             shared_mem=case["shared_mem"])
+            launch = lambda: mod.get_function(case["kernel"])(tuple(case["grid"]), tuple(case["block"]), tuple(dev),
+                                                              shared_mem=case["shared_mem"])
+            if case.get("prints"):
+                sync = xp.cuda.Device().synchronize if backend == "cupy" else xp.synchronize
+                arrays[text_key(c)] = np.frombuffer(_printed(lambda: (launch(), sync())), np.uint8)
+            else:
+                launch()
             args = []
             for i, a in enumerate(case["args"]):
                 key = array_key(c, i)
@@ -439,7 +618,7 @@ def record(ptx_dir: Path, out_dir: Path, backend: str, ptxas: str = None, only=N
                 args.append({"kind": a["kind"], "dtype": np.dtype(a.get("dtype") or a["value"].dtype).str,
                              "count": int(a.get("count") or np.asarray(a["value"]).size), "key": key})
             meta_cases.append({"kernel": case["kernel"], "fingerprint": kernel_fingerprint(ptx, case["kernel"]), "grid": case["grid"], "block": case["block"],
-                               "shared_mem": case["shared_mem"], "args": args})
+                               "shared_mem": case["shared_mem"], "args": args, "prints": bool(case.get("prints"))})
         if backend == "cupy":
             xp.cuda.Device().synchronize()
         meta = {"module": module, "file": info["file"], "options": info["options"], "ptx_sha256": info["ptx_sha256"],

@@ -4,7 +4,8 @@
 A record holds one module's cases: "meta" (JSON: the kernel file, nvcc options, nvcc release,
 the device that ran it, and per case the kernel, launch shape and argument list) and, per
 argument array, "c<case>_a<arg>" (the input) and "c<case>_a<arg>_out" (the buffer after the
-launch; output buffers start as POISON_BYTE bytes). No anycuda import here: the recorder
+launch; output buffers start as POISON_BYTE bytes) and, for a case that prints, "c<case>_text"
+(the bytes device printf wrote to standard output). No anycuda import here: the recorder
 runs where only CuPy is."""
 from __future__ import annotations
 
@@ -49,3 +50,7 @@ def kernel_fingerprint(ptx: str, kernel: str) -> str:
 
 def array_key(case: int, arg: int, after: bool = False) -> str:
     return f"c{case}_a{arg}" + ("_out" if after else "")
+
+
+def text_key(case: int) -> str:
+    return f"c{case}_text"

@@ -3,6 +3,11 @@
 Integer add/and/or/xor/exch/min/max map to LLVM's atomicrmw; float add too. inc/dec, cas
 and the 16-bit float pairs are compare-and-swap loops.
 
+`add.f32` in global memory flushes subnormal inputs and results to sign-preserving zero, as
+the PTX ISA says and an H200 does (ATOMG/REDG.ADD.F32.FTZ.RN; the old value comes back
+unflushed); in shared memory it keeps them (there the GPU runs a compare-and-swap loop
+around an IEEE add). A generic address decides by where it points.
+
 A block runs on one CPU thread from start to end, so the block's own shared memory
 (`.shared` / `.shared::cta`) is never touched by two threads at once: atomics there are
 plain load-modify-store sequences (no locked instruction, which costs a histogram kernel
@@ -66,11 +71,44 @@ def rmw_kind(op, t):
     return None
 
 
-def rmw(b, private, kind, p, v):
-    """atomicrmw `kind` on *p, or its plain form for block-private memory; the old value."""
+def flushes_subnormals(inst):
+    """Does `atom/red.add.f32` flush subnormals (see the module docstring)? True in global
+    memory, False in shared, None for a generic address (known only where it points)."""
+    space = space_of(inst)
+    return None if space == "" else space != "shared"
+
+
+def rmw(b, private, kind, p, v, flush=None):
+    """atomicrmw `kind` on *p, or its plain form for block-private memory; the old value.
+    `flush` (i1, for an f32 fadd outside block-private memory): flush subnormal inputs and
+    results to sign-preserving zero where it holds."""
+    if kind == "fadd" and flush is not None and not private and v.type == ir.FloatType():
+        return _flushing_fadd(b, p, v, flush)
     if not private:
         return b.atomic_rmw(kind, p, v, "seq_cst")
     return _update_in_place(b, p, lambda old: PLAIN_RMW[kind](b, old, v))
+
+
+def _flushing_fadd(b, p, v, flush):
+    """*p += v for f32 as a compare-and-swap loop on the bits (atomicrmw cannot flush)."""
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+    ip = b.bitcast(p, i32.as_pointer())
+    pre = b.block
+    first = b.load_atomic(ip, "monotonic", 4)
+    loop = b.append_basic_block("fadd.loop")
+    done = b.append_basic_block("fadd.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    cur = b.phi(i32)
+    cur.add_incoming(first, pre)
+    old = b.bitcast(cur, f32)
+    ftz = floatops.flush_denormal
+    new = b.select(flush, ftz(b, b.fadd(ftz(b, old), ftz(b, v))), b.fadd(old, v))
+    res = b.cmpxchg(ip, cur, b.bitcast(new, i32), "seq_cst", "seq_cst")
+    cur.add_incoming(b.extract_value(res, 0), b.block)
+    b.cbranch(b.extract_value(res, 1), done, loop)
+    b.position_at_end(done)
+    return old
 
 
 def compare_and_swap(b, private, p, expected, new):
@@ -121,7 +159,16 @@ def lower_atomic(f, inst):
         v = f.read(ops[2], t)
         if kind == "xchg" and t in ("f32", "f64"):
             p, v = b.bitcast(ptr, ir.IntType(width(t)).as_pointer()), convert(b, v, ir.IntType(width(t)))
-        return _write(f, ops, rmw(b, private, kind, p, v), t)
+        flush = None
+        if kind == "fadd" and t == "f32":
+            flush = flushes_subnormals(inst)
+            if flush is None:
+                a = b.ptrtoint(ptr, ir.IntType(64))
+                (lo, hi), = f.space_windows("shared")
+                flush = b.not_(b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi)))
+            else:
+                flush = ir.Constant(ir.IntType(1), int(flush))
+        return _write(f, ops, rmw(b, private, kind, p, v, flush), t)
     v = f.read(ops[2], t)
     if op == "inc" and t not in ("f32", "f64"):
         # ((old >= v) ? 0 : old + 1), unsigned

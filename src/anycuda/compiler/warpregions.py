@@ -1265,6 +1265,11 @@ def _atom(w, st):
         raise NotVectorisable(f"{st.opcode} {st.mods}")
     if kind in ("xchg", "cas"):
         t = f"b{width(t)}"                      # bits, as lower_atomic exchanges them
+    flush = None
+    if kind == "fadd" and t == "f32":
+        if atomics.flushes_subnormals(st) is None:
+            raise NotVectorisable("generic add.f32: where each lane's address points decides whether subnormals flush")
+        flush = ir.Constant(I1, int(atomics.flushes_subnormals(st)))
     b, private = w.b, atomics.block_private(st)
     elem = llvm_type(t)
     addrs = w.addresses(ops[1], _space(st))
@@ -1276,7 +1281,7 @@ def _atom(w, st):
     # 0.76 ns per element, one worker) for 10% they gained on a Zen 3 (NOTES.md)
     with w._each_lane_here(addrs, elem, st.opcode) as (lane, p):
         v = [value(lane) for value in values]
-        got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0])
+        got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0], flush)
         b.store(got, b.gep(old, [lane]))
     if ops[0] is not None:
         w.write(ops[0], b.load(b.bitcast(old, w._vec(elem).as_pointer())), t)
