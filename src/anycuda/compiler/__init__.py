@@ -19,6 +19,8 @@ class CompiledModule:
     function_errors: dict    # device function name -> PtxError (it cannot run)
     object_code: bytes
     optimised: object = None  # quick code: tiers.OptimisedCode, the optimised object on its way
+    ptx_text: str = ""        # the module's PTX, for the block programs made at launch (compiler/blockprograms.py)
+    source_name: str = "<ptx>"
 
     def __getstate__(self):
         return dict(self.__dict__, optimised=None)
@@ -40,7 +42,8 @@ def compile_ptx(ptx_text: str, source_name: str = "<ptx>") -> CompiledModule:
         pointee = g.type.pointee
         globals_[name] = (g.name, pointee.count * (8 if str(pointee.element) == "i64" else 1))
     llvm_ir = str(lowering.mod)
-    result = CompiledModule(lowering.kernels, globals_, dict(lowering.function_errors), b"")
+    result = CompiledModule(lowering.kernels, globals_, dict(lowering.function_errors), b"",
+                            ptx_text=ptx_text, source_name=source_name)
     if mode == tiers.TIERED and not globals_:      # queued before the quick compile: the server starts sooner
         result.optimised = tiers.optimise_in_background(llvm_ir, source_name)
     quick = mode == tiers.QUICK or result.optimised is not None

@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 
-from ..compiler import abi, compile_ptx
+from ..compiler import abi, blockprograms, compile_ptx
 from ..compiler.jit import LoadedObject
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import worker_count
@@ -195,6 +195,7 @@ class KernelImage:
         self._records = {}       # (grid, block, shared_mem, workers) -> a checked launch record
         self.max_dynamic_shared_size = DEFAULT_SHARED_PER_BLOCK - info.static_shared
         self._entry = None
+        self._programs = {}      # block threads -> launch function of its block program, or None
         self._max_threads = self._thread_limit()
         reqntid = info.directives.get("reqntid")
         self._required_block = tuple(reqntid) + (1,) * (3 - len(reqntid)) if reqntid else None
@@ -215,6 +216,24 @@ class KernelImage:
             addr = self.program.jit.address(self.info.export)
             self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         return self._entry
+
+    def _block_program(self, lanes: int):
+        """The launch function of this kernel's block program for blocks of `lanes` threads
+        (compiler/blockprograms.py), or None: not taken, or still being compiled."""
+        if lanes in self._programs:
+            return self._programs[lanes]
+        self._programs[lanes] = None
+        compiled = self.program.compiled
+        if not compiled.ptx_text or not blockprograms.enabled():
+            return None
+
+        def link(code):
+            if code is not None:
+                obj = LoadedObject(code)
+                self.program._block_objects.append(obj)
+                self._programs[lanes] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
+        link(blockprograms.block_program(compiled.ptx_text, compiled.source_name, self.name, lanes, link))
+        return self._programs[lanes]
 
     def _thread_limit(self) -> int:
         """The most threads per block this kernel takes: .maxntid's count, at most the device's."""
@@ -273,6 +292,8 @@ class KernelImage:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         entry = self._function()
         record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.program.optimising)
+        if not cooperative and blockprograms.supported_shape(block):
+            entry = self._block_program(block[0]) or entry
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
@@ -358,6 +379,7 @@ class Program:
         optimised = self.compiled.optimised      # read first: it is cleared once object_code is optimised
         self.jit = LoadedObject(self.compiled.object_code)
         self._quick = []
+        self._block_objects = []     # the kernels' block programs, linked
         self._kernels = {}
         # while the optimised code is being made, quick launches leave a core to its compile
         self.optimising = optimised is not None

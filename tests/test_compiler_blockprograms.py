@@ -1,0 +1,268 @@
+"""Block programs (compiler/blockprograms.py): an acyclic kernel's block of W x 1 x 1 threads
+as one vector program, made at the first launch of that shape.
+
+Each kernel here runs against numpy on fresh random inputs with poisoned outputs, at block
+sizes that leave the last block partial, and the test checks which way it ran: through a
+block program (KernelImage._programs[W] set) or, for what a block program does not take,
+through the rounds. The conformance and golden tests run the same way, so every acyclic
+kernel they launch with such blocks goes through a block program too.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from anycuda.compiler import blockprograms
+
+SOURCE = r"""
+// every kind of access a block program tells apart, a barrier, shuffles and a lone lane's store
+extern "C" __global__ void shapes(const float* in, float* out, int n) {
+    __shared__ float tile[1024];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    float a = 0.0f, b = 0.0f, c = 0.0f;
+    if (i < n) {
+        a = in[i];                          // consecutive lanes
+        b = in[2 * i + 1];                  // every second element
+        c = in[3 * i + 2];                  // every third
+    }
+    float d = in[n - 1 - blockIdx.x];       // one address for the whole block
+    tile[t] = a * 2.0f + b;
+    __syncthreads();
+    float e = tile[blockDim.x - 1 - t];     // lanes apart (reversed)
+    float s = c;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    if (i < n) {                            // stores four apart
+        out[4 * i] = e;
+        out[4 * i + 1] = s;
+        out[4 * i + 2] = d;
+        out[4 * i + 3] = a - b;
+    }
+    if (t == blockDim.x - 1) out[4 * n + blockIdx.x] = a + c;
+}
+
+// lanes that leave early (and hold no barrier), lanes that part at a branch and meet again
+extern "C" __global__ void collatz_step(const int* in, int* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int v = in[i];
+    if (v & 1) v = 3 * v + 1;
+    else v >>= 1;
+    __syncthreads();
+    out[i] = v;
+}
+
+// no barrier and no shuffle: the loop over the block's threads vectorises it as it is
+extern "C" __global__ void plain_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+
+// warp totals through shared memory between two barriers, as a block scan does
+__device__ int warp_scan(int v, int lane) {
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int u = __shfl_up_sync(0xffffffff, v, o);
+        if (lane >= o) v += u;
+    }
+    return v;
+}
+
+extern "C" __global__ void warp_sums(const int* in, int* out, int n) {
+    __shared__ int sums[32];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t, lane = t & 31, warp = t >> 5;
+    int v = warp_scan(i < n ? in[i] : 0, lane);
+    if (lane == 31) sums[warp] = v;
+    __syncthreads();
+    int before = 0;
+    for (int w = 0; w < warp; ++w) before += sums[w];     // a loop: this kernel keeps the rounds
+    if (i < n) out[i] = v + before;
+}
+
+extern "C" __global__ void warp_sums_unrolled(const int* in, int* out, int n) {
+    __shared__ int sums[32];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t, lane = t & 31, warp = t >> 5;
+    int v = warp_scan(i < n ? in[i] : 0, lane);
+    if (lane == 31) sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) sums[lane] = warp_scan(lane < (int)(blockDim.x >> 5) ? sums[lane] : 0, lane);
+    __syncthreads();
+    if (warp > 0) v += sums[warp - 1];
+    if (i < n) out[i] = v;
+}
+"""
+
+
+@pytest.fixture
+def module(compile_cuda):
+    return compile_cuda(SOURCE, name="blockprograms.cu")
+
+
+def _ran_as_program(kernel, threads) -> bool:
+    return kernel.kernel._programs.get(threads) is not None
+
+
+def _shapes_reference(x, n, threads):
+    blocks = -(-n // threads)
+    out = np.zeros(4 * n + blocks, np.float32)
+    a, b, c = x[:n], x[1:2 * n:2], x[2:3 * n:3]
+    t = np.arange(blocks * threads)
+    full_a = np.zeros(blocks * threads, np.float32)
+    full_b = np.zeros(blocks * threads, np.float32)
+    full_c = np.zeros(blocks * threads, np.float32)
+    full_a[:n], full_b[:n], full_c[:n] = a, b, c
+    tile = (full_a * np.float32(2) + full_b).reshape(blocks, threads)
+    e = tile[:, ::-1].ravel()
+    s = full_c.reshape(-1, 32).sum(axis=1, dtype=np.float32)      # order differs: compared with a tolerance
+    s = np.repeat(s, 32)
+    d = np.repeat(x[n - 1 - np.arange(blocks)], threads)
+    out[0:4 * n:4], out[1:4 * n:4], out[2:4 * n:4], out[3:4 * n:4] = e[:n], s[:n], d[:n], (full_a - full_b)[:n]
+    last = t.reshape(blocks, threads)[:, -1]
+    out[4 * n:] = full_a[last] + full_c[last]
+    return out
+
+
+@pytest.mark.parametrize("threads,n", [(256, 1000), (96, 500), (1024, 2048)])
+def test_access_shapes(module, rng, poison, threads, n):
+    import anycuda as ac
+    x = rng.standard_normal(3 * n + 8).astype(np.float32)
+    blocks = -(-n // threads)
+    out = poison(4 * n + blocks, np.float32)
+    k = module.get_function("shapes")
+    k((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
+    got, want = out.get(), _shapes_reference(x, n, threads)
+    assert _ran_as_program(k, threads)
+    sums = np.zeros(got.size, bool)
+    sums[1:4 * n:4] = True
+    np.testing.assert_array_equal(got[~sums], want[~sums])
+    np.testing.assert_allclose(got[sums], want[sums], rtol=1e-5, atol=1e-5)
+
+
+def test_early_exit_and_divergence(module, rng, poison):
+    import anycuda as ac
+    n = 777
+    x = rng.integers(-10 ** 6, 10 ** 6, n).astype(np.int32)
+    out = poison(n + 64, np.int32)
+    k = module.get_function("collatz_step")
+    k(((n + 127) // 128,), (128,), (ac.asarray(x), out, np.int32(n)))
+    want = np.where(x & 1, 3 * x + 1, x >> 1).astype(np.int32)
+    got = out.get()
+    assert _ran_as_program(k, 128)
+    np.testing.assert_array_equal(got[:n], want)
+    assert (got[n:] == np.frombuffer(b"\xcd" * 4, np.int32)[0]).all(), "written past n"
+
+
+@pytest.mark.parametrize("name,program", [("warp_sums", False), ("warp_sums_unrolled", True)])
+def test_block_scan_both_ways(module, rng, poison, name, program):
+    import anycuda as ac
+    n, threads = 1500, 256
+    x = rng.integers(-100, 100, n).astype(np.int32)
+    out = poison(n, np.int32)
+    k = module.get_function(name)
+    k(((n + threads - 1) // threads,), (threads,), (ac.asarray(x), out, np.int32(n)))
+    padded = np.zeros(-(-n // threads) * threads, np.int64)
+    padded[:n] = x
+    want = np.cumsum(padded.reshape(-1, threads), axis=1).ravel()[:n].astype(np.int32)
+    np.testing.assert_array_equal(out.get(), want)
+    assert _ran_as_program(k, threads) == program
+
+
+def test_shapes_a_block_program_does_not_take(module, rng, poison):
+    """Blocks of 2-D shape or a partial warp run in the rounds, and right."""
+    import anycuda as ac
+    n = 300
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    k = module.get_function("collatz_step")
+    for block in ((100,), (32, 2)):
+        out = poison(n, np.int32)
+        k(((n + block[0] - 1) // block[0],), block, (ac.asarray(x), out, np.int32(n)))   # (the rows of y alike)
+        np.testing.assert_array_equal(out.get(), np.where(x & 1, 3 * x + 1, x >> 1))
+    assert not blockprograms.supported_shape((100, 1, 1)) and not blockprograms.supported_shape((32, 2, 1))
+
+
+def test_kernels_without_barriers_keep_the_thread_loop(module, rng, poison):
+    import anycuda as ac
+    n = 1000
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = poison(n, np.float32)
+    k = module.get_function("plain_add")
+    k(((n + 255) // 256,), (256,), (ac.asarray(a), ac.asarray(b), out, np.int32(n)))
+    np.testing.assert_array_equal(out.get(), a + b)
+    assert not _ran_as_program(k, 256)
+
+
+def test_switched_off(module, rng, poison, monkeypatch):
+    import anycuda as ac
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
+    n = 200
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    out = poison(n, np.int32)
+    k = module.get_function("collatz_step")
+    k(((n + 63) // 64,), (64,), (ac.asarray(x), out, np.int32(n)))
+    np.testing.assert_array_equal(out.get(), np.where(x & 1, 3 * x + 1, x >> 1))
+    assert not _ran_as_program(k, 64)
+
+
+def test_what_a_block_program_refuses():
+    ptx = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry looping(.param .u64 p)
+{
+  .reg .b32 %r<3>; .reg .pred %p<2>; .reg .b64 %rd<2>;
+  mov.u32 %r1, 0;
+  bar.sync 0;
+LOOP:
+  add.s32 %r1, %r1, 1;
+  setp.lt.s32 %p1, %r1, 10;
+  @%p1 bra LOOP;
+  ret;
+}
+.visible .entry plain(.param .u64 p)
+{
+  ret;
+}
+.visible .entry atomic(.param .u64 p)
+{
+  .reg .b32 %r<3>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [p];
+  bar.sync 0;
+  atom.global.add.u32 %r1, [%rd1], 1;
+  ret;
+}
+"""
+    for kernel, why in (("looping", "loop"), ("atomic", "atom"), ("plain", "no barrier")):
+        with pytest.raises(blockprograms.NotVectorisable, match=why):
+            blockprograms.block_program_ir(ptx, "refused.ptx", kernel, 64)
+
+
+@pytest.mark.parametrize("address", [0, 0x7FFF_0000_0000])
+def test_a_wild_store_is_an_illegal_address(address):
+    """A block program's memory fault fails the launch as on a GPU, naming the block; the
+    process and the next launch are fine."""
+    from anycuda.runtime.errors import CudaError, CUresult
+    from anycuda.runtime.program import load_program
+    ptx = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+  .reg .b64 %rd<3>; .reg .b32 %r<3>; .reg .pred %p1;
+  ld.param.u64 %rd1, [p];
+  mov.u32 %r1, %ctaid.x; mov.u32 %r2, %tid.x;
+  bar.sync 0;
+  setp.ne.u32 %p1, %r1, 5;
+  @%p1 bra OK;
+  st.global.u32 [%rd1], %r2;
+OK:
+  ret;
+}"""
+    k = load_program(ptx, "wild.ptx").kernel("k")
+    with pytest.raises(CudaError) as e:
+        k.launch((8, 1, 1), (64, 1, 1), address.to_bytes(8, "little"))
+    assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "block 5" in str(e.value) and f"0x{address:x}" in str(e.value)
+    assert k._programs[64] is not None
+    out = np.full(1, 0xCDCDCDCD, np.uint32)
+    k.launch((8, 1, 1), (64, 1, 1), out.ctypes.data.to_bytes(8, "little"))
+    assert out[0] < 64                                 # one of block 5's threads wrote its index
