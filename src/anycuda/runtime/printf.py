@@ -2,6 +2,10 @@
 
 nvcc packs the arguments into a local buffer, each aligned to its own size: 4-byte ints
 and chars, 8-byte longs, pointers and doubles (float arguments are promoted to double).
+
+A GPU prints bytes: a format, a `%s` string or a `%c` byte that is not UTF-8 comes out as
+it is. The text is kept as a str whose undecodable bytes are surrogate escapes, and
+`write_device_text` turns it back into those bytes.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ def _read(buf: int, off: int, size: int, fmt: str):
 
 def format_device_printf(fmt: bytes, buf: int) -> str:
     """The text a GPU prints for `printf(fmt, ...)` with arguments packed at address `buf`."""
-    text = fmt.decode("utf-8", "replace")
+    text = fmt.decode("utf-8", "surrogateescape")
     out, pos, off = [], 0, 0
     for m in _SPEC.finditer(text):
         out.append(text[pos:m.start()])
@@ -42,14 +46,14 @@ def format_device_printf(fmt: bytes, buf: int) -> str:
             out.append((spec + conv).replace("a", "e").replace("A", "E") % v if conv in "aA" else (spec + conv) % v)
         elif conv == "s":
             p, off = _read(buf, off, 8, "Q")
-            s = ctypes.string_at(p).decode("utf-8", "replace") if p else "(null)"
+            s = ctypes.string_at(p).decode("utf-8", "surrogateescape") if p else "(null)"
             out.append((spec + "s") % s)
         elif conv == "p":
             p, off = _read(buf, off, 8, "Q")
             out.append((spec + "s") % ("0x%x" % p if p else "(nil)"))
         elif conv == "c":
             v, off = _read(buf, off, 4, "i")
-            out.append((spec + "c") % chr(v & 0xFF))
+            out.append((spec + "c") % bytes([v & 0xFF]).decode("utf-8", "surrogateescape"))
         elif conv == "n":
             continue
         else:
@@ -64,3 +68,17 @@ def format_device_printf(fmt: bytes, buf: int) -> str:
             out.append((spec + py_conv) % v)
     out.append(text[pos:])
     return "".join(out)
+
+
+def write_device_text(text: str, stream) -> None:
+    """Write what kernels printed to `stream` as the bytes they printed (through its binary
+    buffer where it has one; else with the bytes that are not UTF-8 replaced)."""
+    data = text.encode("utf-8", "surrogateescape")
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        stream.flush()
+        buffer.write(data)
+        buffer.flush()
+    else:
+        stream.write(data.decode("utf-8", "replace"))
+        stream.flush()

@@ -19,7 +19,7 @@ from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import worker_count
 from .faults import fault_key
 from . import stream as stream_module
-from .printf import format_device_printf
+from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
 
@@ -94,9 +94,7 @@ def flush_device_output(stream=None):
     """Write what kernels printed to stdout (CUDA flushes at synchronisation points)."""
     text, _ = _output.take()
     if text:
-        out = stream or sys.stdout
-        out.write(text)
-        out.flush()
+        write_device_text(text, stream or sys.stdout)
 
 
 stream_module.sync_hooks.append(flush_device_output)
@@ -340,8 +338,7 @@ class KernelImage:
     def _raise_fault(self, L):
         text, asserts = _output.take()
         if text:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            write_device_text(text, sys.stdout)
         thread = "" if L.err_thread == 2 ** 64 - 1 else f", thread {L.err_thread}"
         where = f"kernel {self.name}, block {L.err_block}{thread}"
         if L.error == abi.LAUNCH_ERR_ASSERT:
