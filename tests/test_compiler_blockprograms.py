@@ -52,6 +52,26 @@ extern "C" __global__ void collatz_step(const int* in, int* out, int n) {
     out[i] = v;
 }
 
+// a few lanes at addresses apart (one by one), through shared memory
+extern "C" __global__ void sparse_moves(const int* perm, const float* in, float* out) {
+    __shared__ float s[1024];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = -1.0f;
+    __syncthreads();
+    if ((t & 15) == 3) s[perm[i]] = in[blockIdx.x * blockDim.x + perm[i]];
+    __syncthreads();
+    out[i] = s[t];
+}
+
+// an index that wraps past 2^32 inside a warp: the lanes' addresses are not one ramp
+extern "C" __global__ void wrapping(const float* p, float* out, unsigned off) {
+    unsigned idx = off + threadIdx.x;
+    float v = -1.0f;
+    if (idx < off) v = p[idx];              // the lanes after the wrap read p[0], p[1], ...
+    __syncthreads();
+    out[threadIdx.x] = v;
+}
+
 // no barrier and no shuffle: the loop over the block's threads vectorises it as it is
 extern "C" __global__ void plain_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -178,6 +198,38 @@ def test_shapes_a_block_program_does_not_take(module, rng, poison):
         k(((n + block[0] - 1) // block[0],), block, (ac.asarray(x), out, np.int32(n)))   # (the rows of y alike)
         np.testing.assert_array_equal(out.get(), np.where(x & 1, 3 * x + 1, x >> 1))
     assert not blockprograms.supported_shape((100, 1, 1)) and not blockprograms.supported_shape((32, 2, 1))
+
+
+def test_few_lanes_apart(module, rng, poison):
+    import anycuda as ac
+    threads, blocks = 128, 3
+    perm = np.concatenate([rng.permutation(threads) for _ in range(blocks)]).astype(np.int32)
+    x = rng.standard_normal(threads * blocks).astype(np.float32)
+    out = poison(threads * blocks, np.float32)
+    k = module.get_function("sparse_moves")
+    k((blocks,), (threads,), (ac.asarray(perm), ac.asarray(x), out))
+    want = np.full((blocks, threads), -1.0, np.float32)
+    p2, x2 = perm.reshape(blocks, threads), x.reshape(blocks, threads)
+    for b in range(blocks):
+        for t in range(3, threads, 16):
+            want[b, p2[b, t]] = x2[b, p2[b, t]]
+    np.testing.assert_array_equal(out.get(), want.ravel())
+    assert _ran_as_program(k, threads)
+
+
+def test_an_index_that_wraps_in_a_warp(module, rng, poison):
+    """The run-time check finds the lanes' addresses are not one ramp (read as one, lane t would
+    read p[off + t] = x[t + 2^32 - 5]) and takes them lane by lane."""
+    import anycuda as ac
+    off = 2 ** 32 - 5
+    host = rng.standard_normal(64).astype(np.float32)
+    out = poison(64, np.float32)
+    k = module.get_function("wrapping")
+    k((1,), (64,), (ac.asarray(host), out, np.uint32(off)))
+    want = np.full(64, -1.0, np.float32)
+    want[5:] = host[:59]
+    np.testing.assert_array_equal(out.get(), want)
+    assert _ran_as_program(k, 64)
 
 
 def test_kernels_without_barriers_keep_the_thread_loop(module, rng, poison):
