@@ -323,8 +323,9 @@ def _describe(case, arg, got, want, same):
     return f"{case['kernel']} argument {arg}: {len(where)} of {len(want)} elements differ from the GPU: {show}"
 
 
-@pytest.mark.parametrize("record,c", list(_cases()))
-def test_same_bits_as_the_gpu(record, c):
+def _recorded_case(record, c):
+    """(meta, case, its arrays, the module) of case c of a record; skipped where the PTX the
+    tests compile is not the one the GPU ran."""
     meta = _meta(record)
     case = meta["cases"][c]
     with np.load(record) as z:
@@ -334,6 +335,12 @@ def test_same_bits_as_the_gpu(record, c):
         pytest.skip(f"{case['kernel']}'s PTX is not the one recorded on the GPU (the kernel in "
                     f"tests/kernels/{meta['file']}.cu changed, or the compiler is not {meta['compiler']!r}): "
                     f"record again with scripts/record_golden.py")
+    return meta, case, arrays, module
+
+
+@pytest.mark.parametrize("record,c", list(_cases()))
+def test_same_bits_as_the_gpu(record, c):
+    meta, case, arrays, module = _recorded_case(record, c)
     failures = compare_case(meta, c, arrays, _launch(module, meta, c, arrays))
     assert not failures, "\n".join(failures)
 
@@ -366,13 +373,7 @@ def _out_of_order(text: bytes, rules) -> list:
 
 @pytest.mark.parametrize("record,c", list(_cases(prints=True)))
 def test_same_printf_text_as_the_gpu(record, c, capfdbinary):
-    meta = _meta(record)
-    case = meta["cases"][c]
-    with np.load(record) as z:
-        arrays = {k: z[k] for k in z.files if k.startswith(f"c{c}_")}
-    module = _module(meta)
-    if kernel_fingerprint(module.ptx, case["kernel"]) != case["fingerprint"]:
-        pytest.skip(f"{case['kernel']}'s PTX is not the one recorded on the GPU: record again")
+    meta, case, arrays, module = _recorded_case(record, c)
     capfdbinary.readouterr()
     _launch(module, meta, c, arrays)
     ac.synchronize()
