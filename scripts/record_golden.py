@@ -452,22 +452,11 @@ def module_cases(module: str):
     """The list of cases of one module (fixed inputs: the seed depends on the module's name)."""
     file, _ = MODULES[module]
     rng = np.random.default_rng([SEED, int.from_bytes(hashlib.sha256(module.encode()).digest()[:4], "little")])
-    if file == "warp":
-        return warp_cases(rng)
-    if file == "programs":
-        return program_cases(rng)
-    if file == "sync":
-        return sync_cases(rng)
-    if file == "memory":
-        return memory_cases(rng)
-    if file == "special_regs":
-        return special_register_cases(rng)
-    if file == "atomics":
-        return atomic_cases(rng)
-    if file == "functions":
-        return function_cases(rng)
-    if file == "printf":
-        return printf_cases(rng)
+    listed = {"warp": warp_cases, "programs": program_cases, "sync": sync_cases, "memory": memory_cases,
+              "special_regs": special_register_cases, "atomics": atomic_cases, "functions": function_cases,
+              "printf": printf_cases}.get(file)
+    if listed is not None:
+        return listed(rng)
     params = _parameters((KERNELS / f"{file}.cu").read_text())
     cases = []
     for name, p in params.items():

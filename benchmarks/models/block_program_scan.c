@@ -5,7 +5,7 @@
  * cost before anycuda builds one (benchmarks/NOTES.md, "Block-wide programs: a C model of
  * scan").
  *
- *   gcc -O3 -march=native -fopenmp block_program_scan.c -o blockscan && ./blockscan
+ *   gcc -O3 -march=native -fopenmp block_program_scan.c -o blockscan -lm && ./blockscan
  *
  * Two forms of the program for a full block:
  *   registers (default; AVX-512)  the block's values in vector registers, 16 per <256 x i32>,
@@ -19,7 +19,7 @@
  * Reported: ns per block of 1024 ints with the data in cache (one block again and again)
  * and from memory (2^24 ints, as the benchmark) on one and all threads; the whole scan
  * (this kernel, then the block totals scanned and added as scan_totals and scan_add do)
- * against the benchmark's C reference (reference.c's scan_inclusive, copied below). */
+ * against the benchmark's C reference (reference.c's scan_inclusive, included). */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
@@ -213,26 +213,7 @@ static void finish_scan(int* out, int* totals, int n, int nblocks) {
     }
 }
 
-/* benchmarks/kernels/reference.c's scan_inclusive */
-static void scan_reference(const int* in, int* out, int n) {
-    int totals[1024];
-    #pragma omp parallel
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        if (nt > 1024) nt = 1024;
-        size_t lo = (size_t)n * t / nt, hi = (size_t)n * (t + 1) / nt;
-        int run = 0;
-        if (t < nt)
-            for (size_t i = lo; i < hi; ++i) out[i] = run += in[i];
-        if (t < nt) totals[t] = run;
-        #pragma omp barrier
-        int add = 0;
-        for (int u = 0; u < t && u < nt; ++u) add += totals[u];
-        if (t < nt && add)
-            #pragma omp simd
-            for (size_t i = lo; i < hi; ++i) out[i] += add;
-    }
-}
+#include "../kernels/reference.c"     /* scan_inclusive: the benchmark's C reference */
 
 static int cmp_double(const void* a, const void* b) {
     double x = *(const double*)a, y = *(const double*)b;
@@ -253,7 +234,7 @@ int main(void) {
     for (int i = 0; i < n; ++i) in[i] = rand() % 10;
     scan_blocks(in, out, totals, n, nblocks);
     finish_scan(out, totals, n, nblocks);
-    scan_reference(in, ref, n);
+    scan_inclusive(in, ref, n);
     for (int i = 0; i < n; ++i)
         if (out[i] != ref[i]) {
             printf("wrong at %d: %d != %d\n", i, out[i], ref[i]);
@@ -271,7 +252,7 @@ int main(void) {
         omp_set_num_threads(nt);
         double first = MEDIAN(scan_blocks(in, out, totals, n, nblocks));
         double whole = MEDIAN((scan_blocks(in, out, totals, n, nblocks), finish_scan(out, totals, n, nblocks)));
-        double c = MEDIAN(scan_reference(in, ref, n));
+        double c = MEDIAN(scan_inclusive(in, ref, n));
         printf("%d thread(s): first kernel %6.2f ms (%5.1f ns per block per thread), whole scan %6.2f ms, "
                "C reference %6.2f ms, ratio %.2f\n", nt, first * 1e3, first * 1e9 * nt / nblocks, whole * 1e3,
                c * 1e3, whole / c);

@@ -44,10 +44,10 @@ from ..ptx import parse
 from ..ptx.errors import PtxError
 from . import abi, analysis, cache, jit, scheduler, tiers
 from .irutil import convert_bits, declare, for_range, i32, i64, load_field, store_field
-from .lower import _decl_size
-from .module import ModuleLowering, _align_up, _natural_align
-from .types import I1, I32, I64, PTR, llvm_type, type_mods, width
-from .warpruns import VECTOR_OPS, NotVectorisable, WarpCode, fixed_shuffle
+from .module import ModuleLowering
+from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
+from .warpregions import _ORDERED, _suffix
+from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, WarpCode, fixed_shuffle
 
 WARP = 32
 SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
@@ -173,22 +173,16 @@ class BlockProgram:
 
     # -------------------------------------------------------------- layout
     def _shared_layout(self) -> dict:
-        """{shared variable: window offset}, as ModuleLowering lays out the kernel's."""
-        offsets, off = dict(self.layout.shared), self.layout.shared_size
-        offsets.update(dict.fromkeys(self.layout.extern_shared))
+        """{shared variable: window offset, None for an extern one (known at launch)}, as
+        the module lays out the kernel's; and the registers' types."""
+        local, _ = self.layout.kernel_shared_layout(self.pfn)
+        offsets = {**self.layout.shared, **dict.fromkeys(self.layout.extern_shared), **local}
         for st in self.pfn.body:
-            if isinstance(st, pir.VarDecl) and st.space == "shared":
-                if st.linkage == "extern" or st.count == 0:
-                    offsets[st.name] = None
-                    continue
-                off = _align_up(off, _natural_align(st))
-                offsets[st.name] = off
-                off += _decl_size(st)
-            elif isinstance(st, pir.VarDecl) and st.space == "reg":
+            if isinstance(st, pir.VarDecl) and st.space == "reg":
                 if st.vector:
                     raise NotVectorisable("a vector register")
                 self.types[st.name] = st.type
-            elif isinstance(st, pir.VarDecl):
+            elif isinstance(st, pir.VarDecl) and st.space != "shared":
                 raise NotVectorisable(f".{st.space} variable")
         return offsets
 
@@ -339,9 +333,9 @@ class BlockProgram:
     def shaped_special(self, op):
         """A special register's lanes in the current warp, and its Affine shape."""
         name, comp = op.name, op.component
-        first = self.b.mul(self.warp, i32(WARP))
         if name == "tid":
             if comp == "x":
+                first = self.b.mul(self.warp, i32(WARP))
                 return self.b.add(self.splat(first), self.lane_constant(range(WARP))), Affine(first, 1, None, WARP)
             return self.splat(i32(0)), _constant_shape(i32(0))
         if name == "ntid":
@@ -470,7 +464,7 @@ class BlockProgram:
         address register and the instruction's offset) so that the whole group is one
         store of consecutive elements: four masked stores each writing every fourth element
         (scan's `out[4 * t + k]`) were a fifth of its time."""
-        k = shape.stride // size if shape is not None and shape.stride % size == 0 else 0
+        k = _elements_apart(shape, size)
         if part is None or not 2 <= k <= 8:
             self.flush_stores()
             return self._memory(addrs, shape, value.type.element, size, value)
@@ -500,13 +494,13 @@ class BlockProgram:
         kept = self.mask
         for addrs, shape, value, mask in parts.values():
             self.mask = mask
-            self._memory(addrs, shape, value.type.element, _size_of(value.type.element), value)
+            self._memory(addrs, shape, value.type.element, llvm_width(value.type.element) // 8, value)
         self.mask = kept
 
     def _store_group(self, parts, k, size):
         """k interleaved stores covering every element from the lowest's base: one plain
         store where every lane of every part runs, else each as it was."""
-        b = self.b
+        b, kept = self.b, self.mask
         order = [parts[o] for o in sorted(parts)]
         values = [v for _, _, v, _ in order]
         joined = values[0]
@@ -525,8 +519,7 @@ class BlockProgram:
         if not masks and every is None:
             return whole()
         for m in masks:
-            self.mask = m
-            every = self._every_lane() if every is None else b.and_(every, self._every_lane())
+            every = _and_scalar(b, every, self._every_lane(m))
         with b.if_else(every) as (then, otherwise):
             with then:
                 whole()
@@ -534,10 +527,10 @@ class BlockProgram:
                 for addrs, shape, value, mask in order:
                     self.mask = mask
                     self._memory(addrs, shape, value.type.element, size, value)
-        self.mask = None
+        self.mask = kept
 
     def _memory(self, addrs, shape, elem, size, value):
-        k = shape.stride // size if shape is not None and shape.stride % size == 0 else 0
+        k = _elements_apart(shape, size)
         if shape is None or not (shape.stride == 0 or 1 <= k <= 8):
             return self._lanes_apart(addrs, elem, size, value)
         fast = (lambda: self._uniform(shape.base, elem, size, value)) if shape.stride == 0 else \
@@ -567,9 +560,9 @@ class BlockProgram:
         phi.add_incoming(y, else_block)
         return phi
 
-    def _every_lane(self):
-        """i1: every lane is in self.mask (which is not None)."""
-        bits = self.b.bitcast(self.mask, ir.IntType(self.lanes))
+    def _every_lane(self, mask=None):
+        """i1: every lane is in `mask` (by default self.mask, which is not None)."""
+        bits = self.b.bitcast(self.mask if mask is None else mask, ir.IntType(self.lanes))
         return self.b.icmp_unsigned("==", bits, ir.Constant(bits.type, (1 << self.lanes) - 1))
 
     def _on_mask(self, whole, part):
@@ -677,14 +670,14 @@ class BlockProgram:
     def _interleaved(self, base, k, elem, size, value):
         """Lane t at base + t * k * size: one masked access of the k * lanes elements from
         base, the mask leaving the others alone."""
-        n = self.lanes * k
-        every = ir.Constant(ir.VectorType(I1, n), [int(p % k == 0) for p in range(n)])
-        if value is None:
-            whole = lambda: self._span_load(base, k, elem, size)
-        elif k == 1:
-            whole = lambda: self.b.store(value, self.b.inttoptr(base, self._vec(elem).as_pointer()), align=size) and None
-        else:
-            whole = lambda: self._spread_access(base, k, elem, size, value, every)
+        def whole():
+            if value is None:
+                return self._span_load(base, k, elem, size)
+            if k == 1:
+                self.b.store(value, self.b.inttoptr(base, self._vec(elem).as_pointer()), align=size)
+                return None
+            every = ir.Constant(ir.VectorType(I1, self.lanes * k), [int(p % k == 0) for p in range(self.lanes * k)])
+            return self._spread_access(base, k, elem, size, value, every)
         return self._on_mask(whole, lambda: self._spread_access(base, k, elem, size, value, self._spread(k)))
 
     def _span_load(self, base, k, elem, size):
@@ -702,10 +695,13 @@ class BlockProgram:
 
     def _spread(self, k):
         """self.mask at every k-th of k * lanes elements."""
-        n = self.lanes * k
-        spread = [t // k if t % k == 0 else self.lanes for t in range(n)]
         none = ir.Constant(ir.VectorType(I1, self.lanes), None)
-        return self.b.shuffle_vector(self.mask, none, ir.Constant(ir.VectorType(I32, n), spread))
+        return self.b.shuffle_vector(self.mask, none, self._spread_indices(k))
+
+    def _spread_indices(self, k):
+        """Lane t's element at position t * k of k * lanes (the others from the second operand)."""
+        n = self.lanes * k
+        return ir.Constant(ir.VectorType(I32, n), [t // k if t % k == 0 else self.lanes for t in range(n)])
 
     def _spread_access(self, base, k, elem, size, value, mask):
         b = self.b
@@ -721,19 +717,16 @@ class BlockProgram:
             return b.shuffle_vector(got, ir.Constant(wide, None),
                                     ir.Constant(ir.VectorType(I32, self.lanes), [t * k for t in range(self.lanes)]))
         if k > 1:
-            value = b.shuffle_vector(value, ir.Constant(value.type, None),
-                                     ir.Constant(ir.VectorType(I32, n), [t // k if t % k == 0 else self.lanes for t in range(n)]))
+            value = b.shuffle_vector(value, ir.Constant(value.type, None), self._spread_indices(k))
         fn = declare(b.module, f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [wide, wide.as_pointer(), I32, mask.type])
         b.call(fn, [value, ptr, i32(size), mask])
         return None
 
 
-def _suffix(elem):
-    return {"float": "f32", "double": "f64", "half": "f16"}.get(str(elem), str(elem))
-
-
-def _size_of(elem) -> int:
-    return {"float": 4, "double": 8, "half": 2}.get(str(elem)) or elem.width // 8
+def _elements_apart(shape, size) -> int:
+    """How many elements of `size` bytes one lane's address is from the next's (0: not a
+    whole number, or no shape)."""
+    return shape.stride // size if shape is not None and shape.stride % size == 0 else 0
 
 
 def _concat(b, a, c):
@@ -867,7 +860,7 @@ def _product(b, a, c, exact):
 def _mul(w, st):
     """mul.lo (warpruns) and mul.wide: the product of two values of type t in twice its width."""
     if "wide" not in st.mods:
-        return _shaped("mul")(w, st)
+        return _SHAPED["mul"](w, st)
     t = type_mods(st.mods)[-1]
     if t not in ("s16", "u16", "s32", "u32"):
         raise NotVectorisable(f"mul.wide.{t}")
@@ -898,7 +891,7 @@ def _mov(w, st):
         if shape is not None and width(t) == 32:
             w.set_shape(st.operands[0], shape)
         return
-    _shaped("mov")(w, st)
+    _SHAPED["mov"](w, st)
 
 
 def _ld(w, st):
@@ -1001,12 +994,10 @@ def _shuffle(w, st):
         w.write(dst, moved, "b32")
 
 
-OPS = dict(VECTOR_OPS, mov=_mov, add=_shaped("add"), sub=_shaped("sub"), shl=_shaped("shl"), mul=_mul, mad=_shaped("mad"),
-           shr=_shaped("shr"),
-           ld=_ld, st=_st, cvta=_cvta, cvt=_cvt, bar=_barrier, barrier=_barrier, shfl=_shuffle)
-# modifiers that change what an instruction does beyond what these forms read (as
-# warpruns._UNHANDLED_MODS), and memory orders and vector accesses, which they do not take
-OPS["and"] = _shaped("and")
-_DEFAULT_UNHANDLED = frozenset(("ftz", "sat", "cc", "rz", "rm", "rp", "wide", "hi", "relu", "NaN", "xorsign", "abs",
-                                "volatile", "relaxed", "acquire", "release", "mmio", "v2", "v4", "v8"))
+_SHAPED = {kind: _shaped(kind) for kind in ("mov", "add", "sub", "shl", "shr", "and", "mul", "mad")}
+OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
+       "bar": _barrier, "barrier": _barrier, "shfl": _shuffle}
+# modifiers that change what an instruction does beyond what these forms read (warpruns'),
+# and memory orders and vector accesses, which they do not take
+_DEFAULT_UNHANDLED = _UNHANDLED_MODS | _ORDERED | {"v2", "v4", "v8"}
 _UNHANDLED = {"mul": _DEFAULT_UNHANDLED - {"wide"}}

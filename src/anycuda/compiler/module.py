@@ -261,17 +261,8 @@ class ModuleLowering:
     def _lower_kernel(self, pfn):
         pfn = inline_suspending_calls(self.ptx, pfn)
         self._record_callees(pfn)
-        local_shared, off = {}, self.shared_size
-        for st in pfn.body:
-            if isinstance(st, pir.VarDecl) and st.space == "shared":
-                if st.linkage == "extern" or st.count == 0:
-                    self.extern_shared.add(st.name)
-                    continue
-                off = _align_up(off, _natural_align(st))
-                local_shared[st.name] = off
-                off += _decl_size(st)
+        local_shared, static = self.kernel_shared_layout(pfn)
         self.kernel_shared[pfn.name] = local_shared
-        static = off
         index = len(self.kernels)
         export = f"anycuda.launch.{index}"
         params = list(self.kernel_params(pfn).values())
@@ -322,6 +313,20 @@ class ModuleLowering:
                                               probe_bounds=lowering.probe_bounds)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                               spill_bytes=lowering.spill_bytes)
+
+    def kernel_shared_layout(self, pfn) -> tuple:
+        """({shared variable declared in kernel `pfn`: its offset in the window}, the static
+        shared size): after the module's own; an extern (unsized) one joins extern_shared."""
+        local_shared, off = {}, self.shared_size
+        for st in pfn.body:
+            if isinstance(st, pir.VarDecl) and st.space == "shared":
+                if st.linkage == "extern" or st.count == 0:
+                    self.extern_shared.add(st.name)
+                    continue
+                off = _align_up(off, _natural_align(st))
+                local_shared[st.name] = off
+                off += _decl_size(st)
+        return local_shared, off
 
     def _propagate_errors(self):
         """A kernel that reaches a function that failed to lower fails with that error."""
