@@ -72,6 +72,15 @@ extern "C" __global__ void wrapping(const float* p, float* out, unsigned off) {
     out[threadIdx.x] = v;
 }
 
+// a 64-bit value widened from an index that wraps inside a warp, kept across a barrier: it is
+// not one ramp, so its lanes wait in the warp's array instead of being rebuilt from the shape
+extern "C" __global__ void wrapping_kept(unsigned long long* out, unsigned off) {
+    unsigned long long w = off + threadIdx.x;
+    out[threadIdx.x] = w;
+    __syncthreads();
+    out[blockDim.x + threadIdx.x] = w + 1;
+}
+
 // no barrier and no shuffle: the loop over the block's threads vectorises it as it is
 extern "C" __global__ void plain_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -229,6 +238,18 @@ def test_an_index_that_wraps_in_a_warp(module, rng, poison):
     want = np.full(64, -1.0, np.float32)
     want[5:] = host[:59]
     np.testing.assert_array_equal(out.get(), want)
+    assert _ran_as_program(k, 64)
+
+
+def test_a_wrapped_index_kept_across_a_barrier(module, poison):
+    """Warp 0's widened index wraps (its kept lanes are its own values); warp 1's does not
+    (its lanes are rebuilt from base + stride * t)."""
+    off = 2 ** 32 - 5
+    out = poison(128, np.uint64)
+    k = module.get_function("wrapping_kept")
+    k((1,), (64,), (out, np.uint32(off)))
+    w = (off + np.arange(64, dtype=np.uint64)) % 2 ** 32
+    np.testing.assert_array_equal(out.get(), np.concatenate([w, w + 1]))
     assert _ran_as_program(k, 64)
 
 

@@ -285,11 +285,11 @@ class BlockProgram:
         masks, each in its array; the description _resume restores them from."""
         kept = {"values": {}, "shapes": {}, "whole": {}, "reach": {}}
         for r in sorted(live):
+            shape = self.shapes.get(r)
             if r in self.values:
-                kept["values"][r] = self._keep_value(("v", r), self.values[r])
+                kept["values"][r] = self._keep_register(r, shape)
                 kept["whole"][r] = self.whole.get(r, False)
-            if r in self.shapes:
-                shape = self.shapes[r]
+            if shape is not None:
                 kept["shapes"][r] = (self._keep_value(("base", r), shape.base), shape.stride,
                                      self._keep_value(("exact", r), shape.exact), shape.align)
         kept["here"] = self._keep_value(("here",), self.here)
@@ -297,11 +297,39 @@ class BlockProgram:
             kept["reach"][label] = self._keep_value(("reach", label), mask)
         return kept
 
+    def _keep_register(self, r, shape):
+        """A register's lanes are rebuilt from its shape where that is exact (a broadcast and an
+        add cost less than storing and loading up to four vectors per warp: scan kept eight
+        address vectors); where exactness is checked at run time, they are stored only when
+        the check fails."""
+        if shape is None or shape.base.type != self.values[r].type.element:
+            return self._keep_value(("v", r), self.values[r])
+        if shape.exact is None:
+            return ("ramp",)
+        v = self.values[r]
+        with self.b.if_then(self.b.not_(shape.exact), likely=False):
+            self.b.store(v, self._slot(("v", r), v.type))
+        return ("ramp unless", ("v", r), v.type)
+
+    def _ramp(self, shape):
+        """base + stride * t in lane t, in the base's width."""
+        mask = (1 << shape.base.type.width) - 1
+        return self.b.add(self.splat(shape.base), self.lane_constant([(shape.stride * t) & mask for t in range(self.lanes)],
+                                                                     shape.base.type))
+
     def _resume(self, kept):
-        self.values = {r: self._load_kept(how) for r, how in kept["values"].items()}
         self.whole = dict(kept["whole"])
         self.shapes = {r: Affine(self._load_kept(base), stride, self._load_kept(exact), align)
                        for r, (base, stride, exact, align) in kept["shapes"].items()}
+        self.values = {}
+        for r, how in kept["values"].items():
+            if how[0] == "ramp":
+                self.values[r] = self._ramp(self.shapes[r])
+            elif how[0] == "ramp unless":
+                shape = self.shapes[r]
+                self.values[r] = self.b.select(shape.exact, self._ramp(shape), self.b.load(self._slot(how[1], how[2])))
+            else:
+                self.values[r] = self._load_kept(how)
         self.here = self._load_kept(kept["here"])
         self.reach = {label: self._load_kept(how) for label, how in kept["reach"].items()}
 
