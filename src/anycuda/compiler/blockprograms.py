@@ -43,7 +43,7 @@ from ..ptx import ir as pir
 from ..ptx import parse
 from ..ptx.errors import PtxError
 from . import abi, analysis, cache, jit, scheduler, tiers
-from .irutil import convert_bits, declare, for_range, i32, i64, load_field, store_field
+from .irutil import convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, store_field
 from .module import ModuleLowering
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpregions import _ORDERED, _suffix
@@ -623,25 +623,13 @@ class BlockProgram:
         data = self._scratch(ir.ArrayType(elem, self.lanes), "lane.data")
         if value is not None:
             b.store(value, b.bitcast(data, vec.as_pointer()))
-        cttz = declare(b.module, f"llvm.cttz.i{self.lanes}", bits.type, [bits.type, I1])
-        pre = b.block
-        head, body, done = (self.fn.append_basic_block(n) for n in ("lane.next", "lane.do", "lane.done"))
-        b.branch(head)
-        b.position_at_end(head)
-        left = b.phi(bits.type)
-        left.add_incoming(bits, pre)
-        b.cbranch(b.icmp_unsigned("!=", left, ir.Constant(bits.type, 0)), body, done)
-        b.position_at_end(body)
-        lane = b.trunc(b.call(cttz, [left, ir.Constant(I1, 1)]), I32)
-        ptr = b.inttoptr(b.load(b.gep(where, [i32(0), lane])), elem.as_pointer())
-        slot = b.gep(data, [i32(0), lane])
-        if value is None:
-            b.store(b.load(ptr, align=size), slot)
-        else:
-            b.store(b.load(slot), ptr, align=size)
-        left.add_incoming(b.and_(left, b.sub(left, ir.Constant(bits.type, 1))), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        with for_each_set_bit(b, bits, "lane") as lane:
+            ptr = b.inttoptr(b.load(b.gep(where, [i32(0), lane])), elem.as_pointer())
+            slot = b.gep(data, [i32(0), lane])
+            if value is None:
+                b.store(b.load(ptr, align=size), slot)
+            else:
+                b.store(b.load(slot), ptr, align=size)
         if value is None:
             return b.load(b.bitcast(data, vec.as_pointer()))
         return None

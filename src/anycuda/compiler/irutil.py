@@ -60,6 +60,27 @@ def _counted_loop(b, start, stop, name, count_from):
     b.position_at_end(end)
 
 
+@contextmanager
+def for_each_set_bit(b: ir.IRBuilder, bits: ir.Value, name="bit"):
+    """A loop over the set bits of the integer `bits`, lowest first; yields the bit's index
+    (an i32): the few lanes of a sparse mask, each once, with no test for the others."""
+    pre = b.block
+    head = b.append_basic_block(name + ".next")
+    body = b.append_basic_block(name + ".do")
+    end = b.append_basic_block(name + ".done")
+    b.branch(head)
+    b.position_at_end(head)
+    left = b.phi(bits.type, name=name + ".left")
+    left.add_incoming(bits, pre)
+    b.cbranch(b.icmp_unsigned("!=", left, ir.Constant(bits.type, 0)), body, end)
+    b.position_at_end(body)
+    index = intrinsic(b, f"llvm.cttz.i{bits.type.width}", bits.type, [left, ir.Constant(I1, 1)])
+    yield b.zext(index, I32) if bits.type.width < 32 else b.trunc(index, I32) if bits.type.width > 32 else index
+    left.add_incoming(b.and_(left, b.sub(left, ir.Constant(bits.type, 1))), b.block)
+    set_loop_hints(b.module, b.branch(head), {"llvm.loop.unroll.disable": None})
+    b.position_at_end(end)
+
+
 def field_ptr(b: ir.IRBuilder, base: ir.Value, offset, typ: ir.Type) -> ir.Value:
     """Pointer to a `typ` at `base + offset` bytes (base is an i8*)."""
     if isinstance(offset, int):

@@ -1031,7 +1031,10 @@ class WarpRegion(WarpCode):
     def _each_lane_here(self, addrs, elem, name):
         """A loop over the lanes an access is for (_lanes), giving (lane, its element pointer).
         It stays a loop: unrolled 32 times over, the slow paths of every access made most of a
-        region's code (and compile time)."""
+        region's code (and compile time). And a scalar loop: vectorised, it became four masked
+        scatters of eight lanes for layernorm's store of one lane (`if (lane == 0) mean[row]
+        = m`); a loop over the mask's set bits instead made histogram's atomics, where every
+        lane runs, 8% slower (the counted loop's lane test folds away there)."""
         b = self.b
         here = b.bitcast(self._lanes(), I32)
         addr_of = self.lane_array(addrs)
@@ -1039,7 +1042,7 @@ class WarpRegion(WarpCode):
             with b.if_then(b.trunc(b.lshr(here, lane), I1)):
                 yield lane, b.inttoptr(b.load(b.gep(addr_of, [lane])), elem.as_pointer())
             latch = b.block
-        set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None})
+        set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False})
 
     def lane_array(self, v):
         """Pointer to the elements of vector v in a stack slot, for a loop over the lanes: an
