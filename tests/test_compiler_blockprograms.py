@@ -81,6 +81,26 @@ extern "C" __global__ void wrapping_kept(unsigned long long* out, unsigned off) 
     out[blockDim.x + threadIdx.x] = w + 1;
 }
 
+// spans that whole warps skip (warp 1 runs the first, lanes 3..9 of warp 2 the second): a
+// register written there (v), one first written there (u), one whose shape changes (idx)
+extern "C" __global__ void skipped_spans(const int* in, int* out) {
+    int t = threadIdx.x, g = blockIdx.x * blockDim.x + t, warp = t >> 5, lane = t & 31;
+    int v = in[g], u, idx = t;
+    if (warp == 1) {
+        v = v * 3 + __shfl_xor_sync(0xffffffffu, v, 1);
+        v ^= __shfl_xor_sync(0xffffffffu, v, 2) + lane;
+        v += __shfl_down_sync(0xffffffffu, v, 5);
+        u = v - 7;
+        idx = 3 * t + 1;
+    }
+    if (warp == 2 && lane >= 3 && lane < 10) {
+        v = (v << 3) - in[g ^ 1] * 5 + (v >> 2) + (lane ^ 9) * in[g ^ 2] - (v & 63) * 11 + (g | 4);
+        u = v * v + 1;
+    }
+    __syncthreads();
+    out[g] = v + (warp == 1 || (warp == 2 && lane >= 3 && lane < 10) ? u : 0) + idx;
+}
+
 // no barrier and no shuffle: the loop over the block's threads vectorises it as it is
 extern "C" __global__ void plain_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -207,6 +227,45 @@ def test_shapes_a_block_program_does_not_take(module, rng, poison):
         k(((n + block[0] - 1) // block[0],), block, (ac.asarray(x), out, np.int32(n)))   # (the rows of y alike)
         np.testing.assert_array_equal(out.get(), np.where(x & 1, 3 * x + 1, x >> 1))
     assert not blockprograms.supported_shape((100, 1, 1)) and not blockprograms.supported_shape((32, 2, 1))
+
+
+def _skipped_spans_reference(x, threads):
+    out = np.empty_like(x)
+    for blk in range(len(x) // threads):
+        v = x[blk * threads:(blk + 1) * threads].astype(np.int64).copy()
+        t = np.arange(threads)
+        u = np.zeros(threads, np.int64)
+        idx = t.copy()
+        g = blk * threads + t
+        if threads > 32:
+            w = slice(32, 64)
+            lane = t[w] - 32
+            a = v[w] * 3 + v[w][lane ^ 1]
+            a = a ^ (a[lane ^ 2] + lane)
+            a = a + a[np.where(lane + 5 < 32, lane + 5, lane)]       # (past the end: its own)
+            a = ((a + 2 ** 31) % 2 ** 32) - 2 ** 31
+            v[w], u[w], idx[w] = a, a - 7, 3 * t[w] + 1
+        if threads > 64:
+            for tt in range(64 + 3, 64 + 10):
+                lane, gg = tt - 64, g[tt]
+                a = (v[tt] << 3) - x[gg ^ 1] * 5 + (v[tt] >> 2) + (lane ^ 9) * x[gg ^ 2] - (v[tt] & 63) * 11 + (gg | 4)
+                a = ((a + 2 ** 31) % 2 ** 32) - 2 ** 31
+                v[tt], u[tt] = a, ((a * a + 1 + 2 ** 31) % 2 ** 32) - 2 ** 31
+        out[blk * threads:(blk + 1) * threads] = (v + u + idx + 2 ** 31) % 2 ** 32 - 2 ** 31
+    return out
+
+
+@pytest.mark.parametrize("threads", [64, 96, 256])
+def test_spans_whole_warps_skip(module, rng, poison, threads):
+    """What warps skip keeps its values from before; what they run is as if nothing was
+    skipped (a span is skipped only where its mask is empty at run time)."""
+    import anycuda as ac
+    x = rng.integers(-1000, 1000, 3 * threads).astype(np.int32)
+    out = poison(x.size, np.int32)
+    k = module.get_function("skipped_spans")
+    k((3,), (threads,), (ac.asarray(x), out))
+    np.testing.assert_array_equal(out.get(), _skipped_spans_reference(x, threads))
+    assert _ran_as_program(k, threads)
 
 
 def test_few_lanes_apart(module, rng, poison):

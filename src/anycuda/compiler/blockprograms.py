@@ -50,6 +50,7 @@ from .warpregions import _ORDERED, _suffix
 from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, WarpCode, fixed_shuffle
 
 WARP = 32
+SKIP_AT_LEAST = 8          # instructions a branch jumps over before a test that some lane runs them pays
 SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
 EXPORT = "anycuda.blockprogram.launch"
 _NAME = "ptx.blockprogram"
@@ -196,6 +197,7 @@ class BlockProgram:
     def emit(self) -> ir.Function:
         body, b = self.pfn.body, self.b
         self.labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
+        self.spans = self._skippable_spans()
         cuts = [pos + 1 for pos, st in enumerate(body) if isinstance(st, pir.Instruction) and st.opcode in _BARRIERS]
         bounds = [0] + cuts + [len(body)]
         kept = None
@@ -204,8 +206,7 @@ class BlockProgram:
                 self.warp = w
                 if kept is not None:
                     self._resume(kept)
-                for pos in range(lo, hi):
-                    self._step(pos, body[pos])
+                self._run(lo, hi)
                 self.flush_stores()
                 if hi < len(body):
                     kept = self._keep(self._live_across(hi))
@@ -213,6 +214,101 @@ class BlockProgram:
             raise NotVectorisable("a branch to the end")
         b.ret(i32(0))
         return self.fn
+
+    def _run(self, lo, hi):
+        """Body positions lo..hi-1; a span a branch jumps over is skipped where no lane of
+        the warp runs it (scan's `if (warp == 0)`: seven of eight warps went through its
+        shuffles with an empty mask)."""
+        pos = lo
+        while pos < hi:
+            self._step(pos, self.pfn.body[pos])
+            end = self.spans.get(pos)
+            if end is not None and self.here is not None and not _is_none(self.here):
+                self._only_if_some_lane(pos + 1, end)
+                pos = end
+            else:
+                pos += 1
+
+    def _skippable_spans(self) -> dict:
+        """{position of a conditional forward branch: its target's position} where what lies
+        between is worth a test (SKIP_AT_LEAST instructions) and self-contained: no barrier,
+        no exit, no branch out of it but to its end, no branch into it from outside."""
+        body, spans = self.pfn.body, {}
+        for pos, st in enumerate(body):
+            if not (isinstance(st, pir.Instruction) and st.opcode == "bra" and st.guard is not None
+                    and isinstance(st.operands[0], pir.Sym)):
+                continue
+            end = self.labels.get(st.operands[0].name, -1)
+            if end > pos and self._self_contained(pos + 1, end) and \
+                    sum(isinstance(x, pir.Instruction) for x in body[pos + 1:end]) >= SKIP_AT_LEAST:
+                spans[pos] = end
+        return spans
+
+    def _self_contained(self, lo, hi) -> bool:
+        body = self.pfn.body
+        inside = {body[p].name for p in range(lo, hi) if isinstance(body[p], pir.Label)}
+        for p, st in enumerate(body):
+            if not isinstance(st, pir.Instruction):
+                continue
+            within = lo <= p < hi
+            if within and st.opcode in _BARRIERS | {"ret", "exit"}:
+                return False
+            if st.opcode == "bra":
+                target = st.operands[0].name if isinstance(st.operands[0], pir.Sym) else None
+                if within and target not in inside and self.labels.get(target) != hi:
+                    return False
+                if not within and target in inside:
+                    return False
+        return True
+
+    def _only_if_some_lane(self, lo, hi):
+        """Positions lo..hi-1 behind a test that some lane is here; after them, each register,
+        shape and mask they changed is a phi of their value and the one before."""
+        b = self.b
+        self.flush_stores()
+        before = (dict(self.values), dict(self.shapes), dict(self.whole), self.here, dict(self.reach))
+        pre = b.block
+        span, join = self.fn.append_basic_block("span"), self.fn.append_basic_block("span.join")
+        some = b.icmp_unsigned("!=", b.bitcast(self.here, ir.IntType(self.lanes)), ir.Constant(ir.IntType(self.lanes), 0))
+        b.cbranch(some, span, join)
+        b.position_at_end(span)
+        self._run(lo, hi)
+        self.flush_stores()
+        end = b.block
+        b.branch(join)
+        b.position_at_end(join)
+        self._merge(before, pre, end)
+
+    def _merge(self, before, pre, end):
+        b = self.b
+        values, shapes, whole, here, reach = before
+
+        def phi(now, then):
+            if now is then:
+                return now
+            node = b.phi(now.type)
+            node.add_incoming(now, end)
+            node.add_incoming(ir.Constant(now.type, None) if then is None else then, pre)
+            return node
+
+        for r, v in list(self.values.items()):
+            if values.get(r) is not v:
+                self.values[r] = phi(v, values.get(r))
+                self.whole[r] = self.whole.get(r, False) and (r not in values or whole.get(r, False))
+        for r, shape in list(self.shapes.items()):
+            old = shapes.get(r)
+            if old is shape:
+                continue
+            if r in values and (old is None or old.stride != shape.stride):
+                del self.shapes[r]          # (the register had lanes of another form before)
+                continue
+            exact = None if shape.exact is None and (old is None or old.exact is None) else \
+                phi(shape.exact or ir.Constant(I1, 1), None if old is None else old.exact or ir.Constant(I1, 1))
+            self.shapes[r] = Affine(phi(shape.base, None if old is None else old.base), shape.stride, exact,
+                                    shape.align if old is None else min(shape.align, old.align))
+        self.here = phi(self._all_lanes() if self.here is None else self.here, here)
+        for label in set(self.reach) | set(reach):
+            self.reach[label] = phi(self.reach.get(label, self._none()), reach.get(label, self._none()))
 
     def _step(self, pos, st):
         b = self.b
