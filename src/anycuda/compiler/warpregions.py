@@ -1027,8 +1027,19 @@ class WarpRegion(WarpCode):
         b.branch(done)
         b.position_at_end(done)
 
+    def shared_offsets(self, op, space):
+        """The lanes' <32 x i32> offsets in the shared window where a 32-bit register holds the
+        address with no displacement (histogram's `atom.shared.add.u32 [%r22], 1`), else None.
+        A loop over the lanes reads 4-byte offsets and adds the window's base: 7% less time per
+        lane than 8-byte addresses in a C model of histogram's loop (0.48 against 0.52 ns)."""
+        if space != "shared" or not isinstance(op, pir.Addr) or not isinstance(op.base, pir.Reg) or op.offset:
+            return None
+        if llvm_width(self._reg_type(op.base.name)) != 32:
+            return None
+        return self.read(op.base, "u32")
+
     @contextmanager
-    def _each_lane_here(self, addrs, elem, name):
+    def _each_lane_here(self, addrs, elem, name, base=None):
         """A loop over the lanes an access is for (_lanes), giving (lane, its element pointer).
         It stays a loop: unrolled 32 times over, the slow paths of every access made most of a
         region's code (and compile time). And a scalar loop: vectorised, it became four masked
@@ -1040,7 +1051,10 @@ class WarpRegion(WarpCode):
         addr_of = self.lane_array(addrs)
         with for_range(b, i32(0), i32(LANES), name) as lane:
             with b.if_then(b.trunc(b.lshr(here, lane), I1)):
-                yield lane, b.inttoptr(b.load(b.gep(addr_of, [lane])), elem.as_pointer())
+                addr = b.load(b.gep(addr_of, [lane]))
+                if base is not None:         # (addrs are shared_offsets)
+                    addr = b.add(base, b.zext(addr, I64))
+                yield lane, b.inttoptr(addr, elem.as_pointer())
             latch = b.block
         set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False})
 
@@ -1275,14 +1289,16 @@ def _atom(w, st):
         flush = ir.Constant(I1, int(atomics.flushes_subnormals(st)))
     b, private = w.b, atomics.block_private(st)
     elem = llvm_type(t)
-    addrs = w.addresses(ops[1], _space(st))
+    offsets = w.shared_offsets(ops[1], _space(st))
+    base = None if offsets is None else w._shared_base()
+    addrs = w.addresses(ops[1], _space(st)) if offsets is None else offsets
     values = [_lane_operand(w, w.read(op, t)) for op in ops[2:]]
     old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
 
     # a loop over the lanes, their addresses from a stack slot: 32 unrolled copies, each lane's
     # address extracted from the vector, ran 4x slower on an AVX-512 EPYC (histogram 3.0 ->
     # 0.76 ns per element, one worker) for 10% they gained on a Zen 3 (NOTES.md)
-    with w._each_lane_here(addrs, elem, st.opcode) as (lane, p):
+    with w._each_lane_here(addrs, elem, st.opcode, base) as (lane, p):
         v = [value(lane) for value in values]
         got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0], flush)
         b.store(got, b.gep(old, [lane]))
