@@ -101,6 +101,22 @@ extern "C" __global__ void skipped_spans(const int* in, int* out) {
     out[g] = v + (warp == 1 || (warp == 2 && lane >= 3 && lane < 10) ? u : 0) + idx;
 }
 
+// interleaved loads (in[4t + j]) taken from one span, loaded once: the first at offset 8, one
+// before it (a group of its own), a store into the span (through `alias`, the same array)
+// that the next load sees
+extern "C" __global__ void load_group(const int* in, int* alias, int* out, int n) {
+    __shared__ int first[32];
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int a = 4 * t + 2 < n ? in[4 * t + 2] : 0;
+    int b = 4 * t < n ? in[4 * t] : 0;
+    int c = 4 * t + 1 < n ? in[4 * t + 1] : 0;
+    if (4 * t + 3 < n) alias[4 * t + 3] = a - b;
+    int d = 4 * t + 3 < n ? in[4 * t + 3] : 0;
+    if ((threadIdx.x & 31) == 0) first[threadIdx.x >> 5] = a;
+    __syncthreads();
+    if (t < n) out[t] = a * 3 + b * 5 + c * 7 + d * 11 + first[threadIdx.x >> 5];
+}
+
 // no barrier and no shuffle: the loop over the block's threads vectorises it as it is
 extern "C" __global__ void plain_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -265,6 +281,27 @@ def test_spans_whole_warps_skip(module, rng, poison, threads):
     k = module.get_function("skipped_spans")
     k((3,), (threads,), (ac.asarray(x), out))
     np.testing.assert_array_equal(out.get(), _skipped_spans_reference(x, threads))
+    assert _ran_as_program(k, threads)
+
+
+@pytest.mark.parametrize("n", [4 * 512, 4 * 500 + 3])
+def test_a_group_of_interleaved_loads(module, rng, poison, n):
+    """Warps whose lanes all load take their elements from the group's span; the warp where
+    the loads' bounds checks part (n not a multiple of 128), and those past it, load as
+    before; the store between two loads is seen."""
+    import anycuda as ac
+    threads = 128
+    x = rng.integers(-1000, 1000, n + 8).astype(np.int32)
+    dx = ac.asarray(x)
+    out = poison(n, np.int32)
+    k = module.get_function("load_group")
+    k((-(-n // threads),), (threads,), (dx, dx, out, np.int32(n)))
+    t = np.arange(n)
+    at = lambda j: np.where(4 * t + j < n, x[np.minimum(4 * t + j, n - 1)], 0)
+    a, b, c = at(2), at(0), at(1)
+    d = np.where(4 * t + 3 < n, a - b, 0)
+    want = a * 3 + b * 5 + c * 7 + d * 11 + a[t // 32 * 32]
+    np.testing.assert_array_equal(out.get(), want)
     assert _ran_as_program(k, threads)
 
 

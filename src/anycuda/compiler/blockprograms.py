@@ -170,6 +170,7 @@ class BlockProgram:
         self._dynamic = None      # where the dynamic shared memory starts in the window
         self._slots = {}          # what a warp keeps from stretch to stretch -> its stack array
         self._pending = None      # (group, {offset: store}) of interleaved stores not yet made
+        self._spans_loaded = {}   # a group of interleaved loads -> its span, loaded once (_load_group)
         self.shared = self._shared_layout()
 
     # -------------------------------------------------------------- layout
@@ -198,12 +199,14 @@ class BlockProgram:
         body, b = self.pfn.body, self.b
         self.labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
         self.spans = self._skippable_spans()
+        self.load_bases = _load_bases(body)
         cuts = [pos + 1 for pos, st in enumerate(body) if isinstance(st, pir.Instruction) and st.opcode in _BARRIERS]
         bounds = [0] + cuts + [len(body)]
         kept = None
         for s, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
             with for_range(b, i32(0), i32(self.warps), f"stretch{s}.warp") as w:
                 self.warp = w
+                self._spans_loaded = {}
                 if kept is not None:
                     self._resume(kept)
                 self._run(lo, hi)
@@ -274,6 +277,7 @@ class BlockProgram:
         b.position_at_end(span)
         self._run(lo, hi)
         self.flush_stores()
+        self._spans_loaded = {}
         end = b.block
         b.branch(join)
         b.position_at_end(join)
@@ -579,15 +583,56 @@ class BlockProgram:
                 shape = Affine(b.add(shape.base, self.shared_base), shape.stride, shape.exact)
         return vec, shape
 
-    def load(self, addrs, shape, elem, size):
-        """The lanes' elements of type `elem` at `addrs` (under self.mask)."""
-        return self._memory(addrs, shape, elem, size, None)
+    def load(self, addrs, shape, elem, size, part=None):
+        """The lanes' elements of type `elem` at `addrs` (under self.mask); one of a group of
+        interleaved loads from one register (`part`: the register and the offset) takes its
+        elements from the group's span, loaded once (_load_group)."""
+        k = _elements_apart(shape, size)
+        if part is None or not 2 <= k <= 8 or part[0] not in self.load_bases:
+            return self._memory(addrs, shape, elem, size, None)
+        register, offset = part
+        key = (register, id(self.shapes.get(register)), shape.stride, str(elem))
+        group = self._spans_loaded.get(key)
+        j = None if group is None else (offset - group[0]) // size
+        if group is None or (offset - group[0]) % size or not 0 <= j < k:
+            group = self._spans_loaded[key] = (offset,) + self._load_group(shape, elem, size, k)
+            j = 0
+        _, span, ok = group
+        if self.mask is not None:
+            ok = self.b.and_(ok, self._every_lane())
+        pick = ir.Constant(ir.VectorType(I32, self.lanes), [t * k + j for t in range(self.lanes)])
+        return self._either(ok, lambda: self.b.shuffle_vector(span, ir.Constant(span.type, None), pick),
+                            lambda: self._memory(addrs, shape, elem, size, None))
+
+    def _load_group(self, shape, elem, size, k):
+        """(span, ok): the k * lanes elements from this load's lane 0 on, loaded where `ok`:
+        every lane of this load runs, its ramp is exact, and the k - 1 elements past lane W-1's
+        lie in its page (so every page the span touches holds an element a lane reads). The
+        group's other loads pick their elements from it: scan's four loads of `in[4t + j]`
+        each read and permuted a span of their own."""
+        b = self.b
+        last = b.add(shape.base, i64(shape.stride * (self.lanes - 1)))
+        end = b.add(shape.base, i64(shape.stride * self.lanes - 1))
+        ok = b.icmp_unsigned("==", b.lshr(last, i64(12)), b.lshr(end, i64(12)))
+        ok = _and_scalar(b, shape.exact, ok)
+        if self.mask is not None:
+            ok = b.and_(ok, self._every_lane())
+        wide = ir.VectorType(elem, self.lanes * k)
+        before = b.block
+        with b.if_then(ok):
+            got = b.load(b.inttoptr(shape.base, wide.as_pointer()), align=size)
+            loaded = b.block
+        span = b.phi(wide)
+        span.add_incoming(got, loaded)
+        span.add_incoming(ir.Constant(wide, None), before)
+        return span, ok
 
     def store(self, addrs, shape, value, size, part=None):
         """A store; one of a group of interleaved stores waits for the others (`part`: the
         address register and the instruction's offset) so that the whole group is one
         store of consecutive elements: four masked stores each writing every fourth element
         (scan's `out[4 * t + k]`) were a fifth of its time."""
+        self._spans_loaded = {}          # (what the group loaded may change)
         k = _elements_apart(shape, size)
         if part is None or not 2 <= k <= 8:
             self.flush_stores()
@@ -1015,8 +1060,9 @@ def _ld(w, st):
     elem = llvm_type(t)
     if "param" in st.mods:
         return _ld_param(w, st, t, elem)
-    addrs, shape = w.access(st, st.operands[1])
-    w.write(st.operands[0], w.load(addrs, shape, elem, width(t) // 8), t)
+    addr = st.operands[1]
+    addrs, shape = w.access(st, addr)
+    w.write(st.operands[0], w.load(addrs, shape, elem, width(t) // 8, _register_part(addr)), t)
 
 
 def _ld_param(w, st, t, elem):
@@ -1040,8 +1086,23 @@ def _st(w, st):
         raise NotVectorisable(f"st.{t}")
     addr = st.operands[0]
     addrs, shape = w.access(st, addr)
-    part = (addr.base.name, addr.offset) if isinstance(addr, pir.Addr) and isinstance(addr.base, pir.Reg) else None
-    w.store(addrs, shape, w.read(st.operands[1], t), width(t) // 8, part)
+    w.store(addrs, shape, w.read(st.operands[1], t), width(t) // 8, _register_part(addr))
+
+
+def _register_part(addr):
+    """(register, offset) of an address `[%r + offset]`, else None."""
+    return (addr.base.name, addr.offset) if isinstance(addr, pir.Addr) and isinstance(addr.base, pir.Reg) else None
+
+
+def _load_bases(body) -> set:
+    """Registers that loads read at two or more offsets: a group of interleaved loads."""
+    offsets = {}
+    for st in body:
+        if isinstance(st, pir.Instruction) and st.opcode == "ld":
+            part = _register_part(st.operands[1])
+            if part is not None:
+                offsets.setdefault(part[0], set()).add(part[1])
+    return {r for r, seen in offsets.items() if len(seen) > 1}
 
 
 def _cvta(w, st):
