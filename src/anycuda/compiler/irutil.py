@@ -37,14 +37,18 @@ def for_range_counting(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, count_f
         yield i, c
 
 
-@contextmanager
-def _counted_loop(b, start, stop, name, count_from):
+def _loop_blocks(b, name, suffixes):
+    """(the block before, head, body, end) of a new loop, the builder at the head's start."""
     pre = b.block
-    head = b.append_basic_block(name + ".head")
-    body = b.append_basic_block(name + ".body")
-    end = b.append_basic_block(name + ".end")
+    head, body, end = (b.append_basic_block(name + suffix) for suffix in suffixes)
     b.branch(head)
     b.position_at_end(head)
+    return pre, head, body, end
+
+
+@contextmanager
+def _counted_loop(b, start, stop, name, count_from):
+    pre, head, body, end = _loop_blocks(b, name, (".head", ".body", ".end"))
     counters = [b.phi(start.type, name=name)]
     if count_from is not None:
         counters.append(b.phi(count_from.type, name=name + ".count"))
@@ -64,12 +68,7 @@ def _counted_loop(b, start, stop, name, count_from):
 def for_each_set_bit(b: ir.IRBuilder, bits: ir.Value, name="bit"):
     """A loop over the set bits of the integer `bits`, lowest first; yields the bit's index
     (an i32): the few lanes of a sparse mask, each once, with no test for the others."""
-    pre = b.block
-    head = b.append_basic_block(name + ".next")
-    body = b.append_basic_block(name + ".do")
-    end = b.append_basic_block(name + ".done")
-    b.branch(head)
-    b.position_at_end(head)
+    pre, head, body, end = _loop_blocks(b, name, (".next", ".do", ".done"))
     left = b.phi(bits.type, name=name + ".left")
     left.add_incoming(bits, pre)
     b.cbranch(b.icmp_unsigned("!=", left, ir.Constant(bits.type, 0)), body, end)
