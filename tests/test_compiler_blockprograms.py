@@ -305,6 +305,49 @@ def test_a_group_of_interleaved_loads(module, rng, poison, n):
     assert _ran_as_program(k, threads)
 
 
+# a register rewritten in place (`add %rd4, %rd4, 4096`, its shape kept) between two loads of
+# what would be a group: the second load is from its new value, not from the first one's span
+REWRITTEN_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry rewritten(.param .u64 p_in, .param .u64 p_out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [p_in];
+    ld.param.u64 %rd2, [p_out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 16;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r2, [%rd4];
+    ld.global.u32 %r3, [%rd4+8];
+    add.s64 %rd4, %rd4, 4096;
+    add.s64 %rd4, %rd4, 4096;
+    ld.global.u32 %r4, [%rd4+4];
+    bar.sync 0;
+    add.s32 %r5, %r2, %r3;
+    add.s32 %r6, %r5, %r4;
+    mul.wide.u32 %rd5, %r1, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.u32 [%rd6], %r6;
+    ret;
+}
+"""
+
+
+def test_a_register_rewritten_between_loads(rng, poison):
+    import anycuda as ac
+    threads = 128
+    x = rng.integers(-1000, 1000, 4 * threads + 2048).astype(np.int32)
+    out = poison(threads, np.int32)
+    k = ac.RawModule(ptx=REWRITTEN_PTX, name="rewritten.ptx").get_function("rewritten")
+    k((1,), (threads,), (ac.asarray(x), out))
+    t = np.arange(threads)
+    np.testing.assert_array_equal(out.get(), x[4 * t] + x[4 * t + 2] + x[2048 + 4 * t + 1])
+    assert _ran_as_program(k, threads)
+
+
 def test_few_lanes_apart(module, rng, poison):
     import anycuda as ac
     threads, blocks = 128, 3

@@ -169,7 +169,7 @@ class BlockProgram:
         self.reach = {}           # label -> the mask of the lanes that branched there
         self._dynamic = None      # where the dynamic shared memory starts in the window
         self._slots = {}          # what a warp keeps from stretch to stretch -> its stack array
-        self._pending = None      # (group, {offset: store}) of interleaved stores not yet made
+        self._pending = None      # (group, {offset: store}, shape) of interleaved stores not yet made
         self._spans_loaded = {}   # a group of interleaved loads -> its span, loaded once (_load_group)
         self.shared = self._shared_layout()
 
@@ -591,13 +591,14 @@ class BlockProgram:
         if part is None or not 2 <= k <= 8 or part[0] not in self.load_bases:
             return self._memory(addrs, shape, elem, size, None)
         register, offset = part
-        key = (register, id(self.shapes.get(register)), shape.stride, str(elem))
+        defined = self.shapes.get(register)      # (held in the group: its id stays its own)
+        key = (register, id(defined), shape.stride, str(elem))
         group = self._spans_loaded.get(key)
         j = None if group is None else (offset - group[0]) // size
         if group is None or (offset - group[0]) % size or not 0 <= j < k:
-            group = self._spans_loaded[key] = (offset,) + self._load_group(shape, elem, size, k)
+            group = self._spans_loaded[key] = (offset, *self._load_group(shape, elem, size, k), defined)
             j = 0
-        _, span, ok = group
+        _, span, ok, _ = group
         if self.mask is not None:
             ok = self.b.and_(ok, self._every_lane())
         pick = ir.Constant(ir.VectorType(I32, self.lanes), [t * k + j for t in range(self.lanes)])
@@ -638,15 +639,16 @@ class BlockProgram:
             self.flush_stores()
             return self._memory(addrs, shape, value.type.element, size, value)
         register, offset = part
-        key = (register, id(self.shapes.get(register)), shape.stride, size)
+        defined = self.shapes.get(register)      # (held while the group waits: its id stays its own)
+        key = (register, id(defined), shape.stride, size)
         if self._pending is not None and self._pending[0] != key:
             self.flush_stores()
         if self._pending is None:
-            self._pending = (key, {})
+            self._pending = (key, {}, defined)
         parts = self._pending[1]
         if offset in parts:
             self.flush_stores()
-            self._pending = (key, {})
+            self._pending = (key, {}, defined)
             parts = self._pending[1]
         parts[offset] = (addrs, shape, value, self.mask)
         low = min(parts)
@@ -934,8 +936,9 @@ def _and_scalar(b, a, c):
 def _shaped(kind):
     """A warpruns vector form that also derives the Affine shape of its result."""
     def run(w, st):
+        shape = _shape_of(w, st, kind)          # (from the operands before the write: `add %r, %r, 8`)
         VECTOR_OPS[st.opcode](w, st)
-        w.set_shape(st.operands[0], _shape_of(w, st, kind))
+        w.set_shape(st.operands[0], shape)
     return run
 
 
@@ -1026,8 +1029,8 @@ def _mul(w, st):
     wide = llvm_type(wide_t)
     ext = b.sext if t[0] == "s" else b.zext
     a, c = (ext(w.read(op, t), w._vec(wide)) for op in st.operands[1:3])
-    w.write(st.operands[0], b.mul(a, c), wide_t)
     sa, sc = w.shape(st.operands[1], t), w.shape(st.operands[2], t)
+    w.write(st.operands[0], b.mul(a, c), wide_t)
     if sa is not None and sc is not None and sc.stride == 0 and isinstance(sc.base, ir.Constant):
         widened = w.widened(sa, t, 2 * width(t))
         n = sc.base.constant if t[0] == "u" else _signed(sc.base.constant, width(t))
