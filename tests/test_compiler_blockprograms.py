@@ -117,6 +117,20 @@ extern "C" __global__ void load_group(const int* in, int* alias, int* out, int n
     if (t < n) out[t] = a * 3 + b * 5 + c * 7 + d * 11 + first[threadIdx.x >> 5];
 }
 
+// floats across a barrier: cvt to and between floats, div, sqrt, rsqrt, abs and neg
+extern "C" __global__ void float_forms(const int* in, const float* x, const double* d, float* out, double* wide) {
+    __shared__ float s[1024];
+    int t = threadIdx.x, g = blockIdx.x * blockDim.x + t;
+    float f = (float)in[g];
+    float q = x[g] / (f + 1000.5f);
+    s[t] = q;
+    __syncthreads();
+    float o = s[blockDim.x - 1 - t];
+    float r = sqrtf(fabsf(o)) - rsqrtf(fabsf(q) + 1.0f);
+    out[g] = -r * (float)d[g];
+    wide[g] = (double)q * 0.5;
+}
+
 // no barrier and no shuffle: the loop over the block's threads vectorises it as it is
 extern "C" __global__ void plain_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -345,6 +359,26 @@ def test_a_register_rewritten_between_loads(rng, poison):
     k((1,), (threads,), (ac.asarray(x), out))
     t = np.arange(threads)
     np.testing.assert_array_equal(out.get(), x[4 * t] + x[4 * t + 2] + x[2048 + 4 * t + 1])
+    assert _ran_as_program(k, threads)
+
+
+def test_float_forms(module, rng, poison):
+    """Conversions to and between floats, division and roots in a block program, against
+    numpy in the same precision (rsqrt.approx within 2^-22, as a GPU's)."""
+    import anycuda as ac
+    threads, blocks = 256, 3
+    n = threads * blocks
+    ints = rng.integers(-1000, 1000, n).astype(np.int32)
+    x = rng.standard_normal(n).astype(np.float32)
+    d = rng.standard_normal(n)
+    out, wide = poison(n, np.float32), poison(n, np.float64)
+    k = module.get_function("float_forms")
+    k((blocks,), (threads,), (ac.asarray(ints), ac.asarray(x), ac.asarray(d), out, wide))
+    q = x / (ints.astype(np.float32) + np.float32(1000.5))
+    o = q.reshape(blocks, threads)[:, ::-1].ravel()
+    r = np.sqrt(np.abs(o)) - np.float32(1) / np.sqrt(np.abs(q) + np.float32(1))
+    np.testing.assert_allclose(out.get(), -r * d.astype(np.float32), rtol=2 ** -20, atol=2 ** -22)
+    np.testing.assert_array_equal(wide.get(), q.astype(np.float64) * 0.5)
     assert _ran_as_program(k, threads)
 
 

@@ -46,7 +46,7 @@ from . import abi, analysis, cache, jit, scheduler, tiers
 from .irutil import convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, store_field
 from .module import ModuleLowering
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
-from .warpregions import _ORDERED, _suffix
+from .warpregions import _ORDERED, REGION_OPS, _suffix
 from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, WarpCode, fixed_shuffle
 
 WARP = 32
@@ -1127,10 +1127,11 @@ def _cvta(w, st):
 
 def _cvt(w, st):
     """Between integer types: extended by the source's signedness, or truncated (a
-    truncation keeps the shape: it is the same ramp, modulo the narrower width)."""
+    truncation keeps the shape: it is the same ramp, modulo the narrower width). To and
+    between floats: warp regions' forms (integer to float to nearest, f32 <-> f64)."""
     ts = type_mods(st.mods)
     if len(ts) != 2 or any(t[0] not in "bus" or t == "b128" for t in ts) or set(st.mods) - set(ts):
-        raise NotVectorisable(f"cvt with {st.mods}")
+        return REGION_OPS["cvt"](w, st)
     to, frm = ts
     b = w.b
     v = w.read(st.operands[1], frm)
@@ -1172,7 +1173,9 @@ def _shuffle(w, st):
 
 _SHAPED = {kind: _shaped(kind) for kind in ("mov", "add", "sub", "shl", "shr", "and", "mul", "mad")}
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
-       "bar": _barrier, "barrier": _barrier, "shfl": _shuffle}
+       "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
+       # floats' division, roots, reciprocals, negation and absolute values as warp regions make them
+       **{op: REGION_OPS[op] for op in ("div", "rcp", "sqrt", "rsqrt", "neg", "abs")}}
 # modifiers that change what an instruction does beyond what these forms read (warpruns'),
 # and memory orders and vector accesses, which they do not take
 _DEFAULT_UNHANDLED = _UNHANDLED_MODS | _ORDERED | {"v2", "v4", "v8"}
