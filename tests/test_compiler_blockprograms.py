@@ -131,6 +131,20 @@ extern "C" __global__ void float_forms(const int* in, const float* x, const doub
     wide[g] = (double)q * 0.5;
 }
 
+// integer division and remainder across a barrier (zero divisors and INT_MIN / -1 among them)
+extern "C" __global__ void int_divide(const int* a, const int* c, const unsigned* ua, const unsigned* uc,
+                                      int* out, unsigned* uout) {
+    __shared__ int s[1024];
+    int t = threadIdx.x, g = blockIdx.x * blockDim.x + t;
+    int q = a[g] / c[g];
+    s[t] = q;
+    __syncthreads();
+    out[2 * g] = s[blockDim.x - 1 - t];
+    out[2 * g + 1] = a[g] % c[g];
+    uout[2 * g] = ua[g] / uc[g];
+    uout[2 * g + 1] = ua[g] % uc[g];
+}
+
 // no barrier and no shuffle: the loop over the block's threads vectorises it as it is
 extern "C" __global__ void plain_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -379,6 +393,36 @@ def test_float_forms(module, rng, poison):
     r = np.sqrt(np.abs(o)) - np.float32(1) / np.sqrt(np.abs(q) + np.float32(1))
     np.testing.assert_allclose(out.get(), -r * d.astype(np.float32), rtol=2 ** -20, atol=2 ** -22)
     np.testing.assert_array_equal(wide.get(), q.astype(np.float64) * 0.5)
+    assert _ran_as_program(k, threads)
+
+
+def test_integer_division(module, rng, poison):
+    """div and rem lane by lane, as a GPU gives them: x / 0 and x % 0 all ones, INT_MIN / -1
+    INT_MIN, x % -1 zero, the remainder's sign the dividend's."""
+    import anycuda as ac
+    threads, blocks = 128, 2
+    n = threads * blocks
+    a = rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    c = rng.integers(-50, 50, n).astype(np.int32)
+    a[:8], c[:8] = [-2 ** 31, -2 ** 31, 7, -7, 0, 5, -2 ** 31, 1], [-1, 0, 0, -1, 0, -3, 1, -1]
+    ua = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
+    uc = rng.integers(0, 40, n).astype(np.uint32)
+    out, uout = poison(2 * n, np.int32), poison(2 * n, np.uint32)
+    k = module.get_function("int_divide")
+    k((blocks,), (threads,), tuple(ac.asarray(v) for v in (a, c, ua, uc)) + (out, uout))
+    a64, c64 = a.astype(np.int64), c.astype(np.int64)
+    safe = np.where(c64 == 0, 1, c64)
+    q = np.where(c64 == 0, -1, np.trunc(a64 / safe).astype(np.int64))
+    q = ((q + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)          # INT_MIN / -1 wraps
+    r = np.where(c64 == 0, -1, np.fmod(a64, safe)).astype(np.int32)
+    usafe = np.where(uc == 0, 1, uc)
+    want = np.empty(2 * n, np.int32)
+    want[0::2], want[1::2] = q.reshape(blocks, threads)[:, ::-1].ravel(), r
+    uwant = np.empty(2 * n, np.uint32)
+    uwant[0::2] = np.where(uc == 0, 0xFFFFFFFF, ua // usafe)
+    uwant[1::2] = np.where(uc == 0, 0xFFFFFFFF, ua % usafe)
+    np.testing.assert_array_equal(out.get(), want)
+    np.testing.assert_array_equal(uout.get(), uwant)
     assert _ran_as_program(k, threads)
 
 

@@ -7,6 +7,9 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 
 
 def _c(t, v):
+    """v in type t, an integer or a vector of them (every element v)."""
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, [_c(t.element, v)] * t.count)
     return ir.Constant(t, v & ((1 << t.width) - 1))
 
 
@@ -67,12 +70,13 @@ def int_div(b, a, c, signed):
     Division by zero is undefined in PTX; NVIDIA GPUs give all ones for both quotient and
     remainder (the code ptxas emits ends with a fix-up for a zero divisor). Source: the
     answer by an NVIDIA engineer (njuffa) to Stack Overflow question 12960005, "Undefined
-    division in CUDA kernel"."""
+    division in CUDA kernel". Integers or vectors of them (block programs' lanes)."""
     t = a.type
+    bits = (t.element if isinstance(t, ir.VectorType) else t).width
     zero = b.icmp_unsigned("==", c, _c(t, 0))
     safe = b.select(zero, _c(t, 1), c)
     if signed:
-        ovf = b.and_(b.icmp_signed("==", a, _c(t, 1 << (t.width - 1))), b.icmp_signed("==", safe, _c(t, -1)))
+        ovf = b.and_(b.icmp_signed("==", a, _c(t, 1 << (bits - 1))), b.icmp_signed("==", safe, _c(t, -1)))
         safe = b.select(ovf, _c(t, 1), safe)       # INT_MIN / 1 = INT_MIN, the wrapped quotient
         q = b.sdiv(a, safe)
     else:

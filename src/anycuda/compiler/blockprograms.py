@@ -42,7 +42,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx import parse
 from ..ptx.errors import PtxError
-from . import abi, analysis, cache, jit, scheduler, tiers
+from . import abi, analysis, bitops, cache, jit, scheduler, tiers
 from .irutil import convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, store_field
 from .module import ModuleLowering
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
@@ -1146,6 +1146,19 @@ def _cvt(w, st):
     w.set_shape(st.operands[0], shape)
 
 
+def _div(w, st):
+    """Floats' division as warp regions make it; integers' division and remainder lane by
+    lane as bitops makes them (never a trap: x / 0 all ones, INT_MIN / -1 INT_MIN)."""
+    t = type_mods(st.mods)[-1] if type_mods(st.mods) else None
+    if st.opcode == "div" and t in ("f32", "f64"):
+        return REGION_OPS["div"](w, st)
+    if t is None or t[0] not in "bus" or width(t) not in (16, 32, 64) or set(st.mods) - {t}:
+        raise NotVectorisable(f"{st.opcode} with {st.mods}")
+    a, c = (w.read(op, t) for op in st.operands[1:3])
+    form = bitops.int_div if st.opcode == "div" else bitops.int_rem
+    w.write(st.operands[0], form(w.b, a, c, t.startswith("s")), t)
+
+
 def _barrier(w, st):
     """Every lane is at the same point of the program: a barrier of the whole block is nothing."""
     if set(st.mods) - {"sync", "aligned"} or len(st.operands) != 1 or not isinstance(st.operands[0], pir.Imm) \
@@ -1174,8 +1187,9 @@ def _shuffle(w, st):
 _SHAPED = {kind: _shaped(kind) for kind in ("mov", "add", "sub", "shl", "shr", "and", "mul", "mad")}
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
-       # floats' division, roots, reciprocals, negation and absolute values as warp regions make them
-       **{op: REGION_OPS[op] for op in ("div", "rcp", "sqrt", "rsqrt", "neg", "abs")}}
+       "div": _div, "rem": _div,
+       # floats' roots and reciprocals, negation and absolute values as warp regions make them
+       **{op: REGION_OPS[op] for op in ("rcp", "sqrt", "rsqrt", "neg", "abs")}}
 # modifiers that change what an instruction does beyond what these forms read (warpruns'),
 # and memory orders and vector accesses, which they do not take
 _DEFAULT_UNHANDLED = _UNHANDLED_MODS | _ORDERED | {"v2", "v4", "v8"}
