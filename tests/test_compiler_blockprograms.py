@@ -426,6 +426,74 @@ def test_integer_division(module, rng, poison):
     assert _ran_as_program(k, threads)
 
 
+# shifts by each lane's own amount, past the width too (PTX clamps: shl and shr.u give 0,
+# shr.s the sign), of 32- and 64-bit values, across a barrier
+SHIFTS_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry lane_shifts(.param .u64 p_a, .param .u64 p_n, .param .u64 p_out)
+{
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<20>;
+    .shared .align 8 .b8 sh[8192];
+    ld.param.u64 %rd1, [p_a];
+    ld.param.u64 %rd2, [p_n];
+    ld.param.u64 %rd3, [p_out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 4;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.u32 %r2, [%rd5];
+    add.s64 %rd6, %rd2, %rd4;
+    ld.global.u32 %r3, [%rd6];
+    shl.b32 %r4, %r2, %r3;
+    shr.s32 %r5, %r2, %r3;
+    shr.u32 %r6, %r2, %r3;
+    cvt.s64.s32 %rd7, %r2;
+    shl.b64 %rd8, %rd7, %r3;
+    shr.s64 %rd9, %rd7, %r3;
+    mov.u32 %r7, sh;
+    mul.lo.u32 %r8, %r1, 8;
+    add.u32 %r9, %r7, %r8;
+    st.shared.u64 [%r9], %rd8;
+    bar.sync 0;
+    ld.shared.u64 %rd10, [%r9];
+    mul.wide.u32 %rd11, %r1, 40;
+    add.s64 %rd12, %rd3, %rd11;
+    cvt.u64.u32 %rd13, %r4;
+    cvt.u64.u32 %rd14, %r5;
+    cvt.u64.u32 %rd15, %r6;
+    st.global.u64 [%rd12], %rd13;
+    st.global.u64 [%rd12+8], %rd14;
+    st.global.u64 [%rd12+16], %rd15;
+    st.global.u64 [%rd12+24], %rd10;
+    st.global.u64 [%rd12+32], %rd9;
+    ret;
+}
+"""
+
+
+def test_shifts_by_a_register(rng, poison):
+    import anycuda as ac
+    threads = 128
+    a = rng.integers(-2 ** 31, 2 ** 31, threads, dtype=np.int64).astype(np.int32)
+    n = rng.integers(0, 70, threads).astype(np.uint32)
+    n[:4] = [0, 31, 32, 64]
+    out = poison(5 * threads, np.uint64)
+    k = ac.RawModule(ptx=SHIFTS_PTX, name="shifts.ptx").get_function("lane_shifts")
+    k((1,), (threads,), (ac.asarray(a), ac.asarray(n), out))
+    a64, ua, nn, ns = a.astype(np.int64), a.view(np.uint32).astype(np.uint64), n.astype(np.uint64), n.astype(np.int64)
+    low = lambda v: np.asarray(v, np.int64).astype(np.uint64) & 0xFFFFFFFF
+    want = np.stack([
+        np.where(nn >= 32, 0, (ua << np.minimum(nn, 31)) & 0xFFFFFFFF),
+        low(a64 >> np.minimum(ns, 31)),
+        np.where(nn >= 32, 0, ua >> np.minimum(nn, 31)),
+        np.where(nn >= 64, 0, a64.astype(np.uint64) << np.minimum(nn, 63)),
+        (a64 >> np.minimum(ns, 63)).astype(np.uint64)], axis=1).ravel()
+    np.testing.assert_array_equal(out.get(), want)
+    assert _ran_as_program(k, threads)
+
+
 def test_few_lanes_apart(module, rng, poison):
     import anycuda as ac
     threads, blocks = 128, 3

@@ -13,20 +13,31 @@ def _c(t, v):
     return ir.Constant(t, v & ((1 << t.width) - 1))
 
 
+def _bits(t) -> int:
+    """The width of an integer type or of a vector's elements."""
+    return (t.element if isinstance(t, ir.VectorType) else t).width
+
+
+def _like(t, elem):
+    """`elem`, or a vector of it as long as t where t is a vector."""
+    return ir.VectorType(elem, t.count) if isinstance(t, ir.VectorType) else elem
+
+
 def _resize(b, v, t, signed=False):
-    if v.type.width == t.width:
+    if _bits(v.type) == _bits(t):
         return v
-    if v.type.width > t.width:
+    if _bits(v.type) > _bits(t):
         return b.trunc(v, t)
     return b.sext(v, t) if signed else b.zext(v, t)
 
 
 def shift(b, a, n, op):
-    """shl/shr: amounts >= width give 0 (or the sign for shr.s), never LLVM poison."""
-    w = a.type.width
-    n32 = _resize(b, n, I32)
-    big = b.icmp_unsigned(">=", n32, _c(I32, w))
-    amt = _resize(b, b.select(big, _c(I32, 0), n32), a.type)
+    """shl/shr: amounts >= width give 0 (or the sign for shr.s), never LLVM poison. Integers,
+    or vectors of them with a vector of amounts (warp code's lanes)."""
+    w, i32s = _bits(a.type), _like(a.type, I32)
+    n32 = _resize(b, n, i32s)
+    big = b.icmp_unsigned(">=", n32, _c(i32s, w))
+    amt = _resize(b, b.select(big, _c(i32s, 0), n32), a.type)
     if op == "shl":
         return b.select(big, _c(a.type, 0), b.shl(a, amt))
     if op == "shr_u":
@@ -72,7 +83,7 @@ def int_div(b, a, c, signed):
     answer by an NVIDIA engineer (njuffa) to Stack Overflow question 12960005, "Undefined
     division in CUDA kernel". Integers or vectors of them (block programs' lanes)."""
     t = a.type
-    bits = (t.element if isinstance(t, ir.VectorType) else t).width
+    bits = _bits(t)
     zero = b.icmp_unsigned("==", c, _c(t, 0))
     safe = b.select(zero, _c(t, 1), c)
     if signed:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from . import abi, analysis, instructions
+from . import abi, analysis, bitops, instructions
 from .irutil import convert_bits, declare, i32, i64, load_field
 from .scheduler import COLL_ARRAYS, shfl_source
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
@@ -465,9 +465,12 @@ def _logic(w, st):
 def _shift(w, st):
     t = _type(st, INT_TYPES)
     amount = st.operands[2]
-    if not isinstance(amount, pir.Imm) or amount.is_float:
-        raise NotVectorisable("a shift by a register")
     a = w.read(st.operands[1], t)
+    if not isinstance(amount, pir.Imm):         # each lane's own amount, clamped as the GPU does
+        op = "shl" if st.opcode == "shl" else ("shr_s" if t.startswith("s") else "shr_u")
+        return w.write(st.operands[0], bitops.shift(w.b, a, w.read(amount, "u32"), op), t)
+    if amount.is_float:
+        raise NotVectorisable("a shift by a float")
     n, bits = amount.value & FULL_MASK, width(t)
     b = w.b
     if n >= bits:
