@@ -72,10 +72,11 @@ def rmw_kind(op, t):
 
 
 def flushes_subnormals(inst):
-    """Does `atom/red.add.f32` flush subnormals (see the module docstring)? True in global
-    memory, False in shared, None for a generic address (known only where it points)."""
+    """Does `atom/red.add.f32` flush subnormals (see the module docstring)? An i1 constant,
+    true in global memory and false in shared; None for a generic address (known only where
+    it points)."""
     space = space_of(inst)
-    return None if space == "" else space != "shared"
+    return None if space == "" else ir.Constant(ir.IntType(1), int(space != "shared"))
 
 
 def rmw(b, private, kind, p, v, flush=None):
@@ -162,12 +163,10 @@ def lower_atomic(f, inst):
         flush = None
         if kind == "fadd" and t == "f32":
             flush = flushes_subnormals(inst)
-            if flush is None:
+            if flush is None:                   # a generic address: by where it points
                 a = b.ptrtoint(ptr, ir.IntType(64))
                 (lo, hi), = f.space_windows("shared")
                 flush = b.not_(b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi)))
-            else:
-                flush = ir.Constant(ir.IntType(1), int(flush))
         return _write(f, ops, rmw(b, private, kind, p, v, flush), t)
     v = f.read(ops[2], t)
     if op == "inc" and t not in ("f32", "f64"):

@@ -31,6 +31,11 @@ def _resize(b, v, t, signed=False):
     return b.sext(v, t) if signed else b.zext(v, t)
 
 
+def shift_kind(opcode, t):
+    """shift()'s `op` for PTX's `shl` or `shr` of type t."""
+    return "shl" if opcode == "shl" else ("shr_s" if t.startswith("s") else "shr_u")
+
+
 def shift(b, a, n, op):
     """shl/shr: amounts >= width give 0 (or the sign for shr.s), never LLVM poison. Integers,
     or vectors of them with a vector of amounts (warp code's lanes)."""

@@ -541,8 +541,7 @@ def shifts(f, inst):
     t = inst_type(f, inst)
     a = f.read(inst.operands[1], t)
     n = f.read(inst.operands[2], "u32")
-    op = "shl" if inst.opcode == "shl" else ("shr_s" if t.startswith("s") else "shr_u")
-    f.write(inst.operands[0], bitops.shift(f.b, a, n, op), t)
+    f.write(inst.operands[0], bitops.shift(f.b, a, n, bitops.shift_kind(inst.opcode, t)), t)
 
 
 @handles("popc", "clz", "brev")

@@ -1284,9 +1284,9 @@ def _atom(w, st):
         t = f"b{width(t)}"                      # bits, as lower_atomic exchanges them
     flush = None
     if kind == "fadd" and t == "f32":
-        if atomics.flushes_subnormals(st) is None:
+        flush = atomics.flushes_subnormals(st)
+        if flush is None:
             raise NotVectorisable("generic add.f32: where each lane's address points decides whether subnormals flush")
-        flush = ir.Constant(I1, int(atomics.flushes_subnormals(st)))
     b, private = w.b, atomics.block_private(st)
     elem = llvm_type(t)
     offsets = w.shared_offsets(ops[1], _space(st))

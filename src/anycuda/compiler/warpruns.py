@@ -467,8 +467,7 @@ def _shift(w, st):
     amount = st.operands[2]
     a = w.read(st.operands[1], t)
     if not isinstance(amount, pir.Imm):         # each lane's own amount, clamped as the GPU does
-        op = "shl" if st.opcode == "shl" else ("shr_s" if t.startswith("s") else "shr_u")
-        return w.write(st.operands[0], bitops.shift(w.b, a, w.read(amount, "u32"), op), t)
+        return w.write(st.operands[0], bitops.shift(w.b, a, w.read(amount, "u32"), bitops.shift_kind(st.opcode, t)), t)
     if amount.is_float:
         raise NotVectorisable("a shift by a float")
     n, bits = amount.value & FULL_MASK, width(t)
