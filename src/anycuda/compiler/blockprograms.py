@@ -406,10 +406,9 @@ class BlockProgram:
             return self._keep_value(("v", r), self.values[r])
         if shape.exact is None:
             return ("ramp",)
-        v = self.values[r]
         with self.b.if_then(self.b.not_(shape.exact), likely=False):
-            self.b.store(v, self._slot(("v", r), v.type))
-        return ("ramp unless", ("v", r), v.type)
+            kept = self._keep_value(("v", r), self.values[r])
+        return ("ramp unless", kept)
 
     def _ramp(self, shape):
         """base + stride * t in lane t, in the base's width."""
@@ -427,7 +426,7 @@ class BlockProgram:
                 self.values[r] = self._ramp(self.shapes[r])
             elif how[0] == "ramp unless":
                 shape = self.shapes[r]
-                self.values[r] = self.b.select(shape.exact, self._ramp(shape), self.b.load(self._slot(how[1], how[2])))
+                self.values[r] = self.b.select(shape.exact, self._ramp(shape), self._load_kept(how[1]))
             else:
                 self.values[r] = self._load_kept(how)
         self.here = self._load_kept(kept["here"])
