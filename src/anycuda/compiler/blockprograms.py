@@ -43,7 +43,7 @@ from ..ptx import ir as pir
 from ..ptx import parse
 from ..ptx.errors import PtxError
 from . import abi, analysis, bitops, cache, jit, scheduler, tiers
-from .irutil import convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, store_field
+from .irutil import at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, store_field
 from .module import ModuleLowering
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpregions import _ORDERED, REGION_OPS, _suffix
@@ -510,8 +510,7 @@ class BlockProgram:
         if self.shared[name] is not None:
             return i64(self.shared[name])
         if self._dynamic is None:
-            with self.b.goto_block(self.fn.entry_basic_block):
-                self.b.position_at_start(self.fn.entry_basic_block)
+            with at_function_start(self.b):
                 total, dyn = (load_field(self.b, self.launch, abi.LAUNCH[k], I32) for k in ("shared_total", "dyn_shared"))
                 self._dynamic = self.b.sub(self.b.zext(total, I64), self.b.zext(dyn, I64))
         return self._dynamic
@@ -777,8 +776,7 @@ class BlockProgram:
         return None
 
     def _scratch(self, ty, name):
-        with self.b.goto_block(self.fn.entry_basic_block):
-            self.b.position_at_start(self.fn.entry_basic_block)
+        with at_function_start(self.b):
             slot = self.b.alloca(ty, name=name)
         slot.align = 64
         return slot

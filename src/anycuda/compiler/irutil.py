@@ -80,6 +80,16 @@ def for_each_set_bit(b: ir.IRBuilder, bits: ir.Value, name="bit"):
     b.position_at_end(end)
 
 
+@contextmanager
+def at_function_start(b: ir.IRBuilder):
+    """The builder at the start of its function's entry block, then back where it was: for
+    stack slots and values made once per call, not once per loop iteration."""
+    entry = b.function.entry_basic_block
+    with b.goto_block(entry):
+        b.position_at_start(entry)
+        yield
+
+
 def field_ptr(b: ir.IRBuilder, base: ir.Value, offset, typ: ir.Type) -> ir.Value:
     """Pointer to a `typ` at `base + offset` bytes (base is an i8*)."""
     if isinstance(offset, int):

@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from . import abi, faults, guards
-from .irutil import (declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group, load_field,
-                     set_loop_hints, store_field, thread_parallel_group)
+from .irutil import (at_function_start, declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group,
+                     load_field, set_loop_hints, store_field, thread_parallel_group)
 from .types import I1, I32, I64, PTR
 
 C = abi.CTX
@@ -1301,8 +1301,7 @@ class _WarpTurns:
         if not self.stride:
             return
         most = abi.MAX_BLOCK_THREADS // 32
-        with b.goto_block(fn.entry_basic_block):
-            b.position_at_start(fn.entry_basic_block)
+        with at_function_start(b):
             self.areas = b.alloca(ir.ArrayType(ir.IntType(8), self.stride * most), name="turns")
             self.areas.align = 64
             self.answers = b.alloca(ir.ArrayType(I32, most), name="turn.answers")

@@ -59,7 +59,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from . import abi, analysis, atomics, laneshapes, warpruns
-from .irutil import convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
+from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
@@ -934,8 +934,7 @@ class WarpRegion(WarpCode):
         if constant is not None:
             step = i64(constant)
         else:
-            with b.goto_block(self.fn.entry_basic_block):
-                b.position_at_start(self.fn.entry_basic_block)
+            with at_function_start(b):
                 slot = b.alloca(I64, name=f"last{pos}")
                 b.store(i64(0), slot)
             self._step_slots.append(slot)
@@ -1091,8 +1090,7 @@ class WarpRegion(WarpCode):
         return ir.Constant(self._vec(I1), [1] * LANES)
 
     def _scratch(self, ty):
-        with self.b.goto_block(self.fn.entry_basic_block):
-            self.b.position_at_start(self.fn.entry_basic_block)
+        with at_function_start(self.b):
             return self.b.alloca(ty)
 
 
