@@ -1,12 +1,15 @@
 """Turns (compiler/warpregions.py): a region whose warp runs a grid-stride loop in lockstep
 gives way to the block's next warp every TURN_ITERATIONS iterations, its live registers
 left in its turn area, and the block function calls each warp's region again until none
-does. References are numpy computations; outputs are poisoned first."""
+does; where that region starts the kernel, the block function itself gives way after each
+pass over its warps and a worker keeps scheduler.BLOCKS_IN_FLIGHT blocks in flight.
+References are numpy computations; outputs are poisoned first."""
 import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import warpregions
+from anycuda.compiler import scheduler, warpregions
+from anycuda.runtime import device
 from conformance import made_regions, poison
 
 SOURCE = r"""
@@ -56,6 +59,26 @@ extern "C" __global__ void scaled_sums(const float* x, const float* scale, float
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
+// tickets in the order the loop runs, which starts the kernel: its blocks give way (the
+// shuffle after the loop gives the kernel its sites)
+extern "C" __global__ void block_tickets(int* ticket, int* counter, int n) {
+    int k = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x, ++k)
+        ticket[i] = atomicAdd(counter, 1);
+    k += __shfl_xor_sync(0xffffffff, k, 1);
+    if (k < 0) *counter = -1;
+}
+
+// a sum per thread whose block `bad` reads the address `wild` at its iteration `at`
+extern "C" __global__ void wild_late(const float* x, float* out, int n, int bad, int at, const float* wild) {
+    float s = 0.0f;
+    int k = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x, ++k)
+        s += blockIdx.x == bad && k == at ? *wild : x[i];
+    s += __shfl_xor_sync(0xffffffff, s, 1);
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
 // a row loop (a constant stride, no yield): no turns
 extern "C" __global__ void row_sums(const float* x, float* out, int cols) {
     int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -72,6 +95,15 @@ def mod():
     return ac.RawModule(code=SOURCE)
 
 
+@pytest.fixture
+def one_worker(monkeypatch):
+    """Launches run on one worker (the count is read once per process: asked again here)."""
+    monkeypatch.setenv("ANYCUDA_NUM_THREADS", "1")
+    device.worker_count.cache_clear()
+    yield
+    device.worker_count.cache_clear()
+
+
 def test_grid_stride_regions_take_turns():
     """Regions whose warps run a grid-stride loop leave a turn state (from the start, after a
     run of shuffles); a row loop's region runs its warp whole."""
@@ -81,11 +113,15 @@ def test_grid_stride_regions_take_turns():
     assert made.get("row_sums") == [0], made
 
 
-@pytest.mark.parametrize("n", [64 * 37 * 3 + 5, 100_003])
-def test_state_across_turns(mod, rng, n):
+@pytest.mark.parametrize("n, grid, workers", [(64 * 37 * 3 + 5, 3, None), (100_003, 3, None),
+                                              (192 * 13 * 20 + 1000, 13, 1), (192 * 13 * 20 + 1000, 13, None)])
+def test_state_across_turns(mod, rng, request, n, grid, workers):
     """Warps with one iteration more than others, a last iteration where lanes part, and
-    float, double, 64-bit and predicate registers carried from turn to turn."""
-    grid, block = 3, 192
+    float, double, 64-bit and predicate registers carried from turn to turn; more blocks than
+    a worker keeps in flight, with blocks of both trip counts among them."""
+    if workers:
+        request.getfixturevalue("one_worker")
+    block = 192
     x = (rng.standard_normal(n) * 1.5).astype(np.float32)
     warps = grid * block // 32
     sums, squares = poison(warps, np.float32), poison(grid * block, np.float64)
@@ -137,3 +173,41 @@ def test_row_loop(mod, rng):
     out = poison(rows, np.float32)
     mod.get_function("row_sums")((2,), (256,), (ac.asarray(x), out, np.int32(cols)))
     np.testing.assert_allclose(out.get(), x.sum(axis=1), rtol=1e-4, atol=1e-3)
+
+
+def test_blocks_in_flight(mod, one_worker):
+    """One worker runs BLOCKS_IN_FLIGHT blocks' turns in rounds: block 1 starts before block
+    0's second turn, and block BLOCKS_IN_FLIGHT only when block 0 has ended. Every element
+    gets a ticket, each ticket once; each warp's lanes take consecutive ones."""
+    g, k = scheduler.BLOCKS_IN_FLIGHT, warpregions.TURN_ITERATIONS
+    assert g >= 2
+    grid, block = 2 * g + 1, 64
+    n = grid * block * 3 * k + 40            # the first warp of block 0 runs one iteration more
+    ticket, counter = poison(n, np.int32), ac.zeros(1, np.int32)
+    mod.get_function("block_tickets")((grid,), (block,), (ticket, counter, np.int32(n)))
+    got = ticket.get()
+    np.testing.assert_array_equal(np.sort(got), np.arange(n))
+    assert (np.diff(got[: n - 40].reshape(-1, 32), axis=1) == 1).all()
+    owner = (np.arange(n) % (grid * block)) // block         # each element's block
+    first = [got[owner == b].min() for b in range(grid)]
+    assert all(first[b] < got[k * grid * block] for b in range(1, g))     # block 0's iteration k
+    assert first[g] > got[owner == 0].max()
+
+
+def test_fault_in_a_block_that_gave_way(mod, rng):
+    """A wild read in a late iteration of one block, after its block gave way: the launch
+    fails naming that block and the address; the module runs on."""
+    grid, block = 9, 128
+    n = grid * block * 4 * warpregions.TURN_ITERATIONS
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poison(grid * block, np.float32)
+    wild = 0xDEAD0000
+    args = (ac.asarray(x), out, np.int32(n), np.int32(6), np.int32(3 * warpregions.TURN_ITERATIONS + 1))
+    with pytest.raises(ac.CudaError) as e:
+        mod.get_function("wild_late")((grid,), (block,), args + (np.uint64(wild),))
+        ac.synchronize()
+    assert e.value.code == ac.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "block 6" in str(e.value) and f"0x{wild:x}" in str(e.value)
+    mod.get_function("wild_late")((grid,), (block,), args[:3] + (np.int32(-1), np.int32(0), np.uint64(wild)))
+    sums = x.reshape(-1, grid * block).astype(np.float64).sum(axis=0).reshape(-1, 2)
+    np.testing.assert_allclose(out.get(), np.repeat(sums.sum(axis=1), 2), rtol=1e-4, atol=1e-3)

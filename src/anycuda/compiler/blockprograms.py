@@ -143,7 +143,7 @@ class Affine:
 
 
 class BlockProgram:
-    """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 fresh)`, the
+    """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
     signature of a block function (scheduler.emit_block_function), for blocks of `lanes`."""
 
     def __init__(self, layout: ModuleLowering, pfn: pir.Function, threads: int):
@@ -215,7 +215,7 @@ class BlockProgram:
                     kept = self._keep(self._live_across(hi))
         if self.reach:
             raise NotVectorisable("a branch to the end")
-        b.ret(i32(0))
+        b.ret(i32(abi.BLOCK_DONE))
         return self.fn
 
     def _run(self, lo, hi):

@@ -757,21 +757,42 @@ def _affine_spills(b, spill, header, n, slots, holds):
     return ok
 
 
-def workspace_layout(b, n, frame_size, spill_bytes):
+MOST_WARPS = abi.MAX_BLOCK_THREADS // 32
+# a block's state between the worker's calls, in its workspace: the guard probe's answer
+# (i32 at 0), the warps' last turn answers (i32 each, at TURN_ANSWERS) and their turn areas
+# (at TURN_AREAS, one stride apart; 64-byte aligned, as the regions store their vectors)
+TURN_ANSWERS = 64
+TURN_AREAS = TURN_ANSWERS + (4 * MOST_WARPS + 63) // 64 * 64
+
+
+def turn_stride(regions) -> int:
+    """Bytes per warp of the block's turn areas: the largest state a region's warp leaves
+    between turns (warpregions, "turns"), 0 when none gives way."""
+    return max(((r.turn_bytes + 63) // 64 * 64 for r in (regions or {}).values()), default=0)
+
+
+def workspace_layout(b, n, frame_size, spill_bytes, stride=0):
     """Byte offsets (i64) in a block's workspace of the spill arrays, the collective arrays
-    (COLL_ARRAYS), the per-thread stop codes of a uniform round, and the end: frames first,
-    shared memory after the end."""
+    (COLL_ARRAYS), the per-thread stop codes of a uniform round, the block's state between
+    calls (TURN_ANSWERS, TURN_AREAS; `stride`: turn_stride), and the end: frames first,
+    shared memory after the end. The workspace starts 64-byte aligned."""
     n64 = b.zext(n, I64)
     spill = b.mul(n64, i64(frame_size))
     coll = b.add(spill, i64(abi.MAX_BLOCK_THREADS * spill_bytes))
     codes = b.add(coll, i64(COLL_BYTES))
-    return spill, coll, codes, b.add(codes, b.mul(n64, i64(4)))
+    state = b.and_(b.add(b.add(codes, b.mul(n64, i64(4))), i64(63)), i64(~63))
+    return spill, coll, codes, state, b.add(state, i64(TURN_AREAS + stride * MOST_WARPS))
 
 
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
                         site_consts=(), spill_bytes=0, affine_sites=None, self_checked_sites=(),
                         advances=None, regions=None, guarded_rounds=None, probe_bounds=None):
-    """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker).
+    """i32 run_block(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start):
+    abi.BLOCK_DONE, BLOCK_FAILED or BLOCK_GAVE_WAY; `start` is abi.BLOCK_FIRST for the first
+    block in the workspace `ws`, BLOCK_LATER for a later one, BLOCK_RESUMED for the block that
+    gave way in it. Only a block function whose kernel starts with a region that takes turns
+    gives way (`fn.gives_way`): after each pass over its warps, so that the worker can run the
+    turns of several blocks in an order closer to the memory's (emit_launch).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
     at the same resume point (all at the start, or all released from one barrier), one loop
@@ -788,7 +809,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32]), name=name + ".block")
     fn.linkage = "internal"
     guarded_rounds = guarded_rounds or {}
-    L, ws, shared, cx, cy, cz, worker, fresh = fn.args
+    L, ws, shared, cx, cy, cz, worker, start = fn.args
+    fn.gives_way = bool(regions) and 0 in regions and bool(regions[0].turn_bytes) and bool(nsites_kinds)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
     ny = load_field(b, L, abi.LAUNCH["block_y"], I32)
@@ -828,7 +850,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 with b.if_then(b.not_(region(lo)), likely=False):
                     with _each_lane(b, lo, nx, ny, lane_index) as index:
                         _emit_thread(b, fn, ws, step, index, fail, params, frame_needs_index, scalars)
-            b.ret(i32(0))
+            b.ret(i32(abi.BLOCK_DONE))
             b.position_at_end(threads)
         if 0 in guarded_rounds:
             # a block whose threads all pass the known branches (an exit guard, a border
@@ -845,9 +867,9 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                     _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars)
         else:
             _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars)
-        b.ret(i32(0))
+        b.ret(i32(abi.BLOCK_DONE))
         b.position_at_end(fail)
-        b.ret(i32(-1))
+        b.ret(i32(abi.BLOCK_FAILED))
         return fn
     # the runtime refuses blocks of more than MAX_BLOCK_THREADS threads; saying so here lets
     # LLVM prove that the per-thread arrays of the workspace (spills, collective operands, stop
@@ -882,7 +904,6 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     advances = advances or {}
     regions = regions or {}
-    turns = _WarpTurns(b, fn, regions)
     # where a warp goes on as vector code after a collective (a barrier's region starts where
     # its uniform round would, below)
     run_sites = sorted(set(advances) | {s for s in regions if s and nsites_kinds[s - 1] != abi.SITE["bar_sync"]})
@@ -945,7 +966,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     # changes, and state, resume and a site's operands are written before they are read).
     # Setting every field of every frame for each block was a third of scan_blocks' time.
     memcpy = declare(module, "llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(), [PTR, PTR, I64, I1])
-    with b.if_else(b.icmp_signed("!=", fresh, i32(0))) as (first_block, later_block):
+    with b.if_else(b.icmp_signed("==", start, i32(abi.BLOCK_FIRST))) as (first_block, later_block):
         with first_block:
             with _each_thread(b, nx, ny, nz, "i") as (x, y, z, linear, _):
                 fr = _frame(b, ws, fsize, linear)
@@ -956,26 +977,36 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             # step function's traps and a barrier deadlock copy the index there themselves:
             # writing four fields of every frame for each block was a tenth of scan_blocks'
             # time, as scatters)
+            # (a resumed block has its frames as it left them)
             if frame_needs_index:
-                with for_range(b, i32(0), n, "ib") as t:
-                    fr = _frame(b, ws, fsize, t)
-                    for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), (cx, cy, cz)):
-                        store_field(b, fr, C[k], v)
-                    store_field(b, fr, C["exit_flag"], i32(0))
-    spill_off, coll_off, codes_off, _ = workspace_layout(b, n, frame_size, spill_bytes)
+                with b.if_then(b.icmp_signed("==", start, i32(abi.BLOCK_LATER))):
+                    with for_range(b, i32(0), n, "ib") as t:
+                        fr = _frame(b, ws, fsize, t)
+                        for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), (cx, cy, cz)):
+                            store_field(b, fr, C[k], v)
+                        store_field(b, fr, C["exit_flag"], i32(0))
+    stride = turn_stride(regions)
+    spill_off, coll_off, codes_off, state_off, _ = workspace_layout(b, n, frame_size, spill_bytes, stride)
     spill = b.gep(ws, [spill_off])
     coll = b.gep(ws, [coll_off])
     codes = b.bitcast(b.gep(ws, [codes_off]), I32.as_pointer())
+    state = b.gep(ws, [state_off])
+    turns = _WarpTurns(b, fn, stride, state)
+    resumed = fn.append_basic_block("resumed") if fn.gives_way else None
 
     def block_args(t, induction=None):
         return [header, spill, b.zext(n, I64), induction if induction is not None else i64(0)]
     # which of the kernel's known branches no thread of the block takes: a round that can
     # reach only such ones runs a copy without them (compiler/guards.py)
+    # (asked once per block: a resumed block finds the answer in its state)
     stays = None
     if guarded_rounds:
         probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, True,
                                   probe_bounds)
-        stays = b.call(probe, [L, ws, header, spill])
+        stays_slot = b.bitcast(state, I32.as_pointer())
+        with b.if_then(b.icmp_signed("!=", start, i32(abi.BLOCK_RESUMED))):
+            b.store(b.call(probe, [L, ws, header, spill]), stays_slot)
+        stays = b.load(stays_slot)
 
     def induction_first(site):
         """i64: the `first` of the site's induction register (stride 1), which
@@ -986,12 +1017,16 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 return first if size == 8 else b.sext(first, I64)
         return None
     nwarps = b.udiv(b.add(n, i32(31)), i32(32))
+    full_warp_count = b.lshr(n, i32(5))
     outer = fn.append_basic_block("round")
     done = fn.append_basic_block("done")
     dispatch = fn.append_basic_block("uniform")
     scan = fn.append_basic_block("uniform.scan")
     b.store(i32(0), cur)
-    b.branch(dispatch)
+    if resumed is None:
+        b.branch(dispatch)
+    else:
+        b.cbranch(b.icmp_signed("==", start, i32(abi.BLOCK_RESUMED)), resumed, dispatch)
 
     # uniform rounds: resume 0, and after each whole-block bar.sync without a thread count
     # (a constant barrier id too: threads at one bar.sync with different ids deadlock)
@@ -1118,9 +1153,10 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             warps, threads = fn.append_basic_block(f"uniform{site}.warps"), fn.append_basic_block(f"uniform{site}.threads")
             b.cbranch(full_warps, warps, threads)
             b.position_at_end(warps)
-            turns.each_warp(b, fn, b.lshr(n, i32(5)), regions[site], f"rw{site}.",
+            turns.each_warp(b, fn, full_warp_count, regions[site], f"rw{site}.",
                             lambda lo, turn, first: b.call(regions[site], [spill, header, ws, fsize, lo, params,
-                                                                           codes, turn]))
+                                                                           codes, turn]),
+                            resumed if site == 0 else None)
             b.branch(scan)
             b.position_at_end(threads)
             general_round(site)
@@ -1209,7 +1245,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 if first:
                     _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
                 return b.call(regions[site], [spill, header, ws, fsize, lo, params, codes, turn])
-            turns.each_warp(b, fn, b.lshr(n, i32(5)), regions[site], f"rg{site}.", run_region)
+            turns.each_warp(b, fn, full_warp_count, regions[site], f"rg{site}.", run_region)
             b.branch(scan)
             continue
         with for_range(b, i32(0), b.lshr(n, i32(5)), "rw") as w:
@@ -1285,59 +1321,78 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         # warp collectives always make progress, so after a round every thread has exited
         b.branch(done)
     b.position_at_end(done)
-    b.ret(i32(0))
+    b.ret(i32(abi.BLOCK_DONE))
     b.position_at_end(fail)
-    b.ret(i32(-1))
+    b.ret(i32(abi.BLOCK_FAILED))
     return fn
 
 
 class _WarpTurns:
-    """The block function's turn areas (warpregions, "turns"): one set for all its regions,
-    which run one after the other and so never keep their warps' states at once; nothing
-    for a kernel whose regions never give way."""
+    """The block's turn areas (warpregions, "turns") in its workspace: one set for all its
+    regions, which run one after the other and so never keep their warps' states at once;
+    nothing for a kernel whose regions never give way (`stride` 0). `state`: the block's
+    state area (workspace_layout)."""
 
-    def __init__(self, b, fn, regions):
-        self.stride = max(((r.turn_bytes + 63) // 64 * 64 for r in regions.values()), default=0)
-        if not self.stride:
+    def __init__(self, b, fn, stride, state):
+        self.stride = stride
+        if not stride:
             return
-        most = abi.MAX_BLOCK_THREADS // 32
+        self.areas = b.gep(state, [i64(TURN_AREAS)])
+        self.answers = b.bitcast(b.gep(state, [i64(TURN_ANSWERS)]), I32.as_pointer())
         with at_function_start(b):
-            self.areas = b.alloca(ir.ArrayType(ir.IntType(8), self.stride * most), name="turns")
-            self.areas.align = 64
-            self.answers = b.alloca(ir.ArrayType(I32, most), name="turn.answers")
             self.pending = b.alloca(I1, name="turn.pending")
 
-    def each_warp(self, b, fn, nwarps, region, tag, run):
+    def each_warp(self, b, fn, nwarps, region, tag, run, resumed=None):
         """Each of the block's `nwarps` warps through `run(lo, turn, first)`, a call of
         `region` (its answer), then again, in turn, each warp that gave way
         (abi.REGION_TURNED) until none does. `turn` is the warp's turn area, 0 in its first
-        i32 before its first call. A region that never gives way is called once per warp."""
+        i32 before its first call. A region that never gives way is called once per warp.
+        With `resumed` (an empty block, where the block function goes on when the worker
+        calls it again), the block function gives way itself after each pass over the warps
+        that left one of them in the middle (abi.BLOCK_GAVE_WAY)."""
         if not region.turn_bytes:
             with for_range(b, i32(0), nwarps, tag) as w:
                 run(b.mul(w, i32(32)), ir.Constant(PTR, None), True)
             return
-        turn = lambda w: b.gep(b.bitcast(self.areas, PTR), [b.mul(b.zext(w, I64), i64(self.stride))])
-        answer = lambda w: b.gep(self.answers, [i32(0), w])
+        turn = lambda w: b.gep(self.areas, [b.mul(b.zext(w, I64), i64(self.stride))])
+        answer = lambda w: b.gep(self.answers, [w])
+
+        def record(w, got):
+            b.store(got, answer(w))
+            b.store(b.or_(b.load(self.pending), b.icmp_unsigned("==", got, i32(abi.REGION_TURNED))), self.pending)
+        b.store(ir.Constant(I1, 0), self.pending)
         with for_range(b, i32(0), nwarps, tag) as w:
             b.store(i32(0), b.bitcast(turn(w), I32.as_pointer()))
-            b.store(run(b.mul(w, i32(32)), turn(w), True), answer(w))
-        again, done = fn.append_basic_block(tag + "again"), fn.append_basic_block(tag + "done")
-        b.branch(again)
+            record(w, run(b.mul(w, i32(32)), turn(w), True))
+        again = resumed or fn.append_basic_block(tag + "again")
+        done = fn.append_basic_block(tag + "done")
+        if resumed is None:
+            more = again
+        else:
+            more = fn.append_basic_block(tag + "give.way")
+            with b.goto_block(more):
+                b.ret(i32(abi.BLOCK_GAVE_WAY))
+        b.cbranch(b.load(self.pending), more, done)
         b.position_at_end(again)
         b.store(ir.Constant(I1, 0), self.pending)
         with for_range(b, i32(0), nwarps, tag + "t") as w:
             with b.if_then(b.icmp_unsigned("==", b.load(answer(w)), i32(abi.REGION_TURNED))):
-                got = run(b.mul(w, i32(32)), turn(w), False)
-                b.store(got, answer(w))
-                b.store(b.or_(b.load(self.pending), b.icmp_unsigned("==", got, i32(abi.REGION_TURNED))),
-                        self.pending)
-        b.cbranch(b.load(self.pending), again, done)
+                record(w, run(b.mul(w, i32(32)), turn(w), False))
+        b.cbranch(b.load(self.pending), more, done)
         b.position_at_end(done)
 
 
-def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0):
-    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`."""
-    malloc = declare(module, "malloc", PTR, [I64])
+# blocks a worker keeps in flight when their block function gives way (emit_launch): their
+# grid-stride loops' turns interleaved, a worker reads the rows of several neighbouring blocks
+# together (benchmarks/models/grid_stride_order.c: reduce 2.03 ms with a block's warps in
+# turns, 1.49 with four blocks' warps, 1.45 with sixteen; NOTES "Blocks in flight")
+BLOCKS_IN_FLIGHT = 4
+
+
+def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, turn_stride=0):
+    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`.
+    `turn_stride`: the block function's (workspace_layout)."""
+    aligned_alloc = declare(module, "aligned_alloc", PTR, [I64, I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
     thread_num = declare(module, "omp_get_thread_num", I32, [])
     worker_ty = ir.FunctionType(ir.VoidType(), [PTR])
@@ -1354,11 +1409,16 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
     n = b.zext(b.mul(b.mul(nx, ny), nz), I64)
     if has_sites:
-        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes)[3]
+        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes, turn_stride)[-1]
     else:
         frames_bytes = i64(frame_size)
+    up64 = lambda v: b.and_(b.add(v, i64(63)), i64(~63))
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
-    ws = b.call(malloc, [b.add(b.add(frames_bytes, shared_bytes), i64(128))])
+    # a block's workspace: its frames, then its shared memory window (64 bytes apart from
+    # the next block's)
+    slot_bytes = b.add(b.add(up64(frames_bytes), up64(shared_bytes)), i64(64))
+    most = BLOCKS_IN_FLIGHT if getattr(block_fn, "gives_way", False) else 1
+    ws = b.call(aligned_alloc, [i64(64), b.mul(slot_bytes, i64(most))])
     oom = b.icmp_unsigned("==", b.ptrtoint(ws, I64), i64(0))
     with b.if_then(oom):
         b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_OUT_OF_MEMORY),
@@ -1367,49 +1427,72 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     fault = worker.append_basic_block("fault")
     done = worker.append_basic_block("done")
     trap, key = faults.emit_trap_setup(b, L, fault)
-    shared_addr = b.and_(b.add(b.add(b.ptrtoint(ws, I64), frames_bytes), i64(63)), i64(~63))
-    shared = b.inttoptr(shared_addr, PTR)
     wid = b.call(thread_num, [])
-    fresh = b.alloca(I32, name="fresh")      # the worker's first block sets up its frames
-    b.store(i32(1), fresh)
     gx = b.zext(load_field(b, L, abi.LAUNCH["grid_x"], I32), I64)
     gy = b.zext(load_field(b, L, abi.LAUNCH["grid_y"], I32), I64)
     nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
     chunk = load_field(b, L, abi.LAUNCH["chunk"], I64)
-    grab = worker.append_basic_block("grab")
-    loop = worker.append_basic_block("next")
-    body = worker.append_basic_block("body")
-    hand_over = worker.append_basic_block("hand_over")
-    b.branch(grab)
-    # take `chunk` blocks at a time from the shared counter, then run them one by one;
-    # once optimised code has taken over, take none (the launch function runs the rest there)
-    b.position_at_end(grab)
-    take = worker.append_basic_block("take")
-    b.cbranch(_handing_over(b, L, handoff), hand_over, take)
-    b.position_at_end(take)
-    first = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
-    last = b.add(first, chunk)
-    last = b.select(b.icmp_unsigned("<", nblocks, last), nblocks, last)
-    b.branch(loop)
-    b.position_at_end(loop)
-    blk = b.phi(I64, name="blk")
-    blk.add_incoming(first, take)
-    err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
-    exhausted = b.icmp_unsigned(">=", blk, nblocks)
-    stop = b.or_(exhausted, b.icmp_signed("!=", err, i32(0)))
-    more = worker.append_basic_block("more")
-    b.cbranch(stop, done, more)
-    b.position_at_end(more)
-    b.cbranch(b.icmp_unsigned(">=", blk, last), grab, body)
-    b.position_at_end(body)
-    cx = b.trunc(b.urem(blk, gx), I32)
-    cy = b.trunc(b.urem(b.udiv(blk, gx), gy), I32)
-    cz = b.trunc(b.udiv(blk, b.mul(gx, gy)), I32)
-    b.store(blk, b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer()))
-    r = b.call(block_fn, [L, ws, shared, cx, cy, cz, wid, b.load(fresh)])
-    b.store(i32(0), fresh)
-    blk.add_incoming(b.add(blk, i64(1)), b.block)
-    b.cbranch(b.icmp_signed("<", r, i32(0)), done, loop)
+    # a cooperative launch gives each block a worker of its own (blocks wait for each other)
+    cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
+    slots = b.select(cooperative, i32(1), i32(most))
+    with at_function_start(b):
+        block_of = b.alloca(ir.ArrayType(I64, most), name="slot.block")
+        in_flight = b.alloca(ir.ArrayType(I1, most), name="slot.in_flight")
+        used = b.alloca(ir.ArrayType(I1, most), name="slot.used")      # its frames are set up
+        window = [b.alloca(I64, name="window." + k) for k in ("next", "end")]
+        taking = b.alloca(I1, name="taking")
+        some_in_flight = b.alloca(I1, name="some.in.flight")
+    for array in (in_flight, used):
+        b.store(ir.Constant(array.type.pointee, None), array)
+    for slot in window:
+        b.store(i64(0), slot)
+    b.store(ir.Constant(I1, 1), taking)
+    rounds = worker.append_basic_block("rounds")
+    b.branch(rounds)
+    # each round calls the block of each slot: a new one (taken `chunk` at a time from the
+    # shared counter) or the one that gave way there; the blocks of a worker's slots are
+    # neighbours, so their turns read neighbouring memory. Once optimised code has taken
+    # over, the worker takes no more blocks (the launch function runs the rest there).
+    b.position_at_end(rounds)
+    b.store(ir.Constant(I1, 0), some_in_flight)
+    with for_range(b, i32(0), slots, "slot") as g:
+        at = lambda array: b.gep(array, [i32(0), g])
+        err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
+        healthy = worker.append_basic_block("healthy")
+        b.cbranch(b.icmp_signed("!=", err, i32(0)), done, healthy)
+        b.position_at_end(healthy)
+        call, next_slot = worker.append_basic_block("call"), worker.append_basic_block("next.slot")
+        resume_from = b.block
+        take = worker.append_basic_block("take")
+        b.cbranch(b.load(at(in_flight)), call, take)
+        b.position_at_end(take)
+        got = _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, next_slot)
+        b.store(got, at(block_of))
+        start = b.select(b.load(at(used)), i32(abi.BLOCK_LATER), i32(abi.BLOCK_FIRST))
+        b.store(ir.Constant(I1, 1), at(used))
+        took = b.block
+        b.branch(call)
+        b.position_at_end(call)
+        start_phi = b.phi(I32, name="start")
+        start_phi.add_incoming(i32(abi.BLOCK_RESUMED), resume_from)
+        start_phi.add_incoming(start, took)
+        blk = b.load(at(block_of))
+        cx = b.trunc(b.urem(blk, gx), I32)
+        cy = b.trunc(b.urem(b.udiv(blk, gx), gy), I32)
+        cz = b.trunc(b.udiv(blk, b.mul(gx, gy)), I32)
+        b.store(blk, b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer()))
+        ws_g = b.gep(ws, [b.mul(b.zext(g, I64), slot_bytes)])
+        shared = b.gep(ws_g, [up64(frames_bytes)])
+        r = b.call(block_fn, [L, ws_g, shared, cx, cy, cz, wid, start_phi])
+        ran = worker.append_basic_block("ran")
+        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, ran)
+        b.position_at_end(ran)
+        gave_way = b.icmp_signed("==", r, i32(abi.BLOCK_GAVE_WAY))
+        b.store(gave_way, at(in_flight))
+        b.store(b.or_(b.load(some_in_flight), gave_way), some_in_flight)
+        b.branch(next_slot)
+        b.position_at_end(next_slot)
+    b.cbranch(b.or_(b.load(taking), b.load(some_in_flight)), rounds, done)
     # a memory fault in this worker's block: the launch fails with an illegal address
     b.position_at_end(fault)
     won = b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_ILLEGAL_ADDRESS),
@@ -1418,15 +1501,12 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         slot = lambda off: b.load(b.bitcast(b.gep(trap, [i64(off)]), I64.as_pointer()))
         store_field(b, L, abi.LAUNCH["err_block"], slot(abi.FAULT_BLOCK))
         store_field(b, L, abi.LAUNCH["err_info"], slot(abi.FAULT_ADDR))
+        # (a kernel without sites runs its block in the first slot's one frame)
         thread = b.sext(load_field(b, ws, C["linear"], I32), I64) if not has_sites else i64(-1)
         store_field(b, L, abi.LAUNCH["err_thread"], thread)
     b.branch(done)
     b.position_at_end(done)
     release = declare(module, "pthread_setspecific", I32, [I32, PTR])
-    b.call(release, [key, ir.Constant(PTR, None)])
-    b.call(free, [ws])
-    b.ret_void()
-    b.position_at_end(hand_over)
     b.call(release, [key, ir.Constant(PTR, None)])
     b.call(free, [ws])
     b.ret_void()
@@ -1445,6 +1525,31 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         b.call(b.load_atomic(handoff, "monotonic", 8), [L])
     b.ret_void()
     return launch
+
+
+def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, none_left):
+    """The next block of the worker's window [next, end) (i64), taking `chunk` more from the
+    launch's counter when it is used up; where there are none (or optimised code has taken
+    over), `taking` becomes false and control goes to `none_left`."""
+    nxt, end = window
+    grab, got, stop = (worker.append_basic_block(k) for k in ("grab", "got", "none.left"))
+    b.cbranch(b.and_(b.load(taking), b.icmp_unsigned("<", b.load(nxt), b.load(end))), got, grab)
+    b.position_at_end(grab)
+    ask = worker.append_basic_block("ask")
+    b.cbranch(b.or_(b.not_(b.load(taking)), _handing_over(b, L, handoff)), stop, ask)
+    b.position_at_end(ask)
+    first = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
+    last = b.add(first, chunk)
+    b.store(first, nxt)
+    b.store(b.select(b.icmp_unsigned("<", nblocks, last), nblocks, last), end)
+    b.cbranch(b.icmp_unsigned("<", first, nblocks), got, stop)
+    b.position_at_end(stop)
+    b.store(ir.Constant(I1, 0), taking)
+    b.branch(none_left)
+    b.position_at_end(got)
+    blk = b.load(nxt)
+    b.store(b.add(blk, i64(1)), nxt)
+    return blk
 
 
 def _handing_over(b, L, handoff):
