@@ -1418,6 +1418,10 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     # the next block's)
     slot_bytes = b.add(b.add(up64(frames_bytes), up64(shared_bytes)), i64(64))
     most = BLOCKS_IN_FLIGHT if getattr(block_fn, "gives_way", False) else 1
+    # inlined into the worker, whose sigsetjmp (returns_twice) holds LLVM back, the block
+    # function ran slower: sgemm 61-68 ms inlined into the one-block loop, 205-217 into the
+    # loop over slots, 49 on its own (NOTES "Blocks in flight")
+    block_fn.attributes.add("noinline")
     ws = b.call(aligned_alloc, [i64(64), b.mul(slot_bytes, i64(most))])
     oom = b.icmp_unsigned("==", b.ptrtoint(ws, I64), i64(0))
     with b.if_then(oom):

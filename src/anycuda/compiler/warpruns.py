@@ -291,9 +291,8 @@ class WarpCode:
             b = self.b
             nx, ny = (load_field(b, self.header, abi.CTX[f"ntid_{a}"], I32) for a in "xy")
             lanes = ir.Constant(self._vec(I32), list(range(LANES)))
-            row = b.udiv(self.lo, nx)
-            x, y, z = b.add(self.splat(b.urem(self.lo, nx)), lanes), self.splat(b.urem(row, ny)), \
-                self.splat(b.udiv(row, ny))
+            x0, y0, z0 = self._first_lane_index(nx, ny)
+            x, y, z = b.add(self.splat(x0), lanes), self.splat(y0), self.splat(z0)
             wrap_x = b.icmp_unsigned(">=", x, self.splat(nx))
             x = b.select(wrap_x, b.sub(x, self.splat(nx)), x)
             y = b.add(y, b.zext(wrap_x, self._vec(I32)))
@@ -317,6 +316,26 @@ class WarpCode:
                 v.add_incoming(slow, narrow_end)
                 self.lane_index[name] = v
         return self.lane_index[axis]
+
+    def _first_lane_index(self, nx, ny):
+        """(x, y, z) of the warp's first thread (i32). In the block's first row (every warp
+        of a one-row block) they cost no divisions: a region computes them at each call, once
+        per turn of a grid-stride loop."""
+        b = self.b
+        with b.if_else(b.icmp_unsigned("<", self.lo, nx)) as (first_row, later_row):
+            with first_row:
+                first_end = b.block
+            with later_row:
+                row = b.udiv(self.lo, nx)
+                divided = (b.urem(self.lo, nx), b.urem(row, ny), b.udiv(row, ny))
+                later_end = b.block
+        index = []
+        for fast, slow in zip((self.lo, i32(0), i32(0)), divided):
+            v = b.phi(I32)
+            v.add_incoming(fast, first_end)
+            v.add_incoming(slow, later_end)
+            index.append(v)
+        return index
 
     def special(self, op):
         b = self.b
