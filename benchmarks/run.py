@@ -10,7 +10,9 @@ output is checked against numpy before it is timed.
 
 Times are medians of --repeats timed runs; a timed run is `inner` back-to-back runs of the
 computation, with `inner` chosen per implementation so that one timed run lasts at least
---min-run seconds (50 ms by default), and the time reported is per computation. Ratios
+--min-run seconds (50 ms by default), and the time reported is per computation. The timed
+runs of a kernel's implementations take turns (anycuda, C, PoCL, anycuda, ...), so that
+they see the machine alike. Ratios
 are time / time (lower is better for the numerator). The simulator is far too slow for
 the full sizes: it runs a small size and is reported as (simulator time / anycuda time)
 at that same size (where anycuda's time is mostly launch latency), and as the ratio of
@@ -62,22 +64,32 @@ def timed(fn, k=1):
     return time.perf_counter() - t
 
 
-def measure(run, min_run, repeats):
-    """(median seconds per run, inner): after one warm-up run, `repeats` timed runs of
-    `inner` back-to-back calls each, `inner` chosen so that a timed run lasts >= min_run."""
-    t1 = timed(run)
-    inner = max(1, math.ceil(min_run / max(t1, 1e-9))) if min_run > 0 else 1
-    if t1 > 2.0:
-        repeats = min(repeats, 3)
-    samples = [timed(run, inner) / inner for _ in range(repeats)]
-    return statistics.median(samples), inner
+def measure(runs, min_run, repeats):
+    """{name: (median seconds per run, inner)} of the callables `runs` ({name: run}): after
+    one warm-up run each, `repeats` rounds, each timing every run once in turn, `inner`
+    back-to-back calls, `inner` chosen per run so that a timed run lasts >= min_run. The
+    rounds interleave the implementations, so that a machine whose speed drifts (other
+    tenants, the memory's bandwidth moved by 2x within minutes here) moves them alike and
+    their ratios hold."""
+    inner = {}
+    for name, run in runs.items():
+        t1 = timed(run)
+        inner[name] = max(1, math.ceil(min_run / max(t1, 1e-9))) if min_run > 0 else 1
+        if t1 > 2.0:
+            repeats = min(repeats, 3)
+    samples = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            samples[name].append(timed(run, inner[name]) / inner[name])
+    return {name: (statistics.median(samples[name]), inner[name]) for name in runs}
 
 
-def check_and_time(bench, impl, handle, min_run, repeats):
+def checked_run(bench, impl, handle):
+    """The implementation's run function, its output checked against numpy once first."""
     run, result = getattr(bench, impl)(handle)
     run()
-    bench.check(result())                  # checked before it is timed
-    return measure(run, min_run, repeats)
+    bench.check(result())
+    return run
 
 
 def geomean(xs):
@@ -122,20 +134,30 @@ def run_kernels(args, benches, out):
     for B in benches:
         b = B(size)
         row = {"kernel": b.name, "size": b.describe(), "ms": {}, "inner": {}, "rate": {}, "errors": {}}
+        runs = {}
         for impl in IMPLS:
             handle = {"anycuda": g, "c": lib, "pocl": pocl}[impl]
             if impl == "pocl" and pocl_reason:
                 continue
             try:
-                t, inner = check_and_time(b, impl, handle, args.min_run, args.repeats)
+                runs[impl] = checked_run(b, impl, handle)
             except Exception as e:             # report it, keep going with the others
                 row["errors"][impl] = f"{type(e).__name__}: {e}"
                 print(f"  {b.name} / {LABEL[impl]} failed: {row['errors'][impl]}", file=sys.stderr)
                 if args.verbose:
                     traceback.print_exc()
-                continue
-            row["ms"][impl], row["inner"][impl], row["rate"][impl] = t * 1e3, inner, b.rate(t)
-        row["yardstick"] = yardstick(b, lib, args)
+        sticks = yardsticks(b, lib)
+        try:
+            times = measure({**runs, **{name: run for name, (run, _) in sticks.items()}}, args.min_run, args.repeats)
+        except Exception as e:                 # a run that fails once checked: report it
+            row["errors"]["timing"] = f"{type(e).__name__}: {e}"
+            print(f"  {b.name} failed while timed: {row['errors']['timing']}", file=sys.stderr)
+            times = {}
+        for impl in runs:
+            if impl in times:
+                t, inner = times[impl]
+                row["ms"][impl], row["inner"][impl], row["rate"][impl] = t * 1e3, inner, b.rate(t)
+        row["yardstick"] = {name: value(times[name][0]) for name, (_, value) in sticks.items() if name in times}
         if sim is not None:
             row["sim"] = sim_column(B, g, sim, args)
         ms = row["ms"]
@@ -156,19 +178,23 @@ def run_kernels(args, benches, out):
     return rows
 
 
-def yardstick(b, lib, args):
-    """What the hardware can do, measured in the same run: STREAM-style triad for the
-    streaming kernels, numpy's BLAS for SGEMM."""
+def yardsticks(b, lib):
+    """What the hardware can do, timed in the same rounds as the kernel: STREAM-style triad
+    for the streaming kernels, numpy's BLAS for SGEMM. {name: (run, its value from the
+    median seconds per run)}."""
     if b.name in ("saxpy", "vector_add"):
         n = b.n
         a, x, c = np.ones(n, np.float32), np.ones(n, np.float32), np.empty(n, np.float32)
-        t, _ = measure(lambda: lib.triad(suite.p(a), suite.p(x), suite.p(c), ctypes.c_float(3), n),
-                       args.min_run, args.repeats)
-        return {"triad_GBps": 12 * n / t / 1e9}
+        return {"triad_GBps": (lambda: lib.triad(suite.p(a), suite.p(x), suite.p(c), ctypes.c_float(3), n),
+                               lambda t: 12 * n / t / 1e9)}
     if b.name == "sgemm":
-        t, _ = measure(lambda: b.A @ b.B, args.min_run, args.repeats)
-        return {"numpy_blas_GFLOPs": b.work / t / 1e9}
+        return {"numpy_blas_GFLOPs": (lambda: b.A @ b.B, lambda t: b.work / t / 1e9)}
     return {}
+
+
+def time_anycuda(b, g, min_run, repeats):
+    """Median seconds per run of the kernel through anycuda alone, its output checked first."""
+    return measure({"anycuda": checked_run(b, "anycuda", g)}, min_run, repeats)["anycuda"][0]
 
 
 def sim_column(B, g, sim, args):
@@ -180,8 +206,7 @@ def sim_column(B, g, sim, args):
         run()
         b.check(result())
         res["sim_ms"] = timed(run) * 1e3
-        t_any, _ = check_and_time(b, "anycuda", g, min(args.min_run, 0.02), args.repeats)
-        res["anycuda_ms"] = t_any * 1e3
+        res["anycuda_ms"] = time_anycuda(b, g, min(args.min_run, 0.02), args.repeats) * 1e3
         res["ratio"] = res["sim_ms"] / res["anycuda_ms"]
     except Exception as e:
         res["error"] = f"{type(e).__name__}: {e}"
@@ -296,7 +321,7 @@ def child_scaling(args, benches):
     for B in benches:
         b = B("quick" if args.quick else "full")
         try:
-            res[b.name] = check_and_time(b, "anycuda", g, args.min_run, args.repeats)[0]
+            res[b.name] = time_anycuda(b, g, args.min_run, args.repeats)
         except Exception as e:
             res[b.name] = None
             res.setdefault("_errors", {})[b.name] = f"{type(e).__name__}: {e}"

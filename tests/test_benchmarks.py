@@ -42,13 +42,26 @@ def test_benchmark_matches_numpy(bench, impl, request):
         b.check(result())
 
 
+def _run_py():
+    spec = importlib.util.spec_from_file_location(
+        "anycuda_bench_run", Path(__file__).resolve().parent.parent / "benchmarks" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    return run
+
+
 def test_c_host_launch_program_runs_through_anycuda():
     """benchmarks/kernels/launch_overhead.c builds with gcc alone and launches through
     anycuda's libcuda.so.1 (what run.py times; only that it works is checked here)."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not on PATH")
-    _run_spec = importlib.util.spec_from_file_location(
-        "anycuda_bench_run", Path(__file__).resolve().parent.parent / "benchmarks" / "run.py")
-    run = importlib.util.module_from_spec(_run_spec)
-    _run_spec.loader.exec_module(run)
-    assert run.c_host_launch_overhead_us() > 0
+    assert _run_py().c_host_launch_overhead_us() > 0
+
+
+def test_timed_runs_take_turns():
+    """run.py's measure: one warm-up call each, then rounds in which every implementation
+    runs its `inner` calls in turn; one entry per implementation."""
+    calls = []
+    times = _run_py().measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 0, 3)
+    assert calls == ["a", "b"] + ["a", "b"] * 3
+    assert set(times) == {"a", "b"} and all(inner == 1 and t >= 0 for t, inner in times.values())
