@@ -57,6 +57,12 @@ LABEL = {"anycuda": "anycuda", "c": "C/OpenMP", "pocl": "PoCL", "sim": "Numba si
 EMPTY_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry empty() { ret; }\n"
 
 
+# seconds between two timed runs: the thread pools of OpenBLAS and PoCL spin for a while
+# after a call, and the next run shared the cores with them (anycuda's sgemm took 55-79 ms
+# right after numpy's matmul, 46-49 after a pause of 0.2 s, 49-60 with no matmul before it)
+SETTLE = 0.1
+
+
 def timed(fn, k=1):
     t = time.perf_counter()
     for _ in range(k):
@@ -80,6 +86,7 @@ def measure(runs, min_run, repeats):
     samples = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
+            time.sleep(SETTLE)
             samples[name].append(timed(run, inner[name]) / inner[name])
     return {name: (statistics.median(samples[name]), inner[name]) for name in runs}
 

@@ -62,6 +62,8 @@ def test_timed_runs_take_turns():
     """run.py's measure: one warm-up call each, then rounds in which every implementation
     runs its `inner` calls in turn; one entry per implementation."""
     calls = []
-    times = _run_py().measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 0, 3)
+    run = _run_py()
+    run.SETTLE = 0
+    times = run.measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 0, 3)
     assert calls == ["a", "b"] + ["a", "b"] * 3
     assert set(times) == {"a", "b"} and all(inner == 1 and t >= 0 for t, inner in times.values())
