@@ -589,8 +589,7 @@ class BlockProgram:
         if part is None or not 2 <= k <= 8 or part[0] not in self.load_bases:
             return self._memory(addrs, shape, elem, size, None)
         register, offset = part
-        defined = self.shapes.get(register)      # (held in the group: its id stays its own)
-        key = (register, id(defined), shape.stride, str(elem))
+        key, defined = self._group_key(register, shape, str(elem))
         group = self._spans_loaded.get(key)
         j = None if group is None else (offset - group[0]) // size
         if group is None or (offset - group[0]) % size or not 0 <= j < k:
@@ -602,6 +601,13 @@ class BlockProgram:
         pick = ir.Constant(ir.VectorType(I32, self.lanes), [t * k + j for t in range(self.lanes)])
         return self._either(ok, lambda: self.b.shuffle_vector(span, ir.Constant(span.type, None), pick),
                             lambda: self._memory(addrs, shape, elem, size, None))
+
+    def _group_key(self, register, shape, what):
+        """(key, the register's shape) of a group of interleaved accesses through `register`
+        at its current definition: the group holds the shape while it lives, so that its id
+        stays its own (a register defined again gets a new shape object)."""
+        defined = self.shapes.get(register)
+        return (register, id(defined), shape.stride, what), defined
 
     def _load_group(self, shape, elem, size, k):
         """(span, ok): the k * lanes elements from this load's lane 0 on, loaded where `ok`:
@@ -637,8 +643,7 @@ class BlockProgram:
             self.flush_stores()
             return self._memory(addrs, shape, value.type.element, size, value)
         register, offset = part
-        defined = self.shapes.get(register)      # (held while the group waits: its id stays its own)
-        key = (register, id(defined), shape.stride, size)
+        key, defined = self._group_key(register, shape, size)
         if self._pending is not None and self._pending[0] != key:
             self.flush_stores()
         if self._pending is None:

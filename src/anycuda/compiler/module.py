@@ -312,7 +312,7 @@ class ModuleLowering:
                                               guarded_rounds=lowering.guarded_rounds,
                                               probe_bounds=lowering.probe_bounds)
         scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
-                              spill_bytes=lowering.spill_bytes, turn_stride=scheduler.turn_stride(lowering.regions))
+                              spill_bytes=lowering.spill_bytes)
 
     def kernel_shared_layout(self, pfn) -> tuple:
         """({shared variable declared in kernel `pfn`: its offset in the window}, the static

@@ -985,7 +985,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                         for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), (cx, cy, cz)):
                             store_field(b, fr, C[k], v)
                         store_field(b, fr, C["exit_flag"], i32(0))
-    stride = turn_stride(regions)
+    stride = fn.turn_stride = turn_stride(regions)
     spill_off, coll_off, codes_off, state_off, _ = workspace_layout(b, n, frame_size, spill_bytes, stride)
     spill = b.gep(ws, [spill_off])
     coll = b.gep(ws, [coll_off])
@@ -1123,7 +1123,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             # a warp's lanes stop at one collective again (the next shuffle of a warp_sum), it
             # is resolved at once and the lanes run on: a warp's collectives concern only its
             # own lanes, so the block's scheduler need not see each one
-            with for_range(b, i32(0), b.lshr(n, i32(5)), "cr") as w:
+            with for_range(b, i32(0), full_warp_count, "cr") as w:
                 lo = b.mul(w, i32(32))
                 first_code = b.load(b.gep(codes, [lo]))
                 with b.if_then(is_coll(first_code)):
@@ -1206,7 +1206,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         # different places are fine unless one of them is at a collective. The lanes are
         # compared with their warp's first (a vectorised pass); the table of collective
         # sites is looked up once per warp, and per lane only in a warp whose lanes differ.
-        with for_range(b, i32(0), b.lshr(n, i32(5)), "cc") as w:
+        with for_range(b, i32(0), full_warp_count, "cc") as w:
             lo = b.mul(w, i32(32))
             c0 = b.load(b.gep(codes, [lo]))
             differ = lanes_differ_from(lo, c0)
@@ -1219,7 +1219,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         resolve = fn.append_basic_block("collective.resolve")
         b.cbranch(b.and_(b.load(same), b.not_(b.load(unready))), resolve, record)
         b.position_at_end(resolve)
-        with for_range(b, i32(0), b.lshr(n, i32(5)), "cw") as w:
+        with for_range(b, i32(0), full_warp_count, "cw") as w:
             lo = b.mul(w, i32(32))
             first_lane = b.gep(codes, [lo])
             # the collective round resumes a warp's lanes from its first lane's code
@@ -1248,7 +1248,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             turns.each_warp(b, fn, full_warp_count, regions[site], f"rg{site}.", run_region)
             b.branch(scan)
             continue
-        with for_range(b, i32(0), b.lshr(n, i32(5)), "rw") as w:
+        with for_range(b, i32(0), full_warp_count, "rw") as w:
             last = resolve_known_site(site, b.mul(w, i32(32)))
         uniform_round(last.constant, last.constant)
         b.branch(scan)
@@ -1389,9 +1389,8 @@ class _WarpTurns:
 BLOCKS_IN_FLIGHT = 4
 
 
-def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, turn_stride=0):
-    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`.
-    `turn_stride`: the block function's (workspace_layout)."""
+def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0):
+    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`."""
     aligned_alloc = declare(module, "aligned_alloc", PTR, [I64, I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
     thread_num = declare(module, "omp_get_thread_num", I32, [])
@@ -1409,7 +1408,9 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
     n = b.zext(b.mul(b.mul(nx, ny), nz), I64)
     if has_sites:
-        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes, turn_stride)[-1]
+        # (laid out as the block function lays it out, with its turn areas)
+        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes,
+                                        getattr(block_fn, "turn_stride", 0))[-1]
     else:
         frames_bytes = i64(frame_size)
     up64 = lambda v: b.and_(b.add(v, i64(63)), i64(~63))
