@@ -209,10 +209,7 @@ def sim_column(B, g, sim, args):
     b = B("sim")
     res = {"size": b.describe(), "work": b.work}
     try:
-        run, result = b.sim(sim)
-        run()
-        b.check(result())
-        res["sim_ms"] = timed(run) * 1e3
+        res["sim_ms"] = timed(checked_run(b, "sim", sim)) * 1e3
         res["anycuda_ms"] = time_anycuda(b, g, min(args.min_run, 0.02), args.repeats) * 1e3
         res["ratio"] = res["sim_ms"] / res["anycuda_ms"]
     except Exception as e:

@@ -90,6 +90,13 @@ def at_function_start(b: ir.IRBuilder):
         yield
 
 
+def split_index(b: ir.IRBuilder, linear: ir.Value, nx: ir.Value, ny: ir.Value) -> tuple:
+    """(x, y, z) of an x-fastest linear index in a box nx wide and ny high: a thread's in its
+    block, a block's in its grid. Integers, or vectors of them alike."""
+    row = b.udiv(linear, nx)
+    return b.urem(linear, nx), b.urem(row, ny), b.udiv(row, ny)
+
+
 def field_ptr(b: ir.IRBuilder, base: ir.Value, offset, typ: ir.Type) -> ir.Value:
     """Pointer to a `typ` at `base + offset` bytes (base is an i8*)."""
     if isinstance(offset, int):

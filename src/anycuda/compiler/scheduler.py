@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from . import abi, faults, guards
 from .irutil import (at_function_start, declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group,
-                     load_field, set_loop_hints, store_field, thread_parallel_group)
+                     load_field, set_loop_hints, split_index, store_field, thread_parallel_group)
 from .types import I1, I32, I64, PTR
 
 C = abi.CTX
@@ -616,8 +616,7 @@ def _each_lane(b, lo, nx, ny, index):
     """Loops over the 32 threads of the warp that starts at linear index `lo`, giving (x, y,
     z, linear index); `index`: three i32 stack slots. The warp's first thread's index costs
     divisions, the others carry from it."""
-    row = b.udiv(lo, nx)
-    for slot, v in zip(index, (b.urem(lo, nx), b.urem(row, ny), b.udiv(row, ny))):
+    for slot, v in zip(index, split_index(b, lo, nx, ny)):
         b.store(v, slot)
     with for_range(b, lo, b.add(lo, i32(32)), "lane") as t:
         x, y, z = (b.load(slot) for slot in index)
@@ -771,6 +770,11 @@ def turn_stride(regions) -> int:
     return max(((r.turn_bytes + 63) // 64 * 64 for r in (regions or {}).values()), default=0)
 
 
+def _up64(b, v):
+    """i64 v rounded up to a multiple of 64."""
+    return b.and_(b.add(v, i64(63)), i64(~63))
+
+
 def workspace_layout(b, n, frame_size, spill_bytes, stride=0):
     """Byte offsets (i64) in a block's workspace of the spill arrays, the collective arrays
     (COLL_ARRAYS), the per-thread stop codes of a uniform round, the block's state between
@@ -780,7 +784,7 @@ def workspace_layout(b, n, frame_size, spill_bytes, stride=0):
     spill = b.mul(n64, i64(frame_size))
     coll = b.add(spill, i64(abi.MAX_BLOCK_THREADS * spill_bytes))
     codes = b.add(coll, i64(COLL_BYTES))
-    state = b.and_(b.add(b.add(codes, b.mul(n64, i64(4))), i64(63)), i64(~63))
+    state = _up64(b, b.add(codes, b.mul(n64, i64(4))))
     return spill, coll, codes, state, b.add(state, i64(TURN_AREAS + stride * MOST_WARPS))
 
 
@@ -1413,11 +1417,10 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
                                         getattr(block_fn, "turn_stride", 0))[-1]
     else:
         frames_bytes = i64(frame_size)
-    up64 = lambda v: b.and_(b.add(v, i64(63)), i64(~63))
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
     # a block's workspace: its frames, then its shared memory window (64 bytes apart from
     # the next block's)
-    slot_bytes = b.add(b.add(up64(frames_bytes), up64(shared_bytes)), i64(64))
+    slot_bytes = b.add(b.add(_up64(b, frames_bytes), _up64(b, shared_bytes)), i64(64))
     most = BLOCKS_IN_FLIGHT if getattr(block_fn, "gives_way", False) else 1
     # inlined into the worker, whose sigsetjmp (returns_twice) holds LLVM back, the block
     # function ran slower: sgemm 61-68 ms inlined into the one-block loop, 205-217 into the
@@ -1482,12 +1485,10 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         start_phi.add_incoming(i32(abi.BLOCK_RESUMED), resume_from)
         start_phi.add_incoming(start, took)
         blk = b.load(at(block_of))
-        cx = b.trunc(b.urem(blk, gx), I32)
-        cy = b.trunc(b.urem(b.udiv(blk, gx), gy), I32)
-        cz = b.trunc(b.udiv(blk, b.mul(gx, gy)), I32)
+        cx, cy, cz = (b.trunc(v, I32) for v in split_index(b, blk, gx, gy))
         b.store(blk, b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer()))
         ws_g = b.gep(ws, [b.mul(b.zext(g, I64), slot_bytes)])
-        shared = b.gep(ws_g, [up64(frames_bytes)])
+        shared = b.gep(ws_g, [_up64(b, frames_bytes)])
         r = b.call(block_fn, [L, ws_g, shared, cx, cy, cz, wid, start_phi])
         ran = worker.append_basic_block("ran")
         b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, ran)

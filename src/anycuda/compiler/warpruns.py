@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from . import abi, analysis, bitops, instructions
-from .irutil import convert_bits, declare, i32, i64, load_field
+from .irutil import convert_bits, declare, i32, i64, load_field, split_index
 from .scheduler import COLL_ARRAYS, shfl_source
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 
@@ -305,10 +305,7 @@ class WarpCode:
                 with once:
                     wide_end = b.block
                 with narrow:
-                    linear = b.add(self.splat(self.lo), lanes)
-                    by_division = b.udiv(linear, self.splat(nx))
-                    divided = (b.urem(linear, self.splat(nx)), b.urem(by_division, self.splat(ny)),
-                               b.udiv(by_division, self.splat(ny)))
+                    divided = split_index(b, b.add(self.splat(self.lo), lanes), self.splat(nx), self.splat(ny))
                     narrow_end = b.block
             for name, fast, slow in zip("xyz", wrapped, divided):
                 v = b.phi(fast.type)
@@ -326,8 +323,7 @@ class WarpCode:
             with first_row:
                 first_end = b.block
             with later_row:
-                row = b.udiv(self.lo, nx)
-                divided = (b.urem(self.lo, nx), b.urem(row, ny), b.udiv(row, ny))
+                divided = split_index(b, self.lo, nx, ny)
                 later_end = b.block
         index = []
         for fast, slow in zip((self.lo, i32(0), i32(0)), divided):
