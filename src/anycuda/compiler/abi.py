@@ -28,7 +28,7 @@ LAUNCH_FIELDS = [
     ("chunk", 112, "u64"),            # blocks a worker takes from the counter at a time
     ("grid_workspace", 120, "u64"),   # a cooperative launch's GRID_WS (%envreg1/2); 0 otherwise
     ("all_workers", 128, "u32"),      # num_workers once optimised code takes over from quick code
-    ("reserved", 132, "u32"),
+    ("stream_stores", 132, "u32"),    # nonzero: stores may bypass the caches (compiler/streamstores.py)
 ]
 LAUNCH_SIZE = 136
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..ptx import ir
+from .types import type_mods, width
 
 # Instructions that write no register operand.
 NO_DEST = {"st", "red", "bar", "barrier", "membar", "fence", "bra", "brx", "ret", "exit", "trap",
@@ -607,6 +608,42 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
     # moved into an integer one): its register has none either
     return {r: f for r, f in forms.items()
             if f and f != _CONFLICT and all(form_of(st) is not None for st in defs[r])}
+
+
+def loaded_addresses(body: list) -> set:
+    """(register, offset) of each address `[%r + offset]` that a load or an atomic of the
+    body reads: a store to one of them writes a line the kernel has just read (saxpy's
+    `y[i] = a * x[i] + y[i]`), which is in the cache already (compiler/streamstores.py)."""
+    out = set()
+    for st in body:
+        if isinstance(st, ir.Instruction) and st.opcode in ("ld", "ldu", "atom", "red") and len(st.operands) > 1:
+            addr = st.operands[0] if st.opcode == "red" else st.operands[1]
+            if isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg):
+                out.add((addr.base.name, addr.offset))
+    return out
+
+
+def streams(st, loaded: set) -> bool:
+    """Whether `st` is a store that may bypass the caches (compiler/streamstores.py): to
+    .global memory at `[%r + k]`, an address that no load or atomic reads (`loaded`:
+    loaded_addresses of its function)."""
+    if not isinstance(st, ir.Instruction) or st.opcode != "st" or "global" not in st.mods:
+        return False
+    addr = st.operands[0]
+    return isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg) and (addr.base.name, addr.offset) not in loaded
+
+
+def streaming_store_bytes(body: list) -> int:
+    """Bytes that one pass through the body stores where `streams` holds, each store counted
+    once: what a thread of the kernel writes at least, unless it branches around them."""
+    loaded = loaded_addresses(body)
+    total = 0
+    for st in body:
+        types = type_mods(st.mods) if streams(st, loaded) else None
+        if types:
+            count = next((int(m[1:]) for m in st.mods if m in ("v2", "v4", "v8")), 1)
+            total += max(width(types[-1]) // 8, 1) * count
+    return total
 
 
 def constant_registers(body: list) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ptx.errors import UnsupportedPtx
-from . import floatops
+from . import floatops, streamstores
 from .irutil import intrinsic
 from .instructions import inst_type, space_of
 from .types import llvm_type, width
@@ -57,6 +57,13 @@ def operation(inst):
 def block_private(inst) -> bool:
     """Is the address in the running block's own shared memory (see the module docstring)?"""
     return any(m in ("shared", "shared::cta") for m in inst.mods)
+
+
+def fence_before_release(b, inst):
+    """An atom or red with release semantics publishes the stores before it: those that
+    bypassed the caches must be visible first (compiler/streamstores.py)."""
+    if not block_private(inst) and ("release" in inst.mods or "acq_rel" in inst.mods):
+        streamstores.fence_if_streaming(b)
 
 
 def rmw_kind(op, t):
@@ -138,6 +145,7 @@ def lower_atomic(f, inst):
         raise f.error(f"vector {inst.opcode} is not supported", UnsupportedPtx)
     lt = llvm_type(t)
     private = block_private(inst)
+    fence_before_release(b, inst)
     ptr = f.address(ops[1], space_of(inst))
     if t in ("f16", "bf16", "f16x2", "bf16x2"):
         ilt = ir.IntType(width(t))

@@ -42,7 +42,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx import parse
 from ..ptx.errors import PtxError
-from . import abi, analysis, bitops, cache, jit, scheduler, tiers
+from . import abi, analysis, bitops, cache, jit, scheduler, streamstores, tiers
 from .irutil import at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, store_field
 from .module import ModuleLowering
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
@@ -149,6 +149,8 @@ class BlockProgram:
     def __init__(self, layout: ModuleLowering, pfn: pir.Function, threads: int):
         self.layout, self.pfn = layout, pfn
         self.threads, self.lanes, self.warps = threads, WARP, threads // WARP
+        self.loaded = analysis.loaded_addresses(pfn.body)
+        self.streaming = False        # the store being made may bypass the caches (_st)
         self.mod = ir.Module(name=f"{pfn.name}.block{threads}")
         self.fn = ir.Function(self.mod, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32]),
                               name=_NAME + ".block")
@@ -671,6 +673,12 @@ class BlockProgram:
             self._memory(addrs, shape, value.type.element, llvm_width(value.type.element) // 8, value)
         self.mask = kept
 
+    def _whole_store(self, value, base, size):
+        """One vector store of consecutive elements from `base` (i64)."""
+        store = self.b.store(value, self.b.inttoptr(base, value.type.as_pointer()), align=size)
+        if self.streaming:
+            streamstores.mark(self.mod, store)
+
     def _store_group(self, parts, k, size):
         """k interleaved stores covering every element from the lowest's base: one plain
         store where every lane of every part runs, else each as it was."""
@@ -686,7 +694,7 @@ class BlockProgram:
         masks = [m for _, _, _, m in order if m is not None]
 
         def whole():
-            b.store(interleaved, b.inttoptr(base, interleaved.type.as_pointer()), align=size)
+            self._whole_store(interleaved, base, size)
 
         # (the parts' addresses come from one register: one shape, one `exact`)
         every = order[0][1].exact
@@ -835,7 +843,7 @@ class BlockProgram:
             if value is None:
                 return self._span_load(base, k, elem, size)
             if k == 1:
-                self.b.store(value, self.b.inttoptr(base, self._vec(elem).as_pointer()), align=size)
+                self._whole_store(value, base, size)
                 return None
             every = ir.Constant(ir.VectorType(I1, self.lanes * k), [int(p % k == 0) for p in range(self.lanes * k)])
             return self._spread_access(base, k, elem, size, value, every)
@@ -1091,7 +1099,10 @@ def _st(w, st):
         raise NotVectorisable(f"st.{t}")
     addr = st.operands[0]
     addrs, shape = w.access(st, addr)
+    # (a group of interleaved stores is made at its last part: that part decides)
+    w.streaming = analysis.streams(st, w.loaded)
     w.store(addrs, shape, w.read(st.operands[1], t), width(t) // 8, _register_part(addr))
+    w.streaming = False
 
 
 def _register_part(addr):

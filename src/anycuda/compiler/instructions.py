@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
-from . import abi, bitops, floatops, gridsync, guards
+from . import abi, bitops, floatops, gridsync, guards, streamstores
 from .irutil import convert_bits, i32, i64, load_field
 from .types import I1, I32, I64, llvm_type, type_mods, width
 
@@ -163,6 +163,9 @@ def ld(f, inst):
 def st(f, inst):
     b = f.b
     pairs, t, lt, size, order = _elements(f, inst, inst.operands[0], inst.operands[1])
+    if order == "release":
+        streamstores.fence_if_streaming(b)
+    streaming = f.streams(inst)
     for item, addr in pairs:
         v = f.read(item, t)
         if order and width(t) <= 64:
@@ -173,6 +176,8 @@ def st(f, inst):
             access = b.store(v, f.typed_ptr(addr, lt), align=size)
             if f.parallel_space(space_of(inst)):
                 f.thread_access(access)
+            if streaming:
+                streamstores.mark(b.module, access)
 
 
 @handles("cvta")

@@ -8,6 +8,8 @@ import threading
 
 import llvmlite.binding as llvm
 
+from . import streamstores
+
 _lock = threading.Lock()
 _state = {}
 
@@ -71,6 +73,7 @@ def compile_to_object(llvm_ir: str, name: str = "module", optimised: bool = True
     if not optimised:
         return st["tm_quick"].emit_object(mod)
     optimise(mod)
+    mod = streamstores.make_streaming(mod, st["tm"])
     _dump("ANYCUDA_DUMP_OPT_IR", mod)
     return st["tm"].emit_object(mod)
 

@@ -43,6 +43,7 @@ class FunctionLowering:
     def __init__(self, mc, pfn: pir.Function, llfn: ir.Function, is_kernel: bool):
         self.mc = mc                      # the ModuleLowering that owns symbols and layouts
         self.pfn = pfn
+        self._loaded_addresses = None    # (streams)
         self.fn = llfn
         self.is_kernel = is_kernel
         self.regs = {}                    # name -> (alloca, ptx type)
@@ -489,6 +490,13 @@ class FunctionLowering:
         """Mark a load or store as one of this thread's own (irutil.thread_parallel_group):
         no other thread of the block depends on it before the next stop."""
         return in_thread_group(self.fn.module, access)
+
+    def streams(self, inst) -> bool:
+        """Whether store `inst` may bypass the caches where its launch asks for that
+        (analysis.streams, compiler/streamstores.py)."""
+        if self._loaded_addresses is None:
+            self._loaded_addresses = analysis.loaded_addresses(self.pfn.body)
+        return analysis.streams(inst, self._loaded_addresses)
 
     def parallel_space(self, space: str) -> bool:
         """Whether the kernel's loads and stores in state space `space` ('' = generic) may be

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError
-from . import abi, gridsync, scheduler
+from . import abi, analysis, gridsync, scheduler
 from .inline import inline_suspending_calls
 from .irutil import declare, i32, i64
 from .lower import FunctionLowering, _decl_size
@@ -41,6 +41,7 @@ class KernelInfo:
     directives: dict = field(default_factory=dict)
     error: PtxError = None            # set when the kernel (or a function it calls) cannot be lowered
     handoff: str = ""                 # symbol of its handoff slot (abi.handoff_symbol)
+    stream_bytes: int = 0             # what a thread stores that may bypass the caches (analysis.streaming_store_bytes)
 
 
 def passed_parameters(params) -> list:
@@ -268,7 +269,8 @@ class ModuleLowering:
         params = list(self.kernel_params(pfn).values())
         psize = max((p.offset + p.size for p in params), default=0)
         info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives),
-                          handoff=abi.handoff_symbol(f"ptx.k{index}"))
+                          handoff=abi.handoff_symbol(f"ptx.k{index}"),
+                          stream_bytes=analysis.streaming_store_bytes(pfn.body))
         self.kernels[pfn.name] = info
         # step(frame, resume, params, tid.x, tid.y, tid.z, linear tid): the parameter buffer is
         # read-only for the whole launch (saying so, and how large it is, lets the optimiser

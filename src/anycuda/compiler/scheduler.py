@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from . import abi, faults, guards
+from . import abi, faults, guards, streamstores
 from .irutil import (at_function_start, declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group,
                      load_field, set_loop_hints, split_index, store_field, thread_parallel_group)
 from .types import I1, I32, I64, PTR
@@ -1512,6 +1512,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         store_field(b, L, abi.LAUNCH["err_thread"], thread)
     b.branch(done)
     b.position_at_end(done)
+    streamstores.fence(b)           # the launch's streaming stores before its end
     release = declare(module, "pthread_setspecific", I32, [I32, PTR])
     b.call(release, [key, ir.Constant(PTR, None)])
     b.call(free, [ws])
@@ -1522,6 +1523,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     launch = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=export_name)
     (L,) = launch.args
     b = ir.IRBuilder(launch.append_basic_block("entry"))
+    streamstores.set_flag(b, load_field(b, L, abi.LAUNCH["stream_stores"], I32))
     nw = load_field(b, L, abi.LAUNCH["num_workers"], I32)
     b.call(gomp, [worker, L, nw, i32(0)])
     left = b.icmp_unsigned("<", load_field(b, L, abi.LAUNCH["next_block"], I64), load_field(b, L, abi.LAUNCH["nblocks"], I64))

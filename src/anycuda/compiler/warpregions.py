@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from . import abi, analysis, atomics, laneshapes, warpruns
+from . import abi, analysis, atomics, laneshapes, streamstores, warpruns
 from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
@@ -1160,7 +1160,8 @@ def _st(w, st):
         w.prefetch_ahead(strided[0], size * LANES, w.position, write=True)
         ptr = b.inttoptr(strided[0], value.type.as_pointer())
         if w.mask is None:
-            return b.store(value, ptr, align=size)
+            store = b.store(value, ptr, align=size)
+            return streamstores.mark(b.module, store) if w.f.streams(st) else store
         fn = declare(b.module, f"llvm.masked.store.v{LANES}{_suffix(value.type.element)}.p0", ir.VoidType(),
                      [value.type, ptr.type, I32, w.mask.type])
         return b.call(fn, [value, ptr, i32(size), w.mask])
@@ -1292,6 +1293,7 @@ def _atom(w, st):
         if flush is None:
             raise NotVectorisable("generic add.f32: where each lane's address points decides whether subnormals flush")
     b, private = w.b, atomics.block_private(st)
+    atomics.fence_before_release(b, st)
     elem = llvm_type(t)
     offsets = w.shared_offsets(ops[1], _space(st))
     base = None if offsets is None else w._shared_base()

@@ -38,6 +38,27 @@ def worker_count() -> int:
         return os.cpu_count() or 1
 
 
+@lru_cache(maxsize=1)
+def last_level_cache_bytes() -> int:
+    """Size of the largest CPU cache (Linux sysfs), 32 MiB where it cannot be read."""
+    sizes = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for index in os.listdir(base):
+            try:
+                with open(os.path.join(base, index, "size")) as fh:
+                    text = fh.read().strip().upper()
+            except OSError:
+                continue
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            digits = text.rstrip("KMG")
+            if digits.isdigit():
+                sizes.append(int(digits) * scale)
+    except OSError:
+        pass
+    return max(sizes, default=32 << 20)
+
+
 def compute_capability() -> tuple:
     env = os.environ.get("ANYCUDA_COMPUTE_CAPABILITY")
     if env:

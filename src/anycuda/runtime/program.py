@@ -16,7 +16,7 @@ import threading
 from ..compiler import abi, blockprograms, compile_ptx
 from ..compiler.jit import LoadedObject
 from .errors import CudaError, CUresult, LaunchConfigurationError
-from .device import worker_count
+from .device import last_level_cache_bytes, worker_count
 from .faults import fault_key
 from . import stream as stream_module
 from .printf import format_device_printf, write_device_text
@@ -119,6 +119,17 @@ def grid_sync_timeout() -> float:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                         f"ANYCUDA_GRID_SYNC_TIMEOUT={env!r}: expected a positive number of seconds")
     return value
+
+
+def streams_output(nbytes: int) -> bool:
+    """Whether a launch whose threads store at least `nbytes` at addresses they do not load
+    from lets those stores bypass the caches (compiler/streamstores.py): where that is
+    more than the last-level cache holds, it would not stay there for a later kernel anyway.
+    ANYCUDA_STREAM_STORES=1 asks for it in every launch, 0 in none."""
+    choice = os.environ.get("ANYCUDA_STREAM_STORES", "").strip()
+    if choice in ("0", "1"):
+        return choice == "1"
+    return nbytes > last_level_cache_bytes()
 
 
 def _grid_workspace():
@@ -329,6 +340,7 @@ class KernelImage:
             L.all_workers = min(workers, nblocks)
             L.num_workers = min(max(1, workers - 1) if quick else workers, nblocks)
             L.chunk = max(1, min(1024, nblocks // (L.num_workers * 16)))
+            L.stream_stores = int(streams_output(nblocks * block[0] * block[1] * block[2] * self.info.stream_bytes))
             record = bytes(L)
             if len(self._records) >= 256:    # a program sweeping shapes keeps only recent ones
                 self._records.clear()

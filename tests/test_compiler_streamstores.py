@@ -1,0 +1,203 @@
+"""Streaming stores (compiler/streamstores.py): which stores are candidates, how the
+optimised code makes them non-temporal, and that kernels whose launches use them compute
+what numpy does, on aligned and misaligned outputs (poisoned first)."""
+import platform
+
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.compiler import analysis, streamstores
+from anycuda.ptx.parser import parse
+from anycuda.runtime import program
+from conformance import poison
+
+x86_only = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                              reason="streaming stores are made on x86-64 hosts only")
+
+SOURCE = r"""
+extern "C" __global__ void add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+// reads the line it writes: not a candidate
+extern "C" __global__ void axpy(int n, float s, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = s * x[i] + y[i];
+}
+// a tile through shared memory, four stores per thread (transpose's shape)
+extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
+    __shared__ float tile[32][33];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < cols && y + j < rows) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * cols + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x; y = blockIdx.x * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < rows && y + j < cols) out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
+}
+// a block program's interleaved stores (scan's `out[4 * t + k]`)
+extern "C" __global__ void spread4(const int* in, int* out) {
+    __shared__ int s[256];
+    int t = threadIdx.x, base = blockIdx.x * 1024;
+    s[t] = in[blockIdx.x * 256 + t];
+    __syncthreads();
+    int v = s[255 - t];
+    for (int k = 0; k < 4; ++k) out[base + 4 * t + k] = v + k;
+}
+"""
+
+RELEASE_SOURCE = r"""
+extern "C" __global__ void publish(float* data, unsigned* flag, unsigned* count, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) data[i] = 2.0f * i;
+    if (threadIdx.x == 0) {
+        asm volatile("atom.release.gpu.global.add.u32 _, [%0], 1;" :: "l"(count) : "memory");
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(flag), "r"(1u) : "memory");
+    }
+}
+"""
+
+
+def _kernel_body(source, name):
+    from anycuda.cudac import compile_to_ptx
+    return next(f for f in parse(compile_to_ptx(source), "s.ptx").functions if f.name == name).body
+
+
+@pytest.mark.parametrize("name, nbytes", [("add", 4), ("axpy", 0), ("transpose", 16), ("spread4", 16)])
+def test_streaming_store_bytes(name, nbytes):
+    """What a thread stores at addresses the kernel does not read: the launch's choice."""
+    assert analysis.streaming_store_bytes(_kernel_body(SOURCE, name)) == nbytes
+
+
+def test_launch_choice(monkeypatch):
+    big = program.last_level_cache_bytes() + 4
+    monkeypatch.delenv("ANYCUDA_STREAM_STORES", raising=False)
+    assert program.streams_output(big) and not program.streams_output(big - 8)
+    monkeypatch.setenv("ANYCUDA_STREAM_STORES", "0")
+    assert not program.streams_output(big)
+    monkeypatch.setenv("ANYCUDA_STREAM_STORES", "1")
+    assert program.streams_output(0)
+
+
+MARKED = """
+@"anycuda.stream_stores" = internal global i32 0, align 4
+define void @f(ptr %p, ptr %q, <16 x float> %v, <2 x float> %w) {
+  store <16 x float> %v, ptr %p, align 4, !alias.scope !3, !llvm.access.group !9
+  store <16 x float> %v, ptr %q, align 4, !alias.scope !5
+  store <16 x float> %v, ptr %q, align 4
+  store <2 x float> %w, ptr %p, align 4, !alias.scope !3
+  ret void
+}
+!0 = !{!"anycuda streaming store domain"}
+!1 = !{!"anycuda streaming store", !0}
+!2 = distinct !{!2, !"inlined"}
+!3 = !{!1, !2}
+!4 = distinct !{!4, !"other"}
+!5 = !{!4}
+!9 = distinct !{}
+"""
+
+
+def test_rewrite_takes_marked_vector_stores_only():
+    """A marked store (here in a list the inliner extended) of 16 bytes or more becomes a
+    call of the streaming helper; other scopes, unmarked and narrow stores stay."""
+    out = streamstores.rewrite(MARKED)
+    body = out.split("define void @f", 1)[1].split("}", 1)[0]
+    assert body.count("call void @\"anycuda.stream.") == 1
+    assert "call void @\"anycuda.stream.16xfloat.a4\"(<16 x float> %v, ptr %p)" in body
+    assert body.count("store <16 x float>") == 2 and "store <2 x float> %w" in body
+    assert "!nontemporal" in out and "align 64" in out
+    assert streamstores.rewrite(MARKED.replace("anycuda streaming store", "x")) == MARKED.replace(
+        "anycuda streaming store", "x")
+
+
+def _optimised_ir(monkeypatch, tmp_path, source):
+    from anycuda.compiler import jit
+    from anycuda.compiler.module import ModuleLowering
+    from anycuda.cudac import compile_to_ptx
+    dump = tmp_path / "opt.ll"
+    monkeypatch.setenv("ANYCUDA_DUMP_OPT_IR", str(dump))
+    ptx = compile_to_ptx(source)
+    jit.compile_to_object(str(ModuleLowering(parse(ptx, "s.ptx"), "s.ptx").lower().mod), "s")
+    return dump.read_text()
+
+
+@x86_only
+def test_optimised_code_has_streaming_stores(monkeypatch, tmp_path):
+    """add's vector stores have a non-temporal form in the optimised code; axpy's none; every
+    worker ends with an SFENCE."""
+    text = _optimised_ir(monkeypatch, tmp_path, SOURCE)
+    functions = {}
+    for chunk in text.split("\ndefine ")[1:]:
+        functions[chunk.split("@", 1)[1].split("(", 1)[0]] = chunk
+    k = {name: i for i, name in enumerate(("add", "axpy", "transpose", "spread4"))}
+    nontemporal = lambda name: "!nontemporal" in functions[f"ptx.k{k[name]}.block"]
+    assert nontemporal("add") and nontemporal("transpose") and not nontemporal("axpy")
+    for name in k:
+        assert "llvm.x86.sse.sfence" in functions[f"ptx.k{k[name]}.worker"]
+
+
+@x86_only
+def test_release_is_fenced(monkeypatch, tmp_path):
+    """st.release and atom.release wait for streaming stores (an SFENCE under the flag)."""
+    text = _optimised_ir(monkeypatch, tmp_path, RELEASE_SOURCE)
+    block = text.split("@ptx.k0.block(", 1)[1].split("\ndefine ", 1)[0]
+    assert block.count("call void @llvm.x86.sse.sfence()") >= 2
+    assert "load atomic i32, ptr @anycuda.stream_stores" in block
+
+
+@pytest.fixture(params=["1", "0", ""], ids=["streaming", "cached", "auto"])
+def stream_choice(request, monkeypatch):
+    monkeypatch.setenv("ANYCUDA_STREAM_STORES", request.param)
+    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+    return request.param
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_add(stream_choice, rng, offset):
+    """c = a + b into an output that starts `offset` floats past an allocation: aligned
+    vectors stream, misaligned ones take the plain store."""
+    m = ac.RawModule(code=SOURCE)
+    n = 3 * 4096 + 37
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    whole = poison(n + 16, np.float32)
+    m.get_function("add")(((n + 255) // 256,), (256,), (ac.asarray(a), ac.asarray(b), whole.data + 4 * offset, np.int32(n)))
+    got = whole.get()
+    np.testing.assert_array_equal(got[offset:offset + n], a + b)
+    assert np.isnan(got[:offset]).all() and np.isnan(got[offset + n:]).all()
+
+
+def test_axpy_and_transpose(stream_choice, rng):
+    m = ac.RawModule(code=SOURCE)
+    n = 5000
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    dy = ac.asarray(y)
+    m.get_function("axpy")(((n + 127) // 128,), (128,), (np.int32(n), np.float32(1.5), ac.asarray(x), dy))
+    np.testing.assert_allclose(dy.get(), 1.5 * x.astype(np.float64) + y, rtol=1e-6, atol=1e-7)   # (contracted)
+    rows, cols = 200, 131
+    t = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = poison(rows * cols, np.float32)
+    m.get_function("transpose")(((cols + 31) // 32, (rows + 31) // 32), (32, 8),
+                                (ac.asarray(t), out, np.int32(rows), np.int32(cols)))
+    np.testing.assert_array_equal(out.get().reshape(cols, rows), t.T)
+
+
+def test_block_program_stores(stream_choice, rng):
+    m = ac.RawModule(code=SOURCE)
+    blocks = 40
+    x = rng.integers(-1000, 1000, blocks * 256).astype(np.int32)
+    out = poison(blocks * 1024, np.int32)
+    m.get_function("spread4")((blocks,), (256,), (ac.asarray(x), out))
+    v = x.reshape(blocks, 256)[:, ::-1]
+    np.testing.assert_array_equal(out.get().reshape(blocks, 256, 4), v[:, :, None] + np.arange(4))
+
+
+def test_release_publishes(stream_choice):
+    m = ac.RawModule(code=RELEASE_SOURCE)
+    n = 10_000
+    data = poison(n, np.float32)
+    flag, count = ac.zeros(1, np.uint32), ac.zeros(1, np.uint32)
+    m.get_function("publish")(((n + 255) // 256,), (256,), (data, flag, count, np.int32(n)))
+    np.testing.assert_array_equal(data.get(), 2.0 * np.arange(n, dtype=np.float32))
+    assert flag.get()[0] == 1 and count.get()[0] == (n + 255) // 256
