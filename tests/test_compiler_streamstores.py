@@ -36,6 +36,13 @@ extern "C" __global__ void transpose(const float* in, float* out, int rows, int 
     for (int j = 0; j < 32; j += 8)
         if (x < rows && y + j < cols) out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
 }
+// writes its output, then reads it back through other registers (softmax's normalisation)
+extern "C" __global__ void scale_rows(const float* x, float* y, int c) {
+    float* row = y + blockIdx.x * c;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < c; i += blockDim.x) { row[i] = x[blockIdx.x * c + i]; s += row[i]; }
+    for (int i = threadIdx.x; i < c; i += blockDim.x) row[i] *= 0.5f;
+}
 // a block program's interleaved stores (scan's `out[4 * t + k]`)
 extern "C" __global__ void spread4(const int* in, int* out) {
     __shared__ int s[256];
@@ -59,15 +66,18 @@ extern "C" __global__ void publish(float* data, unsigned* flag, unsigned* count,
 """
 
 
-def _kernel_body(source, name):
+def _kernel(source, name):
     from anycuda.cudac import compile_to_ptx
-    return next(f for f in parse(compile_to_ptx(source), "s.ptx").functions if f.name == name).body
+    return next(f for f in parse(compile_to_ptx(source), "s.ptx").functions if f.name == name)
 
 
-@pytest.mark.parametrize("name, nbytes", [("add", 4), ("axpy", 0), ("transpose", 16), ("spread4", 16)])
+@pytest.mark.parametrize("name, nbytes", [("add", 4), ("axpy", 0), ("scale_rows", 0), ("transpose", 16),
+                                          ("spread4", 16)])
 def test_streaming_store_bytes(name, nbytes):
-    """What a thread stores at addresses the kernel does not read: the launch's choice."""
-    assert analysis.streaming_store_bytes(_kernel_body(SOURCE, name)) == nbytes
+    """What a thread stores into buffers the kernel does not read: the launch's choice.
+    axpy reads the address it writes; scale_rows reads its output buffer back elsewhere."""
+    fn = _kernel(SOURCE, name)
+    assert analysis.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == nbytes
 
 
 def test_launch_choice(monkeypatch):
@@ -125,15 +135,16 @@ def _optimised_ir(monkeypatch, tmp_path, source):
 
 @x86_only
 def test_optimised_code_has_streaming_stores(monkeypatch, tmp_path):
-    """add's vector stores have a non-temporal form in the optimised code; axpy's none; every
-    worker ends with an SFENCE."""
+    """add's and transpose's vector stores have a non-temporal form in the optimised code;
+    axpy's and scale_rows's none; every worker ends with an SFENCE."""
     text = _optimised_ir(monkeypatch, tmp_path, SOURCE)
     functions = {}
     for chunk in text.split("\ndefine ")[1:]:
         functions[chunk.split("@", 1)[1].split("(", 1)[0]] = chunk
-    k = {name: i for i, name in enumerate(("add", "axpy", "transpose", "spread4"))}
+    k = {name: i for i, name in enumerate(("add", "axpy", "transpose", "scale_rows", "spread4"))}
     nontemporal = lambda name: "!nontemporal" in functions[f"ptx.k{k[name]}.block"]
-    assert nontemporal("add") and nontemporal("transpose") and not nontemporal("axpy")
+    assert nontemporal("add") and nontemporal("transpose")
+    assert not nontemporal("axpy") and not nontemporal("scale_rows")
     for name in k:
         assert "llvm.x86.sse.sfence" in functions[f"ptx.k{k[name]}.worker"]
 

@@ -610,36 +610,81 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
             if f and f != _CONFLICT and all(form_of(st) is not None for st in defs[r])}
 
 
-def loaded_addresses(body: list) -> set:
-    """(register, offset) of each address `[%r + offset]` that a load or an atomic of the
-    body reads: a store to one of them writes a line the kernel has just read (saxpy's
-    `y[i] = a * x[i] + y[i]`), which is in the cache already (compiler/streamstores.py)."""
-    out = set()
+_ROOT_OPS = frozenset(("mov", "cvta", "add", "sub", "selp"))     # what a pointer goes through
+
+
+def _pointer_roots(body: list, kernel_params) -> dict:
+    """{register: the kernel parameters whose pointer it may hold plus an offset}: from
+    `ld.param` of a kernel parameter through mov, cvta, add, sub and selp; a register
+    that no such chain reaches is absent."""
+    params = set(kernel_params)
+    defs = _definitions(body)
+    roots = {}
+    changed = True
+    while changed:
+        changed = False
+        for r, sts in defs.items():
+            got = set(roots.get(r, ()))
+            for st in sts:
+                if st.opcode == "ld" and _loads_kernel_param(st, params):
+                    got.add(st.operands[1].base.name)
+                elif st.opcode in _ROOT_OPS:
+                    for op in st.operands[1:]:
+                        if isinstance(op, ir.Reg):
+                            got |= roots.get(op.name, set())
+            if got != roots.get(r, set()):
+                roots[r] = got
+                changed = True
+    return roots
+
+
+def _memory_address(st):
+    """The address operand of a load, store or atomic, else None."""
+    if st.opcode in ("st", "red"):
+        return st.operands[0] if st.operands else None
+    if st.opcode in ("ld", "ldu", "atom"):
+        return st.operands[1] if len(st.operands) > 1 else None
+    return None
+
+
+def read_memory(body: list, kernel_params=()) -> tuple:
+    """What the body's loads and atomics read: the addresses `[%r + offset]` as (register,
+    offset), and the kernel parameters whose buffers they point into (_pointer_roots). A
+    store to either writes what the kernel reads too (saxpy's `y[i] = a * x[i] + y[i]`,
+    softmax's `y[i] = e` and later `y[i] *= inv`): that line is in the cache or wanted
+    there (compiler/streamstores.py)."""
+    roots = _pointer_roots(body, kernel_params)
+    addresses, buffers = set(), set()
     for st in body:
-        if isinstance(st, ir.Instruction) and st.opcode in ("ld", "ldu", "atom", "red") and len(st.operands) > 1:
-            addr = st.operands[0] if st.opcode == "red" else st.operands[1]
-            if isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg):
-                out.add((addr.base.name, addr.offset))
-    return out
+        if not isinstance(st, ir.Instruction) or st.opcode not in ("ld", "ldu", "atom", "red") or "param" in st.mods:
+            continue
+        addr = _memory_address(st)
+        if isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg):
+            addresses.add((addr.base.name, addr.offset))
+            buffers |= roots.get(addr.base.name, set())
+    return addresses, buffers, roots
 
 
-def streams(st, loaded: set) -> bool:
+def streams(st, read) -> bool:
     """Whether `st` is a store that may bypass the caches (compiler/streamstores.py): to
-    .global memory at `[%r + k]`, an address that no load or atomic reads (`loaded`:
-    loaded_addresses of its function)."""
+    .global memory at `[%r + k]`, where neither that address nor the buffer of a kernel
+    parameter that %r points into is read (`read`: read_memory of its function)."""
     if not isinstance(st, ir.Instruction) or st.opcode != "st" or "global" not in st.mods:
         return False
     addr = st.operands[0]
-    return isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg) and (addr.base.name, addr.offset) not in loaded
+    if not isinstance(addr, ir.Addr) or not isinstance(addr.base, ir.Reg):
+        return False
+    addresses, buffers, roots = read
+    return (addr.base.name, addr.offset) not in addresses and not roots.get(addr.base.name, set()) & buffers
 
 
-def streaming_store_bytes(body: list) -> int:
+def streaming_store_bytes(body: list, kernel_params=()) -> int:
     """Bytes that one pass through the body stores where `streams` holds, each store counted
     once: what a thread of the kernel writes at least, unless it branches around them."""
-    loaded = loaded_addresses(body)
+    read = read_memory(body, kernel_params)
     total = 0
     for st in body:
-        types = type_mods(st.mods) if streams(st, loaded) else None
+        types = type_mods(st.mods) if streams(st, read) else None
         if types:
             count = next((int(m[1:]) for m in st.mods if m in ("v2", "v4", "v8")), 1)
             total += max(width(types[-1]) // 8, 1) * count

@@ -149,7 +149,7 @@ class BlockProgram:
     def __init__(self, layout: ModuleLowering, pfn: pir.Function, threads: int):
         self.layout, self.pfn = layout, pfn
         self.threads, self.lanes, self.warps = threads, WARP, threads // WARP
-        self.loaded = analysis.loaded_addresses(pfn.body)
+        self.read_memory = analysis.read_memory(pfn.body, layout.kernel_params(pfn))
         self.streaming = False        # the store being made may bypass the caches (_st)
         self.mod = ir.Module(name=f"{pfn.name}.block{threads}")
         self.fn = ir.Function(self.mod, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32]),
@@ -1100,7 +1100,7 @@ def _st(w, st):
     addr = st.operands[0]
     addrs, shape = w.access(st, addr)
     # (a group of interleaved stores is made at its last part: that part decides)
-    w.streaming = analysis.streams(st, w.loaded)
+    w.streaming = analysis.streams(st, w.read_memory)
     w.store(addrs, shape, w.read(st.operands[1], t), width(t) // 8, _register_part(addr))
     w.streaming = False
 

@@ -43,7 +43,7 @@ class FunctionLowering:
     def __init__(self, mc, pfn: pir.Function, llfn: ir.Function, is_kernel: bool):
         self.mc = mc                      # the ModuleLowering that owns symbols and layouts
         self.pfn = pfn
-        self._loaded_addresses = None    # (streams)
+        self._read_memory = None         # (streams)
         self.fn = llfn
         self.is_kernel = is_kernel
         self.regs = {}                    # name -> (alloca, ptx type)
@@ -494,9 +494,10 @@ class FunctionLowering:
     def streams(self, inst) -> bool:
         """Whether store `inst` may bypass the caches where its launch asks for that
         (analysis.streams, compiler/streamstores.py)."""
-        if self._loaded_addresses is None:
-            self._loaded_addresses = analysis.loaded_addresses(self.pfn.body)
-        return analysis.streams(inst, self._loaded_addresses)
+        if self._read_memory is None:
+            params = self.mc.kernel_params(self.pfn) if self.is_kernel else ()
+            self._read_memory = analysis.read_memory(self.pfn.body, params)
+        return analysis.streams(inst, self._read_memory)
 
     def parallel_space(self, space: str) -> bool:
         """Whether the kernel's loads and stores in state space `space` ('' = generic) may be

@@ -270,7 +270,7 @@ class ModuleLowering:
         psize = max((p.offset + p.size for p in params), default=0)
         info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives),
                           handoff=abi.handoff_symbol(f"ptx.k{index}"),
-                          stream_bytes=analysis.streaming_store_bytes(pfn.body))
+                          stream_bytes=analysis.streaming_store_bytes(pfn.body, self.kernel_params(pfn)))
         self.kernels[pfn.name] = info
         # step(frame, resume, params, tid.x, tid.y, tid.z, linear tid): the parameter buffer is
         # read-only for the whole launch (saying so, and how large it is, lets the optimiser
