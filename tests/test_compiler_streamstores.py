@@ -8,9 +8,10 @@ import pytest
 
 import anycuda as ac
 from anycuda.compiler import analysis, streamstores
+from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
 from anycuda.runtime import program
-from conformance import poison
+from conformance import KERNELS, load_cuda, poison
 
 x86_only = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
                               reason="streaming stores are made on x86-64 hosts only")
@@ -24,17 +25,6 @@ extern "C" __global__ void add(const float* a, const float* b, float* c, int n) 
 extern "C" __global__ void axpy(int n, float s, const float* x, float* y) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = s * x[i] + y[i];
-}
-// a tile through shared memory, four stores per thread (transpose's shape)
-extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
-    __shared__ float tile[32][33];
-    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
-    for (int j = 0; j < 32; j += 8)
-        if (x < cols && y + j < rows) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * cols + x];
-    __syncthreads();
-    x = blockIdx.y * 32 + threadIdx.x; y = blockIdx.x * 32 + threadIdx.y;
-    for (int j = 0; j < 32; j += 8)
-        if (x < rows && y + j < cols) out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
 }
 // writes its output, then reads it back through other registers (softmax's normalisation)
 extern "C" __global__ void scale_rows(const float* x, float* y, int c) {
@@ -67,16 +57,20 @@ extern "C" __global__ void publish(float* data, unsigned* flag, unsigned* count,
 
 
 def _kernel(source, name):
-    from anycuda.cudac import compile_to_ptx
     return next(f for f in parse(compile_to_ptx(source), "s.ptx").functions if f.name == name)
 
 
-@pytest.mark.parametrize("name, nbytes", [("add", 4), ("axpy", 0), ("scale_rows", 0), ("transpose", 16),
-                                          ("spread4", 16)])
-def test_streaming_store_bytes(name, nbytes):
+# (tests/kernels/programs.cu has transpose's shape: four stores per thread after a tile in
+# shared memory)
+PROGRAMS = (KERNELS / "programs.cu").read_text()
+
+
+@pytest.mark.parametrize("source, name, nbytes", [(SOURCE, "add", 4), (SOURCE, "axpy", 0), (SOURCE, "scale_rows", 0),
+                                                  (SOURCE, "spread4", 16), (PROGRAMS, "transpose", 16)])
+def test_streaming_store_bytes(source, name, nbytes):
     """What a thread stores into buffers the kernel does not read: the launch's choice.
     axpy reads the address it writes; scale_rows reads its output buffer back elsewhere."""
-    fn = _kernel(SOURCE, name)
+    fn = _kernel(source, name)
     assert analysis.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == nbytes
 
 
@@ -125,35 +119,38 @@ def test_rewrite_takes_marked_vector_stores_only():
 def _optimised_ir(monkeypatch, tmp_path, source):
     from anycuda.compiler import jit
     from anycuda.compiler.module import ModuleLowering
-    from anycuda.cudac import compile_to_ptx
     dump = tmp_path / "opt.ll"
+    dump.unlink(missing_ok=True)
     monkeypatch.setenv("ANYCUDA_DUMP_OPT_IR", str(dump))
     ptx = compile_to_ptx(source)
     jit.compile_to_object(str(ModuleLowering(parse(ptx, "s.ptx"), "s.ptx").lower().mod), "s")
     return dump.read_text()
 
 
+def _functions(text):
+    """{name: text} of the functions of an LLVM module's text."""
+    return {chunk.split("@", 1)[1].split("(", 1)[0]: chunk for chunk in text.split("\ndefine ")[1:]}
+
+
 @x86_only
 def test_optimised_code_has_streaming_stores(monkeypatch, tmp_path):
     """add's and transpose's vector stores have a non-temporal form in the optimised code;
     axpy's and scale_rows's none; every worker ends with an SFENCE."""
-    text = _optimised_ir(monkeypatch, tmp_path, SOURCE)
-    functions = {}
-    for chunk in text.split("\ndefine ")[1:]:
-        functions[chunk.split("@", 1)[1].split("(", 1)[0]] = chunk
-    k = {name: i for i, name in enumerate(("add", "axpy", "transpose", "scale_rows", "spread4"))}
+    functions = _functions(_optimised_ir(monkeypatch, tmp_path, SOURCE))
+    k = {name: i for i, name in enumerate(("add", "axpy", "scale_rows", "spread4"))}
     nontemporal = lambda name: "!nontemporal" in functions[f"ptx.k{k[name]}.block"]
-    assert nontemporal("add") and nontemporal("transpose")
-    assert not nontemporal("axpy") and not nontemporal("scale_rows")
+    assert nontemporal("add") and not nontemporal("axpy") and not nontemporal("scale_rows")
     for name in k:
         assert "llvm.x86.sse.sfence" in functions[f"ptx.k{k[name]}.worker"]
+    kernels = [f.name for f in parse(compile_to_ptx(PROGRAMS), "p.ptx").functions if f.is_kernel]
+    functions = _functions(_optimised_ir(monkeypatch, tmp_path, PROGRAMS))
+    assert "!nontemporal" in functions[f"ptx.k{kernels.index('transpose')}.block"]
 
 
 @x86_only
 def test_release_is_fenced(monkeypatch, tmp_path):
     """st.release and atom.release wait for streaming stores (an SFENCE under the flag)."""
-    text = _optimised_ir(monkeypatch, tmp_path, RELEASE_SOURCE)
-    block = text.split("@ptx.k0.block(", 1)[1].split("\ndefine ", 1)[0]
+    block = _functions(_optimised_ir(monkeypatch, tmp_path, RELEASE_SOURCE))["ptx.k0.block"]
     assert block.count("call void @llvm.x86.sse.sfence()") >= 2
     assert "load atomic i32, ptr @anycuda.stream_stores" in block
 
@@ -189,7 +186,7 @@ def test_axpy_and_transpose(stream_choice, rng):
     rows, cols = 200, 131
     t = rng.standard_normal((rows, cols)).astype(np.float32)
     out = poison(rows * cols, np.float32)
-    m.get_function("transpose")(((cols + 31) // 32, (rows + 31) // 32), (32, 8),
+    load_cuda("programs").get_function("transpose")(((cols + 31) // 32, (rows + 31) // 32), (32, 8),
                                 (ac.asarray(t), out, np.int32(rows), np.int32(cols)))
     np.testing.assert_array_equal(out.get().reshape(cols, rows), t.T)
 
