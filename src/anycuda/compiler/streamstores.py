@@ -8,14 +8,16 @@ and a third of a stencil's or a transpose's (benchmarks/NOTES.md, "Streaming sto
 is the wrong choice where the data is read again soon: a non-temporal store sends it to
 memory, and a later kernel (or the same thread's load) no longer finds it in the cache. So:
 
-- The lowering marks the candidates (`mark`): stores to .global memory at an address the
-  kernel does not also load from (saxpy's `y[i] = a * x[i] + y[i]` reads the line anyway,
-  and it is in the cache by the time it is written). The mark is an alias scope, as LLVM's
-  vectoriser keeps alias scopes on the vector stores it makes and drops metadata it does
-  not know; a scope that no access is `!noalias` to tells alias analysis nothing.
-- The runtime decides per launch: its record's `stream_stores` is set where the grid has
-  more threads than the last-level cache holds 4-byte elements (runtime/program.py), and
-  the launch function copies it into the module's flag (`flag`).
+- The lowering marks the candidates (`mark`): stores to .global memory in buffers the
+  kernel does not read (analysis.streams: saxpy's `y[i] = a * x[i] + y[i]` has the line in
+  the cache by the time it writes it; softmax reads its output back to normalise it). The
+  mark is an alias scope, as LLVM's vectoriser keeps alias scopes on the vector stores it
+  makes and drops metadata it does not know; a scope that no access is `!noalias` to tells
+  alias analysis nothing.
+- The runtime decides per launch: its record's `stream_stores` is set where the grid's
+  threads times what each stores through candidates (analysis.streaming_store_bytes) is
+  more than the last-level cache holds (runtime/program.py), and the launch function
+  copies it into the module's flag (`flag`).
 - After LLVM's optimisation (`make_streaming`, called by jit), each marked vector store of
   16 bytes or more becomes: a non-temporal store where the flag is set and the address is
   aligned (to the vector, at most 64 bytes), else the store it was. Only the vector stores
@@ -156,7 +158,7 @@ cached:
 def rewrite(text: str) -> str:
     """The optimised module's IR text with its marked vector stores made streaming (see
     the module docstring); the text itself where it has none."""
-    if SCOPE_NAME not in text or f'@"{FLAG}"' not in text and f"@{FLAG}" not in text:
+    if SCOPE_NAME not in text or (f'@"{FLAG}"' not in text and f"@{FLAG}" not in text):
         return text
     lists = _marked_scope_lists(text)
     helpers = {}
