@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..ptx import ir
-from .types import type_mods, width
+from .types import type_mods, vector_count, width
 
 # Instructions that write no register operand.
 NO_DEST = {"st", "red", "bar", "barrier", "membar", "fence", "bra", "brx", "ret", "exit", "trap",
@@ -671,7 +671,7 @@ def streams(st, read) -> bool:
     parameter that %r points into is read (`read`: read_memory of its function)."""
     if not isinstance(st, ir.Instruction) or st.opcode != "st" or "global" not in st.mods:
         return False
-    addr = st.operands[0]
+    addr = _memory_address(st)
     if not isinstance(addr, ir.Addr) or not isinstance(addr.base, ir.Reg):
         return False
     addresses, buffers, roots = read
@@ -686,8 +686,7 @@ def streaming_store_bytes(body: list, kernel_params=()) -> int:
     for st in body:
         types = type_mods(st.mods) if streams(st, read) else None
         if types:
-            count = next((int(m[1:]) for m in st.mods if m in ("v2", "v4", "v8")), 1)
-            total += max(width(types[-1]) // 8, 1) * count
+            total += max(width(types[-1]) // 8, 1) * vector_count(st.mods)
     return total
 
 

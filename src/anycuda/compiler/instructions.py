@@ -12,7 +12,7 @@ from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
 from . import abi, bitops, floatops, gridsync, guards, streamstores
 from .irutil import convert_bits, i32, i64, load_field
-from .types import I1, I32, I64, llvm_type, type_mods, width
+from .types import I1, I32, I64, llvm_type, type_mods, vector_count, width
 
 HANDLERS = {}
 
@@ -103,13 +103,6 @@ def mov(f, inst):
     f.write(dst, f.read(src, t), t, pointer=f.pointer_of(src))
 
 
-def _vector_count(inst):
-    for m in inst.mods:
-        if m in ("v2", "v4", "v8"):
-            return int(m[1:])
-    return 1
-
-
 def _ordering(inst):
     if "volatile" in inst.mods or "relaxed" in inst.mods:
         return "monotonic"
@@ -124,7 +117,7 @@ def _elements(f, inst, addr_op, data_op):
     """The elements of a (vector) ld/st: (register operand, element address) pairs, plus
     the type, its LLVM type, its size and the memory ordering the modifiers ask for."""
     t = inst_type(f, inst)
-    n = _vector_count(inst)
+    n = vector_count(inst.mods)
     base = f.address(addr_op, space_of(inst))
     items = data_op.items if isinstance(data_op, pir.Vec) else [data_op]
     if len(items) != n:

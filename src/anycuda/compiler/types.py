@@ -55,3 +55,8 @@ def llvm_type(t: str) -> ir.Type:
 def type_mods(mods) -> list:
     """The type modifiers of an instruction, in source order (`cvt.rn.f32.s32` -> ['f32', 's32'])."""
     return [m for m in mods if m in ALL_TYPES]
+
+
+def vector_count(mods) -> int:
+    """Elements of a vector access (`ld.v4.f32` -> 4), 1 for a scalar one."""
+    return next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)

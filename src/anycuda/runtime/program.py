@@ -122,9 +122,10 @@ def grid_sync_timeout() -> float:
 
 
 def streams_output(nbytes: int) -> bool:
-    """Whether a launch whose threads store at least `nbytes` at addresses they do not load
-    from lets those stores bypass the caches (compiler/streamstores.py): where that is
-    more than the last-level cache holds, it would not stay there for a later kernel anyway.
+    """Whether a launch whose threads store at least `nbytes` into buffers the kernel does not
+    read (analysis.streaming_store_bytes) lets those stores bypass the caches (compiler/
+    streamstores.py): where that is more than the last-level cache holds, it would not stay
+    there for a later kernel anyway.
     ANYCUDA_STREAM_STORES=1 asks for it in every launch, 0 in none."""
     choice = os.environ.get("ANYCUDA_STREAM_STORES", "").strip()
     if choice in ("0", "1"):
