@@ -163,7 +163,7 @@ def _shift_first(monkeypatch, shift):
 
     def shifted(b, spill, header, n, slots, holds):
         ok = original(b, spill, header, n, slots, holds)
-        for slot, _, size, _ in slots:
+        for slot, _, size, _, _ in slots:
             ptr = b.bitcast(b.gep(header, [ir.Constant(ir.IntType(64), abi.FRAME_HEADER + 8 * slot)]),
                             ir.IntType(8 * size).as_pointer())
             b.store(b.add(b.load(ptr), ir.Constant(ir.IntType(8 * size), shift)), ptr)

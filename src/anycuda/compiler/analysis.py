@@ -441,30 +441,27 @@ def _definitions(body: list) -> dict:
     return {r: [body[p] for p in ps] for r, ps in definition_positions(body).items()}
 
 
-def block_uniform_registers(body: list, kernel_params) -> set:
-    """Integer registers that every thread of a block computes alike: each of their
-    definitions is an unguarded pure integer instruction of immediates, symbols, kernel
-    parameters, %ntid/%nctaid/%ctaid and other such registers (a tile loop's counter, a row
-    offset). Control flow is not looked at: a thread that skips an update leaves the
-    register different from the others', which is why the scheduler checks the values
-    before relying on them (scheduler._affine_spills)."""
+def _alike_registers(body: list, kernel_params, opcodes, specials) -> set:
+    """Registers each of whose definitions is an unguarded instruction of `opcodes` that reads
+    only immediates, symbols, special registers of `specials` and registers of the set, or
+    `ld.param` of a kernel parameter (a fixpoint from every register down)."""
     params = set(kernel_params)
     defs = _definitions(body)
 
     def alike(st, uniform):
-        """st computes its register alike in every thread, given the registers `uniform`."""
+        """st computes its register from what `uniform` and `specials` allow."""
         if st.guard is not None or "cc" in st.mods or not st.operands or not isinstance(st.operands[0], ir.Reg):
             return False
         if st.opcode == "ld":
             return _loads_kernel_param(st, params)
-        if st.opcode not in _UNIFORM_OPCODES:
+        if st.opcode not in opcodes:
             return False
         for op in st.operands[1:]:
             if isinstance(op, ir.Reg):
                 if op.name not in uniform:
                     return False
             elif isinstance(op, ir.SpecialReg):
-                if op.name not in _UNIFORM_SPECIAL:
+                if op.name not in specials:
                     return False
             elif not isinstance(op, (ir.Imm, ir.Sym)):
                 return False
@@ -475,6 +472,44 @@ def block_uniform_registers(body: list, kernel_params) -> set:
         if keep == uniform:
             return uniform
         uniform = keep
+
+
+def block_uniform_registers(body: list, kernel_params) -> set:
+    """Integer registers that every thread of a block computes alike: each of their
+    definitions is an unguarded pure integer instruction of immediates, symbols, kernel
+    parameters, %ntid/%nctaid/%ctaid and other such registers (a tile loop's counter, a row
+    offset). Control flow is not looked at: a thread that skips an update leaves the
+    register different from the others', which is why the scheduler checks the values
+    before relying on them (scheduler._affine_spills), unless control_uniform holds."""
+    return _alike_registers(body, kernel_params, _UNIFORM_OPCODES, _UNIFORM_SPECIAL)
+
+
+def control_uniform(body: list, kernel_params) -> bool:
+    """Whether every thread of a block takes the same path through the body, so that at each
+    site the registers of block_uniform_registers hold one value in all of them: every branch,
+    return, exit and suspension is unguarded or guarded by a predicate that every thread
+    computes alike (a setp of block-uniform values), and there is no indirect branch and no
+    call (a device function may exit). A trap may still stop one thread: it fails the launch."""
+    uniform = _alike_registers(body, kernel_params, _UNIFORM_OPCODES | {"setp"}, _UNIFORM_SPECIAL)
+    for st in body:
+        if not isinstance(st, ir.Instruction):
+            continue
+        if st.opcode in ("brx", "call"):
+            return False
+        steers = st.opcode in ("bra", "ret", "exit") or is_suspension(st)
+        if steers and st.guard is not None and st.guard.reg.name not in uniform:
+            return False
+    return True
+
+
+def uniform_remainders(body: list, kernel_params) -> set:
+    """Registers of thread_linear_forms whose value less their form is the same in every
+    thread where control_uniform holds: computed through the forms' own exact steps (mov,
+    add, sub, mul.lo, mad.lo, shl) from %tid and what block_uniform_registers allows. (The
+    forms take %laneid or a loaded value as a remainder too: those differ by thread.)"""
+    alike = _alike_registers(body, kernel_params, frozenset(("mov", "add", "sub", "mul", "mad", "shl")),
+                             _UNIFORM_SPECIAL | {"tid"})
+    return alike & set(thread_linear_forms(body, kernel_params))
 
 
 # A register's thread-linear form: {(axis, factor): k}, read as the sum over the terms of

@@ -77,7 +77,8 @@ class FunctionLowering:
         self.remat_at = {}                # suspension position -> {register: definition} recomputed there
         self.block_uniform = set()        # registers every thread of a block computes alike
         self.stride_loop_at = {}          # back-edge yield position -> its loop (analysis.StrideLoop)
-        self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride)]: see _reload
+        self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride, known)]: see _reload
+        self.proven_alike = set()         # saved registers whose saved value is one for the whole block
         self.self_checked_sites = set()   # yield sites whose rounds check themselves (scheduler.uniform_round)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
@@ -319,9 +320,13 @@ class FunctionLowering:
             off += size(r)
         self.spill_bytes = (off + 7) // 8 * 8
         inductions = {loop.induction for loop in self.stride_loop_at.values()}
-        self.linear_forms = {r: f for r, f in analysis.thread_linear_forms(body, self.mc.kernel_params(self.pfn)).items()
+        params = self.mc.kernel_params(self.pfn)
+        self.linear_forms = {r: f for r, f in analysis.thread_linear_forms(body, params).items()
                              if r in self.spill_slots and r not in inductions and r not in self.block_uniform
                              and self.regs[r][0].type.pointee == I32}
+        if analysis.control_uniform(body, params):
+            # every thread saves the same value: the scheduler need not compare them
+            self.proven_alike = self.block_uniform | (analysis.uniform_remainders(body, params) & set(self.linear_forms))
 
     def _recomputable_at(self, body, reaching, chain, fixed, r, at, site, depth):
         """{register: position of its definition} to run at `site`'s resume so that r holds
@@ -945,7 +950,8 @@ class FunctionLowering:
             self.resume_blocks.append((site + abi.AFFINE_RESUME, again))
             b.position_at_end(again)
             slots = {r: (self.affine_slots + k, stride) for k, (r, stride) in enumerate(affine.items())}
-            self.affine_sites[site] = [(slots[r][0],) + self.spill_slots[r] + (slots[r][1],) for r in affine]
+            self.affine_sites[site] = [(slots[r][0],) + self.spill_slots[r] + (stride, self._proven_affine(r, stride))
+                                       for r, stride in affine.items()]
             loop = self.stride_loop_at.get(self.inst_pos)
             if loop is not None and not loop.scatters:
                 # a round with atomics stays scalar: its own min/max reductions would cost
@@ -975,6 +981,12 @@ class FunctionLowering:
         if induction in saved:
             strides[induction] = 1
         return strides
+
+    def _proven_affine(self, r, stride) -> bool:
+        """Whether saved register r is known to have its affine form at every stop (stride 0:
+        one value in all threads, control_uniform), so that the scheduler may take it
+        without comparing the threads' values. An induction's first + t is always compared."""
+        return stride == 0 and r in self.proven_alike
 
     # When a uniform round resumes every thread of a block at a grid-stride loop's back edge,
     # the loop's induction register usually holds first + t for thread t (the threads started

@@ -739,14 +739,17 @@ def _widen(b, t, size):
 
 
 def _affine_spills(b, spill, header, n, slots, holds):
-    """i1: each spill array of `slots` ([(header slot, spill offset, element size, stride)])
-    holds first + stride * t for thread t, `first` being thread 0's element, which goes to
-    the header slot (FunctionLowering._reload: the resume that rebuilds those registers from
-    it rather than reloading them). `holds`: an i1 stack slot."""
+    """i1: each spill array of `slots` ([(header slot, spill offset, element size, stride,
+    known)]) holds first + stride * t for thread t, `first` being thread 0's element, which
+    goes to the header slot (FunctionLowering._reload: the resume that rebuilds those
+    registers from it rather than reloading them). A `known` slot is not compared: the
+    lowering proved its form (FunctionLowering._proven_affine). `holds`: an i1 stack slot."""
     ok = ir.Constant(I1, 1)
-    for slot, off, size, stride in slots:
+    for slot, off, size, stride, known in slots:
         first = b.load(_spill_element(b, spill, off, size, i32(0)))
         store_field(b, header, abi.FRAME_HEADER + 8 * slot, first)
+        if known:
+            continue
         b.store(ir.Constant(I1, 1), holds)
         with for_range(b, i32(0), n, "affine") as t:
             expect = b.add(first, _widen(b, t, size)) if stride else first
@@ -1015,7 +1018,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     def induction_first(site):
         """i64: the `first` of the site's induction register (stride 1), which
         _affine_spills put in the header; None when the site has none."""
-        for slot, _, size, stride in affine_sites[site]:
+        for slot, _, size, stride, _ in affine_sites[site]:
             if stride:
                 first = load_field(b, header, abi.FRAME_HEADER + 8 * slot, ir.IntType(8 * size))
                 return first if size == 8 else b.sext(first, I64)
@@ -1066,7 +1069,9 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         slots = affine_sites[site] if checked else []
         if checked:
             code_range = _RangeReduction(b, I32)
-            slot_ranges = [_RangeReduction(b, ir.IntType(8 * size)) for _, _, size, _ in slots]
+            # (a slot of a proven form needs no reduction: thread 0's element is the value)
+            slot_ranges = [None if known else _RangeReduction(b, ir.IntType(8 * size))
+                           for _, _, size, _, known in slots]
         counted_from = induction_first(site) if resume != site else None
 
         def each_thread(resume):
@@ -1077,7 +1082,9 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 in_thread_group(module, b.store(code, b.gep(codes, [linear])))
                 if checked:
                     code_range.add(code)
-                    for (_, off, size, stride), rng in zip(slots, slot_ranges):
+                    for (_, off, size, stride, _), rng in zip(slots, slot_ranges):
+                        if rng is None:
+                            continue
                         value = in_thread_group(module, b.load(_spill_element(b, spill, off, size, linear)))
                         rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
         if site in guarded_rounds:
@@ -1092,13 +1099,15 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             return
         same = b.and_(code_range.single(), b.icmp_signed("==", code_range.low(), i32(site)))
         for rng in slot_ranges:
-            same = b.and_(same, rng.single())
+            if rng is not None:
+                same = b.and_(same, rng.single())
         go_on = fn.append_basic_block(f"uniform{site}.again")
         leave = fn.append_basic_block(f"uniform{site}.scan")
         b.cbranch(same, go_on, leave)
         b.position_at_end(go_on)
-        for (slot, _, _, _), rng in zip(slots, slot_ranges):
-            store_field(b, header, abi.FRAME_HEADER + 8 * slot, rng.low())
+        for (slot, off, size, _, _), rng in zip(slots, slot_ranges):
+            first = b.load(_spill_element(b, spill, off, size, i32(0))) if rng is None else rng.low()
+            store_field(b, header, abi.FRAME_HEADER + 8 * slot, first)
         b.branch(affine_entry[site])
         b.position_at_end(leave)
 
