@@ -502,14 +502,17 @@ def control_uniform(body: list, kernel_params) -> bool:
     return True
 
 
-def uniform_remainders(body: list, kernel_params) -> set:
-    """Registers of thread_linear_forms whose value less their form is the same in every
-    thread where control_uniform holds: computed through the forms' own exact steps (mov,
-    add, sub, mul.lo, mad.lo, shl) from %tid and what block_uniform_registers allows. (The
-    forms take %laneid or a loaded value as a remainder too: those differ by thread.)"""
+def uniform_remainders(body: list, kernel_params, forms=None) -> set:
+    """Registers of `forms` (thread_linear_forms, or a part of it the caller has; computed
+    when not given) whose value less their form is the same in every thread where
+    control_uniform holds: computed through the forms' own exact steps (mov, add, sub,
+    mul.lo, mad.lo, shl) from %tid and what block_uniform_registers allows. (The forms take
+    %laneid or a loaded value as a remainder too: those differ by thread.)"""
+    if forms is None:
+        forms = thread_linear_forms(body, kernel_params)
     alike = _alike_registers(body, kernel_params, frozenset(("mov", "add", "sub", "mul", "mad", "shl")),
                              _UNIFORM_SPECIAL | {"tid"})
-    return alike & set(thread_linear_forms(body, kernel_params))
+    return alike & set(forms)
 
 
 # A register's thread-linear form: {(axis, factor): k}, read as the sum over the terms of

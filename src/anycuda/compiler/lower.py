@@ -326,7 +326,7 @@ class FunctionLowering:
                              and self.regs[r][0].type.pointee == I32}
         if analysis.control_uniform(body, params):
             # every thread saves the same value: the scheduler need not compare them
-            self.proven_alike = self.block_uniform | (analysis.uniform_remainders(body, params) & set(self.linear_forms))
+            self.proven_alike = self.block_uniform | analysis.uniform_remainders(body, params, self.linear_forms)
 
     def _recomputable_at(self, body, reaching, chain, fixed, r, at, site, depth):
         """{register: position of its definition} to run at `site`'s resume so that r holds
