@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from . import abi, analysis, atomics, laneshapes, streamstores, warpruns
+from . import abi, analysis, atomics, lanereloads, laneshapes, streamstores, warpruns
 from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
 from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
@@ -111,6 +111,9 @@ class WarpRegion(WarpCode):
         self.bails = False            # a failed strided check before any store returns NOT_RUN
         self.strides = {}             # register -> laneshapes stride of its lanes in lockstep (pieces())
         self.position = None          # the body position of the instruction being emitted
+        self.piece = None             # the piece being emitted
+        self.reloading = None         # register -> its <1 x T> value, while a lane reload runs
+        self._window = None           # _shared_base's value
         self._live = None
 
     # -------------------------------------------------------------- what a region takes
@@ -421,6 +424,7 @@ class WarpRegion(WarpCode):
     def _emit_piece(self, piece, mask):
         """A piece's instructions for the lanes in `mask` (None: in lockstep, every lane)."""
         body = self.f.pfn.body
+        self.piece = piece
         for i, pos in enumerate(piece.positions):
             st = body[pos]
             self.position = pos
@@ -505,11 +509,11 @@ class WarpRegion(WarpCode):
             b.cbranch(some, parted, self._whole_block(fall))
             b.position_at_end(parted)
             if self._convertible(fall, target):
-                self.converted = b.not_(taken)
-                for pos in self.pieces()[fall].positions:
+                self.converted, outer, self.piece = b.not_(taken), self.piece, self.pieces()[fall]
+                for pos in self.piece.positions:
                     self.position = pos
                     self._lockstep_instruction(self.f.pfn.body[pos])
-                self.converted = None
+                self.converted, self.piece = None, outer
                 return b.branch(self.whole[target])
             self._leave_lockstep(self._live_at(target) | self._live_at(fall))
             mask = self._all_lanes()
@@ -813,6 +817,8 @@ class WarpRegion(WarpCode):
 
     # -------------------------------------------------------------- registers in slots
     def reg_value(self, name):
+        if self.reloading is not None and name in self.reloading:
+            return self.reloading[name]
         if self.slots is None:
             return super().reg_value(name)
         if name not in self.slots:
@@ -830,6 +836,9 @@ class WarpRegion(WarpCode):
         if not isinstance(op, pir.Reg) or op.name not in self.slots:
             raise NotVectorisable(f"destination {op}")
         value = convert_bits(self.b, value, self._reg_type(op.name), t.startswith("s"))
+        if self.reloading is not None:
+            self.reloading[op.name] = value
+            return None
         if self.lockstep and op.name in self.scalars:
             if value.type.count != 1:
                 value = self._lane0(value)
@@ -886,7 +895,13 @@ class WarpRegion(WarpCode):
         return addr
 
     def _shared_base(self):
-        return load_field(self.b, self.header, abi.CTX["shared_base"], I64)
+        """i64: the block's shared window, loaded once per call: loaded where it is used, in a
+        loop whose stores LLVM cannot tell apart from the header's (histogram's loop over the
+        lanes' atomics) the load stayed in the loop, a third load per element."""
+        if self._window is None:
+            with at_function_start(self.b):
+                self._window = load_field(self.b, self.header, abi.CTX["shared_base"], I64)
+        return self._window
 
     def strided_address(self, op, space):
         """(lane 0's address, stride) of a memory operand in lockstep whose base register is
@@ -1003,7 +1018,7 @@ class WarpRegion(WarpCode):
         b.position_at_end(slow)
         tmp = self._scratch(vec)
         elements = b.bitcast(tmp, elem.as_pointer())
-        with self._each_lane_here(addrs, elem, "ld.lane") as (lane, p):
+        with self._each_lane_here(self._from_lane_array(addrs), elem, "ld.lane") as (lane, p):
             b.store(b.load(p, align=size), b.gep(elements, [lane]))
         by_lane = b.load(tmp)
         slow_end = b.block
@@ -1026,12 +1041,76 @@ class WarpRegion(WarpCode):
         b.branch(done)
         b.position_at_end(slow)
         values = self.lane_array(value)
-        with self._each_lane_here(addrs, elem, "st.lane") as (lane, p):
+        with self._each_lane_here(self._from_lane_array(addrs), elem, "st.lane") as (lane, p):
             b.store(b.load(b.gep(values, [lane])), p, align=size)
         b.branch(done)
         b.position_at_end(done)
 
-    def shared_offsets(self, op, space):
+    def lane_addresses(self, op, space):
+        """lane -> i64: that lane's address of memory operand `op` in state space `space`, for a
+        loop over the lanes (_each_lane_here) that writes memory there: computed again in the
+        loop where the lanes' values come from a vector load (lanereloads), else from a stack
+        copy of the lanes' addresses."""
+        b = self.b
+        reload = self._reload(op.base, space) if isinstance(op, pir.Addr) else None
+        if reload is not None:
+            return lambda lane: self._reloaded(reload, lane, lambda: self.addresses(op, space))
+        offsets = self._shared_offsets(op, space)
+        if offsets is None:
+            return self._from_lane_array(self.addresses(op, space))
+        base, elements = self._shared_base(), self.lane_array(offsets)
+        return lambda lane: b.add(base, b.zext(b.load(b.gep(elements, [lane])), I64))
+
+    def lane_operand(self, op, t, space):
+        """lane -> that lane's value of operand `op` as type t, for a loop over the lanes that
+        writes memory in `space`: one scalar where it is alike in every lane (histogram's
+        `atomicAdd(&h[b], 1)`, where a load per lane from a stack copy was a third of the
+        loop's loads), computed again in the loop where it comes from a vector load, else
+        from a stack copy."""
+        reload = self._reload(op, space)
+        if reload is not None:
+            return lambda lane: self._reloaded(reload, lane, lambda: self.read(op, t))
+        v = self.read(op, t)
+        if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
+            return lambda lane: v.constant[0]
+        elements = self.lane_array(v)
+        return lambda lane: self.b.load(self.b.gep(elements, [lane]))
+
+    def _reload(self, op, space):
+        """The lanereloads.Reload of register operand `op` as the instruction being emitted
+        reads it, in lockstep with every lane's register vectors (else None)."""
+        if not (self.lockstep and self.lanes == LANES and isinstance(op, pir.Reg) and self.piece is not None):
+            return None
+        positions = self.piece.positions
+        return lanereloads.find_reload(self.f.pfn.body, positions, positions.index(self.position), op.name,
+                                       self.strides, space)
+
+    def _reloaded(self, reload, lane, value):
+        """The scalar of value() (a <1 x T> of registers read) where the registers of `reload`
+        hold lane `lane`'s values, computed from its elements in memory."""
+        body = self.f.pfn.body
+        saved, self.mask, self.reloading = self.mask, None, {}
+        try:
+            with self._lane_zero():
+                for pos in reload.positions:
+                    if pos in reload.loads:
+                        self._reload_element(body[pos], lane)
+                    else:
+                        self.op(body[pos].opcode)(self, body[pos])
+                return self.b.extract_element(value(), i32(0))
+        finally:
+            self.mask, self.reloading = saved, None
+
+    def _reload_element(self, st, lane):
+        """Lane `lane`'s element of a load of one element per lane at lane 0's address + lane *
+        size (lanereloads), into its register (the reload's values)."""
+        b = self.b
+        t, items, size = _elements(st, st.operands[0])
+        first = b.extract_element(self.addresses(st.operands[1], _space(st)), i32(0))
+        at = b.add(first, b.mul(b.zext(lane, I64), i64(size)))
+        self.write(items[0], self.splat(b.load(b.inttoptr(at, llvm_type(t).as_pointer()), align=size)), t)
+
+    def _shared_offsets(self, op, space):
         """The lanes' <32 x i32> offsets in the shared window where a 32-bit register holds the
         address with no displacement (histogram's `atom.shared.add.u32 [%r22], 1`), else None.
         A loop over the lanes reads 4-byte offsets and adds the window's base: 7% less time per
@@ -1042,23 +1121,25 @@ class WarpRegion(WarpCode):
             return None
         return self.read(op.base, "u32")
 
+    def _from_lane_array(self, addrs):
+        """lane -> i64: that lane's element of address vector `addrs`, from a stack copy."""
+        elements = self.lane_array(addrs)
+        return lambda lane: self.b.load(self.b.gep(elements, [lane]))
+
     @contextmanager
-    def _each_lane_here(self, addrs, elem, name, base=None):
-        """A loop over the lanes an access is for (_lanes), giving (lane, its element pointer).
-        It stays a loop: unrolled 32 times over, the slow paths of every access made most of a
-        region's code (and compile time). And a scalar loop: vectorised, it became four masked
-        scatters of eight lanes for layernorm's store of one lane (`if (lane == 0) mean[row]
-        = m`); a loop over the mask's set bits instead made histogram's atomics, where every
-        lane runs, 8% slower (the counted loop's lane test folds away there)."""
+    def _each_lane_here(self, address_of, elem, name):
+        """A loop over the lanes an access is for (_lanes), giving (lane, its element pointer
+        address_of(lane)). It stays a loop: unrolled 32 times over, the slow paths of every
+        access made most of a region's code (and compile time). And a scalar loop:
+        vectorised, it became four masked scatters of eight lanes for layernorm's store of
+        one lane (`if (lane == 0) mean[row] = m`); a loop over the mask's set bits instead
+        made histogram's atomics, where every lane runs, 8% slower (the counted loop's lane
+        test folds away there)."""
         b = self.b
         here = b.bitcast(self._lanes(), I32)
-        addr_of = self.lane_array(addrs)
         with for_range(b, i32(0), i32(LANES), name) as lane:
             with b.if_then(b.trunc(b.lshr(here, lane), I1)):
-                addr = b.load(b.gep(addr_of, [lane]))
-                if base is not None:         # (addrs are shared_offsets)
-                    addr = b.add(base, b.zext(addr, I64))
-                yield lane, b.inttoptr(addr, elem.as_pointer())
+                yield lane, b.inttoptr(address_of(lane), elem.as_pointer())
             latch = b.block
         set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False})
 
@@ -1295,31 +1376,20 @@ def _atom(w, st):
     b, private = w.b, atomics.block_private(st)
     atomics.fence_before_release(b, st)
     elem = llvm_type(t)
-    offsets = w.shared_offsets(ops[1], _space(st))
-    base = None if offsets is None else w._shared_base()
-    addrs = w.addresses(ops[1], _space(st)) if offsets is None else offsets
-    values = [_lane_operand(w, w.read(op, t)) for op in ops[2:]]
+    space = _space(st)
+    address_of = w.lane_addresses(ops[1], space)
+    values = [w.lane_operand(op, t, space) for op in ops[2:]]
     old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
 
-    # a loop over the lanes, their addresses from a stack slot: 32 unrolled copies, each lane's
-    # address extracted from the vector, ran 4x slower on an AVX-512 EPYC (histogram 3.0 ->
-    # 0.76 ns per element, one worker) for 10% they gained on a Zen 3 (NOTES.md)
-    with w._each_lane_here(addrs, elem, st.opcode, base) as (lane, p):
+    # a loop over the lanes: 32 unrolled copies, each lane's address extracted from the
+    # vector, ran 4x slower on an AVX-512 EPYC (histogram 3.0 -> 0.76 ns per element, one
+    # worker) for 10% they gained on a Zen 3 (NOTES.md)
+    with w._each_lane_here(address_of, elem, st.opcode) as (lane, p):
         v = [value(lane) for value in values]
         got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0], flush)
         b.store(got, b.gep(old, [lane]))
     if ops[0] is not None:
         w.write(ops[0], b.load(b.bitcast(old, w._vec(elem).as_pointer())), t)
-
-
-def _lane_operand(w, v):
-    """lane -> a lane's element of operand vector v, for a loop over the lanes: an operand alike
-    in every lane (histogram's `atomicAdd(&h[b], 1)`) is that one scalar, not a load per lane
-    from a stack slot (a third of the loop's loads)."""
-    if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
-        return lambda lane: v.constant[0]
-    elements = w.lane_array(v)
-    return lambda lane: w.b.load(w.b.gep(elements, [lane]))
 
 
 REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
