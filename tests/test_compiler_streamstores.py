@@ -82,6 +82,43 @@ def test_launch_choice(monkeypatch):
     assert not program.streams_output(big)
     monkeypatch.setenv("ANYCUDA_STREAM_STORES", "1")
     assert program.streams_output(0)
+    monkeypatch.delenv("ANYCUDA_STREAM_STORES")
+    assert program.streams_output(0, big) and not program.streams_output(0, big - 8)
+
+
+def test_pointed_bytes_counts_each_buffer_once():
+    a, b = ac.zeros(1000, np.float32), ac.zeros(24, np.uint8)
+    params = b"".join(int(v).to_bytes(8, "little") for v in (a.data, b.data + 8, a.data + 40, 12345))
+    assert program.pointed_bytes(params, [0, 8, 16, 24]) == 4000 + 24
+    assert program.pointed_bytes(params, [24]) == 0          # no device address
+
+
+# a store loop: one store per thread as the kernel is written, c / blockDim.x as it runs
+ROWS = r"""
+extern "C" __global__ void double_rows(const float* x, float* y, int c) {
+    for (int i = threadIdx.x; i < c; i += blockDim.x) y[blockIdx.x * c + i] = 2.0f * x[blockIdx.x * c + i];
+}
+"""
+
+
+@pytest.mark.parametrize("rows,streams", [(4, 0), (64, 1)])
+def test_launch_choice_by_buffers(monkeypatch, rng, rows, streams):
+    """A launch whose threads store less than the last-level cache holds, as counted, still
+    streams where the buffers it points into are larger (here a cache of 64 KB)."""
+    monkeypatch.delenv("ANYCUDA_STREAM_STORES", raising=False)
+    monkeypatch.setattr(program, "last_level_cache_bytes", lambda: 1 << 16)
+    choices = []
+    decide = program.KernelImage._streams_by_buffers
+    monkeypatch.setattr(program.KernelImage, "_streams_by_buffers",
+                        lambda self, params: choices.append(decide(self, params)) or choices[-1])
+    fn = _kernel(ROWS, "double_rows")
+    assert analysis.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == 4
+    c = 1000
+    x = rng.standard_normal((rows, c)).astype(np.float32)
+    y = poison(rows * c, np.float32)
+    ac.RawModule(code=ROWS).get_function("double_rows")((rows,), (64,), (ac.asarray(x), y, np.int32(c)))
+    np.testing.assert_array_equal(y.get().reshape(rows, c), 2 * x)
+    assert choices == [streams]         # 64 threads x 4 bytes each time; 2 x 16 or 256 KB of buffers
 
 
 MARKED = """

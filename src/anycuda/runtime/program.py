@@ -18,7 +18,7 @@ from ..compiler.jit import LoadedObject
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
 from .faults import fault_key
-from . import stream as stream_module
+from . import memory, stream as stream_module
 from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
@@ -121,16 +121,28 @@ def grid_sync_timeout() -> float:
     return value
 
 
-def streams_output(nbytes: int) -> bool:
+def streams_output(nbytes: int, footprint: int = 0) -> bool:
     """Whether a launch whose threads store at least `nbytes` into buffers the kernel does not
     read (analysis.streaming_store_bytes) lets those stores bypass the caches (compiler/
-    streamstores.py): where that is more than the last-level cache holds, it would not stay
-    there for a later kernel anyway.
+    streamstores.py): where that is more than the last-level cache holds, or the buffers its
+    pointer parameters point into (`footprint` bytes, what it may read and write) are, what it
+    stores would not stay there for a later kernel anyway.
     ANYCUDA_STREAM_STORES=1 asks for it in every launch, 0 in none."""
     choice = os.environ.get("ANYCUDA_STREAM_STORES", "").strip()
     if choice in ("0", "1"):
         return choice == "1"
-    return nbytes > last_level_cache_bytes()
+    return max(nbytes, footprint) > last_level_cache_bytes()
+
+
+def pointed_bytes(params: bytes, offsets) -> int:
+    """The bytes of the distinct device allocations that the 8-byte parameters at `offsets`
+    of a parameter buffer point into (values that are no device address count nothing)."""
+    held = {}
+    for off in offsets:
+        a = memory.lookup(int.from_bytes(params[off:off + 8], "little"))
+        if a is not None:
+            held[a.ptr] = a.size
+    return sum(held.values())
 
 
 def _grid_workspace():
@@ -207,6 +219,10 @@ class KernelImage:
         self._entry = None
         self._programs = {}      # block threads -> launch function of its block program, or None
         self._max_threads = self._thread_limit()
+        # where its stores may stream, the 8-byte parameters whose buffers decide it per launch
+        self._pointer_offsets = [p.offset for p in info.params if p.size == 8 and p.count == 1] \
+            if info.stream_bytes else []
+        self._buffer_choices = {}      # parameter bytes -> _streams_by_buffers' answer
         reqntid = info.directives.get("reqntid")
         self._required_block = tuple(reqntid) + (1,) * (3 - len(reqntid)) if reqntid else None
 
@@ -310,6 +326,8 @@ class KernelImage:
         pbuf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
         L = Launch.from_buffer_copy(record)
         L.params = ctypes.addressof(pbuf)
+        if self._pointer_offsets and not L.stream_stores:
+            L.stream_stores = self._streams_by_buffers(pbuf.raw)
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
@@ -320,6 +338,18 @@ class KernelImage:
             entry(ctypes.addressof(L))
         if L.error:
             self._raise_fault(L)
+
+    def _streams_by_buffers(self, params: bytes) -> int:
+        """Whether the stores may stream by the size of the buffers the parameters point into
+        (streams_output): a store loop's bytes count once per thread, and layernorm, which
+        writes 25 MB in rows of 768 floats from 262144 threads, counted as 1 MB. Kept per
+        parameter buffer: looking up six pointers took 7 us, most of a launch."""
+        choice = self._buffer_choices.get(params)
+        if choice is None:
+            if len(self._buffer_choices) >= 256:
+                self._buffer_choices.clear()
+            choice = self._buffer_choices[params] = int(streams_output(0, pointed_bytes(params, self._pointer_offsets)))
+        return choice
 
     def _record(self, grid, block, shared_mem, workers, quick=False) -> bytes:
         """The launch record of a configuration, checked and filled in but for the parameters.
