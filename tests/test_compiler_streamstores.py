@@ -2,12 +2,14 @@
 optimised code makes them non-temporal, and that kernels whose launches use them compute
 what numpy does, on aligned and misaligned outputs (poisoned first)."""
 import platform
+import re
 
 import numpy as np
 import pytest
 
 import anycuda as ac
 from anycuda.compiler import analysis, streamstores
+from anycuda.compiler.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
 from anycuda.runtime import program
@@ -246,3 +248,52 @@ def test_release_publishes(stream_choice):
     m.get_function("publish")(((n + 255) // 256,), (256,), (data, flag, count, np.int32(n)))
     np.testing.assert_array_equal(data.get(), 2.0 * np.arange(n, dtype=np.float32))
     assert flag.get()[0] == 1 and count.get()[0] == (n + 255) // 256
+
+
+# a row per warp, as layernorm's: a sum through shuffles, then a store loop into a buffer the
+# kernel does not read, which a warp region runs in lockstep with prefetches ahead
+CENTER_ROWS = r"""
+extern "C" __global__ void center_rows(const float* x, float* y, int c) {
+    int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const float* r = x + (size_t)row * c;
+    float s = 0.0f;
+    for (int i = lane; i < c; i += 32) s += r[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    float m = s / c;
+    float* out = y + (size_t)row * c;
+    for (int i = lane; i < c; i += 32) out[i] = r[i] - m;
+}
+"""
+
+
+def _blocks(function_text):
+    """{label: its instructions' text} of one LLVM function's text."""
+    parts = re.split(r'\n"?([\w.]+)"?:', "\n" + function_text.split("{", 1)[1])
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+@x86_only
+def test_write_prefetches_wait_for_no_streaming():
+    """A prefetch for writing ahead of a candidate store runs only in launches that do not
+    stream (it would read for ownership the line that a streaming store writes whole)."""
+    text = str(ModuleLowering(parse(compile_to_ptx(CENTER_ROWS), "c.ptx"), "c").lower().mod)
+    write_prefetch = re.compile(r'@"llvm\.prefetch\.p0"\([^,]+, i32 1,')
+    checked = 0
+    for function in text.split("\ndefine ")[1:]:
+        blocks = _blocks(function)
+        for label, body in blocks.items():
+            if not write_prefetch.search(body):
+                continue
+            entered_from = [b for b in blocks.values() if re.search(rf'br i1 [^,]+, label %"?{re.escape(label)}"?,', b)]
+            assert len(entered_from) == 1 and "load atomic i32, i32* @\"anycuda.stream_stores\"" in entered_from[0]
+            checked += 1
+    assert checked >= 2          # the store loop and its unrolled copy
+
+
+def test_center_rows(stream_choice, rng):
+    rows, c = 24, 777
+    x = rng.standard_normal((rows, c)).astype(np.float32)
+    y = poison(rows * c, np.float32)
+    ac.RawModule(code=CENTER_ROWS).get_function("center_rows")((rows // 4,), (128,), (ac.asarray(x), y, np.int32(c)))
+    want = x - x.astype(np.float64).mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(y.get().reshape(rows, c), want, rtol=1e-5, atol=1e-5)

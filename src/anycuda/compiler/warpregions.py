@@ -52,7 +52,7 @@ vote), is not made, and the warp goes through the rounds as before.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -1238,11 +1238,13 @@ def _st(w, st):
     strided = w.strided_address(st.operands[0], space)
     if strided is not None and strided[1] == size and len(items) == 1:
         value = w.read(items[0], t)
-        w.prefetch_ahead(strided[0], size * LANES, w.position, write=True)
+        streams = w.f.streams(st)
+        with streamstores.unless_streaming(b) if streams else nullcontext():
+            w.prefetch_ahead(strided[0], size * LANES, w.position, write=True)
         ptr = b.inttoptr(strided[0], value.type.as_pointer())
         if w.mask is None:
             store = b.store(value, ptr, align=size)
-            return streamstores.mark(b.module, store) if w.f.streams(st) else store
+            return streamstores.mark(b.module, store) if streams else store
         fn = declare(b.module, f"llvm.masked.store.v{LANES}{_suffix(value.type.element)}.p0", ir.VoidType(),
                      [value.type, ptr.type, I32, w.mask.type])
         return b.call(fn, [value, ptr, i32(size), w.mask])
