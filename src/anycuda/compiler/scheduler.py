@@ -836,7 +836,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
         if regions:
             # a block of full warps runs the kernel a warp at a time as vector code
-            # (warpregions.EntryRegion); its lanes' stop codes (all exits) go to codes[lo ...]
+            # (warpregions.EntryRegion); it stores no stop codes here (all are exits), but a
+            # region that did would find room for them at codes[lo ...]
             codes = b.bitcast(b.alloca(ir.ArrayType(I32, abi.MAX_BLOCK_THREADS), name="region.codes"),
                               I32.as_pointer())
             lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
