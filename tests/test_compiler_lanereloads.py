@@ -235,6 +235,27 @@ def test_global_atomics_reload_only_from_memory_they_cannot_write(load, reloaded
         assert (reload is not None) is reloaded
 
 
+# red.global.add.f32 of a float weight loaded as it is: atomicAdd(&out[idx[i] & 1023], w[i])
+SCATTER_ADD_F32 = SCATTER_ADD.replace("LOAD.u32 %r9", "ld.global.nc.f32 %f1").replace(
+    "atom.global.add.u32 %r11, [%rd8], %r9", "red.global.add.f32 [%rd8], %f1").replace(
+    ".reg .b64 %rd<12>;", ".reg .b64 %rd<12>;\n    .reg .f32 %f<2>;").replace("LOAD", "ld.global.nc")
+
+
+def test_a_float_operand_is_reloaded_as_loaded():
+    _, reload = _loop_reload(SCATTER_ADD_F32, "LOOP", "%f1")
+    assert reload is not None and len(reload.positions) == 1
+
+
+def test_float_scatter_add_matches_numpy(rng):
+    n = 30_000
+    idx = rng.integers(0, 1 << 20, n).astype(np.uint32)
+    w = rng.integers(-1000, 1000, n).astype(np.float32)          # integers: every order sums exactly
+    out = ac.zeros(1024, np.float32)
+    ac.RawModule(ptx=SCATTER_ADD_F32).get_function("scatter_add")((3,), (128,),
+                                                                   (ac.asarray(idx), ac.asarray(w), out, np.int32(n)))
+    np.testing.assert_array_equal(out.get(), np.bincount(idx & 1023, weights=w, minlength=1024).astype(np.float32))
+
+
 def test_shared_atomics_do_not_reload_from_shared_memory():
     _, reload = _loop_reload(BUMP_SHARED, "BUMP", "%r12")
     assert reload is None

@@ -10,7 +10,9 @@ Where the address comes, in the same straight piece of code, from a vector load 
 consecutive elements (`data[i]`: one byte per lane, widened, scaled by 4, added to the
 histogram's offset), the loop can compute lane l's address itself: lane l's element is in
 memory at lane 0's address + l * size (a line the vector load has just brought in), and the
-few scalar instructions from there are cheaper than the stack copy.
+few scalar instructions from there are cheaper than the stack copy. An operand of the
+atomic is reloaded alike (`atomicAdd(&out[idx[i]], w[i])`), a float one only as it was
+loaded.
 
 That is the same value only if the memory still holds what the vector load read when the
 loop reads it: nothing in the piece stores after the load, and the loop's own atomics
@@ -30,6 +32,7 @@ from .types import type_mods, width
 # may have a product fused into it, which reads registers of its own)
 THROUGH = frozenset(("mov", "cvt", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor"))
 _INTEGER = frozenset(("u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64"))
+_LOADABLE = _INTEGER | {"f32", "f64"}      # a float loaded is an atomic's operand as it is
 _WRITES = frozenset(("st", "atom", "red"))
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 _SPACES = ("global", "shared", "local", "const")
@@ -121,12 +124,12 @@ class _Search:
         return derived
 
     def _reloadable(self, j, st):
-        """A load of one integer element per lane, each lane's next to the last one's (its
-        base register's stride is the element's size), whose memory nothing writes before the
-        atomic has read it again."""
+        """A load of one integer or float element per lane, each lane's next to the last
+        one's (its base register's stride is the element's size), whose memory nothing writes
+        before the atomic has read it again."""
         ts = type_mods(st.mods)
         dst, addr = st.operands[0], st.operands[1]
-        if len(ts) != 1 or ts[0] not in _INTEGER or set(st.mods) & _ORDERED or not isinstance(dst, pir.Reg):
+        if len(ts) != 1 or ts[0] not in _LOADABLE or set(st.mods) & _ORDERED or not isinstance(dst, pir.Reg):
             return False
         if not isinstance(addr, pir.Addr) or not isinstance(addr.base, pir.Reg):
             return False
