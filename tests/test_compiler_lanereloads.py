@@ -10,6 +10,7 @@ import pytest
 
 import anycuda as ac
 from anycuda.compiler import analysis, lanereloads, laneshapes
+from anycuda.compiler.types import space_of
 from anycuda.ptx.parser import parse
 from conformance import poison
 
@@ -202,7 +203,7 @@ def _loop_reload(source, label, register):
     at = next(i for i, p in enumerate(positions) if body[p].opcode in ("atom", "red"))
     bits = lambda r: 64 if r.startswith("%rd") else 16 if r.startswith("%rs") else 1 if r.startswith("%p") else 32
     strides = laneshapes.lane_strides(body, bits, analysis.constant_registers(body))
-    space = lanereloads.space_of(body[positions[at]])
+    space = space_of(body[positions[at]])
     return body, lanereloads.find_reload(body, positions, at, register, strides, space)
 
 

@@ -20,8 +20,8 @@ from llvmlite import ir
 from ..ptx.errors import UnsupportedPtx
 from . import floatops, streamstores
 from .irutil import intrinsic
-from .instructions import inst_type, space_of
-from .types import llvm_type, width
+from .instructions import inst_type
+from .types import llvm_type, space_of, width
 
 RMW = {"add": "add", "exch": "xchg", "and": "and", "or": "or", "xor": "xor"}
 

@@ -12,12 +12,11 @@ from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
 from . import abi, bitops, floatops, gridsync, guards, streamstores
 from .irutil import convert_bits, i32, i64, load_field
-from .types import I1, I32, I64, llvm_type, type_mods, vector_count, width
+from .types import I1, I32, I64, llvm_type, space_of, type_mods, vector_count, width
 
 HANDLERS = {}
 
 ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
-SPACES = ("global", "shared", "local", "const", "param")
 
 
 def handles(*opcodes):
@@ -72,14 +71,6 @@ def rounding(inst):
         if m in ROUNDING:
             return m
     return None
-
-
-def space_of(inst):
-    for m in inst.mods:
-        base = m.split("::")[0]
-        if base in SPACES:
-            return base
-    return ""
 
 
 def ops_in(f, inst, t, first=1):

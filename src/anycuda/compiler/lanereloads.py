@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..ptx import ir as pir
 from . import analysis
-from .types import type_mods, width
+from .types import space_of, type_mods, width
 
 # what a reloaded value may go through on its way from the load (integers only: a float add
 # may have a product fused into it, which reads registers of its own)
@@ -35,7 +35,6 @@ _INTEGER = frozenset(("u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8"
 _LOADABLE = _INTEGER | {"f32", "f64"}      # a float loaded is an atomic's operand as it is
 _WRITES = frozenset(("st", "atom", "red"))
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
-_SPACES = ("global", "shared", "local", "const")
 
 
 @dataclass(frozen=True)
@@ -46,11 +45,6 @@ class Reload:
     register: str
     positions: tuple
     loads: frozenset
-
-
-def space_of(st) -> str:
-    """The state space an instruction's modifiers name ('' for generic)."""
-    return next((m.split("::")[0] for m in st.mods if m.split("::")[0] in _SPACES), "")
 
 
 def find_reload(body, positions, at, register, strides, writer_space):

@@ -60,3 +60,12 @@ def type_mods(mods) -> list:
 def vector_count(mods) -> int:
     """Elements of a vector access (`ld.v4.f32` -> 4), 1 for a scalar one."""
     return next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)
+
+
+SPACES = ("global", "shared", "local", "const", "param")
+
+
+def space_of(inst) -> str:
+    """The state space an instruction's modifiers name (`ld.shared::cta.u32` -> 'shared'),
+    '' for a generic access."""
+    return next((m.split("::")[0] for m in inst.mods if m.split("::")[0] in SPACES), "")

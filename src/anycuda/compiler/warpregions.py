@@ -60,7 +60,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from . import abi, analysis, atomics, lanereloads, laneshapes, streamstores, warpruns
 from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
-from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
+from .types import I1, I32, I64, PTR, llvm_type, llvm_width, space_of, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
@@ -1108,7 +1108,7 @@ class WarpRegion(WarpCode):
         size (lanereloads), into its register (the reload's values)."""
         b = self.b
         t, items, size = _elements(st, st.operands[0])
-        first = b.extract_element(self.addresses(st.operands[1], _space(st)), i32(0))
+        first = b.extract_element(self.addresses(st.operands[1], space_of(st)), i32(0))
         at = b.add(first, b.mul(b.zext(lane, I64), i64(size)))
         self.write(items[0], self.splat(b.load(b.inttoptr(at, llvm_type(t).as_pointer()), align=size)), t)
 
@@ -1216,7 +1216,7 @@ def _ld(w, st):
             p = b.bitcast(b.gep(w.params, [i64(off + i * size)]), llvm_type(t).as_pointer())
             w.write(item, w.splat(b.load(p, align=size)), t)
         return
-    space = _space(st)
+    space = space_of(st)
     if not f.parallel_space(space):
         raise NotVectorisable(f"ld in .{space or 'generic'}")
     strided = w.strided_address(st.operands[1], space)
@@ -1233,7 +1233,7 @@ def _ld(w, st):
 
 def _st(w, st):
     t, items, size = _elements(st, st.operands[1])
-    space = _space(st)
+    space = space_of(st)
     if not w.f.parallel_space(space):
         raise NotVectorisable(f"st in .{space or 'generic'}")
     b = w.b
@@ -1254,11 +1254,6 @@ def _st(w, st):
     for i, item in enumerate(items):
         at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
         w.scatter(at, w.read(item, t), size)
-
-
-def _space(st):
-    from .instructions import space_of     # (instructions imports lower, which imports us)
-    return space_of(st)
 
 
 def _cvta(w, st):
@@ -1380,7 +1375,7 @@ def _atom(w, st):
     b, private = w.b, atomics.block_private(st)
     atomics.fence_before_release(b, st)
     elem = llvm_type(t)
-    space = _space(st)
+    space = space_of(st)
     address_of = w.lane_addresses(ops[1], space)
     values = [w.lane_operand(op, t, space) for op in ops[2:]]
     old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
