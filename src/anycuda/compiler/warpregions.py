@@ -1060,8 +1060,8 @@ class WarpRegion(WarpCode):
         offsets = self._shared_offsets(op, space)
         if offsets is None:
             return self._from_lane_array(self.addresses(op, space))
-        base, elements = self._shared_base(), self.lane_array(offsets)
-        return lambda lane: b.add(base, b.zext(b.load(b.gep(elements, [lane])), I64))
+        base, offset_of = self._shared_base(), self._from_lane_array(offsets)
+        return lambda lane: b.add(base, b.zext(offset_of(lane), I64))
 
     def lane_operand(self, op, t, space):
         """lane -> that lane's value of operand `op` as type t, for a loop over the lanes that
@@ -1075,8 +1075,7 @@ class WarpRegion(WarpCode):
         v = self.read(op, t)
         if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
             return lambda lane: v.constant[0]
-        elements = self.lane_array(v)
-        return lambda lane: self.b.load(self.b.gep(elements, [lane]))
+        return self._from_lane_array(v)
 
     def _reload(self, op, space):
         """The lanereloads.Reload of register operand `op` as the instruction being emitted
@@ -1123,9 +1122,9 @@ class WarpRegion(WarpCode):
             return None
         return self.read(op.base, "u32")
 
-    def _from_lane_array(self, addrs):
-        """lane -> i64: that lane's element of address vector `addrs`, from a stack copy."""
-        elements = self.lane_array(addrs)
+    def _from_lane_array(self, v):
+        """lane -> that lane's element of vector v, from a stack copy."""
+        elements = self.lane_array(v)
         return lambda lane: self.b.load(self.b.gep(elements, [lane]))
 
     @contextmanager

@@ -323,11 +323,12 @@ class KernelImage:
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
-        pbuf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
+        params = bytes(params)
+        pbuf = ctypes.create_string_buffer(params, max(len(params), 1))
         L = Launch.from_buffer_copy(record)
         L.params = ctypes.addressof(pbuf)
         if self._pointer_offsets and not L.stream_stores:
-            L.stream_stores = self._streams_by_buffers(pbuf.raw)
+            L.stream_stores = self._streams_by_buffers(params)
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
@@ -343,7 +344,8 @@ class KernelImage:
         """Whether the stores may stream by the size of the buffers the parameters point into
         (streams_output): a store loop's bytes count once per thread, and layernorm, which
         writes 25 MB in rows of 768 floats from 262144 threads, counted as 1 MB. Kept per
-        parameter buffer: looking up six pointers took 7 us, most of a launch."""
+        parameter buffer: looking up six pointers took 7 us, most of a launch (an answer kept
+        after its buffers were freed and others allocated there costs speed, never results)."""
         choice = self._buffer_choices.get(params)
         if choice is None:
             if len(self._buffer_choices) >= 256:
