@@ -291,6 +291,35 @@ extern "C" __global__ void exchange(float* data, int j, int k) {
     }
 }
 
+// the same step where the array ends inside a warp (n not a multiple of 32): a lane whose
+// partner is past the end skips it, so lanes part at two branches before the loads
+extern "C" __global__ void exchange_upto(float* data, int j, int k, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned l = i ^ j;
+    if (l > i && l < n) {
+        float a = data[i], b = data[l];
+        if ((a > b) == ((i & k) == 0)) {
+            data[i] = b;
+            data[l] = a;
+        }
+    }
+}
+
+// lanes part at nested branches that write a register read after them, in a loop
+extern "C" __global__ void nested(const int* x, int* out, int mask, int rounds) {
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    int s = x[g];
+    for (int r = 0; r < rounds; ++r) {
+        int v = s;
+        if (x[(g + r) & mask] & 1) {
+            v = v * 3 + r;
+            if (v & 2) { v ^= 0x55; out[g] = r; }
+        }
+        s = v + 1;
+    }
+    out[g] = s;
+}
+
 // no loop: the loop over threads vectorises it as it is, no region
 extern "C" __global__ void straight(const int* x, int* out) {
     int g = blockIdx.x * blockDim.x + threadIdx.x;
@@ -356,7 +385,7 @@ def test_entry_region_lanes_part(rng, bx, by):
 
 def test_entry_regions_are_made_where_threads_loop():
     made = {kernel for kernel, fns in made_regions(ENTRY_SOURCE)[0].items() if 0 in map(region_site, fns)}
-    assert made == {"add_totals", "walk", "exchange"}
+    assert made == {"add_totals", "walk", "exchange", "exchange_upto", "nested"}
 
 
 @pytest.mark.parametrize("block", [256, 96])
@@ -380,6 +409,75 @@ def test_entry_region_exchanges(rng, block, j, k):
     np.testing.assert_array_equal(data.get(), want)
 
 
+def _exchange_reference(x, j, k, n=None):
+    n = x.size if n is None else n
+    want = x.copy()
+    i = np.arange(n)
+    l = i ^ j
+    first = (l > i) & (l < n)
+    a, b = x[i[first]], x[l[first]]
+    swap = (a > b) == ((i[first] & k) == 0)
+    want[i[first][swap]], want[l[first][swap]] = b[swap], a[swap]
+    return want
+
+
+def test_partners_in_a_warp_are_one_permuted_window(rng, monkeypatch):
+    """Where j < 32 the flipped check fails and the region made for partners in the same
+    warp runs: the partner's element is one load of the warp's 32 elements, permuted lane
+    by lane ^ j. With the permutation made to do nothing (a fresh compile) the step comes
+    out wrong for j < 32, and stays right for j = 64 (the strided region, no window)."""
+    from anycuda.compiler import warpregions
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    monkeypatch.setattr(warpregions.WarpRegion, "_permute_lanes", lambda self, v, u: v)
+    k = ac.RawModule(code=ENTRY_SOURCE + "// not permuted\n").get_function("exchange")
+    n = 4096
+    for j, right in ((1, False), (16, False), (64, True)):
+        x = rng.standard_normal(n).astype(np.float32)
+        data = ac.asarray(x)
+        k((n // 256,), (256,), (data, np.int32(j), np.int32(4096)))
+        assert np.array_equal(data.get(), _exchange_reference(x, j, 4096)) == right, j
+
+
+@pytest.mark.parametrize("j", [1, 2, 8, 16, 32])
+def test_partner_windows_that_do_not_hold(rng, j):
+    """The window is the aligned one around lane 0's address: an array one element off that
+    alignment goes lane by lane; an array that ends inside a warp leaves the lanes past its
+    end out of the masked load and store (the elements past n stay as they were)."""
+    n, k = 2048, 64
+    x = rng.standard_normal(n + 64).astype(np.float32)
+    data = ac.asarray(x)
+    ac.RawModule(code=ENTRY_SOURCE).get_function("exchange")(
+        (n // 128,), (128,), (np.uint64(data.data.ptr + 4), np.int32(j), np.int32(k)))
+    got = data.get()
+    np.testing.assert_array_equal(got[1:n + 1], _exchange_reference(x[1:n + 1], j, k))
+    assert got[0] == x[0] and np.array_equal(got[n + 1:], x[n + 1:])
+    for end in (n - 7, n - 32 + 1):
+        data = ac.asarray(x)
+        ac.RawModule(code=ENTRY_SOURCE).get_function("exchange_upto")(
+            (n // 128,), (128,), (data, np.int32(j), np.int32(k), np.uint32(end)))
+        want = x.copy()
+        want[:end] = _exchange_reference(x[:end], j, k)
+        np.testing.assert_array_equal(data.get(), want)
+
+
+def test_nested_branches_in_lockstep(rng):
+    """Lanes part at a branch whose skipped code branches again to the same place: both run
+    in lockstep under masks, and the register they write keeps the skipping lanes' values."""
+    n = 8 * 128
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    out = poison(n, np.int32)
+    ac.RawModule(code=ENTRY_SOURCE).get_function("nested")((8,), (128,), (ac.asarray(x), out, np.int32(n - 1), np.int32(3)))
+    g = np.arange(n)
+    s = x.astype(np.int64)
+    for r in range(3):
+        v = s.copy()
+        odd = (x[(g + r) & (n - 1)] & 1) == 1
+        v = np.where(odd, v * 3 + r, v)
+        v = np.where(odd & ((v & 2) != 0), v ^ 0x55, v)
+        s = v + 1
+    np.testing.assert_array_equal(out.get(), s.astype(np.int32))
+
+
 def test_entry_regions_store_stop_codes_only_where_they_are_read():
     """A kernel without sites (its warps run start to end in the region) reads no stop codes:
     its region stores none (a 128-byte store per warp cost bitonic sort 6%); one with sites
@@ -388,9 +486,21 @@ def test_entry_regions_store_stop_codes_only_where_they_are_read():
     for kernel, made, stores in (("exchange", without, False), ("add_totals", without, False),
                                  ("walk", without, False), ("grid_sums", with_sites, True)):
         (region,) = made[kernel]
-        codes = region.args[6]
-        through = [ins for blk in region.blocks for ins in blk.instructions if codes in getattr(ins, "operands", ())]
-        assert bool(through) is stores, kernel
+        assert _reads_codes(region) is stores, kernel
+
+
+def _reads_codes(region) -> bool:
+    """Whether region function `region` (or the one for partners it hands a warp to) uses its
+    stop codes' pointer."""
+    codes = region.args[6]
+    for blk in region.blocks:
+        for ins in blk.instructions:
+            if codes in getattr(ins, "operands", ()):
+                callee = getattr(ins, "callee", None)
+                if not (isinstance(callee, ir.Function) and callee.name.endswith(".partners")) \
+                        or _reads_codes(callee):
+                    return True
+    return False
 
 
 def test_the_entry_region_is_what_runs(rng, monkeypatch):

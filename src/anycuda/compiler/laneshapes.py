@@ -88,12 +88,13 @@ def _constant(op, constants):
     return None
 
 
-def instruction_stride(st, strides, bits, constants):
+def instruction_stride(st, strides, bits, constants, flips=True):
     """(stride of what `st` writes, check) given the registers' strides: check is None, or
     (EXTEND, operand, signed?, its stride), (LOW_BITS, operand, mask, its stride),
     (FLIPPED, operand, the other operand, its stride) or (THREAD_INDEX,), a condition the
     lane-0 computation relies on. The stride is _UNKNOWN
-    while an operand's is unknown."""
+    while an operand's is unknown. Without `flips`, an xor keeps no stride (FLIPPED's
+    check would fail: a butterfly's partners in one warp)."""
     ts = type_mods(st.mods)
     t = ts[-1] if ts else "b32"
     if st.guard is not None:
@@ -120,7 +121,7 @@ def instruction_stride(st, strides, bits, constants):
         return 0, check
     if t[0] not in "bsu" or st.opcode == "setp":
         return VARYING, None
-    result = _linear(st, srcs, read, constants, width(t))
+    result = _linear(st, srcs, read, constants, width(t), flips)
     if result is None or (result[1] is not None and check is not None):
         return VARYING, None
     return result[0], result[1] or check
@@ -137,7 +138,7 @@ def _source_type(st, i, t):
     return t
 
 
-def _linear(st, srcs, read, constants, w):
+def _linear(st, srcs, read, constants, w, flips=True):
     """(stride, check) of a linear integer instruction of strided operands, or None."""
     op, mods = st.opcode, set(st.mods)
     if op in ("mov", "cvta") and len(srcs) == 1:
@@ -176,7 +177,7 @@ def _linear(st, srcs, read, constants, w):
                     and (LANES - 1) * k <= mask:
                 return k, (LOW_BITS, srcs[i], mask, k)
         return None
-    if op == "xor" and len(srcs) == 2:
+    if op == "xor" and len(srcs) == 2 and flips:
         # a partner's index (bitonic sort's i ^ j): the lanes' bits below j's lowest one
         for i in (0, 1):
             if read[1 - i] == 0 and read[i] > 0:
@@ -210,12 +211,12 @@ def _product(srcs, read, constants, w=None, signed=False):
     return None
 
 
-def lane_strides(body, bits, constants) -> dict:
+def lane_strides(body, bits, constants, flips=True) -> dict:
     """{register: its lanes' stride in lockstep, or VARYING} for every register `body` writes.
     `bits(name)` is a register's width (1 for a predicate); `constants` are
     analysis.constant_registers. A register with a definition of another stride, or of none,
     is VARYING; one whose definitions only read registers of unknown stride (a cycle of its
-    own) is VARYING too."""
+    own) is VARYING too. `flips`: as instruction_stride's."""
     defs = analysis.definition_positions(body)
     strides = {}
     changed = True
@@ -227,7 +228,7 @@ def lane_strides(body, bits, constants) -> dict:
             seen = set()
             for pos in positions:
                 st = body[pos]
-                s, _ = instruction_stride(st, strides, bits, constants)
+                s, _ = instruction_stride(st, strides, bits, constants, flips)
                 if s is not _UNKNOWN:
                     seen.add(VARYING if len(analysis.defs_uses(st)[0]) > 1 and s != 0 else s)
             if not seen:

@@ -32,10 +32,13 @@ address, one element per lane, is one vector access; a branch on a predicate ali
 lane is one i1. A warp enters lockstep where it starts and where its lanes meet again at a
 loop's head, if the strided registers live there check out; it leaves lockstep (their
 vectors rebuilt) where its lanes part, or where a strided form's condition fails (a widened
-index that wraps in some lane). Lanes that part around one straight piece of code (`if (lane
-== 0) mean[row] = m;`) stay in lockstep, the piece run under a mask. Outside lockstep a load
-or store whose 32 addresses are consecutive elements, with every lane there, is one vector
-access; any other goes lane by lane. Memory is accessed in the order of a warp running its
+index that wraps in some lane). Lanes that part around straight pieces of code that branch
+only forward to where they meet (`if (lane == 0) mean[row] = m;`, bitonic sort's nested
+`if`s) stay in lockstep, the pieces run under masks. Outside the strided forms a load or
+store whose 32 addresses are consecutive elements, with every lane there, is one vector
+access; one whose address an xor computes may be one window of 32 elements in the order
+lane ^ u (partners in one warp: a masked vector access and a permutation); any other goes
+lane by lane. Memory is accessed in the order of a warp running its
 lanes together, which CUDA allows (threads are ordered only at barriers, atomics and fences).
 
 A kernel whose threads loop before they first stop also gets a region from its start
@@ -52,6 +55,7 @@ vote), is not made, and the warp goes through the rounds as before.
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -73,6 +77,7 @@ _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 _STORES = frozenset(("st", "atom", "red"))      # what writes memory in a region
 _ORDERINGS = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
 PREFETCH_AHEAD = 16                 # iterations a loop's strided loads are prefetched ahead
+MAX_CONVERTED = 4                   # the most pieces a parted warp runs under masks in lockstep
 
 
 @dataclass
@@ -108,12 +113,16 @@ class WarpRegion(WarpCode):
         self.scalars = {}             # strided register -> its lane-0 value's <1 x T> slot (lockstep)
         self.transient = set()        # registers whose masked writes need not keep other lanes' values
         self.converted = None         # in lockstep, the lanes of an if-converted piece (_convertible)
+        self.unmasked = frozenset()   # registers those pieces write for every lane (_run_converted)
         self.bails = False            # a failed strided check before any store returns NOT_RUN
+        self.partners = None          # or calls this region function (EntryRegion)
         self.strides = {}             # register -> laneshapes stride of its lanes in lockstep (pieces())
+        self.flips = True             # an xor of a strided register keeps its stride (laneshapes)
         self.position = None          # the body position of the instruction being emitted
         self.piece = None             # the piece being emitted
         self.reloading = None         # register -> its <1 x T> value, while a lane reload runs
         self._window = None           # _shared_base's value
+        self._defs = None             # analysis.definition_positions of the body (flipped)
         self.stores_codes = True      # the lanes' stop codes go to codes[lo ...] when all have stopped
         self._live = None
 
@@ -134,7 +143,7 @@ class WarpRegion(WarpCode):
         if self._pieces is not None:
             return self._pieces
         body = self.f.pfn.body
-        self.strides = laneshapes.lane_strides(body, self._bits, self.constants)
+        self.strides = laneshapes.lane_strides(body, self._bits, self.constants, self.flips)
         pieces, todo = {}, [self.first + 1]
         while todo:
             start = todo.pop()
@@ -205,7 +214,7 @@ class WarpRegion(WarpCode):
         dsts = analysis.defs_uses(st)[0]
         if not dsts or any(self.strides.get(r) is laneshapes.VARYING for r in dsts):
             return None
-        return laneshapes.instruction_stride(st, self.strides, self._bits, self.constants)[1]
+        return laneshapes.instruction_stride(st, self.strides, self._bits, self.constants, self.flips)[1]
 
     def _check_stop(self, st, pos):
         """A lane may stop at a fixed shuffle or a barrier of constant operands:
@@ -509,13 +518,16 @@ class WarpRegion(WarpCode):
             b.position_at_end(not_all)
             b.cbranch(some, parted, self._whole_block(fall))
             b.position_at_end(parted)
-            if self._convertible(fall, target):
-                self.converted, outer, self.piece = b.not_(taken), self.piece, self.pieces()[fall]
-                for pos in self.piece.positions:
-                    self.position = pos
-                    self._lockstep_instruction(self.f.pfn.body[pos])
-                self.converted, self.piece = None, outer
-                return b.branch(self.whole[target])
+            chain = self._convertible(fall, target)
+            if chain:
+                checks = [self._check(c) for c in self._chain_checks(chain)]
+                if not checks:
+                    return self._run_converted(chain, b.not_(taken), target)
+                converted, unchecked = self.fn.append_basic_block("converted"), self.fn.append_basic_block("unchecked")
+                b.cbranch(functools.reduce(b.and_, checks), converted, unchecked)
+                b.position_at_end(converted)
+                self._run_converted(chain, b.not_(taken), target)
+                b.position_at_end(unchecked)
             self._leave_lockstep(self._live_at(target) | self._live_at(fall))
             mask = self._all_lanes()
         for where, lanes in ((target, b.and_(mask, taken)), (fall, b.and_(mask, b.not_(taken)))):
@@ -595,8 +607,9 @@ class WarpRegion(WarpCode):
         b.cbranch(self._check(check), go_on, fails)
         b.position_at_end(fails)
         if self.bails and start in self._untouched():
-            # nothing done yet that the threads cannot do again: they run the warp instead
-            b.ret(i32(NOT_RUN))
+            # nothing done yet that the threads cannot do again: they run the warp instead,
+            # or the region made for partners in the same warp (EntryRegion.partners)
+            b.ret(i32(NOT_RUN) if self.partners is None else b.call(self.partners, self.fn.args))
         else:
             self._leave_lockstep(self._live_at(start))
             b.store(self._all_lanes(), self.some_mask)
@@ -647,22 +660,65 @@ class WarpRegion(WarpCode):
         finally:
             self.mask = None
 
-    def _convertible(self, fall, target) -> bool:
-        """Whether lanes that part at a forward branch may stay in lockstep, the piece they
-        skip run for the others under a mask (`if (lane == 0) mean[row] = m;`): it goes
-        straight on to the branch's target, and what it leaves live there is no strided
-        register (those are one value for every lane). Its other registers are computed for
-        every lane alike, which reads only registers of every lane and so is harmless; its
-        loads and stores are for its lanes alone."""
-        piece = self.pieces().get(fall)
-        if piece is None or piece.stop or target is None or piece.next != target or target < fall:
-            return False
+    def _convertible(self, fall, target) -> list:
+        """The pieces from `fall` on where lanes that part at a forward branch may stay in
+        lockstep, the code they skip run for the others under a mask (`if (lane == 0)
+        mean[row] = m;`), or []: straight pieces that each go on to the next or branch
+        forward to the branch's `target` (bitonic sort's `if (l > i) { ...; if (swap) {...} }`),
+        the last one falling through into it, and what they leave live there is no strided
+        register (those are one value for every lane). Their other registers are computed for
+        every lane alike, which reads only registers of every lane and so is harmless; their
+        loads and stores are for their lanes alone."""
+        body, pieces, chain = self.f.pfn.body, self.pieces(), []
+        if target is None or target < fall:
+            return []
+        written = set()
+        while fall != target:
+            piece = pieces.get(fall)
+            if piece is None or piece.stop or piece.next is None or len(chain) == MAX_CONVERTED:
+                return []
+            for p in piece.positions:
+                st = body[p]
+                if st.opcode in ("ret", "exit") or st.opcode == "bra" and (st.guard is None or self._target(st) != target):
+                    return []
+                check = self._check_of(st)
+                if check is not None and written & {op.name for op in check[1:] if isinstance(op, pir.Reg)}:
+                    return []              # (its check is made before the chain runs)
+                written |= set(analysis.defs_uses(st)[0])
+            chain.append(piece)
+            fall = piece.next
+        return [] if written & self._live_at(target) & set(self.scalars) else chain
+
+    def _chain_checks(self, chain) -> list:
+        """The conditions of the strided forms in `chain`: made before it runs, where the
+        registers they read hold what they will hold there (_convertible)."""
         body = self.f.pfn.body
-        if any(body[p].opcode in ("bra", "ret", "exit") or self._check_of(body[p]) is not None
-               for p in piece.positions):
-            return False
-        written = {r for p in piece.positions for r in analysis.defs_uses(body[p])[0]}
-        return not written & self._live_at(target) & set(self.scalars)
+        return [c for piece in chain for p in piece.positions if (c := self._check_of(body[p])) is not None]
+
+    def _run_converted(self, chain, lanes, target):
+        """The pieces of `chain` (_convertible) for `lanes`, a branch forward to `target` taking
+        the lanes it takes out of those that run the rest; then the whole warp at target.
+        A register no lane reads after the chain is written in every lane, as computed: its
+        lanes keep a partner's index whole (bitonic sort's `data + 4 * (i ^ j)`, where the
+        masked lanes' old values made gather's window check fail)."""
+        b, body, outer = self.b, self.f.pfn.body, self.piece
+        written = {r for piece in chain for p in piece.positions for r in analysis.defs_uses(body[p])[0]}
+        self.unmasked = frozenset(written - self._live_at(target))
+        for piece in chain:
+            self.piece = piece
+            for pos in piece.positions:
+                st = body[pos]
+                self.position = pos
+                if st.opcode == "bra":
+                    taken = self._guard(st)
+                    if taken.type == I1:
+                        taken = self.splat(taken)
+                    lanes = b.and_(lanes, b.not_(taken))
+                    continue
+                self.converted = lanes
+                self._lockstep_instruction(st)
+        self.converted, self.piece, self.unmasked = None, outer, frozenset()
+        return b.branch(self.whole[target])
 
     def _lane_zero(self):
         """Values are <1 x T> (lane 0's) while inside."""
@@ -845,7 +901,7 @@ class WarpRegion(WarpCode):
             if value.type.count != 1:
                 value = self._lane0(value)
             return self.b.store(value, self.scalars[op.name])
-        if self.mask is not None and op.name not in self.transient:
+        if self.mask is not None and op.name not in self.transient and op.name not in self.unmasked:
             value = self.b.select(self.mask, value, self.reg_value(op.name))
         self.b.store(value, self.slots[op.name])
 
@@ -924,10 +980,7 @@ class WarpRegion(WarpCode):
         element each (the other lanes' are undefined and not read)."""
         b = self.b
         if self.mask is not None:
-            vec = ir.VectorType(elem, LANES)
-            fn = declare(b.module, f"llvm.masked.load.v{LANES}{_suffix(elem)}.p0", vec,
-                         [vec.as_pointer(), I32, self.mask.type, vec])
-            return [b.call(fn, [b.inttoptr(base, vec.as_pointer()), i32(size), self.mask, ir.Constant(vec, None)])]
+            return [self._masked_load(base, ir.VectorType(elem, LANES), size, self.mask)]
         wide = b.load(b.inttoptr(base, ir.VectorType(elem, LANES * count).as_pointer()), align=size)
         if count == 1:
             return [wide]
@@ -997,56 +1050,74 @@ class WarpRegion(WarpCode):
             return None
         return amount.value if st.opcode == "add" else -amount.value
 
-    def gather(self, addrs, elem, size):
-        """The lanes' elements at `addrs` (for the lanes in self.mask; others undefined)."""
+    def gather(self, addrs, elem, size, flipped=False):
+        """The lanes' elements at `addrs` (for the lanes in self.mask; others undefined): one
+        vector load where they are consecutive, one element where they are alike (a block's
+        total, a row's scale), else lane by lane. `flipped`: the addresses come from an xor,
+        and may be a window's elements in the order lane ^ u (_xor_window), tried first."""
         b = self.b
         if self.lanes == 1:
             # (lockstep, an address alike in every lane)
             return self.splat(b.load(b.inttoptr(b.extract_element(addrs, i32(0)), elem.as_pointer()), align=size))
         vec = self._vec(elem)
-        fast, other, same, slow, done = (self.fn.append_basic_block(n) for n in
-                                         ("ld.vector", "ld.other", "ld.same", "ld.lanes", "ld.done"))
         first = b.extract_element(addrs, i32(0))
-        b.cbranch(self._consecutive(addrs, size), fast, other)
-        b.position_at_end(fast)
-        whole = b.load(b.inttoptr(first, vec.as_pointer()), align=size)
-        b.branch(done)
-        # one element for the whole warp (a block's total, a row's scale): loaded once
-        b.position_at_end(other)
-        b.cbranch(self._alike(addrs), same, slow)
-        b.position_at_end(same)
-        one = self.splat(b.load(b.inttoptr(first, elem.as_pointer()), align=size))
-        b.branch(done)
-        b.position_at_end(slow)
-        tmp = self._scratch(vec)
-        elements = b.bitcast(tmp, elem.as_pointer())
-        with self._each_lane_here(self._from_lane_array(addrs), elem, "ld.lane") as (lane, p):
-            b.store(b.load(p, align=size), b.gep(elements, [lane]))
-        by_lane = b.load(tmp)
-        slow_end = b.block
-        b.branch(done)
-        b.position_at_end(done)
-        v = b.phi(vec)
-        v.add_incoming(whole, fast)
-        v.add_incoming(one, same)
-        v.add_incoming(by_lane, slow_end)
-        return v
+        ways = [(lambda: self._consecutive(addrs, size), lambda: b.load(b.inttoptr(first, vec.as_pointer()), align=size)),
+                (lambda: self._alike(addrs), lambda: self.splat(b.load(b.inttoptr(first, elem.as_pointer()), align=size)))]
+        if flipped:
+            holds, start, u = self._xor_window(addrs, size)
+            ways.insert(0, (lambda: holds, lambda: self._permute_lanes(
+                self._masked_load(start, vec, size, self._permute_lanes(self._lanes(), u)), u)))
 
-    def scatter(self, addrs, value, size):
-        """Store the lanes' elements of `value` at `addrs`, for the lanes in self.mask."""
+        def by_lane():
+            tmp = self._scratch(vec)
+            elements = b.bitcast(tmp, elem.as_pointer())
+            with self._each_lane_here(self._from_lane_array(addrs), elem, "ld.lane") as (lane, p):
+                b.store(b.load(p, align=size), b.gep(elements, [lane]))
+            return b.load(tmp)
+        return self._first_way(ways, by_lane, "ld")
+
+    def scatter(self, addrs, value, size, flipped=False):
+        """Store the lanes' elements of `value` at `addrs`, for the lanes in self.mask (as
+        gather: `flipped`, the addresses come from an xor)."""
         b = self.b
         elem = value.type.element
-        fast, slow, done = (self.fn.append_basic_block(n) for n in ("st.vector", "st.lanes", "st.done"))
-        b.cbranch(self._consecutive(addrs, size), fast, slow)
-        b.position_at_end(fast)
-        b.store(value, b.inttoptr(b.extract_element(addrs, i32(0)), value.type.as_pointer()), align=size)
-        b.branch(done)
-        b.position_at_end(slow)
-        values = self.lane_array(value)
-        with self._each_lane_here(self._from_lane_array(addrs), elem, "st.lane") as (lane, p):
-            b.store(b.load(b.gep(values, [lane])), p, align=size)
+        first = b.extract_element(addrs, i32(0))
+        ways = [(lambda: self._consecutive(addrs, size),
+                 lambda: b.store(value, b.inttoptr(first, value.type.as_pointer()), align=size))]
+        if flipped:
+            holds, start, u = self._xor_window(addrs, size)
+            ways.insert(0, (lambda: holds, lambda: self._masked_store(
+                self._permute_lanes(value, u), start, size, self._permute_lanes(self._lanes(), u))))
+
+        def by_lane():
+            values = self.lane_array(value)
+            with self._each_lane_here(self._from_lane_array(addrs), elem, "st.lane") as (lane, p):
+                b.store(b.load(b.gep(values, [lane])), p, align=size)
+        self._first_way(ways, by_lane, "st", loads=False)
+
+    def _first_way(self, ways, otherwise, name, loads=True):
+        """The first of `ways` ([(test, access)]: i1 and the access's code, each made when
+        called) whose test holds, else `otherwise()`; for `loads`, the value of the access
+        that ran."""
+        b = self.b
+        done = self.fn.append_basic_block(f"{name}.done")
+        results = []
+        for test, access in ways:
+            yes, no = self.fn.append_basic_block(f"{name}.way"), self.fn.append_basic_block(f"{name}.other")
+            b.cbranch(test(), yes, no)
+            b.position_at_end(yes)
+            results.append((access(), b.block))
+            b.branch(done)
+            b.position_at_end(no)
+        results.append((otherwise(), b.block))
         b.branch(done)
         b.position_at_end(done)
+        if not loads:
+            return None
+        v = b.phi(results[0][0].type)
+        for value, blk in results:
+            v.add_incoming(value, blk)
+        return v
 
     def lane_addresses(self, op, space):
         """lane -> i64: that lane's address of memory operand `op` in state space `space`, for a
@@ -1159,6 +1230,57 @@ class WarpRegion(WarpCode):
         steps = ir.Constant(self._vec(I64), [lane * size for lane in range(LANES)])
         return self._every_lane(b.icmp_unsigned("==", addrs, b.add(start, steps)))
 
+    def flipped(self, op) -> bool:
+        """Whether memory operand `op`'s address is computed from an xor (gather's `flipped`)."""
+        if not isinstance(op, pir.Addr) or not isinstance(op.base, pir.Reg):
+            return False
+        if self._defs is None:
+            self._defs = analysis.definition_positions(self.f.pfn.body)
+        return _computed_by(op.base.name, "xor", self.f.pfn.body, self._defs)
+
+    def _xor_window(self, addrs, size):
+        """(i1 holds, i64 start, i64 u): the 32 addresses are the elements of one window of 32
+        from `start`, lane l's the window's element l ^ u (a butterfly's partners in one warp,
+        bitonic sort's `data[i ^ j]` for j < 32, an xor-swizzled tile). The window is the
+        aligned one around lane 0's address (an array from cudaMalloc is aligned, and a
+        warp's indices start at a multiple of 32; the least of the 32 addresses, a reduction,
+        cost as much as the access), u lane 0's element in it; the check is over every lane,
+        so that a lane outside the mask holding another address sends the access lane by
+        lane."""
+        b = self.b
+        shift = size.bit_length() - 1
+        first = b.extract_element(addrs, i32(0))
+        start = b.and_(first, i64(-LANES * size))
+        u = b.lshr(b.sub(first, start), i64(shift))
+        lanes = ir.Constant(self._vec(I64), list(range(LANES)))
+        expected = b.add(self.splat(start), b.shl(b.xor(lanes, self.splat(u)), self.splat(i64(shift))))
+        return self._reduce("and", b.icmp_unsigned("==", addrs, expected), I1), start, u
+
+    def _permute_lanes(self, v, u):
+        """Vector v with lane l holding v's lane l ^ u (u < 32): a fixed swap of lanes for each
+        bit of u, chosen by that bit. (The permutation is its own inverse: a store permutes
+        its values and mask by it too.)"""
+        b = self.b
+        for bit in range(LANES.bit_length() - 1):
+            swapped = b.shuffle_vector(v, ir.Constant(v.type, None),
+                                       ir.Constant(ir.VectorType(I32, LANES), [lane ^ (1 << bit) for lane in range(LANES)]))
+            on = b.icmp_unsigned("!=", b.and_(u, i64(1 << bit)), i64(0))
+            v = b.select(on, swapped, v)
+        return v
+
+    def _masked_load(self, start, vec, size, mask):
+        """Vector type `vec`'s elements from address `start` (i64) where `mask` holds (others
+        undefined; none read)."""
+        fn = declare(self.b.module, f"llvm.masked.load.v{LANES}{_suffix(vec.element)}.p0", vec,
+                     [vec.as_pointer(), I32, mask.type, vec])
+        return self.b.call(fn, [self.b.inttoptr(start, vec.as_pointer()), i32(size), mask, ir.Constant(vec, None)])
+
+    def _masked_store(self, value, start, size, mask):
+        """Vector `value`'s elements to address `start` (i64) where `mask` holds."""
+        fn = declare(self.b.module, f"llvm.masked.store.v{LANES}{_suffix(value.type.element)}.p0", ir.VoidType(),
+                     [value.type, value.type.as_pointer(), I32, mask.type])
+        return self.b.call(fn, [value, self.b.inttoptr(start, value.type.as_pointer()), i32(size), mask])
+
     def _alike(self, addrs):
         """i1: every lane is here and has lane 0's address."""
         b = self.b
@@ -1225,9 +1347,10 @@ def _ld(w, st):
             w.write(item, v, t)
         return
     addrs = w.addresses(st.operands[1], space)
+    flipped = w.flipped(st.operands[1])
     for i, item in enumerate(items):
         at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
-        w.write(item, w.gather(at, llvm_type(t), size), t)
+        w.write(item, w.gather(at, llvm_type(t), size, flipped), t)
 
 
 def _st(w, st):
@@ -1242,17 +1365,15 @@ def _st(w, st):
         streams = w.f.streams(st)
         with streamstores.unless_streaming(b) if streams else nullcontext():
             w.prefetch_ahead(strided[0], size * LANES, w.position, write=True)
-        ptr = b.inttoptr(strided[0], value.type.as_pointer())
         if w.mask is None:
-            store = b.store(value, ptr, align=size)
+            store = b.store(value, b.inttoptr(strided[0], value.type.as_pointer()), align=size)
             return streamstores.mark(b.module, store) if streams else store
-        fn = declare(b.module, f"llvm.masked.store.v{LANES}{_suffix(value.type.element)}.p0", ir.VoidType(),
-                     [value.type, ptr.type, I32, w.mask.type])
-        return b.call(fn, [value, ptr, i32(size), w.mask])
+        return w._masked_store(value, strided[0], size, w.mask)
     addrs = w.addresses(st.operands[0], space)
+    flipped = w.flipped(st.operands[0])
     for i, item in enumerate(items):
         at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
-        w.scatter(at, w.read(item, t), size)
+        w.scatter(at, w.read(item, t), size, flipped)
 
 
 def _cvta(w, st):
@@ -1409,7 +1530,8 @@ class EntryRegion(WarpRegion):
         super().__init__(f, -1, name, constants)        # the first piece starts at position 0
         # in a kernel without sites the block function can run a warp's threads itself
         # (bitonic sort's partners in the same warp fail the flipped form's check at once:
-        # outside lockstep the region ran 8x slower than the threads one by one)
+        # outside lockstep the region ran 8x slower than the threads one by one; a region
+        # for such partners takes them instead, where it is made: emit_entry_region)
         self.bails = not f.sites
         # and reads no stop codes there (every lane exits: scheduler.emit_block_function):
         # storing them anyway, 128 bytes per warp into a stack array, cost bitonic sort 6%
@@ -1470,8 +1592,17 @@ def emit_entry_region(f) -> dict:
     """{0: region function} for a kernel without sites lowered by `f` whose threads loop, or
     store through a partner's index under a branch (EntryRegion); {} for another, or one
     with an instruction a region does not take."""
-    code = EntryRegion(f, f"{f.fn.name}.region0", analysis.constant_registers(f.pfn.body))
-    code = _looping_region(code, code.flips_stores())
+    constants = analysis.constant_registers(f.pfn.body)
+    code = EntryRegion(f, f"{f.fn.name}.region0", constants)
+    flips = code.flips_stores()
+    if flips:
+        # where the partners are in the same warp (the flipped check fails), a region that
+        # holds the partners' indices as vectors and accesses them as a permuted window
+        partners = EntryRegion(f, f"{f.fn.name}.partners", constants)
+        partners.flips = False
+        partners = _looping_region(partners, True)
+        code.partners = partners.fn if partners else None
+    code = _looping_region(code, flips)
     return {0: code.fn} if code else {}
 
 
