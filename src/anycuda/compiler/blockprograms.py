@@ -45,8 +45,8 @@ from ..ptx.errors import PtxError
 from . import abi, analysis, bitops, cache, jit, scheduler, streamstores, tiers
 from .irutil import at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, store_field
 from .module import ModuleLowering
-from .types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
-from .warpregions import _ORDERED, REGION_OPS, _suffix
+from .types import I1, I32, I64, ORDERED_MODS, PTR, llvm_type, llvm_width, type_mods, width
+from .warpregions import REGION_OPS, _suffix
 from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, WarpCode, fixed_shuffle
 
 WARP = 32
@@ -1205,5 +1205,5 @@ OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, 
        **{op: REGION_OPS[op] for op in ("rcp", "sqrt", "rsqrt", "neg", "abs")}}
 # modifiers that change what an instruction does beyond what these forms read (warpruns'),
 # and memory orders and vector accesses, which they do not take
-_DEFAULT_UNHANDLED = _UNHANDLED_MODS | _ORDERED | {"v2", "v4", "v8"}
+_DEFAULT_UNHANDLED = _UNHANDLED_MODS | ORDERED_MODS | {"v2", "v4", "v8"}
 _UNHANDLED = {"mul": _DEFAULT_UNHANDLED - {"wide"}}

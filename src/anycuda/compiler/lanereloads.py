@@ -26,15 +26,13 @@ from dataclasses import dataclass
 
 from ..ptx import ir as pir
 from . import analysis
-from .types import space_of, type_mods, width
+from .types import MEMORY_WRITES, ORDERED_MODS, space_of, type_mods, width
 
 # what a reloaded value may go through on its way from the load (integers only: a float add
 # may have a product fused into it, which reads registers of its own)
 THROUGH = frozenset(("mov", "cvt", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor"))
 _INTEGER = frozenset(("u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64"))
 _LOADABLE = _INTEGER | {"f32", "f64"}      # a float loaded is an atomic's operand as it is
-_WRITES = frozenset(("st", "atom", "red"))
-_ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ class _Search:
         before the atomic has read it again."""
         ts = type_mods(st.mods)
         dst, addr = st.operands[0], st.operands[1]
-        if len(ts) != 1 or ts[0] not in _LOADABLE or set(st.mods) & _ORDERED or not isinstance(dst, pir.Reg):
+        if len(ts) != 1 or ts[0] not in _LOADABLE or set(st.mods) & ORDERED_MODS or not isinstance(dst, pir.Reg):
             return False
         if not isinstance(addr, pir.Addr) or not isinstance(addr.base, pir.Reg):
             return False
@@ -136,7 +134,7 @@ class _Search:
             return False
         if self._written(addr.base.name, j, self.at):
             return False
-        return not any(self.body[self.positions[k]].opcode in _WRITES for k in range(j + 1, self.at))
+        return not any(self.body[self.positions[k]].opcode in MEMORY_WRITES for k in range(j + 1, self.at))
 
     def _definition_before(self, register, i):
         """The index of the last instruction before index i that writes `register`, or None."""

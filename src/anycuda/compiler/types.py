@@ -63,6 +63,11 @@ def vector_count(mods) -> int:
 
 
 SPACES = ("global", "shared", "local", "const", "param")
+# modifiers of a memory access that orders it against other threads' (a region or a lane
+# reload may not move or merge such an access)
+ORDERED_MODS = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
+# the opcodes that write memory
+MEMORY_WRITES = frozenset(("st", "atom", "red"))
 
 
 def space_of(inst) -> str:

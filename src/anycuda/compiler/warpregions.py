@@ -64,7 +64,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from . import abi, analysis, atomics, lanereloads, laneshapes, streamstores, warpruns
 from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
-from .types import I1, I32, I64, PTR, llvm_type, llvm_width, space_of, type_mods, width
+from .types import I1, I32, I64, MEMORY_WRITES, ORDERED_MODS, PTR, llvm_type, llvm_width, space_of, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
@@ -73,8 +73,6 @@ TURN_ITERATIONS = 8                 # iterations of a grid-stride loop a warp ru
 MAX_TURN_BYTES = 2048               # the most state a warp may leave between turns (stack space)
 # modifiers a region's handler reads itself, beyond those a run takes
 _REGION_MODS = {"mul": {"wide"}}
-_ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
-_STORES = frozenset(("st", "atom", "red"))      # what writes memory in a region
 _ORDERINGS = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
 PREFETCH_AHEAD = 16                 # iterations a loop's strided loads are prefetched ahead
 MAX_CONVERTED = 4                   # the most pieces a parted warp runs under masks in lockstep
@@ -122,7 +120,7 @@ class WarpRegion(WarpCode):
         self.piece = None             # the piece being emitted
         self.reloading = None         # register -> its <1 x T> value, while a lane reload runs
         self._window = None           # _shared_base's value
-        self._defs = None             # analysis.definition_positions of the body (flipped)
+        self._defs = None             # analysis.definition_positions of the body (_definitions)
         self.stores_codes = True      # the lanes' stop codes go to codes[lo ...] when all have stopped
         self._live = None
 
@@ -626,7 +624,7 @@ class WarpRegion(WarpCode):
                 continue
             seen.add(start)
             piece = pieces[start]
-            if piece.stop or any(body[p].opcode in _STORES for p in piece.positions):
+            if piece.stop or any(body[p].opcode in MEMORY_WRITES for p in piece.positions):
                 continue
             todo.extend(self._target(body[p]) for p in piece.positions if body[p].opcode == "bra")
             todo.append(piece.next)
@@ -1234,9 +1232,13 @@ class WarpRegion(WarpCode):
         """Whether memory operand `op`'s address is computed from an xor (gather's `flipped`)."""
         if not isinstance(op, pir.Addr) or not isinstance(op.base, pir.Reg):
             return False
+        return _computed_by(op.base.name, "xor", self.f.pfn.body, self._definitions())
+
+    def _definitions(self) -> dict:
+        """analysis.definition_positions of the kernel's body, found once."""
         if self._defs is None:
             self._defs = analysis.definition_positions(self.f.pfn.body)
-        return _computed_by(op.base.name, "xor", self.f.pfn.body, self._defs)
+        return self._defs
 
     def _xor_window(self, addrs, size):
         """(i1 holds, i64 start, i64 u): the 32 addresses are the elements of one window of 32
@@ -1320,7 +1322,7 @@ def _suffix(elem):
 def _elements(st, data_op):
     """(type, data operands, element size) of a ld or st that a region takes."""
     ts = type_mods(st.mods)
-    if not ts or set(st.mods) & _ORDERED:
+    if not ts or set(st.mods) & ORDERED_MODS:
         raise NotVectorisable(f"{st.opcode} {st.mods}")
     t = ts[-1]
     items = data_op.items if isinstance(data_op, pir.Vec) else [data_op]
@@ -1552,7 +1554,7 @@ class EntryRegion(WarpRegion):
             pieces = self.pieces()
         except NotVectorisable:
             return False
-        defs = analysis.definition_positions(body)
+        defs = self._definitions()
         skipped = set()
         for piece in pieces.values():
             for p in piece.positions:
