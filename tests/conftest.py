@@ -7,6 +7,7 @@
 * `poison` / `poison_like`: device arrays full of a recognisable garbage pattern (NaN for
   floats, 0xCD bytes otherwise), so an output a kernel forgot to write cannot pass.
 * `fresh_cache`: ANYCUDA_CACHE_DIR pointed at an empty temporary folder.
+* `one_worker`: launches run on one worker thread (ANYCUDA_NUM_THREADS=1).
 """
 import os
 
@@ -18,6 +19,7 @@ import pytest
 os.environ.setdefault("ANYCUDA_JIT", "optimised")
 
 import anycuda as ac
+from anycuda.runtime import device
 from conformance import make_rng, poison as _poison
 
 POISON_BYTE = 0xCD
@@ -87,3 +89,12 @@ def fresh_cache(tmp_path, monkeypatch):
     """An empty on-disk cache for this test (ANYCUDA_CACHE_DIR)."""
     monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))
     return tmp_path
+
+
+@pytest.fixture
+def one_worker(monkeypatch):
+    """Launches run on one worker (the count is read once per process: asked again here)."""
+    monkeypatch.setenv("ANYCUDA_NUM_THREADS", "1")
+    device.worker_count.cache_clear()
+    yield
+    device.worker_count.cache_clear()

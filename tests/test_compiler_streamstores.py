@@ -110,9 +110,9 @@ def test_launch_choice_by_buffers(monkeypatch, rng, rows, streams):
     monkeypatch.delenv("ANYCUDA_STREAM_STORES", raising=False)
     monkeypatch.setattr(program, "last_level_cache_bytes", lambda: 1 << 16)
     choices = []
-    decide = program.KernelImage._streams_by_buffers
-    monkeypatch.setattr(program.KernelImage, "_streams_by_buffers",
-                        lambda self, params: choices.append(decide(self, params)) or choices[-1])
+    decide = program.KernelImage._choices_by_buffers
+    monkeypatch.setattr(program.KernelImage, "_choices_by_buffers",
+                        lambda self, params: choices.append(decide(self, params)[0]) or decide(self, params))
     fn = _kernel(ROWS, "double_rows")
     assert analysis.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == 4
     c = 1000

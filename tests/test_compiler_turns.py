@@ -9,7 +9,6 @@ import pytest
 
 import anycuda as ac
 from anycuda.compiler import scheduler, warpregions
-from anycuda.runtime import device
 from conformance import made_regions, poison
 
 SOURCE = r"""
@@ -93,15 +92,6 @@ extern "C" __global__ void row_sums(const float* x, float* out, int cols) {
 @pytest.fixture(scope="module")
 def mod():
     return ac.RawModule(code=SOURCE)
-
-
-@pytest.fixture
-def one_worker(monkeypatch):
-    """Launches run on one worker (the count is read once per process: asked again here)."""
-    monkeypatch.setenv("ANYCUDA_NUM_THREADS", "1")
-    device.worker_count.cache_clear()
-    yield
-    device.worker_count.cache_clear()
 
 
 def test_grid_stride_regions_take_turns():

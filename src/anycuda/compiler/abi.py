@@ -29,8 +29,9 @@ LAUNCH_FIELDS = [
     ("grid_workspace", 120, "u64"),   # a cooperative launch's GRID_WS (%envreg1/2); 0 otherwise
     ("all_workers", 128, "u32"),      # num_workers once optimised code takes over from quick code
     ("stream_stores", 132, "u32"),    # nonzero: stores may bypass the caches (compiler/streamstores.py)
+    ("backwards", 136, "u32"),        # nonzero: the counter's chunks are handed out last first
 ]
-LAUNCH_SIZE = 136
+LAUNCH_SIZE = 144
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1

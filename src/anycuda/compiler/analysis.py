@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..ptx import ir
-from .types import type_mods, vector_count, width
+from .types import ORDERED_MODS, type_mods, vector_count, width
 
 # Instructions that write no register operand.
 NO_DEST = {"st", "red", "bar", "barrier", "membar", "fence", "bra", "brx", "ret", "exit", "trap",
@@ -726,6 +726,30 @@ def streaming_store_bytes(body: list, kernel_params=()) -> int:
         if types:
             total += max(width(types[-1]) // 8, 1) * vector_count(st.mods)
     return total
+
+
+# instructions through which a block can see how far other blocks have got (atomics, fences,
+# the cluster's shared memory and barriers, a dependent launch's handshake), or which may do
+# so, or show in what order blocks ran, unseen (a call: printf's output, an assertion's, or
+# any of these in a function that is not inlined)
+_BLOCK_ORDER_SHOWN = frozenset(("atom", "red", "red.async", "st.async", "membar", "fence", "fence.proxy",
+                                "call", "trap", "brkpt", "griddepcontrol", "mapa", "getctarank",
+                                "multimem.ld_reduce", "multimem.st", "multimem.red",
+                                "clusterlaunchcontrol.try_cancel", "clusterlaunchcontrol.query_cancel"))
+
+
+def any_block_order(body: list) -> bool:
+    """Whether the kernel's blocks may run in any order without a difference anyone could see
+    but in time: no block can wait for another (an atomic, an ordered or volatile access, a
+    fence, a cluster's memory or barrier) and nothing it does shows which ran first (printf,
+    a trap). Such a kernel's blocks may be handed out last first (runtime/program.py)."""
+    for st in body:
+        if not isinstance(st, ir.Instruction):
+            continue
+        if st.opcode in _BLOCK_ORDER_SHOWN or st.opcode.startswith("multimem") \
+                or ORDERED_MODS.intersection(st.mods) or any("cluster" in m for m in st.mods):
+            return False
+    return True
 
 
 def constant_registers(body: list) -> dict:

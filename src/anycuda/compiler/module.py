@@ -42,6 +42,7 @@ class KernelInfo:
     error: PtxError = None            # set when the kernel (or a function it calls) cannot be lowered
     handoff: str = ""                 # symbol of its handoff slot (abi.handoff_symbol)
     stream_bytes: int = 0             # what a thread stores that may bypass the caches (analysis.streaming_store_bytes)
+    any_block_order: bool = False     # nothing but time shows the order its blocks ran in (analysis.any_block_order)
 
 
 def passed_parameters(params) -> list:
@@ -270,7 +271,8 @@ class ModuleLowering:
         psize = max((p.offset + p.size for p in params), default=0)
         info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives),
                           handoff=abi.handoff_symbol(f"ptx.k{index}"),
-                          stream_bytes=analysis.streaming_store_bytes(pfn.body, self.kernel_params(pfn)))
+                          stream_bytes=analysis.streaming_store_bytes(pfn.body, self.kernel_params(pfn)),
+                          any_block_order=analysis.any_block_order(pfn.body))
         self.kernels[pfn.name] = info
         # step(frame, resume, params, tid.x, tid.y, tid.z, linear tid): the parameter buffer is
         # read-only for the whole launch (saying so, and how large it is, lets the optimiser

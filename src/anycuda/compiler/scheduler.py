@@ -16,7 +16,8 @@ A kernel without sites needs none of this: its block is a plain loop over thread
 reuses one frame.
 
 `emit_launch` adds, per kernel, the block function, the worker that takes blocks from a
-shared counter (so load balances across cores), and `launch` that runs the workers with
+shared counter (so load balances across cores; where the launch record says `backwards`, the
+counter's chunks count from the grid's end), and `launch` that runs the workers with
 libgomp's GOMP_parallel.
 """
 from __future__ import annotations
@@ -1558,8 +1559,12 @@ def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, none_left
     b.position_at_end(ask)
     first = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
     last = b.add(first, chunk)
-    b.store(first, nxt)
-    b.store(b.select(b.icmp_unsigned("<", nblocks, last), nblocks, last), end)
+    last = b.select(b.icmp_unsigned("<", nblocks, last), nblocks, last)
+    # backwards, the counter's k-th chunk is the k-th from the end, its blocks still in
+    # index order (the hardware prefetchers follow each block's ascending addresses)
+    backwards = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["backwards"], I32), i32(0))
+    b.store(b.select(backwards, b.sub(nblocks, last), first), nxt)
+    b.store(b.select(backwards, b.sub(nblocks, first), last), end)
     b.cbranch(b.icmp_unsigned("<", first, nblocks), got, stop)
     b.position_at_end(stop)
     b.store(ir.Constant(I1, 0), taking)

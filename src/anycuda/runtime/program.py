@@ -134,6 +134,32 @@ def streams_output(nbytes: int, footprint: int = 0) -> bool:
     return max(nbytes, footprint) > last_level_cache_bytes()
 
 
+# the orders a launch's blocks are handed out in (block_order)
+FORWARD, BACKWARD, ALTERNATE = "forward", "backward", "alternate"
+_last_sweep = [0]        # 1: the last alternating launch ran backwards
+
+
+def block_order(footprint: int) -> str:
+    """The order to hand out the blocks of a kernel whose blocks may run in any order
+    (analysis.any_block_order), by the bytes its parameters point into: a launch touching
+    more than the last-level cache holds alternates with the launch before it, so that it
+    starts where that one ended, among the lines still in the cache (a kernel launched
+    again on the same data, or one reading what the last one wrote; saxpy 2.5% faster on
+    2^25 floats, benchmarks/NOTES.md). Smaller launches keep the order of block indices.
+    ANYCUDA_BLOCK_ORDER=forward keeps it in every launch; =backward reverses every launch
+    that may be (to show that nothing depends on the order)."""
+    choice = os.environ.get("ANYCUDA_BLOCK_ORDER", "").strip().lower()
+    if choice in (FORWARD, BACKWARD):
+        return choice
+    return ALTERNATE if footprint > last_level_cache_bytes() else FORWARD
+
+
+def _alternate_sweep() -> int:
+    """1 (backwards) where the last alternating launch ran forwards, else 0."""
+    _last_sweep[0] ^= 1
+    return _last_sweep[0]
+
+
 def pointed_bytes(params: bytes, offsets) -> int:
     """The bytes of the distinct device allocations that the 8-byte parameters at `offsets`
     of a parameter buffer point into (values that are no device address count nothing)."""
@@ -219,10 +245,11 @@ class KernelImage:
         self._entry = None
         self._programs = {}      # block threads -> launch function of its block program, or None
         self._max_threads = self._thread_limit()
-        # where its stores may stream, the 8-byte parameters whose buffers decide it per launch
+        # where its stores may stream or its blocks may run last first, the 8-byte parameters
+        # whose buffers decide it per launch
         self._pointer_offsets = [p.offset for p in info.params if p.size == 8 and p.count == 1] \
-            if info.stream_bytes else []
-        self._buffer_choices = {}      # parameter bytes -> _streams_by_buffers' answer
+            if info.stream_bytes or info.any_block_order else []
+        self._buffer_choices = {}      # parameter bytes -> _choices_by_buffers' answer
         reqntid = info.directives.get("reqntid")
         self._required_block = tuple(reqntid) + (1,) * (3 - len(reqntid)) if reqntid else None
 
@@ -327,8 +354,11 @@ class KernelImage:
         pbuf = ctypes.create_string_buffer(params, max(len(params), 1))
         L = Launch.from_buffer_copy(record)
         L.params = ctypes.addressof(pbuf)
-        if self._pointer_offsets and not L.stream_stores:
-            L.stream_stores = self._streams_by_buffers(params)
+        if self._pointer_offsets:
+            streams, order = self._choices_by_buffers(params)
+            L.stream_stores |= streams
+            if order != FORWARD and not cooperative:
+                L.backwards = _alternate_sweep() if order == ALTERNATE else 1
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
@@ -340,17 +370,21 @@ class KernelImage:
         if L.error:
             self._raise_fault(L)
 
-    def _streams_by_buffers(self, params: bytes) -> int:
-        """Whether the stores may stream by the size of the buffers the parameters point into
-        (streams_output): a store loop's bytes count once per thread, and layernorm, which
-        writes 25 MB in rows of 768 floats from 262144 threads, counted as 1 MB. Kept per
-        parameter buffer: looking up six pointers took 7 us, most of a launch (an answer kept
-        after its buffers were freed and others allocated there costs speed, never results)."""
+    def _choices_by_buffers(self, params: bytes) -> tuple:
+        """(whether the stores may stream, the block order) by the size of the buffers the
+        parameters point into (streams_output, block_order): a store loop's bytes count once
+        per thread, and layernorm, which writes 25 MB in rows of 768 floats from 262144
+        threads, counted as 1 MB. Kept per parameter buffer: looking up six pointers took 7 us,
+        most of a launch (an answer kept after its buffers were freed and others allocated
+        there costs speed, never results)."""
         choice = self._buffer_choices.get(params)
         if choice is None:
             if len(self._buffer_choices) >= 256:
                 self._buffer_choices.clear()
-            choice = self._buffer_choices[params] = int(streams_output(0, pointed_bytes(params, self._pointer_offsets)))
+            footprint = pointed_bytes(params, self._pointer_offsets)
+            streams = int(bool(self.info.stream_bytes) and streams_output(0, footprint))
+            order = block_order(footprint) if self.info.any_block_order else FORWARD
+            choice = self._buffer_choices[params] = (streams, order)
         return choice
 
     def _record(self, grid, block, shared_mem, workers, quick=False) -> bytes:
