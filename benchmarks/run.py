@@ -13,7 +13,7 @@ computation, with `inner` chosen per implementation so that one timed run lasts 
 --min-run seconds (50 ms by default), and the time reported is per computation. The timed
 runs of a kernel's implementations take turns (anycuda, C, PoCL, anycuda, ...), so that
 they see the machine alike. Ratios
-are time / time (lower is better for the numerator). The simulator is far too slow for
+are time / time (lower is better for the numerator), the median of the rounds' ratios. The simulator is far too slow for
 the full sizes: it runs a small size and is reported as (simulator time / anycuda time)
 at that same size (where anycuda's time is mostly launch latency), and as the ratio of
 time per unit of work, simulator at its small size over anycuda at the table's size. Also measured, unless --no-extras: JIT compile time per kernel (cold:
@@ -71,7 +71,8 @@ def timed(fn, k=1):
 
 
 def measure(runs, min_run, repeats):
-    """{name: (median seconds per run, inner)} of the callables `runs` ({name: run}): after
+    """{name: (median seconds per run, inner, each round's seconds per run)} of the callables
+    `runs` ({name: run}): after
     one warm-up run each, `repeats` rounds, each timing every run once in turn, `inner`
     back-to-back calls, `inner` chosen per run so that a timed run lasts >= min_run. The
     rounds interleave the implementations, so that a machine whose speed drifts (other
@@ -88,7 +89,18 @@ def measure(runs, min_run, repeats):
         for name, run in runs.items():
             time.sleep(SETTLE)
             samples[name].append(timed(run, inner[name]) / inner[name])
-    return {name: (statistics.median(samples[name]), inner[name]) for name in runs}
+    return {name: (statistics.median(samples[name]), inner[name], samples[name]) for name in runs}
+
+
+def paired_ratio(times, a, b):
+    """The median over the rounds of a's time / b's in the same round (`times`: measure's),
+    None where either was not timed. A round times each implementation once, a second or
+    so apart, so a drift of the machine's speed between rounds cancels (this VM's memory
+    bandwidth moves by 2x within minutes; the ratio of two medians could take them from
+    rounds at different speeds)."""
+    if a not in times or b not in times:
+        return None
+    return statistics.median(x / y for x, y in zip(times[a][2], times[b][2]))
 
 
 def checked_run(bench, impl, handle):
@@ -162,7 +174,7 @@ def run_kernels(args, benches, out):
             times = {}
         for impl in runs:
             if impl in times:
-                t, inner = times[impl]
+                t, inner, _ = times[impl]
                 row["ms"][impl], row["inner"][impl], row["rate"][impl] = t * 1e3, inner, b.rate(t)
         row["yardstick"] = {name: value(times[name][0]) for name, (_, value) in sticks.items() if name in times}
         if sim is not None:
@@ -172,9 +184,9 @@ def run_kernels(args, benches, out):
             # the simulator's time per unit of work at its small size over anycuda's at this size
             row["sim"]["per_work_ratio"] = (row["sim"]["sim_ms"] / row["sim"]["work"]) / (ms["anycuda"] / b.work)
         row["ratio"] = {
-            "anycuda/c": ms["anycuda"] / ms["c"] if "anycuda" in ms and "c" in ms else None,
-            "pocl/c": ms["pocl"] / ms["c"] if "pocl" in ms and "c" in ms else None,
-            "anycuda/pocl": ms["anycuda"] / ms["pocl"] if "anycuda" in ms and "pocl" in ms else None,
+            "anycuda/c": paired_ratio(times, "anycuda", "c"),
+            "pocl/c": paired_ratio(times, "pocl", "c"),
+            "anycuda/pocl": paired_ratio(times, "anycuda", "pocl"),
             "sim/anycuda": row.get("sim", {}).get("ratio"),
             "sim/anycuda per work": row.get("sim", {}).get("per_work_ratio"),
         }

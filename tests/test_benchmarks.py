@@ -66,4 +66,14 @@ def test_timed_runs_take_turns():
     run.SETTLE = 0
     times = run.measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 0, 3)
     assert calls == ["a", "b"] + ["a", "b"] * 3
-    assert set(times) == {"a", "b"} and all(inner == 1 and t >= 0 for t, inner in times.values())
+    assert set(times) == {"a", "b"} and all(inner == 1 and t >= 0 and len(each) == 3 for t, inner, each in times.values())
+
+
+def test_ratios_pair_the_rounds():
+    """A ratio is the median of the rounds' ratios (0.5, 0.25, 0.5 here), not the ratio of
+    the medians (0.05 / 0.2): the machine turned twice as fast between a's first timed run
+    and b's, and again before the third round."""
+    run = _run_py()
+    times = {"a": (0.05, 1, [0.1, 0.05, 0.05]), "b": (0.2, 1, [0.2, 0.2, 0.1])}
+    assert run.paired_ratio(times, "a", "b") == 0.5
+    assert run.paired_ratio(times, "a", "c") is None
