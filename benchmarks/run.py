@@ -152,7 +152,7 @@ def run_kernels(args, benches, out):
     rows = []
     for B in benches:
         b = B(size)
-        row = {"kernel": b.name, "size": b.describe(), "ms": {}, "inner": {}, "rate": {}, "errors": {}}
+        row = {"kernel": b.name, "size": b.describe(), "ms": {}, "inner": {}, "rounds_ms": {}, "rate": {}, "errors": {}}
         runs = {}
         for impl in IMPLS:
             handle = {"anycuda": g, "c": lib, "pocl": pocl}[impl]
@@ -174,7 +174,8 @@ def run_kernels(args, benches, out):
             times = {}
         for impl in runs:
             if impl in times:
-                t, inner, _ = times[impl]
+                t, inner, each = times[impl]
+                row["rounds_ms"][impl] = [round(x * 1e3, 3) for x in each]
                 row["ms"][impl], row["inner"][impl], row["rate"][impl] = t * 1e3, inner, b.rate(t)
         row["yardstick"] = {name: value(times[name][0]) for name, (_, value) in sticks.items() if name in times}
         if sim is not None:
