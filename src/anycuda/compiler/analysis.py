@@ -729,12 +729,11 @@ def streaming_store_bytes(body: list, kernel_params=()) -> int:
 
 
 # instructions through which a block can see how far other blocks have got (atomics, fences,
-# the cluster's shared memory and barriers, a dependent launch's handshake), or which may do
-# so, or show in what order blocks ran, unseen (a call: printf's output, an assertion's, or
-# any of these in a function that is not inlined)
+# the cluster's shared memory and barriers, a dependent launch's handshake), or that may show
+# which block ran first (a call: printf's output, an assertion's, or any of these in a
+# function that is not inlined; a trap); every multimem instruction is one too
 _BLOCK_ORDER_SHOWN = frozenset(("atom", "red", "red.async", "st.async", "membar", "fence", "fence.proxy",
                                 "call", "trap", "brkpt", "griddepcontrol", "mapa", "getctarank",
-                                "multimem.ld_reduce", "multimem.st", "multimem.red",
                                 "clusterlaunchcontrol.try_cancel", "clusterlaunchcontrol.query_cancel"))
 
 

@@ -1451,6 +1451,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     gy = b.zext(load_field(b, L, abi.LAUNCH["grid_y"], I32), I64)
     nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
     chunk = load_field(b, L, abi.LAUNCH["chunk"], I64)
+    backwards = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["backwards"], I32), i32(0))
     # a cooperative launch gives each block a worker of its own (blocks wait for each other)
     cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
     slots = b.select(cooperative, i32(1), i32(most))
@@ -1485,7 +1486,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         take = worker.append_basic_block("take")
         b.cbranch(b.load(at(in_flight)), call, take)
         b.position_at_end(take)
-        got = _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, next_slot)
+        got = _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, next_slot)
         b.store(got, at(block_of))
         start = b.select(b.load(at(used)), i32(abi.BLOCK_LATER), i32(abi.BLOCK_FIRST))
         b.store(ir.Constant(I1, 1), at(used))
@@ -1546,10 +1547,11 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     return launch
 
 
-def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, none_left):
+def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, none_left):
     """The next block of the worker's window [next, end) (i64), taking `chunk` more from the
-    launch's counter when it is used up; where there are none (or optimised code has taken
-    over), `taking` becomes false and control goes to `none_left`."""
+    launch's counter when it is used up (from the grid's end where `backwards`, i1); where
+    there are none (or optimised code has taken over), `taking` becomes false and control
+    goes to `none_left`."""
     nxt, end = window
     grab, got, stop = (worker.append_basic_block(k) for k in ("grab", "got", "none.left"))
     b.cbranch(b.and_(b.load(taking), b.icmp_unsigned("<", b.load(nxt), b.load(end))), got, grab)
@@ -1562,7 +1564,6 @@ def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, none_left
     last = b.select(b.icmp_unsigned("<", nblocks, last), nblocks, last)
     # backwards, the counter's k-th chunk is the k-th from the end, its blocks still in
     # index order (the hardware prefetchers follow each block's ascending addresses)
-    backwards = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["backwards"], I32), i32(0))
     b.store(b.select(backwards, b.sub(nblocks, last), first), nxt)
     b.store(b.select(backwards, b.sub(nblocks, first), last), end)
     b.cbranch(b.icmp_unsigned("<", first, nblocks), got, stop)
