@@ -171,25 +171,31 @@ def _functions(text):
     return {chunk.split("@", 1)[1].split("(", 1)[0]: chunk for chunk in text.split("\ndefine ")[1:]}
 
 
+def _blocks_code(functions, k):
+    """The optimised code of kernel k's blocks: its block function, or for a kernel without
+    sites the loop over a chunk's blocks that the block function is inlined in."""
+    return functions.get(f"ptx.k{k}.block") or functions[f"ptx.k{k}.blocks"]
+
+
 @x86_only
 def test_optimised_code_has_streaming_stores(monkeypatch, tmp_path):
     """add's and transpose's vector stores have a non-temporal form in the optimised code;
     axpy's and scale_rows's none; every worker ends with an SFENCE."""
     functions = _functions(_optimised_ir(monkeypatch, tmp_path, SOURCE))
     k = {name: i for i, name in enumerate(("add", "axpy", "scale_rows", "spread4"))}
-    nontemporal = lambda name: "!nontemporal" in functions[f"ptx.k{k[name]}.block"]
+    nontemporal = lambda name: "!nontemporal" in _blocks_code(functions, k[name])
     assert nontemporal("add") and not nontemporal("axpy") and not nontemporal("scale_rows")
     for name in k:
         assert "llvm.x86.sse.sfence" in functions[f"ptx.k{k[name]}.worker"]
     kernels = [f.name for f in parse(compile_to_ptx(PROGRAMS), "p.ptx").functions if f.is_kernel]
     functions = _functions(_optimised_ir(monkeypatch, tmp_path, PROGRAMS))
-    assert "!nontemporal" in functions[f"ptx.k{kernels.index('transpose')}.block"]
+    assert "!nontemporal" in _blocks_code(functions, kernels.index('transpose'))
 
 
 @x86_only
 def test_release_is_fenced(monkeypatch, tmp_path):
     """st.release and atom.release wait for streaming stores (an SFENCE under the flag)."""
-    block = _functions(_optimised_ir(monkeypatch, tmp_path, RELEASE_SOURCE))["ptx.k0.block"]
+    block = _blocks_code(_functions(_optimised_ir(monkeypatch, tmp_path, RELEASE_SOURCE)), 0)
     assert block.count("call void @llvm.x86.sse.sfence()") >= 2
     assert "load atomic i32, ptr @anycuda.stream_stores" in block
 

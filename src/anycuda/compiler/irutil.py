@@ -109,6 +109,19 @@ def load_field(b, base, offset, typ):
     return b.load(field_ptr(b, base, offset, typ))
 
 
+def load_invariant(b, ptr, align=None):
+    """A load from memory that stays as it is while the code runs (a launch record's shape,
+    its parameters): LLVM may hoist it out of loops whose stores it cannot tell apart from
+    that memory."""
+    v = b.load(ptr, align=align)
+    v.set_metadata("invariant.load", b.module.add_metadata([]))
+    return v
+
+
+def load_invariant_field(b, base, offset, typ):
+    return load_invariant(b, field_ptr(b, base, offset, typ))
+
+
 def store_field(b, base, offset, value):
     b.store(value, field_ptr(b, base, offset, value.type))
 

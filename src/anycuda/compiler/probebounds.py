@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from . import abi, guards
-from .irutil import i64, load_field
+from .irutil import i64, load_field, load_invariant, load_invariant_field
 from .types import I1, I32, I64, PTR, llvm_type, type_mods, width
 
 _INT_TYPES = frozenset(t + str(w) for t in "bsu" for w in (16, 32, 64))
@@ -155,8 +155,8 @@ class _Evaluator:
         if t not in _INT_TYPES or not f.is_kernel_param(st.operands[1]):
             raise _Unknown("ld")
         off = f.kernel_param_offset(st.operands[1])
-        params = b.inttoptr(load_field(b, self.launch, abi.LAUNCH["params"], I64), PTR)
-        v = b.load(b.bitcast(b.gep(params, [i64(off)]), llvm_type(t).as_pointer()), align=1)
+        params = b.inttoptr(load_invariant_field(b, self.launch, abi.LAUNCH["params"], I64), PTR)
+        v = load_invariant(b, b.bitcast(b.gep(params, [i64(off)]), llvm_type(t).as_pointer()), align=1)
         v = b.sext(v, I64) if t.startswith("s") and width(t) < 64 else b.zext(v, I64) if width(t) < 64 else v
         ok = ir.Constant(I1, 1) if width(t) < 64 or t.startswith("s") else b.icmp_signed(">=", v, i64(0))
         self.write(st.operands[0], _Bounds(v, v, ok), t)

@@ -28,7 +28,8 @@ from llvmlite import ir
 
 from . import abi, faults, guards, streamstores
 from .irutil import (at_function_start, declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group,
-                     load_field, set_loop_hints, split_index, store_field, thread_parallel_group)
+                     load_field, load_invariant, load_invariant_field, set_loop_hints, split_index, store_field,
+                     thread_parallel_group)
 from .types import I1, I32, I64, PTR
 
 C = abi.CTX
@@ -564,9 +565,9 @@ def _init_block_fields(b, fr, L, cta, shared, worker):
                  ("op_mask", i32(-1)), ("op_pred", i32(0))):
         store_field(b, fr, C[k], v)
     for k in ("ntid_x", "ntid_y", "ntid_z"):
-        store_field(b, fr, C[k], load_field(b, L, abi.LAUNCH["block_" + k[-1]], I32))
+        store_field(b, fr, C[k], load_invariant_field(b, L, abi.LAUNCH["block_" + k[-1]], I32))
     for k in ("nctaid_x", "nctaid_y", "nctaid_z"):
-        store_field(b, fr, C[k], load_field(b, L, abi.LAUNCH["grid_" + k[-1]], I32))
+        store_field(b, fr, C[k], load_invariant_field(b, L, abi.LAUNCH["grid_" + k[-1]], I32))
     for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), cta):
         store_field(b, fr, C[k], v)
     store_field(b, fr, C["shared_base"], b.ptrtoint(shared, I64))
@@ -691,6 +692,28 @@ def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs
         b.store(b.and_(b.load(stays), code), stays)
     b.ret(b.load(stays))
     return fn
+
+
+def _block_stays(b, fn, probe, bounds, L, ws, bits):
+    """i1: no thread of a kernel without sites takes its known branches `bits`: `bounds`
+    (compiler/probebounds.py, or None) first, the probe where they prove nothing. The bounds
+    test here rather than in the probe: inlined with the block function into the loop over
+    a chunk's blocks (emit_run_blocks), its parameter loads leave that loop."""
+    probed = lambda: _all_stay(b, b.call(probe, [L, ws, ws, ir.Constant(PTR, None)]), bits)
+    if bounds is None:
+        return probed()
+    before = b.block
+    probing, known = fn.append_basic_block("probe"), fn.append_basic_block("known")
+    b.cbranch(b.call(bounds, [L, ws]), known, probing)
+    b.position_at_end(probing)
+    answer = probed()
+    answered = b.block
+    b.branch(known)
+    b.position_at_end(known)
+    stays = b.phi(I1, name="stays")
+    stays.add_incoming(ir.Constant(I1, 1), before)
+    stays.add_incoming(answer, answered)
+    return stays
 
 
 def _all_stay(b, stays, bits):
@@ -820,13 +843,12 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     L, ws, shared, cx, cy, cz, worker, start = fn.args
     fn.gives_way = bool(regions) and 0 in regions and bool(regions[0].turn_bytes) and bool(nsites_kinds)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
-    ny = load_field(b, L, abi.LAUNCH["block_y"], I32)
-    nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
+    # (invariant: a loop over a chunk's blocks loads them once, emit_run_blocks)
+    nx, ny, nz = (load_invariant_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
     n = b.mul(b.mul(nx, ny), nz)
     fsize = i64(frame_size)
-    params = b.inttoptr(load_field(b, L, abi.LAUNCH["params"], I64), PTR)
-    scalars = [b.load(b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()), align=info.size)
+    params = b.inttoptr(load_invariant_field(b, L, abi.LAUNCH["params"], I64), PTR)
+    scalars = [load_invariant(b, b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()), align=info.size)
                for info, ty in scalar_params]
     fail = fn.append_basic_block("fail")
     if not nsites_kinds:
@@ -865,10 +887,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             # a block whose threads all pass the known branches (an exit guard, a border
             # test) runs the body without them: plain vector loads and stores instead of
             # masked ones (compiler/guards.py)
-            probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, False,
-                                      probe_bounds)
-            stays = b.call(probe, [L, ws, ws, ir.Constant(PTR, None)])
-            with b.if_else(_all_stay(b, stays, guarded_rounds[0])) as (unguarded, guarded):
+            probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, False)
+            with b.if_else(_block_stays(b, fn, probe, probe_bounds, L, ws, guarded_rounds[0])) as (unguarded, guarded):
                 with unguarded:
                     _emit_thread_loops(b, fn, ws, step, nx, ny, nz, fail, params, frame_needs_index, scalars,
                                        guards.PASSED)
@@ -1404,8 +1424,10 @@ class _WarpTurns:
 BLOCKS_IN_FLIGHT = 4
 
 
-def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0):
-    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`."""
+def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, chunk_calls=True):
+    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`.
+    With `chunk_calls`, a kernel without sites runs each chunk's blocks in one call
+    (emit_run_blocks)."""
     aligned_alloc = declare(module, "aligned_alloc", PTR, [I64, I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
     thread_num = declare(module, "omp_get_thread_num", I32, [])
@@ -1435,8 +1457,12 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     most = BLOCKS_IN_FLIGHT if getattr(block_fn, "gives_way", False) else 1
     # inlined into the worker, whose sigsetjmp (returns_twice) holds LLVM back, the block
     # function ran slower: sgemm 61-68 ms inlined into the one-block loop, 205-217 into the
-    # loop over slots, 49 on its own (NOTES "Blocks in flight")
-    block_fn.attributes.add("noinline")
+    # loop over slots, 49 on its own (NOTES "Blocks in flight"). A kernel without sites runs
+    # a chunk's blocks in a function of their own, the block function inlined there
+    # (emit_run_blocks)
+    run_blocks = emit_run_blocks(module, name, block_fn) if chunk_calls and not has_sites else None
+    if run_blocks is None:
+        block_fn.attributes.add("noinline")
     ws = b.call(aligned_alloc, [i64(64), b.mul(slot_bytes, i64(most))])
     oom = b.icmp_unsigned("==", b.ptrtoint(ws, I64), i64(0))
     with b.if_then(oom):
@@ -1455,6 +1481,33 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     # a cooperative launch gives each block a worker of its own (blocks wait for each other)
     cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
     slots = b.select(cooperative, i32(1), i32(most))
+    if run_blocks is not None:
+        # each chunk in one call: the block function's entry, its frame header's stores and
+        # the per-block bookkeeping below cost a streaming kernel's lone worker 4-9% of its
+        # speed (NOTES "One call per chunk")
+        at_block = b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer())
+        shared = b.gep(ws, [_up64(b, frames_bytes)])
+        chunks = worker.append_basic_block("chunks")
+        b.branch(chunks)
+        b.position_at_end(chunks)
+        err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
+        healthy = worker.append_basic_block("healthy")
+        b.cbranch(b.icmp_signed("!=", err, i32(0)), done, healthy)
+        b.position_at_end(healthy)
+        first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, done)
+        r = b.call(run_blocks, [L, ws, shared, first, last, gx, gy, wid, at_block])
+        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, chunks)
+    else:
+        _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
+                          nblocks, chunk, backwards, slots, most, done)
+    _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free)
+    return _emit_launch_function(module, worker, export_name, handoff)
+
+
+def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
+                      nblocks, chunk, backwards, slots, most, done):
+    """The worker's loop for a kernel with sites: rounds over its slots, each a block in
+    flight."""
     with at_function_start(b):
         block_of = b.alloca(ir.ArrayType(I64, most), name="slot.block")
         in_flight = b.alloca(ir.ArrayType(I1, most), name="slot.in_flight")
@@ -1511,6 +1564,11 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         b.branch(next_slot)
         b.position_at_end(next_slot)
     b.cbranch(b.or_(b.load(taking), b.load(some_in_flight)), rounds, done)
+
+
+def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free):
+    """The worker's fault path and its end."""
+    module = worker.module
     # a memory fault in this worker's block: the launch fails with an illegal address
     b.position_at_end(fault)
     won = b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_ILLEGAL_ADDRESS),
@@ -1530,6 +1588,10 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     b.call(free, [ws])
     b.ret_void()
 
+
+def _emit_launch_function(module, worker, export_name, handoff):
+    """`void export_name(i8* L)`: the workers on libgomp's threads, then the optimised code
+    for what is left where it took over meanwhile."""
     gomp = declare(module, "GOMP_parallel", ir.VoidType(),
                    [ir.FunctionType(ir.VoidType(), [PTR]).as_pointer(), PTR, I32, I32])
     launch = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=export_name)
@@ -1548,25 +1610,20 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
 
 
 def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, none_left):
-    """The next block of the worker's window [next, end) (i64), taking `chunk` more from the
-    launch's counter when it is used up (from the grid's end where `backwards`, i1); where
-    there are none (or optimised code has taken over), `taking` becomes false and control
-    goes to `none_left`."""
+    """The next block of the worker's window [next, end) (i64), taking the next chunk
+    (_take_chunk) when it is used up; where there are none (or optimised code has taken
+    over), `taking` becomes false and control goes to `none_left`."""
     nxt, end = window
     grab, got, stop = (worker.append_basic_block(k) for k in ("grab", "got", "none.left"))
     b.cbranch(b.and_(b.load(taking), b.icmp_unsigned("<", b.load(nxt), b.load(end))), got, grab)
     b.position_at_end(grab)
     ask = worker.append_basic_block("ask")
-    b.cbranch(b.or_(b.not_(b.load(taking)), _handing_over(b, L, handoff)), stop, ask)
+    b.cbranch(b.load(taking), ask, stop)
     b.position_at_end(ask)
-    first = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
-    last = b.add(first, chunk)
-    last = b.select(b.icmp_unsigned("<", nblocks, last), nblocks, last)
-    # backwards, the counter's k-th chunk is the k-th from the end, its blocks still in
-    # index order (the hardware prefetchers follow each block's ascending addresses)
-    b.store(b.select(backwards, b.sub(nblocks, last), first), nxt)
-    b.store(b.select(backwards, b.sub(nblocks, first), last), end)
-    b.cbranch(b.icmp_unsigned("<", first, nblocks), got, stop)
+    first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, stop)
+    b.store(first, nxt)
+    b.store(last, end)
+    b.branch(got)
     b.position_at_end(stop)
     b.store(ir.Constant(I1, 0), taking)
     b.branch(none_left)
@@ -1574,6 +1631,69 @@ def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards
     blk = b.load(nxt)
     b.store(b.add(blk, i64(1)), nxt)
     return blk
+
+
+def _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, none_left):
+    """The blocks [first, last) (i64) of the next `chunk` from the launch's counter, counted
+    from the grid's end where `backwards` (i1); control goes to `none_left` where there are
+    none left, or where optimised code has taken over."""
+    ask, got = (worker.append_basic_block(k) for k in ("ask.counter", "got.chunk"))
+    b.cbranch(_handing_over(b, L, handoff), none_left, ask)
+    b.position_at_end(ask)
+    taken = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
+    end = b.add(taken, chunk)
+    end = b.select(b.icmp_unsigned("<", nblocks, end), nblocks, end)
+    # backwards, the counter's k-th chunk is the k-th from the end, its blocks still in
+    # index order (the hardware prefetchers follow each block's ascending addresses)
+    first = b.select(backwards, b.sub(nblocks, end), taken)
+    last = b.select(backwards, b.sub(nblocks, taken), end)
+    b.cbranch(b.icmp_unsigned("<", taken, nblocks), got, none_left)
+    b.position_at_end(got)
+    return first, last
+
+
+def emit_run_blocks(module, name, block_fn):
+    """`i32 run_blocks(i8* L, i8* ws, i8* shared, i64 first, i64 last, i64 gx, i64 gy,
+    i32 worker, i64* at_block)`: the blocks first..last-1 of a kernel without sites, in one
+    loop with the block function inlined, each block's index in `*at_block` while it runs
+    (a memory fault names it). abi.BLOCK_FAILED where a block failed; BLOCK_DONE after the
+    last, or before it where the launch has failed (another worker's block)."""
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I64, I64, I64, I64, I32, I64.as_pointer()]),
+                     name=name + ".blocks")
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    block_fn.attributes.add("alwaysinline")
+    L, ws, shared, first, last, gx, gy, worker, at_block = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    start = tuple(split_index(b, first, gx, gy))
+    entry = b.block
+    loop, next_block, failed, done = (fn.append_basic_block(k) for k in ("block", "next.block", "failed", "done"))
+    b.branch(loop)
+    b.position_at_end(loop)
+    blk, cx, cy, cz = (b.phi(I64, name=k) for k in ("blk", "cx", "cy", "cz"))
+    for phi, v in zip((blk, cx, cy, cz), (first, *start)):
+        phi.add_incoming(v, entry)
+    b.store(blk, at_block)
+    r = b.call(block_fn, [L, ws, shared, *(b.trunc(v, I32) for v in (cx, cy, cz)), worker, i32(abi.BLOCK_LATER)])
+    b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), failed, next_block)
+    b.position_at_end(next_block)
+    # the next block's coordinates by counting, not dividing
+    x1 = b.add(cx, i64(1))
+    row_done = b.icmp_unsigned("==", x1, gx)
+    y1 = b.add(cy, b.zext(row_done, I64))
+    plane_done = b.icmp_unsigned("==", y1, gy)
+    blk1 = b.add(blk, i64(1))
+    err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
+    more = b.and_(b.icmp_unsigned("<", blk1, last), b.icmp_signed("==", err, i32(0)))
+    for phi, v in ((blk, blk1), (cx, b.select(row_done, i64(0), x1)), (cy, b.select(plane_done, i64(0), y1)),
+                   (cz, b.add(cz, b.zext(plane_done, I64)))):
+        phi.add_incoming(v, next_block)
+    b.cbranch(more, loop, done)
+    b.position_at_end(failed)
+    b.ret(i32(abi.BLOCK_FAILED))
+    b.position_at_end(done)
+    b.ret(i32(abi.BLOCK_DONE))
+    return fn
 
 
 def _handing_over(b, L, handoff):
