@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from . import abi, faults, guards, streamstores
+from . import abi, faults, guards, placement, streamstores
 from .irutil import (at_function_start, declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group,
                      load_field, load_invariant, load_invariant_field, set_loop_hints, split_index, store_field,
                      thread_parallel_group)
@@ -1473,6 +1473,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     done = worker.append_basic_block("done")
     trap, key = faults.emit_trap_setup(b, L, fault)
     wid = b.call(thread_num, [])
+    placement.leave_caller_cpu(b, L, wid)
     gx = b.zext(load_field(b, L, abi.LAUNCH["grid_x"], I32), I64)
     gy = b.zext(load_field(b, L, abi.LAUNCH["grid_y"], I32), I64)
     nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
@@ -1599,6 +1600,7 @@ def _emit_launch_function(module, worker, export_name, handoff):
     b = ir.IRBuilder(launch.append_basic_block("entry"))
     streamstores.set_flag(b, load_field(b, L, abi.LAUNCH["stream_stores"], I32))
     nw = load_field(b, L, abi.LAUNCH["num_workers"], I32)
+    placement.note_caller_cpu(b, L)
     b.call(gomp, [worker, L, nw, i32(0)])
     left = b.icmp_unsigned("<", load_field(b, L, abi.LAUNCH["next_block"], I64), load_field(b, L, abi.LAUNCH["nblocks"], I64))
     healthy = b.icmp_unsigned("==", load_field(b, L, abi.LAUNCH["error"], I32), i32(0))

@@ -21,7 +21,7 @@ from .faults import fault_key
 from . import memory, stream as stream_module
 from .printf import format_device_printf, write_device_text
 
-_CTYPES = {"u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
+_CTYPES = {"u32": ctypes.c_uint32, "s32": ctypes.c_int32, "u64": ctypes.c_uint64}
 
 
 class Launch(ctypes.Structure):
@@ -227,6 +227,7 @@ def _launch_template() -> Launch:
     t.vprintf_hook = _VPRINTF_ADDR
     t.assert_hook = _ASSERT_ADDR
     t.fault_key = fault_key()
+    t.caller_cpu = -1          # (the launch function notes it; a worker run otherwise moves nowhere)
     return t
 
 
