@@ -1479,9 +1479,6 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
     chunk = load_field(b, L, abi.LAUNCH["chunk"], I64)
     backwards = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["backwards"], I32), i32(0))
-    # a cooperative launch gives each block a worker of its own (blocks wait for each other)
-    cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
-    slots = b.select(cooperative, i32(1), i32(most))
     if run_blocks is not None:
         # each chunk in one call, without a call, the slots' bookkeeping and a division per
         # block: stencil5 0.77-0.88x C -> 0.75-0.79x, saxpy and vector_add unchanged within
@@ -1500,15 +1497,18 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, chunks)
     else:
         _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
-                          nblocks, chunk, backwards, slots, most, done)
+                          nblocks, chunk, backwards, most, done)
     _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free)
     return _emit_launch_function(module, worker, export_name, handoff)
 
 
 def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
-                      nblocks, chunk, backwards, slots, most, done):
-    """The worker's loop for a kernel with sites: rounds over its slots, each a block in
-    flight."""
+                      nblocks, chunk, backwards, most, done):
+    """The worker's loop for a kernel with sites: rounds over its `most` slots, each a block
+    in flight."""
+    # a cooperative launch gives each block a worker of its own (blocks wait for each other)
+    cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
+    slots = b.select(cooperative, i32(1), i32(most))
     with at_function_start(b):
         block_of = b.alloca(ir.ArrayType(I64, most), name="slot.block")
         in_flight = b.alloca(ir.ArrayType(I1, most), name="slot.in_flight")
