@@ -43,7 +43,7 @@ from ..ptx import ir as pir
 from ..ptx import parse
 from ..ptx.errors import PtxError
 from . import abi, analysis, bitops, cache, jit, scheduler, streamstores, tiers
-from .irutil import at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, store_field
+from .irutil import at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, register_address, store_field
 from .module import ModuleLowering
 from .types import I1, I32, I64, ORDERED_MODS, PTR, llvm_type, llvm_width, type_mods, width
 from .warpregions import REGION_OPS, _suffix
@@ -571,14 +571,15 @@ class BlockProgram:
         name = addr.base.name
         t = self.types.get(name, "b64")
         bits = width(t)
-        vec = convert_bits(b, self.reg_value(name), I64, False)
+        # the offset is added in the register's width (irutil.register_address), before the
+        # shape is widened, so that a 32-bit address wraps as on a GPU
+        vec = register_address(b, self.reg_value(name), addr.offset)
         shape = self.shapes.get(name)
+        if shape is not None and addr.offset:
+            step = ir.Constant(shape.base.type, addr.offset & ((1 << shape.base.type.width) - 1))
+            shape = Affine(b.add(shape.base, step), shape.stride, shape.exact)
         if shape is not None and bits < 64:
             shape = self.widened(shape, "u" + str(bits), 64)
-        if addr.offset:
-            vec = b.add(vec, self.splat(i64(addr.offset)))
-            if shape is not None:
-                shape = Affine(b.add(shape.base, i64(addr.offset)), shape.stride, shape.exact)
         if space == "shared":
             vec = b.add(vec, self.splat(self.shared_base))
             if shape is not None:

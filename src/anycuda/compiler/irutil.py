@@ -185,6 +185,23 @@ def set_loop_hints(module: ir.Module, latch: ir.Instruction, hints: dict) -> Non
     latch.set_metadata("llvm.loop", loop_id)
 
 
+def register_address(b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
+    """The i64 address (or vector of them) of the memory operand `[reg+offset]` whose register
+    holds `value`: the sum is taken in the register's own width and then zero-extended, as a
+    GPU does. A 32-bit address wraps at 2^32: nvcc keeps `tile - 8` in a register and reads
+    `[r+8]` (an unrolled loop's shared-memory window); widened before the add, that read went
+    4 GB past the window."""
+    count = getattr(value.type, "count", None)
+    elem = value.type.element if count else value.type
+    if not isinstance(elem, ir.IntType):
+        value = convert_bits(b, value, ir.IntType(llvm_width(elem)))
+        elem = ir.IntType(llvm_width(elem))
+    if offset:
+        step = ir.Constant(elem, offset & ((1 << elem.width) - 1))
+        value = b.add(value, ir.Constant(value.type, [step] * count) if count else step)
+    return convert_bits(b, value, I64)
+
+
 def convert_bits(b: ir.IRBuilder, v: ir.Value, to: ir.Type, signed=False) -> ir.Value:
     """Reinterpret or resize a register value as PTX's typed moves allow: same width is a
     bitcast; a narrower integer view truncates; a wider one extends (sign or zero). `to` is

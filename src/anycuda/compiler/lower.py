@@ -20,7 +20,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
 from . import abi, analysis, gridsync, guards, probebounds, warpregions, warpruns
-from .irutil import convert_bits, i32, i64, in_thread_group, load_field, store_field
+from .irutil import convert_bits, i32, i64, in_thread_group, load_field, register_address, store_field
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
@@ -780,9 +780,7 @@ class FunctionLowering:
             if space != "shared" and op.base.name in self.derived:
                 p = b.load(self.shadows[op.base.name])
                 return b.gep(p, [i64(op.offset)]) if op.offset else p
-            addr = convert_bits(b, b.load(slot), I64)
-            if op.offset:
-                addr = b.add(addr, i64(op.offset))
+            addr = register_address(b, b.load(slot), op.offset)
         if space == "shared":
             # an offset from the window's base pointer (the same address as base + offset)
             # lets LLVM relate the accesses of neighbouring threads

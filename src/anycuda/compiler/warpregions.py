@@ -63,7 +63,7 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from . import abi, analysis, atomics, lanereloads, laneshapes, streamstores, warpruns
-from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, set_loop_hints
+from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address, set_loop_hints
 from .types import I1, I32, I64, MEMORY_WRITES, ORDERED_MODS, PTR, llvm_type, llvm_width, space_of, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
@@ -943,9 +943,7 @@ class WarpRegion(WarpCode):
             elif not shared and space not in ("global", "const", ""):
                 raise NotVectorisable(f"symbol {name} in .{space}")
         else:
-            addr = self.read(op.base, "u64")
-            if op.offset:
-                addr = b.add(addr, self.splat(i64(op.offset)))
+            addr = register_address(b, self.read(op.base, f"b{self._bits(op.base.name)}"), op.offset)
         if space == "shared":
             addr = b.add(addr, self.splat(self._shared_base()))
         return addr
