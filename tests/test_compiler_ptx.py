@@ -315,9 +315,22 @@ def test_maxntid_above_the_device_limit_does_not_raise_it():
     k.launch((1, 1, 1), (512, 2, 1), b"")
 
 
-def test_malformed_ptx_reports_position():
+BAD_BODY = HEADER + ".visible .entry k()\n{\n  frobnicate.b32 %r1;\n}\n"
+
+
+def test_malformed_ptx_reports_position_at_first_use():
+    """A kernel's body is parsed at its first use (CUDA_MODULE_LOADING=LAZY, the default)."""
+    prog = load_program(BAD_BODY, "bad.ptx")
+    with pytest.raises(CudaError) as e:
+        prog.kernel("k").launch((1, 1, 1), (1, 1, 1), b"")
+    assert e.value.code == CUresult.CUDA_ERROR_INVALID_PTX
+    assert "bad.ptx:6:" in str(e.value) and "frobnicate" in str(e.value)
+
+
+def test_malformed_ptx_reports_position_at_load_when_eager(monkeypatch):
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
     with pytest.raises(PtxError) as e:
-        load_program(HEADER + ".visible .entry k()\n{\n  frobnicate.b32 %r1;\n}\n", "bad.ptx")
+        load_program(BAD_BODY, "bad.ptx")
     assert e.value.line == 6
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from anycuda import compiler, demo
 from anycuda.compiler import cache, tiers
+from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime.program import Program, load_program
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
@@ -83,10 +84,10 @@ def test_quick_code_runs_the_examples_right(jit_mode, example):
     assert demo.run_example(example, repeats=1, out=lambda line: None)
 
 
-def test_quick_modules_are_not_cached(jit_mode):
+def test_quick_kernels_are_not_cached(jit_mode, tmp_path):
     jit_mode("quick")
-    load_program(MARKS, "marks.ptx")
-    assert cache.load(cache.key_for(MARKS, "marks.ptx")) is None
+    load_program(MARKS, "marks.ptx").kernel("mark_b").info      # noqa: B018 - compiled now
+    assert not list(cache.cache_dir().rglob("*.pkl"))
 
 
 def _marks_params(out, flag):
@@ -110,8 +111,8 @@ def test_a_launch_in_flight_hands_its_remaining_blocks_over(jit_mode):
     while out[0] == 0 and time.monotonic() < deadline:
         time.sleep(0.001)
     assert out[0] == 1, "block 0 never ran"
-    slot = prog.jit.address(a.info.handoff)
-    ctypes.c_uint64.from_address(slot).value = prog.jit.address(b.info.export)
+    slot = a._jit.address(a.info.handoff)
+    ctypes.c_uint64.from_address(slot).value = b._jit.address(b.info.export)
     flag[0] = 1
     launch.join(60)
     assert not launch.is_alive()
@@ -122,14 +123,14 @@ def _example_ptx(name):
     return resources.files("anycuda.examples").joinpath(name + ".ptx").read_text()
 
 
-def test_tiered_module_switches_to_optimised_code_and_caches_it(jit_mode, rng):
+def test_tiered_kernel_switches_to_optimised_code_and_caches_it(jit_mode, rng):
     jit_mode("tiered")
     ptx = _example_ptx("reduce_shfl")
     prog = Program(ptx, "reduce_shfl.ptx")
-    job = prog.compiled.optimised
-    assert isinstance(job, tiers.OptimisedCode)
-    quick = prog.jit
     kernel = prog.kernel("reduce_sum")
+    job = prog.compiled_kernel("reduce_sum").optimised
+    assert isinstance(job, tiers.OptimisedCode)
+    quick = kernel._jit
     x = rng.standard_normal(100_000).astype(np.float32)
     for _ in range(2):            # before and after the switch
         got = np.zeros(1, np.float32)      # reduce_sum(const float* x, float* out, int n) adds into out
@@ -137,32 +138,48 @@ def test_tiered_module_switches_to_optimised_code_and_caches_it(jit_mode, rng):
         assert got[0] == pytest.approx(x.astype(np.float64).sum(), rel=1e-4, abs=1e-2)
         assert job.done.wait(300), "the optimised code never arrived"
         assert job.error is None and job.object_code
-    assert prog.jit is not quick and prog._quick == [quick]
-    hit = compiler.compile_ptx(ptx, "reduce_shfl.ptx")
+    assert kernel._jit is not quick and kernel._quick == [quick]
+    hit = compiler.compile_kernel(ModuleIndex(ptx, "reduce_shfl.ptx").kernel_unit("reduce_sum"), "reduce_sum",
+                                  "reduce_shfl.ptx")
     assert hit.optimised is None and hit.object_code == job.object_code
+    # a second instance of the module (another device) links the optimised code at once
+    again = prog.instance().kernel("reduce_sum")
+    assert again._jit is not None and not again.optimising
 
 
-def test_module_with_variables_is_optimised_at_once(jit_mode):
+def test_quick_and_optimised_code_share_the_module_variables(jit_mode):
+    """The variables live in one object per module instance, which the quick and the
+    optimised code of each kernel both use."""
     jit_mode("tiered")
     prog = load_program(GLOBALS, "globals.ptx")
-    assert prog.compiled.optimised is None
-    assert cache.load(cache.key_for(GLOBALS, "globals.ptx")) is not None
+    bump = prog.kernel("bump")
+    job = prog.compiled_kernel("bump").optimised
+    assert isinstance(job, tiers.OptimisedCode)
     out = np.zeros(1, np.uint32)
-    prog.kernel("bump").launch((1, 1, 1), (1, 1, 1), struct.pack("<Q", out.ctypes.data))
+    bump.launch((1, 1, 1), (1, 1, 1), struct.pack("<Q", out.ctypes.data))
     assert out[0] == 8
+    assert job.done.wait(300) and job.error is None
+    bump.launch((1, 1, 1), (1, 1, 1), struct.pack("<Q", out.ctypes.data))
+    assert out[0] == 9 and bump._quick
+    address, size = prog.global_address("counter")
+    assert size == 4 and ctypes.c_uint32.from_address(address).value == 9
+    other = prog.instance()           # another device: variables of its own, freshly initialised
+    other.kernel("bump").launch((1, 1, 1), (1, 1, 1), struct.pack("<Q", out.ctypes.data))
+    assert out[0] == 8 and ctypes.c_uint32.from_address(address).value == 9
 
 
 def test_optimised_mode_compiles_before_the_first_launch(jit_mode):
     jit_mode("optimised")
     prog = load_program(MARKS, "marks.ptx")
-    assert prog.compiled.optimised is None
-    assert cache.load(cache.key_for(MARKS, "marks.ptx")) is not None
+    assert prog.compiled_kernel("mark_b").optimised is None
+    assert list(cache.cache_dir().rglob("*.pkl"))
 
 
 def test_unknown_mode_is_refused(jit_mode):
     jit_mode("fastest")
+    prog = load_program(MARKS, "marks.ptx")
     with pytest.raises(ValueError, match="ANYCUDA_JIT='fastest': expected one of tiered, optimised, quick"):
-        load_program(MARKS, "marks.ptx")
+        prog.kernel("mark_b").launch((1, 1, 1), (1, 1, 1), bytes(16))
 
 
 def test_a_failed_optimising_compile_keeps_the_quick_code(jit_mode):
@@ -181,7 +198,8 @@ def test_process_exits_at_once_with_an_optimising_compile_in_flight(tmp_path):
     ptx = _example_ptx("softmax")
     code = ("import sys, time; from anycuda.runtime.program import load_program\n"
             "t = time.perf_counter(); p = load_program(sys.stdin.read(), 'softmax.ptx')\n"
-            "assert p.compiled.optimised is not None and not p.compiled.optimised.done.is_set()\n"
+            "job = p.compiled_kernel('softmax_rows').optimised\n"
+            "assert job is not None and not job.done.is_set()\n"
             "print('loaded')\n")
     env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path))
     t = time.perf_counter()

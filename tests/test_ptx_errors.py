@@ -24,18 +24,38 @@ GOOD = """.version 8.0
 """
 
 
-@pytest.mark.parametrize("text, line, fragment", [
-    (GOOD.replace("    ret;\n}\n", ""), 12, "end of input"),
-    (GOOD.replace("mov.u32 %r1, %tid.x;", "frobnicate.b32 %r1, %r2;"), 10, "unknown instruction 'frobnicate"),
-    (GOOD.replace("mov.u32 %r1, %tid.x;", "mov.u32 %r1 %tid.x;"), 10, "expected"),
-    (GOOD.replace("[p];", "[p]"), 10, "expected ';'"),
-    (GOOD.replace("{", "{{"), 14, "end of input"),
-])
-def test_malformed_ptx(text, line, fragment):
+MALFORMED = [
+    # (text, line, fragment, found when): text that does not split into items fails the load;
+    # a kernel's body is parsed at its first use (CUDA_MODULE_LOADING=LAZY, the default)
+    (GOOD.replace("    ret;\n}\n", ""), 12, "end of input", "load"),
+    (GOOD.replace("mov.u32 %r1, %tid.x;", "frobnicate.b32 %r1, %r2;"), 10, "unknown instruction 'frobnicate", "use"),
+    (GOOD.replace("mov.u32 %r1, %tid.x;", "mov.u32 %r1 %tid.x;"), 10, "expected", "use"),
+    (GOOD.replace("[p];", "[p]"), 10, "expected ';'", "use"),
+    (GOOD.replace("{", "{{"), 14, "end of input", "load"),
+    (GOOD.replace(".visible", ".global .u32 x = ;\n.visible"), 5, "expected", "load"),
+]
+
+
+@pytest.mark.parametrize("text, line, fragment, when", MALFORMED)
+def test_malformed_ptx(text, line, fragment, when):
+    if when == "load":
+        with pytest.raises(PtxError) as e:
+            ac.RawModule(ptx=text, name="bad.ptx")
+        assert e.value.line == line, str(e.value)
+    else:
+        mod = ac.RawModule(ptx=text, name="bad.ptx")
+        with pytest.raises(ac.CudaError) as e:
+            mod.get_function("k")((1,), (1,), (ac.zeros(1, np.int32),))
+        assert e.value.code == ac.CUresult.CUDA_ERROR_INVALID_PTX
+    assert fragment in str(e.value) and f"bad.ptx:{line}:" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("text, line, fragment, when", MALFORMED)
+def test_malformed_ptx_fails_the_load_when_eager(monkeypatch, text, line, fragment, when):
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
     with pytest.raises(PtxError) as e:
         ac.RawModule(ptx=text, name="bad.ptx")
-    assert e.value.line == line, str(e.value)
-    assert fragment in str(e.value) and "bad.ptx:" in str(e.value)
+    assert e.value.line == line and fragment in str(e.value), str(e.value)
 
 
 def test_all_problems_are_reported_at_once():
@@ -168,3 +188,28 @@ def test_mutated_ptx_never_crashes(data):
         parse("".join(mutated))
     except PtxError:
         pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_mutated_ptx_never_crashes_the_index(data):
+    """A cut or byte flips of real PTX: the index (ptx/index.py) raises PtxError or splits
+    it, and each kernel's unit then parses or raises PtxError."""
+    from anycuda.ptx.index import ModuleIndex
+    text = _real_ptx()
+    cut = data.draw(st.integers(0, len(text)))
+    flips = data.draw(st.lists(st.tuples(st.integers(0, max(len(text) - 1, 0)),
+                                         st.sampled_from(list("{};\"/*.=()[] \nx0"))), max_size=3))
+    mutated = list(text[:cut])
+    for pos, ch in flips:
+        if pos < len(mutated):
+            mutated[pos] = ch
+    try:
+        index = ModuleIndex("".join(mutated), "mutated.ptx")
+    except PtxError:
+        return
+    for name in index.kernels:
+        try:
+            parse(index.kernel_unit(name).text)
+        except PtxError:
+            pass

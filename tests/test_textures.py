@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from anycuda.compiler import compile_ptx, texdesc
+from anycuda.compiler import compile_kernel, texdesc
+from anycuda.ptx.index import ModuleIndex
 
 DRIVER_PROGRAM = r'''
 import ctypes, struct, sys
@@ -273,15 +274,20 @@ UNSUPPORTED = [
 ]
 
 
+def _kernel_error(ptx, name):
+    """The error that keeps kernel k of `ptx` from running, or None."""
+    return compile_kernel(ModuleIndex(ptx, name).kernel_unit("k"), "k", name).info.error
+
+
 @pytest.mark.parametrize("line", SUPPORTED)
 def test_supported_texture_and_surface_forms_compile(line):
-    compiled = compile_ptx(_kernel("  " + line), "forms.ptx")
-    assert compiled.kernels["k"].error is None, compiled.kernels["k"].error
+    error = _kernel_error(_kernel("  " + line), "forms.ptx")
+    assert error is None, error
 
 
 @pytest.mark.parametrize("line, words", UNSUPPORTED)
 def test_unsupported_forms_are_named(line, words):
-    err = compile_ptx(_kernel("  " + line), "forms.ptx").kernels["k"].error
+    err = _kernel_error(_kernel("  " + line), "forms.ptx")
     assert words in str(err) and "not supported" in str(err), str(err)
 
 
@@ -294,7 +300,7 @@ def test_texture_references_are_refused_by_name():
   ret;
 }
 """
-    err = compile_ptx(ptx, "texref.ptx").kernels["k"].error
+    err = _kernel_error(ptx, "texref.ptx")
     assert "texture references" in str(err), str(err)
 
 

@@ -76,17 +76,18 @@ def _key(ptx_text, source_name, kernel, lanes):
     return cache.key_for(f"{ptx_text}\n// block program of {kernel} for {lanes} threads", source_name)
 
 
-def block_program(ptx_text: str, source_name: str, kernel: str, lanes: int, arrived):
-    """The object code of `kernel`'s block program for blocks of `lanes` threads: from the
-    cache, else compiled here (ANYCUDA_JIT=optimised) or by the compile server (tiered:
-    `arrived(object or None)` is called when it is there, and this returns None). None also
-    for a kernel the block program does not take, which the cache remembers."""
-    key = _key(ptx_text, source_name, kernel, lanes)
+def block_program(unit, source_name: str, kernel: str, lanes: int, arrived):
+    """The object code of `kernel`'s block program for blocks of `lanes` threads, from the
+    kernel's unit (ptx/index.py): from the cache, else compiled here (ANYCUDA_JIT=optimised)
+    or by the compile server (tiered: `arrived(object or None)` is called when it is there,
+    and this returns None). None also for a kernel the block program does not take, which
+    the cache remembers."""
+    key = _key(unit.key, source_name, kernel, lanes)
     hit = cache.load(key)
     if hit is not None:
         return hit or None                      # b"": the kernel is not taken
     try:
-        llvm_ir = block_program_ir(ptx_text, source_name, kernel, lanes)
+        llvm_ir = block_program_ir(unit.text, source_name, kernel, lanes)
     except (NotVectorisable, PtxError):
         cache.store(key, b"")
         return None
@@ -121,7 +122,7 @@ def block_program_ir(ptx_text: str, source_name: str, kernel: str, lanes: int) -
         # the plain loop over a block's threads vectorises such a kernel as it is (a block
         # program made vector_add 3x slower: a loop per warp, its checks per access)
         raise NotVectorisable("no barrier or shuffle")
-    layout = ModuleLowering(module, source_name)
+    layout = ModuleLowering(module, source_name, external_variables=True)
     layout._declare_variables()
     program = BlockProgram(layout, pfn, lanes)
     block_fn = program.emit()

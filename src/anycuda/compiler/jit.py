@@ -107,15 +107,27 @@ def watch_process_exit(register, exiting) -> None:
     _exit["exiting"] = exiting
 
 
-class LoadedObject:
-    """A native object file linked into this process (kept alive with its engine)."""
+_link_lock = threading.Lock()
 
-    def __init__(self, object_code: bytes):
+
+class LoadedObject:
+    """A native object file linked into this process (kept alive with its engine).
+
+    `symbols` ({name: address}) resolves the object's external data: a kernel's object
+    declares its module's variables, which another object defines once per module instance
+    (compiler/pipeline.py). LLVM resolves names through one table of the process, so the
+    names are set and the object's relocations resolved under one lock: another object
+    with the same names but other addresses is linked before or after, never between."""
+
+    def __init__(self, object_code: bytes, symbols: dict = None):
         _initialise()
-        # the engine owns (and frees) its target machine: give it one of its own
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
-        self.engine.finalize_object()
+        with _link_lock:
+            for name, address in (symbols or {}).items():
+                llvm.add_symbol(name, address)
+            # the engine owns (and frees) its target machine: give it one of its own
+            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+            self.engine.finalize_object()
 
     def __del__(self):
         if _exit["exiting"]():

@@ -82,9 +82,14 @@ def _init_bytes(decl: pir.VarDecl) -> bytes:
 
 
 class ModuleLowering:
-    def __init__(self, module: pir.Module, source_name: str = "<ptx>"):
+    """`external_variables`: the module's `.global` and `.const` variables are declared, not
+    defined: a kernel's unit (ptx/index.py) is linked against the variables its module
+    defines once (compiler/pipeline.compile_variables), which every kernel of it shares."""
+
+    def __init__(self, module: pir.Module, source_name: str = "<ptx>", external_variables: bool = False):
         self.ptx = module
         self.source_name = source_name
+        self.external_variables = external_variables
         self.mod = ir.Module(name=source_name)
         self.globals = {}             # PTX name -> LLVM global (global/const variables)
         self.functions = {}           # PTX name -> LLVM function (defined .func)
@@ -200,7 +205,10 @@ class ModuleLowering:
             if d.count == 0 or size == 0:
                 return   # an unsized extern: resolved only by linking, reported at use
         has_syms = any(isinstance(v, (pir.Sym, pir.GenericSym)) for v in (d.init or ()))
-        if has_syms:
+        if self.external_variables:
+            ty = ir.ArrayType(I64, max(size // 8, 1)) if has_syms else ir.ArrayType(I8, max(size, 1))
+            g = ir.GlobalVariable(self.mod, ty, name="ptx.g." + d.name)     # no initialiser: a declaration
+        elif has_syms:
             n = max(size // 8, 1)
             ty = ir.ArrayType(I64, n)
             g = ir.GlobalVariable(self.mod, ty, name="ptx.g." + d.name)

@@ -958,7 +958,7 @@ def cuLibraryGetKernel(lib: int, name: str) -> int:
     library = _get(lib, Library)
     if name not in library.kernels:
         first = _get(library.first, Module)
-        if name not in first.program.compiled.kernels:
+        if not first.program.has_kernel(name):
             raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"no kernel named {name}")
         library.kernels[name] = _new_handle(Kernel(library, name))
     return library.kernels[name]

@@ -2,7 +2,7 @@
 (`nvcc -rdc=true` with several translation units: each carries its own PTX, and a kernel in
 one calls functions and uses variables defined in another).
 
-Works on the text: each module is split into its top-level statements; `.extern`
+Works on the text: each module is split into its top-level statements (ptx/index.py); `.extern`
 declarations of symbols another module defines are dropped, the first of several `.weak`
 (or `.common`) definitions wins, two `.visible` definitions of one name are an error, and
 module-private symbols whose names clash with another module's are renamed. Debug file
@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..ptx.errors import PtxError
+from ..ptx.index import split_items
 from ..runtime.errors import CudaError, CUresult
 
 _IDENT = r"[A-Za-z_$%][\w$]*"
@@ -28,44 +30,11 @@ class Statement:
 
 
 def split_statements(ptx: str) -> list:
-    """Top-level statements of a module: text up to a ';' or a closing '}' at depth 0
-    (comments and strings respected)."""
-    out, start, depth, i, n = [], 0, 0, 0, len(ptx)
-    while i < n:
-        c = ptx[i]
-        if ptx.startswith("//", i):
-            j = ptx.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if ptx.startswith("/*", i):
-            j = ptx.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-            continue
-        if c == '"':
-            j = i + 1
-            while j < n and ptx[j] != '"':
-                j += 2 if ptx[j] == "\\" else 1
-            i = j + 1
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                # a function body ends the statement (no ';' follows it)
-                out.append(ptx[start:i + 1])
-                start = i + 1
-        elif c == ";" and depth == 0:
-            out.append(ptx[start:i + 1])
-            start = i + 1
-        elif c == "\n" and depth == 0 and ptx[start:i].strip().startswith(_HEADER + (".file",)):
-            # header directives and .file end at the line's end (no ';')
-            out.append(ptx[start:i + 1])
-            start = i + 1
-        i += 1
-    if ptx[start:].strip():
-        out.append(ptx[start:])
-    return [s for s in out if s.strip()]
+    """Top-level statements of a module (ptx/index.py splits it), each as its text."""
+    try:
+        return [ptx[item.start:item.end] for item in split_items(ptx, "<linked module>")]
+    except PtxError as e:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"linking PTX: {e}") from None
 
 
 def _strip_comments(text: str) -> str:

@@ -1,8 +1,9 @@
 """Loaded modules and kernel launches on the CPU device.
 
-`load_program(ptx)` parses and compiles a PTX module; `Program.kernel(name)` gives a
-`KernelImage` whose `launch` runs a whole grid on the native worker pool and turns device
-faults (trap, assert, unsupported code) into CudaError, like a GPU launch does.
+`load_program(ptx)` indexes a PTX module (ptx/index.py); `Program.kernel(name)` gives a
+`KernelImage`, compiled at its first use (compiler/pipeline.py), whose `launch` runs a whole
+grid on the native worker pool and turns device faults (trap, assert, unsupported code) into
+CudaError, like a GPU launch does.
 """
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import os
 import sys
 import threading
 
-from ..compiler import abi, blockprograms, compile_ptx
+from ..compiler import CompiledKernel, CompiledVariables, abi, blockprograms, compile_kernel, compile_variables, tiers
 from ..compiler.jit import LoadedObject
+from ..ptx.errors import PtxError
+from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
 from .faults import fault_key
-from . import memory, stream as stream_module
+from . import memory, progress, stream as stream_module
 from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "s32": ctypes.c_int32, "u64": ctypes.c_uint64}
@@ -234,28 +237,78 @@ def _launch_template() -> Launch:
 # ---------------------------------------------------------------- programs and kernels
 
 class KernelImage:
-    def __init__(self, program: "Program", info):
+    """One kernel of a loaded module. Made when a program looks the kernel up; compiled and
+    linked at its first use (a launch, or a question about its parameters or resources:
+    `_LOADED_ON_USE`), as CUDA's lazy loading does."""
+
+    _LOADED_ON_USE = frozenset(("info", "params", "param_size", "static_shared", "_max_threads",
+                                "_pointer_offsets", "_required_block", "_jit", "_externals"))
+
+    def __init__(self, program: "Program", name: str):
         self.program = program
-        self.info = info
-        self.name = info.name
+        self.name = name
+        self._records = {}       # (grid, block, shared_mem, workers) -> a checked launch record
+        self._max_dynamic_shared = None     # set by cuFuncSetAttribute, else what static_shared leaves
+        self._entry = None
+        self._programs = {}      # block threads -> launch function of its block program, or None
+        self._buffer_choices = {}      # parameter bytes -> _choices_by_buffers' answer
+        self._quick = []         # quick objects, still linked after the switch (tiers.py)
+        self._block_objects = []       # the kernel's block programs, linked
+        self.optimising = False  # while its optimised code is made, quick launches leave a core to the compile
+
+    def __getattr__(self, attr):
+        if attr in KernelImage._LOADED_ON_USE:
+            self._load()
+            return object.__getattribute__(self, attr)
+        raise AttributeError(attr)
+
+    def _load(self):
+        """Compile (or take from the cache) and link this kernel, once: host threads may
+        launch it at once (a second link would drop the object the first one runs)."""
+        with self.program.code.lock:
+            if "info" not in self.__dict__:
+                self._link()
+
+    def _link(self):
+        compiled = self.program.compiled_kernel(self.name)
+        optimised = compiled.optimised      # read first: it is cleared once object_code is optimised
+        info = compiled.info
         self.params = info.params
         self.param_size = info.param_size
         self.static_shared = info.static_shared
-        self._records = {}       # (grid, block, shared_mem, workers) -> a checked launch record
-        self.max_dynamic_shared_size = DEFAULT_SHARED_PER_BLOCK - info.static_shared
-        self._entry = None
-        self._programs = {}      # block threads -> launch function of its block program, or None
-        self._max_threads = self._thread_limit()
+        self._max_threads = self._thread_limit(info)
         # where its stores may stream or its blocks may run last first, the 8-byte parameters
         # whose buffers decide it per launch
         self._pointer_offsets = [p.offset for p in info.params if p.size == 8 and p.count == 1] \
             if info.stream_bytes or info.any_block_order else []
-        self._buffer_choices = {}      # parameter bytes -> _choices_by_buffers' answer
         reqntid = info.directives.get("reqntid")
         self._required_block = tuple(reqntid) + (1,) * (3 - len(reqntid)) if reqntid else None
+        self._externals = self.program.variable_symbols(compiled.externals)
+        self._jit = LoadedObject(compiled.object_code, self._externals) if info.error is None else None
+        self.info = info
+        if optimised is not None and info.error is None:
+            self.optimising = True
+            optimised.subscribe(self._switch_to_optimised)
+
+    def _switch_to_optimised(self, object_code):
+        """Link the optimised object and send the kernel's launches there: later launches
+        through its launch function, blocks not yet taken by a launch in flight through the
+        quick workers' handoff slot (compiler/tiers.py). The quick code stays linked."""
+        if object_code is None:
+            self.optimising = False
+            return
+        optimised = LoadedObject(object_code, self._externals)
+        slot = self._jit.address(self.info.handoff)
+        ctypes.c_uint64.from_address(slot).value = optimised.address(self.info.export)
+        self._quick.append(self._jit)
+        self._jit = optimised
+        self._entry = None
+        self.optimising = False
 
     @property
     def max_dynamic_shared_size(self) -> int:
+        if self._max_dynamic_shared is None:
+            return DEFAULT_SHARED_PER_BLOCK - self.static_shared
         return self._max_dynamic_shared
 
     @max_dynamic_shared_size.setter
@@ -267,7 +320,7 @@ class KernelImage:
         if self.info.error is not None:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"kernel {self.name} cannot run: {self.info.error}")
         if self._entry is None:
-            addr = self.program.jit.address(self.info.export)
+            addr = self._jit.address(self.info.export)
             self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         return self._entry
 
@@ -277,22 +330,24 @@ class KernelImage:
         if lanes in self._programs:
             return self._programs[lanes]
         self._programs[lanes] = None
-        compiled = self.program.compiled
-        if not compiled.ptx_text or not blockprograms.enabled():
+        if not blockprograms.enabled():
             return None
 
         def link(code):
             if code is not None:
-                obj = LoadedObject(code)
-                self.program._block_objects.append(obj)
+                obj = LoadedObject(code, self._externals)
+                self._block_objects.append(obj)
                 self._programs[lanes] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
-        link(blockprograms.block_program(compiled.ptx_text, compiled.source_name, self.name, lanes, link))
+        unit = self.program.index.kernel_unit(self.name)
+        with progress.waiting_for(f"the block program of {self.name} for {lanes} threads", "optimised code"):
+            link(blockprograms.block_program(unit, self.program.source_name, self.name, lanes, link))
         return self._programs[lanes]
 
-    def _thread_limit(self) -> int:
+    @staticmethod
+    def _thread_limit(info) -> int:
         """The most threads per block this kernel takes: .maxntid's count, at most the device's."""
         limit = MAX_THREADS_PER_BLOCK
-        maxntid = self.info.directives.get("maxntid")
+        maxntid = info.directives.get("maxntid")
         if maxntid:
             limit = 1
             for v in maxntid:
@@ -345,7 +400,7 @@ class KernelImage:
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         entry = self._function()
-        record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.program.optimising)
+        record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising)
         if not cooperative and blockprograms.supported_shape(block):
             entry = self._block_program(block[0]) or entry
         if len(params) < self.param_size:
@@ -431,7 +486,7 @@ class KernelImage:
         if L.error == abi.LAUNCH_ERR_OUT_OF_MEMORY:
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, f"{where}: out of host memory")
         if L.error == abi.LAUNCH_ERR_UNSUPPORTED:
-            errs = "; ".join(str(e) for e in self.program.compiled.function_errors.values())
+            errs = "; ".join(str(e) for e in self.program.compiled_kernel(self.name).function_errors.values())
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: called code that cannot run: {errs}")
         if L.error == abi.LAUNCH_ERR_BARRIER_DEADLOCK:
             # a GPU would hang here; the thread named is the first of those left waiting
@@ -448,57 +503,123 @@ class KernelImage:
         raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: error {L.error}")
 
 
+def _tier_waited_for() -> str:
+    """What a launch waits for when a kernel is compiled: quick code unless ANYCUDA_JIT=optimised."""
+    return "optimised code" if tiers.mode() == tiers.OPTIMISED else "quick code"
+
+
+def loading_mode() -> str:
+    """CUDA_MODULE_LOADING, as CUDA reads it: LAZY (the default) compiles a kernel at its
+    first use; EAGER compiles every kernel of a module when it is loaded, and a kernel that
+    does not parse fails the load."""
+    mode = os.environ.get("CUDA_MODULE_LOADING", "").strip().upper() or "LAZY"
+    return mode if mode in ("LAZY", "EAGER") else "LAZY"
+
+
+class _ModuleCode:
+    """What every instance of a loaded module shares: its index, its kernels as they are
+    compiled (name -> CompiledKernel, or the PtxError its unit gave), its variables' object."""
+
+    def __init__(self, index: ModuleIndex, source_name: str):
+        self.index, self.source_name = index, source_name
+        self.kernels = {}
+        self.variables = None
+        self.lock = threading.RLock()
+
+
 class Program:
-    """A PTX module compiled and linked into this process."""
+    """A loaded PTX module (compiler/pipeline.py): its index at once; each kernel compiled
+    and linked at its first use; its variables defined once per instance."""
 
-    def __init__(self, ptx_text: str, source_name: str = "<ptx>", compiled=None):
-        self.compiled = compiled or compile_ptx(ptx_text, source_name)
-        optimised = self.compiled.optimised      # read first: it is cleared once object_code is optimised
-        self.jit = LoadedObject(self.compiled.object_code)
-        self._quick = []
-        self._block_objects = []     # the kernels' block programs, linked
+    def __init__(self, ptx_text: str, source_name: str = "<ptx>", code: _ModuleCode = None):
+        self.code = code or _ModuleCode(ModuleIndex(ptx_text, source_name), source_name)
+        self.index, self.source_name = self.code.index, self.code.source_name
         self._kernels = {}
-        # while the optimised code is being made, quick launches leave a core to its compile
-        self.optimising = optimised is not None
-        if optimised is not None:
-            optimised.subscribe(self._switch_to_optimised)
+        self._variables = None       # (its linked object, {symbol: address}) for this instance
+        if code is None and loading_mode() == "EAGER":
+            for name in self.index.kernels:
+                error = self._compile(name)
+                if isinstance(error, PtxError):
+                    raise error
 
-    def _switch_to_optimised(self, object_code):
-        """Link the optimised object and send every kernel's launches there: later launches
-        through its launch function, blocks not yet taken by a launch in flight through the
-        quick workers' handoff slots (compiler/tiers.py). The quick code stays linked."""
-        if object_code is None:
-            self.optimising = False
-            return
-        optimised = LoadedObject(object_code)
-        for info in self.compiled.kernels.values():
-            if info.error is None:
-                slot = self.jit.address(info.handoff)
-                ctypes.c_uint64.from_address(slot).value = optimised.address(info.export)
-        self._quick.append(self.jit)
-        self.jit = optimised
-        for k in self._kernels.values():
-            k._entry = None
-        self.optimising = False
+    def _compile(self, name):
+        code = self.code
+        with code.lock:
+            compiled = code.kernels.get(name)
+            if compiled is None:
+                try:
+                    with progress.waiting_for(f"kernel {name} of {self.source_name}", _tier_waited_for()):
+                        compiled = compile_kernel(self.index.kernel_unit(name), name, self.source_name)
+                except PtxError as e:
+                    compiled = e
+                code.kernels[name] = compiled
+                if isinstance(compiled, CompiledKernel) and compiled.optimised is not None:
+                    def arrived(object_code, compiled=compiled):
+                        if object_code is not None:       # later instances link the optimised code
+                            compiled.object_code, compiled.optimised = object_code, None
+                    compiled.optimised.subscribe(arrived)
+        return compiled
+
+    def compiled_kernel(self, name: str) -> CompiledKernel:
+        """Kernel `name` compiled (at its first use); CudaError (CUDA_ERROR_INVALID_PTX) where
+        its PTX does not parse."""
+        compiled = self._compile(name)
+        if isinstance(compiled, PtxError):
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"kernel {name} cannot run: {compiled}")
+        return compiled
 
     def instance(self) -> "Program":
         """The same code linked once more, with `__device__` and `__constant__` variables of its
         own (freshly initialised): each device of a multi-GPU program has its own copy of a
         module's variables, as each GPU does."""
-        return Program("", compiled=self.compiled)
+        return Program("", code=self.code)
 
     def kernel_names(self):
-        return list(self.compiled.kernels)
+        return list(self.index.kernels)
+
+    def has_kernel(self, name: str) -> bool:
+        return name in self.index.kernels
 
     def kernel(self, name: str) -> KernelImage:
-        if name not in self._kernels:
-            info = self.compiled.kernels[name]   # KeyError for unknown names
-            self._kernels[name] = KernelImage(self, info)
-        return self._kernels[name]
+        image = self._kernels.get(name)
+        if image is None:
+            if name not in self.index.kernels:
+                raise KeyError(name)
+            image = self._kernels[name] = KernelImage(self, name)
+            if loading_mode() == "EAGER":
+                image.info          # noqa: B018 - compiled and linked now
+        return image
+
+    def _linked_variables(self) -> dict:
+        """{symbol: address} of this instance's variables, defined at the first need."""
+        if self._variables is None:
+            code = self.code
+            with code.lock:
+                if code.variables is None:
+                    unit = self.index.variables_unit()
+                    with progress.waiting_for(f"the variables of {self.source_name}", "quick code"):
+                        code.variables = compile_variables(unit, self.source_name) if unit else CompiledVariables()
+            compiled = code.variables
+            obj = LoadedObject(compiled.object_code) if compiled.symbols else None
+            self._variables = (obj, {sym: obj.address(sym) for sym, _ in compiled.symbols.values()})
+        return self._variables[1]
+
+    def variable_symbols(self, externals) -> dict:
+        """{symbol: address} of the variables a kernel's object declares (`externals`)."""
+        if not externals:
+            return {}
+        addresses = self._linked_variables()
+        missing = [e for e in externals if e not in addresses]
+        if missing:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"a kernel of {self.source_name} uses variables "
+                            f"the module does not define: {', '.join(missing)}")
+        return {e: addresses[e] for e in externals}
 
     def global_address(self, name: str):
-        symbol, nbytes = self.compiled.globals[name]   # KeyError for unknown names
-        return self.jit.address(symbol), nbytes
+        """(address, size in bytes) of module variable `name`; KeyError if there is none."""
+        addresses = self._linked_variables()
+        symbol, nbytes = self.code.variables.symbols[name]   # KeyError for unknown names
+        return addresses[symbol], nbytes
 
 
 def load_program(ptx_text: str, source_name: str = "<ptx>") -> Program:

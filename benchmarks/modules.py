@@ -1,0 +1,131 @@
+"""Module loading at scale, as real modules need it (compiler/pipeline.py, ptx/index.py):
+
+- load: seconds per MB of PTX to load a module of many small kernels (the index alone);
+- first launch of one kernel from a module of 2,000 kernels, each in a fresh process: cold
+  with quick code (ANYCUDA_JIT=quick), cold optimised (ANYCUDA_JIT=optimised), the default
+  (tiered: quick code while the optimised code is made), and from the disk cache.
+
+Targets on a 2-core machine (issue "The compiler as one visible pipeline"): load <= 0.3 s
+per MB, first launch <= 1 s cold with quick code and <= 30 ms from the cache.
+
+    python benchmarks/modules.py          # the table, as run.py's extras print it
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
+KERNELS = 2000
+LAUNCHED = 1234          # the kernel launched from the big module
+
+
+def small_kernel(i: int) -> str:
+    """Kernel k{i}: out[t] = t * i for t < n, behind an exit guard."""
+    return f""".visible .entry k{i}(.param .u64 p, .param .u32 n)
+{{
+  .reg .pred %p<2>; .reg .b32 %r<6>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [p]; ld.param.u32 %r1, [n];
+  mov.u32 %r2, %tid.x; mov.u32 %r3, %ctaid.x; mov.u32 %r4, %ntid.x;
+  mad.lo.s32 %r2, %r3, %r4, %r2;
+  setp.ge.u32 %p1, %r2, %r1;
+  @%p1 bra DONE;
+  mul.wide.u32 %rd2, %r2, 4; add.s64 %rd3, %rd1, %rd2;
+  mul.lo.u32 %r5, %r2, {i};
+  st.global.u32 [%rd3], %r5;
+DONE:
+  ret;
+}}
+"""
+
+
+def many_kernels(n: int) -> str:
+    return HEADER + "".join(small_kernel(i) for i in range(n))
+
+
+def child_first_launch() -> None:
+    """In a fresh process: load the big module, launch one kernel, check it; print the
+    seconds of the load and from the launch to its result (LLVM's one-time set-up is done
+    before and not counted)."""
+    import numpy as np
+    import anycuda as ac
+    from anycuda.runtime.program import load_program
+    ac.RawModule(ptx=HEADER + ".visible .entry warm() { ret; }\n", name="warm-up.ptx").get_function("warm")((1,), (1,), ())
+    text = many_kernels(KERNELS)
+    out = np.zeros(1000, np.uint32)
+    t0 = time.perf_counter()
+    kernel = load_program(text, "many.ptx").kernel(f"k{LAUNCHED}")
+    t1 = time.perf_counter()
+    kernel.launch((4, 1, 1), (256, 1, 1), struct.pack("<QI", out.ctypes.data, out.size))
+    t2 = time.perf_counter()
+    assert (out == np.arange(out.size, dtype=np.uint32) * LAUNCHED).all()
+    print(json.dumps({"load_s": t1 - t0, "first_launch_s": t2 - t1}))
+
+
+def load_seconds_per_mb(repeats: int = 5) -> dict:
+    from anycuda.runtime.program import load_program
+    res = {}
+    for n in (KERNELS, 5 * KERNELS):
+        text = many_kernels(n)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            load_program(text, "many.ptx")
+            times.append(time.perf_counter() - t0)
+        res[f"{n} kernels"] = {"mb": len(text) / 1e6, "load_s": statistics.median(times),
+                               "s_per_mb": statistics.median(times) / (len(text) / 1e6)}
+    return res
+
+
+def first_launches(env_for) -> dict:
+    """{case: {load_s, first_launch_s}} for each way of reaching the first result, a fresh
+    process each (from the cache: the fastest of three)."""
+    def child(**env):
+        p = subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True,
+                           env=env_for(**env), timeout=600)
+        if p.returncode:
+            raise RuntimeError(f"first-launch child failed: {p.stderr[-2000:]}")
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    res = {}
+    with tempfile.TemporaryDirectory(prefix="anycuda-bench-modules-") as root:
+        for case, mode in (("cold, quick code", "quick"), ("cold, tiered (default)", "tiered"),
+                           ("cold, optimised", "optimised")):
+            res[case] = child(ANYCUDA_JIT=mode, ANYCUDA_CACHE="1", ANYCUDA_CACHE_DIR=str(Path(root) / mode))
+        cached = [child(ANYCUDA_JIT="optimised", ANYCUDA_CACHE="1", ANYCUDA_CACHE_DIR=str(Path(root) / "optimised"))
+                  for _ in range(3)]
+        res["from the disk cache"] = min(cached, key=lambda c: c["first_launch_s"])
+    return res
+
+
+def measure(env_for) -> dict:
+    return {"load": load_seconds_per_mb(), "first_launch_s": first_launches(env_for),
+            "kernels_in_module": KERNELS}
+
+
+def print_results(m: dict) -> None:
+    print(f"\nmodule loading (a generated module of small kernels; targets: load <= 0.3 s/MB, "
+          f"first launch <= 1 s cold quick, <= 0.03 s cached):")
+    for what, r in m["load"].items():
+        print(f"  load, {what} ({r['mb']:.2f} MB): {r['load_s']:.3f} s, {r['s_per_mb']:.3f} s/MB")
+    for case, s in m["first_launch_s"].items():
+        print(f"  first launch of one kernel of {m['kernels_in_module']}, {case}: {s['first_launch_s']:.3f} s "
+              f"(after a load of {s['load_s']:.3f} s)")
+
+
+def _env(**extra):
+    import os
+    return dict(os.environ, **extra)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--child"]:
+        child_first_launch()
+    else:
+        print_results(measure(_env))

@@ -1,0 +1,112 @@
+"""The compiler's stages, in order: the one place their order is written.
+
+Loading a module costs its index (ptx/index.py: the text split into top-level items, the
+variables parsed, no function body parsed). A kernel is compiled when it is first needed (its
+first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), by
+`compile_kernel`:
+
+  1. unit     ptx.index.ModuleIndex.kernel_unit: the kernel, the device functions it reaches
+              and the variables they name, keeping the module's line numbers
+  2. cache    compiler.cache: a kernel met before (same unit text, compiler, CPU) is loaded
+  3. parse    ptx.parse: the unit's text to PTX IR
+  4. lower    compiler.module.ModuleLowering: PTX IR to LLVM IR (each function's analyses,
+              SIMT scheduling, warp regions, the block and launch functions); the module's
+              variables are declarations here, defined once by `compile_variables`
+  5. build    compiler.jit.compile_to_object: LLVM IR to a native object; quick code first
+              while the compile server optimises (compiler/tiers.py), optimised code into
+              the cache
+  6. link     runtime/program.py: the object linked into the process against the module's
+              variables (jit.LoadedObject's `symbols`)
+
+At the first launch of a kernel with a block shape a block program may take
+(compiler/blockprograms.py), that shape's block program is made from the same unit, through
+the same cache and build stages.
+
+Each stage costs at most n log n in the size of what it is given: the index is one pass over
+the module's text, a unit holds only what its kernel reaches, and a kernel never launched
+costs nothing past the index.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ptx import parse
+from ..ptx.index import Unit
+from . import cache, jit, tiers
+from .module import KernelInfo, ModuleLowering
+
+FORMAT = 1        # of what compile_kernel and compile_variables put in the cache
+
+
+@dataclass
+class CompiledKernel:
+    """One kernel's object code (empty where `info.error` says it cannot run), what it needs
+    of the module's variables (`externals`: symbols), and while it is being made, its
+    optimised code on the way (tiers.OptimisedCode)."""
+    name: str
+    info: KernelInfo
+    function_errors: dict                      # device function name -> PtxError
+    object_code: bytes = b""
+    externals: tuple = ()
+    optimised: object = None
+
+    def __getstate__(self):
+        return dict(self.__dict__, optimised=None)
+
+
+@dataclass
+class CompiledVariables:
+    """The object that defines a module's variables (and the device functions their
+    initialisers point to): `symbols` maps a variable's name to (its symbol, its size)."""
+    symbols: dict = field(default_factory=dict)
+    object_code: bytes = b""
+
+
+def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> CompiledKernel:
+    """Kernel `name` of `unit` compiled for this CPU (stages 2-5 of the module docstring).
+    Raises PtxError where the unit does not parse; a kernel that cannot be lowered comes back
+    with `info.error` set and no code."""
+    mode = tiers.mode()
+    key = cache.key_for(f"kernel {name} {FORMAT}\0{unit.key}", source_name)
+    hit = cache.load(key)
+    if isinstance(hit, CompiledKernel):
+        return hit
+    lowering = ModuleLowering(parse(unit.text, source_name), source_name, external_variables=True).lower()
+    info = lowering.kernels[name]
+    result = CompiledKernel(name, info, dict(lowering.function_errors))
+    if info.error is not None:
+        return result                           # not cached: its message names lines of this module
+    result.externals = tuple(g.name for g in lowering.globals.values())
+    llvm_ir = str(lowering.mod)
+    where = f"{source_name}:{name}"
+    if mode == tiers.TIERED:                    # queued before the quick compile: the server starts sooner
+        result.optimised = tiers.optimise_in_background(llvm_ir, where)
+    quick = mode == tiers.QUICK or result.optimised is not None
+    result.object_code = jit.compile_to_object(llvm_ir, where, optimised=not quick)
+    if result.optimised is not None:
+        def arrived(object_code):
+            if object_code is not None:
+                cache.store(key, CompiledKernel(name, info, result.function_errors, object_code, result.externals))
+        result.optimised.subscribe(arrived)
+    elif not quick:
+        cache.store(key, result)                # the cache holds optimised code only
+    return result
+
+
+def compile_variables(unit: Unit, source_name: str = "<ptx>") -> CompiledVariables:
+    """The object defining the variables of a module's variables unit (ptx/index.py)."""
+    key = cache.key_for(f"variables {FORMAT}\0{unit.key}", source_name)
+    hit = cache.load(key)
+    if isinstance(hit, CompiledVariables):
+        return hit
+    lowering = ModuleLowering(parse(unit.text, source_name), source_name).lower()
+    symbols = {}
+    for name, g in lowering.globals.items():
+        pointee = g.type.pointee
+        symbols[name] = (g.name, pointee.count * (8 if str(pointee.element) == "i64" else 1))
+    # data alone needs no optimiser; device functions whose addresses a table holds do
+    optimised = bool(lowering.functions)
+    result = CompiledVariables(symbols, jit.compile_to_object(str(lowering.mod), f"{source_name}:variables",
+                                                              optimised=optimised))
+    cache.store(key, result)
+    return result
