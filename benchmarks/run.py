@@ -19,8 +19,10 @@ at that same size (where anycuda's time is mostly launch latency), and as the ra
 time per unit of work, simulator at its small size over anycuda at the table's size. Also measured, unless --no-extras: JIT compile time per kernel (cold:
 a fresh ANYCUDA_CACHE_DIR; warm: loaded from that on-disk cache), the launch overhead of
 an empty kernel through the Python API and through cuLaunchKernel from a C host program
-(kernels/launch_overhead.c under `anycuda run`), and anycuda's scaling from one thread to all
-cores (ANYCUDA_NUM_THREADS is read at start-up, so each thread count is a subprocess).
+(kernels/launch_overhead.c under `anycuda run`), module loading at scale (modules.py: load
+time per MB of PTX, the first launch of one kernel of 2,000), and anycuda's scaling from one
+thread to all cores (ANYCUDA_NUM_THREADS is read at start-up, so each thread count is a
+subprocess).
 Needs: gcc, nvcc (or NVRTC); optional: pyopencl + pocl-opencl-icd, numba-cuda, matplotlib
 (pip install -e '.[bench]').
 """
@@ -45,6 +47,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import modules  # noqa: E402
 import suite  # noqa: E402
 
 # Timed runs measure optimised code: without this a module new to the cache would run quick
@@ -417,6 +420,8 @@ def print_table(out):
               f"(all worker threads), {la['one_thread_us']:.1f} us (ANYCUDA_NUM_THREADS=1)")
         print("empty-kernel launch through cuLaunchKernel from a C host program (anycuda run): "
               + (f"{la['c_host_us']:.1f} us" if "c_host_us" in la else f"FAILED: {la.get('c_host_error')}"))
+    if out.get("modules"):
+        modules.print_results(out["modules"])
     if out.get("scaling"):
         s = out["scaling"]
         print("\nanycuda scaling (speed-up over 1 thread): " + "  ".join(f"{t} threads" for t in s["threads"]))
@@ -597,6 +602,7 @@ def main(argv=None):
     if not args.no_extras:
         for what, fn in (("launch", launch_overheads),
                          ("compile", lambda: compile_times(benches)),
+                         ("modules", lambda: modules.measure(child_env)),
                          ("scaling", None if args.no_scaling else lambda: scaling(args, benches))):
             if fn is None:
                 continue
