@@ -20,7 +20,7 @@ from .ptx.errors import PtxError
 from .rawmodule import RawKernel, RawModule
 from .runtime.device import Device
 from .runtime.errors import CudaError, CUresult
-from .runtime.event import Event, get_elapsed_time
+from .runtime.stream import Event, get_elapsed_time
 from .runtime.stream import Stream, default_stream
 
 

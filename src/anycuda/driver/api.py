@@ -15,7 +15,7 @@ from ..runtime import device as device_info
 from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program
-from ..runtime.stream import Stream, default_stream, synchronize_all
+from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, synchronize_all
 
 # The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
 # is tested with (the test extra's wheels). A real driver also says by it which PTX ISA it
@@ -190,13 +190,8 @@ def _attributes(p):
         81: p.shared_memory_per_multiprocessor, 82: p.registers_per_multiprocessor, 83: 1, 84: 0, 86: 1, 88: 1,
         89: 1, 95: 1, 97: p.shared_memory_per_block_optin, 106: p.max_blocks_per_multiprocessor,
         111: p.reserved_shared_memory_per_block,
-        **_texture_limits(),
+        **device_info.TEXTURE_LIMITS,
     }
-
-
-def _texture_limits() -> dict:
-    from .arrays import DEVICE_ATTRIBUTES      # arrays imports this module
-    return DEVICE_ATTRIBUTES
 
 
 def cuDeviceGetAttribute(attrib: int, dev: int) -> int:
@@ -785,7 +780,6 @@ def cuOccupancyAvailableDynamicSMemPerBlock(func: int, num_blocks: int, block_si
 
 def cuEventCreate(flags: int) -> int:
     _require_context()
-    from ..runtime.event import Event
     return _new_handle(EventHandle(Event()))
 
 
@@ -815,7 +809,6 @@ def cuEventSynchronize(event: int) -> None:
 
 
 def cuEventElapsedTime(start: int, end: int) -> float:
-    from ..runtime.event import get_elapsed_time
     first, second = _get(start, EventHandle), _get(end, EventHandle)
     if first.device != second.device:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, "the events belong to different devices")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..compiler import texdesc
 from ..runtime import memory
+from ..runtime.device import TEXTURE_LIMITS
 from ..runtime.errors import CudaError, CUresult
 from . import api
 
@@ -23,24 +24,11 @@ _KNOWN_FLAGS = LAYERED | SURFACE_LDST | CUBEMAP | TEXTURE_GATHER | DEPTH_TEXTURE
     | DEFERRED_MAPPING
 
 
-# What the device reports of its texture and surface limits (CU_DEVICE_ATTRIBUTE_* number ->
-# value, as an sm_80 GPU has them); arrays past them are refused as on a GPU. Cube-map limits
-# stay 0: anycuda has none.
-DEVICE_ATTRIBUTES = {
-    21: 131072, 22: 131072, 23: 65536, 24: 16384, 25: 16384, 26: 16384,          # 1-D, 2-D, 3-D textures
-    27: 32768, 28: 32768, 29: 2048, 42: 32768, 43: 2048,                        # layered textures
-    45: 32768, 46: 32768, 47: 8192, 48: 8192, 49: 32768,                        # gather, alternate 3-D
-    30: 512, 51: 32,                                                            # surface, texture pitch alignment
-    55: 32768, 56: 131072, 57: 65536, 58: 16384, 59: 16384, 60: 16384,          # surfaces
-    61: 32768, 62: 2048, 63: 32768, 64: 32768, 65: 2048,                        # layered surfaces
-    69: 1 << 27, 70: 131072, 71: 65536, 72: 2097120,                            # textures on linear memory
-    73: 32768, 74: 32768, 77: 32768,                                            # mipmapped 2-D and 1-D
-}
 
 
 def _check_extent(width, height, depth, flags):
     """CUDA_ERROR_INVALID_VALUE for an array larger than the device's texture limits."""
-    A = DEVICE_ATTRIBUTES
+    A = TEXTURE_LIMITS
     if flags & LAYERED:
         limits = (A[42], 0, A[43]) if height == 0 else (A[27], A[28], A[29])
     elif depth:

@@ -11,11 +11,12 @@ import ctypes
 from dataclasses import dataclass
 
 from ..compiler import texdesc
+from ..runtime.device import TEXTURE_LIMITS
 from ..runtime.errors import CudaError, CUresult
 from . import api, arrays
 
 TEXTURE_ALIGNMENT = 256              # CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT as the device reports it
-TEXTURE_PITCH_ALIGNMENT = arrays.DEVICE_ATTRIBUTES[51]
+TEXTURE_PITCH_ALIGNMENT = TEXTURE_LIMITS[51]
 
 # CU_TRSF_* flags a texture descriptor may carry
 TRSF_READ_AS_INTEGER, TRSF_NORMALIZED, TRSF_SRGB = 0x01, 0x02, 0x10

@@ -22,6 +22,9 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import memory
+from .errors import CudaError, CUresult
+
 DEFAULT_COMPUTE_CAPABILITY = (8, 6)
 
 
@@ -122,7 +125,6 @@ def device_count() -> int:
 def _check_id(device_id: int) -> int:
     n = device_count()
     if not isinstance(device_id, int) or not 0 <= device_id < n:
-        from .errors import CudaError, CUresult
         raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE,
                         f"device {device_id} does not exist (there {'is' if n == 1 else 'are'} {n} "
                         f"device{'' if n == 1 else 's'}; ANYCUDA_DEVICES sets how many)")
@@ -143,7 +145,6 @@ def device_total_memory(device_id: int = 0) -> int:
 def used_memory(device_id: int = 0) -> int:
     """Bytes of device (and managed) memory allocated on the device and not freed yet.
     Allocations that name no device (made outside the driver API) count for device 0."""
-    from . import memory
     table = memory.table
     with table._lock:
         allocations = list(table._allocs.values())
@@ -271,6 +272,30 @@ def work_device() -> int:
     return 0 if dev is None else dev
 
 
+# What the device reports of its texture and surface limits (CU_DEVICE_ATTRIBUTE_* number ->
+# value, as an sm_80 GPU has them); arrays past them are refused as on a GPU (driver/arrays.py).
+# Cube-map limits stay 0: anycuda has none.
+TEXTURE_LIMITS = {
+    21: 131072, 22: 131072, 23: 65536, 24: 16384, 25: 16384, 26: 16384,          # 1-D, 2-D, 3-D textures
+    27: 32768, 28: 32768, 29: 2048, 42: 32768, 43: 2048,                        # layered textures
+    45: 32768, 46: 32768, 47: 8192, 48: 8192, 49: 32768,                        # gather, alternate 3-D
+    30: 512, 51: 32,                                                            # surface, texture pitch alignment
+    55: 32768, 56: 131072, 57: 65536, 58: 16384, 59: 16384, 60: 16384,          # surfaces
+    61: 32768, 62: 2048, 63: 32768, 64: 32768, 65: 2048,                        # layered surfaces
+    69: 1 << 27, 70: 131072, 71: 65536, 72: 2097120,                            # textures on linear memory
+    73: 32768, 74: 32768, 77: 32768,                                            # mipmapped 2-D and 1-D
+}
+
+
+_synchronisers = []      # wait for a device's work: the streams register theirs (runtime/stream.py)
+
+
+def register_synchroniser(wait) -> None:
+    """`wait(device_id)` is called by Device.synchronize: streams, which sit above devices,
+    say how to wait for a device's work."""
+    _synchronisers.append(wait)
+
+
 class Device:
     """CuPy's `cupy.cuda.Device`: `Device()` is the calling thread's current device; `use()`
     makes one current, and so does `with` until the block ends."""
@@ -320,8 +345,8 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait for this device's streams (and the legacy default stream)."""
-        from .stream import synchronize_all
-        synchronize_all(self.id)
+        for wait in _synchronisers:
+            wait(self.id)
 
     def use(self):
         _current.device = self.id

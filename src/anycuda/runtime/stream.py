@@ -1,4 +1,5 @@
-"""Streams: ordered queues of work (launches, copies, host functions, event records).
+"""Streams: ordered queues of work (launches, copies, host functions, event records), and
+the events recorded in them.
 
 A created `Stream` runs its work in order on a Python thread of its own (started on first
 use), so the host goes on while kernels run; a launch itself releases the GIL.
@@ -16,13 +17,21 @@ Errors: an exception raised by work on a created stream is kept; the stream skip
 work until the error has been reported, which the next `synchronize()` of that stream, or
 `synchronize_all()` (`anycuda.synchronize()`), does by raising that same exception. Work on
 the default stream runs in the caller, so its errors reach the caller directly.
+
+Events are points in a stream's work, with host timestamps for elapsed-time queries:
+`Event.record(stream)` queues a marker; when the stream reaches it, the marker takes the time
+(`time.perf_counter`) and completes. `synchronize()` and `query()` refer to the most recent
+record, as in CUDA; an event never recorded counts as complete. A marker that its stream
+skips (after an unreported error) completes without a time.
 """
 from __future__ import annotations
 
 import queue
 import threading
+import time
 
-from .device import work_device
+from .device import register_synchroniser, work_device
+from .errors import CudaError, CUresult
 
 sync_hooks = []     # called after every synchronisation (device printf output is flushed there)
 
@@ -120,7 +129,6 @@ class Stream:
 
     def record(self, event=None):
         """Record an event on this stream (a new one if none is given) and return it."""
-        from .event import Event
         event = event or Event()
         event.record(self)
         return event
@@ -207,7 +215,6 @@ class _DefaultStream:
         event._wait_in(self)
 
     def record(self, event=None):
-        from .event import Event
         event = event or Event()
         event.record(self)
         return event
@@ -275,3 +282,75 @@ def synchronize_all(device: int = None) -> None:
     _run_hooks()
     if first is not None:
         raise first
+
+
+# ---------------------------------------------------------------- events
+
+class _Mark:
+    __slots__ = ("done", "time")
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.time = None
+
+    def hit(self):
+        self.time = time.perf_counter()
+        self.done.set()
+
+    def skipped(self):
+        self.done.set()
+
+
+class Event:
+    """CuPy's `cupy.cuda.Event`: `record`, `synchronize`, `query`/`done`, timing."""
+
+    def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False):
+        self.block = block
+        self.disable_timing = disable_timing
+        self._mark = None
+
+    def record(self, stream=None) -> None:
+        mark = _Mark()
+        self._mark = mark
+        (stream or default_stream).enqueue(mark.hit, on_skip=mark.skipped)
+
+    def _wait_in(self, stream) -> None:
+        mark = self._mark
+        if mark is not None:
+            stream.enqueue(mark.done.wait)
+
+    def query(self) -> bool:
+        mark = self._mark
+        return mark is None or mark.done.is_set()
+
+    @property
+    def done(self) -> bool:
+        return self.query()
+
+    def synchronize(self) -> None:
+        mark = self._mark
+        if mark is not None:
+            mark.done.wait()
+
+    def __repr__(self):
+        return f"<anycuda Event {'pending' if not self.query() else 'complete'}>"
+
+
+def get_elapsed_time(start: Event, end: Event) -> float:
+    """Milliseconds between two recorded events (waits for both, like CuPy's
+    `cupy.cuda.get_elapsed_time`)."""
+    for e in (start, end):
+        if e.disable_timing:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, "an event created with disable_timing=True")
+        if e._mark is None:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE, "both events must have been recorded")
+    start.synchronize()
+    end.synchronize()
+    t0, t1 = start._mark.time, end._mark.time
+    if t0 is None or t1 is None:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_HANDLE,
+                        "an event's stream skipped its record after an error")
+    return (t1 - t0) * 1000.0
+
+
+register_synchroniser(synchronize_all)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import __version__
 
-LIBRARY = "libcuda.so.1"
+from .settings import LIBRARY
 BUILD_STAMP = "build-stamp.txt"             # the recipe fingerprint of the library beside it
 MODULE_PATHS = "module-paths.txt"           # folders of the environment that built it, one per line
 INSTALL_FAILURE = "install-build-failed.txt"    # why the build at install did not succeed

@@ -13,6 +13,7 @@ import threading
 
 from ..driver import api
 from . import entry_textures
+from .settings import LIBRARY, TRACE
 from ..runtime.errors import CudaError, CUresult
 
 _strings = {}
@@ -52,7 +53,6 @@ def _c_string(ffi, text: str):
     return _strings[text]
 
 
-TRACE = "api" in os.environ.get("ANYCUDA_LOG", "")     # ANYCUDA_LOG=api: trace every driver call
 
 
 def _log(msg):
@@ -63,7 +63,6 @@ def _log(msg):
 def _own_library():
     """This libcuda.so.1, opened again to look up its exported functions."""
     import ctypes
-    from .build import LIBRARY
     if "lib" not in _strings:
         _strings["lib"] = ctypes.CDLL(LIBRARY)       # already loaded: the loader returns it
     return _strings["lib"]
@@ -77,7 +76,6 @@ def _address(fn) -> int:
 def _known_driver_functions():
     """The driver function names recorded when this library was built (None if unknown)."""
     if "known" not in _strings:
-        from .build import LIBRARY
         import pathlib
         path = None
         for line in open("/proc/self/maps"):

@@ -16,6 +16,7 @@ import threading
 
 from ..driver import api, integrity
 from ..runtime.errors import CudaError, CUresult
+from .settings import TRACE
 
 # C signatures of the functions anycuda puts in the tables (cffi `extern "Python"`)
 DECLARATIONS = """
@@ -85,7 +86,6 @@ _reported = set()
 
 
 def _log(msg):
-    from .entry import TRACE
     if TRACE:
         sys.stderr.write(f"anycuda: {msg}\n")
 

@@ -1,0 +1,8 @@
+"""What the drop-in library is called and whether its calls are traced: read by the build,
+the entry points and the export tables alike."""
+from __future__ import annotations
+
+import os
+
+LIBRARY = "libcuda.so.1"
+TRACE = "api" in os.environ.get("ANYCUDA_LOG", "")     # ANYCUDA_LOG=api: trace every driver call
