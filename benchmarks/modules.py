@@ -5,6 +5,12 @@
   with quick code (ANYCUDA_JIT=quick), cold optimised (ANYCUDA_JIT=optimised), the default
   (tiered: quick code while the optimised code is made), and from the disk cache.
 
+- where CuPy is installed, the time to the first result of a reduction by CuPy's CUB
+  extension (a 21 MB PTX module of 383 kernels loaded through cuLibraryLoadData) under
+  `anycuda run`: `cupy.cuda.cub.device_reduce` on ten floats, from the call to its result,
+  cold (quick code) and with the cache filled. (`cupy.arange(10).sum()` itself first needs
+  CuPy's NVRTC-compiled kernels to run: that is the issue on Python GPU stacks.)
+
 Targets on a 2-core machine (issue "The compiler as one visible pipeline"): load <= 0.3 s
 per MB, first launch <= 1 s cold with quick code and <= 30 ms from the cache.
 
@@ -104,9 +110,42 @@ def first_launches(env_for) -> dict:
     return res
 
 
+CUPY_REDUCTION = """
+import json, time, numpy as np
+import cupy
+x = cupy.asarray(np.arange(10, dtype=np.float32))
+t0 = time.perf_counter()
+s = float(cupy.cuda.cub.device_reduce(x, cupy.cuda.cub.CUPY_CUB_SUM, (0,), ()))
+print(json.dumps({"s": time.perf_counter() - t0, "sum": s}))
+"""
+
+
+def cupy_first_reduction(env_for) -> dict | None:
+    """{case: seconds} to the first result of CuPy's CUB reduction under `anycuda run`, or
+    None where CuPy is not installed."""
+    import importlib.util
+    if importlib.util.find_spec("cupy") is None:
+        return None
+    res = {}
+    with tempfile.TemporaryDirectory(prefix="anycuda-bench-cupy-") as root:
+        for case, mode in (("cold, tiered (default)", "tiered"), ("cold, optimised", "optimised"),
+                           ("from the disk cache", "optimised")):
+            p = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, "-c", CUPY_REDUCTION],
+                               capture_output=True, text=True, timeout=1800,
+                               env=env_for(ANYCUDA_JIT=mode, ANYCUDA_CACHE="1", ANYCUDA_CACHE_DIR=str(Path(root) / mode),
+                                           CUPY_ACCELERATORS="cub"))
+            if p.returncode:
+                raise RuntimeError(f"CuPy reduction failed: {p.stderr[-2000:]}")
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            if r["sum"] != 45.0:
+                raise RuntimeError(f"CuPy's reduction of 0..9 gave {r['sum']}")
+            res[case] = r["s"]
+    return res
+
+
 def measure(env_for) -> dict:
     return {"load": load_seconds_per_mb(), "first_launch_s": first_launches(env_for),
-            "kernels_in_module": KERNELS}
+            "kernels_in_module": KERNELS, "cupy_reduction_s": cupy_first_reduction(env_for)}
 
 
 def print_results(m: dict) -> None:
@@ -117,6 +156,11 @@ def print_results(m: dict) -> None:
     for case, s in m["first_launch_s"].items():
         print(f"  first launch of one kernel of {m['kernels_in_module']}, {case}: {s['first_launch_s']:.3f} s "
               f"(after a load of {s['load_s']:.3f} s)")
+    if m.get("cupy_reduction_s") is None:
+        print("  CuPy's first reduction: not measured (CuPy is not installed)")
+    else:
+        for case, s in m["cupy_reduction_s"].items():
+            print(f"  CuPy's CUB reduction of ten floats under anycuda run, {case}: {s:.2f} s to its result")
 
 
 def _env(**extra):
