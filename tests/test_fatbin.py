@@ -121,3 +121,65 @@ def test_module_images_in_memory(built):
     with pytest.raises(CudaError) as e:
         ptx_from_image(ctypes.addressof(sbuf))
     assert e.value.code.name == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+
+
+MACHINE_CODE_ONLY = r'''
+__device__ int table[4] = {7, 8, 9, 10};
+__device__ float zeros[3];
+__constant__ int weights[2] = {3, 5};
+extern "C" __global__ void scale(int* out) { out[threadIdx.x] = table[threadIdx.x] * weights[1]; }
+extern "C" __global__ void other(int* out) { out[0] = zeros[0] == 0.0f; }
+'''
+
+
+@pytest.fixture(scope="module")
+def sass_only_fatbin(tmp_path_factory):
+    """A fatbinary container with SASS for sm_75 alone (no PTX)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    d = tmp_path_factory.mktemp("sass")
+    src = d / "sass.cu"
+    src.write_text(MACHINE_CODE_ONLY)
+    out = d / "sass.fatbin"
+    subprocess.run(["nvcc", "-fatbin", "-gencode", "arch=compute_75,code=sm_75", "-o", str(out), str(src)],
+                   check=True, capture_output=True)
+    return out.read_bytes()
+
+
+def test_a_container_of_machine_code_alone_loads_lazily(sass_only_fatbin, monkeypatch):
+    """As CUDA's lazy loading: the module loads, its variables hold their initial bytes, its
+    kernels can be looked up, and launching one fails with CUDA_ERROR_NO_BINARY_FOR_GPU
+    (cuBLAS registers such containers beside those with PTX)."""
+    import ctypes
+
+    import numpy as np
+    from anycuda.driver import api
+    from anycuda.runtime.errors import CudaError, CUresult
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    buf = ctypes.create_string_buffer(sass_only_fatbin, len(sass_only_fatbin))
+    image = api.image_at(ctypes.addressof(buf))
+    assert sorted(image.machine_code_only) == ["other", "scale"]
+    api.cuInit(0)
+    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+    try:
+        mod = api.cuModuleLoadData(image)
+        for name, expected in (("table", [7, 8, 9, 10]), ("weights", [3, 5]), ("zeros", [0, 0, 0])):
+            address, size = api.cuModuleGetGlobal(mod, name)
+            assert size == 4 * len(expected)
+            assert list(np.frombuffer(ctypes.string_at(address, size), np.int32)) == expected
+        func = api.cuModuleGetFunction(mod, "scale")
+        out = np.zeros(4, np.int32)
+        with pytest.raises(CudaError) as e:
+            api.cuLaunchKernel(func, (1, 1, 1), (4, 1, 1), 0, 0, struct.pack("<Q", out.ctypes.data))
+            api.cuCtxSynchronize()
+        assert e.value.code == CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU and "sm_75" in str(e.value)
+        with pytest.raises(CudaError) as missing:
+            api.cuModuleGetFunction(mod, "nothing")
+        assert missing.value.code == CUresult.CUDA_ERROR_NOT_FOUND
+        api.cuModuleUnload(mod)
+    finally:
+        api.cuDevicePrimaryCtxRelease(0)
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
+    with pytest.raises(CudaError) as eager:
+        api.image_at(ctypes.addressof(buf))
+    assert eager.value.code == CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU

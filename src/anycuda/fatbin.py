@@ -157,6 +157,31 @@ def choose_ptx(entries, max_version=(9, 9)):
     return max(ptx, key=lambda e: (e.sm, e.ptx_version)) if ptx else None
 
 
+MACHINE_CODE_HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
+
+
+def machine_code_module(entries) -> tuple:
+    """(PTX text, kernel names) of a container without PTX, from its newest SASS entry: its
+    module variables as PTX declarations with their bytes (a program may read and write them),
+    and the names of its kernels, which anycuda can name but not run."""
+    from .elf import ElfError, data_objects, entry_functions
+    elves = [e for e in entries if e.kind == "elf"]
+    if not elves:
+        raise FatbinError("the container holds neither PTX nor SASS")
+    cubin = max(elves, key=lambda e: e.sm).payload
+    try:
+        names, variables = entry_functions(cubin), data_objects(cubin)
+    except ElfError as e:
+        raise FatbinError(f"the SASS entry's symbols cannot be read: {e}") from None
+    lines = [MACHINE_CODE_HEADER]
+    for name, space, data in variables:
+        if not data:
+            continue
+        init = f" = {{{', '.join(map(str, data))}}}" if any(data) else ""
+        lines.append(f".visible .{space} .align 8 .b8 {name}[{len(data)}]{init};\n")
+    return "".join(lines), names
+
+
 def require_ptx(entries) -> FatbinEntry:
     entry = choose_ptx(entries)
     if entry is None:

@@ -9,12 +9,13 @@ import ctypes
 import re
 import struct
 import threading
+from dataclasses import dataclass, field
 
 from .. import fatbin
 from ..runtime import device as device_info
 from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
-from ..runtime.program import load_program
+from ..runtime.program import load_program, loading_mode
 from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, synchronize_all
 
 # The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
@@ -468,15 +469,53 @@ def ptx_from_image(address: int) -> bytes:
                         else CUresult.CUDA_ERROR_INVALID_IMAGE, str(e)) from None
 
 
+@dataclass
+class ModuleImage:
+    """What a module image holds for anycuda: its PTX, and the kernels it holds as machine code
+    only (name -> why it cannot run), which a load under CUDA_MODULE_LOADING=LAZY accepts as
+    CUDA's lazy loading does: such a kernel fails when it is launched, not its module when
+    loaded (cuBLAS registers a few SASS-only containers beside 189 with PTX)."""
+    ptx: bytes
+    machine_code_only: dict = field(default_factory=dict)
+
+
+def image_at(address: int) -> ModuleImage:
+    """The module image at `address` (ptx_from_image). Under lazy loading, a container with
+    SASS alone gives its variables (as PTX) and its kernels' names."""
+    try:
+        return ModuleImage(ptx_from_image(address) + b"\0")
+    except CudaError as e:
+        if e.code != CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU or loading_mode() == "EAGER":
+            raise
+        magic = struct.unpack("<I", ctypes.string_at(address, 4))[0]
+        try:
+            if magic == fatbin.CONTAINER_MAGIC:
+                entries = fatbin.read_container_at(ctypes.string_at, address)
+            elif magic == fatbin.WRAPPER_MAGIC:
+                containers = fatbin.read_wrapper_containers(ctypes.string_at, address)
+                if not containers:
+                    raise
+                entries = containers[0]           # the main container (no relocatable PTX, or we would have it)
+            else:
+                raise
+            ptx, names = fatbin.machine_code_module(entries)
+        except fatbin.FatbinError:
+            raise e from None
+        return ModuleImage(ptx.encode() + b"\0", dict.fromkeys(names, e.message))
+
+
 def cuModuleLoadData(image: bytes) -> int:
     _require_context()
     return _load_module(image)
 
 
-def _load_module(image: bytes) -> int:
-    text = image.split(b"\0", 1)[0]
+def _load_module(image) -> int:
+    """A module from PTX bytes or a ModuleImage."""
+    if not isinstance(image, ModuleImage):
+        image = ModuleImage(image)
+    text = image.ptx.split(b"\0", 1)[0]
     try:
-        program = load_program(text.decode("utf-8"), "module.ptx")
+        program = load_program(text.decode("utf-8"), "module.ptx", unavailable=image.machine_code_only)
     except UnicodeDecodeError:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE, "the image is neither PTX text nor a fatbinary") from None
     except CudaError:

@@ -520,8 +520,10 @@ class _ModuleCode:
     """What every instance of a loaded module shares: its index, its kernels as they are
     compiled (name -> CompiledKernel, or the PtxError its unit gave), its variables' object."""
 
-    def __init__(self, index: ModuleIndex, source_name: str):
+    def __init__(self, index: ModuleIndex, source_name: str, unavailable: dict = None):
         self.index, self.source_name = index, source_name
+        self.unavailable = dict(unavailable or {})      # kernel held as machine code only -> why
+        self.names = list(index.kernels) + [n for n in self.unavailable if n not in index.kernels]
         self.kernels = {}
         self.variables = None
         self.lock = threading.RLock()
@@ -531,8 +533,10 @@ class Program:
     """A loaded PTX module (compiler/pipeline.py): its index at once; each kernel compiled
     and linked at its first use; its variables defined once per instance."""
 
-    def __init__(self, ptx_text: str, source_name: str = "<ptx>", code: _ModuleCode = None):
-        self.code = code or _ModuleCode(ModuleIndex(ptx_text, source_name), source_name)
+    def __init__(self, ptx_text: str, source_name: str = "<ptx>", code: _ModuleCode = None, unavailable: dict = None):
+        """`unavailable`: kernels the module holds as machine code only (name -> why), which
+        can be looked up but fail to launch with CUDA_ERROR_NO_BINARY_FOR_GPU."""
+        self.code = code or _ModuleCode(ModuleIndex(ptx_text, source_name), source_name, unavailable)
         self.index, self.source_name = self.code.index, self.code.source_name
         self._kernels = {}
         self._variables = None       # (its linked object, {symbol: address}) for this instance
@@ -562,7 +566,10 @@ class Program:
 
     def compiled_kernel(self, name: str) -> CompiledKernel:
         """Kernel `name` compiled (at its first use); CudaError (CUDA_ERROR_INVALID_PTX) where
-        its PTX does not parse."""
+        its PTX does not parse, CUDA_ERROR_NO_BINARY_FOR_GPU where the module has none."""
+        if name in self.code.unavailable and name not in self.index.kernels:
+            raise CudaError(CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU,
+                            f"kernel {name} cannot run: {self.code.unavailable[name]}")
         compiled = self._compile(name)
         if isinstance(compiled, PtxError):
             raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"kernel {name} cannot run: {compiled}")
@@ -575,15 +582,15 @@ class Program:
         return Program("", code=self.code)
 
     def kernel_names(self):
-        return list(self.index.kernels)
+        return list(self.code.names)
 
     def has_kernel(self, name: str) -> bool:
-        return name in self.index.kernels
+        return name in self.index.kernels or name in self.code.unavailable
 
     def kernel(self, name: str) -> KernelImage:
         image = self._kernels.get(name)
         if image is None:
-            if name not in self.index.kernels:
+            if not self.has_kernel(name):
                 raise KeyError(name)
             image = self._kernels[name] = KernelImage(self, name)
             if loading_mode() == "EAGER":
@@ -622,5 +629,5 @@ class Program:
         return addresses[symbol], nbytes
 
 
-def load_program(ptx_text: str, source_name: str = "<ptx>") -> Program:
-    return Program(ptx_text, source_name)
+def load_program(ptx_text: str, source_name: str = "<ptx>", unavailable: dict = None) -> Program:
+    return Program(ptx_text, source_name, unavailable=unavailable)

@@ -261,7 +261,7 @@ def define(ffi, lib=None):
     def cuModuleLoadData(out, image):
         if image == ffi.NULL:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "image is NULL")
-        out[0] = handle(api.cuModuleLoadData(api.ptx_from_image(ptr(image)) + b"\0"))
+        out[0] = handle(api.cuModuleLoadData(api.image_at(ptr(image))))
 
     @entry
     def cuModuleUnload(mod):
@@ -352,7 +352,7 @@ def define(ffi, lib=None):
         except OSError as e:
             raise CudaError(CUresult.CUDA_ERROR_FILE_NOT_FOUND, f"{path}: {e.strerror}") from None
         keep = ffi.from_buffer(data + b"\0")
-        return api.ptx_from_image(ptr(ffi.cast("void *", keep))) + b"\0"
+        return api.image_at(ptr(ffi.cast("void *", keep)))
 
     @entry
     def cuModuleLoad(out, fname):
@@ -366,7 +366,7 @@ def define(ffi, lib=None):
     def cuModuleLoadDataEx(out, image, nopts, options, values):
         if image == ffi.NULL:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "image is NULL")
-        out[0] = handle(api.cuModuleLoadData(api.ptx_from_image(ptr(image)) + b"\0"))   # JIT options ignored
+        out[0] = handle(api.cuModuleLoadData(api.image_at(ptr(image))))   # JIT options ignored
 
     @entry
     def cuMemAllocHost_v2(out, size):
@@ -449,7 +449,7 @@ def define(ffi, lib=None):
     def image_bytes(image):
         if image == ffi.NULL:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "image is NULL")
-        return api.ptx_from_image(ptr(image)) + b"\0"
+        return api.image_at(ptr(image))
 
     @entry
     def cuLibraryLoadData(out, code, jit_options, jit_values, n_jit, lib_options, lib_values, n_lib):

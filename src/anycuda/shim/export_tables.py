@@ -133,7 +133,7 @@ def install(ffi, lib):
     def load_module(out, image):
         if out == ffi.NULL or image == ffi.NULL:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "NULL module or image")
-        module = api.cuModuleLoadData(api.ptx_from_image(ptr(image)) + b"\0")
+        module = api.cuModuleLoadData(api.image_at(ptr(image)))
         out[0] = ffi.cast("void *", module)
         return 0
 
