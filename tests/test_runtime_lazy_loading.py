@@ -6,7 +6,9 @@ timed."""
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,30 +20,17 @@ from anycuda.runtime import program as program_module
 from anycuda.runtime.errors import CudaError, CUresult
 from anycuda.runtime.program import load_program
 
-HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
+def _generated_modules():
+    """benchmarks/modules.py, whose generated modules of small kernels these tests load."""
+    spec = importlib.util.spec_from_file_location(
+        "anycuda_bench_modules", Path(__file__).resolve().parent.parent / "benchmarks" / "modules.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def small_kernel(i: int) -> str:
-    """Kernel k{i}: out[t] = t * i for t < n."""
-    return f""".visible .entry k{i}(.param .u64 p, .param .u32 n)
-{{
-  .reg .pred %p<2>; .reg .b32 %r<6>; .reg .b64 %rd<4>;
-  ld.param.u64 %rd1, [p]; ld.param.u32 %r1, [n];
-  mov.u32 %r2, %tid.x; mov.u32 %r3, %ctaid.x; mov.u32 %r4, %ntid.x;
-  mad.lo.s32 %r2, %r3, %r4, %r2;
-  setp.ge.u32 %p1, %r2, %r1;
-  @%p1 bra DONE;
-  mul.wide.u32 %rd2, %r2, 4; add.s64 %rd3, %rd1, %rd2;
-  mul.lo.u32 %r5, %r2, {i};
-  st.global.u32 [%rd3], %r5;
-DONE:
-  ret;
-}}
-"""
-
-
-def many_kernels(n: int) -> str:
-    return HEADER + "".join(small_kernel(i) for i in range(n))
+_modules = _generated_modules()
+HEADER, small_kernel, many_kernels = _modules.HEADER, _modules.small_kernel, _modules.many_kernels
 
 
 @pytest.fixture
