@@ -664,3 +664,49 @@ def test_branches_decided_by_the_end_lanes(start, n):
     ac.RawModule(ptx=ENDS_PTX, name="ends.ptx").get_function("counts")((1,), (64,), (out, np.uint32(start), np.uint32(n)))
     i = (start + np.arange(64)[:, None] + 32 * np.arange(4)[None, :]) % 2 ** 32
     np.testing.assert_array_equal(out.get(), ((i < n) * np.arange(1, 5)).sum(axis=1))
+
+
+# After a loop of barriers, a register written in the region's first piece and then by a
+# guarded instruction whose guard is false in every lane: no piece reads the register
+# after this one (a temporary), but the guard must still keep the value its lanes had (the
+# guarded add was done in every lane). Found by tests/ptx_generators.py.
+GUARDED_TEMPORARY = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry guarded_temp(.param .u64 out)
+{
+    .reg .pred %p<2>; .reg .b32 %r<9>; .reg .b64 %rd<4>;
+    .shared .align 4 .b32 sh[1024];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    mad.lo.u32 %r2, %r1, 11, 31676;
+    mad.lo.u32 %r3, %r1, 9, 23757;
+    mad.lo.u32 %r4, %r1, 7, 15838;
+    shl.b32 %r6, %r1, 2;
+    mov.u32 %r7, sh;
+    add.u32 %r7, %r7, %r6;
+    mov.u32 %r8, 0;
+$L:
+    st.shared.u32 [%r7], %r1;
+    bar.sync 0;
+    add.u32 %r8, %r8, 1;
+    setp.lt.u32 %p1, %r8, 2;
+    @%p1 bra $L;
+    and.b32 %r4, %r1, %r2;
+    setp.ne.u32 %p1, %r2, 9939;
+    @!%p1 add.u32 %r4, %r4, %r3;
+    st.global.u32 [%rd3], %r4;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("block", [32, 64, 40])
+def test_a_guard_keeps_a_temporary(block):
+    k = ac.RawModule(ptx=GUARDED_TEMPORARY, name="guarded_temp.ptx").get_function("guarded_temp")
+    out = poison(block, np.uint32)
+    k((1,), (block,), (out,))
+    t = np.arange(block, dtype=np.uint32)
+    np.testing.assert_array_equal(out.get(), t & (t * 11 + 31676))

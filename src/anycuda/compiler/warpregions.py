@@ -110,6 +110,8 @@ class WarpRegion(WarpCode):
         self.lockstep = False         # emitting the code the whole warp runs together
         self.scalars = {}             # strided register -> its lane-0 value's <1 x T> slot (lockstep)
         self.transient = set()        # registers whose masked writes need not keep other lanes' values
+        self.guarded = False          # the instruction being emitted has a guard (its mask is not
+                                      # only the lanes that run its piece: see write)
         self.converted = None         # in lockstep, the lanes of an if-converted piece (_convertible)
         self.unmasked = frozenset()   # registers those pieces write for every lane (_run_converted)
         self.bails = False            # a failed strided check before any store returns NOT_RUN
@@ -447,8 +449,9 @@ class WarpRegion(WarpCode):
                 self._lockstep_instruction(st)
                 continue
             self.mask = mask if st.guard is None else self.b.and_(mask, self._guard(st))
+            self.guarded = st.guard is not None
             self.op(st.opcode)(self, st)
-            self.mask = None
+            self.mask, self.guarded = None, False
         self._branch(mask, None, piece.next, None)
 
     def _ends(self, before, st):
@@ -650,13 +653,14 @@ class WarpRegion(WarpCode):
 
     def _run_masked(self, st, mask, alone):
         self.mask = mask
+        self.guarded = st.guard is not None
         try:
             if alone:
                 with self._lane_zero():
                     return self.op(st.opcode)(self, st)
             self.op(st.opcode)(self, st)
         finally:
-            self.mask = None
+            self.mask, self.guarded = None, False
 
     def _convertible(self, fall, target) -> list:
         """The pieces from `fall` on where lanes that part at a forward branch may stay in
@@ -899,7 +903,9 @@ class WarpRegion(WarpCode):
             if value.type.count != 1:
                 value = self._lane0(value)
             return self.b.store(value, self.scalars[op.name])
-        if self.mask is not None and op.name not in self.transient and op.name not in self.unmasked:
+        # a transient register need not keep the lanes that do not run its piece, but one that
+        # a guard leaves unwritten keeps its value in lanes that go on to read it
+        if self.mask is not None and (self.guarded or op.name not in self.transient and op.name not in self.unmasked):
             value = self.b.select(self.mask, value, self.reg_value(op.name))
         self.b.store(value, self.slots[op.name])
 
