@@ -216,27 +216,42 @@ def lane_strides(body, bits, constants, flips=True) -> dict:
     `bits(name)` is a register's width (1 for a predicate); `constants` are
     analysis.constant_registers. A register with a definition of another stride, or of none,
     is VARYING; one whose definitions only read registers of unknown stride (a cycle of its
-    own) is VARYING too. `flips`: as instruction_stride's."""
+    own) is VARYING too. `flips`: as instruction_stride's.
+
+    A worklist: a register's definitions are read again only when the stride of a register
+    they read has changed, and a stride only goes from unknown to known to VARYING (each
+    instruction's is monotone in its operands'), so each definition is read at most three
+    times per register it reads: O(n) in the body's instructions. (The answer is the one
+    fixpoint from every register unknown, whatever the order.)"""
     defs = analysis.definition_positions(body)
+    readers = {}                # register -> the registers whose definitions read it
+    for r, positions in defs.items():
+        for pos in positions:
+            for u in analysis.defs_uses(body[pos])[1]:
+                readers.setdefault(u, set()).add(r)
     strides = {}
-    changed = True
-    while changed:              # a register's stride only goes from unknown to known to VARYING
-        changed = False
-        for r, positions in defs.items():
-            if strides.get(r, _UNKNOWN) is VARYING:
-                continue
-            seen = set()
-            for pos in positions:
-                st = body[pos]
-                s, _ = instruction_stride(st, strides, bits, constants, flips)
-                if s is not _UNKNOWN:
-                    seen.add(VARYING if len(analysis.defs_uses(st)[0]) > 1 and s != 0 else s)
-            if not seen:
-                continue
-            new = seen.pop() if len(seen) == 1 else VARYING
-            if new is not VARYING:
-                new = normalise(new, bits(r))
-            if new != strides.get(r, _UNKNOWN):
-                strides[r] = new
-                changed = True
+    order = list(defs)
+    todo, queued = order[::-1], set(order)
+    while todo:
+        r = todo.pop()
+        queued.discard(r)
+        if strides.get(r, _UNKNOWN) is VARYING:
+            continue
+        seen = set()
+        for pos in defs[r]:
+            st = body[pos]
+            s, _ = instruction_stride(st, strides, bits, constants, flips)
+            if s is not _UNKNOWN:
+                seen.add(VARYING if len(analysis.defs_uses(st)[0]) > 1 and s != 0 else s)
+        if not seen:
+            continue
+        new = seen.pop() if len(seen) == 1 else VARYING
+        if new is not VARYING:
+            new = normalise(new, bits(r))
+        if new != strides.get(r, _UNKNOWN):
+            strides[r] = new
+            for u in sorted(readers.get(r, ())):
+                if u not in queued:
+                    queued.add(u)
+                    todo.append(u)
     return {r: strides.get(r, VARYING) for r in defs}

@@ -20,7 +20,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
 from . import abi, analysis, gridsync, guards, probebounds, warpregions, warpruns
-from .irutil import convert_bits, i32, i64, in_thread_group, load_field, register_address, store_field
+from .irutil import collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address, store_field
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
@@ -91,6 +91,15 @@ class FunctionLowering:
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
         self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
         self.inst = None
+        self._analyses = {}               # key -> what `analysed` made once for this body
+
+    def analysed(self, key, make):
+        """make(), made once per key for this function's body (the passes after lowering,
+        which make one region or run at a time, share the analyses of the whole body rather
+        than each making them anew: that was O(regions * n))."""
+        if key not in self._analyses:
+            self._analyses[key] = make()
+        return self._analyses[key]
 
     # ------------------------------------------------------------------ errors
     def error(self, msg: str, cls=LoweringError) -> PtxError:
@@ -99,6 +108,7 @@ class FunctionLowering:
         return cls(msg, loc.line, loc.col, self.mc.source_name, inst.text if inst is not None else "")
 
     # ------------------------------------------------------------------ set-up
+    @collection_paused
     def lower(self):
         if self.is_kernel:
             self._insert_yields()
@@ -306,7 +316,8 @@ class FunctionLowering:
                 for pos in (back, leave):
                     spilled |= {r for r in self.remat_at.pop(pos, {}) if r in self.site_live[pos]}
         self.written = analysis.written_since_resume(body, self.branch_targets,
-                                                     {pos: set(need) for pos, need in self.remat_at.items()})
+                                                     {pos: set(need) for pos, need in self.remat_at.items()},
+                                                     {pos: set(regs) for pos, regs in self.site_live.items()})
         for back, leave in self.yield_pairs:
             written = self.written.get(back, set()) | self.written.get(leave, set())
             self.written[back] = self.written[leave] = written
@@ -338,10 +349,9 @@ class FunctionLowering:
         recomputed at the sites before that loop and saved only at those after it."""
         if chain(r) is not None:
             return fixed(r)
-        ds, ds_site = reaching(at).get(r, frozenset()), reaching(site).get(r, frozenset())
-        if len(ds) != 1 or ds != ds_site or depth > self.REMAT_MAX_CHAIN or r not in self.regs:
+        pos = reaching.only(at, r)
+        if pos is None or pos != reaching.only(site, r) or depth > self.REMAT_MAX_CHAIN or r not in self.regs:
             return None
-        (pos,) = ds
         st = body[pos]
         if pos >= at or not self._pure_definition(st, r):
             return None

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from . import abi, faults, guards, placement, streamstores
-from .irutil import (at_function_start, declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group,
+from .irutil import (at_function_start, collection_paused, declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group,
                      load_field, load_invariant, load_invariant_field, set_loop_hints, split_index, store_field,
                      thread_parallel_group)
 from .types import I1, I32, I64, PTR
@@ -815,6 +815,7 @@ def workspace_layout(b, n, frame_size, spill_bytes, stride=0):
     return spill, coll, codes, state, b.add(state, i64(TURN_AREAS + stride * MOST_WARPS))
 
 
+@collection_paused
 def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_needs_index=True, scalar_params=(),
                         site_consts=(), spill_bytes=0, affine_sites=None, self_checked_sites=(),
                         advances=None, regions=None, guarded_rounds=None, probe_bounds=None):
@@ -1424,6 +1425,7 @@ class _WarpTurns:
 BLOCKS_IN_FLIGHT = 4
 
 
+@collection_paused
 def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, chunk_calls=True):
     """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`.
     With `chunk_calls`, a kernel without sites runs each chunk's blocks in one call

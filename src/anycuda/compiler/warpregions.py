@@ -143,7 +143,9 @@ class WarpRegion(WarpCode):
         if self._pieces is not None:
             return self._pieces
         body = self.f.pfn.body
-        self.strides = laneshapes.lane_strides(body, self._bits, self.constants, self.flips)
+        # the same for every region of the function (its registers' widths, its constants)
+        self.strides = self.f.analysed(("lane_strides", self.flips), lambda: laneshapes.lane_strides(
+            body, self._bits, self.constants, self.flips))
         pieces, todo = {}, [self.first + 1]
         while todo:
             start = todo.pop()
@@ -830,7 +832,8 @@ class WarpRegion(WarpCode):
         if pos is None:
             return set()
         if self._live is None:
-            self._live = analysis.live_before(self.f.pfn.body, self.f.branch_targets)
+            self._live = self.f.analysed("live_before", lambda: analysis.live_before(self.f.pfn.body,
+                                                                                    self.f.branch_targets))
         body = self.f.pfn.body
         while pos < len(body) and not isinstance(body[pos], pir.Instruction):
             pos += 1
@@ -1241,7 +1244,7 @@ class WarpRegion(WarpCode):
     def _definitions(self) -> dict:
         """analysis.definition_positions of the kernel's body, found once."""
         if self._defs is None:
-            self._defs = analysis.definition_positions(self.f.pfn.body)
+            self._defs = self.f.analysed("definition_positions", lambda: analysis.definition_positions(self.f.pfn.body))
         return self._defs
 
     def _xor_window(self, addrs, size):
