@@ -444,14 +444,20 @@ def _kernel(g: _Generator, tree: list, name: str) -> "GeneratedKernel":
     return GeneratedKernel(text, tree, count, name)
 
 
-def random_kernel(n: int, seed: int = 0, depth: int = 6, name: str = "gen") -> GeneratedKernel:
-    """A kernel of about n instructions (see the module docstring): a first half where
-    barriers, shuffles and grid-stride loops go at block-uniform places, then a second half
-    with per-thread early exits."""
+def random_kernel(n: int, seed: int = 0, depth: int = 6, name: str = "gen", chunk: int = 1500) -> GeneratedKernel:
+    """A kernel of about n instructions (see the module docstring): pieces of about `chunk`
+    instructions where barriers, shuffles and grid-stride loops go at block-uniform places,
+    then a last piece (at most `chunk`, half of a small kernel) with per-thread early exits.
+    Kernels of one seed share their first pieces, so that a kernel four times as large is
+    four times as much code of the same kind (tests that count work compare the two)."""
     g = _Generator(seed)
     g.prologue_size()
-    tree = g.block(n // 2, depth, True, True)
-    tree += g.block(n - g.count - 2 * INT_ACCS - 3 * FLOAT_ACCS - 1, depth, False, False, True)
+    end = n - 2 * INT_ACCS - 3 * FLOAT_ACCS - 1
+    first = end - min(chunk, (end - g.count) // 2)
+    tree = []
+    while g.count < first:
+        tree += g.block(min(chunk, first - g.count), depth, True, True)
+    tree += g.block(end - g.count, depth, False, False, True)
     tree += g.epilogue()
     return _kernel(g, tree, name)
 

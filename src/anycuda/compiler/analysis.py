@@ -501,12 +501,9 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     preds = _predecessors(blocks)
     memo = {}
 
-    def uniform(r):
-        """None when r is not block-uniform, else the set of what it is computed from
-        ('param' and the special registers; empty: a compile-time constant)."""
-        if r in memo:
-            return memo[r]
-        memo[r] = None                   # a cycle is not uniform
+    def own(r):
+        """(what r's one definition reads itself: 'param' and special registers, the registers
+        it reads), or None where that definition cannot be block-uniform."""
         ps = defs.get(r, [])
         if len(ps) != 1:
             return None
@@ -516,28 +513,47 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
         ops = st.operands
         if not ops or not isinstance(ops[0], ir.Reg) or ops[0].name != r:
             return None
-        varying = set()
         if st.opcode == "ld":
-            if not _loads_kernel_param(st, params):
-                return None
-            varying = {"param"}
-        elif st.opcode in _UNIFORM_OPCODES:
-            for op in ops[1:]:
-                if isinstance(op, ir.Reg):
-                    sub = uniform(op.name)
-                    if sub is None:
-                        return None
-                    varying |= sub
-                elif isinstance(op, ir.SpecialReg):
-                    if op.name not in _UNIFORM_SPECIAL:
-                        return None
-                    varying.add(op.name)
-                elif not isinstance(op, (ir.Imm, ir.Sym)):
-                    return None
-        else:
+            return ({"param"}, []) if _loads_kernel_param(st, params) else None
+        if st.opcode not in _UNIFORM_OPCODES:
             return None
-        memo[r] = varying
-        return varying
+        varying, regs = set(), []
+        for op in ops[1:]:
+            if isinstance(op, ir.Reg):
+                regs.append(op.name)
+            elif isinstance(op, ir.SpecialReg):
+                if op.name not in _UNIFORM_SPECIAL:
+                    return None
+                varying.add(op.name)
+            elif not isinstance(op, (ir.Imm, ir.Sym)):
+                return None
+        return varying, regs
+
+    def uniform(r):
+        """None when r is not block-uniform, else the set of what it is computed from
+        ('param' and the special registers; empty: a compile-time constant). Iterative,
+        each register's definition read once over all calls (memo)."""
+        todo = [(r, None)]
+        while todo:
+            x, found = todo.pop()
+            if found is None:                # first visit
+                if x in memo:
+                    continue
+                memo[x] = None               # until known; a cycle is not uniform
+                found = own(x)
+                if found is None:
+                    continue
+                todo.append((x, found))
+                todo += [(u, None) for u in reversed(found[1]) if u not in memo]
+            else:                            # what it reads is known
+                varying = set(found[0])
+                for u in found[1]:
+                    if memo.get(u) is None:
+                        varying = None
+                        break
+                    varying |= memo[u]
+                memo[x] = varying
+        return memo[r]
 
     result = {}
     for b in blocks:
@@ -596,7 +612,8 @@ def _definitions(body: list) -> dict:
 def _alike_registers(body: list, kernel_params, opcodes, specials) -> set:
     """Registers each of whose definitions is an unguarded instruction of `opcodes` that reads
     only immediates, symbols, special registers of `specials` and registers of the set, or
-    `ld.param` of a kernel parameter (a fixpoint from every register down)."""
+    `ld.param` of a kernel parameter (a fixpoint from every register down). O(n): each
+    register's definitions are read again only when one they read is taken out."""
     params = set(kernel_params)
     defs = _definitions(body)
 
@@ -618,12 +635,27 @@ def _alike_registers(body: list, kernel_params, opcodes, specials) -> set:
             elif not isinstance(op, (ir.Imm, ir.Sym)):
                 return False
         return True
+    # the greatest such set: a worklist takes out the registers with a definition that reads
+    # one taken out, looking again only at the readers of each one taken out
     uniform = set(defs)
-    while True:
-        keep = {r for r in uniform if all(alike(st, uniform) for st in defs[r])}
-        if keep == uniform:
-            return uniform
-        uniform = keep
+    readers = _readers(defs)
+    todo = sorted(uniform)
+    while todo:
+        r = todo.pop()
+        if r in uniform and not all(alike(st, uniform) for st in defs[r]):
+            uniform.discard(r)
+            todo.extend(x for x in readers.get(r, ()) if x in uniform)
+    return uniform
+
+
+def _readers(defs: dict) -> dict:
+    """{register: the registers with a definition (of `defs`, _definitions) that reads it}."""
+    readers = {}
+    for r, sts in defs.items():
+        for st in sts:
+            for u in defs_uses(st)[1]:
+                readers.setdefault(u, set()).add(r)
+    return {u: sorted(rs) for u, rs in readers.items()}
 
 
 def block_uniform_registers(body: list, kernel_params) -> set:
@@ -705,7 +737,11 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
     `ld.param` of a 32-bit kernel parameter) and the block's and grid's dimensions (one
     `mov` from %ntid or %nctaid); the forms combine through mov, add, sub,
     mul.lo, mad.lo, shl by an immediate and selp of two values of one form. A register with
-    another definition, or with definitions that disagree, has no form."""
+    another definition, or with definitions that disagree, has no form.
+
+    O(n * T) for forms of T terms (at most 3 axes times the factors a kernel scales by):
+    each register's definitions are read again only when a form they read has changed,
+    which happens at most twice per register."""
     params = set(kernel_params)
     defs = _definitions(body)
     factor_of = {}                # register -> the kernel parameter or block dimension it holds
@@ -781,19 +817,26 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
             return scaled(f, ir.Imm(1 << (ops[2].value & 31)))
         return _CONFLICT
 
-    changed = True
-    while changed:                # forms only go from unknown to known to _CONFLICT
-        changed = False
-        for r, sts in defs.items():
-            if forms.get(r) == _CONFLICT:
-                continue
-            seen = [f for f in map(form_of, sts) if f is not None]
-            if not seen:
-                continue
-            new = seen[0] if all(f == seen[0] for f in seen) else _CONFLICT
-            if new != forms.get(r):
-                forms[r] = new
-                changed = True
+    # a worklist: forms only go from unknown to known to _CONFLICT, and each form_of is
+    # monotone in its operands', so the registers whose definitions read a register whose
+    # form changed are all that need looking at again (the answer is the one fixpoint)
+    readers = _readers(defs)
+    todo, queued = list(defs)[::-1], set(defs)
+    while todo:
+        r = todo.pop()
+        queued.discard(r)
+        if forms.get(r) == _CONFLICT:
+            continue
+        seen = [f for f in map(form_of, defs[r]) if f is not None]
+        if not seen:
+            continue
+        new = seen[0] if all(f == seen[0] for f in seen) else _CONFLICT
+        if new != forms.get(r):
+            forms[r] = new
+            for x in readers.get(r, ()):
+                if x not in queued:
+                    queued.add(x)
+                    todo.append(x)
     # a definition whose form is still unknown reads something with none (a float register
     # moved into an integer one): its register has none either
     return {r: f for r, f in forms.items()
@@ -806,25 +849,31 @@ _ROOT_OPS = frozenset(("mov", "cvta", "add", "sub", "selp"))     # what a pointe
 def _pointer_roots(body: list, kernel_params) -> dict:
     """{register: the kernel parameters whose pointer it may hold plus an offset}: from
     `ld.param` of a kernel parameter through mov, cvta, add, sub and selp; a register
-    that no such chain reaches is absent."""
+    that no such chain reaches is absent. O(n * P) for P pointer parameters: a register's
+    definitions are read again only when the set of one they read grows."""
     params = set(kernel_params)
     defs = _definitions(body)
     roots = {}
-    changed = True
-    while changed:
-        changed = False
-        for r, sts in defs.items():
-            got = set(roots.get(r, ()))
-            for st in sts:
-                if st.opcode == "ld" and _loads_kernel_param(st, params):
-                    got.add(st.operands[1].base.name)
-                elif st.opcode in _ROOT_OPS:
-                    for op in st.operands[1:]:
-                        if isinstance(op, ir.Reg):
-                            got |= roots.get(op.name, set())
-            if got != roots.get(r, set()):
-                roots[r] = got
-                changed = True
+    # sets only grow: a worklist looks again at the registers that read one whose set grew
+    readers = _readers(defs)
+    todo, queued = list(defs)[::-1], set(defs)
+    while todo:
+        r = todo.pop()
+        queued.discard(r)
+        got = set(roots.get(r, ()))
+        for st in defs[r]:
+            if st.opcode == "ld" and _loads_kernel_param(st, params):
+                got.add(st.operands[1].base.name)
+            elif st.opcode in _ROOT_OPS:
+                for op in st.operands[1:]:
+                    if isinstance(op, ir.Reg):
+                        got |= roots.get(op.name, set())
+        if got != roots.get(r, set()):
+            roots[r] = got
+            for x in readers.get(r, ()):
+                if x not in queued:
+                    queued.add(x)
+                    todo.append(x)
     return roots
 
 
@@ -938,14 +987,17 @@ def fused_products(body: list) -> dict:
     mul and add/sub of one type, neither with a rounding modifier or .sat, both .ftz or
     neither, unpredicated, in one basic block; the product read by that add/sub alone, and
     the mul's sources not written in between. With a rounding modifier (what __fmul_rn and
-    __fadd_rn write) PTX keeps the two roundings."""
+    __fadd_rn write) PTX keeps the two roundings. O(n): a write drops the products it
+    overwrites or whose sources it writes through an index by source register."""
     effects = {id(st): defs_uses(st) for st in body if isinstance(st, ir.Instruction)}
     uses = Counter(r for _, read in effects.values() for r in read)
     defs = Counter(r for written, _ in effects.values() for r in written)
     fused, pending = {}, {}             # pending: product register -> its mul, in this block
+    waiting = {}                        # register -> the pending products whose mul reads it
     for st in body:
         if isinstance(st, ir.Label):
             pending.clear()
+            waiting.clear()
             continue
         if not isinstance(st, ir.Instruction):
             continue
@@ -955,15 +1007,18 @@ def fused_products(body: list) -> dict:
                 if mul is not None and mul.mods == st.mods:
                     fused[id(st)] = mul
                     break
-        written = set(effects[id(st)][0])
-        for r in list(pending):
-            sources = {op.name for op in pending[r].operands[1:] if isinstance(op, ir.Reg)}
-            if r in written or sources & written:
-                del pending[r]
+        for w in effects[id(st)][0]:
+            pending.pop(w, None)        # the product overwritten, or a source of one
+            for r in waiting.pop(w, ()):
+                pending.pop(r, None)
         if _fusable(st, ("mul",)):
             r = st.operands[0].name
             if uses.get(r) == 1 and defs.get(r) == 1:
                 pending[r] = st
+                for op in st.operands[1:]:
+                    if isinstance(op, ir.Reg):
+                        waiting.setdefault(op.name, []).append(r)
         if ends_block(st):
             pending.clear()
+            waiting.clear()
     return fused

@@ -28,6 +28,8 @@ the resume argument with the PASSED bit, when the block's threads all have those
 """
 from __future__ import annotations
 
+import bisect
+
 from ..ptx import ir as pir
 from .analysis import build_cfg, definition_positions, defs_uses, is_suspension
 
@@ -136,30 +138,45 @@ def find_probed_branches(body, params) -> list:
 
 def fixed_registers(body, params) -> set:
     """Registers written once, unguarded, by a pure instruction (or a kernel parameter's load)
-    of fixed operands: the same value wherever the thread reads them."""
+    of fixed operands: the same value wherever the thread reads them. The greatest such set:
+    from every register written once, unguarded, a worklist takes out those whose definition
+    reads one taken out (and looks again only at the readers of one taken out): O(n)."""
     defs = definition_positions(body)
     fixed = {r for r, ps in defs.items() if len(ps) == 1 and body[ps[0]].guard is None}
-    while True:
-        tainted = set(defs) - fixed
-        keep = {r for r in fixed if _fixed(body[defs[r][0]], params, tainted)}
-        if keep == fixed:
-            return fixed
-        fixed = keep
+    readers = {}
+    for r in fixed:
+        for u in defs_uses(body[defs[r][0]])[1]:
+            readers.setdefault(u, []).append(r)
+    tainted = set(defs) - fixed
+    todo = sorted(fixed)
+    while todo:
+        r = todo.pop()
+        if r in fixed and not _fixed(body[defs[r][0]], params, tainted):
+            fixed.discard(r)
+            tainted.add(r)
+            todo.extend(x for x in readers.get(r, ()) if x in fixed)
+    return fixed
 
 
 # comparisons whose outcome changes once along a thread or block index: range guards
 _ORDER = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
 
 
-def _range_guard(r, body, defs) -> bool:
+def _range_guard(r, body, defs, memo=None) -> bool:
+    """Register r (written once) is an order comparison, or an and/or/not/mov of such:
+    each register looked at once (memo; a cycle is none)."""
+    memo = {} if memo is None else memo
+    if r in memo:
+        return memo[r]
+    memo[r] = False
     st = body[defs[r][0]]
     if st.opcode == "setp":
-        return bool(_ORDER & set(st.mods))
-    if st.opcode in ("and", "or", "not", "mov") and "pred" in st.mods:
+        memo[r] = bool(_ORDER & set(st.mods))
+    elif st.opcode in ("and", "or", "not", "mov") and "pred" in st.mods:
         regs = [op.operand if isinstance(op, pir.Not) else op for op in st.operands[1:]]
-        return all(isinstance(op, pir.Reg) and op.name in defs and _range_guard(op.name, body, defs)
-                   for op in regs)
-    return False
+        memo[r] = all(isinstance(op, pir.Reg) and op.name in defs and _range_guard(op.name, body, defs, memo)
+                      for op in regs)
+    return memo[r]
 
 
 def known_branches(body, params) -> dict:
@@ -175,7 +192,7 @@ def known_branches(body, params) -> dict:
     tested = {}
     for pos in stretch:
         tested.setdefault(body[pos].guard.reg.name, pos)
-    known = {}
+    known, ranges = {}, {}
     for pos, st in enumerate(body):
         if len(known) == MAX_KNOWN:
             break
@@ -186,7 +203,7 @@ def known_branches(body, params) -> dict:
             where = (pos, True)
         elif r in tested and len(defs[r]) == 1:
             where = (tested[r], True)
-        elif r in fixed and _range_guard(r, body, defs):
+        elif r in fixed and _range_guard(r, body, defs, ranges):
             where = (pos, False)
         else:
             continue
@@ -215,10 +232,11 @@ def _slice(body, defs, branch, in_stretch) -> set:
     need, todo = set(), [(body[branch].guard.reg.name, branch)]
     while todo:
         r, at = todo.pop()
-        before = [p for p in defs.get(r, ()) if p < at]
+        ps = defs.get(r, ())
+        before = bisect.bisect_left(ps, at)       # (definition_positions are in body order)
         if not before or (not in_stretch and len(defs[r]) != 1):
             raise _NotComputable(r)
-        pos = before[-1]
+        pos = ps[before - 1]
         if pos not in need:
             need.add(pos)
             todo.extend((u, pos) for u in defs_uses(body[pos])[1])
@@ -235,23 +253,80 @@ def rounds_reaching(body, branch_targets, known, site_positions) -> dict:
     """{resume site: the bits (1 << index in `known`, a list of positions) of the known
     branches a thread can reach from there before it stops again}, for the sites that reach
     any; site 0 is the kernel's start, the others are {site: position of its suspending
-    instruction}, which ends a basic block."""
+    instruction}, which ends a basic block.
+
+    The bits a block reaches are its own and those its successors reach, unless it ends at a
+    suspension: one pass over the strongly connected components of that graph, successors
+    first (Tarjan's algorithm), O(n) however many sites share the code after them (a search
+    per site was O(sites * blocks))."""
     blocks = build_cfg(body, branch_targets)
     at = {blk.start: blk for blk in blocks}
     bit = {pos: 1 << i for i, pos in enumerate(known)}
-
-    def reached(first):
-        seen, todo, bits = set(), [first], 0
-        while todo:
-            blk = blocks[todo.pop()]
-            if blk.index in seen:
-                continue
-            seen.add(blk.index)
-            for pos, _ in blk.instructions:
-                bits |= bit.get(pos, 0)
-            if not (blk.instructions and is_suspension(blk.instructions[-1][1])):
-                todo.extend(blk.succs)
-        return bits
+    own = [0] * len(blocks)
+    succs = []
+    for blk in blocks:
+        for pos, _ in blk.instructions:
+            own[blk.index] |= bit.get(pos, 0)
+        stops = blk.instructions and is_suspension(blk.instructions[-1][1])
+        succs.append([] if stops else blk.succs)
+    reach = _reach_bits(own, succs)
     starts = {0: 0, **{site: pos + 1 for site, pos in site_positions.items()}}
-    rounds = {site: reached(at[start].index) for site, start in starts.items()}
+    rounds = {site: reach[at[start].index] for site, start in starts.items()}
     return {site: bits for site, bits in rounds.items() if bits}
+
+
+def _reach_bits(own: list, succs: list) -> list:
+    """For each node of a graph, the OR of `own` over the nodes it reaches (itself included):
+    Tarjan's strongly connected components, iterative; a component's value is complete when
+    it is popped, since the components it reaches were popped before it. O(nodes + edges)."""
+    n = len(own)
+    index, low, on_stack, stack = [-1] * n, [0] * n, [False] * n, []
+    reach = [0] * n
+    counter = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        work = [(root, 0)]
+        acc = {root: own[root]}            # OR over the node's component members' reaches, so far
+        while work:
+            node, i = work[-1]
+            if i < len(succs[node]):
+                work[-1] = (node, i + 1)
+                nxt = succs[node][i]
+                if index[nxt] < 0:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack[nxt] = True
+                    acc[nxt] = own[nxt]
+                    work.append((nxt, 0))
+                elif on_stack[nxt]:
+                    low[node] = min(low[node], index[nxt])
+                else:
+                    acc[node] |= reach[nxt]       # a finished component
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                members, bits = [], 0
+                while True:
+                    x = stack.pop()
+                    on_stack[x] = False
+                    members.append(x)
+                    bits |= acc.pop(x)
+                    if x == node:
+                        break
+                for x in members:
+                    reach[x] = bits
+                if work:
+                    acc[work[-1][0]] |= bits
+            elif work:
+                acc[work[-1][0]] |= acc[node]     # (its parent is in its component)
+                acc[node] = 0
+    return reach

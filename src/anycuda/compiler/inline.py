@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import weakref
 
 from ..ptx import ir as pir
 from .analysis import has_suspensions
@@ -20,42 +21,92 @@ _counter = itertools.count()
 
 
 def functions_with_sites(module: pir.Module) -> set:
-    """Names of device functions that reach a barrier or collective, directly or through calls."""
+    """Names of device functions that reach a barrier or collective, directly or through
+    calls, and are not recursive. O(n) in the module's instructions (a search backwards
+    along the call edges from the functions that suspend themselves, and the call graph's
+    strongly connected components for recursion); found once per module (_sites_of), not
+    once per kernel that a module's lowering inlines into."""
     bodies = {f.name: f for f in module.functions if f.body is not None and not f.is_kernel}
     direct = {name for name, f in bodies.items() if has_suspensions(f.body)}
     calls = {name: {s.operands[1].name for s in f.body
                     if isinstance(s, pir.Instruction) and s.opcode == "call" and isinstance(s.operands[1], pir.Sym)}
              for name, f in bodies.items()}
-    result = set(direct)
-    changed = True
-    while changed:
-        changed = False
-        for name, callees in calls.items():
-            if name not in result and callees & result:
-                result.add(name)
-                changed = True
+    callers = {}
+    for name, callees in calls.items():
+        for c in callees:
+            callers.setdefault(c, set()).add(name)
+    result, todo = set(direct), sorted(direct)
+    while todo:
+        for caller in callers.get(todo.pop(), ()):
+            if caller not in result:
+                result.add(caller)
+                todo.append(caller)
     return result - _recursive(calls)
 
 
 def _recursive(calls: dict) -> set:
-    """Functions that can reach themselves through calls (never inlined)."""
-    out = set()
-    for start in calls:
-        seen, todo = set(), list(calls[start])
-        while todo:
-            n = todo.pop()
-            if n == start:
-                out.add(start)
-                break
-            if n not in seen:
-                seen.add(n)
-                todo.extend(calls.get(n, ()))
+    """Functions that can reach themselves through calls (never inlined): those of a strongly
+    connected component of more than one function, or calling themselves. Tarjan's
+    algorithm, iterative: O(functions + calls)."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], set()
+    counter = 0
+    for root in calls:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(calls.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(calls.get(nxt, ())))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    x = stack.pop()
+                    on_stack.discard(x)
+                    component.append(x)
+                    if x == node:
+                        break
+                if len(component) > 1 or node in calls.get(node, ()):
+                    out.update(component)
     return out
+
+
+_sites_cache = {}       # id(module) -> (weak reference to it, its functions list, their count, functions_with_sites)
+
+
+def _sites_of(module: pir.Module) -> set:
+    """functions_with_sites(module), kept while the module lives and its function list is the
+    same: a module's lowering asks once per kernel."""
+    key = id(module)
+    hit = _sites_cache.get(key)
+    if hit is not None and hit[0]() is module and hit[1] is module.functions and hit[2] == len(module.functions):
+        return hit[3]
+    found = functions_with_sites(module)
+    _sites_cache[key] = (weakref.ref(module, lambda _, key=key: _sites_cache.pop(key, None)),
+                         module.functions, len(module.functions), found)
+    return found
 
 
 def inline_suspending_calls(module: pir.Module, fn: pir.Function, max_depth: int = 16) -> pir.Function:
     """A copy of kernel `fn` whose calls to suspending functions are inlined."""
-    targets = functions_with_sites(module)
+    targets = _sites_of(module)
     if not targets:
         return fn
     bodies = {f.name: f for f in module.functions if f.body is not None}

@@ -110,12 +110,13 @@ class FunctionLowering:
     # ------------------------------------------------------------------ set-up
     @collection_paused
     def lower(self):
+        # operand counts first: the passes read operands by place (the CFG a branch's target)
+        self._check_operand_counts(self.pfn.body)
         if self.is_kernel:
             self._insert_yields()
         body = self.pfn.body
         if self.is_kernel:
             self.known_branches = guards.known_branches(body, self.mc.kernel_params(self.pfn))
-        self._check_operand_counts(body)
         self.fused_products = analysis.fused_products(body)
         for st in body:
             if isinstance(st, pir.Prototype):
@@ -194,11 +195,7 @@ class FunctionLowering:
         """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""
         body = self.pfn.body
         targets = {st.name: st.targets for st in body if isinstance(st, pir.BranchTargets)}
-        try:
-            at = analysis.grid_stride_yields(body, targets, self.mc.kernel_params(self.pfn))
-        except Exception:
-            # malformed operands are reported by the lowering itself, with their location
-            return
+        at = analysis.grid_stride_yields(body, targets, self.mc.kernel_params(self.pfn))
         if not at:
             return
         # `@p bra LOOP` becomes `@!p bra EXIT; yield; bra LOOP; EXIT: yield`: a thread leaving
@@ -261,27 +258,33 @@ class FunctionLowering:
         cost = {}
 
         def chain(r):
-            """Instructions needed to recompute r, or None."""
-            if r in cost:
-                return cost[r]
-            cost[r] = None                       # a cycle is not recomputable
-            ps = defs.get(r, [])
-            if len(ps) != 1 or r not in self.regs:
-                return None
-            st = body[ps[0]]
-            if not self._pure_definition(st, r):
-                return None
-            n = 1
-            for op in st.operands[1:]:
-                if isinstance(op, pir.Reg):
-                    sub = chain(op.name)
-                    if sub is None:
-                        return None
-                    n += sub
-            if n > self.REMAT_MAX_CHAIN:
-                return None
-            cost[r] = n
-            return n
+            """Instructions needed to recompute r (each register's count once per register
+            that reads it), or None: at most REMAT_MAX_CHAIN; None for a cycle. Iterative
+            (a chain of thousands of registers would pass Python's recursion limit), each
+            register's definition read once: O(n) over all calls."""
+            todo = [(r, None)]
+            while todo:
+                x, sources = todo.pop()
+                if sources is None:              # first visit
+                    if x in cost:
+                        continue
+                    cost[x] = None               # until known; a cycle is not recomputable
+                    ps = defs.get(x, [])
+                    if len(ps) != 1 or x not in self.regs or not self._pure_definition(body[ps[0]], x):
+                        continue
+                    sources = [op.name for op in body[ps[0]].operands[1:] if isinstance(op, pir.Reg)]
+                    todo.append((x, sources))
+                    todo += [(u, None) for u in reversed(sources) if u not in cost]
+                else:                            # its sources are known
+                    n = 1
+                    for u in sources:
+                        if cost.get(u) is None:
+                            n = None
+                            break
+                        n += cost[u]
+                    if n is not None and n <= self.REMAT_MAX_CHAIN:
+                        cost[x] = n
+            return cost[r]
         live_regs = sorted({r for regs in self.site_live.values() for r in regs})
         for r in live_regs:
             if chain(r) is not None:

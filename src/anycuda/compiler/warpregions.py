@@ -104,7 +104,8 @@ class WarpRegion(WarpCode):
         self.fn.turn_bytes = 0        # the state a warp leaves between turns (0: it runs whole)
         self._step_slots = []         # prefetch_ahead's slots of a load's last address
         self.slots = None             # register -> its <32 x T> stack slot, once the region runs
-        self.labels = {st.name: pos for pos, st in enumerate(f.pfn.body) if isinstance(st, pir.Label)}
+        self.labels = f.analysed("labels", lambda: {st.name: pos for pos, st in enumerate(f.pfn.body)
+                                                    if isinstance(st, pir.Label)})
         self.stops = []               # body positions of the sites where lanes may stop
         self._pieces = None
         self.lockstep = False         # emitting the code the whole warp runs together

@@ -1,0 +1,198 @@
+"""Lowering costs O(n log n) at worst in a function's instructions: tests that count work.
+
+Each test lowers generated kernels (tests/ptx_generators.py: deep loop nests, if/else
+diamonds, breaks, early exits, grid-stride loops, loops of barriers, shuffles, loads,
+stores, integer and float arithmetic) of n and 4n instructions, the larger four times as
+much code of the same kind (the same seed: its first pieces are the smaller one's), and
+compares the work done, never the seconds: Python lines run in compiler/ (a trace), calls of
+the per-instruction helpers every analysis goes through, the blocks the sparse analyses
+visit, the LLVM instructions made. Growth of 4x the instructions may cost 4 * log(4n)/log(n)
+(n log n) and some slack for the kernels' differences; an analysis that walks the body once
+per loop, site, region or register (what these tests were written against: reaching
+definitions, liveness, lane strides, written-since-resume and the warp regions' analyses,
+each O(n^2)) grows 16x.
+
+The generated kernels also run, against the generator's numpy model."""
+import collections
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.compiler import analysis, guards, laneshapes
+from anycuda.compiler.module import ModuleLowering
+from anycuda.ptx import parse
+import ptx_generators as gen
+
+SLACK = 1.35            # kernels of one seed differ a little beyond their size
+
+
+def _allowed(n_small, n_large):
+    """The growth n log n allows from n_small to n_large instructions, with SLACK."""
+    return n_large * math.log(n_large) / (n_small * math.log(n_small)) * SLACK
+
+
+def _lower(kernel):
+    return ModuleLowering(parse(kernel.ptx, "gen.ptx"), "gen.ptx").lower()
+
+
+def _traced_lines(kernel) -> collections.Counter:
+    """{(file, function): Python lines run in anycuda/compiler/} while `kernel` is lowered."""
+    module = parse(kernel.ptx, "gen.ptx")
+    lines = collections.Counter()
+
+    def tracer(frame, event, arg):
+        code = frame.f_code
+        if "anycuda/compiler" not in code.co_filename.replace("\\", "/"):
+            return None
+        key = (code.co_filename.rsplit("/", 1)[-1], code.co_name)
+
+        def local(frame, event, arg):
+            if event == "line":
+                lines[key] += 1
+            return local
+        return local
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        lowering = ModuleLowering(module, "gen.ptx").lower()
+    finally:
+        sys.settrace(previous)
+    assert not lowering.function_errors and all(k.error is None for k in lowering.kernels.values())
+    return lines
+
+
+class _Counts:
+    """Calls of the per-instruction helpers of the analyses, and the blocks the sparse ones
+    visit, counted by wrapping them (module globals, which the analyses look up per call)."""
+
+    HELPERS = ((analysis, "defs_uses"), (analysis, "_written_by"), (analysis, "build_cfg"),
+               (analysis, "definition_positions"), (laneshapes, "instruction_stride"),
+               (guards, "defs_uses"), (guards, "definition_positions"))
+
+    def __init__(self, monkeypatch):
+        self.calls = collections.Counter()
+        for module, name in self.HELPERS:
+            key = f"{module.__name__.rsplit('.', 1)[-1]}.{name}"
+            monkeypatch.setattr(module, name, self._counting(key, getattr(module, name)))
+        original = analysis.ReachingDefinitions._entry
+
+        def entry(rd, b, r):
+            before = rd.visits
+            try:
+                return original(rd, b, r)
+            finally:
+                self.calls["reaching definitions: blocks solved"] += rd.visits - before
+        monkeypatch.setattr(analysis.ReachingDefinitions, "_entry", entry)
+
+    def _counting(self, key, fn):
+        def counted(*args, **kwargs):
+            self.calls[key] += 1
+            if key.endswith("build_cfg"):
+                self.calls["blocks built"] += len(args[0])      # statements walked
+            return fn(*args, **kwargs)
+        return counted
+
+    def measure(self, kernel) -> collections.Counter:
+        self.calls.clear()
+        lowering = _lower(kernel)
+        assert all(k.error is None for k in lowering.kernels.values())
+        counts = collections.Counter(self.calls)
+        counts["LLVM instructions"] = sum(len(b.instructions) for fn in lowering.mod.functions for b in fn.blocks)
+        return counts
+
+
+def _check_growth(small, large, n_small, n_large, least=1):
+    allowed = _allowed(n_small, n_large)
+    grew = {k: large[k] / small[k] for k in large if small.get(k, 0) >= least}
+    too_much = {k: round(g, 2) for k, g in grew.items() if g > allowed}
+    assert not too_much, f"more than n log n ({allowed:.2f}x) from {n_small} to {n_large} instructions: {too_much}"
+    return grew
+
+
+def test_kernel_sizes():
+    for n in (1000, 4000, 12000):
+        k = gen.random_kernel(n, 3, chunk=500)
+        assert abs(k.instructions - n) < 20
+        assert k.ptx.count("bar.sync") and k.ptx.count(" ret;") > 1
+
+
+def test_lines_run_grow_as_n_log_n():
+    """Every line of compiler/ that lowering runs, 1,000 against 4,000 instructions: in all,
+    and for each function that ran 5,000 lines or more for the smaller kernel."""
+    small, large = gen.random_kernel(1000, 3, chunk=500), gen.random_kernel(4000, 3, chunk=500)
+    a, b = _traced_lines(small), _traced_lines(large)
+    _check_growth({"all": sum(a.values())}, {"all": sum(b.values())}, small.instructions, large.instructions)
+    _check_growth(a, b, small.instructions, large.instructions, least=5000)
+
+
+def test_analysis_work_grows_as_n_log_n(monkeypatch):
+    counts = _Counts(monkeypatch)
+    small, large = gen.random_kernel(3000, 5), gen.random_kernel(12000, 5)
+    a, b = counts.measure(small), counts.measure(large)
+    assert a["reaching definitions: blocks solved"] and b["laneshapes.instruction_stride"]
+    _check_growth(a, b, small.instructions, large.instructions, least=10)
+
+
+@pytest.mark.slow
+def test_a_kernel_of_50000_instructions(monkeypatch):
+    """The issue's size: 12,500 against 50,000 instructions, deep loop nests and many branches;
+    the large one also compiles (quick code)."""
+    from anycuda.compiler.jit import compile_to_object
+    counts = _Counts(monkeypatch)
+    small, large = gen.random_kernel(12500, 7), gen.random_kernel(50000, 7)
+    a = counts.measure(small)
+    counts.calls.clear()
+    lowering = _lower(large)
+    b = collections.Counter(counts.calls)
+    b["LLVM instructions"] = sum(len(blk.instructions) for fn in lowering.mod.functions for blk in fn.blocks)
+    _check_growth(a, b, small.instructions, large.instructions, least=10)
+    assert compile_to_object(str(lowering.mod), "gen50000", optimised=False)
+
+
+def test_the_issue_kernel_of_125_small_loops(monkeypatch):
+    counts = _Counts(monkeypatch)
+    small, large = gen.small_loops_kernel(31, 2), gen.small_loops_kernel(125, 2)
+    assert 2800 < large.instructions < 3200
+    _check_growth(counts.measure(small), counts.measure(large), small.instructions, large.instructions, least=10)
+
+
+def _run(kernel, grid, block, rng):
+    inp = rng.integers(0, 2 ** 32, gen.IN_WORDS, dtype=np.uint32)
+    finp = rng.random(gen.IN_WORDS, dtype=np.float32)
+    n = int(rng.integers(1, 3 * grid * block))
+    before = np.full(grid * block * gen.SLOTS, 0xCDCDCDCD, np.uint32)
+    want = kernel.expected(inp, finp, n, grid, block, before)
+    f = ac.RawModule(ptx=kernel.ptx, name=f"{kernel.name}.ptx").get_function(kernel.name)
+    out = ac.asarray(before)
+    f((grid,), (block,), (ac.asarray(inp), ac.asarray(finp), out, np.uint32(n)))
+    got = out.get()
+    wrong = np.nonzero(got != want)[0]
+    assert not len(wrong), (f"{len(wrong)} words differ, first threads {sorted(set(wrong[:20] // gen.SLOTS))}, "
+                            f"slots {sorted(set(wrong[:20] % gen.SLOTS))}")
+
+
+# Quick code (ANYCUDA_JIT=quick) for the most: optimised code of a 700-instruction kernel
+# takes LLVM 20-30 s here; one small kernel goes through the optimiser too.
+@pytest.mark.parametrize("seed", [11, 13, 24])
+def test_generated_kernels_compute_what_their_model_does(seed, rng, monkeypatch, fresh_cache):
+    monkeypatch.setenv("ANYCUDA_JIT", "quick")
+    _run(gen.random_kernel(700, seed, name=f"gen_{seed}"), 3, 64, rng)
+
+
+def test_a_generated_kernel_optimised_computes_what_its_model_does(rng, monkeypatch, fresh_cache):
+    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+    _run(gen.random_kernel(300, 13, name="gen_opt13"), 2, 64, rng)
+
+
+def test_generated_small_loops_compute_what_their_model_does(rng, monkeypatch, fresh_cache):
+    monkeypatch.setenv("ANYCUDA_JIT", "quick")
+    _run(gen.small_loops_kernel(16, 4, name="loops_4"), 2, 128, rng)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_larger_generated_kernels_compute_what_their_model_does(seed, rng, monkeypatch, fresh_cache):
+    monkeypatch.setenv("ANYCUDA_JIT", "quick")
+    _run(gen.random_kernel(2500, 100 + seed, name=f"gen_l{seed}"), 3, 64, rng)
