@@ -12,7 +12,7 @@ from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
 from . import abi, bitops, floatops, gridsync, guards, streamstores
 from .irutil import convert_bits, i32, i64, load_field
-from .types import I1, I32, I64, llvm_type, space_of, type_mods, vector_count, width
+from .types import FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods, vector_count, width
 
 HANDLERS = {}
 
@@ -213,9 +213,16 @@ def fence(f, inst):
 
 # ---------------------------------------------------------------------- conversion
 
+# the types floatops.cvt and cvt_pack2 convert between (not fp8 pairs or tf32 yet)
+CVT_TYPES = frozenset(INT_TYPES | FLOAT_TYPES | PACKED_TYPES | {"bf16"})
+
+
 @handles("cvt")
 def cvt(f, inst):
     ts = type_mods(inst.mods)
+    unknown = [t for t in ts if t not in CVT_TYPES]
+    if unknown:
+        raise f.error(f"cvt with .{unknown[0]} is not supported yet", UnsupportedPtx)
     dst_t, src_t = ts[0], ts[-1]
     if dst_t in ("f16x2", "bf16x2"):
         hi = f.read(inst.operands[1], src_t)

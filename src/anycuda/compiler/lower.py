@@ -740,11 +740,15 @@ class FunctionLowering:
         if passed is not None and op.offset + extra == 0 and width(t) == 8 * passed[0].size \
                 and key not in self.param_values:
             info, arg = passed
+            # the value is cached for every later read of this element, so the conversion to
+            # the read's type (bitcast to float/double) belongs in the entry block as well:
+            # made where the first read is, it does not dominate a read on another path (a
+            # sibling branch, or the resume point after bar.sync where the read is redone)
             if arg.type == PTR:
-                self.param_values[key] = (convert_bits(self.b, self.entry_value(lambda b: b.ptrtoint(arg, I64)),
-                                                       llvm_type(t)), arg)
+                self.param_values[key] = (self.entry_value(
+                    lambda b: convert_bits(b, b.ptrtoint(arg, I64), llvm_type(t))), arg)
             else:
-                self.param_values[key] = (convert_bits(self.b, arg, llvm_type(t)), None)
+                self.param_values[key] = (self.entry_value(lambda b: convert_bits(b, arg, llvm_type(t))), None)
         if key not in self.param_values:
             b = self.b
             with b.goto_block(self.dispatch_block):
