@@ -92,6 +92,7 @@ class FunctionLowering:
         self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
         self.inst = None
         self._analyses = {}               # key -> what `analysed` made once for this body
+        self._thread_offsets = {}         # element size -> i64 this thread's offset in spill arrays (spill_ptr)
 
     def analysed(self, key, make):
         """make(), made once per key for this function's body (the passes after lowering,
@@ -1062,8 +1063,11 @@ class FunctionLowering:
         off, size = self.spill_slots[r]
         slot = self.reg(r)[0]
         # arrays sized for the largest block: constant distances between them tell LLVM that
-        # they do not overlap
-        i = b.mul(b.sext(self.fn.args[6], I64), i64(size))
+        # they do not overlap. The thread's offset in arrays of each element size is made
+        # once per call (a kernel's sites reload and save hundreds of registers)
+        if size not in self._thread_offsets:
+            self._thread_offsets[size] = self.entry_value(lambda e: e.mul(e.sext(self.fn.args[6], I64), i64(size)))
+        i = self._thread_offsets[size]
         if off:
             i = b.add(i64(abi.MAX_BLOCK_THREADS * off), i)
         # a predicate is saved as a byte: the vectoriser refuses i1 memory accesses (their

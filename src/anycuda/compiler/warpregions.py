@@ -133,6 +133,8 @@ class WarpRegion(WarpCode):
             return False
         if st.opcode not in REGION_OPS and st.opcode not in warpruns.VECTOR_OPS:
             return False
+        if st.opcode == "cvt" and _cvt_form(st) is None:
+            return False
         return not (set(st.mods) & (warpruns._UNHANDLED_MODS - _REGION_MODS.get(st.opcode, set())))
 
     def op(self, opcode):
@@ -1399,13 +1401,35 @@ def _cvta(w, st):
     w.write(st.operands[0], v, t)
 
 
+_CVT_INTS, _CVT_FLOATS = INT_TYPES | {"b16", "b32", "b64", "u8", "s8", "b8"}, {"f32", "f64"}
+
+
+def _cvt_form(st):
+    """(destination type, source type, rounding modifier or None) of a cvt that _cvt takes,
+    else None: known before a region is emitted (WarpRegion.takes), so that a region that
+    meets another is not made up to there first."""
+    ts = type_mods(st.mods)
+    if not ts:
+        return None
+    dst, src = ts[0], ts[-1]
+    rnd = next((m for m in st.mods if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")), None)
+    ints, floats = _CVT_INTS, _CVT_FLOATS
+    if (dst in ints and src in ints and rnd is None
+            or dst in floats and src in ints and rnd in (None, "rn")
+            or (dst, src) == ("f64", "f32") and rnd is None
+            or (dst, src) == ("f32", "f64") and rnd in (None, "rn")):
+        return dst, src, rnd
+    return None
+
+
 def _cvt(w, st):
     """Integer to integer, integer to float (round to nearest) and float widening or
     narrowing (to nearest): floatops.cvt's forms without saturation or directed rounding."""
-    ts = type_mods(st.mods)
-    dst, src = ts[0], ts[-1]
-    rnd = next((m for m in st.mods if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")), None)
-    ints, floats = INT_TYPES | {"b16", "b32", "b64", "u8", "s8", "b8"}, {"f32", "f64"}
+    form = _cvt_form(st)
+    if form is None:
+        raise NotVectorisable(f"cvt {st.mods}")
+    dst, src, rnd = form
+    ints, floats = _CVT_INTS, _CVT_FLOATS
     b = w.b
     v = w.read(st.operands[1], src)
     if dst in ints and src in ints and rnd is None:
