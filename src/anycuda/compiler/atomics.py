@@ -19,8 +19,8 @@ from llvmlite import ir
 
 from ..ptx.errors import UnsupportedPtx
 from . import floatops, streamstores
-from .irutil import intrinsic
-from .instructions import inst_type
+from .irutil import convert_bits, intrinsic
+from .optable import inst_type
 from .types import llvm_type, space_of, width
 
 RMW = {"add": "add", "exch": "xchg", "and": "and", "or": "or", "xor": "xor"}
@@ -192,7 +192,6 @@ def lower_atomic(f, inst):
 
 
 def convert(b, v, typ):
-    from .irutil import convert_bits
     return convert_bits(b, v, typ)
 
 

@@ -10,60 +10,15 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
-from . import abi, bitops, floatops, gridsync, guards, streamstores
+from . import abi, atomics, bitops, floatops, gridsync, guards, streamstores, textures  # noqa: F401 - atomics and textures register their handlers
+from .analysis import constant_registers
+from .calls import lower_call
+from .scheduler import COLL_ARRAYS
 from .irutil import convert_bits, i32, i64, load_field
+from .optable import BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts  # noqa: F401 - the table, read through this module too
 from .types import FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods, vector_count, width
 
-HANDLERS = {}
-
 ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
-
-
-def handles(*opcodes):
-    def register(fn):
-        for op in opcodes:
-            HANDLERS[op] = fn
-        return fn
-    return register
-
-
-# Operand counts of each opcode's forms, destinations included (`d|p` and `{a, b}` are one
-# operand each), checked over a function's body before any pass reads operands
-# (FunctionLowering._check_operand_counts) so that a malformed instruction is reported with
-# its line. A handler whose forms vary more than a count can say (call, atom/red, barriers,
-# hints) checks its own operands (VARIABLE_FORMS).
-OPERAND_COUNTS = {
-    **dict.fromkeys(("ret", "exit", "trap", "membar", "fence"), (0,)),
-    **dict.fromkeys(("bra", "activemask"), (1,)),
-    **dict.fromkeys(("mov", "cvta", "isspacep", "abs", "neg", "not", "cnot", "popc", "clz", "brev", "bfind",
-                     "testp", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "brx"), (2,)),
-    **dict.fromkeys(("add", "sub", "mul", "div", "rem", "and", "or", "xor", "shl", "shr", "addc", "subc",
-                     "mul24", "copysign", "bmsk", "szext", "redux", "match"), (3,)),
-    **dict.fromkeys(("mad", "fma", "madc", "mad24", "sad", "bfe", "prmt", "shf", "fns", "dp4a", "dp2a",
-                     "selp", "slct"), (4,)),
-    **dict.fromkeys(("bfi", "lop3"), (5,)),
-    **dict.fromkeys(("min", "max"), (3, 4)),                 # two or three sources
-    **dict.fromkeys(("ld", "ldu", "st"), (2, 3)),            # an optional cache policy
-    "cvt": (2, 3),                                           # a packed destination has two sources
-    "shfl": (4, 5), "vote": (2, 3),                          # .sync forms add a member mask
-}
-VARIABLE_FORMS = frozenset(("call", "atom", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep",
-                            "pmevent", "griddepcontrol", "brkpt", "discard", "applypriority"))
-
-
-def operand_counts(inst):
-    """The operand counts `inst` may have, or None when its handler checks them itself."""
-    if inst.opcode in ("set", "setp"):
-        # d (or p|q), a, b, and c with a BoolOp
-        return (4,) if any(m in BOOL_OPS for m in inst.mods) else (3,)
-    return OPERAND_COUNTS.get(inst.opcode)
-
-
-def inst_type(f, inst, index=-1):
-    ts = type_mods(inst.mods)
-    if not ts:
-        raise f.error(f"'{inst.opcode}' needs a type modifier")
-    return ts[index]
 
 
 def rounding(inst):
@@ -634,7 +589,6 @@ INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
            "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
 FLOAT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
              "equ": "==", "neu": "!=", "ltu": "<", "leu": "<=", "gtu": ">", "geu": ">="}
-BOOL_OPS = ("and", "or", "xor")
 
 
 def _compare(f, cmp, t, a, c):
@@ -810,7 +764,6 @@ def trap(f, inst):
 
 @handles("call")
 def call(f, inst):
-    from .calls import lower_call
     lower_call(f, inst)
 
 
@@ -818,8 +771,7 @@ def call(f, inst):
 
 @handles("atom", "red")
 def atom(f, inst):
-    from .atomics import lower_atomic
-    lower_atomic(f, inst)
+    atomics.lower_atomic(f, inst)
 
 
 # ---------------------------------------------------------------------- barriers and warp collectives
@@ -867,7 +819,6 @@ def _barrier_operands(f, ops):
 # a loop over threads that all reach one collective then stores and reloads them with
 # contiguous vector accesses, and the scheduler resolves a whole warp from them at once.
 def _coll_slot(f, name):
-    from .scheduler import COLL_ARRAYS
     b = f.b
     off, ty = COLL_ARRAYS[name]
     t = b.mul(b.sext(f.fn.args[6], I64), i64(ty.width // 8))
@@ -902,7 +853,6 @@ def _res_value(f, bb, t):
 def _warp_operand(f, op):
     """A b32 operand of a warp collective; a register that holds one integer constant
     (analysis.constant_registers) is that constant, so that the scheduler knows it."""
-    from .analysis import constant_registers
     v = f.read(op, "b32")
     if isinstance(op, pir.Reg):
         consts = getattr(f, "_warp_constants", None)
@@ -972,6 +922,3 @@ def redux(f, inst):
 def activemask(f, inst):
     f.suspend("activemask", {"op_mask": i32(0)}, _result_writer(f, inst.operands[0], "b32"))
 
-
-# textures and surfaces (tex, tld4, txq, suld, sust, suq) register their handlers here too
-from . import textures  # noqa: E402,F401

@@ -19,8 +19,9 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis, gridsync, guards, probebounds, warpregions, warpruns
+from . import abi, analysis, gridsync, guards, instructions, probebounds, warpregions, warpruns
 from .irutil import collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address, store_field
+from .layout import decl_size, passed_parameters
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
@@ -226,11 +227,10 @@ class FunctionLowering:
     def _check_operand_counts(self, body):
         """Every instruction has as many operands as one of its forms (instructions.OPERAND_COUNTS),
         checked before any pass reads them (the CFG reads branch targets)."""
-        from .instructions import operand_counts
         for st in body:
             if not isinstance(st, pir.Instruction):
                 continue
-            counts = operand_counts(st)
+            counts = instructions.operand_counts(st)
             if counts is not None and len(st.operands) not in counts:
                 self.inst = st
                 raise self.error(f"'{st.opcode}' takes {' or '.join(map(str, counts))} operands, "
@@ -403,7 +403,7 @@ class FunctionLowering:
                 if st.type in ("b64", "u64", "s64"):
                     self.shadows[st.name] = b.alloca(PTR, name=st.name.lstrip("%") + ".ptr")
             elif st.space in ("local", "param"):
-                size = _decl_size(st)
+                size = decl_size(st)
                 align = st.align or min(max(width(st.type) // 8, 1), 16)
                 if st.space == "local" and self.is_kernel and self._has_sites():
                     off = (self.frame_size + align - 1) // align * align
@@ -769,7 +769,6 @@ class FunctionLowering:
 
     def passed_parameter(self, name):
         """(ParamInfo, step argument) when kernel parameter `name` is passed as a value."""
-        from .module import passed_parameters
         params = list(self.mc.kernel_params(self.pfn).values())
         for i, (info, _) in enumerate(passed_parameters(params)):
             if info.name == name:
@@ -868,7 +867,7 @@ class FunctionLowering:
                 g = self.mc.globals.get(d.name) if d.space == "const" else None
                 if g is not None:
                     lo = b.ptrtoint(g, I64)
-                    wins.append((lo, b.add(lo, i64(_decl_size(d)))))
+                    wins.append((lo, b.add(lo, i64(decl_size(d)))))
             return wins
         raise self.error(f"no address window for state space .{space}")
 
@@ -1096,10 +1095,9 @@ class FunctionLowering:
 
     # ------------------------------------------------------------------ instructions
     def lower_instruction(self, inst: pir.Instruction):
-        from .instructions import HANDLERS
         if analysis.is_yield(inst):
             return self.suspend("yield", {}, None)
-        handler = HANDLERS.get(inst.opcode)
+        handler = instructions.HANDLERS.get(inst.opcode)
         if handler is None:
             raise self.error(f"instruction '{inst.opcode}' is not supported by anycuda yet", UnsupportedPtx)
         b = self.b
@@ -1149,8 +1147,3 @@ def _constant_int(v):
 def _kind(t: str) -> str:
     """'float' for floating-point types (packed pairs included), 'int' for the rest."""
     return "float" if t.startswith("f") or t.startswith("bf") or t == "tf32" else "int"
-
-
-def _decl_size(decl: pir.VarDecl) -> int:
-    n = decl.count if decl.count else 1
-    return max(width(decl.type) // 8, 1) * n * (decl.vector or 1)

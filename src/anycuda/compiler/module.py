@@ -16,18 +16,9 @@ from ..ptx.errors import PtxError
 from . import abi, analysis, gridsync, scheduler
 from .inline import inline_suspending_calls
 from .irutil import declare, i32, i64
-from .lower import FunctionLowering, _decl_size
+from .layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
+from .lower import FunctionLowering
 from .types import I8, I32, I64, PTR, width
-
-
-@dataclass
-class ParamInfo:
-    name: str
-    offset: int
-    size: int
-    align: int
-    ptx_type: str
-    count: int = 1       # array length for `.b8 name[N]` parameters
 
 
 @dataclass
@@ -45,28 +36,9 @@ class KernelInfo:
     any_block_order: bool = False     # nothing but time shows the order its blocks ran in (analysis.any_block_order)
 
 
-def passed_parameters(params) -> list:
-    """(ParamInfo, LLVM type) of the kernel parameters passed to step functions as values:
-    scalars of 1 to 8 bytes; 8-byte ones as pointers (their integer value is recovered with
-    ptrtoint, so nothing is lost when they are not addresses)."""
-    out = []
-    for p in params:
-        if p.count == 1 and p.size in (4, 8) and p.ptx_type != "pred":
-            out.append((p, PTR if p.size == 8 else I32))
-    return out
-
-
-def _align_up(v, a):
-    return (v + a - 1) // a * a
-
-
-def _natural_align(decl):
-    return decl.align or max(width(decl.type) // 8, 1) * (decl.vector or 1)
-
-
 def _init_bytes(decl: pir.VarDecl) -> bytes:
     t = decl.type
-    size = _decl_size(decl)
+    size = decl_size(decl)
     out = bytearray()
     esize = max(width(t) // 8, 1)
     for v in decl.init or ():
@@ -138,9 +110,9 @@ class ModuleLowering:
         if pfn.name not in self._params:
             infos, off = {}, 0
             for d in pfn.params:
-                align = _natural_align(d)
-                off = _align_up(off, align)
-                size = _decl_size(d)
+                align = natural_align(d)
+                off = align_up(off, align)
+                size = decl_size(d)
                 infos[d.name] = ParamInfo(d.name, off, size, align, d.type, d.count or 1)
                 off += size
             self._params[pfn.name] = infos
@@ -186,21 +158,21 @@ class ModuleLowering:
                 if d.linkage == "extern" or d.count == 0:
                     self.extern_shared.add(d.name)
                     continue
-                self.shared_size = _align_up(self.shared_size, _natural_align(d))
+                self.shared_size = align_up(self.shared_size, natural_align(d))
                 self.shared[d.name] = self.shared_size
-                self.shared_size += _decl_size(d)
+                self.shared_size += decl_size(d)
         # shared variables declared inside device functions share the module window
         for pfn in self.ptx.functions:
             if pfn.body is None or pfn.is_kernel:
                 continue
             for st in pfn.body:
                 if isinstance(st, pir.VarDecl) and st.space == "shared" and st.name not in self.shared:
-                    self.shared_size = _align_up(self.shared_size, _natural_align(st))
+                    self.shared_size = align_up(self.shared_size, natural_align(st))
                     self.shared[st.name] = self.shared_size
-                    self.shared_size += _decl_size(st)
+                    self.shared_size += decl_size(st)
 
     def _declare_global(self, d: pir.VarDecl):
-        size = _decl_size(d)
+        size = decl_size(d)
         if d.linkage == "extern" and not d.init:
             if d.count == 0 or size == 0:
                 return   # an unsized extern: resolved only by linking, reported at use
@@ -217,7 +189,7 @@ class ModuleLowering:
             ty = ir.ArrayType(I8, max(size, 1))
             g = ir.GlobalVariable(self.mod, ty, name="ptx.g." + d.name)
             g.initializer = ir.Constant(ty, bytearray(_init_bytes(d)) if d.init else bytearray(max(size, 1)))
-        g.align = max(_natural_align(d), 16)
+        g.align = max(natural_align(d), 16)
         self.globals[d.name] = g
 
     def _resolve_symbol_initialisers(self):
@@ -338,9 +310,9 @@ class ModuleLowering:
                 if st.linkage == "extern" or st.count == 0:
                     self.extern_shared.add(st.name)
                     continue
-                off = _align_up(off, _natural_align(st))
+                off = align_up(off, natural_align(st))
                 local_shared[st.name] = off
-                off += _decl_size(st)
+                off += decl_size(st)
         return local_shared, off
 
     def _propagate_errors(self):

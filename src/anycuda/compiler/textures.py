@@ -37,7 +37,7 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import UnsupportedPtx
 from . import abi, texdesc
-from .instructions import OPERAND_COUNTS, handles
+from .optable import OPERAND_COUNTS, handles
 from .irutil import field_ptr, i32, i64
 from .types import F16, F32, I1, I8, I16, I32, I64, PTR
 
