@@ -505,9 +505,10 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     launched with a grid that covers the data (one iteration per thread) was 7x slower with
     yields (frames to set up per block, two rounds for one iteration).
 
-    Cost: O(n) for the CFG and the steps' uniformity (each register's definition read once),
-    plus, per back edge, a walk of its natural loop: O(n * d) for loops nested d deep (each
-    block is walked once per loop around it)."""
+    Cost: O(n) for the CFG, a summary of each block (a stop, an atomic, its induction
+    candidates) and the steps' uniformity (each register's definition read once), plus, per
+    back edge, a walk of its natural loop's blocks: O(n + B * d) for B blocks in loops nested
+    d deep (each block is walked once per loop around it)."""
     if not has_suspensions(body):
         return {}
     blocks = build_cfg(body, branch_targets)
@@ -570,6 +571,23 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
                 memo[x] = varying
         return memo[r]
 
+    # per block, what a loop's walk needs of it: a stop, an atomic, the induction candidates
+    stops, scatters, adds, block_of = [], [], [], {}
+    for blk in blocks:
+        found = []
+        for q, st in blk.instructions:
+            block_of[q] = blk.index
+            if st.opcode != "add" or st.guard is not None or len(st.operands) != 3:
+                continue
+            d, x, y = st.operands
+            if not all(isinstance(o, ir.Reg) for o in (d, x, y)):
+                continue
+            step = y if x.name == d.name else x if y.name == d.name else None
+            if step is not None:
+                found.append((d.name, step.name))
+        adds.append(found)
+        stops.append(any(is_suspension(st) or st.opcode in ("call", "brx") for _, st in blk.instructions))
+        scatters.append(any(st.opcode in ("atom", "red") for _, st in blk.instructions))
     result = {}
     for b in blocks:
         if not b.instructions:
@@ -587,22 +605,18 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
                     continue
                 loop.add(x)
                 todo += preds[x]
-            insts = [(q, st) for x in loop for q, st in blocks[x].instructions]
-            if any(is_suspension(st) or st.opcode in ("call", "brx") for _, st in insts):
+            if any(stops[x] for x in loop):
                 continue
-            inside = {q for q, _ in insts}
-            for _, st in insts:
-                if st.opcode != "add" or st.guard is not None or len(st.operands) != 3:
+            for x in loop:               # (in the order the loop's instructions were walked before)
+                for d, step in adds[x]:
+                    if any(block_of[q] in loop for q in defs.get(step, [])):
+                        continue
+                    if _GRID_WIDE & (uniform(step) or set()):
+                        result[pos] = StrideLoop(d, any(scatters[y] for y in loop))
+                        break
+                else:
                     continue
-                d, x, y = st.operands
-                if not all(isinstance(o, ir.Reg) for o in (d, x, y)):
-                    continue
-                step = y if x.name == d.name else x if y.name == d.name else None
-                if step is None or any(q in inside for q in defs.get(step.name, [])):
-                    continue
-                if _GRID_WIDE & (uniform(step.name) or set()):
-                    result[pos] = StrideLoop(d.name, any(st.opcode in ("atom", "red") for _, st in insts))
-                    break
+                break
             else:
                 continue
             break
