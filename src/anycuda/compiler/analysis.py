@@ -116,6 +116,45 @@ class Block:
     live_out: set = field(default_factory=set)
 
 
+def strongly_connected_components(nodes, successors):
+    """The strongly connected components of the graph over `nodes` (hashable) with edges
+    `successors(node)`, each a list, every component yielded after the components it reaches
+    (Tarjan's algorithm, iterative: O(nodes + edges))."""
+    index, low, on_stack, stack = {}, {}, set(), []
+    for root in nodes:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(successors(root)))]
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(successors(nxt))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    x = stack.pop()
+                    on_stack.discard(x)
+                    component.append(x)
+                    if x == node:
+                        break
+                yield component
+
+
 def build_cfg(body: list, branch_targets: dict) -> list:
     """Basic blocks of a flat function body. Labels start blocks; branches, returns and
     suspensions end them. O(n)."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 
 from ..ptx import ir as pir
-from .analysis import build_cfg, definition_positions, defs_uses, is_suspension
+from .analysis import build_cfg, definition_positions, defs_uses, is_suspension, strongly_connected_components
 
 PROBE = -1
 PASSED = 1 << 21                  # a bit of the resume argument, beside abi.AFFINE_RESUME
@@ -276,57 +276,18 @@ def rounds_reaching(body, branch_targets, known, site_positions) -> dict:
 
 
 def _reach_bits(own: list, succs: list) -> list:
-    """For each node of a graph, the OR of `own` over the nodes it reaches (itself included):
-    Tarjan's strongly connected components, iterative; a component's value is complete when
-    it is popped, since the components it reaches were popped before it. O(nodes + edges)."""
-    n = len(own)
-    index, low, on_stack, stack = [-1] * n, [0] * n, [False] * n, []
-    reach = [0] * n
-    counter = 0
-    for root in range(n):
-        if index[root] >= 0:
-            continue
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack[root] = True
-        work = [(root, 0)]
-        acc = {root: own[root]}            # OR over the node's component members' reaches, so far
-        while work:
-            node, i = work[-1]
-            if i < len(succs[node]):
-                work[-1] = (node, i + 1)
-                nxt = succs[node][i]
-                if index[nxt] < 0:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack[nxt] = True
-                    acc[nxt] = own[nxt]
-                    work.append((nxt, 0))
-                elif on_stack[nxt]:
-                    low[node] = min(low[node], index[nxt])
-                else:
-                    acc[node] |= reach[nxt]       # a finished component
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                members, bits = [], 0
-                while True:
-                    x = stack.pop()
-                    on_stack[x] = False
-                    members.append(x)
-                    bits |= acc.pop(x)
-                    if x == node:
-                        break
-                for x in members:
-                    reach[x] = bits
-                if work:
-                    acc[work[-1][0]] |= bits
-            elif work:
-                acc[work[-1][0]] |= acc[node]     # (its parent is in its component)
-                acc[node] = 0
+    """For each node of a graph, the OR of `own` over the nodes it reaches (itself included),
+    by strongly connected components, successors first: a component's value is complete when
+    it comes, the components it reaches having come before it. O(nodes + edges)."""
+    reach = [0] * len(own)
+    for component in strongly_connected_components(range(len(own)), succs.__getitem__):
+        members = set(component)
+        bits = 0
+        for m in component:
+            bits |= own[m]
+            for s in succs[m]:
+                if s not in members:
+                    bits |= reach[s]
+        for m in component:
+            reach[m] = bits
     return reach

@@ -15,7 +15,7 @@ import itertools
 import weakref
 
 from ..ptx import ir as pir
-from .analysis import has_suspensions
+from .analysis import has_suspensions, strongly_connected_components
 
 _counter = itertools.count()
 
@@ -46,45 +46,11 @@ def functions_with_sites(module: pir.Module) -> set:
 
 def _recursive(calls: dict) -> set:
     """Functions that can reach themselves through calls (never inlined): those of a strongly
-    connected component of more than one function, or calling themselves. Tarjan's
-    algorithm, iterative: O(functions + calls)."""
-    index, low, on_stack, stack, out = {}, {}, set(), [], set()
-    counter = 0
-    for root in calls:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(calls.get(root, ()))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, it = work[-1]
-            nxt = next(it, None)
-            if nxt is not None:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(calls.get(nxt, ())))))
-                elif nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    x = stack.pop()
-                    on_stack.discard(x)
-                    component.append(x)
-                    if x == node:
-                        break
-                if len(component) > 1 or node in calls.get(node, ()):
-                    out.update(component)
+    connected component of more than one function, or calling themselves. O(functions + calls)."""
+    out = set()
+    for component in strongly_connected_components(calls, lambda f: sorted(calls.get(f, ()))):
+        if len(component) > 1 or component[0] in calls.get(component[0], ()):
+            out.update(component)
     return out
 
 
