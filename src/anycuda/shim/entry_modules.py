@@ -1,6 +1,8 @@
-"""C entry points of modules, libraries, kernels, launches, occupancy and the linker: marshalling only (semantics in anycuda.driver.api).
-Called from entry.define() with the shared marshalling helpers (shim/marshal.py). `define`
-is long because it is a list: one small closure per C entry point, each a few lines."""
+"""The C entry points of modules, libraries, kernels, launches,
+occupancy and the linker: marshalling only (the semantics are in
+anycuda.driver.api). Called from entry.define() with the marshalling they share
+(shim/marshal.py). `define` is long because it is a list: one closure of a few lines per C
+entry point."""
 from __future__ import annotations
 
 from ..driver import api
