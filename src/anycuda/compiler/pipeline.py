@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from ..ptx import parse
 from ..ptx.index import Unit
 from . import cache, jit, tiers
+from .irutil import collection_paused
 from .module import KernelInfo, ModuleLowering
 
 FORMAT = 1        # of what compile_kernel and compile_variables put in the cache
@@ -71,13 +72,11 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     hit = cache.load(key)
     if isinstance(hit, CompiledKernel):
         return hit
-    lowering = ModuleLowering(parse(unit.text, source_name), source_name, external_variables=True).lower()
-    info = lowering.kernels[name]
-    result = CompiledKernel(name, info, dict(lowering.function_errors))
+    info, function_errors, externals, llvm_ir = _lowered(unit, name, source_name)
+    result = CompiledKernel(name, info, function_errors)
     if info.error is not None:
         return result                           # not cached: its message names lines of this module
-    result.externals = tuple(g.name for g in lowering.globals.values())
-    llvm_ir = str(lowering.mod)
+    result.externals = externals
     where = f"{source_name}:{name}"
     if mode == tiers.TIERED:                    # queued before the quick compile: the server starts sooner
         result.optimised = tiers.optimise_in_background(llvm_ir, where)
@@ -91,6 +90,19 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     elif not quick:
         cache.store(key, result)                # the cache holds optimised code only
     return result
+
+
+@collection_paused
+def _lowered(unit: Unit, name: str, source_name: str) -> tuple:
+    """(KernelInfo, function errors, external symbols, LLVM IR text) of kernel `name` of
+    `unit` (stages 3 and 4). The garbage collector is paused from parsing to the IR's text:
+    paused in lowering alone, its walks of the objects lowering made moved into printing."""
+    lowering = ModuleLowering(parse(unit.text, source_name), source_name, external_variables=True).lower()
+    info = lowering.kernels[name]
+    if info.error is not None:
+        return info, dict(lowering.function_errors), (), ""
+    return (info, dict(lowering.function_errors), tuple(g.name for g in lowering.globals.values()),
+            str(lowering.mod))
 
 
 def compile_variables(unit: Unit, source_name: str = "<ptx>") -> CompiledVariables:
