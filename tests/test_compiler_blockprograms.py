@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from anycuda.compiler import blockprograms
+from anycuda.compiler import blockprograms, pipeline
 
 SOURCE = r"""
 // every kind of access a block program tells apart, a barrier, shuffles and a lone lane's store
@@ -591,7 +591,7 @@ LOOP:
 """
     for kernel, why in (("looping", "loop"), ("atomic", "atom"), ("plain", "no barrier")):
         with pytest.raises(blockprograms.NotVectorisable, match=why):
-            blockprograms.block_program_ir(ptx, "refused.ptx", kernel, 64)
+            pipeline.block_program_ir(ptx, "refused.ptx", kernel, 64)
 
 
 @pytest.mark.parametrize("address", [0, 0x7FFF_0000_0000])

@@ -32,19 +32,14 @@ or shuffles, which the plain loop over its threads vectorises as it is.
 """
 from __future__ import annotations
 
-import os
-import warnings
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from ..ptx import parse
-from ..ptx.errors import PtxError
-from . import abi, analysis, bitops, cache, jit, scheduler, streamstores, tiers
+from . import abi, analysis, bitops, scheduler, streamstores
 from .irutil import at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, register_address, store_field
-from .module import ModuleLowering
 from .types import I1, I32, I64, ORDERED_MODS, PTR, llvm_type, llvm_width, type_mods, width
 from .warpregions import REGION_OPS, _suffix
 from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, WarpCode, fixed_shuffle
@@ -66,64 +61,19 @@ def supported_shape(block) -> bool:
     return y == 1 and z == 1 and x % WARP == 0 and WARP <= x <= abi.MAX_BLOCK_THREADS
 
 
-def enabled() -> bool:
-    """ANYCUDA_BLOCK_PROGRAMS=0 keeps every kernel in the rounds (for comparison); quick
-    code (ANYCUDA_JIT=quick) makes none."""
-    return os.environ.get("ANYCUDA_BLOCK_PROGRAMS", "1") != "0" and tiers.mode() != tiers.QUICK
-
-
-def _key(ptx_text, source_name, kernel, lanes):
-    return cache.key_for(f"{ptx_text}\n// block program of {kernel} for {lanes} threads", source_name)
-
-
-def block_program(unit, source_name: str, kernel: str, lanes: int, arrived):
-    """The object code of `kernel`'s block program for blocks of `lanes` threads, from the
-    kernel's unit (ptx/index.py): from the cache, else compiled here (ANYCUDA_JIT=optimised)
-    or by the compile server (tiered: `arrived(object or None)` is called when it is there,
-    and this returns None). None also for a kernel the block program does not take, which
-    the cache remembers."""
-    key = _key(unit.key, source_name, kernel, lanes)
-    hit = cache.load(key)
-    if hit is not None:
-        return hit or None                      # b"": the kernel is not taken
-    try:
-        llvm_ir = block_program_ir(unit.text, source_name, kernel, lanes)
-    except (NotVectorisable, PtxError):
-        cache.store(key, b"")
-        return None
-    except Exception as e:    # noqa: BLE001 - a fault of ours must not cost the launch: the rounds run it
-        warnings.warn(f"anycuda: the block program of {kernel} failed ({type(e).__name__}: {e}); "
-                      "it runs as before", RuntimeWarning, stacklevel=2)
-        return None
-    name = f"{source_name}:{kernel}.block{lanes}"
-    job = tiers.optimise_in_background(llvm_ir, name) if tiers.mode() == tiers.TIERED else None
-    if job is None:
-        code = jit.compile_to_object(llvm_ir, name)
-        cache.store(key, code)
-        return code
-
-    def done(code):
-        if code is not None:
-            cache.store(key, code)
-        arrived(code)
-    job.subscribe(done)
-    return None
-
-
-def block_program_ir(ptx_text: str, source_name: str, kernel: str, lanes: int) -> str:
-    """LLVM IR of a module with the block program of `kernel` for blocks of `lanes` threads
-    and its launch function EXPORT (`void (Launch*)`, as a kernel's). Raises
-    NotVectorisable for a kernel the block program does not take."""
-    module = parse(ptx_text, source_name)
-    pfn = next((f for f in module.functions if f.is_kernel and f.name == kernel and f.body is not None), None)
-    if pfn is None:
-        raise NotVectorisable(f"no kernel {kernel}")
+def check_takes(pfn) -> None:
+    """NotVectorisable unless a block program is worth making for kernel `pfn`."""
     if not any(isinstance(st, pir.Instruction) and (st.opcode in _BARRIERS or st.opcode == "shfl") for st in pfn.body):
         # the plain loop over a block's threads vectorises such a kernel as it is (a block
         # program made vector_add 3x slower: a loop per warp, its checks per access)
         raise NotVectorisable("no barrier or shuffle")
-    layout = ModuleLowering(module, source_name, external_variables=True)
-    layout._declare_variables()
+
+
+def emit_module(layout, pfn, lanes: int) -> str:
+    """LLVM IR of a module with the block program of kernel `pfn` for blocks of `lanes`
+    threads and its launch function EXPORT (`void (Launch*)`, as a kernel's); `layout` is a
+    ModuleLowering of its unit with its variables declared (the shared-memory layout).
+    Raises NotVectorisable for a kernel the block program does not take."""
     program = BlockProgram(layout, pfn, lanes)
     block_fn = program.emit()
     # a block program called once per block: inlined into the loop over a chunk's blocks,
@@ -147,9 +97,10 @@ class Affine:
 
 class BlockProgram:
     """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
-    signature of a block function (scheduler.emit_block_function), for blocks of `lanes`."""
+    signature of a block function (scheduler.emit_block_function), for blocks of `lanes`.
+    `layout` is the ModuleLowering of the kernel's unit (its parameters and shared memory)."""
 
-    def __init__(self, layout: ModuleLowering, pfn: pir.Function, threads: int):
+    def __init__(self, layout, pfn: pir.Function, threads: int):
         self.layout, self.pfn = layout, pfn
         self.threads, self.lanes, self.warps = threads, WARP, threads // WARP
         self.read_memory = analysis.read_memory(pfn.body, layout.kernel_params(pfn))

@@ -18,9 +18,9 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
   6. link     runtime/program.py: the object linked into the process against the module's
               variables (jit.LoadedObject's `symbols`)
 
-At the first launch of a kernel with a block shape a block program may take
-(compiler/blockprograms.py), that shape's block program is made from the same unit, through
-the same cache and build stages.
+  7. block program: at the first launch of a kernel with a block shape a block program may
+              take (compiler/blockprograms.py), that shape's block program, made from the
+              same unit through the same cache and build stages (compile_block_program)
 
 Each stage costs at most n log n in the size of what it is given: the index is one pass over
 the module's text, a unit holds only what its kernel reaches, and a kernel never launched
@@ -30,9 +30,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import os
+import warnings
+
 from ..ptx import parse
+from ..ptx.errors import PtxError
 from ..ptx.index import Unit
-from . import cache, jit, tiers
+from . import blockprograms, cache, jit, tiers
 from .irutil import collection_paused
 from .module import KernelInfo, ModuleLowering
 
@@ -122,3 +126,59 @@ def compile_variables(unit: Unit, source_name: str = "<ptx>") -> CompiledVariabl
                                                               optimised=optimised))
     cache.store(key, result)
     return result
+
+
+# ---------------------------------------------------------------- block programs (stage 7)
+
+def block_programs_enabled() -> bool:
+    """ANYCUDA_BLOCK_PROGRAMS=0 keeps every kernel in the rounds (for comparison); quick
+    code (ANYCUDA_JIT=quick) makes none."""
+    return os.environ.get("ANYCUDA_BLOCK_PROGRAMS", "1") != "0" and tiers.mode() != tiers.QUICK
+
+
+def compile_block_program(unit: Unit, source_name: str, kernel: str, lanes: int, arrived):
+    """The object code of `kernel`'s block program for blocks of `lanes` threads, from the
+    kernel's unit: from the cache, else compiled here (ANYCUDA_JIT=optimised) or by the
+    compile server (tiered: `arrived(object or None)` is called when it is there, and this
+    returns None). None also for a kernel the block program does not take, which the cache
+    remembers."""
+    key = cache.key_for(f"{unit.key}\n// block program of {kernel} for {lanes} threads", source_name)
+    hit = cache.load(key)
+    if hit is not None:
+        return hit or None                      # b"": the kernel is not taken
+    try:
+        llvm_ir = block_program_ir(unit.text, source_name, kernel, lanes)
+    except (blockprograms.NotVectorisable, PtxError):
+        cache.store(key, b"")
+        return None
+    except Exception as e:    # noqa: BLE001 - a fault of ours must not cost the launch: the rounds run it
+        warnings.warn(f"anycuda: the block program of {kernel} failed ({type(e).__name__}: {e}); "
+                      "it runs as before", RuntimeWarning, stacklevel=2)
+        return None
+    name = f"{source_name}:{kernel}.block{lanes}"
+    job = tiers.optimise_in_background(llvm_ir, name) if tiers.mode() == tiers.TIERED else None
+    if job is None:
+        code = jit.compile_to_object(llvm_ir, name)
+        cache.store(key, code)
+        return code
+
+    def done(code):
+        if code is not None:
+            cache.store(key, code)
+        arrived(code)
+    job.subscribe(done)
+    return None
+
+
+@collection_paused
+def block_program_ir(text: str, source_name: str, kernel: str, lanes: int) -> str:
+    """LLVM IR of the block program of `kernel` (in the unit `text`) for blocks of `lanes`
+    threads (compiler/blockprograms.py). Raises NotVectorisable for a kernel it does not take."""
+    module = parse(text, source_name)
+    pfn = next((f for f in module.functions if f.is_kernel and f.name == kernel and f.body is not None), None)
+    if pfn is None:
+        raise blockprograms.NotVectorisable(f"no kernel {kernel}")
+    blockprograms.check_takes(pfn)
+    layout = ModuleLowering(module, source_name, external_variables=True)
+    layout._declare_variables()
+    return blockprograms.emit_module(layout, pfn, lanes)

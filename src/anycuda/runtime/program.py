@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 
-from ..compiler import CompiledKernel, CompiledVariables, abi, blockprograms, compile_kernel, compile_variables, tiers
+from ..compiler import CompiledKernel, CompiledVariables, abi, blockprograms, compile_kernel, compile_variables, pipeline, tiers
 from ..compiler.jit import LoadedObject
 from ..ptx.errors import PtxError
 from ..ptx.index import ModuleIndex
@@ -330,7 +330,7 @@ class KernelImage:
         if lanes in self._programs:
             return self._programs[lanes]
         self._programs[lanes] = None
-        if not blockprograms.enabled():
+        if not pipeline.block_programs_enabled():
             return None
 
         def link(code):
@@ -340,7 +340,7 @@ class KernelImage:
                 self._programs[lanes] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
         unit = self.program.index.kernel_unit(self.name)
         with progress.waiting_for(f"the block program of {self.name} for {lanes} threads", "optimised code"):
-            link(blockprograms.block_program(unit, self.program.source_name, self.name, lanes, link))
+            link(pipeline.compile_block_program(unit, self.program.source_name, self.name, lanes, link))
         return self._programs[lanes]
 
     @staticmethod
