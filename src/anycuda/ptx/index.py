@@ -69,22 +69,28 @@ class ModuleIndex:
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text).decode("utf-8", errors="replace")
         self.text, self.source_name = text, source_name
-        self._splitter = _Splitter(text, source_name)
-        self.items = self._splitter.items()
+        self.items = _Splitter(text, source_name).items()
         self.functions = {}                      # name -> [its items: prototypes, definition]
+        self._kernels = {}                       # kernel name -> the item of its definition
         for item in self.items:
             if item.kind == "function":
                 self.functions.setdefault(item.name, []).append(item)
-        self.kernels = [i.name for i in self.items if i.kind == "function" and i.is_kernel and i.body]
-        self.scope = parse(self._text_of([i for i in self.items if i.kind in ("header", "variable", "other")]),
-                           source_name)
+                if item.is_kernel and item.body:
+                    self._kernels.setdefault(item.name, item)
+        self.kernels = list(self._kernels)       # in the module's order
+        scope = parse(self._text_of([i for i in self.items if i.kind in ("header", "variable", "other")]),
+                      source_name)
         self.variables = {}                      # variable name -> its item
-        self._variable_decls = {}                # variable name -> its VarDecl (self.scope)
+        self._const_variables = set()
         starts = [i.line for i in self.items]
-        for d in self.scope.variables:
+        for d in scope.variables:
             self.variables[d.name] = self.items[bisect_right(starts, d.loc.line) - 1]
-            self._variable_decls[d.name] = d
+            if d.space == "const":
+                self._const_variables.add(d.name)
         self._names = {}                         # id(item) -> the names it uses of functions and variables
+
+    def has_kernel(self, name: str) -> bool:
+        return name in self._kernels
 
     # -------------------------------------------------------------- units
     def _text_of(self, items) -> str:
@@ -131,17 +137,10 @@ class ModuleIndex:
 
     def kernel_unit(self, name: str) -> Unit:
         """The unit of kernel `name` (module docstring). KeyError for an unknown kernel."""
-        if name not in self.kernels:
-            raise KeyError(name)
-        kernel = next(i for i in self.functions[name] if i.body)
+        kernel = self._kernels[name]
         functions, variables = self.reached([kernel])
-        variables |= {n for n, d in self._variable_decls.items() if d.space == "const"}
-        keep = {id(kernel)} | {id(i) for n in functions for i in self.functions[n]} \
-            | {id(self.variables[n]) for n in variables}
-        items = [i for i in self.items
-                 if id(i) in keep or i.kind in ("header", "other")
-                 or (i.kind == "function" and i.name == name and not i.body)]
-        return Unit(self._text_of(items), self._key_of(items))
+        keep = {id(self.variables[n]) for n in variables | self._const_variables}
+        return self._unit([kernel], functions, keep, also=lambda i: i.kind == "function" and i.name == name and not i.body)
 
     def variables_unit(self) -> Unit | None:
         """The unit that defines the module's variables: every variable, and the device
@@ -151,16 +150,15 @@ class ModuleIndex:
             return None
         roots = list({id(i): i for i in self.variables.values()}.values())
         functions, _ = self.reached(roots, through_initialisers=True)
-        keep = {id(i) for i in roots} | {id(i) for n in functions for i in self.functions[n]}
-        items = [i for i in self.items if id(i) in keep or i.kind in ("header", "other")]
+        return self._unit(roots, functions, set())
+
+    def _unit(self, roots, functions, keep, also=lambda item: False) -> Unit:
+        """The unit of the items `roots`, the functions named `functions` (prototypes and
+        definitions), the items whose ids are in `keep` and those `also` takes, with the header
+        and module-scope directives, in the module's order."""
+        keep = keep | {id(i) for i in roots} | {id(i) for n in functions for i in self.functions[n]}
+        items = [i for i in self.items if id(i) in keep or i.kind in ("header", "other") or also(i)]
         return Unit(self._text_of(items), self._key_of(items))
-
-    def variable(self, name: str):
-        """The VarDecl of module variable `name` (KeyError if there is none)."""
-        return self._variable_decls[name]
-
-    def variable_names(self):
-        return list(self._variable_decls)
 
 
 class _Splitter:

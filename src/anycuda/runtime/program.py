@@ -523,7 +523,7 @@ class _ModuleCode:
     def __init__(self, index: ModuleIndex, source_name: str, unavailable: dict = None):
         self.index, self.source_name = index, source_name
         self.unavailable = dict(unavailable or {})      # kernel held as machine code only -> why
-        self.names = list(index.kernels) + [n for n in self.unavailable if n not in index.kernels]
+        self.names = list(index.kernels) + [n for n in self.unavailable if not index.has_kernel(n)]
         self.kernels = {}
         self.variables = None
         self.lock = threading.RLock()
@@ -567,7 +567,7 @@ class Program:
     def compiled_kernel(self, name: str) -> CompiledKernel:
         """Kernel `name` compiled (at its first use); CudaError (CUDA_ERROR_INVALID_PTX) where
         its PTX does not parse, CUDA_ERROR_NO_BINARY_FOR_GPU where the module has none."""
-        if name in self.code.unavailable and name not in self.index.kernels:
+        if name in self.code.unavailable and not self.index.has_kernel(name):
             raise CudaError(CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU,
                             f"kernel {name} cannot run: {self.code.unavailable[name]}")
         compiled = self._compile(name)
@@ -585,7 +585,7 @@ class Program:
         return list(self.code.names)
 
     def has_kernel(self, name: str) -> bool:
-        return name in self.index.kernels or name in self.code.unavailable
+        return self.index.has_kernel(name) or name in self.code.unavailable
 
     def kernel(self, name: str) -> KernelImage:
         image = self._kernels.get(name)
