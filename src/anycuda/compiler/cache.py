@@ -1,6 +1,6 @@
-"""On-disk cache of compiled modules.
+"""On-disk cache of compiled code: kernels, block programs and modules' variables.
 
-Keyed by the PTX text, the host CPU (name and features), LLVM's version and a fingerprint
+Keyed by the text of what was compiled (a kernel's unit, ptx/index.py), the host CPU (name and features), LLVM's version and a fingerprint
 of anycuda's own compiler sources, so a changed compiler never reuses stale code. Entries
 are written atomically (temporary file, then rename); one that cannot be read is
 recompiled and overwritten. ANYCUDA_CACHE=0 turns the cache off; ANYCUDA_CACHE_DIR moves it.

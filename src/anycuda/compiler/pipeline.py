@@ -28,10 +28,9 @@ costs nothing past the index.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import os
 import warnings
+from dataclasses import dataclass, field
 
 from ..ptx import parse
 from ..ptx.errors import PtxError

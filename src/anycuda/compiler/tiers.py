@@ -2,12 +2,12 @@
 
 LLVM's optimiser and code generator take 0.1-4 s for a kernel with barriers or warp
 collectives; unoptimised code with fast instruction selection takes 5-20x less and runs
-5-30x slower. A module met for the first time (not in the on-disk cache) is therefore
+5-30x slower. A kernel met for the first time (not in the on-disk cache) is therefore
 linked as quick code at once, and its optimised code is made by a compile server, a Python
 process of its own (so that it runs beside the program on another core and cannot hold up
 its LLVM calls: llvmlite serialises those with one lock). When the optimised object
-arrives it goes into the cache, each program linked from the quick one links it too, and
-their launches switch over: new launches run the optimised code, and a launch in flight
+arrives it goes into the cache, each instance of the kernel linked from the quick code links
+it too, and their launches switch over: new launches run the optimised code, and a launch in flight
 hands its remaining blocks over (each quick worker, before it takes more blocks, looks at
 its kernel's handoff slot, abi.handoff_symbol), so that a long first launch does not run
 slowly to its end.
@@ -16,8 +16,8 @@ ANYCUDA_JIT chooses: `tiered` (the default), `optimised` (compile optimised code
 first launch, as a driver JIT does), `quick` (never optimise: for short test runs on
 small data, and to test the quick code).
 
-A module with variables of its own (`.global`, `.const`) is compiled optimised at once: a
-second object would have its own copies of them.
+Both objects of a kernel link against the one object that holds its module's variables
+(compiler/pipeline.py), so a module with `.global` or `.const` variables tiers too.
 """
 from __future__ import annotations
 
