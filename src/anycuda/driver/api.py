@@ -487,21 +487,24 @@ def image_at(address: int) -> ModuleImage:
     except CudaError as e:
         if e.code != CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU or loading_mode() == "EAGER":
             raise
-        magic = struct.unpack("<I", ctypes.string_at(address, 4))[0]
         try:
-            if magic == fatbin.CONTAINER_MAGIC:
-                entries = fatbin.read_container_at(ctypes.string_at, address)
-            elif magic == fatbin.WRAPPER_MAGIC:
-                containers = fatbin.read_wrapper_containers(ctypes.string_at, address)
-                if not containers:
-                    raise
-                entries = containers[0]           # the main container (no relocatable PTX, or we would have it)
-            else:
-                raise
-            ptx, names = fatbin.machine_code_module(entries)
+            ptx, names = fatbin.machine_code_module(_main_container(address))
         except fatbin.FatbinError:
             raise e from None
         return ModuleImage(ptx.encode() + b"\0", dict.fromkeys(names, e.message))
+
+
+def _main_container(address: int) -> list:
+    """The entries of the container at `address`, or of a wrapper's main container (one with
+    relocatable PTX would have given its PTX)."""
+    magic = struct.unpack("<I", ctypes.string_at(address, 4))[0]
+    if magic == fatbin.CONTAINER_MAGIC:
+        return fatbin.read_container_at(ctypes.string_at, address)
+    if magic == fatbin.WRAPPER_MAGIC:
+        containers = fatbin.read_wrapper_containers(ctypes.string_at, address)
+        if containers:
+            return containers[0]
+    raise fatbin.FatbinError("no fatbinary container at the image")
 
 
 def cuModuleLoadData(image: bytes) -> int:
