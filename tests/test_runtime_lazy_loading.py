@@ -6,9 +6,7 @@ timed."""
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,17 +17,9 @@ from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime import program as program_module
 from anycuda.runtime.errors import CudaError, CUresult
 from anycuda.runtime.program import load_program
+from conformance import benchmark_module
 
-def _generated_modules():
-    """benchmarks/modules.py, whose generated modules of small kernels these tests load."""
-    spec = importlib.util.spec_from_file_location(
-        "anycuda_bench_modules", Path(__file__).resolve().parent.parent / "benchmarks" / "modules.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_modules = _generated_modules()
+_modules = benchmark_module("modules")     # its generated modules of small kernels
 HEADER, small_kernel, many_kernels = _modules.HEADER, _modules.small_kernel, _modules.many_kernels
 
 
@@ -278,3 +268,13 @@ def test_threads_that_launch_a_kernel_first_at_once_link_it_once(counted):
         t.join()
     assert not errors, errors[0]
     assert counted == ["k17"] and not kernel._quick
+
+
+def test_the_driver_reports_the_loading_mode(monkeypatch):
+    """cuModuleGetLoadingMode: CU_MODULE_LAZY_LOADING (2) by default, CU_MODULE_EAGER_LOADING (1)
+    under CUDA_MODULE_LOADING=EAGER, as anycuda loads."""
+    from anycuda.driver import api
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    assert api.cuModuleGetLoadingMode() == 2
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
+    assert api.cuModuleGetLoadingMode() == 1

@@ -507,6 +507,11 @@ def _main_container(address: int) -> list:
     raise fatbin.FatbinError("no fatbinary container at the image")
 
 
+def cuModuleGetLoadingMode() -> int:
+    """CU_MODULE_LAZY_LOADING (2), or CU_MODULE_EAGER_LOADING (1) under CUDA_MODULE_LOADING=EAGER."""
+    return 1 if loading_mode() == "EAGER" else 2
+
+
 def cuModuleLoadData(image: bytes) -> int:
     _require_context()
     return _load_module(image)

@@ -43,7 +43,7 @@ def define(ffi, entry, ptr, handle, common):
 
     @entry
     def cuModuleGetLoadingMode(out):
-        out[0] = 1                     # CU_MODULE_EAGER_LOADING
+        out[0] = api.cuModuleGetLoadingMode()
 
     def file_image(fname) -> bytes:
         """The PTX of the module image in file `fname` (PTX text, a fatbinary or an ELF)."""
