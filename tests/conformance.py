@@ -3,6 +3,7 @@
 seed in failure messages, and poisoned output buffers."""
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -158,3 +159,13 @@ def normalised_jacobi(x, steps):
         w[1:-1] = 0.5 * (u[:-2] + u[2:])
         u = w
     return u
+
+
+def benchmark_module(name: str):
+    """benchmarks/<name>.py, loaded from its path (benchmarks/ is a folder of scripts, not a
+    package): the suite's kernels, run.py's measuring, modules.py's generated modules."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"anycuda_bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,18 +1,14 @@
 """Smoke test of the benchmark suite (benchmarks/suite.py): at the quick size, every kernel's
 anycuda (CUDA C++) and C reference (gcc -O3 -march=native -fopenmp) implementations agree
 with numpy. Only the correctness checks of benchmarks/run.py; nothing is timed."""
-import importlib.util
 import shutil
-from pathlib import Path
 
 import pytest
 
 from anycuda import cudac
+from conformance import benchmark_module
 
-_spec = importlib.util.spec_from_file_location(
-    "anycuda_bench_suite", Path(__file__).resolve().parent.parent / "benchmarks" / "suite.py")
-suite = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(suite)
+suite = benchmark_module("suite")
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +39,7 @@ def test_benchmark_matches_numpy(bench, impl, request):
 
 
 def _run_py():
-    spec = importlib.util.spec_from_file_location(
-        "anycuda_bench_run", Path(__file__).resolve().parent.parent / "benchmarks" / "run.py")
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
-    return run
+    return benchmark_module("run")
 
 
 def test_c_host_launch_program_runs_through_anycuda():

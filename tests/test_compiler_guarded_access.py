@@ -117,14 +117,10 @@ extern "C" __global__ void unguarded(const float* in, float* out, int n, int rea
 }
 """
 
-# a 32-bit shared address below the window, read with an offset that brings it back
-WRAP_PTX = r"""
-.version 7.0
-.target sm_70
-.address_size 64
-
-.visible .entry wrap(.param .u64 out, .param .u32 below, .param .u32 rounds)
-{
+# Each thread stores its index in a shared tile, keeps the address of its element minus
+# `below` bytes in a 32-bit register (below the window: it wraps) and reads [r+4096], which
+# brings it back to its element when below is 4096.
+_WRAP_STAGE = r"""
     .reg .pred %p<2>;
     .reg .b32 %r<12>;
     .reg .b64 %rd<4>;
@@ -139,8 +135,24 @@ WRAP_PTX = r"""
     st.shared.f32 [%r4], %f1;
     bar.sync 0;
     ld.param.u32 %r5, [below];
-    ld.param.u32 %r9, [rounds];
     sub.u32 %r6, %r4, %r5;
+"""
+_WRAP_STORE = r"""
+    ld.param.u64 %rd1, [out];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.f32 [%rd3], %f2;
+    ret;
+"""
+WRAP_PTX = r"""
+.version 7.0
+.target sm_70
+.address_size 64
+
+// the wrapped read `rounds` times in a loop, summed
+.visible .entry wrap(.param .u64 out, .param .u32 below, .param .u32 rounds)
+{""" + _WRAP_STAGE + r"""
+    ld.param.u32 %r9, [rounds];
     mov.f32 %f2, 0f00000000;
     mov.u32 %r10, 0;
 LOOP:
@@ -148,38 +160,12 @@ LOOP:
     add.f32 %f2, %f2, %f3;
     add.u32 %r10, %r10, 1;
     setp.lt.u32 %p1, %r10, %r9;
-    @%p1 bra LOOP;
-    ld.param.u64 %rd1, [out];
-    mul.wide.u32 %rd2, %r1, 4;
-    add.s64 %rd3, %rd1, %rd2;
-    st.global.f32 [%rd3], %f2;
-    ret;
-}
+    @%p1 bra LOOP;""" + _WRAP_STORE + r"""}
 
-// the same without the loop: acyclic, so a block program takes it
+// once, without the loop: acyclic, so a block program takes it
 .visible .entry wrap_once(.param .u64 out, .param .u32 below)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    .reg .f32 %f<4>;
-    .shared .align 4 .b8 tile[1024];
-
-    mov.u32 %r1, %tid.x;
-    shl.b32 %r2, %r1, 2;
-    mov.u32 %r3, tile;
-    add.u32 %r4, %r3, %r2;
-    cvt.rn.f32.u32 %f1, %r1;
-    st.shared.f32 [%r4], %f1;
-    bar.sync 0;
-    ld.param.u32 %r5, [below];
-    sub.u32 %r6, %r4, %r5;
-    ld.shared.f32 %f2, [%r6+4096];
-    ld.param.u64 %rd1, [out];
-    mul.wide.u32 %rd2, %r1, 4;
-    add.s64 %rd3, %rd1, %rd2;
-    st.global.f32 [%rd3], %f2;
-    ret;
-}
+{""" + _WRAP_STAGE + r"""
+    ld.shared.f32 %f2, [%r6+4096];""" + _WRAP_STORE + r"""}
 """
 
 
