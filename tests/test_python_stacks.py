@@ -143,6 +143,14 @@ def test_cuda_core_saxpy_compiled_by_nvrtc():
     _check_saxpy(d)
 
 
+def test_cuda_core_saxpy_compiled_by_nvrtc_to_a_cubin():
+    """cuda.core asks NVRTC for machine code (-arch=sm_XX, nvrtcGetCUBIN); under `anycuda run` the
+    NVRTC stand-in answers with a container of PTX, which the driver loads."""
+    _require("cuda.core", libraries=("nvrtc",))
+    d = run_json(sys.executable, PROGRAMS / "cuda_core_saxpy.py", "--cubin")
+    _check_saxpy(d)
+
+
 def test_cuda_core_saxpy_from_nvcc_ptx(tmp_path):
     _require("cuda.core")
     nvcc = shutil.which("nvcc")

@@ -12,7 +12,7 @@ import pytest
 
 import anycuda
 from anycuda import cli
-from anycuda.shim import build
+from anycuda.shim import build, standins
 
 PACKAGE = Path(anycuda.__file__).resolve().parent
 
@@ -72,7 +72,7 @@ def installed_copy(tmp_path_factory):
 def test_build_at_install_writes_a_stamped_library(installed_copy):
     folder = installed_copy / "anycuda" / "shim" / "lib"
     names = {p.name for p in folder.iterdir()}
-    assert {build.LIBRARY, *build.NVJITLINK_STANDINS, build.BUILD_STAMP, build.MODULE_PATHS} <= names
+    assert {build.LIBRARY, *standins.STANDINS, build.BUILD_STAMP, build.MODULE_PATHS} <= names
     assert (folder / build.BUILD_STAMP).read_text().strip() == build.recipe_fingerprint()
     assert (folder / build.MODULE_PATHS).read_text().split() == site.getsitepackages()
 
@@ -99,7 +99,7 @@ def test_text_only_recipe_matches_the_module():
 
 def _fake_build(folder, stamp=None):
     folder.mkdir(parents=True, exist_ok=True)
-    for name in (build.LIBRARY,) + build.NVJITLINK_STANDINS:
+    for name in (build.LIBRARY,) + standins.STANDINS:
         (folder / name).write_bytes(b"")
     (folder / build.BUILD_STAMP).write_text((stamp or build.recipe_fingerprint()) + "\n")
 
@@ -137,7 +137,7 @@ def test_stale_install_build_falls_back_to_the_cache(folders, capsys):
 def test_incomplete_install_build_is_not_used(folders):
     install, cache, built = folders
     _fake_build(install)
-    (install / build.NVJITLINK_STANDINS[0]).unlink()
+    (install / standins.STANDINS[0]).unlink()
     assert build.shim_state()[:2] == (cache, None)
 
 

@@ -65,12 +65,36 @@ def cmd_shim_path(args) -> int:
     return 0
 
 
+def _program_site_folders(command) -> list:
+    """The site-packages of the program when it is a Python interpreter (of any environment):
+    where its own NVIDIA wheels (NVRTC) are."""
+    import os
+    import subprocess
+    if not os.path.basename(command[0]).startswith("python"):
+        return []
+    try:
+        out = subprocess.run([command[0], "-c", "import site; print(*site.getsitepackages(), sep=chr(10))"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line for line in out.stdout.splitlines() if line] if out.returncode == 0 else []
+
+
+def _ptxas_standin() -> str:
+    """The path of anycuda's ptxas (a script beside this interpreter, installed with anycuda)."""
+    import os
+    import shutil
+    beside = os.path.join(os.path.dirname(sys.executable), "anycuda-ptxas")
+    return beside if os.path.exists(beside) else (shutil.which("anycuda-ptxas") or beside)
+
+
 def cmd_run(args) -> int:
     """Run a program with anycuda's libcuda.so.1 first on the loader path."""
     import os
     import sysconfig
 
-    from .shim.build import NVJITLINK_STANDINS, _module_paths, shim_dir
+    from .shim.build import _module_paths, shim_dir
+    from .shim.standins import NVJITLINK_STANDINS, NVRTC_STANDINS, nvrtc_folders
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
         print("usage: anycuda run -- PROGRAM [ARGS...]", file=sys.stderr)
@@ -82,12 +106,24 @@ def cmd_run(args) -> int:
     if env.get("LD_LIBRARY_PATH"):
         paths.append(env["LD_LIBRARY_PATH"])
     env["LD_LIBRARY_PATH"] = os.pathsep.join(paths)
+    preload = []
     if env.get("ANYCUDA_NVJITLINK", "") not in ("1", "keep"):
         # numba-cuda and cuda.core then link PTX through our cuLink* instead of producing machine
-        # code with NVIDIA's nvJitLink (see NVJITLINK_STANDINS); ANYCUDA_NVJITLINK=1 keeps nvJitLink
-        preload = [os.path.join(paths[0], name) for name in NVJITLINK_STANDINS]
-        if env.get("LD_PRELOAD"):
-            preload.append(env["LD_PRELOAD"])
+        # code with NVIDIA's nvJitLink; ANYCUDA_NVJITLINK=1 keeps nvJitLink
+        preload += [os.path.join(paths[0], name) for name in NVJITLINK_STANDINS]
+    if env.get("ANYCUDA_NVRTC", "") not in ("1", "keep"):
+        # NVRTC asked for a cubin then gives a container of PTX; ANYCUDA_NVRTC=1 keeps NVIDIA's NVRTC as it is
+        preload += [os.path.join(paths[0], name) for name in NVRTC_STANDINS]
+        folders = nvrtc_folders() + nvrtc_folders(_program_site_folders(command))
+        if env.get("ANYCUDA_NVRTC_DIRS"):
+            folders.insert(0, env["ANYCUDA_NVRTC_DIRS"])
+        env["ANYCUDA_NVRTC_DIRS"] = os.pathsep.join(dict.fromkeys(folders))
+    if env.get("ANYCUDA_PTXAS", "") not in ("1", "keep"):
+        # Triton assembles its PTX with the ptxas it is told of: anycuda's keeps the PTX
+        env["TRITON_PTXAS_PATH"] = _ptxas_standin()
+    if env.get("LD_PRELOAD"):
+        preload.append(env["LD_PRELOAD"])
+    if preload:
         env["LD_PRELOAD"] = " ".join(preload)
     try:
         os.execvpe(command[0], command, env)

@@ -8,6 +8,7 @@ Layouts were read off the output of nvcc 13.
 """
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -190,6 +191,19 @@ def require_ptx(entries) -> FatbinEntry:
         raise FatbinError(f"the binary carries no PTX (only SASS for {', '.join(f'sm_{a}' for a in archs)}); "
                           f"rebuild it with PTX included, e.g. -gencode arch=compute_{xx},code=compute_{xx}")
     return entry
+
+
+def ptx_container(ptx: str, sm: int) -> bytes:
+    """A container holding `ptx` as its one entry, for architecture `sm`: what anycuda's
+    toolchain stand-ins hand back where NVIDIA's tools would give machine code (the same
+    layout as nvrtc_standin.c writes, and as nvcc writes a PTX entry)."""
+    text = ptx.encode()
+    payload = text + b"\0" * (8 - len(text) % 8)
+    version = re.search(r"^\s*\.version\s+(\d+)\.(\d+)", ptx, re.M)
+    major, minor = (int(version.group(1)), int(version.group(2))) if version else (0, 0)
+    entry = struct.pack("<HHIQIIHHIIIQQQ", KIND_PTX, 0x0101, ENTRY_HEADER_MIN, len(payload), 0, 0,
+                        minor, major, sm, 0, 0, 0x11, 0, 0)
+    return struct.pack("<IHHQ", CONTAINER_MAGIC, 1, CONTAINER_HEADER, len(entry) + len(payload)) + entry + payload
 
 
 def entries_from_elf(path) -> list:

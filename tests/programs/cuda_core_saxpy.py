@@ -1,4 +1,5 @@
-"""saxpy with cuda.core: compile CUDA C++ with NVRTC (or load PTX given on the command line),
+"""saxpy with cuda.core: compile CUDA C++ with NVRTC to PTX (`--cubin`: to machine code, as
+cuda.core users ask on a GPU), or load PTX given on the command line;
 launch on a stream, copy back; prints the results as JSON for the test to check."""
 import ctypes
 import json
@@ -18,10 +19,11 @@ extern "C" __global__ void saxpy(float a, const float *x, const float *y, float 
 dev = Device()
 dev.set_current()
 stream = dev.create_stream()
-if len(sys.argv) > 1:
+if len(sys.argv) > 1 and sys.argv[1] != "--cubin":
     code = ObjectCode.from_ptx(sys.argv[1])          # a str is a file name: cuLibraryLoadFromFile
 else:
-    code = Program(SOURCE, code_type="c++", options=ProgramOptions(arch=f"sm_{dev.arch}")).compile("ptx")
+    target = "cubin" if sys.argv[1:] == ["--cubin"] else "ptx"
+    code = Program(SOURCE, code_type="c++", options=ProgramOptions(arch=f"sm_{dev.arch}")).compile(target)
 kernel = code.get_kernel("saxpy")
 
 n = 3000

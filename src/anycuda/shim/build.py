@@ -26,25 +26,14 @@ from pathlib import Path
 from .. import __version__
 
 from .settings import LIBRARY
+from .standins import NVRTC_SOURCE, STANDINS, build_standins
+
 BUILD_STAMP = "build-stamp.txt"             # the recipe fingerprint of the library beside it
 MODULE_PATHS = "module-paths.txt"           # folders of the environment that built it, one per line
 INSTALL_FAILURE = "install-build-failed.txt"    # why the build at install did not succeed
 
 # The shim modules whose text is compiled into the library (entry.py is imported at run time)
-RECIPE_MODULES = ("build.py", "declarations.py", "export_tables.py")
-
-# Stand-ins for NVIDIA's JIT linker, preloaded by `anycuda run`. numba-cuda and cuda.core link
-# through nvJitLink when its library exports `__nvJitLinkVersion` (numba-cuda then also turns on
-# link-time optimisation, handing nvJitLink NVVM's LTO IR); nvJitLink's output is a cubin holding
-# machine code only. cuda.pathfinder takes a library that is already loaded before it searches the
-# pip wheels, so a preloaded library of that soname without the version symbol makes both fall
-# back to the driver's cuLink* with PTX inputs, which anycuda's libcuda.so.1 answers.
-NVJITLINK_STANDINS = ("libnvJitLink.so.13", "libnvJitLink.so.12")
-_NVJITLINK_STANDIN_SOURCE = """
-/* anycuda's stand-in for libnvJitLink: exports no nvJitLink function, so its users fall back
-   to the CUDA driver's linker (cuLink*), which anycuda implements over PTX. */
-const char anycuda_nvjitlink_standin[] = "anycuda";
-"""
+RECIPE_MODULES = ("build.py", "declarations.py", "export_tables.py", "standins.py", NVRTC_SOURCE.name)
 
 
 def _cache_root() -> Path:
@@ -103,7 +92,7 @@ def _is_current(folder: Path) -> bool:
         stamp = (folder / BUILD_STAMP).read_text().strip()
     except OSError:
         return False
-    return stamp == recipe_fingerprint() and all((folder / n).exists() for n in (LIBRARY,) + NVJITLINK_STANDINS)
+    return stamp == recipe_fingerprint() and all((folder / n).exists() for n in (LIBRARY,) + STANDINS)
 
 
 def install_build_problem() -> str | None:
@@ -159,16 +148,40 @@ static int anycuda_host_is_python(void) { return anycuda_host_python; }
 
 # A Python program's interpreter is finalised before the C library's exit handlers run, and some
 # of those (cuda.core's thread-local context handles) still release contexts: calling into Python
-# then would crash the process at exit. Once the interpreter we started in has gone, every entry
-# point answers CUDA_ERROR_DEINITIALIZED, as NVIDIA's driver does while the process shuts down.
-# (cffi's exported functions all call through `_cffi_call_python`, defined before this code.)
+# then would crash the process at exit. The interpreter also counts as finalised while it tears
+# down its modules, whose objects (CuPy's modules and memory) release what they hold from their
+# destructors. Once the interpreter we started in has gone, calls that release something
+# succeed (the process's end releases it), the error-text functions give a text, and every
+# other entry point answers CUDA_ERROR_DEINITIALIZED, as NVIDIA's driver does while the process
+# shuts down. (cffi's exported functions all call through `_cffi_call_python`, defined before
+# this code, with each argument in an 8-byte slot of `args` and the result written over them.)
 _AFTER_FINALIZE = """
+#include <stdio.h>
 #include <string.h>
+static const char *const anycuda_release_words[] = {"Destroy", "Unload", "Free", "Release", "Unregister", "Detach"};
+__attribute__((noinline)) static void anycuda_answer_after_finalize(struct _cffi_externpy_s *externpy, char *args) {
+    static __thread char text[96];
+    const char *name = externpy->name ? externpy->name : "";
+    if (strrchr(name, '.'))                           /* cffi names it "module.function" */
+        name = strrchr(name, '.') + 1;
+    int result = 4;                                   /* CUDA_ERROR_DEINITIALIZED */
+    if (!strcmp(name, "cuGetErrorName") || !strcmp(name, "cuGetErrorString")) {
+        const char **out = *(const char ***)(args + 8);
+        snprintf(text, sizeof text, "CUDA error %d (anycuda: the process is exiting)", *(int *)args);
+        if (out)
+            *out = text;
+        result = 0;
+    }
+    for (size_t i = 0; i < sizeof anycuda_release_words / sizeof *anycuda_release_words; i++)
+        if (!strncmp(name, "cu", 2) && strstr(name, anycuda_release_words[i]))
+            result = 0;
+    memset(args, 0, externpy->size_of_result);
+    if (externpy->size_of_result == sizeof(int))
+        *(int *)args = result;
+}
 static void anycuda_call_python(struct _cffi_externpy_s *externpy, char *args) {
     if (_cffi_call_python != &_cffi_start_and_call_python && !Py_IsInitialized()) {
-        memset(args, 0, externpy->size_of_result);
-        if (externpy->size_of_result == sizeof(int))
-            *(int *)args = 4;                     /* CUDA_ERROR_DEINITIALIZED */
+        anycuda_answer_after_finalize(externpy, args);
         return;
     }
     _cffi_call_python(externpy, args);
@@ -299,22 +312,6 @@ jit.watch_process_exit(lib.anycuda_watch_exit, lib.anycuda_process_exiting)
 """.replace("MODULE_PATHS", MODULE_PATHS)
 
 
-def _build_nvjitlink_standins(folder: Path) -> None:
-    """Compile the nvJitLink stand-ins (one tiny shared library per soname) into `folder`."""
-    import shlex
-    import subprocess
-    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc") or ["cc"]
-    with tempfile.TemporaryDirectory(prefix="anycuda-nvjitlink-") as tmp:
-        source = Path(tmp) / "standin.c"
-        source.write_text(_NVJITLINK_STANDIN_SOURCE)
-        for soname in NVJITLINK_STANDINS:
-            staged = Path(tmp) / soname
-            subprocess.run(compiler + ["-shared", "-fPIC", "-o", str(staged), str(source),
-                                       f"-Wl,-soname,{soname}"], check=True, capture_output=True)
-            shutil.copy(staged, folder / (soname + f".tmp{os.getpid()}"))
-            os.replace(folder / (soname + f".tmp{os.getpid()}"), folder / soname)
-
-
 class _Absent:
     """Stands in for what a shim module imports from anycuda's runtime when only its C text is
     wanted (see _text_only)."""
@@ -365,8 +362,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def build(folder: Path, module_paths=None) -> Path:
-    """Build libcuda.so.1 and the nvJitLink stand-ins into `folder`, note beside them the folders
-    of the environment that builds (`module_paths`, by default this interpreter's) and, last,
+    """Build libcuda.so.1 and the toolchain stand-ins (anycuda.shim.standins) into `folder`,
+    note beside them the folders of the environment that builds (`module_paths`, by default this interpreter's) and, last,
     the recipe fingerprint (BUILD_STAMP)."""
     import cffi
     declarations, export_tables = _recipe_modules()
@@ -390,7 +387,7 @@ def build(folder: Path, module_paths=None) -> Path:
         os.replace(staged, folder / LIBRARY)
     if libdir:
         _write(folder / "libpython-dir", libdir)
-    _build_nvjitlink_standins(folder)
+    build_standins(folder)
     names = _driver_function_names()
     if names:
         _write(folder / "driver-functions.txt", "\n".join(names) + "\n")
@@ -418,7 +415,7 @@ def build_at_install(folder) -> list:
     is then built on first use into the cache. Returns the files written."""
     import site
     folder = Path(folder)
-    ours = (LIBRARY, *NVJITLINK_STANDINS, BUILD_STAMP, MODULE_PATHS, INSTALL_FAILURE, "libpython-dir",
+    ours = (LIBRARY, *STANDINS, BUILD_STAMP, MODULE_PATHS, INSTALL_FAILURE, "libpython-dir",
             "driver-functions.txt")
 
     def clear():
