@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -759,6 +760,26 @@ def test_program_that_launches_nothing_exits_cleanly(build, mode):
     destructors; freeing JIT code then crashed the process (exit 139) after all its output."""
     r = run(build("no_launch", mode))
     assert "devices=1 cudaSuccess cudaSuccess cudaSuccess" in r.stdout
+
+
+def test_a_program_that_exits_mid_compile_keeps_its_exit_status_and_output(build):
+    """The program's kernel ran on quick code and main returns while the compile server still
+    optimises it: the program exits at once with its own status, and its output is its own
+    (the server printed a BrokenPipeError traceback when its reply found the program gone,
+    and held the program's pipes open, so a caller waited for the optimiser)."""
+    from anycuda.shim.build import shim_dir
+    shim_dir()                              # built beforehand: building it says so on stderr
+    exe = build("exit_mid_compile")
+    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE="0", ANYCUDA_QUIET="1")
+    for status in (0, 3):
+        p = subprocess.Popen([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), str(status)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        last = p.stdout.readline()          # printed just before main returns
+        ran = time.perf_counter()
+        out, err = p.communicate(timeout=300)      # returns once the program has exited and its pipes closed
+        assert p.returncode == status, err
+        assert last + out == "ran cudaSuccess, out[0] is set\n" and err == "the program's own line\n", err
+        assert time.perf_counter() - ran < 3, "the exit waited for the optimiser"
 
 
 @pytest.mark.parametrize("mode", ["static", "shared"])

@@ -206,3 +206,49 @@ def test_process_exits_at_once_with_an_optimising_compile_in_flight(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], input=ptx, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "loaded", r.stderr
     assert time.perf_counter() - t < 30
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie nobody has reaped yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def test_the_compile_server_ends_with_its_program(tmp_path):
+    """A program that ends without Python's exit handlers (a C program embedding Python ends
+    so) takes its compile server with it at once: the server must not go on optimising, hold
+    the program's pipes open or print to its output when its reply finds the program gone."""
+    ptx = _example_ptx("softmax")
+    code = ("import os, sys, time; from anycuda.compiler import tiers; from anycuda.runtime.program import load_program\n"
+            "p = load_program(sys.stdin.read(), 'softmax.ptx')\n"
+            "job = p.compiled_kernel('softmax_rows').optimised\n"
+            "while tiers._server()._proc is None: time.sleep(0.01)\n"
+            "time.sleep(0.5)                     # the server has the kernel\n"
+            "print(tiers._server()._proc.pid, flush=True)\n"
+            "os._exit(0)\n")
+    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], input=ptx, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    server = int(r.stdout)
+    deadline = time.monotonic() + 10
+    while _running(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(server), "the compile server outlived its program"
+
+
+def test_no_code_is_linked_once_the_exit_has_begun():
+    """jit.stop_linking (at exit) waits for a link in progress and refuses later ones, which
+    would meet LLVM being torn down."""
+    code = ("from anycuda.compiler import jit\n"
+            "obj = jit.compile_to_object('define i32 @f() {\\n  ret i32 1\\n}\\n', 'f')\n"
+            "assert jit.LoadedObject(obj).address('f')\n"
+            "jit.stop_linking()\n"
+            "try:\n"
+            "    jit.LoadedObject(obj)\n"
+            "except RuntimeError as e:\n"
+            "    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "the process is exiting" in r.stdout, r.stdout + r.stderr

@@ -31,8 +31,11 @@ LAUNCH_FIELDS = [
     ("stream_stores", 132, "u32"),    # nonzero: stores may bypass the caches (compiler/streamstores.py)
     ("backwards", 136, "u32"),        # nonzero: the counter's chunks are handed out last first
     ("caller_cpu", 140, "s32"),       # the launching thread's CPU (compiler/placement.py); -1: unknown
+    ("grid_id", 144, "u64"),          # %gridid: the launch's number in this process
+    ("multiprocessors", 152, "u32"),  # %nsmid: the device's multiprocessor count (its share of the workers)
+    ("explicit_cluster", 156, "u32"), # %is_explicit_cluster: launched with a (1x1x1) cluster shape
 ]
-LAUNCH_SIZE = 144
+LAUNCH_SIZE = 160
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1

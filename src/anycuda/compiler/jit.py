@@ -1,6 +1,7 @@
 """Machine code from LLVM IR with llvmlite's MCJIT, for the CPU this process runs on."""
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import os
@@ -93,8 +94,9 @@ def _dump(var, mod):
             fh.write(str(mod))
 
 
-_exit = {"exiting": lambda: False}
+_exit = {"exiting": lambda: False, "linking": True}
 _kept_at_exit = []
+LINK_WAIT_AT_EXIT = 10.0      # seconds the exit waits for a link in progress (one takes milliseconds)
 
 
 def watch_process_exit(register, exiting) -> None:
@@ -110,6 +112,21 @@ def watch_process_exit(register, exiting) -> None:
 _link_lock = threading.Lock()
 
 
+def stop_linking() -> None:
+    """The process is exiting: wait for a link in progress, then refuse any more. The compile
+    server's objects are linked on the optimiser's thread (compiler/tiers.py), which the exit
+    does not stop; a link meeting the teardown that follows (LLVM's static destructors, the
+    interpreter's finalisation) would crash the program or end it through LLVM's exit(1).
+    Run from Python's exit handlers, and from the C one of watch_process_exit."""
+    held = _link_lock.acquire(timeout=LINK_WAIT_AT_EXIT)
+    _exit["linking"] = False
+    if held:
+        _link_lock.release()
+
+
+atexit.register(stop_linking)
+
+
 class LoadedObject:
     """A native object file linked into this process (kept alive with its engine).
 
@@ -122,6 +139,8 @@ class LoadedObject:
     def __init__(self, object_code: bytes, symbols: dict = None):
         _initialise()
         with _link_lock:
+            if not _exit["linking"]:
+                raise RuntimeError("the process is exiting: no more code is linked")
             for name, address in (symbols or {}).items():
                 llvm.add_symbol(name, address)
             # the engine owns (and frees) its target machine: give it one of its own

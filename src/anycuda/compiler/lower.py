@@ -26,6 +26,20 @@ from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
 
+# Special registers that read as another one, or as a constant, on anycuda's device model
+# (PTX ISA 9.x chapter 10). No launch makes thread block clusters of more than one CTA
+# (driver/api.py takes a 1x1x1 cluster shape only), so a CTA is its own cluster: rank 0 of 1,
+# cluster id = CTA id. The device reserves no shared memory (runtime/device.py), so the
+# aggregate size is the CTA's own and the reserved region is empty at offset 0; no kernel
+# runs inside a device graph; there are no performance counters (%pm*: 0); the driver defines
+# no environment registers (%envreg*: 0) but %envreg1/2 (gridsync.GRID_WS_REGISTERS).
+SPECIAL_ALIASES = {"clusterid": "ctaid", "nclusterid": "nctaid", "aggr_smem_size": "total_smem_size"}
+SPECIAL_CONSTANTS = {"cluster_ctaid": 0, "cluster_nctaid": 1, "cluster_ctarank": 0, "cluster_nctarank": 1,
+                     "current_graph_exec": 0,
+                     **{name: 0 for name in pir.SPECIAL_REGISTERS
+                        if name.startswith(("pm", "envreg", "reserved_smem_offset_"))}}
+SHARED_ALLOCATION_UNIT = 128     # %total_smem_size counts in these (the ISA's unit for sm_8x to sm_12x)
+
 # Frame slot (16 bytes after the header, in kernels that make calls) where a kernel tells the
 # device functions it calls where its thread's local memory is: i64 the top of its stack region
 # (the frames of its callees, with their .local variables and parameter buffers, lie below
@@ -649,7 +663,7 @@ class FunctionLowering:
     # ------------------------------------------------------------------ special registers
     def special(self, op: pir.SpecialReg) -> ir.Value:
         b = self.b
-        name, comp = op.name, op.component
+        name, comp = SPECIAL_ALIASES.get(op.name, op.name), op.component
         if name == "tid" and comp in ("x", "y", "z") and self.is_kernel:
             return self.fn.args[3 + "xyz".index(comp)]      # the step function's thread index
         if name in SPECIAL_FIELDS and comp in ("x", "y", "z"):
@@ -670,13 +684,13 @@ class FunctionLowering:
                 return bit
             lt = b.sub(bit, i32(1))
             return {"lt": lt, "le": b.or_(lt, bit), "gt": b.not_(b.or_(lt, bit)), "ge": b.not_(lt)}[kind]
-        if name == "smid":
-            return self.ctx_field("worker")
+        if name == "smid":          # the worker running the block (a cooperative launch has more)
+            return b.urem(self.ctx_field("worker"), self.launch_field("multiprocessors", I32))
         if name == "nsmid":
-            return self.mc.num_workers_value(b)
-        if name in ("clock", "clock64"):
+            return self.launch_field("multiprocessors", I32)
+        if name in ("clock", "clock_hi", "clock64"):
             c = self.mc.intrinsic(b, "llvm.readcyclecounter", I64, [])
-            return b.trunc(c, I32) if name == "clock" else c
+            return {"clock": b.trunc(c, I32), "clock_hi": b.trunc(b.lshr(c, i64(32)), I32), "clock64": c}[name]
         if name in ("globaltimer", "globaltimer_lo", "globaltimer_hi"):
             t = b.call(self.mc.globaltimer_fn(), [])
             if name == "globaltimer_lo":
@@ -687,16 +701,20 @@ class FunctionLowering:
         if name == "dynamic_smem_size":
             return self.launch_field("dyn_shared", I32)
         if name == "total_smem_size":
-            return self.launch_field("shared_total", I32)
+            unit = SHARED_ALLOCATION_UNIT
+            return b.and_(b.add(self.launch_field("shared_total", I32), i32(unit - 1)), i32(-unit))
         if name == "gridid":
-            return i64(0)
+            return self.launch_field("grid_id", I64)
+        if name == "is_explicit_cluster":
+            return b.icmp_unsigned("!=", self.launch_field("explicit_cluster", I32), i32(0))
         if name in gridsync.GRID_WS_REGISTERS:
             return gridsync.workspace_register(b, self.launch_ptr(), name)
-        if name.startswith("envreg") or name.startswith("pm"):
-            return i32(0)
-        if name in ("tid", "ntid", "ctaid", "nctaid") and comp is None:
-            raise self.error(f"%{name} without a component is not supported", UnsupportedPtx)
-        raise self.error(f"special register %{name}{'.' + comp if comp else ''} is not supported", UnsupportedPtx)
+        declared = pir.SPECIAL_REGISTERS.get(name, "")
+        if declared.startswith("v4") and comp is None:
+            raise self.error(f"%{op.name} without a component is not supported", UnsupportedPtx)
+        if name in SPECIAL_CONSTANTS:
+            return ir.Constant(llvm_type(declared.split(".")[-1]), SPECIAL_CONSTANTS[name])
+        raise self.error(f"special register %{op.name}{'.' + comp if comp else ''} is not supported", UnsupportedPtx)
 
     # ------------------------------------------------------------------ symbols and addresses
     def symbol_address(self, name: str, window: bool) -> ir.Value:

@@ -86,9 +86,6 @@ class ModuleLowering:
     def record_error_fn(self):
         return scheduler.emit_record_error(self.mod)
 
-    def num_workers_value(self, b):
-        return b.call(declare(self.mod, "omp_get_num_threads", I32, []), [])
-
     def globaltimer_fn(self):
         """i64 anycuda.globaltimer(): nanoseconds of the realtime clock."""
         fn = self.mod.globals.get("anycuda.globaltimer")

@@ -16,17 +16,29 @@ ANYCUDA_JIT chooses: `tiered` (the default), `optimised` (compile optimised code
 first launch, as a driver JIT does), `quick` (never optimise: for short test runs on
 small data, and to test the quick code).
 
+The program's exit is its own: it is not held up by an unfinished compile, and nothing of the
+server reaches the program's output or exit status. The server ends with the program (the
+kernel kills it when the program is gone, and it leaves quietly on a closed pipe); what it
+prints goes to a file of its own, read into the error of a compile it failed; no server is
+started once the program exits; a write to a server that died answers an error, not the
+SIGPIPE that would end a C program (which embeds Python without its signal handlers). Its
+reply is linked under jit's link lock, which the exit waits for and then closes
+(jit.stop_linking), and written to the cache atomically (cache.store).
+
 Both objects of a kernel link against the one object that holds its module's variables
 (compiler/pipeline.py), so a module with `.global` or `.const` variables tiers too.
 """
 from __future__ import annotations
 
 import atexit
+import ctypes
 import functools
 import os
+import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 
 TIERED, OPTIMISED, QUICK = "tiered", "optimised", "quick"
@@ -104,6 +116,8 @@ class _Server:
         self._queue = []
         self._cv = threading.Condition()
         self._proc = None
+        self._output = None           # the server's stdout and stderr: a file of its own
+        self._closed = False          # the program is exiting
         self._thread = threading.Thread(target=self._run, name="anycuda-optimiser", daemon=True)
         self._thread.start()
 
@@ -112,17 +126,29 @@ class _Server:
             self._queue.append(job)
             self._cv.notify()
 
+    def close(self) -> None:
+        """At the program's exit: start no server, and end the one running (a compile left
+        unfinished is not waited for)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._stop()
+
     def _run(self):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})    # (this thread's writes only)
         while True:
             with self._cv:
-                while not self._queue:
+                while not self._queue and not self._closed:
                     self._cv.wait()
+                if self._closed:
+                    return
                 job = self._queue.pop(0)
             try:
                 status, payload = self._compile(job._ir, job._name)
             except Exception as e:    # noqa: BLE001 - the server died or garbled a reply: start another
+                said = self._server_output()
                 self._stop()
-                status, payload = b"error", f"the compile server failed: {e}".encode()
+                status, payload = b"error", f"the compile server failed: {e}{said}".encode()
             if status == b"ok":
                 job._finish(payload)
             else:                     # the quick code stays
@@ -131,17 +157,39 @@ class _Server:
     def _compile(self, llvm_ir: str, name: str) -> tuple:
         """(b"ok", object) or (b"error", why) from the server, started if it is not running."""
         if self._proc is None or self._proc.poll() is not None:
+            with self._cv:
+                if self._closed:
+                    raise RuntimeError("the program is exiting")
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            self._proc = subprocess.Popen([_interpreter(), "-c", "from anycuda.compiler.tiers import serve; serve()"],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            if self._output is not None:
+                self._output.close()
+            self._output = tempfile.TemporaryFile()
+            self._proc = subprocess.Popen([_interpreter(), "-c",
+                                           f"from anycuda.compiler.tiers import serve; serve({os.getpid()})"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._output, env=env)
         _write_message(self._proc.stdin, name.encode("utf-8", "surrogateescape"), llvm_ir.encode())
         self._proc.stdin.flush()
         return tuple(_read_message(self._proc.stdout))
 
+    def _server_output(self) -> str:
+        """The end of what the server printed (a crash's message), for the error of a compile."""
+        try:
+            self._output.seek(0)
+            text = self._output.read().decode(errors="replace").strip()
+        except (AttributeError, OSError, ValueError):
+            return ""
+        return f"; it said: {text[-2000:]}" if text else ""
+
     def _stop(self):
         p, self._proc = self._proc, None
-        if p is not None and p.poll() is None:
-            p.kill()
+        if p is not None:
+            if p.poll() is None:
+                p.kill()
+            for pipe in (p.stdin, p.stdout):
+                try:
+                    pipe.close()
+                except OSError:       # unwritten bytes for a server that has gone
+                    pass
 
 
 _the_server = []
@@ -152,7 +200,7 @@ def _server() -> _Server:
     with _server_lock:
         if not _the_server:
             _the_server.append(_Server())
-            atexit.register(_the_server[0]._stop)   # a compile left unfinished is not waited for
+            atexit.register(_the_server[0].close)
         return _the_server[0]
 
 
@@ -173,8 +221,25 @@ def _read_message(stream, count: int = 2) -> list:
     return [_read_exactly(stream, struct.unpack("<Q", _read_exactly(stream, 8))[0]) for _ in range(count)]
 
 
-def serve() -> None:
-    """The compile server's loop (in the child): (name, LLVM IR) in, (status, object) out."""
+PR_SET_PDEATHSIG = 1
+
+
+def _end_with(program: int) -> None:
+    """Have Linux kill this process when the program that started it ends (PR_SET_PDEATHSIG:
+    when the thread that started it does, the optimiser's, which lasts as long as the
+    program), and leave now if that has happened already."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):   # not Linux: the server leaves when it finds the pipes closed
+        pass
+    if program is not None and os.getppid() != program:
+        os._exit(0)
+
+
+def serve(program: int = None) -> None:
+    """The compile server's loop (in the child of process `program`): (name, LLVM IR) in,
+    (status, object) out."""
+    _end_with(program)
     from .jit import compile_to_object
     stdin = sys.stdin.buffer
     stdout = os.fdopen(os.dup(1), "wb")
@@ -188,5 +253,8 @@ def serve() -> None:
             reply = (b"ok", compile_to_object(text.decode(), name.decode("utf-8", "surrogateescape")))
         except Exception as e:   # noqa: BLE001 - reported to the program, which keeps its quick code
             reply = (b"error", f"{type(e).__name__}: {e}".encode())
-        _write_message(stdout, *reply)
-        stdout.flush()
+        try:
+            _write_message(stdout, *reply)
+            stdout.flush()
+        except OSError:          # the program has gone: nothing to answer, nothing to say
+            os._exit(0)

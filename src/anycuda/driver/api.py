@@ -567,17 +567,19 @@ def kernel_param_layout(func: int):
 
 @_faults_are_sticky
 def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes,
-                   cooperative: bool = False) -> None:
+                   cooperative: bool = False, cluster: bool = False) -> None:
     """A launch in stream order; a cooperative one (cuLaunchCooperativeKernel) runs all its
     blocks at once, so that they may wait for each other (cooperative groups' grid.sync()),
-    and may not be larger than what the device holds at once."""
+    and may not be larger than what the device holds at once. `cluster`: given a cluster
+    shape (cuLaunchKernelEx), which can only be 1x1x1."""
     _require_context()
     f = _function(func)
     f.image.check_config(grid, block, shared)
     dev = _check_stream_device(stream)
     if cooperative:
         check_cooperative_grid(f.image, grid, block, shared, dev)
-    _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), cooperative)
+    _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), cooperative,
+            cluster)
 
 
 def cuLaunchCooperativeKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
@@ -613,7 +615,7 @@ def cuLaunchKernelEx(func: int, grid: tuple, block: tuple, shared: int, stream: 
                      attributes=()) -> None:
     """cuLaunchKernel with launch attributes: [(CU_LAUNCH_ATTRIBUTE_*, value)], the value an
     int, or the (x, y, z) of a cluster dimension."""
-    cooperative = False
+    cooperative = cluster = False
     for attr, value in attributes:
         if attr == CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
             cooperative = bool(value)
@@ -621,12 +623,13 @@ def cuLaunchKernelEx(func: int, grid: tuple, block: tuple, shared: int, stream: 
             if tuple(value) not in ((1, 1, 1), (0, 0, 0)):
                 raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
                                 f"thread block clusters (cluster dimension {tuple(value)}) are not supported yet")
+            cluster = tuple(value) == (1, 1, 1)
         elif attr in _UNSUPPORTED_ATTRIBUTES:
             raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
                             f"launch attribute CU_LAUNCH_ATTRIBUTE_{_UNSUPPORTED_ATTRIBUTES[attr]} is not supported yet")
         elif attr != CU_LAUNCH_ATTRIBUTE_IGNORE and attr not in _HINT_ATTRIBUTES:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"unknown launch attribute {attr}")
-    cuLaunchKernel(func, grid, block, shared, stream, params, cooperative)
+    cuLaunchKernel(func, grid, block, shared, stream, params, cooperative, cluster)
 
 
 def _check_stream_device(stream: int) -> int:

@@ -40,6 +40,33 @@ class SpecialReg:
     component: Optional[str] = None
 
 
+def _numbered(stem: str, n: int, suffix: str = "") -> tuple:
+    return tuple(f"{stem}{i}{suffix}" for i in range(n))
+
+
+# Every special register of PTX ISA 9.x (chapter 10, "Special Registers") and its type. A
+# .v4 register is read one component at a time: %tid.x, %tid.y, %tid.z (the ISA's fourth
+# element is unused); the others have no components. `%reserved_smem_offset_<2>` is the
+# ISA's way of writing %reserved_smem_offset_0 and %reserved_smem_offset_1.
+SPECIAL_REGISTERS = {
+    **dict.fromkeys(("tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", "cluster_ctaid",
+                     "cluster_nctaid"), "v4.u32"),
+    **dict.fromkeys(("laneid", "warpid", "nwarpid", "smid", "nsmid", "cluster_ctarank", "cluster_nctarank",
+                     "lanemask_eq", "lanemask_le", "lanemask_lt", "lanemask_ge", "lanemask_gt",
+                     "clock", "clock_hi", "globaltimer_lo", "globaltimer_hi",
+                     "total_smem_size", "aggr_smem_size", "dynamic_smem_size") + _numbered("pm", 8), "u32"),
+    **dict.fromkeys(("gridid", "clock64", "globaltimer", "current_graph_exec") + _numbered("pm", 8, "_64"), "u64"),
+    **dict.fromkeys(("reserved_smem_offset_begin", "reserved_smem_offset_end", "reserved_smem_offset_cap")
+                    + _numbered("reserved_smem_offset_", 2) + _numbered("envreg", 32), "b32"),
+    "is_explicit_cluster": "pred",
+}
+SPECIAL_COMPONENTS = ("x", "y", "z")
+
+# PTX's predefined constants (chapter 5, "Predefined Identifiers"): WARP_SZ may stand wherever
+# an immediate may. Every NVIDIA GPU, and anycuda's device model, has 32-thread warps.
+PREDEFINED_CONSTANTS = {"WARP_SZ": 32}
+
+
 @dataclass(frozen=True)
 class Imm:
     """An immediate. `value` is a Python int (any sign, as written) or float.

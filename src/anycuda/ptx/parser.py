@@ -19,18 +19,6 @@ from .errors import PtxError, UnsupportedPtx
 from .lexer import Tokens
 from .opcodes import split_opcode
 
-SPECIAL_REGS = frozenset("""
-    tid ntid laneid warpid nwarpid ctaid nctaid smid nsmid gridid
-    lanemask_eq lanemask_le lanemask_lt lanemask_ge lanemask_gt
-    clock clock_hi clock64 globaltimer globaltimer_lo globaltimer_hi
-    total_smem_size aggr_smem_size dynamic_smem_size current_graph_exec
-    is_explicit_cluster clusterid nclusterid cluster_ctaid cluster_nctaid cluster_ctarank
-    cluster_nctarank reserved_smem_offset_begin reserved_smem_offset_end
-    reserved_smem_offset_cap reserved_smem_offset_2 pm0_64 pm1_64 pm2_64 pm3_64
-    pm4_64 pm5_64 pm6_64 pm7_64
-""".split())
-_NUMBERED_SPECIAL = re.compile(r"(?:envreg(?:[0-9]|[12][0-9]|3[01])|pm[0-7])\Z")
-
 STATE_SPACES = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
 LINKAGE = frozenset((".extern", ".visible", ".weak", ".common"))
 PERF_DIRECTIVES = frozenset((
@@ -873,11 +861,15 @@ class _Parser:
             if is_reg is not None:
                 return ir.Reg(spelling) if is_reg else ir.Sym(spelling)
             base, _, comp = name[1:].partition(".")
-            if base in SPECIAL_REGS or _NUMBERED_SPECIAL.match(base):
-                if "." in comp:
-                    raise self.error(f"bad special register {name!r}", i)
+            kind = ir.SPECIAL_REGISTERS.get(base)
+            if kind is not None:
+                if comp and (not kind.startswith("v4") or comp not in ir.SPECIAL_COMPONENTS):
+                    raise self.error(f"bad special register {name!r}: %{base} has "
+                                     + ("components .x, .y and .z" if kind.startswith("v4") else "no components"), i)
                 return ir.SpecialReg(base, comp or None)
             return ir.Reg(name)
+        if name in ir.PREDEFINED_CONSTANTS and self.resolve(name)[1] is None:
+            return ir.Imm(ir.PREDEFINED_CONSTANTS[name])      # WARP_SZ
         if name == "_":
             return ir.Sym("_")
         if "." in name or "::" in name:
@@ -901,7 +893,17 @@ class _Parser:
             return sign * self.number().value
         if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
             return sign * self.const_expr(0)
+        if self.predefined_constant_here():
+            return sign * self.predefined_constant()
         raise self.fail(f"expected an integer offset, found {self.describe()}")
+
+    def predefined_constant_here(self) -> bool:
+        """Whether the next token is a predefined constant (WARP_SZ) that no declaration hides."""
+        t = self.texts[self.i]
+        return self.kinds[self.i] == "name" and t in ir.PREDEFINED_CONSTANTS and self.resolve(t)[1] is None
+
+    def predefined_constant(self) -> int:
+        return ir.PREDEFINED_CONSTANTS[self.texts[self.advance()]]
 
     def indexed(self, sym, i):
         """`arr[3]` as an operand: the address of element 3."""
@@ -988,6 +990,8 @@ class _Parser:
                 return self.const_expr(depth + 1)
         if self.kinds[self.i] == "int":
             return self.number().value
+        if self.predefined_constant_here():
+            return self.predefined_constant()
         raise self.fail(f"expected an integer in the constant expression, found {self.describe()}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import itertools
 import os
 import sys
 import threading
@@ -36,6 +37,9 @@ for _name, _off, _ in abi.LAUNCH_FIELDS:
     assert getattr(Launch, _name).offset == _off, _name
 
 MAX_THREADS_PER_BLOCK = 1024
+# a kernel declared with one of these is launched as a cluster (%is_explicit_cluster)
+_CLUSTER_DIRECTIVES = frozenset(("explicitcluster", "reqnctapercluster"))
+_grid_ids = itertools.count(1)       # %gridid: launches numbered in the order they start
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
 DEFAULT_SHARED_PER_BLOCK = 48 * 1024
@@ -247,7 +251,7 @@ class KernelImage:
     def __init__(self, program: "Program", name: str):
         self.program = program
         self.name = name
-        self._records = {}       # (grid, block, shared_mem, workers) -> a checked launch record
+        self._records = {}       # (grid, block, shared_mem, workers, quick, cluster) -> a checked launch record
         self._max_dynamic_shared = None     # set by cuFuncSetAttribute, else what static_shared leaves
         self._entry = None
         self._programs = {}      # block threads -> launch function of its block program, or None
@@ -393,14 +397,16 @@ class KernelImage:
                                        f"kernel {self.name} may use at most {self.max_dynamic_shared_size}")
 
     def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0,
-               cooperative: bool = False):
-        """Run the grid. A cooperative launch gets a grid workspace (what grid.sync() needs)
-        and runs every block on its own thread, so that all of them run at once; the caller
-        keeps the grid within what can be co-resident (driver/api.py)."""
+               cooperative: bool = False, cluster: bool = False):
+        """Run the grid on `num_workers` workers (the device's multiprocessors; 0: all). A
+        cooperative launch gets a grid workspace (what grid.sync() needs) and runs every block
+        on its own thread, so that all of them run at once; the caller keeps the grid within
+        what can be co-resident (driver/api.py). `cluster`: launched with an explicit cluster
+        shape (1x1x1, the only one the driver takes)."""
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         entry = self._function()
-        record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising)
+        record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising, cluster)
         if not cooperative and blockprograms.supported_shape(block):
             entry = self._block_program(block[0]) or entry
         if len(params) < self.param_size:
@@ -410,6 +416,7 @@ class KernelImage:
         pbuf = ctypes.create_string_buffer(params, max(len(params), 1))
         L = Launch.from_buffer_copy(record)
         L.params = ctypes.addressof(pbuf)
+        L.grid_id = next(_grid_ids)
         if self._pointer_offsets:
             streams, order = self._choices_by_buffers(params)
             L.stream_stores |= streams
@@ -443,12 +450,12 @@ class KernelImage:
             choice = self._buffer_choices[params] = (streams, order)
         return choice
 
-    def _record(self, grid, block, shared_mem, workers, quick=False) -> bytes:
-        """The launch record of a configuration, checked and filled in but for the parameters.
-        Kept per configuration: a program launching the same shape again pays a dictionary
-        lookup instead of the checks and a dozen ctypes field stores (launch overhead).
-        A quick launch (`quick`: the optimised code is being made) runs one worker fewer."""
-        key = (grid, block, shared_mem, workers, quick)
+    def _record(self, grid, block, shared_mem, workers, quick=False, cluster=False) -> bytes:
+        """The launch record of a configuration, checked and filled in but for the parameters
+        and the grid's number. Kept per configuration: a program launching the same shape again
+        pays a dictionary lookup instead of the checks and a dozen ctypes field stores (launch
+        overhead). A quick launch (`quick`: the optimised code is being made) runs one worker fewer."""
+        key = (grid, block, shared_mem, workers, quick, cluster)
         record = self._records.get(key)
         if record is None:
             self.check_config(grid, block, shared_mem)
@@ -461,6 +468,8 @@ class KernelImage:
             # no more workers than blocks: a small grid leaves the other workers asleep rather
             # than waking them for nothing (the launch would wait for them to be scheduled)
             L.all_workers = min(workers, nblocks)
+            L.multiprocessors = workers
+            L.explicit_cluster = int(cluster or not _CLUSTER_DIRECTIVES.isdisjoint(self.info.directives))
             L.num_workers = min(max(1, workers - 1) if quick else workers, nblocks)
             L.chunk = max(1, min(1024, nblocks // (L.num_workers * 16)))
             L.stream_stores = int(streams_output(nblocks * block[0] * block[1] * block[2] * self.info.stream_bytes))

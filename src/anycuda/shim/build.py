@@ -193,11 +193,13 @@ static void anycuda_call_python(struct _cffi_externpy_s *externpy, char *args) {
 # those of libraries loaded later, and LLVM's static destructors are among those: by the time
 # the runtime unloads a module, LLVM's context is gone and freeing JIT code would crash. A
 # handler registered once LLVM is loaded runs before LLVM's destructors and notes the exit, so
-# anycuda then leaves JIT code to the process's end instead of freeing it.
+# anycuda then leaves JIT code to the process's end instead of freeing it; it also waits for a
+# link in progress on another thread and stops any more (jit.stop_linking, anycuda_exit_hook).
 _EXIT_WATCH = """
 #include <stdlib.h>
 static int anycuda_exiting;
-static void anycuda_note_exit(void) { anycuda_exiting = 1; }
+static void anycuda_exit_hook(void);
+static void anycuda_note_exit(void) { anycuda_exiting = 1; anycuda_exit_hook(); }
 static void anycuda_watch_exit(void) { atexit(anycuda_note_exit); }
 static int anycuda_process_exiting(void) { return anycuda_exiting; }
 """
@@ -231,6 +233,7 @@ extern "Python" int anycuda_unsupported(int index);
 static void *anycuda_stub_address(int i);
 static void anycuda_watch_exit(void);
 static int anycuda_process_exiting(void);
+extern "Python" void anycuda_exit_hook(void);
 static const char *anycuda_library_path(void);
 """
 
@@ -308,6 +311,7 @@ from anycuda.shim import export_tables
 define(ffi, lib)
 export_tables.install(ffi, lib)
 from anycuda.compiler import jit
+ffi.def_extern(name="anycuda_exit_hook")(jit.stop_linking)
 jit.watch_process_exit(lib.anycuda_watch_exit, lib.anycuda_process_exiting)
 """.replace("MODULE_PATHS", MODULE_PATHS)
 
