@@ -36,13 +36,23 @@ extern "Python" int anycuda_context_check(void *ctx, unsigned int *result1, cons
 extern "Python" unsigned int anycuda_context_check3(void);
 extern "Python" int anycuda_slot_unsupported(int index);
 static void *anycuda_slot_stub_address(int i);
+void *anycuda_table_slots[128];
+uint32_t anycuda_tools_buffer1[1024];
+uint32_t anycuda_tools_buffer2[14];
 """
+
+# The tables and the buffers handed to the runtime live in the library's static storage, not in
+# Python objects: the runtime reads them until the process ends (its exit handlers call through
+# the tables after Python has finalised and freed its objects).
+TABLE_SLOTS = 128
 
 SLOT_STUBS = 256
 
 # Stubs for the slots anycuda leaves empty: each calls anycuda_slot_unsupported(i).
 STUB_SOURCE = "\n".join(
-    ["static int anycuda_slot_unsupported(int index);"]
+    ["static int anycuda_slot_unsupported(int index);",
+     f"static void *anycuda_table_slots[{TABLE_SLOTS}];",
+     "static uint32_t anycuda_tools_buffer1[1024];", "static uint32_t anycuda_tools_buffer2[14];"]
     + [f"static int anycuda_slot_stub_{i}(void) {{ return anycuda_slot_unsupported({i}); }}" for i in range(SLOT_STUBS)]
     + ["static void *anycuda_slot_stubs[] = {" + ", ".join(f"(void *)anycuda_slot_stub_{i}" for i in range(SLOT_STUBS)) + "};",
        "static void *anycuda_slot_stub_address(int i) { return (i >= 0 && i < %d) ? anycuda_slot_stubs[i] : 0; }" % SLOT_STUBS])
@@ -77,9 +87,8 @@ OPTIONAL = {
     "da9151d33ae6cc41a5c04f26d533e328": "NVRTC_DRIVER_QUERY",
 }
 
-_tables = {}            # UUID -> cffi array (kept alive for the process)
+_tables = {}            # UUID -> its first slot in anycuda_table_slots
 _addresses = {}         # table name -> address of its first slot
-_keep = []
 _context_storage = {}   # (context, key) -> (value, destructor)
 _stub_names = []        # stub index -> "TABLE slot N"
 _reported = set()
@@ -150,8 +159,7 @@ def install(ffi, lib):
     define("anycuda_rt_load_compilers", lambda: 0)
 
     # buffers the tools interface hands out (callback tables the runtime fills in)
-    buffers = [ffi.new("uint32_t[]", 1024), ffi.new("uint32_t[]", 14)]
-    _keep.extend(buffers)
+    buffers = [lib.anycuda_tools_buffer1, lib.anycuda_tools_buffer2]
 
     def hooks(buffer):
         def give(p, size):
@@ -222,8 +230,11 @@ def install(ffi, lib):
         return int(CUresult.CUDA_ERROR_NOT_SUPPORTED)
     ffi.def_extern(name="anycuda_slot_unsupported")(slot_unsupported)
 
+    used = 0
     for name, (uuid, slots, filled) in TABLES.items():
-        t = ffi.new("void *[]", slots)
+        assert used + slots <= TABLE_SLOTS, "anycuda_table_slots is too small for the export tables"
+        t = lib.anycuda_table_slots + used
+        used += slots
         for i in range(slots):
             what = filled.get(i)
             if what == SIZE:
@@ -233,7 +244,6 @@ def install(ffi, lib):
             else:
                 _stub_names.append(f"{name} slot {i}")
                 t[i] = lib.anycuda_slot_stub_address(len(_stub_names) - 1)
-        _keep.append(t)
         _tables[uuid] = t
         _addresses[name] = ptr(t)
 
