@@ -140,7 +140,7 @@ def test_analysis_work_grows_as_n_log_n(monkeypatch):
 def test_a_kernel_of_50000_instructions(monkeypatch):
     """The issue's size: 12,500 against 50,000 instructions, deep loop nests and many branches;
     the large one also compiles (quick code)."""
-    from anycuda.compiler.jit import compile_to_object
+    from anycuda.compiler.build.jit import compile_to_object
     counts = _Counts(monkeypatch)
     small, large = gen.random_kernel(12500, 7), gen.random_kernel(50000, 7)
     a = counts.measure(small)

@@ -10,7 +10,8 @@ import pytest
 from llvmlite import ir
 
 import anycuda as ac
-from anycuda.compiler import jit, placement
+from anycuda.compiler import placement
+from anycuda.compiler.build import jit
 from anycuda.compiler.types import I32
 from conformance import poison
 

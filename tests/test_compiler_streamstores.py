@@ -156,7 +156,7 @@ def test_rewrite_takes_marked_vector_stores_only():
 
 
 def _optimised_ir(monkeypatch, tmp_path, source):
-    from anycuda.compiler import jit
+    from anycuda.compiler.build import jit
     from anycuda.compiler.module import ModuleLowering
     dump = tmp_path / "opt.ll"
     dump.unlink(missing_ok=True)

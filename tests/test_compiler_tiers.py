@@ -1,4 +1,4 @@
-"""Quick code first, optimised code from the compile server (compiler/tiers.py).
+"""Quick code first, optimised code from the compile server (compiler/build/tiers.py).
 
 The rest of the suite runs optimised code (conftest sets ANYCUDA_JIT=optimised); here the
 quick code runs the bundled examples against numpy, a tiered module switches over and
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from anycuda import compiler, demo
-from anycuda.compiler import cache, tiers
+from anycuda.compiler.build import cache, tiers
 from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime.program import Program, load_program
 

@@ -7,13 +7,13 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
 
   1. unit     ptx.index.ModuleIndex.kernel_unit: the kernel, the device functions it reaches
               and the variables they name, keeping the module's line numbers
-  2. cache    compiler.cache: a kernel met before (same unit text, compiler, CPU) is loaded
+  2. cache    compiler.build.cache: a kernel met before (same unit text, compiler, CPU) is loaded
   3. parse    ptx.parse: the unit's text to PTX IR
   4. lower    compiler.module.ModuleLowering: PTX IR to LLVM IR (each function's analyses,
               SIMT scheduling, warp regions, the block and launch functions); the module's
               variables are declarations here, defined once by `compile_variables`
-  5. build    compiler.jit.compile_to_object: LLVM IR to a native object; quick code first
-              while the compile server optimises (compiler/tiers.py), optimised code into
+  5. build    compiler.build.jit.compile_to_object: LLVM IR to a native object; quick code first
+              while the compile server optimises (compiler/build/tiers.py), optimised code into
               the cache
   6. link     runtime/program.py: the object linked into the process against the module's
               variables (jit.LoadedObject's `symbols`)
@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from ..ptx import parse
 from ..ptx.errors import PtxError
 from ..ptx.index import Unit
-from . import blockprograms, cache, jit, tiers
+from . import blockprograms
+from .build import cache, jit, tiers
 from .irutil import collection_paused
 from .module import KernelInfo, ModuleLowering
 

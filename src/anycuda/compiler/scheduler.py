@@ -1436,7 +1436,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     worker_ty = ir.FunctionType(ir.VoidType(), [PTR])
     worker = ir.Function(module, worker_ty, name=name + ".worker")
     worker.linkage = "internal"
-    # quick code hands a launch over to the optimised code once that is linked (compiler/tiers.py)
+    # quick code hands a launch over to the optimised code once that is linked (compiler/build/tiers.py)
     handoff = ir.GlobalVariable(module, worker_ty.as_pointer(), name=abi.handoff_symbol(name))
     handoff.initializer = ir.Constant(worker_ty.as_pointer(), None)
     handoff.align = 8

@@ -11,7 +11,7 @@ import signal
 import threading
 
 from ..compiler import faults
-from ..compiler.jit import LoadedObject, compile_to_object
+from ..compiler.build.jit import LoadedObject, compile_to_object
 
 _lock = threading.Lock()
 _installed = {}

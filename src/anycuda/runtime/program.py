@@ -14,8 +14,10 @@ import os
 import sys
 import threading
 
-from ..compiler import CompiledKernel, CompiledVariables, abi, blockprograms, compile_kernel, compile_variables, pipeline, tiers
-from ..compiler.jit import LoadedObject
+from ..compiler import (CompiledKernel, CompiledVariables, abi, blockprograms, compile_kernel, compile_variables,
+                        pipeline)
+from ..compiler.build import tiers
+from ..compiler.build.jit import LoadedObject
 from ..ptx.errors import PtxError
 from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
@@ -184,7 +186,7 @@ def _grid_workspace():
 
 @functools.lru_cache(maxsize=1)
 def _libgomp():
-    return ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")   # loaded already (compiler/jit.py)
+    return ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")   # loaded already (compiler/build/jit.py)
 
 
 def _run_cooperative(entry, L, helper: bool = False) -> None:
@@ -293,7 +295,7 @@ class KernelImage:
     def _switch_to_optimised(self, object_code):
         """Link the optimised object and send the kernel's launches there: later launches
         through its launch function, blocks not yet taken by a launch in flight through the
-        quick workers' handoff slot (compiler/tiers.py). The quick code stays linked."""
+        quick workers' handoff slot (compiler/build/tiers.py). The quick code stays linked."""
         if object_code is None:
             self.optimising = False
             return

@@ -8,7 +8,7 @@ import threading
 
 import llvmlite.binding as llvm
 
-from . import streamstores
+from .. import streamstores
 
 _lock = threading.Lock()
 _state = {}
@@ -61,7 +61,7 @@ def optimise(mod: llvm.ModuleRef, level: int = 3) -> None:
 
 def compile_to_object(llvm_ir: str, name: str = "module", optimised: bool = True) -> bytes:
     """Verify, optimise and compile LLVM IR text to a native object file. Unoptimised
-    (quick) code takes 5-20x less time to make and runs 5-30x slower (compiler/tiers.py)."""
+    (quick) code takes 5-20x less time to make and runs 5-30x slower (compiler/build/tiers.py)."""
     st = _initialise()
     mod = llvm.parse_assembly(llvm_ir)
     mod.name = name

@@ -132,7 +132,7 @@ class _Server:
         """(b"ok", object) or (b"error", why) from the server, started if it is not running."""
         if self._proc is None or self._proc.poll() is not None:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            self._proc = subprocess.Popen([_interpreter(), "-c", "from anycuda.compiler.tiers import serve; serve()"],
+            self._proc = subprocess.Popen([_interpreter(), "-c", "from anycuda.compiler.build.tiers import serve; serve()"],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         _write_message(self._proc.stdin, name.encode("utf-8", "surrogateescape"), llvm_ir.encode())
         self._proc.stdin.flush()
