@@ -151,7 +151,7 @@ class ModuleLowering:
     def _declare_variables(self):
         for d in self.ptx.variables:
             if d.type in ("texref", "samplerref", "surfref"):
-                continue              # texture references: refused where used (compiler/textures.py)
+                continue              # texture references: refused where used (compiler/ops/textures.py)
             if d.space in ("global", "const"):
                 self._declare_global(d)
             elif d.space == "shared":

@@ -62,8 +62,9 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..ptx import ir as pir
-from . import abi, analysis, atomics, lanereloads, laneshapes, streamstores, warpruns
+from . import abi, analysis, lanereloads, laneshapes, streamstores, warpruns
 from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address, set_loop_hints
+from .ops import atomics
 from .types import I1, I32, I64, MEMORY_WRITES, ORDERED_MODS, PTR, llvm_type, llvm_width, space_of, type_mods, width
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
@@ -471,7 +472,7 @@ class WarpRegion(WarpCode):
         if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
                 or not isinstance(setp.operands[0], pir.Reg):
             return None
-        from .instructions import _cmp_op     # (instructions imports lower, which imports us)
+        from .ops.instructions import _cmp_op     # (instructions imports lower, which imports us)
         ts, cmp = type_mods(setp.mods), _cmp_op(setp)
         if not ts or ts[-1] not in INT_TYPES or cmp not in _ORDERINGS:
             return None
@@ -487,7 +488,7 @@ class WarpRegion(WarpCode):
 
     def _end_lanes_decide(self, cmp, t, sources, steps, negated):
         """(i1 the strided operand's lanes do not wrap, i1 every lane, i1 some lane)."""
-        from .instructions import _compare
+        from .ops.instructions import _compare
         b = self.b
         signed = t.startswith("s") and cmp not in ("lo", "ls", "hi", "hs")
         bits = width(t)
@@ -1327,7 +1328,7 @@ def _suffix(elem):
 
 
 # ---------------------------------------------------------------------- instructions in a region
-# Each mirrors compiler/instructions.py for the forms it accepts.
+# Each mirrors compiler/ops/instructions.py for the forms it accepts.
 
 def _elements(st, data_op):
     """(type, data operands, element size) of a ld or st that a region takes."""

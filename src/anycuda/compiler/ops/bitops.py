@@ -1,7 +1,7 @@
 """Integer and bit-field instructions with PTX semantics, as straight-line LLVM IR."""
 from llvmlite import ir
 
-from .irutil import intrinsic
+from ..irutil import intrinsic
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 

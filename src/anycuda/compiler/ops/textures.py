@@ -34,12 +34,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from ..ptx.errors import UnsupportedPtx
-from . import abi, texdesc
-from .optable import OPERAND_COUNTS, handles
-from .irutil import field_ptr, i32, i64
-from .types import F16, F32, I1, I8, I16, I32, I64, PTR
+from ...ptx import ir as pir
+from ...ptx.errors import UnsupportedPtx
+from .. import abi, texdesc
+from ..irutil import field_ptr, i32, i64
+from ..types import F16, F32, I1, I8, I16, I32, I64, PTR
+from .table import OPERAND_COUNTS, handles
 
 # operand counts (instructions.OPERAND_COUNTS): `d, [a, c]` plus, for tex and tld4, the texel
 # offset and depth compare operands that the handlers refuse by name

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from . import abi
-from .types import I32, I64, PTR
+from ...ptx import ir as pir
+from .. import abi
+from ..types import I32, I64, PTR
 
 
 def _param_pointer(f, item, decl_type=None):

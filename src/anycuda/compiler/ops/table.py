@@ -1,10 +1,10 @@
 """The one table of PTX instruction handlers: opcode -> the function that lowers it
 (`handles` registers one), and the operand counts each opcode's forms may have. The handlers
 live by family in instructions.py, atomics.py and textures.py, which register themselves
-here when compiler.instructions is imported; nothing here knows a handler."""
+here when compiler.ops.instructions is imported; nothing here knows a handler."""
 from __future__ import annotations
 
-from .types import type_mods
+from ..types import type_mods
 
 BOOL_OPS = ("and", "or", "xor")
 

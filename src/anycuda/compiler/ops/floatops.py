@@ -3,7 +3,7 @@ import math
 
 from llvmlite import ir
 
-from .irutil import intrinsic
+from ..irutil import intrinsic
 
 I1, I8, I16, I32, I64, I128 = (ir.IntType(n) for n in (1, 8, 16, 32, 64, 128))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()

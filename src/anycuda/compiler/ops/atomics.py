@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ptx.errors import UnsupportedPtx
-from . import floatops, streamstores
-from .irutil import convert_bits, intrinsic
-from .optable import inst_type
-from .types import llvm_type, space_of, width
+from ...ptx.errors import UnsupportedPtx
+from .. import streamstores
+from ..irutil import convert_bits, intrinsic
+from ..types import llvm_type, space_of, width
+from . import floatops
+from .table import inst_type
 
 RMW = {"add": "add", "exch": "xchg", "and": "and", "or": "or", "xor": "xor"}
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from ..ptx.errors import UnsupportedPtx
-from . import abi, atomics, bitops, floatops, gridsync, guards, streamstores, textures  # noqa: F401 - atomics and textures register their handlers
-from .analysis import constant_registers
+from ...ptx import ir as pir
+from ...ptx.errors import UnsupportedPtx
+from .. import abi, gridsync, guards, streamstores
+from ..analysis import constant_registers
+from ..irutil import convert_bits, i32, i64, load_field
+from ..scheduler import COLL_ARRAYS
+from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
+                     vector_count, width)
+from . import atomics, bitops, floatops, textures  # noqa: F401 - atomics and textures register their handlers
 from .calls import lower_call
-from .scheduler import COLL_ARRAYS
-from .irutil import convert_bits, i32, i64, load_field
-from .optable import BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts  # noqa: F401 - the table, read through this module too
-from .types import FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods, vector_count, width
+from .table import BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts  # noqa: F401 - the table, read through this module too
 
 ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
 
