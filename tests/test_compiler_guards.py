@@ -369,7 +369,7 @@ def test_the_settled_copy_is_what_runs(compile_cuda, rng, monkeypatch):
     the settled copy too and stores past n: the copy without the guards is what a passing
     block runs. (Without warp regions: the loop after the barrier would give full warps a
     region, which runs the guards as branches, in place of the round with the stores.)"""
-    from anycuda.compiler import warpregions
+    from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     monkeypatch.setattr(warpregions, "emit_regions", lambda f: {})
     monkeypatch.setattr(FunctionLowering, "_emit_probe", lambda self: self.b.ret(ir.Constant(ir.IntType(32), -1)))

@@ -1,4 +1,4 @@
-"""Lane reloads (compiler/lanereloads.py): in a warp region's loop over the lanes of an
+"""Lane reloads (compiler/vector/lanereloads.py): in a warp region's loop over the lanes of an
 atomic, a lane's address or operand is computed again from the memory a vector load read it
 from, not taken from a stack copy of the vector. That holds only while the memory still
 holds it: the analysis declines a load in the atomic's own state space (unless .nc), a store
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis, lanereloads, laneshapes
+from anycuda.compiler import analysis
+from anycuda.compiler.vector import lanereloads, laneshapes
 from anycuda.compiler.types import space_of
 from anycuda.ptx.parser import parse
 from conformance import poison

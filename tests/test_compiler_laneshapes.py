@@ -1,8 +1,9 @@
-"""Lane strides (compiler/laneshapes.py): which registers a warp's lanes hold as
+"""Lane strides (compiler/vector/laneshapes.py): which registers a warp's lanes hold as
 base + lane * stride in lockstep, and the conditions the checked forms name."""
 import pytest
 
-from anycuda.compiler import analysis, laneshapes
+from anycuda.compiler import analysis
+from anycuda.compiler.vector import laneshapes
 from anycuda.ptx import parse
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis, guards, laneshapes
+from anycuda.compiler import analysis, guards
+from anycuda.compiler.vector import laneshapes
 from anycuda.compiler.module import ModuleLowering
 from anycuda.ptx import parse
 import ptx_generators as gen

@@ -1,4 +1,4 @@
-"""Turns (compiler/warpregions.py): a region whose warp runs a grid-stride loop in lockstep
+"""Turns (compiler/vector/warpregions.py): a region whose warp runs a grid-stride loop in lockstep
 gives way to the block's next warp every TURN_ITERATIONS iterations, its live registers
 left in its turn area, and the block function calls each warp's region again until none
 does; where that region starts the kernel, the block function itself gives way after each
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import scheduler, warpregions
+from anycuda.compiler import scheduler
+from anycuda.compiler.vector import warpregions
 from conformance import made_regions, poison
 
 SOURCE = r"""

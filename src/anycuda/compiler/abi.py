@@ -92,7 +92,7 @@ BAR_FIELDS = 4
 # step() return values besides a site number (>= 1)
 STEP_EXIT = 0
 STEP_TRAP = -1
-# what a region function (compiler/warpregions.py) answers: it ran the warp until each lane
+# what a region function (compiler/vector/warpregions.py) answers: it ran the warp until each lane
 # stopped; it did not run (the threads run one by one); it gave way to the block's next warp
 # at a grid-stride loop's back edge, its state in its turn area (it resumes from there)
 REGION_RAN, REGION_NOT_RUN, REGION_TURNED = 0, 1, 2

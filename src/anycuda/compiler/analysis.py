@@ -528,7 +528,7 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     uniform rounds run one iteration for all threads of the block, one after the other, with
     neighbouring threads touching neighbouring addresses (and a loop over threads LLVM may
     vectorise). A warp region steps over the yields: where one is made, a block of whole
-    warps runs each warp's whole loop in it (compiler/warpregions.py), and the rounds between
+    warps runs each warp's whole loop in it (compiler/vector/warpregions.py), and the rounds between
     yields remain for blocks with a partial warp.
 
     The shape: a natural loop that contains no suspension (nor call, which might hide one),

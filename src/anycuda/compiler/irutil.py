@@ -225,7 +225,7 @@ def register_address(b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
 def convert_bits(b: ir.IRBuilder, v: ir.Value, to: ir.Type, signed=False) -> ir.Value:
     """Reinterpret or resize a register value as PTX's typed moves allow: same width is a
     bitcast; a narrower integer view truncates; a wider one extends (sign or zero). `to` is
-    a scalar type; a vector (a warp's lanes, compiler/warpruns.py) converts lane by lane."""
+    a scalar type; a vector (a warp's lanes, compiler/vector/warpruns.py) converts lane by lane."""
     count = getattr(v.type, "count", None)
     like = (lambda t: ir.VectorType(t, count)) if count else (lambda t: t)
     frm = v.type.element if count else v.type

@@ -19,11 +19,12 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis, gridsync, guards, probebounds, warpregions, warpruns
+from . import abi, analysis, gridsync, guards, probebounds
 from .irutil import collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address, store_field
 from .layout import decl_size, passed_parameters
 from .ops import instructions
 from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
+from .vector import warpregions, warpruns
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
 

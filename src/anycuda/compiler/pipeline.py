@@ -19,7 +19,7 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
               variables (jit.LoadedObject's `symbols`)
 
   7. block program: at the first launch of a kernel with a block shape a block program may
-              take (compiler/blockprograms.py), that shape's block program, made from the
+              take (compiler/vector/blockprograms.py), that shape's block program, made from the
               same unit through the same cache and build stages (compile_block_program)
 
 Each stage costs at most n log n in the size of what it is given: the index is one pass over
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from ..ptx import parse
 from ..ptx.errors import PtxError
 from ..ptx.index import Unit
-from . import blockprograms
 from .build import cache, jit, tiers
 from .irutil import collection_paused
 from .module import KernelInfo, ModuleLowering
+from .vector import blockprograms
 
 FORMAT = 1        # of what compile_kernel and compile_variables put in the cache
 
@@ -173,7 +173,7 @@ def compile_block_program(unit: Unit, source_name: str, kernel: str, lanes: int,
 @collection_paused
 def block_program_ir(text: str, source_name: str, kernel: str, lanes: int) -> str:
     """LLVM IR of the block program of `kernel` (in the unit `text`) for blocks of `lanes`
-    threads (compiler/blockprograms.py). Raises NotVectorisable for a kernel it does not take."""
+    threads (compiler/vector/blockprograms.py). Raises NotVectorisable for a kernel it does not take."""
     module = parse(text, source_name)
     pfn = next((f for f in module.functions if f.is_kernel and f.name == kernel and f.body is not None), None)
     if pfn is None:

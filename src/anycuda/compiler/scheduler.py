@@ -952,7 +952,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         """Resolve for the full warp at thread `lo` the collective whose site is `code`
         (all its lanes wait there); nothing for another code. Returns the site the lanes
         resume from: `code`, or the last shuffle of a run of shuffles that starts at `code`
-        (compiler/warpruns.py), which the run's vector code has brought the warp to."""
+        (compiler/vector/warpruns.py), which the run's vector code has brought the warp to."""
         after = fn.append_basic_block("cw.resolved")
         wsw = b.switch(code, after)
         resumes = [(code, b.block)]
@@ -1275,7 +1275,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         sw.add_case(i32(site), blk)
         b.position_at_end(blk)
         if site in regions:
-            # each warp resolves the shuffle and runs on as vector code (compiler/warpregions.py)
+            # each warp resolves the shuffle and runs on as vector code (compiler/vector/warpregions.py)
             # until each of its lanes stops; their stop codes are scanned as after a round
             def run_region(lo, turn, first, site=site):
                 if first:

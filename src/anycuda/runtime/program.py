@@ -14,10 +14,10 @@ import os
 import sys
 import threading
 
-from ..compiler import (CompiledKernel, CompiledVariables, abi, blockprograms, compile_kernel, compile_variables,
-                        pipeline)
+from ..compiler import CompiledKernel, CompiledVariables, abi, compile_kernel, compile_variables, pipeline
 from ..compiler.build import tiers
 from ..compiler.build.jit import LoadedObject
+from ..compiler.vector import blockprograms
 from ..ptx.errors import PtxError
 from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
@@ -328,7 +328,7 @@ class KernelImage:
 
     def _block_program(self, lanes: int):
         """The launch function of this kernel's block program for blocks of `lanes` threads
-        (compiler/blockprograms.py), or None: not taken, or still being compiled."""
+        (compiler/vector/blockprograms.py), or None: not taken, or still being compiled."""
         if lanes in self._programs:
             return self._programs[lanes]
         self._programs[lanes] = None

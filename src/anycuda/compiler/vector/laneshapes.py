@@ -1,6 +1,6 @@
 """Lane strides: which registers a warp's 32 lanes hold as `base + lane * stride`.
 
-A warp region (compiler/warpregions.py) keeps each register as a `<32 x T>` vector. Most of
+A warp region (compiler/vector/warpregions.py) keeps each register as a `<32 x T>` vector. Most of
 what a row loop computes is not that varied: the row's start and the channel count are the
 same in every lane (stride 0), the loop's index and element pointers step by one element
 per lane (`x + 4 * (lane + 32 * k)`: stride 4). Held as one scalar, the lane-0 value, such a
@@ -22,9 +22,9 @@ at run time before it relies on it.
 """
 from __future__ import annotations
 
-from ..ptx import ir as pir
-from . import analysis
-from .types import type_mods, width
+from ...ptx import ir as pir
+from .. import analysis
+from ..types import type_mods, width
 
 VARYING = None
 LANES = 32

@@ -1,6 +1,6 @@
 """Warp regions: from a shuffle on, a warp's 32 lanes run as one vector program until each stops.
 
-A run of shuffles (compiler/warpruns.py) ends at its last shuffle, and the code after it
+A run of shuffles (compiler/vector/warpruns.py) ends at its last shuffle, and the code after it
 runs lane by lane in the block's rounds. In layernorm that code is two row loops
 (`for (i = lane; i < C; i += 32)`): each lane walks its 24 elements alone, a serial chain
 of scalar adds, where the warp's 32 lanes together read 32 neighbouring floats.
@@ -26,7 +26,7 @@ live at the stops in the spill arrays, a stopping shuffle's operand in the colle
 array. The block goes on as after any round.
 
 While every lane runs together the region is in *lockstep*: no masks, and each register
-whose lanes hold base + lane * stride (compiler/laneshapes.py: a row's start, a loop's index
+whose lanes hold base + lane * stride (compiler/vector/laneshapes.py: a row's start, a loop's index
 and element pointers) is one scalar, lane 0's value. A load or store through such an
 address, one element per lane, is one vector access; a branch on a predicate alike in every
 lane is one i1. A warp enters lockstep where it starts and where its lanes meet again at a
@@ -61,11 +61,13 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from . import abi, analysis, lanereloads, laneshapes, streamstores, warpruns
-from .irutil import at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address, set_loop_hints
-from .ops import atomics
-from .types import I1, I32, I64, MEMORY_WRITES, ORDERED_MODS, PTR, llvm_type, llvm_width, space_of, type_mods, width
+from ...ptx import ir as pir
+from .. import abi, analysis, streamstores
+from ..irutil import (at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address,
+                      set_loop_hints)
+from ..ops import atomics
+from ..types import I1, I32, I64, MEMORY_WRITES, ORDERED_MODS, PTR, llvm_type, llvm_width, space_of, type_mods, width
+from . import lanereloads, laneshapes, warpruns
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
@@ -472,7 +474,7 @@ class WarpRegion(WarpCode):
         if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
                 or not isinstance(setp.operands[0], pir.Reg):
             return None
-        from .ops.instructions import _cmp_op     # (instructions imports lower, which imports us)
+        from ..ops.instructions import _cmp_op     # (instructions imports lower, which imports us)
         ts, cmp = type_mods(setp.mods), _cmp_op(setp)
         if not ts or ts[-1] not in INT_TYPES or cmp not in _ORDERINGS:
             return None
@@ -488,7 +490,7 @@ class WarpRegion(WarpCode):
 
     def _end_lanes_decide(self, cmp, t, sources, steps, negated):
         """(i1 the strided operand's lanes do not wrap, i1 every lane, i1 some lane)."""
-        from .ops.instructions import _compare
+        from ..ops.instructions import _compare
         b = self.b
         signed = t.startswith("s") and cmp not in ("lo", "ls", "hi", "hs")
         bits = width(t)

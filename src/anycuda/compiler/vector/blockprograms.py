@@ -37,11 +37,12 @@ from types import SimpleNamespace
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from . import abi, analysis, scheduler, streamstores
-from .irutil import at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field, register_address, store_field
-from .ops import bitops
-from .types import I1, I32, I64, ORDERED_MODS, PTR, llvm_type, llvm_width, type_mods, width
+from ...ptx import ir as pir
+from .. import abi, analysis, scheduler, streamstores
+from ..irutil import (at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field,
+                      register_address, store_field)
+from ..ops import bitops
+from ..types import I1, I32, I64, ORDERED_MODS, PTR, llvm_type, llvm_width, type_mods, width
 from .warpregions import REGION_OPS, _suffix
 from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, WarpCode, fixed_shuffle
 
