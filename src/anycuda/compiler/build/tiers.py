@@ -29,6 +29,8 @@ import subprocess
 import sys
 import threading
 
+from .jit import compile_to_object
+
 TIERED, OPTIMISED, QUICK = "tiered", "optimised", "quick"
 MODES = (TIERED, OPTIMISED, QUICK)
 
@@ -175,7 +177,6 @@ def _read_message(stream, count: int = 2) -> list:
 
 def serve() -> None:
     """The compile server's loop (in the child): (name, LLVM IR) in, (status, object) out."""
-    from .jit import compile_to_object
     stdin = sys.stdin.buffer
     stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)       # what anything else prints must not reach the replies

@@ -66,6 +66,7 @@ from .. import abi, analysis, streamstores
 from ..irutil import (at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address,
                       set_loop_hints)
 from ..ops import atomics
+from ..ops.instructions import _cmp_op, _compare
 from ..types import I1, I32, I64, MEMORY_WRITES, ORDERED_MODS, PTR, llvm_type, llvm_width, space_of, type_mods, width
 from . import lanereloads, laneshapes, warpruns
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
@@ -474,7 +475,6 @@ class WarpRegion(WarpCode):
         if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
                 or not isinstance(setp.operands[0], pir.Reg):
             return None
-        from ..ops.instructions import _cmp_op     # (instructions imports lower, which imports us)
         ts, cmp = type_mods(setp.mods), _cmp_op(setp)
         if not ts or ts[-1] not in INT_TYPES or cmp not in _ORDERINGS:
             return None
@@ -490,7 +490,6 @@ class WarpRegion(WarpCode):
 
     def _end_lanes_decide(self, cmp, t, sources, steps, negated):
         """(i1 the strided operand's lanes do not wrap, i1 every lane, i1 some lane)."""
-        from ..ops.instructions import _compare
         b = self.b
         signed = t.startswith("s") and cmp not in ("lo", "ls", "hi", "hs")
         bits = width(t)

@@ -26,6 +26,7 @@ from ...ptx import ir as pir
 from .. import abi, analysis
 from ..irutil import convert_bits, declare, i32, i64, load_field, split_index
 from ..ops import bitops, instructions
+from ..ops.instructions import _cmp_op, _compare
 from ..scheduler import COLL_ARRAYS, shfl_source
 from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 
@@ -498,7 +499,6 @@ def _shift(w, st):
 
 
 def _setp(w, st):
-    from ..ops.instructions import _cmp_op, _compare     # (instructions imports lower, which imports us)
     t = _type(st, INT_TYPES | FLOAT_TYPES)
     if len(st.operands) != 3 or isinstance(st.operands[0], pir.Pair):
         raise NotVectorisable("setp with a boolean operation")
