@@ -69,7 +69,7 @@ def force_affine_check(monkeypatch):
     from one value after a site at all (a register that is not alike in every thread comes
     out wrong), and that the check is what keeps such a register right."""
     from llvmlite import ir
-    from anycuda.compiler import scheduler
+    from anycuda.compiler.simt import blockfunction as scheduler
     original = scheduler._affine_spills
 
     def forced(b, spill, header, n, slots, holds):

@@ -9,7 +9,8 @@ import pytest
 from llvmlite import ir
 
 import anycuda as ac
-from anycuda.compiler import abi, scheduler
+from anycuda.compiler import abi
+from anycuda.compiler.simt import blockfunction as scheduler
 from anycuda.compiler.vector import warpregions
 from conformance import force_affine_check, poison
 

@@ -1,4 +1,4 @@
-"""Streaming stores (compiler/streamstores.py): which stores are candidates, how the
+"""Streaming stores (compiler/cpu/streamstores.py): which stores are candidates, how the
 optimised code makes them non-temporal, and that kernels whose launches use them compute
 what numpy does, on aligned and misaligned outputs (poisoned first)."""
 import platform
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis, streamstores
+from anycuda.compiler import analysis
+from anycuda.compiler.cpu import streamstores
 from anycuda.compiler.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse

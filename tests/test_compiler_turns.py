@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import scheduler
+from anycuda.compiler.simt import blockfunction as scheduler
 from anycuda.compiler.vector import warpregions
 from conformance import made_regions, poison
 

@@ -28,9 +28,9 @@ LAUNCH_FIELDS = [
     ("chunk", 112, "u64"),            # blocks a worker takes from the counter at a time
     ("grid_workspace", 120, "u64"),   # a cooperative launch's GRID_WS (%envreg1/2); 0 otherwise
     ("all_workers", 128, "u32"),      # num_workers once optimised code takes over from quick code
-    ("stream_stores", 132, "u32"),    # nonzero: stores may bypass the caches (compiler/streamstores.py)
+    ("stream_stores", 132, "u32"),    # nonzero: stores may bypass the caches (compiler/cpu/streamstores.py)
     ("backwards", 136, "u32"),        # nonzero: the counter's chunks are handed out last first
-    ("caller_cpu", 140, "s32"),       # the launching thread's CPU (compiler/placement.py); -1: unknown
+    ("caller_cpu", 140, "s32"),       # the launching thread's CPU (compiler/cpu/placement.py); -1: unknown
 ]
 LAUNCH_SIZE = 144
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}

@@ -959,7 +959,7 @@ def read_memory(body: list, kernel_params=()) -> tuple:
     offset), and the kernel parameters whose buffers they point into (_pointer_roots). A
     store to either writes what the kernel reads too (saxpy's `y[i] = a * x[i] + y[i]`,
     softmax's `y[i] = e` and later `y[i] *= inv`): that line is in the cache or wanted
-    there (compiler/streamstores.py)."""
+    there (compiler/cpu/streamstores.py)."""
     roots = _pointer_roots(body, kernel_params)
     addresses, buffers = set(), set()
     for st in body:
@@ -973,7 +973,7 @@ def read_memory(body: list, kernel_params=()) -> tuple:
 
 
 def streams(st, read) -> bool:
-    """Whether `st` is a store that may bypass the caches (compiler/streamstores.py): to
+    """Whether `st` is a store that may bypass the caches (compiler/cpu/streamstores.py): to
     .global memory at `[%r + k]`, where neither that address nor the buffer of a kernel
     parameter that %r points into is read (`read`: read_memory of its function)."""
     if not isinstance(st, ir.Instruction) or st.opcode != "st" or "global" not in st.mods:

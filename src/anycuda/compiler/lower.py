@@ -19,7 +19,8 @@ from llvmlite import ir
 
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis, gridsync, guards, probebounds
+from . import abi, analysis, guards
+from .simt import gridsync, probebounds
 from .irutil import collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address, store_field
 from .layout import decl_size, passed_parameters
 from .ops import instructions
@@ -514,7 +515,7 @@ class FunctionLowering:
 
     def streams(self, inst) -> bool:
         """Whether store `inst` may bypass the caches where its launch asks for that
-        (analysis.streams, compiler/streamstores.py)."""
+        (analysis.streams, compiler/cpu/streamstores.py)."""
         if self._read_memory is None:
             params = self.mc.kernel_params(self.pfn) if self.is_kernel else ()
             self._read_memory = analysis.read_memory(self.pfn.body, params)

@@ -8,7 +8,7 @@ import threading
 
 import llvmlite.binding as llvm
 
-from .. import streamstores
+from ..cpu import streamstores
 
 _lock = threading.Lock()
 _state = {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ptx.errors import UnsupportedPtx
-from .. import streamstores
+from ..cpu import streamstores
 from ..irutil import convert_bits, intrinsic
 from ..types import llvm_type, space_of, width
 from . import floatops
@@ -62,7 +62,7 @@ def block_private(inst) -> bool:
 
 def fence_before_release(b, inst):
     """An atom or red with release semantics publishes the stores before it: those that
-    bypassed the caches must be visible first (compiler/streamstores.py)."""
+    bypassed the caches must be visible first (compiler/cpu/streamstores.py)."""
     if not block_private(inst) and ("release" in inst.mods or "acq_rel" in inst.mods):
         streamstores.fence_if_streaming(b)
 

@@ -10,10 +10,12 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
-from .. import abi, gridsync, guards, streamstores
+from .. import abi, guards
+from ..cpu import streamstores
+from ..simt import gridsync
 from ..analysis import constant_registers
 from ..irutil import convert_bits, i32, i64, load_field
-from ..scheduler import COLL_ARRAYS
+from ..simt.blockfunction import COLL_ARRAYS
 from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
                      vector_count, width)
 from . import atomics, bitops, floatops, textures  # noqa: F401 - atomics and textures register their handlers

@@ -1,6 +1,6 @@
 """Block programs: all threads of a block as one vector program, for one block shape.
 
-The rounds (compiler/scheduler.py) run a block stretch by stretch, from one barrier or
+The rounds (compiler/simt/blockfunction.py) run a block stretch by stretch, from one barrier or
 shuffle to the next, each stretch a loop over the threads that reloads and respills their
 registers; scan's first kernel spends ~1.4 us per block of 1024 ints that way, where the
 same computation with the block's values kept in vector registers takes 0.2-0.4 us
@@ -38,7 +38,9 @@ from types import SimpleNamespace
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from .. import abi, analysis, scheduler, streamstores
+from .. import abi, analysis
+from ..cpu import streamstores
+from ..simt import blockfunction as scheduler
 from ..irutil import (at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field,
                       register_address, store_field)
 from ..ops import bitops

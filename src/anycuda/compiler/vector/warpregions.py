@@ -62,7 +62,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from .. import abi, analysis, streamstores
+from .. import abi, analysis
+from ..cpu import streamstores
 from ..irutil import (at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address,
                       set_loop_hints)
 from ..ops import atomics
@@ -1555,7 +1556,7 @@ REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "di
 class EntryRegion(WarpRegion):
     """A kernel from its start, as one vector program per warp until each lane stops: the
     block function calls it for each warp of a block of full warps, in place of the first
-    round over the block's threads (compiler/scheduler.py).
+    round over the block's threads (compiler/simt/blockfunction.py).
 
     Run thread after thread, such a kernel's loop (scan's `for (k = threadIdx.x; k < 1024;
     k += blockDim.x)`) is a loop inside the loop over threads, which LLVM does not vectorise:

@@ -27,7 +27,7 @@ from .. import abi, analysis
 from ..irutil import convert_bits, declare, i32, i64, load_field, split_index
 from ..ops import bitops, instructions
 from ..ops.instructions import _cmp_op, _compare
-from ..scheduler import COLL_ARRAYS, shfl_source
+from ..simt.blockfunction import COLL_ARRAYS, shfl_source
 from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 
 LANES = 32

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from . import abi
-from .irutil import declare, field_ptr, i32, i64, load_field
-from .types import I32, I64, PTR
+from ...ptx import ir as pir
+from .. import abi
+from ..irutil import declare, field_ptr, i32, i64, load_field
+from ..types import I32, I64, PTR
 
 WAIT_GO_ON, WAIT_LAUNCH_FAILED, WAIT_DEADLOCK = 0, 1, 2
 GRID_WS_REGISTERS = ("envreg1", "envreg2")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from . import abi
-from .irutil import declare, i32, i64
-from .types import I32, I64, PTR
+from .. import abi
+from ..irutil import declare, i32, i64
+from ..types import I32, I64, PTR
 
 HANDLER = "anycuda.fault_handler"
 KEY = "anycuda.fault_key"

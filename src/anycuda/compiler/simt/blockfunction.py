@@ -26,11 +26,12 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from . import abi, faults, guards, placement, streamstores
-from .irutil import (at_function_start, collection_paused, declare, field_ptr, for_range, for_range_counting, i32, i64, in_thread_group,
-                     load_field, load_invariant, load_invariant_field, set_loop_hints, split_index, store_field,
-                     thread_parallel_group)
-from .types import I1, I32, I64, PTR
+from .. import abi, guards
+from ..cpu import faults, placement, streamstores
+from ..irutil import (at_function_start, collection_paused, declare, field_ptr, for_range, for_range_counting, i32,
+                      i64, in_thread_group, load_field, load_invariant, load_invariant_field, set_loop_hints,
+                      split_index, store_field, thread_parallel_group)
+from ..types import I1, I32, I64, PTR
 
 C = abi.CTX
 
@@ -663,7 +664,7 @@ def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs
     block function (LLVM duplicated the code that computes the workspace's pointers, whose
     phis cost sgemm's tile round its vectorised loop). With `sites`, each thread has its
     frame in the workspace and the block's header; else the one frame `ws` stands for both.
-    `bounds` (compiler/probebounds.py), where the kernel has it, answers first for the whole
+    `bounds` (compiler/simt/probebounds.py), where the kernel has it, answers first for the whole
     block from its index ranges; the loop over the threads runs where it proves nothing."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), name=name + ".probe")
     fn.linkage = "internal"
@@ -696,7 +697,7 @@ def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs
 
 def _block_stays(b, fn, probe, bounds, L, ws, bits):
     """i1: no thread of a kernel without sites takes its known branches `bits`: `bounds`
-    (compiler/probebounds.py, or None) first, the probe where they prove nothing. The bounds
+    (compiler/simt/probebounds.py, or None) first, the probe where they prove nothing. The bounds
     test here rather than in the probe: inlined with the block function into the loop over
     a chunk's blocks (emit_run_blocks), its parameter loads leave that loop."""
     probed = lambda: _all_stay(b, b.call(probe, [L, ws, ws, ir.Constant(PTR, None)]), bits)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from . import abi, guards
-from .irutil import i64, load_field, load_invariant, load_invariant_field
-from .types import I1, I32, I64, PTR, llvm_type, type_mods, width
+from ...ptx import ir as pir
+from .. import abi, guards
+from ..irutil import i64, load_field, load_invariant, load_invariant_field
+from ..types import I1, I32, I64, PTR, llvm_type, type_mods, width
 
 _INT_TYPES = frozenset(t + str(w) for t in "bsu" for w in (16, 32, 64))
 _ORDER = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from . import abi
-from .irutil import declare, field_ptr, i32, i64, load_field
-from .types import I32, I64, PTR
+from .. import abi
+from ..irutil import declare, field_ptr, i32, i64, load_field
+from ..types import I32, I64, PTR
 
 CPU_SET_WORDS = 16          # glibc's cpu_set_t: 1024 bits
 MOVE_OFF = "anycuda.move_off_cpu"

@@ -41,8 +41,8 @@ from contextlib import contextmanager
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from .irutil import declare
-from .types import I32, PTR
+from ..irutil import declare
+from ..types import I32, PTR
 
 FLAG = "anycuda.stream_stores"
 SCOPE_NAME = "anycuda streaming store"
