@@ -97,7 +97,7 @@ STEP_TRAP = -1
 # at a grid-stride loop's back edge, its state in its turn area (it resumes from there)
 REGION_RAN, REGION_NOT_RUN, REGION_TURNED = 0, 1, 2
 
-# how a worker calls a block function (scheduler.emit_block_function): the first block in
+# how a worker calls a block function (blockfunction.emit_block_function): the first block in
 # its workspace (the frames get set up), a later one, or the same block again after it gave
 # way; and what the block function answers: done, failed, or gave way (its warps wait
 # between turns of a grid-stride loop in the workspace, and the worker runs other blocks)

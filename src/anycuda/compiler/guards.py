@@ -8,7 +8,7 @@ benchmarks/NOTES.md), or not vectorised at all (scan's four guarded loads 16 byt
 transpose's guarded tile). In every block but the last an exit guard is usually false for
 all of the block's threads, and a border test for all the blocks inside the grid, so a block
 first *probes* its threads' predicates of these branches and runs, where they all agree
-with "not taken", a copy of the code without them (scheduler.emit_block_function).
+with "not taken", a copy of the code without them (blockfunction.emit_block_function).
 
 A branch is known when its predicate is *fixed*: written by one instruction, computed
 through pure instructions from values that stay the same for a thread during the launch

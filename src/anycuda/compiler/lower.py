@@ -4,7 +4,7 @@ A kernel becomes a *step function* `i32 step(i8* frame, i32 resume)`: it runs on
 its resume point until the thread reaches a barrier or warp collective (a *site*), exits or
 traps. At a site the thread stores the registers that are live across it and the
 collective's operands in its frame and returns the site number; the block scheduler
-(scheduler.py) runs the collective for the whole warp or block and calls step again with
+(simt/blockfunction.py) runs the collective for the whole warp or block and calls step again with
 that site as resume point. A `.func` becomes an ordinary LLVM function
 `void f(i8* ctx, i8* ret0.., i8* param0..)` whose `.param` arguments are byte buffers.
 
@@ -83,7 +83,7 @@ class FunctionLowering:
         self.stride_loop_at = {}          # back-edge yield position -> its loop (analysis.StrideLoop)
         self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride, known)]: see _reload
         self.proven_alike = set()         # saved registers whose saved value is one for the whole block
-        self.self_checked_sites = set()   # yield sites whose rounds check themselves (scheduler.uniform_round)
+        self.self_checked_sites = set()   # yield sites whose rounds check themselves (blockfunction.uniform_round)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probe_bounds = None          # the block-wide bounds of the known predicates (probebounds.py)
@@ -894,7 +894,7 @@ class FunctionLowering:
         b = self.b
         if self.is_kernel:
             # the error names the block from the thread's frame, where the scheduler keeps
-            # the block index only for kernels with calls (scheduler.emit_block_function)
+            # the block index only for kernels with calls (blockfunction.emit_block_function)
             for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
                 store_field(b, self.ctx, abi.CTX[k], self.ctx_field(k))
         b.call(self.mc.record_error_fn(), [self.ctx, i32(code)])

@@ -14,7 +14,9 @@ from llvmlite import ir
 from ..ptx import ir as pir
 from ..ptx.errors import PtxError
 from . import abi, analysis
-from .simt import gridsync, blockfunction as scheduler
+from .cpu import launch
+from .simt import blockfunction, gridsync
+from .simt.workspace import emit_record_error
 from .inline import inline_suspending_calls
 from .irutil import declare, i32, i64
 from .layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
@@ -85,7 +87,7 @@ class ModuleLowering:
         return declare(self.mod, name, ret, args)
 
     def record_error_fn(self):
-        return scheduler.emit_record_error(self.mod)
+        return emit_record_error(self.mod)
 
     def num_workers_value(self, b):
         return b.call(declare(self.mod, "omp_get_num_threads", I32, []), [])
@@ -291,7 +293,7 @@ class ModuleLowering:
         header_arg.attributes.dereferenceable = abi.FRAME_HEADER + 8 * lowering.affine_slots
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
-        block = scheduler.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
+        block = blockfunction.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
                                               frame_needs_index=calls, scalar_params=scalars,
                                               site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes,
                                               affine_sites=lowering.affine_sites,
@@ -299,7 +301,7 @@ class ModuleLowering:
                                               advances=lowering.advances, regions=lowering.regions,
                                               guarded_rounds=lowering.guarded_rounds,
                                               probe_bounds=lowering.probe_bounds)
-        scheduler.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
+        launch.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                               spill_bytes=lowering.spill_bytes)
 
     def kernel_shared_layout(self, pfn) -> tuple:

@@ -25,7 +25,7 @@ memory, and a later kernel (or the same thread's load) no longer finds it in the
   Deciding after vectorisation leaves the vectoriser alone: a `!nontemporal` store that it
   cannot prove aligned keeps it from vectorising the loop at all.
 - Non-temporal stores are weakly ordered: another core may see a later store first. Each
-  worker ends with an SFENCE (scheduler.emit_launch: the host and the next launch see the
+  worker ends with an SFENCE (launch.emit_launch: the host and the next launch see the
   output), and where the flag is set, a release store or atomic is preceded by one
   (`fence_if_streaming`): CUDA's release makes earlier stores visible before the flag that
   publishes them. `fence`/`membar` lower to MFENCE, which orders non-temporal stores too.

@@ -15,7 +15,7 @@ from ..cpu import streamstores
 from ..simt import gridsync
 from ..analysis import constant_registers
 from ..irutil import convert_bits, i32, i64, load_field
-from ..simt.blockfunction import COLL_ARRAYS
+from ..simt.workspace import COLL_ARRAYS
 from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
                      vector_count, width)
 from . import atomics, bitops, floatops, textures  # noqa: F401 - atomics and textures register their handlers
@@ -819,7 +819,7 @@ def _barrier_operands(f, ops):
 
 
 # Warp collectives keep their value operand and their results in arrays after the spill
-# arrays, one element per thread (scheduler.COLL_ARRAYS), rather than in the thread's frame:
+# arrays, one element per thread (workspace.COLL_ARRAYS), rather than in the thread's frame:
 # a loop over threads that all reach one collective then stores and reloads them with
 # contiguous vector accesses, and the scheduler resolves a whole warp from them at once.
 def _coll_slot(f, name):

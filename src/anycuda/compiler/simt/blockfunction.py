@@ -1,24 +1,17 @@
-"""The work-group function: how one block's threads run on one CPU thread.
+"""The block function: how one block's threads run on one CPU thread.
 
 Each thread runs through its step function until it reaches a site (a barrier or a warp
-collective), exits or traps. A warp whose lanes all wait is resolved: the lanes waiting at
-the same collective run it together (when every non-exited lane of its member mask is
-there, or when nothing else can progress) and continue. When the block's threads all wait
-at barriers or have exited, each warp whose non-exited lanes all wait at one of the 16
-named barriers arrives there as a whole warp (the PTX ISA counts arrivals per warp; the
-thread count `b` of `bar.sync a, b` is a multiple of the warp size); a barrier completes
-when the warps it expects have arrived (without `b`: every warp that has a non-exited
-thread, so exited threads do not hold it up, as on a GPU). No schedule can hang: every
-round either runs a thread or releases a barrier or a collective; a round that can do
-neither is a barrier deadlock, and the launch fails with LAUNCH_ERR_BARRIER_DEADLOCK.
+collective), exits or traps. While the block's threads stop alike they run in uniform rounds
+(one loop over the threads that LLVM vectorises: see emit_block_function); otherwise in
+general rounds, thread by thread, after which the warps' collectives (collectives.py) and
+then the block's barriers (barriers.py) are resolved. No schedule can hang: every round
+either runs a thread or releases a barrier or a collective; a round that can do neither is a
+barrier deadlock, and the launch fails with LAUNCH_ERR_BARRIER_DEADLOCK.
 
 A kernel without sites needs none of this: its block is a plain loop over threads that
-reuses one frame, and the worker runs a chunk of its blocks in one call (emit_run_blocks).
-
-`emit_launch` adds, per kernel, the block function, the worker that takes blocks from a
-shared counter (so load balances across cores; where the launch record says `backwards`, the
-counter's chunks count from the grid's end), and `launch` that runs the workers with
-libgomp's GOMP_parallel.
+reuses one frame, and the worker runs a chunk of its blocks in one call
+(cpu/launch.py, emit_run_blocks). The block's frames, spill and collective arrays and
+turn areas lie in its workspace (workspace.py).
 """
 from __future__ import annotations
 
@@ -27,365 +20,15 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from .. import abi, guards
-from ..cpu import faults, placement, streamstores
-from ..irutil import (at_function_start, collection_paused, declare, field_ptr, for_range, for_range_counting, i32,
-                      i64, in_thread_group, load_field, load_invariant, load_invariant_field, set_loop_hints,
-                      split_index, store_field, thread_parallel_group)
+from ..irutil import (at_function_start, collection_paused, declare, for_range, for_range_counting, i32, i64,
+                      in_thread_group, load_field, load_invariant, load_invariant_field, set_loop_hints, split_index,
+                      store_field, thread_parallel_group)
 from ..types import I1, I32, I64, PTR
-
-C = abi.CTX
-
-
-def _frame(b, ws, fsize, t):
-    return b.gep(ws, [b.mul(b.sext(t, I64), fsize)])
-
-
-# A warp collective's value operand and results, one array each with an element per thread,
-# after the spill arrays (instructions._coll_slot): name -> (byte offset, element type)
-COLL_ARRAYS = {"a": (0, I64), "res": (8 * abi.MAX_BLOCK_THREADS, I64),
-               "pred": (16 * abi.MAX_BLOCK_THREADS, I32), "res_pred": (20 * abi.MAX_BLOCK_THREADS, I32)}
-COLL_BYTES = 24 * abi.MAX_BLOCK_THREADS
-
-
-def _coll(b, coll, name, t):
-    """Pointer to thread t's element of the collective array `name` (coll: the arrays' base)."""
-    off, ty = COLL_ARRAYS[name]
-    return b.bitcast(b.gep(coll, [b.add(i64(off), b.mul(b.sext(t, I64), i64(ty.width // 8)))]), ty.as_pointer())
-
-
-def emit_record_error(module: ir.Module) -> ir.Function:
-    """void anycuda.record_error(i8* ctx, i32 code): the first error of a launch wins."""
-    fn = module.globals.get("anycuda.record_error")
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I32]), name="anycuda.record_error")
-    fn.linkage = "internal"
-    ctx, code = fn.args
-    b = ir.IRBuilder(fn.append_basic_block())
-    launch = b.inttoptr(load_field(b, ctx, C["launch"], I64), PTR)
-    res = b.cmpxchg(field_ptr(b, launch, abi.LAUNCH["error"], I32), i32(0), code, "seq_cst", "seq_cst")
-    with b.if_then(b.extract_value(res, 1)):
-        gx = load_field(b, ctx, C["nctaid_x"], I32)
-        gy = load_field(b, ctx, C["nctaid_y"], I32)
-        cx, cy, cz = (b.zext(load_field(b, ctx, C[k], I32), I64) for k in ("ctaid_x", "ctaid_y", "ctaid_z"))
-        gx64, gy64 = b.zext(gx, I64), b.zext(gy, I64)
-        blk = b.add(cx, b.mul(gx64, b.add(cy, b.mul(gy64, cz))))
-        store_field(b, launch, abi.LAUNCH["err_block"], blk)
-        store_field(b, launch, abi.LAUNCH["err_thread"], b.sext(load_field(b, ctx, C["linear"], I32), I64))
-    b.ret_void()
-    return fn
-
-
-def _state(b, frame):
-    return field_ptr(b, frame, C["state"], I32)
-
-
-def emit_resolve_warp(module: ir.Module) -> ir.Function:
-    """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds, i8* coll):
-    run one ready collective of the warp [lo, hi); returns the number of lanes released.
-    Operands and results other than the frame's op_b, op_c and op_mask are in the
-    collective arrays at `coll` (COLL_ARRAYS)."""
-    fn = module.globals.get("anycuda.resolve_warp")
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32, I32.as_pointer(), PTR]),
-                     name="anycuda.resolve_warp")
-    fn.linkage = "internal"
-    ws, fsize, lo, hi, kinds, coll = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    chosen = b.alloca(I32, name="chosen")
-    first = b.alloca(I32, name="first")
-    b.store(i32(-1), chosen)
-    b.store(i32(-1), first)
-
-    def frame(t):
-        return _frame(b, ws, fsize, t)
-
-    def waiting_at(t, site):
-        fr = frame(t)
-        st = b.load(_state(b, fr))
-        at = b.icmp_signed("==", load_field(b, fr, C["resume"], I32), site)
-        return b.and_(b.icmp_signed("==", st, i32(abi.THREAD_WAIT_WARP)), at)
-
-    # 1. find a lane whose collective has every live member of its mask waiting with it
-    with for_range(b, lo, hi, "t") as t:
-        fr = frame(t)
-        is_waiting = b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_WAIT_WARP))
-        none_chosen = b.icmp_signed("<", b.load(chosen), i32(0))
-        with b.if_then(b.and_(is_waiting, none_chosen)):
-            with b.if_then(b.icmp_signed("<", b.load(first), i32(0))):
-                b.store(t, first)
-            site = load_field(b, fr, C["resume"], I32)
-            mask = load_field(b, fr, C["op_mask"], I32)
-            complete = b.alloca(I1)
-            b.store(ir.Constant(I1, 1), complete)
-            with for_range(b, lo, hi, "u") as u:
-                bit = b.trunc(b.lshr(mask, b.sub(u, lo)), I1)
-                ustate = b.load(_state(b, frame(u)))
-                alive = b.icmp_signed("!=", ustate, i32(abi.THREAD_EXITED))
-                missing = b.and_(b.and_(bit, alive), b.not_(waiting_at(u, site)))
-                with b.if_then(missing):
-                    b.store(ir.Constant(I1, 0), complete)
-            with b.if_then(b.load(complete)):
-                b.store(t, chosen)
-    c = b.load(chosen)
-    c = b.select(b.icmp_signed("<", c, i32(0)), b.load(first), c)
-    nothing = fn.append_basic_block("nothing")
-    work = fn.append_basic_block("work")
-    b.cbranch(b.icmp_signed("<", c, i32(0)), nothing, work)
-    b.position_at_end(nothing)
-    b.ret(i32(0))
-    b.position_at_end(work)
-    site = load_field(b, frame(c), C["resume"], I32)
-    kind = b.load(b.gep(kinds, [b.sub(site, i32(1))]))
-    # the group: lanes waiting at this site that are in the chosen lane's member mask (two
-    # half-warps may meet one instruction with disjoint masks; activemask passes mask 0)
-    group_mask = load_field(b, frame(c), C["op_mask"], I32)
-    group_mask = b.select(b.icmp_unsigned("==", group_mask, i32(0)), i32(-1), group_mask)
-
-    def in_group(u, site):
-        member = b.trunc(b.lshr(group_mask, b.sub(u, lo)), I1)
-        return b.and_(waiting_at(u, site), member)
-    # 2. the group: lanes waiting at this site; aggregates over it
-    group = b.alloca(I32, name="group")
-    agg = {k: b.alloca(I64 if k.startswith("r") else I32, name=k) for k in
-           ("all", "any", "ballot", "radd", "rminu", "rmins", "rmaxu", "rmaxs", "rand", "ror", "rxor", "same")}
-    init = {"all": 1, "any": 0, "ballot": 0, "radd": 0, "rminu": 0xFFFFFFFF, "rmins": 0x7FFFFFFF,
-            "rmaxu": 0, "rmaxs": -0x80000000, "rand": 0xFFFFFFFF, "ror": 0, "rxor": 0, "same": 1}
-    for k, v in init.items():
-        b.store(ir.Constant(agg[k].type.pointee, v), agg[k])
-    b.store(i32(0), group)
-    a_first = b.load(_coll(b, coll, "a", c))
-    with for_range(b, lo, hi, "g") as g:
-        with b.if_then(in_group(g, site)):
-            fr = frame(g)
-            lane_bit = b.shl(i32(1), b.sub(g, lo))
-            b.store(b.or_(b.load(group), lane_bit), group)
-            p = b.load(_coll(b, coll, "pred", g))
-            p1 = b.icmp_signed("!=", p, i32(0))
-            b.store(b.and_(b.load(agg["all"]), b.zext(p1, I32)), agg["all"])
-            b.store(b.or_(b.load(agg["any"]), b.zext(p1, I32)), agg["any"])
-            b.store(b.or_(b.load(agg["ballot"]), b.select(p1, lane_bit, i32(0))), agg["ballot"])
-            a64 = b.load(_coll(b, coll, "a", g))
-            a = b.and_(a64, i64(0xFFFFFFFF))
-            sa = b.sext(b.trunc(a64, I32), I64)
-
-            def upd(name, fnv):
-                b.store(fnv(b.load(agg[name])), agg[name])
-            upd("radd", lambda x: b.and_(b.add(x, a), i64(0xFFFFFFFF)))
-            upd("rminu", lambda x: b.select(b.icmp_unsigned("<", a, x), a, x))
-            upd("rmaxu", lambda x: b.select(b.icmp_unsigned(">", a, x), a, x))
-            upd("rmins", lambda x: b.select(b.icmp_signed("<", sa, x), sa, x))
-            upd("rmaxs", lambda x: b.select(b.icmp_signed(">", sa, x), sa, x))
-            upd("rand", lambda x: b.and_(x, a))
-            upd("ror", lambda x: b.or_(x, a))
-            upd("rxor", lambda x: b.xor(x, a))
-            # "same" tracks whether every lane's predicate (vote.uni) / value (match.all) agree
-            same_pred = b.icmp_signed("==", b.zext(p1, I32), b.zext(b.icmp_signed(
-                "!=", b.load(_coll(b, coll, "pred", c)), i32(0)), I32))
-            is64 = b.or_(b.icmp_signed("==", kind, i32(abi.SITE["match_all_b64"])),
-                         b.icmp_signed("==", kind, i32(abi.SITE["match_any_b64"])))
-            av = b.select(is64, a64, a)
-            af = b.select(is64, a_first, b.and_(a_first, i64(0xFFFFFFFF)))
-            is_match = b.icmp_signed("==", kind, i32(abi.SITE["match_all_b32"]))
-            is_match = b.or_(is_match, b.icmp_signed("==", kind, i32(abi.SITE["match_all_b64"])))
-            agree = b.select(is_match, b.icmp_unsigned("==", av, af), same_pred)
-            b.store(b.and_(b.load(agg["same"]), b.zext(agree, I32)), agg["same"])
-    grp = b.load(group)
-    # 3. each lane's result
-    with for_range(b, lo, hi, "l") as l:
-        with b.if_then(in_group(l, site)):
-            fr = frame(l)
-            res, rpred = _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, in_group, site, hi, coll)
-            b.store(res, _coll(b, coll, "res", l))
-            b.store(rpred, _coll(b, coll, "res_pred", l))
-    with for_range(b, lo, hi, "r") as r:
-        with b.if_then(in_group(r, site)):
-            b.store(i32(abi.THREAD_RUN), _state(b, frame(r)))
-    b.ret(_popc(b, grp))
-    return fn
-
-
-def _popc(b, v):
-    fn = declare(b.module, "llvm.ctpop.i32", I32, [I32])
-    return b.call(fn, [v])
-
-
-def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi, coll):
-    """(i64 result, i32 predicate result) of one lane of a resolved collective."""
-    S = abi.SITE
-    lane = b.sub(l, lo)
-    # shuffles, per the PTX ISA pseudo-code for shfl.sync
-    bval = b.and_(load_field(b, fr, C["op_b"], I32), i32(31))
-    cval = load_field(b, fr, C["op_c"], I32)
-    clampv = b.and_(cval, i32(31))
-    seg = b.and_(b.lshr(cval, i32(8)), i32(31))
-    max_lane = b.or_(b.and_(lane, seg), b.and_(clampv, b.not_(seg)))
-    min_lane = b.and_(lane, seg)
-    j_up = b.sub(lane, bval)
-    j_down = b.add(lane, bval)
-    j_bfly = b.xor(lane, bval)
-    j_idx = b.or_(min_lane, b.and_(bval, b.not_(seg)))
-    is_k = lambda name: b.icmp_signed("==", kind, i32(S[name]))
-    j = b.select(is_k("shfl_up"), j_up, b.select(is_k("shfl_down"), j_down,
-                 b.select(is_k("shfl_bfly"), j_bfly, j_idx)))
-    pval = b.select(is_k("shfl_up"), b.icmp_signed(">=", j, max_lane), b.icmp_signed("<=", j, max_lane))
-    j = b.select(pval, j, lane)
-    j_ok = b.and_(b.icmp_unsigned("<", j, i32(32)),
-                  b.trunc(b.lshr(grp, b.and_(j, i32(31))), I1))
-    # a source lane that is not taking part (inactive, exited or beyond the block) is
-    # undefined in PTX; anycuda reads it as 0 rather than as stale data
-    src = b.select(j_ok, b.add(lo, j), l)
-    shfl_val = b.select(j_ok, b.load(_coll(b, coll, "a", src)), i64(0))
-    # match.any: lanes of the group holding the same value
-    matches = b.alloca(I32)
-    b.store(i32(0), matches)
-    is_any32, is_any64 = is_k("match_any_b32"), is_k("match_any_b64")
-    with b.if_then(b.or_(is_any32, is_any64)):
-        mine = b.load(_coll(b, coll, "a", l))
-        with for_range(b, lo, hi, "m") as m:
-            with b.if_then(waiting_at(m, site)):
-                other = b.load(_coll(b, coll, "a", m))
-                eq = b.select(is_any64, b.icmp_unsigned("==", other, mine),
-                              b.icmp_unsigned("==", b.trunc(other, I32), b.trunc(mine, I32)))
-                bit = b.shl(i32(1), b.sub(m, lo))
-                b.store(b.or_(b.load(matches), b.select(eq, bit, i32(0))), matches)
-    same = b.load(agg["same"])
-    z64 = lambda v: b.zext(v, I64)
-    table = [
-        (("shfl_up", "shfl_down", "shfl_bfly", "shfl_idx"), shfl_val, b.zext(pval, I32)),
-        (("vote_all",), z64(b.load(agg["all"])), i32(0)),
-        (("vote_any",), z64(b.load(agg["any"])), i32(0)),
-        (("vote_uni",), z64(same), i32(0)),
-        (("vote_ballot", ), z64(b.load(agg["ballot"])), i32(0)),
-        (("match_any_b32", "match_any_b64"), z64(b.load(matches)), i32(0)),
-        (("match_all_b32", "match_all_b64"), b.select(b.icmp_signed("!=", same, i32(0)), z64(grp), i64(0)), same),
-        (("redux_add",), b.load(agg["radd"]), i32(0)),
-        (("redux_min_u32",), b.load(agg["rminu"]), i32(0)),
-        (("redux_max_u32",), b.load(agg["rmaxu"]), i32(0)),
-        (("redux_min_s32",), b.and_(b.load(agg["rmins"]), i64(0xFFFFFFFF)), i32(0)),
-        (("redux_max_s32",), b.and_(b.load(agg["rmaxs"]), i64(0xFFFFFFFF)), i32(0)),
-        (("redux_and",), b.load(agg["rand"]), i32(0)),
-        (("redux_or",), b.load(agg["ror"]), i32(0)),
-        (("redux_xor",), b.load(agg["rxor"]), i32(0)),
-        (("activemask",), z64(grp), i32(0)),
-    ]
-    res, rpred = i64(0), i32(0)
-    for names, value, pred in table:
-        hit = ir.Constant(I1, 0)
-        for n in names:
-            hit = b.or_(hit, is_k(n))
-        res = b.select(hit, value, res)
-        rpred = b.select(hit, pred, rpred)
-    return res, rpred
-
-
-# ---------------------------------------------------------------------- collectives in uniform rounds
+from .barriers import bar_slot, emit_resolve_barrier
+from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_collective
+from .workspace import C, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride, workspace_layout
 
 NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}
-_SHFL_MODES = {abi.SITE["shfl_" + m]: m for m in ("up", "down", "bfly", "idx")}
-_VOTES = {abi.SITE["vote_" + m]: m for m in ("all", "any", "uni", "ballot")}
-_REDUX = {abi.SITE[k]: k for k in abi.SITE_KINDS if k.startswith("redux_")}
-
-
-def shfl_source(mode, lane, bval, cval):
-    """(source lane, in range) of `lane` in shfl.sync.mode with lane operand bval and clamp
-    operand cval, per the PTX ISA's pseudo-code (a source out of range reads the lane itself)."""
-    bval &= 31
-    clamp, seg = cval & 31, (cval >> 8) & 31
-    max_lane = (lane & seg) | (clamp & ~seg)
-    j = {"up": lane - bval, "down": lane + bval, "bfly": lane ^ bval,
-         "idx": (lane & seg) | (bval & ~seg & 0xFFFFFFFF)}[mode]
-    ok = j >= max_lane if mode == "up" else j <= max_lane
-    return (j if ok else lane), ok
-
-
-def uniform_collective(kind, consts):
-    """Whether a collective site can be resolved for the whole block at once when every
-    thread of the block stops there in a uniform round and every warp is full: then each
-    warp's group is all of its 32 lanes (the member mask is the full warp, a constant) and
-    its results follow from the collective arrays alone. A shuffle with constant lane and
-    clamp operands (nvcc's unrolled shuffle loops have them) is a fixed permutation of the
-    lanes; with operands known only at run time, each lane's source follows from its own.
-    match and partial member masks stay with the general rounds, as does a block with a
-    partial warp."""
-    const = lambda name: consts.get(C[name], (None,))[0]
-    if kind == abi.SITE["warp_sync"]:
-        return const("op_mask") is not None
-    if kind == abi.SITE["activemask"]:
-        return True
-    if kind in _SHFL_MODES:
-        return const("op_mask") == 0xFFFFFFFF
-    return (kind in _VOTES or kind in _REDUX) and const("op_mask") == 0xFFFFFFFF
-
-
-def _shfl_source_ir(b, mode, lane, bval, cval):
-    """shfl_source on i32 values."""
-    bval = b.and_(bval, i32(31))
-    clamp = b.and_(cval, i32(31))
-    seg = b.and_(b.lshr(cval, i32(8)), i32(31))
-    max_lane = b.or_(b.and_(lane, seg), b.and_(clamp, b.not_(seg)))
-    j = {"up": lambda: b.sub(lane, bval), "down": lambda: b.add(lane, bval), "bfly": lambda: b.xor(lane, bval),
-         "idx": lambda: b.or_(b.and_(lane, seg), b.and_(bval, b.not_(seg)))}[mode]()
-    ok = b.icmp_signed(">=" if mode == "up" else "<=", j, max_lane)
-    return b.select(ok, j, lane), ok
-
-
-def _emit_uniform_collective(b, kind, consts, lo, coll, ws, fsize):
-    """Resolve collective site `kind` (uniform_collective) for the full warp starting at
-    thread `lo`, all of whose lanes wait there: results into the collective arrays, the 32
-    lanes as one vector (a shuffle is a shufflevector, a vote a mask of 32 bits, a
-    reduction a vector reduction)."""
-    if kind == abi.SITE["warp_sync"]:
-        return
-    v64, v32 = ir.VectorType(I64, 32), ir.VectorType(I32, 32)
-    vec = lambda name, lo, ty: b.bitcast(_coll(b, coll, name, lo), ty.as_pointer())
-    const = lambda name: consts.get(C[name], (None,))[0]
-    if kind in _SHFL_MODES and (const("op_b") is None or const("op_c") is None):
-        # lane and clamp operands from each lane's frame; every lane of the warp takes part,
-        # so every source lane the ISA's rule gives (0..31) is there
-        with for_range(b, i32(0), i32(32), "cl") as lane:
-            fr = _frame(b, ws, fsize, b.add(lo, lane))
-            bval = i32(const("op_b")) if const("op_b") is not None else load_field(b, fr, C["op_b"], I32)
-            cval = i32(const("op_c")) if const("op_c") is not None else load_field(b, fr, C["op_c"], I32)
-            j, ok = _shfl_source_ir(b, _SHFL_MODES[kind], lane, bval, cval)
-            t = b.add(lo, lane)
-            b.store(b.load(_coll(b, coll, "a", b.add(lo, j))), _coll(b, coll, "res", t))
-            b.store(b.zext(ok, I32), _coll(b, coll, "res_pred", t))
-    elif kind in _SHFL_MODES:
-        srcs = [shfl_source(_SHFL_MODES[kind], lane, const("op_b"), const("op_c")) for lane in range(32)]
-        a = b.load(vec("a", lo, v64), align=8)
-        perm = ir.Constant(v32, [j for j, _ in srcs])
-        b.store(b.shuffle_vector(a, ir.Constant(v64, None), perm), vec("res", lo, v64), align=8)
-        b.store(ir.Constant(v32, [int(ok) for _, ok in srcs]), vec("res_pred", lo, v32), align=4)
-    else:
-        _emit_warp_aggregate(b, kind, lo, vec, v64, v32)
-
-
-def _emit_warp_aggregate(b, kind, lo, vec, v64, v32):
-    """A vote, activemask or redux of the full warp starting at thread `lo`: one value for
-    every lane."""
-    if kind in _VOTES:
-        p = b.load(vec("pred", lo, v32), align=4)
-        ballot = b.bitcast(b.icmp_unsigned("!=", p, ir.Constant(v32, None)), I32)
-        all_ = b.icmp_unsigned("==", ballot, i32(-1))
-        any_ = b.icmp_unsigned("!=", ballot, i32(0))
-        value = {"all": lambda: b.zext(all_, I32), "any": lambda: b.zext(any_, I32),
-                 "uni": lambda: b.zext(b.or_(all_, b.not_(any_)), I32),
-                 "ballot": lambda: ballot}[_VOTES[kind]]()
-    elif kind == abi.SITE["activemask"]:
-        value = i32(-1)
-    else:
-        name = _REDUX[kind]
-        op = name.split("_")[1]
-        if op in ("min", "max"):
-            op = ("u" if name.endswith("u32") else "s") + op
-        a = b.trunc(b.load(vec("a", lo, v64), align=8), v32)
-        value = b.call(declare(b.module, f"llvm.vector.reduce.{op}.v32i32", I32, [v32]), [a])
-    splat = b.insert_element(ir.Constant(v64, None), b.zext(value, I64), i32(0))
-    splat = b.shuffle_vector(splat, ir.Constant(v64, None), ir.Constant(v32, [0] * 32))
-    b.store(splat, vec("res", lo, v64), align=8)
-    b.store(ir.Constant(v32, None), vec("res_pred", lo, v32), align=4)
 
 
 def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
@@ -401,7 +44,7 @@ def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
         # a thread at a yield waits for nothing
         waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["yield"])), i32(abi.THREAD_RUN), waits)
     st = b.select(exited, i32(abi.THREAD_EXITED), waits)
-    b.store(st, _state(b, fr))
+    b.store(st, thread_state(b, fr))
     store_field(b, fr, C["resume"], code)
     with_consts = [(i + 1, c) for i, c in enumerate(site_consts) if c]
     if not with_consts:
@@ -416,148 +59,6 @@ def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
             store_field(b, fr, off, ir.Constant(ir.IntType(bits), value))
         b.branch(after)
     b.position_at_end(after)
-
-
-def _bar_slot(b, bars, bar_id, field):
-    return b.gep(bars, [b.add(b.mul(bar_id, i32(abi.BAR_FIELDS)), i32(field))])
-
-
-def emit_release_barrier(module: ir.Module) -> ir.Function:
-    """i32 anycuda.release_barrier(i8* ws, i64 fsize, i32 n, i32* kinds, i32* bars, i32 id):
-    complete barrier `id`: the threads counted there get their bar.red result and run again,
-    and the barrier is reset for its next use. Returns the number of threads released."""
-    fn = module.globals.get("anycuda.release_barrier")
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32.as_pointer(), I32.as_pointer(), I32]),
-                     name="anycuda.release_barrier")
-    fn.linkage = "internal"
-    ws, fsize, n, kinds, bars, bar_id = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    released = b.alloca(I32, name="released")
-    b.store(i32(0), released)
-    threads = b.load(_bar_slot(b, bars, bar_id, abi.BAR_THREADS))
-    popc = b.load(_bar_slot(b, bars, bar_id, abi.BAR_POPC))
-    all_ = b.zext(b.icmp_unsigned("==", popc, threads), I32)
-    any_ = b.zext(b.icmp_unsigned("!=", popc, i32(0)), I32)
-    with for_range(b, i32(0), n, "t") as t:
-        fr = _frame(b, ws, fsize, t)
-        counted = b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_BAR_ARRIVED))
-        here = b.icmp_signed("==", load_field(b, fr, C["op_b"], I32), bar_id)
-        with b.if_then(b.and_(counted, here)):
-            kind = b.load(b.gep(kinds, [b.sub(load_field(b, fr, C["resume"], I32), i32(1))]))
-            res = b.select(b.icmp_signed("==", kind, i32(abi.SITE["bar_red_popc"])), popc,
-                           b.select(b.icmp_signed("==", kind, i32(abi.SITE["bar_red_and"])), all_, any_))
-            store_field(b, fr, C["res"], b.zext(res, I64))
-            b.store(i32(abi.THREAD_RUN), _state(b, fr))
-            b.store(b.add(b.load(released), i32(1)), released)
-    for field in (abi.BAR_ARRIVED, abi.BAR_THREADS, abi.BAR_POPC):
-        b.store(i32(0), _bar_slot(b, bars, bar_id, field))
-    b.ret(b.load(released))
-    return fn
-
-
-def emit_resolve_barrier(module: ir.Module) -> ir.Function:
-    """i32 anycuda.resolve_barrier(i8* ws, i64 fsize, i32 n, i32* kinds, i32* bars, i8* header):
-    count each warp whose non-exited threads all wait at one barrier as arrived there (the PTX
-    ISA counts arrivals per warp: a warp with exited threads still counts as a whole warp), and
-    complete every barrier that has the warps it expects. Returns the number of threads that
-    may run again; -1 when threads wait but no barrier can ever complete (the error is
-    recorded, naming the block from `header`)."""
-    fn = module.globals.get("anycuda.resolve_barrier")
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32.as_pointer(), I32.as_pointer(), PTR]),
-                     name="anycuda.resolve_barrier")
-    fn.linkage = "internal"
-    ws, fsize, n, kinds, bars, header = fn.args
-    release = emit_release_barrier(module)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    names = ("released", "live_warps", "stuck", "live", "ready", "bar_id", "expect", "threads", "popc")
-    v = {k: b.alloca(I32, name=k) for k in names}
-    for k, init in (("released", 0), ("live_warps", 0)):
-        b.store(i32(init), v[k])
-    nwarps = b.udiv(b.add(n, i32(31)), i32(32))
-    with for_range(b, i32(0), nwarps, "w") as w:
-        lo = b.mul(w, i32(32))
-        hi = b.add(lo, i32(32))
-        hi = b.select(b.icmp_signed("<", n, hi), n, hi)
-        for k, init in (("live", 0), ("ready", 1), ("bar_id", -1), ("expect", 0), ("threads", 0), ("popc", 0)):
-            b.store(i32(init), v[k])
-        with for_range(b, lo, hi, "t") as t:
-            fr = _frame(b, ws, fsize, t)
-            st = b.load(_state(b, fr))
-            with b.if_then(b.icmp_signed("!=", st, i32(abi.THREAD_EXITED))):
-                b.store(i32(1), v["live"])
-                waiting = b.icmp_signed("==", st, i32(abi.THREAD_WAIT_BAR))
-                with b.if_else(waiting) as (then, otherwise):
-                    with then:
-                        tid = load_field(b, fr, C["op_b"], I32)
-                        with b.if_then(b.icmp_signed("<", b.load(v["bar_id"]), i32(0))):
-                            b.store(tid, v["bar_id"])
-                            b.store(load_field(b, fr, C["op_c"], I32), v["expect"])
-                        # lanes of one warp at different barriers: the warp arrives at none
-                        same = b.icmp_signed("==", tid, b.load(v["bar_id"]))
-                        b.store(b.and_(b.load(v["ready"]), b.zext(same, I32)), v["ready"])
-                        p = b.zext(b.icmp_signed("!=", load_field(b, fr, C["op_pred"], I32), i32(0)), I32)
-                        b.store(b.add(b.load(v["threads"]), i32(1)), v["threads"])
-                        b.store(b.add(b.load(v["popc"]), p), v["popc"])
-                    with otherwise:
-                        b.store(i32(0), v["ready"])
-        b.store(b.add(b.load(v["live_warps"]), b.load(v["live"])), v["live_warps"])
-        bar_id = b.load(v["bar_id"])
-        arrives = b.and_(b.icmp_signed("!=", b.load(v["ready"]), i32(0)), b.icmp_signed(">=", bar_id, i32(0)))
-        with b.if_then(arrives):
-            arrived_p = _bar_slot(b, bars, bar_id, abi.BAR_ARRIVED)
-            expected_p = _bar_slot(b, bars, bar_id, abi.BAR_EXPECTED)
-            arrived = b.load(arrived_p)
-            # the first warp to arrive sets what this use of the barrier expects
-            with b.if_then(b.icmp_signed("==", arrived, i32(0))):
-                b.store(b.load(v["expect"]), expected_p)
-            arrived = b.add(arrived, i32(1))
-            b.store(arrived, arrived_p)
-            for field, k in ((abi.BAR_THREADS, "threads"), (abi.BAR_POPC, "popc")):
-                slot = _bar_slot(b, bars, bar_id, field)
-                b.store(b.add(b.load(slot), b.load(v[k])), slot)
-            with for_range(b, lo, hi, "a") as a:
-                fr = _frame(b, ws, fsize, a)
-                with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_WAIT_BAR))):
-                    kind = b.load(b.gep(kinds, [b.sub(load_field(b, fr, C["resume"], I32), i32(1))]))
-                    goes_on = b.icmp_signed("==", kind, i32(abi.SITE["bar_arrive"]))
-                    b.store(b.select(goes_on, i32(abi.THREAD_RUN), i32(abi.THREAD_BAR_ARRIVED)), _state(b, fr))
-                    b.store(b.add(b.load(v["released"]), b.zext(goes_on, I32)), v["released"])
-            # a barrier with a thread count completes on the arrival that reaches it, so the
-            # warps that arrive later start its next use
-            expected = b.load(expected_p)
-            full = b.and_(b.icmp_signed("!=", expected, i32(0)), b.icmp_signed(">=", arrived, expected))
-            with b.if_then(full):
-                freed = b.call(release, [ws, fsize, n, kinds, bars, bar_id])
-                b.store(b.add(b.load(v["released"]), freed), v["released"])
-    # a barrier without a thread count waits for every warp that still has a non-exited thread
-    live_warps = b.load(v["live_warps"])
-    with for_range(b, i32(0), i32(abi.NUM_BARRIERS), "id") as bar_id:
-        arrived = b.load(_bar_slot(b, bars, bar_id, abi.BAR_ARRIVED))
-        whole = b.icmp_signed("==", b.load(_bar_slot(b, bars, bar_id, abi.BAR_EXPECTED)), i32(0))
-        done = b.and_(b.and_(whole, b.icmp_signed(">", arrived, i32(0))), b.icmp_signed(">=", arrived, live_warps))
-        with b.if_then(done):
-            freed = b.call(release, [ws, fsize, n, kinds, bars, bar_id])
-            b.store(b.add(b.load(v["released"]), freed), v["released"])
-    released = b.load(v["released"])
-    deadlock = b.and_(b.icmp_signed("==", released, i32(0)), b.icmp_signed(">", live_warps, i32(0)))
-    with b.if_then(deadlock):
-        # the error names the first thread left waiting
-        b.store(n, v["stuck"])
-        with for_range(b, i32(0), n, "s") as t:
-            exited = b.icmp_signed("==", b.load(_state(b, _frame(b, ws, fsize, t))), i32(abi.THREAD_EXITED))
-            first = b.icmp_signed("<", t, b.load(v["stuck"]))
-            b.store(b.select(b.and_(b.not_(exited), first), t, b.load(v["stuck"])), v["stuck"])
-        stuck = _frame(b, ws, fsize, b.load(v["stuck"]))
-        for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
-            store_field(b, stuck, C[k], load_field(b, header, C[k], I32))
-        b.call(emit_record_error(module), [stuck, i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK)])
-        b.ret(i32(-1))
-    b.ret(released)
-    return fn
 
 
 def _init_block_fields(b, fr, L, cta, shared, worker):
@@ -683,7 +184,7 @@ def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs
     b.store(i32(-1), stays)
     with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear, _):
         if sites:
-            fr, tail = _frame(b, ws, i64(frame_size), linear), [header, spill, threads, i64(0)]
+            fr, tail = frame_at(b, ws, i64(frame_size), linear), [header, spill, threads, i64(0)]
         else:
             if frame_needs_index:
                 _set_thread_index(b, ws, x, y, z, linear)
@@ -782,38 +283,6 @@ def _affine_spills(b, spill, header, n, slots, holds):
             b.store(b.and_(b.load(holds), b.icmp_unsigned("==", value, expect)), holds)
         ok = b.and_(ok, b.load(holds))
     return ok
-
-
-MOST_WARPS = abi.MAX_BLOCK_THREADS // 32
-# a block's state between the worker's calls, in its workspace: the guard probe's answer
-# (i32 at 0), the warps' last turn answers (i32 each, at TURN_ANSWERS) and their turn areas
-# (at TURN_AREAS, one stride apart; 64-byte aligned, as the regions store their vectors)
-TURN_ANSWERS = 64
-TURN_AREAS = TURN_ANSWERS + (4 * MOST_WARPS + 63) // 64 * 64
-
-
-def turn_stride(regions) -> int:
-    """Bytes per warp of the block's turn areas: the largest state a region's warp leaves
-    between turns (warpregions, "turns"), 0 when none gives way."""
-    return max(((r.turn_bytes + 63) // 64 * 64 for r in (regions or {}).values()), default=0)
-
-
-def _up64(b, v):
-    """i64 v rounded up to a multiple of 64."""
-    return b.and_(b.add(v, i64(63)), i64(~63))
-
-
-def workspace_layout(b, n, frame_size, spill_bytes, stride=0):
-    """Byte offsets (i64) in a block's workspace of the spill arrays, the collective arrays
-    (COLL_ARRAYS), the per-thread stop codes of a uniform round, the block's state between
-    calls (TURN_ANSWERS, TURN_AREAS; `stride`: turn_stride), and the end: frames first,
-    shared memory after the end. The workspace starts 64-byte aligned."""
-    n64 = b.zext(n, I64)
-    spill = b.mul(n64, i64(frame_size))
-    coll = b.add(spill, i64(abi.MAX_BLOCK_THREADS * spill_bytes))
-    codes = b.add(coll, i64(COLL_BYTES))
-    state = _up64(b, b.add(codes, b.mul(n64, i64(4))))
-    return spill, coll, codes, state, b.add(state, i64(TURN_AREAS + stride * MOST_WARPS))
 
 
 @collection_paused
@@ -941,12 +410,12 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
     def resolve_known_site(site, lo):
         """resolve_warp_at for a collective site known here; returns the site to resume from."""
-        _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
+        emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
         if site not in advances:
             return i32(site)
         advance, last = advances[site]
         b.call(advance, [spill, header, ws, fsize, lo], attrs=("alwaysinline",))
-        _emit_uniform_collective(b, nsites_kinds[last - 1], site_consts[last - 1], lo, coll, ws, fsize)
+        emit_uniform_collective(b, nsites_kinds[last - 1], site_consts[last - 1], lo, coll, ws, fsize)
         return i32(last)
 
     def resolve_warp_at(code, lo):
@@ -1000,7 +469,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     with b.if_else(b.icmp_signed("==", start, i32(abi.BLOCK_FIRST))) as (first_block, later_block):
         with first_block:
             with _each_thread(b, nx, ny, nz, "i") as (x, y, z, linear, _):
-                fr = _frame(b, ws, fsize, linear)
+                fr = frame_at(b, ws, fsize, linear)
                 b.call(memcpy, [fr, header, i64(abi.FRAME_HEADER), ir.Constant(I1, 0)])
                 _set_thread_index(b, fr, x, y, z, linear)
         with later_block:
@@ -1012,7 +481,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             if frame_needs_index:
                 with b.if_then(b.icmp_signed("==", start, i32(abi.BLOCK_LATER))):
                     with for_range(b, i32(0), n, "ib") as t:
-                        fr = _frame(b, ws, fsize, t)
+                        fr = frame_at(b, ws, fsize, t)
                         for k, v in zip(("ctaid_x", "ctaid_y", "ctaid_z"), (cx, cy, cz)):
                             store_field(b, fr, C[k], v)
                         store_field(b, fr, C["exit_flag"], i32(0))
@@ -1100,7 +569,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
 
         def each_thread(resume):
             with _each_thread(b, nx, ny, nz, "u", counted_from) as (x, y, z, linear, induction):
-                fr = _frame(b, ws, fsize, linear)
+                fr = frame_at(b, ws, fsize, linear)
                 code = b.call(step, [fr, i32(resume), params, x, y, z, linear] + scalars
                               + block_args(linear, induction), attrs=("alwaysinline",))
                 in_thread_group(module, b.store(code, b.gep(codes, [linear])))
@@ -1166,7 +635,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
                 with b.if_then(is_coll(first_code)):
                     resume, again_blk = _reentry(b, fn, "cr.again", first_code)
                     with _each_lane(b, lo, nx, ny, lane_index) as (x, y, z, linear):
-                        code = b.call(step, [_frame(b, ws, fsize, linear), resume, params, x, y, z, linear]
+                        code = b.call(step, [frame_at(b, ws, fsize, linear), resume, params, x, y, z, linear]
                                       + scalars + block_args(linear), attrs=("alwaysinline",))
                         b.store(code, b.gep(codes, [linear]))
                         latch = b.block
@@ -1280,7 +749,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
             # until each of its lanes stops; their stop codes are scanned as after a round
             def run_region(lo, turn, first, site=site):
                 if first:
-                    _emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
+                    emit_uniform_collective(b, nsites_kinds[site - 1], site_consts[site - 1], lo, coll, ws, fsize)
                 return b.call(regions[site], [spill, header, ws, fsize, lo, params, codes, turn])
             turns.each_warp(b, fn, full_warp_count, regions[site], f"rg{site}.", run_region)
             b.branch(scan)
@@ -1291,7 +760,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.branch(scan)
     b.position_at_end(record)
     with for_range(b, i32(0), n, "m") as t:
-        _record_stop(b, fn, _frame(b, ws, fsize, t), b.load(b.gep(codes, [t])), kinds, site_consts, nsites_kinds)
+        _record_stop(b, fn, frame_at(b, ws, fsize, t), b.load(b.gep(codes, [t])), kinds, site_consts, nsites_kinds)
     b.branch(outer)
 
     b.position_at_end(outer)
@@ -1303,8 +772,8 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         b.branch(warp)
         b.position_at_end(warp)
         with for_range(b, lo, hi, "t") as t:
-            fr = _frame(b, ws, fsize, t)
-            with b.if_then(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN))):
+            fr = frame_at(b, ws, fsize, t)
+            with b.if_then(b.icmp_signed("==", b.load(thread_state(b, fr)), i32(abi.THREAD_RUN))):
                 index = [load_field(b, fr, C[k], I32) for k in ("tid_x", "tid_y", "tid_z", "linear")]
                 resume = load_field(b, fr, C["resume"], I32)
                 if yields:
@@ -1341,11 +810,11 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         r = load_field(b, ws, C["resume"], I32)
         ok = ir.Constant(I1, 1)
         for bar_id in range(abi.NUM_BARRIERS):
-            ok = b.and_(ok, b.icmp_signed("==", b.load(_bar_slot(b, bars, i32(bar_id), abi.BAR_ARRIVED)), i32(0)))
+            ok = b.and_(ok, b.icmp_signed("==", b.load(bar_slot(b, bars, i32(bar_id), abi.BAR_ARRIVED)), i32(0)))
         b.store(ok, same)
         with for_range(b, i32(0), n, "rc") as t:
-            fr = _frame(b, ws, fsize, t)
-            here = b.and_(b.icmp_signed("==", b.load(_state(b, fr)), i32(abi.THREAD_RUN)),
+            fr = frame_at(b, ws, fsize, t)
+            here = b.and_(b.icmp_signed("==", b.load(thread_state(b, fr)), i32(abi.THREAD_RUN)),
                           b.icmp_signed("==", load_field(b, fr, C["resume"], I32), r))
             b.store(b.and_(b.load(same), here), same)
         uniform = fn.append_basic_block("recheck.uniform")
@@ -1417,292 +886,3 @@ class _WarpTurns:
                 record(w, run(b.mul(w, i32(32)), turn(w), False))
         b.cbranch(b.load(self.pending), more, done)
         b.position_at_end(done)
-
-
-# blocks a worker keeps in flight when their block function gives way (emit_launch): their
-# grid-stride loops' turns interleaved, a worker reads the rows of several neighbouring blocks
-# together (benchmarks/models/grid_stride_order.c: reduce 2.03 ms with a block's warps in
-# turns, 1.49 with four blocks' warps, 1.45 with sixteen; NOTES "Blocks in flight")
-BLOCKS_IN_FLIGHT = 4
-
-
-@collection_paused
-def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, chunk_calls=True):
-    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`.
-    With `chunk_calls`, a kernel without sites runs each chunk's blocks in one call
-    (emit_run_blocks)."""
-    aligned_alloc = declare(module, "aligned_alloc", PTR, [I64, I64])
-    free = declare(module, "free", ir.VoidType(), [PTR])
-    thread_num = declare(module, "omp_get_thread_num", I32, [])
-    worker_ty = ir.FunctionType(ir.VoidType(), [PTR])
-    worker = ir.Function(module, worker_ty, name=name + ".worker")
-    worker.linkage = "internal"
-    # quick code hands a launch over to the optimised code once that is linked (compiler/build/tiers.py)
-    handoff = ir.GlobalVariable(module, worker_ty.as_pointer(), name=abi.handoff_symbol(name))
-    handoff.initializer = ir.Constant(worker_ty.as_pointer(), None)
-    handoff.align = 8
-    (L,) = worker.args
-    b = ir.IRBuilder(worker.append_basic_block("entry"))
-    nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
-    ny = load_field(b, L, abi.LAUNCH["block_y"], I32)
-    nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
-    n = b.zext(b.mul(b.mul(nx, ny), nz), I64)
-    if has_sites:
-        # (laid out as the block function lays it out, with its turn areas)
-        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes,
-                                        getattr(block_fn, "turn_stride", 0))[-1]
-    else:
-        frames_bytes = i64(frame_size)
-    shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
-    # a block's workspace: its frames, then its shared memory window (64 bytes apart from
-    # the next block's)
-    slot_bytes = b.add(b.add(_up64(b, frames_bytes), _up64(b, shared_bytes)), i64(64))
-    most = BLOCKS_IN_FLIGHT if getattr(block_fn, "gives_way", False) else 1
-    # inlined into the worker, whose sigsetjmp (returns_twice) holds LLVM back, the block
-    # function ran slower: sgemm 61-68 ms inlined into the one-block loop, 205-217 into the
-    # loop over slots, 49 on its own (NOTES "Blocks in flight"). A kernel without sites runs
-    # a chunk's blocks in a function of their own, the block function inlined there
-    # (emit_run_blocks)
-    run_blocks = emit_run_blocks(module, name, block_fn) if chunk_calls and not has_sites else None
-    if run_blocks is None:
-        block_fn.attributes.add("noinline")
-    ws = b.call(aligned_alloc, [i64(64), b.mul(slot_bytes, i64(most))])
-    oom = b.icmp_unsigned("==", b.ptrtoint(ws, I64), i64(0))
-    with b.if_then(oom):
-        b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_OUT_OF_MEMORY),
-                  "seq_cst", "seq_cst")
-        b.ret_void()
-    fault = worker.append_basic_block("fault")
-    done = worker.append_basic_block("done")
-    trap, key = faults.emit_trap_setup(b, L, fault)
-    wid = b.call(thread_num, [])
-    placement.leave_caller_cpu(b, L, wid)
-    gx = b.zext(load_field(b, L, abi.LAUNCH["grid_x"], I32), I64)
-    gy = b.zext(load_field(b, L, abi.LAUNCH["grid_y"], I32), I64)
-    nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
-    chunk = load_field(b, L, abi.LAUNCH["chunk"], I64)
-    backwards = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["backwards"], I32), i32(0))
-    if run_blocks is not None:
-        # each chunk in one call, without a call, the slots' bookkeeping and a division per
-        # block: stencil5 0.77-0.88x C -> 0.75-0.79x, saxpy and vector_add unchanged within
-        # the noise (NOTES "One call per chunk")
-        at_block = b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer())
-        shared = b.gep(ws, [_up64(b, frames_bytes)])
-        chunks = worker.append_basic_block("chunks")
-        b.branch(chunks)
-        b.position_at_end(chunks)
-        err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
-        healthy = worker.append_basic_block("healthy")
-        b.cbranch(b.icmp_signed("!=", err, i32(0)), done, healthy)
-        b.position_at_end(healthy)
-        first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, done)
-        r = b.call(run_blocks, [L, ws, shared, first, last, gx, gy, wid, at_block])
-        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, chunks)
-    else:
-        _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
-                          nblocks, chunk, backwards, most, done)
-    _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free)
-    return _emit_launch_function(module, worker, export_name, handoff)
-
-
-def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
-                      nblocks, chunk, backwards, most, done):
-    """The worker's loop for a kernel with sites: rounds over its `most` slots, each a block
-    in flight."""
-    # a cooperative launch gives each block a worker of its own (blocks wait for each other)
-    cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
-    slots = b.select(cooperative, i32(1), i32(most))
-    with at_function_start(b):
-        block_of = b.alloca(ir.ArrayType(I64, most), name="slot.block")
-        in_flight = b.alloca(ir.ArrayType(I1, most), name="slot.in_flight")
-        used = b.alloca(ir.ArrayType(I1, most), name="slot.used")      # its frames are set up
-        window = [b.alloca(I64, name="window." + k) for k in ("next", "end")]
-        taking = b.alloca(I1, name="taking")
-        some_in_flight = b.alloca(I1, name="some.in.flight")
-    for array in (in_flight, used):
-        b.store(ir.Constant(array.type.pointee, None), array)
-    for slot in window:
-        b.store(i64(0), slot)
-    b.store(ir.Constant(I1, 1), taking)
-    rounds = worker.append_basic_block("rounds")
-    b.branch(rounds)
-    # each round calls the block of each slot: a new one (taken `chunk` at a time from the
-    # shared counter) or the one that gave way there; the blocks of a worker's slots are
-    # neighbours, so their turns read neighbouring memory. Once optimised code has taken
-    # over, the worker takes no more blocks (the launch function runs the rest there).
-    b.position_at_end(rounds)
-    b.store(ir.Constant(I1, 0), some_in_flight)
-    with for_range(b, i32(0), slots, "slot") as g:
-        at = lambda array: b.gep(array, [i32(0), g])
-        err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
-        healthy = worker.append_basic_block("healthy")
-        b.cbranch(b.icmp_signed("!=", err, i32(0)), done, healthy)
-        b.position_at_end(healthy)
-        call, next_slot = worker.append_basic_block("call"), worker.append_basic_block("next.slot")
-        resume_from = b.block
-        take = worker.append_basic_block("take")
-        b.cbranch(b.load(at(in_flight)), call, take)
-        b.position_at_end(take)
-        got = _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, next_slot)
-        b.store(got, at(block_of))
-        start = b.select(b.load(at(used)), i32(abi.BLOCK_LATER), i32(abi.BLOCK_FIRST))
-        b.store(ir.Constant(I1, 1), at(used))
-        took = b.block
-        b.branch(call)
-        b.position_at_end(call)
-        start_phi = b.phi(I32, name="start")
-        start_phi.add_incoming(i32(abi.BLOCK_RESUMED), resume_from)
-        start_phi.add_incoming(start, took)
-        blk = b.load(at(block_of))
-        cx, cy, cz = (b.trunc(v, I32) for v in split_index(b, blk, gx, gy))
-        b.store(blk, b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer()))
-        ws_g = b.gep(ws, [b.mul(b.zext(g, I64), slot_bytes)])
-        shared = b.gep(ws_g, [_up64(b, frames_bytes)])
-        r = b.call(block_fn, [L, ws_g, shared, cx, cy, cz, wid, start_phi])
-        ran = worker.append_basic_block("ran")
-        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, ran)
-        b.position_at_end(ran)
-        gave_way = b.icmp_signed("==", r, i32(abi.BLOCK_GAVE_WAY))
-        b.store(gave_way, at(in_flight))
-        b.store(b.or_(b.load(some_in_flight), gave_way), some_in_flight)
-        b.branch(next_slot)
-        b.position_at_end(next_slot)
-    b.cbranch(b.or_(b.load(taking), b.load(some_in_flight)), rounds, done)
-
-
-def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free):
-    """The worker's fault path and its end."""
-    module = worker.module
-    # a memory fault in this worker's block: the launch fails with an illegal address
-    b.position_at_end(fault)
-    won = b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_ILLEGAL_ADDRESS),
-                    "seq_cst", "seq_cst")
-    with b.if_then(b.extract_value(won, 1)):
-        slot = lambda off: b.load(b.bitcast(b.gep(trap, [i64(off)]), I64.as_pointer()))
-        store_field(b, L, abi.LAUNCH["err_block"], slot(abi.FAULT_BLOCK))
-        store_field(b, L, abi.LAUNCH["err_info"], slot(abi.FAULT_ADDR))
-        # (a kernel without sites runs its block in the first slot's one frame)
-        thread = b.sext(load_field(b, ws, C["linear"], I32), I64) if not has_sites else i64(-1)
-        store_field(b, L, abi.LAUNCH["err_thread"], thread)
-    b.branch(done)
-    b.position_at_end(done)
-    streamstores.fence(b)           # the launch's streaming stores before its end
-    release = declare(module, "pthread_setspecific", I32, [I32, PTR])
-    b.call(release, [key, ir.Constant(PTR, None)])
-    b.call(free, [ws])
-    b.ret_void()
-
-
-def _emit_launch_function(module, worker, export_name, handoff):
-    """`void export_name(i8* L)`: the workers on libgomp's threads, then the optimised code
-    for what is left where it took over meanwhile."""
-    gomp = declare(module, "GOMP_parallel", ir.VoidType(),
-                   [ir.FunctionType(ir.VoidType(), [PTR]).as_pointer(), PTR, I32, I32])
-    launch = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=export_name)
-    (L,) = launch.args
-    b = ir.IRBuilder(launch.append_basic_block("entry"))
-    streamstores.set_flag(b, load_field(b, L, abi.LAUNCH["stream_stores"], I32))
-    nw = load_field(b, L, abi.LAUNCH["num_workers"], I32)
-    placement.note_caller_cpu(b, L)
-    b.call(gomp, [worker, L, nw, i32(0)])
-    left = b.icmp_unsigned("<", load_field(b, L, abi.LAUNCH["next_block"], I64), load_field(b, L, abi.LAUNCH["nblocks"], I64))
-    healthy = b.icmp_unsigned("==", load_field(b, L, abi.LAUNCH["error"], I32), i32(0))
-    with b.if_then(b.and_(b.and_(_handing_over(b, L, handoff), left), healthy)):
-        store_field(b, L, abi.LAUNCH["num_workers"], load_field(b, L, abi.LAUNCH["all_workers"], I32))
-        b.call(b.load_atomic(handoff, "monotonic", 8), [L])
-    b.ret_void()
-    return launch
-
-
-def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, none_left):
-    """The next block of the worker's window [next, end) (i64), taking the next chunk
-    (_take_chunk) when it is used up; where there are none (or optimised code has taken
-    over), `taking` becomes false and control goes to `none_left`."""
-    nxt, end = window
-    grab, got, stop = (worker.append_basic_block(k) for k in ("grab", "got", "none.left"))
-    b.cbranch(b.and_(b.load(taking), b.icmp_unsigned("<", b.load(nxt), b.load(end))), got, grab)
-    b.position_at_end(grab)
-    ask = worker.append_basic_block("ask")
-    b.cbranch(b.load(taking), ask, stop)
-    b.position_at_end(ask)
-    first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, stop)
-    b.store(first, nxt)
-    b.store(last, end)
-    b.branch(got)
-    b.position_at_end(stop)
-    b.store(ir.Constant(I1, 0), taking)
-    b.branch(none_left)
-    b.position_at_end(got)
-    blk = b.load(nxt)
-    b.store(b.add(blk, i64(1)), nxt)
-    return blk
-
-
-def _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, none_left):
-    """The blocks [first, last) (i64) of the next `chunk` from the launch's counter, counted
-    from the grid's end where `backwards` (i1); control goes to `none_left` where there are
-    none left, or where optimised code has taken over."""
-    ask, got = (worker.append_basic_block(k) for k in ("ask.counter", "got.chunk"))
-    b.cbranch(_handing_over(b, L, handoff), none_left, ask)
-    b.position_at_end(ask)
-    taken = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
-    end = b.add(taken, chunk)
-    end = b.select(b.icmp_unsigned("<", nblocks, end), nblocks, end)
-    # backwards, the counter's k-th chunk is the k-th from the end, its blocks still in
-    # index order (the hardware prefetchers follow each block's ascending addresses)
-    first = b.select(backwards, b.sub(nblocks, end), taken)
-    last = b.select(backwards, b.sub(nblocks, taken), end)
-    b.cbranch(b.icmp_unsigned("<", taken, nblocks), got, none_left)
-    b.position_at_end(got)
-    return first, last
-
-
-def emit_run_blocks(module, name, block_fn):
-    """`i32 run_blocks(i8* L, i8* ws, i8* shared, i64 first, i64 last, i64 gx, i64 gy,
-    i32 worker, i64* at_block)`: the blocks first..last-1 of a kernel without sites, in one
-    loop with the block function inlined, each block's index in `*at_block` while it runs
-    (a memory fault names it). abi.BLOCK_FAILED where a block failed; BLOCK_DONE after the
-    last, or before it where the launch has failed (another worker's block)."""
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I64, I64, I64, I64, I32, I64.as_pointer()]),
-                     name=name + ".blocks")
-    fn.linkage = "internal"
-    fn.attributes.add("noinline")
-    block_fn.attributes.add("alwaysinline")
-    L, ws, shared, first, last, gx, gy, worker, at_block = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    start = tuple(split_index(b, first, gx, gy))
-    entry = b.block
-    loop, next_block, failed, done = (fn.append_basic_block(k) for k in ("block", "next.block", "failed", "done"))
-    b.branch(loop)
-    b.position_at_end(loop)
-    blk, cx, cy, cz = (b.phi(I64, name=k) for k in ("blk", "cx", "cy", "cz"))
-    for phi, v in zip((blk, cx, cy, cz), (first, *start)):
-        phi.add_incoming(v, entry)
-    b.store(blk, at_block)
-    r = b.call(block_fn, [L, ws, shared, *(b.trunc(v, I32) for v in (cx, cy, cz)), worker, i32(abi.BLOCK_LATER)])
-    b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), failed, next_block)
-    b.position_at_end(next_block)
-    # the next block's coordinates by counting, not dividing
-    x1 = b.add(cx, i64(1))
-    row_done = b.icmp_unsigned("==", x1, gx)
-    y1 = b.add(cy, b.zext(row_done, I64))
-    plane_done = b.icmp_unsigned("==", y1, gy)
-    blk1 = b.add(blk, i64(1))
-    err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
-    more = b.and_(b.icmp_unsigned("<", blk1, last), b.icmp_signed("==", err, i32(0)))
-    for phi, v in ((blk, blk1), (cx, b.select(row_done, i64(0), x1)), (cy, b.select(plane_done, i64(0), y1)),
-                   (cz, b.add(cz, b.zext(plane_done, I64)))):
-        phi.add_incoming(v, next_block)
-    b.cbranch(more, loop, done)
-    b.position_at_end(failed)
-    b.ret(i32(abi.BLOCK_FAILED))
-    b.position_at_end(done)
-    b.ret(i32(abi.BLOCK_DONE))
-    return fn
-
-
-def _handing_over(b, L, handoff):
-    """i1: the optimised code has taken over this kernel, and the launch is not cooperative."""
-    there = b.icmp_unsigned("!=", b.ptrtoint(b.load_atomic(handoff, "monotonic", 8), I64), i64(0))
-    cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
-    return b.and_(there, b.not_(cooperative))

@@ -40,7 +40,8 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi, analysis
 from ..cpu import streamstores
-from ..simt import blockfunction as scheduler
+from ..cpu import launch
+from ..simt.collectives import shfl_source
 from ..irutil import (at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field,
                       register_address, store_field)
 from ..ops import bitops
@@ -82,7 +83,7 @@ def emit_module(layout, pfn, lanes: int) -> str:
     block_fn = program.emit()
     # a block program called once per block: inlined into the loop over a chunk's blocks,
     # scan (1.28-1.47x C) went to 1.68-1.85x (NOTES "One call per chunk")
-    scheduler.emit_launch(program.mod, _NAME, block_fn, False, abi.FRAME_HEADER, EXPORT, chunk_calls=False)
+    launch.emit_launch(program.mod, _NAME, block_fn, False, abi.FRAME_HEADER, EXPORT, chunk_calls=False)
     return str(program.mod)
 
 
@@ -101,7 +102,7 @@ class Affine:
 
 class BlockProgram:
     """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
-    signature of a block function (scheduler.emit_block_function), for blocks of `lanes`.
+    signature of a block function (blockfunction.emit_block_function), for blocks of `lanes`.
     `layout` is the ModuleLowering of the kernel's unit (its parameters and shared memory)."""
 
     def __init__(self, layout, pfn: pir.Function, threads: int):
@@ -115,7 +116,7 @@ class BlockProgram:
         self.fn.linkage = "internal"
         self.launch, ws, shared, *self.ctaid, _, _ = self.fn.args
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        # a memory fault names the block; the faulting thread is not known (scheduler.emit_launch)
+        # a memory fault names the block; the faulting thread is not known (launch.emit_launch)
         store_field(self.b, ws, abi.CTX["linear"], i32(-1))
         self.params = self.b.inttoptr(load_field(self.b, self.launch, abi.LAUNCH["params"], I64), PTR)
         self.shared_base = self.b.ptrtoint(shared, I64)
@@ -1144,7 +1145,7 @@ def _shuffle(w, st):
     if fixed is None:
         raise NotVectorisable("a shuffle with operands known only at run time")
     mode, lane_op, clamp = fixed
-    srcs = [scheduler.shfl_source(mode, lane, lane_op, clamp) for lane in range(WARP)]
+    srcs = [shfl_source(mode, lane, lane_op, clamp) for lane in range(WARP)]
     index = [t - t % WARP + srcs[t % WARP][0] for t in range(w.lanes)]
     a = w.read(st.operands[1], "b32")
     moved = w.b.shuffle_vector(a, ir.Constant(a.type, None), ir.Constant(ir.VectorType(I32, w.lanes), index))

@@ -1570,7 +1570,7 @@ class EntryRegion(WarpRegion):
         # outside lockstep the region ran 8x slower than the threads one by one; a region
         # for such partners takes them instead, where it is made: emit_entry_region)
         self.bails = not f.sites
-        # and reads no stop codes there (every lane exits: scheduler.emit_block_function):
+        # and reads no stop codes there (every lane exits: blockfunction.emit_block_function):
         # storing them anyway, 128 bytes per warp into a stack array, cost bitonic sort 6%
         # (0.93-0.945x the time without)
         self.stores_codes = bool(f.sites)

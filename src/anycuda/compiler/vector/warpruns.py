@@ -27,7 +27,8 @@ from .. import abi, analysis
 from ..irutil import convert_bits, declare, i32, i64, load_field, split_index
 from ..ops import bitops, instructions
 from ..ops.instructions import _cmp_op, _compare
-from ..simt.blockfunction import COLL_ARRAYS, shfl_source
+from ..simt.collectives import shfl_source
+from ..simt.workspace import COLL_ARRAYS
 from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 
 LANES = 32
@@ -514,7 +515,7 @@ def _selp(w, st):
 
 def _shuffle(w, st):
     """An inner shuffle of a run: every lane of the warp is there (the run started with all of
-    them), so it is the fixed permutation of scheduler.shfl_source."""
+    them), so it is the fixed permutation of collectives.shfl_source."""
     mode, lane_op, clamp = fixed_shuffle(st, w.constants)
     srcs = [shfl_source(mode, lane, lane_op, clamp) for lane in range(LANES)]
     a = w.read(st.operands[1], "b32")
