@@ -45,7 +45,7 @@ def made_regions(source: str):
     """({kernel: the warp region functions made for it}, the lowered LLVM module) of CUDA C++
     `source` (compiler/vector/warpregions.py: a region function is named after its kernel's index
     and its site, 0 for an entry region; one not made keeps a single block, "unused")."""
-    from anycuda.compiler.module import ModuleLowering
+    from anycuda.compiler.lowering.module import ModuleLowering
     from anycuda.cudac import compile_to_ptx
     from anycuda.ptx.parser import parse
     ptx = compile_to_ptx(source)

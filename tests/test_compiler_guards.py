@@ -8,8 +8,8 @@ import pytest
 import anycuda as ac
 from llvmlite import ir
 from anycuda.compiler import abi, guards
-from anycuda.compiler.lower import FunctionLowering
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.lowering.function import FunctionLowering
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx import parse
 from conformance import poison

@@ -23,7 +23,7 @@ import pytest
 import anycuda as ac
 from anycuda.compiler import analysis, guards
 from anycuda.compiler.vector import laneshapes
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.ptx import parse
 import ptx_generators as gen
 

@@ -8,7 +8,7 @@ import pytest
 
 import anycuda as ac
 from anycuda.compiler.simt import probebounds
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
 from conformance import poison

@@ -1,4 +1,4 @@
-"""What a thread keeps across a barrier or shuffle (lower._plan_spills): registers recomputed
+"""What a thread keeps across a barrier or shuffle (FunctionLowering._plan_spills): registers recomputed
 at one site and saved at another when nvcc reuses them, and saves skipped for registers
 unchanged since the last resume (analysis.written_since_resume). Hand-written PTX pins the
 register reuse; the expected values are worked out by hand below."""

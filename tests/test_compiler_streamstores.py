@@ -10,7 +10,7 @@ import pytest
 import anycuda as ac
 from anycuda.compiler import analysis
 from anycuda.compiler.cpu import streamstores
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
 from anycuda.runtime import program
@@ -158,7 +158,7 @@ def test_rewrite_takes_marked_vector_stores_only():
 
 def _optimised_ir(monkeypatch, tmp_path, source):
     from anycuda.compiler.build import jit
-    from anycuda.compiler.module import ModuleLowering
+    from anycuda.compiler.lowering.module import ModuleLowering
     dump = tmp_path / "opt.ll"
     dump.unlink(missing_ok=True)
     monkeypatch.setenv("ANYCUDA_DUMP_OPT_IR", str(dump))

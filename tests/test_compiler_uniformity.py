@@ -9,7 +9,7 @@ import pytest
 
 import anycuda as ac
 from anycuda.compiler import analysis
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.ptx.parser import parse
 from conformance import poison
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.ptx.parser import parse
 from conformance import poison
 
@@ -270,14 +270,14 @@ LINEAR = r"""
 
 
 def test_registers_saved_without_their_thread_linear_part(rng, monkeypatch):
-    from anycuda.compiler import lower
+    from anycuda.compiler.lowering.function import FunctionLowering
     seen = {}
-    original = lower.FunctionLowering._plan_spills
+    original = FunctionLowering._plan_spills
 
     def spy(self, body):
         original(self, body)
         seen.update(self.linear_forms)
-    monkeypatch.setattr(lower.FunctionLowering, "_plan_spills", spy)
+    monkeypatch.setattr(FunctionLowering, "_plan_spills", spy)
     assert _advances(LINEAR) == (1, 0)
     assert {"%r11", "%r13"} <= set(seen)
     monkeypatch.undo()

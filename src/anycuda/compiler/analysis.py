@@ -795,7 +795,7 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
     definition computes as k * %tid.x + ... plus something else (a row start, a tile offset):
     nvcc's indices such as `row * n + t + threadIdx.x`, stepped by a tile loop.
 
-    Saving such a register at a site as value - form (compiler/lower.py) and adding the form
+    Saving such a register at a site as value - form (compiler/lowering/function.py) and adding the form
     back on resume is exact whatever the analysis says, since each thread uses its own index
     both times; the form only matters for speed. When what is left is the same in every
     thread, a uniform round rebuilds the register from one value, and the vectoriser sees

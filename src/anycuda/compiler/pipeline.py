@@ -9,7 +9,7 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
               and the variables they name, keeping the module's line numbers
   2. cache    compiler.build.cache: a kernel met before (same unit text, compiler, CPU) is loaded
   3. parse    ptx.parse: the unit's text to PTX IR
-  4. lower    compiler.module.ModuleLowering: PTX IR to LLVM IR (each function's analyses,
+  4. lower    compiler.lowering.module.ModuleLowering: PTX IR to LLVM IR (each function's analyses,
               SIMT scheduling, warp regions, the block and launch functions); the module's
               variables are declarations here, defined once by `compile_variables`
   5. build    compiler.build.jit.compile_to_object: LLVM IR to a native object; quick code first
@@ -37,7 +37,7 @@ from ..ptx.errors import PtxError
 from ..ptx.index import Unit
 from .build import cache, jit, tiers
 from .irutil import collection_paused
-from .module import KernelInfo, ModuleLowering
+from .lowering.module import KernelInfo, ModuleLowering
 from .vector import blockprograms
 
 FORMAT = 1        # of what compile_kernel and compile_variables put in the cache

@@ -33,7 +33,7 @@ NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": 
 
 def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
     """Record in a thread's frame where step stopped (`code`, not a trap): its state, resume
-    point, and the operands of its site that are constants (lower.suspend leaves them out)."""
+    point, and the operands of its site that are constants (FunctionLowering.suspend leaves them out)."""
     exited = b.icmp_signed("==", code, i32(abi.STEP_EXIT))
     kind = b.load(b.gep(kinds, [b.sub(b.select(exited, i32(1), code), i32(1))]))
     is_block = ir.Constant(I1, 0)

@@ -1083,7 +1083,7 @@ def _load_bases(body) -> set:
 
 def _cvta(w, st):
     """Generic addresses of global memory are the addresses; shared memory's are its
-    window's base plus the offset (lower.FunctionLowering.symbol_address)."""
+    window's base plus the offset (FunctionLowering.symbol_address)."""
     t = type_mods(st.mods)[-1]
     b = w.b
     value = convert_bits(b, w.read(st.operands[1], t), I64, False)

@@ -927,7 +927,7 @@ class WarpRegion(WarpCode):
 
     def read(self, op, t):
         if isinstance(op, pir.Sym):
-            # a variable's address, as lower.FunctionLowering.symbol_address(window=True)
+            # a variable's address, as FunctionLowering.symbol_address(window=True)
             return convert_bits(self.b, self.splat(self._symbol(op.name)), llvm_type(t))
         return super().read(op, t)
 

@@ -259,7 +259,7 @@ class WarpCode:
         b.store(v, ptr, align=size)
 
     def _linear_part(self, r):
-        """lower.FunctionLowering._linear_part for the warp's lanes."""
+        """FunctionLowering._linear_part for the warp's lanes."""
         b = self.b
         total = ir.Constant(self._vec(I32), None)
         for axis, factor, k in analysis.linear_terms(self.f.linear_forms[r]):
@@ -361,7 +361,7 @@ class WarpCode:
         raise NotVectorisable(f"operand {op}")
 
     def immediate(self, op, t, lt):
-        """lower.FunctionLowering.immediate, splat over the lanes."""
+        """FunctionLowering.immediate, splat over the lanes."""
         if t == "pred":
             return self.splat(ir.Constant(I1, 1 if op.value else 0))
         if isinstance(lt, ir.IntType):

@@ -8,7 +8,7 @@ collective's operands in its frame and returns the site number; the block schedu
 that site as resume point. A `.func` becomes an ordinary LLVM function
 `void f(i8* ctx, i8* ret0.., i8* param0..)` whose `.param` arguments are byte buffers.
 
-Instruction semantics live in `instructions.py` (the tables and handlers); this module
+Instruction semantics live in ops/ (`ops/instructions.py`: the tables and handlers); this module
 owns registers, operands, addresses and control flow.
 """
 from __future__ import annotations
@@ -17,15 +17,16 @@ import dataclasses
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from ..ptx.errors import PtxError, UnsupportedPtx
-from . import abi, analysis, guards
-from .simt import gridsync, probebounds
-from .irutil import collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address, store_field
-from .layout import decl_size, passed_parameters
-from .ops import instructions
-from .types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
-from .vector import warpregions, warpruns
+from ...ptx import ir as pir
+from ...ptx.errors import PtxError, UnsupportedPtx
+from .. import abi, analysis, guards
+from ..irutil import (collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address,
+                      store_field)
+from ..layout import decl_size, passed_parameters
+from ..ops import instructions
+from ..simt import gridsync, probebounds
+from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, width
+from ..vector import warpregions, warpruns
 
 SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nctaid"}
 

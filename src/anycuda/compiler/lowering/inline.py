@@ -14,8 +14,8 @@ import dataclasses
 import itertools
 import weakref
 
-from ..ptx import ir as pir
-from .analysis import has_suspensions, strongly_connected_components
+from ...ptx import ir as pir
+from ..analysis import has_suspensions, strongly_connected_components
 
 _counter = itertools.count()
 

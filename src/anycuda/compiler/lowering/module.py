@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from ..ptx import ir as pir
-from ..ptx.errors import PtxError
-from . import abi, analysis
-from .cpu import launch
-from .simt import blockfunction, gridsync
-from .simt.workspace import emit_record_error
+from ...ptx import ir as pir
+from ...ptx.errors import PtxError
+from .. import abi, analysis
+from ..cpu import launch
+from ..irutil import declare, i32, i64
+from ..layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
+from ..simt import blockfunction, gridsync
+from ..simt.workspace import emit_record_error
+from ..types import I8, I32, I64, PTR, width
+from .function import FunctionLowering
 from .inline import inline_suspending_calls
-from .irutil import declare, i32, i64
-from .layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
-from .lower import FunctionLowering
-from .types import I8, I32, I64, PTR, width
 
 
 @dataclass
