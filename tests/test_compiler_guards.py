@@ -1,4 +1,4 @@
-"""Probed branches (compiler/guards.py): a block whose threads all pass the kernel's
+"""Probed branches (compiler/analysis/guards.py): a block whose threads all pass the kernel's
 `if (i >= n) return;`, and the border test after it, runs the body without them. Checked
 against numpy on random sizes that leave a partial last block, with the memory past the end
 poisoned: it must stay untouched."""
@@ -7,7 +7,8 @@ import pytest
 
 import anycuda as ac
 from llvmlite import ir
-from anycuda.compiler import abi, guards
+from anycuda.compiler import abi
+from anycuda.compiler.analysis import guards
 from anycuda.compiler.lowering.function import FunctionLowering
 from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import dataflow as analysis
 from anycuda.compiler.vector import lanereloads, laneshapes
 from anycuda.compiler.types import space_of
 from anycuda.ptx.parser import parse

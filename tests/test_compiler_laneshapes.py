@@ -2,7 +2,7 @@
 base + lane * stride in lockstep, and the conditions the checked forms name."""
 import pytest
 
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import dataflow as analysis
 from anycuda.compiler.vector import laneshapes
 from anycuda.ptx import parse
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import dataflow as analysis
 from anycuda.ptx.parser import parse
 from conformance import force_affine_check, poison
 

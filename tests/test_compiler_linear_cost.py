@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis, guards
+from anycuda.compiler.analysis import dataflow as analysis, guards
 from anycuda.compiler.vector import laneshapes
 from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.ptx import parse

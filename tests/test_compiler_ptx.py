@@ -825,7 +825,7 @@ DONE:
 def test_grid_stride_loop_with_uneven_trip_counts_then_barrier(rng=np.random.default_rng()):
     """A grid-stride loop runs in lockstep across a block (a yield at its back edge): threads
     that leave it at different iterations, or never enter it, meet at a barrier after it."""
-    from anycuda.compiler import analysis
+    from anycuda.compiler.analysis import dataflow as analysis
     from anycuda.ptx import parse
     ptx = """
 .visible .entry k(.param .u64 pin, .param .u64 pout, .param .u64 pblk, .param .u32 pn)

@@ -5,7 +5,7 @@ register reuse; the expected values are worked out by hand below."""
 import numpy as np
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import dataflow as analysis
 from anycuda.ptx import parse
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"

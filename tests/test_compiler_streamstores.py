@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import dataflow as analysis
 from anycuda.compiler.cpu import streamstores
 from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx

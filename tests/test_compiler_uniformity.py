@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import dataflow as analysis
 from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.ptx.parser import parse
 from conformance import poison

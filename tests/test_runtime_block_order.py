@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import dataflow as analysis
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
 from anycuda.runtime import program

@@ -19,7 +19,8 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.errors import PtxError, UnsupportedPtx
-from .. import abi, analysis, guards
+from .. import abi
+from ..analysis import dataflow as analysis, guards
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address,
                       store_field)
 from ..layout import decl_size, passed_parameters
@@ -90,7 +91,7 @@ class FunctionLowering:
         self.probe_bounds = None          # the block-wide bounds of the known predicates (probebounds.py)
         self.fused_products = {}          # id(add/sub) -> the mul fused into it (analysis.fused_products)
         self.known_branches = {}          # position of a branch a probe settles -> what computes its
-                                          # predicate (compiler/guards.py)
+                                          # predicate (compiler/analysis/guards.py)
         self.guarded_rounds = {}          # resume site (0: start) -> bits of the known branches it reaches
         self.site_at = {}                 # position of a suspending instruction -> its site
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
@@ -470,7 +471,7 @@ class FunctionLowering:
             sw.add_case(i32(guards.PROBE & ~guards.PASSED), probe)
 
     def _emit_probe(self):
-        """The step function's PROBE case (compiler/guards.py): compute the known branches'
+        """The step function's PROBE case (compiler/analysis/guards.py): compute the known branches'
         predicates, return a bit per branch that this thread does not take."""
         b, body = self.b, self.pfn.body
         for pos in guards.probe_closure(self.known_branches):

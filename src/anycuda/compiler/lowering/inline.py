@@ -15,7 +15,7 @@ import itertools
 import weakref
 
 from ...ptx import ir as pir
-from ..analysis import has_suspensions, strongly_connected_components
+from ..analysis.dataflow import has_suspensions, strongly_connected_components
 
 _counter = itertools.count()
 

@@ -13,7 +13,8 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.errors import PtxError
-from .. import abi, analysis
+from .. import abi
+from ..analysis import dataflow as analysis
 from ..cpu import launch
 from ..irutil import declare, i32, i64
 from ..layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters

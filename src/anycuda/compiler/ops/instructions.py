@@ -10,10 +10,11 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
-from .. import abi, guards
+from .. import abi
+from ..analysis import guards
 from ..cpu import streamstores
 from ..simt import gridsync
-from ..analysis import constant_registers
+from ..analysis.dataflow import constant_registers
 from ..irutil import convert_bits, i32, i64, load_field
 from ..simt.workspace import COLL_ARRAYS
 from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
@@ -727,7 +728,7 @@ def bra(f, inst):
         g = b.not_(g)
     fall = f.fn.append_basic_block("fall")
     if f.is_kernel and f.inst_pos in f.known_branches:
-        # a round whose block passed the probe does not take it (compiler/guards.py; the
+        # a round whose block passed the probe does not take it (compiler/analysis/guards.py; the
         # resume argument is a constant at each call of a round, so one way folds away)
         normal = f.fn.append_basic_block("guard")
         b.cbranch(b.icmp_signed("!=", b.and_(f.fn.args[1], i32(guards.PASSED)), i32(0)), fall, normal)

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from .. import abi, guards
+from .. import abi
+from ..analysis import guards
 from ..irutil import (at_function_start, collection_paused, declare, for_range, for_range_counting, i32, i64,
                       in_thread_group, load_field, load_invariant, load_invariant_field, set_loop_hints, split_index,
                       store_field, thread_parallel_group)
@@ -160,7 +161,7 @@ def _emit_thread(b, fn, ws, step, index, fail, params, frame_needs_index, scalar
 
 def _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, sites, bounds=None):
     """i32 probe(i8* L, i8* ws, i8* header, i8* spill): bit i set when no thread of the block
-    takes the kernel's known branch i (compiler/guards.py); each thread computes only their
+    takes the kernel's known branch i (compiler/analysis/guards.py); each thread computes only their
     predicates. A function of its own: inline, its loop multiplied the paths through the
     block function (LLVM duplicated the code that computes the workspace's pointers, whose
     phis cost sgemm's tile round its vectorised loop). With `sites`, each thread has its
@@ -357,7 +358,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
         if 0 in guarded_rounds:
             # a block whose threads all pass the known branches (an exit guard, a border
             # test) runs the body without them: plain vector loads and stores instead of
-            # masked ones (compiler/guards.py)
+            # masked ones (compiler/analysis/guards.py)
             probe = _emit_guard_probe(module, name, step, scalar_params, frame_size, frame_needs_index, False)
             with b.if_else(_block_stays(b, fn, probe, probe_bounds, L, ws, guarded_rounds[0])) as (unguarded, guarded):
                 with unguarded:
@@ -497,7 +498,7 @@ def emit_block_function(module, name, step, nsites_kinds, frame_size, frame_need
     def block_args(t, induction=None):
         return [header, spill, b.zext(n, I64), induction if induction is not None else i64(0)]
     # which of the kernel's known branches no thread of the block takes: a round that can
-    # reach only such ones runs a copy without them (compiler/guards.py)
+    # reach only such ones runs a copy without them (compiler/analysis/guards.py)
     # (asked once per block: a resumed block finds the answer in its state)
     stays = None
     if guarded_rounds:

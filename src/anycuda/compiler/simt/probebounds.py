@@ -1,6 +1,6 @@
 """Bounds over a whole block of the known branches' predicates, before the probe runs thread by thread.
 
-The probe (compiler/guards.py) computes each thread's known predicates in a loop over the
+The probe (compiler/analysis/guards.py) computes each thread's known predicates in a loop over the
 block's threads. For saxpy's `if (i < n)` or a stencil's border test that loop is a fifth to
 a third of the kernel's time (benchmarks/NOTES.md): the kernel's own work per thread is as
 small. Those predicates are comparisons of values affine in the thread index, so interval
@@ -20,7 +20,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from .. import abi, guards
+from .. import abi
+from ..analysis import guards
 from ..irutil import i64, load_field, load_invariant, load_invariant_field
 from ..types import I1, I32, I64, PTR, llvm_type, type_mods, width
 

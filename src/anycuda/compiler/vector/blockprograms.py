@@ -38,7 +38,8 @@ from types import SimpleNamespace
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from .. import abi, analysis
+from .. import abi
+from ..analysis import dataflow as analysis
 from ..cpu import streamstores
 from ..cpu import launch
 from ..simt.collectives import shfl_source

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ptx import ir as pir
-from .. import analysis
+from ..analysis import dataflow as analysis
 from ..types import MEMORY_WRITES, ORDERED_MODS, space_of, type_mods, width
 
 # what a reloaded value may go through on its way from the load (integers only: a float add

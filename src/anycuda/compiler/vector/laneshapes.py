@@ -23,7 +23,7 @@ at run time before it relies on it.
 from __future__ import annotations
 
 from ...ptx import ir as pir
-from .. import analysis
+from ..analysis import dataflow as analysis
 from ..types import type_mods, width
 
 VARYING = None

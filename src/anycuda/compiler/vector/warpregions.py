@@ -62,7 +62,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from .. import abi, analysis
+from .. import abi
+from ..analysis import dataflow as analysis
 from ..cpu import streamstores
 from ..irutil import (at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address,
                       set_loop_hints)

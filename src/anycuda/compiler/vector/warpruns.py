@@ -23,7 +23,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from .. import abi, analysis
+from .. import abi
+from ..analysis import dataflow as analysis
 from ..irutil import convert_bits, declare, i32, i64, load_field, split_index
 from ..ops import bitops, instructions
 from ..ops.instructions import _cmp_op, _compare

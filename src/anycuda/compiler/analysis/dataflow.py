@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..ptx import ir
-from .types import ORDERED_MODS, type_mods, vector_count, width
+from ...ptx import ir
+from ..types import ORDERED_MODS, type_mods, vector_count, width
 
 # Instructions that write no register operand.
 NO_DEST = {"st", "red", "bar", "barrier", "membar", "fence", "bra", "brx", "ret", "exit", "trap",

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import bisect
 
-from ..ptx import ir as pir
-from .analysis import build_cfg, definition_positions, defs_uses, is_suspension, strongly_connected_components
+from ...ptx import ir as pir
+from .dataflow import build_cfg, definition_positions, defs_uses, is_suspension, strongly_connected_components
 
 PROBE = -1
 PASSED = 1 << 21                  # a bit of the resume argument, beside abi.AFFINE_RESUME
