@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler.analysis import dataflow as analysis
+from anycuda.compiler.analysis import memory
 from anycuda.compiler.cpu import streamstores
 from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
@@ -74,7 +74,7 @@ def test_streaming_store_bytes(source, name, nbytes):
     """What a thread stores into buffers the kernel does not read: the launch's choice.
     axpy reads the address it writes; scale_rows reads its output buffer back elsewhere."""
     fn = _kernel(source, name)
-    assert analysis.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == nbytes
+    assert memory.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == nbytes
 
 
 def test_launch_choice(monkeypatch):
@@ -115,7 +115,7 @@ def test_launch_choice_by_buffers(monkeypatch, rng, rows, streams):
     monkeypatch.setattr(program.KernelImage, "_choices_by_buffers",
                         lambda self, params: choices.append(decide(self, params)[0]) or decide(self, params))
     fn = _kernel(ROWS, "double_rows")
-    assert analysis.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == 4
+    assert memory.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == 4
     c = 1000
     x = rng.standard_normal((rows, c)).astype(np.float32)
     y = poison(rows * c, np.float32)

@@ -31,7 +31,9 @@ from __future__ import annotations
 import bisect
 
 from ...ptx import ir as pir
-from .dataflow import build_cfg, definition_positions, defs_uses, is_suspension, strongly_connected_components
+from .cfg import build_cfg, strongly_connected_components
+from .dataflow import definition_positions, defs_uses
+from .suspensions import is_suspension
 
 PROBE = -1
 PASSED = 1 << 21                  # a bit of the resume argument, beside abi.AFFINE_RESUME

@@ -20,7 +20,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.errors import PtxError, UnsupportedPtx
 from .. import abi
-from ..analysis import dataflow as analysis, guards
+from ..analysis import affine, dataflow, fusion, gridstride, guards, memory, suspensions, uniformity
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address,
                       store_field)
 from ..layout import decl_size, passed_parameters
@@ -82,14 +82,14 @@ class FunctionLowering:
         self.written = {}                 # suspension position -> registers written since a resume
         self.remat_at = {}                # suspension position -> {register: definition} recomputed there
         self.block_uniform = set()        # registers every thread of a block computes alike
-        self.stride_loop_at = {}          # back-edge yield position -> its loop (analysis.StrideLoop)
+        self.stride_loop_at = {}          # back-edge yield position -> its loop (gridstride.StrideLoop)
         self.affine_sites = {}            # site -> [(header slot, spill offset, size, stride, known)]: see _reload
         self.proven_alike = set()         # saved registers whose saved value is one for the whole block
         self.self_checked_sites = set()   # yield sites whose rounds check themselves (blockfunction.uniform_round)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probe_bounds = None          # the block-wide bounds of the known predicates (probebounds.py)
-        self.fused_products = {}          # id(add/sub) -> the mul fused into it (analysis.fused_products)
+        self.fused_products = {}          # id(add/sub) -> the mul fused into it (fusion.fused_products)
         self.known_branches = {}          # position of a branch a probe settles -> what computes its
                                           # predicate (compiler/analysis/guards.py)
         self.guarded_rounds = {}          # resume site (0: start) -> bits of the known branches it reaches
@@ -124,14 +124,14 @@ class FunctionLowering:
         body = self.pfn.body
         if self.is_kernel:
             self.known_branches = guards.known_branches(body, self.mc.kernel_params(self.pfn))
-        self.fused_products = analysis.fused_products(body)
+        self.fused_products = fusion.fused_products(body)
         for st in body:
             if isinstance(st, pir.Prototype):
                 self.prototypes[st.name] = st
             elif isinstance(st, pir.BranchTargets):
                 self.branch_targets[st.name] = st.targets
         if self.is_kernel:
-            self.site_live = analysis.live_across_suspensions(body, self.branch_targets)
+            self.site_live = dataflow.live_across_suspensions(body, self.branch_targets)
             for back, leave in self.yield_pairs:
                 # both ends of a loop's round spill the same registers (a dead one too), so
                 # that no spill store is conditional: LLVM would need a masked store
@@ -199,10 +199,10 @@ class FunctionLowering:
             self.probe_bounds = probebounds.emit_bounds(self)
 
     def _insert_yields(self):
-        """A yield before the back edge of each grid-stride loop (analysis.grid_stride_yields)."""
+        """A yield before the back edge of each grid-stride loop (gridstride.grid_stride_yields)."""
         body = self.pfn.body
         targets = {st.name: st.targets for st in body if isinstance(st, pir.BranchTargets)}
-        at = analysis.grid_stride_yields(body, targets, self.mc.kernel_params(self.pfn))
+        at = gridstride.grid_stride_yields(body, targets, self.mc.kernel_params(self.pfn))
         if not at:
             return
         # `@p bra LOOP` becomes `@!p bra EXIT; yield; bra LOOP; EXIT: yield`: a thread leaving
@@ -214,7 +214,7 @@ class FunctionLowering:
             if pos not in at:
                 new.append(st)
                 continue
-            yield_ = pir.Instruction(analysis.YIELD, (), (), st.loc, text="(yield)")
+            yield_ = pir.Instruction(suspensions.YIELD, (), (), st.loc, text="(yield)")
             if st.guard is None:
                 self.stride_loop_at[len(new)] = at[pos]
                 new += [yield_, st]
@@ -259,8 +259,8 @@ class FunctionLowering:
     def _plan_spills(self, body):
         if not self.site_live:
             return          # a kernel without sites keeps nothing across one
-        self.block_uniform = analysis.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
-        defs = analysis.definition_positions(body)
+        self.block_uniform = uniformity.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
+        defs = dataflow.definition_positions(body)
         cost = {}
 
         def chain(r):
@@ -296,7 +296,7 @@ class FunctionLowering:
             if chain(r) is not None:
                 self.remat[r] = defs[r][0]
         spilled = set()
-        reaching = analysis.reaching_definitions(body, self.branch_targets)
+        reaching = dataflow.reaching_definitions(body, self.branch_targets)
 
         def fixed(r):
             """{register: definition} for r and what its recomputation reads (one definition each)."""
@@ -324,7 +324,7 @@ class FunctionLowering:
             if self.remat_at.get(back) != self.remat_at.get(leave):
                 for pos in (back, leave):
                     spilled |= {r for r in self.remat_at.pop(pos, {}) if r in self.site_live[pos]}
-        self.written = analysis.written_since_resume(body, self.branch_targets,
+        self.written = dataflow.written_since_resume(body, self.branch_targets,
                                                      {pos: set(need) for pos, need in self.remat_at.items()},
                                                      {pos: set(regs) for pos, regs in self.site_live.items()})
         for back, leave in self.yield_pairs:
@@ -341,12 +341,12 @@ class FunctionLowering:
         self.spill_bytes = (off + 7) // 8 * 8
         inductions = {loop.induction for loop in self.stride_loop_at.values()}
         params = self.mc.kernel_params(self.pfn)
-        self.linear_forms = {r: f for r, f in analysis.thread_linear_forms(body, params).items()
+        self.linear_forms = {r: f for r, f in affine.thread_linear_forms(body, params).items()
                              if r in self.spill_slots and r not in inductions and r not in self.block_uniform
                              and self.regs[r][0].type.pointee == I32}
-        if analysis.control_uniform(body, params):
+        if uniformity.control_uniform(body, params):
             # every thread saves the same value: the scheduler need not compare them
-            self.proven_alike = self.block_uniform | analysis.uniform_remainders(body, params, self.linear_forms)
+            self.proven_alike = self.block_uniform | uniformity.uniform_remainders(body, params, self.linear_forms)
 
     def _recomputable_at(self, body, reaching, chain, fixed, r, at, site, depth):
         """{register: position of its definition} to run at `site`'s resume so that r holds
@@ -517,11 +517,11 @@ class FunctionLowering:
 
     def streams(self, inst) -> bool:
         """Whether store `inst` may bypass the caches where its launch asks for that
-        (analysis.streams, compiler/cpu/streamstores.py)."""
+        (memory.streams, compiler/cpu/streamstores.py)."""
         if self._read_memory is None:
             params = self.mc.kernel_params(self.pfn) if self.is_kernel else ()
-            self._read_memory = analysis.read_memory(self.pfn.body, params)
-        return analysis.streams(inst, self._read_memory)
+            self._read_memory = memory.read_memory(self.pfn.body, params)
+        return memory.streams(inst, self._read_memory)
 
     def parallel_space(self, space: str) -> bool:
         """Whether the kernel's loads and stores in state space `space` ('' = generic) may be
@@ -962,22 +962,22 @@ class FunctionLowering:
         self.resume_blocks.append((site, resume))
         b.position_at_end(resume)
         self._reload(live, {})
-        affine = self._affine_registers(live)
-        if affine:
+        rebuilt = self._affine_registers(live)
+        if rebuilt:
             cont = self.fn.append_basic_block(f"resumed{site}")
             b.branch(cont)
             again = self.fn.append_basic_block(f"resume{site}.affine")
             self.resume_blocks.append((site + abi.AFFINE_RESUME, again))
             b.position_at_end(again)
-            slots = {r: (self.affine_slots + k, stride) for k, (r, stride) in enumerate(affine.items())}
+            slots = {r: (self.affine_slots + k, stride) for k, (r, stride) in enumerate(rebuilt.items())}
             self.affine_sites[site] = [(slots[r][0],) + self.spill_slots[r] + (stride, self._proven_affine(r, stride))
-                                       for r, stride in affine.items()]
+                                       for r, stride in rebuilt.items()]
             loop = self.stride_loop_at.get(self.inst_pos)
             if loop is not None and not loop.scatters:
                 # a round with atomics stays scalar: its own min/max reductions would cost
                 # more than the vectorised passes they replace (histogram)
                 self.self_checked_sites.add(site)
-            self.affine_slots += len(affine)
+            self.affine_slots += len(rebuilt)
             self._reload(live, slots)
             b.branch(cont)
             b.position_at_end(cont)
@@ -991,7 +991,7 @@ class FunctionLowering:
         induction register (first + t), at such a yield or a block barrier the registers
         every thread computes alike (first)."""
         inst = self.inst
-        if not (analysis.is_yield(inst) or analysis.is_block_barrier(inst)):
+        if not (suspensions.is_yield(inst) or suspensions.is_block_barrier(inst)):
             return {}
         saved = [r for r in live if r in self.spill_slots and _kind(self.regs[r][1]) == "int"
                  and self.regs[r][1] != "pred" and self.spill_slots[r][1] in (4, 8)]
@@ -1045,13 +1045,13 @@ class FunctionLowering:
             self.set_shadow(r, value)
 
     def _linear_part(self, r):
-        """i32: register r's thread-linear form (analysis.thread_linear_forms) evaluated for
+        """i32: register r's thread-linear form (affine.thread_linear_forms) evaluated for
         this thread. A saved register of such a form is stored without it and gets it back
         on resume: what is stored is then often the same in every thread (a tile's row start),
         which a uniform round rebuilds from one value, so that r's accesses vectorise."""
         b = self.b
         total = i32(0)
-        for axis, factor, k in analysis.linear_terms(self.linear_forms[r]):
+        for axis, factor, k in affine.linear_terms(self.linear_forms[r]):
             term = b.mul(self.fn.args[3 + "xyz".index(axis)], i32(k))
             if factor is not None and factor.startswith("%"):
                 name, comp = factor[1:].split(".")
@@ -1100,7 +1100,7 @@ class FunctionLowering:
 
     # ------------------------------------------------------------------ instructions
     def lower_instruction(self, inst: pir.Instruction):
-        if analysis.is_yield(inst):
+        if suspensions.is_yield(inst):
             return self.suspend("yield", {}, None)
         handler = instructions.HANDLERS.get(inst.opcode)
         if handler is None:

@@ -15,7 +15,8 @@ import itertools
 import weakref
 
 from ...ptx import ir as pir
-from ..analysis.dataflow import has_suspensions, strongly_connected_components
+from ..analysis.cfg import strongly_connected_components
+from ..analysis.suspensions import has_suspensions
 
 _counter = itertools.count()
 

@@ -14,7 +14,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.errors import PtxError
 from .. import abi
-from ..analysis import dataflow as analysis
+from ..analysis import memory
 from ..cpu import launch
 from ..irutil import declare, i32, i64
 from ..layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
@@ -36,8 +36,8 @@ class KernelInfo:
     directives: dict = field(default_factory=dict)
     error: PtxError = None            # set when the kernel (or a function it calls) cannot be lowered
     handoff: str = ""                 # symbol of its handoff slot (abi.handoff_symbol)
-    stream_bytes: int = 0             # what a thread stores that may bypass the caches (analysis.streaming_store_bytes)
-    any_block_order: bool = False     # nothing but time shows the order its blocks ran in (analysis.any_block_order)
+    stream_bytes: int = 0             # what a thread stores that may bypass the caches (memory.streaming_store_bytes)
+    any_block_order: bool = False     # nothing but time shows the order its blocks ran in (memory.any_block_order)
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
@@ -255,8 +255,8 @@ class ModuleLowering:
         psize = max((p.offset + p.size for p in params), default=0)
         info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives),
                           handoff=abi.handoff_symbol(f"ptx.k{index}"),
-                          stream_bytes=analysis.streaming_store_bytes(pfn.body, self.kernel_params(pfn)),
-                          any_block_order=analysis.any_block_order(pfn.body))
+                          stream_bytes=memory.streaming_store_bytes(pfn.body, self.kernel_params(pfn)),
+                          any_block_order=memory.any_block_order(pfn.body))
         self.kernels[pfn.name] = info
         # step(frame, resume, params, tid.x, tid.y, tid.z, linear tid): the parameter buffer is
         # read-only for the whole launch (saying so, and how large it is, lets the optimiser

@@ -14,7 +14,7 @@ from .. import abi
 from ..analysis import guards
 from ..cpu import streamstores
 from ..simt import gridsync
-from ..analysis.dataflow import constant_registers
+from ..analysis.uniformity import constant_registers
 from ..irutil import convert_bits, i32, i64, load_field
 from ..simt.workspace import COLL_ARRAYS
 from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
@@ -225,7 +225,7 @@ def _half_op(f, inst, t, op, vals):
 
 def fused_operands(b, inst, product, x, y, a, c):
     """The fma operands of add/sub `inst` (sources a, c) with the product x * y of the mul
-    `product` fused into it (analysis.fused_products), as ptxas makes it. Scalars or vectors."""
+    `product` fused into it (fusion.fused_products), as ptxas makes it. Scalars or vectors."""
     mul_reg = product.operands[0].name
     first = isinstance(inst.operands[1], pir.Reg) and inst.operands[1].name == mul_reg
     other = c if first else a
@@ -857,7 +857,7 @@ def _res_value(f, bb, t):
 
 def _warp_operand(f, op):
     """A b32 operand of a warp collective; a register that holds one integer constant
-    (analysis.constant_registers) is that constant, so that the scheduler knows it."""
+    (uniformity.constant_registers) is that constant, so that the scheduler knows it."""
     v = f.read(op, "b32")
     if isinstance(op, pir.Reg):
         consts = getattr(f, "_warp_constants", None)

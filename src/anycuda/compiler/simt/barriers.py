@@ -18,6 +18,7 @@ from ..irutil import for_range, i32, load_field, store_field
 from ..types import I32, I64, PTR
 from .workspace import C, emit_record_error, frame_at, thread_state
 
+
 def bar_slot(b, bars, bar_id, field):
     return b.gep(bars, [b.add(b.mul(bar_id, i32(abi.BAR_FIELDS)), i32(field))])
 

@@ -18,6 +18,7 @@ from ..irutil import declare, for_range, i32, i64, load_field
 from ..types import I1, I32, I64, PTR
 from .workspace import C, collective_at, frame_at, thread_state
 
+
 def emit_resolve_warp(module: ir.Module) -> ir.Function:
     """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds, i8* coll):
     run one ready collective of the warp [lo, hi); returns the number of lanes released.
@@ -216,7 +217,6 @@ def _lane_result(b, fn, kind, fr, l, lo, grp, agg, frame, waiting_at, site, hi, 
         res = b.select(hit, value, res)
         rpred = b.select(hit, pred, rpred)
     return res, rpred
-
 
 
 _SHFL_MODES = {abi.SITE["shfl_" + m]: m for m in ("up", "down", "bfly", "idx")}

@@ -64,7 +64,6 @@ def thread_state(b, frame):
     return field_ptr(b, frame, C["state"], I32)
 
 
-
 MOST_WARPS = abi.MAX_BLOCK_THREADS // 32
 # a block's state between the worker's calls, in its workspace: the guard probe's answer
 # (i32 at 0), the warps' last turn answers (i32 each, at TURN_ANSWERS) and their turn areas

@@ -39,7 +39,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..analysis import dataflow as analysis
+from ..analysis import dataflow, fusion, memory, uniformity
 from ..cpu import streamstores
 from ..cpu import launch
 from ..simt.collectives import shfl_source
@@ -109,7 +109,7 @@ class BlockProgram:
     def __init__(self, layout, pfn: pir.Function, threads: int):
         self.layout, self.pfn = layout, pfn
         self.threads, self.lanes, self.warps = threads, WARP, threads // WARP
-        self.read_memory = analysis.read_memory(pfn.body, layout.kernel_params(pfn))
+        self.read_memory = memory.read_memory(pfn.body, layout.kernel_params(pfn))
         self.streaming = False        # the store being made may bypass the caches (_st)
         self.mod = ir.Module(name=f"{pfn.name}.block{threads}")
         self.fn = ir.Function(self.mod, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32]),
@@ -121,8 +121,8 @@ class BlockProgram:
         store_field(self.b, ws, abi.CTX["linear"], i32(-1))
         self.params = self.b.inttoptr(load_field(self.b, self.launch, abi.LAUNCH["params"], I64), PTR)
         self.shared_base = self.b.ptrtoint(shared, I64)
-        self.constants = analysis.constant_registers(pfn.body)
-        self.f = SimpleNamespace(fused_products=analysis.fused_products(pfn.body))
+        self.constants = uniformity.constant_registers(pfn.body)
+        self.f = SimpleNamespace(fused_products=fusion.fused_products(pfn.body))
         self.values, self.shapes, self.types = {}, {}, {}
         self.whole = {}           # register -> whether its last write set every lane
         self.mask = None          # the lanes the current instruction runs for (None: all of them)
@@ -313,7 +313,7 @@ class BlockProgram:
         for pos, st in enumerate(self.pfn.body):
             if not isinstance(st, pir.Instruction):
                 continue
-            defs, uses = analysis.defs_uses(st)
+            defs, uses = dataflow.defs_uses(st)
             if pos < cut:
                 written |= set(defs)
             else:
@@ -1061,7 +1061,7 @@ def _st(w, st):
     addr = st.operands[0]
     addrs, shape = w.access(st, addr)
     # (a group of interleaved stores is made at its last part: that part decides)
-    w.streaming = analysis.streams(st, w.read_memory)
+    w.streaming = memory.streams(st, w.read_memory)
     w.store(addrs, shape, w.read(st.operands[1], t), width(t) // 8, _register_part(addr))
     w.streaming = False
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ptx import ir as pir
-from ..analysis import dataflow as analysis
+from ..analysis import dataflow
 from ..types import MEMORY_WRITES, ORDERED_MODS, space_of, type_mods, width
 
 # what a reloaded value may go through on its way from the load (integers only: a float add
@@ -54,7 +54,7 @@ def find_reload(body, positions, at, register, strides, writer_space):
     if found.traced(register, at) is not True:
         return None
     chain = sorted(found.chain)
-    written = {r for i in chain for r in analysis.defs_uses(body[positions[i]])[0]}
+    written = {r for i in chain for r in dataflow.defs_uses(body[positions[i]])[0]}
     if written & found.alike:
         return None         # a register read both as the lanes' own values and as alike
     return Reload(register, tuple(positions[i] for i in chain), frozenset(positions[i] for i in found.loads))
@@ -139,10 +139,10 @@ class _Search:
     def _definition_before(self, register, i):
         """The index of the last instruction before index i that writes `register`, or None."""
         for j in range(i - 1, -1, -1):
-            if register in analysis.defs_uses(self.body[self.positions[j]])[0]:
+            if register in dataflow.defs_uses(self.body[self.positions[j]])[0]:
                 return j
         return None
 
     def _written(self, register, start, end):
         """Whether an instruction at indices [start, end) writes `register`."""
-        return any(register in analysis.defs_uses(self.body[self.positions[k]])[0] for k in range(start, end))
+        return any(register in dataflow.defs_uses(self.body[self.positions[k]])[0] for k in range(start, end))

@@ -23,7 +23,7 @@ at run time before it relies on it.
 from __future__ import annotations
 
 from ...ptx import ir as pir
-from ..analysis import dataflow as analysis
+from ..analysis import dataflow
 from ..types import type_mods, width
 
 VARYING = None
@@ -214,7 +214,7 @@ def _product(srcs, read, constants, w=None, signed=False):
 def lane_strides(body, bits, constants, flips=True) -> dict:
     """{register: its lanes' stride in lockstep, or VARYING} for every register `body` writes.
     `bits(name)` is a register's width (1 for a predicate); `constants` are
-    analysis.constant_registers. A register with a definition of another stride, or of none,
+    uniformity.constant_registers. A register with a definition of another stride, or of none,
     is VARYING; one whose definitions only read registers of unknown stride (a cycle of its
     own) is VARYING too. `flips`: as instruction_stride's.
 
@@ -223,11 +223,11 @@ def lane_strides(body, bits, constants, flips=True) -> dict:
     instruction's is monotone in its operands'), so each definition is read at most three
     times per register it reads: O(n) in the body's instructions. (The answer is the one
     fixpoint from every register unknown, whatever the order.)"""
-    defs = analysis.definition_positions(body)
+    defs = dataflow.definition_positions(body)
     readers = {}                # register -> the registers whose definitions read it
     for r, positions in defs.items():
         for pos in positions:
-            for u in analysis.defs_uses(body[pos])[1]:
+            for u in dataflow.defs_uses(body[pos])[1]:
                 readers.setdefault(u, set()).add(r)
     strides = {}
     order = list(defs)
@@ -242,7 +242,7 @@ def lane_strides(body, bits, constants, flips=True) -> dict:
             st = body[pos]
             s, _ = instruction_stride(st, strides, bits, constants, flips)
             if s is not _UNKNOWN:
-                seen.add(VARYING if len(analysis.defs_uses(st)[0]) > 1 and s != 0 else s)
+                seen.add(VARYING if len(dataflow.defs_uses(st)[0]) > 1 and s != 0 else s)
         if not seen:
             continue
         new = seen.pop() if len(seen) == 1 else VARYING

@@ -63,7 +63,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..analysis import dataflow as analysis
+from ..analysis import dataflow, suspensions, uniformity
 from ..cpu import streamstores
 from ..irutil import (at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address,
                       set_loop_hints)
@@ -129,7 +129,7 @@ class WarpRegion(WarpCode):
         self.piece = None             # the piece being emitted
         self.reloading = None         # register -> its <1 x T> value, while a lane reload runs
         self._window = None           # _shared_base's value
-        self._defs = None             # analysis.definition_positions of the body (_definitions)
+        self._defs = None             # dataflow.definition_positions of the body (_definitions)
         self.stores_codes = True      # the lanes' stop codes go to codes[lo ...] when all have stopped
         self._live = None
 
@@ -195,12 +195,12 @@ class WarpRegion(WarpCode):
             if not isinstance(st, pir.Instruction):
                 pos += 1
                 continue
-            if analysis.is_yield(st):
+            if suspensions.is_yield(st):
                 # it waits for nothing; the lanes go through (reduce's grid-stride loop, one
                 # vector load per iteration in lockstep: 6.4-7.9 -> 4.9-5.2 ms, NOTES.md)
                 pos += 1
                 continue
-            if analysis.is_suspension(st):
+            if suspensions.is_suspension(st):
                 if positions:
                     return Piece(start, positions, pos)
                 self._check_stop(st, pos)
@@ -222,7 +222,7 @@ class WarpRegion(WarpCode):
     def _check_of(self, st):
         """The condition lockstep relies on to compute st's strided results from lane 0
         (laneshapes.instruction_stride), or None."""
-        dsts = analysis.defs_uses(st)[0]
+        dsts = dataflow.defs_uses(st)[0]
         if not dsts or any(self.strides.get(r) is laneshapes.VARYING for r in dsts):
             return None
         return laneshapes.instruction_stride(st, self.strides, self._bits, self.constants, self.flips)[1]
@@ -329,10 +329,10 @@ class WarpRegion(WarpCode):
 
     def _turn_points(self) -> list:
         """The pieces that start at the yield before a grid-stride loop's back edge (only
-        kernels with sites have yields: analysis.grid_stride_yields)."""
+        kernels with sites have yields: gridstride.grid_stride_yields)."""
         body, pieces = self.f.pfn.body, self.pieces()
         return [start for start in sorted(pieces) if isinstance(body[start], pir.Instruction)
-                and analysis.is_yield(body[start])
+                and suspensions.is_yield(body[start])
                 and any(body[p].opcode == "bra" and body[p].guard is None and self._target(body[p]) < p
                         for p in pieces[start].positions)]
 
@@ -397,7 +397,7 @@ class WarpRegion(WarpCode):
         self._resolved_first_shuffle(body[self.first])
 
     def _written_at_start(self) -> set:
-        return set(analysis.defs_uses(self.f.pfn.body[self.first])[0])
+        return set(dataflow.defs_uses(self.f.pfn.body[self.first])[0])
 
     def _start_values(self, names) -> dict:
         """{register: its vector when the region starts} for those of `names` that the first
@@ -413,7 +413,7 @@ class WarpRegion(WarpCode):
         names = set(self._saved()) | self._written_at_start()
         for piece in pieces.values():
             for pos in piece.positions:
-                names |= {r for regs in analysis.defs_uses(body[pos]) for r in regs}
+                names |= {r for regs in dataflow.defs_uses(body[pos]) for r in regs}
         start_values = self._start_values(names)
         slots = {}
         for r in sorted(names):
@@ -472,7 +472,7 @@ class WarpRegion(WarpCode):
         lanes 0 and 31 decide, two scalar compares in place of a vector compare and two
         reductions per iteration. None for another branch."""
         body, pred = self.f.pfn.body, st.guard.reg.name
-        at = next((i for i in reversed(range(len(before))) if pred in analysis.defs_uses(body[before[i]])[0]), None)
+        at = next((i for i in reversed(range(len(before))) if pred in dataflow.defs_uses(body[before[i]])[0]), None)
         setp = body[before[at]] if at is not None else None
         if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
                 or not isinstance(setp.operands[0], pir.Reg):
@@ -485,7 +485,7 @@ class WarpRegion(WarpCode):
         if any(k is None or k is laneshapes.VARYING for k in steps) or sorted(k != 0 for k in steps) != [False, True] \
                 or any(isinstance(op, pir.Reg) and self._bits(op.name) != width(t) for op in sources):
             return None
-        if any(set(analysis.defs_uses(body[p])[0]) & {op.name for op in sources if isinstance(op, pir.Reg)}
+        if any(set(dataflow.defs_uses(body[p])[0]) & {op.name for op in sources if isinstance(op, pir.Reg)}
                for p in before[at + 1:]):
             return None
         return self._end_lanes_decide(cmp, t, sources, steps, st.guard.negated)
@@ -602,7 +602,7 @@ class WarpRegion(WarpCode):
     # -------------------------------------------------------------- lockstep
     def _alone(self, st) -> bool:
         """Whether every register st writes is strided: lockstep computes their lane 0 alone."""
-        dsts = analysis.defs_uses(st)[0]
+        dsts = dataflow.defs_uses(st)[0]
         return bool(dsts) and all(r in self.scalars for r in dsts)
 
     def _checked(self, st, start):
@@ -695,7 +695,7 @@ class WarpRegion(WarpCode):
                 check = self._check_of(st)
                 if check is not None and written & {op.name for op in check[1:] if isinstance(op, pir.Reg)}:
                     return []              # (its check is made before the chain runs)
-                written |= set(analysis.defs_uses(st)[0])
+                written |= set(dataflow.defs_uses(st)[0])
             chain.append(piece)
             fall = piece.next
         return [] if written & self._live_at(target) & set(self.scalars) else chain
@@ -713,7 +713,7 @@ class WarpRegion(WarpCode):
         lanes keep a partner's index whole (bitonic sort's `data + 4 * (i ^ j)`, where the
         masked lanes' old values made gather's window check fail)."""
         b, body, outer = self.b, self.f.pfn.body, self.piece
-        written = {r for piece in chain for p in piece.positions for r in analysis.defs_uses(body[p])[0]}
+        written = {r for piece in chain for p in piece.positions for r in dataflow.defs_uses(body[p])[0]}
         self.unmasked = frozenset(written - self._live_at(target))
         for piece in chain:
             self.piece = piece
@@ -839,7 +839,7 @@ class WarpRegion(WarpCode):
         if pos is None:
             return set()
         if self._live is None:
-            self._live = self.f.analysed("live_before", lambda: analysis.live_before(self.f.pfn.body,
+            self._live = self.f.analysed("live_before", lambda: dataflow.live_before(self.f.pfn.body,
                                                                                     self.f.branch_targets))
         body = self.f.pfn.body
         while pos < len(body) and not isinstance(body[pos], pir.Instruction):
@@ -1050,7 +1050,7 @@ class WarpRegion(WarpCode):
         base = addr.base.name
         head, back = span
         writes = [body[p] for p in range(head, back + 1) if isinstance(body[p], pir.Instruction)
-                  and base in analysis.defs_uses(body[p])[0]]
+                  and base in dataflow.defs_uses(body[p])[0]]
         if len(writes) != 1:
             return None
         st = writes[0]
@@ -1249,9 +1249,9 @@ class WarpRegion(WarpCode):
         return _computed_by(op.base.name, "xor", self.f.pfn.body, self._definitions())
 
     def _definitions(self) -> dict:
-        """analysis.definition_positions of the kernel's body, found once."""
+        """dataflow.definition_positions of the kernel's body, found once."""
         if self._defs is None:
-            self._defs = self.f.analysed("definition_positions", lambda: analysis.definition_positions(self.f.pfn.body))
+            self._defs = self.f.analysed("definition_positions", lambda: dataflow.definition_positions(self.f.pfn.body))
         return self._defs
 
     def _xor_window(self, addrs, size):
@@ -1630,7 +1630,7 @@ def emit_entry_region(f) -> dict:
     """{0: region function} for a kernel without sites lowered by `f` whose threads loop, or
     store through a partner's index under a branch (EntryRegion); {} for another, or one
     with an instruction a region does not take."""
-    constants = analysis.constant_registers(f.pfn.body)
+    constants = uniformity.constant_registers(f.pfn.body)
     code = EntryRegion(f, f"{f.fn.name}.region0", constants)
     flips = code.flips_stores()
     if flips:
@@ -1655,7 +1655,7 @@ def _computed_by(reg, opcode, body, defs) -> bool:
         for p in defs.get(r, ()):
             if body[p].opcode == opcode:
                 return True
-            todo.extend(analysis.defs_uses(body[p])[1])
+            todo.extend(dataflow.defs_uses(body[p])[1])
     return False
 
 
@@ -1687,7 +1687,7 @@ def emit_regions(f) -> dict:
     and {0: its entry region} where its threads loop before they first stop (layernorm's
     first row loop, before its first shuffle)."""
     body = f.pfn.body
-    constants = analysis.constant_registers(body)
+    constants = uniformity.constant_registers(body)
     entry = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", constants))
     regions = {0: entry.fn} if entry else {}
     covered = entry.reached if entry else set()

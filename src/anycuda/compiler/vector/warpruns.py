@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..analysis import dataflow as analysis
+from ..analysis import affine, uniformity
 from ..irutil import convert_bits, declare, i32, i64, load_field, split_index
 from ..ops import bitops, instructions
 from ..ops.instructions import _cmp_op, _compare
@@ -48,7 +48,7 @@ class NotVectorisable(Exception):
 
 def fixed_shuffle(st, constants):
     """(mode, lane operand, clamp operand) of an unguarded shfl.b32 of the whole warp whose
-    operands are compile-time constants (immediates or analysis.constant_registers), else None."""
+    operands are compile-time constants (immediates or uniformity.constant_registers), else None."""
     if not isinstance(st, pir.Instruction) or st.opcode != "shfl" or st.guard is not None:
         return None
     if "b32" not in st.mods or len(st.operands) not in (4, 5):
@@ -263,7 +263,7 @@ class WarpCode:
         """FunctionLowering._linear_part for the warp's lanes."""
         b = self.b
         total = ir.Constant(self._vec(I32), None)
-        for axis, factor, k in analysis.linear_terms(self.f.linear_forms[r]):
+        for axis, factor, k in affine.linear_terms(self.f.linear_forms[r]):
             term = b.mul(self.thread_index(axis), self.splat(i32(k)))
             if factor is not None and factor.startswith("%"):
                 name, comp = factor[1:].split(".")
@@ -539,7 +539,7 @@ def emit_advances(f) -> dict:
     """{site of a run's first shuffle: (advance function, site of its last shuffle)} for the
     kernel lowered by `f` (f.site_at: {position of a suspending instruction: its site})."""
     body = f.pfn.body
-    constants = analysis.constant_registers(body)
+    constants = uniformity.constant_registers(body)
     advances = {}
     for run in find_runs(body, constants):
         first, last = f.site_at.get(run[0]), f.site_at.get(run[-1])
