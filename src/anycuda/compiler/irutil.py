@@ -36,6 +36,11 @@ def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=Fals
     return fn
 
 
+def intrinsic_suffix(elem: ir.Type) -> str:
+    """The suffix that names an overloaded LLVM intrinsic's element type: i32, f32, f64..."""
+    return f"i{elem.width}" if isinstance(elem, ir.IntType) else {"float": "f32", "double": "f64"}[str(elem)]
+
+
 def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
     fn = declare(b.module, name, ret, [a.type for a in args])
     return b.call(fn, args)

@@ -40,14 +40,13 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow, fusion, memory, uniformity
-from ..cpu import streamstores
-from ..cpu import launch
-from ..simt.collectives import shfl_source
-from ..irutil import (at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, load_field,
-                      register_address, store_field)
+from ..cpu import launch, streamstores
+from ..irutil import (at_function_start, convert_bits, declare, for_each_set_bit, for_range, i32, i64, intrinsic_suffix,
+                      load_field, register_address, store_field)
 from ..ops import bitops
+from ..simt.collectives import shfl_source
 from ..types import I1, I32, I64, ORDERED_MODS, PTR, llvm_type, llvm_width, type_mods, width
-from .warpregions import REGION_OPS, _suffix
+from .regionops import REGION_OPS
 from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, WarpCode, fixed_shuffle
 
 WARP = 32
@@ -760,7 +759,7 @@ class BlockProgram:
         vec = self._vec(elem)
         ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), self.lanes))
         mask = self.mask if self.mask is not None else self._all_lanes()
-        suffix = _suffix(elem)
+        suffix = intrinsic_suffix(elem)
         if value is None:
             fn = declare(b.module, f"llvm.masked.gather.v{self.lanes}{suffix}.v{self.lanes}p0", vec,
                          [ptrs.type, I32, mask.type, vec])
@@ -838,7 +837,7 @@ class BlockProgram:
         n = self.lanes * k
         wide = ir.VectorType(elem, n)
         ptr = b.inttoptr(base, wide.as_pointer())
-        suffix = f"v{n}{_suffix(elem)}"
+        suffix = f"v{n}{intrinsic_suffix(elem)}"
         if value is None:
             fn = declare(b.module, f"llvm.masked.load.{suffix}.p0", wide, [wide.as_pointer(), I32, mask.type, wide])
             got = b.call(fn, [ptr, i32(size), mask, ir.Constant(wide, None)])

@@ -1,6 +1,6 @@
 """Lane reloads: a lane loop's value computed again from the memory a vector load read it from.
 
-A warp region runs an atomic lane after lane (warpregions._atom): a loop over the 32 lanes
+A warp region runs an atomic lane after lane (regionops._atom): a loop over the 32 lanes
 in which lane l takes its address from a stack copy of the address vector. The copy is two
 64-byte stores and then 32 four-byte loads of what they stored, which the core cannot
 forward from the wide stores: in histogram (`atomicAdd(&h[data[i]], 1)`) that loop was two

@@ -52,11 +52,17 @@ Only instructions with a vector form are taken (warpruns.VECTOR_OPS and the memo
 conversion and division forms below; atomics go lane after lane); a region that could
 reach another one, or a stop it cannot leave a lane at (a barrier with register operands, a
 vote), is not made, and the warp goes through the rounds as before.
+
+WarpRegion is written in parts: this module (what a region takes, its pieces and masks, its
+turns and stops, registers in slots), lockstep.py (the code a warp runs together),
+regionmemory.py (how its lanes reach memory) and regionops.py (the instructions it handles
+itself). It is one class (617 lines) because all of them emit into one function through one
+builder over one state: the lanes' mask and program counters, the registers' slots and the
+strided registers' scalars.
 """
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -64,24 +70,20 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow, suspensions, uniformity
-from ..cpu import streamstores
-from ..irutil import (at_function_start, convert_bits, declare, for_range, i32, i64, load_field, register_address,
-                      set_loop_hints)
-from ..ops import atomics
+from ..irutil import convert_bits, declare, i32, i64, intrinsic_suffix
 from ..ops.instructions import _cmp_op, _compare
-from ..types import I1, I32, I64, MEMORY_WRITES, ORDERED_MODS, PTR, llvm_type, llvm_width, space_of, type_mods, width
-from . import lanereloads, laneshapes, warpruns
-from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
+from ..types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
+from . import laneshapes, warpruns
+from .lockstep import Lockstep
+from .regionmemory import RegionMemory, computed_by
+from .regionops import REGION_MODS, REGION_OPS, cvt_form
+from .warpruns import INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
 RAN, NOT_RUN, TURNED = abi.REGION_RAN, abi.REGION_NOT_RUN, abi.REGION_TURNED
 TURN_ITERATIONS = 8                 # iterations of a grid-stride loop a warp runs per turn
 MAX_TURN_BYTES = 2048               # the most state a warp may leave between turns (stack space)
-# modifiers a region's handler reads itself, beyond those a run takes
-_REGION_MODS = {"mul": {"wide"}}
 _ORDERINGS = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
-PREFETCH_AHEAD = 16                 # iterations a loop's strided loads are prefetched ahead
-MAX_CONVERTED = 4                   # the most pieces a parted warp runs under masks in lockstep
 
 
 @dataclass
@@ -95,7 +97,7 @@ class Piece:
     stop: bool = False
 
 
-class WarpRegion(WarpCode):
+class WarpRegion(Lockstep, RegionMemory, WarpCode):
     """The region function of the fixed shuffle at body position `first`: `i32 (i8* spill,
     i8* header, i8* ws, i64 fsize, i32 lo, i8* params, i32* codes, i8* turn)` for the warp
     whose first thread is `lo`, called after the scheduler resolved that shuffle for the
@@ -139,9 +141,9 @@ class WarpRegion(WarpCode):
             return False
         if st.opcode not in REGION_OPS and st.opcode not in warpruns.VECTOR_OPS:
             return False
-        if st.opcode == "cvt" and _cvt_form(st) is None:
+        if st.opcode == "cvt" and cvt_form(st) is None:
             return False
-        return not (set(st.mods) & (warpruns._UNHANDLED_MODS - _REGION_MODS.get(st.opcode, set())))
+        return not (set(st.mods) & (warpruns._UNHANDLED_MODS - REGION_MODS.get(st.opcode, set())))
 
     def op(self, opcode):
         return REGION_OPS.get(opcode) or warpruns.VECTOR_OPS[opcode]
@@ -599,240 +601,11 @@ class WarpRegion(WarpCode):
         self._stop(mask, site)
         b.branch(self.dispatch)
 
-    # -------------------------------------------------------------- lockstep
-    def _alone(self, st) -> bool:
-        """Whether every register st writes is strided: lockstep computes their lane 0 alone."""
-        dsts = dataflow.defs_uses(st)[0]
-        return bool(dsts) and all(r in self.scalars for r in dsts)
-
-    def _checked(self, st, start):
-        """Where computing st's lane 0 alone relies on a condition (laneshapes' checked
-        forms; st begins the piece at `start`), the lanes leave lockstep when it fails and
-        run the piece outside lockstep."""
-        check = self._check_of(st)
-        if check is None:
-            return
-        b = self.b
-        go_on, fails = self.fn.append_basic_block("strided"), self.fn.append_basic_block("strided.not")
-        b.cbranch(self._check(check), go_on, fails)
-        b.position_at_end(fails)
-        if self.bails and start in self._untouched():
-            # nothing done yet that the threads cannot do again: they run the warp instead,
-            # or the region made for partners in the same warp (EntryRegion.partners)
-            b.ret(i32(NOT_RUN) if self.partners is None else b.call(self.partners, self.fn.args))
-        else:
-            self._leave_lockstep(self._live_at(start))
-            b.store(self._all_lanes(), self.some_mask)
-            b.branch(self.some[start])
-        b.position_at_end(go_on)
-
-    def _untouched(self) -> set:
-        """The pieces a warp may reach in lockstep from the start before it stores anything."""
-        body, pieces = self.f.pfn.body, self.pieces()
-        seen, todo = set(), [self.first + 1]
-        while todo:
-            start = todo.pop()
-            if start in seen or start not in pieces:
-                continue
-            seen.add(start)
-            piece = pieces[start]
-            if piece.stop or any(body[p].opcode in MEMORY_WRITES for p in piece.positions):
-                continue
-            todo.extend(self._target(body[p]) for p in piece.positions if body[p].opcode == "bra")
-            todo.append(piece.next)
-        return seen
-
     def _return(self, answer):
         self.b.ret(i32(answer))
 
-    def _lockstep_instruction(self, st):
-        """Instruction `st` for the whole warp. One whose results are all strided computes
-        their lane-0 values alone (each form laneshapes keeps a stride for computes lane 0
-        from lane 0); another computes vectors, reading strided registers as
-        base + lane * stride, masked by its guard where that differs between lanes and by
-        the lanes of an if-converted piece (self.converted)."""
-        alone = self._alone(st)
-        mask = None if alone else self.converted
-        if st.guard is not None and st.guard.reg.name not in self.scalars:
-            mask = self._guard(st) if mask is None else self.b.and_(mask, self._guard(st))
-        elif st.guard is not None:
-            with self.b.if_then(self._guard(st)):
-                return self._run_masked(st, mask, alone)
-        self._run_masked(st, mask, alone)
-
-    def _run_masked(self, st, mask, alone):
-        self.mask = mask
-        self.guarded = st.guard is not None
-        try:
-            if alone:
-                with self._lane_zero():
-                    return self.op(st.opcode)(self, st)
-            self.op(st.opcode)(self, st)
-        finally:
-            self.mask, self.guarded = None, False
-
-    def _convertible(self, fall, target) -> list:
-        """The pieces from `fall` on where lanes that part at a forward branch may stay in
-        lockstep, the code they skip run for the others under a mask (`if (lane == 0)
-        mean[row] = m;`), or []: straight pieces that each go on to the next or branch
-        forward to the branch's `target` (bitonic sort's `if (l > i) { ...; if (swap) {...} }`),
-        the last one falling through into it, and what they leave live there is no strided
-        register (those are one value for every lane). Their other registers are computed for
-        every lane alike, which reads only registers of every lane and so is harmless; their
-        loads and stores are for their lanes alone."""
-        body, pieces, chain = self.f.pfn.body, self.pieces(), []
-        if target is None or target < fall:
-            return []
-        written = set()
-        while fall != target:
-            piece = pieces.get(fall)
-            if piece is None or piece.stop or piece.next is None or len(chain) == MAX_CONVERTED:
-                return []
-            for p in piece.positions:
-                st = body[p]
-                if st.opcode in ("ret", "exit") or st.opcode == "bra" and (st.guard is None or self._target(st) != target):
-                    return []
-                check = self._check_of(st)
-                if check is not None and written & {op.name for op in check[1:] if isinstance(op, pir.Reg)}:
-                    return []              # (its check is made before the chain runs)
-                written |= set(dataflow.defs_uses(st)[0])
-            chain.append(piece)
-            fall = piece.next
-        return [] if written & self._live_at(target) & set(self.scalars) else chain
-
-    def _chain_checks(self, chain) -> list:
-        """The conditions of the strided forms in `chain`: made before it runs, where the
-        registers they read hold what they will hold there (_convertible)."""
-        body = self.f.pfn.body
-        return [c for piece in chain for p in piece.positions if (c := self._check_of(body[p])) is not None]
-
-    def _run_converted(self, chain, lanes, target):
-        """The pieces of `chain` (_convertible) for `lanes`, a branch forward to `target` taking
-        the lanes it takes out of those that run the rest; then the whole warp at target.
-        A register no lane reads after the chain is written in every lane, as computed: its
-        lanes keep a partner's index whole (bitonic sort's `data + 4 * (i ^ j)`, where the
-        masked lanes' old values made gather's window check fail)."""
-        b, body, outer = self.b, self.f.pfn.body, self.piece
-        written = {r for piece in chain for p in piece.positions for r in dataflow.defs_uses(body[p])[0]}
-        self.unmasked = frozenset(written - self._live_at(target))
-        for piece in chain:
-            self.piece = piece
-            for pos in piece.positions:
-                st = body[pos]
-                self.position = pos
-                if st.opcode == "bra":
-                    taken = self._guard(st)
-                    if taken.type == I1:
-                        taken = self.splat(taken)
-                    lanes = b.and_(lanes, b.not_(taken))
-                    continue
-                self.converted = lanes
-                self._lockstep_instruction(st)
-        self.converted, self.piece, self.unmasked = None, outer, frozenset()
-        return b.branch(self.whole[target])
-
-    def _lane_zero(self):
-        """Values are <1 x T> (lane 0's) while inside."""
-        return self._holding(1)
-
-    @contextmanager
-    def _holding(self, lanes):
-        saved = self.lanes
-        self.lanes = lanes
-        try:
-            yield
-        finally:
-            self.lanes = saved
-
-    def _lane0(self, v):
-        """Lane 0 of vector v as a <1 x T>."""
-        return self.b.shuffle_vector(v, ir.Constant(v.type, None), ir.Constant(ir.VectorType(I32, 1), [0]))
-
-    def _lane0_scalar(self, op, t):
-        """Operand op's lane-0 value as type t, a scalar (op strided or alike in every lane)."""
-        with self._lane_zero():
-            return self.b.extract_element(self.read(op, t), i32(0))
-
-    def _check(self, check):
-        """i1: the condition of a strided form (laneshapes.instruction_stride) holds."""
-        b = self.b
-        kind = check[0]
-        if kind == laneshapes.THREAD_INDEX:
-            nx = load_field(b, self.header, abi.CTX["ntid_x"], I32)
-            return b.icmp_unsigned("==", b.and_(nx, i32(LANES - 1)), i32(0))
-        op, k = check[1], check[-1]
-        bits = self._bits(op.name) if isinstance(op, pir.Reg) else 32
-        v = self._lane0_scalar(op, f"b{bits}")
-        t = v.type
-        if kind == laneshapes.LOW_BITS:
-            mask = check[2]
-            return b.icmp_unsigned("<=", b.and_(v, ir.Constant(t, mask)), ir.Constant(t, mask - (LANES - 1) * k))
-        if kind == laneshapes.FLIPPED:
-            # the bits below the other value's lowest set one (all of them for 0) take the
-            # lanes' steps without a carry out of them: the xor leaves those bits alone
-            u = self._lane0_scalar(check[2], f"b{bits}")
-            low = b.sub(b.and_(u, b.neg(u)), ir.Constant(t, 1))
-            span = ir.Constant(t, (LANES - 1) * k)
-            return b.and_(b.icmp_unsigned(">=", low, span), b.icmp_unsigned("<=", b.and_(v, low), b.sub(low, span)))
-        signed, span = check[2], (LANES - 1) * abs(k)
-        if signed:
-            cmp, top, low = b.icmp_signed, (1 << (bits - 1)) - 1, -(1 << (bits - 1))
-        else:
-            cmp, top, low = b.icmp_unsigned, (1 << bits) - 1, 0
-        return cmp("<=", v, ir.Constant(t, top - span)) if k > 0 else cmp(">=", v, ir.Constant(t, low + span))
-
     def _bits(self, name):
         return llvm_width(self._reg_type(name))
-
-    def _enter(self, start):
-        """The block that takes the whole warp, all of its lanes at `start`, into lockstep:
-        the strided registers live there must hold base + lane * stride (else the lanes run
-        the piece outside lockstep)."""
-        if start in self.entries:
-            return self.entries[start]
-        b = self.b
-        blk = self.fn.append_basic_block(f"enter{start}")
-        self.entries[start] = blk
-        with b.goto_block(blk):
-            live = sorted(r for r in self._live_at(start) if r in self.scalars)
-            holds = self._strides_hold(live)
-            inside, outside = self.fn.append_basic_block(f"enter{start}.yes"), \
-                self.fn.append_basic_block(f"enter{start}.no")
-            b.cbranch(holds, inside, outside)
-            b.position_at_end(inside)
-            for r in live:
-                b.store(self._lane0(b.load(self.slots[r])), self.scalars[r])
-            b.branch(self.whole[start])
-            b.position_at_end(outside)
-            b.store(self._all_lanes(), self.some_mask)
-            b.branch(self.some[start])
-        return blk
-
-    def _strides_hold(self, registers):
-        """i1: each of the strided `registers` holds base + lane * stride in its vector slot."""
-        b = self.b
-        holds = ir.Constant(I1, 1)
-        for r in registers:
-            v = b.load(self.slots[r])
-            alike = b.icmp_unsigned("==", _bits_of(b, v), _bits_of(b, self._strided_vector(r, v)))
-            holds = b.and_(holds, self._reduce("and", alike, I1))
-        return holds
-
-    def _strided_vector(self, r, v):
-        """base + lane * stride of r, from lane 0 of vector or <1 x T> value v."""
-        b = self.b
-        base = self.splat(b.extract_element(v, i32(0)))
-        k = self.strides[r]
-        if not k:
-            return base
-        return b.add(base, ir.Constant(base.type, [lane * k for lane in range(LANES)]))
-
-    def _leave_lockstep(self, live):
-        """Before the lanes go their own ways: the strided registers of `live` as vectors."""
-        b = self.b
-        for r in sorted(live):
-            if r in self.scalars:
-                b.store(self._strided_vector(r, b.load(self.scalars[r])), self.slots[r])
 
     def _live_at(self, pos) -> set:
         """Registers live where a lane goes on at body position `pos` (None: none)."""
@@ -882,7 +655,7 @@ class WarpRegion(WarpCode):
         return self.b.not_(g) if st.guard.negated else g
 
     def _reduce(self, kind, v, elem):
-        fn = declare(self.b.module, f"llvm.vector.reduce.{kind}.v{v.type.count}{_suffix(elem)}", elem, [v.type])
+        fn = declare(self.b.module, f"llvm.vector.reduce.{kind}.v{v.type.count}{intrinsic_suffix(elem)}", elem, [v.type])
         return self.b.call(fn, [v])
 
     # -------------------------------------------------------------- registers in slots
@@ -942,617 +715,6 @@ class WarpRegion(WarpCode):
             return self.b.ptrtoint(f.mc.global_symbol(name), I64)
         raise NotVectorisable(f"symbol {name}")
 
-    # -------------------------------------------------------------- memory
-    def addresses(self, op, space):
-        """<32 x i64> addresses of a memory operand in state space `space` ('' = generic)."""
-        b, f = self.b, self.f
-        if not isinstance(op, pir.Addr):
-            raise NotVectorisable(f"memory operand {op}")
-        if op.base is None:
-            addr = self.splat(i64(op.offset))
-        elif isinstance(op.base, pir.Sym):
-            name = op.base.name
-            shared = isinstance(f.mc.shared_offset(f.pfn, name), int)
-            addr = self.splat(b.add(self._symbol(name), i64(op.offset)))
-            if shared and space != "shared":
-                addr = b.add(addr, self.splat(self._shared_base()))     # its generic address
-            elif not shared and space not in ("global", "const", ""):
-                raise NotVectorisable(f"symbol {name} in .{space}")
-        else:
-            addr = register_address(b, self.read(op.base, f"b{self._bits(op.base.name)}"), op.offset)
-        if space == "shared":
-            addr = b.add(addr, self.splat(self._shared_base()))
-        return addr
-
-    def _shared_base(self):
-        """i64: the block's shared window, loaded once per call: loaded where it is used, in a
-        loop whose stores LLVM cannot tell apart from the header's (histogram's loop over the
-        lanes' atomics) the load stayed in the loop, a third load per element."""
-        if self._window is None:
-            with at_function_start(self.b):
-                self._window = load_field(self.b, self.header, abi.CTX["shared_base"], I64)
-        return self._window
-
-    def strided_address(self, op, space):
-        """(lane 0's address, stride) of a memory operand in lockstep whose base register is
-        strided; else None."""
-        if not self.lockstep or self.lanes != LANES or not isinstance(op, pir.Addr):
-            return None
-        stride = 0
-        if isinstance(op.base, pir.Reg):
-            stride = self.strides.get(op.base.name) if op.base.name in self.scalars else None
-            if stride is None or stride and self._bits(op.base.name) != 64:
-                return None
-        with self._lane_zero():
-            return self.b.extract_element(self.addresses(op, space), i32(0)), stride
-
-    def load_lanes(self, base, elem, size, count):
-        """`count` vectors of the lanes' elements, lane l's `count` consecutive ones at base +
-        l * count * size (ld.v2 / ld.v4 of consecutive lanes as one load); with a mask, one
-        element each (the other lanes' are undefined and not read)."""
-        b = self.b
-        if self.mask is not None:
-            return [self._masked_load(base, ir.VectorType(elem, LANES), size, self.mask)]
-        wide = b.load(b.inttoptr(base, ir.VectorType(elem, LANES * count).as_pointer()), align=size)
-        if count == 1:
-            return [wide]
-        return [b.shuffle_vector(wide, ir.Constant(wide.type, None),
-                                 ir.Constant(ir.VectorType(I32, LANES), [lane * count + i for lane in range(LANES)]))
-                for i in range(count)]
-
-    def prefetch_ahead(self, address, nbytes, pos, write=False):
-        """Where the access of `nbytes` from `address` (i64) at body position `pos` is in a loop
-        of the region: a prefetch of where it will be PREFETCH_AHEAD iterations later, by the
-        step its address took since the last one. A grid-stride loop's warp steps by the
-        grid's width (64 KB in histogram), which no hardware prefetcher follows, and the
-        warp waits for memory each iteration: histogram 71 -> 34-39 ms (NOTES.md).
-        A store (`write`) is prefetched for writing, so that its line is owned before the
-        store needs it (layernorm's output row: 0.89-0.91x the time), and only where its step
-        is a constant: measuring a store's step cost scan 1.16x and softmax 1.05x its time."""
-        if pos is None:
-            return
-        spans = [(head, back) for head, back in self._loop_spans() if head <= pos <= back]
-        if not spans:
-            return
-        b = self.b
-        constant = self._constant_step(pos, min(spans, key=lambda span: span[1] - span[0]))
-        if write and constant is None:
-            return
-        if constant is not None:
-            step = i64(constant)
-        else:
-            with at_function_start(b):
-                slot = b.alloca(I64, name=f"last{pos}")
-                b.store(i64(0), slot)
-            self._step_slots.append(slot)
-            last = b.load(slot)
-            b.store(address, slot)
-            step = b.select(b.icmp_unsigned("==", last, i64(0)), i64(0), b.sub(address, last))
-        ahead = b.add(address, b.mul(step, i64(PREFETCH_AHEAD)))
-        prefetch = declare(b.module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
-        for line in range(0, nbytes, 64):
-            # (read, locality 2: into L2, not L1, data). Into L1 (locality 3), each prefetch
-            # held one of the core's few L1 miss buffers for a DRAM latency: reduce 4.3 ->
-            # 3.4 ms with L2 (a C model of its warps' grid-stride loop: 4.1 -> 3.2 ms)
-            b.call(prefetch, [b.inttoptr(b.add(ahead, i64(line)), PTR), i32(int(write)), i32(2), i32(1)])
-
-    def _constant_step(self, pos, span):
-        """The bytes by which the address of the access at `pos` steps per iteration of the
-        loop `span` (head, back edge), where the loop moves its base register by one
-        unguarded `add`/`sub` of an immediate (layernorm's row loops: 128 or 512); else
-        None, and the step is measured as the region runs. Measured, it cost six
-        instructions and a stack slot per load and iteration (layernorm's last row loop
-        loads three rows: three times the loop's own work)."""
-        body = self.f.pfn.body
-        addr = next((op for op in body[pos].operands if isinstance(op, pir.Addr)), None)
-        if addr is None or not isinstance(addr.base, pir.Reg):
-            return None
-        base = addr.base.name
-        head, back = span
-        writes = [body[p] for p in range(head, back + 1) if isinstance(body[p], pir.Instruction)
-                  and base in dataflow.defs_uses(body[p])[0]]
-        if len(writes) != 1:
-            return None
-        st = writes[0]
-        if st.opcode not in ("add", "sub") or st.guard is not None or len(st.operands) != 3:
-            return None
-        _, src, amount = st.operands
-        if not (isinstance(src, pir.Reg) and src.name == base and isinstance(amount, pir.Imm)
-                and isinstance(amount.value, int)):
-            return None
-        return amount.value if st.opcode == "add" else -amount.value
-
-    def gather(self, addrs, elem, size, flipped=False):
-        """The lanes' elements at `addrs` (for the lanes in self.mask; others undefined): one
-        vector load where they are consecutive, one element where they are alike (a block's
-        total, a row's scale), else lane by lane. `flipped`: the addresses come from an xor,
-        and may be a window's elements in the order lane ^ u (_xor_window), tried first."""
-        b = self.b
-        if self.lanes == 1:
-            # (lockstep, an address alike in every lane)
-            return self.splat(b.load(b.inttoptr(b.extract_element(addrs, i32(0)), elem.as_pointer()), align=size))
-        vec = self._vec(elem)
-        first = b.extract_element(addrs, i32(0))
-        ways = [(lambda: self._consecutive(addrs, size), lambda: b.load(b.inttoptr(first, vec.as_pointer()), align=size)),
-                (lambda: self._alike(addrs), lambda: self.splat(b.load(b.inttoptr(first, elem.as_pointer()), align=size)))]
-        if flipped:
-            holds, start, u = self._xor_window(addrs, size)
-            ways.insert(0, (lambda: holds, lambda: self._permute_lanes(
-                self._masked_load(start, vec, size, self._permute_lanes(self._lanes(), u)), u)))
-
-        def by_lane():
-            tmp = self._scratch(vec)
-            elements = b.bitcast(tmp, elem.as_pointer())
-            with self._each_lane_here(self._from_lane_array(addrs), elem, "ld.lane") as (lane, p):
-                b.store(b.load(p, align=size), b.gep(elements, [lane]))
-            return b.load(tmp)
-        return self._first_way(ways, by_lane, "ld")
-
-    def scatter(self, addrs, value, size, flipped=False):
-        """Store the lanes' elements of `value` at `addrs`, for the lanes in self.mask (as
-        gather: `flipped`, the addresses come from an xor)."""
-        b = self.b
-        elem = value.type.element
-        first = b.extract_element(addrs, i32(0))
-        ways = [(lambda: self._consecutive(addrs, size),
-                 lambda: b.store(value, b.inttoptr(first, value.type.as_pointer()), align=size))]
-        if flipped:
-            holds, start, u = self._xor_window(addrs, size)
-            ways.insert(0, (lambda: holds, lambda: self._masked_store(
-                self._permute_lanes(value, u), start, size, self._permute_lanes(self._lanes(), u))))
-
-        def by_lane():
-            values = self.lane_array(value)
-            with self._each_lane_here(self._from_lane_array(addrs), elem, "st.lane") as (lane, p):
-                b.store(b.load(b.gep(values, [lane])), p, align=size)
-        self._first_way(ways, by_lane, "st", loads=False)
-
-    def _first_way(self, ways, otherwise, name, loads=True):
-        """The first of `ways` ([(test, access)]: i1 and the access's code, each made when
-        called) whose test holds, else `otherwise()`; for `loads`, the value of the access
-        that ran."""
-        b = self.b
-        done = self.fn.append_basic_block(f"{name}.done")
-        results = []
-        for test, access in ways:
-            yes, no = self.fn.append_basic_block(f"{name}.way"), self.fn.append_basic_block(f"{name}.other")
-            b.cbranch(test(), yes, no)
-            b.position_at_end(yes)
-            results.append((access(), b.block))
-            b.branch(done)
-            b.position_at_end(no)
-        results.append((otherwise(), b.block))
-        b.branch(done)
-        b.position_at_end(done)
-        if not loads:
-            return None
-        v = b.phi(results[0][0].type)
-        for value, blk in results:
-            v.add_incoming(value, blk)
-        return v
-
-    def lane_addresses(self, op, space):
-        """lane -> i64: that lane's address of memory operand `op` in state space `space`, for a
-        loop over the lanes (_each_lane_here) that writes memory there: computed again in the
-        loop where the lanes' values come from a vector load (lanereloads), else from a stack
-        copy of the lanes' addresses."""
-        b = self.b
-        reload = self._reload(op.base, space) if isinstance(op, pir.Addr) else None
-        if reload is not None:
-            return lambda lane: self._reloaded(reload, lane, lambda: self.addresses(op, space))
-        offsets = self._shared_offsets(op, space)
-        if offsets is None:
-            return self._from_lane_array(self.addresses(op, space))
-        base, offset_of = self._shared_base(), self._from_lane_array(offsets)
-        return lambda lane: b.add(base, b.zext(offset_of(lane), I64))
-
-    def lane_operand(self, op, t, space):
-        """lane -> that lane's value of operand `op` as type t, for a loop over the lanes that
-        writes memory in `space`: one scalar where it is alike in every lane (histogram's
-        `atomicAdd(&h[b], 1)`, where a load per lane from a stack copy was a third of the
-        loop's loads), computed again in the loop where it comes from a vector load, else
-        from a stack copy."""
-        reload = self._reload(op, space)
-        if reload is not None:
-            return lambda lane: self._reloaded(reload, lane, lambda: self.read(op, t))
-        v = self.read(op, t)
-        if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
-            return lambda lane: v.constant[0]
-        return self._from_lane_array(v)
-
-    def _reload(self, op, space):
-        """The lanereloads.Reload of register operand `op` as the instruction being emitted
-        reads it, in lockstep with every lane's register vectors (else None)."""
-        if not (self.lockstep and self.lanes == LANES and isinstance(op, pir.Reg) and self.piece is not None):
-            return None
-        positions = self.piece.positions
-        return lanereloads.find_reload(self.f.pfn.body, positions, positions.index(self.position), op.name,
-                                       self.strides, space)
-
-    def _reloaded(self, reload, lane, value):
-        """The scalar of value() (a <1 x T> of registers read) where the registers of `reload`
-        hold lane `lane`'s values, computed from its elements in memory."""
-        body = self.f.pfn.body
-        saved, self.mask, self.reloading = self.mask, None, {}
-        try:
-            with self._lane_zero():
-                for pos in reload.positions:
-                    if pos in reload.loads:
-                        self._reload_element(body[pos], lane)
-                    else:
-                        self.op(body[pos].opcode)(self, body[pos])
-                return self.b.extract_element(value(), i32(0))
-        finally:
-            self.mask, self.reloading = saved, None
-
-    def _reload_element(self, st, lane):
-        """Lane `lane`'s element of a load of one element per lane at lane 0's address + lane *
-        size (lanereloads), into its register (the reload's values)."""
-        b = self.b
-        t, items, size = _elements(st, st.operands[0])
-        first = b.extract_element(self.addresses(st.operands[1], space_of(st)), i32(0))
-        at = b.add(first, b.mul(b.zext(lane, I64), i64(size)))
-        self.write(items[0], self.splat(b.load(b.inttoptr(at, llvm_type(t).as_pointer()), align=size)), t)
-
-    def _shared_offsets(self, op, space):
-        """The lanes' <32 x i32> offsets in the shared window where a 32-bit register holds the
-        address with no displacement (histogram's `atom.shared.add.u32 [%r22], 1`), else None.
-        A loop over the lanes reads 4-byte offsets and adds the window's base: 7% less time per
-        lane than 8-byte addresses in a C model of histogram's loop (0.48 against 0.52 ns)."""
-        if space != "shared" or not isinstance(op, pir.Addr) or not isinstance(op.base, pir.Reg) or op.offset:
-            return None
-        if llvm_width(self._reg_type(op.base.name)) != 32:
-            return None
-        return self.read(op.base, "u32")
-
-    def _from_lane_array(self, v):
-        """lane -> that lane's element of vector v, from a stack copy."""
-        elements = self.lane_array(v)
-        return lambda lane: self.b.load(self.b.gep(elements, [lane]))
-
-    @contextmanager
-    def _each_lane_here(self, address_of, elem, name):
-        """A loop over the lanes an access is for (_lanes), giving (lane, its element pointer
-        address_of(lane)). It stays a loop: unrolled 32 times over, the slow paths of every
-        access made most of a region's code (and compile time). And a scalar loop:
-        vectorised, it became four masked scatters of eight lanes for layernorm's store of
-        one lane (`if (lane == 0) mean[row] = m`); a loop over the mask's set bits instead
-        made histogram's atomics, where every lane runs, 8% slower (the counted loop's lane
-        test folds away there)."""
-        b = self.b
-        here = b.bitcast(self._lanes(), I32)
-        with for_range(b, i32(0), i32(LANES), name) as lane:
-            with b.if_then(b.trunc(b.lshr(here, lane), I1)):
-                yield lane, b.inttoptr(address_of(lane), elem.as_pointer())
-            latch = b.block
-        set_loop_hints(b.module, latch.terminator, {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False})
-
-    def lane_array(self, v):
-        """Pointer to the elements of vector v in a stack slot, for a loop over the lanes: an
-        element taken by a varying index is a store of the whole vector each time (eight
-        256-bit stores per lane in histogram's atomics)."""
-        slot = self._scratch(v.type)
-        self.b.store(v, slot)
-        return self.b.bitcast(slot, v.type.element.as_pointer())
-
-    def _consecutive(self, addrs, size):
-        """i1: every lane is here and lane l's address is lane 0's plus l * size."""
-        b = self.b
-        start = self.splat(b.extract_element(addrs, i32(0)))
-        steps = ir.Constant(self._vec(I64), [lane * size for lane in range(LANES)])
-        return self._every_lane(b.icmp_unsigned("==", addrs, b.add(start, steps)))
-
-    def flipped(self, op) -> bool:
-        """Whether memory operand `op`'s address is computed from an xor (gather's `flipped`)."""
-        if not isinstance(op, pir.Addr) or not isinstance(op.base, pir.Reg):
-            return False
-        return _computed_by(op.base.name, "xor", self.f.pfn.body, self._definitions())
-
-    def _definitions(self) -> dict:
-        """dataflow.definition_positions of the kernel's body, found once."""
-        if self._defs is None:
-            self._defs = self.f.analysed("definition_positions", lambda: dataflow.definition_positions(self.f.pfn.body))
-        return self._defs
-
-    def _xor_window(self, addrs, size):
-        """(i1 holds, i64 start, i64 u): the 32 addresses are the elements of one window of 32
-        from `start`, lane l's the window's element l ^ u (a butterfly's partners in one warp,
-        bitonic sort's `data[i ^ j]` for j < 32, an xor-swizzled tile). The window is the
-        aligned one around lane 0's address (an array from cudaMalloc is aligned, and a
-        warp's indices start at a multiple of 32; the least of the 32 addresses, a reduction,
-        cost as much as the access), u lane 0's element in it; the check is over every lane,
-        so that a lane outside the mask holding another address sends the access lane by
-        lane."""
-        b = self.b
-        shift = size.bit_length() - 1
-        first = b.extract_element(addrs, i32(0))
-        start = b.and_(first, i64(-LANES * size))
-        u = b.lshr(b.sub(first, start), i64(shift))
-        lanes = ir.Constant(self._vec(I64), list(range(LANES)))
-        expected = b.add(self.splat(start), b.shl(b.xor(lanes, self.splat(u)), self.splat(i64(shift))))
-        return self._reduce("and", b.icmp_unsigned("==", addrs, expected), I1), start, u
-
-    def _permute_lanes(self, v, u):
-        """Vector v with lane l holding v's lane l ^ u (u < 32): a fixed swap of lanes for each
-        bit of u, chosen by that bit. (The permutation is its own inverse: a store permutes
-        its values and mask by it too.)"""
-        b = self.b
-        for bit in range(LANES.bit_length() - 1):
-            swapped = b.shuffle_vector(v, ir.Constant(v.type, None),
-                                       ir.Constant(ir.VectorType(I32, LANES), [lane ^ (1 << bit) for lane in range(LANES)]))
-            on = b.icmp_unsigned("!=", b.and_(u, i64(1 << bit)), i64(0))
-            v = b.select(on, swapped, v)
-        return v
-
-    def _masked_load(self, start, vec, size, mask):
-        """Vector type `vec`'s elements from address `start` (i64) where `mask` holds (others
-        undefined; none read)."""
-        fn = declare(self.b.module, f"llvm.masked.load.v{LANES}{_suffix(vec.element)}.p0", vec,
-                     [vec.as_pointer(), I32, mask.type, vec])
-        return self.b.call(fn, [self.b.inttoptr(start, vec.as_pointer()), i32(size), mask, ir.Constant(vec, None)])
-
-    def _masked_store(self, value, start, size, mask):
-        """Vector `value`'s elements to address `start` (i64) where `mask` holds."""
-        fn = declare(self.b.module, f"llvm.masked.store.v{LANES}{_suffix(value.type.element)}.p0", ir.VoidType(),
-                     [value.type, value.type.as_pointer(), I32, mask.type])
-        return self.b.call(fn, [value, self.b.inttoptr(start, value.type.as_pointer()), i32(size), mask])
-
-    def _alike(self, addrs):
-        """i1: every lane is here and has lane 0's address."""
-        b = self.b
-        return self._every_lane(b.icmp_unsigned("==", addrs, self.splat(b.extract_element(addrs, i32(0)))))
-
-    def _every_lane(self, holds):
-        """i1: every lane is here (an access for all of them) and `holds` (<32 x i1>) for each."""
-        b = self.b
-        return b.and_(self._reduce("and", holds, I1), self._reduce("and", self._lanes(), I1))
-
-    def _lanes(self):
-        """The lanes an access is for: self.mask, or all of them (a recomputed definition)."""
-        return self.mask if self.mask is not None else self._all_lanes()
-
-    def _all_lanes(self):
-        return ir.Constant(self._vec(I1), [1] * LANES)
-
-    def _scratch(self, ty):
-        with at_function_start(self.b):
-            return self.b.alloca(ty)
-
-
-def _bits_of(b, v):
-    """An integer view of vector v, to compare bit patterns (floats, NaNs included)."""
-    if isinstance(v.type.element, ir.IntType):
-        return v
-    return b.bitcast(v, ir.VectorType(ir.IntType(llvm_width(v.type.element)), v.type.count))
-
-
-def _suffix(elem):
-    return f"i{elem.width}" if isinstance(elem, ir.IntType) else {"float": "f32", "double": "f64"}[str(elem)]
-
-
-# ---------------------------------------------------------------------- instructions in a region
-# Each mirrors compiler/ops/instructions.py for the forms it accepts.
-
-def _elements(st, data_op):
-    """(type, data operands, element size) of a ld or st that a region takes."""
-    ts = type_mods(st.mods)
-    if not ts or set(st.mods) & ORDERED_MODS:
-        raise NotVectorisable(f"{st.opcode} {st.mods}")
-    t = ts[-1]
-    items = data_op.items if isinstance(data_op, pir.Vec) else [data_op]
-    size = max(width(t) // 8, 1)
-    return t, items, size
-
-
-def _ld(w, st):
-    t, items, size = _elements(st, st.operands[0])
-    f, b = w.f, w.b
-    if f.is_kernel_param(st.operands[1]):
-        off = f.kernel_param_offset(st.operands[1])
-        for i, item in enumerate(items):
-            p = b.bitcast(b.gep(w.params, [i64(off + i * size)]), llvm_type(t).as_pointer())
-            w.write(item, w.splat(b.load(p, align=size)), t)
-        return
-    space = space_of(st)
-    if not f.parallel_space(space):
-        raise NotVectorisable(f"ld in .{space or 'generic'}")
-    strided = w.strided_address(st.operands[1], space)
-    if strided is not None and strided[1] == size * len(items) and (w.mask is None or len(items) == 1):
-        w.prefetch_ahead(strided[0], size * len(items) * LANES, w.position)
-        for item, v in zip(items, w.load_lanes(strided[0], llvm_type(t), size, len(items))):
-            w.write(item, v, t)
-        return
-    addrs = w.addresses(st.operands[1], space)
-    flipped = w.flipped(st.operands[1])
-    for i, item in enumerate(items):
-        at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
-        w.write(item, w.gather(at, llvm_type(t), size, flipped), t)
-
-
-def _st(w, st):
-    t, items, size = _elements(st, st.operands[1])
-    space = space_of(st)
-    if not w.f.parallel_space(space):
-        raise NotVectorisable(f"st in .{space or 'generic'}")
-    b = w.b
-    strided = w.strided_address(st.operands[0], space)
-    if strided is not None and strided[1] == size and len(items) == 1:
-        value = w.read(items[0], t)
-        streams = w.f.streams(st)
-        with streamstores.unless_streaming(b) if streams else nullcontext():
-            w.prefetch_ahead(strided[0], size * LANES, w.position, write=True)
-        if w.mask is None:
-            store = b.store(value, b.inttoptr(strided[0], value.type.as_pointer()), align=size)
-            return streamstores.mark(b.module, store) if streams else store
-        return w._masked_store(value, strided[0], size, w.mask)
-    addrs = w.addresses(st.operands[0], space)
-    flipped = w.flipped(st.operands[0])
-    for i, item in enumerate(items):
-        at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
-        w.scatter(at, w.read(item, t), size, flipped)
-
-
-def _cvta(w, st):
-    t = warpruns._type(st, {"u32", "u64"})
-    if isinstance(st.operands[1], pir.Sym):
-        raise NotVectorisable("cvta of a symbol")
-    v = w.read(st.operands[1], "u64")
-    if "shared" in [m.split("::")[0] for m in st.mods]:
-        base = w.splat(w._shared_base())
-        v = w.b.sub(v, base) if "to" in st.mods else w.b.add(v, base)
-    elif not {"global", "const", "param"} & set(st.mods):
-        raise NotVectorisable(f"cvta {st.mods}")
-    w.write(st.operands[0], v, t)
-
-
-_CVT_INTS, _CVT_FLOATS = INT_TYPES | {"b16", "b32", "b64", "u8", "s8", "b8"}, {"f32", "f64"}
-
-
-def _cvt_form(st):
-    """(destination type, source type, rounding modifier or None) of a cvt that _cvt takes,
-    else None: known before a region is emitted (WarpRegion.takes), so that a region that
-    meets another is not made up to there first."""
-    ts = type_mods(st.mods)
-    if not ts:
-        return None
-    dst, src = ts[0], ts[-1]
-    rnd = next((m for m in st.mods if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")), None)
-    ints, floats = _CVT_INTS, _CVT_FLOATS
-    if (dst in ints and src in ints and rnd is None
-            or dst in floats and src in ints and rnd in (None, "rn")
-            or (dst, src) == ("f64", "f32") and rnd is None
-            or (dst, src) == ("f32", "f64") and rnd in (None, "rn")):
-        return dst, src, rnd
-    return None
-
-
-def _cvt(w, st):
-    """Integer to integer, integer to float (round to nearest) and float widening or
-    narrowing (to nearest): floatops.cvt's forms without saturation or directed rounding."""
-    form = _cvt_form(st)
-    if form is None:
-        raise NotVectorisable(f"cvt {st.mods}")
-    dst, src, rnd = form
-    ints, floats = _CVT_INTS, _CVT_FLOATS
-    b = w.b
-    v = w.read(st.operands[1], src)
-    if dst in ints and src in ints and rnd is None:
-        to = w._vec(ir.IntType(width(dst)))
-        if width(src) > width(dst):
-            v = b.trunc(v, to)
-        elif width(src) < width(dst):
-            v = b.sext(v, to) if src.startswith("s") else b.zext(v, to)
-    elif dst in floats and src in ints and rnd in (None, "rn"):
-        to = w._vec(llvm_type(dst))
-        v = b.sitofp(v, to) if src.startswith("s") else b.uitofp(v, to)
-    elif (dst, src) == ("f64", "f32") and rnd is None:
-        v = b.fpext(v, w._vec(llvm_type(dst)))
-    elif (dst, src) == ("f32", "f64") and rnd in (None, "rn"):
-        v = b.fptrunc(v, w._vec(llvm_type(dst)))
-    else:
-        raise NotVectorisable(f"cvt {st.mods}")
-    w.write(st.operands[0], v, dst)
-
-
-def _mul(w, st):
-    if "wide" not in st.mods:
-        return warpruns.VECTOR_OPS["mul"](w, st)
-    t = warpruns._type(st, {"u16", "s16", "u32", "s32"})
-    a, c = (w.read(op, t) for op in st.operands[1:])
-    b = w.b
-    wide = w._vec(ir.IntType(2 * width(t)))
-    ext = b.sext if t.startswith("s") else b.zext
-    w.write(st.operands[0], b.mul(ext(a, wide), ext(c, wide)), t[0] + str(2 * width(t)))
-
-
-def _rounding(st):
-    return next((m for m in st.mods if m in ("rn", "rz", "rm", "rp", "approx", "full")), "rn")
-
-
-def _div(w, st):
-    """div.rn and div.full of floats: one IEEE division (floatops.div)."""
-    t = warpruns._type(st, FLOAT_TYPES)
-    if _rounding(st) not in ("rn", "full"):
-        raise NotVectorisable(f"div {st.mods}")
-    a, c = (w.read(op, t) for op in st.operands[1:])
-    w.write(st.operands[0], w.b.fdiv(a, c), t)
-
-
-def _root_or_reciprocal(w, st):
-    """rcp.rn, sqrt.rn / .approx, rsqrt.approx of floats, as floatops.unary computes them."""
-    t = warpruns._type(st, FLOAT_TYPES)
-    mode = _rounding(st)
-    x = w.read(st.operands[1], t)
-    b = w.b
-    one = w.splat(ir.Constant(llvm_type(t), 1.0))
-    sqrt = lambda v: b.call(declare(b.module, f"llvm.sqrt.v{v.type.count}{t}", v.type, [v.type]), [v])
-    if st.opcode == "rcp" and mode == "rn":
-        v = b.fdiv(one, x)
-    elif st.opcode == "sqrt" and mode in ("rn", "approx"):
-        v = sqrt(x)
-    elif st.opcode == "rsqrt" and mode == "approx":
-        v = b.fdiv(one, sqrt(x))
-    else:
-        raise NotVectorisable(f"{st.opcode} {st.mods}")
-    w.write(st.operands[0], v, t)
-
-
-def _neg_abs(w, st):
-    """neg and abs of integers and floats (instructions.abs_neg without ftz)."""
-    t = warpruns._type(st, INT_TYPES | FLOAT_TYPES)
-    a = w.read(st.operands[1], t)
-    b = w.b
-    if t in FLOAT_TYPES:
-        v = b.fneg(a) if st.opcode == "neg" else \
-            b.call(declare(b.module, f"llvm.fabs.v{a.type.count}{t}", a.type, [a.type]), [a])
-    elif st.opcode == "neg":
-        v = b.neg(a)
-    else:
-        v = b.select(b.icmp_signed("<", a, ir.Constant(a.type, None)), b.neg(a), a)
-    w.write(st.operands[0], v, t)
-
-
-def _atom(w, st):
-    """atom and red of the operations atomicrmw has, and cas: lane after lane in lane order,
-    each lane's update as atomics.lower_atomic makes it (a plain update in the block's own
-    shared memory, which only this CPU thread touches). Lanes' atomics in some order is
-    what a GPU gives too."""
-    ops = st.operands if st.opcode == "atom" else (None,) + tuple(st.operands)
-    op, ts = atomics.operation(st), type_mods(st.mods)
-    t = ts[-1] if ts else None
-    kind = atomics.rmw_kind(op, t) if op != "cas" else "cas"
-    if kind is None or t not in INT_TYPES | FLOAT_TYPES | {"b32", "b64"} or {"v2", "v4", "v8"} & set(st.mods):
-        raise NotVectorisable(f"{st.opcode} {st.mods}")
-    if kind in ("xchg", "cas"):
-        t = f"b{width(t)}"                      # bits, as lower_atomic exchanges them
-    flush = None
-    if kind == "fadd" and t == "f32":
-        flush = atomics.flushes_subnormals(st)
-        if flush is None:
-            raise NotVectorisable("generic add.f32: where each lane's address points decides whether subnormals flush")
-    b, private = w.b, atomics.block_private(st)
-    atomics.fence_before_release(b, st)
-    elem = llvm_type(t)
-    space = space_of(st)
-    address_of = w.lane_addresses(ops[1], space)
-    values = [w.lane_operand(op, t, space) for op in ops[2:]]
-    old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
-
-    # a loop over the lanes: 32 unrolled copies, each lane's address extracted from the
-    # vector, ran 4x slower on an AVX-512 EPYC (histogram 3.0 -> 0.76 ns per element, one
-    # worker) for 10% they gained on a Zen 3 (NOTES.md)
-    with w._each_lane_here(address_of, elem, st.opcode) as (lane, p):
-        v = [value(lane) for value in values]
-        got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0], flush)
-        b.store(got, b.gep(old, [lane]))
-    if ops[0] is not None:
-        w.write(ops[0], b.load(b.bitcast(old, w._vec(elem).as_pointer())), t)
-
-
-REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
-              "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
-              "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom}
-
 
 class EntryRegion(WarpRegion):
     """A kernel from its start, as one vector program per warp until each lane stops: the
@@ -1600,7 +762,7 @@ class EntryRegion(WarpRegion):
                     skipped |= set(pieces[piece.next].positions)
         return any(body[p].opcode == "st" and isinstance(body[p].operands[0], pir.Addr)
                    and isinstance(body[p].operands[0].base, pir.Reg)
-                   and _computed_by(body[p].operands[0].base.name, "xor", body, defs) for p in skipped)
+                   and computed_by(body[p].operands[0].base.name, "xor", body, defs) for p in skipped)
 
     def _written_at_start(self) -> set:
         return set()
@@ -1642,21 +804,6 @@ def emit_entry_region(f) -> dict:
         code.partners = partners.fn if partners else None
     code = _looping_region(code, flips)
     return {0: code.fn} if code else {}
-
-
-def _computed_by(reg, opcode, body, defs) -> bool:
-    """Whether an instruction of `opcode` is among those register `reg` is computed from."""
-    seen, todo = set(), [reg]
-    while todo:
-        r = todo.pop()
-        if r in seen:
-            continue
-        seen.add(r)
-        for p in defs.get(r, ()):
-            if body[p].opcode == opcode:
-                return True
-            todo.extend(dataflow.defs_uses(body[p])[1])
-    return False
 
 
 def _looping_region(code, anyway=False):
