@@ -56,9 +56,7 @@ vote), is not made, and the warp goes through the rounds as before.
 WarpRegion is written in parts: this module (what a region takes, its pieces and masks, its
 turns and stops, registers in slots), lockstep.py (the code a warp runs together),
 regionmemory.py (how its lanes reach memory) and regionops.py (the instructions it handles
-itself). It is one class (617 lines) because all of them emit into one function through one
-builder over one state: the lanes' mask and program counters, the registers' slots and the
-strided registers' scalars.
+itself).
 """
 from __future__ import annotations
 
@@ -101,7 +99,11 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
     """The region function of the fixed shuffle at body position `first`: `i32 (i8* spill,
     i8* header, i8* ws, i64 fsize, i32 lo, i8* params, i32* codes, i8* turn)` for the warp
     whose first thread is `lo`, called after the scheduler resolved that shuffle for the
-    warp; it answers abi.REGION_RAN, _NOT_RUN or _TURNED (`turn`: the warp's turn area)."""
+    warp; it answers abi.REGION_RAN, _NOT_RUN or _TURNED (`turn`: the warp's turn area).
+
+    ~620 lines here, with its parts Lockstep and RegionMemory beside it: one class because
+    all of them emit into one function through one builder over one state (the lanes' mask
+    and program counters, the registers' slots, the strided registers' scalars)."""
 
     ARG_TYPES = WarpCode.ARG_TYPES + (PTR, I32.as_pointer(), PTR)
     RETURNS = I32
