@@ -294,16 +294,16 @@ class ModuleLowering:
         header_arg.attributes.dereferenceable = abi.FRAME_HEADER + 8 * lowering.affine_slots
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
-        block = blockfunction.emit_block_function(self.mod, f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
-                                              frame_needs_index=calls, scalar_params=scalars,
-                                              site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes,
-                                              affine_sites=lowering.affine_sites,
-                                              self_checked_sites=lowering.self_checked_sites,
-                                              advances=lowering.advances, regions=lowering.regions,
-                                              guarded_rounds=lowering.guarded_rounds,
-                                              probe_bounds=lowering.probe_bounds)
+        plan = blockfunction.BlockPlan(f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
+                                       frame_needs_index=calls, scalar_params=scalars,
+                                       site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes,
+                                       affine_sites=lowering.affine_sites,
+                                       self_checked_sites=lowering.self_checked_sites, advances=lowering.advances,
+                                       regions=lowering.regions, guarded_rounds=lowering.guarded_rounds,
+                                       probe_bounds=lowering.probe_bounds)
+        block = blockfunction.emit_block_function(self.mod, plan)
         launch.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
-                              spill_bytes=lowering.spill_bytes)
+                           spill_bytes=lowering.spill_bytes)
 
     def kernel_shared_layout(self, pfn) -> tuple:
         """({shared variable declared in kernel `pfn`: its offset in the window}, the static
