@@ -9,9 +9,10 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
               and the variables they name, keeping the module's line numbers
   2. cache    compiler.build.cache: a kernel met before (same unit text, compiler, CPU) is loaded
   3. parse    ptx.parse: the unit's text to PTX IR
-  4. lower    compiler.lowering.module.ModuleLowering: PTX IR to LLVM IR (each function's analyses,
-              SIMT scheduling, warp regions, the block and launch functions); the module's
-              variables are declarations here, defined once by `compile_variables`
+  4. lower    compiler.lowering.module.ModuleLowering: PTX IR to LLVM IR: each function's
+              analyses (analysis/), its step function (lowering/function.py with ops/ and
+              vector/), a kernel's block function (simt/) and launch function (cpu/); the
+              module's variables are declarations here, defined once by `compile_variables`
   5. build    compiler.build.jit.compile_to_object: LLVM IR to a native object; quick code first
               while the compile server optimises (compiler/build/tiers.py), optimised code into
               the cache
@@ -19,8 +20,8 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
               variables (jit.LoadedObject's `symbols`)
 
   7. block program: at the first launch of a kernel with a block shape a block program may
-              take (compiler/vector/blockprograms.py), that shape's block program, made from the
-              same unit through the same cache and build stages (compile_block_program)
+              take (compiler/vector/blockprograms.py), that shape's block program, made from
+              the same unit through the same cache and build stages (compile_block_program)
 
 Each stage costs at most n log n in the size of what it is given: the index is one pass over
 the module's text, a unit holds only what its kernel reaches, and a kernel never launched

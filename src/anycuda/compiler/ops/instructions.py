@@ -12,10 +12,10 @@ from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
 from .. import abi
 from ..analysis import guards
-from ..cpu import streamstores
-from ..simt import gridsync
 from ..analysis.uniformity import constant_registers
+from ..cpu import streamstores
 from ..irutil import convert_bits, i32, i64, load_field
+from ..simt import gridsync
 from ..simt.workspace import COLL_ARRAYS
 from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
                      vector_count, width)
