@@ -43,9 +43,9 @@ def poison(shape, dtype) -> ac.ndarray:
 
 def made_regions(source: str):
     """({kernel: the warp region functions made for it}, the lowered LLVM module) of CUDA C++
-    `source` (compiler/warpregions.py: a region function is named after its kernel's index
+    `source` (compiler/vector/warpregions.py: a region function is named after its kernel's index
     and its site, 0 for an entry region; one not made keeps a single block, "unused")."""
-    from anycuda.compiler.module import ModuleLowering
+    from anycuda.compiler.lowering.module import ModuleLowering
     from anycuda.cudac import compile_to_ptx
     from anycuda.ptx.parser import parse
     ptx = compile_to_ptx(source)
@@ -64,18 +64,18 @@ def region_site(fn) -> int:
 
 
 def force_affine_check(monkeypatch):
-    """Make the scheduler's check of rebuilt registers (scheduler._affine_spills) answer yes
+    """Make the scheduler's check of rebuilt registers (blockfunction._affine_spills) answer yes
     whatever it finds, with a fresh compile: a test then sees whether a register is rebuilt
     from one value after a site at all (a register that is not alike in every thread comes
     out wrong), and that the check is what keeps such a register right."""
     from llvmlite import ir
-    from anycuda.compiler import scheduler
-    original = scheduler._affine_spills
+    from anycuda.compiler.simt import blockfunction
+    original = blockfunction._affine_spills
 
     def forced(b, spill, header, n, slots, holds):
         original(b, spill, header, n, slots, holds)
         return ir.Constant(ir.IntType(1), 1)
-    monkeypatch.setattr(scheduler, "_affine_spills", forced)
+    monkeypatch.setattr(blockfunction, "_affine_spills", forced)
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
 
 

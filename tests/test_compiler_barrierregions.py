@@ -1,4 +1,4 @@
-"""Regions from barriers and atomics in regions (compiler/warpregions.py, BarrierRegion and
+"""Regions from barriers and atomics in regions (compiler/vector/warpregions.py, BarrierRegion and
 _atom): after a barrier that the whole block leaves together, each full warp runs on as
 vector code where it loops; atomics run lane after lane. References are numpy
 computations; outputs are poisoned first. Blocks with a partial warp take the rounds,
@@ -141,7 +141,7 @@ def test_the_barrier_region_is_what_runs(rng, monkeypatch):
     """With the region's atomics made no-ops (and a fresh compile), blocks of full warps count
     nothing after the barrier; a block with a partial warp goes through the rounds and counts
     right."""
-    from anycuda.compiler import warpregions
+    from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     monkeypatch.setattr(warpregions, "REGION_OPS", dict(warpregions.REGION_OPS, atom=lambda w, st: None))
     data = rng.integers(0, 256, 5000).astype(np.uint8)

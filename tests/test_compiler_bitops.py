@@ -1,4 +1,4 @@
-"""Each integer/bit helper of anycuda.compiler.bitops, JIT-compiled on its own and compared
+"""Each integer/bit helper of anycuda.compiler.ops.bitops, JIT-compiled on its own and compared
 with a plain-Python model of the PTX ISA pseudo-code on random and edge-case inputs."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import llvmlite.ir as ir
 
-from anycuda.compiler import bitops
+from anycuda.compiler.ops import bitops
 from llvm_harness import Kernels
 
 I8, I16, I32, I64 = (ir.IntType(n) for n in (8, 16, 32, 64))

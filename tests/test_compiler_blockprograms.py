@@ -1,4 +1,4 @@
-"""Block programs (compiler/blockprograms.py): an acyclic kernel's block of W x 1 x 1 threads
+"""Block programs (compiler/vector/blockprograms.py): an acyclic kernel's block of W x 1 x 1 threads
 as one vector program, made at the first launch of that shape.
 
 Each kernel here runs against numpy on fresh random inputs with poisoned outputs, at block
@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from anycuda.compiler import blockprograms, pipeline
+from anycuda.compiler import pipeline
+from anycuda.compiler.vector import blockprograms
 
 SOURCE = r"""
 // every kind of access a block program tells apart, a barrier, shuffles and a lone lane's store

@@ -6,7 +6,7 @@ import numpy as np
 
 import anycuda as ac
 from anycuda import compiler
-from anycuda.compiler import cache
+from anycuda.compiler.build import cache
 from anycuda.ptx.index import ModuleIndex
 
 PTX = """.version 8.0

@@ -1,4 +1,4 @@
-"""Each float helper of anycuda.compiler.floatops, JIT-compiled on its own and compared with
+"""Each float helper of anycuda.compiler.ops.floatops, JIT-compiled on its own and compared with
 an independent reference: numpy, exact rational arithmetic (fractions.Fraction) rounded by
 a plain-Python model of IEEE rounding, and bit patterns built with numpy views."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import llvmlite.ir as ir
 
-from anycuda.compiler import floatops
+from anycuda.compiler.ops import floatops
 from llvm_harness import Kernels
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))

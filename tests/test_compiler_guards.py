@@ -1,4 +1,4 @@
-"""Probed branches (compiler/guards.py): a block whose threads all pass the kernel's
+"""Probed branches (compiler/analysis/guards.py): a block whose threads all pass the kernel's
 `if (i >= n) return;`, and the border test after it, runs the body without them. Checked
 against numpy on random sizes that leave a partial last block, with the memory past the end
 poisoned: it must stay untouched."""
@@ -7,9 +7,10 @@ import pytest
 
 import anycuda as ac
 from llvmlite import ir
-from anycuda.compiler import abi, guards
-from anycuda.compiler.lower import FunctionLowering
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler import abi
+from anycuda.compiler.analysis import guards
+from anycuda.compiler.lowering.function import FunctionLowering
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx import parse
 from conformance import poison
@@ -369,7 +370,7 @@ def test_the_settled_copy_is_what_runs(compile_cuda, rng, monkeypatch):
     the settled copy too and stores past n: the copy without the guards is what a passing
     block runs. (Without warp regions: the loop after the barrier would give full warps a
     region, which runs the guards as branches, in place of the round with the stores.)"""
-    from anycuda.compiler import warpregions
+    from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     monkeypatch.setattr(warpregions, "emit_regions", lambda f: {})
     monkeypatch.setattr(FunctionLowering, "_emit_probe", lambda self: self.b.ret(ir.Constant(ir.IntType(32), -1)))

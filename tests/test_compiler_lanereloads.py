@@ -1,4 +1,4 @@
-"""Lane reloads (compiler/lanereloads.py): in a warp region's loop over the lanes of an
+"""Lane reloads (compiler/vector/lanereloads.py): in a warp region's loop over the lanes of an
 atomic, a lane's address or operand is computed again from the memory a vector load read it
 from, not taken from a stack copy of the vector. That holds only while the memory still
 holds it: the analysis declines a load in the atomic's own state space (unless .nc), a store
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis, lanereloads, laneshapes
+from anycuda.compiler.analysis import uniformity
+from anycuda.compiler.vector import lanereloads, laneshapes
 from anycuda.compiler.types import space_of
 from anycuda.ptx.parser import parse
 from conformance import poison
@@ -202,7 +203,7 @@ def _loop_reload(source, label, register):
     positions = [p for p in range(start, end + 1) if hasattr(body[p], "opcode")]     # (no labels)
     at = next(i for i, p in enumerate(positions) if body[p].opcode in ("atom", "red"))
     bits = lambda r: 64 if r.startswith("%rd") else 16 if r.startswith("%rs") else 1 if r.startswith("%p") else 32
-    strides = laneshapes.lane_strides(body, bits, analysis.constant_registers(body))
+    strides = laneshapes.lane_strides(body, bits, uniformity.constant_registers(body))
     space = space_of(body[positions[at]])
     return body, lanereloads.find_reload(body, positions, at, register, strides, space)
 

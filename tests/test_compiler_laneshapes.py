@@ -1,8 +1,9 @@
-"""Lane strides (compiler/laneshapes.py): which registers a warp's lanes hold as
+"""Lane strides (compiler/vector/laneshapes.py): which registers a warp's lanes hold as
 base + lane * stride in lockstep, and the conditions the checked forms name."""
 import pytest
 
-from anycuda.compiler import analysis, laneshapes
+from anycuda.compiler.analysis import uniformity
+from anycuda.compiler.vector import laneshapes
 from anycuda.ptx import parse
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
@@ -48,7 +49,7 @@ $loop:
 def _strides(src):
     fn = parse(src).functions[0]
     bits = lambda r: 64 if r.startswith("%rd") else 1 if r.startswith("%p") else 32
-    return laneshapes.lane_strides(fn.body, bits, analysis.constant_registers(fn.body)), fn.body
+    return laneshapes.lane_strides(fn.body, bits, uniformity.constant_registers(fn.body)), fn.body
 
 
 def test_row_loop_strides():

@@ -1,4 +1,4 @@
-"""Thread-linear saves (analysis.thread_linear_forms, FunctionLowering._linear_part): a saved
+"""Thread-linear saves (affine.thread_linear_forms, FunctionLowering._linear_part): a saved
 register computed as k * threadIdx.x + m * n * threadIdx.y + something else (a tiled kernel's
 row-major index) is stored without its thread-linear part and gets it back on resume. The
 transformation is exact for any value; when what is stored is alike in every thread, a uniform
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import affine
 from anycuda.ptx.parser import parse
 from conformance import force_affine_check, poison
 
@@ -171,7 +171,7 @@ PTX = r"""
 
 def test_forms_found_by_the_analysis():
     fn = parse(PTX, "forms.ptx").functions[0]
-    forms = analysis.thread_linear_forms(fn.body, ["p", "n"])
+    forms = affine.thread_linear_forms(fn.body, ["p", "n"])
     x, y = ("x", None), ("y", "n")
     assert forms["%r2"] == {x: 1} and forms["%r4"] == {x: 1, y: 1}
     assert forms["%r5"] == {x: 4, ("y", "n"): 4} and forms["%r6"] == {x: 1, y: 1}

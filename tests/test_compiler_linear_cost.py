@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis, guards, laneshapes
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.analysis import cfg, dataflow
+from anycuda.compiler.vector import laneshapes
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.ptx import parse
 import ptx_generators as gen
 
@@ -66,18 +67,23 @@ def _traced_lines(kernel) -> collections.Counter:
 
 class _Counts:
     """Calls of the per-instruction helpers of the analyses, and the blocks the sparse ones
-    visit, counted by wrapping them (module globals, which the analyses look up per call)."""
+    visit, counted by wrapping them (module globals, which the analyses look up per call: in
+    the module that defines one and in each compiler module that imports it by name)."""
 
-    HELPERS = ((analysis, "defs_uses"), (analysis, "_written_by"), (analysis, "build_cfg"),
-               (analysis, "definition_positions"), (laneshapes, "instruction_stride"),
-               (guards, "defs_uses"), (guards, "definition_positions"))
+    HELPERS = ((dataflow, "defs_uses"), (dataflow, "_written_by"), (cfg, "build_cfg"),
+               (dataflow, "definition_positions"), (laneshapes, "instruction_stride"))
 
     def __init__(self, monkeypatch):
         self.calls = collections.Counter()
         for module, name in self.HELPERS:
             key = f"{module.__name__.rsplit('.', 1)[-1]}.{name}"
-            monkeypatch.setattr(module, name, self._counting(key, getattr(module, name)))
-        original = analysis.ReachingDefinitions._entry
+            original = getattr(module, name)
+            counted = self._counting(key, original)
+            for other in list(sys.modules.values()):
+                if getattr(other, "__name__", "").startswith("anycuda.compiler") \
+                        and getattr(other, name, None) is original:
+                    monkeypatch.setattr(other, name, counted)
+        original = dataflow.ReachingDefinitions._entry
 
         def entry(rd, b, r):
             before = rd.visits
@@ -85,7 +91,7 @@ class _Counts:
                 return original(rd, b, r)
             finally:
                 self.calls["reaching definitions: blocks solved"] += rd.visits - before
-        monkeypatch.setattr(analysis.ReachingDefinitions, "_entry", entry)
+        monkeypatch.setattr(dataflow.ReachingDefinitions, "_entry", entry)
 
     def _counting(self, key, fn):
         def counted(*args, **kwargs):
@@ -140,7 +146,7 @@ def test_analysis_work_grows_as_n_log_n(monkeypatch):
 def test_a_kernel_of_50000_instructions(monkeypatch):
     """The issue's size: 12,500 against 50,000 instructions, deep loop nests and many branches;
     the large one also compiles (quick code)."""
-    from anycuda.compiler.jit import compile_to_object
+    from anycuda.compiler.build.jit import compile_to_object
     counts = _Counts(monkeypatch)
     small, large = gen.random_kernel(12500, 7), gen.random_kernel(50000, 7)
     a = counts.measure(small)

@@ -1,4 +1,4 @@
-"""Scalar kernel parameters read more than once (compiler/lower.py kernel_param_value): the
+"""Scalar kernel parameters read more than once (compiler/lowering/function.py kernel_param_value): the
 value passed in is converted to the read's type once, in the entry block, so that every read
 sees it, wherever it is: in two sibling branches, or again at the resume point after a
 barrier. Reduced from kernels of NVIDIA's cuBLAS 13 (syr, symv, gemv, sgemmEx), whose loads

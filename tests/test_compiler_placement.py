@@ -1,4 +1,4 @@
-"""A worker that starts on its launching thread's CPU moves off it (compiler/placement.py).
+"""A worker that starts on its launching thread's CPU moves off it (compiler/cpu/placement.py).
 The move itself is tested here on a thread of this process; whether Linux put a woken
 worker there in the first place cannot be arranged by a test."""
 import ctypes
@@ -10,7 +10,8 @@ import pytest
 from llvmlite import ir
 
 import anycuda as ac
-from anycuda.compiler import jit, placement
+from anycuda.compiler.cpu import placement
+from anycuda.compiler.build import jit
 from anycuda.compiler.types import I32
 from conformance import poison
 

@@ -1,4 +1,4 @@
-"""Block-wide bounds of the known branches' predicates (compiler/probebounds.py): where they
+"""Block-wide bounds of the known branches' predicates (compiler/simt/probebounds.py): where they
 show that no thread of a block takes a known branch, the block skips the probe's loop over
 its threads and runs the copy without the guards. References are numpy; outputs are
 poisoned first, so a block that wrongly skipped its guards (stores past n, or at the
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import probebounds
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.simt import probebounds
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
 from conformance import poison

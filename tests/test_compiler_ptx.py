@@ -825,7 +825,7 @@ DONE:
 def test_grid_stride_loop_with_uneven_trip_counts_then_barrier(rng=np.random.default_rng()):
     """A grid-stride loop runs in lockstep across a block (a yield at its back edge): threads
     that leave it at different iterations, or never enter it, meet at a barrier after it."""
-    from anycuda.compiler import analysis
+    from anycuda.compiler.analysis import gridstride
     from anycuda.ptx import parse
     ptx = """
 .visible .entry k(.param .u64 pin, .param .u64 pout, .param .u64 pblk, .param .u32 pn)
@@ -872,7 +872,7 @@ DONE:
 }"""
     fn = next(f for f in parse(HEADER + ptx).functions if f.is_kernel)
     # the grid-stride loop gets a yield; the counted loop over shared memory does not
-    assert len(analysis.grid_stride_yields(fn.body, {}, [p.name for p in fn.params])) == 1
+    assert len(gridstride.grid_stride_yields(fn.body, {}, [p.name for p in fn.params])) == 1
     grid, block = 3, 96
     for n in (1000, 100, 0, 3 * 96 * 4):
         x = rng.integers(0, 1000, max(n, 1)).astype(np.int32)

@@ -1,11 +1,11 @@
-"""What a thread keeps across a barrier or shuffle (lower._plan_spills): registers recomputed
+"""What a thread keeps across a barrier or shuffle (FunctionLowering._plan_spills): registers recomputed
 at one site and saved at another when nvcc reuses them, and saves skipped for registers
-unchanged since the last resume (analysis.written_since_resume). Hand-written PTX pins the
+unchanged since the last resume (dataflow.written_since_resume). Hand-written PTX pins the
 register reuse; the expected values are worked out by hand below."""
 import numpy as np
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import dataflow
 from anycuda.ptx import parse
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
@@ -110,16 +110,16 @@ def test_a_register_read_before_its_operand_was_redefined_is_saved():
 def test_reaching_definitions_tell_the_reuse_apart():
     fn = next(f for f in parse(REUSE).functions if f.is_kernel)
     bars = [pos for pos, st in enumerate(fn.body) if getattr(st, "opcode", None) == "bar"]
-    reach = analysis.reaching_definitions(fn.body, {})
+    reach = dataflow.reaching_definitions(fn.body, {})
     first, second = bars
-    assert reach.only(first, "%r1") is not None and reach.summary(second, "%r1") == analysis._SEVERAL
+    assert reach.only(first, "%r1") is not None and reach.summary(second, "%r1") == dataflow._SEVERAL
     assert reach.only(first, "%r2") == reach.only(second, "%r2") is not None
 
 
 def test_a_register_unchanged_since_the_last_resume_is_not_saved_again(rng):
     fn = next(f for f in parse(PASS_THROUGH).functions if f.is_kernel)
     shuffles = [pos for pos, st in enumerate(fn.body) if getattr(st, "opcode", None) == "shfl"]
-    written = analysis.written_since_resume(fn.body, {})
+    written = dataflow.written_since_resume(fn.body, {})
     assert ["%r5" in written[pos] for pos in shuffles] == [True, True, False]
     for block in (32, 64, 160):
         x = rng.integers(-1000, 1000, block).astype(np.int32)

@@ -1,4 +1,4 @@
-"""Streaming stores (compiler/streamstores.py): which stores are candidates, how the
+"""Streaming stores (compiler/cpu/streamstores.py): which stores are candidates, how the
 optimised code makes them non-temporal, and that kernels whose launches use them compute
 what numpy does, on aligned and misaligned outputs (poisoned first)."""
 import platform
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis, streamstores
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.analysis import memory
+from anycuda.compiler.cpu import streamstores
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
 from anycuda.runtime import program
@@ -73,7 +74,7 @@ def test_streaming_store_bytes(source, name, nbytes):
     """What a thread stores into buffers the kernel does not read: the launch's choice.
     axpy reads the address it writes; scale_rows reads its output buffer back elsewhere."""
     fn = _kernel(source, name)
-    assert analysis.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == nbytes
+    assert memory.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == nbytes
 
 
 def test_launch_choice(monkeypatch):
@@ -114,7 +115,7 @@ def test_launch_choice_by_buffers(monkeypatch, rng, rows, streams):
     monkeypatch.setattr(program.KernelImage, "_choices_by_buffers",
                         lambda self, params: choices.append(decide(self, params)[0]) or decide(self, params))
     fn = _kernel(ROWS, "double_rows")
-    assert analysis.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == 4
+    assert memory.streaming_store_bytes(fn.body, [p.name for p in fn.params]) == 4
     c = 1000
     x = rng.standard_normal((rows, c)).astype(np.float32)
     y = poison(rows * c, np.float32)
@@ -156,8 +157,8 @@ def test_rewrite_takes_marked_vector_stores_only():
 
 
 def _optimised_ir(monkeypatch, tmp_path, source):
-    from anycuda.compiler import jit
-    from anycuda.compiler.module import ModuleLowering
+    from anycuda.compiler.build import jit
+    from anycuda.compiler.lowering.module import ModuleLowering
     dump = tmp_path / "opt.ll"
     dump.unlink(missing_ok=True)
     monkeypatch.setenv("ANYCUDA_DUMP_OPT_IR", str(dump))

@@ -1,4 +1,4 @@
-"""Quick code first, optimised code from the compile server (compiler/tiers.py).
+"""Quick code first, optimised code from the compile server (compiler/build/tiers.py).
 
 The rest of the suite runs optimised code (conftest sets ANYCUDA_JIT=optimised); here the
 quick code runs the bundled examples against numpy, a tiered module switches over and
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from anycuda import compiler, demo
-from anycuda.compiler import cache, tiers
+from anycuda.compiler.build import cache, tiers
 from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime.program import Program, load_program
 
@@ -222,7 +222,7 @@ def test_the_compile_server_ends_with_its_program(tmp_path):
     so) takes its compile server with it at once: the server must not go on optimising, hold
     the program's pipes open or print to its output when its reply finds the program gone."""
     ptx = _example_ptx("softmax")
-    code = ("import os, sys, time; from anycuda.compiler import tiers; from anycuda.runtime.program import load_program\n"
+    code = ("import os, sys, time; from anycuda.compiler.build import tiers; from anycuda.runtime.program import load_program\n"
             "p = load_program(sys.stdin.read(), 'softmax.ptx')\n"
             "job = p.compiled_kernel('softmax_rows').optimised\n"
             "while tiers._server()._proc is None: time.sleep(0.01)\n"
@@ -242,7 +242,7 @@ def test_the_compile_server_ends_with_its_program(tmp_path):
 def test_no_code_is_linked_once_the_exit_has_begun():
     """jit.stop_linking (at exit) waits for a link in progress and refuses later ones, which
     would meet LLVM being torn down."""
-    code = ("from anycuda.compiler import jit\n"
+    code = ("from anycuda.compiler.build import jit\n"
             "obj = jit.compile_to_object('define i32 @f() {\\n  ret i32 1\\n}\\n', 'f')\n"
             "assert jit.LoadedObject(obj).address('f')\n"
             "jit.stop_linking()\n"

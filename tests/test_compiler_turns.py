@@ -1,14 +1,15 @@
-"""Turns (compiler/warpregions.py): a region whose warp runs a grid-stride loop in lockstep
+"""Turns (compiler/vector/warpregions.py): a region whose warp runs a grid-stride loop in lockstep
 gives way to the block's next warp every TURN_ITERATIONS iterations, its live registers
 left in its turn area, and the block function calls each warp's region again until none
 does; where that region starts the kernel, the block function itself gives way after each
-pass over its warps and a worker keeps scheduler.BLOCKS_IN_FLIGHT blocks in flight.
+pass over its warps and a worker keeps launch.BLOCKS_IN_FLIGHT blocks in flight.
 References are numpy computations; outputs are poisoned first."""
 import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import scheduler, warpregions
+from anycuda.compiler.cpu import launch
+from anycuda.compiler.vector import warpregions
 from conformance import made_regions, poison
 
 SOURCE = r"""
@@ -169,7 +170,7 @@ def test_blocks_in_flight(mod, one_worker):
     """One worker runs BLOCKS_IN_FLIGHT blocks' turns in rounds: block 1 starts before block
     0's second turn, and block BLOCKS_IN_FLIGHT only when block 0 has ended. Every element
     gets a ticket, each ticket once; each warp's lanes take consecutive ones."""
-    g, k = scheduler.BLOCKS_IN_FLIGHT, warpregions.TURN_ITERATIONS
+    g, k = launch.BLOCKS_IN_FLIGHT, warpregions.TURN_ITERATIONS
     assert g >= 2
     grid, block = 2 * g + 1, 64
     n = grid * block * 3 * k + 40            # the first warp of block 0 runs one iteration more

@@ -1,15 +1,15 @@
-"""Saves proven alike (analysis.control_uniform, analysis.uniform_remainders,
+"""Saves proven alike (uniformity.control_uniform, uniformity.uniform_remainders,
 FunctionLowering._proven_affine): in a kernel whose threads all take the same path, a tile
 loop's counter and an index less its thread-linear part hold one value in every thread at
 each barrier, so the scheduler takes thread 0's saved value without comparing the others'
-(scheduler._affine_spills). Where one branch depends on the thread, the comparison stays
+(blockfunction._affine_spills). Where one branch depends on the thread, the comparison stays
 and is what keeps a skewed index right. numpy is the reference; outputs are poisoned first."""
 import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.analysis import uniformity
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.ptx.parser import parse
 from conformance import poison
 
@@ -106,13 +106,13 @@ PARAMS = ["px", "pout", "pn", "psteps", "pskew"]
 
 def test_the_analyses_on_a_uniform_and_a_skewed_walk():
     plain, skewed = _body(_walk("plain", False)), _body(_walk("skewed", True))
-    assert analysis.control_uniform(plain, PARAMS)
-    assert not analysis.control_uniform(skewed, PARAMS)
+    assert uniformity.control_uniform(plain, PARAMS)
+    assert not uniformity.control_uniform(skewed, PARAMS)
     # the index less tid.x is ctaid * n + k * ntid in either: its definitions cannot tell the
     # branch, which is why control_uniform must hold before it is relied on
-    assert "%r6" in analysis.uniform_remainders(plain, PARAMS)
-    assert "%r6" in analysis.uniform_remainders(skewed, PARAMS)
-    assert "%r7" in analysis.block_uniform_registers(plain, PARAMS)
+    assert "%r6" in uniformity.uniform_remainders(plain, PARAMS)
+    assert "%r6" in uniformity.uniform_remainders(skewed, PARAMS)
+    assert "%r7" in uniformity.block_uniform_registers(plain, PARAMS)
 
 
 BRANCHES = r"""
@@ -151,14 +151,14 @@ def test_which_paths_are_uniform(last, uniform):
     if "call" in last:
         source = source.replace(".visible .entry", ".func f()\n{\n    ret;\n}\n.visible .entry")
     fn = [f for f in parse(source, "branches.ptx").functions if f.name == "k"][0]
-    assert analysis.control_uniform(fn.body, ["pn"]) is uniform
-    remainders = analysis.uniform_remainders(fn.body, ["pn"])
+    assert uniformity.control_uniform(fn.body, ["pn"]) is uniform
+    remainders = uniformity.uniform_remainders(fn.body, ["pn"])
     # tid.x + n: the rest is the parameter; tid.x + laneid: the rest differs by lane
     assert "%r6" in remainders and "%r5" not in remainders
 
 
 def _compare_loops(ptx):
-    """The block function's loops that compare the threads' saved values (scheduler._affine_spills)."""
+    """The block function's loops that compare the threads' saved values (blockfunction._affine_spills)."""
     return str(ModuleLowering(parse(ptx, "walk.ptx"), "walk").lower().mod).count("affine.head:")
 
 

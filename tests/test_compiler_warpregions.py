@@ -1,4 +1,4 @@
-"""Warp regions (compiler/warpregions.py): from a fixed shuffle on, a warp's lanes run as one
+"""Warp regions (compiler/vector/warpregions.py): from a fixed shuffle on, a warp's lanes run as one
 vector program, with masks for the lanes that part at branches, until each stops (the end,
 a barrier, a shuffle not all lanes reach). References are numpy computations of what each
 thread does; outputs are poisoned first. Blocks with a partial warp take the general
@@ -196,7 +196,7 @@ def test_regions_are_made_where_loops_follow_a_run():
 def test_the_region_is_what_runs(rng, monkeypatch):
     """With the region's stores made no-ops (and a fresh compile), full warps leave their
     outputs poisoned: the lanes went through the region function, not the step function."""
-    from anycuda.compiler import warpregions
+    from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     monkeypatch.setattr(warpregions, "REGION_OPS", dict(warpregions.REGION_OPS, st=lambda w, st: None))
     N, C = 8, 64
@@ -232,7 +232,7 @@ def test_grid_stride_loop_through_yields(rng, grid, block):
 def _reverse_lockstep_loads(monkeypatch):
     """Make lockstep's loads through a strided address reverse the lanes (with a fresh
     compile): code that ran in lockstep then gives wrong results. Returns the real loader."""
-    from anycuda.compiler import warpregions
+    from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     real = warpregions.WarpRegion.load_lanes
 
@@ -426,7 +426,7 @@ def test_partners_in_a_warp_are_one_permuted_window(rng, monkeypatch):
     warp runs: the partner's element is one load of the warp's 32 elements, permuted lane
     by lane ^ j. With the permutation made to do nothing (a fresh compile) the step comes
     out wrong for j < 32, and stays right for j = 64 (the strided region, no window)."""
-    from anycuda.compiler import warpregions
+    from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     monkeypatch.setattr(warpregions.WarpRegion, "_permute_lanes", lambda self, v, u: v)
     k = ac.RawModule(code=ENTRY_SOURCE + "// not permuted\n").get_function("exchange")
@@ -506,7 +506,7 @@ def _reads_codes(region) -> bool:
 def test_the_entry_region_is_what_runs(rng, monkeypatch):
     """With the region's stores made no-ops, blocks of whole warps leave the output as it was,
     a block with a partial warp (thread by thread) does not."""
-    from anycuda.compiler import warpregions
+    from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     monkeypatch.setattr(warpregions, "REGION_OPS", dict(warpregions.REGION_OPS, st=lambda w, st: None))
     k = ac.RawModule(code=ENTRY_SOURCE + "// stores dropped\n").get_function("add_totals")
@@ -518,7 +518,7 @@ def test_the_entry_region_is_what_runs(rng, monkeypatch):
         assert (out.get()[per:] != 0).all() == changed
 
 
-# Lockstep (warpregions, compiler/laneshapes.py): where a warp's lanes run together, the
+# Lockstep (warpregions, compiler/vector/laneshapes.py): where a warp's lanes run together, the
 # registers they hold as base + lane * stride are one scalar. The forms that rely on a
 # condition (no lane wraps when widened, none carries past a warp's bits) must leave lockstep
 # when it fails, mid-piece, and give the same answers.
@@ -586,7 +586,7 @@ def test_lockstep_is_what_runs(rng, monkeypatch):
     fresh compile), the rows come out wrong: the whole warp ran its row loops in lockstep,
     one vector load per row step. Lockstep never entered (every warp through the masked
     copy) gives the right rows too."""
-    from anycuda.compiler import warpregions
+    from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     x = (rng.standard_normal((8, 96)) + 0.5).astype(np.float32)
     want = _row_norm_reference(x)

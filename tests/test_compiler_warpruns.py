@@ -1,4 +1,4 @@
-"""Runs of warp shuffles as vector code (compiler/warpruns.py): when a warp's 32 lanes all
+"""Runs of warp shuffles as vector code (compiler/vector/warpruns.py): when a warp's 32 lanes all
 wait at the first shuffle of a straight-line run of shuffles, the scheduler computes the
 whole run for the warp as <32 x T> vectors and resumes the lanes after its last shuffle.
 The references are numpy emulations of each shuffle as the CUDA documentation defines it;
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler.module import ModuleLowering
+from anycuda.compiler.lowering.module import ModuleLowering
 from anycuda.ptx.parser import parse
 from conformance import poison
 
@@ -217,7 +217,7 @@ def test_the_vector_code_is_what_runs(rng, monkeypatch):
     """With the vector form of min made a max (and a fresh compile), full warps come out
     wrong: their lanes went through the advance function, not through the step function."""
     import dataclasses
-    from anycuda.compiler import warpruns
+    from anycuda.compiler.vector import warpruns
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
     monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")     # (a block program would take this kernel)
     as_max = lambda w, st: warpruns.VECTOR_OPS["max"](w, dataclasses.replace(st, opcode="max"))
@@ -270,14 +270,14 @@ LINEAR = r"""
 
 
 def test_registers_saved_without_their_thread_linear_part(rng, monkeypatch):
-    from anycuda.compiler import lower
+    from anycuda.compiler.lowering.function import FunctionLowering
     seen = {}
-    original = lower.FunctionLowering._plan_spills
+    original = FunctionLowering._plan_spills
 
     def spy(self, body):
         original(self, body)
         seen.update(self.linear_forms)
-    monkeypatch.setattr(lower.FunctionLowering, "_plan_spills", spy)
+    monkeypatch.setattr(FunctionLowering, "_plan_spills", spy)
     assert _advances(LINEAR) == (1, 0)
     assert {"%r11", "%r13"} <= set(seen)
     monkeypatch.undo()

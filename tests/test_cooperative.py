@@ -213,7 +213,7 @@ $wait:
 
 
 def _llvm_ir(ptx):
-    from anycuda.compiler.module import ModuleLowering
+    from anycuda.compiler.lowering.module import ModuleLowering
     from anycuda.ptx import parse
     return str(ModuleLowering(parse(ptx, "poll.ptx"), "poll.ptx").lower().mod)
 

@@ -134,7 +134,7 @@ def test_every_opcode_checks_its_operand_count(replacement):
 
 
 def test_operand_count_table_covers_every_handler():
-    from anycuda.compiler.instructions import HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS
+    from anycuda.compiler.ops.instructions import HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS
     unchecked = set(HANDLERS) - set(OPERAND_COUNTS) - VARIABLE_FORMS - {"set", "setp"}
     assert not unchecked, f"opcodes with neither an operand count nor a reason: {sorted(unchecked)}"
 

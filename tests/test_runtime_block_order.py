@@ -1,11 +1,11 @@
 """The order a launch hands its blocks out in (runtime/program.py block_order): which kernels
-may have their blocks run last first (analysis.any_block_order), which launches alternate,
+may have their blocks run last first (memory.any_block_order), which launches alternate,
 and the order one worker then runs the blocks in, read from the blocks' own cycle counters."""
 import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler import analysis
+from anycuda.compiler.analysis import memory
 from anycuda.cudac import compile_to_ptx
 from anycuda.ptx.parser import parse
 from anycuda.runtime import program
@@ -55,7 +55,7 @@ def mod():
 def test_which_kernels_may_run_blocks_in_any_order(kernels, name, free):
     """Atomics, volatile loads and fences let a block see another's progress; printf shows
     which block ran first. Only kernels without any of them may run blocks last first."""
-    assert analysis.any_block_order(kernels[name].body) is free
+    assert memory.any_block_order(kernels[name].body) is free
 
 
 def test_order_by_footprint(monkeypatch):

@@ -1,4 +1,4 @@
-"""A kernel without sites runs each chunk of blocks in one call (scheduler.emit_run_blocks):
+"""A kernel without sites runs each chunk of blocks in one call (launch.emit_run_blocks):
 the loop there counts the blocks' coordinates instead of dividing, and keeps the running
 block's index where a memory fault finds it. These tests run grids whose chunks cross rows
 and planes of the grid, in both block orders, and fault in the middle of a chunk."""

@@ -14,7 +14,7 @@ import time
 import numpy as np
 from llvmlite import ir
 
-from anycuda.compiler import jit
+from anycuda.compiler.build import jit
 
 T, K, L = 256, 4, 32
 i32, i64 = ir.IntType(32), ir.IntType(64)

@@ -11,7 +11,7 @@ def cmd_info(args) -> int:
     import numpy
 
     from . import __version__
-    from .compiler.jit import target_description
+    from .compiler.build.jit import target_description
     from .cudac import compiler_description
     from .runtime.device import device_count, properties
     print(f"anycuda {__version__}")

@@ -28,9 +28,9 @@ LAUNCH_FIELDS = [
     ("chunk", 112, "u64"),            # blocks a worker takes from the counter at a time
     ("grid_workspace", 120, "u64"),   # a cooperative launch's GRID_WS (%envreg1/2); 0 otherwise
     ("all_workers", 128, "u32"),      # num_workers once optimised code takes over from quick code
-    ("stream_stores", 132, "u32"),    # nonzero: stores may bypass the caches (compiler/streamstores.py)
+    ("stream_stores", 132, "u32"),    # nonzero: stores may bypass the caches (compiler/cpu/streamstores.py)
     ("backwards", 136, "u32"),        # nonzero: the counter's chunks are handed out last first
-    ("caller_cpu", 140, "s32"),       # the launching thread's CPU (compiler/placement.py); -1: unknown
+    ("caller_cpu", 140, "s32"),       # the launching thread's CPU (compiler/cpu/placement.py); -1: unknown
     ("grid_id", 144, "u64"),          # %gridid: the launch's number in this process
     ("multiprocessors", 152, "u32"),  # %nsmid: the device's multiprocessor count (its share of the workers)
     ("explicit_cluster", 156, "u32"), # %is_explicit_cluster: launched with a (1x1x1) cluster shape
@@ -95,12 +95,12 @@ BAR_FIELDS = 4
 # step() return values besides a site number (>= 1)
 STEP_EXIT = 0
 STEP_TRAP = -1
-# what a region function (compiler/warpregions.py) answers: it ran the warp until each lane
+# what a region function (compiler/vector/warpregions.py) answers: it ran the warp until each lane
 # stopped; it did not run (the threads run one by one); it gave way to the block's next warp
 # at a grid-stride loop's back edge, its state in its turn area (it resumes from there)
 REGION_RAN, REGION_NOT_RUN, REGION_TURNED = 0, 1, 2
 
-# how a worker calls a block function (scheduler.emit_block_function): the first block in
+# how a worker calls a block function (blockfunction.emit_block_function): the first block in
 # its workspace (the frames get set up), a later one, or the same block again after it gave
 # way; and what the block function answers: done, failed, or gave way (its warps wait
 # between turns of a grid-stride loop in the workspace, and the worker runs other blocks)

@@ -36,6 +36,11 @@ def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=Fals
     return fn
 
 
+def intrinsic_suffix(elem: ir.Type) -> str:
+    """The suffix that names an overloaded LLVM intrinsic's element type: i32, f32, f64..."""
+    return f"i{elem.width}" if isinstance(elem, ir.IntType) else {"float": "f32", "double": "f64"}[str(elem)]
+
+
 def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
     fn = declare(b.module, name, ret, [a.type for a in args])
     return b.call(fn, args)
@@ -160,7 +165,7 @@ def thread_parallel_group(module: ir.Module) -> ir.MDValue:
     loads and stores (CUDA orders threads only at barriers, atomics and fences; a data race
     may see any order, and a vector of threads running one instruction together is what a
     warp does) and a thread's own slots in the per-thread arrays. A loop over a block's
-    threads that names the group (scheduler._each_thread) tells the vectoriser that those
+    threads that names the group (blockfunction._each_thread) tells the vectoriser that those
     accesses carry no dependence from one thread to the next, which it could not prove for
     gathered or data-dependent addresses; accesses outside the group keep it from assuming
     anything."""
@@ -225,7 +230,7 @@ def register_address(b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
 def convert_bits(b: ir.IRBuilder, v: ir.Value, to: ir.Type, signed=False) -> ir.Value:
     """Reinterpret or resize a register value as PTX's typed moves allow: same width is a
     bitcast; a narrower integer view truncates; a wider one extends (sign or zero). `to` is
-    a scalar type; a vector (a warp's lanes, compiler/warpruns.py) converts lane by lane."""
+    a scalar type; a vector (a warp's lanes, compiler/vector/warpruns.py) converts lane by lane."""
     count = getattr(v.type, "count", None)
     like = (lambda t: ir.VectorType(t, count)) if count else (lambda t: t)
     frm = v.type.element if count else v.type

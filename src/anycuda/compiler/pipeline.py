@@ -7,20 +7,21 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
 
   1. unit     ptx.index.ModuleIndex.kernel_unit: the kernel, the device functions it reaches
               and the variables they name, keeping the module's line numbers
-  2. cache    compiler.cache: a kernel met before (same unit text, compiler, CPU) is loaded
+  2. cache    compiler.build.cache: a kernel met before (same unit text, compiler, CPU) is loaded
   3. parse    ptx.parse: the unit's text to PTX IR
-  4. lower    compiler.module.ModuleLowering: PTX IR to LLVM IR (each function's analyses,
-              SIMT scheduling, warp regions, the block and launch functions); the module's
-              variables are declarations here, defined once by `compile_variables`
-  5. build    compiler.jit.compile_to_object: LLVM IR to a native object; quick code first
-              while the compile server optimises (compiler/tiers.py), optimised code into
+  4. lower    compiler.lowering.module.ModuleLowering: PTX IR to LLVM IR: each function's
+              analyses (analysis/), its step function (lowering/function.py with ops/ and
+              vector/), a kernel's block function (simt/) and launch function (cpu/); the
+              module's variables are declarations here, defined once by `compile_variables`
+  5. build    compiler.build.jit.compile_to_object: LLVM IR to a native object; quick code first
+              while the compile server optimises (compiler/build/tiers.py), optimised code into
               the cache
   6. link     runtime/program.py: the object linked into the process against the module's
               variables (jit.LoadedObject's `symbols`)
 
   7. block program: at the first launch of a kernel with a block shape a block program may
-              take (compiler/blockprograms.py), that shape's block program, made from the
-              same unit through the same cache and build stages (compile_block_program)
+              take (compiler/vector/blockprograms.py), that shape's block program, made from
+              the same unit through the same cache and build stages (compile_block_program)
 
 Each stage costs at most n log n in the size of what it is given: the index is one pass over
 the module's text, a unit holds only what its kernel reaches, and a kernel never launched
@@ -35,9 +36,10 @@ from dataclasses import dataclass, field
 from ..ptx import parse
 from ..ptx.errors import PtxError
 from ..ptx.index import Unit
-from . import blockprograms, cache, jit, tiers
+from .build import cache, jit, tiers
 from .irutil import collection_paused
-from .module import KernelInfo, ModuleLowering
+from .lowering.module import KernelInfo, ModuleLowering
+from .vector import blockprograms
 
 FORMAT = 1        # of what compile_kernel and compile_variables put in the cache
 
@@ -172,7 +174,7 @@ def compile_block_program(unit: Unit, source_name: str, kernel: str, lanes: int,
 @collection_paused
 def block_program_ir(text: str, source_name: str, kernel: str, lanes: int) -> str:
     """LLVM IR of the block program of `kernel` (in the unit `text`) for blocks of `lanes`
-    threads (compiler/blockprograms.py). Raises NotVectorisable for a kernel it does not take."""
+    threads (compiler/vector/blockprograms.py). Raises NotVectorisable for a kernel it does not take."""
     module = parse(text, source_name)
     pfn = next((f for f in module.functions if f.is_kernel and f.name == kernel and f.body is not None), None)
     if pfn is None:

@@ -1,5 +1,5 @@
 """The descriptor behind a CUtexObject or CUsurfObject: one layout, written by the driver
-(anycuda.driver.textures) and read directly by generated code (compiler.textures).
+(anycuda.driver.textures) and read directly by generated code (compiler.ops.textures).
 
 A texture or surface object handed to a kernel is the address of one of these (host memory,
 the one address space). Every field a fetch needs is here, so a `tex`, `suld` or `sust` is a

@@ -21,6 +21,11 @@ PACKED_TYPES = {"f16x2", "bf16x2"}
 ALL_TYPES = INT_TYPES | FLOAT_TYPES | PACKED_TYPES | {"bf16", "pred", "e4m3x2", "e5m2x2", "tf32"}
 
 
+def type_kind(t: str) -> str:
+    """'float' for floating-point types (packed pairs included), 'int' for the rest."""
+    return "float" if t.startswith("f") or t.startswith("bf") or t == "tf32" else "int"
+
+
 def llvm_width(t: ir.Type) -> int:
     """Bit width of an LLVM scalar type that holds a register."""
     if isinstance(t, ir.IntType):

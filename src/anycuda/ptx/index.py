@@ -13,7 +13,7 @@ one too: a generic address may point into any of them), those functions, and the
 in the module's order. The unit's text keeps every item on its line and column of the module
 (the space between them is blank), so that an error names the module's position; its `key`
 is the items' text alone, so that a module that differs in one kernel keeps the other
-kernels' keys (compiler/cache.py).
+kernels' keys (compiler/build/cache.py).
 
 Cost: splitting is one pass over the text (regular expressions find braces, semicolons,
 comments and strings); a unit costs the text of what it holds, plus one scan of each reached

@@ -1,6 +1,6 @@
 """Memory faults in kernels become CUDA_ERROR_ILLEGAL_ADDRESS instead of a dead process.
 
-Installs the native handler from compiler/faults.py for SIGSEGV and SIGBUS once per process
+Installs the native handler from compiler/cpu/faults.py for SIGSEGV and SIGBUS once per process
 and hands launches the pthread key under which workers register. Faults on threads that
 are not running a kernel go to the handler that was there before.
 """
@@ -10,8 +10,8 @@ import ctypes
 import signal
 import threading
 
-from ..compiler import faults
-from ..compiler.jit import LoadedObject, compile_to_object
+from ..compiler.cpu import faults
+from ..compiler.build.jit import LoadedObject, compile_to_object
 
 _lock = threading.Lock()
 _installed = {}

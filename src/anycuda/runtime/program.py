@@ -15,8 +15,10 @@ import os
 import sys
 import threading
 
-from ..compiler import CompiledKernel, CompiledVariables, abi, blockprograms, compile_kernel, compile_variables, pipeline, tiers
-from ..compiler.jit import LoadedObject
+from ..compiler import CompiledKernel, CompiledVariables, abi, compile_kernel, compile_variables, pipeline
+from ..compiler.build import tiers
+from ..compiler.build.jit import LoadedObject
+from ..compiler.vector import blockprograms
 from ..ptx.errors import PtxError
 from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
@@ -188,7 +190,7 @@ def _grid_workspace():
 
 @functools.lru_cache(maxsize=1)
 def _libgomp():
-    return ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")   # loaded already (compiler/jit.py)
+    return ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")   # loaded already (compiler/build/jit.py)
 
 
 def _run_cooperative(entry, L, helper: bool = False) -> None:
@@ -297,7 +299,7 @@ class KernelImage:
     def _switch_to_optimised(self, object_code):
         """Link the optimised object and send the kernel's launches there: later launches
         through its launch function, blocks not yet taken by a launch in flight through the
-        quick workers' handoff slot (compiler/tiers.py). The quick code stays linked."""
+        quick workers' handoff slot (compiler/build/tiers.py). The quick code stays linked."""
         if object_code is None:
             self.optimising = False
             return
@@ -330,7 +332,7 @@ class KernelImage:
 
     def _block_program(self, lanes: int):
         """The launch function of this kernel's block program for blocks of `lanes` threads
-        (compiler/blockprograms.py), or None: not taken, or still being compiled."""
+        (compiler/vector/blockprograms.py), or None: not taken, or still being compiled."""
         if lanes in self._programs:
             return self._programs[lanes]
         self._programs[lanes] = None

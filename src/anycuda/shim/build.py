@@ -310,7 +310,7 @@ from anycuda.shim.entry import define
 from anycuda.shim import export_tables
 define(ffi, lib)
 export_tables.install(ffi, lib)
-from anycuda.compiler import jit
+from anycuda.compiler.build import jit
 ffi.def_extern(name="anycuda_exit_hook")(jit.stop_linking)
 jit.watch_process_exit(lib.anycuda_watch_exit, lib.anycuda_process_exiting)
 """.replace("MODULE_PATHS", MODULE_PATHS)

@@ -1,0 +1,44 @@
+"""Which instructions suspend a thread: block barriers, warp collectives, and the yields the
+lowering puts at the back edges of grid-stride loops (YIELD). A suspension ends a basic block
+(cfg.py), and the registers live across it are what a thread keeps while it waits
+(dataflow.py). Each test looks at one instruction: O(1).
+"""
+from __future__ import annotations
+
+from ...ptx import ir
+
+WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask"}
+
+
+def is_block_barrier(inst: ir.Instruction) -> bool:
+    """`bar.sync`, `barrier.sync`, `bar.red`, `barrier.red`, `bar.arrive` (and the bare `bar id`
+    form). bar.arrive suspends too: its thread waits for the rest of its warp."""
+    if inst.opcode not in ("bar", "barrier"):
+        return False
+    return "warp" not in inst.mods
+
+
+def is_warp_collective(inst: ir.Instruction) -> bool:
+    if inst.opcode in WARP_COLLECTIVES:
+        return True
+    return inst.opcode == "bar" and "warp" in inst.mods
+
+
+# A suspension that never waits (see grid_stride_yields). Its opcode has a dot, which the
+# parser splits off as a modifier, so no PTX source can spell it.
+YIELD = "anycuda.yield"
+
+
+def is_yield(inst: ir.Instruction) -> bool:
+    return inst.opcode == YIELD
+
+
+def is_suspension(inst: ir.Instruction) -> bool:
+    """A thread stops here until other threads of its block or warp arrive (or, at a yield,
+    only lets the other threads of its block catch up)."""
+    return is_block_barrier(inst) or is_warp_collective(inst) or is_yield(inst)
+
+
+def has_suspensions(body: list) -> bool:
+    """Whether a function body reaches a barrier, a warp collective or a yield itself."""
+    return any(isinstance(st, ir.Instruction) and is_suspension(st) for st in body)

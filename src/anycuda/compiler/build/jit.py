@@ -1,0 +1,159 @@
+"""Machine code from LLVM IR with llvmlite's MCJIT, for the CPU this process runs on."""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import ctypes.util
+import os
+import threading
+
+import llvmlite.binding as llvm
+
+from ..cpu import streamstores
+
+_lock = threading.Lock()
+_state = {}
+
+
+def _initialise():
+    """Once per process: native target, libgomp and libc symbols visible to JIT code."""
+    with _lock:
+        if _state:
+            return _state
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        # libgomp runs the worker pool; libgcc_s has the helpers LLVM calls for what the
+        # CPU lacks instructions for (128-bit integer conversions, f64 -> f16, ...)
+        for lib, what in (("gomp", "libgomp (the GNU OpenMP runtime)"), ("gcc_s", "libgcc_s (gcc's runtime)")):
+            path = ctypes.util.find_library(lib) or f"lib{lib}.so.1"
+            try:
+                # RTLD_NODELETE: LLVM closes the libraries it loaded when the process exits,
+                # while libgomp's idle pool threads may still wake up inside it
+                ctypes.CDLL(path, mode=os.RTLD_GLOBAL | getattr(os, "RTLD_NODELETE", 0))
+                llvm.load_library_permanently(path)
+            except RuntimeError as e:   # pragma: no cover - both ship with gcc's runtime
+                raise RuntimeError(f"anycuda needs {what}: {e}") from e
+        _state["tm"] = _host_target_machine()
+        # quick code: LLVM's fast instruction selection, which takes a tenth of the time
+        _state["tm_quick"] = _host_target_machine(opt=0)
+        _state["triple"] = llvm.get_process_triple()
+        return _state
+
+
+def _host_target_machine(opt: int = 3):
+    target = llvm.Target.from_default_triple()
+    features = llvm.get_host_cpu_features().flatten()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=features,
+                                        opt=opt, reloc="default", codemodel="jitdefault")
+
+
+def target_description() -> str:
+    st = _initialise()
+    return f"{st['triple']} {llvm.get_host_cpu_name()}"
+
+
+def optimise(mod: llvm.ModuleRef, level: int = 3) -> None:
+    st = _initialise()
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pb = llvm.create_pass_builder(st["tm"], pto)
+    pm = pb.getModulePassManager()
+    pm.run(mod, pb)
+
+
+def compile_to_object(llvm_ir: str, name: str = "module", optimised: bool = True) -> bytes:
+    """Verify, optimise and compile LLVM IR text to a native object file. Unoptimised
+    (quick) code takes 5-20x less time to make and runs 5-30x slower (compiler/build/tiers.py)."""
+    st = _initialise()
+    mod = llvm.parse_assembly(llvm_ir)
+    mod.name = name
+    mod.triple = st["triple"]
+    mod.data_layout = str(st["tm"].target_data)
+    mod.verify()
+    _check_externals(mod)
+    _dump("ANYCUDA_DUMP_IR", mod)
+    if not optimised:
+        return st["tm_quick"].emit_object(mod)
+    optimise(mod)
+    mod = streamstores.make_streaming(mod, st["tm"])
+    _dump("ANYCUDA_DUMP_OPT_IR", mod)
+    return st["tm"].emit_object(mod)
+
+
+def _check_externals(mod):
+    """Every function the code calls must exist in this process: an unresolved one would
+    become a call to address 0."""
+    for fn in mod.functions:
+        if fn.is_declaration and not fn.name.startswith("llvm.") and not llvm.address_of_symbol(fn.name):
+            raise RuntimeError(f"generated code calls {fn.name}, which this process does not provide")
+
+
+def _dump(var, mod):
+    path = os.environ.get(var)
+    if path:
+        with open(path, "a") as fh:
+            fh.write(str(mod))
+
+
+_exit = {"exiting": lambda: False, "linking": True}
+_kept_at_exit = []
+LINK_WAIT_AT_EXIT = 10.0      # seconds the exit waits for a link in progress (one takes milliseconds)
+
+
+def watch_process_exit(register, exiting) -> None:
+    """For a host process whose exit handlers may unload modules after LLVM's own static
+    destructors have run (see shim/build.py): `register()` installs a C exit handler, which
+    must happen once LLVM's library is loaded; `exiting()` tells whether it has run. From
+    then on JIT code is left to the process's end rather than freed."""
+    _initialise()
+    register()
+    _exit["exiting"] = exiting
+
+
+_link_lock = threading.Lock()
+
+
+def stop_linking() -> None:
+    """The process is exiting: wait for a link in progress, then refuse any more. The compile
+    server's objects are linked on the optimiser's thread (compiler/tiers.py), which the exit
+    does not stop; a link meeting the teardown that follows (LLVM's static destructors, the
+    interpreter's finalisation) would crash the program or end it through LLVM's exit(1).
+    Run from Python's exit handlers, and from the C one of watch_process_exit."""
+    held = _link_lock.acquire(timeout=LINK_WAIT_AT_EXIT)
+    _exit["linking"] = False
+    if held:
+        _link_lock.release()
+
+
+atexit.register(stop_linking)
+
+
+class LoadedObject:
+    """A native object file linked into this process (kept alive with its engine).
+
+    `symbols` ({name: address}) resolves the object's external data: a kernel's object
+    declares its module's variables, which another object defines once per module instance
+    (compiler/pipeline.py). LLVM resolves names through one table of the process, so the
+    names are set and the object's relocations resolved under one lock: another object
+    with the same names but other addresses is linked before or after, never between."""
+
+    def __init__(self, object_code: bytes, symbols: dict = None):
+        _initialise()
+        with _link_lock:
+            if not _exit["linking"]:
+                raise RuntimeError("the process is exiting: no more code is linked")
+            for name, address in (symbols or {}).items():
+                llvm.add_symbol(name, address)
+            # the engine owns (and frees) its target machine: give it one of its own
+            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+            self.engine.finalize_object()
+
+    def __del__(self):
+        if _exit["exiting"]():
+            _kept_at_exit.append(getattr(self, "engine", None))   # freeing it now would reach a destroyed LLVM
+
+    def address(self, symbol: str) -> int:
+        addr = self.engine.get_function_address(symbol)
+        if not addr:
+            addr = self.engine.get_global_value_address(symbol)
+        return addr

@@ -1,0 +1,261 @@
+"""Quick code first, optimised code from a background process.
+
+LLVM's optimiser and code generator take 0.1-4 s for a kernel with barriers or warp
+collectives; unoptimised code with fast instruction selection takes 5-20x less and runs
+5-30x slower. A kernel met for the first time (not in the on-disk cache) is therefore
+linked as quick code at once, and its optimised code is made by a compile server, a Python
+process of its own (so that it runs beside the program on another core and cannot hold up
+its LLVM calls: llvmlite serialises those with one lock). When the optimised object
+arrives it goes into the cache, each instance of the kernel linked from the quick code links
+it too, and their launches switch over: new launches run the optimised code, and a launch in flight
+hands its remaining blocks over (each quick worker, before it takes more blocks, looks at
+its kernel's handoff slot, abi.handoff_symbol), so that a long first launch does not run
+slowly to its end.
+
+ANYCUDA_JIT chooses: `tiered` (the default), `optimised` (compile optimised code before the
+first launch, as a driver JIT does), `quick` (never optimise: for short test runs on
+small data, and to test the quick code).
+
+The program's exit is its own: it is not held up by an unfinished compile, and nothing of the
+server reaches the program's output or exit status. The server ends with the program (the
+kernel kills it when the program is gone, and it leaves quietly on a closed pipe); what it
+prints goes to a file of its own, read into the error of a compile it failed; no server is
+started once the program exits; a write to a server that died answers an error, not the
+SIGPIPE that would end a C program (which embeds Python without its signal handlers). Its
+reply is linked under jit's link lock, which the exit waits for and then closes
+(jit.stop_linking), and written to the cache atomically (cache.store).
+
+Both objects of a kernel link against the one object that holds its module's variables
+(compiler/pipeline.py), so a module with `.global` or `.const` variables tiers too.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+
+from .jit import compile_to_object
+
+TIERED, OPTIMISED, QUICK = "tiered", "optimised", "quick"
+MODES = (TIERED, OPTIMISED, QUICK)
+
+
+def mode() -> str:
+    m = os.environ.get("ANYCUDA_JIT", TIERED).strip().lower() or TIERED
+    if m not in MODES:
+        raise ValueError(f"ANYCUDA_JIT={m!r}: expected one of {', '.join(MODES)}")
+    return m
+
+
+class OptimisedCode:
+    """The optimised object of one module, on its way: `subscribe(fn)` calls fn(object
+    bytes) once it is there (at once if it is), or fn(None) if the compile failed."""
+
+    def __init__(self, llvm_ir: str, name: str):
+        self._ir, self._name = llvm_ir, name
+        self._lock = threading.Lock()
+        self._subscribers = []
+        self._finished = False
+        self.done = threading.Event()     # set once the subscribers have been called
+        self.object_code = None
+        self.error = None
+
+    def subscribe(self, fn) -> None:
+        with self._lock:
+            if not self._finished:
+                self._subscribers.append(fn)
+                return
+        fn(self.object_code)
+
+    def _finish(self, object_code, error=None) -> None:
+        with self._lock:
+            self.object_code, self.error = object_code, error
+            self._ir = None
+            self._finished = True
+            subscribers, self._subscribers = self._subscribers, []
+        for fn in subscribers:
+            try:
+                fn(object_code)
+            except Exception as e:    # noqa: BLE001 - a failed switch keeps the quick code
+                self.error = f"switching to optimised code failed: {e}"
+        self.done.set()
+
+
+def optimise_in_background(llvm_ir: str, name: str) -> OptimisedCode | None:
+    """Queue the module for the compile server; None where no Python interpreter can be
+    found to run one (the caller then compiles optimised code itself)."""
+    if _interpreter() is None:
+        return None
+    job = OptimisedCode(llvm_ir, name)
+    _server().submit(job)
+    return job
+
+
+# ---------------------------------------------------------------- the compile server
+
+@functools.lru_cache(maxsize=1)
+def _interpreter() -> str | None:
+    """This Python's interpreter; in a process that embeds Python (libcuda.so.1 in a C
+    program) sys.executable is that program, so look beside the installation."""
+    candidates = [sys.executable] if os.path.basename(sys.executable or "").startswith("python") else []
+    v = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates += [os.path.join(p, "bin", v) for p in (sys.exec_prefix, sys.base_exec_prefix)]
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+class _Server:
+    """One child process compiling queued modules one at a time (a second core's worth of
+    work beside the program); restarted when it dies."""
+
+    def __init__(self):
+        self._queue = []
+        self._cv = threading.Condition()
+        self._proc = None
+        self._output = None           # the server's stdout and stderr: a file of its own
+        self._closed = False          # the program is exiting
+        self._thread = threading.Thread(target=self._run, name="anycuda-optimiser", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: OptimisedCode) -> None:
+        with self._cv:
+            self._queue.append(job)
+            self._cv.notify()
+
+    def close(self) -> None:
+        """At the program's exit: start no server, and end the one running (a compile left
+        unfinished is not waited for)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._stop()
+
+    def _run(self):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})    # (this thread's writes only)
+        while True:
+            with self._cv:
+                while not self._queue and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    return
+                job = self._queue.pop(0)
+            try:
+                status, payload = self._compile(job._ir, job._name)
+            except Exception as e:    # noqa: BLE001 - the server died or garbled a reply: start another
+                said = self._server_output()
+                self._stop()
+                status, payload = b"error", f"the compile server failed: {e}{said}".encode()
+            if status == b"ok":
+                job._finish(payload)
+            else:                     # the quick code stays
+                job._finish(None, f"optimising {job._name} failed: {payload.decode(errors='replace')}")
+
+    def _compile(self, llvm_ir: str, name: str) -> tuple:
+        """(b"ok", object) or (b"error", why) from the server, started if it is not running."""
+        if self._proc is None or self._proc.poll() is not None:
+            with self._cv:
+                if self._closed:
+                    raise RuntimeError("the program is exiting")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            if self._output is not None:
+                self._output.close()
+            self._output = tempfile.TemporaryFile()
+            self._proc = subprocess.Popen([_interpreter(), "-c",
+                                           f"from anycuda.compiler.build.tiers import serve; serve({os.getpid()})"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._output, env=env)
+        _write_message(self._proc.stdin, name.encode("utf-8", "surrogateescape"), llvm_ir.encode())
+        self._proc.stdin.flush()
+        return tuple(_read_message(self._proc.stdout))
+
+    def _server_output(self) -> str:
+        """The end of what the server printed (a crash's message), for the error of a compile."""
+        try:
+            self._output.seek(0)
+            text = self._output.read().decode(errors="replace").strip()
+        except (AttributeError, OSError, ValueError):
+            return ""
+        return f"; it said: {text[-2000:]}" if text else ""
+
+    def _stop(self):
+        p, self._proc = self._proc, None
+        if p is not None:
+            if p.poll() is None:
+                p.kill()
+            for pipe in (p.stdin, p.stdout):
+                try:
+                    pipe.close()
+                except OSError:       # unwritten bytes for a server that has gone
+                    pass
+
+
+_the_server = []
+_server_lock = threading.Lock()
+
+
+def _server() -> _Server:
+    with _server_lock:
+        if not _the_server:
+            _the_server.append(_Server())
+            atexit.register(_the_server[0].close)
+        return _the_server[0]
+
+
+def _write_message(stream, *parts: bytes) -> None:
+    for p in parts:
+        stream.write(struct.pack("<Q", len(p)))
+        stream.write(p)
+
+
+def _read_exactly(stream, n: int) -> bytes:
+    data = stream.read(n)
+    if data is None or len(data) != n:
+        raise RuntimeError("the compile server stopped")
+    return data
+
+
+def _read_message(stream, count: int = 2) -> list:
+    return [_read_exactly(stream, struct.unpack("<Q", _read_exactly(stream, 8))[0]) for _ in range(count)]
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _end_with(program: int) -> None:
+    """Have Linux kill this process when the program that started it ends (PR_SET_PDEATHSIG:
+    when the thread that started it does, the optimiser's, which lasts as long as the
+    program), and leave now if that has happened already."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):   # not Linux: the server leaves when it finds the pipes closed
+        pass
+    if program is not None and os.getppid() != program:
+        os._exit(0)
+
+
+def serve(program: int = None) -> None:
+    """The compile server's loop (in the child of process `program`): (name, LLVM IR) in,
+    (status, object) out."""
+    _end_with(program)
+    stdin = sys.stdin.buffer
+    stdout = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)       # what anything else prints must not reach the replies
+    while True:
+        try:
+            name, text = _read_message(stdin)
+        except RuntimeError:
+            return      # the program closed the pipe
+        try:
+            reply = (b"ok", compile_to_object(text.decode(), name.decode("utf-8", "surrogateescape")))
+        except Exception as e:   # noqa: BLE001 - reported to the program, which keeps its quick code
+            reply = (b"error", f"{type(e).__name__}: {e}".encode())
+        try:
+            _write_message(stdout, *reply)
+            stdout.flush()
+        except OSError:          # the program has gone: nothing to answer, nothing to say
+            os._exit(0)

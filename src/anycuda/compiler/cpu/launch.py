@@ -1,0 +1,309 @@
+"""A kernel's launch function: its blocks shared out to workers on libgomp's threads.
+
+`emit_launch` adds, per kernel, the worker that takes blocks from a shared counter (so load
+balances across cores; where the launch record says `backwards`, the counter's chunks count
+from the grid's end) and calls the block function (simt/blockfunction.py) on each, and the
+launch function that runs the workers with libgomp's GOMP_parallel. A worker traps memory
+faults (faults.py), moves off the launching thread's CPU (placement.py), and ends with the
+fence its streaming stores need (streamstores.py). A kernel without sites runs a chunk of its
+blocks in one call (`emit_run_blocks`); a kernel whose block function gives way keeps several
+blocks in flight, their turns interleaved.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .. import abi
+from ..irutil import (at_function_start, collection_paused, declare, field_ptr, for_range, i32, i64, load_field,
+                      split_index, store_field)
+from ..simt.workspace import C, up64, workspace_layout
+from ..types import I1, I32, I64, PTR
+from . import faults, placement, streamstores
+
+# blocks a worker keeps in flight when their block function gives way (emit_launch): their
+# grid-stride loops' turns interleaved, a worker reads the rows of several neighbouring blocks
+# together (benchmarks/models/grid_stride_order.c: reduce 2.03 ms with a block's warps in
+# turns, 1.49 with four blocks' warps, 1.45 with sixteen; NOTES "Blocks in flight")
+BLOCKS_IN_FLIGHT = 4
+
+
+@collection_paused
+def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, chunk_calls=True):
+    """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`.
+    With `chunk_calls`, a kernel without sites runs each chunk's blocks in one call
+    (emit_run_blocks)."""
+    aligned_alloc = declare(module, "aligned_alloc", PTR, [I64, I64])
+    free = declare(module, "free", ir.VoidType(), [PTR])
+    thread_num = declare(module, "omp_get_thread_num", I32, [])
+    worker_ty = ir.FunctionType(ir.VoidType(), [PTR])
+    worker = ir.Function(module, worker_ty, name=name + ".worker")
+    worker.linkage = "internal"
+    # quick code hands a launch over to the optimised code once that is linked (compiler/build/tiers.py)
+    handoff = ir.GlobalVariable(module, worker_ty.as_pointer(), name=abi.handoff_symbol(name))
+    handoff.initializer = ir.Constant(worker_ty.as_pointer(), None)
+    handoff.align = 8
+    (L,) = worker.args
+    b = ir.IRBuilder(worker.append_basic_block("entry"))
+    nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
+    ny = load_field(b, L, abi.LAUNCH["block_y"], I32)
+    nz = load_field(b, L, abi.LAUNCH["block_z"], I32)
+    n = b.zext(b.mul(b.mul(nx, ny), nz), I64)
+    if has_sites:
+        # (laid out as the block function lays it out, with its turn areas)
+        frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes,
+                                        getattr(block_fn, "turn_stride", 0))[-1]
+    else:
+        frames_bytes = i64(frame_size)
+    shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
+    # a block's workspace: its frames, then its shared memory window (64 bytes apart from
+    # the next block's)
+    slot_bytes = b.add(b.add(up64(b, frames_bytes), up64(b, shared_bytes)), i64(64))
+    most = BLOCKS_IN_FLIGHT if getattr(block_fn, "gives_way", False) else 1
+    # inlined into the worker, whose sigsetjmp (returns_twice) holds LLVM back, the block
+    # function ran slower: sgemm 61-68 ms inlined into the one-block loop, 205-217 into the
+    # loop over slots, 49 on its own (NOTES "Blocks in flight"). A kernel without sites runs
+    # a chunk's blocks in a function of their own, the block function inlined there
+    # (emit_run_blocks)
+    run_blocks = emit_run_blocks(module, name, block_fn) if chunk_calls and not has_sites else None
+    if run_blocks is None:
+        block_fn.attributes.add("noinline")
+    ws = b.call(aligned_alloc, [i64(64), b.mul(slot_bytes, i64(most))])
+    oom = b.icmp_unsigned("==", b.ptrtoint(ws, I64), i64(0))
+    with b.if_then(oom):
+        b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_OUT_OF_MEMORY),
+                  "seq_cst", "seq_cst")
+        b.ret_void()
+    fault = worker.append_basic_block("fault")
+    done = worker.append_basic_block("done")
+    trap, key = faults.emit_trap_setup(b, L, fault)
+    wid = b.call(thread_num, [])
+    placement.leave_caller_cpu(b, L, wid)
+    gx = b.zext(load_field(b, L, abi.LAUNCH["grid_x"], I32), I64)
+    gy = b.zext(load_field(b, L, abi.LAUNCH["grid_y"], I32), I64)
+    nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
+    chunk = load_field(b, L, abi.LAUNCH["chunk"], I64)
+    backwards = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["backwards"], I32), i32(0))
+    if run_blocks is not None:
+        # each chunk in one call, without a call, the slots' bookkeeping and a division per
+        # block: stencil5 0.77-0.88x C -> 0.75-0.79x, saxpy and vector_add unchanged within
+        # the noise (NOTES "One call per chunk")
+        at_block = b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer())
+        shared = b.gep(ws, [up64(b, frames_bytes)])
+        chunks = worker.append_basic_block("chunks")
+        b.branch(chunks)
+        b.position_at_end(chunks)
+        err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
+        healthy = worker.append_basic_block("healthy")
+        b.cbranch(b.icmp_signed("!=", err, i32(0)), done, healthy)
+        b.position_at_end(healthy)
+        first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, done)
+        r = b.call(run_blocks, [L, ws, shared, first, last, gx, gy, wid, at_block])
+        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, chunks)
+    else:
+        _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
+                          nblocks, chunk, backwards, most, done)
+    _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free)
+    return _emit_launch_function(module, worker, export_name, handoff)
+
+
+def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
+                      nblocks, chunk, backwards, most, done):
+    """The worker's loop for a kernel with sites: rounds over its `most` slots, each a block
+    in flight."""
+    # a cooperative launch gives each block a worker of its own (blocks wait for each other)
+    cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
+    slots = b.select(cooperative, i32(1), i32(most))
+    with at_function_start(b):
+        block_of = b.alloca(ir.ArrayType(I64, most), name="slot.block")
+        in_flight = b.alloca(ir.ArrayType(I1, most), name="slot.in_flight")
+        used = b.alloca(ir.ArrayType(I1, most), name="slot.used")      # its frames are set up
+        window = [b.alloca(I64, name="window." + k) for k in ("next", "end")]
+        taking = b.alloca(I1, name="taking")
+        some_in_flight = b.alloca(I1, name="some.in.flight")
+    for array in (in_flight, used):
+        b.store(ir.Constant(array.type.pointee, None), array)
+    for slot in window:
+        b.store(i64(0), slot)
+    b.store(ir.Constant(I1, 1), taking)
+    rounds = worker.append_basic_block("rounds")
+    b.branch(rounds)
+    # each round calls the block of each slot: a new one (taken `chunk` at a time from the
+    # shared counter) or the one that gave way there; the blocks of a worker's slots are
+    # neighbours, so their turns read neighbouring memory. Once optimised code has taken
+    # over, the worker takes no more blocks (the launch function runs the rest there).
+    b.position_at_end(rounds)
+    b.store(ir.Constant(I1, 0), some_in_flight)
+    with for_range(b, i32(0), slots, "slot") as g:
+        at = lambda array: b.gep(array, [i32(0), g])
+        err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
+        healthy = worker.append_basic_block("healthy")
+        b.cbranch(b.icmp_signed("!=", err, i32(0)), done, healthy)
+        b.position_at_end(healthy)
+        call, next_slot = worker.append_basic_block("call"), worker.append_basic_block("next.slot")
+        resume_from = b.block
+        take = worker.append_basic_block("take")
+        b.cbranch(b.load(at(in_flight)), call, take)
+        b.position_at_end(take)
+        got = _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, next_slot)
+        b.store(got, at(block_of))
+        start = b.select(b.load(at(used)), i32(abi.BLOCK_LATER), i32(abi.BLOCK_FIRST))
+        b.store(ir.Constant(I1, 1), at(used))
+        took = b.block
+        b.branch(call)
+        b.position_at_end(call)
+        start_phi = b.phi(I32, name="start")
+        start_phi.add_incoming(i32(abi.BLOCK_RESUMED), resume_from)
+        start_phi.add_incoming(start, took)
+        blk = b.load(at(block_of))
+        cx, cy, cz = (b.trunc(v, I32) for v in split_index(b, blk, gx, gy))
+        b.store(blk, b.bitcast(b.gep(trap, [i64(abi.FAULT_BLOCK)]), I64.as_pointer()))
+        ws_g = b.gep(ws, [b.mul(b.zext(g, I64), slot_bytes)])
+        shared = b.gep(ws_g, [up64(b, frames_bytes)])
+        r = b.call(block_fn, [L, ws_g, shared, cx, cy, cz, wid, start_phi])
+        ran = worker.append_basic_block("ran")
+        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, ran)
+        b.position_at_end(ran)
+        gave_way = b.icmp_signed("==", r, i32(abi.BLOCK_GAVE_WAY))
+        b.store(gave_way, at(in_flight))
+        b.store(b.or_(b.load(some_in_flight), gave_way), some_in_flight)
+        b.branch(next_slot)
+        b.position_at_end(next_slot)
+    b.cbranch(b.or_(b.load(taking), b.load(some_in_flight)), rounds, done)
+
+
+def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free):
+    """The worker's fault path and its end."""
+    module = worker.module
+    # a memory fault in this worker's block: the launch fails with an illegal address
+    b.position_at_end(fault)
+    won = b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_ILLEGAL_ADDRESS),
+                    "seq_cst", "seq_cst")
+    with b.if_then(b.extract_value(won, 1)):
+        slot = lambda off: b.load(b.bitcast(b.gep(trap, [i64(off)]), I64.as_pointer()))
+        store_field(b, L, abi.LAUNCH["err_block"], slot(abi.FAULT_BLOCK))
+        store_field(b, L, abi.LAUNCH["err_info"], slot(abi.FAULT_ADDR))
+        # (a kernel without sites runs its block in the first slot's one frame)
+        thread = b.sext(load_field(b, ws, C["linear"], I32), I64) if not has_sites else i64(-1)
+        store_field(b, L, abi.LAUNCH["err_thread"], thread)
+    b.branch(done)
+    b.position_at_end(done)
+    streamstores.fence(b)           # the launch's streaming stores before its end
+    release = declare(module, "pthread_setspecific", I32, [I32, PTR])
+    b.call(release, [key, ir.Constant(PTR, None)])
+    b.call(free, [ws])
+    b.ret_void()
+
+
+def _emit_launch_function(module, worker, export_name, handoff):
+    """`void export_name(i8* L)`: the workers on libgomp's threads, then the optimised code
+    for what is left where it took over meanwhile."""
+    gomp = declare(module, "GOMP_parallel", ir.VoidType(),
+                   [ir.FunctionType(ir.VoidType(), [PTR]).as_pointer(), PTR, I32, I32])
+    launch = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=export_name)
+    (L,) = launch.args
+    b = ir.IRBuilder(launch.append_basic_block("entry"))
+    streamstores.set_flag(b, load_field(b, L, abi.LAUNCH["stream_stores"], I32))
+    nw = load_field(b, L, abi.LAUNCH["num_workers"], I32)
+    placement.note_caller_cpu(b, L)
+    b.call(gomp, [worker, L, nw, i32(0)])
+    left = b.icmp_unsigned("<", load_field(b, L, abi.LAUNCH["next_block"], I64), load_field(b, L, abi.LAUNCH["nblocks"], I64))
+    healthy = b.icmp_unsigned("==", load_field(b, L, abi.LAUNCH["error"], I32), i32(0))
+    with b.if_then(b.and_(b.and_(_handing_over(b, L, handoff), left), healthy)):
+        store_field(b, L, abi.LAUNCH["num_workers"], load_field(b, L, abi.LAUNCH["all_workers"], I32))
+        b.call(b.load_atomic(handoff, "monotonic", 8), [L])
+    b.ret_void()
+    return launch
+
+
+def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, none_left):
+    """The next block of the worker's window [next, end) (i64), taking the next chunk
+    (_take_chunk) when it is used up; where there are none (or optimised code has taken
+    over), `taking` becomes false and control goes to `none_left`."""
+    nxt, end = window
+    grab, got, stop = (worker.append_basic_block(k) for k in ("grab", "got", "none.left"))
+    b.cbranch(b.and_(b.load(taking), b.icmp_unsigned("<", b.load(nxt), b.load(end))), got, grab)
+    b.position_at_end(grab)
+    ask = worker.append_basic_block("ask")
+    b.cbranch(b.load(taking), ask, stop)
+    b.position_at_end(ask)
+    first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, stop)
+    b.store(first, nxt)
+    b.store(last, end)
+    b.branch(got)
+    b.position_at_end(stop)
+    b.store(ir.Constant(I1, 0), taking)
+    b.branch(none_left)
+    b.position_at_end(got)
+    blk = b.load(nxt)
+    b.store(b.add(blk, i64(1)), nxt)
+    return blk
+
+
+def _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, none_left):
+    """The blocks [first, last) (i64) of the next `chunk` from the launch's counter, counted
+    from the grid's end where `backwards` (i1); control goes to `none_left` where there are
+    none left, or where optimised code has taken over."""
+    ask, got = (worker.append_basic_block(k) for k in ("ask.counter", "got.chunk"))
+    b.cbranch(_handing_over(b, L, handoff), none_left, ask)
+    b.position_at_end(ask)
+    taken = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
+    end = b.add(taken, chunk)
+    end = b.select(b.icmp_unsigned("<", nblocks, end), nblocks, end)
+    # backwards, the counter's k-th chunk is the k-th from the end, its blocks still in
+    # index order (the hardware prefetchers follow each block's ascending addresses)
+    first = b.select(backwards, b.sub(nblocks, end), taken)
+    last = b.select(backwards, b.sub(nblocks, taken), end)
+    b.cbranch(b.icmp_unsigned("<", taken, nblocks), got, none_left)
+    b.position_at_end(got)
+    return first, last
+
+
+def emit_run_blocks(module, name, block_fn):
+    """`i32 run_blocks(i8* L, i8* ws, i8* shared, i64 first, i64 last, i64 gx, i64 gy,
+    i32 worker, i64* at_block)`: the blocks first..last-1 of a kernel without sites, in one
+    loop with the block function inlined, each block's index in `*at_block` while it runs
+    (a memory fault names it). abi.BLOCK_FAILED where a block failed; BLOCK_DONE after the
+    last, or before it where the launch has failed (another worker's block)."""
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I64, I64, I64, I64, I32, I64.as_pointer()]),
+                     name=name + ".blocks")
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    block_fn.attributes.add("alwaysinline")
+    L, ws, shared, first, last, gx, gy, worker, at_block = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    start = tuple(split_index(b, first, gx, gy))
+    entry = b.block
+    loop, next_block, failed, done = (fn.append_basic_block(k) for k in ("block", "next.block", "failed", "done"))
+    b.branch(loop)
+    b.position_at_end(loop)
+    blk, cx, cy, cz = (b.phi(I64, name=k) for k in ("blk", "cx", "cy", "cz"))
+    for phi, v in zip((blk, cx, cy, cz), (first, *start)):
+        phi.add_incoming(v, entry)
+    b.store(blk, at_block)
+    r = b.call(block_fn, [L, ws, shared, *(b.trunc(v, I32) for v in (cx, cy, cz)), worker, i32(abi.BLOCK_LATER)])
+    b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), failed, next_block)
+    b.position_at_end(next_block)
+    # the next block's coordinates by counting, not dividing
+    x1 = b.add(cx, i64(1))
+    row_done = b.icmp_unsigned("==", x1, gx)
+    y1 = b.add(cy, b.zext(row_done, I64))
+    plane_done = b.icmp_unsigned("==", y1, gy)
+    blk1 = b.add(blk, i64(1))
+    err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
+    more = b.and_(b.icmp_unsigned("<", blk1, last), b.icmp_signed("==", err, i32(0)))
+    for phi, v in ((blk, blk1), (cx, b.select(row_done, i64(0), x1)), (cy, b.select(plane_done, i64(0), y1)),
+                   (cz, b.add(cz, b.zext(plane_done, I64)))):
+        phi.add_incoming(v, next_block)
+    b.cbranch(more, loop, done)
+    b.position_at_end(failed)
+    b.ret(i32(abi.BLOCK_FAILED))
+    b.position_at_end(done)
+    b.ret(i32(abi.BLOCK_DONE))
+    return fn
+
+
+def _handing_over(b, L, handoff):
+    """i1: the optimised code has taken over this kernel, and the launch is not cooperative."""
+    there = b.icmp_unsigned("!=", b.ptrtoint(b.load_atomic(handoff, "monotonic", 8), I64), i64(0))
+    cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
+    return b.and_(there, b.not_(cooperative))

@@ -1,0 +1,929 @@
+"""PTX instruction semantics on the CPU: one handler per opcode family, driven by tables.
+
+A handler receives the FunctionLowering `f` (registers, operands, addresses, control flow)
+and the instruction. Modifiers are looked up in tables rather than spelled out per
+variant; awkward operations are named helpers in bitops.py and floatops.py.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...ptx import ir as pir
+from ...ptx.errors import UnsupportedPtx
+from .. import abi
+from ..analysis import guards
+from ..analysis.uniformity import constant_registers
+from ..cpu import streamstores
+from ..irutil import convert_bits, i32, i64, load_field
+from ..simt import gridsync
+from ..simt.workspace import COLL_ARRAYS
+from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
+                     vector_count, width)
+from . import atomics, bitops, floatops, textures  # noqa: F401 - atomics and textures register their handlers
+from .calls import lower_call
+from .table import BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts  # noqa: F401 - the table, read through this module too
+
+ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
+
+
+def rounding(inst):
+    for m in inst.mods:
+        if m in ROUNDING:
+            return m
+    return None
+
+
+def ops_in(f, inst, t, first=1):
+    return [f.read(op, t) for op in inst.operands[first:]]
+
+
+def is_floatish(t):
+    return t in ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2")
+
+
+# ---------------------------------------------------------------------- moves and memory
+
+@handles("mov")
+def mov(f, inst):
+    t = inst_type(f, inst)
+    dst, src = inst.operands[0], inst.operands[1]
+    if isinstance(src, pir.Sym):
+        v = f.symbol_address(src.name, window=True)
+        f.write(dst, convert_bits(f.b, v, llvm_type(t)), t)
+        return
+    f.write(dst, f.read(src, t), t, pointer=f.pointer_of(src))
+
+
+def _ordering(inst):
+    if "volatile" in inst.mods or "relaxed" in inst.mods:
+        return "monotonic"
+    if "acquire" in inst.mods:
+        return "acquire"
+    if "release" in inst.mods:
+        return "release"
+    return None
+
+
+def _elements(f, inst, addr_op, data_op):
+    """The elements of a (vector) ld/st: (register operand, element address) pairs, plus
+    the type, its LLVM type, its size and the memory ordering the modifiers ask for."""
+    t = inst_type(f, inst)
+    n = vector_count(inst.mods)
+    base = f.address(addr_op, space_of(inst))
+    items = data_op.items if isinstance(data_op, pir.Vec) else [data_op]
+    if len(items) != n:
+        raise f.error(f"{inst.opcode}.v{n} needs {n} register operands, got {len(items)}")
+    size = max(width(t) // 8, 1)
+    pairs = [(item, f.b.gep(base, [i64(i * size)]) if i else base) for i, item in enumerate(items)]
+    return pairs, t, llvm_type(t), size, _ordering(inst)
+
+
+@handles("ld", "ldu")
+def ld(f, inst):
+    b = f.b
+    pairs, t, lt, size, order = _elements(f, inst, inst.operands[1], inst.operands[0])
+    for i, (item, addr) in enumerate(pairs):
+        if order and width(t) <= 64:
+            # volatile/relaxed/acquire: an atomic load, which the optimiser may not hoist or merge
+            ilt = ir.IntType(max(width(t), 8))
+            v = b.load_atomic(f.typed_ptr(addr, ilt), "acquire" if order == "acquire" else "monotonic", size)
+            if f.mc.waits_on_grid and space_of(inst) in ("", "global"):
+                gridsync.after_ordered_load(f, addr, v)      # maybe polling a grid barrier
+            v = convert_bits(b, v, lt)
+        elif f.is_kernel_param(inst.operands[1]):
+            # read-only for the launch: loaded once, at the entry, where the optimiser can see
+            # it is the same for every thread; a 64-bit one also as the pointer it holds
+            v, p = f.kernel_param_value(inst.operands[1], i * size, t)
+            f.write(item, v, t, pointer=p)
+            continue
+        else:
+            v = b.load(f.typed_ptr(addr, lt), align=size)
+            if f.parallel_space(space_of(inst)):
+                f.thread_access(v)
+        f.write(item, v, t)
+
+
+@handles("st")
+def st(f, inst):
+    b = f.b
+    pairs, t, lt, size, order = _elements(f, inst, inst.operands[0], inst.operands[1])
+    if order == "release":
+        streamstores.fence_if_streaming(b)
+    streaming = f.streams(inst)
+    for item, addr in pairs:
+        v = f.read(item, t)
+        if order and width(t) <= 64:
+            ilt = ir.IntType(max(width(t), 8))
+            b.store_atomic(convert_bits(b, v, ilt), f.typed_ptr(addr, ilt),
+                           "release" if order == "release" else "monotonic", size)
+        else:
+            access = b.store(v, f.typed_ptr(addr, lt), align=size)
+            if f.parallel_space(space_of(inst)):
+                f.thread_access(access)
+            if streaming:
+                streamstores.mark(b.module, access)
+
+
+@handles("cvta")
+def cvta(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    v = f.read(inst.operands[1], "u64") if not isinstance(inst.operands[1], pir.Sym) \
+        else f.symbol_address(inst.operands[1].name, window=True)
+    pointer = None
+    if "shared" in [m.split("::")[0] for m in inst.mods]:
+        base = f.shared_base()
+        v = b.sub(v, base) if "to" in inst.mods else b.add(v, base)
+    else:
+        pointer = f.pointer_of(inst.operands[1])      # the generic and global windows coincide
+    f.write(inst.operands[0], convert_bits(b, v, llvm_type(t)), t, pointer=pointer)
+
+
+@handles("isspacep")
+def isspacep(f, inst):
+    """Whether a generic address lies in a space's window (FunctionLowering.space_windows).
+    The global window is what the shared and local ones leave: the ISA has the kernel
+    parameters inside it, and on the CPU .const data is ordinary memory too."""
+    b = f.b
+    a = f.read(inst.operands[1], "u64")
+
+    def inside(space):
+        res = ir.Constant(I1, 0)
+        for lo, hi in f.space_windows(space):
+            res = b.or_(res, b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi)))
+        return res
+    sp = space_of(inst)
+    if sp == "global":
+        res = b.not_(b.or_(inside("shared"), inside("local")))
+    else:
+        res = inside(sp)
+    f.write(inst.operands[0], res, "pred")
+
+
+@handles("prefetch", "prefetchu", "nanosleep", "pmevent", "griddepcontrol", "brkpt", "discard",
+         "applypriority")
+def no_effect(f, inst):
+    """Hints and debugging aids with no effect on the CPU."""
+
+
+@handles("membar", "fence")
+def fence(f, inst):
+    f.b.fence("seq_cst")
+
+
+# ---------------------------------------------------------------------- conversion
+
+# the types floatops.cvt and cvt_pack2 convert between (not fp8 pairs or tf32 yet)
+CVT_TYPES = frozenset(INT_TYPES | FLOAT_TYPES | PACKED_TYPES | {"bf16"})
+
+
+@handles("cvt")
+def cvt(f, inst):
+    ts = type_mods(inst.mods)
+    unknown = [t for t in ts if t not in CVT_TYPES]
+    if unknown:
+        raise f.error(f"cvt with .{unknown[0]} is not supported yet", UnsupportedPtx)
+    dst_t, src_t = ts[0], ts[-1]
+    if dst_t in ("f16x2", "bf16x2"):
+        hi = f.read(inst.operands[1], src_t)
+        lo = f.read(inst.operands[2], src_t)
+        v = floatops.cvt_pack2(f.b, hi, lo, dst_t, rounding(inst), "relu" in inst.mods, "satfinite" in inst.mods)
+        f.write(inst.operands[0], v, dst_t)
+        return
+    v = f.read(inst.operands[1], src_t)
+    v = floatops.cvt(f.b, v, dst_t, src_t, rounding(inst), "sat" in inst.mods, "ftz" in inst.mods)
+    f.write(inst.operands[0], v, dst_t)
+
+
+# ---------------------------------------------------------------------- integer and float arithmetic
+
+def _ftz(inst):
+    return "ftz" in inst.mods
+
+
+def _float_result(f, inst, t, v):
+    if "sat" in inst.mods and t in ("f32", "f64", "f16"):
+        v = floatops.saturate(f.b, v)
+    if _ftz(inst) and t == "f32":
+        v = floatops.flush_denormal(f.b, v)
+    return v
+
+
+def _float_inputs(f, inst, t, vals):
+    if _ftz(inst) and t == "f32":
+        return [floatops.flush_denormal(f.b, v) for v in vals]
+    return vals
+
+
+PACKED_OR_HALF = ("f16", "bf16", "f16x2", "bf16x2")
+
+
+def _half_op(f, inst, t, op, vals):
+    return floatops.half_arith(f.b, op, vals, t, rounding(inst), _ftz(inst), "sat" in inst.mods,
+                               "relu" in inst.mods)
+
+
+def fused_operands(b, inst, product, x, y, a, c):
+    """The fma operands of add/sub `inst` (sources a, c) with the product x * y of the mul
+    `product` fused into it (fusion.fused_products), as ptxas makes it. Scalars or vectors."""
+    mul_reg = product.operands[0].name
+    first = isinstance(inst.operands[1], pir.Reg) and inst.operands[1].name == mul_reg
+    other = c if first else a
+    if inst.opcode == "sub":        # x*y - c, or a - x*y = (-x)*y + a
+        other, x = (b.fneg(other), x) if first else (other, b.fneg(x))
+    return x, y, other
+
+
+@handles("add", "sub")
+def add_sub(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    op = inst.opcode
+    if t in PACKED_OR_HALF:
+        return f.write(inst.operands[0], _half_op(f, inst, t, op, [a, c]), t)
+    if t in ("f32", "f64"):
+        a, c = _float_inputs(f, inst, t, [a, c])
+        rnd = rounding(inst)
+        product = f.fused_products.get(id(inst))
+        if product is not None:
+            x, y = _float_inputs(f, product, t, ops_in(f, product, t))
+            v = f.mc.intrinsic(b, f"llvm.fma.{t}", a.type, list(fused_operands(b, inst, product, x, y, a, c)))
+        elif rnd in ("rz", "rm", "rp"):
+            v = floatops.arith_rnd(b, op, [a, c], rnd)
+        else:
+            v = b.fadd(a, c) if op == "add" else b.fsub(a, c)
+        return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
+    if "sat" in inst.mods:
+        name = ("llvm.sadd.sat" if op == "add" else "llvm.ssub.sat") + f".i{width(t)}"
+        v = f.mc.intrinsic(b, name, a.type, [a, c])
+        return f.write(inst.operands[0], v, t)
+    if "cc" in inst.mods or op in ("addc", "subc"):
+        return _carry_arith(f, inst, t, op, a, c)
+    pointer = None
+    if op == "add" and width(t) == 64:
+        pa, pc = f.pointer_of(inst.operands[1]), f.pointer_of(inst.operands[2])
+        if pa is not None and pc is None:
+            pointer = b.gep(pa, [c])
+        elif pc is not None and pa is None:
+            pointer = b.gep(pc, [a])
+    f.write(inst.operands[0], b.add(a, c) if op == "add" else b.sub(a, c), t, pointer=pointer)
+
+
+def _carry_arith(f, inst, t, op, a, c, use_carry=False):
+    """add.cc/addc/sub.cc/subc: the carry flag lives in a per-function i1."""
+    b = f.b
+    wide = ir.IntType(width(t) + 1)
+    aw, cw = b.zext(a, wide), b.zext(c, wide)
+    cin = b.zext(b.load(f.carry), wide) if use_carry else ir.Constant(wide, 0)
+    if op.startswith("add"):
+        r = b.add(b.add(aw, cw), cin)
+        cout = b.trunc(b.lshr(r, ir.Constant(wide, width(t))), I1)
+    else:
+        r = b.sub(b.sub(aw, cw), cin)
+        cout = b.trunc(b.lshr(r, ir.Constant(wide, width(t))), I1)  # borrow
+    if "cc" in inst.mods:
+        b.store(cout, f.carry)
+    f.write(inst.operands[0], b.trunc(r, a.type), t)
+
+
+@handles("addc", "subc")
+def addc(f, inst):
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    _carry_arith(f, inst, t, inst.opcode, a, c, use_carry=True)
+
+
+@handles("mul")
+def mul(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    if t in PACKED_OR_HALF:
+        return f.write(inst.operands[0], _half_op(f, inst, t, "mul", [a, c]), t)
+    if t in ("f32", "f64"):
+        a, c = _float_inputs(f, inst, t, [a, c])
+        rnd = rounding(inst)
+        v = floatops.arith_rnd(b, "mul", [a, c], rnd) if rnd in ("rz", "rm", "rp") else b.fmul(a, c)
+        return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
+    signed = t.startswith("s")
+    if "wide" in inst.mods:
+        v = bitops.mul_wide(b, a, c, signed)
+        return f.write(inst.operands[0], v, t[0] + str(2 * width(t)))
+    if "hi" in inst.mods:
+        return f.write(inst.operands[0], bitops.mul_hi(b, a, c, signed), t)
+    f.write(inst.operands[0], b.mul(a, c), t)
+
+
+@handles("mad", "fma", "madc")
+def mad(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    if t in PACKED_OR_HALF:
+        vals = ops_in(f, inst, t)
+        return f.write(inst.operands[0], _half_op(f, inst, t, "fma", vals), t)
+    if t in ("f32", "f64"):
+        a, c, d = _float_inputs(f, inst, t, ops_in(f, inst, t))
+        rnd = rounding(inst)
+        if rnd in ("rz", "rm", "rp"):
+            v = floatops.arith_rnd(b, "fma", [a, c, d], rnd)
+        else:
+            v = f.mc.intrinsic(b, f"llvm.fma.{'f32' if t == 'f32' else 'f64'}", a.type, [a, c, d])
+        return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
+    signed = t.startswith("s")
+    wide_mode = "wide" in inst.mods
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    dt = t[0] + str(2 * width(t)) if wide_mode else t
+    d = f.read(inst.operands[3], dt)
+    if wide_mode:
+        prod = bitops.mul_wide(b, a, c, signed)
+    elif "hi" in inst.mods:
+        prod = bitops.mul_hi(b, a, c, signed)
+    else:
+        prod = b.mul(a, c)
+    if "sat" in inst.mods and "hi" in inst.mods:
+        wide = ir.IntType(2 * width(t))
+        full = b.add(b.sext(prod, wide), b.sext(d, wide))
+        lo, hi = ir.Constant(wide, -(1 << 31)), ir.Constant(wide, (1 << 31) - 1)
+        full = b.select(b.icmp_signed("<", full, lo), lo, b.select(b.icmp_signed(">", full, hi), hi, full))
+        return f.write(inst.operands[0], b.trunc(full, a.type), t)
+    if "cc" in inst.mods or inst.opcode == "madc":
+        return _carry_arith(f, inst, dt, "add", prod, d, use_carry=inst.opcode == "madc")
+    f.write(inst.operands[0], b.add(prod, d), dt)
+
+
+@handles("mul24", "mad24")
+def mul24(f, inst):
+    t = inst_type(f, inst)
+    vals = ops_in(f, inst, t)
+    hi = "hi" in inst.mods
+    if inst.opcode == "mul24":
+        v = bitops.mul24(f.b, vals[0], vals[1], t.startswith("s"), hi)
+    else:
+        v = bitops.mad24(f.b, vals[0], vals[1], vals[2], t.startswith("s"), hi)
+    f.write(inst.operands[0], v, t)
+
+
+@handles("sad")
+def sad(f, inst):
+    t = inst_type(f, inst)
+    a, c, d = ops_in(f, inst, t)
+    f.write(inst.operands[0], bitops.sad(f.b, a, c, d, t.startswith("s")), t)
+
+
+@handles("div")
+def div(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    if t in ("f32", "f64"):
+        a, c = _float_inputs(f, inst, t, [a, c])
+        mode = "approx" if "approx" in inst.mods else ("full" if "full" in inst.mods else (rounding(inst) or "rn"))
+        v = floatops.div(b, a, c, mode)
+        return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
+    f.write(inst.operands[0], bitops.int_div(b, a, c, t.startswith("s")), t)
+
+
+@handles("rem")
+def rem(f, inst):
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    f.write(inst.operands[0], bitops.int_rem(f.b, a, c, t.startswith("s")), t)
+
+
+@handles("abs", "neg")
+def abs_neg(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):
+        return f.write(inst.operands[0], _half_op(f, inst, t, inst.opcode, [a]), t)
+    if t in ("f32", "f64"):
+        (a,) = _float_inputs(f, inst, t, [a])
+        if inst.opcode == "abs":
+            v = f.mc.intrinsic(b, f"llvm.fabs.{t}", a.type, [a])
+        else:
+            v = b.fneg(a)
+        return f.write(inst.operands[0], v, t)
+    if inst.opcode == "neg":
+        return f.write(inst.operands[0], b.neg(a), t)
+    f.write(inst.operands[0], b.select(b.icmp_signed("<", a, ir.Constant(a.type, 0)), b.neg(a), a), t)
+
+
+@handles("min", "max")
+def min_max(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    vals = ops_in(f, inst, t)
+    if t in PACKED_OR_HALF:
+        op = inst.opcode + ("_nan" if "NaN" in inst.mods else "")
+        return f.write(inst.operands[0], _half_op(f, inst, t, op, vals), t)
+    if t in ("f32", "f64"):
+        vals = _float_inputs(f, inst, t, vals)
+        fn = floatops.fmin if inst.opcode == "min" else floatops.fmax
+        v = vals[0]
+        for other in vals[1:]:
+            v = fn(b, v, other, "NaN" in inst.mods, False)
+        return f.write(inst.operands[0], v, t)
+    cmp = b.icmp_signed if t.startswith("s") else b.icmp_unsigned
+    pred = "<" if inst.opcode == "min" else ">"
+    v = vals[0]
+    for other in vals[1:]:
+        v = b.select(cmp(pred, v, other), v, other)
+    if "relu" in inst.mods:
+        zero = ir.Constant(v.type, 0)
+        v = b.select(b.icmp_signed("<", v, zero), zero, v)
+    f.write(inst.operands[0], v, t)
+
+
+# Float functions: opcode -> floatops helper taking (b, x, mode, ftz)
+@handles("rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh")
+def float_function(f, inst):
+    t = inst_type(f, inst)
+    (x,) = ops_in(f, inst, t)
+    mode = "approx" if "approx" in inst.mods else (rounding(inst) or "rn")
+    if t in PACKED_OR_HALF:
+        return f.write(inst.operands[0], _half_op(f, inst, t, inst.opcode, [x]), t)
+    v = floatops.unary(f.b, inst.opcode, x, mode, _ftz(inst))
+    f.write(inst.operands[0], v, t)
+
+
+@handles("copysign")
+def copysign(f, inst):
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    # copysign d, a, b: the magnitude of b with the sign of a
+    v = f.mc.intrinsic(f.b, f"llvm.copysign.{t}", c.type, [c, a])
+    f.write(inst.operands[0], v, t)
+
+
+@handles("testp")
+def testp(f, inst):
+    t = inst_type(f, inst)
+    kind = next(m for m in inst.mods if m in ("finite", "infinite", "number", "notanumber", "normal", "subnormal"))
+    x = f.read(inst.operands[1], t)
+    f.write(inst.operands[0], floatops.testp(f.b, x, kind), "pred")
+
+
+# ---------------------------------------------------------------------- bits
+
+@handles("and", "or", "xor")
+def logic(f, inst):
+    b = f.b
+    t = inst_type(f, inst)
+    a, c = ops_in(f, inst, t)
+    v = {"and": b.and_, "or": b.or_, "xor": b.xor}[inst.opcode](a, c)
+    f.write(inst.operands[0], v, t)
+
+
+@handles("not")
+def not_(f, inst):
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    f.write(inst.operands[0], f.b.not_(a), t)
+
+
+@handles("cnot")
+def cnot(f, inst):
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    b = f.b
+    v = b.zext(b.icmp_unsigned("==", a, ir.Constant(a.type, 0)), a.type)
+    f.write(inst.operands[0], v, t)
+
+
+@handles("shl", "shr")
+def shifts(f, inst):
+    t = inst_type(f, inst)
+    a = f.read(inst.operands[1], t)
+    n = f.read(inst.operands[2], "u32")
+    f.write(inst.operands[0], bitops.shift(f.b, a, n, bitops.shift_kind(inst.opcode, t)), t)
+
+
+@handles("popc", "clz", "brev")
+def count_bits(f, inst):
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    fn = {"popc": bitops.popc, "clz": bitops.clz, "brev": bitops.brev}[inst.opcode]
+    f.write(inst.operands[0], fn(f.b, a), t if inst.opcode == "brev" else "u32")
+
+
+@handles("bfind")
+def bfind(f, inst):
+    t = inst_type(f, inst)
+    (a,) = ops_in(f, inst, t)
+    f.write(inst.operands[0], bitops.bfind(f.b, a, t.startswith("s"), "shiftamt" in inst.mods), "u32")
+
+
+@handles("bfe")
+def bfe(f, inst):
+    t = inst_type(f, inst)
+    a = f.read(inst.operands[1], t)
+    pos, ln = f.read(inst.operands[2], "u32"), f.read(inst.operands[3], "u32")
+    f.write(inst.operands[0], bitops.bfe(f.b, a, pos, ln, t.startswith("s")), t)
+
+
+@handles("bfi")
+def bfi(f, inst):
+    t = inst_type(f, inst)
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    pos, ln = f.read(inst.operands[3], "u32"), f.read(inst.operands[4], "u32")
+    f.write(inst.operands[0], bitops.bfi(f.b, a, c, pos, ln), t)
+
+
+@handles("prmt")
+def prmt(f, inst):
+    a, c, d = ops_in(f, inst, "b32")
+    mode = next((m for m in inst.mods if m in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
+    f.write(inst.operands[0], bitops.prmt(f.b, a, c, d, mode), "b32")
+
+
+@handles("shf")
+def shf(f, inst):
+    a, c, d = ops_in(f, inst, "b32")
+    f.write(inst.operands[0], bitops.shf(f.b, a, c, d, "l" in inst.mods, "clamp" in inst.mods), "b32")
+
+
+@handles("lop3")
+def lop3(f, inst):
+    a, c, d = [f.read(op, "b32") for op in inst.operands[1:4]]
+    lut = inst.operands[4]
+    if not isinstance(lut, pir.Imm):
+        raise f.error("lop3 needs an immediate LUT")
+    f.write(inst.operands[0], bitops.lop3(f.b, a, c, d, lut.value & 0xFF), "b32")
+
+
+@handles("bmsk")
+def bmsk(f, inst):
+    a, c = ops_in(f, inst, "b32")
+    f.write(inst.operands[0], bitops.bmsk(f.b, a, c, "clamp" in inst.mods), "b32")
+
+
+@handles("szext")
+def szext(f, inst):
+    t = inst_type(f, inst)
+    a, n = ops_in(f, inst, "b32")
+    v = bitops.szext(f.b, a, n, "clamp" in inst.mods, t == "s32")
+    f.write(inst.operands[0], v, t)
+
+
+@handles("fns")
+def fns(f, inst):
+    mask, base = f.read(inst.operands[1], "b32"), f.read(inst.operands[2], "b32")
+    offset = f.read(inst.operands[3], "s32")
+    f.write(inst.operands[0], bitops.fns(f.b, mask, base, offset), "b32")
+
+
+@handles("dp4a", "dp2a")
+def dot_product(f, inst):
+    ts = type_mods(inst.mods)
+    a = f.read(inst.operands[1], "b32")
+    c = f.read(inst.operands[2], "b32")
+    d = f.read(inst.operands[3], "b32")
+    a_signed, b_signed = ts[0].startswith("s"), ts[1].startswith("s")
+    if inst.opcode == "dp4a":
+        v = bitops.dp4a(f.b, a, c, d, a_signed, b_signed)
+    else:
+        v = bitops.dp2a(f.b, a, c, d, a_signed, b_signed, "hi" in inst.mods)
+    f.write(inst.operands[0], v, "b32")
+
+
+# ---------------------------------------------------------------------- comparisons
+
+INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+           "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
+FLOAT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+             "equ": "==", "neu": "!=", "ltu": "<", "leu": "<=", "gtu": ">", "geu": ">="}
+
+
+def _compare(f, cmp, t, a, c):
+    b = f.b
+    if t in ("f32", "f64", "f16"):
+        if cmp == "num":
+            return b.fcmp_ordered("ord", a, c)
+        if cmp == "nan":
+            return b.fcmp_unordered("uno", a, c)
+        op = FLOAT_CMP[cmp]
+        if cmp.endswith("u") and cmp != "neu" or cmp == "neu":
+            return b.fcmp_unordered(op, a, c)
+        return b.fcmp_ordered(op, a, c)
+    if t == "bf16":
+        a, c = floatops.bf16_to_f32(b, a), floatops.bf16_to_f32(b, c)
+        return _compare(f, cmp, "f32", a, c)
+    if t.startswith("s") and cmp not in ("lo", "ls", "hi", "hs"):
+        return b.icmp_signed(INT_CMP[cmp], a, c)
+    return b.icmp_unsigned(INT_CMP[cmp], a, c)
+
+
+def _cmp_op(inst):
+    return next(m for m in inst.mods if m in INT_CMP or m in FLOAT_CMP or m in ("num", "nan"))
+
+
+def _bool_op(f, inst):
+    """The BoolOp modifier as a function of one compare result (c is the fourth operand), or
+    None."""
+    bop = next((m for m in inst.mods if m in BOOL_OPS), None)
+    if bop is None:
+        return None
+    c = f.read(inst.operands[3], "pred")
+    fn = {"and": f.b.and_, "or": f.b.or_, "xor": f.b.xor}[bop]
+    return lambda t: fn(t, c)
+
+
+def _lane_compares(f, inst, t):
+    """The compare results of set/setp on source type t: one per lane, so two for the packed
+    f16x2/bf16x2 (low half first), each lane compared on its own."""
+    b = f.b
+    cmp = _cmp_op(inst)
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    if t in ("f16x2", "bf16x2"):
+        elem = t[:-2]
+        pairs = list(zip(floatops.unpack2(b, a, elem), floatops.unpack2(b, c, elem)))
+    else:
+        elem, pairs = t, [(a, c)]
+    if _ftz(inst) and elem in ("f32", "f16"):
+        pairs = [(floatops.flush_denormal(b, x), floatops.flush_denormal(b, y)) for x, y in pairs]
+    return [_compare(f, cmp, elem, x, y) for x, y in pairs]
+
+
+@handles("setp")
+def setp(f, inst):
+    b = f.b
+    lanes = _lane_compares(f, inst, inst_type(f, inst))
+    bop = _bool_op(f, inst) or (lambda t: t)
+    dst = inst.operands[0]
+    if len(lanes) == 2:
+        # packed: p from the low lane, q from the high one
+        if not isinstance(dst, pir.Pair):
+            raise f.error(f"{inst.opcode} on a packed type needs two destinations p|q")
+        f.write(dst.first, bop(lanes[0]), "pred")
+        f.write(dst.second, bop(lanes[1]), "pred")
+    elif isinstance(dst, pir.Pair):
+        f.write(dst.first, bop(lanes[0]), "pred")
+        f.write(dst.second, bop(b.not_(lanes[0])), "pred")
+    else:
+        f.write(dst, bop(lanes[0]), "pred")
+
+
+# set: the bits written for "true" by destination type (false is 0): 1.0 for a float
+# destination, every bit set for an integer one; a packed source gives one 16-bit field per lane
+SET_TRUE = {"f32": 0x3F800000, "f16": 0x3C00, "bf16": 0x3F80}
+SET_TRUE_LANE = {"f16x2": 0x3C00, "bf16x2": 0x3F80}
+
+
+@handles("set")
+def set_(f, inst):
+    b = f.b
+    ts = type_mods(inst.mods)
+    dt, st_ = ts[0], ts[-1]
+    lanes = _lane_compares(f, inst, st_)
+    bop = _bool_op(f, inst) or (lambda t: t)
+    lt = ir.IntType(width(dt))
+    if len(lanes) == 2:
+        one = SET_TRUE_LANE.get(dt, 0xFFFF)
+        v = ir.Constant(lt, 0)
+        for i, t in enumerate(lanes):
+            v = b.or_(v, b.select(bop(t), ir.Constant(lt, one << (16 * i)), ir.Constant(lt, 0)))
+    else:
+        one = SET_TRUE.get(dt, (1 << width(dt)) - 1)
+        v = b.select(bop(lanes[0]), ir.Constant(lt, one), ir.Constant(lt, 0))
+    f.write(inst.operands[0], v, dt)
+
+
+@handles("selp")
+def selp(f, inst):
+    t = inst_type(f, inst)
+    a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
+    p = f.read(inst.operands[3], "pred")
+    f.write(inst.operands[0], f.b.select(p, a, c), t)
+
+
+@handles("slct")
+def slct(f, inst):
+    b = f.b
+    ts = type_mods(inst.mods)
+    a, c = f.read(inst.operands[1], ts[0]), f.read(inst.operands[2], ts[0])
+    sel = f.read(inst.operands[3], ts[1])
+    if ts[1] == "f32":
+        p = b.fcmp_ordered(">=", sel, ir.Constant(sel.type, 0.0))
+    else:
+        p = b.icmp_signed(">=", sel, ir.Constant(sel.type, 0))
+    f.write(inst.operands[0], b.select(p, a, c), ts[0])
+
+
+# ---------------------------------------------------------------------- control flow
+
+@handles("bra")
+def bra(f, inst):
+    b = f.b
+    target = inst.operands[0]
+    if not isinstance(target, pir.Sym) or target.name not in f.labels:
+        raise f.error(f"unknown branch target {target}")
+    blk = f.labels[target.name]
+    if inst.guard is None:
+        b.branch(blk)
+        return
+    g = f.read(inst.guard.reg, "pred")
+    if inst.guard.negated:
+        g = b.not_(g)
+    fall = f.fn.append_basic_block("fall")
+    if f.is_kernel and f.inst_pos in f.known_branches:
+        # a round whose block passed the probe does not take it (compiler/analysis/guards.py; the
+        # resume argument is a constant at each call of a round, so one way folds away)
+        normal = f.fn.append_basic_block("guard")
+        b.cbranch(b.icmp_signed("!=", b.and_(f.fn.args[1], i32(guards.PASSED)), i32(0)), fall, normal)
+        b.position_at_end(normal)
+    b.cbranch(g, blk, fall)
+    b.position_at_end(fall)
+
+
+@handles("brx")
+def brx(f, inst):
+    b = f.b
+    idx = f.read(inst.operands[0], "u32")
+    targets = f.branch_targets.get(inst.operands[1].name)
+    if targets is None:
+        raise f.error("brx.idx needs a .branchtargets list")
+    default = f.fn.append_basic_block("brx.bad")
+    sw = b.switch(idx, default)
+    for i, name in enumerate(targets):
+        sw.add_case(i32(i), f.labels[name])
+    b.position_at_end(default)
+    f.emit_trap()
+
+
+@handles("ret")
+def ret(f, inst):
+    f.emit_return()
+
+
+@handles("exit")
+def exit_(f, inst):
+    f.emit_exit()
+
+
+@handles("trap")
+def trap(f, inst):
+    f.emit_trap()
+
+
+@handles("call")
+def call(f, inst):
+    lower_call(f, inst)
+
+
+# ---------------------------------------------------------------------- atomics
+
+@handles("atom", "red")
+def atom(f, inst):
+    atomics.lower_atomic(f, inst)
+
+
+# ---------------------------------------------------------------------- barriers and warp collectives
+
+@handles("bar", "barrier")
+def barrier(f, inst):
+    b = f.b
+    if "warp" in inst.mods:
+        mask = f.read(inst.operands[0], "b32")
+        return f.suspend("warp_sync", {"op_mask": mask}, None)
+    if "red" in inst.mods:
+        kind = next(m for m in inst.mods if m in ("popc", "and", "or"))
+        pred_op = inst.operands[-1]
+        p = f.read(pred_op, "pred")
+        dst = inst.operands[0]
+
+        def results(bb):
+            if kind == "popc":
+                f.write(dst, load_field(bb, f.ctx, abi.CTX["res"], I32), "u32")
+            else:
+                f.write(dst, bb.icmp_unsigned("!=", load_field(bb, f.ctx, abi.CTX["res"], I32), i32(0)), "pred")
+        operands = _barrier_operands(f, inst.operands[1:-1])
+        operands["op_pred"] = b.zext(p, I32)
+        return f.suspend(f"bar_red_{kind}", operands, results)
+    # bar.arrive suspends too: its thread waits for the rest of its warp (the ISA counts
+    # arrivals per warp), then goes on without waiting for the other warps
+    f.suspend("bar_arrive" if "arrive" in inst.mods else "bar_sync", _barrier_operands(f, inst.operands), None)
+
+
+def _barrier_operands(f, ops):
+    """Frame slots of a barrier `a{, b}`: op_b the barrier id, op_c the warps it expects
+    (b is a thread count, a multiple of the warp size; without b, 0 stands for the whole block)."""
+    b = f.b
+    # ids beyond 15 are undefined in PTX; keeping the low bits keeps the scheduler's table in bounds
+    bar_id = b.and_(f.read(ops[0], "u32"), i32(abi.NUM_BARRIERS - 1))
+    if len(ops) < 2:
+        return {"op_b": bar_id, "op_c": i32(0)}
+    count = f.read(ops[1], "u32")
+    partial = b.zext(b.icmp_unsigned("!=", b.and_(count, i32(31)), i32(0)), I32)
+    return {"op_b": bar_id, "op_c": b.add(b.lshr(count, i32(5)), partial)}
+
+
+# Warp collectives keep their value operand and their results in arrays after the spill
+# arrays, one element per thread (workspace.COLL_ARRAYS), rather than in the thread's frame:
+# a loop over threads that all reach one collective then stores and reloads them with
+# contiguous vector accesses, and the scheduler resolves a whole warp from them at once.
+def _coll_slot(f, name):
+    b = f.b
+    off, ty = COLL_ARRAYS[name]
+    t = b.mul(b.sext(f.fn.args[6], I64), i64(ty.width // 8))
+    i = b.add(i64(abi.MAX_BLOCK_THREADS * f.spill_bytes + off), t)
+    return b.bitcast(b.gep(f.step_arg("spill"), [i]), ty.as_pointer())
+
+
+def _coll_store(f, name, value):
+    """Store a collective's operand for this thread (a device function that was not inlined
+    cannot suspend: f.suspend reports that)."""
+    if f.is_kernel:
+        f.thread_access(f.b.store(value, _coll_slot(f, name)))
+
+
+def _result_writer(f, dst, t):
+    def results(bb):
+        if isinstance(dst, pir.Pair):
+            f.write(dst.first, _res_value(f, bb, t), t)
+            f.write(dst.second, bb.icmp_unsigned("!=", f.thread_access(bb.load(_coll_slot(f, "res_pred"))), i32(0)), "pred")
+        else:
+            f.write(dst, _res_value(f, bb, t), t)
+    return results
+
+
+def _res_value(f, bb, t):
+    v = f.thread_access(bb.load(_coll_slot(f, "res")))
+    if t == "pred":
+        return bb.icmp_unsigned("!=", bb.trunc(v, I32), i32(0))
+    return convert_bits(bb, v, llvm_type(t))
+
+
+def _warp_operand(f, op):
+    """A b32 operand of a warp collective; a register that holds one integer constant
+    (uniformity.constant_registers) is that constant, so that the scheduler knows it."""
+    v = f.read(op, "b32")
+    if isinstance(op, pir.Reg):
+        consts = getattr(f, "_warp_constants", None)
+        if consts is None or consts[0] is not f.pfn.body:
+            consts = f._warp_constants = (f.pfn.body, constant_registers(f.pfn.body))
+        if op.name in consts[1]:
+            return i32(consts[1][op.name] & 0xFFFFFFFF)
+    return v
+
+
+def _membermask(f, inst, index):
+    if len(inst.operands) > index:
+        return _warp_operand(f, inst.operands[index])
+    return i32(-1)
+
+
+@handles("shfl")
+def shfl(f, inst):
+    b = f.b
+    mode = next(m for m in inst.mods if m in ("up", "down", "bfly", "idx"))
+    a = f.read(inst.operands[1], "b32")
+    lane = _warp_operand(f, inst.operands[2])
+    clamp = _warp_operand(f, inst.operands[3])
+    mask = _membermask(f, inst, 4)
+    _coll_store(f, "a", b.zext(a, I64))
+    f.suspend(f"shfl_{mode}", {"op_b": lane, "op_c": clamp, "op_mask": mask},
+              _result_writer(f, inst.operands[0], "b32"))
+
+
+@handles("vote")
+def vote(f, inst):
+    b = f.b
+    mode = next(m for m in inst.mods if m in ("all", "any", "uni", "ballot"))
+    p = f.read(inst.operands[1], "pred")
+    mask = _membermask(f, inst, 2)
+    t = "b32" if mode == "ballot" else "pred"
+    _coll_store(f, "pred", b.zext(p, I32))
+    f.suspend(f"vote_{mode}", {"op_mask": mask}, _result_writer(f, inst.operands[0], t))
+
+
+@handles("match")
+def match(f, inst):
+    b = f.b
+    mode = next(m for m in inst.mods if m in ("any", "all"))
+    t = inst_type(f, inst)
+    a = f.read(inst.operands[1], t)
+    mask = _membermask(f, inst, 2)
+    _coll_store(f, "a", b.zext(a, I64) if t == "b32" else a)
+    f.suspend(f"match_{mode}_{t}", {"op_mask": mask}, _result_writer(f, inst.operands[0], "b32"))
+
+
+@handles("redux")
+def redux(f, inst):
+    b = f.b
+    op = next(m for m in inst.mods if m in ("add", "min", "max", "and", "or", "xor"))
+    t = inst_type(f, inst)
+    if t not in ("u32", "s32", "b32"):
+        raise f.error(f"redux.sync.{op}.{t} is not supported", UnsupportedPtx)
+    kind = f"redux_{op}" if op in ("add", "and", "or", "xor") else f"redux_{op}_{'s32' if t == 's32' else 'u32'}"
+    a = f.read(inst.operands[1], t)
+    mask = _membermask(f, inst, 2)
+    _coll_store(f, "a", b.zext(a, I64))
+    f.suspend(kind, {"op_mask": mask}, _result_writer(f, inst.operands[0], t))
+
+
+@handles("activemask")
+def activemask(f, inst):
+    f.suspend("activemask", {"op_mask": i32(0)}, _result_writer(f, inst.operands[0], "b32"))
+

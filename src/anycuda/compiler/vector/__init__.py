@@ -1,0 +1,12 @@
+"""Vector: a warp's (or a block's) threads as vector code, where the lanes can run together.
+
+`warpruns` turns runs of fixed shuffles into 32-lane vector code; `warpregions` runs a warp's
+lanes in lockstep from its first shuffle (or barrier) to the next stop, with `laneshapes`
+(the stride each register keeps across lanes) and `lanereloads` (values a lane loop can reload
+instead of keep); `blockprograms` makes a whole block of an acyclic kernel one vector program.
+
+Layer: above analysis/, simt/ (the block function's workspace, collective arrays and shuffle
+sources), cpu/ (the launch loop a block program runs in, streaming stores) and ops/ (scalar
+handlers a vector op falls back to or mirrors); below lowering/, which calls it per function.
+It may import the compiler's shared modules and those packages, never lowering/ or build/.
+"""

@@ -1,0 +1,378 @@
+"""How a block program (blockprograms.py) reaches memory: each access of the block's lanes as
+the widest form its addresses' shape allows (one vector access where they are consecutive, an
+interleaved one for k elements apart, one uniform access where all lanes read one address, a
+gather or scatter otherwise, lane by lane where only a few lanes take part), and stores held
+back to be written together with their neighbours (flush_stores).
+
+BlockMemory is a part of BlockProgram, which inherits it: its methods read the program's state
+(its builder, the lanes' mask, the registers' shapes).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...ptx import ir as pir
+from ..cpu import streamstores
+from ..irutil import at_function_start, declare, for_each_set_bit, i32, i64, intrinsic_suffix, register_address
+from ..types import I1, I32, I64, llvm_width, width
+from .blockops import WARP, Affine, and_scalar
+from .warpruns import NotVectorisable
+
+SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
+
+
+def elements_apart(shape, size) -> int:
+    """How many elements of `size` bytes one lane's address is from the next's (0: not a
+    whole number, or no shape)."""
+    return shape.stride // size if shape is not None and shape.stride % size == 0 else 0
+
+
+def concat(b, a, c):
+    """a's elements, then c's (c as wide as a, or a multiple of 32 narrower: padded)."""
+    n, m = a.type.count, c.type.count
+    if m < n:
+        c = b.shuffle_vector(c, ir.Constant(c.type, None), ir.Constant(ir.VectorType(I32, n), list(range(m)) + [m] * (n - m)))
+    return b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, n + m), list(range(n)) + [n + j for j in range(m)]))
+
+
+class BlockMemory:
+    """A block program's memory accesses (see the module docstring): a part of BlockProgram."""
+
+    def access(self, st, addr):
+        """(i64 address vector, Affine of it or None) of a memory operand."""
+        b = self.b
+        space = "shared" if "shared" in st.mods else "global"
+        if not isinstance(addr, pir.Addr):
+            addr = pir.Addr(addr, 0)
+        if isinstance(addr.base, pir.Sym):
+            if space != "shared":
+                raise NotVectorisable(f"a module variable {addr.base.name}")
+            scalar = b.add(b.add(self.shared_base, self._shared_offset(addr.base.name)), i64(addr.offset))
+            return self.splat(scalar), Affine(scalar, 0)
+        if not isinstance(addr.base, pir.Reg):
+            raise NotVectorisable("an absolute address")
+        name = addr.base.name
+        t = self.types.get(name, "b64")
+        bits = width(t)
+        # the offset is added in the register's width (irutil.register_address), before the
+        # shape is widened, so that a 32-bit address wraps as on a GPU
+        vec = register_address(b, self.reg_value(name), addr.offset)
+        shape = self.shapes.get(name)
+        if shape is not None and addr.offset:
+            step = ir.Constant(shape.base.type, addr.offset & ((1 << shape.base.type.width) - 1))
+            shape = Affine(b.add(shape.base, step), shape.stride, shape.exact)
+        if shape is not None and bits < 64:
+            shape = self.widened(shape, "u" + str(bits), 64)
+        if space == "shared":
+            vec = b.add(vec, self.splat(self.shared_base))
+            if shape is not None:
+                shape = Affine(b.add(shape.base, self.shared_base), shape.stride, shape.exact)
+        return vec, shape
+
+    def load(self, addrs, shape, elem, size, part=None):
+        """The lanes' elements of type `elem` at `addrs` (under self.mask); one of a group of
+        interleaved loads from one register (`part`: the register and the offset) takes its
+        elements from the group's span, loaded once (_load_group)."""
+        k = elements_apart(shape, size)
+        if part is None or not 2 <= k <= 8 or part[0] not in self.load_bases:
+            return self._memory(addrs, shape, elem, size, None)
+        register, offset = part
+        key, defined = self._group_key(register, shape, str(elem))
+        group = self._spans_loaded.get(key)
+        j = None if group is None else (offset - group[0]) // size
+        if group is None or (offset - group[0]) % size or not 0 <= j < k:
+            group = self._spans_loaded[key] = (offset, *self._load_group(shape, elem, size, k), defined)
+            j = 0
+        _, span, ok, _ = group
+        if self.mask is not None:
+            ok = self.b.and_(ok, self._every_lane())
+        pick = ir.Constant(ir.VectorType(I32, self.lanes), [t * k + j for t in range(self.lanes)])
+        return self._either(ok, lambda: self.b.shuffle_vector(span, ir.Constant(span.type, None), pick),
+                            lambda: self._memory(addrs, shape, elem, size, None))
+
+    def _group_key(self, register, shape, what):
+        """(key, the register's shape) of a group of interleaved accesses through `register`
+        at its current definition: the group holds the shape while it lives, so that its id
+        stays its own (a register defined again gets a new shape object)."""
+        defined = self.shapes.get(register)
+        return (register, id(defined), shape.stride, what), defined
+
+    def _load_group(self, shape, elem, size, k):
+        """(span, ok): the k * lanes elements from this load's lane 0 on, loaded where `ok`:
+        every lane of this load runs, its ramp is exact, and the k - 1 elements past lane W-1's
+        lie in its page (so every page the span touches holds an element a lane reads). The
+        group's other loads pick their elements from it: scan's four loads of `in[4t + j]`
+        each read and permuted a span of their own."""
+        b = self.b
+        last = b.add(shape.base, i64(shape.stride * (self.lanes - 1)))
+        end = b.add(shape.base, i64(shape.stride * self.lanes - 1))
+        ok = b.icmp_unsigned("==", b.lshr(last, i64(12)), b.lshr(end, i64(12)))
+        ok = and_scalar(b, shape.exact, ok)
+        if self.mask is not None:
+            ok = b.and_(ok, self._every_lane())
+        wide = ir.VectorType(elem, self.lanes * k)
+        before = b.block
+        with b.if_then(ok):
+            got = b.load(b.inttoptr(shape.base, wide.as_pointer()), align=size)
+            loaded = b.block
+        span = b.phi(wide)
+        span.add_incoming(got, loaded)
+        span.add_incoming(ir.Constant(wide, None), before)
+        return span, ok
+
+    def store(self, addrs, shape, value, size, part=None):
+        """A store; one of a group of interleaved stores waits for the others (`part`: the
+        address register and the instruction's offset) so that the whole group is one
+        store of consecutive elements: four masked stores each writing every fourth element
+        (scan's `out[4 * t + k]`) were a fifth of its time."""
+        self._spans_loaded = {}          # (what the group loaded may change)
+        k = elements_apart(shape, size)
+        if part is None or not 2 <= k <= 8:
+            self.flush_stores()
+            return self._memory(addrs, shape, value.type.element, size, value)
+        register, offset = part
+        key, defined = self._group_key(register, shape, size)
+        if self._pending is not None and self._pending[0] != key:
+            self.flush_stores()
+        if self._pending is None:
+            self._pending = (key, {}, defined)
+        parts = self._pending[1]
+        if offset in parts:
+            self.flush_stores()
+            self._pending = (key, {}, defined)
+            parts = self._pending[1]
+        parts[offset] = (addrs, shape, value, self.mask)
+        low = min(parts)
+        if sorted(parts) == [low + j * size for j in range(k)]:
+            self._store_group(parts, k, size)
+            self._pending = None
+        return None
+
+    def flush_stores(self):
+        """Make the stores that wait for the rest of their group, one by one."""
+        if self._pending is None:
+            return
+        parts, self._pending = self._pending[1], None
+        kept = self.mask
+        for addrs, shape, value, mask in parts.values():
+            self.mask = mask
+            self._memory(addrs, shape, value.type.element, llvm_width(value.type.element) // 8, value)
+        self.mask = kept
+
+    def _whole_store(self, value, base, size):
+        """One vector store of consecutive elements from `base` (i64)."""
+        store = self.b.store(value, self.b.inttoptr(base, value.type.as_pointer()), align=size)
+        if self.streaming:
+            streamstores.mark(self.mod, store)
+
+    def _store_group(self, parts, k, size):
+        """k interleaved stores covering every element from the lowest's base: one plain
+        store where every lane of every part runs, else each as it was."""
+        b, kept = self.b, self.mask
+        order = [parts[o] for o in sorted(parts)]
+        values = [v for _, _, v, _ in order]
+        joined = values[0]
+        for v in values[1:]:             # <32 x T> ... -> <32k x T>
+            joined = concat(b, joined, v)
+        interleaved = b.shuffle_vector(joined, ir.Constant(joined.type, None), ir.Constant(
+            ir.VectorType(I32, k * WARP), [(p % k) * WARP + p // k for p in range(k * WARP)]))
+        base = order[0][1].base
+        masks = [m for _, _, _, m in order if m is not None]
+
+        def whole():
+            self._whole_store(interleaved, base, size)
+
+        # (the parts' addresses come from one register: one shape, one `exact`)
+        every = order[0][1].exact
+        if not masks and every is None:
+            return whole()
+        for m in masks:
+            every = and_scalar(b, every, self._every_lane(m))
+        with b.if_else(every) as (then, otherwise):
+            with then:
+                whole()
+            with otherwise:
+                for addrs, shape, value, mask in order:
+                    self.mask = mask
+                    self._memory(addrs, shape, value.type.element, size, value)
+        self.mask = kept
+
+    def _memory(self, addrs, shape, elem, size, value):
+        k = elements_apart(shape, size)
+        if shape is None or not (shape.stride == 0 or 1 <= k <= 8):
+            return self._lanes_apart(addrs, elem, size, value)
+        fast = (lambda: self._uniform(shape.base, elem, size, value)) if shape.stride == 0 else \
+            (lambda: self._interleaved(shape.base, k, elem, size, value))
+        if shape.exact is None:
+            return fast()
+        return self._either(shape.exact, fast, lambda: self._lanes_apart(addrs, elem, size, value))
+
+    def _all_lanes(self):
+        return ir.Constant(ir.VectorType(I1, self.lanes), [1] * self.lanes)
+
+    def _either(self, cond, then, otherwise):
+        """then() where `cond` holds, else otherwise(): the value they give (a load's), or
+        None (a store's)."""
+        b = self.b
+        with b.if_else(cond) as (yes, no):
+            with yes:
+                x = then()
+                then_block = b.block
+            with no:
+                y = otherwise()
+                else_block = b.block
+        if x is None:
+            return None
+        phi = b.phi(x.type)
+        phi.add_incoming(x, then_block)
+        phi.add_incoming(y, else_block)
+        return phi
+
+    def _every_lane(self, mask=None):
+        """i1: every lane is in `mask` (by default self.mask, which is not None)."""
+        bits = self.b.bitcast(self.mask if mask is None else mask, ir.IntType(self.lanes))
+        return self.b.icmp_unsigned("==", bits, ir.Constant(bits.type, (1 << self.lanes) - 1))
+
+    def _on_mask(self, whole, part):
+        """whole() where every lane runs (at once when self.mask is None), else part(); a
+        load's value either way. The common case is a full block, where a bounds check holds
+        in every lane: `whole` takes constant masks, which cost nothing to make."""
+        if self.mask is None:
+            return whole()
+        return self._either(self._every_lane(), whole, part)
+
+    def _lanes_apart(self, addrs, elem, size, value):
+        """A gather or scatter, or where at most SPARSE lanes run (a lane per warp: `lane ==
+        31`, `warp == 0`), those lanes one by one: a gather or scatter costs as much for one
+        lane as for all of its register's."""
+        if self.mask is None:
+            return self._gather_scatter(addrs, elem, size, value)
+        b = self.b
+        bits = b.bitcast(self.mask, ir.IntType(self.lanes))
+        popcount = declare(b.module, f"llvm.ctpop.i{self.lanes}", bits.type, [bits.type])
+        few = b.icmp_unsigned("<=", b.call(popcount, [bits]), ir.Constant(bits.type, SPARSE))
+        return self._either(few, lambda: self._one_by_one(bits, addrs, elem, size, value),
+                            lambda: self._gather_scatter(addrs, elem, size, value))
+
+    def _one_by_one(self, bits, addrs, elem, size, value):
+        """The lanes of `bits` one at a time, through arrays on the stack."""
+        b = self.b
+        vec = self._vec(elem)
+        where = self._scratch(ir.ArrayType(I64, self.lanes), "lane.addrs")
+        b.store(addrs, b.bitcast(where, addrs.type.as_pointer()))
+        data = self._scratch(ir.ArrayType(elem, self.lanes), "lane.data")
+        if value is not None:
+            b.store(value, b.bitcast(data, vec.as_pointer()))
+        with for_each_set_bit(b, bits, "lane") as lane:
+            ptr = b.inttoptr(b.load(b.gep(where, [i32(0), lane])), elem.as_pointer())
+            slot = b.gep(data, [i32(0), lane])
+            if value is None:
+                b.store(b.load(ptr, align=size), slot)
+            else:
+                b.store(b.load(slot), ptr, align=size)
+        if value is None:
+            return b.load(b.bitcast(data, vec.as_pointer()))
+        return None
+
+    def _scratch(self, ty, name):
+        with at_function_start(self.b):
+            slot = self.b.alloca(ty, name=name)
+        slot.align = 64
+        return slot
+
+    def _gather_scatter(self, addrs, elem, size, value):
+        b = self.b
+        vec = self._vec(elem)
+        ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), self.lanes))
+        mask = self.mask if self.mask is not None else self._all_lanes()
+        suffix = intrinsic_suffix(elem)
+        if value is None:
+            fn = declare(b.module, f"llvm.masked.gather.v{self.lanes}{suffix}.v{self.lanes}p0", vec,
+                         [ptrs.type, I32, mask.type, vec])
+            return b.call(fn, [ptrs, i32(size), mask, ir.Constant(vec, None)])
+        fn = declare(b.module, f"llvm.masked.scatter.v{self.lanes}{suffix}.v{self.lanes}p0", ir.VoidType(),
+                     [vec, ptrs.type, I32, mask.type])
+        b.call(fn, [value, ptrs, i32(size), mask])
+        return None
+
+    def _uniform(self, address, elem, size, value):
+        """Every lane at one address: one scalar load (where some lane is there) or, for a
+        store, the value of the last lane there, as a GPU lets one of them win."""
+        b = self.b
+        ptr = b.inttoptr(address, elem.as_pointer())
+        if value is None:
+            if self.mask is None:
+                return self.splat(b.load(ptr, align=size))
+            some = b.icmp_unsigned("!=", b.bitcast(self.mask, ir.IntType(self.lanes)), ir.Constant(ir.IntType(self.lanes), 0))
+            before = b.block
+            with b.if_then(some):
+                loaded = b.load(ptr, align=size)
+                then_block = b.block
+            phi = b.phi(elem)
+            phi.add_incoming(loaded, then_block)
+            phi.add_incoming(ir.Constant(elem, None), before)
+            return self.splat(phi)
+        if self.mask is None:
+            b.store(b.extract_element(value, i32(self.lanes - 1)), ptr, align=size)
+            return None
+        bits = b.bitcast(self.mask, ir.IntType(self.lanes))
+        with b.if_then(b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))):
+            ctlz = declare(b.module, f"llvm.ctlz.i{self.lanes}", bits.type, [bits.type, I1])
+            last = b.sub(ir.Constant(bits.type, self.lanes - 1), b.call(ctlz, [bits, ir.Constant(I1, 1)]))
+            b.store(b.extract_element(value, b.trunc(last, I32)), ptr, align=size)
+        return None
+
+    def _interleaved(self, base, k, elem, size, value):
+        """Lane t at base + t * k * size: one masked access of the k * lanes elements from
+        base, the mask leaving the others alone."""
+        def whole():
+            if value is None:
+                return self._span_load(base, k, elem, size)
+            if k == 1:
+                self._whole_store(value, base, size)
+                return None
+            every = ir.Constant(ir.VectorType(I1, self.lanes * k), [int(p % k == 0) for p in range(self.lanes * k)])
+            return self._spread_access(base, k, elem, size, value, every)
+        return self._on_mask(whole, lambda: self._spread_access(base, k, elem, size, value, self._spread(k)))
+
+    def _span_load(self, base, k, elem, size):
+        """Every lane's element, lane t's at base + t * k * size: one plain load from lane 0's
+        element to lane W-1's and a permutation. What lies between the lanes' elements is
+        read too, which is safe: no lane is more than 8 elements from the next, so every page
+        of that span holds some lane's element."""
+        b = self.b
+        if k == 1:
+            return b.load(b.inttoptr(base, self._vec(elem).as_pointer()), align=size)
+        span = ir.VectorType(elem, (self.lanes - 1) * k + 1)
+        got = b.load(b.inttoptr(base, span.as_pointer()), align=size)
+        return b.shuffle_vector(got, ir.Constant(span, None),
+                                ir.Constant(ir.VectorType(I32, self.lanes), [t * k for t in range(self.lanes)]))
+
+    def _spread(self, k):
+        """self.mask at every k-th of k * lanes elements."""
+        none = ir.Constant(ir.VectorType(I1, self.lanes), None)
+        return self.b.shuffle_vector(self.mask, none, self._spread_indices(k))
+
+    def _spread_indices(self, k):
+        """Lane t's element at position t * k of k * lanes (the others from the second operand)."""
+        n = self.lanes * k
+        return ir.Constant(ir.VectorType(I32, n), [t // k if t % k == 0 else self.lanes for t in range(n)])
+
+    def _spread_access(self, base, k, elem, size, value, mask):
+        b = self.b
+        n = self.lanes * k
+        wide = ir.VectorType(elem, n)
+        ptr = b.inttoptr(base, wide.as_pointer())
+        suffix = f"v{n}{intrinsic_suffix(elem)}"
+        if value is None:
+            fn = declare(b.module, f"llvm.masked.load.{suffix}.p0", wide, [wide.as_pointer(), I32, mask.type, wide])
+            got = b.call(fn, [ptr, i32(size), mask, ir.Constant(wide, None)])
+            if k == 1:
+                return got
+            return b.shuffle_vector(got, ir.Constant(wide, None),
+                                    ir.Constant(ir.VectorType(I32, self.lanes), [t * k for t in range(self.lanes)]))
+        if k > 1:
+            value = b.shuffle_vector(value, ir.Constant(value.type, None), self._spread_indices(k))
+        fn = declare(b.module, f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [wide, wide.as_pointer(), I32, mask.type])
+        b.call(fn, [value, ptr, i32(size), mask])
+        return None

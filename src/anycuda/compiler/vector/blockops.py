@@ -1,0 +1,306 @@
+"""The instructions of a block program (blockprograms.py), on all of a block's lanes at once.
+
+warpruns' vector forms do the arithmetic; these keep the shapes of what they compute (Affine:
+lane t holds base + stride * t) and add what a whole block does: memory (through the
+program's accesses, blockmemory.py), barriers, shuffles within each warp. OPS is the table;
+UNHANDLED the modifiers each form does not take (an instruction with one is not taken).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ...ptx import ir as pir
+from ..analysis import memory
+from ..irutil import convert_bits, i64
+from ..ops import bitops
+from ..simt.collectives import shfl_source
+from ..types import I1, I32, I64, ORDERED_MODS, llvm_type, type_mods, width
+from .regionops import REGION_OPS
+from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, fixed_shuffle
+
+WARP = 32
+MAX_STRIDE = 1 << 30       # a larger stride is not worth tracking (and may not fit an i64 product)
+# cache hints and the like that do not change what an access does
+_MEMORY_MODS = frozenset(("global", "shared", "param", "const", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt"))
+
+
+@dataclass
+class Affine:
+    """A register whose lane t holds base + stride * t (in its own width, wrapping), where
+    `exact` (an i1, or None for always) holds."""
+    base: ir.Value
+    stride: int
+    exact: ir.Value | None = None
+    align: int = 1            # a power of two that divides base (32 for a warp's first thread)
+
+
+def and_scalar(b, a, c):
+    return c if a is None else b.and_(a, c)
+
+
+def _shaped(kind):
+    """A warpruns vector form that also derives the Affine shape of its result."""
+    def run(w, st):
+        shape = _shape_of(w, st, kind)          # (from the operands before the write: `add %r, %r, 8`)
+        VECTOR_OPS[st.opcode](w, st)
+        w.set_shape(st.operands[0], shape)
+    return run
+
+
+def _affine(base, stride, exact, align=1):
+    return Affine(base, stride, exact, min(align, MAX_STRIDE)) if abs(stride) < MAX_STRIDE else None
+
+
+def constant_shape(value, stride=0):
+    """The shape of a constant (its alignment: the lowest bit set)."""
+    v = value.constant
+    return Affine(value, stride, None, (v & -v) if v else MAX_STRIDE)
+
+
+def _within_warp(b, st, t, kind, a, c, exact):
+    """`a >> n` and `a & (2^n - 1)` of a ramp whose warp's lanes stay within one aligned
+    run of 2^n values (`tid.x >> 5` is the warp's index, alike in its lanes; `tid.x & 31`
+    the lane): uniform, and the lane's own ramp."""
+    if not (isinstance(c.base, ir.Constant) and c.stride == 0):
+        return None
+    m = c.base.constant
+    if a.stride == 0:
+        op = b.and_ if kind == "and" else (b.ashr if t[0] == "s" else b.lshr)
+        return Affine(op(a.base, c.base), 0, exact)
+    n = m if kind == "shr" else (m + 1).bit_length() - 1
+    fits = 0 < a.stride and a.stride * (WARP - 1) < (1 << n) <= a.align
+    if not fits or kind == "and" and m != (1 << n) - 1:
+        return None
+    if kind == "shr":
+        return Affine((b.ashr if t[0] == "s" else b.lshr)(a.base, c.base), 0, exact, max(a.align >> n, 1))
+    return Affine(ir.Constant(a.base.type, 0), a.stride, exact, MAX_STRIDE)
+
+
+def _shape_of(w, st, kind):
+    ts = type_mods(st.mods)
+    if not ts or ts[-1][0] not in "bus" or isinstance(st.operands[0], pir.Pair):
+        return None
+    t = ts[-1]
+    b = w.b
+    if kind == "mov":
+        return w.shape(st.operands[1], t)
+    a = w.shape(st.operands[1], t)
+    c = w.shape(st.operands[2], t)
+    if a is None or c is None:
+        return None
+    exact = a.exact if c.exact is None else and_scalar(b, a.exact, c.exact)
+    if kind == "add":
+        return _affine(b.add(a.base, c.base), a.stride + c.stride, exact, min(a.align, c.align))
+    if kind == "sub":
+        return _affine(b.sub(a.base, c.base), a.stride - c.stride, exact, min(a.align, c.align))
+    if kind in ("shr", "and"):
+        return _within_warp(b, st, t, kind, a, c, exact)
+    if kind in ("mul", "mad") and "hi" not in st.mods:
+        product = _product(b, a, c, exact)
+        if product is None or kind == "mul":
+            return product
+        d = w.shape(st.operands[3], t)
+        if d is None:
+            return None
+        exact = product.exact if d.exact is None else and_scalar(b, product.exact, d.exact)
+        return _affine(b.add(product.base, d.base), product.stride + d.stride, exact, min(product.align, d.align))
+    if not (isinstance(c.base, ir.Constant) and c.stride == 0):
+        return None
+    n = c.base.constant
+    if kind == "shl" and n < width(t):
+        return _affine(b.shl(a.base, c.base), a.stride << n, exact, a.align << n)
+    return None
+
+
+def _product(b, a, c, exact):
+    """The shape of a * c: uniform times uniform, or a ramp times a constant."""
+    if a.stride == 0 and c.stride == 0:
+        return _affine(b.mul(a.base, c.base), 0, exact, a.align * c.align)
+    for ramp, k in ((a, c), (c, a)):
+        if k.stride == 0 and isinstance(k.base, ir.Constant):
+            return _affine(b.mul(ramp.base, k.base), ramp.stride * k.base.constant, exact, ramp.align * k.align)
+    return None
+
+
+def _mul(w, st):
+    """mul.lo (warpruns) and mul.wide: the product of two values of type t in twice its width."""
+    if "wide" not in st.mods:
+        return _SHAPED["mul"](w, st)
+    t = type_mods(st.mods)[-1]
+    if t not in ("s16", "u16", "s32", "u32"):
+        raise NotVectorisable(f"mul.wide.{t}")
+    b = w.b
+    wide_t = t[0] + str(2 * width(t))
+    wide = llvm_type(wide_t)
+    ext = b.sext if t[0] == "s" else b.zext
+    a, c = (ext(w.read(op, t), w._vec(wide)) for op in st.operands[1:3])
+    sa, sc = w.shape(st.operands[1], t), w.shape(st.operands[2], t)
+    w.write(st.operands[0], b.mul(a, c), wide_t)
+    if sa is not None and sc is not None and sc.stride == 0 and isinstance(sc.base, ir.Constant):
+        widened = w.widened(sa, t, 2 * width(t))
+        n = sc.base.constant if t[0] == "u" else _signed(sc.base.constant, width(t))
+        w.set_shape(st.operands[0], _affine(b.mul(widened.base, ir.Constant(wide, n & ((1 << (2 * width(t))) - 1))),
+                                            widened.stride * n, widened.exact))
+
+
+def _signed(v, bits):
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _mov(w, st):
+    src = st.operands[1]
+    if isinstance(src, pir.SpecialReg):
+        t = type_mods(st.mods)[-1]
+        value, shape = w.shaped_special(src)
+        w.write(st.operands[0], convert_bits(w.b, value, llvm_type(t), False), t)
+        if shape is not None and width(t) == 32:
+            w.set_shape(st.operands[0], shape)
+        return
+    _SHAPED["mov"](w, st)
+
+
+def _ld(w, st):
+    if set(st.mods) - _MEMORY_MODS - set(type_mods(st.mods)):
+        raise NotVectorisable(f"ld with {st.mods}")
+    t = type_mods(st.mods)[-1]
+    if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
+        raise NotVectorisable(f"ld.{t}")
+    elem = llvm_type(t)
+    if "param" in st.mods:
+        return _ld_param(w, st, t, elem)
+    addr = st.operands[1]
+    addrs, shape = w.access(st, addr)
+    w.write(st.operands[0], w.load(addrs, shape, elem, width(t) // 8, _register_part(addr)), t)
+
+
+def _ld_param(w, st, t, elem):
+    op = st.operands[1]
+    params = w.layout.kernel_params(w.pfn)
+    if not isinstance(op, pir.Addr) or not isinstance(op.base, pir.Sym) or op.base.name not in params:
+        raise NotVectorisable("ld.param of something else than a kernel parameter")
+    b = w.b
+    ptr = b.bitcast(b.gep(w.params, [i64(params[op.base.name].offset + op.offset)]), elem.as_pointer())
+    value = b.load(ptr, align=max(width(t) // 8, 1))
+    w.write(st.operands[0], w.splat(value), t)
+    if t[0] in "bus":
+        w.set_shape(st.operands[0], Affine(value, 0))
+
+
+def _st(w, st):
+    if set(st.mods) - _MEMORY_MODS - set(type_mods(st.mods)) or "param" in st.mods:
+        raise NotVectorisable(f"st with {st.mods}")
+    t = type_mods(st.mods)[-1]
+    if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
+        raise NotVectorisable(f"st.{t}")
+    addr = st.operands[0]
+    addrs, shape = w.access(st, addr)
+    # (a group of interleaved stores is made at its last part: that part decides)
+    w.streaming = memory.streams(st, w.read_memory)
+    w.store(addrs, shape, w.read(st.operands[1], t), width(t) // 8, _register_part(addr))
+    w.streaming = False
+
+
+def _register_part(addr):
+    """(register, offset) of an address `[%r + offset]`, else None."""
+    return (addr.base.name, addr.offset) if isinstance(addr, pir.Addr) and isinstance(addr.base, pir.Reg) else None
+
+
+def load_bases(body) -> set:
+    """Registers that loads read at two or more offsets: a group of interleaved loads."""
+    offsets = {}
+    for st in body:
+        if isinstance(st, pir.Instruction) and st.opcode == "ld":
+            part = _register_part(st.operands[1])
+            if part is not None:
+                offsets.setdefault(part[0], set()).add(part[1])
+    return {r for r, seen in offsets.items() if len(seen) > 1}
+
+
+def _cvta(w, st):
+    """Generic addresses of global memory are the addresses; shared memory's are its
+    window's base plus the offset (FunctionLowering.symbol_address)."""
+    t = type_mods(st.mods)[-1]
+    b = w.b
+    value = convert_bits(b, w.read(st.operands[1], t), I64, False)
+    shape = w.shape(st.operands[1], t)
+    if "shared" in st.mods:
+        step = b.sub if "to" in st.mods else b.add
+        value = step(value, w.splat(w.shared_base))
+        shape = Affine(step(shape.base, w.shared_base), shape.stride, shape.exact) if shape and width(t) == 64 else None
+    elif "global" not in st.mods:
+        raise NotVectorisable(f"cvta with {st.mods}")
+    w.write(st.operands[0], value, t)
+    w.set_shape(st.operands[0], shape)
+
+
+def _cvt(w, st):
+    """Between integer types: extended by the source's signedness, or truncated (a
+    truncation keeps the shape: it is the same ramp, modulo the narrower width). To and
+    between floats: warp regions' forms (integer to float to nearest, f32 <-> f64)."""
+    ts = type_mods(st.mods)
+    if len(ts) != 2 or any(t[0] not in "bus" or t == "b128" for t in ts) or set(st.mods) - set(ts):
+        return REGION_OPS["cvt"](w, st)
+    to, frm = ts
+    b = w.b
+    v = w.read(st.operands[1], frm)
+    shape = w.shape(st.operands[1], frm)
+    if width(to) > width(frm):
+        v = (b.sext if frm[0] == "s" else b.zext)(v, w._vec(llvm_type(to)))
+        shape = w.widened(shape, frm, width(to)) if shape is not None else None
+    elif width(to) < width(frm):
+        v = b.trunc(v, w._vec(llvm_type(to)))
+        shape = Affine(b.trunc(shape.base, llvm_type(to)), shape.stride, shape.exact) if shape is not None else None
+    w.write(st.operands[0], v, to)
+    w.set_shape(st.operands[0], shape)
+
+
+def _div(w, st):
+    """Floats' division as warp regions make it; integers' division and remainder lane by
+    lane as bitops makes them (never a trap: x / 0 all ones, INT_MIN / -1 INT_MIN)."""
+    t = type_mods(st.mods)[-1] if type_mods(st.mods) else None
+    if st.opcode == "div" and t in ("f32", "f64"):
+        return REGION_OPS["div"](w, st)
+    if t is None or t[0] not in "bus" or width(t) not in (16, 32, 64) or set(st.mods) - {t}:
+        raise NotVectorisable(f"{st.opcode} with {st.mods}")
+    a, c = (w.read(op, t) for op in st.operands[1:3])
+    form = bitops.int_div if st.opcode == "div" else bitops.int_rem
+    w.write(st.operands[0], form(w.b, a, c, t.startswith("s")), t)
+
+
+def _barrier(w, st):
+    """Every lane is at the same point of the program: a barrier of the whole block is nothing."""
+    if set(st.mods) - {"sync", "aligned"} or len(st.operands) != 1 or not isinstance(st.operands[0], pir.Imm) \
+            or st.operands[0].value != 0 or st.guard is not None:
+        raise NotVectorisable(f"{st.opcode} with {st.mods}")
+
+
+def _shuffle(w, st):
+    """A fixed shuffle: within each warp, each lane takes its source lane's value."""
+    fixed = fixed_shuffle(st, w.constants)
+    if fixed is None:
+        raise NotVectorisable("a shuffle with operands known only at run time")
+    mode, lane_op, clamp = fixed
+    srcs = [shfl_source(mode, lane, lane_op, clamp) for lane in range(WARP)]
+    index = [t - t % WARP + srcs[t % WARP][0] for t in range(w.lanes)]
+    a = w.read(st.operands[1], "b32")
+    moved = w.b.shuffle_vector(a, ir.Constant(a.type, None), ir.Constant(ir.VectorType(I32, w.lanes), index))
+    dst = st.operands[0]
+    if isinstance(dst, pir.Pair):
+        w.write(dst.first, moved, "b32")
+        w.write(dst.second, w.lane_constant((int(srcs[t % WARP][1]) for t in range(w.lanes)), I1), "pred")
+    else:
+        w.write(dst, moved, "b32")
+
+
+_SHAPED = {kind: _shaped(kind) for kind in ("mov", "add", "sub", "shl", "shr", "and", "mul", "mad")}
+OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
+       "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
+       "div": _div, "rem": _div,
+       # floats' roots and reciprocals, negation and absolute values as warp regions make them
+       **{op: REGION_OPS[op] for op in ("rcp", "sqrt", "rsqrt", "neg", "abs")}}
+# modifiers that change what an instruction does beyond what these forms read (warpruns'),
+# and memory orders and vector accesses, which they do not take
+DEFAULT_UNHANDLED = _UNHANDLED_MODS | ORDERED_MODS | {"v2", "v4", "v8"}
+UNHANDLED = {"mul": DEFAULT_UNHANDLED - {"wide"}}

@@ -1,0 +1,240 @@
+"""The instructions a warp region handles itself: loads and stores (through the region's memory
+accesses, regionmemory.py), cvta, cvt, mul.wide, div, rcp/sqrt/rsqrt, neg/abs and atomics, each
+on the warp's 32 lanes at once. Each mirrors compiler/ops/instructions.py for the forms it
+accepts; what a warp run handles (warpruns.VECTOR_OPS) a region takes from there.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from llvmlite import ir
+
+from ...ptx import ir as pir
+from ..cpu import streamstores
+from ..irutil import declare, i64
+from ..ops import atomics
+from ..types import ORDERED_MODS, llvm_type, space_of, type_mods, width
+from . import warpruns
+from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable
+
+_CVT_INTS, _CVT_FLOATS = INT_TYPES | {"b16", "b32", "b64", "u8", "s8", "b8"}, {"f32", "f64"}
+# modifiers a region's handler reads itself, beyond those a run takes
+REGION_MODS = {"mul": {"wide"}}
+
+
+def access_elements(st, data_op):
+    """(type, data operands, element size) of a ld or st that a region takes."""
+    ts = type_mods(st.mods)
+    if not ts or set(st.mods) & ORDERED_MODS:
+        raise NotVectorisable(f"{st.opcode} {st.mods}")
+    t = ts[-1]
+    items = data_op.items if isinstance(data_op, pir.Vec) else [data_op]
+    size = max(width(t) // 8, 1)
+    return t, items, size
+
+
+def _ld(w, st):
+    t, items, size = access_elements(st, st.operands[0])
+    f, b = w.f, w.b
+    if f.is_kernel_param(st.operands[1]):
+        off = f.kernel_param_offset(st.operands[1])
+        for i, item in enumerate(items):
+            p = b.bitcast(b.gep(w.params, [i64(off + i * size)]), llvm_type(t).as_pointer())
+            w.write(item, w.splat(b.load(p, align=size)), t)
+        return
+    space = space_of(st)
+    if not f.parallel_space(space):
+        raise NotVectorisable(f"ld in .{space or 'generic'}")
+    strided = w.strided_address(st.operands[1], space)
+    if strided is not None and strided[1] == size * len(items) and (w.mask is None or len(items) == 1):
+        w.prefetch_ahead(strided[0], size * len(items) * LANES, w.position)
+        for item, v in zip(items, w.load_lanes(strided[0], llvm_type(t), size, len(items))):
+            w.write(item, v, t)
+        return
+    addrs = w.addresses(st.operands[1], space)
+    flipped = w.flipped(st.operands[1])
+    for i, item in enumerate(items):
+        at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
+        w.write(item, w.gather(at, llvm_type(t), size, flipped), t)
+
+
+def _st(w, st):
+    t, items, size = access_elements(st, st.operands[1])
+    space = space_of(st)
+    if not w.f.parallel_space(space):
+        raise NotVectorisable(f"st in .{space or 'generic'}")
+    b = w.b
+    strided = w.strided_address(st.operands[0], space)
+    if strided is not None and strided[1] == size and len(items) == 1:
+        value = w.read(items[0], t)
+        streams = w.f.streams(st)
+        with streamstores.unless_streaming(b) if streams else nullcontext():
+            w.prefetch_ahead(strided[0], size * LANES, w.position, write=True)
+        if w.mask is None:
+            store = b.store(value, b.inttoptr(strided[0], value.type.as_pointer()), align=size)
+            return streamstores.mark(b.module, store) if streams else store
+        return w._masked_store(value, strided[0], size, w.mask)
+    addrs = w.addresses(st.operands[0], space)
+    flipped = w.flipped(st.operands[0])
+    for i, item in enumerate(items):
+        at = b.add(addrs, w.splat(i64(i * size))) if i else addrs
+        w.scatter(at, w.read(item, t), size, flipped)
+
+
+def _cvta(w, st):
+    t = warpruns._type(st, {"u32", "u64"})
+    if isinstance(st.operands[1], pir.Sym):
+        raise NotVectorisable("cvta of a symbol")
+    v = w.read(st.operands[1], "u64")
+    if "shared" in [m.split("::")[0] for m in st.mods]:
+        base = w.splat(w._shared_base())
+        v = w.b.sub(v, base) if "to" in st.mods else w.b.add(v, base)
+    elif not {"global", "const", "param"} & set(st.mods):
+        raise NotVectorisable(f"cvta {st.mods}")
+    w.write(st.operands[0], v, t)
+
+
+def cvt_form(st):
+    """(destination type, source type, rounding modifier or None) of a cvt that _cvt takes,
+    else None: known before a region is emitted (WarpRegion.takes), so that a region that
+    meets another is not made up to there first."""
+    ts = type_mods(st.mods)
+    if not ts:
+        return None
+    dst, src = ts[0], ts[-1]
+    rnd = next((m for m in st.mods if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")), None)
+    ints, floats = _CVT_INTS, _CVT_FLOATS
+    if (dst in ints and src in ints and rnd is None
+            or dst in floats and src in ints and rnd in (None, "rn")
+            or (dst, src) == ("f64", "f32") and rnd is None
+            or (dst, src) == ("f32", "f64") and rnd in (None, "rn")):
+        return dst, src, rnd
+    return None
+
+
+def _cvt(w, st):
+    """Integer to integer, integer to float (round to nearest) and float widening or
+    narrowing (to nearest): floatops.cvt's forms without saturation or directed rounding."""
+    form = cvt_form(st)
+    if form is None:
+        raise NotVectorisable(f"cvt {st.mods}")
+    dst, src, rnd = form
+    ints, floats = _CVT_INTS, _CVT_FLOATS
+    b = w.b
+    v = w.read(st.operands[1], src)
+    if dst in ints and src in ints and rnd is None:
+        to = w._vec(ir.IntType(width(dst)))
+        if width(src) > width(dst):
+            v = b.trunc(v, to)
+        elif width(src) < width(dst):
+            v = b.sext(v, to) if src.startswith("s") else b.zext(v, to)
+    elif dst in floats and src in ints and rnd in (None, "rn"):
+        to = w._vec(llvm_type(dst))
+        v = b.sitofp(v, to) if src.startswith("s") else b.uitofp(v, to)
+    elif (dst, src) == ("f64", "f32") and rnd is None:
+        v = b.fpext(v, w._vec(llvm_type(dst)))
+    elif (dst, src) == ("f32", "f64") and rnd in (None, "rn"):
+        v = b.fptrunc(v, w._vec(llvm_type(dst)))
+    else:
+        raise NotVectorisable(f"cvt {st.mods}")
+    w.write(st.operands[0], v, dst)
+
+
+def _mul(w, st):
+    if "wide" not in st.mods:
+        return warpruns.VECTOR_OPS["mul"](w, st)
+    t = warpruns._type(st, {"u16", "s16", "u32", "s32"})
+    a, c = (w.read(op, t) for op in st.operands[1:])
+    b = w.b
+    wide = w._vec(ir.IntType(2 * width(t)))
+    ext = b.sext if t.startswith("s") else b.zext
+    w.write(st.operands[0], b.mul(ext(a, wide), ext(c, wide)), t[0] + str(2 * width(t)))
+
+
+def _rounding(st):
+    return next((m for m in st.mods if m in ("rn", "rz", "rm", "rp", "approx", "full")), "rn")
+
+
+def _div(w, st):
+    """div.rn and div.full of floats: one IEEE division (floatops.div)."""
+    t = warpruns._type(st, FLOAT_TYPES)
+    if _rounding(st) not in ("rn", "full"):
+        raise NotVectorisable(f"div {st.mods}")
+    a, c = (w.read(op, t) for op in st.operands[1:])
+    w.write(st.operands[0], w.b.fdiv(a, c), t)
+
+
+def _root_or_reciprocal(w, st):
+    """rcp.rn, sqrt.rn / .approx, rsqrt.approx of floats, as floatops.unary computes them."""
+    t = warpruns._type(st, FLOAT_TYPES)
+    mode = _rounding(st)
+    x = w.read(st.operands[1], t)
+    b = w.b
+    one = w.splat(ir.Constant(llvm_type(t), 1.0))
+    sqrt = lambda v: b.call(declare(b.module, f"llvm.sqrt.v{v.type.count}{t}", v.type, [v.type]), [v])
+    if st.opcode == "rcp" and mode == "rn":
+        v = b.fdiv(one, x)
+    elif st.opcode == "sqrt" and mode in ("rn", "approx"):
+        v = sqrt(x)
+    elif st.opcode == "rsqrt" and mode == "approx":
+        v = b.fdiv(one, sqrt(x))
+    else:
+        raise NotVectorisable(f"{st.opcode} {st.mods}")
+    w.write(st.operands[0], v, t)
+
+
+def _neg_abs(w, st):
+    """neg and abs of integers and floats (instructions.abs_neg without ftz)."""
+    t = warpruns._type(st, INT_TYPES | FLOAT_TYPES)
+    a = w.read(st.operands[1], t)
+    b = w.b
+    if t in FLOAT_TYPES:
+        v = b.fneg(a) if st.opcode == "neg" else \
+            b.call(declare(b.module, f"llvm.fabs.v{a.type.count}{t}", a.type, [a.type]), [a])
+    elif st.opcode == "neg":
+        v = b.neg(a)
+    else:
+        v = b.select(b.icmp_signed("<", a, ir.Constant(a.type, None)), b.neg(a), a)
+    w.write(st.operands[0], v, t)
+
+
+def _atom(w, st):
+    """atom and red of the operations atomicrmw has, and cas: lane after lane in lane order,
+    each lane's update as atomics.lower_atomic makes it (a plain update in the block's own
+    shared memory, which only this CPU thread touches). Lanes' atomics in some order is
+    what a GPU gives too."""
+    ops = st.operands if st.opcode == "atom" else (None,) + tuple(st.operands)
+    op, ts = atomics.operation(st), type_mods(st.mods)
+    t = ts[-1] if ts else None
+    kind = atomics.rmw_kind(op, t) if op != "cas" else "cas"
+    if kind is None or t not in INT_TYPES | FLOAT_TYPES | {"b32", "b64"} or {"v2", "v4", "v8"} & set(st.mods):
+        raise NotVectorisable(f"{st.opcode} {st.mods}")
+    if kind in ("xchg", "cas"):
+        t = f"b{width(t)}"                      # bits, as lower_atomic exchanges them
+    flush = None
+    if kind == "fadd" and t == "f32":
+        flush = atomics.flushes_subnormals(st)
+        if flush is None:
+            raise NotVectorisable("generic add.f32: where each lane's address points decides whether subnormals flush")
+    b, private = w.b, atomics.block_private(st)
+    atomics.fence_before_release(b, st)
+    elem = llvm_type(t)
+    space = space_of(st)
+    address_of = w.lane_addresses(ops[1], space)
+    values = [w.lane_operand(op, t, space) for op in ops[2:]]
+    old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
+
+    # a loop over the lanes: 32 unrolled copies, each lane's address extracted from the
+    # vector, ran 4x slower on an AVX-512 EPYC (histogram 3.0 -> 0.76 ns per element, one
+    # worker) for 10% they gained on a Zen 3 (NOTES.md)
+    with w._each_lane_here(address_of, elem, st.opcode) as (lane, p):
+        v = [value(lane) for value in values]
+        got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0], flush)
+        b.store(got, b.gep(old, [lane]))
+    if ops[0] is not None:
+        w.write(ops[0], b.load(b.bitcast(old, w._vec(elem).as_pointer())), t)
+
+
+REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
+              "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
+              "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom}
