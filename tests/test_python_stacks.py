@@ -111,6 +111,44 @@ def test_driver_calls_after_python_has_finalised_do_not_crash():
     assert r.stdout.strip() == "done"
 
 
+DEVICE_PROBE = textwrap.dedent("""
+    import ctypes, sys
+    cuda = ctypes.CDLL("libcuda.so.1")
+    count = ctypes.c_int(-1)
+    print(cuda.cuInit(0), cuda.cuDeviceGetCount(ctypes.byref(count)), count.value)
+""")
+
+
+def test_run_a_python_of_another_environment(tmp_path):
+    """A Python whose environment lacks anycuda and cffi: the library finds its own."""
+    import venv
+    venv.create(tmp_path / "other", with_pip=False)
+    r = run(tmp_path / "other" / "bin" / "python", "-c", DEVICE_PROBE)
+    assert r.stdout.split() == ["0", "0", "1"], r.stderr
+    assert "Failed to initialize" not in r.stderr and "anycuda" not in r.stderr, r.stderr
+
+
+def _python_of_another_version():
+    import glob
+    mine = f"{sys.version_info.major}.{sys.version_info.minor}"
+    names = [shutil.which(f"python3.{minor}") for minor in range(8, 20)]
+    names += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
+    for path in filter(None, names):
+        r = subprocess.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip() not in (mine, "") and int(r.stdout.split(".")[1]) >= 8:
+            return path
+    pytest.skip(f"needs a Python 3 of another version than {mine} on PATH or under ~/.pyenv")
+
+
+def test_run_a_python_of_another_version_says_so_and_fails_every_call():
+    other = _python_of_another_version()
+    r = run(other, "-c", DEVICE_PROBE)
+    assert r.stdout.split() == ["3", "3", "-1"], (r.stdout, r.stderr)      # CUDA_ERROR_NOT_INITIALIZED
+    said = [line for line in r.stderr.splitlines() if line.startswith("anycuda:")]
+    assert len(said) == 1 and "embeds Python" in said[0], r.stderr
+
+
 # ---------------------------------------------------------------- numba-cuda
 
 def test_numba_cuda_saxpy_and_shared_memory_reduction():

@@ -16,6 +16,7 @@ stale and is not used: the cache then gets a fresh one.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -138,12 +139,91 @@ def shim_dir() -> Path:
 # It also notes whether the process was a Python program before this library came in.
 _PROMOTE_PYTHON = """
 #include <dlfcn.h>
+#include <stdio.h>
 static int anycuda_host_python;
+static int anycuda_foreign_python;      /* the program is a Python of another version than ours */
 __attribute__((constructor)) static void anycuda_promote_python(void) {
     anycuda_host_python = Py_IsInitialized();
-    dlopen("SONAME", RTLD_LAZY | RTLD_GLOBAL | RTLD_NOLOAD);
+    if (anycuda_host_python) {          /* the program's own Python answers these calls */
+        int major = 0, minor = 0;
+        sscanf(Py_GetVersion(), "%d.%d", &major, &minor);
+        anycuda_foreign_python = major != PY_MAJOR_VERSION || minor != PY_MINOR_VERSION;
+    }
+    if (!anycuda_foreign_python)
+        dlopen("SONAME", RTLD_LAZY | RTLD_GLOBAL | RTLD_NOLOAD);
 }
 static int anycuda_host_is_python(void) { return anycuda_host_python; }
+"""
+
+# Run in a Python program's own interpreter before cffi starts the library's module: cffi imports
+# `_cffi_backend` first, from the program's sys.path, which lacks it when the program is a Python
+# of another environment than anycuda's. The folder that has it (named by `anycuda run` in
+# ANYCUDA_PYTHONPATH, else noted beside the library) goes at the end of sys.path.
+SEED_CODE = """
+def _seed(here):
+    import importlib.util, os, sys
+    if importlib.util.find_spec("_cffi_backend") is not None:
+        return
+    named = os.environ.get("ANYCUDA_PYTHONPATH")
+    folders = named.split(os.pathsep) if named else []
+    if not named:
+        try:
+            with open(os.path.join(here, "MODULE_PATHS")) as f:
+                folders = f.read().splitlines()
+        except OSError:
+            pass
+    for folder in folders:
+        if folder and os.path.isdir(folder) and any(n.startswith("_cffi_backend") for n in os.listdir(folder)):
+            sys.path.append(folder)
+            return
+_seed(__import__("os").path.dirname(__import__("os").path.realpath(library)))
+""".replace("MODULE_PATHS", MODULE_PATHS)
+
+# Starting the library's Python (first call): where it cannot start (a Python program of another
+# version, whose interpreter cannot run a library built for ours; or cffi's start failed, which
+# cffi describes), one line says so and every entry point answers CUDA_ERROR_NOT_INITIALIZED
+# (cffi alone would answer 0, success, without doing anything).
+_STARTUP = """
+#include <pthread.h>
+static const char anycuda_seed_code[] = SEED_CODE;
+static void anycuda_seed_host_path(void) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *globals = PyDict_New();
+    PyObject *path = PyUnicode_DecodeFSDefault(anycuda_library_path());
+    if (globals && path && PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0
+            && PyDict_SetItemString(globals, "library", path) == 0) {
+        PyObject *done = PyRun_String(anycuda_seed_code, Py_file_input, globals, globals);
+        Py_XDECREF(done);
+    }
+    PyErr_Clear();
+    Py_XDECREF(path);
+    Py_XDECREF(globals);
+    PyGILState_Release(gil);
+}
+static int anycuda_start_failed;
+static void anycuda_start(void) {
+    char version[32] = "";
+    if (anycuda_foreign_python) {
+        sscanf(Py_GetVersion(), "%31s", version);
+        fprintf(stderr, "anycuda: libcuda.so.1 embeds Python %d.%d and cannot run inside this program's Python %s; "
+                "every CUDA call answers CUDA_ERROR_NOT_INITIALIZED (install anycuda into that Python's "
+                "environment and run the program with its `anycuda run`)\\n", PY_MAJOR_VERSION, PY_MINOR_VERSION, version);
+        anycuda_start_failed = 1;
+        return;
+    }
+    if (anycuda_host_python)
+        anycuda_seed_host_path();
+    if (cffi_start_python() != 0) {
+        fprintf(stderr, "anycuda: libcuda.so.1 could not start its Python (cffi says why above); every CUDA call "
+                "answers CUDA_ERROR_NOT_INITIALIZED\\n");
+        anycuda_start_failed = 1;
+    }
+}
+static pthread_once_t anycuda_start_once = PTHREAD_ONCE_INIT;
+static int anycuda_started(void) {
+    pthread_once(&anycuda_start_once, anycuda_start);
+    return !anycuda_start_failed;
+}
 """
 
 # A Python program's interpreter is finalised before the C library's exit handlers run, and some
@@ -159,20 +239,21 @@ _AFTER_FINALIZE = """
 #include <stdio.h>
 #include <string.h>
 static const char *const anycuda_release_words[] = {"Destroy", "Unload", "Free", "Release", "Unregister", "Detach"};
-__attribute__((noinline)) static void anycuda_answer_after_finalize(struct _cffi_externpy_s *externpy, char *args) {
-    static __thread char text[96];
+__attribute__((noinline)) static void anycuda_answer_without_python(struct _cffi_externpy_s *externpy, char *args,
+                                                                    int code, int releases, const char *why) {
+    static __thread char text[128];
     const char *name = externpy->name ? externpy->name : "";
     if (strrchr(name, '.'))                           /* cffi names it "module.function" */
         name = strrchr(name, '.') + 1;
-    int result = 4;                                   /* CUDA_ERROR_DEINITIALIZED */
+    int result = code;
     if (!strcmp(name, "cuGetErrorName") || !strcmp(name, "cuGetErrorString")) {
         const char **out = *(const char ***)(args + 8);
-        snprintf(text, sizeof text, "CUDA error %d (anycuda: the process is exiting)", *(int *)args);
+        snprintf(text, sizeof text, "CUDA error %d (anycuda: %s)", *(int *)args, why);
         if (out)
             *out = text;
         result = 0;
     }
-    for (size_t i = 0; i < sizeof anycuda_release_words / sizeof *anycuda_release_words; i++)
+    for (size_t i = 0; releases && i < sizeof anycuda_release_words / sizeof *anycuda_release_words; i++)
         if (!strncmp(name, "cu", 2) && strstr(name, anycuda_release_words[i]))
             result = 0;
     memset(args, 0, externpy->size_of_result);
@@ -180,8 +261,12 @@ __attribute__((noinline)) static void anycuda_answer_after_finalize(struct _cffi
         *(int *)args = result;
 }
 static void anycuda_call_python(struct _cffi_externpy_s *externpy, char *args) {
-    if (_cffi_call_python != &_cffi_start_and_call_python && !Py_IsInitialized()) {
-        anycuda_answer_after_finalize(externpy, args);
+    if (_cffi_call_python == &_cffi_start_and_call_python && !anycuda_started()) {
+        anycuda_answer_without_python(externpy, args, 3, 0, "anycuda could not start in this process");
+        return;                                       /* 3: CUDA_ERROR_NOT_INITIALIZED */
+    }
+    if (!Py_IsInitialized()) {                        /* 4: CUDA_ERROR_DEINITIALIZED */
+        anycuda_answer_without_python(externpy, args, 4, 1, "the process is exiting");
         return;
     }
     _cffi_call_python(externpy, args);
@@ -381,7 +466,7 @@ def build(folder: Path, module_paths=None) -> Path:
     ffi.embedding_api(declarations.FUNCTIONS)
     ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
                    _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
-                   + _SELF_PATH + _AFTER_FINALIZE + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
+                   + _SELF_PATH + _STARTUP.replace("SEED_CODE", json.dumps(SEED_CODE)) + _AFTER_FINALIZE + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
     ffi.embedding_init_code(INIT_CODE)
     with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:
         libdir = sysconfig.get_config_var("LIBDIR")

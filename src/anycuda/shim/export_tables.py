@@ -36,9 +36,9 @@ extern "Python" int anycuda_context_check(void *ctx, unsigned int *result1, cons
 extern "Python" unsigned int anycuda_context_check3(void);
 extern "Python" int anycuda_slot_unsupported(int index);
 static void *anycuda_slot_stub_address(int i);
-void *anycuda_table_slots[128];
-uint32_t anycuda_tools_buffer1[1024];
-uint32_t anycuda_tools_buffer2[14];
+extern void *anycuda_table_slots[128];
+extern uint32_t anycuda_tools_buffer1[1024];
+extern uint32_t anycuda_tools_buffer2[14];
 """
 
 # The tables and the buffers handed to the runtime live in the library's static storage, not in
