@@ -31,7 +31,8 @@ from .parser import parse
 # what ends an item at module scope, or nests: strings and comments are matched so that a
 # brace or semicolon inside them counts for nothing
 _AT_SCOPE = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|[{};]', re.DOTALL)
-_IN_BODY = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|[{}]', re.DOTALL)
+_BODY_MARK = re.compile(r'[{}"/]')
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
 _SPACE = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.DOTALL)
 # directives that take the rest of their line and no semicolon
 _LINE_DIRECTIVE = re.compile(r"\.(?:version|target|address_size|file|loc)(?![\w$])")
@@ -166,7 +167,7 @@ class _Splitter:
 
     def __init__(self, text: str, source_name: str):
         self.text, self.source_name = text, source_name
-        self._line_starts = None
+        self._last_line = (0, 1)                # (position, its line) last asked for
 
     def items(self) -> list:
         return list(self._split())
@@ -209,17 +210,25 @@ class _Splitter:
             at = close
 
     def _closing_brace(self, pos):
-        """Where the '}' closing a '{' just before `pos` ends."""
-        depth, text = 1, self.text
-        for m in _IN_BODY.finditer(text, pos):
-            c = text[m.start()]
+        """Where the '}' closing a '{' just before `pos` ends. Searches for the few characters
+        that matter and only then tells strings and comments apart (one regex alternation tried
+        at every character was 5x slower on CuPy's 21 MB CUB module)."""
+        depth, text, at = 1, self.text, pos
+        while True:
+            m = _BODY_MARK.search(text, at)
+            if m is None:
+                raise self._error("unexpected end of input (missing '}')", len(text))
+            c, at = m.group(), m.end()
             if c == "{":
                 depth += 1
             elif c == "}":
                 depth -= 1
                 if depth == 0:
-                    return m.end()
-        raise self._error("unexpected end of input (missing '}')", len(text))
+                    return at
+            else:                               # a string or a comment, or a lone '/'
+                skipped = _STRING_OR_COMMENT.match(text, at - 1)
+                if skipped is not None:
+                    at = skipped.end()
 
     def _classify(self, start, end, braces):
         head = self.text[start:end]
@@ -237,14 +246,16 @@ class _Splitter:
         return Item(start, end, line, col, kind, name, is_kernel, body)
 
     def _linecol(self, pos):
-        if self._line_starts is None:
-            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
-        line = bisect_right(self._line_starts, pos)
-        return line, pos - self._line_starts[line - 1] + 1
+        """(line, column) of `pos`, counting newlines from the last position asked (items come
+        in order) or from the start."""
+        last, line = self._last_line if self._last_line[0] <= pos else (0, 1)
+        line += self.text.count("\n", last, pos)
+        self._last_line = (pos, line)
+        return line, pos - (self.text.rfind("\n", 0, pos) + 1) + 1
 
     def _error(self, message, pos):
         line, col = self._linecol(pos)
-        start = self._line_starts[line - 1]
+        start = pos - col + 1
         end = self.text.find("\n", start)
         return PtxError(message, line, col, self.source_name, self.text[start:end if end >= 0 else None])
 
