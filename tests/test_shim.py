@@ -128,6 +128,17 @@ stub = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint)(fp.value)
 assert stub(None, 0) == 801 and stub(None, 0) == 801
 # a NULL where the driver writes its answer is CUDA_ERROR_INVALID_VALUE, not a crash
 assert cuda.cuGraphCreate(None, 0) == 1 and cuda.cuMemAlloc_v2(None, ctypes.c_size_t(16)) == 1
+# hints about managed memory: checked as CUDA checks them (device, advice, range), then done
+managed = ctypes.c_uint64()
+check(cuda.cuMemAllocManaged(ctypes.byref(managed), ctypes.c_size_t(4096), 1))
+size = ctypes.c_size_t(4096)
+check(cuda.cuMemPrefetchAsync(managed, size, 0, None))
+check(cuda.cuMemPrefetchAsync(managed, size, -1, None))                  # CU_DEVICE_CPU
+assert cuda.cuMemPrefetchAsync(managed, size, 10 ** 8, None) == 101     # CUDA_ERROR_INVALID_DEVICE
+assert cuda.cuMemPrefetchAsync(managed, ctypes.c_size_t(8192), 0, None) == 1
+check(cuda.cuMemAdvise(managed, size, 1, 0))                             # SET_READ_MOSTLY
+assert cuda.cuMemAdvise(managed, size, -1, 0) == 1 and cuda.cuMemAdvise(managed, size, 7, 0) == 1
+assert cuda.cuMemAdvise(managed, size, 3, 5) == 101                      # SET_PREFERRED_LOCATION, no device 5
 # a kernel that faults makes its context unusable (sticky), as on a GPU, until it is reset
 trap = b""".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry boom() { trap; }\n"""
 tmod, tfn = ctypes.c_void_p(), ctypes.c_void_p()

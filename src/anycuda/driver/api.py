@@ -1241,6 +1241,32 @@ def managed_range(ptr: int, count: int) -> None:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x}+{count} is not inside one allocation")
 
 
+CU_DEVICE_CPU = -1
+# CUmemLocationType: device, host, host NUMA node, the calling thread's host NUMA node
+LOCATION_DEVICE, LOCATION_HOST, LOCATION_HOST_NUMA, LOCATION_HOST_NUMA_CURRENT = 1, 2, 3, 4
+MEM_ADVICE = range(1, 7)      # CU_MEM_ADVISE_SET_READ_MOSTLY .. CU_MEM_ADVISE_UNSET_ACCESSED_BY
+
+
+def check_hint_location(kind: int, ident: int) -> None:
+    """A prefetch's or an advice's location (CUmemLocation), as CUDA checks it."""
+    if kind == LOCATION_DEVICE:
+        if not 0 <= ident < cuDeviceGetCount():
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE, f"device {ident} does not exist")
+    elif kind == LOCATION_HOST_NUMA and ident < 0 or kind not in (LOCATION_HOST, LOCATION_HOST_NUMA,
+                                                                   LOCATION_HOST_NUMA_CURRENT, LOCATION_DEVICE):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memory location type {kind} (id {ident}) is not valid")
+
+
+def location_of_device(dev: int) -> tuple:
+    """The (type, id) location a CUdevice names in the older calls: CU_DEVICE_CPU is the host."""
+    return (LOCATION_HOST, 0) if dev == CU_DEVICE_CPU else (LOCATION_DEVICE, dev)
+
+
+def check_advice(advice: int) -> None:
+    if advice not in MEM_ADVICE:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memory advice {advice} is not a CUmem_advise value")
+
+
 class MemPool:
     def __init__(self):
         self.attributes = {}
