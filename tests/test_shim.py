@@ -128,6 +128,20 @@ stub = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint)(fp.value)
 assert stub(None, 0) == 801 and stub(None, 0) == 801
 # a NULL where the driver writes its answer is CUDA_ERROR_INVALID_VALUE, not a crash
 assert cuda.cuGraphCreate(None, 0) == 1 and cuda.cuMemAlloc_v2(None, ctypes.c_size_t(16)) == 1
+# a device found by the PCI bus id it reports; a stream's context
+bus, found = ctypes.create_string_buffer(32), ctypes.c_int(-1)
+check(cuda.cuDeviceGetPCIBusId(bus, 32, dev))
+check(cuda.cuDeviceGetByPCIBusId(ctypes.byref(found), bus.value))
+assert found.value == dev.value, (bus.value, found.value)
+assert cuda.cuDeviceGetByPCIBusId(ctypes.byref(found), b"0000:7f:00.0") == 1
+assert cuda.cuDeviceGetByPCIBusId(ctypes.byref(found), b"not a bus id") == 1
+stream, owner = ctypes.c_void_p(), ctypes.c_void_p()
+check(cuda.cuStreamCreate(ctypes.byref(stream), 0))
+check(cuda.cuStreamGetCtx(stream, ctypes.byref(owner)))
+assert owner.value == ctx.value
+check(cuda.cuStreamGetCtx(None, ctypes.byref(owner)))
+assert owner.value == ctx.value
+check(cuda.cuStreamDestroy_v2(stream))
 # hints about managed memory: checked as CUDA checks them (device, advice, range), then done
 managed = ctypes.c_uint64()
 check(cuda.cuMemAllocManaged(ctypes.byref(managed), ctypes.c_size_t(4096), 1))

@@ -132,6 +132,7 @@ class StreamHandle:
         self.stream = stream
         self.capture = None          # the Graph this stream's work is recorded into, while capturing
         self.device = _current_device()   # a stream belongs to its context's device
+        self.context = getattr(_current, "ctx", None) or 0
 
 
 # ---------------------------------------------------------------- initialisation and devices
@@ -647,6 +648,15 @@ def _check_stream_device(stream: int) -> int:
 def cuStreamCreate(flags: int) -> int:
     _require_context()
     return _new_handle(StreamHandle(Stream(non_blocking=bool(flags & 1), device=_current_device())))
+
+
+def cuStreamGetCtx(stream: int) -> int:
+    """The context a stream was created in; the NULL, legacy and per-thread streams are the
+    current context's."""
+    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
+        _require_context()
+        return _current.ctx
+    return _get(stream, StreamHandle).context
 
 
 def cuStreamDestroy(stream: int) -> None:
@@ -1230,6 +1240,18 @@ def cuDeviceGetPCIBusId(dev: int) -> str:
     """Devices are told apart by bus number (CU_DEVICE_ATTRIBUTE_PCI_BUS_ID is the ordinal)."""
     _check_device(dev)
     return f"0000:{dev:02x}:00.0"
+
+
+def cuDeviceGetByPCIBusId(bus_id: str) -> int:
+    """The device with PCI bus id `bus_id` ("[domain:]bus:device.function", hex), as
+    cuDeviceGetPCIBusId writes it."""
+    _require_init()
+    m = re.fullmatch(r"\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*", bus_id)
+    if m is not None and int(m.group(1) or "0", 16) == 0 and int(m.group(3), 16) == 0 and m.group(4) == "0":
+        dev = int(m.group(2), 16)
+        if dev < cuDeviceGetCount():
+            return dev
+    raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"no device has PCI bus id {bus_id!r}")
 
 
 def managed_range(ptr: int, count: int) -> None:

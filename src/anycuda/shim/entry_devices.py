@@ -143,6 +143,12 @@ def define(ffi, entry, ptr, handle, common):
             greatest[0] = -5               # what current GPUs report; priorities are hints
 
     @entry
+    def cuDeviceGetByPCIBusId(out, bus_id):
+        if bus_id == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "NULL PCI bus id")
+        out[0] = api.cuDeviceGetByPCIBusId(ffi.string(bus_id).decode("ascii", "replace"))
+
+    @entry
     def cuDeviceGetPCIBusId(buf, length, dev):
         text = api.cuDeviceGetPCIBusId(dev).encode()[: max(length - 1, 0)]
         ffi.memmove(buf, text + b"\0", len(text) + 1)

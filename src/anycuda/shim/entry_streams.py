@@ -129,6 +129,16 @@ def define(ffi, entry, ptr, handle, common):
         out[0] = api.stream_flags(ptr(stream))
 
     @entry
+    def cuStreamGetCtx(stream, out):
+        out[0] = handle(api.cuStreamGetCtx(ptr(stream)))
+
+    @entry
+    def cuStreamGetCtx_v2(stream, out, green):
+        out[0] = handle(api.cuStreamGetCtx(ptr(stream)))
+        if green != ffi.NULL:
+            green[0] = ffi.NULL                 # no green contexts: streams belong to ordinary ones
+
+    @entry
     def cuStreamAddCallback(stream, callback, user, flags):
         api.cuStreamAddCallback(ptr(stream), ptr(callback), ptr(user))
 
