@@ -57,10 +57,10 @@ def _nvidia_library(name: str) -> str:
     return ""
 
 
-def _require(*modules, libraries=()):
+def _require(*modules, libraries=(), install="pip install -e '.[stacks]'"):
     for module in modules:
         if not _has_module(module):
-            pytest.skip(f"needs {module} (pip install -e '.[stacks]')")
+            pytest.skip(f"needs {module} ({install})")
     for library in libraries:
         why = _nvidia_library(library)
         if why:
@@ -202,3 +202,16 @@ def test_cuda_core_saxpy_from_nvcc_ptx(tmp_path):
     assert r.returncode == 0, r.stderr
     d = run_json(sys.executable, PROGRAMS / "cuda_core_saxpy.py", tmp_path / "saxpy.ptx")
     _check_saxpy(d)
+
+
+# ---------------------------------------------------------------- Triton
+
+def test_triton_kernel_assembled_by_anycudas_ptxas(tmp_path):
+    """Triton (not in the test extra: 285 MB) generates PTX and runs NVIDIA's ptxas on it, or
+    the one TRITON_PTXAS_PATH names: under `anycuda run`, anycuda-ptxas."""
+    _require("triton", "cupy", libraries=("nvrtc",), install="pip install triton cupy-cuda13x")
+    d = run_json(sys.executable, PROGRAMS / "triton_add.py", env={"CUPY_CACHE_DIR": str(tmp_path / "cupy"),
+                                                                   "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+                                                                   "TRITON_DEFAULT_FP_FUSION": "1"})
+    _check_saxpy(d)
+
