@@ -294,22 +294,29 @@ static char *program_ptx(nvrtcProgram prog, size_t *size, nvrtcResult *result) {
     return ptx;
 }
 
+/* A program compiled for a machine-code request: the container's size in *size (when not
+   NULL), the container itself in out (when not NULL). */
+static nvrtcResult answer_with_container(nvrtcProgram prog, unsigned sm, size_t *size, char *out) {
+    nvrtcResult result;
+    size_t ptx_size = 0;
+    char *ptx = program_ptx(prog, &ptx_size, &result);
+    if (!ptx)
+        return result;
+    if (size)
+        *size = CONTAINER_HEADER + ENTRY_HEADER + padded_text_size(ptx_size);
+    if (out)
+        write_container(out, ptx, ptx_size, sm);
+    free(ptx);
+    return NVRTC_SUCCESS;
+}
+
 nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *size) {
     unsigned sm = prog ? requested_sm(prog) : 0;
     if (!sm) {
         nvrtcResult (*f)(nvrtcProgram, size_t *) = (nvrtcResult (*)(nvrtcProgram, size_t *))real("nvrtcGetCUBINSize");
         return f ? f(prog, size) : NVRTC_ERROR_INTERNAL_ERROR;
     }
-    if (!size)
-        return NVRTC_ERROR_INVALID_INPUT;
-    nvrtcResult result;
-    size_t ptx_size = 0;
-    char *ptx = program_ptx(prog, &ptx_size, &result);
-    if (!ptx)
-        return result;
-    free(ptx);
-    *size = CONTAINER_HEADER + ENTRY_HEADER + padded_text_size(ptx_size);
-    return NVRTC_SUCCESS;
+    return size ? answer_with_container(prog, sm, size, NULL) : NVRTC_ERROR_INVALID_INPUT;
 }
 
 nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
@@ -318,14 +325,5 @@ nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
         nvrtcResult (*f)(nvrtcProgram, char *) = (nvrtcResult (*)(nvrtcProgram, char *))real("nvrtcGetCUBIN");
         return f ? f(prog, cubin) : NVRTC_ERROR_INTERNAL_ERROR;
     }
-    if (!cubin)
-        return NVRTC_ERROR_INVALID_INPUT;
-    nvrtcResult result;
-    size_t ptx_size = 0;
-    char *ptx = program_ptx(prog, &ptx_size, &result);
-    if (!ptx)
-        return result;
-    write_container(cubin, ptx, ptx_size, sm);
-    free(ptx);
-    return NVRTC_SUCCESS;
+    return cubin ? answer_with_container(prog, sm, NULL, cubin) : NVRTC_ERROR_INVALID_INPUT;
 }
