@@ -27,7 +27,8 @@ def _skip_without_cupy():
 
 
 def _run_tour(cases, tmp, env=None):
-    full_env = dict(os.environ, CUPY_CACHE_DIR=str(tmp), ANYCUDA_QUIET="1", **(env or {}))
+    # tiered, as users run it (the suite's conftest asks for optimised code everywhere else)
+    full_env = dict(os.environ, CUPY_CACHE_DIR=str(tmp), ANYCUDA_QUIET="1", ANYCUDA_JIT="tiered", **(env or {}))
     for name in ("ANYCUDA_NVRTC", "CUPY_COMPILE_WITH_PTX", "CUPY_ACCELERATORS"):
         full_env.pop(name, None)
     r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(TOUR), *cases],
