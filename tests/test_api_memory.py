@@ -97,6 +97,44 @@ def test_memcpy_and_memset():
         memory.free(b.ptr)
 
 
+@pytest.mark.parametrize("element", [1, 2, 4])
+@pytest.mark.parametrize("value", [0, 0x12345678, 0xABABABAB, -1, 0x100])
+def test_fill_sets_elements_and_nothing_else(element, value):
+    """cuMemsetD8/D16/D32: the value's low bytes in each element, poisoned bytes around kept."""
+    count = 1001
+    a = memory.allocate(count * element + 64)
+    try:
+        ctypes.memset(a.ptr, 0xCD, count * element + 64)
+        memory.fill(a.ptr + 32, value, count, element)
+        raw = np.frombuffer(ctypes.string_at(a.ptr, count * element + 64), np.uint8)
+        kind = {1: np.uint8, 2: np.uint16, 4: np.uint32}[element]
+        want = np.full(count, value & ((1 << (8 * element)) - 1), kind).view(np.uint8)
+        assert (raw[:32] == 0xCD).all() and (raw[32 + count * element:] == 0xCD).all()
+        np.testing.assert_array_equal(raw[32:32 + count * element], want)
+        memory.fill(a.ptr, value, 0, element)             # nothing
+    finally:
+        memory.free(a.ptr)
+
+
+def test_fill_needs_no_buffer_of_its_size():
+    """A 16-bit fill of 128 MB allocates no Python or numpy buffer of that size (a 4 GB memset,
+    CuPy's zeros of a huge array, had failed with MemoryError)."""
+    import tracemalloc
+    n = 1 << 26
+    a = memory.allocate(n * 2)
+    try:
+        tracemalloc.start()
+        try:
+            memory.fill(a.ptr, 0x1234, n, 2)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < (1 << 20), peak
+        assert ctypes.string_at(a.ptr + 2 * (n - 2), 4) == bytes.fromhex("34123412")
+    finally:
+        memory.free(a.ptr)
+
+
 def test_table_is_thread_safe():
     errors = []
 

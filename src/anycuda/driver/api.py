@@ -344,10 +344,7 @@ def cuMemsetD8(dst: int, value: int, n: int) -> None:
 def cuMemsetD32(dst: int, value: int, n: int) -> None:
     _require_context()
 
-    def fill():
-        if n:
-            (ctypes.c_uint32 * n).from_address(dst)[:] = [value & 0xFFFFFFFF] * n
-    default_stream.enqueue(fill)
+    default_stream.enqueue(memory.fill, dst, value, n, 4)
 
 
 def cuMemGetInfo() -> tuple:
@@ -1117,12 +1114,7 @@ def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream: int) -
     if a is None or dst + count * element > a.end:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memset of {count * element} bytes at 0x{dst:x} "
                                                           "is not inside one allocation")
-    kind = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32}[element]
-
-    def fill():
-        if count:
-            (kind * count).from_address(dst)[:] = [value & ((1 << (8 * element)) - 1)] * count
-    _submit(stream, fill)
+    _submit(stream, lambda: memory.fill(dst, value, count, element))
 
 
 def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, height: int, stream: int) -> None:
@@ -1133,12 +1125,9 @@ def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, heig
 def memset_2d_work(dst: int, pitch: int, value: int, element: int, width: int, height: int):
     if element not in (1, 2, 4):
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"element size {element} (1, 2 or 4)")
-    kind = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32}[element]
-
     def fill():
         for row in range(height):
-            if width:
-                (kind * width).from_address(dst + row * pitch)[:] = [value & ((1 << (8 * element)) - 1)] * width
+            memory.fill(dst + row * pitch, value, width, element)
     return fill
 
 

@@ -141,6 +141,21 @@ def memcpy(dst: int, src: int, nbytes: int) -> None:
         ctypes.memmove(int(dst), int(src), int(nbytes))
 
 
+_ELEMENT_TYPES = {1: "<u1", 2: "<u2", 4: "<u4"}
+
+
+def fill(dst: int, value: int, count: int, element: int) -> None:
+    """Set `count` elements of `element` bytes (1, 2 or 4) at `dst` to `value`'s low bytes,
+    with no buffer of the fill's size (a 4 GB memset must not need 4 GB more)."""
+    if count <= 0:
+        return
+    value = int(value) & ((1 << (8 * element)) - 1)
+    if value == int.from_bytes(bytes([value & 0xFF]) * element, "little"):
+        ctypes.memset(int(dst), value & 0xFF, count * element)       # one byte repeated
+        return
+    np.frombuffer((ctypes.c_char * (count * element)).from_address(int(dst)), _ELEMENT_TYPES[element]).fill(value)
+
+
 def memset(dst: int, value: int, nbytes: int) -> None:
     """Set `nbytes` bytes at `dst` to the low byte of `value`."""
     if nbytes < 0:
