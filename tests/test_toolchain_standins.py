@@ -2,13 +2,12 @@
 anycuda.ptxas): NVRTC asked for a cubin gives a fatbinary container of the PTX that NVIDIA's
 NVRTC makes for the same architecture, and passes everything else through; ptxas checks PTX
 and writes such a container. The containers are read back with anycuda.fatbin and run."""
-import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,13 +83,15 @@ print(json.dumps({"standin": compile(standin, options, names), "real": compile(r
 '''
 
 
-def _probe(options, source=KERNEL):
+def _probe(options, source=KERNEL, env=None, stderr=None):
     real = _real_nvrtc()
     standin = shim_dir() / "libnvrtc.so.13"
-    env = dict(os.environ, ANYCUDA_NVRTC_DIRS=os.path.dirname(real))
+    env = dict(os.environ, ANYCUDA_NVRTC_DIRS=os.path.dirname(real), **(env or {}))
     r = subprocess.run([sys.executable, "-c", PROBE, str(standin), real, source, json.dumps(options)],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
+    if stderr is not None:
+        stderr.append(r.stderr)
     return json.loads(r.stdout)
 
 
@@ -120,6 +121,13 @@ def test_nvrtc_asked_for_ptx_is_nvidias_nvrtc_unchanged():
     assert standin["ptx"] == real["ptx"]
     assert standin["cubin_size_result"] == real["cubin_size_result"]
     assert standin["cubin_size"] == real["cubin_size"] == 0
+
+
+def test_nvrtc_standin_traces_compiles_under_anycuda_log():
+    said = []
+    _probe(["-std=c++17", "-arch=sm_86"], env={"ANYCUDA_LOG": "nvrtc"}, stderr=said)
+    assert re.search(r"nvrtcCompileProgram\(-std=c\+\+17 -arch=compute_86\) -> 0 in \d+\.\d\d s", said[0]), said[0]
+    assert said[0].count("nvrtcCompileProgram") == 1             # the real NVRTC's own compile is not ours
 
 
 def test_nvrtc_compile_errors_are_nvidias():
@@ -191,7 +199,6 @@ def _ptxas(*args, cwd):
 def test_ptxas_reports_a_cuda_release_as_nvidias_does():
     r = _ptxas("--version", cwd=None)
     assert r.returncode == 0
-    import re
     assert re.search(r"release (\d+\.\d+)", r.stdout).group(1) == ptxas.RELEASE
 
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int nvrtcResult;
 typedef void *nvrtcProgram;
@@ -211,6 +212,26 @@ static char **virtual_options(int count, const char *const *options, unsigned *s
     return out;
 }
 
+/* ANYCUDA_LOG=api (or nvrtc) traces each compile to stderr: its options as NVRTC got them, the
+   result and the time it took. */
+static int tracing(void) {
+    const char *log = getenv("ANYCUDA_LOG");
+    return log && (strstr(log, "api") || strstr(log, "nvrtc"));
+}
+
+static void trace_compile(int count, char **options, nvrtcResult result, double seconds) {
+    fprintf(stderr, "anycuda: nvrtcCompileProgram(");
+    for (int i = 0; i < count; i++)
+        fprintf(stderr, "%s%s", i ? " " : "", options[i]);
+    fprintf(stderr, ") -> %d in %.2f s\n", result, seconds);
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int count, const char *const *options) {
     nvrtcResult (*compile)(nvrtcProgram, int, const char *const *) =
         (nvrtcResult (*)(nvrtcProgram, int, const char *const *))real("nvrtcCompileProgram");
@@ -222,7 +243,10 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int count, const char *const 
     char **rewritten = virtual_options(count, options, &sm);
     if (!rewritten)
         return NVRTC_ERROR_OUT_OF_MEMORY;
+    double start = now();
     nvrtcResult result = compile(prog, count, (const char *const *)rewritten);
+    if (tracing())
+        trace_compile(count, rewritten, result, now() - start);
     for (int i = 0; i < count; i++)
         free(rewritten[i]);
     free(rewritten);
