@@ -36,8 +36,8 @@ def compiler_fingerprint() -> str:
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent.parent
     for sub in ("ptx", "compiler"):
-        for p in sorted((root / sub).glob("*.py")):
-            h.update(p.name.encode())
+        for p in sorted((root / sub).rglob("*.py")):     # the compiler's sub-packages too
+            h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
     h.update(llvmlite.__version__.encode())
     h.update(llvm.get_host_cpu_name().encode())
