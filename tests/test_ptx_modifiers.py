@@ -183,6 +183,44 @@ def test_scalar_relu_satfinite_and_integer_sat_conversions(compile_cuda, rng):
     np.testing.assert_array_equal(sat_i, np.clip(ints, 0, 1).astype(np.float32))
 
 
+PACKED_MIN_MAX = r"""
+extern "C" __global__ void packed(const unsigned* a, const unsigned* b, const unsigned* c, unsigned* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[6 * i + 0] = __vmins2(a[i], b[i]);                  // min.s16x2
+    out[6 * i + 1] = __vmaxs2(a[i], b[i]);                  // max.s16x2
+    out[6 * i + 2] = __vminu2(a[i], b[i]);                  // min.u16x2
+    out[6 * i + 3] = __vmaxu2(a[i], b[i]);                  // max.u16x2
+    out[6 * i + 4] = __vimax_s16x2_relu(a[i], b[i]);        // max.s16x2.relu
+    out[6 * i + 5] = __vimin3_s16x2(a[i], b[i], c[i]);      // two min.s16x2
+}
+"""
+
+
+def test_min_max_of_packed_16_bit_integers(compile_cuda, rng):
+    """min/max .s16x2 and .u16x2 (sm_90; CUB's reductions of 16-bit integers use them): each
+    half on its own."""
+    n = 4096
+    a, b, c = (rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32) for _ in range(3))
+    a[:4] = [0x80007FFF, 0xFFFF0000, 0x00018000, 0x7FFF7FFF]
+    out = poison(6 * n, np.uint32)
+    compile_cuda(PACKED_MIN_MAX, ("-arch=sm_90",), name="packed.cu").get_function("packed")(
+        (n // 128,), (128,), (ac.asarray(a), ac.asarray(b), ac.asarray(c), out, np.int32(n)))
+    got = out.get().reshape(n, 6)
+
+    def halves(x, dtype):
+        return x.view(dtype).reshape(n, 2)
+
+    def pack(h):
+        return np.ascontiguousarray(h).view(np.uint32).ravel()
+    sa, sb, sc = (halves(x, np.int16) for x in (a, b, c))
+    ua, ub = (halves(x, np.uint16) for x in (a, b))
+    want = [np.minimum(sa, sb), np.maximum(sa, sb), np.minimum(ua, ub), np.maximum(ua, ub),
+            np.maximum(np.maximum(sa, sb), 0).astype(np.int16), np.minimum(np.minimum(sa, sb), sc)]
+    for k, w in enumerate(want):
+        np.testing.assert_array_equal(got[:, k], pack(w), err_msg=str(k))
+
+
 # ---------------------------------------------------------------- the vector paths: handed on
 
 PATHS = {"warp runs": warpruns.VECTOR_MODS, "warp regions": warpregions.TAKES, "block programs": blockops.TAKES}

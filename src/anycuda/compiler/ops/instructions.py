@@ -11,7 +11,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
 from ...ptx.modifiers import (BOOL_OPS as BOOL_MODS, CACHE_HINT, COMPARISONS, DATA, EVICTION, FLOAT_CLASSES, FLOATS,
-                              HALVES, INTEGER_ROUNDING, INTEGERS, LOAD_CACHING, MODIFIERS, PERMUTES, PREFETCH_SIZES,
+                              HALVES, INTEGER_ROUNDING, INTEGERS, LOAD_CACHING, MODIFIERS, PACKED_INTEGERS, PERMUTES, PREFETCH_SIZES,
                               REDUCTIONS, ROUNDING, SCOPES, SHUFFLES, SPACES, STORE_CACHING, VECTORS, words)
 from .. import abi
 from ..analysis import guards
@@ -425,9 +425,14 @@ def abs_neg(f, inst):
     f.write(inst.operands[0], b.select(b.icmp_signed("<", a, ir.Constant(a.type, 0)), b.neg(a), a), t)
 
 
-@handles("min", "max", mods=(INTEGERS, FLOATS, HALVES, "ftz NaN relu"))
+@handles("min", "max", mods=(INTEGERS, PACKED_INTEGERS, FLOATS, HALVES, "ftz NaN relu"))
 def min_max(f, inst):
     b = f.b
+    packed = next((m for m in inst.mods if m in PACKED_INTEGERS), None)
+    if packed is not None:      # .u16x2, .s16x2: each half on its own, in a b32 register
+        vals = ops_in(f, inst, "b32")
+        v = bitops.packed_min_max(b, vals, inst.opcode, packed == "s16x2", "relu" in inst.mods)
+        return f.write(inst.operands[0], v, "b32")
     t = inst_type(f, inst)
     vals = ops_in(f, inst, t)
     if t in PACKED_OR_HALF:
