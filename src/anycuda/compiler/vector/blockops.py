@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...ptx import ir as pir
+from ...ptx.modifiers import DATA
 from ..analysis import memory
 from ..irutil import convert_bits, i64
 from ..ops import bitops
 from ..simt.collectives import shfl_source
-from ...ptx.modifiers import DATA
 from ..types import I1, I32, I64, llvm_type, type_mods, width
 from .regionops import REGION_MODS, REGION_OPS
 from .warpruns import INT_TYPES, VECTOR_MODS, VECTOR_OPS, NotVectorisable, fixed_shuffle

@@ -12,7 +12,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.modifiers import (CACHE_HINT, DATA, EVICTION, LOAD_CACHING, PREFETCH_SIZES, REDUCTIONS, SCOPES, SPACES,
-                              STORE_CACHING, VECTORS)
+                              STORE_CACHING, VECTORS, words)
 from ..cpu import streamstores
 from ..irutil import declare, i64
 from ..ops import atomics
@@ -37,10 +37,9 @@ REGION_MODS = {
     "sqrt": FLOAT_TYPES | {"rn", "approx"},
     "rsqrt": FLOAT_TYPES | {"approx"},
     **dict.fromkeys(("neg", "abs"), INT_TYPES | FLOAT_TYPES),
-    **dict.fromkeys(("atom", "red"), (REDUCTIONS - {"inc", "dec"}) | {"cas", "exch", "relaxed", "acquire", "release",
-                                                                       "acq_rel", "global", "shared", "shared::cta",
-                                                                       "shared::cluster", "b32", "b64"}
-                    | SCOPES | CACHE_HINT | INT_TYPES | FLOAT_TYPES),
+    **dict.fromkeys(("atom", "red"), words(REDUCTIONS - {"inc", "dec"}, "cas exch relaxed acquire release acq_rel",
+                                           "global shared shared::cta shared::cluster b32 b64", SCOPES, CACHE_HINT,
+                                           INT_TYPES, FLOAT_TYPES)),
 }
 
 

@@ -50,9 +50,9 @@ prefetched some iterations ahead (prefetch_ahead).
 
 Only instructions with a vector form that handles all their modifiers are taken (TAKES:
 warpruns.VECTOR_MODS and the memory, conversion and division forms of regionops.REGION_MODS;
-atomics go lane after lane); a region that could
-reach another one, or a stop it cannot leave a lane at (a barrier with register operands, a
-vote), is not made, and the warp goes through the rounds as before.
+atomics go lane after lane); a region that could reach another one, or a stop it cannot leave
+a lane at (a barrier with register operands, a vote), is not made, and the warp goes through
+the rounds as before.
 
 WarpRegion is written in parts: this module (what a region takes, its pieces and masks, its
 turns and stops, registers in slots), lockstep.py (the code a warp runs together),
