@@ -90,3 +90,11 @@ def test_concurrent_launches_on_streams():
     ac.synchronize()
     for i, o in enumerate(outs):
         assert (o.get() == 100 * i + 4).all()
+
+
+def test_the_fingerprint_reads_every_module_of_the_compiler():
+    """Code made by any stage's module is keyed by it: a change anywhere in ptx/ or compiler/
+    (sub-packages included) misses the entries made before."""
+    names = {name for name, _ in cache.fingerprint_sources()}
+    assert {"ptx/parser.py", "ptx/modifiers.py", "compiler/pipeline.py", "compiler/ops/instructions.py",
+            "compiler/vector/warpruns.py", "compiler/build/cache.py"} <= names

@@ -1,7 +1,8 @@
 """PTX parser: text -> ptx.ir.Module.
 
 A recursive-descent parser over the token lists of `lexer.Tokens`. Instructions are parsed
-generically (opcode, dot-modifiers, operands): what a modifier means is decided by the
+generically (opcode, dot-modifiers, operands): a modifier that no form of its instruction
+takes (modifiers.MODIFIERS) is an error here; what a modifier means is decided by the
 compiler's tables. Nested `{ }` blocks inside a function body are flattened: every name a
 block declares (variables, registers, labels, prototypes) gets a unique spelling
 `name$sN`, and its uses inside the block are renamed.
@@ -17,6 +18,7 @@ import struct
 from . import ir
 from .errors import PtxError, UnsupportedPtx
 from .lexer import Tokens
+from .modifiers import unknown_modifier
 from .opcodes import split_opcode
 
 STATE_SPACES = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
@@ -55,12 +57,13 @@ class _Parser:
         self.var_sizes = {}                      # variable name -> element size in bytes
 
     # ------------------------------------------------------------------ token helpers
-    def error(self, msg, i=None, cls=PtxError):
+    def error(self, msg, i=None, cls=PtxError, offset=0):
+        """A PtxError at token `i` (or here), `offset` characters into the token."""
         if i is None:
             i = self.i
         i = min(i, self.last)
         line, col = self.tk.linecol(i)
-        return cls(msg, line, col, self.name, self.tk.line_text(line))
+        return cls(msg, line, col + offset, self.name, self.tk.line_text(line))
 
     def describe(self, i=None):
         if i is None:
@@ -728,8 +731,14 @@ class _Parser:
         split = split_opcode(texts[op_i])
         if split is None:
             raise self.error(f"unknown instruction '{texts[op_i]}'", op_i)
-        self.advance()
         opcode, mods = split
+        bad = unknown_modifier(opcode, mods)
+        if bad is not None:
+            # the column of the modifier within `opcode.mod1.mod2...`
+            words = texts[op_i].split(".")
+            at = len(".".join(words[:words.index(bad, opcode.count(".") + 1)]))
+            raise self.error(f"{opcode}: unknown modifier .{bad}", op_i, offset=at)
+        self.advance()
         if opcode == "call":
             operands = self.call_operands()
         else:

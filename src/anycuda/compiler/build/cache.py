@@ -30,15 +30,19 @@ def cache_dir() -> Path | None:
     return Path(base) / "anycuda" / "kernels"
 
 
+def fingerprint_sources() -> list:
+    """(name, path) of every module of ptx/ and compiler/, sub-packages included."""
+    root = Path(__file__).resolve().parents[2]          # the anycuda package
+    return [(str(p.relative_to(root)), p) for sub in ("ptx", "compiler") for p in sorted((root / sub).rglob("*.py"))]
+
+
 @lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
     """Hash of the sources that decide what code is generated."""
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parent.parent
-    for sub in ("ptx", "compiler"):
-        for p in sorted((root / sub).glob("*.py")):
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
+    for name, p in fingerprint_sources():
+        h.update(name.encode())
+        h.update(p.read_bytes())
     h.update(llvmlite.__version__.encode())
     h.update(llvm.get_host_cpu_name().encode())
     h.update(llvm.get_host_cpu_features().flatten().encode())

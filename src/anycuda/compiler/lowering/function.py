@@ -138,8 +138,8 @@ class FunctionLowering(Spills):
     # ------------------------------------------------------------------ set-up
     @collection_paused
     def lower(self):
-        # operand counts first: the passes read operands by place (the CFG a branch's target)
-        self._check_operand_counts(self.pfn.body)
+        # forms first: the passes read operands by place (the CFG a branch's target)
+        self._check_forms(self.pfn.body)
         if self.is_kernel:
             self._insert_yields()
         body = self.pfn.body
@@ -250,12 +250,18 @@ class FunctionLowering(Spills):
             new.append(yield_)
         self.pfn = dataclasses.replace(self.pfn, body=new)
 
-    def _check_operand_counts(self, body):
-        """Every instruction has as many operands as one of its forms (instructions.OPERAND_COUNTS),
-        checked before any pass reads them (the CFG reads branch targets)."""
+    def _check_forms(self, body):
+        """Every instruction is one its handler lowers, with all its modifiers (instructions.refusal:
+        none is lowered as if absent), and has as many operands as one of its forms
+        (instructions.OPERAND_COUNTS), checked before any pass reads them (the CFG reads branch
+        targets)."""
         for st in body:
             if not isinstance(st, pir.Instruction):
                 continue
+            why = instructions.refusal(st)
+            if why is not None:
+                self.inst = st
+                raise self.error(why, UnsupportedPtx)
             counts = instructions.operand_counts(st)
             if counts is not None and len(st.operands) not in counts:
                 self.inst = st
@@ -795,9 +801,7 @@ class FunctionLowering(Spills):
     def lower_instruction(self, inst: pir.Instruction):
         if suspensions.is_yield(inst):
             return self.suspend("yield", {}, None)
-        handler = instructions.HANDLERS.get(inst.opcode)
-        if handler is None:
-            raise self.error(f"instruction '{inst.opcode}' is not supported by anycuda yet", UnsupportedPtx)
+        handler = instructions.HANDLERS[inst.opcode]      # (_check_forms: there is one)
         b = self.b
         if inst.guard is not None and inst.opcode != "bra":
             g = self.read(inst.guard.reg, "pred")

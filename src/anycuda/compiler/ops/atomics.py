@@ -142,8 +142,6 @@ def lower_atomic(f, inst):
     if op is None:
         raise f.error(f"{inst.opcode} needs an operation", UnsupportedPtx)
     t = inst_type(f, inst)
-    if any(m in ("v2", "v4", "v8") for m in inst.mods):
-        raise f.error(f"vector {inst.opcode} is not supported", UnsupportedPtx)
     lt = llvm_type(t)
     private = block_private(inst)
     fence_before_release(b, inst)

@@ -73,6 +73,23 @@ def mad24(b, a, c, d, signed, hi):
     return b.add(mul24(b, a, c, signed, hi), d)
 
 
+def packed_min_max(b, vals, op, signed, relu):
+    """min/max{.relu}.{u16x2,s16x2} of b32 values (two or three): each 16-bit half on its
+    own; .relu (signed only) makes a negative result 0."""
+    i16 = ir.IntType(16)
+    order = b.icmp_signed if signed else b.icmp_unsigned
+    halves = []
+    for shift in (0, 16):
+        parts = [b.trunc(b.lshr(v, _c(I32, shift)) if shift else v, i16) for v in vals]
+        r = parts[0]
+        for p in parts[1:]:
+            r = b.select(order("<" if op == "min" else ">", r, p), r, p)
+        if relu:
+            r = b.select(b.icmp_signed("<", r, _c(i16, 0)), _c(i16, 0), r)
+        halves.append(b.zext(r, I32))
+    return b.or_(halves[0], b.shl(halves[1], _c(I32, 16)))
+
+
 def sad(b, a, c, d, signed):
     cmp = b.icmp_signed if signed else b.icmp_unsigned
     diff = b.select(cmp(">", a, c), b.sub(a, c), b.sub(c, a))

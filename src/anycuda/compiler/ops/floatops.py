@@ -619,26 +619,28 @@ def half_arith(b, op, vals, t, rnd, ftz, sat, relu):
 
 def cvt_pack2(b, hi, lo, dst, rnd, relu, satfinite):
     """cvt.rnd{.relu}{.satfinite}.{f16x2,bf16x2}.f32 d, hi, lo: hi (PTX's first source)
-    lands in the upper half. .relu clamps negatives to +0 and gives the canonical NaN for
-    NaN; .satfinite clamps to the largest finite value (NaN stays NaN)."""
+    lands in the upper half; each half as cvt_half makes it."""
     elem = dst[:-2]
-    big = 65504.0 if elem == "f16" else float.fromhex("0x1.fep127")
+    return pack2(b, cvt_half(b, lo, elem, rnd, relu, satfinite), cvt_half(b, hi, elem, rnd, relu, satfinite))
 
-    def one(x):
-        x64 = b.fpext(x, F64) if x.type == F32 else x
-        nan = is_nan(b, x64)
-        if relu:    # negatives and -0 become +0
-            x64 = b.select(b.fcmp_ordered("<=", x64, _c(F64, 0.0)), _c(F64, 0.0), x64)
-        if satfinite:
-            x64 = b.select(b.fcmp_ordered(">", x64, _c(F64, big)), _c(F64, big), x64)
-            x64 = b.select(b.fcmp_ordered("<", x64, _c(F64, -big)), _c(F64, -big), x64)
-        r = _from_f64(b, x64, elem, rnd or "rn")
-        if relu:
-            bits = b.bitcast(r, I16) if elem == "f16" else r
-            bits = b.select(nan, _c(I16, HALF_NAN), bits)
-            r = b.bitcast(bits, F16) if elem == "f16" else bits
-        return r
-    return pack2(b, one(lo), one(hi))
+
+def cvt_half(b, x, elem, rnd, relu, satfinite):
+    """cvt.rnd{.relu}{.satfinite}.{f16,bf16}.f32 of x: .relu clamps negatives to +0 and gives
+    the canonical NaN for NaN; .satfinite clamps to the largest finite value (NaN stays NaN)."""
+    big = 65504.0 if elem == "f16" else float.fromhex("0x1.fep127")
+    x64 = b.fpext(x, F64) if x.type == F32 else x
+    nan = is_nan(b, x64)
+    if relu:    # negatives and -0 become +0
+        x64 = b.select(b.fcmp_ordered("<=", x64, _c(F64, 0.0)), _c(F64, 0.0), x64)
+    if satfinite:
+        x64 = b.select(b.fcmp_ordered(">", x64, _c(F64, big)), _c(F64, big), x64)
+        x64 = b.select(b.fcmp_ordered("<", x64, _c(F64, -big)), _c(F64, -big), x64)
+    r = _from_f64(b, x64, elem, rnd or "rn")
+    if relu:
+        bits = b.bitcast(r, I16) if elem == "f16" else r
+        bits = b.select(nan, _c(I16, HALF_NAN), bits)
+        r = b.bitcast(bits, F16) if elem == "f16" else bits
+    return r
 
 
 # ---------------------------------------------------------------- cvt
@@ -660,15 +662,21 @@ def cvt(b, v, dst, src, rnd, sat, ftz):
         if ftz and src == "f32" and dst == "f64":      # the GPU's f32 NaN, widened
             r = b.select(is_nan(b, v), b.bitcast(_c(I64, 0x7FFFFFFFE0000000), F64), r)
         if sat:
-            r = saturate(b, r) if dst != "bf16" else f32_to_bf16(b, saturate(b, bf16_to_f32(b, r)))
+            r = _saturate_to(b, r, dst)
         if ftz and dst == "f32":
             r = flush_denormal(b, r)
         return r
     if src_float:
         return _float_to_int(b, v, dst, src, rnd)
     if dst_float:
-        return _int_to_float(b, v, dst, src, rnd)
+        r = _int_to_float(b, v, dst, src, rnd)
+        return _saturate_to(b, r, dst) if sat else r
     return _int_to_int(b, v, dst, src, sat)
+
+
+def _saturate_to(b, r, dst):
+    """r, a value of float type `dst`, clamped to [0, 1] (.sat)."""
+    return saturate(b, r) if dst != "bf16" else f32_to_bf16(b, saturate(b, bf16_to_f32(b, r)))
 
 
 def _float_to_float(b, v, dst, src, rnd):

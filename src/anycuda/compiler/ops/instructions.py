@@ -10,6 +10,9 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
+from ...ptx.modifiers import (BOOL_OPS as BOOL_MODS, CACHE_HINT, COMPARISONS, DATA, EVICTION, FLOAT_CLASSES, FLOATS,
+                              HALVES, INTEGER_ROUNDING, INTEGERS, LOAD_CACHING, MODIFIERS, PACKED_INTEGERS, PERMUTES, PREFETCH_SIZES,
+                              REDUCTIONS, ROUNDING, SCOPES, SHUFFLES, SPACES, STORE_CACHING, VECTORS, words)
 from .. import abi
 from ..analysis import guards
 from ..analysis.uniformity import constant_registers
@@ -21,14 +24,15 @@ from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_ty
                      vector_count, width)
 from . import atomics, bitops, floatops, textures  # noqa: F401 - atomics and textures register their handlers
 from .calls import lower_call
-from .table import BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts  # noqa: F401 - the table, read through this module too
+from .table import (BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts,  # noqa: F401 - the table, read through this module too
+                    refusal)
 
-ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
+ANY_ROUNDING = words(ROUNDING, INTEGER_ROUNDING, "rna rs")
 
 
 def rounding(inst):
     for m in inst.mods:
-        if m in ROUNDING:
+        if m in ANY_ROUNDING:
             return m
     return None
 
@@ -43,7 +47,7 @@ def is_floatish(t):
 
 # ---------------------------------------------------------------------- moves and memory
 
-@handles("mov")
+@handles("mov", mods=(DATA, "pred"))
 def mov(f, inst):
     t = inst_type(f, inst)
     dst, src = inst.operands[0], inst.operands[1]
@@ -78,7 +82,8 @@ def _elements(f, inst, addr_op, data_op):
     return pairs, t, llvm_type(t), size, _ordering(inst)
 
 
-@handles("ld", "ldu")
+@handles("ld", "ldu", mods=(DATA, SPACES, SCOPES, LOAD_CACHING, EVICTION, CACHE_HINT, PREFETCH_SIZES, VECTORS,
+                         "weak volatile relaxed acquire mmio nc"))
 def ld(f, inst):
     b = f.b
     pairs, t, lt, size, order = _elements(f, inst, inst.operands[1], inst.operands[0])
@@ -103,7 +108,8 @@ def ld(f, inst):
         f.write(item, v, t)
 
 
-@handles("st")
+@handles("st", mods=(DATA, SPACES, SCOPES, STORE_CACHING, EVICTION, CACHE_HINT, VECTORS,
+                     "weak volatile relaxed release mmio"))
 def st(f, inst):
     b = f.b
     pairs, t, lt, size, order = _elements(f, inst, inst.operands[0], inst.operands[1])
@@ -124,7 +130,7 @@ def st(f, inst):
                 streamstores.mark(b.module, access)
 
 
-@handles("cvta")
+@handles("cvta", mods=(SPACES, "to u32 u64"))
 def cvta(f, inst):
     b = f.b
     t = inst_type(f, inst)
@@ -139,7 +145,7 @@ def cvta(f, inst):
     f.write(inst.operands[0], convert_bits(b, v, llvm_type(t)), t, pointer=pointer)
 
 
-@handles("isspacep")
+@handles("isspacep", mods=SPACES)
 def isspacep(f, inst):
     """Whether a generic address lies in a space's window (FunctionLowering.space_windows).
     The global window is what the shared and local ones leave: the ISA has the kernel
@@ -160,14 +166,19 @@ def isspacep(f, inst):
     f.write(inst.operands[0], res, "pred")
 
 
-@handles("prefetch", "prefetchu", "nanosleep", "pmevent", "griddepcontrol", "brkpt", "discard",
-         "applypriority")
+HINTS = ("prefetch", "prefetchu", "nanosleep", "pmevent", "griddepcontrol", "brkpt", "discard", "applypriority")
+
+
+@handles(*HINTS, mods=words(*(MODIFIERS[op] for op in HINTS)))
 def no_effect(f, inst):
-    """Hints and debugging aids with no effect on the CPU."""
+    """Hints and debugging aids with no effect on the CPU, whatever their modifiers say
+    (griddepcontrol.wait: the grids of a stream run one after the other)."""
 
 
-@handles("membar", "fence")
+@handles("membar", "fence", mods=MODIFIERS["membar"] | MODIFIERS["fence"])
 def fence(f, inst):
+    """Every membar and fence is a sequentially consistent fence, which orders at least what
+    any of their orderings and scopes asks."""
     f.b.fence("seq_cst")
 
 
@@ -177,21 +188,25 @@ def fence(f, inst):
 CVT_TYPES = frozenset(INT_TYPES | FLOAT_TYPES | PACKED_TYPES | {"bf16"})
 
 
-@handles("cvt")
+@handles("cvt", mods=(CVT_TYPES, ROUNDING, INTEGER_ROUNDING, "ftz sat relu satfinite"), types=2)
 def cvt(f, inst):
     ts = type_mods(inst.mods)
-    unknown = [t for t in ts if t not in CVT_TYPES]
-    if unknown:
-        raise f.error(f"cvt with .{unknown[0]} is not supported yet", UnsupportedPtx)
     dst_t, src_t = ts[0], ts[-1]
+    relu, satfinite = "relu" in inst.mods, "satfinite" in inst.mods
+    if (relu or satfinite) and (src_t != "f32" or dst_t not in ("f16", "bf16", "f16x2", "bf16x2")):
+        raise f.error(f"cvt.{'relu' if relu else 'satfinite'} from .{src_t} to .{dst_t} is not supported",
+                      UnsupportedPtx)
     if dst_t in ("f16x2", "bf16x2"):
         hi = f.read(inst.operands[1], src_t)
         lo = f.read(inst.operands[2], src_t)
-        v = floatops.cvt_pack2(f.b, hi, lo, dst_t, rounding(inst), "relu" in inst.mods, "satfinite" in inst.mods)
+        v = floatops.cvt_pack2(f.b, hi, lo, dst_t, rounding(inst), relu, satfinite)
         f.write(inst.operands[0], v, dst_t)
         return
     v = f.read(inst.operands[1], src_t)
-    v = floatops.cvt(f.b, v, dst_t, src_t, rounding(inst), "sat" in inst.mods, "ftz" in inst.mods)
+    if relu or satfinite:
+        v = floatops.cvt_half(f.b, v, dst_t, rounding(inst), relu, satfinite)
+    else:
+        v = floatops.cvt(f.b, v, dst_t, src_t, rounding(inst), "sat" in inst.mods, "ftz" in inst.mods)
     f.write(inst.operands[0], v, dst_t)
 
 
@@ -234,7 +249,7 @@ def fused_operands(b, inst, product, x, y, a, c):
     return x, y, other
 
 
-@handles("add", "sub")
+@handles("add", "sub", mods=(INTEGERS, FLOATS, HALVES, ROUNDING, "ftz sat cc"))
 def add_sub(f, inst):
     b = f.b
     t = inst_type(f, inst)
@@ -287,14 +302,14 @@ def _carry_arith(f, inst, t, op, a, c, use_carry=False):
     f.write(inst.operands[0], b.trunc(r, a.type), t)
 
 
-@handles("addc", "subc")
+@handles("addc", "subc", mods="u32 s32 u64 s64 cc")
 def addc(f, inst):
     t = inst_type(f, inst)
     a, c = ops_in(f, inst, t)
     _carry_arith(f, inst, t, inst.opcode, a, c, use_carry=True)
 
 
-@handles("mul")
+@handles("mul", mods=(INTEGERS, FLOATS, HALVES, ROUNDING, "hi lo wide ftz sat"))
 def mul(f, inst):
     b = f.b
     t = inst_type(f, inst)
@@ -315,7 +330,7 @@ def mul(f, inst):
     f.write(inst.operands[0], b.mul(a, c), t)
 
 
-@handles("mad", "fma", "madc")
+@handles("mad", "fma", "madc", mods=(INTEGERS, FLOATS, HALVES, ROUNDING, "hi lo wide sat cc ftz relu"))
 def mad(f, inst):
     b = f.b
     t = inst_type(f, inst)
@@ -352,7 +367,7 @@ def mad(f, inst):
     f.write(inst.operands[0], b.add(prod, d), dt)
 
 
-@handles("mul24", "mad24")
+@handles("mul24", "mad24", mods="u32 s32 hi lo")
 def mul24(f, inst):
     t = inst_type(f, inst)
     vals = ops_in(f, inst, t)
@@ -364,14 +379,14 @@ def mul24(f, inst):
     f.write(inst.operands[0], v, t)
 
 
-@handles("sad")
+@handles("sad", mods=INTEGERS)
 def sad(f, inst):
     t = inst_type(f, inst)
     a, c, d = ops_in(f, inst, t)
     f.write(inst.operands[0], bitops.sad(f.b, a, c, d, t.startswith("s")), t)
 
 
-@handles("div")
+@handles("div", mods=(INTEGERS, FLOATS, ROUNDING, "approx full ftz"))
 def div(f, inst):
     b = f.b
     t = inst_type(f, inst)
@@ -384,14 +399,14 @@ def div(f, inst):
     f.write(inst.operands[0], bitops.int_div(b, a, c, t.startswith("s")), t)
 
 
-@handles("rem")
+@handles("rem", mods=INTEGERS)
 def rem(f, inst):
     t = inst_type(f, inst)
     a, c = ops_in(f, inst, t)
     f.write(inst.operands[0], bitops.int_rem(f.b, a, c, t.startswith("s")), t)
 
 
-@handles("abs", "neg")
+@handles("abs", "neg", mods=("s16 s32 s64", FLOATS, HALVES, "ftz"))
 def abs_neg(f, inst):
     b = f.b
     t = inst_type(f, inst)
@@ -410,9 +425,14 @@ def abs_neg(f, inst):
     f.write(inst.operands[0], b.select(b.icmp_signed("<", a, ir.Constant(a.type, 0)), b.neg(a), a), t)
 
 
-@handles("min", "max")
+@handles("min", "max", mods=(INTEGERS, PACKED_INTEGERS, FLOATS, HALVES, "ftz NaN relu"))
 def min_max(f, inst):
     b = f.b
+    packed = next((m for m in inst.mods if m in PACKED_INTEGERS), None)
+    if packed is not None:      # .u16x2, .s16x2: each half on its own, in a b32 register
+        vals = ops_in(f, inst, "b32")
+        v = bitops.packed_min_max(b, vals, inst.opcode, packed == "s16x2", "relu" in inst.mods)
+        return f.write(inst.operands[0], v, "b32")
     t = inst_type(f, inst)
     vals = ops_in(f, inst, t)
     if t in PACKED_OR_HALF:
@@ -437,7 +457,7 @@ def min_max(f, inst):
 
 
 # Float functions: opcode -> floatops helper taking (b, x, mode, ftz)
-@handles("rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh")
+@handles("rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", mods=(FLOATS, HALVES, ROUNDING, "approx ftz"))
 def float_function(f, inst):
     t = inst_type(f, inst)
     (x,) = ops_in(f, inst, t)
@@ -448,7 +468,7 @@ def float_function(f, inst):
     f.write(inst.operands[0], v, t)
 
 
-@handles("copysign")
+@handles("copysign", mods=FLOATS)
 def copysign(f, inst):
     t = inst_type(f, inst)
     a, c = ops_in(f, inst, t)
@@ -457,7 +477,7 @@ def copysign(f, inst):
     f.write(inst.operands[0], v, t)
 
 
-@handles("testp")
+@handles("testp", mods=(FLOAT_CLASSES, FLOATS))
 def testp(f, inst):
     t = inst_type(f, inst)
     kind = next(m for m in inst.mods if m in ("finite", "infinite", "number", "notanumber", "normal", "subnormal"))
@@ -467,7 +487,7 @@ def testp(f, inst):
 
 # ---------------------------------------------------------------------- bits
 
-@handles("and", "or", "xor")
+@handles("and", "or", "xor", mods="pred b16 b32 b64")
 def logic(f, inst):
     b = f.b
     t = inst_type(f, inst)
@@ -476,14 +496,14 @@ def logic(f, inst):
     f.write(inst.operands[0], v, t)
 
 
-@handles("not")
+@handles("not", mods="pred b16 b32 b64")
 def not_(f, inst):
     t = inst_type(f, inst)
     (a,) = ops_in(f, inst, t)
     f.write(inst.operands[0], f.b.not_(a), t)
 
 
-@handles("cnot")
+@handles("cnot", mods="b16 b32 b64")
 def cnot(f, inst):
     t = inst_type(f, inst)
     (a,) = ops_in(f, inst, t)
@@ -492,7 +512,7 @@ def cnot(f, inst):
     f.write(inst.operands[0], v, t)
 
 
-@handles("shl", "shr")
+@handles("shl", "shr", mods=("b16 b32 b64", INTEGERS))
 def shifts(f, inst):
     t = inst_type(f, inst)
     a = f.read(inst.operands[1], t)
@@ -500,7 +520,7 @@ def shifts(f, inst):
     f.write(inst.operands[0], bitops.shift(f.b, a, n, bitops.shift_kind(inst.opcode, t)), t)
 
 
-@handles("popc", "clz", "brev")
+@handles("popc", "clz", "brev", mods="b32 b64")
 def count_bits(f, inst):
     t = inst_type(f, inst)
     (a,) = ops_in(f, inst, t)
@@ -508,14 +528,14 @@ def count_bits(f, inst):
     f.write(inst.operands[0], fn(f.b, a), t if inst.opcode == "brev" else "u32")
 
 
-@handles("bfind")
+@handles("bfind", mods="u32 u64 s32 s64 shiftamt")
 def bfind(f, inst):
     t = inst_type(f, inst)
     (a,) = ops_in(f, inst, t)
     f.write(inst.operands[0], bitops.bfind(f.b, a, t.startswith("s"), "shiftamt" in inst.mods), "u32")
 
 
-@handles("bfe")
+@handles("bfe", mods="u32 u64 s32 s64")
 def bfe(f, inst):
     t = inst_type(f, inst)
     a = f.read(inst.operands[1], t)
@@ -523,7 +543,7 @@ def bfe(f, inst):
     f.write(inst.operands[0], bitops.bfe(f.b, a, pos, ln, t.startswith("s")), t)
 
 
-@handles("bfi")
+@handles("bfi", mods="b32 b64")
 def bfi(f, inst):
     t = inst_type(f, inst)
     a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
@@ -531,20 +551,20 @@ def bfi(f, inst):
     f.write(inst.operands[0], bitops.bfi(f.b, a, c, pos, ln), t)
 
 
-@handles("prmt")
+@handles("prmt", mods=("b32", PERMUTES))
 def prmt(f, inst):
     a, c, d = ops_in(f, inst, "b32")
     mode = next((m for m in inst.mods if m in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
     f.write(inst.operands[0], bitops.prmt(f.b, a, c, d, mode), "b32")
 
 
-@handles("shf")
+@handles("shf", mods="l r clamp wrap b32")
 def shf(f, inst):
     a, c, d = ops_in(f, inst, "b32")
     f.write(inst.operands[0], bitops.shf(f.b, a, c, d, "l" in inst.mods, "clamp" in inst.mods), "b32")
 
 
-@handles("lop3")
+@handles("lop3", mods="b32")
 def lop3(f, inst):
     a, c, d = [f.read(op, "b32") for op in inst.operands[1:4]]
     lut = inst.operands[4]
@@ -553,13 +573,13 @@ def lop3(f, inst):
     f.write(inst.operands[0], bitops.lop3(f.b, a, c, d, lut.value & 0xFF), "b32")
 
 
-@handles("bmsk")
+@handles("bmsk", mods="clamp wrap b32")
 def bmsk(f, inst):
     a, c = ops_in(f, inst, "b32")
     f.write(inst.operands[0], bitops.bmsk(f.b, a, c, "clamp" in inst.mods), "b32")
 
 
-@handles("szext")
+@handles("szext", mods="clamp wrap u32 s32")
 def szext(f, inst):
     t = inst_type(f, inst)
     a, n = ops_in(f, inst, "b32")
@@ -567,14 +587,14 @@ def szext(f, inst):
     f.write(inst.operands[0], v, t)
 
 
-@handles("fns")
+@handles("fns", mods="b32")
 def fns(f, inst):
     mask, base = f.read(inst.operands[1], "b32"), f.read(inst.operands[2], "b32")
     offset = f.read(inst.operands[3], "s32")
     f.write(inst.operands[0], bitops.fns(f.b, mask, base, offset), "b32")
 
 
-@handles("dp4a", "dp2a")
+@handles("dp4a", "dp2a", mods="u32 s32 lo hi", types=2)
 def dot_product(f, inst):
     ts = type_mods(inst.mods)
     a = f.read(inst.operands[1], "b32")
@@ -590,13 +610,17 @@ def dot_product(f, inst):
 
 # ---------------------------------------------------------------------- comparisons
 
+COMPARE_MODS = words(COMPARISONS, BOOL_MODS, "ftz b16 b32 b64", INTEGERS, FLOATS, HALVES)
+
 INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
            "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
 FLOAT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
              "equ": "==", "neu": "!=", "ltu": "<", "leu": "<=", "gtu": ">", "geu": ">="}
 
 
-def _compare(f, cmp, t, a, c):
+def compare(f, cmp, t, a, c):
+    """The i1 (or vector of i1) of comparison `cmp` (eq, ltu, hs, num, ...) of a and c, values
+    of type t; `f` is anything with a builder `b` (the vector forms call it too)."""
     b = f.b
     if t in ("f32", "f64", "f16"):
         if cmp == "num":
@@ -609,13 +633,14 @@ def _compare(f, cmp, t, a, c):
         return b.fcmp_ordered(op, a, c)
     if t == "bf16":
         a, c = floatops.bf16_to_f32(b, a), floatops.bf16_to_f32(b, c)
-        return _compare(f, cmp, "f32", a, c)
+        return compare(f, cmp, "f32", a, c)
     if t.startswith("s") and cmp not in ("lo", "ls", "hi", "hs"):
         return b.icmp_signed(INT_CMP[cmp], a, c)
     return b.icmp_unsigned(INT_CMP[cmp], a, c)
 
 
-def _cmp_op(inst):
+def compare_op(inst):
+    """The comparison modifier of a set or setp."""
     return next(m for m in inst.mods if m in INT_CMP or m in FLOAT_CMP or m in ("num", "nan"))
 
 
@@ -634,7 +659,7 @@ def _lane_compares(f, inst, t):
     """The compare results of set/setp on source type t: one per lane, so two for the packed
     f16x2/bf16x2 (low half first), each lane compared on its own."""
     b = f.b
-    cmp = _cmp_op(inst)
+    cmp = compare_op(inst)
     a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
     if t in ("f16x2", "bf16x2"):
         elem = t[:-2]
@@ -643,10 +668,10 @@ def _lane_compares(f, inst, t):
         elem, pairs = t, [(a, c)]
     if _ftz(inst) and elem in ("f32", "f16"):
         pairs = [(floatops.flush_denormal(b, x), floatops.flush_denormal(b, y)) for x, y in pairs]
-    return [_compare(f, cmp, elem, x, y) for x, y in pairs]
+    return [compare(f, cmp, elem, x, y) for x, y in pairs]
 
 
-@handles("setp")
+@handles("setp", mods=COMPARE_MODS)
 def setp(f, inst):
     b = f.b
     lanes = _lane_compares(f, inst, inst_type(f, inst))
@@ -671,7 +696,7 @@ SET_TRUE = {"f32": 0x3F800000, "f16": 0x3C00, "bf16": 0x3F80}
 SET_TRUE_LANE = {"f16x2": 0x3C00, "bf16x2": 0x3F80}
 
 
-@handles("set")
+@handles("set", mods=COMPARE_MODS, types=2)
 def set_(f, inst):
     b = f.b
     ts = type_mods(inst.mods)
@@ -690,7 +715,7 @@ def set_(f, inst):
     f.write(inst.operands[0], v, dt)
 
 
-@handles("selp")
+@handles("selp", mods=DATA)
 def selp(f, inst):
     t = inst_type(f, inst)
     a, c = f.read(inst.operands[1], t), f.read(inst.operands[2], t)
@@ -698,13 +723,15 @@ def selp(f, inst):
     f.write(inst.operands[0], f.b.select(p, a, c), t)
 
 
-@handles("slct")
+@handles("slct", mods=("b16 b32 b64", INTEGERS, FLOATS, "ftz"), types=2)
 def slct(f, inst):
     b = f.b
     ts = type_mods(inst.mods)
     a, c = f.read(inst.operands[1], ts[0]), f.read(inst.operands[2], ts[0])
     sel = f.read(inst.operands[3], ts[1])
     if ts[1] == "f32":
+        if _ftz(inst):        # a negative subnormal selector is -0, which selects a
+            sel = floatops.flush_denormal(b, sel)
         p = b.fcmp_ordered(">=", sel, ir.Constant(sel.type, 0.0))
     else:
         p = b.icmp_signed(">=", sel, ir.Constant(sel.type, 0))
@@ -713,7 +740,7 @@ def slct(f, inst):
 
 # ---------------------------------------------------------------------- control flow
 
-@handles("bra")
+@handles("bra", mods="uni")
 def bra(f, inst):
     b = f.b
     target = inst.operands[0]
@@ -737,7 +764,7 @@ def bra(f, inst):
     b.position_at_end(fall)
 
 
-@handles("brx")
+@handles("brx", mods="idx uni")
 def brx(f, inst):
     b = f.b
     idx = f.read(inst.operands[0], "u32")
@@ -752,36 +779,41 @@ def brx(f, inst):
     f.emit_trap()
 
 
-@handles("ret")
+@handles("ret", mods="uni")
 def ret(f, inst):
     f.emit_return()
 
 
-@handles("exit")
+@handles("exit", mods="")
 def exit_(f, inst):
     f.emit_exit()
 
 
-@handles("trap")
+@handles("trap", mods="")
 def trap(f, inst):
     f.emit_trap()
 
 
-@handles("call")
+@handles("call", mods="uni")
 def call(f, inst):
     lower_call(f, inst)
 
 
 # ---------------------------------------------------------------------- atomics
 
-@handles("atom", "red")
+# atom and red, all their orderings seq_cst: not the vector forms, nor 128-bit exchanges
+ATOMIC_MODS = words("global shared shared::cta shared::cluster relaxed acquire release acq_rel", SCOPES, REDUCTIONS,
+                    "cas exch noftz", CACHE_HINT, "b16 b32 b64 u32 u64 s32 s64", FLOATS, HALVES)
+
+
+@handles("atom", "red", mods=ATOMIC_MODS)
 def atom(f, inst):
     atomics.lower_atomic(f, inst)
 
 
 # ---------------------------------------------------------------------- barriers and warp collectives
 
-@handles("bar", "barrier")
+@handles("bar", "barrier", mods="cta sync arrive red popc and or u32 pred warp aligned")
 def barrier(f, inst):
     b = f.b
     if "warp" in inst.mods:
@@ -874,7 +906,7 @@ def _membermask(f, inst, index):
     return i32(-1)
 
 
-@handles("shfl")
+@handles("shfl", mods=("sync b32", SHUFFLES))
 def shfl(f, inst):
     b = f.b
     mode = next(m for m in inst.mods if m in ("up", "down", "bfly", "idx"))
@@ -887,7 +919,7 @@ def shfl(f, inst):
               _result_writer(f, inst.operands[0], "b32"))
 
 
-@handles("vote")
+@handles("vote", mods="sync all any uni ballot pred b32")
 def vote(f, inst):
     b = f.b
     mode = next(m for m in inst.mods if m in ("all", "any", "uni", "ballot"))
@@ -898,7 +930,7 @@ def vote(f, inst):
     f.suspend(f"vote_{mode}", {"op_mask": mask}, _result_writer(f, inst.operands[0], t))
 
 
-@handles("match")
+@handles("match", mods="sync any all b32 b64")
 def match(f, inst):
     b = f.b
     mode = next(m for m in inst.mods if m in ("any", "all"))
@@ -909,13 +941,11 @@ def match(f, inst):
     f.suspend(f"match_{mode}_{t}", {"op_mask": mask}, _result_writer(f, inst.operands[0], "b32"))
 
 
-@handles("redux")
+@handles("redux", mods="sync add min max and or xor u32 s32 b32")
 def redux(f, inst):
     b = f.b
     op = next(m for m in inst.mods if m in ("add", "min", "max", "and", "or", "xor"))
     t = inst_type(f, inst)
-    if t not in ("u32", "s32", "b32"):
-        raise f.error(f"redux.sync.{op}.{t} is not supported", UnsupportedPtx)
     kind = f"redux_{op}" if op in ("add", "and", "or", "xor") else f"redux_{op}_{'s32' if t == 's32' else 'u32'}"
     a = f.read(inst.operands[1], t)
     mask = _membermask(f, inst, 2)
@@ -923,7 +953,7 @@ def redux(f, inst):
     f.suspend(kind, {"op_mask": mask}, _result_writer(f, inst.operands[0], t))
 
 
-@handles("activemask")
+@handles("activemask", mods="b32")
 def activemask(f, inst):
     f.suspend("activemask", {"op_mask": i32(0)}, _result_writer(f, inst.operands[0], "b32"))
 

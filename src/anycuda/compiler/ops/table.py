@@ -1,26 +1,69 @@
 """The one table of PTX instruction handlers: opcode -> the function that lowers it
-(`handles` registers one), and the operand counts each opcode's forms may have. The handlers
-live by family in instructions.py, atomics.py and textures.py, which register themselves
-here when compiler.ops.instructions is imported; nothing here knows a handler."""
+(`handles` registers one), the modifiers it lowers, and the operand counts each opcode's forms
+may have. The handlers live by family in instructions.py, atomics.py and textures.py, which
+register themselves here when compiler.ops.instructions is imported; nothing here knows a
+handler.
+
+Allow-lists: a handler names every modifier it lowers (HANDLED, for each of its opcodes the
+part the ISA gives that opcode, ptx/modifiers.py) and how many type modifiers it reads
+(TYPE_COUNTS). `refusal` answers, before anything is lowered, why an instruction cannot be:
+a modifier outside its handler's list, a second type where it reads one, or no handler at
+all. No modifier is lowered as if it were absent. A hint that changes nothing on the CPU (a
+cache operator, an eviction priority, a scope: a CPU's memory is coherent at every scope) is
+on the list: ignoring it is lowering it.
+"""
 from __future__ import annotations
 
+from ...ptx.modifiers import MODIFIERS, TYPES, words
+from ...ptx.opcodes import ALL
 from ..types import type_mods
 
 BOOL_OPS = ("and", "or", "xor")
 
 HANDLERS = {}
+HANDLED = {}         # opcode -> the modifiers its handler lowers
+TYPE_COUNTS = {}     # opcode -> the most type modifiers its handler reads
 
-def handles(*opcodes):
+
+def handles(*opcodes, mods, types=1):
+    """Register a handler of `opcodes` that lowers the modifiers `mods` (a set, a string of
+    words, or a tuple of those) and reads up to `types` type modifiers."""
+    mods = words(*mods) if isinstance(mods, tuple) else words(mods)
+
     def register(fn):
         for op in opcodes:
             HANDLERS[op] = fn
+            HANDLED[op] = mods & MODIFIERS[op]
+            TYPE_COUNTS[op] = types
         return fn
     return register
 
 
+def takes(allowed: dict, inst) -> bool:
+    """Whether a path whose allow-list is `allowed` (opcode -> the modifiers it handles) takes
+    instruction `inst`: its opcode is there and each of its modifiers is."""
+    mods = allowed.get(inst.opcode)
+    return mods is not None and all(m in mods for m in inst.mods)
+
+
+def refusal(inst) -> str | None:
+    """Why the scalar lowering refuses `inst`, or None when its handler lowers it."""
+    if inst.opcode not in HANDLERS:
+        name = inst.opcode if inst.opcode in ALL else ".".join((inst.opcode,) + tuple(inst.mods))
+        return f"instruction '{name}' is not supported by anycuda yet"
+    handled = HANDLED[inst.opcode]
+    bad = next((m for m in inst.mods if m not in handled), None)
+    if bad is not None:
+        return f"{inst.opcode}: modifier .{bad} is not supported by anycuda yet"
+    types = [m for m in inst.mods if m in TYPES]
+    if len(types) > TYPE_COUNTS[inst.opcode]:
+        return f"{inst.opcode}: the types .{'.'.join(types)} together are not supported by anycuda yet"
+    return None
+
+
 # Operand counts of each opcode's forms, destinations included (`d|p` and `{a, b}` are one
 # operand each), checked over a function's body before any pass reads operands
-# (FunctionLowering._check_operand_counts) so that a malformed instruction is reported with
+# (FunctionLowering._check_forms) so that a malformed instruction is reported with
 # its line. A handler whose forms vary more than a count can say (call, atom/red, barriers,
 # hints) checks its own operands (VARIABLE_FORMS).
 OPERAND_COUNTS = {

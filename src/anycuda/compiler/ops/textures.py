@@ -28,7 +28,8 @@ Forms anycuda does not implement are rejected with UnsupportedPtx naming them (t
 then fails at launch): cube maps, multisample geometries, txq.level, sparse results (d|p),
 texel offsets and depth compare operands, explicit samplers (independent texture mode), f16x2
 results, texture and surface references (.texref, .surfref), formatted surface stores
-(sust.p) and surface reductions (sured).
+(sust.p) and surface reductions (sured). So each handler takes every modifier the ISA gives
+its instruction (table.HANDLED): it refuses by name those it lacks.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
+from ...ptx.modifiers import MODIFIERS
 from .. import abi, texdesc
 from ..irutil import field_ptr, i32, i64
 from ..types import F16, F32, I1, I8, I16, I32, I64, PTR
@@ -495,7 +497,7 @@ def _types(f, inst):
     return dtype, ctype
 
 
-@handles("tex")
+@handles("tex", mods=MODIFIERS["tex"], types=2)
 def tex(f, inst):
     mip = next((m for m in inst.mods if m in MIPMAP_FORMS), None)
     _check_forms(f, inst, {"level": 1, "grad": 2}.get(mip, 0))
@@ -524,7 +526,7 @@ def tex(f, inst):
     _write_results(f, inst.operands[0], f.b.call(fn, [desc, *cs, layer]), dtype)
 
 
-@handles("tld4")
+@handles("tld4", mods=MODIFIERS["tld4"], types=2)
 def tld4(f, inst):
     _check_forms(f, inst)
     comp = next((m for m in inst.mods if m in ("r", "g", "b", "a")), None)
@@ -550,7 +552,7 @@ _QUERIES = {
 }
 
 
-@handles("txq", "suq")
+@handles("txq", "suq", mods=MODIFIERS["txq"] | MODIFIERS["suq"])
 def query(f, inst):
     b = f.b
     if "level" in inst.mods:
@@ -639,7 +641,7 @@ def _surface_address(b, desc, cs, dims, layered):
     return b.gep(b.inttoptr(_field(b, desc, "base", I64), PTR), [off])
 
 
-@handles("suld")
+@handles("suld", mods=MODIFIERS["suld"])
 def suld(f, inst):
     b = f.b
     addr, inside, items, t = _surface_access(f, inst, load=True)
@@ -663,7 +665,7 @@ def suld(f, inst):
             f.write(item, v, t)
 
 
-@handles("sust")
+@handles("sust", mods=MODIFIERS["sust"])
 def sust(f, inst):
     b = f.b
     addr, inside, items, t = _surface_access(f, inst, load=False)
@@ -680,6 +682,6 @@ def sust(f, inst):
             store()
 
 
-@handles("sured")
+@handles("sured", mods=MODIFIERS["sured"])
 def sured(f, inst):
     raise _unsupported(f, "sured (surface reductions)")

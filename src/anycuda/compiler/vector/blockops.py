@@ -3,7 +3,8 @@
 warpruns' vector forms do the arithmetic; these keep the shapes of what they compute (Affine:
 lane t holds base + stride * t) and add what a whole block does: memory (through the
 program's accesses, blockmemory.py), barriers, shuffles within each warp. OPS is the table;
-UNHANDLED the modifiers each form does not take (an instruction with one is not taken).
+TAKES the modifiers each form handles (an instruction with another one is not taken, and
+the kernel keeps the rounds).
 """
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...ptx import ir as pir
+from ...ptx.modifiers import DATA
 from ..analysis import memory
 from ..irutil import convert_bits, i64
 from ..ops import bitops
 from ..simt.collectives import shfl_source
-from ..types import I1, I32, I64, ORDERED_MODS, llvm_type, type_mods, width
-from .regionops import REGION_OPS
-from .warpruns import _UNHANDLED_MODS, VECTOR_OPS, NotVectorisable, fixed_shuffle
+from ..types import I1, I32, I64, llvm_type, type_mods, width
+from .regionops import REGION_MODS, REGION_OPS
+from .warpruns import INT_TYPES, VECTOR_MODS, VECTOR_OPS, NotVectorisable, fixed_shuffle
 
 WARP = 32
 MAX_STRIDE = 1 << 30       # a larger stride is not worth tracking (and may not fit an i64 product)
-# cache hints and the like that do not change what an access does
+# the spaces of a block program's loads and stores, and cache operators, which do not change
+# what an access does
 _MEMORY_MODS = frozenset(("global", "shared", "param", "const", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt"))
 
 
@@ -162,8 +165,6 @@ def _mov(w, st):
 
 
 def _ld(w, st):
-    if set(st.mods) - _MEMORY_MODS - set(type_mods(st.mods)):
-        raise NotVectorisable(f"ld with {st.mods}")
     t = type_mods(st.mods)[-1]
     if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
         raise NotVectorisable(f"ld.{t}")
@@ -189,8 +190,6 @@ def _ld_param(w, st, t, elem):
 
 
 def _st(w, st):
-    if set(st.mods) - _MEMORY_MODS - set(type_mods(st.mods)) or "param" in st.mods:
-        raise NotVectorisable(f"st with {st.mods}")
     t = type_mods(st.mods)[-1]
     if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
         raise NotVectorisable(f"st.{t}")
@@ -271,7 +270,7 @@ def _div(w, st):
 
 def _barrier(w, st):
     """Every lane is at the same point of the program: a barrier of the whole block is nothing."""
-    if set(st.mods) - {"sync", "aligned"} or len(st.operands) != 1 or not isinstance(st.operands[0], pir.Imm) \
+    if len(st.operands) != 1 or not isinstance(st.operands[0], pir.Imm) \
             or st.operands[0].value != 0 or st.guard is not None:
         raise NotVectorisable(f"{st.opcode} with {st.mods}")
 
@@ -300,7 +299,20 @@ OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, 
        "div": _div, "rem": _div,
        # floats' roots and reciprocals, negation and absolute values as warp regions make them
        **{op: REGION_OPS[op] for op in ("rcp", "sqrt", "rsqrt", "neg", "abs")}}
-# modifiers that change what an instruction does beyond what these forms read (warpruns'),
-# and memory orders and vector accesses, which they do not take
-DEFAULT_UNHANDLED = _UNHANDLED_MODS | ORDERED_MODS | {"v2", "v4", "v8"}
-UNHANDLED = {"mul": DEFAULT_UNHANDLED - {"wide"}}
+# The modifiers each form handles (an allow-list, ops.table.takes): warpruns' and warp regions'
+# for the forms taken from there; loads and stores of one element, in the spaces and with the
+# cache operators of _MEMORY_MODS (not ordered, not .param stores); cvta of global and shared
+# memory; integer division and remainder with no modifier but the type.
+TAKES = {
+    **VECTOR_MODS,
+    "mul": REGION_MODS["mul"],
+    "ld": DATA | _MEMORY_MODS,
+    "st": DATA | (_MEMORY_MODS - {"param"}),
+    "cvta": frozenset(("to", "global", "shared", "u32", "u64")),
+    "cvt": REGION_MODS["cvt"],
+    **dict.fromkeys(("bar", "barrier"), frozenset(("sync", "aligned"))),
+    "div": REGION_MODS["div"] | INT_TYPES,
+    "rem": INT_TYPES,
+    **{op: REGION_MODS[op] for op in ("rcp", "sqrt", "rsqrt", "neg", "abs")},
+}
+assert set(TAKES) == set(OPS)

@@ -44,9 +44,10 @@ from .. import abi
 from ..analysis import dataflow, fusion, memory, uniformity
 from ..cpu import launch
 from ..irutil import at_function_start, convert_bits, for_range, i32, i64, load_field, store_field
+from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
 from .blockmemory import BlockMemory
-from .blockops import DEFAULT_UNHANDLED, OPS, UNHANDLED, WARP, Affine, and_scalar, constant_shape, load_bases
+from .blockops import OPS, TAKES, WARP, Affine, and_scalar, constant_shape, load_bases
 from .warpruns import NotVectorisable, WarpCode
 
 SKIP_AT_LEAST = 8          # instructions a branch jumps over before a test that some lane runs them pays
@@ -283,10 +284,9 @@ class BlockProgram(BlockMemory):
         if st.opcode in _TOUCHES_MEMORY and st.opcode != "st":
             self.flush_stores()
         self.mask = _and(b, self.here, guard)
-        handler = OPS.get(st.opcode)
-        if handler is None or set(st.mods) & UNHANDLED.get(st.opcode, DEFAULT_UNHANDLED):
+        if not takes(TAKES, st):
             raise NotVectorisable(f"'{st.opcode}' with {st.mods}")
-        handler(self, st)
+        OPS[st.opcode](self, st)
         self.mask = None
 
     def _live_across(self, cut) -> set:

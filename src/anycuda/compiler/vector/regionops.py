@@ -1,7 +1,8 @@
 """The instructions a warp region handles itself: loads and stores (through the region's memory
 accesses, regionmemory.py), cvta, cvt, mul.wide, div, rcp/sqrt/rsqrt, neg/abs and atomics, each
 on the warp's 32 lanes at once. Each mirrors compiler/ops/instructions.py for the forms it
-accepts; what a warp run handles (warpruns.VECTOR_OPS) a region takes from there.
+accepts, whose modifiers REGION_MODS lists; what a warp run handles (warpruns.VECTOR_OPS and
+VECTOR_MODS) a region takes from there.
 """
 from __future__ import annotations
 
@@ -10,22 +11,42 @@ from contextlib import nullcontext
 from llvmlite import ir
 
 from ...ptx import ir as pir
+from ...ptx.modifiers import (CACHE_HINT, DATA, EVICTION, LOAD_CACHING, PREFETCH_SIZES, REDUCTIONS, SCOPES, SPACES,
+                              STORE_CACHING, VECTORS, words)
 from ..cpu import streamstores
 from ..irutil import declare, i64
 from ..ops import atomics
-from ..types import ORDERED_MODS, llvm_type, space_of, type_mods, width
+from ..types import llvm_type, space_of, type_mods, width
 from . import warpruns
-from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, NotVectorisable
+from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, VECTOR_MODS, NotVectorisable
 
 _CVT_INTS, _CVT_FLOATS = INT_TYPES | {"b16", "b32", "b64", "u8", "s8", "b8"}, {"f32", "f64"}
-# modifiers a region's handler reads itself, beyond those a run takes
-REGION_MODS = {"mul": {"wide"}}
+_ACCESS = DATA | SPACES | VECTORS | CACHE_HINT | EVICTION | {"weak"}     # and hints that change nothing here
+# The modifiers each of the region's own forms handles (an allow-list, like warpruns.VECTOR_MODS):
+# loads and stores not ordered against other threads (.volatile, .relaxed, .acquire, .release,
+# .mmio are not here), cvt's forms of cvt_form, division and roots rounded to nearest, atomics
+# of the operations atomicrmw has, on 32- and 64-bit values.
+REGION_MODS = {
+    "ld": _ACCESS | LOAD_CACHING | PREFETCH_SIZES | {"nc"},
+    "st": _ACCESS | STORE_CACHING,
+    "cvta": SPACES | {"to", "u32", "u64"},
+    "cvt": _CVT_INTS | _CVT_FLOATS | {"rn"},
+    "mul": VECTOR_MODS["mul"] | {"wide"},
+    "div": FLOAT_TYPES | {"rn", "full"},
+    "rcp": FLOAT_TYPES | {"rn"},
+    "sqrt": FLOAT_TYPES | {"rn", "approx"},
+    "rsqrt": FLOAT_TYPES | {"approx"},
+    **dict.fromkeys(("neg", "abs"), INT_TYPES | FLOAT_TYPES),
+    **dict.fromkeys(("atom", "red"), words(REDUCTIONS - {"inc", "dec"}, "cas exch relaxed acquire release acq_rel",
+                                           "global shared shared::cta shared::cluster b32 b64", SCOPES, CACHE_HINT,
+                                           INT_TYPES, FLOAT_TYPES)),
+}
 
 
 def access_elements(st, data_op):
     """(type, data operands, element size) of a ld or st that a region takes."""
     ts = type_mods(st.mods)
-    if not ts or set(st.mods) & ORDERED_MODS:
+    if not ts:
         raise NotVectorisable(f"{st.opcode} {st.mods}")
     t = ts[-1]
     items = data_op.items if isinstance(data_op, pir.Vec) else [data_op]
@@ -82,7 +103,7 @@ def _st(w, st):
 
 
 def _cvta(w, st):
-    t = warpruns._type(st, {"u32", "u64"})
+    t = warpruns.form_type(st, {"u32", "u64"})
     if isinstance(st.operands[1], pir.Sym):
         raise NotVectorisable("cvta of a symbol")
     v = w.read(st.operands[1], "u64")
@@ -143,7 +164,7 @@ def _cvt(w, st):
 def _mul(w, st):
     if "wide" not in st.mods:
         return warpruns.VECTOR_OPS["mul"](w, st)
-    t = warpruns._type(st, {"u16", "s16", "u32", "s32"})
+    t = warpruns.form_type(st, {"u16", "s16", "u32", "s32"})
     a, c = (w.read(op, t) for op in st.operands[1:])
     b = w.b
     wide = w._vec(ir.IntType(2 * width(t)))
@@ -157,7 +178,7 @@ def _rounding(st):
 
 def _div(w, st):
     """div.rn and div.full of floats: one IEEE division (floatops.div)."""
-    t = warpruns._type(st, FLOAT_TYPES)
+    t = warpruns.form_type(st, FLOAT_TYPES)
     if _rounding(st) not in ("rn", "full"):
         raise NotVectorisable(f"div {st.mods}")
     a, c = (w.read(op, t) for op in st.operands[1:])
@@ -166,7 +187,7 @@ def _div(w, st):
 
 def _root_or_reciprocal(w, st):
     """rcp.rn, sqrt.rn / .approx, rsqrt.approx of floats, as floatops.unary computes them."""
-    t = warpruns._type(st, FLOAT_TYPES)
+    t = warpruns.form_type(st, FLOAT_TYPES)
     mode = _rounding(st)
     x = w.read(st.operands[1], t)
     b = w.b
@@ -185,7 +206,7 @@ def _root_or_reciprocal(w, st):
 
 def _neg_abs(w, st):
     """neg and abs of integers and floats (instructions.abs_neg without ftz)."""
-    t = warpruns._type(st, INT_TYPES | FLOAT_TYPES)
+    t = warpruns.form_type(st, INT_TYPES | FLOAT_TYPES)
     a = w.read(st.operands[1], t)
     b = w.b
     if t in FLOAT_TYPES:

@@ -48,10 +48,11 @@ inside the loop over threads and does not vectorise (layernorm's first row loop,
 block-stride loop, histogram's loop of atomic adds). A strided load in a region's loop is
 prefetched some iterations ahead (prefetch_ahead).
 
-Only instructions with a vector form are taken (warpruns.VECTOR_OPS and the memory,
-conversion and division forms below; atomics go lane after lane); a region that could
-reach another one, or a stop it cannot leave a lane at (a barrier with register operands, a
-vote), is not made, and the warp goes through the rounds as before.
+Only instructions with a vector form that handles all their modifiers are taken (TAKES:
+warpruns.VECTOR_MODS and the memory, conversion and division forms of regionops.REGION_MODS;
+atomics go lane after lane); a region that could reach another one, or a stop it cannot leave
+a lane at (a barrier with register operands, a vote), is not made, and the warp goes through
+the rounds as before.
 
 WarpRegion is written in parts: this module (what a region takes, its pieces and masks, its
 turns and stops, registers in slots), lockstep.py (the code a warp runs together),
@@ -69,19 +70,23 @@ from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow, suspensions, uniformity
 from ..irutil import convert_bits, declare, i32, i64, intrinsic_suffix
-from ..ops.instructions import _cmp_op, _compare
+from ..ops.instructions import compare, compare_op
+from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from . import laneshapes, warpruns
 from .lockstep import Lockstep
 from .regionmemory import RegionMemory, computed_by
 from .regionops import REGION_MODS, REGION_OPS, cvt_form
-from .warpruns import INT_TYPES, LANES, NotVectorisable, WarpCode, fixed_shuffle
+from .warpruns import INT_TYPES, LANES, VECTOR_MODS, NotVectorisable, WarpCode, fixed_shuffle
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
 RAN, NOT_RUN, TURNED = abi.REGION_RAN, abi.REGION_NOT_RUN, abi.REGION_TURNED
 TURN_ITERATIONS = 8                 # iterations of a grid-stride loop a warp runs per turn
 MAX_TURN_BYTES = 2048               # the most state a warp may leave between turns (stack space)
 _ORDERINGS = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
+# the modifiers of the instructions a region takes: its own forms' and a run's
+TAKES = {**VECTOR_MODS, **REGION_MODS}
+_PLAIN_BARRIER = frozenset(("cta", "sync", "aligned"))      # where a lane may stop (_check_stop)
 
 
 @dataclass
@@ -139,13 +144,11 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
 
     # -------------------------------------------------------------- what a region takes
     def takes(self, st) -> bool:
-        if not isinstance(st, pir.Instruction):
+        """Whether the region has a vector form for `st`, which handles all its modifiers
+        (TAKES); one it does not take leaves the warp to the rounds."""
+        if not isinstance(st, pir.Instruction) or not takes(TAKES, st):
             return False
-        if st.opcode not in REGION_OPS and st.opcode not in warpruns.VECTOR_OPS:
-            return False
-        if st.opcode == "cvt" and cvt_form(st) is None:
-            return False
-        return not (set(st.mods) & (warpruns._UNHANDLED_MODS - REGION_MODS.get(st.opcode, set())))
+        return st.opcode != "cvt" or cvt_form(st) is not None
 
     def op(self, opcode):
         return REGION_OPS.get(opcode) or warpruns.VECTOR_OPS[opcode]
@@ -481,7 +484,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
                 or not isinstance(setp.operands[0], pir.Reg):
             return None
-        ts, cmp = type_mods(setp.mods), _cmp_op(setp)
+        ts, cmp = type_mods(setp.mods), compare_op(setp)
         if not ts or ts[-1] not in INT_TYPES or cmp not in _ORDERINGS:
             return None
         t, sources = ts[-1], setp.operands[1:]
@@ -507,7 +510,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         order = b.icmp_signed if signed else b.icmp_unsigned
         unwrapped = order("<=", v, ir.Constant(v.type, top - span)) if k > 0 else \
             order(">=", v, ir.Constant(v.type, low + span))
-        ends = _compare(self, cmp, t, *first), _compare(self, cmp, t, *last)
+        ends = compare(self, cmp, t, *first), compare(self, cmp, t, *last)
         every, some = b.and_(*ends), b.or_(*ends)
         if negated:
             every, some = b.not_(some), b.not_(every)
@@ -787,7 +790,7 @@ class BarrierRegion(WarpRegion):
 
 def _plain_barrier(st) -> bool:
     """bar.sync / barrier.sync of the whole block (not red, arrive, or a warp's)."""
-    return st.opcode in ("bar", "barrier") and not ({"red", "warp", "arrive"} & set(st.mods))
+    return st.opcode in ("bar", "barrier") and set(st.mods) <= _PLAIN_BARRIER
 
 
 def emit_entry_region(f) -> dict:

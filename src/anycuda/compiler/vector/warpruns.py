@@ -26,8 +26,10 @@ from ...ptx import ir as pir
 from .. import abi
 from ..analysis import affine, uniformity
 from ..irutil import convert_bits, declare, i32, i64, load_field, split_index
+from ...ptx.modifiers import COMPARISONS, SHUFFLES
 from ..ops import bitops, instructions
-from ..ops.instructions import _cmp_op, _compare
+from ..ops.instructions import compare, compare_op
+from ..ops.table import takes
 from ..simt.collectives import shfl_source
 from ..simt.workspace import COLL_ARRAYS
 from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
@@ -36,9 +38,7 @@ LANES = 32
 FULL_MASK = 0xFFFFFFFF
 INT_TYPES = frozenset(t + str(w) for t in "bus" for w in (16, 32, 64))
 FLOAT_TYPES = frozenset(("f32", "f64"))
-# modifiers that change what an arithmetic instruction computes beyond its opcode and type;
-# an instruction carrying one keeps to the step function
-_UNHANDLED_MODS = frozenset(("ftz", "sat", "cc", "rz", "rm", "rp", "wide", "hi", "relu", "NaN", "xorsign", "abs"))
+_ARITHMETIC = INT_TYPES | FLOAT_TYPES
 _SPECIAL_FIELDS = ("ntid", "nctaid", "ctaid")
 
 
@@ -71,11 +71,9 @@ def _constant_operand(op, constants):
 
 
 def _in_vector_form(st) -> bool:
-    """Whether the run's vector code may take instruction `st` (its operands are checked when
-    the code is made)."""
-    if not isinstance(st, pir.Instruction) or st.opcode not in VECTOR_OPS:
-        return False
-    return not (set(st.mods) & _UNHANDLED_MODS)
+    """Whether the run's vector code may take instruction `st`: all its modifiers are on its
+    form's list (VECTOR_MODS; its operands are checked when the code is made)."""
+    return isinstance(st, pir.Instruction) and takes(VECTOR_MODS, st)
 
 
 def find_runs(body, constants) -> list:
@@ -406,7 +404,8 @@ class _StartValues(dict):
 # Each mirrors the step function's handler (compiler/ops/instructions.py) for the forms it
 # accepts and raises NotVectorisable for the others.
 
-def _type(st, allowed):
+def form_type(st, allowed):
+    """The type a vector form computes `st` in, one of `allowed`, else NotVectorisable."""
     ts = type_mods(st.mods)
     if not ts or ts[-1] not in allowed:
         raise NotVectorisable(f"{st.opcode} on {ts}")
@@ -418,12 +417,12 @@ def _sources(w, st, t):
 
 
 def _mov(w, st):
-    t = _type(st, INT_TYPES | FLOAT_TYPES | {"pred"})
+    t = form_type(st, INT_TYPES | FLOAT_TYPES | {"pred"})
     w.write(st.operands[0], w.read(st.operands[1], t), t)
 
 
 def _arith(w, st):
-    t = _type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES)
     a, c = _sources(w, st, t)
     b = w.b
     floats = t in FLOAT_TYPES
@@ -443,7 +442,7 @@ def _vector_fma(b, t, a, c, d):
 
 
 def _fma(w, st):
-    t = _type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES)
     a, c, d = _sources(w, st, t)
     b = w.b
     if t in FLOAT_TYPES:
@@ -454,7 +453,7 @@ def _fma(w, st):
 
 
 def _min_max(w, st):
-    t = _type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES)
     vals = _sources(w, st, t)
     b = w.b
     v = vals[0]
@@ -473,7 +472,7 @@ def _min_max(w, st):
 
 
 def _logic(w, st):
-    t = _type(st, INT_TYPES | {"pred"})
+    t = form_type(st, INT_TYPES | {"pred"})
     vals = _sources(w, st, t)
     b = w.b
     if st.opcode == "not":
@@ -482,7 +481,7 @@ def _logic(w, st):
 
 
 def _shift(w, st):
-    t = _type(st, INT_TYPES)
+    t = form_type(st, INT_TYPES)
     amount = st.operands[2]
     a = w.read(st.operands[1], t)
     if not isinstance(amount, pir.Imm):         # each lane's own amount, clamped as the GPU does
@@ -501,15 +500,15 @@ def _shift(w, st):
 
 
 def _setp(w, st):
-    t = _type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES)
     if len(st.operands) != 3 or isinstance(st.operands[0], pir.Pair):
         raise NotVectorisable("setp with a boolean operation")
     a, c = _sources(w, st, t)
-    w.write(st.operands[0], _compare(w, _cmp_op(st), t, a, c), "pred")
+    w.write(st.operands[0], compare(w, compare_op(st), t, a, c), "pred")
 
 
 def _selp(w, st):
-    t = _type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES)
     a, c = w.read(st.operands[1], t), w.read(st.operands[2], t)
     w.write(st.operands[0], w.b.select(w.read(st.operands[3], "pred"), a, c), t)
 
@@ -533,6 +532,23 @@ def _shuffle(w, st):
 VECTOR_OPS = {"mov": _mov, "add": _arith, "sub": _arith, "mul": _arith, "mad": _fma, "fma": _fma,
               "min": _min_max, "max": _min_max, "and": _logic, "or": _logic, "xor": _logic, "not": _logic,
               "shl": _shift, "shr": _shift, "setp": _setp, "selp": _selp, "shfl": _shuffle}
+# The modifiers each form handles (an allow-list, ops.table.takes): the types it computes in
+# and what it reads. A float form rounds to nearest (.rn), mul and mad keep the low half (.lo),
+# setp takes a comparison but no boolean operation; an instruction with any other modifier
+# (.sat, .ftz, .rz, .hi, .wide, .cc, .relu, .NaN, ...) keeps to the step function.
+VECTOR_MODS = {
+    "mov": _ARITHMETIC | {"pred"},
+    **dict.fromkeys(("add", "sub"), _ARITHMETIC | {"rn"}),
+    **dict.fromkeys(("mul", "mad"), _ARITHMETIC | {"rn", "lo"}),
+    "fma": FLOAT_TYPES | {"rn"},
+    **dict.fromkeys(("min", "max"), _ARITHMETIC),
+    **dict.fromkeys(("and", "or", "xor", "not"), INT_TYPES | {"pred"}),
+    **dict.fromkeys(("shl", "shr"), INT_TYPES),
+    "setp": _ARITHMETIC | COMPARISONS,
+    "selp": _ARITHMETIC,
+    "shfl": SHUFFLES | {"sync", "b32"},
+}
+assert set(VECTOR_MODS) == set(VECTOR_OPS)
 
 
 def emit_advances(f) -> dict:
