@@ -36,6 +36,11 @@ MAX_NESTING = 200            # deepest `{ }` nesting / initialiser nesting accep
 _TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 
 
+# The newest PTX ISA anycuda reads: 9.x (CUDA 13); a module that declares a newer one may use
+# what anycuda does not know, and is refused at its .version line
+NEWEST_ISA = (9, 99)
+
+
 class _Fatal(Exception):
     """Parsing cannot go on (end of input inside a function, ...)."""
 
@@ -251,13 +256,15 @@ class _Parser:
         i = self.i
         k, t = self.kinds[i], self.texts[i]
         if k == "dec" and re.fullmatch(r"\d+\.\d+", t):
-            self.advance()
-            major, minor = t.split(".")
-            return int(major), int(minor)
-        if k == "int" and t.isdigit():
-            self.advance()
-            return int(t), 0
-        raise self.fail(f"expected a version number like 9.0, found {self.describe()}")
+            version = tuple(int(part) for part in t.split("."))
+        elif k == "int" and t.isdigit():
+            version = (int(t), 0)
+        else:
+            raise self.fail(f"expected a version number like 9.0, found {self.describe()}")
+        if not (1, 0) <= version <= NEWEST_ISA:
+            raise self.fail(f"PTX ISA version {t} is not one anycuda reads (1.0 to {NEWEST_ISA[0]}.x)")
+        self.advance()
+        return version
 
     def target_name(self):
         i = self.i
