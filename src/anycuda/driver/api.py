@@ -1243,39 +1243,34 @@ def cuDeviceGetByPCIBusId(bus_id: str) -> int:
     raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"no device has PCI bus id {bus_id!r}")
 
 
-def managed_range(ptr: int, count: int) -> None:
-    """Hints about managed memory (prefetch, advice) have nothing to move on the CPU; they
-    are checked like CUDA checks them and then done."""
-    _require_context()
-    a = memory.lookup(ptr)
-    if a is None or ptr + count > a.end:
-        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x}+{count} is not inside one allocation")
-
-
 CU_DEVICE_CPU = -1
 # CUmemLocationType: device, host, host NUMA node, the calling thread's host NUMA node
 LOCATION_DEVICE, LOCATION_HOST, LOCATION_HOST_NUMA, LOCATION_HOST_NUMA_CURRENT = 1, 2, 3, 4
 MEM_ADVICE = range(1, 7)      # CU_MEM_ADVISE_SET_READ_MOSTLY .. CU_MEM_ADVISE_UNSET_ACCESSED_BY
 
 
-def check_hint_location(kind: int, ident: int) -> None:
-    """A prefetch's or an advice's location (CUmemLocation), as CUDA checks it."""
+def managed_hint(ptr: int, count: int, location: tuple, advice: int = None) -> None:
+    """A prefetch (`advice` None) or an advice about managed memory at `location`, a
+    CUmemLocation's (type, id): nothing to move on the CPU, so it is checked as CUDA checks it
+    and then done."""
+    kind, ident = location
+    if advice is not None and advice not in MEM_ADVICE:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memory advice {advice} is not a CUmem_advise value")
     if kind == LOCATION_DEVICE:
         if not 0 <= ident < cuDeviceGetCount():
             raise CudaError(CUresult.CUDA_ERROR_INVALID_DEVICE, f"device {ident} does not exist")
-    elif kind == LOCATION_HOST_NUMA and ident < 0 or kind not in (LOCATION_HOST, LOCATION_HOST_NUMA,
-                                                                   LOCATION_HOST_NUMA_CURRENT, LOCATION_DEVICE):
+    elif kind not in (LOCATION_HOST, LOCATION_HOST_NUMA, LOCATION_HOST_NUMA_CURRENT) \
+            or kind == LOCATION_HOST_NUMA and ident < 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memory location type {kind} (id {ident}) is not valid")
+    _require_context()
+    a = memory.lookup(ptr)
+    if a is None or ptr + count > a.end:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x}+{count} is not inside one allocation")
 
 
 def location_of_device(dev: int) -> tuple:
     """The (type, id) location a CUdevice names in the older calls: CU_DEVICE_CPU is the host."""
     return (LOCATION_HOST, 0) if dev == CU_DEVICE_CPU else (LOCATION_DEVICE, dev)
-
-
-def check_advice(advice: int) -> None:
-    if advice not in MEM_ADVICE:
-        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memory advice {advice} is not a CUmem_advise value")
 
 
 class MemPool:

@@ -160,5 +160,4 @@ def memset(dst: int, value: int, nbytes: int) -> None:
     """Set `nbytes` bytes at `dst` to the low byte of `value`."""
     if nbytes < 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"cannot set {nbytes} bytes")
-    if nbytes:
-        ctypes.memset(int(dst), int(value) & 0xFF, int(nbytes))
+    fill(dst, value, int(nbytes), 1)

@@ -228,25 +228,19 @@ def define(ffi, entry, ptr, handle, common):
     def cuMemPrefetchAsync_v2(dptr, count, location, flags, stream):
         if flags:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"prefetch flags {flags} (must be 0)")
-        api.check_hint_location(location.type, location.id)
-        api.managed_range(dptr, count)
+        api.managed_hint(dptr, count, (location.type, location.id))
 
     @entry
     def cuMemPrefetchAsync(dptr, count, device, stream):
-        api.check_hint_location(*api.location_of_device(device))
-        api.managed_range(dptr, count)
+        api.managed_hint(dptr, count, api.location_of_device(device))
 
     @entry
     def cuMemAdvise_v2(dptr, count, advice, location):
-        api.check_advice(advice)
-        api.check_hint_location(location.type, location.id)
-        api.managed_range(dptr, count)
+        api.managed_hint(dptr, count, (location.type, location.id), advice)
 
     @entry
     def cuMemAdvise(dptr, count, advice, device):
-        api.check_advice(advice)
-        api.check_hint_location(*api.location_of_device(device))
-        api.managed_range(dptr, count)
+        api.managed_hint(dptr, count, api.location_of_device(device), advice)
 
     @entry
     def cuDeviceGetDefaultMemPool(out, dev):
