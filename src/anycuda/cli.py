@@ -69,11 +69,15 @@ def _program_site_folders(command) -> list:
     """The site-packages of the program when it is a Python interpreter (of any environment):
     where its own NVIDIA wheels (NVRTC) are."""
     import os
+    import shutil
     import subprocess
-    if not os.path.basename(command[0]).startswith("python"):
+    program = shutil.which(command[0])
+    if not os.path.basename(command[0]).startswith("python") or program is None:
         return []
+    if os.path.dirname(os.path.abspath(program)) == os.path.dirname(os.path.abspath(sys.executable)):
+        return []                           # anycuda's own environment (its bin/), searched already
     try:
-        out = subprocess.run([command[0], "-c", "import site; print(*site.getsitepackages(), sep=chr(10))"],
+        out = subprocess.run([program, "-c", "import site; print(*site.getsitepackages(), sep=chr(10))"],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return []
@@ -107,18 +111,21 @@ def cmd_run(args) -> int:
         paths.append(env["LD_LIBRARY_PATH"])
     env["LD_LIBRARY_PATH"] = os.pathsep.join(paths)
     preload = []
-    if env.get("ANYCUDA_NVJITLINK", "") not in ("1", "keep"):
+
+    def replaced(tool):                     # ANYCUDA_<tool>=1 (or keep) leaves NVIDIA's in charge
+        return env.get(f"ANYCUDA_{tool}", "") not in ("1", "keep")
+    if replaced("NVJITLINK"):
         # numba-cuda and cuda.core then link PTX through our cuLink* instead of producing machine
         # code with NVIDIA's nvJitLink; ANYCUDA_NVJITLINK=1 keeps nvJitLink
         preload += [os.path.join(paths[0], name) for name in NVJITLINK_STANDINS]
-    if env.get("ANYCUDA_NVRTC", "") not in ("1", "keep"):
+    if replaced("NVRTC"):
         # NVRTC asked for a cubin then gives a container of PTX; ANYCUDA_NVRTC=1 keeps NVIDIA's NVRTC as it is
         preload += [os.path.join(paths[0], name) for name in NVRTC_STANDINS]
         folders = nvrtc_folders() + nvrtc_folders(_program_site_folders(command))
         if env.get("ANYCUDA_NVRTC_DIRS"):
             folders.insert(0, env["ANYCUDA_NVRTC_DIRS"])
         env["ANYCUDA_NVRTC_DIRS"] = os.pathsep.join(dict.fromkeys(folders))
-    if env.get("ANYCUDA_PTXAS", "") not in ("1", "keep"):
+    if replaced("PTXAS"):
         # Triton assembles its PTX with the ptxas it is told of: anycuda's keeps the PTX
         env["TRITON_PTXAS_PATH"] = _ptxas_standin()
     if env.get("LD_PRELOAD"):

@@ -8,7 +8,6 @@ Layouts were read off the output of nvcc 13.
 """
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass
 
@@ -193,14 +192,13 @@ def require_ptx(entries) -> FatbinEntry:
     return entry
 
 
-def ptx_container(ptx: str, sm: int) -> bytes:
-    """A container holding `ptx` as its one entry, for architecture `sm`: what anycuda's
-    toolchain stand-ins hand back where NVIDIA's tools would give machine code (the same
-    layout as nvrtc_standin.c writes, and as nvcc writes a PTX entry)."""
+def ptx_container(ptx: str, sm: int, version: tuple) -> bytes:
+    """A container holding `ptx` (of ISA `version`, as (major, minor)) as its one entry, for
+    architecture `sm`: what anycuda's toolchain stand-ins hand back where NVIDIA's tools would
+    give machine code (the same layout as nvrtc_standin.c writes, and as nvcc writes a PTX entry)."""
     text = ptx.encode()
     payload = text + b"\0" * (8 - len(text) % 8)
-    version = re.search(r"^\s*\.version\s+(\d+)\.(\d+)", ptx, re.M)
-    major, minor = (int(version.group(1)), int(version.group(2))) if version else (0, 0)
+    major, minor = version
     entry = struct.pack("<HHIQIIHHIIIQQQ", KIND_PTX, 0x0101, ENTRY_HEADER_MIN, len(payload), 0, 0,
                         minor, major, sm, 0, 0, 0x11, 0, 0)
     return struct.pack("<IHHQ", CONTAINER_MAGIC, 1, CONTAINER_HEADER, len(entry) + len(payload)) + entry + payload

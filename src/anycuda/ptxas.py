@@ -58,9 +58,9 @@ def _parse(argv):
     return inputs, output, arch
 
 
-def _sm(arch, ptx: str) -> int:
+def _sm(arch, target: tuple) -> int:
     """The architecture number asked for (sm_90a -> 90), else the PTX's own .target."""
-    for text in (arch or "", (re.search(r"^\s*\.target\s+(\w+)", ptx, re.M) or [None, ""])[1]):
+    for text in (arch or "", *target):
         m = re.match(r"(?:sm|compute)_(\d+)", text)
         if m:
             return int(m.group(1))
@@ -71,8 +71,8 @@ def assemble(ptx: str, source_name: str, arch=None) -> bytes:
     """The container to write for `ptx`; raises anycuda.ptx.errors.PtxError when it is invalid."""
     from .fatbin import ptx_container
     from .ptx.parser import parse
-    parse(ptx, source_name)
-    return ptx_container(ptx, _sm(arch, ptx))
+    module = parse(ptx, source_name)
+    return ptx_container(ptx, _sm(arch, module.target), module.version)
 
 
 def main(argv=None) -> int:

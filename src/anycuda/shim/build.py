@@ -155,29 +155,48 @@ __attribute__((constructor)) static void anycuda_promote_python(void) {
 static int anycuda_host_is_python(void) { return anycuda_host_python; }
 """
 
-# Run in a Python program's own interpreter before cffi starts the library's module: cffi imports
-# `_cffi_backend` first, from the program's sys.path, which lacks it when the program is a Python
-# of another environment than anycuda's. The folder that has it (named by `anycuda run` in
-# ANYCUDA_PYTHONPATH, else noted beside the library) goes at the end of sys.path.
-SEED_CODE = """
-def _seed(here):
-    import importlib.util, os, sys
-    if importlib.util.find_spec("_cffi_backend") is not None:
-        return
+# Where anycuda and its dependencies are, decided when the library's Python starts: the package
+# the library lies in (built at install: <root>/anycuda/shim/lib/), the folders `anycuda run`
+# names in ANYCUDA_PYTHONPATH, or else those noted beside the library when it was built. A Python
+# program's own interpreter (`host`) gets them appended to its path; when the process has no
+# Python of its own, they are added as site folders (their .pth files read) before the base
+# installation's site-packages, as in the environment's own interpreter.
+FIND_MODULES = """
+def _anycuda_find_modules(found, host):
+    import os, site, sys
+    here = os.path.dirname(os.path.realpath(found)) if found else None
+    paths = []
+    if here:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+        if os.path.basename(here) == "lib" and os.path.isfile(os.path.join(root, "anycuda", "shim", "build.py")):
+            paths.append(root)
     named = os.environ.get("ANYCUDA_PYTHONPATH")
-    folders = named.split(os.pathsep) if named else []
-    if not named:
+    paths += named.split(os.pathsep) if named else []
+    if here and not named:
         try:
             with open(os.path.join(here, "MODULE_PATHS")) as f:
-                folders = f.read().splitlines()
+                paths += f.read().splitlines()
         except OSError:
             pass
-    for folder in folders:
-        if folder and os.path.isdir(folder) and any(n.startswith("_cffi_backend") for n in os.listdir(folder)):
-            sys.path.append(folder)
-            return
-_seed(__import__("os").path.dirname(__import__("os").path.realpath(library)))
+    before = list(sys.path)
+    for p in paths:
+        if p and p not in sys.path and os.path.isdir(p):
+            if host:
+                sys.path.append(p)
+            else:
+                site.addsitedir(p)
+    if not host:
+        added = [p for p in sys.path if p not in before]
+        kept = [p for p in sys.path if p in before]
+        cut = next((i for i, p in enumerate(kept) if os.path.basename(p) in ("site-packages", "dist-packages")),
+                   len(kept))
+        sys.path[:] = kept[:cut] + added + kept[cut:]
 """.replace("MODULE_PATHS", MODULE_PATHS)
+
+# Run in a Python program's own interpreter before cffi starts the library's module: cffi imports
+# `_cffi_backend` first, from the program's sys.path, which lacks it when the program is a Python
+# of another environment than anycuda's; the folders are added then, not once cffi has started.
+SEED_CODE = FIND_MODULES + "_anycuda_find_modules(library, True)\n"
 
 # Starting the library's Python (first call): where it cannot start (a Python program of another
 # version, whose interpreter cannot run a library built for ours; or cffi's start failed, which
@@ -349,48 +368,13 @@ def _driver_function_names():
     return None
 
 
-# Run by the embedded interpreter when it starts. Where anycuda and its dependencies are is decided
-# then: the package this library lies in (built at install: <root>/anycuda/shim/lib/), the folders
-# `anycuda run` names in ANYCUDA_PYTHONPATH, or else those noted beside the library when it was built.
-# A Python program's own interpreter gets them appended to its path; when the process has no Python
-# of its own, they are added as site folders (their .pth files read) before the base installation's
-# site-packages, as in the environment's own interpreter.
-INIT_CODE = """
-def _anycuda_find_modules():
-    import os, site, sys
-    from anycuda_libcuda import ffi, lib
-    found = ffi.string(lib.anycuda_library_path()).decode("utf-8", "surrogateescape")
-    here = os.path.dirname(os.path.realpath(found)) if found else None
-    paths = []
-    if here:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-        if os.path.basename(here) == "lib" and os.path.isfile(os.path.join(root, "anycuda", "shim", "build.py")):
-            paths.append(root)
-    named = os.environ.get("ANYCUDA_PYTHONPATH")
-    paths += named.split(os.pathsep) if named else []
-    if here and not named:
-        try:
-            with open(os.path.join(here, "MODULE_PATHS")) as f:
-                paths += f.read().splitlines()
-        except OSError:
-            pass
-    host = lib.anycuda_host_is_python()
-    before = list(sys.path)
-    for p in paths:
-        if p and p not in sys.path and os.path.isdir(p):
-            if host:
-                sys.path.append(p)
-            else:
-                site.addsitedir(p)
-    if not host:
-        added = [p for p in sys.path if p not in before]
-        kept = [p for p in sys.path if p in before]
-        cut = next((i for i, p in enumerate(kept) if os.path.basename(p) in ("site-packages", "dist-packages")),
-                   len(kept))
-        sys.path[:] = kept[:cut] + added + kept[cut:]
-_anycuda_find_modules()
-del _anycuda_find_modules
+# Run by the embedded interpreter when it starts (a Python program's was seeded already: the
+# folders are then on its path, and adding them again changes nothing).
+INIT_CODE = FIND_MODULES + """
 from anycuda_libcuda import ffi, lib
+_anycuda_find_modules(ffi.string(lib.anycuda_library_path()).decode("utf-8", "surrogateescape"),
+                      lib.anycuda_host_is_python())
+del _anycuda_find_modules
 from anycuda.shim.entry import define
 from anycuda.shim import export_tables
 define(ffi, lib)
@@ -398,7 +382,7 @@ export_tables.install(ffi, lib)
 from anycuda.compiler.build import jit
 ffi.def_extern(name="anycuda_exit_hook")(jit.stop_linking)
 jit.watch_process_exit(lib.anycuda_watch_exit, lib.anycuda_process_exiting)
-""".replace("MODULE_PATHS", MODULE_PATHS)
+"""
 
 
 class _Absent:

@@ -18,6 +18,15 @@ from ..driver import api, integrity
 from ..runtime.errors import CudaError, CUresult
 from .settings import TRACE
 
+# The tables and the buffers handed to the runtime live in the library's static storage, not in
+# Python objects: the runtime reads them until the process ends (its exit handlers call through
+# the tables after Python has finalised and freed its objects).
+TABLE_SLOTS = 128
+TOOLS_BUFFER_WORDS = (1024, 14)            # the two buffers the tools interface hands out
+_STATIC_STORAGE = (f"void *anycuda_table_slots[{TABLE_SLOTS}];\n"
+                   f"uint32_t anycuda_tools_buffer1[{TOOLS_BUFFER_WORDS[0]}];\n"
+                   f"uint32_t anycuda_tools_buffer2[{TOOLS_BUFFER_WORDS[1]}];\n")
+
 # C signatures of the functions anycuda puts in the tables (cffi `extern "Python"`)
 DECLARATIONS = """
 extern "Python" int anycuda_rt_module_from_wrapper(void **module, const void *wrapper);
@@ -36,23 +45,14 @@ extern "Python" int anycuda_context_check(void *ctx, unsigned int *result1, cons
 extern "Python" unsigned int anycuda_context_check3(void);
 extern "Python" int anycuda_slot_unsupported(int index);
 static void *anycuda_slot_stub_address(int i);
-extern void *anycuda_table_slots[128];
-extern uint32_t anycuda_tools_buffer1[1024];
-extern uint32_t anycuda_tools_buffer2[14];
-"""
-
-# The tables and the buffers handed to the runtime live in the library's static storage, not in
-# Python objects: the runtime reads them until the process ends (its exit handlers call through
-# the tables after Python has finalised and freed its objects).
-TABLE_SLOTS = 128
+""" + "".join("extern " + line + "\n" for line in _STATIC_STORAGE.splitlines())
 
 SLOT_STUBS = 256
 
 # Stubs for the slots anycuda leaves empty: each calls anycuda_slot_unsupported(i).
 STUB_SOURCE = "\n".join(
-    ["static int anycuda_slot_unsupported(int index);",
-     f"static void *anycuda_table_slots[{TABLE_SLOTS}];",
-     "static uint32_t anycuda_tools_buffer1[1024];", "static uint32_t anycuda_tools_buffer2[14];"]
+    ["static int anycuda_slot_unsupported(int index);"]
+    + ["static " + line for line in _STATIC_STORAGE.splitlines()]
     + [f"static int anycuda_slot_stub_{i}(void) {{ return anycuda_slot_unsupported({i}); }}" for i in range(SLOT_STUBS)]
     + ["static void *anycuda_slot_stubs[] = {" + ", ".join(f"(void *)anycuda_slot_stub_{i}" for i in range(SLOT_STUBS)) + "};",
        "static void *anycuda_slot_stub_address(int i) { return (i >= 0 && i < %d) ? anycuda_slot_stubs[i] : 0; }" % SLOT_STUBS])

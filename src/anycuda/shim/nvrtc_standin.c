@@ -79,12 +79,14 @@ static void *real(const char *name) {
 }
 
 /* Functions passed through unchanged: every one that only NVRTC can answer. A function the real
-   library lacks (an older or newer NVRTC) answers NVRTC_ERROR_INTERNAL_ERROR. */
-#define FORWARD(name, params, args)                                         \
-    nvrtcResult name params {                                               \
+   library lacks (an older or newer NVRTC) answers NVRTC_ERROR_INTERNAL_ERROR. FORWARD_AS makes a
+   forwarder of another name, for the functions this library answers itself in some cases. */
+#define FORWARD_AS(function, name, params, args)                            \
+    nvrtcResult function params {                                           \
         nvrtcResult (*f) params = (nvrtcResult (*) params)real(#name);      \
         return f ? f args : NVRTC_ERROR_INTERNAL_ERROR;                     \
     }
+#define FORWARD(name, params, args) FORWARD_AS(name, name, params, args)
 
 FORWARD(nvrtcVersion, (int *major, int *minor), (major, minor))
 FORWARD(nvrtcGetNumSupportedArchs, (int *count), (count))
@@ -116,6 +118,11 @@ FORWARD(nvrtcSetFlowCallback, (nvrtcProgram prog, int (*callback)(void *, void *
 FORWARD(nvrtcInstallBundledHeaders, (const char *path, unsigned int flags, const char **log), (path, flags, log))
 FORWARD(nvrtcGetBundledHeadersInfo, (void *info, const char **log), (info, log))
 FORWARD(nvrtcRemoveBundledHeaders, (const char *path, const char **log), (path, log))
+static FORWARD_AS(real_compile, nvrtcCompileProgram, (nvrtcProgram prog, int count, const char *const *options),
+                  (prog, count, options))
+static FORWARD_AS(real_destroy, nvrtcDestroyProgram, (nvrtcProgram *prog), (prog))
+static FORWARD_AS(real_cubin_size, nvrtcGetCUBINSize, (nvrtcProgram prog, size_t *size), (prog, size))
+static FORWARD_AS(real_cubin, nvrtcGetCUBIN, (nvrtcProgram prog, char *cubin), (prog, cubin))
 
 const char *nvrtcGetErrorString(nvrtcResult result) {
     const char *(*f)(nvrtcResult) = (const char *(*)(nvrtcResult))real("nvrtcGetErrorString");
@@ -233,18 +240,16 @@ static double now(void) {
 }
 
 nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int count, const char *const *options) {
-    nvrtcResult (*compile)(nvrtcProgram, int, const char *const *) =
-        (nvrtcResult (*)(nvrtcProgram, int, const char *const *))real("nvrtcCompileProgram");
-    if (!compile)
+    if (!real("nvrtcCompileProgram"))
         return NVRTC_ERROR_INTERNAL_ERROR;
     if (count < 0 || (count > 0 && !options))
-        return compile(prog, count, options);
+        return real_compile(prog, count, options);
     unsigned sm = 0;
     char **rewritten = virtual_options(count, options, &sm);
     if (!rewritten)
         return NVRTC_ERROR_OUT_OF_MEMORY;
     double start = now();
-    nvrtcResult result = compile(prog, count, (const char *const *)rewritten);
+    nvrtcResult result = real_compile(prog, count, (const char *const *)rewritten);
     if (tracing())
         trace_compile(count, rewritten, result, now() - start);
     for (int i = 0; i < count; i++)
@@ -258,10 +263,9 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int count, const char *const 
 }
 
 nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog) {
-    nvrtcResult (*destroy)(nvrtcProgram *) = (nvrtcResult (*)(nvrtcProgram *))real("nvrtcDestroyProgram");
     if (prog)
         forget_request(*prog);
-    return destroy ? destroy(prog) : NVRTC_ERROR_INTERNAL_ERROR;
+    return real_destroy(prog);
 }
 
 /* The fatbinary container: a 16-byte header and one 64-byte entry header before the PTX text,
@@ -299,10 +303,8 @@ static void write_container(char *out, const char *ptx, size_t ptx_size, unsigne
 
 /* The PTX of a program compiled for a machine-code request (NUL-terminated, malloc'd). */
 static char *program_ptx(nvrtcProgram prog, size_t *size, nvrtcResult *result) {
-    nvrtcResult (*get_size)(nvrtcProgram, size_t *) = (nvrtcResult (*)(nvrtcProgram, size_t *))real("nvrtcGetPTXSize");
-    nvrtcResult (*get)(nvrtcProgram, char *) = (nvrtcResult (*)(nvrtcProgram, char *))real("nvrtcGetPTX");
     size_t n = 0;
-    *result = get_size && get ? get_size(prog, &n) : NVRTC_ERROR_INTERNAL_ERROR;
+    *result = nvrtcGetPTXSize(prog, &n);
     if (*result != NVRTC_SUCCESS)
         return NULL;
     char *ptx = calloc(n + 1, 1);
@@ -310,7 +312,7 @@ static char *program_ptx(nvrtcProgram prog, size_t *size, nvrtcResult *result) {
         *result = NVRTC_ERROR_OUT_OF_MEMORY;
         return NULL;
     }
-    if ((*result = get(prog, ptx)) != NVRTC_SUCCESS) {
+    if ((*result = nvrtcGetPTX(prog, ptx)) != NVRTC_SUCCESS) {
         free(ptx);
         return NULL;
     }
@@ -336,18 +338,14 @@ static nvrtcResult answer_with_container(nvrtcProgram prog, unsigned sm, size_t 
 
 nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *size) {
     unsigned sm = prog ? requested_sm(prog) : 0;
-    if (!sm) {
-        nvrtcResult (*f)(nvrtcProgram, size_t *) = (nvrtcResult (*)(nvrtcProgram, size_t *))real("nvrtcGetCUBINSize");
-        return f ? f(prog, size) : NVRTC_ERROR_INTERNAL_ERROR;
-    }
+    if (!sm)
+        return real_cubin_size(prog, size);
     return size ? answer_with_container(prog, sm, size, NULL) : NVRTC_ERROR_INVALID_INPUT;
 }
 
 nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
     unsigned sm = prog ? requested_sm(prog) : 0;
-    if (!sm) {
-        nvrtcResult (*f)(nvrtcProgram, char *) = (nvrtcResult (*)(nvrtcProgram, char *))real("nvrtcGetCUBIN");
-        return f ? f(prog, cubin) : NVRTC_ERROR_INTERNAL_ERROR;
-    }
+    if (!sm)
+        return real_cubin(prog, cubin);
     return cubin ? answer_with_container(prog, sm, NULL, cubin) : NVRTC_ERROR_INVALID_INPUT;
 }
