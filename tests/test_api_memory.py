@@ -170,6 +170,26 @@ def test_table_total_counts_live_bytes():
     assert memory.table.total() == before
 
 
+def test_an_owner_finaliser_inside_a_table_call_does_not_deadlock(monkeypatch):
+    # Memory.__del__ frees its allocation; the collector may run it while the same thread is
+    # inside a table call (any call that allocates an object). A table of its own keeps a
+    # failure here from stopping every later test.
+    table = memory.AllocationTable()
+    monkeypatch.setattr(memory, "table", table)
+    mem = ac.Memory(64)
+    ptr = mem.ptr
+    finished = threading.Event()
+
+    def collect_inside_a_table_call():
+        with table._lock:
+            mem.__del__()
+        finished.set()
+
+    threading.Thread(target=collect_inside_a_table_call, daemon=True).start()
+    assert finished.wait(5.0), "a finaliser inside a table call waited for the table's lock"
+    assert memory.lookup(ptr) is None
+
+
 def test_device_pointer_is_a_host_address():
     d = ac.asarray(np.arange(4, dtype=np.int32))
     view = np.frombuffer((ctypes.c_int32 * 4).from_address(d.data.ptr), dtype=np.int32)

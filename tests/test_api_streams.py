@@ -146,6 +146,39 @@ def test_dropped_stream_finishes_its_work():
     assert order == ["done"]
 
 
+def test_a_stream_finaliser_takes_no_lock():
+    # The collector runs finalisers wherever it happens to run: in a thread that is being
+    # started by one holding the streams' lock, for one. Such a finaliser must not wait.
+    from anycuda.runtime import stream as stream_module
+    s = ac.Stream()
+    s.enqueue(lambda: None)
+    s.synchronize()
+    finished = threading.Event()
+    with stream_module._cv:
+        t = run_in_thread(lambda: (s.__del__(), finished.set()))
+        assert finished.wait(WAIT), "Stream.__del__ waited for the streams' lock"
+    t.join(WAIT)
+
+
+def test_a_streams_thread_starts_outside_the_lock(monkeypatch):
+    # Thread.start waits until the new thread runs, and a new thread may first collect
+    # garbage (running finalisers): starting it while holding the streams' lock can deadlock.
+    from anycuda.runtime import stream as stream_module
+    held = []
+
+    class WatchedThread(threading.Thread):
+        def start(self):
+            held.append(stream_module._cv._is_owned())
+            super().start()
+
+    monkeypatch.setattr(stream_module.threading, "Thread", WatchedThread)
+    s = ac.Stream()
+    got = []
+    s.enqueue(got.append, 1)
+    s.synchronize()
+    assert got == [1] and held == [False]
+
+
 def test_host_functions_and_stream_null():
     s = ac.Stream()
     got = []

@@ -46,7 +46,9 @@ class AllocationTable:
     """Live allocations as sorted, non-overlapping intervals; safe to use from any thread."""
 
     def __init__(self):
-        self._lock = threading.Lock()
+        # reentrant: an owner's finaliser (Memory.__del__ frees its allocation) may run in the
+        # middle of a table call of the same thread, whenever that call allocates an object
+        self._lock = threading.RLock()
         self._starts = []        # sorted start addresses
         self._allocs = {}        # start address -> Allocation
 
@@ -89,7 +91,7 @@ class AllocationTable:
     def total(self) -> int:
         """Bytes held by live allocations."""
         with self._lock:
-            return sum(a.size for a in self._allocs.values())
+            return sum(a.size for a in list(self._allocs.values()))     # a finaliser may free one meanwhile
 
 
 table = AllocationTable()

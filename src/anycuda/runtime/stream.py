@@ -36,7 +36,7 @@ from .errors import CudaError, CUresult
 sync_hooks = []     # called after every synchronisation (device printf output is flushed there)
 
 _cv = threading.Condition()          # guards every stream's tickets and kept error
-_states = set()                      # _StreamState of live streams and of streams still draining
+_states = set()                      # _StreamState of streams given work, until their worker leaves
 _local = threading.local()           # .state: the stream whose worker this thread is
 
 
@@ -102,9 +102,7 @@ class Stream:
         if device is None:
             device = work_device()
         self.device = device
-        self._state = _StreamState(self.non_blocking, device)
-        with _cv:
-            _states.add(self._state)
+        self._state = _StreamState(self.non_blocking, device)    # joins _states with its first work
 
     def enqueue(self, fn, *args, on_skip=None) -> None:
         """Run `fn(*args)` after the work queued before it (and, for a blocking stream, after
@@ -114,10 +112,15 @@ class Stream:
         with _cv:
             deps = () if st.non_blocking else ((default_stream._state, default_stream._state.issued),)
             st.issued += 1
-            if st.thread is None:
+            first = st.thread is None
+            if first:
                 st.thread = threading.Thread(target=_worker, args=(st,), name="anycuda-stream", daemon=True)
-                st.thread.start()
+                _states.add(st)
         st.queue.put((fn, args, on_skip, deps))
+        if first:
+            # started outside _cv: a new thread may collect garbage before it runs, and a
+            # collected Stream's finaliser must never wait for a lock this thread holds
+            st.thread.start()
 
     def launch_host_func(self, fn, arg=None) -> None:
         """Call `fn(arg)` from the stream once its earlier work is done."""
@@ -154,16 +157,13 @@ class Stream:
         return self.query()
 
     def __del__(self):
-        # the worker finishes what is queued, then leaves; a stream without work just goes
-        try:
-            st = self._state
-            with _cv:
-                if st.thread is None:
-                    _states.discard(st)
-                    return
-            st.queue.put(None)
-        except Exception:
-            pass
+        # The worker finishes what is queued, then leaves; a stream that never had work has
+        # no worker and is in no table. A finaliser runs wherever the collector happens to
+        # run, even in a thread that holds _cv or waits for one that does, so it takes no
+        # lock: SimpleQueue.put is safe there.
+        state = getattr(self, "_state", None)
+        if state is not None and state.thread is not None:
+            state.queue.put(None)
 
     def __repr__(self):
         kind = "non-blocking " if self.non_blocking else ""
