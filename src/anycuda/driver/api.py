@@ -576,7 +576,7 @@ def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: in
     dev = _check_stream_device(stream)
     if cooperative:
         check_cooperative_grid(f.image, grid, block, shared, dev)
-    _submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), cooperative,
+    submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), cooperative,
             cluster)
 
 
@@ -726,7 +726,7 @@ def cuCtxGetDevice() -> int:
 @_faults_are_sticky
 def cuMemcpyAsync(dst: int, src: int, n: int, stream: int) -> None:
     _require_context()
-    _submit(stream, memory.memcpy, dst, src, n)
+    submit(stream, memory.memcpy, dst, src, n)
 
 
 def cuMemAllocHost(size: int) -> int:
@@ -892,7 +892,7 @@ def cuStreamQuery(stream: int) -> None:
 def cuLaunchHostFunc(stream: int, fn: int, user_data: int) -> None:
     _require_context()
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fn)
-    _submit(stream, call, user_data)
+    submit(stream, call, user_data)
 
 
 def cuCtxPushCurrent(ctx: int) -> None:
@@ -1092,7 +1092,7 @@ def memcpy_3d_work(src: int, src_pitch: int, src_slice: int, dst: int, dst_pitch
 def cuMemcpy3D(src: int, src_pitch: int, src_slice: int, dst: int, dst_pitch: int, dst_slice: int,
                width: int, height: int, depth: int, stream=None) -> None:
     _require_context()
-    _submit(0 if stream is None else stream,
+    submit(0 if stream is None else stream,
             memcpy_3d_work(src, src_pitch, src_slice, dst, dst_pitch, dst_slice, width, height, depth))
     if stream is None:
         flush_device_output()
@@ -1114,12 +1114,12 @@ def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream: int) -
     if a is None or dst + count * element > a.end:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memset of {count * element} bytes at 0x{dst:x} "
                                                           "is not inside one allocation")
-    _submit(stream, lambda: memory.fill(dst, value, count, element))
+    submit(stream, lambda: memory.fill(dst, value, count, element))
 
 
 def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, height: int, stream: int) -> None:
     _require_context()
-    _submit(stream, memset_2d_work(dst, pitch, value, element, width, height))
+    submit(stream, memset_2d_work(dst, pitch, value, element, width, height))
 
 
 def memset_2d_work(dst: int, pitch: int, value: int, element: int, width: int, height: int):
@@ -1215,14 +1215,14 @@ def cuMemFreeAsync(ptr: int, stream: int) -> None:
     _require_context()
     if memory.lookup(ptr) is None:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not a live allocation")
-    _submit(stream, memory.free, ptr)
+    submit(stream, memory.free, ptr)
 
 
 def cuStreamAddCallback(stream: int, fn: int, user_data: int) -> None:
     """CUstreamCallback(stream, status, userData), run in stream order."""
     _require_context()
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)(fn)
-    _submit(stream, call, stream or None, 0, user_data)
+    submit(stream, call, stream or None, 0, user_data)
 
 
 def cuDeviceGetPCIBusId(dev: int) -> str:
@@ -1356,7 +1356,7 @@ def _capturing(stream: int):
     return _get(stream, StreamHandle).capture
 
 
-def _submit(stream: int, fn, *args) -> None:
+def submit(stream: int, fn, *args) -> None:
     """Work for a stream: run in stream order, or recorded when the stream is capturing."""
     graph = _capturing(stream)
     if graph is not None:
@@ -1430,7 +1430,7 @@ def cuGraphInstantiate(graph: int) -> int:
 def cuGraphLaunch(exec_: int, stream: int) -> None:
     _require_context()
     for fn, args in _get(exec_, GraphExec).work:
-        _submit(stream, fn, *args)
+        submit(stream, fn, *args)
 
 
 def cuGraphDestroy(graph: int) -> None:
