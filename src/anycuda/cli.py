@@ -44,14 +44,17 @@ def shim_description() -> list:
     """`anycuda info`'s lines on libcuda.so.1: which build is used and why the one built at install
     is not, when it is not."""
     from .shim.build import shim_state
+    from .shim.libraries import LIBRARIES
     folder, how, why = shim_state()
+    libraries = [f"CUDA libraries         {', '.join(lib.sonames[0] for lib in LIBRARIES)} (anycuda's own; "
+                 f"anycuda run puts them before NVIDIA's)"]
     if how == "install":
-        return [f"libcuda.so.1           built at install into {folder}"]
+        return [f"libcuda.so.1           built at install into {folder}"] + libraries
     if how == "cache":
         lines = [f"libcuda.so.1           built on first use into the cache {folder}"]
     else:
         lines = [f"libcuda.so.1           not built yet (anycuda run or anycuda shim-path builds it into {folder})"]
-    return lines + [f"                       not the build at install: {why}"]
+    return lines + [f"                       not the build at install: {why}"] + libraries
 
 
 def cmd_demo(args) -> int:
@@ -98,6 +101,7 @@ def cmd_run(args) -> int:
     import sysconfig
 
     from .shim.build import _module_paths, shim_dir
+    from .shim.libraries import DROP_INS
     from .shim.standins import NVJITLINK_STANDINS, NVRTC_STANDINS, nvrtc_folders
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
@@ -125,6 +129,10 @@ def cmd_run(args) -> int:
         if env.get("ANYCUDA_NVRTC_DIRS"):
             folders.insert(0, env["ANYCUDA_NVRTC_DIRS"])
         env["ANYCUDA_NVRTC_DIRS"] = os.pathsep.join(dict.fromkeys(folders))
+    if replaced("LIBRARIES"):
+        # a program linked against NVIDIA's cuBLAS (or loading it, as CuPy does) gets anycuda's,
+        # whether or not NVIDIA's is installed; ANYCUDA_LIBRARIES=1 keeps NVIDIA's
+        preload += [os.path.join(paths[0], name) for name in DROP_INS]
     if replaced("PTXAS"):
         # Triton assembles its PTX with the ptxas it is told of: anycuda's keeps the PTX
         env["TRITON_PTXAS_PATH"] = _ptxas_standin()

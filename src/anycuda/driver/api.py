@@ -1356,13 +1356,14 @@ def _capturing(stream: int):
     return _get(stream, StreamHandle).capture
 
 
-def submit(stream: int, fn, *args) -> None:
-    """Work for a stream: run in stream order, or recorded when the stream is capturing."""
+def submit(stream: int, fn, *args, on_skip=None) -> None:
+    """Work for a stream: run in stream order, or recorded when the stream is capturing.
+    `on_skip()` runs instead when the stream skips the work after an unreported error."""
     graph = _capturing(stream)
     if graph is not None:
         graph.work.append((fn, args))
         return
-    _stream(stream).enqueue(fn, *args)
+    _stream(stream).enqueue(fn, *args, on_skip=on_skip)
 
 
 def _wait_event(stream: int, event: int) -> None:

@@ -16,25 +16,25 @@ stale and is not used: the cache then gets a fresh one.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 
 from .. import __version__
 
 from .settings import LIBRARY
+from .embedding import FIND_MODULES, MODULE_PATHS, compile_embedded, embedded_prelude
+from .libraries import DROP_INS, LIBRARY_SOURCES, build_libraries
 from .standins import NVRTC_SOURCE, STANDINS, build_standins
 
 BUILD_STAMP = "build-stamp.txt"             # the recipe fingerprint of the library beside it
-MODULE_PATHS = "module-paths.txt"           # folders of the environment that built it, one per line
 INSTALL_FAILURE = "install-build-failed.txt"    # why the build at install did not succeed
 
 # The shim modules whose text is compiled into the library (entry.py is imported at run time)
-RECIPE_MODULES = ("build.py", "declarations.py", "export_tables.py", "standins.py", NVRTC_SOURCE.name)
+RECIPE_MODULES = ("build.py", "declarations.py", "export_tables.py", "standins.py", NVRTC_SOURCE.name,
+                  "libraries.py", "embedding.py") + LIBRARY_SOURCES
 
 
 def _cache_root() -> Path:
@@ -93,7 +93,7 @@ def _is_current(folder: Path) -> bool:
         stamp = (folder / BUILD_STAMP).read_text().strip()
     except OSError:
         return False
-    return stamp == recipe_fingerprint() and all((folder / n).exists() for n in (LIBRARY,) + STANDINS)
+    return stamp == recipe_fingerprint() and all((folder / n).exists() for n in (LIBRARY,) + DROP_INS + STANDINS)
 
 
 def install_build_problem() -> str | None:
@@ -133,166 +133,6 @@ def shim_dir() -> Path:
     return folder
 
 
-# The CUDA runtime opens libcuda.so.1 with RTLD_LOCAL, which leaves libpython's symbols
-# invisible to the extension modules the embedded interpreter imports later. Reopening
-# libpython with RTLD_GLOBAL (it is already loaded, as our dependency) makes them visible.
-# It also notes whether the process was a Python program before this library came in.
-_PROMOTE_PYTHON = """
-#include <dlfcn.h>
-#include <stdio.h>
-static int anycuda_host_python;
-static int anycuda_foreign_python;      /* the program is a Python of another version than ours */
-__attribute__((constructor)) static void anycuda_promote_python(void) {
-    anycuda_host_python = Py_IsInitialized();
-    if (anycuda_host_python) {          /* the program's own Python answers these calls */
-        int major = 0, minor = 0;
-        sscanf(Py_GetVersion(), "%d.%d", &major, &minor);
-        anycuda_foreign_python = major != PY_MAJOR_VERSION || minor != PY_MINOR_VERSION;
-    }
-    if (!anycuda_foreign_python)
-        dlopen("SONAME", RTLD_LAZY | RTLD_GLOBAL | RTLD_NOLOAD);
-}
-static int anycuda_host_is_python(void) { return anycuda_host_python; }
-"""
-
-# Where anycuda and its dependencies are, decided when the library's Python starts: the package
-# the library lies in (built at install: <root>/anycuda/shim/lib/), the folders `anycuda run`
-# names in ANYCUDA_PYTHONPATH, or else those noted beside the library when it was built. A Python
-# program's own interpreter (`host`) gets them appended to its path; when the process has no
-# Python of its own, they are added as site folders (their .pth files read) before the base
-# installation's site-packages, as in the environment's own interpreter.
-FIND_MODULES = """
-def _anycuda_find_modules(found, host):
-    import os, site, sys
-    here = os.path.dirname(os.path.realpath(found)) if found else None
-    paths = []
-    if here:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-        if os.path.basename(here) == "lib" and os.path.isfile(os.path.join(root, "anycuda", "shim", "build.py")):
-            paths.append(root)
-    named = os.environ.get("ANYCUDA_PYTHONPATH")
-    paths += named.split(os.pathsep) if named else []
-    if here and not named:
-        try:
-            with open(os.path.join(here, "MODULE_PATHS")) as f:
-                paths += f.read().splitlines()
-        except OSError:
-            pass
-    before = list(sys.path)
-    for p in paths:
-        if p and p not in sys.path and os.path.isdir(p):
-            if host:
-                sys.path.append(p)
-            else:
-                site.addsitedir(p)
-    if not host:
-        added = [p for p in sys.path if p not in before]
-        kept = [p for p in sys.path if p in before]
-        cut = next((i for i, p in enumerate(kept) if os.path.basename(p) in ("site-packages", "dist-packages")),
-                   len(kept))
-        sys.path[:] = kept[:cut] + added + kept[cut:]
-""".replace("MODULE_PATHS", MODULE_PATHS)
-
-# Run in a Python program's own interpreter before cffi starts the library's module: cffi imports
-# `_cffi_backend` first, from the program's sys.path, which lacks it when the program is a Python
-# of another environment than anycuda's; the folders are added then, not once cffi has started.
-SEED_CODE = FIND_MODULES + "_anycuda_find_modules(library, True)\n"
-
-# Starting the library's Python (first call): where it cannot start (a Python program of another
-# version, whose interpreter cannot run a library built for ours; or cffi's start failed, which
-# cffi describes), one line says so and every entry point answers CUDA_ERROR_NOT_INITIALIZED
-# (cffi alone would answer 0, success, without doing anything).
-_STARTUP = """
-#include <pthread.h>
-static const char anycuda_seed_code[] = SEED_CODE;
-static void anycuda_seed_host_path(void) {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *globals = PyDict_New();
-    PyObject *path = PyUnicode_DecodeFSDefault(anycuda_library_path());
-    if (globals && path && PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0
-            && PyDict_SetItemString(globals, "library", path) == 0) {
-        PyObject *done = PyRun_String(anycuda_seed_code, Py_file_input, globals, globals);
-        Py_XDECREF(done);
-    }
-    PyErr_Clear();
-    Py_XDECREF(path);
-    Py_XDECREF(globals);
-    PyGILState_Release(gil);
-}
-static int anycuda_start_failed;
-static void anycuda_start(void) {
-    char version[32] = "";
-    if (anycuda_foreign_python) {
-        sscanf(Py_GetVersion(), "%31s", version);
-        fprintf(stderr, "anycuda: libcuda.so.1 embeds Python %d.%d and cannot run inside this program's Python %s; "
-                "every CUDA call answers CUDA_ERROR_NOT_INITIALIZED (install anycuda into that Python's "
-                "environment and run the program with its `anycuda run`)\\n", PY_MAJOR_VERSION, PY_MINOR_VERSION, version);
-        anycuda_start_failed = 1;
-        return;
-    }
-    if (anycuda_host_python)
-        anycuda_seed_host_path();
-    if (cffi_start_python() != 0) {
-        fprintf(stderr, "anycuda: libcuda.so.1 could not start its Python (cffi says why above); every CUDA call "
-                "answers CUDA_ERROR_NOT_INITIALIZED\\n");
-        anycuda_start_failed = 1;
-    }
-}
-static pthread_once_t anycuda_start_once = PTHREAD_ONCE_INIT;
-static int anycuda_started(void) {
-    pthread_once(&anycuda_start_once, anycuda_start);
-    return !anycuda_start_failed;
-}
-"""
-
-# A Python program's interpreter is finalised before the C library's exit handlers run, and some
-# of those (cuda.core's thread-local context handles) still release contexts: calling into Python
-# then would crash the process at exit. The interpreter also counts as finalised while it tears
-# down its modules, whose objects (CuPy's modules and memory) release what they hold from their
-# destructors. Once the interpreter we started in has gone, calls that release something
-# succeed (the process's end releases it), the error-text functions give a text, and every
-# other entry point answers CUDA_ERROR_DEINITIALIZED, as NVIDIA's driver does while the process
-# shuts down. (cffi's exported functions all call through `_cffi_call_python`, defined before
-# this code, with each argument in an 8-byte slot of `args` and the result written over them.)
-_AFTER_FINALIZE = """
-#include <stdio.h>
-#include <string.h>
-static const char *const anycuda_release_words[] = {"Destroy", "Unload", "Free", "Release", "Unregister", "Detach"};
-__attribute__((noinline)) static void anycuda_answer_without_python(struct _cffi_externpy_s *externpy, char *args,
-                                                                    int code, int releases, const char *why) {
-    static __thread char text[128];
-    const char *name = externpy->name ? externpy->name : "";
-    if (strrchr(name, '.'))                           /* cffi names it "module.function" */
-        name = strrchr(name, '.') + 1;
-    int result = code;
-    if (!strcmp(name, "cuGetErrorName") || !strcmp(name, "cuGetErrorString")) {
-        const char **out = *(const char ***)(args + 8);
-        snprintf(text, sizeof text, "CUDA error %d (anycuda: %s)", *(int *)args, why);
-        if (out)
-            *out = text;
-        result = 0;
-    }
-    for (size_t i = 0; releases && i < sizeof anycuda_release_words / sizeof *anycuda_release_words; i++)
-        if (!strncmp(name, "cu", 2) && strstr(name, anycuda_release_words[i]))
-            result = 0;
-    memset(args, 0, externpy->size_of_result);
-    if (externpy->size_of_result == sizeof(int))
-        *(int *)args = result;
-}
-static void anycuda_call_python(struct _cffi_externpy_s *externpy, char *args) {
-    if (_cffi_call_python == &_cffi_start_and_call_python && !anycuda_started()) {
-        anycuda_answer_without_python(externpy, args, 3, 0, "anycuda could not start in this process");
-        return;                                       /* 3: CUDA_ERROR_NOT_INITIALIZED */
-    }
-    if (!Py_IsInitialized()) {                        /* 4: CUDA_ERROR_DEINITIALIZED */
-        anycuda_answer_without_python(externpy, args, 4, 1, "the process is exiting");
-        return;
-    }
-    _cffi_call_python(externpy, args);
-}
-#define _cffi_call_python anycuda_call_python
-"""
-
 # A program's own exit handlers (the CUDA runtime's unloads its modules from one) run after
 # those of libraries loaded later, and LLVM's static destructors are among those: by the time
 # the runtime unloads a module, LLVM's context is gone and freeing JIT code would crash. A
@@ -306,19 +146,6 @@ static void anycuda_exit_hook(void);
 static void anycuda_note_exit(void) { anycuda_exiting = 1; anycuda_exit_hook(); }
 static void anycuda_watch_exit(void) { atexit(anycuda_note_exit); }
 static int anycuda_process_exiting(void) { return anycuda_exiting; }
-"""
-
-# The library's own file name (dladdr on one of its functions), for INIT_CODE.
-_SELF_PATH = """
-#include <limits.h>
-#include <string.h>
-static const char *anycuda_library_path(void) {
-    static char path[PATH_MAX];
-    Dl_info info;
-    if (!path[0] && dladdr((void *)&anycuda_library_path, &info) && info.dli_fname)
-        strncpy(path, info.dli_fname, sizeof path - 1);
-    return path;
-}
 """
 
 STUBS = 1024
@@ -435,31 +262,24 @@ def _write(path: Path, text: str) -> None:
 
 
 def build(folder: Path, module_paths=None) -> Path:
-    """Build libcuda.so.1 and the toolchain stand-ins (anycuda.shim.standins) into `folder`,
-    note beside them the folders of the environment that builds (`module_paths`, by default this interpreter's) and, last,
-    the recipe fingerprint (BUILD_STAMP)."""
-    import cffi
+    """Build libcuda.so.1, anycuda's CUDA libraries (anycuda.shim.libraries) and the toolchain
+    stand-ins (anycuda.shim.standins) into `folder`, note beside them the folders of the
+    environment that builds (`module_paths`, by default this interpreter's) and, last, the
+    recipe fingerprint (BUILD_STAMP)."""
     declarations, export_tables = _recipe_modules()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / BUILD_STAMP).unlink(missing_ok=True)        # incomplete until the stamp is written again
-    ffi = cffi.FFI()
-    ffi.cdef(declarations.TYPES)
-    ffi.cdef(export_tables.DECLARATIONS)
-    ffi.cdef(STUB_DECLARATIONS)
-    ffi.embedding_api(declarations.FUNCTIONS)
-    ffi.set_source("anycuda_libcuda", "#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES +
-                   _PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
-                   + _SELF_PATH + _STARTUP.replace("SEED_CODE", json.dumps(SEED_CODE)) + _AFTER_FINALIZE + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
-    ffi.embedding_init_code(INIT_CODE)
-    with tempfile.TemporaryDirectory(prefix="anycuda-shim-") as tmp:
-        libdir = sysconfig.get_config_var("LIBDIR")
-        out = ffi.compile(tmpdir=tmp, target=LIBRARY, verbose=False)
-        staged = folder / (LIBRARY + f".tmp{os.getpid()}")
-        shutil.copy(out, staged)
-        os.replace(staged, folder / LIBRARY)
+    source = ("#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES
+              + embedded_prelude(LIBRARY, (3, "CUDA_ERROR_NOT_INITIALIZED"), 4, "cu")
+              + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
+    compile_embedded(folder, "anycuda_libcuda", LIBRARY,
+                     [declarations.TYPES, export_tables.DECLARATIONS, STUB_DECLARATIONS],
+                     declarations.FUNCTIONS, source, INIT_CODE)
+    libdir = sysconfig.get_config_var("LIBDIR")
     if libdir:
         _write(folder / "libpython-dir", libdir)
+    build_libraries(folder)
     build_standins(folder)
     names = _driver_function_names()
     if names:
@@ -488,7 +308,7 @@ def build_at_install(folder) -> list:
     is then built on first use into the cache. Returns the files written."""
     import site
     folder = Path(folder)
-    ours = (LIBRARY, *STANDINS, BUILD_STAMP, MODULE_PATHS, INSTALL_FAILURE, "libpython-dir",
+    ours = (LIBRARY, *DROP_INS, *STANDINS, BUILD_STAMP, MODULE_PATHS, INSTALL_FAILURE, "libpython-dir",
             "driver-functions.txt")
 
     def clear():

@@ -1,0 +1,3 @@
+"""anycuda's cuBLAS: handles, streams and pointer modes (handle.py, calls.py), levels 1-3 on
+the CPU's BLAS (level12.py, level3.py), the mixed-type products (gemm_ex.py), and the table of
+C functions the drop-in libcublas answers (functions.py)."""

@@ -1,0 +1,94 @@
+"""How a cuBLAS call runs: queued on its handle's stream like a kernel, with its scalars read
+where the handle's pointer mode says they live.
+
+Pointer mode HOST: alpha/beta are read when the call is made (the program may reuse that memory
+as soon as the call returns), and a call that returns a result (dot, nrm2, iamax...) waits for
+its work and writes the result before returning, as cuBLAS does. Pointer mode DEVICE: scalars
+are read, and results written, when the stream reaches the work; the call returns at once.
+Device and host memory share one address space here, so both are plain reads of an address.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from ...driver import api
+from . import handle as handles
+from .status import CublasError, Status
+
+DTYPES = {"s": np.dtype(np.float32), "d": np.dtype(np.float64), "c": np.dtype(np.complex64),
+          "z": np.dtype(np.complex128), "h": np.dtype(np.float16), "i": np.dtype(np.int32)}
+
+
+def read_scalar(address: int, dtype) -> np.ndarray:
+    """The value at `address` as a 0-d array of `dtype` (a copy: the memory may change)."""
+    dtype = np.dtype(dtype)
+    if not address:
+        raise CublasError(Status.INVALID_VALUE, "a scalar pointer is NULL")
+    raw = (ctypes.c_char * dtype.itemsize).from_address(address)
+    return np.frombuffer(raw, dtype=dtype).copy().reshape(())
+
+
+def write_scalar(address: int, value, dtype) -> None:
+    dtype = np.dtype(dtype)
+    raw = (ctypes.c_char * dtype.itemsize).from_address(address)
+    np.frombuffer(raw, dtype=dtype)[0] = value
+
+
+def array(address: int, count: int, dtype) -> np.ndarray:
+    """`count` elements of `dtype` at a device address, as a writable numpy view."""
+    dtype = np.dtype(dtype)
+    if count <= 0:
+        return np.empty(0, dtype)
+    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
+    return np.frombuffer(raw, dtype=dtype)
+
+
+def queue(hid: int, work, scalars=(), dtype=None) -> None:
+    """Queue `work(*values)` on the handle's stream, `values` being the scalars at the
+    addresses `scalars` (read now in host pointer mode, when the work runs in device mode)."""
+    h = handles.get(hid)
+    if h.pointer_mode == handles.POINTER_MODE_HOST:
+        values = [read_scalar(a, dtype) for a in scalars]
+        api.submit(h.stream, work, *values)
+        return
+    addresses = list(scalars)
+    if any(not a for a in addresses):
+        raise CublasError(Status.INVALID_VALUE, "a scalar pointer is NULL")
+    api.submit(h.stream, lambda: work(*[read_scalar(a, dtype) for a in addresses]))
+
+
+def queue_with_result(hid: int, compute, result: int, result_dtype, scalars=(), dtype=None) -> None:
+    """Queue a call whose result `compute(*scalars)` is written to `result`: in host pointer
+    mode the call waits for it (the host reads it next), in device mode it does not."""
+    h = handles.get(hid)
+    if not result:
+        raise CublasError(Status.INVALID_VALUE, "the result pointer is NULL")
+
+    def work(*values):
+        write_scalar(result, compute(*values), result_dtype)
+
+    if h.pointer_mode == handles.POINTER_MODE_DEVICE:
+        queue(hid, work, scalars, dtype)
+        return
+    if api.cuStreamIsCapturing(h.stream):
+        raise CublasError(Status.NOT_SUPPORTED, "a result in host memory cannot be captured into a graph")
+    done = threading.Event()
+    failure = []
+
+    def waited(*values):
+        try:
+            work(*values)
+        except BaseException as e:      # noqa: BLE001 -- reported to the caller below
+            failure.append(e)
+            raise
+        finally:
+            done.set()
+
+    values = [read_scalar(a, dtype) for a in scalars]
+    api.submit(h.stream, waited, *values, on_skip=done.set)
+    done.wait()
+    if failure:
+        raise CublasError(Status.EXECUTION_FAILED, str(failure[0]))

@@ -1,0 +1,155 @@
+"""Every cuBLAS function anycuda implements: its C name, the kinds of its C parameters, and
+the Python function that answers it (taking the C arguments in order, addresses as integers).
+
+Parameter kinds (the shim turns them into C types): h handle, p pointer, e enumeration (C int),
+i int (int64_t in the `_64` variants), L int64_t (strides), z size_t. Routines come in families
+spelled once with their type letters; a family's `_64` variant (64-bit sizes) is the same
+function. Functions not in this table are exported too, answering CUBLAS_STATUS_NOT_SUPPORTED
+(shim/cublas_library.py).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import gemm_ex, handle as handles, level3, signatures
+from . import level12 as l12
+from ...driver import api
+from .calls import array, write_scalar
+from .status import require, status_name, status_text
+
+VERSION = 130100          # cuBLAS 13.1 (major * 10000 + minor * 100 + patch), what headers of 13.x expect
+CUDART_VERSION = 13000
+
+
+def _out(address: int, value, dtype=np.int32) -> None:
+    require(address != 0, "an output pointer is NULL")
+    write_scalar(address, value, dtype)
+
+
+def _create(out):
+    require(out != 0, "the handle pointer is NULL")
+    write_scalar(out, handles.create(), np.uint64)
+
+
+def _property(kind, out):
+    require(kind in (0, 1, 2), f"library property {kind}")
+    _out(out, (VERSION // 10000, VERSION // 100 % 100, VERSION % 100)[kind])
+
+
+def _copy_strided(n, size, src, incx, dst, incy):
+    """cublasSetVector/GetVector: n elements of `size` bytes, `incx`/`incy` elements apart."""
+    require(n >= 0 and size > 0 and incx > 0 and incy > 0, "n, elemSize, incx or incy out of range")
+    if n == 0:
+        return
+    s = array(src, (n - 1) * incx * size + size, np.uint8).reshape(-1)
+    d = array(dst, (n - 1) * incy * size + size, np.uint8).reshape(-1)
+    for b in range(size):
+        d[b::incy * size][:n] = s[b::incx * size][:n]
+
+
+def _copy_matrix(rows, cols, size, src, lda, dst, ldb):
+    require(rows >= 0 and cols >= 0 and size > 0 and lda >= max(1, rows) and ldb >= max(1, rows),
+            "rows, cols, elemSize, lda or ldb out of range")
+    for j in range(cols):
+        array(dst + j * ldb * size, rows * size, np.uint8)[...] = array(src + j * lda * size, rows * size, np.uint8)
+
+
+def _queued(copy):
+    """The *Async copies: `copy` queued on the stream given as the last argument."""
+    def call(*args):
+        *args, stream = args
+        api.submit(stream, copy, *args)
+    return call
+
+
+def _get_stream(hid, out):
+    _out(out, handles.get(hid).stream, np.uint64)
+
+
+def _handle_field(name, dtype=np.int32):
+    return lambda hid, out: _out(out, getattr(handles.get(hid), name), dtype)
+
+
+_ADMIN = {
+    "cublasCreate_v2": _create,
+    "cublasDestroy_v2": handles.destroy,
+    "cublasGetVersion_v2": lambda hid, out: (handles.get(hid), _out(out, VERSION)),
+    "cublasGetProperty": _property,
+    "cublasSetStream_v2": handles.set_stream,
+    "cublasGetStream_v2": _get_stream,
+    "cublasSetPointerMode_v2": handles.set_pointer_mode,
+    "cublasGetPointerMode_v2": _handle_field("pointer_mode"),
+    "cublasSetMathMode": handles.set_math_mode,
+    "cublasGetMathMode": _handle_field("math_mode"),
+    "cublasSetAtomicsMode": handles.set_atomics_mode,
+    "cublasGetAtomicsMode": _handle_field("atomics_mode"),
+    "cublasSetSmCountTarget": handles.set_sm_count_target,
+    "cublasGetSmCountTarget": _handle_field("sm_count_target"),
+    "cublasSetWorkspace_v2": handles.set_workspace,
+    "cublasLoggerConfigure": lambda *args: None,
+    "cublasSetLoggerCallback": lambda *args: None,
+    "cublasSetVector": _copy_strided,
+    "cublasGetVector": _copy_strided,
+    "cublasSetMatrix": _copy_matrix,
+    "cublasGetMatrix": _copy_matrix,
+    "cublasSetVectorAsync": _queued(_copy_strided),
+    "cublasGetVectorAsync": _queued(_copy_strided),
+    "cublasSetMatrixAsync": _queued(_copy_matrix),
+    "cublasGetMatrixAsync": _queued(_copy_matrix),
+}
+
+# the answers of the functions whose result is not a status (signatures.VALUED)
+VALUED = {
+    "cublasGetStatusName": status_name,
+    "cublasGetStatusString": status_text,
+    "cublasGetCudartVersion": lambda: CUDART_VERSION,
+}
+
+# family (signatures.FAMILIES) -> maker of its member for a type letter
+_MAKERS = {
+    "axpy": l12.make_axpy, "scal": l12.make_scal, "copy": l12.make_copy_or_swap("copy"),
+    "swap": l12.make_copy_or_swap("swap"), "rot": l12.make_rot, "dot": l12.make_dot,
+    "nrm2": l12.make_norm("nrm2"), "asum": l12.make_norm("asum"), "amax": l12.make_index("amax"),
+    "amin": l12.make_index("amin"), "gemv": l12.make_gemv, "ger": l12.make_ger, "symv": l12.make_symv,
+    "trmv": l12.make_triangular_vector("trmv"), "trsv": l12.make_triangular_vector("trsv"),
+    **level3.FAMILIES,
+}
+
+_SINGLES = {
+    "cublasGemmEx": gemm_ex.gemm_ex,
+    "cublasGemmBatchedEx": gemm_ex.gemm_batched_ex,
+    "cublasGemmStridedBatchedEx": gemm_ex.gemm_strided_batched_ex,
+    "cublasSgemmEx": gemm_ex.sgemm_ex,
+    "cublasHgemm": gemm_ex.hgemm,
+    "cublasHgemmBatched": gemm_ex.hgemm_batched,
+    "cublasHgemmStridedBatched": gemm_ex.hgemm_strided_batched,
+}
+
+
+class _Lazy:
+    """A family member made at its first call (making one looks its CBLAS function up)."""
+
+    def __init__(self, maker, letters):
+        self.maker, self.letters, self.fn = maker, letters, None
+
+    def __call__(self, *args):
+        if self.fn is None:
+            self.fn = self.maker(self.letters)
+        return self.fn(*args)
+
+
+def table() -> dict:
+    """C name -> (kinds, function) of every function the drop-in libcublas answers with a status."""
+    out = {name: (signatures.ADMIN[name], fn) for name, fn in _ADMIN.items()}
+    for name, kinds, family, letter in signatures.members():
+        if family in _SINGLES:
+            out[name] = (kinds, _SINGLES[family])
+            continue
+        lower = letter[0].lower() + letter[1:]
+        maker = _MAKERS[family]
+        if family in ("amax", "amin") and name.endswith("_64"):       # these write a 64-bit index
+            maker = functools.partial(maker, result_dtype=np.int64)
+        out[name] = (kinds, _Lazy(maker, lower))
+    return out

@@ -1,0 +1,164 @@
+"""cublasGemmEx and its batched forms, cublasSgemmEx, cublasHgemm: matrix products on types
+CBLAS lacks (16F, 16BF, 8I) and every compute type cuBLAS names.
+
+Same-type products on f32/f64/c64/c128 go straight to CBLAS. The others run in cache-sized
+blocks of C: each block of the operands is widened to the work precision (f32, f64 for 8-bit
+integers, whose sums must be exact) and multiplied by numpy's BLAS, and the block of C is
+narrowed back once. No whole-matrix copy is made. Products accumulate in f32 or wider, also
+for COMPUTE_16F (a GPU accumulates in half there; anycuda's answer is the more accurate one).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import matrices as mx
+from .calls import queue
+from .level3 import _check_gemm, make_gemm
+from .status import CublasError, Status, require
+
+# cudaDataType values (library_types.h) and how their elements are stored
+R_32F, R_64F, R_16F, R_8I, C_32F, C_64F, C_16F, C_8I, R_32I, R_16BF, C_16BF = 0, 1, 2, 3, 4, 5, 6, 7, 10, 14, 15
+_STORAGE = {R_32F: np.float32, R_64F: np.float64, R_16F: np.float16, R_8I: np.int8, C_32F: np.complex64,
+            C_64F: np.complex128, R_32I: np.int32, R_16BF: np.uint16}
+_NATIVE = {R_32F: "s", R_64F: "d", C_32F: "c", C_64F: "z"}
+
+# cublasComputeType_t, with the cudaDataType compute types of cuBLAS 10 accepted as their heirs
+COMPUTE_16F, COMPUTE_32F, COMPUTE_64F, COMPUTE_32I = 64, 68, 70, 72
+_COMPUTE = {64: COMPUTE_16F, 65: COMPUTE_16F, 68: COMPUTE_32F, 69: COMPUTE_32F, 74: COMPUTE_32F, 75: COMPUTE_32F,
+            77: COMPUTE_32F, 78: COMPUTE_32F, 70: COMPUTE_64F, 71: COMPUTE_64F, 79: COMPUTE_64F, 72: COMPUTE_32I,
+            73: COMPUTE_32I, R_32F: COMPUTE_32F, R_64F: COMPUTE_64F, R_16F: COMPUTE_16F, R_32I: COMPUTE_32I}
+
+# (compute, A/B type, C type) -> the scale type (alpha and beta), as cuBLAS's table lists them
+_COMBINATIONS = {
+    (COMPUTE_16F, R_16F, R_16F): R_16F,
+    (COMPUTE_32I, R_8I, R_32I): R_32I,
+    (COMPUTE_32F, R_16BF, R_16BF): R_32F, (COMPUTE_32F, R_16F, R_16F): R_32F, (COMPUTE_32F, R_8I, R_32F): R_32F,
+    (COMPUTE_32F, R_16BF, R_32F): R_32F, (COMPUTE_32F, R_16F, R_32F): R_32F, (COMPUTE_32F, R_32F, R_32F): R_32F,
+    (COMPUTE_32F, C_32F, C_32F): C_32F,
+    (COMPUTE_64F, R_64F, R_64F): R_64F, (COMPUTE_64F, C_64F, C_64F): C_64F,
+}
+_SCALE_DTYPES = {R_16F: np.float16, R_32F: np.float32, R_64F: np.float64, R_32I: np.int32, C_32F: np.complex64,
+                 C_64F: np.complex128}
+
+BLOCK = 512          # rows/columns of a block of C and of the shared dimension: ~1 MB of f32 each
+
+
+def _widen(block: np.ndarray, dtype_code: int, work) -> np.ndarray:
+    if dtype_code == R_16BF:
+        return (block.astype(np.uint32) << 16).view(np.float32).astype(work, copy=False)
+    return block.astype(work)
+
+
+def _narrow(block: np.ndarray, dtype_code: int) -> np.ndarray:
+    if dtype_code == R_16BF:         # round to nearest even; NaN stays NaN
+        f = np.ascontiguousarray(block, dtype=np.float32)
+        bits = f.view(np.uint32)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        return np.where(np.isnan(f), np.uint16(0x7FC0), rounded)
+    if dtype_code == R_32I:          # integer products wrap as 32-bit arithmetic does
+        return block.astype(np.int64).astype(np.uint32).view(np.int32)
+    return block.astype(_STORAGE[dtype_code])
+
+
+def signature(Atype: int, Btype: int, Ctype: int, compute: int) -> int:
+    """The scale type of a supported combination; NOT_SUPPORTED otherwise."""
+    key = (_COMPUTE.get(compute), Atype, Ctype)
+    if Atype != Btype or key not in _COMBINATIONS:
+        raise CublasError(Status.NOT_SUPPORTED, f"GemmEx with A type {Atype}, B type {Btype}, C type {Ctype}, "
+                                                f"compute type {compute}")
+    return _COMBINATIONS[key]
+
+
+def _blocked_product(transa, transb, m, n, k, alpha, A, Atype, lda, B, ldb, beta, C, Ctype, ldc):
+    """C = alpha op(A) op(B) + beta C, block by block, in the work precision."""
+    integer = Atype == R_8I
+    work = np.float64 if integer else np.float32
+    accumulate = np.int64 if Ctype == R_32I else work
+    a_store, c_store = _STORAGE[Atype], _STORAGE[Ctype]
+    opa = mx.operand(A, transa, m, k, lda, a_store)
+    opb = mx.operand(B, transb, k, n, ldb, a_store)
+    c = mx.view(C, m, n, ldc, c_store)
+    for j0 in range(0, n, BLOCK):
+        j1 = min(n, j0 + BLOCK)
+        for i0 in range(0, m, BLOCK):
+            i1 = min(m, i0 + BLOCK)
+            acc = np.zeros((i1 - i0, j1 - j0), work)
+            for k0 in range(0, k, BLOCK):
+                k1 = min(k, k0 + BLOCK)
+                acc += _widen(opa[i0:i1, k0:k1], Atype, work) @ _widen(opb[k0:k1, j0:j1], Atype, work)
+            out = alpha.astype(accumulate) * acc.astype(accumulate)
+            if beta != 0:
+                out = out + beta.astype(accumulate) * _widen(c[i0:i1, j0:j1], Ctype, accumulate)
+            c[i0:i1, j0:j1] = _narrow(out, Ctype)
+
+
+def _plan(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute):
+    mx.op(transa, "c"), mx.op(transb, "c")
+    scale = signature(Atype, Btype, Ctype, compute)
+    _check_gemm(transa, transb, m, n, k, lda, ldb, ldc)
+    native = _NATIVE.get(Atype) if Atype == Ctype and _NATIVE.get(Atype) == _NATIVE.get(scale) else None
+    return scale, native
+
+
+def _itemsize(code: int) -> int:
+    return np.dtype(_STORAGE[code]).itemsize
+
+
+def gemm_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, compute, algo):
+    scale, native = _plan(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute)
+    if native:
+        return make_gemm(native)(hid, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+    if m == 0 or n == 0:
+        return
+    queue(hid, lambda a, b: _blocked_product(transa, transb, m, n, k, a, A, Atype, lda, B, ldb, b, C, Ctype, ldc),
+          (alpha, beta), _SCALE_DTYPES[scale])
+
+
+def gemm_batched_ex(hid, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, ldb, beta, Carray, Ctype,
+                    ldc, count, compute, algo):
+    scale, native = _plan(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute)
+    require(count >= 0, f"batchCount = {count}")
+    if m == 0 or n == 0 or count == 0:
+        return
+
+    def work(a, b):
+        for pa, pb, pc in zip(mx.pointers(Aarray, count), mx.pointers(Barray, count), mx.pointers(Carray, count)):
+            _blocked_product(transa, transb, m, n, k, a, pa, Atype, lda, pb, ldb, b, pc, Ctype, ldc)
+    queue(hid, work, (alpha, beta), _SCALE_DTYPES[scale])
+
+
+def gemm_strided_batched_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
+                            beta, C, Ctype, ldc, strideC, count, compute, algo):
+    scale, native = _plan(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute)
+    require(count >= 0, f"batchCount = {count}")
+    if m == 0 or n == 0 or count == 0:
+        return
+    sa, sc = _itemsize(Atype), _itemsize(Ctype)
+
+    def work(a, b):
+        for i in range(count):
+            _blocked_product(transa, transb, m, n, k, a, A + i * strideA * sa, Atype, lda, B + i * strideB * sa,
+                             ldb, b, C + i * strideC * sc, Ctype, ldc)
+    queue(hid, work, (alpha, beta), _SCALE_DTYPES[scale])
+
+
+def sgemm_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
+    """cublasSgemmEx: any supported input type, float scalars and f32 compute."""
+    return gemm_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+                   COMPUTE_32F, -1)
+
+
+def hgemm(hid, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+    return gemm_ex(hid, transa, transb, m, n, k, alpha, A, R_16F, lda, B, R_16F, ldb, beta, C, R_16F, ldc,
+                   COMPUTE_16F, -1)
+
+
+def hgemm_strided_batched(hid, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+                          strideC, count):
+    return gemm_strided_batched_ex(hid, transa, transb, m, n, k, alpha, A, R_16F, lda, strideA, B, R_16F, ldb,
+                                   strideB, beta, C, R_16F, ldc, strideC, count, COMPUTE_16F, -1)
+
+
+def hgemm_batched(hid, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, count):
+    return gemm_batched_ex(hid, transa, transb, m, n, k, alpha, Aarray, R_16F, lda, Barray, R_16F, ldb, beta,
+                           Carray, R_16F, ldc, count, COMPUTE_16F, -1)

@@ -1,0 +1,82 @@
+"""cuBLAS handles: the stream a handle's calls are queued on, its pointer mode (where scalars
+and results live), math and atomics modes, and the workspace a program gives it.
+
+A handle is a number handed to C (never an address): a destroyed or unknown one is refused
+with CUBLAS_STATUS_NOT_INITIALIZED, as NVIDIA's library answers a handle it does not know.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+
+from .status import CublasError, Status, require
+
+POINTER_MODE_HOST, POINTER_MODE_DEVICE = 0, 1
+_MATH_MODES = {0, 1, 2, 3}                  # default, tensor-op (deprecated), pedantic, TF32
+_DISALLOW_REDUCED_PRECISION = 16
+
+
+class Handle:
+    def __init__(self):
+        self.stream = 0                     # the CUstream handle calls are queued on
+        self.pointer_mode = POINTER_MODE_HOST
+        self.math_mode = 0
+        self.atomics_mode = 0
+        self.workspace = (0, 0)             # (address, bytes) given by cublasSetWorkspace
+        self.sm_count_target = 0
+        self.emulation = 0
+
+
+_handles = {}
+_ids = itertools.count(0x5B1A5000, 16)
+_lock = threading.Lock()
+
+
+def create() -> int:
+    with _lock:
+        hid = next(_ids)
+        _handles[hid] = Handle()
+    return hid
+
+
+def get(hid: int) -> Handle:
+    h = _handles.get(hid)
+    if h is None:
+        raise CublasError(Status.NOT_INITIALIZED, f"0x{hid:x} is not a live cuBLAS handle")
+    return h
+
+
+def destroy(hid: int) -> None:
+    with _lock:
+        if _handles.pop(hid, None) is None:
+            raise CublasError(Status.NOT_INITIALIZED, f"0x{hid:x} is not a live cuBLAS handle")
+
+
+def set_stream(hid: int, stream: int) -> None:
+    get(hid).stream = stream
+
+
+def set_pointer_mode(hid: int, mode: int) -> None:
+    require(mode in (POINTER_MODE_HOST, POINTER_MODE_DEVICE), f"pointer mode {mode}")
+    get(hid).pointer_mode = mode
+
+
+def set_math_mode(hid: int, mode: int) -> None:
+    require((mode & ~_DISALLOW_REDUCED_PRECISION) in _MATH_MODES, f"math mode {mode}")
+    get(hid).math_mode = mode
+
+
+def set_atomics_mode(hid: int, mode: int) -> None:
+    require(mode in (0, 1), f"atomics mode {mode}")
+    get(hid).atomics_mode = mode
+
+
+def set_workspace(hid: int, address: int, size: int) -> None:
+    require(size >= 0 and (address or not size), "a workspace of bytes at a null address")
+    require(address % 256 == 0, "the workspace must be 256-byte aligned")
+    get(hid).workspace = (address, size)
+
+
+def set_sm_count_target(hid: int, count: int) -> None:
+    require(count >= 0, f"SM count target {count}")
+    get(hid).sm_count_target = count

@@ -1,0 +1,87 @@
+"""The C side of every cuBLAS function anycuda implements: its name and the kinds of its
+parameters, as data (no imports: the library's build reads it before numpy is installed).
+
+Kinds: h handle, p pointer, e enumeration (C int), i int (int64_t in a `_64` variant), L int64_t
+(strides), z size_t. A family is spelled once with the type letters cuBLAS names it with;
+`functions.py` pairs each family with the Python that answers it.
+"""
+from __future__ import annotations
+
+# (C name with {L} for the letters, kinds, family, letters)
+FAMILIES = [
+    ("cublas{L}axpy_v2", "hippipi", "axpy", ("S", "D", "C", "Z")),
+    ("cublas{L}scal_v2", "hippi", "scal", ("S", "D", "C", "Z", "Cs", "Zd")),
+    ("cublas{L}copy_v2", "hipipi", "copy", ("S", "D", "C", "Z")),
+    ("cublas{L}swap_v2", "hipipi", "swap", ("S", "D", "C", "Z")),
+    ("cublas{L}rot_v2", "hipipipp", "rot", ("S", "D", "Cs", "Zd")),
+    ("cublas{L}_v2", "hipipip", "dot", ("Sdot", "Ddot", "Cdotu", "Cdotc", "Zdotu", "Zdotc")),
+    ("cublas{L}nrm2_v2", "hipip", "nrm2", ("S", "D", "Sc", "Dz")),
+    ("cublas{L}asum_v2", "hipip", "asum", ("S", "D", "Sc", "Dz")),
+    ("cublasI{L}amax_v2", "hipip", "amax", ("s", "d", "c", "z")),
+    ("cublasI{L}amin_v2", "hipip", "amin", ("s", "d", "c", "z")),
+    ("cublas{L}gemv_v2", "heiippipippi", "gemv", ("S", "D", "C", "Z")),
+    ("cublas{L}_v2", "hiippipipi", "ger", ("Sger", "Dger", "Cgeru", "Cgerc", "Zgeru", "Zgerc")),
+    ("cublas{L}symv_v2", "heippipippi", "symv", ("S", "D", "C", "Z")),
+    ("cublas{L}trmv_v2", "heeeipipi", "trmv", ("S", "D", "C", "Z")),
+    ("cublas{L}trsv_v2", "heeeipipi", "trsv", ("S", "D", "C", "Z")),
+    ("cublas{L}gemm_v2", "heeiiippipippi", "gemm", ("S", "D", "C", "Z")),
+    ("cublas{L}gemmBatched", "heeiiippipippii", "gemmBatched", ("S", "D", "C", "Z")),
+    ("cublas{L}gemmStridedBatched", "heeiiippiLpiLppiLi", "gemmStridedBatched", ("S", "D", "C", "Z")),
+    ("cublas{L}symm_v2", "heeiippipippi", "symm", ("S", "D", "C", "Z")),
+    ("cublas{L}syrk_v2", "heeiippippi", "syrk", ("S", "D", "C", "Z")),
+    ("cublas{L}syr2k_v2", "heeiippipippi", "syr2k", ("S", "D", "C", "Z")),
+    ("cublas{L}trsm_v2", "heeeeiippipi", "trsm", ("S", "D", "C", "Z")),
+    ("cublas{L}trmm_v2", "heeeeiippipipi", "trmm", ("S", "D", "C", "Z")),
+    ("cublas{L}geam", "heeiippippipi", "geam", ("S", "D", "C", "Z")),
+    ("cublas{L}dgmm", "heiipipipi", "dgmm", ("S", "D", "C", "Z")),
+]
+
+SINGLES = {
+    "cublasGemmEx": "heeiiippeipeippeiee",
+    "cublasGemmBatchedEx": "heeiiippeipeippeiiee",
+    "cublasGemmStridedBatchedEx": "heeiiippeiLpeiLppeiLiee",
+    "cublasSgemmEx": "heeiiippeipeippei",
+    "cublasHgemm": "heeiiippipippi",
+    "cublasHgemmBatched": "heeiiippipippii",
+    "cublasHgemmStridedBatched": "heeiiippiLpiLppiLi",
+}
+
+# handles, modes, copies: no `_64` variants
+ADMIN = {
+    "cublasCreate_v2": "p", "cublasDestroy_v2": "h", "cublasGetVersion_v2": "hp", "cublasGetProperty": "ep",
+    "cublasSetStream_v2": "hp", "cublasGetStream_v2": "hp",
+    "cublasSetPointerMode_v2": "he", "cublasGetPointerMode_v2": "hp",
+    "cublasSetMathMode": "he", "cublasGetMathMode": "hp", "cublasSetAtomicsMode": "he", "cublasGetAtomicsMode": "hp",
+    "cublasSetSmCountTarget": "hi", "cublasGetSmCountTarget": "hp", "cublasSetWorkspace_v2": "hpz",
+    "cublasLoggerConfigure": "iiip", "cublasSetLoggerCallback": "p",
+    "cublasSetVector": "iipipi", "cublasGetVector": "iipipi", "cublasSetMatrix": "iiipipi", "cublasGetMatrix": "iiipipi",
+    "cublasSetVectorAsync": "iipipip", "cublasGetVectorAsync": "iipipip",
+    "cublasSetMatrixAsync": "iiipipip", "cublasGetMatrixAsync": "iiipipip",
+}
+
+# functions whose result is not a status: name -> (kinds, C result type)
+VALUED = {
+    "cublasGetStatusName": ("e", "const char *"),
+    "cublasGetStatusString": ("e", "const char *"),
+    "cublasGetCudartVersion": ("", "size_t"),
+}
+
+
+def members():
+    """(C name, kinds, family, letters) of every family member, `_64` variants included."""
+    for pattern, kinds, family, letters in FAMILIES:
+        for letter in letters:
+            name = pattern.replace("{L}", letter)
+            yield name, kinds, family, letter
+            yield name + "_64", kinds, family, letter
+    for name, kinds in SINGLES.items():
+        yield name, kinds, name, ""
+        yield name + "_64", kinds, name, ""
+
+
+def c_signatures() -> dict:
+    """C name -> (C result type, kinds) of everything anycuda's libcublas implements."""
+    table = {name: ("int", kinds) for name, kinds, _, _ in members()}
+    table.update({name: ("int", kinds) for name, kinds in ADMIN.items()})
+    table.update({name: (result, kinds) for name, (kinds, result) in VALUED.items()})
+    return table

@@ -1,0 +1,107 @@
+"""The builds of anycuda's CUDA libraries: `libcublas.so.13` and `.so.12` (more to come: cuBLASLt,
+cuRAND, cuFFT), each a cffi-embedded library like libcuda.so.1, sharing its Python.
+
+A library exports every function of its NVIDIA header: those anycuda implements are Python
+(anycuda.libraries.<name>.functions gives their parameter kinds, shim/entry_libraries.py their
+marshalling); every other name is a C stub that answers the library's NOT_SUPPORTED status and
+names itself once on stderr. The names are recorded in `<name>_functions.txt` beside this file,
+read from NVIDIA's public headers (names only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .embedding import FIND_MODULES, compile_embedded, embedded_prelude
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class DropIn:
+    name: str                 # "cublas": anycuda.libraries.<name>, <name>_functions.txt
+    sonames: tuple            # one build per soname (each its own SONAME)
+    not_initialized: int      # the status a call answers when the library's Python cannot start
+    not_supported: int        # the status of a function anycuda does not implement
+    status_prefix: str        # how the library's status names start, for messages
+
+    @property
+    def names_file(self) -> Path:
+        return HERE / f"{self.name}_functions.txt"
+
+
+LIBRARIES = (DropIn("cublas", ("libcublas.so.13", "libcublas.so.12"), 1, 15, "CUBLAS_STATUS_"),)
+DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
+LIBRARY_SOURCES = tuple(lib.names_file.name for lib in LIBRARIES)
+
+_C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "z": "size_t"}
+
+
+def c_parameters(kinds: str, wide: bool) -> str:
+    """C parameter types of a kinds string (i is int, or int64_t in a `_64` variant)."""
+    types = [_C_TYPES.get(k, "int64_t" if wide else "int") for k in kinds]
+    return ", ".join(types) or "void"
+
+
+def implemented(lib: DropIn) -> dict:
+    """C name -> (C result type, parameter kinds) of what anycuda implements, from the
+    library's signature table (data only: pip's build reads it before numpy is installed)."""
+    import importlib
+    return importlib.import_module(f"anycuda.libraries.{lib.name}.signatures").c_signatures()
+
+
+def public_names(lib: DropIn) -> list:
+    return lib.names_file.read_text().split()
+
+
+def _api(table: dict) -> str:
+    return "\n".join(f"{result} {name}({c_parameters(kinds, name.endswith('_64'))});"
+                     for name, (result, kinds) in sorted(table.items()))
+
+
+def _stubs(lib: DropIn, table: dict) -> str:
+    """A C function for each public name anycuda does not implement."""
+    missing = [n for n in public_names(lib) if n not in table]
+    lines = ["static int anycuda_unsupported(int index);"]
+    lines += [f'__attribute__((visibility("default"))) int {n}(void) {{ return anycuda_unsupported({i}); }}'
+              for i, n in enumerate(missing)]
+    return "\n".join(lines)
+
+
+_DECLARATIONS = """
+static int anycuda_host_is_python(void);
+static const char *anycuda_library_path(void);
+extern "Python" int anycuda_unsupported(int index);
+"""
+
+_INIT_CODE = FIND_MODULES + """
+from MODULE import ffi, lib
+_anycuda_find_modules(ffi.string(lib.anycuda_library_path()).decode("utf-8", "surrogateescape"),
+                      lib.anycuda_host_is_python())
+del _anycuda_find_modules
+from anycuda.shim.entry_libraries import define
+define(ffi, lib, "NAME")
+"""
+
+
+def build_libraries(folder: Path) -> None:
+    """Compile each drop-in library, one file per soname, into `folder`."""
+    for lib in LIBRARIES:
+        table = implemented(lib)
+        source = ("#include <stddef.h>\n#include <stdint.h>\n"
+                  + embedded_prelude(lib.sonames[0], (lib.not_initialized, lib.status_prefix + "NOT_INITIALIZED"),
+                                     lib.not_initialized, lib.name)
+                  + _stubs(lib, table))
+        for soname in lib.sonames:
+            module = "anycuda_" + soname.split(".so")[0].replace("-", "_") + "_" + soname.rsplit(".", 1)[-1]
+            compile_embedded(folder, module, soname, [_DECLARATIONS], _api(table), source,
+                             _INIT_CODE.replace("MODULE", module).replace("NAME", lib.name),
+                             link_args=[f"-Wl,-soname,{soname}"])
+
+
+def unsupported_name(lib_name: str, index: int) -> str:
+    """The name of the index-th stub of a library (the order _stubs gives them)."""
+    lib = next(lib for lib in LIBRARIES if lib.name == lib_name)
+    table = implemented(lib)
+    missing = [n for n in public_names(lib) if n not in table]
+    return missing[index] if 0 <= index < len(missing) else f"function #{index}"
