@@ -72,7 +72,7 @@ def installed_copy(tmp_path_factory):
 def test_build_at_install_writes_a_stamped_library(installed_copy):
     folder = installed_copy / "anycuda" / "shim" / "lib"
     names = {p.name for p in folder.iterdir()}
-    assert {build.LIBRARY, *standins.STANDINS, build.BUILD_STAMP, build.MODULE_PATHS} <= names
+    assert {build.LIBRARY, *build.DROP_INS, *standins.STANDINS, build.BUILD_STAMP, build.MODULE_PATHS} <= names
     assert (folder / build.BUILD_STAMP).read_text().strip() == build.recipe_fingerprint()
     assert (folder / build.MODULE_PATHS).read_text().split() == site.getsitepackages()
 
@@ -99,7 +99,7 @@ def test_text_only_recipe_matches_the_module():
 
 def _fake_build(folder, stamp=None):
     folder.mkdir(parents=True, exist_ok=True)
-    for name in (build.LIBRARY,) + standins.STANDINS:
+    for name in (build.LIBRARY,) + build.DROP_INS + standins.STANDINS:
         (folder / name).write_bytes(b"")
     (folder / build.BUILD_STAMP).write_text((stamp or build.recipe_fingerprint()) + "\n")
 
@@ -180,7 +180,9 @@ def test_recipe_fingerprint_covers_the_compiled_sources(tmp_path, monkeypatch):
 
 def test_info_describes_each_case(monkeypatch):
     monkeypatch.setattr(build, "shim_state", lambda: (Path("/p/anycuda/shim/lib"), "install", None))
-    assert cli.shim_description() == ["libcuda.so.1           built at install into /p/anycuda/shim/lib"]
+    lines = cli.shim_description()
+    assert lines[0] == "libcuda.so.1           built at install into /p/anycuda/shim/lib"
+    assert lines[1].startswith("CUDA libraries         libcublas.so.13")
     monkeypatch.setattr(build, "shim_state", lambda: (Path("/c/shim/x"), "cache", "the build at install failed: E"))
     lines = cli.shim_description()
     assert "built on first use into the cache /c/shim/x" in lines[0] and "failed: E" in lines[1]

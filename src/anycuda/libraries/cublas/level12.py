@@ -68,7 +68,7 @@ def make_rot(letters: str):
 
 def make_dot(name: str):
     """Sdot, Ddot, Cdotu, Cdotc, Zdotu, Zdotc."""
-    letter, conj = name[0], name[3:]
+    letter, conj = name[0], name[4:]           # "cdotc" -> "c", "c"
     dtype = DTYPES[letter]
     if letter in "sd":
         fn = blas.function(letter + "dot", "ipipi", letter, blas.real_type(letter))
@@ -142,8 +142,18 @@ def make_ger(name: str):
     return call
 
 
+def _symmetric(A, uplo, n, lda, dtype):
+    """The full symmetric matrix whose `uplo` triangle is stored at A."""
+    stored = mx.view(A, n, n, lda, dtype)
+    half = np.triu(stored) if uplo == blas.UPPER else np.tril(stored)
+    return half + (np.triu(stored, 1) if uplo == blas.UPPER else np.tril(stored, -1)).T
+
+
 def make_symv(letter: str):
-    symv = blas.routine(letter, "symv")
+    """Ssymv/Dsymv on CBLAS; CBLAS has no complex symmetric (not Hermitian) product, so Csymv
+    and Zsymv are numpy's product of the matrix the stored triangle describes."""
+    symv = blas.routine(letter, "symv") if letter in "sd" else None
+    dtype = DTYPES[letter]
 
     def call(hid, uplo, n, alpha, A, lda, x, incx, beta, y, incy):
         u = mx.fill(uplo)
@@ -152,8 +162,14 @@ def make_symv(letter: str):
         require(incx != 0 and incy != 0, "incx and incy must not be 0")
         if n == 0:
             return
-        queue(hid, lambda a, b: symv(blas.COL_MAJOR, u, n, scalar(a, letter), A, lda, x, incx,
-                                     scalar(b, letter), y, incy), (alpha, beta), DTYPES[letter])
+
+        def work(a, b):
+            if symv is not None:
+                return symv(blas.COL_MAJOR, u, n, scalar(a, letter), A, lda, x, incx, scalar(b, letter), y, incy)
+            yv = mx.vector(y, n, incy, dtype)
+            product = a * (_symmetric(A, u, n, lda, dtype) @ mx.vector(x, n, incx, dtype))
+            yv[...] = product + (b * yv if b != 0 else 0)
+        queue(hid, work, (alpha, beta), dtype)
     return call
 
 
