@@ -47,6 +47,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import libraries  # noqa: E402
 import modules  # noqa: E402
 import suite  # noqa: E402
 
@@ -422,6 +423,8 @@ def print_table(out):
               + (f"{la['c_host_us']:.1f} us" if "c_host_us" in la else f"FAILED: {la.get('c_host_error')}"))
     if out.get("modules"):
         modules.print_results(out["modules"])
+    if out.get("libraries"):
+        libraries.print_results(out["libraries"])
     if out.get("scaling"):
         s = out["scaling"]
         print("\nanycuda scaling (speed-up over 1 thread): " + "  ".join(f"{t} threads" for t in s["threads"]))
@@ -603,6 +606,7 @@ def main(argv=None):
         for what, fn in (("launch", launch_overheads),
                          ("compile", lambda: compile_times(benches)),
                          ("modules", lambda: modules.measure(child_env)),
+                         ("libraries", lambda: libraries.measure(args.quick)),
                          ("scaling", None if args.no_scaling else lambda: scaling(args, benches))):
             if fn is None:
                 continue

@@ -50,14 +50,13 @@ def _widen(block: np.ndarray, dtype_code: int, work) -> np.ndarray:
 
 
 def _narrow(block: np.ndarray, dtype_code: int) -> np.ndarray:
+    """A block of bf16 or int32 results (other types narrow as numpy casts them)."""
     if dtype_code == R_16BF:         # round to nearest even; NaN stays NaN
         f = np.ascontiguousarray(block, dtype=np.float32)
         bits = f.view(np.uint32)
         rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
         return np.where(np.isnan(f), np.uint16(0x7FC0), rounded)
-    if dtype_code == R_32I:          # integer products wrap as 32-bit arithmetic does
-        return block.astype(np.int64).astype(np.uint32).view(np.int32)
-    return block.astype(_STORAGE[dtype_code])
+    return block.astype(np.int64).astype(np.uint32).view(np.int32)    # 32-bit integers wrap
 
 
 def signature(Atype: int, Btype: int, Ctype: int, compute: int) -> int:
@@ -70,26 +69,37 @@ def signature(Atype: int, Btype: int, Ctype: int, compute: int) -> int:
 
 
 def _blocked_product(transa, transb, m, n, k, alpha, A, Atype, lda, B, ldb, beta, C, Ctype, ldc):
-    """C = alpha op(A) op(B) + beta C, block by block, in the work precision."""
+    """C = alpha op(A) op(B) + beta C, block by block, in the work precision. Computed as its
+    transpose, C^T = op(B)^T op(A)^T: a column-major matrix read row by row is its transpose,
+    so every block is then contiguous the way numpy's product writes it."""
     integer = Atype == R_8I
     work = np.float64 if integer else np.float32
     accumulate = np.int64 if Ctype == R_32I else work
     a_store, c_store = _STORAGE[Atype], _STORAGE[Ctype]
-    opa = mx.operand(A, transa, m, k, lda, a_store)
-    opb = mx.operand(B, transb, k, n, ldb, a_store)
-    c = mx.view(C, m, n, ldc, c_store)
+    at = mx.operand(A, transa, m, k, lda, a_store).T          # k x m, rows contiguous
+    bt = mx.operand(B, transb, k, n, ldb, a_store).T          # n x k
+    ct = mx.view(C, m, n, ldc, c_store).T                     # n x m
+    unit = alpha == 1
     for j0 in range(0, n, BLOCK):
         j1 = min(n, j0 + BLOCK)
         for i0 in range(0, m, BLOCK):
             i1 = min(m, i0 + BLOCK)
-            acc = np.zeros((i1 - i0, j1 - j0), work)
+            acc = None
             for k0 in range(0, k, BLOCK):
                 k1 = min(k, k0 + BLOCK)
-                acc += _widen(opa[i0:i1, k0:k1], Atype, work) @ _widen(opb[k0:k1, j0:j1], Atype, work)
-            out = alpha.astype(accumulate) * acc.astype(accumulate)
+                part = _widen(bt[j0:j1, k0:k1], Atype, work) @ _widen(at[k0:k1, i0:i1], Atype, work)
+                acc = part if acc is None else np.add(acc, part, out=acc)
+            if acc is None:
+                acc = np.zeros((j1 - j0, i1 - i0), work)
+            out = acc.astype(accumulate, copy=False)
+            if not unit:
+                out = np.multiply(out, alpha.astype(accumulate), out=out)
             if beta != 0:
-                out = out + beta.astype(accumulate) * _widen(c[i0:i1, j0:j1], Ctype, accumulate)
-            c[i0:i1, j0:j1] = _narrow(out, Ctype)
+                out = np.add(out, beta.astype(accumulate) * _widen(ct[j0:j1, i0:i1], Ctype, accumulate), out=out)
+            if Ctype in (R_16BF, R_32I):
+                ct[j0:j1, i0:i1] = _narrow(out, Ctype)
+            else:
+                np.copyto(ct[j0:j1, i0:i1], out, casting="unsafe")     # narrowed as it is written
 
 
 def _plan(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute):

@@ -60,22 +60,34 @@ def make_gemm_batched(letter: str):
 
 
 def make_gemm_strided_batched(letter: str):
-    gemm = blas.routine(letter, "gemm")
-    size = DTYPES[letter].itemsize
+    """One stacked numpy product over the whole batch (its BLAS calls loop in C, not here):
+    C_i^T = op(B_i)^T op(A_i)^T on views of the strided data."""
+    dtype = DTYPES[letter]
 
     def call(hid, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, count):
-        ta, tb = mx.op(transa, letter), mx.op(transb, letter)
+        mx.op(transa, letter), mx.op(transb, letter)
         _check_gemm(transa, transb, m, n, k, lda, ldb, ldc)
         require(count >= 0, f"batchCount = {count}")
         if m == 0 or n == 0 or count == 0:
             return
 
         def work(a, b):
-            sa, sb = scalar(a, letter), scalar(b, letter)
-            for i in range(count):
-                gemm(blas.COL_MAJOR, ta, tb, m, n, k, sa, A + i * strideA * size, lda,
-                     B + i * strideB * size, ldb, sb, C + i * strideC * size, ldc)
-        queue(hid, work, (alpha, beta), DTYPES[letter])
+            ct = mx.stacked_transposes(C, mx.OP_N, m, n, ldc, strideC, count, dtype)
+            if k == 0:
+                product = np.zeros(ct.shape, dtype)
+            else:
+                at = mx.stacked_transposes(A, transa, m, k, lda, strideA, count, dtype)
+                bt = mx.stacked_transposes(B, transb, k, n, ldb, strideB, count, dtype)
+                if a == 1 and b == 0:
+                    np.matmul(bt, at, out=ct)
+                    return
+                product = np.matmul(bt, at)
+            if a != 1:
+                product *= a
+            if b != 0:
+                product += b * ct
+            ct[...] = product
+        queue(hid, work, (alpha, beta), dtype)
     return call
 
 

@@ -73,6 +73,24 @@ def operand(address: int, operation: int, rows: int, cols: int, ld: int, dtype) 
     return stored.conj() if operation == OP_C and np.iscomplexobj(stored) else stored
 
 
+def stacked_transposes(address: int, operation: int, rows: int, cols: int, ld: int, stride: int, count: int,
+                       dtype) -> np.ndarray:
+    """op(X_i)^T for a strided batch of `count` matrices (op(X_i) being `rows` x `cols`), as one
+    (count, cols, rows) view: the row-major reading of column-major data, which is what numpy's
+    stacked product wants."""
+    dtype = np.dtype(dtype)
+    size = dtype.itemsize
+    stored_rows, stored_cols = (rows, cols) if operation == OP_N else (cols, rows)
+    extent = (count - 1) * stride + (stored_cols - 1) * ld + stored_rows
+    flat = array(address, extent, dtype)
+    if operation == OP_N:
+        strides = (stride * size, ld * size, size)
+    else:
+        strides = (stride * size, size, ld * size)
+    view = np.lib.stride_tricks.as_strided(flat, shape=(count, cols, rows), strides=strides)
+    return view.conj() if operation == OP_C and dtype.kind == "c" else view
+
+
 def vector(address: int, n: int, inc: int, dtype) -> np.ndarray:
     """n elements `inc` apart (a negative `inc` walks from the far end, as BLAS does)."""
     dtype = np.dtype(dtype)
