@@ -33,7 +33,7 @@ def _integer(ffi, value):
 
 
 def define(ffi, lib, name: str) -> None:
-    spec = next(lib_ for lib_ in LIBRARIES if lib_.name == name)
+    spec = next(lib_ for lib_ in LIBRARIES if lib_.module == name)
     functions = importlib.import_module(f"anycuda.libraries.{name}.functions")
     status = importlib.import_module(f"anycuda.libraries.{name}.status")
     Status, Error = status.Status, status.Error

@@ -19,7 +19,8 @@ HERE = Path(__file__).resolve().parent
 
 @dataclass(frozen=True)
 class DropIn:
-    name: str                 # "cublas": anycuda.libraries.<name>, <name>_functions.txt
+    name: str                 # "cublasLt": <name>_functions.txt
+    module: str               # "cublaslt": anycuda.libraries.<module>
     sonames: tuple            # one build per soname (each its own SONAME)
     not_initialized: int      # the status a call answers when the library's Python cannot start
     not_supported: int        # the status of a function anycuda does not implement
@@ -30,11 +31,12 @@ class DropIn:
         return HERE / f"{self.name}_functions.txt"
 
 
-LIBRARIES = (DropIn("cublas", ("libcublas.so.13", "libcublas.so.12"), 1, 15, "CUBLAS_STATUS_"),)
+LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), 1, 15, "CUBLAS_STATUS_"),
+             DropIn("cublasLt", "cublaslt", ("libcublasLt.so.13", "libcublasLt.so.12"), 1, 15, "CUBLAS_STATUS_"))
 DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
 LIBRARY_SOURCES = tuple(lib.names_file.name for lib in LIBRARIES)
 
-_C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "z": "size_t"}
+_C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t"}
 
 
 def c_parameters(kinds: str, wide: bool) -> str:
@@ -47,7 +49,7 @@ def implemented(lib: DropIn) -> dict:
     """C name -> (C result type, parameter kinds) of what anycuda implements, from the
     library's signature table (data only: pip's build reads it before numpy is installed)."""
     import importlib
-    return importlib.import_module(f"anycuda.libraries.{lib.name}.signatures").c_signatures()
+    return importlib.import_module(f"anycuda.libraries.{lib.module}.signatures").c_signatures()
 
 
 def public_names(lib: DropIn) -> list:
@@ -95,13 +97,13 @@ def build_libraries(folder: Path) -> None:
         for soname in lib.sonames:
             module = "anycuda_" + soname.split(".so")[0].replace("-", "_") + "_" + soname.rsplit(".", 1)[-1]
             compile_embedded(folder, module, soname, [_DECLARATIONS], _api(table), source,
-                             _INIT_CODE.replace("MODULE", module).replace("NAME", lib.name),
+                             _INIT_CODE.replace("MODULE", module).replace("NAME", lib.module),
                              link_args=[f"-Wl,-soname,{soname}"])
 
 
 def unsupported_name(lib_name: str, index: int) -> str:
     """The name of the index-th stub of a library (the order _stubs gives them)."""
-    lib = next(lib for lib in LIBRARIES if lib.name == lib_name)
+    lib = next(lib for lib in LIBRARIES if lib.module == lib_name)
     table = implemented(lib)
     missing = [n for n in public_names(lib) if n not in table]
     return missing[index] if 0 <= index < len(missing) else f"function #{index}"

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import matrices as mx
+from . import blocks, matrices as mx
 from .calls import queue
 from .level3 import _check_gemm, make_gemm
 from .status import CublasError, Status, require
 
 # cudaDataType values (library_types.h) and how their elements are stored
-R_32F, R_64F, R_16F, R_8I, C_32F, C_64F, C_16F, C_8I, R_32I, R_16BF, C_16BF = 0, 1, 2, 3, 4, 5, 6, 7, 10, 14, 15
-_STORAGE = {R_32F: np.float32, R_64F: np.float64, R_16F: np.float16, R_8I: np.int8, C_32F: np.complex64,
-            C_64F: np.complex128, R_32I: np.int32, R_16BF: np.uint16}
+R_32F, R_64F, R_16F, R_8I, C_32F, C_64F, R_32I, R_16BF = (blocks.R_32F, blocks.R_64F, blocks.R_16F, blocks.R_8I,
+                                                          blocks.C_32F, blocks.C_64F, blocks.R_32I, blocks.R_16BF)
+_STORAGE = blocks.STORAGE
 _NATIVE = {R_32F: "s", R_64F: "d", C_32F: "c", C_64F: "z"}
 
 # cublasComputeType_t, with the cudaDataType compute types of cuBLAS 10 accepted as their heirs
@@ -37,27 +37,8 @@ _COMBINATIONS = {
     (COMPUTE_32F, C_32F, C_32F): C_32F,
     (COMPUTE_64F, R_64F, R_64F): R_64F, (COMPUTE_64F, C_64F, C_64F): C_64F,
 }
-_SCALE_DTYPES = {R_16F: np.float16, R_32F: np.float32, R_64F: np.float64, R_32I: np.int32, C_32F: np.complex64,
+SCALE_DTYPES = {R_16F: np.float16, R_32F: np.float32, R_64F: np.float64, R_32I: np.int32, C_32F: np.complex64,
                  C_64F: np.complex128}
-
-BLOCK = 512          # rows/columns of a block of C and of the shared dimension: ~1 MB of f32 each
-
-
-def _widen(block: np.ndarray, dtype_code: int, work) -> np.ndarray:
-    if dtype_code == R_16BF:
-        return (block.astype(np.uint32) << 16).view(np.float32).astype(work, copy=False)
-    return block.astype(work)
-
-
-def _narrow(block: np.ndarray, dtype_code: int) -> np.ndarray:
-    """A block of bf16 or int32 results (other types narrow as numpy casts them)."""
-    if dtype_code == R_16BF:         # round to nearest even; NaN stays NaN
-        f = np.ascontiguousarray(block, dtype=np.float32)
-        bits = f.view(np.uint32)
-        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-        return np.where(np.isnan(f), np.uint16(0x7FC0), rounded)
-    return block.astype(np.int64).astype(np.uint32).view(np.int32)    # 32-bit integers wrap
-
 
 def signature(Atype: int, Btype: int, Ctype: int, compute: int) -> int:
     """The scale type of a supported combination; NOT_SUPPORTED otherwise."""
@@ -69,37 +50,11 @@ def signature(Atype: int, Btype: int, Ctype: int, compute: int) -> int:
 
 
 def _blocked_product(transa, transb, m, n, k, alpha, A, Atype, lda, B, ldb, beta, C, Ctype, ldc):
-    """C = alpha op(A) op(B) + beta C, block by block, in the work precision. Computed as its
-    transpose, C^T = op(B)^T op(A)^T: a column-major matrix read row by row is its transpose,
-    so every block is then contiguous the way numpy's product writes it."""
-    integer = Atype == R_8I
-    work = np.float64 if integer else np.float32
-    accumulate = np.int64 if Ctype == R_32I else work
-    a_store, c_store = _STORAGE[Atype], _STORAGE[Ctype]
-    at = mx.operand(A, transa, m, k, lda, a_store).T          # k x m, rows contiguous
-    bt = mx.operand(B, transb, k, n, ldb, a_store).T          # n x k
-    ct = mx.view(C, m, n, ldc, c_store).T                     # n x m
-    unit = alpha == 1
-    for j0 in range(0, n, BLOCK):
-        j1 = min(n, j0 + BLOCK)
-        for i0 in range(0, m, BLOCK):
-            i1 = min(m, i0 + BLOCK)
-            acc = None
-            for k0 in range(0, k, BLOCK):
-                k1 = min(k, k0 + BLOCK)
-                part = _widen(bt[j0:j1, k0:k1], Atype, work) @ _widen(at[k0:k1, i0:i1], Atype, work)
-                acc = part if acc is None else np.add(acc, part, out=acc)
-            if acc is None:
-                acc = np.zeros((j1 - j0, i1 - i0), work)
-            out = acc.astype(accumulate, copy=False)
-            if not unit:
-                out = np.multiply(out, alpha.astype(accumulate), out=out)
-            if beta != 0:
-                out = np.add(out, beta.astype(accumulate) * _widen(ct[j0:j1, i0:i1], Ctype, accumulate), out=out)
-            if Ctype in (R_16BF, R_32I):
-                ct[j0:j1, i0:i1] = _narrow(out, Ctype)
-            else:
-                np.copyto(ct[j0:j1, i0:i1], out, casting="unsafe")     # narrowed as it is written
+    """C = alpha op(A) op(B) + beta C for types CBLAS lacks (blocks.product)."""
+    a = mx.operand(A, transa, m, k, lda, _STORAGE[Atype])
+    b = mx.operand(B, transb, k, n, ldb, _STORAGE[Atype])
+    c = mx.view(C, m, n, ldc, _STORAGE[Ctype])
+    blocks.product(a, Atype, b, c, Ctype, c, Ctype, alpha, beta)
 
 
 def _plan(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute):
@@ -121,7 +76,7 @@ def gemm_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, b
     if m == 0 or n == 0:
         return
     queue(hid, lambda a, b: _blocked_product(transa, transb, m, n, k, a, A, Atype, lda, B, ldb, b, C, Ctype, ldc),
-          (alpha, beta), _SCALE_DTYPES[scale])
+          (alpha, beta), SCALE_DTYPES[scale])
 
 
 def gemm_batched_ex(hid, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, ldb, beta, Carray, Ctype,
@@ -134,7 +89,7 @@ def gemm_batched_ex(hid, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Bar
     def work(a, b):
         for pa, pb, pc in zip(mx.pointers(Aarray, count), mx.pointers(Barray, count), mx.pointers(Carray, count)):
             _blocked_product(transa, transb, m, n, k, a, pa, Atype, lda, pb, ldb, b, pc, Ctype, ldc)
-    queue(hid, work, (alpha, beta), _SCALE_DTYPES[scale])
+    queue(hid, work, (alpha, beta), SCALE_DTYPES[scale])
 
 
 def gemm_strided_batched_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
@@ -149,7 +104,7 @@ def gemm_strided_batched_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, 
         for i in range(count):
             _blocked_product(transa, transb, m, n, k, a, A + i * strideA * sa, Atype, lda, B + i * strideB * sa,
                              ldb, b, C + i * strideC * sc, Ctype, ldc)
-    queue(hid, work, (alpha, beta), _SCALE_DTYPES[scale])
+    queue(hid, work, (alpha, beta), SCALE_DTYPES[scale])
 
 
 def sgemm_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):

@@ -1,0 +1,85 @@
+"""Matrix products on types the CPU's BLAS lacks (16F, 16BF, 8I), block by block: each block of
+the operands is widened to the work precision and multiplied by numpy's BLAS, each block of the
+result is scaled, finished (cuBLASLt's epilogues) and narrowed once. No whole-matrix copy.
+
+Operands are numpy views of any strides (column- or row-major, transposed). The loop runs in
+the orientation the destination is stored in: for a column-major D it computes
+D^T = op(B)^T op(A)^T, whose blocks numpy writes in D's own layout (writing row-major blocks
+into a column-major matrix would transpose every block on the way back).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+BLOCK = 512          # rows/columns of a block of D and of the shared dimension: ~1 MB of f32 each
+
+R_32F, R_64F, R_16F, R_8I, C_32F, C_64F, R_32I, R_16BF = 0, 1, 2, 3, 4, 5, 10, 14
+STORAGE = {R_32F: np.float32, R_64F: np.float64, R_16F: np.float16, R_8I: np.int8, C_32F: np.complex64,
+           C_64F: np.complex128, R_32I: np.int32, R_16BF: np.uint16}
+
+
+def widen(block: np.ndarray, code: int, work) -> np.ndarray:
+    """A block of stored elements of type `code` as `work` (bf16 is the top half of an f32)."""
+    if code == R_16BF:
+        return (block.astype(np.uint32) << 16).view(np.float32).astype(work, copy=False)
+    return block.astype(work)
+
+
+def store(dest: np.ndarray, values: np.ndarray, code: int) -> None:
+    """Write `values` into a view of stored type `code`: bf16 rounded to nearest even (NaN
+    kept), 32-bit integers wrapped, other types as numpy casts them."""
+    if code == R_16BF:
+        f = np.ascontiguousarray(values, dtype=np.float32)
+        bits = f.view(np.uint32)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        dest[...] = np.where(np.isnan(f), np.uint16(0x7FC0), rounded)
+    elif code == R_32I:
+        dest[...] = values.astype(np.int64).astype(np.uint32).view(np.int32)
+    else:
+        np.copyto(dest, values, casting="unsafe")
+
+
+def work_types(a_code: int, d_code: int):
+    """(work, accumulate): 8-bit integers multiply in f64 (exact sums), others in f32 or wider;
+    results bound for int32 are finished in int64."""
+    if a_code in (R_64F, C_64F):
+        work = np.complex128 if a_code == C_64F else np.float64
+    elif a_code == C_32F:
+        work = np.complex64
+    else:
+        work = np.float64 if a_code == R_8I else np.float32
+    return work, (np.int64 if d_code == R_32I else work)
+
+
+def product(a, a_code, b, c, c_code, d, d_code, alpha, beta, finish=None) -> None:
+    """d = finish(alpha a @ b + beta c) on views: a (m x k), b (k x n), c and d (m x n) of stored
+    types a_code (b's too), c_code, d_code; `finish(block, rows, cols)` edits a block of the
+    scaled result in place (in D's orientation), given the slices of D it covers."""
+    work, accumulate = work_types(a_code, d_code)
+    k = a.shape[1]
+    transposed = d.strides[0] < d.strides[1]            # column-major destination
+    if transposed:
+        a, b, c, d = b.T, a.T, c.T, d.T
+    rows, cols = d.shape
+    alpha = np.asarray(alpha).astype(accumulate)
+    beta = np.asarray(beta).astype(accumulate)
+    for i0 in range(0, rows, BLOCK):
+        i1 = min(rows, i0 + BLOCK)
+        for j0 in range(0, cols, BLOCK):
+            j1 = min(cols, j0 + BLOCK)
+            acc = None
+            for k0 in range(0, k, BLOCK):
+                k1 = min(k, k0 + BLOCK)
+                part = widen(a[i0:i1, k0:k1], a_code, work) @ widen(b[k0:k1, j0:j1], a_code, work)
+                acc = part if acc is None else np.add(acc, part, out=acc)
+            out = np.zeros((i1 - i0, j1 - j0), accumulate) if acc is None else acc.astype(accumulate, copy=False)
+            if alpha != 1:
+                out = np.multiply(out, alpha, out=out)
+            if beta != 0:
+                out = np.add(out, beta * widen(c[i0:i1, j0:j1], c_code, accumulate), out=out)
+            if finish is not None:
+                if transposed:
+                    finish(out.T, slice(j0, j1), slice(i0, i1))
+                else:
+                    finish(out, slice(i0, i1), slice(j0, j1))
+            store(d[i0:i1, j0:j1], out, d_code)
