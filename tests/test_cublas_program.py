@@ -69,16 +69,24 @@ def bf16(x):
     return (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).view(np.float32)
 
 
-@pytest.fixture(scope="module")
-def program(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cublas")
+def _build(folder, name, library):
     shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
                           check=True).stdout.strip()
-    exe = folder / "cublas_calls"
-    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / "cublas_calls.cu"), f"-I{INCLUDE}",
-                        f"-L{shim}", "-l:libcublas.so.13"], capture_output=True, text=True, timeout=300)
+    exe = folder / name
+    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / f"{name}.cu"), f"-I{INCLUDE}",
+                        f"-L{shim}", f"-l:{library}"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return exe
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("cublas"), "cublas_calls", "libcublas.so.13")
+
+
+@pytest.fixture(scope="module")
+def lt_program(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("cublaslt"), "cublaslt_calls", "libcublasLt.so.13")
 
 
 def run(program, tmp_path, rng):
@@ -168,3 +176,34 @@ def test_cublas_program_gives_numpys_answers(program, tmp_path, rng):
     np.testing.assert_allclose(col(out.read(m * n, np.float32), m, n), 2 * want, rtol=1e-4, atol=1e-4)   # 14.
     assert out.at == len(out.data)
     assert said["destroyed_twice"] == "1"
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def test_cublaslt_layer_forward_and_backward(lt_program, tmp_path, rng):
+    """llm.c's pattern: GELU_AUX_BIAS forward, plain and DGELU backward products, BGRADB."""
+    p, out, said, stderr = run(lt_program, tmp_path, rng)
+    C, OC, BT = 48, 80, 33
+    back = lambda v: (v.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    W = col(bf16(p.take(C * OC, np.float32)), C, OC).astype(np.float64)
+    inp = col(bf16(p.take(C * BT, np.float32)), C, BT).astype(np.float64)
+    bias = bf16(p.take(OC, np.float32)).astype(np.float64)
+    dout = col(bf16(p.take(OC * BT, np.float32)), OC, BT).astype(np.float64)
+    tol = dict(rtol=3e-2, atol=3e-2)
+    got = {name: back(out.read(count, np.uint16)) for name, count in
+           (("out", OC * BT), ("pre", OC * BT), ("dinp", C * BT), ("dpre", OC * BT), ("dweight", C * OC),
+            ("dbias", OC))}
+    pre = W.T @ inp + bias[:, None]
+    np.testing.assert_allclose(col(got["pre"], OC, BT), pre, **tol)
+    np.testing.assert_allclose(col(got["out"], OC, BT), gelu(pre), **tol)
+    np.testing.assert_allclose(col(got["dinp"], C, BT), W @ dout, **tol)
+    h = 1e-6
+    stored_pre = col(got["pre"], OC, BT)
+    dpre = dout * (gelu(stored_pre + h) - gelu(stored_pre - h)) / (2 * h)
+    np.testing.assert_allclose(col(got["dpre"], OC, BT), dpre, **tol)
+    stored_dpre = col(got["dpre"], OC, BT)
+    np.testing.assert_allclose(col(got["dweight"], C, OC), inp @ stored_dpre.T, rtol=3e-2, atol=6e-2)
+    np.testing.assert_allclose(got["dbias"], stored_dpre.sum(axis=1), rtol=3e-2, atol=6e-2)
+    assert out.at == len(out.data)
