@@ -72,8 +72,15 @@ def bf16(x):
 def _build(folder, name, library):
     shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
                           check=True).stdout.strip()
+    # only cuBLAS's headers from the wheel: its folder also holds CUDA runtime headers of another
+    # toolkit version than nvcc's, which nvcc refuses
+    headers = folder / "include"
+    headers.mkdir(exist_ok=True)
+    for header in INCLUDE.glob("cublas*.h"):
+        (headers / header.name).unlink(missing_ok=True)
+        (headers / header.name).symlink_to(header)
     exe = folder / name
-    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / f"{name}.cu"), f"-I{INCLUDE}",
+    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / f"{name}.cu"), f"-I{headers}",
                         f"-L{shim}", f"-l:{library}"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return exe
