@@ -35,8 +35,8 @@ def _integer(ffi, value):
 def define(ffi, lib, name: str) -> None:
     spec = next(lib_ for lib_ in LIBRARIES if lib_.module == name)
     functions = importlib.import_module(f"anycuda.libraries.{name}.functions")
-    status = importlib.import_module(f"anycuda.libraries.{name}.status")
-    Status, Error = status.Status, status.Error
+    status = importlib.import_module(f"anycuda.libraries.{name}.status")       # Error, ANSWERS
+    Error, answer = status.Error, status.ANSWERS
     kept = {}
 
     def entry(cname, fn):
@@ -45,17 +45,17 @@ def define(ffi, lib, name: str) -> None:
                 if TRACE:
                     sys.stderr.write(f"anycuda: {cname}{tuple(_integer(ffi, a) for a in args)}\n")
                 fn(*[_integer(ffi, a) for a in args])
-                return Status.SUCCESS
+                return answer["success"]
             except Error as e:
-                if e.status != Status.INVALID_VALUE or TRACE:
+                if e.status != answer["quiet"] or TRACE:      # argument errors are the program's to handle
                     _say_once(f"{cname}: {e}")
                 return e.status
             except CudaError as e:
                 _say_once(f"{cname}: {e}")
-                return Status.NOT_SUPPORTED if e.code == CUresult.CUDA_ERROR_NOT_SUPPORTED else Status.EXECUTION_FAILED
+                return answer["unsupported"] if e.code == CUresult.CUDA_ERROR_NOT_SUPPORTED else answer["failed"]
             except Exception:                   # noqa: BLE001 -- a bug of anycuda: say it, answer a status
                 _say_once(f"{cname}: internal error\n{traceback.format_exc()}")
-                return Status.INTERNAL_ERROR
+                return answer["internal"]
         call.__name__ = cname
         return call
 

@@ -26,6 +26,10 @@ class CublasError(Exception):
 
 Error = CublasError          # the name the shim's marshalling looks for in every library
 
+# what the shim answers for outcomes every library has (shim/entry_libraries.py)
+ANSWERS = {"success": Status.SUCCESS, "quiet": Status.INVALID_VALUE, "unsupported": Status.NOT_SUPPORTED,
+           "failed": Status.EXECUTION_FAILED, "internal": Status.INTERNAL_ERROR}
+
 
 def invalid(message: str) -> CublasError:
     return CublasError(Status.INVALID_VALUE, message)

@@ -1,4 +1,4 @@
 """cuBLASLt answers with cuBLAS's statuses (cublasStatus_t)."""
-from ..cublas.status import CublasError, Error, Status, status_name, status_text
+from ..cublas.status import ANSWERS, CublasError, Error, Status, status_name, status_text
 
-__all__ = ["CublasError", "Error", "Status", "status_name", "status_text"]
+__all__ = ["ANSWERS", "CublasError", "Error", "Status", "status_name", "status_text"]
