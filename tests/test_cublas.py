@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
+from library_calls import caller, device, read, scalar
 from anycuda.libraries.cublas import functions
 from anycuda.libraries.cublas.status import CublasError, Status
 
@@ -15,30 +16,7 @@ TABLE = functions.table()
 TYPES = {"S": np.float32, "D": np.float64, "C": np.complex64, "Z": np.complex128}
 TOL = {"S": 1e-4, "D": 1e-10, "C": 1e-4, "Z": 1e-10}
 N, T, C = 0, 1, 2
-_kept = []
-
-
-def call(name, *args):
-    return TABLE[name][1](*args)
-
-
-def device(values) -> int:
-    """Device memory holding `values` (a copy), kept alive for the test session."""
-    values = np.ascontiguousarray(values)
-    mem = ac.Memory(max(values.nbytes, 1))
-    ctypes.memmove(mem.ptr, values.ctypes.data, values.nbytes)
-    _kept.append(mem)
-    return mem.ptr
-
-
-def read(ptr, count, dtype):
-    return np.frombuffer((ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(ptr), dtype).copy()
-
-
-def scalar(value, dtype) -> int:
-    holder = np.array([value], dtype)
-    _kept.append(holder)
-    return holder.ctypes.data
+call = caller(TABLE)
 
 
 def random(rng, shape, letter):

@@ -1,12 +1,11 @@
 """anycuda's cuBLASLt, called as the C library calls it (anycuda.libraries.cublaslt.functions),
 against numpy on fresh random inputs with poisoned outputs: layouts in both orders, strided
 batches, 16-bit types, every epilogue family, the algorithm queries and the argument rules."""
-import ctypes
 
 import numpy as np
 import pytest
 
-import anycuda as ac
+from library_calls import caller, device, read, scalar
 from anycuda.libraries.cublas.status import CublasError, Status
 from anycuda.libraries.cublaslt import functions, matmul as ltmatmul
 
@@ -16,29 +15,8 @@ COMPUTE_32F, COMPUTE_64F = 68, 70
 DESC = {"transa": 3, "transb": 4, "epilogue": 7, "bias": 8, "bias_stride": 10, "aux": 11, "aux_ld": 12,
         "aux_stride": 13, "pointer_mode": 2, "bias_type": 26}
 LAYOUT = {"order": 1, "batch": 5, "stride": 6}
-_kept = []
-
-
-def call(name, *args):
-    return TABLE[name][1](*args)
-
-
-def device(values) -> int:
-    values = np.ascontiguousarray(values)
-    mem = ac.Memory(max(values.nbytes, 1))
-    ctypes.memmove(mem.ptr, values.ctypes.data, values.nbytes)
-    _kept.append(mem)
-    return mem.ptr
-
-
-def read(ptr, count, dtype):
-    return np.frombuffer((ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(ptr), dtype).copy()
-
-
-def value(v, dtype) -> int:
-    holder = np.array([v], dtype)
-    _kept.append(holder)
-    return holder.ctypes.data
+call = caller(TABLE)
+value = scalar
 
 
 def new(name, *args) -> int:

@@ -1,0 +1,34 @@
+"""What the tests of anycuda's CUDA libraries share: calling a library function as its C entry
+point does (arguments as integers), device memory holding given values, host scalars, reads."""
+import ctypes
+
+import numpy as np
+
+import anycuda as ac
+
+_kept = []          # memory the tests hand to library calls stays alive for the session
+
+
+def caller(table):
+    """call(name, *args): the function behind C name `name` in a library's table."""
+    return lambda name, *args: table[name][1](*args)
+
+
+def device(values) -> int:
+    """Device memory holding `values` (a copy)."""
+    values = np.ascontiguousarray(values)
+    mem = ac.Memory(max(values.nbytes, 1))
+    ctypes.memmove(mem.ptr, values.ctypes.data, values.nbytes)
+    _kept.append(mem)
+    return mem.ptr
+
+
+def read(ptr, count, dtype):
+    return np.frombuffer((ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(ptr), dtype).copy()
+
+
+def scalar(value, dtype) -> int:
+    """The address of a host scalar holding `value`."""
+    holder = np.array([value], dtype)
+    _kept.append(holder)
+    return holder.ctypes.data
