@@ -1,6 +1,7 @@
-"""anycuda's CUDA libraries against the CPU library a hand-ported program would call: cuBLAS
-products (through anycuda's cuBLAS functions, the code the C library calls after marshalling)
-against numpy's `matmul` of the same size and type, in the same run, medians of paired rounds.
+"""anycuda's CUDA libraries against the CPU library a hand-ported program would call, through
+the functions the C libraries call after marshalling, in the same run, medians of paired
+rounds: cuBLAS products against numpy's `matmul` of the same size and type, cuFFT transforms
+against numpy.fft and scipy.fft (all threads) of the same data (target: within 1.5x).
 
 Targets (issue 34): within 10% of numpy at n >= 512 for S/D/f16/bf16 GEMM, batched 64x64x64 x
 1,000 products. f16 is compared with numpy's f16 product (same type, as the target says) and
@@ -100,6 +101,35 @@ def _batched_case(count: int, size: int, rng):
             lambda: np.matmul(a, b)), keep
 
 
+def _fft_cases(quick: bool, rng):
+    """cufftExec* through anycuda's cuFFT against numpy.fft and scipy.fft (one thread and all)."""
+    import scipy.fft
+    from anycuda.libraries.cufft import functions as fft_functions
+    from anycuda.runtime.device import worker_count
+    table = fft_functions.table()
+    keep, cases = [], {}
+    n1 = 1 << (16 if quick else 20)
+    n2 = 256 if quick else 1024
+    for name, shape, kind in (("C2C 1-D", (n1,), 0x29), ("C2C 2-D", (n2, n2), 0x29), ("R2C 2-D", (n2, n2), 0x2A)):
+        real = kind == 0x2A
+        x = rng.standard_normal(shape).astype(np.float32) if real else \
+            (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+        out = np.zeros(1, np.int32)
+        sizes = np.array(shape, np.int32)
+        table["cufftPlanMany"][1](out.ctypes.data, len(shape), sizes.ctypes.data, 0, 1, 0, 0, 1, 0, kind, 1)
+        src = _device(x, keep)
+        dst = _device(np.zeros(x.size + 2 * shape[-1] + 2, np.complex64), keep)
+        execute = table["cufftExecR2C" if real else "cufftExecC2C"][1]
+        args = (int(out[0]), src, dst) if real else (int(out[0]), src, dst, -1)
+        ours = lambda execute=execute, args=args: execute(*args)
+        numpy_fn = (lambda x=x: np.fft.rfftn(x)) if real else (lambda x=x: np.fft.fftn(x))
+        scipy_fn = (lambda x=x: scipy.fft.rfftn(x, workers=worker_count())) if real else \
+            (lambda x=x: scipy.fft.fftn(x, workers=worker_count()))
+        cases[f"{name} {'x'.join(map(str, shape))} (numpy.fft)"] = (ours, numpy_fn)
+        cases[f"{name} {'x'.join(map(str, shape))} (scipy.fft)"] = (ours, scipy_fn)
+    return cases, keep
+
+
 def measure(quick: bool = False) -> dict:
     rng = np.random.default_rng(0)
     repeats, min_run = (3, 0.0) if quick else (7, 0.2)
@@ -110,14 +140,17 @@ def measure(quick: bool = False) -> dict:
             out[name] = _paired(ours, theirs, repeats, min_run)
     (ours, theirs), keep = _batched_case(100 if quick else 1000, 64, rng)
     out["batched 64x64x64 sgemm"] = _paired(ours, theirs, repeats, min_run)
+    cases, keep = _fft_cases(quick, rng)
+    for name, (ours, theirs) in cases.items():
+        out[name] = _paired(ours, theirs, repeats, min_run)
     return out
 
 
 def print_results(results: dict) -> None:
-    print("\ncuBLAS (anycuda's) against numpy's matmul of the same size")
-    print(f"{'product':32s} {'anycuda ms':>11s} {'numpy ms':>10s} {'ratio':>7s}")
+    print("\nanycuda's cuBLAS and cuFFT against numpy (and scipy.fft) on the same data")
+    print(f"{'call':36s} {'anycuda ms':>11s} {'theirs ms':>10s} {'ratio':>7s}")
     for name, r in results.items():
-        print(f"{name:32s} {r['anycuda_ms']:11.2f} {r['numpy_ms']:10.2f} {r['ratio']:7.2f}")
+        print(f"{name:36s} {r['anycuda_ms']:11.2f} {r['numpy_ms']:10.2f} {r['ratio']:7.2f}")
 
 
 if __name__ == "__main__":

@@ -22,17 +22,19 @@ class DropIn:
     name: str                 # "cublasLt": <name>_functions.txt
     module: str               # "cublaslt": anycuda.libraries.<module>
     sonames: tuple            # one build per soname (each its own SONAME)
-    not_initialized: int      # the status a call answers when the library's Python cannot start
-    not_supported: int        # the status of a function anycuda does not implement
-    status_prefix: str        # how the library's status names start, for messages
+    not_started: tuple        # (status, its name) every call answers when the library's Python cannot start
+    not_supported: tuple      # (status, its name) of a function anycuda does not implement
 
     @property
     def names_file(self) -> Path:
         return HERE / f"{self.name}_functions.txt"
 
 
-LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), 1, 15, "CUBLAS_STATUS_"),
-             DropIn("cublasLt", "cublaslt", ("libcublasLt.so.13", "libcublasLt.so.12"), 1, 15, "CUBLAS_STATUS_"))
+_CUBLAS_ANSWERS = dict(not_started=(1, "CUBLAS_STATUS_NOT_INITIALIZED"), not_supported=(15, "CUBLAS_STATUS_NOT_SUPPORTED"))
+LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), **_CUBLAS_ANSWERS),
+             DropIn("cublasLt", "cublaslt", ("libcublasLt.so.13", "libcublasLt.so.12"), **_CUBLAS_ANSWERS),
+             DropIn("cufft", "cufft", ("libcufft.so.12", "libcufft.so.11"), not_started=(7, "CUFFT_SETUP_FAILED"),
+                    not_supported=(16, "CUFFT_NOT_SUPPORTED")))
 DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
 LIBRARY_SOURCES = tuple(lib.names_file.name for lib in LIBRARIES)
 
@@ -91,8 +93,7 @@ def build_libraries(folder: Path) -> None:
     for lib in LIBRARIES:
         table = implemented(lib)
         source = ("#include <stddef.h>\n#include <stdint.h>\n"
-                  + embedded_prelude(lib.sonames[0], (lib.not_initialized, lib.status_prefix + "NOT_INITIALIZED"),
-                                     lib.not_initialized, lib.name)
+                  + embedded_prelude(lib.sonames[0], lib.not_started, lib.not_started[0], lib.name)
                   + _stubs(lib, table))
         for soname in lib.sonames:
             module = "anycuda_" + soname.split(".so")[0].replace("-", "_") + "_" + soname.rsplit(".", 1)[-1]

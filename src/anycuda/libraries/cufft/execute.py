@@ -1,0 +1,101 @@
+"""Executing a cuFFT plan: the batch gathered from its layout, transformed by pocketfft (scipy.fft,
+with anycuda's worker count as its threads; numpy.fft where scipy is missing), and written to
+the output layout. Single precision stays single precision.
+
+Layouts, as cuFFT's documentation defines them: in the basic layout each batch is contiguous
+with its logical sizes, except that an in-place real transform's real side has its last
+dimension padded to 2 (n // 2 + 1) reals; in an advanced layout element (b, x, y, z) is at
+b * dist + ((x * embed[1] + y) * embed[2] + z) * stride. Forward transforms use exp(-2 pi i jk/n)
+and no transform is normalised (an inverse after a forward multiplies by the product of sizes).
+The input of a C2R transform is left as it was (cuFFT may overwrite it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...driver import api
+from ...runtime.device import worker_count
+from ..cublas.calls import array
+from . import plan as plans
+from .plan import Layout
+from .status import Result, require
+
+try:
+    import scipy.fft as _fft
+    _THREADED = True
+except ImportError:           # numpy.fft: pocketfft too, on one thread
+    import numpy.fft as _fft
+    _THREADED = False
+
+FORWARD, INVERSE = -1, 1
+
+
+def _basic(shape: tuple, padded_last: int | None = None) -> Layout:
+    """The basic layout of `shape`, the last dimension stored `padded_last` long if given."""
+    stored = shape[:-1] + ((padded_last,) if padded_last else shape[-1:])
+    return Layout(embed=(0,) + stored[1:], stride=1, dist=int(np.prod(stored)))
+
+
+def view(address: int, layout: Layout, shape: tuple, batch: int, dtype: np.dtype) -> np.ndarray:
+    """The (batch, *shape) elements a layout places at `address`, as a numpy view."""
+    strides = [layout.stride]
+    for e in reversed(layout.embed[1:]):
+        strides.insert(0, strides[0] * e)
+    strides = strides[-len(shape):]
+    extent = (batch - 1) * layout.dist + sum((s - 1) * st for s, st in zip(shape, strides)) + 1
+    flat = array(address, extent, dtype)
+    size = dtype.itemsize
+    return np.lib.stride_tricks.as_strided(flat, shape=(batch, *shape),
+                                           strides=(layout.dist * size, *(st * size for st in strides)))
+
+
+def _layouts(p: plans.Plan, in_place: bool):
+    """(input layout, output layout) of an execution."""
+    if p.inner is not None:
+        return p.inner, p.outer
+    t = p.transform
+    if t.real_in:
+        return _basic(p.sizes, 2 * p.half_sizes[-1] if in_place else None), _basic(p.half_sizes)
+    if t.real_out:
+        return _basic(p.half_sizes), _basic(p.sizes, 2 * p.half_sizes[-1] if in_place else None)
+    return _basic(p.sizes), _basic(p.sizes)
+
+
+def _transform(p: plans.Plan, data: np.ndarray, direction: int, scratch: bool) -> np.ndarray:
+    """The transform of `data` (which pocketfft may overwrite when it is our own `scratch` copy)."""
+    axes = tuple(range(1, data.ndim))
+    threads = {"workers": worker_count(), "overwrite_x": scratch} if _THREADED else {}
+    t = p.transform
+    if t.real_in:
+        return _fft.rfftn(data, axes=axes, **threads)
+    if t.real_out:
+        return _fft.irfftn(data, s=p.sizes, axes=axes, norm="forward", **threads)
+    if direction == FORWARD:
+        return _fft.fftn(data, axes=axes, **threads)
+    return _fft.ifftn(data, axes=axes, norm="forward", **threads)
+
+
+def _run(p: plans.Plan, source: int, dest: int, direction: int) -> None:
+    t = p.transform
+    in_layout, out_layout = _layouts(p, source == dest)
+    in_shape = p.half_sizes if t.real_out else p.sizes
+    out_shape = p.half_sizes if t.real_in else p.sizes
+    data = view(source, in_layout, in_shape, p.batch, t.source)
+    # read straight from device memory when that is contiguous and not also the output
+    scratch = source == dest or not data.flags.c_contiguous
+    if scratch:
+        data = np.array(data)
+    result = _transform(p, data, direction, scratch)
+    view(dest, out_layout, out_shape, p.batch, t.dest)[...] = result.astype(t.dest, copy=False)
+
+
+def execute(handle: int, name: str, source: int, dest: int, direction: int | None = None) -> None:
+    """cufftExec<name>: the plan's transform must be `name`'s, queued on the plan's stream."""
+    p = plans.get(handle)
+    require(p.transform.name == name, Result.INVALID_VALUE,
+            f"cufftExec{name} on a {p.transform.name} plan")
+    require(source != 0 and dest != 0, Result.INVALID_VALUE, "a data pointer is NULL")
+    if direction is None:
+        direction = FORWARD if p.transform.real_in else INVERSE
+    require(direction in (FORWARD, INVERSE), Result.INVALID_VALUE, f"direction {direction}")
+    api.submit(p.stream, _run, p, source, dest, direction)
