@@ -130,6 +130,21 @@ def _fft_cases(quick: bool, rng):
     return cases, keep
 
 
+def _random_cases(quick: bool):
+    """curandGenerateUniform on Philox4x32-10 against numpy's Philox generating float32."""
+    from anycuda.libraries.curand import functions as rand_functions
+    table = rand_functions.table()
+    keep = []
+    n = 1 << (20 if quick else 24)
+    out = np.zeros(1, np.uint64)
+    table["curandCreateGenerator"][1](out.ctypes.data, 161)
+    dst = _device(np.zeros(n, np.float32), keep)
+    generate = table["curandGenerateUniform"][1]
+    numpy_gen = np.random.Generator(np.random.Philox(1))
+    return {f"Philox uniform f32 x {n}": (lambda: generate(int(out[0]), dst, n),
+                                            lambda: numpy_gen.random(n, dtype=np.float32))}, keep
+
+
 def measure(quick: bool = False) -> dict:
     rng = np.random.default_rng(0)
     repeats, min_run = (3, 0.0) if quick else (7, 0.2)
@@ -140,9 +155,9 @@ def measure(quick: bool = False) -> dict:
             out[name] = _paired(ours, theirs, repeats, min_run)
     (ours, theirs), keep = _batched_case(100 if quick else 1000, 64, rng)
     out["batched 64x64x64 sgemm"] = _paired(ours, theirs, repeats, min_run)
-    cases, keep = _fft_cases(quick, rng)
-    for name, (ours, theirs) in cases.items():
-        out[name] = _paired(ours, theirs, repeats, min_run)
+    for cases, keep in (_fft_cases(quick, rng), _random_cases(quick)):
+        for name, (ours, theirs) in cases.items():
+            out[name] = _paired(ours, theirs, repeats, min_run)
     return out
 
 

@@ -284,16 +284,25 @@ def cufft_transforms():
 
 
 @case
-def libraries_name_themselves():
-    """Until anycuda answers cuRAND: an error naming the library."""
-    named = {}
-    for library, call in (("curand", lambda: cp.random.rand(10)),):
-        try:
-            call()
-            named[library] = "ran"
-        except Exception as e:                  # noqa: BLE001 -- which error is the point
-            named[library] = library in str(e).lower()
-    return named
+def curand_random():
+    """cupy.random through cuRAND (anycuda's): seeded repeatability and each distribution's moments."""
+    cp.random.seed(1234)
+    u = cp.random.rand(200000)
+    cp.random.seed(1234)
+    same(cp.random.rand(200000), cp.asnumpy(u), "the same seed gives the same numbers", rtol=0, atol=0)
+    checks = {"uniform": (u, 0.5, 1 / 12),
+              "normal": (cp.random.normal(1.0, 2.0, 200000), 1.0, 4.0),
+              "lognormal log": (cp.log(cp.random.lognormal(0.0, 0.5, 200000)), 0.0, 0.25),
+              "poisson": (cp.random.poisson(6.0, 200000).astype(cp.float64), 6.0, 6.0),
+              "standard normal f32": (cp.random.standard_normal(200001, dtype=cp.float32).astype(cp.float64), 0.0, 1.0)}
+    for what, (x, mean, var) in checks.items():
+        got = (float(x.mean()), float(x.var()))
+        if abs(got[0] - mean) > 0.02 * max(1.0, abs(mean)) or abs(got[1] - var) > 0.03 * var:
+            raise AssertionError(f"{what}: mean {got[0]}, variance {got[1]}; want {mean}, {var}")
+    k = cp.random.randint(0, 10, 100000)
+    counts = np.bincount(cp.asnumpy(k), minlength=10)
+    if counts.min() < 9000 or counts.max() > 11000:
+        raise AssertionError(f"randint counts {counts}")
 
 
 def main(names):

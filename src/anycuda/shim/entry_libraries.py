@@ -26,8 +26,8 @@ def _say_once(text: str) -> None:
 
 
 def _integer(ffi, value):
-    """A C argument as a Python integer (pointers and handles by their address)."""
-    if isinstance(value, int):
+    """A C argument as a Python number (pointers and handles as integers, their address)."""
+    if isinstance(value, (int, float)):
         return value
     return int(ffi.cast("uintptr_t", value))
 

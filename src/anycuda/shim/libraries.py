@@ -34,11 +34,14 @@ _CUBLAS_ANSWERS = dict(not_started=(1, "CUBLAS_STATUS_NOT_INITIALIZED"), not_sup
 LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), **_CUBLAS_ANSWERS),
              DropIn("cublasLt", "cublaslt", ("libcublasLt.so.13", "libcublasLt.so.12"), **_CUBLAS_ANSWERS),
              DropIn("cufft", "cufft", ("libcufft.so.12", "libcufft.so.11"), not_started=(7, "CUFFT_SETUP_FAILED"),
-                    not_supported=(16, "CUFFT_NOT_SUPPORTED")))
+                    not_supported=(16, "CUFFT_NOT_SUPPORTED")),
+             DropIn("curand", "curand", ("libcurand.so.10",), not_started=(203, "CURAND_STATUS_INITIALIZATION_FAILED"),
+                    not_supported=(103, "CURAND_STATUS_TYPE_ERROR")))
 DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
 LIBRARY_SOURCES = tuple(lib.names_file.name for lib in LIBRARIES)
 
-_C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t"}
+_C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t", "f": "float",
+            "d": "double"}
 
 
 def c_parameters(kinds: str, wide: bool) -> str:
