@@ -1,5 +1,5 @@
-"""The builds of anycuda's CUDA libraries: `libcublas.so.13` and `.so.12` (more to come: cuBLASLt,
-cuRAND, cuFFT), each a cffi-embedded library like libcuda.so.1, sharing its Python.
+"""The builds of anycuda's CUDA libraries (libcublas, libcublasLt, libcufft, libcurand, under each
+soname programs ask for), each a cffi-embedded library like libcuda.so.1, sharing its Python.
 
 A library exports every function of its NVIDIA header: those anycuda implements are Python
 (anycuda.libraries.<name>.functions gives their parameter kinds, shim/entry_libraries.py their

@@ -6,9 +6,7 @@ with CUBLAS_STATUS_NOT_INITIALIZED, as NVIDIA's library answers a handle it does
 """
 from __future__ import annotations
 
-import itertools
-import threading
-
+from ..registry import Registry
 from .status import CublasError, Status, require
 
 POINTER_MODE_HOST, POINTER_MODE_DEVICE = 0, 1
@@ -27,29 +25,20 @@ class Handle:
         self.emulation = 0
 
 
-_handles = {}
-_ids = itertools.count(0x5B1A5000, 16)
-_lock = threading.Lock()
+_handles = Registry(0x5B1A5000, 16, lambda hid: CublasError(Status.NOT_INITIALIZED,
+                                                             f"0x{hid:x} is not a live cuBLAS handle"))
 
 
 def create() -> int:
-    with _lock:
-        hid = next(_ids)
-        _handles[hid] = Handle()
-    return hid
+    return _handles.add(Handle())
 
 
 def get(hid: int) -> Handle:
-    h = _handles.get(hid)
-    if h is None:
-        raise CublasError(Status.NOT_INITIALIZED, f"0x{hid:x} is not a live cuBLAS handle")
-    return h
+    return _handles.get(hid)
 
 
 def destroy(hid: int) -> None:
-    with _lock:
-        if _handles.pop(hid, None) is None:
-            raise CublasError(Status.NOT_INITIALIZED, f"0x{hid:x} is not a live cuBLAS handle")
+    _handles.remove(hid)
 
 
 def set_stream(hid: int, stream: int) -> None:

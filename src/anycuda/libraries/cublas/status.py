@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import enum
 
+from ..errors import LibraryError
+
 
 class Status(enum.IntEnum):
     SUCCESS = 0
@@ -17,11 +19,8 @@ class Status(enum.IntEnum):
     LICENSE_ERROR = 16
 
 
-class CublasError(Exception):
-    def __init__(self, status: Status, message: str = ""):
-        super().__init__(f"{Status(status).name}: {message}" if message else Status(status).name)
-        self.status = Status(status)
-        self.message = message
+class CublasError(LibraryError):
+    prefix, codes = "CUBLAS_STATUS_", Status
 
 
 Error = CublasError          # the name the shim's marshalling looks for in every library

@@ -8,12 +8,11 @@ a work area a program sets anyway is accepted and left alone.
 """
 from __future__ import annotations
 
-import itertools
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..registry import Registry
 from .status import CufftError, Result, require
 
 
@@ -77,28 +76,19 @@ class Plan:
         return self.sizes[:-1] + (self.sizes[-1] // 2 + 1,)
 
 
-_plans = {}
-_ids = itertools.count(1)
-_lock = threading.Lock()
+_plans = Registry(1, 1, lambda handle: CufftError(Result.INVALID_PLAN, f"{handle} is not a cuFFT plan"))
 
 
 def create() -> int:
-    with _lock:
-        handle = next(_ids)
-        _plans[handle] = Plan()
-    return handle
+    return _plans.add(Plan())
 
 
 def get(handle: int, made: bool = True) -> Plan:
     plan = _plans.get(handle)
-    if plan is None:
-        raise CufftError(Result.INVALID_PLAN, f"{handle} is not a cuFFT plan")
     if made and not plan.made:
         raise CufftError(Result.INVALID_PLAN, f"plan {handle} was created but never made")
     return plan
 
 
 def destroy(handle: int) -> None:
-    with _lock:
-        if _plans.pop(handle, None) is None:
-            raise CufftError(Result.INVALID_PLAN, f"{handle} is not a cuFFT plan")
+    _plans.remove(handle)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import enum
 
+from ..errors import LibraryError, requirer
+
 
 class Result(enum.IntEnum):
     SUCCESS = 0x0
@@ -21,11 +23,8 @@ class Result(enum.IntEnum):
     NOT_SUPPORTED = 0x10
 
 
-class CufftError(Exception):
-    def __init__(self, result: Result, message: str = ""):
-        super().__init__(f"CUFFT_{Result(result).name}: {message}" if message else f"CUFFT_{Result(result).name}")
-        self.status = Result(result)
-        self.message = message
+class CufftError(LibraryError):
+    prefix, codes = "CUFFT_", Result
 
 
 Error = CufftError
@@ -33,6 +32,4 @@ ANSWERS = {"success": Result.SUCCESS, "quiet": Result.INVALID_VALUE, "unsupporte
            "failed": Result.EXEC_FAILED, "internal": Result.INTERNAL_ERROR}
 
 
-def require(condition: bool, result: Result, message: str) -> None:
-    if not condition:
-        raise CufftError(result, message)
+require = requirer(CufftError)

@@ -14,14 +14,12 @@ parameter and scramble tables) are refused with CURAND_STATUS_TYPE_ERROR, naming
 """
 from __future__ import annotations
 
-import itertools
-import threading
-
 import numpy as np
 
 from ...driver import api
 from ..cublas.calls import array
 from . import bits, distributions as dist
+from ..registry import Registry
 from .status import CurandError, Status, require
 
 TEST, XORWOW, MRG32K3A, MTGP32, MT19937, PHILOX = 0, 101, 121, 141, 142, 161
@@ -94,9 +92,8 @@ class Generator:
         return src.take(n)
 
 
-_generators = {}
-_ids = itertools.count(0x5EED0000, 16)
-_lock = threading.Lock()
+_generators = Registry(0x5EED0000, 16, lambda gid: CurandError(Status.NOT_INITIALIZED,
+                                                                f"0x{gid:x} is not a cuRAND generator"))
 
 
 def create(out: int, kind: int) -> None:
@@ -104,23 +101,15 @@ def create(out: int, kind: int) -> None:
     if kind in NOT_IMPLEMENTED:
         raise CurandError(Status.TYPE_ERROR, f"the {NOT_IMPLEMENTED[kind]} generator is not implemented by anycuda")
     require(kind in PSEUDO | QUASI, Status.TYPE_ERROR, f"generator type {kind}")
-    with _lock:
-        gid = next(_ids)
-        _generators[gid] = Generator(kind)
-    array(out, 1, np.uint64)[0] = gid
+    array(out, 1, np.uint64)[0] = _generators.add(Generator(kind))
 
 
 def get(gid: int) -> Generator:
-    g = _generators.get(gid)
-    if g is None:
-        raise CurandError(Status.NOT_INITIALIZED, f"0x{gid:x} is not a cuRAND generator")
-    return g
+    return _generators.get(gid)
 
 
 def destroy(gid: int) -> None:
-    with _lock:
-        if _generators.pop(gid, None) is None:
-            raise CurandError(Status.NOT_INITIALIZED, f"0x{gid:x} is not a cuRAND generator")
+    _generators.remove(gid)
 
 
 def set_seed(gid: int, seed: int) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import enum
 
+from ..errors import LibraryError, requirer
+
 
 class Status(enum.IntEnum):
     SUCCESS = 0
@@ -22,12 +24,8 @@ class Status(enum.IntEnum):
     INTERNAL_ERROR = 999
 
 
-class CurandError(Exception):
-    def __init__(self, status: Status, message: str = ""):
-        name = f"CURAND_STATUS_{Status(status).name}"
-        super().__init__(f"{name}: {message}" if message else name)
-        self.status = Status(status)
-        self.message = message
+class CurandError(LibraryError):
+    prefix, codes = "CURAND_STATUS_", Status
 
 
 Error = CurandError
@@ -35,6 +33,4 @@ ANSWERS = {"success": Status.SUCCESS, "quiet": Status.OUT_OF_RANGE, "unsupported
            "failed": Status.LAUNCH_FAILURE, "internal": Status.INTERNAL_ERROR}
 
 
-def require(condition: bool, status: Status, message: str) -> None:
-    if not condition:
-        raise CurandError(status, message)
+require = requirer(CurandError)
