@@ -1,6 +1,6 @@
 """The bit generators behind cuRAND's generator types, each one sequence as cuRAND's device API
-defines it for one state (`curand_init(seed, 0, offset)` then `curand()` over and over), made
-fast on a CPU by running many lanes of the same sequence at once.
+defines it for one state (`curand_init(seed, subsequence, offset)` then `curand()` over and
+over), made fast on a CPU by running many lanes of the same sequence at once.
 
 - XORWOW (Marsaglia's xorshift with a Weyl sequence, cuRAND's seeding): the xorshift part is
   linear over GF(2), so lane j starts at M^(j m) times the state (M the 160x160 step matrix,
@@ -82,8 +82,9 @@ def _to_words(bits: np.ndarray) -> np.ndarray:
 
 class Xorwow:
     WEYL = 362437
+    SUBSEQUENCE = 1 << 67          # outputs between the starts of two subsequences
 
-    def __init__(self, seed: int, offset: int = 0):
+    def __init__(self, seed: int, offset: int = 0, subsequence: int = 0):
         s0 = (seed & MASK32) ^ 0xAAD26B49
         s1 = ((seed >> 32) & MASK32) ^ 0xF7DCEFDD
         t0 = (1099087573 * s0) & MASK32
@@ -91,7 +92,7 @@ class Xorwow:
         self.d = (6615241 + t1 + t0) & MASK32
         self.bits = _to_bits([(123456789 + t0) & MASK32, 362436069 ^ t0, (521288629 + t1) & MASK32,
                               88675123 ^ t1, (5783321 + t0) & MASK32])
-        self.skip(offset)
+        self.skip(subsequence * self.SUBSEQUENCE + offset)
 
     def skip(self, n: int) -> None:
         if n:
@@ -141,12 +142,13 @@ _PHILOX_M0, _PHILOX_M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _PHILOX_W0, _PHILOX_W1 = 0x9E3779B9, 0xBB67AE85
 
 
-def philox_blocks(counters: np.ndarray, key: int) -> np.ndarray:
-    """Philox4x32-10 of 128-bit counters whose low 64 bits are `counters` (high bits 0): (n, 4)."""
+def philox_blocks(counters: np.ndarray, key: int, high: int = 0) -> np.ndarray:
+    """Philox4x32-10 of 128-bit counters whose low 64 bits are `counters` and high 64 bits
+    `high` (the subsequence): (n, 4)."""
     c0 = (counters & np.uint64(MASK32)).astype(np.uint64)
     c1 = (counters >> np.uint64(32)).astype(np.uint64)
-    c2 = np.zeros_like(c0)
-    c3 = np.zeros_like(c0)
+    c2 = np.full_like(c0, high & MASK32)
+    c3 = np.full_like(c0, (high >> 32) & MASK32)
     k0, k1 = key & MASK32, (key >> 32) & MASK32
     mask = np.uint64(MASK32)
     for _ in range(10):
@@ -160,9 +162,10 @@ def philox_blocks(counters: np.ndarray, key: int) -> np.ndarray:
 
 
 class Philox:
-    def __init__(self, seed: int, offset: int = 0):
+    def __init__(self, seed: int, offset: int = 0, subsequence: int = 0):
         self.key = seed & 0xFFFFFFFFFFFFFFFF
         self.position = offset
+        self.subsequence = subsequence
 
     def skip(self, n: int) -> None:
         self.position += n
@@ -173,7 +176,7 @@ class Philox:
         first, last = self.position // 4, (self.position + n - 1) // 4
         counters = np.arange(first, last + 1, dtype=np.uint64)
         chunk = 1 << 15                  # blocks a round's arrays keep in cache
-        blocks = np.concatenate([philox_blocks(counters[i:i + chunk], self.key)
+        blocks = np.concatenate([philox_blocks(counters[i:i + chunk], self.key, self.subsequence)
                                  for i in range(0, counters.size, chunk)]).reshape(-1)
         start = self.position - 4 * first
         self.position += n
