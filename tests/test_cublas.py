@@ -325,3 +325,90 @@ def test_empty_products_touch_nothing(handle):
     buf = device(np.full(4, 7, np.float32))
     call("cublasSgemm_v2", handle, N, N, 0, 2, 2, scalar(1, np.float32), 0, 1, 0, 2, scalar(0, np.float32), buf, 1)
     assert np.all(read(buf, 4, np.float32) == 7)
+
+
+def _hermitian(rng, n, letter):
+    a = random(rng, (n, n), letter)
+    return (a + a.conj().T) / 2 + n * np.eye(n)
+
+
+def _packed(a, upper):
+    """Column-major packed storage of a triangle."""
+    n = a.shape[0]
+    return np.concatenate([a[:j + 1, j] if upper else a[j:, j] for j in range(n)])
+
+
+@pytest.mark.parametrize("letter", "CZ")
+def test_hermitian_family(handle, rng, letter):
+    m, n, k = 9, 7, 5
+    dtype, tol = TYPES[letter], TOL[letter]
+    real = np.float32 if letter == "C" else np.float64
+    H = _hermitian(rng, m, letter).astype(dtype)
+    B = random(rng, (m, n), letter)
+    dC = device(np.full(m * n, np.nan, dtype))
+    call(f"cublas{letter}hemm_v2", handle, 0, 1, m, n, scalar(2, dtype), device(stored(np.triu(H), m)), m,
+         device(stored(B, m)), m, scalar(0, dtype), dC, m)
+    np.testing.assert_allclose(unstored(read(dC, m * n, dtype), m, n, m), 2 * H @ B, rtol=tol, atol=tol)
+    A = random(rng, (m, k), letter)
+    C0 = _hermitian(rng, m, letter).astype(dtype)
+    dC = device(stored(C0, m))
+    call(f"cublas{letter}herk_v2", handle, 0, N, m, k, scalar(1.5, real), device(stored(A, m)), m, scalar(0.5, real),
+         dC, m)
+    got = unstored(read(dC, m * m, dtype), m, m, m)
+    np.testing.assert_allclose(np.tril(got), np.tril(1.5 * A @ A.conj().T + 0.5 * C0), rtol=tol, atol=tol)
+    Bk = random(rng, (m, k), letter)
+    dC = device(stored(C0, m))
+    call(f"cublas{letter}her2k_v2", handle, 1, N, m, k, scalar(1 + 1j, dtype), device(stored(A, m)), m,
+         device(stored(Bk, m)), m, scalar(2, real), dC, m)
+    want = (1 + 1j) * A @ Bk.conj().T + np.conj(1 + 1j) * Bk @ A.conj().T + 2 * C0
+    np.testing.assert_allclose(np.triu(unstored(read(dC, m * m, dtype), m, m, m)), np.triu(want), rtol=tol, atol=tol)
+    x, y = random(rng, m, letter), random(rng, m, letter)
+    dy = device(np.full(m, np.nan, dtype))
+    call(f"cublas{letter}hemv_v2", handle, 0, m, scalar(1, dtype), device(stored(np.tril(H), m)), m, device(x), 1,
+         scalar(0, dtype), dy, 1)
+    np.testing.assert_allclose(read(dy, m, dtype), H @ x, rtol=tol, atol=tol)
+    dA = device(stored(H, m))
+    call(f"cublas{letter}her_v2", handle, 1, m, scalar(0.5, real), device(x), 1, dA, m)
+    np.testing.assert_allclose(np.triu(unstored(read(dA, m * m, dtype), m, m, m)), np.triu(H + 0.5 * np.outer(x, x.conj())),
+                               rtol=tol, atol=tol)
+    dAP = device(_packed(H, upper=False))
+    call(f"cublas{letter}hpr2_v2", handle, 0, m, scalar(1, dtype), device(x), 1, device(y), 1, dAP)
+    want = H + np.outer(x, y.conj()) + np.outer(y, x.conj())
+    np.testing.assert_allclose(read(dAP, m * (m + 1) // 2, dtype), _packed(want, upper=False), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("letter", "SD")
+def test_symmetric_rank_updates_and_packed_products(handle, rng, letter):
+    n = 8
+    dtype, tol = TYPES[letter], TOL[letter]
+    S = _hermitian(rng, n, letter).astype(dtype)
+    x, y = random(rng, n, letter), random(rng, n, letter)
+    dA = device(stored(S, n))
+    call(f"cublas{letter}syr2_v2", handle, 0, n, scalar(2, dtype), device(x), 1, device(y), 1, dA, n)
+    np.testing.assert_allclose(np.tril(unstored(read(dA, n * n, dtype), n, n, n)),
+                               np.tril(S + 2 * (np.outer(x, y) + np.outer(y, x))), rtol=tol, atol=tol)
+    dy = device(np.full(n, np.nan, dtype))
+    call(f"cublas{letter}spmv_v2", handle, 1, n, scalar(1, dtype), device(_packed(S, upper=True)), device(x), 1,
+         scalar(0, dtype), dy, 1)
+    np.testing.assert_allclose(read(dy, n, dtype), S @ x, rtol=tol, atol=tol)
+    dx = device(x)
+    call(f"cublas{letter}tpsv_v2", handle, 1, T, 0, n, device(_packed(S, upper=True)), dx, 1)
+    np.testing.assert_allclose(read(dx, n, dtype), np.linalg.solve(np.triu(S).T, x), rtol=tol * 10, atol=tol * 10)
+
+
+@pytest.mark.parametrize("letter", "SZ")
+def test_banded_product(handle, rng, letter):
+    m, n, kl, ku = 9, 7, 2, 1
+    dtype, tol = TYPES[letter], TOL[letter]
+    full = random(rng, (m, n), letter)
+    band = np.zeros((kl + ku + 1, n), dtype)
+    for j in range(n):
+        for i in range(max(0, j - ku), min(m, j + kl + 1)):
+            band[ku + i - j, j] = full[i, j]
+        full[:max(0, j - ku), j] = 0
+        full[min(m, j + kl + 1):, j] = 0
+    x = random(rng, n, letter)
+    dy = device(np.full(m, np.nan, dtype))
+    call(f"cublas{letter}gbmv_v2", handle, N, m, n, kl, ku, scalar(1, dtype), device(stored(band, kl + ku + 1)),
+         kl + ku + 1, device(x), 1, scalar(0, dtype), dy, 1)
+    np.testing.assert_allclose(read(dy, m, dtype), full @ x, rtol=tol, atol=tol)

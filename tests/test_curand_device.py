@@ -1,6 +1,6 @@
 """cuRAND's device API (curand_kernel.h compiled by nvcc into the program's PTX) runs under
 anycuda, and what it computes for each thread's subsequence (NVIDIA's skip-ahead tables) equals
-what anycuda's own cuRAND computes with its jump-ahead matrices: two independent derivations of
+what anycuda's own cuRAND computes with its jump-ahead matrices (curand/device.py): two independent derivations of
 the same sequences, XORWOW and Philox, and the first Box-Muller normal."""
 import shutil
 import subprocess
@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from anycuda.libraries.curand import bits, distributions
+from anycuda.libraries.curand import device, distributions
+from anycuda.libraries.curand.kinds import RngType
 
 HERE = Path(__file__).parent
 NVCC = shutil.which("nvcc")
@@ -57,9 +58,8 @@ def test_device_api_sequences_equal_anycudas(program, rng):
         fields = line.split()
         t = int(fields[0])
         xorwow, philox = [int(v) for v in fields[1:7]], [int(v) for v in fields[7:13]]
-        ours = bits.Xorwow(seed, offset, subsequence=t)
-        assert xorwow == list(ours.take(6)), f"XORWOW, thread {t}"
-        assert philox == list(bits.Philox(seed, offset, subsequence=t).take(6)), f"Philox, thread {t}"
-        pair = ours.take(2)
-        normal = distributions.box_muller_float(pair[:1], pair[1:])[0]
+        ours = device.sequence(RngType.PSEUDO_XORWOW, seed, t, offset, 8)
+        assert xorwow == list(ours[:6]), f"XORWOW, thread {t}"
+        assert philox == list(device.sequence(RngType.PSEUDO_PHILOX4_32_10, seed, t, offset, 6)), f"Philox, thread {t}"
+        normal = np.asarray(distributions.box_muller_float(ours[6:7], ours[7:8])).reshape(-1)[0]
         assert float(fields[13]) == pytest.approx(float(normal), rel=1e-5, abs=1e-6), f"normal, thread {t}"

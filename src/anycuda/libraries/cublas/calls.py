@@ -48,16 +48,20 @@ def array(address: int, count: int, dtype) -> np.ndarray:
 
 def queue(hid: int, work, scalars=(), dtype=None) -> None:
     """Queue `work(*values)` on the handle's stream, `values` being the scalars at the
-    addresses `scalars` (read now in host pointer mode, when the work runs in device mode)."""
+    addresses `scalars` (read now in host pointer mode, when the work runs in device mode).
+    `dtype` is the scalars' type, or a list of one type per scalar."""
     h = handles.get(hid)
-    if h.pointer_mode == handles.POINTER_MODE_HOST:
-        values = [read_scalar(a, dtype) for a in scalars]
-        api.submit(h.stream, work, *values)
-        return
     addresses = list(scalars)
+    dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * len(addresses)
+
+    def values():
+        return [read_scalar(a, t) for a, t in zip(addresses, dtypes)]
+    if h.pointer_mode == handles.POINTER_MODE_HOST:
+        api.submit(h.stream, work, *values())
+        return
     if any(not a for a in addresses):
         raise CublasError(Status.INVALID_VALUE, "a scalar pointer is NULL")
-    api.submit(h.stream, lambda: work(*[read_scalar(a, dtype) for a in addresses]))
+    api.submit(h.stream, lambda: work(*values()))
 
 
 def queue_with_result(hid: int, compute, result: int, result_dtype, scalars=(), dtype=None) -> None:

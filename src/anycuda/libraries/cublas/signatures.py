@@ -36,6 +36,26 @@ FAMILIES = [
     ("cublas{L}dgmm", "heiipipipi", "dgmm", ("S", "D", "C", "Z")),
 ]
 
+# routines passed through to CBLAS (passthrough.py): family -> (argument roles, letters); the
+# kinds follow from the roles
+PASSTHROUGH = {
+    "hemm": ("sunnaplplapl", "CZ"), "herk": ("utnnrplrpl", "CZ"), "her2k": ("utnnaplplrpl", "CZ"),
+    "hemv": ("unaplpiapi", "CZ"), "her": ("unrpipl", "CZ"), "her2": ("unapipipl", "CZ"),
+    "hbmv": ("unnaplpiapi", "CZ"), "hpmv": ("unappiapi", "CZ"), "hpr": ("unrpip", "CZ"), "hpr2": ("unapipip", "CZ"),
+    "syr": ("unapipl", "SD"), "syr2": ("unapipipl", "SD"), "sbmv": ("unnaplpiapi", "SD"),
+    "spmv": ("unappiapi", "SD"), "spr": ("unapip", "SD"), "spr2": ("unapipip", "SD"),
+    "gbmv": ("tnnnnaplpiapi", "SDCZ"), "tbmv": ("utdnnplpi", "SDCZ"), "tbsv": ("utdnnplpi", "SDCZ"),
+    "tpmv": ("utdnppi", "SDCZ"), "tpsv": ("utdnppi", "SDCZ"),
+}
+
+
+def _kinds(roles: str) -> str:
+    return "h" + "".join("e" if r in "utds" else "i" if r in "nli" else "p" for r in roles)
+
+
+FAMILIES += [(f"cublas{{L}}{family}_v2", _kinds(roles), family, tuple(letters))
+             for family, (roles, letters) in PASSTHROUGH.items()]
+
 SINGLES = {
     "cublasGemmEx": "heeiiippeipeippeiee",
     "cublasGemmBatchedEx": "heeiiippeipeippeiiee",

@@ -1,3 +1,1 @@
-"""anycuda's cuRAND host API: bit generators exact to cuRAND's device API (bits.py), its
-distributions (distributions.py), generators with their options and rules (generator.py), and
-the table of C functions the drop-in libcurand answers (functions.py)."""
+"""anycuda's cuRAND: the host API's generators, orderings and distributions on the CPU."""

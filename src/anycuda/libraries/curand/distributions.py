@@ -1,49 +1,141 @@
-"""cuRAND's distributions over a generator's 32-bit outputs, as its device API computes them
-(curand_uniform.h, curand_normal.h): uniform floats x 2^-32 + 2^-33 in (0, 1]; uniform doubles
-from two outputs (53 bits) for XORWOW and MT19937, from one for Philox and Sobol32, from the
-generator's own double for MRG32k3a; normals by Box-Muller on pairs (results in pairs, the sine
-one first) for pseudorandom generators and by the inverse normal CDF for quasirandom ones;
-log-normals as exp of a normal; Poisson counts by numpy's Poisson sampler seeded from the
-generator's next outputs (the distribution is Poisson's; the sequence is not NVIDIA's)."""
+"""cuRAND's conversions from generator words to distributions, as curand_uniform.h,
+curand_normal.h and curand_globals.h define them, on whole arrays.
+
+Uniform results lie in (0, 1]: 32-bit words x give x * 2^-32 + 2^-33 in float arithmetic (so
+the largest words round to 1.0f) or x * 2^-32 + 2^-32 in double; two words give the
+"high-quality" double (x ^ (y << 21)) * 2^-53 + 2^-54; 64-bit words (x >> 11) * 2^-53 + 2^-54;
+MRG32k3a scales its raw result r in (0, m1] by 2.3283065498378288e-10. Normals of pseudorandom
+generators come in Box-Muller pairs (sin first, then cos); normals of quasirandom ones are the
+inverse normal CDF of the uniform, which keeps each point in its dimension. Log-normals are
+exp of those normals. float results are computed in float32 as the GPU does; the GPU's logf,
+sinf and cosf are not IEEE-exact, so normals can differ from a GPU's in the last bits.
+
+Poisson results here are the inverse CDF of one uniform double per result, exact in
+distribution for every lambda cuRAND accepts. For Sobol that is NVIDIA's result too (its
+published runs agree); for pseudorandom generators NVIDIA uses another method and the integers
+differ from a GPU's.
+"""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
-TWO_POW32_INV = np.float32(2.3283064e-10)
-TWO_POW32_INV_DOUBLE = 2.3283064365386963e-10
-TWO_POW53_INV_DOUBLE = 1.1102230246251565e-16
-TWO_POW32_INV_2PI = np.float32(2.3283064e-10) * np.float32(6.2831855)
+F32 = np.float32
+INV32_F = F32(2.0 ** -32)
+HALF_INV32_F = F32(2.0 ** -33)
+INV32_2PI_F = F32(F32(2.3283064e-10) * F32(6.2831855))       # CURAND_2POW32_INV_2PI, as float
+TWO_PI_F = F32(6.2831855)
+INV53 = 2.0 ** -53
+MRG_NORM = 2.3283065498378288e-10
 
 
-def uniform_float(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float32) * TWO_POW32_INV + TWO_POW32_INV / np.float32(2)
+def uniform_float(words: np.ndarray) -> np.ndarray:
+    return words.astype(F32) * INV32_F + HALF_INV32_F
 
 
-def uniform_double_one(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float64) * TWO_POW32_INV_DOUBLE + TWO_POW32_INV_DOUBLE
+def uniform_float_64(words: np.ndarray) -> np.ndarray:
+    return uniform_float((words >> np.uint64(32)).astype(np.uint32))
 
 
-def uniform_double_two(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def uniform_float_mrg(raw: np.ndarray) -> np.ndarray:
+    return (raw * MRG_NORM).astype(F32)
+
+
+def uniform_double(words: np.ndarray) -> np.ndarray:
+    return words * 2.0 ** -32 + 2.0 ** -32
+
+
+def uniform_double_hq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     z = x.astype(np.uint64) ^ (y.astype(np.uint64) << np.uint64(21))
-    return z.astype(np.float64) * TWO_POW53_INV_DOUBLE + TWO_POW53_INV_DOUBLE / 2
+    return z * INV53 + INV53 / 2
+
+
+def uniform_double_64(words: np.ndarray) -> np.ndarray:
+    return (words >> np.uint64(11)) * INV53 + INV53 / 2
+
+
+def uniform_double_mrg(raw: np.ndarray) -> np.ndarray:
+    return raw * MRG_NORM
+
+
+def _pairs(s, angle, sin, cos):
+    out = np.empty(2 * len(s), s.dtype)
+    out[0::2] = s * sin(angle)
+    out[1::2] = s * cos(angle)
+    return out
 
 
 def box_muller_float(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pairs (s sin v, s cos v), interleaved."""
-    u = x.astype(np.float32) * TWO_POW32_INV + TWO_POW32_INV / np.float32(2)
-    v = y.astype(np.float32) * TWO_POW32_INV_2PI + TWO_POW32_INV_2PI / np.float32(2)
-    s = np.sqrt(np.float32(-2.0) * np.log(u))
-    return np.stack([s * np.sin(v), s * np.cos(v)], axis=1).reshape(-1)
+    """_curand_box_muller on word pairs → 2n standard normals (float32)."""
+    u = uniform_float(x)
+    v = y.astype(F32) * INV32_2PI_F + INV32_2PI_F / F32(2)
+    s = np.sqrt(F32(-2.0) * np.log(u))
+    return _pairs(s, v, np.sin, np.cos)
+
+
+def box_muller_float_mrg(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    u = uniform_float_mrg(x)
+    v = uniform_float_mrg(y) * TWO_PI_F
+    s = np.sqrt(F32(-2.0) * np.log(u))
+    return _pairs(s, v, np.sin, np.cos)
 
 
 def box_muller_double(x0, x1, y0, y1) -> np.ndarray:
-    u = uniform_double_two(x0, x1)
+    """_curand_box_muller_double on four words per pair."""
+    u = uniform_double_hq(x0, x1)
     zy = y0.astype(np.uint64) ^ (y1.astype(np.uint64) << np.uint64(21))
-    v = zy.astype(np.float64) * (TWO_POW53_INV_DOUBLE * 2.0) + TWO_POW53_INV_DOUBLE
+    v = zy * (INV53 * 2.0) + INV53
     s = np.sqrt(-2.0 * np.log(u))
-    return np.stack([s * np.sin(v * np.pi), s * np.cos(v * np.pi)], axis=1).reshape(-1)
+    return _pairs(s, v * math.pi, np.sin, np.cos)
+
+
+def box_muller_double_mrg(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    u = uniform_double_mrg(x)
+    v = uniform_double_mrg(y) * 2.0
+    s = np.sqrt(-2.0 * np.log(u))
+    return _pairs(s, v * math.pi, np.sin, np.cos)
 
 
 def inverse_normal(u: np.ndarray) -> np.ndarray:
-    from scipy.special import ndtri
-    return ndtri(u).astype(u.dtype)
+    """The standard normal quantile of u in (0, 1] (1 gives +inf, as erfcinv(2) does on a GPU):
+    Acklam's rational approximation of the lower tail, refined by one Halley step on erfc, about
+    1e-15 relative. The upper half is the mirror of 1 - u, which is exact there."""
+    u = np.asarray(u, np.float64)
+    upper = u > 0.5
+    t = np.where(upper, 1.0 - u, u)                 # in [0, 0.5]
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+         4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+         -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+         -1.328068155288572e+01)
+    z = np.full_like(t, -np.inf)
+    tail, mid = (t > 0) & (t < 0.02425), t >= 0.02425
+    q = np.sqrt(-2 * np.log(t[tail]))
+    z[tail] = ((((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+               ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1))
+    q = t[mid] - 0.5
+    r = q * q
+    z[mid] = ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+              (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1))
+    finite = np.isfinite(z)
+    zf = z[finite]
+    erfc = np.frompyfunc(math.erfc, 1, 1)
+    e = 0.5 * erfc(-zf / math.sqrt(2)).astype(np.float64) - t[finite]
+    step = e * math.sqrt(2 * math.pi) * np.exp(zf * zf / 2)
+    z[finite] = zf - step / (1 + zf * step / 2)
+    return np.where(upper, -z, z)
+
+
+def poisson(u: np.ndarray, lam: float) -> np.ndarray:
+    """The Poisson(lam) quantile of uniforms u in (0, 1]: the smallest k with CDF(k) >= u."""
+    spread = 12 * math.sqrt(lam) + 20
+    low, high = max(0, int(lam - spread)), int(lam + spread) + 1
+    k = np.arange(low, high + 1)
+    lgamma = np.frompyfunc(math.lgamma, 1, 1)
+    logp = k * math.log(lam) - lam - lgamma(k + 1.0).astype(np.float64)
+    cdf = np.cumsum(np.exp(logp))
+    cdf[-1] = 1.0                              # the tail beyond `spread` is below 1e-30
+    return (low + np.searchsorted(cdf, u, side="left")).astype(np.uint32)

@@ -1,46 +1,130 @@
 """Every cuRAND function anycuda implements: C name -> (kinds, the Python that answers it,
-taking the C arguments in order, addresses as integers); kinds are in signatures.py."""
+taking the C arguments in order: addresses and handles as integers, floats as floats). Kinds
+are in signatures.py. Out-parameters are written through their address.
+"""
 from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+import threading
 
 import numpy as np
 
-from ..cublas.calls import write_scalar
-from . import generator as gen, signatures
-from .status import Status, require
+from . import generator as generators, signatures
+from .generators import sobol
+from .kinds import MAX_DIMENSIONS, DirectionVectorSet
+from .status import CurandError, Status, require
 
-VERSION = 10405           # cuRAND 10.4.5, as the headers anycuda is tested against define CURAND_VERSION
-
-
-def _property(kind, out):
-    require(kind in (0, 1, 2) and out != 0, Status.OUT_OF_RANGE, f"library property {kind}")
-    write_scalar(out, (10, 4, 5)[kind], np.int32)
+VERSION = 10405            # CURAND_VERSION of the 10.4.5 headers: major * 1000 + minor * 100 + patch
 
 
-_TABLE = {
-    "curandCreateGenerator": gen.create,
-    "curandCreateGeneratorHost": gen.create,
-    "curandDestroyGenerator": gen.destroy,
-    "curandSetPseudoRandomGeneratorSeed": gen.set_seed,
-    "curandSetGeneratorOffset": gen.set_offset,
-    "curandSetGeneratorOrdering": gen.set_ordering,
-    "curandSetQuasiRandomGeneratorDimensions": gen.set_dimensions,
-    "curandSetStream": gen.set_stream,
-    "curandGenerateSeeds": lambda g: gen.get(g) and None,
-    "curandGenerate": gen.generate,
-    "curandGenerateLongLong": gen.generate_long_long,
-    "curandGenerateUniform": gen.generate_uniform,
-    "curandGenerateUniformDouble": gen.generate_uniform_double,
-    "curandGenerateNormal": gen.generate_normal,
-    "curandGenerateNormalDouble": lambda g, p, n, mean, sd: gen.generate_normal(g, p, n, mean, sd, double=True),
-    "curandGenerateLogNormal": gen.generate_log_normal,
-    "curandGenerateLogNormalDouble": lambda g, p, n, mean, sd: gen.generate_log_normal(g, p, n, mean, sd, double=True),
-    "curandGeneratePoisson": gen.generate_poisson,
-    "curandGetVersion": lambda out: write_scalar(out, VERSION, np.int32),
+def _write(address: int, value, ctype) -> None:
+    require(address != 0, Status.NOT_INITIALIZED, "an output pointer is NULL")
+    ctype.from_address(address).value = value
+
+
+def _create(out: int, rng_type: int) -> None:
+    require(out != 0, Status.NOT_INITIALIZED, "the generator pointer is NULL")
+    _write(out, generators.create(rng_type), ctypes.c_uint64)
+
+
+def _property(kind: int, out: int) -> None:
+    require(kind in (0, 1, 2), Status.OUT_OF_RANGE, f"library property {kind}")
+    _write(out, (VERSION // 1000, VERSION // 100 % 10, VERSION % 100)[kind], ctypes.c_int)
+
+
+def _method(name):
+    """The C function for Generator.<name>: the handle first, then the method's arguments."""
+    def call(hid, *args):
+        return getattr(generators.get(hid), name)(*args)
+    call.__name__ = name
+    return call
+
+
+# ---- Poisson distributions (curandCreatePoissonDistribution): kept only to be handed back --
+_distributions = {}
+_distribution_ids = itertools.count(0xD15C0000, 16)
+_lock = threading.Lock()
+
+
+def _create_poisson(lam: float, out: int) -> None:
+    require(out != 0, Status.NOT_INITIALIZED, "the distribution pointer is NULL")
+    require(0 < lam <= generators.POISSON_MAX, Status.OUT_OF_RANGE, f"lambda {lam}")
+    with _lock:
+        did = next(_distribution_ids)
+        _distributions[did] = lam
+    _write(out, did, ctypes.c_uint64)
+
+
+def _destroy_distribution(did: int) -> None:
+    with _lock:
+        require(_distributions.pop(did, None) is not None, Status.NOT_INITIALIZED, f"0x{did:x} is no distribution")
+
+
+# ---- direction vectors and scramble constants: host tables whose address is handed out ------
+@functools.lru_cache(maxsize=4)
+def _table(bits: int, kind: str) -> np.ndarray:
+    dims = sobol.available_dimensions() if bits else 0
+    dims = min(dims, MAX_DIMENSIONS)
+    dtype = np.uint32 if bits == 32 else np.uint64
+    if kind == "vectors":
+        return np.ascontiguousarray(sobol.direction_vectors(dims, bits).astype(dtype))
+    return np.ascontiguousarray(sobol.scramble_constants(dims, bits).astype(dtype))
+
+
+_SETS = {DirectionVectorSet.VECTORS_32_JOEKUO6: 32, DirectionVectorSet.SCRAMBLED_VECTORS_32_JOEKUO6: 32,
+         DirectionVectorSet.VECTORS_64_JOEKUO6: 64, DirectionVectorSet.SCRAMBLED_VECTORS_64_JOEKUO6: 64}
+
+
+def _direction_vectors(bits: int):
+    def call(out: int, which: int) -> None:
+        require(_SETS.get(which) == bits, Status.OUT_OF_RANGE, f"direction vector set {which} for {bits} bits")
+        _write(out, _table(bits, "vectors").ctypes.data, ctypes.c_uint64)
+    return call
+
+
+def _scramble_constants(bits: int):
+    return lambda out: _write(out, _table(bits, "constants").ctypes.data, ctypes.c_uint64)
+
+
+_FUNCTIONS = {
+    "curandCreateGenerator": _create,
+    "curandCreateGeneratorHost": _create,
+    "curandDestroyGenerator": generators.destroy,
+    "curandGetVersion": lambda out: _write(out, VERSION, ctypes.c_int),
     "curandGetProperty": _property,
+    "curandSetStream": _method("set_stream"),
+    "curandSetPseudoRandomGeneratorSeed": _method("set_seed"),
+    "curandSetGeneratorOffset": _method("set_offset"),
+    "curandSetGeneratorOrdering": _method("set_ordering"),
+    "curandSetQuasiRandomGeneratorDimensions": _method("set_dimensions"),
+    "curandGenerate": _method("generate"),
+    "curandGenerateLongLong": _method("generate_long_long"),
+    "curandGenerateUniform": _method("generate_uniform"),
+    "curandGenerateUniformDouble": _method("generate_uniform_double"),
+    "curandGenerateNormal": _method("generate_normal"),
+    "curandGenerateNormalDouble": _method("generate_normal_double"),
+    "curandGenerateLogNormal": _method("generate_log_normal"),
+    "curandGenerateLogNormalDouble": _method("generate_log_normal_double"),
+    "curandGeneratePoisson": _method("generate_poisson"),
+    "curandCreatePoissonDistribution": _create_poisson,
+    "curandDestroyDistribution": _destroy_distribution,
+    "curandGenerateSeeds": lambda hid: generators.get(hid) and None,
+    "curandGetDirectionVectors32": _direction_vectors(32),
+    "curandGetDirectionVectors64": _direction_vectors(64),
+    "curandGetScrambleConstants32": _scramble_constants(32),
+    "curandGetScrambleConstants64": _scramble_constants(64),
 }
 
-VALUED = {}
+
+VALUED = {}              # every cuRAND function answers a status
 
 
 def table() -> dict:
-    return {name: (signatures.FUNCTIONS[name], fn) for name, fn in _TABLE.items()}
+    """C name -> (kinds, function) of every function the drop-in libcurand answers."""
+    assert _FUNCTIONS.keys() == signatures.FUNCTIONS.keys()
+    return {name: (signatures.FUNCTIONS[name], fn) for name, fn in _FUNCTIONS.items()}
+
+
+__all__ = ["table", "VERSION", "CurandError"]

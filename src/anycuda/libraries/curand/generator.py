@@ -1,246 +1,284 @@
-"""cuRAND generators: type, seed, offset, ordering, quasirandom dimensions and stream, and the
-generation functions with cuRAND's argument rules. A generation call takes its share of the
-sequence when it is made (so the next call continues it, as cuRAND's does) and writes its
-results when the stream reaches it.
+"""cuRAND generators (one per curandGenerator_t): their options, argument rules and the
+generation calls, each queued on the generator's stream like a kernel.
 
-Sequences. Each pseudorandom type produces the sequence cuRAND's device API gives one state
-initialised with (seed, subsequence 0, offset) (bits.py); quasirandom ones produce Sobol points
-from the Joe-Kuo direction numbers (scipy's table), laid out dimension after dimension as
-CURAND_ORDERING_QUASI_DEFAULT documents. How NVIDIA's host API interleaves its many
-subsequences in memory (its orderings) is not documented to the bit: until golden files from a
-GPU are recorded, the host-API sequences equal NVIDIA's device API's, not its host API's, and
-every ordering gives the same sequence. MTGP32 and the scrambled Sobol types (NVIDIA's own
-parameter and scramble tables) are refused with CURAND_STATUS_TYPE_ERROR, naming themselves.
+At the call the generator checks cuRAND's argument rules (a broken one raises CurandError and
+changes nothing), takes the range of its sequence the call consumes and advances its position,
+so the next call continues where this one ends whatever the stream has run yet. The queued work
+computes that range and writes it through the destination address. Setting the seed, offset,
+ordering or dimensions restarts the sequence at the offset, as NVIDIA's library does.
+
+Positions. A pseudorandom generator reads a flat stream of words (layout.py lays the
+generator's subsequences out in memory order, a thread's unit of k words together): one word for
+curandGenerate and float uniforms, two per Box-Muller pair (float, or MRG32k3a's double) and per
+"high-quality" double uniform (XORWOW, Philox), four per double normal pair. A quasirandom
+generator's position counts points: n results in d dimensions take n/d.
+
+What golden files from a GPU must record to settle the unverified layouts (run each through
+NVIDIA's libcurand, curandCreateGenerator with the device, seeds 0, 1234 and 2^40+7, for every
+type and ordering it accepts): curandGenerate of 3 * 4096 * 256 + 5 words; the same after
+curandSetGeneratorOffset(1000003); two successive calls of 4096 + 3 and 10000 words;
+curandGenerateUniformDouble and curandGenerateNormal(Double) of 2 * 4096 + 2 results (this
+decides whether double and Box-Muller words come from one subsequence or from neighbours);
+curandGeneratePoisson for lambda 0.5, 30, 5000; for Sobol: curandGetDirectionVectors32/64 and
+curandGetScrambleConstants32/64 (first 64 dimensions), curandGenerate with 1 and 3 dimensions
+at offsets 0 and 7; MT19937 curandGenerate of 2 * 624 * 4096 words. The first results of
+XORWOW, MRG32k3a, Philox and Sobol for one seed are already checked against NVIDIA's published
+runs (tests/test_curand_golden.py).
 """
 from __future__ import annotations
 
+import ctypes
+import itertools
+import threading
+
 import numpy as np
 
-from ...driver import api
-from ..cublas.calls import array
-from . import bits, distributions as dist
-from ..registry import Registry
+from . import distributions as dist
+from .generators import mrg32k3a, mt19937, mtgp32, philox, sobol, xorwow
+from .kinds import (DEFAULT_ORDERING, MAX_DIMENSIONS, PSEUDO, QUASI, QUASI64, RESOLVED, SCRAMBLED,
+                    VALID_ORDERINGS, RngType)
 from .status import CurandError, Status, require
+from ...driver import api
 
-TEST, XORWOW, MRG32K3A, MTGP32, MT19937, PHILOX = 0, 101, 121, 141, 142, 161
-PSEUDO_DEFAULT, QUASI_DEFAULT = 100, 200
-SOBOL32, SCRAMBLED_SOBOL32, SOBOL64, SCRAMBLED_SOBOL64 = 201, 202, 203, 204
-PSEUDO = {PSEUDO_DEFAULT, XORWOW, MRG32K3A, MTGP32, MT19937, PHILOX}
-QUASI = {QUASI_DEFAULT, SOBOL32, SCRAMBLED_SOBOL32, SOBOL64, SCRAMBLED_SOBOL64}
-NOT_IMPLEMENTED = {MTGP32: "MTGP32", SCRAMBLED_SOBOL32: "scrambled Sobol32", SCRAMBLED_SOBOL64: "scrambled Sobol64"}
-DEFAULT_SEED = 0                   # cuRAND's default seed
-PSEUDO_ORDERINGS = {100, 101, 102, 103, 104}
-QUASI_ORDERINGS = {201}
-_SOURCES = {XORWOW: bits.Xorwow, PSEUDO_DEFAULT: bits.Xorwow, PHILOX: bits.Philox, MRG32K3A: bits.Mrg32k3a,
-            MT19937: bits.Mt19937}
+ENGINES = {RngType.PSEUDO_XORWOW: xorwow.Engine, RngType.PSEUDO_PHILOX4_32_10: philox.Engine,
+           RngType.PSEUDO_MRG32K3A: mrg32k3a.Engine, RngType.PSEUDO_MT19937: mt19937.Engine,
+           RngType.PSEUDO_MTGP32: mtgp32.Engine}
+
+# words per double uniform: the device API's curand_uniform_double (XORWOW's "high-quality" double
+# of two words, one word for MTGP32 and MT19937, MRG32k3a's raw result) and curand_uniform2_double
+# for Philox, whose threads work in curand4 blocks (two words per double)
+DOUBLE_WORDS = {RngType.PSEUDO_XORWOW: 2, RngType.PSEUDO_PHILOX4_32_10: 2, RngType.PSEUDO_MRG32K3A: 1,
+                RngType.PSEUDO_MT19937: 1, RngType.PSEUDO_MTGP32: 1}
+
+POISSON_MAX = 400000
 
 
-class Sobol:
-    """Sobol points of `dims` dimensions (32 or 64 bits), from point `offset` on."""
-
-    def __init__(self, dims: int, width: int, offset: int):
-        from scipy.stats import qmc
-        self.directions = qmc.Sobol(d=dims, scramble=False, bits=width)._sv     # (dims, width)
-        self.dtype = np.uint32 if width == 32 else np.uint64
-        self.index = offset
-
-    def points(self, count: int) -> np.ndarray:
-        """(dims, count) coordinates of the next `count` points (Gray-code order)."""
-        n = np.arange(self.index, self.index + count, dtype=np.uint64)
-        gray = n ^ (n >> np.uint64(1))
-        out = np.zeros((self.directions.shape[0], count), self.dtype)
-        for k in range(self.directions.shape[1]):
-            chosen = ((gray >> np.uint64(k)) & np.uint64(1)).astype(bool)
-            out[:, chosen] ^= self.directions[:, k:k + 1].astype(self.dtype)
-        self.index += count
-        return out
+def _view(address: int, count: int, ctype) -> np.ndarray:
+    return np.ctypeslib.as_array((ctype * count).from_address(address))
 
 
 class Generator:
-    def __init__(self, kind: int):
-        self.kind = kind
-        self.seed = DEFAULT_SEED
+    def __init__(self, rng_type: int):
+        try:
+            rng_type = RngType(rng_type)
+        except ValueError:
+            raise CurandError(Status.TYPE_ERROR, f"generator type {rng_type}") from None
+        rng_type = RESOLVED.get(rng_type, rng_type)
+        require(rng_type in PSEUDO or rng_type in QUASI, Status.TYPE_ERROR, f"generator type {int(rng_type)}")
+        self.rng_type = rng_type
+        self.seed = 0
         self.offset = 0
-        self.ordering = 101 if kind in PSEUDO else 201
-        self.dims = 1
-        self.stream = 0
-        self.source = None             # made at the first generation after an option changed
+        self.ordering = DEFAULT_ORDERING[rng_type]
+        self.dimensions = 1
+        self.stream = 0                       # the CUstream handle calls are queued on
+        self._lock = threading.Lock()         # one generator's work may run on two streams
+        self._restart()
 
+    # ---- options ------------------------------------------------------------------------
     @property
     def quasi(self) -> bool:
-        return self.kind in QUASI
+        return self.rng_type in QUASI
 
-    def _source(self):
-        if self.source is None:
+    def _restart(self) -> None:
+        self.position = self.offset
+        self._engine = None
+
+    def set_stream(self, stream: int) -> None:
+        self.stream = stream
+
+    def set_seed(self, seed: int) -> None:
+        require(not self.quasi, Status.TYPE_ERROR, "a quasirandom generator has no seed")
+        self.seed = seed & 0xFFFFFFFFFFFFFFFF
+        self._restart()
+
+    def set_offset(self, offset: int) -> None:
+        self.offset = offset & 0xFFFFFFFFFFFFFFFF
+        self._restart()
+
+    def set_ordering(self, ordering: int) -> None:
+        require(ordering in VALID_ORDERINGS[self.rng_type], Status.OUT_OF_RANGE,
+                f"ordering {ordering} for {self.rng_type.name}")
+        self.ordering = ordering
+        self._restart()
+
+    def set_dimensions(self, dimensions: int) -> None:
+        require(self.quasi, Status.TYPE_ERROR, "only quasirandom generators have dimensions")
+        require(1 <= dimensions <= MAX_DIMENSIONS, Status.OUT_OF_RANGE, f"{dimensions} dimensions (1 to 20000)")
+        require(dimensions <= sobol.available_dimensions(), Status.OUT_OF_RANGE,
+                f"{dimensions} dimensions need the Joe-Kuo direction numbers (SciPy's copy is not installed)")
+        self.dimensions = dimensions
+        self._restart()
+
+    def engine(self):
+        if self._engine is None:
             if self.quasi:
-                width = 64 if self.kind == SOBOL64 else 32
-                self.source = Sobol(self.dims, width, self.offset)
+                self._engine = sobol.Engine(64 if self.rng_type in QUASI64 else 32, self.rng_type in SCRAMBLED,
+                                            self.dimensions)
             else:
-                self.source = _SOURCES[self.kind](self.seed, self.offset)
-        return self.source
+                self._engine = ENGINES[self.rng_type](self.seed, int(self.ordering))
+        return self._engine
 
-    def reset(self) -> None:
-        self.source = None
+    # ---- the calls ----------------------------------------------------------------------
+    def _take(self, words: int, unit: int = 1) -> int:
+        """Claim `words` words of the sequence for a call whose results take `unit` words each:
+        they start at the next multiple of `unit` (units never straddle a thread's groups)."""
+        start = -(-self.position // unit) * unit
+        self.position = start + words
+        return start
 
-    # --- taking the generator's outputs (at the call)
+    def _queue(self, address: int, count: int, ctype, compute=None, write=None) -> None:
+        """Queue the results to be written at `address` in stream order: `compute()` gives them,
+        or `write(view)` puts them straight into the destination."""
+        if count == 0:
+            return
+        require(address != 0, Status.LAUNCH_FAILURE, "the output pointer is NULL")
+        lock = self._lock
 
-    def words(self, n: int) -> np.ndarray:
-        """The next n 32-bit outputs (quasirandom: n / dims points, dimension after dimension)."""
-        src = self._source()
+        def work():
+            out = _view(address, count, ctype)
+            with lock:
+                if write is not None:
+                    write(out)
+                    return
+                values = compute()
+            out[:] = values
+        api.submit(self.stream, work)
+
+    def _direct(self, kind: str, count: int, unit: int = 1):
+        """A writer for engines that fill memory themselves (Philox), or None."""
+        if self.quasi or not hasattr(self.engine(), "fill"):
+            return None
+        engine, start = self.engine(), self._take(count * unit, unit)
+        return lambda out: engine.fill(kind, out, start)
+
+    def _quasi_block(self, count: int, convert):
+        """Queue-ready computation of `count` quasirandom results (dimension-major)."""
+        d = self.dimensions
+        require(count % d == 0, Status.LENGTH_NOT_MULTIPLE, f"{count} results in {d} dimensions")
+        engine, start = self.engine(), self._take(count // d)
+        return lambda: convert(engine.block(start, count // d)).reshape(-1)
+
+    def _pseudo_words(self, words: int, unit: int = 1):
+        engine, start = self.engine(), self._take(words, unit)
+        return lambda: engine.words(start, words, unit)
+
+    def generate(self, address: int, count: int) -> None:
+        """curandGenerate: 32-bit words."""
+        require(self.rng_type not in QUASI64, Status.TYPE_ERROR, "64-bit Sobol generates with curandGenerateLongLong")
         if self.quasi:
-            return src.points(n // self.dims).reshape(-1)
-        return src.take(n)
+            compute = self._quasi_block(count, lambda p: p)
+        elif self.rng_type == RngType.PSEUDO_MRG32K3A:
+            raw = self._pseudo_words(count)
+            compute = lambda: mrg32k3a.to_bits(raw())                   # noqa: E731
+        else:
+            write = self._direct("bits", count)
+            compute = None if write else self._pseudo_words(count)
+            return self._queue(address, count, ctypes.c_uint32, compute, write)
+        self._queue(address, count, ctypes.c_uint32, compute)
+
+    def generate_long_long(self, address: int, count: int) -> None:
+        """curandGenerateLongLong: 64-bit Sobol words."""
+        require(self.rng_type in QUASI64, Status.TYPE_ERROR, "only 64-bit Sobol generates 64-bit words")
+        self._queue(address, count, ctypes.c_uint64, self._quasi_block(count, lambda p: p))
+
+    def generate_uniform(self, address: int, count: int) -> None:
+        write = self._direct("uniform", count)
+        self._queue(address, count, ctypes.c_float, None if write else self._uniforms(count, double=False), write)
+
+    def generate_uniform_double(self, address: int, count: int) -> None:
+        write = self._direct("uniform_double", count, 2) if self.rng_type == RngType.PSEUDO_PHILOX4_32_10 else None
+        self._queue(address, count, ctypes.c_double, None if write else self._uniforms(count, double=True), write)
+
+    def _uniforms(self, count: int, double: bool):
+        if self.quasi:
+            if self.rng_type in QUASI64:
+                return self._quasi_block(count, dist.uniform_double_64 if double else dist.uniform_float_64)
+            return self._quasi_block(count, dist.uniform_double if double else dist.uniform_float)
+        if self.rng_type == RngType.PSEUDO_MRG32K3A:
+            raw = self._pseudo_words(count)
+            convert = dist.uniform_double_mrg if double else dist.uniform_float_mrg
+            return lambda: convert(raw())
+        if not double:
+            words = self._pseudo_words(count)
+            return lambda: dist.uniform_float(words())
+        if DOUBLE_WORDS[self.rng_type] == 2:
+            words = self._pseudo_words(2 * count, 2)
+            return lambda: (lambda w: dist.uniform_double_hq(w[0::2], w[1::2]))(words())
+        words = self._pseudo_words(count)
+        return lambda: dist.uniform_double(words())
+
+    def _normals(self, count: int, double: bool):
+        """Standard normals: Box-Muller pairs for pseudorandom generators, the inverse CDF of
+        the uniform for quasirandom ones."""
+        if self.quasi:
+            uniforms = self._uniforms(count, double)
+            dtype = np.float64 if double else np.float32
+            return lambda: dist.inverse_normal(uniforms()).astype(dtype)
+        require(count % 2 == 0, Status.LENGTH_NOT_MULTIPLE, f"Box-Muller makes pairs: {count} results is odd")
+        pairs = count // 2
+        if self.rng_type == RngType.PSEUDO_MRG32K3A:
+            raw = self._pseudo_words(2 * pairs, 2)
+            transform = dist.box_muller_double_mrg if double else dist.box_muller_float_mrg
+            return lambda: (lambda w: transform(w[0::2], w[1::2]))(raw())
+        if double:
+            words = self._pseudo_words(4 * pairs, 4)
+            return lambda: (lambda w: dist.box_muller_double(w[0::4], w[1::4], w[2::4], w[3::4]))(words())
+        words = self._pseudo_words(2 * pairs, 2)
+        return lambda: (lambda w: dist.box_muller_float(w[0::2], w[1::2]))(words())
+
+    def generate_normal(self, address: int, count: int, mean: float, stddev: float) -> None:
+        z = self._normals(count, double=False)
+        m, s = np.float32(mean), np.float32(stddev)
+        self._queue(address, count, ctypes.c_float, lambda: m + s * z())
+
+    def generate_normal_double(self, address: int, count: int, mean: float, stddev: float) -> None:
+        z = self._normals(count, double=True)
+        self._queue(address, count, ctypes.c_double, lambda: mean + stddev * z())
+
+    def generate_log_normal(self, address: int, count: int, mean: float, stddev: float) -> None:
+        z = self._normals(count, double=False)
+        m, s = np.float32(mean), np.float32(stddev)
+        self._queue(address, count, ctypes.c_float, lambda: np.exp(m + s * z()))
+
+    def generate_log_normal_double(self, address: int, count: int, mean: float, stddev: float) -> None:
+        z = self._normals(count, double=True)
+        self._queue(address, count, ctypes.c_double, lambda: np.exp(mean + stddev * z()))
+
+    def generate_poisson(self, address: int, count: int, lam: float) -> None:
+        require(0 < lam <= POISSON_MAX, Status.OUT_OF_RANGE, f"lambda {lam} (0 < lambda <= 400000)")
+        if self.quasi:
+            uniforms = self._uniforms(count, double=True)
+        elif self.rng_type == RngType.PSEUDO_MRG32K3A:
+            raw = self._pseudo_words(count)
+            uniforms = lambda: dist.uniform_double_mrg(raw())          # noqa: E731
+        else:
+            words = self._pseudo_words(count)
+            uniforms = lambda: dist.uniform_double(words())            # noqa: E731
+        self._queue(address, count, ctypes.c_uint32, lambda: dist.poisson(uniforms(), lam))
 
 
-_generators = Registry(0x5EED0000, 16, lambda gid: CurandError(Status.NOT_INITIALIZED,
-                                                                f"0x{gid:x} is not a cuRAND generator"))
+# ---- handles: a curandGenerator_t is a number handed to C, never an address --------------
+_generators = {}
+_ids = itertools.count(0xC5A4D000, 16)
+_table_lock = threading.Lock()
 
 
-def create(out: int, kind: int) -> None:
-    require(out != 0, Status.OUT_OF_RANGE, "the generator pointer is NULL")
-    if kind in NOT_IMPLEMENTED:
-        raise CurandError(Status.TYPE_ERROR, f"the {NOT_IMPLEMENTED[kind]} generator is not implemented by anycuda")
-    require(kind in PSEUDO | QUASI, Status.TYPE_ERROR, f"generator type {kind}")
-    array(out, 1, np.uint64)[0] = _generators.add(Generator(kind))
+def create(rng_type: int) -> int:
+    g = Generator(rng_type)
+    with _table_lock:
+        hid = next(_ids)
+        _generators[hid] = g
+    return hid
 
 
-def get(gid: int) -> Generator:
-    return _generators.get(gid)
+def get(hid: int) -> Generator:
+    g = _generators.get(hid)
+    if g is None:
+        raise CurandError(Status.NOT_INITIALIZED, f"0x{hid:x} is not a live cuRAND generator")
+    return g
 
 
-def destroy(gid: int) -> None:
-    _generators.remove(gid)
-
-
-def set_seed(gid: int, seed: int) -> None:
-    g = get(gid)
-    require(not g.quasi, Status.TYPE_ERROR, "a quasirandom generator has no seed")
-    g.seed = seed
-    g.reset()
-
-
-def set_offset(gid: int, offset: int) -> None:
-    g = get(gid)
-    g.offset = offset
-    g.reset()
-
-
-def set_ordering(gid: int, ordering: int) -> None:
-    g = get(gid)
-    require(ordering in (QUASI_ORDERINGS if g.quasi else PSEUDO_ORDERINGS), Status.OUT_OF_RANGE,
-            f"ordering {ordering} for this generator type")
-    g.ordering = ordering
-    g.reset()
-
-
-def set_dimensions(gid: int, dims: int) -> None:
-    g = get(gid)
-    require(g.quasi, Status.TYPE_ERROR, "only quasirandom generators have dimensions")
-    require(1 <= dims <= 20000, Status.OUT_OF_RANGE, f"{dims} dimensions (1 to 20,000)")
-    g.dims = dims
-    g.reset()
-
-
-def set_stream(gid: int, stream: int) -> None:
-    get(gid).stream = stream
-
-
-# --- generation: check, take the outputs now, write them at the stream's turn
-
-def _output(g: Generator, address: int, n: int, pairs: bool = False) -> None:
-    require(address != 0, Status.OUT_OF_RANGE, "the output pointer is NULL")
-    if g.quasi:
-        require(n % g.dims == 0, Status.LENGTH_NOT_MULTIPLE, f"{n} results in {g.dims} dimensions")
-    elif pairs:
-        require(n % 2 == 0, Status.LENGTH_NOT_MULTIPLE, f"{n} normally distributed results (pairs)")
-
-
-def _write(g: Generator, address: int, values: np.ndarray) -> None:
-    def work():
-        if values.size:
-            array(address, values.size, values.dtype)[...] = values
-    api.submit(g.stream, work)
-
-
-def generate(gid: int, address: int, n: int) -> None:
-    g = get(gid)
-    require(g.kind not in (SOBOL64,), Status.TYPE_ERROR, "64-bit generators answer curandGenerateLongLong")
-    _output(g, address, n)
-    _write(g, address, g.words(n).astype(np.uint32))
-
-
-def generate_long_long(gid: int, address: int, n: int) -> None:
-    g = get(gid)
-    require(g.kind == SOBOL64, Status.TYPE_ERROR, "only 64-bit generators answer curandGenerateLongLong")
-    _output(g, address, n)
-    _write(g, address, g.words(n).astype(np.uint64))
-
-
-def _uniform_doubles(g: Generator, n: int) -> np.ndarray:
-    if g.kind == MRG32K3A:
-        return g._source().take_doubles(n) * bits.MRG_NORM
-    if g.kind == SOBOL64:
-        return g.words(n).astype(np.float64) * 2.0 ** -64 + 2.0 ** -65
-    if g.quasi or g.kind == PHILOX:
-        return dist.uniform_double_one(g.words(n))
-    w = g.words(2 * n).reshape(n, 2)
-    return dist.uniform_double_two(w[:, 0], w[:, 1])
-
-
-def _uniform_floats(g: Generator, n: int) -> np.ndarray:
-    if g.kind == MRG32K3A:
-        return (g._source().take_doubles(n) * bits.MRG_NORM).astype(np.float32)
-    if g.kind == SOBOL64:
-        return (g.words(n).astype(np.float64) * 2.0 ** -64 + 2.0 ** -65).astype(np.float32)
-    return dist.uniform_float(g.words(n))
-
-
-def generate_uniform(gid: int, address: int, n: int) -> None:
-    g = get(gid)
-    _output(g, address, n)
-    _write(g, address, _uniform_floats(g, n))
-
-
-def generate_uniform_double(gid: int, address: int, n: int) -> None:
-    g = get(gid)
-    _output(g, address, n)
-    _write(g, address, _uniform_doubles(g, n))
-
-
-def _normals(g: Generator, n: int, double: bool) -> np.ndarray:
-    if g.quasi:
-        u = _uniform_doubles(g, n) if double else _uniform_floats(g, n)
-        return dist.inverse_normal(u)
-    if g.kind == MRG32K3A:
-        u = g._source().take_doubles(n).reshape(-1, 2) * bits.MRG_NORM
-        s = np.sqrt(-2.0 * np.log(u[:, 0]))
-        out = np.stack([s * np.sin(2 * np.pi * u[:, 1]), s * np.cos(2 * np.pi * u[:, 1])], axis=1).reshape(-1)[:n]
-        return out if double else out.astype(np.float32)
-    if double:
-        w = g.words(2 * n).reshape(-1, 4)
-        return dist.box_muller_double(w[:, 0], w[:, 1], w[:, 2], w[:, 3])
-    w = g.words(n).reshape(-1, 2)
-    return dist.box_muller_float(w[:, 0], w[:, 1])
-
-
-def generate_normal(gid: int, address: int, n: int, mean: float, stddev: float, double: bool = False) -> None:
-    g = get(gid)
-    _output(g, address, n, pairs=True)
-    values = _normals(g, n, double) * stddev + mean
-    _write(g, address, values.astype(np.float64 if double else np.float32))
-
-
-def generate_log_normal(gid: int, address: int, n: int, mean: float, stddev: float, double: bool = False) -> None:
-    g = get(gid)
-    _output(g, address, n, pairs=True)
-    values = np.exp(_normals(g, n, double).astype(np.float64) * stddev + mean)
-    _write(g, address, values.astype(np.float64 if double else np.float32))
-
-
-def generate_poisson(gid: int, address: int, n: int, lam: float) -> None:
-    g = get(gid)
-    _output(g, address, n)
-    require(lam > 0, Status.OUT_OF_RANGE, f"lambda {lam}")
-    seed = [int(w) for w in g.words(2 * max(g.dims, 1))[:2]]
-    values = np.random.Generator(np.random.Philox(seed)).poisson(lam, n).astype(np.uint32)
-    _write(g, address, values)
+def destroy(hid: int) -> None:
+    with _table_lock:
+        if _generators.pop(hid, None) is None:
+            raise CurandError(Status.NOT_INITIALIZED, f"0x{hid:x} is not a live cuRAND generator")

@@ -1,22 +1,40 @@
-"""The C side of every cuRAND function anycuda implements, as data (no imports: the library's
-build reads it before numpy is installed). Kinds as in cublas/signatures.py, plus U for an
-unsigned long long (seeds, offsets), f and d for float and double scalars passed by value."""
+"""The C side of every cuRAND function anycuda implements: its name and the kinds of its
+parameters, as data (no imports: the library's build reads it before numpy is installed).
+
+Kinds: h handle (curandGenerator_t, curandDiscreteDistribution_t), p pointer, e enumeration
+or unsigned int, U unsigned long long (seeds, offsets), z size_t (counts), f float, d double.
+cuRAND passes means, deviations and lambdas by value, so f and d are kinds cuBLAS never needed.
+"""
 from __future__ import annotations
 
 FUNCTIONS = {
-    "curandCreateGenerator": "pe", "curandCreateGeneratorHost": "pe", "curandDestroyGenerator": "h",
-    "curandSetPseudoRandomGeneratorSeed": "hU", "curandSetGeneratorOffset": "hU",
-    "curandSetGeneratorOrdering": "he", "curandSetQuasiRandomGeneratorDimensions": "he",
-    "curandSetStream": "hp", "curandGenerateSeeds": "h",
-    "curandGenerate": "hpz", "curandGenerateLongLong": "hpz",
-    "curandGenerateUniform": "hpz", "curandGenerateUniformDouble": "hpz",
-    "curandGenerateNormal": "hpzff", "curandGenerateNormalDouble": "hpzdd",
-    "curandGenerateLogNormal": "hpzff", "curandGenerateLogNormalDouble": "hpzdd",
+    "curandCreateGenerator": "pe",
+    "curandCreateGeneratorHost": "pe",
+    "curandDestroyGenerator": "h",
+    "curandGetVersion": "p",
+    "curandGetProperty": "ep",
+    "curandSetStream": "hp",
+    "curandSetPseudoRandomGeneratorSeed": "hU",
+    "curandSetGeneratorOffset": "hU",
+    "curandSetGeneratorOrdering": "he",
+    "curandSetQuasiRandomGeneratorDimensions": "he",
+    "curandGenerate": "hpz",
+    "curandGenerateLongLong": "hpz",
+    "curandGenerateUniform": "hpz",
+    "curandGenerateUniformDouble": "hpz",
+    "curandGenerateNormal": "hpzff",
+    "curandGenerateNormalDouble": "hpzdd",
+    "curandGenerateLogNormal": "hpzff",
+    "curandGenerateLogNormalDouble": "hpzdd",
     "curandGeneratePoisson": "hpzd",
-    "curandGetVersion": "p", "curandGetProperty": "ep",
+    "curandCreatePoissonDistribution": "dp",
+    "curandDestroyDistribution": "h",
+    "curandGenerateSeeds": "h",
+    "curandGetDirectionVectors32": "pe",
+    "curandGetDirectionVectors64": "pe",
+    "curandGetScrambleConstants32": "p",
+    "curandGetScrambleConstants64": "p",
 }
-
-VALUED = {}
 
 
 def c_signatures() -> dict:

@@ -1,0 +1,50 @@
+"""How the host API lays out results from many subsequences in memory.
+
+A pseudorandom host generator runs T independent streams ("threads", each one subsequence of
+the generator's sequence, or one block for MTGP32). Each thread turns g consecutive words of its
+own stream into one unit of results (g = 1 for 32-bit words and float uniforms; 2 for a
+Box-Muller pair or XORWOW's two-word double; 4 for a Philox curand4 block or a double normal
+pair), and units are interleaved across threads: the word at flat position p comes from thread
+(p // g) mod T at index (p // (g*T))*g + p mod g of that thread's stream. T = 1 is a single
+sequence. A generator's position counts words; a call of k-word units starts at the next
+multiple of k, so a second call continues the first and an offset of n skips n words.
+
+Verified against NVIDIA's own published runs of its library (tests/test_curand_golden.py):
+XORWOW and MRG32k3a with T = 4096 subsequences, one word per float uniform and two per
+Box-Muller pair (thread t's pair at results 2t, 2t+1); Philox4_32_10 with a curand4 block of
+thread t at results 4t..4t+3 for uniforms and normals. Those runs cover only the first threads:
+T = 4096 for Philox, double results, calls that continue earlier ones and nonzero offsets stay
+unverified until golden files from a GPU (generator.py lists what they must record).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Layout:
+    streams: int = 1         # T
+    group: int = 1           # g
+
+    def steps(self, start: int, count: int):
+        """(first, last, skip): the steps of every thread (indices in its stream) that cover
+        positions [start, start+count), and where `start` falls in the first row."""
+        row = self.group * self.streams
+        first = start // row
+        last = (start + count + row - 1) // row
+        return first * self.group, last * self.group, start - first * row
+
+    def gather(self, block: np.ndarray, start: int, count: int) -> np.ndarray:
+        """Flatten per-thread results into memory order. `block` has shape (steps, T): words of
+        steps first.. of every thread; returns positions [start, start+count)."""
+        g, t = self.group, self.streams
+        rows = block.shape[0] // g
+        flat = block.reshape(rows, g, t).transpose(0, 2, 1).reshape(-1)
+        _, _, skip = self.steps(start, count)
+        return flat[skip:skip + count]
+
+    def grouped(self, group: int) -> "Layout":
+        """The layout for units of `group` words (at least the generator's own group)."""
+        return Layout(self.streams, max(self.group, group))

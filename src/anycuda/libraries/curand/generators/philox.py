@@ -1,0 +1,120 @@
+"""Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3") as cuRAND
+defines it.
+
+Counter-based: the output block for a 128-bit counter c and 64-bit key k is ten rounds of
+    (c0, c1, c2, c3) -> (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0))
+with M0 = 0xD2511F53, M1 = 0xCD9E8D57 and the key bumped by the Weyl constants (0x9E3779B9,
+0xBB67AE85) between rounds. curand_init(seed, subsequence, offset) sets the key to the seed's
+low and high words and the counter to subsequence * 2^64 + offset // 4 (the subsequence in the
+counter's high 64 bits), and curand() hands out the block's four words in order, x first. So
+result p of subsequence s is word p % 4 of block(counter = s*2^64 + p // 4).
+
+Whole ranges of counters are computed at once on uint64 arrays; nothing is sequential.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import distributions, native
+from .layout import Layout
+
+M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+W0, W1 = 0x9E3779B9, 0xBB67AE85
+_LO = np.uint64(0xFFFFFFFF)
+_SHIFT = 12                      # the host API's 4096 threads
+_32 = np.uint64(32)
+
+
+def blocks(key: int, counters_lo: np.ndarray, counters_hi=0) -> np.ndarray:
+    """Philox4x32-10 of counters (low 64 bits per block as uint64; high 64 bits one number or
+    one per block) → (n, 4) uint32, columns x, y, z, w."""
+    c0 = counters_lo & _LO
+    c1 = counters_lo >> _32
+    hi = np.broadcast_to(np.asarray(counters_hi, np.uint64), c0.shape)
+    c2 = hi & _LO
+    c3 = hi >> _32
+    k0, k1 = key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF
+    for r in range(10):
+        p0 = M0 * c0                    # 32x32 → 64-bit products, exact in uint64
+        p1 = M1 * c2
+        ka, kb = np.uint64((k0 + r * W0) & 0xFFFFFFFF), np.uint64((k1 + r * W1) & 0xFFFFFFFF)
+        c0, c1, c2, c3 = (p1 >> _32) ^ c1 ^ ka, p1 & _LO, (p0 >> _32) ^ c3 ^ kb, p0 & _LO
+    return np.stack([c0, c1, c2, c3], axis=-1).astype(np.uint32)
+
+
+def sequence(seed: int, subsequence: int, start: int, count: int) -> np.ndarray:
+    """Results [start, start+count) of subsequence `subsequence` for `seed`."""
+    if count <= 0:
+        return np.empty(0, np.uint32)
+    first, last = start // 4, (start + count + 3) // 4
+    total = (subsequence << 64) + first
+    lo, hi = total & 0xFFFFFFFFFFFFFFFF, total >> 64
+    n = last - first
+    counters = np.arange(n, dtype=np.uint64) + np.uint64(lo)       # wraps mod 2^64 as uint64 does
+    out = np.empty((n, 4), np.uint32)
+    wrap = (1 << 64) - lo                                            # blocks before the low half wraps
+    if wrap >= n:
+        out[:] = blocks(seed, counters, hi)
+    else:
+        out[:wrap] = blocks(seed, counters[:wrap], hi)
+        out[wrap:] = blocks(seed, counters[wrap:], (hi + 1) & ((1 << 64) - 1))
+    return out.reshape(-1)[start - first * 4:start - first * 4 + count]
+
+
+def device_sequence(seed: int, subsequence: int, offset: int, count: int) -> np.ndarray:
+    """What curand() returns `count` times after curand_init(seed, subsequence, offset)."""
+    return sequence(seed, subsequence, offset, count)
+
+
+class Engine:
+    """Philox4_32_10 for the host API: 4096 threads, thread t on subsequence t, each writing
+    curand4 blocks (4 results) in turn: the results 4m..4m+3 are block m // 4096 of subsequence
+    m mod 4096 (layout.py, group 4)."""
+    layout = Layout(streams=1 << _SHIFT, group=4)
+    word = "bits"
+
+    def __init__(self, seed: int, ordering: int):
+        self.seed = seed
+
+    def _blocks(self, first: int, last: int) -> np.ndarray:
+        """Blocks first..last-1 in memory order, (n, 4)."""
+        m = np.arange(first, last, dtype=np.uint64)
+        t = np.uint64(self.layout.streams)
+        return blocks(self.seed, m // t, m % t)
+
+    def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
+        """Words [start, start+count) in memory order (every unit of 1, 2 or 4 words lies in one
+        block, so the group changes nothing)."""
+        if count <= 0:
+            return np.empty(0, np.uint32)
+        first, last = start // 4, (start + count + 3) // 4
+        return self._blocks(first, last).reshape(-1)[start - 4 * first:start - 4 * first + count]
+
+    # what fill() writes: the native function, words per result, and the same conversion in numpy
+    KINDS = {"bits": ("philox_bits", 1, lambda w: w),
+             "uniform": ("philox_uniform", 1, distributions.uniform_float),
+             "uniform_double": ("philox_uniform_double", 2,
+                                lambda w: distributions.uniform_double_hq(w[0::2], w[1::2]))}
+
+    def fill(self, kind: str, out: np.ndarray, start: int) -> None:
+        """Write results from word position `start` on (as many as `out` holds), converted as
+        `kind`, straight into `out`: whole blocks in machine code, row by row of the 4096
+        threads; partial blocks at either end through numpy."""
+        native_kind, per, convert = self.KINDS[kind]
+        count = len(out)
+        words = count * per
+        if not native.available():
+            out[:] = convert(self.words(start, words))
+            return
+        per_block = 4 // per
+        head = min((-start) % 4, words)
+        body = (words - head) // 4
+        if head:
+            out[:head // per] = convert(self.words(start, head))
+        at = head // per
+        if body:
+            native.fill(native_kind, out[at:].ctypes.data, body, (start + head) // 4, _SHIFT, self.seed)
+            at += body * per_block
+        done = head + 4 * body
+        if done < words:
+            out[at:] = convert(self.words(start + done, words - done))
