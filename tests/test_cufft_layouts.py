@@ -230,3 +230,31 @@ def test_plan_forms_agree(rng, kind):
             np.testing.assert_allclose(got[:want.size].reshape(want.shape), want, **tolerance(dst_t))
             assert np.all(np.isnan(got[want.size:]))
             call("cufftDestroy", int(out[0]))
+
+
+def test_overlapping_input_batches(rng):
+    """A distance shorter than a transform reads overlapping frames (a short-time spectrum):
+    frames of 96 samples every 32, each to its own padded row."""
+    signal = rng.standard_normal(1024).astype(np.float32)
+    frames, rows = (1024 - 96) // 32 + 1, 49 + 3
+    h = make_plan((96,), 0x2A, frames, ((1024,), 1, 32), ((rows,), 1, rows))
+    dst = device(np.full(frames * rows, np.nan, np.complex64))
+    execute(h, 0x2A, device(signal), dst)
+    got = read(dst, frames * rows, np.complex64).reshape(frames, rows)
+    want = np.fft.rfft(np.lib.stride_tricks.sliding_window_view(signal, 96)[::32].astype(np.float64), axis=-1)
+    np.testing.assert_allclose(got[:, :49], want, rtol=2e-4, atol=2e-3)
+    assert np.all(np.isnan(got[:, 49:]))
+
+
+@pytest.mark.parametrize("kind", [0x69, 0x6A, 0x6C], ids=["Z2Z", "D2Z", "Z2D"])
+@pytest.mark.parametrize("sizes", [(1,), (1009,), (17, 19), (2, 1, 13)], ids=str)
+def test_prime_and_unit_sizes(rng, kind, sizes):
+    """Sizes pocketfft does by Bluestein's algorithm (large primes), and sizes of 1."""
+    _, _, dst_t, _, out_side = TYPES[kind]
+    x, want = data_and_reference(rng, kind, sizes, 2, FORWARD)
+    count = want.size
+    dst = device(np.full(count + 2, np.nan, dst_t))
+    execute(make_plan(sizes, kind, 2, None, None), kind, device(x), dst)
+    got = read(dst, count + 2, dst_t)
+    np.testing.assert_allclose(got[:count].reshape(want.shape), want, rtol=1e-9, atol=1e-8)
+    assert np.all(np.isnan(got[count:]))
