@@ -6,7 +6,6 @@ import threading
 import numpy as np
 import pytest
 
-import anycuda as ac
 from anycuda.driver import api
 from anycuda.libraries.cufft import functions
 from library_calls import caller, device, read
