@@ -21,6 +21,10 @@ class Result(enum.IntEnum):
     NO_WORKSPACE = 0xD
     NOT_IMPLEMENTED = 0xE
     NOT_SUPPORTED = 0x10
+    MISSING_DEPENDENCY = 0x11
+    NVRTC_FAILURE = 0x12
+    NVJITLINK_FAILURE = 0x13
+    NVSHMEM_FAILURE = 0x14
 
 
 class CufftError(LibraryError):
