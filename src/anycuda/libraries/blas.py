@@ -92,7 +92,7 @@ def library() -> _Library:
 
 
 def _set_threads(lib: _Library) -> None:
-    """OpenBLAS computes with as many threads as anycuda has workers (ANYCUDA_WORKERS)."""
+    """OpenBLAS computes with as many threads as anycuda has workers (ANYCUDA_NUM_THREADS)."""
     from ..runtime.device import worker_count
     for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads"):
         fn = getattr(lib.lib, name, None)
