@@ -412,3 +412,47 @@ def test_banded_product(handle, rng, letter):
     call(f"cublas{letter}gbmv_v2", handle, N, m, n, kl, ku, scalar(1, dtype), device(stored(band, kl + ku + 1)),
          kl + ku + 1, device(x), 1, scalar(0, dtype), dy, 1)
     np.testing.assert_allclose(read(dy, m, dtype), full @ x, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("letter", "SDCZ")
+def test_batched_lu_solve_and_inverse(handle, rng, letter):
+    n, nrhs, count = 6, 3, 4
+    dtype, tol = TYPES[letter], TOL[letter] * 100
+    As = [random(rng, (n, n), letter) + n * np.eye(n, dtype=dtype) for _ in range(count)]
+    Bs = [random(rng, (n, nrhs), letter) for _ in range(count)]
+    dA = [device(stored(a, n + 1)) for a in As]            # lda n + 1: padding rows
+    dB = [device(stored(b, n)) for b in Bs]
+    pivots, info = device(np.zeros(n * count, np.int32)), device(np.full(count, -7, np.int32))
+    a_array = device(np.array(dA, np.uint64))
+    call(f"cublas{letter}getrfBatched", handle, n, a_array, n + 1, pivots, info, count)
+    assert np.all(read(info, count, np.int32) == 0)
+    piv = read(pivots, n * count, np.int32)
+    assert piv.min() >= 1 and piv.max() <= n                      # 1-based
+    host_info = np.full(1, 99, np.int32)
+    call(f"cublas{letter}getrsBatched", handle, N, n, nrhs, a_array, n + 1, pivots,
+         device(np.array(dB, np.uint64)), n, host_info.ctypes.data, count)
+    assert host_info[0] == 0
+    for a, b, d in zip(As, Bs, dB):
+        np.testing.assert_allclose(unstored(read(d, n * nrhs, dtype), n, nrhs, n), np.linalg.solve(a, b), rtol=tol, atol=tol)
+    dC = [device(np.full(n * n, np.nan, dtype)) for _ in range(count)]
+    call(f"cublas{letter}getriBatched", handle, n, a_array, n + 1, pivots, device(np.array(dC, np.uint64)), n, info, count)
+    for a, c in zip(As, dC):
+        np.testing.assert_allclose(unstored(read(c, n * n, dtype), n, n, n), np.linalg.inv(a), rtol=tol, atol=tol)
+    dI = [device(np.full(n * n, np.nan, dtype)) for _ in range(count)]
+    call(f"cublas{letter}matinvBatched", handle, n, device(np.array([device(stored(a, n)) for a in As], np.uint64)), n,
+         device(np.array(dI, np.uint64)), n, info, count)
+    for a, c in zip(As, dI):
+        np.testing.assert_allclose(unstored(read(c, n * n, dtype), n, n, n), np.linalg.inv(a), rtol=tol, atol=tol)
+    host_info[0] = 0
+    with pytest.raises(CublasError):
+        call(f"cublas{letter}getrsBatched", handle, N, n, nrhs, a_array, n - 1, pivots, a_array, n,
+             host_info.ctypes.data, count)
+    assert host_info[0] == -6                                     # lda, the sixth argument
+
+
+def test_lu_of_a_singular_matrix_reports_its_zero_pivot(handle):
+    a = np.array([[1.0, 2.0], [2.0, 4.0]])
+    info = device(np.full(1, -1, np.int32))
+    call("cublasDgetrfBatched", handle, 2, device(np.array([device(stored(a, 2))], np.uint64)), 2,
+         device(np.zeros(2, np.int32)), info, 1)
+    assert read(info, 1, np.int32)[0] == 2

@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from . import gemm_ex, handle as handles, level3, passthrough, signatures
+from . import factorizations, gemm_ex, handle as handles, level3, passthrough, signatures
 from . import level12 as l12
 from ...driver import api
 from .calls import array, write_scalar
@@ -115,6 +115,7 @@ _MAKERS = {
     "amin": l12.make_index("amin"), "gemv": l12.make_gemv, "ger": l12.make_ger, "symv": l12.make_symv,
     "trmv": l12.make_triangular_vector("trmv"), "trsv": l12.make_triangular_vector("trsv"),
     **level3.FAMILIES,
+    **factorizations.FAMILIES,
     **{family: passthrough.make(family) for family in passthrough.ROUTINES},
 }
 

@@ -34,6 +34,10 @@ FAMILIES = [
     ("cublas{L}trmm_v2", "heeeeiippipipi", "trmm", ("S", "D", "C", "Z")),
     ("cublas{L}geam", "heeiippippipi", "geam", ("S", "D", "C", "Z")),
     ("cublas{L}dgmm", "heiipipipi", "dgmm", ("S", "D", "C", "Z")),
+    ("cublas{L}getrfBatched", "hipippi", "getrfBatched", ("S", "D", "C", "Z")),
+    ("cublas{L}getriBatched", "hipippipi", "getriBatched", ("S", "D", "C", "Z")),
+    ("cublas{L}getrsBatched", "heiipippipi", "getrsBatched", ("S", "D", "C", "Z")),
+    ("cublas{L}matinvBatched", "hipipipi", "matinvBatched", ("S", "D", "C", "Z")),
 ]
 
 # routines passed through to CBLAS (passthrough.py): family -> (argument roles, letters); the

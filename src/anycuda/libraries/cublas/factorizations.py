@@ -1,0 +1,132 @@
+"""cuBLAS's batched LU routines on LAPACK (scipy.linalg.lapack, the LAPACK of scipy's OpenBLAS):
+getrfBatched (LU with partial pivoting, in place), getrsBatched (solve with those factors),
+getriBatched (inverse from them), matinvBatched (inverse of small matrices).
+
+cuBLAS's conventions kept: pivots are 1-based, `n` per matrix, in the pivot array one matrix
+after another; `info` is per matrix for the factorisations (k > 0: U(k, k) is exactly zero) and
+a single host integer for getrsBatched (-i: argument i is wrong). A NULL pivot array asks for
+LU without pivoting, which LAPACK has no routine for: answered NOT_SUPPORTED.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import matrices as mx
+from .calls import DTYPES, array, queue
+from .status import CublasError, Status, require
+
+_ROUTINES = {}
+
+
+def _lapack(letter: str, name: str):
+    key = letter + name
+    if key not in _ROUTINES:
+        from scipy.linalg import lapack
+        _ROUTINES[key] = getattr(lapack, key)
+    return _ROUTINES[key]
+
+
+def _check(n: int, lda: int, count: int) -> None:
+    require(n >= 0, f"n = {n}")
+    require(lda >= max(1, n), f"lda = {lda} below max(1, {n})")
+    require(count >= 0, f"batchSize = {count}")
+
+
+def make_getrf(letter: str):
+    dtype = DTYPES[letter]
+
+    def call(hid, n, Aarray, lda, pivots, info, count):
+        _check(n, lda, count)
+        if not pivots:
+            raise CublasError(Status.NOT_SUPPORTED, "LU without pivoting (a NULL pivot array)")
+        if n == 0 or count == 0:
+            return
+
+        def work():
+            getrf = _lapack(letter, "getrf")
+            piv_all = array(pivots, n * count, np.int32).reshape(count, n)
+            info_all = array(info, count, np.int32)
+            for i, address in enumerate(mx.pointers(Aarray, count)):
+                a = mx.view(address, n, n, lda, dtype)
+                lu, piv, status = getrf(np.asfortranarray(a))
+                a[...] = lu
+                piv_all[i] = piv + 1
+                info_all[i] = status
+        queue(hid, work)
+    return call
+
+
+def make_getri(letter: str):
+    dtype = DTYPES[letter]
+
+    def call(hid, n, Aarray, lda, pivots, Carray, ldc, info, count):
+        _check(n, lda, count)
+        require(ldc >= max(1, n), f"ldc = {ldc} below max(1, {n})")
+        if not pivots:
+            raise CublasError(Status.NOT_SUPPORTED, "an inverse from LU without pivoting (a NULL pivot array)")
+        if n == 0 or count == 0:
+            return
+
+        def work():
+            getri = _lapack(letter, "getri")
+            piv_all = array(pivots, n * count, np.int32).reshape(count, n)
+            info_all = array(info, count, np.int32)
+            for i, (a_address, c_address) in enumerate(zip(mx.pointers(Aarray, count), mx.pointers(Carray, count))):
+                lu = np.asfortranarray(mx.view(a_address, n, n, lda, dtype))
+                inverse, status = getri(lu, piv_all[i] - 1)
+                mx.view(c_address, n, n, ldc, dtype)[...] = inverse
+                info_all[i] = status
+        queue(hid, work)
+    return call
+
+
+def make_getrs(letter: str):
+    dtype = DTYPES[letter]
+
+    def call(hid, trans, n, nrhs, Aarray, lda, pivots, Barray, ldb, info, count):
+        require(info != 0, "the info pointer is NULL")
+        rules = [(trans in (0, 1, 2), 2), (n >= 0, 3), (nrhs >= 0, 4), (lda >= max(1, n), 6),
+                 (ldb >= max(1, n), 9), (count >= 0, 11)]
+        bad = next((position for ok, position in rules if not ok), 0)
+        array(info, 1, np.int32)[0] = -bad             # cuBLAS: -i names the wrong argument
+        require(bad == 0, f"argument {bad} of getrsBatched")
+        if n == 0 or nrhs == 0 or count == 0:
+            return
+
+        def work():
+            getrs = _lapack(letter, "getrs")
+            piv_all = array(pivots, n * count, np.int32).reshape(count, n)
+            for i, (a_address, b_address) in enumerate(zip(mx.pointers(Aarray, count), mx.pointers(Barray, count))):
+                lu = np.asfortranarray(mx.view(a_address, n, n, lda, dtype))
+                b = mx.view(b_address, n, nrhs, ldb, dtype)
+                x, _ = getrs(lu, piv_all[i] - 1, np.asfortranarray(b), trans=trans)
+                b[...] = x
+        queue(hid, work)
+    return call
+
+
+def make_matinv(letter: str):
+    dtype = DTYPES[letter]
+
+    def call(hid, n, Aarray, lda, Ainv, lda_inv, info, count):
+        _check(n, lda, count)
+        require(n <= 32, f"n = {n}: matinvBatched takes matrices of at most 32 rows")
+        require(lda_inv >= max(1, n), f"lda_inv = {lda_inv} below max(1, {n})")
+        if n == 0 or count == 0:
+            return
+
+        def work():
+            getrf, getri = _lapack(letter, "getrf"), _lapack(letter, "getri")
+            info_all = array(info, count, np.int32)
+            for i, (a_address, c_address) in enumerate(zip(mx.pointers(Aarray, count), mx.pointers(Ainv, count))):
+                lu, piv, status = getrf(np.asfortranarray(mx.view(a_address, n, n, lda, dtype)))
+                info_all[i] = status
+                if status == 0:
+                    inverse, _ = getri(lu, piv)
+                    mx.view(c_address, n, n, lda_inv, dtype)[...] = inverse
+        queue(hid, work)
+    return call
+
+
+FAMILIES = {"getrfBatched": make_getrf, "getriBatched": make_getri, "getrsBatched": make_getrs,
+            "matinvBatched": make_matinv}
