@@ -32,3 +32,15 @@ def scalar(value, dtype) -> int:
     holder = np.array([value], dtype)
     _kept.append(holder)
     return holder.ctypes.data
+
+
+def stream_handle(stream) -> int:
+    """A driver stream handle (what cudaStreamCreate hands a program) for an anycuda Stream, so
+    a test can hold the stream's work back with a gate of its own."""
+    from anycuda.driver import api
+    api.cuInit(0)
+    if not getattr(api._current, "ctx", None):
+        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+    handle = api.cuStreamCreate(0)
+    api._get(handle, api.StreamHandle).stream = stream
+    return handle

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from library_calls import caller, device, read, scalar
+from library_calls import caller, device, read, scalar, stream_handle
 from anycuda.libraries.cublas import functions
 from anycuda.libraries.cublas.status import CublasError, Status
 
@@ -239,7 +239,7 @@ def test_gemm_ex_types(handle, rng):
 
 def test_device_pointer_mode_reads_scalars_when_the_stream_runs(handle, rng):
     stream = ac.Stream()
-    sid = _stream_handle(stream)
+    sid = stream_handle(stream)
     call("cublasSetStream_v2", handle, sid)
     call("cublasSetPointerMode_v2", handle, 1)
     gate = threading.Event()
@@ -271,17 +271,6 @@ def test_device_pointer_mode_reads_scalars_when_the_stream_runs(handle, rng):
     call("cublasSnrm2_v2", handle, m * k, device(stored(a, m)), 1, out.ctypes.data)   # waits for its work
     assert out[0] == pytest.approx(np.linalg.norm(a), rel=1e-6)
     np.testing.assert_allclose(unstored(read(dC, m * n, np.float32), m, n, m), 2 * a, rtol=1e-6)
-
-
-def _stream_handle(stream):
-    """A driver stream handle for an anycuda Stream (what cudaStreamCreate hands a program)."""
-    from anycuda.driver import api
-    api.cuInit(0)
-    if not getattr(api._current, "ctx", None):
-        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-    sid = api.cuStreamCreate(0)
-    api._get(sid, api.StreamHandle).stream = stream
-    return sid
 
 
 @pytest.mark.parametrize("args,rule", [

@@ -10,7 +10,7 @@ import pytest
 import anycuda as ac
 from anycuda.libraries.cufft import functions
 from anycuda.libraries.cufft.status import CufftError, Result
-from library_calls import caller, device, read
+from library_calls import caller, device, read, stream_handle
 
 call = caller(functions.table())
 C2C, R2C, C2R, Z2Z, D2Z, Z2D = 0x29, 0x2A, 0x2C, 0x69, 0x6A, 0x6C
@@ -142,12 +142,7 @@ def test_executions_keep_stream_order(rng):
     x = (rng.standard_normal(256) + 1j * rng.standard_normal(256)).astype(np.complex64)
     h = plan((256,), C2C)
     stream = ac.Stream()
-    from anycuda.driver import api
-    api.cuInit(0)
-    if not getattr(api._current, "ctx", None):
-        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-    sid = api.cuStreamCreate(0)
-    api._get(sid, api.StreamHandle).stream = stream
+    sid = stream_handle(stream)
     call("cufftSetStream", h, sid)
     gate = threading.Event()
     stream.enqueue(gate.wait, 5.0)

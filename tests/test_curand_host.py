@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.driver import api
+from library_calls import stream_handle
 from anycuda.libraries.curand import functions, generator as generators
 from anycuda.libraries.curand.generators import mrg32k3a, philox, sobol, xorwow
 from anycuda.libraries.curand.kinds import Ordering, RngType
@@ -242,19 +242,10 @@ def test_direction_vectors_table():
 
 
 # ---- streams -----------------------------------------------------------------------------------------
-def _stream_handle(stream):
-    api.cuInit(0)
-    if not getattr(api._current, "ctx", None):
-        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-    sid = api.cuStreamCreate(0)
-    api._get(sid, api.StreamHandle).stream = stream
-    return sid
-
-
 def test_generation_is_queued_behind_stream_work_and_state_advances_at_the_call():
     stream = ac.Stream()
     gen = new(RngType.PSEUDO_PHILOX4_32_10, 11)
-    call("curandSetStream", gen, _stream_handle(stream))
+    call("curandSetStream", gen, stream_handle(stream))
     gate = threading.Event()
     stream.enqueue(gate.wait, 5.0)
     first, second = Buffer(1000, np.uint32), Buffer(1000, np.uint32)
@@ -271,7 +262,7 @@ def test_generation_is_queued_behind_stream_work_and_state_advances_at_the_call(
 def test_work_runs_in_order_with_other_stream_work():
     stream = ac.Stream()
     gen = new(RngType.PSEUDO_XORWOW, 4)
-    call("curandSetStream", gen, _stream_handle(stream))
+    call("curandSetStream", gen, stream_handle(stream))
     b = Buffer(4096, np.uint32)
     seen = []
     stream.enqueue(lambda: seen.append(int(b.all()[0])))           # before: still poisoned
