@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from library_calls import stream_handle
 from anycuda.libraries.curand import functions, generator as generators
 from anycuda.libraries.curand.generators import mrg32k3a, philox, sobol, xorwow
 from anycuda.libraries.curand.kinds import Ordering, RngType
 from anycuda.libraries.curand.status import CurandError, Status
+from library_calls import stream_handle
 
 TABLE = functions.table()
 PSEUDO = [RngType.PSEUDO_XORWOW, RngType.PSEUDO_MRG32K3A, RngType.PSEUDO_MTGP32, RngType.PSEUDO_MT19937,
