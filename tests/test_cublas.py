@@ -445,3 +445,28 @@ def test_lu_of_a_singular_matrix_reports_its_zero_pivot(handle):
     call("cublasDgetrfBatched", handle, 2, device(np.array([device(stored(a, 2))], np.uint64)), 2,
          device(np.zeros(2, np.int32)), info, 1)
     assert read(info, 1, np.int32)[0] == 2
+
+
+@pytest.mark.parametrize("letter", "SDCZ")
+def test_batched_triangular_solves_and_packed_conversions(handle, rng, letter):
+    m, n, count = 7, 4, 3
+    dtype, tol = TYPES[letter], TOL[letter] * 10
+    As = [random(rng, (m, m), letter) + m * np.eye(m, dtype=dtype) for _ in range(count)]
+    Bs = [random(rng, (m, n), letter) for _ in range(count)]
+    dB = [device(stored(b, m)) for b in Bs]
+    call(f"cublas{letter}trsmBatched", handle, 0, 0, N, 0, m, n, scalar(2, dtype),
+         device(np.array([device(stored(a, m)) for a in As], np.uint64)), m, device(np.array(dB, np.uint64)), m, count)
+    for a, b, d in zip(As, Bs, dB):
+        np.testing.assert_allclose(unstored(read(d, m * n, dtype), m, n, m), np.linalg.solve(np.tril(a), 2 * b),
+                                   rtol=tol, atol=tol)
+    A = As[0]
+    for uplo, lower in ((0, True), (1, False)):
+        packed = device(np.full(m * (m + 1) // 2, np.nan, dtype))
+        call(f"cublas{letter}trttp", handle, uplo, m, device(stored(A, m + 2)), m + 2, packed)
+        want = np.concatenate([A[j:, j] if lower else A[:j + 1, j] for j in range(m)])
+        assert np.array_equal(read(packed, want.size, dtype), want)
+        full = device(np.full(m * m, 7, dtype))
+        call(f"cublas{letter}tpttr", handle, uplo, m, packed, full, m)
+        got = unstored(read(full, m * m, dtype), m, m, m)
+        tri = np.tril(np.ones((m, m), bool)) if lower else np.triu(np.ones((m, m), bool))
+        assert np.array_equal(got[tri], A[tri]) and np.all(got[~tri] == 7)

@@ -160,6 +160,68 @@ def make_trsm(letter: str):
     return call
 
 
+def make_trsm_batched(letter: str):
+    """trsm over arrays of pointers, one CBLAS solve per matrix pair."""
+    trsm = blas.routine(letter, "trsm")
+
+    def call(hid, side, uplo, trans, diag, m, n, alpha, Aarray, lda, Barray, ldb, count):
+        s, u, t, d = mx.side(side), mx.fill(uplo), mx.op(trans, letter), mx.diag(diag)
+        _check_triangular(s, m, n, lda, ldb)
+        require(count >= 0, f"batchCount = {count}")
+        if m == 0 or n == 0 or count == 0:
+            return
+
+        def work(a):
+            sa = scalar(a, letter)
+            for pa, pb in zip(mx.pointers(Aarray, count), mx.pointers(Barray, count)):
+                trsm(blas.COL_MAJOR, s, u, t, d, m, n, sa, pa, lda, pb, ldb)
+        queue(hid, work, (alpha,), DTYPES[letter])
+    return call
+
+
+def _packed_indices(n: int, lower: bool):
+    """(rows, cols) of a triangle in packed column-major order."""
+    rows = [i for j in range(n) for i in (range(j, n) if lower else range(j + 1))]
+    cols = [j for j in range(n) for _ in (range(j, n) if lower else range(j + 1))]
+    return np.array(rows, np.intp), np.array(cols, np.intp)
+
+
+def make_trttp(letter: str):
+    """A triangle of a full matrix into packed storage."""
+    dtype = DTYPES[letter]
+
+    def call(hid, uplo, n, A, lda, AP):
+        lower = mx.fill(uplo) == blas.LOWER
+        mx.sizes(n=n)
+        mx.leading(lda, n, "lda")
+        if n == 0:
+            return
+
+        def work():
+            rows, cols = _packed_indices(n, lower)
+            mx.vector(AP, rows.size, 1, dtype)[...] = mx.view(A, n, n, lda, dtype)[rows, cols]
+        queue(hid, work)
+    return call
+
+
+def make_tpttr(letter: str):
+    """Packed storage into a triangle of a full matrix (the other triangle left as it was)."""
+    dtype = DTYPES[letter]
+
+    def call(hid, uplo, n, AP, A, lda):
+        lower = mx.fill(uplo) == blas.LOWER
+        mx.sizes(n=n)
+        mx.leading(lda, n, "lda")
+        if n == 0:
+            return
+
+        def work():
+            rows, cols = _packed_indices(n, lower)
+            mx.view(A, n, n, lda, dtype)[rows, cols] = mx.vector(AP, rows.size, 1, dtype)
+        queue(hid, work)
+    return call
+
+
 def make_trmm(letter: str):
     """cuBLAS's trmm writes C = alpha op(A) B out of place (CBLAS's works in place on B): B is
     copied into C first, unless they are the same matrix."""
@@ -228,4 +290,5 @@ def make_dgmm(letter: str):
 
 FAMILIES = {"gemm": make_gemm, "gemmBatched": make_gemm_batched, "gemmStridedBatched": make_gemm_strided_batched,
             "symm": make_symm, "syrk": make_syrk, "syr2k": make_syr2k, "trsm": make_trsm, "trmm": make_trmm,
-            "geam": make_geam, "dgmm": make_dgmm}
+            "geam": make_geam, "dgmm": make_dgmm, "trsmBatched": make_trsm_batched, "trttp": make_trttp,
+            "tpttr": make_tpttr}
