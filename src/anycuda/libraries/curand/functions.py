@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import itertools
-import threading
 
 import numpy as np
 
 from . import generator as generators, signatures
 from .generators import sobol
 from .kinds import MAX_DIMENSIONS, DirectionVectorSet
+from ..registry import Registry
 from .status import CurandError, Status, require
 
 VERSION = 10405            # CURAND_VERSION of the 10.4.5 headers: major * 1000 + minor * 100 + patch
@@ -43,23 +42,17 @@ def _method(name):
 
 
 # ---- Poisson distributions (curandCreatePoissonDistribution): kept only to be handed back --
-_distributions = {}
-_distribution_ids = itertools.count(0xD15C0000, 16)
-_lock = threading.Lock()
+_distributions = Registry(0xD15C0000, 16, lambda did: CurandError(Status.NOT_INITIALIZED, f"0x{did:x} is no distribution"))
 
 
 def _create_poisson(lam: float, out: int) -> None:
     require(out != 0, Status.NOT_INITIALIZED, "the distribution pointer is NULL")
     require(0 < lam <= generators.POISSON_MAX, Status.OUT_OF_RANGE, f"lambda {lam}")
-    with _lock:
-        did = next(_distribution_ids)
-        _distributions[did] = lam
-    _write(out, did, ctypes.c_uint64)
+    _write(out, _distributions.add(lam), ctypes.c_uint64)
 
 
 def _destroy_distribution(did: int) -> None:
-    with _lock:
-        require(_distributions.pop(did, None) is not None, Status.NOT_INITIALIZED, f"0x{did:x} is no distribution")
+    _distributions.remove(did)
 
 
 # ---- direction vectors and scramble constants: host tables whose address is handed out ------

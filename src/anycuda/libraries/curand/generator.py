@@ -28,7 +28,6 @@ runs (tests/test_curand_golden.py).
 from __future__ import annotations
 
 import ctypes
-import itertools
 import threading
 
 import numpy as np
@@ -37,6 +36,7 @@ from . import distributions as dist
 from .generators import mrg32k3a, mt19937, mtgp32, philox, sobol, xorwow
 from .kinds import (DEFAULT_ORDERING, MAX_DIMENSIONS, PSEUDO, QUASI, QUASI64, RESOLVED, SCRAMBLED,
                     VALID_ORDERINGS, RngType)
+from ..registry import Registry
 from .status import CurandError, Status, require
 from ...driver import api
 
@@ -258,27 +258,17 @@ class Generator:
 
 
 # ---- handles: a curandGenerator_t is a number handed to C, never an address --------------
-_generators = {}
-_ids = itertools.count(0xC5A4D000, 16)
-_table_lock = threading.Lock()
+_generators = Registry(0xC5A4D000, 16, lambda hid: CurandError(Status.NOT_INITIALIZED,
+                                                                f"0x{hid:x} is not a live cuRAND generator"))
 
 
 def create(rng_type: int) -> int:
-    g = Generator(rng_type)
-    with _table_lock:
-        hid = next(_ids)
-        _generators[hid] = g
-    return hid
+    return _generators.add(Generator(rng_type))
 
 
 def get(hid: int) -> Generator:
-    g = _generators.get(hid)
-    if g is None:
-        raise CurandError(Status.NOT_INITIALIZED, f"0x{hid:x} is not a live cuRAND generator")
-    return g
+    return _generators.get(hid)
 
 
 def destroy(hid: int) -> None:
-    with _table_lock:
-        if _generators.pop(hid, None) is None:
-            raise CurandError(Status.NOT_INITIALIZED, f"0x{hid:x} is not a live cuRAND generator")
+    _generators.remove(hid)
