@@ -32,13 +32,18 @@ def _check(n: int, lda: int, count: int) -> None:
     require(count >= 0, f"batchSize = {count}")
 
 
+def _pivoted(pivots: int) -> None:
+    """A NULL pivot array asks for LU without pivoting."""
+    if not pivots:
+        raise CublasError(Status.NOT_SUPPORTED, "LU without pivoting (a NULL pivot array)")
+
+
 def make_getrf(letter: str):
     dtype = DTYPES[letter]
 
     def call(hid, n, Aarray, lda, pivots, info, count):
         _check(n, lda, count)
-        if not pivots:
-            raise CublasError(Status.NOT_SUPPORTED, "LU without pivoting (a NULL pivot array)")
+        _pivoted(pivots)
         if n == 0 or count == 0:
             return
 
@@ -62,8 +67,7 @@ def make_getri(letter: str):
     def call(hid, n, Aarray, lda, pivots, Carray, ldc, info, count):
         _check(n, lda, count)
         require(ldc >= max(1, n), f"ldc = {ldc} below max(1, {n})")
-        if not pivots:
-            raise CublasError(Status.NOT_SUPPORTED, "an inverse from LU without pivoting (a NULL pivot array)")
+        _pivoted(pivots)
         if n == 0 or count == 0:
             return
 

@@ -186,40 +186,31 @@ def _packed_indices(n: int, lower: bool):
     return np.array(rows, np.intp), np.array(cols, np.intp)
 
 
-def make_trttp(letter: str):
-    """A triangle of a full matrix into packed storage."""
-    dtype = DTYPES[letter]
+def make_packing(to_packed: bool):
+    """trttp (a triangle of a full matrix into packed storage) or tpttr (packed storage into a
+    triangle of a full matrix, the other triangle left as it was)."""
+    def make(letter: str):
+        dtype = DTYPES[letter]
 
-    def call(hid, uplo, n, A, lda, AP):
-        lower = mx.fill(uplo) == blas.LOWER
-        mx.sizes(n=n)
-        mx.leading(lda, n, "lda")
-        if n == 0:
-            return
+        def call(hid, uplo, n, first, second, third):
+            # trttp(A, lda, AP) and tpttr(AP, A, lda): the same three, ordered differently
+            A, lda, AP = (first, second, third) if to_packed else (second, third, first)
+            lower = mx.fill(uplo) == blas.LOWER
+            mx.sizes(n=n)
+            mx.leading(lda, n, "lda")
+            if n == 0:
+                return
 
-        def work():
-            rows, cols = _packed_indices(n, lower)
-            mx.vector(AP, rows.size, 1, dtype)[...] = mx.view(A, n, n, lda, dtype)[rows, cols]
-        queue(hid, work)
-    return call
-
-
-def make_tpttr(letter: str):
-    """Packed storage into a triangle of a full matrix (the other triangle left as it was)."""
-    dtype = DTYPES[letter]
-
-    def call(hid, uplo, n, AP, A, lda):
-        lower = mx.fill(uplo) == blas.LOWER
-        mx.sizes(n=n)
-        mx.leading(lda, n, "lda")
-        if n == 0:
-            return
-
-        def work():
-            rows, cols = _packed_indices(n, lower)
-            mx.view(A, n, n, lda, dtype)[rows, cols] = mx.vector(AP, rows.size, 1, dtype)
-        queue(hid, work)
-    return call
+            def work():
+                rows, cols = _packed_indices(n, lower)
+                full, packed = mx.view(A, n, n, lda, dtype), mx.vector(AP, rows.size, 1, dtype)
+                if to_packed:
+                    packed[...] = full[rows, cols]
+                else:
+                    full[rows, cols] = packed
+            queue(hid, work)
+        return call
+    return make
 
 
 def make_trmm(letter: str):
@@ -290,5 +281,5 @@ def make_dgmm(letter: str):
 
 FAMILIES = {"gemm": make_gemm, "gemmBatched": make_gemm_batched, "gemmStridedBatched": make_gemm_strided_batched,
             "symm": make_symm, "syrk": make_syrk, "syr2k": make_syr2k, "trsm": make_trsm, "trmm": make_trmm,
-            "geam": make_geam, "dgmm": make_dgmm, "trsmBatched": make_trsm_batched, "trttp": make_trttp,
-            "tpttr": make_tpttr}
+            "geam": make_geam, "dgmm": make_dgmm, "trsmBatched": make_trsm_batched, "trttp": make_packing(True),
+            "tpttr": make_packing(False)}
