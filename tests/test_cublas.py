@@ -470,3 +470,29 @@ def test_batched_triangular_solves_and_packed_conversions(handle, rng, letter):
         got = unstored(read(full, m * m, dtype), m, m, m)
         tri = np.tril(np.ones((m, m), bool)) if lower else np.triu(np.ones((m, m), bool))
         assert np.array_equal(got[tri], A[tri]) and np.all(got[~tri] == 7)
+
+
+@pytest.mark.parametrize("code,dtype,compute", [(0, np.float32, 68), (5, np.complex128, 70), (2, np.float16, 68)])
+def test_batched_ex_forms(handle, rng, code, dtype, compute):
+    """GemmBatchedEx and GemmStridedBatchedEx: same-type products (CBLAS) and widened ones."""
+    m, n, k, count = 6, 5, 4, 3
+    scale = np.complex128 if code == 5 else np.float32
+    tol = 2e-2 if code == 2 else 1e-5
+    As = [random(rng, (m, k), "Z" if code == 5 else "D").astype(dtype) for _ in range(count)]
+    Bs = [random(rng, (k, n), "Z" if code == 5 else "D").astype(dtype) for _ in range(count)]
+    out_code, out_dtype = (0, np.float32) if code == 2 else (code, dtype)
+    strided = device(np.full(count * m * n, np.nan, out_dtype))
+    call("cublasGemmStridedBatchedEx", handle, N, N, m, n, k, scalar(1, scale),
+         device(np.concatenate([stored(a, m) for a in As])), code, m, m * k,
+         device(np.concatenate([stored(b, k) for b in Bs])), code, k, k * n, scalar(0, scale), strided, out_code, m,
+         m * n, count, compute, -1)
+    pointers = [device(np.full(m * n, np.nan, out_dtype)) for _ in range(count)]
+    call("cublasGemmBatchedEx", handle, N, N, m, n, k, scalar(1, scale),
+         device(np.array([device(stored(a, m)) for a in As], np.uint64)), code, m,
+         device(np.array([device(stored(b, k)) for b in Bs], np.uint64)), code, k, scalar(0, scale),
+         device(np.array(pointers, np.uint64)), out_code, m, count, compute, -1)
+    got = read(strided, count * m * n, out_dtype)
+    for i, (a, b) in enumerate(zip(As, Bs)):
+        want = a.astype(np.complex128) @ b
+        np.testing.assert_allclose(unstored(got[i * m * n:(i + 1) * m * n], m, n, m), want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(unstored(read(pointers[i], m * n, out_dtype), m, n, m), want, rtol=tol, atol=tol)

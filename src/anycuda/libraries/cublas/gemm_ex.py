@@ -1,7 +1,7 @@
 """cublasGemmEx and its batched forms, cublasSgemmEx, cublasHgemm: matrix products on types
 CBLAS lacks (16F, 16BF, 8I) and every compute type cuBLAS names.
 
-Same-type products on f32/f64/c64/c128 go straight to CBLAS. The others run in cache-sized
+Same-type products on f32/f64/c64/c128 are level3's (CBLAS, batches as one stacked product). The others run in cache-sized
 blocks of C: each block of the operands is widened to the work precision (f32, f64 for 8-bit
 integers, whose sums must be exact) and multiplied by numpy's BLAS, and the block of C is
 narrowed back once. No whole-matrix copy is made. Products accumulate in f32 or wider, also
@@ -13,7 +13,7 @@ import numpy as np
 
 from . import blocks, matrices as mx
 from .calls import queue
-from .level3 import _check_gemm, make_gemm
+from .level3 import _check_gemm, make_gemm, make_gemm_batched, make_gemm_strided_batched
 from .status import CublasError, Status, require
 
 # cudaDataType values (library_types.h) and how their elements are stored
@@ -82,6 +82,9 @@ def gemm_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, b
 def gemm_batched_ex(hid, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, ldb, beta, Carray, Ctype,
                     ldc, count, compute, algo):
     scale, native = _plan(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute)
+    if native:
+        return make_gemm_batched(native)(hid, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta,
+                                         Carray, ldc, count)
     require(count >= 0, f"batchCount = {count}")
     if m == 0 or n == 0 or count == 0:
         return
@@ -95,6 +98,9 @@ def gemm_batched_ex(hid, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Bar
 def gemm_strided_batched_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
                             beta, C, Ctype, ldc, strideC, count, compute, algo):
     scale, native = _plan(transa, transb, m, n, k, lda, ldb, ldc, Atype, Btype, Ctype, compute)
+    if native:
+        return make_gemm_strided_batched(native)(hid, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
+                                                 strideB, beta, C, ldc, strideC, count)
     require(count >= 0, f"batchCount = {count}")
     if m == 0 or n == 0 or count == 0:
         return
