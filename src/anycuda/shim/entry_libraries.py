@@ -78,6 +78,6 @@ def define(ffi, lib, name: str) -> None:
 
     @ffi.def_extern(name="anycuda_unsupported")
     def unsupported(index):
-        _say_once(f"{unsupported_name(name, index)} is not implemented by anycuda's {spec.sonames[0]} "
+        _say_once(f"{unsupported_name(spec, index)} is not implemented by anycuda's {spec.sonames[0]} "
                   f"(it answers {spec.not_supported[1]})")
         return spec.not_supported[0]

@@ -9,6 +9,7 @@ read from NVIDIA's public headers (names only).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,17 +62,24 @@ def public_names(lib: DropIn) -> list:
     return lib.names_file.read_text().split()
 
 
+@functools.lru_cache(maxsize=None)
+def unimplemented(lib: DropIn) -> tuple:
+    """The public names anycuda does not implement, in the order of their stubs (stub i is
+    the i-th): read once per process."""
+    table = implemented(lib)
+    return tuple(n for n in public_names(lib) if n not in table)
+
+
 def _api(table: dict) -> str:
     return "\n".join(f"{result} {name}({c_parameters(kinds, name.endswith('_64'))});"
                      for name, (result, kinds) in sorted(table.items()))
 
 
-def _stubs(lib: DropIn, table: dict) -> str:
+def _stubs(lib: DropIn) -> str:
     """A C function for each public name anycuda does not implement."""
-    missing = [n for n in public_names(lib) if n not in table]
     lines = ["static int anycuda_unsupported(int index);"]
     lines += [f'__attribute__((visibility("default"))) int {n}(void) {{ return anycuda_unsupported({i}); }}'
-              for i, n in enumerate(missing)]
+              for i, n in enumerate(unimplemented(lib))]
     return "\n".join(lines)
 
 
@@ -97,7 +105,7 @@ def build_libraries(folder: Path) -> None:
         table = implemented(lib)
         source = ("#include <stddef.h>\n#include <stdint.h>\n"
                   + embedded_prelude(lib.sonames[0], lib.not_started, lib.not_started[0], lib.name)
-                  + _stubs(lib, table))
+                  + _stubs(lib))
         for soname in lib.sonames:
             module = "anycuda_" + soname.split(".so")[0].replace("-", "_") + "_" + soname.rsplit(".", 1)[-1]
             compile_embedded(folder, module, soname, [_DECLARATIONS], _api(table), source,
@@ -105,9 +113,7 @@ def build_libraries(folder: Path) -> None:
                              link_args=[f"-Wl,-soname,{soname}"])
 
 
-def unsupported_name(lib_name: str, index: int) -> str:
-    """The name of the index-th stub of a library (the order _stubs gives them)."""
-    lib = next(lib for lib in LIBRARIES if lib.module == lib_name)
-    table = implemented(lib)
-    missing = [n for n in public_names(lib) if n not in table]
+def unsupported_name(lib: DropIn, index: int) -> str:
+    """The name of the index-th stub of a library."""
+    missing = unimplemented(lib)
     return missing[index] if 0 <= index < len(missing) else f"function #{index}"
