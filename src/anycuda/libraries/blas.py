@@ -26,8 +26,7 @@ LEFT, RIGHT = 141, 142
 
 _NAMINGS = (("scipy_cblas_", "64_", True), ("cblas_", "64_", True), ("cblas_", "", False))
 
-# argument kinds: e enum (C int), i BLAS integer, p pointer, r the routine's real scalar by
-# value, R its result type's real scalar; the type letter's real type decides r
+# argument kinds (see `function`): e enum, i BLAS integer, p pointer, r real scalar, X scalar
 _SIGNATURES = {
     "gemm": "eeeiiiXpipiXpi", "gemv": "eeiiXpipiXpi", "ger": "eiiXpipipi", "symv": "eeiXpipiXpi",
     "trmv": "eeeeipipi", "trsv": "eeeeipipi", "symm": "eeeiiXpipiXpi", "syrk": "eeeiiXpiXpi",
@@ -45,9 +44,8 @@ class _Library:
         self._lock = threading.Lock()
 
     def function(self, name: str, argtypes: list, restype=None):
-        key = name
         with self._lock:
-            fn = self._cache.get(key)
+            fn = self._cache.get(name)
             if fn is None:
                 try:
                     fn = getattr(self.lib, self.prefix + name + self.suffix)
@@ -55,7 +53,7 @@ class _Library:
                     raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
                                     f"the CPU BLAS has no cblas_{name}") from None
                 fn.argtypes, fn.restype = argtypes, restype
-                self._cache[key] = fn
+                self._cache[name] = fn
         return fn
 
 
