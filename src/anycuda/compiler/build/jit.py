@@ -148,7 +148,9 @@ class LoadedObject:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
             self.engine.finalize_object()
 
-    def __del__(self):
+    def __del__(self, _exit=_exit, _kept_at_exit=_kept_at_exit):
+        # the module's names are bound here: an object kept until the interpreter tears down
+        # its modules (a library's kernels in a module-level table) is collected after them
         if _exit["exiting"]():
             _kept_at_exit.append(getattr(self, "engine", None))   # freeing it now would reach a destroyed LLVM
 

@@ -3,8 +3,8 @@ by, and the one numpy cannot make fast (ten rounds of 32x32->64-bit products are
 passes over memory as array operations; as one loop they stay in registers and LLVM vectorises
 them across counters).
 
-The functions are written here as LLVM IR text and compiled once per process with llvmlite's
-MCJIT for the host CPU (independent of the PTX compiler: nothing of compiler/ is used). If that
+The functions are written here as LLVM IR text and compiled once per process by anycuda's JIT
+(compiler/build/jit.py: optimised for the host CPU, linked and kept as kernels are). If that
 fails, `available()` is False and the numpy path in generators/philox.py serves. Both compute
 the same words (tests/test_curand_native.py).
 
@@ -127,33 +127,23 @@ _FUNCTIONS = {"philox_bits": _bits, "philox_uniform": _float, "philox_uniform_do
 
 
 def _compile():
-    import llvmlite.binding as llvm
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
+    """The kernels as machine code, through anycuda's own JIT (verified, optimised for this
+    CPU, linked and kept as its kernels are)."""
+    from ...compiler.build import jit
     text = "".join(_function_ir(name, convert) for name, convert in _FUNCTIONS.items())
-    mod = llvm.parse_assembly(text)
-    mod.verify()
-    target = llvm.Target.from_default_triple()
-    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                      features=llvm.get_host_cpu_features().flatten(), opt=3)
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
+    loaded = jit.LoadedObject(jit.compile_to_object(text, "curand_philox"))
     prototype = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64,
                                  ctypes.c_uint64)
-    functions = {name: prototype(engine.get_function_address(name)) for name in _FUNCTIONS}
-    return engine, functions
+    functions = {name: prototype(loaded.address(name)) for name in _FUNCTIONS}
+    return loaded, functions
 
 
 def _functions():
     with _lock:
         if "functions" not in _compiled:
             try:
-                # the engine stays for the whole process: freeing machine code at exit, after
-                # LLVM's own teardown, is what crashes embedded processes
-                _compiled["engine"], _compiled["functions"] = _compile()
+                # kept for the whole process (the JIT keeps it past an embedding process's exit)
+                _compiled["code"], _compiled["functions"] = _compile()
             except Exception as e:             # noqa: BLE001 -- no JIT: the numpy path serves
                 _compiled["functions"], _compiled["error"] = None, e
         return _compiled["functions"]
