@@ -9,12 +9,12 @@ Device and host memory share one address space here, so both are plain reads of 
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 
 import numpy as np
 
 from ...driver import api
+from ..memory import array, write_scalar
 from . import handle as handles
 from .status import CublasError, Status
 
@@ -27,23 +27,7 @@ def read_scalar(address: int, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if not address:
         raise CublasError(Status.INVALID_VALUE, "a scalar pointer is NULL")
-    raw = (ctypes.c_char * dtype.itemsize).from_address(address)
-    return np.frombuffer(raw, dtype=dtype).copy().reshape(())
-
-
-def write_scalar(address: int, value, dtype) -> None:
-    dtype = np.dtype(dtype)
-    raw = (ctypes.c_char * dtype.itemsize).from_address(address)
-    np.frombuffer(raw, dtype=dtype)[0] = value
-
-
-def array(address: int, count: int, dtype) -> np.ndarray:
-    """`count` elements of `dtype` at a device address, as a writable numpy view."""
-    dtype = np.dtype(dtype)
-    if count <= 0:
-        return np.empty(0, dtype)
-    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
-    return np.frombuffer(raw, dtype=dtype)
+    return array(address, 1, dtype).copy().reshape(())
 
 
 def queue(hid: int, work, scalars=(), dtype=None) -> None:

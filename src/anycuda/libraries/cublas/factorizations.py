@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import matrices as mx
-from .calls import DTYPES, array, queue
+from ..memory import array
+from .calls import DTYPES, queue
 from .status import CublasError, Status, require
 
 _ROUTINES = {}

@@ -16,7 +16,7 @@ import numpy as np
 from . import factorizations, gemm_ex, handle as handles, level3, passthrough, signatures
 from . import level12 as l12
 from ...driver import api
-from .calls import array, write_scalar
+from ..memory import array, write_scalar
 from .status import require, status_name, status_text
 
 VERSION = 130100          # cuBLAS 13.1 (major * 10000 + minor * 100 + patch), what headers of 13.x expect

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import blas
-from .calls import array
+from ..memory import array
 from .status import require
 
 OP_N, OP_T, OP_C = 0, 1, 2

@@ -7,7 +7,8 @@ import numpy as np
 
 from ...driver import api
 from ..cublas import blocks, handle as handles
-from ..cublas.calls import read_scalar, write_scalar
+from ..cublas.calls import read_scalar
+from ..memory import write_scalar
 from ..cublas.functions import VERSION, CUDART_VERSION
 from ..cublas.status import require, status_name, status_text
 from . import algorithms, descriptors as ds, matmul, signatures

@@ -17,7 +17,8 @@ import numpy as np
 
 from ...driver import api
 from ..cublas import blocks, gemm_ex
-from ..cublas.calls import array, read_scalar
+from ..cublas.calls import read_scalar
+from ..memory import array
 from ..cublas.status import CublasError, Status, require
 from . import descriptors as ds
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...driver import api
 from ...runtime.device import worker_count
-from ..cublas.calls import array
+from ..memory import array
 from . import plan as plans
 from .plan import Layout
 from .status import Result, require

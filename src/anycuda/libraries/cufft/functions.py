@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cublas.calls import array, write_scalar
+from ..memory import array, write_scalar
 from . import execute, plan as plans, signatures
 from .plan import Layout
 from .status import Result, require

@@ -12,6 +12,7 @@ import numpy as np
 from . import generator as generators, signatures
 from .generators import sobol
 from .kinds import MAX_DIMENSIONS, DirectionVectorSet
+from ..memory import write_scalar
 from ..registry import Registry
 from .status import CurandError, Status, require
 
@@ -20,7 +21,7 @@ VERSION = 10405            # CURAND_VERSION of the 10.4.5 headers: major * 1000 
 
 def _write(address: int, value, ctype) -> None:
     require(address != 0, Status.NOT_INITIALIZED, "an output pointer is NULL")
-    ctype.from_address(address).value = value
+    write_scalar(address, value, ctype)
 
 
 def _create(out: int, rng_type: int) -> None:

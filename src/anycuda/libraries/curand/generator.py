@@ -36,6 +36,7 @@ from . import distributions as dist
 from .generators import mrg32k3a, mt19937, mtgp32, philox, sobol, xorwow
 from .kinds import (DEFAULT_ORDERING, MAX_DIMENSIONS, PSEUDO, QUASI, QUASI64, RESOLVED, SCRAMBLED,
                     VALID_ORDERINGS, RngType)
+from ..memory import array
 from ..registry import Registry
 from .status import CurandError, Status, require
 from ...driver import api
@@ -54,7 +55,7 @@ POISSON_MAX = 400000
 
 
 def _view(address: int, count: int, ctype) -> np.ndarray:
-    return np.ctypeslib.as_array((ctype * count).from_address(address))
+    return array(address, count, ctype)
 
 
 class Generator:
