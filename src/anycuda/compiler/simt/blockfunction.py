@@ -15,6 +15,7 @@ turn areas lie in its workspace (workspace.py).
 """
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -103,6 +104,24 @@ def _each_thread(b, nx, ny, nz, tag="", counted_from=None):
             # the threads' own accesses carry nothing from one thread to the next; a loop with
             # any other memory access stays a plain loop to the vectoriser
             set_loop_hints(b.module, latch.terminator, {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
+
+
+def _bounded_shape(b, L):
+    """(nx, ny, nz, n) of the launch's block, each bounded by MAX_BLOCK_THREADS. The runtime
+    refuses larger blocks; saying so here lets LLVM prove that the per-thread arrays of the
+    workspace (spills, collective operands, stop codes), MAX_BLOCK_THREADS elements apart, do
+    not overlap in a loop over threads, instead of guarding each vectorised loop with run-time
+    overlap checks."""
+    most = i32(abi.MAX_BLOCK_THREADS)
+    nx, ny, nz = (load_invariant_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
+    nx, ny, nz = (b.select(b.icmp_unsigned("<", v, most), v, most) for v in (nx, ny, nz))
+    return nx, ny, nz, b.mul(b.mul(nx, ny), nz)
+
+
+def _scalar_params(b, params, plan):
+    """The kernel's scalar parameters that step takes as arguments (plan.scalar_params)."""
+    return [load_invariant(b, b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()), align=info.size)
+            for info, ty in plan.scalar_params]
 
 
 def _reentry(b, fn, name, first):
@@ -337,9 +356,7 @@ class _BlockFunction:
         self.n = b.mul(b.mul(self.nx, self.ny), self.nz)
         self.fsize = i64(plan.frame_size)
         params = self.params = b.inttoptr(load_invariant_field(b, L, abi.LAUNCH["params"], I64), PTR)
-        self.scalars = [load_invariant(b, b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()),
-                                       align=info.size)
-                        for info, ty in plan.scalar_params]
+        self.scalars = _scalar_params(b, params, plan)
         self.fail = fn.append_basic_block("fail")
 
     def emit(self) -> ir.Function:
@@ -432,13 +449,7 @@ class _BlockFunction:
     def _set_up(self):
         """The block's shape bounded, the sites' tables and the function's stack slots."""
         b, module, plan, nsites_kinds, site_consts = self.b, self.module, self.plan, self.nsites_kinds, self.site_consts
-        # the runtime refuses blocks of more than MAX_BLOCK_THREADS threads; saying so here lets
-        # LLVM prove that the per-thread arrays of the workspace (spills, collective operands, stop
-        # codes), MAX_BLOCK_THREADS elements apart, do not overlap in a loop over threads, instead
-        # of guarding each vectorised loop with run-time overlap checks
-        umin = lambda v: b.select(b.icmp_unsigned("<", v, i32(abi.MAX_BLOCK_THREADS)), v, i32(abi.MAX_BLOCK_THREADS))
-        self.nx, self.ny, self.nz = umin(self.nx), umin(self.ny), umin(self.nz)
-        self.n = b.mul(b.mul(self.nx, self.ny), self.nz)
+        self.nx, self.ny, self.nz, self.n = _bounded_shape(b, self.L)
         self.full_warps = b.icmp_unsigned("==", b.and_(self.n, i32(31)), i32(0))
         # which stop codes (0: exit, k: site k) are collectives resolved a warp at a time
         coll_sites = self.coll_sites = {i + 1 for i, k in enumerate(nsites_kinds)
@@ -562,8 +573,7 @@ class _BlockFunction:
         # stopped; those rounds are usually a few instructions up to the next collective, and
         # vectorised per site they ran no faster
         self.coll_round = fn.append_basic_block("collective.round") if self.collectives else None
-        self.affine_entry = {site: fn.append_basic_block(f"uniform{site}.affine")
-                             for site in again if site in self.affine_sites}
+        self.affine_again = {site for site in again if site in self.affine_sites}
         for site in [0] + again + (["collective"] if self.collectives else []):
             if site == "collective":
                 body = self.coll_round
@@ -692,16 +702,29 @@ class _BlockFunction:
         b.position_at_end(leave)
 
     def _general_round(self, site):
-        """The uniform round from `site`: from the rebuilt registers where they check out."""
-        b, fn, affine_entry = self.b, self.fn, self.affine_entry
-        if site in affine_entry:
-            holds = _affine_spills(b, self.spill, self.header, self.n, self.affine_sites[site], self.affine_holds)
-            general = fn.append_basic_block(f"uniform{site}.general")
-            b.cbranch(holds, affine_entry[site], general)
-            b.position_at_end(affine_entry[site])
-            self._uniform_round(site, site + abi.AFFINE_RESUME)
-            b.branch(self.scan)
-            b.position_at_end(general)
+        """The uniform round from `site`, a call of its own function."""
+        self._call_round(f"round{site}", lambda body: body._round_body(site))
+
+    def _call_round(self, name, emit_body):
+        """A call of the round function `name` whose code emit_body(block function view) makes."""
+        round_fn = _RoundFunction(self, name, emit_body).emit()
+        self.b.call(round_fn, [self.L, self.ws, self.header, self.stays if self.stays is not None else i32(0)])
+
+    def _round_body(self, site, from_rebuilt=True):
+        """The uniform round from `site`: from the rebuilt registers where they check out
+        (`from_rebuilt`), else only where a round that checked itself goes on (affine_entry)."""
+        b, fn = self.b, self.fn
+        if site in self.affine_again:
+            affine = self.affine_entry = {site: fn.append_basic_block(f"uniform{site}.affine")}
+            if from_rebuilt:
+                holds = _affine_spills(b, self.spill, self.header, self.n, self.affine_sites[site], self.affine_holds)
+                general = fn.append_basic_block(f"uniform{site}.general")
+                b.cbranch(holds, affine[site], general)
+            with b.goto_block(affine[site]):
+                self._uniform_round(site, site + abi.AFFINE_RESUME)
+                b.branch(self.scan)
+            if from_rebuilt:
+                b.position_at_end(general)
         self._uniform_round(site, site)
 
     def _scan(self):
@@ -788,7 +811,7 @@ class _BlockFunction:
                 continue
             with for_range(b, i32(0), full_warp_count, "rw") as w:
                 last = self._resolve_known_site(site, b.mul(w, i32(32)))
-            self._uniform_round(last.constant, last.constant)
+            self._call_round(f"run{site}", lambda body, c=last.constant: body._round_body(c, from_rebuilt=False))
             b.branch(self.scan)
 
     def _general_rounds(self):
@@ -929,6 +952,51 @@ class _BlockFunction:
                 first = load_field(b, self.header, abi.FRAME_HEADER + 8 * slot, ir.IntType(8 * size))
                 return first if size == 8 else b.sext(first, I64)
         return None
+
+
+ROUND_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I32])
+
+
+class _RoundFunction:
+    """`void round(i8* L, i8* ws, i8* header, i32 stays)`: one site's uniform round in a
+    function of its own, called by the block function, which then scans the stop codes.
+
+    Why not inline: a round is a loop nest over the threads with the step function's code from
+    its site inlined, and a kernel has a round per barrier and grid-stride yield. Inside the
+    block function every round's loops nest in the one loop of its dispatch, and LLVM's loop
+    passes then cost (loops x function size): 700 loops of a 2,000-instruction kernel took
+    O3 40 s. In functions of their own each round is optimised alone. The function finds the
+    block's shape, parameters and workspace arrays from `L` and `ws` as the block function
+    does (a few loads per round, not per thread), so that LLVM proves the same facts about
+    them (the arrays' bounds, invariant loads)."""
+
+    def __init__(self, block, name, emit_body):
+        self.block, self.name, self.emit_body = block, name, emit_body
+
+    def emit(self) -> ir.Function:
+        block = self.block
+        fn = ir.Function(block.module, ROUND_TYPE, name=f"{block.plan.name}.{self.name}")
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        L, ws, header, stays = fn.args
+        body = copy.copy(block)
+        b = body.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        body.fn, body.L, body.ws, body.header = fn, L, ws, header
+        body.stays = stays if block.stays is not None else None
+        body.nx, body.ny, body.nz, body.n = _bounded_shape(b, L)
+        params = body.params = b.inttoptr(load_invariant_field(b, L, abi.LAUNCH["params"], I64), PTR)
+        body.scalars = _scalar_params(b, params, block.plan)
+        spill_off, _, codes_off, _, _ = workspace_layout(b, body.n, block.plan.frame_size, block.plan.spill_bytes,
+                                                         block.fn.turn_stride)
+        body.spill = b.gep(ws, [spill_off])
+        body.codes = b.bitcast(b.gep(ws, [codes_off]), I32.as_pointer())
+        body.affine_holds = b.alloca(I1, name="affine.holds")
+        body.scan = fn.append_basic_block("done")
+        self.emit_body(body)
+        body.b.branch(body.scan)
+        b.position_at_end(body.scan)
+        b.ret_void()
+        return fn
 
 
 class _WarpTurns:
