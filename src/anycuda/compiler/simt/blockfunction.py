@@ -979,6 +979,8 @@ class _RoundFunction:
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         L, ws, header, stays = fn.args
+        # the header is the block function's own stack copy: nothing else reaches it
+        header.add_attribute("noalias")
         body = copy.copy(block)
         b = body.b = ir.IRBuilder(fn.append_basic_block("entry"))
         body.fn, body.L, body.ws, body.header = fn, L, ws, header
