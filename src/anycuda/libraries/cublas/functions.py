@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from . import factorizations, gemm_ex, handle as handles, level3, passthrough, signatures
+from . import factorizations, gemm_ex, gemv_batched, handle as handles, level3, passthrough, rotations, signatures
 from . import level12 as l12
 from ...driver import api
 from ..memory import array, write_scalar
@@ -114,7 +114,9 @@ _MAKERS = {
     "nrm2": l12.make_norm("nrm2"), "asum": l12.make_norm("asum"), "amax": l12.make_index("amax"),
     "amin": l12.make_index("amin"), "gemv": l12.make_gemv, "ger": l12.make_ger, "symv": l12.make_symv,
     "trmv": l12.make_triangular_vector("trmv"), "trsv": l12.make_triangular_vector("trsv"),
+    "rotg": rotations.make_rotg, "rotm": rotations.make_rotm, "rotmg": rotations.make_rotmg,
     **level3.FAMILIES,
+    **gemv_batched.FAMILIES,
     **factorizations.FAMILIES,
     **{family: passthrough.make(family) for family in passthrough.ROUTINES},
 }
@@ -124,6 +126,8 @@ _SINGLES = {
     "cublasGemmBatchedEx": gemm_ex.gemm_batched_ex,
     "cublasGemmStridedBatchedEx": gemm_ex.gemm_strided_batched_ex,
     "cublasSgemmEx": gemm_ex.sgemm_ex,
+    "cublasCgemmEx": gemm_ex.cgemm_ex,
+    "cublasCgemm3mEx": gemm_ex.cgemm_ex,
     "cublasHgemm": gemm_ex.hgemm,
     "cublasHgemmBatched": gemm_ex.hgemm_batched,
     "cublasHgemmStridedBatched": gemm_ex.hgemm_strided_batched,

@@ -41,7 +41,24 @@ FAMILIES = [
     ("cublas{L}getriBatched", "hipippipi", "getriBatched", ("S", "D", "C", "Z")),
     ("cublas{L}getrsBatched", "heiipippipi", "getrsBatched", ("S", "D", "C", "Z")),
     ("cublas{L}matinvBatched", "hipipipi", "matinvBatched", ("S", "D", "C", "Z")),
+    ("cublas{L}geqrfBatched", "hiipippi", "geqrfBatched", ("S", "D", "C", "Z")),
+    ("cublas{L}gelsBatched", "heiiipipippi", "gelsBatched", ("S", "D", "C", "Z")),
+    ("cublas{L}rotg_v2", "hpppp", "rotg", ("S", "D", "C", "Z")),
+    ("cublas{L}rotm_v2", "hipipip", "rotm", ("S", "D")),
+    ("cublas{L}rotmg_v2", "hppppp", "rotmg", ("S", "D")),
+    ("cublas{L}gemvBatched", "heiippipippii", "gemvBatched", ("S", "D", "C", "Z", "HSH", "HSS", "TST", "TSS")),
+    ("cublas{L}gemvStridedBatched", "heiippiLpiLppiLi", "gemvStridedBatched",
+     ("S", "D", "C", "Z", "HSH", "HSS", "TST", "TSS")),
+    # the 3M forms of complex gemm are gemm here (3M is how a GPU saves multiplications)
+    ("cublas{L}gemm3m", "heeiiippipippi", "gemm", ("C", "Z")),
+    ("cublas{L}gemm3mBatched", "heeiiippipippii", "gemmBatched", ("C",)),
+    ("cublas{L}gemm3mStridedBatched", "heeiiippiLpiLppiLi", "gemmStridedBatched", ("C",)),
 ]
+
+# families NVIDIA's header declares without `_64` variants (nothing in them is a size or count
+# that 64 bits would widen, or they stayed 32-bit)
+NARROW_ONLY = {"trttp", "tpttr", "getrfBatched", "getriBatched", "getrsBatched", "matinvBatched", "geqrfBatched",
+               "gelsBatched", "rotg", "rotmg"}
 
 # routines passed through to CBLAS (passthrough.py): family -> (argument roles, letters); the
 # kinds follow from the roles
@@ -68,6 +85,8 @@ SINGLES = {
     "cublasGemmBatchedEx": "heeiiippeipeippeiiee",
     "cublasGemmStridedBatchedEx": "heeiiippeiLpeiLppeiLiee",
     "cublasSgemmEx": "heeiiippeipeippei",
+    "cublasCgemmEx": "heeiiippeipeippei",
+    "cublasCgemm3mEx": "heeiiippeipeippei",
     "cublasHgemm": "heeiiippipippi",
     "cublasHgemmBatched": "heeiiippipippii",
     "cublasHgemmStridedBatched": "heeiiippiLpiLppiLi",
@@ -100,7 +119,8 @@ def members():
         for letter in letters:
             name = pattern.replace("{L}", letter)
             yield name, kinds, family, letter
-            yield name + "_64", kinds, family, letter
+            if family not in NARROW_ONLY:
+                yield name + "_64", kinds, family, letter
     for name, kinds in SINGLES.items():
         yield name, kinds, name, ""
         yield name + "_64", kinds, name, ""
