@@ -389,3 +389,157 @@ def test_gemm3m_batched_forms(handle, rng):
     # a 3M product on types the table lacks (8-bit complex) is NOT_SUPPORTED, as for CgemmEx
     assert status_of("cublasCgemm3mEx", handle, N, N, m, n, k, one, dC[0], 7, m, dC[0], 7, k, zero, dC[0], 4, m) == \
         Status.NOT_SUPPORTED
+
+
+# ---------------------------------------------------------------- the legacy API (cublas.h)
+
+def legacy(name, *args):
+    """A legacy routine as the shim calls it (characters as their codes, scalars by value)."""
+    return functions.VALUED[name](*args)
+
+
+@pytest.fixture
+def context():
+    call("cublasInit")
+    yield
+    call("cublasShutdown")
+
+
+def ch(text):
+    return ord(text)
+
+
+@pytest.mark.parametrize("letter", "SDCZ")
+def test_legacy_gemm_takes_characters_and_scalars_by_value(context, rng, letter):
+    m, n, k = 12, 7, 5
+    dtype, tol = TYPES[letter], TOL[letter]
+    A, B, C0 = random(rng, (k, m), letter), random(rng, (n, k), letter), random(rng, (m, n), letter)
+    alpha, beta = (2 - 1j, 0.5j) if letter in "CZ" else (2, 0.5)
+    dC = device(stored(C0, m + 1, poison=4))
+    assert legacy(f"cublas{letter}gemm", ch("c"), ch("T"), m, n, k, alpha, device(stored(A, k)), k,
+                  device(stored(B, n)), n, beta, dC, m + 1) is None
+    got = read(dC, (m + 1) * n, dtype)
+    want = alpha * A.conj().T.astype(np.complex128) @ B.T + beta * C0
+    np.testing.assert_allclose(unstored(got, m, n, m + 1), want if letter in "CZ" else want.real, rtol=tol, atol=tol)
+    assert np.all(got.reshape(n, m + 1)[:, m] == 4)
+
+
+@pytest.mark.parametrize("letter", "SDCZ")
+def test_legacy_level1_returns_its_results(context, rng, letter):
+    n = 23
+    dtype, tol = TYPES[letter], TOL[letter]
+    x, y = random(rng, n, letter), random(rng, n, letter)
+    dx, dy = device(x), device(y)
+    dot = {"S": "Sdot", "D": "Ddot", "C": "Cdotc", "Z": "Zdotc"}[letter]
+    assert legacy(f"cublas{dot}", n, dx, 1, dy, 1) == pytest.approx(np.vdot(x, y), rel=tol, abs=tol)
+    two = {"S": "S", "D": "D", "C": "Sc", "Z": "Dz"}[letter]
+    assert legacy(f"cublas{two}nrm2", n, dx, 1) == pytest.approx(np.linalg.norm(x), rel=tol)
+    assert legacy(f"cublasI{letter.lower()}amax", n, dx, 1) == np.argmax(np.abs(x.real) + np.abs(x.imag)) + 1
+    legacy(f"cublas{letter}axpy", n, 3, dx, 1, dy, 1)
+    np.testing.assert_allclose(read(dy, n, dtype), y + 3 * x, rtol=tol, atol=tol)
+    legacy(f"cublas{letter}scal", n, -2, dx, 1)
+    np.testing.assert_allclose(read(dx, n, dtype), -2 * x, rtol=tol, atol=tol)
+    if letter in "CZ":                      # a complex vector scaled by a real
+        legacy(f"cublas{letter}{'s' if letter == 'C' else 'd'}scal", n, 0.5, dx, 1)
+        np.testing.assert_allclose(read(dx, n, dtype), -x, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("letter", "SDCZ")
+def test_legacy_level2_and_triangular_products(context, rng, letter):
+    n = 9
+    dtype, tol = TYPES[letter], TOL[letter] * 10
+    A = (random(rng, (n, n), letter) + n * np.eye(n)).astype(TYPES[letter])
+    x, y = random(rng, n, letter), random(rng, n, letter)
+    dy = device(y)
+    legacy(f"cublas{letter}gemv", ch("t"), n, n, 2, device(stored(A, n)), n, device(x), 1, -1, dy, 1)
+    np.testing.assert_allclose(read(dy, n, dtype), 2 * A.T @ x - y, rtol=tol, atol=tol)
+    dx = device(x)
+    legacy(f"cublas{letter}trsv", ch("U"), ch("N"), ch("n"), n, device(stored(A, n)), n, dx, 1)
+    np.testing.assert_allclose(read(dx, n, dtype), np.linalg.solve(np.triu(A), x), rtol=tol, atol=tol)
+    B = random(rng, (n, 4), letter)
+    dB = device(stored(B, n))                        # legacy trmm works in place on B
+    legacy(f"cublas{letter}trmm", ch("L"), ch("l"), ch("N"), ch("U"), n, 4, 3, device(stored(A, n)), n, dB, n)
+    L = np.tril(A, -1) + np.eye(n)
+    np.testing.assert_allclose(unstored(read(dB, n * 4, dtype), n, 4, n), 3 * L @ B, rtol=tol, atol=tol)
+    dA = device(stored(A, n))
+    rank1 = {"S": "Sger", "D": "Dger", "C": "Cgerc", "Z": "Zgerc"}[letter]
+    legacy(f"cublas{rank1}", n, n, 0.5, device(x), 1, device(y), 1, dA, n)
+    np.testing.assert_allclose(unstored(read(dA, n * n, dtype), n, n, n), A + 0.5 * np.outer(x, y.conj()),
+                               rtol=tol, atol=tol)
+
+
+def test_legacy_hermitian_update_takes_a_real_alpha(context, rng):
+    n, k = 6, 4
+    A = random(rng, (n, k), "Z")
+    dC = device(np.zeros(n * n, np.complex128))
+    legacy("cublasZherk", ch("U"), ch("N"), n, k, 2.0, device(stored(A, n)), n, 0.0, dC, n)
+    got = unstored(read(dC, n * n, np.complex128), n, n, n)
+    np.testing.assert_allclose(np.triu(got), np.triu(2 * A @ A.conj().T), rtol=1e-12, atol=1e-12)
+
+
+def test_legacy_complex_rotg_takes_b_by_value(context):
+    a, c, s = np.array([3 + 4j], np.complex64), np.zeros(1, np.float32), np.zeros(1, np.complex64)
+    legacy("cublasCrotg", a.ctypes.data, 1 - 2j, c.ctypes.data, s.ctypes.data)
+    rotated = np.array([[c[0], s[0]], [-np.conj(s[0]), c[0]]]) @ np.array([3 + 4j, 1 - 2j])
+    np.testing.assert_allclose(rotated, [a[0], 0], atol=1e-5)
+
+
+@pytest.mark.parametrize("name,args,rule", [
+    ("cublasSgemm", (ch("X"), ch("N"), 2, 2, 2, 1, 0, 2, 0, 2, 0, 0, 2), "unknown operation character"),
+    ("cublasSgemm", (ch("N"), ch("N"), -1, 2, 2, 1, 0, 2, 0, 2, 0, 0, 2), "negative m"),
+    ("cublasStrsv", (ch("Q"), ch("N"), ch("N"), 2, 0, 2, 0, 1), "unknown fill character"),
+    ("cublasStrsv", (ch("U"), ch("N"), ch("V"), 2, 0, 2, 0, 1), "unknown diagonal character"),
+    ("cublasStrsm", (ch("M"), ch("U"), ch("N"), ch("N"), 2, 2, 1, 0, 2, 0, 2), "unknown side character"),
+])
+def test_legacy_argument_rules(context, name, args, rule):
+    with pytest.raises(CublasError) as e:
+        legacy(name, *args)
+    assert e.value.status == Status.INVALID_VALUE, rule
+
+
+def test_legacy_routines_need_cublas_init():
+    with pytest.raises(CublasError) as e:
+        legacy("cublasSdot", 1, 0, 1, 0, 1)
+    assert e.value.status == Status.NOT_INITIALIZED
+    assert status_of("cublasShutdown") == Status.NOT_INITIALIZED
+    assert status_of("cublasSetKernelStream", 0) == Status.NOT_INITIALIZED
+    call("cublasInit")
+    call("cublasInit")                    # a second init keeps the context
+    call("cublasShutdown")
+    assert status_of("cublasShutdown") == Status.NOT_INITIALIZED
+
+
+def test_get_error_answers_the_last_failure_once(context):
+    assert legacy("cublasGetError") == Status.SUCCESS
+    functions.valued_failed("cublasSgemm", Status.NOT_INITIALIZED)
+    functions.valued_failed("cublasSgemm", Status.INVALID_VALUE)
+    assert legacy("cublasGetError") == Status.INVALID_VALUE
+    assert legacy("cublasGetError") == Status.SUCCESS
+
+
+def test_legacy_alloc_and_free(context, rng):
+    out = np.zeros(1, np.uint64)
+    call("cublasAlloc", 10, 8, out.ctypes.data)
+    x = rng.standard_normal(10)
+    call("cublasSetVector", 10, 8, x.ctypes.data, 1, int(out[0]), 1)
+    assert legacy("cublasDasum", 10, int(out[0]), 1) == pytest.approx(np.abs(x).sum())
+    call("cublasFree", int(out[0]))
+    assert status_of("cublasAlloc", 0, 8, out.ctypes.data) == Status.INVALID_VALUE
+    assert status_of("cublasAlloc", 4, -1, out.ctypes.data) == Status.INVALID_VALUE
+    version = np.zeros(1, np.int32)
+    call("cublasGetVersion", version.ctypes.data)
+    assert version[0] == functions.VERSION
+
+
+def test_legacy_routines_run_on_the_kernel_stream(context, rng):
+    stream = ac.Stream()
+    call("cublasSetKernelStream", stream_handle(stream))
+    gate = threading.Event()
+    stream.enqueue(gate.wait, 5.0)
+    x = rng.standard_normal(8)
+    dx = device(x)
+    legacy("cublasDscal", 8, 3.0, dx, 1)
+    assert np.array_equal(read(dx, 8, np.float64), x)          # queued behind the gate
+    gate.set()
+    stream.synchronize()
+    np.testing.assert_allclose(read(dx, 8, np.float64), 3 * x)

@@ -13,7 +13,8 @@ import functools
 
 import numpy as np
 
-from . import factorizations, gemm_ex, gemv_batched, handle as handles, level3, passthrough, rotations, signatures
+from . import factorizations, gemm_ex, gemv_batched, handle as handles, legacy, level3, passthrough, rotations
+from . import signatures
 from . import level12 as l12
 from ...driver import api
 from ..memory import array, write_scalar
@@ -98,6 +99,12 @@ _ADMIN = {
     "cublasGetVectorAsync": _queued(_copy_strided),
     "cublasSetMatrixAsync": _queued(_copy_matrix),
     "cublasGetMatrixAsync": _queued(_copy_matrix),
+    "cublasInit": legacy.init,
+    "cublasShutdown": legacy.shutdown,
+    "cublasGetVersion": lambda out: _out(out, VERSION),
+    "cublasAlloc": legacy.alloc,
+    "cublasFree": legacy.free,
+    "cublasSetKernelStream": legacy.set_kernel_stream,
 }
 
 # the answers of the functions whose result is not a status (signatures.VALUED)
@@ -105,7 +112,12 @@ VALUED = {
     "cublasGetStatusName": status_name,
     "cublasGetStatusString": status_text,
     "cublasGetCudartVersion": lambda: CUDART_VERSION,
+    "cublasGetError": legacy.get_error,
 }
+
+# a function whose result is not a status has no way to say it failed: the legacy routines keep
+# the status for cublasGetError (the shim calls this with it, and returns zero)
+valued_failed = legacy.failed
 
 # family (signatures.FAMILIES) -> maker of its member for a type letter
 _MAKERS = {
@@ -146,6 +158,15 @@ class _Lazy:
         return self.fn(*args)
 
 
+def _legacy(status_table: dict) -> dict:
+    """C name -> function of each legacy routine, answered by its v2 routine in `status_table`."""
+    out = {}
+    for name, roles, result, letter in signatures.legacy_members():
+        v2 = status_table[name + "_v2"][1]
+        out[name] = legacy.make(name, roles, result, letter, v2)
+    return out
+
+
 def table() -> dict:
     """C name -> (kinds, function) of every function the drop-in libcublas answers with a status."""
     out = {name: (signatures.ADMIN[name], fn) for name, fn in _ADMIN.items()}
@@ -159,3 +180,6 @@ def table() -> dict:
             maker = functools.partial(maker, result_dtype=np.int64)
         out[name] = (kinds, _Lazy(maker, lower))
     return out
+
+
+VALUED.update(_legacy(table()))
