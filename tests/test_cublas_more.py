@@ -133,6 +133,20 @@ def test_rotmg_zeroes_the_second_component(handle, rng, letter):
         np.testing.assert_allclose(G @ G.T, np.eye(2), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("letter", "CZ")
+def test_complex_rot_with_a_complex_sine(handle, rng, letter):
+    n, dtype, tol = 17, TYPES[letter], TOL[letter]
+    x, y = random(rng, n, letter), random(rng, 3 * n, letter)
+    c, s = 0.6, (0.48 - 0.64j)
+    dx, dy = device(x), device(y)
+    call(f"cublas{letter}rot_v2", handle, n, dx, 1, dy, -3, scalar(c, REAL[letter]), scalar(s, dtype))
+    yv = y[::3][::-1]
+    np.testing.assert_allclose(read(dx, n, dtype), c * x + s * yv, rtol=tol, atol=tol)
+    got = read(dy, 3 * n, dtype)
+    np.testing.assert_allclose(got[::3][::-1], c * yv - np.conj(s) * x, rtol=tol, atol=tol)
+    assert np.array_equal(got[1::3], y[1::3]) and np.array_equal(got[2::3], y[2::3])
+
+
 def test_rotation_pointer_rules(handle):
     assert status_of("cublasSrotg_v2", handle, 0, scalar(1, np.float32), scalar(0, np.float32),
                      scalar(0, np.float32)) == Status.INVALID_VALUE
@@ -475,6 +489,20 @@ def test_legacy_hermitian_update_takes_a_real_alpha(context, rng):
     legacy("cublasZherk", ch("U"), ch("N"), n, k, 2.0, device(stored(A, n)), n, 0.0, dC, n)
     got = unstored(read(dC, n * n, np.complex128), n, n, n)
     np.testing.assert_allclose(np.triu(got), np.triu(2 * A @ A.conj().T), rtol=1e-12, atol=1e-12)
+
+
+def test_legacy_complex_rot_takes_a_real_c_and_a_complex_s(context, rng):
+    x, y = random(rng, 6, "Z"), random(rng, 6, "Z")
+    dx, dy = device(x), device(y)
+    legacy("cublasZrot", 6, dx, 1, dy, 1, 0.8, 0.36 + 0.48j)
+    np.testing.assert_allclose(read(dx, 6, np.complex128), 0.8 * x + (0.36 + 0.48j) * y)
+    np.testing.assert_allclose(read(dy, 6, np.complex128), 0.8 * y - (0.36 - 0.48j) * x)
+
+
+def test_xerbla_names_the_routine_and_argument(capfd):
+    name = np.frombuffer(b"SGEMM\0", np.uint8).copy()
+    legacy("cublasXerbla", name.ctypes.data, 3)
+    assert "SGEMM parameter number 3" in capfd.readouterr().err
 
 
 def test_legacy_complex_rotg_takes_b_by_value(context):

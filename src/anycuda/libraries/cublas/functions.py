@@ -113,6 +113,7 @@ VALUED = {
     "cublasGetStatusString": status_text,
     "cublasGetCudartVersion": lambda: CUDART_VERSION,
     "cublasGetError": legacy.get_error,
+    "cublasXerbla": legacy.xerbla,
 }
 
 # a function whose result is not a status has no way to say it failed: the legacy routines keep
@@ -127,6 +128,7 @@ _MAKERS = {
     "amin": l12.make_index("amin"), "gemv": l12.make_gemv, "ger": l12.make_ger, "symv": l12.make_symv,
     "trmv": l12.make_triangular_vector("trmv"), "trsv": l12.make_triangular_vector("trsv"),
     "rotg": rotations.make_rotg, "rotm": rotations.make_rotm, "rotmg": rotations.make_rotmg,
+    "complexRot": rotations.make_complex_rot,
     **level3.FAMILIES,
     **gemv_batched.FAMILIES,
     **factorizations.FAMILIES,

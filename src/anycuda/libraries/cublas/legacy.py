@@ -13,6 +13,8 @@ fails with CUBLAS_STATUS_NOT_INITIALIZED, as the legacy library's routines did.
 """
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 
 import numpy as np
@@ -74,6 +76,12 @@ def failed(name: str, status: int) -> None:
     """Keep the status of a failed legacy routine for cublasGetError."""
     with _context.lock:
         _context.error = Status(status)
+
+
+def xerbla(name: int, position: int) -> None:
+    """cublasXerbla, the legacy API's report of a wrong argument: says it on stderr."""
+    routine = ctypes.string_at(name).decode(errors="replace") if name else "?"
+    sys.stderr.write(f" ** On entry to {routine} parameter number {position} had an illegal value\n")
 
 
 def set_kernel_stream(stream: int) -> None:

@@ -1,5 +1,6 @@
-"""cuBLAS's plane rotations beyond rot: rotg (construct a Givens rotation), rotm (apply a
-modified Givens rotation) and rotmg (construct one), on the CPU BLAS's own routines.
+"""cuBLAS's plane rotations beyond real rot (level12.py): rotg (construct a Givens rotation),
+rotm (apply a modified Givens rotation) and rotmg (construct one), on the CPU BLAS's own
+routines, and complex rot with a complex sine (Crot, Zrot), which CBLAS lacks, on numpy.
 
 rotg and rotmg touch nothing but scalars, which live where the handle's pointer mode says:
 in host mode they run when called (calls.on_scalars), in device mode when the stream reaches
@@ -9,9 +10,13 @@ leaves b alone), rotmg writes only the entries of `param` its flag uses.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import blas
+from . import matrices as mx
 from ..memory import array, write_scalar
-from .calls import DTYPES, on_scalars, queue_reading, read_array, read_scalar
+from .calls import DTYPES, on_scalars, queue, queue_reading, read_array, read_scalar
+from .status import require
 
 _REAL = {"s": "s", "d": "d", "c": "s", "z": "d"}
 
@@ -63,3 +68,22 @@ def make_rotmg(letter: str):
         on_scalars(hid, work, (d1, d2, x1, y1, param))
     return call
 
+
+
+def make_complex_rot(letter: str):
+    """Crot, Zrot (real c, complex s), which CBLAS lacks: x, y = c x + s y, c y - conj(s) x on
+    numpy views of the two vectors."""
+    dtype, real = DTYPES[letter], DTYPES[_REAL[letter]]
+
+    def call(hid, n, x, incx, y, incy, c, s):
+        if n <= 0:
+            return
+        require(incx != 0 and incy != 0, "incx and incy must not be 0")
+
+        def work(cv, sv):
+            xv, yv = mx.vector(x, n, incx, dtype), mx.vector(y, n, incy, dtype)
+            rotated_x = cv * xv + sv * yv
+            yv[...] = cv * yv - np.conj(sv) * xv
+            xv[...] = rotated_x
+        queue(hid, work, (c, s), [real, dtype])
+    return call

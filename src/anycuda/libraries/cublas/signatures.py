@@ -47,6 +47,7 @@ FAMILIES = [
     ("cublas{L}rotg_v2", "hpppp", "rotg", ("S", "D", "C", "Z")),
     ("cublas{L}rotm_v2", "hipipip", "rotm", ("S", "D")),
     ("cublas{L}rotmg_v2", "hppppp", "rotmg", ("S", "D")),
+    ("cublas{L}rot_v2", "hipipipp", "complexRot", ("C", "Z")),
     ("cublas{L}gemvBatched", "heiippipippii", "gemvBatched", ("S", "D", "C", "Z", "HSH", "HSS", "TST", "TSS")),
     ("cublas{L}gemvStridedBatched", "heiippiLpiLppiLi", "gemvStridedBatched",
      ("S", "D", "C", "Z", "HSH", "HSS", "TST", "TSS")),
@@ -112,6 +113,7 @@ LEGACY = [
     ("cublas{L}copy", "npnpn", "", _SDCZ),
     ("cublas{L}swap", "npnpn", "", _SDCZ),
     ("cublas{L}rot", "npnpnrr", "", ("S", "D", "Cs", "Zd")),
+    ("cublas{L}rot", "npnpnra", "", _CZ),
     ("cublas{L}rotg", "pppp", "", _SD),
     ("cublas{L}rotg", "papp", "", _CZ),
     ("cublas{L}rotm", "npnpnp", "", _SD),
@@ -196,6 +198,7 @@ VALUED = {
     "cublasGetStatusString": ("e", "const char *"),
     "cublasGetCudartVersion": ("", "size_t"),
     "cublasGetError": ("", "int"),
+    "cublasXerbla": ("pi", "void"),
 }
 VALUED.update({name: (_legacy_kinds(roles, letter), _legacy_result(result, letter))
                for name, roles, result, letter in legacy_members()})
