@@ -571,3 +571,28 @@ def test_legacy_routines_run_on_the_kernel_stream(context, rng):
     gate.set()
     stream.synchronize()
     np.testing.assert_allclose(read(dx, 8, np.float64), 3 * x)
+
+
+# ---------------------------------------------------------------- the copies legacy programs read results with
+
+def test_get_vector_waits_for_work_on_a_blocking_stream(handle, rng):
+    """cublasGetVector copies as cudaMemcpy does, on the legacy default stream: after a routine
+    still queued on the handle's (blocking) stream."""
+    stream, gate = gated_stream(handle)
+    x = rng.standard_normal(16)
+    dx = device(x)
+    call("cublasDscal_v2", handle, 16, scalar(2, np.float64), dx, 1)
+    threading.Timer(0.2, gate.set).start()
+    host = np.full(16, np.nan)
+    call("cublasGetVector", 16, 8, dx, 1, host.ctypes.data, 1)
+    np.testing.assert_allclose(host, 2 * x)
+    stream.synchronize()
+
+
+@pytest.mark.parametrize("name,args", [
+    ("cublasSetVector", (4, 8, 1, 0, 1, 1)), ("cublasGetVector", (4, 0, 1, 1, 1, 1)),
+    ("cublasSetMatrix", (4, 2, 8, 1, 3, 1, 4)), ("cublasGetMatrix", (-1, 2, 8, 1, 4, 1, 4)),
+    ("cublasSetVectorAsync", (4, 8, 1, 1, 1, -1, 0)), ("cublasGetMatrixAsync", (4, 2, 8, 1, 4, 1, 2, 0)),
+])
+def test_copy_argument_rules_answer_at_the_call(name, args):
+    assert status_of(name, *args) == Status.INVALID_VALUE

@@ -69,7 +69,6 @@ def make_rotmg(letter: str):
     return call
 
 
-
 def make_complex_rot(letter: str):
     """Crot, Zrot (real c, complex s), which CBLAS lacks: x, y = c x + s y, c y - conj(s) x on
     numpy views of the two vectors."""
