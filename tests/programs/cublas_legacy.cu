@@ -96,13 +96,13 @@ int main(int argc, char **argv) {
         void *p;
         printf("alloc_zero %d\n", (int)cublasAlloc(0, 4, &p));
     }
-    {   // 6. the kernel stream: legacy routines are queued on it
+    {   // 6. the kernel stream: legacy routines are queued on it, and cublasGetVector (a blocking
+        // copy, as cudaMemcpy) reads the result after them without a synchronisation
         cudaStream_t stream;
         cudaStreamCreate(&stream);
         CHECK(cublasSetKernelStream(stream));
         float *x = device(take<float>(n));
         cublasSscal(n, 3.0f, x, 1);
-        cudaStreamSynchronize(stream);
         emit(x, n);
         CHECK(cublasSetKernelStream(0));
     }
