@@ -119,7 +119,8 @@ int main(int argc, char **argv) {
             xs[i] = device(take<double>(m));
             ys[i] = device(std::vector<double>(n, 0.0));
         }
-        double **dA = device(std::vector<double *>(As, As + batch)), **dx = device(std::vector<double *>(xs, xs + batch));
+        double **dA = device(std::vector<double *>(As, As + batch));
+        double **dx = device(std::vector<double *>(xs, xs + batch));
         double **dy = device(std::vector<double *>(ys, ys + batch));
         double alpha = 0.5, beta = 0;
         CHECK(cublasDgemvBatched(h, CUBLAS_OP_T, m, n, &alpha, dA, m, dx, 1, &beta, dy, 1, batch));
