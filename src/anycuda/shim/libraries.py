@@ -42,7 +42,15 @@ DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
 LIBRARY_SOURCES = tuple(lib.names_file.name for lib in LIBRARIES)
 
 _C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t", "f": "float",
-            "d": "double"}
+            "d": "double", "c": "char", "C": "cuComplex", "Z": "cuDoubleComplex"}
+
+# the by-value types some kinds and results name (cuComplex.h's float2 and double2: same size
+# and the same registers in the calling convention, so the alignment NVIDIA's gives them does not
+# change a call), declared for cffi and for the C compiler alike
+_VALUE_TYPES = """
+typedef struct { float x, y; } cuComplex;
+typedef struct { double x, y; } cuDoubleComplex;
+"""
 
 
 def c_parameters(kinds: str, wide: bool) -> str:
@@ -103,12 +111,12 @@ def build_libraries(folder: Path) -> None:
     """Compile each drop-in library, one file per soname, into `folder`."""
     for lib in LIBRARIES:
         table = implemented(lib)
-        source = ("#include <stddef.h>\n#include <stdint.h>\n"
+        source = ("#include <stddef.h>\n#include <stdint.h>\n" + _VALUE_TYPES
                   + embedded_prelude(lib.sonames[0], lib.not_started, lib.not_started[0], lib.name)
                   + _stubs(lib))
         for soname in lib.sonames:
             module = "anycuda_" + soname.split(".so")[0].replace("-", "_") + "_" + soname.rsplit(".", 1)[-1]
-            compile_embedded(folder, module, soname, [_DECLARATIONS], _api(table), source,
+            compile_embedded(folder, module, soname, [_VALUE_TYPES, _DECLARATIONS], _api(table), source,
                              _INIT_CODE.replace("MODULE", module).replace("NAME", lib.module),
                              link_args=[f"-Wl,-soname,{soname}"])
 
