@@ -119,7 +119,7 @@ class FunctionLowering(Spills):
         self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
         self.inst = None
         self._analyses = {}               # key -> what `analysed` made once for this body
-        self._thread_offsets = {}         # element size -> i64 this thread's offset in spill arrays (spill_ptr)
+        self._thread_offsets = {}         # (element size, type) -> this thread's element of the spill arrays (spill_ptr)
 
     def analysed(self, key, make):
         """make(), made once per key for this function's body (the passes after lowering,
