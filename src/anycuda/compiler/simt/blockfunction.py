@@ -29,6 +29,7 @@ from ..irutil import (at_function_start, collection_paused, declare, for_range, 
 from ..types import I1, I32, I64, PTR
 from .barriers import bar_slot, emit_resolve_barrier
 from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_collective
+from .mbarrierwaits import emit_released, stall_slots
 from .workspace import C, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride, workspace_layout
 
 NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}
@@ -46,6 +47,8 @@ def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
     if abi.SITE["yield"] in site_kinds:
         # a thread at a yield waits for nothing
         waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["yield"])), i32(abi.THREAD_RUN), waits)
+    if abi.SITE["mbar_wait"] in site_kinds:
+        waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["mbar_wait"])), i32(abi.THREAD_WAIT_MBAR), waits)
     st = b.select(exited, i32(abi.THREAD_EXITED), waits)
     b.store(st, thread_state(b, fr))
     store_field(b, fr, C["resume"], code)
@@ -478,6 +481,7 @@ class _BlockFunction:
             bars_arr = b.alloca(bars_ty, name="bars")
             b.store(ir.Constant(bars_ty, None), bars_arr)
             self.bars = b.bitcast(bars_arr, I32.as_pointer())
+        self.mbar_seen = stall_slots(b) if abi.SITE["mbar_wait"] in nsites_kinds else None
         self.cur = b.alloca(I32, name="uniform.site")
         self.lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
         self.affine_holds = b.alloca(I1, name="affine.holds")
@@ -854,7 +858,8 @@ class _BlockFunction:
                         b.cbranch(at_yield, again_blk, stop)
                         b.position_at_end(stop)
                     _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
-            if any(k not in abi.BLOCK_SITE_KINDS and k != abi.SITE["yield"] for k in nsites_kinds):
+            if any(k not in abi.BLOCK_SITE_KINDS and k not in (abi.SITE["yield"], abi.SITE["mbar_wait"])
+                   for k in nsites_kinds):
                 released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds, self.coll])
                 nxt = fn.append_basic_block("warp.next")
                 b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
@@ -865,6 +870,7 @@ class _BlockFunction:
             resolved = fn.append_basic_block("resolved")
             b.cbranch(b.icmp_signed("<", released, i32(0)), self.fail, resolved)
             b.position_at_end(resolved)
+            released = b.add(released, self._resolve_waits(released))
             recheck = fn.append_basic_block("recheck")
             b.cbranch(b.icmp_signed("!=", released, i32(0)), recheck, self.done)
             # back to uniform rounds when a release leaves every thread runnable at one site that
@@ -886,9 +892,17 @@ class _BlockFunction:
             sw = b.switch(r, outer)
             for site, blk in self.resume_at.items():
                 sw.add_case(i32(site), blk)
+        elif self.mbar_seen is not None:
+            b.cbranch(b.icmp_signed("!=", self._resolve_waits(i32(0)), i32(0)), outer, self.done)
         else:
             # warp collectives always make progress, so after a round every thread has exited
             b.branch(self.done)
+
+    def _resolve_waits(self, others):
+        """mbarrierwaits.emit_released in this block; 0 in a kernel without mbarrier waits."""
+        if self.mbar_seen is None:
+            return i32(0)
+        return emit_released(self.b, self.fail, [self.ws, self.fsize, self.n, others, self.mbar_seen, self.header])
 
     # -------------------------------------------------------------- helpers of the rounds
     def _is_coll(self, code):
