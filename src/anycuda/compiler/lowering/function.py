@@ -803,6 +803,8 @@ class FunctionLowering(Spills):
     def lower_instruction(self, inst: pir.Instruction):
         if suspensions.is_yield(inst):
             return self.suspend("yield", {}, None)
+        if suspensions.is_mbarrier_wait(inst):
+            return mbarrier.wait(self, inst)
         handler = instructions.HANDLERS[inst.opcode]      # (_check_forms: there is one)
         b = self.b
         if inst.guard is not None and inst.opcode != "bra":

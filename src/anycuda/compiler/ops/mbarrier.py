@@ -53,7 +53,7 @@ from .. import abi
 from ..analysis.suspensions import MBARRIER_TESTS, MBARRIER_WAIT
 from ..irutil import field_ptr, i64
 from ..types import I32, I64, space_of
-from .table import HANDLED, HANDLERS, TYPE_COUNTS, handles
+from .table import handles
 
 WORD = {"pending": (0, 20), "expected": (20, 20), "tx": (40, 21), "phase": (61, 3)}
 MAX_COUNT = (1 << 20) - 1
@@ -228,16 +228,12 @@ def pending_count(f, inst):
 
 def wait(f, inst):
     """The wait after a failed test (with_waits): the thread stops with its object's address
-    and the word it saw, for simt/mbarrierwaits.py."""
+    and the word it saw, for simt/mbarrierwaits.py. It has no PTX spelling, and so no entry
+    in the handler table: the lowering calls it as it makes a yield's site."""
     ptr = object_pointer(f, inst, inst.operands[0])
     b = f.b
     f.suspend("mbar_wait", {"op_a": b.ptrtoint(ptr, I64), "res": b.load(ptr, align=8)}, None)
 
-
-# the wait has no PTX spelling and so no entry in ptx/modifiers.py: registered by hand
-HANDLERS[MBARRIER_WAIT] = wait
-HANDLED[MBARRIER_WAIT] = frozenset(_SPACES.split())
-TYPE_COUNTS[MBARRIER_WAIT] = 0
 
 
 # ---------------------------------------------------------------- the waits of a kernel
@@ -260,7 +256,7 @@ def with_waits(body: list) -> list:
         test_ = lambda: dataclasses.replace(st, guard=None)
         if st.guard is not None:
             out.append(bra(pir.Guard(st.guard.reg, not st.guard.negated)))
-        spaces = tuple(m for m in st.mods if m in HANDLED[MBARRIER_WAIT])
+        spaces = tuple(m for m in st.mods if m in _SPACES.split())
         wait_ = pir.Instruction(MBARRIER_WAIT, spaces, (st.operands[1],), st.loc, text=st.text)
         out += [test_(), bra(pir.Guard(st.operands[0])), wait_, test_(), pir.Label(done.name, st.loc)]
     return out
