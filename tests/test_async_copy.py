@@ -211,6 +211,54 @@ def test_cp_async_bulk_both_ways(rng, block):
     assert np.array_equal(out, 2 * x)
 
 
+# Hopper's producer idiom: the lane elect.sync picks in the last warp expects the bytes and
+# issues the bulk copy, while every other thread already waits on the phase (a collective and
+# mbarrier waits in one kernel, without a barrier)
+ELECTED = """
+.visible .entry elected(.param .u64 pin, .param .u64 pout)
+{
+  .reg .b32 %r<16>; .reg .b64 %rd<16>; .reg .pred %p<4>;
+  .shared .align 8 .b64 bar;
+  .shared .align 16 .b32 s[1024];
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout];
+  mov.u32 %r1, %tid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, bar;
+  shl.b32 %r5, %r2, 2;
+  mul.wide.u32 %rd3, %r3, %r5;
+  add.s64 %rd4, %rd1, %rd3; add.s64 %rd5, %rd2, %rd3;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 mbarrier.init.shared.b64 [%r4], 1;
+  bar.sync 0;
+  add.u32 %r9, %r2, -1; shr.u32 %r9, %r9, 5;            // the last warp
+  shr.u32 %r10, %r1, 5;
+  setp.ne.u32 %p3, %r10, %r9;
+  @%p3 bra LOOP;
+  elect.sync _|%p2, 0xFFFFFFFF;
+  @!%p2 bra LOOP;
+  mbarrier.arrive.expect_tx.shared.b64 %rd6, [%r4], %r5;
+  mov.u32 %r6, s;
+  cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes [%r6], [%rd4], %r5, [%r4];
+LOOP:
+  mbarrier.try_wait.parity.shared.b64 %p2, [%r4], 0;
+  @!%p2 bra LOOP;
+  mov.u32 %r6, s; sub.u32 %r7, %r2, 1; sub.u32 %r7, %r7, %r1; mad.lo.u32 %r7, %r7, 4, %r6;
+  ld.shared.u32 %r8, [%r7];
+  mul.wide.u32 %rd7, %r1, 4; add.s64 %rd8, %rd5, %rd7;
+  st.global.u32 [%rd8], %r8;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("block", [32, 40, 128])
+def test_an_elected_producer_and_waiting_consumers(rng, block):
+    grid = 3
+    x = rng.integers(0, 1 << 30, grid * block).astype(np.uint32)
+    out = np.full(grid * block, 0xCDCDCDCD, np.uint32)
+    launch(ELECTED, "elected", (grid, 1, 1), (block, 1, 1), x, out)
+    assert np.array_equal(out, x.reshape(grid, block)[:, ::-1].ravel())
+
+
 def _refused(body, *words):
     ptx = f"""
 .visible .entry bad(.param .u64 p)

@@ -13,7 +13,10 @@ import struct
 import numpy as np
 import pytest
 
-from anycuda.ptx import PtxError
+from anycuda.compiler.lowering.module import ModuleLowering
+from anycuda.compiler.pipeline import block_program_ir
+from anycuda.compiler.vector import blockprograms
+from anycuda.ptx import PtxError, parse
 from anycuda.runtime.errors import CudaError, CUresult
 from anycuda.runtime.program import load_program
 
@@ -66,10 +69,10 @@ STEPS = """
   mbarrier.arrive.shared.b64 %rd4, [%r1], 2;           // a count of 2 completes phase 1
   mbarrier.try_wait.parity.relaxed.cta.shared.b64 %p1, [%r1], 1, 1000;
   selp.u32 %r3, 1, 0, %p1; st.global.u32 [%rd1+24], %r3;    // 6: now it is
-  mbarrier.try_wait.shared.b64 %p1, [%r1], %rd4;
+  mbarrier.try_wait.shared.b64 %p1, [%r1], %rd4, 500;
   selp.u32 %r3, 1, 0, %p1; st.global.u32 [%rd1+28], %r3;    // 7: and by token
   mbarrier.arrive_drop.shared.b64 %rd5, [%r1];         // phase 2: one arrives and leaves
-  mbarrier.arrive.shared.b64 %rd6, [%r1];              // completes phase 2
+  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r1];   // completes phase 2
   mbarrier.arrive.shared.b64 %rd7, [%r1];              // phase 3 expects one: completes it
   mbarrier.pending_count.b64 %r2, %rd7;
   st.global.u32 [%rd1+32], %r2;                        // 8: 1
@@ -437,3 +440,14 @@ def test_an_unknown_mbarrier_modifier_is_refused_by_name():
     with pytest.raises((CudaError, PtxError)) as e:
         launch(ptx, "bad", (1, 1, 1), (1, 1, 1))
     assert "noComplete" in str(e.value)
+
+
+@pytest.mark.parametrize("ptx, name", [(SPIN, "spin"), (ROUNDS, "rounds"), (STEPS, "steps")], ids=["spin", "rounds", "steps"])
+def test_the_vector_paths_leave_mbarriers_to_the_scalar_path(ptx, name):
+    """No warp region holds an mbarrier instruction or its wait (their allow-lists do not
+    name them: a region that would reach one is not made), nor does a block program."""
+    module = ModuleLowering(parse(HEADER + ptx, "m.ptx"), "m.ptx").lower().mod
+    regions = [fn for fn in module.functions if ".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"]]
+    assert regions == []
+    with pytest.raises(blockprograms.NotVectorisable):
+        block_program_ir(HEADER + ptx, "m.ptx", name, 64)
