@@ -451,3 +451,20 @@ def test_the_vector_paths_leave_mbarriers_to_the_scalar_path(ptx, name):
     assert regions == []
     with pytest.raises(blockprograms.NotVectorisable):
         block_program_ir(HEADER + ptx, "m.ptx", name, 64)
+
+
+@pytest.mark.parametrize("body, opcode", [("mbarrier.init.shared.b64 [bar];", "mbarrier.init"),
+                                          ("mbarrier.try_wait.shared.b64 %p1, [bar];", "mbarrier.try_wait"),
+                                          ("elect.sync %r1|%p1;", "elect")])
+def test_a_wrong_operand_count_is_refused_with_its_line(body, opcode):
+    ptx = f"""
+.visible .entry bad()
+{{
+  .reg .b32 %r<2>; .reg .pred %p<2>; .shared .align 8 .b64 bar;
+  {body}
+  ret;
+}}
+"""
+    with pytest.raises((CudaError, PtxError)) as e:
+        launch(ptx, "bad", (1, 1, 1), (1, 1, 1))
+    assert f"'{opcode}' takes" in str(e.value) and "mbarrier.ptx:8:" in str(e.value), str(e.value)

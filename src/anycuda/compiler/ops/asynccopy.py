@@ -81,8 +81,6 @@ def cp_async(f, inst):
          "cp.async.bulk.wait_group", mods="read")
 def groups(f, inst):
     """Every copy is complete when it is issued: a group holds nothing to wait for."""
-    waits = inst.opcode in ("cp.async.wait_group", "cp.async.bulk.wait_group")
-    _operands(f, inst, int(waits), int(waits))
 
 
 @handles("cp.async.mbarrier.arrive", mods="noinc shared shared::cta b64")
@@ -90,7 +88,6 @@ def mbarrier_arrive(f, inst):
     """An arrive-on the object once this thread's earlier cp.async copies complete: at once.
     Without .noinc the ISA first adds one pending arrival, which that arrival takes back:
     the object does not change."""
-    _operands(f, inst, 1, 1)
     ptr = mbarrier.object_pointer(f, inst, inst.operands[0])
     if "noinc" in inst.mods:
         mbarrier.arrive_on(f, ptr, i64(1))

@@ -63,17 +63,7 @@ _SPACES = "shared shared::cta shared::cluster"
 _ARRIVE = f"release relaxed cta cluster {_SPACES} expect_tx b64"
 _TX = f"relaxed cta cluster {_SPACES} b64"
 _TEST = f"acquire relaxed cta cluster {_SPACES} parity b64"
-
-# operand counts of each form (destination included)
-_COUNTS = {"mbarrier.init": (2,), "mbarrier.inval": (1,), "mbarrier.expect_tx": (2,), "mbarrier.complete_tx": (2,),
-           "mbarrier.arrive": (2, 3), "mbarrier.arrive_drop": (2, 3), "mbarrier.test_wait": (3,),
-           "mbarrier.try_wait": (3, 4), "mbarrier.pending_count": (2,)}
-
-
-def _check_count(f, inst):
-    counts = _COUNTS[inst.opcode]
-    if len(inst.operands) not in counts:
-        raise f.error(f"'{inst.opcode}' takes {' or '.join(map(str, counts))} operands, got {len(inst.operands)}")
+# (their operand counts: table.OPERAND_COUNTS)
 
 
 # ---------------------------------------------------------------- the word
@@ -148,7 +138,6 @@ def _count(f, op):
 
 @handles("mbarrier.init", mods=f"{_SPACES} b64")
 def init(f, inst):
-    _check_count(f, inst)
     b = f.b
     ptr = object_pointer(f, inst, inst.operands[0])
     count = b.and_(_count(f, inst.operands[1]), i64(MAX_COUNT))
@@ -158,14 +147,12 @@ def init(f, inst):
 @handles("mbarrier.inval", mods=f"{_SPACES} b64")
 def inval(f, inst):
     """The object's memory may be used for other data after this: nothing to undo."""
-    _check_count(f, inst)
     object_pointer(f, inst, inst.operands[0])
 
 
 @handles("mbarrier.expect_tx", "mbarrier.complete_tx", mods=_TX)
 def transaction(f, inst):
     """tx-count grows by the expected bytes, or falls by the bytes that completed."""
-    _check_count(f, inst)
     b = f.b
     ptr = object_pointer(f, inst, inst.operands[0])
     n = _count(f, inst.operands[1])
@@ -178,7 +165,6 @@ def transaction(f, inst):
 def arrive(f, inst):
     """`state, [a]{, count}`; with .expect_tx, `state, [a], txCount`: tx-count grows by
     txCount, then one arrival."""
-    _check_count(f, inst)
     ops = inst.operands
     ptr = object_pointer(f, inst, ops[1])
     tx = None
@@ -209,7 +195,6 @@ def test(f, inst):
     """waitComplete: whether the phase of the state token (or of parity phaseParity) has
     completed; try_wait's suspend-time hint changes nothing here. In a kernel a wait follows
     a test that fails (with_waits)."""
-    _check_count(f, inst)
     if not f.is_kernel:
         raise f.error(f"{inst.opcode} inside a device function that was not inlined is not supported",
                       UnsupportedPtx)
@@ -221,7 +206,6 @@ def test(f, inst):
 @handles("mbarrier.pending_count", mods="b64")
 def pending_count(f, inst):
     """The pending arrivals of the phase a state token was taken in, before its arrival."""
-    _check_count(f, inst)
     b = f.b
     f.write(inst.operands[0], b.trunc(field(b, f.read(inst.operands[1], "b64"), "pending"), I32), "u32")
 
