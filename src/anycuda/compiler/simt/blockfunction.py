@@ -1,12 +1,12 @@
 """The block function: how one block's threads run on one CPU thread.
 
-Each thread runs through its step function until it reaches a site (a barrier or a warp
-collective), exits or traps. While the block's threads stop alike they run in uniform rounds
-(one loop over the threads that LLVM vectorises: see emit_block_function); otherwise in
-general rounds, thread by thread, after which the warps' collectives (collectives.py) and
-then the block's barriers (barriers.py) are resolved. No schedule can hang: every round
-either runs a thread or releases a barrier or a collective; a round that can do neither is a
-barrier deadlock, and the launch fails with LAUNCH_ERR_BARRIER_DEADLOCK.
+Each thread runs through its step function until it reaches a site (a barrier, a warp
+collective, a wait after a failed mbarrier test), exits or traps. While the block's threads stop
+alike they run in uniform rounds (one loop over the threads that LLVM vectorises); otherwise in
+general rounds, thread by thread, after which the warps' collectives (collectives.py), the
+block's barriers (barriers.py) and its mbarrier waits (mbarrierwaits.py) are resolved. No
+schedule can hang: every round runs a thread or releases a barrier, a collective or a wait; a
+block that cannot is a deadlock, and the launch fails with LAUNCH_ERR_BARRIER_DEADLOCK.
 
 A kernel without sites needs none of this: its block is a plain loop over threads that
 reuses one frame, and the worker runs a chunk of its blocks in one call
