@@ -468,3 +468,51 @@ def test_a_wrong_operand_count_is_refused_with_its_line(body, opcode):
     with pytest.raises((CudaError, PtxError)) as e:
         launch(ptx, "bad", (1, 1, 1), (1, 1, 1))
     assert f"'{opcode}' takes" in str(e.value) and "mbarrier.ptx:8:" in str(e.value), str(e.value)
+
+
+# Warp 0 meets at a named barrier of its own (bar.sync 1, 32) before it produces, while the
+# other warps already spin on the phase it will complete: a barrier that completes with
+# waiters about is progress, not a deadlock. With `stuck`, warp 0 waits at bar.sync 0 for the
+# spinning warps instead: a deadlock on a GPU too, a launch error here.
+NAMED = """
+.visible .entry named(.param .u64 pout, .param .u32 stuck)
+{
+  .reg .b32 %r<16>; .reg .b64 %rd<8>; .reg .pred %p<6>;
+  .shared .align 8 .b64 bar;
+  .shared .align 4 .b32 value;
+  ld.param.u64 %rd1, [pout]; ld.param.u32 %r9, [stuck];
+  mov.u32 %r1, %tid.x; mov.u32 %r3, bar;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 mbarrier.init.shared.b64 [%r3], 32;
+  bar.sync 0;
+  setp.ge.u32 %p2, %r1, 32;
+  @%p2 bra WAIT;
+  setp.ne.u32 %p4, %r9, 0;
+  @%p4 bar.sync 0;
+  bar.sync 1, 32;
+  @%p1 st.shared.u32 [value], 99;
+  bar.sync 1, 32;
+  mbarrier.arrive.shared.b64 %rd2, [%r3];
+WAIT:
+  mbarrier.try_wait.parity.shared.b64 %p3, [%r3], 0;
+  @!%p3 bra WAIT;
+  ld.shared.u32 %r4, [value];
+  mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd1, %rd3;
+  st.global.u32 [%rd4], %r4;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("block", [64, 96, 100])
+def test_a_named_barrier_among_spinning_warps(block):
+    out = poisoned(block)
+    launch(NAMED, "named", (2, 1, 1), (block, 1, 1), out, 0)
+    assert out.tolist() == [99] * block
+
+
+def test_a_barrier_that_waits_for_spinning_warps_is_a_deadlock():
+    out = poisoned(64)
+    with pytest.raises(CudaError) as e:
+        launch(NAMED, "named", (1, 1, 1), (64, 1, 1), out, 1)
+    assert e.value.code == CUresult.CUDA_ERROR_LAUNCH_FAILED and "deadlock" in str(e.value)
