@@ -194,6 +194,8 @@ LOOP:
   mov.b64 %rd7, 0;
   cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%rd5], [%r6], %r5, %rd7;
   cp.async.bulk.commit_group;
+  cp.async.bulk.prefetch.L2.global [%rd4], %r5;
+  cp.async.bulk.prefetch.L2.global.L2::cache_hint [%rd4], %r5, %rd7;
   cp.async.bulk.wait_group.read 0;
   cp.async.bulk.wait_group 0;
 DONE:

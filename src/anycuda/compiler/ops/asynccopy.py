@@ -7,7 +7,7 @@ group's wait). Here each copy is done when it is issued, a plain copy: every rea
 allows sees the same bytes, so the waits and commits have nothing left to do, and an
 mbarrier that a copy signals (cp.async.mbarrier.arrive, .mbarrier::complete_tx::bytes) is
 signalled at once (ops/mbarrier.py). Cache levels, cache policies and prefetch sizes are
-hints.
+hints, and so is cp.async.bulk.prefetch.
 
 cp.async copies 4, 8 or 16 bytes (.cg: 16) from global to shared memory; with a src-size
 operand only that many are read and the rest of the destination is zero-filled, and with an
@@ -118,3 +118,8 @@ def bulk(f, inst):
         b.store(mbarrier.update(b, b.load(ptr, align=8), tx_add=b.neg(size)), ptr, align=8)
     else:
         _copy(f, dst, src, size)
+
+
+@handles("cp.async.bulk.prefetch", mods=("L2 global", CACHE_HINT))
+def bulk_prefetch(f, inst):
+    """`[src], size{, cache-policy}`: a prefetch into the L2 cache, a hint."""

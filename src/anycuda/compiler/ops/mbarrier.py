@@ -93,13 +93,13 @@ def update(b, word, arrivals=None, drop=False, tx_add=None):
     pending, expected = field(b, word, "pending"), field(b, word, "expected")
     tx, phase = field(b, word, "tx"), field(b, word, "phase")
     if arrivals is not None:
-        pending = b.sub(pending, arrivals)
+        # more arrivals than are pending is undefined in the ISA: here they leave none pending
+        pending = b.sub(pending, b.select(b.icmp_unsigned(">", arrivals, pending), pending, arrivals))
         if drop:
-            expected = b.sub(expected, arrivals)
+            expected = b.sub(expected, b.select(b.icmp_unsigned(">", arrivals, expected), expected, arrivals))
     if tx_add is not None:
         tx = b.add(tx, tx_add)
-    # more arrivals than pending is undefined in the ISA: it completes the phase here
-    done = b.and_(b.icmp_signed("<=", pending, i64(0)), b.icmp_signed("==", tx, i64(0)))
+    done = b.and_(b.icmp_unsigned("==", pending, i64(0)), b.icmp_signed("==", tx, i64(0)))
     return b.select(done, pack(b, expected, expected, i64(0), b.add(phase, i64(1))),
                     pack(b, pending, expected, tx, phase))
 
