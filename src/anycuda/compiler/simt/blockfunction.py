@@ -29,7 +29,7 @@ from ..irutil import (at_function_start, collection_paused, declare, for_range, 
 from ..types import I1, I32, I64, PTR
 from .barriers import bar_slot, emit_resolve_barrier
 from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_collective
-from .mbarrierwaits import emit_released, stall_slots
+from .mbarrierwaits import emit_released, stall_slots, wait_state
 from .workspace import C, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride, workspace_layout
 
 NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}
@@ -47,8 +47,7 @@ def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
     if abi.SITE["yield"] in site_kinds:
         # a thread at a yield waits for nothing
         waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["yield"])), i32(abi.THREAD_RUN), waits)
-    if abi.SITE["mbar_wait"] in site_kinds:
-        waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["mbar_wait"])), i32(abi.THREAD_WAIT_MBAR), waits)
+    waits = wait_state(b, kind, waits, site_kinds)
     st = b.select(exited, i32(abi.THREAD_EXITED), waits)
     b.store(st, thread_state(b, fr))
     store_field(b, fr, C["resume"], code)
@@ -858,8 +857,7 @@ class _BlockFunction:
                         b.cbranch(at_yield, again_blk, stop)
                         b.position_at_end(stop)
                     _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
-            if any(k not in abi.BLOCK_SITE_KINDS and k not in (abi.SITE["yield"], abi.SITE["mbar_wait"])
-                   for k in nsites_kinds):
+            if set(nsites_kinds) - abi.BLOCK_SITE_KINDS - {abi.SITE["yield"], abi.SITE["mbar_wait"]}:
                 released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds, self.coll])
                 nxt = fn.append_basic_block("warp.next")
                 b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
@@ -870,7 +868,9 @@ class _BlockFunction:
             resolved = fn.append_basic_block("resolved")
             b.cbranch(b.icmp_signed("<", released, i32(0)), self.fail, resolved)
             b.position_at_end(resolved)
-            released = b.add(released, self._resolve_waits(released))
+            # and threads waiting at mbarriers, when their words changed or nothing else can run
+            waits = [ws, fsize, n, released, self.header]
+            released = b.add(released, emit_released(b, self.fail, self.mbar_seen, waits))
             recheck = fn.append_basic_block("recheck")
             b.cbranch(b.icmp_signed("!=", released, i32(0)), recheck, self.done)
             # back to uniform rounds when a release leaves every thread runnable at one site that
@@ -893,16 +893,11 @@ class _BlockFunction:
             for site, blk in self.resume_at.items():
                 sw.add_case(i32(site), blk)
         elif self.mbar_seen is not None:
-            b.cbranch(b.icmp_signed("!=", self._resolve_waits(i32(0)), i32(0)), outer, self.done)
+            waiting = emit_released(b, self.fail, self.mbar_seen, [ws, fsize, n, i32(0), self.header])
+            b.cbranch(b.icmp_signed("!=", waiting, i32(0)), outer, self.done)
         else:
             # warp collectives always make progress, so after a round every thread has exited
             b.branch(self.done)
-
-    def _resolve_waits(self, others):
-        """mbarrierwaits.emit_released in this block; 0 in a kernel without mbarrier waits."""
-        if self.mbar_seen is None:
-            return i32(0)
-        return emit_released(self.b, self.fail, [self.ws, self.fsize, self.n, others, self.mbar_seen, self.header])
 
     # -------------------------------------------------------------- helpers of the rounds
     def _is_coll(self, code):

@@ -104,11 +104,23 @@ def stall_slots(b):
     return b.bitcast(seen, I64.as_pointer())
 
 
-def emit_released(b, fail, args):
-    """A call of emit_resolve_waits with `args` where the builder `b` is, and on to the block
-    `fail` on a deadlock; the number of threads it made runnable."""
-    released = b.call(emit_resolve_waits(b.module), args)
+def emit_released(b, fail, seen, args):
+    """A call of emit_resolve_waits where the builder `b` is, with `seen` (stall_slots, None
+    in a kernel without mbarrier waits: then 0) and args (ws, fsize, n, others, header), and
+    on to the block `fail` on a deadlock; the number of threads it made runnable."""
+    if seen is None:
+        return i32(0)
+    ws, fsize, n, others, header = args
+    released = b.call(emit_resolve_waits(b.module), [ws, fsize, n, others, seen, header])
     ok = b.function.append_basic_block("waits.resolved")
     b.cbranch(b.icmp_signed("<", released, i32(0)), fail, ok)
     b.position_at_end(ok)
     return released
+
+
+def wait_state(b, kind, state, site_kinds):
+    """The state of a thread stopped at a site of `kind` (i32): THREAD_WAIT_MBAR at an
+    mbarrier wait, else `state`; `site_kinds`: the kernel's."""
+    if abi.SITE["mbar_wait"] not in site_kinds:
+        return state
+    return b.select(b.icmp_signed("==", kind, i32(abi.SITE["mbar_wait"])), i32(abi.THREAD_WAIT_MBAR), state)
