@@ -344,6 +344,20 @@ extern "C" __global__ void with_barrier(const float* in, float* out) {
   out[blockIdx.x * T + threadIdx.x] = s[T - 1 - threadIdx.x] * s[T + (threadIdx.x + 1) % T];
 }
 
+// a copy of 16-byte aligned size: a bulk copy that completes its bytes before the thread
+// that issued it expects them (sm_90: tx-count goes below zero first), cp.async 16 before
+extern "C" __global__ void aligned(const float* in, float* out) {
+  extern __shared__ __align__(16) float s[];
+  __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+  auto block = cg::this_thread_block();
+  if (block.thread_rank() == 0) init(&bar, block.size());
+  block.sync();
+  int T = blockDim.x, base = blockIdx.x * T;
+  cuda::memcpy_async(block, s, in + base, cuda::aligned_size_t<16>(sizeof(float) * T), bar);
+  bar.arrive_and_wait();
+  out[base + threadIdx.x] = s[T - 1 - threadIdx.x] + 1.0f;
+}
+
 // a tiled sum over `tiles` tiles of blockDim.x floats through a pipeline of S stages
 template <int S>
 __device__ void tiled_sum(const float* in, float* out, int tiles) {
@@ -417,6 +431,16 @@ def test_memcpy_async_with_a_barrier(rng, arch, block):
     t = np.arange(block)
     want = tiles[:, 0, ::-1] * tiles[:, 1, (t + 1) % block]
     assert np.array_equal(out.get(), want.ravel())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("block", [4, 36, 96, 200])
+def test_memcpy_async_of_an_aligned_size(rng, arch, block):
+    grid = 3
+    x = rng.standard_normal(grid * block).astype(np.float32)
+    out = poison(grid * block, np.float32)
+    cuda_module(arch).get_function("aligned")((grid,), (block,), (ac.asarray(x), out), shared_mem=4 * block)
+    assert np.array_equal(out.get(), (x.reshape(grid, block)[:, ::-1] + np.float32(1)).ravel())
 
 
 @pytest.mark.parametrize("arch", ARCHS)
