@@ -40,7 +40,7 @@ def launch(ptx, name, grid, block, *args, shared=0):
 #   [0, 4)   cp.async.ca 4                          [4, 8) stays FILL
 #   [8, 16)  cp.async.ca 8, src-size 5 (immediate)
 #   [16, 32) cp.async.ca 16, src-size t % 17 (a register)
-#   [32, 48) cp.async.cg 16 with a cache policy and a prefetch size
+#   [32, 48) cp.async.cg 16 with a cache policy (createpolicy) and a prefetch size
 #   [48, 64) cp.async.ca 16, ignore-src when t is odd
 # then waits for its groups and writes its 64 bytes out.
 FORMS = """
@@ -64,7 +64,8 @@ FILL:
   cp.async.commit_group;
   rem.u32 %r6, %r1, 17;
   cp.async.ca.shared.global.L2::64B [%r3+16], [%rd4+16], 16, %r6;
-  mov.b64 %rd5, 0x1000000000000000;
+  createpolicy.fractional.L2::evict_last.L2::evict_unchanged.b64 %rd5, 0f3F000000;
+  createpolicy.fractional.L2::evict_first.b64 %rd9;
   cp.async.cg.shared.global.L2::cache_hint.L2::128B [%r3+32], [%rd4+32], 16, %rd5;
   cp.async.commit_group;
   and.b32 %r7, %r1, 1; setp.ne.u32 %p2, %r7, 0;

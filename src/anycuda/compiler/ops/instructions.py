@@ -177,6 +177,12 @@ def no_effect(f, inst):
     thread's registers are not a shared budget here)."""
 
 
+@handles("createpolicy", mods=MODIFIERS["createpolicy"])
+def createpolicy(f, inst):
+    """A cache policy is read only by .L2::cache_hint operands, hints here: any value does."""
+    f.write(inst.operands[0], i64(0), "b64")
+
+
 @handles("membar", "fence", "fence.proxy", mods=MODIFIERS["membar"] | MODIFIERS["fence"] | MODIFIERS["fence.proxy"])
 def fence(f, inst):
     """Every membar and fence is a sequentially consistent fence, which orders at least what

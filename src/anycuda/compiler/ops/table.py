@@ -88,7 +88,7 @@ OPERAND_COUNTS = {
     **dict.fromkeys(("mbarrier.init", "mbarrier.expect_tx", "mbarrier.complete_tx", "mbarrier.pending_count"), (2,)),
     **dict.fromkeys(("mbarrier.arrive", "mbarrier.arrive_drop"), (2, 3)),
     "mbarrier.test_wait": (3,), "mbarrier.try_wait": (3, 4), "cp.async": (3, 4, 5), "cp.async.bulk": (3, 4, 5),
-    "cp.async.bulk.prefetch": (2, 3),
+    "cp.async.bulk.prefetch": (2, 3), "createpolicy": (1, 2, 4),     # fractional, cvt, range
 }
 VARIABLE_FORMS = frozenset(("call", "atom", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep",
                             "pmevent", "griddepcontrol", "brkpt", "discard", "applypriority"))
