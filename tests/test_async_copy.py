@@ -359,6 +359,30 @@ extern "C" __global__ void aligned(const float* in, float* out) {
   out[base + threadIdx.x] = s[T - 1 - threadIdx.x] + 1.0f;
 }
 
+// phases of a cuda::barrier that a third of the threads leave after the first
+// (arrive_and_drop: mbarrier.arrive_drop); each phase sums into its own slot
+extern "C" __global__ void dropping(int* out, int rounds) {
+  __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+  __shared__ int slots[16];
+  auto block = cg::this_thread_block();
+  int t = threadIdx.x;
+  if (t == 0) init(&bar, block.size());
+  if (t < 16) slots[t] = 0;
+  block.sync();
+  int total = 0;
+  for (int k = 0; k < rounds; ++k) {
+    atomicAdd(&slots[k], t + k);
+    if (k == 0 && t % 3 == 0) {
+      bar.arrive_and_drop();
+      out[blockIdx.x * blockDim.x + t] = -1;
+      return;
+    }
+    bar.arrive_and_wait();
+    total += slots[k];
+  }
+  out[blockIdx.x * blockDim.x + t] = total;
+}
+
 // a tiled sum over `tiles` tiles of blockDim.x floats through a pipeline of S stages
 template <int S>
 __device__ void tiled_sum(const float* in, float* out, int tiles) {
@@ -442,6 +466,19 @@ def test_memcpy_async_of_an_aligned_size(rng, arch, block):
     out = poison(grid * block, np.float32)
     cuda_module(arch).get_function("aligned")((grid,), (block,), (ac.asarray(x), out), shared_mem=4 * block)
     assert np.array_equal(out.get(), (x.reshape(grid, block)[:, ::-1] + np.float32(1)).ravel())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_barrier_that_threads_leave(arch, block):
+    grid, rounds = 2, 5
+    out = poison(grid * block, np.int32)
+    cuda_module(arch).get_function("dropping")((grid,), (block,), (out, np.int32(rounds)))
+    t = np.arange(block)
+    stay = t % 3 != 0
+    total = t.sum() + sum(int((t[stay] + k).sum()) for k in range(1, rounds))
+    want = np.where(stay, total, -1)
+    assert np.array_equal(out.get(), np.tile(want, grid))
 
 
 @pytest.mark.parametrize("arch", ARCHS)
