@@ -320,7 +320,7 @@ def test_a_phase_that_cannot_complete_is_a_launch_error(block):
     out = poisoned(1)
     with pytest.raises(CudaError) as e:
         launch(DEADLOCK, "deadlock", (2, 1, 1), (block, 1, 1), out)
-    assert e.value.code == CUresult.CUDA_ERROR_LAUNCH_FAILED and "deadlock" in str(e.value)
+    assert e.value.code == CUresult.CUDA_ERROR_LAUNCH_FAILED and "mbarrier deadlock" in str(e.value)
 
 
 MISPLACED = """
@@ -515,4 +515,4 @@ def test_a_barrier_that_waits_for_spinning_warps_is_a_deadlock():
     out = poisoned(64)
     with pytest.raises(CudaError) as e:
         launch(NAMED, "named", (1, 1, 1), (64, 1, 1), out, 1)
-    assert e.value.code == CUresult.CUDA_ERROR_LAUNCH_FAILED and "deadlock" in str(e.value)
+    assert e.value.code == CUresult.CUDA_ERROR_LAUNCH_FAILED and "mbarrier deadlock" in str(e.value)

@@ -45,6 +45,7 @@ LAUNCH_ERR_UNSUPPORTED = 4
 LAUNCH_ERR_OUT_OF_MEMORY = 5
 LAUNCH_ERR_BARRIER_DEADLOCK = 6   # a block's threads wait at barriers that can never complete
 LAUNCH_ERR_GRID_DEADLOCK = 7      # blocks wait at a grid barrier that the others never reach
+LAUNCH_ERR_MBARRIER_DEADLOCK = 8  # a block's threads wait for mbarrier phases that can never complete
 
 # The grid workspace of a cooperative launch, zeroed for each launch. Its first 8 bytes are
 # what CUDA's cooperative groups read (cooperative_groups/details/driver_abi.h: u32 size,

@@ -6,7 +6,7 @@ alike they run in uniform rounds (one loop over the threads that LLVM vectorises
 general rounds, thread by thread, after which the warps' collectives (collectives.py), the
 block's barriers (barriers.py) and its mbarrier waits (mbarrierwaits.py) are resolved. No
 schedule can hang: every round runs a thread or releases a barrier, a collective or a wait; a
-block that cannot is a deadlock, and the launch fails with LAUNCH_ERR_BARRIER_DEADLOCK.
+block that cannot is a deadlock, and the launch fails (LAUNCH_ERR_BARRIER/MBARRIER_DEADLOCK).
 
 A kernel without sites needs none of this: its block is a plain loop over threads that
 reuses one frame, and the worker runs a chunk of its blocks in one call

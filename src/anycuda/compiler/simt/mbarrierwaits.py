@@ -12,7 +12,7 @@ round is how a try_wait whose time limit runs out behaves on a GPU.
 No schedule can hang: a forced round that leaves the block as it found it (every thread's
 state, resume point and waited-on word the same: a signature of them) counts towards
 STALLED_ROUNDS; that many in a row is a deadlock (the phases awaited can never complete) and
-the launch fails with LAUNCH_ERR_BARRIER_DEADLOCK, naming the first waiting thread's block.
+the launch fails with LAUNCH_ERR_MBARRIER_DEADLOCK, naming the first waiting thread's block.
 The count and not the first repetition: a loop that counts its failed tests in a register
 before doing something else leaves no trace in the signature.
 """
@@ -87,7 +87,7 @@ def emit_resolve_waits(module: ir.Module) -> ir.Function:
         stuck = frame_at(b, ws, fsize, b.load(v["first"]))
         for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
             store_field(b, stuck, C[k], load_field(b, header, C[k], I32))
-        b.call(emit_record_error(module), [stuck, i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK)])
+        b.call(emit_record_error(module), [stuck, i32(abi.LAUNCH_ERR_MBARRIER_DEADLOCK)])
         b.ret(i32(-1))
     with for_range(b, i32(0), n, "f") as t:
         fr = frame_at(b, ws, fsize, t)
