@@ -15,7 +15,8 @@ import functools
 
 import numpy as np
 
-from . import factorizations, gemm_ex, gemv_batched, handle as handles, legacy, level3, passthrough, rotations
+from . import factorizations, gemm_ex, gemv_batched, grouped, handle as handles, legacy, level1_ex, level3
+from . import passthrough, rank_k, rotations, xt
 from . import signatures
 from . import level12 as l12
 from ...driver import api
@@ -125,6 +126,7 @@ _ADMIN = {
     "cublasAlloc": legacy.alloc,
     "cublasFree": legacy.free,
     "cublasSetKernelStream": legacy.set_kernel_stream,
+    **xt.ADMIN,
 }
 
 # the answers of the functions whose result is not a status (signatures.VALUED)
@@ -153,6 +155,9 @@ _MAKERS = {
     **gemv_batched.FAMILIES,
     **factorizations.FAMILIES,
     **{family: passthrough.make(family) for family in passthrough.ROUTINES},
+    **rank_k.FAMILIES,
+    "gemmGroupedBatched": grouped.make_grouped,
+    **{"xt" + routine: functools.partial(xt.routine, routine) for routine in xt.ROUTINES},
 }
 
 _SINGLES = {
@@ -165,7 +170,15 @@ _SINGLES = {
     "cublasHgemm": gemm_ex.hgemm,
     "cublasHgemmBatched": gemm_ex.hgemm_batched,
     "cublasHgemmStridedBatched": gemm_ex.hgemm_strided_batched,
+    **level1_ex.ROUTINES,
+    "cublasGemmGroupedBatchedEx": grouped.gemm_grouped_batched_ex,
 }
+
+# functions whose `_64` variant reads or writes 64-bit integers through pointers (an index
+# result, arrays of sizes), told so by a keyword
+_WIDE = {"amax": "result_dtype", "amin": "result_dtype", "gemmGroupedBatched": "wide", "cublasIamaxEx": "wide",
+         "cublasIaminEx": "wide", "cublasGemmGroupedBatchedEx": "wide"}
+_WIDE_VALUE = {"result_dtype": np.int64, "wide": True}
 
 
 class _Lazy:
@@ -193,13 +206,12 @@ def table() -> dict:
     """C name -> (kinds, function) of every function the drop-in libcublas answers with a status."""
     out = {name: (signatures.ADMIN[name], fn) for name, fn in _ADMIN.items()}
     for name, kinds, family, letter in signatures.members():
+        wide = {_WIDE[family]: _WIDE_VALUE[_WIDE[family]]} if family in _WIDE and name.endswith("_64") else {}
         if family in _SINGLES:
-            out[name] = (kinds, _SINGLES[family])
+            out[name] = (kinds, functools.partial(_SINGLES[family], **wide) if wide else _SINGLES[family])
             continue
         lower = letter[0].lower() + letter[1:]
-        maker = _MAKERS[family]
-        if family in ("amax", "amin") and name.endswith("_64"):       # these write a 64-bit index
-            maker = functools.partial(maker, result_dtype=np.int64)
+        maker = functools.partial(_MAKERS[family], **wide) if wide else _MAKERS[family]
         out[name] = (kinds, _Lazy(maker, lower))
     return out
 
