@@ -213,3 +213,203 @@ def test_complex_syr_argument_rules(handle, name, args, why):
     uplo, n, incx, *rest = args
     tail = (d, rest[0], d, rest[1]) if len(rest) == 2 else (d, rest[0])
     assert status_of(name, handle, uplo, n, scalar(1, np.complex128), d, incx, *tail) == Status.INVALID_VALUE, why
+
+
+# ---------------------------------------------------------------- the level-1 Ex family
+
+R32, R64, R16, C32, C64, B16 = 0, 1, 2, 4, 5, 14
+_STORED = {R32: np.float32, R64: np.float64, R16: np.float16, C32: np.complex64, C64: np.complex128, B16: np.uint16}
+# how close a result stored in a type comes to the exact one
+_CLOSE = {R32: 1e-5, R64: 1e-12, R16: 3e-3, C32: 1e-5, C64: 1e-12, B16: 2e-2}
+
+
+def ex_values(rng, shape, code):
+    """(stored elements of type `code`, the exact values they hold as float64/complex128)."""
+    x = rng.standard_normal(shape)
+    if code in (C32, C64):
+        x = x + 1j * rng.standard_normal(shape)
+    if code == B16:
+        bits = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        return bits, exact(bits, code)
+    stored = np.asarray(x, _STORED[code])
+    return stored, exact(stored, code)
+
+
+def exact(stored, code):
+    if code == B16:
+        return (np.asarray(stored).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return np.asarray(stored).astype(np.complex128 if code in (C32, C64) else np.float64)
+
+
+def close(got, want, *codes):
+    tol = max(_CLOSE[c] for c in codes) * 4
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.max(np.abs(want), initial=0)))
+
+
+def strided(values, inc, poison=np.nan):
+    """`values` stored `inc` apart (the gaps poisoned, a negative inc storing them backwards)."""
+    step = abs(inc)
+    out = np.full(len(values) * step, poison if values.dtype.kind in "fc" else 0x7FC0, values.dtype)
+    out[::step] = values if inc > 0 else values[::-1]
+    return out
+
+
+_EX = functions.level1_ex.COMBINATIONS
+
+
+@pytest.mark.parametrize("alpha_type,x_type,execution", sorted(_EX["axpy"]))
+def test_axpy_ex(handle, rng, alpha_type, x_type, execution):
+    n, incx, incy = 33, 2, -1
+    x, xe = ex_values(rng, n, x_type)
+    y, ye = ex_values(rng, n, x_type)
+    alpha, ae = ex_values(rng, 1, alpha_type)
+    dy = device(strided(y, incy))
+    call("cublasAxpyEx", handle, n, device(alpha), alpha_type, device(strided(x, incx)), x_type, incx, dy, x_type,
+         incy, execution)
+    close(exact(read(dy, n, _STORED[x_type])[::-1], x_type), ye + ae[0] * xe, x_type)
+
+
+@pytest.mark.parametrize("alpha_type,x_type,execution", sorted(_EX["scal"]))
+def test_scal_ex(handle, rng, alpha_type, x_type, execution):
+    n, incx = 21, 3
+    x, xe = ex_values(rng, n, x_type)
+    alpha, ae = ex_values(rng, 1, alpha_type)
+    dx = device(strided(x, incx))
+    call("cublasScalEx", handle, n, device(alpha), alpha_type, dx, x_type, incx, execution)
+    got = read(dx, n * incx, _STORED[x_type])
+    close(exact(got[::incx], x_type), ae[0] * xe, x_type)
+    assert np.all(np.isnan(got.reshape(n, incx)[:, 1:])) or x_type == B16          # the gaps untouched
+
+
+@pytest.mark.parametrize("conjugate", [False, True])
+@pytest.mark.parametrize("x_type,result_type,execution", sorted(_EX["dot"]))
+def test_dot_ex(handle, rng, x_type, result_type, execution, conjugate):
+    n = 40
+    x, xe = ex_values(rng, n, x_type)
+    y, ye = ex_values(rng, n, x_type)
+    result = np.full(1, np.nan if result_type != B16 else 0, _STORED[result_type])
+    call("cublasDotcEx" if conjugate else "cublasDotEx", handle, n, device(x), x_type, 1, device(y), x_type, 1,
+         result.ctypes.data, result_type, execution)
+    close(exact(result, result_type), [np.sum((xe.conj() if conjugate else xe) * ye)], result_type, x_type)
+
+
+@pytest.mark.parametrize("family", ["Nrm2", "Asum"])
+@pytest.mark.parametrize("x_type,result_type,execution", sorted(_EX["nrm2"]))
+def test_norms_ex(handle, rng, family, x_type, result_type, execution):
+    n, incx = 30, 2
+    x, xe = ex_values(rng, n, x_type)
+    result = np.zeros(1, _STORED[result_type])
+    call(f"cublas{family}Ex", handle, n, device(strided(x, incx)), x_type, incx, result.ctypes.data, result_type,
+         execution)
+    want = np.sqrt(np.sum(np.abs(xe) ** 2)) if family == "Nrm2" else np.sum(np.abs(xe.real) + np.abs(xe.imag))
+    close(exact(result, result_type), [want], result_type, x_type)
+
+
+@pytest.mark.parametrize("x_type,cs_type,execution", sorted(_EX["rot"]))
+def test_rot_ex(handle, rng, x_type, cs_type, execution):
+    n, incx, incy = 17, 1, 2
+    x, xe = ex_values(rng, n, x_type)
+    y, ye = ex_values(rng, n, x_type)
+    c, ce = ex_values(rng, 1, cs_type)
+    s, se = ex_values(rng, 1, cs_type)
+    dx, dy = device(strided(x, incx)), device(strided(y, incy))
+    call("cublasRotEx", handle, n, dx, x_type, incx, dy, x_type, incy, device(c), device(s), cs_type, execution)
+    cr = ce[0].real
+    close(exact(read(dx, n, _STORED[x_type]), x_type), cr * xe + se[0] * ye, x_type, cs_type)
+    close(exact(read(dy, n * incy, _STORED[x_type])[::incy], x_type), cr * ye - np.conj(se[0]) * xe, x_type, cs_type)
+
+
+@pytest.mark.parametrize("ab_type,cs_type,execution", sorted(_EX["rotg"]))
+def test_rotg_ex_zeroes_b(handle, rng, ab_type, cs_type, execution):
+    a, ae = ex_values(rng, 1, ab_type)
+    b, be = ex_values(rng, 1, ab_type)
+    c = np.zeros(1, _STORED[cs_type])
+    s = np.zeros(1, _STORED[ab_type])
+    call("cublasRotgEx", handle, a.ctypes.data, b.ctypes.data, ab_type, c.ctypes.data, s.ctypes.data, cs_type,
+         execution)
+    cv, sv, r = exact(c, cs_type)[0], exact(s, ab_type)[0], exact(a, ab_type)[0]
+    rotated = np.array([[cv, sv], [-np.conj(sv), cv]]) @ np.array([ae[0], be[0]])
+    close(rotated, [r, 0], ab_type, cs_type)
+    close([abs(r)], [np.hypot(abs(ae[0]), abs(be[0]))], ab_type)
+
+
+def _modified_rotation(param):
+    """The H a rotm parameter array describes (flag -1 full, 0 and 1 with implied entries, -2 I)."""
+    flag, h11, h21, h12, h22 = param
+    return {-1: [[h11, h12], [h21, h22]], 0: [[1, h12], [h21, 1]], 1: [[h11, 1], [-1, h22]],
+            -2: [[1, 0], [0, 1]]}[int(flag)]
+
+
+@pytest.mark.parametrize("flag", [-1, 0, 1, -2])
+@pytest.mark.parametrize("x_type,param_type,execution", sorted(_EX["rotm"]))
+def test_rotm_ex(handle, rng, x_type, param_type, execution, flag):
+    n = 12
+    x, xe = ex_values(rng, n, x_type)
+    y, ye = ex_values(rng, n, x_type)
+    param, pe = ex_values(rng, 5, param_type)
+    param[0] = np.asarray(flag).astype(np.float32).view(np.uint32) >> 16 if param_type == B16 else flag
+    pe = exact(param, param_type)
+    dx, dy = device(x), device(y)
+    call("cublasRotmEx", handle, n, dx, x_type, 1, dy, x_type, 1, device(param), param_type, execution)
+    h = np.array(_modified_rotation(pe))
+    want = h @ np.vstack([xe, ye])
+    close(exact(read(dx, n, _STORED[x_type]), x_type), want[0], x_type, param_type)
+    close(exact(read(dy, n, _STORED[x_type]), x_type), want[1], x_type, param_type)
+
+
+@pytest.mark.parametrize("d_type,param_type,execution", sorted(_EX["rotmg"]))
+def test_rotmg_ex_zeroes_the_second_component(handle, rng, d_type, param_type, execution):
+    d1, d2 = (ex_values(rng, 1, d_type)[0] for _ in range(2))
+    for d in (d1, d2):                          # the scalings are positive: clear the sign bit
+        d.view(np.uint16 if d.itemsize == 2 else np.uint32 if d.itemsize == 4 else np.uint64)[...] &= (
+            (1 << (8 * d.itemsize - 1)) - 1)
+    x1, x1e = ex_values(rng, 1, d_type)
+    y1, y1e = ex_values(rng, 1, d_type)
+    param = np.zeros(5, _STORED[param_type])
+    call("cublasRotmgEx", handle, d1.ctypes.data, d_type, d2.ctypes.data, d_type, x1.ctypes.data, d_type,
+         y1.ctypes.data, d_type, param.ctypes.data, param_type, execution)
+    h = np.array(_modified_rotation(exact(param, param_type)))
+    rotated = h @ np.array([x1e[0], y1e[0]])
+    close(rotated, [exact(x1, d_type)[0], 0], d_type, param_type)
+
+
+@pytest.mark.parametrize("family", ["amax", "amin"])
+@pytest.mark.parametrize("x_type", [R32, R64, C32, C64])
+@pytest.mark.parametrize("wide", [False, True])
+def test_index_ex(handle, rng, family, x_type, wide):
+    n, incx = 25, 2
+    x, xe = ex_values(rng, n, x_type)
+    result = np.full(1, -5, np.int64 if wide else np.int32)
+    call(f"cublasI{family}Ex" + ("_64" if wide else ""), handle, n, device(strided(x, incx)), x_type, incx,
+         result.ctypes.data)
+    size = np.abs(xe.real) + np.abs(xe.imag)
+    assert result[0] == (np.argmax(size) if family == "amax" else np.argmin(size)) + 1
+
+
+@pytest.mark.parametrize("x_type", [R16, B16, R32, R64, C32, C64])
+def test_copy_and_swap_ex(handle, rng, x_type):
+    n = 14
+    x, _ = ex_values(rng, n, x_type)
+    y, _ = ex_values(rng, n, x_type)
+    dx, dy = device(strided(x, 2)), device(y)
+    call("cublasSwapEx", handle, n, dx, x_type, 2, dy, x_type, 1)
+    assert np.array_equal(read(dy, n, _STORED[x_type]), x)
+    assert np.array_equal(read(dx, 2 * n, _STORED[x_type])[::2], y)
+    dz = device(np.zeros(n, _STORED[x_type]))
+    call("cublasCopyEx", handle, n, dy, x_type, 1, dz, x_type, 1)
+    assert np.array_equal(read(dz, n, _STORED[x_type]), x)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("cublasAxpyEx", (4, "p", R64, "p", R32, 1, "p", R32, 1, R32)),          # alpha's type is not x's
+    ("cublasAxpyEx", (4, "p", R32, "p", R32, 1, "p", R64, 1, R32)),          # x's type is not y's
+    ("cublasDotEx", (4, "p", R16, 1, "p", R16, 1, "p", R16, R16)),           # 16F execution
+    ("cublasNrm2Ex", (4, "p", C32, 1, "p", C32, R32)),                       # a complex norm
+    ("cublasScalEx", (4, "p", C32, "p", R32, 1, R32)),                       # a complex scale of a real vector
+    ("cublasIamaxEx", (4, "p", R16, 1, "p")),
+    ("cublasCopyEx", (4, "p", R32, 1, "p", R16, 1)),
+    ("cublasRotmEx", (4, "p", C32, 1, "p", C32, 1, "p", C32, C32)),
+])
+def test_ex_type_combinations_not_listed_are_not_supported(handle, name, args):
+    d = device(np.zeros(64, np.complex128))
+    assert status_of(name, handle, *(d if a == "p" else a for a in args)) == Status.NOT_SUPPORTED

@@ -118,6 +118,8 @@ def make_norm_ex(family: str):
     """nrm2 (the Euclidean norm) or asum (the sum of |re| + |im|)."""
     def norm_ex(hid, n, x, x_type, incx, result, result_type, execution):
         work_type = _supported(family, x_type, result_type, execution)
+        if x_type in (C_32F, C_64F):            # a complex vector's real norm: its elements stay complex
+            work_type = np.result_type(work_type, np.complex64)
 
         def compute():
             if n <= 0 or incx <= 0:
