@@ -3,6 +3,7 @@ when the library cannot answer them (tests/programs/cublas_valued.c), syrkx and 
 syr and syr2, the Ex level-1 family on every type combination cuBLAS lists, the grouped gemms.
 Called as the C library calls them (functions.table(), addresses as integers), against numpy on
 fresh random inputs, outputs poisoned first; one test per argument rule."""
+import ctypes
 import os
 import shutil
 import subprocess
@@ -413,3 +414,228 @@ def test_copy_and_swap_ex(handle, rng, x_type):
 def test_ex_type_combinations_not_listed_are_not_supported(handle, name, args):
     d = device(np.zeros(64, np.complex128))
     assert status_of(name, handle, *(d if a == "p" else a for a in args)) == Status.NOT_SUPPORTED
+
+
+# ---------------------------------------------------------------- grouped batched gemms
+
+# two groups: (transa, transb, m, n, k, group size)
+_GROUPS = [(N, N, 5, 4, 3, 2), (T, C, 3, 6, 2, 3)]
+
+
+def _grouped_arguments(rng, letter, wide, stored_type=None):
+    """The grouped call's arrays and the matrices they point at: (arrays, inputs, C addresses, shapes)."""
+    ints = np.int64 if wide else np.int32
+    dtype = stored_type or TYPES[letter]
+    columns = list(zip(*_GROUPS))
+    ta, tb = (np.array(c, np.int32) for c in columns[:2])
+    m, n, k, size = (np.array(c, ints) for c in columns[2:])
+    lda = np.array([(gm if t == N else gk) + 1 for t, gm, gk in zip(ta, m, k)], ints)
+    ldb = np.array([(gk if t == N else gn) + 2 for t, gk, gn in zip(tb, k, n)], ints)
+    ldc = np.array(m + 1, ints)
+    problems, pointers = [], ([], [], [])
+    for g, (t_a, t_b, gm, gn, gk, count) in enumerate(_GROUPS):
+        for _ in range(count):
+            a = random(rng, (gm, gk) if t_a == N else (gk, gm), letter).astype(dtype)
+            b = random(rng, (gk, gn) if t_b == N else (gn, gk), letter).astype(dtype)
+            c0 = random(rng, (gm, gn), letter).astype(dtype)
+            problems.append((g, a, b, c0))
+            for where, matrix, ld in zip(pointers, (a, b, c0), (lda[g], ldb[g], ldc[g])):
+                where.append(device(stored(matrix, int(ld), poison=7)))
+    arrays = [x.ctypes.data for x in (ta, tb, m, n, k)], [device(np.array(p, np.uint64)) for p in pointers], \
+        [x.ctypes.data for x in (lda, ldb, ldc, size)]
+    _kept.extend([ta, tb, m, n, k, lda, ldb, ldc, size])
+    return arrays, problems, pointers[2], ldc
+
+
+_kept = []
+
+
+@pytest.mark.parametrize("letter", "SD")
+@pytest.mark.parametrize("wide", [False, True])
+def test_gemm_grouped_batched(handle, rng, letter, wide):
+    (ops_sizes, (dA, dB, dC), (lda, ldb, ldc, size)), problems, cs, ld = _grouped_arguments(rng, letter, wide)
+    alpha, beta = np.array([0.5, -2], TYPES[letter]), np.array([1.5, 0], TYPES[letter])
+    call(f"cublas{letter}gemmGroupedBatched" + ("_64" if wide else ""), handle, *ops_sizes, alpha.ctypes.data,
+         dA, lda, dB, ldb, beta.ctypes.data, dC, ldc, len(_GROUPS), size)
+    for (g, a, b, c0), c in zip(problems, cs):
+        ta, tb, m, n = _GROUPS[g][:4]
+        want = alpha[g] * (op(a, ta).astype(np.float64) @ op(b, tb)) + beta[g] * c0
+        got = read(c, int(ld[g]) * n, TYPES[letter])
+        np.testing.assert_allclose(unstored(got, m, n, int(ld[g])), want, rtol=TOL[letter], atol=TOL[letter])
+        assert np.all(got.reshape(n, int(ld[g]))[:, m:] == 7)
+
+
+@pytest.mark.parametrize("ab_type,c_type", [(R16, R16), (R16, R32), (R32, R32), (R64, R64)])
+def test_gemm_grouped_batched_ex(handle, rng, ab_type, c_type):
+    stored_type = _STORED[ab_type]
+    (ops_sizes, (dA, dB, dC), (lda, ldb, ldc, size)), problems, cs, ld = _grouped_arguments(rng, "D", False,
+                                                                                            stored_type)
+    if c_type != ab_type:                                  # C of its own type, same values
+        cs = [device(stored(c0.astype(_STORED[c_type]), int(ld[g]), poison=7)) for g, _, _, c0 in problems]
+        dC = device(np.array(cs, np.uint64))
+    scale = np.float64 if ab_type == R64 else np.float32
+    alpha, beta = np.array([0.5, -2], scale), np.array([1.5, 0], scale)
+    call("cublasGemmGroupedBatchedEx", handle, *ops_sizes, alpha.ctypes.data, dA, ab_type, lda, dB, ab_type, ldb,
+         beta.ctypes.data, dC, c_type, ldc, len(_GROUPS), size, 70 if ab_type == R64 else 68)
+    for (g, a, b, c0), c in zip(problems, cs):
+        ta, tb, m, n = _GROUPS[g][:4]
+        want = alpha[g] * (op(a, ta).astype(np.float64) @ op(b, tb)) + beta[g] * c0.astype(np.float64)
+        got = read(c, int(ld[g]) * n, _STORED[c_type])
+        close(unstored(got, m, n, int(ld[g])).astype(np.float64), want, c_type, ab_type)
+
+
+def _grouped_rule(handle, rng, edit):
+    (ops_sizes, (dA, dB, dC), (lda, ldb, ldc, size)), _, _, _ = _grouped_arguments(rng, "S", False)
+    arguments = dict(ops=ops_sizes, lda=lda, ldb=ldb, ldc=ldc, size=size, count=len(_GROUPS))
+    edit(arguments)
+    alpha = np.ones(2, np.float32)
+    return status_of("cublasSgemmGroupedBatched", handle, *arguments["ops"], alpha.ctypes.data, dA, arguments["lda"],
+                     dB, arguments["ldb"], alpha.ctypes.data, dC, arguments["ldc"], arguments["count"],
+                     arguments["size"])
+
+
+def _set_int(index):
+    """An edit writing a bad value into the `index`-th array of group 0's values (ops, m, n, k, lda...)."""
+    def edit(arguments):
+        names = ["ops0", "ops1", "ops2", "ops3", "ops4", "lda", "ldb", "ldc", "size"]
+        name = names[index]
+        address = arguments["ops"][index] if name.startswith("ops") else arguments[name]
+        holder = (ctypes.c_int32 * 1).from_address(address)
+        holder[0] = {0: 9, 2: -1, 3: -1, 4: -1, 5: 0, 6: 0, 7: 0, 8: -1}[index]
+    return edit
+
+
+@pytest.mark.parametrize("index,why", [(0, "transa"), (2, "negative m"), (3, "negative n"), (4, "negative k"),
+                                       (5, "lda"), (6, "ldb"), (7, "ldc"), (8, "negative group size")])
+def test_grouped_argument_rules(handle, rng, index, why):
+    assert _grouped_rule(handle, rng, _set_int(index)) == Status.INVALID_VALUE, why
+
+
+def test_grouped_negative_group_count(handle, rng):
+    assert _grouped_rule(handle, rng, lambda a: a.update(count=-1)) == Status.INVALID_VALUE
+
+
+def test_grouped_ex_complex_is_not_supported(handle):
+    d = device(np.zeros(64))
+    assert status_of("cublasGemmGroupedBatchedEx", handle, *[d] * 6, d, C32, d, d, C32, d, d, d, C32, d, 1, d,
+                     68) == Status.NOT_SUPPORTED
+
+
+# ---------------------------------------------------------------- cublasXt: host memory, synchronous
+
+@pytest.fixture
+def xt():
+    out = np.zeros(1, np.uint64)
+    call("cublasXtCreate", out.ctypes.data)
+    devices = np.array([0], np.int32)
+    call("cublasXtDeviceSelect", int(out[0]), 1, devices.ctypes.data)
+    yield int(out[0])
+    call("cublasXtDestroy", int(out[0]))
+
+
+def host(matrix, ld, poison=7):
+    """A column-major host copy (numpy memory, not anycuda's) with leading dimension `ld`."""
+    return stored(matrix, ld, poison)
+
+
+@pytest.mark.parametrize("letter", "SDCZ")
+def test_xt_gemm_on_host_memory_is_done_when_it_returns(xt, rng, letter):
+    m, n, k = 19, 23, 8
+    A, B, C0 = random(rng, (k, m), letter), random(rng, (k, n), letter), random(rng, (m, n), letter)
+    a, b, c = host(A, k + 1), host(B, k), host(C0, m + 2)
+    alpha, beta = np.array([2], TYPES[letter]), np.array([-1], TYPES[letter])
+    call(f"cublasXt{letter}gemm", xt, T, N, m, n, k, alpha.ctypes.data, a.ctypes.data, k + 1, b.ctypes.data, k,
+         beta.ctypes.data, c.ctypes.data, m + 2)
+    np.testing.assert_allclose(unstored(c, m, n, m + 2), 2 * (A.T.astype(np.complex128) @ B) - C0,
+                               rtol=TOL[letter], atol=TOL[letter])
+    assert np.all(c.reshape(n, m + 2)[:, m:] == 7)
+
+
+@pytest.mark.parametrize("letter", "CZ")
+def test_xt_herk_and_herkx(xt, rng, letter):
+    n, k = 9, 4
+    A, B, C0 = random(rng, (n, k), letter), random(rng, (n, k), letter), random(rng, (n, n), letter)
+    for routine, args, product in [("herk", (A,), A @ A.conj().T), ("herkx", (A, B), A @ B.conj().T)]:
+        c = host(C0, n)
+        alpha = np.array([0.5], REAL[letter] if routine == "herk" else TYPES[letter])
+        beta = np.array([2], REAL[letter])
+        held = [host(m, n) for m in args]
+        matrices = [x for m in held for x in (m.ctypes.data, n)]
+        call(f"cublasXt{letter}{routine}", xt, UPPER, N, n, k, alpha.ctypes.data, *matrices, beta.ctypes.data,
+             c.ctypes.data, n)
+        want = 0.5 * product + 2 * C0
+        mask = triangle(n, UPPER) & ~np.eye(n, dtype=bool)
+        np.testing.assert_allclose(unstored(c, n, n, n)[mask], want[mask], rtol=TOL[letter], atol=TOL[letter])
+        np.testing.assert_allclose(unstored(c, n, n, n).diagonal(), want.diagonal().real, rtol=TOL[letter],
+                                   atol=TOL[letter])
+
+
+@pytest.mark.parametrize("letter", "SDCZ")
+@pytest.mark.parametrize("side", [0, 1])
+@pytest.mark.parametrize("uplo", [LOWER, UPPER])
+def test_xt_spmm_multiplies_by_a_packed_symmetric_matrix(xt, rng, letter, side, uplo):
+    m, n = 6, 5
+    order = m if side == 0 else n
+    full = random(rng, (order, order), letter)
+    full = np.tril(full) + np.tril(full, -1).T if uplo == LOWER else np.triu(full) + np.triu(full, 1).T
+    packed = np.array([full[i, j] for j in range(order) for i in (range(j, order) if uplo == LOWER else range(j + 1))],
+                      TYPES[letter])
+    B, C0 = random(rng, (m, n), letter), random(rng, (m, n), letter)
+    b, c = host(B, m), host(C0, m + 1)
+    alpha, beta = np.array([1.5], TYPES[letter]), np.array([0.5], TYPES[letter])
+    call(f"cublasXt{letter}spmm", xt, side, uplo, m, n, alpha.ctypes.data, packed.ctypes.data, b.ctypes.data, m,
+         beta.ctypes.data, c.ctypes.data, m + 1)
+    product = full @ B if side == 0 else B @ full
+    np.testing.assert_allclose(unstored(c, m, n, m + 1), 1.5 * product + 0.5 * C0, rtol=TOL[letter], atol=TOL[letter])
+
+
+def test_xt_trmm_and_trsm_are_inverse(xt, rng):
+    m, n = 7, 4
+    A = np.tril(random(rng, (m, m), "D")) + 4 * np.eye(m)
+    B = random(rng, (m, n), "D")
+    a, b, c = host(A, m), host(B, m), np.full(m * n, np.nan)
+    one = np.array([1.0])
+    call("cublasXtDtrmm", xt, 0, LOWER, N, 0, m, n, one.ctypes.data, a.ctypes.data, m, b.ctypes.data, m,
+         c.ctypes.data, m)
+    np.testing.assert_allclose(unstored(c, m, n, m), A @ B, rtol=1e-12)
+    call("cublasXtDtrsm", xt, 0, LOWER, N, 0, m, n, one.ctypes.data, a.ctypes.data, m, c.ctypes.data, m)
+    np.testing.assert_allclose(unstored(c, m, n, m), B, rtol=1e-10, atol=1e-12)
+
+
+def test_xt_settings_are_kept(xt):
+    out = np.zeros(1, np.int32)
+    call("cublasXtSetBlockDim", xt, 512)
+    call("cublasXtGetBlockDim", xt, out.ctypes.data)
+    assert out[0] == 512
+    call("cublasXtSetPinningMemMode", xt, 1)
+    call("cublasXtGetPinningMemMode", xt, out.ctypes.data)
+    assert out[0] == 1
+    call("cublasXtSetCpuRatio", xt, 0, 1, 0.25)
+    call("cublasXtSetCpuRoutine", xt, 0, 1, 0)
+    call("cublasXtMaxBoards", out.ctypes.data)
+    assert out[0] >= 1
+
+
+@pytest.mark.parametrize("name,args,why", [
+    ("cublasXtSetBlockDim", (0,), "block dimension 0"), ("cublasXtSetPinningMemMode", (2,), "pinning mode 2"),
+    ("cublasXtSetCpuRatio", (0, 1, 1.5), "a ratio above 1"), ("cublasXtSetCpuRatio", (11, 1, 0.5), "BLAS op 11"),
+    ("cublasXtSetCpuRoutine", (0, 4, 0), "type 4"), ("cublasXtDeviceSelect", (0, 0), "no devices")])
+def test_xt_setting_rules(xt, name, args, why):
+    assert status_of(name, xt, *args) == Status.INVALID_VALUE, why
+
+
+def test_xt_device_select_refuses_a_device_that_does_not_exist(xt):
+    devices = np.array([0, 4096], np.int32)
+    assert status_of("cublasXtDeviceSelect", xt, 2, devices.ctypes.data) == Status.INVALID_VALUE
+
+
+def test_xt_gemm_argument_rules_and_destroyed_handles(xt):
+    d = np.zeros(64)
+    one = np.array([1.0])
+    assert status_of("cublasXtDgemm", xt, N, N, 4, 4, 4, one.ctypes.data, d.ctypes.data, 3, d.ctypes.data, 4,
+                     one.ctypes.data, d.ctypes.data, 4) == Status.INVALID_VALUE            # lda below m
+    out = np.zeros(1, np.uint64)
+    call("cublasXtCreate", out.ctypes.data)
+    call("cublasXtDestroy", int(out[0]))
+    assert status_of("cublasXtDgemm", int(out[0]), N, N, 1, 1, 1, one.ctypes.data, d.ctypes.data, 1, d.ctypes.data,
+                     1, one.ctypes.data, d.ctypes.data, 1) == Status.NOT_INITIALIZED
