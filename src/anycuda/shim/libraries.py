@@ -1,4 +1,4 @@
-"""The builds of anycuda's CUDA libraries (libcublas, libcublasLt, libcufft, libcurand, under each
+"""The builds of anycuda's CUDA libraries (libcublas, libcublasLt, libcufft, libcurand, libcufftw, under each
 soname programs ask for), each a cffi-embedded library like libcuda.so.1, sharing its Python.
 
 A library exports every function of its NVIDIA header: those anycuda implements are Python
@@ -26,6 +26,7 @@ class DropIn:
     not_started: tuple        # (status, its name) every call answers when the library's Python cannot start
     not_supported: tuple      # (status, its name) of a function anycuda does not implement
     error_getter: str = ""    # the function answering the last failure of one whose result is not a status
+    preloaded: bool = True    # `anycuda run` preloads it (else the loader finds it by soname on its path)
 
     @property
     def names_file(self) -> Path:
@@ -39,8 +40,13 @@ LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), 
              DropIn("cufft", "cufft", ("libcufft.so.12", "libcufft.so.11"), not_started=(7, "CUFFT_SETUP_FAILED"),
                     not_supported=(16, "CUFFT_NOT_SUPPORTED")),
              DropIn("curand", "curand", ("libcurand.so.10",), not_started=(203, "CURAND_STATUS_INITIALIZATION_FAILED"),
-                    not_supported=(103, "CURAND_STATUS_TYPE_ERROR")))
+                    not_supported=(103, "CURAND_STATUS_TYPE_ERROR")),
+             # FFTW's interface has no status: a planner that cannot answer gives NULL. Not preloaded:
+             # it exports FFTW's own names, which would take the place of a real FFTW the program uses
+             DropIn("cufftw", "cufftw", ("libcufftw.so.12", "libcufftw.so.11"), not_started=(0, "NULL (no plan)"),
+                    not_supported=(0, "nothing"), preloaded=False))
 DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
+PRELOADED = tuple(soname for lib in LIBRARIES if lib.preloaded for soname in lib.sonames)
 LIBRARY_SOURCES = tuple(lib.names_file.name for lib in LIBRARIES)
 
 _C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t", "f": "float",
