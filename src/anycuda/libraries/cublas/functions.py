@@ -4,7 +4,8 @@ the Python function that answers it (taking the C arguments in order, addresses 
 Parameter kinds (the shim turns them into C types): h handle, p pointer, e enumeration (C int),
 i int (int64_t in the `_64` variants), L int64_t (strides), z size_t, and by value f float,
 d double, C cuComplex, Z cuDoubleComplex, c char. Routines come in families spelled once with
-their type letters; a family's `_64` variant (64-bit sizes) is the same function. The legacy
+their type letters; a family's `_64` variant (64-bit sizes) is the same function, told by a
+keyword when it also reads or writes 64-bit integers through pointers (_WIDE). The legacy
 routines of cublas.h return their results, so they are in VALUED, each made from its v2
 function (legacy.py). Functions in neither table are exported too, answering
 CUBLAS_STATUS_NOT_SUPPORTED (shim/libraries.py).

@@ -114,7 +114,7 @@ def _synchronous(v2):
     """An Xt routine: its v2 routine on the Xt handle's cuBLAS handle, waited for."""
     def call(hid, *args):
         blas_handle = _handles.get(hid).blas
-        legacy._runtime_context()
+        legacy.runtime_context()
         v2(blas_handle, *args)
         api.cuStreamSynchronize(handles.get(blas_handle).stream)
     return call
