@@ -639,3 +639,70 @@ def test_xt_gemm_argument_rules_and_destroyed_handles(xt):
     call("cublasXtDestroy", int(out[0]))
     assert status_of("cublasXtDgemm", int(out[0]), N, N, 1, 1, 1, one.ctypes.data, d.ctypes.data, 1, d.ctypes.data,
                      1, one.ctypes.data, d.ctypes.data, 1) == Status.NOT_INITIALIZED
+
+
+# ---------------------------------------------------------------- through NVIDIA's headers (the C types)
+
+def _program_tools():
+    import test_cublas_program as tools
+    return tools
+
+
+@pytest.mark.skipif(_program_tools().NVCC is None or _program_tools().INCLUDE is None,
+                    reason="needs nvcc and NVIDIA's cuBLAS headers")
+def test_program_through_nvidias_headers(tmp_path):
+    tools = _program_tools()
+    rng = np.random.default_rng()
+    program = tools._build(tmp_path, "cublas_rest", "libcublas.so.13")
+    p, out, said, _ = tools.run(program, tmp_path, rng)
+    col = tools.col
+    m, n, k = 9, 7, 5
+    A, B, C0 = p.take(m * k), p.take(n * k), p.take(m * n)                          # Xt Dgemm
+    np.testing.assert_allclose(col(out.read(m * n, np.float64), m, n), 2 * col(A, m, k) @ col(B, n, k).T + C0.reshape(
+        n, m).T / 2, rtol=1e-12, atol=1e-12)
+    P, Q = (p.take(2 * n * k).view(np.complex128) for _ in range(2))             # Xt Zherkx
+    H0 = p.take(2 * n * n).view(np.complex128)
+    want = (0.5 - 1j) * col(P, n, k) @ col(Q, n, k).conj().T + 2 * col(H0, n, n)
+    np.fill_diagonal(want, want.diagonal().real)
+    got = col(out.read(2 * n * n, np.float64).view(np.complex128), n, n)
+    upper = np.triu(np.ones((n, n), bool))
+    np.testing.assert_allclose(got[upper], want[upper], rtol=1e-12, atol=1e-12)
+    assert np.array_equal(got[~upper], col(H0, n, n)[~upper])
+    AP, SB = p.take(m * (m + 1) // 2, np.float32), p.take(m * n, np.float32)       # Xt Sspmm
+    full = np.zeros((m, m))
+    full[np.triu_indices(m)[::-1]] = AP                     # lower, column by column = upper's row order
+    full = full + np.tril(full, -1).T
+    np.testing.assert_allclose(col(out.read(m * n, np.float32), m, n), full @ col(SB, m, n), rtol=1e-4, atol=1e-4)
+    X, Y, S = p.take(m * k, np.float32), p.take(m * k, np.float32), p.take(m * m, np.float32)   # Ssyrkx_64
+    got, want = col(out.read(m * m, np.float32), m, m), col(X, m, k) @ col(Y, m, k).T + col(S, m, m)
+    lower = np.tril(np.ones((m, m), bool))
+    np.testing.assert_allclose(got[lower], want[lower], rtol=1e-4, atol=1e-4)
+    assert np.array_equal(got[~lower], col(S, m, m)[~lower])
+    x, y = (p.take(2 * m, np.float32).view(np.complex64) for _ in range(2))        # Csyr2
+    CA = p.take(2 * m * m, np.float32).view(np.complex64)
+    got = col(out.read(2 * m * m, np.float32).view(np.complex64), m, m)
+    want = (1.5 + 0.5j) * (np.outer(x, y) + np.outer(y, x)) + col(CA, m, m)
+    upper = np.triu(np.ones((m, m), bool))
+    np.testing.assert_allclose(got[upper], want[upper], rtol=1e-4, atol=1e-4)
+    u, v = (p.take(2 * m, np.float32).view(np.complex64) for _ in range(2))        # DotcEx
+    assert complex(*map(float, said["dotc"].split())) == pytest.approx(np.vdot(u, v), rel=1e-5, abs=1e-5)
+    w = p.take(2 * m).view(np.complex128)                                          # Nrm2Ex, IamaxEx_64
+    assert float(said["nrm2"]) == pytest.approx(np.linalg.norm(w), rel=1e-14)
+    assert int(said["iamax"]) == np.argmax(np.abs(w.real) + np.abs(w.imag)) + 1
+    ax, ay = p.take(m), p.take(m)                                                  # AxpyEx
+    np.testing.assert_allclose(out.read(m, np.float64), ay + ax / 2, rtol=1e-15)
+    x1, y1 = p.take(2)                                                             # RotmgEx zeroes y1
+    flag, h11, h21, h12, h22, rotated = map(float, said["rotmg"].split())
+    hm = {-1: [[h11, h12], [h21, h22]], 0: [[1, h12], [h21, 1]], 1: [[h11, 1], [-1, h22]]}[int(flag)]
+    np.testing.assert_allclose(np.array(hm) @ [x1, y1], [rotated, 0], atol=1e-12)
+    shapes = [((3, 2), (2, 4), (3, 4), 1, 0, False), ((3, 2), (2, 4), (3, 4), 1, 0, False),
+              ((3, 2), (3, 2), (2, 2), -1, 1, True)]                                # grouped gemms
+    inputs = [(p.take(a[0] * a[1], np.float32), p.take(b[0] * b[1], np.float32), p.take(c[0] * c[1], np.float32))
+              for a, b, c, _, _, _ in shapes]
+    for (a_shape, b_shape, c_shape, alpha, beta, transposed), (a, b, c) in zip(shapes, inputs):
+        a, b, c = col(a, *a_shape), col(b, *b_shape), col(c, *c_shape)
+        want = alpha * ((a.T if transposed else a).astype(np.float64) @ b) + beta * c
+        np.testing.assert_allclose(col(out.read(c.size, np.float32), *c_shape), want, rtol=1e-4, atol=1e-4)
+    for (a_shape, b_shape, c_shape, _, _, _), (a, b, _) in zip(shapes[:2], inputs):   # GemmGroupedBatchedEx
+        want = 2 * col(a, *a_shape).astype(np.float64) @ col(b, *b_shape)
+        np.testing.assert_allclose(col(out.read(12, np.float32), *c_shape), want, rtol=1e-4, atol=1e-4)
