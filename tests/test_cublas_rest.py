@@ -706,3 +706,29 @@ def test_program_through_nvidias_headers(tmp_path):
     for (a_shape, b_shape, c_shape, _, _, _), (a, b, _) in zip(shapes[:2], inputs):   # GemmGroupedBatchedEx
         want = 2 * col(a, *a_shape).astype(np.float64) @ col(b, *b_shape)
         np.testing.assert_allclose(col(out.read(12, np.float32), *c_shape), want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- the copies' 64-bit forms, the logger callback
+
+def test_copies_with_64_bit_sizes(rng):
+    x = rng.standard_normal(12)
+    d = device(np.full(24, np.nan))
+    call("cublasSetVector_64", 12, 8, x.ctypes.data, 1, d, 2)
+    back = np.full(12, np.nan)
+    call("cublasGetVector_64", 12, 8, d, 2, back.ctypes.data, 1)
+    assert np.array_equal(back, x) and np.all(np.isnan(read(d, 24, np.float64)[1::2]))
+    A = rng.standard_normal((3, 4))
+    dA = device(np.full(5 * 4, np.nan))
+    host_A = stored(A, 3)
+    call("cublasSetMatrix_64", 3, 4, 8, host_A.ctypes.data, 3, dA, 5)
+    assert np.array_equal(unstored(read(dA, 20, np.float64), 3, 4, 5), A)
+    assert status_of("cublasSetMatrix_64", 3, 4, 8, x.ctypes.data, 2, dA, 5) == Status.INVALID_VALUE   # lda < rows
+
+
+def test_logger_callback_is_given_back():
+    out = np.zeros(1, np.uint64)
+    call("cublasSetLoggerCallback", 0x1234)
+    call("cublasGetLoggerCallback", out.ctypes.data)
+    assert out[0] == 0x1234
+    call("cublasSetLoggerCallback", 0)
+    assert status_of("cublasGetLoggerCallback", 0) == Status.INVALID_VALUE

@@ -87,6 +87,9 @@ def _queued(copy, rules):
     return call
 
 
+_logger = [0]            # the callback cublasSetLoggerCallback names (anycuda logs nothing through it)
+
+
 def _get_stream(hid, out):
     _out(out, handles.get(hid).stream, np.uint64)
 
@@ -112,7 +115,8 @@ _ADMIN = {
     "cublasGetSmCountTarget": _handle_field("sm_count_target"),
     "cublasSetWorkspace_v2": handles.set_workspace,
     "cublasLoggerConfigure": lambda *args: None,
-    "cublasSetLoggerCallback": lambda *args: None,
+    "cublasSetLoggerCallback": lambda callback: _logger.__setitem__(0, callback),
+    "cublasGetLoggerCallback": lambda out: _out(out, _logger[0], np.uint64),
     "cublasSetVector": _blocking(_copy_strided, _vector_rules),
     "cublasGetVector": _blocking(_copy_strided, _vector_rules),
     "cublasSetMatrix": _blocking(_copy_matrix, _matrix_rules),
@@ -129,6 +133,8 @@ _ADMIN = {
     "cublasSetKernelStream": legacy.set_kernel_stream,
     **xt.ADMIN,
 }
+# the copies' `_64` forms: the same copies with 64-bit sizes and increments
+_ADMIN.update({name + "_64": _ADMIN[name] for name in signatures.WIDE_COPIES})
 
 # the answers of the functions whose result is not a status (signatures.VALUED)
 VALUED = {

@@ -210,7 +210,7 @@ ADMIN = {
     "cublasSetPointerMode_v2": "he", "cublasGetPointerMode_v2": "hp",
     "cublasSetMathMode": "he", "cublasGetMathMode": "hp", "cublasSetAtomicsMode": "he", "cublasGetAtomicsMode": "hp",
     "cublasSetSmCountTarget": "hi", "cublasGetSmCountTarget": "hp", "cublasSetWorkspace_v2": "hpz",
-    "cublasLoggerConfigure": "iiip", "cublasSetLoggerCallback": "p",
+    "cublasLoggerConfigure": "iiip", "cublasSetLoggerCallback": "p", "cublasGetLoggerCallback": "p",
     "cublasSetVector": "iipipi", "cublasGetVector": "iipipi", "cublasSetMatrix": "iiipipi", "cublasGetMatrix": "iiipipi",
     "cublasSetVectorAsync": "iipipip", "cublasGetVectorAsync": "iipipip",
     "cublasSetMatrixAsync": "iiipipip", "cublasGetMatrixAsync": "iiipipip",
@@ -223,6 +223,11 @@ ADMIN = {
     "cublasXtSetPinningMemMode": "he", "cublasXtGetPinningMemMode": "hp", "cublasXtSetCpuRoutine": "heep",
     "cublasXtSetCpuRatio": "heef",
 }
+
+# the copies that also come as `_64` forms (64-bit sizes and increments: "i" is int64_t there)
+WIDE_COPIES = ("cublasSetVector", "cublasGetVector", "cublasSetMatrix", "cublasGetMatrix", "cublasSetVectorAsync",
+               "cublasGetVectorAsync", "cublasSetMatrixAsync", "cublasGetMatrixAsync")
+ADMIN.update({name + "_64": ADMIN[name] for name in WIDE_COPIES})
 
 # functions whose result is not a status: name -> (kinds, C result type)
 VALUED = {
