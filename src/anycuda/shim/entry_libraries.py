@@ -38,7 +38,7 @@ def _argument(ffi, value):
 
 
 def _result(ffi, result: str, value, kept: dict):
-    """A Python result as the C type `result` (None, from a failed call, as zero)."""
+    """A Python result as the C type `result` (None, from a failed call, as zero or NULL)."""
     if result == "void":
         return None
     if result == "const char *":
@@ -47,6 +47,8 @@ def _result(ffi, result: str, value, kept: dict):
         if value not in kept:
             kept[value] = ffi.new("char[]", value.encode())
         return kept[value]
+    if result.endswith("*"):                     # an address (cuFFTW's plans and memory), NULL for None
+        return ffi.cast(result, value or 0)
     if result in ("cuComplex", "cuDoubleComplex"):
         value = complex(value or 0)
         return ffi.new(result + " *", (value.real, value.imag))[0]

@@ -4,7 +4,8 @@ the Python function that answers it (taking the C arguments in order, addresses 
 Parameter kinds (the shim turns them into C types): h handle, p pointer, e enumeration (C int),
 i int (int64_t in the `_64` variants), L int64_t (strides), z size_t, and by value f float,
 d double, C cuComplex, Z cuDoubleComplex, c char. Routines come in families spelled once with
-their type letters; a family's `_64` variant (64-bit sizes) is the same function. The legacy
+their type letters; a family's `_64` variant (64-bit sizes) is the same function, told by a
+keyword when it also reads or writes 64-bit integers through pointers (_WIDE). The legacy
 routines of cublas.h return their results, so they are in VALUED, each made from its v2
 function (legacy.py). Functions in neither table are exported too, answering
 CUBLAS_STATUS_NOT_SUPPORTED (shim/libraries.py).
@@ -15,7 +16,8 @@ import functools
 
 import numpy as np
 
-from . import factorizations, gemm_ex, gemv_batched, handle as handles, legacy, level3, passthrough, rotations
+from . import factorizations, gemm_ex, gemv_batched, grouped, handle as handles, legacy, level1_ex, level3
+from . import passthrough, rank_k, rotations, xt
 from . import signatures
 from . import level12 as l12
 from ...driver import api
@@ -85,6 +87,9 @@ def _queued(copy, rules):
     return call
 
 
+_logger = [0]            # the callback cublasSetLoggerCallback names (anycuda logs nothing through it)
+
+
 def _get_stream(hid, out):
     _out(out, handles.get(hid).stream, np.uint64)
 
@@ -110,7 +115,8 @@ _ADMIN = {
     "cublasGetSmCountTarget": _handle_field("sm_count_target"),
     "cublasSetWorkspace_v2": handles.set_workspace,
     "cublasLoggerConfigure": lambda *args: None,
-    "cublasSetLoggerCallback": lambda *args: None,
+    "cublasSetLoggerCallback": lambda callback: _logger.__setitem__(0, callback),
+    "cublasGetLoggerCallback": lambda out: _out(out, _logger[0], np.uint64),
     "cublasSetVector": _blocking(_copy_strided, _vector_rules),
     "cublasGetVector": _blocking(_copy_strided, _vector_rules),
     "cublasSetMatrix": _blocking(_copy_matrix, _matrix_rules),
@@ -125,7 +131,10 @@ _ADMIN = {
     "cublasAlloc": legacy.alloc,
     "cublasFree": legacy.free,
     "cublasSetKernelStream": legacy.set_kernel_stream,
+    **xt.ADMIN,
 }
+# the copies' `_64` forms: the same copies with 64-bit sizes and increments
+_ADMIN.update({name + "_64": _ADMIN[name] for name in signatures.WIDE_COPIES})
 
 # the answers of the functions whose result is not a status (signatures.VALUED)
 VALUED = {
@@ -153,6 +162,9 @@ _MAKERS = {
     **gemv_batched.FAMILIES,
     **factorizations.FAMILIES,
     **{family: passthrough.make(family) for family in passthrough.ROUTINES},
+    **rank_k.FAMILIES,
+    "gemmGroupedBatched": grouped.make_grouped,
+    **{"xt" + routine: functools.partial(xt.routine, routine) for routine in xt.ROUTINES},
 }
 
 _SINGLES = {
@@ -165,7 +177,15 @@ _SINGLES = {
     "cublasHgemm": gemm_ex.hgemm,
     "cublasHgemmBatched": gemm_ex.hgemm_batched,
     "cublasHgemmStridedBatched": gemm_ex.hgemm_strided_batched,
+    **level1_ex.ROUTINES,
+    "cublasGemmGroupedBatchedEx": grouped.gemm_grouped_batched_ex,
 }
+
+# functions whose `_64` variant reads or writes 64-bit integers through pointers (an index
+# result, arrays of sizes), told so by a keyword
+_WIDE = {"amax": "result_dtype", "amin": "result_dtype", "gemmGroupedBatched": "wide", "cublasIamaxEx": "wide",
+         "cublasIaminEx": "wide", "cublasGemmGroupedBatchedEx": "wide"}
+_WIDE_VALUE = {"result_dtype": np.int64, "wide": True}
 
 
 class _Lazy:
@@ -193,13 +213,12 @@ def table() -> dict:
     """C name -> (kinds, function) of every function the drop-in libcublas answers with a status."""
     out = {name: (signatures.ADMIN[name], fn) for name, fn in _ADMIN.items()}
     for name, kinds, family, letter in signatures.members():
+        wide = {_WIDE[family]: _WIDE_VALUE[_WIDE[family]]} if family in _WIDE and name.endswith("_64") else {}
         if family in _SINGLES:
-            out[name] = (kinds, _SINGLES[family])
+            out[name] = (kinds, functools.partial(_SINGLES[family], **wide) if wide else _SINGLES[family])
             continue
         lower = letter[0].lower() + letter[1:]
-        maker = _MAKERS[family]
-        if family in ("amax", "amin") and name.endswith("_64"):       # these write a 64-bit index
-            maker = functools.partial(maker, result_dtype=np.int64)
+        maker = functools.partial(_MAKERS[family], **wide) if wide else _MAKERS[family]
         out[name] = (kinds, _Lazy(maker, lower))
     return out
 

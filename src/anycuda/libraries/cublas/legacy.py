@@ -88,7 +88,7 @@ def set_kernel_stream(stream: int) -> None:
     handles.set_stream(_handle(), stream)
 
 
-def _runtime_context() -> None:
+def runtime_context() -> None:
     """cublasAlloc allocates as cudaMalloc does: a thread without a current context gets the
     primary context of device 0."""
     api.cuInit(0)
@@ -101,7 +101,7 @@ def alloc(n: int, size: int, out: int) -> None:
     require(n > 0 and size > 0, f"{n} elements of {size} bytes")
     require(out != 0, "the device pointer's address is NULL")
     try:
-        _runtime_context()
+        runtime_context()
         address = api.cuMemAlloc(n * size)
     except CudaError as e:
         raise CublasError(Status.ALLOC_FAILED, str(e)) from None

@@ -55,12 +55,29 @@ FAMILIES = [
     ("cublas{L}gemm3m", "heeiiippipippi", "gemm", ("C", "Z")),
     ("cublas{L}gemm3mBatched", "heeiiippipippii", "gemmBatched", ("C",)),
     ("cublas{L}gemm3mStridedBatched", "heeiiippiLpiLppiLi", "gemmStridedBatched", ("C",)),
+    # rank updates CBLAS lacks (rank_k.py)
+    ("cublas{L}syrkx", "heeiippipippi", "syrkx", ("S", "D", "C", "Z")),
+    ("cublas{L}herkx", "heeiippipippi", "herkx", ("C", "Z")),
+    ("cublas{L}syr_v2", "heippipi", "complexSyr", ("C", "Z")),
+    ("cublas{L}syr2_v2", "heippipipi", "complexSyr2", ("C", "Z")),
+    # transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc (arrays), group_count, group_size
+    ("cublas{L}gemmGroupedBatched", "h" + "p" * 13 + "ip", "gemmGroupedBatched", ("S", "D")),
 ]
+
+# cublasXt (xt.py): host-memory level 3, sizes as size_t, no `_64` variants; family "xt<routine>"
+_XT_KINDS = {
+    "gemm": "heezzzppzpzppz", "symm": "heezzppzpzppz", "hemm": "heezzppzpzppz", "syrk": "heezzppzppz",
+    "herk": "heezzppzppz", "syr2k": "heezzppzpzppz", "her2k": "heezzppzpzppz", "syrkx": "heezzppzpzppz",
+    "herkx": "heezzppzpzppz", "trsm": "heeeezzppzpz", "trmm": "heeeezzppzpzpz", "spmm": "heezzpppzppz",
+}
+_XT_LETTERS = {"herk": "CZ", "her2k": "CZ", "hemm": "CZ", "herkx": "CZ"}
+FAMILIES += [(f"cublasXt{{L}}{routine}", kinds, "xt" + routine, tuple(_XT_LETTERS.get(routine, "SDCZ")))
+             for routine, kinds in _XT_KINDS.items()]
 
 # families NVIDIA's header declares without `_64` variants (nothing in them is a size or count
 # that 64 bits would widen, or they stayed 32-bit)
 NARROW_ONLY = {"trttp", "tpttr", "getrfBatched", "getriBatched", "getrsBatched", "matinvBatched", "geqrfBatched",
-               "gelsBatched", "rotg", "rotmg"}
+               "gelsBatched", "rotg", "rotmg", "cublasRotgEx", "cublasRotmgEx", *("xt" + r for r in _XT_KINDS)}
 
 # routines passed through to CBLAS (passthrough.py): family -> (argument roles, letters); the
 # kinds follow from the roles
@@ -92,6 +109,16 @@ SINGLES = {
     "cublasHgemm": "heeiiippipippi",
     "cublasHgemmBatched": "heeiiippipippii",
     "cublasHgemmStridedBatched": "heeiiippiLpiLppiLi",
+    # the level-1 Ex routines (level1_ex.py): each vector and scalar followed by its cudaDataType
+    "cublasAxpyEx": "hipepeipeie", "cublasScalEx": "hipepeie",
+    "cublasDotEx": "hipeipeipee", "cublasDotcEx": "hipeipeipee",
+    "cublasNrm2Ex": "hipeipee", "cublasAsumEx": "hipeipee",
+    "cublasIamaxEx": "hipeip", "cublasIaminEx": "hipeip",
+    "cublasCopyEx": "hipeipei", "cublasSwapEx": "hipeipei",
+    "cublasRotEx": "hipeipeippee", "cublasRotmEx": "hipeipeipee",
+    "cublasRotgEx": "hppeppee", "cublasRotmgEx": "hpepepepepee",
+    # ... the per-group arrays as in gemmGroupedBatched, each pointer array followed by its type, then computeType
+    "cublasGemmGroupedBatchedEx": "h" + "p" * 6 + "pep" + "pep" + "p" + "pep" + "ip" + "e",
 }
 
 # the legacy API of cublas.h: no handle, scalars by value, results returned, errors kept for
@@ -183,14 +210,24 @@ ADMIN = {
     "cublasSetPointerMode_v2": "he", "cublasGetPointerMode_v2": "hp",
     "cublasSetMathMode": "he", "cublasGetMathMode": "hp", "cublasSetAtomicsMode": "he", "cublasGetAtomicsMode": "hp",
     "cublasSetSmCountTarget": "hi", "cublasGetSmCountTarget": "hp", "cublasSetWorkspace_v2": "hpz",
-    "cublasLoggerConfigure": "iiip", "cublasSetLoggerCallback": "p",
+    "cublasLoggerConfigure": "iiip", "cublasSetLoggerCallback": "p", "cublasGetLoggerCallback": "p",
     "cublasSetVector": "iipipi", "cublasGetVector": "iipipi", "cublasSetMatrix": "iiipipi", "cublasGetMatrix": "iiipipi",
     "cublasSetVectorAsync": "iipipip", "cublasGetVectorAsync": "iipipip",
     "cublasSetMatrixAsync": "iiipipip", "cublasGetMatrixAsync": "iiipipip",
     # the legacy API's helpers, which return a status
     "cublasInit": "", "cublasShutdown": "", "cublasGetVersion": "p", "cublasAlloc": "iip", "cublasFree": "p",
     "cublasSetKernelStream": "p",
+    # cublasXt's handles and settings (xt.py)
+    "cublasXtCreate": "p", "cublasXtDestroy": "h", "cublasXtDeviceSelect": "hip", "cublasXtGetNumBoards": "ipp",
+    "cublasXtMaxBoards": "p", "cublasXtSetBlockDim": "hi", "cublasXtGetBlockDim": "hp",
+    "cublasXtSetPinningMemMode": "he", "cublasXtGetPinningMemMode": "hp", "cublasXtSetCpuRoutine": "heep",
+    "cublasXtSetCpuRatio": "heef",
 }
+
+# the copies that also come as `_64` forms (64-bit sizes and increments: "i" is int64_t there)
+WIDE_COPIES = ("cublasSetVector", "cublasGetVector", "cublasSetMatrix", "cublasGetMatrix", "cublasSetVectorAsync",
+               "cublasGetVectorAsync", "cublasSetMatrixAsync", "cublasGetMatrixAsync")
+ADMIN.update({name + "_64": ADMIN[name] for name in WIDE_COPIES})
 
 # functions whose result is not a status: name -> (kinds, C result type)
 VALUED = {
@@ -214,7 +251,8 @@ def members():
                 yield name + "_64", kinds, family, letter
     for name, kinds in SINGLES.items():
         yield name, kinds, name, ""
-        yield name + "_64", kinds, name, ""
+        if name not in NARROW_ONLY:
+            yield name + "_64", kinds, name, ""
 
 
 def c_signatures() -> dict:
