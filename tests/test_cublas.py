@@ -9,7 +9,7 @@ import pytest
 
 import anycuda as ac
 from library_calls import caller, device, read, scalar, stream_handle
-from anycuda.libraries.cublas import functions
+from anycuda.libraries.cublas import blocks, functions
 from anycuda.libraries.cublas.status import CublasError, Status
 
 TABLE = functions.table()
@@ -222,7 +222,10 @@ def test_rotations_and_mixed_scales(handle, rng):
     np.testing.assert_allclose(read(dz, 8, np.complex64), 3 * z, rtol=1e-6)
 
 
-def test_gemm_ex_types(handle, rng):
+@pytest.mark.parametrize("whole", [True, False], ids=["one block", "blocks"])
+def test_gemm_ex_types(handle, rng, whole, monkeypatch):
+    if not whole:                          # a product too large to widen at once goes in blocks
+        monkeypatch.setattr(blocks, "WHOLE_BYTES", 0)
     m, n, k = 40, 600, 530                 # more than one block of the shared dimension
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     dC = device(np.full(m * n, np.nan, np.float16))

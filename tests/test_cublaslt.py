@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from library_calls import caller, device, read, scalar
+from anycuda.libraries.cublas import blocks
 from anycuda.libraries.cublas.status import CublasError, Status
 from anycuda.libraries.cublaslt import functions, matmul as ltmatmul
 
@@ -103,6 +104,13 @@ def test_float_matmul_in_both_orders_with_batches(lt, rng, order, ta, tb):
         np.testing.assert_allclose(unstored(got[i * m * n:(i + 1) * m * n], m, n, order), want, rtol=1e-4, atol=1e-4)
 
 
+def _in_blocks(monkeypatch, blocked):
+    """With `blocked`, products go in blocks of 8 (epilogues and bias gradients across blocks)."""
+    if blocked:
+        monkeypatch.setattr(blocks, "WHOLE_BYTES", 0)
+        monkeypatch.setattr(blocks, "BLOCK", 8)
+
+
 def _epilogue_problem(lt, rng, epilogue, dtype_code=R_32F, m=11, n=17, k=9):
     """D = epilogue(A B) with A, B, bias and aux (llm.c's layer: A^T B, column-major)."""
     store = {R_32F: np.float32, R_16BF: np.uint16}[dtype_code]
@@ -140,7 +148,9 @@ def _epilogue_problem(lt, rng, epilogue, dtype_code=R_32F, m=11, n=17, k=9):
 
 
 @pytest.mark.parametrize("dtype_code,tol", [(R_32F, 1e-4), (R_16BF, 3e-2)])
-def test_forward_epilogues(lt, rng, dtype_code, tol):
+@pytest.mark.parametrize("blocked", [False, True], ids=["one block", "blocks of 8"])
+def test_forward_epilogues(lt, rng, dtype_code, tol, blocked, monkeypatch):
+    _in_blocks(monkeypatch, blocked)
     E = ltmatmul
     for epilogue in (E.BIAS, E.RELU, E.RELU | E.BIAS, E.GELU, E.GELU | E.BIAS, E.GELU | E.AUX | E.BIAS):
         p = _epilogue_problem(lt, rng, epilogue, dtype_code)
@@ -168,7 +178,9 @@ def test_relu_aux_is_a_bit_mask_and_drelu_reads_it(lt, rng):
 
 
 @pytest.mark.parametrize("dtype_code,tol", [(R_32F, 1e-4), (R_16BF, 5e-2)])
-def test_gradient_epilogues(lt, rng, dtype_code, tol):
+@pytest.mark.parametrize("blocked", [False, True], ids=["one block", "blocks of 8"])
+def test_gradient_epilogues(lt, rng, dtype_code, tol, blocked, monkeypatch):
+    _in_blocks(monkeypatch, blocked)
     E = ltmatmul
     p = _epilogue_problem(lt, rng, E.DGELU | E.AUX, dtype_code)
     g = (p["A"].T.astype(np.float64) @ p["B"]) * gelu_gradient(p["pre"].astype(np.float64))

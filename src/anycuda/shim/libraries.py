@@ -10,6 +10,7 @@ read from NVIDIA's public headers (names only).
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,11 @@ class DropIn:
     def names_file(self) -> Path:
         return HERE / f"{self.name}_functions.txt"
 
+    @property
+    def signatures_file(self) -> Path:
+        """The library's C signatures (data), compiled into its build as its names are."""
+        return HERE.parent / "libraries" / self.module / "signatures.py"
+
 
 _CUBLAS_ANSWERS = dict(not_started=(1, "CUBLAS_STATUS_NOT_INITIALIZED"), not_supported=(15, "CUBLAS_STATUS_NOT_SUPPORTED"))
 LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), **_CUBLAS_ANSWERS,
@@ -47,7 +53,9 @@ LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), 
                     not_supported=(0, "nothing"), preloaded=False))
 DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
 PRELOADED = tuple(soname for lib in LIBRARIES if lib.preloaded for soname in lib.sonames)
-LIBRARY_SOURCES = tuple(lib.names_file.name for lib in LIBRARIES)
+# what a build of the libraries is made of, relative to this folder (shim/build.py's fingerprint)
+LIBRARY_SOURCES = tuple(os.path.relpath(path, HERE) for lib in LIBRARIES
+                        for path in (lib.names_file, lib.signatures_file))
 
 _C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t", "f": "float",
             "d": "double", "c": "char", "C": "cuComplex", "Z": "cuDoubleComplex"}
