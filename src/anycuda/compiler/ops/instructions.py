@@ -24,6 +24,7 @@ from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_ty
                      vector_count, width)
 from . import atomics, bitops, floatops, textures  # noqa: F401 - atomics and textures register their handlers
 from .calls import lower_call
+from . import matrix  # noqa: F401 - registers the warp matrix instructions (mma, wmma, ldmatrix)
 from .table import (BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts,  # noqa: F401 - the table, read through this module too
                     refusal)
 

@@ -18,6 +18,10 @@ from ..irutil import declare, for_range, i32, i64, load_field
 from ..types import I1, I32, I64, PTR
 from .workspace import C, collective_at, frame_at, thread_state
 
+# void (i8* ws, i64 fsize, i32 lo, i32 group, i64 area): a warp matrix instruction's resolver
+# (compiler/ops/matrix.py), which a "matrix" site names in its op_a
+MATRIX_RESOLVER = ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I64])
+
 
 def emit_resolve_warp(module: ir.Module) -> ir.Function:
     """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds, i8* coll):
@@ -131,6 +135,10 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
             agree = b.select(is_match, b.icmp_unsigned("==", av, af), same_pred)
             b.store(b.and_(b.load(agg["same"]), b.zext(agree, I32)), agg["same"])
     grp = b.load(group)
+    with b.if_then(b.icmp_signed("==", kind, i32(abi.SITE["matrix"]))):
+        # a warp matrix instruction: its resolver writes every lane's result in its frame
+        resolver = b.inttoptr(load_field(b, frame(c), C["op_a"], I64), MATRIX_RESOLVER.as_pointer())
+        b.call(resolver, [ws, fsize, lo, grp, b.zext(load_field(b, frame(c), C["op_b"], I32), I64)])
     # 3. each lane's result
     with for_range(b, lo, hi, "l") as l:
         with b.if_then(in_group(l, site)):

@@ -1,0 +1,538 @@
+"""Warp matrix instructions: mma.sync, wmma, ldmatrix, stmatrix, movmatrix.
+
+Each lane holds a fragment of each matrix (fragments.py), and what a lane gets depends on
+the other lanes' fragments, so these are warp collectives (analysis/suspensions.py): a lane
+stores its operand registers in its frame's matrix area (`_area`: one 8-byte slot per
+register) and suspends at a site of kind "matrix" whose op_a is the address of a resolver
+function and op_b the area's frame offset. When the warp's lanes are there, the scheduler
+(simt/collectives.py) calls the resolver once for the warp; it reads every lane's area and
+writes each lane's result slots, which the lane copies to its destination registers when
+it resumes. A resolver is made once per form and module (`_resolver`):
+
+  product    D = A * B + C: the lanes' A, B and C fragments gathered into whole matrices
+             (a lane outside the group, one that exited, gives zeros), multiplied, D scattered
+             into the lanes' result slots. mma.sync and wmma.mma.
+  ldmatrix / stmatrix   rows of 8 b16 elements at the addresses lanes 8m .. 8m+7 give,
+             into (out of) every lane's registers, transposed with .trans.
+  movmatrix  an 8x8 b16 matrix transposed across the lanes.
+
+wmma.load and wmma.store are not collectives: our wmma layout (fragments.WMMA) is a function
+of the lane, so each lane loads and stores its own elements.
+
+Arithmetic, exactly: each element of D is its C element (converted exactly: f16 to f32, s32
+to 64 bits) plus the products A[r][k] * B[k][c] added in the order k = 0, 1, ..., K - 1.
+.f16, .bf16 and .tf32 multiplicands are converted to f32 exactly (a .tf32 operand's low 13
+bits are ignored, as the ISA's tf32 format has none), so each product is exact in f32 and
+each addition rounds once to nearest even; an .f16 D is that f32 sum rounded once to f16.
+.f64 uses a fused multiply-add per k (one rounding each). Integers are summed exactly in 64
+bits; .satfinite clamps D to the s32 range, without it D wraps to 32 bits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ...ptx import ir as pir
+from ...ptx.errors import UnsupportedPtx
+from ...ptx.modifiers import MMA_SHAPES, WMMA_SHAPES
+from ..irutil import declare, for_range, i32, i64
+from ..simt.collectives import MATRIX_RESOLVER
+from ..simt.workspace import frame_at
+from ..types import F16, F32, F64, I16, I32, I64, space_of, type_mods
+from .fragments import LANES, MMA_FORMS, WMMA_FORMS, Fragment, mma_fragment, wmma_fragment
+from .table import handles
+
+SLOT = 8                                       # bytes per register slot of a lane's matrix area
+AREA_SLOTS = 32                                # the most a form uses: wmma's f32 a, b, c, d (8 each)
+AREA_BYTES = SLOT * AREA_SLOTS
+INTEGERS = ("s8", "u8")
+
+
+# ---------------------------------------------------------------- forms
+@dataclass(frozen=True)
+class Product:
+    """D = A * B + C of one warp: the four fragments (d has C's layout), and whether an
+    integer D saturates."""
+    name: str
+    a: Fragment
+    b: Fragment
+    c: Fragment
+    d: Fragment
+    satfinite: bool
+
+    @property
+    def slots(self) -> tuple:
+        """First slot of a, b, c and d in a lane's area."""
+        a, b, c = self.a.regs, self.b.regs, self.c.regs
+        return 0, a, a + b, a + b + c
+
+
+class Refused(Exception):
+    """A form anycuda does not lower (the message says which)."""
+
+
+def _types(inst) -> list:
+    return type_mods(inst.mods)
+
+
+def _one_of(inst, choices, what):
+    found = [m for m in inst.mods if m in choices]
+    if len(found) != 1:
+        raise Refused(f"needs one {what}")
+    return found[0]
+
+
+def mma_product(inst) -> Product:
+    """The product of `mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype`."""
+    shape = _one_of(inst, MMA_SHAPES, "shape")
+    ts = _types(inst)
+    if len(ts) != 4:
+        raise Refused("needs .dtype.atype.btype.ctype")
+    dt, at, bt, ct = ts
+    if [m for m in inst.mods if m in ("row", "col")] != ["row", "col"]:
+        raise Refused("takes .row.col only")
+    return _product("mma", shape, dt, at, bt, ct, "satfinite" in inst.mods, MMA_FORMS, mma_fragment)
+
+
+def wmma_product(inst) -> Product:
+    """The product of `wmma.mma.sync.aligned.alayout.blayout.shape.dtype{.atype.btype}.ctype`
+    (an .f16 form names only dtype and ctype). The layouts name how the fragments were
+    loaded, which in our layout changes nothing."""
+    shape = _one_of(inst, WMMA_SHAPES, "shape")
+    ts = _types(inst)
+    if len(ts) == 2:
+        ts = [ts[0], "f16", "f16", ts[1]]
+    if len(ts) != 4:
+        raise Refused("needs .dtype.ctype or .dtype.atype.btype.ctype")
+    if any(m in inst.mods for m in ("rz", "rm", "rp")):
+        raise Refused("rounds to nearest only")
+    return _product("wmma", shape, *ts, "satfinite" in inst.mods, WMMA_FORMS, wmma_fragment)
+
+
+def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment) -> Product:
+    entry = forms.get((shape, at))
+    if entry is None:
+        raise Refused(f"{shape} with .{at} multiplicands is not supported by anycuda yet")
+    accumulators = entry[1] if kind == "mma" else entry
+    if (bt != at) and not (at in INTEGERS and bt in INTEGERS):
+        raise Refused(f".{at} with .{bt} multiplicands")
+    if dt not in accumulators or ct not in accumulators:
+        raise Refused(f".{dt} and .{ct} accumulators with .{at} multiplicands "
+                      f"(takes {', '.join('.' + t for t in accumulators)})")
+    if satfinite and at not in INTEGERS:
+        raise Refused(".satfinite with float multiplicands")
+    name = f"{kind}.{shape}.{dt}.{at}.{bt}.{ct}" + (".satfinite" if satfinite else "")
+    return Product(name, fragment(shape, "a", at), fragment(shape, "b", bt), fragment(shape, "c", ct),
+                   fragment(shape, "c", dt), satfinite)
+
+
+def _refusal(make):
+    def check(inst):
+        try:
+            make(inst)
+        except Refused as e:
+            return f"{inst.opcode}.{'.'.join(inst.mods)}: {e}"
+        return None
+    return check
+
+
+def _copies(inst) -> int:
+    return {"x1": 1, "x2": 2, "x4": 4}[_one_of(inst, ("x1", "x2", "x4"), ".x1, .x2 or .x4")]
+
+
+def _ldmatrix_form(inst):
+    """ldmatrix/stmatrix.sync.aligned.m8n8.xN{.trans}{.shared{::cta}}.b16 (the .m16n16/.m8n16
+    and .b8 forms of sm_100 are not done)."""
+    if "m8n8" not in inst.mods or "b16" not in inst.mods:
+        raise Refused("takes .m8n8 with .b16 only")
+    return _copies(inst)
+
+
+def _movmatrix_form(inst):
+    if not {"m8n8", "trans", "b16"} <= set(inst.mods):
+        raise Refused("takes .m8n8.trans.b16 only")
+
+
+def _wmma_memory_form(inst):
+    """(fragment, row-major?) of a wmma.load or wmma.store."""
+    which = _one_of(inst, ("a", "b", "c", "d"), "matrix .a, .b, .c or .d")
+    shape = _one_of(inst, WMMA_SHAPES, "shape")
+    layout = _one_of(inst, ("row", "col"), "layout .row or .col")
+    ts = _types(inst)
+    if len(ts) != 1:
+        raise Refused("needs one type")
+    t = ts[0]
+    operand = "c" if which in ("c", "d") else which
+    if operand == "c":
+        if not any(t in accs for (s, _), accs in WMMA_FORMS.items() if s == shape):
+            raise Refused(f".{t} accumulators are not supported by anycuda yet")
+    elif (shape, t) not in WMMA_FORMS:
+        raise Refused(f"{shape} with .{t} is not supported by anycuda yet")
+    return wmma_fragment(shape, operand, t), layout == "row"
+
+
+# ---------------------------------------------------------------- the lane's side
+def _area(f) -> int:
+    """The frame offset of this kernel's matrix area (AREA_BYTES, made at its first use)."""
+    off = getattr(f, "_matrix_area", None)
+    if off is None:
+        off = (f.frame_size + SLOT - 1) // SLOT * SLOT
+        f.frame_size = off + AREA_BYTES
+        f._matrix_area = off
+    return off
+
+
+def _slot(b, base, area, slot):
+    return b.bitcast(b.gep(base, [i64(area + SLOT * slot)]), I64.as_pointer())
+
+
+def _registers(f, op, count, what):
+    items = op.items if isinstance(op, pir.Vec) else (op,)
+    if len(items) != count:
+        raise f.error(f"{f.inst.opcode}: {what} takes {count} registers, got {len(items)}")
+    return items
+
+
+def _suspend(f, resolver, words, results):
+    """Store `words` (i64, slot by slot from 0) in this lane's matrix area, suspend at a
+    matrix site resolved by `resolver`, and on resume write `results` ((register, slot,
+    bits) each) from the area."""
+    if not f.is_kernel:
+        raise f.error(f"{f.inst.opcode} inside a device function that was not inlined is not supported",
+                      UnsupportedPtx)
+    b = f.b
+    area = _area(f)
+    for slot, word in enumerate(words):
+        b.store(word, _slot(b, f.ctx, area, slot))
+
+    def write(bb):
+        for reg, slot, bits in results:
+            v = bb.load(_slot(bb, f.ctx, area, slot))
+            f.write(reg, bb.trunc(v, ir.IntType(bits)) if bits < 64 else v, f"b{bits}")
+    f.suspend("matrix", {"op_a": b.ptrtoint(resolver, I64), "op_b": i32(area), "op_mask": i32(-1)}, write)
+
+
+def _read_words(f, op, frag, what):
+    bits = frag.reg_bits
+    return [f.b.zext(f.read(r, f"b{bits}"), I64) if bits < 64 else f.read(r, "b64")
+            for r in _registers(f, op, frag.regs, what)]
+
+
+def _product_site(f, product, ops):
+    d, a, b, c = ops
+    words = (_read_words(f, a, product.a, "A") + _read_words(f, b, product.b, "B")
+             + _read_words(f, c, product.c, "C"))
+    first = product.slots[3]
+    results = [(r, first + i, product.d.reg_bits) for i, r in enumerate(_registers(f, d, product.d.regs, "D"))]
+    _suspend(f, _resolver(f.b.module, product.name, lambda fn: _emit_product(fn, product)), words, results)
+
+
+MMA_MODS = "sync aligned m16n8k16 m16n8k8 m16n8k4 m16n8k32 m8n8k4 row col satfinite f16 bf16 tf32 f32 f64 s32 s8 u8"
+
+
+@handles("mma", mods=MMA_MODS, types=4, check=_refusal(mma_product))
+def mma(f, inst):
+    _product_site(f, mma_product(inst), inst.operands)
+
+
+@handles("wmma.mma", mods=(MMA_MODS, "m16n16k16 m32n8k16 m8n32k16 m16n16k8 rn"), types=4,
+         check=_refusal(wmma_product))
+def wmma_mma(f, inst):
+    _product_site(f, wmma_product(inst), inst.operands)
+
+
+@handles("ldmatrix", "stmatrix", mods="sync aligned m8n8 x1 x2 x4 trans shared shared::cta b16",
+         check=_refusal(_ldmatrix_form))
+def ldmatrix(f, inst):
+    b = f.b
+    copies, trans, load = _ldmatrix_form(inst), "trans" in inst.mods, inst.opcode == "ldmatrix"
+    regs_op, addr_op = (inst.operands[0], inst.operands[1]) if load else (inst.operands[1], inst.operands[0])
+    regs = _registers(f, regs_op, copies, "the fragment")
+    words = [b.ptrtoint(f.address(addr_op, space_of(inst)), I64)]
+    if not load:
+        words += [b.zext(f.read(r, "b32"), I64) for r in regs]
+    results = [(r, 1 + i, 32) for i, r in enumerate(regs)] if load else []
+    name = f"{inst.opcode}.x{copies}" + (".trans" if trans else "")
+    _suspend(f, _resolver(b.module, name, lambda fn: _emit_rows(fn, copies, trans, load)), words, results)
+
+
+@handles("movmatrix", mods="sync aligned m8n8 trans b16", check=_refusal(_movmatrix_form))
+def movmatrix(f, inst):
+    word = f.b.zext(f.read(inst.operands[1], "b32"), I64)
+    _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)])
+
+
+def _lane_places(f, frag):
+    """A constant table of (row << 16 | col) for each (lane, element) of `frag`, and this
+    lane's row in it."""
+    table = _places_table(f.b.module, frag)
+    lane = f.b.and_(f.fn.args[6] if f.is_kernel else f.ctx_field("linear"), i32(31))
+    return table, f.b.mul(lane, i32(frag.count))
+
+
+@handles("wmma.load", "wmma.store", mods=("sync aligned a b c d row col global shared shared::cta",
+                                           "m16n16k16 m32n8k16 m8n32k16 m16n16k8 m8n8k4 f16 bf16 tf32 f32 f64 s32 s8 u8"),
+         check=_refusal(_wmma_memory_form))
+def wmma_memory(f, inst):
+    """Each lane loads (stores) its own elements of our layout: element (row, col) of the
+    matrix is at row * stride + col (.row) or col * stride + row (.col) elements from the
+    address; the stride defaults to the matrix's columns (.row) or rows (.col)."""
+    b = f.b
+    frag, row_major = _wmma_memory_form(inst)
+    load = inst.opcode == "wmma.load"
+    addr_op, regs_op = (inst.operands[1], inst.operands[0]) if load else (inst.operands[0], inst.operands[1])
+    base = f.address(addr_op, space_of(inst))
+    if len(inst.operands) > 2:
+        stride = f.read(inst.operands[2], "u32")
+    else:
+        stride = i32(frag.cols if row_major else frag.rows)
+    regs = _registers(f, regs_op, frag.regs, "the fragment")
+    table, row0 = _lane_places(f, frag)
+    et, rt = ir.IntType(frag.bits), ir.IntType(frag.reg_bits)
+    for r, reg in enumerate(regs):
+        word = ir.Constant(rt, 0) if load else f.read(reg, f"b{frag.reg_bits}")
+        for j in range(frag.per_reg):
+            i = r * frag.per_reg + j
+            rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(i))]))
+            row, col = b.lshr(rc, i32(16)), b.and_(rc, i32(0xFFFF))
+            index = b.add(b.mul(row, stride), col) if row_major else b.add(b.mul(col, stride), row)
+            ptr = b.bitcast(b.gep(base, [b.mul(b.zext(index, I64), i64(frag.bits // 8))]), et.as_pointer())
+            shift = ir.Constant(rt, j * frag.bits)
+            if load:
+                word = b.or_(word, b.shl(b.zext(b.load(ptr), rt) if frag.bits < frag.reg_bits else b.load(ptr), shift))
+            else:
+                b.store(b.trunc(b.lshr(word, shift), et) if frag.bits < frag.reg_bits else word, ptr)
+        if load:
+            f.write(reg, word, f"b{frag.reg_bits}")
+
+
+# ---------------------------------------------------------------- resolvers (one per form and module)
+def _resolver(module, name, emit) -> ir.Function:
+    """void anycuda.matrix.<name>(i8* ws, i64 fsize, i32 lo, i32 group, i64 area): resolve the
+    warp of threads [lo, lo + 32) whose lanes in `group` (bit per lane) wait at the site."""
+    full = f"anycuda.matrix.{name}"
+    fn = module.globals.get(full)
+    if fn is None:
+        fn = ir.Function(module, MATRIX_RESOLVER, name=full)
+        fn.linkage = "internal"
+        emit(fn)
+    return fn
+
+
+def _places_table(module, frag) -> ir.Value:
+    """The global constant [32 * count x i32] of (row << 16 | col) of `frag`."""
+    name = f"anycuda.matrix.places.{frag.rows}x{frag.cols}.{frag.etype}.{frag.regs}x{frag.per_reg}.{hash(frag.places) & 0xFFFFFFFF:x}"
+    g = module.globals.get(name)
+    if g is None:
+        values = [r << 16 | c for lane in frag.places for r, c in lane]
+        ty = ir.ArrayType(I32, len(values))
+        g = ir.GlobalVariable(module, ty, name=name)
+        g.initializer = ir.Constant(ty, values)
+        g.global_constant = True
+        g.linkage = "internal"
+    return g
+
+
+class _Warp:
+    """What a resolver reads: the lanes' areas and which lanes take part."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.ws, self.fsize, self.lo, self.group, self.area = fn.args
+
+    def slot(self, lane, slot):
+        """i64* slot `slot` of lane `lane`'s area."""
+        b = self.b
+        fr = frame_at(b, self.ws, self.fsize, b.add(self.lo, lane))
+        return b.bitcast(b.gep(fr, [b.add(self.area, i64(SLOT * slot))]), I64.as_pointer())
+
+    def taking_part(self, lane):
+        return self.b.trunc(self.b.lshr(self.group, lane), ir.IntType(1))
+
+    def lanes(self, name):
+        """Loop over the lanes that take part; yields the lane."""
+        return _lanes(self, name)
+
+
+class _lanes:
+    def __init__(self, warp, name):
+        self.warp, self.name = warp, name
+
+    def __enter__(self):
+        w = self.warp
+        self._loop = for_range(w.b, i32(0), i32(LANES), self.name)
+        lane = self._loop.__enter__()
+        self._if = w.b.if_then(w.taking_part(lane))
+        self._if.__enter__()
+        return lane
+
+    def __exit__(self, *exc):
+        self._if.__exit__(*exc)
+        return self._loop.__exit__(*exc)
+
+
+def _compute_type(etype):
+    return {"f64": F64, "s8": I64, "u8": I64, "s32": I64}.get(etype, F32)
+
+
+def _to_compute(b, bits_value, etype):
+    """An element's bits (iN) as the type the product is computed in, exactly."""
+    if etype == "f16":
+        return b.fpext(b.bitcast(bits_value, F16), F32)
+    if etype == "bf16":
+        return b.bitcast(b.shl(b.zext(bits_value, I32), i32(16)), F32)
+    if etype == "tf32":
+        return b.bitcast(b.and_(bits_value, i32(~0x1FFF)), F32)
+    if etype == "f32":
+        return b.bitcast(bits_value, F32)
+    if etype == "f64":
+        return b.bitcast(bits_value, F64)
+    return b.zext(bits_value, I64) if etype == "u8" else b.sext(bits_value, I64)
+
+
+def _from_compute(b, value, etype, satfinite):
+    """A D element's bits (i64) from the computed value."""
+    if etype == "f16":
+        return b.zext(b.bitcast(b.fptrunc(value, F16), I16), I64)
+    if etype == "f32":
+        return b.zext(b.bitcast(value, I32), I64)
+    if etype == "f64":
+        return b.bitcast(value, I64)
+    if satfinite:
+        value = b.select(b.icmp_signed("<", value, i64(-2 ** 31)), i64(-2 ** 31), value)
+        value = b.select(b.icmp_signed(">", value, i64(2 ** 31 - 1)), i64(2 ** 31 - 1), value)
+    return b.and_(value, i64(0xFFFFFFFF))
+
+
+def _gather(w, frag, first, matrix):
+    """Each taking-part lane's elements of `frag` (from slot `first` on) into `matrix`."""
+    b = w.b
+    table = _places_table(b.module, frag)
+    et = ir.IntType(frag.bits)
+    with w.lanes("gather") as lane:
+        row0 = b.mul(lane, i32(frag.count))
+        for r in range(frag.regs):
+            word = b.load(w.slot(lane, first + r))
+            for j in range(frag.per_reg):
+                rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(r * frag.per_reg + j))]))
+                index = b.add(b.mul(b.lshr(rc, i32(16)), i32(frag.cols)), b.and_(rc, i32(0xFFFF)))
+                v = b.trunc(b.lshr(word, i64(j * frag.bits)), et) if frag.bits < 64 else word
+                b.store(_to_compute(b, v, frag.etype), b.gep(matrix, [i32(0), index]))
+
+
+def _scatter(w, frag, first, matrix, satfinite):
+    """`matrix` into each taking-part lane's result slots (from `first` on) in `frag`'s layout."""
+    b = w.b
+    table = _places_table(b.module, frag)
+    with w.lanes("scatter") as lane:
+        row0 = b.mul(lane, i32(frag.count))
+        for r in range(frag.regs):
+            word = i64(0)
+            for j in range(frag.per_reg):
+                rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(r * frag.per_reg + j))]))
+                index = b.add(b.mul(b.lshr(rc, i32(16)), i32(frag.cols)), b.and_(rc, i32(0xFFFF)))
+                bits = _from_compute(b, b.load(b.gep(matrix, [i32(0), index])), frag.etype, satfinite)
+                word = b.or_(word, b.shl(bits, i64(j * frag.bits)))
+            b.store(word, w.slot(lane, first + r))
+
+
+def _emit_product(fn, p: Product):
+    """D = A * B + C for the warp, in the order and rounding of the module docstring."""
+    w = _Warp(fn)
+    b = w.b
+    m, n, k = p.a.rows, p.b.cols, p.a.cols
+    ct = _compute_type(p.c.etype if p.a.etype not in ("f64",) else "f64")
+    mt = _compute_type(p.a.etype)
+    A = b.alloca(ir.ArrayType(mt, m * k), name="A")
+    B = b.alloca(ir.ArrayType(mt, k * n), name="B")
+    C = b.alloca(ir.ArrayType(ct, m * n), name="C")
+    for matrix in (A, B, C):
+        b.store(ir.Constant(matrix.type.pointee, None), matrix)
+    sa, sb, sc, sd = p.slots
+    _gather(w, p.a, sa, A)
+    _gather(w, p.b, sb, B)
+    _gather(w, p.c, sc, C)
+    fma = declare(b.module, "llvm.fma.f64", F64, [F64, F64, F64]) if ct == F64 else None
+    with for_range(b, i32(0), i32(m), "r") as r:
+        with for_range(b, i32(0), i32(n), "c") as c:
+            at = b.gep(C, [i32(0), b.add(b.mul(r, i32(n)), c)])
+            total = b.load(at)
+            # k is small (4 to 32): unrolled, the sum's order is the ISA's k order
+            for kk in range(k):
+                x = b.load(b.gep(A, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))]))
+                y = b.load(b.gep(B, [i32(0), b.add(i32(kk * n), c)]))
+                if fma is not None:
+                    total = b.call(fma, [x, y, total])
+                elif ct == I64:
+                    total = b.add(total, b.mul(x, y))
+                else:
+                    total = b.fadd(total, b.fmul(x, y))
+            b.store(total, at)
+    _scatter(w, p.d, sd, C, p.satfinite)
+    b.ret_void()
+
+
+def _emit_rows(fn, copies, trans, load):
+    """ldmatrix (load) or stmatrix: matrix m's row r is at the address lane 8m + r gave
+    (slot 0); a lane's register m (slot 1 + m) holds elements (g, 2t) and (g, 2t + 1) of
+    matrix m, or of its transpose with .trans (g = lane / 4, t = lane % 4, LDMATRIX)."""
+    w = _Warp(fn)
+    b = w.b
+    with w.lanes("rows") as lane:
+        g, t = b.lshr(lane, i32(2)), b.and_(lane, i32(3))
+        for m in range(copies):
+            word = i64(0)
+            mine = b.load(w.slot(lane, 1 + m)) if not load else None
+            for j in range(2):
+                col = b.add(b.mul(t, i32(2)), i32(j))
+                row_lane, offset = (col, g) if trans else (g, col)
+                source = b.add(i32(8 * m), row_lane)
+
+                def element(bb, source=source, offset=offset):
+                    base = bb.load(w.slot(source, 0))
+                    return bb.inttoptr(bb.add(base, bb.zext(bb.mul(offset, i32(2)), I64)), I16.as_pointer())
+                there = w.taking_part(source)
+                if load:
+                    # a row whose lane does not take part reads as 0 rather than from its stale address
+                    got = _load_if(b, there, element)
+                    word = b.or_(word, b.shl(b.zext(got, I64), i64(16 * j)))
+                else:
+                    with b.if_then(there):
+                        b.store(b.trunc(b.lshr(mine, i64(16 * j)), I16), element(b))
+            if load:
+                b.store(word, w.slot(lane, 1 + m))
+    b.ret_void()
+
+
+def _load_if(b, cond, pointer):
+    """*pointer(b) where cond holds, else 0."""
+    before = b.block
+    with b.if_then(cond):
+        v = b.load(pointer(b))
+        inside = b.block
+    phi = b.phi(I16)
+    phi.add_incoming(v, inside)
+    phi.add_incoming(ir.Constant(I16, 0), before)
+    return phi
+
+
+def _emit_transpose(fn):
+    """movmatrix.trans: lane l's element j becomes element (2t + j, g) of the source matrix,
+    which lane 4 (2t + j) + g / 2 holds as its element g % 2 (LDMATRIX)."""
+    w = _Warp(fn)
+    b = w.b
+    with w.lanes("transpose") as lane:
+        g, t = b.lshr(lane, i32(2)), b.and_(lane, i32(3))
+        word = i64(0)
+        for j in range(2):
+            row = b.add(b.mul(t, i32(2)), i32(j))
+            source = b.add(b.mul(row, i32(4)), b.lshr(g, i32(1)))
+            shift = b.zext(b.mul(b.and_(g, i32(1)), i32(16)), I64)
+            bits = b.and_(b.lshr(b.load(w.slot(source, 0)), shift), i64(0xFFFF))
+            bits = b.select(w.taking_part(source), bits, i64(0))
+            word = b.or_(word, b.shl(bits, i64(16 * j)))
+        b.store(word, w.slot(lane, 1))
+    b.ret_void()
+
