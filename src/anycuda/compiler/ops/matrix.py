@@ -35,7 +35,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
-from ...ptx.modifiers import MMA_SHAPES, WMMA_SHAPES
+from ...ptx.modifiers import MMA_SHAPES, MODIFIERS, WMMA_SHAPES, words
 from ..irutil import declare, for_range, i32, i64
 from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
@@ -127,14 +127,23 @@ def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment) -> Product
                    fragment(shape, "c", dt), satfinite)
 
 
-def _refusal(make):
+def _matrix_handler(*opcodes, lowers, form):
+    """Register a handler of `opcodes` that lowers the modifiers `lowers` (words) in the
+    combinations `form(inst)` accepts. The table's own check lets every modifier of the ISA
+    through to `form`'s check, so that a refusal names the whole instruction, its shape
+    and types: `mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32: .e4m3 is not ...`."""
+    allowed = words(lowers)
+
     def check(inst):
+        bad = next((m for m in inst.mods if m not in allowed), None)
         try:
-            make(inst)
+            if bad is not None:
+                raise Refused(f".{bad} is not supported by anycuda yet")
+            form(inst)
         except Refused as e:
             return f"{inst.opcode}.{'.'.join(inst.mods)}: {e}"
         return None
-    return check
+    return handles(*opcodes, mods=words(*(MODIFIERS[op] for op in opcodes)), types=4, check=check)
 
 
 def _copies(inst) -> int:
@@ -231,19 +240,18 @@ def _product_site(f, product, ops):
 MMA_MODS = "sync aligned m16n8k16 m16n8k8 m16n8k4 m16n8k32 m8n8k4 row col satfinite f16 bf16 tf32 f32 f64 s32 s8 u8"
 
 
-@handles("mma", mods=MMA_MODS, types=4, check=_refusal(mma_product))
+@_matrix_handler("mma", lowers=MMA_MODS, form=mma_product)
 def mma(f, inst):
     _product_site(f, mma_product(inst), inst.operands)
 
 
-@handles("wmma.mma", mods=(MMA_MODS, "m16n16k16 m32n8k16 m8n32k16 m16n16k8 rn"), types=4,
-         check=_refusal(wmma_product))
+@_matrix_handler("wmma.mma", lowers=MMA_MODS + " m16n16k16 m32n8k16 m8n32k16 m16n16k8 rn", form=wmma_product)
 def wmma_mma(f, inst):
     _product_site(f, wmma_product(inst), inst.operands)
 
 
-@handles("ldmatrix", "stmatrix", mods="sync aligned m8n8 x1 x2 x4 trans shared shared::cta b16",
-         check=_refusal(_ldmatrix_form))
+@_matrix_handler("ldmatrix", "stmatrix", lowers="sync aligned m8n8 x1 x2 x4 trans shared shared::cta b16",
+                 form=_ldmatrix_form)
 def ldmatrix(f, inst):
     b = f.b
     copies, trans, load = _ldmatrix_form(inst), "trans" in inst.mods, inst.opcode == "ldmatrix"
@@ -257,7 +265,7 @@ def ldmatrix(f, inst):
     _suspend(f, _resolver(b.module, name, lambda fn: _emit_rows(fn, copies, trans, load)), words, results)
 
 
-@handles("movmatrix", mods="sync aligned m8n8 trans b16", check=_refusal(_movmatrix_form))
+@_matrix_handler("movmatrix", lowers="sync aligned m8n8 trans b16", form=_movmatrix_form)
 def movmatrix(f, inst):
     word = f.b.zext(f.read(inst.operands[1], "b32"), I64)
     _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)])
@@ -271,9 +279,10 @@ def _lane_places(f, frag):
     return table, f.b.mul(lane, i32(frag.count))
 
 
-@handles("wmma.load", "wmma.store", mods=("sync aligned a b c d row col global shared shared::cta",
-                                           "m16n16k16 m32n8k16 m8n32k16 m16n16k8 m8n8k4 f16 bf16 tf32 f32 f64 s32 s8 u8"),
-         check=_refusal(_wmma_memory_form))
+@_matrix_handler("wmma.load", "wmma.store",
+                 lowers="sync aligned a b c d row col global shared shared::cta m16n16k16 m32n8k16 m8n32k16 "
+                        "m16n16k8 m8n8k4 f16 bf16 tf32 f32 f64 s32 s8 u8",
+                 form=_wmma_memory_form)
 def wmma_memory(f, inst):
     """Each lane loads (stores) its own elements of our layout: element (row, col) of the
     matrix is at row * stride + col (.row) or col * stride + row (.col) elements from the
