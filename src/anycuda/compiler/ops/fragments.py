@@ -27,6 +27,7 @@ BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 
 
 @dataclass(frozen=True)
 class Fragment:
+    name: str                      # which layout: 'mma.m16n8k16.a.f16', 'wmma.m16n16k16.c.f32', ...
     rows: int
     cols: int
     etype: str                     # the element type (BITS)
@@ -51,9 +52,9 @@ class Fragment:
         return self.places[lane][i]
 
 
-def _fragment(rows, cols, etype, regs, per_reg, formula) -> Fragment:
+def _fragment(name, rows, cols, etype, regs, per_reg, formula) -> Fragment:
     places = tuple(tuple(formula(lane >> 2, lane & 3, i) for i in range(regs * per_reg)) for lane in range(LANES))
-    return Fragment(rows, cols, etype, regs, per_reg, places)
+    return Fragment(name, rows, cols, etype, regs, per_reg, places)
 
 
 # ---------------------------------------------------------------- mma.sync (the ISA's layouts)
@@ -81,15 +82,17 @@ MMA_LAYOUTS = {
     ("m16n8", "c", "h2"): (2, 2, _C16),
 }
 
-# mma.sync forms: (shape, a/b type) -> (the a/b layout class, the accumulator types allowed)
+# mma.sync forms: (shape, a type) -> the accumulator types allowed (b's type is a's, or for
+# integers either of s8 and u8); MMA_CLASS: a multiplicand type's layout class
 MMA_FORMS = {
-    ("m16n8k16", "f16"): ("h", ("f16", "f32")), ("m16n8k8", "f16"): ("h", ("f16", "f32")),
-    ("m16n8k16", "bf16"): ("h", ("f32",)), ("m16n8k8", "bf16"): ("h", ("f32",)),
-    ("m16n8k4", "tf32"): ("t", ("f32",)), ("m16n8k8", "tf32"): ("t", ("f32",)),
-    ("m8n8k4", "f64"): ("d", ("f64",)),
-    ("m16n8k16", "s8"): ("i8", ("s32",)), ("m16n8k32", "s8"): ("i8", ("s32",)),
-    ("m16n8k16", "u8"): ("i8", ("s32",)), ("m16n8k32", "u8"): ("i8", ("s32",)),
+    ("m16n8k16", "f16"): ("f16", "f32"), ("m16n8k8", "f16"): ("f16", "f32"),
+    ("m16n8k16", "bf16"): ("f32",), ("m16n8k8", "bf16"): ("f32",),
+    ("m16n8k4", "tf32"): ("f32",), ("m16n8k8", "tf32"): ("f32",),
+    ("m8n8k4", "f64"): ("f64",),
+    ("m16n8k16", "s8"): ("s32",), ("m16n8k32", "s8"): ("s32",),
+    ("m16n8k16", "u8"): ("s32",), ("m16n8k32", "u8"): ("s32",),
 }
+MMA_CLASS = {"f16": "h", "bf16": "h", "tf32": "t", "f64": "d", "s8": "i8", "u8": "i8"}
 
 
 def dims(shape: str) -> tuple:
@@ -109,10 +112,9 @@ def mma_fragment(shape: str, operand: str, etype: str) -> Fragment:
         kind = {"f32": "w", "s32": "w", "f16": "h2", "f64": "d"}[etype]
         key = (shape if shape == "m8n8k4" else "m16n8", "c", kind)
     else:
-        atype = "s8" if etype == "u8" else etype
-        key = (shape, operand, MMA_FORMS[(shape, atype)][0])
+        key = (shape, operand, MMA_CLASS[etype])
     regs, per_reg, formula = MMA_LAYOUTS[key]
-    return _fragment(rows, cols, etype, regs, per_reg, formula)
+    return _fragment(f"mma.{shape}.{operand}.{etype}", rows, cols, etype, regs, per_reg, formula)
 
 
 # ---------------------------------------------------------------- wmma (ours)
@@ -146,10 +148,10 @@ def wmma_fragment(shape: str, operand: str, etype: str) -> Fragment:
     def formula(g, t, i):
         q = ((g * 4 + t) * count + i) % size
         return q // cols, q % cols
-    return _fragment(rows, cols, etype, regs, per_reg, formula)
+    return _fragment(f"wmma.{shape}.{operand}.{etype}", rows, cols, etype, regs, per_reg, formula)
 
 
 # ---------------------------------------------------------------- ldmatrix, stmatrix, movmatrix
 # ldmatrix, stmatrix and movmatrix: one 8x8 matrix of b16 elements, lane l holding row l / 4,
 # columns 2 * (l % 4) and the next (PTX ISA, ldmatrix)
-LDMATRIX = _fragment(8, 8, "b16", 1, 2, lambda g, t, i: (g, 2 * t + i))
+LDMATRIX = _fragment("ldmatrix", 8, 8, "b16", 1, 2, lambda g, t, i: (g, 2 * t + i))

@@ -111,10 +111,9 @@ def wmma_product(inst) -> Product:
 
 
 def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment) -> Product:
-    entry = forms.get((shape, at))
-    if entry is None:
+    accumulators = forms.get((shape, at))
+    if accumulators is None:
         raise Refused(f"{shape} with .{at} multiplicands is not supported by anycuda yet")
-    accumulators = entry[1] if kind == "mma" else entry
     if (bt != at) and not (at in INTEGERS and bt in INTEGERS):
         raise Refused(f".{at} with .{bt} multiplicands")
     if dt not in accumulators or ct not in accumulators:
@@ -274,9 +273,8 @@ def movmatrix(f, inst):
 def _lane_places(f, frag):
     """A constant table of (row << 16 | col) for each (lane, element) of `frag`, and this
     lane's row in it."""
-    table = _places_table(f.b.module, frag)
-    lane = f.b.and_(f.fn.args[6] if f.is_kernel else f.ctx_field("linear"), i32(31))
-    return table, f.b.mul(lane, i32(frag.count))
+    lane = f.read(pir.SpecialReg("laneid"), "u32")
+    return _places_table(f.b.module, frag), f.b.mul(lane, i32(frag.count))
 
 
 @_matrix_handler("wmma.load", "wmma.store",
@@ -331,7 +329,7 @@ def _resolver(module, name, emit) -> ir.Function:
 
 def _places_table(module, frag) -> ir.Value:
     """The global constant [32 * count x i32] of (row << 16 | col) of `frag`."""
-    name = f"anycuda.matrix.places.{frag.rows}x{frag.cols}.{frag.etype}.{frag.regs}x{frag.per_reg}.{hash(frag.places) & 0xFFFFFFFF:x}"
+    name = f"anycuda.matrix.places.{frag.name}"
     g = module.globals.get(name)
     if g is None:
         values = [r << 16 | c for lane in frag.places for r, c in lane]
@@ -452,7 +450,7 @@ def _emit_product(fn, p: Product):
     w = _Warp(fn)
     b = w.b
     m, n, k = p.a.rows, p.b.cols, p.a.cols
-    ct = _compute_type(p.c.etype if p.a.etype not in ("f64",) else "f64")
+    ct = _compute_type(p.c.etype)
     mt = _compute_type(p.a.etype)
     A = b.alloca(ir.ArrayType(mt, m * k), name="A")
     B = b.alloca(ir.ArrayType(mt, k * n), name="B")
