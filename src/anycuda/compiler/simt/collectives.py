@@ -8,6 +8,12 @@ collective arrays. A collective that every lane of every full warp reaches in a 
 (`emit_uniform_collective`: a shuffle a shufflevector, a vote a mask of 32 bits, a reduction a
 vector reduction). `shfl_source` is shfl.sync's rule for a source lane, which the vector
 paths use too.
+
+Warp matrix instructions (mma, wmma.mma, ldmatrix, stmatrix, movmatrix) are collectives of
+kind "matrix": their operands and results are too many for the collective arrays, so each lane
+keeps them in a matrix area of its frame, and resolving the warp calls the resolver function
+its site names (op_a; MATRIX_RESOLVER, made by compiler/ops/matrix.py), which reads and
+writes every lane's area. They are always resolved here, never by a uniform round.
 """
 from __future__ import annotations
 
