@@ -287,14 +287,18 @@ ret;
 
 @pytest.mark.parametrize("count", [1, 2, 4])
 @pytest.mark.parametrize("trans", [False, True])
-def test_ldmatrix(rng, count, trans):
+@pytest.mark.parametrize("space", ["shared", "generic"])
+def test_ldmatrix(rng, count, trans, space):
     blocks = 2
     tiles = rng.integers(0, 2 ** 16, (blocks, 128, 8)).astype(np.uint16)     # 128 rows of 8 b16 per block
     rows = np.concatenate([rng.permutation(128)[:64] for _ in range(blocks)]).astype(np.uint32)
     out = np.full((blocks * 64, 4), 0xCDCDCDCD, np.uint32)
     regs = ", ".join(f"%r{10 + i}" for i in range(count))
-    ptx = LDMATRIX_PTX.replace("LDM", f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}"
-                                      f".shared.b16 {{{regs}}}, [%rd8];")
+    ldm = (f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}"
+           f"{'.shared' if space == 'shared' else ''}.b16 {{{regs}}}, [%rd8];")
+    if space == "generic":
+        ldm = "cvta.shared.u64 %rd8, %rd8;\n" + ldm
+    ptx = LDMATRIX_PTX.replace("LDM", ldm)
     launch(ptx, "k", (blocks, 1, 1), (64, 1, 1), tiles, rows, out)
     for t in range(blocks * 64):
         blk, lane, warp0 = t // 64, t % 32, t // 32 * 32
@@ -465,3 +469,43 @@ def test_cuda_inline_mma_and_ldmatrix_gemm(rng):
         ref = sequential(A[:, k0:k0 + 16], B[k0:k0 + 16], ref)
     assert np.array_equal(got, ref)
     assert np.allclose(got, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
+MIXED_CUDA = r"""
+#include <cuda_fp16.h>
+// Each warp: D = A * B (m16n8k16, its own A and B), then the sum of its D by a butterfly of
+// shuffles, so that the warp collectives the vector paths take meet the matrix ones.
+extern "C" __global__ void mma_then_reduce(const unsigned *a, const unsigned *b, float *d, float *sums) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[4 * t]), "r"(a[4 * t + 1]), "r"(a[4 * t + 2]), "r"(a[4 * t + 3]), "r"(b[2 * t]), "r"(b[2 * t + 1]));
+    for (int i = 0; i < 4; ++i) d[4 * t + i] = c[i];
+    float s = (c[0] + c[1]) + (c[2] + c[3]);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    if (threadIdx.x % 32 == 0) sums[t / 32] = s;
+}
+"""
+
+
+def test_matrix_and_shuffle_collectives_in_one_kernel(rng):
+    mod = nvcc_module(MIXED_CUDA, "mma_shfl.cu")
+    warps = 6
+    la, lb, lc = _isa("m16n8k16", "a", "16"), _isa("m16n8k16", "b", "16"), _isa("m16n8k16", "c", "f32")
+    mats = [(rng.standard_normal((16, 16)).astype(np.float16), rng.standard_normal((16, 8)).astype(np.float16))
+            for _ in range(warps)]
+    a = np.concatenate([to_fragments(A, la).view(np.uint32).reshape(32, -1) for A, _ in mats])
+    b = np.concatenate([to_fragments(B, lb).view(np.uint32).reshape(32, -1) for _, B in mats])
+    d = ac.asarray(np.full((warps * 32, 4), np.nan, np.float32))
+    sums = ac.asarray(np.full(warps, np.nan, np.float32))
+    mod.get_function("mma_then_reduce")((3,), (64,), (ac.asarray(a), ac.asarray(b), d, sums))
+    got = d.get()
+    for w, (A, B) in enumerate(mats):
+        D = from_fragments(got[w * 32:(w + 1) * 32], lc)
+        assert np.array_equal(D, sequential(A, B, np.zeros((16, 8), np.float32)))
+        lane_sums = [np.float32((got[w * 32 + l, 0] + got[w * 32 + l, 1]) + (got[w * 32 + l, 2] + got[w * 32 + l, 3]))
+                     for l in range(32)]
+        for o in (16, 8, 4, 2, 1):
+            lane_sums = [np.float32(lane_sums[l] + lane_sums[l ^ o]) for l in range(32)]
+        assert sums.get()[w] == lane_sums[0]
