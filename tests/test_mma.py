@@ -55,10 +55,10 @@ def launch(ptx, name, grid, block, *args):
 # place(groupID, threadID_in_group, i) -> (row, col)), from "Matrix Fragments for mma.mMnNkK"
 def _isa(shape, operand, kind):
     g_rows = {"m16n8k16": (16, 16, 8), "m16n8k8": (16, 8, 8), "m16n8k4": (16, 4, 8), "m16n8k32": (16, 32, 8),
-              "m8n8k4": (8, 4, 8)}[shape]
+              "m8n8k4": (8, 4, 8), "m8n8k16": (8, 16, 8)}[shape]
     m, k, n = g_rows
     if operand == "c":
-        if kind == "f64":
+        if m == 8:
             return m, n, 1, 2, lambda g, t, i: (g, t * 2 + i)
         per = 2 if kind == "f16" else 1
         return m, n, per, 4 // per, lambda g, t, i: (g if i < 2 else g + 8, t * 2 + (i & 1))
@@ -74,6 +74,8 @@ def _isa(shape, operand, kind):
         ("m16n8k8", "b", "tf32"): (1, 2, lambda g, t, i: (t if i == 0 else t + 4, g)),
         ("m8n8k4", "a", "f64"): (1, 1, lambda g, t, i: (g, t)),
         ("m8n8k4", "b", "f64"): (1, 1, lambda g, t, i: (t, g)),
+        ("m8n8k16", "a", "8"): (4, 1, lambda g, t, i: (g, t * 4 + i)),
+        ("m8n8k16", "b", "8"): (4, 1, lambda g, t, i: (t * 4 + i, g)),
         ("m16n8k16", "a", "8"): (4, 2, lambda g, t, i: (g if i < 4 else g + 8, t * 4 + (i & 3))),
         ("m16n8k16", "b", "8"): (4, 1, lambda g, t, i: (t * 4 + i, g)),
         ("m16n8k32", "a", "8"): (4, 4, lambda g, t, i: (g if i < 4 or 8 <= i < 12 else g + 8,
@@ -229,19 +231,19 @@ def test_mma_f64(rng):
         assert np.array_equal(from_fragments(frags, lc), ref)
 
 
-@pytest.mark.parametrize("shape", ["m16n8k16", "m16n8k32"])
+@pytest.mark.parametrize("shape", ["m8n8k16", "m16n8k16", "m16n8k32"])
 @pytest.mark.parametrize("at,bt", [("s8", "s8"), ("u8", "u8"), ("s8", "u8"), ("u8", "s8")])
 @pytest.mark.parametrize("satfinite", [False, True])
 def test_mma_integers(rng, shape, at, bt, satfinite):
-    k = int(shape.split("k")[1])
+    m, k = int(shape[1:].split("n")[0]), int(shape.split("k")[1])
     dt = lambda t: np.int8 if t == "s8" else np.uint8         # noqa: E731
     mats = []
     for w in range(WARPS * BLOCKS):
-        A = rng.integers(np.iinfo(dt(at)).min, np.iinfo(dt(at)).max + 1, (16, k)).astype(dt(at))
+        A = rng.integers(np.iinfo(dt(at)).min, np.iinfo(dt(at)).max + 1, (m, k)).astype(dt(at))
         B = rng.integers(np.iinfo(dt(bt)).min, np.iinfo(dt(bt)).max + 1, (k, 8)).astype(dt(bt))
         # accumulators near the s32 limits in some warps, so that sums overflow there
         edge = 2 ** 31 - 2 ** 12 if w % 2 else 0
-        C = (rng.integers(-2 ** 11, 2 ** 11, (16, 8)) + edge * rng.choice([-1, 1], (16, 8))).astype(np.int32)
+        C = (rng.integers(-2 ** 11, 2 ** 11, (m, 8)) + edge * rng.choice([-1, 1], (m, 8))).astype(np.int32)
         mats.append((A, B, C))
     la, lb, lc = _isa(shape, "a", "8"), _isa(shape, "b", "8"), _isa(shape, "c", "s32")
     sat = ".satfinite" if satfinite else ""
@@ -372,7 +374,7 @@ ret;
      "{%f1,%f2,%f3,%f4};", ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "e4m3")),
     ("mma.sync.aligned.m16n8k16.row.col.f16.bf16.bf16.f16 {%r1,%r2}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%r1,%r2};",
      ("mma", "bf16", "f16")),
-    ("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};", ("mma", "m8n8k16")),
+    ("mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32 {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};", ("mma", "m8n8k32", "s4")),
     ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r1,%r2}, [%rd1];", ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "m16n16")),
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, 1, 1, 1, 1, 1;",
      ("wgmma.mma_async",)),

@@ -73,13 +73,16 @@ MMA_LAYOUTS = {
     ("m16n8k8", "b", "t"): (2, 1, lambda g, t, i: (t + 4 * i, g)),
     ("m8n8k4", "a", "d"): (1, 1, lambda g, t, i: (g, t)),
     ("m8n8k4", "b", "d"): (1, 1, lambda g, t, i: (t, g)),
-    ("m8n8k4", "c", "d"): (2, 1, lambda g, t, i: (g, 2 * t + i)),
+    ("m8n8", "c", "d"): (2, 1, lambda g, t, i: (g, 2 * t + i)),
+    ("m8n8k16", "a", "i8"): (1, 4, lambda g, t, i: (g, 4 * t + i)),
+    ("m8n8k16", "b", "i8"): (1, 4, lambda g, t, i: (4 * t + i, g)),
     ("m16n8k16", "a", "i8"): (2, 4, lambda g, t, i: (g + 8 * (i >= 4), 4 * t + (i & 3))),
     ("m16n8k16", "b", "i8"): (1, 4, lambda g, t, i: (4 * t + i, g)),
     ("m16n8k32", "a", "i8"): (4, 4, lambda g, t, i: (g + 8 * ((i >> 2) & 1), 4 * t + (i & 3) + 16 * (i >= 8))),
     ("m16n8k32", "b", "i8"): (2, 4, lambda g, t, i: (4 * t + (i & 3) + 16 * (i >= 4), g)),
     ("m16n8", "c", "w"): (4, 1, _C16),
     ("m16n8", "c", "h2"): (2, 2, _C16),
+    ("m8n8", "c", "w"): (2, 1, lambda g, t, i: (g, 2 * t + i)),
 }
 
 # mma.sync forms: (shape, a type) -> the accumulator types allowed (b's type is a's, or for
@@ -89,6 +92,7 @@ MMA_FORMS = {
     ("m16n8k16", "bf16"): ("f32",), ("m16n8k8", "bf16"): ("f32",),
     ("m16n8k4", "tf32"): ("f32",), ("m16n8k8", "tf32"): ("f32",),
     ("m8n8k4", "f64"): ("f64",),
+    ("m8n8k16", "s8"): ("s32",), ("m8n8k16", "u8"): ("s32",),
     ("m16n8k16", "s8"): ("s32",), ("m16n8k32", "s8"): ("s32",),
     ("m16n8k16", "u8"): ("s32",), ("m16n8k32", "u8"): ("s32",),
 }
@@ -110,7 +114,7 @@ def mma_fragment(shape: str, operand: str, etype: str) -> Fragment:
     rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[operand]
     if operand == "c":
         kind = {"f32": "w", "s32": "w", "f16": "h2", "f64": "d"}[etype]
-        key = (shape if shape == "m8n8k4" else "m16n8", "c", kind)
+        key = (f"m{m}n8", "c", kind)
     else:
         key = (shape, operand, MMA_CLASS[etype])
     regs, per_reg, formula = MMA_LAYOUTS[key]

@@ -236,7 +236,13 @@ def _product_site(f, product, ops):
     _suspend(f, _resolver(f.b.module, product.name, lambda fn: _emit_product(fn, product)), words, results)
 
 
-MMA_MODS = "sync aligned m16n8k16 m16n8k8 m16n8k4 m16n8k32 m8n8k4 row col satfinite f16 bf16 tf32 f32 f64 s32 s8 u8"
+def _lowered(forms) -> frozenset:
+    """The shapes and types of `forms` ((shape, a type) -> accumulator types)."""
+    return words({s for s, _ in forms}, {t for _, t in forms}, *forms.values())
+
+
+MMA_MODS = words("sync aligned row col satfinite", _lowered(MMA_FORMS))
+WMMA_MODS = words("sync aligned row col satfinite rn", _lowered(WMMA_FORMS))
 
 
 @_matrix_handler("mma", lowers=MMA_MODS, form=mma_product)
@@ -244,7 +250,7 @@ def mma(f, inst):
     _product_site(f, mma_product(inst), inst.operands)
 
 
-@_matrix_handler("wmma.mma", lowers=MMA_MODS + " m16n16k16 m32n8k16 m8n32k16 m16n16k8 rn", form=wmma_product)
+@_matrix_handler("wmma.mma", lowers=WMMA_MODS, form=wmma_product)
 def wmma_mma(f, inst):
     _product_site(f, wmma_product(inst), inst.operands)
 
@@ -278,8 +284,7 @@ def _lane_places(f, frag):
 
 
 @_matrix_handler("wmma.load", "wmma.store",
-                 lowers="sync aligned a b c d row col global shared shared::cta m16n16k16 m32n8k16 m8n32k16 "
-                        "m16n16k8 m8n8k4 f16 bf16 tf32 f32 f64 s32 s8 u8",
+                 lowers=words("a b c d global shared shared::cta", WMMA_MODS),
                  form=_wmma_memory_form)
 def wmma_memory(f, inst):
     """Each lane loads (stores) its own elements of our layout: element (row, col) of the
