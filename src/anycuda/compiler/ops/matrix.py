@@ -296,9 +296,9 @@ def wmma_memory(f, inst):
     addr_op, regs_op = (inst.operands[1], inst.operands[0]) if load else (inst.operands[0], inst.operands[1])
     base = f.address(addr_op, space_of(inst))
     if len(inst.operands) > 2:
-        stride = f.read(inst.operands[2], "u32")
+        stride = b.zext(f.read(inst.operands[2], "u32"), I64)
     else:
-        stride = i32(frag.cols if row_major else frag.rows)
+        stride = i64(frag.cols if row_major else frag.rows)
     regs = _registers(f, regs_op, frag.regs, "the fragment")
     table, row0 = _lane_places(f, frag)
     et, rt = ir.IntType(frag.bits), ir.IntType(frag.reg_bits)
@@ -307,9 +307,9 @@ def wmma_memory(f, inst):
         for j in range(frag.per_reg):
             i = r * frag.per_reg + j
             rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(i))]))
-            row, col = b.lshr(rc, i32(16)), b.and_(rc, i32(0xFFFF))
+            row, col = b.zext(b.lshr(rc, i32(16)), I64), b.zext(b.and_(rc, i32(0xFFFF)), I64)
             index = b.add(b.mul(row, stride), col) if row_major else b.add(b.mul(col, stride), row)
-            ptr = b.bitcast(b.gep(base, [b.mul(b.zext(index, I64), i64(frag.bits // 8))]), et.as_pointer())
+            ptr = b.bitcast(b.gep(base, [b.mul(index, i64(frag.bits // 8))]), et.as_pointer())
             shift = ir.Constant(rt, j * frag.bits)
             if load:
                 word = b.or_(word, b.shl(b.zext(b.load(ptr), rt) if frag.bits < frag.reg_bits else b.load(ptr), shift))
