@@ -29,6 +29,7 @@ bits; .satfinite clamps D to the s32 range, without it D wraps to 32 bits.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -363,26 +364,12 @@ class _Warp:
     def taking_part(self, lane):
         return self.b.trunc(self.b.lshr(self.group, lane), ir.IntType(1))
 
+    @contextmanager
     def lanes(self, name):
-        """Loop over the lanes that take part; yields the lane."""
-        return _lanes(self, name)
-
-
-class _lanes:
-    def __init__(self, warp, name):
-        self.warp, self.name = warp, name
-
-    def __enter__(self):
-        w = self.warp
-        self._loop = for_range(w.b, i32(0), i32(LANES), self.name)
-        lane = self._loop.__enter__()
-        self._if = w.b.if_then(w.taking_part(lane))
-        self._if.__enter__()
-        return lane
-
-    def __exit__(self, *exc):
-        self._if.__exit__(*exc)
-        return self._loop.__exit__(*exc)
+        """Loop over the lanes that take part; yields the lane (0 to 31)."""
+        with for_range(self.b, i32(0), i32(LANES), name) as lane:
+            with self.b.if_then(self.taking_part(lane)):
+                yield lane
 
 
 def _compute_type(etype):
