@@ -453,22 +453,26 @@ def _emit_product(fn, p: Product):
     _gather(w, p.a, sa, A)
     _gather(w, p.b, sb, B)
     _gather(w, p.c, sc, C)
-    fma = declare(b.module, "llvm.fma.f64", F64, [F64, F64, F64]) if ct == F64 else None
+    # a row of C at a time, as one vector of its n elements: each element's sum still adds
+    # the products in k order (k is 4 to 32: unrolled), n of them side by side
+    vt = ir.VectorType(ct, n)
+    fma = declare(b.module, f"llvm.fma.v{n}f64", vt, [vt, vt, vt]) if ct == F64 else None
+    align = ct.width // 8 if isinstance(ct, ir.IntType) else (8 if ct == F64 else 4)
     with for_range(b, i32(0), i32(m), "r") as r:
-        with for_range(b, i32(0), i32(n), "c") as c:
-            at = b.gep(C, [i32(0), b.add(b.mul(r, i32(n)), c)])
-            total = b.load(at)
-            # k is small (4 to 32): unrolled, the sum's order is the ISA's k order
-            for kk in range(k):
-                x = b.load(b.gep(A, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))]))
-                y = b.load(b.gep(B, [i32(0), b.add(i32(kk * n), c)]))
-                if fma is not None:
-                    total = b.call(fma, [x, y, total])
-                elif ct == I64:
-                    total = b.add(total, b.mul(x, y))
-                else:
-                    total = b.fadd(total, b.fmul(x, y))
-            b.store(total, at)
+        row = b.bitcast(b.gep(C, [i32(0), b.mul(r, i32(n))]), vt.as_pointer())
+        total = b.load(row, align=align)
+        for kk in range(k):
+            x = b.load(b.gep(A, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))]))
+            xs = b.shuffle_vector(b.insert_element(ir.Constant(vt, None), x, i32(0)), ir.Constant(vt, None),
+                                  ir.Constant(ir.VectorType(I32, n), [0] * n))
+            y = b.load(b.bitcast(b.gep(B, [i32(0), i32(kk * n)]), vt.as_pointer()), align=align)
+            if fma is not None:
+                total = b.call(fma, [xs, y, total])
+            elif ct == I64:
+                total = b.add(total, b.mul(xs, y))
+            else:
+                total = b.fadd(total, b.fmul(xs, y))
+        b.store(total, row, align=align)
     _scatter(w, p.d, sd, C, p.satfinite)
     b.ret_void()
 
