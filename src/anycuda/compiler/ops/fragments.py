@@ -51,6 +51,14 @@ class Fragment:
     def place(self, lane: int, i: int) -> tuple:
         return self.places[lane][i]
 
+    @property
+    def in_lane_order(self) -> bool:
+        """Whether lane l's element i is element (l * count + i) mod rows * cols of the matrix
+        in row-major order (our wmma layouts): a lane's elements are one run of it."""
+        size = self.rows * self.cols
+        return all(self.places[lane][i] == divmod((lane * self.count + i) % size, self.cols)
+                   for lane in range(LANES) for i in range(self.count))
+
 
 def _fragment(name, rows, cols, etype, regs, per_reg, formula) -> Fragment:
     places = tuple(tuple(formula(lane >> 2, lane & 3, i) for i in range(regs * per_reg)) for lane in range(LANES))

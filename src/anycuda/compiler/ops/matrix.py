@@ -365,9 +365,9 @@ class _Warp:
         return self.b.trunc(self.b.lshr(self.group, lane), ir.IntType(1))
 
     @contextmanager
-    def lanes(self, name):
-        """Loop over the lanes that take part; yields the lane (0 to 31)."""
-        with for_range(self.b, i32(0), i32(LANES), name) as lane:
+    def lanes(self, name, count=LANES):
+        """Loop over the lanes below `count` that take part; yields the lane."""
+        with for_range(self.b, i32(0), i32(count), name) as lane:
             with self.b.if_then(self.taking_part(lane)):
                 yield lane
 
@@ -405,18 +405,29 @@ def _from_compute(b, value, etype, satfinite):
     return b.and_(value, i64(0xFFFFFFFF))
 
 
-def _gather(w, frag, first, matrix):
-    """Each taking-part lane's elements of `frag` (from slot `first` on) into `matrix`."""
+def _element_index(w, frag, lane, i):
+    """i32 index in the row-major matrix of `lane`'s element i of `frag`: for a fragment in
+    lane order, i after the lane's first (consecutive stores, which LLVM makes vectors); else
+    from the places table."""
     b = w.b
-    table = _places_table(b.module, frag)
+    if frag.in_lane_order:
+        return b.add(b.urem(b.mul(lane, i32(frag.count)), i32(frag.rows * frag.cols)), i32(i))
+    rc = b.load(b.gep(_places_table(b.module, frag), [i32(0), b.add(b.mul(lane, i32(frag.count)), i32(i))]))
+    return b.add(b.mul(b.lshr(rc, i32(16)), i32(frag.cols)), b.and_(rc, i32(0xFFFF)))
+
+
+def _gather(w, frag, first, matrix):
+    """Each taking-part lane's elements of `frag` (from slot `first` on) into `matrix`. Of a
+    fragment whose second half of lanes holds copies of the first's, the copies are not read
+    (they are the same elements unless the lanes' own code changed one copy alone)."""
+    b = w.b
     et = ir.IntType(frag.bits)
-    with w.lanes("gather") as lane:
-        row0 = b.mul(lane, i32(frag.count))
+    lanes = min(LANES, -(-frag.rows * frag.cols // frag.count)) if frag.in_lane_order else LANES
+    with w.lanes("gather", lanes) as lane:
         for r in range(frag.regs):
             word = b.load(w.slot(lane, first + r))
             for j in range(frag.per_reg):
-                rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(r * frag.per_reg + j))]))
-                index = b.add(b.mul(b.lshr(rc, i32(16)), i32(frag.cols)), b.and_(rc, i32(0xFFFF)))
+                index = _element_index(w, frag, lane, r * frag.per_reg + j)
                 v = b.trunc(b.lshr(word, i64(j * frag.bits)), et) if frag.bits < 64 else word
                 b.store(_to_compute(b, v, frag.etype), b.gep(matrix, [i32(0), index]))
 
@@ -424,14 +435,11 @@ def _gather(w, frag, first, matrix):
 def _scatter(w, frag, first, matrix, satfinite):
     """`matrix` into each taking-part lane's result slots (from `first` on) in `frag`'s layout."""
     b = w.b
-    table = _places_table(b.module, frag)
     with w.lanes("scatter") as lane:
-        row0 = b.mul(lane, i32(frag.count))
         for r in range(frag.regs):
             word = i64(0)
             for j in range(frag.per_reg):
-                rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(r * frag.per_reg + j))]))
-                index = b.add(b.mul(b.lshr(rc, i32(16)), i32(frag.cols)), b.and_(rc, i32(0xFFFF)))
+                index = _element_index(w, frag, lane, r * frag.per_reg + j)
                 bits = _from_compute(b, b.load(b.gep(matrix, [i32(0), index])), frag.etype, satfinite)
                 word = b.or_(word, b.shl(bits, i64(j * frag.bits)))
             b.store(word, w.slot(lane, first + r))
