@@ -214,6 +214,39 @@ def test_mma_tf32(rng, shape):
         assert not np.array_equal(D, sequential(A, B, C))        # the low bits were dropped
 
 
+def float8(byte, etype):
+    """The value of an 8-bit float (the ISA's e4m3: bias 7, 3 mantissa bits, no infinities,
+    S.1111.111 NaN; e5m2: bias 15, 2 mantissa bits, exponent 31 infinities and NaNs)."""
+    byte = int(byte)
+    mbits, bias = (3, 7) if etype == "e4m3" else (2, 15)
+    e, m = (byte & 0x7F) >> mbits, byte & ((1 << mbits) - 1)
+    if (etype == "e4m3" and byte & 0x7F == 0x7F) or (etype == "e5m2" and e == 31):
+        return float("nan")
+    mag = m * 2.0 ** (1 - bias - mbits) if e == 0 else (1 + m / 2 ** mbits) * 2.0 ** (e - bias)
+    return -mag if byte & 0x80 else mag
+
+
+@pytest.mark.parametrize("at,bt", [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2")])
+@pytest.mark.parametrize("acc", ["f32", "f16"])
+def test_mma_float8(rng, at, bt, acc):
+    def draw(etype, shape):
+        # f16 sums stay in f16's range with small elements
+        limit = 4 if acc == "f16" else np.inf
+        finite = [v for v in range(256) if abs(float8(v, etype)) <= limit]
+        return rng.choice(finite, shape).astype(np.uint8)
+    mats = [(draw(at, (16, 32)), draw(bt, (32, 8)),
+             rng.standard_normal((16, 8)).astype(np.float16 if acc == "f16" else np.float32)) for _ in range(WARPS * BLOCKS)]
+    la, lb, lc = _isa("m16n8k32", "a", "8"), _isa("m16n8k32", "b", "8"), _isa("m16n8k32", "c", acc)
+    word = np.uint32 if acc == "f16" else np.float32
+    got = run_mma(f"mma.sync.aligned.m16n8k32.row.col.{acc}.{at}.{bt}.{acc}", la, lb, lc, lc, mats,
+                  (np.uint32, np.uint32, word, word), ("b32", "b32") + ("b32" if acc == "f16" else "f32",) * 2)
+    decode = np.vectorize(float8)
+    for (A, B, C), frags in zip(mats, got):
+        D = from_fragments(frags.view(np.float16 if acc == "f16" else np.float32).reshape(32, -1), lc)
+        ref = sequential(decode(A, at).astype(np.float32), decode(B, bt).astype(np.float32), C)
+        assert np.array_equal(D, ref.astype(D.dtype))
+
+
 def test_mma_f64(rng):
     mats = [(rng.standard_normal((8, 4)), rng.standard_normal((4, 8)), rng.standard_normal((8, 8)))
             for _ in range(WARPS * BLOCKS)]
@@ -370,8 +403,10 @@ ret;
 @pytest.mark.parametrize("text,words", [
     ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, {%r1,%r2}, {%r3,%r4}, "
      "{%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8};", ("mma", "m8n8k4", "f16")),
-    ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, "
-     "{%f1,%f2,%f3,%f4};", ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "e4m3")),
+    ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
+     "{%r5,%r6}, {%f1,%f2,%f3,%f4};", ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32", "kind::f8f6f4")),
+    ("mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, {%r5}, "
+     "{%f1,%f2,%f3,%f4};", ("mma", "m16n8k16", "e4m3")),
     ("mma.sync.aligned.m16n8k16.row.col.f16.bf16.bf16.f16 {%r1,%r2}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%r1,%r2};",
      ("mma", "bf16", "f16")),
     ("mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32 {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};", ("mma", "m8n8k32", "s4")),

@@ -22,7 +22,8 @@ from functools import lru_cache
 
 LANES = 32
 # element type -> its width in bits
-BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32, "b16": 16}
+BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32, "b16": 16,
+        "e4m3": 8, "e5m2": 8}
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,10 @@ MMA_FORMS = {
     ("m8n8k16", "s8"): ("s32",), ("m8n8k16", "u8"): ("s32",),
     ("m16n8k16", "s8"): ("s32",), ("m16n8k32", "s8"): ("s32",),
     ("m16n8k16", "u8"): ("s32",), ("m16n8k32", "u8"): ("s32",),
+    ("m16n8k32", "e4m3"): ("f16", "f32"), ("m16n8k32", "e5m2"): ("f16", "f32"),
 }
-MMA_CLASS = {"f16": "h", "bf16": "h", "tf32": "t", "f64": "d", "s8": "i8", "u8": "i8"}
+# the 8-bit floats' fragments are the 8-bit integers' (PTX ISA, mma.m16n8k32)
+MMA_CLASS = {"f16": "h", "bf16": "h", "tf32": "t", "f64": "d", "s8": "i8", "u8": "i8", "e4m3": "i8", "e5m2": "i8"}
 
 
 def dims(shape: str) -> tuple:

@@ -21,8 +21,8 @@ of the lane, so each lane loads and stores its own elements.
 
 Arithmetic, exactly: each element of D is its C element (converted exactly: f16 to f32, s32
 to 64 bits) plus the products A[r][k] * B[k][c] added in the order k = 0, 1, ..., K - 1.
-.f16, .bf16 and .tf32 multiplicands are converted to f32 exactly (a .tf32 operand's low 13
-bits are ignored, as the ISA's tf32 format has none), so each product is exact in f32 and
+.f16, .bf16, .tf32, .e4m3 and .e5m2 multiplicands are converted to f32 exactly (a .tf32
+operand's low 13 bits are ignored, as the ISA's tf32 format has none), so each product is exact in f32 and
 each addition rounds once to nearest even; an .f16 D is that f32 sum rounded once to f16.
 .f64 uses a fused multiply-add per k (one rounding each). Integers are summed exactly in 64
 bits; .satfinite clamps D to the s32 range, without it D wraps to 32 bits.
@@ -36,11 +36,11 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
-from ...ptx.modifiers import MMA_SHAPES, MODIFIERS, WMMA_SHAPES, words
+from ...ptx.modifiers import MMA_SHAPES, MODIFIERS, TYPES, WMMA_SHAPES, words
 from ..irutil import declare, for_range, i32, i64
 from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
-from ..types import F16, F32, F64, I16, I32, I64, space_of, type_mods
+from ..types import F16, F32, F64, I16, I32, I64, space_of
 from .fragments import LANES, MMA_FORMS, WMMA_FORMS, Fragment, mma_fragment, wmma_fragment
 from .table import handles
 
@@ -48,6 +48,7 @@ SLOT = 8                                       # bytes per register slot of a la
 AREA_SLOTS = 32                                # the most a form uses: wmma's f32 a, b, c, d (8 each)
 AREA_BYTES = SLOT * AREA_SLOTS
 INTEGERS = ("s8", "u8")
+FLOAT8 = ("e4m3", "e5m2")
 
 
 # ---------------------------------------------------------------- forms
@@ -74,7 +75,8 @@ class Refused(Exception):
 
 
 def _types(inst) -> list:
-    return type_mods(inst.mods)
+    """The instruction's type modifiers in order, the ISA's narrow floats (.e4m3) among them."""
+    return [m for m in inst.mods if m in TYPES]
 
 
 def _one_of(inst, choices, what):
@@ -115,7 +117,7 @@ def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment) -> Product
     accumulators = forms.get((shape, at))
     if accumulators is None:
         raise Refused(f"{shape} with .{at} multiplicands is not supported by anycuda yet")
-    if (bt != at) and not (at in INTEGERS and bt in INTEGERS):
+    if bt != at and not any(at in kinds and bt in kinds for kinds in (INTEGERS, FLOAT8)):
         raise Refused(f".{at} with .{bt} multiplicands")
     if dt not in accumulators or ct not in accumulators:
         raise Refused(f".{dt} and .{ct} accumulators with .{at} multiplicands "
@@ -373,11 +375,42 @@ class _Warp:
 
 
 def _compute_type(etype):
-    return {"f64": F64, "s8": I64, "u8": I64, "s32": I64}.get(etype, F32)
+    return {"f64": F64, "s8": I64, "u8": I64, "s32": I64}.get(etype, F32)     # f32 for the other floats
+
+
+def float8_value(bits: int, etype: str) -> float:
+    """The number an .e4m3 (no infinities; S.1111.111 is NaN) or .e5m2 (IEEE's rules) byte
+    stands for (PTX ISA, "Alternate Floating Point Data Formats")."""
+    ebits, mbits, bias = (4, 3, 7) if etype == "e4m3" else (5, 2, 15)
+    sign = -1.0 if bits & 0x80 else 1.0
+    e, m = (bits >> mbits) & ((1 << ebits) - 1), bits & ((1 << mbits) - 1)
+    top = (1 << ebits) - 1
+    if etype == "e4m3" and e == top and m == (1 << mbits) - 1 or etype == "e5m2" and e == top and m:
+        return float("nan")
+    if etype == "e5m2" and e == top:
+        return sign * float("inf")
+    if e == 0:
+        return sign * m * 2.0 ** (1 - bias - mbits)
+    return sign * (1 + m / (1 << mbits)) * 2.0 ** (e - bias)
+
+
+def _float8_table(module, etype):
+    """The global constant [256 x float] of float8_value."""
+    name = f"anycuda.matrix.{etype}"
+    g = module.globals.get(name)
+    if g is None:
+        ty = ir.ArrayType(F32, 256)
+        g = ir.GlobalVariable(module, ty, name=name)
+        g.initializer = ir.Constant(ty, [float8_value(v, etype) for v in range(256)])
+        g.global_constant = True
+        g.linkage = "internal"
+    return g
 
 
 def _to_compute(b, bits_value, etype):
     """An element's bits (iN) as the type the product is computed in, exactly."""
+    if etype in FLOAT8:
+        return b.load(b.gep(_float8_table(b.module, etype), [i32(0), b.zext(bits_value, I32)]))
     if etype == "f16":
         return b.fpext(b.bitcast(bits_value, F16), F32)
     if etype == "bf16":
