@@ -483,10 +483,10 @@ def _emit_product(fn, p: Product):
     w = _Warp(fn)
     b = w.b
     m, n, k = p.a.rows, p.b.cols, p.a.cols
-    ct = _compute_type(p.c.etype)
-    mt = _compute_type(p.a.etype)
-    A = b.alloca(ir.ArrayType(mt, m * k), name="A")
-    B = b.alloca(ir.ArrayType(mt, k * n), name="B")
+    ct = _compute_type(p.c.etype)          # every form's multiplicands compute in its accumulators' type
+    assert _compute_type(p.a.etype) == ct == _compute_type(p.b.etype), p.name
+    A = b.alloca(ir.ArrayType(ct, m * k), name="A")
+    B = b.alloca(ir.ArrayType(ct, k * n), name="B")
     C = b.alloca(ir.ArrayType(ct, m * n), name="C")
     for matrix in (A, B, C):
         b.store(ir.Constant(matrix.type.pointee, None), matrix)
