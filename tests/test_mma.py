@@ -19,7 +19,7 @@ from anycuda import cudac
 from anycuda.compiler.ops import table
 from anycuda.compiler.vector import blockops, warpregions, warpruns
 from anycuda.ptx import PtxError, parse
-from anycuda.runtime.errors import CudaError
+from anycuda.runtime.errors import CudaError, CUresult
 from anycuda.runtime.program import load_program
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
@@ -546,3 +546,17 @@ def test_matrix_and_shuffle_collectives_in_one_kernel(rng):
         for o in (16, 8, 4, 2, 1):
             lane_sums = [np.float32(lane_sums[l] + lane_sums[l ^ o]) for l in range(32)]
         assert sums.get()[w] == lane_sums[0]
+
+
+@pytest.mark.parametrize("text", [
+    "ldmatrix.sync.aligned.m8n8.x1.b16 {%r1}, [%rd1];",
+    "stmatrix.sync.aligned.m8n8.x1.b16 [%rd1], {%r1};",
+])
+def test_a_bad_row_address_is_an_illegal_address(text):
+    """A row address that points nowhere ends the launch as a GPU's would, from the warp's
+    resolver as from a lane's own access."""
+    ptx = (".visible .entry k()\n{\n.reg .b32 %r<9>; .reg .b64 %rd<2>;\nmov.u64 %rd1, 16;\nmov.b32 %r1, 0;\n"
+           + text + "\nret;\n}\n")
+    with pytest.raises(CudaError) as e:
+        launch(ptx, "k", (2, 1, 1), (64, 1, 1))
+    assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
