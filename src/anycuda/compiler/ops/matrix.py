@@ -45,8 +45,6 @@ from .fragments import LANES, MMA_FORMS, WMMA_FORMS, Fragment, mma_fragment, wmm
 from .table import handles
 
 SLOT = 8                                       # bytes per register slot of a lane's matrix area
-AREA_SLOTS = 32                                # the most a form uses: wmma's f32 a, b, c, d (8 each)
-AREA_BYTES = SLOT * AREA_SLOTS
 INTEGERS = ("s8", "u8")
 FLOAT8 = ("e4m3", "e5m2")
 
@@ -184,13 +182,18 @@ def _wmma_memory_form(inst):
 
 
 # ---------------------------------------------------------------- the lane's side
-def _area(f) -> int:
-    """The frame offset of this kernel's matrix area (AREA_BYTES, made at its first use)."""
-    off = getattr(f, "_matrix_area", None)
+def _area(f, slots) -> int:
+    """The frame offset of this kernel's matrix area, made at its first use at the frame's
+    end and grown to the most `slots` an instruction asks for (at most 32: wmma's f32 a, b,
+    c and d). Nothing else takes frame space while instructions are lowered (the .local
+    variables have theirs before), so the area stays last and can grow."""
+    off, size = getattr(f, "_matrix_area", (None, 0))
     if off is None:
         off = (f.frame_size + SLOT - 1) // SLOT * SLOT
-        f.frame_size = off + AREA_BYTES
-        f._matrix_area = off
+    assert size == 0 or f.frame_size == off + size, "the frame grew past the matrix area"
+    size = max(size, SLOT * slots)
+    f.frame_size = off + size
+    f._matrix_area = (off, size)
     return off
 
 
@@ -213,7 +216,7 @@ def _suspend(f, resolver, words, results):
         raise f.error(f"{f.inst.opcode} inside a device function that was not inlined is not supported",
                       UnsupportedPtx)
     b = f.b
-    area = _area(f)
+    area = _area(f, max([len(words)] + [slot + 1 for _, slot, _ in results]))
     for slot, word in enumerate(words):
         b.store(word, _slot(b, f.ctx, area, slot))
 
