@@ -291,3 +291,80 @@ def test_cuda_wmma_gemm(rng):
     got = out.get()
     assert np.allclose(got, alpha * acc + beta * C, rtol=1e-5, atol=1e-5)
     assert np.allclose(got, 1.5 * (A.astype(np.float64) @ B.astype(np.float64)) - 0.5 * C, rtol=1e-3, atol=1e-3)
+
+
+FORMS_CUDA = r"""
+#include <mma.h>
+#include <cuda_bf16.h>
+using namespace nvcuda;
+// One tile per warp: D = A * B + C with A row-major (lda = K), B column-major (ldb = K), C/D row-major.
+template <int M, int N, int K, typename TI, typename TS, typename TA>
+__device__ void tile(const TS *a, const TS *b, const TA *c, TA *d) {
+    int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    wmma::fragment<wmma::matrix_a, M, N, K, TI, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, M, N, K, TI, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, M, N, K, TA> fc;
+    wmma::load_matrix_sync(fa, a + w * M * K, K);
+    wmma::load_matrix_sync(fb, b + w * K * N, K);
+    wmma::load_matrix_sync(fc, c + w * M * N, N, wmma::mem_row_major);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(d + w * M * N, fc, N, wmma::mem_row_major);
+}
+extern "C" __global__ void bf16_32x8(const __nv_bfloat16 *a, const __nv_bfloat16 *b, const float *c, float *d) { tile<32, 8, 16, __nv_bfloat16, __nv_bfloat16, float>(a, b, c, d); }
+extern "C" __global__ void f16_8x32(const half *a, const half *b, const half *c, half *d) { tile<8, 32, 16, half, half, half>(a, b, c, d); }
+extern "C" __global__ void s8_16x16(const signed char *a, const signed char *b, const int *c, int *d) { tile<16, 16, 16, signed char, signed char, int>(a, b, c, d); }
+extern "C" __global__ void f64_8x8(const double *a, const double *b, const double *c, double *d) { tile<8, 8, 4, double, double, double>(a, b, c, d); }
+extern "C" __global__ void tf32_16x16(const float *a, const float *b, const float *c, float *d) {
+    int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
+    wmma::load_matrix_sync(fa, a + w * 128, 8);
+    wmma::load_matrix_sync(fb, b + w * 128, 8);
+    for (int i = 0; i < fa.num_elements; i++) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+    for (int i = 0; i < fb.num_elements; i++) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+    wmma::load_matrix_sync(fc, c + w * 256, 16, wmma::mem_row_major);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(d + w * 256, fc, 16, wmma::mem_row_major);
+}
+"""
+
+# kernel: (M, N, K, multiplicand dtype, accumulator dtype)
+CUDA_FORMS = {"bf16_32x8": (32, 8, 16, "bf16", np.float32), "f16_8x32": (8, 32, 16, np.float16, np.float16),
+              "s8_16x16": (16, 16, 16, np.int8, np.int32), "f64_8x8": (8, 8, 4, np.float64, np.float64),
+              "tf32_16x16": (16, 16, 8, "tf32", np.float32)}
+
+
+@pytest.mark.parametrize("kernel", sorted(CUDA_FORMS))
+def test_cuda_wmma_forms(rng, kernel):
+    """nvcuda::wmma's other shapes and types as nvcc writes them (generic addresses, .rn on
+    f64, cvt.rna.tf32.f32 on a fragment's elements), one tile per warp."""
+    mod = nvcc_module(FORMS_CUDA, "wmma_forms.cu")
+    m, n, k, ti, ta = CUDA_FORMS[kernel]
+    warps = NWARPS
+    if ti == "bf16":
+        a, b = random_matrix(rng, "bf16", (warps, m, k)), random_matrix(rng, "bf16", (warps, n, k))
+        av, bv = value(a, "bf16"), value(b, "bf16")
+    elif ti == "tf32":
+        a, b = random_matrix(rng, "f32", (warps, m, k)), random_matrix(rng, "f32", (warps, n, k))
+        rna = lambda x: ((x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)  # noqa: E731
+        av, bv = rna(a), rna(b)
+    elif ti == np.int8:
+        a, b = random_matrix(rng, "s8", (warps, m, k)), random_matrix(rng, "s8", (warps, n, k))
+        av, bv = a, b
+    else:
+        a, b = rng.standard_normal((warps, m, k)).astype(ti), rng.standard_normal((warps, n, k)).astype(ti)
+        av, bv = a, b
+    c = (rng.integers(-1000, 1000, (warps, m, n)) if ta == np.int32 else rng.standard_normal((warps, m, n))).astype(ta)
+    d = ac.asarray(np.full((warps, m, n), -1 if ta == np.int32 else np.nan, ta))
+    mod.get_function(kernel)((BLOCKS,), (WARPS * 32,), (ac.asarray(a), ac.asarray(b), ac.asarray(c), d))
+    got = d.get()
+    for w in range(warps):
+        A, B = av[w], bv[w].T                      # b holds B column-major: B's columns as rows
+        if ta == np.int32:
+            ref = (A.astype(np.int64) @ B.astype(np.int64) + c[w]).astype(np.int32)
+        elif ta == np.float64:
+            ref = reference(A, B, c[w], "f64", "f64", "f64", False)
+        else:
+            ref = sequential(A, B, c[w])
+        assert np.array_equal(got[w], ref.astype(ta)), w
