@@ -592,3 +592,35 @@ def test_a_bad_row_address_is_an_illegal_address(text):
     with pytest.raises(CudaError) as e:
         launch(ptx, "k", (2, 1, 1), (64, 1, 1))
     assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+
+
+GRID_STRIDE_CUDA = r"""
+// Each warp takes tiles w, w + warps, ... of a grid-stride loop (whose back edge the block
+// function may give way at): one m16n8k8 product per tile.
+extern "C" __global__ void tiles(const unsigned *a, const unsigned *b, float *d, int ntiles) {
+    int lane = threadIdx.x % 32;
+    int warps = gridDim.x * blockDim.x / 32;
+    for (int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32; w < ntiles; w += warps) {
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+        int t = w * 32 + lane;
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[2 * t]), "r"(a[2 * t + 1]), "r"(b[t]));
+        for (int i = 0; i < 4; ++i) d[4 * t + i] = c[i];
+    }
+}
+"""
+
+
+def test_mma_in_a_grid_stride_loop(rng):
+    mod = nvcc_module(GRID_STRIDE_CUDA, "mma_tiles.cu")
+    ntiles = 11
+    la, lb, lc = _isa("m16n8k8", "a", "16"), _isa("m16n8k8", "b", "16"), _isa("m16n8k8", "c", "f32")
+    mats = [(rng.standard_normal((16, 8)).astype(np.float16), rng.standard_normal((8, 8)).astype(np.float16))
+            for _ in range(ntiles)]
+    a = np.concatenate([to_fragments(A, la).view(np.uint32).reshape(32, -1) for A, _ in mats])
+    b = np.concatenate([to_fragments(B, lb).view(np.uint32).reshape(32, -1) for _, B in mats])
+    d = ac.asarray(np.full((ntiles * 32, 4), np.nan, np.float32))
+    mod.get_function("tiles")((2,), (64,), (ac.asarray(a), ac.asarray(b), d, np.int32(ntiles)))
+    got = d.get()
+    for w, (A, B) in enumerate(mats):
+        assert np.array_equal(from_fragments(got[w * 32:(w + 1) * 32], lc), sequential(A, B, np.zeros((16, 8), np.float32)))
