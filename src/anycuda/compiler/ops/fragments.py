@@ -7,7 +7,7 @@ A fragment is a lane's share of a matrix: `regs` registers of `reg_bits` bits, e
 
 mma.sync's layouts are the ISA's (PTX ISA, "Matrix Fragments for mma.mMnNkK"): each written
 below as the ISA's formula of groupID = laneid >> 2 and threadID_in_group = laneid % 4.
-wmma's layouts are implementation-defined on GPUs; ours (WMMA) puts the matrix's elements in
+wmma's layouts are implementation-defined on GPUs; ours (wmma_fragment) puts the matrix's elements in
 row-major order lane after lane (lane l's element i is element (l * n + i) mod rows * cols),
 so that load, mma and store agree; where the ISA gives a fragment more elements than the
 matrix has per lane (.f16 multiplicands), the lanes of the second half hold copies.
