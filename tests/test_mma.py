@@ -235,7 +235,8 @@ def test_mma_float8(rng, at, bt, acc):
         finite = [v for v in range(256) if abs(float8(v, etype)) <= limit]
         return rng.choice(finite, shape).astype(np.uint8)
     mats = [(draw(at, (16, 32)), draw(bt, (32, 8)),
-             rng.standard_normal((16, 8)).astype(np.float16 if acc == "f16" else np.float32)) for _ in range(WARPS * BLOCKS)]
+             rng.standard_normal((16, 8)).astype(np.float16 if acc == "f16" else np.float32))
+            for _ in range(WARPS * BLOCKS)]
     la, lb, lc = _isa("m16n8k32", "a", "8"), _isa("m16n8k32", "b", "8"), _isa("m16n8k32", "c", acc)
     word = np.uint32 if acc == "f16" else np.float32
     got = run_mma(f"mma.sync.aligned.m16n8k32.row.col.{acc}.{at}.{bt}.{acc}", la, lb, lc, lc, mats,
@@ -436,13 +437,15 @@ ret;
     ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, {%r1,%r2}, {%r3,%r4}, "
      "{%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8};", ("mma", "m8n8k4", "f16")),
     ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
-     "{%r5,%r6}, {%f1,%f2,%f3,%f4};", ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32", "kind::f8f6f4")),
+     "{%r5,%r6}, {%f1,%f2,%f3,%f4};",
+     ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32", "kind::f8f6f4")),
     ("mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, {%r5}, "
      "{%f1,%f2,%f3,%f4};", ("mma", "m16n8k16", "e4m3")),
     ("mma.sync.aligned.m16n8k16.row.col.f16.bf16.bf16.f16 {%r1,%r2}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%r1,%r2};",
      ("mma", "bf16", "f16")),
     ("mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32 {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};", ("mma", "m8n8k32", "s4")),
-    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r1,%r2}, [%rd1];", ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "m16n16")),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r1,%r2}, [%rd1];",
+     ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "m16n16")),
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, 1, 1, 1, 1, 1;",
      ("wgmma.mma_async",)),
     ("tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, 1;", ("tcgen05.mma",)),
@@ -547,9 +550,11 @@ MIXED_CUDA = r"""
 extern "C" __global__ void mma_then_reduce(const unsigned *a, const unsigned *b, float *d, float *sums) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[4 * t]), "r"(a[4 * t + 1]), "r"(a[4 * t + 2]), "r"(a[4 * t + 3]), "r"(b[2 * t]), "r"(b[2 * t + 1]));
+                 : "r"(a[4 * t]), "r"(a[4 * t + 1]), "r"(a[4 * t + 2]), "r"(a[4 * t + 3]),
+                   "r"(b[2 * t]), "r"(b[2 * t + 1]));
     for (int i = 0; i < 4; ++i) d[4 * t + i] = c[i];
     float s = (c[0] + c[1]) + (c[2] + c[3]);
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
@@ -623,4 +628,5 @@ def test_mma_in_a_grid_stride_loop(rng):
     mod.get_function("tiles")((2,), (64,), (ac.asarray(a), ac.asarray(b), d, np.int32(ntiles)))
     got = d.get()
     for w, (A, B) in enumerate(mats):
-        assert np.array_equal(from_fragments(got[w * 32:(w + 1) * 32], lc), sequential(A, B, np.zeros((16, 8), np.float32)))
+        want = sequential(A, B, np.zeros((16, 8), np.float32))
+        assert np.array_equal(from_fragments(got[w * 32:(w + 1) * 32], lc), want)

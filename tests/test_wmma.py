@@ -65,7 +65,8 @@ def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=Fal
     D = A * B + C, stores D; with `scale`, each lane doubles its C elements first (as user
     code does with frag.x[i]) to show element-wise access agrees with load and store."""
     m, n, k = dims(shape)
-    regs = {"a": REGISTERS[(shape, "s8" if at == "u8" else at, "a")], "b": REGISTERS[(shape, "s8" if bt == "u8" else bt, "b")],
+    regs = {"a": REGISTERS[(shape, "s8" if at == "u8" else at, "a")],
+            "b": REGISTERS[(shape, "s8" if bt == "u8" else bt, "b")],
             "c": 2 if ct == "f64" else ACCUMULATOR_REGISTERS[ct], "d": 2 if dt == "f64" else ACCUMULATOR_REGISTERS[dt]}
     rtype = {"a": REG_TYPE[at], "b": REG_TYPE[bt], "c": REG_TYPE[ct], "d": REG_TYPE[dt]}
     types = {"a": at, "b": bt, "c": ct, "d": dt}
@@ -80,7 +81,8 @@ def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=Fal
         span = (other[0] if layouts[x] == "row" else other[1]) * strides[x] * esize
         lines += [f"ld.param.u64 %rd{i}, [p{x}];", f"mul.wide.u32 %rd9, %r4, {span};", f"add.u64 %rd{i}, %rd{i}, %rd9;"]
     for i, x in enumerate("abc"):
-        lines.append(f"wmma.load.{x}.sync.aligned.{layouts[x]}.{shape}.global.{types[x]} {vec(x)}, [%rd{i}], {strides[x]};")
+        lines.append(f"wmma.load.{x}.sync.aligned.{layouts[x]}.{shape}.global.{types[x]} "
+                     f"{vec(x)}, [%rd{i}], {strides[x]};")
     if scale:
         for i in range(regs["c"]):
             lines.append(f"add.f32 %c{i}, %c{i}, %c{i};")
@@ -224,7 +226,8 @@ def test_elementwise_access_agrees_with_load_and_store(rng):
     doubles C in the product."""
     shape, lay = "m16n16k16", {"a": "row", "b": "col", "c": "row", "d": "row"}
     strides = {"a": 16, "b": 16, "c": 16, "d": 16}
-    mats = [(random_matrix(rng, "f16", (16, 16)), random_matrix(rng, "f16", (16, 16)), random_matrix(rng, "f32", (16, 16)))
+    mats = [(random_matrix(rng, "f16", (16, 16)), random_matrix(rng, "f16", (16, 16)),
+             random_matrix(rng, "f32", (16, 16)))
             for _ in range(NWARPS)]
     bufs = [np.concatenate([to_memory(mt[i], lay[x], 16, 0) for mt in mats]) for i, x in enumerate("abc")]
     out = np.full((NWARPS * 16, 16), np.nan, np.float32)
@@ -310,10 +313,20 @@ __device__ void tile(const TS *a, const TS *b, const TA *c, TA *d) {
     wmma::mma_sync(fc, fa, fb, fc);
     wmma::store_matrix_sync(d + w * M * N, fc, N, wmma::mem_row_major);
 }
-extern "C" __global__ void bf16_32x8(const __nv_bfloat16 *a, const __nv_bfloat16 *b, const float *c, float *d) { tile<32, 8, 16, __nv_bfloat16, __nv_bfloat16, float>(a, b, c, d); }
-extern "C" __global__ void f16_8x32(const half *a, const half *b, const half *c, half *d) { tile<8, 32, 16, half, half, half>(a, b, c, d); }
-extern "C" __global__ void s8_16x16(const signed char *a, const signed char *b, const int *c, int *d) { tile<16, 16, 16, signed char, signed char, int>(a, b, c, d); }
-extern "C" __global__ void f64_8x8(const double *a, const double *b, const double *c, double *d) { tile<8, 8, 4, double, double, double>(a, b, c, d); }
+typedef __nv_bfloat16 bf16;
+typedef signed char s8;
+extern "C" __global__ void bf16_32x8(const bf16 *a, const bf16 *b, const float *c, float *d) {
+    tile<32, 8, 16, bf16, bf16, float>(a, b, c, d);
+}
+extern "C" __global__ void f16_8x32(const half *a, const half *b, const half *c, half *d) {
+    tile<8, 32, 16, half, half, half>(a, b, c, d);
+}
+extern "C" __global__ void s8_16x16(const s8 *a, const s8 *b, const int *c, int *d) {
+    tile<16, 16, 16, s8, s8, int>(a, b, c, d);
+}
+extern "C" __global__ void f64_8x8(const double *a, const double *b, const double *c, double *d) {
+    tile<8, 8, 4, double, double, double>(a, b, c, d);
+}
 extern "C" __global__ void tf32_16x16(const float *a, const float *b, const float *c, float *d) {
     int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
     wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
