@@ -96,6 +96,11 @@ def lt_program(tmp_path_factory):
     return _build(tmp_path_factory.mktemp("cublaslt"), "cublaslt_calls", "libcublasLt.so.13")
 
 
+@pytest.fixture(scope="module")
+def legacy_program(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("cublas_legacy"), "cublas_legacy", "libcublas.so.13")
+
+
 def run(program, tmp_path, rng):
     pool = rng.standard_normal(200_000)
     pool.tofile(tmp_path / "pool.bin")
@@ -173,7 +178,7 @@ def test_cublas_program_gives_numpys_answers(program, tmp_path, rng):
     for name in ("lda_too_small", "negative_m", "bad_operation", "bad_pointer_mode"):     # 12.
         assert said[name] == "7", name
     assert said["unsupported_types"] == "15" and said["not_implemented"] == "15"
-    assert "cublasSrotg_v2 is not implemented" in stderr
+    assert "cublasCherkEx is not implemented" in stderr
     assert said["status_name"] == "CUBLAS_STATUS_INVALID_VALUE"
 
     assert said["same_stream"] == "1"                        # 13. ordered after the kernel
@@ -214,3 +219,52 @@ def test_cublaslt_layer_forward_and_backward(lt_program, tmp_path, rng):
     np.testing.assert_allclose(col(got["dweight"], C, OC), inp @ stored_dpre.T, rtol=3e-2, atol=6e-2)
     np.testing.assert_allclose(got["dbias"], stored_dpre.sum(axis=1), rtol=3e-2, atol=6e-2)
     assert out.at == len(out.data)
+
+
+def test_cublas_legacy_program_gives_numpys_answers(legacy_program, tmp_path, rng):
+    """cublas.h's API: no handle, scalars (complex too) by value, characters, returned results,
+    cublasGetError; a v2 rotg and batched gemv beside it."""
+    p, out, said, stderr = run(legacy_program, tmp_path, rng)
+    m, n, k, count = 37, 29, 21, 3
+    f32 = dict(rtol=2e-5, atol=2e-5)
+    assert said["dot_before_init"] == "0"
+    assert said["before_init"] == "1" and said["after_reading"] == "0"       # NOT_INITIALIZED, read once
+
+    A, B, C0 = p.take(k * m, np.float32), p.take(k * n, np.float32), p.take((m + 2) * n, np.float32)   # 2.
+    got = out.read((m + 2) * n, np.float32)
+    want = 1.5 * col(A, k, m).T.astype(np.float64) @ col(B, k, n) - 0.5 * col(C0, m, n, m + 2)
+    np.testing.assert_allclose(col(got, m, n, m + 2), want, **f32)
+    assert np.array_equal(got.reshape(n, m + 2)[:, m:], C0.reshape(n, m + 2)[:, m:])
+
+    A, x, _ = p.take(m * n), p.take(n), p.take(m)                                # 3.
+    y = out.read(m, np.float64)
+    np.testing.assert_allclose(y, 2 * col(A, m, n) @ x, rtol=1e-12, atol=1e-12)
+    assert float(said["ddot"]) == pytest.approx(y @ y, rel=1e-12)
+    assert float(said["dnrm2"]) == pytest.approx(np.linalg.norm(x), rel=1e-12)
+    assert int(said["idamax"]) == np.argmax(np.abs(x)) + 1
+
+    A, B = p.take(2 * k * m).view(np.complex128), p.take(2 * k * n).view(np.complex128)     # 4.
+    got = out.read(m * n, np.complex128)
+    np.testing.assert_allclose(col(got, m, n), (1 - 2j) * col(A, k, m).conj().T @ col(B, k, n), rtol=1e-12,
+                               atol=1e-12)
+    x, y = p.take(2 * n, np.float32).view(np.complex64), p.take(2 * n, np.float32).view(np.complex64)
+    re, im = (float(v) for v in said["cdotc"].split())
+    assert re + 1j * im == pytest.approx(np.vdot(x.astype(np.complex128), y), rel=1e-5, abs=1e-5)
+
+    p.take(4)                                                                     # 5. errors
+    assert said["bad_character"] == "7" and said["read_twice"] == "0" and said["negative_n"] == "7"
+    assert said["alloc_zero"] == "7"
+
+    x = p.take(n, np.float32)                                                     # 6. kernel stream
+    np.testing.assert_allclose(out.read(n, np.float32), 3 * x, **f32)
+
+    a, b = p.take(2, np.float32)                                                  # 7. v2 rotg, gemvBatched
+    r, z, c, s = (float(v) for v in said["rotg"].split())
+    assert c * c + s * s == pytest.approx(1, abs=1e-6)
+    assert c * a + s * b == pytest.approx(r, rel=1e-5, abs=1e-6) and abs(-s * a + c * b) < 1e-5
+    assert z == pytest.approx(s if abs(a) > abs(b) else 1 / c, rel=1e-5)
+    inputs = [(p.take(m * n), p.take(m)) for _ in range(count)]
+    for A, x in inputs:
+        np.testing.assert_allclose(out.read(n, np.float64), 0.5 * col(A, m, n).T @ x, rtol=1e-12, atol=1e-12)
+    assert out.at == len(out.data)
+    assert said["shutdown_twice"] == "1"

@@ -101,7 +101,7 @@ def cmd_run(args) -> int:
     import sysconfig
 
     from .shim.build import _module_paths, shim_dir
-    from .shim.libraries import DROP_INS
+    from .shim.libraries import PRELOADED
     from .shim.standins import NVJITLINK_STANDINS, NVRTC_STANDINS, nvrtc_folders
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
@@ -131,8 +131,9 @@ def cmd_run(args) -> int:
         env["ANYCUDA_NVRTC_DIRS"] = os.pathsep.join(dict.fromkeys(folders))
     if replaced("LIBRARIES"):
         # a program linked against NVIDIA's cuBLAS (or loading it, as CuPy does) gets anycuda's,
-        # whether or not NVIDIA's is installed; ANYCUDA_LIBRARIES=1 keeps NVIDIA's
-        preload += [os.path.join(paths[0], name) for name in DROP_INS]
+        # whether or not NVIDIA's is installed; ANYCUDA_LIBRARIES=1 keeps NVIDIA's. (libcufftw is
+        # found on LD_LIBRARY_PATH instead: preloaded, its FFTW names would replace a real FFTW's)
+        preload += [os.path.join(paths[0], name) for name in PRELOADED]
     if replaced("PTXAS"):
         # Triton assembles its PTX with the ptxas it is told of: anycuda's keeps the PTX
         env["TRITON_PTXAS_PATH"] = _ptxas_standin()

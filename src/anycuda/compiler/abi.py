@@ -45,6 +45,7 @@ LAUNCH_ERR_UNSUPPORTED = 4
 LAUNCH_ERR_OUT_OF_MEMORY = 5
 LAUNCH_ERR_BARRIER_DEADLOCK = 6   # a block's threads wait at barriers that can never complete
 LAUNCH_ERR_GRID_DEADLOCK = 7      # blocks wait at a grid barrier that the others never reach
+LAUNCH_ERR_MBARRIER_DEADLOCK = 8  # a block's threads wait for mbarrier phases that can never complete
 
 # The grid workspace of a cooperative launch, zeroed for each launch. Its first 8 bytes are
 # what CUDA's cooperative groups read (cooperative_groups/details/driver_abi.h: u32 size,
@@ -84,6 +85,9 @@ MAX_BLOCK_THREADS = 1024     # the runtime refuses larger blocks (runtime/progra
 # WAIT_BAR: reached a barrier, its warp not yet counted there; BAR_ARRIVED: its warp counted,
 # waiting for the barrier to complete
 THREAD_RUN, THREAD_WAIT_WARP, THREAD_WAIT_BAR, THREAD_EXITED, THREAD_BAR_ARRIVED = 0, 1, 2, 3, 4
+# an mbarrier test failed: the thread waits until the mbarrier changes or nothing else of its
+# block can run (simt/mbarrierwaits.py); op_a is the object's address, res the word it saw
+THREAD_WAIT_MBAR = 5
 
 # The 16 named barriers of a block, each 4 i32 in a table the block function owns:
 # warps arrived, warps expected (0: every warp with a non-exited thread), threads arrived,
@@ -130,6 +134,7 @@ SITE_KINDS = [
     "redux_and", "redux_or", "redux_xor",
     "activemask", "warp_sync", "bar_arrive",
     "yield",          # waits for nothing: the thread may go on at once (a grid-stride loop's back edge)
+    "mbar_wait",      # after a failed mbarrier test (THREAD_WAIT_MBAR)
     "matrix",         # mma, wmma.mma, ldmatrix, stmatrix, movmatrix: op_a its resolver, op_b its area (compiler/ops/matrix.py)
 ]
 SITE = {name: i for i, name in enumerate(SITE_KINDS)}

@@ -1,4 +1,4 @@
-"""anycuda's own CUDA libraries: the semantics of cuBLAS, cuBLASLt, cuRAND and cuFFT on
+"""anycuda's own CUDA libraries: the semantics of cuBLAS, cuBLASLt, cuRAND, cuFFT and cuFFTW on
 maintained CPU libraries (OpenBLAS, pocketfft), one subpackage each.
 
 Layer: above `driver/` (a library call is work queued on a CUDA stream through

@@ -815,7 +815,8 @@ class _Parser:
                         raise self.fail(f"expected a register after '|', found {self.describe()}")
                     self.advance()
                     second = self.name_operand(self.texts[j], j)
-                    if not isinstance(op, ir.Reg) or not isinstance(second, ir.Reg):
+                    # (elect.sync's lane may be the sink: `_|%p`)
+                    if not isinstance(op, ir.Reg) and op != ir.Sym("_") or not isinstance(second, ir.Reg):
                         raise self.error("'|' joins two registers", i)
                     return ir.Pair(op, second)
                 if nt in ("+", "-") and isinstance(op, ir.Sym) and op.name != "_":

@@ -505,6 +505,11 @@ class KernelImage:
                             f"{where}: barrier deadlock: threads wait at barriers that can never complete "
                             "(a thread count that the warps still running cannot reach, or lanes of one warp "
                             "at different barriers)")
+        if L.error == abi.LAUNCH_ERR_MBARRIER_DEADLOCK:
+            raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED,
+                            f"{where}: mbarrier deadlock: threads wait for mbarrier phases that can never "
+                            "complete (their pending arrivals or transaction bytes come from no thread still "
+                            "running); a GPU would hang here")
         if L.error == abi.LAUNCH_ERR_GRID_DEADLOCK:
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED,
                             f"{where}: grid barrier deadlock: blocks waited {grid_sync_timeout():g} s at a grid "

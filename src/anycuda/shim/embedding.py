@@ -134,10 +134,26 @@ static int anycuda_started(void) {
 # other entry point answers CUDA_ERROR_DEINITIALIZED, as NVIDIA's driver does while the process
 # shuts down. (cffi's exported functions all call through `_cffi_call_python`, defined before
 # this code, with each argument in an 8-byte slot of `args` and the result written over them.)
+#
+# A function whose result is not a status (legacy cuBLAS's `float cublasSdot`, `int
+# cublasIsamax`) answers a zero of its own type instead: writing the status there would hand the
+# program a made-up dot product or index. Its failure is kept, as the library's Python keeps it
+# (`valued_failed`), for the library's error getter (cublasGetError), which answers it once.
 _AFTER_FINALIZE = """
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 static const char *const anycuda_release_words[] = {"Destroy", "Unload", "Free", "Release", "Unregister", "Detach"};
+static const char *const anycuda_valued_names[] = {VALUED_NAMES};          /* sorted, then NULL */
+static const char anycuda_error_getter[] = ERROR_GETTER;
+static int anycuda_valued_status;          /* the last failure of a valued function, for the getter */
+static int anycuda_compare_names(const void *key, const void *member) {
+    return strcmp((const char *)key, *(const char *const *)member);
+}
+static int anycuda_is_valued(const char *name) {
+    size_t count = sizeof anycuda_valued_names / sizeof *anycuda_valued_names - 1;
+    return bsearch(name, anycuda_valued_names, count, sizeof *anycuda_valued_names, anycuda_compare_names) != NULL;
+}
 __attribute__((noinline)) static void anycuda_answer_without_python(struct _cffi_externpy_s *externpy, char *args,
                                                                     int code, int releases, const char *why) {
     static __thread char text[128];
@@ -156,6 +172,13 @@ __attribute__((noinline)) static void anycuda_answer_without_python(struct _cffi
         if (!strncmp(name, "PREFIX", sizeof "PREFIX" - 1) && strstr(name, anycuda_release_words[i]))
             result = 0;
     memset(args, 0, externpy->size_of_result);
+    if (anycuda_is_valued(name)) {                    /* its zero stays; the getter answers the status */
+        if (!strcmp(name, anycuda_error_getter))
+            *(int *)args = __atomic_exchange_n(&anycuda_valued_status, 0, __ATOMIC_SEQ_CST);
+        else if (result)
+            __atomic_store_n(&anycuda_valued_status, result, __ATOMIC_SEQ_CST);
+        return;
+    }
     if (externpy->size_of_result == sizeof(int))
         *(int *)args = result;
 }
@@ -186,17 +209,21 @@ static const char *anycuda_library_path(void) {
 }
 """
 
-def embedded_prelude(library: str, not_started: tuple, exiting: int, prefix: str) -> str:
+def embedded_prelude(library: str, not_started: tuple, exiting: int, prefix: str, valued=(),
+                     error_getter: str = "") -> str:
     """The C that every cffi-embedded library of anycuda starts with: libpython made visible,
     the library's own path, the start of its Python and the answers given without it.
     `not_started` is (code, name) of the status every call answers when Python cannot start,
     `exiting` the code answered once the interpreter has gone (releases, named by functions
-    starting with `prefix`, then succeed)."""
+    starting with `prefix`, then succeed). `valued` names the functions whose result is not a
+    status (they answer zero), `error_getter` the one of them that answers their last failure."""
     code, name = not_started
     startup = (_STARTUP.replace("SEED_CODE", json.dumps(SEED_CODE)).replace("LIBNAME", library)
                .replace("NOT_STARTED_NAME", name))
+    names = "".join(json.dumps(n) + ", " for n in sorted(set(valued), key=str.encode)) + "NULL"
     after = (_AFTER_FINALIZE.replace("NOT_STARTED_CODE", str(code)).replace("EXITING_CODE", str(exiting))
-             .replace("PREFIX", prefix))
+             .replace("PREFIX", prefix).replace("VALUED_NAMES", names)
+             .replace("ERROR_GETTER", json.dumps(error_getter)))
     return (_PROMOTE_PYTHON.replace("SONAME", sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
             + _SELF_PATH + startup + after)
 

@@ -25,11 +25,34 @@ def _say_once(text: str) -> None:
         sys.stderr.write(f"anycuda: {text}\n")
 
 
-def _integer(ffi, value):
-    """A C argument as a Python number (pointers and handles as integers, their address)."""
+def _argument(ffi, value):
+    """A C argument as a Python value: pointers and handles as integers (their address), a char
+    as its code, a cuComplex or cuDoubleComplex passed by value as a complex."""
     if isinstance(value, (int, float)):
         return value
+    if isinstance(value, bytes):
+        return value[0]
+    if ffi.typeof(value).kind == "struct":
+        return complex(value.x, value.y)
     return int(ffi.cast("uintptr_t", value))
+
+
+def _result(ffi, result: str, value, kept: dict):
+    """A Python result as the C type `result` (None, from a failed call, as zero or NULL)."""
+    if result == "void":
+        return None
+    if result == "const char *":
+        if value is None:
+            return ffi.NULL
+        if value not in kept:
+            kept[value] = ffi.new("char[]", value.encode())
+        return kept[value]
+    if result.endswith("*"):                     # an address (cuFFTW's plans and memory), NULL for None
+        return ffi.cast(result, value or 0)
+    if result in ("cuComplex", "cuDoubleComplex"):
+        value = complex(value or 0)
+        return ffi.new(result + " *", (value.real, value.imag))[0]
+    return 0 if value is None else value
 
 
 def define(ffi, lib, name: str) -> None:
@@ -39,37 +62,43 @@ def define(ffi, lib, name: str) -> None:
     Error, answer = status.Error, status.ANSWERS
     kept = {}
 
+    def run(cname, fn, args):
+        """(status, result) of `fn` on the C arguments: every exception becomes the library's status."""
+        try:
+            values = [_argument(ffi, a) for a in args]
+            if TRACE:
+                sys.stderr.write(f"anycuda: {cname}{tuple(values)}\n")
+            return answer["success"], fn(*values)
+        except Error as e:
+            if e.status != answer["quiet"] or TRACE:      # argument errors are the program's to handle
+                _say_once(f"{cname}: {e}")
+            return e.status, None
+        except CudaError as e:
+            _say_once(f"{cname}: {e}")
+            return answer["unsupported"] if e.code == CUresult.CUDA_ERROR_NOT_SUPPORTED else answer["failed"], None
+        except Exception:                   # noqa: BLE001 -- a bug of anycuda: say it, answer a status
+            _say_once(f"{cname}: internal error\n{traceback.format_exc()}")
+            return answer["internal"], None
+
     def entry(cname, fn):
         def call(*args):
-            try:
-                if TRACE:
-                    sys.stderr.write(f"anycuda: {cname}{tuple(_integer(ffi, a) for a in args)}\n")
-                fn(*[_integer(ffi, a) for a in args])
-                return answer["success"]
-            except Error as e:
-                if e.status != answer["quiet"] or TRACE:      # argument errors are the program's to handle
-                    _say_once(f"{cname}: {e}")
-                return e.status
-            except CudaError as e:
-                _say_once(f"{cname}: {e}")
-                return answer["unsupported"] if e.code == CUresult.CUDA_ERROR_NOT_SUPPORTED else answer["failed"]
-            except Exception:                   # noqa: BLE001 -- a bug of anycuda: say it, answer a status
-                _say_once(f"{cname}: internal error\n{traceback.format_exc()}")
-                return answer["internal"]
+            return run(cname, fn, args)[0]
         call.__name__ = cname
         return call
 
     for cname, (kinds, fn) in functions.table().items():
         ffi.def_extern(name=cname)(entry(cname, fn))
 
+    # a function whose result is not a status answers zero when it fails; the library may keep
+    # the status (`valued_failed`: cuBLAS's legacy routines keep it for cublasGetError)
+    failed = getattr(functions, "valued_failed", None)
+
     def valued(cname, fn, result):
         def call(*args):
-            value = fn(*[_integer(ffi, a) for a in args])
-            if result == "const char *":
-                if value not in kept:
-                    kept[value] = ffi.new("char[]", value.encode())
-                return kept[value]
-            return value
+            code, value = run(cname, fn, args)
+            if code != answer["success"] and failed is not None:
+                failed(cname, code)
+            return _result(ffi, result, value, kept)
         return call
 
     for cname, fn in functions.VALUED.items():

@@ -1,4 +1,4 @@
-"""The builds of anycuda's CUDA libraries (libcublas, libcublasLt, libcufft, libcurand, under each
+"""The builds of anycuda's CUDA libraries (libcublas, libcublasLt, libcufft, libcurand, libcufftw, under each
 soname programs ask for), each a cffi-embedded library like libcuda.so.1, sharing its Python.
 
 A library exports every function of its NVIDIA header: those anycuda implements are Python
@@ -25,6 +25,8 @@ class DropIn:
     sonames: tuple            # one build per soname (each its own SONAME)
     not_started: tuple        # (status, its name) every call answers when the library's Python cannot start
     not_supported: tuple      # (status, its name) of a function anycuda does not implement
+    error_getter: str = ""    # the function answering the last failure of one whose result is not a status
+    preloaded: bool = True    # `anycuda run` preloads it (else the loader finds it by soname on its path)
 
     @property
     def names_file(self) -> Path:
@@ -32,17 +34,31 @@ class DropIn:
 
 
 _CUBLAS_ANSWERS = dict(not_started=(1, "CUBLAS_STATUS_NOT_INITIALIZED"), not_supported=(15, "CUBLAS_STATUS_NOT_SUPPORTED"))
-LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), **_CUBLAS_ANSWERS),
+LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), **_CUBLAS_ANSWERS,
+                    error_getter="cublasGetError"),
              DropIn("cublasLt", "cublaslt", ("libcublasLt.so.13", "libcublasLt.so.12"), **_CUBLAS_ANSWERS),
              DropIn("cufft", "cufft", ("libcufft.so.12", "libcufft.so.11"), not_started=(7, "CUFFT_SETUP_FAILED"),
                     not_supported=(16, "CUFFT_NOT_SUPPORTED")),
              DropIn("curand", "curand", ("libcurand.so.10",), not_started=(203, "CURAND_STATUS_INITIALIZATION_FAILED"),
-                    not_supported=(103, "CURAND_STATUS_TYPE_ERROR")))
+                    not_supported=(103, "CURAND_STATUS_TYPE_ERROR")),
+             # FFTW's interface has no status: a planner that cannot answer gives NULL. Not preloaded:
+             # it exports FFTW's own names, which would take the place of a real FFTW the program uses
+             DropIn("cufftw", "cufftw", ("libcufftw.so.12", "libcufftw.so.11"), not_started=(0, "NULL (no plan)"),
+                    not_supported=(0, "nothing"), preloaded=False))
 DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
+PRELOADED = tuple(soname for lib in LIBRARIES if lib.preloaded for soname in lib.sonames)
 LIBRARY_SOURCES = tuple(lib.names_file.name for lib in LIBRARIES)
 
 _C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t", "f": "float",
-            "d": "double"}
+            "d": "double", "c": "char", "C": "cuComplex", "Z": "cuDoubleComplex"}
+
+# the by-value types some kinds and results name (cuComplex.h's float2 and double2: same size
+# and the same registers in the calling convention, so the alignment NVIDIA's gives them does not
+# change a call), declared for cffi and for the C compiler alike
+_VALUE_TYPES = """
+typedef struct { float x, y; } cuComplex;
+typedef struct { double x, y; } cuDoubleComplex;
+"""
 
 
 def c_parameters(kinds: str, wide: bool) -> str:
@@ -56,6 +72,12 @@ def implemented(lib: DropIn) -> dict:
     library's signature table (data only: pip's build reads it before numpy is installed)."""
     import importlib
     return importlib.import_module(f"anycuda.libraries.{lib.module}.signatures").c_signatures()
+
+
+def valued(lib: DropIn) -> tuple:
+    """The implemented functions whose C result is not a status (they answer zero when they fail)."""
+    import importlib
+    return tuple(importlib.import_module(f"anycuda.libraries.{lib.module}.signatures").VALUED)
 
 
 def public_names(lib: DropIn) -> list:
@@ -103,12 +125,13 @@ def build_libraries(folder: Path) -> None:
     """Compile each drop-in library, one file per soname, into `folder`."""
     for lib in LIBRARIES:
         table = implemented(lib)
-        source = ("#include <stddef.h>\n#include <stdint.h>\n"
-                  + embedded_prelude(lib.sonames[0], lib.not_started, lib.not_started[0], lib.name)
+        source = ("#include <stddef.h>\n#include <stdint.h>\n" + _VALUE_TYPES
+                  + embedded_prelude(lib.sonames[0], lib.not_started, lib.not_started[0], lib.name, valued(lib),
+                                     lib.error_getter)
                   + _stubs(lib))
         for soname in lib.sonames:
             module = "anycuda_" + soname.split(".so")[0].replace("-", "_") + "_" + soname.rsplit(".", 1)[-1]
-            compile_embedded(folder, module, soname, [_DECLARATIONS], _api(table), source,
+            compile_embedded(folder, module, soname, [_VALUE_TYPES, _DECLARATIONS], _api(table), source,
                              _INIT_CODE.replace("MODULE", module).replace("NAME", lib.module),
                              link_args=[f"-Wl,-soname,{soname}"])
 

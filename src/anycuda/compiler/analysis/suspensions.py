@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...ptx import ir
 
-WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask",
+WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask", "elect",
                     "mma", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix"}     # compiler/ops/matrix.py
 
 
@@ -34,12 +34,26 @@ def is_yield(inst: ir.Instruction) -> bool:
     return inst.opcode == YIELD
 
 
+# Where a thread waits after an mbarrier test that failed (ops/mbarrier.py puts one after each
+# mbarrier.test_wait and try_wait of a kernel); spelt like YIELD, so that no source can.
+MBARRIER_WAIT = "anycuda.mbarrier_wait"
+MBARRIER_TESTS = frozenset(("mbarrier.test_wait", "mbarrier.try_wait"))
+
+
+def is_mbarrier_wait(inst: ir.Instruction) -> bool:
+    return inst.opcode == MBARRIER_WAIT
+
+
 def is_suspension(inst: ir.Instruction) -> bool:
     """A thread stops here until other threads of its block or warp arrive (or, at a yield,
-    only lets the other threads of its block catch up)."""
-    return is_block_barrier(inst) or is_warp_collective(inst) or is_yield(inst)
+    only lets the other threads of its block catch up; at an mbarrier wait, until its
+    mbarrier changes)."""
+    return is_block_barrier(inst) or is_warp_collective(inst) or is_yield(inst) or is_mbarrier_wait(inst)
 
 
 def has_suspensions(body: list) -> bool:
-    """Whether a function body reaches a barrier, a warp collective or a yield itself."""
-    return any(isinstance(st, ir.Instruction) and is_suspension(st) for st in body)
+    """Whether a function body reaches a barrier, a warp collective or a yield itself, or an
+    mbarrier test (which becomes a test and a wait in a kernel: a device function holding
+    one is inlined as one that holds a barrier)."""
+    return any(isinstance(st, ir.Instruction) and (is_suspension(st) or st.opcode in MBARRIER_TESTS)
+               for st in body)

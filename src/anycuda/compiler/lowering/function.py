@@ -25,7 +25,7 @@ from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address,
                       store_field)
 from ..layout import decl_size, passed_parameters
-from ..ops import instructions
+from ..ops import instructions, mbarrier
 from ..simt import gridsync, probebounds
 from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_kind, width
 from ..vector import warpregions, warpruns
@@ -119,7 +119,7 @@ class FunctionLowering(Spills):
         self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
         self.inst = None
         self._analyses = {}               # key -> what `analysed` made once for this body
-        self._thread_offsets = {}         # element size -> i64 this thread's offset in spill arrays (spill_ptr)
+        self._thread_offsets = {}         # (element size, type) -> this thread's element of the spill arrays (spill_ptr)
 
     def analysed(self, key, make):
         """make(), made once per key for this function's body (the passes after lowering,
@@ -141,6 +141,8 @@ class FunctionLowering(Spills):
         # forms first: the passes read operands by place (the CFG a branch's target)
         self._check_forms(self.pfn.body)
         if self.is_kernel:
+            # a wait after each mbarrier test: its own sites, which no grid-stride yield may cross
+            self.pfn = dataclasses.replace(self.pfn, body=mbarrier.with_waits(self.pfn.body))
             self._insert_yields()
         body = self.pfn.body
         if self.is_kernel:
@@ -801,6 +803,8 @@ class FunctionLowering(Spills):
     def lower_instruction(self, inst: pir.Instruction):
         if suspensions.is_yield(inst):
             return self.suspend("yield", {}, None)
+        if suspensions.is_mbarrier_wait(inst):
+            return mbarrier.wait(self, inst)
         handler = instructions.HANDLERS[inst.opcode]      # (_check_forms: there is one)
         b = self.b
         if inst.guard is not None and inst.opcode != "bra":

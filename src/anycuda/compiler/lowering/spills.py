@@ -27,6 +27,11 @@ _FOLD = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b
          "shl": lambda a, b: a << b, "lshr": lambda a, b: a >> b}
 
 
+def _byte_width(ty) -> int:
+    """Bytes of an integer or floating-point LLVM type."""
+    return {"float": 4, "double": 8, "half": 2}.get(str(ty)) or ty.width // 8
+
+
 def _constant_int(v):
     """The unsigned value of an integer expression built from constants only (llvmlite's
     builder does not fold them), or None."""
@@ -350,21 +355,25 @@ class Spills:
         return total
 
     def spill_ptr(self, r):
-        b = self.b
         off, size = self.spill_slots[r]
         slot = self.reg(r)[0]
-        # arrays sized for the largest block: constant distances between them tell LLVM that
-        # they do not overlap. The thread's offset in arrays of each element size is made
-        # once per call (a kernel's sites reload and save hundreds of registers)
-        if size not in self._thread_offsets:
-            self._thread_offsets[size] = self.entry_value(lambda e: e.mul(e.sext(self.fn.args[6], I64), i64(size)))
-        i = self._thread_offsets[size]
-        if off:
-            i = b.add(i64(abi.MAX_BLOCK_THREADS * off), i)
         # a predicate is saved as a byte: the vectoriser refuses i1 memory accesses (their
         # vector would pack bits), and with them the whole loop over threads
         ty = I8 if slot.type.pointee == I1 else slot.type.pointee
-        return b.bitcast(b.gep(self.step_arg("spill"), [i]), ty.as_pointer())
+        # arrays sized for the largest block: constant distances between them tell LLVM that
+        # they do not overlap. This thread's element of the arrays of each type is addressed
+        # once per call (a kernel's sites reload and save hundreds of registers), each array
+        # then by a constant index from it: one instruction per access, not three
+        start = abi.MAX_BLOCK_THREADS * off
+        key = (size, str(ty))
+        if key not in self._thread_offsets:
+            self._thread_offsets[key] = self.entry_value(
+                lambda e: e.bitcast(e.gep(self.step_arg("spill"), [e.mul(e.sext(self.fn.args[6], I64), i64(size))]),
+                                    ty.as_pointer()))
+        first = self._thread_offsets[key]
+        if _byte_width(ty) != size or start % size:
+            raise AssertionError(f"spill slot of {size} bytes at {off} for {ty}")
+        return self.b.gep(first, [i64(start // size)]) if start else first
 
     def _recompute(self, regs, here):
         """Run again the definitions of registers that _plan_spills chose to recompute: those

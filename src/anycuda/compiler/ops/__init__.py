@@ -1,7 +1,9 @@
 """Ops: the scalar semantics of PTX instructions as LLVM IR, one thread at a time.
 
 `table` is the one handler table (opcode -> handler, operand counts); `instructions` holds the
-handlers of most families and imports `atomics` and `textures`, which register theirs there;
+handlers of most families and imports `atomics`, `textures`, `asynccopy` (cp.async and
+cp.async.bulk) and `mbarrier` (mbarrier objects, and the waits after their tests), which
+register theirs there;
 `bitops` and `floatops` are the named helpers for awkward integer and float operations;
 `calls` lowers `call` (the ABI of device functions and of the runtime's helpers); `matrix`
 lowers the warp matrix instructions (mma, wmma, ldmatrix, ...) from the fragment layouts of

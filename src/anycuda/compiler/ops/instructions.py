@@ -17,12 +17,12 @@ from .. import abi
 from ..analysis import guards
 from ..analysis.uniformity import constant_registers
 from ..cpu import streamstores
-from ..irutil import convert_bits, i32, i64, load_field
+from ..irutil import convert_bits, declare, i32, i64, load_field
 from ..simt import gridsync
 from ..simt.workspace import COLL_ARRAYS
 from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
                      vector_count, width)
-from . import atomics, bitops, floatops, textures  # noqa: F401 - atomics and textures register their handlers
+from . import asynccopy, atomics, bitops, floatops, mbarrier, textures  # noqa: F401 - those register their handlers
 from .calls import lower_call
 from . import matrix  # noqa: F401 - registers the warp matrix instructions (mma, wmma, ldmatrix)
 from .table import (BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts,  # noqa: F401 - the table, read through this module too
@@ -167,19 +167,28 @@ def isspacep(f, inst):
     f.write(inst.operands[0], res, "pred")
 
 
-HINTS = ("prefetch", "prefetchu", "nanosleep", "pmevent", "griddepcontrol", "brkpt", "discard", "applypriority")
+HINTS = ("prefetch", "prefetchu", "nanosleep", "pmevent", "griddepcontrol", "brkpt", "discard", "applypriority",
+         "setmaxnreg")
 
 
 @handles(*HINTS, mods=words(*(MODIFIERS[op] for op in HINTS)))
 def no_effect(f, inst):
     """Hints and debugging aids with no effect on the CPU, whatever their modifiers say
-    (griddepcontrol.wait: the grids of a stream run one after the other)."""
+    (griddepcontrol.wait: the grids of a stream run one after the other; setmaxnreg: a
+    thread's registers are not a shared budget here)."""
 
 
-@handles("membar", "fence", mods=MODIFIERS["membar"] | MODIFIERS["fence"])
+@handles("createpolicy", mods=MODIFIERS["createpolicy"])
+def createpolicy(f, inst):
+    """A cache policy is read only by .L2::cache_hint operands, hints here: any value does."""
+    f.write(inst.operands[0], i64(0), "b64")
+
+
+@handles("membar", "fence", "fence.proxy", mods=MODIFIERS["membar"] | MODIFIERS["fence"] | MODIFIERS["fence.proxy"])
 def fence(f, inst):
     """Every membar and fence is a sequentially consistent fence, which orders at least what
-    any of their orderings and scopes asks."""
+    any of their orderings and scopes asks; a proxy fence too (on the CPU every proxy is the
+    generic one: asynchronous copies are plain copies done when issued, ops/asynccopy.py)."""
     f.b.fence("seq_cst")
 
 
@@ -959,6 +968,23 @@ def redux(f, inst):
     mask = _membermask(f, inst, 2)
     _coll_store(f, "a", b.zext(a, I64))
     f.suspend(kind, {"op_mask": mask}, _result_writer(f, inst.operands[0], t))
+
+
+@handles("elect", mods="sync")
+def elect(f, inst):
+    """`d|p, membermask`: the leader is the lowest lane of the members that takes part (the
+    lane NVIDIA's GPUs elect): a ballot of the members, its lowest bit."""
+    if len(inst.operands) != 2 or not isinstance(inst.operands[0], pir.Pair):
+        raise f.error("elect.sync takes d|p, membermask")
+    _coll_store(f, "pred", i32(1))
+    dst = inst.operands[0]
+
+    def results(bb):
+        ballot = bb.trunc(f.thread_access(bb.load(_coll_slot(f, "res"))), I32)
+        leader = bb.call(declare(bb.module, "llvm.cttz.i32", I32, [I32, I1]), [ballot, ir.Constant(I1, 0)])
+        f.write(dst.first, leader, "u32")
+        f.write(dst.second, bb.icmp_unsigned("==", f.read(pir.SpecialReg("laneid", None), "u32"), leader), "pred")
+    f.suspend("vote_ballot", {"op_mask": _membermask(f, inst, 1)}, results)
 
 
 @handles("activemask", mods="b32")

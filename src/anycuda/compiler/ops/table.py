@@ -85,6 +85,15 @@ OPERAND_COUNTS = {
     **dict.fromkeys(("ld", "ldu", "st"), (2, 3)),            # an optional cache policy
     "cvt": (2, 3),                                           # a packed destination has two sources
     "shfl": (4, 5), "vote": (2, 3),                          # .sync forms add a member mask
+    "elect": (2,), "setmaxnreg": (1,), "fence.proxy": (0, 2),  # the tensormap acquire form: [a], size
+    # asynchronous copies and mbarriers: optional sizes, counts, hints and cache policies
+    **dict.fromkeys(("cp.async.commit_group", "cp.async.wait_all", "cp.async.bulk.commit_group"), (0,)),
+    **dict.fromkeys(("cp.async.wait_group", "cp.async.bulk.wait_group", "cp.async.mbarrier.arrive",
+                     "mbarrier.inval"), (1,)),
+    **dict.fromkeys(("mbarrier.init", "mbarrier.expect_tx", "mbarrier.complete_tx", "mbarrier.pending_count"), (2,)),
+    **dict.fromkeys(("mbarrier.arrive", "mbarrier.arrive_drop"), (2, 3)),
+    "mbarrier.test_wait": (3,), "mbarrier.try_wait": (3, 4), "cp.async": (3, 4, 5), "cp.async.bulk": (3, 4, 5),
+    "cp.async.bulk.prefetch": (2, 3), "createpolicy": (1, 2, 4),     # fractional, cvt, range
     **dict.fromkeys(("mma", "wmma.mma"), (4,)),              # d, a, b, c fragments
     **dict.fromkeys(("ldmatrix", "stmatrix", "movmatrix"), (2,)),
     **dict.fromkeys(("wmma.load", "wmma.store"), (2, 3)),    # an optional stride

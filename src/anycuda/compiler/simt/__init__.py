@@ -2,9 +2,9 @@
 
 `blockfunction` makes a kernel's block function from its step function: uniform rounds (one
 loop over the threads, vectorised by LLVM), general rounds thread by thread, and the sites where
-threads stop (barriers and warp collectives, resolved by `barriers` and `collectives`) over the
-block's workspace (`workspace`: frames, spill and collective arrays, turn areas); `gridsync`
-makes a cooperative launch's grid barrier wait; `probebounds` bounds a block's known branches
+threads stop (barriers, warp collectives and mbarrier waits, resolved by `barriers`,
+`collectives` and `mbarrierwaits`) over the block's workspace (`workspace`: frames, spill and
+collective arrays, turn areas); `gridsync` makes a cooperative launch's grid barrier wait; `probebounds` bounds a block's known branches
 before the guard probe runs thread by thread.
 
 Layer: above analysis/ (guards' probe protocol); below cpu/ (whose launch loop runs block

@@ -64,7 +64,8 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
     ISA counts arrivals per warp: a warp with exited threads still counts as a whole warp), and
     complete every barrier that has the warps it expects. Returns the number of threads that
     may run again; -1 when threads wait but no barrier can ever complete (the error is
-    recorded, naming the block from `header`)."""
+    recorded, naming the block from `header`); 0 when none can complete yet but threads wait
+    at mbarriers (mbarrierwaits.py decides)."""
     fn = module.globals.get("anycuda.resolve_barrier")
     if fn is not None:
         return fn
@@ -74,9 +75,9 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
     ws, fsize, n, kinds, bars, header = fn.args
     release = emit_release_barrier(module)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    names = ("released", "live_warps", "stuck", "live", "ready", "bar_id", "expect", "threads", "popc")
+    names = ("released", "live_warps", "stuck", "live", "ready", "bar_id", "expect", "threads", "popc", "mbar")
     v = {k: b.alloca(I32, name=k) for k in names}
-    for k, init in (("released", 0), ("live_warps", 0)):
+    for k, init in (("released", 0), ("live_warps", 0), ("mbar", 0)):
         b.store(i32(init), v[k])
     nwarps = b.udiv(b.add(n, i32(31)), i32(32))
     with for_range(b, i32(0), nwarps, "w") as w:
@@ -90,6 +91,9 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
             st = b.load(thread_state(b, fr))
             with b.if_then(b.icmp_signed("!=", st, i32(abi.THREAD_EXITED))):
                 b.store(i32(1), v["live"])
+                # a thread waiting at an mbarrier may still run (mbarrierwaits.py)
+                b.store(b.or_(b.load(v["mbar"]), b.zext(b.icmp_signed("==", st, i32(abi.THREAD_WAIT_MBAR)), I32)),
+                        v["mbar"])
                 waiting = b.icmp_signed("==", st, i32(abi.THREAD_WAIT_BAR))
                 with b.if_else(waiting) as (then, otherwise):
                     with then:
@@ -145,6 +149,7 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
             b.store(b.add(b.load(v["released"]), freed), v["released"])
     released = b.load(v["released"])
     deadlock = b.and_(b.icmp_signed("==", released, i32(0)), b.icmp_signed(">", live_warps, i32(0)))
+    deadlock = b.and_(deadlock, b.icmp_signed("==", b.load(v["mbar"]), i32(0)))
     with b.if_then(deadlock):
         # the error names the first thread left waiting
         b.store(n, v["stuck"])

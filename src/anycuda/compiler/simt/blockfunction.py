@@ -1,12 +1,12 @@
 """The block function: how one block's threads run on one CPU thread.
 
-Each thread runs through its step function until it reaches a site (a barrier or a warp
-collective), exits or traps. While the block's threads stop alike they run in uniform rounds
-(one loop over the threads that LLVM vectorises: see emit_block_function); otherwise in
-general rounds, thread by thread, after which the warps' collectives (collectives.py) and
-then the block's barriers (barriers.py) are resolved. No schedule can hang: every round
-either runs a thread or releases a barrier or a collective; a round that can do neither is a
-barrier deadlock, and the launch fails with LAUNCH_ERR_BARRIER_DEADLOCK.
+Each thread runs through its step function until it reaches a site (a barrier, a warp
+collective, a wait after a failed mbarrier test), exits or traps. While the block's threads stop
+alike they run in uniform rounds (one loop over the threads that LLVM vectorises); otherwise in
+general rounds, thread by thread, after which the warps' collectives (collectives.py), the
+block's barriers (barriers.py) and its mbarrier waits (mbarrierwaits.py) are resolved. No
+schedule can hang: every round runs a thread or releases a barrier, a collective or a wait; a
+block that cannot is a deadlock, and the launch fails (LAUNCH_ERR_BARRIER/MBARRIER_DEADLOCK).
 
 A kernel without sites needs none of this: its block is a plain loop over threads that
 reuses one frame, and the worker runs a chunk of its blocks in one call
@@ -29,6 +29,7 @@ from ..irutil import (at_function_start, collection_paused, declare, for_range, 
 from ..types import I1, I32, I64, PTR
 from .barriers import bar_slot, emit_resolve_barrier
 from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_collective
+from .mbarrierwaits import emit_released, stall_slots, wait_state
 from .workspace import C, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride, workspace_layout
 
 NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}
@@ -46,6 +47,7 @@ def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
     if abi.SITE["yield"] in site_kinds:
         # a thread at a yield waits for nothing
         waits = b.select(b.icmp_signed("==", kind, i32(abi.SITE["yield"])), i32(abi.THREAD_RUN), waits)
+    waits = wait_state(b, kind, waits, site_kinds)
     st = b.select(exited, i32(abi.THREAD_EXITED), waits)
     b.store(st, thread_state(b, fr))
     store_field(b, fr, C["resume"], code)
@@ -478,6 +480,7 @@ class _BlockFunction:
             bars_arr = b.alloca(bars_ty, name="bars")
             b.store(ir.Constant(bars_ty, None), bars_arr)
             self.bars = b.bitcast(bars_arr, I32.as_pointer())
+        self.mbar_seen = stall_slots(b) if abi.SITE["mbar_wait"] in nsites_kinds else None
         self.cur = b.alloca(I32, name="uniform.site")
         self.lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
         self.affine_holds = b.alloca(I1, name="affine.holds")
@@ -854,7 +857,7 @@ class _BlockFunction:
                         b.cbranch(at_yield, again_blk, stop)
                         b.position_at_end(stop)
                     _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
-            if any(k not in abi.BLOCK_SITE_KINDS and k != abi.SITE["yield"] for k in nsites_kinds):
+            if set(nsites_kinds) - abi.BLOCK_SITE_KINDS - {abi.SITE["yield"], abi.SITE["mbar_wait"]}:
                 released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds, self.coll])
                 nxt = fn.append_basic_block("warp.next")
                 b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
@@ -865,6 +868,9 @@ class _BlockFunction:
             resolved = fn.append_basic_block("resolved")
             b.cbranch(b.icmp_signed("<", released, i32(0)), self.fail, resolved)
             b.position_at_end(resolved)
+            # and threads waiting at mbarriers, when their words changed or nothing else can run
+            waits = [ws, fsize, n, released, self.header]
+            released = b.add(released, emit_released(b, self.fail, self.mbar_seen, waits))
             recheck = fn.append_basic_block("recheck")
             b.cbranch(b.icmp_signed("!=", released, i32(0)), recheck, self.done)
             # back to uniform rounds when a release leaves every thread runnable at one site that
@@ -886,6 +892,9 @@ class _BlockFunction:
             sw = b.switch(r, outer)
             for site, blk in self.resume_at.items():
                 sw.add_case(i32(site), blk)
+        elif self.mbar_seen is not None:
+            waiting = emit_released(b, self.fail, self.mbar_seen, [ws, fsize, n, i32(0), self.header])
+            b.cbranch(b.icmp_signed("!=", waiting, i32(0)), outer, self.done)
         else:
             # warp collectives always make progress, so after a round every thread has exited
             b.branch(self.done)
@@ -979,6 +988,8 @@ class _RoundFunction:
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         L, ws, header, stays = fn.args
+        # the header is the block function's own stack copy: nothing else reaches it
+        header.add_attribute("noalias")
         body = copy.copy(block)
         b = body.b = ir.IRBuilder(fn.append_basic_block("entry"))
         body.fn, body.L, body.ws, body.header = fn, L, ws, header

@@ -30,22 +30,45 @@ def read_scalar(address: int, dtype) -> np.ndarray:
     return array(address, 1, dtype).copy().reshape(())
 
 
+def read_array(address: int, count: int, dtype) -> np.ndarray:
+    """`count` values at `address` (a copy), e.g. rotm's five parameters."""
+    if not address:
+        raise CublasError(Status.INVALID_VALUE, "a scalar pointer is NULL")
+    return array(address, count, dtype).copy()
+
+
+def queue_reading(hid: int, work, read) -> None:
+    """Queue `work(*read())` on the handle's stream: `read` (of the call's host-or-device
+    scalars) runs now in host pointer mode, when the work runs in device mode."""
+    h = handles.get(hid)
+    if h.pointer_mode == handles.POINTER_MODE_HOST:
+        api.submit(h.stream, work, *read())
+    else:
+        api.submit(h.stream, lambda: work(*read()))
+
+
 def queue(hid: int, work, scalars=(), dtype=None) -> None:
     """Queue `work(*values)` on the handle's stream, `values` being the scalars at the
     addresses `scalars` (read now in host pointer mode, when the work runs in device mode).
     `dtype` is the scalars' type, or a list of one type per scalar."""
-    h = handles.get(hid)
     addresses = list(scalars)
     dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * len(addresses)
+    if handles.get(hid).pointer_mode == handles.POINTER_MODE_DEVICE and any(not a for a in addresses):
+        raise CublasError(Status.INVALID_VALUE, "a scalar pointer is NULL")
+    queue_reading(hid, work, lambda: [read_scalar(a, t) for a, t in zip(addresses, dtypes)])
 
-    def values():
-        return [read_scalar(a, t) for a, t in zip(addresses, dtypes)]
-    if h.pointer_mode == handles.POINTER_MODE_HOST:
-        api.submit(h.stream, work, *values())
-        return
+
+def on_scalars(hid: int, work, addresses) -> None:
+    """A call that reads and writes nothing but scalars (rotg, rotmg): in host pointer mode it
+    runs now (no device work can be pending on host variables, and the program reads them
+    next); in device mode it is queued and reads them when the stream reaches it."""
+    h = handles.get(hid)
     if any(not a for a in addresses):
         raise CublasError(Status.INVALID_VALUE, "a scalar pointer is NULL")
-    api.submit(h.stream, lambda: work(*values()))
+    if h.pointer_mode == handles.POINTER_MODE_HOST:
+        work()
+    else:
+        api.submit(h.stream, work)
 
 
 def queue_with_result(hid: int, compute, result: int, result_dtype, scalars=(), dtype=None) -> None:

@@ -133,3 +133,10 @@ def hgemm_strided_batched(hid, transa, transb, m, n, k, alpha, A, lda, strideA, 
 def hgemm_batched(hid, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, count):
     return gemm_batched_ex(hid, transa, transb, m, n, k, alpha, Aarray, R_16F, lda, Barray, R_16F, ldb, beta,
                            Carray, R_16F, ldc, count, COMPUTE_16F, -1)
+
+
+def cgemm_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc):
+    """cublasCgemmEx and cublasCgemm3mEx (the 3M algorithm is a GPU's way to the same product):
+    complex scalars and COMPUTE_32F."""
+    return gemm_ex(hid, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+                   COMPUTE_32F, -1)

@@ -37,6 +37,9 @@ FUNCTIONS = {
 }
 
 
+VALUED = {}          # every function of cuRAND answers a status
+
+
 def c_signatures() -> dict:
     """C name -> (C result type, kinds) of everything anycuda's libcurand implements."""
     return {name: ("int", kinds) for name, kinds in FUNCTIONS.items()}
