@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ...ptx import ir
 
-WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask", "elect"}
+WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask", "elect",
+                    "mma", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix"}     # compiler/ops/matrix.py
 
 
 def is_block_barrier(inst: ir.Instruction) -> bool:

@@ -5,7 +5,9 @@ handlers of most families and imports `atomics`, `textures`, `asynccopy` (cp.asy
 cp.async.bulk) and `mbarrier` (mbarrier objects, and the waits after their tests), which
 register theirs there;
 `bitops` and `floatops` are the named helpers for awkward integer and float operations;
-`calls` lowers `call` (the ABI of device functions and of the runtime's helpers).
+`calls` lowers `call` (the ABI of device functions and of the runtime's helpers); `matrix`
+lowers the warp matrix instructions (mma, wmma, ldmatrix, ...) from the fragment layouts of
+`fragments`.
 
 Layer: above analysis/, simt/ (a warp collective's operands go to the block's collective
 arrays, a grid barrier is polled through simt.gridsync) and cpu/ (the streaming-store fence

@@ -807,3 +807,16 @@ def cvt_f16x2_f32(b, a, c, kind="f16", rnd="rn", relu=False, satfinite=False):
     """cvt.rn{.relu}{.satfinite}.f16x2.f32 d, a, b (and bf16x2): a goes to the UPPER half,
     b to the lower half (PTX ISA)."""
     return cvt_pack2(b, a, c, kind + "x2", rnd, relu, satfinite)
+
+
+def cvt_rna_tf32(b, x):
+    """cvt.rna.tf32.f32: x rounded to tf32's 10 mantissa bits, to nearest with ties away
+    from zero, as an f32 bit pattern whose low 13 bits are zero (i32). Adding half a unit
+    of the 13 dropped bits to the magnitude and clearing them is that rounding, a carry
+    into the exponent included (the largest values round to infinity); an infinity stays
+    one, and a NaN becomes the canonical NaN 0x7FFFFFFF."""
+    bits = b.bitcast(x, I32)
+    rounded = b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, ~0x1FFF & 0xFFFFFFFF))
+    special = b.icmp_unsigned("==", b.and_(bits, ir.Constant(I32, 0x7F800000)), ir.Constant(I32, 0x7F800000))
+    nan = b.icmp_unsigned("!=", b.and_(bits, ir.Constant(I32, 0x7FFFFF)), ir.Constant(I32, 0))
+    return b.select(special, b.select(nan, ir.Constant(I32, 0x7FFFFFFF), bits), rounded)

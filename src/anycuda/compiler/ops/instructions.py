@@ -24,6 +24,7 @@ from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_ty
                      vector_count, width)
 from . import asynccopy, atomics, bitops, floatops, mbarrier, textures  # noqa: F401 - those register their handlers
 from .calls import lower_call
+from . import matrix  # noqa: F401 - registers the warp matrix instructions (mma, wmma, ldmatrix)
 from .table import (BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts,  # noqa: F401 - the table, read through this module too
                     refusal)
 
@@ -194,13 +195,20 @@ def fence(f, inst):
 # ---------------------------------------------------------------------- conversion
 
 # the types floatops.cvt and cvt_pack2 convert between (not fp8 pairs or tf32 yet)
-CVT_TYPES = frozenset(INT_TYPES | FLOAT_TYPES | PACKED_TYPES | {"bf16"})
+CVT_TYPES = frozenset(INT_TYPES | FLOAT_TYPES | PACKED_TYPES | {"bf16", "tf32"})
 
 
-@handles("cvt", mods=(CVT_TYPES, ROUNDING, INTEGER_ROUNDING, "ftz sat relu satfinite"), types=2)
+@handles("cvt", mods=(CVT_TYPES, ROUNDING, INTEGER_ROUNDING, "ftz sat relu satfinite rna"), types=2)
 def cvt(f, inst):
     ts = type_mods(inst.mods)
     dst_t, src_t = ts[0], ts[-1]
+    if dst_t == "tf32" or "rna" in inst.mods:
+        # cvt.rna.tf32.f32 (nvcc's __float_to_tf32 for tf32 wmma and mma operands) only
+        if sorted(inst.mods) != ["f32", "rna", "tf32"]:
+            raise f.error(f"cvt.{'.'.join(inst.mods)} is not supported by anycuda yet (cvt.rna.tf32.f32 is)",
+                          UnsupportedPtx)
+        f.write(inst.operands[0], floatops.cvt_rna_tf32(f.b, f.read(inst.operands[1], "f32")), "b32")
+        return
     relu, satfinite = "relu" in inst.mods, "satfinite" in inst.mods
     if (relu or satfinite) and (src_t != "f32" or dst_t not in ("f16", "bf16", "f16x2", "bf16x2")):
         raise f.error(f"cvt.{'relu' if relu else 'satfinite'} from .{src_t} to .{dst_t} is not supported",

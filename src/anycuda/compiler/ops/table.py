@@ -23,11 +23,13 @@ BOOL_OPS = ("and", "or", "xor")
 HANDLERS = {}
 HANDLED = {}         # opcode -> the modifiers its handler lowers
 TYPE_COUNTS = {}     # opcode -> the most type modifiers its handler reads
+CHECKS = {}          # opcode -> check(inst): why its handler refuses that form, or None
 
 
-def handles(*opcodes, mods, types=1):
+def handles(*opcodes, mods, types=1, check=None):
     """Register a handler of `opcodes` that lowers the modifiers `mods` (a set, a string of
-    words, or a tuple of those) and reads up to `types` type modifiers."""
+    words, or a tuple of those) and reads up to `types` type modifiers; `check(inst)`, where
+    given, says why it refuses a combination of them (a shape with types it lacks)."""
     mods = words(*mods) if isinstance(mods, tuple) else words(mods)
 
     def register(fn):
@@ -35,6 +37,8 @@ def handles(*opcodes, mods, types=1):
             HANDLERS[op] = fn
             HANDLED[op] = mods & MODIFIERS[op]
             TYPE_COUNTS[op] = types
+            if check is not None:
+                CHECKS[op] = check
         return fn
     return register
 
@@ -58,7 +62,8 @@ def refusal(inst) -> str | None:
     types = [m for m in inst.mods if m in TYPES]
     if len(types) > TYPE_COUNTS[inst.opcode]:
         return f"{inst.opcode}: the types .{'.'.join(types)} together are not supported by anycuda yet"
-    return None
+    check = CHECKS.get(inst.opcode)
+    return check(inst) if check is not None else None
 
 
 # Operand counts of each opcode's forms, destinations included (`d|p` and `{a, b}` are one
@@ -89,6 +94,9 @@ OPERAND_COUNTS = {
     **dict.fromkeys(("mbarrier.arrive", "mbarrier.arrive_drop"), (2, 3)),
     "mbarrier.test_wait": (3,), "mbarrier.try_wait": (3, 4), "cp.async": (3, 4, 5), "cp.async.bulk": (3, 4, 5),
     "cp.async.bulk.prefetch": (2, 3), "createpolicy": (1, 2, 4),     # fractional, cvt, range
+    **dict.fromkeys(("mma", "wmma.mma"), (4,)),              # d, a, b, c fragments
+    **dict.fromkeys(("ldmatrix", "stmatrix", "movmatrix"), (2,)),
+    **dict.fromkeys(("wmma.load", "wmma.store"), (2, 3)),    # an optional stride
 }
 VARIABLE_FORMS = frozenset(("call", "atom", "red", "bar", "barrier", "prefetch", "prefetchu", "nanosleep",
                             "pmevent", "griddepcontrol", "brkpt", "discard", "applypriority"))

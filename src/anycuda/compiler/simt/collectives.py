@@ -8,6 +8,12 @@ collective arrays. A collective that every lane of every full warp reaches in a 
 (`emit_uniform_collective`: a shuffle a shufflevector, a vote a mask of 32 bits, a reduction a
 vector reduction). `shfl_source` is shfl.sync's rule for a source lane, which the vector
 paths use too.
+
+Warp matrix instructions (mma, wmma.mma, ldmatrix, stmatrix, movmatrix) are collectives of
+kind "matrix": their operands and results are too many for the collective arrays, so each lane
+keeps them in a matrix area of its frame, and resolving the warp calls the resolver function
+its site names (op_a; MATRIX_RESOLVER, made by compiler/ops/matrix.py), which reads and
+writes every lane's area. They are always resolved here, never by a uniform round.
 """
 from __future__ import annotations
 
@@ -17,6 +23,10 @@ from .. import abi
 from ..irutil import declare, for_range, i32, i64, load_field
 from ..types import I1, I32, I64, PTR
 from .workspace import C, collective_at, frame_at, thread_state
+
+# void (i8* ws, i64 fsize, i32 lo, i32 group, i64 area): a warp matrix instruction's resolver
+# (compiler/ops/matrix.py), which a "matrix" site names in its op_a
+MATRIX_RESOLVER = ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I64])
 
 
 def emit_resolve_warp(module: ir.Module) -> ir.Function:
@@ -131,6 +141,10 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
             agree = b.select(is_match, b.icmp_unsigned("==", av, af), same_pred)
             b.store(b.and_(b.load(agg["same"]), b.zext(agree, I32)), agg["same"])
     grp = b.load(group)
+    with b.if_then(b.icmp_signed("==", kind, i32(abi.SITE["matrix"]))):
+        # a warp matrix instruction: its resolver writes every lane's result in its frame
+        resolver = b.inttoptr(load_field(b, frame(c), C["op_a"], I64), MATRIX_RESOLVER.as_pointer())
+        b.call(resolver, [ws, fsize, lo, grp, b.zext(load_field(b, frame(c), C["op_b"], I32), I64)])
     # 3. each lane's result
     with for_range(b, lo, hi, "l") as l:
         with b.if_then(in_group(l, site)):

@@ -38,7 +38,9 @@ _UNIFORM_SPECIALS = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nwarpid", "
                                "warpsz"))
 # opcodes whose result is not the lanes' own function of their operands
 _ACROSS_LANES = frozenset(("shfl", "vote", "match", "activemask", "redux", "atom", "red", "bar", "barrier",
-                           "call", "tex", "tld4", "suld", "sust"))
+                           "call", "tex", "tld4", "suld", "sust",
+                           # a fragment's elements are the lane's own (wmma.load reads by %laneid)
+                           "mma", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix"))
 _UNKNOWN = object()            # a register whose definitions the analysis has not read yet
 
 

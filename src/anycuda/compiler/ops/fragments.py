@@ -1,0 +1,172 @@
+"""Where the elements of a warp's matrix fragments live: for each matrix operand of a warp
+matrix instruction, which (row, column) of the matrix each lane's element i holds.
+
+A fragment is a lane's share of a matrix: `regs` registers of `reg_bits` bits, each holding
+`per_reg` elements of `bits` bits, element i in register i // per_reg at bit
+(i % per_reg) * bits (the ISA's "elements, low to high"). `place(lane, i)` is its (row, col).
+
+mma.sync's layouts are the ISA's (PTX ISA, "Matrix Fragments for mma.mMnNkK"): each written
+below as the ISA's formula of groupID = laneid >> 2 and threadID_in_group = laneid % 4.
+wmma's layouts are implementation-defined on GPUs; ours (wmma_fragment) puts the matrix's elements in
+row-major order lane after lane (lane l's element i is element (l * n + i) mod rows * cols),
+so that load, mma and store agree; where the ISA gives a fragment more elements than the
+matrix has per lane (.f16 multiplicands), the lanes of the second half hold copies.
+ldmatrix and movmatrix use the ISA's 8x8 layout of b16 elements (LDMATRIX).
+
+Nothing here emits code: compiler/ops/matrix.py reads these tables.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+LANES = 32
+# element type -> its width in bits
+BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32, "b16": 16,
+        "e4m3": 8, "e5m2": 8}
+
+
+@dataclass(frozen=True)
+class Fragment:
+    name: str                      # which layout: 'mma.m16n8k16.a.f16', 'wmma.m16n16k16.c.f32', ...
+    rows: int
+    cols: int
+    etype: str                     # the element type (BITS)
+    regs: int                      # registers per lane
+    per_reg: int                   # elements per register
+    places: tuple                  # places[lane][i] = (row, col)
+
+    @property
+    def bits(self) -> int:
+        return BITS[self.etype]
+
+    @property
+    def reg_bits(self) -> int:
+        return 64 if self.etype == "f64" else 32
+
+    @property
+    def count(self) -> int:
+        """Elements per lane."""
+        return self.regs * self.per_reg
+
+    def place(self, lane: int, i: int) -> tuple:
+        return self.places[lane][i]
+
+    @property
+    def in_lane_order(self) -> bool:
+        """Whether lane l's element i is element (l * count + i) mod rows * cols of the matrix
+        in row-major order (our wmma layouts): a lane's elements are one run of it."""
+        size = self.rows * self.cols
+        return all(self.places[lane][i] == divmod((lane * self.count + i) % size, self.cols)
+                   for lane in range(LANES) for i in range(self.count))
+
+
+def _fragment(name, rows, cols, etype, regs, per_reg, formula) -> Fragment:
+    places = tuple(tuple(formula(lane >> 2, lane & 3, i) for i in range(regs * per_reg)) for lane in range(LANES))
+    return Fragment(name, rows, cols, etype, regs, per_reg, places)
+
+
+# ---------------------------------------------------------------- mma.sync (the ISA's layouts)
+# (shape, operand, element width class) -> (registers, elements per register,
+# (groupID, threadID_in_group, i) -> (row, col)). "h": 16-bit floats, "t": tf32, "d": f64,
+# "i8": 8-bit integers, "w": 32-bit accumulators (f32, s32), "h2": f16 accumulators.
+_C16 = lambda g, t, i: (g + 8 * (i >= 2), 2 * t + (i & 1))      # noqa: E731 - m16n8 C/D
+MMA_LAYOUTS = {
+    ("m16n8k16", "a", "h"): (4, 2, lambda g, t, i: (g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >= 4))),
+    ("m16n8k16", "b", "h"): (2, 2, lambda g, t, i: (2 * t + (i & 1) + 8 * (i >= 2), g)),
+    ("m16n8k8", "a", "h"): (2, 2, lambda g, t, i: (g + 8 * (i >= 2), 2 * t + (i & 1))),
+    ("m16n8k8", "b", "h"): (1, 2, lambda g, t, i: (2 * t + i, g)),
+    ("m16n8k4", "a", "t"): (2, 1, lambda g, t, i: (g + 8 * i, t)),
+    ("m16n8k4", "b", "t"): (1, 1, lambda g, t, i: (t, g)),
+    ("m16n8k8", "a", "t"): (4, 1, lambda g, t, i: (g + 8 * (i & 1), t + 4 * (i >= 2))),
+    ("m16n8k8", "b", "t"): (2, 1, lambda g, t, i: (t + 4 * i, g)),
+    ("m8n8k4", "a", "d"): (1, 1, lambda g, t, i: (g, t)),
+    ("m8n8k4", "b", "d"): (1, 1, lambda g, t, i: (t, g)),
+    ("m8n8", "c", "d"): (2, 1, lambda g, t, i: (g, 2 * t + i)),
+    ("m8n8k16", "a", "i8"): (1, 4, lambda g, t, i: (g, 4 * t + i)),
+    ("m8n8k16", "b", "i8"): (1, 4, lambda g, t, i: (4 * t + i, g)),
+    ("m16n8k16", "a", "i8"): (2, 4, lambda g, t, i: (g + 8 * (i >= 4), 4 * t + (i & 3))),
+    ("m16n8k16", "b", "i8"): (1, 4, lambda g, t, i: (4 * t + i, g)),
+    ("m16n8k32", "a", "i8"): (4, 4, lambda g, t, i: (g + 8 * ((i >> 2) & 1), 4 * t + (i & 3) + 16 * (i >= 8))),
+    ("m16n8k32", "b", "i8"): (2, 4, lambda g, t, i: (4 * t + (i & 3) + 16 * (i >= 4), g)),
+    ("m16n8", "c", "w"): (4, 1, _C16),
+    ("m16n8", "c", "h2"): (2, 2, _C16),
+    ("m8n8", "c", "w"): (2, 1, lambda g, t, i: (g, 2 * t + i)),
+}
+
+# mma.sync forms: (shape, a type) -> the accumulator types allowed (b's type is a's, or for
+# integers either of s8 and u8); MMA_CLASS: a multiplicand type's layout class
+MMA_FORMS = {
+    ("m16n8k16", "f16"): ("f16", "f32"), ("m16n8k8", "f16"): ("f16", "f32"),
+    ("m16n8k16", "bf16"): ("f32",), ("m16n8k8", "bf16"): ("f32",),
+    ("m16n8k4", "tf32"): ("f32",), ("m16n8k8", "tf32"): ("f32",),
+    ("m8n8k4", "f64"): ("f64",),
+    ("m8n8k16", "s8"): ("s32",), ("m8n8k16", "u8"): ("s32",),
+    ("m16n8k16", "s8"): ("s32",), ("m16n8k32", "s8"): ("s32",),
+    ("m16n8k16", "u8"): ("s32",), ("m16n8k32", "u8"): ("s32",),
+    ("m16n8k32", "e4m3"): ("f16", "f32"), ("m16n8k32", "e5m2"): ("f16", "f32"),
+}
+# the 8-bit floats' fragments are the 8-bit integers' (PTX ISA, mma.m16n8k32)
+MMA_CLASS = {"f16": "h", "bf16": "h", "tf32": "t", "f64": "d", "s8": "i8", "u8": "i8", "e4m3": "i8", "e5m2": "i8"}
+
+
+def dims(shape: str) -> tuple:
+    """(M, N, K) of a shape modifier 'mMnNkK'."""
+    m, rest = shape[1:].split("n")
+    n, k = rest.split("k")
+    return int(m), int(n), int(k)
+
+
+@lru_cache(maxsize=None)
+def mma_fragment(shape: str, operand: str, etype: str) -> Fragment:
+    """The ISA's fragment of operand 'a', 'b' or 'c' (also D) of mma.sync.`shape` with
+    elements of `etype` (a form MMA_FORMS lists)."""
+    m, n, k = dims(shape)
+    rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[operand]
+    if operand == "c":
+        kind = {"f32": "w", "s32": "w", "f16": "h2", "f64": "d"}[etype]
+        key = (f"m{m}n8", "c", kind)
+    else:
+        key = (shape, operand, MMA_CLASS[etype])
+    regs, per_reg, formula = MMA_LAYOUTS[key]
+    return _fragment(f"mma.{shape}.{operand}.{etype}", rows, cols, etype, regs, per_reg, formula)
+
+
+# ---------------------------------------------------------------- wmma (ours)
+# (shape, a/b type) -> the accumulator types allowed
+WMMA_FORMS = {
+    ("m16n16k16", "f16"): ("f16", "f32"), ("m32n8k16", "f16"): ("f16", "f32"), ("m8n32k16", "f16"): ("f16", "f32"),
+    ("m16n16k16", "bf16"): ("f32",), ("m32n8k16", "bf16"): ("f32",), ("m8n32k16", "bf16"): ("f32",),
+    ("m16n16k8", "tf32"): ("f32",), ("m8n8k4", "f64"): ("f64",),
+    ("m16n16k16", "s8"): ("s32",), ("m32n8k16", "s8"): ("s32",), ("m8n32k16", "s8"): ("s32",),
+    ("m16n16k16", "u8"): ("s32",), ("m32n8k16", "u8"): ("s32",), ("m8n32k16", "u8"): ("s32",),
+}
+
+
+@lru_cache(maxsize=None)
+def wmma_fragment(shape: str, operand: str, etype: str) -> Fragment:
+    """Our fragment of operand 'a', 'b' or 'c' (also D) of wmma.`shape` with elements of
+    `etype`: the ISA's register count (eight .f16x2 registers for an .f16 multiplicand, else
+    as many elements as the matrix has per lane), the elements in row-major order lane
+    after lane."""
+    m, n, k = dims(shape)
+    rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[operand]
+    bits = BITS[etype]
+    per_reg = max(32 // bits, 1)
+    if etype == "f16" and operand != "c":
+        regs = 8
+    else:
+        regs = max(rows * cols // LANES // per_reg, 1)
+    count = regs * per_reg
+    size = rows * cols
+
+    def formula(g, t, i):
+        q = ((g * 4 + t) * count + i) % size
+        return q // cols, q % cols
+    return _fragment(f"wmma.{shape}.{operand}.{etype}", rows, cols, etype, regs, per_reg, formula)
+
+
+# ---------------------------------------------------------------- ldmatrix, stmatrix, movmatrix
+# ldmatrix, stmatrix and movmatrix: one 8x8 matrix of b16 elements, lane l holding row l / 4,
+# columns 2 * (l % 4) and the next (PTX ISA, ldmatrix)
+LDMATRIX = _fragment("ldmatrix", 8, 8, "b16", 1, 2, lambda g, t, i: (g, 2 * t + i))

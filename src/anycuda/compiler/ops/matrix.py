@@ -1,0 +1,586 @@
+"""Warp matrix instructions: mma.sync, wmma, ldmatrix, stmatrix, movmatrix.
+
+Each lane holds a fragment of each matrix (fragments.py), and what a lane gets depends on
+the other lanes' fragments, so these are warp collectives (analysis/suspensions.py): a lane
+stores its operand registers in its frame's matrix area (`_area`: one 8-byte slot per
+register) and suspends at a site of kind "matrix" whose op_a is the address of a resolver
+function and op_b the area's frame offset. When the warp's lanes are there, the scheduler
+(simt/collectives.py) calls the resolver once for the warp; it reads every lane's area and
+writes each lane's result slots, which the lane copies to its destination registers when
+it resumes. A resolver is made once per form and module (`_resolver`):
+
+  product    D = A * B + C: the lanes' A, B and C fragments gathered into whole matrices
+             (a lane outside the group, one that exited, gives zeros), multiplied, D scattered
+             into the lanes' result slots. mma.sync and wmma.mma.
+  ldmatrix / stmatrix   rows of 8 b16 elements at the addresses lanes 8m .. 8m+7 give,
+             into (out of) every lane's registers, transposed with .trans.
+  movmatrix  an 8x8 b16 matrix transposed across the lanes.
+
+wmma.load and wmma.store are not collectives: our wmma layout (fragments.wmma_fragment) is a
+function of the lane, so each lane loads and stores its own elements.
+
+Arithmetic, exactly: each element of D is its C element (converted exactly: f16 to f32, s32
+to 64 bits) plus the products A[r][k] * B[k][c] added in the order k = 0, 1, ..., K - 1.
+.f16, .bf16, .tf32, .e4m3 and .e5m2 multiplicands are converted to f32 exactly (a .tf32
+operand's low 13 bits are ignored, as the ISA's tf32 format has none), so each product is
+exact in f32 and each addition rounds once to nearest even; an .f16 D is that f32 sum
+rounded once to f16.
+.f64 uses a fused multiply-add per k (one rounding each). Integers are summed exactly in 64
+bits; .satfinite clamps D to the s32 range, without it D wraps to 32 bits.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ...ptx import ir as pir
+from ...ptx.errors import UnsupportedPtx
+from ...ptx.modifiers import MMA_SHAPES, MODIFIERS, TYPES, WMMA_SHAPES, words
+from ..irutil import declare, for_range, i32, i64
+from ..simt.collectives import MATRIX_RESOLVER
+from ..simt.workspace import frame_at
+from ..types import F16, F32, F64, I16, I32, I64, space_of
+from .fragments import LANES, MMA_FORMS, WMMA_FORMS, Fragment, mma_fragment, wmma_fragment
+from .table import handles
+
+SLOT = 8                                       # bytes per register slot of a lane's matrix area
+INTEGERS = ("s8", "u8")
+FLOAT8 = ("e4m3", "e5m2")
+
+
+# ---------------------------------------------------------------- forms
+@dataclass(frozen=True)
+class Product:
+    """D = A * B + C of one warp: the four fragments (d has C's layout), and whether an
+    integer D saturates."""
+    name: str
+    a: Fragment
+    b: Fragment
+    c: Fragment
+    d: Fragment
+    satfinite: bool
+
+    @property
+    def slots(self) -> tuple:
+        """First slot of a, b, c and d in a lane's area."""
+        a, b, c = self.a.regs, self.b.regs, self.c.regs
+        return 0, a, a + b, a + b + c
+
+
+class Refused(Exception):
+    """A form anycuda does not lower (the message says which)."""
+
+
+def _types(inst) -> list:
+    """The instruction's type modifiers in order, the ISA's narrow floats (.e4m3) among them."""
+    return [m for m in inst.mods if m in TYPES]
+
+
+def _one_of(inst, choices, what):
+    found = [m for m in inst.mods if m in choices]
+    if len(found) != 1:
+        raise Refused(f"needs one {what}")
+    return found[0]
+
+
+def mma_product(inst) -> Product:
+    """The product of `mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype`."""
+    shape = _one_of(inst, MMA_SHAPES, "shape")
+    ts = _types(inst)
+    if len(ts) != 4:
+        raise Refused("needs .dtype.atype.btype.ctype")
+    dt, at, bt, ct = ts
+    if [m for m in inst.mods if m in ("row", "col")] != ["row", "col"]:
+        raise Refused("takes .row.col only")
+    return _product("mma", shape, dt, at, bt, ct, "satfinite" in inst.mods, MMA_FORMS, mma_fragment)
+
+
+def wmma_product(inst) -> Product:
+    """The product of `wmma.mma.sync.aligned.alayout.blayout.shape.dtype{.atype.btype}.ctype`
+    (an .f16 form names only dtype and ctype). The layouts name how the fragments were
+    loaded, which in our layout changes nothing."""
+    shape = _one_of(inst, WMMA_SHAPES, "shape")
+    ts = _types(inst)
+    if len(ts) == 2:
+        ts = [ts[0], "f16", "f16", ts[1]]
+    if len(ts) != 4:
+        raise Refused("needs .dtype.ctype or .dtype.atype.btype.ctype")
+    if any(m in inst.mods for m in ("rz", "rm", "rp")):
+        raise Refused("rounds to nearest only")
+    return _product("wmma", shape, *ts, "satfinite" in inst.mods, WMMA_FORMS, wmma_fragment)
+
+
+def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment) -> Product:
+    accumulators = forms.get((shape, at))
+    if accumulators is None:
+        raise Refused(f"{shape} with .{at} multiplicands is not supported by anycuda yet")
+    if bt != at and not any(at in kinds and bt in kinds for kinds in (INTEGERS, FLOAT8)):
+        raise Refused(f".{at} with .{bt} multiplicands")
+    if dt not in accumulators or ct not in accumulators:
+        raise Refused(f".{dt} and .{ct} accumulators with .{at} multiplicands "
+                      f"(takes {', '.join('.' + t for t in accumulators)})")
+    if satfinite and at not in INTEGERS:
+        raise Refused(".satfinite with float multiplicands")
+    name = f"{kind}.{shape}.{dt}.{at}.{bt}.{ct}" + (".satfinite" if satfinite else "")
+    return Product(name, fragment(shape, "a", at), fragment(shape, "b", bt), fragment(shape, "c", ct),
+                   fragment(shape, "c", dt), satfinite)
+
+
+def _matrix_handler(*opcodes, lowers, form):
+    """Register a handler of `opcodes` that lowers the modifiers `lowers` (words) in the
+    combinations `form(inst)` accepts. The table's own check lets every modifier of the ISA
+    through to `form`'s check, so that a refusal names the whole instruction, its shape
+    and types: `mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32: .e4m3 is not ...`."""
+    allowed = words(lowers)
+
+    def check(inst):
+        bad = next((m for m in inst.mods if m not in allowed), None)
+        try:
+            if bad is not None:
+                raise Refused(f".{bad} is not supported by anycuda yet")
+            form(inst)
+        except Refused as e:
+            return f"{inst.opcode}.{'.'.join(inst.mods)}: {e}"
+        return None
+    return handles(*opcodes, mods=words(*(MODIFIERS[op] for op in opcodes)), types=4, check=check)
+
+
+def _copies(inst) -> int:
+    return {"x1": 1, "x2": 2, "x4": 4}[_one_of(inst, ("x1", "x2", "x4"), ".x1, .x2 or .x4")]
+
+
+def _ldmatrix_form(inst):
+    """ldmatrix/stmatrix.sync.aligned.m8n8.xN{.trans}{.shared{::cta}}.b16 (the .m16n16/.m8n16
+    and .b8 forms of sm_100 are not done)."""
+    if "m8n8" not in inst.mods or "b16" not in inst.mods:
+        raise Refused("takes .m8n8 with .b16 only")
+    return _copies(inst)
+
+
+def _movmatrix_form(inst):
+    if not {"m8n8", "trans", "b16"} <= set(inst.mods):
+        raise Refused("takes .m8n8.trans.b16 only")
+
+
+def _wmma_memory_form(inst):
+    """(fragment, row-major?) of a wmma.load or wmma.store."""
+    which = _one_of(inst, ("a", "b", "c", "d"), "matrix .a, .b, .c or .d")
+    shape = _one_of(inst, WMMA_SHAPES, "shape")
+    layout = _one_of(inst, ("row", "col"), "layout .row or .col")
+    ts = _types(inst)
+    if len(ts) != 1:
+        raise Refused("needs one type")
+    t = ts[0]
+    operand = "c" if which in ("c", "d") else which
+    if operand == "c":
+        if not any(t in accs for (s, _), accs in WMMA_FORMS.items() if s == shape):
+            raise Refused(f".{t} accumulators are not supported by anycuda yet")
+    elif (shape, t) not in WMMA_FORMS:
+        raise Refused(f"{shape} with .{t} is not supported by anycuda yet")
+    return wmma_fragment(shape, operand, t), layout == "row"
+
+
+# ---------------------------------------------------------------- the lane's side
+def _area(f, slots) -> int:
+    """The frame offset of this kernel's matrix area, made at its first use at the frame's
+    end and grown to the most `slots` an instruction asks for (at most 32: wmma's f32 a, b,
+    c and d). Nothing else takes frame space while instructions are lowered (the .local
+    variables have theirs before), so the area stays last and can grow."""
+    off, size = getattr(f, "_matrix_area", (None, 0))
+    if off is None:
+        off = (f.frame_size + SLOT - 1) // SLOT * SLOT
+    assert size == 0 or f.frame_size == off + size, "the frame grew past the matrix area"
+    size = max(size, SLOT * slots)
+    f.frame_size = off + size
+    f._matrix_area = (off, size)
+    return off
+
+
+def _slot(b, base, area, slot):
+    return b.bitcast(b.gep(base, [i64(area + SLOT * slot)]), I64.as_pointer())
+
+
+def _registers(f, op, count, what):
+    items = op.items if isinstance(op, pir.Vec) else (op,)
+    if len(items) != count:
+        raise f.error(f"{f.inst.opcode}: {what} takes {count} registers, got {len(items)}")
+    return items
+
+
+def _suspend(f, resolver, words, results):
+    """Store `words` (i64, slot by slot from 0) in this lane's matrix area, suspend at a
+    matrix site resolved by `resolver`, and on resume write `results` ((register, slot,
+    bits) each) from the area."""
+    if not f.is_kernel:
+        raise f.error(f"{f.inst.opcode} inside a device function that was not inlined is not supported",
+                      UnsupportedPtx)
+    b = f.b
+    area = _area(f, max([len(words)] + [slot + 1 for _, slot, _ in results]))
+    for slot, word in enumerate(words):
+        b.store(word, _slot(b, f.ctx, area, slot))
+
+    def write(bb):
+        for reg, slot, bits in results:
+            v = bb.load(_slot(bb, f.ctx, area, slot))
+            f.write(reg, bb.trunc(v, ir.IntType(bits)) if bits < 64 else v, f"b{bits}")
+    f.suspend("matrix", {"op_a": b.ptrtoint(resolver, I64), "op_b": i32(area), "op_mask": i32(-1)}, write)
+
+
+def _read_words(f, op, frag, what):
+    bits = frag.reg_bits
+    return [f.b.zext(f.read(r, f"b{bits}"), I64) if bits < 64 else f.read(r, "b64")
+            for r in _registers(f, op, frag.regs, what)]
+
+
+def _product_site(f, product, ops):
+    d, a, b, c = ops
+    words = (_read_words(f, a, product.a, "A") + _read_words(f, b, product.b, "B")
+             + _read_words(f, c, product.c, "C"))
+    first = product.slots[3]
+    results = [(r, first + i, product.d.reg_bits) for i, r in enumerate(_registers(f, d, product.d.regs, "D"))]
+    _suspend(f, _resolver(f.b.module, product.name, lambda fn: _emit_product(fn, product)), words, results)
+
+
+def _lowered(forms) -> frozenset:
+    """The shapes and types of `forms` ((shape, a type) -> accumulator types)."""
+    return words({s for s, _ in forms}, {t for _, t in forms}, *forms.values())
+
+
+MMA_MODS = words("sync aligned row col satfinite", _lowered(MMA_FORMS))
+WMMA_MODS = words("sync aligned row col satfinite rn", _lowered(WMMA_FORMS))
+
+
+@_matrix_handler("mma", lowers=MMA_MODS, form=mma_product)
+def mma(f, inst):
+    _product_site(f, mma_product(inst), inst.operands)
+
+
+@_matrix_handler("wmma.mma", lowers=WMMA_MODS, form=wmma_product)
+def wmma_mma(f, inst):
+    _product_site(f, wmma_product(inst), inst.operands)
+
+
+@_matrix_handler("ldmatrix", "stmatrix", lowers="sync aligned m8n8 x1 x2 x4 trans shared shared::cta b16",
+                 form=_ldmatrix_form)
+def ldmatrix(f, inst):
+    b = f.b
+    copies, trans, load = _ldmatrix_form(inst), "trans" in inst.mods, inst.opcode == "ldmatrix"
+    regs_op, addr_op = (inst.operands[0], inst.operands[1]) if load else (inst.operands[1], inst.operands[0])
+    regs = _registers(f, regs_op, copies, "the fragment")
+    words = [b.ptrtoint(f.address(addr_op, space_of(inst)), I64)]
+    if not load:
+        words += [b.zext(f.read(r, "b32"), I64) for r in regs]
+    results = [(r, 1 + i, 32) for i, r in enumerate(regs)] if load else []
+    name = f"{inst.opcode}.x{copies}" + (".trans" if trans else "")
+    _suspend(f, _resolver(b.module, name, lambda fn: _emit_rows(fn, copies, trans, load)), words, results)
+
+
+@_matrix_handler("movmatrix", lowers="sync aligned m8n8 trans b16", form=_movmatrix_form)
+def movmatrix(f, inst):
+    word = f.b.zext(f.read(inst.operands[1], "b32"), I64)
+    _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)])
+
+
+def _lane_places(f, frag):
+    """A constant table of (row << 16 | col) for each (lane, element) of `frag`, and this
+    lane's row in it."""
+    lane = f.read(pir.SpecialReg("laneid"), "u32")
+    return _places_table(f.b.module, frag), f.b.mul(lane, i32(frag.count))
+
+
+@_matrix_handler("wmma.load", "wmma.store",
+                 lowers=words("a b c d global shared shared::cta", WMMA_MODS),
+                 form=_wmma_memory_form)
+def wmma_memory(f, inst):
+    """Each lane loads (stores) its own elements of our layout: element (row, col) of the
+    matrix is at row * stride + col (.row) or col * stride + row (.col) elements from the
+    address; the stride defaults to the matrix's columns (.row) or rows (.col)."""
+    b = f.b
+    frag, row_major = _wmma_memory_form(inst)
+    load = inst.opcode == "wmma.load"
+    addr_op, regs_op = (inst.operands[1], inst.operands[0]) if load else (inst.operands[0], inst.operands[1])
+    base = f.address(addr_op, space_of(inst))
+    if len(inst.operands) > 2:
+        stride = b.zext(f.read(inst.operands[2], "u32"), I64)
+    else:
+        stride = i64(frag.cols if row_major else frag.rows)
+    regs = _registers(f, regs_op, frag.regs, "the fragment")
+    table, row0 = _lane_places(f, frag)
+    et, rt = ir.IntType(frag.bits), ir.IntType(frag.reg_bits)
+    for r, reg in enumerate(regs):
+        word = ir.Constant(rt, 0) if load else f.read(reg, f"b{frag.reg_bits}")
+        for j in range(frag.per_reg):
+            i = r * frag.per_reg + j
+            rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(i))]))
+            row, col = b.zext(b.lshr(rc, i32(16)), I64), b.zext(b.and_(rc, i32(0xFFFF)), I64)
+            index = b.add(b.mul(row, stride), col) if row_major else b.add(b.mul(col, stride), row)
+            ptr = b.bitcast(b.gep(base, [b.mul(index, i64(frag.bits // 8))]), et.as_pointer())
+            shift = ir.Constant(rt, j * frag.bits)
+            if load:
+                word = b.or_(word, b.shl(b.zext(b.load(ptr), rt) if frag.bits < frag.reg_bits else b.load(ptr), shift))
+            else:
+                b.store(b.trunc(b.lshr(word, shift), et) if frag.bits < frag.reg_bits else word, ptr)
+        if load:
+            f.write(reg, word, f"b{frag.reg_bits}")
+
+
+# ---------------------------------------------------------------- resolvers (one per form and module)
+def _resolver(module, name, emit) -> ir.Function:
+    """void anycuda.matrix.<name>(i8* ws, i64 fsize, i32 lo, i32 group, i64 area): resolve the
+    warp of threads [lo, lo + 32) whose lanes in `group` (bit per lane) wait at the site."""
+    full = f"anycuda.matrix.{name}"
+    fn = module.globals.get(full)
+    if fn is None:
+        fn = ir.Function(module, MATRIX_RESOLVER, name=full)
+        fn.linkage = "internal"
+        emit(fn)
+    return fn
+
+
+def _places_table(module, frag) -> ir.Value:
+    """The global constant [32 * count x i32] of (row << 16 | col) of `frag`."""
+    name = f"anycuda.matrix.places.{frag.name}"
+    g = module.globals.get(name)
+    if g is None:
+        values = [r << 16 | c for lane in frag.places for r, c in lane]
+        ty = ir.ArrayType(I32, len(values))
+        g = ir.GlobalVariable(module, ty, name=name)
+        g.initializer = ir.Constant(ty, values)
+        g.global_constant = True
+        g.linkage = "internal"
+    return g
+
+
+class _Warp:
+    """What a resolver reads: the lanes' areas and which lanes take part."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.ws, self.fsize, self.lo, self.group, self.area = fn.args
+
+    def slot(self, lane, slot):
+        """i64* slot `slot` of lane `lane`'s area."""
+        b = self.b
+        fr = frame_at(b, self.ws, self.fsize, b.add(self.lo, lane))
+        return b.bitcast(b.gep(fr, [b.add(self.area, i64(SLOT * slot))]), I64.as_pointer())
+
+    def taking_part(self, lane):
+        return self.b.trunc(self.b.lshr(self.group, lane), ir.IntType(1))
+
+    @contextmanager
+    def lanes(self, name, count=LANES):
+        """Loop over the lanes below `count` that take part; yields the lane."""
+        with for_range(self.b, i32(0), i32(count), name) as lane:
+            with self.b.if_then(self.taking_part(lane)):
+                yield lane
+
+
+def _compute_type(etype):
+    return {"f64": F64, "s8": I64, "u8": I64, "s32": I64}.get(etype, F32)     # f32 for the other floats
+
+
+def float8_value(bits: int, etype: str) -> float:
+    """The number an .e4m3 (no infinities; S.1111.111 is NaN) or .e5m2 (IEEE's rules) byte
+    stands for (PTX ISA, "Alternate Floating Point Data Formats")."""
+    ebits, mbits, bias = (4, 3, 7) if etype == "e4m3" else (5, 2, 15)
+    sign = -1.0 if bits & 0x80 else 1.0
+    e, m = (bits >> mbits) & ((1 << ebits) - 1), bits & ((1 << mbits) - 1)
+    top = (1 << ebits) - 1
+    if etype == "e4m3" and e == top and m == (1 << mbits) - 1 or etype == "e5m2" and e == top and m:
+        return float("nan")
+    if etype == "e5m2" and e == top:
+        return sign * float("inf")
+    if e == 0:
+        return sign * m * 2.0 ** (1 - bias - mbits)
+    return sign * (1 + m / (1 << mbits)) * 2.0 ** (e - bias)
+
+
+def _float8_table(module, etype):
+    """The global constant [256 x float] of float8_value."""
+    name = f"anycuda.matrix.{etype}"
+    g = module.globals.get(name)
+    if g is None:
+        ty = ir.ArrayType(F32, 256)
+        g = ir.GlobalVariable(module, ty, name=name)
+        g.initializer = ir.Constant(ty, [float8_value(v, etype) for v in range(256)])
+        g.global_constant = True
+        g.linkage = "internal"
+    return g
+
+
+def _to_compute(b, bits_value, etype):
+    """An element's bits (iN) as the type the product is computed in, exactly."""
+    if etype in FLOAT8:
+        return b.load(b.gep(_float8_table(b.module, etype), [i32(0), b.zext(bits_value, I32)]))
+    if etype == "f16":
+        return b.fpext(b.bitcast(bits_value, F16), F32)
+    if etype == "bf16":
+        return b.bitcast(b.shl(b.zext(bits_value, I32), i32(16)), F32)
+    if etype == "tf32":
+        return b.bitcast(b.and_(bits_value, i32(~0x1FFF)), F32)
+    if etype == "f32":
+        return b.bitcast(bits_value, F32)
+    if etype == "f64":
+        return b.bitcast(bits_value, F64)
+    return b.zext(bits_value, I64) if etype == "u8" else b.sext(bits_value, I64)
+
+
+def _from_compute(b, value, etype, satfinite):
+    """A D element's bits (i64) from the computed value."""
+    if etype == "f16":
+        return b.zext(b.bitcast(b.fptrunc(value, F16), I16), I64)
+    if etype == "f32":
+        return b.zext(b.bitcast(value, I32), I64)
+    if etype == "f64":
+        return b.bitcast(value, I64)
+    if satfinite:
+        value = b.select(b.icmp_signed("<", value, i64(-2 ** 31)), i64(-2 ** 31), value)
+        value = b.select(b.icmp_signed(">", value, i64(2 ** 31 - 1)), i64(2 ** 31 - 1), value)
+    return b.and_(value, i64(0xFFFFFFFF))
+
+
+def _element_index(w, frag, lane, i):
+    """i32 index in the row-major matrix of `lane`'s element i of `frag`: for a fragment in
+    lane order, i after the lane's first (consecutive stores, which LLVM makes vectors); else
+    from the places table."""
+    b = w.b
+    if frag.in_lane_order:
+        return b.add(b.urem(b.mul(lane, i32(frag.count)), i32(frag.rows * frag.cols)), i32(i))
+    rc = b.load(b.gep(_places_table(b.module, frag), [i32(0), b.add(b.mul(lane, i32(frag.count)), i32(i))]))
+    return b.add(b.mul(b.lshr(rc, i32(16)), i32(frag.cols)), b.and_(rc, i32(0xFFFF)))
+
+
+def _gather(w, frag, first, matrix):
+    """Each taking-part lane's elements of `frag` (from slot `first` on) into `matrix`. Of a
+    fragment whose second half of lanes holds copies of the first's, the copies are not read
+    (they are the same elements unless the lanes' own code changed one copy alone)."""
+    b = w.b
+    et = ir.IntType(frag.bits)
+    lanes = min(LANES, -(-frag.rows * frag.cols // frag.count)) if frag.in_lane_order else LANES
+    with w.lanes("gather", lanes) as lane:
+        for r in range(frag.regs):
+            word = b.load(w.slot(lane, first + r))
+            for j in range(frag.per_reg):
+                index = _element_index(w, frag, lane, r * frag.per_reg + j)
+                v = b.trunc(b.lshr(word, i64(j * frag.bits)), et) if frag.bits < 64 else word
+                b.store(_to_compute(b, v, frag.etype), b.gep(matrix, [i32(0), index]))
+
+
+def _scatter(w, frag, first, matrix, satfinite):
+    """`matrix` into each taking-part lane's result slots (from `first` on) in `frag`'s layout."""
+    b = w.b
+    with w.lanes("scatter") as lane:
+        for r in range(frag.regs):
+            word = i64(0)
+            for j in range(frag.per_reg):
+                index = _element_index(w, frag, lane, r * frag.per_reg + j)
+                bits = _from_compute(b, b.load(b.gep(matrix, [i32(0), index])), frag.etype, satfinite)
+                word = b.or_(word, b.shl(bits, i64(j * frag.bits)))
+            b.store(word, w.slot(lane, first + r))
+
+
+def _emit_product(fn, p: Product):
+    """D = A * B + C for the warp, in the order and rounding of the module docstring."""
+    w = _Warp(fn)
+    b = w.b
+    m, n, k = p.a.rows, p.b.cols, p.a.cols
+    ct = _compute_type(p.c.etype)          # every form's multiplicands compute in its accumulators' type
+    assert _compute_type(p.a.etype) == ct == _compute_type(p.b.etype), p.name
+    A = b.alloca(ir.ArrayType(ct, m * k), name="A")
+    B = b.alloca(ir.ArrayType(ct, k * n), name="B")
+    C = b.alloca(ir.ArrayType(ct, m * n), name="C")
+    for matrix in (A, B, C):
+        b.store(ir.Constant(matrix.type.pointee, None), matrix)
+    sa, sb, sc, sd = p.slots
+    _gather(w, p.a, sa, A)
+    _gather(w, p.b, sb, B)
+    _gather(w, p.c, sc, C)
+    # a row of C at a time, as one vector of its n elements: each element's sum still adds
+    # the products in k order (k is 4 to 32: unrolled), n of them side by side
+    vt = ir.VectorType(ct, n)
+    fma = declare(b.module, f"llvm.fma.v{n}f64", vt, [vt, vt, vt]) if ct == F64 else None
+    align = ct.width // 8 if isinstance(ct, ir.IntType) else (8 if ct == F64 else 4)
+    with for_range(b, i32(0), i32(m), "r") as r:
+        row = b.bitcast(b.gep(C, [i32(0), b.mul(r, i32(n))]), vt.as_pointer())
+        total = b.load(row, align=align)
+        for kk in range(k):
+            x = b.load(b.gep(A, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))]))
+            xs = b.shuffle_vector(b.insert_element(ir.Constant(vt, None), x, i32(0)), ir.Constant(vt, None),
+                                  ir.Constant(ir.VectorType(I32, n), [0] * n))
+            y = b.load(b.bitcast(b.gep(B, [i32(0), i32(kk * n)]), vt.as_pointer()), align=align)
+            if fma is not None:
+                total = b.call(fma, [xs, y, total])
+            elif ct == I64:
+                total = b.add(total, b.mul(xs, y))
+            else:
+                total = b.fadd(total, b.fmul(xs, y))
+        b.store(total, row, align=align)
+    _scatter(w, p.d, sd, C, p.satfinite)
+    b.ret_void()
+
+
+def _emit_rows(fn, copies, trans, load):
+    """ldmatrix (load) or stmatrix: matrix m's row r is at the address lane 8m + r gave
+    (slot 0); a lane's register m (slot 1 + m) holds elements (g, 2t) and (g, 2t + 1) of
+    matrix m, or of its transpose with .trans (g = lane / 4, t = lane % 4, LDMATRIX)."""
+    w = _Warp(fn)
+    b = w.b
+    with w.lanes("rows") as lane:
+        g, t = b.lshr(lane, i32(2)), b.and_(lane, i32(3))
+        for m in range(copies):
+            word = i64(0)
+            mine = b.load(w.slot(lane, 1 + m)) if not load else None
+            for j in range(2):
+                col = b.add(b.mul(t, i32(2)), i32(j))
+                row_lane, offset = (col, g) if trans else (g, col)
+                source = b.add(i32(8 * m), row_lane)
+
+                def element(bb, source=source, offset=offset):
+                    base = bb.load(w.slot(source, 0))
+                    return bb.inttoptr(bb.add(base, bb.zext(bb.mul(offset, i32(2)), I64)), I16.as_pointer())
+                there = w.taking_part(source)
+                if load:
+                    # a row whose lane does not take part reads as 0 rather than from its stale address
+                    got = _load_if(b, there, element)
+                    word = b.or_(word, b.shl(b.zext(got, I64), i64(16 * j)))
+                else:
+                    with b.if_then(there):
+                        b.store(b.trunc(b.lshr(mine, i64(16 * j)), I16), element(b))
+            if load:
+                b.store(word, w.slot(lane, 1 + m))
+    b.ret_void()
+
+
+def _load_if(b, cond, pointer):
+    """*pointer(b) where cond holds, else 0."""
+    before = b.block
+    with b.if_then(cond):
+        v = b.load(pointer(b))
+        inside = b.block
+    phi = b.phi(I16)
+    phi.add_incoming(v, inside)
+    phi.add_incoming(ir.Constant(I16, 0), before)
+    return phi
+
+
+def _emit_transpose(fn):
+    """movmatrix.trans: lane l's element j becomes element (2t + j, g) of the source matrix,
+    which lane 4 (2t + j) + g / 2 holds as its element g % 2 (LDMATRIX)."""
+    w = _Warp(fn)
+    b = w.b
+    with w.lanes("transpose") as lane:
+        g, t = b.lshr(lane, i32(2)), b.and_(lane, i32(3))
+        word = i64(0)
+        for j in range(2):
+            row = b.add(b.mul(t, i32(2)), i32(j))
+            source = b.add(b.mul(row, i32(4)), b.lshr(g, i32(1)))
+            shift = b.zext(b.mul(b.and_(g, i32(1)), i32(16)), I64)
+            bits = b.and_(b.lshr(b.load(w.slot(source, 0)), shift), i64(0xFFFF))
+            bits = b.select(w.taking_part(source), bits, i64(0))
+            word = b.or_(word, b.shl(bits, i64(16 * j)))
+        b.store(word, w.slot(lane, 1))
+    b.ret_void()
+
