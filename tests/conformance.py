@@ -64,18 +64,18 @@ def region_site(fn) -> int:
 
 
 def force_affine_check(monkeypatch):
-    """Make the scheduler's check of rebuilt registers (blockfunction._affine_spills) answer yes
+    """Make the scheduler's check of rebuilt registers (rounds.affine_spills) answer yes
     whatever it finds, with a fresh compile: a test then sees whether a register is rebuilt
     from one value after a site at all (a register that is not alike in every thread comes
     out wrong), and that the check is what keeps such a register right."""
     from llvmlite import ir
-    from anycuda.compiler.simt import blockfunction
-    original = blockfunction._affine_spills
+    from anycuda.compiler.simt import rounds
+    original = rounds.affine_spills
 
     def forced(b, spill, header, n, slots, holds):
         original(b, spill, header, n, slots, holds)
         return ir.Constant(ir.IntType(1), 1)
-    monkeypatch.setattr(blockfunction, "_affine_spills", forced)
+    monkeypatch.setattr(rounds, "affine_spills", forced)
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
 
 

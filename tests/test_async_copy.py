@@ -493,3 +493,38 @@ def test_pipeline_of_stages(rng, arch, stages, block):
     weights = np.arange(1, tiles + 1, dtype=np.float64)[None, :, None]
     want = (x[:, :, ::-1] * weights).sum(1)
     assert np.allclose(out.get(), want.ravel(), rtol=1e-5, atol=1e-5)
+
+
+# elect.sync's answer differs between the lanes of a warp (only the leader gets true): code
+# after it, in any execution path, must keep it per lane
+ELECT_EACH_LANE = """
+.visible .entry elect_each(.param .u64 pout, .param .u32 pmask)
+{
+  .reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .pred %p<2>;
+  ld.param.u64 %rd1, [pout]; ld.param.u32 %r5, [pmask];
+  mov.u32 %r1, %tid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %ctaid.x;
+  mad.lo.u32 %r4, %r3, %r2, %r1;
+  elect.sync %r6|%p1, %r5;
+  selp.u32 %r7, 1, 0, %p1;
+  shl.b32 %r7, %r7, 8;
+  or.b32 %r7, %r7, %r6;
+  mul.wide.u32 %rd2, %r4, 4; add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r7;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("block", [32, 64, 96])
+@pytest.mark.parametrize("mask", [0xFFFFFFFF, 0xFFFFFFF0])
+def test_elect_picks_the_lowest_member_lane_of_each_warp(block, mask):
+    grid = 2
+    out = np.full(grid * block, 0xCDCDCDCD, np.uint32)
+    members = [lane for lane in range(32) if mask >> lane & 1]
+    launch(ELECT_EACH_LANE, "elect_each", (grid, 1, 1), (block, 1, 1), out, mask)
+    lanes = np.arange(grid * block) % block % 32
+    leader = members[0]
+    want = np.where(lanes == leader, (1 << 8) | leader, leader).astype(np.uint32)
+    # lanes outside the member mask: elect.sync's result is undefined for them on a GPU
+    inside = np.isin(lanes, members)
+    assert np.array_equal(out[inside], want[inside])

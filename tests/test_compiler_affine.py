@@ -1,4 +1,4 @@
-"""Affine resumes (FunctionLowering._reload, blockfunction._affine_spills): when every thread of a
+"""Affine resumes (FunctionLowering._reload, rounds.affine_spills): when every thread of a
 block resumes at a loop's back-edge yield with the induction register holding first + t for
 thread t, a uniform round rebuilds it from `first` instead of reloading it, so that the
 round's loads and stores are contiguous vectors. Where the form does not hold (a stride per
@@ -10,7 +10,7 @@ from llvmlite import ir
 
 import anycuda as ac
 from anycuda.compiler import abi
-from anycuda.compiler.simt import blockfunction
+from anycuda.compiler.simt import rounds
 from anycuda.compiler.vector import warpregions
 from conformance import force_affine_check, poison
 
@@ -160,7 +160,7 @@ def _shift_first(monkeypatch, shift):
     affine resume runs, results move; where the check turns it away, they must not. The
     resume is a round's: without warp regions (an entry region runs a warp's grid-stride
     loop through its yields, and no round resumes there)."""
-    original = blockfunction._affine_spills
+    original = rounds.affine_spills
     monkeypatch.setattr(warpregions, "emit_regions", lambda f: {})
 
     def shifted(b, spill, header, n, slots, holds):
@@ -170,7 +170,7 @@ def _shift_first(monkeypatch, shift):
                             ir.IntType(8 * size).as_pointer())
             b.store(b.add(b.load(ptr), ir.Constant(ir.IntType(8 * size), shift)), ptr)
         return ok
-    monkeypatch.setattr(blockfunction, "_affine_spills", shifted)
+    monkeypatch.setattr(rounds, "affine_spills", shifted)
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
 
 
@@ -218,7 +218,7 @@ def test_without_the_check_an_uneven_counter_would_be_rebuilt_wrongly(rng, monke
 
 # A grid-stride loop whose odd threads step one element further once, at the fourth
 # iteration: the induction register holds first + t for the first rounds and not after, so
-# the check that a round makes of its own results (blockfunction: uniform_round) must send
+# the check that a round makes of its own results (rounds.RoundFunction) must send
 # the later rounds back to the reloading resume.
 LATE_DRIFT = r"""
 .version 8.0

@@ -2,7 +2,7 @@
 FunctionLowering._proven_affine): in a kernel whose threads all take the same path, a tile
 loop's counter and an index less its thread-linear part hold one value in every thread at
 each barrier, so the scheduler takes thread 0's saved value without comparing the others'
-(blockfunction._affine_spills). Where one branch depends on the thread, the comparison stays
+(rounds.affine_spills). Where one branch depends on the thread, the comparison stays
 and is what keeps a skewed index right. numpy is the reference; outputs are poisoned first."""
 import numpy as np
 import pytest
@@ -158,7 +158,7 @@ def test_which_paths_are_uniform(last, uniform):
 
 
 def _compare_loops(ptx):
-    """The block function's loops that compare the threads' saved values (blockfunction._affine_spills)."""
+    """The block function's loops that compare the threads' saved values (rounds.affine_spills)."""
     return str(ModuleLowering(parse(ptx, "walk.ptx"), "walk").lower().mod).count("affine.head:")
 
 

@@ -165,7 +165,7 @@ def thread_parallel_group(module: ir.Module) -> ir.MDValue:
     loads and stores (CUDA orders threads only at barriers, atomics and fences; a data race
     may see any order, and a vector of threads running one instruction together is what a
     warp does) and a thread's own slots in the per-thread arrays. A loop over a block's
-    threads that names the group (blockfunction._each_thread) tells the vectoriser that those
+    threads that names the group (rounds.each_thread) tells the vectoriser that those
     accesses carry no dependence from one thread to the next, which it could not prove for
     gathered or data-dependent addresses; accesses outside the group keep it from assuming
     anything."""

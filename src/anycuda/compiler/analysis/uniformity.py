@@ -62,7 +62,7 @@ def block_uniform_registers(body: list, kernel_params) -> set:
     parameters, %ntid/%nctaid/%ctaid and other such registers (a tile loop's counter, a row
     offset). Control flow is not looked at: a thread that skips an update leaves the
     register different from the others', which is why the scheduler checks the values
-    before relying on them (blockfunction._affine_spills), unless control_uniform holds."""
+    before relying on them (rounds.affine_spills), unless control_uniform holds."""
     return _alike_registers(body, kernel_params, UNIFORM_OPCODES, UNIFORM_SPECIAL)
 
 

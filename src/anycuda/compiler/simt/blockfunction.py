@@ -15,7 +15,6 @@ turn areas lie in its workspace (workspace.py).
 """
 from __future__ import annotations
 
-import copy
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -23,13 +22,14 @@ from llvmlite import ir
 
 from .. import abi
 from ..analysis import guards
-from ..irutil import (at_function_start, collection_paused, declare, for_range, for_range_counting, i32, i64,
-                      in_thread_group, load_field, load_invariant, load_invariant_field, set_loop_hints, split_index,
-                      store_field, thread_parallel_group)
+from ..irutil import (at_function_start, collection_paused, declare, for_range, i32, i64, load_field,
+                      load_invariant_field, set_loop_hints, split_index, store_field)
 from ..types import I1, I32, I64, PTR
 from .barriers import bar_slot, emit_resolve_barrier
 from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_collective
 from .mbarrierwaits import emit_released, stall_slots, wait_state
+from .rounds import (RangeReduction, RoundFunction, all_stay, bounded_shape, each_thread, scalar_params,
+                     step_tail)
 from .workspace import C, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride, workspace_layout
 
 NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}
@@ -84,46 +84,6 @@ def _init_block_fields(b, fr, L, cta, shared, worker):
 def _set_thread_index(b, fr, x, y, z, linear):
     for k, v in (("tid_x", x), ("tid_y", y), ("tid_z", z), ("linear", linear)):
         store_field(b, fr, C[k], v)
-
-
-@contextmanager
-def _each_thread(b, nx, ny, nz, tag="", counted_from=None):
-    """Loops over a block's threads in x-fastest order, giving (x, y, z, linear index, counter).
-    Nested loops keep the thread index free of divisions, so the optimiser sees the innermost
-    loop as a simple counted loop over threadIdx.x. With `counted_from` (i64), the counter is
-    counted_from + linear index, a second induction variable of the innermost loop; else None."""
-    with for_range(b, i32(0), nz, tag + "z") as z:
-        with for_range(b, i32(0), ny, tag + "y") as y:
-            row = b.mul(b.add(b.mul(z, ny), y), nx)
-            if counted_from is None:
-                with for_range(b, i32(0), nx, tag + "x") as x:
-                    yield x, y, z, b.add(row, x), None
-                    latch = b.block
-            else:
-                with for_range_counting(b, i32(0), nx, b.add(counted_from, b.zext(row, I64)), tag + "x") as (x, count):
-                    yield x, y, z, b.add(row, x), count
-                    latch = b.block
-            # the threads' own accesses carry nothing from one thread to the next; a loop with
-            # any other memory access stays a plain loop to the vectoriser
-            set_loop_hints(b.module, latch.terminator, {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
-
-
-def _bounded_shape(b, L):
-    """(nx, ny, nz, n) of the launch's block, each bounded by MAX_BLOCK_THREADS. The runtime
-    refuses larger blocks; saying so here lets LLVM prove that the per-thread arrays of the
-    workspace (spills, collective operands, stop codes), MAX_BLOCK_THREADS elements apart, do
-    not overlap in a loop over threads, instead of guarding each vectorised loop with run-time
-    overlap checks."""
-    most = i32(abi.MAX_BLOCK_THREADS)
-    nx, ny, nz = (load_invariant_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
-    nx, ny, nz = (b.select(b.icmp_unsigned("<", v, most), v, most) for v in (nx, ny, nz))
-    return nx, ny, nz, b.mul(b.mul(nx, ny), nz)
-
-
-def _scalar_params(b, params, plan):
-    """The kernel's scalar parameters that step takes as arguments (plan.scalar_params)."""
-    return [load_invariant(b, b.bitcast(b.gep(params, [i64(info.offset)]), ty.as_pointer()), align=info.size)
-            for info, ty in plan.scalar_params]
 
 
 def _reentry(b, fn, name, first):
@@ -187,7 +147,7 @@ def _emit_guard_probe(module, plan, sites, bounds=None):
     threads = b.zext(b.mul(b.mul(nx, ny), nz), I64)
     stays = b.alloca(I32, name="all.stay")
     b.store(i32(-1), stays)
-    with _each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear, _):
+    with each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear, _):
         if sites:
             fr, tail = frame_at(b, ws, i64(plan.frame_size), linear), [header, spill, threads, i64(0)]
         else:
@@ -206,7 +166,7 @@ def _block_stays(b, fn, probe, bounds, L, ws, bits):
     (compiler/simt/probebounds.py, or None) first, the probe where they prove nothing. The bounds
     test here rather than in the probe: inlined with the block function into the loop over
     a chunk's blocks (emit_run_blocks), its parameter loads leave that loop."""
-    probed = lambda: _all_stay(b, b.call(probe, [L, ws, ws, ir.Constant(PTR, None)]), bits)
+    probed = lambda: all_stay(b, b.call(probe, [L, ws, ws, ir.Constant(PTR, None)]), bits)
     if bounds is None:
         return probed()
     before = b.block
@@ -223,73 +183,6 @@ def _block_stays(b, fn, probe, bounds, L, ws, bits):
     return stays
 
 
-def _all_stay(b, stays, bits):
-    """i1: the probe's answer has every bit of `bits` (a round's known branches)."""
-    return b.icmp_unsigned("==", b.and_(stays, i32(bits)), i32(bits))
-
-
-class _RangeReduction:
-    """The least and greatest of the values a loop over threads adds (signed), kept in stack
-    slots that the optimiser turns into vectorisable min and max reductions."""
-
-    def __init__(self, b, ty):
-        self.b = b
-        bits = ty.width
-        here = b.block
-        b.position_at_start(b.function.entry_basic_block)     # once per call, not per round
-        self.lo = b.alloca(ty)
-        self.hi = b.alloca(ty)
-        b.position_at_end(here)
-        b.store(ir.Constant(ty, (1 << (bits - 1)) - 1), self.lo)
-        b.store(ir.Constant(ty, -(1 << (bits - 1))), self.hi)
-
-    def add(self, v):
-        b = self.b
-        lo, hi = b.load(self.lo), b.load(self.hi)
-        b.store(b.select(b.icmp_signed("<", v, lo), v, lo), self.lo)
-        b.store(b.select(b.icmp_signed(">", v, hi), v, hi), self.hi)
-
-    def low(self):
-        return self.b.load(self.lo)
-
-    def single(self):
-        """i1: every value added was the same (and one was added)."""
-        return self.b.icmp_signed("==", self.b.load(self.lo), self.b.load(self.hi))
-
-
-def _spill_element(b, spill, off, size, t):
-    """Pointer to thread t's element of the spill array at `off` (elements of `size` bytes)."""
-    ty = ir.IntType(8 * size)
-    base = b.bitcast(b.gep(spill, [i64(abi.MAX_BLOCK_THREADS * off)]), ty.as_pointer())
-    return b.gep(base, [t])
-
-
-def _widen(b, t, size):
-    """The i32 thread index t in a spill element's integer type."""
-    return b.sext(t, I64) if size == 8 else t
-
-
-def _affine_spills(b, spill, header, n, slots, holds):
-    """i1: each spill array of `slots` ([(header slot, spill offset, element size, stride,
-    known)]) holds first + stride * t for thread t, `first` being thread 0's element, which
-    goes to the header slot (FunctionLowering._reload: the resume that rebuilds those
-    registers from it rather than reloading them). A `known` slot is not compared: the
-    lowering proved its form (FunctionLowering._proven_affine). `holds`: an i1 stack slot."""
-    ok = ir.Constant(I1, 1)
-    for slot, off, size, stride, known in slots:
-        first = b.load(_spill_element(b, spill, off, size, i32(0)))
-        store_field(b, header, abi.FRAME_HEADER + 8 * slot, first)
-        if known:
-            continue
-        b.store(ir.Constant(I1, 1), holds)
-        with for_range(b, i32(0), n, "affine") as t:
-            expect = b.add(first, _widen(b, t, size)) if stride else first
-            value = b.load(_spill_element(b, spill, off, size, t))
-            b.store(b.and_(b.load(holds), b.icmp_unsigned("==", value, expect)), holds)
-        ok = b.and_(ok, b.load(holds))
-    return ok
-
-
 @dataclass
 class BlockPlan:
     """What a kernel's block function is made from: its step function and what the lowering
@@ -302,8 +195,8 @@ class BlockPlan:
     scalar_params: tuple = ()       # (ParamInfo, LLVM type) of the parameters step takes as values
     site_consts: tuple = ()         # per site: {frame offset: (value, bits)} of its constant operands
     spill_bytes: int = 0            # bytes per thread of the spill arrays
-    affine_sites: dict = None       # site -> its rebuilt registers' slots (_affine_spills)
-    self_checked_sites: tuple = ()  # yield sites whose rounds check themselves (_uniform_round)
+    affine_sites: dict = None       # site -> its rebuilt registers' slots (rounds.affine_spills)
+    self_checked_sites: tuple = ()  # yield sites whose rounds check themselves (rounds.RoundFunction)
     advances: dict = None           # site -> (a warp run's function, its last site)
     regions: dict = None            # site -> its warp region's function (0: the entry region)
     guarded_rounds: dict = None     # site -> the known branches (bits) a round from it may skip
@@ -338,8 +231,9 @@ class _BlockFunction:
     """The making of one block function (emit_block_function): the function, its builder and
     the values its stages share (the launch's block shape and parameters, the workspace's
     arrays, the blocks that the rounds branch between), each stage a method, in the order
-    emit() calls them. One class of ~600 lines because the stages are parts of one LLVM
-    function: each branches to blocks the others made (the dispatch, the scan, the rounds)."""
+    emit() calls them (the uniform rounds are functions of their own: rounds.py). One class
+    of ~550 lines because the stages are parts of one LLVM function: each branches to blocks
+    the others made (the dispatch, the scan, the general rounds)."""
 
     def __init__(self, module, plan):
         self.module, self.plan = module, plan
@@ -358,7 +252,7 @@ class _BlockFunction:
         self.n = b.mul(b.mul(self.nx, self.ny), self.nz)
         self.fsize = i64(plan.frame_size)
         params = self.params = b.inttoptr(load_invariant_field(b, L, abi.LAUNCH["params"], I64), PTR)
-        self.scalars = _scalar_params(b, params, plan)
+        self.scalars = scalar_params(b, params, plan)
         self.fail = fn.append_basic_block("fail")
 
     def emit(self) -> ir.Function:
@@ -433,7 +327,7 @@ class _BlockFunction:
     def _thread_loops(self, mode=0):
         """A block without sites: one frame, reused by each thread in turn. `mode` is the step's
         resume argument (0, or guards.PASSED)."""
-        with _each_thread(self.b, self.nx, self.ny, self.nz) as (x, y, z, linear, _):
+        with each_thread(self.b, self.nx, self.ny, self.nz) as (x, y, z, linear, _):
             self._thread((x, y, z, linear), mode)
 
     def _thread(self, index, mode=0):
@@ -451,7 +345,7 @@ class _BlockFunction:
     def _set_up(self):
         """The block's shape bounded, the sites' tables and the function's stack slots."""
         b, module, plan, nsites_kinds, site_consts = self.b, self.module, self.plan, self.nsites_kinds, self.site_consts
-        self.nx, self.ny, self.nz, self.n = _bounded_shape(b, self.L)
+        self.nx, self.ny, self.nz, self.n = bounded_shape(b, self.L)
         self.full_warps = b.icmp_unsigned("==", b.and_(self.n, i32(31)), i32(0))
         # which stop codes (0: exit, k: site k) are collectives resolved a warp at a time
         coll_sites = self.coll_sites = {i + 1 for i, k in enumerate(nsites_kinds)
@@ -483,7 +377,6 @@ class _BlockFunction:
         self.mbar_seen = stall_slots(b) if abi.SITE["mbar_wait"] in nsites_kinds else None
         self.cur = b.alloca(I32, name="uniform.site")
         self.lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
-        self.affine_holds = b.alloca(I1, name="affine.holds")
         self.lanes_differ = b.alloca(I1, name="lanes.differ")
         self.same = b.alloca(I1, name="same")
         self.unready = b.alloca(I1, name="unready")
@@ -503,7 +396,7 @@ class _BlockFunction:
         memcpy = declare(self.module, "llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(), [PTR, PTR, I64, I1])
         with b.if_else(b.icmp_signed("==", start, i32(abi.BLOCK_FIRST))) as (first_block, later_block):
             with first_block:
-                with _each_thread(b, self.nx, self.ny, self.nz, "i") as (x, y, z, linear, _):
+                with each_thread(b, self.nx, self.ny, self.nz, "i") as (x, y, z, linear, _):
                     fr = frame_at(b, ws, fsize, linear)
                     b.call(memcpy, [fr, self.header, i64(abi.FRAME_HEADER), ir.Constant(I1, 0)])
                     _set_thread_index(b, fr, x, y, z, linear)
@@ -630,7 +523,7 @@ class _BlockFunction:
                 with _each_lane(b, lo, self.nx, self.ny, self.lane_index) as (x, y, z, linear):
                     code = b.call(self.plan.step, [frame_at(b, self.ws, self.fsize, linear), resume, self.params,
                                                    x, y, z, linear]
-                                  + self.scalars + self._block_args(linear), attrs=("alwaysinline",))
+                                  + self.scalars + step_tail(b, self.header, self.spill, self.n), attrs=("alwaysinline",))
                     b.store(code, b.gep(codes, [linear]))
                     latch = b.block
                 set_loop_hints(self.module, latch.terminator, NO_VECTORIZE)
@@ -647,88 +540,13 @@ class _BlockFunction:
                 b.branch(again_blk)
                 b.position_at_end(stop)
 
-    def _uniform_round(self, site, resume):
-        """One loop over the threads, each calling step from `resume` (a constant), stop codes
-        to `codes`. A round from a grid-stride loop's back-edge yield in `self_checked_sites`
-        checks for itself whether every thread stopped at that yield again with the site's
-        rebuilt registers in their form (min and max reductions over the threads: the stop
-        codes, and each register's saved value less stride * t) and then runs the next
-        round at once: one loop over the threads per iteration instead of three (the round,
-        the scan of the stop codes, the form's check: a third of reduce's time went to the
-        last two). Rounds from barriers were tried the same way, checking for the one site
-        their threads could reach next: sgemm did not get faster."""
-        b, fn, module, spill, header = self.b, self.fn, self.module, self.spill, self.header
-        checked = site in self.plan.self_checked_sites         # a yield with rebuilt registers (affine_entry)
-        slots = self.affine_sites[site] if checked else []
-        if checked:
-            code_range = _RangeReduction(b, I32)
-            # (a slot of a proven form needs no reduction: thread 0's element is the value)
-            slot_ranges = [None if known else _RangeReduction(b, ir.IntType(8 * size))
-                           for _, _, size, _, known in slots]
-        counted_from = self._induction_first(site) if resume != site else None
-
-        def each_thread(resume):
-            with _each_thread(b, self.nx, self.ny, self.nz, "u", counted_from) as (x, y, z, linear, induction):
-                fr = frame_at(b, self.ws, self.fsize, linear)
-                code = b.call(self.plan.step, [fr, i32(resume), self.params, x, y, z, linear] + self.scalars
-                              + self._block_args(linear, induction), attrs=("alwaysinline",))
-                in_thread_group(module, b.store(code, b.gep(self.codes, [linear])))
-                if checked:
-                    code_range.add(code)
-                    for (_, off, size, stride, _), rng in zip(slots, slot_ranges):
-                        if rng is None:
-                            continue
-                        value = in_thread_group(module, b.load(_spill_element(b, spill, off, size, linear)))
-                        rng.add(b.sub(value, _widen(b, linear, size)) if stride else value)
-        if site in self.guarded_rounds:
-            with b.if_else(_all_stay(b, self.stays, self.guarded_rounds[site])) as (settled, as_written):
-                with settled:
-                    each_thread(resume | guards.PASSED)
-                with as_written:
-                    each_thread(resume)
-        else:
-            each_thread(resume)
-        if not checked:
-            return
-        same = b.and_(code_range.single(), b.icmp_signed("==", code_range.low(), i32(site)))
-        for rng in slot_ranges:
-            if rng is not None:
-                same = b.and_(same, rng.single())
-        go_on = fn.append_basic_block(f"uniform{site}.again")
-        leave = fn.append_basic_block(f"uniform{site}.scan")
-        b.cbranch(same, go_on, leave)
-        b.position_at_end(go_on)
-        for (slot, off, size, _, _), rng in zip(slots, slot_ranges):
-            first = b.load(_spill_element(b, spill, off, size, i32(0))) if rng is None else rng.low()
-            store_field(b, header, abi.FRAME_HEADER + 8 * slot, first)
-        b.branch(self.affine_entry[site])
-        b.position_at_end(leave)
-
     def _general_round(self, site):
-        """The uniform round from `site`, a call of its own function."""
-        self._call_round(f"round{site}", lambda body: body._round_body(site))
+        """The uniform round from `site`, a call of its own function (rounds.py)."""
+        self._call_round(RoundFunction(self, f"round{site}", site))
 
-    def _call_round(self, name, emit_body):
-        """A call of the round function `name` whose code emit_body(block function view) makes."""
-        round_fn = _RoundFunction(self, name, emit_body).emit()
-        self.b.call(round_fn, [self.L, self.ws, self.header, self.stays if self.stays is not None else i32(0)])
-
-    def _round_body(self, site, from_rebuilt=True):
-        """The uniform round from `site`: from the rebuilt registers where they check out
-        (`from_rebuilt`), else only where a round that checked itself goes on (affine_entry)."""
-        b, fn = self.b, self.fn
-        if site in self.affine_again:
-            affine = self.affine_entry = {site: fn.append_basic_block(f"uniform{site}.affine")}
-            if from_rebuilt:
-                holds = _affine_spills(b, self.spill, self.header, self.n, self.affine_sites[site], self.affine_holds)
-                general = fn.append_basic_block(f"uniform{site}.general")
-                b.cbranch(holds, affine[site], general)
-            with b.goto_block(affine[site]):
-                self._uniform_round(site, site + abi.AFFINE_RESUME)
-                b.branch(self.scan)
-            if from_rebuilt:
-                b.position_at_end(general)
-        self._uniform_round(site, site)
+    def _call_round(self, round_function):
+        self.b.call(round_function.emit(), [self.L, self.ws, self.header,
+                                            self.stays if self.stays is not None else i32(0)])
 
     def _scan(self):
         """After a uniform round: where its threads stopped, and what runs next."""
@@ -739,7 +557,7 @@ class _BlockFunction:
         # whether every thread stopped alike, and whether one trapped (STEP_TRAP is the least
         # code): the least and greatest code, two integer reductions; as and/or reductions of
         # compares, the vectorised loop kept its mask registers on the stack (9% of sgemm)
-        codes_range = _RangeReduction(b, I32)
+        codes_range = RangeReduction(b, I32)
         with for_range(b, i32(0), self.n, "s") as t:
             codes_range.add(b.load(b.gep(codes, [t])))
         b.store(codes_range.single(), same)
@@ -814,7 +632,7 @@ class _BlockFunction:
                 continue
             with for_range(b, i32(0), full_warp_count, "rw") as w:
                 last = self._resolve_known_site(site, b.mul(w, i32(32)))
-            self._call_round(f"run{site}", lambda body, c=last.constant: body._round_body(c, from_rebuilt=False))
+            self._call_round(RoundFunction(self, f"run{site}", last.constant, from_rebuilt=False))
             b.branch(self.scan)
 
     def _general_rounds(self):
@@ -844,7 +662,7 @@ class _BlockFunction:
                     if self.yields:
                         # here a yield releases at once: the thread goes on until it waits or exits
                         resume, again_blk = _reentry(b, fn, "step", resume)
-                    code = b.call(plan.step, [fr, resume, self.params] + index + self.scalars + self._block_args(t))
+                    code = b.call(plan.step, [fr, resume, self.params] + index + self.scalars + step_tail(b, self.header, self.spill, self.n))
                     ok = fn.append_basic_block("ok")
                     b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), self.fail, ok)
                     b.position_at_end(ok)
@@ -948,67 +766,6 @@ class _BlockFunction:
         for value, blk in resumes:
             resume.add_incoming(value, blk)
         return resume
-
-    def _block_args(self, t, induction=None):
-        return [self.header, self.spill, self.b.zext(self.n, I64), induction if induction is not None else i64(0)]
-
-    def _induction_first(self, site):
-        """i64: the `first` of the site's induction register (stride 1), which
-        _affine_spills put in the header; None when the site has none."""
-        b = self.b
-        for slot, _, size, stride, _ in self.affine_sites[site]:
-            if stride:
-                first = load_field(b, self.header, abi.FRAME_HEADER + 8 * slot, ir.IntType(8 * size))
-                return first if size == 8 else b.sext(first, I64)
-        return None
-
-
-ROUND_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I32])
-
-
-class _RoundFunction:
-    """`void round(i8* L, i8* ws, i8* header, i32 stays)`: one site's uniform round in a
-    function of its own, called by the block function, which then scans the stop codes.
-
-    Why not inline: a round is a loop nest over the threads with the step function's code from
-    its site inlined, and a kernel has a round per barrier and grid-stride yield. Inside the
-    block function every round's loops nest in the one loop of its dispatch, and LLVM's loop
-    passes then cost (loops x function size): 700 loops of a 2,000-instruction kernel took
-    O3 40 s. In functions of their own each round is optimised alone. The function finds the
-    block's shape, parameters and workspace arrays from `L` and `ws` as the block function
-    does (a few loads per round, not per thread), so that LLVM proves the same facts about
-    them (the arrays' bounds, invariant loads)."""
-
-    def __init__(self, block, name, emit_body):
-        self.block, self.name, self.emit_body = block, name, emit_body
-
-    def emit(self) -> ir.Function:
-        block = self.block
-        fn = ir.Function(block.module, ROUND_TYPE, name=f"{block.plan.name}.{self.name}")
-        fn.linkage = "internal"
-        fn.attributes.add("noinline")
-        L, ws, header, stays = fn.args
-        # the header is the block function's own stack copy: nothing else reaches it
-        header.add_attribute("noalias")
-        body = copy.copy(block)
-        b = body.b = ir.IRBuilder(fn.append_basic_block("entry"))
-        body.fn, body.L, body.ws, body.header = fn, L, ws, header
-        body.stays = stays if block.stays is not None else None
-        body.nx, body.ny, body.nz, body.n = _bounded_shape(b, L)
-        params = body.params = b.inttoptr(load_invariant_field(b, L, abi.LAUNCH["params"], I64), PTR)
-        body.scalars = _scalar_params(b, params, block.plan)
-        spill_off, _, codes_off, _, _ = workspace_layout(b, body.n, block.plan.frame_size, block.plan.spill_bytes,
-                                                         block.fn.turn_stride)
-        body.spill = b.gep(ws, [spill_off])
-        body.codes = b.bitcast(b.gep(ws, [codes_off]), I32.as_pointer())
-        body.affine_holds = b.alloca(I1, name="affine.holds")
-        body.scan = fn.append_basic_block("done")
-        self.emit_body(body)
-        body.b.branch(body.scan)
-        b.position_at_end(body.scan)
-        b.ret_void()
-        return fn
-
 
 class _WarpTurns:
     """The block's turn areas (warpregions, "turns") in its workspace: one set for all its

@@ -37,7 +37,7 @@ FLIPPED = "flipped"            # a strided value `xor` one alike in every lane: 
 _UNIFORM_SPECIALS = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nwarpid", "gridid", "smid", "nsmid",
                                "warpsz"))
 # opcodes whose result is not the lanes' own function of their operands
-_ACROSS_LANES = frozenset(("shfl", "vote", "match", "activemask", "redux", "atom", "red", "bar", "barrier",
+_ACROSS_LANES = frozenset(("shfl", "vote", "match", "activemask", "redux", "elect", "atom", "red", "bar", "barrier",
                            "call", "tex", "tld4", "suld", "sust",
                            # a fragment's elements are the lane's own (wmma.load reads by %laneid)
                            "mma", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix"))
