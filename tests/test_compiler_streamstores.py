@@ -173,9 +173,13 @@ def _functions(text):
 
 
 def _blocks_code(functions, k):
-    """The optimised code of kernel k's blocks: its block function, or for a kernel without
-    sites the loop over a chunk's blocks that the block function is inlined in."""
-    return functions.get(f"ptx.k{k}.block") or functions[f"ptx.k{k}.blocks"]
+    """The optimised code of kernel k's blocks: its block function and its uniform rounds'
+    functions (simt/rounds.py), or for a kernel without sites the loop over a chunk's blocks
+    that the block function is inlined in."""
+    if f"ptx.k{k}.block" not in functions:
+        return functions[f"ptx.k{k}.blocks"]
+    return "\n".join(code for name, code in functions.items()
+                     if name == f"ptx.k{k}.block" or re.fullmatch(rf"ptx\.k{k}\.(round|run)\d+", name))
 
 
 @x86_only
