@@ -167,13 +167,19 @@ def test_recipe_fingerprint_covers_the_compiled_sources(tmp_path, monkeypatch):
     before = build.recipe_fingerprint()
     shim = tmp_path / "shim"
     shutil.copytree(PACKAGE / "shim", shim, ignore=shutil.ignore_patterns("__pycache__", "lib"))
+    shutil.copytree(PACKAGE / "libraries", tmp_path / "libraries", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(build, "__file__", str(shim / "build.py"))
     assert build.recipe_fingerprint() == before
     (shim / "entry.py").write_text("# imported at run time, not compiled in\n")
     assert build.recipe_fingerprint() == before
     with open(shim / "declarations.py", "a") as f:
         f.write("# changed\n")
-    assert build.recipe_fingerprint() != before
+    changed = build.recipe_fingerprint()
+    assert changed != before
+    # a library's C signatures are compiled into its build too
+    with open(tmp_path / "libraries" / "cublas" / "signatures.py", "a") as f:
+        f.write("# changed\n")
+    assert build.recipe_fingerprint() != changed
 
 
 # ---------------------------------------------------------------- what anycuda says
