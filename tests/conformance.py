@@ -30,6 +30,30 @@ def load_cuda(name: str, options=()) -> ac.RawModule:
     return _modules[key]
 
 
+def ptx_launcher(header: str, source_name: str):
+    """launch(ptx, name, grid, block, *args, shared=0): kernel `name` of `header + ptx` run
+    through the runtime's program API; arrays are passed by address, floats as f32, other
+    values as integers of the parameter's size. Returns the loaded program."""
+    import struct
+    from anycuda.runtime.program import load_program
+
+    def launch(ptx, name, grid, block, *args, shared=0):
+        prog = load_program(header + ptx, source_name)
+        k = prog.kernel(name)
+        params = b""
+        for p, a in zip(k.params, args):
+            params = params.ljust(p.offset, b"\0")
+            if isinstance(a, np.ndarray):
+                params += struct.pack("<Q", a.ctypes.data)
+            elif isinstance(a, float):
+                params += struct.pack("<f", a)
+            else:
+                params += int(a).to_bytes(p.size, "little", signed=a < 0)
+        k.launch(grid, block, params, shared)
+        return prog
+    return launch
+
+
 def poison(shape, dtype) -> ac.ndarray:
     """A device array full of a recognisable garbage pattern (NaN for floats)."""
     dtype = np.dtype(dtype)

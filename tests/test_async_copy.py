@@ -8,32 +8,19 @@ with cuda::barrier, and a cuda::pipeline of several stages, for sm_80 (test_wait
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pytest
 
 import anycuda as ac
 from anycuda.ptx import PtxError
 from anycuda.runtime.errors import CudaError
-from anycuda.runtime.program import load_program
-from conformance import poison
+from conformance import poison, ptx_launcher
 
 HEADER = ".version 8.3\n.target sm_90\n.address_size 64\n"
 FILL = 0xAB          # what shared memory holds before the copies
 
 
-def launch(ptx, name, grid, block, *args, shared=0):
-    prog = load_program(HEADER + ptx, "asynccopy.ptx")
-    k = prog.kernel(name)
-    params = b""
-    for p, a in zip(k.params, args):
-        params = params.ljust(p.offset, b"\0")
-        if isinstance(a, np.ndarray):
-            params += struct.pack("<Q", a.ctypes.data)
-        else:
-            params += int(a).to_bytes(p.size, "little", signed=a < 0)
-    k.launch(grid, block, params, shared)
+launch = ptx_launcher(HEADER, "asynccopy.ptx")
 
 
 # Each thread owns 64 bytes of shared memory, filled with FILL, and copies into them:

@@ -13,25 +13,13 @@ import pytest
 
 from anycuda.ptx import PtxError
 from anycuda.runtime.errors import CudaError, CUresult
+from conformance import ptx_launcher
 from anycuda.runtime.program import load_program
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
 
-def launch(ptx, name, grid, block, *args, shared=0):
-    prog = load_program(HEADER + ptx, "test.ptx")
-    k = prog.kernel(name)
-    params = b""
-    for p, a in zip(k.params, args):
-        params = params.ljust(p.offset, b"\0")
-        if isinstance(a, np.ndarray):
-            params += struct.pack("<Q", a.ctypes.data)
-        elif isinstance(a, float):
-            params += struct.pack("<f", a)
-        else:
-            params += int(a).to_bytes(p.size, "little", signed=a < 0)
-    k.launch(grid, block, params, shared)
-    return prog
+launch = ptx_launcher(HEADER, "test.ptx")
 
 
 def test_bar_red_popc_and_or(rng=np.random.default_rng()):

@@ -14,6 +14,7 @@ from anycuda.libraries.cublas.status import CublasError, Status
 
 TABLE = functions.table()
 TYPES = {"S": np.float32, "D": np.float64, "C": np.complex64, "Z": np.complex128}
+REAL = {"S": np.float32, "D": np.float64, "C": np.float32, "Z": np.float64}
 TOL = {"S": 1e-4, "D": 1e-10, "C": 1e-4, "Z": 1e-10}
 N, T, C = 0, 1, 2
 call = caller(TABLE)
@@ -36,6 +37,13 @@ def stored(matrix, ld, poison=np.nan):
 
 def unstored(flat, rows, cols, ld):
     return flat.reshape(cols, ld)[:, :rows].T
+
+
+def status_of(name, *args):
+    """The status a call answers with (it must fail)."""
+    with pytest.raises(CublasError) as e:
+        call(name, *args)
+    return e.value.status
 
 
 def op(x, o):

@@ -12,12 +12,11 @@ import anycuda as ac
 from library_calls import caller, device, read, scalar, stream_handle
 from anycuda.libraries.cublas import functions
 from anycuda.libraries.cublas.status import CublasError, Status
-from test_cublas import TOL, TYPES, random, stored, unstored
+from test_cublas import REAL, TOL, TYPES, random, status_of, stored, unstored
 
 TABLE = functions.table()
 call = caller(TABLE)
 N, T, C = 0, 1, 2
-REAL = {"S": np.float32, "D": np.float64, "C": np.float32, "Z": np.float64}
 
 
 @pytest.fixture
@@ -26,12 +25,6 @@ def handle():
     call("cublasCreate_v2", out.ctypes.data)
     yield int(out[0])
     call("cublasDestroy_v2", int(out[0]))
-
-
-def status_of(name, *args):
-    with pytest.raises(CublasError) as e:
-        call(name, *args)
-    return e.value.status
 
 
 def gated_stream(handle):

@@ -14,16 +14,15 @@ import numpy as np
 import pytest
 
 from anycuda.libraries.cublas import functions
-from anycuda.libraries.cublas.status import CublasError, Status
+from anycuda.libraries.cublas.status import Status
 from library_calls import caller, device, read, scalar
+from test_cublas import REAL, TYPES, op, random, status_of, stored, unstored
 
 HERE = Path(__file__).parent
 TABLE = functions.table()
 call = caller(TABLE)
 N, T, C = 0, 1, 2
 LOWER, UPPER = 0, 1
-TYPES = {"S": np.float32, "D": np.float64, "C": np.complex64, "Z": np.complex128}
-REAL = {"S": np.float32, "D": np.float64, "C": np.float32, "Z": np.float64}
 TOL = {"S": 2e-4, "D": 1e-11, "C": 2e-4, "Z": 1e-11}
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -34,35 +33,6 @@ def handle():
     call("cublasCreate_v2", out.ctypes.data)
     yield int(out[0])
     call("cublasDestroy_v2", int(out[0]))
-
-
-def status_of(name, *args):
-    with pytest.raises(CublasError) as e:
-        call(name, *args)
-    return e.value.status
-
-
-def random(rng, shape, letter):
-    x = rng.standard_normal(shape)
-    if letter in "CZ":
-        x = x + 1j * rng.standard_normal(shape)
-    return np.asarray(x, TYPES[letter])
-
-
-def stored(matrix, ld, poison=np.nan):
-    """A column-major copy of `matrix` with leading dimension `ld` (padding rows poisoned)."""
-    rows, cols = matrix.shape
-    out = np.full((cols, ld), poison, matrix.dtype)
-    out[:, :rows] = matrix.T
-    return out.reshape(-1)
-
-
-def unstored(flat, rows, cols, ld):
-    return flat.reshape(cols, ld)[:, :rows].T
-
-
-def op(a, trans):
-    return a if trans == N else a.T if trans == T else a.conj().T
 
 
 def triangle(n, uplo):

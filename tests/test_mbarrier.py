@@ -8,8 +8,6 @@ fence.mbarrier_init, setmaxnreg, griddepcontrol) and elect.sync.
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pytest
 
@@ -18,23 +16,13 @@ from anycuda.compiler.pipeline import block_program_ir
 from anycuda.compiler.vector import blockprograms
 from anycuda.ptx import PtxError, parse
 from anycuda.runtime.errors import CudaError, CUresult
-from anycuda.runtime.program import load_program
+from conformance import ptx_launcher
 
 HEADER = ".version 8.3\n.target sm_90\n.address_size 64\n"
 POISON = 0xCDCDCDCD
 
 
-def launch(ptx, name, grid, block, *args, shared=0):
-    prog = load_program(HEADER + ptx, "mbarrier.ptx")
-    k = prog.kernel(name)
-    params = b""
-    for p, a in zip(k.params, args):
-        params = params.ljust(p.offset, b"\0")
-        if isinstance(a, np.ndarray):
-            params += struct.pack("<Q", a.ctypes.data)
-        else:
-            params += int(a).to_bytes(p.size, "little", signed=a < 0)
-    k.launch(grid, block, params, shared)
+launch = ptx_launcher(HEADER, "mbarrier.ptx")
 
 
 def poisoned(n, dtype=np.uint32):
