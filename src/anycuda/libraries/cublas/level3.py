@@ -129,11 +129,7 @@ def make_syr2k(letter: str):
     def call(hid, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
         u, t = mx.fill(uplo), mx.op(trans, "s")
         require(trans in (mx.OP_N, mx.OP_T) or letter in "sd", f"operation {trans} for a complex syr2k")
-        mx.sizes(n=n, k=k)
-        rows = mx.stored_rows(trans, n, k)
-        mx.leading(lda, rows, "lda")
-        mx.leading(ldb, rows, "ldb")
-        mx.leading(ldc, n, "ldc")
+        mx.check_rank_2k(trans, n, k, lda, ldb, ldc)
         if n == 0:
             return
         queue(hid, lambda a, b: syr2k(blas.COL_MAJOR, u, t, n, k, scalar(a, letter), A, lda, B, ldb,

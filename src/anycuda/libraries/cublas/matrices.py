@@ -56,6 +56,16 @@ def stored_rows(operation: int, rows: int, cols: int) -> int:
     return rows if operation == OP_N else cols
 
 
+def check_rank_2k(trans: int, n: int, k: int, lda: int, ldb: int, ldc: int) -> None:
+    """The sizes and leading dimensions of a rank-2k update (syr2k, her2k, syrkx, herkx): op(A)
+    and op(B) are n x k, C is n x n."""
+    sizes(n=n, k=k)
+    rows = stored_rows(trans, n, k)
+    leading(lda, rows, "lda")
+    leading(ldb, rows, "ldb")
+    leading(ldc, n, "ldc")
+
+
 def view(address: int, rows: int, cols: int, ld: int, dtype) -> np.ndarray:
     """The column-major `rows` x `cols` matrix at `address` with leading dimension `ld`."""
     dtype = np.dtype(dtype)

@@ -50,11 +50,7 @@ def make_rank_kx(hermitian: bool):
         def call(hid, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
             lower = mx.fill(uplo) == blas.LOWER
             require(trans in _rank_k_operations(letter, hermitian), f"operation {trans}")
-            mx.sizes(n=n, k=k)
-            rows = mx.stored_rows(trans, n, k)
-            mx.leading(lda, rows, "lda")
-            mx.leading(ldb, rows, "ldb")
-            mx.leading(ldc, n, "ldc")
+            mx.check_rank_2k(trans, n, k, lda, ldb, ldc)
             if n == 0:
                 return
             op = mx.OP_N if trans == mx.OP_N else transposed
