@@ -159,3 +159,23 @@ def test_command_line():
                           capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert "2 of 2 examples correct" in demo.stdout
+
+
+def test_driver_answers_that_the_runtime_in_nvidias_cuda13_libraries_needs():
+    """cuMemFree(0) and cuMemFreeHost(NULL) succeed (free(NULL), as NVIDIA's driver: that
+    runtime passes cudaFree(0) on), and function attributes 16 and 17 (past CUDA 13.0's
+    CU_FUNC_ATTRIBUTE_MAX), which its cudaFuncGetAttributes reads, are answered."""
+    from anycuda.driver import api
+    ptx = (".version 8.0\n.target sm_80\n.address_size 64\n"
+           ".visible .entry nothing()\n{\n\tret;\n}\n")
+    api.cuInit(0)
+    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+    try:
+        api.cuMemFree(0)
+        api.cuMemFreeHost(0)
+        mod = api.cuModuleLoadData(ptx.encode())
+        func = api.cuModuleGetFunction(mod, "nothing")
+        assert [api.cuFuncGetAttribute(a, func) for a in (16, 17)] == [0, 0]
+        api.cuModuleUnload(mod)
+    finally:
+        api.cuDevicePrimaryCtxRelease(0)

@@ -321,6 +321,34 @@ def test_handle_rules(handle):
     assert functions.VALUED["cublasGetStatusName"](15) == "CUBLAS_STATUS_NOT_SUPPORTED"
 
 
+def test_geam_with_a_null_beta_leaves_b_unread(handle, rng):
+    # NVIDIA's cuSOLVER (gesvd) transposes with geam(alpha, A, beta=NULL, B=A)
+    m, n = 5, 3
+    A = random(rng, (n, m), "S")
+    dC = device(np.full(m * n, np.nan, np.float32))
+    call("cublasSgeam", handle, T, T, m, n, scalar(1, np.float32), device(stored(A, n)), n, 0, 0, n, dC, m)
+    np.testing.assert_allclose(unstored(read(dC, m * n, np.float32), m, n, m), A.T, rtol=1e-6)
+
+
+def test_emulation_settings_are_kept_with_their_defaults(handle):
+    value = np.zeros(1, np.int32)
+    for name, default, new in [("EmulationStrategy", 0, 2), ("EmulationSpecialValuesSupport", 0xFFFF, 0),
+                               ("FixedPointEmulationMantissaControl", 0, 1),
+                               ("FixedPointEmulationMaxMantissaBitCount", 0, 40),
+                               ("FixedPointEmulationMantissaBitOffset", 0, -8)]:
+        call(f"cublasGet{name}", handle, value.ctypes.data)
+        assert value[0] == default, name
+        call(f"cublasSet{name}", handle, new)
+        call(f"cublasGet{name}", handle, value.ctypes.data)
+        assert value[0] == new, name
+    for name, bad in [("EmulationStrategy", 3), ("FixedPointEmulationMantissaControl", 2),
+                      ("FixedPointEmulationMaxMantissaBitCount", -1)]:
+        with pytest.raises(CublasError) as e:
+            call(f"cublasSet{name}", handle, bad)
+        assert e.value.status == Status.INVALID_VALUE, name
+    call("cublasSetEnvironmentMode")          # what NVIDIA's cuSOLVER needs to find: a no-op
+
+
 def test_empty_products_touch_nothing(handle):
     buf = device(np.full(4, 7, np.float32))
     call("cublasSgemm_v2", handle, N, N, 0, 2, 2, scalar(1, np.float32), 0, 1, 0, 2, scalar(0, np.float32), buf, 1)

@@ -242,6 +242,20 @@ assert get(ctypes.byref(value), None, 0x1234) == 0 and value.value == 0x5678    
 assert cuda.cuDevicePrimaryCtxReset_v2(0) == 0
 assert destroyed == [(0x1234, 0x5678)]
 assert get(ctypes.byref(value), ctx, 0x1234) == 400                               # gone with the reset
+# the context identity table (NVIDIA's CUDA 13 libraries' runtime asks for it): slot 4, a context's id
+identity = bytes.fromhex("21318c60971432488ca641ff7324c8f2")
+assert cuda.cuGetExportTable(ctypes.byref(table), identity) == 0
+slots = ctypes.cast(table, ctypes.POINTER(ctypes.c_void_p))
+assert slots[0] == 5 * 8
+context_id = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong))(slots[4])
+first, again, other = ctypes.c_ulonglong(), ctypes.c_ulonglong(), ctypes.c_ulonglong()
+created = ctypes.c_void_p()
+assert cuda.cuCtxCreate_v2(ctypes.byref(created), 0, 0) == 0
+assert context_id(ctx, ctypes.byref(first)) == 0 and context_id(ctx, ctypes.byref(again)) == 0
+assert context_id(created, ctypes.byref(other)) == 0
+assert first.value == again.value != other.value
+current = ctypes.c_ulonglong()
+assert context_id(None, ctypes.byref(current)) == 0 and current.value == other.value    # NULL: the current one
 print("tables OK")
 '''
 

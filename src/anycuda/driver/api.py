@@ -277,6 +277,13 @@ def cuCtxGetCurrent() -> int:
     return getattr(_current, "ctx", None) or 0
 
 
+def context_id(ctx: int) -> int:
+    """A context's unique id (cuCtxGetId's answer): its handle, which is never reused."""
+    _require_init()
+    _get(ctx, Context)
+    return ctx
+
+
 def _require_context():
     _require_init()
     ctx = getattr(_current, "ctx", None)
@@ -326,7 +333,8 @@ def cuMemAlloc(size: int) -> int:
 
 def cuMemFree(ptr: int) -> None:
     _require_context()
-    memory.free(ptr)
+    if ptr:                        # cuMemFree(0) succeeds, as free(NULL) (the runtime inside NVIDIA's
+        memory.free(ptr)           # CUDA 13 libraries passes cudaFree(0) on to the driver)
 
 
 @_faults_are_sticky
@@ -767,7 +775,11 @@ def cuFuncGetAttribute(attrib: int, func: int) -> int:
     # their code paths by it); binary version: the device's, which the PTX is compiled for
     values = {0: image.max_threads_per_block, 1: image.static_shared, 2: 0, 3: image.info.frame_size, 4: 32,
               5: f.module.ptx_arch or 10 * major + minor, 6: 10 * major + minor, 7: 0, 8: image.max_dynamic_shared_size, 9: -1,
-              10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0}
+              10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0,
+              # 16 and 17 are newer than CUDA 13.0's headers (its CU_FUNC_ATTRIBUTE_MAX is 16): the
+              # runtime linked into NVIDIA's later CUDA 13 libraries (cuSPARSE 12.9, ...) reads
+              # 0..17 in cudaFuncGetAttributes and fails without an answer; 0, as for 10-15
+              16: 0, 17: 0}
     if attrib not in values:
         raise CudaError(CUresult.CUDA_ERROR_NOT_SUPPORTED, f"function attribute {attrib} is not supported yet")
     return values[attrib]
@@ -1151,6 +1163,8 @@ def cuMemHostUnregister(ptr: int) -> None:
 
 def cuMemFreeHost(ptr: int) -> None:
     _require_context()
+    if not ptr:                    # as the driver: free(NULL) semantics
+        return
     a = memory.lookup(ptr)
     if a is None or a.ptr != ptr or a.kind != "host":
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not host memory from cuMemAllocHost")

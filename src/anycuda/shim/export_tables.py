@@ -43,6 +43,7 @@ extern "Python" int anycuda_cls_get(void **value, void *ctx, void *key);
 extern "Python" int anycuda_integrity_check(unsigned int version, unsigned long long unix_seconds, unsigned long long *result);
 extern "Python" int anycuda_context_check(void *ctx, unsigned int *result1, const void **result2);
 extern "Python" unsigned int anycuda_context_check3(void);
+extern "Python" int anycuda_context_id(void *ctx, unsigned long long *id);
 extern "Python" int anycuda_slot_unsupported(int index);
 static void *anycuda_slot_stub_address(int i);
 """ + "".join("extern " + line + "\n" for line in _STATIC_STORAGE.splitlines())
@@ -74,6 +75,11 @@ TABLES = {
     "INTEGRITY_CHECK": ("d4082055bde6704b8d34ba123c66e1f2", 3, {0: SIZE, 1: "anycuda_integrity_check"}),
     "CONTEXT_CHECKS": ("263e88607cd2614392f6bbd5006dfa7e", 4, {
         0: SIZE, 2: "anycuda_context_check", 3: "anycuda_context_check3"}),
+    # asked for by the CUDA runtime that NVIDIA's later CUDA 13 libraries link statically
+    # (cuSPARSE 12.9, NPP 13.2): without it their first call fails (cusparseCreate: "CUDA context
+    # cannot be initialized"). Slot 4 answers a context's unique id, as cuCtxGetId does (as
+    # other projects' notes describe it); no slot was called in those libraries' runs
+    "CONTEXT_IDENTITY": ("21318c60971432488ca641ff7324c8f2", 5, {0: SIZE, 4: "anycuda_context_id"}),
 }
 
 # Tables the runtime asks for and copes without: "not found" sends it down its ordinary path.
@@ -223,6 +229,13 @@ def install(ffi, lib):
         return 0
     define("anycuda_context_check", context_check)
     define("anycuda_context_check3", lambda: 0, result=lambda code: 0)
+
+    def context_id(ctx, out):
+        if out == ffi.NULL:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "NULL id")
+        out[0] = api.context_id(ptr(ctx) or _current_context())
+        return 0
+    define("anycuda_context_id", context_id)
 
     def slot_unsupported(index):
         name = _stub_names[index] if 0 <= index < len(_stub_names) else f"#{index}"

@@ -23,6 +23,14 @@ class Handle:
         self.workspace = (0, 0)             # (address, bytes) given by cublasSetWorkspace
         self.sm_count_target = 0
         self.emulation = 0
+        # FP64 emulation settings (cublasSet/GetEmulation*, ...FixedPointEmulation*): kept and
+        # answered, with cuBLAS's defaults; they change nothing here (anycuda computes in the
+        # type itself, what emulation approximates)
+        self.emulation_strategy = 0         # CUBLAS_EMULATION_STRATEGY_DEFAULT
+        self.emulation_special_values = 0xFFFF   # CUDA_EMULATION_SPECIAL_VALUES_SUPPORT_DEFAULT
+        self.mantissa_control = 0           # CUDA_EMULATION_MANTISSA_CONTROL_DYNAMIC
+        self.max_mantissa_bits = 0          # 0: the default
+        self.mantissa_bit_offset = 0
 
 
 _handles = Registry(0x5B1A5000, 16, lambda hid: CublasError(Status.NOT_INITIALIZED,
@@ -69,3 +77,26 @@ def set_workspace(hid: int, address: int, size: int) -> None:
 def set_sm_count_target(hid: int, count: int) -> None:
     require(count >= 0, f"SM count target {count}")
     get(hid).sm_count_target = count
+
+
+def set_emulation_strategy(hid: int, strategy: int) -> None:
+    require(strategy in (0, 1, 2), f"emulation strategy {strategy}")
+    get(hid).emulation_strategy = strategy
+
+
+def set_emulation_special_values(hid: int, mask: int) -> None:
+    get(hid).emulation_special_values = mask
+
+
+def set_mantissa_control(hid: int, control: int) -> None:
+    require(control in (0, 1), f"mantissa control {control}")
+    get(hid).mantissa_control = control
+
+
+def set_max_mantissa_bits(hid: int, count: int) -> None:
+    require(count >= 0, f"mantissa bit count {count}")
+    get(hid).max_mantissa_bits = count
+
+
+def set_mantissa_bit_offset(hid: int, offset: int) -> None:
+    get(hid).mantissa_bit_offset = offset

@@ -250,6 +250,12 @@ def make_geam(letter: str):
             if b != 0:
                 out += b * mx.operand(B, transb, m, n, ldb, dtype)
             mx.view(C, m, n, ldc, dtype)[...] = out
+        if not beta and alpha:
+            # a NULL beta is a zero beta (B unread): NVIDIA's own cuSOLVER (12.4, gesvd) transposes
+            # with geam(alpha, A, beta=NULL, B=A), so NVIDIA's cuBLAS must take it so (not in its
+            # documentation; inferred from that use)
+            queue(hid, lambda a: work(a, 0), (alpha,), dtype)
+            return
         queue(hid, work, (alpha, beta), dtype)
     return call
 

@@ -210,6 +210,11 @@ ADMIN = {
     "cublasSetPointerMode_v2": "he", "cublasGetPointerMode_v2": "hp",
     "cublasSetMathMode": "he", "cublasGetMathMode": "hp", "cublasSetAtomicsMode": "he", "cublasGetAtomicsMode": "hp",
     "cublasSetSmCountTarget": "hi", "cublasGetSmCountTarget": "hp", "cublasSetWorkspace_v2": "hpz",
+    "cublasSetEmulationStrategy": "he", "cublasGetEmulationStrategy": "hp",
+    "cublasSetEmulationSpecialValuesSupport": "he", "cublasGetEmulationSpecialValuesSupport": "hp",
+    "cublasSetFixedPointEmulationMantissaControl": "he", "cublasGetFixedPointEmulationMantissaControl": "hp",
+    "cublasSetFixedPointEmulationMaxMantissaBitCount": "hi", "cublasGetFixedPointEmulationMaxMantissaBitCount": "hp",
+    "cublasSetFixedPointEmulationMantissaBitOffset": "hi", "cublasGetFixedPointEmulationMantissaBitOffset": "hp",
     "cublasLoggerConfigure": "iiip", "cublasSetLoggerCallback": "p", "cublasGetLoggerCallback": "p",
     "cublasSetVector": "iipipi", "cublasGetVector": "iipipi", "cublasSetMatrix": "iiipipi", "cublasGetMatrix": "iiipipi",
     "cublasSetVectorAsync": "iipipip", "cublasGetVectorAsync": "iipipip",
@@ -217,6 +222,9 @@ ADMIN = {
     # the legacy API's helpers, which return a status
     "cublasInit": "", "cublasShutdown": "", "cublasGetVersion": "p", "cublasAlloc": "iip", "cublasFree": "p",
     "cublasSetKernelStream": "p",
+    # not in cuBLAS's headers; NVIDIA's cuSOLVER 12.4 (CUDA 13) imports it from libcublas.so.13 and
+    # will not load without it. Its arguments are not documented: taken as none, a no-op
+    "cublasSetEnvironmentMode": "",
     # cublasXt's handles and settings (xt.py)
     "cublasXtCreate": "p", "cublasXtDestroy": "h", "cublasXtDeviceSelect": "hip", "cublasXtGetNumBoards": "ipp",
     "cublasXtMaxBoards": "p", "cublasXtSetBlockDim": "hi", "cublasXtGetBlockDim": "hp",
