@@ -20,7 +20,8 @@ time per unit of work, simulator at its small size over anycuda at the table's s
 a fresh ANYCUDA_CACHE_DIR; warm: loaded from that on-disk cache), the launch overhead of
 an empty kernel through the Python API and through cuLaunchKernel from a C host program
 (kernels/launch_overhead.c under `anycuda run`), module loading at scale (modules.py: load
-time per MB of PTX, the first launch of one kernel of 2,000), and anycuda's scaling from one
+time per MB of PTX, the first launch of one kernel of 2,000), warp matrix GEMMs (tensorcores.py:
+WMMA and mma.sync against the tiled SGEMM, cuBLAS and numpy), and anycuda's scaling from one
 thread to all cores (ANYCUDA_NUM_THREADS is read at start-up, so each thread count is a
 subprocess).
 Needs: gcc, nvcc (or NVRTC); optional: pyopencl + pocl-opencl-icd, numba-cuda, matplotlib
@@ -50,6 +51,7 @@ sys.path.insert(0, str(HERE))
 import libraries  # noqa: E402
 import modules  # noqa: E402
 import suite  # noqa: E402
+import tensorcores  # noqa: E402
 
 # Timed runs measure optimised code: without this a module new to the cache would run quick
 # code until its optimised code arrives from the background (anycuda/compiler/tiers.py).
@@ -425,6 +427,8 @@ def print_table(out):
         modules.print_results(out["modules"])
     if out.get("libraries"):
         libraries.print_results(out["libraries"])
+    if out.get("tensorcores"):
+        tensorcores.print_results(out["tensorcores"])
     if out.get("scaling"):
         s = out["scaling"]
         print("\nanycuda scaling (speed-up over 1 thread): " + "  ".join(f"{t} threads" for t in s["threads"]))
@@ -607,6 +611,7 @@ def main(argv=None):
                          ("compile", lambda: compile_times(benches)),
                          ("modules", lambda: modules.measure(child_env)),
                          ("libraries", lambda: libraries.measure(args.quick)),
+                         ("tensorcores", lambda: tensorcores.measure(args.quick)),
                          ("scaling", None if args.no_scaling else lambda: scaling(args, benches))):
             if fn is None:
                 continue

@@ -3,6 +3,7 @@ anycuda (CUDA C++) and C reference (gcc -O3 -march=native -fopenmp) implementati
 with numpy. Only the correctness checks of benchmarks/run.py; nothing is timed."""
 import shutil
 
+import numpy as np
 import pytest
 
 from anycuda import cudac
@@ -69,3 +70,14 @@ def test_ratios_pair_the_rounds():
     times = {"a": (0.05, 1, [0.1, 0.05, 0.05]), "b": (0.2, 1, [0.2, 0.2, 0.1])}
     assert run.paired_ratio(times, "a", "b") == 0.5
     assert run.paired_ratio(times, "a", "c") is None
+
+
+def test_tensorcore_gemms_match_numpy():
+    """benchmarks/tensorcores.py at 128: the WMMA and the ldmatrix + mma.sync GEMMs (our
+    kernels/cuda/tensorcores.cu), the tiled SGEMM and cublasGemmEx f16 -> f32 each agree
+    with numpy's f64 product of the same f16 inputs (`cases` checks every output once)."""
+    if not cudac.find_nvcc():
+        pytest.skip("nvcc is not on PATH: the WMMA kernel needs the toolkit's <mma.h>")
+    runs, keep = benchmark_module("tensorcores").cases(128, np.random.default_rng(1))
+    assert set(runs) == {"WMMA f16 GEMM", "mma.sync f16 GEMM", "tiled SGEMM f32", "cublasGemmEx f16 -> f32",
+                         "numpy f32 matmul"}
