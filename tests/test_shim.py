@@ -176,8 +176,9 @@ def test_python_program_through_ctypes(tmp_path, saxpy_ptx):
     assert r.stderr.count("cuMipmappedArrayGetSparseProperties is not supported yet") == 1      # named once
 
 
-def test_shim_path_command():
-    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("module", ["anycuda.cli", "anycuda"])
+def test_shim_path_command(module):
+    r = subprocess.run([sys.executable, "-m", module, "shim-path"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and (Path(r.stdout.strip()) / "libcuda.so.1").exists()
 
 
