@@ -32,8 +32,9 @@ def _device(values: np.ndarray, keep: list) -> int:
     return mem.ptr
 
 
-def _timed(fn, min_run: float) -> float:
-    fn()
+def seconds_per_call(fn, min_run: float) -> float:
+    """Seconds per call of `fn`, called back to back for at least `min_run` seconds (also
+    tensorcores.py's measure)."""
     runs, start = 0, time.perf_counter()
     while True:
         fn()
@@ -46,8 +47,10 @@ def _timed(fn, min_run: float) -> float:
 def _paired(ours, theirs, repeats: int, min_run: float) -> dict:
     a, b = [], []
     for _ in range(repeats):
-        a.append(_timed(ours, min_run))
-        b.append(_timed(theirs, min_run))
+        ours()
+        a.append(seconds_per_call(ours, min_run))
+        theirs()
+        b.append(seconds_per_call(theirs, min_run))
     ratio = statistics.median(x / y for x, y in zip(a, b))
     return {"anycuda_ms": statistics.median(a) * 1e3, "numpy_ms": statistics.median(b) * 1e3, "ratio": ratio}
 

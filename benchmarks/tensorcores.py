@@ -30,22 +30,14 @@ import anycuda as ac
 from anycuda import cudac
 from anycuda.libraries.cublas import functions
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from libraries import seconds_per_call  # noqa: E402  (benchmarks/ is a folder of scripts)
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "kernels" / "cuda" / "tensorcores.cu"
 SGEMM = HERE / "kernels" / "cuda" / "sgemm.cu"
 COMPUTE_32F, R_16F, R_32F = 68, 2, 0
 SETTLE = 0.1      # seconds between timed runs, for BLAS's spinning threads (as run.py)
-
-
-def _timed(fn, min_run: float) -> float:
-    """Seconds per call of `fn`, called back to back for at least `min_run` seconds."""
-    runs, start = 0, time.perf_counter()
-    while True:
-        fn()
-        runs += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_run:
-            return elapsed / runs
 
 
 def _check(name: str, out: np.ndarray, ref: np.ndarray, n: int) -> None:
@@ -121,7 +113,7 @@ def measure(quick: bool = False, n: int | None = None) -> dict:
     for _ in range(repeats):
         for name, run in runs.items():
             time.sleep(SETTLE)
-            rounds[name].append(_timed(run, min_run))
+            rounds[name].append(seconds_per_call(run, min_run))
     del keep
     sg = rounds["tiled SGEMM f32"]
     return {"n": n,

@@ -54,6 +54,20 @@ def ptx_launcher(header: str, source_name: str):
     return launch
 
 
+_NVCC_MODULES = {}
+
+
+def nvcc_module(source: str, name: str) -> ac.RawModule:
+    """`source` compiled by nvcc for sm_80 (<mma.h> needs the toolkit's headers, which NVRTC's
+    wheel lacks), once per session; skipped without nvcc on PATH."""
+    if name not in _NVCC_MODULES:
+        from anycuda import cudac
+        if not cudac.find_nvcc():
+            pytest.skip("nvcc is not on PATH")
+        _NVCC_MODULES[name] = ac.RawModule(code=source, options=("-arch=sm_80",), name=name, backend="nvcc")
+    return _NVCC_MODULES[name]
+
+
 def poison(shape, dtype) -> ac.ndarray:
     """A device array full of a recognisable garbage pattern (NaN for floats)."""
     dtype = np.dtype(dtype)

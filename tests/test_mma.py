@@ -8,46 +8,25 @@ float products are checked bit for bit against the order and rounding matrix.py 
 """
 from __future__ import annotations
 
-import struct
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda import cudac
 from anycuda.compiler.ops import table
 from anycuda.compiler.vector import blockops, warpregions, warpruns
 from anycuda.ptx import PtxError, parse
 from anycuda.runtime.errors import CudaError, CUresult
 from anycuda.runtime.program import load_program
+from conformance import nvcc_module, ptx_launcher
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 WARPS, BLOCKS = 2, 3                       # warps per block, blocks
 THREADS = WARPS * 32 * BLOCKS
 
 
-def nvcc_module(source: str, name: str) -> ac.RawModule:
-    """`source` compiled by nvcc (its <mma.h> needs the toolkit's headers, which NVRTC's
-    wheel lacks), once per session; skipped without nvcc on PATH."""
-    if name not in _NVCC_MODULES:
-        if not cudac.find_nvcc():
-            pytest.skip("nvcc is not on PATH")
-        _NVCC_MODULES[name] = ac.RawModule(code=source, options=("-arch=sm_80",), name=name, backend="nvcc")
-    return _NVCC_MODULES[name]
-
-
-_NVCC_MODULES = {}
-
-
-def launch(ptx, name, grid, block, *args):
-    prog = load_program(HEADER + ptx, "test.ptx")
-    k = prog.kernel(name)
-    params = b""
-    for p, a in zip(k.params, args):
-        params = params.ljust(p.offset, b"\0")
-        params += struct.pack("<Q", a.ctypes.data)
-    k.launch(grid, block, params, 0)
+launch = ptx_launcher(HEADER, "test.ptx")
 
 
 # ---------------------------------------------------------------- the ISA's fragment maps

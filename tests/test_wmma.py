@@ -8,15 +8,13 @@ matrix.py documents.
 """
 from __future__ import annotations
 
-import struct
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda import cudac
-from anycuda.runtime.program import load_program
+from conformance import nvcc_module, ptx_launcher
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 WARPS, BLOCKS = 2, 2
@@ -39,19 +37,6 @@ NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "s32": np.int3
          "tf32": np.float32, "bf16": np.uint16}
 REG_TYPE = {"f16": "b32", "bf16": "b32", "tf32": "b32", "s8": "b32", "u8": "b32", "f32": "f32", "s32": "s32",
             "f64": "f64"}
-
-
-def nvcc_module(source: str, name: str) -> ac.RawModule:
-    """`source` compiled by nvcc (its <mma.h> needs the toolkit's headers, which NVRTC's
-    wheel lacks), once per session; skipped without nvcc on PATH."""
-    if name not in _NVCC_MODULES:
-        if not cudac.find_nvcc():
-            pytest.skip("nvcc is not on PATH")
-        _NVCC_MODULES[name] = ac.RawModule(code=source, options=("-arch=sm_80",), name=name, backend="nvcc")
-    return _NVCC_MODULES[name]
-
-
-_NVCC_MODULES = {}
 
 
 def dims(shape):
@@ -110,9 +95,7 @@ def from_memory(buf, layout, shape):
 
 
 def launch(ptx, *arrays):
-    prog = load_program(HEADER + ptx, "test.ptx")
-    k = prog.kernel("k")
-    k.launch((BLOCKS, 1, 1), (WARPS * 32, 1, 1), b"".join(struct.pack("<Q", a.ctypes.data) for a in arrays), 0)
+    ptx_launcher(HEADER, "test.ptx")(ptx, "k", (BLOCKS, 1, 1), (WARPS * 32, 1, 1), *arrays)
 
 
 def sequential(A, B, C, dtype=np.float32):
