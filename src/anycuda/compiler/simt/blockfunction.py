@@ -28,7 +28,7 @@ from ..types import I1, I32, I64, PTR
 from .barriers import bar_slot, emit_resolve_barrier
 from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_collective
 from .mbarrierwaits import emit_released, stall_slots, wait_state
-from .rounds import (RangeReduction, RoundFunction, all_stay, bounded_shape, each_thread, scalar_params,
+from .rounds import (RangeReduction, RoundFunction, all_stay, block_shape, bounded_shape, each_thread, scalar_params,
                      step_tail)
 from .workspace import C, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride, workspace_layout
 
@@ -248,7 +248,7 @@ class _BlockFunction:
         b = self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         L = self.L
         # (invariant: a loop over a chunk's blocks loads them once, emit_run_blocks)
-        self.nx, self.ny, self.nz = (load_invariant_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
+        self.nx, self.ny, self.nz = block_shape(b, L)
         self.n = b.mul(b.mul(self.nx, self.ny), self.nz)
         self.fsize = i64(plan.frame_size)
         params = self.params = b.inttoptr(load_invariant_field(b, L, abi.LAUNCH["params"], I64), PTR)
@@ -345,7 +345,7 @@ class _BlockFunction:
     def _set_up(self):
         """The block's shape bounded, the sites' tables and the function's stack slots."""
         b, module, plan, nsites_kinds, site_consts = self.b, self.module, self.plan, self.nsites_kinds, self.site_consts
-        self.nx, self.ny, self.nz, self.n = bounded_shape(b, self.L)
+        self.nx, self.ny, self.nz, self.n = bounded_shape(b, self.nx, self.ny, self.nz)
         self.full_warps = b.icmp_unsigned("==", b.and_(self.n, i32(31)), i32(0))
         # which stop codes (0: exit, k: site k) are collectives resolved a warp at a time
         coll_sites = self.coll_sites = {i + 1 for i, k in enumerate(nsites_kinds)

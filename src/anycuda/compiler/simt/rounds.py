@@ -49,14 +49,17 @@ def each_thread(b, nx, ny, nz, tag="", counted_from=None):
             set_loop_hints(b.module, latch.terminator, {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
 
 
-def bounded_shape(b, L):
-    """(nx, ny, nz, n) of the launch's block, each bounded by MAX_BLOCK_THREADS. The runtime
-    refuses larger blocks; saying so here lets LLVM prove that the per-thread arrays of the
-    workspace (spills, collective operands, stop codes), MAX_BLOCK_THREADS elements apart, do
-    not overlap in a loop over threads, instead of guarding each vectorised loop with run-time
-    overlap checks."""
+def block_shape(b, L):
+    """(nx, ny, nz) of the launch's block, read from the launch record `L`."""
+    return tuple(load_invariant_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
+
+
+def bounded_shape(b, nx, ny, nz):
+    """(nx, ny, nz, n), each bounded by MAX_BLOCK_THREADS. The runtime refuses larger blocks;
+    saying so here lets LLVM prove that the per-thread arrays of the workspace (spills,
+    collective operands, stop codes), MAX_BLOCK_THREADS elements apart, do not overlap in a
+    loop over threads, instead of guarding each vectorised loop with run-time overlap checks."""
     most = i32(abi.MAX_BLOCK_THREADS)
-    nx, ny, nz = (load_invariant_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
     nx, ny, nz = (b.select(b.icmp_unsigned("<", v, most), v, most) for v in (nx, ny, nz))
     return nx, ny, nz, b.mul(b.mul(nx, ny), nz)
 
@@ -156,7 +159,7 @@ class RoundFunction:
         self.header.add_attribute("noalias")
         self.stays = stays if block.stays is not None else None
         b = self.b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self.nx, self.ny, self.nz, self.n = bounded_shape(b, L)
+        self.nx, self.ny, self.nz, self.n = bounded_shape(b, *block_shape(b, L))
         self.params = b.inttoptr(load_invariant_field(b, L, abi.LAUNCH["params"], I64), PTR)
         self.scalars = scalar_params(b, self.params, plan)
         spill_off, _, codes_off, _, _ = workspace_layout(b, self.n, plan.frame_size, plan.spill_bytes,
