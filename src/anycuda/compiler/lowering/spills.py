@@ -365,14 +365,14 @@ class Spills:
         # once per call (a kernel's sites reload and save hundreds of registers), each array
         # then by a constant index from it: one instruction per access, not three
         start = abi.MAX_BLOCK_THREADS * off
+        if _byte_width(ty) != size or start % size:
+            raise AssertionError(f"spill slot of {size} bytes at {off} for {ty}")
         key = (size, str(ty))
         if key not in self._thread_offsets:
             self._thread_offsets[key] = self.entry_value(
                 lambda e: e.bitcast(e.gep(self.step_arg("spill"), [e.mul(e.sext(self.fn.args[6], I64), i64(size))]),
                                     ty.as_pointer()))
         first = self._thread_offsets[key]
-        if _byte_width(ty) != size or start % size:
-            raise AssertionError(f"spill slot of {size} bytes at {off} for {ty}")
         return self.b.gep(first, [i64(start // size)]) if start else first
 
     def _recompute(self, regs, here):

@@ -54,11 +54,11 @@ def work_types(a_code: int, d_code: int):
 
 
 def _block_shape(rows: int, cols: int, k: int, itemsize: int) -> tuple:
-    """(rows, columns, shared) of a block. Widening costs as much per element as the BLAS
-    product of a 512-block costs per 512 multiply-adds, and blocks widen each element of A
-    once per block column of D (of B once per block row): f16 products took 2.2-2.5x numpy's
-    f32 one. Products whose widened operands and result fit WHOLE_BYTES are one block, each
-    element widened once; larger ones go in BLOCKs to bound the memory they take."""
+    """(rows, columns, shared) of a block. Widening an element costs about as much as 512 of
+    the BLAS product's multiply-adds, and blocks widen each element of A once per block column
+    of D (of B once per block row), so a product whose widened operands and result fit
+    WHOLE_BYTES is one block, each element widened once; larger ones go in BLOCKs to bound the
+    memory they take (measurements: benchmarks/NOTES.md)."""
     if (rows * k + k * cols + rows * cols) * itemsize <= WHOLE_BYTES:
         return max(rows, 1), max(cols, 1), max(k, 1)
     return BLOCK, BLOCK, BLOCK
