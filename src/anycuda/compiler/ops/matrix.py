@@ -42,6 +42,7 @@ from ..irutil import declare, for_range, i32, i64
 from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
 from ..types import F16, F32, F64, I16, I32, I64, space_of
+from .fragmentmoves import gather_whole_warp, moves_whole_warp, scatter_whole_warp
 from .fragments import LANES, MMA_FORMS, WMMA_FORMS, Fragment, mma_fragment, wmma_fragment
 from .table import handles
 
@@ -209,13 +210,18 @@ def _registers(f, op, count, what):
     return items
 
 
-def _suspend(f, resolver, words, results):
+def _suspend(f, resolver, words, results, sources=()):
     """Store `words` (i64, slot by slot from 0) in this lane's matrix area, suspend at a
     matrix site resolved by `resolver`, and on resume write `results` ((register, slot,
-    bits) each) from the area."""
+    bits) each) from the area. `sources`: the register (PTX item) each word was read from,
+    None for a computed one; inside a run of matrix instructions (matrixruns.py) all of it
+    goes to the run instead, which suspends once for its members."""
     if not f.is_kernel:
         raise f.error(f"{f.inst.opcode} inside a device function that was not inlined is not supported",
                       UnsupportedPtx)
+    if f.matrix_run is not None:
+        sources = list(sources) + [None] * (len(words) - len(sources))
+        return f.matrix_run.add(resolver, words, sources, results)
     b = f.b
     area = _area(f, max([len(words)] + [slot + 1 for _, slot, _ in results]))
     for slot, word in enumerate(words):
@@ -238,9 +244,12 @@ def _product_site(f, product, ops):
     d, a, b, c = ops
     words = (_read_words(f, a, product.a, "A") + _read_words(f, b, product.b, "B")
              + _read_words(f, c, product.c, "C"))
+    sources = (_registers(f, a, product.a.regs, "A") + _registers(f, b, product.b.regs, "B")
+               + _registers(f, c, product.c.regs, "C"))
     first = product.slots[3]
     results = [(r, first + i, product.d.reg_bits) for i, r in enumerate(_registers(f, d, product.d.regs, "D"))]
-    _suspend(f, _resolver(f.b.module, product.name, lambda fn: _emit_product(fn, product)), words, results)
+    _suspend(f, _resolver(f.b.module, product.name, lambda fn: _emit_product(fn, product)), words, results,
+             sources)
 
 
 def _lowered(forms) -> frozenset:
@@ -274,13 +283,15 @@ def ldmatrix(f, inst):
         words += [b.zext(f.read(r, "b32"), I64) for r in regs]
     results = [(r, 1 + i, 32) for i, r in enumerate(regs)] if load else []
     name = f"{inst.opcode}.x{copies}" + (".trans" if trans else "")
-    _suspend(f, _resolver(b.module, name, lambda fn: _emit_rows(fn, copies, trans, load)), words, results)
+    _suspend(f, _resolver(b.module, name, lambda fn: _emit_rows(fn, copies, trans, load)), words, results,
+             [None] + ([] if load else list(regs)))
 
 
 @_matrix_handler("movmatrix", lowers="sync aligned m8n8 trans b16", form=_movmatrix_form)
 def movmatrix(f, inst):
     word = f.b.zext(f.read(inst.operands[1], "b32"), I64)
-    _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)])
+    _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)],
+             [inst.operands[1]])
 
 
 def _lane_places(f, frag):
@@ -366,6 +377,10 @@ class _Warp:
         b = self.b
         fr = frame_at(b, self.ws, self.fsize, b.add(self.lo, lane))
         return b.bitcast(b.gep(fr, [b.add(self.area, i64(SLOT * slot))]), I64.as_pointer())
+
+    def constant_slot(self, lane: int, slot):
+        """slot() of lane number `lane`."""
+        return self.slot(i32(lane), slot)
 
     def taking_part(self, lane):
         return self.b.trunc(self.b.lshr(self.group, lane), ir.IntType(1))
@@ -492,12 +507,15 @@ def _emit_product(fn, p: Product):
     A = b.alloca(ir.ArrayType(ct, m * k), name="A")
     B = b.alloca(ir.ArrayType(ct, k * n), name="B")
     C = b.alloca(ir.ArrayType(ct, m * n), name="C")
-    for matrix in (A, B, C):
-        b.store(ir.Constant(matrix.type.pointee, None), matrix)
     sa, sb, sc, sd = p.slots
-    _gather(w, p.a, sa, A)
-    _gather(w, p.b, sb, B)
-    _gather(w, p.c, sc, C)
+    operands = ((p.a, sa, A), (p.b, sb, B), (p.c, sc, C))
+
+    def lane_by_lane():
+        for frag, first, matrix in operands:
+            b.store(ir.Constant(matrix.type.pointee, None), matrix)
+            _gather(w, frag, first, matrix)
+    _whole_warp_or(w, p, lambda: [gather_whole_warp(b, frag, w.constant_slot, first, matrix, _to_compute)
+                                  for frag, first, matrix in operands], lane_by_lane)
     # a row of C at a time, as one vector of its n elements: each element's sum still adds
     # the products in k order (k is 4 to 32: unrolled), n of them side by side
     vt = ir.VectorType(ct, n)
@@ -518,8 +536,21 @@ def _emit_product(fn, p: Product):
             else:
                 total = b.fadd(total, b.fmul(xs, y))
         b.store(total, row, align=align)
-    _scatter(w, p.d, sd, C, p.satfinite)
+    _whole_warp_or(w, p, lambda: scatter_whole_warp(b, p.d, w.constant_slot, sd, C, p.satfinite),
+                   lambda: _scatter(w, p.d, sd, C, p.satfinite))
     b.ret_void()
+
+
+def _whole_warp_or(w, p, whole_warp, lane_by_lane):
+    """whole_warp() where all 32 lanes take part and fragmentmoves knows the product's
+    element types, else lane_by_lane()."""
+    if not moves_whole_warp(p.a, p.b, p.c, p.d):
+        return lane_by_lane()
+    with w.b.if_else(w.b.icmp_unsigned("==", w.group, i32(-1))) as (every_lane, some):
+        with every_lane:
+            whole_warp()
+        with some:
+            lane_by_lane()
 
 
 def _emit_rows(fn, copies, trans, load):
