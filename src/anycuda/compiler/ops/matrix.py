@@ -42,25 +42,32 @@ from ..irutil import declare, for_range, i32, i64
 from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
 from ..types import F16, F32, F64, I16, I32, I64, space_of
-from .fragments import LANES, MMA_FORMS, WMMA_FORMS, Fragment, mma_fragment, wmma_fragment
+from .fragments import (BITS, LANES, MIXABLE, MMA_FORMS, QUAD_PAIRS, WMMA_FORMS, Fragment, is_quad_pair, mma_fragment,
+                        wmma_fragment)
 from .table import handles
 
 SLOT = 8                                       # bytes per register slot of a lane's matrix area
-INTEGERS = ("s8", "u8")
+INTEGERS = ("s8", "u8", "s4", "u4", "b1")
+UNSIGNED = ("u8", "u4", "b1")
 FLOAT8 = ("e4m3", "e5m2")
+BIT_OPS = ("xor", "and")                       # .b1's operations in place of the multiplication
 
 
 # ---------------------------------------------------------------- forms
 @dataclass(frozen=True)
 class Product:
-    """D = A * B + C of one warp: the four fragments (d has C's layout), and whether an
-    integer D saturates."""
+    """D = A * B + C of one warp: the four fragments (d has C's layout), whether an integer
+    D saturates, how an element of A meets one of B ('mul', or .b1's 'xor' and 'and', whose
+    results are counted) and how many independent products the fragments stack (the
+    quad pairs' four: batch j is rows j * M / batches on of A, C and D, and j * K on of B)."""
     name: str
     a: Fragment
     b: Fragment
     c: Fragment
     d: Fragment
     satfinite: bool
+    combine: str = "mul"
+    batches: int = 1
 
     @property
     def slots(self) -> tuple:
@@ -85,20 +92,39 @@ def _one_of(inst, choices, what):
     return found[0]
 
 
+def _bit_op(inst, at):
+    """'xor' or 'and' for a .b1 product (which must name one, with .popc), else 'mul'."""
+    ops = [m for m in inst.mods if m in BIT_OPS]
+    if at != "b1":
+        if ops or "popc" in inst.mods:
+            raise Refused(f".{(ops or ['popc'])[0]} with .{at} multiplicands (only .b1 takes it)")
+        return "mul"
+    if len(ops) != 1 or "popc" not in inst.mods:
+        raise Refused("a .b1 product takes .xor.popc or .and.popc")
+    return ops[0]
+
+
 def mma_product(inst) -> Product:
-    """The product of `mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype`."""
+    """The product of `mma.sync.aligned.shape.alayout.blayout{.satfinite}.dtype.atype.btype.ctype
+    {.bitOp.popc}`: .row.col, except that the quad pairs' m8n8k4 takes either layout for each."""
     shape = _one_of(inst, MMA_SHAPES, "shape")
     ts = _types(inst)
     if len(ts) != 4:
         raise Refused("needs .dtype.atype.btype.ctype")
     dt, at, bt, ct = ts
-    if [m for m in inst.mods if m in ("row", "col")] != ["row", "col"]:
-        raise Refused("takes .row.col only")
-    return _product("mma", shape, dt, at, bt, ct, "satfinite" in inst.mods, MMA_FORMS, mma_fragment)
+    layouts = [m for m in inst.mods if m in ("row", "col")]
+    quad = is_quad_pair(shape, at)
+    if len(layouts) != 2 or not quad and layouts != ["row", "col"]:
+        raise Refused("takes .row.col only" if not quad else "needs .alayout.blayout")
+    fragment = (lambda s, x, t: mma_fragment(s, x, t, {"a": layouts[0], "b": layouts[1], "c": "quad"}[x])) \
+        if quad else mma_fragment
+    name = "mma" + (f".{layouts[0]}.{layouts[1]}" if quad else "")
+    return _product(name, shape, dt, at, bt, ct, "satfinite" in inst.mods, MMA_FORMS, fragment,
+                    _bit_op(inst, at), QUAD_PAIRS if quad else 1)
 
 
 def wmma_product(inst) -> Product:
-    """The product of `wmma.mma.sync.aligned.alayout.blayout.shape.dtype{.atype.btype}.ctype`
+    """The product of `wmma.mma{.bitOp.popc}.sync.aligned.alayout.blayout.shape.dtype{.atype.btype}.ctype`
     (an .f16 form names only dtype and ctype). The layouts name how the fragments were
     loaded, which in our layout changes nothing."""
     shape = _one_of(inst, WMMA_SHAPES, "shape")
@@ -109,23 +135,24 @@ def wmma_product(inst) -> Product:
         raise Refused("needs .dtype.ctype or .dtype.atype.btype.ctype")
     if any(m in inst.mods for m in ("rz", "rm", "rp")):
         raise Refused("rounds to nearest only")
-    return _product("wmma", shape, *ts, "satfinite" in inst.mods, WMMA_FORMS, wmma_fragment)
+    return _product("wmma", shape, *ts, "satfinite" in inst.mods, WMMA_FORMS, wmma_fragment, _bit_op(inst, ts[1]))
 
 
-def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment) -> Product:
+def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment, combine="mul", batches=1) -> Product:
     accumulators = forms.get((shape, at))
     if accumulators is None:
         raise Refused(f"{shape} with .{at} multiplicands is not supported by anycuda yet")
-    if bt != at and not any(at in kinds and bt in kinds for kinds in (INTEGERS, FLOAT8)):
-        raise Refused(f".{at} with .{bt} multiplicands")
+    if bt != at and not any(at in kinds and bt in kinds for kinds in MIXABLE):
+        raise Refused(f".{at} with .{bt} multiplicands is not a form of the PTX ISA")
     if dt not in accumulators or ct not in accumulators:
         raise Refused(f".{dt} and .{ct} accumulators with .{at} multiplicands "
                       f"(takes {', '.join('.' + t for t in accumulators)})")
-    if satfinite and at not in INTEGERS:
-        raise Refused(".satfinite with float multiplicands")
-    name = f"{kind}.{shape}.{dt}.{at}.{bt}.{ct}" + (".satfinite" if satfinite else "")
+    if satfinite and (at not in INTEGERS or at == "b1"):
+        raise Refused(f".satfinite with .{at} multiplicands is not a form of the PTX ISA")
+    name = f"{kind}.{shape}.{dt}.{at}.{bt}.{ct}" + (".satfinite" if satfinite else "") \
+        + (f".{combine}.popc" if combine != "mul" else "")
     return Product(name, fragment(shape, "a", at), fragment(shape, "b", bt), fragment(shape, "c", ct),
-                   fragment(shape, "c", dt), satfinite)
+                   fragment(shape, "c", dt), satfinite, combine, batches)
 
 
 def _matrix_handler(*opcodes, lowers, form):
@@ -179,6 +206,8 @@ def _wmma_memory_form(inst):
             raise Refused(f".{t} accumulators are not supported by anycuda yet")
     elif (shape, t) not in WMMA_FORMS:
         raise Refused(f"{shape} with .{t} is not supported by anycuda yet")
+    elif BITS[t] < 8 and layout != {"a": "row", "b": "col"}[operand]:
+        raise Refused(f"a .{t} {operand.upper()} takes .{'row' if operand == 'a' else 'col'} only")
     return wmma_fragment(shape, operand, t), layout == "row"
 
 
@@ -248,8 +277,8 @@ def _lowered(forms) -> frozenset:
     return words({s for s, _ in forms}, {t for _, t in forms}, *forms.values())
 
 
-MMA_MODS = words("sync aligned row col satfinite", _lowered(MMA_FORMS))
-WMMA_MODS = words("sync aligned row col satfinite rn", _lowered(WMMA_FORMS))
+MMA_MODS = words("sync aligned row col satfinite xor and popc", _lowered(MMA_FORMS))
+WMMA_MODS = words("sync aligned row col satfinite rn xor and popc", _lowered(WMMA_FORMS))
 
 
 @_matrix_handler("mma", lowers=MMA_MODS, form=mma_product)
@@ -316,14 +345,25 @@ def wmma_memory(f, inst):
             rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(i))]))
             row, col = b.zext(b.lshr(rc, i32(16)), I64), b.zext(b.and_(rc, i32(0xFFFF)), I64)
             index = b.add(b.mul(row, stride), col) if row_major else b.add(b.mul(col, stride), row)
-            ptr = b.bitcast(b.gep(base, [b.mul(index, i64(frag.bits // 8))]), et.as_pointer())
             shift = ir.Constant(rt, j * frag.bits)
+            if frag.bits < 8:               # sub-byte elements (loads only): element e is bits e * bits on
+                word = b.or_(word, b.shl(b.zext(_load_bits(b, base, index, frag.bits), rt), shift))
+                continue
+            ptr = b.bitcast(b.gep(base, [b.mul(index, i64(frag.bits // 8))]), et.as_pointer())
             if load:
                 word = b.or_(word, b.shl(b.zext(b.load(ptr), rt) if frag.bits < frag.reg_bits else b.load(ptr), shift))
             else:
                 b.store(b.trunc(b.lshr(word, shift), et) if frag.bits < frag.reg_bits else word, ptr)
         if load:
             f.write(reg, word, f"b{frag.reg_bits}")
+
+
+def _load_bits(b, base, index, bits):
+    """The `bits`-bit element `index` (i64) of memory at `base`, elements packed low bits first
+    in each byte (the ISA's sub-byte types)."""
+    at = b.mul(index, i64(bits))
+    byte = b.load(b.gep(base, [b.lshr(at, i64(3))]))
+    return b.trunc(b.lshr(byte, b.trunc(b.and_(at, i64(7)), ir.IntType(8))), ir.IntType(bits))
 
 
 # ---------------------------------------------------------------- resolvers (one per form and module)
@@ -379,7 +419,7 @@ class _Warp:
 
 
 def _compute_type(etype):
-    return {"f64": F64, "s8": I64, "u8": I64, "s32": I64}.get(etype, F32)     # f32 for the other floats
+    return F64 if etype == "f64" else I64 if etype in INTEGERS + ("s32",) else F32   # f32: the other floats
 
 
 def float8_value(bits: int, etype: str) -> float:
@@ -425,7 +465,7 @@ def _to_compute(b, bits_value, etype):
         return b.bitcast(bits_value, F32)
     if etype == "f64":
         return b.bitcast(bits_value, F64)
-    return b.zext(bits_value, I64) if etype == "u8" else b.sext(bits_value, I64)
+    return b.zext(bits_value, I64) if etype in UNSIGNED else b.sext(bits_value, I64)
 
 
 def _from_compute(b, value, etype, satfinite):
@@ -486,11 +526,11 @@ def _emit_product(fn, p: Product):
     """D = A * B + C for the warp, in the order and rounding of the module docstring."""
     w = _Warp(fn)
     b = w.b
-    m, n, k = p.a.rows, p.b.cols, p.a.cols
+    m, n, k = p.a.rows, p.b.cols, p.a.cols          # m counts the rows of every batch
     ct = _compute_type(p.c.etype)          # every form's multiplicands compute in its accumulators' type
     assert _compute_type(p.a.etype) == ct == _compute_type(p.b.etype), p.name
     A = b.alloca(ir.ArrayType(ct, m * k), name="A")
-    B = b.alloca(ir.ArrayType(ct, k * n), name="B")
+    B = b.alloca(ir.ArrayType(ct, p.b.rows * n), name="B")    # K rows a batch
     C = b.alloca(ir.ArrayType(ct, m * n), name="C")
     for matrix in (A, B, C):
         b.store(ir.Constant(matrix.type.pointee, None), matrix)
@@ -506,20 +546,28 @@ def _emit_product(fn, p: Product):
     with for_range(b, i32(0), i32(m), "r") as r:
         row = b.bitcast(b.gep(C, [i32(0), b.mul(r, i32(n))]), vt.as_pointer())
         total = b.load(row, align=align)
+        b_first = b.mul(b.udiv(r, i32(m // p.batches)), i32(k * n))       # this row's batch's B
         for kk in range(k):
             x = b.load(b.gep(A, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))]))
             xs = b.shuffle_vector(b.insert_element(ir.Constant(vt, None), x, i32(0)), ir.Constant(vt, None),
                                   ir.Constant(ir.VectorType(I32, n), [0] * n))
-            y = b.load(b.bitcast(b.gep(B, [i32(0), i32(kk * n)]), vt.as_pointer()), align=align)
-            if fma is not None:
-                total = b.call(fma, [xs, y, total])
-            elif ct == I64:
-                total = b.add(total, b.mul(xs, y))
-            else:
-                total = b.fadd(total, b.fmul(xs, y))
+            y = b.load(b.bitcast(b.gep(B, [i32(0), b.add(b_first, i32(kk * n))]), vt.as_pointer()), align=align)
+            total = _accumulate(b, p.combine, fma, total, xs, y)
         b.store(total, row, align=align)
     _scatter(w, p.d, sd, C, p.satfinite)
     b.ret_void()
+
+
+def _accumulate(b, combine, fma, total, x, y):
+    """total + x * y: fused (fma given), exact integers, or f32 rounding the sum; for .b1
+    total + (x xor y) or total + (x and y) of 0/1 elements, which summed are the popcounts."""
+    if fma is not None:
+        return b.call(fma, [x, y, total])
+    if combine != "mul":
+        return b.add(total, getattr(b, {"xor": "xor", "and": "and_"}[combine])(x, y))
+    if isinstance(total.type.element, ir.IntType):
+        return b.add(total, b.mul(x, y))
+    return b.fadd(total, b.fmul(x, y))
 
 
 def _emit_rows(fn, copies, trans, load):
