@@ -443,6 +443,16 @@ ret;
      ("mma", ".satfinite with .b1")),
     ("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32.xor.popc {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};",
      ("mma", ".xor with .s8")),
+    ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
+     "{%r5,%r6,%r7,%r8}, {%f1,%f2,%f3,%f4}, %r9, 2;", ("mma.sp", "selector of 0 to 1")),
+    ("mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, "
+     "{%r5,%r6}, {%f1,%f2,%f3,%f4}, %r9, %r10;", ("mma", "sp::ordered_metadata", "immediate sparsity selector")),
+    ("mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f16 {%f1,%f2,%f3,%f4}, {%r1,%r2}, "
+     "{%r5,%r6}, {%r1,%r2}, %r9, 0;", ("mma.sp", ".dtype equal to .ctype")),
+    ("mma.sp.sync.aligned.m16n8k128.row.col.s32.s4.s4.s32 {%r1,%r2,%r3,%r4}, {%r5,%r6,%r7,%r8}, "
+     "{%r9,%r10,%r11,%r12}, {%r1,%r2,%r3,%r4}, %r13, 0;", ("mma.sp", "m16n8k128", "s4")),
+    ("mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32 {%f1,%f2,%f3,%f4}, "
+     "{%r1,%r2,%r3,%r4}, {%r5,%r6,%r7,%r8}, {%f1,%f2,%f3,%f4}, %r9, 0;", ("mma", "kind::f8f6f4")),
     ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r1,%r2}, [%rd1];",
      ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "m16n16")),
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, 1, 1, 1, 1, 1;",
@@ -465,7 +475,7 @@ def test_refused_forms_are_named(text, words):
 def test_vector_paths_leave_matrix_instructions_to_the_scalar_path():
     """The warp runs, warp regions and block programs take only what their allow-lists
     name; none names a matrix instruction, which the scalar step function lowers."""
-    for opcode in ("mma", "wmma.mma", "wmma.load", "wmma.store", "ldmatrix", "stmatrix", "movmatrix"):
+    for opcode in ("mma", "mma.sp", "wmma.mma", "wmma.load", "wmma.store", "ldmatrix", "stmatrix", "movmatrix"):
         assert opcode in table.HANDLERS
         for allowed in (warpruns.VECTOR_MODS, warpregions.TAKES, blockops.TAKES):
             assert opcode not in allowed

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...ptx import ir
 
 WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask", "elect",
-                    "mma", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix"}     # compiler/ops/matrix.py
+                    "mma", "mma.sp", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix"}     # compiler/ops/matrix.py
 
 
 def is_block_barrier(inst: ir.Instruction) -> bool:

@@ -88,6 +88,8 @@ MMA_LAYOUTS = {
     ("m16n8k8", "b", "s"): (2, 1, lambda g, t, i: (t + 4 * i, g)),
     ("m16n8k16", "a", "s"): (8, 1, lambda g, t, i: (g + 8 * (i & 1), t + 4 * (i >> 1))),
     ("m16n8k16", "b", "s"): (4, 1, lambda g, t, i: (t + 4 * i, g)),
+    # B of the sparse m16n8k32 .f16 (the ISA's figure: each register two rows further on)
+    ("m16n8k32", "b", "h"): (4, 2, lambda g, t, i: (2 * t + (i & 1) + 8 * (i >> 1), g)),
     ("m16n8", "c", "w"): (4, 1, _C16),
     ("m16n8", "c", "h2"): (2, 2, _C16),
     ("m8n8", "c", "w"): (2, 1, lambda g, t, i: (g, 2 * t + i)),
@@ -110,6 +112,8 @@ def _integer_layouts(kind, per, shapes):
 
 
 MMA_LAYOUTS.update(_integer_layouts("i8", 4, ("m8n8k16", "m16n8k16", "m16n8k32")))
+# B of the sparse m16n8k64 with 8-bit elements (the ISA's figures: each register 16 rows further on)
+MMA_LAYOUTS[("m16n8k64", "b", "i8")] = (4, 4, lambda g, t, i: (4 * t + (i & 3) + 16 * (i >> 2), g))
 MMA_LAYOUTS.update(_integer_layouts("i4", 8, ("m8n8k32", "m16n8k32", "m16n8k64")))
 MMA_LAYOUTS.update(_integer_layouts("b1", 32, ("m8n8k128", "m16n8k128", "m16n8k256")))
 
@@ -145,6 +149,61 @@ MMA_CLASS = {"f16": "h", "bf16": "h", "tf32": "s", "f64": "s", "s8": "i8", "u8":
              "s4": "i4", "u4": "i4", "b1": "b1"}
 # multiplicand types that may be mixed in one product
 MIXABLE = (("s8", "u8"), ("s4", "u4"), ("e4m3", "e5m2"))
+
+
+# ---------------------------------------------------------------- mma.sp (sparse A)
+@dataclass(frozen=True)
+class Sparsity:
+    """mma.sp's structured sparse A (PTX ISA, "Sparse matrix storage"): each row of A is chunks
+    of `4 // units` elements of which `2 // units` are kept (2 of 4; .tf32, whose element is two
+    16-bit units, 1 of 2). A's fragment holds the kept elements (the dense fragment of half the
+    K); the metadata gives each chunk four bits, two 2-bit indices of units in the chunk (of a
+    .tf32 element, its first unit's). A lane's .b32 metadata holds four chunks of row g (bits
+    0-15, chunk c at bits 4c) and the same four of row g + 8 (bits 16-31); `threads` lanes of
+    each group of four hold a row's chunks, lane j of them chunks 4j .. 4j + 3, and the sparsity
+    selector says which lanes: 4 * groupID + selector * threads + j. (The ISA shows this map in
+    figures only; the m16n8k32 .f16 one agrees with a test run on GPUs by another project, the
+    others are its pattern, to be checked against GPU golden files.)"""
+    k: int                        # K of the product (A's fragment is the dense one of K / 2)
+    units: int                    # 16-bit units of an element for the indices (2 for .tf32)
+
+    @property
+    def chunk(self) -> int:
+        return 4 // self.units
+
+    @property
+    def kept(self) -> int:
+        return 2 // self.units
+
+    @property
+    def threads(self) -> int:
+        """Lanes of a group of four that hold metadata."""
+        return self.k // self.chunk // 4
+
+    @property
+    def selectors(self) -> int:
+        """How many values the sparsity selector may take."""
+        return 4 // self.threads
+
+
+# mma.sp forms: (shape, a type) -> the accumulator types allowed (D's type is C's)
+SPARSE_FORMS = {
+    **{(s, "f16"): ("f16", "f32") for s in ("m16n8k16", "m16n8k32")},
+    **{(s, "bf16"): ("f32",) for s in ("m16n8k16", "m16n8k32")},
+    **{(s, "tf32"): ("f32",) for s in ("m16n8k8", "m16n8k16")},
+    **{(s, t): ("s32",) for s in ("m16n8k32", "m16n8k64") for t in ("s8", "u8")},
+    **{("m16n8k64", t): ("f32",) for t in ("e4m3", "e5m2")},
+}
+
+
+def sparsity(shape: str, atype: str) -> Sparsity:
+    return Sparsity(dims(shape)[2], 2 if BITS[atype] == 32 else 1)
+
+
+def sparse_a_shape(shape: str) -> str:
+    """The shape whose dense A fragment holds a sparse `shape`'s kept elements (half the K)."""
+    m, n, k = dims(shape)
+    return f"m{m}n{n}k{k // 2}"
 
 
 def dims(shape: str) -> tuple:

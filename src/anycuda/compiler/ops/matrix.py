@@ -1,4 +1,4 @@
-"""Warp matrix instructions: mma.sync, wmma, ldmatrix, stmatrix, movmatrix.
+"""Warp matrix instructions: mma.sync, mma.sp, wmma, ldmatrix, stmatrix, movmatrix.
 
 Each lane holds a fragment of each matrix (fragments.py), and what a lane gets depends on
 the other lanes' fragments, so these are warp collectives (analysis/suspensions.py): a lane
@@ -11,7 +11,8 @@ it resumes. A resolver is made once per form and module (`_resolver`):
 
   product    D = A * B + C: the lanes' A, B and C fragments gathered into whole matrices
              (a lane outside the group, one that exited, gives zeros), multiplied, D scattered
-             into the lanes' result slots. mma.sync and wmma.mma.
+             into the lanes' result slots. mma.sync, mma.sp and wmma.mma; the quad pairs'
+             m8n8k4 is four products, its fragments four matrices stacked (Product.batches).
   ldmatrix / stmatrix   rows of 8 b16 elements at the addresses lanes 8m .. 8m+7 give,
              into (out of) every lane's registers, transposed with .trans.
   movmatrix  an 8x8 b16 matrix transposed across the lanes.
@@ -25,8 +26,13 @@ to 64 bits) plus the products A[r][k] * B[k][c] added in the order k = 0, 1, ...
 operand's low 13 bits are ignored, as the ISA's tf32 format has none), so each product is
 exact in f32 and each addition rounds once to nearest even; an .f16 D is that f32 sum
 rounded once to f16.
-.f64 uses a fused multiply-add per k (one rounding each). Integers are summed exactly in 64
-bits; .satfinite clamps D to the s32 range, without it D wraps to 32 bits.
+.f64 uses a fused multiply-add per k (one rounding each). Integers (.s8/.u8/.s4/.u4) are
+summed exactly in 64 bits; .satfinite clamps D to the s32 range, without it D wraps to 32
+bits. A .b1 product adds, for each k, A[r][k] xor (and) B[k][c], which is C plus the popcount
+of the row's and column's xor (and), wrapping to 32 bits.
+mma.sp adds only A's kept elements, in the order the metadata lists them (k order when it is
+sorted, as ::ordered_metadata requires), each times the row of B its index names: the zeros'
+products are never formed (so an infinite B there does not make a NaN).
 """
 from __future__ import annotations
 
@@ -42,8 +48,8 @@ from ..irutil import declare, for_range, i32, i64
 from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
 from ..types import F16, F32, F64, I16, I32, I64, space_of
-from .fragments import (BITS, LANES, MIXABLE, MMA_FORMS, QUAD_PAIRS, WMMA_FORMS, Fragment, is_quad_pair, mma_fragment,
-                        wmma_fragment)
+from .fragments import (BITS, LANES, MIXABLE, MMA_FORMS, QUAD_PAIRS, SPARSE_FORMS, WMMA_FORMS, Fragment, Sparsity,
+                        is_quad_pair, mma_fragment, sparse_a_shape, sparsity, wmma_fragment)
 from .table import handles
 
 SLOT = 8                                       # bytes per register slot of a lane's matrix area
@@ -59,7 +65,9 @@ class Product:
     """D = A * B + C of one warp: the four fragments (d has C's layout), whether an integer
     D saturates, how an element of A meets one of B ('mul', or .b1's 'xor' and 'and', whose
     results are counted) and how many independent products the fragments stack (the
-    quad pairs' four: batch j is rows j * M / batches on of A, C and D, and j * K on of B)."""
+    quad pairs' four: batch j is rows j * M / batches on of A, C and D, and j * K on of B).
+    A sparse product (mma.sp) has its A's kept elements, the lanes' metadata words and the
+    sparsity selector."""
     name: str
     a: Fragment
     b: Fragment
@@ -68,12 +76,15 @@ class Product:
     satfinite: bool
     combine: str = "mul"
     batches: int = 1
+    sparse: Sparsity | None = None
+    selector: int = 0
 
     @property
     def slots(self) -> tuple:
-        """First slot of a, b, c and d in a lane's area."""
+        """First slot of a, b, c and d in a lane's area (a sparse product's metadata word is
+        the slot before d's)."""
         a, b, c = self.a.regs, self.b.regs, self.c.regs
-        return 0, a, a + b, a + b + c
+        return 0, a, a + b, a + b + c + (self.sparse is not None)
 
 
 class Refused(Exception):
@@ -106,12 +117,15 @@ def _bit_op(inst, at):
 
 def mma_product(inst) -> Product:
     """The product of `mma.sync.aligned.shape.alayout.blayout{.satfinite}.dtype.atype.btype.ctype
-    {.bitOp.popc}`: .row.col, except that the quad pairs' m8n8k4 takes either layout for each."""
+    {.bitOp.popc}`: .row.col, except that the quad pairs' m8n8k4 takes either layout for each;
+    or of `mma.sp{::ordered_metadata}.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype`."""
     shape = _one_of(inst, MMA_SHAPES, "shape")
     ts = _types(inst)
     if len(ts) != 4:
         raise Refused("needs .dtype.atype.btype.ctype")
     dt, at, bt, ct = ts
+    if inst.opcode == "mma.sp" or "sp::ordered_metadata" in inst.mods:
+        return _sparse_product(inst, shape, dt, at, bt, ct)
     layouts = [m for m in inst.mods if m in ("row", "col")]
     quad = is_quad_pair(shape, at)
     if len(layouts) != 2 or not quad and layouts != ["row", "col"]:
@@ -121,6 +135,29 @@ def mma_product(inst) -> Product:
     name = "mma" + (f".{layouts[0]}.{layouts[1]}" if quad else "")
     return _product(name, shape, dt, at, bt, ct, "satfinite" in inst.mods, MMA_FORMS, fragment,
                     _bit_op(inst, at), QUAD_PAIRS if quad else 1)
+
+
+def _sparse_product(inst, shape, dt, at, bt, ct) -> Product:
+    """mma.sp: A's fragment the dense one of half the K, B's and C's the dense ones of `shape`;
+    the selector an immediate in the range its shape allows."""
+    if [m for m in inst.mods if m in ("row", "col")] != ["row", "col"]:
+        raise Refused("takes .row.col only")
+    if dt != ct:
+        raise Refused("takes .dtype equal to .ctype")
+    _bit_op(inst, at)
+    sp = sparsity(shape, at) if (shape, at) in SPARSE_FORMS else None
+    selector = inst.operands[5] if len(inst.operands) == 6 else None
+    if not isinstance(selector, pir.Imm):
+        raise Refused("needs metadata and an immediate sparsity selector")
+    if sp is not None and not 0 <= selector.value < sp.selectors:
+        raise Refused(f"takes a sparsity selector of 0 to {sp.selectors - 1} with {shape} .{at}")
+    half = sparse_a_shape(shape)
+
+    def fragment(s, x, t):
+        return mma_fragment(half if x == "a" else s, x, t)
+    p = _product(f"mma.sp.sel{selector.value}", shape, dt, at, bt, ct, "satfinite" in inst.mods, SPARSE_FORMS,
+                 fragment)
+    return Product(p.name, p.a, p.b, p.c, p.d, p.satfinite, sparse=sp, selector=selector.value)
 
 
 def wmma_product(inst) -> Product:
@@ -264,9 +301,11 @@ def _read_words(f, op, frag, what):
 
 
 def _product_site(f, product, ops):
-    d, a, b, c = ops
+    d, a, b, c = ops[:4]
     words = (_read_words(f, a, product.a, "A") + _read_words(f, b, product.b, "B")
              + _read_words(f, c, product.c, "C"))
+    if product.sparse is not None:
+        words.append(f.b.zext(f.read(ops[4], "b32"), I64))
     first = product.slots[3]
     results = [(r, first + i, product.d.reg_bits) for i, r in enumerate(_registers(f, d, product.d.regs, "D"))]
     _suspend(f, _resolver(f.b.module, product.name, lambda fn: _emit_product(fn, product)), words, results)
@@ -277,11 +316,12 @@ def _lowered(forms) -> frozenset:
     return words({s for s, _ in forms}, {t for _, t in forms}, *forms.values())
 
 
-MMA_MODS = words("sync aligned row col satfinite xor and popc", _lowered(MMA_FORMS))
+MMA_MODS = words("sync aligned row col satfinite xor and popc sp::ordered_metadata", _lowered(MMA_FORMS),
+                 _lowered(SPARSE_FORMS))
 WMMA_MODS = words("sync aligned row col satfinite rn xor and popc", _lowered(WMMA_FORMS))
 
 
-@_matrix_handler("mma", lowers=MMA_MODS, form=mma_product)
+@_matrix_handler("mma", "mma.sp", lowers=MMA_MODS, form=mma_product)
 def mma(f, inst):
     _product_site(f, mma_product(inst), inst.operands)
 
@@ -538,8 +578,10 @@ def _emit_product(fn, p: Product):
     _gather(w, p.a, sa, A)
     _gather(w, p.b, sb, B)
     _gather(w, p.c, sc, C)
+    columns = _sparse_columns(w, p, sd - 1) if p.sparse is not None else None
     # a row of C at a time, as one vector of its n elements: each element's sum still adds
-    # the products in k order (k is 4 to 32: unrolled), n of them side by side
+    # the products in k order (k is 4 to 32: unrolled), n of them side by side; a sparse A's
+    # kept elements in the order of its metadata, each meeting B's row that names
     vt = ir.VectorType(ct, n)
     fma = declare(b.module, f"llvm.fma.v{n}f64", vt, [vt, vt, vt]) if ct == F64 else None
     align = ct.width // 8 if isinstance(ct, ir.IntType) else (8 if ct == F64 else 4)
@@ -551,11 +593,32 @@ def _emit_product(fn, p: Product):
             x = b.load(b.gep(A, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))]))
             xs = b.shuffle_vector(b.insert_element(ir.Constant(vt, None), x, i32(0)), ir.Constant(vt, None),
                                   ir.Constant(ir.VectorType(I32, n), [0] * n))
-            y = b.load(b.bitcast(b.gep(B, [i32(0), b.add(b_first, i32(kk * n))]), vt.as_pointer()), align=align)
+            at = i32(kk * n) if columns is None else \
+                b.mul(b.load(b.gep(columns, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))])), i32(n))
+            y = b.load(b.bitcast(b.gep(B, [i32(0), b.add(b_first, at)]), vt.as_pointer()), align=align)
             total = _accumulate(b, p.combine, fma, total, xs, y)
         b.store(total, row, align=align)
     _scatter(w, p.d, sd, C, p.satfinite)
     b.ret_void()
+
+
+def _sparse_columns(w, p, meta_slot):
+    """The column of A (row of B) of each kept element of a sparse A, [rows x K/2 x i32], from
+    the lanes' metadata words (fragments.Sparsity; a lane that does not take part gives 0)."""
+    b, sp = w.b, p.sparse
+    m, kept_cols = p.a.rows, p.a.cols
+    columns = b.alloca(ir.ArrayType(I32, m * kept_cols), name="columns")
+    with for_range(b, i32(0), i32(m), "meta") as r:
+        group, half = b.and_(r, i32(7)), b.lshr(r, i32(3))
+        for chunk in range(sp.k // sp.chunk):
+            lane = b.add(b.mul(group, i32(4)), i32(p.selector * sp.threads + chunk // 4))
+            word = b.select(w.taking_part(lane), b.trunc(b.load(w.slot(lane, meta_slot)), I32), i32(0))
+            nibble = b.lshr(word, b.add(b.mul(half, i32(16)), i32(4 * (chunk % 4))))
+            for j in range(sp.kept):
+                unit = b.and_(b.lshr(nibble, i32(2 * j * sp.units)), i32(3))
+                column = b.add(b.udiv(unit, i32(sp.units)), i32(chunk * sp.chunk))
+                b.store(column, b.gep(columns, [i32(0), b.add(b.mul(r, i32(kept_cols)), i32(chunk * sp.kept + j))]))
+    return columns
 
 
 def _accumulate(b, combine, fma, total, x, y):

@@ -40,7 +40,7 @@ _UNIFORM_SPECIALS = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nwarpid", "
 _ACROSS_LANES = frozenset(("shfl", "vote", "match", "activemask", "redux", "elect", "atom", "red", "bar", "barrier",
                            "call", "tex", "tld4", "suld", "sust",
                            # a fragment's elements are the lane's own (wmma.load reads by %laneid)
-                           "mma", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix"))
+                           "mma", "mma.sp", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix"))
 _UNKNOWN = object()            # a register whose definitions the analysis has not read yet
 
 
