@@ -1,6 +1,7 @@
 """mma.sync forms beyond the 16-bit, tf32 and 8-bit ones (compiler/ops/matrix.py): the sub-byte
-integers (.s4/.u4), single bits (.b1 with .xor.popc and .and.popc) and the quad pairs' four
-m8n8k4 .f16 products in each of their layouts. Fragment maps are written here from the ISA's
+integers (.s4/.u4), single bits (.b1 with .xor.popc and .and.popc), the quad pairs' four
+m8n8k4 .f16 products in each of their layouts, and mma.sp's sparse A with its metadata and
+sparsity selector. Fragment maps are written here from the ISA's
 formulas ("Matrix Fragments for mma.mMnNkK"), not read from the compiler's tables; each test
 runs several warps in several blocks on fresh random matrices with poisoned outputs; integers
 are checked exactly, floats bit for bit against the order and rounding matrix.py documents.
@@ -252,7 +253,8 @@ FLOAT_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, 
 SPARSE_FORMS = [  # shape, a/b type, accumulator
     ("m16n8k16", "f16", "f32"), ("m16n8k16", "f16", "f16"), ("m16n8k32", "f16", "f32"), ("m16n8k32", "f16", "f16"),
     ("m16n8k16", "bf16", "f32"), ("m16n8k32", "bf16", "f32"), ("m16n8k8", "tf32", "f32"), ("m16n8k16", "tf32", "f32"),
-    ("m16n8k32", "s8", "s32"), ("m16n8k32", "u8", "s32"), ("m16n8k64", "s8", "s32"), ("m16n8k64", "u8", "s32"),
+    ("m16n8k32", "s8", "s32"), ("m16n8k32", "u8", "s32.satfinite"), ("m16n8k64", "s8", "s32.satfinite"),
+    ("m16n8k64", "u8", "s32"),
     ("m16n8k64", "e4m3", "f32"), ("m16n8k64", "e5m2", "f32"),
 ]
 
@@ -289,6 +291,7 @@ def test_mma_sparse(rng, shape, ab, acc, spelling):
     bits = FLOAT_BITS[ab]
     m, n, k = dims(shape)
     maps, lanes = SPARSE[(shape, bits)], METADATA_LANES[(shape, bits)]
+    acc, _, sat = acc.partition(".")
     for selector in range(4 // lanes):
         mats = []
         for w in range(NWARPS):
@@ -311,7 +314,7 @@ def test_mma_sparse(rng, shape, ab, acc, spelling):
         nd = 2 if acc == "f16" else 4
         d = np.frombuffer(b"\xcd" * (NWARPS * 32 * nd * 4), np.uint32).reshape(NWARPS * 32, nd).copy()
         rtype = {"f16": "b32", "f32": "f32", "s32": "s32"}[acc]
-        form = f"{spelling}.sync.aligned.{shape}.row.col.{acc}.{ab}.{ab}.{acc}"
+        form = f"{spelling}.sync.aligned.{shape}.row.col{'.' + sat if sat else ''}.{acc}.{ab}.{ab}.{acc}"
         ptx = sparse_ptx(form, (a.shape[1], b.shape[1], c.shape[1], nd), rtype, selector)
         launch(ptx, "k", (BLOCKS, 1, 1), (WARPS * 32, 1, 1), a, b, c, meta, d)
         for w, (columns, nibbles, kept, kept_values, b_bits, b_values, C) in enumerate(mats):
@@ -321,7 +324,8 @@ def test_mma_sparse(rng, shape, ab, acc, spelling):
                 exact = C.copy()
                 for j in range(k // 2):
                     exact += kept_values[:, j:j + 1] * b_values[columns[:, j]]
-                want = ((exact + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+                wrapped = (exact + 2 ** 31) % 2 ** 32 - 2 ** 31
+                want = (np.clip(exact, -2 ** 31, 2 ** 31 - 1) if sat else wrapped).astype(np.int32)
             else:
                 # the kept elements in metadata order, each product exact in f32, each sum rounded
                 want = C.astype(np.float32)

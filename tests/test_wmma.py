@@ -423,3 +423,63 @@ def test_cuda_wmma_forms(rng, kernel):
         else:
             ref = sequential(A, B, c[w])
         assert np.array_equal(got[w], ref.astype(ta)), w
+
+
+SUB_BYTE_CUDA = r"""
+#include <mma.h>
+using namespace nvcuda;
+namespace x = nvcuda::wmma::experimental;
+// One 8 x 8 tile per warp: D = A * B + C, A row-major and B column-major as packed bits
+// (32 elements of K a row: 16 bytes of .s4, 128 of .b1 a row in 16 bytes), C/D row-major.
+extern "C" __global__ void s4(const int *a, const int *b, const int *c, int *d) {
+    int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    wmma::fragment<wmma::matrix_a, 8, 8, 32, x::precision::s4, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 8, 8, 32, x::precision::s4, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 8, 8, 32, int> fc;
+    wmma::load_matrix_sync(fa, a + w * 32, 32);
+    wmma::load_matrix_sync(fb, b + w * 32, 32);
+    wmma::load_matrix_sync(fc, c + w * 64, 8, wmma::mem_row_major);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(d + w * 64, fc, 8, wmma::mem_row_major);
+}
+extern "C" __global__ void b1(const int *a, const int *b, const int *c, int *d, int use_and) {
+    int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    wmma::fragment<wmma::matrix_a, 8, 8, 128, x::precision::b1, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 8, 8, 128, x::precision::b1, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 8, 8, 128, int> fc;
+    wmma::load_matrix_sync(fa, a + w * 32, 128);
+    wmma::load_matrix_sync(fb, b + w * 32, 128);
+    wmma::load_matrix_sync(fc, c + w * 64, 8, wmma::mem_row_major);
+    if (use_and)
+        wmma::bmma_sync(fc, fa, fb, fc, x::bmmaBitOpAND);
+    else
+        wmma::bmma_sync(fc, fa, fb, fc, x::bmmaBitOpXOR);
+    wmma::store_matrix_sync(d + w * 64, fc, 8, wmma::mem_row_major);
+}
+"""
+
+
+@pytest.mark.parametrize("kernel", ["s4", "b1-xor", "b1-and"])
+def test_cuda_wmma_sub_byte(rng, kernel):
+    """nvcuda::wmma::experimental's .s4 and .b1 fragments as nvcc writes them, one tile a warp."""
+    mod = nvcc_module(SUB_BYTE_CUDA, "wmma_sub_byte.cu")
+    name, _, op = kernel.partition("-")
+    bits, k = (4, 32) if name == "s4" else (1, 128)
+    lo, hi = (-8, 8) if name == "s4" else (0, 2)
+    A, B = rng.integers(lo, hi, (NWARPS, 8, k)), rng.integers(lo, hi, (NWARPS, k, 8))
+    C = rng.integers(-1000, 1000, (NWARPS, 8, 8))
+    a = np.concatenate([pack_bits(A[w], bits) for w in range(NWARPS)])
+    b = np.concatenate([pack_bits(np.ascontiguousarray(B[w].T), bits) for w in range(NWARPS)])
+    d = ac.asarray(np.full((NWARPS, 8, 8), -0x32323233, np.int32))
+    args = (ac.asarray(a), ac.asarray(b), ac.asarray(C.astype(np.int32)), d)
+    if name == "b1":
+        args += (np.int32(op == "and"),)
+    mod.get_function(name)((BLOCKS,), (WARPS * 32,), args)
+    got = d.get()
+    for w in range(NWARPS):
+        if name == "s4":
+            want = A[w] @ B[w] + C[w]
+        else:
+            both = (A[w][:, :, None] & B[w][None]) if op == "and" else (A[w][:, :, None] ^ B[w][None])
+            want = both.sum(axis=1) + C[w]
+        assert np.array_equal(got[w], want.astype(np.int32)), w
