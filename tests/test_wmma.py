@@ -430,31 +430,32 @@ SUB_BYTE_CUDA = r"""
 using namespace nvcuda;
 namespace x = nvcuda::wmma::experimental;
 // One 8 x 8 tile per warp: D = A * B + C, A row-major and B column-major as packed bits
-// (32 elements of K a row: 16 bytes of .s4, 128 of .b1 a row in 16 bytes), C/D row-major.
+// (K elements a row: 16 bytes), C/D row-major.
+template <int K, typename P> struct Tile {
+    wmma::fragment<wmma::matrix_a, 8, 8, K, P, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 8, 8, K, P, wmma::col_major> b;
+    wmma::fragment<wmma::accumulator, 8, 8, K, int> c;
+    int w;
+    __device__ Tile(const int *pa, const int *pb, const int *pc) {
+        w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+        wmma::load_matrix_sync(a, pa + w * 32, K);
+        wmma::load_matrix_sync(b, pb + w * 32, K);
+        wmma::load_matrix_sync(c, pc + w * 64, 8, wmma::mem_row_major);
+    }
+    __device__ void store(int *d) { wmma::store_matrix_sync(d + w * 64, c, 8, wmma::mem_row_major); }
+};
 extern "C" __global__ void s4(const int *a, const int *b, const int *c, int *d) {
-    int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    wmma::fragment<wmma::matrix_a, 8, 8, 32, x::precision::s4, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 8, 8, 32, x::precision::s4, wmma::col_major> fb;
-    wmma::fragment<wmma::accumulator, 8, 8, 32, int> fc;
-    wmma::load_matrix_sync(fa, a + w * 32, 32);
-    wmma::load_matrix_sync(fb, b + w * 32, 32);
-    wmma::load_matrix_sync(fc, c + w * 64, 8, wmma::mem_row_major);
-    wmma::mma_sync(fc, fa, fb, fc);
-    wmma::store_matrix_sync(d + w * 64, fc, 8, wmma::mem_row_major);
+    Tile<32, x::precision::s4> t(a, b, c);
+    wmma::mma_sync(t.c, t.a, t.b, t.c);
+    t.store(d);
 }
 extern "C" __global__ void b1(const int *a, const int *b, const int *c, int *d, int use_and) {
-    int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    wmma::fragment<wmma::matrix_a, 8, 8, 128, x::precision::b1, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 8, 8, 128, x::precision::b1, wmma::col_major> fb;
-    wmma::fragment<wmma::accumulator, 8, 8, 128, int> fc;
-    wmma::load_matrix_sync(fa, a + w * 32, 128);
-    wmma::load_matrix_sync(fb, b + w * 32, 128);
-    wmma::load_matrix_sync(fc, c + w * 64, 8, wmma::mem_row_major);
+    Tile<128, x::precision::b1> t(a, b, c);
     if (use_and)
-        wmma::bmma_sync(fc, fa, fb, fc, x::bmmaBitOpAND);
+        wmma::bmma_sync(t.c, t.a, t.b, t.c, x::bmmaBitOpAND);
     else
-        wmma::bmma_sync(fc, fa, fb, fc, x::bmmaBitOpXOR);
-    wmma::store_matrix_sync(d + w * 64, fc, 8, wmma::mem_row_major);
+        wmma::bmma_sync(t.c, t.a, t.b, t.c, x::bmmaBitOpXOR);
+    t.store(d);
 }
 """
 
