@@ -12,7 +12,7 @@ from ...ptx import ir
 MATRIX_RUN = "anycuda.matrix_run"
 
 WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask", "elect",
-                    "mma", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix",     # compiler/ops/matrix.py
+                    "mma", "mma.sp", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix",     # compiler/ops/matrix.py
                     MATRIX_RUN}
 
 

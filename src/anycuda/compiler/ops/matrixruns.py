@@ -39,7 +39,7 @@ from ..irutil import i32, i64
 from ..types import I64
 from .matrix import SLOT, _area, _resolver, _slot, _Warp
 
-GROUPED = frozenset(("mma", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix"))
+GROUPED = frozenset(("mma", "mma.sp", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix"))
 MOST_SLOTS = 512          # area per lane of one run: 4 KB, the rest of a long run is the next run
 
 

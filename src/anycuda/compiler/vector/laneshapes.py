@@ -41,7 +41,7 @@ _UNIFORM_SPECIALS = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nwarpid", "
 _ACROSS_LANES = frozenset(("shfl", "vote", "match", "activemask", "redux", "elect", "atom", "red", "bar", "barrier",
                            "call", "tex", "tld4", "suld", "sust",
                            # a fragment's elements are the lane's own (wmma.load reads by %laneid)
-                           "mma", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix", MATRIX_RUN))
+                           "mma", "mma.sp", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix", MATRIX_RUN))
 _UNKNOWN = object()            # a register whose definitions the analysis has not read yet
 
 
