@@ -16,7 +16,7 @@ import numpy as np
 
 from ...driver import api
 from ...runtime.device import worker_count
-from .. import bfloat16
+from .. import halves
 from ..memory import array
 from . import plan as plans
 from .plan import Layout
@@ -89,19 +89,20 @@ def _transform(p: plans.Plan, data: np.ndarray, direction: int, scratch: bool) -
 
 def _widen(stored: np.ndarray, t: plans.Transform) -> np.ndarray:
     """Half or bfloat16 elements (real, or pairs of parts) in single precision."""
-    single = (lambda v: bfloat16.widen(v)) if t.precision == "16BF" else (lambda v: v.astype(np.float32))
+    bf16 = t.precision == "16BF"
     if stored.dtype.names:
-        return single(stored["re"]) + 1j * single(stored["im"])
-    return single(stored)
+        return halves.widen(stored["re"], bf16) + 1j * halves.widen(stored["im"], bf16)
+    return halves.widen(stored, bf16)
 
 
 def _narrow(dest: np.ndarray, values: np.ndarray, t: plans.Transform) -> None:
     """Write single-precision `values` into half or bfloat16 elements, each part rounded once."""
-    narrow = bfloat16.narrow if t.precision == "16BF" else (lambda v: v.astype(np.float16))
+    bf16 = t.precision == "16BF"
     if dest.dtype.names:
-        dest["re"], dest["im"] = narrow(values.real), narrow(values.imag)
+        halves.narrow(dest["re"], values.real, bf16)
+        halves.narrow(dest["im"], values.imag, bf16)
     else:
-        dest[...] = narrow(values)
+        halves.narrow(dest, values, bf16)
 
 
 def run(p: plans.Plan, source: int, dest: int, direction: int) -> None:
