@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "input_pool.h"
+
 typedef int cufftHandle;
 typedef struct { double x, y; } cufftDoubleComplex;
 typedef struct { float x, y; } cufftComplex;
@@ -42,14 +44,6 @@ int cufftXtExecDescriptorZ2Z(cufftHandle plan, cudaLibXtDesc *input, cudaLibXtDe
 int cufftXtFree(cudaLibXtDesc *descriptor);
 int cufftXtSetCallback(cufftHandle plan, void **routine, int type, void **info);
 
-static double take(void) {
-    double v;
-    if (fread(&v, sizeof v, 1, stdin) != 1) {
-        fprintf(stderr, "the input pool ran out\n");
-        exit(2);
-    }
-    return v;
-}
 
 static void put(double v) { fwrite(&v, sizeof v, 1, stdout); }
 
