@@ -350,7 +350,8 @@ def test_callbacks_are_refused_with_a_reason():
 def test_descriptor_rules():
     h = xt_plan((16,), (C_32F, C_32F, C_32F))
     out = np.zeros(1, np.uint64)
-    for sub_format, result in ((4, Result.NOT_SUPPORTED), (5, Result.NOT_SUPPORTED), (9, Result.INVALID_VALUE)):
+    for sub_format, result in ((4, Result.NOT_SUPPORTED), (5, Result.NOT_SUPPORTED), (9, Result.INVALID_VALUE),
+                              (-1, Result.INVALID_VALUE)):
         with pytest.raises(CufftError) as e:
             call("cufftXtMalloc", h, out.ctypes.data, sub_format)
         assert e.value.status == result, sub_format

@@ -108,6 +108,14 @@ def _pieces(p: Plan, subformat: int) -> list:
     return [(slice(None),) * axis + (slice(a, b),) for a, b in _shares(shape[axis], len(p.gpus))]
 
 
+def _piece_cells(p: Plan, subformat: int) -> list:
+    """How many cells each GPU's share holds."""
+    shape, _ = _cells(p)
+    axis = _split_axis(p, subformat)
+    across = int(np.prod(shape)) // shape[axis]
+    return [across * (b - a) for a, b in _shares(shape[axis], len(p.gpus))]
+
+
 def _one_gpu_bytes(p: Plan, subformat: int) -> int:
     """A one-GPU descriptor's size: the plan's input, output or in-place data."""
     t = p.transform
@@ -123,13 +131,12 @@ def part_sizes(p: Plan, subformat: int) -> list:
     transform turns one into the other in place."""
     if not p.distributed:
         return [_one_gpu_bytes(p, subformat)]
-    shape, cell = _cells(p)
-    whole = np.empty(shape, dtype=np.dtype((np.void, 1)))        # only its shape is used
-    return [max(whole[n].size, whole[m].size) * cell for n, m in zip(_pieces(p, INPLACE), _pieces(p, INPLACE_SHUFFLED))]
+    _, cell = _cells(p)
+    return [max(n, m) * cell for n, m in zip(_piece_cells(p, INPLACE), _piece_cells(p, INPLACE_SHUFFLED))]
 
 
 def allocate(p: Plan, subformat: int) -> Descriptor:
-    require(subformat in NATURAL + PERMUTED, Result.NOT_SUPPORTED if subformat <= DISTRIBUTED_OUTPUT
+    require(subformat in NATURAL + PERMUTED, Result.NOT_SUPPORTED if 0 <= subformat <= DISTRIBUTED_OUTPUT
             else Result.INVALID_VALUE, f"descriptor subformat {subformat} (anycuda allocates INPUT, OUTPUT, "
             "INPLACE and INPLACE_SHUFFLED; the 1-D shuffled and distributed ones belong to plans it does not make)")
     gpus = p.gpus or (work_device(),)

@@ -72,6 +72,13 @@ def malloc(handle: int, out: int, subformat: int) -> None:
     write_scalar(out, descriptors.allocate(plans.get(handle), subformat).address, np.uint64)
 
 
+def free(address: int) -> None:
+    """cufftXtFree: as cudaFree, after the work queued on the descriptor's plan."""
+    d = descriptors.get(address)
+    api.wait_for_stream(d.plan.stream)
+    descriptors.free(address)
+
+
 def _fitting(p: plans.Plan, address: int) -> descriptors.Descriptor:
     """The descriptor at `address`, which must hold data of the plan's shape."""
     d = descriptors.get(address)
@@ -163,7 +170,7 @@ TABLE = {
     "cufftXtMakePlanMany": make_plan_many,
     "cufftXtGetSizeMany": get_size_many,
     "cufftXtMalloc": malloc,
-    "cufftXtFree": lambda address: descriptors.free(address),
+    "cufftXtFree": free,
     "cufftXtMemcpy": memcpy,
     "cufftXtExec": lambda h, i, o, d: execute.submit(plans.get(h), i, o, d),
     "cufftXtExecDescriptor": exec_descriptor,
