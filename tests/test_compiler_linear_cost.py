@@ -202,3 +202,19 @@ def test_generated_small_loops_compute_what_their_model_does(rng, monkeypatch, f
 def test_larger_generated_kernels_compute_what_their_model_does(seed, rng, monkeypatch, fresh_cache):
     monkeypatch.setenv("ANYCUDA_JIT", "quick")
     _run(gen.random_kernel(2500, 100 + seed, name=f"gen_l{seed}"), 3, 64, rng)
+
+
+def test_a_big_step_function_is_called_from_its_rounds_not_copied(rng, monkeypatch, fresh_cache):
+    """Above STEP_INLINE_LIMIT the rounds call one noinline step function; optimised, the
+    kernel still computes what its model does."""
+    from anycuda.compiler.simt import blockfunction
+
+    def step_definition():
+        text = str(_lower(kernel).mod)
+        return next(line for line in text.splitlines() if line.startswith("define") and '@"ptx.k0.step"(' in line)
+    kernel = gen.random_kernel(300, 17, name="gen_called17")
+    assert not step_definition().endswith("noinline")
+    monkeypatch.setattr(blockfunction, "STEP_INLINE_LIMIT", 0)
+    assert step_definition().endswith("noinline")
+    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+    _run(kernel, 2, 64, rng)

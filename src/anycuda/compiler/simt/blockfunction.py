@@ -15,6 +15,7 @@ turn areas lie in its workspace (workspace.py).
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -155,7 +156,7 @@ def _emit_guard_probe(module, plan, sites, bounds=None):
                 _set_thread_index(b, ws, x, y, z, linear)
             fr, tail = ws, _frame_only_args(ws)
         code = b.call(plan.step, [fr, i32(guards.PROBE), params, x, y, z, linear] + scalars + tail,
-                      attrs=("alwaysinline",))
+                      attrs=plan.step_call_attrs)
         b.store(b.and_(b.load(stays), code), stays)
     b.ret(b.load(stays))
     return fn
@@ -183,6 +184,12 @@ def _block_stays(b, fn, probe, bounds, L, ws, bits):
     return stays
 
 
+# LLVM instructions of a step function above which it is called from its rounds, not copied
+# into each: a generated 3,000-instruction kernel (23k) compiled in half the time and ran no
+# slower without the copies (benchmarks/NOTES.md); the suite's kernels are far below it
+STEP_INLINE_LIMIT = 20000
+
+
 @dataclass
 class BlockPlan:
     """What a kernel's block function is made from: its step function and what the lowering
@@ -201,6 +208,17 @@ class BlockPlan:
     regions: dict = None            # site -> its warp region's function (0: the entry region)
     guarded_rounds: dict = None     # site -> the known branches (bits) a round from it may skip
     probe_bounds: ir.Function = None    # the block's bounds of the known branches (probebounds.py)
+
+    @functools.cached_property
+    def step_call_attrs(self) -> tuple:
+        """Attributes of each call of the step function: copied into every round that calls
+        it, so that the loop over threads sees its code (and vectorises it), unless it is so
+        big that the copies would make optimising cost rounds x its size: then it is
+        noinline, one copy called from each round (STEP_INLINE_LIMIT)."""
+        if sum(len(block.instructions) for block in self.step.blocks) <= STEP_INLINE_LIMIT:
+            return ("alwaysinline",)
+        self.step.attributes.add("noinline")
+        return ()
 
 
 @collection_paused
@@ -523,7 +541,8 @@ class _BlockFunction:
                 with _each_lane(b, lo, self.nx, self.ny, self.lane_index) as (x, y, z, linear):
                     code = b.call(self.plan.step, [frame_at(b, self.ws, self.fsize, linear), resume, self.params,
                                                    x, y, z, linear]
-                                  + self.scalars + step_tail(b, self.header, self.spill, self.n), attrs=("alwaysinline",))
+                                  + self.scalars + step_tail(b, self.header, self.spill, self.n),
+                                  attrs=self.plan.step_call_attrs)
                     b.store(code, b.gep(codes, [linear]))
                     latch = b.block
                 set_loop_hints(self.module, latch.terminator, NO_VECTORIZE)

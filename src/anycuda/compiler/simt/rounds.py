@@ -225,7 +225,8 @@ class RoundFunction:
             with each_thread(b, self.nx, self.ny, self.nz, "u", counted_from) as (x, y, z, linear, induction):
                 fr = frame_at(b, self.ws, self.block.fsize, linear)
                 code = b.call(self.block.plan.step, [fr, i32(resume), self.params, x, y, z, linear] + self.scalars
-                              + step_tail(b, header, spill, self.n, induction), attrs=("alwaysinline",))
+                              + step_tail(b, header, spill, self.n, induction),
+                              attrs=self.block.plan.step_call_attrs)
                 in_thread_group(module, b.store(code, b.gep(self.codes, [linear])))
                 if checked:
                     code_range.add(code)
