@@ -33,8 +33,8 @@ MALFORMED = [
     (GOOD.replace("[p];", "[p]"), 10, "expected ';'", "use"),
     (GOOD.replace("{", "{{"), 14, "end of input", "load"),
     (GOOD.replace(".visible", ".global .u32 x = ;\n.visible"), 5, "expected", "load"),
-    (GOOD.replace(".version 8.0", ".version 99.9"), 1, "PTX ISA version 99.9 is not one anycuda reads", "load"),
-    (GOOD.replace(".version 8.0", ".version 10.0"), 1, "PTX ISA version 10.0", "load"),
+    (GOOD.replace(".version 8.0", ".version 99.9"), 1, "unsupported .version 99.9: anycuda reads PTX ISA 1.0 to 9.5", "load"),
+    (GOOD.replace(".version 8.0", ".version 10.0"), 1, "unsupported .version 10.0", "load"),
     (GOOD.replace(".version 8.0", ".version 0.9"), 1, "PTX ISA version 0.9", "load"),
 ]
 
