@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda import compiler
+from anycuda import compiler, cudac
 from anycuda.compiler.build import cache
 from anycuda.ptx.index import ModuleIndex
 
@@ -299,7 +299,7 @@ def test_the_version_is_the_packages():
 
 RACE = textwrap.dedent("""
     import hashlib, os, sys, time
-    from anycuda import compiler
+    from anycuda import compiler, cudac
     from anycuda.ptx.index import ModuleIndex
     ptx = open(sys.argv[1]).read()
     while not os.path.exists(sys.argv[2]):     # start together
@@ -324,3 +324,29 @@ def test_processes_compiling_the_same_kernel_at_once_get_one_entry(fresh_cache, 
     assert digests == {hashlib.sha256(reference.object_code).hexdigest()}
     assert len(list(Path(fresh_cache).rglob("*.pkl"))) == 1 and not list(Path(fresh_cache).rglob("*.tmp"))
     assert not any(err.strip() for _, err in results), [err for _, err in results]
+
+
+# ---------------------------------------------------------------- the PTX cache of CUDA C++ compiles
+
+SOURCE = 'extern "C" __global__ void one(int* p) { p[threadIdx.x] = 1; }\n'
+
+
+@pytest.mark.skipif(not (cudac.find_nvrtc() or cudac.find_nvcc()), reason="no CUDA C++ compiler (NVRTC or nvcc)")
+def test_the_ptx_cache_is_read_only_from_the_users_own_files(fresh_cache, monkeypatch, capfd):
+    monkeypatch.setattr(cache, "_warned", set())
+    real = cudac.compile_to_ptx(SOURCE, name="one.cu")
+    entry = _entry_of(fresh_cache / "ptx", "*.ptx")
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600 and stat.S_IMODE(entry.parent.stat().st_mode) == 0o700
+    planted = real + "\n// planted\n"
+    entry.write_text(planted)
+    assert cudac.compile_to_ptx(SOURCE, name="one.cu") == planted          # the user's own entry is read
+    entry.chmod(0o666)
+    capfd.readouterr()
+    assert cudac.compile_to_ptx(SOURCE, name="one.cu") == real             # one others may write is not
+    assert "others may write it" in capfd.readouterr().err
+
+
+def _entry_of(folder, pattern) -> Path:
+    entries = list(Path(folder).rglob(pattern))
+    assert len(entries) == 1, entries
+    return entries[0]

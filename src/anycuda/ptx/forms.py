@@ -24,6 +24,8 @@ syntax and against ptxas, which refuses each broken form the tests write (tests/
 Instructions absent from OPERANDS (video instructions, wgmma, tcgen05, multimem, bulk tensor
 copies, tensormap, clusterlaunchcontrol, st.async, red.async, st.bulk) have their modifiers
 checked only; TYPES_WRITTEN has None where type words are not counted (mma, tex, video).
+What anycuda implements of these forms is the compiler's to say (compiler/ops/table.py:
+HANDLED for modifiers, OPERAND_COUNTS for the operand counts its handlers lower).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ _SIMPLE = {
     "d a a": "add sub mul div rem and or xor shl shr copysign mul24 szext bmsk addc subc mapa match redux set setp"
              " min max",
     "d a a a": "mad mad24 madc sad fma slct selp shf prmt bfe dp4a dp2a fns wmma.mma",
-    "d a a? a?": "cvt",
+    "d a a? a? a?": "cvt",                 # packing conversions take two or four sources
     "d a a a a": "bfi",
     "d a a a a a?": "lop3",
     "d a a?": "vote alloca",

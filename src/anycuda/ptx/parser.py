@@ -20,6 +20,7 @@ from .errors import PtxError, UnsupportedPtx, UnsupportedVersion
 from .lexer import Tokens
 from .modifiers import TYPES, unknown_modifier
 from .opcodes import split_opcode
+from .targets import KNOWN_TARGETS, NEWEST_ISA
 
 STATE_SPACES = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
 LINKAGE = frozenset((".extern", ".visible", ".weak", ".common"))
@@ -36,19 +37,6 @@ MAX_NESTING = 200            # deepest `{ }` nesting / initialiser nesting accep
 _TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 
 
-# The newest PTX ISA anycuda reads: 9.5, what the newest toolkit it is tested with (CUDA 13.5's
-# NVRTC) writes. A module that declares a newer one may use what anycuda does not know, and is
-# refused at its .version line as NVIDIA's driver refuses PTX from a toolkit newer than itself.
-NEWEST_ISA = (9, 5)
-
-# The architectures a `.target` may name (PTX ISA 9.x, "Target ISA notes"): sm_XX, with the
-# `a` (architecture-specific) and `f` (family) variants from sm_90 and sm_100 on, and the options
-KNOWN_ARCHS = (10, 11, 12, 13, 20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89,
-               90, 100, 101, 103, 107, 110, 120, 121)
-KNOWN_TARGETS = frozenset(
-    [f"sm_{n}" for n in KNOWN_ARCHS] + [f"sm_{n}a" for n in KNOWN_ARCHS if n >= 90]
-    + [f"sm_{n}f" for n in KNOWN_ARCHS if n >= 100]
-    + ["texmode_unified", "texmode_independent", "debug", "map_f64_to_f32"])
 
 
 class _Fatal(Exception):

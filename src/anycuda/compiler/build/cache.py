@@ -106,9 +106,9 @@ def _warn_once(kind: str, message: str) -> None:
         sys.stderr.write(f"anycuda: {message}\n")
 
 
-def _trusted_folders(d: Path, folder: Path) -> bool:
+def trusted_folders(d: Path, folder: Path) -> bool:
     """Whether the cache folder `d` and the entry folder `folder` are the user's own (missing
-    ones count as such: they are created private). A folder reached through a symbolic link
+    ones count as such: they are created private); one warning when they are not. A folder reached through a symbolic link
     is judged by the folder it names."""
     for path in (d, folder):
         try:
@@ -145,8 +145,9 @@ def decode(data: bytes):
     return pickle.loads(payload)
 
 
-def _read_own(path: Path) -> bytes | None:
-    """The bytes of entry `path` when it is the user's own regular file, else None."""
+def read_own_file(path: Path) -> bytes | None:
+    """The bytes of cache entry `path` when it is the user's own regular file that no one else
+    may write, else None (one warning when it exists but is not)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
@@ -168,9 +169,9 @@ def load(key: str):
     if d is None:
         return None
     path = _entry_path(d, key)
-    if not _trusted_folders(d, path.parent):
+    if not trusted_folders(d, path.parent):
         return None
-    data = _read_own(path)
+    data = read_own_file(path)
     if data is None:
         return None
     try:
@@ -180,7 +181,7 @@ def load(key: str):
         return None
 
 
-def _private_folder(path: Path) -> None:
+def private_folder(path: Path) -> None:
     """Create `path` and the folders above it up to an existing one, each 0700."""
     missing = []
     while not path.exists():
@@ -198,12 +199,12 @@ def store(key: str, value) -> None:
     if d is None:
         return
     path = _entry_path(d, key)
-    if not _trusted_folders(d, path.parent):
+    if not trusted_folders(d, path.parent):
         return
     tmp = None
     try:
-        _private_folder(path.parent)
-        if not _trusted_folders(d, path.parent):
+        private_folder(path.parent)
+        if not trusted_folders(d, path.parent):
             return
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")      # 0600
         with os.fdopen(fd, "wb") as fh:
