@@ -58,8 +58,8 @@ def nvcc_ptx(sources, archs, out: Path):
             cmd = [nvcc, "-ptx", f"-arch={arch}", "-rdc=true", "-I", str(src.parent), "-o", str(target), str(src)]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode and "No such file" in done.stderr:   # a library's header: from the wheels
-                done = subprocess.run(cmd[:-1] + ["-Xcompiler", ",".join(f"-idirafter{d}" for d in wheel_includes()[1::2]),
-                                                  str(src)], capture_output=True, text=True)
+                after = ",".join(f"-idirafter{d}" for d in wheel_includes()[1::2])
+                done = subprocess.run(cmd[:-1] + ["-Xcompiler", after, str(src)], capture_output=True, text=True)
             if done.returncode:
                 print(f"  nvcc refused {src.name} for {arch} (not counted): {done.stderr.strip()[:160]}")
                 continue

@@ -108,8 +108,8 @@ def _warn_once(kind: str, message: str) -> None:
 
 def trusted_folders(d: Path, folder: Path) -> bool:
     """Whether the cache folder `d` and the entry folder `folder` are the user's own (missing
-    ones count as such: they are created private); one warning when they are not. A folder reached through a symbolic link
-    is judged by the folder it names."""
+    ones count as such: they are created private); one warning when they are not. A folder
+    reached through a symbolic link is judged by the folder it names."""
     for path in (d, folder):
         try:
             why = untrusted_because(os.stat(path))
