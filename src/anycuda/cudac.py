@@ -2,7 +2,8 @@
 
 Results are cached on disk (keyed by source, options and compiler identity), so a test
 suite or a notebook compiles each kernel once. Cache entries are written atomically and an
-unreadable one is compiled again.
+unreadable one is compiled again; as the compile cache's (compiler/build/cache.py), its folders
+are private and an entry another user could have written is never read.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from .compiler.build import cache
 from .runtime.device import compute_capability
 
 SUPPORTED_ARCHS = (75, 80, 86, 87, 89, 90)
@@ -126,14 +128,21 @@ def _nvcc_version(nvcc) -> str:
 
 
 def _read_cache(path: Path, want_names: bool):
-    """(PTX, names) from a cache entry, or None when it is missing or unreadable."""
+    """(PTX, names) from a cache entry, or None when it is missing or unreadable, or when
+    another user could have written it (PTX is code anycuda runs: compiler/build/cache.py)."""
+    if not cache.trusted_folders(_cache_dir(), path.parent):
+        return None
     try:
-        text = path.read_text()
+        data = cache.read_own_file(path)
+        if data is None:
+            return None
+        text = data.decode()
         if ".version" not in text or ".target" not in text:
             return None
         names = {}
         if want_names:
-            names = json.loads(path.with_suffix(".names.json").read_text())
+            data = cache.read_own_file(path.with_suffix(".names.json"))
+            names = json.loads(data.decode()) if data is not None else None
             if not isinstance(names, dict):
                 return None
         return text, names
@@ -142,8 +151,10 @@ def _read_cache(path: Path, want_names: bool):
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    if not cache.trusted_folders(_cache_dir(), path.parent):
+        return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        cache.private_folder(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as fh:

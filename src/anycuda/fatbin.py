@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .ptx.targets import NEWEST_ISA
+
 CONTAINER_MAGIC = 0xBA55ED50
 WRAPPER_MAGIC = 0x466243B1
 KIND_PTX, KIND_ELF = 1, 2
@@ -151,8 +153,9 @@ def ptx_modules(containers) -> list:
     return [require_ptx(containers[0] if containers else [])]
 
 
-def choose_ptx(entries, max_version=(9, 9)):
-    """The PTX entry to run: the highest architecture, then the newest ISA version."""
+def choose_ptx(entries, max_version=NEWEST_ISA):
+    """The PTX entry to run: the highest architecture, then the newest ISA version that
+    anycuda reads (a newer one would be refused: ptx/targets.py)."""
     ptx = [e for e in entries if e.kind == "ptx" and e.ptx_version <= tuple(max_version)]
     return max(ptx, key=lambda e: (e.sm, e.ptx_version)) if ptx else None
 

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .. import fatbin
+from ..ptx.errors import UnsupportedVersion
 from ..runtime import device as device_info
 from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
@@ -534,6 +535,8 @@ def _load_module(image) -> int:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_IMAGE, "the image is neither PTX text nor a fatbinary") from None
     except CudaError:
         raise
+    except UnsupportedVersion as e:
+        raise CudaError(CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION, str(e)) from None
     except Exception as e:       # PtxError and friends
         raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, str(e)) from None
     m = re.search(rb"^\s*\.target\s+sm_(\d+)", text, re.M)
@@ -692,6 +695,7 @@ _DESCRIPTIONS = {
     CUresult.CUDA_ERROR_INVALID_DEVICE: "invalid device ordinal",
     CUresult.CUDA_ERROR_INVALID_CONTEXT: "invalid device context",
     CUresult.CUDA_ERROR_INVALID_PTX: "a PTX JIT compilation failed",
+    CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION: "the provided PTX was compiled with an unsupported toolchain.",
     CUresult.CUDA_ERROR_INVALID_HANDLE: "invalid resource handle",
     CUresult.CUDA_ERROR_NOT_FOUND: "named symbol not found",
     CUresult.CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered",

@@ -37,3 +37,8 @@ class PtxError(Exception):
 
 class UnsupportedPtx(PtxError):
     """Well-formed PTX that anycuda does not implement yet (textures, mma, ...)."""
+
+
+class UnsupportedVersion(PtxError):
+    """A `.version` newer than the PTX ISA anycuda reads: the driver API answers
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION, as NVIDIA's driver does for PTX from a newer toolkit."""

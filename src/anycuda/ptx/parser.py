@@ -15,11 +15,12 @@ from __future__ import annotations
 import re
 import struct
 
-from . import ir
-from .errors import PtxError, UnsupportedPtx
+from . import forms, ir
+from .errors import PtxError, UnsupportedPtx, UnsupportedVersion
 from .lexer import Tokens
-from .modifiers import unknown_modifier
+from .modifiers import TYPES, unknown_modifier
 from .opcodes import split_opcode
+from .targets import KNOWN_TARGETS, NEWEST_ISA
 
 STATE_SPACES = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
 LINKAGE = frozenset((".extern", ".visible", ".weak", ".common"))
@@ -36,9 +37,6 @@ MAX_NESTING = 200            # deepest `{ }` nesting / initialiser nesting accep
 _TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 
 
-# The newest PTX ISA anycuda reads: 9.x (CUDA 13); a module that declares a newer one may use
-# what anycuda does not know, and is refused at its .version line
-NEWEST_ISA = (9, 99)
 
 
 class _Fatal(Exception):
@@ -261,8 +259,12 @@ class _Parser:
             version = (int(t), 0)
         else:
             raise self.fail(f"expected a version number like 9.0, found {self.describe()}")
-        if not (1, 0) <= version <= NEWEST_ISA:
-            raise self.fail(f"PTX ISA version {t} is not one anycuda reads (1.0 to {NEWEST_ISA[0]}.x)")
+        if version < (1, 0):
+            raise self.fail(f"PTX ISA version {t} does not exist (the first is 1.0)")
+        if version > NEWEST_ISA:
+            newest = ".".join(map(str, NEWEST_ISA))
+            raise self.error(f"unsupported .version {t}: anycuda reads PTX ISA 1.0 to {newest}", i,
+                             UnsupportedVersion)
         self.advance()
         return version
 
@@ -270,6 +272,9 @@ class _Parser:
         i = self.i
         if self.kinds[i] != "name":
             raise self.fail(f"expected a target name, found {self.describe()}")
+        if self.texts[i] not in KNOWN_TARGETS:
+            raise self.error(f"unsupported .target {self.texts[i]!r}: not an architecture or option of PTX ISA "
+                             f"{NEWEST_ISA[0]}.x", i)
         self.advance()
         return self.texts[i]
 
@@ -741,17 +746,17 @@ class _Parser:
         opcode, mods = split
         bad = unknown_modifier(opcode, mods)
         if bad is not None:
-            # the column of the modifier within `opcode.mod1.mod2...`
-            words = texts[op_i].split(".")
-            at = len(".".join(words[:words.index(bad, opcode.count(".") + 1)]))
-            raise self.error(f"{opcode}: unknown modifier .{bad}", op_i, offset=at)
+            what = "type" if bad in TYPES else "modifier"
+            raise self.error(f"{opcode}: unknown {what} .{bad}", op_i, offset=self.modifier_column(op_i, opcode, bad))
         self.advance()
+        starts = []                   # the token of each operand, to point at a wrong one
         if opcode == "call":
             operands = self.call_operands()
         else:
             operands = []
             if not (texts[self.i] == ";" and kinds[self.i] == "punct"):
                 while True:
+                    starts.append(self.i)
                     operands.append(self.operand(0))
                     if kinds[self.i] == "punct":
                         t = texts[self.i]
@@ -762,9 +767,20 @@ class _Parser:
                             break
                     raise self.missing_separator()
         end = self.i
+        for message, where in forms.problems(opcode, mods, tuple(operands)):
+            if isinstance(where, int):
+                self.errors.append(self.error(message, starts[where]))
+            else:
+                offset = self.modifier_column(op_i, opcode, where) if where else 0
+                self.errors.append(self.error(message, op_i, offset=offset))
         self.advance()
         return ir.Instruction(opcode, mods, tuple(operands), self.loc(first), guard, self.debug,
                               self.statement_text(first, end))
+
+    def modifier_column(self, op_i, opcode, modifier):
+        """How far into the token `opcode.mod1.mod2...` at `op_i` modifier `modifier` is."""
+        words = self.texts[op_i].split(".")
+        return len(".".join(words[:words.index(modifier, opcode.count(".") + 1)]))
 
     def missing_separator(self):
         i = self.i
@@ -1070,7 +1086,8 @@ def parse(text: str, source_name: str = "<ptx>") -> ir.Module:
         p.errors.append(p.error(f"malformed PTX ({type(e).__name__}: {e})"))
         module = None
     if p.errors:
-        p.errors.sort(key=lambda e: (e.line, e.col))
+        # a too new ISA explains whatever else is refused: it leads
+        p.errors.sort(key=lambda e: (not isinstance(e, UnsupportedVersion), e.line, e.col))
         first = p.errors[0]
         if len(p.errors) == 1:
             raise first

@@ -22,7 +22,8 @@ _strings = {}
 # anycuda cannot compile, a feature not supported yet, where a kernel faulted): named on
 # stderr once, whatever the program does with the code.
 _EXPLAINED = {CUresult.CUDA_ERROR_INVALID_IMAGE, CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU,
-              CUresult.CUDA_ERROR_INVALID_PTX, CUresult.CUDA_ERROR_NOT_SUPPORTED,
+              CUresult.CUDA_ERROR_INVALID_PTX, CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION,
+              CUresult.CUDA_ERROR_NOT_SUPPORTED,
               CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, CUresult.CUDA_ERROR_MISALIGNED_ADDRESS,
               CUresult.CUDA_ERROR_ILLEGAL_INSTRUCTION, CUresult.CUDA_ERROR_LAUNCH_FAILED}
 
