@@ -60,6 +60,7 @@ def test_default_stream_waits_for_earlier_work_of_blocking_streams():
     assert order == []                       # the default stream's work is held back
     gate.set()
     t.join(WAIT)
+    default_stream.synchronize()
     assert order == ["s", "default"]
 
 
@@ -89,6 +90,7 @@ def test_non_blocking_streams_do_not_synchronise_with_the_default_stream():
     s.enqueue(gate.wait, WAIT)
     s.enqueue(order.append, "s")
     default_stream.enqueue(order.append, "default")     # does not wait for s
+    default_stream.synchronize()
     assert order == ["default"]
     gate.set()
     s.synchronize()
@@ -125,13 +127,24 @@ def test_synchronize_all_reports_a_kept_error():
     ac.synchronize()
 
 
-def test_default_stream_errors_reach_the_caller():
+def test_default_stream_errors_are_kept_until_a_synchronising_call():
+    err = ac.CudaError(ac.CUresult.CUDA_ERROR_ASSERT, "assert")
+    order = []
+
     def fail():
-        raise ac.CudaError(ac.CUresult.CUDA_ERROR_ASSERT, "assert")
-    with pytest.raises(ac.CudaError):
-        default_stream.enqueue(fail)
-    default_stream.synchronize()
-    ac.synchronize()
+        raise err
+    default_stream.enqueue(fail)             # returns at once, as a launch does
+    default_stream.enqueue(order.append, "skipped")
+    with pytest.raises(ac.CudaError) as e:
+        default_stream.call(order.append, "skipped too")     # a blocking copy reports it
+    assert e.value is err and order == []
+    default_stream.synchronize()             # reported once
+    default_stream.enqueue(fail)
+    with pytest.raises(ac.CudaError) as e:
+        ac.synchronize()
+    assert e.value is err
+    default_stream.call(order.append, "after")
+    assert order == ["after"]
 
 
 def test_dropped_stream_finishes_its_work():
@@ -230,11 +243,12 @@ def test_event_on_a_failed_stream_does_not_hang():
     s = ac.Stream()
     s.enqueue(lambda: 1 / 0)
     e = s.record()
-    e.synchronize()                          # skipped, but complete
+    with pytest.raises(ZeroDivisionError):   # skipped, complete, and reporting the error
+        e.synchronize()
+    e.synchronize()                          # reported once
     with pytest.raises(ac.CudaError):
         ac.get_elapsed_time(e, e)
-    with pytest.raises(ZeroDivisionError):
-        s.synchronize()
+    s.synchronize()
 
 
 def test_stream_waits_for_an_event_of_another_stream():
