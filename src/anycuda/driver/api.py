@@ -604,12 +604,12 @@ def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: in
     shape (cuLaunchKernelEx), which can only be 1x1x1."""
     _require_context()
     f = _function(func)
-    f.image.check_config(grid, block, shared)
     dev = _check_stream_device(stream)
+    workers = device_info.multiprocessor_count(dev)
+    record = f.image.prepare(grid, block, shared, workers, cluster)
     if cooperative:
         check_cooperative_grid(f.image, grid, block, shared, dev)
-    submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), cooperative,
-            cluster)
+    submit(stream, f.image.launch, grid, block, params, shared, workers, cooperative, cluster, record)
 
 
 def cuLaunchCooperativeKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
