@@ -31,7 +31,8 @@ Events are points in a stream's work, with host timestamps for elapsed-time quer
 record, as in CUDA; an event never recorded counts as complete. A marker that its stream
 skips (after an unreported error) completes without a time.
 
-At exit, work still queued is finished first (`drain`), as a GPU's context teardown does.
+A stream holds at most MAX_PENDING pieces of work; queueing more waits, as a GPU's full
+launch queue makes a launch wait. At exit, work still queued is finished first (`drain`).
 """
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ from .device import register_synchroniser, work_device
 from .errors import CudaError, CUresult
 
 sync_hooks = []     # called after every synchronisation (device printf output is flushed there)
+
+# Work a stream may hold before queueing more waits, as a GPU's launch queue fills: a program
+# launching in a loop without synchronising keeps its memory flat (each item holds its
+# arguments). The host waits until half of it is done, so it does not wake per item.
+MAX_PENDING = 1024
 
 _cv = threading.Condition()          # guards every stream's tickets and kept error
 _states = set()                      # _StreamState of created streams given work, until their worker leaves
@@ -139,6 +145,9 @@ class _Queue:
         because of an unreported error."""
         st = self._state
         with _cv:
+            if st.issued - st.completed >= MAX_PENDING and getattr(_local, "state", None) is None:
+                while st.issued - st.completed >= MAX_PENDING // 2:
+                    _cv.wait()
             deps = self._dependencies()
             st.issued += 1
             ticket = st.issued
