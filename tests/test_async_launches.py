@@ -362,3 +362,20 @@ def test_unloading_a_module_frees_its_code(module, context):
     assert program() is None and code() is None
     api.cuMemFree(p)
     api.cuMemFree(total)
+
+
+def test_work_queued_at_exit_finishes_and_its_printf_appears(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "exit_early.py"
+    script.write_text(
+        "import anycuda as ac\n"
+        "k = ac.RawModule(code='extern \"C\" __global__ void hi(int v) { printf(\"value %d\\\\n\", v); }')"
+        ".get_function('hi')\n"
+        "for v in range(3):\n"
+        "    k((1,), (1,), (v,))\n"
+        "print('host done', flush=True)\n")      # exits without synchronising
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-3:] == ["value 0", "value 1", "value 2"], r.stdout
