@@ -278,3 +278,21 @@ def test_get_waits_for_stream_work_and_reports_its_errors():
     s.enqueue(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         d.get(stream=s)
+
+
+def test_a_full_stream_makes_the_host_wait():
+    # as a GPU's launch queue: a stream holds at most MAX_PENDING pieces of work
+    from anycuda.runtime import stream as stream_module
+    s = ac.Stream()
+    gate, done = threading.Event(), []
+    s.enqueue(gate.wait, WAIT)
+    t = run_in_thread(lambda: [s.enqueue(done.append, i) for i in range(stream_module.MAX_PENDING + 100)])
+    deadline = time.monotonic() + WAIT
+    while s._state.issued < stream_module.MAX_PENDING and time.monotonic() < deadline:
+        time.sleep(0.01)
+    t.join(0.2)
+    assert t.is_alive() and s._state.issued == stream_module.MAX_PENDING     # held back, nothing lost
+    gate.set()
+    t.join(WAIT)
+    s.synchronize()
+    assert done == list(range(stream_module.MAX_PENDING + 100))
