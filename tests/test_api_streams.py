@@ -296,3 +296,28 @@ def test_a_full_stream_makes_the_host_wait():
     t.join(WAIT)
     s.synchronize()
     assert done == list(range(stream_module.MAX_PENDING + 100))
+
+
+def test_work_queued_while_a_blocking_call_runs_waits_for_it():
+    # an idle default stream lets a blocking call run in its caller; what another thread
+    # queues meanwhile still comes after it
+    default_stream.synchronize()
+    started, gate, order = threading.Event(), threading.Event(), []
+
+    def blocking_work():
+        started.set()
+        gate.wait(WAIT)
+        order.append("blocking")
+
+    t = run_in_thread(lambda: default_stream.call(blocking_work))
+    assert started.wait(WAIT)
+    default_stream.enqueue(order.append, "queued later")
+    s = ac.Stream()
+    s.enqueue(order.append, "blocking stream, later")     # waits for the default stream's work
+    time.sleep(0.1)
+    assert order == [] and not default_stream.query()
+    gate.set()
+    t.join(WAIT)
+    default_stream.synchronize()
+    s.synchronize()
+    assert order[0] == "blocking" and sorted(order[1:]) == ["blocking stream, later", "queued later"]

@@ -4,7 +4,9 @@ records), and the events recorded in them.
 Every stream runs its work in order on a Python thread of its own (started on first use),
 the legacy default stream included, so a launch returns at once and the host goes on while
 kernels run (a launch releases the GIL), as on a GPU. Synchronous operations (`call`: a
-blocking copy or memset) queue their work and wait for it.
+blocking copy or memset) queue their work and wait for it; on the default stream, when
+nothing is pending that they would wait for, the caller runs the work itself (holding its
+ticket, so work queued meanwhile still comes after it).
 
 The default stream is CUDA's *legacy* null stream: its work starts only when the work
 queued earlier on every blocking stream of the same device has finished, and work queued
@@ -67,6 +69,7 @@ class _StreamState:
         self.error = None        # kept until reported
         self.queue = queue.SimpleQueue()
         self.thread = None
+        self.inline = 0          # ticket of blocking work running in its caller's thread, or 0
 
     def idle(self) -> bool:
         return self.completed == self.issued
@@ -149,6 +152,8 @@ class _Queue:
                 while st.issued - st.completed >= MAX_PENDING // 2:
                     _cv.wait()
             deps = self._dependencies()
+            if st.inline:        # after the blocking work its caller is running (_DefaultStream.call)
+                deps += ((st, st.inline),)
             st.issued += 1
             ticket = st.issued
             first = st.thread is None
@@ -269,10 +274,30 @@ class _DefaultStream(_Queue):
         return super().enqueue(fn, *args, on_skip=on_skip)
 
     def call(self, fn, *args) -> None:
+        """As _Queue.call; when nothing is pending that the work would wait for (this stream
+        idle, no error kept, no blocking stream of the device busy), the caller runs it itself,
+        holding its ticket: a small blocking copy then costs no hand-over to the worker and
+        back, and work queued meanwhile waits for it (enqueue's `inline` dependency)."""
         if getattr(_local, "state", None) is not None:
             fn(*args)
             return
-        super().call(fn, *args)
+        st = self._state
+        with _cv:
+            quick = st.idle() and st.error is None and not st.inline and not self._dependencies()
+            if quick:
+                st.issued += 1
+                st.inline = st.issued
+        if not quick:
+            super().call(fn, *args)
+            return
+        try:
+            fn(*args)
+        finally:
+            with _cv:
+                st.inline = 0
+                st.completed += 1
+                _cv.notify_all()
+        _run_hooks()
 
     def __repr__(self):
         return "<anycuda default (legacy null) stream>"
