@@ -64,16 +64,19 @@ def test_default_stream_waits_for_earlier_work_of_blocking_streams():
     assert order == ["s", "default"]
 
 
+def held_work(started, gate, order, name):
+    """Work that says it started, then waits for `gate` and appends `name` to `order`."""
+    def work():
+        started.set()
+        gate.wait(WAIT)
+        order.append(name)
+    return work
+
+
 def test_later_work_on_blocking_streams_waits_for_the_default_stream():
     s = ac.Stream()
     gate, started, order = threading.Event(), threading.Event(), []
-
-    def default_work():
-        started.set()
-        gate.wait(WAIT)
-        order.append("default")
-
-    t = run_in_thread(lambda: default_stream.enqueue(default_work))
+    t = run_in_thread(lambda: default_stream.enqueue(held_work(started, gate, order, "default")))
     assert started.wait(WAIT)
     s.enqueue(order.append, "s")             # queued while the default stream's work runs
     time.sleep(0.1)
@@ -303,13 +306,7 @@ def test_work_queued_while_a_blocking_call_runs_waits_for_it():
     # queues meanwhile still comes after it
     default_stream.synchronize()
     started, gate, order = threading.Event(), threading.Event(), []
-
-    def blocking_work():
-        started.set()
-        gate.wait(WAIT)
-        order.append("blocking")
-
-    t = run_in_thread(lambda: default_stream.call(blocking_work))
+    t = run_in_thread(lambda: default_stream.call(held_work(started, gate, order, "blocking")))
     assert started.wait(WAIT)
     default_stream.enqueue(order.append, "queued later")
     s = ac.Stream()
