@@ -18,7 +18,8 @@ the full sizes: it runs a small size and is reported as (simulator time / anycud
 at that same size (where anycuda's time is mostly launch latency), and as the ratio of
 time per unit of work, simulator at its small size over anycuda at the table's size. Also measured, unless --no-extras: JIT compile time per kernel (cold:
 a fresh ANYCUDA_CACHE_DIR; warm: loaded from that on-disk cache), the launch overhead of
-an empty kernel through the Python API and through cuLaunchKernel from a C host program
+an empty kernel (launch-to-launch gap, and the time a launch call takes to return: launches
+are asynchronous) through the Python API and through cuLaunchKernel from a C host program
 (kernels/launch_overhead.c under `anycuda run`), module loading at scale (modules.py: load
 time per MB of PTX, the first launch of one kernel of 2,000), warp matrix GEMMs (tensorcores.py:
 WMMA and mma.sync against the tiled SGEMM, cuBLAS and numpy), and anycuda's scaling from one
@@ -294,7 +295,7 @@ def compile_times(benches):
 
 def launch_overhead():
     """Seconds per launch of an empty 1-thread kernel through the Python API (1000 launches
-    then one synchronize, median of 7)."""
+    then one synchronize, median of 7): the launch-to-launch gap."""
     import anycuda as ac
     e = ac.RawModule(ptx=EMPTY_PTX, name="empty.ptx").get_function("empty")
     e((1,), (1,), ())
@@ -307,9 +308,31 @@ def launch_overhead():
     return statistics.median(timed(thousand) for _ in range(7)) / 1000
 
 
+def launch_latency():
+    """Seconds for one launch call of an empty 1-thread kernel through the Python API to
+    return, the stream idle before it (median of 1001): launches are asynchronous, so this is
+    the host's cost of a launch, not the kernel's."""
+    import anycuda as ac
+    e = ac.RawModule(ptx=EMPTY_PTX, name="empty.ptx").get_function("empty")
+    e((1,), (1,), ())
+    times = []
+    for _ in range(1001):
+        ac.synchronize()
+        times.append(timed(lambda: e((1,), (1,), ())))
+    ac.synchronize()
+    return statistics.median(times)
+
+
 def c_host_launch_overhead_us():
     """Microseconds per launch of the same empty kernel through cuLaunchKernel from a C host
-    program (kernels/launch_overhead.c) run under `anycuda run`, as an nvcc-built program is."""
+    program (kernels/launch_overhead.c) run under `anycuda run`, as an nvcc-built program is:
+    the launch-to-launch gap (c_host_launch_times_us has the latency too)."""
+    return c_host_launch_times_us()[0]
+
+
+def c_host_launch_times_us():
+    """(launch-to-launch gap, launch latency) in microseconds through cuLaunchKernel from a
+    C host program (kernels/launch_overhead.c) run under `anycuda run`."""
     with tempfile.TemporaryDirectory() as tmp:
         exe = Path(tmp) / "launch_overhead"
         subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "kernels" / "launch_overhead.c"), "-ldl"],
@@ -318,21 +341,23 @@ def c_host_launch_overhead_us():
                            text=True, env=child_env(), timeout=600)
         if p.returncode:
             raise child_failure("C host launch program", p)
-        return float(p.stdout.strip().splitlines()[-1])
+        gap, call = p.stdout.strip().splitlines()[-1].split()
+        return float(gap), float(call)
 
 
 def launch_overheads():
     """In this process (all worker threads), in a subprocess with one worker thread (no
     thread wake-up per launch: the Python and marshalling cost alone), and from a C host
-    program through anycuda's libcuda.so.1."""
-    res = {"all_threads_us": launch_overhead() * 1e6}
+    program through anycuda's libcuda.so.1: the launch-to-launch gap (*_us) and the time for
+    a launch call to return (*_call_us)."""
+    res = {"all_threads_us": launch_overhead() * 1e6, "all_threads_call_us": launch_latency() * 1e6}
     p = subprocess.run([sys.executable, __file__, "--child", "launch"], capture_output=True, text=True,
                        env=child_env(ANYCUDA_NUM_THREADS=1, OMP_NUM_THREADS=1), timeout=600)
     if p.returncode:
         raise child_failure("launch child", p)
     res["one_thread_us"] = json.loads(p.stdout.strip().splitlines()[-1]) * 1e6
     try:
-        res["c_host_us"] = c_host_launch_overhead_us()
+        res["c_host_us"], res["c_host_call_us"] = c_host_launch_times_us()
     except (OSError, RuntimeError, subprocess.SubprocessError) as e:
         res["c_host_error"] = f"{type(e).__name__}: {e}"
     return res
@@ -419,10 +444,12 @@ def print_table(out):
             print(f"  median {what}: {statistics.median(c[key] for c in out['compile'].values()):.3f} s")
     if out.get("launch"):
         la = out["launch"]
-        print(f"\nempty-kernel launch through the Python API: {la['all_threads_us']:.1f} us "
-              f"(all worker threads), {la['one_thread_us']:.1f} us (ANYCUDA_NUM_THREADS=1)")
+        print(f"\nempty-kernel launch through the Python API: {la['all_threads_us']:.1f} us launch to launch "
+              f"(all worker threads), {la['one_thread_us']:.1f} us (ANYCUDA_NUM_THREADS=1); "
+              f"the launch call returns in {la['all_threads_call_us']:.1f} us")
         print("empty-kernel launch through cuLaunchKernel from a C host program (anycuda run): "
-              + (f"{la['c_host_us']:.1f} us" if "c_host_us" in la else f"FAILED: {la.get('c_host_error')}"))
+              + (f"{la['c_host_us']:.1f} us launch to launch; the call returns in {la['c_host_call_us']:.1f} us"
+                 if "c_host_us" in la else f"FAILED: {la.get('c_host_error')}"))
     if out.get("modules"):
         modules.print_results(out["modules"])
     if out.get("libraries"):

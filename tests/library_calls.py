@@ -24,6 +24,16 @@ def device(values) -> int:
 
 
 def read(ptr, count, dtype):
+    """`count` values at a device address, copied out as cudaMemcpy does: after the work queued
+    before on the legacy default stream (and so on every blocking stream)."""
+    out = np.empty(count, dtype)
+    ac.default_stream.call(ctypes.memmove, out.ctypes.data, ptr, out.nbytes)
+    return out
+
+
+def peek(ptr, count, dtype):
+    """`count` values at a device address as they are now, waiting for nothing (one address
+    space): how a test sees that queued work has not run yet."""
     return np.frombuffer((ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(ptr), dtype).copy()
 
 

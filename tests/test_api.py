@@ -113,6 +113,7 @@ def test_streams_keep_order_and_default_stream_waits():
     assert order == ["s2-a"] and not s1.query()
     gate.set()
     ac.default_stream.enqueue(order.append, "default")    # waits for s1's work first
+    ac.default_stream.synchronize()
     assert order == ["s2-a", "s1-a", "default"]
 
 

@@ -60,19 +60,23 @@ def test_default_stream_waits_for_earlier_work_of_blocking_streams():
     assert order == []                       # the default stream's work is held back
     gate.set()
     t.join(WAIT)
+    default_stream.synchronize()
     assert order == ["s", "default"]
+
+
+def held_work(started, gate, order, name):
+    """Work that says it started, then waits for `gate` and appends `name` to `order`."""
+    def work():
+        started.set()
+        gate.wait(WAIT)
+        order.append(name)
+    return work
 
 
 def test_later_work_on_blocking_streams_waits_for_the_default_stream():
     s = ac.Stream()
     gate, started, order = threading.Event(), threading.Event(), []
-
-    def default_work():
-        started.set()
-        gate.wait(WAIT)
-        order.append("default")
-
-    t = run_in_thread(lambda: default_stream.enqueue(default_work))
+    t = run_in_thread(lambda: default_stream.enqueue(held_work(started, gate, order, "default")))
     assert started.wait(WAIT)
     s.enqueue(order.append, "s")             # queued while the default stream's work runs
     time.sleep(0.1)
@@ -89,6 +93,7 @@ def test_non_blocking_streams_do_not_synchronise_with_the_default_stream():
     s.enqueue(gate.wait, WAIT)
     s.enqueue(order.append, "s")
     default_stream.enqueue(order.append, "default")     # does not wait for s
+    default_stream.synchronize()
     assert order == ["default"]
     gate.set()
     s.synchronize()
@@ -125,13 +130,24 @@ def test_synchronize_all_reports_a_kept_error():
     ac.synchronize()
 
 
-def test_default_stream_errors_reach_the_caller():
+def test_default_stream_errors_are_kept_until_a_synchronising_call():
+    err = ac.CudaError(ac.CUresult.CUDA_ERROR_ASSERT, "assert")
+    order = []
+
     def fail():
-        raise ac.CudaError(ac.CUresult.CUDA_ERROR_ASSERT, "assert")
-    with pytest.raises(ac.CudaError):
-        default_stream.enqueue(fail)
-    default_stream.synchronize()
-    ac.synchronize()
+        raise err
+    default_stream.enqueue(fail)             # returns at once, as a launch does
+    default_stream.enqueue(order.append, "skipped")
+    with pytest.raises(ac.CudaError) as e:
+        default_stream.call(order.append, "skipped too")     # a blocking copy reports it
+    assert e.value is err and order == []
+    default_stream.synchronize()             # reported once
+    default_stream.enqueue(fail)
+    with pytest.raises(ac.CudaError) as e:
+        ac.synchronize()
+    assert e.value is err
+    default_stream.call(order.append, "after")
+    assert order == ["after"]
 
 
 def test_dropped_stream_finishes_its_work():
@@ -230,11 +246,12 @@ def test_event_on_a_failed_stream_does_not_hang():
     s = ac.Stream()
     s.enqueue(lambda: 1 / 0)
     e = s.record()
-    e.synchronize()                          # skipped, but complete
+    with pytest.raises(ZeroDivisionError):   # skipped, complete, and reporting the error
+        e.synchronize()
+    e.synchronize()                          # reported once
     with pytest.raises(ac.CudaError):
         ac.get_elapsed_time(e, e)
-    with pytest.raises(ZeroDivisionError):
-        s.synchronize()
+    s.synchronize()
 
 
 def test_stream_waits_for_an_event_of_another_stream():
@@ -264,3 +281,40 @@ def test_get_waits_for_stream_work_and_reports_its_errors():
     s.enqueue(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         d.get(stream=s)
+
+
+def test_a_full_stream_makes_the_host_wait():
+    # as a GPU's launch queue: a stream holds at most MAX_PENDING pieces of work
+    from anycuda.runtime import stream as stream_module
+    s = ac.Stream()
+    gate, done = threading.Event(), []
+    s.enqueue(gate.wait, WAIT)
+    t = run_in_thread(lambda: [s.enqueue(done.append, i) for i in range(stream_module.MAX_PENDING + 100)])
+    deadline = time.monotonic() + WAIT
+    while s._state.issued < stream_module.MAX_PENDING and time.monotonic() < deadline:
+        time.sleep(0.01)
+    t.join(0.2)
+    assert t.is_alive() and s._state.issued == stream_module.MAX_PENDING     # held back, nothing lost
+    gate.set()
+    t.join(WAIT)
+    s.synchronize()
+    assert done == list(range(stream_module.MAX_PENDING + 100))
+
+
+def test_work_queued_while_a_blocking_call_runs_waits_for_it():
+    # an idle default stream lets a blocking call run in its caller; what another thread
+    # queues meanwhile still comes after it
+    default_stream.synchronize()
+    started, gate, order = threading.Event(), threading.Event(), []
+    t = run_in_thread(lambda: default_stream.call(held_work(started, gate, order, "blocking")))
+    assert started.wait(WAIT)
+    default_stream.enqueue(order.append, "queued later")
+    s = ac.Stream()
+    s.enqueue(order.append, "blocking stream, later")     # waits for the default stream's work
+    time.sleep(0.1)
+    assert order == [] and not default_stream.query()
+    gate.set()
+    t.join(WAIT)
+    default_stream.synchronize()
+    s.synchronize()
+    assert order[0] == "blocking" and sorted(order[1:]) == ["blocking stream, later", "queued later"]

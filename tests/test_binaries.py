@@ -900,3 +900,27 @@ def test_default_stream_work_waits_for_its_own_device_only(two_devices):
     assert not s1.query() and elapsed < 30
     release.set()
     anycuda.Device(1).synchronize()
+
+
+@pytest.mark.parametrize("mode", ["static", "shared"])
+def test_launches_return_at_once_as_in_the_async_api_sample(build, mode):
+    _require(mode)
+    r = run(build("async_api", mode))
+    iterations = int(re.search(r"CPU executed (\d+) iterations while waiting", r.stdout).group(1))
+    assert iterations > 0, r.stdout            # the host went on while the kernel and copies ran
+    out = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+    assert out["wrong values"] == "0"
+    assert out["host alloc"] == "cudaSuccess" and out["device pointer"] == "cudaSuccess"
+    # a kernel waiting for a flag in mapped host memory that the host sets after the launch
+    assert out["query after launch"] == "cudaErrorNotReady"
+    assert out["synchronize"] == "cudaSuccess" and out["kernel saw flag"] == "1"
+    assert out["query after synchronize"] == "cudaSuccess"
+
+
+def test_device_reset_after_a_fault_lets_the_program_go_on(build):
+    r = run(build("reset_after_fault"))
+    out = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+    assert out["fault"] == "cudaErrorIllegalAddress" and out["malloc after fault"] == "cudaErrorIllegalAddress"
+    assert out["reset"] == "cudaSuccess"
+    assert all(out[k] == "cudaSuccess" for k in ("malloc after reset", "launch after reset", "copy after reset"))
+    assert out["wrong values"] == "0"

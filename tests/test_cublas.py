@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from library_calls import caller, device, read, scalar, stream_handle
+from library_calls import caller, device, peek, read, scalar, stream_handle
 from anycuda.libraries.cublas import blocks, functions
 from anycuda.libraries.cublas.status import CublasError, Status
 
@@ -264,7 +264,7 @@ def test_device_pointer_mode_reads_scalars_when_the_stream_runs(handle, rng):
     ctypes.c_float.from_address(alpha).value = 3.0     # changed before the stream reaches the product
     result = device(np.array([np.nan], np.float32))
     call("cublasSdot_v2", handle, m * k, device(stored(a, m)), 1, device(stored(a, m)), 1, result)
-    assert np.isnan(read(result, 1, np.float32)[0])    # device mode: the call did not wait
+    assert np.isnan(peek(result, 1, np.float32)[0])    # device mode: the call did not wait
     gate.set()
     stream.synchronize()
     np.testing.assert_allclose(unstored(read(dC, m * n, np.float32), m, n, m), 3 * a, rtol=1e-6)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from library_calls import caller, device, read, scalar, stream_handle
+from library_calls import caller, device, peek, read, scalar, stream_handle
 from anycuda.libraries.cublas import functions
 from anycuda.libraries.cublas.status import CublasError, Status
 from test_cublas import REAL, TOL, TYPES, random, status_of, stored, unstored
@@ -63,7 +63,7 @@ def test_rotg_in_device_mode_runs_when_the_stream_reaches_it(handle, rng):
     a, b = device(np.array([3], np.float64)), device(np.array([4], np.float64))
     c, s = device(np.array([np.nan])), device(np.array([np.nan]))
     call("cublasDrotg_v2", handle, a, b, c, s)
-    assert np.isnan(read(c, 1, np.float64)[0])
+    assert np.isnan(peek(c, 1, np.float64)[0])
     gate.set()
     stream.synchronize()
     assert (read(a, 1, np.float64)[0], read(c, 1, np.float64)[0], read(s, 1, np.float64)[0]) == \
@@ -560,7 +560,7 @@ def test_legacy_routines_run_on_the_kernel_stream(context, rng):
     x = rng.standard_normal(8)
     dx = device(x)
     legacy("cublasDscal", 8, 3.0, dx, 1)
-    assert np.array_equal(read(dx, 8, np.float64), x)          # queued behind the gate
+    assert np.array_equal(peek(dx, 8, np.float64), x)          # queued behind the gate
     gate.set()
     stream.synchronize()
     np.testing.assert_allclose(read(dx, 8, np.float64), 3 * x)

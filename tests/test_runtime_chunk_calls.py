@@ -65,8 +65,9 @@ def test_every_block_runs_once_at_its_coordinates(monkeypatch, mod, order, grid,
 def test_a_fault_in_the_middle_of_a_chunk_names_its_block(mod, bad):
     """200 blocks on one worker: chunks of 12, so block 101 is the sixth of its chunk."""
     out = poison(200 * 32, np.int32)
+    mod.get_function("faults_in")((200,), (32,), (out, np.uint64(16), np.int32(bad)))
     with pytest.raises(CudaError) as e:
-        mod.get_function("faults_in")((200,), (32,), (out, np.uint64(16), np.int32(bad)))
+        ac.synchronize()                  # the launch returned at once: its fault is reported here
     assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     assert re.search(rf"block {bad}\b", str(e.value)), str(e.value)
     ran = out.get().reshape(200, 32)

@@ -2,7 +2,8 @@
 
 On the CPU target device memory is host memory, but arrays keep a GPU's discipline: data
 moves in and out with `asarray`/`.set()` and `.get()` (a copy, ordered after the work queued
-before it), and a numpy array never passes for a device array. Arrays are C-contiguous.
+before it; the call returns when it is done, as `cudaMemcpy` does, while kernels and
+device-to-device copies only queue their work), and a numpy array never passes for a device array. Arrays are C-contiguous.
 Their memory is freed when the last array (or MemoryPointer) using it is collected.
 """
 from __future__ import annotations
@@ -98,12 +99,12 @@ class MemoryPointer:
     def copy_from_host(self, host, size: int = None) -> None:
         addr, size = self._host_address(np.ascontiguousarray(host) if isinstance(host, np.ndarray) else host, size)
         self._check(size)
-        default_stream.enqueue(memory.memcpy, self.ptr, addr, size)
+        default_stream.call(memory.memcpy, self.ptr, addr, size)
 
     def copy_to_host(self, host, size: int = None) -> None:
         addr, size = self._host_address(host, size)
         self._check(size)
-        default_stream.enqueue(memory.memcpy, addr, self.ptr, size)
+        default_stream.call(memory.memcpy, addr, self.ptr, size)
 
     def copy_from_device(self, src: "MemoryPointer", size: int) -> None:
         self._check(size)
@@ -208,10 +209,7 @@ class ndarray:
             out = np.empty(self._shape, self._dtype)
         elif out.shape != self._shape or out.dtype != self._dtype or not out.flags.c_contiguous:
             raise ValueError(f"out must be a C-contiguous {self._dtype} array of shape {self._shape}")
-        s = stream or default_stream
-        s.enqueue(memory.memcpy, out.ctypes.data, self.data.ptr, self.nbytes)
-        if s is not default_stream:
-            s.synchronize()
+        (stream or default_stream).call(memory.memcpy, out.ctypes.data, self.data.ptr, self.nbytes)
         return out
 
     def set(self, arr, stream=None) -> None:
@@ -220,7 +218,10 @@ class ndarray:
         if arr.shape != self._shape:
             raise ValueError(f"shape mismatch: cannot set an array of shape {arr.shape} into {self._shape}")
         host = np.asarray(arr, dtype=self._dtype, order="C")
-        (stream or default_stream).enqueue(_copy_keeping, self.data.ptr, host.ctypes.data, host.nbytes, host, self)
+        if stream is None:       # as cudaMemcpy from pageable memory: the caller may reuse `arr` at once
+            default_stream.call(memory.memcpy, self.data.ptr, host.ctypes.data, host.nbytes)
+        else:
+            stream.enqueue(_copy_keeping, self.data.ptr, host.ctypes.data, host.nbytes, host, self)
 
     def fill(self, value) -> None:
         """Set every element to `value`."""

@@ -16,8 +16,9 @@ Arguments are marshalled by the parameter types the PTX declares:
   (sizes must agree);
 * a numpy array is refused: it lives in host memory (use `anycuda.asarray`).
 
-The launch itself goes onto the stream (default: the legacy default stream) and the kernel
-runs the whole grid there.
+The launch itself goes onto the stream (default: the legacy default stream) and returns at
+once; the stream's worker runs the whole grid, and a fault in it is reported by the next
+synchronising call (a `.get()`, `synchronize()`).
 """
 from __future__ import annotations
 
@@ -186,10 +187,10 @@ def marshal_args(params, args, param_size: int = None, layout: tuple = None) -> 
 
 # ---------------------------------------------------------------- kernels and modules
 
-def _run_launch(image, grid, block, params, shared_mem, workers, keep, cooperative=False):
+def _run_launch(image, grid, block, params, shared_mem, workers, keep, cooperative, record):
     """Stream work: run the grid on the launching device's share of the workers. `keep`
     holds the arguments (and so their memory) until then."""
-    image.launch(grid, block, params, shared_mem, workers, cooperative=cooperative)
+    image.launch(grid, block, params, shared_mem, workers, cooperative, record=record)
 
 
 class RawKernel:
@@ -230,8 +231,9 @@ class RawKernel:
         grid = normalize_dims(grid, "grid")
         block = normalize_dims(block, "block")
         shared_mem = check_shared_mem(shared_mem)
-        self._image.check_config(grid, block, shared_mem)
         device = work_device()
+        workers = multiprocessor_count(device)
+        record = self._image.prepare(grid, block, shared_mem, workers)
         cooperative = self.module.enable_cooperative_groups
         if cooperative:
             from .driver.api import check_cooperative_grid
@@ -239,9 +241,8 @@ class RawKernel:
         if self._layout is None:
             self._layout = param_layout(self._image.params, getattr(self._image, "param_size", None))
         params = marshal_args(None, args, layout=self._layout)
-        workers = multiprocessor_count(device)
         (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, workers,
-                                           tuple(args), cooperative)
+                                           tuple(args), cooperative, record)
 
     def __repr__(self):
         return f"<RawKernel {self.name}>"

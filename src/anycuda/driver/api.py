@@ -17,7 +17,8 @@ from ..runtime import device as device_info
 from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program, loading_mode
-from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, synchronize_all
+from ..runtime.stream import (Event, Stream, default_stream, discard_errors, get_elapsed_time, per_thread_stream,
+                              synchronize_all, wait_idle)
 
 # The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
 # is tested with (the test extra's wheels). A real driver also says by it which PTX ISA it
@@ -114,6 +115,7 @@ class Module:
         self.program = program
         self.ptx_arch = ptx_arch      # NN of the PTX's `.target sm_NN` (the function's PTX version)
         self.has_managed_variables = False
+        self.functions = {}           # kernel name -> its Function handle (one per name, dropped at unload)
 
 
 # A __managed__ variable is one allocation that every device and the host share, and kernels
@@ -218,18 +220,16 @@ def cuDevicePrimaryCtxRetain(dev: int) -> int:
 
 
 def cuDevicePrimaryCtxRelease(dev: int) -> None:
+    """Waits for the device's work (and shows what it printed), as a context's teardown does."""
     _check_device(dev)
-    flush_device_output()
+    wait_idle(dev)
 
 
 def cuDevicePrimaryCtxReset(dev: int) -> None:
     """Clears a fault on the primary context (and waits for its work)."""
     _check_device(dev)
     ctx = _handles.get(_primary(dev))
-    try:
-        synchronize_all(dev)
-    except CudaError:
-        pass
+    discard_errors(dev)              # the faults of its work go with it
     flush_device_output()
     ctx.sticky = None
     ctx.peers.clear()
@@ -247,7 +247,7 @@ def cuCtxCreate(flags: int, dev: int) -> int:
 
 
 def cuCtxDestroy(ctx: int) -> None:
-    synchronize_all(_get(ctx, Context).device)
+    discard_errors(_get(ctx, Context).device)      # destroyed whatever its work did, as CUDA does
     flush_device_output()
     _tear_down(ctx)
     with _lock:
@@ -333,27 +333,40 @@ def cuMemAlloc(size: int) -> int:
 
 
 def cuMemFree(ptr: int) -> None:
+    """Synchronises the device first, as a GPU's does: queued work may still use the memory."""
     _require_context()
     if ptr:                        # cuMemFree(0) succeeds, as free(NULL) (the runtime inside NVIDIA's
-        memory.free(ptr)           # CUDA 13 libraries passes cudaFree(0) on to the driver)
+        _check_live(ptr)           # CUDA 13 libraries passes cudaFree(0) on to the driver)
+        wait_idle(_current_device())
+        memory.free(ptr)
+
+
+def _check_live(ptr: int) -> None:
+    """CUDA_ERROR_INVALID_VALUE unless `ptr` starts a live allocation (checked before waiting
+    for the device: a bad free fails at once)."""
+    a = memory.lookup(ptr)
+    if a is None or a.ptr != ptr:
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not the start of a live allocation "
+                                                          "(double free?)")
 
 
 @_faults_are_sticky
 def cuMemcpy(dst: int, src: int, n: int) -> None:
+    """A blocking copy: returns when it is done (device printf is flushed then, as CUDA does)."""
     _require_context()
-    default_stream.enqueue(memory.memcpy, dst, src, n)
-    flush_device_output()          # a blocking copy is a point where CUDA flushes device printf
+    default_stream.call(memory.memcpy, dst, src, n)
 
 
+@_faults_are_sticky
 def cuMemsetD8(dst: int, value: int, n: int) -> None:
     _require_context()
-    default_stream.enqueue(memory.memset, dst, value, n)
+    default_stream.call(memory.memset, dst, value, n)
 
 
+@_faults_are_sticky
 def cuMemsetD32(dst: int, value: int, n: int) -> None:
     _require_context()
-
-    default_stream.enqueue(memory.fill, dst, value, n, 4)
+    default_stream.call(memory.fill, dst, value, n, 4)
 
 
 def cuMemGetInfo() -> tuple:
@@ -546,19 +559,30 @@ def _load_module(image) -> int:
 
 
 def cuModuleUnload(mod: int) -> None:
-    _get(mod, Module)
-    flush_device_output()
+    """Waits for the device's work (its kernels may be queued), then lets the module's code
+    go: its handle and its functions' handles are dropped, and with the last reference the
+    compiled code is freed."""
+    m = _get(mod, Module)
+    wait_idle(_current_device())
     with _lock:
         del _handles[mod]
+        for h in m.functions.values():
+            _handles.pop(h, None)
 
 
 def cuModuleGetFunction(mod: int, name: str) -> int:
     m = _get(mod, Module)
-    try:
-        image = m.program.kernel(name)
-    except KeyError:
-        raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"no kernel named {name}") from None
-    return _new_handle(Function(m, image))
+    h = m.functions.get(name)
+    if h is None:
+        try:
+            image = m.program.kernel(name)
+        except KeyError:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"no kernel named {name}") from None
+        new = _new_handle(Function(m, image))
+        h = m.functions.setdefault(name, new)      # another thread may have made it meanwhile
+        if h != new:
+            _handles.pop(new, None)
+    return h
 
 
 def cuModuleGetGlobal(mod: int, name: str) -> tuple:
@@ -583,12 +607,12 @@ def cuLaunchKernel(func: int, grid: tuple, block: tuple, shared: int, stream: in
     shape (cuLaunchKernelEx), which can only be 1x1x1."""
     _require_context()
     f = _function(func)
-    f.image.check_config(grid, block, shared)
     dev = _check_stream_device(stream)
+    workers = device_info.multiprocessor_count(dev)
+    record = f.image.prepare(grid, block, shared, workers, cluster)
     if cooperative:
         check_cooperative_grid(f.image, grid, block, shared, dev)
-    submit(stream, f.image.launch, grid, block, params, shared, device_info.multiprocessor_count(dev), cooperative,
-            cluster)
+    submit(stream, f.image.launch, grid, block, params, shared, workers, cooperative, cluster, record)
 
 
 def cuLaunchCooperativeKernel(func: int, grid: tuple, block: tuple, shared: int, stream: int, params: bytes) -> None:
@@ -724,9 +748,11 @@ CU_STREAM_LEGACY, CU_STREAM_PER_THREAD = 1, 2
 
 def _stream(stream: int):
     """The stream a handle names: 0 and CU_STREAM_LEGACY are the legacy default stream;
-    the per-thread default stream is served by it too (stricter ordering, same results)."""
-    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
+    CU_STREAM_PER_THREAD the calling thread's per-thread default stream on the current device."""
+    if stream in (0, CU_STREAM_LEGACY):
         return default_stream
+    if stream == CU_STREAM_PER_THREAD:
+        return per_thread_stream(_current_device())
     return _get(stream, StreamHandle).stream
 
 
@@ -883,6 +909,7 @@ def cuEventQuery(event: int) -> None:
         raise CudaError(CUresult.CUDA_ERROR_NOT_READY)
 
 
+@_faults_are_sticky
 def cuEventSynchronize(event: int) -> None:
     _get(event, EventHandle).event.synchronize()
 
@@ -1010,7 +1037,6 @@ def cuLibraryLoadData(image: bytes) -> int:
 
 def cuLibraryUnload(lib: int) -> None:
     library = _get(lib, Library)
-    flush_device_output()
     modules = set(library.modules.values()) | {library.first}
     for m in modules:
         cuModuleUnload(m)
@@ -1114,10 +1140,7 @@ def memcpy_3d_work(src: int, src_pitch: int, src_slice: int, dst: int, dst_pitch
 def cuMemcpy3D(src: int, src_pitch: int, src_slice: int, dst: int, dst_pitch: int, dst_slice: int,
                width: int, height: int, depth: int, stream=None) -> None:
     _require_context()
-    submit(0 if stream is None else stream,
-            memcpy_3d_work(src, src_pitch, src_slice, dst, dst_pitch, dst_slice, width, height, depth))
-    if stream is None:
-        flush_device_output()
+    submit(stream, memcpy_3d_work(src, src_pitch, src_slice, dst, dst_pitch, dst_slice, width, height, depth))
 
 
 def cuMemAllocPitch(width: int, height: int, element_size: int) -> tuple:
@@ -1129,8 +1152,10 @@ def cuMemAllocPitch(width: int, height: int, element_size: int) -> tuple:
     return _allocate(pitch * height), pitch
 
 
-def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream: int) -> None:
-    """Fill `count` elements of `element` bytes (1, 2 or 4) with `value`, in stream order."""
+@_faults_are_sticky
+def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream) -> None:
+    """Fill `count` elements of `element` bytes (1, 2 or 4) with `value`, in stream order
+    (stream None: a blocking memset on the default stream)."""
     _require_context()
     a = memory.lookup(dst)
     if a is None or dst + count * element > a.end:
@@ -1139,7 +1164,9 @@ def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream: int) -
     submit(stream, lambda: memory.fill(dst, value, count, element))
 
 
-def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, height: int, stream: int) -> None:
+@_faults_are_sticky
+def cuMemsetD2D(dst: int, pitch: int, value: int, element: int, width: int, height: int, stream) -> None:
+    """A pitched memset in stream order (stream None: blocking, on the default stream)."""
     _require_context()
     submit(stream, memset_2d_work(dst, pitch, value, element, width, height))
 
@@ -1178,6 +1205,7 @@ def cuMemFreeHost(ptr: int) -> None:
     a = memory.lookup(ptr)
     if a is None or a.ptr != ptr or a.kind != "host":
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{ptr:x} is not host memory from cuMemAllocHost")
+    wait_idle(_current_device())   # as cuMemFree: queued work may still use it
     memory.free(ptr)
 
 
@@ -1380,9 +1408,14 @@ def _capturing(stream: int):
     return _get(stream, StreamHandle).capture
 
 
-def submit(stream: int, fn, *args, on_skip=None) -> None:
+def submit(stream, fn, *args, on_skip=None) -> None:
     """Work for a stream: run in stream order, or recorded when the stream is capturing.
-    `on_skip()` runs instead when the stream skips the work after an unreported error."""
+    `on_skip()` runs instead when the stream skips the work after an unreported error.
+    Stream None: blocking work on the legacy default stream (a cuMemcpy, cuMemsetD8), which
+    returns when it is done and reports the error the stream kept."""
+    if stream is None:
+        default_stream.call(fn, *args)
+        return
     graph = _capturing(stream)
     if graph is not None:
         graph.work.append((fn, args))

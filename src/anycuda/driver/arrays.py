@@ -241,6 +241,4 @@ def linear_copy(dst, src, n: int, stream=None) -> None:
             return _chunks(get(side[0]), side[1], n)
         return [(side, n)]
     work = _linear_work(pieces(dst), pieces(src))
-    api.submit(0 if stream is None else stream, work)
-    if stream is None:
-        api.flush_device_output()
+    api.submit(stream, work)      # None: a blocking copy

@@ -398,17 +398,28 @@ class KernelImage:
         raise LaunchConfigurationError(f"{shared_mem} bytes of dynamic shared memory requested; "
                                        f"kernel {self.name} may use at most {self.max_dynamic_shared_size}")
 
+    def prepare(self, grid, block, shared_mem: int = 0, num_workers: int = 0, cluster: bool = False) -> bytes:
+        """The checked launch record of a configuration under the kernel's limits as they are
+        now: a launch queued on a stream runs with those of the moment it was queued, as on a
+        GPU, whatever cuFuncSetAttribute changes meanwhile. Raises what check_config raises."""
+        if type(grid) is not tuple or type(block) is not tuple:
+            grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
+        self._function()             # a kernel that cannot run fails its launch call, not its stream
+        return self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising, cluster)
+
     def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0,
-               cooperative: bool = False, cluster: bool = False):
+               cooperative: bool = False, cluster: bool = False, record: bytes = None):
         """Run the grid on `num_workers` workers (the device's multiprocessors; 0: all). A
         cooperative launch gets a grid workspace (what grid.sync() needs) and runs every block
         on its own thread, so that all of them run at once; the caller keeps the grid within
         what can be co-resident (driver/api.py). `cluster`: launched with an explicit cluster
-        shape (1x1x1, the only one the driver takes)."""
+        shape (1x1x1, the only one the driver takes). `record`: prepare's answer, when the
+        launch was prepared as it was queued."""
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         entry = self._function()
-        record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising, cluster)
+        if record is None:
+            record = self.prepare(grid, block, shared_mem, num_workers, cluster)
         if not cooperative and blockprograms.supported_shape(block):
             entry = self._block_program(block[0]) or entry
         if len(params) < self.param_size:

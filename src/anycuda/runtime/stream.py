@@ -1,31 +1,44 @@
-"""Streams: ordered queues of work (launches, copies, host functions, event records), and
-the events recorded in them.
+"""Streams: ordered queues of work (launches, copies, memsets, host functions, event
+records), and the events recorded in them.
 
-A created `Stream` runs its work in order on a Python thread of its own (started on first
-use), so the host goes on while kernels run; a launch itself releases the GIL.
+Every stream runs its work in order on a Python thread of its own (started on first use),
+the legacy default stream included, so a launch returns at once and the host goes on while
+kernels run (a launch releases the GIL), as on a GPU. Synchronous operations (`call`: a
+blocking copy or memset) queue their work and wait for it; on the default stream, when
+nothing is pending that they would wait for, the caller runs the work itself (holding its
+ticket, so work queued meanwhile still comes after it).
 
 The default stream is CUDA's *legacy* null stream: its work starts only when the work
 queued earlier on every blocking stream of the same device has finished, and work queued
 later on a blocking stream starts only when the default stream's earlier work has finished
 (one default stream serves every device). Streams created with `non_blocking=True` take no
-part in that. anycuda runs default-stream work in the
-calling thread (so a copy on it is complete when the call returns, as `cuMemcpy` is), and
-every piece of work carries tickets that say what it waits for; one condition variable
-guards all counters, so the rules hold when several host threads enqueue at once.
+part in that. Each piece of work carries tickets, taken when it is queued, that say what it
+waits for; one condition variable guards all counters, so the rules hold when several host
+threads queue at once. A ticket only ever names work queued before it, so no set of waits
+can be circular. The per-thread default stream (`per_thread_stream`, `Stream.ptds`) is a
+blocking stream of each host thread's own.
 
-Errors: an exception raised by work on a created stream is kept; the stream skips its later
-work until the error has been reported, which the next `synchronize()` of that stream, or
-`synchronize_all()` (`anycuda.synchronize()`), does by raising that same exception. Work on
-the default stream runs in the caller, so its errors reach the caller directly.
+Work that a stream's own worker queues on the default stream (an API call from a host
+function, which CUDA forbids) runs inline, ordered by the stream running it: waiting for
+the default stream there could wait for the very work that is running.
+
+Errors: an exception raised by work is kept; the stream skips its later work until the
+error has been reported, which the next `synchronize()` or `call()` of that stream, an
+event synchronisation that the error skipped, or `synchronize_all()`
+(`anycuda.synchronize()`) does by raising that same exception.
 
 Events are points in a stream's work, with host timestamps for elapsed-time queries:
 `Event.record(stream)` queues a marker; when the stream reaches it, the marker takes the time
 (`time.perf_counter`) and completes. `synchronize()` and `query()` refer to the most recent
 record, as in CUDA; an event never recorded counts as complete. A marker that its stream
 skips (after an unreported error) completes without a time.
+
+A stream holds at most MAX_PENDING pieces of work; queueing more waits, as a GPU's full
+launch queue makes a launch wait. At exit, work still queued is finished first (`drain`).
 """
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 import time
@@ -35,8 +48,13 @@ from .errors import CudaError, CUresult
 
 sync_hooks = []     # called after every synchronisation (device printf output is flushed there)
 
+# Work a stream may hold before queueing more waits, as a GPU's launch queue fills: a program
+# launching in a loop without synchronising keeps its memory flat (each item holds its
+# arguments). The host waits until half of it is done, so it does not wake per item.
+MAX_PENDING = 1024
+
 _cv = threading.Condition()          # guards every stream's tickets and kept error
-_states = set()                      # _StreamState of streams given work, until their worker leaves
+_states = set()                      # _StreamState of created streams given work, until their worker leaves
 _local = threading.local()           # .state: the stream whose worker this thread is
 
 
@@ -51,9 +69,15 @@ class _StreamState:
         self.error = None        # kept until reported
         self.queue = queue.SimpleQueue()
         self.thread = None
+        self.inline = 0          # ticket of blocking work running in its caller's thread, or 0
 
     def idle(self) -> bool:
         return self.completed == self.issued
+
+    def take_error(self):
+        """The kept error, now reported (None if there is none). Caller holds _cv."""
+        err, self.error = self.error, None
+        return err
 
 
 def _wait_for(deps) -> None:
@@ -91,36 +115,80 @@ def _worker(state: _StreamState) -> None:
                 _cv.notify_all()
 
 
-class Stream:
-    """An ordered work queue executed by a thread of its own (CuPy's `cupy.cuda.Stream`)."""
+_drain_registered = []
 
-    def __init__(self, non_blocking: bool = False, priority: int = 0, null: bool = False, device: int = None):
-        if null:
-            raise ValueError("use anycuda.default_stream (Stream.null) for the null stream")
-        self.priority = priority
-        self.non_blocking = bool(non_blocking)
-        if device is None:
-            device = work_device()
-        self.device = device
-        self._state = _StreamState(self.non_blocking, device)    # joins _states with its first work
 
-    def enqueue(self, fn, *args, on_skip=None) -> None:
-        """Run `fn(*args)` after the work queued before it (and, for a blocking stream, after
-        the default stream's earlier work). `on_skip()` runs instead when the stream skips the
-        work because of an unreported error."""
+def _start_worker(state: _StreamState) -> None:
+    """Start `state`'s worker (outside _cv: a new thread may collect garbage before it runs,
+    and a collected Stream's finaliser must never wait for a lock this thread holds)."""
+    if not _drain_registered:
+        # registered with the first worker, so after the compiler's exit handlers: those run
+        # in reverse order, and the work drained may still need the compiler
+        _drain_registered.append(True)
+        atexit.register(drain)
+    state.thread.start()
+
+
+class _Queue:
+    """What created streams and the legacy default stream share: queueing, waiting, events."""
+
+    _state: _StreamState
+
+    def _dependencies(self) -> tuple:
+        """The (state, ticket) pairs new work waits for besides this stream's own earlier work.
+        Caller holds _cv."""
+        raise NotImplementedError
+
+    def _joins(self, state: _StreamState) -> None:
+        """Called under _cv when the stream gets its worker."""
+
+    def enqueue(self, fn, *args, on_skip=None) -> int:
+        """Run `fn(*args)` after the work queued before it (and what _dependencies names);
+        returns its ticket at once. `on_skip()` runs instead when the stream skips the work
+        because of an unreported error."""
         st = self._state
         with _cv:
-            deps = () if st.non_blocking else ((default_stream._state, default_stream._state.issued),)
+            if st.issued - st.completed >= MAX_PENDING and getattr(_local, "state", None) is None:
+                while st.issued - st.completed >= MAX_PENDING // 2:
+                    _cv.wait()
+            deps = self._dependencies()
+            if st.inline:        # after the blocking work its caller is running (_DefaultStream.call)
+                deps += ((st, st.inline),)
             st.issued += 1
+            ticket = st.issued
             first = st.thread is None
             if first:
                 st.thread = threading.Thread(target=_worker, args=(st,), name="anycuda-stream", daemon=True)
-                _states.add(st)
+                self._joins(st)
         st.queue.put((fn, args, on_skip, deps))
         if first:
-            # started outside _cv: a new thread may collect garbage before it runs, and a
-            # collected Stream's finaliser must never wait for a lock this thread holds
-            st.thread.start()
+            _start_worker(st)
+        return ticket
+
+    def call(self, fn, *args) -> None:
+        """Synchronous work (a blocking copy or memset): `fn(*args)` in stream order, returning
+        when it has run; raises the error the stream kept, this work's or earlier work's
+        (which made the stream skip this work)."""
+        self._wait(self.enqueue(fn, *args))
+
+    def _wait(self, ticket: int = None) -> None:
+        """Wait until the work up to `ticket` (all queued work: None) has finished; raise the
+        error the stream kept, if any (once)."""
+        st = self._state
+        if getattr(_local, "state", None) is st:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_PERMITTED,
+                            "a stream's own work (a host function) cannot wait for that stream")
+        with _cv:
+            while st.completed < (st.issued if ticket is None else ticket):
+                _cv.wait()
+            err = st.take_error()
+        _run_hooks()
+        if err is not None:
+            raise err
+
+    def synchronize(self) -> None:
+        """Wait for the queued work; raise the error it kept, if any (once)."""
+        self._wait()
 
     def launch_host_func(self, fn, arg=None) -> None:
         """Call `fn(arg)` from the stream once its earlier work is done."""
@@ -141,20 +209,32 @@ class Stream:
         with _cv:
             return self._state.idle()
 
-    def synchronize(self) -> None:
-        """Wait for the queued work; raise the error it kept, if any (once)."""
-        st = self._state
-        with _cv:
-            while not st.idle():
-                _cv.wait()
-            err, st.error = st.error, None
-        _run_hooks()
-        if err is not None:
-            raise err
-
     @property
     def done(self) -> bool:
         return self.query()
+
+
+class Stream(_Queue):
+    """An ordered work queue executed by a thread of its own (CuPy's `cupy.cuda.Stream`)."""
+
+    def __init__(self, non_blocking: bool = False, priority: int = 0, null: bool = False, device: int = None):
+        if null:
+            raise ValueError("use anycuda.default_stream (Stream.null) for the null stream")
+        self.priority = priority
+        self.non_blocking = bool(non_blocking)
+        if device is None:
+            device = work_device()
+        self.device = device
+        self._state = _StreamState(self.non_blocking, device)    # joins _states with its first work
+
+    def _dependencies(self) -> tuple:
+        if self.non_blocking:
+            return ()
+        legacy = default_stream._state
+        return ((legacy, legacy.issued),) if legacy.issued > legacy.completed else ()
+
+    def _joins(self, state: _StreamState) -> None:
+        _states.add(state)
 
     def __del__(self):
         # The worker finishes what is queued, then leaves; a stream that never had work has
@@ -170,71 +250,54 @@ class Stream:
         return f"<anycuda {kind}Stream at 0x{id(self):x}>"
 
 
-class _DefaultStream:
-    """The legacy default stream: runs work in the caller's thread, in order, once the
-    earlier work of every blocking stream of the caller's device has finished."""
+class _DefaultStream(_Queue):
+    """The legacy default stream: its work starts once the earlier work of every blocking
+    stream of the queueing thread's device has finished."""
 
     priority = 0
     non_blocking = False
 
     def __init__(self):
         self._state = _StreamState(False)
-        self._exec = threading.RLock()      # one piece of default-stream work at a time
 
-    def enqueue(self, fn, *args, on_skip=None) -> None:
+    def _dependencies(self) -> tuple:
+        if not _states:      # a program without created streams skips this (launch overhead)
+            return ()
+        device = work_device()
+        return tuple((s, s.issued) for s in _states
+                     if not s.non_blocking and s.device == device and s.issued > s.completed)
+
+    def enqueue(self, fn, *args, on_skip=None) -> int:
         if getattr(_local, "state", None) is not None:
-            # Work that a created stream runs (a host function) uses the default stream: CUDA
-            # forbids API calls there; anycuda runs it inline, ordered by the stream running
-            # it. Taking a ticket could wait for default-stream work that waits for this stream.
+            fn(*args)            # from a stream's own work: inline (see the module's docstring)
+            return 0
+        return super().enqueue(fn, *args, on_skip=on_skip)
+
+    def call(self, fn, *args) -> None:
+        """As _Queue.call; when nothing is pending that the work would wait for (this stream
+        idle, no error kept, no blocking stream of the device busy), the caller runs it itself,
+        holding its ticket: a small blocking copy then costs no hand-over to the worker and
+        back, and work queued meanwhile waits for it (enqueue's `inline` dependency)."""
+        if getattr(_local, "state", None) is not None:
             fn(*args)
             return
         st = self._state
-        with self._exec:
-            with _cv:
+        with _cv:
+            quick = st.idle() and st.error is None and not st.inline and not self._dependencies()
+            if quick:
                 st.issued += 1
-                if _states:      # a program without created streams skips this (launch overhead)
-                    # the legacy stream of each device waits for that device's blocking streams
-                    device = work_device()
-                    try:
-                        _wait_for([(s, s.issued) for s in _states if not s.non_blocking and s.device == device])
-                    except BaseException:
-                        st.completed += 1
-                        _cv.notify_all()
-                        raise
-            try:
-                fn(*args)
-            finally:
-                with _cv:
-                    st.completed += 1
-                    _cv.notify_all()
-
-    def launch_host_func(self, fn, arg=None) -> None:
-        self.enqueue(fn, arg)
-
-    def wait_event(self, event) -> None:
-        event._wait_in(self)
-
-    def record(self, event=None):
-        event = event or Event()
-        event.record(self)
-        return event
-
-    def query(self) -> bool:
-        with _cv:
-            return self._state.idle()
-
-    def synchronize(self) -> None:
-        """Wait for the default stream's work (including work other host threads are running
-        on it). Errors of created streams are reported by their own synchronize or by
-        `synchronize_all`."""
-        with _cv:
-            while not self._state.idle():
-                _cv.wait()
+                st.inline = st.issued
+        if not quick:
+            super().call(fn, *args)
+            return
+        try:
+            fn(*args)
+        finally:
+            with _cv:
+                st.inline = 0
+                st.completed += 1
+                _cv.notify_all()
         _run_hooks()
-
-    @property
-    def done(self) -> bool:
-        return self.query()
 
     def __repr__(self):
         return "<anycuda default (legacy null) stream>"
@@ -243,23 +306,57 @@ class _DefaultStream:
 default_stream = _DefaultStream()
 Stream.null = default_stream
 
+_per_thread = threading.local()      # .streams: device -> this host thread's default stream
 
-def wait_for_created_streams(raise_errors: bool = True) -> None:
-    """Wait until every blocking created stream is idle (optionally raising a kept error)."""
-    with _cv:
-        for st in list(_states):
-            if st.non_blocking:
-                continue
-            while not st.idle():
-                _cv.wait()
-            if raise_errors and st.error is not None:
-                err, st.error = st.error, None
-                raise err
+
+def per_thread_stream(device: int = None) -> Stream:
+    """The calling host thread's per-thread default stream on `device` (default: the
+    thread's work device): a blocking stream of its own, made at first use."""
+    if device is None:
+        device = work_device()
+    streams = _per_thread.__dict__.setdefault("streams", {})
+    s = streams.get(device)
+    if s is None:
+        s = streams[device] = Stream(device=device)
+    return s
+
+
+class _PerThreadDefaultStream:
+    """`Stream.ptds` (CuPy's name): stands for the per-thread default stream of whichever
+    host thread uses it."""
+
+    priority = 0
+    non_blocking = False
+
+    def __getattr__(self, name):
+        return getattr(per_thread_stream(), name)
+
+    def __repr__(self):
+        return "<anycuda per-thread default stream>"
+
+
+Stream.ptds = _PerThreadDefaultStream()
 
 
 def _run_hooks() -> None:
     for hook in list(sync_hooks):
         hook()
+
+
+def _device_states(device):
+    """The states of the streams that a synchronisation of `device` (every device: None)
+    waits for: its created streams and the legacy default stream. Caller holds _cv."""
+    mine = [st for st in _states if device is None or st.device == device]
+    return mine + [default_stream._state]
+
+
+def _wait_idle(device) -> list:
+    """Wait until the streams of `device` are idle; their states. Caller holds _cv."""
+    while True:
+        states = _device_states(device)
+        if all(st.idle() for st in states):
+            return states
+        _cv.wait()
 
 
 def synchronize_all(device: int = None) -> None:
@@ -268,36 +365,59 @@ def synchronize_all(device: int = None) -> None:
     devices here, is always waited for); raise the first kept error (the others stay kept
     for their streams' synchronize or the next synchronize_all)."""
     first = None
-    mine = lambda st: device is None or st.device == device
     with _cv:
-        while True:
-            busy = [st for st in [*filter(mine, _states), default_stream._state] if not st.idle()]
-            if not busy:
-                break
-            _cv.wait()
-        for st in list(_states):
-            if mine(st) and st.error is not None:
-                first, st.error = st.error, None
+        for st in _wait_idle(device):
+            if st.error is not None:
+                first = st.take_error()
                 break
     _run_hooks()
     if first is not None:
         raise first
 
 
+def wait_idle(device: int = None) -> None:
+    """Wait for the work of `device`'s streams (as synchronize_all) without reporting their
+    errors, which stay kept: what an implicit synchronisation (a free, a module unload) does.
+    From a stream's own work it waits for nothing (that could wait for itself)."""
+    if getattr(_local, "state", None) is not None:
+        return
+    with _cv:
+        _wait_idle(device)
+    _run_hooks()
+
+
+def discard_errors(device: int = None) -> None:
+    """Wait for `device`'s streams and forget the errors they kept (a device reset)."""
+    with _cv:
+        for st in _wait_idle(device):
+            st.error = None
+
+
+def drain() -> None:
+    """Finish all queued work before the process ends (its errors are not reported)."""
+    try:
+        wait_idle()
+    except BaseException:        # noqa: BLE001 -- nothing can be reported at exit
+        pass
+
+
 # ---------------------------------------------------------------- events
 
 class _Mark:
-    __slots__ = ("done", "time")
+    __slots__ = ("done", "time", "state", "skipped")
 
-    def __init__(self):
+    def __init__(self, state):
         self.done = threading.Event()
         self.time = None
+        self.state = state           # the stream's, whose kept error a skipped mark reports
+        self.skipped = False
 
     def hit(self):
         self.time = time.perf_counter()
         self.done.set()
 
-    def skipped(self):
+    def skip(self):
+        self.skipped = True
         self.done.set()
 
 
@@ -310,9 +430,10 @@ class Event:
         self._mark = None
 
     def record(self, stream=None) -> None:
-        mark = _Mark()
+        stream = stream or default_stream
+        mark = _Mark(stream._state)
         self._mark = mark
-        (stream or default_stream).enqueue(mark.hit, on_skip=mark.skipped)
+        stream.enqueue(mark.hit, on_skip=mark.skip)
 
     def _wait_in(self, stream) -> None:
         mark = self._mark
@@ -328,9 +449,17 @@ class Event:
         return self.query()
 
     def synchronize(self) -> None:
+        """Wait for the most recent record; when its stream skipped it after an error, raise
+        that error if it has not been reported yet."""
         mark = self._mark
-        if mark is not None:
-            mark.done.wait()
+        if mark is None:
+            return
+        mark.done.wait()
+        if mark.skipped:
+            with _cv:
+                err = mark.state.take_error()
+            if err is not None:
+                raise err
 
     def __repr__(self):
         return f"<anycuda Event {'pending' if not self.query() else 'complete'}>"

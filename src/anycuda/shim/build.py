@@ -137,8 +137,9 @@ def shim_dir() -> Path:
 # those of libraries loaded later, and LLVM's static destructors are among those: by the time
 # the runtime unloads a module, LLVM's context is gone and freeing JIT code would crash. A
 # handler registered once LLVM is loaded runs before LLVM's destructors and notes the exit, so
-# anycuda then leaves JIT code to the process's end instead of freeing it; it also waits for a
-# link in progress on another thread and stops any more (jit.stop_linking, anycuda_exit_hook).
+# anycuda then leaves JIT code to the process's end instead of freeing it; it also lets queued
+# stream work finish, waits for a link in progress on another thread and stops any more
+# (stream.drain, jit.stop_linking, anycuda_exit_hook).
 _EXIT_WATCH = """
 #include <stdlib.h>
 static int anycuda_exiting;
@@ -207,7 +208,12 @@ from anycuda.shim import export_tables
 define(ffi, lib)
 export_tables.install(ffi, lib)
 from anycuda.compiler.build import jit
-ffi.def_extern(name="anycuda_exit_hook")(jit.stop_linking)
+from anycuda.runtime import stream as _anycuda_streams
+def _anycuda_exit_hook():
+    _anycuda_streams.drain()     # queued kernels finish before the code they run is torn down
+    jit.stop_linking()
+ffi.def_extern(name="anycuda_exit_hook")(_anycuda_exit_hook)
+del _anycuda_exit_hook
 jit.watch_process_exit(lib.anycuda_watch_exit, lib.anycuda_process_exiting)
 """
 

@@ -121,7 +121,7 @@ def define(ffi, entry, ptr, handle, common):
 
     @entry
     def cuMemsetD16_v2(dst, value, n):
-        api.cuMemsetAsync(dst, value, n, 2, 0)
+        api.cuMemsetAsync(dst, value, n, 2, None)      # blocking
 
     @entry
     def cuMemsetD8Async(dst, value, n, stream):
@@ -137,11 +137,11 @@ def define(ffi, entry, ptr, handle, common):
 
     @entry
     def cuMemsetD2D8_v2(dst, pitch, value, width, height):
-        api.cuMemsetD2D(dst, pitch, value, 1, width, height, 0)
+        api.cuMemsetD2D(dst, pitch, value, 1, width, height, None)
 
     @entry
     def cuMemsetD2D32_v2(dst, pitch, value, width, height):
-        api.cuMemsetD2D(dst, pitch, value, 4, width, height, 0)
+        api.cuMemsetD2D(dst, pitch, value, 4, width, height, None)
 
     @entry
     def cuMemsetD2D8Async(dst, pitch, value, width, height, stream):

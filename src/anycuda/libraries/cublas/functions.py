@@ -73,7 +73,7 @@ def _blocking(copy, rules):
     queued on the handle's stream has finished when its result is read back)."""
     def call(*args):
         rules(*args)
-        api.submit(0, copy, *args)
+        api.submit(None, copy, *args)      # None: blocking, as cudaMemcpy
     return call
 
 

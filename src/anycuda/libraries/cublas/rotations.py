@@ -48,6 +48,7 @@ def make_rotm(letter: str):
     def call(hid, n, x, incx, y, incy, param):
         if n <= 0:
             return
+        require(param != 0, "param is NULL")      # in device pointer mode too: checked at the call
         queue_reading(hid, lambda p: fn(n, x, incx, y, incy, p.ctypes.data), lambda: [read_array(param, 5, dtype)])
     return call
 

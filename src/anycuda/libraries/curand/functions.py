@@ -24,9 +24,13 @@ def _write(address: int, value, ctype) -> None:
     write_scalar(address, value, ctype)
 
 
-def _create(out: int, rng_type: int) -> None:
+def _create(out: int, rng_type: int, host: bool = False) -> None:
     require(out != 0, Status.NOT_INITIALIZED, "the generator pointer is NULL")
-    _write(out, generators.create(rng_type), ctypes.c_uint64)
+    _write(out, generators.create(rng_type, host), ctypes.c_uint64)
+
+
+def _create_host(out: int, rng_type: int) -> None:
+    _create(out, rng_type, host=True)
 
 
 def _property(kind: int, out: int) -> None:
@@ -84,7 +88,7 @@ def _scramble_constants(bits: int):
 
 _FUNCTIONS = {
     "curandCreateGenerator": _create,
-    "curandCreateGeneratorHost": _create,
+    "curandCreateGeneratorHost": _create_host,
     "curandDestroyGenerator": generators.destroy,
     "curandGetVersion": lambda out: _write(out, VERSION, ctypes.c_int),
     "curandGetProperty": _property,

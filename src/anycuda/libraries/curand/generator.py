@@ -59,7 +59,7 @@ def _view(address: int, count: int, ctype) -> np.ndarray:
 
 
 class Generator:
-    def __init__(self, rng_type: int):
+    def __init__(self, rng_type: int, host: bool = False):
         try:
             rng_type = RngType(rng_type)
         except ValueError:
@@ -72,6 +72,7 @@ class Generator:
         self.ordering = DEFAULT_ORDERING[rng_type]
         self.dimensions = 1
         self.stream = 0                       # the CUstream handle calls are queued on
+        self.host = host                      # curandCreateGeneratorHost's: calls finish before they return
         self._lock = threading.Lock()         # one generator's work may run on two streams
         self._restart()
 
@@ -143,7 +144,10 @@ class Generator:
                     return
                 values = compute()
             out[:] = values
-        api.submit(self.stream, work)
+        if self.host:
+            work()                   # into host memory, which the program reads next
+        else:
+            api.submit(self.stream, work)
 
     def _direct(self, kind: str, count: int, unit: int = 1):
         """A writer for engines that fill memory themselves (Philox), or None."""
@@ -263,8 +267,8 @@ _generators = Registry(0xC5A4D000, 16, lambda hid: CurandError(Status.NOT_INITIA
                                                                 f"0x{hid:x} is not a live cuRAND generator"))
 
 
-def create(rng_type: int) -> int:
-    return _generators.add(Generator(rng_type))
+def create(rng_type: int, host: bool = False) -> int:
+    return _generators.add(Generator(rng_type, host))
 
 
 def get(hid: int) -> Generator:
