@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .. import fatbin
 from ..runtime import device as device_info
-from ..runtime import memory
+from ..runtime import memory, sanitizer
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program, loading_mode
 from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, synchronize_all
@@ -333,8 +333,13 @@ def cuMemAlloc(size: int) -> int:
 
 def cuMemFree(ptr: int) -> None:
     _require_context()
-    if ptr:                        # cuMemFree(0) succeeds, as free(NULL) (the runtime inside NVIDIA's
-        memory.free(ptr)           # CUDA 13 libraries passes cudaFree(0) on to the driver)
+    if not ptr:                    # cuMemFree(0) succeeds, as free(NULL) (the runtime inside NVIDIA's
+        return                     # CUDA 13 libraries passes cudaFree(0) on to the driver)
+    try:
+        memory.free(ptr)
+    except CudaError as e:
+        sanitizer.report_api_error("cuMemFree", e)
+        raise
 
 
 @_faults_are_sticky

@@ -207,7 +207,11 @@ from anycuda.shim import export_tables
 define(ffi, lib)
 export_tables.install(ffi, lib)
 from anycuda.compiler.build import jit
-ffi.def_extern(name="anycuda_exit_hook")(jit.stop_linking)
+from anycuda.runtime import sanitizer
+@ffi.def_extern(name="anycuda_exit_hook")
+def _anycuda_exit_hook():
+    sanitizer.finish_process()
+    jit.stop_linking()
 jit.watch_process_exit(lib.anycuda_watch_exit, lib.anycuda_process_exiting)
 """
 

@@ -1,0 +1,224 @@
+"""The sanitizer's runtime side: what a checked launch is handed, and compute-sanitizer's report.
+
+A checked kernel (compiler/ops/memcheck.py) tests its accesses against a flat copy of the
+allocation table, made here once per change of the table (the device allocations and the
+modules' variables, as sorted [start, end) pairs), and writes each failed test into a record
+that the launch hands it. After the launch `report_launch` prints the record on stderr in
+compute-sanitizer's format ("========= Invalid __global__ write of size 4 bytes" ...) and gives
+the error the launch ends with. A `cuMemFree` of a pointer that is not an allocation's start is
+reported as the driver call's error; at the process's end `finish` reports the allocations
+still live (with --leak-check full) and the summary ("========= ERROR SUMMARY: N errors"), and
+ends the process with --error-exitcode's status when errors were found.
+
+Settings come from the environment, so that `anycuda run` hands them to the program's process:
+ANYCUDA_SANITIZE (the tool), ANYCUDA_SANITIZE_LEAK_CHECK (full or no),
+ANYCUDA_SANITIZE_ERROR_EXITCODE (a status), ANYCUDA_SANITIZE_PRINT_LIMIT (reports printed per
+launch; every error is counted).
+
+A report's "at kernel+0x..": the offset counts PTX instructions in the function's body (16
+bytes each, as SASS's), since no machine code of NVIDIA's exists here; the file and line are
+the `.loc` in force (nvcc -lineinfo or -G), else the PTX module's name and line.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import sys
+import threading
+
+import numpy as np
+
+from ..compiler import abi
+from ..compiler.ops import memcheck
+from . import memory
+from .errors import CudaError, CUresult
+
+PREFIX = "========="
+DEFAULT_PRINT_LIMIT = 100
+_SPACE_NAMES = {"global": "__global__", "shared": "__shared__", "local": "__local__", "const": "__constant__",
+                "": "__global__"}
+_KINDS = {"read": "read", "write": "write", "atomic": "atomic"}
+
+_lock = threading.Lock()
+_state = {"errors": 0, "finished": False}
+_variables = {}                  # start -> end of the modules' variables (addressable, not allocations)
+_flat = {"version": None, "pairs": np.zeros(2, dtype=np.uint64), "count": 0}
+
+
+def tool() -> str:
+    """The tool in force ('' when none): memcheck.mode, read once per question."""
+    return memcheck.mode()
+
+
+def errors_found() -> int:
+    return _state["errors"]
+
+
+def _count(n: int = 1) -> None:
+    with _lock:
+        _state["errors"] += n
+
+
+def _print(lines) -> None:
+    sys.stderr.write("".join(f"{PREFIX} {line}\n" if line else f"{PREFIX}\n" for line in lines))
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------- what a checked launch reads
+
+def add_variables(ranges) -> None:
+    """A module's variables, (address, size) each: accesses to them are in bounds."""
+    with _lock:
+        for start, size in ranges:
+            if size > 0:
+                _variables[int(start)] = int(start) + int(size)
+        _flat["version"] = None
+
+
+def _flat_table() -> np.ndarray:
+    """The live allocations and the modules' variables as sorted [start, end) u64 pairs."""
+    version = (memory.table.version, len(_variables))
+    with _lock:
+        if _flat["version"] != version:
+            spans = [(a.ptr, a.end) for a in memory.table.allocations()] + list(_variables.items())
+            spans.sort()
+            _flat["pairs"] = np.array(spans or [(0, 0)], dtype=np.uint64).reshape(-1)
+            _flat["count"] = len(spans)
+            _flat["version"] = version
+        return _flat["pairs"], _flat["count"]
+
+
+class CheckedLaunch:
+    """The table and the record of failed checks of one launch (kept alive while it runs)."""
+
+    def __init__(self, L, entries: int = 4096):
+        self.pairs, count = _flat_table()
+        L.check_table = self.pairs.ctypes.data
+        L.check_count = count
+        self.log = np.zeros(abi.CHECK_LOG_HEADER // 8 + entries * abi.CHECK_ENTRY_BYTES // 8, dtype=np.uint64)
+        self.log[1] = entries
+        L.check_log = self.log.ctypes.data
+
+    def failures(self) -> int:
+        return int(self.log[0])
+
+    def entries(self) -> list:
+        """The recorded failures as dicts of abi.CHECK_ENTRY's fields."""
+        n = min(self.failures(), int(self.log[1]))
+        raw = self.log.view(np.uint8)[abi.CHECK_LOG_HEADER:abi.CHECK_LOG_HEADER + n * abi.CHECK_ENTRY_BYTES]
+        out = []
+        for i in range(n):
+            e = raw[i * abi.CHECK_ENTRY_BYTES:(i + 1) * abi.CHECK_ENTRY_BYTES]
+            fields = {name: int.from_bytes(e[off:off + (8 if name == "address" else 4)].tobytes(), "little")
+                      for name, off in abi.CHECK_ENTRY.items()}
+            out.append(fields)
+        return out
+
+
+# ---------------------------------------------------------------- reports
+
+def _nearest(address: int):
+    """(allocation, distance, 'before' or 'after') of the allocation nearest to `address`, or None."""
+    best = None
+    for a in memory.table.allocations():
+        if address < a.ptr:
+            d, side = a.ptr - address, "before"
+        else:
+            d, side = address - a.end, "after"
+        if best is None or d < best[1]:
+            best = (a, d, side)
+    return best
+
+
+def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: str) -> list:
+    """compute-sanitizer's lines for one failed check."""
+    space = _SPACE_NAMES[site.space]
+    address, size = entry["address"], entry["size"]
+    misaligned = entry["what"] == abi.CHECK_MISALIGNED
+    where = f"{site.source[0]}:{site.source[1]}" if site.source else f"{source_name}:{site.ptx_line}"
+    function = site.function if site.function == kernel else f"{site.function} (called from {kernel})"
+    lines = [f"Invalid {space} {_KINDS[site.kind]} of size {size} bytes",
+             f"    at {function}+0x{16 * site.position:x} in {where}",
+             f"    by thread ({entry['tid_x']},{entry['tid_y']},{entry['tid_z']}) "
+             f"in block ({entry['ctaid_x']},{entry['ctaid_y']},{entry['ctaid_z']})"]
+    if misaligned:
+        lines.append(f"    Address 0x{address:x} is misaligned")
+    else:
+        lines.append(f"    Address 0x{address:x} is out of bounds")
+        near = _nearest(address) if site.space in ("", "global") else None
+        if near is not None:
+            a, d, side = near
+            lines.append(f"    and is {d:,} bytes {side} the nearest allocation at 0x{a.ptr:x} of size {a.size:,} bytes")
+    return lines + [""]
+
+
+def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str) -> CudaError:
+    """Print the launch's failed checks; the error the launch ends with."""
+    entries = checked.entries()
+    limit = int(os.environ.get("ANYCUDA_SANITIZE_PRINT_LIMIT", DEFAULT_PRINT_LIMIT))
+    lines = []
+    for entry in entries[:limit]:
+        lines += access_report(kernel, sites[entry["site"]], entry, source_name)
+    total = checked.failures()
+    if total > len(entries[:limit]):
+        lines.append(f"({total - len(entries[:limit])} more errors of kernel {kernel} not printed)")
+    misaligned = bool(entries) and entries[0]["what"] == abi.CHECK_MISALIGNED
+    code = CUresult.CUDA_ERROR_MISALIGNED_ADDRESS if misaligned else CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    lines.append(f"Program hit {code.name} (error {int(code)}) in kernel {kernel}")
+    lines.append("")
+    _count(total)
+    _print(lines)
+    first = entries[0] if entries else None
+    detail = "" if first is None else f" at address 0x{first['address']:x}"
+    return CudaError(code, f"kernel {kernel}: {total} invalid memory access(es) found by memcheck{detail}")
+
+
+def report_api_error(call: str, error: CudaError) -> None:
+    """A driver call that failed on a bad pointer (cuMemFree of one that is not an allocation's start)."""
+    if not tool():
+        return
+    _count()
+    _print([f"Program hit {error.code.name} (error {int(error.code)}) due to \"{error}\" "
+            f"on CUDA API call to {call}.", ""])
+
+
+def leaks() -> list:
+    """The device allocations still live (what --leak-check full reports)."""
+    return [a for a in memory.table.allocations() if a.kind in ("device", "managed")]
+
+
+def finish() -> int:
+    """At the process's end: the leak report (--leak-check full) and the summary, once. Returns
+    the status the process should end with when errors were found and --error-exitcode asks
+    for one, else None."""
+    with _lock:
+        if _state["finished"] or not tool():
+            return None
+        _state["finished"] = True
+    lines = []
+    if os.environ.get("ANYCUDA_SANITIZE_LEAK_CHECK", "no") == "full":
+        found = leaks()
+        for a in found:
+            lines += [f"Leaked {a.size:,} bytes at 0x{a.ptr:x}", ""]
+        if found:
+            lines.append(f"LEAK SUMMARY: {sum(a.size for a in found):,} bytes leaked in {len(found)} allocations")
+        _count(len(found))
+    n = errors_found()
+    lines.append(f"ERROR SUMMARY: {n} error{'s' if n != 1 else ''}")
+    _print(lines)
+    status = os.environ.get("ANYCUDA_SANITIZE_ERROR_EXITCODE")
+    return int(status) if n and status else None
+
+
+def finish_process() -> None:
+    """`finish`, then end the process with --error-exitcode's status where it applies (the
+    program's buffered output is written first)."""
+    status = finish()
+    if status is not None:
+        sys.stdout.flush()
+        ctypes.CDLL(None).fflush(None)
+        os._exit(status)
+
+
+atexit.register(finish_process)      # a Python program's end (the library's is shim/build.py's exit hook)
