@@ -32,6 +32,7 @@ import numpy as np
 from ..compiler import abi
 from ..compiler.ops import memcheck
 from . import memory
+from .names import readable
 from .errors import CudaError, CUresult
 
 PREFIX = "========="
@@ -137,7 +138,9 @@ def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: st
     address, size = entry["address"], entry["size"]
     misaligned = entry["what"] == abi.CHECK_MISALIGNED
     where = f"{site.source[0]}:{site.source[1]}" if site.source else f"{source_name}:{site.ptx_line}"
-    function = site.function if site.function == kernel else f"{site.function} (called from {kernel})"
+    function = readable(site.function)
+    if site.function != kernel:
+        function += f" (called from {readable(kernel)})"
     lines = [f"Invalid {space} {_KINDS[site.kind]} of size {size} bytes",
              f"    at {function}+0x{16 * site.position:x} in {where}",
              f"    by thread ({entry['tid_x']},{entry['tid_y']},{entry['tid_z']}) "
@@ -162,10 +165,10 @@ def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str) 
         lines += access_report(kernel, sites[entry["site"]], entry, source_name)
     total = checked.failures()
     if total > len(entries[:limit]):
-        lines.append(f"({total - len(entries[:limit])} more errors of kernel {kernel} not printed)")
+        lines.append(f"({total - len(entries[:limit])} more errors of kernel {readable(kernel)} not printed)")
     misaligned = bool(entries) and entries[0]["what"] == abi.CHECK_MISALIGNED
     code = CUresult.CUDA_ERROR_MISALIGNED_ADDRESS if misaligned else CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
-    lines.append(f"Program hit {code.name} (error {int(code)}) in kernel {kernel}")
+    lines.append(f"Program hit {code.name} (error {int(code)}) in kernel {readable(kernel)}")
     lines.append("")
     _count(total)
     _print(lines)

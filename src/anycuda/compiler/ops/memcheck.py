@@ -29,7 +29,8 @@ Not checked: .param accesses (kernel parameters are read-only values for the lau
 function's parameter buffers are its own stack slots), texture and surface instructions,
 ldmatrix/stmatrix and wmma.load/store (a lane's address operand is used only for some shapes),
 tensor copies (cp.async.bulk.tensor), prefetches (which access nothing); mbarrier objects are
-tested by mbarrier.py itself, in every mode.
+tested by mbarrier.py itself, in every mode. The modules' variables are one interval each and
+lie side by side: an access past one variable into the next is not caught.
 """
 from __future__ import annotations
 
