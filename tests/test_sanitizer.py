@@ -312,9 +312,13 @@ LOCAL_AND_GENERIC = """
 """
 
 
-def test_local_past_the_frame(checked, capsys):
+@pytest.mark.parametrize("barrier", [False, True], ids=["stack slot", "frame"])
+def test_local_past_the_frame(checked, capsys, barrier):
+    # with a barrier the thread's .local variables live in its frame, else in a stack slot
+    ptx = LOCAL_AND_GENERIC.replace("ld.local.u32 %r2, [buf];", "bar.sync 0;\n  ld.local.u32 %r2, [buf];") \
+        if barrier else LOCAL_AND_GENERIC
     out = ac.full(1, -1, np.int32)
-    k = _kernel(LOCAL_AND_GENERIC, "local_past")
+    k = _kernel(ptx, "local_past")
     k((1,), (1,), (out, np.uint32(0)))
     assert out.get()[0] == 0
     _launch_failing(k, (1,), (4,), (out, np.uint32(8)))
