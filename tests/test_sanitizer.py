@@ -53,8 +53,8 @@ def checked(monkeypatch):
     monkeypatch.setenv("ANYCUDA_SANITIZE_PRINT_LIMIT", "100000")
 
 
-def _kernel(ptx: str, name: str):
-    return ac.RawModule(ptx=HEADER + ptx, name="bugs.ptx").get_function(name)
+def _kernel(ptx: str, name: str, header: str = HEADER):
+    return ac.RawModule(ptx=header + ptx, name="bugs.ptx").get_function(name)
 
 
 def _line(ptx: str, text: str) -> str:
@@ -369,6 +369,42 @@ def test_module_variables_are_in_bounds(checked, capsys):
     _launch_failing(k, (1,), (1,), (out, np.uint32(1 << 24)))
     (r,) = reports(capsys.readouterr().err)
     assert (r["space"], r["kind"], r["where"]) == ("__global__", "read", _line(MODULE_VARIABLES, "ld.global"))
+
+
+LDMATRIX = """
+.visible .entry rows(.param .u64 out, .param .u32 off)
+{
+  .reg .b32 %r<10>; .reg .b64 %rd<4>;
+  .shared .align 16 .b8 tile[512];
+  ld.param.u64 %rd1, [out]; ld.param.u32 %r1, [off];
+  mov.u32 %r2, %tid.x;
+  shl.b32 %r3, %r2, 4;
+  add.u32 %r3, %r3, %r1;
+  mov.u32 %r4, tile;
+  add.u32 %r4, %r4, %r3;
+  ldmatrix.sync.aligned.m8n8.SHAPE.shared.b16 REGS, [%r4];
+  mul.wide.u32 %rd2, %r2, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r5;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("shape, regs", [("x4", "{%r5, %r6, %r7, %r8}"), ("x1", "{%r5}")])
+def test_ldmatrix_rows_of_the_lanes_that_name_one(checked, capsys, shape, regs):
+    ptx = LDMATRIX.replace("SHAPE", shape).replace("REGS", regs)
+    k = _kernel(ptx, "rows", HEADER.replace("sm_70", "sm_80"))
+    out = ac.zeros(32, np.uint32)
+    k((1,), (32,), (out, np.uint32(0)))                      # 32 rows of 16 bytes: the whole tile
+    assert capsys.readouterr().err == ""
+    if shape == "x1":          # only lanes 0-7 name rows: the others' addresses (past the tile) are unused
+        k((1,), (32,), (out, np.uint32(384)))
+        assert capsys.readouterr().err == ""
+        return
+    _launch_failing(k, (1,), (32,), (out, np.uint32(16)))
+    (r,) = reports(capsys.readouterr().err)
+    assert (r["space"], r["kind"], r["size"], r["tid"]) == ("__shared__", "read", 16, (31, 0, 0))
 
 
 LOC = """

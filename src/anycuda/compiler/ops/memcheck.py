@@ -1,7 +1,9 @@
 """memcheck: every memory access of a checked kernel is tested before it is made.
 
 Under ANYCUDA_SANITIZE=memcheck (`anycuda run --sanitize=memcheck`) each load, store, atomic,
-reduction and asynchronous copy (cp.async, cp.async.bulk) is lowered with a test in front of it:
+reduction, asynchronous copy (cp.async, cp.async.bulk), ldmatrix/stmatrix row (of the lanes
+that name one) and wmma.load/store matrix (from its first element to its last, with the
+stride) is lowered with a test in front of it:
 
   - .shared: the address lies in the block's shared window (static + dynamic bytes);
   - .local: in the thread's own .local window (its frame, or its stack slot and those of the
@@ -27,7 +29,6 @@ of the compile cache's key (pipeline.compile_kernel).
 
 Not checked: .param accesses (kernel parameters are read-only values for the launch; a device
 function's parameter buffers are its own stack slots), texture and surface instructions,
-ldmatrix/stmatrix and wmma.load/store (a lane's address operand is used only for some shapes),
 tensor copies (cp.async.bulk.tensor), prefetches (which access nothing); mbarrier objects are
 tested by mbarrier.py itself, in every mode. The modules' variables are one interval each and
 lie side by side: an access past one variable into the next is not caught.
