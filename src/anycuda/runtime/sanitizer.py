@@ -90,15 +90,28 @@ def _flat_table() -> np.ndarray:
         return _flat["pairs"], _flat["count"]
 
 
-class CheckedLaunch:
-    """The table and the record of failed checks of one launch (kept alive while it runs)."""
+_logs = threading.local()         # each launching thread's record, emptied for each of its launches
+LOG_ENTRIES = 4096
 
-    def __init__(self, L, entries: int = 4096):
+
+def _empty_log() -> np.ndarray:
+    log = getattr(_logs, "log", None)
+    if log is None:
+        log = _logs.log = np.zeros(abi.CHECK_LOG_HEADER // 8 + LOG_ENTRIES * abi.CHECK_ENTRY_BYTES // 8, np.uint64)
+        log[1] = LOG_ENTRIES
+    log[0] = 0           # (the entries past the count are never read)
+    return log
+
+
+class CheckedLaunch:
+    """The table and the record of failed checks of one launch (kept alive while it runs; a
+    launch runs to its end on the thread that made it, so each thread needs one record)."""
+
+    def __init__(self, L):
         self.pairs, count = _flat_table()
         L.check_table = self.pairs.ctypes.data
         L.check_count = count
-        self.log = np.zeros(abi.CHECK_LOG_HEADER // 8 + entries * abi.CHECK_ENTRY_BYTES // 8, dtype=np.uint64)
-        self.log[1] = entries
+        self.log = _empty_log()
         L.check_log = self.log.ctypes.data
 
     def failures(self) -> int:
