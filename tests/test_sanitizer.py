@@ -67,6 +67,7 @@ def _launch_failing(kernel, grid, block, args, code=CUresult.CUDA_ERROR_ILLEGAL_
     with pytest.raises(CudaError) as e:
         kernel(grid, block, args, shared_mem=shared)
     assert e.value.code == code, e.value
+    return str(e.value)
 
 
 # ---------------------------------------------------------------- global memory
@@ -177,9 +178,13 @@ MISALIGNED = """
 @pytest.mark.parametrize("offset", [4, 2, 1])
 def test_misaligned_load(checked, capsys, offset):
     buf = ac.zeros(8, np.uint64)
-    _launch_failing(_kernel(MISALIGNED, "misaligned"), (1,), (1,), (buf, np.uint32(offset)),
-                    CUresult.CUDA_ERROR_MISALIGNED_ADDRESS)
-    (r,) = reports(capsys.readouterr().err)
+    message = _launch_failing(_kernel(MISALIGNED, "misaligned"), (2,), (3,), (buf, np.uint32(offset)),
+                              CUresult.CUDA_ERROR_MISALIGNED_ADDRESS)
+    got = reports(capsys.readouterr().err)
+    assert {(r["block"][0], r["tid"][0]) for r in got} <= {(b, t) for b in (0, 1) for t in range(3)}
+    r = got[0]
+    linear = f"block {r['block'][0]}, thread {r['tid'][0]}"
+    assert f"kernel misaligned, {linear}: misaligned memory access at address 0x{buf.data.ptr + offset:x}" in message
     assert (r["kind"], r["size"], r["why"], r["address"]) == ("read", 8, "misaligned", buf.data.ptr + offset)
 
 

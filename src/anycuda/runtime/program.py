@@ -428,6 +428,8 @@ class KernelImage:
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
+            if checked is not None:
+                checked.allow(L, L.grid_workspace, ctypes.sizeof(ws))
             L.num_workers = L.nblocks
             L.chunk = 1
             _run_cooperative(entry, L)
@@ -487,7 +489,7 @@ class KernelImage:
         if text:
             write_device_text(text, sys.stdout)
         if checked is not None and checked.failures():
-            raise sanitizer.report_launch(self.name, self.info.check_sites, checked, self.program.source_name)
+            raise sanitizer.report_launch(self.name, self.info.check_sites, checked, self.program.source_name, L)
         thread = "" if L.err_thread == 2 ** 64 - 1 else f", thread {L.err_thread}"
         where = f"kernel {self.name}, block {L.err_block}{thread}"
         if L.error == abi.LAUNCH_ERR_ASSERT:

@@ -114,6 +114,15 @@ class CheckedLaunch:
         self.log = _empty_log()
         L.check_log = self.log.ctypes.data
 
+    def allow(self, L, start: int, size: int) -> None:
+        """Memory of this launch alone that its code may access (a cooperative launch's grid
+        workspace): added to its copy of the table."""
+        spans = self.pairs[:2 * int(L.check_count)].reshape(-1, 2)
+        at = int(np.searchsorted(spans[:, 0], start))
+        self.pairs = np.insert(spans, at, (start, start + size), axis=0).reshape(-1)
+        L.check_table = self.pairs.ctypes.data
+        L.check_count = int(L.check_count) + 1
+
     def failures(self) -> int:
         return int(self.log[0])
 
@@ -169,8 +178,8 @@ def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: st
     return lines + [""]
 
 
-def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str) -> CudaError:
-    """Print the launch's failed checks; the error the launch ends with."""
+def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, L) -> CudaError:
+    """Print the failed checks of launch `L`; the error the launch ends with."""
     entries = checked.entries()
     limit = int(os.environ.get("ANYCUDA_SANITIZE_PRINT_LIMIT", DEFAULT_PRINT_LIMIT))
     lines = []
@@ -185,9 +194,15 @@ def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str) 
     lines.append("")
     _count(total)
     _print(lines)
-    first = entries[0] if entries else None
-    detail = "" if first is None else f" at address 0x{first['address']:x}"
-    return CudaError(code, f"kernel {kernel}: {total} invalid memory access(es) found by memcheck{detail}")
+    what = f"{total} invalid memory access{'es' if total > 1 else ''} found by memcheck"
+    if not entries:
+        return CudaError(code, f"kernel {kernel}: {what}")
+    e = entries[0]        # named as an unchecked launch names its fault: linear block and thread
+    block = e["ctaid_x"] + L.grid_x * (e["ctaid_y"] + L.grid_y * e["ctaid_z"])
+    thread = e["tid_x"] + L.block_x * (e["tid_y"] + L.block_y * e["tid_z"])
+    return CudaError(code, f"kernel {kernel}, block {block}, thread {thread}: "
+                           f"{'misaligned' if misaligned else 'invalid'} memory access at address "
+                           f"0x{e['address']:x} ({what})")
 
 
 def report_api_error(call: str, error: CudaError) -> None:
