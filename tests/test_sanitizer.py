@@ -412,6 +412,51 @@ def test_ldmatrix_rows_of_the_lanes_that_name_one(checked, capsys, shape, regs):
     assert (r["space"], r["kind"], r["size"], r["tid"]) == ("__shared__", "read", 16, (31, 0, 0))
 
 
+DEVICE_MALLOC = """
+.extern .func (.param .b64 func_retval0) malloc(.param .b64 malloc_param_0);
+.visible .entry heap(.param .u64 out, .param .u32 index)
+{
+  .reg .b32 %r<3>; .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [out]; ld.param.u32 %r1, [index];
+  mov.u64 %rd5, 64;
+  {
+  .param .b64 p0;
+  st.param.b64 [p0], %rd5;
+  .param .b64 r0;
+  call.uni (r0), malloc, (p0);
+  ld.param.b64 %rd2, [r0];
+  }
+  mul.wide.u32 %rd3, %r1, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  st.u32 [%rd4], %r1;
+  st.global.u64 [%rd1], %rd2;
+  ret;
+}
+.visible .entry later(.param .u64 block, .param .u64 out)
+{
+  .reg .b32 %r<2>; .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [block]; ld.param.u64 %rd2, [out];
+  ld.global.u32 %r1, [%rd1+60];
+  st.global.u32 [%rd2], %r1;
+  ret;
+}
+"""
+
+
+def test_device_malloc_blocks_are_in_bounds_in_later_launches_too(checked, capsys):
+    out = ac.zeros(1, np.uint64)
+    k = _kernel(DEVICE_MALLOC, "heap")
+    k((1,), (1,), (out, np.uint32(15)))                     # the last word of 64 bytes
+    block = int(out.get()[0])
+    got = ac.zeros(1, np.uint32)
+    _kernel(DEVICE_MALLOC, "later")((1,), (1,), (np.uint64(block), got))
+    assert got.get()[0] == 15
+    assert capsys.readouterr().err == ""
+    _launch_failing(k, (1,), (1,), (out, np.uint32(16)))
+    (r,) = reports(capsys.readouterr().err)
+    assert (r["space"], r["kind"], r["size"]) == ("__global__", "write", 4)
+
+
 LOC = """
 .file 1 "/src/buggy.cu"
 .visible .entry with_lines(.param .u64 out)

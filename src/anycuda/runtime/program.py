@@ -435,6 +435,8 @@ class KernelImage:
             _run_cooperative(entry, L)
         else:
             entry(ctypes.addressof(L))
+        if checked is not None:
+            checked.keep_heap()
         if L.error:
             self._raise_fault(L, checked)
 

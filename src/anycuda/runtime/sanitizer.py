@@ -44,6 +44,7 @@ _KINDS = {"read": "read", "write": "write", "atomic": "atomic"}
 _lock = threading.Lock()
 _state = {"errors": 0, "finished": False}
 _variables = {}                  # start -> end of the modules' variables (addressable, not allocations)
+_device_heap = {}                # start -> end of what kernels' malloc gave (device-side free is not seen)
 _flat = {"version": None, "pairs": np.zeros(2, dtype=np.uint64), "count": 0}
 
 
@@ -79,10 +80,11 @@ def add_variables(ranges) -> None:
 
 def _flat_table() -> np.ndarray:
     """The live allocations and the modules' variables as sorted [start, end) u64 pairs."""
-    version = (memory.table.version, len(_variables))
+    version = (memory.table.version, len(_variables), len(_device_heap))
     with _lock:
         if _flat["version"] != version:
             spans = [(a.ptr, a.end) for a in memory.table.allocations()] + list(_variables.items())
+            spans += [span for span in _device_heap.items() if memory.table.lookup(span[0]) is None]
             spans.sort()
             _flat["pairs"] = np.array(spans or [(0, 0)], dtype=np.uint64).reshape(-1)
             _flat["count"] = len(spans)
@@ -90,17 +92,19 @@ def _flat_table() -> np.ndarray:
         return _flat["pairs"], _flat["count"]
 
 
-_logs = threading.local()         # each launching thread's record, emptied for each of its launches
+_records = threading.local()      # each launching thread's records, emptied for each of its launches
 LOG_ENTRIES = 4096
+HEAP_ENTRIES = 4096
 
 
-def _empty_log() -> np.ndarray:
-    log = getattr(_logs, "log", None)
-    if log is None:
-        log = _logs.log = np.zeros(abi.CHECK_LOG_HEADER // 8 + LOG_ENTRIES * abi.CHECK_ENTRY_BYTES // 8, np.uint64)
-        log[1] = LOG_ENTRIES
-    log[0] = 0           # (the entries past the count are never read)
-    return log
+def _empty_record(name: str, header: int, entries: int, entry_bytes: int) -> np.ndarray:
+    record = getattr(_records, name, None)
+    if record is None:
+        record = np.zeros((header + entries * entry_bytes) // 8, np.uint64)
+        record[1] = entries
+        setattr(_records, name, record)
+    record[0] = 0         # (the entries past the count are never read)
+    return record
 
 
 class CheckedLaunch:
@@ -111,8 +115,18 @@ class CheckedLaunch:
         self.pairs, count = _flat_table()
         L.check_table = self.pairs.ctypes.data
         L.check_count = count
-        self.log = _empty_log()
+        self.log = _empty_record("log", abi.CHECK_LOG_HEADER, LOG_ENTRIES, abi.CHECK_ENTRY_BYTES)
         L.check_log = self.log.ctypes.data
+        self.heap = _empty_record("heap", abi.CHECK_HEAP_HEADER, HEAP_ENTRIES, 16)
+        L.check_heap = self.heap.ctypes.data
+
+    def keep_heap(self) -> None:
+        """After the launch: what its threads' malloc gave stays addressable for later launches."""
+        n = min(int(self.heap[0]), HEAP_ENTRIES)
+        if n:
+            spans = self.heap[abi.CHECK_HEAP_HEADER // 8:abi.CHECK_HEAP_HEADER // 8 + 2 * n].reshape(-1, 2)
+            with _lock:
+                _device_heap.update((int(lo), int(hi)) for lo, hi in spans)
 
     def allow(self, L, start: int, size: int) -> None:
         """Memory of this launch alone that its code may access (a cooperative launch's grid

@@ -10,7 +10,9 @@ stride) is lowered with a test in front of it:
     device functions it called);
   - .const: in one of the module's constant variables;
   - .global: in a live allocation: the runtime hands the launch a flat, sorted copy of the
-    allocation table (and of the modules' variables), searched here by bisection;
+    allocation table (and of the modules' variables and earlier launches' device-side malloc
+    blocks), searched here by bisection; else in a block this launch's malloc gave (a record
+    the launch's threads append to, searched in order);
   - generic: in any of the windows above or in the table;
   - and for every space: the address is a multiple of the access's size (a vector's whole
     size, as the ISA requires).
@@ -31,7 +33,8 @@ Not checked: .param accesses (kernel parameters are read-only values for the lau
 function's parameter buffers are its own stack slots), texture and surface instructions,
 tensor copies (cp.async.bulk.tensor), prefetches (which access nothing); mbarrier objects are
 tested by mbarrier.py itself, in every mode. The modules' variables are one interval each and
-lie side by side: an access past one variable into the next is not caught.
+lie side by side: an access past one variable into the next is not caught. Device-side free
+is not seen: a malloc block stays addressable after it (use after free is not caught).
 """
 from __future__ import annotations
 
@@ -51,6 +54,9 @@ LATER_TOOLS = ("racecheck", "initcheck", "synccheck")     # compute-sanitizer's,
 
 FOUND = "anycuda.memcheck.found"
 IN_TABLE = "anycuda.memcheck.in_table"
+IN_ALLOCATIONS = "anycuda.memcheck.in_allocations"
+IN_HEAP = "anycuda.memcheck.in_heap"
+HEAP_ADD = "anycuda.memcheck.heap_add"
 
 
 def mode(asked: str = None) -> str:
@@ -131,13 +137,36 @@ def _site(f, kind: str, space: str) -> int:
     return len(f.mc.check_sites) - 1
 
 
+def note_malloc(f, p, size) -> None:
+    """In a checked kernel, record the block device-side malloc gave (i8* `p`, i64 `size`):
+    its accesses are then in bounds, in this launch and (the runtime keeps it) later ones."""
+    if f.mc.checked:
+        f.b.call(_heap_add_fn(f.b.module), [f.launch_ptr(), f.b.ptrtoint(p, I64), size])
+
+
 def _in_table_fn(module: ir.Module) -> ir.Function:
-    """i1 in_table(i8* launch, i64 start, i64 end): whether [start, end) lies inside one
-    interval of the launch's table (sorted, disjoint [lo, hi) pairs), found by bisection."""
+    """i1 in_table(i8* launch, i64 start, i64 end): whether [start, end) lies inside an
+    allocation (in_allocations) or a block device-side malloc gave in this launch (in_heap)."""
     fn = module.globals.get(IN_TABLE)
     if fn is not None:
         return fn
     fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64]), name=IN_TABLE)
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    heap = fn.append_basic_block("heap")
+    b.cbranch(b.call(_in_allocations_fn(module), fn.args), _answer(fn, 1), heap)
+    b.position_at_end(heap)
+    b.ret(b.call(_in_heap_fn(module), fn.args))
+    return fn
+
+
+def _in_allocations_fn(module: ir.Module) -> ir.Function:
+    """i1 in_allocations(i8* launch, i64 start, i64 end): whether [start, end) lies inside one
+    interval of the launch's table (sorted, disjoint [lo, hi) pairs), found by bisection."""
+    fn = module.globals.get(IN_ALLOCATIONS)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64]), name=IN_ALLOCATIONS)
     fn.linkage = "internal"
     launch, start, end = fn.args
     entry, loop, probe, done = (fn.append_basic_block(n) for n in ("entry", "loop", "probe", "done"))
@@ -165,6 +194,57 @@ def _in_table_fn(module: ir.Module) -> ir.Function:
     a_lo = b.load(b.gep(pairs, [last]))
     a_hi = b.load(b.gep(pairs, [b.add(last, i64(1))]))
     b.ret(b.and_(b.icmp_unsigned("<=", a_lo, start), b.icmp_unsigned("<=", end, a_hi)))
+    return fn
+
+
+def _in_heap_fn(module: ir.Module) -> ir.Function:
+    """i1 in_heap(i8* launch, i64 start, i64 end): whether [start, end) lies inside a block of
+    the launch's malloc record (searched in order: device-side malloc is rare)."""
+    fn = module.globals.get(IN_HEAP)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64]), name=IN_HEAP)
+    fn.linkage = "internal"
+    launch, start, end = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    heap = b.bitcast(b.inttoptr(load_field(b, launch, abi.LAUNCH["check_heap"], I64), PTR), I64.as_pointer())
+    count = b.load_atomic(heap, "monotonic", 8)
+    room = b.load(b.gep(heap, [i64(1)]))
+    count = b.select(b.icmp_unsigned("<", count, room), count, room)
+    entry = b.block
+    loop, probe = fn.append_basic_block("loop"), fn.append_basic_block("probe")
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(I64, "i")
+    i.add_incoming(i64(0), entry)
+    b.cbranch(b.icmp_unsigned("<", i, count), probe, _answer(fn, 0))
+    b.position_at_end(probe)
+    at = b.add(i64(abi.CHECK_HEAP_HEADER // 8), b.mul(i, i64(2)))
+    lo, hi = b.load(b.gep(heap, [at])), b.load(b.gep(heap, [b.add(at, i64(1))]))
+    inside = b.and_(b.icmp_unsigned("<=", lo, start), b.icmp_unsigned("<=", end, hi))
+    i.add_incoming(b.add(i, i64(1)), probe)
+    b.cbranch(inside, _answer(fn, 1), loop)
+    return fn
+
+
+def _heap_add_fn(module: ir.Module) -> ir.Function:
+    """void heap_add(i8* launch, i64 start, i64 size): a block device-side malloc gave, into
+    the launch's record while it has room (a null block is not recorded)."""
+    fn = module.globals.get(HEAP_ADD)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64]), name=HEAP_ADD)
+    fn.linkage = "internal"
+    launch, start, size = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    heap = b.bitcast(b.inttoptr(load_field(b, launch, abi.LAUNCH["check_heap"], I64), PTR), I64.as_pointer())
+    with b.if_then(b.icmp_unsigned("!=", start, i64(0))):
+        index = b.atomic_rmw("add", heap, i64(1), "monotonic")
+        with b.if_then(b.icmp_unsigned("<", index, b.load(b.gep(heap, [i64(1)])))):
+            at = b.add(i64(abi.CHECK_HEAP_HEADER // 8), b.mul(index, i64(2)))
+            b.store(start, b.gep(heap, [at]))
+            b.store(b.add(start, size), b.gep(heap, [b.add(at, i64(1))]))
+    b.ret_void()
     return fn
 
 
