@@ -23,7 +23,7 @@ from libraries import seconds_per_call  # noqa: E402
 @contextmanager
 def sanitizing(tool: str):
     """ANYCUDA_SANITIZE=tool while the block runs: a kernel is compiled checked or not at its
-    first launch, and a checked launch needs the table the runtime hands it then."""
+    first launch (and stays so)."""
     before = os.environ.get("ANYCUDA_SANITIZE")
     os.environ["ANYCUDA_SANITIZE"] = tool
     try:
@@ -36,18 +36,13 @@ def sanitizing(tool: str):
 
 
 def _implementation(bench_class, size: str, tool: str):
-    """(run, result) of one kernel's anycuda implementation, compiled under `tool`, its
-    output checked; run() sets the tool's environment around each call."""
+    """run() of one kernel's anycuda implementation, compiled under `tool`, its output checked."""
     bench = bench_class(size)
     with sanitizing(tool):
         run, result = bench.anycuda(suite.AnyCUDA())
         run()
         bench.check(result())
-
-    def timed():
-        with sanitizing(tool):
-            run()
-    return timed
+    return run
 
 
 def measure(bench_class, size: str, rounds: int, min_run: float) -> dict:

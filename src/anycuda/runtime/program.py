@@ -424,7 +424,9 @@ class KernelImage:
             L.stream_stores |= streams
             if order != FORWARD and not cooperative:
                 L.backwards = _alternate_sweep() if order == ALTERNATE else 1
-        checked = sanitizer.CheckedLaunch(L) if sanitizer.tool() else None
+        # a kernel compiled checked (compiler/ops/memcheck.py) reads the table and writes its
+        # failures where the launch record says, whatever the environment says now
+        checked = sanitizer.CheckedLaunch(L) if self.info.check_sites else None
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)

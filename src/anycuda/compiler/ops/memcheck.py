@@ -144,30 +144,36 @@ def note_malloc(f, p, size) -> None:
         f.b.call(_heap_add_fn(f.b.module), [f.launch_ptr(), f.b.ptrtoint(p, I64), size])
 
 
-def _in_table_fn(module: ir.Module) -> ir.Function:
+def _made_once(name: str, function_type: ir.FunctionType):
+    """The decorated function emits the body of an internal helper of the checked code; the
+    result gives that helper of a module, made at its first use there."""
+    def made(emit):
+        def helper(module: ir.Module) -> ir.Function:
+            fn = module.globals.get(name)
+            if fn is None:
+                fn = ir.Function(module, function_type, name=name)
+                fn.linkage = "internal"
+                emit(fn)
+            return fn
+        return helper
+    return made
+
+
+@_made_once(IN_TABLE, ir.FunctionType(I1, [PTR, I64, I64]))
+def _in_table_fn(fn):
     """i1 in_table(i8* launch, i64 start, i64 end): whether [start, end) lies inside an
     allocation (in_allocations) or a block device-side malloc gave in this launch (in_heap)."""
-    fn = module.globals.get(IN_TABLE)
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64]), name=IN_TABLE)
-    fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     heap = fn.append_basic_block("heap")
-    b.cbranch(b.call(_in_allocations_fn(module), fn.args), _answer(fn, 1), heap)
+    b.cbranch(b.call(_in_allocations_fn(fn.module), fn.args), _answer(fn, 1), heap)
     b.position_at_end(heap)
-    b.ret(b.call(_in_heap_fn(module), fn.args))
-    return fn
+    b.ret(b.call(_in_heap_fn(fn.module), fn.args))
 
 
-def _in_allocations_fn(module: ir.Module) -> ir.Function:
+@_made_once(IN_ALLOCATIONS, ir.FunctionType(I1, [PTR, I64, I64]))
+def _in_allocations_fn(fn):
     """i1 in_allocations(i8* launch, i64 start, i64 end): whether [start, end) lies inside one
     interval of the launch's table (sorted, disjoint [lo, hi) pairs), found by bisection."""
-    fn = module.globals.get(IN_ALLOCATIONS)
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64]), name=IN_ALLOCATIONS)
-    fn.linkage = "internal"
     launch, start, end = fn.args
     entry, loop, probe, done = (fn.append_basic_block(n) for n in ("entry", "loop", "probe", "done"))
     b = ir.IRBuilder(entry)
@@ -194,17 +200,12 @@ def _in_allocations_fn(module: ir.Module) -> ir.Function:
     a_lo = b.load(b.gep(pairs, [last]))
     a_hi = b.load(b.gep(pairs, [b.add(last, i64(1))]))
     b.ret(b.and_(b.icmp_unsigned("<=", a_lo, start), b.icmp_unsigned("<=", end, a_hi)))
-    return fn
 
 
-def _in_heap_fn(module: ir.Module) -> ir.Function:
+@_made_once(IN_HEAP, ir.FunctionType(I1, [PTR, I64, I64]))
+def _in_heap_fn(fn):
     """i1 in_heap(i8* launch, i64 start, i64 end): whether [start, end) lies inside a block of
     the launch's malloc record (searched in order: device-side malloc is rare)."""
-    fn = module.globals.get(IN_HEAP)
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64]), name=IN_HEAP)
-    fn.linkage = "internal"
     launch, start, end = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     heap = b.bitcast(b.inttoptr(load_field(b, launch, abi.LAUNCH["check_heap"], I64), PTR), I64.as_pointer())
@@ -224,17 +225,12 @@ def _in_heap_fn(module: ir.Module) -> ir.Function:
     inside = b.and_(b.icmp_unsigned("<=", lo, start), b.icmp_unsigned("<=", end, hi))
     i.add_incoming(b.add(i, i64(1)), probe)
     b.cbranch(inside, _answer(fn, 1), loop)
-    return fn
 
 
-def _heap_add_fn(module: ir.Module) -> ir.Function:
+@_made_once(HEAP_ADD, ir.FunctionType(ir.VoidType(), [PTR, I64, I64]))
+def _heap_add_fn(fn):
     """void heap_add(i8* launch, i64 start, i64 size): a block device-side malloc gave, into
     the launch's record while it has room (a null block is not recorded)."""
-    fn = module.globals.get(HEAP_ADD)
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64]), name=HEAP_ADD)
-    fn.linkage = "internal"
     launch, start, size = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     heap = b.bitcast(b.inttoptr(load_field(b, launch, abi.LAUNCH["check_heap"], I64), PTR), I64.as_pointer())
@@ -245,7 +241,6 @@ def _heap_add_fn(module: ir.Module) -> ir.Function:
             b.store(start, b.gep(heap, [at]))
             b.store(b.add(start, size), b.gep(heap, [b.add(at, i64(1))]))
     b.ret_void()
-    return fn
 
 
 def _answer(fn, value: int):
@@ -254,15 +249,11 @@ def _answer(fn, value: int):
     return block
 
 
-def _found_fn(module: ir.Module) -> ir.Function:
+@_made_once(FOUND, ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I32] + [I32] * 6))
+def _found_fn(fn):
     """void found(i8* launch, i64 address, i32 size, i32 site, i32 what, i32 tid x y z, i32 ctaid x y z):
     count the failure, write its entry while the record has room, fail the launch (the first
     failure's code wins)."""
-    fn = module.globals.get(FOUND)
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I32] + [I32] * 6), name=FOUND)
-    fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("cold")
     launch, address, size, site, what = fn.args[:5]
@@ -280,4 +271,3 @@ def _found_fn(module: ir.Module) -> ir.Function:
             for name, v in values:
                 b.store(v, field_ptr(b, entry, abi.CHECK_ENTRY[name], v.type))
     b.ret_void()
-    return fn
