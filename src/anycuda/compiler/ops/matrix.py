@@ -38,7 +38,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
 from ...ptx.modifiers import MMA_SHAPES, MODIFIERS, TYPES, WMMA_SHAPES, words
-from ..irutil import declare, for_range, i32, i64
+from ..irutil import declare, for_range, i32, i64, internal_function
 from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
 from ..types import F16, F32, F64, I16, I32, I64, space_of
@@ -339,13 +339,7 @@ def wmma_memory(f, inst):
 def _resolver(module, name, emit) -> ir.Function:
     """void anycuda.matrix.<name>(i8* ws, i64 fsize, i32 lo, i32 group, i64 area): resolve the
     warp of threads [lo, lo + 32) whose lanes in `group` (bit per lane) wait at the site."""
-    full = f"anycuda.matrix.{name}"
-    fn = module.globals.get(full)
-    if fn is None:
-        fn = ir.Function(module, MATRIX_RESOLVER, name=full)
-        fn.linkage = "internal"
-        emit(fn)
-    return fn
+    return internal_function(module, f"anycuda.matrix.{name}", MATRIX_RESOLVER, emit)
 
 
 def _places_table(module, frag) -> ir.Value:

@@ -46,7 +46,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..irutil import field_ptr, i32, i64, load_field
+from ..irutil import field_ptr, i32, i64, internal_function, load_field
 from ..types import I1, I32, I64, PTR
 
 TOOLS = ("memcheck",)
@@ -148,14 +148,7 @@ def _made_once(name: str, function_type: ir.FunctionType):
     """The decorated function emits the body of an internal helper of the checked code; the
     result gives that helper of a module, made at its first use there."""
     def made(emit):
-        def helper(module: ir.Module) -> ir.Function:
-            fn = module.globals.get(name)
-            if fn is None:
-                fn = ir.Function(module, function_type, name=name)
-                fn.linkage = "internal"
-                emit(fn)
-            return fn
-        return helper
+        return lambda module: internal_function(module, name, function_type, emit)
     return made
 
 
