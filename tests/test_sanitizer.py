@@ -480,6 +480,13 @@ LOC = """
 """
 
 
+def test_host_backtrace_names_the_launching_python_code(checked, capsys):
+    out = ac.zeros(2, np.int32)
+    _launch_failing(_kernel(LOC, "with_lines"), (1,), (3,), (out,))
+    frames = re.findall(r"========= {9}Host Frame: (.*)", capsys.readouterr().err)
+    assert "_launch_failing" in frames[0] and "test_host_backtrace_names_the_launching_python_code" in frames[1]
+
+
 def test_source_line_from_loc(checked, capsys):
     out = ac.zeros(2, np.int32)
     _launch_failing(_kernel(LOC, "with_lines"), (1,), (3,), (out,))
@@ -549,7 +556,8 @@ def buggy(tmp_path_factory):
     if NVCC is None:
         pytest.skip("needs nvcc (the CUDA toolkit) on PATH")
     exe = tmp_path_factory.mktemp("memcheck") / "memcheck_bugs"
-    r = subprocess.run([NVCC, "-lineinfo", "-o", str(exe), str(HERE / "programs" / "memcheck_bugs.cu")],
+    r = subprocess.run([NVCC, "-lineinfo", "-Xcompiler", "-rdynamic", "-o", str(exe),
+                        str(HERE / "programs" / "memcheck_bugs.cu")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return exe
@@ -592,6 +600,8 @@ def test_program_bug_reported(buggy, case):
     if case == "global_read":
         assert sorted(rep["distance"] for rep in got) == [4, 8, 12]
         assert {rep["side"] for rep in got} == {"before"}
+    frames = re.findall(r"========= {9}Host Frame: (.*)", r.stderr)
+    assert any("(main+" in frame for frame in frames), r.stderr      # -rdynamic: the program's own names
     assert f"{case}: {cuda_error}" in r.stdout
     assert f"========= ERROR SUMMARY: {len(threads)} error" in r.stderr
     assert r.returncode == 3

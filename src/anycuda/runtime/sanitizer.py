@@ -192,6 +192,30 @@ def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: st
     return lines + [""]
 
 
+SHIM_NAME = "libcuda.so.1"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def host_backtrace(limit: int = 16) -> list:
+    """The launching host code's frames, innermost first: a native program's below anycuda's
+    libcuda.so.1 (glibc's backtrace; names where the program was linked with -rdynamic), else
+    the Python program's outside anycuda."""
+    libc = ctypes.CDLL(None)
+    libc.backtrace_symbols.restype = ctypes.POINTER(ctypes.c_char_p)
+    frames = (ctypes.c_void_p * 128)()
+    n = libc.backtrace(frames, len(frames))
+    names = libc.backtrace_symbols(frames, n)
+    native = [names[i].decode("utf-8", "replace") for i in range(n)] if names else []
+    if names:
+        libc.free(names)
+    below = [i for i, name in enumerate(native) if SHIM_NAME in name]
+    if below:
+        return native[below[-1] + 1:][:limit]
+    import traceback
+    python = [f for f in reversed(traceback.extract_stack()) if not f.filename.startswith(_PACKAGE)]
+    return [f"{f.filename}:{f.lineno} ({f.name})" for f in python[:limit]]
+
+
 def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, L) -> CudaError:
     """Print the failed checks of launch `L`; the error the launch ends with."""
     entries = checked.entries()
@@ -205,6 +229,8 @@ def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, 
     misaligned = bool(entries) and entries[0]["what"] == abi.CHECK_MISALIGNED
     code = CUresult.CUDA_ERROR_MISALIGNED_ADDRESS if misaligned else CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     lines.append(f"Program hit {code.name} (error {int(code)}) in kernel {readable(kernel)}")
+    lines.append("    Saved host backtrace up to driver entry point at kernel launch time")
+    lines += [f"        Host Frame: {frame}" for frame in host_backtrace()]
     lines.append("")
     _count(total)
     _print(lines)
