@@ -1,14 +1,17 @@
 """The sanitizer's runtime side: what a checked launch is handed, and compute-sanitizer's report.
 
 A checked kernel (compiler/ops/memcheck.py) tests its accesses against a flat copy of the
-allocation table, made here once per change of the table (the device allocations and the
-modules' variables, as sorted [start, end) pairs), and writes each failed test into a record
-that the launch hands it. After the launch `report_launch` prints the record on stderr in
-compute-sanitizer's format ("========= Invalid __global__ write of size 4 bytes" ...) and gives
-the error the launch ends with. A `cuMemFree` of a pointer that is not an allocation's start is
-reported as the driver call's error; at the process's end `finish` reports the allocations
-still live (with --leak-check full) and the summary ("========= ERROR SUMMARY: N errors"), and
-ends the process with --error-exitcode's status when errors were found.
+allocation table, made here once per change of the table (the device allocations, the
+modules' variables and what earlier launches' device-side malloc gave, as sorted [start, end)
+pairs), and writes each failed test into a record that the launch hands it. A launch is
+checked when its kernel was compiled checked, whatever the environment says by then. After
+the launch `report_launch` prints the record on stderr in compute-sanitizer's format
+("========= Invalid __global__ write of size 4 bytes" ...), then the launching host code's
+frames, and gives the error the launch ends with. A `cuMemFree` of a pointer that is not an
+allocation's start is reported as the driver call's error; at the process's end `finish`
+reports the allocations still live (with --leak-check full) and the summary ("=========
+ERROR SUMMARY: N errors"), and ends the process with --error-exitcode's status when errors
+were found.
 
 Settings come from the environment, so that `anycuda run` hands them to the program's process:
 ANYCUDA_SANITIZE (the tool), ANYCUDA_SANITIZE_LEAK_CHECK (full or no),

@@ -5,14 +5,15 @@ reduction, asynchronous copy (cp.async, cp.async.bulk), ldmatrix/stmatrix row (o
 that name one) and wmma.load/store matrix (from its first element to its last, with the
 stride) is lowered with a test in front of it:
 
-  - .shared: the address lies in the block's shared window (static + dynamic bytes);
+  - .shared: the address lies in the block's shared window (static + dynamic bytes; the
+    static bytes rounded up to 16, so up to 15 bytes of padding after them pass);
   - .local: in the thread's own .local window (its frame, or its stack slot and those of the
     device functions it called);
   - .const: in one of the module's constant variables;
   - .global: in a live allocation: the runtime hands the launch a flat, sorted copy of the
     allocation table (and of the modules' variables and earlier launches' device-side malloc
-    blocks), searched here by bisection; else in a block this launch's malloc gave (a record
-    the launch's threads append to, searched in order);
+    blocks, and a cooperative launch's grid workspace), searched here by bisection; else in a
+    block this launch's malloc gave (a record the launch's threads append to, searched in order);
   - generic: in any of the windows above or in the table;
   - and for every space: the address is a multiple of the access's size (a vector's whole
     size, as the ISA requires).
