@@ -1,6 +1,7 @@
 """anycuda's CUDA libraries against the CPU library a hand-ported program would call, through
 the functions the C libraries call after marshalling, in the same run, medians of paired
-rounds: cuBLAS products against numpy's `matmul` of the same size and type, cuFFT transforms
+rounds: cuBLAS products against numpy's `matmul` of the same size and type, the 16-bit float
+conversions of the f16/bf16 products against the numpy casts they replace, cuFFT transforms
 against numpy.fft and scipy.fft (all threads) of the same data (target: within 1.5x).
 
 Targets (issue 34): within 10% of numpy at n >= 512 for S/D/f16/bf16 GEMM, batched 64x64x64 x
@@ -133,6 +134,27 @@ def _fft_cases(quick: bool, rng):
     return cases, keep
 
 
+def _conversion_cases(quick: bool, rng):
+    """The 16-bit float conversions of the f16/bf16 products (libraries/halves.py) against the
+    numpy casts they replace, on one n x n operand: widening to float32, narrowing from it."""
+    from anycuda.libraries import halves
+    n = 256 if quick else 1024
+    x = rng.standard_normal((n, n)).astype(np.float32)
+    f16, bf16 = x.astype(np.float16), (x.view(np.uint32) >> 16).astype(np.uint16)
+    out16, outb = np.empty_like(f16), np.empty_like(bf16)
+
+    def numpy_narrow_bf16():
+        bits = x.view(np.uint32)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        outb[...] = np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+    return {f"widen f16 {n}x{n} (astype)": (lambda: halves.widen(f16, False), lambda: f16.astype(np.float32)),
+            f"narrow f16 {n}x{n} (astype)": (lambda: halves.narrow(out16, x, False),
+                                             lambda: np.copyto(out16, x, casting="unsafe")),
+            f"widen bf16 {n}x{n} (shift)": (lambda: halves.widen(bf16, True),
+                                            lambda: (bf16.astype(np.uint32) << 16).view(np.float32)),
+            f"narrow bf16 {n}x{n} (bit ops)": (lambda: halves.narrow(outb, x, True), numpy_narrow_bf16)}, []
+
+
 def _random_cases(quick: bool):
     """curandGenerateUniform on Philox4x32-10 against numpy's Philox generating float32."""
     from anycuda.libraries.curand import functions as rand_functions
@@ -158,7 +180,7 @@ def measure(quick: bool = False) -> dict:
             out[name] = _paired(ours, theirs, repeats, min_run)
     (ours, theirs), keep = _batched_case(100 if quick else 1000, 64, rng)
     out["batched 64x64x64 sgemm"] = _paired(ours, theirs, repeats, min_run)
-    for cases, keep in (_fft_cases(quick, rng), _random_cases(quick)):
+    for cases, keep in (_conversion_cases(quick, rng), _fft_cases(quick, rng), _random_cases(quick)):
         for name, (ours, theirs) in cases.items():
             out[name] = _paired(ours, theirs, repeats, min_run)
     return out

@@ -53,6 +53,14 @@ def _isa(shape, operand, kind):
         ("m16n8k8", "b", "tf32"): (1, 2, lambda g, t, i: (t if i == 0 else t + 4, g)),
         ("m8n8k4", "a", "f64"): (1, 1, lambda g, t, i: (g, t)),
         ("m8n8k4", "b", "f64"): (1, 1, lambda g, t, i: (t, g)),
+        ("m16n8k4", "a", "f64"): (1, 2, lambda g, t, i: (g if i == 0 else g + 8, t)),
+        ("m16n8k4", "b", "f64"): (1, 1, lambda g, t, i: (t, g)),
+        ("m16n8k8", "a", "f64"): (1, 4, lambda g, t, i: (g if i in (0, 2) else g + 8, t if i < 2 else t + 4)),
+        ("m16n8k8", "b", "f64"): (1, 2, lambda g, t, i: (t if i == 0 else t + 4, g)),
+        # the ISA's "col = i * 2 + t for even i, i * 2 - 2 + t for odd i"
+        ("m16n8k16", "a", "f64"): (1, 8, lambda g, t, i: (g if i % 2 == 0 else g + 8,
+                                                         i * 2 + t if i % 2 == 0 else i * 2 - 2 + t)),
+        ("m16n8k16", "b", "f64"): (1, 4, lambda g, t, i: (t + i * 4, g)),
         ("m8n8k16", "a", "8"): (4, 1, lambda g, t, i: (g, t * 4 + i)),
         ("m8n8k16", "b", "8"): (4, 1, lambda g, t, i: (t * 4 + i, g)),
         ("m16n8k16", "a", "8"): (4, 2, lambda g, t, i: (g if i < 4 else g + 8, t * 4 + (i & 3))),
@@ -207,18 +215,20 @@ def float8(byte, etype):
 
 @pytest.mark.parametrize("at,bt", [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2")])
 @pytest.mark.parametrize("acc", ["f32", "f16"])
-def test_mma_float8(rng, at, bt, acc):
+@pytest.mark.parametrize("shape", ["m16n8k32", "m16n8k16"])
+def test_mma_float8(rng, at, bt, acc, shape):
     def draw(etype, shape):
         # f16 sums stay in f16's range with small elements
         limit = 4 if acc == "f16" else np.inf
         finite = [v for v in range(256) if abs(float8(v, etype)) <= limit]
         return rng.choice(finite, shape).astype(np.uint8)
-    mats = [(draw(at, (16, 32)), draw(bt, (32, 8)),
+    k = int(shape.split("k")[1])
+    mats = [(draw(at, (16, k)), draw(bt, (k, 8)),
              rng.standard_normal((16, 8)).astype(np.float16 if acc == "f16" else np.float32))
             for _ in range(WARPS * BLOCKS)]
-    la, lb, lc = _isa("m16n8k32", "a", "8"), _isa("m16n8k32", "b", "8"), _isa("m16n8k32", "c", acc)
+    la, lb, lc = _isa(shape, "a", "8"), _isa(shape, "b", "8"), _isa(shape, "c", acc)
     word = np.uint32 if acc == "f16" else np.float32
-    got = run_mma(f"mma.sync.aligned.m16n8k32.row.col.{acc}.{at}.{bt}.{acc}", la, lb, lc, lc, mats,
+    got = run_mma(f"mma.sync.aligned.{shape}.row.col.{acc}.{at}.{bt}.{acc}", la, lb, lc, lc, mats,
                   (np.uint32, np.uint32, word, word), ("b32", "b32") + ("b32" if acc == "f16" else "f32",) * 2)
     decode = np.vectorize(float8)
     for (A, B, C), frags in zip(mats, got):
@@ -259,19 +269,21 @@ ret;
         assert int(y) == want, hex(x)
 
 
-def test_mma_f64(rng):
-    mats = [(rng.standard_normal((8, 4)), rng.standard_normal((4, 8)), rng.standard_normal((8, 8)))
+@pytest.mark.parametrize("shape", ["m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"])
+def test_mma_f64(rng, shape):
+    m, k = int(shape[1:].split("n")[0]), int(shape.split("k")[1])
+    mats = [(rng.standard_normal((m, k)), rng.standard_normal((k, 8)), rng.standard_normal((m, 8)))
             for _ in range(WARPS * BLOCKS)]
-    la, lb, lc = _isa("m8n8k4", "a", "f64"), _isa("m8n8k4", "b", "f64"), _isa("m8n8k4", "c", "f64")
-    got = run_mma("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", la, lb, lc, lc, mats,
+    la, lb, lc = _isa(shape, "a", "f64"), _isa(shape, "b", "f64"), _isa(shape, "c", "f64")
+    got = run_mma(f"mma.sync.aligned.{shape}.row.col.f64.f64.f64.f64", la, lb, lc, lc, mats,
                   (np.float64,) * 4, ("f64",) * 4)
     for (A, B, C), frags in zip(mats, got):
-        ref = np.zeros((8, 8))
-        for r in range(8):
+        ref = np.zeros((m, 8))
+        for r in range(m):
             for c in range(8):
                 acc = C[r, c]
-                for k in range(4):     # a fused multiply-add per k, rounded once
-                    acc = float(Fraction(A[r, k]) * Fraction(B[k, c]) + Fraction(acc))
+                for j in range(k):     # a fused multiply-add per k, rounded once
+                    acc = float(Fraction(A[r, j]) * Fraction(B[j, c]) + Fraction(acc))
                 ref[r, c] = acc
         assert np.array_equal(from_fragments(frags, lc), ref)
 
@@ -413,22 +425,41 @@ ret;
 
 # ---------------------------------------------------------------- refusals and paths
 @pytest.mark.parametrize("text,words", [
-    ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, {%r1,%r2}, {%r3,%r4}, "
-     "{%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8};", ("mma", "m8n8k4", "f16")),
+    ("mma.sync.aligned.m8n8k4.row.col.f32.bf16.bf16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, {%r1,%r2}, {%r3,%r4}, "
+     "{%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8};", ("mma", "m8n8k4", "bf16")),
+    ("mma.sync.aligned.m16n8k32.col.row.s32.s8.s8.s32 {%r1,%r2,%r3,%r4}, {%r5,%r6,%r7,%r8}, {%r9,%r10}, "
+     "{%r1,%r2,%r3,%r4};", ("mma", "m16n8k32", ".row.col")),
     ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
      "{%r5,%r6}, {%f1,%f2,%f3,%f4};",
      ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32", "kind::f8f6f4")),
-    ("mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, {%r5}, "
-     "{%f1,%f2,%f3,%f4};", ("mma", "m16n8k16", "e4m3")),
+    ("mma.sync.aligned.m16n8k8.row.col.f32.e4m3.e4m3.f32 {%f1,%f2,%f3,%f4}, {%r1}, {%r5}, "
+     "{%f1,%f2,%f3,%f4};", ("mma", "m16n8k8", "e4m3")),
     ("mma.sync.aligned.m16n8k16.row.col.f16.bf16.bf16.f16 {%r1,%r2}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%r1,%r2};",
      ("mma", "bf16", "f16")),
-    ("mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32 {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};", ("mma", "m8n8k32", "s4")),
+    ("mma.sync.aligned.m8n8k32.row.col.s32.s4.s8.s32 {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};", ("mma", ".s4 with .s8")),
+    ("mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32 {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};",
+     ("mma", "m8n8k128", ".xor.popc or .and.popc")),
+    ("mma.sync.aligned.m8n8k128.row.col.satfinite.s32.b1.b1.s32.xor.popc {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};",
+     ("mma", ".satfinite with .b1")),
+    ("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32.xor.popc {%r1,%r2}, {%r3}, {%r4}, {%r1,%r2};",
+     ("mma", ".xor with .s8")),
+    ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
+     "{%r5,%r6,%r7,%r8}, {%f1,%f2,%f3,%f4}, %r9, 2;", ("mma.sp", "selector of 0 to 1")),
+    ("mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, "
+     "{%r5,%r6}, {%f1,%f2,%f3,%f4}, %r9, %r10;", ("mma", "sp::ordered_metadata", "immediate sparsity selector")),
+    ("mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f16 {%f1,%f2,%f3,%f4}, {%r1,%r2}, "
+     "{%r5,%r6}, {%r1,%r2}, %r9, 0;", ("mma.sp", ".dtype equal to .ctype")),
+    ("mma.sp.sync.aligned.m16n8k128.row.col.s32.s4.s4.s32 {%r1,%r2,%r3,%r4}, {%r5,%r6,%r7,%r8}, "
+     "{%r9,%r10,%r11,%r12}, {%r1,%r2,%r3,%r4}, %r13, 0;", ("mma.sp", "m16n8k128", "s4")),
+    ("mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.kind::f8f6f4.f32.e3m2.e3m2.f32 {%f1,%f2,%f3,%f4}, "
+     "{%r1,%r2,%r3,%r4}, {%r5,%r6,%r7,%r8}, {%f1,%f2,%f3,%f4}, %r9, 0;", ("mma", "kind::f8f6f4")),
     ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r1,%r2}, [%rd1];",
      ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "m16n16")),
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, 1, 1, 1, 1, 1;",
      ("wgmma.mma_async",)),
     ("tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, 1;", ("tcgen05.mma",)),
-    ("wmma.load.a.sync.aligned.row.m8n8k32.s4 {%r1}, [%rd1], 8;", ("wmma.load", "m8n8k32")),
+    ("wmma.load.a.sync.aligned.col.m8n8k32.s4 {%r1}, [%rd1], 8;", ("wmma.load", "m8n8k32", ".row only")),
+    ("wmma.load.b.sync.aligned.row.m8n8k128.b1 {%r1}, [%rd1], 128;", ("wmma.load", "m8n8k128", ".col only")),
 ])
 def test_refused_forms_are_named(text, words):
     ptx = (".visible .entry k()\n{\n.reg .b32 %r<20>; .reg .f32 %f<20>; .reg .b64 %rd<4>;\n"
@@ -438,13 +469,13 @@ def test_refused_forms_are_named(text, words):
         prog.kernel("k").launch((1, 1, 1), (32, 1, 1), b"", 0)
     message = str(e.value)
     assert all(w in message for w in words), message
-    assert "not supported" in message or "takes" in message or "needs" in message, message
+    assert any(w in message for w in ("not supported", "takes", "needs", "not a form of the PTX ISA")), message
 
 
 def test_vector_paths_leave_matrix_instructions_to_the_scalar_path():
     """The warp runs, warp regions and block programs take only what their allow-lists
     name; none names a matrix instruction, which the scalar step function lowers."""
-    for opcode in ("mma", "wmma.mma", "wmma.load", "wmma.store", "ldmatrix", "stmatrix", "movmatrix"):
+    for opcode in ("mma", "mma.sp", "wmma.mma", "wmma.load", "wmma.store", "ldmatrix", "stmatrix", "movmatrix"):
         assert opcode in table.HANDLERS
         for allowed in (warpruns.VECTOR_MODS, warpregions.TAKES, blockops.TAKES):
             assert opcode not in allowed

@@ -31,12 +31,14 @@ REGISTERS = {
     ("m16n16k16", "s8", "a"): 2, ("m16n16k16", "s8", "b"): 2,
     ("m32n8k16", "s8", "a"): 4, ("m32n8k16", "s8", "b"): 1,
     ("m8n32k16", "s8", "a"): 1, ("m8n32k16", "s8", "b"): 4,
+    ("m8n8k32", "s4", "a"): 1, ("m8n8k32", "s4", "b"): 1, ("m8n8k128", "b1", "a"): 1, ("m8n8k128", "b1", "b"): 1,
 }
 ACCUMULATOR_REGISTERS = {"f32": 8, "s32": 8, "f16": 4}
+SUB_BYTE = {"s4": 4, "u4": 4, "b1": 1}            # bits of the sub-byte types, packed low bits first
 NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "s32": np.int32, "s8": np.int8, "u8": np.uint8,
          "tf32": np.float32, "bf16": np.uint16}
 REG_TYPE = {"f16": "b32", "bf16": "b32", "tf32": "b32", "s8": "b32", "u8": "b32", "f32": "f32", "s32": "s32",
-            "f64": "f64"}
+            "f64": "f64", "s4": "b32", "u4": "b32", "b1": "b32"}
 
 
 def dims(shape):
@@ -45,14 +47,16 @@ def dims(shape):
     return int(m), int(n), int(k)
 
 
-def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=False):
+def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=False, op=""):
     """A kernel: each warp loads its A, B, C (layouts[x] 'row'/'col', strides[x] elements),
-    D = A * B + C, stores D; with `scale`, each lane doubles its C elements first (as user
-    code does with frag.x[i]) to show element-wise access agrees with load and store."""
+    D = A * B + C (.b1: `op` 'xor' or 'and' with .popc), stores D; with `scale`, each lane
+    doubles its C elements first (as user code does with frag.x[i]) to show element-wise
+    access agrees with load and store."""
     m, n, k = dims(shape)
-    regs = {"a": REGISTERS[(shape, "s8" if at == "u8" else at, "a")],
-            "b": REGISTERS[(shape, "s8" if bt == "u8" else bt, "b")],
-            "c": 2 if ct == "f64" else ACCUMULATOR_REGISTERS[ct], "d": 2 if dt == "f64" else ACCUMULATOR_REGISTERS[dt]}
+    signed = {"u8": "s8", "u4": "s4"}
+    eight_by_eight = 2 if m * n == 64 else None      # an 8 x 8 accumulator: two elements a lane
+    regs = {"a": REGISTERS[(shape, signed.get(at, at), "a")], "b": REGISTERS[(shape, signed.get(bt, bt), "b")],
+            "c": eight_by_eight or ACCUMULATOR_REGISTERS[ct], "d": eight_by_eight or ACCUMULATOR_REGISTERS[dt]}
     rtype = {"a": REG_TYPE[at], "b": REG_TYPE[bt], "c": REG_TYPE[ct], "d": REG_TYPE[dt]}
     types = {"a": at, "b": bt, "c": ct, "d": dt}
     lines = [f".reg .{rtype[x]} %{x}<{regs[x]}>;" for x in "abcd"]
@@ -61,9 +65,9 @@ def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=Fal
               "mad.lo.u32 %r4, %r2, %r3, %r1;", "shr.u32 %r4, %r4, 5;"]     # the warp's index in the grid
     vec = lambda x: "{" + ", ".join(f"%{x}{i}" for i in range(regs[x])) + "}"     # noqa: E731
     for i, x in enumerate("abcd"):
-        esize = np.dtype(NUMPY[types[x]]).itemsize
+        ebits = SUB_BYTE.get(types[x]) or 8 * np.dtype(NUMPY[types[x]]).itemsize
         other = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[x]
-        span = (other[0] if layouts[x] == "row" else other[1]) * strides[x] * esize
+        span = (other[0] if layouts[x] == "row" else other[1]) * strides[x] * ebits // 8
         lines += [f"ld.param.u64 %rd{i}, [p{x}];", f"mul.wide.u32 %rd9, %r4, {span};", f"add.u64 %rd{i}, %rd{i}, %rd9;"]
     for i, x in enumerate("abc"):
         lines.append(f"wmma.load.{x}.sync.aligned.{layouts[x]}.{shape}.global.{types[x]} "
@@ -73,7 +77,8 @@ def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=Fal
             lines.append(f"add.f32 %c{i}, %c{i}, %c{i};")
     sat = ".satfinite" if satfinite else ""
     kinds = f".{dt}.{ct}" if at == "f16" else f".{dt}.{at}.{bt}.{ct}"
-    lines.append(f"wmma.mma.sync.aligned.{layouts['a']}.{layouts['b']}.{shape}{kinds}{sat} "
+    bit_op = f".{op}.popc" if op else ""
+    lines.append(f"wmma.mma{bit_op}.sync.aligned.{layouts['a']}.{layouts['b']}.{shape}{kinds}{sat} "
                  f"{vec('d')}, {vec('a')}, {vec('b')}, {vec('c')};")
     lines.append(f"wmma.store.d.sync.aligned.{layouts['d']}.{shape}.global.{dt} [%rd3], {vec('d')}, {strides['d']};")
     return (".visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)\n{\n"
@@ -202,6 +207,60 @@ def test_wmma_load_mma_store(rng, shape, at, ct, dt, layouts):
             rest = out[w * per:(w + 1) * per]
             if pad and dt in ("f16", "f32", "f64"):
                 assert np.isnan(rest[:, strides["d"] - pad:]).all()      # the padding is not written
+
+
+def pack_bits(mem, bits):
+    """A matrix in memory of `bits`-bit elements (ints, rows of an even number of bytes) as
+    bytes, element e at bits (e * bits) % 8 of byte e * bits // 8."""
+    per = 8 // bits
+    e = (mem.astype(np.int64) & ((1 << bits) - 1)).reshape(mem.shape[0], -1, per)
+    return (e << (np.arange(per) * bits)).sum(axis=2).astype(np.uint8)
+
+
+# shape, a type, b type, .b1 operation, .satfinite
+SUB_BYTE_FORMS = [("m8n8k32", "s4", "s4", "", False), ("m8n8k32", "u4", "s4", "", True),
+                  ("m8n8k32", "s4", "u4", "", True), ("m8n8k32", "u4", "u4", "", False),
+                  ("m8n8k128", "b1", "b1", "xor", False), ("m8n8k128", "b1", "b1", "and", False)]
+SUB_BYTE_RANGE = {"s4": (-8, 8), "u4": (0, 16), "b1": (0, 2)}
+
+
+@pytest.mark.parametrize("cd", ["row", "col"])
+@pytest.mark.parametrize("shape,at,bt,op,satfinite", SUB_BYTE_FORMS, ids=["-".join(map(str, f)) for f in SUB_BYTE_FORMS])
+def test_wmma_sub_byte(rng, shape, at, bt, op, satfinite, cd):
+    """.s4/.u4 (m8n8k32) and .b1 (m8n8k128) multiplicands, A row-major and B column-major as the
+    ISA requires, packed low bits first in memory, padded strides; D exact (wrapping or
+    saturating), .b1's D = C + popc(row of A op column of B)."""
+    m, n, k = dims(shape)
+    lay = {"a": "row", "b": "col", "c": cd, "d": cd}
+    bits = SUB_BYTE[at]
+    pad = int(rng.integers(0, 3)) * 8 * 8 // bits                    # whole bytes, in elements
+    strides = {"a": k + pad, "b": k + pad, "c": (n if cd == "row" else m) + 4, "d": (n if cd == "row" else m) + 4}
+    mats = []
+    for w in range(NWARPS):
+        C = rng.integers(-2 ** 11, 2 ** 11, (m, n))
+        if w % 2:                                                # within reach of the s32 limits
+            C = rng.choice([-1, 1], (m, n)) * (2 ** 31 - 1 - rng.integers(0, 64, (m, n)))
+        mats.append((rng.integers(*SUB_BYTE_RANGE[at], (m, k)), rng.integers(*SUB_BYTE_RANGE[bt], (k, n)), C))
+    bufs = [np.concatenate([pack_bits(to_memory(mt[0], "row", strides["a"], 0), bits) for mt in mats]),
+            np.concatenate([pack_bits(to_memory(mt[1], "col", strides["b"], 0), bits) for mt in mats]),
+            np.concatenate([to_memory(mt[2].astype(np.int32), cd, strides["c"], 0) for mt in mats])]
+    out = np.concatenate([to_memory(np.zeros((m, n), np.int32), cd, strides["d"], -0x32323233) for _ in mats])
+    launch(wmma_ptx(shape, at, bt, "s32", "s32", lay, strides, satfinite=satfinite, op=op), *bufs, out)
+    per = out.shape[0] // NWARPS
+    overflowed = False
+    for w, (A, B, C) in enumerate(mats):
+        if op == "xor":
+            exact = (A[:, :, None] ^ B[None, :, :]).sum(axis=1) + C
+        elif op == "and":
+            exact = (A[:, :, None] & B[None, :, :]).sum(axis=1) + C
+        else:
+            exact = A @ B + C
+        overflowed |= bool((np.abs(exact) >= 2 ** 31).any())
+        want = np.clip(exact, -2 ** 31, 2 ** 31 - 1) if satfinite else (exact + 2 ** 31) % 2 ** 32 - 2 ** 31
+        got = out[w * per:(w + 1) * per]
+        assert np.array_equal(from_memory(got, cd, (m, n)), want.astype(np.int32)), w
+        assert (got[:, strides["d"] - 4:] == -0x32323233).all()       # the padding is not written
+    assert overflowed
 
 
 def test_elementwise_access_agrees_with_load_and_store(rng):
@@ -364,3 +423,64 @@ def test_cuda_wmma_forms(rng, kernel):
         else:
             ref = sequential(A, B, c[w])
         assert np.array_equal(got[w], ref.astype(ta)), w
+
+
+SUB_BYTE_CUDA = r"""
+#include <mma.h>
+using namespace nvcuda;
+namespace x = nvcuda::wmma::experimental;
+// One 8 x 8 tile per warp: D = A * B + C, A row-major and B column-major as packed bits
+// (K elements a row: 16 bytes), C/D row-major.
+template <int K, typename P> struct Tile {
+    wmma::fragment<wmma::matrix_a, 8, 8, K, P, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 8, 8, K, P, wmma::col_major> b;
+    wmma::fragment<wmma::accumulator, 8, 8, K, int> c;
+    int w;
+    __device__ Tile(const int *pa, const int *pb, const int *pc) {
+        w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+        wmma::load_matrix_sync(a, pa + w * 32, K);
+        wmma::load_matrix_sync(b, pb + w * 32, K);
+        wmma::load_matrix_sync(c, pc + w * 64, 8, wmma::mem_row_major);
+    }
+    __device__ void store(int *d) { wmma::store_matrix_sync(d + w * 64, c, 8, wmma::mem_row_major); }
+};
+extern "C" __global__ void s4(const int *a, const int *b, const int *c, int *d) {
+    Tile<32, x::precision::s4> t(a, b, c);
+    wmma::mma_sync(t.c, t.a, t.b, t.c);
+    t.store(d);
+}
+extern "C" __global__ void b1(const int *a, const int *b, const int *c, int *d, int use_and) {
+    Tile<128, x::precision::b1> t(a, b, c);
+    if (use_and)
+        wmma::bmma_sync(t.c, t.a, t.b, t.c, x::bmmaBitOpAND);
+    else
+        wmma::bmma_sync(t.c, t.a, t.b, t.c, x::bmmaBitOpXOR);
+    t.store(d);
+}
+"""
+
+
+@pytest.mark.parametrize("kernel", ["s4", "b1-xor", "b1-and"])
+def test_cuda_wmma_sub_byte(rng, kernel):
+    """nvcuda::wmma::experimental's .s4 and .b1 fragments as nvcc writes them, one tile a warp."""
+    mod = nvcc_module(SUB_BYTE_CUDA, "wmma_sub_byte.cu")
+    name, _, op = kernel.partition("-")
+    bits, k = (4, 32) if name == "s4" else (1, 128)
+    lo, hi = (-8, 8) if name == "s4" else (0, 2)
+    A, B = rng.integers(lo, hi, (NWARPS, 8, k)), rng.integers(lo, hi, (NWARPS, k, 8))
+    C = rng.integers(-1000, 1000, (NWARPS, 8, 8))
+    a = np.concatenate([pack_bits(A[w], bits) for w in range(NWARPS)])
+    b = np.concatenate([pack_bits(np.ascontiguousarray(B[w].T), bits) for w in range(NWARPS)])
+    d = ac.asarray(np.full((NWARPS, 8, 8), -0x32323233, np.int32))
+    args = (ac.asarray(a), ac.asarray(b), ac.asarray(C.astype(np.int32)), d)
+    if name == "b1":
+        args += (np.int32(op == "and"),)
+    mod.get_function(name)((BLOCKS,), (WARPS * 32,), args)
+    got = d.get()
+    for w in range(NWARPS):
+        if name == "s4":
+            want = A[w] @ B[w] + C[w]
+        else:
+            both = (A[w][:, :, None] & B[w][None]) if op == "and" else (A[w][:, :, None] ^ B[w][None])
+            want = both.sum(axis=1) + C[w]
+        assert np.array_equal(got[w], want.astype(np.int32)), w

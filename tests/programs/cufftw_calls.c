@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "input_pool.h"
 #include <string.h>
 
 typedef double fftw_complex[2];
@@ -39,14 +41,6 @@ double *fftw_alloc_real(size_t n);
 fftwf_complex *fftwf_alloc_complex(size_t n);
 void fftw_cleanup(void);
 
-static double take(void) {
-    double v;
-    if (fread(&v, sizeof v, 1, stdin) != 1) {
-        fprintf(stderr, "the input pool ran out\n");
-        exit(2);
-    }
-    return v;
-}
 
 static void fill(double *x, size_t count) { for (size_t i = 0; i < count; i++) x[i] = take(); }
 static void put(const double *x, size_t count) { fwrite(x, sizeof *x, count, stdout); }

@@ -731,6 +731,12 @@ def _stream(stream: int):
     return _get(stream, StreamHandle).stream
 
 
+def wait_for_stream(stream: int) -> None:
+    """Wait for a stream's work, as a library's synchronous call does: no context needed, since
+    a program may call a library before anything that makes one current."""
+    _stream(stream).synchronize()
+
+
 def cuCtxGetDevice() -> int:
     _require_context()
     return _get(_current.ctx, Context).device

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from ...ptx import ir
 
+# A run of warp matrix instructions lowered as one collective (compiler/ops/matrixruns.py);
+# spelt with a dot, as YIELD below, so that no source can.
+MATRIX_RUN = "anycuda.matrix_run"
+
 WARP_COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask", "elect",
-                    "mma", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix"}     # compiler/ops/matrix.py
+                    "mma", "mma.sp", "wmma.mma", "ldmatrix", "stmatrix", "movmatrix",     # compiler/ops/matrix.py
+                    MATRIX_RUN}
 
 
 def is_block_barrier(inst: ir.Instruction) -> bool:
@@ -28,6 +33,10 @@ def is_warp_collective(inst: ir.Instruction) -> bool:
 # A suspension that never waits (see grid_stride_yields). Its opcode has a dot, which the
 # parser splits off as a modifier, so no PTX source can spell it.
 YIELD = "anycuda.yield"
+
+
+def is_matrix_run(inst: ir.Instruction) -> bool:
+    return inst.opcode == MATRIX_RUN
 
 
 def is_yield(inst: ir.Instruction) -> bool:

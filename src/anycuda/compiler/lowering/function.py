@@ -25,7 +25,7 @@ from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address,
                       store_field)
 from ..layout import decl_size, passed_parameters
-from ..ops import instructions, mbarrier
+from ..ops import instructions, matrixruns, mbarrier
 from ..simt import gridsync, probebounds
 from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_kind, width
 from ..vector import warpregions, warpruns
@@ -117,6 +117,8 @@ class FunctionLowering(Spills):
         self.site_at = {}                 # position of a suspending instruction -> its site
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
         self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
+        self.matrix_runs = {}             # id(MATRIX_RUN instruction) -> its members (ops/matrixruns.py)
+        self.matrix_run = None            # the run whose members are being lowered (matrixruns.MatrixRun)
         self.inst = None
         self._analyses = {}               # key -> what `analysed` made once for this body
         self._thread_offsets = {}         # (element size, type) -> this thread's element of the spill arrays (spill_ptr)
@@ -144,6 +146,9 @@ class FunctionLowering(Spills):
             # a wait after each mbarrier test: its own sites, which no grid-stride yield may cross
             self.pfn = dataclasses.replace(self.pfn, body=mbarrier.with_waits(self.pfn.body))
             self._insert_yields()
+            # after the yields, which only go before branches: a run never holds one
+            body, self.matrix_runs = matrixruns.grouped(self.pfn.body)
+            self.pfn = dataclasses.replace(self.pfn, body=body)
         body = self.pfn.body
         if self.is_kernel and not self.mc.checked:      # checked kernels take the general path (ops/memcheck.py)
             self.known_branches = guards.known_branches(body, self.mc.kernel_params(self.pfn))
@@ -807,6 +812,8 @@ class FunctionLowering(Spills):
             return self.suspend("yield", {}, None)
         if suspensions.is_mbarrier_wait(inst):
             return mbarrier.wait(self, inst)
+        if suspensions.is_matrix_run(inst):
+            return matrixruns.lower_run(self, inst, instructions.HANDLERS)
         handler = instructions.HANDLERS[inst.opcode]      # (_check_forms: there is one)
         b = self.b
         if inst.guard is not None and inst.opcode != "bra":

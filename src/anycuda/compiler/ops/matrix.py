@@ -1,4 +1,4 @@
-"""Warp matrix instructions: mma.sync, wmma, ldmatrix, stmatrix, movmatrix.
+"""Warp matrix instructions: mma.sync, mma.sp, wmma, ldmatrix, stmatrix, movmatrix.
 
 Each lane holds a fragment of each matrix (fragments.py), and what a lane gets depends on
 the other lanes' fragments, so these are warp collectives (analysis/suspensions.py): a lane
@@ -11,7 +11,8 @@ it resumes. A resolver is made once per form and module (`_resolver`):
 
   product    D = A * B + C: the lanes' A, B and C fragments gathered into whole matrices
              (a lane outside the group, one that exited, gives zeros), multiplied, D scattered
-             into the lanes' result slots. mma.sync and wmma.mma.
+             into the lanes' result slots. mma.sync, mma.sp and wmma.mma; the quad pairs'
+             m8n8k4 is four products, its fragments four matrices stacked (Product.batches).
   ldmatrix / stmatrix   rows of 8 b16 elements at the addresses lanes 8m .. 8m+7 give,
              into (out of) every lane's registers, transposed with .trans.
   movmatrix  an 8x8 b16 matrix transposed across the lanes.
@@ -25,8 +26,13 @@ to 64 bits) plus the products A[r][k] * B[k][c] added in the order k = 0, 1, ...
 operand's low 13 bits are ignored, as the ISA's tf32 format has none), so each product is
 exact in f32 and each addition rounds once to nearest even; an .f16 D is that f32 sum
 rounded once to f16.
-.f64 uses a fused multiply-add per k (one rounding each). Integers are summed exactly in 64
-bits; .satfinite clamps D to the s32 range, without it D wraps to 32 bits.
+.f64 uses a fused multiply-add per k (one rounding each). Integers (.s8/.u8/.s4/.u4) are
+summed exactly in 64 bits; .satfinite clamps D to the s32 range, without it D wraps to 32
+bits. A .b1 product adds, for each k, A[r][k] xor (and) B[k][c], which is C plus the popcount
+of the row's and column's xor (and), wrapping to 32 bits.
+mma.sp adds only A's kept elements, in the order the metadata lists them (k order when it is
+sorted, as ::ordered_metadata requires), each times the row of B its index names: the zeros'
+products are never formed (so an infinite B there does not make a NaN).
 """
 from __future__ import annotations
 
@@ -43,31 +49,44 @@ from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
 from ..types import F16, F32, F64, I16, I32, I64, space_of
 from . import memcheck
-from .fragments import LANES, MMA_FORMS, WMMA_FORMS, Fragment, mma_fragment, wmma_fragment
+from .fragmentmoves import gather_whole_warp, moves_whole_warp, scatter_whole_warp
+from .fragments import (BITS, LANES, MIXABLE, MMA_FORMS, QUAD_PAIRS, SPARSE_FORMS, WMMA_FORMS, Fragment, Sparsity,
+                        is_quad_pair, mma_fragment, sparse_a_shape, sparsity, wmma_fragment)
 from .table import handles
 
 SLOT = 8                                       # bytes per register slot of a lane's matrix area
-INTEGERS = ("s8", "u8")
+INTEGERS = ("s8", "u8", "s4", "u4", "b1")
+UNSIGNED = ("u8", "u4", "b1")
 FLOAT8 = ("e4m3", "e5m2")
+BIT_OPS = ("xor", "and")                       # .b1's operations in place of the multiplication
 
 
 # ---------------------------------------------------------------- forms
 @dataclass(frozen=True)
 class Product:
-    """D = A * B + C of one warp: the four fragments (d has C's layout), and whether an
-    integer D saturates."""
+    """D = A * B + C of one warp: the four fragments (d has C's layout), whether an integer
+    D saturates, how an element of A meets one of B ('mul', or .b1's 'xor' and 'and', whose
+    results are counted) and how many independent products the fragments stack (the
+    quad pairs' four: batch j is rows j * M / batches on of A, C and D, and j * K on of B).
+    A sparse product (mma.sp) has its A's kept elements, the lanes' metadata words and the
+    sparsity selector."""
     name: str
     a: Fragment
     b: Fragment
     c: Fragment
     d: Fragment
     satfinite: bool
+    combine: str = "mul"
+    batches: int = 1
+    sparse: Sparsity | None = None
+    selector: int = 0
 
     @property
     def slots(self) -> tuple:
-        """First slot of a, b, c and d in a lane's area."""
+        """First slot of a, b, c and d in a lane's area (a sparse product's metadata word is
+        the slot before d's)."""
         a, b, c = self.a.regs, self.b.regs, self.c.regs
-        return 0, a, a + b, a + b + c
+        return 0, a, a + b, a + b + c + (self.sparse is not None)
 
 
 class Refused(Exception):
@@ -86,20 +105,65 @@ def _one_of(inst, choices, what):
     return found[0]
 
 
+def _bit_op(inst, at):
+    """'xor' or 'and' for a .b1 product (which must name one, with .popc), else 'mul'."""
+    ops = [m for m in inst.mods if m in BIT_OPS]
+    if at != "b1":
+        if ops or "popc" in inst.mods:
+            raise Refused(f".{(ops or ['popc'])[0]} with .{at} multiplicands (only .b1 takes it)")
+        return "mul"
+    if len(ops) != 1 or "popc" not in inst.mods:
+        raise Refused("a .b1 product takes .xor.popc or .and.popc")
+    return ops[0]
+
+
 def mma_product(inst) -> Product:
-    """The product of `mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype`."""
+    """The product of `mma.sync.aligned.shape.alayout.blayout{.satfinite}.dtype.atype.btype.ctype
+    {.bitOp.popc}`: .row.col, except that the quad pairs' m8n8k4 takes either layout for each;
+    or of `mma.sp{::ordered_metadata}.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype`."""
     shape = _one_of(inst, MMA_SHAPES, "shape")
     ts = _types(inst)
     if len(ts) != 4:
         raise Refused("needs .dtype.atype.btype.ctype")
     dt, at, bt, ct = ts
+    if inst.opcode == "mma.sp" or "sp::ordered_metadata" in inst.mods:
+        return _sparse_product(inst, shape, dt, at, bt, ct)
+    layouts = [m for m in inst.mods if m in ("row", "col")]
+    quad = is_quad_pair(shape, at)
+    if len(layouts) != 2 or not quad and layouts != ["row", "col"]:
+        raise Refused("takes .row.col only" if not quad else "needs .alayout.blayout")
+    fragment = (lambda s, x, t: mma_fragment(s, x, t, {"a": layouts[0], "b": layouts[1], "c": "quad"}[x])) \
+        if quad else mma_fragment
+    name = "mma" + (f".{layouts[0]}.{layouts[1]}" if quad else "")
+    return _product(name, shape, dt, at, bt, ct, "satfinite" in inst.mods, MMA_FORMS, fragment,
+                    _bit_op(inst, at), QUAD_PAIRS if quad else 1)
+
+
+def _sparse_product(inst, shape, dt, at, bt, ct) -> Product:
+    """mma.sp: A's fragment the dense one of half the K, B's and C's the dense ones of `shape`;
+    the selector an immediate in the range its shape allows."""
     if [m for m in inst.mods if m in ("row", "col")] != ["row", "col"]:
         raise Refused("takes .row.col only")
-    return _product("mma", shape, dt, at, bt, ct, "satfinite" in inst.mods, MMA_FORMS, mma_fragment)
+    if dt != ct:
+        raise Refused("takes .dtype equal to .ctype")
+    _bit_op(inst, at)
+    sp = sparsity(shape, at) if (shape, at) in SPARSE_FORMS else None
+    selector = inst.operands[5] if len(inst.operands) == 6 else None
+    if not isinstance(selector, pir.Imm):
+        raise Refused("needs metadata and an immediate sparsity selector")
+    if sp is not None and not 0 <= selector.value < sp.selectors:
+        raise Refused(f"takes a sparsity selector of 0 to {sp.selectors - 1} with {shape} .{at}")
+    half = sparse_a_shape(shape)
+
+    def fragment(s, x, t):
+        return mma_fragment(half if x == "a" else s, x, t)
+    p = _product(f"mma.sp.sel{selector.value}", shape, dt, at, bt, ct, "satfinite" in inst.mods, SPARSE_FORMS,
+                 fragment)
+    return Product(p.name, p.a, p.b, p.c, p.d, p.satfinite, sparse=sp, selector=selector.value)
 
 
 def wmma_product(inst) -> Product:
-    """The product of `wmma.mma.sync.aligned.alayout.blayout.shape.dtype{.atype.btype}.ctype`
+    """The product of `wmma.mma{.bitOp.popc}.sync.aligned.alayout.blayout.shape.dtype{.atype.btype}.ctype`
     (an .f16 form names only dtype and ctype). The layouts name how the fragments were
     loaded, which in our layout changes nothing."""
     shape = _one_of(inst, WMMA_SHAPES, "shape")
@@ -110,23 +174,24 @@ def wmma_product(inst) -> Product:
         raise Refused("needs .dtype.ctype or .dtype.atype.btype.ctype")
     if any(m in inst.mods for m in ("rz", "rm", "rp")):
         raise Refused("rounds to nearest only")
-    return _product("wmma", shape, *ts, "satfinite" in inst.mods, WMMA_FORMS, wmma_fragment)
+    return _product("wmma", shape, *ts, "satfinite" in inst.mods, WMMA_FORMS, wmma_fragment, _bit_op(inst, ts[1]))
 
 
-def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment) -> Product:
+def _product(kind, shape, dt, at, bt, ct, satfinite, forms, fragment, combine="mul", batches=1) -> Product:
     accumulators = forms.get((shape, at))
     if accumulators is None:
         raise Refused(f"{shape} with .{at} multiplicands is not supported by anycuda yet")
-    if bt != at and not any(at in kinds and bt in kinds for kinds in (INTEGERS, FLOAT8)):
-        raise Refused(f".{at} with .{bt} multiplicands")
+    if bt != at and not any(at in kinds and bt in kinds for kinds in MIXABLE):
+        raise Refused(f".{at} with .{bt} multiplicands is not a form of the PTX ISA")
     if dt not in accumulators or ct not in accumulators:
         raise Refused(f".{dt} and .{ct} accumulators with .{at} multiplicands "
                       f"(takes {', '.join('.' + t for t in accumulators)})")
-    if satfinite and at not in INTEGERS:
-        raise Refused(".satfinite with float multiplicands")
-    name = f"{kind}.{shape}.{dt}.{at}.{bt}.{ct}" + (".satfinite" if satfinite else "")
+    if satfinite and (at not in INTEGERS or at == "b1"):
+        raise Refused(f".satfinite with .{at} multiplicands is not a form of the PTX ISA")
+    name = f"{kind}.{shape}.{dt}.{at}.{bt}.{ct}" + (".satfinite" if satfinite else "") \
+        + (f".{combine}.popc" if combine != "mul" else "")
     return Product(name, fragment(shape, "a", at), fragment(shape, "b", bt), fragment(shape, "c", ct),
-                   fragment(shape, "c", dt), satfinite)
+                   fragment(shape, "c", dt), satfinite, combine, batches)
 
 
 def _matrix_handler(*opcodes, lowers, form):
@@ -180,6 +245,8 @@ def _wmma_memory_form(inst):
             raise Refused(f".{t} accumulators are not supported by anycuda yet")
     elif (shape, t) not in WMMA_FORMS:
         raise Refused(f"{shape} with .{t} is not supported by anycuda yet")
+    elif BITS[t] < 8 and layout != {"a": "row", "b": "col"}[operand]:
+        raise Refused(f"a .{t} {operand.upper()} takes .{'row' if operand == 'a' else 'col'} only")
     return wmma_fragment(shape, operand, t), layout == "row"
 
 
@@ -210,13 +277,18 @@ def _registers(f, op, count, what):
     return items
 
 
-def _suspend(f, resolver, words, results):
+def _suspend(f, resolver, words, results, sources=()):
     """Store `words` (i64, slot by slot from 0) in this lane's matrix area, suspend at a
     matrix site resolved by `resolver`, and on resume write `results` ((register, slot,
-    bits) each) from the area."""
+    bits) each) from the area. `sources`: the register (PTX item) each word was read from,
+    None for a computed one; inside a run of matrix instructions (matrixruns.py) all of it
+    goes to the run instead, which suspends once for its members."""
     if not f.is_kernel:
         raise f.error(f"{f.inst.opcode} inside a device function that was not inlined is not supported",
                       UnsupportedPtx)
+    if f.matrix_run is not None:
+        sources = list(sources) + [None] * (len(words) - len(sources))
+        return f.matrix_run.add(resolver, words, sources, results)
     b = f.b
     area = _area(f, max([len(words)] + [slot + 1 for _, slot, _ in results]))
     for slot, word in enumerate(words):
@@ -236,12 +308,18 @@ def _read_words(f, op, frag, what):
 
 
 def _product_site(f, product, ops):
-    d, a, b, c = ops
+    d, a, b, c = ops[:4]
     words = (_read_words(f, a, product.a, "A") + _read_words(f, b, product.b, "B")
              + _read_words(f, c, product.c, "C"))
+    sources = (_registers(f, a, product.a.regs, "A") + _registers(f, b, product.b.regs, "B")
+               + _registers(f, c, product.c.regs, "C"))
+    if product.sparse is not None:
+        words.append(f.b.zext(f.read(ops[4], "b32"), I64))
+        sources += (ops[4],)
     first = product.slots[3]
     results = [(r, first + i, product.d.reg_bits) for i, r in enumerate(_registers(f, d, product.d.regs, "D"))]
-    _suspend(f, _resolver(f.b.module, product.name, lambda fn: _emit_product(fn, product)), words, results)
+    _suspend(f, _resolver(f.b.module, product.name, lambda fn: _emit_product(fn, product)), words, results,
+             sources)
 
 
 def _lowered(forms) -> frozenset:
@@ -249,11 +327,12 @@ def _lowered(forms) -> frozenset:
     return words({s for s, _ in forms}, {t for _, t in forms}, *forms.values())
 
 
-MMA_MODS = words("sync aligned row col satfinite", _lowered(MMA_FORMS))
-WMMA_MODS = words("sync aligned row col satfinite rn", _lowered(WMMA_FORMS))
+MMA_MODS = words("sync aligned row col satfinite xor and popc sp::ordered_metadata", _lowered(MMA_FORMS),
+                 _lowered(SPARSE_FORMS))
+WMMA_MODS = words("sync aligned row col satfinite rn xor and popc", _lowered(WMMA_FORMS))
 
 
-@_matrix_handler("mma", lowers=MMA_MODS, form=mma_product)
+@_matrix_handler("mma", "mma.sp", lowers=MMA_MODS, form=mma_product)
 def mma(f, inst):
     _product_site(f, mma_product(inst), inst.operands)
 
@@ -279,13 +358,15 @@ def ldmatrix(f, inst):
         words += [b.zext(f.read(r, "b32"), I64) for r in regs]
     results = [(r, 1 + i, 32) for i, r in enumerate(regs)] if load else []
     name = f"{inst.opcode}.x{copies}" + (".trans" if trans else "")
-    _suspend(f, _resolver(b.module, name, lambda fn: _emit_rows(fn, copies, trans, load)), words, results)
+    _suspend(f, _resolver(b.module, name, lambda fn: _emit_rows(fn, copies, trans, load)), words, results,
+             [None] + ([] if load else list(regs)))
 
 
 @_matrix_handler("movmatrix", lowers="sync aligned m8n8 trans b16", form=_movmatrix_form)
 def movmatrix(f, inst):
     word = f.b.zext(f.read(inst.operands[1], "b32"), I64)
-    _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)])
+    _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)],
+             [inst.operands[1]])
 
 
 def _lane_places(f, frag):
@@ -325,14 +406,25 @@ def wmma_memory(f, inst):
             rc = b.load(b.gep(table, [i32(0), b.add(row0, i32(i))]))
             row, col = b.zext(b.lshr(rc, i32(16)), I64), b.zext(b.and_(rc, i32(0xFFFF)), I64)
             index = b.add(b.mul(row, stride), col) if row_major else b.add(b.mul(col, stride), row)
-            ptr = b.bitcast(b.gep(base, [b.mul(index, i64(frag.bits // 8))]), et.as_pointer())
             shift = ir.Constant(rt, j * frag.bits)
+            if frag.bits < 8:               # sub-byte elements (loads only): element e is bits e * bits on
+                word = b.or_(word, b.shl(b.zext(_load_bits(b, base, index, frag.bits), rt), shift))
+                continue
+            ptr = b.bitcast(b.gep(base, [b.mul(index, i64(frag.bits // 8))]), et.as_pointer())
             if load:
                 word = b.or_(word, b.shl(b.zext(b.load(ptr), rt) if frag.bits < frag.reg_bits else b.load(ptr), shift))
             else:
                 b.store(b.trunc(b.lshr(word, shift), et) if frag.bits < frag.reg_bits else word, ptr)
         if load:
             f.write(reg, word, f"b{frag.reg_bits}")
+
+
+def _load_bits(b, base, index, bits):
+    """The `bits`-bit element `index` (i64) of memory at `base`, elements packed low bits first
+    in each byte (the ISA's sub-byte types)."""
+    at = b.mul(index, i64(bits))
+    byte = b.load(b.gep(base, [b.lshr(at, i64(3))]))
+    return b.trunc(b.lshr(byte, b.trunc(b.and_(at, i64(7)), ir.IntType(8))), ir.IntType(bits))
 
 
 # ---------------------------------------------------------------- resolvers (one per form and module)
@@ -370,6 +462,10 @@ class _Warp:
         fr = frame_at(b, self.ws, self.fsize, b.add(self.lo, lane))
         return b.bitcast(b.gep(fr, [b.add(self.area, i64(SLOT * slot))]), I64.as_pointer())
 
+    def constant_slot(self, lane: int, slot):
+        """slot() of lane number `lane`."""
+        return self.slot(i32(lane), slot)
+
     def taking_part(self, lane):
         return self.b.trunc(self.b.lshr(self.group, lane), ir.IntType(1))
 
@@ -382,7 +478,7 @@ class _Warp:
 
 
 def _compute_type(etype):
-    return {"f64": F64, "s8": I64, "u8": I64, "s32": I64}.get(etype, F32)     # f32 for the other floats
+    return F64 if etype == "f64" else I64 if etype in INTEGERS + ("s32",) else F32   # f32: the other floats
 
 
 def float8_value(bits: int, etype: str) -> float:
@@ -428,7 +524,7 @@ def _to_compute(b, bits_value, etype):
         return b.bitcast(bits_value, F32)
     if etype == "f64":
         return b.bitcast(bits_value, F64)
-    return b.zext(bits_value, I64) if etype == "u8" else b.sext(bits_value, I64)
+    return b.zext(bits_value, I64) if etype in UNSIGNED else b.sext(bits_value, I64)
 
 
 def _from_compute(b, value, etype, satfinite):
@@ -489,40 +585,87 @@ def _emit_product(fn, p: Product):
     """D = A * B + C for the warp, in the order and rounding of the module docstring."""
     w = _Warp(fn)
     b = w.b
-    m, n, k = p.a.rows, p.b.cols, p.a.cols
+    m, n, k = p.a.rows, p.b.cols, p.a.cols          # m counts the rows of every batch
     ct = _compute_type(p.c.etype)          # every form's multiplicands compute in its accumulators' type
     assert _compute_type(p.a.etype) == ct == _compute_type(p.b.etype), p.name
     A = b.alloca(ir.ArrayType(ct, m * k), name="A")
-    B = b.alloca(ir.ArrayType(ct, k * n), name="B")
+    B = b.alloca(ir.ArrayType(ct, p.b.rows * n), name="B")    # K rows a batch
     C = b.alloca(ir.ArrayType(ct, m * n), name="C")
-    for matrix in (A, B, C):
-        b.store(ir.Constant(matrix.type.pointee, None), matrix)
     sa, sb, sc, sd = p.slots
-    _gather(w, p.a, sa, A)
-    _gather(w, p.b, sb, B)
-    _gather(w, p.c, sc, C)
+    operands = ((p.a, sa, A), (p.b, sb, B), (p.c, sc, C))
+
+    def lane_by_lane():
+        for frag, first, matrix in operands:
+            b.store(ir.Constant(matrix.type.pointee, None), matrix)
+            _gather(w, frag, first, matrix)
+    _whole_warp_or(w, p, lambda: [gather_whole_warp(b, frag, w.constant_slot, first, matrix, _to_compute)
+                                  for frag, first, matrix in operands], lane_by_lane)
+    columns = _sparse_columns(w, p, sd - 1) if p.sparse is not None else None
     # a row of C at a time, as one vector of its n elements: each element's sum still adds
-    # the products in k order (k is 4 to 32: unrolled), n of them side by side
+    # the products in k order (k is 4 to 32: unrolled), n of them side by side; a sparse A's
+    # kept elements in the order of its metadata, each meeting B's row that names
     vt = ir.VectorType(ct, n)
     fma = declare(b.module, f"llvm.fma.v{n}f64", vt, [vt, vt, vt]) if ct == F64 else None
     align = ct.width // 8 if isinstance(ct, ir.IntType) else (8 if ct == F64 else 4)
     with for_range(b, i32(0), i32(m), "r") as r:
         row = b.bitcast(b.gep(C, [i32(0), b.mul(r, i32(n))]), vt.as_pointer())
         total = b.load(row, align=align)
+        b_first = b.mul(b.udiv(r, i32(m // p.batches)), i32(k * n))       # this row's batch's B
         for kk in range(k):
             x = b.load(b.gep(A, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))]))
             xs = b.shuffle_vector(b.insert_element(ir.Constant(vt, None), x, i32(0)), ir.Constant(vt, None),
                                   ir.Constant(ir.VectorType(I32, n), [0] * n))
-            y = b.load(b.bitcast(b.gep(B, [i32(0), i32(kk * n)]), vt.as_pointer()), align=align)
-            if fma is not None:
-                total = b.call(fma, [xs, y, total])
-            elif ct == I64:
-                total = b.add(total, b.mul(xs, y))
-            else:
-                total = b.fadd(total, b.fmul(xs, y))
+            at = i32(kk * n) if columns is None else \
+                b.mul(b.load(b.gep(columns, [i32(0), b.add(b.mul(r, i32(k)), i32(kk))])), i32(n))
+            y = b.load(b.bitcast(b.gep(B, [i32(0), b.add(b_first, at)]), vt.as_pointer()), align=align)
+            total = _accumulate(b, p.combine, fma, total, xs, y)
         b.store(total, row, align=align)
-    _scatter(w, p.d, sd, C, p.satfinite)
+    _whole_warp_or(w, p, lambda: scatter_whole_warp(b, p.d, w.constant_slot, sd, C, p.satfinite),
+                   lambda: _scatter(w, p.d, sd, C, p.satfinite))
     b.ret_void()
+
+
+def _whole_warp_or(w, p, whole_warp, lane_by_lane):
+    """whole_warp() where all 32 lanes take part and fragmentmoves knows the product's
+    element types, else lane_by_lane()."""
+    if not moves_whole_warp(p.a, p.b, p.c, p.d):
+        return lane_by_lane()
+    with w.b.if_else(w.b.icmp_unsigned("==", w.group, i32(-1))) as (every_lane, some):
+        with every_lane:
+            whole_warp()
+        with some:
+            lane_by_lane()
+
+
+def _sparse_columns(w, p, meta_slot):
+    """The column of A (row of B) of each kept element of a sparse A, [rows x K/2 x i32], from
+    the lanes' metadata words (fragments.Sparsity; a lane that does not take part gives 0)."""
+    b, sp = w.b, p.sparse
+    m, kept_cols = p.a.rows, p.a.cols
+    columns = b.alloca(ir.ArrayType(I32, m * kept_cols), name="columns")
+    with for_range(b, i32(0), i32(m), "meta") as r:
+        group, half = b.and_(r, i32(7)), b.lshr(r, i32(3))
+        for chunk in range(sp.k // sp.chunk):
+            lane = b.add(b.mul(group, i32(4)), i32(p.selector * sp.threads + chunk // 4))
+            word = b.select(w.taking_part(lane), b.trunc(b.load(w.slot(lane, meta_slot)), I32), i32(0))
+            nibble = b.lshr(word, b.add(b.mul(half, i32(16)), i32(4 * (chunk % 4))))
+            for j in range(sp.kept):
+                unit = b.and_(b.lshr(nibble, i32(2 * j * sp.units)), i32(3))
+                column = b.add(b.udiv(unit, i32(sp.units)), i32(chunk * sp.chunk))
+                b.store(column, b.gep(columns, [i32(0), b.add(b.mul(r, i32(kept_cols)), i32(chunk * sp.kept + j))]))
+    return columns
+
+
+def _accumulate(b, combine, fma, total, x, y):
+    """total + x * y: fused (fma given), exact integers, or f32 rounding the sum; for .b1
+    total + (x xor y) or total + (x and y) of 0/1 elements, which summed are the popcounts."""
+    if fma is not None:
+        return b.call(fma, [x, y, total])
+    if combine != "mul":
+        return b.add(total, getattr(b, {"xor": "xor", "and": "and_"}[combine])(x, y))
+    if isinstance(total.type.element, ir.IntType):
+        return b.add(total, b.mul(x, y))
+    return b.fadd(total, b.fmul(x, y))
 
 
 def _emit_rows(fn, copies, trans, load):

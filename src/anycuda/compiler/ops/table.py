@@ -94,7 +94,7 @@ OPERAND_COUNTS = {
     **dict.fromkeys(("mbarrier.arrive", "mbarrier.arrive_drop"), (2, 3)),
     "mbarrier.test_wait": (3,), "mbarrier.try_wait": (3, 4), "cp.async": (3, 4, 5), "cp.async.bulk": (3, 4, 5),
     "cp.async.bulk.prefetch": (2, 3), "createpolicy": (1, 2, 4),     # fractional, cvt, range
-    **dict.fromkeys(("mma", "wmma.mma"), (4,)),              # d, a, b, c fragments
+    "wmma.mma": (4,), "mma": (4, 6), "mma.sp": (6,),         # d, a, b, c fragments; sparse: metadata, selector
     **dict.fromkeys(("ldmatrix", "stmatrix", "movmatrix"), (2,)),
     **dict.fromkeys(("wmma.load", "wmma.store"), (2, 3)),    # an optional stride
 }

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ...ptx import ir as pir
 from ..analysis import dataflow
+from ..analysis.suspensions import MATRIX_RUN
 from ..types import type_mods, width
 
 VARYING = None
@@ -40,7 +41,7 @@ _UNIFORM_SPECIALS = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nwarpid", "
 _ACROSS_LANES = frozenset(("shfl", "vote", "match", "activemask", "redux", "elect", "atom", "red", "bar", "barrier",
                            "call", "tex", "tld4", "suld", "sust",
                            # a fragment's elements are the lane's own (wmma.load reads by %laneid)
-                           "mma", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix"))
+                           "mma", "mma.sp", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix", MATRIX_RUN))
 _UNKNOWN = object()            # a register whose definitions the analysis has not read yet
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import halves
+
 BLOCK = 512          # rows/columns of a block of D and of the shared dimension: ~1 MB of f32 each
 WHOLE_BYTES = 256 << 20   # widened operands and result up to this size are made at once
 
@@ -21,20 +23,17 @@ STORAGE = {R_32F: np.float32, R_64F: np.float64, R_16F: np.float16, R_8I: np.int
 
 
 def widen(block: np.ndarray, code: int, work) -> np.ndarray:
-    """A block of stored elements of type `code` as `work` (bf16 is the top half of an f32)."""
-    if code == R_16BF:
-        return (block.astype(np.uint32) << 16).view(np.float32).astype(work, copy=False)
+    """A block of stored elements of type `code` as `work` (halves.py widens 16-bit floats)."""
+    if code in (R_16F, R_16BF):
+        return halves.widen(block, code == R_16BF).astype(work, copy=False)
     return block.astype(work)
 
 
 def store(dest: np.ndarray, values: np.ndarray, code: int) -> None:
-    """Write `values` into a view of stored type `code`: bf16 rounded to nearest even (NaN
-    kept), 32-bit integers wrapped, other types as numpy casts them."""
-    if code == R_16BF:
-        f = np.ascontiguousarray(values, dtype=np.float32)
-        bits = f.view(np.uint32)
-        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-        dest[...] = np.where(np.isnan(f), np.uint16(0x7FC0), rounded)
+    """Write `values` into a view of stored type `code`: 16-bit floats rounded to nearest even
+    (halves.py), 32-bit integers wrapped, other types as numpy casts them."""
+    if code in (R_16F, R_16BF):
+        halves.narrow(dest, values, code == R_16BF)
     elif code == R_32I:
         dest[...] = values.astype(np.int64).astype(np.uint32).view(np.int32)
     else:

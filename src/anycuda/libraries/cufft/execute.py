@@ -7,7 +7,8 @@ with its logical sizes, except that an in-place real transform's real side has i
 dimension padded to 2 (n // 2 + 1) reals; in an advanced layout element (b, x, y, z) is at
 b * dist + ((x * embed[1] + y) * embed[2] + z) * stride. Forward transforms use exp(-2 pi i jk/n)
 and no transform is normalised (an inverse after a forward multiplies by the product of sizes).
-The input of a C2R transform is left as it was (cuFFT may overwrite it).
+The input of a C2R transform is left as it was (cuFFT may overwrite it). Half and bfloat16
+transforms (cufftXt) are computed in single precision and rounded once to their output type.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from ...driver import api
 from ...runtime.device import worker_count
+from .. import halves
 from ..memory import array
 from . import plan as plans
 from .plan import Layout
@@ -36,20 +38,30 @@ def _basic(shape: tuple, padded_last: int | None = None) -> Layout:
     return Layout(embed=(0,) + stored[1:], stride=1, dist=int(np.prod(stored)))
 
 
-def view(address: int, layout: Layout, shape: tuple, batch: int, dtype: np.dtype) -> np.ndarray:
-    """The (batch, *shape) elements a layout places at `address`, as a numpy view."""
+def _strides(layout: Layout, rank: int) -> list:
+    """Element strides of each dimension of a layout."""
     strides = [layout.stride]
     for e in reversed(layout.embed[1:]):
         strides.insert(0, strides[0] * e)
-    strides = strides[-len(shape):]
-    extent = (batch - 1) * layout.dist + sum((s - 1) * st for s, st in zip(shape, strides)) + 1
-    flat = array(address, extent, dtype)
+    return strides[-rank:]
+
+
+def extent(layout: Layout, shape: tuple, batch: int) -> int:
+    """How many elements from the first to the last a layout reaches, both included."""
+    strides = _strides(layout, len(shape))
+    return (batch - 1) * layout.dist + sum((s - 1) * st for s, st in zip(shape, strides)) + 1
+
+
+def view(address: int, layout: Layout, shape: tuple, batch: int, dtype: np.dtype) -> np.ndarray:
+    """The (batch, *shape) elements a layout places at `address`, as a numpy view."""
+    strides = _strides(layout, len(shape))
+    flat = array(address, extent(layout, shape, batch), dtype)
     size = dtype.itemsize
     return np.lib.stride_tricks.as_strided(flat, shape=(batch, *shape),
                                            strides=(layout.dist * size, *(st * size for st in strides)))
 
 
-def _layouts(p: plans.Plan, in_place: bool):
+def layouts(p: plans.Plan, in_place: bool):
     """(input layout, output layout) of an execution."""
     if p.inner is not None:
         return p.inner, p.outer
@@ -75,18 +87,53 @@ def _transform(p: plans.Plan, data: np.ndarray, direction: int, scratch: bool) -
     return _fft.ifftn(data, axes=axes, norm="forward", **threads)
 
 
-def _run(p: plans.Plan, source: int, dest: int, direction: int) -> None:
+def _widen(stored: np.ndarray, t: plans.Transform) -> np.ndarray:
+    """Half or bfloat16 elements (real, or pairs of parts) in single precision."""
+    bf16 = t.precision == "16BF"
+    if stored.dtype.names:
+        return halves.widen(stored["re"], bf16) + 1j * halves.widen(stored["im"], bf16)
+    return halves.widen(stored, bf16)
+
+
+def _narrow(dest: np.ndarray, values: np.ndarray, t: plans.Transform) -> None:
+    """Write single-precision `values` into half or bfloat16 elements, each part rounded once."""
+    bf16 = t.precision == "16BF"
+    if dest.dtype.names:
+        halves.narrow(dest["re"], values.real, bf16)
+        halves.narrow(dest["im"], values.imag, bf16)
+    else:
+        halves.narrow(dest, values, bf16)
+
+
+def run(p: plans.Plan, source: int, dest: int, direction: int) -> None:
+    """The plan's transform of the data at `source` into `dest` (the same address: in place)."""
     t = p.transform
-    in_layout, out_layout = _layouts(p, source == dest)
+    in_layout, out_layout = layouts(p, source == dest)
     in_shape = p.half_sizes if t.real_out else p.sizes
     out_shape = p.half_sizes if t.real_in else p.sizes
     data = view(source, in_layout, in_shape, p.batch, t.source)
     # read straight from device memory when that is contiguous and not also the output
-    scratch = source == dest or not data.flags.c_contiguous
-    if scratch:
+    scratch = source == dest or not data.flags.c_contiguous or t.half
+    if t.half:
+        data = _widen(data, t)
+    elif scratch:
         data = np.array(data)
     result = _transform(p, data, direction, scratch)
-    view(dest, out_layout, out_shape, p.batch, t.dest)[...] = result.astype(t.dest, copy=False)
+    out = view(dest, out_layout, out_shape, p.batch, t.dest)
+    if t.half:
+        _narrow(out, result, t)
+    else:
+        out[...] = result.astype(t.dest, copy=False)
+
+
+def checked_direction(p: plans.Plan, direction: int | None) -> int:
+    """The direction of an execution: real transforms have their own, complex ones are told."""
+    if p.transform.real_in:
+        return FORWARD
+    if p.transform.real_out:
+        return INVERSE
+    require(direction in (FORWARD, INVERSE), Result.INVALID_VALUE, f"direction {direction}")
+    return direction
 
 
 def execute(handle: int, name: str, source: int, dest: int, direction: int | None = None) -> None:
@@ -94,8 +141,12 @@ def execute(handle: int, name: str, source: int, dest: int, direction: int | Non
     p = plans.get(handle)
     require(p.transform.name == name, Result.INVALID_VALUE,
             f"cufftExec{name} on a {p.transform.name} plan")
+    submit(p, source, dest, direction)
+
+
+def submit(p: plans.Plan, source: int, dest: int, direction: int | None) -> None:
+    """Queue an execution of a plan on one GPU on the plan's stream."""
+    require(not p.distributed, Result.INVALID_VALUE,
+            f"a plan on GPUs {list(p.gpus)} executes on cufftXt descriptors (cufftXtExecDescriptor)")
     require(source != 0 and dest != 0, Result.INVALID_VALUE, "a data pointer is NULL")
-    if direction is None:
-        direction = FORWARD if p.transform.real_in else INVERSE
-    require(direction in (FORWARD, INVERSE), Result.INVALID_VALUE, f"direction {direction}")
-    api.submit(p.stream, _run, p, source, dest, direction)
+    api.submit(p.stream, run, p, source, dest, checked_direction(p, direction))

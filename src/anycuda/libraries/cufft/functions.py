@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..memory import array, write_scalar
-from . import execute, plan as plans, signatures
+from . import execute, plan as plans, signatures, xt
 from .plan import Layout
 from .status import Result, require
 
@@ -133,6 +133,7 @@ _TABLE = {
     "cufftSetPlanPropertyInt64": _set_property,
     "cufftGetPlanPropertyInt64": _get_property,
     "cufftResetPlanProperty": lambda h, prop: plans.get(h, made=False).properties.pop(prop, None),
+    **xt.TABLE,
 }
 
 VALUED = {}

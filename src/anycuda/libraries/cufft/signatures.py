@@ -5,6 +5,8 @@ from __future__ import annotations
 
 _MANY = "ppeepeeee"          # n, inembed, istride, idist, onembed, ostride, odist, type, batch
 _MANY64 = "ppLLpLLeL"        # the same with long long sizes
+_XT_MANY = "ppLLepLLeLpe"    # n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
+#                              workSize, executiontype
 
 FUNCTIONS = {
     "cufftCreate": "p", "cufftDestroy": "e",
@@ -21,6 +23,14 @@ FUNCTIONS = {
     "cufftExecC2R": "epp", "cufftExecZ2D": "epp",
     "cufftSetStream": "ep", "cufftGetVersion": "p", "cufftGetProperty": "ep",
     "cufftSetPlanPropertyInt64": "eeL", "cufftGetPlanPropertyInt64": "eep", "cufftResetPlanProperty": "ee",
+    # cufftXt.h: descriptors are pointers, cudaDataType and the Xt enumerations C ints
+    "cufftXtSetGPUs": "eep", "cufftXtMakePlanMany": "ee" + _XT_MANY, "cufftXtGetSizeMany": "ee" + _XT_MANY,
+    "cufftXtMalloc": "epe", "cufftXtFree": "p", "cufftXtMemcpy": "eppe", "cufftXtExec": "eppe",
+    "cufftXtExecDescriptor": "eppe", "cufftXtExecDescriptorC2C": "eppe", "cufftXtExecDescriptorZ2Z": "eppe",
+    "cufftXtExecDescriptorR2C": "epp", "cufftXtExecDescriptorD2Z": "epp", "cufftXtExecDescriptorC2R": "epp",
+    "cufftXtExecDescriptorZ2D": "epp", "cufftXtSetWorkArea": "ep", "cufftXtSetWorkAreaPolicy": "eep",
+    "cufftXtSetCallback": "epep", "cufftXtSetJITCallback": "eppzep", "cufftXtSetCallbackSharedSize": "eez",
+    "cufftXtClearCallback": "ee",
 }
 
 VALUED = {}
