@@ -95,6 +95,25 @@ def _ptxas_standin() -> str:
     return beside if os.path.exists(beside) else (shutil.which("anycuda-ptxas") or beside)
 
 
+def _sanitizer_settings(args, env) -> str:
+    """The sanitizer's options as the environment the program's process reads
+    (runtime/sanitizer.py); what is wrong with them, or '' when nothing is."""
+    from .compiler.ops import memcheck
+    if args.sanitize is None:
+        if args.leak_check or args.error_exitcode is not None:
+            return "--leak-check and --error-exitcode go with --sanitize"
+        return ""
+    settings = {"ANYCUDA_SANITIZE": args.sanitize, "ANYCUDA_SANITIZE_LEAK_CHECK": args.leak_check or "no",
+                "ANYCUDA_SANITIZE_ERROR_EXITCODE": args.error_exitcode, "ANYCUDA_SANITIZE_PRINT_LIMIT": args.print_limit}
+    env.update({name: str(value) for name, value in settings.items() if value is not None})
+    try:
+        memcheck.mode(env["ANYCUDA_SANITIZE"])
+    except ValueError as e:
+        return str(e).replace("ANYCUDA_SANITIZE=", "--sanitize=")
+    print(f"========= anycuda sanitizer: {args.sanitize}", file=sys.stderr)
+    return ""
+
+
 def cmd_run(args) -> int:
     """Run a program with anycuda's libcuda.so.1 first on the loader path."""
     import os
@@ -108,6 +127,10 @@ def cmd_run(args) -> int:
         print("usage: anycuda run -- PROGRAM [ARGS...]", file=sys.stderr)
         return 2
     env = dict(os.environ)
+    why = _sanitizer_settings(args, env)
+    if why:
+        print(f"anycuda run: {why}", file=sys.stderr)
+        return 2
     # where the library's embedded interpreter finds anycuda and its dependencies: this environment
     env["ANYCUDA_PYTHONPATH"] = os.pathsep.join(_module_paths())
     paths = [str(shim_dir())] + [p for p in (sysconfig.get_config_var("LIBDIR"),) if p]
@@ -162,6 +185,13 @@ def main(argv=None) -> int:
     p_shim = sub.add_parser("shim-path", help="print the folder holding the libcuda.so.1 in use (built at install, else on first use)")
     p_shim.set_defaults(func=cmd_shim_path)
     p_run = sub.add_parser("run", help="run a program with anycuda's libcuda.so.1: anycuda run -- PROGRAM ARGS")
+    p_run.add_argument("--sanitize", metavar="TOOL",
+                       help="check every memory access of every kernel (memcheck), as compute-sanitizer does")
+    p_run.add_argument("--leak-check", choices=("full", "no"), help="with --sanitize: report device memory "
+                       "still allocated at exit")
+    p_run.add_argument("--error-exitcode", type=int, metavar="N", help="with --sanitize: the exit status when "
+                       "errors were found")
+    p_run.add_argument("--print-limit", type=int, metavar="N", help="with --sanitize: reports printed per launch")
     p_run.add_argument("command_line", nargs=argparse.REMAINDER)
     p_run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)

@@ -30,6 +30,7 @@ import numpy as np
 from . import cudac
 from .array import Memory, MemoryPointer, ndarray
 from .runtime.errors import CudaError, CUresult
+from .runtime.names import demangled_names
 from .runtime.device import multiprocessor_count, work_device
 from .runtime.stream import default_stream
 
@@ -248,20 +249,6 @@ class RawKernel:
         return f"<RawKernel {self.name}>"
 
 
-def _demangled_names(mangled):
-    """{mangled: demangled} through c++filt when it is installed (best effort)."""
-    import shutil
-    import subprocess
-    tool = shutil.which("cu++filt") or shutil.which("c++filt")
-    if not tool or not mangled:
-        return {}
-    try:
-        out = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return dict(zip(mangled, out.splitlines()))
-
-
 def _expression_key(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
@@ -316,7 +303,7 @@ class RawModule:
             if _expression_key(expr) == want:
                 return lowered
         mangled = [n for n in names if n.startswith("_Z")]
-        for m, text in _demangled_names(mangled).items():
+        for m, text in demangled_names(mangled).items():
             full = _expression_key(text)
             head = full.split("(", 1)[0]
             # a function template's demangled name starts with its return type ("void")

@@ -34,8 +34,13 @@ LAUNCH_FIELDS = [
     ("grid_id", 144, "u64"),          # %gridid: the launch's number in this process
     ("multiprocessors", 152, "u32"),  # %nsmid: the device's multiprocessor count (its share of the workers)
     ("explicit_cluster", 156, "u32"), # %is_explicit_cluster: launched with a (1x1x1) cluster shape
+    # a checked launch (compiler/ops/memcheck.py): the live allocations as sorted [start, end)
+    # pairs of u64, how many, the record its failed checks are written to (CHECK_LOG), and
+    # the record of what its threads allocated with malloc (CHECK_HEAP)
+    ("check_table", 160, "u64"), ("check_count", 168, "u64"), ("check_log", 176, "u64"),
+    ("check_heap", 184, "u64"),
 ]
-LAUNCH_SIZE = 160
+LAUNCH_SIZE = 192
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1
@@ -46,6 +51,19 @@ LAUNCH_ERR_OUT_OF_MEMORY = 5
 LAUNCH_ERR_BARRIER_DEADLOCK = 6   # a block's threads wait at barriers that can never complete
 LAUNCH_ERR_GRID_DEADLOCK = 7      # blocks wait at a grid barrier that the others never reach
 LAUNCH_ERR_MBARRIER_DEADLOCK = 8  # a block's threads wait for mbarrier phases that can never complete
+LAUNCH_ERR_MISALIGNED = 9         # a checked access was not aligned to its size (compiler/ops/memcheck.py)
+
+# A checked launch's record of failed checks: u64 how many failed (all of them), u64 how many
+# entries it holds room for, then one entry of CHECK_ENTRY_BYTES per failure while there is
+# room, its fields at these offsets (u64 address; the rest u32)
+CHECK_LOG_HEADER = 16
+CHECK_ENTRY = {"address": 0, "size": 8, "site": 12, "what": 16,
+               "tid_x": 20, "tid_y": 24, "tid_z": 28, "ctaid_x": 32, "ctaid_y": 36, "ctaid_z": 40}
+CHECK_ENTRY_BYTES = 48
+CHECK_OUT_OF_BOUNDS, CHECK_MISALIGNED = 1, 2       # an entry's `what`
+# A checked launch's record of device-side malloc: u64 how many blocks, u64 room for how many,
+# then each block's [start, end) as two u64
+CHECK_HEAP_HEADER = 16
 
 # The grid workspace of a cooperative launch, zeroed for each launch. Its first 8 bytes are
 # what CUDA's cooperative groups read (cooperative_groups/details/driver_abi.h: u32 size,

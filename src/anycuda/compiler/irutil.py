@@ -36,6 +36,16 @@ def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=Fals
     return fn
 
 
+def internal_function(module: ir.Module, name: str, function_type: ir.FunctionType, emit) -> ir.Function:
+    """The internal function `name` of `module`, its body emitted by `emit(fn)` at first use."""
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, function_type, name=name)
+        fn.linkage = "internal"
+        emit(fn)
+    return fn
+
+
 def intrinsic_suffix(elem: ir.Type) -> str:
     """The suffix that names an overloaded LLVM intrinsic's element type: i32, f32, f64..."""
     return f"i{elem.width}" if isinstance(elem, ir.IntType) else {"float": "f32", "double": "f64"}[str(elem)]

@@ -39,6 +39,7 @@ from ..ptx.index import Unit
 from .build import cache, jit, tiers
 from .irutil import collection_paused
 from .lowering.module import KernelInfo, ModuleLowering
+from .ops import memcheck
 from .vector import blockprograms
 
 FORMAT = 1        # of what compile_kernel and compile_variables put in the cache
@@ -73,7 +74,8 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     Raises PtxError where the unit does not parse; a kernel that cannot be lowered comes back
     with `info.error` set and no code."""
     mode = tiers.mode()
-    key = cache.key_for(f"kernel {name} {FORMAT}\0{unit.key}", source_name)
+    # a checked kernel (ops/memcheck.py) is another build of the same unit
+    key = cache.key_for(f"kernel {name} {FORMAT} {memcheck.mode()}\0{unit.key}", source_name)
     hit = cache.load(key)
     if isinstance(hit, CompiledKernel):
         return hit
@@ -133,8 +135,10 @@ def compile_variables(unit: Unit, source_name: str = "<ptx>") -> CompiledVariabl
 
 def block_programs_enabled() -> bool:
     """ANYCUDA_BLOCK_PROGRAMS=0 keeps every kernel in the rounds (for comparison); quick
-    code (ANYCUDA_JIT=quick) makes none."""
-    return os.environ.get("ANYCUDA_BLOCK_PROGRAMS", "1") != "0" and tiers.mode() != tiers.QUICK
+    code (ANYCUDA_JIT=quick) makes none, nor does a checked run (ops/memcheck.py: the rounds
+    are the one place its tests are made)."""
+    return (os.environ.get("ANYCUDA_BLOCK_PROGRAMS", "1") != "0" and tiers.mode() != tiers.QUICK
+            and not memcheck.mode())
 
 
 def compile_block_program(unit: Unit, source_name: str, kernel: str, lanes: int, arrived):

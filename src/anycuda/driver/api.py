@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .. import fatbin
 from ..ptx.errors import UnsupportedVersion
 from ..runtime import device as device_info
-from ..runtime import memory
+from ..runtime import memory, sanitizer
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program, loading_mode
 from ..runtime.stream import (Event, Stream, default_stream, discard_errors, get_elapsed_time, per_thread_stream,
@@ -336,7 +336,11 @@ def cuMemFree(ptr: int) -> None:
     """Synchronises the device first, as a GPU's does: queued work may still use the memory."""
     _require_context()
     if ptr:                        # cuMemFree(0) succeeds, as free(NULL) (the runtime inside NVIDIA's
-        _check_live(ptr)           # CUDA 13 libraries passes cudaFree(0) on to the driver)
+        try:                       # CUDA 13 libraries passes cudaFree(0) on to the driver)
+            _check_live(ptr)
+        except CudaError as e:
+            sanitizer.report_api_error("cuMemFree", e)
+            raise
         wait_idle(_current_device())
         memory.free(ptr)
 

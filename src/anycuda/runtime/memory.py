@@ -51,6 +51,7 @@ class AllocationTable:
         self._lock = threading.RLock()
         self._starts = []        # sorted start addresses
         self._allocs = {}        # start address -> Allocation
+        self.version = 0         # changes with every add and remove (copies of the table know they are old)
 
     def add(self, a: Allocation) -> None:
         with self._lock:
@@ -58,6 +59,7 @@ class AllocationTable:
                 raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"0x{a.ptr:x} is already allocated")
             bisect.insort(self._starts, a.ptr)
             self._allocs[a.ptr] = a
+            self.version += 1
 
     def remove(self, ptr: int, expected: Allocation = None) -> Allocation:
         """Take the allocation starting at `ptr` out of the table (only if it is `expected`,
@@ -69,6 +71,7 @@ class AllocationTable:
                                 f"0x{ptr:x} is not the start of a live allocation (double free?)")
             del self._allocs[ptr]
             del self._starts[bisect.bisect_left(self._starts, ptr)]
+            self.version += 1
             return a
 
     def lookup(self, p: int):
@@ -79,6 +82,11 @@ class AllocationTable:
                 return None
             a = self._allocs[self._starts[i]]
             return a if a.contains(p) else None
+
+    def allocations(self) -> list:
+        """The live allocations, by address."""
+        with self._lock:
+            return [self._allocs[p] for p in self._starts]
 
     def __contains__(self, a: Allocation) -> bool:
         with self._lock:

@@ -24,7 +24,7 @@ from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
 from .faults import fault_key
-from . import memory, progress, stream as stream_module
+from . import memory, progress, sanitizer, stream as stream_module
 from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "s32": ctypes.c_int32, "u64": ctypes.c_uint64}
@@ -435,16 +435,23 @@ class KernelImage:
             L.stream_stores |= streams
             if order != FORWARD and not cooperative:
                 L.backwards = _alternate_sweep() if order == ALTERNATE else 1
+        # a kernel compiled checked (compiler/ops/memcheck.py) reads the table and writes its
+        # failures where the launch record says, whatever the environment says now
+        checked = sanitizer.CheckedLaunch(L) if self.info.check_sites else None
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
+            if checked is not None:
+                checked.allow(L, L.grid_workspace, ctypes.sizeof(ws))
             L.num_workers = L.nblocks
             L.chunk = 1
             _run_cooperative(entry, L)
         else:
             entry(ctypes.addressof(L))
+        if checked is not None:
+            checked.keep_heap()
         if L.error:
-            self._raise_fault(L)
+            self._raise_fault(L, checked)
 
     def _choices_by_buffers(self, params: bytes) -> tuple:
         """(whether the stores may stream, the block order) by the size of the buffers the
@@ -492,10 +499,12 @@ class KernelImage:
             self._records[key] = record
         return record
 
-    def _raise_fault(self, L):
+    def _raise_fault(self, L, checked=None):
         text, asserts = _output.take()
         if text:
             write_device_text(text, sys.stdout)
+        if checked is not None and checked.failures():
+            raise sanitizer.report_launch(self.name, self.info.check_sites, checked, self.program.source_name, L)
         thread = "" if L.err_thread == 2 ** 64 - 1 else f", thread {L.err_thread}"
         where = f"kernel {self.name}, block {L.err_block}{thread}"
         if L.error == abi.LAUNCH_ERR_ASSERT:
@@ -636,6 +645,8 @@ class Program:
             compiled = code.variables
             obj = LoadedObject(compiled.object_code) if compiled.symbols else None
             self._variables = (obj, {sym: obj.address(sym) for sym, _ in compiled.symbols.values()})
+            if sanitizer.tool():          # a checked kernel may access them
+                sanitizer.add_variables((self._variables[1][sym], size) for sym, size in compiled.symbols.values())
         return self._variables[1]
 
     def variable_symbols(self, externals) -> dict:

@@ -150,7 +150,7 @@ class FunctionLowering(Spills):
             body, self.matrix_runs = matrixruns.grouped(self.pfn.body)
             self.pfn = dataclasses.replace(self.pfn, body=body)
         body = self.pfn.body
-        if self.is_kernel:
+        if self.is_kernel and not self.mc.checked:      # checked kernels take the general path (ops/memcheck.py)
             self.known_branches = guards.known_branches(body, self.mc.kernel_params(self.pfn))
         self.fused_products = fusion.fused_products(body)
         for st in body:
@@ -216,7 +216,9 @@ class FunctionLowering(Spills):
             self.emit_return()
         self._emit_dispatch(start)
         self.frame_size = (self.frame_size + 63) // 64 * 64
-        if self.is_kernel and self.sites:
+        if self.mc.checked:
+            pass                          # the general path only: one place is instrumented (ops/memcheck.py)
+        elif self.is_kernel and self.sites:
             self.advances = warpruns.emit_advances(self)
             self.regions = warpregions.emit_regions(self)
         elif self.is_kernel:

@@ -18,6 +18,7 @@ from ..analysis import memory
 from ..cpu import launch
 from ..irutil import declare, i32, i64
 from ..layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
+from ..ops import memcheck
 from ..simt import blockfunction, gridsync
 from ..simt.workspace import emit_record_error
 from ..types import I8, I32, I64, PTR, width
@@ -38,6 +39,7 @@ class KernelInfo:
     handoff: str = ""                 # symbol of its handoff slot (abi.handoff_symbol)
     stream_bytes: int = 0             # what a thread stores that may bypass the caches (memory.streaming_store_bytes)
     any_block_order: bool = False     # nothing but time shows the order its blocks ran in (memory.any_block_order)
+    check_sites: tuple = ()           # a checked kernel's accesses, by the number its failed checks give (ops/memcheck.py)
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
@@ -79,6 +81,8 @@ class ModuleLowering:
         self.function_errors = {}     # func name -> PtxError
         self.callees = {}             # function name -> set of direct callee names
         self.waits_on_grid = gridsync.reads_grid_workspace(module)   # polls a grid barrier: see gridsync
+        self.checked = bool(memcheck.mode())      # every access tested first (ops/memcheck.py)
+        self.check_sites = []                     # memcheck.Site of each tested access
 
     # -------------------------------------------------------------- services for FunctionLowering
     def intrinsic(self, b, name, ret, args):
@@ -147,6 +151,8 @@ class ModuleLowering:
             else:
                 self._lower_function(pfn)
         self._propagate_errors()
+        for info in self.kernels.values():
+            info.check_sites = tuple(self.check_sites)
         return self
 
     def _declare_variables(self):

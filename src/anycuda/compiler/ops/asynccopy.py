@@ -23,7 +23,7 @@ from ...ptx import ir as pir
 from ...ptx.modifiers import CACHE_HINT, COMPLETE_TX, PREFETCH_SIZES
 from ..irutil import declare, i64
 from ..types import I1, I8, I64, PTR
-from . import mbarrier
+from . import mbarrier, memcheck
 from .table import handles
 
 _MEMCPY = "llvm.memcpy.p0i8.p0i8.i64"
@@ -63,6 +63,8 @@ def cp_async(f, inst):
     b = f.b
     cp = i64(size.value)
     dst, src = f.address(ops[0], "shared"), f.address(ops[1], "global")
+    memcheck.check(f, src, size.value, "read", "global")
+    memcheck.check(f, dst, size.value, "write", "shared")
     extra = ops[3:len(ops) - policy]
     if not extra:
         _copy(f, dst, src, cp)
@@ -112,6 +114,8 @@ def bulk(f, inst):
     b = f.b
     size = b.zext(f.read(ops[2], "u32"), I64)
     dst, src = f.address(ops[0], spaces[0]), f.address(ops[1], spaces[1])
+    memcheck.check(f, src, size, "read", spaces[1], align=16)
+    memcheck.check(f, dst, size, "write", spaces[0], align=16)
     if signals:
         ptr = mbarrier.object_pointer(f, inst, ops[3])
         _copy(f, dst, src, size)

@@ -20,8 +20,8 @@ from llvmlite import ir
 from ...ptx.errors import UnsupportedPtx
 from ..cpu import streamstores
 from ..irutil import convert_bits, intrinsic
-from ..types import llvm_type, space_of, width
-from . import floatops
+from ..types import llvm_type, space_of, vector_count, width
+from . import floatops, memcheck
 from .table import inst_type
 
 RMW = {"add": "add", "exch": "xchg", "and": "and", "or": "or", "xor": "xor"}
@@ -146,6 +146,7 @@ def lower_atomic(f, inst):
     private = block_private(inst)
     fence_before_release(b, inst)
     ptr = f.address(ops[1], space_of(inst))
+    memcheck.check(f, ptr, max(width(t) // 8, 1) * vector_count(inst.mods), "atomic", space_of(inst))
     if t in ("f16", "bf16", "f16x2", "bf16x2"):
         ilt = ir.IntType(width(t))
         p = b.bitcast(ptr, ilt.as_pointer())

@@ -7,6 +7,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..types import I32, I64, PTR
+from . import memcheck
 
 
 def _param_pointer(f, item, decl_type=None):
@@ -53,6 +54,7 @@ def _system_call(f, name, args, rets):
     if name == "malloc":
         size = b.load(b.bitcast(args[0], I64.as_pointer()))
         p = b.call(f.mc.libc("malloc", PTR, [I64]), [size])
+        memcheck.note_malloc(f, p, size)
         b.store(b.ptrtoint(p, I64), b.bitcast(rets[0], I64.as_pointer()))
         return True
     if name == "free":

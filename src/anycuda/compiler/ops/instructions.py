@@ -22,7 +22,7 @@ from ..simt import gridsync
 from ..simt.workspace import COLL_ARRAYS
 from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
                      vector_count, width)
-from . import asynccopy, atomics, bitops, floatops, mbarrier, textures  # noqa: F401 - those register their handlers
+from . import asynccopy, atomics, bitops, floatops, mbarrier, memcheck, textures  # noqa: F401 - those register their handlers
 from .calls import lower_call
 from . import matrix  # noqa: F401 - registers the warp matrix instructions (mma, wmma, ldmatrix)
 from .table import (BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts,  # noqa: F401 - the table, read through this module too
@@ -69,9 +69,10 @@ def _ordering(inst):
     return None
 
 
-def _elements(f, inst, addr_op, data_op):
+def _elements(f, inst, addr_op, data_op, kind):
     """The elements of a (vector) ld/st: (register operand, element address) pairs, plus
-    the type, its LLVM type, its size and the memory ordering the modifiers ask for."""
+    the type, its LLVM type, its size and the memory ordering the modifiers ask for. A
+    checked kernel tests the whole access (`kind`: read or write) first (memcheck.py)."""
     t = inst_type(f, inst)
     n = vector_count(inst.mods)
     base = f.address(addr_op, space_of(inst))
@@ -79,6 +80,8 @@ def _elements(f, inst, addr_op, data_op):
     if len(items) != n:
         raise f.error(f"{inst.opcode}.v{n} needs {n} register operands, got {len(items)}")
     size = max(width(t) // 8, 1)
+    if not f.is_kernel_param(addr_op):
+        memcheck.check(f, base, size * n, kind, space_of(inst))
     pairs = [(item, f.b.gep(base, [i64(i * size)]) if i else base) for i, item in enumerate(items)]
     return pairs, t, llvm_type(t), size, _ordering(inst)
 
@@ -87,7 +90,7 @@ def _elements(f, inst, addr_op, data_op):
                          "weak volatile relaxed acquire mmio nc"))
 def ld(f, inst):
     b = f.b
-    pairs, t, lt, size, order = _elements(f, inst, inst.operands[1], inst.operands[0])
+    pairs, t, lt, size, order = _elements(f, inst, inst.operands[1], inst.operands[0], "read")
     for i, (item, addr) in enumerate(pairs):
         if order and width(t) <= 64:
             # volatile/relaxed/acquire: an atomic load, which the optimiser may not hoist or merge
@@ -113,7 +116,7 @@ def ld(f, inst):
                      "weak volatile relaxed release mmio"))
 def st(f, inst):
     b = f.b
-    pairs, t, lt, size, order = _elements(f, inst, inst.operands[0], inst.operands[1])
+    pairs, t, lt, size, order = _elements(f, inst, inst.operands[0], inst.operands[1], "write")
     if order == "release":
         streamstores.fence_if_streaming(b)
     streaming = f.streams(inst)

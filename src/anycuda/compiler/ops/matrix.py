@@ -44,10 +44,11 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
 from ...ptx.modifiers import MMA_SHAPES, MODIFIERS, TYPES, WMMA_SHAPES, words
-from ..irutil import declare, for_range, i32, i64
+from ..irutil import declare, for_range, i32, i64, internal_function
 from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
 from ..types import F16, F32, F64, I16, I32, I64, space_of
+from . import memcheck
 from .fragmentmoves import gather_whole_warp, moves_whole_warp, scatter_whole_warp
 from .fragments import (BITS, LANES, MIXABLE, MMA_FORMS, QUAD_PAIRS, SPARSE_FORMS, WMMA_FORMS, Fragment, Sparsity,
                         is_quad_pair, mma_fragment, sparse_a_shape, sparsity, wmma_fragment)
@@ -348,7 +349,11 @@ def ldmatrix(f, inst):
     copies, trans, load = _ldmatrix_form(inst), "trans" in inst.mods, inst.opcode == "ldmatrix"
     regs_op, addr_op = (inst.operands[0], inst.operands[1]) if load else (inst.operands[1], inst.operands[0])
     regs = _registers(f, regs_op, copies, "the fragment")
-    words = [b.ptrtoint(f.address(addr_op, space_of(inst)), I64)]
+    row = f.address(addr_op, space_of(inst))
+    if f.mc.checked:                    # the lanes whose addresses name the rows (8 per matrix)
+        with b.if_then(b.icmp_unsigned("<", f.read(pir.SpecialReg("laneid"), "u32"), i32(8 * copies))):
+            memcheck.check(f, row, 16, "read" if load else "write", space_of(inst))
+    words = [b.ptrtoint(row, I64)]
     if not load:
         words += [b.zext(f.read(r, "b32"), I64) for r in regs]
     results = [(r, 1 + i, 32) for i, r in enumerate(regs)] if load else []
@@ -388,6 +393,10 @@ def wmma_memory(f, inst):
     else:
         stride = i64(frag.cols if row_major else frag.rows)
     regs = _registers(f, regs_op, frag.regs, "the fragment")
+    if f.mc.checked:                    # the whole matrix, from its first element to its last
+        lines, line = (frag.rows, frag.cols) if row_major else (frag.cols, frag.rows)
+        span = b.mul(b.add(b.mul(i64(lines - 1), stride), i64(line)), i64(frag.bits // 8))
+        memcheck.check(f, base, span, "read" if load else "write", space_of(inst), align=frag.bits // 8)
     table, row0 = _lane_places(f, frag)
     et, rt = ir.IntType(frag.bits), ir.IntType(frag.reg_bits)
     for r, reg in enumerate(regs):
@@ -422,13 +431,7 @@ def _load_bits(b, base, index, bits):
 def _resolver(module, name, emit) -> ir.Function:
     """void anycuda.matrix.<name>(i8* ws, i64 fsize, i32 lo, i32 group, i64 area): resolve the
     warp of threads [lo, lo + 32) whose lanes in `group` (bit per lane) wait at the site."""
-    full = f"anycuda.matrix.{name}"
-    fn = module.globals.get(full)
-    if fn is None:
-        fn = ir.Function(module, MATRIX_RESOLVER, name=full)
-        fn.linkage = "internal"
-        emit(fn)
-    return fn
+    return internal_function(module, f"anycuda.matrix.{name}", MATRIX_RESOLVER, emit)
 
 
 def _places_table(module, frag) -> ir.Value:
