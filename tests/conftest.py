@@ -98,3 +98,13 @@ def one_worker(monkeypatch):
     device.worker_count.cache_clear()
     yield
     device.worker_count.cache_clear()
+
+
+@pytest.fixture
+def context():
+    """Device 0's primary context current for a driver-API test (released after it)."""
+    from anycuda.driver import api
+    api.cuInit(0)
+    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+    yield
+    api.cuDevicePrimaryCtxRelease(0)

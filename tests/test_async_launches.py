@@ -53,14 +53,6 @@ def module():
     return ac.RawModule(code=SOURCE)
 
 
-@pytest.fixture
-def context():
-    api.cuInit(0)
-    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-    yield
-    api.cuDevicePrimaryCtxRelease(0)
-
-
 class HostFlag:
     """An int in page-locked host memory that kernels poll."""
 

@@ -194,14 +194,6 @@ def _module(version="9.0", target="sm_90"):
             ".visible .entry nothing()\n{\n  ret;\n}\n").encode()
 
 
-@pytest.fixture
-def context():
-    api.cuInit(0)
-    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-    yield
-    api.cuDevicePrimaryCtxRelease(0)
-
-
 def _load_code(image) -> int:
     try:
         api.cuModuleUnload(api.cuModuleLoadData(image))
