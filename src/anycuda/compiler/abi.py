@@ -58,12 +58,18 @@ LAUNCH_ERR_MISALIGNED = 9         # a checked access was not aligned to its size
 # room, its fields at these offsets (u64 address; the rest u32)
 CHECK_LOG_HEADER = 16
 CHECK_ENTRY = {"address": 0, "size": 8, "site": 12, "what": 16,
-               "tid_x": 20, "tid_y": 24, "tid_z": 28, "ctaid_x": 32, "ctaid_y": 36, "ctaid_z": 40}
+               "tid_x": 20, "tid_y": 24, "tid_z": 28, "ctaid_x": 32, "ctaid_y": 36, "ctaid_z": 40,
+               "other": 44}         # (a racecheck hazard's earlier access: compiler/ops/racecheck.py)
 CHECK_ENTRY_BYTES = 48
 CHECK_OUT_OF_BOUNDS, CHECK_MISALIGNED = 1, 2       # an entry's `what`
 # A checked launch's record of device-side malloc: u64 how many blocks, u64 room for how many,
 # then each block's [start, end) as two u64
 CHECK_HEAP_HEADER = 16
+# A racechecked block's shadow of its shared memory, after its shared window (compiler/ops/
+# racecheck.py): a header (the block's u64 tag, then from byte 64 each thread's two u32 counts),
+# then an entry per shared byte
+RACE_SHADOW_HEADER = 64 + 8 * 1024        # (1024: MAX_BLOCK_THREADS, below)
+RACE_SHADOW_ENTRY = 32
 
 # The grid workspace of a cooperative launch, zeroed for each launch. Its first 8 bytes are
 # what CUDA's cooperative groups read (cooperative_groups/details/driver_abi.h: u32 size,

@@ -450,6 +450,8 @@ class KernelImage:
             entry(ctypes.addressof(L))
         if checked is not None:
             checked.keep_heap()
+            if self.info.races:
+                checked.report_races(self.name, self.info.check_sites, self.program.source_name, L)
         if L.error:
             self._raise_fault(L, checked)
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..compiler import abi
 from ..compiler.ops import memcheck
-from . import memory
+from . import memory, racereport
 from .names import readable
 from .errors import CudaError, CUresult
 
@@ -141,11 +141,21 @@ class CheckedLaunch:
         L.check_count = int(L.check_count) + 1
 
     def failures(self) -> int:
-        return int(self.log[0])
+        """How many failed checks the launch recorded (racecheck's hazards not counted)."""
+        return int(self.log[0]) - self.hazards
+
+    hazards = 0
+
+    def report_races(self, kernel: str, sites, source_name: str, L) -> None:
+        """After a racechecked launch: its hazards, reported (runtime/racereport.py)."""
+        entries = self.entries()
+        self.hazards = sum(1 for e in entries if memcheck.racecheck.is_race(e["what"]))
+        if self.hazards:
+            racereport.report_launch(kernel, sites, entries, source_name, L)
 
     def entries(self) -> list:
         """The recorded failures as dicts of abi.CHECK_ENTRY's fields."""
-        n = min(self.failures(), int(self.log[1]))
+        n = min(int(self.log[0]), int(self.log[1]))
         raw = self.log.view(np.uint8)[abi.CHECK_LOG_HEADER:abi.CHECK_LOG_HEADER + n * abi.CHECK_ENTRY_BYTES]
         out = []
         for i in range(n):
@@ -221,7 +231,7 @@ def host_backtrace(limit: int = 16) -> list:
 
 def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, L) -> CudaError:
     """Print the failed checks of launch `L`; the error the launch ends with."""
-    entries = checked.entries()
+    entries = [e for e in checked.entries() if not memcheck.racecheck.is_race(e["what"])]
     limit = int(os.environ.get("ANYCUDA_SANITIZE_PRINT_LIMIT", DEFAULT_PRINT_LIMIT))
     lines = []
     for entry in entries[:limit]:
@@ -278,8 +288,11 @@ def finish() -> int:
         if found:
             lines.append(f"LEAK SUMMARY: {sum(a.size for a in found):,} bytes leaked in {len(found)} allocations")
         _count(len(found))
-    n = errors_found()
-    lines.append(f"ERROR SUMMARY: {n} error{'s' if n != 1 else ''}")
+    n = errors_found() + racereport.hazards_found()
+    if tool() == "racecheck":
+        lines.append(racereport.summary())
+    else:
+        lines.append(f"ERROR SUMMARY: {n} error{'s' if n != 1 else ''}")
     _print(lines)
     status = os.environ.get("ANYCUDA_SANITIZE_ERROR_EXITCODE")
     return int(status) if n and status else None

@@ -28,10 +28,12 @@ BLOCKS_IN_FLIGHT = 4
 
 
 @collection_paused
-def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, chunk_calls=True):
+def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, chunk_calls=True,
+                race_shadow=False):
     """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`.
     With `chunk_calls`, a kernel without sites runs each chunk's blocks in one call
-    (emit_run_blocks)."""
+    (emit_run_blocks). With `race_shadow`, each block's shared window is followed by its
+    racecheck shadow (compiler/ops/racecheck.py)."""
     aligned_alloc = declare(module, "aligned_alloc", PTR, [I64, I64])
     free = declare(module, "free", ir.VoidType(), [PTR])
     thread_num = declare(module, "omp_get_thread_num", I32, [])
@@ -55,6 +57,9 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     else:
         frames_bytes = i64(frame_size)
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
+    if race_shadow:
+        shadow = b.add(i64(abi.RACE_SHADOW_HEADER), b.mul(shared_bytes, i64(abi.RACE_SHADOW_ENTRY)))
+        shared_bytes = b.add(up64(b, shared_bytes), shadow)
     # a block's workspace: its frames, then its shared memory window (64 bytes apart from
     # the next block's)
     slot_bytes = b.add(b.add(up64(b, frames_bytes), up64(b, shared_bytes)), i64(64))

@@ -47,11 +47,12 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
+from . import racecheck
 from ..irutil import field_ptr, i32, i64, internal_function, load_field
 from ..types import I1, I32, I64, PTR
 
-TOOLS = ("memcheck",)
-LATER_TOOLS = ("racecheck", "initcheck", "synccheck")     # compute-sanitizer's, not made yet
+TOOLS = ("memcheck", "racecheck")          # racecheck: memcheck's tests and racecheck.py's
+LATER_TOOLS = ("initcheck", "synccheck")     # compute-sanitizer's, not made yet
 
 FOUND = "anycuda.memcheck.found"
 IN_TABLE = "anycuda.memcheck.in_table"
@@ -69,7 +70,7 @@ def mode(asked: str = None) -> str:
     if tool in TOOLS:
         return tool
     if tool in LATER_TOOLS:
-        raise ValueError(f"ANYCUDA_SANITIZE={tool}: anycuda's sanitizer has memcheck only so far")
+        raise ValueError(f"ANYCUDA_SANITIZE={tool}: anycuda's sanitizer has {' and '.join(TOOLS)} only so far")
     raise ValueError(f"ANYCUDA_SANITIZE={tool}: unknown tool (anycuda's sanitizer has {', '.join(TOOLS)})")
 
 
@@ -111,6 +112,8 @@ def check(f, ptr, size, kind: str, space: str, align: int = None):
     b.call(_found_fn(b.module), [f.launch_ptr(), a, b.trunc(n, I32), i32(site), what] + indices)
     f.emit_exit()
     b.position_at_end(good)
+    if f.mc.races:
+        racecheck.track(f, a, n, kind, space, _site(f, kind, space))
 
 
 def _windows(f, space: str) -> list:

@@ -1,0 +1,235 @@
+"""racecheck: shared-memory hazards between threads of a block with no barrier between them.
+
+Under ANYCUDA_SANITIZE=racecheck (`anycuda run --sanitize=racecheck`) a kernel is compiled
+checked as for memcheck (memcheck.py: every access is bounds-tested first, and the kernel runs
+on the general path, one thread at a time up to its next barrier or collective), and each
+access that lands in the block's shared window (a .shared one, or a generic one whose address
+is there) is also compared with a shadow of the window:
+
+  - each shared byte has an entry (abi.RACE_SHADOW_ENTRY bytes, eight u32): the last write
+    (the writer's barrier count + 1, its __syncwarp count, its linear thread index with bit 16
+    set for an atomic, the access's site) and the last read (the same, bit 17 of the thread
+    field set when a second thread read the byte in the same barrier interval);
+  - each thread counts the block barriers (bar.sync, bar.red, bar.arrive) and the
+    bar.warp.sync (__syncwarp) it passed, in the shadow's header. Two accesses are in the same
+    barrier interval when they were made at the same barrier count: nothing orders them.
+
+A write by thread T to a byte another thread U wrote (write-after-write) or read
+(write-after-read) in the same interval, or a read of a byte U wrote (read-after-write), is a
+hazard, unless both accesses are atomics (atomics do not race with atomics). Threads of one
+warp are ordered only by __syncwarp: CUDA gives no lockstep guarantee since independent thread
+scheduling, so a hazard inside a warp with no __syncwarp between is reported too, but as a
+warning (code written for lockstep warps), and one between warps as an error, as
+compute-sanitizer grades them. Each access reports at most one hazard of each kind (the first
+byte that has it), into the launch's record of failed checks; the launch goes on (a race is
+not a fault) and the runtime groups the entries by the two accesses' sites
+(runtime/racereport.py).
+
+The shadow lies after the block's shared window in its workspace slot (compiler/cpu/launch.py
+makes the slot larger): RACE_SHADOW_HEADER bytes (the block's tag, then each thread's two
+counts), then the entries. It is cleared at the first instrumented access of each block (the
+tag, the launch's number and the block's index, differs), so its cost is one memset of
+(entry size x shared bytes) per block.
+
+Limits: a barrier with a thread count (bar.sync a, b) counts for the threads that pass it as if
+it were the whole block's, and bar.arrive counts where the thread arrives, so hazards between
+producers and consumers of named barriers can be missed; of the threads that read a byte in
+one interval the entry keeps the last, so a write by a reader is compared with one other
+reader; global memory is not tracked.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...ptx import ir as pir
+from .. import abi
+from ..irutil import declare, field_ptr, for_range, i32, i64, internal_function, load_field
+from ..types import I1, I32, I64, PTR
+
+I8 = ir.IntType(8)
+
+READ, WRITE, ATOMIC = 0, 1, 2
+KINDS = {"read": READ, "write": WRITE, "atomic": ATOMIC}
+# a hazard's `what` in the record of failed checks: RACE + its kind, + INTRA_WARP when the two
+# threads are of one warp (a warning)
+RACE, INTRA_WARP = 16, 4
+RAW, WAW, WAR = 0, 1, 2
+HAZARD_NAMES = {RAW: "RAW", WAW: "WAW", WAR: "WAR"}
+
+ACCESS = "anycuda.racecheck.access"
+FRESH = "anycuda.racecheck.fresh"
+HAZARD = "anycuda.racecheck.hazard"
+
+# an entry's u32 fields
+W_EPOCH, W_WARPS, W_TID, W_SITE, R_EPOCH, R_WARPS, R_TID, R_SITE = range(8)
+ATOMIC_BIT, SEVERAL_BIT = 1 << 16, 1 << 17
+COUNTS = 64            # the header's per-thread counts start here (the tag before them)
+
+
+def is_race(what: int) -> bool:
+    return what >= RACE
+
+
+def hazard_of(what: int) -> tuple:
+    """(RAW, WAW or WAR, whether the two threads are of one warp) of an entry's `what`."""
+    return (what - RACE) % INTRA_WARP, (what - RACE) >= INTRA_WARP
+
+
+def _thread_linear(f):
+    return f.fn.args[6] if f.is_kernel else f.ctx_field("linear")
+
+
+def _shadow(f):
+    """i8* of the block's shadow (after its shared window), cleared when the block is new."""
+    b = f.b
+    total = b.zext(f.launch_field("shared_total", I32), I64)
+    base = b.add(f.shared_base(), b.and_(b.add(total, i64(63)), i64(~63)))
+    shadow = b.inttoptr(base, PTR)
+    cta = [f.special(pir.SpecialReg("ctaid", c)) for c in "xyz"]
+    grid = [f.special(pir.SpecialReg("nctaid", c)) for c in "xy"]
+    block = b.zext(b.add(cta[0], b.mul(grid[0], b.add(cta[1], b.mul(grid[1], cta[2])))), I64)
+    tag = b.add(b.shl(f.launch_field("grid_id", I64), i64(40)), b.add(block, i64(1)))
+    size = b.add(i64(abi.RACE_SHADOW_HEADER), b.mul(total, i64(abi.RACE_SHADOW_ENTRY)))
+    b.call(_fresh_fn(b.module), [shadow, tag, size])
+    return shadow
+
+
+def _counts(b, shadow, t):
+    """i32* of thread t's two counts (block barriers, __syncwarp) in the shadow's header."""
+    return b.bitcast(b.gep(shadow, [b.add(i64(COUNTS), b.mul(b.zext(t, I64), i64(8)))]), I32.as_pointer())
+
+
+def count_barrier(f, warp: bool) -> None:
+    """In a racechecked kernel: the thread passes a block barrier (or, `warp`, a __syncwarp)."""
+    if not f.mc.races:
+        return
+    b = f.b
+    slot = b.gep(_counts(b, _shadow(f), _thread_linear(f)), [i32(int(warp))])
+    b.store(b.add(b.load(slot), i32(1)), slot)
+
+
+def track(f, a, size, kind: str, space: str, site: int) -> None:
+    """In a racechecked kernel: compare the access of i64 `size` bytes at i64 address `a`
+    (in bounds: memcheck.check tested it) with the shadow, when it is in the shared window."""
+    if not f.mc.races or space not in ("shared", ""):
+        return
+    b = f.b
+    lo, hi = f.space_windows("shared")[0]
+    inside = b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi))
+    with b.if_then(inside if space == "" else ir.Constant(I1, 1)):
+        shadow = _shadow(f)
+        t = _thread_linear(f)
+        counts = _counts(b, shadow, t)
+        tids = [f.special(pir.SpecialReg("tid", c)) for c in "xyz"]
+        ctas = [f.special(pir.SpecialReg("ctaid", c)) for c in "xyz"]
+        args = [f.launch_ptr(), shadow, b.sub(a, lo), b.trunc(size, I32), i32(KINDS[kind]), i32(site), t,
+                b.load(counts), b.load(b.gep(counts, [i32(1)]))] + tids + ctas
+        b.call(_access_fn(b.module), args)
+
+
+def _made_once(name: str, function_type: ir.FunctionType):
+    def made(emit):
+        return lambda module: internal_function(module, name, function_type, emit)
+    return made
+
+
+@_made_once(FRESH, ir.FunctionType(ir.VoidType(), [PTR, I64, I64]))
+def _fresh_fn(fn):
+    """void fresh(i8* shadow, i64 tag, i64 size): a new block's shadow is cleared and tagged."""
+    shadow, tag, size = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    slot = b.bitcast(shadow, I64.as_pointer())
+    with b.if_then(b.icmp_unsigned("!=", b.load(slot), tag), likely=False):
+        memset = declare(b.module, "llvm.memset.p0i8.i64", ir.VoidType(), [PTR, I8, I64, I1])
+        b.call(memset, [shadow, ir.Constant(I8, 0), size, ir.Constant(I1, 0)])
+        b.store(tag, slot)
+    b.ret_void()
+
+
+ACCESS_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I32, I32, I32, I32, I32, I32] + [I32] * 6)
+
+
+@_made_once(ACCESS, ACCESS_TYPE)
+def _access_fn(fn):
+    """void access(i8* launch, i8* shadow, i64 offset, i32 size, i32 kind, i32 site, i32 t,
+    i32 barriers, i32 warp syncs, i32 tid x y z, i32 ctaid x y z): the hazards of thread t's
+    access of `size` bytes at `offset` in the shared window, reported (the first byte of each
+    kind), then the access written into the bytes' entries."""
+    fn.attributes.add("noinline")
+    launch, shadow, offset, size, kind, site, t, bars, warps = fn.args[:9]
+    indices = list(fn.args[9:])
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    reported = [b.alloca(I1, name=f"reported.{HAZARD_NAMES[h]}") for h in (RAW, WAW, WAR)]
+    for slot in reported:
+        b.store(ir.Constant(I1, 0), slot)
+    epoch = b.add(bars, i32(1))
+    is_read, is_atomic = (b.icmp_unsigned("==", kind, i32(k)) for k in (READ, ATOMIC))
+    entries = b.gep(shadow, [i64(abi.RACE_SHADOW_HEADER)])
+    with for_range(b, i32(0), size, "byte") as i:
+        at = b.add(offset, b.zext(i, I64))
+        e = b.bitcast(b.gep(entries, [b.mul(at, i64(abi.RACE_SHADOW_ENTRY))]), I32.as_pointer())
+        field = lambda k: b.gep(e, [i32(k)])  # noqa: E731
+        v = {k: b.load(field(k)) for k in range(8)}
+
+        def raced(epoch_k, warps_k, tid_k, others):
+            """i1: the recorded access is in this interval, by another thread (or several,
+            `others`), not ordered by a __syncwarp, and not an atomic meeting an atomic; and
+            i1: the threads are of one warp."""
+            other = b.and_(v[tid_k], i32(0xFFFF))
+            same_warp = b.icmp_unsigned("==", b.lshr(other, i32(5)), b.lshr(t, i32(5)))
+            unordered = b.or_(b.not_(same_warp), b.icmp_unsigned("==", v[warps_k], warps))
+            both_atomic = b.and_(is_atomic, b.icmp_unsigned("!=", b.and_(v[tid_k], i32(ATOMIC_BIT)), i32(0)))
+            someone = b.icmp_unsigned("!=", other, t)
+            if others:
+                someone = b.or_(someone, b.icmp_unsigned("!=", b.and_(v[tid_k], i32(SEVERAL_BIT)), i32(0)))
+            hit = b.and_(b.and_(b.icmp_unsigned("==", v[epoch_k], epoch), someone),
+                         b.and_(unordered, b.not_(both_atomic)))
+            return hit, same_warp, other
+
+        def report(hazard, hit_warp_other, earlier_site, when):
+            hit, same_warp, other = hit_warp_other
+            slot = reported[hazard]
+            with b.if_then(b.and_(b.and_(when, hit), b.not_(b.load(slot))), likely=False):
+                b.store(ir.Constant(I1, 1), slot)
+                what = b.add(i32(RACE + hazard), b.select(same_warp, i32(INTRA_WARP), i32(0)))
+                b.call(_hazard_fn(b.module), [launch, at, other, site, earlier_site, what] + indices)
+
+        writes = b.not_(is_read)
+        report(RAW, raced(W_EPOCH, W_WARPS, W_TID, False), v[W_SITE], is_read)
+        report(WAW, raced(W_EPOCH, W_WARPS, W_TID, False), v[W_SITE], writes)
+        report(WAR, raced(R_EPOCH, R_WARPS, R_TID, True), v[R_SITE], writes)
+        me = b.or_(t, b.select(is_atomic, i32(ATOMIC_BIT), i32(0)))
+        with b.if_then(b.not_(b.icmp_unsigned("==", kind, i32(WRITE)))):
+            # a second reader in the interval marks the entry as read by several threads
+            again = b.icmp_unsigned("==", v[R_EPOCH], epoch)
+            other_reader = b.and_(again, b.icmp_unsigned("!=", b.and_(v[R_TID], i32(0xFFFF)), t))
+            several = b.and_(v[R_TID], i32(SEVERAL_BIT))
+            several = b.select(again, b.or_(several, b.select(other_reader, i32(SEVERAL_BIT), i32(0))), i32(0))
+            for k, value in ((R_EPOCH, epoch), (R_WARPS, warps), (R_TID, b.or_(me, several)), (R_SITE, site)):
+                b.store(value, field(k))
+        with b.if_then(writes):
+            for k, value in ((W_EPOCH, epoch), (W_WARPS, warps), (W_TID, me), (W_SITE, site)):
+                b.store(value, field(k))
+    b.ret_void()
+
+
+@_made_once(HAZARD, ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I32, I32] + [I32] * 6))
+def _hazard_fn(fn):
+    """void hazard(i8* launch, i64 offset, i32 other thread, i32 site, i32 earlier site,
+    i32 what, i32 tid x y z, i32 ctaid x y z): one entry in the launch's record of failed
+    checks (abi.CHECK_ENTRY: `size` holds the other thread, `other` the earlier access's
+    site). The launch does not fail."""
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    launch, offset, other, site, earlier, what = fn.args[:6]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    log = b.inttoptr(load_field(b, launch, abi.LAUNCH["check_log"], I64), PTR)
+    with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(log, I64), i64(0))):
+        index = b.atomic_rmw("add", b.bitcast(log, I64.as_pointer()), i64(1), "monotonic")
+        with b.if_then(b.icmp_unsigned("<", index, load_field(b, log, 8, I64))):
+            entry = b.gep(log, [b.add(i64(abi.CHECK_LOG_HEADER), b.mul(index, i64(abi.CHECK_ENTRY_BYTES)))])
+            values = [("address", offset), ("size", other), ("site", site), ("what", what), ("other", earlier)] + \
+                list(zip(("tid_x", "tid_y", "tid_z", "ctaid_x", "ctaid_y", "ctaid_z"), fn.args[6:]))
+            for name, v in values:
+                b.store(v, field_ptr(b, entry, abi.CHECK_ENTRY[name], v.type))
+    b.ret_void()
