@@ -65,11 +65,6 @@ CHECK_OUT_OF_BOUNDS, CHECK_MISALIGNED = 1, 2       # an entry's `what`
 # A checked launch's record of device-side malloc: u64 how many blocks, u64 room for how many,
 # then each block's [start, end) as two u64
 CHECK_HEAP_HEADER = 16
-# A racechecked block's shadow of its shared memory, after its shared window (compiler/ops/
-# racecheck.py): a header (the block's u64 tag, then from byte 64 each thread's two u32 counts),
-# then an entry per shared byte
-RACE_SHADOW_HEADER = 64 + 8 * 1024        # (1024: MAX_BLOCK_THREADS, below)
-RACE_SHADOW_ENTRY = 32
 
 # The grid workspace of a cooperative launch, zeroed for each launch. Its first 8 bytes are
 # what CUDA's cooperative groups read (cooperative_groups/details/driver_abi.h: u32 size,
@@ -105,6 +100,11 @@ CTX = {
 }
 FRAME_HEADER = 128
 MAX_BLOCK_THREADS = 1024     # the runtime refuses larger blocks (runtime/program.py)
+# A racechecked block's shadow of its shared memory, after its shared window (compiler/ops/
+# racecheck.py): a header (the block's u64 tag, then from byte 64 each thread's two u32 counts),
+# then an entry per shared byte
+RACE_SHADOW_HEADER = 64 + 8 * MAX_BLOCK_THREADS
+RACE_SHADOW_ENTRY = 32
 
 # WAIT_BAR: reached a barrier, its warp not yet counted there; BAR_ARRIVED: its warp counted,
 # waiting for the barrier to complete

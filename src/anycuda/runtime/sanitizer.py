@@ -11,7 +11,8 @@ frames, and gives the error the launch ends with. A `cuMemFree` of a pointer tha
 allocation's start is reported as the driver call's error; at the process's end `finish`
 reports the allocations still live (with --leak-check full) and the summary ("=========
 ERROR SUMMARY: N errors"), and ends the process with --error-exitcode's status when errors
-were found.
+were found. Under racecheck the launch's hazards are reported by racereport.py and the summary
+is its "RACECHECK SUMMARY" line.
 
 Settings come from the environment, so that `anycuda run` hands them to the program's process:
 ANYCUDA_SANITIZE (the tool), ANYCUDA_SANITIZE_LEAK_CHECK (full or no),
