@@ -5,20 +5,15 @@ block's threads made them: anycuda runs a block's threads one after another up t
 barrier, in index order), its lines, the first pair of threads and its block, its severity
 (one warp: warning; two: error) and its count; the same kernels with a barrier report nothing."""
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import anycuda as ac
 from anycuda.compiler.ops import memcheck
-
-HERE = Path(__file__).parent
-NVCC = shutil.which("nvcc")
-HEADER = ".version 7.0\n.target sm_70\n.address_size 64\n"
+from test_sanitizer import HEADER, _run, bug_lines, built
 
 REPORT = re.compile(
     r"========= (?P<severity>Error|Warning): Race reported between (?P<first>Read|Write) access at "
@@ -231,24 +226,12 @@ def test_racecheck_is_a_tool_and_initcheck_is_not_yet():
 # ---------------------------------------------------------------- nvcc-built, anycuda run
 
 def _bug_lines() -> dict:
-    lines = (HERE / "programs" / "racecheck_bugs.cu").read_text().splitlines()
-    return {m.group(1): i + 1 for i, line in enumerate(lines) for m in [re.search(r"BUG:(\w+:\w+)", line)] if m}
+    return bug_lines("racecheck_bugs", r"BUG:(\w+:\w+)")
 
 
 @pytest.fixture(scope="module")
 def buggy(tmp_path_factory):
-    if NVCC is None:
-        pytest.skip("needs nvcc (the CUDA toolkit) on PATH")
-    exe = tmp_path_factory.mktemp("racecheck") / "racecheck_bugs"
-    r = subprocess.run([NVCC, "-lineinfo", "-o", str(exe), str(HERE / "programs" / "racecheck_bugs.cu")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return exe
-
-
-def _run(exe, case, *options):
-    return subprocess.run([sys.executable, "-m", "anycuda.cli", "run", *options, "--", str(exe), case],
-                          capture_output=True, text=True, timeout=300)
+    return built(tmp_path_factory, "racecheck_bugs")
 
 
 def test_program_reduction_without_first_barrier(buggy):

@@ -546,21 +546,28 @@ def test_leak_check_and_exit_status(tmp_path, leak_check):
 
 # ---------------------------------------------------------------- nvcc-built programs, anycuda run
 
-def _bug_lines() -> dict:
-    lines = (HERE / "programs" / "memcheck_bugs.cu").read_text().splitlines()
-    return {m.group(1): i + 1 for i, line in enumerate(lines) for m in [re.search(r"BUG:(\w+)", line)] if m}
+def bug_lines(program: str = "memcheck_bugs", pattern: str = r"BUG:(\w+)") -> dict:
+    """{what a `BUG:` marker names: its line} of tests/programs/<program>.cu."""
+    lines = (HERE / "programs" / f"{program}.cu").read_text().splitlines()
+    return {m.group(1): i + 1 for i, line in enumerate(lines) for m in [re.search(pattern, line)] if m}
+
+
+def built(tmp_path_factory, program: str):
+    """tests/programs/<program>.cu built by nvcc with -lineinfo (the reports' lines) and
+    -rdynamic (the host frames' names); skipped without nvcc."""
+    if NVCC is None:
+        pytest.skip("needs nvcc (the CUDA toolkit) on PATH")
+    exe = tmp_path_factory.mktemp(program) / program
+    r = subprocess.run([NVCC, "-lineinfo", "-Xcompiler", "-rdynamic", "-o", str(exe),
+                        str(HERE / "programs" / f"{program}.cu")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
 
 
 @pytest.fixture(scope="module")
 def buggy(tmp_path_factory):
-    if NVCC is None:
-        pytest.skip("needs nvcc (the CUDA toolkit) on PATH")
-    exe = tmp_path_factory.mktemp("memcheck") / "memcheck_bugs"
-    r = subprocess.run([NVCC, "-lineinfo", "-Xcompiler", "-rdynamic", "-o", str(exe),
-                        str(HERE / "programs" / "memcheck_bugs.cu")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return exe
+    return built(tmp_path_factory, "memcheck_bugs")
 
 
 def _run(exe, case, *options):
@@ -590,7 +597,7 @@ def test_program_bug_reported(buggy, case):
     got = reports(r.stderr)
     assert got, r.stderr
     assert {(r_["block"], r_["tid"]) for r_ in got} == threads
-    line = _bug_lines()[case]
+    line = bug_lines()[case]
     for rep in got:
         assert (rep["function"], rep["space"], rep["kind"], rep["size"], rep["why"]) == (kernel, space, kind, size, why)
         assert rep["where"].endswith(f"memcheck_bugs.cu:{line}"), rep["where"]
