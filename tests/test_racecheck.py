@@ -217,10 +217,8 @@ def test_scan_with_barrier_is_clean_and_right(racecheck, capsys, rng):
     assert np.array_equal(got, x + np.concatenate(([0], x[:-1])))
 
 
-def test_racecheck_is_a_tool_and_initcheck_is_not_yet():
-    assert memcheck.mode("racecheck") == "racecheck"
-    with pytest.raises(ValueError, match="memcheck and racecheck only"):
-        memcheck.mode("initcheck")
+def test_racecheck_is_a_tool():
+    assert memcheck.mode("racecheck") == "racecheck" and memcheck.mode(" RaceCheck ") == "racecheck"
 
 
 # ---------------------------------------------------------------- nvcc-built, anycuda run

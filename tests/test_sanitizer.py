@@ -498,8 +498,8 @@ def test_unknown_tool_is_refused(monkeypatch):
     monkeypatch.setenv("ANYCUDA_SANITIZE", "memchek")
     with pytest.raises(ValueError, match="unknown tool"):
         memcheck.mode()
-    monkeypatch.setenv("ANYCUDA_SANITIZE", "racecheck")
-    with pytest.raises(ValueError, match="memcheck only"):
+    monkeypatch.setenv("ANYCUDA_SANITIZE", "initcheck")
+    with pytest.raises(ValueError, match="memcheck and racecheck only"):
         memcheck.mode()
 
 
