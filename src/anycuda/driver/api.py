@@ -296,7 +296,11 @@ def _require_context():
 
 
 @_faults_are_sticky
-def cuCtxSynchronize() -> None:
+def cuCtxSynchronize(ctx: int = 0) -> None:
+    """Wait for the device of context `ctx`, or of the current one (0; cuCtxSynchronize_v2 names one)."""
+    if ctx:
+        synchronize_all(_get(ctx, Context).device)
+        return
     _require_context()
     synchronize_all(_current_device())
 
@@ -766,7 +770,10 @@ def wait_for_stream(stream: int) -> None:
     _stream(stream).synchronize()
 
 
-def cuCtxGetDevice() -> int:
+def cuCtxGetDevice(ctx: int = 0) -> int:
+    """The device of context `ctx`, or of the current one (0; CUDA 13's cuCtxGetDevice_v2 names one)."""
+    if ctx:
+        return _get(ctx, Context).device
     _require_context()
     return _get(_current.ctx, Context).device
 
