@@ -7,6 +7,7 @@ output is checked against numpy before it is timed.
                                               # benchmarks/results.json and results.png
     python benchmarks/run.py --quick          # small sizes, few repeats (smoke run)
     python benchmarks/run.py --only sgemm,scan --no-sim --no-extras
+    python benchmarks/run.py --only idioms --no-extras    # groups: suite (the twelve), idioms
 
 Times are medians of --repeats timed runs; a timed run is `inner` back-to-back runs of the
 computation, with `inner` chosen per implementation so that one timed run lasts at least
@@ -49,6 +50,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import idioms  # noqa: E402
 import libraries  # noqa: E402
 import modules  # noqa: E402
 import suite  # noqa: E402
@@ -163,7 +165,7 @@ def run_kernels(args, benches, out):
         runs = {}
         for impl in IMPLS:
             handle = {"anycuda": g, "c": lib, "pocl": pocl}[impl]
-            if impl == "pocl" and pocl_reason:
+            if impl == "pocl" and (pocl_reason or not B.implements("pocl")):
                 continue
             try:
                 runs[impl] = checked_run(b, impl, handle)
@@ -185,7 +187,7 @@ def run_kernels(args, benches, out):
                 row["rounds_ms"][impl] = [round(x * 1e3, 3) for x in each]
                 row["ms"][impl], row["inner"][impl], row["rate"][impl] = t * 1e3, inner, b.rate(t)
         row["yardstick"] = {name: value(times[name][0]) for name, (_, value) in sticks.items() if name in times}
-        if sim is not None:
+        if sim is not None and B.implements("sim"):
             row["sim"] = sim_column(B, g, sim, args)
         ms = row["ms"]
         if row.get("sim", {}).get("sim_ms") and "anycuda" in ms:
@@ -567,14 +569,20 @@ def rerun_at(commit, argv):
         return subprocess.run([sys.executable, __file__, *argv], env=env).returncode
 
 
+# every benchmark by name, and the groups --only also takes
+ALL = {b.name: b for b in suite.BENCHMARKS + idioms.BENCHMARKS}
+GROUPS = {"suite": [b.name for b in suite.BENCHMARKS], "idioms": [b.name for b in idioms.BENCHMARKS]}
+
+
 def select(only):
     if not only:
-        return list(suite.BENCHMARKS)
+        return list(ALL.values())
     names = [n.strip() for part in only for n in part.split(",") if n.strip()]
-    unknown = [n for n in names if n not in suite.BY_NAME]
+    names = [m for n in names for m in GROUPS.get(n, [n])]
+    unknown = [n for n in names if n not in ALL]
     if unknown:
-        sys.exit(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(suite.BY_NAME)}")
-    return [suite.BY_NAME[n] for n in names]
+        sys.exit(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join([*GROUPS, *ALL])}")
+    return [ALL[n] for n in dict.fromkeys(names)]
 
 
 def main(argv=None):
@@ -582,7 +590,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes, 3 repeats, no minimum run time")
     ap.add_argument("--only", action="append", metavar="KERNEL[,KERNEL]",
-                    help=f"run only these kernels ({', '.join(suite.BY_NAME)})")
+                    help=f"run only these kernels or groups ({', '.join([*GROUPS, *ALL])})")
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 7; quick 3)")
     ap.add_argument("--min-run", type=float, default=None,
                     help="minimum seconds per timed run (default 0.05; quick 0)")
