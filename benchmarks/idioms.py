@@ -77,8 +77,9 @@ class Streaming(Bench):
     def c(self, lib):
         fn = getattr(lib, f"{self.op}_{self.tag}")
         y, z = self.y0.copy(), np.full(self.n, np.nan, self.dtype)
-        args = (self.index(self.n), self.scalar(), p(self.x), p(y), p(z))
-        return (lambda: fn(*args)), (lambda: y if self.output_is_y() else z)
+        n, a = self.index(self.n), self.scalar()
+        # p() inside the call: the closure keeps y and z alive for as long as run is
+        return (lambda: fn(n, a, p(self.x), p(y), p(z))), (lambda: y if self.output_is_y() else z)
 
 
 OPERATIONS = {                  # op: (expected from (a, x, y), arrays moved, index type)
