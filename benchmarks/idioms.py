@@ -5,7 +5,7 @@ double, int and size_t indices; sums as the shared-memory tree with a second pas
 shuffles with a second pass and as one atomicAdd per element; naive and tiled transposes;
 the 5-point stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo.
 
-Each is a suite.Bench (same `(run, result)` protocol, checked against numpy) with a CUDA C++
+Each is a suite.Bench with the `kernel` it launches and its main `block` shape (same `(run, result)` protocol, checked against numpy) with a CUDA C++
 implementation (kernels/cuda/idioms_*.cu) and the hand-written OpenMP C loop it competes
 with (kernels/idioms.c, or reference.c's where the computation is the same). No PoCL or
 simulator versions yet: run.py skips the columns a benchmark does not implement.
@@ -55,6 +55,8 @@ class Streaming(Bench):
     def scalar(self):
         return (ctypes.c_float if self.dtype == np.float32 else ctypes.c_double)(self.a)
 
+    block = (STREAM_THREADS,)
+
     def grid(self):
         return (cdiv(self.n, STREAM_THREADS),) if self.spelling == "guard" else (STRIDE_BLOCKS,)
 
@@ -62,7 +64,7 @@ class Streaming(Bench):
         return self.op == "saxpy"
 
     def anycuda(self, g):
-        k = g.fn(self.cu, f"{self.op}_{self.tag}_{self.spelling}")
+        k = g.fn(self.cu, self.kernel)
         x, y = g.ac.asarray(self.x), g.ac.asarray(self.y0)
         z = g.ac.empty(self.n, self.dtype)
         z.set(np.full(self.n, np.nan, self.dtype))          # poisoned: every element must be written
@@ -97,8 +99,8 @@ def streaming_benchmarks():
         for tag, dtype in TYPES.items():
             for spelling in ("guard", "stride"):
                 out.append(type(f"Streaming_{op}_{tag}_{spelling}", (Streaming,), dict(
-                    name=f"{op}_{tag}_{spelling}", op=op, tag=tag, dtype=dtype, index=index,
-                    spelling=spelling, arrays=arrays, repeats_exactly=op != "saxpy",
+                    name=f"{op}_{tag}_{spelling}", kernel=f"{op}_{tag}_{spelling}", op=op, tag=tag,
+                    dtype=dtype, index=index, spelling=spelling, arrays=arrays, repeats_exactly=op != "saxpy",
                     expected=lambda self, f=f: f(self.a, self.x, self.y0))))
     return out
 
@@ -139,8 +141,9 @@ class Sum(Bench):
 
 
 class ReduceTree(Sum):
-    name = "reduce_tree"
+    name = kernel = "reduce_tree"
     THREADS = 256
+    block = (THREADS,)
 
     def anycuda(self, g):
         k = g.fn(self.cu, "reduce_tree")
@@ -159,8 +162,9 @@ class ReduceTree(Sum):
 
 
 class ReduceShfl(Sum):
-    name = "reduce_shfl"
+    name = kernel = "reduce_shfl"
     THREADS, MAX_BLOCKS = 512, 1024
+    block = (THREADS,)              # and one block of 1024 for the second pass
 
     def anycuda(self, g):
         k = g.fn(self.cu, "reduce_shfl")
@@ -180,25 +184,28 @@ class ReduceAtomic(Sum):
     so the tolerance is that of a float sum of n terms in any order, not the tree's)."""
     sizes = {"full": dict(n=1 << 22), "quick": dict(n=100_003)}
     rtol = 1e-4
+    block = (256,)
 
     def anycuda(self, g):
-        k = g.fn(self.cu, f"reduce_atomic_{self.tag}")
+        k = g.fn(self.cu, self.kernel)
         x, out = g.ac.asarray(self.x), g.ac.zeros(1, self.dtype)
         zero = np.zeros(1, self.dtype)
 
         def run():
             out.set(zero)
-            k((cdiv(self.n, 256),), (256,), (x, out, np.int32(self.n)))
+            k((cdiv(self.n, 256),), self.block, (x, out, np.int32(self.n)))
             g.sync()
         return run, lambda: out.get()[0]
 
 
 class ReduceAtomicF32(ReduceAtomic):
-    name, tag, dtype = "reduce_atomic_f32", "f32", np.float32
+    name = kernel = "reduce_atomic_f32"
+    dtype = np.float32
 
 
 class ReduceAtomicI32(ReduceAtomic):
-    name, tag, dtype = "reduce_atomic_i32", "i32", np.int32
+    name = kernel = "reduce_atomic_i32"
+    dtype = np.int32
 
 
 # ------------------------------------------------------------------ transposes and stencils
