@@ -212,7 +212,8 @@ class ReduceAtomicI32(ReduceAtomic):
 
 class Reshaped:
     """A suite kernel's computation (and C reference) run by another CUDA kernel and block
-    shape: `kernel`, `block` ((x, y) threads) and `tile` ((x, y) elements per block)."""
+    shape: `kernel`, `block` ((x, y) threads) and `tile` ((x, y) elements per block). The
+    kernels take (input, output, two extents); `operands` names them."""
     pocl = Bench.pocl           # the parent's PoCL and simulator versions run the parent's kernel
     sim = Bench.sim
     kernel, block, tile = "", (16, 16), (16, 16)
@@ -223,7 +224,10 @@ class Reshaped:
 
     def anycuda(self, g):
         k = g.fn(self.cu, self.kernel)
-        src, dst, args = self.buffers(g)
+        host, out_shape, extents = self.operands()
+        src = g.ac.asarray(host)
+        dst = g.ac.asarray(np.full(out_shape, np.nan, np.float32))    # poisoned: all must be written
+        args = (src, dst, *(np.int32(e) for e in extents))
 
         def run():
             k(self.grid(), self.block, args)
@@ -237,22 +241,16 @@ class TransposeIdiom(Reshaped, suite.Transpose):
     def extent(self):
         return self.cols, self.rows
 
-    def buffers(self, g):
-        a = g.ac.asarray(self.a)
-        t = g.ac.empty((self.cols, self.rows), np.float32)
-        t.set(np.full((self.cols, self.rows), np.nan, np.float32))
-        return a, t, (a, t, np.int32(self.rows), np.int32(self.cols))
+    def operands(self):
+        return self.a, (self.cols, self.rows), (self.rows, self.cols)
 
 
 class StencilIdiom(Reshaped, suite.Stencil):
     def extent(self):
         return self.nx, self.ny
 
-    def buffers(self, g):
-        u = g.ac.asarray(self.u)
-        v = g.ac.empty((self.ny, self.nx), np.float32)
-        v.set(np.full((self.ny, self.nx), np.nan, np.float32))
-        return u, v, (u, v, np.int32(self.nx), np.int32(self.ny))
+    def operands(self):
+        return self.u, (self.ny, self.nx), (self.nx, self.ny)
 
 
 def reshaped(base, name, cu, kernel, block, tile=None):
