@@ -120,6 +120,12 @@ def checked_run(bench, impl, handle):
     return run
 
 
+def geomeans(rows):
+    """The geomean of each ratio over `rows` (run_kernels' rows)."""
+    return {k: geomean([r["ratio"][k] for r in rows])
+            for k in ("anycuda/c", "pocl/c", "anycuda/pocl", "sim/anycuda", "sim/anycuda per work")}
+
+
 def geomean(xs):
     xs = [x for x in xs if x]
     return float(np.exp(np.mean(np.log(xs)))) if xs else None
@@ -425,11 +431,13 @@ def print_table(out):
             print(f"{'':13s} {LABEL[impl]} FAILED: {err[:200]}")
         if r.get("sim", {}).get("error"):
             print(f"{'':13s} simulator FAILED: {r['sim']['error'][:200]}")
-    gm = out["geomean"]
     print("-" * len(head))
-    print(f"{'geomean':13s} {'':>10s} {'':>9s} {'':>9s} {fmt(gm['anycuda/c']):>7s} {fmt(gm['pocl/c']):>7s} "
-          f"{fmt(gm['anycuda/pocl']):>8s} {fmt(gm['sim/anycuda'], '.0f'):>8s} "
-          f"{fmt(gm['sim/anycuda per work'], '.3g'):>9s}")
+    groups = out.get("geomean_by_group", {})
+    for label, gm in [("geomean", out["geomean"])] + ([(f"  {g}", v) for g, v in groups.items()]
+                                                     if len(groups) > 1 else []):
+        print(f"{label:13s} {'':>10s} {'':>9s} {'':>9s} {fmt(gm['anycuda/c']):>7s} {fmt(gm['pocl/c']):>7s} "
+              f"{fmt(gm['anycuda/pocl']):>8s} {fmt(gm['sim/anycuda'], '.0f'):>8s} "
+              f"{fmt(gm['sim/anycuda per work'], '.3g'):>9s}")
     print("sim/any: Numba simulator time / anycuda time, both at the small simulator size; per work:\n"
           "the simulator's time per unit of work (small size) / anycuda's (size of this table)")
     for what, why in out["skipped"].items():
@@ -639,8 +647,10 @@ def main(argv=None):
           f" at {str(out['anycuda'].get('commit'))[:10]}"
           f"{' + local changes' if out['anycuda'].get('src_modified') else ''})", flush=True)
     out["kernels"] = run_kernels(args, benches, out)
-    out["geomean"] = {k: geomean([r["ratio"][k] for r in out["kernels"]])
-                      for k in ("anycuda/c", "pocl/c", "anycuda/pocl", "sim/anycuda", "sim/anycuda per work")}
+    out["geomean"] = geomeans(out["kernels"])
+    # per group too: the twelve's geomean stays comparable with earlier runs
+    out["geomean_by_group"] = {g: geomeans(rows) for g, names in GROUPS.items()
+                               if (rows := [r for r in out["kernels"] if r["kernel"] in names])}
     if not args.no_extras:
         for what, fn in (("launch", launch_overheads),
                          ("compile", lambda: compile_times(benches)),
