@@ -4,9 +4,7 @@ nvcc through `anycuda run --sanitize=initcheck`. Which threads must be reported 
 what the test wrote (fresh random sizes each run); each report is checked for its kernel,
 thread and block, address, size and line."""
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +14,9 @@ import anycuda as ac
 from anycuda.driver import api
 from anycuda.libraries.memory import array as library_view
 from anycuda.runtime import sanitizer
+from test_sanitizer import HEADER, NVCC, _run, reports as memcheck_reports
 
 HERE = Path(__file__).parent
-NVCC = shutil.which("nvcc")
-HEADER = ".version 7.0\n.target sm_70\n.address_size 64\n"
 
 READ = re.compile(
     r"========= Uninitialized __global__ memory read of size (?P<size>\d+) bytes\n"
@@ -30,14 +27,7 @@ READ = re.compile(
 
 def reports(text: str) -> list:
     """The initcheck reports in `text`: dicts of READ's groups (indices as int tuples)."""
-    out = []
-    for m in READ.finditer(text):
-        r = m.groupdict()
-        r["size"], r["address"] = int(r["size"]), int(r["address"], 16)
-        r["tid"] = tuple(int(v) for v in r["tid"].split(","))
-        r["block"] = tuple(int(v) for v in r["block"].split(","))
-        out.append(r)
-    return out
+    return memcheck_reports(text, READ)
 
 
 @pytest.fixture
@@ -256,11 +246,6 @@ def program(tmp_path_factory):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return exe
-
-
-def _run(exe, case, *options):
-    return subprocess.run([sys.executable, "-m", "anycuda.cli", "run", *options, "--", str(exe), case],
-                          capture_output=True, text=True, timeout=300)
 
 
 def _bug_line() -> int:

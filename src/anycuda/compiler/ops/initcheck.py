@@ -29,7 +29,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..irutil import i32, i64, load_field
+from ..irutil import for_range, i32, i64, load_field, upper_bound
 from ..types import I1, I8, I32, I64, PTR
 from . import memcheck
 
@@ -77,24 +77,9 @@ def _find_fn(fn):
     """i64* find(i8* launch, i64 address): the triple of the tracked allocation holding
     `address` (found by bisection over the sorted starts), or null."""
     launch, address = fn.args
-    entry, loop, probe, done = (fn.append_basic_block(n) for n in ("entry", "loop", "probe", "done"))
-    b = ir.IRBuilder(entry)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     table = b.inttoptr(load_field(b, launch, abi.LAUNCH["shadow_table"], I64), I64.as_pointer())
-    count = load_field(b, launch, abi.LAUNCH["shadow_count"], I64)
-    b.branch(loop)
-    # invariant: every triple before `lo` starts at or before `address`; none from `hi` on does
-    b.position_at_end(loop)
-    lo, hi = b.phi(I64, "lo"), b.phi(I64, "hi")
-    lo.add_incoming(i64(0), entry)
-    hi.add_incoming(count, entry)
-    b.cbranch(b.icmp_unsigned("<", lo, hi), probe, done)
-    b.position_at_end(probe)
-    mid = b.lshr(b.add(lo, hi), i64(1))
-    starts_before = b.icmp_unsigned("<=", b.load(b.gep(table, [b.mul(mid, i64(TRIPLE))])), address)
-    lo.add_incoming(b.select(starts_before, b.add(mid, i64(1)), lo), probe)
-    hi.add_incoming(b.select(starts_before, hi, mid), probe)
-    b.branch(loop)
-    b.position_at_end(done)
+    lo = upper_bound(b, table, load_field(b, launch, abi.LAUNCH["shadow_count"], I64), address, TRIPLE)
     null = ir.Constant(I64.as_pointer(), None)
     found = fn.append_basic_block("found")
     b.cbranch(b.icmp_unsigned("==", lo, i64(0)), _returning(fn, null), found)
@@ -129,22 +114,6 @@ def _shadow_span(b, fn):
     return b.inttoptr(b.add(shadow, b.sub(start, lo)), PTR), b.sub(end, start)
 
 
-def _byte_loop(b, fn, count, body):
-    """for i in [0, count): body(b, i) (which may branch out of the loop); `b` is left after it."""
-    before = b.block
-    loop, step, after = (fn.append_basic_block(n) for n in ("loop", "step", "after"))
-    b.branch(loop)
-    b.position_at_end(loop)
-    i = b.phi(I64, "i")
-    i.add_incoming(i64(0), before)
-    b.cbranch(b.icmp_unsigned("<", i, count), step, after)
-    b.position_at_end(step)
-    body(b, i)
-    i.add_incoming(b.add(i, i64(1)), b.block)
-    b.branch(loop)
-    b.position_at_end(after)
-
-
 @memcheck.made_once(UNWRITTEN, ir.FunctionType(I1, [PTR, I64, I64]))
 def _unwritten_fn(fn):
     """i1 unwritten(i8* launch, i64 start, i64 size): whether a byte of [start, start + size)
@@ -153,12 +122,11 @@ def _unwritten_fn(fn):
     shadow, count = _shadow_span(b, fn)
     yes = _returning(fn, ir.Constant(I1, 1))
 
-    def test(b, i):
+    with for_range(b, i64(0), count) as i:
         byte = b.load_atomic(b.gep(shadow, [i]), "unordered", 1)
         go_on = fn.append_basic_block("written")
         b.cbranch(b.icmp_unsigned("==", byte, ir.Constant(I8, 0)), yes, go_on)
         b.position_at_end(go_on)
-    _byte_loop(b, fn, count, test)
     b.ret(ir.Constant(I1, 0))
 
 
@@ -168,7 +136,8 @@ def _written_fn(fn):
     a tracked allocation are written."""
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     shadow, count = _shadow_span(b, fn)
-    _byte_loop(b, fn, count, lambda b, i: b.store_atomic(ir.Constant(I8, 1), b.gep(shadow, [i]), "unordered", 1))
+    with for_range(b, i64(0), count) as i:
+        b.store_atomic(ir.Constant(I8, 1), b.gep(shadow, [i]), "unordered", 1)
     b.ret_void()
 
 

@@ -49,7 +49,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..irutil import field_ptr, i32, i64, internal_function, load_field
+from ..irutil import field_ptr, i32, i64, internal_function, load_field, upper_bound
 from ..types import I1, I32, I64, PTR
 
 TOOLS = ("memcheck", "initcheck")
@@ -177,24 +177,9 @@ def _in_allocations_fn(fn):
     """i1 in_allocations(i8* launch, i64 start, i64 end): whether [start, end) lies inside one
     interval of the launch's table (sorted, disjoint [lo, hi) pairs), found by bisection."""
     launch, start, end = fn.args
-    entry, loop, probe, done = (fn.append_basic_block(n) for n in ("entry", "loop", "probe", "done"))
-    b = ir.IRBuilder(entry)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     pairs = b.bitcast(b.inttoptr(load_field(b, launch, abi.LAUNCH["check_table"], I64), PTR), I64.as_pointer())
-    count = load_field(b, launch, abi.LAUNCH["check_count"], I64)
-    b.branch(loop)
-    # invariant: every interval before `lo` starts at or before `start`; none from `hi` on does
-    b.position_at_end(loop)
-    lo, hi = b.phi(I64, "lo"), b.phi(I64, "hi")
-    lo.add_incoming(i64(0), entry)
-    hi.add_incoming(count, entry)
-    b.cbranch(b.icmp_unsigned("<", lo, hi), probe, done)
-    b.position_at_end(probe)
-    mid = b.lshr(b.add(lo, hi), i64(1))
-    starts_before = b.icmp_unsigned("<=", b.load(b.gep(pairs, [b.mul(mid, i64(2))])), start)
-    lo.add_incoming(b.select(starts_before, b.add(mid, i64(1)), lo), probe)
-    hi.add_incoming(b.select(starts_before, hi, mid), probe)
-    b.branch(loop)
-    b.position_at_end(done)
+    lo = upper_bound(b, pairs, load_field(b, launch, abi.LAUNCH["check_count"], I64), start, 2)
     found = fn.append_basic_block("found")
     b.cbranch(b.icmp_unsigned("==", lo, i64(0)), _answer(fn, 0), found)
     b.position_at_end(found)
