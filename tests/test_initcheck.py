@@ -190,6 +190,39 @@ def test_atomic_reads_then_writes(initcheck, capsys, rng):
     assert reports(capsys.readouterr().err) == []
 
 
+# each thread loads four words at once
+VECTOR = """
+.visible .entry quads(.param .u64 out, .param .u64 in)
+{
+  .reg .b32 %r<6>; .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [in];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 16;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd4];
+  add.s64 %rd5, %rd1, %rd3;
+  st.global.v4.u32 [%rd5], {%r2, %r3, %r4, %r5};
+  ret;
+}
+"""
+
+
+def test_vector_load_with_one_word_unwritten(initcheck, capsys, rng):
+    n = int(rng.integers(2, 64))
+    holes = set(int(j) for j in rng.choice(4 * n, size=int(rng.integers(1, n + 1)), replace=False))
+    src, out = ac.empty(4 * n, np.int32), ac.empty(4 * n, np.int32)
+    for j in set(range(4 * n)) - holes:
+        api.cuMemsetD32(src.data.ptr + 4 * j, j, 1)
+    _kernel(VECTOR, "quads")((1,), (n,), (out, src))
+    out.get()
+    got = reports(capsys.readouterr().err)
+    assert sorted(r["tid"][0] for r in got) == sorted({j // 4 for j in holes})
+    for r in got:
+        assert (r["size"], r["address"]) == (16, src.data.ptr + 16 * r["tid"][0])
+    _copy(out, 4 * n)                                # the vector stores wrote all four words
+    assert reports(capsys.readouterr().err) == []
+
+
 def test_managed_memory_counts_as_written(initcheck, capsys):
     n = 64
     p = api.cuMemAllocManaged(4 * n, 1)

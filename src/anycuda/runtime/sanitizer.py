@@ -11,7 +11,7 @@ frames, and gives the error the launch ends with. A `cuMemFree` of a pointer tha
 allocation's start is reported as the driver call's error; at the process's end `finish`
 reports the allocations still live (with --leak-check full) and the summary ("=========
 ERROR SUMMARY: N errors"), and ends the process with --error-exitcode's status when errors
-were found.
+were found. initcheck's launches and reports are initcheck.py's, on top of CheckedLaunch.
 
 Settings come from the environment, so that `anycuda run` hands them to the program's process:
 ANYCUDA_SANITIZE (the tool), ANYCUDA_SANITIZE_LEAK_CHECK (full or no),
