@@ -7,12 +7,12 @@ per byte of memory, 1 once the byte was written (runtime/shadow.py; copies, mems
 library calls set it on the host side). The launch hands its code the tracked allocations as
 sorted [start, end, shadow] triples (abi.LAUNCH "shadow_table"); for a global or generic access:
 
-  - a store, a reduction or an asynchronous copy's destination sets the shadow bytes of what
-    it writes;
-  - a load, an atomic (which reads the old value) or an asynchronous copy's source tests them
-    first, and where one of them is 0 writes an entry into the launch's record of failed
-    checks (memcheck's CHECK_LOG, `what` CHECK_UNINITIALISED) and goes on: as compute-sanitizer's
-    initcheck, a report does not end the thread or fail the launch. An atomic then sets them.
+  - a store or an asynchronous copy's destination sets the shadow bytes of what it writes;
+  - a load, an atomic or a reduction (both read the old value) or an asynchronous copy's
+    source tests them first, and where one of them is 0 writes an entry into the launch's
+    record of failed checks (memcheck's CHECK_LOG, `what` CHECK_UNINITIALISED) and goes on: as
+    compute-sanitizer's initcheck, a report does not end the thread or fail the launch. An
+    atomic or a reduction then sets them.
 
 Addresses outside every tracked allocation (shared, local and constant memory, the modules'
 variables, managed and host memory, device-side malloc blocks) count as written. Shadow bytes
