@@ -42,10 +42,3 @@ def mark(allocation, start: int, nbytes: int) -> None:
     if hi > lo:
         allocation.shadow[lo:hi] = 1
 
-
-def unwritten(allocation, start: int, nbytes: int) -> np.ndarray:
-    """The offsets (from `start`) of the bytes of [start, start + nbytes) inside `allocation`
-    that were never written."""
-    lo = max(int(start) - allocation.ptr, 0)
-    hi = min(int(start) + int(nbytes) - allocation.ptr, allocation.size)
-    return np.flatnonzero(allocation.shadow[lo:hi] == 0) + (allocation.ptr + lo - int(start))
