@@ -31,16 +31,17 @@ REPORT = re.compile(
     r"at 0x(?P<near>[0-9a-f]+) of size (?P<near_size>[\d,]+) bytes\n)?")
 
 
-def reports(text: str) -> list:
-    """The memcheck reports in `text`, as dicts of REPORT's groups (indices as int tuples)."""
+def reports(text: str, pattern=REPORT) -> list:
+    """The memcheck reports in `text` (another tool's, by its `pattern`), as dicts of the
+    pattern's groups (indices as int tuples)."""
     out = []
-    for m in REPORT.finditer(text):
+    for m in pattern.finditer(text):
         r = m.groupdict()
         r["size"] = int(r["size"])
         r["address"] = int(r["address"], 16)
         r["tid"] = tuple(int(v) for v in r["tid"].split(","))
         r["block"] = tuple(int(v) for v in r["block"].split(","))
-        if r["near"] is not None:
+        if r.get("near") is not None:
             r["near"], r["near_size"] = int(r["near"], 16), int(r["near_size"].replace(",", ""))
             r["distance"] = int(r["distance"].replace(",", ""))
         out.append(r)
@@ -499,7 +500,7 @@ def test_unknown_tool_is_refused(monkeypatch):
     with pytest.raises(ValueError, match="unknown tool"):
         memcheck.mode()
     monkeypatch.setenv("ANYCUDA_SANITIZE", "racecheck")
-    with pytest.raises(ValueError, match="memcheck only"):
+    with pytest.raises(ValueError, match="memcheck and initcheck only so far"):
         memcheck.mode()
 
 

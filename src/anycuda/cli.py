@@ -186,7 +186,8 @@ def main(argv=None) -> int:
     p_shim.set_defaults(func=cmd_shim_path)
     p_run = sub.add_parser("run", help="run a program with anycuda's libcuda.so.1: anycuda run -- PROGRAM ARGS")
     p_run.add_argument("--sanitize", metavar="TOOL",
-                       help="check every memory access of every kernel (memcheck), as compute-sanitizer does")
+                       help="check every memory access of every kernel (memcheck) or report reads of "
+                       "memory never written (initcheck), as compute-sanitizer does")
     p_run.add_argument("--leak-check", choices=("full", "no"), help="with --sanitize: report device memory "
                        "still allocated at exit")
     p_run.add_argument("--error-exitcode", type=int, metavar="N", help="with --sanitize: the exit status when "

@@ -24,7 +24,7 @@ from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
 from .faults import fault_key
-from . import memory, progress, sanitizer, stream as stream_module
+from . import initcheck, memory, progress, sanitizer, stream as stream_module
 from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "s32": ctypes.c_int32, "u64": ctypes.c_uint64}
@@ -42,6 +42,8 @@ MAX_THREADS_PER_BLOCK = 1024
 # a kernel declared with one of these is launched as a cluster (%is_explicit_cluster)
 _CLUSTER_DIRECTIVES = frozenset(("explicitcluster", "reqnctapercluster"))
 _grid_ids = itertools.count(1)       # %gridid: launches numbered in the order they start
+# what a launch of a kernel built for a sanitizer tool is handed (KernelInfo.check_tool)
+_CHECKED_LAUNCHES = {"memcheck": sanitizer.CheckedLaunch, "initcheck": initcheck.ShadowedLaunch}
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
 DEFAULT_SHARED_PER_BLOCK = 48 * 1024
@@ -437,7 +439,8 @@ class KernelImage:
                 L.backwards = _alternate_sweep() if order == ALTERNATE else 1
         # a kernel compiled checked (compiler/ops/memcheck.py) reads the table and writes its
         # failures where the launch record says, whatever the environment says now
-        checked = sanitizer.CheckedLaunch(L) if self.info.check_sites else None
+        checked_launch = _CHECKED_LAUNCHES.get(self.info.check_tool)
+        checked = checked_launch(L) if checked_launch else None
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
@@ -450,6 +453,8 @@ class KernelImage:
             entry(ctypes.addressof(L))
         if checked is not None:
             checked.keep_heap()
+            if isinstance(checked, initcheck.ShadowedLaunch):     # reports that fail nothing
+                checked.report(self.name, self.info.check_sites, self.program.source_name)
         if L.error:
             self._raise_fault(L, checked)
 

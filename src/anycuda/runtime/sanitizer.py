@@ -11,7 +11,7 @@ frames, and gives the error the launch ends with. A `cuMemFree` of a pointer tha
 allocation's start is reported as the driver call's error; at the process's end `finish`
 reports the allocations still live (with --leak-check full) and the summary ("=========
 ERROR SUMMARY: N errors"), and ends the process with --error-exitcode's status when errors
-were found.
+were found. initcheck's launches and reports are initcheck.py's, on top of CheckedLaunch.
 
 Settings come from the environment, so that `anycuda run` hands them to the program's process:
 ANYCUDA_SANITIZE (the tool), ANYCUDA_SANITIZE_LEAK_CHECK (full or no),
@@ -60,12 +60,12 @@ def errors_found() -> int:
     return _state["errors"]
 
 
-def _count(n: int = 1) -> None:
+def count_errors(n: int = 1) -> None:
     with _lock:
         _state["errors"] += n
 
 
-def _print(lines) -> None:
+def print_lines(lines) -> None:
     sys.stderr.write("".join(f"{PREFIX} {line}\n" if line else f"{PREFIX}\n" for line in lines))
     sys.stderr.flush()
 
@@ -171,19 +171,24 @@ def _nearest(address: int):
     return best
 
 
+def code_and_thread(kernel: str, site: memcheck.Site, entry: dict, source_name: str) -> list:
+    """A report's lines naming the access's code (function, offset, line) and its thread."""
+    where = f"{site.source[0]}:{site.source[1]}" if site.source else f"{source_name}:{site.ptx_line}"
+    function = readable(site.function)
+    if site.function != kernel:
+        function += f" (called from {readable(kernel)})"
+    return [f"    at {function}+0x{16 * site.position:x} in {where}",
+            f"    by thread ({entry['tid_x']},{entry['tid_y']},{entry['tid_z']}) "
+            f"in block ({entry['ctaid_x']},{entry['ctaid_y']},{entry['ctaid_z']})"]
+
+
 def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: str) -> list:
     """compute-sanitizer's lines for one failed check."""
     space = _SPACE_NAMES[site.space]
     address, size = entry["address"], entry["size"]
     misaligned = entry["what"] == abi.CHECK_MISALIGNED
-    where = f"{site.source[0]}:{site.source[1]}" if site.source else f"{source_name}:{site.ptx_line}"
-    function = readable(site.function)
-    if site.function != kernel:
-        function += f" (called from {readable(kernel)})"
-    lines = [f"Invalid {space} {_KINDS[site.kind]} of size {size} bytes",
-             f"    at {function}+0x{16 * site.position:x} in {where}",
-             f"    by thread ({entry['tid_x']},{entry['tid_y']},{entry['tid_z']}) "
-             f"in block ({entry['ctaid_x']},{entry['ctaid_y']},{entry['ctaid_z']})"]
+    lines = [f"Invalid {space} {_KINDS[site.kind]} of size {size} bytes"] + \
+        code_and_thread(kernel, site, entry, source_name)
     if misaligned:
         lines.append(f"    Address 0x{address:x} is misaligned")
     else:
@@ -235,8 +240,8 @@ def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, 
     lines.append("    Saved host backtrace up to driver entry point at kernel launch time")
     lines += [f"        Host Frame: {frame}" for frame in host_backtrace()]
     lines.append("")
-    _count(total)
-    _print(lines)
+    count_errors(total)
+    print_lines(lines)
     what = f"{total} invalid memory access{'es' if total > 1 else ''} found by memcheck"
     if not entries:
         return CudaError(code, f"kernel {kernel}: {what}")
@@ -252,8 +257,8 @@ def report_api_error(call: str, error: CudaError) -> None:
     """A driver call that failed on a bad pointer (cuMemFree of one that is not an allocation's start)."""
     if not tool():
         return
-    _count()
-    _print([f"Program hit {error.code.name} (error {int(error.code)}) due to \"{error}\" "
+    count_errors()
+    print_lines([f"Program hit {error.code.name} (error {int(error.code)}) due to \"{error}\" "
             f"on CUDA API call to {call}.", ""])
 
 
@@ -277,10 +282,10 @@ def finish() -> int:
             lines += [f"Leaked {a.size:,} bytes at 0x{a.ptr:x}", ""]
         if found:
             lines.append(f"LEAK SUMMARY: {sum(a.size for a in found):,} bytes leaked in {len(found)} allocations")
-        _count(len(found))
+        count_errors(len(found))
     n = errors_found()
     lines.append(f"ERROR SUMMARY: {n} error{'s' if n != 1 else ''}")
-    _print(lines)
+    print_lines(lines)
     status = os.environ.get("ANYCUDA_SANITIZE_ERROR_EXITCODE")
     return int(status) if n and status else None
 

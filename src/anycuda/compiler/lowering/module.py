@@ -40,6 +40,7 @@ class KernelInfo:
     stream_bytes: int = 0             # what a thread stores that may bypass the caches (memory.streaming_store_bytes)
     any_block_order: bool = False     # nothing but time shows the order its blocks ran in (memory.any_block_order)
     check_sites: tuple = ()           # a checked kernel's accesses, by the number its failed checks give (ops/memcheck.py)
+    check_tool: str = ""              # the sanitizer tool it was built for (memcheck.mode())
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
@@ -81,7 +82,8 @@ class ModuleLowering:
         self.function_errors = {}     # func name -> PtxError
         self.callees = {}             # function name -> set of direct callee names
         self.waits_on_grid = gridsync.reads_grid_workspace(module)   # polls a grid barrier: see gridsync
-        self.checked = bool(memcheck.mode())      # every access tested first (ops/memcheck.py)
+        self.tool = memcheck.mode()               # the sanitizer tool the kernels are built for ('' none)
+        self.checked = bool(self.tool)            # every access tested first (ops/memcheck.py)
         self.check_sites = []                     # memcheck.Site of each tested access
 
     # -------------------------------------------------------------- services for FunctionLowering
@@ -153,6 +155,7 @@ class ModuleLowering:
         self._propagate_errors()
         for info in self.kernels.values():
             info.check_sites = tuple(self.check_sites)
+            info.check_tool = self.tool
         return self
 
     def _declare_variables(self):
