@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import csv
+import importlib
 import os
 import sys
 import threading
@@ -222,6 +223,8 @@ def finish_process() -> None:
 
 
 if ENABLED:
-    # registered before any stream's worker starts, so it runs after the drain (atexit runs
-    # its handlers last registered first)
+    # atexit runs its handlers last registered first: this one after the sanitizer's (imported
+    # first), which may end the process with its error status, and before any stream's worker
+    # starts, whose drain then runs before it (as in libcuda.so.1's exit hook)
+    importlib.import_module(".sanitizer", __package__)
     atexit.register(finish_process)
