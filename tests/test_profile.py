@@ -236,3 +236,40 @@ def test_nvcc_program_under_anycuda_run_profile(tmp_path):
     for row in (rows[scale], rows[shift]):
         assert row["Total Time (ns)"] > 0 and row["Min (ns)"] <= row["Avg (ns)"] <= row["Max (ns)"]
         assert row["Strategy"]
+
+
+TIERED_PROGRAM = '''
+    import sys, time
+    import numpy as np
+    import anycuda as ac
+    from anycuda.runtime import profile
+    m = ac.RawModule(code=open(sys.argv[1]).read())
+    x = ac.asarray(np.ones(4096, np.float32))
+    twice = m.get_function("twice")
+    twice((32,), (128,), (x, np.int32(4096)))
+    ac.synchronize()
+    stats = next(iter(profile._kernels.values()))
+    deadline = time.monotonic() + 120
+    # until the optimised code has arrived and the kernel's launches have switched to it
+    while (not isinstance(stats.optimised_ns, int) or twice._image.optimising) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    twice((32,), (128,), (x, np.int32(4096)))
+    print(float(x.get().sum()))
+'''
+
+
+def test_tiered_compile_times_and_the_switch_to_optimised_code(tmp_path, monkeypatch):
+    """Not from the cache (a fresh one): the quick tier's time, the optimised tier's arrival, and
+    the launches before and after the switch told apart."""
+    (tmp_path / "k.cu").write_text(SOURCE)
+    monkeypatch.setenv("ANYCUDA_JIT", "tiered")
+    monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ANYCUDA_CACHE", raising=False)
+    r = _run_python(TIERED_PROGRAM, tmp_path, True, tmp_path / "k.cu")
+    assert r.stdout == f"{4.0 * 4096}\n"
+    row = _csv_rows(tmp_path / "profile.csv")["twice"]
+    assert row["Cached"] == "no" and row["Instances"] == 2
+    assert float(row["Quick compile (ms)"]) > 0 and float(row["Optimised compile (ms)"]) > 0
+    strategies = row["Strategy"].split("; ")
+    assert len(strategies) == 2 and strategies[0].startswith("quick code, ") and strategies[0].endswith(" x1")
+    assert not strategies[1].startswith("quick code") and strategies[1].endswith(" x1")

@@ -81,9 +81,8 @@ def record_compile(source_name: str, name: str, started: int, nanoseconds: int, 
             stats.optimised_ns = nanoseconds
 
     def arrived(object_code):
-        if object_code is not None:
-            with _lock:
-                stats.optimised_ns = now() - started
+        with _lock:         # (where optimising failed, the quick code ran on)
+            stats.optimised_ns = now() - started if object_code is not None else "failed"
     if optimised is not None:
         stats.optimised_ns = NOT_READY
         optimised.subscribe(arrived)
