@@ -91,6 +91,10 @@ def test_counts_are_exact_and_times_add_up(profiling):
     # or as a block program
     assert "thread loop" in rows["twice"]["Strategy"]
     assert any(kind in rows["block_sums"]["Strategy"] for kind in ("rounds", "block program")), rows
+    if "block program for block shape (128, 1, 1)" in rows["block_sums"]["Strategy"]:
+        lanes, ms = rows["block_sums"]["Block programs (ms)"].split(" threads: ")
+        assert lanes == "128" and float(ms) >= 0
+    assert rows["twice"]["Block programs (ms)"] == "-"        # no barriers: the plain loop is kept
 
 
 def test_a_failed_launch_is_not_counted(profiling):

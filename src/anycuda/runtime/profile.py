@@ -43,6 +43,7 @@ class _KernelStats:
         # made (or loaded from the disk cache) in the launching thread, the time that took
         self.optimised_ns = None
         self.cached = None          # True, False, or None where it cannot be told
+        self.block_programs = {}    # threads per block -> its block program's compile (or load) time
         self.unit = None            # the kernel's PTX unit, to describe its launch function at exit
 
 
@@ -88,6 +89,20 @@ def record_compile(source_name: str, name: str, started: int, nanoseconds: int, 
         optimised.subscribe(arrived)
 
 
+def timed_block_program(source_name: str, name: str, lanes: int, link):
+    """`link` (called with the block program's object for blocks of `lanes` threads, or None
+    where the kernel has none, or while the background compile makes it) that also keeps the
+    time from now until it is called with the object."""
+    started = now()
+
+    def timed_link(code):
+        if code is not None:
+            with _lock:
+                _kernel(source_name, name).block_programs[lanes] = now() - started
+        link(code)
+    return timed_link
+
+
 class library_call:
     """Around a library function's C entry point: work it queues (driver.api.submit) is timed
     under its name (`timed`)."""
@@ -123,7 +138,7 @@ def timed(fn):
 # ---------------------------------------------------------------- the summary
 
 COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Min (ns)", "Max (ns)", "Blocks/s",
-           "Quick compile (ms)", "Optimised compile (ms)", "Cached", "Strategy", "Name")
+           "Quick compile (ms)", "Optimised compile (ms)", "Cached", "Block programs (ms)", "Strategy", "Name")
 
 
 LAUNCH_FUNCTION = "launch function"      # a launch that ran the kernel's own (not a block program)
@@ -154,6 +169,11 @@ def launch_function_kind(unit) -> str:
     return "thread loop (chunk calls or grid-stride turns)"
 
 
+def _block_program_times(stats: _KernelStats) -> str:
+    """Per block size that has a block program, its compile time: "256 threads: 31.0"."""
+    return "; ".join(f"{lanes} threads: {_ms(ns)}" for lanes, ns in sorted(stats.block_programs.items())) or "-"
+
+
 def _strategies(stats: _KernelStats) -> str:
     parts = []
     for strategy, count in stats.strategies.items():
@@ -177,11 +197,12 @@ def rows() -> list:
         rate = f"{stats.blocks / (total / 1e9):.0f}" if total else "-"
         out.append((total, [f"{100 * total / grand:.1f}", total, len(durations), total // len(durations),
                             min(durations), max(durations), rate, _ms(stats.quick_ns), _ms(stats.optimised_ns),
-                            _cached(stats.cached), _strategies(stats), readable(name)]))
+                            _cached(stats.cached), _block_program_times(stats), _strategies(stats),
+                            readable(name)]))
     for name, durations in calls:
         total = sum(durations)
         out.append((total, [f"{100 * total / grand:.1f}", total, len(durations), total // len(durations),
-                            min(durations), max(durations), "-", "-", "-", "-", "library call", name]))
+                            min(durations), max(durations), "-", "-", "-", "-", "-", "library call", name]))
     out.sort(key=lambda r: -r[0])
     return [tuple(r) for _, r in out]
 

@@ -344,6 +344,8 @@ class KernelImage:
                 obj = LoadedObject(code, self._externals)
                 self._block_objects.append(obj)
                 self._programs[lanes] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
+        if profile.ENABLED:
+            link = profile.timed_block_program(self.program.source_name, self.name, lanes, link)
         unit = self.program.index.kernel_unit(self.name)
         with progress.waiting_for(f"the block program of {self.name} for {lanes} threads", "optimised code"):
             link(pipeline.compile_block_program(unit, self.program.source_name, self.name, lanes, link))
