@@ -108,9 +108,12 @@ def test_a_failed_launch_is_not_counted(profiling):
     assert _by_name(profiling.rows())["twice"]["Instances"] == 1
 
 
-def test_off_nothing_is_recorded(monkeypatch):
+def test_off_nothing_is_recorded_and_no_time_is_taken(monkeypatch):
+    def no_clock():
+        raise AssertionError("a time stamp taken with the profile off")
     monkeypatch.setattr(profile, "ENABLED", False)
     monkeypatch.setattr(profile, "_kernels", {})
+    monkeypatch.setattr(profile, "now", no_clock)
     m = ac.RawModule(code=SOURCE)
     x = ac.asarray(np.ones(128, np.float32))
     m.get_function("twice")((1,), (128,), (x, np.int32(128)))
