@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .. import fatbin
 from ..ptx.errors import UnsupportedVersion
 from ..runtime import device as device_info
-from ..runtime import memory, sanitizer
+from ..runtime import memory, profile, sanitizer
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program, loading_mode
 from ..runtime.stream import (Event, Stream, default_stream, discard_errors, get_elapsed_time, per_thread_stream,
@@ -1424,6 +1424,8 @@ def submit(stream, fn, *args, on_skip=None) -> None:
     `on_skip()` runs instead when the stream skips the work after an unreported error.
     Stream None: blocking work on the legacy default stream (a cuMemcpy, cuMemsetD8), which
     returns when it is done and reports the error the stream kept."""
+    if profile.ENABLED:                  # a library call's work, timed under its name
+        fn = profile.timed(fn)
     if stream is None:
         default_stream.call(fn, *args)
         return

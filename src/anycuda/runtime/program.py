@@ -24,7 +24,7 @@ from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
 from .faults import fault_key
-from . import initcheck, memory, progress, sanitizer, stream as stream_module
+from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module
 from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "s32": ctypes.c_int32, "u64": ctypes.c_uint64}
@@ -346,6 +346,8 @@ class KernelImage:
                 obj = LoadedObject(code, self._externals)
                 self._block_objects.append(obj)
                 self._programs[lanes] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
+        if profile.ENABLED:
+            link = profile.timed_block_program(self.program.source_name, self.name, lanes, link)
         unit = self.program.index.kernel_unit(self.name)
         with progress.waiting_for(f"the block program of {self.name} for {lanes} threads", "optimised code"):
             link(pipeline.compile_block_program(unit, self.program.source_name, self.name, lanes, link))
@@ -441,6 +443,9 @@ class KernelImage:
         # failures where the launch record says, whatever the environment says now
         checked_launch = _CHECKED_LAUNCHES.get(self.info.check_tool)
         checked = checked_launch(L) if checked_launch else None
+        if profile.ENABLED:
+            strategy = self._strategy(entry, block, cooperative)
+            start = profile.now()
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
@@ -451,12 +456,24 @@ class KernelImage:
             _run_cooperative(entry, L)
         else:
             entry(ctypes.addressof(L))
+        if profile.ENABLED:
+            profile.record_launch(self.program.source_name, self.name, profile.now() - start, L.nblocks, strategy)
         if checked is not None:
             checked.keep_heap()
             if isinstance(checked, initcheck.ShadowedLaunch):     # reports that fail nothing
                 checked.report(self.name, self.info.check_sites, self.program.source_name)
         if L.error:
             self._raise_fault(L, checked)
+
+    def _strategy(self, entry, block, cooperative: bool) -> str:
+        """How a launch ran its blocks, for the profile: "launch function" is the kernel's own
+        (profile.launch_function_kind tells its kind at exit)."""
+        if cooperative:
+            return "cooperative (a thread per block)"
+        tier = "quick code, " if self.optimising or tiers.mode() == tiers.QUICK else ""
+        if entry is not self._entry:
+            return f"{tier}block program for block shape {tuple(block)}"
+        return f"{tier}{profile.LAUNCH_FUNCTION}"
 
     def _choices_by_buffers(self, params: bytes) -> tuple:
         """(whether the stores may stream, the block order) by the size of the buffers the
@@ -594,7 +611,8 @@ class Program:
             if compiled is None:
                 try:
                     with progress.waiting_for(f"kernel {name} of {self.source_name}", _tier_waited_for()):
-                        compiled = compile_kernel(self.index.kernel_unit(name), name, self.source_name)
+                        compiled = self._timed_compile(name) if profile.ENABLED else \
+                            compile_kernel(self.index.kernel_unit(name), name, self.source_name)
                 except PtxError as e:
                     compiled = e
                 code.kernels[name] = compiled
@@ -603,6 +621,21 @@ class Program:
                         if object_code is not None:       # later instances link the optimised code
                             compiled.object_code, compiled.optimised = object_code, None
                     compiled.optimised.subscribe(arrived)
+        return compiled
+
+    def _timed_compile(self, name: str) -> CompiledKernel:
+        """compile_kernel, its time kept for the profile. Tiered, a kernel compiled here has its
+        optimised code on the way; one without came from the disk cache (or, with no Python
+        interpreter to run the compile server, was optimised here: the cache is then unknown)."""
+        unit = self.index.kernel_unit(name)
+        start = profile.now()
+        compiled = compile_kernel(unit, name, self.source_name)
+        elapsed = profile.now() - start
+        mode = tiers.mode()
+        optimised = getattr(compiled, "optimised", None)
+        cached = optimised is None if mode == tiers.TIERED and tiers._interpreter() is not None else None
+        tier = "optimised" if mode == tiers.OPTIMISED or cached else "quick"
+        profile.record_compile(self.source_name, name, start, elapsed, tier, cached, optimised, unit)
         return compiled
 
     def compiled_kernel(self, name: str) -> CompiledKernel:

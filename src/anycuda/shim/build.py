@@ -221,10 +221,11 @@ from anycuda.shim import export_tables
 define(ffi, lib)
 export_tables.install(ffi, lib)
 from anycuda.compiler.build import jit
-from anycuda.runtime import sanitizer
+from anycuda.runtime import profile, sanitizer
 from anycuda.runtime import stream as _anycuda_streams
 def _anycuda_exit_hook():
     _anycuda_streams.drain()     # queued kernels finish before the code they run is torn down
+    profile.finish_process()     # after them: every launch has its time
     sanitizer.finish_process()   # after them: their reports come before the summary
     jit.stop_linking()
 ffi.def_extern(name="anycuda_exit_hook")(_anycuda_exit_hook)
