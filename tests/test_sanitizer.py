@@ -73,6 +73,7 @@ def _line(ptx: str, text: str) -> str:
 def _launch_failing(kernel, grid, block, args, code=CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, shared=0):
     with pytest.raises(CudaError) as e:
         kernel(grid, block, args, shared_mem=shared)
+        ac.synchronize()              # launches are asynchronous: the fault is reported here
     assert e.value.code == code, e.value
     return str(e.value)
 
@@ -347,6 +348,7 @@ def test_generic_addresses_into_shared_and_global_pass(checked, capsys):
     assert_no_report(capsys)
     with pytest.raises(CudaError):
         _kernel(LOCAL_AND_GENERIC, "generic_shared")((1,), (n + 1,), (out,))   # word 32 is past `words`
+        ac.synchronize()
     got = reports(capsys.readouterr().err)
     assert [(r["space"], r["tid"][0]) for r in got] == [("__global__", 32)]   # generic: reported as compute-sanitizer does
 

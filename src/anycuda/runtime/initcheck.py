@@ -56,7 +56,7 @@ class ShadowedLaunch(sanitizer.CheckedLaunch):
         if not total:
             return
         limit = int(os.environ.get("ANYCUDA_SANITIZE_PRINT_LIMIT", sanitizer.DEFAULT_PRINT_LIMIT))
-        frames = [f"        Host Frame: {frame}" for frame in sanitizer.host_backtrace()]
+        frames = [f"        Host Frame: {frame}" for frame in sanitizer.launch_frames(self)]
         lines = []
         for entry in self.entries()[:limit]:
             lines += read_report(kernel, sites[entry["site"]], entry, source_name)

@@ -409,7 +409,10 @@ class KernelImage:
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         self._function()             # a kernel that cannot run fails its launch call, not its stream
-        return self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising, cluster)
+        record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising, cluster)
+        if self.info.check_tool:     # a checked launch's reports name the host code that queued it
+            record = sanitizer.queued_record(record)
+        return record
 
     def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0,
                cooperative: bool = False, cluster: bool = False, record: bytes = None):
@@ -443,6 +446,8 @@ class KernelImage:
         # failures where the launch record says, whatever the environment says now
         checked_launch = _CHECKED_LAUNCHES.get(self.info.check_tool)
         checked = checked_launch(L) if checked_launch else None
+        if checked is not None:
+            checked.host_frames = getattr(record, "host_frames", None)
         if profile.ENABLED:
             strategy = self._strategy(entry, block, cooperative)
             start = profile.now()

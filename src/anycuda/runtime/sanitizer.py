@@ -114,6 +114,8 @@ class CheckedLaunch:
     """The table and the record of failed checks of one launch (kept alive while it runs; a
     launch runs to its end on the thread that made it, so each thread needs one record)."""
 
+    host_frames = None          # the launching host code's frames, taken when it was queued
+
     def __init__(self, L):
         self.pairs, count = _flat_table()
         L.check_table = self.pairs.ctypes.data
@@ -224,6 +226,23 @@ def host_backtrace(limit: int = 16) -> list:
     return [f"{f.filename}:{f.lineno} ({f.name})" for f in python[:limit]]
 
 
+class QueuedRecord(bytes):
+    """A checked launch's record as it was queued, with the host frames that queued it: the
+    launch itself runs later on a stream's worker, whose stack says nothing of the program."""
+    host_frames = None
+
+
+def queued_record(record: bytes) -> QueuedRecord:
+    out = QueuedRecord(record)
+    out.host_frames = host_backtrace()
+    return out
+
+
+def launch_frames(checked: CheckedLaunch) -> list:
+    """The host frames a report of `checked` names: those saved when the launch was queued."""
+    return checked.host_frames if checked.host_frames is not None else host_backtrace()
+
+
 def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, L) -> CudaError:
     """Print the failed checks of launch `L`; the error the launch ends with."""
     entries = checked.entries()
@@ -238,7 +257,7 @@ def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, 
     code = CUresult.CUDA_ERROR_MISALIGNED_ADDRESS if misaligned else CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     lines.append(f"Program hit {code.name} (error {int(code)}) in kernel {readable(kernel)}")
     lines.append("    Saved host backtrace up to driver entry point at kernel launch time")
-    lines += [f"        Host Frame: {frame}" for frame in host_backtrace()]
+    lines += [f"        Host Frame: {frame}" for frame in launch_frames(checked)]
     lines.append("")
     count_errors(total)
     print_lines(lines)
