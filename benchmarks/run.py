@@ -7,6 +7,7 @@ output is checked against numpy before it is timed.
                                               # benchmarks/results.json and results.png
     python benchmarks/run.py --quick          # small sizes, few repeats (smoke run)
     python benchmarks/run.py --only sgemm,scan --no-sim --no-extras
+    python benchmarks/run.py --only idioms --no-extras    # groups: suite (the twelve), idioms
 
 Times are medians of --repeats timed runs; a timed run is `inner` back-to-back runs of the
 computation, with `inner` chosen per implementation so that one timed run lasts at least
@@ -49,6 +50,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import idioms  # noqa: E402
 import libraries  # noqa: E402
 import modules  # noqa: E402
 import suite  # noqa: E402
@@ -118,6 +120,12 @@ def checked_run(bench, impl, handle):
     return run
 
 
+def geomeans(rows):
+    """The geomean of each ratio over `rows` (run_kernels' rows)."""
+    return {k: geomean([r["ratio"][k] for r in rows])
+            for k in ("anycuda/c", "pocl/c", "anycuda/pocl", "sim/anycuda", "sim/anycuda per work")}
+
+
 def geomean(xs):
     xs = [x for x in xs if x]
     return float(np.exp(np.mean(np.log(xs)))) if xs else None
@@ -163,7 +171,7 @@ def run_kernels(args, benches, out):
         runs = {}
         for impl in IMPLS:
             handle = {"anycuda": g, "c": lib, "pocl": pocl}[impl]
-            if impl == "pocl" and pocl_reason:
+            if impl == "pocl" and (pocl_reason or not B.implements("pocl")):
                 continue
             try:
                 runs[impl] = checked_run(b, impl, handle)
@@ -185,7 +193,7 @@ def run_kernels(args, benches, out):
                 row["rounds_ms"][impl] = [round(x * 1e3, 3) for x in each]
                 row["ms"][impl], row["inner"][impl], row["rate"][impl] = t * 1e3, inner, b.rate(t)
         row["yardstick"] = {name: value(times[name][0]) for name, (_, value) in sticks.items() if name in times}
-        if sim is not None:
+        if sim is not None and B.implements("sim"):
             row["sim"] = sim_column(B, g, sim, args)
         ms = row["ms"]
         if row.get("sim", {}).get("sim_ms") and "anycuda" in ms:
@@ -423,11 +431,13 @@ def print_table(out):
             print(f"{'':13s} {LABEL[impl]} FAILED: {err[:200]}")
         if r.get("sim", {}).get("error"):
             print(f"{'':13s} simulator FAILED: {r['sim']['error'][:200]}")
-    gm = out["geomean"]
     print("-" * len(head))
-    print(f"{'geomean':13s} {'':>10s} {'':>9s} {'':>9s} {fmt(gm['anycuda/c']):>7s} {fmt(gm['pocl/c']):>7s} "
-          f"{fmt(gm['anycuda/pocl']):>8s} {fmt(gm['sim/anycuda'], '.0f'):>8s} "
-          f"{fmt(gm['sim/anycuda per work'], '.3g'):>9s}")
+    groups = out.get("geomean_by_group", {})
+    for label, gm in [("geomean", out["geomean"])] + ([(f"  {g}", v) for g, v in groups.items()]
+                                                     if len(groups) > 1 else []):
+        print(f"{label:13s} {'':>10s} {'':>9s} {'':>9s} {fmt(gm['anycuda/c']):>7s} {fmt(gm['pocl/c']):>7s} "
+              f"{fmt(gm['anycuda/pocl']):>8s} {fmt(gm['sim/anycuda'], '.0f'):>8s} "
+              f"{fmt(gm['sim/anycuda per work'], '.3g'):>9s}")
     print("sim/any: Numba simulator time / anycuda time, both at the small simulator size; per work:\n"
           "the simulator's time per unit of work (small size) / anycuda's (size of this table)")
     for what, why in out["skipped"].items():
@@ -567,14 +577,20 @@ def rerun_at(commit, argv):
         return subprocess.run([sys.executable, __file__, *argv], env=env).returncode
 
 
+# every benchmark by name, and the groups --only also takes
+ALL = {b.name: b for b in suite.BENCHMARKS + idioms.BENCHMARKS}
+GROUPS = {"suite": [b.name for b in suite.BENCHMARKS], "idioms": [b.name for b in idioms.BENCHMARKS]}
+
+
 def select(only):
     if not only:
-        return list(suite.BENCHMARKS)
+        return list(ALL.values())
     names = [n.strip() for part in only for n in part.split(",") if n.strip()]
-    unknown = [n for n in names if n not in suite.BY_NAME]
+    names = [m for n in names for m in GROUPS.get(n, [n])]
+    unknown = [n for n in names if n not in ALL]
     if unknown:
-        sys.exit(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(suite.BY_NAME)}")
-    return [suite.BY_NAME[n] for n in names]
+        sys.exit(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join([*GROUPS, *ALL])}")
+    return [ALL[n] for n in dict.fromkeys(names)]
 
 
 def main(argv=None):
@@ -582,7 +598,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes, 3 repeats, no minimum run time")
     ap.add_argument("--only", action="append", metavar="KERNEL[,KERNEL]",
-                    help=f"run only these kernels ({', '.join(suite.BY_NAME)})")
+                    help=f"run only these kernels or groups ({', '.join([*GROUPS, *ALL])})")
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per implementation (default 7; quick 3)")
     ap.add_argument("--min-run", type=float, default=None,
                     help="minimum seconds per timed run (default 0.05; quick 0)")
@@ -631,8 +647,10 @@ def main(argv=None):
           f" at {str(out['anycuda'].get('commit'))[:10]}"
           f"{' + local changes' if out['anycuda'].get('src_modified') else ''})", flush=True)
     out["kernels"] = run_kernels(args, benches, out)
-    out["geomean"] = {k: geomean([r["ratio"][k] for r in out["kernels"]])
-                      for k in ("anycuda/c", "pocl/c", "anycuda/pocl", "sim/anycuda", "sim/anycuda per work")}
+    out["geomean"] = geomeans(out["kernels"])
+    # per group too: the twelve's geomean stays comparable with earlier runs
+    out["geomean_by_group"] = {g: geomeans(rows) for g, names in GROUPS.items()
+                               if (rows := [r for r in out["kernels"] if r["kernel"] in names])}
     if not args.no_extras:
         for what, fn in (("launch", launch_overheads),
                          ("compile", lambda: compile_times(benches)),

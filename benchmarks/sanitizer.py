@@ -1,9 +1,10 @@
-"""The sanitizer's cost: the suite's kernels (suite.py) checked (ANYCUDA_SANITIZE=memcheck, or
-racecheck with --tool) against the same kernels unchecked, in one process, medians of paired rounds (one timed run of each per
-round; the ratio is the median of the rounds' ratios). Both outputs are checked against numpy
-before anything is timed. Target (issue "Reliability and diagnostics"): memcheck <= 20x.
+"""The sanitizer's cost: the suite's kernels (suite.py) built for each tool (ANYCUDA_SANITIZE=
+memcheck, initcheck, racecheck) against the same kernels unchecked, in one process, medians of rounds (one
+timed run of each build per round; a ratio is the median of the rounds' ratios). Every output is
+checked against numpy before anything is timed. Target (issue "Reliability and diagnostics"):
+memcheck <= 20x.
 
-    python benchmarks/sanitizer.py [--tool memcheck|racecheck] [--size quick|full] [--only saxpy,sgemm] [--rounds 5]
+    python benchmarks/sanitizer.py [--size quick|full] [--only saxpy,sgemm] [--tools memcheck,initcheck] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -45,35 +46,38 @@ def _implementation(bench_class, size: str, tool: str):
     return run
 
 
-def measure(bench_class, size: str, rounds: int, min_run: float, tool: str = "memcheck") -> dict:
-    plain = _implementation(bench_class, size, "")
-    checked = _implementation(bench_class, size, tool)
-    a, b = [], []
+def measure(bench_class, size: str, tools: list, rounds: int, min_run: float) -> dict:
+    """{build: (median ms, median ratio to the unchecked build)}; the unchecked build is ''."""
+    runs = {tool: _implementation(bench_class, size, tool) for tool in [""] + tools}
+    times = {tool: [] for tool in runs}
     for _ in range(rounds):
-        a.append(seconds_per_call(plain, min_run))
-        b.append(seconds_per_call(checked, min_run))
-    return {"plain_ms": statistics.median(a) * 1e3, "checked_ms": statistics.median(b) * 1e3,
-            "ratio": statistics.median(y / x for x, y in zip(a, b))}
+        for tool, run in runs.items():
+            times[tool].append(seconds_per_call(run, min_run))
+    return {tool: (statistics.median(t) * 1e3, statistics.median(y / x for x, y in zip(times[""], t)))
+            for tool, t in times.items()}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="quick", choices=("quick", "full"))
     ap.add_argument("--only", default="", help="comma-separated kernel names")
+    ap.add_argument("--tools", default="memcheck,initcheck", help="comma-separated sanitizer tools")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--tool", default="memcheck", choices=("memcheck", "racecheck"))
     ap.add_argument("--min-run", type=float, default=0.2, help="seconds each timed run lasts at least")
     args = ap.parse_args(argv)
     only = {n for n in args.only.split(",") if n}
-    print(f"{'kernel':<12} {'unchecked ms':>13} {args.tool + ' ms':>12} {'ratio':>7}")
-    worst = 0.0
+    tools = [t for t in args.tools.split(",") if t]
+    print(f"{'kernel':<12} {'unchecked ms':>13}" + "".join(f" {t + ' ms':>14} {'ratio':>7}" for t in tools))
+    worst = {tool: 0.0 for tool in tools}
     for bench_class in suite.BENCHMARKS:
         if only and bench_class.name not in only:
             continue
-        r = measure(bench_class, args.size, args.rounds, args.min_run, args.tool)
-        worst = max(worst, r["ratio"])
-        print(f"{bench_class.name:<12} {r['plain_ms']:>13.3f} {r['checked_ms']:>12.3f} {r['ratio']:>6.1f}x", flush=True)
-    print(f"largest ratio {worst:.1f}x" + (" (target <= 20x)" if args.tool == "memcheck" else ""))
+        r = measure(bench_class, args.size, tools, args.rounds, args.min_run)
+        for tool in tools:
+            worst[tool] = max(worst[tool], r[tool][1])
+        print(f"{bench_class.name:<12} {r[''][0]:>13.3f}" +
+              "".join(f" {r[t][0]:>14.3f} {r[t][1]:>6.1f}x" for t in tools), flush=True)
+    print("largest ratio: " + ", ".join(f"{t} {worst[t]:.1f}x" for t in tools) + " (target for memcheck <= 20x)")
     return 0
 
 

@@ -1,6 +1,6 @@
 """The benchmark kernels: for each, inputs, a numpy reference, a check, and the same
 computation as (1) CUDA C++ through anycuda (kernels/cuda/*.cu), (2) hand-written C built
-with gcc -O3 -march=native -fopenmp (kernels/reference.c), (3) OpenCL C on PoCL
+with gcc -O3 -march=native -fopenmp (kernels/reference.c and kernels/idioms.c), (3) OpenCL C on PoCL
 (kernels/bench.cl) and (4) Python for Numba's CUDA simulator (kernels/sim.py).
 
 An implementation is a function of a backend handle that returns `(run, result)`: `run()`
@@ -53,13 +53,16 @@ class AnyCUDA:
         self.ac.synchronize()
 
 
+C_SOURCES = ("reference.c", "idioms.c")     # built into one library
+
+
 def build_c_reference(cc: str | None = None) -> ctypes.CDLL:
     cc = cc or shutil.which("gcc")
     if cc is None:
         raise RuntimeError("the C reference needs gcc")
     out = Path(tempfile.mkdtemp(prefix="anycuda-bench-")) / "reference.so"
     subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(out),
-                    str(KERNELS / "reference.c"), "-lm"], check=True)
+                    *(str(KERNELS / f) for f in C_SOURCES), "-lm"], check=True)
     lib = ctypes.CDLL(str(out))
     lib.reduce_sum.restype = ctypes.c_float
     return lib
@@ -162,6 +165,11 @@ class Bench:
 
     def sim(self, s):
         raise NotImplementedError
+
+    @classmethod
+    def implements(cls, impl: str) -> bool:
+        """Whether this benchmark has an implementation for `impl` ("pocl", "sim", ...)."""
+        return getattr(cls, impl) is not getattr(Bench, impl)
 
 
 def _close(out, ref, rtol, atol, what=""):

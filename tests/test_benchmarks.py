@@ -10,6 +10,7 @@ from anycuda import cudac
 from conformance import benchmark_module
 
 suite = benchmark_module("suite")
+idioms = benchmark_module("idioms")
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def anycuda_backend():
     return suite.AnyCUDA()
 
 
-@pytest.mark.parametrize("bench", suite.BENCHMARKS, ids=lambda b: b.name)
+@pytest.mark.parametrize("bench", suite.BENCHMARKS + idioms.BENCHMARKS, ids=lambda b: b.name)
 @pytest.mark.parametrize("impl", ["anycuda", "c"])
 def test_benchmark_matches_numpy(bench, impl, request):
     handle = request.getfixturevalue("anycuda_backend" if impl == "anycuda" else "c_reference")
@@ -34,7 +35,7 @@ def test_benchmark_matches_numpy(bench, impl, request):
     run, result = getattr(b, impl)(handle)
     run()
     b.check(result())
-    if bench.name != "saxpy":              # saxpy accumulates into y; the others repeat exactly
+    if bench.name != "saxpy" and getattr(b, "repeats_exactly", True):   # saxpy accumulates into y
         run()
         b.check(result())
 
@@ -81,3 +82,19 @@ def test_tensorcore_gemms_match_numpy():
     runs, keep = benchmark_module("tensorcores").cases(128, np.random.default_rng(1))
     assert set(runs) == {"WMMA f16 GEMM", "mma.sync f16 GEMM", "tiled SGEMM f32", "cublasGemmEx f16 -> f32",
                          "numpy f32 matmul"}
+
+
+def test_strategies_name_the_compilers_choice():
+    """benchmarks/strategies.py: a kernel with no barrier runs as the thread loop; the tiled
+    transpose has a barrier but a 32 x 32 block, which a block program does not take; the same
+    barrier kernel at a one-row block is not refused for its shape."""
+    if not (cudac.find_nvcc() or cudac.find_nvrtc()):
+        pytest.skip("no CUDA C++ compiler (nvcc or NVRTC)")
+    strategies = benchmark_module("strategies")
+    from anycuda import compile as compile_cu
+    cu = "idioms_transpose.cu"
+    ptx = compile_cu((suite.KERNELS / "cuda" / cu).read_text(), name=cu)
+    assert strategies.strategy(ptx, cu, "transpose_naive", (32, 8))[0] == "thread loop"
+    how, why = strategies.strategy(ptx, cu, "transpose_tiled32", (32, 32))
+    assert how == "rounds" and "one row of whole warps" in why
+    assert "one row of whole warps" not in strategies.strategy(ptx, cu, "transpose_tiled32", (1024,))[1]

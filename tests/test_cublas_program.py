@@ -70,6 +70,7 @@ def bf16(x):
 
 
 def _build(folder, name, library):
+    """programs/<name>.cu built with nvcc against anycuda's `library` (a name, or several)."""
     shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
                           check=True).stdout.strip()
     # only cuBLAS's headers from the wheel: its folder also holds CUDA runtime headers of another
@@ -81,7 +82,8 @@ def _build(folder, name, library):
         (headers / header.name).symlink_to(header)
     exe = folder / name
     r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / f"{name}.cu"), f"-I{headers}",
-                        f"-L{shim}", f"-l:{library}"], capture_output=True, text=True, timeout=300)
+                        f"-L{shim}", *[f"-l:{lib}" for lib in ((library,) if isinstance(library, str) else library)]],
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return exe
 

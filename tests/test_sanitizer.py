@@ -31,16 +31,17 @@ REPORT = re.compile(
     r"at 0x(?P<near>[0-9a-f]+) of size (?P<near_size>[\d,]+) bytes\n)?")
 
 
-def reports(text: str) -> list:
-    """The memcheck reports in `text`, as dicts of REPORT's groups (indices as int tuples)."""
+def reports(text: str, pattern=REPORT) -> list:
+    """The memcheck reports in `text` (another tool's, by its `pattern`), as dicts of the
+    pattern's groups (indices as int tuples)."""
     out = []
-    for m in REPORT.finditer(text):
+    for m in pattern.finditer(text):
         r = m.groupdict()
         r["size"] = int(r["size"])
         r["address"] = int(r["address"], 16)
         r["tid"] = tuple(int(v) for v in r["tid"].split(","))
         r["block"] = tuple(int(v) for v in r["block"].split(","))
-        if r["near"] is not None:
+        if r.get("near") is not None:
             r["near"], r["near_size"] = int(r["near"], 16), int(r["near_size"].replace(",", ""))
             r["distance"] = int(r["distance"].replace(",", ""))
         out.append(r)
@@ -72,6 +73,7 @@ def _line(ptx: str, text: str) -> str:
 def _launch_failing(kernel, grid, block, args, code=CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, shared=0):
     with pytest.raises(CudaError) as e:
         kernel(grid, block, args, shared_mem=shared)
+        ac.synchronize()              # launches are asynchronous: the fault is reported here
     assert e.value.code == code, e.value
     return str(e.value)
 
@@ -346,6 +348,7 @@ def test_generic_addresses_into_shared_and_global_pass(checked, capsys):
     assert_no_report(capsys)
     with pytest.raises(CudaError):
         _kernel(LOCAL_AND_GENERIC, "generic_shared")((1,), (n + 1,), (out,))   # word 32 is past `words`
+        ac.synchronize()
     got = reports(capsys.readouterr().err)
     assert [(r["space"], r["tid"][0]) for r in got] == [("__global__", 32)]   # generic: reported as compute-sanitizer does
 
@@ -498,8 +501,8 @@ def test_unknown_tool_is_refused(monkeypatch):
     monkeypatch.setenv("ANYCUDA_SANITIZE", "memchek")
     with pytest.raises(ValueError, match="unknown tool"):
         memcheck.mode()
-    monkeypatch.setenv("ANYCUDA_SANITIZE", "initcheck")
-    with pytest.raises(ValueError, match="memcheck and racecheck only"):
+    monkeypatch.setenv("ANYCUDA_SANITIZE", "synccheck")
+    with pytest.raises(ValueError, match="memcheck, initcheck and racecheck only so far"):
         memcheck.mode()
 
 

@@ -269,3 +269,38 @@ def test_unknown_export_tables_and_empty_slots_are_named_once(tmp_path):
     assert r.returncode == 0 and "tables OK" in r.stdout, r.stdout + r.stderr
     assert r.stderr.count("export table 000102030405060708090a0b0c0d0e0f") == 1
     assert r.stderr.count("export table CONTEXT_CHECKS slot 1 is not implemented") == 1
+
+
+NAMED_STUBS_PROGRAM = r'''
+import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+assert cuda.cuInit(0) == 0
+# a driver function anycuda lacks is still a symbol of libcuda.so.1 (NVIDIA's cuBLASLt looks its
+# driver functions up with dlsym): it answers CUDA_ERROR_NOT_SUPPORTED and is named once
+wait = cuda.cuStreamWaitValue32
+assert wait(None, 0, 0, 0) == 801 and wait(None, 0, 0, 0) == 801
+# CUDA 13's forms that name a context (0: the current one)
+ctx, created, device = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int(-1)
+assert cuda.cuCtxGetDevice_v2(ctypes.byref(device), None) == 201           # no current context yet
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+assert cuda.cuCtxGetDevice_v2(ctypes.byref(device), ctx) == 0 and device.value == 0
+assert cuda.cuCtxSetCurrent(ctx) == 0
+assert cuda.cuCtxGetDevice_v2(ctypes.byref(device), None) == 0 and device.value == 0
+assert cuda.cuCtxSynchronize_v2(ctx) == 0 and cuda.cuCtxSynchronize_v2(None) == 0
+# a caller built for CUDA 12 asking for cuCtxGetDevice gets the one-argument form
+fn = ctypes.c_void_p()
+assert cuda.cuGetProcAddress_v2(b"cuCtxGetDevice", ctypes.byref(fn), 12080, 0, None) == 0
+assert fn.value == ctypes.cast(cuda.cuCtxGetDevice, ctypes.c_void_p).value
+assert cuda.cuGetProcAddress_v2(b"cuCtxGetDevice", ctypes.byref(fn), 13000, 0, None) == 0
+assert fn.value == ctypes.cast(cuda.cuCtxGetDevice_v2, ctypes.c_void_p).value
+print("stubs OK")
+'''
+
+
+def test_driver_functions_anycuda_lacks_are_exported_stubs(tmp_path):
+    script = tmp_path / "stubs.py"
+    script.write_text(NAMED_STUBS_PROGRAM)
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "stubs OK" in r.stdout, r.stdout + r.stderr
+    assert r.stderr.count("cuStreamWaitValue32 is not supported yet") == 1

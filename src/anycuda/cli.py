@@ -127,6 +127,10 @@ def cmd_run(args) -> int:
         print("usage: anycuda run -- PROGRAM [ARGS...]", file=sys.stderr)
         return 2
     env = dict(os.environ)
+    if args.profile or args.profile_output:
+        env["ANYCUDA_PROFILE"] = "1"        # runtime/profile.py: the summary on stderr at exit
+    if args.profile_output:
+        env["ANYCUDA_PROFILE_OUTPUT"] = os.path.abspath(args.profile_output)
     why = _sanitizer_settings(args, env)
     if why:
         print(f"anycuda run: {why}", file=sys.stderr)
@@ -186,13 +190,17 @@ def main(argv=None) -> int:
     p_shim.set_defaults(func=cmd_shim_path)
     p_run = sub.add_parser("run", help="run a program with anycuda's libcuda.so.1: anycuda run -- PROGRAM ARGS")
     p_run.add_argument("--sanitize", metavar="TOOL",
-                       help="check every memory access of every kernel (memcheck), and shared-memory races "
-                       "too (racecheck), as compute-sanitizer does")
+                       help="check every memory access of every kernel (memcheck), report reads of memory "
+                       "never written (initcheck) or shared-memory races (racecheck), as compute-sanitizer does")
     p_run.add_argument("--leak-check", choices=("full", "no"), help="with --sanitize: report device memory "
                        "still allocated at exit")
     p_run.add_argument("--error-exitcode", type=int, metavar="N", help="with --sanitize: the exit status when "
                        "errors were found")
     p_run.add_argument("--print-limit", type=int, metavar="N", help="with --sanitize: reports printed per launch")
+    p_run.add_argument("--profile", action="store_true", help="at exit, print on stderr per kernel and library "
+                       "call: launches, time run, blocks/s, compile times, strategy (as nsys's kernel summary)")
+    p_run.add_argument("--profile-output", metavar="FILE", help="with or without --profile: also write the "
+                       "profile as CSV to FILE")
     p_run.add_argument("command_line", nargs=argparse.REMAINDER)
     p_run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)

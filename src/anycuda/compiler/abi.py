@@ -39,8 +39,11 @@ LAUNCH_FIELDS = [
     # the record of what its threads allocated with malloc (CHECK_HEAP)
     ("check_table", 160, "u64"), ("check_count", 168, "u64"), ("check_log", 176, "u64"),
     ("check_heap", 184, "u64"),
+    # an initcheck launch (compiler/ops/initcheck.py): the tracked allocations as sorted
+    # [start, end, shadow] triples of u64 (runtime/shadow.py), and how many
+    ("shadow_table", 192, "u64"), ("shadow_count", 200, "u64"),
 ]
-LAUNCH_SIZE = 192
+LAUNCH_SIZE = 208
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1
@@ -62,6 +65,7 @@ CHECK_ENTRY = {"address": 0, "size": 8, "site": 12, "what": 16,
                "other": 44}         # (a racecheck hazard's earlier access: compiler/ops/racecheck.py)
 CHECK_ENTRY_BYTES = 48
 CHECK_OUT_OF_BOUNDS, CHECK_MISALIGNED = 1, 2       # an entry's `what`
+CHECK_UNINITIALISED = 3                            # initcheck's: a read of bytes never written
 # A checked launch's record of device-side malloc: u64 how many blocks, u64 room for how many,
 # then each block's [start, end) as two u64
 CHECK_HEAP_HEADER = 16

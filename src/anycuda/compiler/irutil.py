@@ -72,6 +72,28 @@ def for_range_counting(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, count_f
         yield i, c
 
 
+def upper_bound(b: ir.IRBuilder, records: ir.Value, count: ir.Value, key: ir.Value, stride: int) -> ir.Value:
+    """How many of the `count` records at i64* `records` (each `stride` u64, sorted by their
+    first) start at or before `key`, found by bisection; the builder is left after the search."""
+    entry = b.block
+    loop, probe, done = (b.append_basic_block(n) for n in ("bisect", "bisect.probe", "bisect.done"))
+    b.branch(loop)
+    # invariant: every record before `lo` starts at or before `key`; none from `hi` on does
+    b.position_at_end(loop)
+    lo, hi = b.phi(I64, "lo"), b.phi(I64, "hi")
+    lo.add_incoming(i64(0), entry)
+    hi.add_incoming(count, entry)
+    b.cbranch(b.icmp_unsigned("<", lo, hi), probe, done)
+    b.position_at_end(probe)
+    mid = b.lshr(b.add(lo, hi), i64(1))
+    starts_before = b.icmp_unsigned("<=", b.load(b.gep(records, [b.mul(mid, i64(stride))])), key)
+    lo.add_incoming(b.select(starts_before, b.add(mid, i64(1)), lo), probe)
+    hi.add_incoming(b.select(starts_before, hi, mid), probe)
+    b.branch(loop)
+    b.position_at_end(done)
+    return lo
+
+
 def _loop_blocks(b, name, suffixes):
     """(the block before, head, body, end) of a new loop, the builder at the head's start."""
     pre = b.block

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .. import fatbin
 from ..ptx.errors import UnsupportedVersion
 from ..runtime import device as device_info
-from ..runtime import memory, sanitizer
+from ..runtime import memory, profile, sanitizer
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program, loading_mode
 from ..runtime.stream import (Event, Stream, default_stream, discard_errors, get_elapsed_time, per_thread_stream,
@@ -296,7 +296,11 @@ def _require_context():
 
 
 @_faults_are_sticky
-def cuCtxSynchronize() -> None:
+def cuCtxSynchronize(ctx: int = 0) -> None:
+    """Wait for the device of context `ctx`, or of the current one (0; cuCtxSynchronize_v2 names one)."""
+    if ctx:
+        synchronize_all(_get(ctx, Context).device)
+        return
     _require_context()
     synchronize_all(_current_device())
 
@@ -766,7 +770,10 @@ def wait_for_stream(stream: int) -> None:
     _stream(stream).synchronize()
 
 
-def cuCtxGetDevice() -> int:
+def cuCtxGetDevice(ctx: int = 0) -> int:
+    """The device of context `ctx`, or of the current one (0; CUDA 13's cuCtxGetDevice_v2 names one)."""
+    if ctx:
+        return _get(ctx, Context).device
     _require_context()
     return _get(_current.ctx, Context).device
 
@@ -1417,6 +1424,8 @@ def submit(stream, fn, *args, on_skip=None) -> None:
     `on_skip()` runs instead when the stream skips the work after an unreported error.
     Stream None: blocking work on the legacy default stream (a cuMemcpy, cuMemsetD8), which
     returns when it is done and reports the error the stream kept."""
+    if profile.ENABLED:                  # a library call's work, timed under its name
+        fn = profile.timed(fn)
     if stream is None:
         default_stream.call(fn, *args)
         return

@@ -1,10 +1,15 @@
 """Device memory as the libraries read and write it: a device pointer is a host address here
-(one address space), so an argument's elements are a numpy view of that address."""
+(one address space), so an argument's elements are a numpy view of that address.
+
+Under initcheck (runtime/shadow.py) every range a library views counts as written, inputs
+included: the views do not say which the call writes, so a library's reads are not checked."""
 from __future__ import annotations
 
 import ctypes
 
 import numpy as np
+
+from ..runtime import memory
 
 
 def array(address: int, count: int, dtype) -> np.ndarray:
@@ -12,6 +17,7 @@ def array(address: int, count: int, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if count <= 0:
         return np.empty(0, dtype)
+    memory.written(address, count * dtype.itemsize)
     raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
     return np.frombuffer(raw, dtype=dtype)
 

@@ -10,6 +10,9 @@ touched) and aligned to 256 bytes, as `cudaMalloc` guarantees. The table holds e
 allocation, and so its memory, until `free`; objects that still refer to an `Allocation`
 after it was freed keep the memory itself alive, so a stale pointer never reaches memory
 that was handed back to the system while Python code can still see it.
+
+Under initcheck a device allocation also carries a shadow of the bytes written (shadow.py),
+which the copies and fills here keep up to date.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import shadow
 from .errors import CudaError, CUresult
 
 ALIGNMENT = 256
@@ -32,6 +36,7 @@ class Allocation:
     size: int
     buffer: object = field(default=None, repr=False)     # keeps the backing memory alive
     kind: str = "device"                                  # device, host, managed, module
+    shadow: object = field(default=None, repr=False)     # initcheck: 1 per byte written (shadow.py)
 
     def contains(self, p: int) -> bool:
         """True when `p` points into this allocation (a zero-size one holds its start only)."""
@@ -118,6 +123,8 @@ def allocate(nbytes: int, kind: str = "device") -> Allocation:
     base = buf.ctypes.data
     ptr = (base + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
     a = Allocation(ptr, nbytes, buf, kind)
+    if shadow.wanted(kind):
+        a.shadow = shadow.new(nbytes)
     table.add(a)
     return a
 
@@ -149,6 +156,16 @@ def memcpy(dst: int, src: int, nbytes: int) -> None:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"cannot copy {nbytes} bytes")
     if nbytes:
         ctypes.memmove(int(dst), int(src), int(nbytes))
+        written(dst, nbytes)
+
+
+def written(dst: int, nbytes: int) -> None:
+    """Bytes [dst, dst + nbytes) were written from the host side: their shadow says so
+    (initcheck; nothing to do otherwise)."""
+    if shadow.tracking:
+        a = table.lookup(int(dst))
+        if a is not None and a.shadow is not None:
+            shadow.mark(a, dst, nbytes)
 
 
 _ELEMENT_TYPES = {1: "<u1", 2: "<u2", 4: "<u4"}
@@ -159,6 +176,7 @@ def fill(dst: int, value: int, count: int, element: int) -> None:
     with no buffer of the fill's size (a 4 GB memset must not need 4 GB more)."""
     if count <= 0:
         return
+    written(dst, count * element)
     value = int(value) & ((1 << (8 * element)) - 1)
     if value == int.from_bytes(bytes([value & 0xFF]) * element, "little"):
         ctypes.memset(int(dst), value & 0xFF, count * element)       # one byte repeated

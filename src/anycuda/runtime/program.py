@@ -24,7 +24,7 @@ from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
 from .faults import fault_key
-from . import memory, progress, sanitizer, stream as stream_module
+from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module
 from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "s32": ctypes.c_int32, "u64": ctypes.c_uint64}
@@ -42,6 +42,9 @@ MAX_THREADS_PER_BLOCK = 1024
 # a kernel declared with one of these is launched as a cluster (%is_explicit_cluster)
 _CLUSTER_DIRECTIVES = frozenset(("explicitcluster", "reqnctapercluster"))
 _grid_ids = itertools.count(1)       # %gridid: launches numbered in the order they start
+# what a launch of a kernel built for a sanitizer tool is handed (KernelInfo.check_tool)
+_CHECKED_LAUNCHES = {"memcheck": sanitizer.CheckedLaunch, "initcheck": initcheck.ShadowedLaunch,
+                     "racecheck": sanitizer.CheckedLaunch}
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
 DEFAULT_SHARED_PER_BLOCK = 48 * 1024
@@ -344,6 +347,8 @@ class KernelImage:
                 obj = LoadedObject(code, self._externals)
                 self._block_objects.append(obj)
                 self._programs[lanes] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
+        if profile.ENABLED:
+            link = profile.timed_block_program(self.program.source_name, self.name, lanes, link)
         unit = self.program.index.kernel_unit(self.name)
         with progress.waiting_for(f"the block program of {self.name} for {lanes} threads", "optimised code"):
             link(pipeline.compile_block_program(unit, self.program.source_name, self.name, lanes, link))
@@ -405,7 +410,10 @@ class KernelImage:
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         self._function()             # a kernel that cannot run fails its launch call, not its stream
-        return self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising, cluster)
+        record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising, cluster)
+        if self.info.check_tool:     # a checked launch's reports name the host code that queued it
+            record = sanitizer.queued_record(record)
+        return record
 
     def launch(self, grid, block, params: bytes, shared_mem: int = 0, num_workers: int = 0,
                cooperative: bool = False, cluster: bool = False, record: bytes = None):
@@ -437,7 +445,13 @@ class KernelImage:
                 L.backwards = _alternate_sweep() if order == ALTERNATE else 1
         # a kernel compiled checked (compiler/ops/memcheck.py) reads the table and writes its
         # failures where the launch record says, whatever the environment says now
-        checked = sanitizer.CheckedLaunch(L) if self.info.check_sites else None
+        checked_launch = _CHECKED_LAUNCHES.get(self.info.check_tool)
+        checked = checked_launch(L) if checked_launch else None
+        if checked is not None:
+            checked.host_frames = getattr(record, "host_frames", None)
+        if profile.ENABLED:
+            strategy = self._strategy(entry, block, cooperative)
+            start = profile.now()
         if cooperative:
             ws = _grid_workspace()
             L.grid_workspace = ctypes.addressof(ws)
@@ -448,12 +462,26 @@ class KernelImage:
             _run_cooperative(entry, L)
         else:
             entry(ctypes.addressof(L))
+        if profile.ENABLED:
+            profile.record_launch(self.program.source_name, self.name, profile.now() - start, L.nblocks, strategy)
         if checked is not None:
             checked.keep_heap()
-            if self.info.races:
+            if isinstance(checked, initcheck.ShadowedLaunch):     # reports that fail nothing
+                checked.report(self.name, self.info.check_sites, self.program.source_name)
+            if self.info.check_tool == "racecheck":
                 checked.report_races(self.name, self.info.check_sites, self.program.source_name, L)
         if L.error:
             self._raise_fault(L, checked)
+
+    def _strategy(self, entry, block, cooperative: bool) -> str:
+        """How a launch ran its blocks, for the profile: "launch function" is the kernel's own
+        (profile.launch_function_kind tells its kind at exit)."""
+        if cooperative:
+            return "cooperative (a thread per block)"
+        tier = "quick code, " if self.optimising or tiers.mode() == tiers.QUICK else ""
+        if entry is not self._entry:
+            return f"{tier}block program for block shape {tuple(block)}"
+        return f"{tier}{profile.LAUNCH_FUNCTION}"
 
     def _choices_by_buffers(self, params: bytes) -> tuple:
         """(whether the stores may stream, the block order) by the size of the buffers the
@@ -591,7 +619,8 @@ class Program:
             if compiled is None:
                 try:
                     with progress.waiting_for(f"kernel {name} of {self.source_name}", _tier_waited_for()):
-                        compiled = compile_kernel(self.index.kernel_unit(name), name, self.source_name)
+                        compiled = self._timed_compile(name) if profile.ENABLED else \
+                            compile_kernel(self.index.kernel_unit(name), name, self.source_name)
                 except PtxError as e:
                     compiled = e
                 code.kernels[name] = compiled
@@ -600,6 +629,21 @@ class Program:
                         if object_code is not None:       # later instances link the optimised code
                             compiled.object_code, compiled.optimised = object_code, None
                     compiled.optimised.subscribe(arrived)
+        return compiled
+
+    def _timed_compile(self, name: str) -> CompiledKernel:
+        """compile_kernel, its time kept for the profile. Tiered, a kernel compiled here has its
+        optimised code on the way; one without came from the disk cache (or, with no Python
+        interpreter to run the compile server, was optimised here: the cache is then unknown)."""
+        unit = self.index.kernel_unit(name)
+        start = profile.now()
+        compiled = compile_kernel(unit, name, self.source_name)
+        elapsed = profile.now() - start
+        mode = tiers.mode()
+        optimised = getattr(compiled, "optimised", None)
+        cached = optimised is None if mode == tiers.TIERED and tiers._interpreter() is not None else None
+        tier = "optimised" if mode == tiers.OPTIMISED or cached else "quick"
+        profile.record_compile(self.source_name, name, start, elapsed, tier, cached, optimised, unit)
         return compiled
 
     def compiled_kernel(self, name: str) -> CompiledKernel:

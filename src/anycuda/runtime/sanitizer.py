@@ -11,8 +11,8 @@ frames, and gives the error the launch ends with. A `cuMemFree` of a pointer tha
 allocation's start is reported as the driver call's error; at the process's end `finish`
 reports the allocations still live (with --leak-check full) and the summary ("=========
 ERROR SUMMARY: N errors"), and ends the process with --error-exitcode's status when errors
-were found. Under racecheck the launch's hazards are reported by racereport.py and the summary
-is its "RACECHECK SUMMARY" line.
+were found. initcheck's launches and reports are initcheck.py's, on top of CheckedLaunch;
+racecheck's hazards are reported by racereport.py, and its summary is a "RACECHECK SUMMARY" line.
 
 Settings come from the environment, so that `anycuda run` hands them to the program's process:
 ANYCUDA_SANITIZE (the tool), ANYCUDA_SANITIZE_LEAK_CHECK (full or no),
@@ -34,7 +34,7 @@ import threading
 import numpy as np
 
 from ..compiler import abi
-from ..compiler.ops import memcheck
+from ..compiler.ops import memcheck, racecheck
 from . import memory, racereport
 from .names import readable
 from .errors import CudaError, CUresult
@@ -61,12 +61,12 @@ def errors_found() -> int:
     return _state["errors"]
 
 
-def _count(n: int = 1) -> None:
+def count_errors(n: int = 1) -> None:
     with _lock:
         _state["errors"] += n
 
 
-def _print(lines) -> None:
+def print_lines(lines) -> None:
     sys.stderr.write("".join(f"{PREFIX} {line}\n" if line else f"{PREFIX}\n" for line in lines))
     sys.stderr.flush()
 
@@ -115,6 +115,8 @@ class CheckedLaunch:
     """The table and the record of failed checks of one launch (kept alive while it runs; a
     launch runs to its end on the thread that made it, so each thread needs one record)."""
 
+    host_frames = None          # the launching host code's frames, taken when it was queued
+
     def __init__(self, L):
         self.pairs, count = _flat_table()
         L.check_table = self.pairs.ctypes.data
@@ -150,7 +152,7 @@ class CheckedLaunch:
     def report_races(self, kernel: str, sites, source_name: str, L) -> None:
         """After a racechecked launch: its hazards, reported (runtime/racereport.py)."""
         entries = self.entries()
-        self.hazards = sum(1 for e in entries if memcheck.racecheck.is_race(e["what"]))
+        self.hazards = sum(1 for e in entries if racecheck.is_race(e["what"]))
         if self.hazards:
             racereport.report_launch(kernel, sites, entries, source_name, L)
 
@@ -182,19 +184,24 @@ def _nearest(address: int):
     return best
 
 
+def code_and_thread(kernel: str, site: memcheck.Site, entry: dict, source_name: str) -> list:
+    """A report's lines naming the access's code (function, offset, line) and its thread."""
+    where = f"{site.source[0]}:{site.source[1]}" if site.source else f"{source_name}:{site.ptx_line}"
+    function = readable(site.function)
+    if site.function != kernel:
+        function += f" (called from {readable(kernel)})"
+    return [f"    at {function}+0x{16 * site.position:x} in {where}",
+            f"    by thread ({entry['tid_x']},{entry['tid_y']},{entry['tid_z']}) "
+            f"in block ({entry['ctaid_x']},{entry['ctaid_y']},{entry['ctaid_z']})"]
+
+
 def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: str) -> list:
     """compute-sanitizer's lines for one failed check."""
     space = _SPACE_NAMES[site.space]
     address, size = entry["address"], entry["size"]
     misaligned = entry["what"] == abi.CHECK_MISALIGNED
-    where = f"{site.source[0]}:{site.source[1]}" if site.source else f"{source_name}:{site.ptx_line}"
-    function = readable(site.function)
-    if site.function != kernel:
-        function += f" (called from {readable(kernel)})"
-    lines = [f"Invalid {space} {_KINDS[site.kind]} of size {size} bytes",
-             f"    at {function}+0x{16 * site.position:x} in {where}",
-             f"    by thread ({entry['tid_x']},{entry['tid_y']},{entry['tid_z']}) "
-             f"in block ({entry['ctaid_x']},{entry['ctaid_y']},{entry['ctaid_z']})"]
+    lines = [f"Invalid {space} {_KINDS[site.kind]} of size {size} bytes"] + \
+        code_and_thread(kernel, site, entry, source_name)
     if misaligned:
         lines.append(f"    Address 0x{address:x} is misaligned")
     else:
@@ -230,9 +237,26 @@ def host_backtrace(limit: int = 16) -> list:
     return [f"{f.filename}:{f.lineno} ({f.name})" for f in python[:limit]]
 
 
+class QueuedRecord(bytes):
+    """A checked launch's record as it was queued, with the host frames that queued it: the
+    launch itself runs later on a stream's worker, whose stack says nothing of the program."""
+    host_frames = None
+
+
+def queued_record(record: bytes) -> QueuedRecord:
+    out = QueuedRecord(record)
+    out.host_frames = host_backtrace()
+    return out
+
+
+def launch_frames(checked: CheckedLaunch) -> list:
+    """The host frames a report of `checked` names: those saved when the launch was queued."""
+    return checked.host_frames if checked.host_frames is not None else host_backtrace()
+
+
 def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, L) -> CudaError:
     """Print the failed checks of launch `L`; the error the launch ends with."""
-    entries = [e for e in checked.entries() if not memcheck.racecheck.is_race(e["what"])]
+    entries = [e for e in checked.entries() if not racecheck.is_race(e["what"])]
     limit = int(os.environ.get("ANYCUDA_SANITIZE_PRINT_LIMIT", DEFAULT_PRINT_LIMIT))
     lines = []
     for entry in entries[:limit]:
@@ -244,10 +268,10 @@ def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, 
     code = CUresult.CUDA_ERROR_MISALIGNED_ADDRESS if misaligned else CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     lines.append(f"Program hit {code.name} (error {int(code)}) in kernel {readable(kernel)}")
     lines.append("    Saved host backtrace up to driver entry point at kernel launch time")
-    lines += [f"        Host Frame: {frame}" for frame in host_backtrace()]
+    lines += [f"        Host Frame: {frame}" for frame in launch_frames(checked)]
     lines.append("")
-    _count(total)
-    _print(lines)
+    count_errors(total)
+    print_lines(lines)
     what = f"{total} invalid memory access{'es' if total > 1 else ''} found by memcheck"
     if not entries:
         return CudaError(code, f"kernel {kernel}: {what}")
@@ -263,8 +287,8 @@ def report_api_error(call: str, error: CudaError) -> None:
     """A driver call that failed on a bad pointer (cuMemFree of one that is not an allocation's start)."""
     if not tool():
         return
-    _count()
-    _print([f"Program hit {error.code.name} (error {int(error.code)}) due to \"{error}\" "
+    count_errors()
+    print_lines([f"Program hit {error.code.name} (error {int(error.code)}) due to \"{error}\" "
             f"on CUDA API call to {call}.", ""])
 
 
@@ -288,13 +312,13 @@ def finish() -> int:
             lines += [f"Leaked {a.size:,} bytes at 0x{a.ptr:x}", ""]
         if found:
             lines.append(f"LEAK SUMMARY: {sum(a.size for a in found):,} bytes leaked in {len(found)} allocations")
-        _count(len(found))
+        count_errors(len(found))
     n = errors_found() + racereport.hazards_found()
     if tool() == "racecheck":
         lines.append(racereport.summary())
     else:
         lines.append(f"ERROR SUMMARY: {n} error{'s' if n != 1 else ''}")
-    _print(lines)
+    print_lines(lines)
     status = os.environ.get("ANYCUDA_SANITIZE_ERROR_EXITCODE")
     return int(status) if n and status else None
 

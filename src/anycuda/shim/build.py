@@ -16,6 +16,7 @@ stale and is not used: the cache then gets a fresh one.
 from __future__ import annotations
 
 import hashlib
+import re
 import os
 import shutil
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from .. import __version__
 
-from .settings import LIBRARY
+from .settings import LIBRARY, STUBS
 from .embedding import FIND_MODULES, MODULE_PATHS, compile_embedded, embedded_prelude
 from .libraries import DROP_INS, LIBRARY_SOURCES, build_libraries
 from .standins import NVRTC_SOURCE, STANDINS, build_standins
@@ -149,7 +150,6 @@ static void anycuda_watch_exit(void) { atexit(anycuda_note_exit); }
 static int anycuda_process_exiting(void) { return anycuda_exiting; }
 """
 
-STUBS = 1024
 
 # Driver functions anycuda does not implement resolve to one of these stubs: each returns
 # CUDA_ERROR_NOT_SUPPORTED through anycuda_unsupported(i), which names the function once.
@@ -158,6 +158,19 @@ _STUB_SOURCE = "\n".join(
     + [f"static int anycuda_stub_{i}(void) {{ return anycuda_unsupported({i}); }}" for i in range(STUBS)]
     + ["static void *anycuda_stubs[] = {" + ", ".join(f"(void *)anycuda_stub_{i}" for i in range(STUBS)) + "};",
        "static void *anycuda_stub_address(int i) { return (i >= 0 && i < %d) ? anycuda_stubs[i] : 0; }" % STUBS])
+
+
+def named_stubs(names, implemented) -> tuple:
+    """(C source, names) of an exported function for each driver function of `names` that
+    anycuda does not implement: each answers CUDA_ERROR_NOT_SUPPORTED through
+    anycuda_unsupported(STUBS + its index), which names it once. NVIDIA's libraries look driver
+    functions up by name with dlsym on libcuda.so.1 (cuBLASLt fails its start when one it needs
+    is missing); cuGetProcAddress hands out the anonymous stubs above instead."""
+    missing = [n for n in names if n not in implemented]
+    source = "\n".join(f"int {n}(void) {{ return anycuda_unsupported({STUBS + i}); }}"
+                       for i, n in enumerate(missing))
+    return source, missing
+
 
 STUB_DECLARATIONS = """
 static int anycuda_host_is_python(void);
@@ -208,10 +221,11 @@ from anycuda.shim import export_tables
 define(ffi, lib)
 export_tables.install(ffi, lib)
 from anycuda.compiler.build import jit
-from anycuda.runtime import sanitizer
+from anycuda.runtime import profile, sanitizer
 from anycuda.runtime import stream as _anycuda_streams
 def _anycuda_exit_hook():
     _anycuda_streams.drain()     # queued kernels finish before the code they run is torn down
+    profile.finish_process()     # after them: every launch has its time
     sanitizer.finish_process()   # after them: their reports come before the summary
     jit.stop_linking()
 ffi.def_extern(name="anycuda_exit_hook")(_anycuda_exit_hook)
@@ -278,9 +292,11 @@ def build(folder: Path, module_paths=None) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / BUILD_STAMP).unlink(missing_ok=True)        # incomplete until the stamp is written again
+    names = _driver_function_names()
+    stubs, stub_names = named_stubs(names or (), set(re.findall(r"\b(cu\w+)\s*\(", declarations.FUNCTIONS)))
     source = ("#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES
               + embedded_prelude(LIBRARY, (3, "CUDA_ERROR_NOT_INITIALIZED"), 4, "cu")
-              + _EXIT_WATCH + _STUB_SOURCE + "\n" + export_tables.STUB_SOURCE)
+              + _EXIT_WATCH + _STUB_SOURCE + "\n" + stubs + "\n" + export_tables.STUB_SOURCE)
     compile_embedded(folder, "anycuda_libcuda", LIBRARY,
                      [declarations.TYPES, export_tables.DECLARATIONS, STUB_DECLARATIONS],
                      declarations.FUNCTIONS, source, INIT_CODE)
@@ -289,9 +305,9 @@ def build(folder: Path, module_paths=None) -> Path:
         _write(folder / "libpython-dir", libdir)
     build_libraries(folder)
     build_standins(folder)
-    names = _driver_function_names()
     if names:
         _write(folder / "driver-functions.txt", "\n".join(names) + "\n")
+        _write(folder / "driver-stubs.txt", "".join(n + "\n" for n in stub_names))
     _write(folder / MODULE_PATHS, "".join(p + "\n" for p in (_module_paths() if module_paths is None else module_paths)))
     _write(folder / BUILD_STAMP, recipe_fingerprint() + "\n")
     return folder / LIBRARY

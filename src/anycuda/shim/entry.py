@@ -13,7 +13,7 @@ import functools
 import sys
 
 from . import entry_devices, entry_memory, entry_modules, entry_streams, entry_textures, export_tables, marshal
-from .settings import LIBRARY, TRACE
+from .settings import LIBRARY, STUBS, TRACE
 from ..runtime.errors import CudaError, CUresult
 
 _strings = {}
@@ -35,7 +35,7 @@ _explained = []
 _INTRODUCED = {"cuCtxCreate_v4": 12050, "cuCtxCreate_v3": 11040, "cuGetProcAddress_v2": 12000,
                "cuMemPrefetchAsync_v2": 12020, "cuMemAdvise_v2": 12020, "cuStreamBeginCapture_v2": 10010,
                "cuEventElapsedTime_v2": 12080, "cuStreamGetCaptureInfo_v2": 11030,
-               "cuStreamGetCaptureInfo_v3": 12030}
+               "cuStreamGetCaptureInfo_v3": 12030, "cuCtxGetDevice_v2": 13000, "cuCtxSynchronize_v2": 13000}
 
 
 def _explain(name: str, e: CudaError) -> None:
@@ -65,19 +65,28 @@ def _address(fn) -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
-def _known_driver_functions():
-    """The driver function names recorded when this library was built (None if unknown)."""
-    if "known" not in _strings:
+def _build_record(filename: str):
+    """The words of a file the build left beside this library (build.py), or None."""
+    key = "record " + filename
+    if key not in _strings:
         import pathlib
         path = None
         for line in open("/proc/self/maps"):
             if line.rstrip().endswith("/" + LIBRARY):
-                path = pathlib.Path(line.split()[-1]).parent / "driver-functions.txt"
+                path = pathlib.Path(line.split()[-1]).parent / filename
                 break
         try:
-            _strings["known"] = set(path.read_text().split()) if path else None
+            _strings[key] = path.read_text().split() if path else None
         except OSError:
-            _strings["known"] = None
+            _strings[key] = None
+    return _strings[key]
+
+
+def _known_driver_functions():
+    """The driver function names recorded when this library was built (None if unknown)."""
+    if "known" not in _strings:
+        names = _build_record("driver-functions.txt")
+        _strings["known"] = set(names) if names is not None else None
     return _strings["known"]
 
 
@@ -165,7 +174,11 @@ def define(ffi, lib=None):
     stub_names = []
 
     def unsupported(index):
-        name = stub_names[index] if index < len(stub_names) else f"#{index}"
+        if index >= STUBS:                # one of the stubs exported by name (build.named_stubs)
+            named = _build_record("driver-stubs.txt") or []
+            name = named[index - STUBS] if index - STUBS < len(named) else f"#{index}"
+        else:
+            name = stub_names[index] if index < len(stub_names) else f"#{index}"
         if name not in _strings.setdefault("reported", set()):
             _strings["reported"].add(name)
             sys.stderr.write(f"anycuda: {name} is not supported yet\n")

@@ -82,6 +82,10 @@ def define(ffi, entry, ptr, handle, common):
         api.cuCtxSynchronize()
 
     @entry
+    def cuCtxSynchronize_v2(ctx):
+        api.cuCtxSynchronize(ptr(ctx))
+
+    @entry
     def cuCtxPushCurrent_v2(ctx):
         api.cuCtxPushCurrent(ptr(ctx))
 
@@ -118,6 +122,10 @@ def define(ffi, entry, ptr, handle, common):
     @entry
     def cuCtxGetDevice(out):
         out[0] = api.cuCtxGetDevice()
+
+    @entry
+    def cuCtxGetDevice_v2(out, ctx):
+        out[0] = api.cuCtxGetDevice(ptr(ctx))
 
     @entry
     def cuCtxSetLimit(limit, value):

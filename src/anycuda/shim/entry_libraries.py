@@ -12,6 +12,7 @@ import importlib
 import sys
 import traceback
 
+from ..runtime import profile
 from ..runtime.errors import CudaError, CUresult
 from .libraries import LIBRARIES, unsupported_name
 from .settings import TRACE
@@ -68,6 +69,9 @@ def define(ffi, lib, name: str) -> None:
             values = [_argument(ffi, a) for a in args]
             if TRACE:
                 sys.stderr.write(f"anycuda: {cname}{tuple(values)}\n")
+            if profile.ENABLED:          # the work the call queues is timed under its name
+                with profile.library_call(cname):
+                    return answer["success"], fn(*values)
             return answer["success"], fn(*values)
         except Error as e:
             if e.status != answer["quiet"] or TRACE:      # argument errors are the program's to handle

@@ -6,3 +6,6 @@ import os
 
 LIBRARY = "libcuda.so.1"
 TRACE = "api" in os.environ.get("ANYCUDA_LOG", "")     # ANYCUDA_LOG=api: trace every driver call
+# anonymous stubs cuGetProcAddress hands out for driver functions anycuda lacks (build.py); the
+# stubs exported by name come after them
+STUBS = 1024

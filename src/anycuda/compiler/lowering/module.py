@@ -40,7 +40,7 @@ class KernelInfo:
     stream_bytes: int = 0             # what a thread stores that may bypass the caches (memory.streaming_store_bytes)
     any_block_order: bool = False     # nothing but time shows the order its blocks ran in (memory.any_block_order)
     check_sites: tuple = ()           # a checked kernel's accesses, by the number its failed checks give (ops/memcheck.py)
-    races: bool = False               # its shared accesses are racechecked (ops/racecheck.py)
+    check_tool: str = ""              # the sanitizer tool it was built for (memcheck.mode())
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
@@ -82,9 +82,9 @@ class ModuleLowering:
         self.function_errors = {}     # func name -> PtxError
         self.callees = {}             # function name -> set of direct callee names
         self.waits_on_grid = gridsync.reads_grid_workspace(module)   # polls a grid barrier: see gridsync
-        self.checked = bool(memcheck.mode())      # every access tested first (ops/memcheck.py)
+        self.tool = memcheck.mode()               # the sanitizer tool the kernels are built for ('' none)
+        self.checked = bool(self.tool)            # every access tested first (ops/memcheck.py)
         self.check_sites = []                     # memcheck.Site of each tested access
-        self.races = memcheck.mode() == "racecheck"   # shared accesses tracked too (ops/racecheck.py)
 
     # -------------------------------------------------------------- services for FunctionLowering
     def intrinsic(self, b, name, ret, args):
@@ -155,7 +155,7 @@ class ModuleLowering:
         self._propagate_errors()
         for info in self.kernels.values():
             info.check_sites = tuple(self.check_sites)
-            info.races = self.races
+            info.check_tool = self.tool
         return self
 
     def _declare_variables(self):
@@ -309,7 +309,7 @@ class ModuleLowering:
                                        probe_bounds=lowering.probe_bounds)
         block = blockfunction.emit_block_function(self.mod, plan)
         launch.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
-                           spill_bytes=lowering.spill_bytes, race_shadow=self.races)
+                           spill_bytes=lowering.spill_bytes, race_shadow=self.tool == "racecheck")
 
     def kernel_shared_layout(self, pfn) -> tuple:
         """({shared variable declared in kernel `pfn`: its offset in the window}, the static

@@ -28,7 +28,9 @@ names; the runtime turns the record into compute-sanitizer's report (runtime/san
 Checked kernels run on the general path only (simt/ rounds over the step function): the
 vector paths (warp regions, warp runs, known-branch probes, block programs) are not made for
 them, so the step function's handlers are the one place that is instrumented. The mode is part
-of the compile cache's key (pipeline.compile_kernel).
+of the compile cache's key (pipeline.compile_kernel). A kernel compiled for another tool
+(ANYCUDA_SANITIZE=initcheck) is built the same way, and `check` hands each access to that
+tool's check instead (TOOL_CHECKS).
 
 Not checked: .param accesses (kernel parameters are read-only values for the launch; a device
 function's parameter buffers are its own stack slots), texture and surface instructions,
@@ -47,12 +49,17 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from . import racecheck
-from ..irutil import field_ptr, i32, i64, internal_function, load_field
+from ..irutil import field_ptr, i32, i64, internal_function, load_field, upper_bound
 from ..types import I1, I32, I64, PTR
 
-TOOLS = ("memcheck", "racecheck")          # racecheck: memcheck's tests and racecheck.py's
-LATER_TOOLS = ("initcheck", "synccheck")     # compute-sanitizer's, not made yet
+TOOLS = ("memcheck", "initcheck", "racecheck")
+LATER_TOOLS = ("synccheck",)     # compute-sanitizer's, not made yet
+# the accesses of a kernel compiled for another tool go to that tool's check (same arguments
+# as `check`), which its module registers here (initcheck.py)
+TOOL_CHECKS = {}
+# a tool whose check follows memcheck's (racecheck.py) registers it here: it gets the access's
+# i64 address and size once they passed memcheck's test, and the access's site number
+AFTER_BOUNDS = {}
 
 FOUND = "anycuda.memcheck.found"
 IN_TABLE = "anycuda.memcheck.in_table"
@@ -70,7 +77,7 @@ def mode(asked: str = None) -> str:
     if tool in TOOLS:
         return tool
     if tool in LATER_TOOLS:
-        raise ValueError(f"ANYCUDA_SANITIZE={tool}: anycuda's sanitizer has {' and '.join(TOOLS)} only so far")
+        raise ValueError(f"ANYCUDA_SANITIZE={tool}: anycuda's sanitizer has {', '.join(TOOLS[:-1])} and {TOOLS[-1]} only so far")
     raise ValueError(f"ANYCUDA_SANITIZE={tool}: unknown tool (anycuda's sanitizer has {', '.join(TOOLS)})")
 
 
@@ -92,6 +99,8 @@ def check(f, ptr, size, kind: str, space: str, align: int = None):
     where the module is checked; the failing thread ends here (see the module docstring)."""
     if not f.mc.checked or space == "param":
         return
+    if f.mc.tool in TOOL_CHECKS:
+        return TOOL_CHECKS[f.mc.tool](f, ptr, size, kind, space)
     b = f.b
     a = b.ptrtoint(ptr, I64)
     n = i64(size) if isinstance(size, int) else size
@@ -107,13 +116,13 @@ def check(f, ptr, size, kind: str, space: str, align: int = None):
     branch.set_weights([1000, 1])
     b.position_at_end(bad)
     what = b.select(inside, i32(abi.CHECK_MISALIGNED), i32(abi.CHECK_OUT_OF_BOUNDS))
-    site = _site(f, kind, space)
+    site = record_site(f, kind, space)
     indices = [f.special(pir.SpecialReg(name, c)) for name in ("tid", "ctaid") for c in "xyz"]
     b.call(_found_fn(b.module), [f.launch_ptr(), a, b.trunc(n, I32), i32(site), what] + indices)
     f.emit_exit()
     b.position_at_end(good)
-    if f.mc.races:
-        racecheck.track(f, a, n, kind, space, _site(f, kind, space))
+    if f.mc.tool in AFTER_BOUNDS:
+        AFTER_BOUNDS[f.mc.tool](f, a, n, kind, space, record_site(f, kind, space))
 
 
 def _windows(f, space: str) -> list:
@@ -131,7 +140,8 @@ def _in_windows(b, a, end, windows):
     return inside
 
 
-def _site(f, kind: str, space: str) -> int:
+def record_site(f, kind: str, space: str) -> int:
+    """The number of a new Site for the instruction being lowered (what its log entries name)."""
     inst = f.inst
     debug = getattr(inst, "debug", None)
     source = None
@@ -148,7 +158,7 @@ def note_malloc(f, p, size) -> None:
         f.b.call(_heap_add_fn(f.b.module), [f.launch_ptr(), f.b.ptrtoint(p, I64), size])
 
 
-def _made_once(name: str, function_type: ir.FunctionType):
+def made_once(name: str, function_type: ir.FunctionType):
     """The decorated function emits the body of an internal helper of the checked code; the
     result gives that helper of a module, made at its first use there."""
     def made(emit):
@@ -156,7 +166,7 @@ def _made_once(name: str, function_type: ir.FunctionType):
     return made
 
 
-@_made_once(IN_TABLE, ir.FunctionType(I1, [PTR, I64, I64]))
+@made_once(IN_TABLE, ir.FunctionType(I1, [PTR, I64, I64]))
 def _in_table_fn(fn):
     """i1 in_table(i8* launch, i64 start, i64 end): whether [start, end) lies inside an
     allocation (in_allocations) or a block device-side malloc gave in this launch (in_heap)."""
@@ -167,29 +177,14 @@ def _in_table_fn(fn):
     b.ret(b.call(_in_heap_fn(fn.module), fn.args))
 
 
-@_made_once(IN_ALLOCATIONS, ir.FunctionType(I1, [PTR, I64, I64]))
+@made_once(IN_ALLOCATIONS, ir.FunctionType(I1, [PTR, I64, I64]))
 def _in_allocations_fn(fn):
     """i1 in_allocations(i8* launch, i64 start, i64 end): whether [start, end) lies inside one
     interval of the launch's table (sorted, disjoint [lo, hi) pairs), found by bisection."""
     launch, start, end = fn.args
-    entry, loop, probe, done = (fn.append_basic_block(n) for n in ("entry", "loop", "probe", "done"))
-    b = ir.IRBuilder(entry)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     pairs = b.bitcast(b.inttoptr(load_field(b, launch, abi.LAUNCH["check_table"], I64), PTR), I64.as_pointer())
-    count = load_field(b, launch, abi.LAUNCH["check_count"], I64)
-    b.branch(loop)
-    # invariant: every interval before `lo` starts at or before `start`; none from `hi` on does
-    b.position_at_end(loop)
-    lo, hi = b.phi(I64, "lo"), b.phi(I64, "hi")
-    lo.add_incoming(i64(0), entry)
-    hi.add_incoming(count, entry)
-    b.cbranch(b.icmp_unsigned("<", lo, hi), probe, done)
-    b.position_at_end(probe)
-    mid = b.lshr(b.add(lo, hi), i64(1))
-    starts_before = b.icmp_unsigned("<=", b.load(b.gep(pairs, [b.mul(mid, i64(2))])), start)
-    lo.add_incoming(b.select(starts_before, b.add(mid, i64(1)), lo), probe)
-    hi.add_incoming(b.select(starts_before, hi, mid), probe)
-    b.branch(loop)
-    b.position_at_end(done)
+    lo = upper_bound(b, pairs, load_field(b, launch, abi.LAUNCH["check_count"], I64), start, 2)
     found = fn.append_basic_block("found")
     b.cbranch(b.icmp_unsigned("==", lo, i64(0)), _answer(fn, 0), found)
     b.position_at_end(found)
@@ -199,7 +194,7 @@ def _in_allocations_fn(fn):
     b.ret(b.and_(b.icmp_unsigned("<=", a_lo, start), b.icmp_unsigned("<=", end, a_hi)))
 
 
-@_made_once(IN_HEAP, ir.FunctionType(I1, [PTR, I64, I64]))
+@made_once(IN_HEAP, ir.FunctionType(I1, [PTR, I64, I64]))
 def _in_heap_fn(fn):
     """i1 in_heap(i8* launch, i64 start, i64 end): whether [start, end) lies inside a block of
     the launch's malloc record (searched in order: device-side malloc is rare)."""
@@ -224,7 +219,7 @@ def _in_heap_fn(fn):
     b.cbranch(inside, _answer(fn, 1), loop)
 
 
-@_made_once(HEAP_ADD, ir.FunctionType(ir.VoidType(), [PTR, I64, I64]))
+@made_once(HEAP_ADD, ir.FunctionType(ir.VoidType(), [PTR, I64, I64]))
 def _heap_add_fn(fn):
     """void heap_add(i8* launch, i64 start, i64 size): a block device-side malloc gave, into
     the launch's record while it has room (a null block is not recorded)."""
@@ -246,25 +241,31 @@ def _answer(fn, value: int):
     return block
 
 
-@_made_once(FOUND, ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I32] + [I32] * 6))
+@made_once(FOUND, ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I32] + [I32] * 6))
 def _found_fn(fn):
     """void found(i8* launch, i64 address, i32 size, i32 site, i32 what, i32 tid x y z, i32 ctaid x y z):
     count the failure, write its entry while the record has room, fail the launch (the first
     failure's code wins)."""
     fn.attributes.add("noinline")
     fn.attributes.add("cold")
-    launch, address, size, site, what = fn.args[:5]
+    launch, what = fn.args[0], fn.args[4]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     code = b.select(b.icmp_unsigned("==", what, i32(abi.CHECK_MISALIGNED)),
                     i32(abi.LAUNCH_ERR_MISALIGNED), i32(abi.LAUNCH_ERR_ILLEGAL_ADDRESS))
     b.cmpxchg(field_ptr(b, launch, abi.LAUNCH["error"], I32), i32(0), code, "seq_cst", "seq_cst")
+    log_entry(b, *fn.args)
+    b.ret_void()
+
+
+def log_entry(b, launch, address, size, site, what, *indices) -> None:
+    """Count a failed check in the launch's record and write its entry while there is room
+    (the arguments as `found`'s)."""
     log = b.inttoptr(load_field(b, launch, abi.LAUNCH["check_log"], I64), PTR)
     with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(log, I64), i64(0))):
         index = b.atomic_rmw("add", b.bitcast(log, I64.as_pointer()), i64(1), "monotonic")
         with b.if_then(b.icmp_unsigned("<", index, load_field(b, log, 8, I64))):
             entry = b.gep(log, [b.add(i64(abi.CHECK_LOG_HEADER), b.mul(index, i64(abi.CHECK_ENTRY_BYTES)))])
             values = [("address", address), ("size", size), ("site", site), ("what", what)] + \
-                list(zip(("tid_x", "tid_y", "tid_z", "ctaid_x", "ctaid_y", "ctaid_z"), fn.args[5:]))
+                list(zip(("tid_x", "tid_y", "tid_z", "ctaid_x", "ctaid_y", "ctaid_z"), indices))
             for name, v in values:
                 b.store(v, field_ptr(b, entry, abi.CHECK_ENTRY[name], v.type))
-    b.ret_void()

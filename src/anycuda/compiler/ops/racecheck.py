@@ -43,6 +43,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
+from . import memcheck
 from ..irutil import declare, field_ptr, for_range, i32, i64, internal_function, load_field
 from ..types import I1, I32, I64, PTR
 
@@ -101,7 +102,7 @@ def _counts(b, shadow, t):
 
 def count_barrier(f, warp: bool) -> None:
     """In a racechecked kernel: the thread passes a block barrier (or, `warp`, a __syncwarp)."""
-    if not f.mc.races:
+    if f.mc.tool != "racecheck":
         return
     b = f.b
     slot = b.gep(_counts(b, _shadow(f), _thread_linear(f)), [i32(int(warp))])
@@ -111,7 +112,7 @@ def count_barrier(f, warp: bool) -> None:
 def track(f, a, size, kind: str, space: str, site: int) -> None:
     """In a racechecked kernel: compare the access of i64 `size` bytes at i64 address `a`
     (in bounds: memcheck.check tested it) with the shadow, when it is in the shared window."""
-    if not f.mc.races or space not in ("shared", ""):
+    if space not in ("shared", ""):
         return
     b = f.b
     lo, hi = f.space_windows("shared")[0]
@@ -233,3 +234,6 @@ def _hazard_fn(fn):
             for name, v in values:
                 b.store(v, field_ptr(b, entry, abi.CHECK_ENTRY[name], v.type))
     b.ret_void()
+
+
+memcheck.AFTER_BOUNDS["racecheck"] = track

@@ -24,7 +24,6 @@ Each GPU's part is contiguous in its own buffer, allocated on that device.
 """
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,7 +179,7 @@ def gather(d: Descriptor, host: int, subformat: int) -> None:
     """Write the descriptor's data, held in `subformat`'s order, to `host` in natural order."""
     p = d.plan
     if not p.distributed:
-        ctypes.memmove(host, d.pointer(0), int(d.body["size"][0][0]))
+        memory.memcpy(host, d.pointer(0), int(d.body["size"][0][0]))
         return
     shape, cell = _cells(p)
     whole = _cell_array(host, shape, cell)
@@ -192,7 +191,7 @@ def scatter(d: Descriptor, host: int, subformat: int) -> None:
     """Fill the descriptor from data in natural order at `host`, in `subformat`'s order."""
     p = d.plan
     if not p.distributed:
-        ctypes.memmove(d.pointer(0), host, int(d.body["size"][0][0]))
+        memory.memcpy(d.pointer(0), host, int(d.body["size"][0][0]))
         return
     shape, cell = _cells(p)
     whole = _cell_array(host, shape, cell)

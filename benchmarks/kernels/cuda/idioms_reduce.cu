@@ -1,0 +1,51 @@
+// Sums written the ways people write them.
+
+// The classic shared-memory tree: one element per thread, one partial sum per block;
+// the host launches it again on the partials until one value is left.
+extern "C" __global__ void reduce_tree(const float* in, float* out, int n) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
+    sdata[tid] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
+// Warp shuffles: a grid-stride sum per thread, a shuffle tree per warp, the warps' sums
+// through shared memory, one partial per block; a second launch of one block sums those.
+__inline__ __device__ float warp_sum(float v) {
+    for (int offset = warpSize / 2; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffff, v, offset);
+    return v;
+}
+
+__inline__ __device__ float block_sum(float v) {
+    static __shared__ float shared[32];
+    int lane = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
+    v = warp_sum(v);
+    if (lane == 0) shared[wid] = v;
+    __syncthreads();
+    v = threadIdx.x < blockDim.x / warpSize ? shared[lane] : 0.0f;
+    if (wid == 0) v = warp_sum(v);
+    return v;
+}
+
+extern "C" __global__ void reduce_shfl(const float* in, float* out, int n) {
+    float sum = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) sum += in[i];
+    sum = block_sum(sum);
+    if (threadIdx.x == 0) out[blockIdx.x] = sum;
+}
+
+// One atomicAdd per element into a single total.
+extern "C" __global__ void reduce_atomic_f32(const float* in, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(out, in[i]);
+}
+
+extern "C" __global__ void reduce_atomic_i32(const int* in, int* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(out, in[i]);
+}
