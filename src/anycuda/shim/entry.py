@@ -82,6 +82,13 @@ def _build_record(filename: str):
     return _strings[key]
 
 
+def _named_stubs() -> frozenset:
+    """The driver functions libcuda.so.1 exports as stubs (build.named_stubs): not ours to resolve."""
+    if "named stubs" not in _strings:
+        _strings["named stubs"] = frozenset(_build_record("driver-stubs.txt") or ())
+    return _strings["named stubs"]
+
+
 def _known_driver_functions():
     """The driver function names recorded when this library was built (None if unknown)."""
     if "known" not in _strings:
@@ -163,8 +170,9 @@ def define(ffi, lib=None):
         CUDA version the caller was built for: the newest `_vN` we export, else the plain name."""
         lib = _own_library()
         name = symbol.decode()
+        stubs = _named_stubs()
         for candidate in [f"{name}_v{n}" for n in range(4, 1, -1)] + [name]:
-            if version < _INTRODUCED.get(candidate, 0):
+            if version < _INTRODUCED.get(candidate, 0) or candidate in stubs:
                 continue                  # a caller built for an older CUDA expects the older signature
             fn = getattr(lib, candidate, None) if candidate.split("_v")[0] == name else None
             if fn is not None:
