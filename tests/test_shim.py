@@ -261,12 +261,19 @@ print("tables OK")
 '''
 
 
-def test_unknown_export_tables_and_empty_slots_are_named_once(tmp_path):
-    script = tmp_path / "tables.py"
-    script.write_text(EXPORT_TABLE_PROGRAM)
+def _python_under_anycuda(tmp_path, program: str, done: str):
+    """`program` run by a Python under `anycuda run` (its libcuda.so.1 through ctypes); it must
+    end well and print `done`."""
+    script = tmp_path / "program.py"
+    script.write_text(program)
     r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(script)],
                        capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and "tables OK" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and done in r.stdout, r.stdout + r.stderr
+    return r
+
+
+def test_unknown_export_tables_and_empty_slots_are_named_once(tmp_path):
+    r = _python_under_anycuda(tmp_path, EXPORT_TABLE_PROGRAM, "tables OK")
     assert r.stderr.count("export table 000102030405060708090a0b0c0d0e0f") == 1
     assert r.stderr.count("export table CONTEXT_CHECKS slot 1 is not implemented") == 1
 
@@ -298,9 +305,5 @@ print("stubs OK")
 
 
 def test_driver_functions_anycuda_lacks_are_exported_stubs(tmp_path):
-    script = tmp_path / "stubs.py"
-    script.write_text(NAMED_STUBS_PROGRAM)
-    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(script)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and "stubs OK" in r.stdout, r.stdout + r.stderr
+    r = _python_under_anycuda(tmp_path, NAMED_STUBS_PROGRAM, "stubs OK")
     assert r.stderr.count("cuStreamWaitValue32 is not supported yet") == 1
