@@ -7,7 +7,7 @@ Inside the child every input runs under a time limit (`within_time_limit`) and m
 in success or one of the exception types the target allows (`allowed_outcome`).
 
 Settings: a short, derandomized run by default (CI); ANYCUDA_FUZZ_EXAMPLES=N runs N inputs
-per target (a campaign, see tests/README-fuzz.md), with ANYCUDA_FUZZ_SEED for a new sequence.
+per target (a campaign, see tests/README-fuzz.md), with ANYCUDA_FUZZ_RANDOM=1 for a fresh random sequence.
 """
 from __future__ import annotations
 
@@ -32,10 +32,10 @@ def examples(default: int) -> int:
 
 def fuzz_settings(default: int, **more) -> settings:
     """Deterministic in CI (derandomize, no example database); a campaign with
-    ANYCUDA_FUZZ_SEED set draws a fresh sequence instead."""
-    campaign_seed = os.environ.get("ANYCUDA_FUZZ_SEED")
+    ANYCUDA_FUZZ_RANDOM=1 draws a fresh random sequence instead."""
+    fresh = os.environ.get("ANYCUDA_FUZZ_RANDOM") == "1"
     return settings(max_examples=examples(default), deadline=None, database=None,
-                    derandomize=campaign_seed is None, print_blob=True,
+                    derandomize=not fresh, print_blob=True,
                     suppress_health_check=list(HealthCheck), **more)
 
 
