@@ -7,7 +7,7 @@ Inside the child every input runs under a time limit (`within_time_limit`) and m
 in success or one of the exception types the target allows (`allowed_outcome`).
 
 Settings: a short, derandomized run by default (CI); ANYCUDA_FUZZ_EXAMPLES=N runs N inputs
-per target (a campaign, see tests/README-fuzz.md), with ANYCUDA_FUZZ_RANDOM=1 for a fresh random sequence.
+per target (a campaign, see README.md, "Fuzzing"), with ANYCUDA_FUZZ_RANDOM=1 for a fresh random sequence.
 """
 from __future__ import annotations
 

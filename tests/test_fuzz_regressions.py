@@ -69,3 +69,30 @@ def test_destroying_the_primary_context_is_refused(primary):
     assert api.cuDevicePrimaryCtxRetain(0) == primary
     api.cuCtxSetCurrent(primary)
     api.cuMemFree(api.cuMemAlloc(64))
+
+
+def _cubin_with(offset: int, value: int) -> bytes:
+    from test_fuzz_binaries import tiny_cubin
+    data = bytearray(tiny_cubin())
+    data[offset:offset + 8] = value.to_bytes(8, "little")
+    return bytes(data)
+
+
+@pytest.mark.parametrize("cut", [4, 5, 40, 63])
+def test_truncated_elf_header_is_an_elf_error(cut):
+    """Was an IndexError: b'\\x7fELF' alone."""
+    from anycuda import elf
+    from test_fuzz_binaries import tiny_cubin
+    with pytest.raises(elf.ElfError, match="truncated ELF header"):
+        elf.entry_functions(tiny_cubin()[:cut])
+
+
+def test_string_table_offset_past_any_file_is_an_elf_error():
+    """Was an OverflowError: the section-name table's offset set to 2**63."""
+    from anycuda import elf
+    from test_fuzz_binaries import tiny_cubin
+    good = tiny_cubin()
+    shoff = int.from_bytes(good[0x28:0x30], "little")
+    names_header = shoff + 64                      # section 1, .shstrtab; sh_offset is at +24
+    with pytest.raises(elf.ElfError, match="malformed ELF section table"):
+        elf.entry_functions(_cubin_with(names_header + 24, 2**63))
