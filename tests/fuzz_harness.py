@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def run_in_child(module: str, target: str, timeout: float = None) -> None:
     """Run `module.target()` in a fresh interpreter; fail with its output and, on a crash or
     hang, the input it was running."""
     timeout = timeout or float(os.environ.get("ANYCUDA_FUZZ_TIMEOUT", 600))
-    last = Path(os.environ.get("TMPDIR", "/tmp")) / f"anycuda-fuzz-{os.getpid()}-{target}.txt"
+    last = Path(tempfile.gettempdir()) / f"anycuda-fuzz-{os.getpid()}-{target}.txt"
     env = dict(os.environ, **{LAST_INPUT_ENV: str(last)})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
     code = f"import {module} as m; m.{target}()"
