@@ -8,6 +8,9 @@ class ElfError(ValueError):
     pass
 
 
+ELF64_HEADER = 64
+
+
 def sections(data: bytes) -> dict:
     """{section name: (file offset, size, virtual address)}."""
     return {name: (off, size, addr) for name, _type, off, size, addr in section_table(data)}
@@ -17,6 +20,8 @@ def section_table(data: bytes) -> list:
     """[(name, type, file offset, size, virtual address)] in section-index order."""
     if data[:4] != b"\x7fELF":
         raise ElfError("not an ELF file")
+    if len(data) < ELF64_HEADER:
+        raise ElfError(f"truncated ELF header: {len(data)} bytes of {ELF64_HEADER}")
     if data[4] != 2 or data[5] != 1:
         raise ElfError("only 64-bit little-endian ELF is supported")
     try:
@@ -29,7 +34,7 @@ def section_table(data: bytes) -> list:
             end = data.index(b"\0", str_off + name_off)
             out.append((data[str_off + name_off:end].decode(), kind, off, size, addr))
         return out
-    except (struct.error, IndexError, ValueError) as e:
+    except (struct.error, IndexError, ValueError, OverflowError) as e:     # offsets past the file
         raise ElfError(f"malformed ELF section table: {e}") from None
 
 
@@ -58,7 +63,7 @@ def symbols(data: bytes) -> list:
             name_off, info, other, shndx, value, size = struct.unpack_from("<IBBHQQ", symtab, off)
             end = strtab.index(b"\0", name_off)
             out.append((strtab[name_off:end].decode("utf-8", "replace"), info & 0xF, other, shndx, value, size))
-    except (struct.error, ValueError) as e:
+    except (struct.error, ValueError, OverflowError) as e:
         raise ElfError(f"malformed symbol table: {e}") from None
     return out
 

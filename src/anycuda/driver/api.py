@@ -247,7 +247,11 @@ def cuCtxCreate(flags: int, dev: int) -> int:
 
 
 def cuCtxDestroy(ctx: int) -> None:
-    discard_errors(_get(ctx, Context).device)      # destroyed whatever its work did, as CUDA does
+    context = _get(ctx, Context)
+    if context.primary:             # it lives as long as the device (cuDevicePrimaryCtxReset clears it)
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "cuCtxDestroy of a primary context "
+                                                             "(release it with cuDevicePrimaryCtxRelease)")
+    discard_errors(context.device)      # destroyed whatever its work did, as CUDA does
     flush_device_output()
     _tear_down(ctx)
     with _lock:

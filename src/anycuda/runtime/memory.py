@@ -150,11 +150,55 @@ def lookup(ptr: int):
     return table.lookup(int(ptr))
 
 
+# x86-64 and AArch64 give user space the addresses below 2**47 (2**48 with 5-level paging
+# off by default); a range past that, or in the NULL page, is no memory of the process
+USER_SPACE_END = 1 << 48
+_PAGE = 4096
+_PROBE_PAGES = 1 << 16
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+
+
+def check_span(ptr: int, nbytes: int, what: str) -> None:
+    """CUDA_ERROR_INVALID_VALUE unless `nbytes` at `ptr` is memory a copy or memset may touch:
+    inside one live allocation when it starts in one, else mapped host memory (a wild pointer
+    would take the process down where a GPU's driver returns an error)."""
+    ptr, nbytes = int(ptr), int(nbytes)
+    if nbytes <= 0:
+        return
+    a = lookup(ptr)
+    if a is not None:
+        if ptr + nbytes > a.end:
+            raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
+                            f"{what} of {nbytes} bytes at 0x{ptr:x} runs {ptr + nbytes - a.end} bytes past the end "
+                            f"of its {a.size}-byte allocation at 0x{a.ptr:x}")
+        return
+    if ptr < _PAGE or ptr + nbytes > USER_SPACE_END or not _mapped(ptr, nbytes):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
+                        f"{what} of {nbytes} bytes at 0x{ptr:x}: neither an allocation nor mapped host memory")
+
+
+def _mapped(ptr: int, nbytes: int) -> bool:
+    """Whether every page of the range is mapped (mincore fails with ENOMEM on a hole); probed
+    a slice at a time, so that a huge range needs no huge answer buffer."""
+    start = ptr // _PAGE * _PAGE
+    end = ptr + nbytes
+    answer = ctypes.create_string_buffer(min(_PROBE_PAGES, (end - start + _PAGE - 1) // _PAGE))
+    while start < end:
+        length = min(end - start, _PROBE_PAGES * _PAGE)
+        if _libc.mincore(start, length, answer) != 0:
+            return False
+        start += length
+    return True
+
+
 def memcpy(dst: int, src: int, nbytes: int) -> None:
     """Copy `nbytes` between any two addresses (host or device: they are the same)."""
     if nbytes < 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"cannot copy {nbytes} bytes")
     if nbytes:
+        check_span(src, nbytes, "copy source")
+        check_span(dst, nbytes, "copy destination")
         ctypes.memmove(int(dst), int(src), int(nbytes))
         written(dst, nbytes)
 
@@ -176,6 +220,7 @@ def fill(dst: int, value: int, count: int, element: int) -> None:
     with no buffer of the fill's size (a 4 GB memset must not need 4 GB more)."""
     if count <= 0:
         return
+    check_span(dst, count * element, "memset")
     written(dst, count * element)
     value = int(value) & ((1 << (8 * element)) - 1)
     if value == int.from_bytes(bytes([value & 0xFF]) * element, "little"):

@@ -1,0 +1,112 @@
+"""What the fuzz tests (tests/test_fuzz_*.py) share.
+
+Each fuzz target is a hypothesis test function named `fuzz_*` in a test module. The pytest
+test beside it runs that function in a child process (`run_in_child`), so that a segfault or
+a hang in native code fails the test, naming the last input, instead of ending the test run.
+Inside the child every input runs under a time limit (`within_time_limit`) and may only end
+in success or one of the exception types the target allows (`allowed_outcome`).
+
+Settings: a short, derandomized run by default (CI); ANYCUDA_FUZZ_EXAMPLES=N runs N inputs
+per target (a campaign, see README.md, "Fuzzing"), with ANYCUDA_FUZZ_RANDOM=1 for a fresh random sequence.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+
+TESTS = Path(__file__).resolve().parent
+LAST_INPUT_ENV = "ANYCUDA_FUZZ_LAST_INPUT"
+INPUT_TIME_LIMIT = float(os.environ.get("ANYCUDA_FUZZ_INPUT_SECONDS", "20"))
+
+
+def examples(default: int) -> int:
+    """Inputs per target: `default` in CI, ANYCUDA_FUZZ_EXAMPLES in a campaign."""
+    return int(os.environ.get("ANYCUDA_FUZZ_EXAMPLES", default))
+
+
+def fuzz_settings(default: int, **more) -> settings:
+    """Deterministic in CI (derandomize, no example database); a campaign with
+    ANYCUDA_FUZZ_RANDOM=1 draws a fresh random sequence instead."""
+    fresh = os.environ.get("ANYCUDA_FUZZ_RANDOM") == "1"
+    return settings(max_examples=examples(default), deadline=None, database=None,
+                    derandomize=not fresh, print_blob=True,
+                    suppress_health_check=list(HealthCheck), **more)
+
+
+class InputHang(Exception):
+    """An input ran past the per-input time limit."""
+
+
+@contextmanager
+def within_time_limit(seconds: float = INPUT_TIME_LIMIT):
+    """Raise InputHang in this (main) thread when the body takes longer than `seconds`.
+    Native code that never returns to Python is caught by the parent's timeout instead."""
+    def expire(_signum, _frame):
+        raise InputHang(f"input still running after {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def record_input(data) -> None:
+    """Write the input about to run where the parent reads it after a crash."""
+    path = os.environ.get(LAST_INPUT_ENV)
+    if path:
+        with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(repr(data)[:200_000])
+
+
+def allowed_outcome(call, allowed: tuple, data=None):
+    """Run call() for one input; return its result, or the allowed exception it raised.
+    Any other exception type (or a hang) is a finding: AssertionError naming it."""
+    record_input(data)
+    try:
+        with within_time_limit():
+            return call()
+    except allowed as e:
+        assert str(e), f"{type(e).__name__} without a message"
+        return e
+    except InputHang:
+        raise AssertionError(f"hang: input ran past {INPUT_TIME_LIMIT} s") from None
+    except Exception as e:
+        raise AssertionError(f"wrong exception type {type(e).__name__}: {e}") from e
+
+
+def run_in_child(module: str, target: str, timeout: float = None) -> None:
+    """Run `module.target()` in a fresh interpreter; fail with its output and, on a crash or
+    hang, the input it was running."""
+    timeout = timeout or float(os.environ.get("ANYCUDA_FUZZ_TIMEOUT", 600))
+    last = Path(tempfile.gettempdir()) / f"anycuda-fuzz-{os.getpid()}-{target}.txt"
+    env = dict(os.environ, **{LAST_INPUT_ENV: str(last)})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
+    code = f"import {module} as m; m.{target}()"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{target}: hang past {timeout} s; last input: {_read(last)}") from None
+    try:
+        if done.returncode < 0:
+            raise AssertionError(f"{target}: child died of signal {-done.returncode}; last input: {_read(last)}\n"
+                                 f"{done.stderr[-4000:]}")
+        assert done.returncode == 0, f"{target} found a failure:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    finally:
+        last.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()[:4000]
+    except OSError:
+        return "(none recorded)"

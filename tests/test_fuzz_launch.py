@@ -1,0 +1,109 @@
+"""Fuzzed launches through the driver API: grid and block dimensions of 0, huge and over the
+device's limits, shared-memory sizes, parameter buffers of the wrong size, NULL and bad
+pointers, bad streams. A launch either runs (and then computes the right sum) or fails with a
+CudaError and a message; never another exception, a hang or a crash.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+import fuzz_harness as fh
+
+VECTOR_ADD = Path(__file__).resolve().parent.parent / "src" / "anycuda" / "examples" / "vector_add.ptx"
+# usual values repeated, so that most launches get far enough to run. Not 2**31 - 1: the
+# largest valid grid.x is two billion blocks, seconds to a minute of real work per launch here
+# (not a hang; 2**31 just past it is refused)
+DIMENSIONS = [1] * 6 + [2, 3, 4, 32] * 3 + [0, 1024, 1025, 65535, 65536, 2**31, 2**32 - 1, 2**32, 2**64, -1]
+SHARED = [0] * 6 + [1, 48 * 1024, 48 * 1024 + 1, 228 * 1024, 2**31, 2**32, -1]
+N = 64
+
+
+class Kernel:
+    """vector_add (c[i] = a[i] + b[i] for i < n) loaded once, with its buffers."""
+
+    def __init__(self):
+        from anycuda.driver import api
+        api.cuInit(0)
+        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+        self.module = api.cuModuleLoadData(VECTOR_ADD.read_bytes())
+        self.func = api.cuModuleGetFunction(self.module, "vector_add")
+        self.a, self.b, self.c = (api.cuMemAlloc(4 * N) for _ in range(3))
+        self.stream = api.cuStreamCreate(0)
+        self.dead_stream = api.cuStreamCreate(0)
+        api.cuStreamDestroy(self.dead_stream)
+
+
+_kernel = []
+
+
+def kernel() -> Kernel:
+    if not _kernel:
+        _kernel.append(Kernel())
+    return _kernel[0]
+
+
+def _pointer(k, which):
+    return {"a": k.a, "b": k.b, "c": k.c, "null": 0, "past": k.c + 2**40, "odd": k.a + 1}[which]
+
+
+launches = st.fixed_dictionaries({
+    "grid": st.tuples(*[st.sampled_from(DIMENSIONS)] * 3),
+    "block": st.tuples(*[st.sampled_from(DIMENSIONS)] * 3),
+    "shared": st.sampled_from(SHARED),
+    "pointers": st.sampled_from([("a", "b", "c")] * 6) | st.tuples(
+        *[st.sampled_from(["a", "b", "c", "null", "past", "odd"])] * 3),
+    "n": st.sampled_from([0, 1, 7, N, N, 2**31 - 1]),
+    "size_change": st.sampled_from([0] * 6 + [-1, -4, -28, 4, 1000]),
+    "stream": st.sampled_from(["default"] * 3 + ["own"] * 3 + ["destroyed", "bogus"]),
+})
+
+
+def launch_and_check(k, case):
+    from anycuda.driver import api
+    from anycuda.runtime.errors import CudaError
+    x, y = np.arange(N, dtype=np.int32), np.arange(N, dtype=np.int32) * 3
+    api.cuMemcpy(k.a, x.ctypes.data, 4 * N)
+    api.cuMemcpy(k.b, y.ctypes.data, 4 * N)
+    api.cuMemsetD8(k.c, 0xCD, 4 * N)
+    params = struct.pack("<QQQI", *(_pointer(k, p) for p in case["pointers"]), case["n"])
+    change = case["size_change"]
+    params = params[:len(params) + change] if change < 0 else params + bytes(change)
+    stream = {"default": 0, "own": k.stream, "destroyed": k.dead_stream, "bogus": 0xDEAD0}[case["stream"]]
+    try:
+        api.cuLaunchKernel(k.func, case["grid"], case["block"], case["shared"], stream, params)
+        api.cuCtxSynchronize()
+    except CudaError as e:
+        if e.code in api.STICKY:             # a fault: reset, and the next input loads afresh
+            api.cuDevicePrimaryCtxReset(0)
+            _kernel.clear()
+        raise
+    check_sum(k, case)
+
+
+def check_sum(k, case):
+    """After a launch that succeeded with the right buffers, the threads that ran wrote a + b."""
+    from anycuda.driver import api
+    if case["pointers"] != ("a", "b", "c") or case["size_change"] < 0:
+        return
+    out = np.empty(N, dtype=np.int32)
+    api.cuMemcpy(out.ctypes.data, k.c, 4 * N)
+    # i = blockIdx.x * blockDim.x + threadIdx.x: the y and z dimensions repeat the same i
+    ran = min(case["grid"][0] * case["block"][0], case["n"], N)
+    assert (out[:ran] == np.arange(ran) * 4).all(), f"wrong sum: {out[:ran]}"
+    assert (out[ran:].view(np.uint32) == 0xCDCDCDCD).all(), "a thread wrote past n"
+
+
+@fh.fuzz_settings(default=150)
+@given(launches)
+def fuzz_launch(case):
+    from anycuda.runtime.errors import CudaError
+    k = kernel()
+    fh.allowed_outcome(lambda: launch_and_check(k, case), (CudaError,), case)
+
+
+def test_fuzz_launch():
+    fh.run_in_child("test_fuzz_launch", "fuzz_launch")

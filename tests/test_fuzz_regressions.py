@@ -1,0 +1,98 @@
+"""The minimal inputs the fuzz targets (test_fuzz_*.py) found crashing or misbehaving, kept
+so that each fix stays: a CudaError with a message where there was a segfault, an overrun or
+another exception type."""
+import ctypes
+
+import numpy as np
+import pytest
+
+from anycuda.driver import api
+from anycuda.runtime.errors import CudaError
+
+
+@pytest.fixture
+def primary():
+    api.cuInit(0)
+    ctx = api.cuDevicePrimaryCtxRetain(0)
+    api.cuCtxSetCurrent(ctx)
+    return ctx
+
+
+def _code(call, *args):
+    with pytest.raises(CudaError) as e:
+        call(*args)
+    assert e.value.message
+    return e.value.code.name
+
+
+@pytest.mark.parametrize("dst", [2**64 - 1, 2**48, 0, 8])
+def test_copy_to_no_memory_is_invalid_value(primary, dst):
+    """Was a segfault: cuMemcpy(0xffffffffffffffff, host, 8)."""
+    src = np.arange(8, dtype=np.uint8)
+    assert _code(api.cuMemcpy, dst, src.ctypes.data, 8) == "CUDA_ERROR_INVALID_VALUE"
+    assert _code(api.cuMemcpy, src.ctypes.data, dst, 8) == "CUDA_ERROR_INVALID_VALUE"
+
+
+def test_memset_past_its_allocation_is_invalid_value(primary):
+    """Was a write over the heap: cuMemsetD8 of 2**40 bytes into a 4096-byte allocation."""
+    ptr = api.cuMemAlloc(4096)
+    guard = api.cuMemAlloc(4096)
+    api.cuMemsetD8(guard, 0x5A, 4096)
+    try:
+        assert _code(api.cuMemsetD8, ptr, 0, 2**40) == "CUDA_ERROR_INVALID_VALUE"
+        assert _code(api.cuMemsetD8, ptr + 4095, 0, 2) == "CUDA_ERROR_INVALID_VALUE"
+        assert _code(api.cuMemcpy, ptr + 1, guard, 4096) == "CUDA_ERROR_INVALID_VALUE"
+        api.cuMemsetD8(ptr + 4095, 7, 1)                        # the last byte itself is fine
+        back = np.zeros(4096, dtype=np.uint8)
+        api.cuMemcpy(back.ctypes.data, guard, 4096)
+        assert (back == 0x5A).all()
+        last = ctypes.c_uint8()
+        api.cuMemcpy(ctypes.addressof(last), ptr + 4095, 1)
+        assert last.value == 7
+    finally:
+        api.cuMemFree(ptr)
+        api.cuMemFree(guard)
+
+
+def test_host_to_host_copies_still_work(primary):
+    src = np.random.default_rng().integers(0, 256, 10_000, dtype=np.uint8)
+    dst = np.zeros_like(src)
+    api.cuMemcpy(dst.ctypes.data, src.ctypes.data, src.nbytes)
+    assert (dst == src).all()
+
+
+def test_destroying_the_primary_context_is_refused(primary):
+    """Was an AttributeError later: cuCtxDestroy(primary) dropped its handle, and
+    cuDevicePrimaryCtxReset then found none."""
+    assert _code(api.cuCtxDestroy, primary) == "CUDA_ERROR_INVALID_CONTEXT"
+    api.cuDevicePrimaryCtxReset(0)
+    assert api.cuDevicePrimaryCtxRetain(0) == primary
+    api.cuCtxSetCurrent(primary)
+    api.cuMemFree(api.cuMemAlloc(64))
+
+
+def _cubin_with(offset: int, value: int) -> bytes:
+    from test_fuzz_binaries import tiny_cubin
+    data = bytearray(tiny_cubin())
+    data[offset:offset + 8] = value.to_bytes(8, "little")
+    return bytes(data)
+
+
+@pytest.mark.parametrize("cut", [4, 5, 40, 63])
+def test_truncated_elf_header_is_an_elf_error(cut):
+    """Was an IndexError: b'\\x7fELF' alone."""
+    from anycuda import elf
+    from test_fuzz_binaries import tiny_cubin
+    with pytest.raises(elf.ElfError, match="truncated ELF header"):
+        elf.entry_functions(tiny_cubin()[:cut])
+
+
+def test_string_table_offset_past_any_file_is_an_elf_error():
+    """Was an OverflowError: the section-name table's offset set to 2**63."""
+    from anycuda import elf
+    from test_fuzz_binaries import tiny_cubin
+    good = tiny_cubin()
+    shoff = int.from_bytes(good[0x28:0x30], "little")
+    names_header = shoff + 64                      # section 1, .shstrtab; sh_offset is at +24
+    with pytest.raises(elf.ElfError, match="malformed ELF section table"):
+        elf.entry_functions(_cubin_with(names_header + 24, 2**63))
