@@ -69,20 +69,25 @@ def bits(gen, count):
 
 
 # ---- layouts -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("rng_type,device", [(RngType.PSEUDO_XORWOW, xorwow.device_sequence),
-                                             (RngType.PSEUDO_MRG32K3A, mrg32k3a.device_sequence)])
-def test_interleaved_layout_takes_result_n_from_subsequence_n_mod_4096(rng_type, device):
+# subsequences interleaved (NVIDIA's host library shows them: tests/test_curand_nvidia.py)
+@pytest.mark.parametrize("rng_type,device,ordering,threads", [
+    (RngType.PSEUDO_XORWOW, xorwow.device_sequence, 101, 4096),
+    (RngType.PSEUDO_MRG32K3A, mrg32k3a.device_sequence, 101, 81920),
+    (RngType.PSEUDO_MRG32K3A, mrg32k3a.device_sequence, 103, 4096)])
+def test_interleaved_layout_takes_result_n_from_subsequence_n_mod_threads(rng_type, device, ordering, threads):
     gen = new(rng_type, 77)
-    out = bits(gen, 4096 * 2 + 9)
-    for n in (0, 1, 4095, 4096, 4097, 8191, 8192, 8200):
-        assert out[n] == device(77, n % 4096, n // 4096, 1)[0], n
+    call("curandSetGeneratorOrdering", gen, ordering)
+    out = bits(gen, threads * 2 + 9)
+    for n in (0, 1, threads - 1, threads, threads + 1, 2 * threads - 1, 2 * threads, 2 * threads + 8):
+        assert out[n] == device(77, n % threads, n // threads, 1)[0], n
 
 
-def test_philox_layout_takes_curand4_blocks_of_subsequence_m_mod_4096():
+def test_philox_layout_takes_curand4_blocks_of_subsequence_m_mod_65536():
+    threads = 1 << 16
     gen = new(RngType.PSEUDO_PHILOX4_32_10, 5)
-    out = bits(gen, 4 * 4096 * 2 + 6)
-    for m in (0, 1, 4095, 4096, 4097, 8192):
-        assert np.array_equal(out[4 * m:4 * m + 4], philox.device_sequence(5, m % 4096, 4 * (m // 4096), 4)), m
+    out = bits(gen, 4 * threads * 2 + 6)
+    for m in (0, 1, threads - 1, threads, threads + 1, 2 * threads):
+        assert np.array_equal(out[4 * m:4 * m + 4], philox.device_sequence(5, m % threads, 4 * (m // threads), 4)), m
 
 
 @pytest.mark.parametrize("dims", [1, 3])
@@ -139,7 +144,7 @@ def test_different_seeds_differ_and_reseeding_restarts(rng_type):
 
 
 def test_double_uniforms_take_two_words_of_one_thread():
-    # XORWOW: thread t's two consecutive words; Philox: (x, y) and (z, w) of thread t's block
+    # XORWOW: thread t's two consecutive words; Philox: four doubles from two blocks of thread t
     gen = new(RngType.PSEUDO_XORWOW, 3)
     b = Buffer(10, np.float64)
     call("curandGenerateUniformDouble", gen, b.ptr, 10)
@@ -148,7 +153,7 @@ def test_double_uniforms_take_two_words_of_one_thread():
     gen = new(RngType.PSEUDO_PHILOX4_32_10, 3)
     b = Buffer(10, np.float64)
     call("curandGenerateUniformDouble", gen, b.ptr, 10)
-    w = np.concatenate([philox.device_sequence(3, t, 0, 4) for t in range(5)]).astype(np.uint64)
+    w = np.concatenate([philox.device_sequence(3, t, 0, 8) for t in range(3)])[:20].astype(np.uint64)
     assert np.array_equal(b.values(), ((w[0::2] ^ (w[1::2] << np.uint64(21))) * 2.0**-53 + 2.0**-54))
 
 

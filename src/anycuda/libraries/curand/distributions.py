@@ -46,6 +46,10 @@ def uniform_double(words: np.ndarray) -> np.ndarray:
     return words * 2.0 ** -32 + 2.0 ** -32
 
 
+def uniform_double_centred(words: np.ndarray) -> np.ndarray:
+    return words * 2.0 ** -32 + 2.0 ** -33
+
+
 def uniform_double_hq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     z = x.astype(np.uint64) ^ (y.astype(np.uint64) << np.uint64(21))
     return z * INV53 + INV53 / 2

@@ -13,17 +13,9 @@ curandGenerate and float uniforms, two per Box-Muller pair (float, or MRG32k3a's
 "high-quality" double uniform (XORWOW, Philox), four per double normal pair. A quasirandom
 generator's position counts points: n results in d dimensions take n/d.
 
-What golden files from a GPU must record to settle the unverified layouts (run each through
-NVIDIA's libcurand, curandCreateGenerator with the device, seeds 0, 1234 and 2^40+7, for every
-type and ordering it accepts): curandGenerate of 3 * 4096 * 256 + 5 words; the same after
-curandSetGeneratorOffset(1000003); two successive calls of 4096 + 3 and 10000 words;
-curandGenerateUniformDouble and curandGenerateNormal(Double) of 2 * 4096 + 2 results (this
-decides whether double and Box-Muller words come from one subsequence or from neighbours);
-curandGeneratePoisson for lambda 0.5, 30, 5000; for Sobol: curandGetDirectionVectors32/64 and
-curandGetScrambleConstants32/64 (first 64 dimensions), curandGenerate with 1 and 3 dimensions
-at offsets 0 and 7; MT19937 curandGenerate of 2 * 624 * 4096 words. The first results of
-XORWOW, MRG32k3a, Philox and Sobol for one seed are already checked against NVIDIA's published
-runs (tests/test_curand_golden.py).
+The reference is NVIDIA's own libcurand, whose host generators (curandCreateGeneratorHost) run
+on any CPU and, as its documentation says, work identically to its device generators; where
+NVIDIA published GPU runs, both agree (tests/test_curand_golden.py, tests/test_curand_nvidia.py).
 """
 from __future__ import annotations
 
@@ -50,6 +42,10 @@ ENGINES = {RngType.PSEUDO_XORWOW: xorwow.Engine, RngType.PSEUDO_PHILOX4_32_10: p
 # for Philox, whose threads work in curand4 blocks (two words per double)
 DOUBLE_WORDS = {RngType.PSEUDO_XORWOW: 2, RngType.PSEUDO_PHILOX4_32_10: 2, RngType.PSEUDO_MRG32K3A: 1,
                 RngType.PSEUDO_MT19937: 1, RngType.PSEUDO_MTGP32: 1}
+
+# words per unit of double normals where a thread makes more than one pair at a time: Philox's
+# curand_normal4_double (two blocks, four doubles)
+DOUBLE_NORMAL_UNIT = {RngType.PSEUDO_PHILOX4_32_10: 8}
 
 POISSON_MAX = 400000
 
@@ -149,11 +145,12 @@ class Generator:
         else:
             api.submit(self.stream, work)
 
-    def _direct(self, kind: str, count: int, unit: int = 1):
-        """A writer for engines that fill memory themselves (Philox), or None."""
+    def _direct(self, kind: str, count: int, per: int = 1, unit: int = 1):
+        """A writer for engines that fill memory themselves (Philox), or None: `count` results
+        of `per` words each, in units of `unit` words."""
         if self.quasi or not hasattr(self.engine(), "fill"):
             return None
-        engine, start = self.engine(), self._take(count * unit, unit)
+        engine, start = self.engine(), self._take(count * per, unit)
         return lambda out: engine.fill(kind, out, start)
 
     def _quasi_block(self, count: int, convert):
@@ -191,7 +188,7 @@ class Generator:
         self._queue(address, count, ctypes.c_float, None if write else self._uniforms(count, double=False), write)
 
     def generate_uniform_double(self, address: int, count: int) -> None:
-        write = self._direct("uniform_double", count, 2) if self.rng_type == RngType.PSEUDO_PHILOX4_32_10 else None
+        write = self._direct("uniform_double", count, 2, 8) if self.rng_type == RngType.PSEUDO_PHILOX4_32_10 else None
         self._queue(address, count, ctypes.c_double, None if write else self._uniforms(count, double=True), write)
 
     def _uniforms(self, count: int, double: bool):
@@ -216,7 +213,12 @@ class Generator:
         """Standard normals: Box-Muller pairs for pseudorandom generators, the inverse CDF of
         the uniform for quasirandom ones."""
         if self.quasi:
-            uniforms = self._uniforms(count, double)
+            if double and self.rng_type not in QUASI64:
+                # the inverse CDF of a 32-bit point takes the middle of its 2^-32 step, as
+                # NVIDIA's library does (its double uniforms take the step's top)
+                uniforms = self._quasi_block(count, dist.uniform_double_centred)
+            else:
+                uniforms = self._uniforms(count, double)
             dtype = np.float64 if double else np.float32
             return lambda: dist.inverse_normal(uniforms()).astype(dtype)
         require(count % 2 == 0, Status.LENGTH_NOT_MULTIPLE, f"Box-Muller makes pairs: {count} results is odd")
@@ -226,7 +228,7 @@ class Generator:
             transform = dist.box_muller_double_mrg if double else dist.box_muller_float_mrg
             return lambda: (lambda w: transform(w[0::2], w[1::2]))(raw())
         if double:
-            words = self._pseudo_words(4 * pairs, 4)
+            words = self._pseudo_words(4 * pairs, DOUBLE_NORMAL_UNIT.get(self.rng_type, 4))
             return lambda: (lambda w: dist.box_muller_double(w[0::4], w[1::4], w[2::4], w[3::4]))(words())
         words = self._pseudo_words(2 * pairs, 2)
         return lambda: (lambda w: dist.box_muller_float(w[0::2], w[1::2]))(words())

@@ -9,12 +9,11 @@ pair), and units are interleaved across threads: the word at flat position p com
 sequence. A generator's position counts words; a call of k-word units starts at the next
 multiple of k, so a second call continues the first and an offset of n skips n words.
 
-Verified against NVIDIA's own published runs of its library (tests/test_curand_golden.py):
-XORWOW and MRG32k3a with T = 4096 subsequences, one word per float uniform and two per
-Box-Muller pair (thread t's pair at results 2t, 2t+1); Philox4_32_10 with a curand4 block of
-thread t at results 4t..4t+3 for uniforms and normals. Those runs cover only the first threads:
-T = 4096 for Philox, double results, calls that continue earlier ones and nonzero offsets stay
-unverified until golden files from a GPU (generator.py lists what they must record).
+Checked against NVIDIA's own library, whose host generators run on any CPU
+(tests/test_curand_nvidia.py): XORWOW with T = 4096; MRG32k3a with T = 81920 (4096 under
+PSEUDO_LEGACY); Philox4_32_10 with T = 65536 and units of one curand4 block, or two blocks where a
+unit makes four doubles. Not yet matched: where a call after multi-word units or an offset
+starts, MT19937's and MTGP32's layouts (NOTES.md, "cuRAND against NVIDIA's host library").
 """
 from __future__ import annotations
 

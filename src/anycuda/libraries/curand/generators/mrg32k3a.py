@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kinds import Ordering
 from .layout import Layout
 
 M1, M2 = 4294967087, 4294944443
@@ -108,14 +109,19 @@ def device_sequence(seed: int, subsequence: int, offset: int, count: int) -> np.
     return to_bits(device_raw(seed, subsequence, offset, count))
 
 
+# subsequences the host API interleaves, by ordering (read from NVIDIA's host library):
+# PSEUDO_LEGACY keeps the 4096 of early releases, the other orderings use 81920
+LEGACY_STREAMS, STREAMS = 4096, 81920
+
+
 class Engine:
-    """MRG32k3a for the host API: 4096 subsequences of 2^76 interleaved one result at a time.
+    """MRG32k3a for the host API: subsequences of 2^76 interleaved one result at a time.
     Its words are the raw results r (distributions scale r, not the 32-bit bits)."""
-    layout = Layout(streams=4096)
     word = "mrg"
 
     def __init__(self, seed: int, ordering: int):
         self.seed = seed
+        self.layout = Layout(streams=LEGACY_STREAMS if ordering == Ordering.PSEUDO_LEGACY else STREAMS)
         self._row = None
 
     def _start(self, step: int):
@@ -126,6 +132,7 @@ class Engine:
         while len(b1) < self.layout.streams:
             n1, n2 = skip(b1, b2, len(b1) << SUBSEQUENCE_BITS)
             b1, b2 = np.concatenate([b1, n1]), np.concatenate([b2, n2])
+        b1, b2 = b1[:self.layout.streams], b2[:self.layout.streams]
         return skip(b1, b2, step) if step else (b1, b2)
 
     def words(self, start: int, count: int, group: int = 1) -> np.ndarray:

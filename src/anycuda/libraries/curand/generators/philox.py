@@ -21,7 +21,7 @@ from .layout import Layout
 M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 W0, W1 = 0x9E3779B9, 0xBB67AE85
 _LO = np.uint64(0xFFFFFFFF)
-_SHIFT = 12                      # the host API's 4096 threads
+_SHIFT = 16                      # the host API's 65536 threads (NVIDIA's host library)
 _32 = np.uint64(32)
 
 
@@ -67,54 +67,58 @@ def device_sequence(seed: int, subsequence: int, offset: int, count: int) -> np.
 
 
 class Engine:
-    """Philox4_32_10 for the host API: 4096 threads, thread t on subsequence t, each writing
-    curand4 blocks (4 results) in turn: the results 4m..4m+3 are block m // 4096 of subsequence
-    m mod 4096 (layout.py, group 4)."""
+    """Philox4_32_10 for the host API: 65536 threads, thread t on subsequence t, each writing
+    units of one curand4 block (4 results) in turn, or of two blocks where a unit makes four
+    doubles (curand_uniform4_double and the double normals): unit m of memory is unit m // 65536
+    of subsequence m mod 65536 (layout.py). Read from NVIDIA's host library."""
     layout = Layout(streams=1 << _SHIFT, group=4)
     word = "bits"
+    RUNS = {1: 0, 2: 0, 4: 0, 8: 1}        # words per unit -> log2 of the blocks a unit takes
 
     def __init__(self, seed: int, ordering: int):
         self.seed = seed
 
-    def _blocks(self, first: int, last: int) -> np.ndarray:
-        """Blocks first..last-1 in memory order, (n, 4)."""
+    def _blocks(self, first: int, last: int, run: int = 0) -> np.ndarray:
+        """Blocks first..last-1 in memory order, (n, 4), with units of 2^run blocks."""
         m = np.arange(first, last, dtype=np.uint64)
+        unit, within = m >> np.uint64(run), m & np.uint64((1 << run) - 1)
         t = np.uint64(self.layout.streams)
-        return blocks(self.seed, m // t, m % t)
+        return blocks(self.seed, ((unit // t) << np.uint64(run)) | within, unit % t)
 
     def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
-        """Words [start, start+count) in memory order (every unit of 1, 2 or 4 words lies in one
-        block, so the group changes nothing)."""
+        """Words [start, start+count) in memory order for units of `group` words."""
         if count <= 0:
             return np.empty(0, np.uint32)
         first, last = start // 4, (start + count + 3) // 4
-        return self._blocks(first, last).reshape(-1)[start - 4 * first:start - 4 * first + count]
+        return self._blocks(first, last, self.RUNS[group]).reshape(-1)[start - 4 * first:start - 4 * first + count]
 
-    # what fill() writes: the native function, words per result, and the same conversion in numpy
-    KINDS = {"bits": ("philox_bits", 1, lambda w: w),
-             "uniform": ("philox_uniform", 1, distributions.uniform_float),
-             "uniform_double": ("philox_uniform_double", 2,
+    # what fill() writes: the native function, words per result, words per unit, and the same
+    # conversion in numpy
+    KINDS = {"bits": ("philox_bits", 1, 4, lambda w: w),
+             "uniform": ("philox_uniform", 1, 4, distributions.uniform_float),
+             "uniform_double": ("philox_uniform_double", 2, 8,
                                 lambda w: distributions.uniform_double_hq(w[0::2], w[1::2]))}
 
     def fill(self, kind: str, out: np.ndarray, start: int) -> None:
         """Write results from word position `start` on (as many as `out` holds), converted as
-        `kind`, straight into `out`: whole blocks in machine code, row by row of the 4096
-        threads; partial blocks at either end through numpy."""
-        native_kind, per, convert = self.KINDS[kind]
+        `kind`, straight into `out`: whole blocks in machine code; partial blocks at either end
+        through numpy."""
+        native_kind, per, unit, convert = self.KINDS[kind]
         count = len(out)
         words = count * per
         if not native.available():
-            out[:] = convert(self.words(start, words))
+            out[:] = convert(self.words(start, words, unit))
             return
         per_block = 4 // per
         head = min((-start) % 4, words)
         body = (words - head) // 4
         if head:
-            out[:head // per] = convert(self.words(start, head))
+            out[:head // per] = convert(self.words(start, head, unit))
         at = head // per
         if body:
-            native.fill(native_kind, out[at:].ctypes.data, body, (start + head) // 4, _SHIFT, self.seed)
+            native.fill(native_kind, out[at:].ctypes.data, body, (start + head) // 4, _SHIFT, self.seed,
+                        self.RUNS[unit])
             at += body * per_block
         done = head + 4 * body
         if done < words:
-            out[at:] = convert(self.words(start + done, words - done))
+            out[at:] = convert(self.words(start + done, words - done, unit))

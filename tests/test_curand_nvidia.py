@@ -1,0 +1,167 @@
+"""anycuda's cuRAND against NVIDIA's own library, run on this CPU: NVIDIA's libcurand computes
+host generators (curandCreateGeneratorHost) without a GPU, and its documentation says every call
+works identically on the host and on the device. Where NVIDIA's host results were also published
+from GPUs (tests/test_curand_golden.py) the two agree.
+
+The wheel (`nvidia-curand`, in the test extra) is loaded by path with ctypes; nothing of it is in
+the project. Each case draws a fresh seed, size and offset, so a layout that only matches for
+one spelling fails here.
+
+Compared: XORWOW (BEST, DEFAULT, LEGACY), MRG32k3a (DEFAULT, LEGACY) and Philox4_32_10 (DEFAULT,
+LEGACY) for every float and double distribution from a fresh generator, 32-bit words and float
+uniforms also after offsets and in successive calls; Sobol32 and Sobol64 in 1-3 dimensions at
+offsets. Not yet matched, so not compared here (NOTES.md, "cuRAND against NVIDIA's host
+library"): where a call after a multi-word call (normals, doubles) or after an offset starts,
+Poisson from pseudorandom generators, MT19937's and MTGP32's layouts, XORWOW's SEEDED
+ordering, scrambled Sobol.
+"""
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.libraries.curand import generator as generators
+
+
+def _nvidia_library():
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for base in nvidia.__path__:
+        for sub in ("cu13/lib", "curand/lib"):
+            path = os.path.join(base, sub, "libcurand.so.10")
+            if os.path.exists(path):
+                return path
+    return None
+
+
+PATH = _nvidia_library()
+pytestmark = pytest.mark.skipif(PATH is None, reason="needs NVIDIA's cuRAND wheel (pip install nvidia-curand)")
+
+# method -> (NVIDIA's function, result type, extra arguments as Python numbers, ctypes of them)
+METHODS = {
+    "words": ("curandGenerate", np.uint32, (), ()),
+    "longlong": ("curandGenerateLongLong", np.uint64, (), ()),
+    "uniform": ("curandGenerateUniform", np.float32, (), ()),
+    "uniform_double": ("curandGenerateUniformDouble", np.float64, (), ()),
+    "normal": ("curandGenerateNormal", np.float32, (0.5, 2.0), (ctypes.c_float,) * 2),
+    "normal_double": ("curandGenerateNormalDouble", np.float64, (0.5, 2.0), (ctypes.c_double,) * 2),
+    "log_normal": ("curandGenerateLogNormal", np.float32, (0.25, 0.75), (ctypes.c_float,) * 2),
+    "log_normal_double": ("curandGenerateLogNormalDouble", np.float64, (0.25, 0.75), (ctypes.c_double,) * 2),
+}
+OURS = {"words": "generate", "longlong": "generate_long_long"}
+PAIRED = {"normal", "normal_double", "log_normal", "log_normal_double"}
+
+XORWOW, MRG32K3A, PHILOX, SOBOL32, SOBOL64 = 101, 121, 161, 201, 203
+BEST, DEFAULT, LEGACY = 100, 101, 103
+PSEUDO_CASES = [(XORWOW, BEST), (XORWOW, DEFAULT), (XORWOW, LEGACY), (MRG32K3A, DEFAULT), (MRG32K3A, LEGACY),
+                (PHILOX, DEFAULT), (PHILOX, LEGACY)]
+
+
+@pytest.fixture(scope="module")
+def nvidia():
+    return ctypes.CDLL(PATH)
+
+
+def _check(status, what):
+    assert status == 0, f"NVIDIA's {what} answered status {status}"
+
+
+def nvidia_results(lib, kind, calls, seed=None, ordering=None, offset=None, dimensions=None):
+    g = ctypes.c_void_p()
+    _check(lib.curandCreateGeneratorHost(ctypes.byref(g), kind), "curandCreateGeneratorHost")
+    try:
+        if seed is not None:
+            _check(lib.curandSetPseudoRandomGeneratorSeed(g, ctypes.c_ulonglong(seed)), "seed")
+        if ordering is not None:
+            _check(lib.curandSetGeneratorOrdering(g, ordering), "ordering")
+        if offset is not None:
+            _check(lib.curandSetGeneratorOffset(g, ctypes.c_ulonglong(offset)), "offset")
+        if dimensions is not None:
+            _check(lib.curandSetQuasiRandomGeneratorDimensions(g, dimensions), "dimensions")
+        results = []
+        for method, n in calls:
+            name, dtype, extra, types = METHODS[method]
+            out = np.full(n, 0x5A, dtype)
+            args = tuple(t(v) for t, v in zip(types, extra))
+            _check(getattr(lib, name)(g, out.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(n), *args), name)
+            results.append(out)
+        return results
+    finally:
+        lib.curandDestroyGenerator(g)
+
+
+def anycuda_results(kind, calls, seed=None, ordering=None, offset=None, dimensions=None):
+    gen = generators.Generator(kind)
+    if seed is not None:
+        gen.set_seed(seed)
+    if ordering is not None:
+        gen.set_ordering(ordering)
+    if offset is not None:
+        gen.set_offset(offset)
+    if dimensions is not None:
+        gen.set_dimensions(dimensions)
+    results = []
+    for method, n in calls:
+        _, dtype, extra, _ = METHODS[method]
+        size = n * np.dtype(dtype).itemsize
+        mem = ac.Memory(size)
+        view = np.frombuffer((ctypes.c_char * size).from_address(mem.ptr), dtype)
+        view[:] = np.frombuffer(b"\x5a" * size, dtype)          # poisoned: every result must be written
+        getattr(gen, OURS.get(method, "generate_" + method))(mem.ptr, n, *extra)
+        ac.synchronize()
+        results.append(view.copy())
+    return results
+
+
+def assert_same(ours, theirs, what):
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if a.dtype.kind == "f":
+            # the same words through the same formulas: only the last bits of transcendental
+            # functions (log, sqrt, sincos, erfcinv) may differ, absolutely where mean + s * z
+            # cancels near zero
+            single = a.dtype == np.float32
+            np.testing.assert_allclose(a, b, rtol=2e-6 if single else 1e-12, atol=1e-6 if single else 1e-13,
+                                       err_msg=f"{what}, call {i}")
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=f"{what}, call {i}")
+
+
+@pytest.mark.parametrize("kind,ordering", PSEUDO_CASES)
+@pytest.mark.parametrize("method", list(METHODS)[2:] + ["words"])
+def test_fresh_generator_matches_nvidia(nvidia, kind, ordering, method):
+    rng = np.random.default_rng()
+    seed = int(rng.integers(0, 2 ** 63)) * 2 + int(rng.integers(0, 2))
+    n = int(rng.integers(1, 150_000))
+    n += n % 2 if method in PAIRED else 0
+    calls = [(method, n)]
+    what = f"type {kind} ordering {ordering} seed {seed} {method} x {n}"
+    assert_same(anycuda_results(kind, calls, seed, ordering), nvidia_results(nvidia, kind, calls, seed, ordering), what)
+
+
+@pytest.mark.parametrize("kind,ordering", PSEUDO_CASES)
+def test_words_and_uniforms_after_offsets_and_calls_match_nvidia(nvidia, kind, ordering):
+    rng = np.random.default_rng()
+    seed = int(rng.integers(0, 2 ** 63))
+    offset = int(rng.choice([int(rng.integers(0, 5000)), int(rng.integers(0, 2 ** 20)), int(rng.integers(0, 2 ** 40))]))
+    calls = [(str(rng.choice(["words", "uniform"])), int(rng.integers(1, 70_000))) for _ in range(3)]
+    what = f"type {kind} ordering {ordering} seed {seed} offset {offset} calls {calls}"
+    assert_same(anycuda_results(kind, calls, seed, ordering, offset),
+                nvidia_results(nvidia, kind, calls, seed, ordering, offset), what)
+
+
+@pytest.mark.parametrize("kind", [SOBOL32, SOBOL64])
+@pytest.mark.parametrize("dimensions", [1, 3])
+def test_sobol_matches_nvidia(nvidia, kind, dimensions):
+    rng = np.random.default_rng()
+    offset = int(rng.integers(0, 10_000))
+    points = int(rng.integers(1, 5000))
+    methods = ["longlong" if kind == SOBOL64 else "words", "uniform", "uniform_double", "normal", "normal_double"]
+    for method in methods:
+        calls = [(method, 2 * points * dimensions)]
+        what = f"type {kind} dimensions {dimensions} offset {offset} {method} x {calls[0][1]}"
+        assert_same(anycuda_results(kind, calls, offset=offset, dimensions=dimensions),
+                    nvidia_results(nvidia, kind, calls, offset=offset, dimensions=dimensions), what)
