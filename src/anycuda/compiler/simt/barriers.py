@@ -16,6 +16,7 @@ from llvmlite import ir
 from .. import abi
 from ..irutil import for_range, i32, load_field, store_field
 from ..types import I32, I64, PTR
+from .synccheck import check_block_barrier, check_deadlock, check_warp_arrival
 from .workspace import C, emit_record_error, frame_at, thread_state
 
 
@@ -58,14 +59,15 @@ def emit_release_barrier(module: ir.Module) -> ir.Function:
     return fn
 
 
-def emit_resolve_barrier(module: ir.Module) -> ir.Function:
+def emit_resolve_barrier(module: ir.Module, synccheck: bool = False) -> ir.Function:
     """i32 anycuda.resolve_barrier(i8* ws, i64 fsize, i32 n, i32* kinds, i32* bars, i8* header):
     count each warp whose non-exited threads all wait at one barrier as arrived there (the PTX
     ISA counts arrivals per warp: a warp with exited threads still counts as a whole warp), and
     complete every barrier that has the warps it expects. Returns the number of threads that
     may run again; -1 when threads wait but no barrier can ever complete (the error is
     recorded, naming the block from `header`); 0 when none can complete yet but threads wait
-    at mbarriers (mbarrierwaits.py decides)."""
+    at mbarriers (mbarrierwaits.py decides). With `synccheck`, each arrival, each whole-block
+    completion and a deadlock are checked for divergent threads (synccheck.py)."""
     fn = module.globals.get("anycuda.resolve_barrier")
     if fn is not None:
         return fn
@@ -113,6 +115,8 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
         bar_id = b.load(v["bar_id"])
         arrives = b.and_(b.icmp_signed("!=", b.load(v["ready"]), i32(0)), b.icmp_signed(">=", bar_id, i32(0)))
         with b.if_then(arrives):
+            if synccheck:
+                check_warp_arrival(b, ws, fsize, lo, hi, b.icmp_signed("!=", b.load(v["expect"]), i32(0)))
             arrived_p = bar_slot(b, bars, bar_id, abi.BAR_ARRIVED)
             expected_p = bar_slot(b, bars, bar_id, abi.BAR_EXPECTED)
             arrived = b.load(arrived_p)
@@ -145,6 +149,8 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
         whole = b.icmp_signed("==", b.load(bar_slot(b, bars, bar_id, abi.BAR_EXPECTED)), i32(0))
         done = b.and_(b.and_(whole, b.icmp_signed(">", arrived, i32(0))), b.icmp_signed(">=", arrived, live_warps))
         with b.if_then(done):
+            if synccheck:
+                check_block_barrier(b, ws, fsize, n, bar_id)
             freed = b.call(release, [ws, fsize, n, kinds, bars, bar_id])
             b.store(b.add(b.load(v["released"]), freed), v["released"])
     released = b.load(v["released"])
@@ -158,6 +164,10 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
             first = b.icmp_signed("<", t, b.load(v["stuck"]))
             b.store(b.select(b.and_(b.not_(exited), first), t, b.load(v["stuck"])), v["stuck"])
         stuck = frame_at(b, ws, fsize, b.load(v["stuck"]))
+        if synccheck:
+            for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
+                store_field(b, stuck, C[k], load_field(b, header, C[k], I32))
+            check_deadlock(b, ws, fsize, n, b.load(v["stuck"]))
         for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
             store_field(b, stuck, C[k], load_field(b, header, C[k], I32))
         b.call(emit_record_error(module), [stuck, i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK)])

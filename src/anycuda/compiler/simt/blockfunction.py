@@ -208,6 +208,7 @@ class BlockPlan:
     regions: dict = None            # site -> its warp region's function (0: the entry region)
     guarded_rounds: dict = None     # site -> the known branches (bits) a round from it may skip
     probe_bounds: ir.Function = None    # the block's bounds of the known branches (probebounds.py)
+    synccheck: bool = False         # barriers and collectives checked as they resolve (synccheck.py)
 
     @functools.cached_property
     def step_call_attrs(self) -> tuple:
@@ -695,13 +696,13 @@ class _BlockFunction:
                         b.position_at_end(stop)
                     _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
             if set(nsites_kinds) - abi.BLOCK_SITE_KINDS - {abi.SITE["yield"], abi.SITE["mbar_wait"]}:
-                released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds, self.coll])
+                released = b.call(emit_resolve_warp(module, plan.synccheck), [ws, fsize, lo, hi, kinds, self.coll])
                 nxt = fn.append_basic_block("warp.next")
                 b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
                 b.position_at_end(nxt)
         if self.has_barriers:
             bars, same = self.bars, self.same
-            released = b.call(emit_resolve_barrier(module), [ws, fsize, n, kinds, bars, self.header])
+            released = b.call(emit_resolve_barrier(module, plan.synccheck), [ws, fsize, n, kinds, bars, self.header])
             resolved = fn.append_basic_block("resolved")
             b.cbranch(b.icmp_signed("<", released, i32(0)), self.fail, resolved)
             b.position_at_end(resolved)

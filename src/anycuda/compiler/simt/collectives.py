@@ -22,6 +22,7 @@ from llvmlite import ir
 from .. import abi
 from ..irutil import declare, for_range, i32, i64, load_field
 from ..types import I1, I32, I64, PTR
+from .synccheck import check_collective
 from .workspace import C, collective_at, frame_at, thread_state
 
 # void (i8* ws, i64 fsize, i32 lo, i32 group, i64 area): a warp matrix instruction's resolver
@@ -29,11 +30,14 @@ from .workspace import C, collective_at, frame_at, thread_state
 MATRIX_RESOLVER = ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I64])
 
 
-def emit_resolve_warp(module: ir.Module) -> ir.Function:
+def emit_resolve_warp(module: ir.Module, synccheck: bool = False) -> ir.Function:
     """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds, i8* coll):
-    run one ready collective of the warp [lo, hi); returns the number of lanes released.
+    run one ready collective of the warp [lo, hi); returns the number of lanes released
+    (at least one when a lane waits: the chosen lane takes part even when its member mask
+    leaves it out, which the ISA leaves undefined, so that no lane is left waiting forever).
     Operands and results other than the frame's op_b, op_c and op_mask are in the
-    collective arrays at `coll` (COLL_ARRAYS)."""
+    collective arrays at `coll` (COLL_ARRAYS). With `synccheck`, the group is checked
+    first (synccheck.check_collective)."""
     fn = module.globals.get("anycuda.resolve_warp")
     if fn is not None:
         return fn
@@ -89,11 +93,13 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
     kind = b.load(b.gep(kinds, [b.sub(site, i32(1))]))
     # the group: lanes waiting at this site that are in the chosen lane's member mask (two
     # half-warps may meet one instruction with disjoint masks; activemask passes mask 0)
-    group_mask = load_field(b, frame(c), C["op_mask"], I32)
-    group_mask = b.select(b.icmp_unsigned("==", group_mask, i32(0)), i32(-1), group_mask)
+    given_mask = load_field(b, frame(c), C["op_mask"], I32)
+    if synccheck:
+        check_collective(b, ws, fsize, lo, hi, kinds, c, site, given_mask)
+    group_mask = b.select(b.icmp_unsigned("==", given_mask, i32(0)), i32(-1), given_mask)
 
     def in_group(u, site):
-        member = b.trunc(b.lshr(group_mask, b.sub(u, lo)), I1)
+        member = b.or_(b.trunc(b.lshr(group_mask, b.sub(u, lo)), I1), b.icmp_signed("==", u, c))
         return b.and_(waiting_at(u, site), member)
     # 2. the group: lanes waiting at this site; aggregates over it
     group = b.alloca(I32, name="group")
@@ -261,7 +267,9 @@ def uniform_collective(kind, consts):
     partial warp."""
     const = lambda name: consts.get(C[name], (None,))[0]
     if kind == abi.SITE["warp_sync"]:
-        return const("op_mask") is not None
+        # (a partial mask reached by every lane leaves lanes out of their own mask: the
+        # general rounds resolve it, as they do a bar.warp.sync whose lanes part)
+        return const("op_mask") == 0xFFFFFFFF
     if kind == abi.SITE["activemask"]:
         return True
     if kind in _SHFL_MODES:
