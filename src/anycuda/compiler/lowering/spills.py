@@ -231,7 +231,7 @@ class Spills:
         self.site_at[self.inst_pos] = site
         if self.mc.tool == "synccheck" and kind not in UNCHECKED_SITES:
             # what synccheck's reports name for a thread stopped here (compiler/simt/synccheck.py)
-            self.sync_sites[site] = memcheck.record_site(self, kind, "")
+            self.sync_sites[site] = memcheck.record_site(self, kind, "", caller=True)
         # constant operands are stored by the scheduler from its site table (the scheduler's
         # record of where each thread stopped), so that a loop over threads that all reach
         # this site stores nothing per thread into the frames

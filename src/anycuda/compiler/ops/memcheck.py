@@ -139,13 +139,16 @@ def _in_windows(b, a, end, windows):
     return inside
 
 
-def record_site(f, kind: str, space: str) -> int:
-    """The number of a new Site for the instruction being lowered (what its log entries name)."""
+def record_site(f, kind: str, space: str, caller: bool = False) -> int:
+    """The number of a new Site for the instruction being lowered (what its log entries name);
+    with `caller`, its source line is the call an inlined function's code came from (a warp
+    intrinsic's line in CUDA's headers says nothing of the program)."""
     inst = f.inst
     debug = getattr(inst, "debug", None)
     source = None
     if debug is not None:
-        source = (f.mc.ptx.files.get(debug.file, f"<file {debug.file}>"), debug.line)
+        file, line = (debug.inlined_at[:2] if caller and debug.inlined_at else (debug.file, debug.line))
+        source = (f.mc.ptx.files.get(file, f"<file {file}>"), line)
     f.mc.check_sites.append(Site(kind, space, f.pfn.name, f.inst_pos, inst.loc.line, source))
     return len(f.mc.check_sites) - 1
 

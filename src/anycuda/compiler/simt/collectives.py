@@ -54,10 +54,21 @@ def emit_resolve_warp(module: ir.Module, synccheck: bool = False) -> ir.Function
     def frame(t):
         return frame_at(b, ws, fsize, t)
 
-    def waiting_at(t, site):
+    def is_warp_sync(site):
+        kind = b.load(b.gep(kinds, [b.sub(b.select(b.icmp_signed(">", site, i32(0)), site, i32(1)), i32(1))]))
+        return b.icmp_signed("==", kind, i32(abi.SITE["warp_sync"]))
+
+    def waiting_at(t, site, mask=None):
+        """i1: lane t waits at `site`, or, at a bar.warp.sync, at any bar.warp.sync with the
+        same member `mask` (since sm_70 the lanes of one __syncwarp may reach it at different
+        instructions)."""
         fr = frame(t)
         st = b.load(thread_state(b, fr))
-        at = b.icmp_signed("==", load_field(b, fr, C["resume"], I32), site)
+        resume = load_field(b, fr, C["resume"], I32)
+        at = b.icmp_signed("==", resume, site)
+        if mask is not None:
+            same = b.icmp_unsigned("==", load_field(b, fr, C["op_mask"], I32), mask)
+            at = b.or_(at, b.and_(b.and_(is_warp_sync(site), is_warp_sync(resume)), same))
         return b.and_(b.icmp_signed("==", st, i32(abi.THREAD_WAIT_WARP)), at)
 
     # 1. find a lane whose collective has every live member of its mask waiting with it
@@ -76,7 +87,7 @@ def emit_resolve_warp(module: ir.Module, synccheck: bool = False) -> ir.Function
                 bit = b.trunc(b.lshr(mask, b.sub(u, lo)), I1)
                 ustate = b.load(thread_state(b, frame(u)))
                 alive = b.icmp_signed("!=", ustate, i32(abi.THREAD_EXITED))
-                missing = b.and_(b.and_(bit, alive), b.not_(waiting_at(u, site)))
+                missing = b.and_(b.and_(bit, alive), b.not_(waiting_at(u, site, mask)))
                 with b.if_then(missing):
                     b.store(ir.Constant(I1, 0), complete)
             with b.if_then(b.load(complete)):
@@ -100,7 +111,7 @@ def emit_resolve_warp(module: ir.Module, synccheck: bool = False) -> ir.Function
 
     def in_group(u, site):
         member = b.or_(b.trunc(b.lshr(group_mask, b.sub(u, lo)), I1), b.icmp_signed("==", u, c))
-        return b.and_(waiting_at(u, site), member)
+        return b.and_(waiting_at(u, site, group_mask), member)
     # 2. the group: lanes waiting at this site; aggregates over it
     group = b.alloca(I32, name="group")
     agg = {k: b.alloca(I64 if k.startswith("r") else I32, name=k) for k in
