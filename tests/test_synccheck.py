@@ -245,7 +245,8 @@ def test_lanes_of_one_instruction_with_different_masks(synccheck, capsys, rng):
     for r in rs:
         w = r["tid"][0] // 32 * 32
         assert (r["kind"], r["where"]) == ("Invalid arguments", lines["coll"])
-        assert r["detail"] == f"member mask 0xffff0000 differs from mask 0xffffffff of thread ({w},0,0) at the same instruction"
+        assert r["detail"] == (f"member mask 0xffff0000 differs from mask 0xffffffff of thread ({w},0,0) "
+                               "at the same instruction")
 
 
 def test_collective_while_named_lanes_wait_at_a_barrier(synccheck, capsys):
@@ -348,7 +349,8 @@ def test_uniform_barrier_kernels_report_nothing(synccheck, capsys, rng):
 
 def test_unchecked_kernels_carry_no_checks(monkeypatch):
     """Nothing of synccheck is compiled into a kernel built without the tool."""
-    ptx = HEADER + TEMPLATE.replace("KERNEL", "k").replace("BODY", TWO_SITES + PART.replace("COLL", COLLECTIVES["shfl"]))
+    body = TWO_SITES + PART.replace("COLL", COLLECTIVES["shfl"])
+    ptx = HEADER + TEMPLATE.replace("KERNEL", "k").replace("BODY", body)
     irs = {}
     for tool in ("", "synccheck"):
         monkeypatch.setenv("ANYCUDA_SANITIZE", tool)
@@ -393,7 +395,8 @@ def test_program_shuffle_in_half_warp(buggy):
         assert (rep["kind"], rep["tid"], rep["block"]) == ("Invalid arguments", (w, 0, 0), (0, 0, 0))
         assert rep["function"] == "half_shuffle(int*)"
         assert rep["where"].endswith(f"synccheck_bugs.cu:{_lines()['shfl']}")
-        assert rep["detail"].startswith(f"member mask 0xffffffff names lane 16 (thread ({w + 16},0,0)), which has exited")
+        assert rep["detail"].startswith(f"member mask 0xffffffff names lane 16 (thread ({w + 16},0,0)), "
+                                        "which has exited")
     assert "ERROR SUMMARY: 2 errors" in r.stderr and r.returncode == 0
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 
 from ..compiler import abi
+from ..compiler.simt.synccheck import NO_THREAD
 from . import sanitizer
 from .names import readable
 
-NO_THREAD = 0xFFFFFFFF
 HEADLINES = {
     abi.SYNC_BLOCK_DIVERGENT: "Barrier error detected. Divergent thread(s) in block",
     abi.SYNC_WARP_DIVERGENT: "Barrier error detected. Divergent thread(s) in warp",

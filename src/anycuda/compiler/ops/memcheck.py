@@ -30,7 +30,8 @@ vector paths (warp regions, warp runs, known-branch probes, block programs) are 
 them, so the step function's handlers are the one place that is instrumented. The mode is part
 of the compile cache's key (pipeline.compile_kernel). A kernel compiled for another tool
 (ANYCUDA_SANITIZE=initcheck) is built the same way, and `check` hands each access to that
-tool's check instead (TOOL_CHECKS).
+tool's check instead (TOOL_CHECKS); under synccheck accesses are not tested (its checks are
+the block scheduler's: compiler/simt/synccheck.py).
 
 Not checked: .param accesses (kernel parameters are read-only values for the launch; a device
 function's parameter buffers are its own stack slots), texture and surface instructions,

@@ -734,7 +734,8 @@ class _BlockFunction:
             waiting = emit_released(b, self.fail, self.mbar_seen, [ws, fsize, n, i32(0), self.header])
             b.cbranch(b.icmp_signed("!=", waiting, i32(0)), outer, self.done)
         else:
-            # warp collectives always make progress, so after a round every thread has exited
+            # warp collectives always make progress (resolve_warp releases at least the lane it
+            # chose), so after a round every thread has exited
             b.branch(self.done)
 
     # -------------------------------------------------------------- helpers of the rounds
