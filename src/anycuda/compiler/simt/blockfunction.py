@@ -696,7 +696,12 @@ class _BlockFunction:
                         b.position_at_end(stop)
                     _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
             if set(nsites_kinds) - abi.BLOCK_SITE_KINDS - {abi.SITE["yield"], abi.SITE["mbar_wait"]}:
-                released = b.call(emit_resolve_warp(module, plan.synccheck), [ws, fsize, lo, hi, kinds, self.coll])
+                # (lanes at two bar.warp.sync instructions meet only where synccheck would
+                # otherwise take the first group's lanes for missing from the second's: a
+                # bar.warp.sync has no result, so running them apart changes nothing else)
+                meet = plan.synccheck and nsites_kinds.count(abi.SITE["warp_sync"]) > 1
+                resolve = emit_resolve_warp(module, plan.synccheck, meet)
+                released = b.call(resolve, [ws, fsize, lo, hi, kinds, self.coll])
                 nxt = fn.append_basic_block("warp.next")
                 b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
                 b.position_at_end(nxt)

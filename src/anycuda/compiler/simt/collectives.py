@@ -30,19 +30,22 @@ from .workspace import C, collective_at, frame_at, thread_state
 MATRIX_RESOLVER = ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I64])
 
 
-def emit_resolve_warp(module: ir.Module, synccheck: bool = False) -> ir.Function:
+def emit_resolve_warp(module: ir.Module, synccheck: bool = False, syncs_meet: bool = False) -> ir.Function:
     """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds, i8* coll):
     run one ready collective of the warp [lo, hi); returns the number of lanes released
     (at least one when a lane waits: the chosen lane takes part even when its member mask
     leaves it out, which the ISA leaves undefined, so that no lane is left waiting forever).
     Operands and results other than the frame's op_b, op_c and op_mask are in the
     collective arrays at `coll` (COLL_ARRAYS). With `synccheck`, the group is checked
-    first (synccheck.check_collective)."""
-    fn = module.globals.get("anycuda.resolve_warp")
+    first (synccheck.check_collective). With `syncs_meet` (a synccheck kernel with more than
+    one bar.warp.sync), lanes at different bar.warp.sync instructions with one mask meet there
+    as one group (since sm_70 the lanes of one __syncwarp may reach it at different
+    instructions); other kernels do without the look-ups that costs."""
+    name = "anycuda.resolve_warp" + (".syncs" if syncs_meet else "") + (".synccheck" if synccheck else "")
+    fn = module.globals.get(name)
     if fn is not None:
         return fn
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32, I32.as_pointer(), PTR]),
-                     name="anycuda.resolve_warp")
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32, I32.as_pointer(), PTR]), name=name)
     fn.linkage = "internal"
     ws, fsize, lo, hi, kinds, coll = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -60,13 +63,12 @@ def emit_resolve_warp(module: ir.Module, synccheck: bool = False) -> ir.Function
 
     def waiting_at(t, site, mask=None):
         """i1: lane t waits at `site`, or, at a bar.warp.sync, at any bar.warp.sync with the
-        same member `mask` (since sm_70 the lanes of one __syncwarp may reach it at different
-        instructions)."""
+        same member `mask` (`syncs_meet`)."""
         fr = frame(t)
         st = b.load(thread_state(b, fr))
         resume = load_field(b, fr, C["resume"], I32)
         at = b.icmp_signed("==", resume, site)
-        if mask is not None:
+        if mask is not None and syncs_meet:
             same = b.icmp_unsigned("==", load_field(b, fr, C["op_mask"], I32), mask)
             at = b.or_(at, b.and_(b.and_(is_warp_sync(site), is_warp_sync(resume)), same))
         return b.and_(b.icmp_signed("==", st, i32(abi.THREAD_WAIT_WARP)), at)
@@ -108,9 +110,11 @@ def emit_resolve_warp(module: ir.Module, synccheck: bool = False) -> ir.Function
     if synccheck:
         check_collective(b, ws, fsize, lo, hi, kinds, c, site, given_mask)
     group_mask = b.select(b.icmp_unsigned("==", given_mask, i32(0)), i32(-1), given_mask)
+    # the chosen lane takes part even where its mask leaves it out
+    group_mask = b.or_(group_mask, b.shl(i32(1), b.sub(c, lo)))
 
     def in_group(u, site):
-        member = b.or_(b.trunc(b.lshr(group_mask, b.sub(u, lo)), I1), b.icmp_signed("==", u, c))
+        member = b.trunc(b.lshr(group_mask, b.sub(u, lo)), I1)
         return b.and_(waiting_at(u, site, group_mask), member)
     # 2. the group: lanes waiting at this site; aggregates over it
     group = b.alloca(I32, name="group")
