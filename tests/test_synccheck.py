@@ -94,10 +94,15 @@ EARLY_EXIT = """
 """
 
 
-def test_exit_before_barrier_is_block_divergence(synccheck, capsys, rng):
+BARRIERS = {"bar_sync": "bar.sync 0;", "aligned": "barrier.sync.aligned 0;", "bar_red": "bar.red.popc.u32 %r9, 0, %p1;",
+            "syncthreads_and": "bar.red.and.pred %p2, 0, %p1;"}
+
+
+@pytest.mark.parametrize("barrier", sorted(BARRIERS))
+def test_exit_before_barrier_is_block_divergence(synccheck, capsys, rng, barrier):
     grid, block = _draw(rng)
     k = int(rng.integers(1, block))
-    kernel, lines = _kernel("early_exit", EARLY_EXIT)
+    kernel, lines = _kernel("early_exit", EARLY_EXIT.replace("bar.sync 0;", BARRIERS[barrier]))
     got = _launch(kernel, grid, block, k)
     assert np.array_equal(got, np.where(np.arange(block) < k, 1, 7))
     rs = reports(capsys.readouterr().err)
@@ -216,12 +221,14 @@ def test_lane_named_in_mask_that_exited(synccheck, capsys, rng, name):
                                f"lanes not taking part: 0x{missing:08x}")
 
 
+@pytest.mark.parametrize("constant", [False, True], ids=["mask_in_register", "constant_mask"])
 @pytest.mark.parametrize("name", sorted(COLLECTIVES))
-def test_lane_outside_its_own_mask(synccheck, capsys, rng, name):
+def test_lane_outside_its_own_mask(synccheck, capsys, rng, name, constant):
     grid, block = _draw(rng)
     j = int(rng.integers(0, 32))
     mask = 0xFFFFFFFF ^ (1 << j)         # every lane calls, lane j is left out of the mask
-    kernel, lines = _kernel(name, COLLECTIVES[name])
+    body = COLLECTIVES[name].replace("%r3;", f"0x{mask:08x};") if constant else COLLECTIVES[name]
+    kernel, lines = _kernel(name + "_c" * constant, body)
     got = _launch(kernel, grid, block, 0, mask)
     if name == "syncwarp":               # each thread still ends (none is left waiting)
         assert np.array_equal(got, np.ones(block, np.int32))
@@ -231,6 +238,19 @@ def test_lane_outside_its_own_mask(synccheck, capsys, rng, name):
     for r in rs:
         assert (r["kind"], r["where"]) == ("Invalid arguments", lines["coll"])
         assert r["detail"] == f"the calling lane {j} is not in its member mask 0x{mask:08x}"
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIVES))
+def test_lane_outside_its_own_mask_still_ends_unchecked(monkeypatch, capsys, rng, name):
+    """Unchecked, a lane left out of its own mask takes part in the collective (its result
+    is undefined) rather than waiting forever: every thread ends, nothing is reported."""
+    monkeypatch.setenv("ANYCUDA_SANITIZE", "")
+    grid, block = _draw(rng)
+    j = int(rng.integers(0, 32))
+    kernel, _ = _kernel(name + "_plain", COLLECTIVES[name] + "\n  mov.u32 %r9, 1;")
+    got = _launch(kernel, grid, block, 0, 0xFFFFFFFF ^ (1 << j))
+    assert np.array_equal(got, np.ones(block, np.int32))
+    assert "=========" not in capsys.readouterr().err
 
 
 def test_lanes_of_one_instruction_with_different_masks(synccheck, capsys, rng):
