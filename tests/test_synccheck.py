@@ -357,6 +357,45 @@ def test_correct_kernel_reports_nothing_and_is_right(monkeypatch, capsys, rng, t
     assert np.array_equal(got[3], np.where(lanes < 16, down, 0))
 
 
+PRODUCER_CONSUMER = """
+.visible .entry handoff(.param .u64 out, .param .u64 in)
+{
+  .reg .pred %p<3>; .reg .b32 %r<20>; .reg .b64 %rd<8>;
+  .shared .align 4 .b8 s[256];
+  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [in];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r4, s;
+  setp.ge.u32 %p1, %r1, 64;
+  @%p1 bra CONSUMER;
+  mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd2, %rd3;
+  ld.global.u32 %r3, [%rd4];
+  shl.b32 %r5, %r1, 2; add.s32 %r6, %r4, %r5;
+  st.shared.u32 [%r6], %r3;
+  bar.arrive 1, 128;
+  ret;
+CONSUMER:
+  bar.sync 1, 128;
+  sub.u32 %r7, %r1, 64; shl.b32 %r5, %r7, 2; add.s32 %r6, %r4, %r5;
+  ld.shared.u32 %r8, [%r6];
+  mul.wide.u32 %rd3, %r7, 4; add.s64 %rd5, %rd1, %rd3;
+  st.global.u32 [%rd5], %r8;
+  ret;
+}
+"""
+
+
+def test_named_barrier_producers_and_consumers_report_nothing(synccheck, capsys, rng):
+    # warps 0-1 fill shared memory and arrive at barrier 1, warps 2-3 wait there and read:
+    # different instructions, different warps, a thread count: all as the ISA allows
+    grid = int(rng.integers(1, 4))
+    x = rng.integers(0, 1 << 30, 64).astype(np.int32)
+    out = ac.asarray(np.full(64, -1, np.int32))
+    ac.RawModule(ptx=HEADER + PRODUCER_CONSUMER, name="ok.ptx").get_function("handoff")((grid,), (128,),
+                                                                                       (out, ac.asarray(x)))
+    assert np.array_equal(out.get(), x)
+    assert "Barrier error" not in capsys.readouterr().err
+
+
 def test_uniform_barrier_kernels_report_nothing(synccheck, capsys, rng):
     grid, block = _draw(rng)
     kernel, _ = _kernel("uniform", EARLY_EXIT)
