@@ -46,14 +46,15 @@ def synccheck(monkeypatch):
     monkeypatch.setenv("ANYCUDA_SANITIZE_PRINT_LIMIT", "100000")
 
 
-# out[t] = what thread t computed (7 where it computed nothing); %r1 the thread index, %r2 the
-# kernel's `k`, %r3 its `mask`; BODY in between, its lines tagged `// tag`
+# out[t] = what thread t computed (7 where it computed nothing); %r1 the linear thread index,
+# %r4 its lane, %r2 the kernel's `k`, %r3 its `mask`; BODY in between, its lines tagged `// tag`
 TEMPLATE = """
 .visible .entry KERNEL(.param .u64 out, .param .u32 k, .param .u32 mask)
 {
   .reg .pred %p<4>; .reg .b32 %r<20>; .reg .b64 %rd<6>;
   ld.param.u64 %rd1, [out]; ld.param.u32 %r2, [k]; ld.param.u32 %r3, [mask];
-  mov.u32 %r1, %tid.x;
+  mov.u32 %r1, %tid.x; mov.u32 %r5, %tid.y; mov.u32 %r6, %ntid.x;
+  mad.lo.u32 %r1, %r5, %r6, %r1;
   mul.wide.u32 %rd2, %r1, 4;
   add.s64 %rd3, %rd1, %rd2;
   mov.u32 %r9, 7;
@@ -74,9 +75,10 @@ def _kernel(name: str, body: str):
     return ac.RawModule(ptx=ptx, name="bugs.ptx").get_function(name), lines
 
 
-def _launch(kernel, grid, block, k, mask=0xFFFFFFFF):
+def _launch(kernel, grid, block, k, mask=0xFFFFFFFF, shape=None):
+    """out after a launch of `grid` blocks of `block` threads (as `shape` when given)."""
     out = ac.asarray(np.full(block, -1, np.int32))          # poisoned
-    kernel((grid,), (block,), (out, np.uint32(k), np.uint32(mask)))
+    kernel((grid,), shape or (block,), (out, np.uint32(k), np.uint32(mask)))
     return out.get()
 
 
@@ -103,7 +105,8 @@ def test_exit_before_barrier_is_block_divergence(synccheck, capsys, rng, barrier
     grid, block = _draw(rng)
     k = int(rng.integers(1, block))
     kernel, lines = _kernel("early_exit", EARLY_EXIT.replace("bar.sync 0;", BARRIERS[barrier]))
-    got = _launch(kernel, grid, block, k)
+    shape = (block,) if rng.integers(2) else (32, block // 32)       # a 2-D block names (x,y,z)
+    got = _launch(kernel, grid, block, k, shape=shape)
     assert np.array_equal(got, np.where(np.arange(block) < k, 1, 7))
     rs = reports(capsys.readouterr().err)
     assert len(rs) == grid                          # once per block, each its own use of the barrier
@@ -111,7 +114,7 @@ def test_exit_before_barrier_is_block_divergence(synccheck, capsys, rng, barrier
     for r in rs:
         assert (r["kind"], r["function"], r["where"], r["tid"]) == \
             ("Divergent thread(s) in block", "early_exit", lines["bar"], (0, 0, 0))
-        assert r["detail"] == f"thread ({k},0,0) exited without reaching this barrier"
+        assert r["detail"] == f"thread ({k % shape[0]},{k // shape[0]},0) exited without reaching this barrier"
 
 
 TWO_SITES = """
