@@ -36,7 +36,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .. import abi
-from ..irutil import declare, field_ptr, for_range, i32, i64, internal_function, load_field
+from ..irutil import at_function_start, declare, field_ptr, for_range, i32, i64, internal_function, load_field
 from ..types import I1, I32, I64, PTR
 from .workspace import C, frame_at, thread_state
 
@@ -90,11 +90,13 @@ def _report(b, ws, fsize, who, what, other, masks=None):
 
 
 class _Slots:
-    """i32 stack slots of a check, each set to its first value."""
+    """i32 stack slots of a check (made once per call, at the function's start), each set to
+    its first value where the check starts."""
 
     def __init__(self, b, **init):
         for name, value in init.items():
-            slot = b.alloca(I32, name=name)
+            with at_function_start(b):
+                slot = b.alloca(I32, name=name)
             b.store(i32(value), slot)
             setattr(self, name, slot)
 
