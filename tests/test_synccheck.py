@@ -449,6 +449,17 @@ def test_program_early_return_before_syncthreads(buggy):
     assert "ERROR SUMMARY: 1 error" in r.stderr and r.returncode == 5
 
 
+def test_program_barrier_in_a_device_function(buggy):
+    r = _run(buggy, "staged", "--sanitize=synccheck")
+    (rep,) = reports(r.stderr)
+    # threads 40..63 skip the call of the function that holds the barrier (its own line)
+    assert rep["kind"] == "Divergent thread(s) in block" and rep["function"] == "staged(float*, int)"
+    assert rep["where"].endswith(f"synccheck_bugs.cu:{_lines()['stage']}")
+    assert (rep["tid"], rep["block"]) == ((0, 0, 0), (0, 0, 0))
+    assert rep["detail"] == "thread (40,0,0) exited without reaching this barrier"
+    assert "staged: cudaSuccess" in r.stdout
+
+
 def test_program_shuffle_in_half_warp(buggy):
     r = _run(buggy, "half_shuffle", "--sanitize=synccheck")
     rs = reports(r.stderr)

@@ -23,6 +23,21 @@ __global__ void half_shuffle(int *out) {
     out[threadIdx.x] = v;
 }
 
+// a stage of a computation with its own barrier, which only the threads that have work call
+__device__ __noinline__ void stage(float *s, int t) {
+    s[t] = 2.0f * s[t];
+    __syncthreads();                                         // BUG:stage
+}
+
+__global__ void staged(float *x, int n) {
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    s[t] = t;
+    if (t < n)
+        stage(s, t);
+    x[t] = s[63 - t];
+}
+
 // correct: a block reduction with uniform barriers and full-mask shuffles, then a half-warp
 // shuffle whose mask names exactly the lanes that take it
 __global__ void reduce(const int *in, int *out, int *half) {
@@ -68,6 +83,13 @@ int main(int argc, char **argv) {
         e = cudaDeviceSynchronize();
         printf("%s: %s\n", which, cudaGetErrorName(e));
         cudaFree(out);
+    } else if (!strcmp(which, "staged")) {
+        float *x;
+        cudaMalloc(&x, 64 * sizeof(float));
+        staged<<<1, 64>>>(x, 40);
+        e = cudaDeviceSynchronize();
+        printf("%s: %s\n", which, cudaGetErrorName(e));
+        cudaFree(x);
     } else {
         int h[256], *din, *dout, sum = -1, half = -1;
         for (int i = 0; i < 256; i++) h[i] = i;

@@ -142,16 +142,23 @@ def _in_windows(b, a, end, windows):
 
 def record_site(f, kind: str, space: str, caller: bool = False) -> int:
     """The number of a new Site for the instruction being lowered (what its log entries name);
-    with `caller`, its source line is the call an inlined function's code came from (a warp
-    intrinsic's line in CUDA's headers says nothing of the program)."""
+    with `caller`, code inlined from CUDA's own headers (a warp intrinsic's line there says
+    nothing of the program) is named by the line of its call."""
     inst = f.inst
     debug = getattr(inst, "debug", None)
     source = None
     if debug is not None:
-        file, line = (debug.inlined_at[:2] if caller and debug.inlined_at else (debug.file, debug.line))
-        source = (f.mc.ptx.files.get(file, f"<file {file}>"), line)
+        name = lambda file: f.mc.ptx.files.get(file, f"<file {file}>")  # noqa: E731
+        source = (name(debug.file), debug.line)
+        if caller and debug.inlined_at and toolkit_header(source[0]):
+            source = (name(debug.inlined_at[0]), debug.inlined_at[1])
     f.mc.check_sites.append(Site(kind, space, f.pfn.name, f.inst_pos, inst.loc.line, source))
     return len(f.mc.check_sites) - 1
+
+
+def toolkit_header(path: str) -> bool:
+    """Whether a `.file` is one of the CUDA toolkit's headers (where nvcc's intrinsics live)."""
+    return "/include/" in path and ("cuda" in path.lower() or "/targets/" in path)
 
 
 def note_malloc(f, p, size) -> None:
