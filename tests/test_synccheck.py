@@ -272,6 +272,17 @@ def test_lanes_of_one_instruction_with_different_masks(synccheck, capsys, rng):
                                "at the same instruction")
 
 
+def test_print_limit_counts_every_error(synccheck, monkeypatch, capsys, rng):
+    limit = int(rng.integers(1, 10))
+    monkeypatch.setenv("ANYCUDA_SANITIZE_PRINT_LIMIT", str(limit))
+    body = "setp.lt.u32 %p1, %r4, 16;\n  selp.b32 %r3, -1, 0xffff0000, %p1;\n  " + COLLECTIVES["shfl"]
+    kernel, _ = _kernel("differ_limited", body)
+    _launch(kernel, 1, 64, 0)                  # 16 errors per warp
+    err = capsys.readouterr().err
+    assert len(reports(err)) == limit
+    assert f"({32 - limit} more errors of kernel differ_limited not printed)" in err
+
+
 def test_collective_while_named_lanes_wait_at_a_barrier(synccheck, capsys):
     body = """
   setp.ge.u32 %p1, %r4, 16;
