@@ -148,10 +148,10 @@ def record_site(f, kind: str, space: str, caller: bool = False) -> int:
     debug = getattr(inst, "debug", None)
     source = None
     if debug is not None:
-        name = lambda file: f.mc.ptx.files.get(file, f"<file {file}>")  # noqa: E731
-        source = (name(debug.file), debug.line)
-        if caller and debug.inlined_at and toolkit_header(source[0]):
-            source = (name(debug.inlined_at[0]), debug.inlined_at[1])
+        file, line = debug.file, debug.line
+        if caller and debug.inlined_at and toolkit_header(f.mc.ptx.files.get(file, "")):
+            file, line = debug.inlined_at[:2]
+        source = (f.mc.ptx.files.get(file, f"<file {file}>"), line)
     f.mc.check_sites.append(Site(kind, space, f.pfn.name, f.inst_pos, inst.loc.line, source))
     return len(f.mc.check_sites) - 1
 

@@ -68,11 +68,12 @@ def emit_resolve_barrier(module: ir.Module, synccheck: bool = False) -> ir.Funct
     recorded, naming the block from `header`); 0 when none can complete yet but threads wait
     at mbarriers (mbarrierwaits.py decides). With `synccheck`, each arrival, each whole-block
     completion and a deadlock are checked for divergent threads (synccheck.py)."""
-    fn = module.globals.get("anycuda.resolve_barrier")
+    name = "anycuda.resolve_barrier" + (".synccheck" if synccheck else "")
+    fn = module.globals.get(name)
     if fn is not None:
         return fn
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32.as_pointer(), I32.as_pointer(), PTR]),
-                     name="anycuda.resolve_barrier")
+                     name=name)
     fn.linkage = "internal"
     ws, fsize, n, kinds, bars, header = fn.args
     release = emit_release_barrier(module)
@@ -164,12 +165,10 @@ def emit_resolve_barrier(module: ir.Module, synccheck: bool = False) -> ir.Funct
             first = b.icmp_signed("<", t, b.load(v["stuck"]))
             b.store(b.select(b.and_(b.not_(exited), first), t, b.load(v["stuck"])), v["stuck"])
         stuck = frame_at(b, ws, fsize, b.load(v["stuck"]))
-        if synccheck:
-            for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
-                store_field(b, stuck, C[k], load_field(b, header, C[k], I32))
-            check_deadlock(b, ws, fsize, n, b.load(v["stuck"]))
         for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
             store_field(b, stuck, C[k], load_field(b, header, C[k], I32))
+        if synccheck:
+            check_deadlock(b, ws, fsize, n, b.load(v["stuck"]))
         b.call(emit_record_error(module), [stuck, i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK)])
         b.ret(i32(-1))
     b.ret(released)
