@@ -353,7 +353,8 @@ class _Parser:
             line_of = self.tk.linecol
             here = line_of(first)[0]
             while self.kinds[self.i] != "eof" and line_of(self.i)[0] == here and self.texts[self.i] not in (";", "{", "}"):
-                if self.texts[self.i] == "inlined_at" and self.kinds[self.i + 1] == "int" and self.kinds[self.i + 2] == "int":
+                kinds = self.kinds[self.i + 1:self.i + 3]
+                if self.texts[self.i] == "inlined_at" and kinds == ["int", "int"]:
                     self.advance()
                     at = (self.int_value(), self.int_value())
                     inlined_at = at + ((self.int_value() if self.kinds[self.i] == "int" else 0),)
