@@ -180,6 +180,21 @@ def test_counted_barrier_with_part_of_a_warp(synccheck, capsys, rng):
     assert r["detail"] == f"thread ({k},0,0) of the same warp exited without reaching this barrier"
 
 
+def test_warps_giving_one_barrier_different_counts(synccheck, capsys):
+    # warp 0 says 64 threads, warps 1 and 2 say 96: warps 0 and 1 complete the barrier, warp 2
+    # is left waiting for a use that no other warp reaches
+    body = "setp.ge.u32 %p1, %r1, 32;\n  selp.b32 %r5, 96, 64, %p1;\n  bar.sync 1, %r5; // bar\n  mov.u32 %r9, 1;"
+    kernel, lines = _kernel("counts", body)
+    with pytest.raises(CudaError) as e:
+        _launch(kernel, 1, 96, 0)
+    assert e.value.code == CUresult.CUDA_ERROR_LAUNCH_FAILED
+    differs, short = reports(capsys.readouterr().err)
+    assert (differs["kind"], differs["where"], differs["tid"]) == ("Invalid arguments", lines["bar"], (32, 0, 0))
+    assert differs["detail"] == "thread count 96 differs from 64, given by the warps that arrived before"
+    assert (short["where"], short["tid"]) == (lines["bar"], (64, 0, 0))
+    assert "thread count can never be reached" in short["detail"]
+
+
 def test_unreachable_thread_count(synccheck, capsys):
     body = EARLY_EXIT.replace("bar.sync 0;", "bar.sync 1, 128;")
     kernel, lines = _kernel("short", body)

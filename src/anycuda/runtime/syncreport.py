@@ -32,6 +32,7 @@ HEADLINES = {
     abi.SYNC_NOT_IN_MASK: "Barrier error detected. Invalid arguments",
     abi.SYNC_MASKS_DIFFER: "Barrier error detected. Invalid arguments",
     abi.SYNC_LANE_MISSING: "Barrier error detected. Invalid arguments",
+    abi.SYNC_COUNT_DIFFERS: "Barrier error detected. Invalid arguments",
 }
 
 
@@ -92,6 +93,9 @@ def entry_report(kernel: str, sites, sync_sites: dict, e: dict, source_name: str
     elif what == abi.SYNC_MASKS_DIFFER:
         lines.append(f"    member mask 0x{mask:08x} differs from mask 0x{second:08x} of thread {other} "
                      "at the same instruction")
+    elif what == abi.SYNC_COUNT_DIFFERS:
+        mine, theirs = (str(c) if c else "none (the whole block)" for c in (mask, second))
+        lines.append(f"    thread count {mine} differs from {theirs}, given by the warps that arrived before")
     elif what == abi.SYNC_LANE_MISSING:
         doing = f"waits at {elsewhere} instead" if elsewhere else "has exited"
         lines.append(f"    member mask 0x{mask:08x} names lane {e['size'] % 32} (thread {other}), which {doing}; "

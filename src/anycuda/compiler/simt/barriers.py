@@ -16,7 +16,7 @@ from llvmlite import ir
 from .. import abi
 from ..irutil import for_range, i32, load_field, store_field
 from ..types import I32, I64, PTR
-from .synccheck import check_block_barrier, check_deadlock, check_warp_arrival
+from .synccheck import check_block_barrier, check_deadlock, check_thread_count, check_warp_arrival
 from .workspace import C, emit_record_error, frame_at, thread_state
 
 
@@ -121,6 +121,8 @@ def emit_resolve_barrier(module: ir.Module, synccheck: bool = False) -> ir.Funct
             arrived_p = bar_slot(b, bars, bar_id, abi.BAR_ARRIVED)
             expected_p = bar_slot(b, bars, bar_id, abi.BAR_EXPECTED)
             arrived = b.load(arrived_p)
+            if synccheck:
+                check_thread_count(b, ws, fsize, lo, hi, b.load(v["expect"]), b.load(expected_p), arrived)
             # the first warp to arrive sets what this use of the barrier expects
             with b.if_then(b.icmp_signed("==", arrived, i32(0))):
                 b.store(b.load(v["expect"]), expected_p)

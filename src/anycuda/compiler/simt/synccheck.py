@@ -13,6 +13,8 @@ code names the instruction), has exited, or waits elsewhere. What is reported:
   - a warp counted at a barrier whose lanes wait at different barrier instructions, or, at a
     barrier with a thread count, with some of its lanes exited: "divergent threads in warp"
     (`check_warp_arrival`, one entry per arrival);
+  - a warp arriving at a barrier with another thread count than the warps before it:
+    "invalid arguments" (`check_thread_count`);
   - threads left waiting at barriers that can never complete (different barrier ids, a count
     the running warps cannot reach): the entry comes before the launch fails with the barrier
     deadlock it fails with unchecked (`check_deadlock`);
@@ -127,6 +129,19 @@ def check_warp_arrival(b, ws, fsize, lo, hi, counted: bool):
         _first_where(b, s.other, t, b.or_(elsewhere, gone))
     with b.if_then(b.icmp_unsigned("!=", b.load(s.other), i32(NO_THREAD)), likely=False):
         _report(b, ws, fsize, b.load(s.first), abi.SYNC_WARP_DIVERGENT, b.load(s.other))
+
+
+def check_thread_count(b, ws, fsize, lo, hi, mine, theirs, arrived):
+    """A warp arrives at a barrier that `arrived` warps reached before it, expecting `theirs`
+    warps (0: the whole block): its own count `mine` must be the same."""
+    differs = b.and_(b.icmp_signed(">", arrived, i32(0)), b.icmp_signed("!=", mine, theirs))
+    with b.if_then(differs, likely=False):
+        s = _Slots(b, first=NO_THREAD)
+        with for_range(b, lo, hi, "sn") as t:
+            waits = b.icmp_signed("==", _state(b, frame_at(b, ws, fsize, t)), i32(abi.THREAD_WAIT_BAR))
+            _first_where(b, s.first, t, waits)
+        counts = b.or_(b.zext(b.mul(mine, i32(32)), I64), b.shl(b.zext(b.mul(theirs, i32(32)), I64), i64(32)))
+        _report(b, ws, fsize, b.load(s.first), abi.SYNC_COUNT_DIFFERS, i32(NO_THREAD), counts)
 
 
 def check_block_barrier(b, ws, fsize, n, bar_id):
