@@ -1,5 +1,5 @@
 """The sanitizer's cost: the suite's kernels (suite.py) built for each tool (ANYCUDA_SANITIZE=
-memcheck, initcheck, racecheck) against the same kernels unchecked, in one process, medians of rounds (one
+memcheck, initcheck, racecheck, synccheck) against the same kernels unchecked, in one process, medians of rounds (one
 timed run of each build per round; a ratio is the median of the rounds' ratios). Every output is
 checked against numpy before anything is timed. Target (issue "Reliability and diagnostics"):
 memcheck <= 20x.

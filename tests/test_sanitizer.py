@@ -501,8 +501,8 @@ def test_unknown_tool_is_refused(monkeypatch):
     monkeypatch.setenv("ANYCUDA_SANITIZE", "memchek")
     with pytest.raises(ValueError, match="unknown tool"):
         memcheck.mode()
-    monkeypatch.setenv("ANYCUDA_SANITIZE", "synccheck")
-    with pytest.raises(ValueError, match="memcheck, initcheck and racecheck only so far"):
+    monkeypatch.setenv("ANYCUDA_SANITIZE", "syncheck")
+    with pytest.raises(ValueError, match="memcheck, initcheck, racecheck, synccheck"):
         memcheck.mode()
 
 

@@ -191,7 +191,8 @@ def main(argv=None) -> int:
     p_run = sub.add_parser("run", help="run a program with anycuda's libcuda.so.1: anycuda run -- PROGRAM ARGS")
     p_run.add_argument("--sanitize", metavar="TOOL",
                        help="check every memory access of every kernel (memcheck), report reads of memory "
-                       "never written (initcheck) or shared-memory races (racecheck), as compute-sanitizer does")
+                       "never written (initcheck), shared-memory races (racecheck) or barriers and warp collectives used "
+                       "under divergence or with wrong member masks (synccheck), as compute-sanitizer does")
     p_run.add_argument("--leak-check", choices=("full", "no"), help="with --sanitize: report device memory "
                        "still allocated at exit")
     p_run.add_argument("--error-exitcode", type=int, metavar="N", help="with --sanitize: the exit status when "

@@ -66,6 +66,14 @@ CHECK_ENTRY = {"address": 0, "size": 8, "site": 12, "what": 16,
 CHECK_ENTRY_BYTES = 48
 CHECK_OUT_OF_BOUNDS, CHECK_MISALIGNED = 1, 2       # an entry's `what`
 CHECK_UNINITIALISED = 3                            # initcheck's: a read of bytes never written
+# synccheck's (compiler/simt/synccheck.py): a barrier reached by part of a block or of a warp,
+# a barrier that can never complete, a lane outside its own member mask, lanes at one warp
+# collective with different masks, a lane the mask names that does not take part, warps giving
+# one barrier different thread counts
+SYNC_BLOCK_DIVERGENT, SYNC_WARP_DIVERGENT, SYNC_BAD_COUNT = 8, 9, 10
+SYNC_NOT_IN_MASK, SYNC_MASKS_DIFFER, SYNC_LANE_MISSING = 11, 12, 13
+SYNC_COUNT_DIFFERS = 14
+SYNC_KINDS = range(SYNC_BLOCK_DIVERGENT, SYNC_COUNT_DIFFERS + 1)
 # A checked launch's record of device-side malloc: u64 how many blocks, u64 room for how many,
 # then each block's [start, end) as two u64
 CHECK_HEAP_HEADER = 16

@@ -137,10 +137,12 @@ class Guard:
 
 @dataclass(frozen=True)
 class DebugLoc:
-    """The latest `.loc file line col` in force for an instruction."""
+    """The latest `.loc file line col` in force for an instruction; `inlined_at`: the (file,
+    line, col) of the call its code was inlined into (nvcc's `inlined_at` attribute), if any."""
     file: int
     line: int
     col: int
+    inlined_at: tuple = None
 
 
 @dataclass(frozen=True)

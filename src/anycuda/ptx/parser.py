@@ -347,13 +347,20 @@ class _Parser:
         f = self.int_value()
         line = self.int_value()
         col = self.int_value() if self.kinds[self.i] == "int" else 0
-        self.debug = ir.DebugLoc(f, line, col)
+        inlined_at = None
         # extra attributes run to the end of the line
         if self.texts[self.i] == ",":
             line_of = self.tk.linecol
             here = line_of(first)[0]
             while self.kinds[self.i] != "eof" and line_of(self.i)[0] == here and self.texts[self.i] not in (";", "{", "}"):
+                kinds = self.kinds[self.i + 1:self.i + 3]
+                if self.texts[self.i] == "inlined_at" and kinds == ["int", "int"]:
+                    self.advance()
+                    at = (self.int_value(), self.int_value())
+                    inlined_at = at + ((self.int_value() if self.kinds[self.i] == "int" else 0),)
+                    continue
                 self.advance()
+        self.debug = ir.DebugLoc(f, line, col, inlined_at)
 
     # ------------------------------------------------------------------ declarations
     def parse_var_decl(self, linkage="", single=False, space_required=True):

@@ -24,7 +24,7 @@ from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
 from .faults import fault_key
-from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module
+from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module, syncreport
 from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "s32": ctypes.c_int32, "u64": ctypes.c_uint64}
@@ -44,7 +44,7 @@ _CLUSTER_DIRECTIVES = frozenset(("explicitcluster", "reqnctapercluster"))
 _grid_ids = itertools.count(1)       # %gridid: launches numbered in the order they start
 # what a launch of a kernel built for a sanitizer tool is handed (KernelInfo.check_tool)
 _CHECKED_LAUNCHES = {"memcheck": sanitizer.CheckedLaunch, "initcheck": initcheck.ShadowedLaunch,
-                     "racecheck": sanitizer.CheckedLaunch}
+                     "racecheck": sanitizer.CheckedLaunch, "synccheck": syncreport.SyncCheckedLaunch}
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
 DEFAULT_SHARED_PER_BLOCK = 48 * 1024
@@ -470,6 +470,8 @@ class KernelImage:
                 checked.report(self.name, self.info.check_sites, self.program.source_name)
             if self.info.check_tool == "racecheck":
                 checked.report_races(self.name, self.info.check_sites, self.program.source_name, L)
+            if self.info.check_tool == "synccheck":
+                checked.report(self.name, self.info.check_sites, self.info.sync_sites, self.program.source_name, L)
         if L.error:
             self._raise_fault(L, checked)
 

@@ -12,7 +12,8 @@ allocation's start is reported as the driver call's error; at the process's end 
 reports the allocations still live (with --leak-check full) and the summary ("=========
 ERROR SUMMARY: N errors"), and ends the process with --error-exitcode's status when errors
 were found. initcheck's launches and reports are initcheck.py's, on top of CheckedLaunch;
-racecheck's hazards are reported by racereport.py, and its summary is a "RACECHECK SUMMARY" line.
+racecheck's hazards are reported by racereport.py, and its summary is a "RACECHECK SUMMARY" line;
+synccheck's barrier and warp-collective errors by syncreport.py, counted in the ERROR SUMMARY.
 
 Settings come from the environment, so that `anycuda run` hands them to the program's process:
 ANYCUDA_SANITIZE (the tool), ANYCUDA_SANITIZE_LEAK_CHECK (full or no),

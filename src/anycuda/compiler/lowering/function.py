@@ -115,6 +115,7 @@ class FunctionLowering(Spills):
                                           # predicate (compiler/analysis/guards.py)
         self.guarded_rounds = {}          # resume site (0: start) -> bits of the known branches it reaches
         self.site_at = {}                 # position of a suspending instruction -> its site
+        self.sync_sites = {}              # synccheck: site -> number of its memcheck.Site (Spills.suspend)
         self.advances = {}                # first shuffle's site -> (advance function, last's site): warpruns
         self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
         self.matrix_runs = {}             # id(MATRIX_RUN instruction) -> its members (ops/matrixruns.py)

@@ -41,6 +41,7 @@ class KernelInfo:
     any_block_order: bool = False     # nothing but time shows the order its blocks ran in (memory.any_block_order)
     check_sites: tuple = ()           # a checked kernel's accesses, by the number its failed checks give (ops/memcheck.py)
     check_tool: str = ""              # the sanitizer tool it was built for (memcheck.mode())
+    sync_sites: dict = field(default_factory=dict)   # synccheck: resume code -> its check site's number
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
@@ -300,13 +301,16 @@ class ModuleLowering:
         header_arg.attributes.dereferenceable = abi.FRAME_HEADER + 8 * lowering.affine_slots
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
+        # synccheck's entries name a thread's block from its frame
+        synccheck = self.tool == "synccheck"
+        info.sync_sites = dict(lowering.sync_sites)
         plan = blockfunction.BlockPlan(f"ptx.k{index}", step, lowering.sites, lowering.frame_size,
-                                       frame_needs_index=calls, scalar_params=scalars,
+                                       frame_needs_index=calls or synccheck, scalar_params=scalars,
                                        site_consts=lowering.site_consts, spill_bytes=lowering.spill_bytes,
                                        affine_sites=lowering.affine_sites,
                                        self_checked_sites=lowering.self_checked_sites, advances=lowering.advances,
                                        regions=lowering.regions, guarded_rounds=lowering.guarded_rounds,
-                                       probe_bounds=lowering.probe_bounds)
+                                       probe_bounds=lowering.probe_bounds, synccheck=synccheck)
         block = blockfunction.emit_block_function(self.mod, plan)
         launch.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                            spill_bytes=lowering.spill_bytes, race_shadow=self.tool == "racecheck")

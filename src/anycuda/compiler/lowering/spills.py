@@ -20,8 +20,11 @@ from ...ptx.errors import UnsupportedPtx
 from .. import abi
 from ..analysis import affine, dataflow, suspensions, uniformity
 from ..irutil import i32, i64, load_field, store_field
+from ..ops import memcheck
 from ..types import I1, I8, I32, I64, llvm_width, type_kind
 
+# sites that wait for nothing of other threads: not synccheck's
+UNCHECKED_SITES = ("yield", "mbar_wait")
 _FOLD = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
          "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "shl": lambda a, b: a << b, "lshr": lambda a, b: a >> b}
@@ -226,6 +229,9 @@ class Spills:
         self.sites.append(abi.SITE[kind])
         site = len(self.sites)
         self.site_at[self.inst_pos] = site
+        if self.mc.tool == "synccheck" and kind not in UNCHECKED_SITES:
+            # what synccheck's reports name for a thread stopped here (compiler/simt/synccheck.py)
+            self.sync_sites[site] = memcheck.record_site(self, kind, "", caller=True)
         # constant operands are stored by the scheduler from its site table (the scheduler's
         # record of where each thread stopped), so that a loop over threads that all reach
         # this site stores nothing per thread into the frames

@@ -30,7 +30,8 @@ vector paths (warp regions, warp runs, known-branch probes, block programs) are 
 them, so the step function's handlers are the one place that is instrumented. The mode is part
 of the compile cache's key (pipeline.compile_kernel). A kernel compiled for another tool
 (ANYCUDA_SANITIZE=initcheck) is built the same way, and `check` hands each access to that
-tool's check instead (TOOL_CHECKS).
+tool's check instead (TOOL_CHECKS); under synccheck accesses are not tested (its checks are
+the block scheduler's: compiler/simt/synccheck.py).
 
 Not checked: .param accesses (kernel parameters are read-only values for the launch; a device
 function's parameter buffers are its own stack slots), texture and surface instructions,
@@ -52,8 +53,7 @@ from .. import abi
 from ..irutil import field_ptr, i32, i64, internal_function, load_field, upper_bound
 from ..types import I1, I32, I64, PTR
 
-TOOLS = ("memcheck", "initcheck", "racecheck")
-LATER_TOOLS = ("synccheck",)     # compute-sanitizer's, not made yet
+TOOLS = ("memcheck", "initcheck", "racecheck", "synccheck")
 # the accesses of a kernel compiled for another tool go to that tool's check (same arguments
 # as `check`), which its module registers here (initcheck.py)
 TOOL_CHECKS = {}
@@ -76,8 +76,6 @@ def mode(asked: str = None) -> str:
         return ""
     if tool in TOOLS:
         return tool
-    if tool in LATER_TOOLS:
-        raise ValueError(f"ANYCUDA_SANITIZE={tool}: anycuda's sanitizer has {', '.join(TOOLS[:-1])} and {TOOLS[-1]} only so far")
     raise ValueError(f"ANYCUDA_SANITIZE={tool}: unknown tool (anycuda's sanitizer has {', '.join(TOOLS)})")
 
 
@@ -101,6 +99,8 @@ def check(f, ptr, size, kind: str, space: str, align: int = None):
         return
     if f.mc.tool in TOOL_CHECKS:
         return TOOL_CHECKS[f.mc.tool](f, ptr, size, kind, space)
+    if f.mc.tool == "synccheck":        # its checks are the scheduler's (compiler/simt/synccheck.py)
+        return
     b = f.b
     a = b.ptrtoint(ptr, I64)
     n = i64(size) if isinstance(size, int) else size
@@ -140,15 +140,25 @@ def _in_windows(b, a, end, windows):
     return inside
 
 
-def record_site(f, kind: str, space: str) -> int:
-    """The number of a new Site for the instruction being lowered (what its log entries name)."""
+def record_site(f, kind: str, space: str, caller: bool = False) -> int:
+    """The number of a new Site for the instruction being lowered (what its log entries name);
+    with `caller`, code inlined from CUDA's own headers (a warp intrinsic's line there says
+    nothing of the program) is named by the line of its call."""
     inst = f.inst
     debug = getattr(inst, "debug", None)
     source = None
     if debug is not None:
-        source = (f.mc.ptx.files.get(debug.file, f"<file {debug.file}>"), debug.line)
+        file, line = debug.file, debug.line
+        if caller and debug.inlined_at and toolkit_header(f.mc.ptx.files.get(file, "")):
+            file, line = debug.inlined_at[:2]
+        source = (f.mc.ptx.files.get(file, f"<file {file}>"), line)
     f.mc.check_sites.append(Site(kind, space, f.pfn.name, f.inst_pos, inst.loc.line, source))
     return len(f.mc.check_sites) - 1
+
+
+def toolkit_header(path: str) -> bool:
+    """Whether a `.file` is one of the CUDA toolkit's headers (where nvcc's intrinsics live)."""
+    return "/include/" in path and ("cuda" in path.lower() or "/targets/" in path)
 
 
 def note_malloc(f, p, size) -> None:

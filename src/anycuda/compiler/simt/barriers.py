@@ -16,6 +16,7 @@ from llvmlite import ir
 from .. import abi
 from ..irutil import for_range, i32, load_field, store_field
 from ..types import I32, I64, PTR
+from .synccheck import check_block_barrier, check_deadlock, check_thread_count, check_warp_arrival
 from .workspace import C, emit_record_error, frame_at, thread_state
 
 
@@ -58,19 +59,21 @@ def emit_release_barrier(module: ir.Module) -> ir.Function:
     return fn
 
 
-def emit_resolve_barrier(module: ir.Module) -> ir.Function:
+def emit_resolve_barrier(module: ir.Module, synccheck: bool = False) -> ir.Function:
     """i32 anycuda.resolve_barrier(i8* ws, i64 fsize, i32 n, i32* kinds, i32* bars, i8* header):
     count each warp whose non-exited threads all wait at one barrier as arrived there (the PTX
     ISA counts arrivals per warp: a warp with exited threads still counts as a whole warp), and
     complete every barrier that has the warps it expects. Returns the number of threads that
     may run again; -1 when threads wait but no barrier can ever complete (the error is
     recorded, naming the block from `header`); 0 when none can complete yet but threads wait
-    at mbarriers (mbarrierwaits.py decides)."""
-    fn = module.globals.get("anycuda.resolve_barrier")
+    at mbarriers (mbarrierwaits.py decides). With `synccheck`, each arrival, each whole-block
+    completion and a deadlock are checked for divergent threads (synccheck.py)."""
+    name = "anycuda.resolve_barrier" + (".synccheck" if synccheck else "")
+    fn = module.globals.get(name)
     if fn is not None:
         return fn
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32.as_pointer(), I32.as_pointer(), PTR]),
-                     name="anycuda.resolve_barrier")
+                     name=name)
     fn.linkage = "internal"
     ws, fsize, n, kinds, bars, header = fn.args
     release = emit_release_barrier(module)
@@ -113,9 +116,13 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
         bar_id = b.load(v["bar_id"])
         arrives = b.and_(b.icmp_signed("!=", b.load(v["ready"]), i32(0)), b.icmp_signed(">=", bar_id, i32(0)))
         with b.if_then(arrives):
+            if synccheck:
+                check_warp_arrival(b, ws, fsize, lo, hi, b.icmp_signed("!=", b.load(v["expect"]), i32(0)))
             arrived_p = bar_slot(b, bars, bar_id, abi.BAR_ARRIVED)
             expected_p = bar_slot(b, bars, bar_id, abi.BAR_EXPECTED)
             arrived = b.load(arrived_p)
+            if synccheck:
+                check_thread_count(b, ws, fsize, lo, hi, b.load(v["expect"]), b.load(expected_p), arrived)
             # the first warp to arrive sets what this use of the barrier expects
             with b.if_then(b.icmp_signed("==", arrived, i32(0))):
                 b.store(b.load(v["expect"]), expected_p)
@@ -145,6 +152,8 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
         whole = b.icmp_signed("==", b.load(bar_slot(b, bars, bar_id, abi.BAR_EXPECTED)), i32(0))
         done = b.and_(b.and_(whole, b.icmp_signed(">", arrived, i32(0))), b.icmp_signed(">=", arrived, live_warps))
         with b.if_then(done):
+            if synccheck:
+                check_block_barrier(b, ws, fsize, n, bar_id)
             freed = b.call(release, [ws, fsize, n, kinds, bars, bar_id])
             b.store(b.add(b.load(v["released"]), freed), v["released"])
     released = b.load(v["released"])
@@ -160,6 +169,8 @@ def emit_resolve_barrier(module: ir.Module) -> ir.Function:
         stuck = frame_at(b, ws, fsize, b.load(v["stuck"]))
         for k in ("ctaid_x", "ctaid_y", "ctaid_z"):
             store_field(b, stuck, C[k], load_field(b, header, C[k], I32))
+        if synccheck:
+            check_deadlock(b, ws, fsize, n, b.load(v["stuck"]))
         b.call(emit_record_error(module), [stuck, i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK)])
         b.ret(i32(-1))
     b.ret(released)

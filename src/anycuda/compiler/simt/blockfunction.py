@@ -208,6 +208,7 @@ class BlockPlan:
     regions: dict = None            # site -> its warp region's function (0: the entry region)
     guarded_rounds: dict = None     # site -> the known branches (bits) a round from it may skip
     probe_bounds: ir.Function = None    # the block's bounds of the known branches (probebounds.py)
+    synccheck: bool = False         # barriers and collectives checked as they resolve (synccheck.py)
 
     @functools.cached_property
     def step_call_attrs(self) -> tuple:
@@ -695,13 +696,18 @@ class _BlockFunction:
                         b.position_at_end(stop)
                     _record_stop(b, fn, fr, code, kinds, site_consts, nsites_kinds)
             if set(nsites_kinds) - abi.BLOCK_SITE_KINDS - {abi.SITE["yield"], abi.SITE["mbar_wait"]}:
-                released = b.call(emit_resolve_warp(module), [ws, fsize, lo, hi, kinds, self.coll])
+                # (lanes at two bar.warp.sync instructions meet only where synccheck would
+                # otherwise take the first group's lanes for missing from the second's: a
+                # bar.warp.sync has no result, so running them apart changes nothing else)
+                meet = plan.synccheck and nsites_kinds.count(abi.SITE["warp_sync"]) > 1
+                resolve = emit_resolve_warp(module, plan.synccheck, meet)
+                released = b.call(resolve, [ws, fsize, lo, hi, kinds, self.coll])
                 nxt = fn.append_basic_block("warp.next")
                 b.cbranch(b.icmp_signed("!=", released, i32(0)), warp, nxt)
                 b.position_at_end(nxt)
         if self.has_barriers:
             bars, same = self.bars, self.same
-            released = b.call(emit_resolve_barrier(module), [ws, fsize, n, kinds, bars, self.header])
+            released = b.call(emit_resolve_barrier(module, plan.synccheck), [ws, fsize, n, kinds, bars, self.header])
             resolved = fn.append_basic_block("resolved")
             b.cbranch(b.icmp_signed("<", released, i32(0)), self.fail, resolved)
             b.position_at_end(resolved)
@@ -733,7 +739,8 @@ class _BlockFunction:
             waiting = emit_released(b, self.fail, self.mbar_seen, [ws, fsize, n, i32(0), self.header])
             b.cbranch(b.icmp_signed("!=", waiting, i32(0)), outer, self.done)
         else:
-            # warp collectives always make progress, so after a round every thread has exited
+            # warp collectives always make progress (resolve_warp releases at least the lane it
+            # chose), so after a round every thread has exited
             b.branch(self.done)
 
     # -------------------------------------------------------------- helpers of the rounds

@@ -22,6 +22,7 @@ from llvmlite import ir
 from .. import abi
 from ..irutil import declare, for_range, i32, i64, load_field
 from ..types import I1, I32, I64, PTR
+from .synccheck import check_collective
 from .workspace import C, collective_at, frame_at, thread_state
 
 # void (i8* ws, i64 fsize, i32 lo, i32 group, i64 area): a warp matrix instruction's resolver
@@ -29,16 +30,22 @@ from .workspace import C, collective_at, frame_at, thread_state
 MATRIX_RESOLVER = ir.FunctionType(ir.VoidType(), [PTR, I64, I32, I32, I64])
 
 
-def emit_resolve_warp(module: ir.Module) -> ir.Function:
+def emit_resolve_warp(module: ir.Module, synccheck: bool = False, syncs_meet: bool = False) -> ir.Function:
     """i32 anycuda.resolve_warp(i8* ws, i64 fsize, i32 lo, i32 hi, i32* kinds, i8* coll):
-    run one ready collective of the warp [lo, hi); returns the number of lanes released.
+    run one ready collective of the warp [lo, hi); returns the number of lanes released
+    (at least one when a lane waits: the chosen lane takes part even when its member mask
+    leaves it out, which the ISA leaves undefined, so that no lane is left waiting forever).
     Operands and results other than the frame's op_b, op_c and op_mask are in the
-    collective arrays at `coll` (COLL_ARRAYS)."""
-    fn = module.globals.get("anycuda.resolve_warp")
+    collective arrays at `coll` (COLL_ARRAYS). With `synccheck`, the group is checked
+    first (synccheck.check_collective). With `syncs_meet` (a synccheck kernel with more than
+    one bar.warp.sync), lanes at different bar.warp.sync instructions with one mask meet there
+    as one group (since sm_70 the lanes of one __syncwarp may reach it at different
+    instructions); other kernels do without the look-ups that costs."""
+    name = "anycuda.resolve_warp" + (".syncs" if syncs_meet else "") + (".synccheck" if synccheck else "")
+    fn = module.globals.get(name)
     if fn is not None:
         return fn
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32, I32.as_pointer(), PTR]),
-                     name="anycuda.resolve_warp")
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32, I32, I32.as_pointer(), PTR]), name=name)
     fn.linkage = "internal"
     ws, fsize, lo, hi, kinds, coll = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -50,10 +57,20 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
     def frame(t):
         return frame_at(b, ws, fsize, t)
 
-    def waiting_at(t, site):
+    def is_warp_sync(site):
+        kind = b.load(b.gep(kinds, [b.sub(b.select(b.icmp_signed(">", site, i32(0)), site, i32(1)), i32(1))]))
+        return b.icmp_signed("==", kind, i32(abi.SITE["warp_sync"]))
+
+    def waiting_at(t, site, mask=None):
+        """i1: lane t waits at `site`, or, at a bar.warp.sync, at any bar.warp.sync with the
+        same member `mask` (`syncs_meet`)."""
         fr = frame(t)
         st = b.load(thread_state(b, fr))
-        at = b.icmp_signed("==", load_field(b, fr, C["resume"], I32), site)
+        resume = load_field(b, fr, C["resume"], I32)
+        at = b.icmp_signed("==", resume, site)
+        if mask is not None and syncs_meet:
+            same = b.icmp_unsigned("==", load_field(b, fr, C["op_mask"], I32), mask)
+            at = b.or_(at, b.and_(b.and_(is_warp_sync(site), is_warp_sync(resume)), same))
         return b.and_(b.icmp_signed("==", st, i32(abi.THREAD_WAIT_WARP)), at)
 
     # 1. find a lane whose collective has every live member of its mask waiting with it
@@ -72,7 +89,7 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
                 bit = b.trunc(b.lshr(mask, b.sub(u, lo)), I1)
                 ustate = b.load(thread_state(b, frame(u)))
                 alive = b.icmp_signed("!=", ustate, i32(abi.THREAD_EXITED))
-                missing = b.and_(b.and_(bit, alive), b.not_(waiting_at(u, site)))
+                missing = b.and_(b.and_(bit, alive), b.not_(waiting_at(u, site, mask)))
                 with b.if_then(missing):
                     b.store(ir.Constant(I1, 0), complete)
             with b.if_then(b.load(complete)):
@@ -89,12 +106,16 @@ def emit_resolve_warp(module: ir.Module) -> ir.Function:
     kind = b.load(b.gep(kinds, [b.sub(site, i32(1))]))
     # the group: lanes waiting at this site that are in the chosen lane's member mask (two
     # half-warps may meet one instruction with disjoint masks; activemask passes mask 0)
-    group_mask = load_field(b, frame(c), C["op_mask"], I32)
-    group_mask = b.select(b.icmp_unsigned("==", group_mask, i32(0)), i32(-1), group_mask)
+    given_mask = load_field(b, frame(c), C["op_mask"], I32)
+    if synccheck:
+        check_collective(b, ws, fsize, lo, hi, kinds, c, site, given_mask)
+    group_mask = b.select(b.icmp_unsigned("==", given_mask, i32(0)), i32(-1), given_mask)
+    # the chosen lane takes part even where its mask leaves it out
+    group_mask = b.or_(group_mask, b.shl(i32(1), b.sub(c, lo)))
 
     def in_group(u, site):
         member = b.trunc(b.lshr(group_mask, b.sub(u, lo)), I1)
-        return b.and_(waiting_at(u, site), member)
+        return b.and_(waiting_at(u, site, group_mask), member)
     # 2. the group: lanes waiting at this site; aggregates over it
     group = b.alloca(I32, name="group")
     agg = {k: b.alloca(I64 if k.startswith("r") else I32, name=k) for k in
@@ -261,7 +282,9 @@ def uniform_collective(kind, consts):
     partial warp."""
     const = lambda name: consts.get(C[name], (None,))[0]
     if kind == abi.SITE["warp_sync"]:
-        return const("op_mask") is not None
+        # (a partial mask reached by every lane leaves lanes out of their own mask: the
+        # general rounds resolve it, as they do a bar.warp.sync whose lanes part)
+        return const("op_mask") == 0xFFFFFFFF
     if kind == abi.SITE["activemask"]:
         return True
     if kind in _SHFL_MODES:
