@@ -7,11 +7,11 @@ so the next call continues where this one ends whatever the stream has run yet. 
 computes that range and writes it through the destination address. Setting the seed, offset,
 ordering or dimensions restarts the sequence at the offset, as NVIDIA's library does.
 
-Positions. A pseudorandom generator reads a flat stream of words (layout.py lays the
-generator's subsequences out in memory order, a thread's unit of k words together): one word for
-curandGenerate and float uniforms, two per Box-Muller pair (float, or MRG32k3a's double) and per
-"high-quality" double uniform (XORWOW, Philox), four per double normal pair. A quasirandom
-generator's position counts points: n results in d dimensions take n/d.
+Positions. XORWOW, MRG32k3a and Philox keep every thread's place in its own subsequence and
+the thread the next call starts at (generators/threads.py): a call's results are units (a word,
+a Box-Muller pair, an XORWOW double; a Philox block of four results or two blocks of four
+doubles) handed to the threads in turn. MT19937 and MTGP32 read one flat stream of words
+(layout.py). A quasirandom generator's position counts points: n results in d dimensions take n/d.
 
 The reference is NVIDIA's own libcurand, whose host generators (curandCreateGeneratorHost) run
 on any CPU and, as its documentation says, work identically to its device generators; where
@@ -26,6 +26,7 @@ import numpy as np
 
 from . import distributions as dist
 from .generators import mrg32k3a, mt19937, mtgp32, philox, sobol, xorwow
+from .generators.threads import ThreadCursor
 from .kinds import (DEFAULT_ORDERING, MAX_DIMENSIONS, PSEUDO, QUASI, QUASI64, RESOLVED, SCRAMBLED,
                     VALID_ORDERINGS, RngType)
 from ..memory import array
@@ -42,10 +43,6 @@ ENGINES = {RngType.PSEUDO_XORWOW: xorwow.Engine, RngType.PSEUDO_PHILOX4_32_10: p
 # for Philox, whose threads work in curand4 blocks (two words per double)
 DOUBLE_WORDS = {RngType.PSEUDO_XORWOW: 2, RngType.PSEUDO_PHILOX4_32_10: 2, RngType.PSEUDO_MRG32K3A: 1,
                 RngType.PSEUDO_MT19937: 1, RngType.PSEUDO_MTGP32: 1}
-
-# words per unit of double normals where a thread makes more than one pair at a time: Philox's
-# curand_normal4_double (two blocks, four doubles)
-DOUBLE_NORMAL_UNIT = {RngType.PSEUDO_PHILOX4_32_10: 8}
 
 POISSON_MAX = 400000
 
@@ -80,6 +77,7 @@ class Generator:
     def _restart(self) -> None:
         self.position = self.offset
         self._engine = None
+        self._threads = None            # a stateful engine's ThreadCursor, made with the engine
 
     def set_stream(self, stream: int) -> None:
         self.stream = stream
@@ -145,13 +143,13 @@ class Generator:
         else:
             api.submit(self.stream, work)
 
-    def _direct(self, kind: str, count: int, per: int = 1, unit: int = 1):
-        """A writer for engines that fill memory themselves (Philox), or None: `count` results
-        of `per` words each, in units of `unit` words."""
-        if self.quasi or not hasattr(self.engine(), "fill"):
+    def _direct(self, kind: str, count: int, words_per_result: int = 1):
+        """A writer for engines that fill memory themselves (Philox), or None."""
+        engine = self.engine()
+        if self.quasi or not hasattr(engine, "fill"):
             return None
-        engine, start = self.engine(), self._take(count * per, unit)
-        return lambda out: engine.fill(kind, out, start)
+        claim = self._claim(count, 1, words_per_result)
+        return lambda out: engine.fill(kind, out, claim)
 
     def _quasi_block(self, count: int, convert):
         """Queue-ready computation of `count` quasirandom results (dimension-major)."""
@@ -160,9 +158,25 @@ class Generator:
         engine, start = self.engine(), self._take(count // d)
         return lambda: convert(engine.block(start, count // d)).reshape(-1)
 
-    def _pseudo_words(self, words: int, unit: int = 1):
-        engine, start = self.engine(), self._take(words, unit)
-        return lambda: engine.words(start, words, unit)
+    def _claim(self, count: int, per_unit: int, words_per_unit: int):
+        """Claim `count` results of an engine that keeps its threads' places (threads.py)."""
+        engine = self.engine()
+        if engine.unit_results:                 # Philox: every unit is four results
+            words_per_unit, per_unit = engine.unit_results * words_per_unit // per_unit, engine.unit_results
+        if self._threads is None:
+            self._threads = ThreadCursor(engine.layout.streams, self.offset, engine.step_words)
+        return self._threads.take(count, per_unit, words_per_unit // engine.step_words)
+
+    def _pseudo(self, count: int, per_unit: int, words_per_unit: int, convert=lambda w: w):
+        """Queue-ready computation of `count` results made `per_unit` at a time from units of
+        `words_per_unit` words of one thread: `convert(words of whole units)` gives their results."""
+        engine = self.engine()
+        if hasattr(engine, "claim_words"):
+            claim = self._claim(count, per_unit, words_per_unit)
+            return lambda: claim.results(convert(engine.claim_words(claim)))
+        units = -(-count // per_unit)
+        start = self._take(units * words_per_unit, words_per_unit)
+        return lambda: convert(engine.words(start, units * words_per_unit, words_per_unit))[:count]
 
     def generate(self, address: int, count: int) -> None:
         """curandGenerate: 32-bit words."""
@@ -170,11 +184,10 @@ class Generator:
         if self.quasi:
             compute = self._quasi_block(count, lambda p: p)
         elif self.rng_type == RngType.PSEUDO_MRG32K3A:
-            raw = self._pseudo_words(count)
-            compute = lambda: mrg32k3a.to_bits(raw())                   # noqa: E731
+            compute = self._pseudo(count, 1, 1, mrg32k3a.to_bits)
         else:
             write = self._direct("bits", count)
-            compute = None if write else self._pseudo_words(count)
+            compute = None if write else self._pseudo(count, 1, 1)
             return self._queue(address, count, ctypes.c_uint32, compute, write)
         self._queue(address, count, ctypes.c_uint32, compute)
 
@@ -188,7 +201,7 @@ class Generator:
         self._queue(address, count, ctypes.c_float, None if write else self._uniforms(count, double=False), write)
 
     def generate_uniform_double(self, address: int, count: int) -> None:
-        write = self._direct("uniform_double", count, 2, 8) if self.rng_type == RngType.PSEUDO_PHILOX4_32_10 else None
+        write = self._direct("uniform_double", count, 2)
         self._queue(address, count, ctypes.c_double, None if write else self._uniforms(count, double=True), write)
 
     def _uniforms(self, count: int, double: bool):
@@ -197,17 +210,12 @@ class Generator:
                 return self._quasi_block(count, dist.uniform_double_64 if double else dist.uniform_float_64)
             return self._quasi_block(count, dist.uniform_double if double else dist.uniform_float)
         if self.rng_type == RngType.PSEUDO_MRG32K3A:
-            raw = self._pseudo_words(count)
-            convert = dist.uniform_double_mrg if double else dist.uniform_float_mrg
-            return lambda: convert(raw())
+            return self._pseudo(count, 1, 1, dist.uniform_double_mrg if double else dist.uniform_float_mrg)
         if not double:
-            words = self._pseudo_words(count)
-            return lambda: dist.uniform_float(words())
+            return self._pseudo(count, 1, 1, dist.uniform_float)
         if DOUBLE_WORDS[self.rng_type] == 2:
-            words = self._pseudo_words(2 * count, 2)
-            return lambda: (lambda w: dist.uniform_double_hq(w[0::2], w[1::2]))(words())
-        words = self._pseudo_words(count)
-        return lambda: dist.uniform_double(words())
+            return self._pseudo(count, 1, 2, lambda w: dist.uniform_double_hq(w[0::2], w[1::2]))
+        return self._pseudo(count, 1, 1, dist.uniform_double)
 
     def _normals(self, count: int, double: bool):
         """Standard normals: Box-Muller pairs for pseudorandom generators, the inverse CDF of
@@ -222,16 +230,12 @@ class Generator:
             dtype = np.float64 if double else np.float32
             return lambda: dist.inverse_normal(uniforms()).astype(dtype)
         require(count % 2 == 0, Status.LENGTH_NOT_MULTIPLE, f"Box-Muller makes pairs: {count} results is odd")
-        pairs = count // 2
         if self.rng_type == RngType.PSEUDO_MRG32K3A:
-            raw = self._pseudo_words(2 * pairs, 2)
             transform = dist.box_muller_double_mrg if double else dist.box_muller_float_mrg
-            return lambda: (lambda w: transform(w[0::2], w[1::2]))(raw())
+            return self._pseudo(count, 2, 2, lambda w: transform(w[0::2], w[1::2]))
         if double:
-            words = self._pseudo_words(4 * pairs, DOUBLE_NORMAL_UNIT.get(self.rng_type, 4))
-            return lambda: (lambda w: dist.box_muller_double(w[0::4], w[1::4], w[2::4], w[3::4]))(words())
-        words = self._pseudo_words(2 * pairs, 2)
-        return lambda: (lambda w: dist.box_muller_float(w[0::2], w[1::2]))(words())
+            return self._pseudo(count, 2, 4, lambda w: dist.box_muller_double(w[0::4], w[1::4], w[2::4], w[3::4]))
+        return self._pseudo(count, 2, 2, lambda w: dist.box_muller_float(w[0::2], w[1::2]))
 
     def generate_normal(self, address: int, count: int, mean: float, stddev: float) -> None:
         z = self._normals(count, double=False)
@@ -256,11 +260,9 @@ class Generator:
         if self.quasi:
             uniforms = self._uniforms(count, double=True)
         elif self.rng_type == RngType.PSEUDO_MRG32K3A:
-            raw = self._pseudo_words(count)
-            uniforms = lambda: dist.uniform_double_mrg(raw())          # noqa: E731
+            uniforms = self._pseudo(count, 1, 1, dist.uniform_double_mrg)
         else:
-            words = self._pseudo_words(count)
-            uniforms = lambda: dist.uniform_double(words())            # noqa: E731
+            uniforms = self._pseudo(count, 1, 1, dist.uniform_double)
         self._queue(address, count, ctypes.c_uint32, lambda: dist.poisson(uniforms(), lam))
 
 

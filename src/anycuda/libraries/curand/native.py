@@ -8,12 +8,12 @@ The functions are written here as LLVM IR text and compiled once per process by 
 fails, `available()` is False and the numpy path in generators/philox.py serves. Both compute
 the same words (tests/test_curand_native.py).
 
-    philox_bits(u32* out, i64 blocks, i64 first, i64 shift, i64 key, i64 run)
+    philox_bits(u32* out, i64 blocks, i64 first, i64 shift, i64 key, i64 run, i64 base)
         out[4i + j] = word j of Philox(counter, key) for block m = first + i of the host layout
         with 2^shift threads, each writing runs of 2^run consecutive blocks of its subsequence:
         unit u = m >> run goes to thread u & (2^shift - 1) (the counter's high half), and the
-        block's index in that subsequence (the low half) is (u >> shift) << run | m & (2^run - 1);
-        shift 0 walks subsequence 0
+        block's index in that subsequence (the low half) is base + ((u >> shift) << run | m &
+        (2^run - 1)); shift 0 walks subsequence 0
     philox_uniform(float* out, ...same)
         the same words as cuRAND's float uniforms, x * 2^-32 + 2^-33 in float
     philox_uniform_double(double* out, ...same)
@@ -69,7 +69,7 @@ def _function_ir(name: str, convert) -> str:
     store_text = "\n".join(stores)
     shift = {4: 2, 2: 1}[per_block]
     return f"""
-define void @{name}(ptr noalias %out, i64 %n, i64 %first, i64 %shift, i64 %key, i64 %run) {{
+define void @{name}(ptr noalias %out, i64 %n, i64 %first, i64 %shift, i64 %key, i64 %run, i64 %blockbase) {{
 entry:
   %key0 = trunc i64 %key to i32
   %keyh = lshr i64 %key, 32
@@ -85,7 +85,8 @@ loop:
   %within = and i64 %m, %runmask
   %step = lshr i64 %u, %shift
   %steps = shl i64 %step, %run
-  %lo = or i64 %steps, %within
+  %inrun = or i64 %steps, %within
+  %lo = add i64 %inrun, %blockbase
   %one = shl i64 1, %shift
   %mask = sub i64 %one, 1
   %hi = and i64 %u, %mask
@@ -140,7 +141,7 @@ def _compile():
     text = "".join(_function_ir(name, convert) for name, convert in _FUNCTIONS.items())
     loaded = jit.LoadedObject(jit.compile_to_object(text, "curand_philox"))
     prototype = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64,
-                                 ctypes.c_uint64, ctypes.c_uint64)
+                                 ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64)
     functions = {name: prototype(loaded.address(name)) for name in _FUNCTIONS}
     return loaded, functions
 
@@ -160,7 +161,8 @@ def available() -> bool:
     return _functions() is not None
 
 
-def fill(kind: str, address: int, blocks: int, first: int, shift: int, key: int, run: int = 0) -> None:
+def fill(kind: str, address: int, blocks: int, first: int, shift: int, key: int, run: int = 0,
+         base: int = 0) -> None:
     """Write `blocks` Philox blocks at `address` converted as kind "philox_bits",
     "philox_uniform" or "philox_uniform_double"; counters as the module docstring says."""
-    _functions()[kind](address, blocks, first, shift, key & 0xFFFFFFFFFFFFFFFF, run)
+    _functions()[kind](address, blocks, first, shift, key & 0xFFFFFFFFFFFFFFFF, run, base & 0xFFFFFFFFFFFFFFFF)

@@ -9,11 +9,12 @@ pair), and units are interleaved across threads: the word at flat position p com
 sequence. A generator's position counts words; a call of k-word units starts at the next
 multiple of k, so a second call continues the first and an offset of n skips n words.
 
-Checked against NVIDIA's own library, whose host generators run on any CPU
+XORWOW, MRG32k3a and Philox place each call's units by their threads' own places
+(threads.py); this plain layout is where an offset puts them and how MT19937 and MTGP32 lay out
+results. Checked against NVIDIA's own library, whose host generators run on any CPU
 (tests/test_curand_nvidia.py): XORWOW with T = 4096; MRG32k3a with T = 81920 (4096 under
-PSEUDO_LEGACY); Philox4_32_10 with T = 65536 and units of one curand4 block, or two blocks where a
-unit makes four doubles. Not yet matched: where a call after multi-word units or an offset
-starts, MT19937's and MTGP32's layouts (NOTES.md, "cuRAND against NVIDIA's host library").
+PSEUDO_LEGACY); Philox4_32_10 with T = 65536 and units of one curand4 block. Not yet matched:
+MT19937's and MTGP32's layouts (NOTES.md, "cuRAND against NVIDIA's host library").
 """
 from __future__ import annotations
 

@@ -118,6 +118,7 @@ class Engine:
     """MRG32k3a for the host API: subsequences of 2^76 interleaved one result at a time.
     Its words are the raw results r (distributions scale r, not the 32-bit bits)."""
     word = "mrg"
+    unit_results, step_words = 0, 1                   # threads take words (threads.py)
 
     def __init__(self, seed: int, ordering: int):
         self.seed = seed
@@ -135,10 +136,17 @@ class Engine:
         b1, b2 = b1[:self.layout.streams], b2[:self.layout.streams]
         return skip(b1, b2, step) if step else (b1, b2)
 
-    def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
-        layout = self.layout.grouped(group)
-        first, last, _ = layout.steps(start, count)
+    def rows(self, first: int, last: int) -> np.ndarray:
+        """Raw results [first, last) of every thread's stream, (last - first, T)."""
         s1, s2 = self._start(first)
         block, s1, s2 = run(s1, s2, last - first)
         self._row = (last, s1, s2)
-        return layout.gather(block, start, count)
+        return block
+
+    def claim_words(self, claim) -> np.ndarray:
+        return claim.unit_words(self)
+
+    def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
+        layout = self.layout.grouped(group)
+        first, last, _ = layout.steps(start, count)
+        return layout.gather(self.rows(first, last), start, count)

@@ -67,12 +67,12 @@ def device_sequence(seed: int, subsequence: int, offset: int, count: int) -> np.
 
 
 class Engine:
-    """Philox4_32_10 for the host API: 65536 threads, thread t on subsequence t, each writing
-    units of one curand4 block (4 results) in turn, or of two blocks where a unit makes four
-    doubles (curand_uniform4_double and the double normals): unit m of memory is unit m // 65536
-    of subsequence m mod 65536 (layout.py). Read from NVIDIA's host library."""
+    """Philox4_32_10 for the host API: 65536 threads, thread t on subsequence t. Words, floats
+    and float normals: units of one curand4 block (4 results), unit m of memory is block m // T of
+    subsequence m mod T (layout.py). Doubles: see `double_words`. Read from NVIDIA's host library."""
     layout = Layout(streams=1 << _SHIFT, group=4)
     word = "bits"
+    unit_results, step_words = 4, 4            # threads take blocks; every unit makes four results
     RUNS = {1: 0, 2: 0, 4: 0, 8: 1}        # words per unit -> log2 of the blocks a unit takes
 
     def __init__(self, seed: int, ordering: int):
@@ -92,33 +92,46 @@ class Engine:
         first, last = start // 4, (start + count + 3) // 4
         return self._blocks(first, last, self.RUNS[group]).reshape(-1)[start - 4 * first:start - 4 * first + count]
 
-    # what fill() writes: the native function, words per result, words per unit, and the same
-    # conversion in numpy
-    KINDS = {"bits": ("philox_bits", 1, 4, lambda w: w),
-             "uniform": ("philox_uniform", 1, 4, distributions.uniform_float),
-             "uniform_double": ("philox_uniform_double", 2, 8,
+    # ---- calls: units of one block (four words, floats or normals) or two (four doubles) ---
+    def claim_words(self, claim) -> np.ndarray:
+        """Every unit's words of a call (threads.py), in memory order."""
+        return self._unit_words(*claim.placement(), claim.group)
+
+    def _unit_words(self, threads: np.ndarray, starts: np.ndarray, group: int) -> np.ndarray:
+        counters = (starts[:, None] + np.arange(group)[None, :]).reshape(-1).astype(np.uint64)
+        return blocks(self.seed, counters, np.repeat(threads, group).astype(np.uint64)).reshape(-1)
+
+    # what fill() writes: the native function, words per result, and the same conversion in numpy
+    KINDS = {"bits": ("philox_bits", 1, lambda w: w),
+             "uniform": ("philox_uniform", 1, distributions.uniform_float),
+             "uniform_double": ("philox_uniform_double", 2,
                                 lambda w: distributions.uniform_double_hq(w[0::2], w[1::2]))}
 
-    def fill(self, kind: str, out: np.ndarray, start: int) -> None:
-        """Write results from word position `start` on (as many as `out` holds), converted as
-        `kind`, straight into `out`: whole blocks in machine code; partial blocks at either end
-        through numpy."""
-        native_kind, per, unit, convert = self.KINDS[kind]
-        count = len(out)
-        words = count * per
-        if not native.available():
-            out[:] = convert(self.words(start, words, unit))
+    def fill(self, kind: str, out: np.ndarray, claim) -> None:
+        """Write a call's results (`claim`, threads.py), converted as `kind`, straight into `out`:
+        the units before the call reaches thread 0 with every thread on one step through numpy,
+        the whole rows from there in machine code (numpy throughout when it never does)."""
+        native_kind, per, convert = self.KINDS[kind]
+        head, step = claim.aligned_after()
+        if step is None or not native.available():
+            out[:] = claim.results(convert(self.claim_words(claim)))
             return
-        per_block = 4 // per
-        head = min((-start) % 4, words)
-        body = (words - head) // 4
+        start = 4 * head - claim.done if head else 0
         if head:
-            out[:head // per] = convert(self.words(start, head, unit))
-        at = head // per
+            out[:start] = convert(self._unit_words(*claim.placement(0, head), claim.group))[claim.done:]
+        self._fill_rows(native_kind, per, convert, out[start:], self.RUNS[4 * claim.group], step)
+
+    def _fill_rows(self, native_kind: str, per: int, convert, out: np.ndarray, run: int, step: int) -> None:
+        """Results from the start of a row where every thread is on block `step`."""
+        count = len(out)
+        body = count * per // 4                       # whole blocks of memory
         if body:
-            native.fill(native_kind, out[at:].ctypes.data, body, (start + head) // 4, _SHIFT, self.seed,
-                        self.RUNS[unit])
-            at += body * per_block
-        done = head + 4 * body
-        if done < words:
-            out[at:] = convert(self.words(start + done, words - done, unit))
+            native.fill(native_kind, out.ctypes.data, body, 0, _SHIFT, self.seed, run, step)
+        done = body * 4 // per
+        if done < count:                              # the results of one more block
+            m = np.array([body], np.int64)
+            unit, within = m >> run, m & ((1 << run) - 1)
+            t = np.int64(self.layout.streams)
+            block = step + ((unit // t) << run) + within
+            words = blocks(self.seed, block.astype(np.uint64), (unit % t).astype(np.uint64)).reshape(-1)
+            out[done:] = convert(words)[:count - done]

@@ -119,6 +119,7 @@ class Engine:
     ordering but SEEDED; SEEDED gives stream t its own seed instead of a skip-ahead)."""
     layout = Layout(streams=4096)
     word = "bits"
+    unit_results, step_words = 0, 1                   # threads take words (threads.py)
 
     def __init__(self, seed: int, ordering: int):
         self.seed, self.seeded_ordering = seed, ordering == 102
@@ -142,10 +143,17 @@ class Engine:
         words = apply(skip_matrix(step), base) if step else base
         return words, (d0 + np.uint32((WEYL * step) & _M32)).astype(np.uint32)
 
-    def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
-        layout = self.layout.grouped(group)
-        first, last, _ = layout.steps(start, count)
+    def rows(self, first: int, last: int) -> np.ndarray:
+        """Words [first, last) of every thread's stream, (last - first, T)."""
         words, d = self._start(first)
         block, words, d = run(words, d, last - first)
         self._row = (last, words, d)
-        return layout.gather(block, start, count)
+        return block
+
+    def claim_words(self, claim) -> np.ndarray:
+        return claim.unit_words(self)
+
+    def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
+        layout = self.layout.grouped(group)
+        first, last, _ = layout.steps(start, count)
+        return layout.gather(self.rows(first, last), start, count)

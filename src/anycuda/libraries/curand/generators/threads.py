@@ -1,0 +1,104 @@
+"""Where each call of a host generator takes its words (XORWOW, MRG32k3a, Philox4_32_10).
+
+NVIDIA's library keeps every thread's place in its own subsequence between calls, plus the
+thread the next call starts at (read from its host library, tests/test_curand_nvidia.py).
+Threads advance in steps (one word for XORWOW and MRG32k3a, one curand4 block for Philox). A
+call makes units of `group` steps and `per_unit` results each (a word or a float: one word; an
+XORWOW double: two words, one result; a Box-Muller pair: two words, two results; a Philox block:
+four results; four Philox doubles: two blocks). Unit i goes to thread (cursor + i) mod T, which
+takes the next `group` steps of its subsequence; afterwards the cursor is on the thread of the
+first unit not finished. A call that ends inside a unit (a Philox call of 5 words) leaves that
+thread on the unit's start with `done` of its results taken, and the next call goes on inside
+that unit. So after one XORWOW Box-Muller pair the next call starts at thread 1 and thread 0's
+next word is its third, and after one Philox double the next curandGenerate gives word 1 of
+thread 0 (results count, whatever they are made of).
+
+An offset of n results puts the threads where n results of the plain layout (result p from
+thread (p // r) mod T, one-step units of r results) would leave them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The units one call takes: a snapshot of the threads' steps when it was made."""
+    steps: np.ndarray         # (T,) steps every thread had taken before the call
+    cursor: int               # the thread of unit 0
+    done: int                 # results of unit 0 taken by earlier calls
+    count: int                # results this call makes
+    per_unit: int
+    group: int                # steps per unit
+
+    @property
+    def units(self) -> int:
+        return -(-(self.done + self.count) // self.per_unit)
+
+    def placement(self, first: int = 0, last: int = None):
+        """(thread, first step) of units [first, last) (default: all), in memory order."""
+        t_count = len(self.steps)
+        j = self.cursor + np.arange(first, self.units if last is None else last, dtype=np.int64)
+        threads = j % t_count
+        turn = j // t_count - (threads < self.cursor)        # the unit's place among its thread's units
+        return threads, self.steps[threads] + self.group * turn
+
+    def span(self) -> tuple:
+        """The steps [first, last) the call reads, over all threads."""
+        if self.units == 0:
+            return 0, 0
+        _, starts = self.placement()
+        return int(starts.min()), int(starts.max()) + self.group
+
+    def unit_words(self, engine) -> np.ndarray:
+        """Every unit's steps in memory order, from an engine's `rows(first, last)` ((steps, T)
+        words of every thread)."""
+        first, last = self.span()
+        block = engine.rows(first, last)
+        threads, starts = self.placement()
+        rows = (starts - first)[:, None] + np.arange(self.group)[None, :]
+        return block[rows, threads[:, None]].reshape(-1)
+
+    def aligned_after(self) -> tuple:
+        """(units, step): after its first `units` units the call goes on in whole rows from
+        thread 0 with every thread on `step`; step None when it never does."""
+        t_count = len(self.steps)
+        if self.cursor == 0 and self.done == 0:
+            head, after = 0, self.steps
+        else:
+            head = t_count - self.cursor
+            after = self.steps.copy()
+            after[self.cursor:] += self.group
+        if head >= self.units or not (after == after[0]).all():
+            return head, None
+        return head, int(after[0])
+
+    def results(self, converted: np.ndarray) -> np.ndarray:
+        """This call's results out of the converted results of its whole units."""
+        return converted[self.done:self.done + self.count]
+
+
+class ThreadCursor:
+    def __init__(self, threads: int, offset: int, per_unit: int = 1):
+        base, rest = divmod(offset // per_unit, threads)
+        self.steps = base + (np.arange(threads) < rest).astype(np.int64)
+        self.cursor = rest
+        self.done = offset % per_unit
+
+    def take(self, count: int, per_unit: int, group: int) -> Claim:
+        """Claim `count` results made `per_unit` to a unit of `group` steps."""
+        claim = Claim(self.steps.copy(), self.cursor, self.done, count, per_unit, group)
+        finished, self.done = divmod(self.done + count, per_unit)
+        t_count = len(self.steps)
+        full, rest = divmod(finished, t_count)
+        self.steps += group * full
+        if rest:
+            self.steps[(self.cursor + np.arange(rest)) % t_count] += group
+        self.cursor = (self.cursor + finished) % t_count
+        return claim
+
+    def uniform(self) -> bool:
+        """Whether the next call starts a row with every thread on the same step."""
+        return self.cursor == 0 and self.done == 0 and bool((self.steps == self.steps[0]).all())
