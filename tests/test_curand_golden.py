@@ -6,9 +6,9 @@ words of XORWOW for seed 0 posted on NVIDIA's developer forum. Those READMEs rep
 from one generator's page on another's (MTGP32's uniforms are MRG32k3a's, MT19937's normals are
 XORWOW's); only outputs that belong to their example are used.
 
-Where anycuda does not reproduce NVIDIA (MT19937 after its first result, Poisson from pseudorandom
-generators, scrambled Sobol), the published values are kept as strict expected failures: they
-document the gap and will flag the day it closes.
+Where anycuda does not reproduce NVIDIA (MT19937 after its first result, scrambled Sobol), the
+published values are kept as strict expected failures: they document the gap and will flag the
+day it closes.
 """
 import ctypes
 
@@ -110,8 +110,8 @@ def test_mt19937_uniform():
                                atol=5.1e-7)
 
 
-@pytest.mark.xfail(strict=True, reason="NVIDIA's Poisson method for pseudorandom generators is not the inverse CDF")
 def test_philox_poisson():
+    # NVIDIA's square-histogram table method on one word per result (distributions.square_histogram)
     got = run(RngType.PSEUDO_PHILOX4_32_10, "generate_poisson", 12, 10.0, ordering=BEST, dtype=np.uint32)
     assert list(got) == [15, 7, 12, 8, 7, 12, 8, 17, 10, 6, 11, 12]
 

@@ -8,11 +8,12 @@ the project. Each case draws a fresh seed, size and offset, so a layout that onl
 one spelling fails here.
 
 Compared: XORWOW (BEST, DEFAULT, LEGACY), MRG32k3a (DEFAULT, LEGACY) and Philox4_32_10 (DEFAULT,
-LEGACY) for words and every float and double distribution, from a fresh generator and in
+LEGACY) for words and every float and double distribution and Poisson, from a fresh generator and in
 successive calls of mixed kinds and sizes after an offset; Sobol32 and Sobol64 in 1-3 dimensions
 at offsets. Not yet matched, so not compared here (NOTES.md, "cuRAND against NVIDIA's host
-library"): Poisson from pseudorandom generators, MT19937's and MTGP32's layouts, XORWOW's SEEDED
-ordering, scrambled Sobol.
+library"): MT19937's and MTGP32's layouts, XORWOW's SEEDED ordering, scrambled Sobol. Poisson
+from pseudorandom generators is compared too, for lambda 10 (a table method on one word per
+result) and 5000 (from the float normals).
 """
 import ctypes
 import os
@@ -50,8 +51,10 @@ METHODS = {
     "normal_double": ("curandGenerateNormalDouble", np.float64, (0.5, 2.0), (ctypes.c_double,) * 2),
     "log_normal": ("curandGenerateLogNormal", np.float32, (0.25, 0.75), (ctypes.c_float,) * 2),
     "log_normal_double": ("curandGenerateLogNormalDouble", np.float64, (0.25, 0.75), (ctypes.c_double,) * 2),
+    "poisson": ("curandGeneratePoisson", np.uint32, (10.0,), (ctypes.c_double,)),
+    "poisson_large": ("curandGeneratePoisson", np.uint32, (5000.0,), (ctypes.c_double,)),
 }
-OURS = {"words": "generate", "longlong": "generate_long_long"}
+OURS = {"words": "generate", "longlong": "generate_long_long", "poisson_large": "generate_poisson"}
 PAIRED = {"normal", "normal_double", "log_normal", "log_normal_double"}
 
 XORWOW, MRG32K3A, PHILOX, SOBOL32, SOBOL64 = 101, 121, 161, 201, 203
@@ -116,9 +119,14 @@ def anycuda_results(kind, calls, seed=None, ordering=None, offset=None, dimensio
     return results
 
 
-def assert_same(ours, theirs, what):
+def assert_same(ours, theirs, what, methods=()):
     for i, (a, b) in enumerate(zip(ours, theirs)):
-        if a.dtype.kind == "f":
+        if i < len(methods) and methods[i] == "poisson_large":
+            # lambda + sqrt(lambda) * z rounded: a last-bit difference in the float normal z
+            # (sin, cos, log) moves a result across .5 about once in 100,000
+            diff = np.abs(a.astype(np.int64) - b.astype(np.int64))
+            assert diff.max(initial=0) <= 1 and (diff != 0).sum() <= 2 + len(a) // 10_000, f"{what}, call {i}"
+        elif a.dtype.kind == "f":
             # the same words through the same formulas: only the last bits of transcendental
             # functions (log, sqrt, sincos, erfcinv) may differ, absolutely where mean + s * z
             # cancels near zero
@@ -138,7 +146,8 @@ def test_fresh_generator_matches_nvidia(nvidia, kind, ordering, method):
     n += n % 2 if method in PAIRED else 0
     calls = [(method, n)]
     what = f"type {kind} ordering {ordering} seed {seed} {method} x {n}"
-    assert_same(anycuda_results(kind, calls, seed, ordering), nvidia_results(nvidia, kind, calls, seed, ordering), what)
+    assert_same(anycuda_results(kind, calls, seed, ordering), nvidia_results(nvidia, kind, calls, seed, ordering), what,
+                [method])
 
 
 @pytest.mark.parametrize("kind,ordering", PSEUDO_CASES)
@@ -154,7 +163,7 @@ def test_successive_calls_after_an_offset_match_nvidia(nvidia, kind, ordering):
         calls.append((method, n + n % 2 if method in PAIRED else n))
     what = f"type {kind} ordering {ordering} seed {seed} offset {offset} calls {calls}"
     assert_same(anycuda_results(kind, calls, seed, ordering, offset),
-                nvidia_results(nvidia, kind, calls, seed, ordering, offset), what)
+                nvidia_results(nvidia, kind, calls, seed, ordering, offset), what, [m for m, _ in calls])
 
 
 @pytest.mark.parametrize("kind", [SOBOL32, SOBOL64])

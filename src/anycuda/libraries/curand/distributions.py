@@ -17,6 +17,7 @@ differ from a GPU's.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -143,3 +144,54 @@ def poisson(u: np.ndarray, lam: float) -> np.ndarray:
     cdf = np.cumsum(np.exp(logp))
     cdf[-1] = 1.0                              # the tail beyond `spread` is below 1e-30
     return (low + np.searchsorted(cdf, u, side="left")).astype(np.uint32)
+
+
+# ---- Poisson from pseudorandom words, as NVIDIA's library makes it --------------------------
+# Read from NVIDIA's host library (tests/test_curand_nvidia.py): below GAUSS_FROM its table
+# method (Marsaglia, Tsang and Wang's square histogram, built as below, over every k whose
+# probability is not zero in double precision) on one word per result; from GAUSS_FROM on,
+# lambda + sqrt(lambda) * z rounded, with z the generator's float normals.
+GAUSS_FROM = 2000.0
+
+
+@functools.lru_cache(maxsize=16)
+def square_histogram(lam: float):
+    """(shift, V, K): result shift + j where u < V[j] for j = floor(L * u), else shift + K[j].
+    Robin Hood in ascending passes: each bin short of 1/L, in index order, takes the rest from the
+    richest remaining bin of highest index; a donor that falls short waits for its index to come
+    round (in this pass or the next)."""
+    top = int(lam + 40 * math.sqrt(lam) + 800)
+    k = np.arange(top)
+    lgamma = np.frompyfunc(math.lgamma, 1, 1)
+    p = np.exp(k * math.log(lam) - lam - lgamma(k + 1.0).astype(np.float64))
+    present = np.nonzero(p > 0)[0]
+    shift = int(present[0])
+    p = p[shift:present[-1] + 1].copy()
+    size = len(p)
+    share = 1.0 / size
+    alias, limit = np.arange(size), (np.arange(size) + 1.0) / size
+    rich = [i for i in range(size) if p[i] >= share]
+    changed = True
+    while rich and changed:
+        changed = False
+        for j in range(size):
+            if p[j] < share and rich:
+                donor = rich[-1]
+                alias[j], limit[j] = donor, j * share + p[j]
+                p[donor] -= share - p[j]
+                p[j] = share
+                if p[donor] < share:
+                    rich.pop()
+                changed = True
+    return shift, limit, alias
+
+
+def poisson_from_words(words: np.ndarray, lam: float) -> np.ndarray:
+    shift, limit, alias = square_histogram(float(lam))
+    u = words.astype(np.float64) * 2.0 ** -32 + 2.0 ** -32
+    j = np.minimum((len(limit) * u).astype(np.int64), len(limit) - 1)
+    return (shift + np.where(u < limit[j], j, alias[j])).astype(np.uint32)
+
+
+def poisson_from_normals(z: np.ndarray, lam: float) -> np.ndarray:
+    return (math.sqrt(lam) * z.astype(np.float64) + lam + 0.5).astype(np.uint32)

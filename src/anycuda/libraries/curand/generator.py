@@ -259,11 +259,32 @@ class Generator:
         require(0 < lam <= POISSON_MAX, Status.OUT_OF_RANGE, f"lambda {lam} (0 < lambda <= 400000)")
         if self.quasi:
             uniforms = self._uniforms(count, double=True)
-        elif self.rng_type == RngType.PSEUDO_MRG32K3A:
-            uniforms = self._pseudo(count, 1, 1, dist.uniform_double_mrg)
+            compute = lambda: dist.poisson(uniforms(), lam)            # noqa: E731
+        elif lam < dist.GAUSS_FROM:
+            bits = mrg32k3a.to_bits if self.rng_type == RngType.PSEUDO_MRG32K3A else (lambda w: w)
+            compute = self._pseudo(count, 1, 1, lambda w: dist.poisson_from_words(bits(w), lam))
         else:
-            uniforms = self._pseudo(count, 1, 1, dist.uniform_double)
-        self._queue(address, count, ctypes.c_uint32, lambda: dist.poisson(uniforms(), lam))
+            compute = self._poisson_from_normals(count, lam)
+        self._queue(address, count, ctypes.c_uint32, compute)
+
+    def _poisson_from_normals(self, count: int, lam: float):
+        """Poisson for a large lambda from the generator's float normals: Philox's as
+        curandGenerateNormal lays them out; XORWOW's and MRG32k3a's one to a thread in turn,
+        each thread using both normals of its Box-Muller pairs (threads.SpreadClaim)."""
+        engine = self.engine()
+        if self.rng_type not in (RngType.PSEUDO_XORWOW, RngType.PSEUDO_MRG32K3A):
+            z = self._pseudo(count, 2, 2, lambda w: dist.box_muller_float(w[0::2], w[1::2]))
+            return lambda: dist.poisson_from_normals(z(), lam)
+        if self._threads is None:
+            self._threads = ThreadCursor(engine.layout.streams, self.offset, engine.step_words)
+        claim = self._threads.take_spread(count, 2)
+        transform = dist.box_muller_float_mrg if self.rng_type == RngType.PSEUDO_MRG32K3A else dist.box_muller_float
+
+        def compute():
+            first, second, element = claim.pair_words(engine)
+            pairs = transform(first, second).reshape(-1, 2)
+            return dist.poisson_from_normals(pairs[np.arange(count), element], lam)
+        return compute
 
 
 # ---- handles: a curandGenerator_t is a number handed to C, never an address --------------

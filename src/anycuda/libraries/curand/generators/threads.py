@@ -80,12 +80,42 @@ class Claim:
         return converted[self.done:self.done + self.count]
 
 
+@dataclass(frozen=True)
+class SpreadClaim:
+    """Results one to a thread in turn, each thread pairing up its own: its results take both
+    elements of its Box-Muller pairs (units of `group` steps) in order, starting with the second
+    of a pair an earlier such call left unused (XORWOW's and MRG32k3a's Poisson from normals)."""
+    steps: np.ndarray
+    spare: np.ndarray         # (T,) the first step of a pair whose second result is unused, or -1
+    cursor: int
+    count: int
+    group: int
+
+    def placement(self):
+        """(thread, first step of the pair, element) of every result, in memory order."""
+        t_count = len(self.steps)
+        j = self.cursor + np.arange(self.count, dtype=np.int64)
+        threads = j % t_count
+        turn = j // t_count - (threads < self.cursor) - (self.spare[threads] >= 0)
+        fresh = turn >= 0
+        starts = np.where(fresh, self.steps[threads] + self.group * (turn // 2), self.spare[threads])
+        return threads, starts, np.where(fresh, turn % 2, 1)
+
+    def pair_words(self, engine) -> tuple:
+        """(first words, second words, element) of every result's pair, from `engine.rows`."""
+        threads, starts, element = self.placement()
+        first = int(starts.min())
+        block = engine.rows(first, int(starts.max()) + self.group)
+        return block[starts - first, threads], block[starts - first + 1, threads], element
+
+
 class ThreadCursor:
     def __init__(self, threads: int, offset: int, per_unit: int = 1):
         base, rest = divmod(offset // per_unit, threads)
         self.steps = base + (np.arange(threads) < rest).astype(np.int64)
         self.cursor = rest
         self.done = offset % per_unit
+        self.spare = np.full(threads, -1, np.int64)   # see SpreadClaim
 
     def take(self, count: int, per_unit: int, group: int) -> Claim:
         """Claim `count` results made `per_unit` to a unit of `group` steps."""
@@ -97,6 +127,21 @@ class ThreadCursor:
         if rest:
             self.steps[(self.cursor + np.arange(rest)) % t_count] += group
         self.cursor = (self.cursor + finished) % t_count
+        return claim
+
+    def take_spread(self, count: int, group: int) -> SpreadClaim:
+        """Claim `count` results spread one to a thread, pairs of them made from `group` steps."""
+        claim = SpreadClaim(self.steps.copy(), self.spare.copy(), self.cursor, count, group)
+        t_count = len(self.steps)
+        full, rest = divmod(count, t_count)
+        made = np.full(t_count, full, np.int64)
+        made[(self.cursor + np.arange(rest)) % t_count] += 1
+        fresh = np.maximum(made - (self.spare >= 0), 0)       # results from new pairs
+        pairs = (fresh + 1) // 2
+        taking = made > 0
+        self.spare = np.where(taking, np.where(fresh % 2 == 1, self.steps + group * (pairs - 1), -1), self.spare)
+        self.steps += group * pairs
+        self.cursor = (self.cursor + count) % t_count
         return claim
 
     def uniform(self) -> bool:
