@@ -2,6 +2,7 @@
 anycuda, and what it computes for each thread's subsequence (NVIDIA's skip-ahead tables) equals
 what anycuda's own cuRAND computes with its jump-ahead matrices (curand/device.py): two independent derivations of
 the same sequences, XORWOW and Philox, and the first Box-Muller normal."""
+import math
 import shutil
 import subprocess
 import sys
@@ -63,3 +64,34 @@ def test_device_api_sequences_equal_anycudas(program, rng):
         assert philox == list(device.sequence(RngType.PSEUDO_PHILOX4_32_10, seed, t, offset, 6)), f"Philox, thread {t}"
         normal = np.asarray(distributions.box_muller_float(ours[6:7], ours[7:8])).reshape(-1)[0]
         assert float(fields[13]) == pytest.approx(float(normal), rel=1e-5, abs=1e-6), f"normal, thread {t}"
+
+
+@pytest.fixture(scope="module")
+def discrete_program(program):
+    folder = program.parent
+    exe = folder / "curand_discrete"
+    shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / "curand_discrete.cu"), f"-I{folder / 'include'}",
+                        f"-L{shim}", "-l:libcurand.so.10"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def test_kernels_draw_from_poisson_distribution_objects(discrete_program, rng):
+    """curandCreatePoissonDistribution's object is what curand_kernel.h reads: the square-histogram
+    table (lambda 10, 1000: one word per draw) or mean and deviation (5000: a double normal pair)."""
+    seed = int(rng.integers(1, 2**63))
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(discrete_program), str(seed)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.strip().split("\n")
+    assert lines[-1] == "destroy twice: 101"                   # CURAND_STATUS_NOT_INITIALIZED
+    for line in lines[:64]:
+        t, *draws = [int(v) for v in line.split()]
+        words = device.sequence(RngType.PSEUDO_XORWOW, seed, t, 0, 4)
+        assert draws[:2] == list(distributions.poisson_from_words(words[:2], 10.0)), f"lambda 10, thread {t}"
+        assert draws[2:4] == list(distributions.poisson_from_words(words[:2], 1000.0)), f"lambda 1000, thread {t}"
+        z = np.asarray(distributions.box_muller_double(*(words[i:i + 1] for i in range(4)))).reshape(-1)
+        expected = (math.sqrt(5000.0) * z + 5000.0 + 0.5).astype(np.int64)
+        assert np.abs(np.array(draws[4:]) - expected).max() <= 1 and (draws[4:] == expected).sum() >= 1, f"5000, {t}"

@@ -9,11 +9,10 @@ import functools
 
 import numpy as np
 
-from . import generator as generators, signatures
+from . import discrete, generator as generators, signatures
 from .generators import sobol
 from .kinds import MAX_DIMENSIONS, DirectionVectorSet
 from ..memory import write_scalar
-from ..registry import Registry
 from .status import CurandError, Status, require
 
 VERSION = 10405            # CURAND_VERSION of the 10.4.5 headers: major * 1000 + minor * 100 + patch
@@ -46,18 +45,15 @@ def _method(name):
     return call
 
 
-# ---- Poisson distributions (curandCreatePoissonDistribution): kept only to be handed back --
-_distributions = Registry(0xD15C0000, 16, lambda did: CurandError(Status.NOT_INITIALIZED, f"0x{did:x} is no distribution"))
-
-
+# ---- Poisson distributions (curandCreatePoissonDistribution): objects kernels read (discrete.py)
 def _create_poisson(lam: float, out: int) -> None:
     require(out != 0, Status.NOT_INITIALIZED, "the distribution pointer is NULL")
     require(0 < lam <= generators.POISSON_MAX, Status.OUT_OF_RANGE, f"lambda {lam}")
-    _write(out, _distributions.add(lam), ctypes.c_uint64)
+    _write(out, discrete.create(lam), ctypes.c_uint64)
 
 
-def _destroy_distribution(did: int) -> None:
-    _distributions.remove(did)
+def _destroy_distribution(address: int) -> None:
+    require(discrete.destroy(address), Status.NOT_INITIALIZED, f"0x{address:x} is no distribution")
 
 
 # ---- direction vectors and scramble constants: host tables whose address is handed out ------
