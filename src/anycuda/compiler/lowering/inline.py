@@ -18,9 +18,6 @@ from ...ptx import ir as pir
 from ..analysis.cfg import strongly_connected_components
 from ..analysis.suspensions import has_suspensions
 
-_counter = itertools.count()
-
-
 def functions_with_sites(module: pir.Module) -> set:
     """Names of device functions that reach a barrier or collective, directly or through
     calls, and are not recursive. O(n) in the module's instructions (a search backwards
@@ -78,6 +75,7 @@ def inline_suspending_calls(module: pir.Module, fn: pir.Function, max_depth: int
         return fn
     bodies = {f.name: f for f in module.functions if f.body is not None}
     body = list(fn.body)
+    tags = itertools.count()        # per kernel: its code must not depend on what the process compiled before
     for _ in range(max_depth):
         new_body, changed = [], False
         for st in body:
@@ -85,7 +83,7 @@ def inline_suspending_calls(module: pir.Module, fn: pir.Function, max_depth: int
             if callee is None:
                 new_body.append(st)
                 continue
-            new_body.extend(_expand(st, callee))
+            new_body.extend(_expand(st, callee, f"$i{next(tags)}"))
             changed = True
         body = new_body
         if not changed:
@@ -100,9 +98,8 @@ def _inlinable_call(st, targets, bodies):
     return bodies.get(name) if name in targets else None
 
 
-def _expand(call: pir.Instruction, callee: pir.Function) -> list:
-    """The callee's body, renamed, in place of `call`."""
-    tag = f"$i{next(_counter)}"
+def _expand(call: pir.Instruction, callee: pir.Function, tag: str) -> list:
+    """The callee's body, renamed with `tag`, in place of `call`."""
     rets, args = call.operands[0].items, call.operands[2].items
     binding = {}
     for decl, actual in zip(list(callee.rets) + list(callee.params), list(rets) + list(args)):
