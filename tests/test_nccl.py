@@ -365,3 +365,17 @@ def test_a_local_id_from_another_process_names_mpi():
     with pytest.raises(NcclError) as e:
         call("ncclCommInitRank", ctypes.addressof(ctypes.c_uint64()), 2, bytes(raw), 1)
     assert e.value.status == Result.SystemError and "mpirun" in str(e.value)
+
+
+def test_ids_for_several_processes_name_what_they_need(monkeypatch):
+    monkeypatch.setenv("ANYCUDA_NCCL_TRANSPORT", "mpi")
+    for v in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"):
+        monkeypatch.delenv(v, raising=False)
+    with pytest.raises(NcclError) as e:
+        _unique_id()
+    assert e.value.status == Result.SystemError and "mpirun" in str(e.value)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")                # launched, but mpi4py missing
+    monkeypatch.setitem(__import__("sys").modules, "mpi4py", None)
+    with pytest.raises(NcclError) as e:
+        _unique_id()
+    assert e.value.status == Result.SystemError and "pip install mpi4py" in str(e.value)

@@ -41,6 +41,9 @@ def launched() -> bool:
 
 def mpi():
     """mpi4py's MPI, started (anycuda starts it with MPI_THREAD_MULTIPLE if the program has not)."""
+    if not launched():
+        raise NcclError(Result.SystemError, "ranks in several processes exchange data through MPI: start the "
+                        "processes with mpirun or mpiexec (this one was not started by an MPI launcher)")
     try:
         from mpi4py import MPI
     except ImportError as e:
