@@ -1,7 +1,10 @@
 """The MPI transport: ranks that are processes started by an MPI launcher (mpirun, mpiexec)
-move data through the MPI library, by mpi4py. Every operation is a non-blocking MPI call
-polled to completion, so one stream's transfer waiting for a peer never keeps another
-stream's from progressing; large all-reduces and broadcasts go in pipelined chunks.
+move data through the MPI library, by mpi4py, each stream's work in its own worker thread.
+Where MPI may be called from any thread (MPI_THREAD_MULTIPLE: what anycuda asks for when it
+starts MPI itself) collectives are MPI's blocking calls, its tuned algorithms; where it may not,
+every call is non-blocking and polled under one lock, so one stream's transfer waiting for a
+peer never keeps another stream's from progressing. Large all-reduces and broadcasts go in
+chunks (pipelined, IN_FLIGHT at a time, in the polled form).
 
 A communicator's processes find each other by its unique id, which names the MPI world rank
 of the process that made it (`id_root`): every member tells that process its NCCL rank, it
@@ -28,6 +31,7 @@ from .status import NcclError, Result
 LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS")
 CHUNK_BYTES = 4 << 20             # an all-reduce or broadcast larger than this goes in pieces
 IN_FLIGHT = 2                     # pieces in flight at once
+SPIN_SECONDS = 0.05               # a wait tests without pausing this long first
 _TAG_BASE = 0x5A00                # tags of the joining messages, below MPI's guaranteed 32767
 
 _lock = threading.RLock()
@@ -71,15 +75,29 @@ def _call(fn, *args):
 
 
 def wait(requests) -> None:
-    """Poll requests to completion, never holding the lock while waiting."""
+    """Poll requests to completion, never holding the lock while waiting. MPI progresses a
+    non-blocking collective only inside its calls, so the first SPIN_SECONDS test without
+    pausing (as MPI's own blocking calls do); a longer wait then pauses between tests."""
     MPI = mpi()
+    started = time.perf_counter()
     pause = 0.0
     while True:
         with _held():
             if MPI.Request.Testall(requests):
                 return
-        time.sleep(pause)
-        pause = min(pause + 2e-6, 2e-4)
+        if time.perf_counter() - started > SPIN_SECONDS:
+            time.sleep(pause)
+            pause = min(pause + 1e-5, 1e-3)
+
+
+def collective(comm, name: str, *args) -> None:
+    """MPI collective `name` (mpi4py's name of the blocking call): the blocking call itself when
+    MPI may be called from any thread (MPI's own tuned algorithms), else its non-blocking form
+    polled (a blocking call would hold the lock until every peer came)."""
+    if _serialise[0]:
+        wait([_call(getattr(comm, "I" + name[0].lower() + name[1:]), *args)])
+    else:
+        getattr(comm, name)(*args)
 
 
 def world_rank() -> int:
@@ -148,30 +166,66 @@ class MpiGroup:
         with np.errstate(over="ignore", invalid="ignore"):
             return values * np.asarray(factor).astype(values.dtype), MPI.SUM, None
 
+    def _direct(self, op) -> bool:
+        """Whether MPI can reduce the stored elements themselves (no widening, no scaling)."""
+        return op.dtype not in types.WIDENED and op.op in _MPI_OPS
+
+    def _all_reduce_in_place(self, op) -> None:
+        """An all-reduce MPI does on the buffers themselves, in pieces (MPI_IN_PLACE when the
+        program's send and receive buffers are one)."""
+        MPI = mpi()
+        mpi_op = getattr(MPI, _MPI_OPS[op.op])
+        recv = op.view(op.recv, op.count)
+        if op.send == op.recv:
+            self._pieces("Allreduce", lambda _a, b: (MPI.IN_PLACE, b, mpi_op), recv, recv)
+        else:
+            self._pieces("Allreduce", lambda a, b: (a, b, mpi_op), op.view(op.send, op.count), recv)
+
     def _reduce_into(self, op, count: int, root: int = None, scatter: bool = False) -> None:
         MPI, dt = mpi(), op.dtype
+        if root is None and not scatter and self._direct(op):
+            self._all_reduce_in_place(op)
+            return
         total = count * self.nranks if scatter else count
+        size = types.storage(dt).itemsize
+        overlap = op.send < op.recv + count * size and op.recv < op.send + total * size
+        if self._direct(op) and not overlap and (root is None or op.rank == root):
+            # MPI reduces the stored elements straight into the receive buffer
+            mpi_op = getattr(MPI, _MPI_OPS[op.op])
+            send, recv = op.view(op.send, total), op.view(op.recv, count)
+            if scatter:
+                collective(self.comm, "Reduce_scatter_block", send, recv, mpi_op)
+            else:
+                collective(self.comm, "Reduce", send, recv, mpi_op, root)
+            return
         values = types.widen(dt, op.view(op.send, total))
         values, mpi_op, after = self._prepared(op, values)
         result = np.empty(count, values.dtype)
         if scatter:
-            wait([_call(self.comm.Ireduce_scatter_block, values, result, mpi_op)])
+            collective(self.comm, "Reduce_scatter_block", values, result, mpi_op)
         elif root is None:
-            self._pieces(lambda a, b: self.comm.Iallreduce(a, b, mpi_op), values, result)
+            self._pieces("Allreduce", lambda a, b: (a, b, mpi_op), values, result)
         else:
-            wait([_call(self.comm.Ireduce, values, result, mpi_op, root)])
+            collective(self.comm, "Reduce", values, result, mpi_op, root)
             if op.rank != root:
                 return
         if after is not None:
             result = after(result)
         types.narrow(dt, op.view(op.recv, count), result)
 
-    def _pieces(self, start, send: np.ndarray, recv: np.ndarray) -> None:
-        """start(send piece, recv piece) over pieces of CHUNK_BYTES, IN_FLIGHT at a time."""
+    def _pieces(self, name: str, arguments, send: np.ndarray, recv: np.ndarray) -> None:
+        """Collective `name` over pieces of CHUNK_BYTES, its arguments(send piece, recv piece):
+        non-blocking, IN_FLIGHT at a time, where MPI calls are serialised; else one after another."""
         step = max(1, CHUNK_BYTES // max(1, send.itemsize))
+        pieces = [(send[at:at + step], recv[at:at + step]) for at in range(0, len(send), step)]
+        if not _serialise[0]:
+            for a, b in pieces:
+                getattr(self.comm, name)(*arguments(a, b))
+            return
+        start = getattr(self.comm, "I" + name[0].lower() + name[1:])
         pending = []
-        for at in range(0, len(send), step):
-            pending.append(_call(start, send[at:at + step], recv[at:at + step]))
+        for a, b in pieces:
+            pending.append(_call(start, *arguments(a, b)))
             if len(pending) >= IN_FLIGHT:
                 wait(pending[:1])
                 pending = pending[1:]
@@ -192,28 +246,28 @@ class MpiGroup:
         if op.rank == op.root and op.send != op.recv:
             buf[:] = op.view(op.send, op.count)
         raw = buf.view(np.uint8)
-        self._pieces(lambda a, _b: self.comm.Ibcast(a, op.root), raw, raw)
+        self._pieces("Bcast", lambda a, _b: (a, op.root), raw, raw)
 
     def AllGather(self, op):
         n, c = self.nranks, op.count
         mine = op.view(op.send, c).copy()
-        wait([_call(self.comm.Iallgather, mine.view(np.uint8), op.view(op.recv, n * c).view(np.uint8))])
+        collective(self.comm, "Allgather", mine.view(np.uint8), op.view(op.recv, n * c).view(np.uint8))
 
     def AlltoAll(self, op):
         n, c = self.nranks, op.count
         sent = op.view(op.send, n * c).copy()
-        wait([_call(self.comm.Ialltoall, sent.view(np.uint8), op.view(op.recv, n * c).view(np.uint8))])
+        collective(self.comm, "Alltoall", sent.view(np.uint8), op.view(op.recv, n * c).view(np.uint8))
 
     def Gather(self, op):
         n, c = self.nranks, op.count
         mine = op.view(op.send, c).copy().view(np.uint8)
         into = op.view(op.recv, n * c).view(np.uint8) if op.rank == op.root else None
-        wait([_call(self.comm.Igather, mine, into, op.root)])
+        collective(self.comm, "Gather", mine, into, op.root)
 
     def Scatter(self, op):
         n, c = self.nranks, op.count
         sent = op.view(op.send, n * c).copy().view(np.uint8) if op.rank == op.root else None
-        wait([_call(self.comm.Iscatter, sent, op.view(op.recv, c).view(np.uint8), op.root)])
+        collective(self.comm, "Scatter", sent, op.view(op.recv, c).view(np.uint8), op.root)
 
     # ---- a stream's operations of this communicator
     def run(self, ops: list) -> None:
