@@ -379,3 +379,19 @@ def test_ids_for_several_processes_name_what_they_need(monkeypatch):
     with pytest.raises(NcclError) as e:
         _unique_id()
     assert e.value.status == Result.SystemError and "pip install mpi4py" in str(e.value)
+
+
+def test_ranks_of_an_mpi_launcher_on_one_machine_see_a_device_each(monkeypatch):
+    from anycuda.runtime import device
+    monkeypatch.delenv("ANYCUDA_DEVICES", raising=False)
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3")
+    device.device_count.cache_clear()
+    try:
+        assert device.device_count() == 3
+        monkeypatch.setenv("ANYCUDA_DEVICES", "2")                 # the variable still decides
+        device.device_count.cache_clear()
+        assert device.device_count() == 2
+    finally:
+        monkeypatch.undo()
+        device.device_count.cache_clear()
+    assert device.device_count() == int(os.environ.get("ANYCUDA_DEVICES", "1"))
