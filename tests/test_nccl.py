@@ -110,7 +110,8 @@ def test_all_reduce_every_type_and_op(dtype, op, rng):
 def test_pre_mul_sum_with_host_and_device_factors(dtype, rng):
     r = Ranks(2)
     count = 33
-    factor = ref.narrow(np.array([0.75], np.float32), dtype) if dtype in ref.NARROW else np.array([3], ref.STORAGE[dtype])
+    factor = (ref.narrow(np.array([0.75], np.float32), dtype) if dtype in ref.NARROW
+              else np.array([3], ref.STORAGE[dtype]))
     host = np.array(factor, ref.STORAGE[dtype])
     dev = Buf(dtype, 1, host)
     ops = []
@@ -395,3 +396,45 @@ def test_ranks_of_an_mpi_launcher_on_one_machine_see_a_device_each(monkeypatch):
         monkeypatch.undo()
         device.device_count.cache_clear()
     assert device.device_count() == int(os.environ.get("ANYCUDA_DEVICES", "1"))
+
+
+def test_init_rank_for_every_device_from_one_thread_in_a_group(rng):
+    """NCCL's one-thread pattern: ncclCommInitRank for each device inside a group (each would wait
+    for the others outside one); the config form with a NULL config, memory from ncclMemAlloc."""
+    uid = _unique_id()
+    outs = [ctypes.c_uint64() for _ in range(3)]
+    call("ncclGroupStart")
+    for rank, out in enumerate(outs):
+        name, extra = ("ncclCommInitRankConfig", (0,)) if rank == 1 else ("ncclCommInitRank", ())
+        call(name, ctypes.addressof(out), 3, uid, rank, *extra)
+    assert all(o.value == 0 for o in outs)                 # made at the group's end
+    call("ncclGroupEnd")
+    handles = [o.value for o in outs]
+    assert all(handles) and len(set(handles)) == 3
+    status = ctypes.c_int(-1)
+    call("ncclCommGetAsyncError", handles[0], ctypes.addressof(status))
+    assert status.value == Result.Success
+    pointers = [ctypes.c_uint64() for _ in range(6)]
+    for p in pointers:
+        call("ncclMemAlloc", ctypes.addressof(p), 64 * 8)
+    regs = ctypes.c_uint64()
+    call("ncclCommRegister", handles[0], pointers[0].value, 512, ctypes.addressof(regs))
+    call("ncclCommDeregister", handles[0], regs.value)
+    values = [rng.standard_normal(64) for _ in range(3)]
+    for i in range(3):
+        ctypes.memmove(pointers[i].value, values[i].ctypes.data, 512)
+    streams = [stream_handle(ac.Stream()) for _ in range(3)]
+    call("ncclGroupStart")
+    for i in range(3):
+        call("ncclAllReduce", pointers[i].value, pointers[3 + i].value, 64, 8, 4, handles[i], streams[i])   # avg
+    call("ncclGroupEnd")
+    for s in streams:
+        api.wait_for_stream(s)
+    for i in range(3):
+        got = np.frombuffer((ctypes.c_char * 512).from_address(pointers[3 + i].value), np.float64)
+        np.testing.assert_allclose(got, sum(v * (1 / 3) for v in values), rtol=1e-13)
+    for p in pointers:
+        call("ncclMemFree", p.value)
+    for h in handles:
+        call("ncclCommFinalize", h)
+        call("ncclCommDestroy", h)

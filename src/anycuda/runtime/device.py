@@ -3,8 +3,9 @@
 One device by default, number 0; ANYCUDA_DEVICES=N splits the CPU into N devices so that
 multi-GPU code paths run. A process an MPI launcher started, with several of its ranks on this
 machine, sees as many devices as there are such ranks (a machine with one GPU per rank: each
-rank picks its own by its local rank, and its device's share of the CPU is its share). The "multiprocessors" are the worker threads that run blocks (one
-per CPU the process may use; ANYCUDA_NUM_THREADS overrides), shared out between the devices
+rank picks its own by its local rank, and its device's share of the CPU is its share).
+The "multiprocessors" are the worker threads that run blocks (one per CPU the process may use;
+ANYCUDA_NUM_THREADS overrides), shared out between the devices
 (each gets at least one; a launch on a device uses its share). Host memory is shared out
 the same way: each device reports an equal part of it as its total and counts the device
 memory allocated on it. All devices share one address space.

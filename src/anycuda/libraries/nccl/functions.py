@@ -94,7 +94,8 @@ def _create_pre_mul_sum(out: int, scalar: int, dtype: int, residence: int, handl
 
 def _destroy_op(op: int, handle: int) -> None:
     comm = get(handle)
-    require(op in comm.created, Result.InvalidArgument, f"reduction operation {op} was not created on this communicator")
+    require(op in comm.created, Result.InvalidArgument,
+            f"reduction operation {op} was not created on this communicator")
     del comm.created[op]
 
 

@@ -94,7 +94,8 @@ _said = set()
 
 
 def _fail(op, error: BaseException) -> None:
-    nccl = error if isinstance(error, NcclError) else NcclError(Result.InternalError, f"{type(error).__name__}: {error}")
+    nccl = error if isinstance(error, NcclError) else NcclError(Result.InternalError,
+                                                                f"{type(error).__name__}: {error}")
     op.comm.fail(nccl)
     note(str(nccl))
     if str(nccl) not in _said:

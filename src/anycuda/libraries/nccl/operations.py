@@ -137,7 +137,8 @@ def run_transfer(send: Operation, recv: Operation) -> None:
     """A matched ncclSend and ncclRecv in one address space."""
     error = None
     try:
-        size_s, size_r = send.count * types.storage(send.dtype).itemsize, recv.count * types.storage(recv.dtype).itemsize
+        size_s = send.count * types.storage(send.dtype).itemsize
+        size_r = recv.count * types.storage(recv.dtype).itemsize
         if size_s != size_r:
             raise NcclError(Result.InvalidUsage, f"rank {send.rank} sends {size_s} bytes, rank {recv.rank} "
                             f"receives {size_r}")
