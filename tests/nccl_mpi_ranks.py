@@ -4,6 +4,7 @@ seed + r), so each checks its own results against numpy. Prints "rank R ok" at t
 Usage: mpirun -np N python nccl_mpi_ranks.py SEED"""
 import ctypes
 import os
+import socket
 import sys
 import threading
 
@@ -167,4 +168,4 @@ call("ncclAllReduce", s, r, 4, 2, 0, new.value, stream); sync()
 assert (got == sum(range(rank % 2, n, 2))).all()
 call("ncclCommDestroy", new.value)
 call("ncclCommDestroy", comm)
-print(f"rank {rank} ok", flush=True)
+print(f"rank {rank} ok on {socket.gethostname()} {os.readlink('/proc/self/ns/net')}", flush=True)

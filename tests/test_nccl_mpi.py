@@ -1,6 +1,8 @@
 """anycuda's NCCL across processes started by mpirun (the MPI transport, through mpi4py): 2, 3
 and 4 ranks each run tests/nccl_mpi_ranks.py, which checks every collective, a sample of types
-and operations, a group, stream order and argument errors against numpy."""
+and operations, a group, stream order and argument errors against numpy; the same 4 ranks on two
+"hosts" (network namespaces this test makes); an nvcc-built MPI + NCCL program under
+`mpirun anycuda run`."""
 import os
 import shutil
 import subprocess
@@ -88,3 +90,66 @@ def test_mpi_program_under_anycuda_run(mpi_program, ranks):
     for rank in range(ranks):
         want = f"rank {rank} ok wrong 0 avg {avg[0]} {avg[1]} {avg[2]} ring {1000 + rank} {1000 + (rank - 1) % ranks}"
         assert want in r.stdout.splitlines(), f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+
+
+_AGENT = """#!/bin/sh
+# mpirun's "ssh" into a host that is a network namespace of this machine (with a host name of its own)
+host=$1; shift
+case "$host" in {a_ip}) ns={a}; name={a};; *) ns={b}; name={b};; esac
+exec ip netns exec $ns unshare -u sh -c "hostname $name; $*"
+"""
+
+
+def _sh(*args):
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+@pytest.fixture
+def two_hosts(tmp_path):
+    """Two network namespaces joined by a veth pair (10.77.x.1 and .2, nothing else reachable),
+    and an ssh stand-in that starts mpirun's daemon in the one a host name points to."""
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
+        pytest.skip("needs root, ip and unshare to make network namespaces")
+    tag = os.getpid() % 100000
+    a, b, net = f"ncnsa{tag}", f"ncnsb{tag}", f"10.77.{tag % 250}"
+    if _sh("ip", "netns", "add", a).returncode:
+        pytest.skip("cannot make network namespaces here")
+    try:
+        steps = [("ip", "netns", "add", b),
+                 ("ip", "link", "add", f"nv{tag}a", "type", "veth", "peer", "name", f"nv{tag}b"),
+                 ("ip", "link", "set", f"nv{tag}a", "netns", a), ("ip", "link", "set", f"nv{tag}b", "netns", b),
+                 ("ip", "-n", a, "addr", "add", f"{net}.1/24", "dev", f"nv{tag}a"),
+                 ("ip", "-n", b, "addr", "add", f"{net}.2/24", "dev", f"nv{tag}b")]
+        steps += [("ip", "-n", ns, "link", "set", dev, "up") for ns, dev in ((a, f"nv{tag}a"), (b, f"nv{tag}b"),
+                                                                           (a, "lo"), (b, "lo"))]
+        for step in steps:
+            r = _sh(*step)
+            assert r.returncode == 0, f"{step}: {r.stderr}"
+        agent = tmp_path / "agent.sh"
+        agent.write_text(_AGENT.format(a=a, b=b, a_ip=f"{net}.1"))
+        agent.chmod(0o755)
+        yield a, b, f"{net}.2", agent
+    finally:
+        _sh("ip", "netns", "del", a)
+        _sh("ip", "netns", "del", b)
+
+
+@pytest.mark.slow
+def test_two_hosts_as_network_namespaces(two_hosts, rng):
+    """4 ranks, 2 on each of two "hosts" (network namespaces with host names of their own, mpirun's
+    daemon started in the second by an ssh stand-in): MPI reaches the second over TCP."""
+    a, b, b_ip, agent = two_hosts
+    seed = int(rng.integers(1 << 30))
+    inner = (f"hostname {a}; {MPIRUN} --allow-run-as-root --host {a}:2,{b_ip}:2 --map-by node "
+             f"--prtemca plm_ssh_agent {agent} -np 4 {sys.executable} {HERE / 'nccl_mpi_ranks.py'} {seed}")
+    r = subprocess.run(["ip", "netns", "exec", a, "unshare", "-u", "sh", "-c", inner], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    hosts = {}
+    for line in r.stdout.splitlines():
+        if " ok on " in line:
+            rank, host, netns = line.split()[1], line.split()[4], line.split()[5]
+            hosts[int(rank)] = (host, netns)
+    assert sorted(hosts) == [0, 1, 2, 3], r.stdout
+    assert {hosts[0][0], hosts[2][0]} == {a} and {hosts[1][0], hosts[3][0]} == {b}       # --map-by node
+    assert hosts[0][1] != hosts[1][1]                          # two network namespaces
