@@ -68,9 +68,8 @@ def same(got, want, dtype):
         np.testing.assert_array_equal(got, want)
 
 
-# 1. a sample of types and operations (all-reduce)
-for i, (dtype, op) in enumerate([(7, "sum"), (8, "prod"), (2, "max"), (0, "min"), (5, "sum"), (6, "sum"),
-                                 (9, "avg"), (10, "sum"), (11, "max"), (4, "avg"), (7, "avg")]):
+# 1. every type with every operation (all-reduce), and a PreMulSum
+for i, (dtype, op) in enumerate((d, o) for d in range(12) for o in ("sum", "prod", "max", "min", "avg")):
     c = 57
     data = inputs(dtype, c, i)
     s, _ = buf(dtype, c, data[rank])
@@ -78,6 +77,19 @@ for i, (dtype, op) in enumerate([(7, "sum"), (8, "prod"), (2, "max"), (0, "min")
     call("ncclAllReduce", s, r, c, dtype, {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}[op], comm, stream)
     sync()
     same(got, ref.reduce(data, dtype, op), dtype)
+
+for dtype in (7, 9):
+    c = 21
+    data = inputs(dtype, c, 99)
+    factor = ref.narrow(np.array([1.5], np.float32), dtype)
+    pre = ctypes.c_int()
+    call("ncclRedOpCreatePreMulSum", ctypes.addressof(pre), factor.ctypes.data, dtype, 1, comm)
+    s, _ = buf(dtype, c, data[rank])
+    r, got = buf(dtype, c)
+    call("ncclAllReduce", s, r, c, dtype, pre.value, comm, stream)
+    sync()
+    same(got, ref.reduce(data, dtype, "premulsum", ref.widen(factor, dtype)[0]), dtype)
+    call("ncclRedOpDestroy", pre.value, comm)
 
 # 2. every collective once (float32 and int64), large all-reduce in pieces, in place
 c, root = 33, n - 1

@@ -1,6 +1,6 @@
 """anycuda's NCCL across processes started by mpirun (the MPI transport, through mpi4py): 2, 3
-and 4 ranks each run tests/nccl_mpi_ranks.py, which checks every collective, a sample of types
-and operations, a group, stream order and argument errors against numpy; the same 4 ranks on two
+and 4 ranks each run tests/nccl_mpi_ranks.py, which checks every collective, every type with every
+operation, a PreMulSum, a group, stream order and argument errors against numpy; the same 4 ranks on two
 "hosts" (network namespaces this test makes); an nvcc-built MPI + NCCL program under
 `mpirun anycuda run`."""
 import os
