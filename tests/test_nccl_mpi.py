@@ -77,18 +77,23 @@ def mpi_program(tmp_path_factory):
     return exe
 
 
-@pytest.mark.parametrize("ranks", [2, 4])
-def test_mpi_program_under_anycuda_run(mpi_program, ranks):
-    """`mpirun -np N anycuda run -- program`: the program's MPI_Init starts MPI; anycuda's NCCL
-    uses the same MPI library through mpi4py."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+@pytest.mark.parametrize("ranks, level", [(2, None), (4, None), (3, "0")],
+                         ids=["2-multiple", "4-multiple", "3-single"])
+def test_mpi_program_under_anycuda_run(mpi_program, ranks, level):
+    """`mpirun -np N anycuda run -- program`: the program's MPI_Init starts MPI (asked for
+    MPI_THREAD_MULTIPLE by anycuda run; with OMPI_MPI_THREAD_LEVEL=0 it gives MPI_THREAD_SINGLE, and
+    anycuda's calls are serialised and polled); anycuda's NCCL uses the same MPI through mpi4py."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "OMPI_MPI_THREAD_LEVEL")}
+    if level is not None:
+        env["OMPI_MPI_THREAD_LEVEL"] = level
     r = subprocess.run([*mpirun_command(ranks), sys.executable, "-m", "anycuda.cli", "run", "--", str(mpi_program)],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     # the average of the ranks' (rank, -7 rank, 100 + rank), truncated as C's division does
     avg = [int(sum(v) / ranks) for v in zip(*[(k, -7 * k, 100 + k) for k in range(ranks)])]
     for rank in range(ranks):
-        want = f"rank {rank} ok wrong 0 avg {avg[0]} {avg[1]} {avg[2]} ring {1000 + rank} {1000 + (rank - 1) % ranks}"
+        want = (f"rank {rank} ok wrong 0 avg {avg[0]} {avg[1]} {avg[2]} ring {1000 + rank} {1000 + (rank - 1) % ranks}"
+                f" thread level {3 if level is None else level}")
         assert want in r.stdout.splitlines(), f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
 
 

@@ -75,7 +75,10 @@ int main(int argc, char **argv) {
     float want = (float)((i % 97) * factor) * (float)((i % 97) * factor);
     if (host[i] != want) wrong++;
   }
-  printf("rank %d ok wrong %d avg %d %d %d ring %d %d\n", rank, wrong, avg[0], avg[1], avg[2], r[0], r[1]);
+  int level = -1;
+  MPI_Query_thread(&level);
+  printf("rank %d ok wrong %d avg %d %d %d ring %d %d thread level %d\n", rank, wrong, avg[0], avg[1], avg[2], r[0], r[1],
+         level);
   CHECK(ncclCommDestroy(comm));
   MPI_Finalize();
   return 0;
