@@ -100,8 +100,11 @@ def _destroy_op(op: int, handle: int) -> None:
 
 
 # ---- the collectives: argument rules, then an Operation queued (or kept by the group) ---------
+_TYPES = frozenset(int(t) for t in types.DataType)
+
+
 def _check_type(dtype: int) -> None:
-    require(dtype in iter(types.DataType), Result.InvalidArgument, f"data type {dtype}")
+    require(dtype in _TYPES, Result.InvalidArgument, f"data type {dtype}")
 
 
 def _queue(kind: str, handle: int, send: int, recv: int, count: int, dtype: int, op: int = 0, root: int = 0,

@@ -43,8 +43,13 @@ def launched() -> bool:
     return any(v in os.environ for v in LAUNCHER_VARIABLES)
 
 
+_started = []                     # mpi4py's MPI once started (asked for on every call)
+
+
 def mpi():
     """mpi4py's MPI, started (anycuda starts it with MPI_THREAD_MULTIPLE if the program has not)."""
+    if _started:
+        return _started[0]
     if not launched():
         raise NcclError(Result.SystemError, "ranks in several processes exchange data through MPI: start the "
                         "processes with mpirun or mpiexec (this one was not started by an MPI launcher)")
@@ -57,6 +62,7 @@ def mpi():
         MPI.Init_thread(MPI.THREAD_MULTIPLE)
     if _serialise[0] is None:
         _serialise[0] = MPI.Query_thread() < MPI.THREAD_MULTIPLE
+    _started.append(MPI)
     return MPI
 
 
@@ -286,5 +292,6 @@ class MpiGroup:
                 raise
             except Exception as e:        # noqa: BLE001 -- MPI's failure: the communicator's asynchronous error
                 raise NcclError(Result.RemoteError, f"{op.kind} through MPI: {e}") from e
-        wait(transfers)
+        if transfers:
+            wait(transfers)
 
