@@ -438,3 +438,31 @@ def test_init_rank_for_every_device_from_one_thread_in_a_group(rng):
     for h in handles:
         call("ncclCommFinalize", h)
         call("ncclCommDestroy", h)
+
+
+def test_collectives_captured_in_graphs_replay(rng):
+    """Each rank's stream captured into a graph of its own: every launch of the graphs runs the
+    all-reduce again, on what the buffers hold then."""
+    r = Ranks(2)
+    sends = [Buf(7, 9, rng.standard_normal(9).astype(np.float32)) for _ in range(2)]
+    recvs = [Buf(7, 9) for _ in range(2)]
+    for s in r.streams:
+        api.cuStreamBeginCapture(s, 0)
+    r.each("ncclAllReduce", lambda i: (sends[i].ptr, recvs[i].ptr, 9, 7, 0))
+    copy = Buf(7, 9)
+    api.cuMemcpyAsync(copy.ptr, recvs[0].ptr, 36, r.streams[0])      # after the all-reduce on rank 0's stream
+    execs = [api.cuGraphInstantiate(api.cuStreamEndCapture(s)) for s in r.streams]
+    assert (recvs[0].raw() == POISON).all()                   # captured, not run
+    for _ in range(3):
+        for b in sends:
+            b.view()[:] = rng.standard_normal(9).astype(np.float32)
+        gate = threading.Event()
+        api._get(r.streams[1], api.StreamHandle).stream.enqueue(gate.wait)     # rank 1 comes late
+        for e, s in zip(execs, r.streams):
+            api.cuGraphLaunch(e, s)
+        threading.Timer(0.05, gate.set).start()
+        r.sync()
+        want = sends[0].view() + sends[1].view()
+        for b in recvs + [copy]:
+            np.testing.assert_allclose(b.values(), want, rtol=1e-6)
+    r.close()

@@ -107,6 +107,9 @@ def _work(ops) -> None:
     """One stream's operations of a group: in-process ones posted (never blocking), MPI ones
     run per communicator, then every posted one waited for."""
     posted, remote = [], {}
+    for op in ops:             # a graph replays the same operations: each run starts unfinished
+        op.done.clear()
+        op.error = None
     for op in ops:
         if isinstance(op.comm.transport, local.LocalGroup):
             op.comm.transport.post(op)
