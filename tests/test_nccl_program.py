@@ -1,6 +1,7 @@
 """A program linked against anycuda's libnccl.so.2 (built with nvcc, declaring the NCCL
 prototypes itself) runs under `anycuda run` over 3 devices of one process: kernels and
-collectives ordered on each device's stream, results checked against numpy."""
+collectives ordered on each device's stream, results checked against numpy; and CuPy's own NCCL
+binding, unchanged, over the same 3 devices."""
 import os
 import shutil
 import subprocess
@@ -52,3 +53,24 @@ def test_nccl_program_over_three_devices(program, tmp_path, rng):
     assert 'bad type 4 "invalid argument" last error has type: 1' in lines
     assert "not implemented 5" in lines                     # ncclInvalidUsage, named once on stderr
     assert "ncclCommInitRankScalable is not implemented" in r.stderr
+
+
+def test_cupy_nccl_over_three_devices(tmp_path, rng):
+    """CuPy's cupy.cuda.nccl, unchanged, finds anycuda's libnccl.so.2 under `anycuda run`."""
+    from test_cupy import _skip_without_cupy
+    import json
+    _skip_without_cupy()
+    data = rng.standard_normal((DEVICES, 50)).astype(np.float32)
+    data.tofile(tmp_path / "in.bin")
+    env = {k: v for k, v in os.environ.items() if k not in ("ANYCUDA_NVRTC", "CUPY_COMPILE_WITH_PTX")}
+    env.update(ANYCUDA_DEVICES=str(DEVICES), CUPY_CACHE_DIR=str(tmp_path / "cupy"), ANYCUDA_QUIET="1")
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable,
+                        str(HERE / "programs" / "cupy_nccl.py"), str(tmp_path / "in.bin")],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr[-3000:]}"
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["version"] == 23203 and out["ranks"] == [0, 1, 2]
+    for d in range(DEVICES):
+        np.testing.assert_array_equal(out[f"max{d}"], data.max(axis=0))
+        np.testing.assert_array_equal(out[f"bcast{d}"], data[2])
+        np.testing.assert_array_equal(out[f"gathered{d}"], np.tile(data.max(axis=0), DEVICES))
