@@ -466,3 +466,22 @@ def test_collectives_captured_in_graphs_replay(rng):
         for b in recvs + [copy]:
             np.testing.assert_allclose(b.values(), want, rtol=1e-6)
     r.close()
+
+
+def test_abort_releases_peers_waiting_for_the_rank():
+    r = Ranks(3)
+    a, b = Buf(7, 4, np.ones(4, np.float32)), Buf(7, 4)
+    call("ncclAllReduce", a.ptr, b.ptr, 4, 7, 0, r.comms[1], r.streams[1])      # rank 1 waits for 0 and 2
+    call("ncclCommAbort", r.comms[0])
+    api.wait_for_stream(r.streams[1])                                      # returns: not left waiting
+    out = ctypes.c_int()
+    call("ncclCommGetAsyncError", r.comms[1], ctypes.addressof(out))
+    assert out.value == Result.RemoteError
+    assert "aborted" in VALUED["ncclGetLastError"](0)
+    call("ncclAllReduce", a.ptr, b.ptr, 4, 7, 0, r.comms[2], r.streams[2])      # later work: the same answer
+    api.wait_for_stream(r.streams[2])
+    call("ncclCommGetAsyncError", r.comms[2], ctypes.addressof(out))
+    assert out.value == Result.RemoteError
+    assert (b.raw() == POISON).all()
+    for c in r.comms[1:]:
+        call("ncclCommDestroy", c)

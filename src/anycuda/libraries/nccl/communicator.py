@@ -160,6 +160,15 @@ def destroy(handle: int) -> None:
     communicators.remove(handle)
 
 
+def abort(handle: int) -> None:
+    """ncclCommAbort: the communicator goes; in-process peers waiting for this rank stop waiting
+    (their operations finish with ncclRemoteError). An MPI operation under way is MPI's to end."""
+    comm = get(handle)
+    if isinstance(comm.transport, local.LocalGroup):
+        comm.transport.abort(f"rank {comm.rank} aborted the communicator")
+    communicators.remove(handle)
+
+
 def write_handle(address: int, handle: int) -> None:
     require(address != 0, Result.InvalidArgument, "the communicator pointer is NULL")
     write_scalar(address, handle, ctypes.c_uint64)

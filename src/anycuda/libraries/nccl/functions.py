@@ -180,7 +180,7 @@ _FUNCTIONS = {
     "ncclCommSplit": _split,
     "ncclCommFinalize": _finalize,
     "ncclCommDestroy": comms.destroy,
-    "ncclCommAbort": comms.destroy,
+    "ncclCommAbort": comms.abort,
     "ncclCommCount": lambda h, out: _write_int(out, get(h).nranks),
     "ncclCommCuDevice": lambda h, out: _write_int(out, get(h).device),
     "ncclCommUserRank": lambda h, out: _write_int(out, get(h).rank),

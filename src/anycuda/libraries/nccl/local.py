@@ -25,7 +25,27 @@ class LocalGroup:
         self._sends = collections.defaultdict(collections.deque)     # (src, dst) -> posted sends
         self._recvs = collections.defaultdict(collections.deque)
 
+    aborted = None           # the error every posted and later operation finishes with, once aborted
+
+    def abort(self, why: str) -> None:
+        """ncclCommAbort of one rank: what waits for a peer finishes with an error, now and later
+        (a rank that will never come cannot leave the others waiting)."""
+        from .status import NcclError, Result
+        error = NcclError(Result.RemoteError, why)
+        with self._lock:
+            self.aborted = error
+            waiting = [p for parts in self._meetings.values() for p in parts if p is not None]
+            waiting += [p for q in (*self._sends.values(), *self._recvs.values()) for p in q]
+            self._meetings.clear()
+            self._sends.clear()
+            self._recvs.clear()
+        for op in waiting:
+            op.finish(error)
+
     def post(self, op: operations.Operation) -> None:
+        if self.aborted is not None:
+            op.finish(self.aborted)
+            return
         if op.kind in operations.POINT_TO_POINT:
             self._post_transfer(op)
         else:
