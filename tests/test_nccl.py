@@ -485,3 +485,28 @@ def test_abort_releases_peers_waiting_for_the_rank():
     assert (b.raw() == POISON).all()
     for c in r.comms[1:]:
         call("ncclCommDestroy", c)
+
+
+@pytest.mark.parametrize("kind, dtype, op", [("ncclReduceScatter", 9, "avg"), ("ncclReduce", 10, "prod"),
+                                             ("ncclReduceScatter", 1, "max"), ("ncclReduce", 6, "sum"),
+                                             ("ncclReduceScatter", 11, "sum"), ("ncclReduce", 3, "avg")])
+def test_rooted_and_scattered_reductions_of_narrow_and_integer_types(kind, dtype, op, rng):
+    r = Ranks(3)
+    c, root = 19, 1
+    scatter = kind == "ncclReduceScatter"
+    total = 3 * c if scatter else c
+    data = [ref.inputs(rng, dtype, total) for _ in range(3)]
+    sends = [Buf(dtype, total, d) for d in data]
+    recvs = [Buf(dtype, c) for _ in range(3)]
+    extra = (lambda i: (c, dtype, OPS[op])) if scatter else (lambda i: (c, dtype, OPS[op], root))
+    r.each(kind, lambda i: (sends[i].ptr, recvs[i].ptr, *extra(i)))
+    r.sync()
+    want = ref.reduce(data, dtype, op)
+    for i in range(3):
+        if scatter:
+            _same(recvs[i].values(), want[i * c:(i + 1) * c], dtype)
+        elif i == root:
+            _same(recvs[i].values(), want, dtype)
+        else:
+            assert (recvs[i].raw() == POISON).all()
+    r.close()
