@@ -1,7 +1,7 @@
 """The MPI transport: ranks that are processes started by an MPI launcher (mpirun, mpiexec)
 move data through the MPI library, by mpi4py, each stream's work in its own worker thread.
 Where MPI may be called from any thread (MPI_THREAD_MULTIPLE: what anycuda asks for when it
-starts MPI itself) collectives are MPI's blocking calls, its tuned algorithms; where it may not,
+starts MPI itself, and what `anycuda run` asks the program's MPI_Init for) collectives are MPI's blocking calls, its tuned algorithms; where it may not,
 every call is non-blocking and polled under one lock, so one stream's transfer waiting for a
 peer never keeps another stream's from progressing. Large all-reduces and broadcasts go in
 chunks (pipelined, IN_FLIGHT at a time, in the polled form).
@@ -9,7 +9,9 @@ chunks (pipelined, IN_FLIGHT at a time, in the polled form).
 A communicator's processes find each other by its unique id, which names the MPI world rank
 of the process that made it (`id_root`): every member tells that process its NCCL rank, it
 answers every member with the world ranks in NCCL rank order, and the members make their own
-MPI communicator of just them (MPI_Comm_create_group: only members take part).
+MPI communicator of just them (MPI_Comm_create_group: only members take part). The id's
+maker must be a member. Ranks on one machine exchange through the MPI library's own shared
+memory transport.
 
 MPI libraries started with MPI_Init (not MPI_Init_thread(MPI_THREAD_MULTIPLE)) may not be
 called from two threads at once: then anycuda's calls hold one lock (the program's own MPI
