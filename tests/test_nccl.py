@@ -510,3 +510,17 @@ def test_rooted_and_scattered_reductions_of_narrow_and_integer_types(kind, dtype
         else:
             assert (recvs[i].raw() == POISON).all()
     r.close()
+
+
+def test_a_rank_left_waiting_says_what_may_hold_its_peers(monkeypatch, capfd):
+    from anycuda.libraries.nccl import group
+    monkeypatch.setattr(group, "HINT_SECONDS", 0.05)
+    r = Ranks(2)
+    a, b = Buf(7, 4, np.ones(4, np.float32)), Buf(7, 4)
+    call("ncclAllReduce", a.ptr, b.ptr, 4, 7, 0, r.comms[0], r.streams[0])
+    threading.Event().wait(0.3)
+    call("ncclAllReduce", a.ptr, b.ptr, 4, 7, 0, r.comms[1], r.streams[1])      # the peer comes at last
+    r.sync()
+    assert "has waited 0.05 s for the other ranks" in capfd.readouterr().err
+    np.testing.assert_array_equal(b.values(), np.full(4, 2, np.float32))
+    r.close()

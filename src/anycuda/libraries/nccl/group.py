@@ -103,6 +103,22 @@ def _fail(op, error: BaseException) -> None:
         sys.stderr.write(f"anycuda: nccl{op.kind}: {nccl}\n")
 
 
+HINT_SECONDS = 10.0        # a rank waiting this long for its peers says what may hold them
+
+
+def _wait_for_peers(op) -> None:
+    if op.done.wait(HINT_SECONDS):
+        return
+    hint = (f"anycuda: nccl{op.kind} of rank {op.rank} has waited {HINT_SECONDS:g} s for the other ranks of its "
+            "communicator. Ranks of one process whose work shares a stream (the legacy default stream is one "
+            "for every device in anycuda) wait for each other forever: give each rank a stream of its own, "
+            "or call the ranks' collectives in one ncclGroupStart/End\n")
+    if hint not in _said:
+        _said.add(hint)
+        sys.stderr.write(hint)
+    op.done.wait()
+
+
 def _work(ops) -> None:
     """One stream's operations of a group: in-process ones posted (never blocking), MPI ones
     run per communicator, then every posted one waited for."""
@@ -122,6 +138,6 @@ def _work(ops) -> None:
         except BaseException as e:      # noqa: BLE001
             _fail(theirs[0], e)
     for op in posted:
-        op.done.wait()
+        _wait_for_peers(op)
         if op.error is not None:
             _fail(op, op.error)
