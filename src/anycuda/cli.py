@@ -161,6 +161,11 @@ def cmd_run(args) -> int:
         # whether or not NVIDIA's is installed; ANYCUDA_LIBRARIES=1 keeps NVIDIA's. (libcufftw is
         # found on LD_LIBRARY_PATH instead: preloaded, its FFTW names would replace a real FFTW's)
         preload += [os.path.join(paths[0], name) for name in PRELOADED]
+        # anycuda's NCCL calls MPI from its streams' threads while the program calls it from its
+        # own: ask the MPI library for MPI_THREAD_MULTIPLE even when the program's MPI_Init does not
+        # (Open MPI's and MPICH's variables; one the user set stays)
+        env.setdefault("OMPI_MPI_THREAD_LEVEL", "3")
+        env.setdefault("MPIR_CVAR_DEFAULT_THREAD_LEVEL", "MPI_THREAD_MULTIPLE")
     if replaced("PTXAS"):
         # Triton assembles its PTX with the ptxas it is told of: anycuda's keeps the PTX
         env["TRITON_PTXAS_PATH"] = _ptxas_standin()

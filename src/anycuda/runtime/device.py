@@ -1,8 +1,11 @@
 """The CPU as CUDA devices: what they report about themselves.
 
 One device by default, number 0; ANYCUDA_DEVICES=N splits the CPU into N devices so that
-multi-GPU code paths run. The "multiprocessors" are the worker threads that run blocks (one
-per CPU the process may use; ANYCUDA_NUM_THREADS overrides), shared out between the devices
+multi-GPU code paths run. A process an MPI launcher started, with several of its ranks on this
+machine, sees as many devices as there are such ranks (a machine with one GPU per rank: each
+rank picks its own by its local rank, and its device's share of the CPU is its share).
+The "multiprocessors" are the worker threads that run blocks (one per CPU the process may use;
+ANYCUDA_NUM_THREADS overrides), shared out between the devices
 (each gets at least one; a launch on a device uses its share). Host memory is shared out
 the same way: each device reports an equal part of it as its total and counts the device
 memory allocated on it. All devices share one address space.
@@ -111,12 +114,25 @@ def free_memory() -> int:
     return total_memory()
 
 
+# what launchers set to the number of ranks they started on this machine (Open MPI, MPICH's Hydra)
+LOCAL_RANKS_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
+
+
+def _local_ranks() -> int:
+    for name in LOCAL_RANKS_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) >= 1:
+            return int(value)
+    return 1
+
+
 @lru_cache(maxsize=1)
 def device_count() -> int:
-    """How many devices the CPU is split into (ANYCUDA_DEVICES, default 1; read once per process)."""
+    """How many devices the CPU is split into (ANYCUDA_DEVICES; by default 1, or the number of
+    ranks an MPI launcher started on this machine; read once per process)."""
     env = os.environ.get("ANYCUDA_DEVICES", "").strip()
     if not env:
-        return 1
+        return _local_ranks()
     if not env.isdigit() or int(env) < 1:
         raise ValueError(f"ANYCUDA_DEVICES={env!r}: expected a positive number of devices, e.g. 2")
     return int(env)

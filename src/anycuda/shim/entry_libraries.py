@@ -28,12 +28,15 @@ def _say_once(text: str) -> None:
 
 def _argument(ffi, value):
     """A C argument as a Python value: pointers and handles as integers (their address), a char
-    as its code, a cuComplex or cuDoubleComplex passed by value as a complex."""
+    as its code, a cuComplex or cuDoubleComplex passed by value as a complex, an ncclUniqueId
+    as its 128 bytes."""
     if isinstance(value, (int, float)):
         return value
     if isinstance(value, bytes):
         return value[0]
     if ffi.typeof(value).kind == "struct":
+        if ffi.typeof(value).cname == "ncclUniqueId":
+            return bytes(ffi.buffer(ffi.addressof(value)))
         return complex(value.x, value.y)
     return int(ffi.cast("uintptr_t", value))
 

@@ -1,4 +1,4 @@
-"""The builds of anycuda's CUDA libraries (libcublas, libcublasLt, libcufft, libcurand, libcufftw, under each
+"""The builds of anycuda's CUDA libraries (libcublas, libcublasLt, libcufft, libcurand, libcufftw, libnccl, under each
 soname programs ask for), each a cffi-embedded library like libcuda.so.1, sharing its Python.
 
 A library exports every function of its NVIDIA header: those anycuda implements are Python
@@ -47,6 +47,8 @@ LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), 
                     not_supported=(16, "CUFFT_NOT_SUPPORTED")),
              DropIn("curand", "curand", ("libcurand.so.10",), not_started=(203, "CURAND_STATUS_INITIALIZATION_FAILED"),
                     not_supported=(103, "CURAND_STATUS_TYPE_ERROR")),
+             DropIn("nccl", "nccl", ("libnccl.so.2",), not_started=(3, "ncclInternalError"),
+                    not_supported=(5, "ncclInvalidUsage")),
              # FFTW's interface has no status: a planner that cannot answer gives NULL. Not preloaded:
              # it exports FFTW's own names, which would take the place of a real FFTW the program uses
              DropIn("cufftw", "cufftw", ("libcufftw.so.12", "libcufftw.so.11"), not_started=(0, "NULL (no plan)"),
@@ -58,14 +60,16 @@ LIBRARY_SOURCES = tuple(os.path.relpath(path, HERE) for lib in LIBRARIES
                         for path in (lib.names_file, lib.signatures_file))
 
 _C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t", "f": "float",
-            "d": "double", "c": "char", "C": "cuComplex", "Z": "cuDoubleComplex"}
+            "d": "double", "c": "char", "C": "cuComplex", "Z": "cuDoubleComplex", "I": "ncclUniqueId"}
 
 # the by-value types some kinds and results name (cuComplex.h's float2 and double2: same size
 # and the same registers in the calling convention, so the alignment NVIDIA's gives them does not
-# change a call), declared for cffi and for the C compiler alike
+# change a call; NCCL's unique id, 128 bytes passed by value), declared for cffi and for the C
+# compiler alike
 _VALUE_TYPES = """
 typedef struct { float x, y; } cuComplex;
 typedef struct { double x, y; } cuDoubleComplex;
+typedef struct { char internal[128]; } ncclUniqueId;
 """
 
 

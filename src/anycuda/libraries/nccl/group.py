@@ -1,0 +1,143 @@
+"""ncclGroupStart/End and the queueing of operations on their CUDA streams.
+
+Outside a group an operation is queued at once; inside one (per host thread, nested groups
+counting as one) operations wait for the outermost ncclGroupEnd, which queues them per stream:
+one piece of work per stream posts all of that stream's operations, then waits for them all,
+so the group completes as one and ranks whose work shares a stream cannot block each other.
+Communicator creation inside a group (ncclCommInitRank for several devices from one thread,
+ncclCommSplit) runs at ncclGroupEnd, each in its own thread, since each waits for the others.
+
+A failure found while the work runs (ranks disagreeing, MPI failing) is kept as the
+communicator's asynchronous error (ncclCommGetAsyncError) and said once on stderr; the CUDA
+stream goes on, as a GPU's would after a failed NCCL kernel."""
+from __future__ import annotations
+
+import sys
+import threading
+
+from . import local
+from ...driver import api
+from .status import NcclError, Result, note
+
+_local = threading.local()        # .depth, .operations, .deferred
+
+
+def _state():
+    if not hasattr(_local, "depth"):
+        _local.depth, _local.operations, _local.deferred = 0, [], []
+    return _local
+
+
+def start() -> None:
+    _state().depth += 1
+
+
+def end() -> None:
+    st = _state()
+    if st.depth == 0:
+        raise NcclError(Result.InvalidUsage, "ncclGroupEnd without ncclGroupStart")
+    st.depth -= 1
+    if st.depth:
+        return
+    operations, deferred = st.operations, st.deferred
+    st.operations, st.deferred = [], []
+    _run_deferred(deferred)
+    _queue(operations)
+
+
+def in_group() -> bool:
+    return _state().depth > 0
+
+
+def add(op) -> None:
+    """An operation called now: queued, or kept for the group's end."""
+    if in_group():
+        _state().operations.append(op)
+    else:
+        _queue([op])
+
+
+def defer(task) -> bool:
+    """Keep a communicator-creating `task()` for the group's end; False outside a group."""
+    if not in_group():
+        return False
+    _state().deferred.append(task)
+    return True
+
+
+def _run_deferred(tasks) -> None:
+    errors = []
+
+    def run(task):
+        try:
+            task()
+        except BaseException as e:      # noqa: BLE001 -- answered by ncclGroupEnd
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _queue(operations) -> None:
+    by_stream = {}
+    for op in operations:
+        by_stream.setdefault(op.stream, []).append(op)
+    for stream, ops in by_stream.items():
+        api.submit(stream, _work, ops)
+
+
+_said = set()
+
+
+def _fail(op, error: BaseException) -> None:
+    nccl = error if isinstance(error, NcclError) else NcclError(Result.InternalError,
+                                                                f"{type(error).__name__}: {error}")
+    op.comm.fail(nccl)
+    note(str(nccl))
+    if str(nccl) not in _said:
+        _said.add(str(nccl))
+        sys.stderr.write(f"anycuda: nccl{op.kind}: {nccl}\n")
+
+
+HINT_SECONDS = 10.0        # a rank waiting this long for its peers says what may hold them
+
+
+def _wait_for_peers(op) -> None:
+    if op.done.wait(HINT_SECONDS):
+        return
+    hint = (f"anycuda: nccl{op.kind} of rank {op.rank} has waited {HINT_SECONDS:g} s for the other ranks of its "
+            "communicator. Ranks of one process whose work shares a stream (the legacy default stream is one "
+            "for every device in anycuda) wait for each other forever: give each rank a stream of its own, "
+            "or call the ranks' collectives in one ncclGroupStart/End\n")
+    if hint not in _said:
+        _said.add(hint)
+        sys.stderr.write(hint)
+    op.done.wait()
+
+
+def _work(ops) -> None:
+    """One stream's operations of a group: in-process ones posted (never blocking), MPI ones
+    run per communicator, then every posted one waited for."""
+    posted, remote = [], {}
+    for op in ops:             # a graph replays the same operations: each run starts unfinished
+        op.done.clear()
+        op.error = None
+    for op in ops:
+        if isinstance(op.comm.transport, local.LocalGroup):
+            op.comm.transport.post(op)
+            posted.append(op)
+        else:
+            remote.setdefault(op.comm, []).append(op)
+    for comm, theirs in remote.items():
+        try:
+            comm.transport.run(theirs)
+        except BaseException as e:      # noqa: BLE001
+            _fail(theirs[0], e)
+    for op in posted:
+        _wait_for_peers(op)
+        if op.error is not None:
+            _fail(op, op.error)

@@ -1,0 +1,299 @@
+"""The MPI transport: ranks that are processes started by an MPI launcher (mpirun, mpiexec)
+move data through the MPI library, by mpi4py, each stream's work in its own worker thread.
+Where MPI may be called from any thread (MPI_THREAD_MULTIPLE: what anycuda asks for when it
+starts MPI itself, and what `anycuda run` asks the program's MPI_Init for) collectives are MPI's blocking calls, its tuned algorithms; where it may not,
+every call is non-blocking and polled under one lock, so one stream's transfer waiting for a
+peer never keeps another stream's from progressing. Large all-reduces and broadcasts go in
+chunks (pipelined, IN_FLIGHT at a time, in the polled form).
+
+A communicator's processes find each other by its unique id, which names the MPI world rank
+of the process that made it (`id_root`): every member tells that process its NCCL rank, it
+answers every member with the world ranks in NCCL rank order, and the members make their own
+MPI communicator of just them (MPI_Comm_create_group: only members take part). The id's
+maker must be a member. Ranks on one machine exchange through the MPI library's own shared
+memory transport.
+
+MPI libraries started with MPI_Init (not MPI_Init_thread(MPI_THREAD_MULTIPLE)) may not be
+called from two threads at once: then anycuda's calls hold one lock (the program's own MPI
+calls on other threads are its business)."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+
+import numpy as np
+
+from . import reduction, types
+from .status import NcclError, Result
+
+# the variables launchers set in the processes they start (Open MPI, PMIx, MPICH/Hydra, Slurm's PMI)
+LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS")
+CHUNK_BYTES = 4 << 20             # an all-reduce or broadcast larger than this goes in pieces
+IN_FLIGHT = 2                     # pieces in flight at once
+SPIN_SECONDS = 0.05               # a wait tests without pausing this long first
+_TAG_BASE = 0x5A00                # tags of the joining messages, below MPI's guaranteed 32767
+
+_lock = threading.RLock()
+_serialise = [None]               # whether calls must hold _lock (known once MPI is started)
+
+
+def launched() -> bool:
+    """Whether this process was started by an MPI launcher."""
+    return any(v in os.environ for v in LAUNCHER_VARIABLES)
+
+
+_started = []                     # mpi4py's MPI once started (asked for on every call)
+
+
+def mpi():
+    """mpi4py's MPI, started (anycuda starts it with MPI_THREAD_MULTIPLE if the program has not)."""
+    if _started:
+        return _started[0]
+    if not launched():
+        raise NcclError(Result.SystemError, "ranks in several processes exchange data through MPI: start the "
+                        "processes with mpirun or mpiexec (this one was not started by an MPI launcher)")
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise NcclError(Result.SystemError, "ranks in several processes exchange data through MPI: install "
+                        f"mpi4py (pip install mpi4py) and start the processes with mpirun ({e})") from None
+    if not MPI.Is_initialized():
+        MPI.Init_thread(MPI.THREAD_MULTIPLE)
+    if _serialise[0] is None:
+        _serialise[0] = MPI.Query_thread() < MPI.THREAD_MULTIPLE
+    _started.append(MPI)
+    return MPI
+
+
+@contextlib.contextmanager
+def _held():
+    if _serialise[0]:
+        with _lock:
+            yield
+    else:
+        yield
+
+
+def _call(fn, *args):
+    with _held():
+        return fn(*args)
+
+
+def wait(requests) -> None:
+    """Poll requests to completion, never holding the lock while waiting. MPI progresses a
+    non-blocking collective only inside its calls, so the first SPIN_SECONDS test without
+    pausing (as MPI's own blocking calls do); a longer wait then pauses between tests."""
+    MPI = mpi()
+    started = time.perf_counter()
+    pause = 0.0
+    while True:
+        with _held():
+            if MPI.Request.Testall(requests):
+                return
+        if time.perf_counter() - started > SPIN_SECONDS:
+            time.sleep(pause)
+            pause = min(pause + 1e-5, 1e-3)
+
+
+def collective(comm, name: str, *args) -> None:
+    """MPI collective `name` (mpi4py's name of the blocking call): the blocking call itself when
+    MPI may be called from any thread (MPI's own tuned algorithms), else its non-blocking form
+    polled (a blocking call would hold the lock until every peer came)."""
+    if _serialise[0]:
+        wait([_call(getattr(comm, "I" + name[0].lower() + name[1:]), *args)])
+    else:
+        getattr(comm, name)(*args)
+
+
+def world_rank() -> int:
+    return mpi().COMM_WORLD.Get_rank()
+
+
+def _tag(key: bytes) -> int:
+    return _TAG_BASE + int.from_bytes(hashlib.sha256(key).digest()[:2], "little") % 0x1000
+
+
+def join(key: bytes, id_root: int, nranks: int, rank: int):
+    """This process's MPI communicator of the ranks joining by unique id `key` (in NCCL rank order)."""
+    MPI = mpi()
+    world, me, tag = MPI.COMM_WORLD, MPI.COMM_WORLD.Get_rank(), _tag(key)
+    if not 0 <= id_root < world.Get_size():
+        raise NcclError(Result.InvalidArgument, f"the unique id names MPI rank {id_root} of {world.Get_size()}")
+    mine = np.array([rank, nranks, me], np.int64)
+    requests = [_call(world.Isend, mine, id_root, tag)]
+    if me == id_root:
+        table = np.full(nranks, -1, np.int64)
+        for _ in range(nranks):
+            got = np.empty(3, np.int64)
+            wait([_call(world.Irecv, got, MPI.ANY_SOURCE, tag)])
+            if got[1] != nranks or not 0 <= got[0] < nranks or table[got[0]] >= 0:
+                raise NcclError(Result.InvalidUsage, f"MPI rank {got[2]} joins as rank {got[0]} of {got[1]}")
+            table[got[0]] = got[2]
+        requests += [_call(world.Isend, table, int(w), tag + 1) for w in table]
+    table = np.empty(nranks, np.int64)
+    requests.append(_call(world.Irecv, table, id_root, tag + 1))
+    wait(requests)
+    with _held():
+        group = world.Get_group().Incl([int(w) for w in table])
+        comm = world.Create_group(group, tag)
+        group.Free()
+    return comm
+
+
+def split(comm, color: int, key: int):
+    """MPI_Comm_split of a communicator's MPI communicator (None for NCCL_SPLIT_NOCOLOR)."""
+    MPI = mpi()
+    with _held():
+        new = comm.Split(MPI.UNDEFINED if color < 0 else color, key)
+    return None if new == MPI.COMM_NULL else new
+
+
+_MPI_OPS = {reduction.RedOp.Sum: "SUM", reduction.RedOp.Prod: "PROD", reduction.RedOp.Max: "MAX",
+            reduction.RedOp.Min: "MIN"}
+
+
+class MpiGroup:
+    """One communicator's transport between processes."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.nranks = comm.Get_size()
+
+    # ---- reductions: widened, pre-scaled for averages and PreMulSum, reduced by MPI's SUM
+    def _prepared(self, op, values: np.ndarray):
+        """(values to hand MPI, MPI operation, what to do to the reduced values after)."""
+        MPI, dt = mpi(), op.dtype
+        if op.op in _MPI_OPS:
+            return values, getattr(MPI, _MPI_OPS[op.op]), None
+        if op.op == reduction.RedOp.Avg and not types.is_float(dt):
+            return values, MPI.SUM, lambda total: reduction.int_average(total, self.nranks)
+        factor = (1.0 / self.nranks) if op.op == reduction.RedOp.Avg else op.comm.created[op.op].value()
+        with np.errstate(over="ignore", invalid="ignore"):
+            return values * np.asarray(factor).astype(values.dtype), MPI.SUM, None
+
+    def _direct(self, op) -> bool:
+        """Whether MPI can reduce the stored elements themselves (no widening, no scaling)."""
+        return op.dtype not in types.WIDENED and op.op in _MPI_OPS
+
+    def _all_reduce_in_place(self, op) -> None:
+        """An all-reduce MPI does on the buffers themselves, in pieces (MPI_IN_PLACE when the
+        program's send and receive buffers are one)."""
+        MPI = mpi()
+        mpi_op = getattr(MPI, _MPI_OPS[op.op])
+        recv = op.view(op.recv, op.count)
+        if op.send == op.recv:
+            self._pieces("Allreduce", lambda _a, b: (MPI.IN_PLACE, b, mpi_op), recv, recv)
+        else:
+            self._pieces("Allreduce", lambda a, b: (a, b, mpi_op), op.view(op.send, op.count), recv)
+
+    def _reduce_into(self, op, count: int, root: int = None, scatter: bool = False) -> None:
+        MPI, dt = mpi(), op.dtype
+        if root is None and not scatter and self._direct(op):
+            self._all_reduce_in_place(op)
+            return
+        total = count * self.nranks if scatter else count
+        size = types.storage(dt).itemsize
+        overlap = op.send < op.recv + count * size and op.recv < op.send + total * size
+        if self._direct(op) and not overlap and (root is None or op.rank == root):
+            # MPI reduces the stored elements straight into the receive buffer
+            mpi_op = getattr(MPI, _MPI_OPS[op.op])
+            send, recv = op.view(op.send, total), op.view(op.recv, count)
+            if scatter:
+                collective(self.comm, "Reduce_scatter_block", send, recv, mpi_op)
+            else:
+                collective(self.comm, "Reduce", send, recv, mpi_op, root)
+            return
+        values = types.widen(dt, op.view(op.send, total))
+        values, mpi_op, after = self._prepared(op, values)
+        result = np.empty(count, values.dtype)
+        if scatter:
+            collective(self.comm, "Reduce_scatter_block", values, result, mpi_op)
+        elif root is None:
+            self._pieces("Allreduce", lambda a, b: (a, b, mpi_op), values, result)
+        else:
+            collective(self.comm, "Reduce", values, result, mpi_op, root)
+            if op.rank != root:
+                return
+        if after is not None:
+            result = after(result)
+        types.narrow(dt, op.view(op.recv, count), result)
+
+    def _pieces(self, name: str, arguments, send: np.ndarray, recv: np.ndarray) -> None:
+        """Collective `name` over pieces of CHUNK_BYTES, its arguments(send piece, recv piece):
+        non-blocking, IN_FLIGHT at a time, where MPI calls are serialised; else one after another."""
+        step = max(1, CHUNK_BYTES // max(1, send.itemsize))
+        pieces = [(send[at:at + step], recv[at:at + step]) for at in range(0, len(send), step)]
+        if not _serialise[0]:
+            for a, b in pieces:
+                getattr(self.comm, name)(*arguments(a, b))
+            return
+        start = getattr(self.comm, "I" + name[0].lower() + name[1:])
+        pending = []
+        for a, b in pieces:
+            pending.append(_call(start, *arguments(a, b)))
+            if len(pending) >= IN_FLIGHT:
+                wait(pending[:1])
+                pending = pending[1:]
+        wait(pending)
+
+    # ---- the collectives
+    def AllReduce(self, op):
+        self._reduce_into(op, op.count)
+
+    def Reduce(self, op):
+        self._reduce_into(op, op.count, root=op.root)
+
+    def ReduceScatter(self, op):
+        self._reduce_into(op, op.count, scatter=True)
+
+    def Broadcast(self, op):
+        buf = op.view(op.recv, op.count)
+        if op.rank == op.root and op.send != op.recv:
+            buf[:] = op.view(op.send, op.count)
+        raw = buf.view(np.uint8)
+        self._pieces("Bcast", lambda a, _b: (a, op.root), raw, raw)
+
+    def AllGather(self, op):
+        n, c = self.nranks, op.count
+        mine = op.view(op.send, c).copy()
+        collective(self.comm, "Allgather", mine.view(np.uint8), op.view(op.recv, n * c).view(np.uint8))
+
+    def AlltoAll(self, op):
+        n, c = self.nranks, op.count
+        sent = op.view(op.send, n * c).copy()
+        collective(self.comm, "Alltoall", sent.view(np.uint8), op.view(op.recv, n * c).view(np.uint8))
+
+    def Gather(self, op):
+        n, c = self.nranks, op.count
+        mine = op.view(op.send, c).copy().view(np.uint8)
+        into = op.view(op.recv, n * c).view(np.uint8) if op.rank == op.root else None
+        collective(self.comm, "Gather", mine, into, op.root)
+
+    def Scatter(self, op):
+        n, c = self.nranks, op.count
+        sent = op.view(op.send, n * c).copy().view(np.uint8) if op.rank == op.root else None
+        collective(self.comm, "Scatter", sent, op.view(op.recv, c).view(np.uint8), op.root)
+
+    # ---- a stream's operations of this communicator
+    def run(self, ops: list) -> None:
+        """Collectives in order (every rank issues them in the same order), then the group's
+        sends and receives all at once (so their order among ranks cannot deadlock)."""
+        transfers = []
+        for op in ops:
+            try:
+                if op.kind == "Send":
+                    transfers.append(_call(self.comm.Isend, op.view(op.send, op.count).view(np.uint8), op.root, 0x77))
+                elif op.kind == "Recv":
+                    transfers.append(_call(self.comm.Irecv, op.view(op.recv, op.count).view(np.uint8), op.root, 0x77))
+                elif op.count:
+                    getattr(self, op.kind)(op)
+            except NcclError:
+                raise
+            except Exception as e:        # noqa: BLE001 -- MPI's failure: the communicator's asynchronous error
+                raise NcclError(Result.RemoteError, f"{op.kind} through MPI: {e}") from e
+        if transfers:
+            wait(transfers)
+

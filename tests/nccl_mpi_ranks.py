@@ -1,0 +1,183 @@
+"""One rank of tests/test_nccl_mpi.py, started by mpirun: anycuda's NCCL over MPI, called as its
+C entry points are. Every rank makes every rank's inputs from the shared seed (rank r's from
+seed + r), so each checks its own results against numpy. Prints "rank R ok" at the end.
+Usage: mpirun -np N python nccl_mpi_ranks.py SEED"""
+import ctypes
+import os
+import socket
+import sys
+import threading
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from mpi4py import MPI                                   # noqa: E402 -- started here, as a program would
+
+import anycuda as ac                                     # noqa: E402
+from anycuda.driver import api                           # noqa: E402
+from anycuda.libraries.nccl import functions             # noqa: E402
+from anycuda.libraries.nccl.status import NcclError, Result     # noqa: E402
+from library_calls import caller, peek, stream_handle   # noqa: E402
+import nccl_reference as ref                             # noqa: E402
+
+call = caller(functions.table())
+world = MPI.COMM_WORLD
+rank, n = world.Get_rank(), world.Get_size()
+seed = int(sys.argv[1])
+_kept = []
+
+
+def buf(dtype, count, values=None):
+    mem = ac.Memory(max(1, count * np.dtype(ref.STORAGE[dtype]).itemsize))
+    _kept.append(mem)
+    view = np.frombuffer((ctypes.c_char * (count * np.dtype(ref.STORAGE[dtype]).itemsize)).from_address(mem.ptr),
+                         ref.STORAGE[dtype])
+    view.view(np.uint8)[:] = 0xA5
+    if values is not None:
+        view[:] = values
+    return mem.ptr, view
+
+
+def inputs(dtype, count, salt=0):
+    """Every rank's inputs, the same on every rank."""
+    return [ref.inputs(np.random.default_rng([seed, salt, r]), dtype, count) for r in range(n)]
+
+
+raw = (ctypes.c_char * 128)()
+if rank == 0:
+    call("ncclGetUniqueId", ctypes.addressof(raw))
+uid = world.bcast(bytes(raw) if rank == 0 else None, root=0)
+out = ctypes.c_uint64()
+call("ncclCommInitRank", ctypes.addressof(out), n, uid, rank)
+comm = out.value
+stream = stream_handle(ac.Stream())
+
+
+def sync():
+    api.wait_for_stream(stream)
+
+
+def same(got, want, dtype):
+    if np.dtype(ref.STORAGE[dtype]).kind == "f" and dtype not in ref.NARROW:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    elif dtype in ref.NARROW:                        # MPI may sum in another order: one rounding step apart
+        a, b = ref.widen(got, dtype), ref.widen(want, dtype)
+        np.testing.assert_allclose(a, b, rtol=0.07 if dtype in (10, 11) else 0.01, atol=0.07)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+# 1. every type with every operation (all-reduce), and a PreMulSum
+for i, (dtype, op) in enumerate((d, o) for d in range(12) for o in ("sum", "prod", "max", "min", "avg")):
+    c = 57
+    data = inputs(dtype, c, i)
+    s, _ = buf(dtype, c, data[rank])
+    r, got = buf(dtype, c)
+    call("ncclAllReduce", s, r, c, dtype, {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}[op], comm, stream)
+    sync()
+    same(got, ref.reduce(data, dtype, op), dtype)
+
+for dtype in (7, 9):
+    c = 21
+    data = inputs(dtype, c, 99)
+    factor = ref.narrow(np.array([1.5], np.float32), dtype)
+    pre = ctypes.c_int()
+    call("ncclRedOpCreatePreMulSum", ctypes.addressof(pre), factor.ctypes.data, dtype, 1, comm)
+    s, _ = buf(dtype, c, data[rank])
+    r, got = buf(dtype, c)
+    call("ncclAllReduce", s, r, c, dtype, pre.value, comm, stream)
+    sync()
+    same(got, ref.reduce(data, dtype, "premulsum", ref.widen(factor, dtype)[0]), dtype)
+    call("ncclRedOpDestroy", pre.value, comm)
+
+# 2. every collective once (float32 and int64), large all-reduce in pieces, in place
+c, root = 33, n - 1
+f = inputs(7, n * c, 100)
+mine = [d[:c] for d in f]
+s, _ = buf(7, c, mine[rank])
+r, got = buf(7, c)
+call("ncclBroadcast", s, r, c, 7, root, comm, stream); sync()
+np.testing.assert_array_equal(got, mine[root])
+r, got = buf(7, c)
+call("ncclReduce", s, r, c, 7, 2, root, comm, stream); sync()
+if rank == root:
+    np.testing.assert_array_equal(got, np.maximum.reduce(mine))
+else:
+    assert (got.view(np.uint32) == 0xA5A5A5A5).all()
+r, got = buf(7, n * c)
+call("ncclAllGather", s, r, c, 7, comm, stream); sync()
+np.testing.assert_array_equal(got, np.concatenate(mine))
+whole, _ = buf(7, n * c, f[rank])
+r, got = buf(7, c)
+call("ncclReduceScatter", whole, r, c, 7, 0, comm, stream); sync()
+np.testing.assert_allclose(got, sum(f)[rank * c:(rank + 1) * c], rtol=1e-5, atol=1e-5)
+r, got = buf(7, n * c)
+call("ncclAlltoAll", whole, r, c, 7, comm, stream); sync()
+np.testing.assert_array_equal(got, np.concatenate([f[j][rank * c:(rank + 1) * c] for j in range(n)]))
+r, got = buf(7, n * c)
+call("ncclGather", s, r, c, 7, root, comm, stream); sync()
+if rank == root:
+    np.testing.assert_array_equal(got, np.concatenate(mine))
+r, got = buf(7, c)
+call("ncclScatter", whole, r, c, 7, root, comm, stream); sync()
+np.testing.assert_array_equal(got, f[root][rank * c:(rank + 1) * c])
+big = 3_000_000                                          # 24 MB of doubles: several pieces
+b, got = buf(4, big, np.arange(big, dtype=np.int64) * (rank + 1))
+call("ncclAllReduce", b, b, big, 4, 0, comm, stream); sync()          # in place
+assert np.array_equal(got, np.arange(big, dtype=np.int64) * (n * (n + 1) // 2))
+ip, got = buf(7, n * c)
+got[rank * c:(rank + 1) * c] = mine[rank]
+call("ncclAllGather", ip + rank * c * 4, ip, c, 7, comm, stream); sync()      # in place
+np.testing.assert_array_equal(got, np.concatenate(mine))
+
+# 3. a group: a ring of sends and receives, issued in opposite orders on even and odd ranks
+vals = inputs(4, 200, 7)
+s, _ = buf(4, 200, vals[rank])
+r, got = buf(4, 200)
+pair = [("ncclSend", s, (rank + 1) % n), ("ncclRecv", r, (rank - 1) % n)]
+call("ncclGroupStart")
+for name, ptr, peer in (pair if rank % 2 else pair[::-1]):
+    call(name, ptr, 200, 4, peer, comm, stream)
+call("ncclGroupEnd")
+sync()
+np.testing.assert_array_equal(got, vals[(rank - 1) % n])
+
+# 4. stream order: the collective waits for a copy queued before it, and not the host
+gate = threading.Event()
+api._get(stream, api.StreamHandle).stream.enqueue(gate.wait)
+host = np.full(16, rank + 1.0, np.float32)
+s, _ = buf(7, 16)
+r, got = buf(7, 16)
+api.cuMemcpyAsync(s, host.ctypes.data, host.nbytes, stream)
+call("ncclAllReduce", s, r, 16, 7, 0, comm, stream)
+assert (peek(r, 16, np.uint32) == 0xA5A5A5A5).all()
+host[:] = -100                  # the copy has not run yet: it reads these, and the all-reduce its result
+gate.set()
+sync()
+assert np.allclose(got, -100 * n), got
+
+# 5. errors: synchronous argument rules
+for args, status in [(("ncclAllReduce", s, r, 16, 7, 0, comm, stream), None),
+                     (("ncclBroadcast", s, r, 16, 7, n, comm, stream), Result.InvalidArgument),
+                     (("ncclAllReduce", s, r, 16, 13, 0, comm, stream), Result.InvalidArgument)]:
+    try:
+        call(*args)
+        assert status is None
+    except NcclError as e:
+        assert e.status == status, e
+sync()
+
+# 6. a split: even and odd ranks
+new = ctypes.c_uint64()
+call("ncclCommSplit", comm, rank % 2, rank, ctypes.addressof(new), 0)
+cnt = ctypes.c_int()
+call("ncclCommCount", new.value, ctypes.addressof(cnt))
+assert cnt.value == len(range(rank % 2, n, 2))
+s, _ = buf(2, 4, np.full(4, rank, np.int32))
+r, got = buf(2, 4)
+call("ncclAllReduce", s, r, 4, 2, 0, new.value, stream); sync()
+assert (got == sum(range(rank % 2, n, 2))).all()
+call("ncclCommDestroy", new.value)
+call("ncclCommDestroy", comm)
+print(f"rank {rank} ok on {socket.gethostname()} {os.readlink('/proc/self/ns/net')}", flush=True)

