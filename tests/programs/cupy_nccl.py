@@ -18,7 +18,8 @@ for d in range(3):
         xs.append(cp.asarray(data[d]))
         ys.append(cp.full(n, cp.nan, cp.float32))
         gathered.append(cp.full(3 * n, cp.nan, cp.float32))
-        streams.append(cp.cuda.Stream(non_blocking=True))
+        # blocking streams: their all-gather reads what the all-reduce on the legacy stream wrote
+        streams.append(cp.cuda.Stream())
 nccl.groupStart()
 for d in range(3):
     with cp.cuda.Device(d):
