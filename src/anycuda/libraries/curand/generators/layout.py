@@ -48,3 +48,25 @@ class Layout:
     def grouped(self, group: int) -> "Layout":
         """The layout for units of `group` words (at least the generator's own group)."""
         return Layout(self.streams, max(self.group, group))
+
+
+class RowsEngine:
+    """An engine that makes whole rows (every thread's next words): `_start(step)` gives every
+    thread's state at a step, `_run(*state, count)` the next `count` words of each and the
+    states after them. Calls take their words through a claim (threads.py); `words` reads
+    this plain layout."""
+    unit_results, step_words = 0, 1                   # threads take words (threads.py)
+
+    def rows(self, first: int, last: int) -> np.ndarray:
+        """Words [first, last) of every thread's stream, (last - first, T)."""
+        block, *state = self._run(*self._start(first), last - first)
+        self._row = (last, *state)                    # where the next call most often goes on
+        return block
+
+    def claim_words(self, claim) -> np.ndarray:
+        return claim.unit_words(self)
+
+    def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
+        layout = self.layout.grouped(group)
+        first, last, _ = layout.steps(start, count)
+        return layout.gather(self.rows(first, last), start, count)

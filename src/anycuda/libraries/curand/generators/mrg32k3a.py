@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kinds import Ordering
-from .layout import Layout
+from .layout import Layout, RowsEngine
 
 M1, M2 = 4294967087, 4294944443
 A1 = ((0, 1, 0), (0, 0, 1), (M1 - 810728, 1403580, 0))
@@ -114,11 +114,11 @@ def device_sequence(seed: int, subsequence: int, offset: int, count: int) -> np.
 LEGACY_STREAMS, STREAMS = 4096, 81920
 
 
-class Engine:
+class Engine(RowsEngine):
     """MRG32k3a for the host API: subsequences of 2^76 interleaved one result at a time.
     Its words are the raw results r (distributions scale r, not the 32-bit bits)."""
     word = "mrg"
-    unit_results, step_words = 0, 1                   # threads take words (threads.py)
+    _run = staticmethod(run)
 
     def __init__(self, seed: int, ordering: int):
         self.seed = seed
@@ -135,18 +135,3 @@ class Engine:
             b1, b2 = np.concatenate([b1, n1]), np.concatenate([b2, n2])
         b1, b2 = b1[:self.layout.streams], b2[:self.layout.streams]
         return skip(b1, b2, step) if step else (b1, b2)
-
-    def rows(self, first: int, last: int) -> np.ndarray:
-        """Raw results [first, last) of every thread's stream, (last - first, T)."""
-        s1, s2 = self._start(first)
-        block, s1, s2 = run(s1, s2, last - first)
-        self._row = (last, s1, s2)
-        return block
-
-    def claim_words(self, claim) -> np.ndarray:
-        return claim.unit_words(self)
-
-    def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
-        layout = self.layout.grouped(group)
-        first, last, _ = layout.steps(start, count)
-        return layout.gather(self.rows(first, last), start, count)

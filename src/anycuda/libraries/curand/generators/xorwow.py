@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from .layout import Layout
+from .layout import Layout, RowsEngine
 
 WEYL = 362437
 SUBSEQUENCE_BITS = 67
@@ -114,12 +114,12 @@ def device_sequence(seed: int, subsequence: int, offset: int, count: int) -> np.
     return run(words[None, :], np.array([d], np.uint32), count)[0][:, 0]
 
 
-class Engine:
+class Engine(RowsEngine):
     """XORWOW for the host API: 4096 subsequences interleaved one result at a time (every
     ordering but SEEDED; SEEDED gives stream t its own seed instead of a skip-ahead)."""
     layout = Layout(streams=4096)
     word = "bits"
-    unit_results, step_words = 0, 1                   # threads take words (threads.py)
+    _run = staticmethod(run)
 
     def __init__(self, seed: int, ordering: int):
         self.seed, self.seeded_ordering = seed, ordering == 102
@@ -142,18 +142,3 @@ class Engine:
             d0 = np.full(t, d, np.uint32)
         words = apply(skip_matrix(step), base) if step else base
         return words, (d0 + np.uint32((WEYL * step) & _M32)).astype(np.uint32)
-
-    def rows(self, first: int, last: int) -> np.ndarray:
-        """Words [first, last) of every thread's stream, (last - first, T)."""
-        words, d = self._start(first)
-        block, words, d = run(words, d, last - first)
-        self._row = (last, words, d)
-        return block
-
-    def claim_words(self, claim) -> np.ndarray:
-        return claim.unit_words(self)
-
-    def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
-        layout = self.layout.grouped(group)
-        first, last, _ = layout.steps(start, count)
-        return layout.gather(self.rows(first, last), start, count)
