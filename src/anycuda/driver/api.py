@@ -366,19 +366,19 @@ def _check_live(ptr: int) -> None:
 def cuMemcpy(dst: int, src: int, n: int) -> None:
     """A blocking copy: returns when it is done (device printf is flushed then, as CUDA does)."""
     _require_context()
-    default_stream.call(memory.memcpy, dst, src, n)
+    _null_stream().call(memory.memcpy, dst, src, n)
 
 
 @_faults_are_sticky
 def cuMemsetD8(dst: int, value: int, n: int) -> None:
     _require_context()
-    default_stream.call(memory.memset, dst, value, n)
+    _null_stream().call(memory.memset, dst, value, n)
 
 
 @_faults_are_sticky
 def cuMemsetD32(dst: int, value: int, n: int) -> None:
     _require_context()
-    default_stream.call(memory.fill, dst, value, n, 4)
+    _null_stream().call(memory.fill, dst, value, n, 4)
 
 
 def cuMemGetInfo() -> tuple:
@@ -758,10 +758,37 @@ class EventHandle:
 CU_STREAM_LEGACY, CU_STREAM_PER_THREAD = 1, 2
 
 
+# .per_thread: the call came in through a per-thread entry point (cuLaunchKernel_ptsz,
+# cuMemcpyHtoD_v2_ptds...: what `nvcc --default-stream per-thread` makes the CUDA runtime call)
+_calling = threading.local()
+
+
+def call_with_per_thread_default(fn, *args):
+    """fn(*args) with stream 0 and the blocking copies and memsets meaning the calling
+    thread's per-thread default stream instead of the legacy one."""
+    before = getattr(_calling, "per_thread", False)
+    _calling.per_thread = True
+    try:
+        return fn(*args)
+    finally:
+        _calling.per_thread = before
+
+
+def _null_stream():
+    """What stream 0 means for this call: the legacy default stream, or the calling thread's
+    per-thread default stream on the current device (see call_with_per_thread_default)."""
+    if getattr(_calling, "per_thread", False):
+        return per_thread_stream(_current_device())
+    return default_stream
+
+
 def _stream(stream: int):
-    """The stream a handle names: 0 and CU_STREAM_LEGACY are the legacy default stream;
-    CU_STREAM_PER_THREAD the calling thread's per-thread default stream on the current device."""
-    if stream in (0, CU_STREAM_LEGACY):
+    """The stream a handle names: CU_STREAM_LEGACY is the legacy default stream;
+    CU_STREAM_PER_THREAD the calling thread's per-thread default stream on the current device;
+    0 either of them (_null_stream)."""
+    if stream == 0:
+        return _null_stream()
+    if stream == CU_STREAM_LEGACY:
         return default_stream
     if stream == CU_STREAM_PER_THREAD:
         return per_thread_stream(_current_device())
@@ -1426,12 +1453,12 @@ def _capturing(stream: int):
 def submit(stream, fn, *args, on_skip=None) -> None:
     """Work for a stream: run in stream order, or recorded when the stream is capturing.
     `on_skip()` runs instead when the stream skips the work after an unreported error.
-    Stream None: blocking work on the legacy default stream (a cuMemcpy, cuMemsetD8), which
+    Stream None: blocking work on the default stream (a cuMemcpy, cuMemsetD8; _null_stream), which
     returns when it is done and reports the error the stream kept."""
     if profile.ENABLED:                  # a library call's work, timed under its name
         fn = profile.timed(fn)
     if stream is None:
-        default_stream.call(fn, *args)
+        _null_stream().call(fn, *args)
         return
     graph = _capturing(stream)
     if graph is not None:
