@@ -1,0 +1,73 @@
+"""Programs built with `nvcc --default-stream per-thread`: NVIDIA's runtime (static or shared)
+then calls the per-thread driver entry points (cuLaunchKernel_ptsz, cuMemcpyHtoD_v2_ptds...,
+handed out by cuGetProcAddress under CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), where
+stream 0 is the calling host thread's own stream. Eight host threads get the serial results
+computed here; a kernel that waits for a flag set by another thread's later kernel finishes
+only when the two default streams are independent, and the same program built without the
+flag (the legacy default stream, shared) still answers, reporting "serialised" instead."""
+import subprocess
+
+import numpy as np
+import pytest
+from test_binaries import HERE, MODES, NVCC, _require, run
+
+pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) on PATH")
+
+PER_THREAD = MODES["ptds"]
+BUILDS = {
+    "legacy": [],
+    "ptds": PER_THREAD,
+    "ptds-shared": PER_THREAD + MODES["shared"],
+    "ptds-macro": ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"],     # the macro --default-stream sets
+}
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    """program(build) -> tests/programs/per_thread_default.cu built by nvcc that way (once)."""
+    out = tmp_path_factory.mktemp("per_thread")
+    built = {}
+
+    def build(kind: str):
+        _require("shared" if "shared" in kind else "static")
+        if kind not in built:
+            exe = out / f"per_thread_default-{kind}"
+            r = subprocess.run([NVCC, *BUILDS[kind], "-o", str(exe), str(HERE / "programs" / "per_thread_default.cu")],
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr
+            built[kind] = exe
+        return built[kind]
+    return build
+
+
+def expected_checksum(t: int, seed: int, n: int, rounds: int) -> int:
+    """What rounds_of() in the program computes, in numpy (uint32 arithmetic wraps as in C)."""
+    i = np.arange(n, dtype=np.uint32)
+    x = (np.uint32(seed) + np.uint32(7919 * t) + i) * np.uint32(2654435761)
+    y = np.zeros(n, np.uint32)
+    for r in range(rounds):
+        x = x * np.uint32(2 * r + 1) + np.uint32(t) + i
+        if r % 4 == 1:
+            y = x.copy()
+        if r % 4 == 3:
+            x = x ^ y[::-1]
+        if r % 5 == 4:
+            x[r:r + 3] = 0xFFFFFFFF
+    weights = (i % 13 + 1).astype(np.uint64)
+    return int(((x ^ i).astype(np.uint64) * weights).sum())
+
+
+@pytest.mark.parametrize("kind", list(BUILDS))
+def test_eight_host_threads_on_their_default_streams_get_the_serial_results(program, kind):
+    seed, threads, rounds = int(np.random.default_rng().integers(1, 2**31)), 8, 24
+    r = run(program(kind), "rounds", seed, threads, rounds)
+    want = [f"thread {t} {expected_checksum(t, seed, 1000 + 37 * t, rounds)}" for t in range(threads)]
+    assert r.stdout.splitlines() == want
+
+
+@pytest.mark.parametrize("kind, verdict", [("ptds", "independent"), ("ptds-shared", "independent"),
+                                           ("ptds-macro", "independent"), ("legacy", "serialised")])
+def test_default_streams_of_two_threads_are_independent_only_per_thread(program, kind, verdict):
+    """A waits at most 3 s for B's flag; B's kernel is launched after A's launch returned."""
+    r = run(program(kind), "independence", 3000)
+    assert r.stdout.splitlines() == [f"{verdict} flag 1"]
