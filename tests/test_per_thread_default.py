@@ -71,3 +71,35 @@ def test_default_streams_of_two_threads_are_independent_only_per_thread(program,
     """A waits at most 3 s for B's flag; B's kernel is launched after A's launch returned."""
     r = run(program(kind), "independence", 3000)
     assert r.stdout.splitlines() == [f"{verdict} flag 1"]
+
+
+PROC_ADDRESS_PROGRAM = r'''
+import ctypes
+from anycuda.shim.declarations import PER_THREAD_NAMES
+cuda = ctypes.CDLL("libcuda.so.1")
+assert cuda.cuInit(0) == 0
+def address(name):
+    return ctypes.cast(getattr(cuda, name), ctypes.c_void_p).value
+def lookup(name, flags, version=13000):
+    fp, status = ctypes.c_void_p(), ctypes.c_int(-1)
+    assert cuda.cuGetProcAddress_v2(name.encode(), ctypes.byref(fp), version, ctypes.c_ulonglong(flags),
+                                    ctypes.byref(status)) == 0 and status.value == 0, name
+    return fp.value
+exported = [(base, variant) for base, variant in PER_THREAD_NAMES.items() if hasattr(cuda, base)]
+for base, variant in exported:
+    assert hasattr(cuda, variant), variant          # every implemented function has its per-thread name
+for asked, base in [("cuLaunchKernel", "cuLaunchKernel"), ("cuMemcpyHtoD", "cuMemcpyHtoD_v2"),
+                    ("cuStreamSynchronize", "cuStreamSynchronize"), ("cuEventRecord", "cuEventRecord"),
+                    ("cuMemsetD32", "cuMemsetD32_v2"), ("cuMemcpyAsync", "cuMemcpyAsync")]:
+    assert lookup(asked, 0) == address(base), asked                      # CU_GET_PROC_ADDRESS_DEFAULT
+    assert lookup(asked, 1) == address(base), asked                      # ..._LEGACY_STREAM
+    assert lookup(asked, 2) == address(PER_THREAD_NAMES[base]), asked   # ..._PER_THREAD_DEFAULT_STREAM
+assert lookup("cuMemAlloc", 2) == address("cuMemAlloc_v2")      # no stream: one function for both
+print("lookups OK", len(exported))
+'''
+
+
+def test_get_proc_address_hands_out_the_per_thread_variants(tmp_path):
+    from test_shim import _python_under_anycuda
+    r = _python_under_anycuda(tmp_path, PROC_ADDRESS_PROGRAM, "lookups OK")
+    assert int(r.stdout.split()[-1]) >= 40      # launches, copies, memsets, streams, events, graphs
