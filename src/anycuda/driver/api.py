@@ -1200,6 +1200,8 @@ def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream) -> Non
     (stream None: a blocking memset on the default stream)."""
     _require_context()
     a = memory.lookup(dst)
+    if a is None and count == 0:
+        a = memory.lookup(dst - 1)       # an empty range at an allocation's end is still inside it
     if a is None or dst + count * element > a.end:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memset of {count * element} bytes at 0x{dst:x} "
                                                           "is not inside one allocation")
