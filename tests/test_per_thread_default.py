@@ -103,3 +103,39 @@ def test_get_proc_address_hands_out_the_per_thread_variants(tmp_path):
     from test_shim import _python_under_anycuda
     r = _python_under_anycuda(tmp_path, PROC_ADDRESS_PROGRAM, "lookups OK")
     assert int(r.stdout.split()[-1]) >= 40      # launches, copies, memsets, streams, events, graphs
+
+
+DRIVER_KERNELS = r"""
+extern "C" __global__ void wait_for_flag(volatile int *flag, int *outcome, unsigned long long timeout_ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    if (*flag) { *outcome = 1; return; }
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < timeout_ns);
+  *outcome = 2;
+}
+extern "C" __global__ void set_flag(volatile int *flag) { *flag = 1; }
+extern "C" __global__ void scale(int *p, int factor, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] *= factor;
+}
+"""
+
+
+@pytest.mark.parametrize("macro, verdict", [(True, "independent"), (False, "serialised")])
+def test_driver_program_linking_the_per_thread_names(tmp_path, macro, verdict):
+    """A C program on the driver API alone, built with -DCUDA_API_PER_THREAD_DEFAULT_STREAM, links
+    cuLaunchKernel_ptsz and the others from libcuda.so.1 by name; without the macro, the plain names."""
+    from conformance import load_cuda
+    from test_shim import _build_and_run
+    load_cuda("arith_int")                   # skips when there is no CUDA C++ compiler
+    from anycuda.cudac import compile_to_ptx
+    ptx = tmp_path / "kernels.ptx"
+    ptx.write_text(compile_to_ptx(DRIVER_KERNELS))
+    flags = ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"] if macro else []
+    r = _build_and_run(tmp_path, "driver_per_thread", ptx, args=["3000"], cflags=flags + ["-pthread"])
+    assert r.stdout.splitlines() == [f"{verdict} flag 1", "wrong 0"]
+    symbols = subprocess.run(["nm", "-D", "--undefined-only", str(tmp_path / "driver_per_thread")],
+                             capture_output=True, text=True).stdout
+    assert ("cuLaunchKernel_ptsz" in symbols) == macro and ("cuMemcpyHtoD_v2_ptds" in symbols) == macro
