@@ -139,3 +139,18 @@ def test_driver_program_linking_the_per_thread_names(tmp_path, macro, verdict):
     symbols = subprocess.run(["nm", "-D", "--undefined-only", str(tmp_path / "driver_per_thread")],
                              capture_output=True, text=True).stdout
     assert ("cuLaunchKernel_ptsz" in symbols) == macro and ("cuMemcpyHtoD_v2_ptds" in symbols) == macro
+
+
+def test_unmodified_program_keeps_memory_and_threads_flat(tmp_path):
+    """100,000 launches and 10,000 cudaMalloc/cudaMemset/cudaFree cycles through libcuda.so.1 keep
+    the resident set flat; 180 host threads that each used their default stream and ended leave
+    no stream worker behind."""
+    exe = tmp_path / "resources"
+    r = subprocess.run([NVCC, *PER_THREAD, "-o", str(exe), str(HERE / "programs" / "resources.cu")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = run(exe).stdout.splitlines()
+    grown = {line.split(" grew ")[0]: int(line.split(" grew ")[1].split()[0]) for line in lines if " grew " in line}
+    assert grown["launches"] < 16 << 10 and grown["cycles"] < 16 << 10 and grown["threads"] < 16 << 10, lines
+    assert int(lines[2].split(", ")[1].split()[0]) <= 2, lines          # threads left over
+    assert lines[3] == f"sum {sum(range(20)) + sum(range(180))}"
