@@ -5,11 +5,16 @@ stream 0 is the calling host thread's own stream. Eight host threads get the ser
 computed here; a kernel that waits for a flag set by another thread's later kernel finishes
 only when the two default streams are independent, and the same program built without the
 flag (the legacy default stream, shared) still answers, reporting "serialised" instead."""
+import ctypes
 import subprocess
+import threading
 
 import numpy as np
 import pytest
+from test_async_launches import _driver_spin, _not_ready, _read_int, flag, module   # noqa: F401 -- fixtures
 from test_binaries import HERE, MODES, NVCC, _require, run
+
+from anycuda.driver import api
 
 pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) on PATH")
 
@@ -154,3 +159,42 @@ def test_unmodified_program_keeps_memory_and_threads_flat(tmp_path):
     assert grown["launches"] < 16 << 10 and grown["cycles"] < 16 << 10 and grown["threads"] < 16 << 10, lines
     assert int(lines[2].split(", ")[1].split()[0]) <= 2, lines          # threads left over
     assert lines[3] == f"sum {sum(range(20)) + sum(range(180))}"
+
+
+def _in_thread(fn):
+    """Run fn() on a new host thread with the primary context current; the thread (started)."""
+    ctx = api.cuDevicePrimaryCtxRetain(0)
+
+    def body():
+        api.cuCtxSetCurrent(ctx)
+        fn()
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t
+
+
+def test_per_thread_calls_mean_their_threads_stream_and_blocking_copies_wait_for_it_alone(module, flag):
+    """Through the per-thread entry points' path (api.call_with_per_thread_default): stream 0 is
+    the calling thread's stream, and a blocking copy waits for that stream only; the same copy
+    on the legacy stream waits for every blocking stream, the other thread's included."""
+    launched = []
+    spinning = _in_thread(lambda: launched.append(api.call_with_per_thread_default(_driver_spin, module, flag, 0)))
+    spinning.join(60)                                     # launched: the kernel waits for the flag
+    src, dst = ctypes.c_int(42), ctypes.c_int(-1)
+    per_thread = _in_thread(lambda: api.call_with_per_thread_default(
+        api.cuMemcpy, ctypes.addressof(dst), ctypes.addressof(src), 4))
+    per_thread.join(60)
+    assert not per_thread.is_alive() and dst.value == 42  # not held by the spinning kernel
+    assert api.call_with_per_thread_default(_not_ready, api.cuStreamQuery, 0) is False      # ours: empty
+    src.value = 7
+    legacy = _in_thread(lambda: api.cuMemcpy(ctypes.addressof(dst), ctypes.addressof(src), 4))
+    legacy.join(0.5)
+    assert legacy.is_alive() and dst.value == 42          # waits for the other thread's kernel
+    flag.set()
+    legacy.join(60)
+    assert not legacy.is_alive() and dst.value == 7
+    (mod, seen), = launched
+    api.cuCtxSynchronize()
+    assert _read_int(seen) == 1          # the kernel was still waiting when the flag came: never held up
+    api.cuMemFree(seen)
+    api.cuModuleUnload(mod)
