@@ -78,6 +78,29 @@ def test_default_streams_of_two_threads_are_independent_only_per_thread(program,
     assert r.stdout.splitlines() == [f"{verdict} flag 1"]
 
 
+def expected_captured(t: int, runs: int) -> int:
+    """What captured_of() in the program computes: its graph's work run `runs` times, in numpy."""
+    n = 500 + t
+    i = np.arange(n, dtype=np.uint32)
+    x = np.zeros(n, np.uint32)
+    for _ in range(runs):
+        x = x * np.uint32(3) + np.uint32(t) + i
+        x[1] = 0
+        x = x * np.uint32(5) + np.uint32(1) + i
+    return int((x.astype(np.uint64) * (i.astype(np.uint64) + 1)).sum())
+
+
+@pytest.mark.parametrize("kind", ["ptds", "legacy"])
+def test_threads_capture_their_default_stream_into_graphs(program, kind):
+    """Four threads each capture a graph on stream 0 and launch it three times; under the
+    legacy default stream the capture is refused, as CUDA refuses it."""
+    lines = run(program(kind), "capture", 4, 3).stdout.splitlines()
+    if kind == "legacy":
+        assert lines == [f"thread {t} cudaErrorStreamCaptureUnsupported" for t in range(4)]
+    else:
+        assert lines == [f"thread {t} {expected_captured(t, 3)}" for t in range(4)]
+
+
 PROC_ADDRESS_PROGRAM = r'''
 import ctypes
 from anycuda.shim.declarations import PER_THREAD_NAMES
@@ -198,3 +221,39 @@ def test_per_thread_calls_mean_their_threads_stream_and_blocking_copies_wait_for
     assert _read_int(seen) == 1          # the kernel was still waiting when the flag came: never held up
     api.cuMemFree(seen)
     api.cuModuleUnload(mod)
+
+
+def test_per_thread_stream_captures_and_joins_captures_by_events(context):
+    """The per-thread default stream (by handle) can be captured, its capture belongs to its
+    thread alone, and it joins another stream's capture by waiting for a captured event."""
+    ptds = api.CU_STREAM_PER_THREAD
+    p = api.cuMemAlloc(16)
+    api.cuMemsetD8(p, 0, 16)
+    api.cuStreamBeginCapture(ptds)
+    other = []
+    _in_thread(lambda: other.append(api.cuStreamIsCapturing(ptds))).join(60)
+    assert api.cuStreamIsCapturing(ptds) == 1 and other == [0]
+    api.cuMemsetAsync(p, 5, 1, 4, ptds)                        # captured, not run
+    graph = api.cuStreamEndCapture(ptds)
+    assert api.cuStreamIsCapturing(ptds) == 0 and ctypes.string_at(p, 4) == b"\0" * 4
+    api.cuGraphLaunch(api.cuGraphInstantiate(graph), 0)
+    api.cuCtxSynchronize()
+    assert ctypes.c_int.from_address(p).value == 5
+
+    s = api.cuStreamCreate(0)
+    api.cuStreamBeginCapture(s)
+    fork, join = api.cuEventCreate(0), api.cuEventCreate(0)
+    api.cuEventRecord(fork, s)
+    api.cuStreamWaitEvent(ptds, fork)                          # joins s's capture
+    assert api.cuStreamIsCapturing(ptds) == 1
+    api.cuMemsetAsync(p + 4, 9, 1, 4, ptds)
+    api.cuEventRecord(join, ptds)
+    api.cuStreamWaitEvent(s, join)
+    graph = api.cuStreamEndCapture(s)
+    assert api.cuStreamIsCapturing(ptds) == 0                  # left the capture with it
+    assert ctypes.c_int.from_address(p + 4).value == 0
+    api.cuGraphLaunch(api.cuGraphInstantiate(graph), s)
+    api.cuStreamSynchronize(s)
+    assert ctypes.c_int.from_address(p + 4).value == 9
+    api.cuStreamDestroy(s)
+    api.cuMemFree(p)

@@ -8,6 +8,8 @@
 //   per_thread_default independence <timeout_ms>: thread A's kernel waits (bounded) for a flag
 //     that thread B's kernel, launched after A's, sets: "independent" when the two default
 //     streams ran at once, "serialised" when B's kernel had to wait for A's.
+//   per_thread_default capture <threads> <runs>: each thread captures work on its default stream
+//     into a graph and launches it; the legacy default stream refuses to be captured.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -101,9 +103,53 @@ static int run_independence(unsigned long long timeout_ms) {
   return 0;
 }
 
+// Each thread captures its default stream's work into a graph and launches it `runs` times:
+// the per-thread default stream can be captured, the legacy one cannot (an error, as CUDA says).
+static unsigned long long captured_of(int t, int runs, cudaError_t *error) {
+  const int n = 500 + t;
+  unsigned *x;
+  CHECK(cudaMalloc(&x, n * sizeof(unsigned)));
+  CHECK(cudaMemset(x, 0, n * sizeof(unsigned)));
+  *error = cudaStreamBeginCapture(0, cudaStreamCaptureModeThreadLocal);
+  if (*error != cudaSuccess) { cudaGetLastError(); CHECK(cudaFree(x)); return 0; }
+  cudaStreamCaptureStatus status;
+  CHECK(cudaStreamIsCapturing(0, &status));
+  step<<<(n + 127) / 128, 128>>>(x, n, 3u, (unsigned)t);
+  CHECK(cudaMemsetAsync(x + 1, 0, sizeof(unsigned), 0));
+  step<<<(n + 127) / 128, 128>>>(x, n, 5u, 1u);
+  cudaGraph_t graph;
+  CHECK(cudaStreamEndCapture(0, &graph));
+  if (status != cudaStreamCaptureStatusActive) { printf("not capturing\n"); std::exit(1); }
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int r = 0; r < runs; r++) CHECK(cudaGraphLaunch(exec, 0));
+  std::vector<unsigned> h(n);
+  CHECK(cudaMemcpyAsync(h.data(), x, n * sizeof(unsigned), cudaMemcpyDeviceToHost, 0));
+  CHECK(cudaStreamSynchronize(0));
+  unsigned long long sum = 0;
+  for (int i = 0; i < n; i++) sum += (unsigned long long)h[i] * (unsigned)(i + 1);
+  CHECK(cudaGraphExecDestroy(exec)); CHECK(cudaGraphDestroy(graph)); CHECK(cudaFree(x));
+  return sum;
+}
+
+static int run_capture(int threads, int runs) {
+  std::vector<unsigned long long> sums(threads);
+  std::vector<cudaError_t> errors(threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; t++)
+    ts.emplace_back([t, runs, &sums, &errors] { sums[t] = captured_of(t, runs, &errors[t]); });
+  for (auto &t : ts) t.join();
+  for (int t = 0; t < threads; t++)
+    if (errors[t] != cudaSuccess) printf("thread %d %s\n", t, cudaGetErrorName(errors[t]));
+    else printf("thread %d %llu\n", t, sums[t]);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 4 && !strcmp(argv[1], "capture")) return run_capture(atoi(argv[2]), atoi(argv[3]));
   if (argc >= 5 && !strcmp(argv[1], "rounds")) return run_rounds(strtoul(argv[2], 0, 10), atoi(argv[3]), atoi(argv[4]));
   if (argc >= 3 && !strcmp(argv[1], "independence")) return run_independence(strtoull(argv[2], 0, 10));
-  printf("usage: %s rounds <seed> <threads> <rounds> | independence <timeout_ms>\n", argv[0]);
+  printf("usage: %s rounds <seed> <threads> <rounds> | independence <timeout_ms> | capture <threads> <runs>\n",
+         argv[0]);
   return 2;
 }

@@ -1405,7 +1405,7 @@ def cuMemAllocFromPoolAsync(size: int, pool: int, stream: int) -> int:
 class Graph:
     def __init__(self):
         self.work = []               # (function, args) in capture (or node creation) order
-        self.streams = set()         # stream handles capturing into this graph
+        self.streams = set()         # the capture states (_capture_holder) of the streams capturing into it
         self.id = 0
 
 
@@ -1445,11 +1445,35 @@ def graph_kernel_work(func: int, grid: tuple, block: tuple, shared: int, params:
 _capture_ids = [0]
 
 
+class _PerThreadCapture:
+    """The capture state of a host thread's per-thread default stream on one device."""
+    capture = None
+
+
+_per_thread_captures = threading.local()      # .holders: device -> _PerThreadCapture
+
+
+def _capture_holder(stream: int, create: bool = False):
+    """What keeps `stream`'s capture state (`.capture`, the graph or None): its StreamHandle, or
+    the calling thread's per-thread stream's _PerThreadCapture (None until `create`d); None
+    for the legacy default stream, which is never captured."""
+    if stream == CU_STREAM_LEGACY or stream == 0 and not getattr(_calling, "per_thread", False):
+        return None
+    if stream not in (0, CU_STREAM_PER_THREAD):
+        return _get(stream, StreamHandle)
+    holders = _per_thread_captures.__dict__.setdefault("holders", {})
+    if not holders and not create:    # this thread never captured: no device to look up
+        return None
+    device = _current_device()
+    if create and device not in holders:
+        holders[device] = _PerThreadCapture()
+    return holders.get(device)
+
+
 def _capturing(stream: int):
     """The graph a stream is capturing into, or None."""
-    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
-        return None
-    return _get(stream, StreamHandle).capture
+    holder = _capture_holder(stream)
+    return holder.capture if holder is not None else None
 
 
 def submit(stream, fn, *args, on_skip=None) -> None:
@@ -1477,12 +1501,12 @@ def _wait_event(stream: int, event: int) -> None:
         if mine is not None and mine is not graph:
             raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "the event belongs to another capture")
         if mine is None:             # fork: this stream joins the capture
-            s = _get(stream, StreamHandle) if stream not in (0, 1, 2) else None
+            s = _capture_holder(stream, create=True)
             if s is None:
                 raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
                                 "the legacy default stream cannot join a capture")
             s.capture = graph
-            graph.streams.add(stream)
+            graph.streams.add(s)
         return
     if _capturing(stream) is not None:
         # waiting on work outside the capture: it has happened before the graph can run
@@ -1493,27 +1517,26 @@ def _wait_event(stream: int, event: int) -> None:
 
 def cuStreamBeginCapture(stream: int, mode: int = 0) -> None:
     _require_context()
-    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
-        raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "the default stream cannot be captured")
-    s = _get(stream, StreamHandle)
+    s = _capture_holder(stream, create=True)
+    if s is None:
+        raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                        "the legacy default stream cannot be captured")
     if s.capture is not None:
         raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_STATE, "the stream is capturing already")
     s.capture = Graph()
-    s.capture.streams.add(stream)
+    s.capture.streams.add(s)
     _capture_ids[0] += 1
     s.capture.id = _capture_ids[0]
 
 
 def cuStreamEndCapture(stream: int) -> int:
     _require_context()
-    s = _get(stream, StreamHandle)
-    graph = s.capture
+    s = _capture_holder(stream)
+    graph = s.capture if s is not None else None
     if graph is None:
         raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_STATE, "the stream is not capturing")
-    for h in graph.streams:          # streams that joined the capture leave it too
-        joined = _handles.get(h)
-        if isinstance(joined, StreamHandle):
-            joined.capture = None
+    for joined in graph.streams:     # streams that joined the capture leave it too
+        joined.capture = None
     return _new_handle(graph)
 
 
