@@ -9,7 +9,8 @@ Threads and their streams:
 
 Each round of a thread draws its sizes and operations from its own random generator:
 allocations (cuMemAlloc or cuMemAllocAsync), asynchronous or blocking copies in, memsets of a
-random range, kernel launches (axpy, each counting its updates with an atomic), a host
+random range, kernel launches (axpy, each counting its updates with an atomic; one round in ten
+captured into a graph that is then launched, except on the legacy stream), a host
 function that reads the device memory when its stream reaches it (it must see what the
 launches before it wrote), events recorded, stream and event queries, a second stream that
 waits for an event before copying, copies out into poisoned buffers, one of several kinds of
@@ -158,6 +159,9 @@ class Worker:
         api.cuMemsetAsync(dy + 4 * lo, value & 0xFFFFFFFF, hi - lo, 4, main)
         want[lo:hi] = value
         self.c.count(copies=2, memsets=1)
+        captured = self.kind != "legacy" and rng.random() < 0.1     # the legacy stream cannot be captured
+        if captured:
+            api.cuStreamBeginCapture(main)
         for a in rng.integers(-50, 50, int(rng.integers(1, 5)), dtype=np.int32):
             a_and_n = (int(a) & 0xFFFFFFFF) | (n << 32)          # int a, int n share one 8-byte slot
             params = np.array([dx, dy, a_and_n, self.total], np.uint64)
@@ -165,6 +169,13 @@ class Worker:
             want = (a * x + want).astype(np.int32)
             self.updates += n
             self.c.count(launches=1)
+        if captured:                                 # the launches run once, as the graph
+            graph = api.cuStreamEndCapture(main)
+            runnable = api.cuGraphInstantiate(graph)
+            api.cuGraphLaunch(runnable, main)
+            api.cuGraphExecDestroy(runnable)         # a launched graph keeps its work
+            api.cuGraphDestroy(graph)
+            self.c.count(graphs=1)
         tag = r + 1                              # the host function's argument: never NULL
         self.pending[tag] = dy
         api.cuLaunchHostFunc(main, self.host_fn_address, tag)
@@ -302,8 +313,8 @@ def main(argv=None) -> int:
     f = campaign.figures
     print(f"threads {len(threads)} ({', '.join(f'{k} {kinds.count(k)}' for k in dict.fromkeys(kinds))}), "
           f"{elapsed:.1f} s", flush=True)
-    print(" ".join(f"{k} {f[k]}" for k in ("rounds", "launches", "copies", "memsets", "host_functions", "events",
-                                         "queries", "synchronisations", "allocations")), flush=True)
+    print(" ".join(f"{k} {f[k]}" for k in ("rounds", "launches", "graphs", "copies", "memsets", "host_functions",
+                                         "events", "queries", "synchronisations", "allocations")), flush=True)
     print(f"failures {len(campaign.failures)}", flush=True)
     for line in campaign.failures[:20]:
         print("  " + line, flush=True)
