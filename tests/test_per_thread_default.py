@@ -4,7 +4,10 @@ handed out by cuGetProcAddress under CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STRE
 stream 0 is the calling host thread's own stream. Eight host threads get the serial results
 computed here; a kernel that waits for a flag set by another thread's later kernel finishes
 only when the two default streams are independent, and the same program built without the
-flag (the legacy default stream, shared) still answers, reporting "serialised" instead."""
+flag (the legacy default stream, shared) still answers, reporting "serialised" instead.
+Also here: each thread's default stream captured into graphs, a driver-API program linking the
+per-thread names, cuGetProcAddress's answers by flag, and resources that stay flat (100,000
+launches, 10,000 allocations, 180 ended threads) in an unmodified program."""
 import ctypes
 import subprocess
 import threading
