@@ -194,3 +194,18 @@ def test_device_pointer_is_a_host_address():
     d = ac.asarray(np.arange(4, dtype=np.int32))
     view = np.frombuffer((ctypes.c_int32 * 4).from_address(d.data.ptr), dtype=np.int32)
     assert view.tolist() == [0, 1, 2, 3]
+
+
+def test_empty_memset_at_an_allocations_end_succeeds_and_a_bad_one_fails(context):
+    """cuMemsetD32Async of 0 elements at the end of an allocation (a range [n, n) of an
+    n-element array) fills nothing and succeeds; one element there is outside and refused."""
+    from anycuda.driver import api
+    from anycuda.runtime.errors import CudaError
+    p = api.cuMemAlloc(16)
+    ctypes.memset(p, 0xCD, 16)
+    api.cuMemsetAsync(p + 16, 7, 0, 4, 0)
+    api.cuStreamSynchronize(0)
+    assert ctypes.string_at(p, 16) == b"\xcd" * 16
+    with pytest.raises(CudaError):
+        api.cuMemsetAsync(p + 16, 7, 1, 4, 0)
+    api.cuMemFree(p)

@@ -46,7 +46,7 @@ def saxpy_ptx(tmp_path_factory):
     return path
 
 
-def _build_and_run(tmp_path, program, ptx, runs=1):
+def _build_and_run(tmp_path, program, ptx, runs=1, args=(), cflags=()):
     """Compile tests/programs/<program>.c against cuda.h and anycuda's libcuda.so.1 and run it
     under `anycuda run` (several times: the process must also exit cleanly every time)."""
     include = _cuda_include()
@@ -54,10 +54,10 @@ def _build_and_run(tmp_path, program, ptx, runs=1):
     if include is None or cc is None:
         pytest.skip("needs cuda.h (CUDA toolkit or the nvidia-cuda-runtime wheel) and a C compiler")
     exe = tmp_path / program
-    subprocess.run([cc, "-w", f"-I{include}", "-o", str(exe), str(HERE / "programs" / f"{program}.c"),
+    subprocess.run([cc, "-w", *cflags, f"-I{include}", "-o", str(exe), str(HERE / "programs" / f"{program}.c"),
                     f"-L{shim_dir()}", "-l:libcuda.so.1"], check=True)
     for _ in range(runs):
-        r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), str(ptx)],
+        r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), str(ptx), *args],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
     return r

@@ -366,19 +366,19 @@ def _check_live(ptr: int) -> None:
 def cuMemcpy(dst: int, src: int, n: int) -> None:
     """A blocking copy: returns when it is done (device printf is flushed then, as CUDA does)."""
     _require_context()
-    default_stream.call(memory.memcpy, dst, src, n)
+    _null_stream().call(memory.memcpy, dst, src, n)
 
 
 @_faults_are_sticky
 def cuMemsetD8(dst: int, value: int, n: int) -> None:
     _require_context()
-    default_stream.call(memory.memset, dst, value, n)
+    _null_stream().call(memory.memset, dst, value, n)
 
 
 @_faults_are_sticky
 def cuMemsetD32(dst: int, value: int, n: int) -> None:
     _require_context()
-    default_stream.call(memory.fill, dst, value, n, 4)
+    _null_stream().call(memory.fill, dst, value, n, 4)
 
 
 def cuMemGetInfo() -> tuple:
@@ -758,10 +758,37 @@ class EventHandle:
 CU_STREAM_LEGACY, CU_STREAM_PER_THREAD = 1, 2
 
 
+# .per_thread: the call came in through a per-thread entry point (cuLaunchKernel_ptsz,
+# cuMemcpyHtoD_v2_ptds...: what `nvcc --default-stream per-thread` makes the CUDA runtime call)
+_calling = threading.local()
+
+
+def call_with_per_thread_default(fn, *args):
+    """fn(*args) with stream 0 and the blocking copies and memsets meaning the calling
+    thread's per-thread default stream instead of the legacy one."""
+    before = getattr(_calling, "per_thread", False)
+    _calling.per_thread = True
+    try:
+        return fn(*args)
+    finally:
+        _calling.per_thread = before
+
+
+def _null_stream():
+    """What stream 0 means for this call: the legacy default stream, or the calling thread's
+    per-thread default stream on the current device (see call_with_per_thread_default)."""
+    if getattr(_calling, "per_thread", False):
+        return per_thread_stream(_current_device())
+    return default_stream
+
+
 def _stream(stream: int):
-    """The stream a handle names: 0 and CU_STREAM_LEGACY are the legacy default stream;
-    CU_STREAM_PER_THREAD the calling thread's per-thread default stream on the current device."""
-    if stream in (0, CU_STREAM_LEGACY):
+    """The stream a handle names: CU_STREAM_LEGACY is the legacy default stream;
+    CU_STREAM_PER_THREAD the calling thread's per-thread default stream on the current device;
+    0 either of them (_null_stream)."""
+    if stream == 0:
+        return _null_stream()
+    if stream == CU_STREAM_LEGACY:
         return default_stream
     if stream == CU_STREAM_PER_THREAD:
         return per_thread_stream(_current_device())
@@ -1173,6 +1200,8 @@ def cuMemsetAsync(dst: int, value: int, count: int, element: int, stream) -> Non
     (stream None: a blocking memset on the default stream)."""
     _require_context()
     a = memory.lookup(dst)
+    if a is None and count == 0:
+        a = memory.lookup(dst - 1)       # an empty range at an allocation's end is still inside it
     if a is None or dst + count * element > a.end:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"memset of {count * element} bytes at 0x{dst:x} "
                                                           "is not inside one allocation")
@@ -1376,7 +1405,7 @@ def cuMemAllocFromPoolAsync(size: int, pool: int, stream: int) -> int:
 class Graph:
     def __init__(self):
         self.work = []               # (function, args) in capture (or node creation) order
-        self.streams = set()         # stream handles capturing into this graph
+        self.streams = set()         # the capture states (_capture_holder) of the streams capturing into it
         self.id = 0
 
 
@@ -1416,22 +1445,46 @@ def graph_kernel_work(func: int, grid: tuple, block: tuple, shared: int, params:
 _capture_ids = [0]
 
 
+class _PerThreadCapture:
+    """The capture state of a host thread's per-thread default stream on one device."""
+    capture = None
+
+
+_per_thread_captures = threading.local()      # .holders: device -> _PerThreadCapture
+
+
+def _capture_holder(stream: int, create: bool = False):
+    """What keeps `stream`'s capture state (`.capture`, the graph or None): its StreamHandle, or
+    the calling thread's per-thread stream's _PerThreadCapture (None until `create`d); None
+    for the legacy default stream, which is never captured."""
+    if stream == CU_STREAM_LEGACY or stream == 0 and not getattr(_calling, "per_thread", False):
+        return None
+    if stream not in (0, CU_STREAM_PER_THREAD):
+        return _get(stream, StreamHandle)
+    holders = _per_thread_captures.__dict__.setdefault("holders", {})
+    if not holders and not create:    # this thread never captured: no device to look up
+        return None
+    device = _current_device()
+    if create and device not in holders:
+        holders[device] = _PerThreadCapture()
+    return holders.get(device)
+
+
 def _capturing(stream: int):
     """The graph a stream is capturing into, or None."""
-    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
-        return None
-    return _get(stream, StreamHandle).capture
+    holder = _capture_holder(stream)
+    return holder.capture if holder is not None else None
 
 
 def submit(stream, fn, *args, on_skip=None) -> None:
     """Work for a stream: run in stream order, or recorded when the stream is capturing.
     `on_skip()` runs instead when the stream skips the work after an unreported error.
-    Stream None: blocking work on the legacy default stream (a cuMemcpy, cuMemsetD8), which
+    Stream None: blocking work on the default stream (a cuMemcpy, cuMemsetD8; _null_stream), which
     returns when it is done and reports the error the stream kept."""
     if profile.ENABLED:                  # a library call's work, timed under its name
         fn = profile.timed(fn)
     if stream is None:
-        default_stream.call(fn, *args)
+        _null_stream().call(fn, *args)
         return
     graph = _capturing(stream)
     if graph is not None:
@@ -1448,12 +1501,12 @@ def _wait_event(stream: int, event: int) -> None:
         if mine is not None and mine is not graph:
             raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "the event belongs to another capture")
         if mine is None:             # fork: this stream joins the capture
-            s = _get(stream, StreamHandle) if stream not in (0, 1, 2) else None
+            s = _capture_holder(stream, create=True)
             if s is None:
                 raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
                                 "the legacy default stream cannot join a capture")
             s.capture = graph
-            graph.streams.add(stream)
+            graph.streams.add(s)
         return
     if _capturing(stream) is not None:
         # waiting on work outside the capture: it has happened before the graph can run
@@ -1464,27 +1517,26 @@ def _wait_event(stream: int, event: int) -> None:
 
 def cuStreamBeginCapture(stream: int, mode: int = 0) -> None:
     _require_context()
-    if stream in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
-        raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "the default stream cannot be captured")
-    s = _get(stream, StreamHandle)
+    s = _capture_holder(stream, create=True)
+    if s is None:
+        raise CudaError(CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                        "the legacy default stream cannot be captured")
     if s.capture is not None:
         raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_STATE, "the stream is capturing already")
     s.capture = Graph()
-    s.capture.streams.add(stream)
+    s.capture.streams.add(s)
     _capture_ids[0] += 1
     s.capture.id = _capture_ids[0]
 
 
 def cuStreamEndCapture(stream: int) -> int:
     _require_context()
-    s = _get(stream, StreamHandle)
-    graph = s.capture
+    s = _capture_holder(stream)
+    graph = s.capture if s is not None else None
     if graph is None:
         raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_STATE, "the stream is not capturing")
-    for h in graph.streams:          # streams that joined the capture leave it too
-        joined = _handles.get(h)
-        if isinstance(joined, StreamHandle):
-            joined.capture = None
+    for joined in graph.streams:     # streams that joined the capture leave it too
+        joined.capture = None
     return _new_handle(graph)
 
 

@@ -293,6 +293,9 @@ def build(folder: Path, module_paths=None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / BUILD_STAMP).unlink(missing_ok=True)        # incomplete until the stamp is written again
     names = _driver_function_names()
+    if names:                                # the per-thread variants a program may link to by name
+        variants = declarations.PER_THREAD_NAMES
+        names = sorted(set(names) | {variants[n] for n in names if n in variants})
     stubs, stub_names = named_stubs(names or (), set(re.findall(r"\b(cu\w+)\s*\(", declarations.FUNCTIONS)))
     source = ("#include <stddef.h>\n#include <stdint.h>\n" + declarations.TYPES
               + embedded_prelude(LIBRARY, (3, "CUDA_ERROR_NOT_INITIALIZED"), 4, "cu")

@@ -1,5 +1,6 @@
 """C declarations of the driver entry points the shim exports (names and types as in
 cuda.h; the `_v2` names are what cuda.h's macros make programs call)."""
+import re
 
 TYPES = """
 typedef int CUresult;
@@ -318,3 +319,44 @@ CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject 
 
 TYPES += _TEXTURE_TYPES
 FUNCTIONS += _TEXTURE_FUNCTIONS
+
+# The driver functions whose NULL stream means the calling thread's per-thread default stream
+# when called under a second name: what cuda.h's macros make a program built with
+# `nvcc --default-stream per-thread` (or -DCUDA_API_PER_THREAD_DEFAULT_STREAM) call, and what
+# cuGetProcAddress hands out under CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (the CUDA
+# runtime asks for both tables). `_ptds`: blocking copies and memsets, ordered with that
+# stream; `_ptsz`: calls that take a stream.
+PER_THREAD_SUFFIXES = {
+    "_ptds": """cuMemcpy cuMemcpyPeer cuMemcpyHtoD_v2 cuMemcpyDtoH_v2 cuMemcpyDtoD_v2 cuMemcpyDtoA_v2
+        cuMemcpyAtoD_v2 cuMemcpyHtoA_v2 cuMemcpyAtoH_v2 cuMemcpyAtoA_v2 cuMemcpy2D_v2
+        cuMemcpy2DUnaligned_v2 cuMemcpy3D_v2 cuMemcpy3DPeer cuMemsetD8_v2 cuMemsetD16_v2 cuMemsetD32_v2
+        cuMemsetD2D8_v2 cuMemsetD2D16_v2 cuMemsetD2D32_v2""",
+    "_ptsz": """cuLaunchKernel cuLaunchKernelEx cuLaunchCooperativeKernel cuLaunchHostFunc
+        cuMemcpyAsync cuMemcpyPeerAsync cuMemcpyHtoDAsync_v2 cuMemcpyDtoHAsync_v2 cuMemcpyDtoDAsync_v2
+        cuMemcpyHtoAAsync_v2 cuMemcpyAtoHAsync_v2 cuMemcpy2DAsync_v2 cuMemcpy3DAsync_v2
+        cuMemcpy3DPeerAsync cuMemcpyBatchAsync_v2 cuMemcpy3DBatchAsync_v2
+        cuMemsetD8Async cuMemsetD16Async cuMemsetD32Async cuMemsetD2D8Async cuMemsetD2D16Async
+        cuMemsetD2D32Async cuMemAllocAsync cuMemAllocFromPoolAsync cuMemFreeAsync cuMemPrefetchAsync_v2
+        cuMemPrefetchBatchAsync cuMemDiscardBatchAsync cuMemDiscardAndPrefetchBatchAsync
+        cuMemBatchDecompressAsync cuMemMapArrayAsync
+        cuStreamSynchronize cuStreamQuery cuStreamWaitEvent cuStreamAddCallback cuStreamAttachMemAsync
+        cuStreamGetPriority cuStreamGetFlags cuStreamGetId cuStreamGetDevice cuStreamGetCtx
+        cuStreamGetCtx_v2 cuStreamGetAttribute cuStreamSetAttribute cuStreamCopyAttributes
+        cuStreamBeginCapture_v2 cuStreamBeginCaptureToGraph cuStreamEndCapture cuStreamIsCapturing
+        cuStreamGetCaptureInfo_v3 cuStreamUpdateCaptureDependencies_v2 cuStreamBatchMemOp_v2
+        cuStreamWaitValue32_v2 cuStreamWaitValue64_v2 cuStreamWriteValue32_v2 cuStreamWriteValue64_v2
+        cuEventRecord cuEventRecordWithFlags cuGraphLaunch cuGraphUpload cuGraphInstantiateWithParams
+        cuGraphicsMapResources cuGraphicsUnmapResources cuSignalExternalSemaphoresAsync
+        cuWaitExternalSemaphoresAsync""",
+}
+PER_THREAD_NAMES = {name: name + suffix for suffix, names in PER_THREAD_SUFFIXES.items() for name in names.split()}
+
+
+def _per_thread_declarations(functions: str) -> str:
+    """The declaration of each per-thread variant of a function declared in `functions`: the
+    same parameters under the suffixed name."""
+    found = re.finditer(r"CUresult\s+(\w+)\s*\(([^;]*)\);", functions)
+    return "".join(f"CUresult {PER_THREAD_NAMES[m[1]]}({m[2]});\n" for m in found if m[1] in PER_THREAD_NAMES)
+
+
+FUNCTIONS += _per_thread_declarations(FUNCTIONS)

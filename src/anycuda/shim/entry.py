@@ -13,7 +13,9 @@ import functools
 import sys
 
 from . import entry_devices, entry_memory, entry_modules, entry_streams, entry_textures, export_tables, marshal
+from .declarations import PER_THREAD_NAMES
 from .settings import LIBRARY, STUBS, TRACE
+from ..driver import api
 from ..runtime.errors import CudaError, CUresult
 
 _strings = {}
@@ -36,6 +38,19 @@ _INTRODUCED = {"cuCtxCreate_v4": 12050, "cuCtxCreate_v3": 11040, "cuGetProcAddre
                "cuMemPrefetchAsync_v2": 12020, "cuMemAdvise_v2": 12020, "cuStreamBeginCapture_v2": 10010,
                "cuEventElapsedTime_v2": 12080, "cuStreamGetCaptureInfo_v2": 11030,
                "cuStreamGetCaptureInfo_v3": 12030, "cuCtxGetDevice_v2": 13000, "cuCtxSynchronize_v2": 13000}
+
+
+# cuGetProcAddress's flag asking for the functions whose NULL stream is the per-thread default stream
+_PER_THREAD_DEFAULT_STREAM = 2
+
+
+def _per_thread_variant(fn, name: str):
+    """The entry point `name` (cuLaunchKernel_ptsz...): `fn` with the NULL stream, and the
+    blocking copies' and memsets' stream, meaning the calling thread's per-thread default stream."""
+    def variant(*args):
+        api.call_with_per_thread_default(fn, *args)
+    variant.__name__ = variant.__qualname__ = name
+    return variant
 
 
 def _explain(name: str, e: CudaError) -> None:
@@ -131,9 +146,12 @@ def define(ffi, lib=None):
         except (OSError, ValueError) as e:
             _log(f"device printf goes through Python's stdout: {e}")
 
+    defined = {}
+
     def entry(fn):
         """Export `fn` under its name."""
         name = fn.__name__
+        defined[name] = fn
 
         @functools.wraps(fn)
         def wrapper(*args):
@@ -164,17 +182,26 @@ def define(ffi, lib=None):
     for group in (entry_devices, entry_memory, entry_modules, entry_streams):
         group.define(ffi, entry, ptr, handle, common)
     entry_textures.define(ffi, entry, ptr, handle)     # CUDA arrays, texture and surface objects
+    for name, variant in PER_THREAD_NAMES.items():
+        if name in defined:
+            entry(_per_thread_variant(defined[name], variant))
 
-    def resolve(symbol: bytes, version: int):
+    def resolve(symbol: bytes, version: int, flags: int = 0):
         """The address of our implementation of a driver function, by base name and the
-        CUDA version the caller was built for: the newest `_vN` we export, else the plain name."""
+        CUDA version the caller was built for: the newest `_vN` we export, else the plain name;
+        its per-thread variant (`_ptsz`/`_ptds`) when the flags ask for the per-thread
+        default stream."""
         lib = _own_library()
         name = symbol.decode()
         stubs = _named_stubs()
         for candidate in [f"{name}_v{n}" for n in range(4, 1, -1)] + [name]:
             if version < _INTRODUCED.get(candidate, 0) or candidate in stubs:
                 continue                  # a caller built for an older CUDA expects the older signature
-            fn = getattr(lib, candidate, None) if candidate.split("_v")[0] == name else None
+            if candidate.split("_v")[0] != name:
+                continue
+            if flags & _PER_THREAD_DEFAULT_STREAM and PER_THREAD_NAMES.get(candidate) in defined:
+                candidate = PER_THREAD_NAMES[candidate]
+            fn = getattr(lib, candidate, None)
             if fn is not None:
                 return ffi.cast("void *", ffi.cast("uintptr_t", _address(fn)))
         return None
@@ -205,8 +232,8 @@ def define(ffi, lib=None):
             stub_names.append(name)
         return lib.anycuda_stub_address(stub_names.index(name))
 
-    def resolve_or_stub(name: bytes, version: int):
-        found = resolve(name, version)
+    def resolve_or_stub(name: bytes, version: int, flags: int = 0):
+        found = resolve(name, version, flags)
         if found is None:
             stub = stub_for(name.decode())
             if stub is not None and stub != ffi.NULL:
@@ -216,17 +243,18 @@ def define(ffi, lib=None):
     @entry
     def cuGetProcAddress_v2(symbol, pfn, version, flags, status):
         name = ffi.string(symbol)
-        found = resolve_or_stub(name, version)
+        found = resolve_or_stub(name, version, flags)
         if status != ffi.NULL:
             status[0] = 0 if found is not None else 1        # CU_GET_PROC_ADDRESS_SUCCESS / SYMBOL_NOT_FOUND
         pfn[0] = found if found is not None else ffi.NULL
-        _log(f"cuGetProcAddress {name.decode()} (CUDA {version}) -> {'found' if found is not None else 'missing'}")
+        _log(f"cuGetProcAddress {name.decode()} (CUDA {version}, flags {flags}) -> "
+             f"{'found' if found is not None else 'missing'}")
         if found is None:
             raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"{name.decode()} is not provided by anycuda yet")
 
     @entry
     def cuGetProcAddress(symbol, pfn, version, flags):
-        found = resolve_or_stub(ffi.string(symbol), version)
+        found = resolve_or_stub(ffi.string(symbol), version, flags)
         pfn[0] = found if found is not None else ffi.NULL
         if found is None:
             raise CudaError(CUresult.CUDA_ERROR_NOT_FOUND, f"{ffi.string(symbol).decode()} is not provided")
