@@ -983,14 +983,19 @@ def elect(f, inst):
     if len(inst.operands) != 2 or not isinstance(inst.operands[0], pir.Pair):
         raise f.error("elect.sync takes d|p, membermask")
     _coll_store(f, "pred", i32(1))
+    mask = _membermask(f, inst, 1)
+    _coll_store(f, "a", f.b.zext(mask, I64))        # the lane's own mask, for after the ballot
     dst = inst.operands[0]
 
     def results(bb):
-        ballot = bb.trunc(f.thread_access(bb.load(_coll_slot(f, "res"))), I32)
+        # only members may lead: a lane outside its own mask takes part too (its result is
+        # undefined), and must not be elected
+        own = bb.trunc(f.thread_access(bb.load(_coll_slot(f, "a"))), I32)
+        ballot = bb.and_(bb.trunc(f.thread_access(bb.load(_coll_slot(f, "res"))), I32), own)
         leader = bb.call(declare(bb.module, "llvm.cttz.i32", I32, [I32, I1]), [ballot, ir.Constant(I1, 0)])
         f.write(dst.first, leader, "u32")
         f.write(dst.second, bb.icmp_unsigned("==", f.read(pir.SpecialReg("laneid", None), "u32"), leader), "pred")
-    f.suspend("vote_ballot", {"op_mask": _membermask(f, inst, 1)}, results)
+    f.suspend("vote_ballot", {"op_mask": mask}, results)
 
 
 @handles("activemask", mods="b32")
