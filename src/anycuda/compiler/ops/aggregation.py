@@ -42,7 +42,7 @@ from . import atomics, floatops
 SLOT_BYTES = 24
 
 # operations a block may combine -> identity of a (bits, float?) type
-_IDENTITY = {
+IDENTITY = {
     "add": lambda bits: 0, "or": lambda bits: 0, "xor": lambda bits: 0, "umax": lambda bits: 0,
     "and": lambda bits: (1 << bits) - 1, "umin": lambda bits: (1 << bits) - 1,
     "max": lambda bits: -(1 << (bits - 1)), "min": lambda bits: (1 << (bits - 1)) - 1,
@@ -79,7 +79,7 @@ def combinable_kind(inst):
     if t not in ("u32", "s32", "u64", "s64", "b32", "b64", "f32", "f64") or space_of(inst) != "global":
         return None
     kind = atomics.rmw_kind(atomics.operation(inst), t)
-    return kind if kind in _IDENTITY else None
+    return kind if kind in IDENTITY else None
 
 
 def combinable(f, inst, pos) -> bool:
@@ -146,9 +146,14 @@ def _memory_after(f, pos) -> bool:
     return False
 
 
+def identity(kind, lt):
+    """The identity of operation `kind` on LLVM type `lt` (x op identity == x), a constant."""
+    bits = lt.width if isinstance(lt, ir.IntType) else {"float": 32, "double": 64}[str(lt)]
+    return ir.Constant(lt, IDENTITY[kind](bits))
+
+
 def _identity(c: Combined):
-    value = _IDENTITY[c.kind](width(c.ptx_type))
-    return ir.Constant(c.lt, value)
+    return identity(c.kind, c.lt)
 
 
 def combine(b, kind, acc, v):

@@ -827,11 +827,8 @@ ATOMIC_MODS = words("global shared shared::cta shared::cluster relaxed acquire r
 
 
 @handles("atom", "red", mods=ATOMIC_MODS)
-def atom(f, inst):
-    if aggregation.combinable(f, inst, f.inst_pos):
-        aggregation.lower_combined(f, inst)       # one atomic per block (ops/aggregation.py)
-    else:
-        atomics.lower_atomic(f, inst)
+def atom(f, inst):      # where a block's threads may combine theirs, one atomic per block (ops/aggregation.py)
+    (aggregation.lower_combined if aggregation.combinable(f, inst, f.inst_pos) else atomics.lower_atomic)(f, inst)
 
 
 # ---------------------------------------------------------------------- barriers and warp collectives
