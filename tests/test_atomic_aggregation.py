@@ -249,3 +249,119 @@ def test_which_kernels_are_combined():
             combined.add(name)
     assert combined == COMBINED
     assert not combined & NOT_COMBINED and NOT_COMBINED <= set(lowered.kernels)
+
+
+# ---------------------------------------------------------------- warp regions (laneatomics.py)
+# Each thread loops over `per` elements: a site-less kernel with a loop runs in a warp region,
+# where an atomic whose active lanes share one address is one atomic for the warp.
+LOOPS = r"""
+#define LOOP(NAME, T, BODY) extern "C" __global__ void NAME(const T* in, T* out, T* olds, int n, int per) { \
+    int i = blockIdx.x * blockDim.x + threadIdx.x; \
+    for (int k = 0; k < per; ++k) { int j = i * per + k; if (j < n) { BODY; } } }
+LOOP(loop_add_f32, float, olds[j] = atomicAdd(out, in[j]))
+LOOP(loop_add_u64, unsigned long long, olds[j] = atomicAdd(out, in[j]))
+LOOP(loop_add_i32, int, olds[j] = atomicAdd(out, in[j]))
+LOOP(loop_sum_f64, double, atomicAdd(out, in[j]))
+LOOP(loop_max_i32, int, olds[j] = atomicMax(out, in[j]))
+LOOP(loop_min_u32, unsigned, atomicMin(out, in[j]))
+LOOP(loop_and_u32, unsigned, atomicAnd(out, in[j]))
+LOOP(loop_or_u64, unsigned long long, atomicOr(out, in[j]))
+LOOP(loop_xor_i32, int, olds[j] = atomicXor(out, in[j]))
+LOOP(loop_bins_i32, int, olds[j] = atomicAdd(&out[in[j] & 7], 1))
+"""
+# kernel -> (dtype, numpy reduction)
+LOOP_KERNELS = {
+    "loop_add_f32": (np.float32, "sum"), "loop_add_u64": (np.uint64, "sum"), "loop_add_i32": (np.int32, "sum"),
+    "loop_sum_f64": (np.float64, "sum"), "loop_max_i32": (np.int32, "max"), "loop_min_u32": (np.uint32, "min"),
+    "loop_and_u32": (np.uint32, "and"), "loop_or_u64": (np.uint64, "or"), "loop_xor_i32": (np.int32, "xor"),
+}
+
+
+@pytest.fixture(scope="module")
+def loops(compile_cuda):
+    return compile_cuda(LOOPS, name="aggregation_loops.cu")
+
+
+def _run_loop(loops, name, vals, out, n, per=4):
+    olds = poison(n, vals.dtype)
+    loops.get_function(name)(((n + 256 * per - 1) // (256 * per),), (256,),
+                             (ac.asarray(vals), out, olds, np.int32(n), np.int32(per)))
+    ac.synchronize()
+    return olds.get()
+
+
+@pytest.mark.parametrize("name", sorted(LOOP_KERNELS))
+def test_warp_combined_totals(loops, rng, name):
+    dtype, op = LOOP_KERNELS[name]
+    n = 30_000 + int(rng.integers(0, 1000))      # the last warps partly inactive
+    vals = _values(rng, dtype, n, op)
+    start = _values(rng, dtype, 1)[0]
+    out = ac.asarray(np.array([start], dtype))
+    _run_loop(loops, name, vals, out, n)
+    got, want = out.get()[0], _expected(op, start, vals)
+    if np.dtype(dtype).kind == "f":
+        assert abs(float(got) - float(want)) <= 1e-5 * (abs(start) + np.abs(vals.astype(np.float64)).sum())
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("name,dtype", [("loop_add_i32", np.int32), ("loop_add_u64", np.uint64),
+                                        ("loop_add_f32", np.float32)])
+def test_warp_combined_olds_are_a_serialisation(loops, rng, name, dtype):
+    """Adds of positive values: sorted by the old value each returned, every old is the one
+    before plus that one's value (floats: small integers, exact)."""
+    n = 20_000 + int(rng.integers(0, 1000))
+    vals = rng.integers(1, 50, n).astype(dtype)
+    start = dtype(int(rng.integers(0, 1000)))
+    out = ac.asarray(np.array([start], dtype))
+    olds = _run_loop(loops, name, vals, out, n)
+    order = np.argsort(olds, kind="stable")
+    chain = np.concatenate([[start], olds[order][:-1] + vals[order][:-1]]).astype(dtype)
+    assert np.array_equal(olds[order], chain)
+    assert out.get()[0] == olds[order][-1] + vals[order][-1]
+
+
+def test_warp_combined_tickets_with_unit_adds(loops, rng):
+    n = 25_000 + int(rng.integers(0, 1000))
+    out = ac.zeros(1, np.int32)
+    olds = _run_loop(loops, "loop_add_i32", np.ones(n, np.int32), out, n)
+    assert out.get()[0] == n
+    assert np.array_equal(np.sort(olds), np.arange(n, dtype=np.int32))
+
+
+def test_warp_combined_max_olds_and_xor(loops, rng):
+    n = 20_000 + int(rng.integers(0, 1000))
+    vals = rng.integers(-10 ** 6, 10 ** 6, n, dtype=np.int32)
+    out = ac.asarray(np.array([-2 ** 31], np.int32))
+    olds = _run_loop(loops, "loop_max_i32", vals, out, n)
+    assert out.get()[0] == vals.max()
+    # each old is the initial value (at least the first lane's) or one of the values
+    assert olds.max() <= vals.max() and (olds == -2 ** 31).any() and np.isin(olds[olds != -2 ** 31], vals).all()
+    out = ac.zeros(1, np.int32)
+    olds = _run_loop(loops, "loop_xor_i32", vals, out, n)
+    assert out.get()[0] == np.bitwise_xor.reduce(vals)
+    # the olds are the xors of the prefixes of one order: each old xor its value is another old or the total
+    nxt = set((olds ^ vals).tolist())
+    assert (set(olds.tolist()) - {0}) <= nxt and np.bitwise_xor.reduce(vals) in nxt
+
+
+def test_warp_lanes_apart_stay_per_lane(loops, rng):
+    n = 30_000 + int(rng.integers(0, 1000))
+    vals = rng.integers(0, 1000, n, dtype=np.int32)
+    vals[: n // 3] = 5                                   # a hot bin
+    out = ac.zeros(8, np.int32)
+    olds = _run_loop(loops, "loop_bins_i32", vals, out, n)
+    assert np.array_equal(out.get(), np.bincount(vals & 7, minlength=8))
+    for k in range(8):                                   # each bin's tickets are 0..count-1
+        assert np.array_equal(np.sort(olds[(vals & 7) == k]), np.arange((vals & 7 == k).sum()))
+
+
+def test_warp_regions_emit_the_combined_form(monkeypatch):
+    """The warp region of each loop kernel makes the one-address form (its run-time check
+    chooses it); the lowering is read in-process, where the region's ops are emitted."""
+    from anycuda.compiler.vector import laneatomics
+    made = []
+    original = laneatomics.combined
+    monkeypatch.setattr(laneatomics, "combined", lambda w, *a: made.append(w.f.pfn.name) or original(w, *a))
+    ModuleLowering(parse(compile_to_ptx(LOOPS, name="aggregation_loops.cu"), "loops.ptx"), "loops.ptx").lower()
+    assert set(LOOP_KERNELS) | {"loop_bins_i32"} <= set(made)
