@@ -242,7 +242,7 @@ def _atom(w, st):
     elem = llvm_type(t)
     space = space_of(st)
     old = b.bitcast(w._scratch(w._vec(elem)), elem.as_pointer())
-    if laneatomics.combinable(kind) and w.lanes == LANES:
+    if laneatomics.combinable(w, kind, ops[1]):
         # every active lane at one address: one atomic for the warp (laneatomics.py)
         one, first = laneatomics.one_address(w, laneatomics.address_vector(w, ops[1], space))
         with b.if_else(one) as (combined, each):
