@@ -86,6 +86,9 @@ def combinable(f, inst, pos) -> bool:
     """May the block combine this atom/red (the module docstring's conditions)?"""
     if not f.is_kernel or f.site_live or f.mc.checked or getattr(f.mc, "tool", None):
         return False
+    body = f.pfn.body
+    if not 0 <= pos < len(body) or body[pos] is not inst:     # lowered elsewhere than the body's pass
+        return False
     if combinable_kind(inst) is None:
         return False
     ops = inst.operands
@@ -126,7 +129,9 @@ def _touches_memory(st) -> bool:
 def _memory_after(f, pos) -> bool:
     """Is any instruction that touches memory reachable from the one at `pos` (after it)?"""
     blocks = f.analysed("aggregation.cfg", lambda: cfg.build_cfg(f.pfn.body, f.branch_targets))
-    home = next(b for b in blocks if any(p == pos for p, _ in b.instructions))
+    home = next((b for b in blocks if any(p == pos for p, _ in b.instructions)), None)
+    if home is None:
+        return True
     if any(_touches_memory(st) for p, st in home.instructions if p > pos):
         return True
     seen, todo = set(), list(home.succs)
