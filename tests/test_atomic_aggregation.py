@@ -79,6 +79,11 @@ extern "C" __global__ void store_after(const float* in, float* out, float* twice
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { atomicAdd(out, in[i]); twice[i] = 2.0f * in[i]; }
 }
+// `red` written out (nvcc writes `atom` with an unused destination for atomicAdd)
+extern "C" __global__ void red_add_u64(const unsigned long long* in, unsigned long long* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) asm volatile("red.global.add.u64 [%0], %1;" :: "l"(out), "l"(in[i]) : "memory");
+}
 // a grid-stride loop (a kernel with sites): per lane
 extern "C" __global__ void grid_stride(const float* in, float* out, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
@@ -86,7 +91,7 @@ extern "C" __global__ void grid_stride(const float* in, float* out, int n) {
 }
 """
 
-COMBINED = {name for name, *_ in UNIFORM} | {name + "_ret" for name, *_ in UNIFORM} | {"per_block"}
+COMBINED = {name for name, *_ in UNIFORM} | {name + "_ret" for name, *_ in UNIFORM} | {"per_block", "red_add_u64"}
 NOT_COMBINED = {"per_lane", "tickets", "read_after", "store_after", "grid_stride"}
 
 
@@ -196,6 +201,15 @@ def test_block_uniform_address(mod, rng):
     blocks = np.arange(n) // block % 3
     want = start + np.array([vals[blocks == k].sum() for k in range(3)], np.int32)
     assert np.array_equal(out.get(), want)
+
+
+def test_red_form(mod, rng):
+    n = 40_000 + int(rng.integers(0, 256))
+    vals = rng.integers(0, 2 ** 63, n, dtype=np.uint64)
+    start = np.uint64(rng.integers(0, 2 ** 63))
+    out = ac.asarray(np.array([start], np.uint64))
+    _launch(mod.get_function("red_add_u64"), n, 256, ac.asarray(vals), out, np.int32(n))
+    assert out.get()[0] == _expected("sum", start, vals)
 
 
 def test_per_lane_addresses(mod, rng):
