@@ -95,7 +95,7 @@ def combinable(f, inst, pos) -> bool:
     addr = ops[1] if inst.opcode == "atom" else ops[0]
     if not isinstance(addr, pir.Addr) or not _uniform_base(f, addr.base):
         return False
-    if inst.opcode == "atom" and isinstance(ops[0], pir.Reg) and ops[0].name in _read_registers(f):
+    if inst.opcode == "atom" and isinstance(ops[0], pir.Reg) and ops[0].name in read_registers(f):
         return False
     return not _memory_after(f, pos)
 
@@ -110,7 +110,7 @@ def _uniform_base(f, base) -> bool:
     return base.name in uniform
 
 
-def _read_registers(f) -> set:
+def read_registers(f) -> set:
     def make():
         read = set()
         for st in f.pfn.body:

@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ..analysis import dataflow
-from ..irutil import declare, i32
+from ..irutil import declare, i32, intrinsic_suffix
 from ..ops import aggregation, atomics
 from ..types import I1, I32, I64
 from .warpruns import LANES
@@ -34,6 +34,11 @@ def combinable(w, kind, op) -> bool:
     """Does an atomic of `kind` at memory operand `op` take the one-address check?"""
     return (kind in aggregation.IDENTITY and w.lanes == LANES and isinstance(op, pir.Addr)
             and not (isinstance(op.base, pir.Reg) and _loaded(op.base.name, w.f.pfn.body, w._definitions())))
+
+
+def result_read(w, dest) -> bool:
+    """Does any instruction of the kernel read an atom's destination `dest`?"""
+    return not isinstance(dest, pir.Reg) or dest.name in aggregation.read_registers(w.f)
 
 
 def _loaded(reg, body, defs) -> bool:
@@ -88,15 +93,30 @@ def _flush_lanes(b, v):
     return b.select(b.fcmp_ordered("<", fabs, tiny), zero, v)
 
 
-def combined(w, kind, elem, private, flush, first_addr, values):
+# atomicrmw kind -> llvm.vector.reduce.<name>, for a total whose prefixes nobody reads
+_REDUCE = {"add": "add", "and": "and", "or": "or", "xor": "xor", "max": "smax", "min": "smin", "umax": "umax",
+           "umin": "umin", "fadd": "fadd", "fmin": "fmin", "fmax": "fmax"}
+
+
+def combined(w, kind, elem, private, flush, first_addr, values, olds=True):
     """One atomic for the warp's active lanes at `first_addr` (one_address held): the old
-    values each lane gets, a <32 x elem> vector. `values`: the lanes' operands (<32 x elem>)."""
+    values each lane gets, a <32 x elem> vector (None where `olds` is false: then the total
+    is a plain reduction, cheaper than the scan). `values`: the lanes' operands (<32 x elem>)."""
     b = w.b
     vec = values.type
     identity = ir.Constant(vec, [aggregation.identity(kind, elem)] * LANES)
     if kind == "fadd" and isinstance(flush, ir.Constant) and flush.constant and not private:
         values = _flush_lanes(b, values)
     x = b.select(w._lanes(), values, identity)
+    p = b.inttoptr(first_addr, elem.as_pointer())
+    if not olds:
+        name = f"llvm.vector.reduce.{_REDUCE[kind]}.v{LANES}{intrinsic_suffix(elem)}"
+        if kind == "fadd":          # (start, vector), unordered with reassoc
+            total = b.call(declare(b.module, name, elem, [elem, vec]), [identity.constant[0], x], fastmath=("reassoc",))
+        else:
+            total = b.call(declare(b.module, name, elem, [vec]), [x])
+        atomics.rmw(b, private, kind, p, total, flush)
+        return None
     # inclusive scan in lane order: x[l] = x[0] op ... op x[l]
     step = 1
     while step < LANES:
@@ -105,7 +125,6 @@ def combined(w, kind, elem, private, flush, first_addr, values):
         x = _vector_op(b, kind, shifted, x)
         step *= 2
     total = b.extract_element(x, i32(LANES - 1))
-    p = b.inttoptr(first_addr, elem.as_pointer())
     old = atomics.rmw(b, private, kind, p, total, flush)
     before = b.shuffle_vector(x, identity, ir.Constant(ir.VectorType(I32, LANES),
                                                        [l - 1 if l >= 1 else LANES for l in range(LANES)]))

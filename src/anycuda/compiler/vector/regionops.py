@@ -247,8 +247,10 @@ def _atom(w, st):
         one, first = laneatomics.one_address(w, laneatomics.address_vector(w, ops[1], space))
         with b.if_else(one) as (combined, each):
             with combined:
-                got = laneatomics.combined(w, kind, elem, private, flush, first, w.read(ops[2], t))
-                b.store(got, b.bitcast(old, w._vec(elem).as_pointer()))
+                wanted = ops[0] is not None and laneatomics.result_read(w, ops[0])
+                got = laneatomics.combined(w, kind, elem, private, flush, first, w.read(ops[2], t), wanted)
+                if got is not None:
+                    b.store(got, b.bitcast(old, w._vec(elem).as_pointer()))
             with each:
                 _each_lane_atomic(w, st, ops, kind, t, space, elem, private, flush, old)
     else:
