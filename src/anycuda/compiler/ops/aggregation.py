@@ -36,7 +36,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..analysis import cfg, dataflow, uniformity
 from ..irutil import field_ptr
-from ..types import I8, I64, PTR, llvm_type, space_of, type_mods, width
+from ..types import I8, I64, PTR, llvm_type, space_of, type_mods
 from . import atomics, floatops
 
 SLOT_BYTES = 24
@@ -141,12 +141,10 @@ def _memory_after(f, pos) -> bool:
             continue
         seen.add(i)
         blk = blocks[i]
+        # (back in the atomic's own block through a loop: all of it is reached, the atomic
+        # itself may repeat)
         if any(_touches_memory(st) and p != pos for p, st in blk.instructions):
             return True
-        if any(p == pos for p, _ in blk.instructions) and i == home.index:
-            # back at the atomic: what comes before it in its block is reached too
-            if any(_touches_memory(st) for p, st in blk.instructions if p < pos):
-                return True
         todo.extend(blk.succs)
     return False
 
