@@ -120,6 +120,7 @@ class FunctionLowering(Spills):
         self.regions = {}                 # fixed shuffle's site (0: a site-less kernel's start) -> warpregions' function
         self.matrix_runs = {}             # id(MATRIX_RUN instruction) -> its members (ops/matrixruns.py)
         self.matrix_run = None            # the run whose members are being lowered (matrixruns.MatrixRun)
+        self.combined = []                # atomics a block performs once for its threads (ops/aggregation.py)
         self.inst = None
         self._analyses = {}               # key -> what `analysed` made once for this body
         self._thread_offsets = {}         # (element size, type) -> this thread's element of the spill arrays (spill_ptr)

@@ -18,7 +18,7 @@ from ..analysis import memory
 from ..cpu import launch
 from ..irutil import declare, i32, i64
 from ..layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
-from ..ops import memcheck
+from ..ops import aggregation, memcheck
 from ..simt import blockfunction, gridsync
 from ..simt.workspace import emit_record_error
 from ..types import I8, I32, I64, PTR, width
@@ -298,6 +298,9 @@ class ModuleLowering:
             _replace_body(step)
             return
         info.frame_size = lowering.frame_size
+        if lowering.combined and lowering.sites:      # (aggregation.combinable asks for a kernel without sites)
+            raise AssertionError(f"{pfn.name}: combined atomics in a kernel with sites")
+        combined_init, combined_flush = aggregation.emit_block_hooks(self.mod, f"ptx.k{index}", lowering.combined)
         header_arg.attributes.dereferenceable = abi.FRAME_HEADER + 8 * lowering.affine_slots
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
@@ -310,7 +313,8 @@ class ModuleLowering:
                                        affine_sites=lowering.affine_sites,
                                        self_checked_sites=lowering.self_checked_sites, advances=lowering.advances,
                                        regions=lowering.regions, guarded_rounds=lowering.guarded_rounds,
-                                       probe_bounds=lowering.probe_bounds, synccheck=synccheck)
+                                       probe_bounds=lowering.probe_bounds, synccheck=synccheck,
+                                       combined_init=combined_init, combined_flush=combined_flush)
         block = blockfunction.emit_block_function(self.mod, plan)
         launch.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                            spill_bytes=lowering.spill_bytes, race_shadow=self.tool == "racecheck")

@@ -7,7 +7,8 @@ register theirs there;
 `bitops` and `floatops` are the named helpers for awkward integer and float operations;
 `calls` lowers `call` (the ABI of device functions and of the runtime's helpers); `matrix`
 lowers the warp matrix instructions (mma, wmma, ldmatrix, ...) from the fragment layouts of
-`fragments`.
+`fragments`; `aggregation` combines a block's atomics to one address into one atomic after
+its last thread (the block function calls the hooks it emits).
 
 Layer: above analysis/, simt/ (a warp collective's operands go to the block's collective
 arrays, a grid barrier is polled through simt.gridsync) and cpu/ (the streaming-store fence

@@ -22,7 +22,7 @@ from ..simt import gridsync
 from ..simt.workspace import COLL_ARRAYS
 from ..types import (FLOAT_TYPES, I1, I32, I64, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
                      vector_count, width)
-from . import asynccopy, atomics, bitops, floatops, initcheck, mbarrier, memcheck, racecheck, textures  # noqa: F401 - those register their handlers
+from . import aggregation, asynccopy, atomics, bitops, floatops, initcheck, mbarrier, memcheck, racecheck, textures  # noqa: F401 - those register their handlers
 from .calls import lower_call
 from . import matrix  # noqa: F401 - registers the warp matrix instructions (mma, wmma, ldmatrix)
 from .table import (BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts,  # noqa: F401 - the table, read through this module too
@@ -827,8 +827,8 @@ ATOMIC_MODS = words("global shared shared::cta shared::cluster relaxed acquire r
 
 
 @handles("atom", "red", mods=ATOMIC_MODS)
-def atom(f, inst):
-    atomics.lower_atomic(f, inst)
+def atom(f, inst):      # where a block's threads may combine theirs, one atomic per block (ops/aggregation.py)
+    (aggregation.lower_combined if aggregation.combinable(f, inst, f.inst_pos) else atomics.lower_atomic)(f, inst)
 
 
 # ---------------------------------------------------------------------- barriers and warp collectives

@@ -209,6 +209,8 @@ class BlockPlan:
     guarded_rounds: dict = None     # site -> the known branches (bits) a round from it may skip
     probe_bounds: ir.Function = None    # the block's bounds of the known branches (probebounds.py)
     synccheck: bool = False         # barriers and collectives checked as they resolve (synccheck.py)
+    combined_init: ir.Function = None   # void(frame): a block's combined atomics set up (ops/aggregation.py)
+    combined_flush: ir.Function = None  # void(frame): ... performed, after its last thread
 
     @functools.cached_property
     def step_call_attrs(self) -> tuple:
@@ -298,8 +300,16 @@ class _BlockFunction:
         # the frame is reached only through `ws` here (locals are stack slots), so it cannot
         # alias the kernel's memory: the optimiser may keep its fields in registers
         ws.add_attribute("noalias")
+        if plan.combined_init is not None:
+            # a block that combines its threads' atomics in the frame (ops/aggregation.py) uses
+            # a frame on this function's stack, which nothing else reaches: LLVM then keeps the
+            # combined values in registers over the loop over threads and vectorises it
+            frame = b.alloca(ir.ArrayType(ir.IntType(8), plan.frame_size), name="frame")
+            frame.align = 64
+            ws = self.ws = b.bitcast(frame, PTR)
         _init_block_fields(b, ws, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
+        self._combined(plan.combined_init)
         if regions:
             # a block of full warps runs the kernel a warp at a time as vector code
             # (warpregions.EntryRegion); it stores no stop codes here (all are exits), but a
@@ -324,6 +334,7 @@ class _BlockFunction:
                 with b.if_then(b.not_(region(lo)), likely=False):
                     with _each_lane(b, lo, self.nx, self.ny, lane_index) as index:
                         self._thread(index)
+            self._combined(plan.combined_flush)
             b.ret(i32(abi.BLOCK_DONE))
             b.position_at_end(threads)
         if 0 in guarded_rounds:
@@ -339,9 +350,16 @@ class _BlockFunction:
                     self._thread_loops()
         else:
             self._thread_loops()
+        self._combined(plan.combined_flush)
         b.ret(i32(abi.BLOCK_DONE))
         b.position_at_end(self.fail)
         b.ret(i32(abi.BLOCK_FAILED))
+
+    def _combined(self, hook):
+        """Set up, or perform after the last thread, the atomics the block's threads combine
+        in the frame (plan.combined_init / combined_flush; none: nothing)."""
+        if hook is not None:
+            self.b.call(hook, [self.ws])
 
     def _thread_loops(self, mode=0):
         """A block without sites: one frame, reused by each thread in turn. `mode` is the step's

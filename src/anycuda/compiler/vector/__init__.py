@@ -3,7 +3,8 @@
 `warpruns` turns runs of fixed shuffles into 32-lane vector code; `warpregions` runs a warp's
 lanes in lockstep from its first shuffle (or barrier) to the next stop, with `laneshapes`
 (the stride each register keeps across lanes) and `lanereloads` (values a lane loop can reload
-instead of keep); `blockprograms` makes a whole block of an acyclic kernel one vector program.
+instead of keep), `laneatomics` (one atomic for a warp whose lanes share its address);
+`blockprograms` makes a whole block of an acyclic kernel one vector program.
 
 Layer: above analysis/, simt/ (the block function's workspace, collective arrays and shuffle
 sources), cpu/ (the launch loop a block program runs in, streaming stores) and ops/ (scalar
