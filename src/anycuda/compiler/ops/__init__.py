@@ -2,8 +2,9 @@
 
 `table` is the one handler table (opcode -> handler, operand counts); `instructions` holds the
 handlers of most families and imports `atomics`, `textures`, `asynccopy` (cp.async and
-cp.async.bulk) and `mbarrier` (mbarrier objects, and the waits after their tests), which
-register theirs there;
+cp.async.bulk), `mbarrier` (mbarrier objects, and the waits after their tests) and
+`suspending` (block barriers and warp collectives, which suspend a thread until the others
+arrive), which register theirs there;
 `bitops` and `floatops` are the named helpers for awkward integer and float operations;
 `calls` lowers `call` (the ABI of device functions and of the runtime's helpers); `matrix`
 lowers the warp matrix instructions (mma, wmma, ldmatrix, ...) from the fragment layouts of

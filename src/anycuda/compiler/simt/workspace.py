@@ -25,7 +25,7 @@ def frame_at(b, ws, fsize, t):
 
 
 # A warp collective's value operand and results, one array each with an element per thread,
-# after the spill arrays (instructions._coll_slot): name -> (byte offset, element type)
+# after the spill arrays (ops/suspending._coll_slot): name -> (byte offset, element type)
 COLL_ARRAYS = {"a": (0, I64), "res": (8 * abi.MAX_BLOCK_THREADS, I64),
                "pred": (16 * abi.MAX_BLOCK_THREADS, I32), "res_pred": (20 * abi.MAX_BLOCK_THREADS, I32)}
 COLL_BYTES = 24 * abi.MAX_BLOCK_THREADS
