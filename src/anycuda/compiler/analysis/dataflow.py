@@ -386,3 +386,20 @@ def readers_of(defs: dict) -> dict:
             for u in defs_uses(st)[1]:
                 readers.setdefault(u, set()).add(r)
     return {u: sorted(rs) for u, rs in readers.items()}
+
+
+def computed_by(reg, opcode, body, defs) -> bool:
+    """Whether an instruction of `opcode` (or one `opcode(instruction)` accepts) is among those
+    register `reg` is computed from."""
+    matches = opcode if callable(opcode) else (lambda st: st.opcode == opcode)
+    seen, todo = set(), [reg]
+    while todo:
+        r = todo.pop()
+        if r in seen:
+            continue
+        seen.add(r)
+        for p in defs.get(r, ()):
+            if matches(body[p]):
+                return True
+            todo.extend(defs_uses(body[p])[1])
+    return False

@@ -23,11 +23,13 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from ..analysis import dataflow
+from ..analysis.dataflow import computed_by
 from ..irutil import declare, i32, intrinsic_suffix
 from ..ops import aggregation, atomics
 from ..types import I1, I32, I64
 from .warpruns import LANES
+
+_LOADS = ("ld", "ldu", "atom", "tex", "suld", "shfl")       # what makes an address data-dependent
 
 
 def combinable(w, kind, op) -> bool:
@@ -43,18 +45,7 @@ def result_read(w, dest) -> bool:
 
 def _loaded(reg, body, defs) -> bool:
     """Is `reg` computed from a value loaded from memory other than the kernel's parameters?"""
-    seen, todo = set(), [reg]
-    while todo:
-        r = todo.pop()
-        if r in seen:
-            continue
-        seen.add(r)
-        for p in defs.get(r, ()):
-            st = body[p]
-            if st.opcode in ("ld", "ldu", "atom", "tex", "suld", "shfl") and "param" not in st.mods:
-                return True
-            todo.extend(dataflow.defs_uses(st)[1])
-    return False
+    return computed_by(reg, lambda st: st.opcode in _LOADS and "param" not in st.mods, body, defs)
 
 
 def one_address(w, addrs):

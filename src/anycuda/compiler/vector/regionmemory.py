@@ -335,7 +335,7 @@ class RegionMemory:
         """Whether memory operand `op`'s address is computed from an xor (gather's `flipped`)."""
         if not isinstance(op, pir.Addr) or not isinstance(op.base, pir.Reg):
             return False
-        return computed_by(op.base.name, "xor", self.f.pfn.body, self._definitions())
+        return dataflow.computed_by(op.base.name, "xor", self.f.pfn.body, self._definitions())
 
     def _definitions(self) -> dict:
         """dataflow.definition_positions of the kernel's body, found once."""
@@ -407,17 +407,3 @@ class RegionMemory:
         with at_function_start(self.b):
             return self.b.alloca(ty)
 
-
-def computed_by(reg, opcode, body, defs) -> bool:
-    """Whether an instruction of `opcode` is among those register `reg` is computed from."""
-    seen, todo = set(), [reg]
-    while todo:
-        r = todo.pop()
-        if r in seen:
-            continue
-        seen.add(r)
-        for p in defs.get(r, ()):
-            if body[p].opcode == opcode:
-                return True
-            todo.extend(dataflow.defs_uses(body[p])[1])
-    return False

@@ -75,7 +75,7 @@ from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from . import laneshapes, warpruns
 from .lockstep import Lockstep
-from .regionmemory import RegionMemory, computed_by
+from .regionmemory import RegionMemory
 from .regionops import REGION_MODS, REGION_OPS, cvt_form
 from .warpruns import INT_TYPES, LANES, VECTOR_MODS, NotVectorisable, WarpCode, fixed_shuffle
 
@@ -767,7 +767,7 @@ class EntryRegion(WarpRegion):
                     skipped |= set(pieces[piece.next].positions)
         return any(body[p].opcode == "st" and isinstance(body[p].operands[0], pir.Addr)
                    and isinstance(body[p].operands[0].base, pir.Reg)
-                   and computed_by(body[p].operands[0].base.name, "xor", body, defs) for p in skipped)
+                   and dataflow.computed_by(body[p].operands[0].base.name, "xor", body, defs) for p in skipped)
 
     def _written_at_start(self) -> set:
         return set()
