@@ -163,9 +163,14 @@ class Generator:
         engine = self.engine()
         if engine.unit_results:                 # Philox: every unit is four results
             words_per_unit, per_unit = engine.unit_results * words_per_unit // per_unit, engine.unit_results
+        return self._cursor().take(count, per_unit, words_per_unit // engine.step_words)
+
+    def _cursor(self) -> ThreadCursor:
+        """The threads' places (threads.py), made with the engine from the offset."""
         if self._threads is None:
+            engine = self.engine()
             self._threads = ThreadCursor(engine.layout.streams, self.offset, engine.step_words)
-        return self._threads.take(count, per_unit, words_per_unit // engine.step_words)
+        return self._threads
 
     def _pseudo(self, count: int, per_unit: int, words_per_unit: int, convert=lambda w: w):
         """Queue-ready computation of `count` results made `per_unit` at a time from units of
@@ -275,9 +280,7 @@ class Generator:
         if self.rng_type not in (RngType.PSEUDO_XORWOW, RngType.PSEUDO_MRG32K3A):
             z = self._pseudo(count, 2, 2, lambda w: dist.box_muller_float(w[0::2], w[1::2]))
             return lambda: dist.poisson_from_normals(z(), lam)
-        if self._threads is None:
-            self._threads = ThreadCursor(engine.layout.streams, self.offset, engine.step_words)
-        claim = self._threads.take_spread(count, 2)
+        claim = self._cursor().take_spread(count, 2)
         transform = dist.box_muller_float_mrg if self.rng_type == RngType.PSEUDO_MRG32K3A else dist.box_muller_float
 
         def compute():

@@ -45,19 +45,14 @@ class Claim:
         turn = j // t_count - (threads < self.cursor)        # the unit's place among its thread's units
         return threads, self.steps[threads] + self.group * turn
 
-    def span(self) -> tuple:
-        """The steps [first, last) the call reads, over all threads."""
-        if self.units == 0:
-            return 0, 0
-        _, starts = self.placement()
-        return int(starts.min()), int(starts.max()) + self.group
-
     def unit_words(self, engine) -> np.ndarray:
         """Every unit's steps in memory order, from an engine's `rows(first, last)` ((steps, T)
         words of every thread)."""
-        first, last = self.span()
-        block = engine.rows(first, last)
         threads, starts = self.placement()
+        if len(starts) == 0:
+            return engine.rows(0, 0).reshape(-1)
+        first = int(starts.min())
+        block = engine.rows(first, int(starts.max()) + self.group)
         rows = (starts - first)[:, None] + np.arange(self.group)[None, :]
         return block[rows, threads[:, None]].reshape(-1)
 
@@ -143,7 +138,3 @@ class ThreadCursor:
         self.steps += group * pairs
         self.cursor = (self.cursor + count) % t_count
         return claim
-
-    def uniform(self) -> bool:
-        """Whether the next call starts a row with every thread on the same step."""
-        return self.cursor == 0 and self.done == 0 and bool((self.steps == self.steps[0]).all())
