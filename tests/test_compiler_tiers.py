@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 from anycuda import compiler, demo
+from anycuda.compiler import pipeline
 from anycuda.compiler.build import cache, tiers
 from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime.program import Program, load_program
@@ -145,6 +147,41 @@ def test_tiered_kernel_switches_to_optimised_code_and_caches_it(jit_mode, rng):
     # a second instance of the module (another device) links the optimised code at once
     again = prog.instance().kernel("reduce_sum")
     assert again._jit is not None and not again.optimising
+
+
+def _functions_defined(llvm_ir: str) -> set:
+    return set(re.findall(r'^define [^@]*@"?([\w.]+)', llvm_ir, re.M))
+
+
+def test_quick_code_is_lean_and_the_server_makes_the_full_code(jit_mode):
+    """The quick code of a kernel with shuffles and grid-stride loops has no warp regions,
+    runs or probes (the general path alone); the compile server lowers the kernel in full
+    itself (a Recipe), and refuses where the full code's ABI would differ from the quick's."""
+    unit = ModuleIndex(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").kernel_unit("reduce_sum")
+    info, _, _, lean_ir = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx", lean=True)
+    full_info, _, _, full_ir = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx")
+    specialised = {f for f in _functions_defined(full_ir) if re.search(r"\.(region|run|advance|probe)\d*", f)}
+    assert specialised and not specialised & _functions_defined(lean_ir)
+    assert lean_ir.count("\n") < 0.7 * full_ir.count("\n")
+    assert pipeline._abi(info) == pipeline._abi(full_info)
+    made = pipeline._optimised_ir(unit.text, "reduce_sum", "reduce_shfl.ptx", pipeline._abi(info))
+    assert _functions_defined(made) == _functions_defined(full_ir)
+    other = ModuleIndex(MARKS, "marks.ptx").kernel_unit("mark_b")
+    with pytest.raises(RuntimeError, match="differs from its quick code"):
+        pipeline._optimised_ir(unit.text, "reduce_sum", "reduce_shfl.ptx",
+                               pipeline._abi(pipeline._lowered(other, "mark_b", "marks.ptx", lean=True)[0]))
+
+
+def test_a_tiered_kernel_sends_the_server_a_recipe(jit_mode):
+    jit_mode("tiered")
+    sent = []
+    real = tiers.optimise_in_background
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiers, "optimise_in_background", lambda source, name: sent.append(source) or real(source, name))
+        job = Program(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").compiled_kernel("reduce_sum").optimised
+    assert len(sent) == 1 and isinstance(sent[0], tiers.Recipe) and sent[0].make is pipeline._optimised_ir
+    assert job.done.wait(300), "the optimised code never arrived"
+    assert job.error is None and job.object_code
 
 
 def test_quick_and_optimised_code_share_the_module_variables(jit_mode):

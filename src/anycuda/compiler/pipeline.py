@@ -72,21 +72,29 @@ class CompiledVariables:
 def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> CompiledKernel:
     """Kernel `name` of `unit` compiled for this CPU (stages 2-5 of the module docstring).
     Raises PtxError where the unit does not parse; a kernel that cannot be lowered comes back
-    with `info.error` set and no code."""
+    with `info.error` set and no code.
+
+    Quick code comes from a lean lowering (lowering/module.py: the general path alone); the
+    optimised code of a tiered kernel from a full one, made by the compile server itself
+    (_optimised_ir), so that the program waits for neither."""
     mode = tiers.mode()
     # a checked kernel (ops/memcheck.py) is another build of the same unit
     key = cache.key_for(f"kernel {name} {FORMAT} {memcheck.mode()}\0{unit.key}", source_name)
     hit = cache.load(key)
     if isinstance(hit, CompiledKernel):
         return hit
-    info, function_errors, externals, llvm_ir = _lowered(unit, name, source_name)
+    tiered = mode == tiers.TIERED and tiers.can_optimise_in_background()
+    # (a checked kernel is general already, and its check sites must be the same in both codes)
+    lean = (tiered or mode == tiers.QUICK) and not memcheck.mode()
+    info, function_errors, externals, llvm_ir = _lowered(unit, name, source_name, lean)
     result = CompiledKernel(name, info, function_errors)
     if info.error is not None:
         return result                           # not cached: its message names lines of this module
     result.externals = externals
     where = f"{source_name}:{name}"
-    if mode == tiers.TIERED:                    # queued before the quick compile: the server starts sooner
-        result.optimised = tiers.optimise_in_background(llvm_ir, where)
+    if tiered:                                  # queued before the quick compile: the server starts sooner
+        source = tiers.Recipe(_optimised_ir, (unit.text, name, source_name, _abi(info))) if lean else llvm_ir
+        result.optimised = tiers.optimise_in_background(source, where)
     quick = mode == tiers.QUICK or result.optimised is not None
     result.object_code = jit.compile_to_object(llvm_ir, where, optimised=not quick)
     if result.optimised is not None:
@@ -100,16 +108,35 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
 
 
 @collection_paused
-def _lowered(unit: Unit, name: str, source_name: str) -> tuple:
+def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False) -> tuple:
     """(KernelInfo, function errors, external symbols, LLVM IR text) of kernel `name` of
     `unit` (stages 3 and 4). The garbage collector is paused from parsing to the IR's text:
     paused in lowering alone, its walks of the objects lowering made moved into printing."""
-    lowering = ModuleLowering(parse(unit.text, source_name), source_name, external_variables=True).lower()
+    lowering = ModuleLowering(parse(unit.text, source_name), source_name, external_variables=True,
+                              lean=lean).lower()
     info = lowering.kernels[name]
     if info.error is not None:
         return info, dict(lowering.function_errors), (), ""
     return (info, dict(lowering.function_errors), tuple(g.name for g in lowering.globals.values()),
             str(lowering.mod))
+
+
+def _abi(info: KernelInfo) -> tuple:
+    """What the code of a kernel offers the runtime, which both of its codes must agree on:
+    the optimised code takes over launches of the quick code, with the quick code's KernelInfo."""
+    return (info.export, info.handoff, tuple(info.params), info.param_size, info.static_shared,
+            sorted(info.directives.items()), info.stream_bytes, info.any_block_order)
+
+
+def _optimised_ir(text: str, name: str, source_name: str, abi: tuple) -> str:
+    """In the compile server: the full lowering of kernel `name` (a Recipe of compile_kernel),
+    refused where its ABI differs from the quick code's (the quick code then stays)."""
+    info, _, _, llvm_ir = _lowered(Unit(text, ""), name, source_name)
+    if info.error is not None:
+        raise info.error
+    if _abi(info) != abi:
+        raise RuntimeError(f"the full lowering of {name} differs from its quick code: {_abi(info)} against {abi}")
+    return llvm_ir
 
 
 def compile_variables(unit: Unit, source_name: str = "<ptx>") -> CompiledVariables:

@@ -32,14 +32,17 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import dataclasses
 import functools
 import os
+import pickle
 import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
+from typing import Callable
 
 from .jit import compile_to_object
 
@@ -58,8 +61,8 @@ class OptimisedCode:
     """The optimised object of one module, on its way: `subscribe(fn)` calls fn(object
     bytes) once it is there (at once if it is), or fn(None) if the compile failed."""
 
-    def __init__(self, llvm_ir: str, name: str):
-        self._ir, self._name = llvm_ir, name
+    def __init__(self, source, name: str):
+        self._ir, self._name = source, name      # LLVM IR text, or a Recipe that makes it
         self._lock = threading.Lock()
         self._subscribers = []
         self._finished = False
@@ -88,14 +91,45 @@ class OptimisedCode:
         self.done.set()
 
 
-def optimise_in_background(llvm_ir: str, name: str) -> OptimisedCode | None:
-    """Queue the module for the compile server; None where no Python interpreter can be
-    found to run one (the caller then compiles optimised code itself)."""
-    if _interpreter() is None:
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """LLVM IR the compile server makes itself, as `make(*args)`: the program's quick code
+    can then come from a leaner lowering than the optimised code's, and the full lowering
+    costs the program nothing. `make` is a module-level function (sent by its name, as
+    pickle sends functions) and `args` plain data."""
+    make: Callable[..., str]
+    args: tuple
+
+
+def can_optimise_in_background() -> bool:
+    """Whether a compile server can be started (a Python interpreter found to run it)."""
+    return _interpreter() is not None
+
+
+def optimise_in_background(source, name: str) -> OptimisedCode | None:
+    """Queue the module (LLVM IR text, or a Recipe for it) for the compile server; None
+    where no Python interpreter can be found to run one (the caller then compiles
+    optimised code itself)."""
+    if not can_optimise_in_background():
         return None
-    job = OptimisedCode(llvm_ir, name)
+    job = OptimisedCode(source, name)
     _server().submit(job)
     return job
+
+
+def _message(source) -> tuple:
+    """(kind, payload) of a job's source for the server: IR text, or a pickled Recipe."""
+    if isinstance(source, Recipe):
+        return b"recipe", pickle.dumps((source.make, source.args), protocol=pickle.HIGHEST_PROTOCOL)
+    return b"ir", source.encode()
+
+
+def _source_text(kind: bytes, payload: bytes) -> str:
+    """In the server: the LLVM IR of a job (a Recipe is carried out here)."""
+    if kind == b"recipe":
+        make, args = pickle.loads(payload)      # from the program that started this server
+        return make(*args)
+    return payload.decode()
 
 
 # ---------------------------------------------------------------- the compile server
@@ -156,7 +190,7 @@ class _Server:
             else:                     # the quick code stays
                 job._finish(None, f"optimising {job._name} failed: {payload.decode(errors='replace')}")
 
-    def _compile(self, llvm_ir: str, name: str) -> tuple:
+    def _compile(self, source, name: str) -> tuple:
         """(b"ok", object) or (b"error", why) from the server, started if it is not running."""
         if self._proc is None or self._proc.poll() is not None:
             with self._cv:
@@ -169,7 +203,7 @@ class _Server:
             self._proc = subprocess.Popen([_interpreter(), "-c",
                                            f"from anycuda.compiler.build.tiers import serve; serve({os.getpid()})"],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._output, env=env)
-        _write_message(self._proc.stdin, name.encode("utf-8", "surrogateescape"), llvm_ir.encode())
+        _write_message(self._proc.stdin, name.encode("utf-8", "surrogateescape"), *_message(source))
         self._proc.stdin.flush()
         return tuple(_read_message(self._proc.stdout))
 
@@ -239,19 +273,19 @@ def _end_with(program: int) -> None:
 
 
 def serve(program: int = None) -> None:
-    """The compile server's loop (in the child of process `program`): (name, LLVM IR) in,
-    (status, object) out."""
+    """The compile server's loop (in the child of process `program`): (name, kind, LLVM IR
+    or a Recipe for it) in, (status, object) out."""
     _end_with(program)
     stdin = sys.stdin.buffer
     stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)       # what anything else prints must not reach the replies
     while True:
         try:
-            name, text = _read_message(stdin)
+            name, kind, payload = _read_message(stdin, 3)
         except RuntimeError:
             return      # the program closed the pipe
         try:
-            reply = (b"ok", compile_to_object(text.decode(), name.decode("utf-8", "surrogateescape")))
+            reply = (b"ok", compile_to_object(_source_text(kind, payload), name.decode("utf-8", "surrogateescape")))
         except Exception as e:   # noqa: BLE001 - reported to the program, which keeps its quick code
             reply = (b"error", f"{type(e).__name__}: {e}".encode())
         try:

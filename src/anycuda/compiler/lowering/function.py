@@ -147,12 +147,13 @@ class FunctionLowering(Spills):
         if self.is_kernel:
             # a wait after each mbarrier test: its own sites, which no grid-stride yield may cross
             self.pfn = dataclasses.replace(self.pfn, body=mbarrier.with_waits(self.pfn.body))
-            self._insert_yields()
+            if not self.mc.lean:
+                self._insert_yields()
             # after the yields, which only go before branches: a run never holds one
             body, self.matrix_runs = matrixruns.grouped(self.pfn.body)
             self.pfn = dataclasses.replace(self.pfn, body=body)
         body = self.pfn.body
-        if self.is_kernel and not self.mc.checked:      # checked kernels take the general path (ops/memcheck.py)
+        if self.is_kernel and not self.mc.general_only:   # checked and lean kernels take the general path
             self.known_branches = guards.known_branches(body, self.mc.kernel_params(self.pfn))
         self.fused_products = fusion.fused_products(body)
         for st in body:
@@ -218,8 +219,8 @@ class FunctionLowering(Spills):
             self.emit_return()
         self._emit_dispatch(start)
         self.frame_size = (self.frame_size + 63) // 64 * 64
-        if self.mc.checked:
-            pass                          # the general path only: one place is instrumented (ops/memcheck.py)
+        if self.mc.general_only:
+            pass                          # checked (one place is instrumented: ops/memcheck.py) or lean
         elif self.is_kernel and self.sites:
             self.advances = warpruns.emit_advances(self)
             self.regions = warpregions.emit_regions(self)

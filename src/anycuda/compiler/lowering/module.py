@@ -64,9 +64,18 @@ def _init_bytes(decl: pir.VarDecl) -> bytes:
 class ModuleLowering:
     """`external_variables`: the module's `.global` and `.const` variables are declared, not
     defined: a kernel's unit (ptx/index.py) is linked against the variables its module
-    defines once (compiler/pipeline.compile_variables), which every kernel of it shares."""
+    defines once (compiler/pipeline.compile_variables), which every kernel of it shares.
 
-    def __init__(self, module: pir.Module, source_name: str = "<ptx>", external_variables: bool = False):
+    `lean`: code for the quick tier, which LLVM compiles without optimising. The kernels take
+    the general path alone, as checked kernels do: no grid-stride yields, no settled branches
+    (analysis/guards.py), no warp regions or runs (vector/), no registers rebuilt from their
+    affine form at a resume. Each of those is a copy of code that only pays once optimised;
+    unoptimised, they tripled the IR and the time to make it (benchmarks/NOTES.md, "Lean quick
+    code"). The kernels' ABI (KernelInfo: symbols, parameters, shared sizes) is the same as
+    without, so the optimised code of a full lowering can take over a launch of lean code."""
+
+    def __init__(self, module: pir.Module, source_name: str = "<ptx>", external_variables: bool = False,
+                 lean: bool = False):
         self.ptx = module
         self.source_name = source_name
         self.external_variables = external_variables
@@ -85,6 +94,8 @@ class ModuleLowering:
         self.waits_on_grid = gridsync.reads_grid_workspace(module)   # polls a grid barrier: see gridsync
         self.tool = memcheck.mode()               # the sanitizer tool the kernels are built for ('' none)
         self.checked = bool(self.tool)            # every access tested first (ops/memcheck.py)
+        self.general_only = self.checked or lean  # no specialised paths (see `lean` above)
+        self.lean = lean
         self.check_sites = []                     # memcheck.Site of each tested access
 
     # -------------------------------------------------------------- services for FunctionLowering

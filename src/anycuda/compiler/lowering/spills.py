@@ -289,7 +289,7 @@ class Spills:
         induction register (first + t), at such a yield or a block barrier the registers
         every thread computes alike (first)."""
         inst = self.inst
-        if not (suspensions.is_yield(inst) or suspensions.is_block_barrier(inst)):
+        if self.mc.lean or not (suspensions.is_yield(inst) or suspensions.is_block_barrier(inst)):
             return {}
         saved = [r for r in live if r in self.spill_slots and type_kind(self.regs[r][1]) == "int"
                  and self.regs[r][1] != "pred" and self.spill_slots[r][1] in (4, 8)]
