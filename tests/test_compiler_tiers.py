@@ -58,6 +58,24 @@ DONE:
 }
 """
 
+# a block's elements reversed through shared memory: a kernel a block program takes
+REVERSE = HEADER + """
+.visible .entry reverse(.param .u64 pin, .param .u64 pout)
+{
+  .reg .b32 %r<6>; .reg .b64 %rd<9>;
+  .shared .align 4 .b32 tile[1024];
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout];
+  mov.u32 %r1, %tid.x; mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r2, [%rd4];
+  mov.u64 %rd5, tile; add.s64 %rd6, %rd5, %rd3; st.shared.u32 [%rd6], %r2;
+  bar.sync 0;
+  mov.u32 %r3, %ntid.x; sub.s32 %r4, %r3, %r1; sub.s32 %r4, %r4, 1;
+  mul.wide.u32 %rd7, %r4, 4; add.s64 %rd7, %rd5, %rd7; ld.shared.u32 %r5, [%rd7];
+  add.s64 %rd8, %rd2, %rd3; st.global.u32 [%rd8], %r5;
+  ret;
+}
+"""
+
 GLOBALS = HEADER + """
 .global .align 4 .u32 counter = 7;
 .visible .entry bump(.param .u64 pout)
@@ -182,6 +200,51 @@ def test_a_tiered_kernel_sends_the_server_a_recipe(jit_mode):
     assert len(sent) == 1 and isinstance(sent[0], tiers.Recipe) and sent[0].make is pipeline._optimised_ir
     assert job.done.wait(300), "the optimised code never arrived"
     assert job.error is None and job.object_code
+
+
+def _arrival():
+    got, arrived = [], threading.Event()
+
+    def arrive(code):
+        got.append(code)
+        arrived.set()
+    return got, arrived, arrive
+
+
+def test_a_tiered_block_program_is_made_by_the_server(jit_mode, monkeypatch):
+    """The program neither lowers nor compiles a tiered block program: the server does both
+    (a Recipe) and the object arrives, then comes from the cache; a kernel the block program
+    does not take arrives as None and is remembered as not taken."""
+    jit_mode("tiered")
+    made_here = []
+    monkeypatch.setattr(pipeline, "block_program_ir", lambda *a: made_here.append(a))
+    unit = ModuleIndex(REVERSE, "reverse.ptx").kernel_unit("reverse")
+    got, arrived, arrive = _arrival()
+    assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", 64, arrive) is None
+    assert arrived.wait(300), "the block program never arrived"
+    assert got[0] and not made_here
+    assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", 64, arrive) == got[0]
+    plain = ModuleIndex(MARKS, "marks.ptx").kernel_unit("mark_b")       # no barrier, no shuffle
+    got, arrived, arrive = _arrival()
+    assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", 64, arrive) is None
+    assert arrived.wait(300) and got == [None]
+    monkeypatch.setattr(tiers, "optimise_in_background", lambda *a: pytest.fail("not taken: asked again"))
+    assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", 64, arrive) is None
+
+
+def test_a_tiered_kernel_runs_right_before_and_after_its_block_program_arrives(jit_mode, rng):
+    jit_mode("tiered")
+    kernel = Program(REVERSE, "reverse.ptx").kernel("reverse")
+    deadline = time.monotonic() + 300
+    ways = set()
+    while len(ways) < 2 and time.monotonic() < deadline:
+        x = rng.integers(0, 2 ** 32, 64, dtype=np.uint32)
+        out = np.full(64, 0xCDCDCDCD, np.uint32)
+        kernel.launch((1, 1, 1), (64, 1, 1), struct.pack("<QQ", x.ctypes.data, out.ctypes.data))
+        assert out.tolist() == x[::-1].tolist()
+        ways.add(kernel._programs.get(64) is not None)
+        time.sleep(0.05)
+    assert ways == {False, True}, "the block program never took over"
 
 
 def test_quick_and_optimised_code_share_the_module_variables(jit_mode):

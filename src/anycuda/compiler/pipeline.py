@@ -170,36 +170,51 @@ def block_programs_enabled() -> bool:
 
 def compile_block_program(unit: Unit, source_name: str, kernel: str, lanes: int, arrived):
     """The object code of `kernel`'s block program for blocks of `lanes` threads, from the
-    kernel's unit: from the cache, else compiled here (ANYCUDA_JIT=optimised) or by the
-    compile server (tiered: `arrived(object or None)` is called when it is there, and this
-    returns None). None also for a kernel the block program does not take, which the cache
-    remembers."""
+    kernel's unit: from the cache, else compiled here (ANYCUDA_JIT=optimised) or made and
+    compiled by the compile server (tiered: `arrived(object or None)` is called when it is
+    there, and this returns None; the program does not wait for the IR either). None also
+    for a kernel the block program does not take, which the cache remembers."""
     key = cache.key_for(f"{unit.key}\n// block program of {kernel} for {lanes} threads", source_name)
     hit = cache.load(key)
     if hit is not None:
         return hit or None                      # b"": the kernel is not taken
-    try:
-        llvm_ir = block_program_ir(unit.text, source_name, kernel, lanes)
-    except (blockprograms.NotVectorisable, PtxError):
-        cache.store(key, b"")
-        return None
-    except Exception as e:    # noqa: BLE001 - a fault of ours must not cost the launch: the rounds run it
-        warnings.warn(f"anycuda: the block program of {kernel} failed ({type(e).__name__}: {e}); "
-                      "it runs as before", RuntimeWarning, stacklevel=2)
-        return None
     name = f"{source_name}:{kernel}.block{lanes}"
-    job = tiers.optimise_in_background(llvm_ir, name) if tiers.mode() == tiers.TIERED else None
+    job = None
+    if tiers.mode() == tiers.TIERED:
+        job = tiers.optimise_in_background(tiers.Recipe(_block_program_or_none, (unit.text, source_name, kernel,
+                                                                                   lanes)), name)
     if job is None:
-        code = jit.compile_to_object(llvm_ir, name)
+        try:
+            llvm_ir = _block_program_or_none(unit.text, source_name, kernel, lanes)
+        except Exception as e:    # noqa: BLE001 - a fault of ours must not cost the launch: the rounds run it
+            _warn_block_program_failed(kernel, f"{type(e).__name__}: {e}")
+            return None
+        code = b"" if llvm_ir is None else jit.compile_to_object(llvm_ir, name)
         cache.store(key, code)
-        return code
+        return code or None
 
     def done(code):
         if code is not None:
             cache.store(key, code)
-        arrived(code)
+        elif job.error:
+            _warn_block_program_failed(kernel, job.error)
+        arrived(code or None)
     job.subscribe(done)
     return None
+
+
+def _warn_block_program_failed(kernel: str, why: str) -> None:
+    warnings.warn(f"anycuda: the block program of {kernel} failed ({why}); it runs as before",
+                  RuntimeWarning, stacklevel=3)
+
+
+def _block_program_or_none(text: str, source_name: str, kernel: str, lanes: int) -> str | None:
+    """block_program_ir, or None for a kernel the block program does not take (a Recipe of
+    compile_block_program's: the compile server answers an empty object for it)."""
+    try:
+        return block_program_ir(text, source_name, kernel, lanes)
+    except (blockprograms.NotVectorisable, PtxError):
+        return None
 
 
 @collection_paused

@@ -96,7 +96,8 @@ class Recipe:
     """LLVM IR the compile server makes itself, as `make(*args)`: the program's quick code
     can then come from a leaner lowering than the optimised code's, and the full lowering
     costs the program nothing. `make` is a module-level function (sent by its name, as
-    pickle sends functions) and `args` plain data."""
+    pickle sends functions) and `args` plain data; `make` may answer None (nothing to
+    compile: the job's object is then empty, b"")."""
     make: Callable[..., str]
     args: tuple
 
@@ -125,7 +126,8 @@ def _message(source) -> tuple:
 
 
 def _source_text(kind: bytes, payload: bytes) -> str:
-    """In the server: the LLVM IR of a job (a Recipe is carried out here)."""
+    """In the server: the LLVM IR of a job (a Recipe is carried out here; one that makes
+    None has nothing to compile, and the job's object is empty)."""
     if kind == b"recipe":
         make, args = pickle.loads(payload)      # from the program that started this server
         return make(*args)
@@ -285,7 +287,8 @@ def serve(program: int = None) -> None:
         except RuntimeError:
             return      # the program closed the pipe
         try:
-            reply = (b"ok", compile_to_object(_source_text(kind, payload), name.decode("utf-8", "surrogateescape")))
+            text = _source_text(kind, payload)
+            reply = (b"ok", b"" if text is None else compile_to_object(text, name.decode("utf-8", "surrogateescape")))
         except Exception as e:   # noqa: BLE001 - reported to the program, which keeps its quick code
             reply = (b"error", f"{type(e).__name__}: {e}".encode())
         try:
