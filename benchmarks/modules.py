@@ -15,7 +15,13 @@ Targets on a 2-core machine: load <= 0.3 s per MB, first launch <= 1 s cold with
 and <= 30 ms from the cache (issue "The compiler as one visible pipeline"); CuPy's first
 reduction <= 5 s cold and <= 0.5 s warm (issue "Python GPU stacks").
 
+- big kernels (generated: deep loop nests and branches, or many small loops): the quick
+  tier's rate in PTX instructions per second (parse, lean lowering, IR text, instruction
+  selection, in process) and the time from the module's load to the first result, quick and
+  tiered, each in a fresh process.
+
     python benchmarks/modules.py          # the table, as run.py's extras print it
+    python benchmarks/modules.py --big    # the big kernels alone
 """
 from __future__ import annotations
 
@@ -111,6 +117,67 @@ def first_launches(env_for) -> dict:
     return res
 
 
+BIG_KERNELS = ((3000, "random"), (12000, "random"), (125, "loops"))    # tests/ptx_generators.py
+
+
+def _generated(size: int, kind: str):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import ptx_generators as gen
+    if kind == "loops":
+        return gen.small_loops_kernel(size, 2, name="loops")
+    return gen.random_kernel(size, 1, name="big")
+
+
+def child_big_kernel(size: int, kind: str) -> None:
+    """In a fresh process: the quick tier's stages for one generated kernel, in process
+    (parse, lean lowering, IR text, fast instruction selection; best of three), then the
+    time from the module's load to its first launch's result (the mode is the caller's)."""
+    import numpy as np
+    import anycuda as ac
+    from anycuda.compiler import pipeline
+    from anycuda.compiler.build.jit import compile_to_object
+    from anycuda.ptx.index import ModuleIndex
+    k = _generated(size, kind)
+    warm = ac.RawModule(ptx=HEADER + ".visible .entry warm() { ret; }\n", name="warm-up.ptx")
+    warm.get_function("warm")((1,), (1,), ())
+    t0 = time.perf_counter()
+    inp = ac.asarray(np.arange(4096, dtype=np.uint32))
+    finp = ac.asarray(np.ones(4096, np.float32))
+    out = ac.asarray(np.zeros(2 * 64 * 16, np.uint32))
+    f = ac.RawModule(ptx=k.ptx, name="big.ptx").get_function(k.name)
+    f((2,), (64,), (inp, finp, out, np.uint32(100)))
+    out.get()
+    first = time.perf_counter() - t0
+    stages = []
+    for _ in range(3):
+        t1 = time.perf_counter()
+        unit = ModuleIndex(k.ptx, "big.ptx").kernel_unit(k.name)
+        compile_to_object(pipeline._lowered(unit, k.name, "big.ptx", lean=True)[3], "big", optimised=False)
+        stages.append(time.perf_counter() - t1)
+    print(json.dumps({"instructions": k.instructions, "first_result_s": first, "quick_stages_s": min(stages)}))
+
+
+def big_kernels(env_for) -> dict:
+    """{kernel: {instructions, quick tier rate, first result per mode}}, each mode in a fresh
+    process with an empty cache."""
+    res = {}
+    with tempfile.TemporaryDirectory(prefix="anycuda-bench-big-") as root:
+        for size, kind in BIG_KERNELS:
+            row = {}
+            for mode in ("quick", "tiered"):
+                p = subprocess.run([sys.executable, __file__, "--child-big", str(size), kind], capture_output=True,
+                                   text=True, timeout=1200, env=env_for(ANYCUDA_JIT=mode, ANYCUDA_QUIET="1",
+                                                                        ANYCUDA_CACHE_DIR=str(Path(root) / f"{size}{kind}{mode}")))
+                if p.returncode:
+                    raise RuntimeError(f"big-kernel child failed: {p.stderr[-2000:]}")
+                r = json.loads(p.stdout.strip().splitlines()[-1])
+                row["instructions"] = r["instructions"]
+                row["quick_rate"] = r["instructions"] / r["quick_stages_s"]
+                row[f"first_result_{mode}_s"] = r["first_result_s"]
+            res[f"{kind} {size}"] = row
+    return res
+
+
 CUPY_REDUCTION = """
 import json, time, numpy as np
 import cupy
@@ -147,7 +214,8 @@ def cupy_first_reduction(env_for) -> dict | None:
 
 def measure(env_for) -> dict:
     return {"load": load_seconds_per_mb(), "first_launch_s": first_launches(env_for),
-            "kernels_in_module": KERNELS, "cupy_reduction_s": cupy_first_reduction(env_for)}
+            "kernels_in_module": KERNELS, "big_kernels": big_kernels(env_for),
+            "cupy_reduction_s": cupy_first_reduction(env_for)}
 
 
 def print_results(m: dict) -> None:
@@ -158,6 +226,10 @@ def print_results(m: dict) -> None:
     for case, s in m["first_launch_s"].items():
         print(f"  first launch of one kernel of {m['kernels_in_module']}, {case}: {s['first_launch_s']:.3f} s "
               f"(after a load of {s['load_s']:.3f} s)")
+    print("  big kernels (tests/ptx_generators.py; target: the quick tier >= 10,000 PTX instructions/s):")
+    for what, r in m.get("big_kernels", {}).items():
+        print(f"    {what} ({r['instructions']} instructions): quick tier {r['quick_rate']:,.0f} instructions/s; "
+              f"first result {r['first_result_quick_s']:.2f} s quick, {r['first_result_tiered_s']:.2f} s tiered")
     if m.get("cupy_reduction_s") is None:
         print("  CuPy's first reduction: not measured (CuPy is not installed)")
     else:
@@ -173,5 +245,10 @@ def _env(**extra):
 if __name__ == "__main__":
     if sys.argv[1:] == ["--child"]:
         child_first_launch()
+    elif sys.argv[1:2] == ["--child-big"]:
+        child_big_kernel(int(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1:] == ["--big"]:
+        print_results({"load": {}, "first_launch_s": {}, "kernels_in_module": KERNELS, "big_kernels": big_kernels(_env),
+                       "cupy_reduction_s": None})
     else:
         print_results(measure(_env))
