@@ -176,9 +176,9 @@ def test_quick_code_is_lean_and_the_server_makes_the_full_code(jit_mode):
     runs or probes (the general path alone); the compile server lowers the kernel in full
     itself (a Recipe), and refuses where the full code's ABI would differ from the quick's."""
     unit = ModuleIndex(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").kernel_unit("reduce_sum")
-    info, _, _, lean_ir = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx", lean=True)
-    full_info, _, _, full_ir = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx")
-    specialised = {f for f in _functions_defined(full_ir) if re.search(r"\.(region|run|advance|probe)\d*", f)}
+    info, _, _, lean_ir, _ = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx", lean=True)
+    full_info, _, _, full_ir, _ = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx")
+    specialised = _specialised(full_ir)
     assert specialised and not specialised & _functions_defined(lean_ir)
     assert lean_ir.count("\n") < 0.7 * full_ir.count("\n")
     assert pipeline._abi(info) == pipeline._abi(full_info)
@@ -188,6 +188,34 @@ def test_quick_code_is_lean_and_the_server_makes_the_full_code(jit_mode):
     with pytest.raises(RuntimeError, match="differs from its quick code"):
         pipeline._optimised_ir(unit.text, "reduce_sum", "reduce_shfl.ptx",
                                pipeline._abi(pipeline._lowered(other, "mark_b", "marks.ptx", lean=True)[0]))
+
+
+def _specialised(llvm_ir: str) -> set:
+    return {f for f in _functions_defined(llvm_ir) if re.search(r"\.(region|run|advance|probe)\d*", f)}
+
+
+def test_a_big_kernel_is_lean_in_every_tier(jit_mode, monkeypatch, rng):
+    """From BIG_KERNEL instructions on, the optimised code is made from the lean lowering too
+    (a threshold lowered here so that a small kernel counts as big), runs right, and a tiered
+    big kernel sends the server its lean IR rather than a Recipe for a full lowering."""
+    unit = ModuleIndex(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").kernel_unit("reduce_sum")
+    *_, full_ir, big = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx")
+    assert _specialised(full_ir) and not big
+    monkeypatch.setattr(pipeline, "BIG_KERNEL", 20)
+    *_, big_ir, big = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx")
+    assert big and not _specialised(big_ir)
+    jit_mode("tiered")
+    sent = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiers, "optimise_in_background", lambda source, name: sent.append(source))
+        Program(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").compiled_kernel("reduce_sum")
+    assert len(sent) == 1 and isinstance(sent[0], str) and not _specialised(sent[0])
+    jit_mode("optimised")
+    kernel = Program(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").kernel("reduce_sum")
+    x = rng.standard_normal(50_000).astype(np.float32)
+    got = np.zeros(1, np.float32)
+    kernel.launch((16, 1, 1), (256, 1, 1), struct.pack("<QQi", x.ctypes.data, got.ctypes.data, x.size))
+    assert got[0] == pytest.approx(x.astype(np.float64).sum(), rel=1e-4, abs=1e-2)
 
 
 def test_a_tiered_kernel_sends_the_server_a_recipe(jit_mode):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from ..ptx import parse
 from ..ptx.errors import PtxError
 from ..ptx.index import Unit
+from ..ptx.ir import Instruction
 from .build import cache, jit, tiers
 from .irutil import collection_paused
 from .lowering.module import KernelInfo, ModuleLowering
@@ -86,14 +87,15 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     tiered = mode == tiers.TIERED and tiers.can_optimise_in_background()
     # (a checked kernel is general already, and its check sites must be the same in both codes)
     lean = (tiered or mode == tiers.QUICK) and not memcheck.mode()
-    info, function_errors, externals, llvm_ir = _lowered(unit, name, source_name, lean)
+    info, function_errors, externals, llvm_ir, big = _lowered(unit, name, source_name, lean)
     result = CompiledKernel(name, info, function_errors)
     if info.error is not None:
         return result                           # not cached: its message names lines of this module
     result.externals = externals
     where = f"{source_name}:{name}"
     if tiered:                                  # queued before the quick compile: the server starts sooner
-        source = tiers.Recipe(_optimised_ir, (unit.text, name, source_name, _abi(info))) if lean else llvm_ir
+        # (a big kernel's optimised code is made from this lean IR too)
+        source = tiers.Recipe(_optimised_ir, (unit.text, name, source_name, _abi(info))) if lean and not big else llvm_ir
         result.optimised = tiers.optimise_in_background(source, where)
     quick = mode == tiers.QUICK or result.optimised is not None
     result.object_code = jit.compile_to_object(llvm_ir, where, optimised=not quick)
@@ -107,18 +109,32 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     return result
 
 
+# PTX instructions in a kernel's unit from which its optimised code is lean too: the
+# specialised copies of a full lowering grow LLVM's work faster than the kernel, and past this
+# size they no longer paid at run time either (generated kernels, benchmarks/NOTES.md "Lean
+# quick code": 2,000 instructions 8.4 s to compile and 8.5 ms to run in full, 1.8 s and 4.7 ms
+# lean; 50,000: 320 s against 51 s to compile). The benchmark suite's kernels have < 900.
+BIG_KERNEL = 1500
+
+
+def _instructions(module) -> int:
+    return sum(sum(isinstance(st, Instruction) for st in f.body) for f in module.functions if f.body)
+
+
 @collection_paused
 def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False) -> tuple:
-    """(KernelInfo, function errors, external symbols, LLVM IR text) of kernel `name` of
-    `unit` (stages 3 and 4). The garbage collector is paused from parsing to the IR's text:
-    paused in lowering alone, its walks of the objects lowering made moved into printing."""
-    lowering = ModuleLowering(parse(unit.text, source_name), source_name, external_variables=True,
-                              lean=lean).lower()
+    """(KernelInfo, function errors, external symbols, LLVM IR text, whether the unit is big)
+    of kernel `name` of `unit` (stages 3 and 4), lean where asked or the unit is big (BIG_KERNEL). The
+    garbage collector is paused from parsing to the IR's text: paused in lowering alone, its
+    walks of the objects lowering made moved into printing."""
+    module = parse(unit.text, source_name)
+    big = _instructions(module) >= BIG_KERNEL
+    lowering = ModuleLowering(module, source_name, external_variables=True, lean=lean or big).lower()
     info = lowering.kernels[name]
     if info.error is not None:
-        return info, dict(lowering.function_errors), (), ""
+        return info, dict(lowering.function_errors), (), "", big
     return (info, dict(lowering.function_errors), tuple(g.name for g in lowering.globals.values()),
-            str(lowering.mod))
+            str(lowering.mod), big)
 
 
 def _abi(info: KernelInfo) -> tuple:
@@ -131,7 +147,7 @@ def _abi(info: KernelInfo) -> tuple:
 def _optimised_ir(text: str, name: str, source_name: str, abi: tuple) -> str:
     """In the compile server: the full lowering of kernel `name` (a Recipe of compile_kernel),
     refused where its ABI differs from the quick code's (the quick code then stays)."""
-    info, _, _, llvm_ir = _lowered(Unit(text, ""), name, source_name)
+    info, _, _, llvm_ir, _ = _lowered(Unit(text, ""), name, source_name)
     if info.error is not None:
         raise info.error
     if _abi(info) != abi:
