@@ -6,6 +6,7 @@ import time
 import pytest
 
 import anycuda as ac
+from anycuda.runtime import device
 from anycuda.runtime.stream import default_stream
 
 WAIT = 5.0      # seconds a test waits before calling something stuck
@@ -85,6 +86,29 @@ def test_later_work_on_blocking_streams_waits_for_the_default_stream():
     s.synchronize()
     t.join(WAIT)
     assert order == ["default", "s"]
+
+
+def test_each_device_has_its_own_default_stream(monkeypatch, request):
+    """As each CUDA context has its own legacy stream: device 1's default-stream work runs
+    while device 0's is held, a blocking stream of device 1 waits only for device 1's, and a
+    synchronisation of device 1 does not wait for device 0."""
+    monkeypatch.setenv("ANYCUDA_DEVICES", "2")
+    device.device_count.cache_clear()                   # (read once per process)
+    request.addfinalizer(device.device_count.cache_clear)
+    gate, started, order = threading.Event(), threading.Event(), []
+    default_stream.enqueue(held_work(started, gate, order, "device 0"))
+    assert started.wait(WAIT)
+    with ac.Device(1):
+        default_stream.enqueue(order.append, "device 1")
+        s = ac.Stream()
+        s.enqueue(order.append, "stream of device 1")
+        s.synchronize()
+        ac.Device(1).synchronize()
+        assert order == ["device 1", "stream of device 1"]
+    assert not default_stream.query()        # device 0's is still held
+    gate.set()
+    default_stream.synchronize()
+    assert order[-1] == "device 0"
 
 
 def test_non_blocking_streams_do_not_synchronise_with_the_default_stream():

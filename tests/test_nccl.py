@@ -11,6 +11,7 @@ import pytest
 
 import anycuda as ac
 from anycuda.driver import api
+from anycuda.runtime import device
 from anycuda.libraries.nccl import functions
 from anycuda.libraries.nccl.status import NcclError, Result
 from library_calls import caller, peek, stream_handle
@@ -295,6 +296,37 @@ def test_init_rank_from_threads_and_query(rng):
         np.testing.assert_array_equal(b.values(), np.prod([s.view() for s in sends], axis=0))
     for h in handles:
         call("ncclCommDestroy", h)
+
+
+def test_ranks_on_threads_using_their_devices_default_streams(rng, monkeypatch, request):
+    """One host thread per device, each calling a collective on the legacy default stream
+    (stream 0) outside a group: each device has its own, so no rank's collective waits
+    behind another rank's, which would wait for it in turn."""
+    monkeypatch.setenv("ANYCUDA_DEVICES", "3")
+    device.device_count.cache_clear()                   # (read once per process)
+    request.addfinalizer(device.device_count.cache_clear)
+    r = Ranks(3)
+    sends = [Buf(7, 64, rng.standard_normal(64).astype(np.float32)) for _ in range(3)]
+    recvs = [Buf(7, 64) for _ in range(3)]
+    failures = []
+
+    def rank(i):
+        try:
+            with ac.Device(i):
+                call("ncclAllReduce", sends[i].ptr, recvs[i].ptr, 64, 7, 0, r.comms[i], 0)
+                api.wait_for_stream(0)
+        except Exception as e:       # noqa: BLE001 - reported by the test below
+            failures.append(e)
+    threads = [threading.Thread(target=rank, args=(i,), daemon=True) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), f"ranks on the default streams deadlocked ({failures})"
+    assert not failures
+    for b in recvs:
+        np.testing.assert_allclose(b.values(), sum(s.view() for s in sends), rtol=1e-6)
+    r.close()
 
 
 def test_split_by_parity_orders_by_key(rng):

@@ -10,8 +10,11 @@ ticket, so work queued meanwhile still comes after it).
 
 The default stream is CUDA's *legacy* null stream: its work starts only when the work
 queued earlier on every blocking stream of the same device has finished, and work queued
-later on a blocking stream starts only when the default stream's earlier work has finished
-(one default stream serves every device). Streams created with `non_blocking=True` take no
+later on a blocking stream starts only when the default stream's earlier work has finished.
+Each device has its own, as each CUDA context has: `default_stream` stands for the one of the
+queueing thread's device (runtime/device.work_device), so threads driving different devices
+through their default streams do not wait for each other (NCCL ranks of one process, one
+thread per device, block their streams until every rank has arrived). Streams created with `non_blocking=True` take no
 part in that. Each piece of work carries tickets, taken when it is queued, that say what it
 waits for; one condition variable guards all counters, so the rules hold when several host
 threads queue at once. A ticket only ever names work queued before it, so no set of waits
@@ -230,7 +233,7 @@ class Stream(_Queue):
     def _dependencies(self) -> tuple:
         if self.non_blocking:
             return ()
-        legacy = default_stream._state
+        legacy = default_stream.state_of(self.device)
         return ((legacy, legacy.issued),) if legacy.issued > legacy.completed else ()
 
     def _joins(self, state: _StreamState) -> None:
@@ -251,14 +254,28 @@ class Stream(_Queue):
 
 
 class _DefaultStream(_Queue):
-    """The legacy default stream: its work starts once the earlier work of every blocking
-    stream of the queueing thread's device has finished."""
+    """The legacy default streams, one per device: work goes to the queueing thread's
+    device's, and starts once the earlier work of every blocking stream of that device has
+    finished."""
 
     priority = 0
     non_blocking = False
 
     def __init__(self):
-        self._state = _StreamState(False)
+        self._by_device = {}          # device -> _StreamState, made at first use
+
+    @property
+    def _state(self) -> _StreamState:
+        return self.state_of(work_device())
+
+    def state_of(self, device: int) -> _StreamState:
+        """The legacy default stream of `device` (what waits for it must see it before its
+        first work, so it is made on asking; setdefault keeps one when threads race)."""
+        st = self._by_device.get(device)
+        return st if st is not None else self._by_device.setdefault(device, _StreamState(False, device))
+
+    def states(self) -> list:
+        return list(self._by_device.values())
 
     def _dependencies(self) -> tuple:
         if not _states:      # a program without created streams skips this (launch overhead)
@@ -345,9 +362,9 @@ def _run_hooks() -> None:
 
 def _device_states(device):
     """The states of the streams that a synchronisation of `device` (every device: None)
-    waits for: its created streams and the legacy default stream. Caller holds _cv."""
+    waits for: its created streams and its legacy default stream. Caller holds _cv."""
     mine = [st for st in _states if device is None or st.device == device]
-    return mine + [default_stream._state]
+    return mine + (default_stream.states() if device is None else [default_stream.state_of(device)])
 
 
 def _wait_idle(device) -> list:
@@ -361,9 +378,8 @@ def _wait_idle(device) -> list:
 
 def synchronize_all(device: int = None) -> None:
     """Wait for the work of every stream (of `device` only, when given: a device's
-    synchronisation does not wait for the others'; the legacy default stream, shared by all
-    devices here, is always waited for); raise the first kept error (the others stay kept
-    for their streams' synchronize or the next synchronize_all)."""
+    synchronisation does not wait for the others'); raise the first kept error (the others
+    stay kept for their streams' synchronize or the next synchronize_all)."""
     first = None
     with _cv:
         for st in _wait_idle(device):

@@ -110,9 +110,10 @@ def _wait_for_peers(op) -> None:
     if op.done.wait(HINT_SECONDS):
         return
     hint = (f"anycuda: nccl{op.kind} of rank {op.rank} has waited {HINT_SECONDS:g} s for the other ranks of its "
-            "communicator. Ranks of one process whose work shares a stream (the legacy default stream is one "
-            "for every device in anycuda) wait for each other forever: give each rank a stream of its own, "
-            "or call the ranks' collectives in one ncclGroupStart/End\n")
+            "communicator. Ranks of one process whose work shares a stream (one device's default stream "
+            "too) wait for each other forever: give each rank a stream of its own, or call the ranks' "
+            "collectives in one ncclGroupStart/End; a rank that failed before its call leaves the others "
+            "waiting too\n")
     if hint not in _said:
         _said.add(hint)
         sys.stderr.write(hint)
