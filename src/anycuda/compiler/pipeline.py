@@ -9,13 +9,14 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
               and the variables they name, keeping the module's line numbers
   2. cache    compiler.build.cache: a kernel met before (same unit text, compiler, CPU) is loaded
   3. parse    ptx.parse: the unit's text to PTX IR
-  4. lower    compiler.lowering.module.ModuleLowering: PTX IR to LLVM IR: each function's
+  4. lower    compiler.lowering.module.ModuleLowering: PTX IR to LLVM IR (lean for quick code and
+              for big kernels: the general path alone; in full for optimised code): each function's
               analyses (analysis/), its step function (lowering/function.py with ops/ and
               vector/), a kernel's block function (simt/) and launch function (cpu/); the
               module's variables are declarations here, defined once by `compile_variables`
   5. build    compiler.build.jit.compile_to_object: LLVM IR to a native object; quick code first
-              while the compile server optimises (compiler/build/tiers.py), optimised code into
-              the cache
+              while the compile server lowers in full and optimises (compiler/build/tiers.py,
+              a Recipe), optimised code into the cache
   6. link     runtime/program.py: the object linked into the process against the module's
               variables (jit.LoadedObject's `symbols`)
 
