@@ -78,6 +78,16 @@ class Ranks:
             call("ncclCommDestroy", c)
 
 
+@pytest.fixture(autouse=True)
+def four_devices(monkeypatch):
+    """Ranks of one process take a device each (ncclCommInitAll refuses devices that do not
+    exist): four, read afresh (device_count is read once per process)."""
+    monkeypatch.setenv("ANYCUDA_DEVICES", "4")
+    device.device_count.cache_clear()
+    yield
+    device.device_count.cache_clear()
+
+
 @pytest.fixture(params=[2, 3, 4])
 def ranks(request):
     r = Ranks(request.param)
@@ -364,7 +374,9 @@ def test_argument_errors_and_their_text():
              (("ncclBroadcast", b.ptr, b.ptr, 4, 7, 2, r.comms[0], 0), Result.InvalidArgument, "root 2"),
              (("ncclSend", 0, 4, 7, 1, r.comms[0], 0), Result.InvalidArgument, "send buffer is NULL"),
              (("ncclAllReduce", b.ptr, b.ptr, 4, 7, 0, 0x1234, 0), Result.InvalidArgument, "no communicator"),
-             (("ncclGroupEnd",), Result.InvalidUsage, "without ncclGroupStart")]
+             (("ncclGroupEnd",), Result.InvalidUsage, "without ncclGroupStart"),
+             (("ncclCommInitAll", ctypes.addressof((ctypes.c_uint64 * 5)()), 5, 0), Result.InvalidArgument,
+              "device 4 does not exist")]
     for args, status, text in cases:
         with pytest.raises(NcclError) as e:
             call(*args)
