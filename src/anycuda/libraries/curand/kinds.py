@@ -1,9 +1,10 @@
 """The enumerations of NVIDIA's curand.h (generator types, orderings, direction-vector sets),
 numbered as curand.h numbers them, and the table of which ordering each generator accepts.
 
-The table is the one rule curandSetGeneratorOrdering documents: pseudorandom generators take
-the PSEUDO_* orderings, quasirandom generators take QUASI_DEFAULT; anything else is
-CURAND_STATUS_OUT_OF_RANGE. PSEUDO_DYNAMIC (added in CUDA 11.5, absent from the header's list)
+The table is the rule curandSetGeneratorOrdering documents (pseudorandom generators take the
+PSEUDO_* orderings, quasirandom generators take QUASI_DEFAULT; anything else is
+CURAND_STATUS_OUT_OF_RANGE) narrowed as NVIDIA's library narrows it: SEEDED for XORWOW only,
+no BEST for MT19937. PSEUDO_DYNAMIC (added in CUDA 11.5, absent from the header's list)
 is accepted for the pseudorandom generators as NVIDIA's library accepts it; it lays results
 out as PSEUDO_BEST does here, which its documentation allows ("may differ per device").
 """
@@ -53,9 +54,14 @@ QUASI = frozenset({RngType.QUASI_SOBOL32, RngType.QUASI_SCRAMBLED_SOBOL32,
 QUASI64 = frozenset({RngType.QUASI_SOBOL64, RngType.QUASI_SCRAMBLED_SOBOL64})
 SCRAMBLED = frozenset({RngType.QUASI_SCRAMBLED_SOBOL32, RngType.QUASI_SCRAMBLED_SOBOL64})
 
-_PSEUDO_ORDERINGS = frozenset({Ordering.PSEUDO_BEST, Ordering.PSEUDO_DEFAULT, Ordering.PSEUDO_SEEDED,
-                               Ordering.PSEUDO_LEGACY, Ordering.PSEUDO_DYNAMIC})
-VALID_ORDERINGS = {**{t: _PSEUDO_ORDERINGS for t in PSEUDO}, **{t: frozenset({Ordering.QUASI_DEFAULT}) for t in QUASI}}
+_PSEUDO_ORDERINGS = frozenset({Ordering.PSEUDO_BEST, Ordering.PSEUDO_DEFAULT, Ordering.PSEUDO_LEGACY,
+                               Ordering.PSEUDO_DYNAMIC})
+# NVIDIA's library takes SEEDED for XORWOW alone and refuses BEST for MT19937 (asked of its host
+# generators: tests/test_curand_nvidia.py)
+_REFUSED = {RngType.PSEUDO_MT19937: {Ordering.PSEUDO_BEST}}
+_ALSO = {RngType.PSEUDO_XORWOW: {Ordering.PSEUDO_SEEDED}}
+VALID_ORDERINGS = {**{t: (_PSEUDO_ORDERINGS | _ALSO.get(t, set())) - _REFUSED.get(t, set()) for t in PSEUDO},
+                   **{t: frozenset({Ordering.QUASI_DEFAULT}) for t in QUASI}}
 DEFAULT_ORDERING = {**{t: Ordering.PSEUDO_DEFAULT for t in PSEUDO}, **{t: Ordering.QUASI_DEFAULT for t in QUASI}}
 
 MAX_DIMENSIONS = 20000
