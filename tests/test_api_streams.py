@@ -342,3 +342,69 @@ def test_work_queued_while_a_blocking_call_runs_waits_for_it():
     default_stream.synchronize()
     s.synchronize()
     assert order[0] == "blocking" and sorted(order[1:]) == ["blocking stream, later", "queued later"]
+
+
+@pytest.mark.parametrize("per_thread", [False, True])
+def test_the_python_api_on_per_thread_default_streams(monkeypatch, rng, per_thread):
+    """ANYCUDA_PER_THREAD_DEFAULT_STREAM=1: the Python API's work without a stream goes to the
+    calling thread's own default stream, so one thread's held work does not hold another's
+    copies (on the legacy default stream it does: that waits for every blocking stream)."""
+    import numpy as np
+    from anycuda.runtime.stream import per_thread_stream
+    monkeypatch.setenv("ANYCUDA_PER_THREAD_DEFAULT_STREAM", "1" if per_thread else "0")
+    gate, started = threading.Event(), threading.Event()
+    holder = run_in_thread(lambda: per_thread_stream().enqueue(held_work(started, gate, [], "held")))
+    assert started.wait(WAIT)
+    x = rng.standard_normal(1000).astype(np.float32)
+    got = []
+    copier = run_in_thread(lambda: got.append(ac.asarray(x).get()))
+    copier.join(1.0)
+    assert copier.is_alive() != per_thread       # blocked behind the held stream on the legacy one
+    gate.set()
+    copier.join(WAIT)
+    holder.join(WAIT)
+    assert len(got) == 1 and (got[0] == x).all()
+    ac.synchronize()
+
+
+SCALE_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry scale(.param .u64 pa, .param .f32 pk, .param .u32 pn)
+{
+  .reg .pred %p<2>; .reg .b32 %r<6>; .reg .f32 %f<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [pa]; ld.param.f32 %f1, [pk]; ld.param.u32 %r1, [pn];
+  mov.u32 %r2, %tid.x; mov.u32 %r3, %ctaid.x; mov.u32 %r4, %ntid.x;
+  mad.lo.s32 %r2, %r3, %r4, %r2;
+  setp.ge.u32 %p1, %r2, %r1;
+  @%p1 bra DONE;
+  mul.wide.u32 %rd2, %r2, 4; add.s64 %rd3, %rd1, %rd2;
+  ld.global.f32 %f2, [%rd3];
+  fma.rn.f32 %f3, %f2, %f1, 0f3F800000;
+  st.global.f32 [%rd3], %f3;
+DONE:
+  ret;
+}
+"""
+
+
+def test_eight_threads_on_per_thread_default_streams_get_the_serial_results(monkeypatch, rng):
+    import numpy as np
+    monkeypatch.setenv("ANYCUDA_PER_THREAD_DEFAULT_STREAM", "1")
+    scale = ac.RawModule(ptx=SCALE_PTX, name="scale.ptx").get_function("scale")      # a[i] = a[i] * k + 1
+    inputs = [rng.standard_normal(5000).astype(np.float32) for _ in range(8)]
+    results = [None] * 8
+
+    def work(t):
+        a = ac.asarray(inputs[t])
+        for k in range(1, 11):
+            scale(((a.size + 255) // 256,), (256,), (a, np.float32(k), np.uint32(a.size)))
+        results[t] = a.get()
+    threads = [run_in_thread(lambda t=t: work(t)) for t in range(8)]
+    for t in threads:
+        t.join(60)
+    for t in range(8):
+        want = inputs[t].copy()
+        for k in range(1, 11):
+            want = (want.astype(np.float64) * k + 1.0).astype(np.float32)     # fma: one rounding
+        np.testing.assert_allclose(results[t], want, rtol=1e-5)

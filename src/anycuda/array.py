@@ -15,7 +15,7 @@ import numpy as np
 
 from .runtime import memory
 from .runtime.errors import CudaError, CUresult
-from .runtime.stream import default_stream
+from .runtime.stream import api_stream
 
 
 class Memory:
@@ -99,20 +99,20 @@ class MemoryPointer:
     def copy_from_host(self, host, size: int = None) -> None:
         addr, size = self._host_address(np.ascontiguousarray(host) if isinstance(host, np.ndarray) else host, size)
         self._check(size)
-        default_stream.call(memory.memcpy, self.ptr, addr, size)
+        api_stream().call(memory.memcpy, self.ptr, addr, size)
 
     def copy_to_host(self, host, size: int = None) -> None:
         addr, size = self._host_address(host, size)
         self._check(size)
-        default_stream.call(memory.memcpy, addr, self.ptr, size)
+        api_stream().call(memory.memcpy, addr, self.ptr, size)
 
     def copy_from_device(self, src: "MemoryPointer", size: int) -> None:
         self._check(size)
-        default_stream.enqueue(memory.memcpy, self.ptr, int(src), size)
+        api_stream().enqueue(memory.memcpy, self.ptr, int(src), size)
 
     def memset(self, value: int, size: int) -> None:
         self._check(size)
-        default_stream.enqueue(memory.memset, self.ptr, value, size)
+        api_stream().enqueue(memory.memset, self.ptr, value, size)
 
 
 def _shape_tuple(shape) -> tuple:
@@ -209,7 +209,7 @@ class ndarray:
             out = np.empty(self._shape, self._dtype)
         elif out.shape != self._shape or out.dtype != self._dtype or not out.flags.c_contiguous:
             raise ValueError(f"out must be a C-contiguous {self._dtype} array of shape {self._shape}")
-        (stream or default_stream).call(memory.memcpy, out.ctypes.data, self.data.ptr, self.nbytes)
+        (stream or api_stream()).call(memory.memcpy, out.ctypes.data, self.data.ptr, self.nbytes)
         return out
 
     def set(self, arr, stream=None) -> None:
@@ -219,7 +219,7 @@ class ndarray:
             raise ValueError(f"shape mismatch: cannot set an array of shape {arr.shape} into {self._shape}")
         host = np.asarray(arr, dtype=self._dtype, order="C")
         if stream is None:       # as cudaMemcpy from pageable memory: the caller may reuse `arr` at once
-            default_stream.call(memory.memcpy, self.data.ptr, host.ctypes.data, host.nbytes)
+            api_stream().call(memory.memcpy, self.data.ptr, host.ctypes.data, host.nbytes)
         else:
             stream.enqueue(_copy_keeping, self.data.ptr, host.ctypes.data, host.nbytes, host, self)
 
@@ -228,11 +228,11 @@ class ndarray:
         def fill():
             if self.size:
                 self._host().fill(value)
-        default_stream.enqueue(fill)
+        api_stream().enqueue(fill)
 
     def copy(self) -> "ndarray":
         out = ndarray(self._shape, self._dtype)
-        default_stream.enqueue(_copy_keeping, out.data.ptr, self.data.ptr, self.nbytes, self, out)
+        api_stream().enqueue(_copy_keeping, out.data.ptr, self.data.ptr, self.nbytes, self, out)
         return out
 
     def astype(self, dtype, copy: bool = True) -> "ndarray":

@@ -32,7 +32,7 @@ from .array import Memory, MemoryPointer, ndarray
 from .runtime.errors import CudaError, CUresult
 from .runtime.names import demangled_names
 from .runtime.device import multiprocessor_count, work_device
-from .runtime.stream import default_stream
+from .runtime.stream import api_stream
 
 _FLOAT_FORMATS = {2: "<e", 4: "<f", 8: "<d"}
 
@@ -242,7 +242,7 @@ class RawKernel:
         if self._layout is None:
             self._layout = param_layout(self._image.params, getattr(self._image, "param_size", None))
         params = marshal_args(None, args, layout=self._layout)
-        (stream or default_stream).enqueue(_run_launch, self._image, grid, block, params, shared_mem, workers,
+        (stream or api_stream()).enqueue(_run_launch, self._image, grid, block, params, shared_mem, workers,
                                            tuple(args), cooperative, record)
 
     def __repr__(self):

@@ -42,6 +42,7 @@ launch queue makes a launch wait. At exit, work still queued is finished first (
 from __future__ import annotations
 
 import atexit
+import os
 import queue
 import threading
 import time
@@ -336,6 +337,16 @@ def per_thread_stream(device: int = None) -> Stream:
     if s is None:
         s = streams[device] = Stream(device=device)
     return s
+
+
+def api_stream():
+    """Where the Python API's work goes when it is given no stream: the legacy default stream,
+    or with ANYCUDA_PER_THREAD_DEFAULT_STREAM=1 the calling host thread's per-thread default
+    stream (what nvcc's `--default-stream per-thread` makes of a program's stream 0), so that
+    host threads' arrays, copies and launches do not wait for each other's."""
+    if os.environ.get("ANYCUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in ("", "0"):
+        return per_thread_stream()
+    return default_stream
 
 
 class _PerThreadDefaultStream:
