@@ -79,7 +79,8 @@ class Spills:
     def _plan_spills(self, body):
         if not self.site_live:
             return          # a kernel without sites keeps nothing across one
-        self.block_uniform = uniformity.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
+        if not self.mc.lean:      # (what the registers' saved forms and rebuilds need: not lean code)
+            self.block_uniform = uniformity.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
         defs = dataflow.definition_positions(body)
         cost = {}
 
@@ -159,6 +160,8 @@ class Spills:
             self.spill_slots[r] = (off, size(r))
             off += size(r)
         self.spill_bytes = (off + 7) // 8 * 8
+        if self.mc.lean:
+            return
         inductions = {loop.induction for loop in self.stride_loop_at.values()}
         params = self.mc.kernel_params(self.pfn)
         self.linear_forms = {r: f for r, f in affine.thread_linear_forms(body, params).items()
