@@ -7,11 +7,11 @@ The wheel (`nvidia-curand`, in the test extra) is loaded by path with ctypes; no
 the project. Each case draws a fresh seed, size and offset, so a layout that only matches for
 one spelling fails here.
 
-Compared: XORWOW (BEST, DEFAULT, LEGACY), MRG32k3a (DEFAULT, LEGACY) and Philox4_32_10 (DEFAULT,
+Compared: XORWOW (BEST, DEFAULT, SEEDED, LEGACY), MRG32k3a (DEFAULT, LEGACY) and Philox4_32_10 (DEFAULT,
 LEGACY) for words and every float and double distribution and Poisson, from a fresh generator and in
 successive calls of mixed kinds and sizes after an offset; Sobol32 and Sobol64 in 1-3 dimensions
 at offsets. Not yet matched, so not compared here (NOTES.md, "cuRAND against NVIDIA's host
-library"): MT19937's and MTGP32's layouts, XORWOW's SEEDED ordering, scrambled Sobol. Poisson
+library"): MT19937's and MTGP32's layouts, scrambled Sobol. Poisson
 from pseudorandom generators is compared too, for lambda 10 (a table method on one word per
 result) and 5000 (from the float normals).
 """
@@ -58,8 +58,8 @@ OURS = {"words": "generate", "longlong": "generate_long_long", "poisson_large": 
 PAIRED = {"normal", "normal_double", "log_normal", "log_normal_double"}
 
 XORWOW, MRG32K3A, PHILOX, SOBOL32, SOBOL64 = 101, 121, 161, 201, 203
-BEST, DEFAULT, LEGACY = 100, 101, 103
-PSEUDO_CASES = [(XORWOW, BEST), (XORWOW, DEFAULT), (XORWOW, LEGACY), (MRG32K3A, DEFAULT), (MRG32K3A, LEGACY),
+BEST, DEFAULT, SEEDED, LEGACY = 100, 101, 102, 103
+PSEUDO_CASES = [(XORWOW, BEST), (XORWOW, DEFAULT), (XORWOW, SEEDED), (XORWOW, LEGACY), (MRG32K3A, DEFAULT), (MRG32K3A, LEGACY),
                 (PHILOX, DEFAULT), (PHILOX, LEGACY)]
 
 

@@ -12,8 +12,9 @@ NVIDIA ships precomputed powers of M; we build M here by stepping each of the 16
 once, and get M^(2^k) by repeated squaring, so no table is copied.
 
 The host engine's PSEUDO_SEEDED ordering ("a specific seeding pattern for fast lower quality
-results") gives stream t the seed seed + t * 0x9E3779B97F4A7C15 and no skip-ahead: NVIDIA does
-not publish its pattern, so that ordering is ours, unverified until golden files from a GPU.
+results") gives stream t the seed seed + t * SEEDED_STRIDE and no skip-ahead. NVIDIA does not
+publish the pattern; the stride was found by asking its host library (thread t's first word
+equals curand_init's first word for exactly that seed) and is checked against it in the tests.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from .layout import Layout, RowsEngine
 WEYL = 362437
 SUBSEQUENCE_BITS = 67
 _M32 = 0xFFFFFFFF
+_M64 = 0xFFFFFFFFFFFFFFFF
+SEEDED_STRIDE = 0x2FD111               # what NVIDIA's SEEDED ordering adds to the seed per stream
 
 
 def seeded(seed: int):
@@ -131,7 +134,7 @@ class Engine(RowsEngine):
         if self._row is not None and self._row[0] == step:
             return self._row[1], self._row[2]
         if self.seeded_ordering:
-            states = [seeded((self.seed + i * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) for i in range(t)]
+            states = [seeded((self.seed + i * SEEDED_STRIDE) & _M64) for i in range(t)]
             base = np.array([s[0] for s in states], np.uint32)
             d0 = np.array([s[1] for s in states], np.uint32)
         else:
