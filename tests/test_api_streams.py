@@ -3,11 +3,12 @@ import gc
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import anycuda as ac
 from anycuda.runtime import device
-from anycuda.runtime.stream import default_stream
+from anycuda.runtime.stream import default_stream, per_thread_stream
 
 WAIT = 5.0      # seconds a test waits before calling something stuck
 
@@ -294,7 +295,6 @@ def test_stream_waits_for_an_event_of_another_stream():
 
 
 def test_get_waits_for_stream_work_and_reports_its_errors():
-    import numpy as np
     s = ac.Stream()
     d = ac.zeros(4, np.int32)
     gate = threading.Event()
@@ -349,8 +349,6 @@ def test_the_python_api_on_per_thread_default_streams(monkeypatch, rng, per_thre
     """ANYCUDA_PER_THREAD_DEFAULT_STREAM=1: the Python API's work without a stream goes to the
     calling thread's own default stream, so one thread's held work does not hold another's
     copies (on the legacy default stream it does: that waits for every blocking stream)."""
-    import numpy as np
-    from anycuda.runtime.stream import per_thread_stream
     monkeypatch.setenv("ANYCUDA_PER_THREAD_DEFAULT_STREAM", "1" if per_thread else "0")
     gate, started = threading.Event(), threading.Event()
     holder = run_in_thread(lambda: per_thread_stream().enqueue(held_work(started, gate, [], "held")))
@@ -389,7 +387,6 @@ DONE:
 
 
 def test_eight_threads_on_per_thread_default_streams_get_the_serial_results(monkeypatch, rng):
-    import numpy as np
     monkeypatch.setenv("ANYCUDA_PER_THREAD_DEFAULT_STREAM", "1")
     scale = ac.RawModule(ptx=SCALE_PTX, name="scale.ptx").get_function("scale")      # a[i] = a[i] * k + 1
     inputs = [rng.standard_normal(5000).astype(np.float32) for _ in range(8)]

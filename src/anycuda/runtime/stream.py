@@ -14,8 +14,8 @@ later on a blocking stream starts only when the default stream's earlier work ha
 Each device has its own, as each CUDA context has: `default_stream` stands for the one of the
 queueing thread's device (runtime/device.work_device), so threads driving different devices
 through their default streams do not wait for each other (NCCL ranks of one process, one
-thread per device, block their streams until every rank has arrived). Streams created with `non_blocking=True` take no
-part in that. Each piece of work carries tickets, taken when it is queued, that say what it
+thread per device, block their streams until every rank has arrived). Streams created with
+`non_blocking=True` take no part in that. Each piece of work carries tickets, taken when it is queued, that say what it
 waits for; one condition variable guards all counters, so the rules hold when several host
 threads queue at once. A ticket only ever names work queued before it, so no set of waits
 can be circular. The per-thread default stream (`per_thread_stream`, `Stream.ptds`) is a

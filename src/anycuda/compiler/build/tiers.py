@@ -62,7 +62,7 @@ class OptimisedCode:
     bytes) once it is there (at once if it is), or fn(None) if the compile failed."""
 
     def __init__(self, source, name: str):
-        self._ir, self._name = source, name      # LLVM IR text, or a Recipe that makes it
+        self._source, self._name = source, name      # LLVM IR text, or a Recipe that makes it
         self._lock = threading.Lock()
         self._subscribers = []
         self._finished = False
@@ -80,7 +80,7 @@ class OptimisedCode:
     def _finish(self, object_code, error=None) -> None:
         with self._lock:
             self.object_code, self.error = object_code, error
-            self._ir = None
+            self._source = None
             self._finished = True
             subscribers, self._subscribers = self._subscribers, []
         for fn in subscribers:
@@ -182,7 +182,7 @@ class _Server:
                     return
                 job = self._queue.pop(0)
             try:
-                status, payload = self._compile(job._ir, job._name)
+                status, payload = self._compile(job._source, job._name)
             except Exception as e:    # noqa: BLE001 - the server died or garbled a reply: start another
                 said = self._server_output()
                 self._stop()

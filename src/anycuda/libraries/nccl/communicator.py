@@ -108,10 +108,9 @@ def init_all(ndev: int, devices: list) -> list:
     require(ndev >= 1, Result.InvalidArgument, f"ndev {ndev}")
     require(len(set(devices)) == len(devices), Result.InvalidUsage, f"devices {devices} repeat")
     count = device_count()
-    missing = [d for d in devices if not 0 <= d < count]
-    require(not missing, Result.InvalidArgument,
-            f"device {missing[0] if missing else ''} does not exist ({count} device{'s' * (count != 1)}; "
-            "ANYCUDA_DEVICES sets how many)")
+    for d in devices:
+        require(0 <= d < count, Result.InvalidArgument,
+                f"device {d} does not exist ({count} device{'s' * (count != 1)}; ANYCUDA_DEVICES sets how many)")
     group, key = local.LocalGroup(ndev), secrets.token_bytes(16)
     return [_add(Communicator(r, ndev, devices[r], group, key)) for r in range(ndev)]
 
