@@ -218,3 +218,22 @@ def test_a_big_step_function_is_called_from_its_rounds_not_copied(rng, monkeypat
     assert step_definition().endswith("noinline")
     monkeypatch.setenv("ANYCUDA_JIT", "optimised")
     _run(kernel, 2, 64, rng)
+
+
+def test_a_huge_module_is_optimised_with_the_light_passes(rng, monkeypatch, fresh_cache):
+    """Above jit.LIGHT_ABOVE_LINES lines of IR the optimiser runs LIGHT_PASSES, not O3; the
+    kernel still computes what its model does (barriers, shuffles, loops, grid-stride loops)."""
+    from anycuda.compiler.build import jit
+    line = jit.LIGHT_ABOVE_LINES
+    assert jit.is_huge("define a\n" + "\n" * (line + 1)) and not jit.is_huge("define a\n" + "\n" * 100)
+    assert not jit.is_huge("define a\n" + "\n" * (line // 2) + "\ndefine b\n" + "\n" * (line // 2))
+    optimise, calls = jit.optimise, []
+
+    def spy(mod, level=3, light=False):
+        calls.append(light)
+        optimise(mod, level, light)
+    monkeypatch.setattr(jit, "optimise", spy)
+    monkeypatch.setattr(jit, "LIGHT_ABOVE_LINES", 0)
+    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+    _run(gen.random_kernel(400, 19, name="gen_light19"), 2, 64, rng)
+    assert calls and all(calls)

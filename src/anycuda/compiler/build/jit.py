@@ -52,12 +52,33 @@ def target_description() -> str:
     return f"{st['triple']} {llvm.get_host_cpu_name()}"
 
 
-def optimise(mod: llvm.ModuleRef, level: int = 3) -> None:
+# Lines of LLVM IR text (instructions, mostly) of one function above which its module is
+# optimised with LIGHT_PASSES rather than O3: on one huge function O3's cost grows faster than the code
+# (GVN, InstCombine, the loop passes; benchmarks/NOTES.md "Huge kernels"), while these are
+# about linear and do what counts most for lowered PTX: registers out of stack slots,
+# constants and dead code folded. The benchmark suite's kernels have at most ~31,000 lines.
+LIGHT_ABOVE_LINES = 60_000
+LIGHT_PASSES = ("sroa", "sccp", "instruction_combine", "simplify_cfg", "aggressive_dce")
+
+
+def optimise(mod: llvm.ModuleRef, level: int = 3, light: bool = False) -> None:
     st = _initialise()
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
     pb = llvm.create_pass_builder(st["tm"], pto)
-    pm = pb.getModulePassManager()
+    if light:
+        pm = llvm.create_new_module_pass_manager()
+        for name in LIGHT_PASSES:
+            getattr(pm, f"add_{name}_pass")()
+    else:
+        pm = pb.getModulePassManager()
     pm.run(mod, pb)
+
+
+def is_huge(llvm_ir: str) -> bool:
+    """Whether a module's LLVM IR text has a function of more than LIGHT_ABOVE_LINES lines
+    (it is then optimised with LIGHT_PASSES). Many functions of ordinary size are not: each
+    costs O3 its own size."""
+    return any(chunk.count("\n") > LIGHT_ABOVE_LINES for chunk in llvm_ir.split("\ndefine "))
 
 
 def compile_to_object(llvm_ir: str, name: str = "module", optimised: bool = True) -> bytes:
@@ -73,7 +94,7 @@ def compile_to_object(llvm_ir: str, name: str = "module", optimised: bool = True
     _dump("ANYCUDA_DUMP_IR", mod)
     if not optimised:
         return st["tm_quick"].emit_object(mod)
-    optimise(mod)
+    optimise(mod, light=is_huge(llvm_ir))
     mod = streamstores.make_streaming(mod, st["tm"])
     _dump("ANYCUDA_DUMP_OPT_IR", mod)
     return st["tm"].emit_object(mod)

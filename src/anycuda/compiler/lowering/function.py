@@ -21,6 +21,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.errors import PtxError, UnsupportedPtx
 from .. import abi
+from ..folding import FoldingBuilder, float_constant
 from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address,
                       store_field)
@@ -80,6 +81,7 @@ class FunctionLowering(Spills):
         # Invariant: the shadow always equals inttoptr of the register's value.
         self.shadows = {}
         self.derived = set()              # registers that were given a derived pointer
+        self.last_stored = {}             # stack slot -> (LLVM block, value last stored there in it)
         self.param_values = {}
         self.ptrs = {}                    # name -> i8* (locals, param buffers)
         self.labels = {}
@@ -173,7 +175,7 @@ class FunctionLowering(Spills):
             self.publishes_locals = any(isinstance(st, pir.Instruction) and st.opcode == "call" for st in body)
             self.frame_size = LOCAL_WINDOW_SLOT + (16 if self.publishes_locals else 0)
         entry = self.fn.append_basic_block("entry")
-        self.b = b = ir.IRBuilder(entry)
+        self.b = b = FoldingBuilder(entry)
         if self.is_kernel:
             self.ctx = self.fn.args[0]
         else:
@@ -283,6 +285,7 @@ class FunctionLowering(Spills):
     def _declare_body_vars(self, body):
         b = self.b
         depot, depot_size, depot_align = {}, 0, 8
+        pointers = _may_hold_pointers(body)
         for st in body:
             if not isinstance(st, pir.VarDecl):
                 continue
@@ -290,7 +293,7 @@ class FunctionLowering(Spills):
                 if st.vector:
                     raise self._decl_error(st, "vector registers are not supported")
                 self.regs[st.name] = (b.alloca(llvm_type(st.type), name=st.name.lstrip("%")), st.type)
-                if st.type in ("b64", "u64", "s64"):
+                if st.type in ("b64", "u64", "s64") and st.name in pointers:
                     self.shadows[st.name] = b.alloca(PTR, name=st.name.lstrip("%") + ".ptr")
             elif st.space in ("local", "param"):
                 size = decl_size(st)
@@ -444,7 +447,7 @@ class FunctionLowering(Spills):
         if isinstance(op, pir.Reg):
             slot, decl = self.reg(op.name)
             self.check_operand_type(op, decl, t)
-            return convert_bits(b, b.load(slot), lt, signed)
+            return convert_bits(b, self.load_slot(slot), lt, signed)
         if isinstance(op, pir.Imm):
             return self.immediate(op, t)
         if isinstance(op, pir.SpecialReg):
@@ -480,7 +483,7 @@ class FunctionLowering(Spills):
                 raise self.error(f"float immediate {op.value} used as .{t}")
             return ir.Constant(lt, op.value & ((1 << lt.width) - 1))
         if op.is_float and op.bits is not None and op.width == llvm_width(lt):
-            return self.b.bitcast(ir.Constant(ir.IntType(op.width), op.bits), lt)
+            return float_constant(lt, op.bits, op.width) or self.b.bitcast(ir.Constant(ir.IntType(op.width), op.bits), lt)
         return ir.Constant(lt, float(op.value))
 
     def write(self, op, value: ir.Value, t: str, pointer: ir.Value = None):
@@ -496,13 +499,30 @@ class FunctionLowering(Spills):
         slot, decl = self.reg(op.name)
         self.check_operand_type(op, decl, t)
         stored = convert_bits(b, value, slot.type.pointee, t.startswith("s"))
-        b.store(stored, slot)
+        self.store_slot(stored, slot)
         self.set_shadow(op.name, stored, pointer if width(t) == 64 else None)
+
+    def store_slot(self, value, slot):
+        """Store to a register's (or its pointer shadow's) stack slot, every store to which
+        goes through here, so that load_slot knows the value."""
+        self.b.store(value, slot)
+        self.last_stored[slot] = (self.b.block, value)
+
+    def load_slot(self, slot):
+        """A register's (or its shadow's) value: the one last stored in this LLVM block when
+        there is one (the block's own instructions run in order, and no store bypasses
+        store_slot), else a load. A third of the loads of lowered code read what the
+        instruction before wrote; LLVM would remove them, after parsing them, or in the quick
+        tier not at all."""
+        known = self.last_stored.get(slot)
+        if known is not None and known[0] is self.b.block:
+            return known[1]
+        return self.b.load(slot)
 
     def set_shadow(self, name, int_value, pointer=None):
         shadow = self.shadows.get(name)
         if shadow is not None:
-            self.b.store(pointer if pointer is not None else self.b.inttoptr(int_value, PTR), shadow)
+            self.store_slot(pointer if pointer is not None else self.b.inttoptr(int_value, PTR), shadow)
             if pointer is not None:
                 self.derived.add(name)
 
@@ -511,7 +531,7 @@ class FunctionLowering(Spills):
         parameter (or None). Any register's shadow would be correct; these are the ones
         worth following."""
         if isinstance(op, pir.Reg) and op.name in self.derived:
-            return self.b.load(self.shadows[op.name])
+            return self.load_slot(self.shadows[op.name])
         return None
 
     def pack(self, vec: pir.Vec, t: str) -> ir.Value:
@@ -689,9 +709,9 @@ class FunctionLowering(Spills):
         else:
             slot, t = self.reg(op.base.name)
             if space != "shared" and op.base.name in self.derived:
-                p = b.load(self.shadows[op.base.name])
+                p = self.load_slot(self.shadows[op.base.name])
                 return b.gep(p, [i64(op.offset)]) if op.offset else p
-            addr = register_address(b, b.load(slot), op.offset)
+            addr = register_address(b, self.load_slot(slot), op.offset)
         if space == "shared":
             # an offset from the window's base pointer (the same address as base + offset)
             # lets LLVM relate the accesses of neighbouring threads
@@ -833,3 +853,22 @@ class FunctionLowering(Spills):
             b.position_at_end(after)
         else:
             handler(self, inst)
+
+
+# the instructions that may give their destination a pointer derived from its source
+# (FunctionLowering.write's `pointer`: ops/instructions.py mov, ld of a parameter, cvta, add)
+_POINTER_MAKERS = frozenset(("mov", "ld", "ldu", "cvta", "add"))
+
+
+def _may_hold_pointers(body) -> set:
+    """The registers that a pointer-making instruction writes: only these get a pointer
+    shadow (FunctionLowering.set_shadow), which every write of the register keeps up to date;
+    the others' pointer is never asked for."""
+    out = set()
+    for st in body:
+        if isinstance(st, pir.Instruction) and st.opcode in _POINTER_MAKERS and st.operands:
+            dst = st.operands[0]
+            items = dst.items if isinstance(dst, pir.Vec) else (dst,)
+            out.update(item.name for item in items if isinstance(item, pir.Reg))
+    return out
+

@@ -325,7 +325,8 @@ class ModuleLowering:
                                        self_checked_sites=lowering.self_checked_sites, advances=lowering.advances,
                                        regions=lowering.regions, guarded_rounds=lowering.guarded_rounds,
                                        probe_bounds=lowering.probe_bounds, synccheck=synccheck,
-                                       combined_init=combined_init, combined_flush=combined_flush)
+                                       combined_init=combined_init, combined_flush=combined_flush,
+                                       one_round=self.lean)
         block = blockfunction.emit_block_function(self.mod, plan)
         launch.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                            spill_bytes=lowering.spill_bytes, race_shadow=self.tool == "racecheck")

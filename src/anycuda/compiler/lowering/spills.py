@@ -252,7 +252,7 @@ class Spills:
         live = [r for r in live if r not in here]
         for r in live:
             if r in self.spill_slots and (written is None or r in written):
-                value = b.load(self.reg(r)[0])
+                value = self.load_slot(self.reg(r)[0])
                 if value.type == I1:
                     value = b.zext(value, I8)
                 if r in self.linear_forms:
@@ -342,7 +342,7 @@ class Spills:
                     value = b.trunc(value, I1)
             if r in self.linear_forms:
                 value = b.add(value, self._linear_part(r))
-            b.store(value, self.reg(r)[0])
+            self.store_slot(value, self.reg(r)[0])
             self.set_shadow(r, value)
 
     def _linear_part(self, r):

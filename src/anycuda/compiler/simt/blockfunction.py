@@ -211,6 +211,8 @@ class BlockPlan:
     synccheck: bool = False         # barriers and collectives checked as they resolve (synccheck.py)
     combined_init: ir.Function = None   # void(frame): a block's combined atomics set up (ops/aggregation.py)
     combined_flush: ir.Function = None  # void(frame): ... performed, after its last thread
+    one_round: bool = False         # one round function for every site, the site its argument: lean
+                                    # code, whose step is not specialised per site (lowering/module.py)
 
     @functools.cached_property
     def step_call_attrs(self) -> tuple:
@@ -507,7 +509,16 @@ class _BlockFunction:
         # vectorised per site they ran no faster
         self.coll_round = fn.append_basic_block("collective.round") if self.collectives else None
         self.affine_again = {site for site in again if site in self.affine_sites}
+        any_site = None
         for site in [0] + again + (["collective"] if self.collectives else []):
+            if self.plan.one_round and site != "collective":
+                if any_site is None:
+                    any_site = fn.append_basic_block("uniform.any")
+                    b.position_at_end(any_site)
+                    self._call_round(RoundFunction(self, "round", None), b.load(self.cur))
+                    b.branch(self.scan)
+                sw.add_case(i32(site), any_site)
+                continue
             if site == "collective":
                 body = self.coll_round
             else:
@@ -582,9 +593,10 @@ class _BlockFunction:
         """The uniform round from `site`, a call of its own function (rounds.py)."""
         self._call_round(RoundFunction(self, f"round{site}", site))
 
-    def _call_round(self, round_function):
+    def _call_round(self, round_function, site=None):
         self.b.call(round_function.emit(), [self.L, self.ws, self.header,
-                                            self.stays if self.stays is not None else i32(0)])
+                                            self.stays if self.stays is not None else i32(0),
+                                            site if site is not None else i32(0)])
 
     def _scan(self):
         """After a uniform round: where its threads stopped, and what runs next."""

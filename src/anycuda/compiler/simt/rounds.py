@@ -24,7 +24,7 @@ from ..irutil import (for_range, for_range_counting, i32, i64, in_thread_group, 
 from ..types import I1, I32, I64, PTR
 from .workspace import frame_at, workspace_layout
 
-ROUND_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I32])     # (L, ws, header, stays)
+ROUND_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I32, I32])     # (L, ws, header, stays, site)
 
 
 @contextmanager
@@ -143,9 +143,11 @@ def affine_spills(b, spill, header, n, slots, holds):
 
 
 class RoundFunction:
-    """`void round(i8* L, i8* ws, i8* header, i32 stays)`: the uniform round from `site` of the
-    block function `block` (blockfunction._BlockFunction: its plan, affine sites and guarded
-    rounds), from the rebuilt registers where they check out when `from_rebuilt`."""
+    """`void round(i8* L, i8* ws, i8* header, i32 stays, i32 site)`: the uniform round from
+    `site` of the block function `block` (blockfunction._BlockFunction: its plan, affine sites
+    and guarded rounds), from the rebuilt registers where they check out when `from_rebuilt`.
+    With `site` None, the round from whichever site its caller passes (BlockPlan.one_round);
+    otherwise the argument is unused."""
 
     def __init__(self, block, name, site, from_rebuilt=True):
         self.block, self.name, self.site, self.from_rebuilt = block, name, site, from_rebuilt
@@ -155,7 +157,7 @@ class RoundFunction:
         fn = self.fn = ir.Function(block.module, ROUND_TYPE, name=f"{plan.name}.{self.name}")
         fn.linkage = "internal"
         fn.attributes.add("noinline")
-        L, self.ws, self.header, stays = fn.args
+        L, self.ws, self.header, stays, self.site_arg = fn.args
         self.header.add_attribute("noalias")
         self.stays = stays if block.stays is not None else None
         b = self.b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -177,6 +179,9 @@ class RoundFunction:
         """The round: from the rebuilt registers where they check out (`from_rebuilt`), else
         only where a round that checked itself goes on (affine_entry)."""
         b, fn, site, block = self.b, self.fn, self.site, self.block
+        if site is None:
+            self._uniform_round(self.site_arg)
+            return
         if site in block.affine_again:
             affine = self.affine_entry = fn.append_basic_block(f"uniform{site}.affine")
             if self.from_rebuilt:
@@ -202,8 +207,8 @@ class RoundFunction:
         return None
 
     def _uniform_round(self, resume):
-        """One loop over the threads, each calling step from `resume` (a constant), stop codes
-        to `codes`. A round from a grid-stride loop's back-edge yield in `self_checked_sites`
+        """One loop over the threads, each calling step from `resume` (a constant, or the
+        round's site argument), stop codes to `codes`. A round from a grid-stride loop's back-edge yield in `self_checked_sites`
         checks for itself whether every thread stopped at that yield again with the site's
         rebuilt registers in their form (min and max reductions over the threads: the stop
         codes, and each register's saved value less stride * t) and then runs the next
@@ -212,19 +217,20 @@ class RoundFunction:
         last two). Rounds from barriers were tried the same way, checking for the one site
         their threads could reach next: sgemm did not get faster."""
         b, fn, module, spill, header, site = self.b, self.fn, self.block.module, self.spill, self.header, self.site
-        checked = site in self.block.plan.self_checked_sites         # a yield with rebuilt registers (affine_entry)
+        checked = site is not None and site in self.block.plan.self_checked_sites         # a yield with rebuilt registers (affine_entry)
         slots = self.block.affine_sites[site] if checked else []
         if checked:
             code_range = RangeReduction(b, I32)
             # (a slot of a proven form needs no reduction: thread 0's element is the value)
             slot_ranges = [None if known else RangeReduction(b, ir.IntType(8 * size))
                            for _, _, size, _, known in slots]
-        counted_from = self._induction_first() if resume != site else None
+        counted_from = self._induction_first() if site is not None and resume != site else None
 
         def run_threads(resume):
             with each_thread(b, self.nx, self.ny, self.nz, "u", counted_from) as (x, y, z, linear, induction):
                 fr = frame_at(b, self.ws, self.block.fsize, linear)
-                code = b.call(self.block.plan.step, [fr, i32(resume), self.params, x, y, z, linear] + self.scalars
+                code = b.call(self.block.plan.step, [fr, resume if isinstance(resume, ir.Value) else i32(resume),
+                                                     self.params, x, y, z, linear] + self.scalars
                               + step_tail(b, header, spill, self.n, induction),
                               attrs=self.block.plan.step_call_attrs)
                 in_thread_group(module, b.store(code, b.gep(self.codes, [linear])))
@@ -235,7 +241,7 @@ class RoundFunction:
                             continue
                         value = in_thread_group(module, b.load(spill_element(b, spill, off, size, linear)))
                         rng.add(b.sub(value, widen(b, linear, size)) if stride else value)
-        if site in self.block.guarded_rounds:
+        if site is not None and site in self.block.guarded_rounds:
             with b.if_else(all_stay(b, self.stays, self.block.guarded_rounds[site])) as (settled, as_written):
                 with settled:
                     run_threads(resume | guards.PASSED)

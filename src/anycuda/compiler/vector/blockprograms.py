@@ -42,6 +42,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow, fusion, memory, uniformity
+from ..analysis.spans import SpanFacts
 from ..cpu import launch
 from ..irutil import at_function_start, convert_bits, for_range, i32, i64, load_field, store_field
 from ..ops.table import takes
@@ -180,34 +181,20 @@ class BlockProgram(BlockMemory):
     def _skippable_spans(self) -> dict:
         """{position of a conditional forward branch: its target's position} where what lies
         between is worth a test (SKIP_AT_LEAST instructions) and self-contained: no barrier,
-        no exit, no branch out of it but to its end, no branch into it from outside."""
-        body, spans = self.pfn.body, {}
+        no exit, no branch out of it but to its end, no branch into it from outside
+        (analysis/spans.py)."""
+        body, spans, facts = self.pfn.body, {}, None
         for pos, st in enumerate(body):
             if not (isinstance(st, pir.Instruction) and st.opcode == "bra" and st.guard is not None
                     and isinstance(st.operands[0], pir.Sym)):
                 continue
             end = self.labels.get(st.operands[0].name, -1)
-            if end > pos and self._self_contained(pos + 1, end) and \
-                    sum(isinstance(x, pir.Instruction) for x in body[pos + 1:end]) >= SKIP_AT_LEAST:
+            if end <= pos + 1:
+                continue
+            facts = facts or SpanFacts(body, self.labels, _BARRIERS | {"ret", "exit"})
+            if facts.instructions(pos + 1, end) >= SKIP_AT_LEAST and facts.self_contained(pos + 1, end):
                 spans[pos] = end
         return spans
-
-    def _self_contained(self, lo, hi) -> bool:
-        body = self.pfn.body
-        inside = {body[p].name for p in range(lo, hi) if isinstance(body[p], pir.Label)}
-        for p, st in enumerate(body):
-            if not isinstance(st, pir.Instruction):
-                continue
-            within = lo <= p < hi
-            if within and st.opcode in _BARRIERS | {"ret", "exit"}:
-                return False
-            if st.opcode == "bra":
-                target = st.operands[0].name if isinstance(st.operands[0], pir.Sym) else None
-                if within and target not in inside and self.labels.get(target) != hi:
-                    return False
-                if not within and target in inside:
-                    return False
-        return True
 
     def _only_if_some_lane(self, lo, hi):
         """Positions lo..hi-1 behind a test that some lane is here; after them, each register,
