@@ -273,7 +273,7 @@ def get_device_id() -> int:
     return getattr(_current, "device", 0)
 
 
-# The device of a thread's current driver-API context, or None without one: driver/api.py
+# The device of a thread's current driver-API context, or None without one: driver/handles.py
 # sets this (the runtime does not know about contexts).
 context_device = lambda: None    # noqa: E731
 

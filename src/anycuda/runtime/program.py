@@ -420,7 +420,7 @@ class KernelImage:
         """Run the grid on `num_workers` workers (the device's multiprocessors; 0: all). A
         cooperative launch gets a grid workspace (what grid.sync() needs) and runs every block
         on its own thread, so that all of them run at once; the caller keeps the grid within
-        what can be co-resident (driver/api.py). `cluster`: launched with an explicit cluster
+        what can be co-resident (driver/launches.py). `cluster`: launched with an explicit cluster
         shape (1x1x1, the only one the driver takes). `record`: prepare's answer, when the
         launch was prepared as it was queued."""
         if type(grid) is not tuple or type(block) is not tuple:

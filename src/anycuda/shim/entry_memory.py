@@ -6,6 +6,7 @@ entry point."""
 from __future__ import annotations
 
 from ..driver import api
+from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
 from . import entry_textures
 
@@ -161,13 +162,13 @@ def define(ffi, entry, ptr, handle, common):
 
     @entry
     def cuMemHostGetDevicePointer_v2(out, p, flags):
-        if api.memory.lookup(ptr(p)) is None:
+        if memory.lookup(ptr(p)) is None:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "not page-locked host memory")
         out[0] = ptr(p)                    # one address space: the same address
 
     @entry
     def cuMemHostGetFlags(out, p):
-        if api.memory.lookup(ptr(p)) is None:
+        if memory.lookup(ptr(p)) is None:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "not page-locked host memory")
         out[0] = 0
 
@@ -195,7 +196,7 @@ def define(ffi, entry, ptr, handle, common):
                     raise
                 value = 0
             if a == 6:                   # CU_POINTER_ATTRIBUTE_BUFFER_ID: unique per allocation
-                found = api.memory.lookup(p)
+                found = memory.lookup(p)
                 value = found.ptr if found else 0
             n = _ATTRIBUTE_SIZES[a]
             ffi.memmove(data[i], int(value).to_bytes(n, "little", signed=value < 0), n)

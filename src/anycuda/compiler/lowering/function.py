@@ -36,7 +36,7 @@ SPECIAL_FIELDS = {"tid": "tid", "ntid": "ntid", "ctaid": "ctaid", "nctaid": "nct
 
 # Special registers that read as another one, or as a constant, on anycuda's device model
 # (PTX ISA 9.x chapter 10). No launch makes thread block clusters of more than one CTA
-# (driver/api.py takes a 1x1x1 cluster shape only), so a CTA is its own cluster: rank 0 of 1,
+# (driver/launches.py takes a 1x1x1 cluster shape only), so a CTA is its own cluster: rank 0 of 1,
 # cluster id = CTA id. The device reserves no shared memory (runtime/device.py), so the
 # aggregate size is the CTA's own and the reserved region is empty at offset 0; no kernel
 # runs inside a device graph; there are no performance counters (%pm*: 0); the driver defines
