@@ -196,8 +196,9 @@ def _specialised(llvm_ir: str) -> set:
 
 def test_a_big_kernel_is_lean_in_every_tier(jit_mode, monkeypatch, rng):
     """From BIG_KERNEL instructions on, the optimised code is made from the lean lowering too
-    (a threshold lowered here so that a small kernel counts as big), runs right, and a tiered
-    big kernel sends the server its lean IR rather than a Recipe for a full lowering."""
+    (a threshold lowered here so that a small kernel counts as big), and runs right; a tiered
+    big kernel sends the server a Recipe, which makes that lean IR (not the quick code's, whose
+    saved registers live in their spill arrays: no IR for the optimiser)."""
     unit = ModuleIndex(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").kernel_unit("reduce_sum")
     *_, full_ir, big = pipeline._lowered(unit, "reduce_sum", "reduce_shfl.ptx")
     assert _specialised(full_ir) and not big
@@ -209,7 +210,9 @@ def test_a_big_kernel_is_lean_in_every_tier(jit_mode, monkeypatch, rng):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tiers, "optimise_in_background", lambda source, name: sent.append(source))
         Program(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").compiled_kernel("reduce_sum")
-    assert len(sent) == 1 and isinstance(sent[0], str) and not _specialised(sent[0])
+    assert len(sent) == 1 and isinstance(sent[0], tiers.Recipe)
+    made = sent[0].make(*sent[0].args)
+    assert made == big_ir and not _specialised(made)
     jit_mode("optimised")
     kernel = Program(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").kernel("reduce_sum")
     x = rng.standard_normal(50_000).astype(np.float32)
@@ -380,3 +383,30 @@ def test_no_code_is_linked_once_the_exit_has_begun():
             "    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "the process is exiting" in r.stdout, r.stdout + r.stderr
+
+
+def test_quick_code_keeps_saved_registers_in_their_spill_arrays(jit_mode, monkeypatch, rng):
+    """Quick code: the registers live across reverse's barrier stay in their spill arrays
+    (no site saves them, no resume reloads them) and the kernel runs right; the lowering for
+    the optimiser keeps them in stack slots."""
+    from anycuda.compiler.lowering.function import FunctionLowering
+    kept = []
+    real = FunctionLowering._keep_saved_registers_in_spill_arrays
+
+    def spy(self):
+        real(self)
+        kept.append(set(self.in_spill_arrays))
+    monkeypatch.setattr(FunctionLowering, "_keep_saved_registers_in_spill_arrays", spy)
+    unit = ModuleIndex(REVERSE, "reverse.ptx").kernel_unit("reverse")
+    pipeline._lowered(unit, "reverse", "reverse.ptx", lean=True)
+    assert kept and {"%rd2", "%rd3"} <= kept[0]
+    kept.clear()
+    pipeline._lowered(unit, "reverse", "reverse.ptx")
+    assert not kept
+    jit_mode("quick")
+    kernel = Program(REVERSE, "reverse.ptx").kernel("reverse")
+    for block in (64, 96, 1000):
+        x = rng.integers(0, 2 ** 32, block, dtype=np.uint32)
+        out = np.full(block, 0xCDCDCDCD, np.uint32)
+        kernel.launch((1, 1, 1), (block, 1, 1), struct.pack("<QQ", x.ctypes.data, out.ctypes.data))
+        assert out.tolist() == x[::-1].tolist()

@@ -95,10 +95,11 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     result.externals = externals
     where = f"{source_name}:{name}"
     if tiered:                                  # queued before the quick compile: the server starts sooner
-        # (a big kernel's optimised code is made from this lean IR too)
-        source = tiers.Recipe(_optimised_ir, (unit.text, name, source_name, _abi(info))) if lean and not big else llvm_ir
-        result.optimised = tiers.optimise_in_background(source, where)
+        result.optimised = tiers.optimise_in_background(
+            tiers.Recipe(_optimised_ir, (unit.text, name, source_name, _abi(info))), where)
     quick = mode == tiers.QUICK or result.optimised is not None
+    if lean and not quick:                      # (no compile server after all) quick IR is not for the optimiser
+        llvm_ir = _lowered(unit, name, source_name)[3]
     result.object_code = jit.compile_to_object(llvm_ir, where, optimised=not quick)
     if result.optimised is not None:
         def arrived(object_code):
@@ -125,12 +126,14 @@ def _instructions(module) -> int:
 @collection_paused
 def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False) -> tuple:
     """(KernelInfo, function errors, external symbols, LLVM IR text, whether the unit is big)
-    of kernel `name` of `unit` (stages 3 and 4), lean where asked or the unit is big (BIG_KERNEL). The
+    of kernel `name` of `unit` (stages 3 and 4): with `lean`, quick code (ModuleLowering's
+    `quick`: lean, never optimised); else for the optimiser, lean where the unit is big
+    (BIG_KERNEL). The
     garbage collector is paused from parsing to the IR's text: paused in lowering alone, its
     walks of the objects lowering made moved into printing."""
     module = parse(unit.text, source_name)
     big = _instructions(module) >= BIG_KERNEL
-    lowering = ModuleLowering(module, source_name, external_variables=True, lean=lean or big).lower()
+    lowering = ModuleLowering(module, source_name, external_variables=True, lean=big, quick=lean).lower()
     info = lowering.kernels[name]
     if info.error is not None:
         return info, dict(lowering.function_errors), (), "", big

@@ -29,6 +29,8 @@ HANDLED for modifiers, OPERAND_COUNTS for the operand counts its handlers lower)
 """
 from __future__ import annotations
 
+import functools
+
 from . import ir
 from .modifiers import FLOATS, HALVES, INTEGERS, ROUNDING, INTEGER_ROUNDING, SCOPES, SPACES, TYPES, VECTORS, \
     COMPARISONS, words
@@ -256,27 +258,44 @@ def describe(op) -> str:
 
 
 def _operand_problems(opcode, mods, operands):
-    spec = operand_spec(opcode, mods)
-    if spec is None:
+    form = _operand_form(opcode, tuple(mods))
+    if form is None:
         return
-    most, fewest = len(spec), sum(not s.endswith("?") for s in spec)
+    checks, fewest, most, width, data = form
     if not fewest <= len(operands) <= most:
         want = str(most) if fewest == most else f"{fewest} to {most}"
         yield f"'{opcode}' takes {want} operands, got {len(operands)}", None
         return
-    for n, (kind, op) in enumerate(zip(spec, operands)):
-        accepts, what = _KINDS[kind.rstrip("?")]
+    for n, ((accepts, what), op) in enumerate(zip(checks, operands)):
         if not accepts(op):
             yield f"{opcode}: operand {n + 1} must be {what}, found {describe(op)}", n
-    width = next((int(m[1:]) for m in mods if m in VECTORS), None)
-    data = {"ld": 0, "ldu": 0, "st": 1}.get(opcode)
     if width is not None and data is not None:
         op = operands[data]
         if not isinstance(op, ir.Vec) or len(op.items) != width:
             yield f"{opcode}.v{width}: operand {data + 1} must be a vector of {width}, found {describe(op)}", data
 
 
+@functools.lru_cache(maxsize=4096)
+def _operand_form(opcode: str, mods: tuple):
+    """What _operand_problems checks of `opcode.mods`, once per spelling: each operand's
+    (test, description), the fewest and most operands, and a vector access's width and data
+    operand; None where operands are not checked."""
+    spec = operand_spec(opcode, mods)
+    if spec is None:
+        return None
+    width = next((int(m[1:]) for m in mods if m in VECTORS), None)
+    return (tuple(_KINDS[kind.rstrip("?")] for kind in spec), sum(not s.endswith("?") for s in spec), len(spec),
+            width, {"ld": 0, "ldu": 0, "st": 1}.get(opcode))
+
+
 def problems(opcode: str, mods: tuple, operands: tuple) -> list:
     """What instruction `opcode.mods operands` breaks (module docstring): a list of (message,
     where), `where` the modifier (a str) or the operand's index (an int) it concerns, or None."""
-    return list(_modifier_problems(opcode, mods)) + list(_operand_problems(opcode, mods, operands))
+    return list(_modifier_problems_of(opcode, tuple(mods))) + list(_operand_problems(opcode, mods, operands))
+
+
+@functools.lru_cache(maxsize=4096)
+def _modifier_problems_of(opcode: str, mods: tuple) -> tuple:
+    """_modifier_problems, once per spelling: a module repeats a few hundred of them (half
+    of the parser's time went to checking each instruction's modifiers again)."""
+    return tuple(_modifier_problems(opcode, mods))

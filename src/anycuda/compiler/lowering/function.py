@@ -110,6 +110,7 @@ class FunctionLowering(Spills):
         self.proven_alike = set()         # saved registers whose saved value is one for the whole block
         self.self_checked_sites = set()   # yield sites whose rounds check themselves (blockfunction.uniform_round)
         self.affine_slots = 0             # header slots after FRAME_HEADER for rebuilt registers
+        self.in_spill_arrays = set()      # quick code: registers whose slot is their spill array element
         self.linear_forms = {}            # saved register -> thread-linear form it is saved without
         self.probe_bounds = None          # the block-wide bounds of the known predicates (probebounds.py)
         self.fused_products = {}          # id(add/sub) -> the mul fused into it (fusion.fused_products)
@@ -191,6 +192,8 @@ class FunctionLowering(Spills):
                 self.labels[st.name] = self.fn.append_basic_block(st.name.replace("$", "_"))
         start = self.fn.append_basic_block("start")
         self.dispatch_block = b.block
+        if self.is_kernel and self.mc.quick:
+            self._keep_saved_registers_in_spill_arrays()
         b.position_at_end(start)
         if self.is_kernel and self.publishes_locals:
             # the top of the kernel's stack slots: its mark, local slot and call parameter
@@ -293,7 +296,7 @@ class FunctionLowering(Spills):
                 if st.vector:
                     raise self._decl_error(st, "vector registers are not supported")
                 self.regs[st.name] = (b.alloca(llvm_type(st.type), name=st.name.lstrip("%")), st.type)
-                if st.type in ("b64", "u64", "s64") and st.name in pointers:
+                if st.type in ("b64", "u64", "s64") and st.name in pointers and not self.mc.quick:
                     self.shadows[st.name] = b.alloca(PTR, name=st.name.lstrip("%") + ".ptr")
             elif st.space in ("local", "param"):
                 size = decl_size(st)
@@ -405,7 +408,10 @@ class FunctionLowering(Spills):
 
     def streams(self, inst) -> bool:
         """Whether store `inst` may bypass the caches where its launch asks for that
-        (memory.streams, compiler/cpu/streamstores.py)."""
+        (memory.streams, compiler/cpu/streamstores.py): never in quick code, which runs until
+        its optimised code arrives."""
+        if self.mc.quick:
+            return False
         if self._read_memory is None:
             params = self.mc.kernel_params(self.pfn) if self.is_kernel else ()
             self._read_memory = memory.read_memory(self.pfn.body, params)
@@ -503,21 +509,23 @@ class FunctionLowering(Spills):
         self.set_shadow(op.name, stored, pointer if width(t) == 64 else None)
 
     def store_slot(self, value, slot):
-        """Store to a register's (or its pointer shadow's) stack slot, every store to which
-        goes through here, so that load_slot knows the value."""
+        """Store to a register's (or its pointer shadow's) slot, every store to which goes
+        through here, so that load_slot knows the value."""
         self.b.store(value, slot)
         self.last_stored[slot] = (self.b.block, value)
 
     def load_slot(self, slot):
-        """A register's (or its shadow's) value: the one last stored in this LLVM block when
-        there is one (the block's own instructions run in order, and no store bypasses
-        store_slot), else a load. A third of the loads of lowered code read what the
+        """A register's (or its shadow's) value: the one last stored or loaded in this LLVM
+        block when there is one (the block's own instructions run in order, and no store
+        bypasses store_slot), else a load. A third of the loads of lowered code read what the
         instruction before wrote; LLVM would remove them, after parsing them, or in the quick
         tier not at all."""
         known = self.last_stored.get(slot)
         if known is not None and known[0] is self.b.block:
             return known[1]
-        return self.b.load(slot)
+        value = self.b.load(slot)
+        self.last_stored[slot] = (self.b.block, value)
+        return value
 
     def set_shadow(self, name, int_value, pointer=None):
         shadow = self.shadows.get(name)

@@ -72,10 +72,15 @@ class ModuleLowering:
     affine form at a resume. Each of those is a copy of code that only pays once optimised;
     unoptimised, they tripled the IR and the time to make it (benchmarks/NOTES.md, "Lean quick
     code"). The kernels' ABI (KernelInfo: symbols, parameters, shared sizes) is the same as
-    without, so the optimised code of a full lowering can take over a launch of lean code."""
+    without, so the optimised code of a full lowering can take over a launch of lean code.
+
+    `quick`: lean code that will not be optimised (it implies `lean`): registers saved at a
+    site live in their spill arrays (lowering/spills.py), and no register has a pointer
+    shadow (what it gives is alias information for the optimiser). Code for the optimiser,
+    a big kernel's lean code included, is made without it."""
 
     def __init__(self, module: pir.Module, source_name: str = "<ptx>", external_variables: bool = False,
-                 lean: bool = False):
+                 lean: bool = False, quick: bool = False):
         self.ptx = module
         self.source_name = source_name
         self.external_variables = external_variables
@@ -94,8 +99,9 @@ class ModuleLowering:
         self.waits_on_grid = gridsync.reads_grid_workspace(module)   # polls a grid barrier: see gridsync
         self.tool = memcheck.mode()               # the sanitizer tool the kernels are built for ('' none)
         self.checked = bool(self.tool)            # every access tested first (ops/memcheck.py)
-        self.general_only = self.checked or lean  # no specialised paths (see `lean` above)
-        self.lean = lean
+        self.general_only = self.checked or lean or quick   # no specialised paths (see `lean` above)
+        self.lean = lean or quick
+        self.quick = quick
         self.check_sites = []                     # memcheck.Site of each tested access
 
     # -------------------------------------------------------------- services for FunctionLowering

@@ -79,6 +79,11 @@ class Spills:
     def _plan_spills(self, body):
         if not self.site_live:
             return          # a kernel without sites keeps nothing across one
+        if self.mc.quick:
+            # quick code keeps saved registers in their spill arrays: saving costs nothing, so
+            # nothing is recomputed instead, and no site asks what was written since a resume
+            self._lay_out_spills({r for regs in self.site_live.values() for r in regs})
+            return
         if not self.mc.lean:      # (what the registers' saved forms and rebuilds need: not lean code)
             self.block_uniform = uniformity.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
         defs = dataflow.definition_positions(body)
@@ -153,13 +158,7 @@ class Spills:
             self.written[back] = self.written[leave] = written
         for r in list(self.remat):
             self.remat.update(fixed(r))     # what a recomputation reads is recomputed with it
-        # largest elements first keeps every array aligned to its element size
-        size = lambda r: max(llvm_width(self.regs[r][0].type.pointee) // 8, 1)
-        off = 0
-        for r in sorted(spilled, key=lambda r: (-size(r), r)):
-            self.spill_slots[r] = (off, size(r))
-            off += size(r)
-        self.spill_bytes = (off + 7) // 8 * 8
+        self._lay_out_spills(spilled)
         if self.mc.lean:
             return
         inductions = {loop.induction for loop in self.stride_loop_at.values()}
@@ -170,6 +169,16 @@ class Spills:
         if uniformity.control_uniform(body, params):
             # every thread saves the same value: the scheduler need not compare them
             self.proven_alike = self.block_uniform | uniformity.uniform_remainders(body, params, self.linear_forms)
+
+    def _lay_out_spills(self, spilled):
+        """Each saved register's spill array: largest elements first, which keeps every array
+        aligned to its element size."""
+        size = lambda r: max(llvm_width(self.regs[r][0].type.pointee) // 8, 1)
+        off = 0
+        for r in sorted(spilled, key=lambda r: (-size(r), r)):
+            self.spill_slots[r] = (off, size(r))
+            off += size(r)
+        self.spill_bytes = (off + 7) // 8 * 8
 
     def _recomputable_at(self, body, reaching, chain, fixed, r, at, site, depth):
         """{register: position of its definition} to run at `site`'s resume so that r holds
@@ -251,7 +260,7 @@ class Spills:
         here = self.remat_at.get(self.inst_pos, {})
         live = [r for r in live if r not in here]
         for r in live:
-            if r in self.spill_slots and (written is None or r in written):
+            if r in self.spill_slots and r not in self.in_spill_arrays and (written is None or r in written):
                 value = self.load_slot(self.reg(r)[0])
                 if value.type == I1:
                     value = b.zext(value, I8)
@@ -321,7 +330,7 @@ class Spills:
     def _reload(self, live, affine_slots):
         b = self.b
         for r in live:
-            if r not in self.spill_slots:
+            if r not in self.spill_slots or r in self.in_spill_arrays:
                 continue
             if r in affine_slots:
                 slot = self.reg(r)[0]
@@ -362,6 +371,19 @@ class Spills:
                 term = b.mul(term, value)
             total = b.add(total, term)
         return total
+
+    def _keep_saved_registers_in_spill_arrays(self):
+        """Quick code: a register that some site saves lives in its spill array all along (its
+        slot is this thread's element there, addressed once at the entry), so that no site
+        saves it and no resume reloads it. Unoptimised, each save and each reload was three
+        instructions per register and site (a third of a barrier-heavy kernel's code), and an
+        access to the array costs what one to a stack slot does; optimised code keeps
+        registers in stack slots, which LLVM makes values. Predicates stay saved as bytes."""
+        for r in list(self.spill_slots):
+            slot, decl = self.regs[r]
+            if slot.type.pointee != I1:
+                self.regs[r] = (self.spill_ptr(r), decl)
+                self.in_spill_arrays.add(r)
 
     def spill_ptr(self, r):
         off, size = self.spill_slots[r]
