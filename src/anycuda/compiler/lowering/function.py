@@ -63,7 +63,7 @@ class LoweringError(PtxError):
 class FunctionLowering(Spills):
     """Lowers one PTX function (kernel or device function) into an LLVM function.
 
-    One class of ~750 lines (with Spills, spills.py, ~330 more) because every handler of ops/
+    One class of ~800 lines (with Spills, spills.py, ~400 more) because every handler of ops/
     and vector/ is given it as the one view of the function being lowered: its registers and
     their pointer shadows, operands, addresses, frame and control flow, read and written as
     each instruction is lowered."""
