@@ -1,4 +1,5 @@
-"""racecheck (compiler/ops/racecheck.py, runtime/racereport.py): our own racy kernels, in PTX
+"""racecheck (compiler/ops/racecheck.py, runtime/racereport.py): our own racy kernels (in shared
+and in global memory), in PTX
 through the Python API and in CUDA C++ built by nvcc with -lineinfo through `anycuda run
 --sanitize=racecheck`. Each report is checked for its kind (the two accesses in the order the
 block's threads made them: anycuda runs a block's threads one after another up to each
@@ -21,7 +22,8 @@ REPORT = re.compile(
     r"=========     and (?P<second>Read|Write) access at .+?\+0x[0-9a-f]+ in (?P<second_where>\S+) "
     r"\[(?P<count>\d+) hazards?\]\n"
     r"=========     first: (?:Read|Write) by thread \((?P<first_thread>[\d,]+)\) and (?:Read|Write) by thread "
-    r"\((?P<second_thread>[\d,]+)\) in block \((?P<block>[\d,]+)\) at __shared__ 0x(?P<offset>[0-9a-f]+)")
+    r"\((?P<second_thread>[\d,]+)\) in block \((?P<block>[\d,]+)\) at (?P<space>__shared__|__global__) "
+    r"0x(?P<offset>[0-9a-f]+)")
 
 
 def reports(text: str) -> list:
@@ -122,7 +124,7 @@ def test_pair_without_barrier_is_a_hazard(racecheck, capsys, rng, first, second,
     (r,) = got
     assert (r["first"], r["second"]) == KINDS[(first, second)]
     assert (r["first_where"], r["second_where"]) == (where["first"], where["second"])
-    assert r["function"] == "pair" and r["offset"] == 4 * k
+    assert r["function"] == "pair" and r["offset"] == 4 * k and r["space"] == "__shared__"
     assert (r["first_thread"], r["second_thread"]) == (_xyz(a, shape), _xyz(b, shape))
     assert r["severity"] == ("Warning" if same_warp else "Error")
     assert r["count"] == grid                   # once per block: each block's shadow is its own
@@ -152,6 +154,81 @@ def test_syncwarp_orders_one_warp_only(racecheck, capsys, rng):
     out.get()
     (r,) = reports(capsys.readouterr().err)
     assert r["severity"] == "Error" and (r["first"], r["second"]) == ("Write", "Read")
+
+
+# the same pair in global memory: word k of buffer `buf` (a .global access, or a generic one)
+GLOBAL_PAIR = PAIR.replace(".param .u32 k)", ".param .u32 k, .param .u64 buf)").replace(
+    "mov.u32 %r8, s; shl.b32 %r9, %r3, 2; add.s32 %r9, %r8, %r9;\n  cvt.u64.u32 %rd4, %r9; cvta.shared.u64 %rd5, %rd4;",
+    "ld.param.u64 %rd4, [buf]; mul.wide.u32 %rd5, %r3, 4; add.s64 %rd5, %rd4, %rd5;")
+GLOBAL_ACCESSES = {
+    "write": "st.global.u32 [%rd5], %r7;",
+    "generic_write": "st.u32 [%rd5], %r7;",
+    "read": "ld.global.u32 %r10, [%rd5]; st.global.u32 [%rd3], %r10;",
+    "atomic": "atom.global.add.u32 %r10, [%rd5], 1; st.global.u32 [%rd3], %r10;",
+}
+
+
+def _global_pair(first, second, between):
+    assert GLOBAL_PAIR != PAIR
+    ptx = GLOBAL_PAIR.replace("FIRST", GLOBAL_ACCESSES[first]).replace("SECOND", GLOBAL_ACCESSES[second])
+    ptx = ptx.replace("BETWEEN", BETWEEN[between])
+    lines = (HEADER + ptx).splitlines()
+    where = {tag: f"bugs.ptx:{i + 1}" for tag in ("first", "second") for i, line in enumerate(lines)
+             if line.endswith("// " + tag)}
+    return ac.RawModule(ptx=HEADER + ptx, name="bugs.ptx").get_function("pair"), where
+
+
+@pytest.mark.parametrize("first,second", sorted(KINDS))
+@pytest.mark.parametrize("same_warp", [False, True], ids=["two_warps", "one_warp"])
+def test_global_pair_without_barrier_is_a_hazard(racecheck, capsys, rng, first, second, same_warp):
+    """Two threads of a block at one global word, nothing between: reported as in shared
+    memory, at the word's address; every block has the hazard (and none is reported between
+    blocks, which all touch the same word)."""
+    shape = (32, 4) if rng.integers(2) else (128, 1)
+    a, b = _threads(rng, 128, same_warp)
+    k = int(rng.integers(0, 256))
+    grid = int(rng.integers(1, 4))
+    kernel, where = _global_pair(first, second, "none")
+    out = ac.zeros(128, np.int32)
+    buf = ac.asarray(rng.integers(0, 100, 256).astype(np.int32))
+    kernel((grid,), shape, (out, np.uint32(a), np.uint32(b), np.uint32(k), buf))
+    out.get()
+    got = reports(capsys.readouterr().err)
+    if KINDS[(first, second)] is None:
+        assert got == []
+        return
+    (r,) = got
+    assert (r["first"], r["second"]) == KINDS[(first, second)]
+    assert (r["first_where"], r["second_where"]) == (where["first"], where["second"])
+    assert r["space"] == "__global__" and r["offset"] == buf.data.ptr + 4 * k
+    assert (r["first_thread"], r["second_thread"]) == (_xyz(a, shape), _xyz(b, shape))
+    assert r["severity"] == ("Warning" if same_warp else "Error")
+    assert r["count"] == grid
+    assert r["block"][0] in range(grid) and r["block"][1:] == (0, 0)
+
+
+@pytest.mark.parametrize("first,second", [p for p, kind in sorted(KINDS.items()) if kind])
+def test_global_pair_ordered_by_a_barrier_is_not(racecheck, capsys, rng, first, second):
+    a, b = _threads(rng, 128, bool(rng.integers(2)))
+    kernel, _ = _global_pair(first, second, "bar")
+    out = ac.zeros(128, np.int32)
+    buf = ac.zeros(256, np.int32)
+    for _ in range(2):
+        kernel((3,), (128,), (out, np.uint32(a), np.uint32(b), np.uint32(rng.integers(256)), buf))
+    out.get()
+    assert "Race reported" not in capsys.readouterr().err
+
+
+def test_global_word_written_by_one_thread_of_each_block_is_not(racecheck, capsys, rng):
+    """Thread t of every block writes the same word, then reads it: one thread per block, so
+    no hazard inside a block; blocks are not compared."""
+    t = int(rng.integers(0, 128))
+    kernel, _ = _global_pair("write", "read", "none")
+    out = ac.zeros(128, np.int32)
+    buf = ac.zeros(256, np.int32)
+    kernel((6,), (128,), (out, np.uint32(t), np.uint32(t), np.uint32(rng.integers(256)), buf))
+    out.get()
+    assert "Race reported" not in capsys.readouterr().err
 
 
 # an inclusive scan step: s[t] += s[t - 1], the barrier between the read and the write left out
@@ -261,3 +338,23 @@ def test_program_scan_and_clean(buggy):
     assert "Race reported" not in r.stderr and r.returncode == 0
     assert "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" in r.stderr
     assert r.stdout == plain.stdout == f"clean: cudaSuccess sum {sum(i % 7 for i in range(256)):.1f}\n"
+
+
+def test_program_scan_in_global_memory(buggy):
+    """A thread reads its left neighbour's global element while that neighbour writes it:
+    read-after-write hazards at the element's address, within warps (warnings) and across
+    them (errors), as the same scan in shared memory gives."""
+    r = _run(buggy, "gscan", "--sanitize=racecheck", "--error-exitcode", "4")
+    got = {rep["severity"]: rep for rep in reports(r.stderr)}
+    lines = _bug_lines()
+    for rep in got.values():
+        assert rep["function"] == "scan_global_no_barrier(int const*, int*)" and rep["space"] == "__global__"
+        assert (rep["first"], rep["second"]) == ("Write", "Read")
+        assert rep["first_where"].endswith(f"racecheck_bugs.cu:{lines['gscan:write']}")
+        assert rep["second_where"].endswith(f"racecheck_bugs.cu:{lines['gscan:read']}")
+    assert (got["Warning"]["count"], got["Error"]["count"]) == (256 - 8, 7)
+    assert (got["Warning"]["first_thread"], got["Warning"]["second_thread"]) == ((0, 0, 0), (1, 0, 0))
+    assert (got["Error"]["first_thread"], got["Error"]["second_thread"]) == ((31, 0, 0), (32, 0, 0))
+    # the elements' addresses: thread t read element t - 1, 4 bytes apart
+    assert got["Error"]["offset"] - got["Warning"]["offset"] == 4 * 31
+    assert "RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)" in r.stderr and r.returncode == 4

@@ -1,4 +1,4 @@
-// Shared-memory races of our own, for anycuda's racecheck: `racecheck_bugs CASE`.
+// Shared- and global-memory races of our own, for anycuda's racecheck: `racecheck_bugs CASE`.
 // Each racy line is marked BUG:<case>:<what>; the tests read the line numbers from here.
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +46,15 @@ __global__ void scan_step_no_barrier(const int *in, int *out) {
     out[t] = s[t];
 }
 
+// the same step in global memory: each thread adds its left neighbour's element of `out`,
+// which that neighbour may not have finished writing
+__global__ void scan_global_no_barrier(const int *in, int *out) {
+    unsigned t = threadIdx.x;
+    out[t] = in[t];
+    int left = t > 0 ? out[t - 1] : 0;                       // BUG:gscan:read
+    out[t] += left;                                          // BUG:gscan:write
+}
+
 int main(int argc, char **argv) {
     const char *which = argc > 1 ? argv[1] : "clean";
     float hin[N], *din, *dout, sum = 0;
@@ -59,6 +68,8 @@ int main(int argc, char **argv) {
         reduce_no_first_barrier<<<1, N>>>(din, dout);
     else if (!strcmp(which, "scan"))
         scan_step_no_barrier<<<1, N>>>(diin, diout);
+    else if (!strcmp(which, "gscan"))
+        scan_global_no_barrier<<<1, N>>>(diin, diout);
     else
         reduce<<<2, N>>>(din, dout);
     cudaError_t e = cudaDeviceSynchronize();

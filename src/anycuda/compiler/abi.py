@@ -117,6 +117,12 @@ MAX_BLOCK_THREADS = 1024     # the runtime refuses larger blocks (runtime/progra
 # then an entry per shared byte
 RACE_SHADOW_HEADER = 64 + 8 * MAX_BLOCK_THREADS
 RACE_SHADOW_ENTRY = 32
+# ... and after those (64-byte aligned) its shadow of global memory: a hash table of
+# RACE_GLOBAL_ENTRIES entries, each the block's u64 tag, a byte's u64 address, then the eight
+# u32 fields of a shared entry
+RACE_GLOBAL_ENTRIES = 1 << 14
+RACE_GLOBAL_ENTRY = 48
+RACE_GLOBAL_BYTES = RACE_GLOBAL_ENTRIES * RACE_GLOBAL_ENTRY
 
 # WAIT_BAR: reached a barrier, its warp not yet counted there; BAR_ARRIVED: its warp counted,
 # waiting for the barrier to complete

@@ -9,6 +9,9 @@ compute-sanitizer's "analysis" form, with the first pair of threads that met the
     =========     and Read access at sum+0x60 in reduce.cu:14 [31 hazards]
     =========     first: Write by thread (1,0,0) and Read by thread (0,0,0) in block (0,0,0) at __shared__ 0x4
 
+(`at __global__ 0x7f...` for a byte of global memory: its address, where shared memory's is an
+offset in the block's window.)
+
 A hazard between threads of one warp (no __syncwarp between) is a Warning, between warps an
 Error. At the process's end `summary` gives the line "RACECHECK SUMMARY: N hazards displayed
 (E errors, W warnings)". A race does not end the launch.
@@ -54,12 +57,12 @@ def _thread(linear: int, L) -> str:
 
 
 def groups(entries) -> dict:
-    """{(hazard, intra-warp, earlier site, later site): [entries]} of the hazard entries."""
+    """{(hazard, intra-warp, global, earlier site, later site): [entries]} of the hazard entries."""
     out = {}
     for e in entries:
         if racecheck.is_race(e["what"]):
-            hazard, intra = racecheck.hazard_of(e["what"])
-            out.setdefault((hazard, intra, e["other"], e["site"]), []).append(e)
+            hazard, intra, in_global = racecheck.hazard_of(e["what"])
+            out.setdefault((hazard, intra, in_global, e["other"], e["site"]), []).append(e)
     return out
 
 
@@ -70,7 +73,7 @@ def report_launch(kernel: str, sites, entries, source_name: str, L) -> int:
         return 0
     limit = int(os.environ.get("ANYCUDA_SANITIZE_PRINT_LIMIT", 100))
     lines = []
-    for (hazard, intra, earlier, later), group in list(found.items())[:limit]:
+    for (hazard, intra, in_global, earlier, later), group in list(found.items())[:limit]:
         first, second = _KIND_WORDS[hazard]
         e = group[0]
         me = f"({e['tid_x']},{e['tid_y']},{e['tid_z']})"
@@ -79,7 +82,8 @@ def report_launch(kernel: str, sites, entries, source_name: str, L) -> int:
                   f"    and {second} access at {_where(kernel, sites[later], source_name)} "
                   f"[{len(group)} hazard{'s' if len(group) != 1 else ''}]",
                   f"    first: {first} by thread {_thread(e['size'], L)} and {second} by thread {me} "
-                  f"in block ({e['ctaid_x']},{e['ctaid_y']},{e['ctaid_z']}) at __shared__ 0x{e['address']:x}"
+                  f"in block ({e['ctaid_x']},{e['ctaid_y']},{e['ctaid_z']}) at "
+                  f"{'__global__' if in_global else '__shared__'} 0x{e['address']:x}"
                   f"{' (one warp, no __syncwarp between)' if intra else ''}", ""]
         with _lock:
             _shown["warnings" if intra else "errors"] += 1

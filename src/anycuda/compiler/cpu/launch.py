@@ -59,6 +59,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
     if race_shadow:
         shadow = b.add(i64(abi.RACE_SHADOW_HEADER), b.mul(shared_bytes, i64(abi.RACE_SHADOW_ENTRY)))
+        shadow = b.add(up64(b, shadow), i64(abi.RACE_GLOBAL_BYTES))
         shared_bytes = b.add(up64(b, shared_bytes), shadow)
     # a block's workspace: its frames, then its shared memory window (64 bytes apart from
     # the next block's)

@@ -1,4 +1,5 @@
-"""racecheck: shared-memory hazards between threads of a block with no barrier between them.
+"""racecheck: shared- and global-memory hazards between threads of a block with no barrier
+between them.
 
 Under ANYCUDA_SANITIZE=racecheck (`anycuda run --sanitize=racecheck`) a kernel is compiled
 checked as for memcheck (memcheck.py: every access is bounds-tested first, and the kernel runs
@@ -31,11 +32,21 @@ counts), then the entries. It is cleared at the first instrumented access of eac
 tag, the launch's number and the block's index, differs), so its cost is one memset of
 (entry size x shared bytes) per block.
 
+Global memory (a .global access, or a generic one outside the shared, local, parameter and
+constant windows) is shadowed the same way, byte by byte, in a hash table after the shared
+entries (abi.RACE_GLOBAL_ENTRIES entries: the block's tag, the byte's address, the eight
+fields), which is never cleared: an entry whose tag or address is not this block's byte is
+taken for empty and made this byte's. The same rules find the same three hazards between
+threads of the block; a hazard there is reported `at __global__` with the byte's address.
+
 Limits: a barrier with a thread count (bar.sync a, b) counts for the threads that pass it as if
 it were the whole block's, and bar.arrive counts where the thread arrives, so hazards between
 producers and consumers of named barriers can be missed; of the threads that read a byte in
 one interval the entry keeps the last, so a write by a reader is compared with one other
-reader; global memory is not tracked.
+reader. In global memory only threads of one block are compared (the blocks of a launch
+are not ordered by barriers at all, and anycuda runs them one after another on a worker:
+their accesses are not tracked against each other), and two bytes whose addresses share a
+hash-table entry forget each other's accesses, so a hazard can be missed, never invented.
 """
 from __future__ import annotations
 
@@ -52,12 +63,13 @@ I8 = ir.IntType(8)
 READ, WRITE, ATOMIC = 0, 1, 2
 KINDS = {"read": READ, "write": WRITE, "atomic": ATOMIC}
 # a hazard's `what` in the record of failed checks: RACE + its kind, + INTRA_WARP when the two
-# threads are of one warp (a warning)
-RACE, INTRA_WARP = 16, 4
+# threads are of one warp (a warning), + GLOBAL for a byte of global memory
+RACE, INTRA_WARP, GLOBAL = 16, 4, 8
 RAW, WAW, WAR = 0, 1, 2
 HAZARD_NAMES = {RAW: "RAW", WAW: "WAW", WAR: "WAR"}
 
 ACCESS = "anycuda.racecheck.access"
+ACCESS_GLOBAL = "anycuda.racecheck.access_global"
 FRESH = "anycuda.racecheck.fresh"
 HAZARD = "anycuda.racecheck.hazard"
 
@@ -72,26 +84,41 @@ def is_race(what: int) -> bool:
 
 
 def hazard_of(what: int) -> tuple:
-    """(RAW, WAW or WAR, whether the two threads are of one warp) of an entry's `what`."""
-    return (what - RACE) % INTRA_WARP, (what - RACE) >= INTRA_WARP
+    """(RAW, WAW or WAR, whether the two threads are of one warp, whether the byte is global
+    memory) of an entry's `what`."""
+    flags = what - RACE
+    return flags % INTRA_WARP, bool(flags & INTRA_WARP), bool(flags & GLOBAL)
 
 
 def _thread_linear(f):
     return f.fn.args[6] if f.is_kernel else f.ctx_field("linear")
 
 
+def _up64(b, n):
+    return b.and_(b.add(n, i64(63)), i64(~63))
+
+
+def _block_tag(f):
+    """i64 that no other block of any launch has: the launch's number and the block's index."""
+    b = f.b
+    cta = [f.special(pir.SpecialReg("ctaid", c)) for c in "xyz"]
+    grid = [f.special(pir.SpecialReg("nctaid", c)) for c in "xy"]
+    block = b.zext(b.add(cta[0], b.mul(grid[0], b.add(cta[1], b.mul(grid[1], cta[2])))), I64)
+    return b.add(b.shl(f.launch_field("grid_id", I64), i64(40)), b.add(block, i64(1)))
+
+
+def _shared_shadow_bytes(f):
+    """i64: the header and the shared entries (the global table follows, 64-byte aligned)."""
+    total = f.b.zext(f.launch_field("shared_total", I32), I64)
+    return f.b.add(i64(abi.RACE_SHADOW_HEADER), f.b.mul(total, i64(abi.RACE_SHADOW_ENTRY)))
+
+
 def _shadow(f):
     """i8* of the block's shadow (after its shared window), cleared when the block is new."""
     b = f.b
     total = b.zext(f.launch_field("shared_total", I32), I64)
-    base = b.add(f.shared_base(), b.and_(b.add(total, i64(63)), i64(~63)))
-    shadow = b.inttoptr(base, PTR)
-    cta = [f.special(pir.SpecialReg("ctaid", c)) for c in "xyz"]
-    grid = [f.special(pir.SpecialReg("nctaid", c)) for c in "xy"]
-    block = b.zext(b.add(cta[0], b.mul(grid[0], b.add(cta[1], b.mul(grid[1], cta[2])))), I64)
-    tag = b.add(b.shl(f.launch_field("grid_id", I64), i64(40)), b.add(block, i64(1)))
-    size = b.add(i64(abi.RACE_SHADOW_HEADER), b.mul(total, i64(abi.RACE_SHADOW_ENTRY)))
-    b.call(_fresh_fn(b.module), [shadow, tag, size])
+    shadow = b.inttoptr(b.add(f.shared_base(), _up64(b, total)), PTR)
+    b.call(_fresh_fn(b.module), [shadow, _block_tag(f), _shared_shadow_bytes(f)])
     return shadow
 
 
@@ -111,21 +138,49 @@ def count_barrier(f, warp: bool) -> None:
 
 def track(f, a, size, kind: str, space: str, site: int) -> None:
     """In a racechecked kernel: compare the access of i64 `size` bytes at i64 address `a`
-    (in bounds: memcheck.check tested it) with the shadow, when it is in the shared window."""
-    if space not in ("shared", ""):
-        return
+    (in bounds: memcheck.check tested it) with the shadow of shared or of global memory."""
     b = f.b
-    lo, hi = f.space_windows("shared")[0]
-    inside = b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi))
-    with b.if_then(inside if space == "" else ir.Constant(I1, 1)):
-        shadow = _shadow(f)
-        t = _thread_linear(f)
-        counts = _counts(b, shadow, t)
-        tids = [f.special(pir.SpecialReg("tid", c)) for c in "xyz"]
-        ctas = [f.special(pir.SpecialReg("ctaid", c)) for c in "xyz"]
-        args = [f.launch_ptr(), shadow, b.sub(a, lo), b.trunc(size, I32), i32(KINDS[kind]), i32(site), t,
-                b.load(counts), b.load(b.gep(counts, [i32(1)]))] + tids + ctas
+    if space == "global":
+        _track(f, a, size, kind, site, False)
+    elif space in ("shared", ""):
+        lo, hi = f.space_windows("shared")[0]
+        if space == "shared":
+            _track(f, b.sub(a, lo), size, kind, site, True)
+            return
+        with b.if_else(_within(b, a, [(lo, hi)])) as (shared, other):
+            with shared:
+                _track(f, b.sub(a, lo), size, kind, site, True)
+            with other:
+                # thread-private (.local, a frame) and read-only windows are no global memory
+                private = [w for space in ("local", "param", "const") for w in f.space_windows(space)]
+                with b.if_then(b.not_(_within(b, a, private))):
+                    _track(f, a, size, kind, site, False)
+
+
+def _within(b, a, windows):
+    """i1: i64 address `a` lies in one of the [lo, hi) windows."""
+    inside = ir.Constant(I1, 0)
+    for lo, hi in windows:
+        inside = b.or_(inside, b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi)))
+    return inside
+
+
+def _track(f, at, size, kind: str, site: int, shared: bool) -> None:
+    """The access at `at` (an offset in the shared window, or a global address) against its
+    shadow."""
+    b = f.b
+    shadow = _shadow(f)
+    t = _thread_linear(f)
+    counts = _counts(b, shadow, t)
+    tids = [f.special(pir.SpecialReg("tid", c)) for c in "xyz"]
+    ctas = [f.special(pir.SpecialReg("ctaid", c)) for c in "xyz"]
+    args = [f.launch_ptr(), shadow, at, b.trunc(size, I32), i32(KINDS[kind]), i32(site), t,
+            b.load(counts), b.load(b.gep(counts, [i32(1)]))] + tids + ctas
+    if shared:
         b.call(_access_fn(b.module), args)
+    else:
+        table = b.gep(shadow, [_up64(b, _shared_shadow_bytes(f))])
+        b.call(_global_access_fn(b.module), args[:1] + [table] + args[2:] + [_block_tag(f)])
 
 
 def _made_once(name: str, function_type: ir.FunctionType):
@@ -156,19 +211,56 @@ def _access_fn(fn):
     i32 barriers, i32 warp syncs, i32 tid x y z, i32 ctaid x y z): the hazards of thread t's
     access of `size` bytes at `offset` in the shared window, reported (the first byte of each
     kind), then the access written into the bytes' entries."""
+    entries = lambda b, shadow: b.gep(shadow, [i64(abi.RACE_SHADOW_HEADER)])  # noqa: E731
+
+    def entry_of(b, at, shadow):
+        return b.bitcast(b.gep(entries(b, shadow), [b.mul(at, i64(abi.RACE_SHADOW_ENTRY))]), I32.as_pointer())
+    _emit_access(fn, entry_of, 0)
+
+
+@_made_once(ACCESS_GLOBAL, ir.FunctionType(ir.VoidType(), ACCESS_TYPE.args + (I64,)))
+def _global_access_fn(fn):
+    """void access_global(i8* launch, i8* table, i64 address, ..., i64 tag): as `access`
+    (same arguments, then the block's tag) for `size` bytes of global memory at `address`,
+    each byte's entry in the hash table `table`, taken for this byte's (and emptied) where it
+    holds another block's or another byte's."""
+    tag = fn.args[-1]
+
+    def entry_of(b, at, table):
+        index = b.lshr(b.mul(at, i64(0x9E3779B97F4A7C15 - (1 << 64))), i64(64 - _log2(abi.RACE_GLOBAL_ENTRIES)))
+        slot = b.bitcast(b.gep(table, [b.mul(index, i64(abi.RACE_GLOBAL_ENTRY))]), I64.as_pointer())
+        address = b.gep(slot, [i64(1)])
+        other = b.or_(b.icmp_unsigned("!=", b.load(slot), tag), b.icmp_unsigned("!=", b.load(address), at))
+        fields = b.bitcast(b.gep(slot, [i64(2)]), I32.as_pointer())
+        with b.if_then(other, likely=False):
+            b.store(tag, slot)
+            b.store(at, address)
+            for k in range(8):
+                b.store(i32(0), b.gep(fields, [i32(k)]))
+        return fields
+    _emit_access(fn, entry_of, GLOBAL)
+
+
+def _log2(n: int) -> int:
+    return n.bit_length() - 1
+
+
+def _emit_access(fn, entry_of, space_flag: int):
+    """The body of an access function: for each byte of the access, its entry (`entry_of(b,
+    at, shadow)`: i32* of the eight fields), the hazards it shows against this access, each
+    kind reported once (`space_flag` added to the report's `what`), then the access recorded."""
     fn.attributes.add("noinline")
     launch, shadow, offset, size, kind, site, t, bars, warps = fn.args[:9]
-    indices = list(fn.args[9:])
+    indices = list(fn.args[9:15])
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     reported = [b.alloca(I1, name=f"reported.{HAZARD_NAMES[h]}") for h in (RAW, WAW, WAR)]
     for slot in reported:
         b.store(ir.Constant(I1, 0), slot)
     epoch = b.add(bars, i32(1))
     is_read, is_atomic = (b.icmp_unsigned("==", kind, i32(k)) for k in (READ, ATOMIC))
-    entries = b.gep(shadow, [i64(abi.RACE_SHADOW_HEADER)])
     with for_range(b, i32(0), size, "byte") as i:
         at = b.add(offset, b.zext(i, I64))
-        e = b.bitcast(b.gep(entries, [b.mul(at, i64(abi.RACE_SHADOW_ENTRY))]), I32.as_pointer())
+        e = entry_of(b, at, shadow)
         field = lambda k: b.gep(e, [i32(k)])  # noqa: E731
         v = {k: b.load(field(k)) for k in range(8)}
 
@@ -192,7 +284,7 @@ def _access_fn(fn):
             slot = reported[hazard]
             with b.if_then(b.and_(b.and_(when, hit), b.not_(b.load(slot))), likely=False):
                 b.store(ir.Constant(I1, 1), slot)
-                what = b.add(i32(RACE + hazard), b.select(same_warp, i32(INTRA_WARP), i32(0)))
+                what = b.add(i32(RACE + hazard + space_flag), b.select(same_warp, i32(INTRA_WARP), i32(0)))
                 b.call(_hazard_fn(b.module), [launch, at, other, site, earlier_site, what] + indices)
 
         writes = b.not_(is_read)
