@@ -7,6 +7,8 @@ vector-of-half arithmetic do not round like PTX does.
 """
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
 I1, I8, I16, I32, I64, I128 = (ir.IntType(n) for n in (1, 8, 16, 32, 64, 128))
@@ -33,6 +35,7 @@ def llvm_width(t: ir.Type) -> int:
     return {"half": 16, "float": 32, "double": 64}[str(t)]
 
 
+@functools.lru_cache(maxsize=None)       # (a few dozen type names, asked for at every operand)
 def width(t: str) -> int:
     """Bit width of a PTX type name."""
     if t == "pred":
@@ -44,6 +47,7 @@ def width(t: str) -> int:
     return _BITS[t.lstrip("bfusx")] if t[0] in "bus" else _BITS[t[1:]]
 
 
+@functools.lru_cache(maxsize=None)
 def llvm_type(t: str) -> ir.Type:
     """The LLVM type that holds a value of PTX type `t` in a register."""
     if t == "pred":
