@@ -225,6 +225,11 @@ def test_driver_fault_is_sticky_until_the_primary_context_is_reset(module, conte
     with pytest.raises(CudaError) as again:
         api.cuMemAlloc(16)
     assert again.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    # named (cuCtxSynchronize_v2, as CUDA 13's runtime calls it), the context is as unusable
+    for _ in range(2):
+        with pytest.raises(CudaError) as named:
+            api.cuCtxSynchronize(api.cuCtxGetCurrent())
+        assert named.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     api.cuDevicePrimaryCtxReset(0)
     api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
     x = np.arange(64, dtype=np.int32)

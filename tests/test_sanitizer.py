@@ -196,6 +196,34 @@ def test_misaligned_load(checked, capsys, offset):
     assert (r["kind"], r["size"], r["why"], r["address"]) == ("read", 8, "misaligned", buf.data.ptr + offset)
 
 
+# a word one byte into a 4-byte module variable: misaligned, and past the variable's end
+STRADDLE = """
+.global .align 4 .u32 x;
+.visible .entry straddle(.param .u64 out, .param .u32 offset)
+{
+  .reg .b32 %r<3>; .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [out]; ld.param.u32 %r1, [offset];
+  mov.u64 %rd2, x; cvt.u64.u32 %rd3, %r1; add.s64 %rd4, %rd2, %rd3;
+  st.u32 [%rd4], 42;
+  ld.global.u32 %r2, [x];
+  st.global.u32 [%rd1], %r2;
+  ret;
+}
+"""
+
+
+def test_a_misaligned_access_past_its_variable_is_reported_misaligned(checked, capsys):
+    """As a GPU faults (cudaErrorMisalignedAddress) and compute-sanitizer names it: misaligned
+    comes before out of bounds (NVIDIA's memcheck_demo writes an int one byte into an int)."""
+    out = ac.zeros(1, np.uint32)
+    kernel = _kernel(STRADDLE, "straddle")
+    kernel((1,), (1,), (out, np.uint32(0)))
+    assert out.get()[0] == 42
+    _launch_failing(kernel, (1,), (1,), (out, np.uint32(1)), CUresult.CUDA_ERROR_MISALIGNED_ADDRESS)
+    (r,) = reports(capsys.readouterr().err)
+    assert (r["kind"], r["size"], r["why"]) == ("write", 4, "misaligned")
+
+
 VECTOR_AND_ATOMIC = """
 .visible .entry vector_tail(.param .u64 p, .param .u32 index)
 {

@@ -11,8 +11,9 @@ import re
 from ..runtime import device as device_info
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import discard_errors, synchronize_all, wait_idle
-from .handles import (Context, _current, _current_context, _current_device, _faults_are_sticky, flush_device_output,
-                      _get, _handles, _lock, _new_handle, _require_context, _require_init, _state)
+from .handles import (_check_usable, Context, _current, _current_context, _current_device, _faults_are_sticky,
+                      flush_device_output, _get, _handles, _lock, _new_handle, _require_context, _require_init,
+                      _state)
 
 
 # The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
@@ -173,7 +174,9 @@ def context_id(ctx: int) -> int:
 def cuCtxSynchronize(ctx: int = 0) -> None:
     """Wait for the device of context `ctx`, or of the current one (0; cuCtxSynchronize_v2 names one)."""
     if ctx:
-        synchronize_all(_get(ctx, Context).device)
+        context = _get(ctx, Context)
+        _check_usable(context)        # as the current context's: a fault is sticky however it is named
+        synchronize_all(context.device)
         return
     _require_context()
     synchronize_all(_current_device())

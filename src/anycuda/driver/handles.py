@@ -137,7 +137,12 @@ def _require_context():
     ctx = getattr(_current, "ctx", None)
     if not ctx:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "no current context (cuCtxCreate or cuCtxSetCurrent)")
-    sticky = getattr(_handles.get(ctx), "sticky", None)
+    _check_usable(_handles.get(ctx))
+
+
+def _check_usable(context) -> None:
+    """The sticky fault of a context that an earlier kernel fault made unusable, raised."""
+    sticky = getattr(context, "sticky", None)
     if sticky is not None:
         raise CudaError(sticky.code, f"the context is unusable after an earlier fault: {sticky.message}")
 
