@@ -78,8 +78,11 @@ ACCESSES = {
 BETWEEN = {"none": "", "bar": "bar.sync 0;", "syncwarp": "bar.warp.sync -1;"}
 
 
-def _pair(first, second, between):
-    ptx = PAIR.replace("FIRST", ACCESSES[first]).replace("SECOND", ACCESSES[second])
+def _pair(first, second, between, template=None, accesses=None):
+    """The pair kernel (PAIR, or GLOBAL_PAIR with GLOBAL_ACCESSES) and {'first', 'second': the
+    line of each access}."""
+    template, accesses = template or PAIR, accesses or ACCESSES
+    ptx = template.replace("FIRST", accesses[first]).replace("SECOND", accesses[second])
     ptx = ptx.replace("BETWEEN", BETWEEN[between])
     lines = (HEADER + ptx).splitlines()
     where = {tag: f"bugs.ptx:{i + 1}" for tag in ("first", "second") for i, line in enumerate(lines)
@@ -104,31 +107,6 @@ KINDS = {("write", "write"): ("Write", "Write"), ("read", "write"): ("Read", "Wr
          ("write", "read"): ("Write", "Read"), ("generic_write", "read"): ("Write", "Read"),
          ("read", "generic_write"): ("Read", "Write"), ("atomic", "read"): ("Write", "Read"),
          ("write", "atomic"): ("Write", "Write"), ("atomic", "atomic"): None, ("read", "read"): None}
-
-
-@pytest.mark.parametrize("first,second", sorted(KINDS))
-@pytest.mark.parametrize("same_warp", [False, True], ids=["two_warps", "one_warp"])
-def test_pair_without_barrier_is_a_hazard(racecheck, capsys, rng, first, second, same_warp):
-    shape = (32, 4) if rng.integers(2) else (128, 1)
-    a, b = _threads(rng, 128, same_warp)
-    k = int(rng.integers(0, 256))
-    grid = int(rng.integers(1, 4))
-    kernel, where = _pair(first, second, "none")
-    out = ac.zeros(128, np.int32)
-    kernel((grid,), shape, (out, np.uint32(a), np.uint32(b), np.uint32(k)))
-    out.get()                               # (the launch has run: its report is out)
-    got = reports(capsys.readouterr().err)
-    if KINDS[(first, second)] is None:
-        assert got == []
-        return
-    (r,) = got
-    assert (r["first"], r["second"]) == KINDS[(first, second)]
-    assert (r["first_where"], r["second_where"]) == (where["first"], where["second"])
-    assert r["function"] == "pair" and r["offset"] == 4 * k and r["space"] == "__shared__"
-    assert (r["first_thread"], r["second_thread"]) == (_xyz(a, shape), _xyz(b, shape))
-    assert r["severity"] == ("Warning" if same_warp else "Error")
-    assert r["count"] == grid                   # once per block: each block's shadow is its own
-    assert r["block"][0] in range(grid) and r["block"][1:] == (0, 0)     # blocks run in parallel: any may be first
 
 
 @pytest.mark.parametrize("first,second", [p for p, kind in sorted(KINDS.items()) if kind])
@@ -170,29 +148,32 @@ GLOBAL_ACCESSES = {
 
 def _global_pair(first, second, between):
     assert GLOBAL_PAIR != PAIR
-    ptx = GLOBAL_PAIR.replace("FIRST", GLOBAL_ACCESSES[first]).replace("SECOND", GLOBAL_ACCESSES[second])
-    ptx = ptx.replace("BETWEEN", BETWEEN[between])
-    lines = (HEADER + ptx).splitlines()
-    where = {tag: f"bugs.ptx:{i + 1}" for tag in ("first", "second") for i, line in enumerate(lines)
-             if line.endswith("// " + tag)}
-    return ac.RawModule(ptx=HEADER + ptx, name="bugs.ptx").get_function("pair"), where
+    return _pair(first, second, between, GLOBAL_PAIR, GLOBAL_ACCESSES)
 
 
 @pytest.mark.parametrize("first,second", sorted(KINDS))
 @pytest.mark.parametrize("same_warp", [False, True], ids=["two_warps", "one_warp"])
-def test_global_pair_without_barrier_is_a_hazard(racecheck, capsys, rng, first, second, same_warp):
-    """Two threads of a block at one global word, nothing between: reported as in shared
-    memory, at the word's address; every block has the hazard (and none is reported between
-    blocks, which all touch the same word)."""
+@pytest.mark.parametrize("space", ["shared", "global"])
+def test_pair_without_barrier_is_a_hazard(racecheck, capsys, rng, first, second, same_warp, space):
+    """Two threads of a block at one word, nothing between: one report, the two accesses in
+    the order the threads made them, at the word's offset in the shared window or at its
+    global address; every block has the hazard (none is reported between blocks, which all
+    touch the same global word)."""
     shape = (32, 4) if rng.integers(2) else (128, 1)
     a, b = _threads(rng, 128, same_warp)
     k = int(rng.integers(0, 256))
     grid = int(rng.integers(1, 4))
-    kernel, where = _global_pair(first, second, "none")
     out = ac.zeros(128, np.int32)
-    buf = ac.asarray(rng.integers(0, 100, 256).astype(np.int32))
-    kernel((grid,), shape, (out, np.uint32(a), np.uint32(b), np.uint32(k), buf))
-    out.get()
+    args = (out, np.uint32(a), np.uint32(b), np.uint32(k))
+    if space == "shared":
+        kernel, where = _pair(first, second, "none")
+        at = 4 * k
+    else:
+        kernel, where = _global_pair(first, second, "none")
+        buf = ac.asarray(rng.integers(0, 100, 256).astype(np.int32))
+        args, at = args + (buf,), buf.data.ptr + 4 * k
+    kernel((grid,), shape, args)
+    out.get()                               # (the launch has run: its report is out)
     got = reports(capsys.readouterr().err)
     if KINDS[(first, second)] is None:
         assert got == []
@@ -200,11 +181,11 @@ def test_global_pair_without_barrier_is_a_hazard(racecheck, capsys, rng, first, 
     (r,) = got
     assert (r["first"], r["second"]) == KINDS[(first, second)]
     assert (r["first_where"], r["second_where"]) == (where["first"], where["second"])
-    assert r["space"] == "__global__" and r["offset"] == buf.data.ptr + 4 * k
+    assert r["function"] == "pair" and r["offset"] == at and r["space"] == f"__{space}__"
     assert (r["first_thread"], r["second_thread"]) == (_xyz(a, shape), _xyz(b, shape))
     assert r["severity"] == ("Warning" if same_warp else "Error")
-    assert r["count"] == grid
-    assert r["block"][0] in range(grid) and r["block"][1:] == (0, 0)
+    assert r["count"] == grid                   # once per block: each block's shadow is its own
+    assert r["block"][0] in range(grid) and r["block"][1:] == (0, 0)     # blocks run in parallel: any may be first
 
 
 @pytest.mark.parametrize("first,second", [p for p, kind in sorted(KINDS.items()) if kind])
