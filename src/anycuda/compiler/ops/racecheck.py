@@ -227,7 +227,11 @@ def _global_access_fn(fn):
     tag = fn.args[-1]
 
     def entry_of(b, at, table):
-        index = b.lshr(b.mul(at, i64(0x9E3779B97F4A7C15 - (1 << 64))), i64(64 - _log2(abi.RACE_GLOBAL_ENTRIES)))
+        # the eight bytes of an aligned 8-byte word share a run of eight entries (one or two
+        # cache lines for a whole access, rather than a line per byte); the words are hashed
+        word = b.mul(b.lshr(at, i64(3)), i64(0x9E3779B97F4A7C15 - (1 << 64)))
+        group = b.lshr(word, i64(64 - _log2(abi.RACE_GLOBAL_ENTRIES) + 3))
+        index = b.or_(b.shl(group, i64(3)), b.and_(at, i64(7)))
         slot = b.bitcast(b.gep(table, [b.mul(index, i64(abi.RACE_GLOBAL_ENTRY))]), I64.as_pointer())
         address = b.gep(slot, [i64(1)])
         other = b.or_(b.icmp_unsigned("!=", b.load(slot), tag), b.icmp_unsigned("!=", b.load(address), at))
