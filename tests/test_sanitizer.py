@@ -224,6 +224,18 @@ def test_a_misaligned_access_past_its_variable_is_reported_misaligned(checked, c
     assert (r["kind"], r["size"], r["why"]) == ("write", 4, "misaligned")
 
 
+def test_the_nearest_allocation_may_be_a_module_variable(checked, capsys):
+    """An access just past a `.global` variable names the variable as the nearest allocation
+    (its address and size), not the nearest cudaMalloc block."""
+    module = ac.RawModule(ptx=HEADER + STRADDLE.replace("straddle", "past_x"), name="past_x.ptx")
+    out = ac.zeros(1, np.uint32)
+    _launch_failing(module.get_function("past_x"), (1,), (1,), (out, np.uint32(8)))
+    (r,) = reports(capsys.readouterr().err)
+    x = module.get_global("x")
+    assert (r["why"], r["address"], r["side"], r["distance"]) == ("out of bounds", x.ptr + 8, "after", 4)
+    assert (r["near"], r["near_size"]) == (x.ptr, 4)
+
+
 VECTOR_AND_ATOMIC = """
 .visible .entry vector_tail(.param .u64 p, .param .u32 index)
 {

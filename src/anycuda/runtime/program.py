@@ -536,7 +536,8 @@ class KernelImage:
         if text:
             write_device_text(text, sys.stdout)
         if checked is not None and checked.failures():
-            raise sanitizer.report_launch(self.name, self.info.check_sites, checked, self.program.source_name, L)
+            raise sanitizer.report_launch(self.name, self.info.check_sites, checked, self.program.source_name, L,
+                                          self.program.variable_ranges())
         thread = "" if L.err_thread == 2 ** 64 - 1 else f", thread {L.err_thread}"
         where = f"kernel {self.name}, block {L.err_block}{thread}"
         if L.error == abi.LAUNCH_ERR_ASSERT:
@@ -707,6 +708,12 @@ class Program:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"a kernel of {self.source_name} uses variables "
                             f"the module does not define: {', '.join(missing)}")
         return {e: addresses[e] for e in externals}
+
+    def variable_ranges(self) -> list:
+        """Every module variable as a sanitizer.Variable (where its storage is, how large)."""
+        addresses = self._linked_variables()
+        return [sanitizer.Variable(addresses[symbol], nbytes)
+                for symbol, nbytes in self.code.variables.symbols.values() if symbol in addresses]
 
     def global_address(self, name: str):
         """(address, size in bytes) of module variable `name`; KeyError if there is none."""

@@ -26,6 +26,8 @@ the `.loc` in force (nvcc -lineinfo or -G), else the PTX module's name and line.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import atexit
 import ctypes
 import os
@@ -172,10 +174,22 @@ class CheckedLaunch:
 
 # ---------------------------------------------------------------- reports
 
-def _nearest(address: int):
-    """(allocation, distance, 'before' or 'after') of the allocation nearest to `address`, or None."""
+@dataclasses.dataclass(frozen=True)
+class Variable:
+    """A module variable (`__device__`, `__constant__`) as a place an access may have meant."""
+    ptr: int
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.size
+
+
+def _nearest(address: int, variables=()):
+    """(allocation, distance, 'before' or 'after') of the allocation (or module variable)
+    nearest to `address`, or None."""
     best = None
-    for a in memory.table.allocations():
+    for a in list(memory.table.allocations()) + list(variables):
         if address < a.ptr:
             d, side = a.ptr - address, "before"
         else:
@@ -196,8 +210,8 @@ def code_and_thread(kernel: str, site: memcheck.Site, entry: dict, source_name: 
             f"in block ({entry['ctaid_x']},{entry['ctaid_y']},{entry['ctaid_z']})"]
 
 
-def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: str) -> list:
-    """compute-sanitizer's lines for one failed check."""
+def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: str, variables=()) -> list:
+    """compute-sanitizer's lines for one failed check (`variables`: the module's, as Variable)."""
     space = _SPACE_NAMES[site.space]
     address, size = entry["address"], entry["size"]
     misaligned = entry["what"] == abi.CHECK_MISALIGNED
@@ -207,7 +221,7 @@ def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: st
         lines.append(f"    Address 0x{address:x} is misaligned")
     else:
         lines.append(f"    Address 0x{address:x} is out of bounds")
-        near = _nearest(address) if site.space in ("", "global") else None
+        near = _nearest(address, variables) if site.space in ("", "global") else None
         if near is not None:
             a, d, side = near
             lines.append(f"    and is {d:,} bytes {side} the nearest allocation at 0x{a.ptr:x} of size {a.size:,} bytes")
@@ -255,13 +269,14 @@ def launch_frames(checked: CheckedLaunch) -> list:
     return checked.host_frames if checked.host_frames is not None else host_backtrace()
 
 
-def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, L) -> CudaError:
-    """Print the failed checks of launch `L`; the error the launch ends with."""
+def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, L, variables=()) -> CudaError:
+    """Print the failed checks of launch `L`; the error the launch ends with. `variables`:
+    the kernel's module variables (Variable), which an access may have meant too."""
     entries = [e for e in checked.entries() if not racecheck.is_race(e["what"])]
     limit = int(os.environ.get("ANYCUDA_SANITIZE_PRINT_LIMIT", DEFAULT_PRINT_LIMIT))
     lines = []
     for entry in entries[:limit]:
-        lines += access_report(kernel, sites[entry["site"]], entry, source_name)
+        lines += access_report(kernel, sites[entry["site"]], entry, source_name, variables)
     total = checked.failures()
     if total > len(entries[:limit]):
         lines.append(f"({total - len(entries[:limit])} more errors of kernel {readable(kernel)} not printed)")
