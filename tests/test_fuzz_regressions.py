@@ -96,3 +96,40 @@ def test_string_table_offset_past_any_file_is_an_elf_error():
     names_header = shoff + 64                      # section 1, .shstrtab; sh_offset is at +24
     with pytest.raises(elf.ElfError, match="malformed ELF section table"):
         elf.entry_functions(_cubin_with(names_header + 24, 2**63))
+
+
+OVERRUN = """
+import struct, sys
+import numpy as np
+from anycuda.driver import api
+from anycuda.runtime.errors import CudaError
+api.cuInit(0)
+api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+mod = api.cuModuleLoadData(open(sys.argv[1], "rb").read())
+func = api.cuModuleGetFunction(mod, "vector_add")
+a, b, c = (api.cuMemAlloc(256) for _ in range(3))
+params = struct.pack("<QQQI", a, b, c, 2**31 - 1)     # n far past the buffers' 64 elements
+for _ in range(3):
+    try:
+        api.cuLaunchKernel(func, (64, 1, 1), (256, 1, 1), 0, 0, params)
+        api.cuCtxSynchronize()
+    except CudaError:                                  # (a fault, as a GPU may answer: the process lives)
+        break
+    junk = [np.zeros(n) for n in range(1, 200)] + [bytearray(64) for _ in range(1000)]
+print("alive")
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="not fixed yet (issue 36): device memory comes from the host's heap, "
+                   "so a kernel writing 64 KB past a 256-byte allocation overwrites malloc's own records and "
+                   "the process dies later (SIGSEGV, or glibc's 'corrupted double-linked list'); on a GPU the writes land in "
+                   "device memory or fault as an illegal address. Found by fuzz_launch, 2026-11-29.")
+def test_a_kernel_writing_far_past_its_allocation_leaves_the_process_alive(tmp_path):
+    import subprocess
+    import sys
+    from test_fuzz_launch import VECTOR_ADD
+    script = tmp_path / "overrun.py"
+    script.write_text(OVERRUN)
+    done = subprocess.run([sys.executable, str(script), str(VECTOR_ADD)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "alive", done.stderr[-2000:]
