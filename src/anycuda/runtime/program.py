@@ -710,9 +710,10 @@ class Program:
         return {e: addresses[e] for e in externals}
 
     def variable_ranges(self) -> list:
-        """Every module variable as a sanitizer.Variable (where its storage is, how large)."""
+        """Every module variable as a memory.Allocation of kind "module" (as get_global gives
+        them): what a sanitizer report may name as the nearest allocation."""
         addresses = self._linked_variables()
-        return [sanitizer.Variable(addresses[symbol], nbytes)
+        return [memory.Allocation(addresses[symbol], nbytes, self, "module")
                 for symbol, nbytes in self.code.variables.symbols.values() if symbol in addresses]
 
     def global_address(self, name: str):

@@ -26,8 +26,6 @@ the `.loc` in force (nvcc -lineinfo or -G), else the PTX module's name and line.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import atexit
 import ctypes
 import os
@@ -174,17 +172,6 @@ class CheckedLaunch:
 
 # ---------------------------------------------------------------- reports
 
-@dataclasses.dataclass(frozen=True)
-class Variable:
-    """A module variable (`__device__`, `__constant__`) as a place an access may have meant."""
-    ptr: int
-    size: int
-
-    @property
-    def end(self) -> int:
-        return self.ptr + self.size
-
-
 def _nearest(address: int, variables=()):
     """(allocation, distance, 'before' or 'after') of the allocation (or module variable)
     nearest to `address`, or None."""
@@ -211,7 +198,8 @@ def code_and_thread(kernel: str, site: memcheck.Site, entry: dict, source_name: 
 
 
 def access_report(kernel: str, site: memcheck.Site, entry: dict, source_name: str, variables=()) -> list:
-    """compute-sanitizer's lines for one failed check (`variables`: the module's, as Variable)."""
+    """compute-sanitizer's lines for one failed check (`variables`: the module's, as
+    memory.Allocation of kind "module")."""
     space = _SPACE_NAMES[site.space]
     address, size = entry["address"], entry["size"]
     misaligned = entry["what"] == abi.CHECK_MISALIGNED
@@ -271,7 +259,7 @@ def launch_frames(checked: CheckedLaunch) -> list:
 
 def report_launch(kernel: str, sites, checked: CheckedLaunch, source_name: str, L, variables=()) -> CudaError:
     """Print the failed checks of launch `L`; the error the launch ends with. `variables`:
-    the kernel's module variables (Variable), which an access may have meant too."""
+    the kernel's module variables (memory.Allocation), which an access may have meant too."""
     entries = [e for e in checked.entries() if not racecheck.is_race(e["what"])]
     limit = int(os.environ.get("ANYCUDA_SANITIZE_PRINT_LIMIT", DEFAULT_PRINT_LIMIT))
     lines = []

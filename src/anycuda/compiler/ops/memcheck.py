@@ -105,7 +105,7 @@ def check(f, ptr, size, kind: str, space: str, align: int = None):
     a = b.ptrtoint(ptr, I64)
     n = i64(size) if isinstance(size, int) else size
     end = b.add(a, n)
-    inside = _in_windows(b, a, end, _windows(f, space))
+    inside = in_windows(b, a, end, _windows(f, space))
     if space in ("", "global"):
         inside = b.or_(inside, b.call(_in_table_fn(b.module), [f.launch_ptr(), a, end]))
     align = align or (size if isinstance(size, int) else 1)
@@ -135,7 +135,8 @@ def _windows(f, space: str) -> list:
     return [w for s in ("shared", "local", "const", "param") for w in f.space_windows(s)]
 
 
-def _in_windows(b, a, end, windows):
+def in_windows(b, a, end, windows):
+    """i1: the bytes [a, end) lie inside one of the [lo, hi) windows."""
     inside = ir.Constant(I1, 0)
     for lo, hi in windows:
         inside = b.or_(inside, b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<=", end, hi)))

@@ -147,22 +147,15 @@ def track(f, a, size, kind: str, space: str, site: int) -> None:
         if space == "shared":
             _track(f, b.sub(a, lo), size, kind, site, True)
             return
-        with b.if_else(_within(b, a, [(lo, hi)])) as (shared, other):
+        first = b.add(a, i64(1))            # (where the access's first byte lies decides)
+        with b.if_else(memcheck.in_windows(b, a, first, [(lo, hi)])) as (shared, other):
             with shared:
                 _track(f, b.sub(a, lo), size, kind, site, True)
             with other:
                 # thread-private (.local, a frame) and read-only windows are no global memory
                 private = [w for space in ("local", "param", "const") for w in f.space_windows(space)]
-                with b.if_then(b.not_(_within(b, a, private))):
+                with b.if_then(b.not_(memcheck.in_windows(b, a, first, private))):
                     _track(f, a, size, kind, site, False)
-
-
-def _within(b, a, windows):
-    """i1: i64 address `a` lies in one of the [lo, hi) windows."""
-    inside = ir.Constant(I1, 0)
-    for lo, hi in windows:
-        inside = b.or_(inside, b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi)))
-    return inside
 
 
 def _track(f, at, size, kind: str, site: int, shared: bool) -> None:
@@ -211,10 +204,9 @@ def _access_fn(fn):
     i32 barriers, i32 warp syncs, i32 tid x y z, i32 ctaid x y z): the hazards of thread t's
     access of `size` bytes at `offset` in the shared window, reported (the first byte of each
     kind), then the access written into the bytes' entries."""
-    entries = lambda b, shadow: b.gep(shadow, [i64(abi.RACE_SHADOW_HEADER)])  # noqa: E731
-
     def entry_of(b, at, shadow):
-        return b.bitcast(b.gep(entries(b, shadow), [b.mul(at, i64(abi.RACE_SHADOW_ENTRY))]), I32.as_pointer())
+        offset = b.add(i64(abi.RACE_SHADOW_HEADER), b.mul(at, i64(abi.RACE_SHADOW_ENTRY)))
+        return b.bitcast(b.gep(shadow, [offset]), I32.as_pointer())
     _emit_access(fn, entry_of, 0)
 
 

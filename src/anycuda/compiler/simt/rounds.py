@@ -207,17 +207,18 @@ class RoundFunction:
         return None
 
     def _uniform_round(self, resume):
-        """One loop over the threads, each calling step from `resume` (a constant, or the
-        round's site argument), stop codes to `codes`. A round from a grid-stride loop's back-edge yield in `self_checked_sites`
-        checks for itself whether every thread stopped at that yield again with the site's
-        rebuilt registers in their form (min and max reductions over the threads: the stop
-        codes, and each register's saved value less stride * t) and then runs the next
-        round at once: one loop over the threads per iteration instead of three (the round,
-        the scan of the stop codes, the form's check: a third of reduce's time went to the
-        last two). Rounds from barriers were tried the same way, checking for the one site
-        their threads could reach next: sgemm did not get faster."""
+        """One loop over the threads, each calling step from `resume` (a constant, or the round's site
+        argument), stop codes to `codes`. A round from a grid-stride loop's back-edge yield in
+        `self_checked_sites` checks for itself whether every thread stopped at that yield again with
+        the site's rebuilt registers in their form (min and max reductions over the threads: the
+        stop codes, and each register's saved value less stride * t) and then runs the next round at
+        once: one loop over the threads per iteration instead of three (the round, the scan of the
+        stop codes, the form's check: a third of reduce's time went to the last two). Rounds from
+        barriers were tried the same way, checking for the one site their threads could reach next:
+        sgemm did not get faster."""
         b, fn, module, spill, header, site = self.b, self.fn, self.block.module, self.spill, self.header, self.site
-        checked = site is not None and site in self.block.plan.self_checked_sites         # a yield with rebuilt registers (affine_entry)
+        # a yield with rebuilt registers (affine_entry)
+        checked = site is not None and site in self.block.plan.self_checked_sites
         slots = self.block.affine_sites[site] if checked else []
         if checked:
             code_range = RangeReduction(b, I32)
