@@ -5,11 +5,12 @@ device memory are the same thing. Every allocation is recorded in a table of sor
 intervals that answers "which allocation holds this pointer?" for pointer attributes and
 bounds checks.
 
-Memory is zero-filled (numpy's calloc: large blocks are fresh pages that cost nothing until
-touched) and aligned to 256 bytes, as `cudaMalloc` guarantees. The table holds each
-allocation, and so its memory, until `free`; objects that still refer to an `Allocation`
-after it was freed keep the memory itself alive, so a stale pointer never reaches memory
-that was handed back to the system while Python code can still see it.
+Memory is zero-filled and aligned to 256 bytes, as `cudaMalloc` guarantees, and comes from
+mappings of its own, away from the host's heap (arena.py), so a kernel's overrun cannot
+corrupt the process. The table holds each allocation, and so its memory, until `free`;
+objects that still refer to an `Allocation` after it was freed keep the memory itself
+alive, so a stale pointer never reaches memory that was reused while Python code can
+still see it.
 
 Under initcheck a device allocation also carries a shadow of the bytes written (shadow.py),
 which the copies and fills here keep up to date.
@@ -23,10 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import shadow
+from . import arena, shadow
 from .errors import CudaError, CUresult
 
-ALIGNMENT = 256
+ALIGNMENT = arena.SLOT_MIN          # what cudaMalloc guarantees
 
 
 @dataclass(eq=False)
@@ -117,12 +118,10 @@ def allocate(nbytes: int, kind: str = "device") -> Allocation:
     if nbytes < 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"cannot allocate {nbytes} bytes")
     try:
-        buf = np.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
-    except (MemoryError, ValueError, OverflowError) as e:
+        backing = arena.Backing(nbytes)
+    except (arena.OutOfMemory, ctypes.ArgumentError, OverflowError) as e:
         raise CudaError(CUresult.CUDA_ERROR_OUT_OF_MEMORY, f"cannot allocate {nbytes} bytes: {e}") from None
-    base = buf.ctypes.data
-    ptr = (base + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-    a = Allocation(ptr, nbytes, buf, kind)
+    a = Allocation(backing.ptr, nbytes, backing, kind)
     if shadow.wanted(kind):
         a.shadow = shadow.new(nbytes)
     table.add(a)

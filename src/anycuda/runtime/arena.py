@@ -1,0 +1,126 @@
+"""Where device memory lives: pages mapped for it alone, fenced off from the host's heap.
+
+A kernel that writes past its buffer must damage device memory at worst, as on a GPU: if
+device memory came from malloc (numpy arrays), a write a few kilobytes past a small buffer
+would overwrite malloc's own records and the process would die later in unrelated code. So
+every piece of device memory here sits in a mapping of its own, with inaccessible guard
+pages on both sides: an overrun lands in other device memory of the same mapping or faults
+in a guard, and a fault inside a kernel is turned into CUDA_ERROR_ILLEGAL_ADDRESS.
+
+Small requests share mappings ("slabs") cut into equal slots of a power-of-two size, so that
+many small buffers do not cost one mapping each (a process may hold only ~65,000 mappings);
+larger ones get a mapping each, unmapped when their last holder lets go. A `Backing` is what
+an allocation holds: its memory goes back (slot to its free list, mapping to the system) only
+when the Backing is collected, so Python code that still refers to a freed allocation never
+reaches memory that was reused.
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import threading
+
+PAGE = mmap.PAGESIZE
+SLOT_MIN = 256                     # cudaMalloc's alignment, and the smallest slot
+SLOT_MAX = 64 * 1024               # above this, a mapping per allocation
+SLAB_BYTES = 1 << 20               # each slab: 4096 slots of 256 bytes ... 16 of 64 KiB
+GUARD = 1 << 20                    # inaccessible bytes on each side of every mapping
+
+_PROT_NONE, _PROT_RW = 0, mmap.PROT_READ | mmap.PROT_WRITE
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+
+
+class OutOfMemory(Exception):
+    """The system refused the pages (the caller turns it into CUDA_ERROR_OUT_OF_MEMORY)."""
+
+
+def _map_fenced(nbytes: int) -> int:
+    """`nbytes` (a multiple of the page) of zeroed read-write memory between two guards.
+    Reserved inaccessible first and opened afterwards, so the system charges the open part
+    only, and refuses it when it cannot be had (rather than killing the process on touch)."""
+    total = GUARD + nbytes + GUARD
+    base = _libc.mmap(None, total, _PROT_NONE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if base is None or base == _MAP_FAILED:
+        raise OutOfMemory(f"no address space for {nbytes} bytes (errno {ctypes.get_errno()})")
+    if _libc.mprotect(base + GUARD, nbytes, _PROT_RW) != 0:
+        errno = ctypes.get_errno()
+        _libc.munmap(base, total)
+        raise OutOfMemory(f"the system will not commit {nbytes} bytes (errno {errno})")
+    return base + GUARD
+
+
+def _unmap_fenced(ptr: int, nbytes: int) -> None:
+    _libc.munmap(ptr - GUARD, GUARD + nbytes + GUARD)
+
+
+def _pages(nbytes: int) -> int:
+    return max(PAGE, (nbytes + PAGE - 1) // PAGE * PAGE)
+
+
+def slot_size(nbytes: int) -> int:
+    """The slot a small request gets: the least power of two ≥ nbytes and ≥ SLOT_MIN."""
+    return max(SLOT_MIN, 1 << (max(nbytes, 1) - 1).bit_length())
+
+
+class _SlotClass:
+    """Free slots of one size; slabs added as needed and kept for the process's life (as
+    malloc keeps its arenas). The free list is a plain list: append and pop are atomic, so
+    a Backing collected in the middle of an allocation may hand its slot back safely."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.free = []
+        self._grow = threading.Lock()
+
+    def take(self) -> int:
+        while True:
+            try:
+                return self.free.pop()
+            except IndexError:
+                with self._grow:
+                    if not self.free:
+                        base = _map_fenced(SLAB_BYTES)
+                        # handed out from the slab's start upwards, as the list pops from its end
+                        self.free.extend(range(base + SLAB_BYTES - self.size, base - 1, -self.size))
+
+
+_classes = {}
+_classes_lock = threading.Lock()
+
+
+def _slot_class(size: int) -> _SlotClass:
+    c = _classes.get(size)
+    if c is None:
+        with _classes_lock:
+            c = _classes.setdefault(size, _SlotClass(size))
+    return c
+
+
+class Backing:
+    """`nbytes` of zeroed device memory at `ptr`, aligned to SLOT_MIN; handed back when collected."""
+    __slots__ = ("ptr", "nbytes", "_slots", "__weakref__")
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        if nbytes <= SLOT_MAX:
+            self._slots = _slot_class(slot_size(nbytes))
+            self.ptr = self._slots.take()
+            ctypes.memset(self.ptr, 0, nbytes)             # a reused slot holds its last owner's bytes
+        else:
+            self._slots = None
+            self.ptr = _map_fenced(_pages(nbytes))
+
+    def __del__(self):
+        ptr, self.ptr = getattr(self, "ptr", None), None
+        if ptr is None:
+            return
+        if self._slots is not None:
+            self._slots.free.append(ptr)
+        else:
+            _unmap_fenced(ptr, _pages(self.nbytes))

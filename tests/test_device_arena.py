@@ -1,0 +1,125 @@
+"""Device memory away from the host's heap (runtime/arena.py): overruns damage device memory
+or fault, never the process; slots are reused zeroed, and only once nothing refers to them."""
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.runtime import arena, memory
+from anycuda.runtime.errors import CudaError, CUresult
+
+SOURCE = r"""
+extern "C" __global__ void fill_from(unsigned char *p, long long first, long long count) {
+  long long i = first + (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < first + count) p[i] = 0x5a;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def fill_from():
+    return ac.RawModule(code=SOURCE).get_function("fill_from")
+
+
+def _launch(kernel, ptr, first, count):
+    blocks = (count + 255) // 256
+    kernel((blocks,), (256,), (np.uint64(ptr), np.int64(first), np.int64(count)))
+    ac.synchronize()
+
+
+def _heap_still_works():
+    junk = [np.zeros(n) for n in range(1, 300)] + [bytearray(64) for _ in range(2000)]
+    return sum(len(j) for j in junk) > 0
+
+
+@pytest.mark.parametrize("size", [4, 256, 3000, 40_000])
+def test_writing_64_kb_past_a_small_buffer_leaves_the_process_whole(fill_from, size):
+    target = memory.allocate(size)
+    try:
+        try:
+            _launch(fill_from, target.ptr, size, 64 * 1024)
+        except CudaError as e:              # reaching a guard is an illegal address, as on a GPU
+            assert e.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+        assert _heap_still_works()
+    finally:
+        memory.free(target.ptr)
+
+
+@pytest.mark.parametrize("direction", ["past the end", "before the start"])
+def test_an_overrun_of_a_large_buffer_is_an_illegal_address(fill_from, direction):
+    size = 1 << 20                                 # its own mapping, ending on a page: the guard follows
+    target = memory.allocate(size)
+    try:
+        first = size if direction == "past the end" else -4096
+        with pytest.raises(CudaError) as e:
+            _launch(fill_from, target.ptr, first, 4096)
+        assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+        assert _heap_still_works()
+        _launch(fill_from, target.ptr, 0, size)       # the device still works after the fault
+        assert ctypes.string_at(target.ptr + size - 8, 8) == b"\x5a" * 8
+    finally:
+        memory.free(target.ptr)
+
+
+@pytest.mark.parametrize("size", [1, 200, 256, 1000, 65536, 65537, 300_000])
+def test_memory_handed_out_again_is_zero(size):
+    for _ in range(3):
+        a = memory.allocate(size)
+        assert ctypes.string_at(a.ptr, size) == b"\0" * size
+        ctypes.memset(a.ptr, 0xEE, size)           # poison for the next owner of this memory
+        memory.free(a.ptr)
+        del a
+
+
+def test_a_slot_is_not_reused_while_an_allocation_still_refers_to_it():
+    kept = memory.allocate(100)
+    memory.free(kept.ptr)                          # freed, but `kept` still holds its backing
+    ctypes.memset(kept.ptr, 0x33, 100)
+    others = [memory.allocate(100) for _ in range(64)]
+    try:
+        assert all(o.ptr != kept.ptr for o in others)
+        assert ctypes.string_at(kept.ptr, 100) == b"\x33" * 100
+    finally:
+        for o in others:
+            memory.free(o.ptr)
+    address = kept.ptr
+    del kept
+    gc.collect()
+    again = [memory.allocate(100) for _ in range(64)]
+    try:
+        assert address in {a.ptr for a in again}       # collected: its slot is free again
+    finally:
+        for a in again:
+            memory.free(a.ptr)
+
+
+def test_many_small_allocations_share_mappings():
+    before = _mappings()
+    held = [memory.allocate(256) for _ in range(20_000)]
+    try:
+        assert len({a.ptr for a in held}) == len(held)
+        assert all(a.ptr % memory.ALIGNMENT == 0 for a in held)
+        assert _mappings() - before < 100          # 20,000 buffers in a few slabs, not 20,000 mappings
+    finally:
+        for a in held:
+            memory.free(a.ptr)
+
+
+def _mappings() -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+def test_slot_sizes():
+    assert [arena.slot_size(n) for n in (0, 1, 256, 257, 4096, 4097, 65536)] == \
+        [256, 256, 256, 512, 4096, 8192, 65536]
+
+
+def test_more_memory_than_the_system_has_is_out_of_memory():
+    with pytest.raises(CudaError) as e:
+        memory.allocate(1 << 50)
+    assert e.value.code == CUresult.CUDA_ERROR_OUT_OF_MEMORY
+    small = memory.allocate(1 << 20)                # and allocation goes on working
+    memory.free(small.ptr)
