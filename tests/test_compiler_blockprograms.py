@@ -566,14 +566,15 @@ def test_what_a_block_program_refuses():
     ptx = """.version 8.0
 .target sm_80
 .address_size 64
-.visible .entry looping(.param .u64 p)
+.visible .entry looping(.param .u64 p, .param .u32 n)
 {
   .reg .b32 %r<3>; .reg .pred %p<2>; .reg .b64 %rd<2>;
   mov.u32 %r1, 0;
+  ld.param.u32 %r2, [n];
   bar.sync 0;
 LOOP:
   add.s32 %r1, %r1, 1;
-  setp.lt.s32 %p1, %r1, 10;
+  setp.lt.s32 %p1, %r1, %r2;
   @%p1 bra LOOP;
   ret;
 }

@@ -42,7 +42,7 @@ from .build import cache, jit, tiers
 from .irutil import collection_paused
 from .lowering.module import KernelInfo, ModuleLowering
 from .ops import memcheck
-from .vector import blockprograms
+from .vector import blockprograms, unrolling
 
 FORMAT = 1        # of what compile_kernel and compile_variables put in the cache
 
@@ -246,6 +246,7 @@ def block_program_ir(text: str, source_name: str, kernel: str, lanes: int) -> st
     if pfn is None:
         raise blockprograms.NotVectorisable(f"no kernel {kernel}")
     blockprograms.check_takes(pfn)
+    pfn = unrolling.unroll_shape_loops(pfn, (lanes, 1, 1))      # loops the block shape fixes
     layout = ModuleLowering(module, source_name, external_variables=True)
     layout._declare_variables()
     return blockprograms.emit_module(layout, pfn, lanes)

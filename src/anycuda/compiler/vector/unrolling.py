@@ -1,0 +1,222 @@
+"""Loops whose trip count the block shape fixes, unrolled so that a block program can take them.
+
+A block program needs acyclic code (blockprograms.py), but the classic shared-memory tree
+reduction loops around its barrier: `for (s = blockDim.x / 2; s > 0; s >>= 1) { if (tid < s)
+sdata[tid] += sdata[tid + s]; __syncthreads(); }`. For one block shape its trip count is a
+number, as in a bitonic sort's or a scan's sweeps over the block: every thread of the block
+takes the same way out of the loop, and the loop is the same as its body written out that
+many times. Without this such a kernel runs in rounds, a loop over the threads per stretch
+between barriers (~26x the time of an OpenMP reduction for the tree).
+
+A loop taken (natural, laid out contiguously as nvcc does: header first, one back edge from its
+last block, entered at the header only): the registers that decide its exits (the exit
+branches' predicates and what computes them) must be written only in blocks that run on every
+iteration (no branch inside the loop jumps over them, none in an inner loop) by instructions
+shapevalues.execute knows, from values known on entry (analysis/shapevalues.py). Then the
+loop is run on those registers alone to count its iterations, and its text is repeated: each
+copy's labels renamed, exit branches not taken in that iteration dropped, the one taken made
+unconditional, the back edge dropped (the next copy follows). Outer loops first, then the
+inner ones of each copy, whose counts are known once the outer one is written out.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from ...ptx import ir
+from ..analysis import shapevalues
+from ..analysis.cfg import build_cfg
+from ..analysis.dataflow import defs_uses
+
+MAX_TRIPS = 64               # a loop run more often than this stays a loop (and the rounds)
+MAX_STATEMENTS = 8000        # nor is a body unrolled past this many statements
+MAX_LOOPS = 256              # loops written out per function, inner ones of each copy counted
+
+
+class _Refused(Exception):
+    """This loop stays a loop."""
+
+
+def unroll_shape_loops(pfn: ir.Function, ntid: tuple) -> ir.Function:
+    """`pfn` with every loop unrolled whose trip count blocks of shape `ntid` fix; the same
+    function when there is none, or when a loop would be left (a block program could not
+    take it, and a kernel that keeps a loop runs in rounds as written)."""
+    body = pfn.body
+    if any(isinstance(st, ir.Instruction) and st.opcode == "brx" for st in body):
+        return pfn
+    serial = itertools.count(1)
+    for _ in range(MAX_LOOPS):
+        unrolled = _unroll_one(body, ntid, serial)
+        if unrolled is None:
+            break
+        body = unrolled
+    if body is pfn.body or _Loops(build_cfg(body, {})).back_edges:
+        return pfn
+    return dataclasses.replace(pfn, body=body)
+
+
+def _unroll_one(body: list, ntid: tuple, serial) -> list | None:
+    """The body with its first loop that can be unrolled (outermost first) unrolled, or None."""
+    values = shapevalues.BlockValues(body, ntid)
+    loops = _Loops(values.blocks)
+    for header, latch in loops.back_edges:
+        try:
+            trips, exit_block = _count_trips(values, loops, header, latch)
+            unrolled = _write_out(body, values.blocks, header, latch, trips, exit_block, serial)
+        except _Refused:
+            continue
+        if len(unrolled) <= MAX_STATEMENTS:
+            return unrolled
+    return None
+
+
+class _Loops:
+    """Back edges of the blocks in text order (a branch to a block at or before its own),
+    outermost first; and for a loop, the blocks on every path through it."""
+
+    def __init__(self, blocks: list):
+        self.blocks = blocks
+        self.edges = [(b.index, s) for b in blocks for s in b.succs]
+        backs = [(s, b) for b, s in self.edges if s <= b]
+        self.back_edges = sorted(backs, key=lambda e: (e[0], -e[1]))
+
+    def check_shape(self, header: int, latch: int) -> None:
+        """_Refused unless the loop is entered at its header only and has one back edge."""
+        for u, v in self.edges:
+            inside_u, inside_v = header <= u <= latch, header <= v <= latch
+            if inside_v and not inside_u and v != header:
+                raise _Refused("entered in the middle")
+            if v == header and inside_u and u != latch:
+                raise _Refused("more than one back edge")
+
+    def every_iteration(self, header: int, latch: int) -> list:
+        """The loop's blocks that run on each of its iterations: no edge inside it jumps over
+        them, and they are in no inner loop."""
+        inner = [(v, u) for v, u in self.back_edges if header <= v <= u <= latch and (v, u) != (header, latch)]
+        skipped = set()
+        for u, v in self.edges:
+            if header <= u < v <= latch:        # (a branch out of the loop skips nothing of it)
+                skipped.update(range(u + 1, v))
+        return [b for b in range(header, latch + 1)
+                if b not in skipped and not any(v <= b <= u for v, u in inner)]
+
+
+def _count_trips(values, loops: _Loops, header: int, latch: int) -> tuple:
+    """(iterations, the block whose exit the last one takes)."""
+    loops.check_shape(header, latch)
+    blocks = values.blocks
+    spine = loops.every_iteration(header, latch)
+    exits = _exit_branches(blocks, header, latch)
+    if not set(exits) <= set(spine):
+        raise _Refused("an exit that not every iteration reaches")
+    deciding = _deciding_registers(blocks, header, latch, exits, set(spine))
+    outside = [values.exit[p] for p in values.preds[header] if not header <= p <= latch and p in values.exit]
+    if not outside:
+        raise _Refused("never entered")
+    env = {r: v for r, v in shapevalues.meet(outside).items() if r in deciding}
+    for trip in range(1, MAX_TRIPS + 1):
+        for b in spine:
+            for _, st in blocks[b].instructions:
+                if set(defs_uses(st)[0]) & deciding:
+                    shapevalues.step(st, env, values.ntid)
+            if b in exits and _branch_taken(exits[b], env) != (b == latch):
+                return trip, b
+    raise _Refused("too many iterations")
+
+
+def _exit_branches(blocks: list, header: int, latch: int) -> dict:
+    """{block: its last instruction} for the blocks that leave the loop, and the latch."""
+    exits = {}
+    for b in range(header, latch + 1):
+        block = blocks[b]
+        last = block.instructions[-1][1] if block.instructions else None
+        leaves = any(not header <= s <= latch for s in block.succs)
+        if last is not None and last.opcode in ("ret", "exit", "trap") and last.guard is None:
+            raise _Refused("an unconditional return inside")
+        if b == latch or leaves:
+            if last is None or last.opcode != "bra" or (b != latch and last.guard is None):
+                raise _Refused("an exit that is not a conditional branch")
+            exits[b] = last
+    return exits
+
+
+def _deciding_registers(blocks, header, latch, exits: dict, spine: set) -> set:
+    """The registers an exit's predicate is computed from inside the loop, closed over what
+    computes them; _Refused where one is written anywhere but unguarded in a block of `spine`."""
+    writers = {}
+    for b in range(header, latch + 1):
+        for _, st in blocks[b].instructions:
+            for r in defs_uses(st)[0]:
+                writers.setdefault(r, []).append((b, st))
+    wanted = [st.guard.reg.name for st in exits.values() if st.guard is not None]
+    deciding = set()
+    while wanted:
+        r = wanted.pop()
+        if r in deciding:
+            continue
+        deciding.add(r)
+        for b, st in writers.get(r, ()):
+            if b not in spine or st.guard is not None:
+                raise _Refused(f"{r} is written where not every iteration goes")
+            wanted.extend(defs_uses(st)[1])
+    return deciding
+
+
+def _branch_taken(st: ir.Instruction, env: dict) -> bool:
+    if st.guard is None:
+        return True
+    g = env.get(st.guard.reg.name, shapevalues.VARYING)
+    if g is shapevalues.VARYING:
+        raise _Refused("an exit that depends on the thread or the data")
+    return bool(g) != st.guard.negated
+
+
+def _write_out(body, blocks, header, latch, trips, exit_block, serial) -> list:
+    lo = blocks[header].start
+    hi = blocks[latch + 1].start if latch + 1 < len(blocks) else len(body)
+    text = body[lo:hi]
+    if any(not isinstance(st, (ir.Instruction, ir.Label, ir.Pragma)) for st in text):
+        raise _Refused("declarations inside")
+    labels = {st.name for st in text if isinstance(st, ir.Label)}
+    # a block's last instruction by its place in `text` (an instruction object may stand in
+    # several places once an inner loop was written out)
+    last_of = {blocks[b].instructions[-1][0] - lo: b for b in range(header, latch + 1) if blocks[b].instructions}
+    copies = []
+    for trip in range(1, trips + 1):
+        names = {n: n if trip == 1 else f"{n}$u{next(serial)}" for n in labels}
+        copies += _copy(text, names, last_of, latch, exit_block if trip == trips else None)
+    return body[:lo] + copies + body[hi:]
+
+
+def _copy(text, names: dict, last_of: dict, latch: int, leaving: int | None) -> list:
+    """One iteration's text: labels renamed as `names` says; the loop's exit branches and its
+    back edge dropped, but for block `leaving`'s (the last iteration's way out), made
+    unconditional, after which the copy ends."""
+    out = []
+    for at, st in enumerate(text):
+        if isinstance(st, ir.Label):
+            out.append(dataclasses.replace(st, name=names[st.name]))
+            continue
+        if not isinstance(st, ir.Instruction):
+            out.append(st)
+            continue
+        b = last_of.get(at)
+        if b is not None and st.opcode == "bra" and (b == latch or st.guard is not None and _leaves(st, names)):
+            if b == leaving and b != latch:
+                out.append(dataclasses.replace(st, guard=None))
+                break
+            continue
+        if st.opcode == "bra" and isinstance(st.operands[0], ir.Sym) and st.operands[0].name in names:
+            st = dataclasses.replace(st, operands=(ir.Sym(names[st.operands[0].name]),) + st.operands[1:])
+        out.append(st)
+    kept = {st.name for st in out if isinstance(st, ir.Label)}
+    for st in out:
+        if isinstance(st, ir.Instruction) and st.opcode == "bra" and isinstance(st.operands[0], ir.Sym):
+            target = st.operands[0].name
+            if target in names.values() and target not in kept:
+                raise _Refused("a branch into the part of the last iteration that does not run")
+    return out
+
+
+def _leaves(st: ir.Instruction, names: dict) -> bool:
+    return isinstance(st.operands[0], ir.Sym) and st.operands[0].name not in names

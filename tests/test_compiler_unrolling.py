@@ -1,0 +1,276 @@
+"""Loops the block shape fixes, unrolled for block programs (compiler/vector/unrolling.py) and
+the values behind their trip counts (compiler/analysis/shapevalues.py).
+
+Kernels run against numpy on fresh random inputs with poisoned outputs, at several block
+sizes; each test also says which way the kernel ran (a block program, or the rounds for a
+loop whose count the shape does not fix).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.compiler import pipeline
+from anycuda.compiler.analysis import shapevalues
+from anycuda.compiler.vector import blockprograms, unrolling
+from anycuda.ptx import ir, parse
+
+SOURCE = r"""
+// the classic shared-memory tree: the loop's count is log2(blockDim.x)
+extern "C" __global__ void tree_sum(const float* in, float* out, int n) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
+    sdata[tid] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
+// two nested loops, the inner one's count set by the outer one's counter
+extern "C" __global__ void block_sort(const int* in, int* out) {
+    extern __shared__ int keys[];
+    int* s = keys;
+    unsigned t = threadIdx.x, base = blockIdx.x * blockDim.x;
+    s[t] = in[base + t];
+    __syncthreads();
+    for (unsigned k = 2; k <= blockDim.x; k <<= 1) {
+        for (unsigned j = k >> 1; j > 0; j >>= 1) {
+            unsigned p = t ^ j;
+            if (p > t) {
+                int a = s[t], b = s[p];
+                bool up = (t & k) == 0;
+                if ((a > b) == up) { s[t] = b; s[p] = a; }
+            }
+            __syncthreads();
+        }
+    }
+    out[base + t] = s[t];
+}
+
+// a loop left in its middle, counting up to the block's size (a Hillis-Steele scan)
+extern "C" __global__ void doubling_scan(const float* in, float* out) {
+    extern __shared__ float sdata[];
+    float* s = sdata;
+    unsigned t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = in[i];
+    __syncthreads();
+    for (unsigned d = 1;; d *= 2) {
+        if (d >= blockDim.x) break;
+        float v = t >= d ? s[t - d] : 0.0f;
+        __syncthreads();
+        s[t] += v;
+        __syncthreads();
+    }
+    out[i] = s[t];
+}
+
+// the same tree with its width from a parameter: the shape does not fix the count
+extern "C" __global__ void tree_sum_width(const float* in, float* out, unsigned width) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
+    sdata[tid] = in[i];
+    __syncthreads();
+    for (unsigned int s = width / 2; s > 0; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
+// a count that differs between threads: no block program
+extern "C" __global__ void per_thread_count(int* out) {
+    __shared__ int seen[1024];
+    int t = threadIdx.x, total = 0;
+    seen[t] = t;
+    __syncthreads();
+    for (int k = 0; k < (t & 7); ++k) total += seen[(t + k + 1) % blockDim.x];
+    out[blockIdx.x * blockDim.x + t] = total;
+}
+"""
+
+
+@pytest.fixture
+def module(compile_cuda):
+    return compile_cuda(SOURCE, name="unrolling.cu")
+
+
+def _ran_as_program(kernel, threads) -> bool:
+    return kernel.kernel._programs.get(threads) is not None
+
+
+@pytest.mark.parametrize("threads,n", [(32, 100), (64, 1000), (256, 5000), (1024, 4096)])
+def test_tree_reduction(module, rng, poison, threads, n):
+    x = rng.standard_normal(n).astype(np.float32)
+    blocks = -(-n // threads)
+    out = poison(blocks, np.float32)
+    k = module.get_function("tree_sum")
+    k((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)), shared_mem=4 * threads)
+    padded = np.zeros(blocks * threads, np.float32)
+    padded[:n] = x
+    np.testing.assert_allclose(out.get(), padded.reshape(blocks, threads).sum(1, dtype=np.float64), rtol=1e-4, atol=1e-4)
+    assert _ran_as_program(k, threads)
+
+
+@pytest.mark.parametrize("threads", [32, 64, 256])
+def test_nested_loops_of_a_bitonic_sort(module, rng, poison, threads):
+    blocks = 5
+    x = rng.integers(-10**6, 10**6, blocks * threads).astype(np.int32)
+    out = poison(x.size, np.int32)
+    k = module.get_function("block_sort")
+    k((blocks,), (threads,), (ac.asarray(x), out), shared_mem=4 * threads)
+    np.testing.assert_array_equal(out.get(), np.sort(x.reshape(blocks, threads), axis=1).ravel())
+    assert _ran_as_program(k, threads)
+
+
+@pytest.mark.parametrize("threads", [32, 96, 512])
+def test_a_loop_left_in_its_middle(module, rng, poison, threads):
+    blocks = 3
+    x = rng.integers(-50, 50, blocks * threads).astype(np.float32)      # exact sums
+    out = poison(x.size, np.float32)
+    k = module.get_function("doubling_scan")
+    k((blocks,), (threads,), (ac.asarray(x), out), shared_mem=4 * threads)
+    np.testing.assert_array_equal(out.get(), np.cumsum(x.reshape(blocks, threads), axis=1).ravel())
+    assert _ran_as_program(k, threads)
+
+
+def test_a_count_from_a_parameter_keeps_the_loop(module, rng, poison):
+    threads, blocks = 128, 4
+    x = rng.standard_normal(blocks * threads).astype(np.float32)
+    out = poison(blocks, np.float32)
+    k = module.get_function("tree_sum_width")
+    k((blocks,), (threads,), (ac.asarray(x), out, np.uint32(threads)), shared_mem=4 * threads)
+    np.testing.assert_allclose(out.get(), x.reshape(blocks, threads).sum(1, dtype=np.float64), rtol=1e-4, atol=1e-4)
+    assert not _ran_as_program(k, threads)
+
+
+def test_a_count_per_thread_keeps_the_loop(module, poison):
+    threads, blocks = 64, 2
+    out = poison(blocks * threads, np.int32)
+    k = module.get_function("per_thread_count")
+    k((blocks,), (threads,), (out,))
+    t = np.arange(threads)
+    want = np.array([sum((u + j + 1) % threads for j in range(u & 7)) for u in t], np.int32)
+    np.testing.assert_array_equal(out.get(), np.tile(want, blocks))
+    assert not _ran_as_program(k, threads)
+
+
+LOOPS_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry counted(.param .u64 out)
+{
+  .reg .b32 %r<6>; .reg .pred %p<3>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r3, %tid.x;
+  mov.u32 %r1, 0;
+  mov.u32 %r2, 0;
+  bar.sync 0;
+LOOP:
+  add.s32 %r1, %r1, 1;
+  add.s32 %r2, %r2, %r3;
+  setp.lt.s32 %p1, %r1, 10;
+  @%p1 bra LOOP;
+  mul.wide.u32 %rd2, %r3, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r2;
+  ret;
+}
+.visible .entry too_long(.param .u64 out)
+{
+  .reg .b32 %r<3>; .reg .pred %p<2>;
+  mov.u32 %r1, 0;
+  bar.sync 0;
+LOOP:
+  add.s32 %r1, %r1, 1;
+  setp.lt.s32 %p1, %r1, 1000;
+  @%p1 bra LOOP;
+  ret;
+}
+"""
+
+
+def test_a_constant_count_is_written_out_and_runs(poison):
+    module = parse(LOOPS_PTX, "loops.ptx")
+    counted = module.function("counted")
+    unrolled = unrolling.unroll_shape_loops(counted, (64, 1, 1))
+    adds = [st for st in unrolled.body if isinstance(st, ir.Instruction) and st.opcode == "add"
+            and st.operands[0] == ir.Reg("%r1")]
+    assert len(adds) == 10 and not any(isinstance(st, ir.Instruction) and st.opcode == "bra" for st in unrolled.body)
+    assert pipeline.block_program_ir(LOOPS_PTX, "loops.ptx", "counted", 64)
+    m = ac.RawModule(ptx=LOOPS_PTX, name="loops.ptx")
+    out = poison(64, np.int32)
+    k = m.get_function("counted")
+    k((1,), (64,), (out,))
+    np.testing.assert_array_equal(out.get(), 10 * np.arange(64))
+    assert _ran_as_program(k, 64)
+
+
+def test_a_loop_past_the_limit_stays_a_loop():
+    module = parse(LOOPS_PTX, "loops.ptx")
+    fn = module.function("too_long")
+    assert unrolling.unroll_shape_loops(fn, (64, 1, 1)) is fn
+    with pytest.raises(blockprograms.NotVectorisable, match="loop"):
+        pipeline.block_program_ir(LOOPS_PTX, "loops.ptx", "too_long", 64)
+
+
+def _instruction(opcode, mods, *operands):
+    return ir.Instruction(opcode, tuple(mods), tuple(operands), ir.Loc(1, 1))
+
+
+R = ir.Reg
+
+
+def _imm(v):
+    return ir.Imm(v)
+
+
+@pytest.mark.parametrize("opcode,mods,a,b,want", [
+    ("shr", ("u32",), 0x80000000, 4, 0x08000000),
+    ("shr", ("s32",), 0x80000000, 4, 0xF8000000),           # arithmetic: the sign comes in
+    ("shr", ("s32",), 0x80000000, 40, 0xFFFFFFFF),          # past the width: all sign
+    ("shr", ("u32",), 0x80000000, 40, 0),
+    ("shl", ("b32",), 3, 31, 0x80000000),
+    ("shl", ("b64",), 3, 64, 0),
+    ("div", ("s32",), (-7) & 0xFFFFFFFF, 2, (-3) & 0xFFFFFFFF),   # towards zero, as C
+    ("rem", ("s32",), (-7) & 0xFFFFFFFF, 2, (-1) & 0xFFFFFFFF),
+    ("div", ("u32",), 0xFFFFFFF9, 2, 0x7FFFFFFC),
+    ("min", ("s32",), 0xFFFFFFFF, 1, 0xFFFFFFFF),
+    ("min", ("u32",), 0xFFFFFFFF, 1, 1),
+    ("add", ("u32",), 0xFFFFFFFF, 2, 1),                    # wraps at the width
+    ("sub", ("s64",), 0, 1, 0xFFFFFFFFFFFFFFFF),
+])
+def test_integer_operations(opcode, mods, a, b, want):
+    env = {"%a": a, "%b": b}
+    assert shapevalues.execute(_instruction(opcode, mods, R("%d"), R("%a"), R("%b")), env, (1, 1, 1)) == {"%d": want}
+
+
+@pytest.mark.parametrize("mods,a,b,want", [
+    (("lt", "s32"), 0xFFFFFFFF, 0, 1),          # -1 < 0
+    (("lt", "u32"), 0xFFFFFFFF, 0, 0),
+    (("lo", "u32"), 1, 2, 1),
+    (("ge", "s64"), 5, 5, 1),
+    (("ne", "b32"), 5, 5, 0),
+])
+def test_comparisons(mods, a, b, want):
+    st = _instruction("setp", mods, ir.Pair(R("%p"), R("%q")), R("%a"), R("%b"))
+    assert shapevalues.execute(st, {"%a": a, "%b": b}, (1, 1, 1)) == {"%p": want, "%q": 1 - want}
+
+
+def test_conversions_products_and_the_block_shape():
+    env = {"%a": 0xFFFFFFFE}
+    assert shapevalues.execute(_instruction("cvt", ("s64", "s32"), R("%d"), R("%a")), env, (1, 1, 1)) == \
+        {"%d": 0xFFFFFFFFFFFFFFFE}
+    assert shapevalues.execute(_instruction("cvt", ("u64", "u32"), R("%d"), R("%a")), env, (1, 1, 1)) == \
+        {"%d": 0xFFFFFFFE}
+    assert shapevalues.execute(_instruction("mul", ("wide", "s32"), R("%d"), R("%a"), _imm(3)), env, (1, 1, 1)) == \
+        {"%d": (-6) & 0xFFFFFFFFFFFFFFFF}
+    ntid = ir.SpecialReg("ntid", "x")
+    assert shapevalues.execute(_instruction("mov", ("u32",), R("%d"), ntid), {}, (96, 1, 1)) == {"%d": 96}
+    assert shapevalues.execute(_instruction("mov", ("u32",), R("%d"), ir.SpecialReg("tid", "x")), {}, (96, 1, 1)) \
+        is None
+    assert shapevalues.execute(_instruction("add", ("f32",), R("%d"), _imm(1), _imm(2)), {}, (1, 1, 1)) is None
+    assert shapevalues.execute(_instruction("div", ("u32",), R("%d"), _imm(1), _imm(0)), {}, (1, 1, 1)) is None
