@@ -30,6 +30,20 @@ extern "C" __global__ void tree_sum(const float* in, float* out, int n) {
     if (tid == 0) out[blockIdx.x] = sdata[0];
 }
 
+// threads leaving inside the loop once their part is done (a return there is no loop exit)
+extern "C" __global__ void tree_sum_leaving(const float* in, float* out) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    sdata[tid] = in[blockIdx.x * blockDim.x + tid];
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid >= 2 * s) return;
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
 // two nested loops, the inner one's count set by the outer one's counter
 extern "C" __global__ void block_sort(const int* in, int* out) {
     extern __shared__ int keys[];
@@ -112,6 +126,17 @@ def test_tree_reduction(module, rng, poison, threads, n):
     padded = np.zeros(blocks * threads, np.float32)
     padded[:n] = x
     np.testing.assert_allclose(out.get(), padded.reshape(blocks, threads).sum(1, dtype=np.float64), rtol=1e-4, atol=1e-4)
+    assert _ran_as_program(k, threads)
+
+
+@pytest.mark.parametrize("threads", [64, 512])
+def test_threads_returning_inside_the_loop(module, rng, poison, threads):
+    blocks = 6
+    x = rng.integers(-100, 100, blocks * threads).astype(np.float32)
+    out = poison(blocks, np.float32)
+    k = module.get_function("tree_sum_leaving")
+    k((blocks,), (threads,), (ac.asarray(x), out), shared_mem=4 * threads)
+    np.testing.assert_array_equal(out.get(), x.reshape(blocks, threads).sum(1))
     assert _ran_as_program(k, threads)
 
 

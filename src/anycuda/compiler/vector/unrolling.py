@@ -61,8 +61,8 @@ def _unroll_one(body: list, ntid: tuple, serial) -> list | None:
     loops = _Loops(values.blocks)
     for header, latch in loops.back_edges:
         try:
-            trips, exit_block = _count_trips(values, loops, header, latch)
-            unrolled = _write_out(body, values.blocks, header, latch, trips, exit_block, serial)
+            trips, exit_block, exits = _count_trips(values, loops, header, latch)
+            unrolled = _write_out(body, values.blocks, header, latch, trips, exit_block, exits, serial)
         except _Refused:
             continue
         if len(unrolled) <= MAX_STATEMENTS:
@@ -102,11 +102,13 @@ class _Loops:
 
 
 def _count_trips(values, loops: _Loops, header: int, latch: int) -> tuple:
-    """(iterations, the block whose exit the last one takes)."""
+    """(iterations, the block whose exit the last one takes, the exits)."""
     loops.check_shape(header, latch)
     blocks = values.blocks
     spine = loops.every_iteration(header, latch)
     exits = _exit_branches(blocks, header, latch)
+    if any(_ends_every_thread(blocks[b]) for b in spine):
+        raise _Refused("a return that every iteration reaches")
     if not set(exits) <= set(spine):
         raise _Refused("an exit that not every iteration reaches")
     deciding = _deciding_registers(blocks, header, latch, exits, set(spine))
@@ -120,24 +122,38 @@ def _count_trips(values, loops: _Loops, header: int, latch: int) -> tuple:
                 if set(defs_uses(st)[0]) & deciding:
                     shapevalues.step(st, env, values.ntid)
             if b in exits and _branch_taken(exits[b], env) != (b == latch):
-                return trip, b
+                return trip, b, exits
     raise _Refused("too many iterations")
 
 
 def _exit_branches(blocks: list, header: int, latch: int) -> dict:
-    """{block: its last instruction} for the blocks that leave the loop, and the latch."""
+    """{block: its last instruction} for the blocks that leave the loop, and the latch. A
+    branch out of the loop to a block that only returns is no exit: the threads that take it
+    end (nvcc's `if (...) return;` inside a loop), the others go on."""
     exits = {}
     for b in range(header, latch + 1):
         block = blocks[b]
         last = block.instructions[-1][1] if block.instructions else None
-        leaves = any(not header <= s <= latch for s in block.succs)
-        if last is not None and last.opcode in ("ret", "exit", "trap") and last.guard is None:
-            raise _Refused("an unconditional return inside")
-        if b == latch or leaves:
+        outside = [s for s in block.succs if not header <= s <= latch]
+        returning = bool(outside) and all(_returns_only(blocks[s]) for s in outside)
+        if returning and b != latch:
+            if last.guard is None:
+                raise _Refused("a return that every thread here takes")
+            continue
+        if b == latch or outside:
             if last is None or last.opcode != "bra" or (b != latch and last.guard is None):
                 raise _Refused("an exit that is not a conditional branch")
             exits[b] = last
     return exits
+
+
+def _returns_only(block) -> bool:
+    return len(block.instructions) == 1 and _ends_every_thread(block)
+
+
+def _ends_every_thread(block) -> bool:
+    last = block.instructions[-1][1] if block.instructions else None
+    return last is not None and last.opcode in ("ret", "exit", "trap") and last.guard is None
 
 
 def _deciding_registers(blocks, header, latch, exits: dict, spine: set) -> set:
@@ -171,7 +187,7 @@ def _branch_taken(st: ir.Instruction, env: dict) -> bool:
     return bool(g) != st.guard.negated
 
 
-def _write_out(body, blocks, header, latch, trips, exit_block, serial) -> list:
+def _write_out(body, blocks, header, latch, trips, exit_block, exits: dict, serial) -> list:
     lo = blocks[header].start
     hi = blocks[latch + 1].start if latch + 1 < len(blocks) else len(body)
     text = body[lo:hi]
@@ -180,7 +196,7 @@ def _write_out(body, blocks, header, latch, trips, exit_block, serial) -> list:
     labels = {st.name for st in text if isinstance(st, ir.Label)}
     # a block's last instruction by its place in `text` (an instruction object may stand in
     # several places once an inner loop was written out)
-    last_of = {blocks[b].instructions[-1][0] - lo: b for b in range(header, latch + 1) if blocks[b].instructions}
+    last_of = {blocks[b].instructions[-1][0] - lo: b for b in exits}
     copies = []
     for trip in range(1, trips + 1):
         names = {n: n if trip == 1 else f"{n}$u{next(serial)}" for n in labels}
@@ -190,8 +206,8 @@ def _write_out(body, blocks, header, latch, trips, exit_block, serial) -> list:
 
 def _copy(text, names: dict, last_of: dict, latch: int, leaving: int | None) -> list:
     """One iteration's text: labels renamed as `names` says; the loop's exit branches and its
-    back edge dropped, but for block `leaving`'s (the last iteration's way out), made
-    unconditional, after which the copy ends."""
+    back edge (the last instructions of the blocks in `last_of`) dropped, but for block
+    `leaving`'s (the last iteration's way out), made unconditional, after which the copy ends."""
     out = []
     for at, st in enumerate(text):
         if isinstance(st, ir.Label):
@@ -201,7 +217,7 @@ def _copy(text, names: dict, last_of: dict, latch: int, leaving: int | None) -> 
             out.append(st)
             continue
         b = last_of.get(at)
-        if b is not None and st.opcode == "bra" and (b == latch or st.guard is not None and _leaves(st, names)):
+        if b is not None:
             if b == leaving and b != latch:
                 out.append(dataclasses.replace(st, guard=None))
                 break
@@ -216,7 +232,3 @@ def _copy(text, names: dict, last_of: dict, latch: int, leaving: int | None) -> 
             if target in names.values() and target not in kept:
                 raise _Refused("a branch into the part of the last iteration that does not run")
     return out
-
-
-def _leaves(st: ir.Instruction, names: dict) -> bool:
-    return isinstance(st.operands[0], ir.Sym) and st.operands[0].name not in names
