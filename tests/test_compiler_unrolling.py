@@ -17,17 +17,20 @@ from anycuda.compiler.vector import blockprograms, unrolling
 from anycuda.ptx import ir, parse
 
 SOURCE = r"""
-// the classic shared-memory tree: the loop's count is log2(blockDim.x)
+// the classic shared-memory tree, spelled with a signed stride halved by division: the
+// loop's count is log2(blockDim.x)
 extern "C" __global__ void tree_sum(const float* in, float* out, int n) {
-    extern __shared__ float sdata[];
-    unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
-    sdata[tid] = i < n ? in[i] : 0.0f;
+    extern __shared__ float partial[];
+    int t = threadIdx.x;
+    int i = blockIdx.x * blockDim.x + t;
+    partial[t] = 0.0f;
+    if (i < n) partial[t] = in[i];
     __syncthreads();
-    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) sdata[tid] += sdata[tid + s];
+    for (int stride = blockDim.x >> 1; stride != 0; stride /= 2) {
+        if (t < stride) partial[t] = partial[t] + partial[t + stride];
         __syncthreads();
     }
-    if (tid == 0) out[blockIdx.x] = sdata[0];
+    if (t == 0) out[blockIdx.x] = partial[0];
 }
 
 // threads leaving inside the loop once their part is done (a return there is no loop exit)
