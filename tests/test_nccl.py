@@ -5,6 +5,7 @@ Functions are called as their C entry points are (arguments as integers)."""
 import ctypes
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -259,6 +260,35 @@ def test_collective_waits_for_earlier_work_on_its_stream_and_not_the_host(rng):
     r.sync()
     for b in recvs:
         np.testing.assert_allclose(b.values(), sends[0].view() + sends[1].view(), rtol=1e-6)
+    r.close()
+
+
+def test_stream_zero_is_each_ranks_own_devices_default_stream(rng):
+    """ncclCommInitAll's ranks called with stream 0 from one thread (CuPy's way): each rank's
+    part goes on its own device's legacy default stream, whatever device is current, so it
+    waits for the work queued there before (it ran on the current device's stream, and a fill
+    still pending on device 1 overwrote rank 1's result)."""
+    r = Ranks(3)
+    gate = threading.Event()
+    with ac.Device(1):
+        api.submit(0, gate.wait)                        # device 1's default stream is busy
+    sends = [Buf(7, 8, rng.standard_normal(8).astype(np.float32)) for _ in range(3)]
+    recvs = [Buf(7, 8) for _ in range(3)]
+    with ac.Device(0):
+        call("ncclGroupStart")
+        for i in range(3):
+            call("ncclAllReduce", sends[i].ptr, recvs[i].ptr, 8, 7, 0, r.comms[i], 0)
+        call("ncclGroupEnd")
+    try:
+        time.sleep(0.2)
+        for b in recvs:                                  # every rank waits for rank 1's part
+            assert (peek(b.ptr, 8, np.uint32) == 0xA5A5A5A5).all()
+    finally:
+        gate.set()
+    for d in range(3):
+        ac.Device(d).synchronize()
+    for b in recvs:
+        np.testing.assert_allclose(b.values(), sum(s.view() for s in sends), rtol=1e-6)
     r.close()
 
 

@@ -12,11 +12,13 @@ communicator's asynchronous error (ncclCommGetAsyncError) and said once on stder
 stream goes on, as a GPU's would after a failed NCCL kernel."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 
 from . import local
 from ...driver import api
+from ...runtime.device import Device
 from .status import NcclError, Result, note
 
 _local = threading.local()        # .depth, .operations, .deferred
@@ -82,12 +84,37 @@ def _run_deferred(tasks) -> None:
         raise errors[0]
 
 
+# 0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD: handles whose stream depends on the current device
+_DEFAULT_STREAMS = (0, 1, 2)
+
+
 def _queue(operations) -> None:
+    """Each stream's operations as one piece of work on it. A default-stream handle means
+    that stream of the communicator's device, as NCCL runs each rank's work in its device's
+    context whatever device the caller has current (CuPy's ncclCommInitAll program passes
+    stream 0 for every device; queued on the current device's stream, rank 1's all-reduce
+    result was overwritten by a fill still pending on device 1)."""
     by_stream = {}
     for op in operations:
-        by_stream.setdefault(op.stream, []).append(op)
-    for stream, ops in by_stream.items():
-        api.submit(stream, _work, ops)
+        device = op.comm.device if op.stream in _DEFAULT_STREAMS else None
+        by_stream.setdefault((op.stream, device), []).append(op)
+    for (stream, device), ops in by_stream.items():
+        if device is None:
+            api.submit(stream, _work, ops)
+            continue
+        with _current_device(device):
+            api.submit(stream, _work, ops)
+
+
+@contextlib.contextmanager
+def _current_device(device: int):
+    """`device` current for the calling thread: its primary context, and the Python API's choice."""
+    api.cuCtxPushCurrent(api.cuDevicePrimaryCtxRetain(device))
+    try:
+        with Device(device):
+            yield
+    finally:
+        api.cuCtxPopCurrent()
 
 
 _said = set()
