@@ -40,9 +40,9 @@ def strategy(ptx: str, source: str, kernel: str, block: tuple) -> tuple[str, str
         return "thread loop", "no barrier or shuffle"
     shape = tuple(block) + (1,) * (3 - len(block))
     if not blockprograms.supported_shape(shape):
-        return "rounds", f"block {shape} is not one row of whole warps"
+        return "rounds", f"block {shape} is not rows of whole warps"
     try:
-        pipeline.block_program_ir(ptx, source, kernel, shape[0])
+        pipeline.block_program_ir(ptx, source, kernel, shape)
     except blockprograms.NotVectorisable as e:
         return "rounds", f"no block program: {e}"
     return "block program", ""

@@ -193,7 +193,7 @@ def module(compile_cuda):
 
 
 def _ran_as_program(kernel, threads) -> bool:
-    return kernel.kernel._programs.get(threads) is not None
+    return kernel.kernel._programs.get((threads, 1, 1)) is not None
 
 
 def _shapes_reference(x, n, threads):
@@ -622,7 +622,7 @@ OK:
         k.launch((8, 1, 1), (64, 1, 1), address.to_bytes(8, "little"))
     assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     assert "block 5" in str(e.value) and f"0x{address:x}" in str(e.value)
-    assert k._programs[64] is not None
+    assert k._programs[(64, 1, 1)] is not None
     out = np.full(1, 0xCDCDCDCD, np.uint32)
     k.launch((8, 1, 1), (64, 1, 1), out.ctypes.data.to_bytes(8, "little"))
     assert out[0] < 64                                 # one of block 5's threads wrote its index

@@ -341,7 +341,7 @@ def test_acyclic_barrier_kernel_guarded_at_both_ends(module, strategy, rng, thre
     launch(module, "staged_shift", N + 2 * shift, (threads, 1, 1), (src.arg, dst.arg, np.int32(N), np.int32(shift)))
     np.testing.assert_array_equal(dst.host, 2.0 * x)
     kernel = module.get_function("staged_shift").kernel
-    assert (kernel._programs.get(threads) is not None) == (strategy == "block-programs")
+    assert (kernel._programs.get((threads, 1, 1)) is not None) == (strategy == "block-programs")
 
 
 @pytest.mark.parametrize("threads", [32, 64, 128])
@@ -357,7 +357,7 @@ def test_acyclic_shuffle_kernel_guarded_at_both_ends(module, strategy, rng, thre
     summed = v + v[np.arange(total) ^ 1]
     np.testing.assert_array_equal(dst.host, summed[inside])
     kernel = module.get_function("warp_shifted").kernel
-    assert (kernel._programs.get(threads) is not None) == (strategy == "block-programs")
+    assert (kernel._programs.get((threads, 1, 1)) is not None) == (strategy == "block-programs")
 
 
 @pytest.mark.parametrize("strategy_name", [s[0] for s in STRATEGIES])
@@ -382,4 +382,4 @@ def test_a_32_bit_shared_address_wraps_in_straight_code(monkeypatch, strategy_na
     kernel = mod.get_function("wrap_once")
     kernel((2,), (threads,), (out, np.uint32(4096)))
     np.testing.assert_array_equal(out.get(), np.arange(threads, dtype=np.float32))
-    assert (kernel.kernel._programs.get(threads) is not None) == (strategy_name == "block-programs")
+    assert (kernel.kernel._programs.get((threads, 1, 1)) is not None) == (strategy_name == "block-programs")

@@ -273,7 +273,7 @@ def test_a_tiered_kernel_runs_right_before_and_after_its_block_program_arrives(j
         out = np.full(64, 0xCDCDCDCD, np.uint32)
         kernel.launch((1, 1, 1), (64, 1, 1), struct.pack("<QQ", x.ctypes.data, out.ctypes.data))
         assert out.tolist() == x[::-1].tolist()
-        ways.add(kernel._programs.get(64) is not None)
+        ways.add(kernel._programs.get((64, 1, 1)) is not None)
         time.sleep(0.05)
     assert ways == {False, True}, "the block program never took over"
 

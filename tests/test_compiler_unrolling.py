@@ -116,7 +116,7 @@ def module(compile_cuda):
 
 
 def _ran_as_program(kernel, threads) -> bool:
-    return kernel.kernel._programs.get(threads) is not None
+    return kernel.kernel._programs.get((threads, 1, 1)) is not None
 
 
 @pytest.mark.parametrize("threads,n", [(32, 100), (64, 1000), (256, 5000), (1024, 4096)])

@@ -369,7 +369,7 @@ def test_a_block_program_hands_a_saturating_add_to_the_rounds(handed_on_ptx, rng
     k((4,), (64,), (ac.asarray(x), out))
     v = x.reshape(-1, 64).astype(np.int64)
     np.testing.assert_array_equal(out.get(), _sat(v + v[:, ::-1]).ravel())
-    assert k.kernel._programs.get(64) is None
+    assert k.kernel._programs.get((64, 1, 1)) is None
 
 
 def test_compare_and_compare_op_are_the_scalar_paths():

@@ -188,24 +188,25 @@ def block_programs_enabled() -> bool:
             and not memcheck.mode())
 
 
-def compile_block_program(unit: Unit, source_name: str, kernel: str, lanes: int, arrived):
-    """The object code of `kernel`'s block program for blocks of `lanes` threads, from the
+def compile_block_program(unit: Unit, source_name: str, kernel: str, block: tuple, arrived):
+    """The object code of `kernel`'s block program for blocks of shape `block`, from the
     kernel's unit: from the cache, else compiled here (ANYCUDA_JIT=optimised) or made and
     compiled by the compile server (tiered: `arrived(object or None)` is called when it is
     there, and this returns None; the program does not wait for the IR either). None also
     for a kernel the block program does not take, which the cache remembers."""
-    key = cache.key_for(f"{unit.key}\n// block program of {kernel} for {lanes} threads", source_name)
+    shape = "x".join(map(str, block))
+    key = cache.key_for(f"{unit.key}\n// block program of {kernel} for blocks of {shape}", source_name)
     hit = cache.load(key)
     if hit is not None:
         return hit or None                      # b"": the kernel is not taken
-    name = f"{source_name}:{kernel}.block{lanes}"
+    name = f"{source_name}:{kernel}.block{shape}"
     job = None
     if tiers.mode() == tiers.TIERED:
         job = tiers.optimise_in_background(tiers.Recipe(_block_program_or_none, (unit.text, source_name, kernel,
-                                                                                   lanes)), name)
+                                                                                   block)), name)
     if job is None:
         try:
-            llvm_ir = _block_program_or_none(unit.text, source_name, kernel, lanes)
+            llvm_ir = _block_program_or_none(unit.text, source_name, kernel, block)
         except Exception as e:    # noqa: BLE001 - a fault of ours must not cost the launch: the rounds run it
             _warn_block_program_failed(kernel, f"{type(e).__name__}: {e}")
             return None
@@ -228,25 +229,27 @@ def _warn_block_program_failed(kernel: str, why: str) -> None:
                   RuntimeWarning, stacklevel=3)
 
 
-def _block_program_or_none(text: str, source_name: str, kernel: str, lanes: int) -> str | None:
+def _block_program_or_none(text: str, source_name: str, kernel: str, block: tuple) -> str | None:
     """block_program_ir, or None for a kernel the block program does not take (a Recipe of
     compile_block_program's: the compile server answers an empty object for it)."""
     try:
-        return block_program_ir(text, source_name, kernel, lanes)
+        return block_program_ir(text, source_name, kernel, block)
     except (blockprograms.NotVectorisable, PtxError):
         return None
 
 
 @collection_paused
-def block_program_ir(text: str, source_name: str, kernel: str, lanes: int) -> str:
-    """LLVM IR of the block program of `kernel` (in the unit `text`) for blocks of `lanes`
-    threads (compiler/vector/blockprograms.py). Raises NotVectorisable for a kernel it does not take."""
+def block_program_ir(text: str, source_name: str, kernel: str, block) -> str:
+    """LLVM IR of the block program of `kernel` (in the unit `text`) for blocks of shape
+    `block` (x, y, z), or of `block` x 1 x 1 threads for a number (compiler/vector/blockprograms.py).
+    Raises NotVectorisable for a kernel it does not take."""
+    block = (block, 1, 1) if isinstance(block, int) else tuple(block)
     module = parse(text, source_name)
     pfn = next((f for f in module.functions if f.is_kernel and f.name == kernel and f.body is not None), None)
     if pfn is None:
         raise blockprograms.NotVectorisable(f"no kernel {kernel}")
     blockprograms.check_takes(pfn)
-    pfn = unrolling.unroll_shape_loops(pfn, (lanes, 1, 1))      # loops the block shape fixes
+    pfn = unrolling.unroll_shape_loops(pfn, block)      # loops the block shape fixes
     layout = ModuleLowering(module, source_name, external_variables=True)
     layout._declare_variables()
-    return blockprograms.emit_module(layout, pfn, lanes)
+    return blockprograms.emit_module(layout, pfn, block)

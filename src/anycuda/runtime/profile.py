@@ -43,7 +43,7 @@ class _KernelStats:
         # made (or loaded from the disk cache) in the launching thread, the time that took
         self.optimised_ns = None
         self.cached = None          # True, False, or None where it cannot be told
-        self.block_programs = {}    # threads per block -> its block program's compile (or load) time
+        self.block_programs = {}    # block shape -> its block program's compile (or load) time
         self.unit = None            # the kernel's PTX unit, to describe its launch function at exit
 
 
@@ -89,8 +89,8 @@ def record_compile(source_name: str, name: str, started: int, nanoseconds: int, 
         optimised.subscribe(arrived)
 
 
-def timed_block_program(source_name: str, name: str, lanes: int, link):
-    """`link` (called with the block program's object for blocks of `lanes` threads, or None
+def timed_block_program(source_name: str, name: str, block: tuple, link):
+    """`link` (called with the block program's object for blocks of shape `block`, or None
     where the kernel has none, or while the background compile makes it) that also keeps the
     time from now until it is called with the object."""
     started = now()
@@ -98,7 +98,7 @@ def timed_block_program(source_name: str, name: str, lanes: int, link):
     def timed_link(code):
         if code is not None:
             with _lock:
-                _kernel(source_name, name).block_programs[lanes] = now() - started
+                _kernel(source_name, name).block_programs[block] = now() - started
         link(code)
     return timed_link
 
@@ -170,8 +170,13 @@ def launch_function_kind(unit) -> str:
 
 
 def _block_program_times(stats: _KernelStats) -> str:
-    """Per block size that has a block program, its compile time: "256 threads: 31.0"."""
-    return "; ".join(f"{lanes} threads: {_ms(ns)}" for lanes, ns in sorted(stats.block_programs.items())) or "-"
+    """Per block shape that has a block program, its compile time: "256 threads: 31.0",
+    "32x8 threads: 40.2"."""
+    return "; ".join(f"{_shape(block)} threads: {_ms(ns)}" for block, ns in sorted(stats.block_programs.items())) or "-"
+
+
+def _shape(block: tuple) -> str:
+    return str(block[0]) if block[1:] == (1, 1) else "x".join(map(str, block))
 
 
 def _strategies(stats: _KernelStats) -> str:

@@ -259,7 +259,7 @@ class KernelImage:
         self._records = {}       # (grid, block, shared_mem, workers, quick, cluster) -> a checked launch record
         self._max_dynamic_shared = None     # set by cuFuncSetAttribute, else what static_shared leaves
         self._entry = None
-        self._programs = {}      # block threads -> launch function of its block program, or None
+        self._programs = {}      # block shape -> launch function of its block program, or None
         self._buffer_choices = {}      # parameter bytes -> _choices_by_buffers' answer
         self._quick = []         # quick objects, still linked after the switch (tiers.py)
         self._block_objects = []       # the kernel's block programs, linked
@@ -333,12 +333,12 @@ class KernelImage:
             self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         return self._entry
 
-    def _block_program(self, lanes: int):
-        """The launch function of this kernel's block program for blocks of `lanes` threads
+    def _block_program(self, block: tuple):
+        """The launch function of this kernel's block program for blocks of shape `block`
         (compiler/vector/blockprograms.py), or None: not taken, or still being compiled."""
-        if lanes in self._programs:
-            return self._programs[lanes]
-        self._programs[lanes] = None
+        if block in self._programs:
+            return self._programs[block]
+        self._programs[block] = None
         if not pipeline.block_programs_enabled():
             return None
 
@@ -346,13 +346,14 @@ class KernelImage:
             if code is not None:
                 obj = LoadedObject(code, self._externals)
                 self._block_objects.append(obj)
-                self._programs[lanes] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
+                self._programs[block] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
         if profile.ENABLED:
-            link = profile.timed_block_program(self.program.source_name, self.name, lanes, link)
+            link = profile.timed_block_program(self.program.source_name, self.name, block, link)
         unit = self.program.index.kernel_unit(self.name)
-        with progress.waiting_for(f"the block program of {self.name} for {lanes} threads", "optimised code"):
-            link(pipeline.compile_block_program(unit, self.program.source_name, self.name, lanes, link))
-        return self._programs[lanes]
+        shape = "x".join(map(str, block))
+        with progress.waiting_for(f"the block program of {self.name} for blocks of {shape}", "optimised code"):
+            link(pipeline.compile_block_program(unit, self.program.source_name, self.name, block, link))
+        return self._programs[block]
 
     @staticmethod
     def _thread_limit(info) -> int:
@@ -429,7 +430,7 @@ class KernelImage:
         if record is None:
             record = self.prepare(grid, block, shared_mem, num_workers, cluster)
         if not cooperative and blockprograms.supported_shape(block):
-            entry = self._block_program(block[0]) or entry
+            entry = self._block_program(block) or entry
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")

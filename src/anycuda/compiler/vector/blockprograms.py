@@ -6,8 +6,10 @@ registers; scan's first kernel spends ~1.4 us per block of 1024 ints that way, w
 same computation with the block's values kept in vector registers takes 0.2-0.4 us
 (benchmarks/models/block_program_scan*, NOTES "Block-wide programs").
 
-A block program is made for a kernel with barriers or shuffles and a block of W threads (W
-x 1 x 1, W a multiple of 32) at the first launch of that shape. The kernel's code must be
+A block program is made for a kernel with barriers or shuffles and a block of X x Y x Z
+threads, X a multiple of 32, at the first launch of that shape: each warp is then 32
+consecutive x values of one row, so %tid.x is a ramp over its lanes and %tid.y, %tid.z are
+alike in them. The kernel's code must be
 acyclic (nvcc unrolls short loops): it is *if-converted* into straight-line code over the
 lanes. Each basic block runs under a mask, the lanes whose path goes through it (a branch
 `@p bra L` gives L's mask `m & p` and leaves `m & !p` to the code after it; `ret` takes
@@ -63,9 +65,9 @@ _ACCESSES = frozenset(("ld", "st", "atom", "red"))
 
 
 def supported_shape(block) -> bool:
-    """Whether a block shape can have a block program: one row of whole warps."""
+    """Whether a block shape can have a block program: rows of whole warps."""
     x, y, z = block
-    return y == 1 and z == 1 and x % WARP == 0 and WARP <= x <= abi.MAX_BLOCK_THREADS
+    return x % WARP == 0 and x >= WARP and y >= 1 and z >= 1 and x * y * z <= abi.MAX_BLOCK_THREADS
 
 
 def check_takes(pfn) -> None:
@@ -76,12 +78,12 @@ def check_takes(pfn) -> None:
         raise NotVectorisable("no barrier or shuffle")
 
 
-def emit_module(layout, pfn, lanes: int) -> str:
-    """LLVM IR of a module with the block program of kernel `pfn` for blocks of `lanes`
-    threads and its launch function EXPORT (`void (Launch*)`, as a kernel's); `layout` is a
-    ModuleLowering of its unit with its variables declared (the shared-memory layout).
+def emit_module(layout, pfn, block: tuple) -> str:
+    """LLVM IR of a module with the block program of kernel `pfn` for blocks of shape
+    `block` (x, y, z) and its launch function EXPORT (`void (Launch*)`, as a kernel's); `layout`
+    is a ModuleLowering of its unit with its variables declared (the shared-memory layout).
     Raises NotVectorisable for a kernel the block program does not take."""
-    program = BlockProgram(layout, pfn, lanes)
+    program = BlockProgram(layout, pfn, block)
     block_fn = program.emit()
     # a block program called once per block: inlined into the loop over a chunk's blocks,
     # scan (1.28-1.47x C) went to 1.68-1.85x (NOTES "One call per chunk")
@@ -91,15 +93,17 @@ def emit_module(layout, pfn, lanes: int) -> str:
 
 class BlockProgram(BlockMemory):
     """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
-    signature of a block function (blockfunction.emit_block_function), for blocks of `lanes`.
+    signature of a block function (blockfunction.emit_block_function), for blocks of shape `block`.
     `layout` is the ModuleLowering of the kernel's unit (its parameters and shared memory)."""
 
-    def __init__(self, layout, pfn: pir.Function, threads: int):
-        self.layout, self.pfn = layout, pfn
+    def __init__(self, layout, pfn: pir.Function, block: tuple):
+        self.layout, self.pfn, self.block = layout, pfn, tuple(block)
+        threads = block[0] * block[1] * block[2]
         self.threads, self.lanes, self.warps = threads, WARP, threads // WARP
+        self.row_warps = block[0] // WARP          # warps in one row of x
         self.read_memory = memory.read_memory(pfn.body, layout.kernel_params(pfn))
         self.streaming = False        # the store being made may bypass the caches (_st)
-        self.mod = ir.Module(name=f"{pfn.name}.block{threads}")
+        self.mod = ir.Module(name=f"{pfn.name}.block{'x'.join(map(str, block))}")
         self.fn = ir.Function(self.mod, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32]),
                               name=_NAME + ".block")
         self.fn.linkage = "internal"
@@ -399,13 +403,10 @@ class BlockProgram(BlockMemory):
     def shaped_special(self, op):
         """A special register's lanes in the current warp, and its Affine shape."""
         name, comp = op.name, op.component
-        if name == "tid":
-            if comp == "x":
-                first = self.b.mul(self.warp, i32(WARP))
-                return self.b.add(self.splat(first), self.lane_constant(range(WARP))), Affine(first, 1, None, WARP)
-            return self.splat(i32(0)), constant_shape(i32(0))
-        if name == "ntid":
-            n = self.threads if comp == "x" else 1
+        if name == "tid" and comp in ("x", "y", "z"):
+            return self._thread_index(comp)
+        if name == "ntid" and comp in ("x", "y", "z"):
+            n = self.block["xyz".index(comp)]
             return self.splat(i32(n)), constant_shape(i32(n))
         if name == "ctaid" and comp in ("x", "y", "z"):
             v = self.ctaid["xyz".index(comp)]
@@ -418,6 +419,20 @@ class BlockProgram(BlockMemory):
         if name == "warpid":
             return self.splat(self.warp), Affine(self.warp, 0)
         raise NotVectorisable(f"%{name}")
+
+    def _thread_index(self, comp):
+        """%tid.x, .y or .z in the current warp: x a ramp from the warp's first column, y and
+        z its row's, alike in every lane."""
+        b, (_, y, z) = self.b, self.block
+        if comp == "x":
+            column = self.warp if y * z == 1 else b.urem(self.warp, i32(self.row_warps))
+            first = b.mul(column, i32(WARP))
+            return b.add(self.splat(first), self.lane_constant(range(WARP))), Affine(first, 1, None, WARP)
+        if (y if comp == "y" else z) == 1:
+            return self.splat(i32(0)), constant_shape(i32(0))
+        row = b.udiv(self.warp, i32(self.row_warps))
+        v = b.urem(row, i32(y)) if comp == "y" else b.udiv(row, i32(y))
+        return self.splat(v), Affine(v, 0)
 
     def read(self, op, t):
         """An operand's lanes (warpruns.WarpCode.read, and shared variables' window offsets)."""
