@@ -251,16 +251,16 @@ def test_a_tiered_block_program_is_made_by_the_server(jit_mode, monkeypatch):
     monkeypatch.setattr(pipeline, "block_program_ir", lambda *a: made_here.append(a))
     unit = ModuleIndex(REVERSE, "reverse.ptx").kernel_unit("reverse")
     got, arrived, arrive = _arrival()
-    assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", 64, arrive) is None
+    assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", (64, 1, 1), arrive) is None
     assert arrived.wait(300), "the block program never arrived"
     assert got[0] and not made_here
-    assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", 64, arrive) == got[0]
+    assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", (64, 1, 1), arrive) == got[0]
     plain = ModuleIndex(MARKS, "marks.ptx").kernel_unit("mark_b")       # no barrier, no shuffle
     got, arrived, arrive = _arrival()
-    assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", 64, arrive) is None
+    assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", (64, 1, 1), arrive) is None
     assert arrived.wait(300) and got == [None]
     monkeypatch.setattr(tiers, "optimise_in_background", lambda *a: pytest.fail("not taken: asked again"))
-    assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", 64, arrive) is None
+    assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", (64, 1, 1), arrive) is None
 
 
 def test_a_tiered_kernel_runs_right_before_and_after_its_block_program_arrives(jit_mode, rng):
