@@ -6,7 +6,8 @@ at the block shape the suite launches it with, as the compiler decides it:
   grid-stride loop in such a kernel gets no yield (analysis/gridstride.py: only kernels that
   have sites already), so each thread walks its whole loop alone.
 - "block program": all threads of the block as one vector program (compiler/vector/
-  blockprograms.py); only for acyclic kernels with barriers or shuffles and W x 1 x 1 blocks.
+  blockprograms.py); for kernels with barriers or shuffles, acyclic once the loops the block
+  shape fixes are written out, in blocks whose x is a multiple of 32 (rows of whole warps).
 - "rounds": the scheduler's rounds, stretch by stretch between suspensions (compiler/simt),
   with warp regions from fixed shuffles on (compiler/vector/warpregions.py).
 

@@ -86,8 +86,8 @@ def test_tensorcore_gemms_match_numpy():
 
 def test_strategies_name_the_compilers_choice():
     """benchmarks/strategies.py: a kernel with no barrier runs as the thread loop; the tiled
-    transpose has a barrier but a 32 x 32 block, which a block program does not take; the same
-    barrier kernel at a one-row block is not refused for its shape."""
+    transpose has a barrier and takes a block program at 32 x 32 blocks (rows of whole warps),
+    but not at 16 x 16 (two rows in a warp)."""
     if not (cudac.find_nvcc() or cudac.find_nvrtc()):
         pytest.skip("no CUDA C++ compiler (nvcc or NVRTC)")
     strategies = benchmark_module("strategies")
@@ -95,6 +95,6 @@ def test_strategies_name_the_compilers_choice():
     cu = "idioms_transpose.cu"
     ptx = compile_cu((suite.KERNELS / "cuda" / cu).read_text(), name=cu)
     assert strategies.strategy(ptx, cu, "transpose_naive", (32, 8))[0] == "thread loop"
-    how, why = strategies.strategy(ptx, cu, "transpose_tiled32", (32, 32))
-    assert how == "rounds" and "one row of whole warps" in why
-    assert "one row of whole warps" not in strategies.strategy(ptx, cu, "transpose_tiled32", (1024,))[1]
+    assert strategies.strategy(ptx, cu, "transpose_tiled32", (32, 32))[0] == "block program"
+    how, why = strategies.strategy(ptx, cu, "transpose_tiled32", (16, 16))
+    assert how == "rounds" and "not rows of whole warps" in why
