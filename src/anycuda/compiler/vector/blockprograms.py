@@ -9,8 +9,8 @@ same computation with the block's values kept in vector registers takes 0.2-0.4 
 A block program is made for a kernel with barriers or shuffles and a block of X x Y x Z
 threads, X a multiple of 32, at the first launch of that shape: each warp is then 32
 consecutive x values of one row, so %tid.x is a ramp over its lanes and %tid.y, %tid.z are
-alike in them. The kernel's code must be
-acyclic (nvcc unrolls short loops): it is *if-converted* into straight-line code over the
+alike in them. The kernel's code must be acyclic (nvcc unrolls short loops, unrolling.py the
+ones the block shape fixes): it is *if-converted* into straight-line code over the
 lanes. Each basic block runs under a mask, the lanes whose path goes through it (a branch
 `@p bra L` gives L's mask `m & p` and leaves `m & !p` to the code after it; `ret` takes
 lanes out); a register write under a mask is a `select`. Lanes thus go through the code in
@@ -188,9 +188,9 @@ class BlockProgram(BlockMemory):
 
     def _skippable_spans(self) -> dict:
         """{position of a conditional forward branch: its target's position} where what lies
-        between is worth a test (SKIP_AT_LEAST instructions, accesses weighing ACCESS_WEIGHT) and self-contained: no barrier,
-        no exit, no branch out of it but to its end, no branch into it from outside
-        (analysis/spans.py)."""
+        between is worth a test (SKIP_AT_LEAST instructions, an access weighing ACCESS_WEIGHT)
+        and self-contained: no barrier, no exit, no branch out of it but to its end, no branch
+        into it from outside (analysis/spans.py)."""
         body, spans, facts = self.pfn.body, {}, None
         accesses = [0]                      # accesses[i]: memory instructions before position i
         for st in body:
