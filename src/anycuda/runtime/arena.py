@@ -116,11 +116,12 @@ class Backing:
             self._slots = None
             self.ptr = _map_fenced(_pages(nbytes))
 
-    def __del__(self):
+    def __del__(self, _unmap=_unmap_fenced, _pages=_pages):
+        # (what it calls is bound here: at interpreter exit the module's names may be gone)
         ptr, self.ptr = getattr(self, "ptr", None), None
         if ptr is None:
             return
         if self._slots is not None:
             self._slots.free.append(ptr)
         else:
-            _unmap_fenced(ptr, _pages(self.nbytes))
+            _unmap(ptr, _pages(self.nbytes))
