@@ -249,7 +249,8 @@ def block_program_ir(text: str, source_name: str, kernel: str, block) -> str:
     if pfn is None:
         raise blockprograms.NotVectorisable(f"no kernel {kernel}")
     blockprograms.check_takes(pfn)
-    pfn = unrolling.unroll_shape_loops(pfn, block)      # loops the block shape fixes
+    pfn = unrolling.unroll_shape_loops(pfn, block)      # loops the block shape fixes,
+    pfn = unrolling.fold_shape_branches(pfn, block)     # and branches
     layout = ModuleLowering(module, source_name, external_variables=True)
     layout._declare_variables()
     return blockprograms.emit_module(layout, pfn, block)

@@ -121,10 +121,12 @@ class BlockProgram(BlockMemory):
         self.warp = None          # the warp being emitted (i32, the loop's counter)
         self.here = None          # the lanes at the current position (None: all)
         self.reach = {}           # label -> the mask of the lanes that branched there
+        self._splits = {}         # label -> (mask before, mask branched, mask going on) of its one branch
         self._dynamic = None      # where the dynamic shared memory starts in the window
         self._slots = {}          # what a warp keeps from stretch to stretch -> its stack array
         self._pending = None      # (group, {offset: store}, shape) of interleaved stores not yet made
         self._spans_loaded = {}   # a group of interleaved loads -> its span, loaded once (_load_group)
+        self._liveness = None     # dataflow.LiveBefore of the body, made at the first barrier
         self.shared = self._shared_layout()
 
     # -------------------------------------------------------------- layout
@@ -258,10 +260,21 @@ class BlockProgram(BlockMemory):
         for label in set(self.reach) | set(reach):
             self.reach[label] = phi(self.reach.get(label, self._none()), reach.get(label, self._none()))
 
+    def _joined(self, label, arriving):
+        """The lanes at `label`: those going on and those `arriving` by branches. Where the
+        one branch to it split the lanes and neither part changed on the way (an if without
+        an else, no lane leaving in it), that is exactly the mask before the branch, all lanes
+        most often: writes after it are then whole, and registers keep their shapes (the tree
+        reduction's `if (tid < s) ...` left its stride register masked, its accesses gathers)."""
+        split = self._splits.pop(label, None)
+        if split is not None and split[1] is arriving and split[2] is self.here:
+            return split[0]
+        return _or(self.b, self.here, arriving)
+
     def _step(self, pos, st):
         b = self.b
         if isinstance(st, pir.Label):
-            self.here = _or(b, self.here, self.reach.pop(st.name, self._none()))
+            self.here = self._joined(st.name, self.reach.pop(st.name, self._none()))
             return
         if not isinstance(st, pir.Instruction) or _is_none(self.here):
             return                    # (no lane comes here after an unconditional branch)
@@ -274,8 +287,12 @@ class BlockProgram(BlockMemory):
             target = st.operands[0]
             if not isinstance(target, pir.Sym) or self.labels.get(target.name, -1) <= pos:
                 raise NotVectorisable("a loop or an indirect branch")
+            first = target.name not in self.reach
+            before = self.here
             self.reach[target.name] = _or(b, self.reach.get(target.name, self._none()), _and(b, self.here, guard))
             self.here = self._none() if guard is None else _and(b, self.here, b.not_(guard))
+            if first:
+                self._splits[target.name] = (before, self.reach[target.name], self.here)
             return
         if st.opcode in ("ret", "exit"):
             self.here = self._none() if guard is None else _and(b, self.here, b.not_(guard))
@@ -289,17 +306,17 @@ class BlockProgram(BlockMemory):
         self.mask = None
 
     def _live_across(self, cut) -> set:
-        """Registers written before body position `cut` and read after it."""
-        written, read = set(), set()
-        for pos, st in enumerate(self.pfn.body):
-            if not isinstance(st, pir.Instruction):
-                continue
-            defs, uses = dataflow.defs_uses(st)
-            if pos < cut:
-                written |= set(defs)
-            else:
-                read |= set(uses) | ({st.guard.reg.name} if st.guard is not None else set())
-        return written & read
+        """Registers live at body position `cut` (just after a barrier), as each thread's own
+        paths say: a lane that reads a register after the cut wrote it there first, or holds
+        the value kept. A register every path writes again before reading it needs no keeping
+        (the tree reduction written out by unrolling.py read and wrote its step's registers in
+        each of its copies: kept across each of 8 barriers, 5 vectors a warp were stored and
+        loaded for nothing)."""
+        if self._liveness is None:
+            self._liveness = dataflow.live_before(self.pfn.body, {})
+        body = self.pfn.body
+        first = next((pos for pos in range(cut, len(body)) if isinstance(body[pos], pir.Instruction)), None)
+        return set() if first is None else set(self._liveness[first])
 
     def _slot(self, key, ty):
         """The stack array of `key`, one `ty` per warp."""

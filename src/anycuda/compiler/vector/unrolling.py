@@ -56,6 +56,35 @@ def unroll_shape_loops(pfn: ir.Function, ntid: tuple) -> ir.Function:
     return dataclasses.replace(pfn, body=body)
 
 
+def fold_shape_branches(pfn: ir.Function, ntid: tuple) -> ir.Function:
+    """`pfn` with the conditional branches whose predicate blocks of shape `ntid` fix made
+    unconditional or dropped (the tree reduction's `if (blockDim.x / 2 == 0) skip the loop`:
+    left in, the lanes after it were a mask the block program could not tell was every lane,
+    so each later write was a masked one and lost its shape)."""
+    values = shapevalues.BlockValues(pfn.body, ntid)
+    known = {}
+    for block in values.blocks:
+        env = values.entry.get(block.index)
+        if env is None or not block.instructions:
+            continue
+        env = dict(env)
+        for pos, st in block.instructions:
+            if st.opcode == "bra" and st.guard is not None:
+                g = env.get(st.guard.reg.name, shapevalues.VARYING)
+                if g is not shapevalues.VARYING:
+                    known[pos] = bool(g) != st.guard.negated
+            shapevalues.step(st, env, ntid)
+    if not known:
+        return pfn
+    body = []
+    for pos, st in enumerate(pfn.body):
+        if pos not in known:
+            body.append(st)
+        elif known[pos]:
+            body.append(dataclasses.replace(st, guard=None))
+    return dataclasses.replace(pfn, body=body)
+
+
 def _unroll_one(body: list, ntid: tuple, serial) -> list | None:
     """The body with its first loop that can be unrolled (outermost first) unrolled, or None."""
     values = shapevalues.BlockValues(body, ntid)
