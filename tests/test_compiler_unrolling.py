@@ -47,6 +47,22 @@ extern "C" __global__ void tree_sum_leaving(const float* in, float* out) {
     if (tid == 0) out[blockIdx.x] = sdata[0];
 }
 
+// lanes leaving inside an if: after it the mask is not the one before it
+extern "C" __global__ void leave_in_if(const int* in, int* out) {
+    __shared__ int s[1024];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = -7;
+    __syncthreads();
+    int v = in[i];
+    if ((t & 3) == 0) {
+        if (v < 0) return;
+        v *= 2;
+    }
+    s[t] = v;
+    __syncthreads();
+    out[i] = s[(t + 1) % blockDim.x] + v;
+}
+
 // two nested loops, the inner one's count set by the outer one's counter
 extern "C" __global__ void block_sort(const int* in, int* out) {
     extern __shared__ int keys[];
@@ -184,6 +200,60 @@ def test_a_count_per_thread_keeps_the_loop(module, poison):
     want = np.array([sum((u + j + 1) % threads for j in range(u & 7)) for u in t], np.int32)
     np.testing.assert_array_equal(out.get(), np.tile(want, blocks))
     assert not _ran_as_program(k, threads)
+
+
+@pytest.mark.parametrize("threads", [64, 256])
+def test_lanes_leaving_inside_an_if(module, rng, threads):
+    blocks = 4
+    x = rng.integers(-100, 100, blocks * threads).astype(np.int32)
+    out = ac.asarray(np.full(x.size, -123456789, np.int32))          # poison the lanes that leave keep
+    k = module.get_function("leave_in_if")
+    k((blocks,), (threads,), (ac.asarray(x), out))
+    t = np.tile(np.arange(threads), blocks)
+    left = (t & 3 == 0) & (x < 0)
+    v = np.where(t & 3 == 0, 2 * x, x)
+    s = np.where(left, -7, v).reshape(blocks, threads)
+    want = np.roll(s, -1, axis=1).ravel() + v
+    got = out.get()
+    np.testing.assert_array_equal(got[~left], want[~left])
+    assert (got[left] == -123456789).all()               # the lanes that left wrote nothing
+    assert _ran_as_program(k, threads)
+
+
+SHAPE_BRANCH_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry by_width(.param .u64 out)
+{
+  .reg .b32 %r<4>; .reg .pred %p<2>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %ntid.x;
+  mov.u32 %r3, %tid.x;
+  mov.u32 %r2, 1;
+  setp.eq.u32 %p1, %r1, 64;
+  @%p1 bra WIDE;
+  mov.u32 %r2, 2;
+WIDE:
+  bar.sync 0;
+  mul.wide.u32 %rd2, %r3, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r2;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("threads,taken", [(64, True), (128, False)])
+def test_branches_the_shape_decides_are_folded(poison, threads, taken):
+    fn = parse(SHAPE_BRANCH_PTX, "shape.ptx").function("by_width")
+    folded = unrolling.fold_shape_branches(fn, (threads, 1, 1))
+    branches = [st for st in folded.body if isinstance(st, ir.Instruction) and st.opcode == "bra"]
+    assert [st.guard for st in branches] == ([None] if taken else [])
+    k = ac.RawModule(ptx=SHAPE_BRANCH_PTX, name="shape.ptx").get_function("by_width")
+    out = poison(threads, np.int32)
+    k((1,), (threads,), (out,))
+    np.testing.assert_array_equal(out.get(), np.full(threads, 1 if taken else 2))
+    assert _ran_as_program(k, threads)
 
 
 LOOPS_PTX = """.version 8.0
