@@ -202,6 +202,12 @@ def test_a_count_per_thread_keeps_the_loop(module, poison):
     assert not _ran_as_program(k, threads)
 
 
+HEADER = """.version 8.0
+.target sm_80
+.address_size 64
+"""
+
+
 @pytest.mark.parametrize("threads", [64, 256])
 def test_lanes_leaving_inside_an_if(module, rng, threads):
     blocks = 4
@@ -220,10 +226,7 @@ def test_lanes_leaving_inside_an_if(module, rng, threads):
     assert _ran_as_program(k, threads)
 
 
-SHAPE_BRANCH_PTX = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry by_width(.param .u64 out)
+SHAPE_BRANCH_PTX = HEADER + """.visible .entry by_width(.param .u64 out)
 {
   .reg .b32 %r<4>; .reg .pred %p<2>; .reg .b64 %rd<4>;
   ld.param.u64 %rd1, [out];
@@ -256,10 +259,7 @@ def test_branches_the_shape_decides_are_folded(poison, threads, taken):
     assert _ran_as_program(k, threads)
 
 
-LOOPS_PTX = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry counted(.param .u64 out)
+LOOPS_PTX = HEADER + """.visible .entry counted(.param .u64 out)
 {
   .reg .b32 %r<6>; .reg .pred %p<3>; .reg .b64 %rd<4>;
   ld.param.u64 %rd1, [out];

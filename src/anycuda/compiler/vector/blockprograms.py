@@ -306,17 +306,25 @@ class BlockProgram(BlockMemory):
         self.mask = None
 
     def _live_across(self, cut) -> set:
-        """Registers live at body position `cut` (just after a barrier), as each thread's own
-        paths say: a lane that reads a register after the cut wrote it there first, or holds
-        the value kept. A register every path writes again before reading it needs no keeping
-        (the tree reduction written out by unrolling.py read and wrote its step's registers in
-        each of its copies: kept across each of 8 barriers, 5 vectors a warp were stored and
-        loaded for nothing)."""
+        """Registers to keep at body position `cut` (just after a barrier), by each thread's
+        own paths: those live at the cut for the lanes going on there, and those live at each
+        label some lanes branched to and wait for, further on (the lanes of an else wait
+        through the barriers of its then). A register every lane writes again before reading
+        needs no keeping: the tree reduction written out by unrolling.py rewrote its step's
+        registers in every copy, and 5 vectors a warp were stored and reloaded at each of 8
+        barriers for nothing."""
+        live = set(self._live_at(cut))
+        for label in self.reach:
+            live |= self._live_at(self.labels[label])
+        return live
+
+    def _live_at(self, pos) -> frozenset:
+        """The registers live (dataflow.live_before) at the first instruction from `pos` on."""
         if self._liveness is None:
             self._liveness = dataflow.live_before(self.pfn.body, {})
         body = self.pfn.body
-        first = next((pos for pos in range(cut, len(body)) if isinstance(body[pos], pir.Instruction)), None)
-        return set() if first is None else set(self._liveness[first])
+        first = next((q for q in range(pos, len(body)) if isinstance(body[q], pir.Instruction)), None)
+        return frozenset() if first is None else self._liveness[first]
 
     def _slot(self, key, ty):
         """The stack array of `key`, one `ty` per warp."""
