@@ -10,23 +10,19 @@ integers of the register's width (a predicate as 0 or 1).
 from __future__ import annotations
 
 from ...ptx import ir
+from ..types import INT_TYPES, type_mods, width as _width
 from .cfg import build_cfg, predecessors
 from .dataflow import defs_uses
 
 VARYING = object()                 # a register whose value differs between paths or threads
 
-_WIDTHS = {"8": 8, "16": 16, "32": 32, "64": 64}
-_INT_TYPES = {p + w for p in "usb" for w in _WIDTHS}
+_INT_TYPES = INT_TYPES - {"b128"}
 
 
 def int_type(mods) -> str | None:
     """The one integer type among an instruction's modifiers (None: another or several)."""
-    types = [m for m in mods if m in _INT_TYPES or m == "pred" or m[0] == "f" and m[1:] in _WIDTHS]
+    types = type_mods(mods)
     return types[-1] if types and all(t in _INT_TYPES for t in types) else None
-
-
-def _width(t: str) -> int:
-    return _WIDTHS[t[1:]]
 
 
 def _signed(value: int, t: str) -> int:
@@ -143,8 +139,8 @@ def _compare(st, values) -> dict | None:
 
 def _convert(st, value) -> dict | None:
     """cvt between integer types: truncated or extended as the source type's sign says."""
-    types = [m for m in st.mods if m in _INT_TYPES]
-    if len(types) != 2 or any(m[0] == "f" or m in ("sat",) for m in st.mods if m not in types):
+    types = type_mods(st.mods)
+    if len(types) != 2 or not all(t in _INT_TYPES for t in types) or st.has("sat"):
         return None
     dst, src = types
     return {st.operands[0].name: _signed(value, src) & ((1 << _width(dst)) - 1)}
