@@ -372,3 +372,115 @@ def test_conversions_products_and_the_block_shape():
         is None
     assert shapevalues.execute(_instruction("add", ("f32",), R("%d"), _imm(1), _imm(2)), {}, (1, 1, 1)) is None
     assert shapevalues.execute(_instruction("div", ("u32",), R("%d"), _imm(1), _imm(0)), {}, (1, 1, 1)) is None
+
+
+# ---------------------------------------------------------------- loops around warp collectives
+
+WARP_LOOPS = r"""
+// the warp sum as people write it, with warpSize (a PTX constant nvcc does not fold: the
+// shuffle loop stays a loop in the PTX), after a grid-stride loop
+__device__ float warp_total(float v) {
+    for (int o = warpSize / 2; o > 0; o /= 2) v += __shfl_down_sync(0xffffffff, v, o);
+    return v;
+}
+
+extern "C" __global__ void warp_loop_sum(const float* in, float* out, int n) {
+    __shared__ float sums[32];
+    float v = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) v += in[i];
+    int lane = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
+    v = warp_total(v);
+    if (lane == 0) sums[wid] = v;
+    __syncthreads();
+    v = threadIdx.x < blockDim.x / warpSize ? sums[lane] : 0.0f;
+    if (wid == 0) v = warp_total(v);
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+
+// an xor butterfly counted up; the signed divisions by warpSize round towards zero
+extern "C" __global__ void warp_loop_butterfly(const int* in, int* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[i];
+    for (int m = 1; m < warpSize; m <<= 1) v += __shfl_xor_sync(0xffffffff, v, m);
+    out[i] = v / warpSize + in[i] / warpSize + in[i] % warpSize;
+}
+
+// a shuffle loop whose count is a parameter stays a loop
+extern "C" __global__ void warp_loop_param(const int* in, int* out, int steps) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[i];
+    for (int k = 0; k < steps; ++k) v += __shfl_down_sync(0xffffffff, v, 1);
+    out[i] = v;
+}
+"""
+
+
+@pytest.fixture
+def warp_loops(compile_cuda):
+    return compile_cuda(WARP_LOOPS, name="warp_loops.cu")
+
+
+def _shuffles_in_loops(fn) -> list:
+    """The shuffles of `fn` that some loop (a back edge's span of the text) holds."""
+    from anycuda.compiler.analysis.cfg import build_cfg
+    blocks = build_cfg(fn.body, {})
+    spans = [(blocks[s].start, b.instructions[-1][0]) for b in blocks for s in b.succs if s <= b.index]
+    return [p for p, st in enumerate(fn.body) if isinstance(st, ir.Instruction) and st.opcode == "shfl"
+            and any(lo <= p <= hi for lo, hi in spans)]
+
+
+def test_warp_loops_are_written_out_with_constant_offsets():
+    from anycuda.compiler.vector import warpruns
+    ptx = ac.compile_to_ptx(WARP_LOOPS, name="warp_loops.cu")
+    module = parse(ptx, "warp_loops.ptx")
+    for name, shuffles in (("warp_loop_sum", 10), ("warp_loop_butterfly", 5)):
+        fn = module.function(name)
+        assert _shuffles_in_loops(fn)                       # nvcc left them in loops
+        done = unrolling.unroll_warp_loops(fn)
+        found = [st for st in done.body if isinstance(st, ir.Instruction) and st.opcode == "shfl"]
+        assert len(found) == shuffles and not _shuffles_in_loops(done)
+        assert all(warpruns.fixed_shuffle(st, {}) for st in found)        # immediates now
+    summed = unrolling.unroll_warp_loops(module.function("warp_loop_sum")).body
+    ops = [(st.opcode, st.mods) for st in summed if isinstance(st, ir.Instruction)]
+    assert ("rem", ("u32",)) not in ops and ("div", ("u32",)) not in ops      # a mask and a shift
+    assert any(op == "bra" for op, _ in ops)                # the grid-stride loop stays
+    butterfly = unrolling.unroll_warp_loops(module.function("warp_loop_butterfly")).body
+    assert ("div", ("s32",)) in [(st.opcode, st.mods) for st in butterfly if isinstance(st, ir.Instruction)]
+    param = module.function("warp_loop_param")
+    assert _shuffles_in_loops(unrolling.unroll_warp_loops(param))
+
+
+@pytest.mark.parametrize("threads,blocks,n", [(32, 3, 1000), (256, 7, 100_003), (512, 2, 5000), (1024, 1, 777)])
+def test_warp_loop_sum(warp_loops, rng, poison, threads, blocks, n):
+    x = rng.integers(-1000, 1000, n).astype(np.float32)            # exact sums
+    out = poison(blocks, np.float32)
+    warp_loops.get_function("warp_loop_sum")((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
+    stride = threads * blocks
+    padded = np.zeros(-(-n // stride) * stride, np.float32)
+    padded[:n] = x
+    want = padded.reshape(-1, blocks, threads).sum(axis=(0, 2))
+    np.testing.assert_array_equal(out.get(), want)
+
+
+@pytest.mark.parametrize("threads", [32, 96, 256])
+def test_warp_loop_butterfly(warp_loops, rng, poison, threads):
+    blocks = 3
+    x = rng.integers(-10**6, 10**6, blocks * threads).astype(np.int32)
+    out = poison(x.size, np.int32)
+    warp_loops.get_function("warp_loop_butterfly")((blocks,), (threads,), (ac.asarray(x), out))
+    totals = np.repeat(x.reshape(-1, 32).sum(1), 32)
+    towards_zero = lambda a: (np.abs(a) // 32) * np.sign(a)       # noqa: E731  (C's division)
+    want = towards_zero(totals) + towards_zero(x) + (x - towards_zero(x) * 32)
+    np.testing.assert_array_equal(out.get(), want)
+
+
+@pytest.mark.parametrize("steps", [0, 3, 40])
+def test_a_warp_loop_counted_by_a_parameter(warp_loops, rng, poison, steps):
+    threads, blocks = 64, 2
+    x = rng.integers(-1000, 1000, blocks * threads).astype(np.int32)
+    out = poison(x.size, np.int32)
+    warp_loops.get_function("warp_loop_param")((blocks,), (threads,), (ac.asarray(x), out, np.int32(steps)))
+    v = x.reshape(-1, 32).astype(np.int64)
+    for _ in range(steps):
+        v = v + np.concatenate([v[:, 1:], v[:, -1:]], axis=1)      # lane 31 reads its own value
+    np.testing.assert_array_equal(out.get(), (v.astype(np.int32)).ravel())

@@ -76,6 +76,8 @@ _COMPARE = {
     "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b,
     "hi": lambda a, b: a > b, "hs": lambda a, b: a >= b,
 }
+# what execute knows (an instruction outside these never has a known result)
+OPCODES = frozenset(_BINARY) | frozenset(_UNARY) | {"mul", "mad", "setp", "cvt", "selp"}
 _SHIFT_AMOUNT = {"shl", "shr"}          # their second operand is a .u32 whatever the type
 
 

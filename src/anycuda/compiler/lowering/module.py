@@ -22,6 +22,7 @@ from ..ops import aggregation, memcheck
 from ..simt import blockfunction, gridsync
 from ..simt.workspace import emit_record_error
 from ..types import I8, I32, I64, PTR, width
+from ..vector.unrolling import unroll_warp_loops
 from .function import FunctionLowering
 from .inline import inline_suspending_calls
 
@@ -270,6 +271,7 @@ class ModuleLowering:
 
     def _lower_kernel(self, pfn):
         pfn = inline_suspending_calls(self.ptx, pfn)
+        pfn = unroll_warp_loops(pfn)                # (constant shuffle offsets: warp runs)
         self._record_callees(pfn)
         local_shared, static = self.kernel_shared_layout(pfn)
         self.kernel_shared[pfn.name] = local_shared

@@ -20,6 +20,13 @@ inner ones of each copy, whose counts are known once the outer one is written ou
 
 `fold_shape_branches` does the same for branches: one whose predicate the block shape fixes
 is made unconditional or dropped, so that the block program knows every lane goes on after it.
+
+`unroll_warp_loops` writes out, for any kernel and whatever its block shape, the loops of a
+constant trip count around warp collectives: a warp sum written with `warpSize` (nvcc leaves
+`for (o = warpSize / 2; o > 0; o /= 2) v += __shfl_down_sync(~0, v, o)` a loop, since WARP_SZ
+is a PTX constant it does not fold) is then a run of shuffles whose lane offsets are immediates
+(warpruns.fixed_shuffle), which the scheduler resolves as fixed permutations and warp regions
+run as vector code; as a loop, each shuffle was a lane-by-lane collective per iteration.
 """
 from __future__ import annotations
 
@@ -30,11 +37,15 @@ from ...ptx import ir
 from ..analysis import shapevalues
 from ..analysis.cfg import build_cfg
 from ..analysis.dataflow import defs_uses
+from ..analysis.suspensions import is_warp_collective
 
 MAX_TRIPS = 64               # a loop run more often than this stays a loop (and the rounds)
 MAX_STATEMENTS = 3000        # nor is a body unrolled past this many statements (a block program
                              # of 1,140 statements, bitonic at 1024 threads, compiles in ~5 s)
 MAX_LOOPS = 256              # loops written out per function, inner ones of each copy counted
+WARP_LOOP_GROWTH = 1000      # statements unroll_warp_loops may add to a kernel (a warp sum's
+                             # loop of 5 trips adds ~50)
+ANY_SHAPE = (shapevalues.VARYING,) * 3      # %ntid unknown: constants alone
 
 
 class _Refused(Exception):
@@ -50,13 +61,81 @@ def unroll_shape_loops(pfn: ir.Function, ntid: tuple) -> ir.Function:
         return pfn
     serial = itertools.count(1)
     for _ in range(MAX_LOOPS):
-        unrolled = _unroll_one(body, ntid, serial)
+        unrolled = _unroll_one(body, ntid, serial, MAX_STATEMENTS)
         if unrolled is None:
             break
         body = unrolled
     if body is pfn.body or _Loops(build_cfg(body, {})).back_edges:
         return pfn
     return dataclasses.replace(pfn, body=body)
+
+
+def unroll_warp_loops(pfn: ir.Function) -> ir.Function:
+    """`pfn` with its loops of a constant trip count that hold a warp collective written out
+    (other loops stay), the integer operands known as constants made immediates and the
+    branches they decide folded; the same function where it holds no warp collective."""
+    body = pfn.body
+    if not _holds_warp_collective(body) or any(isinstance(st, ir.Instruction) and st.opcode == "brx" for st in body):
+        return pfn
+    serial, limit = itertools.count(1), len(body) + WARP_LOOP_GROWTH
+    for _ in range(MAX_LOOPS):
+        unrolled = _unroll_one(body, ANY_SHAPE, serial, limit, _holds_warp_collective)
+        if unrolled is None:
+            break
+        body = unrolled
+    # (a loop's `if (warpSize < 2) skip it` is known too, once its operands are)
+    return fold_shape_branches(dataclasses.replace(pfn, body=_known_operands(body)), ANY_SHAPE)
+
+
+def _holds_warp_collective(text: list) -> bool:
+    return any(isinstance(st, ir.Instruction) and is_warp_collective(st) for st in text)
+
+
+# the operands a constant may replace: sources of the integer operations constant propagation
+# knows, and a shuffle's (not the predicates of a setp's combination or a selp's choice)
+_FOLDED = {**dict.fromkeys(shapevalues.OPCODES | {"shfl"}, slice(1, None)), "setp": slice(1, 3), "selp": slice(1, 3)}
+
+
+def _known_operands(body: list) -> list:
+    """`body` with the registers read by integer instructions and shuffles replaced by their
+    values where constant propagation knows them there (a copy's `offset >> 1` and `lane %
+    warpSize` are constants once the loop around them is written out)."""
+    values = shapevalues.BlockValues(body, ANY_SHAPE)
+    body = list(body)
+    for block in values.blocks:
+        env = values.entry.get(block.index)
+        if env is None:
+            continue
+        env = dict(env)
+        for pos, st in block.instructions:
+            at = _FOLDED.get(st.opcode)
+            if at is not None and (st.opcode == "shfl" or shapevalues.int_type(st.mods) is not None):
+                ops = list(st.operands)
+                ops[at] = [_value_or_register(op, env) for op in ops[at]]
+                if tuple(ops) != st.operands:
+                    body[pos] = _by_power_of_two(dataclasses.replace(st, operands=tuple(ops)))
+            shapevalues.step(st, env, ANY_SHAPE)
+    return body
+
+
+def _by_power_of_two(st: ir.Instruction) -> ir.Instruction:
+    """An unsigned division or remainder by a power of two as the shift or mask nvcc writes
+    for a literal divisor (`lane = threadIdx.x % warpSize`): warp regions take those, and
+    not integer divisions."""
+    t = shapevalues.int_type(st.mods)
+    if st.opcode not in ("div", "rem") or t is None or t[0] != "u" or len(st.operands) != 3:
+        return st
+    d = st.operands[2]
+    if not isinstance(d, ir.Imm) or not isinstance(d.value, int) or d.value <= 0 or d.value & (d.value - 1):
+        return st
+    if st.opcode == "div":
+        return dataclasses.replace(st, opcode="shr", operands=st.operands[:2] + (ir.Imm(d.value.bit_length() - 1),))
+    return dataclasses.replace(st, opcode="and", mods=("b" + t[1:],), operands=st.operands[:2] + (ir.Imm(d.value - 1),))
+
+
+def _value_or_register(op, env: dict):
+    v = env.get(op.name, shapevalues.VARYING) if isinstance(op, ir.Reg) else shapevalues.VARYING
+    return op if v is shapevalues.VARYING else ir.Imm(v)
 
 
 def fold_shape_branches(pfn: ir.Function, ntid: tuple) -> ir.Function:
@@ -88,17 +167,20 @@ def fold_shape_branches(pfn: ir.Function, ntid: tuple) -> ir.Function:
     return dataclasses.replace(pfn, body=body)
 
 
-def _unroll_one(body: list, ntid: tuple, serial) -> list | None:
-    """The body with its first loop that can be unrolled (outermost first) unrolled, or None."""
+def _unroll_one(body: list, ntid: tuple, serial, limit: int, wanted=None) -> list | None:
+    """The body with its first loop that can be unrolled (outermost first; one whose text
+    `wanted` accepts, where given) unrolled within `limit` statements, or None."""
     values = shapevalues.BlockValues(body, ntid)
     loops = _Loops(values.blocks)
     for header, latch in loops.back_edges:
+        if wanted is not None and not wanted(body[values.blocks[header].start:_end(body, values.blocks, latch)]):
+            continue
         try:
             trips, exit_block, exits = _count_trips(values, loops, header, latch)
             unrolled = _write_out(body, values.blocks, header, latch, trips, exit_block, exits, serial)
         except _Refused:
             continue
-        if len(unrolled) <= MAX_STATEMENTS:
+        if len(unrolled) <= limit:
             return unrolled
     return None
 
@@ -221,8 +303,7 @@ def _branch_taken(st: ir.Instruction, env: dict) -> bool:
 
 
 def _write_out(body, blocks, header, latch, trips, exit_block, exits: dict, serial) -> list:
-    lo = blocks[header].start
-    hi = blocks[latch + 1].start if latch + 1 < len(blocks) else len(body)
+    lo, hi = blocks[header].start, _end(body, blocks, latch)
     text = body[lo:hi]
     if any(not isinstance(st, (ir.Instruction, ir.Label, ir.Pragma)) for st in text):
         raise _Refused("declarations inside")
@@ -235,6 +316,11 @@ def _write_out(body, blocks, header, latch, trips, exit_block, exits: dict, seri
         names = {n: n if trip == 1 else f"{n}$u{next(serial)}" for n in labels}
         copies += _copy(text, names, last_of, latch, exit_block if trip == trips else None)
     return body[:lo] + copies + body[hi:]
+
+
+def _end(body, blocks, latch: int) -> int:
+    """Where the text of a loop whose last block is `latch` ends."""
+    return blocks[latch + 1].start if latch + 1 < len(blocks) else len(body)
 
 
 def _copy(text, names: dict, last_of: dict, latch: int, leaving: int | None) -> list:
