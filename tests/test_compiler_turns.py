@@ -40,13 +40,35 @@ extern "C" __global__ void warp_stats(const float* x, float* sums, double* squar
 }
 
 // the order warps run in: a ticket from a global counter per element, in lane order, after a
-// barrier (a kernel without one has no yields, and its regions run their warps whole)
+// barrier (turns at the yield before the loop's back edge)
 extern "C" __global__ void tickets(int* ticket, int* counter, int n) {
     __shared__ int first;
     if (threadIdx.x == 0) first = *counter;
     __syncthreads();
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         ticket[i] = atomicAdd(counter, 1) - first;
+}
+
+// the same without a barrier: no sites, no yields; the entry region takes turns at the loop's head
+extern "C" __global__ void tickets_no_sites(int* ticket, int* counter, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        ticket[i] = atomicAdd(counter, 1);
+}
+
+// no sites: a grid-stride saxpy that also keeps a double sum and a 64-bit count per thread
+// across the loop's head, with a size_t index
+extern "C" __global__ void stride_stats(const float* x, float* y, double* sums, long long* counts, float a, int n) {
+    double s = 0.0;
+    long long c = 0;
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        y[i] = a * v + y[i];
+        s += v;
+        if (v > 0.0f) ++c;
+    }
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    sums[t] = s;
+    counts[t] = c;
 }
 
 // a region from a run of shuffles (the row's first value to every lane), then a grid-stride loop
@@ -99,7 +121,7 @@ def test_grid_stride_regions_take_turns():
     """Regions whose warps run a grid-stride loop leave a turn state (from the start, after a
     run of shuffles); a row loop's region runs its warp whole."""
     made = {kernel: [fn.turn_bytes for fn in fns] for kernel, fns in made_regions(SOURCE)[0].items()}
-    for kernel in ("warp_stats", "tickets", "scaled_sums"):
+    for kernel in ("warp_stats", "tickets", "scaled_sums", "tickets_no_sites", "stride_stats"):
         assert made.get(kernel) and max(made[kernel]) > 0, (kernel, made)
     assert made.get("row_sums") == [0], made
 
@@ -143,6 +165,43 @@ def test_warps_interleave(mod):
     assert got[32] < got[k * block]
     # each warp's 32 lanes take consecutive tickets, in lane order
     assert (np.diff(got.reshape(-1, 32), axis=1) == 1).all()
+
+
+def test_warps_interleave_without_sites(mod):
+    """A kernel without barriers or shuffles: its entry region gives way at the grid-stride
+    loop's head as a region with sites does at its yield."""
+    grid, block = 2, 96
+    k = warpregions.TURN_ITERATIONS
+    n = grid * block * (2 * k + 3) + 40
+    ticket, counter = poison(n, np.int32), ac.zeros(1, np.int32)
+    mod.get_function("tickets_no_sites")((grid,), (block,), (ticket, counter, np.int32(n)))
+    got = ticket.get()
+    np.testing.assert_array_equal(np.sort(got), np.arange(n))
+    stride = grid * block
+    # warp 1 of block 0 takes its first ticket before warp 0 of block 0 its (k+1)-th
+    assert got[32] < got[k * stride]
+    assert (np.diff(got[: n // 32 * 32].reshape(-1, 32), axis=1) == 1).all()
+
+
+@pytest.mark.parametrize("n, grid, block, workers", [(64 * 5 * 30 + 17, 5, 64, None), (100_003, 7, 256, None),
+                                                     (100_003, 7, 256, 1), (5000, 3, 100, None), (1000, 40, 64, None)])
+def test_state_across_turns_without_sites(mod, rng, request, n, grid, block, workers):
+    """Registers of four types kept across the turns of a kernel without sites, warps with
+    one iteration more than others and some with none; a block of 100 threads (a partial
+    warp) runs thread by thread."""
+    if workers:
+        request.getfixturevalue("one_worker")
+    x = rng.standard_normal(n).astype(np.float32)
+    y0 = rng.standard_normal(n).astype(np.float32)
+    y = ac.asarray(y0)
+    threads = grid * block
+    sums, counts = poison(threads, np.float64), poison(threads, np.int64)
+    a = np.float32(1.75)
+    mod.get_function("stride_stats")((grid,), (block,), (ac.asarray(x), y, sums, counts, a, np.int32(n)))
+    np.testing.assert_allclose(y.get(), a * x + y0, rtol=1e-6, atol=1e-6)
+    per_thread = [x[t::threads] for t in range(threads)]
+    np.testing.assert_allclose(sums.get(), [v.astype(np.float64).sum() for v in per_thread], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(counts.get(), [(v > 0).sum() for v in per_thread])
 
 
 def test_turns_after_a_run_of_shuffles(mod, rng):

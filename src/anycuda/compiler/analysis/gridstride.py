@@ -51,14 +51,19 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     Only in kernels that have sites already: a kernel without any runs its block as a plain
     loop over threads with one reused frame and no spills, and the common grid-stride kernel
     launched with a grid that covers the data (one iteration per thread) was 7x slower with
-    yields (frames to set up per block, two rounds for one iteration).
+    yields (frames to set up per block, two rounds for one iteration). Its warp region takes
+    turns at the loops' heads instead (grid_stride_loops; warpregions.EntryRegion).
 
     Cost: O(n) for the CFG, a summary of each block (a stop, an atomic, its induction
     candidates) and the steps' uniformity (each register's definition read once), plus, per
     back edge, a walk of its natural loop's blocks: O(n + B * d) for B blocks in loops nested
     d deep (each block is walked once per loop around it)."""
-    if not has_suspensions(body):
-        return {}
+    return grid_stride_loops(body, branch_targets, kernel_params) if has_suspensions(body) else {}
+
+
+def grid_stride_loops(body: list, branch_targets: dict, kernel_params) -> dict:
+    """{position of a back-edge branch of a grid-stride loop: StrideLoop}, in any kernel (the
+    shape grid_stride_yields describes)."""
     blocks = build_cfg(body, branch_targets)
     defs = definition_positions(body)
     params = set(kernel_params)

@@ -31,7 +31,8 @@ from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_col
 from .mbarrierwaits import emit_released, stall_slots, wait_state
 from .rounds import (RangeReduction, RoundFunction, all_stay, block_shape, bounded_shape, each_thread, scalar_params,
                      step_tail)
-from .workspace import C, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride, workspace_layout
+from .workspace import (C, MOST_WARPS, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride,
+                        workspace_layout)
 
 NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}
 
@@ -314,28 +315,11 @@ class _BlockFunction:
         self._combined(plan.combined_init)
         if regions:
             # a block of full warps runs the kernel a warp at a time as vector code
-            # (warpregions.EntryRegion); it stores no stop codes here (all are exits), but a
-            # region that did would find room for them at codes[lo ...]
-            codes = b.bitcast(b.alloca(ir.ArrayType(I32, abi.MAX_BLOCK_THREADS), name="region.codes"),
-                              I32.as_pointer())
-            lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
+            # (warpregions.EntryRegion)
             warps, threads = fn.append_basic_block("by.warp"), fn.append_basic_block("by.thread")
             b.cbranch(b.icmp_unsigned("==", b.and_(n, i32(31)), i32(0)), warps, threads)
             b.position_at_end(warps)
-            region = lambda lo: b.icmp_unsigned("==", b.call(regions[0], [ir.Constant(PTR, None), ws, ws, i64(0), lo,
-                                                                       self.params, codes, ir.Constant(PTR, None)]),
-                                                i32(abi.REGION_RAN))
-            # a region that did not run (warpregions.NOT_RUN): the warp's threads one by one,
-            # and all of the block's when it is the first warp (the others would not either,
-            # as a rule, and the loop over the block's threads vectorises)
-            later = fn.append_basic_block("by.warp.later")
-            b.cbranch(region(i32(0)), later, threads)
-            b.position_at_end(later)
-            with for_range(b, i32(1), b.lshr(n, i32(5)), "rg") as w:
-                lo = b.mul(w, i32(32))
-                with b.if_then(b.not_(region(lo)), likely=False):
-                    with _each_lane(b, lo, self.nx, self.ny, lane_index) as index:
-                        self._thread(index)
+            self._entry_region_warps(regions[0], threads)
             self._combined(plan.combined_flush)
             b.ret(i32(abi.BLOCK_DONE))
             b.position_at_end(threads)
@@ -356,6 +340,42 @@ class _BlockFunction:
         b.ret(i32(abi.BLOCK_DONE))
         b.position_at_end(self.fail)
         b.ret(i32(abi.BLOCK_FAILED))
+
+    def _entry_region_warps(self, region, threads):
+        """A block of full warps without sites, each warp through the kernel's entry region;
+        where the region takes turns at its grid-stride loops, each warp that gave way is
+        called again until none does (_WarpTurns, its turn areas on this function's stack)."""
+        b, fn, ws = self.b, self.fn, self.ws
+        # the region stores no stop codes here (all are exits), but one that did would find
+        # room for them at codes[lo ...]
+        stride = turn_stride({0: region})
+        with at_function_start(b):
+            codes = b.bitcast(b.alloca(ir.ArrayType(I32, abi.MAX_BLOCK_THREADS), name="region.codes"),
+                              I32.as_pointer())
+            lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
+            state = None
+            if stride:
+                state = b.alloca(ir.ArrayType(ir.IntType(8), TURN_AREAS + stride * MOST_WARPS), name="turn.state")
+                state.align = 64
+                state = b.bitcast(state, PTR)
+        turns = _WarpTurns(b, fn, stride, state)
+
+        def run(lo, turn, first):
+            got = b.call(region, [ir.Constant(PTR, None), ws, ws, i64(0), lo, self.params, codes, turn])
+            # a region that did not run (warpregions.NOT_RUN: nothing stored yet): the warp's
+            # threads one by one, and all of the block's when it is the first warp (the
+            # others would not run either, as a rule, and the loop over the block's threads
+            # vectorises)
+            not_run = b.icmp_unsigned("==", got, i32(abi.REGION_NOT_RUN))
+            with b.if_then(not_run, likely=False):
+                if first:
+                    lanes = fn.append_basic_block("by.lane")
+                    b.cbranch(b.icmp_unsigned("==", lo, i32(0)), threads, lanes)
+                    b.position_at_end(lanes)
+                with _each_lane(b, lo, self.nx, self.ny, lane_index) as index:
+                    self._thread(index)
+            return b.select(not_run, i32(abi.REGION_RAN), got)
+        turns.each_warp(b, fn, b.lshr(self.n, i32(5)), region, "rg", run)
 
     def _combined(self, hook):
         """Set up, or perform after the last thread, the atomics the block's threads combine
