@@ -250,7 +250,8 @@ def block_program_ir(text: str, source_name: str, kernel: str, block) -> str:
         raise blockprograms.NotVectorisable(f"no kernel {kernel}")
     blockprograms.check_takes(pfn)
     pfn = unrolling.unroll_shape_loops(pfn, block)      # loops the block shape fixes,
-    pfn = unrolling.fold_shape_branches(pfn, block)     # and branches
+    pfn = unrolling.fold_shape_branches(pfn, block)     # and branches,
+    pfn = unrolling.known_operands(pfn, block)          # and the values it fixes written in
     layout = ModuleLowering(module, source_name, external_variables=True)
     layout._declare_variables()
     return blockprograms.emit_module(layout, pfn, block)

@@ -43,12 +43,13 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..analysis import dataflow, fusion, memory, uniformity
+from ..analysis import dataflow, fusion, memory, shapevalues, uniformity
 from ..analysis.spans import SpanFacts
 from ..cpu import launch
 from ..irutil import at_function_start, convert_bits, for_range, i32, i64, load_field, store_field
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
+from . import idlewarps
 from .blockmemory import BlockMemory
 from .blockops import OPS, TAKES, WARP, Affine, and_scalar, constant_shape, load_bases
 from .warpruns import NotVectorisable, WarpCode
@@ -127,6 +128,7 @@ class BlockProgram(BlockMemory):
         self._pending = None      # (group, {offset: store}, shape) of interleaved stores not yet made
         self._spans_loaded = {}   # a group of interleaved loads -> its span, loaded once (_load_group)
         self._liveness = None     # dataflow.LiveBefore of the body, made at the first barrier
+        self._shape_values = None  # shapevalues.BlockValues of the body, made at the second (idle warps)
         self.shared = self._shared_layout()
 
     # -------------------------------------------------------------- layout
@@ -160,7 +162,10 @@ class BlockProgram(BlockMemory):
         bounds = [0] + cuts + [len(body)]
         kept = None
         for s, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-            with for_range(b, i32(0), i32(self.warps), f"stretch{s}.warp") as w:
+            # (every warp starts the first stretch: nothing is kept for any before it)
+            busy = None if kept is None else self._busy_warps(lo, hi)
+            count = i32(self.warps) if busy is None else b.load(busy[0])
+            with for_range(b, i32(0), count, f"stretch{s}.warp") as w:
                 self.warp = w
                 self._spans_loaded = {}
                 if kept is not None:
@@ -169,10 +174,33 @@ class BlockProgram(BlockMemory):
                 self.flush_stores()
                 if hi < len(body):
                     kept = self._keep(self._live_across(hi))
+            if busy is not None:
+                self._set_busy(busy, kept)
         if self.reach:
             raise NotVectorisable("a branch to the end")
         b.ret(i32(abi.BLOCK_DONE))
         return self.fn
+
+    def _busy_warps(self, lo, hi):
+        """(a stack slot for the number of warps the stretch lo..hi runs, idlewarps.Busy) where
+        only its first warps have lanes in its work; None where every warp has some."""
+        if self._shape_values is None:
+            self._shape_values = shapevalues.BlockValues(self.pfn.body, self.block)
+        busy = idlewarps.busy_warps(self.pfn.body, lo, hi, self.block, self._shape_values, self._live_across(hi))
+        if busy is None or busy.warps >= self.warps:
+            return None
+        return self._scratch(I32, "busy.warps"), busy
+
+    def _set_busy(self, busy, kept):
+        """The count of warps a stretch runs, now that what it keeps is known: the busy ones
+        where the registers it writes and keeps are constants (kept alike for every warp, the
+        idle ones included), else all (a write under a partial mask, say)."""
+        slot, found = busy
+        constant = all(kept["values"].get(r, ("constant",))[0] == "constant"
+                       and all(how[0] == "constant" for how in _shape_kept(kept, r)) for r in found.written)
+        with self.b.goto_block(self.fn.entry_basic_block):
+            self.b.position_after(slot)
+            self.b.store(i32(found.warps if constant else self.warps), slot)
 
     def _run(self, lo, hi):
         """Body positions lo..hi-1; a span a branch jumps over is skipped where no lane of
@@ -532,6 +560,12 @@ class BlockProgram(BlockMemory):
 
 def _is_bool(ty) -> bool:
     return (ty.element if isinstance(ty, ir.VectorType) else ty) == I1
+
+
+def _shape_kept(kept, r) -> tuple:
+    """How a kept register's shape is restored: its base's and exactness's (none: no shape)."""
+    shape = kept["shapes"].get(r)
+    return () if shape is None else (shape[0], shape[2])
 
 
 def _is_none(mask) -> bool:

@@ -96,11 +96,24 @@ def _holds_warp_collective(text: list) -> bool:
 _FOLDED = {**dict.fromkeys(shapevalues.OPCODES | {"shfl"}, slice(1, None)), "setp": slice(1, 3), "selp": slice(1, 3)}
 
 
-def _known_operands(body: list) -> list:
+def known_operands(pfn: ir.Function, ntid: tuple) -> ir.Function:
+    """`pfn` for blocks of shape `ntid` with the integer values constant propagation knows
+    written in (_known_operands): a block program keeps such a register as a constant, the
+    same in every warp, instead of a stack slot per warp (blockprograms: idle warps)."""
+    return dataclasses.replace(pfn, body=_known_operands(pfn.body, ntid))
+
+
+# integer instructions whose result has their own type: one whose every operand is known
+# becomes a `mov` of its value
+_SAME_TYPE_RESULT = (shapevalues.OPCODES - {"setp", "cvt", "mul", "mad"}) | {"mul.lo", "mad.lo"}
+
+
+def _known_operands(body: list, ntid: tuple = ANY_SHAPE) -> list:
     """`body` with the registers read by integer instructions and shuffles replaced by their
     values where constant propagation knows them there (a copy's `offset >> 1` and `lane %
-    warpSize` are constants once the loop around them is written out)."""
-    values = shapevalues.BlockValues(body, ANY_SHAPE)
+    warpSize` are constants once the loop around them is written out), and an unguarded
+    integer instruction whose result is known made a `mov` of it."""
+    values = shapevalues.BlockValues(body, ntid)
     body = list(body)
     for block in values.blocks:
         env = values.entry.get(block.index)
@@ -109,12 +122,19 @@ def _known_operands(body: list) -> list:
         env = dict(env)
         for pos, st in block.instructions:
             at = _FOLDED.get(st.opcode)
-            if at is not None and (st.opcode == "shfl" or shapevalues.int_type(st.mods) is not None):
-                ops = list(st.operands)
-                ops[at] = [_value_or_register(op, env) for op in ops[at]]
-                if tuple(ops) != st.operands:
-                    body[pos] = _by_power_of_two(dataclasses.replace(st, operands=tuple(ops)))
-            shapevalues.step(st, env, ANY_SHAPE)
+            t = shapevalues.int_type(st.mods)
+            if at is not None and (st.opcode == "shfl" or t is not None):
+                result = shapevalues.execute(st, env, ntid) if st.guard is None and t is not None else None
+                kind = st.opcode + (".lo" if st.has("lo") else "")
+                if result and len(result) == 1 and kind in _SAME_TYPE_RESULT:
+                    (dst, value), = result.items()
+                    body[pos] = dataclasses.replace(st, opcode="mov", mods=(t,), operands=(ir.Reg(dst), ir.Imm(value)))
+                else:
+                    ops = list(st.operands)
+                    ops[at] = [_value_or_register(op, env) for op in ops[at]]
+                    if tuple(ops) != st.operands:
+                        body[pos] = _by_power_of_two(dataclasses.replace(st, operands=tuple(ops)))
+            shapevalues.step(st, env, ntid)
     return body
 
 

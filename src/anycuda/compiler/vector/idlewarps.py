@@ -1,0 +1,140 @@
+"""Warps with nothing to do between two barriers of a block program.
+
+Written out (unrolling.py), the shared-memory tree reduction is a row of stretches `if (tid <
+s) sdata[tid] += sdata[tid + s]; __syncthreads();` with s a number, halved each time: from
+s = 16 on only the first warp has lanes in the step, yet each stretch of the block program
+was a loop over all of the block's warps, the idle ones testing an empty mask (reduce_tree
+~5x the time of an OpenMP reduction). Where a stretch is one span behind a branch on the
+thread index, which lanes go into the span is known for each lane when the program is made:
+the loop over the warps can stop after the last warp that has such a lane, provided the
+stretch leaves the warps it skips as they were (what blockprograms.BlockProgram keeps
+across the barrier: checked there).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ptx import ir
+from ..analysis import shapevalues
+from ..analysis.dataflow import defs_uses
+
+WARP = 32
+_BARRIERS = frozenset(("bar", "barrier"))
+
+
+@dataclass(frozen=True)
+class Busy:
+    """The leading `warps` of the block have a lane that runs the stretch's span; `written`:
+    the registers the stretch writes that are live after it (each must stay a constant)."""
+    warps: int
+    written: frozenset
+
+
+def busy_warps(body: list, lo: int, hi: int, block: tuple, values, live_after: set) -> Busy | None:
+    """For the stretch at body positions lo..hi-1 (a barrier at hi-1, or the body's end) of a
+    1-D block: Busy, or None where the stretch has not the shape `prefix; @p bra L; span; L:
+    barrier` (or `L: ret` at the end; thread 0 storing the block's sum), the
+    prefix of integer instructions every lane runs and constant propagation follows
+    (`values`: shapevalues.BlockValues of the body for the block's shape), `p` known in each
+    lane from its thread index, the span branching only inside itself, and no register the
+    span writes live after the barrier."""
+    x, y, z = block
+    last = hi == len(body)                  # the kernel's last stretch: it ends at `L: ret`
+    if y != 1 or z != 1 or hi > len(body) or not (last or _is_barrier(body[hi - 1])):
+        return None
+    branch = next((p for p in range(lo, hi) if isinstance(body[p], ir.Instruction)), None)
+    prefix = []
+    while branch is not None and body[branch].opcode != "bra":
+        prefix.append(branch)
+        branch = next((p for p in range(branch + 1, hi) if isinstance(body[p], ir.Instruction)), None)
+    if branch is None or body[branch].guard is None:
+        return None
+    labels = {st.name: p for p, st in enumerate(body[lo:hi], lo) if isinstance(st, ir.Label)}
+    end = labels.get(_target(body[branch]))
+    if end is None or end < branch or any(isinstance(st, ir.Instruction) and not (last and _ends(st))
+                                          for st in body[end:hi if last else hi - 1]):
+        return None
+    span = [p for p in range(branch + 1, end) if isinstance(body[p], ir.Instruction)]
+    if any(not _inside(body[p], labels, branch, end) for p in span):
+        return None
+    if any(body[p].guard is not None or body[p].opcode not in shapevalues.OPCODES for p in prefix):
+        return None
+    span_writes = {r for p in span for r in defs_uses(body[p])[0]}
+    if span_writes & live_after:
+        return None
+    lanes = _lanes_running(body, lo, prefix, body[branch], x, values)
+    if lanes is None:
+        return None
+    written = frozenset(r for p in prefix for r in defs_uses(body[p])[0]) & frozenset(live_after)
+    return Busy(max(lanes) // WARP + 1 if lanes else 0, written)
+
+
+def _lanes_running(body, lo, prefix, branch, threads, values) -> list | None:
+    """The thread indices whose lane does not take `branch` after the prefix, or None where
+    that is not known in some lane."""
+    env = _values_at(body, lo, values)
+    if env is None:
+        return None
+    tids = _thread_index_registers(body)
+    running = []
+    for t in range(threads):
+        lane = dict(env, **dict.fromkeys(tids, t))
+        for p in prefix:
+            shapevalues.step(body[p], lane, values.ntid)
+        g = lane.get(branch.guard.reg.name, shapevalues.VARYING)
+        if g is shapevalues.VARYING:
+            return None
+        if bool(g) == branch.guard.negated:         # the branch over the span is not taken
+            running.append(t)
+    return running
+
+
+def _values_at(body, pos, values) -> dict | None:
+    """The known registers just before body position `pos`."""
+    block = next((blk for blk in reversed(values.blocks) if blk.start <= pos), None)
+    if block is None or block.index not in values.entry:
+        return None
+    env = dict(values.entry[block.index])
+    for q, st in block.instructions:
+        if q >= pos:
+            break
+        shapevalues.step(st, env, values.ntid)
+    return env
+
+
+def _thread_index_registers(body) -> set:
+    """Registers written once, unguarded, by `mov r, %tid.x`: the lane's thread index."""
+    writes, tid = {}, set()
+    for st in body:
+        if not isinstance(st, ir.Instruction):
+            continue
+        for r in defs_uses(st)[0]:
+            writes[r] = writes.get(r, 0) + 1
+        ops = st.operands
+        if (st.opcode == "mov" and st.guard is None and len(ops) == 2 and isinstance(ops[0], ir.Reg)
+                and isinstance(ops[1], ir.SpecialReg) and ops[1].name == "tid" and ops[1].component == "x"):
+            tid.add(ops[0].name)
+    return {r for r in tid if writes[r] == 1}
+
+
+def _ends(st) -> bool:
+    return st.opcode in ("ret", "exit") and st.guard is None
+
+
+def _is_barrier(st) -> bool:
+    return isinstance(st, ir.Instruction) and st.opcode in _BARRIERS
+
+
+def _target(st):
+    op = st.operands[0] if st.operands else None
+    return op.name if isinstance(op, ir.Sym) else None
+
+
+def _inside(st, labels, branch, end) -> bool:
+    """An instruction of the span that neither leaves it nor ends its thread."""
+    if st.opcode in ("ret", "exit", "trap", "call", "brx"):
+        return False
+    if st.opcode != "bra":
+        return True
+    target = labels.get(_target(st))
+    return target is not None and branch < target <= end
