@@ -103,7 +103,14 @@ def constant_registers(body: list) -> dict:
     value. nvcc puts the constant operands of `shfl.sync` (lane offset, clamp, member mask)
     in such registers; knowing them at compile time lets the scheduler resolve a shuffle as a
     fixed permutation of the warp's lanes."""
-    defs, const = {}, {}
+    moved = moved_once(body, lambda op: isinstance(op, ir.Imm) and isinstance(op.value, int) and not op.is_float)
+    return {r: op.value for r, op in moved.items()}
+
+
+def moved_once(body: list, accepts) -> dict:
+    """{register: operand} for the registers whose only definition is an unguarded `mov` of
+    an operand that `accepts`."""
+    defs, moved = {}, {}
     for st in body:
         if not isinstance(st, ir.Instruction):
             continue
@@ -111,6 +118,6 @@ def constant_registers(body: list) -> dict:
             defs[r] = defs.get(r, 0) + 1
         ops = st.operands
         if (st.opcode == "mov" and st.guard is None and len(ops) == 2 and isinstance(ops[0], ir.Reg)
-                and isinstance(ops[1], ir.Imm) and isinstance(ops[1].value, int) and not ops[1].is_float):
-            const[ops[0].name] = ops[1].value
-    return {r: v for r, v in const.items() if defs.get(r) == 1}
+                and accepts(ops[1])):
+            moved[ops[0].name] = ops[1]
+    return {r: op for r, op in moved.items() if defs.get(r) == 1}

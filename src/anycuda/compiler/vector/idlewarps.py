@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ptx import ir
-from ..analysis import shapevalues
+from ..analysis import shapevalues, uniformity
 from ..analysis.dataflow import defs_uses
 
 WARP = 32
@@ -104,17 +104,8 @@ def _values_at(body, pos, values) -> dict | None:
 
 def _thread_index_registers(body) -> set:
     """Registers written once, unguarded, by `mov r, %tid.x`: the lane's thread index."""
-    writes, tid = {}, set()
-    for st in body:
-        if not isinstance(st, ir.Instruction):
-            continue
-        for r in defs_uses(st)[0]:
-            writes[r] = writes.get(r, 0) + 1
-        ops = st.operands
-        if (st.opcode == "mov" and st.guard is None and len(ops) == 2 and isinstance(ops[0], ir.Reg)
-                and isinstance(ops[1], ir.SpecialReg) and ops[1].name == "tid" and ops[1].component == "x"):
-            tid.add(ops[0].name)
-    return {r for r in tid if writes[r] == 1}
+    return set(uniformity.moved_once(body, lambda op: isinstance(op, ir.SpecialReg) and op.name == "tid"
+                                     and op.component == "x"))
 
 
 def _ends(st) -> bool:
