@@ -484,3 +484,15 @@ def test_a_warp_loop_counted_by_a_parameter(warp_loops, rng, poison, steps):
     for _ in range(steps):
         v = v + np.concatenate([v[:, 1:], v[:, -1:]], axis=1)      # lane 31 reads its own value
     np.testing.assert_array_equal(out.get(), (v.astype(np.int32)).ravel())
+
+
+@pytest.mark.parametrize("opcode,mods", [("add", ("sat", "s32")), ("add", ("cc", "u32")), ("sub", ("cc", "u32")),
+                                         ("mad", ("lo", "cc", "u32"))])
+def test_operations_with_more_than_their_value_are_not_known(opcode, mods):
+    """A saturating add clamps, a .cc one also writes the carry: constant propagation leaves
+    them unknown, and known_operands does not make them a `mov` of a wrapped sum."""
+    operands = (R("%d"), _imm(0x7FFFFFFF), _imm(5)) + ((_imm(1),) if opcode == "mad" else ())
+    st = _instruction(opcode, mods, *operands)
+    assert shapevalues.execute(st, {}, (1, 1, 1)) is None
+    body = unrolling._known_operands([st])
+    assert body[0].opcode == opcode

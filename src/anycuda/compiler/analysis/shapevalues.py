@@ -78,7 +78,9 @@ _COMPARE = {
 }
 # what execute knows (an instruction outside these never has a known result)
 OPCODES = frozenset(_BINARY) | frozenset(_UNARY) | {"mul", "mad", "setp", "cvt", "selp"}
-_SHIFT_AMOUNT = {"shl", "shr"}          # their second operand is a .u32 whatever the type
+_SHIFT_AMOUNT = {"shl", "shr"}
+# the modifiers of the operations execute knows: types, products' halves, comparisons
+_PLAIN_MODS = _INT_TYPES | {"lo", "wide"} | set(_COMPARE)          # their second operand is a .u32 whatever the type
 
 
 def operand_value(op, env: dict, ntid: tuple):
@@ -96,6 +98,8 @@ def execute(st: ir.Instruction, env: dict, ntid: tuple) -> dict | None:
     """{register: value} that `st` writes, when every value it reads is known and it is one
     of the operations above on integers; None otherwise. The guard is the caller's."""
     ops = st.operands
+    if any(m not in _PLAIN_MODS for m in st.mods):
+        return None               # (.sat clamps, .cc writes a carry: not the plain operation)
     values = [operand_value(op, env, ntid) for op in ops[1:]]
     if not ops or VARYING in values or not isinstance(ops[0], (ir.Reg, ir.Pair)):
         return None
