@@ -73,9 +73,13 @@ def unroll_shape_loops(pfn: ir.Function, ntid: tuple) -> ir.Function:
 def unroll_warp_loops(pfn: ir.Function) -> ir.Function:
     """`pfn` with its loops of a constant trip count that hold a warp collective written out
     (other loops stay), the integer operands known as constants made immediates and the
-    branches they decide folded; the same function where it holds no warp collective."""
+    branches they decide folded; the same function where it holds no warp collective or
+    has more than MAX_STATEMENTS statements."""
     body = pfn.body
-    if not _holds_warp_collective(body) or any(isinstance(st, ir.Instruction) and st.opcode == "brx" for st in body):
+    if len(body) > MAX_STATEMENTS or not _holds_warp_collective(body) \
+            or any(isinstance(st, ir.Instruction) and st.opcode == "brx" for st in body):
+        # (each loop written out costs a constant propagation over the whole body: in a big
+        # kernel with many such loops, O(n^2); big kernels keep their loops)
         return pfn
     serial, limit = itertools.count(1), len(body) + WARP_LOOP_GROWTH
     for _ in range(MAX_LOOPS):
