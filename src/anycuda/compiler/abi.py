@@ -42,8 +42,9 @@ LAUNCH_FIELDS = [
     # an initcheck launch (compiler/ops/initcheck.py): the tracked allocations as sorted
     # [start, end, shadow] triples of u64 (runtime/shadow.py), and how many
     ("shadow_table", 192, "u64"), ("shadow_count", 200, "u64"),
+    ("worker_memory", 208, "u64"),    # i8* (i64 bytes): a worker's workspace (compiler/cpu/workermemory.py)
 ]
-LAUNCH_SIZE = 208
+LAUNCH_SIZE = 216
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1

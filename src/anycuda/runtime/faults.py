@@ -2,7 +2,9 @@
 
 Installs the native handler from compiler/cpu/faults.py for SIGSEGV and SIGBUS once per process
 and hands launches the pthread key under which workers register. Faults on threads that
-are not running a kernel go to the handler that was there before.
+are not running a kernel go to the handler that was there before. Also makes the workers'
+workspaces end at guards (compiler/cpu/workermemory.py), so that shared memory indexed past
+its window faults here too.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import ctypes
 import signal
 import threading
 
-from ..compiler.cpu import faults
+from ..compiler.cpu import faults, workermemory
 from ..compiler.build.jit import LoadedObject, compile_to_object
 
 _lock = threading.Lock()
@@ -28,7 +30,7 @@ class _SigAction(ctypes.Structure):
 def fault_key() -> int:
     """The pthread key workers register under; installs the handler on first use."""
     with _lock:
-        if _installed:
+        if "key" in _installed:
             return _installed["key"]
         libc = ctypes.CDLL(None, use_errno=True)
         key = ctypes.c_uint()
@@ -48,3 +50,21 @@ def fault_key() -> int:
                 ctypes.c_uint64.from_address(obj.address(faults.PREV_INFO)).value = int(bool(old.flags & SA_SIGINFO))
         _installed.update(key=key.value, object=obj)
         return key.value
+
+
+def worker_memory_hook() -> int:
+    """The address of `i8* (i64 bytes)`, a worker thread's workspace ending at a guard
+    (compiler/cpu/workermemory.py); made once per process, with the pthread key whose
+    destructor unmaps a thread's workspace when the thread ends."""
+    with _lock:
+        if "worker_memory" in _installed:
+            return _installed["worker_memory"]
+        libc = ctypes.CDLL(None, use_errno=True)
+        obj = LoadedObject(compile_to_object(str(workermemory.build_module()), "anycuda_worker_memory"))
+        key = ctypes.c_uint()
+        release = ctypes.c_void_p(obj.address(workermemory.RELEASE))
+        if libc.pthread_key_create(ctypes.byref(key), release) != 0:
+            raise OSError(ctypes.get_errno(), "pthread_key_create failed")
+        ctypes.c_uint64.from_address(obj.address(workermemory.KEY)).value = key.value
+        _installed.update(worker_memory=obj.address(workermemory.GET), worker_memory_object=obj)
+        return _installed["worker_memory"]

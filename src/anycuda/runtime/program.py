@@ -23,7 +23,7 @@ from ..ptx.errors import PtxError
 from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
-from .faults import fault_key
+from .faults import fault_key, worker_memory_hook
 from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module, syncreport
 from .printf import format_device_printf, write_device_text
 
@@ -239,6 +239,7 @@ def _launch_template() -> Launch:
     t.vprintf_hook = _VPRINTF_ADDR
     t.assert_hook = _ASSERT_ADDR
     t.fault_key = fault_key()
+    t.worker_memory = worker_memory_hook()
     t.caller_cpu = -1          # (the launch function notes it; a worker run otherwise moves nowhere)
     return t
 

@@ -34,8 +34,6 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     With `chunk_calls`, a kernel without sites runs each chunk's blocks in one call
     (emit_run_blocks). With `race_shadow`, each block's shared window is followed by its
     racecheck shadow (compiler/ops/racecheck.py)."""
-    aligned_alloc = declare(module, "aligned_alloc", PTR, [I64, I64])
-    free = declare(module, "free", ir.VoidType(), [PTR])
     thread_num = declare(module, "omp_get_thread_num", I32, [])
     worker_ty = ir.FunctionType(ir.VoidType(), [PTR])
     worker = ir.Function(module, worker_ty, name=name + ".worker")
@@ -73,7 +71,11 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     run_blocks = emit_run_blocks(module, name, block_fn) if chunk_calls and not has_sites else None
     if run_blocks is None:
         block_fn.attributes.add("noinline")
-    ws = b.call(aligned_alloc, [i64(64), b.mul(slot_bytes, i64(most))])
+    # (the thread's own mapping, kept for its next launches, ending at a guard: a shared
+    # window indexed past its end faults instead of overwriting the heap)
+    get_memory = b.inttoptr(load_field(b, L, abi.LAUNCH["worker_memory"], I64),
+                            ir.FunctionType(PTR, [I64]).as_pointer())
+    ws = b.call(get_memory, [b.mul(slot_bytes, i64(most))])
     oom = b.icmp_unsigned("==", b.ptrtoint(ws, I64), i64(0))
     with b.if_then(oom):
         b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_OUT_OF_MEMORY),
@@ -108,7 +110,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     else:
         _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
                           nblocks, chunk, backwards, most, done)
-    _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free)
+    _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites)
     return _emit_launch_function(module, worker, export_name, handoff)
 
 
@@ -177,7 +179,7 @@ def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_by
     b.cbranch(b.or_(b.load(taking), b.load(some_in_flight)), rounds, done)
 
 
-def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free):
+def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites):
     """The worker's fault path and its end."""
     module = worker.module
     # a memory fault in this worker's block: the launch fails with an illegal address
@@ -196,7 +198,6 @@ def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, free):
     streamstores.fence(b)           # the launch's streaming stores before its end
     release = declare(module, "pthread_setspecific", I32, [I32, PTR])
     b.call(release, [key, ir.Constant(PTR, None)])
-    b.call(free, [ws])
     b.ret_void()
 
 
