@@ -123,3 +123,34 @@ def test_more_memory_than_the_system_has_is_out_of_memory():
     assert e.value.code == CUresult.CUDA_ERROR_OUT_OF_MEMORY
     small = memory.allocate(1 << 20)                # and allocation goes on working
     memory.free(small.ptr)
+
+
+def _smaps_entry(address) -> dict:
+    """The /proc/self/smaps fields of the mapping holding `address`."""
+    fields, inside = {}, False
+    with open("/proc/self/smaps") as fh:
+        for line in fh:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo <= address < hi
+            elif inside:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+    return fields
+
+
+@pytest.mark.parametrize("size", [2 << 20, (5 << 20) + 12345, 64 << 20])
+def test_large_buffers_start_on_a_huge_page_and_ask_for_huge_pages(size):
+    """As numpy does for its large arrays: a buffer of 2 MiB or more starts on a 2 MiB
+    boundary and its mapping is marked for transparent huge pages; its guards still fault."""
+    target = memory.allocate(size)
+    try:
+        assert target.ptr % arena.HUGE == 0
+        entry = _smaps_entry(target.ptr)
+        assert "hg" in entry.get("VmFlags", "").split()           # madvise(MADV_HUGEPAGE)
+        end = (target.ptr + size + arena.PAGE - 1) // arena.PAGE * arena.PAGE
+        assert _smaps_entry(end).get("VmFlags", "").split()[:2] != ["rd", "wr"]     # the guard
+        ctypes.memset(target.ptr, 0x11, size)
+    finally:
+        memory.free(target.ptr)

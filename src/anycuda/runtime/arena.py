@@ -25,6 +25,9 @@ SLOT_MIN = 256                     # cudaMalloc's alignment, and the smallest sl
 SLOT_MAX = 64 * 1024               # above this, a mapping per allocation
 SLAB_BYTES = 1 << 20               # each slab: 4096 slots of 256 bytes ... 16 of 64 KiB
 GUARD = 1 << 20                    # inaccessible bytes on each side of every mapping
+HUGE = 2 << 20                     # a huge page (x86-64, AArch64 with 4 KiB pages): mappings
+                                   # this large start on one and ask for them (_huge)
+_MADV_HUGEPAGE = 14
 
 _PROT_NONE, _PROT_RW = 0, mmap.PROT_READ | mmap.PROT_WRITE
 _MAP_FAILED = ctypes.c_void_p(-1).value
@@ -34,6 +37,7 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
 _libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
 
 class OutOfMemory(Exception):
@@ -43,16 +47,38 @@ class OutOfMemory(Exception):
 def _map_fenced(nbytes: int) -> int:
     """`nbytes` (a multiple of the page) of zeroed read-write memory between two guards.
     Reserved inaccessible first and opened afterwards, so the system charges the open part
-    only, and refuses it when it cannot be had (rather than killing the process on touch)."""
-    total = GUARD + nbytes + GUARD
+    only, and refuses it when it cannot be had (rather than killing the process on touch).
+    From HUGE bytes on, it starts on a HUGE boundary and asks for huge pages (_huge)."""
+    slack = HUGE if nbytes >= HUGE else 0
+    total = GUARD + nbytes + GUARD + slack
     base = _libc.mmap(None, total, _PROT_NONE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
     if base is None or base == _MAP_FAILED:
         raise OutOfMemory(f"no address space for {nbytes} bytes (errno {ctypes.get_errno()})")
-    if _libc.mprotect(base + GUARD, nbytes, _PROT_RW) != 0:
+    start = base + GUARD
+    if slack:
+        # the reservation cut down to [start - GUARD, start + nbytes + GUARD), start aligned
+        start = (start + HUGE - 1) // HUGE * HUGE
+        head, end = start - GUARD - base, start + nbytes + GUARD
+        if head:
+            _libc.munmap(base, head)
+        if base + total > end:
+            _libc.munmap(end, base + total - end)
+        base, total = start - GUARD, GUARD + nbytes + GUARD
+    if _libc.mprotect(start, nbytes, _PROT_RW) != 0:
         errno = ctypes.get_errno()
         _libc.munmap(base, total)
         raise OutOfMemory(f"the system will not commit {nbytes} bytes (errno {errno})")
-    return base + GUARD
+    if slack:
+        _huge(start, nbytes)
+    return start
+
+
+def _huge(start: int, nbytes: int) -> None:
+    """Ask for transparent huge pages (madvise MADV_HUGEPAGE), as numpy does for its arrays
+    of 4 MiB and more: a kernel striding through a large buffer (a transpose's column, a
+    grid-stride loop's rows) missed the TLB on every 4 KiB page, where an OpenMP loop over a
+    numpy array did not. Where the system has none to give, the pages stay small."""
+    _libc.madvise(start, nbytes, _MADV_HUGEPAGE)
 
 
 def _unmap_fenced(ptr: int, nbytes: int) -> None:
