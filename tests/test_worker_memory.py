@@ -12,6 +12,7 @@ import pytest
 
 import anycuda as ac
 from anycuda.runtime.errors import CudaError, CUresult
+from anycuda.compiler.cpu import workermemory
 from anycuda.runtime.faults import worker_memory_hook
 
 SOURCE = r"""
@@ -102,7 +103,8 @@ def _region_of(address):
 def test_a_workspace_ends_at_a_guard_and_goes_with_its_thread():
     """The native functions themselves, on a thread of their own: the workspace is 64-byte
     aligned and writable to its end, the next page is inaccessible, a larger request gets a
-    new mapping, and the mapping is gone once the thread has ended."""
+    new mapping, a worker's end gives back a mapping over KEPT bytes and keeps a smaller
+    one, and the mapping is gone once the thread has ended."""
     get = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint64)(worker_memory_hook())
     seen = {}
 
@@ -116,17 +118,24 @@ def test_a_workspace_ends_at_a_guard_and_goes_with_its_thread():
         ctypes.memset(large, 0x5A, 3 << 20)
         seen["large"], seen["large guard"] = large, _permissions_at(large + (3 << 20))
         seen["large region"] = _region_of(large)
-        seen["small gone"] = _permissions_at(small)
+        # a worker's end: a mapping of up to KEPT bytes stays, a larger one goes
+        get(0)
+        seen["large kept"] = _region_of(large) == seen["large region"] and get(1024) == large + (3 << 20) - 1024
+        huge = get(workermemory.KEPT + 4096)
+        seen["huge region"] = _region_of(huge)
+        get(0)
+        seen["huge after"] = _region_of(huge)
+        seen["held at the end"] = _region_of(get(8192))
     t = threading.Thread(target=worker)
     t.start()
     t.join()
     assert seen["small"] % 64 == 0 and seen["large"] % 64 == 0
     assert seen["small again"] == seen["small"] + 4096 - 1024           # the same mapping, its end
     assert seen["guard"] == "---p" and seen["large guard"] == "---p"
-    assert seen["small gone"] is None or seen["small gone"] == "---p" or seen["small"] >= seen["large"]
+    assert seen["large kept"] and seen["huge after"] != seen["huge region"]
     # given back with the thread (its key's destructor runs after join() returns: the
     # thread's Python state is gone first)
     deadline = time.monotonic() + 5
-    while seen["large region"] in _regions() and time.monotonic() < deadline:
+    while seen["held at the end"] in _regions() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert seen["large region"] not in _regions()
+    assert seen["held at the end"] not in _regions()

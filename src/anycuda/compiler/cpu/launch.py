@@ -110,7 +110,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     else:
         _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
                           nblocks, chunk, backwards, most, done)
-    _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites)
+    _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, get_memory)
     return _emit_launch_function(module, worker, export_name, handoff)
 
 
@@ -179,7 +179,7 @@ def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_by
     b.cbranch(b.or_(b.load(taking), b.load(some_in_flight)), rounds, done)
 
 
-def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites):
+def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, get_memory):
     """The worker's fault path and its end."""
     module = worker.module
     # a memory fault in this worker's block: the launch fails with an illegal address
@@ -198,6 +198,7 @@ def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites):
     streamstores.fence(b)           # the launch's streaming stores before its end
     release = declare(module, "pthread_setspecific", I32, [I32, PTR])
     b.call(release, [key, ir.Constant(PTR, None)])
+    b.call(get_memory, [i64(0)])          # (a large workspace goes back: workermemory.KEPT)
     b.ret_void()
 
 

@@ -12,7 +12,9 @@ CUDA_ERROR_ILLEGAL_ADDRESS, as a GPU reports an out-of-range shared access.
 guard, or null where the mapping fails. Each thread keeps its mapping under a pthread key
 (KEY, set by the runtime) for its later launches and makes a larger one only when a launch
 needs more; the key's destructor, `anycuda.worker_memory_release`, unmaps it when the thread
-ends. A mapping starts with a header: its size, where its guard starts, and how many bytes
+ends. `anycuda.worker_memory(0)`, at a worker's end, gives back a mapping of more than KEPT
+bytes (as malloc gives large blocks back to the system: a launch of big frames would
+otherwise hold its pages on every worker thread for the process's life). A mapping starts with a header: its size, where its guard starts, and how many bytes
 it holds before the guard (past the header).
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ KEY = "anycuda.worker_memory_key"
 GUARD = 1 << 20                 # bytes of inaccessible address space after a workspace
 GRANULE = 1 << 16               # a mapping's usable size is a multiple of this
 HEADER = 64
+KEPT = 4 << 20                  # a thread keeps a mapping of at most this many bytes between launches
 _SIZE, _END, _CAPACITY = 0, 8, 16       # the header's fields (u64)
 _PROT_RW, _PROT_NONE = 3, 0
 _MAP_PRIVATE_ANONYMOUS_NORESERVE = 0x02 | 0x20 | 0x4000       # Linux, x86-64 and AArch64 alike
@@ -58,7 +61,14 @@ def _emit_get(mod, key):
     k = b.trunc(b.load(key), I32)
     held = b.call(getspecific, [k])
     fresh = fn.append_basic_block("fresh")
-    with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(held, I64), i64(0))):
+    some = b.icmp_unsigned("!=", b.ptrtoint(held, I64), i64(0))
+    with b.if_then(b.icmp_unsigned("==", nbytes, i64(0))):
+        # the worker's end: a large mapping goes back
+        with b.if_then(b.and_(some, b.icmp_unsigned(">", b.load(_field(b, held, _SIZE)), i64(KEPT + GUARD)))):
+            b.call(munmap, [held, b.load(_field(b, held, _SIZE))])
+            b.call(setspecific, [k, ir.Constant(PTR, None)])
+        b.ret(ir.Constant(PTR, None))
+    with b.if_then(some):
         big_enough = fn.append_basic_block("big.enough")
         smaller = fn.append_basic_block("smaller")
         b.cbranch(b.icmp_unsigned("<=", nbytes, b.load(_field(b, held, _CAPACITY))), big_enough, smaller)
