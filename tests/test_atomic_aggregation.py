@@ -84,6 +84,17 @@ extern "C" __global__ void red_add_u64(const unsigned long long* in, unsigned lo
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) asm volatile("red.global.add.u64 [%0], %1;" :: "l"(out), "l"(in[i]) : "memory");
 }
+// a fence before the combined atomic: combined per block, not carried from block to block
+extern "C" __global__ void fenced(const int* in, int* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { __threadfence(); atomicAdd(out, in[i]); }
+}
+// another atomic whose result is used: the combined one is not carried either
+extern "C" __global__ void with_ticket(const int* in, int* out, unsigned* counter, unsigned* first, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x == 0) first[blockIdx.x] = atomicAdd(counter, 1u);
+    if (i < n) atomicAdd(out, in[i]);
+}
 // a grid-stride loop (a kernel with sites): per lane
 extern "C" __global__ void grid_stride(const float* in, float* out, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
@@ -91,7 +102,9 @@ extern "C" __global__ void grid_stride(const float* in, float* out, int n) {
 }
 """
 
-COMBINED = {name for name, *_ in UNIFORM} | {name + "_ret" for name, *_ in UNIFORM} | {"per_block", "red_add_u64"}
+COMBINED = {name for name, *_ in UNIFORM} | {name + "_ret" for name, *_ in UNIFORM} | {"per_block", "red_add_u64",
+                                                                                    "fenced", "with_ticket"}
+CARRIED = COMBINED - {"fenced", "with_ticket"}         # from block to block by a worker
 NOT_COMBINED = {"per_lane", "tickets", "read_after", "store_after", "grid_stride"}
 
 
@@ -263,6 +276,31 @@ def test_which_kernels_are_combined():
             combined.add(name)
     assert combined == COMBINED
     assert not combined & NOT_COMBINED and NOT_COMBINED <= set(lowered.kernels)
+    carried = {name for name, info in lowered.kernels.items()
+               if info.export.replace("anycuda.launch.", "ptx.k") + ".combined.merge" in names}
+    assert carried == CARRIED
+
+
+@pytest.mark.parametrize("workers", [None, 1])
+@pytest.mark.parametrize("block", [64, 256, 96])
+def test_totals_carried_from_block_to_block(mod, rng, request, workers, block):
+    """Many blocks per worker, a partial last block, one worker or all: the carried totals
+    are performed at the end of each run of blocks (exact for integers); the kernels that may
+    not carry them give the same."""
+    if workers:
+        request.getfixturevalue("one_worker")
+    n = 200_000 + int(rng.integers(0, block))
+    vals = rng.integers(-10**6, 10**6, n, dtype=np.int32)
+    for name in ("add_i32", "add_i32_ret", "fenced"):
+        start = np.int32(rng.integers(-1000, 1000))
+        out = ac.asarray(np.array([start], np.int32))
+        _launch(mod.get_function(name), n, block, ac.asarray(vals), out, np.int32(n))
+        assert out.get()[0] == _expected("sum", start, vals), name
+    blocks = (n + block - 1) // block
+    out, counter, first = ac.zeros(1, np.int32), ac.zeros(1, np.uint32), poison(blocks, np.uint32)
+    _launch(mod.get_function("with_ticket"), n, block, ac.asarray(vals), out, counter, first, np.int32(n))
+    assert out.get()[0] == _expected("sum", np.int32(0), vals)
+    assert np.array_equal(np.sort(first.get()), np.arange(blocks, dtype=np.uint32))
 
 
 # ---------------------------------------------------------------- warp regions (laneatomics.py)

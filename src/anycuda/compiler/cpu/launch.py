@@ -69,6 +69,8 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     # a chunk's blocks in a function of their own, the block function inlined there
     # (emit_run_blocks)
     run_blocks = emit_run_blocks(module, name, block_fn) if chunk_calls and not has_sites else None
+    if run_blocks is None and getattr(block_fn, "carried_hooks", None):
+        raise AssertionError(f"{name}: totals carried across blocks need a run of blocks per call")
     if run_blocks is None:
         block_fn.attributes.add("noinline")
     # (the thread's own mapping, kept for its next launches, ending at a guard: a shared
@@ -279,6 +281,11 @@ def emit_run_blocks(module, name, block_fn):
     block_fn.attributes.add("alwaysinline")
     L, ws, shared, first, last, gx, gy, worker, at_block = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    # combined atomics whose totals the worker carries from block to block (ops/aggregation.py):
+    # set up before the run's first block, performed after its last
+    carried = getattr(block_fn, "carried_hooks", None)
+    if carried:
+        b.call(carried[0], [ws])
     start = tuple(split_index(b, first, gx, gy))
     entry = b.block
     loop, next_block, failed, done = (fn.append_basic_block(k) for k in ("block", "next.block", "failed", "done"))
@@ -304,8 +311,12 @@ def emit_run_blocks(module, name, block_fn):
         phi.add_incoming(v, next_block)
     b.cbranch(more, loop, done)
     b.position_at_end(failed)
+    if carried:
+        b.call(carried[1], [ws])
     b.ret(i32(abi.BLOCK_FAILED))
     b.position_at_end(done)
+    if carried:
+        b.call(carried[1], [ws])
     b.ret(i32(abi.BLOCK_DONE))
     return fn
 

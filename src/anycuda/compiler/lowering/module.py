@@ -320,6 +320,8 @@ class ModuleLowering:
         if lowering.combined and lowering.sites:      # (aggregation.combinable asks for a kernel without sites)
             raise AssertionError(f"{pfn.name}: combined atomics in a kernel with sites")
         combined_init, combined_flush = aggregation.emit_block_hooks(self.mod, f"ptx.k{index}", lowering.combined)
+        combined_merge = aggregation.emit_merge(self.mod, f"ptx.k{index}", lowering.combined) \
+            if lowering.combined and aggregation.carries_across_blocks(pfn.body, lowering.combined) else None
         header_arg.attributes.dereferenceable = abi.FRAME_HEADER + 8 * lowering.affine_slots
         # device functions, printf/assert and trap read the thread index from the frame
         calls = any(isinstance(st, pir.Instruction) and st.opcode in ("call", "trap", "brx") for st in pfn.body)
@@ -334,8 +336,11 @@ class ModuleLowering:
                                        regions=lowering.regions, guarded_rounds=lowering.guarded_rounds,
                                        probe_bounds=lowering.probe_bounds, synccheck=synccheck,
                                        combined_init=combined_init, combined_flush=combined_flush,
-                                       one_round=self.lean)
+                                       combined_merge=combined_merge, one_round=self.lean)
         block = blockfunction.emit_block_function(self.mod, plan)
+        if combined_merge is not None:
+            # the worker's run of blocks sets up the totals it carries and performs them last
+            block.carried_hooks = (combined_init, combined_flush)
         launch.emit_launch(self.mod, f"ptx.k{index}", block, bool(lowering.sites), lowering.frame_size, export,
                            spill_bytes=lowering.spill_bytes, race_shadow=self.tool == "racecheck")
 

@@ -212,6 +212,8 @@ class BlockPlan:
     synccheck: bool = False         # barriers and collectives checked as they resolve (synccheck.py)
     combined_init: ir.Function = None   # void(frame): a block's combined atomics set up (ops/aggregation.py)
     combined_flush: ir.Function = None  # void(frame): ... performed, after its last thread
+    combined_merge: ir.Function = None  # void(frame, carried): ... or carried on by the worker, in
+                                        # its workspace, to the next block (aggregation.emit_merge)
     one_round: bool = False         # one round function for every site, the site its argument: lean
                                     # code, whose step is not specialised per site (lowering/module.py)
 
@@ -309,6 +311,7 @@ class _BlockFunction:
             # combined values in registers over the loop over threads and vectorises it
             frame = b.alloca(ir.ArrayType(ir.IntType(8), plan.frame_size), name="frame")
             frame.align = 64
+            self.carried = ws             # (the worker's own frame: where merge carries the totals)
             ws = self.ws = b.bitcast(frame, PTR)
         _init_block_fields(b, ws, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
@@ -320,7 +323,7 @@ class _BlockFunction:
             b.cbranch(b.icmp_unsigned("==", b.and_(n, i32(31)), i32(0)), warps, threads)
             b.position_at_end(warps)
             self._entry_region_warps(regions[0], threads)
-            self._combined(plan.combined_flush)
+            self._combined_end()
             b.ret(i32(abi.BLOCK_DONE))
             b.position_at_end(threads)
         if 0 in guarded_rounds:
@@ -336,7 +339,7 @@ class _BlockFunction:
                     self._thread_loops()
         else:
             self._thread_loops()
-        self._combined(plan.combined_flush)
+        self._combined_end()
         b.ret(i32(abi.BLOCK_DONE))
         b.position_at_end(self.fail)
         b.ret(i32(abi.BLOCK_FAILED))
@@ -382,6 +385,14 @@ class _BlockFunction:
         in the frame (plan.combined_init / combined_flush; none: nothing)."""
         if hook is not None:
             self.b.call(hook, [self.ws])
+
+    def _combined_end(self):
+        """After the block's last thread: its combined atomics performed, or merged into
+        the totals its worker carries to its next block (plan.combined_merge)."""
+        if self.plan.combined_merge is not None:
+            self.b.call(self.plan.combined_merge, [self.ws, self.carried])
+        else:
+            self._combined(self.plan.combined_flush)
 
     def _thread_loops(self, mode=0):
         """A block without sites: one frame, reused by each thread in turn. `mode` is the step's
