@@ -207,3 +207,20 @@ def benchmark_module(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# The classic shared-memory tree reduction (one partial sum per block, dynamic shared memory
+# of 4 bytes a thread), as courses teach it: kernel `tree(in, out)`.
+TREE_REDUCTION = r"""
+extern "C" __global__ void tree(const float* in, float* out) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    sdata[tid] = in[blockIdx.x * blockDim.x + tid];
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+"""

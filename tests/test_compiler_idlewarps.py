@@ -18,6 +18,7 @@ from anycuda.compiler import pipeline
 from anycuda.compiler.analysis import shapevalues
 from anycuda.compiler.vector import idlewarps, unrolling
 from anycuda.ptx import parse
+from conformance import TREE_REDUCTION
 
 HEADER = """.version 8.0
 .target sm_80
@@ -126,19 +127,7 @@ def test_a_register_of_the_step_kept_keeps_every_warp(rng, poison):
 
 
 def test_the_tree_reduction_runs_fewer_warps_each_halving(compile_cuda):
-    source = r"""
-    extern "C" __global__ void tree(const float* in, float* out) {
-        extern __shared__ float sdata[];
-        unsigned int tid = threadIdx.x;
-        sdata[tid] = in[blockIdx.x * blockDim.x + tid];
-        __syncthreads();
-        for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if (tid < s) sdata[tid] += sdata[tid + s];
-            __syncthreads();
-        }
-        if (tid == 0) out[blockIdx.x] = sdata[0];
-    }"""
-    ptx = ac.compile_to_ptx(source, name="tree.cu")
+    ptx = ac.compile_to_ptx(TREE_REDUCTION, name="tree.cu")
     text = pipeline.block_program_ir(ptx, "tree.ptx", "tree", 512)
     counts = [int(n) for n in re.findall(r"store i32 (\d+), i32\* %\"busy\.warps", text)]
     # s = 256 .. 1 after the load, then thread 0's store (in the IR's order: last first)

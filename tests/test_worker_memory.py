@@ -14,21 +14,9 @@ import anycuda as ac
 from anycuda.runtime.errors import CudaError, CUresult
 from anycuda.compiler.cpu import workermemory
 from anycuda.runtime.faults import worker_memory_hook
+from conformance import TREE_REDUCTION
 
-SOURCE = r"""
-// the shared-memory tree with its window from the launch (dynamic shared memory)
-extern "C" __global__ void tree(const float* in, float* out) {
-    extern __shared__ float sdata[];
-    unsigned int tid = threadIdx.x;
-    sdata[tid] = in[blockIdx.x * blockDim.x + tid];
-    __syncthreads();
-    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) sdata[tid] += sdata[tid + s];
-        __syncthreads();
-    }
-    if (tid == 0) out[blockIdx.x] = sdata[0];
-}
-
+SOURCE = TREE_REDUCTION + r"""
 // no barrier: a block's threads run one after the other, each writing its own word
 extern "C" __global__ void stage(const float* in, float* out) {
     extern __shared__ float window[];
