@@ -2,6 +2,11 @@
 device's limits, shared-memory sizes, parameter buffers of the wrong size, NULL and bad
 pointers, bad streams. A launch either runs (and then computes the right sum) or fails with a
 CudaError and a message; never another exception, a hang or a crash.
+
+`fuzz_shared_window`: a kernel that stages its values in dynamic shared memory at a fuzzed
+stride, launched with more, exactly enough or less of it than it indexes (a window of 0
+bytes, one word short, ...): with enough, the right values; with less, the right values or a
+CudaError, never a damaged process (compiler/cpu/workermemory.py).
 """
 from __future__ import annotations
 
@@ -122,3 +127,116 @@ def fuzz_launch(case):
 
 def test_fuzz_launch():
     fh.run_in_child("test_fuzz_launch", "fuzz_launch")
+
+
+# c[i] = 2 * a[i] through the dynamic shared window: thread t's word at t * stride bytes,
+# stored, a barrier (or none), loaded back
+STAGE_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.extern .shared .align 4 .b8 window[];
+.visible .entry stage(.param .u64 a, .param .u64 c, .param .u32 n, .param .u32 stride, .param .u32 sync)
+{
+  .reg .b32 %r<12>; .reg .b64 %rd<8>; .reg .pred %p<3>;
+  ld.param.u64 %rd1, [a];
+  ld.param.u64 %rd2, [c];
+  ld.param.u32 %r1, [n];
+  ld.param.u32 %r2, [stride];
+  ld.param.u32 %r10, [sync];
+  mov.u32 %r3, %tid.x;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %ctaid.x;
+  mad.lo.s32 %r6, %r5, %r4, %r3;
+  mul.lo.u32 %r7, %r3, %r2;
+  mov.u32 %r8, window;
+  add.u32 %r8, %r8, %r7;
+  setp.ge.u32 %p1, %r6, %r1;
+  mov.u32 %r9, 0;
+  mul.wide.u32 %rd3, %r6, 4;
+  @%p1 bra STAGE;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r9, [%rd4];
+STAGE:
+  st.shared.u32 [%r8], %r9;
+  setp.eq.u32 %p2, %r10, 0;
+  @%p2 bra BACK;
+  bar.sync 0;
+BACK:
+  ld.shared.u32 %r11, [%r8];
+  @%p1 bra END;
+  add.s64 %rd5, %rd2, %rd3;
+  add.u32 %r11, %r11, %r11;
+  st.global.u32 [%rd5], %r11;
+END:
+  ret;
+}
+"""
+
+windows = st.fixed_dictionaries({
+    "threads": st.sampled_from([1, 2, 32, 33, 64, 100, 256, 1024]),
+    "grid": st.sampled_from([1, 2, 3]),
+    "stride": st.sampled_from([4, 8, 64, 4096]),
+    # the window against what the kernel indexes: (bytes needed) + this, or a fixed size
+    "window": st.sampled_from(["enough", "enough", "more", "short", "none", "one", 48 * 1024, 48 * 1024 + 1, 2**31]),
+    "sync": st.sampled_from([0, 1]),
+})
+
+
+class StageKernel:
+    def __init__(self):
+        from anycuda.driver import api
+        api.cuInit(0)
+        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+        self.module = api.cuModuleLoadData(STAGE_PTX.encode())
+        self.func = api.cuModuleGetFunction(self.module, "stage")
+        self.a, self.c = (api.cuMemAlloc(4 * N) for _ in range(2))
+
+
+_stage = []
+
+
+def _window_bytes(case) -> tuple:
+    """(bytes of dynamic shared memory to launch with, whether that covers what it indexes)."""
+    needed = (case["threads"] - 1) * case["stride"] + 4
+    w = case["window"]
+    size = {"enough": needed, "more": needed + 64, "short": needed - 4, "none": 0, "one": 1}.get(w, w)
+    return size, size >= needed
+
+
+def stage_and_check(case):
+    from anycuda.driver import api
+    from anycuda.runtime.errors import CudaError
+    if not _stage:
+        _stage.append(StageKernel())
+    k = _stage[0]
+    x = np.arange(N, dtype=np.int32) * 7 + 1
+    api.cuMemcpy(k.a, x.ctypes.data, 4 * N)
+    api.cuMemsetD8(k.c, 0xCD, 4 * N)
+    n = min(N, case["grid"] * case["threads"])
+    size, enough = _window_bytes(case)
+    params = struct.pack("<QQIII", k.a, k.c, n, case["stride"], case["sync"])
+    try:
+        api.cuLaunchKernel(k.func, (case["grid"], 1, 1), (case["threads"], 1, 1), size, 0, params)
+        api.cuCtxSynchronize()
+    except CudaError as e:
+        if e.code in api.STICKY:
+            api.cuDevicePrimaryCtxReset(0)
+            _stage.clear()
+        if enough and size <= 48 * 1024:
+            raise AssertionError(f"a launch with the window it needs failed: {e}") from e
+        raise
+    if enough:
+        out = np.empty(N, dtype=np.int32)
+        api.cuMemcpy(out.ctypes.data, k.c, 4 * N)
+        assert (out[:n] == 2 * x[:n]).all(), f"wrong values: {out[:n]}"
+
+
+@fh.fuzz_settings(default=100)
+@given(windows)
+def fuzz_shared_window(case):
+    from anycuda.runtime.errors import CudaError
+    fh.allowed_outcome(lambda: stage_and_check(case), (CudaError,), case)
+
+
+def test_fuzz_shared_window():
+    fh.run_in_child("test_fuzz_launch", "fuzz_shared_window")
