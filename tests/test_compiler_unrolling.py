@@ -496,3 +496,53 @@ def test_operations_with_more_than_their_value_are_not_known(opcode, mods):
     assert shapevalues.execute(st, {}, (1, 1, 1)) is None
     body = unrolling._known_operands([st])
     assert body[0].opcode == opcode
+
+
+NEGATIVE_PTX = HEADER + """.visible .entry negatives(.param .u64 out)
+{
+  .reg .b32 %r<12>; .reg .pred %p<3>; .reg .b64 %rd<6>; .reg .b64 %s<3>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, -5;
+  add.s32 %r3, %r2, %r2;
+  setp.lt.s32 %p1, %r1, %r2;
+  selp.s32 %r4, 1, 0, %p1;
+  div.s32 %r5, %r3, 4;
+  mov.b64 %s1, -3;
+  mul.lo.s64 %s2, %s1, 7;
+  cvt.u32.u64 %r6, %s2;
+  mov.u32 %r8, -1;
+  shfl.sync.bfly.b32 %r7, %r1, %r4, 31, %r8;
+  mul.wide.u32 %rd2, %r1, 24;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.v2.u32 [%rd3], {%r3, %r4};
+  st.global.v2.u32 [%rd3+8], {%r5, %r6};
+  st.global.v2.u32 [%rd3+16], {%r7, %r2};
+  ret;
+}
+"""
+
+
+def test_negative_constants_written_in(poison):
+    """Registers known to hold negative values (kept as unsigned bits) become immediates and
+    movs (known_operands): a signed compare, a signed division towards zero, a 64-bit product,
+    a conversion and a shuffle's operands compute what they did as registers."""
+    fn = parse(NEGATIVE_PTX, "neg.ptx").function("negatives")
+    done = unrolling.unroll_warp_loops(fn)
+    writers = {st.operands[0].name: st.opcode for st in done.body
+               if isinstance(st, ir.Instruction) and st.operands and isinstance(st.operands[0], ir.Reg)}
+    assert all(writers[r] == "mov" for r in ("%r3", "%r5", "%s2"))          # each result known
+    assert writers["%r4"] == "selp"                                         # (tid < -5: per thread)
+    shuffle = next(st for st in done.body if isinstance(st, ir.Instruction) and st.opcode == "shfl")
+    assert all(isinstance(op, ir.Imm) for op in shuffle.operands[3:])      # clamp and member mask
+    k = ac.RawModule(ptx=NEGATIVE_PTX, name="neg.ptx").get_function("negatives")
+    out = poison(32 * 6, np.int32)
+    k((1,), (32,), (out,))
+    got = out.get().reshape(32, 6)
+    t = np.arange(32)
+    np.testing.assert_array_equal(got[:, 0], -10)
+    np.testing.assert_array_equal(got[:, 1], 0)                 # tid < -5 never holds
+    np.testing.assert_array_equal(got[:, 2], -2)                # -10 / 4 towards zero
+    np.testing.assert_array_equal(got[:, 3], -21)
+    np.testing.assert_array_equal(got[:, 4], t)                 # lane ^ 0
+    np.testing.assert_array_equal(got[:, 5], -5)
