@@ -102,6 +102,7 @@ def test_a_workspace_ends_at_a_guard_and_goes_with_its_thread():
         seen["small"] = small
         seen["small again"] = get(1024)
         seen["guard"] = _permissions_at(small + 4096)
+        seen["guard's end"] = _permissions_at(small + 4096 + (4 << 30) - 1)       # 4 GiB on
         large = get(3 << 20)
         ctypes.memset(large, 0x5A, 3 << 20)
         seen["large"], seen["large guard"] = large, _permissions_at(large + (3 << 20))
@@ -119,7 +120,7 @@ def test_a_workspace_ends_at_a_guard_and_goes_with_its_thread():
     t.join()
     assert seen["small"] % 64 == 0 and seen["large"] % 64 == 0
     assert seen["small again"] == seen["small"] + 4096 - 1024           # the same mapping, its end
-    assert seen["guard"] == "---p" and seen["large guard"] == "---p"
+    assert seen["guard"] == "---p" and seen["large guard"] == "---p" and seen["guard's end"] == "---p"
     assert seen["large kept"] and seen["huge after"] != seen["huge region"]
     # given back with the thread (its key's destructor runs after join() returns: the
     # thread's Python state is gone first)
@@ -127,3 +128,21 @@ def test_a_workspace_ends_at_a_guard_and_goes_with_its_thread():
     while seen["held at the end"] in _regions() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert seen["held at the end"] not in _regions()
+
+
+@pytest.mark.parametrize("threads, stride", [(1024, 4096), (256, 1 << 16), (64, 1 << 20)])
+def test_shared_offsets_megabytes_past_the_window(rng, threads, stride):
+    """fuzz_shared_window's finding: a window of 0 bytes indexed at thread * 4 KiB by 1,024
+    threads reached 4 MiB past it, over a 1 MiB guard into other memory of the process (which
+    died later of SIGSEGV). Any 32-bit offset past the window now faults in the guard."""
+    from test_fuzz_launch import STAGE_PTX
+    k = ac.RawModule(ptx=STAGE_PTX, name="stage.ptx").get_function("stage")
+    x = rng.integers(0, 1000, threads).astype(np.int32)
+    out = ac.zeros(threads, np.int32)
+    for sync in (0, 1):
+        with pytest.raises(CudaError) as e:
+            k((1,), (threads,), (ac.asarray(x), out, np.uint32(threads), np.uint32(stride), np.uint32(sync)),
+              shared_mem=0)
+            ac.synchronize()
+        assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+        assert _heap_still_works()

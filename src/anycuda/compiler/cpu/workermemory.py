@@ -5,7 +5,7 @@ A worker's workspace came from aligned_alloc, in the process's heap: a kernel th
 its shared memory past the block's window (`extern __shared__` launched with too few
 dynamic bytes, say) wrote over the allocator's records, and the process died later in
 free ("double free or corruption"). Here the workspace ends where a GUARD-byte inaccessible
-region begins: such a write faults, and the fault handler (faults.py) makes it the launch's
+region begins, longer than any 32-bit shared-memory offset reaches: such a write faults, and the fault handler (faults.py) makes it the launch's
 CUDA_ERROR_ILLEGAL_ADDRESS, as a GPU reports an out-of-range shared access.
 
 `anycuda.worker_memory(bytes)` returns `bytes` of workspace, 64-byte aligned, ending at the
@@ -27,7 +27,9 @@ from ..types import I32, I64, PTR
 GET = "anycuda.worker_memory"
 RELEASE = "anycuda.worker_memory_release"
 KEY = "anycuda.worker_memory_key"
-GUARD = 1 << 20                 # bytes of inaccessible address space after a workspace
+GUARD = (4 << 30) + (64 << 10)  # inaccessible address space after a workspace: past any 32-bit
+                                # shared-memory offset from a window in it (a 1 MiB guard was
+                                # jumped by 4 KiB strides of 1,024 threads, fuzz_shared_window)
 GRANULE = 1 << 16               # a mapping's usable size is a multiple of this
 HEADER = 64
 KEPT = 4 << 20                  # a thread keeps a mapping of at most this many bytes between launches
@@ -81,13 +83,17 @@ def _emit_get(mod, key):
     b.position_at_end(fresh)
     area = b.and_(b.add(nbytes, i64(HEADER + GRANULE - 1)), i64(~(GRANULE - 1)))
     total = b.add(area, i64(GUARD))
-    p = b.call(mmap, [ir.Constant(PTR, None), total, i32(_PROT_RW), i32(_MAP_PRIVATE_ANONYMOUS_NORESERVE), i32(-1),
-                      i64(0)])
+    # reserved inaccessible, the workspace opened afterwards: the system charges the open part
+    # only (the guard is address space, not memory)
+    p = b.call(mmap, [ir.Constant(PTR, None), total, i32(_PROT_NONE), i32(_MAP_PRIVATE_ANONYMOUS_NORESERVE),
+                      i32(-1), i64(0)])
     failed = b.icmp_unsigned("==", b.ptrtoint(p, I64), i64(-1))
     with b.if_then(failed, likely=False):
         b.ret(ir.Constant(PTR, None))
-    # (where the guard cannot be made, the workspace works as before, unguarded)
-    b.call(mprotect, [b.gep(p, [area]), i64(GUARD), i32(_PROT_NONE)])
+    refused = b.icmp_signed("!=", b.call(mprotect, [p, area, i32(_PROT_RW)]), i32(0))
+    with b.if_then(refused, likely=False):
+        b.call(munmap, [p, total])
+        b.ret(ir.Constant(PTR, None))
     b.store(total, _field(b, p, _SIZE))
     b.store(area, _field(b, p, _END))
     b.store(b.sub(area, i64(HEADER)), _field(b, p, _CAPACITY))
