@@ -132,9 +132,9 @@ def test_a_workspace_ends_at_a_guard_and_goes_with_its_thread():
 
 @pytest.mark.parametrize("threads, stride", [(1024, 4096), (256, 1 << 16), (64, 1 << 20)])
 def test_shared_offsets_megabytes_past_the_window(rng, threads, stride):
-    """fuzz_shared_window's finding: a window of 0 bytes indexed at thread * 4 KiB by 1,024
-    threads reached 4 MiB past it, over a 1 MiB guard into other memory of the process (which
-    died later of SIGSEGV). Any 32-bit offset past the window now faults in the guard."""
+    """A window of 0 bytes indexed at thread * stride, megabytes past it (32-bit shared
+    offsets reach 4 GiB, the guard's length): the launch fails and the process goes on,
+    barrier or none."""
     from test_fuzz_launch import STAGE_PTX
     k = ac.RawModule(ptx=STAGE_PTX, name="stage.ptx").get_function("stage")
     x = rng.integers(0, 1000, threads).astype(np.int32)
