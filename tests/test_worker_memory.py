@@ -97,6 +97,7 @@ def test_a_workspace_ends_at_a_guard_and_goes_with_its_thread():
     seen = {}
 
     def worker():
+        seen["end with none"] = get(0)           # a worker's end on a thread that holds nothing
         small = get(4096)
         ctypes.memset(small, 0x5A, 4096)
         seen["small"] = small
@@ -118,6 +119,7 @@ def test_a_workspace_ends_at_a_guard_and_goes_with_its_thread():
     t = threading.Thread(target=worker)
     t.start()
     t.join()
+    assert seen["end with none"] is None
     assert seen["small"] % 64 == 0 and seen["large"] % 64 == 0
     assert seen["small again"] == seen["small"] + 4096 - 1024           # the same mapping, its end
     assert seen["guard"] == "---p" and seen["large guard"] == "---p" and seen["guard's end"] == "---p"

@@ -33,11 +33,8 @@ def fault_key() -> int:
         if "key" in _installed:
             return _installed["key"]
         libc = ctypes.CDLL(None, use_errno=True)
-        key = ctypes.c_uint()
-        if libc.pthread_key_create(ctypes.byref(key), None) != 0:
-            raise OSError(ctypes.get_errno(), "pthread_key_create failed")
         obj = LoadedObject(compile_to_object(str(faults.build_handler_module()), "anycuda_faults"))
-        ctypes.c_uint64.from_address(obj.address(faults.KEY)).value = key.value
+        key = _key_into(obj, faults.KEY, None)
         handler = obj.address(faults.HANDLER)
         for sig in (signal.SIGSEGV, signal.SIGBUS):
             new, old = _SigAction(), _SigAction()
@@ -59,12 +56,18 @@ def worker_memory_hook() -> int:
     with _lock:
         if "worker_memory" in _installed:
             return _installed["worker_memory"]
-        libc = ctypes.CDLL(None, use_errno=True)
         obj = LoadedObject(compile_to_object(str(workermemory.build_module()), "anycuda_worker_memory"))
-        key = ctypes.c_uint()
-        release = ctypes.c_void_p(obj.address(workermemory.RELEASE))
-        if libc.pthread_key_create(ctypes.byref(key), release) != 0:
-            raise OSError(ctypes.get_errno(), "pthread_key_create failed")
-        ctypes.c_uint64.from_address(obj.address(workermemory.KEY)).value = key.value
+        _key_into(obj, workermemory.KEY, obj.address(workermemory.RELEASE))
         _installed.update(worker_memory=obj.address(workermemory.GET), worker_memory_object=obj)
         return _installed["worker_memory"]
+
+
+def _key_into(obj, symbol: str, destructor) -> ctypes.c_uint:
+    """A new pthread key (with the native `destructor` address, or None), written into the
+    loaded object's u64 variable `symbol`, where its code reads it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = ctypes.c_uint()
+    if libc.pthread_key_create(ctypes.byref(key), ctypes.c_void_p(destructor) if destructor else None) != 0:
+        raise OSError(ctypes.get_errno(), "pthread_key_create failed")
+    ctypes.c_uint64.from_address(obj.address(symbol)).value = key.value
+    return key

@@ -78,9 +78,9 @@ _COMPARE = {
 }
 # what execute knows (an instruction outside these never has a known result)
 OPCODES = frozenset(_BINARY) | frozenset(_UNARY) | {"mul", "mad", "setp", "cvt", "selp"}
-_SHIFT_AMOUNT = {"shl", "shr"}
+_SHIFT_AMOUNT = {"shl", "shr"}          # their second operand is a .u32 whatever the type
 # the modifiers of the operations execute knows: types, products' halves, comparisons
-_PLAIN_MODS = _INT_TYPES | {"lo", "wide"} | set(_COMPARE)          # their second operand is a .u32 whatever the type
+_PLAIN_MODS = _INT_TYPES | {"lo", "wide"} | set(_COMPARE)
 
 
 def operand_value(op, env: dict, ntid: tuple):

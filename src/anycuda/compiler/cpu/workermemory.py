@@ -65,10 +65,10 @@ def _emit_get(mod, key):
     fresh = fn.append_basic_block("fresh")
     some = b.icmp_unsigned("!=", b.ptrtoint(held, I64), i64(0))
     with b.if_then(b.icmp_unsigned("==", nbytes, i64(0))):
-        # the worker's end: a large mapping goes back
-        with b.if_then(b.and_(some, b.icmp_unsigned(">", b.load(_field(b, held, _SIZE)), i64(KEPT + GUARD)))):
-            b.call(munmap, [held, b.load(_field(b, held, _SIZE))])
-            b.call(setspecific, [k, ir.Constant(PTR, None)])
+        # the worker's end: a large mapping goes back (its header read only where there is one)
+        with b.if_then(some):
+            with b.if_then(b.icmp_unsigned(">", b.load(_field(b, held, _SIZE)), i64(KEPT + GUARD))):
+                _give_back(b, held, k, munmap, setspecific)
         b.ret(ir.Constant(PTR, None))
     with b.if_then(some):
         big_enough = fn.append_basic_block("big.enough")
@@ -77,8 +77,7 @@ def _emit_get(mod, key):
         b.position_at_end(big_enough)
         b.ret(b.gep(held, [b.sub(b.load(_field(b, held, _END)), nbytes)]))
         b.position_at_end(smaller)
-        b.call(munmap, [held, b.load(_field(b, held, _SIZE))])
-        b.call(setspecific, [k, ir.Constant(PTR, None)])
+        _give_back(b, held, k, munmap, setspecific)
     b.branch(fresh)
     b.position_at_end(fresh)
     area = b.and_(b.add(nbytes, i64(HEADER + GRANULE - 1)), i64(~(GRANULE - 1)))
@@ -99,6 +98,12 @@ def _emit_get(mod, key):
     b.store(b.sub(area, i64(HEADER)), _field(b, p, _CAPACITY))
     b.call(setspecific, [k, p])
     b.ret(b.gep(p, [b.sub(area, nbytes)]))
+
+
+def _give_back(b, held, k, munmap, setspecific):
+    """The thread's mapping `held` unmapped and its key cleared."""
+    b.call(munmap, [held, b.load(_field(b, held, _SIZE))])
+    b.call(setspecific, [k, ir.Constant(PTR, None)])
 
 
 def _emit_release(mod):
