@@ -41,7 +41,7 @@ def strategy(ptx: str, source: str, kernel: str, block: tuple) -> tuple[str, str
         return "thread loop", "no barrier or shuffle"
     shape = tuple(block) + (1,) * (3 - len(block))
     if not blockprograms.supported_shape(shape):
-        return "rounds", f"block {shape} is not rows of whole warps"
+        return "rounds", f"block {shape} is not rows of whole vectors (8, 16 or 32 threads)"
     try:
         pipeline.block_program_ir(ptx, source, kernel, shape)
     except blockprograms.NotVectorisable as e:

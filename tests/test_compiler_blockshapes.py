@@ -1,5 +1,7 @@
 """Block programs for 2-D and 3-D blocks (compiler/vector/blockprograms.py): with x a multiple
-of 32 each warp is 32 consecutive x values of one row, %tid.y and %tid.z alike in it.
+of 32 each warp is 32 consecutive x values of one row, %tid.y and %tid.z alike in it; with x a
+multiple of 16 or 8 only, each vector is one row of that many threads, and a kernel with warp
+instructions keeps the rounds.
 
 Each kernel runs against numpy on fresh random inputs with poisoned outputs, at shapes with
 one and several warps per row and partial edge blocks, and the test checks that a block
@@ -59,6 +61,29 @@ extern "C" __global__ void mirror3d(const int* in, int* out, int* where) {
     out[base + t] = s[m];
     where[base + t] = threadIdx.x + 1000 * threadIdx.y + 1000000 * threadIdx.z;
 }
+
+// the classic tree over any block width (s halves, rounding down, as the loop is written)
+extern "C" __global__ void tree_sum(const int* in, int* out) {
+    extern __shared__ int s[];
+    int t = threadIdx.x;
+    s[t] = in[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (t < h) s[t] += s[t + h];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+// a warp shuffle after a barrier: rows narrower than a warp put two rows in one warp
+extern "C" __global__ void row_pairs(const int* in, int* out) {
+    __shared__ int s[1024];
+    int t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    s[t] = in[blockIdx.x * 1024 + t] * 3;
+    __syncthreads();
+    int v = s[t ^ 1] + (threadIdx.x << 8);
+    out[blockIdx.x * 1024 + t] = v + __shfl_xor_sync(0xffffffffu, v, 16);
+}
 """
 
 
@@ -73,8 +98,10 @@ def _ran_as_program(kernel, block) -> bool:
 
 def test_supported_shapes():
     for block in ((32, 8, 1), (64, 4, 1), (32, 32, 1), (96, 3, 1), (32, 2, 2), (256, 1, 1)):
-        assert blockprograms.supported_shape(block)
-    for block in ((16, 16, 1), (8, 8, 8), (48, 2, 1), (32, 33, 1), (64, 8, 4)):
+        assert blockprograms.supported_shape(block) and blockprograms.lane_width(block) == 32
+    for block, lanes in (((16, 16, 1), 16), ((48, 2, 1), 16), ((8, 8, 8), 8), ((24, 4, 1), 8), ((16, 1, 1), 16)):
+        assert blockprograms.supported_shape(block) and blockprograms.lane_width(block) == lanes
+    for block in ((4, 4, 4), (12, 8, 1), (100, 1, 1), (32, 33, 1), (64, 8, 4), (16, 65, 1)):
         assert not blockprograms.supported_shape(block)
 
 
@@ -94,7 +121,8 @@ def _stencil_reference(a):
     return 0.5 * a + 0.125 * (p[1:-1, :-2] + p[1:-1, 2:] + p[:-2, 1:-1] + p[2:, 1:-1])
 
 
-@pytest.mark.parametrize("block", [(32, 8, 1), (64, 4, 1), (96, 3, 1), (32, 1, 1)])
+@pytest.mark.parametrize("block", [(32, 8, 1), (64, 4, 1), (96, 3, 1), (32, 1, 1),
+                                   (16, 16, 1), (16, 4, 1), (8, 8, 1), (48, 2, 1), (24, 5, 1)])
 def test_stencil_with_a_halo(module, rng, poison, block):
     h, w = 45, 150
     a = rng.standard_normal((h, w)).astype(np.float32)
@@ -107,7 +135,7 @@ def test_stencil_with_a_halo(module, rng, poison, block):
     assert _ran_as_program(k, block)
 
 
-@pytest.mark.parametrize("block", [(32, 2, 2), (64, 3, 2), (32, 1, 4)])
+@pytest.mark.parametrize("block", [(32, 2, 2), (64, 3, 2), (32, 1, 4), (16, 2, 2), (8, 4, 3)])
 def test_three_dimensional_blocks(module, rng, poison, block):
     X, Y, Z = block
     blocks = 3
@@ -121,3 +149,43 @@ def test_three_dimensional_blocks(module, rng, poison, block):
     z, y, xx = np.meshgrid(np.arange(Z), np.arange(Y), np.arange(X), indexing="ij")
     np.testing.assert_array_equal(where.get(), np.tile((xx + 1000 * y + 1000000 * z).ravel(), blocks))
     assert _ran_as_program(k, block)
+
+
+def _tree_reference(x, width):
+    s = x.reshape(-1, width).astype(np.int64)
+    h = width // 2
+    while h > 0:
+        s[:, :h] += s[:, h:2 * h]
+        h //= 2
+    return ((s[:, 0] + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+
+
+@pytest.mark.parametrize("width", [48, 80, 16, 24])
+def test_tree_sum_over_narrow_rows(module, rng, poison, width):
+    """A tree over blocks of 16- or 8-thread vectors: the stretches that skip idle vectors
+    (idlewarps.py) count them in the program's own lanes."""
+    blocks = 5
+    x = rng.integers(-10**6, 10**6, blocks * width).astype(np.int32)
+    out = poison(blocks, np.int32)
+    k = module.get_function("tree_sum")
+    k((blocks,), (width,), (ac.asarray(x), out), shared_mem=4 * width)
+    np.testing.assert_array_equal(out.get(), _tree_reference(x, width))
+    assert _ran_as_program(k, (width, 1, 1))
+
+
+@pytest.mark.parametrize("block", [(16, 8, 1), (8, 4, 2)])
+def test_warp_instructions_in_narrow_rows_keep_the_rounds(module, rng, poison, block):
+    """A shuffle in blocks whose rows are narrower than a warp: no block program (a vector is
+    one row, a warp two or more), and each lane gets its partner 16 lanes away in the warp."""
+    threads = block[0] * block[1] * block[2]
+    blocks = 2
+    x = rng.integers(-10**5, 10**5, blocks * 1024).astype(np.int32)
+    out = poison(blocks * 1024, np.int32)
+    k = module.get_function("row_pairs")
+    k((blocks,), block, (ac.asarray(x), out))
+    t = np.arange(threads)
+    xs = x.reshape(blocks, 1024).astype(np.int64)
+    v = xs[:, t ^ 1] * 3 + ((t % block[0]) << 8)
+    want = v + v[:, t ^ 16]
+    np.testing.assert_array_equal(out.get().reshape(blocks, 1024)[:, :threads], want.astype(np.int32))
+    assert not _ran_as_program(k, block)

@@ -13,9 +13,9 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ..cpu import streamstores
-from ..irutil import at_function_start, declare, for_each_set_bit, i32, i64, intrinsic_suffix, register_address
+from ..irutil import at_function_start, convert_bits, declare, for_each_set_bit, i32, i64, intrinsic_suffix, register_address
 from ..types import I1, I32, I64, llvm_width, width
-from .blockops import WARP, Affine, and_scalar
+from .blockops import Affine, and_scalar
 from .warpruns import NotVectorisable
 
 SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
@@ -175,7 +175,7 @@ class BlockMemory:
         for v in values[1:]:             # <32 x T> ... -> <32k x T>
             joined = concat(b, joined, v)
         interleaved = b.shuffle_vector(joined, ir.Constant(joined.type, None), ir.Constant(
-            ir.VectorType(I32, k * WARP), [(p % k) * WARP + p // k for p in range(k * WARP)]))
+            ir.VectorType(I32, k * self.lanes), [(p % k) * self.lanes + p // k for p in range(k * self.lanes)]))
         base = order[0][1].base
         masks = [m for _, _, _, m in order if m is not None]
 
@@ -319,7 +319,7 @@ class BlockMemory:
         with b.if_then(b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))):
             ctlz = declare(b.module, f"llvm.ctlz.i{self.lanes}", bits.type, [bits.type, I1])
             last = b.sub(ir.Constant(bits.type, self.lanes - 1), b.call(ctlz, [bits, ir.Constant(I1, 1)]))
-            b.store(b.extract_element(value, b.trunc(last, I32)), ptr, align=size)
+            b.store(b.extract_element(value, convert_bits(b, last, I32)), ptr, align=size)
         return None
 
     def _interleaved(self, base, k, elem, size, value):

@@ -62,8 +62,8 @@ def constant_shape(value, stride=0):
     return Affine(value, stride, None, (v & -v) if v else MAX_STRIDE)
 
 
-def _within_warp(b, st, t, kind, a, c, exact):
-    """`a >> n` and `a & (2^n - 1)` of a ramp whose warp's lanes stay within one aligned
+def _within_warp(b, st, t, kind, a, c, exact, lanes):
+    """`a >> n` and `a & (2^n - 1)` of a ramp whose `lanes` lanes stay within one aligned
     run of 2^n values (`tid.x >> 5` is the warp's index, alike in its lanes; `tid.x & 31`
     the lane): uniform, and the lane's own ramp."""
     if not (isinstance(c.base, ir.Constant) and c.stride == 0):
@@ -73,7 +73,7 @@ def _within_warp(b, st, t, kind, a, c, exact):
         op = b.and_ if kind == "and" else (b.ashr if t[0] == "s" else b.lshr)
         return Affine(op(a.base, c.base), 0, exact)
     n = m if kind == "shr" else (m + 1).bit_length() - 1
-    fits = 0 < a.stride and a.stride * (WARP - 1) < (1 << n) <= a.align
+    fits = 0 < a.stride and a.stride * (lanes - 1) < (1 << n) <= a.align
     if not fits or kind == "and" and m != (1 << n) - 1:
         return None
     if kind == "shr":
@@ -99,7 +99,7 @@ def _shape_of(w, st, kind):
     if kind == "sub":
         return _affine(b.sub(a.base, c.base), a.stride - c.stride, exact, min(a.align, c.align))
     if kind in ("shr", "and"):
-        return _within_warp(b, st, t, kind, a, c, exact)
+        return _within_warp(b, st, t, kind, a, c, exact, w.lanes)
     if kind in ("mul", "mad") and "hi" not in st.mods:
         product = _product(b, a, c, exact)
         if product is None or kind == "mul":
@@ -277,6 +277,7 @@ def _barrier(w, st):
 
 def _shuffle(w, st):
     """A fixed shuffle: within each warp, each lane takes its source lane's value."""
+    w.need_warps("shfl")
     fixed = fixed_shuffle(st, w.constants)
     if fixed is None:
         raise NotVectorisable("a shuffle with operands known only at run time")

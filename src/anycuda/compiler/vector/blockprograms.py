@@ -9,7 +9,9 @@ same computation with the block's values kept in vector registers takes 0.2-0.4 
 A block program is made for a kernel with barriers or shuffles and a block of X x Y x Z
 threads, X a multiple of 32, at the first launch of that shape: each warp is then 32
 consecutive x values of one row, so %tid.x is a ramp over its lanes and %tid.y, %tid.z are
-alike in them. The kernel's code must be acyclic (nvcc unrolls short loops, unrolling.py the
+alike in them. Where X is a multiple of 16 or 8 only (16 x 16 tiles), a vector is one row of
+that many threads instead, and a kernel with warp instructions (shuffles, %laneid) is not
+taken: those need a warp's lanes in one vector. The kernel's code must be acyclic (nvcc unrolls short loops, unrolling.py the
 ones the block shape fixes): it is *if-converted* into straight-line code over the
 lanes. Each basic block runs under a mask, the lanes whose path goes through it (a branch
 `@p bra L` gives L's mask `m & p` and leaves `m & !p` to the code after it; `ret` takes
@@ -63,12 +65,23 @@ _NAME = "ptx.blockprogram"
 _BARRIERS = frozenset(("bar", "barrier"))
 _TOUCHES_MEMORY = frozenset(("ld", "st", "bar", "barrier"))    # what a waiting store must not pass
 _ACCESSES = frozenset(("ld", "st", "atom", "red"))
+# rows narrower than a warp: a vector is one row of 16 or 8 threads (stencil5_smem_16x16 took
+# 5.6x C in the rounds, a warp of two rows having no ramp of %tid.x)
+NARROW_LANES = (16, 8)
+
+
+def lane_width(block) -> int | None:
+    """The lanes of one vector of a block program for blocks of shape `block`: a warp where
+    the rows are whole warps, else the widest of NARROW_LANES that divides a row (16 x 16
+    blocks: a row of 16; a kernel with warp instructions is then not taken), or None."""
+    x = block[0]
+    return next((n for n in (WARP, *NARROW_LANES) if x % n == 0), None)
 
 
 def supported_shape(block) -> bool:
-    """Whether a block shape can have a block program: rows of whole warps."""
+    """Whether a block shape can have a block program: rows of whole vectors (lane_width)."""
     x, y, z = block
-    return x % WARP == 0 and x >= WARP and y >= 1 and z >= 1 and x * y * z <= abi.MAX_BLOCK_THREADS
+    return x >= 1 and lane_width(block) is not None and y >= 1 and z >= 1 and x * y * z <= abi.MAX_BLOCK_THREADS
 
 
 def check_takes(pfn) -> None:
@@ -100,8 +113,13 @@ class BlockProgram(BlockMemory):
     def __init__(self, layout, pfn: pir.Function, block: tuple):
         self.layout, self.pfn, self.block = layout, pfn, tuple(block)
         threads = block[0] * block[1] * block[2]
-        self.threads, self.lanes, self.warps = threads, WARP, threads // WARP
-        self.row_warps = block[0] // WARP          # warps in one row of x
+        lanes = lane_width(block)
+        if lanes is None:
+            raise NotVectorisable(f"block {block} is not rows of whole vectors")
+        # a "warp" of the program is `lanes` consecutive threads of one row: a real warp where
+        # lanes is 32, else a part of one, which warp instructions cannot see as theirs
+        self.threads, self.lanes, self.warps = threads, lanes, threads // lanes
+        self.row_warps = block[0] // lanes          # warps in one row of x
         self.read_memory = memory.read_memory(pfn.body, layout.kernel_params(pfn))
         self.streaming = False        # the store being made may bypass the caches (_st)
         self.mod = ir.Module(name=f"{pfn.name}.block{'x'.join(map(str, block))}")
@@ -186,7 +204,8 @@ class BlockProgram(BlockMemory):
         only its first warps have lanes in its work; None where every warp has some."""
         if self._shape_values is None:
             self._shape_values = shapevalues.BlockValues(self.pfn.body, self.block)
-        busy = idlewarps.busy_warps(self.pfn.body, lo, hi, self.block, self._shape_values, self._live_across(hi))
+        busy = idlewarps.busy_warps(self.pfn.body, lo, hi, self.block, self._shape_values, self._live_across(hi),
+                                       self.lanes)
         if busy is None or busy.warps >= self.warps:
             return None
         return self._scratch(I32, "busy.warps"), busy
@@ -467,11 +486,18 @@ class BlockProgram(BlockMemory):
         if name == "nctaid" and comp in ("x", "y", "z"):
             v = load_field(self.b, self.launch, abi.LAUNCH["grid_" + comp], I32)
             return self.splat(v), Affine(v, 0)
+        if name in ("laneid", "warpid"):
+            self.need_warps(f"%{name}")
         if name == "laneid":
             return self.lane_constant(range(WARP)), constant_shape(i32(0), 1)
         if name == "warpid":
             return self.splat(self.warp), Affine(self.warp, 0)
         raise NotVectorisable(f"%{name}")
+
+    def need_warps(self, what):
+        """NotVectorisable unless the program's vectors are whole warps (`what` needs them)."""
+        if self.lanes != WARP:
+            raise NotVectorisable(f"{what} in blocks {self.block[0]} threads wide")
 
     def _thread_index(self, comp):
         """%tid.x, .y or .z in the current warp: x a ramp from the warp's first column, y and
@@ -479,8 +505,8 @@ class BlockProgram(BlockMemory):
         b, (_, y, z) = self.b, self.block
         if comp == "x":
             column = self.warp if y * z == 1 else b.urem(self.warp, i32(self.row_warps))
-            first = b.mul(column, i32(WARP))
-            return b.add(self.splat(first), self.lane_constant(range(WARP))), Affine(first, 1, None, WARP)
+            first = b.mul(column, i32(self.lanes))
+            return b.add(self.splat(first), self.lane_constant(range(self.lanes))), Affine(first, 1, None, self.lanes)
         if (y if comp == "y" else z) == 1:
             return self.splat(i32(0)), constant_shape(i32(0))
         row = b.udiv(self.warp, i32(self.row_warps))

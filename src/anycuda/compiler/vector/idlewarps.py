@@ -30,7 +30,7 @@ class Busy:
     written: frozenset
 
 
-def busy_warps(body: list, lo: int, hi: int, block: tuple, values, live_after: set) -> Busy | None:
+def busy_warps(body: list, lo: int, hi: int, block: tuple, values, live_after: set, lanes: int = WARP) -> Busy | None:
     """For the stretch at body positions lo..hi-1 (a barrier at hi-1, or the body's end) of a
     1-D block: Busy, or None where the stretch has not the shape `prefix; @p bra L; span; L:
     barrier` (or `L: ret` at the end; thread 0 storing the block's sum), the
@@ -62,11 +62,11 @@ def busy_warps(body: list, lo: int, hi: int, block: tuple, values, live_after: s
     span_writes = {r for p in span for r in defs_uses(body[p])[0]}
     if span_writes & live_after:
         return None
-    lanes = _lanes_running(body, lo, prefix, body[branch], x, values)
-    if lanes is None:
+    running = _lanes_running(body, lo, prefix, body[branch], x, values)
+    if running is None:
         return None
     written = frozenset(r for p in prefix for r in defs_uses(body[p])[0]) & frozenset(live_after)
-    return Busy(max(lanes) // WARP + 1 if lanes else 0, written)
+    return Busy(max(running) // lanes + 1 if running else 0, written)
 
 
 def _lanes_running(body, lo, prefix, branch, threads, values) -> list | None:
