@@ -52,6 +52,7 @@ from ..irutil import at_function_start, convert_bits, for_range, i32, i64, load_
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
 from . import idlewarps
+from .blockloops import LoopParts, LoopShapeLost, loop_regions
 from .blockmemory import BlockMemory
 from .blockops import OPS, TAKES, WARP, Affine, and_scalar, constant_shape, load_bases
 from .warpruns import NotVectorisable, WarpCode
@@ -97,21 +98,30 @@ def emit_module(layout, pfn, block: tuple) -> str:
     `block` (x, y, z) and its launch function EXPORT (`void (Launch*)`, as a kernel's); `layout`
     is a ModuleLowering of its unit with its variables declared (the shared-memory layout).
     Raises NotVectorisable for a kernel the block program does not take."""
-    program = BlockProgram(layout, pfn, block)
-    block_fn = program.emit()
+    shapeless = frozenset()
+    while True:
+        try:
+            program = BlockProgram(layout, pfn, block, shapeless)
+            block_fn = program.emit()
+            break
+        except LoopShapeLost as e:        # (each register once: the tries end)
+            shapeless |= {e.register}
     # a block program called once per block: inlined into the loop over a chunk's blocks,
     # scan (1.28-1.47x C) went to 1.68-1.85x (NOTES "One call per chunk")
     launch.emit_launch(program.mod, _NAME, block_fn, False, abi.FRAME_HEADER, EXPORT, chunk_calls=False)
     return str(program.mod)
 
 
-class BlockProgram(BlockMemory):
+class BlockProgram(BlockMemory, LoopParts):
     """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
     signature of a block function (blockfunction.emit_block_function), for blocks of shape `block`.
     `layout` is the ModuleLowering of the kernel's unit (its parameters and shared memory)."""
 
-    def __init__(self, layout, pfn: pir.Function, block: tuple):
+    def __init__(self, layout, pfn: pir.Function, block: tuple, shapeless=frozenset()):
         self.layout, self.pfn, self.block = layout, pfn, tuple(block)
+        self.shapeless = shapeless     # registers whose shapes do not hold round a loop (blockloops.py)
+        self.frame = None              # a loop's mask, under which a write sets every lane
+        self._open_loops = []          # the loops being made, innermost last
         threads = block[0] * block[1] * block[2]
         lanes = lane_width(block)
         if lanes is None:
@@ -177,6 +187,7 @@ class BlockProgram(BlockMemory):
         self.spans = self._skippable_spans()
         self.load_bases = load_bases(body)
         cuts = [pos + 1 for pos, st in enumerate(body) if isinstance(st, pir.Instruction) and st.opcode in _BARRIERS]
+        self.loops = loop_regions(body, self.labels, cuts)
         bounds = [0] + cuts + [len(body)]
         kept = None
         for s, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
@@ -228,6 +239,9 @@ class BlockProgram(BlockMemory):
         pos = lo
         while pos < hi:
             self._step(pos, self.pfn.body[pos])
+            if pos in self.loops:
+                pos = self.loops[pos] + 1 if _is_none(self.here) else self._loop(pos, self.loops[pos])
+                continue
             end = self.spans.get(pos)
             if end is not None and self.here is not None and not _is_none(self.here):
                 self._only_if_some_lane(pos + 1, end)
@@ -336,7 +350,9 @@ class BlockProgram(BlockMemory):
                 raise NotVectorisable("a loop or an indirect branch")
             first = target.name not in self.reach
             before = self.here
-            self.reach[target.name] = _or(b, self.reach.get(target.name, self._none()), _and(b, self.here, guard))
+            taken = _and(b, self.here, guard)
+            self._note_branch(self.labels[target.name], taken)
+            self.reach[target.name] = _or(b, self.reach.get(target.name, self._none()), taken)
             self.here = self._none() if guard is None else _and(b, self.here, b.not_(guard))
             if first:
                 self._splits[target.name] = (before, self.reach[target.name], self.here)
@@ -528,7 +544,7 @@ class BlockProgram(BlockMemory):
         if not isinstance(op, pir.Reg):
             raise NotVectorisable(f"destination {op}")
         value = convert_bits(self.b, value, self._reg_type(op.name), t.startswith("s"))
-        whole = self.mask is None or op.name not in self.values
+        whole = self.mask is None or self.mask is self.frame or op.name not in self.values
         if not whole:
             value = self.b.select(self.mask, value, self.reg_value(op.name))
         self.values[op.name] = value

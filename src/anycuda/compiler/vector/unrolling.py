@@ -35,7 +35,6 @@ import itertools
 
 from ...ptx import ir
 from ..analysis import shapevalues
-from ..analysis.cfg import build_cfg
 from ..analysis.dataflow import defs_uses
 from ..analysis.suspensions import is_warp_collective
 
@@ -53,9 +52,9 @@ class _Refused(Exception):
 
 
 def unroll_shape_loops(pfn: ir.Function, ntid: tuple) -> ir.Function:
-    """`pfn` with every loop unrolled whose trip count blocks of shape `ntid` fix; the same
-    function when there is none, or when a loop would be left (a block program could not
-    take it, and a kernel that keeps a loop runs in rounds as written)."""
+    """`pfn` with every loop unrolled whose trip count blocks of shape `ntid` fix (others
+    stay loops: the block program runs them as loops, blockloops.py); the same function
+    when there is none."""
     body = pfn.body
     if any(isinstance(st, ir.Instruction) and st.opcode == "brx" for st in body):
         return pfn
@@ -65,9 +64,7 @@ def unroll_shape_loops(pfn: ir.Function, ntid: tuple) -> ir.Function:
         if unrolled is None:
             break
         body = unrolled
-    if body is pfn.body or _Loops(build_cfg(body, {})).back_edges:
-        return pfn
-    return dataclasses.replace(pfn, body=body)
+    return pfn if body is pfn.body else dataclasses.replace(pfn, body=body)
 
 
 def unroll_warp_loops(pfn: ir.Function) -> ir.Function:

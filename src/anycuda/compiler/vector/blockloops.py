@@ -1,0 +1,207 @@
+"""Loops in a block program (blockprograms.py): a loop between two barriers runs as a loop
+over the warp's lanes, for as long as some lane goes round again.
+
+A grid-stride sum before a warp's shuffles (`for (i = gid; i < n; i += stride) s += x[i]`)
+made a kernel's code cyclic, and the whole kernel kept the rounds, a lane at a time. Here a
+loop is a backward branch `@p bra L` (or `bra L`) at position `back` to the label L at `head`,
+within one stretch (no barrier in it), entered only at L, with one back branch, its other
+exits forward branches to labels past it (a `break`) leaving this loop alone.
+
+The lanes that go round are the loop's mask m, a phi at the head: those arriving, then those
+whose back branch was taken; lanes leave and never come back, so m only shrinks. Within the
+loop an instruction under m writes every lane (as if the loop ran them all): the lanes out of
+m compute what nobody reads, accesses and stores still go under m, and registers keep their
+Affine shapes, so `x[i]` stays one vector load. What a leaving lane holds is caught as it
+leaves: each register the loop writes and code after it reads has an exit value, taken from
+the lane's register where it leaves (at the back branch not taken, or a break), the value
+from before the loop in the lanes that never came in; after the loop the register is that.
+
+A register's shape at the head is a phi of its base: stride and type as before the loop. If
+the body's end gives it another stride, or none, the program is made again without that
+register's shape in loops (LoopShapeLost, caught by emit_module).
+
+LoopParts is a part of BlockProgram, which inherits it (like blockmemory.BlockMemory).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from ...ptx import ir as pir
+from ..analysis.dataflow import defs_uses
+from ..types import I1
+from .blockops import Affine
+from .warpruns import NotVectorisable
+
+
+class LoopShapeLost(Exception):
+    """A register's shape at a loop's head did not hold at its back branch: make the program
+    again without it (`register`)."""
+
+    def __init__(self, register: str):
+        super().__init__(register)
+        self.register = register
+
+
+def loop_regions(body: list, labels: dict, cuts: list) -> dict:
+    """{position of a loop's label: position of its back branch} for every backward branch
+    of `body`; NotVectorisable for a loop the program does not take: a barrier in it (the
+    positions after barriers are `cuts`), a second back branch to its label, a branch into
+    it from outside but to its label, loops that overlap without nesting."""
+    loops = {}
+    for pos, st in enumerate(body):
+        target = _branch_target(st, labels)
+        if target is None or target > pos:
+            continue
+        if target in loops:
+            raise NotVectorisable("a loop with two back branches")
+        if any(target < cut <= pos for cut in cuts):
+            raise NotVectorisable("a barrier in a loop")
+        loops[target] = pos
+    for head, back in loops.items():
+        for pos, st in enumerate(body):
+            target = _branch_target(st, labels)
+            if target is not None and head < target <= back and not head <= pos <= back:
+                raise NotVectorisable("a branch into a loop")
+        for other, other_back in loops.items():
+            if head < other <= back < other_back:
+                raise NotVectorisable("loops that overlap")
+    return loops
+
+
+def _branch_target(st, labels):
+    if isinstance(st, pir.Instruction) and st.opcode == "bra" and st.operands and isinstance(st.operands[0], pir.Sym):
+        return labels.get(st.operands[0].name)
+    return None
+
+
+@dataclass
+class _Open:
+    """A loop being made: its extent, the registers with exit values and those values."""
+    head: int
+    back: int
+    outs: dict = field(default_factory=dict)      # register -> its exit value so far
+
+
+class LoopParts:
+    """A block program's loops (see the module docstring): a part of BlockProgram."""
+
+    def _loop(self, head: int, back: int) -> int:
+        """The loop from the label at `head` (already joined) to its back branch at `back`;
+        the position after it."""
+        b, body = self.b, self.pfn.body
+        self.flush_stores()
+        self._spans_loaded = {}
+        written = {r for st in body[head:back + 1] if isinstance(st, pir.Instruction) for r in defs_uses(st)[0]}
+        carried = sorted(written & self._live_at(head))
+        live_after = set(self._live_at(back + 1))
+        exits = self._break_targets(head, back)
+        for label in exits:
+            live_after |= self._live_at(self.labels[label])
+        outs = sorted(written & live_after)
+        pre = b.block
+        header = self.fn.append_basic_block("loop")
+        b.branch(header)
+        b.position_at_end(header)
+
+        def phi(before, ty=None):
+            node = b.phi(before.type if ty is None else ty)
+            node.add_incoming(before, pre)
+            return node
+
+        entering = self._all_lanes() if self.here is None else self.here
+        m = phi(entering)
+        kept_frame, self.frame = self.frame, m
+        values = {r: phi(self.reg_value(r)) for r in carried}
+        shapes = {}
+        for r in carried:
+            shape = self.shapes.get(r)
+            if shape is not None and r not in self.shapeless:
+                exact = None if shape.exact is None else phi(shape.exact)
+                shapes[r] = Affine(phi(shape.base), shape.stride, exact, 1)
+        out_phis = {r: phi(self.reg_value(r)) for r in outs}
+        opened = _Open(head, back, dict(out_phis))
+        fell = phi(self._none())
+        reach = {label: phi(self.reach.get(label, self._none())) for label in set(self.reach) | exits}
+        for r in written:
+            self.shapes.pop(r, None)
+        self.values.update(values)
+        self.shapes.update(shapes)
+        self.whole.update(dict.fromkeys(values, True))
+        self.here, self.reach = m, dict(reach)
+        self._open_loops.append(opened)
+
+        self._run(head + 1, back)
+
+        st = body[back]
+        guard = None
+        if st.guard is not None:
+            guard = self.read(st.guard.reg, "pred")
+            if st.guard.negated:
+                guard = b.not_(guard)
+        here = self._all_lanes() if self.here is None else self.here
+        going_on = here if guard is None else b.and_(here, guard)
+        fell_now = fell
+        if guard is not None:
+            leaving = b.and_(here, b.not_(guard))
+            self._catch_leaving(opened, leaving)
+            fell_now = b.or_(fell, leaving)
+        self.flush_stores()
+        self._spans_loaded = {}
+        self._open_loops.pop()
+        for r, node in values.items():
+            node.add_incoming(self.reg_value(r), b.block)
+        for r, shape in shapes.items():
+            now = self.shapes.get(r)
+            if now is None or now.stride != shape.stride or now.base.type != shape.base.type:
+                raise LoopShapeLost(r)
+            shape.base.add_incoming(now.base, b.block)
+            if shape.exact is not None:
+                shape.exact.add_incoming(ir.Constant(I1, 1) if now.exact is None else now.exact, b.block)
+            elif now.exact is not None:
+                raise LoopShapeLost(r)
+        for r, node in out_phis.items():
+            node.add_incoming(opened.outs[r], b.block)
+        m.add_incoming(going_on, b.block)
+        fell.add_incoming(fell_now, b.block)
+        for label, node in reach.items():
+            node.add_incoming(self.reach.get(label, self._none()), b.block)
+        some = b.icmp_unsigned("!=", b.bitcast(going_on, ir.IntType(self.lanes)), ir.Constant(ir.IntType(self.lanes), 0))
+        after = self.fn.append_basic_block("loop.end")
+        b.cbranch(some, header, after)
+        b.position_at_end(after)
+
+        self.frame = kept_frame
+        for r in written:
+            self.values.pop(r, None)
+            self.shapes.pop(r, None)
+        for r, value in opened.outs.items():
+            self.values[r] = value
+            self.whole[r] = False
+        self.here = fell_now
+        return back + 1
+
+    def _break_targets(self, head, back) -> set:
+        """Labels past the loop that branches in it go to (its breaks); NotVectorisable for
+        one past an enclosing loop too (a break out of two loops)."""
+        targets = set()
+        outer = self._open_loops[-1].back if self._open_loops else None
+        for st in self.pfn.body[head:back]:
+            target = _branch_target(st, self.labels)
+            if target is not None and target > back:
+                if outer is not None and target > outer:
+                    raise NotVectorisable("a branch out of two loops")
+                targets.add(st.operands[0].name)
+        return targets
+
+    def _catch_leaving(self, opened, leaving):
+        """The lanes of `leaving` take their registers' values as their exit values."""
+        for r, out in opened.outs.items():
+            opened.outs[r] = self.b.select(leaving, self.reg_value(r), out)
+
+    def _note_branch(self, target_pos: int, taken):
+        """A forward branch taken by the lanes of `taken`: where it leaves the innermost open
+        loop, those lanes leave it here."""
+        if self._open_loops and target_pos > self._open_loops[-1].back:
+            self._catch_leaving(self._open_loops[-1], self._all_lanes() if taken is None else taken)

@@ -1,0 +1,227 @@
+"""Loops in block programs (compiler/vector/blockloops.py): a loop between two barriers runs
+over the warp's lanes while some lane goes round, each lane leaving with its own values.
+
+Each kernel runs against numpy on fresh random inputs with poisoned outputs, at block sizes
+that leave the last block partial, and the test checks that a block program ran it (or, for a
+loop around a barrier, that it did not, and still ran right).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.compiler import pipeline
+from anycuda.compiler.vector import blockloops
+
+SOURCE = r"""
+// a grid-stride sum, then the block's sum through warp shuffles and shared memory
+extern "C" __global__ void stride_sum(const int* in, int* out, int n) {
+    __shared__ int sums[32];
+    int s = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += in[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0) sums[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int total = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += sums[w];
+        out[blockIdx.x] = total;
+    }
+}
+
+// each thread its own trip count (Collatz steps), a break at a limit, then a neighbour's count
+extern "C" __global__ void steps(const int* in, int* out, int* last, int limit) {
+    __shared__ int seen[1024];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    unsigned v = in[i];
+    int k = 0;
+    while (v != 1u) {
+        if (k == limit) break;
+        v = (v & 1u) ? 3u * v + 1u : v >> 1;
+        ++k;
+    }
+    seen[t] = k;
+    __syncthreads();
+    out[i] = k * 1000 + seen[t ^ 1];
+    last[i] = (int)v;
+}
+
+// a loop only odd threads enter: the others keep what they had; nested loops inside
+extern "C" __global__ void odd_only(const float* in, float* out, int n) {
+    __shared__ float s[1024];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    float v = (float)t;
+    if (t & 1) {
+        for (int r = 0; r < (t & 7); ++r)
+            for (int c = 0; c <= r; ++c) v += in[(i + r * 7 + c) % n];
+    }
+    s[t] = v;
+    __syncthreads();
+    if (i < n) out[i] = s[t] - s[t ^ 1];
+}
+
+// an index whose stride changes round the loop (no shape kept for it), and a return inside
+// a loop after the barrier
+extern "C" __global__ void hops(const int* in, int* out, int n) {
+    __shared__ int s[1024];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] : 0;
+    __syncthreads();
+    int j = t, acc = 0;
+    for (int r = 0; r < 6; r += (s[t] & 1) + 1) {
+        acc += s[j % blockDim.x];
+        j = j * 3 + 1;
+        if (acc > 2000000) return;
+    }
+    if (i < n) out[i] = acc;
+}
+
+// a loop around a barrier (tiles of a row): not taken, runs in the rounds
+extern "C" __global__ void tiles(const float* in, float* out, int n) {
+    __shared__ float tile[256];
+    float acc = 0.0f;
+    for (int k = 0; k < n; k += blockDim.x) {
+        tile[threadIdx.x] = k + threadIdx.x < n ? in[k + threadIdx.x] : 0.0f;
+        __syncthreads();
+        acc += tile[(threadIdx.x + 1) % blockDim.x];
+        __syncthreads();
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+"""
+
+
+@pytest.fixture
+def module(compile_cuda):
+    return compile_cuda(SOURCE, name="blockloops.cu")
+
+
+def _ran_as_program(kernel, threads) -> bool:
+    return kernel.kernel._programs.get((threads, 1, 1)) is not None
+
+
+@pytest.mark.parametrize("threads,blocks,n", [(256, 7, 10_001), (1024, 2, 3_000), (64, 40, 100)])
+def test_grid_stride_sum(module, rng, poison, threads, blocks, n):
+    x = rng.integers(-10**4, 10**4, n).astype(np.int32)
+    out = poison(blocks, np.int32)
+    k = module.get_function("stride_sum")
+    k((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
+    stride = threads * blocks
+    padded = np.zeros(-(-n // stride) * stride, np.int64)
+    padded[:n] = x
+    want = padded.reshape(-1, blocks, threads).sum(axis=(0, 2))
+    np.testing.assert_array_equal(out.get(), want.astype(np.int32))
+    assert _ran_as_program(k, threads)
+
+
+def _steps_reference(x, limit):
+    ks, vs = [], []
+    for v in x.astype(np.uint64):
+        k = 0
+        while v != 1 and k != limit:
+            v = (3 * v + 1) % 2 ** 32 if v & 1 else v >> 1
+            k += 1
+        ks.append(k)
+        vs.append(v)
+    return np.array(ks, np.int64), np.array(vs, np.uint64).astype(np.uint32).view(np.int32)
+
+
+@pytest.mark.parametrize("threads", [64, 256])
+def test_own_trip_counts_and_a_break(module, rng, poison, threads):
+    blocks, limit = 3, 60
+    x = rng.integers(1, 5000, blocks * threads).astype(np.int32)
+    out, last = poison(x.size, np.int32), poison(x.size, np.int32)
+    k = module.get_function("steps")
+    k((blocks,), (threads,), (ac.asarray(x), out, last, np.int32(limit)))
+    ks, vs = _steps_reference(x, limit)
+    partner = ks.reshape(blocks, threads)[:, np.arange(threads) ^ 1].ravel()
+    np.testing.assert_array_equal(out.get(), (ks * 1000 + partner).astype(np.int32))
+    np.testing.assert_array_equal(last.get(), vs)
+    assert _ran_as_program(k, threads)
+
+
+def test_lanes_that_never_enter_keep_their_values(module, rng, poison):
+    threads, n = 128, 500
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poison(n, np.float32)
+    k = module.get_function("odd_only")
+    k((-(-n // threads),), (threads,), (ac.asarray(x), out, np.int32(n)))
+    gi = np.arange(-(-n // threads) * threads)
+    t = gi % threads
+    v = t.astype(np.float32)
+    for idx in np.nonzero(t & 1)[0]:
+        acc = np.float32(t[idx])
+        for r in range(t[idx] & 7):
+            for c in range(r + 1):
+                acc = np.float32(acc + x[(gi[idx] + r * 7 + c) % n])
+        v[idx] = acc
+    want = (v - v.reshape(-1, threads)[:, np.arange(threads) ^ 1].ravel())[:n]
+    np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-4)
+    assert _ran_as_program(k, threads)
+
+
+def test_a_stride_that_changes_round_the_loop(module, rng, poison):
+    threads, n = 256, 700
+    x = rng.integers(-10**5, 10**5, n).astype(np.int32)
+    x[::97] = 1_900_000            # some threads return inside the loop
+    out = poison(n, np.int32)
+    k = module.get_function("hops")
+    k((-(-n // threads),), (threads,), (ac.asarray(x), out, np.int32(n)))
+    got, want, written = out.get(), np.empty(n, np.int64), np.zeros(n, bool)
+    for i in range(n):
+        blk, t = divmod(i, threads)
+        s = np.zeros(threads, np.int64)
+        part = x[blk * threads:(blk + 1) * threads]
+        s[:len(part)] = part
+        j, acc, r = t, 0, 0
+        while r < 6:
+            acc += s[j % threads]
+            j = (j * 3 + 1) % 2 ** 32
+            if acc > 2_000_000:
+                break
+            r += (s[t] & 1) + 1
+        else:
+            want[i], written[i] = acc, True
+    np.testing.assert_array_equal(got[written], want[written].astype(np.int32))
+    assert (got[~written] == np.frombuffer(b"\xcd" * 4, np.int32)[0]).all()      # (the poison)
+    assert _ran_as_program(k, threads)
+
+
+def test_a_loop_around_a_barrier_keeps_the_rounds(module, rng, poison):
+    threads, blocks, n = 64, 3, 300
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poison(threads * blocks, np.float32)
+    k = module.get_function("tiles")
+    k((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
+    padded = np.zeros(-(-n // threads) * threads, np.float32)
+    padded[:n] = x
+    want = padded.reshape(-1, threads)[:, (np.arange(threads) + 1) % threads].sum(axis=0)
+    np.testing.assert_allclose(out.get(), np.tile(want, blocks), rtol=1e-5, atol=1e-5)
+    assert not _ran_as_program(k, threads)
+
+
+LOOPS = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry into(.param .u32 n)
+{
+  .reg .b32 %r<3>; .reg .pred %p<3>;
+  ld.param.u32 %r2, [n];
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p2, %r1, 5;
+  @%p2 bra INSIDE;
+  bar.sync 0;
+LOOP:
+  add.s32 %r1, %r1, 1;
+INSIDE:
+  setp.lt.s32 %p1, %r1, %r2;
+  @%p1 bra LOOP;
+  ret;
+}
+"""
+
+
+def test_a_branch_into_a_loop_is_refused():
+    with pytest.raises(blockloops.NotVectorisable, match="into a loop"):
+        pipeline.block_program_ir(LOOPS, "loops.ptx", "into", 64)
