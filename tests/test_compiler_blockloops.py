@@ -225,3 +225,65 @@ INSIDE:
 def test_a_branch_into_a_loop_is_refused():
     with pytest.raises(blockloops.NotVectorisable, match="into a loop"):
         pipeline.block_program_ir(LOOPS, "loops.ptx", "into", 64)
+
+
+CONVERSIONS = r"""
+// float to integer in each rounding, and floats rounded to whole floats, in a block program
+extern "C" __global__ void conversions(const float* x, const double* y, int* i32, unsigned* u32,
+                                       long long* i64, unsigned long long* u64, float* whole, double* dwhole) {
+    __shared__ float s[256];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = x[i];
+    __syncthreads();
+    float v = s[t];
+    double d = y[i];
+    i32[4 * i] = __float2int_rn(v);
+    i32[4 * i + 1] = __float2int_rz(v);
+    i32[4 * i + 2] = __float2int_rd(v);
+    i32[4 * i + 3] = __double2int_ru(d);
+    u32[i] = __float2uint_rz(v);
+    i64[i] = __float2ll_rd(v);
+    u64[i] = __double2ull_rn(d);
+    whole[3 * i] = rintf(v);
+    whole[3 * i + 1] = floorf(v);
+    whole[3 * i + 2] = ceilf(v);
+    dwhole[i] = trunc(d);
+}
+"""
+
+
+def test_float_to_integer_conversions_in_a_block_program(compile_cuda, rng, poison, monkeypatch):
+    """Against numpy where the value is in range, and against the rounds (whose conversions the
+    golden files check against a GPU) for NaN, infinities and values out of range."""
+    n = 512
+    special = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.5, -2.5, 0.5, -0.5, 1e20, -1e-30, 4294967295.0],
+                       np.float32)
+    x = (rng.standard_normal(n) * 1000).astype(np.float32)
+    x[:len(special)] = special
+    y = (rng.standard_normal(n) * 1e6).astype(np.float64)
+    y[:len(special)] = special.astype(np.float64)
+    k = compile_cuda(CONVERSIONS, name="conversions.cu").get_function("conversions")
+
+    def run():
+        outs = [poison(4 * n, np.int32), poison(n, np.uint32), poison(n, np.int64), poison(n, np.uint64),
+                poison(3 * n, np.float32), poison(n, np.float64)]
+        k((n // 256,), (256,), (ac.asarray(x), ac.asarray(y), *outs))
+        return [o.get() for o in outs]
+
+    got = run()
+    assert _ran_as_program(k, 256)
+    ok = np.isfinite(x) & (np.abs(x) < 2e9)
+    i32 = got[0].reshape(n, 4)
+    np.testing.assert_array_equal(i32[ok, 0], np.rint(x[ok]).astype(np.int32))
+    np.testing.assert_array_equal(i32[ok, 1], np.trunc(x[ok]).astype(np.int32))
+    np.testing.assert_array_equal(i32[ok, 2], np.floor(x[ok]).astype(np.int32))
+    fine = np.isfinite(y) & (np.abs(y) < 2e9)
+    np.testing.assert_array_equal(i32[fine, 3], np.ceil(y[fine]).astype(np.int32))
+    np.testing.assert_array_equal(got[4].reshape(n, 3)[ok], np.stack([np.rint(x), np.floor(x), np.ceil(x)], 1)[ok])
+    np.testing.assert_array_equal(got[5][fine], np.trunc(y[fine]))
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
+    k = compile_cuda(CONVERSIONS, name="conversions_rounds.cu").get_function("conversions")
+    rounds = run()
+    assert not _ran_as_program(k, 256)
+    for a, c in zip(got, rounds):
+        np.testing.assert_array_equal(a.view(np.uint8), c.view(np.uint8))

@@ -725,11 +725,11 @@ def _float_to_int(b, v, dst, src, rnd):
     it = ir.IntType(_width(dst))
     conv = "fptosi" if dst.startswith("s") else "fptoui"
     res = intrinsic(b, f"llvm.{conv}.sat.i{it.width}.{_suffix(t)}", it, [r])
-    nan = _nan_as_int(t, it)
+    nan = nan_as_int(t, it)
     return res if nan == 0 else b.select(is_nan(b, v), _c(it, nan), res)
 
 
-def _nan_as_int(source, dest):
+def nan_as_int(source, dest):
     """What an NVIDIA GPU writes for a NaN converted to an integer (read off an H200, the
     same for every rounding mode, signed or not): 0 from f32 (and f16, bf16) into 32 bits
     or fewer, else the destination's sign bit alone, 0x80000000 from f64 into 32 bits,

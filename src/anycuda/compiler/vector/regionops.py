@@ -14,13 +14,15 @@ from ...ptx import ir as pir
 from ...ptx.modifiers import (CACHE_HINT, DATA, EVICTION, LOAD_CACHING, PREFETCH_SIZES, REDUCTIONS, SCOPES, SPACES,
                               STORE_CACHING, VECTORS, words)
 from ..cpu import streamstores
-from ..irutil import declare, i64
-from ..ops import atomics
+from ..irutil import declare, i64, intrinsic_suffix
+from ..ops import atomics, floatops
 from ..types import llvm_type, space_of, type_mods, width
 from . import laneatomics, warpruns
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, VECTOR_MODS, NotVectorisable
 
 _CVT_INTS, _CVT_FLOATS = INT_TYPES | {"b16", "b32", "b64", "u8", "s8", "b8"}, {"f32", "f64"}
+_WHOLE_INTS = frozenset(t + str(n) for t in "su" for n in (16, 32, 64))     # float-to-integer destinations
+_TO_INTEGER = {"rni": "llvm.rint", "rzi": "llvm.trunc", "rmi": "llvm.floor", "rpi": "llvm.ceil"}
 _ACCESS = DATA | SPACES | VECTORS | CACHE_HINT | EVICTION | {"weak"}     # and hints that change nothing here
 # The modifiers each of the region's own forms handles (an allow-list, like warpruns.VECTOR_MODS):
 # loads and stores not ordered against other threads (.volatile, .relaxed, .acquire, .release,
@@ -30,7 +32,7 @@ REGION_MODS = {
     "ld": _ACCESS | LOAD_CACHING | PREFETCH_SIZES | {"nc"},
     "st": _ACCESS | STORE_CACHING,
     "cvta": SPACES | {"to", "u32", "u64"},
-    "cvt": _CVT_INTS | _CVT_FLOATS | {"rn"},
+    "cvt": _CVT_INTS | _CVT_FLOATS | {"rn", "rni", "rzi", "rmi", "rpi"},
     "mul": VECTOR_MODS["mul"] | {"wide"},
     "div": FLOAT_TYPES | {"rn", "full"},
     "rcp": FLOAT_TYPES | {"rn"},
@@ -128,14 +130,16 @@ def cvt_form(st):
     if (dst in ints and src in ints and rnd is None
             or dst in floats and src in ints and rnd in (None, "rn")
             or (dst, src) == ("f64", "f32") and rnd is None
-            or (dst, src) == ("f32", "f64") and rnd in (None, "rn")):
+            or (dst, src) == ("f32", "f64") and rnd in (None, "rn")
+            or src in floats and (dst in _WHOLE_INTS or dst == src) and rnd in _TO_INTEGER):
         return dst, src, rnd
     return None
 
 
 def _cvt(w, st):
-    """Integer to integer, integer to float (round to nearest) and float widening or
-    narrowing (to nearest): floatops.cvt's forms without saturation or directed rounding."""
+    """Integer to integer, integer to float (round to nearest), float widening or narrowing
+    (to nearest), float to integer and float to a whole float (`(int)x`, rintf: rounded to
+    an integer each way): floatops.cvt's forms without saturation, ftz or directed rounding."""
     form = cvt_form(st)
     if form is None:
         raise NotVectorisable(f"cvt {st.mods}")
@@ -156,9 +160,29 @@ def _cvt(w, st):
         v = b.fpext(v, w._vec(llvm_type(dst)))
     elif (dst, src) == ("f32", "f64") and rnd in (None, "rn"):
         v = b.fptrunc(v, w._vec(llvm_type(dst)))
+    elif src in floats and rnd in _TO_INTEGER:
+        v = _rounded_to_integer(w, v, dst, rnd)
     else:
         raise NotVectorisable(f"cvt {st.mods}")
     w.write(st.operands[0], v, dst)
+
+
+def _rounded_to_integer(w, v, dst, rnd):
+    """The lanes of float vector v rounded to an integer as `rnd` says, as float type dst (its
+    own) or integer type dst: saturated, NaN as a GPU writes it (floatops._float_to_int)."""
+    b, ft = w.b, v.type
+    suffix = f"v{ft.count}{intrinsic_suffix(ft.element)}"
+    r = b.call(declare(b.module, f"{_TO_INTEGER[rnd]}.{suffix}", ft, [ft]), [v])
+    if dst in _CVT_FLOATS:
+        return r
+    it = ir.IntType(width(dst))
+    to = w._vec(it)
+    conv = "fptosi" if dst.startswith("s") else "fptoui"
+    res = b.call(declare(b.module, f"llvm.{conv}.sat.v{ft.count}i{it.width}.{suffix}", to, [ft]), [r])
+    nan = floatops.nan_as_int(ft.element, it)
+    if nan == 0:
+        return res                   # (fpto*i.sat gives 0 for NaN)
+    return b.select(b.fcmp_unordered("uno", v, v), ir.Constant(to, [nan] * ft.count), res)
 
 
 def _mul(w, st):
