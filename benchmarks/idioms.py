@@ -3,7 +3,14 @@ people write them (issue: the suite covers the idioms, not one spelling). Stream
 as one-thread-per-element with an `if (i < n)` guard and as grid-stride loops, in float and
 double, int and size_t indices; sums as the shared-memory tree with a second pass, as warp
 shuffles with a second pass and as one atomicAdd per element; naive and tiled transposes;
-the 5-point stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo.
+the 5-point stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo; the
+SGEMM as 16x16 and 32x32 shared tiles of one output a thread, as 32x8 threads for a 32x32
+tile and as 4x4 register blocks of a 64x64 tile, all guarding the edges; histograms with
+global atomics and with per-block shared bins. And computations the suite lacks, in their
+common spellings: CSR sparse matrix-vector products with a thread a row and with a warp a
+row (shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a
+thread a point in 32x4x4 blocks and with 32x8 threads marching along z; Black-Scholes
+prices with a guard and as a grid-stride loop.
 
 Each is a suite.Bench with the `kernel` it launches and its main `block` shape (same `(run, result)` protocol, checked against numpy) with a CUDA C++
 implementation (kernels/cuda/idioms_*.cu) and the hand-written OpenMP C loop it competes
@@ -211,23 +218,23 @@ class ReduceAtomicI32(ReduceAtomic):
 # ------------------------------------------------------------------ transposes and stencils
 
 class Reshaped:
-    """A suite kernel's computation (and C reference) run by another CUDA kernel and block
-    shape: `kernel`, `block` ((x, y) threads) and `tile` ((x, y) elements per block). The
-    kernels take (input, output, two extents); `operands` names them."""
+    """A computation (and its C reference; a suite kernel's, or a base class's) run by
+    another CUDA kernel and block shape: `kernel`, `block` (threads) and `tile` (elements per
+    block, x first; as many as the grid has dimensions, `extent` may name more). The kernels
+    take (inputs, output, extents); `operands` names them."""
     pocl = Bench.pocl           # the parent's PoCL and simulator versions run the parent's kernel
     sim = Bench.sim
     kernel, block, tile = "", (16, 16), (16, 16)
 
     def grid(self):
-        cols, rows = self.extent()
-        return (cdiv(cols, self.tile[0]), cdiv(rows, self.tile[1]))
+        return tuple(cdiv(e, t) for e, t in zip(self.extent(), self.tile))
 
     def anycuda(self, g):
         k = g.fn(self.cu, self.kernel)
-        host, out_shape, extents = self.operands()
-        src = g.ac.asarray(host)
+        inputs, out_shape, extents = self.operands()
+        srcs = [g.ac.asarray(host) for host in inputs]
         dst = g.ac.asarray(np.full(out_shape, np.nan, np.float32))    # poisoned: all must be written
-        args = (src, dst, *(np.int32(e) for e in extents))
+        args = (*srcs, dst, *(np.int32(e) for e in extents))
 
         def run():
             k(self.grid(), self.block, args)
@@ -242,7 +249,7 @@ class TransposeIdiom(Reshaped, suite.Transpose):
         return self.cols, self.rows
 
     def operands(self):
-        return self.a, (self.cols, self.rows), (self.rows, self.cols)
+        return (self.a,), (self.cols, self.rows), (self.rows, self.cols)
 
 
 class StencilIdiom(Reshaped, suite.Stencil):
@@ -250,11 +257,16 @@ class StencilIdiom(Reshaped, suite.Stencil):
         return self.nx, self.ny
 
     def operands(self):
-        return self.u, (self.ny, self.nx), (self.nx, self.ny)
+        return (self.u,), (self.ny, self.nx), (self.nx, self.ny)
 
 
 def reshaped(base, name, cu, kernel, block, tile=None):
     return type(name, (base,), dict(name=name, cu=cu, kernel=kernel, block=block, tile=tile or block))
+
+
+def variants(base, **table):
+    """One subclass of `base` per name (also the name of its kernel), with that row's attributes."""
+    return [type(name, (base,), dict(name=name, kernel=name, **attrs)) for name, attrs in table.items()]
 
 
 RESHAPED = [
@@ -266,6 +278,243 @@ RESHAPED = [
     reshaped(StencilIdiom, "stencil5_smem_32x8", "idioms_stencil.cu", "stencil5_smem_32x8", (32, 8)),
 ]
 
+
+# ------------------------------------------------------------------ SGEMM
+
+class SgemmIdiom(Reshaped, suite.Sgemm):
+    """suite.Sgemm's matrices, check and C reference (reference.c's sgemm) with tiled kernels
+    that guard the edges: the quick size is not a multiple of any tile."""
+    cu = "idioms_sgemm.cu"
+    sizes = {"full": dict(m=1024), "quick": dict(m=100)}
+
+    def extent(self):
+        return self.m, self.m
+
+    def operands(self):
+        return (self.A, self.B), (self.m, self.m), (self.m,)
+
+
+SGEMMS = [
+    reshaped(SgemmIdiom, "sgemm_tiled_16x16", "idioms_sgemm.cu", "sgemm_tiled_16x16", (16, 16)),
+    reshaped(SgemmIdiom, "sgemm_tiled_32x32", "idioms_sgemm.cu", "sgemm_tiled_32x32", (32, 32)),
+    reshaped(SgemmIdiom, "sgemm_tiled_32x8", "idioms_sgemm.cu", "sgemm_tiled_32x8", (32, 8), (32, 32)),
+    reshaped(SgemmIdiom, "sgemm_regblock_64x64", "idioms_sgemm.cu", "sgemm_regblock_64x64", (16, 16), (64, 64)),
+]
+
+
+# ------------------------------------------------------------------ sparse, indexed and atomic
+
+class Spmv(Bench):
+    """y = A x, A in CSR with 16 to 64 nonzeros a row at random columns (sorted within a row,
+    as CSR builders leave them): the loads of x go anywhere. `rows` per block of 256 threads:
+    one a thread (scalar) or one a warp (vector). C: idioms.c's spmv_csr, a row per iteration."""
+    cu, unit = "idioms_spmv.cu", "GB/s"
+    sizes = {"full": dict(n=1 << 18), "quick": dict(n=3000)}
+    block, rows = (256,), 256
+
+    def setup(self, n):
+        self.n = n
+        lengths = self.rng.integers(16, 65, n)
+        self.rowptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+        row = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        self.cols = (np.sort(row * n + self.rng.integers(0, n, row.size)) % n).astype(np.int32)
+        self.vals = self.rng.standard_normal(row.size, dtype=np.float32)
+        self.x = self.rng.random(n, dtype=np.float32)
+        self.ref = np.add.reduceat(self.vals.astype(np.float64) * self.x[self.cols], self.rowptr[:-1])
+        self.work = 12 * row.size + 8 * n           # value, column and x per nonzero; row pointer and y per row
+
+    def check(self, out):
+        _close(out, self.ref, 1e-4, 1e-4, self.name)     # float sums of at most 64 terms
+
+    def inputs(self):
+        return self.rowptr, self.cols, self.vals, self.x
+
+    def anycuda(self, g):
+        k = g.fn(self.cu, self.kernel)
+        y = g.ac.asarray(np.full(self.n, np.nan, np.float32))         # poisoned: every row must be written
+        args = (np.int32(self.n), *(g.ac.asarray(a) for a in self.inputs()), y)
+        grid = (cdiv(self.n, self.rows),)
+
+        def run():
+            k(grid, self.block, args)
+            g.sync()
+        return run, y.get
+
+    def c(self, lib):
+        y = np.full(self.n, np.nan, np.float32)
+        return (lambda: lib.spmv_csr(self.n, *map(p, self.inputs()), p(y))), (lambda: y)
+
+
+SPMVS = variants(Spmv, spmv_csr_scalar={}, spmv_csr_vector=dict(rows=256 // 32))
+
+
+class HistogramIdiom(suite.Histogram):
+    """suite.Histogram's skewed bytes and C reference (reference.c's histogram256, which zeroes
+    its bins as each run here does) with the kernels of idioms_histogram.cu, on the same grid."""
+    cu = "idioms_histogram.cu"
+    pocl, sim = Bench.pocl, Bench.sim
+    block = (256,)
+
+    def anycuda(self, g):
+        k = g.fn(self.cu, self.kernel)
+        data, bins = g.ac.asarray(self.data), g.ac.asarray(np.full(256, 0xDEADBEEF, np.uint32))
+        zero = np.zeros(256, np.uint32)
+        args = (data, bins, np.int32(self.n))
+
+        def run():
+            bins.set(zero)
+            k((self.blocks,), self.block, args)
+            g.sync()
+        return run, bins.get
+
+
+HISTOGRAMS = variants(HistogramIdiom, histogram_global_atomics={}, histogram_shared_atomics={})
+
+
+class Indexed(Bench):
+    """Gather (out = x[idx]) and scatter (out[idx] = x), one element a thread, idx a random
+    permutation: one side streams, the other lands anywhere. C: idioms.c's loop of that name."""
+    cu, unit = "idioms_gather.cu", "GB/s"
+    sizes = {"full": dict(n=1 << 24), "quick": dict(n=100_003)}
+    block = (STREAM_THREADS,)
+
+    def setup(self, n):
+        self.n = n
+        self.x = self.rng.random(n, dtype=np.float32)
+        self.idx = self.rng.permutation(n).astype(np.int32)
+        self.ref = self.expected()
+        self.work = 12 * n
+
+    def expected(self):
+        raise NotImplementedError
+
+    def check(self, out):
+        _equal(out, self.ref, self.name)
+
+    def anycuda(self, g):
+        k = g.fn(self.cu, self.kernel)
+        out = g.ac.asarray(np.full(self.n, np.nan, np.float32))       # poisoned: all must be written
+        args = (np.int32(self.n), g.ac.asarray(self.idx), g.ac.asarray(self.x), out)
+        grid = (cdiv(self.n, STREAM_THREADS),)
+
+        def run():
+            k(grid, self.block, args)
+            g.sync()
+        return run, out.get
+
+    def c(self, lib):
+        fn, out = getattr(lib, self.kernel), np.full(self.n, np.nan, np.float32)
+        return (lambda: fn(self.n, p(self.idx), p(self.x), p(out))), (lambda: out)
+
+
+INDEXED = variants(Indexed, gather=dict(expected=lambda self: self.x[self.idx]),
+                   scatter=dict(expected=lambda self: self.x[np.argsort(self.idx)]))
+
+
+# ------------------------------------------------------------------ 3-D stencil
+
+class Stencil7(Reshaped, Bench):
+    """The 7-point Jacobi step on an nx x ny x nz grid (x fastest): interior points become
+    0.4 u + 0.1 (the six neighbours' sum), boundary points are copied. One kernel a thread per
+    point in 3-D blocks, the other a thread per (x, y) marching along z; idioms.c's stencil7."""
+    cu, unit = "idioms_stencil3d.cu", "GB/s"
+    sizes = {"full": dict(nz=256, ny=256, nx=256), "quick": dict(nz=17, ny=18, nx=20)}
+
+    def setup(self, nz, ny, nx):
+        self.nx, self.ny, self.nz = nx, ny, nz
+        u = self.u = self.rng.random((nz, ny, nx), dtype=np.float32)
+        i = slice(1, -1)
+        self.ref = u.copy()
+        self.ref[i, i, i] = np.float32(0.4) * u[i, i, i] + np.float32(0.1) * (
+            ((u[i, i, :-2] + u[i, i, 2:]) + (u[i, :-2, i] + u[i, 2:, i])) + (u[:-2, i, i] + u[2:, i, i]))
+        self.work = 8 * u.size
+
+    def check(self, out):
+        _close(out, self.ref, 1e-6, 1e-7, self.name)
+
+    def extent(self):
+        return self.nx, self.ny, self.nz
+
+    def operands(self):
+        return (self.u,), self.u.shape, self.extent()
+
+    def c(self, lib):
+        v = np.full_like(self.u, np.nan)
+        return (lambda: lib.stencil7(p(self.u), p(v), *self.extent())), (lambda: v)
+
+
+STENCILS3D = [
+    reshaped(Stencil7, "stencil7_3d_block", "idioms_stencil3d.cu", "stencil7_3d_block", (32, 4, 4)),
+    reshaped(Stencil7, "stencil7_zloop", "idioms_stencil3d.cu", "stencil7_zloop", (32, 8)),
+]
+
+
+# ------------------------------------------------------------------ Black-Scholes
+
+def normal_cdf(d):
+    """Abramowitz and Stegun's 26.2.17 (error under 7.5e-8), the approximation the kernels use."""
+    k = 1 / (1 + 0.2316419 * np.abs(d))
+    poly = k * (0.319381530 + k * (-0.356563782 + k * (1.781477937 + k * (-1.821255978 + k * 1.330274429))))
+    tail = np.exp(-0.5 * d * d) * poly / np.sqrt(2 * np.pi)
+    return np.where(d > 0, 1 - tail, tail)
+
+
+def black_scholes(S, X, T, r, v):
+    """(call, put) prices of European options: spot S, strike X, T years, rate r, volatility v."""
+    sqrt_t = np.sqrt(T)
+    d1 = (np.log(S / X) + (r + 0.5 * v * v) * T) / (v * sqrt_t)
+    d2 = d1 - v * sqrt_t
+    n1, n2, disc = normal_cdf(d1), normal_cdf(d2), X * np.exp(-r * T)
+    return S * n1 - disc * n2, disc * (1 - n2) - S * (1 - n1)
+
+
+class BlackScholes(Bench):
+    """Call and put prices of n options in float (expf, logf, sqrtf: arithmetic, not memory,
+    bound, so the rate is options a second), one option a thread behind a guard or in a
+    grid-stride loop; checked against the same formula in float64. C: idioms.c's blackscholes."""
+    cu, unit = "idioms_blackscholes.cu", None
+    sizes = {"full": dict(n=1 << 22), "quick": dict(n=100_003)}
+    R, V = np.float32(0.02), np.float32(0.30)
+    block, spelling = (STREAM_THREADS,), "guard"
+
+    def setup(self, n):
+        self.n = n
+        self.S = self.rng.uniform(5, 30, n).astype(np.float32)
+        self.X = self.rng.uniform(1, 100, n).astype(np.float32)
+        self.T = self.rng.uniform(0.25, 10, n).astype(np.float32)
+        S, X, T = (a.astype(np.float64) for a in (self.S, self.X, self.T))
+        self.ref = black_scholes(S, X, T, float(self.R), float(self.V))
+        self.work = n                   # options
+
+    def rate(self, seconds):
+        return f"{self.n / seconds / 1e6:.1f} Moptions/s"
+
+    def check(self, out):
+        for what, got, want in zip(("call", "put"), out, self.ref):
+            _close(got, want, 1e-4, 1e-4, f"{self.name} {what}")   # prices up to 100: float's absolute error
+
+    def grid(self):
+        return (cdiv(self.n, STREAM_THREADS),) if self.spelling == "guard" else (STRIDE_BLOCKS,)
+
+    def anycuda(self, g):
+        k = g.fn(self.cu, self.kernel)
+        call, put = (g.ac.asarray(np.full(self.n, np.nan, np.float32)) for _ in range(2))     # poisoned
+        args = (np.int32(self.n), *(g.ac.asarray(a) for a in (self.S, self.X, self.T)), self.R, self.V, call, put)
+
+        def run():
+            k(self.grid(), self.block, args)
+            g.sync()
+        return run, lambda: (call.get(), put.get())
+
+    def c(self, lib):
+        call, put = np.full(self.n, np.nan, np.float32), np.full(self.n, np.nan, np.float32)
+        r, v = ctypes.c_float(self.R), ctypes.c_float(self.V)
+        return (lambda: lib.blackscholes(self.n, p(self.S), p(self.X), p(self.T), r, v, p(call), p(put))), \
+            (lambda: (call, put))
+
+
+BLACKSCHOLES = variants(BlackScholes, blackscholes={}, blackscholes_stride=dict(spelling="stride"))
+
 BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceShfl, ReduceAtomicF32, ReduceAtomicI32]
-              + RESHAPED)
+              + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + STENCILS3D + BLACKSCHOLES)
 BY_NAME = {b.name: b for b in BENCHMARKS}

@@ -86,8 +86,8 @@ def test_tensorcore_gemms_match_numpy():
 
 def test_strategies_name_the_compilers_choice():
     """benchmarks/strategies.py: a kernel with no barrier runs as the thread loop; the tiled
-    transpose has a barrier and takes a block program at 32 x 32 blocks (rows of whole warps),
-    but not at 16 x 16 (two rows in a warp)."""
+    transpose has a barrier and takes a block program at 32 x 32 and 16 x 16 blocks (rows of
+    whole vectors), but not at 12 x 12 (rows of 12 threads)."""
     if not (cudac.find_nvcc() or cudac.find_nvrtc()):
         pytest.skip("no CUDA C++ compiler (nvcc or NVRTC)")
     strategies = benchmark_module("strategies")
@@ -96,5 +96,6 @@ def test_strategies_name_the_compilers_choice():
     ptx = compile_cu((suite.KERNELS / "cuda" / cu).read_text(), name=cu)
     assert strategies.strategy(ptx, cu, "transpose_naive", (32, 8))[0] == "thread loop"
     assert strategies.strategy(ptx, cu, "transpose_tiled32", (32, 32))[0] == "block program"
-    how, why = strategies.strategy(ptx, cu, "transpose_tiled32", (16, 16))
-    assert how == "rounds" and "not rows of whole warps" in why
+    assert strategies.strategy(ptx, cu, "transpose_tiled32", (16, 16))[0] == "block program"
+    how, why = strategies.strategy(ptx, cu, "transpose_tiled32", (12, 12))
+    assert how == "rounds" and "not rows of whole vectors" in why
