@@ -178,6 +178,7 @@ def test_the_affine_resume_runs_and_the_check_guards_it(rng, monkeypatch):
     """With the stored base moved by one element, the sums over consecutive indices change
     (the affine resume ran, from the header's base) and the sums with a stride per thread
     do not (the check sent those rounds to the reloading resume)."""
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
     _shift_first(monkeypatch, 1)
     mod = _module("shifted")
     got, want = _grid_sum(mod, rng, 20_000, 2, (128, 1, 1), 1)
@@ -210,6 +211,7 @@ def test_without_the_check_an_uneven_counter_would_be_rebuilt_wrongly(rng, monke
     """With the check's answer forced to yes, the uneven counter takes thread 0's value
     (so the rebuilding resume is used after a barrier, and the check is what keeps it
     right), while the tile loop's counter, alike in every thread, gives the same sums."""
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
     force_affine_check(monkeypatch)
     (tile, tile_want), (uneven, uneven_want) = _tile_and_uneven(_module("counters forced"), rng)
     np.testing.assert_array_equal(tile, tile_want)

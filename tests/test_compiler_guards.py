@@ -372,6 +372,7 @@ def test_the_settled_copy_is_what_runs(compile_cuda, rng, monkeypatch):
     region, which runs the guards as branches, in place of the round with the stores.)"""
     from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
     monkeypatch.setattr(warpregions, "emit_regions", lambda f: {})
     monkeypatch.setattr(FunctionLowering, "_emit_probe", lambda self: self.b.ret(ir.Constant(ir.IntType(32), -1)))
     k = ac.RawModule(code=CHUNK_SCAN + "// the probe always passes\n").get_function("chunk_scan")

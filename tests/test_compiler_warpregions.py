@@ -198,6 +198,7 @@ def test_the_region_is_what_runs(rng, monkeypatch):
     outputs poisoned: the lanes went through the region function, not the step function."""
     from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
     monkeypatch.setattr(warpregions, "REGION_OPS", dict(warpregions.REGION_OPS, st=lambda w, st: None))
     N, C = 8, 64
     x = rng.integers(-1000, 1000, N * C).astype(np.int32)
@@ -248,6 +249,7 @@ def test_the_grid_stride_loop_runs_in_the_region(rng, monkeypatch):
     """With lockstep's loads made to reverse the lanes the sums come out wrong (each x[i]
     meets another i): the region, in lockstep, ran the loop, not the rounds between its
     yields."""
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
     _reverse_lockstep_loads(monkeypatch)
     x = rng.integers(1, 1 << 16, 3 * 256 * 5).astype(np.int32)
     got, want = _grid_sums(x, 3, 256, "// lanes reversed\n")
@@ -508,6 +510,7 @@ def test_the_entry_region_is_what_runs(rng, monkeypatch):
     a block with a partial warp (thread by thread) does not."""
     from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
     monkeypatch.setattr(warpregions, "REGION_OPS", dict(warpregions.REGION_OPS, st=lambda w, st: None))
     k = ac.RawModule(code=ENTRY_SOURCE + "// stores dropped\n").get_function("add_totals")
     per, n = 512, 4 * 512
@@ -588,6 +591,7 @@ def test_lockstep_is_what_runs(rng, monkeypatch):
     copy) gives the right rows too."""
     from anycuda.compiler.vector import warpregions
     monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
     x = (rng.standard_normal((8, 96)) + 0.5).astype(np.float32)
     want = _row_norm_reference(x)
     np.testing.assert_allclose(_row_norm(x, "// as written\n"), want, rtol=1e-4, atol=1e-5)
