@@ -105,8 +105,10 @@ def force_affine_check(monkeypatch):
     """Make the scheduler's check of rebuilt registers (rounds.affine_spills) answer yes
     whatever it finds, with a fresh compile: a test then sees whether a register is rebuilt
     from one value after a site at all (a register that is not alike in every thread comes
-    out wrong), and that the check is what keeps such a register right."""
+    out wrong), and that the check is what keeps such a register right. Block programs are
+    switched off: they take most such kernels, and the rounds' check would go unseen."""
     from llvmlite import ir
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
     from anycuda.compiler.simt import rounds
     original = rounds.affine_spills
 

@@ -77,7 +77,7 @@ extern "C" __global__ void hops(const int* in, int* out, int n) {
     if (i < n) out[i] = acc;
 }
 
-// a loop around a barrier (tiles of a row): not taken, runs in the rounds
+// a loop around barriers (tiles of a row) behind a test on n: a loop of stretches
 extern "C" __global__ void tiles(const float* in, float* out, int n) {
     __shared__ float tile[256];
     float acc = 0.0f;
@@ -88,6 +88,87 @@ extern "C" __global__ void tiles(const float* in, float* out, int n) {
         __syncthreads();
     }
     out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+// the tiled matrix product as people write it: square tiles of blockDim.x, one output a thread
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int m) {
+    extern __shared__ float sh[];
+    int T = blockDim.x, tx = threadIdx.x, ty = threadIdx.y;
+    float* As = sh;
+    float* Bs = sh + T * T;
+    int row = blockIdx.y * T + ty, col = blockIdx.x * T + tx;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < m; k0 += T) {
+        As[ty * T + tx] = row < m && k0 + tx < m ? A[row * m + k0 + tx] : 0.0f;
+        Bs[ty * T + tx] = k0 + ty < m && col < m ? B[(k0 + ty) * m + col] : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < T; ++k) acc += As[ty * T + k] * Bs[k * T + tx];
+        __syncthreads();
+    }
+    if (row < m && col < m) C[row * m + col] = acc;
+}
+
+// the same with blockDim.y = blockDim.x / 4: each thread four outputs, rows blockDim.y apart
+extern "C" __global__ void matmul4(const float* A, const float* B, float* C, int m) {
+    extern __shared__ float sh[];
+    int T = blockDim.x, Y = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
+    float* As = sh;
+    float* Bs = sh + T * T;
+    int row = blockIdx.y * T + ty, col = blockIdx.x * T + tx;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    for (int k0 = 0; k0 < m; k0 += T) {
+        for (int j = 0; j < 4; ++j) {
+            int r = ty + j * Y;
+            As[r * T + tx] = row + j * Y < m && k0 + tx < m ? A[(row + j * Y) * m + k0 + tx] : 0.0f;
+            Bs[r * T + tx] = k0 + r < m && col < m ? B[(k0 + r) * m + col] : 0.0f;
+        }
+        __syncthreads();
+        for (int k = 0; k < T; ++k) {
+            float b = Bs[k * T + tx];
+            a0 += As[ty * T + k] * b;
+            a1 += As[(ty + Y) * T + k] * b;
+            a2 += As[(ty + 2 * Y) * T + k] * b;
+            a3 += As[(ty + 3 * Y) * T + k] * b;
+        }
+        __syncthreads();
+    }
+    if (col < m) {
+        if (row < m) C[row * m + col] = a0;
+        if (row + Y < m) C[(row + Y) * m + col] = a1;
+        if (row + 2 * Y < m) C[(row + 2 * Y) * m + col] = a2;
+        if (row + 3 * Y < m) C[(row + 3 * Y) * m + col] = a3;
+    }
+}
+
+// a loop in the then-part writes a register the else-part reads: the lanes of the else wait
+// past the loop with their own values
+extern "C" __global__ void else_reads(const int* in, int* out) {
+    __shared__ int s[1024];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    int x = in[i], y;
+    if (t % 3) {
+        int acc = 0;
+        for (int k = 0; k < (t & 7); ++k) { x = x * 5 + k; acc += x; }
+        y = acc;
+    } else {
+        y = x + 1000;
+    }
+    s[t] = y;
+    __syncthreads();
+    out[i] = s[t ^ 1] - y;
+}
+
+// a step a warp (warps take their own trip counts round a barrier: CUDA leaves that undefined)
+extern "C" __global__ void warp_rounds(int* out) {
+    __shared__ int s[1024];
+    unsigned t = threadIdx.x, v = 0;
+#pragma unroll 1
+    for (unsigned k = 0; k <= (t >> 5); ++k) {
+        s[t] = t + k;
+        __syncthreads();
+        v += s[(t + 1) % blockDim.x];
+    }
+    out[t] = v;
 }
 """
 
@@ -188,17 +269,49 @@ def test_a_stride_that_changes_round_the_loop(module, rng, poison):
     assert _ran_as_program(k, threads)
 
 
-def test_a_loop_around_a_barrier_keeps_the_rounds(module, rng, poison):
-    threads, blocks, n = 64, 3, 300
-    x = rng.standard_normal(n).astype(np.float32)
+@pytest.mark.parametrize("n", [300, 64, 1, 0])
+def test_a_loop_around_a_barrier(module, rng, poison, n):
+    """A loop of stretches behind a uniform test (n = 0: the loop is skipped, the else part
+    runs), its state kept from round to round."""
+    threads, blocks = 64, 3
+    x = rng.standard_normal(max(n, 1)).astype(np.float32)
     out = poison(threads * blocks, np.float32)
     k = module.get_function("tiles")
     k((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
-    padded = np.zeros(-(-n // threads) * threads, np.float32)
-    padded[:n] = x
+    padded = np.zeros(max(-(-n // threads), 1) * threads, np.float32)
+    padded[:n] = x[:n]
     want = padded.reshape(-1, threads)[:, (np.arange(threads) + 1) % threads].sum(axis=0)
     np.testing.assert_allclose(out.get(), np.tile(want, blocks), rtol=1e-5, atol=1e-5)
-    assert not _ran_as_program(k, threads)
+    assert _ran_as_program(k, threads)
+
+
+@pytest.mark.parametrize("kernel,block,m", [("matmul", (16, 16), 70), ("matmul", (32, 32), 33), ("matmul", (8, 8), 21),
+                                            ("matmul4", (32, 8), 70), ("matmul4", (16, 4), 50)])
+def test_tiled_matmul(module, rng, poison, kernel, block, m):
+    a = rng.standard_normal((m, m)).astype(np.float32)
+    b = rng.standard_normal((m, m)).astype(np.float32)
+    out = poison((m, m), np.float32)
+    k = module.get_function(kernel)
+    T = block[0]
+    k((-(-m // T), -(-m // T)), block, (ac.asarray(a), ac.asarray(b), out, np.int32(m)), shared_mem=8 * T * T)
+    np.testing.assert_allclose(out.get(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    assert k.kernel._programs.get((*block, 1)) is not None
+
+
+def test_warps_that_part_round_a_barrier_fail_the_launch(module, poison):
+    """Warps taking their own trip counts round a barrier: undefined in CUDA; the block program
+    fails the launch as a barrier deadlock, and the next launch runs."""
+    from anycuda.runtime.errors import CudaError
+    k = module.get_function("warp_rounds")
+    out = poison(64, np.int32)
+    with pytest.raises(CudaError, match="(?i)barrier|deadlock"):
+        k((1,), (64,), (out,))
+        out.get()
+    assert _ran_as_program(k, 64)
+    out = poison(32, np.int32)
+    k((1,), (32,), (out,))
+    t = np.arange(32)
+    np.testing.assert_array_equal(out.get(), (t + 1) % 32 + 0)
 
 
 LOOPS = """.version 8.0
@@ -287,3 +400,25 @@ def test_float_to_integer_conversions_in_a_block_program(compile_cuda, rng, pois
     assert not _ran_as_program(k, 256)
     for a, c in zip(got, rounds):
         np.testing.assert_array_equal(a.view(np.uint8), c.view(np.uint8))
+
+
+def test_lanes_waiting_past_a_loop_keep_what_it_writes(module, rng, poison):
+    threads, blocks = 96, 2
+    x = rng.integers(-1000, 1000, threads * blocks).astype(np.int32)
+    out = poison(x.size, np.int32)
+    k = module.get_function("else_reads")
+    k((blocks,), (threads,), (ac.asarray(x), out))
+    t = np.arange(x.size) % threads
+    y = np.empty(x.size, np.int64)
+    for i, v in enumerate(x.astype(np.int64)):
+        if t[i] % 3:
+            acc = 0
+            for kk in range(t[i] & 7):
+                v = (v * 5 + kk + 2 ** 31) % 2 ** 32 - 2 ** 31
+                acc += v
+            y[i] = acc
+        else:
+            y[i] = v + 1000
+    partner = y.reshape(blocks, threads)[:, np.arange(threads) ^ 1].ravel()
+    np.testing.assert_array_equal(out.get(), ((partner - y + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+    assert _ran_as_program(k, threads)

@@ -570,7 +570,7 @@ def test_what_a_block_program_refuses():
 {
   .reg .b32 %r<3>; .reg .pred %p<2>; .reg .b64 %rd<2>;
   mov.u32 %r1, 0;
-  ld.param.u32 %r2, [n];
+  mov.u32 %r2, %tid.x;
 LOOP:
   bar.sync 0;
   add.s32 %r1, %r1, 1;
@@ -591,7 +591,7 @@ LOOP:
   ret;
 }
 """
-    for kernel, why in (("looping", "a barrier in a loop"), ("atomic", "atom"), ("plain", "no barrier")):
+    for kernel, why in (("looping", "lanes may part"), ("atomic", "atom"), ("plain", "no barrier")):
         with pytest.raises(blockprograms.NotVectorisable, match=why):
             pipeline.block_program_ir(ptx, "refused.ptx", kernel, 64)
 
@@ -626,3 +626,31 @@ OK:
     out = np.full(1, 0xCDCDCDCD, np.uint32)
     k.launch((8, 1, 1), (64, 1, 1), out.ctypes.data.to_bytes(8, "little"))
     assert out[0] < 64                                 # one of block 5's threads wrote its index
+
+
+MUL_HI = r"""
+extern "C" __global__ void high_halves(const int* a, const int* b, int* o, unsigned* uo, long long* wo,
+                                       const long long* a64) {
+    __shared__ int s[256];
+    int t = threadIdx.x;
+    s[t] = a[t];
+    __syncthreads();
+    o[t] = __mulhi(s[t], b[t]);
+    uo[t] = __umulhi((unsigned)s[t], (unsigned)b[t]);
+    wo[t] = __mul64hi(a64[t], a64[255 - t]);
+}
+"""
+
+
+def test_high_halves_of_products(compile_cuda, rng, poison):
+    """mul.hi (a division by a constant is one) in a block program, against Python's integers."""
+    import anycuda as ac
+    k = compile_cuda(MUL_HI, name="mulhi.cu").get_function("high_halves")
+    a, b = (rng.integers(-2 ** 31, 2 ** 31, 256).astype(np.int32) for _ in range(2))
+    a64 = rng.integers(-2 ** 62, 2 ** 62, 256).astype(np.int64)
+    o, uo, wo = poison(256, np.int32), poison(256, np.uint32), poison(256, np.int64)
+    k((1,), (256,), (ac.asarray(a), ac.asarray(b), o, uo, wo, ac.asarray(a64)))
+    np.testing.assert_array_equal(o.get(), ((a.astype(np.int64) * b) >> 32).astype(np.int32))
+    np.testing.assert_array_equal(uo.get(), ((a.view(np.uint32).astype(np.uint64) * b.view(np.uint32)) >> 32))
+    np.testing.assert_array_equal(wo.get(), [(int(x) * int(y)) >> 64 for x, y in zip(a64, a64[::-1])])
+    assert _ran_as_program(k, 256)

@@ -44,30 +44,35 @@ class LoopShapeLost(Exception):
         self.register = register
 
 
-def loop_regions(body: list, labels: dict, cuts: list) -> dict:
-    """{position of a loop's label: position of its back branch} for every backward branch
-    of `body`; NotVectorisable for a loop the program does not take: a barrier in it (the
-    positions after barriers are `cuts`), a second back branch to its label, a branch into
-    it from outside but to its label, loops that overlap without nesting."""
-    loops = {}
+def loop_regions(body: list, labels: dict, cuts: list) -> tuple:
+    """({position of a loop's label: position of its back branch} for the loops within a
+    stretch, the same for the loops around a barrier: the positions after barriers are
+    `cuts`; blockstretches.py makes those) for every backward branch of `body`.
+    NotVectorisable for a loop the program does not take: a second back branch to its label,
+    a branch into it from outside but to its label, loops that overlap without nesting, a
+    loop around a barrier inside another or left by a branch (a break)."""
+    loops, around = {}, {}
     for pos, st in enumerate(body):
         target = _branch_target(st, labels)
         if target is None or target > pos:
             continue
-        if target in loops:
+        if target in loops or target in around:
             raise NotVectorisable("a loop with two back branches")
-        if any(target < cut <= pos for cut in cuts):
-            raise NotVectorisable("a barrier in a loop")
-        loops[target] = pos
-    for head, back in loops.items():
+        (around if any(target < cut <= pos for cut in cuts) else loops)[target] = pos
+    every = {**loops, **around}
+    for head, back in every.items():
         for pos, st in enumerate(body):
             target = _branch_target(st, labels)
             if target is not None and head < target <= back and not head <= pos <= back:
                 raise NotVectorisable("a branch into a loop")
-        for other, other_back in loops.items():
+            if head in around and target is not None and head <= pos < back and target > back:
+                raise NotVectorisable("a branch out of a loop around a barrier")
+        for other, other_back in every.items():
             if head < other <= back < other_back:
                 raise NotVectorisable("loops that overlap")
-    return loops
+            if head in around and other in around and head < other <= back:
+                raise NotVectorisable("a loop around a barrier inside another")
+    return loops, around
 
 
 def _branch_target(st, labels):
@@ -95,10 +100,10 @@ class LoopParts:
         self._spans_loaded = {}
         written = {r for st in body[head:back + 1] if isinstance(st, pir.Instruction) for r in defs_uses(st)[0]}
         carried = sorted(written & self._live_at(head))
-        live_after = set(self._live_at(back + 1))
         exits = self._break_targets(head, back)
-        for label in exits:
-            live_after |= self._live_at(self.labels[label])
+        # (what lanes read after it: those leaving it, and those that wait past it, which keep
+        # what they had through the writes the loop makes in every lane)
+        live_after = self._live_across(back + 1) | {r for label in exits for r in self._live_at(self.labels[label])}
         outs = sorted(written & live_after)
         pre = b.block
         header = self.fn.append_basic_block("loop")
@@ -110,6 +115,7 @@ class LoopParts:
             node.add_incoming(before, pre)
             return node
 
+        arriving = self.here
         entering = self._all_lanes() if self.here is None else self.here
         m = phi(entering)
         kept_frame, self.frame = self.frame, m
@@ -126,6 +132,7 @@ class LoopParts:
         reach = {label: phi(self.reach.get(label, self._none())) for label in set(self.reach) | exits}
         for r in written:
             self.shapes.pop(r, None)
+        self.uniform -= written
         self.values.update(values)
         self.shapes.update(shapes)
         self.whole.update(dict.fromkeys(values, True))
@@ -173,13 +180,17 @@ class LoopParts:
         b.position_at_end(after)
 
         self.frame = kept_frame
+        self.uniform -= written
         for r in written:
             self.values.pop(r, None)
             self.shapes.pop(r, None)
         for r, value in opened.outs.items():
             self.values[r] = value
             self.whole[r] = False
-        self.here = fell_now
+        # every lane that came in leaves at the back branch where none breaks or ends in the
+        # loop: the lanes after it are those before it (all of them, often: writes stay whole)
+        ends = any(isinstance(st, pir.Instruction) and st.opcode in ("ret", "exit") for st in body[head:back])
+        self.here = arriving if not exits and not ends else fell_now
         return back + 1
 
     def _break_targets(self, head, back) -> set:

@@ -128,7 +128,10 @@ def _product(b, a, c, exact):
 
 
 def _mul(w, st):
-    """mul.lo (warpruns) and mul.wide: the product of two values of type t in twice its width."""
+    """mul.lo (warpruns), mul.hi (warp regions) and mul.wide: the product of two values of
+    type t in twice its width."""
+    if "hi" in st.mods:
+        return REGION_OPS["mul"](w, st)
     if "wide" not in st.mods:
         return _SHAPED["mul"](w, st)
     t = type_mods(st.mods)[-1]
@@ -317,3 +320,32 @@ TAKES = {
     **{op: REGION_MODS[op] for op in ("rcp", "sqrt", "rsqrt", "neg", "abs")},
 }
 assert set(TAKES) == set(OPS)
+
+
+# ---------------------------------------------------------------------- masks of lanes
+# A mask is a <lanes x i1> value, or None for every lane; an undefined constant is no lane.
+
+def is_empty(mask) -> bool:
+    return isinstance(mask, ir.Constant) and mask.constant is None
+
+
+def and_masks(b, a, c):
+    """Masks (None: every lane) and-ed."""
+    if a is None:
+        return c
+    if c is None:
+        return a
+    if is_empty(a) or is_empty(c):
+        return a if is_empty(a) else c
+    return b.and_(a, c)
+
+
+def or_masks(b, a, c):
+    if a is None or c is None:
+        return None
+    if is_empty(a):
+        return c
+    if is_empty(c):
+        return a
+    return b.or_(a, c)
+

@@ -45,16 +45,16 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..analysis import dataflow, fusion, memory, shapevalues, uniformity
+from ..analysis import fusion, memory, uniformity
 from ..analysis.spans import SpanFacts
 from ..cpu import launch
-from ..irutil import at_function_start, convert_bits, for_range, i32, i64, load_field, store_field
+from ..irutil import at_function_start, convert_bits, i32, i64, load_field, store_field
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
-from . import idlewarps
-from .blockloops import LoopParts, LoopShapeLost, loop_regions
+from .blockloops import LoopParts, LoopShapeLost
 from .blockmemory import BlockMemory
-from .blockops import OPS, TAKES, WARP, Affine, and_scalar, constant_shape, load_bases
+from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, is_empty, load_bases, or_masks
+from .blockstretches import StretchParts
 from .warpruns import NotVectorisable, WarpCode
 
 SKIP_AT_LEAST = 8          # instructions a branch jumps over before a test that some lane runs them pays
@@ -66,6 +66,8 @@ _NAME = "ptx.blockprogram"
 _BARRIERS = frozenset(("bar", "barrier"))
 _TOUCHES_MEMORY = frozenset(("ld", "st", "bar", "barrier"))    # what a waiting store must not pass
 _ACCESSES = frozenset(("ld", "st", "atom", "red"))
+_NOT_ALIKE = frozenset(("st", "shfl", "bar", "barrier"))     # (what a warp's lanes may hold apart after)
+_ALIKE_SPECIAL = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nsmid", "gridid"))
 # rows narrower than a warp: a vector is one row of 16 or 8 threads (stencil5_smem_16x16 took
 # 5.6x C in the rounds, a warp of two rows having no ramp of %tid.x)
 NARROW_LANES = (16, 8)
@@ -112,7 +114,7 @@ def emit_module(layout, pfn, block: tuple) -> str:
     return str(program.mod)
 
 
-class BlockProgram(BlockMemory, LoopParts):
+class BlockProgram(BlockMemory, LoopParts, StretchParts):
     """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
     signature of a block function (blockfunction.emit_block_function), for blocks of shape `block`.
     `layout` is the ModuleLowering of the kernel's unit (its parameters and shared memory)."""
@@ -122,6 +124,12 @@ class BlockProgram(BlockMemory, LoopParts):
         self.shapeless = shapeless     # registers whose shapes do not hold round a loop (blockloops.py)
         self.frame = None              # a loop's mask, under which a write sets every lane
         self._open_loops = []          # the loops being made, innermost last
+        self.uniform = set()           # registers every lane of the warp holds alike (_note_uniform)
+        self._skipping = {}            # label -> i1: the warp jumps to it over a barrier (blockstretches.py)
+        self._skipped = {}             # the same, for those reached in this stretch
+        self._applied = set()          # those whose parts run behind their tests now
+        self._skip_at = {}             # each of those (a label, or a label and a number) -> its position
+        self._again = None             # slots of a loop around barriers: some warp goes round, all alike
         threads = block[0] * block[1] * block[2]
         lanes = lane_width(block)
         if lanes is None:
@@ -186,51 +194,11 @@ class BlockProgram(BlockMemory, LoopParts):
         self.labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
         self.spans = self._skippable_spans()
         self.load_bases = load_bases(body)
-        cuts = [pos + 1 for pos, st in enumerate(body) if isinstance(st, pir.Instruction) and st.opcode in _BARRIERS]
-        self.loops = loop_regions(body, self.labels, cuts)
-        bounds = [0] + cuts + [len(body)]
-        kept = None
-        for s, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-            # (every warp starts the first stretch: nothing is kept for any before it)
-            busy = None if kept is None else self._busy_warps(lo, hi)
-            count = i32(self.warps) if busy is None else b.load(busy[0])
-            with for_range(b, i32(0), count, f"stretch{s}.warp") as w:
-                self.warp = w
-                self._spans_loaded = {}
-                if kept is not None:
-                    self._resume(kept)
-                self._run(lo, hi)
-                self.flush_stores()
-                if hi < len(body):
-                    kept = self._keep(self._live_across(hi))
-            if busy is not None:
-                self._set_busy(busy, kept)
+        self._emit_stretches()
         if self.reach:
             raise NotVectorisable("a branch to the end")
         b.ret(i32(abi.BLOCK_DONE))
         return self.fn
-
-    def _busy_warps(self, lo, hi):
-        """(a stack slot for the number of warps the stretch lo..hi runs, idlewarps.Busy) where
-        only its first warps have lanes in its work; None where every warp has some."""
-        if self._shape_values is None:
-            self._shape_values = shapevalues.BlockValues(self.pfn.body, self.block)
-        busy = idlewarps.busy_warps(self.pfn.body, lo, hi, self.block, self._shape_values, self._live_across(hi),
-                                       self.lanes)
-        if busy is None or busy.warps >= self.warps:
-            return None
-        return self._scratch(I32, "busy.warps"), busy
-
-    def _set_busy(self, busy, kept):
-        """The count of warps a stretch runs, now that what it keeps is known: the busy ones
-        where the registers it writes and keeps are constants (kept alike for every warp, the
-        idle ones included), else all (a write under a partial mask, say)."""
-        slot, found = busy
-        constant = all(kept["values"].get(r, ("constant",))[0] == "constant"
-                       and all(how[0] == "constant" for how in _shape_kept(kept, r)) for r in found.written)
-        with self.b.goto_block(self.fn.entry_basic_block):
-            self.b.position_after(slot)
-            self.b.store(i32(found.warps if constant else self.warps), slot)
 
     def _run(self, lo, hi):
         """Body positions lo..hi-1; a span a branch jumps over is skipped where no lane of
@@ -238,12 +206,19 @@ class BlockProgram(BlockMemory, LoopParts):
         shuffles with an empty mask)."""
         pos = lo
         while pos < hi:
-            self._step(pos, self.pfn.body[pos])
+            if self.run_skipping(pos, hi):
+                return
+            st = self.pfn.body[pos]
+            target = self.uniform_target(pos, st)
+            if target is not None:
+                pos = self.skip_uniformly(pos, st, target, hi)
+                continue
+            self._step(pos, st)
             if pos in self.loops:
-                pos = self.loops[pos] + 1 if _is_none(self.here) else self._loop(pos, self.loops[pos])
+                pos = self.loops[pos] + 1 if is_empty(self.here) else self._loop(pos, self.loops[pos])
                 continue
             end = self.spans.get(pos)
-            if end is not None and self.here is not None and not _is_none(self.here):
+            if end is not None and self.here is not None and not is_empty(self.here):
                 self._only_if_some_lane(pos + 1, end)
                 pos = end
             else:
@@ -272,27 +247,14 @@ class BlockProgram(BlockMemory, LoopParts):
         return spans
 
     def _only_if_some_lane(self, lo, hi):
-        """Positions lo..hi-1 behind a test that some lane is here; after them, each register,
-        shape and mask they changed is a phi of their value and the one before."""
-        b = self.b
-        self.flush_stores()
-        before = (dict(self.values), dict(self.shapes), dict(self.whole), self.here, dict(self.reach))
-        pre = b.block
-        span, join = self.fn.append_basic_block("span"), self.fn.append_basic_block("span.join")
-        some = b.icmp_unsigned("!=", b.bitcast(self.here, ir.IntType(self.lanes)), ir.Constant(ir.IntType(self.lanes), 0))
-        b.cbranch(some, span, join)
-        b.position_at_end(span)
-        self._run(lo, hi)
-        self.flush_stores()
-        self._spans_loaded = {}
-        end = b.block
-        b.branch(join)
-        b.position_at_end(join)
-        self._merge(before, pre, end)
+        """Positions lo..hi-1 behind a test that some lane is here (blockstretches._behind)."""
+        some = self.b.icmp_unsigned("!=", self.b.bitcast(self.here, ir.IntType(self.lanes)),
+                                    ir.Constant(ir.IntType(self.lanes), 0))
+        self._behind(some, lambda: self._run(lo, hi))
 
     def _merge(self, before, pre, end):
         b = self.b
-        values, shapes, whole, here, reach = before
+        values, shapes, whole, here, reach, skipping, uniform = before
 
         def phi(now, then):
             if now is then:
@@ -304,6 +266,8 @@ class BlockProgram(BlockMemory, LoopParts):
 
         for r, v in list(self.values.items()):
             if values.get(r) is not v:
+                if r in values and r not in uniform:
+                    self.uniform.discard(r)     # (alike on both ways in, or new: alike still)
                 self.values[r] = phi(v, values.get(r))
                 self.whole[r] = self.whole.get(r, False) and (r not in values or whole.get(r, False))
         for r, shape in list(self.shapes.items()):
@@ -317,9 +281,15 @@ class BlockProgram(BlockMemory, LoopParts):
                 phi(shape.exact or ir.Constant(I1, 1), None if old is None else old.exact or ir.Constant(I1, 1))
             self.shapes[r] = Affine(phi(shape.base, None if old is None else old.base), shape.stride, exact,
                                     shape.align if old is None else min(shape.align, old.align))
-        self.here = phi(self._all_lanes() if self.here is None else self.here, here)
+        if self.here is not None or here is not None:
+            self.here = phi(self._all_lanes() if self.here is None else self.here,
+                            self._all_lanes() if here is None else here)
+        def lanes(mask):
+            return self._all_lanes() if mask is None else mask
         for label in set(self.reach) | set(reach):
-            self.reach[label] = phi(self.reach.get(label, self._none()), reach.get(label, self._none()))
+            self.reach[label] = phi(lanes(self.reach.get(label, self._none())), lanes(reach.get(label, self._none())))
+        for label, flag in self._skipping.items():
+            self._skipping[label] = phi(flag, skipping.get(label, ir.Constant(I1, 0)))
 
     def _joined(self, label, arriving):
         """The lanes at `label`: those going on and those `arriving` by branches. Where the
@@ -330,138 +300,71 @@ class BlockProgram(BlockMemory, LoopParts):
         split = self._splits.pop(label, None)
         if split is not None and split[1] is arriving and split[2] is self.here:
             return split[0]
-        return _or(self.b, self.here, arriving)
+        return or_masks(self.b, self.here, arriving)
 
     def _step(self, pos, st):
         b = self.b
         if isinstance(st, pir.Label):
             self.here = self._joined(st.name, self.reach.pop(st.name, self._none()))
             return
-        if not isinstance(st, pir.Instruction) or _is_none(self.here):
+        if not isinstance(st, pir.Instruction) or is_empty(self.here):
             return                    # (no lane comes here after an unconditional branch)
         guard = None
         if st.guard is not None:
             guard = self.read(st.guard.reg, "pred")
             if st.guard.negated:
                 guard = b.not_(guard)
+        if st.opcode == "bra" and pos in self.barrier_backs:
+            return self.go_round(st)
         if st.opcode == "bra":
             target = st.operands[0]
             if not isinstance(target, pir.Sym) or self.labels.get(target.name, -1) <= pos:
                 raise NotVectorisable("a loop or an indirect branch")
             first = target.name not in self.reach
             before = self.here
-            taken = _and(b, self.here, guard)
+            taken = and_masks(b, self.here, guard)
             self._note_branch(self.labels[target.name], taken)
-            self.reach[target.name] = _or(b, self.reach.get(target.name, self._none()), taken)
-            self.here = self._none() if guard is None else _and(b, self.here, b.not_(guard))
+            self.reach[target.name] = or_masks(b, self.reach.get(target.name, self._none()), taken)
+            self.here = self._none() if guard is None else and_masks(b, self.here, b.not_(guard))
             if first:
                 self._splits[target.name] = (before, self.reach[target.name], self.here)
             return
         if st.opcode in ("ret", "exit"):
-            self.here = self._none() if guard is None else _and(b, self.here, b.not_(guard))
+            self.here = self._none() if guard is None else and_masks(b, self.here, b.not_(guard))
             return
         if st.opcode in _TOUCHES_MEMORY and st.opcode != "st":
             self.flush_stores()
-        self.mask = _and(b, self.here, guard)
+        self.mask = and_masks(b, self.here, guard)
         if not takes(TAKES, st):
             raise NotVectorisable(f"'{st.opcode}' with {st.mods}")
         OPS[st.opcode](self, st)
         self.mask = None
+        self._note_uniform(st)
 
-    def _live_across(self, cut) -> set:
-        """Registers to keep at body position `cut` (just after a barrier), by each thread's
-        own paths: those live at the cut for the lanes going on there, and those live at each
-        label some lanes branched to and wait for, further on (the lanes of an else wait
-        through the barriers of its then). A register every lane writes again before reading
-        needs no keeping: the tree reduction written out by unrolling.py rewrote its step's
-        registers in every copy, and 5 vectors a warp were stored and reloaded at each of 8
-        barriers for nothing."""
-        live = set(self._live_at(cut))
-        for label in self.reach:
-            live |= self._live_at(self.labels[label])
-        return live
+    def _note_uniform(self, st):
+        """After `st` wrote its register: whether every lane of the warp holds one value in it
+        (`uniform`), where the write was whole and all it reads is alike in the lanes: a branch
+        on such a predicate takes the warp as one (blockstretches.py). A load is alike where
+        its address is."""
+        dst = st.operands[0] if st.operands else None
+        if st.opcode in _NOT_ALIKE or not isinstance(dst, pir.Reg) or not self.whole.get(dst.name):
+            return
+        sources = st.operands[1:]
+        if st.opcode == "ld":
+            sources = [sources[0].base if isinstance(sources[0], pir.Addr) else sources[0]]
+        if all(self._alike(op) for op in sources):
+            self.uniform.add(dst.name)
 
-    def _live_at(self, pos) -> frozenset:
-        """The registers live (dataflow.live_before) at the first instruction from `pos` on."""
-        if self._liveness is None:
-            self._liveness = dataflow.live_before(self.pfn.body, {})
-        body = self.pfn.body
-        first = next((q for q in range(pos, len(body)) if isinstance(body[q], pir.Instruction)), None)
-        return frozenset() if first is None else self._liveness[first]
-
-    def _slot(self, key, ty):
-        """The stack array of `key`, one `ty` per warp."""
-        if key not in self._slots:
-            self._slots[key] = self._scratch(ir.ArrayType(ty, self.warps), "kept")
-        return self.b.gep(self._slots[key], [i32(0), self.warp])
-
-    def _keep_value(self, key, v):
-        """Store v (an i1 or <32 x i1> as bytes) for this warp; what _resume needs to load it."""
-        if v is None or _is_none(v) or isinstance(v, ir.Constant):
-            return ("constant", v)
-        stored = self.b.zext(v, ir.VectorType(ir.IntType(8), v.type.count) if isinstance(v.type, ir.VectorType)
-                             else ir.IntType(8)) if _is_bool(v.type) else v
-        self.b.store(stored, self._slot(key, stored.type))
-        return ("slot", key, stored.type, v.type)
-
-    def _load_kept(self, how):
-        if how[0] == "constant":
-            return how[1]
-        _, key, stored, ty = how
-        v = self.b.load(self._slot(key, stored))
-        return self.b.trunc(v, ty) if _is_bool(ty) else v
-
-    def _keep(self, live) -> dict:
-        """At the end of a stretch: this warp's registers live after it, their shapes, and its
-        masks, each in its array; the description _resume restores them from."""
-        kept = {"values": {}, "shapes": {}, "whole": {}, "reach": {}}
-        for r in sorted(live):
-            shape = self.shapes.get(r)
-            if r in self.values:
-                kept["values"][r] = self._keep_register(r, shape)
-                kept["whole"][r] = self.whole.get(r, False)
-            if shape is not None:
-                kept["shapes"][r] = (self._keep_value(("base", r), shape.base), shape.stride,
-                                     self._keep_value(("exact", r), shape.exact), shape.align)
-        kept["here"] = self._keep_value(("here",), self.here)
-        for label, mask in self.reach.items():
-            kept["reach"][label] = self._keep_value(("reach", label), mask)
-        return kept
-
-    def _keep_register(self, r, shape):
-        """A register's lanes are rebuilt from its shape where that is exact (a broadcast and an
-        add cost less than storing and loading up to four vectors per warp: scan kept eight
-        address vectors); where exactness is checked at run time, they are stored only when
-        the check fails."""
-        if shape is None or shape.base.type != self.values[r].type.element:
-            return self._keep_value(("v", r), self.values[r])
-        if shape.exact is None:
-            return ("ramp",)
-        with self.b.if_then(self.b.not_(shape.exact), likely=False):
-            kept = self._keep_value(("v", r), self.values[r])
-        return ("ramp unless", kept)
-
-    def _ramp(self, shape):
-        """base + stride * t in lane t, in the base's width."""
-        mask = (1 << shape.base.type.width) - 1
-        return self.b.add(self.splat(shape.base), self.lane_constant([(shape.stride * t) & mask for t in range(self.lanes)],
-                                                                     shape.base.type))
-
-    def _resume(self, kept):
-        self.whole = dict(kept["whole"])
-        self.shapes = {r: Affine(self._load_kept(base), stride, self._load_kept(exact), align)
-                       for r, (base, stride, exact, align) in kept["shapes"].items()}
-        self.values = {}
-        for r, how in kept["values"].items():
-            if how[0] == "ramp":
-                self.values[r] = self._ramp(self.shapes[r])
-            elif how[0] == "ramp unless":
-                shape = self.shapes[r]
-                self.values[r] = self.b.select(shape.exact, self._ramp(shape), self._load_kept(how[1]))
-            else:
-                self.values[r] = self._load_kept(how)
-        self.here = self._load_kept(kept["here"])
-        self.reach = {label: self._load_kept(how) for label, how in kept["reach"].items()}
+    def _alike(self, op) -> bool:
+        """Operand `op` holds one value in every lane of the warp."""
+        if isinstance(op, (pir.Imm, pir.Sym)):
+            return True
+        if isinstance(op, pir.SpecialReg):
+            return op.name in _ALIKE_SPECIAL or op.name == "tid" and op.component in ("y", "z")
+        if isinstance(op, pir.Reg):
+            shape = self.shapes.get(op.name)
+            return op.name in self.uniform or shape is not None and shape.stride == 0
+        return False
 
     def _none(self):
         return ir.Constant(ir.VectorType(I1, self.lanes), None)
@@ -550,6 +453,7 @@ class BlockProgram(BlockMemory, LoopParts):
         self.values[op.name] = value
         self.whole[op.name] = whole
         self.shapes.pop(op.name, None)
+        self.uniform.discard(op.name)
 
     def _shared_offset(self, name) -> ir.Value:
         """A shared variable's i64 offset in the block's shared window: an extern one's is
@@ -598,39 +502,3 @@ class BlockProgram(BlockMemory, LoopParts):
         # lane 0's value is in range (it is one of t); the lanes' values are monotone in the lane
         inside = b.and_(b.icmp_signed(">=", last, ir.Constant(wide, lo)), b.icmp_signed("<=", last, ir.Constant(wide, hi)))
         return Affine(base, shape.stride, and_scalar(b, shape.exact, inside), shape.align)
-
-
-def _is_bool(ty) -> bool:
-    return (ty.element if isinstance(ty, ir.VectorType) else ty) == I1
-
-
-def _shape_kept(kept, r) -> tuple:
-    """How a kept register's shape is restored: its base's and exactness's (none: no shape)."""
-    shape = kept["shapes"].get(r)
-    return () if shape is None else (shape[0], shape[2])
-
-
-def _is_none(mask) -> bool:
-    return isinstance(mask, ir.Constant) and mask.constant is None
-
-
-def _and(b, a, c):
-    """Masks (None: every lane) and-ed."""
-    if a is None:
-        return c
-    if c is None:
-        return a
-    if _is_none(a) or _is_none(c):
-        return a if _is_none(a) else c
-    return b.and_(a, c)
-
-
-def _or(b, a, c):
-    if a is None or c is None:
-        return None
-    if _is_none(a):
-        return c
-    if _is_none(c):
-        return a
-    return b.or_(a, c)
-

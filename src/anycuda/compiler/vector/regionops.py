@@ -33,7 +33,7 @@ REGION_MODS = {
     "st": _ACCESS | STORE_CACHING,
     "cvta": SPACES | {"to", "u32", "u64"},
     "cvt": _CVT_INTS | _CVT_FLOATS | {"rn", "rni", "rzi", "rmi", "rpi"},
-    "mul": VECTOR_MODS["mul"] | {"wide"},
+    "mul": VECTOR_MODS["mul"] | {"wide", "hi"},
     "div": FLOAT_TYPES | {"rn", "full"},
     "rcp": FLOAT_TYPES | {"rn"},
     "sqrt": FLOAT_TYPES | {"rn", "approx"},
@@ -167,6 +167,19 @@ def _cvt(w, st):
     w.write(st.operands[0], v, dst)
 
 
+def _mul_hi(w, st):
+    """mul.hi: the upper half of the product in twice the width (a division by a constant,
+    `t % 3`, is one)."""
+    t = warpruns.form_type(st, {"u16", "s16", "u32", "s32", "u64", "s64"})
+    a, c = (w.read(op, t) for op in st.operands[1:])
+    b = w.b
+    n = width(t)
+    wide = w._vec(ir.IntType(2 * n))
+    ext = b.sext if t.startswith("s") else b.zext
+    product = b.mul(ext(a, wide), ext(c, wide))
+    w.write(st.operands[0], b.trunc(b.lshr(product, ir.Constant(wide, [n] * wide.count)), w._vec(ir.IntType(n))), t)
+
+
 def _rounded_to_integer(w, v, dst, rnd):
     """The lanes of float vector v rounded to an integer as `rnd` says, as float type dst (its
     own) or integer type dst: saturated, NaN as a GPU writes it (floatops._float_to_int)."""
@@ -186,6 +199,8 @@ def _rounded_to_integer(w, v, dst, rnd):
 
 
 def _mul(w, st):
+    if "hi" in st.mods:
+        return _mul_hi(w, st)
     if "wide" not in st.mods:
         return warpruns.VECTOR_OPS["mul"](w, st)
     t = warpruns.form_type(st, {"u16", "s16", "u32", "s32"})
