@@ -129,14 +129,16 @@ class LoopParts:
         out_phis = {r: phi(self.reg_value(r)) for r in outs}
         opened = _Open(head, back, dict(out_phis))
         fell = phi(self._none())
-        reach = {label: phi(self.reach.get(label, self._none())) for label in set(self.reach) | exits}
+        # (lanes wait at other labels past the loop as they did before it: those masks stay)
+        waiting = {label: mask for label, mask in self.reach.items() if label not in exits}
+        reach = {label: phi(self.reach.get(label, self._none())) for label in exits}
         for r in written:
             self.shapes.pop(r, None)
         self.uniform -= written
         self.values.update(values)
         self.shapes.update(shapes)
         self.whole.update(dict.fromkeys(values, True))
-        self.here, self.reach = m, dict(reach)
+        self.here, self.reach = m, {**waiting, **reach}
         self._open_loops.append(opened)
 
         self._run(head + 1, back)
@@ -174,6 +176,8 @@ class LoopParts:
         fell.add_incoming(fell_now, b.block)
         for label, node in reach.items():
             node.add_incoming(self.reach.get(label, self._none()), b.block)
+        if any(self.reach.get(label) is not mask for label, mask in waiting.items()):
+            raise NotVectorisable("a loop that changes which lanes wait past it")
         some = b.icmp_unsigned("!=", b.bitcast(going_on, ir.IntType(self.lanes)), ir.Constant(ir.IntType(self.lanes), 0))
         after = self.fn.append_basic_block("loop.end")
         b.cbranch(some, header, after)

@@ -326,7 +326,11 @@ assert set(TAKES) == set(OPS)
 # A mask is a <lanes x i1> value, or None for every lane; an undefined constant is no lane.
 
 def is_empty(mask) -> bool:
-    return isinstance(mask, ir.Constant) and mask.constant is None
+    """A constant mask of no lane (llvmlite makes a vector constant of None all zeros)."""
+    if not isinstance(mask, ir.Constant):
+        return False
+    c = mask.constant
+    return c is None or isinstance(c, (tuple, list)) and not any(getattr(x, "constant", x) for x in c)
 
 
 def and_masks(b, a, c):

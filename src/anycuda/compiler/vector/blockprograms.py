@@ -53,8 +53,9 @@ from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
 from .blockloops import LoopParts, LoopShapeLost
 from .blockmemory import BlockMemory
-from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, is_empty, load_bases, or_masks
+from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, is_empty, load_bases
 from .blockstretches import StretchParts
+from .laneparts import Parts
 from .warpruns import NotVectorisable, WarpCode
 
 SKIP_AT_LEAST = 8          # instructions a branch jumps over before a test that some lane runs them pays
@@ -158,7 +159,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self.warp = None          # the warp being emitted (i32, the loop's counter)
         self.here = None          # the lanes at the current position (None: all)
         self.reach = {}           # label -> the mask of the lanes that branched there
-        self._splits = {}         # label -> (mask before, mask branched, mask going on) of its one branch
+        self.parts = Parts()      # the masks as parts of the branches that made them (laneparts.py)
         self._dynamic = None      # where the dynamic shared memory starts in the window
         self._slots = {}          # what a warp keeps from stretch to stretch -> its stack array
         self._pending = None      # (group, {offset: store}, shape) of interleaved stores not yet made
@@ -250,9 +251,9 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         """Positions lo..hi-1 behind a test that some lane is here (blockstretches._behind)."""
         some = self.b.icmp_unsigned("!=", self.b.bitcast(self.here, ir.IntType(self.lanes)),
                                     ir.Constant(ir.IntType(self.lanes), 0))
-        self._behind(some, lambda: self._run(lo, hi))
+        self._behind(some, lambda: self._run(lo, hi), idle=True)
 
-    def _merge(self, before, pre, end):
+    def _merge(self, before, pre, end, idle=False):
         b = self.b
         values, shapes, whole, here, reach, skipping, uniform = before
 
@@ -281,26 +282,28 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
                 phi(shape.exact or ir.Constant(I1, 1), None if old is None else old.exact or ir.Constant(I1, 1))
             self.shapes[r] = Affine(phi(shape.base, None if old is None else old.base), shape.stride, exact,
                                     shape.align if old is None else min(shape.align, old.align))
-        if self.here is not None or here is not None:
-            self.here = phi(self._all_lanes() if self.here is None else self.here,
-                            self._all_lanes() if here is None else here)
         def lanes(mask):
             return self._all_lanes() if mask is None else mask
+
+        def mask_phi(now, then):
+            if now is then:
+                return now
+            node = phi(lanes(now), lanes(then))
+            if idle:              # (the lanes of `now` either way: the parts it is made of stay known)
+                self.parts.alias(node, now)
+            return node
+        self.here = mask_phi(self.here, here)
         for label in set(self.reach) | set(reach):
-            self.reach[label] = phi(lanes(self.reach.get(label, self._none())), lanes(reach.get(label, self._none())))
+            self.reach[label] = mask_phi(self.reach.get(label, self._none()), reach.get(label, self._none()))
         for label, flag in self._skipping.items():
             self._skipping[label] = phi(flag, skipping.get(label, ir.Constant(I1, 0)))
 
     def _joined(self, label, arriving):
-        """The lanes at `label`: those going on and those `arriving` by branches. Where the
-        one branch to it split the lanes and neither part changed on the way (an if without
-        an else, no lane leaving in it), that is exactly the mask before the branch, all lanes
-        most often: writes after it are then whole, and registers keep their shapes (the tree
+        """The lanes at `label`: those going on and those `arriving` by branches; where they
+        make up the lanes before the branches that parted them, that very mask (all lanes,
+        most often: writes after it are then whole, and registers keep their shapes; the tree
         reduction's `if (tid < s) ...` left its stride register masked, its accesses gathers)."""
-        split = self._splits.pop(label, None)
-        if split is not None and split[1] is arriving and split[2] is self.here:
-            return split[0]
-        return or_masks(self.b, self.here, arriving)
+        return self.parts.union(self.b, self.here, arriving)
 
     def _step(self, pos, st):
         b = self.b
@@ -320,17 +323,13 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
             target = st.operands[0]
             if not isinstance(target, pir.Sym) or self.labels.get(target.name, -1) <= pos:
                 raise NotVectorisable("a loop or an indirect branch")
-            first = target.name not in self.reach
-            before = self.here
-            taken = and_masks(b, self.here, guard)
+            taken, rest = self._split(guard)
             self._note_branch(self.labels[target.name], taken)
-            self.reach[target.name] = or_masks(b, self.reach.get(target.name, self._none()), taken)
-            self.here = self._none() if guard is None else and_masks(b, self.here, b.not_(guard))
-            if first:
-                self._splits[target.name] = (before, self.reach[target.name], self.here)
+            self.reach[target.name] = self.parts.union(b, self.reach.get(target.name, self._none()), taken)
+            self.here = rest
             return
         if st.opcode in ("ret", "exit"):
-            self.here = self._none() if guard is None else and_masks(b, self.here, b.not_(guard))
+            self.here = self._split(guard)[1]
             return
         if st.opcode in _TOUCHES_MEMORY and st.opcode != "st":
             self.flush_stores()
@@ -340,6 +339,14 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         OPS[st.opcode](self, st)
         self.mask = None
         self._note_uniform(st)
+
+    def _split(self, guard):
+        """(the lanes here where `guard` holds, the others): a branch's two ways."""
+        if guard is None:
+            return self.here, self._none()
+        taken, rest = and_masks(self.b, self.here, guard), and_masks(self.b, self.here, self.b.not_(guard))
+        self.parts.split(self.here, taken, rest, guard)
+        return taken, rest
 
     def _note_uniform(self, st):
         """After `st` wrote its register: whether every lane of the warp holds one value in it

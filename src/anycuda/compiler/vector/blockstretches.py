@@ -192,9 +192,10 @@ class StretchParts:
             self._behind(b.not_(taken), lambda: self._run(pos + 1, end))
         return end
 
-    def _behind(self, cond, run):
+    def _behind(self, cond, run, idle=False):
         """run() behind a test of i1 `cond`; after it, each register, shape, mask and choice it
-        changed is a phi of its value and the one before."""
+        changed is a phi of its value and the one before. `idle`: what is skipped would have
+        run for no lane (the masks it makes are the same either way)."""
         b = self.b
         self.flush_stores()
         before = (dict(self.values), dict(self.shapes), dict(self.whole), self.here, dict(self.reach),
@@ -209,7 +210,7 @@ class StretchParts:
         end = b.block
         b.branch(join)
         b.position_at_end(join)
-        self._merge(before, pre, end)
+        self._merge(before, pre, end, idle)
 
     # -------------------------------------------------------------- loops around barriers
     def _reset_again(self):
