@@ -11,15 +11,18 @@ threads, X a multiple of 32, at the first launch of that shape: each warp is the
 consecutive x values of one row, so %tid.x is a ramp over its lanes and %tid.y, %tid.z are
 alike in them. Where X is a multiple of 16 or 8 only (16 x 16 tiles), a vector is one row of
 that many threads instead, and a kernel with warp instructions (shuffles, %laneid) is not
-taken: those need a warp's lanes in one vector. The kernel's code must be acyclic (nvcc unrolls short loops, unrolling.py the
-ones the block shape fixes): it is *if-converted* into straight-line code over the
-lanes. Each basic block runs under a mask, the lanes whose path goes through it (a branch
-`@p bra L` gives L's mask `m & p` and leaves `m & !p` to the code after it; `ret` takes
-lanes out); a register write under a mask is a `select`. Lanes thus go through the code in
-program order together, so a barrier is a point that every lane reaches at once: the
-program runs from barrier to barrier, each stretch a loop over the block's warps in which
-a register is one `<32 x T>` value (see "the program" below), and a fixed shuffle
-(warpruns.fixed_shuffle) a permutation of a warp's lanes.
+taken: those need a warp's lanes in one vector. The kernel's code is *if-converted* into
+code over the lanes. Each basic block runs under a mask, the lanes whose path goes through
+it (a branch `@p bra L` gives L's mask `m & p` and leaves `m & !p` to the code after it;
+`ret` takes lanes out; where the parts meet again the mask is m once more, laneparts.py); a
+register write under a mask is a `select`. Lanes thus go through the code in program order
+together, so a barrier is a point that every lane reaches at once: the program runs from
+barrier to barrier, each stretch a loop over the block's warps in which a register is one
+`<32 x T>` value (blockstretches.py), and a fixed shuffle (warpruns.fixed_shuffle) a
+permutation of a warp's lanes. A branch every lane of a warp takes alike (`uniform`) skips
+what it jumps over for the whole warp; a loop within a stretch runs over the lanes while
+some lane goes round (blockloops.py), a loop around barriers as a loop of stretches
+(blockstretches.py; nvcc unrolls short loops, unrolling.py the ones the block shape fixes).
 
 Loads and stores: a register is also tracked as `base + stride * lane` where it is one (a
 scalar base and a constant stride: the thread index, times and plus constants and uniform
@@ -30,12 +33,13 @@ group of k stores that together cover the span as one store); any other a gather
 scatter, or for a few lanes a loop over them. Where every lane of the mask runs (a full
 block, where the bounds check holds everywhere), accesses take constant masks or none.
 
-A kernel with anything else (loops, atomics, calls, votes, local memory, module
-variables, ...) raises NotVectorisable and keeps the rounds; so does one without barriers
-or shuffles, which the plain loop over its threads vectorises as it is.
+A kernel with anything else (atomics, calls, votes, local memory, module variables, loops
+whose lanes part round a barrier, ...) raises NotVectorisable and keeps the rounds; so does
+one without barriers or shuffles, which the plain loop over its threads vectorises as it is.
 
-The instructions (blockops.py: OPS) and the memory accesses (blockmemory.py: BlockMemory, a
-part BlockProgram inherits) are modules of their own; this one makes the program.
+The instructions (blockops.py: OPS), the memory accesses (blockmemory.py: BlockMemory), the
+loops (blockloops.py: LoopParts) and the stretches (blockstretches.py: StretchParts) are
+modules of their own, parts BlockProgram inherits; this one makes the program.
 """
 from __future__ import annotations
 
