@@ -347,9 +347,12 @@ def test_a_warp_run_hands_a_saturating_add_to_the_rounds(handed_on_ptx, rng):
     np.testing.assert_array_equal(out.get(), s.ravel())
 
 
-def test_a_warp_region_hands_mul_hi_to_the_rounds(rng):
+def test_a_warp_region_takes_mul_hi(rng, monkeypatch):
+    """mul.hi is a form warp regions make (regionops._mul_hi): the high half, against numpy
+    (the rounds run the kernel: a block program would take it)."""
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
     regions, _ = made_regions(HANDED_ON)
-    assert "rows" in regions and "rows_hi" not in regions
+    assert "rows" in regions and "rows_hi" in regions
     rows, C = 8, 100
     x = rng.integers(-2**31, 2**31, rows * C, dtype=np.int64).astype(np.int32)
     out = poison(rows * C, np.int32)
