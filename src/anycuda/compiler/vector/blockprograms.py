@@ -134,7 +134,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self._skipped = {}             # the same, for those reached in this stretch
         self._applied = set()          # those whose parts run behind their tests now
         self._skip_at = {}             # each of those (a label, or a label and a number) -> its position
-        self._again = None             # slots of a loop around barriers: some warp goes round, all alike
+        self._again = None             # the slot of a loop around barriers: some warp goes round
         threads = block[0] * block[1] * block[2]
         lanes = lane_width(block)
         if lanes is None:
@@ -299,8 +299,9 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self.here = mask_phi(self.here, here)
         for label in set(self.reach) | set(reach):
             self.reach[label] = mask_phi(self.reach.get(label, self._none()), reach.get(label, self._none()))
-        for label, flag in self._skipping.items():
-            self._skipping[label] = phi(flag, skipping.get(label, ir.Constant(I1, 0)))
+        for choices in (self._skipping, self._skipped):
+            for label, flag in choices.items():
+                choices[label] = phi(flag, skipping.get(label, ir.Constant(I1, 0)))
 
     def _joined(self, label, arriving):
         """The lanes at `label`: those going on and those `arriving` by branches; where they
@@ -322,7 +323,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
             if st.guard.negated:
                 guard = b.not_(guard)
         if st.opcode == "bra" and pos in self.barrier_backs:
-            return self.go_round(st)
+            return self.go_round(pos, st)
         if st.opcode == "bra":
             target = st.operands[0]
             if not isinstance(target, pir.Sym) or self.labels.get(target.name, -1) <= pos:

@@ -17,8 +17,9 @@ Two kinds of branch lead from stretch to stretch:
 - A loop around barriers (a tiled GEMM's loop over tiles): its first and its last stretch are
   cut at its label and after its back branch, and after the last stretch the program goes
   back to the first where some warp goes round (_round_again). Its back branch must be
-  uniform, and CUDA has every thread of the block take it alike; warps that disagree fail
-  the launch as a barrier deadlock. The state kept at its label must be the same from both
+  uniform; a warp that does not go round waits past the loop while the others do (its
+  stretches skip it, as a barrier on a GPU counts only the threads that have not left;
+  CUDA leaves it undefined). The state kept at its label must be the same from both
   ways in: registers the loop writes are kept in their arrays (no constant), with the shapes
   they have at the back branch as well (else LoopShapeLost, made again without), and the
   back branch stores its state in that form (_keep_as).
@@ -28,7 +29,6 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from .. import abi
 from ..analysis import dataflow, shapevalues
 from ..analysis.dataflow import defs_uses
 from ..irutil import for_range, i32
@@ -77,7 +77,10 @@ class StretchParts:
                 self._run_stretch(lo, hi)
                 self.flush_stores()
                 if hi < len(body):
-                    written = self._written_in(hi, self.barrier_loops[hi]) if hi in self.barrier_loops else frozenset()
+                    written = frozenset()
+                    if hi in self.barrier_loops:
+                        written = self._written_in(hi, self.barrier_loops[hi])
+                        self._skipping[self._leaving(hi)] = ir.Constant(I1, 0)
                     kept_next = self._keep(self._live_across(hi), written)
                     if closing is not None:
                         self._keep_as(rounds[closing][1], self._written_in(closing, hi - 1))
@@ -199,7 +202,7 @@ class StretchParts:
         b = self.b
         self.flush_stores()
         before = (dict(self.values), dict(self.shapes), dict(self.whole), self.here, dict(self.reach),
-                  dict(self._skipping), set(self.uniform))
+                  {**self._skipped, **self._skipping}, set(self.uniform))
         pre = b.block
         inside, join = self.fn.append_basic_block("span"), self.fn.append_basic_block("span.join")
         b.cbranch(cond, inside, join)
@@ -213,17 +216,24 @@ class StretchParts:
         self._merge(before, pre, end, idle)
 
     # -------------------------------------------------------------- loops around barriers
-    def _reset_again(self):
-        """Before the last stretch of a loop: no warp has yet said it goes round, none that
-        it does not."""
-        if self._again is None:
-            self._again = (self._scratch(I1, "round.any"), self._scratch(I1, "round.all"))
-        self.b.store(ir.Constant(I1, 0), self._again[0])
-        self.b.store(ir.Constant(I1, 1), self._again[1])
+    def _leaving(self, head):
+        """The choice of a warp that has left the loop at `head`: it skips the loop's
+        stretches to the position after its back branch while others go round."""
+        key = f"round{head}"
+        self._skip_at[key] = self.barrier_loops[head] + 1
+        return key
 
-    def go_round(self, st):
-        """The back branch of a loop around barriers, in this warp: whether its lanes go round
-        (every lane here alike: the branch's predicate is uniform)."""
+    def _reset_again(self):
+        """Before the last stretch of a loop: no warp has yet said it goes round."""
+        if self._again is None:
+            self._again = self._scratch(I1, "round.again")
+        self.b.store(ir.Constant(I1, 0), self._again)
+
+    def go_round(self, pos, st):
+        """The back branch of a loop around barriers, in this warp: its lanes go round (every
+        lane here alike: the branch's predicate is uniform), or the warp leaves the loop and
+        waits past it while other warps go round, as threads that leave do on a GPU (a
+        barrier counts the threads that have not left; CUDA leaves it undefined)."""
         if st.guard is None or st.guard.reg.name not in self.uniform:
             raise NotVectorisable("a loop around a barrier whose lanes may part")
         b = self.b
@@ -232,27 +242,15 @@ class StretchParts:
             p = b.not_(p)
         here = self._all_lanes() if self.here is None else self.here
         bits = ir.IntType(self.lanes)
-        present = b.icmp_unsigned("!=", b.bitcast(here, bits), ir.Constant(bits, 0))
         go = b.icmp_unsigned("!=", b.bitcast(b.and_(p, here), bits), ir.Constant(bits, 0))
-        any_slot, all_slot = self._again
-        b.store(b.or_(b.load(any_slot), go), any_slot)
-        b.store(b.and_(b.load(all_slot), b.or_(go, b.not_(present))), all_slot)
+        b.store(b.or_(b.load(self._again), go), self._again)
+        self._skipping[f"round{self.barrier_backs[pos]}"] = b.not_(go)
 
     def _round_again(self, start):
-        """After the last stretch of a loop: back to its first where the warps go round, on
-        where none does; a block whose warps part fails the launch."""
+        """After the last stretch of a loop: back to its first where some warp goes round."""
         b = self.b
-        again, alike = (b.load(slot) for slot in self._again)
-        parted, go_on = self.fn.append_basic_block("round.parted"), self.fn.append_basic_block("round.on")
-        b.cbranch(b.and_(again, b.not_(alike)), parted, go_on)
-        b.position_at_end(parted)
-        error = b.gep(self.launch, [i32(abi.LAUNCH["error"])])      # (i8*: the record's field offset)
-        b.cmpxchg(b.bitcast(error, I32.as_pointer()), i32(0), i32(abi.LAUNCH_ERR_BARRIER_DEADLOCK),
-                  "monotonic", "monotonic")
-        b.ret(i32(abi.BLOCK_FAILED))
-        b.position_at_end(go_on)
         after = self.fn.append_basic_block("round.done")
-        b.cbranch(again, start, after)
+        b.cbranch(b.load(self._again), start, after)
         b.position_at_end(after)
 
     # -------------------------------------------------------------- what a warp keeps
