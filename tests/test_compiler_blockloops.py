@@ -431,3 +431,47 @@ def test_lanes_waiting_past_a_loop_keep_what_it_writes(module, rng, poison):
     partner = y.reshape(blocks, threads)[:, np.arange(threads) ^ 1].ravel()
     np.testing.assert_array_equal(out.get(), ((partner - y + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
     assert _ran_as_program(k, threads)
+
+
+BACK_TO_BACK = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry back_to_back(.param .u64 p, .param .u32 n)
+{
+  .reg .b32 %r<8>; .reg .pred %p<3>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [p];
+  ld.param.u32 %r2, [n];
+  mov.u32 %r3, %tid.x;
+  mul.wide.u32 %rd2, %r3, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  mov.u32 %r1, 0;
+LOOP:
+  bar.sync 0;
+  ld.global.u32 %r4, [%rd3];
+  add.s32 %r4, %r4, %r1;
+  st.global.u32 [%rd3], %r4;
+  add.s32 %r1, %r1, 1;
+  setp.lt.s32 %p1, %r1, %r2;
+  @%p1 bra LOOP;
+LOOP2:
+  bar.sync 0;
+  ld.global.u32 %r4, [%rd3];
+  add.s32 %r4, %r4, 100;
+  st.global.u32 [%rd3], %r4;
+  add.s32 %r1, %r1, -1;
+  setp.gt.s32 %p2, %r1, 0;
+  @%p2 bra LOOP2;
+}
+"""
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_loops_around_barriers_back_to_back_to_the_end(rng, n):
+    """Two loops of stretches, the second straight after the first and its back branch the
+    kernel's last instruction."""
+    x = rng.integers(-1000, 1000, 64).astype(np.int32)
+    data = ac.asarray(x)
+    k = ac.RawModule(ptx=BACK_TO_BACK, name=f"back_to_back{n}.ptx").get_function("back_to_back")
+    k((1,), (64,), (data, np.uint32(n)))
+    np.testing.assert_array_equal(data.get(), x + n * (n - 1) // 2 + 100 * n)
+    assert _ran_as_program(k, 64)

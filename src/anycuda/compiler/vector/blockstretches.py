@@ -76,14 +76,14 @@ class StretchParts:
                     self._resume(kept)
                 self._run_stretch(lo, hi)
                 self.flush_stores()
+                if closing is not None:           # (before a loop starting here adds its choice)
+                    self._keep_as(rounds[closing][1], self._written_in(closing, hi - 1))
                 if hi < len(body):
                     written = frozenset()
                     if hi in self.barrier_loops:
                         written = self._written_in(hi, self.barrier_loops[hi])
                         self._skipping[self._leaving(hi)] = ir.Constant(I1, 0)
                     kept_next = self._keep(self._live_across(hi), written)
-                    if closing is not None:
-                        self._keep_as(rounds[closing][1], self._written_in(closing, hi - 1))
             if busy is not None:
                 self._set_busy(busy, kept_next)
             if closing is not None:

@@ -338,7 +338,8 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         """The pieces that start at the yield before a grid-stride loop's back edge (only
         kernels with sites have yields: gridstride.grid_stride_yields)."""
         body, pieces = self.f.pfn.body, self.pieces()
-        return [start for start in sorted(pieces) if isinstance(body[start], pir.Instruction)
+        # (a piece may start at the body's end: a kernel whose last instruction is a branch)
+        return [start for start in sorted(pieces) if start < len(body) and isinstance(body[start], pir.Instruction)
                 and suspensions.is_yield(body[start])
                 and any(body[p].opcode == "bra" and body[p].guard is None and self._target(body[p]) < p
                         for p in pieces[start].positions)]
