@@ -339,6 +339,22 @@ def test_process_exits_at_once_with_an_optimising_compile_in_flight(tmp_path):
     assert time.perf_counter() - t < 30
 
 
+def test_a_compile_cut_short_by_the_exit_is_no_failure(monkeypatch):
+    """The program ends while the server compiles (close() at exit kills it mid-reply): the
+    job ends without an error, so nothing warns of a failed compile (the demo, ending while
+    the tiled matmul's block program was made, printed one)."""
+    server = tiers._Server()
+
+    def cut_short(self, source, name):
+        self.close()
+        raise RuntimeError("the compile server stopped")
+    monkeypatch.setattr(tiers._Server, "_compile", cut_short)
+    job = tiers.OptimisedCode("define i32 @f() {\n  ret i32 1\n}\n", "cut.ll")
+    server.submit(job)
+    assert job.done.wait(30)
+    assert job.error is None and job.object_code is None
+
+
 def _running(pid: int) -> bool:
     """Whether process `pid` still runs (a zombie nobody has reaped yet has ended)."""
     try:

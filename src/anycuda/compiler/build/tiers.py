@@ -184,6 +184,9 @@ class _Server:
             try:
                 status, payload = self._compile(job._source, job._name)
             except Exception as e:    # noqa: BLE001 - the server died or garbled a reply: start another
+                if self._closed:      # (stopped at the program's exit: nothing failed, no warning)
+                    job._finish(None)
+                    return
                 said = self._server_output()
                 self._stop()
                 status, payload = b"error", f"the compile server failed: {e}{said}".encode()
