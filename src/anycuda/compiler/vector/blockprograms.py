@@ -259,7 +259,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
 
     def _merge(self, before, pre, end, idle=False):
         b = self.b
-        values, shapes, whole, here, reach, skipping, uniform = before
+        values, shapes, whole, here, reach, skipping, uniform, outs = before
 
         def phi(now, then):
             if now is then:
@@ -299,6 +299,9 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self.here = mask_phi(self.here, here)
         for label in set(self.reach) | set(reach):
             self.reach[label] = mask_phi(self.reach.get(label, self._none()), reach.get(label, self._none()))
+        for opened, then in zip(self._open_loops, outs):     # (a break in it: the loop's exit values)
+            for r, v in opened.outs.items():
+                opened.outs[r] = phi(v, then[r])
         for choices in (self._skipping, self._skipped):
             for label, flag in choices.items():
                 choices[label] = phi(flag, skipping.get(label, ir.Constant(I1, 0)))

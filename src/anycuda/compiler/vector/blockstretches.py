@@ -202,7 +202,7 @@ class StretchParts:
         b = self.b
         self.flush_stores()
         before = (dict(self.values), dict(self.shapes), dict(self.whole), self.here, dict(self.reach),
-                  {**self._skipped, **self._skipping}, set(self.uniform))
+                  {**self._skipped, **self._skipping}, set(self.uniform), [dict(o.outs) for o in self._open_loops])
         pre = b.block
         inside, join = self.fn.append_basic_block("span"), self.fn.append_basic_block("span.join")
         b.cbranch(cond, inside, join)
