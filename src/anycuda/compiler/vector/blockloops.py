@@ -178,9 +178,8 @@ class LoopParts:
             node.add_incoming(self.reach.get(label, self._none()), b.block)
         if any(self.reach.get(label) is not mask for label, mask in waiting.items()):
             raise NotVectorisable("a loop that changes which lanes wait past it")
-        some = b.icmp_unsigned("!=", b.bitcast(going_on, ir.IntType(self.lanes)), ir.Constant(ir.IntType(self.lanes), 0))
         after = self.fn.append_basic_block("loop.end")
-        b.cbranch(some, header, after)
+        b.cbranch(self._some_lane(going_on), header, after)
         b.position_at_end(after)
 
         self.frame = kept_frame

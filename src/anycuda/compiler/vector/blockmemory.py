@@ -233,6 +233,11 @@ class BlockMemory:
         bits = self.b.bitcast(self.mask if mask is None else mask, ir.IntType(self.lanes))
         return self.b.icmp_unsigned("==", bits, ir.Constant(bits.type, (1 << self.lanes) - 1))
 
+    def _some_lane(self, mask):
+        """i1: some lane is in `mask`."""
+        bits = self.b.bitcast(mask, ir.IntType(self.lanes))
+        return self.b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))
+
     def _on_mask(self, whole, part):
         """whole() where every lane runs (at once when self.mask is None), else part(); a
         load's value either way. The common case is a full block, where a bounds check holds
@@ -303,9 +308,8 @@ class BlockMemory:
         if value is None:
             if self.mask is None:
                 return self.splat(b.load(ptr, align=size))
-            some = b.icmp_unsigned("!=", b.bitcast(self.mask, ir.IntType(self.lanes)), ir.Constant(ir.IntType(self.lanes), 0))
             before = b.block
-            with b.if_then(some):
+            with b.if_then(self._some_lane(self.mask)):
                 loaded = b.load(ptr, align=size)
                 then_block = b.block
             phi = b.phi(elem)
@@ -316,7 +320,7 @@ class BlockMemory:
             b.store(b.extract_element(value, i32(self.lanes - 1)), ptr, align=size)
             return None
         bits = b.bitcast(self.mask, ir.IntType(self.lanes))
-        with b.if_then(b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))):
+        with b.if_then(self._some_lane(self.mask)):
             ctlz = declare(b.module, f"llvm.ctlz.i{self.lanes}", bits.type, [bits.type, I1])
             last = b.sub(ir.Constant(bits.type, self.lanes - 1), b.call(ctlz, [bits, ir.Constant(I1, 1)]))
             b.store(b.extract_element(value, convert_bits(b, last, I32)), ptr, align=size)

@@ -253,9 +253,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
 
     def _only_if_some_lane(self, lo, hi):
         """Positions lo..hi-1 behind a test that some lane is here (blockstretches._behind)."""
-        some = self.b.icmp_unsigned("!=", self.b.bitcast(self.here, ir.IntType(self.lanes)),
-                                    ir.Constant(ir.IntType(self.lanes), 0))
-        self._behind(some, lambda: self._run(lo, hi), idle=True)
+        self._behind(self._some_lane(self.here), lambda: self._run(lo, hi), idle=True)
 
     def _merge(self, before, pre, end, idle=False):
         b = self.b

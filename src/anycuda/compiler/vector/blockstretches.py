@@ -241,8 +241,7 @@ class StretchParts:
         if st.guard.negated:
             p = b.not_(p)
         here = self._all_lanes() if self.here is None else self.here
-        bits = ir.IntType(self.lanes)
-        go = b.icmp_unsigned("!=", b.bitcast(b.and_(p, here), bits), ir.Constant(bits, 0))
+        go = self._some_lane(b.and_(p, here))
         b.store(b.or_(b.load(self._again), go), self._again)
         self._skipping[f"round{self.barrier_backs[pos]}"] = b.not_(go)
 
