@@ -13,6 +13,7 @@ import pytest
 import anycuda as ac
 from anycuda.compiler import pipeline
 from anycuda.compiler.vector import blockloops
+from ptx_generators import HEADER
 
 SOURCE = r"""
 // a grid-stride sum, then the block's sum through warp shuffles and shared memory
@@ -323,10 +324,7 @@ def test_warps_that_part_round_a_barrier(compile_cuda, poison, monkeypatch, prog
         assert _ran_as_program(k, threads) == (programs == "1")
 
 
-LOOPS = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry into(.param .u32 n)
+LOOPS = HEADER + """.visible .entry into(.param .u32 n)
 {
   .reg .b32 %r<3>; .reg .pred %p<3>;
   ld.param.u32 %r2, [n];
@@ -433,10 +431,7 @@ def test_lanes_waiting_past_a_loop_keep_what_it_writes(module, rng, poison):
     assert _ran_as_program(k, threads)
 
 
-BACK_TO_BACK = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry back_to_back(.param .u64 p, .param .u32 n)
+BACK_TO_BACK = HEADER + """.visible .entry back_to_back(.param .u64 p, .param .u32 n)
 {
   .reg .b32 %r<8>; .reg .pred %p<3>; .reg .b64 %rd<4>;
   ld.param.u64 %rd1, [p];

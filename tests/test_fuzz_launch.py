@@ -27,15 +27,22 @@ SHARED = [0] * 6 + [1, 48 * 1024, 48 * 1024 + 1, 228 * 1024, 2**31, 2**32, -1]
 N = 64
 
 
+def _loaded(image: bytes, name: str) -> tuple:
+    """(module, function) of kernel `name` in `image`, through the driver API on the primary
+    context."""
+    from anycuda.driver import api
+    api.cuInit(0)
+    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+    module = api.cuModuleLoadData(image)
+    return module, api.cuModuleGetFunction(module, name)
+
+
 class Kernel:
     """vector_add (c[i] = a[i] + b[i] for i < n) loaded once, with its buffers."""
 
     def __init__(self):
         from anycuda.driver import api
-        api.cuInit(0)
-        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-        self.module = api.cuModuleLoadData(VECTOR_ADD.read_bytes())
-        self.func = api.cuModuleGetFunction(self.module, "vector_add")
+        self.module, self.func = _loaded(VECTOR_ADD.read_bytes(), "vector_add")
         self.a, self.b, self.c = (api.cuMemAlloc(4 * N) for _ in range(3))
         self.stream = api.cuStreamCreate(0)
         self.dead_stream = api.cuStreamCreate(0)
@@ -185,10 +192,7 @@ windows = st.fixed_dictionaries({
 class StageKernel:
     def __init__(self):
         from anycuda.driver import api
-        api.cuInit(0)
-        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-        self.module = api.cuModuleLoadData(STAGE_PTX.encode())
-        self.func = api.cuModuleGetFunction(self.module, "stage")
+        self.module, self.func = _loaded(STAGE_PTX.encode(), "stage")
         self.a, self.c = (api.cuMemAlloc(4 * N) for _ in range(2))
 
 
