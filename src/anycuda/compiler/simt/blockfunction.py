@@ -406,7 +406,8 @@ class _BlockFunction:
         if self.plan.frame_needs_index:        # device functions read the index from the frame
             _set_thread_index(b, ws, *index)
             store_field(b, ws, C["exit_flag"], i32(0))
-        code = b.call(self.plan.step, [ws, i32(mode), self.params, *index] + self.scalars + _frame_only_args(ws))
+        code = b.call(self.plan.step, [ws, i32(mode), self.params, *index] + self.scalars + _frame_only_args(ws),
+                      attrs=self.plan.step_call_attrs)
         ok = self.fn.append_basic_block("ok")
         b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), self.fail, ok)
         b.position_at_end(ok)
