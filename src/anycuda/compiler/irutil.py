@@ -28,6 +28,15 @@ def collection_paused(fn):
     return paused
 
 
+@functools.lru_cache(maxsize=4096)
+def vector_constant(elem: ir.Type, values: tuple) -> ir.Constant:
+    """The constant vector of `values` (Python numbers) of element type `elem`, made once: llvmlite
+    wraps every element of a vector constant in an object of its own, and the vector code
+    asks for the same lane patterns (0, 1, 2, ...; lane ^ 2^k) thousands of times in a large
+    kernel. A constant has no parent, so one object may be used anywhere."""
+    return ir.Constant(ir.VectorType(elem, len(values)), list(values))
+
+
 def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=False) -> ir.Function:
     """The function `name` in `module`, declared on first use."""
     fn = module.globals.get(name)

@@ -12,17 +12,30 @@ _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
 
 
 def _c(t, v):
+    """Constant v of type t: a scalar, or every lane of a vector type."""
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, _c(t.element, v))
     if isinstance(t, ir.IntType):
         return ir.Constant(t, v & ((1 << t.width) - 1))
     return ir.Constant(t, v)
 
 
+# The directed roundings (arith_rnd and what it calls) take scalars or vectors alike, so that
+# warp regions and block programs lower `fma.rm.f32` (nvcc's expf) as the step function does:
+# a type they name is given the shape of the value it goes with (_like).
+def _like(t, x):
+    """Scalar type t in value x's shape: a vector of as many lanes where x is a vector."""
+    return ir.VectorType(t, x.type.count) if isinstance(x.type, ir.VectorType) else t
+
+
 def _suffix(t):
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_suffix(t.element)}"
     return {"half": "f16", "float": "f32", "double": "f64"}[str(t)]
 
 
 def _bits(t):
-    return _FLOAT_BITS[str(t)]
+    return _FLOAT_BITS[str(t.element if isinstance(t, ir.VectorType) else t)]
 
 
 def _ftype(name):
@@ -53,7 +66,7 @@ def saturate(b, x):
 
 
 def flush_denormal(b, x):
-    tiny = {"half": 2.0 ** -14, "float": 2.0 ** -126, "double": 2.0 ** -1022}[str(x.type)]
+    tiny = {16: 2.0 ** -14, 32: 2.0 ** -126, 64: 2.0 ** -1022}[_bits(x.type)]
     small = b.fcmp_ordered("<", fabs(b, x), _c(x.type, tiny))
     zero = intrinsic(b, f"llvm.copysign.{_suffix(x.type)}", x.type, [_c(x.type, 0.0), x])
     return b.select(small, zero, x)
@@ -61,13 +74,13 @@ def flush_denormal(b, x):
 
 def nudge(b, x, up):
     """The next representable value above (up=True) or below x."""
-    it = ir.IntType(_bits(x.type))
+    it = _like(ir.IntType(_bits(x.type)), x)
     bits = b.bitcast(x, it)
     is_zero = b.fcmp_ordered("==", x, _c(x.type, 0.0))
     positive = b.icmp_signed(">=", bits, _c(it, 0))
-    toward_mag = b.icmp_unsigned("==", b.zext(positive, I8), _c(I8, 1 if up else 0))
+    toward_mag = positive if up else b.not_(positive)
     moved = b.select(toward_mag, b.add(bits, _c(it, 1)), b.sub(bits, _c(it, 1)))
-    sign = 1 << (it.width - 1)
+    sign = 1 << (_bits(x.type) - 1)
     smallest = _c(it, 1 if up else sign | 1)
     res = b.select(is_zero, smallest, moved)
     # NaN stays; an infinity only moves toward zero (to the largest finite value)
@@ -82,8 +95,8 @@ def _directed(b, r, err_sign, rnd):
     the result rounded toward zero (rz), -inf (rm) or +inf (rp)."""
     if rnd in (None, "rn", "rni"):
         return r
-    pos_err = b.icmp_signed(">", err_sign, _c(I32, 0))
-    neg_err = b.icmp_signed("<", err_sign, _c(I32, 0))
+    pos_err = b.icmp_signed(">", err_sign, _c(err_sign.type, 0))
+    neg_err = b.icmp_signed("<", err_sign, _c(err_sign.type, 0))
     if rnd == "rm":
         return b.select(neg_err, nudge(b, r, False), r)
     if rnd == "rp":
@@ -100,7 +113,8 @@ def _compare_sign(b, x, y):
     """-1, 0, +1 (i32) as x is below, equal to or above y."""
     gt = b.fcmp_ordered(">", x, y)
     lt = b.fcmp_ordered("<", x, y)
-    return b.select(gt, _c(I32, 1), b.select(lt, _c(I32, -1), _c(I32, 0)))
+    i32 = _like(I32, x)
+    return b.select(gt, _c(i32, 1), b.select(lt, _c(i32, -1), _c(i32, 0)))
 
 
 def _sign_of_diff(b, exact, approx):
@@ -145,7 +159,7 @@ def _overflow_sign(b, r, err_sign, finite):
     magnitude: the residual's sign is then opposite to r's."""
     ovf = b.and_(b.not_(_is_finite(b, r)), finite)
     ovf = b.and_(ovf, b.fcmp_ordered("ord", r, r))
-    toward = b.select(b.fcmp_ordered(">", r, _c(r.type, 0.0)), _c(I32, -1), _c(I32, 1))
+    toward = b.select(b.fcmp_ordered(">", r, _c(r.type, 0.0)), _c(err_sign.type, -1), _c(err_sign.type, 1))
     return b.select(ovf, toward, err_sign)
 
 
@@ -158,19 +172,19 @@ def _all_finite(b, vals):
 
 def _rm_exact_zero(b, r, sign, x, y):
     """Round-down mode: an exact zero sum of x and y is -0 unless both are +0."""
-    it = ir.IntType(_bits(r.type))
-    zero = b.and_(b.fcmp_ordered("==", r, _c(r.type, 0.0)), b.icmp_signed("==", sign, _c(I32, 0)))
+    it = _like(ir.IntType(_bits(r.type)), r)
+    zero = b.and_(b.fcmp_ordered("==", r, _c(r.type, 0.0)), b.icmp_signed("==", sign, _c(sign.type, 0)))
     both_pos = b.and_(b.icmp_signed(">=", b.bitcast(x, it), _c(it, 0)), b.icmp_signed(">=", b.bitcast(y, it), _c(it, 0)))
     return b.select(b.and_(zero, b.not_(both_pos)), _c(r.type, -0.0), r)
 
 
 def _round_pair_f64_to_f32(b, s, e, rnd):
     """The f32 nearest to (rnd) the exact value s + e held as an f64 pair (|e| <= ulp(s)/2)."""
-    r = b.fptrunc(s, F32)
+    r = b.fptrunc(s, _like(F32, s))
     if rnd in (None, "rn"):
         return r
-    d = b.fsub(s, b.fpext(r, F64))                 # exact: r is within one f32 ulp of s
-    sign = _compare_sign(b, b.fadd(d, e), _c(F64, 0.0))
+    d = b.fsub(s, b.fpext(r, s.type))              # exact: r is within one f32 ulp of s
+    sign = _compare_sign(b, b.fadd(d, e), _c(s.type, 0.0))
     sign = _overflow_sign(b, r, sign, _is_finite(b, s))
     return _directed(b, r, sign, rnd)
 
@@ -180,11 +194,12 @@ def _mul_residual_f64(b, a, c, s):
     range, so they stay apart), for f64: tiny operands are scaled by 2**600
     (exactly) before the error-free product, so the residual does not underflow. Its sign
     is always right; its value is exact unless s is subnormal."""
-    small = b.fcmp_ordered("<", fabs(b, s), _c(F64, 2.0 ** -600))
-    sa = b.and_(small, b.fcmp_ordered("<", fabs(b, a), _c(F64, 2.0 ** -400)))
-    sc = b.and_(small, b.fcmp_ordered("<", fabs(b, c), _c(F64, 2.0 ** -400)))
-    big = _c(F64, 2.0 ** 600)
-    one = _c(F64, 1.0)
+    f64 = s.type
+    small = b.fcmp_ordered("<", fabs(b, s), _c(f64, 2.0 ** -600))
+    sa = b.and_(small, b.fcmp_ordered("<", fabs(b, a), _c(f64, 2.0 ** -400)))
+    sc = b.and_(small, b.fcmp_ordered("<", fabs(b, c), _c(f64, 2.0 ** -400)))
+    big = _c(f64, 2.0 ** 600)
+    one = _c(f64, 1.0)
     fa, fc = b.select(sa, big, one), b.select(sc, big, one)
     a2, c2 = b.fmul(a, fa), b.fmul(c, fc)
     s2 = b.fmul(b.fmul(s, fa), fc)
@@ -192,7 +207,7 @@ def _mul_residual_f64(b, a, c, s):
 
 
 def _mul_residual_sign_f64(b, a, c, s):
-    return _compare_sign(b, _mul_residual_f64(b, a, c, s)[0], _c(F64, 0.0))
+    return _compare_sign(b, _mul_residual_f64(b, a, c, s)[0], _c(s.type, 0.0))
 
 
 def _fma_residual_f64(b, a, c, d, s, p):
@@ -206,9 +221,9 @@ def _fma_residual_f64(b, a, c, d, s, p):
     # wrong magnitude). It is then taken from the scaled product and x is scaled alike;
     # an x far above any such error decides alone (and would overflow when scaled).
     res, fa, fc = _mul_residual_f64(b, a, c, p)
-    scaled = b.select(b.fcmp_ordered(">=", fabs(b, x), _c(F64, 2.0 ** -800)), x,
+    scaled = b.select(b.fcmp_ordered(">=", fabs(b, x), _c(x.type, 2.0 ** -800)), x,
                       b.fadd(b.fmul(b.fmul(x, fa), fc), res))
-    return b.select(b.fcmp_ordered("<", fabs(b, p), _c(F64, 2.0 ** -900)), scaled, err)
+    return b.select(b.fcmp_ordered("<", fabs(b, p), _c(p.type, 2.0 ** -900)), scaled, err)
 
 
 def arith_rnd(b, op, vals, rnd):
@@ -230,15 +245,16 @@ def arith_rnd(b, op, vals, rnd):
         r = _directed(b, s, sign, rnd)
         return _rm_exact_zero(b, r, sign, a, c) if rnd == "rm" else r
     if t == F32:
-        a64, c64 = b.fpext(a, F64), b.fpext(c, F64)
+        f64 = _like(F64, a)
+        a64, c64 = b.fpext(a, f64), b.fpext(c, f64)
         p = b.fmul(a64, c64)                        # exact: 24 x 24 bits
         if op == "mul":
-            return _round_pair_f64_to_f32(b, p, _c(F64, 0.0), rnd)
-        s, e = _two_sum(b, p, b.fpext(vals[2], F64))
+            return _round_pair_f64_to_f32(b, p, _c(f64, 0.0), rnd)
+        s, e = _two_sum(b, p, b.fpext(vals[2], f64))
         r = _round_pair_f64_to_f32(b, s, e, rnd)
         if rnd == "rm":
-            sign = _compare_sign(b, b.fadd(b.fsub(s, b.fpext(r, F64)), e), _c(F64, 0.0))
-            r = _rm_exact_zero(b, r, sign, b.fptrunc(p, F32), vals[2])
+            sign = _compare_sign(b, b.fadd(b.fsub(s, b.fpext(r, f64)), e), _c(f64, 0.0))
+            r = _rm_exact_zero(b, r, sign, b.fptrunc(p, t), vals[2])
         return r
     if op == "mul":
         s = b.fmul(a, c)
@@ -251,15 +267,15 @@ def arith_rnd(b, op, vals, rnd):
     # A product beyond the f64 range can still give a finite sum: the residual is then
     # found at 2**-64 scale (exact for the larger factor, for d and for s, all of which are
     # far from underflow; a d below 2**-900 can only break a tie, so it stays unscaled).
-    down = _c(F64, 2.0 ** -64)
+    down = _c(t, 2.0 ** -64)
     a_big = b.fcmp_ordered(">=", fabs(b, a), fabs(b, c))
     a2 = b.select(a_big, b.fmul(a, down), a)
     c2 = b.select(a_big, c, b.fmul(c, down))
-    d2 = b.select(b.fcmp_ordered("<", fabs(b, d), _c(F64, 2.0 ** -900)), d, b.fmul(d, down))
+    d2 = b.select(b.fcmp_ordered("<", fabs(b, d), _c(t, 2.0 ** -900)), d, b.fmul(d, down))
     s2 = b.fmul(s, down)
     err2 = _fma_residual_f64(b, a2, c2, d2, s2, b.fmul(a2, c2))
     err = b.select(_is_finite(b, p), err, err2)
-    sign = _overflow_sign(b, s, _compare_sign(b, err, _c(F64, 0.0)), finite)
+    sign = _overflow_sign(b, s, _compare_sign(b, err, _c(t, 0.0)), finite)
     r = _directed(b, s, sign, rnd)
     if rnd == "rm":
         r = _rm_exact_zero(b, r, sign, p, d)
@@ -337,7 +353,8 @@ def unary(b, opcode, x, mode, ftz):
     PTX ISA's tables give (rsqrt(+0) = +Inf, lg2(0) = -Inf, ex2(-Inf) = +0, ...)."""
     t = x.type
     s = _suffix(t)
-    if ftz and t == F32:
+    f32 = (t.element if isinstance(t, ir.VectorType) else t) == F32
+    if ftz and f32:
         x = flush_denormal(b, x)
     one = _c(t, 1.0)
     if opcode == "rcp":
@@ -349,14 +366,14 @@ def unary(b, opcode, x, mode, ftz):
     elif opcode in ("sin", "cos"):
         v = intrinsic(b, f"llvm.{opcode}.{s}", t, [x])
     elif opcode == "ex2":
-        v = _ex2_f32(b, x) if t == F32 else intrinsic(b, f"llvm.exp2.{s}", t, [x])
+        v = _ex2_f32(b, x) if f32 else intrinsic(b, f"llvm.exp2.{s}", t, [x])
     elif opcode == "lg2":
         v = intrinsic(b, f"llvm.log2.{s}", t, [x])
     elif opcode == "tanh":
         v = intrinsic(b, f"llvm.tanh.{s}", t, [x])
     else:
         raise ValueError(opcode)
-    if ftz and t == F32:
+    if ftz and f32:
         v = flush_denormal(b, v)
     return v
 
@@ -373,16 +390,17 @@ def _ex2_f32(b, x):
     the scaling in two exact-or-final steps so that a subnormal result rounds once. Within
     two ulps of 2**x (PTX promises 2**-22 relative). Outside [-160, 130] the result is 0 or
     +Inf either way."""
-    d = b.select(b.fcmp_ordered(">", x, _c(F32, 130.0)), _c(F32, 130.0), x)
-    d = b.select(b.fcmp_ordered("<", d, _c(F32, -160.0)), _c(F32, -160.0), d)
-    n = intrinsic(b, "llvm.rint.f32", F32, [d])
+    f32, i32 = x.type, _like(I32, x)         # (a vector in warp regions and block programs)
+    d = b.select(b.fcmp_ordered(">", x, _c(f32, 130.0)), _c(f32, 130.0), x)
+    d = b.select(b.fcmp_ordered("<", d, _c(f32, -160.0)), _c(f32, -160.0), d)
+    n = intrinsic(b, f"llvm.rint.{_suffix(f32)}", f32, [d])
     f = b.fsub(d, n)
-    p = _c(F32, _EX2_TAYLOR[-1])
+    p = _c(f32, _EX2_TAYLOR[-1])
     for coeff in reversed(_EX2_TAYLOR[:-1]):
-        p = _fma(b, p, f, _c(F32, coeff))
-    k = b.fptosi(n, I32)
-    half = b.ashr(k, _c(I32, 1))
-    scale = lambda e: b.bitcast(b.shl(b.add(e, _c(I32, 127)), _c(I32, 23)), F32)
+        p = _fma(b, p, f, _c(f32, coeff))
+    k = b.fptosi(n, i32)
+    half = b.ashr(k, _c(i32, 1))
+    scale = lambda e: b.bitcast(b.shl(b.add(e, _c(i32, 127)), _c(i32, 23)), f32)
     r = b.fmul(b.fmul(p, scale(half)), scale(b.sub(k, half)))
     return b.select(is_nan(b, x), x, r)
 

@@ -298,11 +298,13 @@ def _shuffle(w, st):
 
 
 _SHAPED = {kind: _shaped(kind) for kind in ("mov", "add", "sub", "shl", "shr", "and", "mul", "mad")}
+# floats' roots, reciprocals and approximations (ex2: expf), negation and absolute values as
+# warp regions make them
+_AS_IN_REGIONS = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "neg", "abs")
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
        "div": _div, "rem": _div,
-       # floats' roots and reciprocals, negation and absolute values as warp regions make them
-       **{op: REGION_OPS[op] for op in ("rcp", "sqrt", "rsqrt", "neg", "abs")}}
+       **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}}
 # The modifiers each form handles (an allow-list, ops.table.takes): warpruns' and warp regions'
 # for the forms taken from there; loads and stores of one element, in the spaces and with the
 # cache operators of _MEMORY_MODS (not ordered, not .param stores); cvta of global and shared
@@ -317,7 +319,7 @@ TAKES = {
     **dict.fromkeys(("bar", "barrier"), frozenset(("sync", "aligned"))),
     "div": REGION_MODS["div"] | INT_TYPES,
     "rem": INT_TYPES,
-    **{op: REGION_MODS[op] for op in ("rcp", "sqrt", "rsqrt", "neg", "abs")},
+    **{op: REGION_MODS[op] for op in _AS_IN_REGIONS},
 }
 assert set(TAKES) == set(OPS)
 

@@ -21,7 +21,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow
-from ..irutil import i32, load_field
+from ..irutil import i32, load_field, vector_constant
 from ..types import I1, I32, MEMORY_WRITES, llvm_width
 from . import laneshapes
 from .warpruns import LANES
@@ -251,7 +251,7 @@ class Lockstep:
         k = self.strides[r]
         if not k:
             return base
-        return b.add(base, ir.Constant(base.type, [lane * k for lane in range(LANES)]))
+        return b.add(base, vector_constant(base.type.element, tuple(lane * k for lane in range(LANES))))
 
     def _leave_lockstep(self, live):
         """Before the lanes go their own ways: the strided registers of `live` as vectors."""

@@ -19,7 +19,7 @@ from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow
 from ..irutil import (at_function_start, declare, for_range, i32, i64, intrinsic_suffix, load_field, register_address,
-                      set_loop_hints)
+                      set_loop_hints, vector_constant)
 from ..types import I1, I32, I64, PTR, llvm_type, llvm_width, space_of
 from . import lanereloads
 from .regionops import access_elements
@@ -86,7 +86,7 @@ class RegionMemory:
         if count == 1:
             return [wide]
         return [b.shuffle_vector(wide, ir.Constant(wide.type, None),
-                                 ir.Constant(ir.VectorType(I32, LANES), [lane * count + i for lane in range(LANES)]))
+                                 vector_constant(I32, tuple(lane * count + i for lane in range(LANES))))
                 for i in range(count)]
 
     def prefetch_ahead(self, address, nbytes, pos, write=False):
@@ -245,7 +245,7 @@ class RegionMemory:
         if reload is not None:
             return lambda lane: self._reloaded(reload, lane, lambda: self.read(op, t))
         v = self.read(op, t)
-        if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
+        if isinstance(v, ir.Constant) and isinstance(v.constant, (list, tuple)) and len({str(c) for c in v.constant}) == 1:
             return lambda lane: v.constant[0]
         return self._from_lane_array(v)
 
@@ -328,7 +328,7 @@ class RegionMemory:
         """i1: every lane is here and lane l's address is lane 0's plus l * size."""
         b = self.b
         start = self.splat(b.extract_element(addrs, i32(0)))
-        steps = ir.Constant(self._vec(I64), [lane * size for lane in range(LANES)])
+        steps = vector_constant(I64, tuple(lane * size for lane in range(LANES)))
         return self._every_lane(b.icmp_unsigned("==", addrs, b.add(start, steps)))
 
     def flipped(self, op) -> bool:
@@ -357,7 +357,7 @@ class RegionMemory:
         first = b.extract_element(addrs, i32(0))
         start = b.and_(first, i64(-LANES * size))
         u = b.lshr(b.sub(first, start), i64(shift))
-        lanes = ir.Constant(self._vec(I64), list(range(LANES)))
+        lanes = vector_constant(I64, tuple(range(LANES)))
         expected = b.add(self.splat(start), b.shl(b.xor(lanes, self.splat(u)), self.splat(i64(shift))))
         return self._reduce("and", b.icmp_unsigned("==", addrs, expected), I1), start, u
 
@@ -368,7 +368,7 @@ class RegionMemory:
         b = self.b
         for bit in range(LANES.bit_length() - 1):
             swapped = b.shuffle_vector(v, ir.Constant(v.type, None),
-                                       ir.Constant(ir.VectorType(I32, LANES), [lane ^ (1 << bit) for lane in range(LANES)]))
+                                       vector_constant(I32, tuple(lane ^ (1 << bit) for lane in range(LANES))))
             on = b.icmp_unsigned("!=", b.and_(u, i64(1 << bit)), i64(0))
             v = b.select(on, swapped, v)
         return v

@@ -32,12 +32,13 @@ REGION_MODS = {
     "ld": _ACCESS | LOAD_CACHING | PREFETCH_SIZES | {"nc"},
     "st": _ACCESS | STORE_CACHING,
     "cvta": SPACES | {"to", "u32", "u64"},
-    "cvt": _CVT_INTS | _CVT_FLOATS | {"rn", "rni", "rzi", "rmi", "rpi"},
+    "cvt": _CVT_INTS | _CVT_FLOATS | {"rn", "rni", "rzi", "rmi", "rpi", "sat"},
     "mul": VECTOR_MODS["mul"] | {"wide", "hi"},
     "div": FLOAT_TYPES | {"rn", "full"},
     "rcp": FLOAT_TYPES | {"rn"},
     "sqrt": FLOAT_TYPES | {"rn", "approx"},
     "rsqrt": FLOAT_TYPES | {"approx"},
+    **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), {"f32", "approx", "ftz"}),
     **dict.fromkeys(("neg", "abs"), INT_TYPES | FLOAT_TYPES),
     **dict.fromkeys(("atom", "red"), words(REDUCTIONS - {"inc", "dec"}, "cas exch relaxed acquire release acq_rel",
                                            "global shared shared::cta shared::cluster b32 b64", SCOPES, CACHE_HINT,
@@ -131,7 +132,10 @@ def cvt_form(st):
             or dst in floats and src in ints and rnd in (None, "rn")
             or (dst, src) == ("f64", "f32") and rnd is None
             or (dst, src) == ("f32", "f64") and rnd in (None, "rn")
-            or src in floats and (dst in _WHOLE_INTS or dst == src) and rnd in _TO_INTEGER):
+            or src in floats and (dst in _WHOLE_INTS or dst == src) and rnd in _TO_INTEGER
+            or dst in floats and dst == src and rnd is None):
+        if "sat" in st.mods and dst not in floats and rnd not in _TO_INTEGER:
+            return None         # (integer saturation is float-to-integer's own)
         return dst, src, rnd
     return None
 
@@ -139,7 +143,8 @@ def cvt_form(st):
 def _cvt(w, st):
     """Integer to integer, integer to float (round to nearest), float widening or narrowing
     (to nearest), float to integer and float to a whole float (`(int)x`, rintf: rounded to
-    an integer each way): floatops.cvt's forms without saturation, ftz or directed rounding."""
+    an integer each way), a float clamped to [0, 1] (`.sat`: `__saturatef`, and nvcc's expf
+    clamps its argument's fraction so): floatops.cvt's forms without ftz or directed rounding."""
     form = cvt_form(st)
     if form is None:
         raise NotVectorisable(f"cvt {st.mods}")
@@ -162,8 +167,10 @@ def _cvt(w, st):
         v = b.fptrunc(v, w._vec(llvm_type(dst)))
     elif src in floats and rnd in _TO_INTEGER:
         v = _rounded_to_integer(w, v, dst, rnd)
-    else:
+    elif not (dst == src and rnd is None):
         raise NotVectorisable(f"cvt {st.mods}")
+    if "sat" in st.mods and dst in floats:
+        v = floatops.saturate(b, v)
     w.write(st.operands[0], v, dst)
 
 
@@ -243,6 +250,15 @@ def _root_or_reciprocal(w, st):
     w.write(st.operands[0], v, t)
 
 
+def _approximation(w, st):
+    """ex2, lg2, sin, cos, tanh .approx of f32 (.ftz or not), as floatops.unary computes them
+    for one thread: ex2 as arithmetic (nvcc's expf, softmax's and GELU's), the others by
+    LLVM's intrinsics."""
+    t = warpruns.form_type(st, {"f32"})
+    x = w.read(st.operands[1], t)
+    w.write(st.operands[0], floatops.unary(w.b, st.opcode, x, "approx", "ftz" in st.mods), t)
+
+
 def _neg_abs(w, st):
     """neg and abs of integers and floats (instructions.abs_neg without ftz)."""
     t = warpruns.form_type(st, INT_TYPES | FLOAT_TYPES)
@@ -314,4 +330,5 @@ def _each_lane_atomic(w, st, ops, kind, t, space, elem, private, flush, old):
 
 REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
               "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
+              **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), _approximation),
               "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom}

@@ -25,9 +25,9 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import affine, uniformity
-from ..irutil import convert_bits, declare, i32, i64, load_field, split_index
+from ..irutil import convert_bits, declare, i32, i64, load_field, split_index, vector_constant
 from ...ptx.modifiers import COMPARISONS, SHUFFLES
-from ..ops import bitops, instructions
+from ..ops import bitops, floatops, instructions
 from ..ops.instructions import compare, compare_op
 from ..ops.table import takes
 from ..simt.collectives import shfl_source
@@ -277,11 +277,14 @@ class WarpCode:
 
     # -------------------------------------------------------------- operands
     def splat(self, scalar):
+        # constants are given as one element, not a list of them: llvmlite wraps each element
+        # of a list in a Constant of its own, and splats are the commonest vectors (a third of
+        # a 12,500-instruction kernel's lowering went to making their 32-element lists)
         b = self.b
         if isinstance(scalar, ir.Constant):
-            return ir.Constant(self._vec(scalar.type), [scalar] * self.lanes)
+            return ir.Constant(self._vec(scalar.type), scalar)
         one = b.insert_element(ir.Constant(self._vec(scalar.type), None), scalar, i32(0))
-        return b.shuffle_vector(one, ir.Constant(self._vec(scalar.type), None), ir.Constant(self._vec(I32), [0] * self.lanes))
+        return b.shuffle_vector(one, ir.Constant(self._vec(scalar.type), None), ir.Constant(self._vec(I32), i32(0)))
 
     def thread_index(self, axis):
         """The lanes' %tid.<axis>, from the warp's first linear index (the code runs for full
@@ -292,7 +295,7 @@ class WarpCode:
         if axis not in self.lane_index:
             b = self.b
             nx, ny = (load_field(b, self.header, abi.CTX[f"ntid_{a}"], I32) for a in "xy")
-            lanes = ir.Constant(self._vec(I32), list(range(LANES)))
+            lanes = vector_constant(I32, tuple(range(LANES)))
             x0, y0, z0 = self._first_lane_index(nx, ny)
             x, y, z = b.add(self.splat(x0), lanes), self.splat(y0), self.splat(z0)
             wrap_x = b.icmp_unsigned(">=", x, self.splat(nx))
@@ -421,11 +424,22 @@ def _mov(w, st):
     w.write(st.operands[0], w.read(st.operands[1], t), t)
 
 
+_DIRECTED = ("rz", "rm", "rp")
+
+
+def _directed_rounding(st):
+    """The directed rounding (.rz, .rm, .rp) a float instruction names, else None."""
+    return next((m for m in st.mods if m in _DIRECTED), None)
+
+
 def _arith(w, st):
     t = form_type(st, INT_TYPES | FLOAT_TYPES)
     a, c = _sources(w, st, t)
     b = w.b
     floats = t in FLOAT_TYPES
+    rnd = _directed_rounding(st)
+    if rnd is not None:
+        return w.write(st.operands[0], floatops.arith_rnd(b, st.opcode, [a, c], rnd), t)
     product = w.f.fused_products.get(id(st)) if floats else None
     if product is not None:         # a mul fused into this add/sub, as the step function does
         x, y = _sources(w, product, t)
@@ -445,6 +459,9 @@ def _fma(w, st):
     t = form_type(st, INT_TYPES | FLOAT_TYPES)
     a, c, d = _sources(w, st, t)
     b = w.b
+    rnd = _directed_rounding(st)
+    if rnd is not None:
+        return w.write(st.operands[0], floatops.arith_rnd(b, "fma", [a, c, d], rnd), t)
     if t in FLOAT_TYPES:
         return w.write(st.operands[0], _vector_fma(b, t, a, c, d), t)
     if st.opcode != "mad":
@@ -533,14 +550,15 @@ VECTOR_OPS = {"mov": _mov, "add": _arith, "sub": _arith, "mul": _arith, "mad": _
               "min": _min_max, "max": _min_max, "and": _logic, "or": _logic, "xor": _logic, "not": _logic,
               "shl": _shift, "shr": _shift, "setp": _setp, "selp": _selp, "shfl": _shuffle}
 # The modifiers each form handles (an allow-list, ops.table.takes): the types it computes in
-# and what it reads. A float form rounds to nearest (.rn), mul and mad keep the low half (.lo),
-# setp takes a comparison but no boolean operation; an instruction with any other modifier
-# (.sat, .ftz, .rz, .hi, .wide, .cc, .relu, .NaN, ...) keeps to the step function.
+# and what it reads. A float form rounds to nearest (.rn) or in a direction (.rz, .rm, .rp:
+# floatops.arith_rnd, which takes vectors; nvcc's expf has an fma.rm), mul and mad keep the
+# low half (.lo), setp takes a comparison but no boolean operation; an instruction with any
+# other modifier (.sat, .ftz, .hi, .wide, .cc, .relu, .NaN, ...) keeps to the step function.
 VECTOR_MODS = {
     "mov": _ARITHMETIC | {"pred"},
-    **dict.fromkeys(("add", "sub"), _ARITHMETIC | {"rn"}),
-    **dict.fromkeys(("mul", "mad"), _ARITHMETIC | {"rn", "lo"}),
-    "fma": FLOAT_TYPES | {"rn"},
+    **dict.fromkeys(("add", "sub"), _ARITHMETIC | {"rn", *_DIRECTED}),
+    **dict.fromkeys(("mul", "mad"), _ARITHMETIC | {"rn", "lo", *_DIRECTED}),
+    "fma": FLOAT_TYPES | {"rn", *_DIRECTED},
     **dict.fromkeys(("min", "max"), _ARITHMETIC),
     **dict.fromkeys(("and", "or", "xor", "not"), INT_TYPES | {"pred"}),
     **dict.fromkeys(("shl", "shr"), INT_TYPES),
