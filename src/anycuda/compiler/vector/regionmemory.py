@@ -170,11 +170,14 @@ class RegionMemory:
                 self._masked_load(start, vec, size, self._permute_lanes(self._lanes(), u)), u)))
 
         def by_lane():
-            tmp = self._scratch(vec)
-            elements = b.bitcast(tmp, elem.as_pointer())
-            with self._each_lane_here(self._from_lane_array(addrs), elem, "ld.lane") as (lane, p):
-                b.store(b.load(p, align=size), b.gep(elements, [lane]))
-            return b.load(tmp)
+            # one masked gather (vgather where the CPU has it) rather than a loop over the
+            # lanes: a thread per CSR row reads vals[j], cols[j] and x[cols[j]] of 32 rows
+            # apart each turn of its loop
+            ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), LANES))
+            mask = self._lanes()
+            fn = declare(b.module, f"llvm.masked.gather.v{LANES}{intrinsic_suffix(elem)}.v{LANES}p0", vec,
+                         [ptrs.type, I32, mask.type, vec])
+            return b.call(fn, [ptrs, i32(size), mask, ir.Constant(vec, None)])
         return self._first_way(ways, by_lane, "ld")
 
     def scatter(self, addrs, value, size, flipped=False):
