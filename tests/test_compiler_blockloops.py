@@ -470,3 +470,71 @@ def test_loops_around_barriers_back_to_back_to_the_end(rng, n):
     k((1,), (64,), (data, np.uint32(n)))
     np.testing.assert_array_equal(data.get(), x + n * (n - 1) // 2 + 100 * n)
     assert _ran_as_program(k, 64)
+
+
+ROWS = r"""
+// a warp per row of C, as llm.c's layernorm: nvcc splits each `i += 32` loop into a remainder
+// loop of ((C - 1 - lane) / 32 + 1) % 4 turns behind a branch (alike in a warp only when C is
+// a multiple of 32) and a loop unrolled by four that goes on from the remainder's i
+extern "C" __global__ void rows(const int* in, int* out, int* sums, int N, int C) {
+    int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const int* x = in + (size_t)row * C;
+    int s = 0;
+    for (int i = lane; i < C; i += 32) s += x[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) sums[row] = s;
+    int* y = out + (size_t)row * C;
+    for (int i = lane; i < C; i += 32) y[i] = 3 * x[i] - s;
+}
+"""
+
+
+@pytest.mark.parametrize("C", [768, 96, 100, 33, 7])
+def test_a_warp_per_row_whatever_the_rows_length(compile_cuda, rng, poison, C):
+    """The block program keeps the shape of `i` through the remainder loop and the branch
+    before it on condition that every lane took them alike (C a multiple of 32); where
+    they did not, the accesses go lane by lane: both against numpy."""
+    k = compile_cuda(ROWS, name="rows.cu").get_function("rows")
+    N = 13                                           # 4 rows a block: the last block's warps partly idle
+    x = rng.integers(-1000, 1000, (N, C)).astype(np.int32)
+    out, sums = poison(N * C, np.int32), poison(N, np.int32)
+    k((-(-N // 4),), (128,), (ac.asarray(x), out, sums, np.int32(N), np.int32(C)))
+    s = x.sum(axis=1)
+    np.testing.assert_array_equal(sums.get(), s)
+    np.testing.assert_array_equal(out.get().reshape(N, C), 3 * x - s[:, None])
+    assert _ran_as_program(k, 128)
+
+
+MASKED_SHAPE = HEADER + """.visible .entry masked_shape(.param .u64 out, .param .u32 k)
+{
+  .reg .b32 %r<4>; .reg .pred %p<2>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r1, [k];
+  mov.u32 %r2, %tid.x;
+  mov.u32 %r3, %r2;
+  setp.ge.u32 %p1, %r2, %r1;
+  @%p1 bra SKIP;
+  add.u32 %r3, %r2, 1000;
+SKIP:
+  bar.sync 0;
+  mul.wide.u32 %rd2, %r3, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r2;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("k", [0, 5, 40, 64])
+def test_a_shape_written_under_a_mask_holds_only_where_every_lane_wrote_it(poison, k):
+    """j = tid, then j = tid + 1000 for tid < k behind a branch: lanes past k keep tid, so the
+    new shape (stride 1 from 1000) fits the block only when k covers it; out[j] = tid."""
+    out = poison(1100, np.int32)
+    f = ac.RawModule(ptx=MASKED_SHAPE, name=f"masked_shape{k}.ptx").get_function("masked_shape")
+    f((1,), (64,), (out, np.uint32(k)))
+    want = np.frombuffer(b"\xcd" * 4400, np.int32).copy()
+    t = np.arange(64)
+    want[np.where(t < k, t + 1000, t)] = t
+    np.testing.assert_array_equal(out.get(), want)
+    assert _ran_as_program(f, 64)

@@ -31,7 +31,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..analysis.dataflow import defs_uses
 from ..types import I1
-from .blockops import Affine
+from .blockops import Affine, and_scalar
 from .warpruns import NotVectorisable
 
 
@@ -172,6 +172,7 @@ class LoopParts:
                 raise LoopShapeLost(r)
         for r, node in out_phis.items():
             node.add_incoming(opened.outs[r], b.block)
+        last_shapes = {r: self.shapes[r] for r in outs if r in self.shapes and r not in self.shapeless}
         m.add_incoming(going_on, b.block)
         fell.add_incoming(fell_now, b.block)
         for label, node in reach.items():
@@ -194,7 +195,23 @@ class LoopParts:
         # loop: the lanes after it are those before it (all of them, often: writes stay whole)
         ends = any(isinstance(st, pir.Instruction) and st.opcode in ("ret", "exit") for st in body[head:back])
         self.here = arriving if not exits and not ends else fell_now
+        if not exits and not ends and guard is not None:
+            self._exit_shapes(last_shapes, fell, arriving)
         return back + 1
+
+    def _exit_shapes(self, last_shapes, fell, arriving):
+        """Where every lane of the block went round the loop and all left it at once, each
+        register's exit value is its value in the last turn, which keeps that turn's shape:
+        the shapes hold on condition that every lane came in (`arriving`) and none had left
+        before the last turn (`fell` there is empty). nvcc's remainder loop before a loop unrolled by four (`for (i = lane; i <
+        C; i += 32)`) leaves `i` to the main loop, whose `x[i]` was a gather per turn without
+        it (layernorm, a warp per row)."""
+        together = self.b.not_(self._some_lane(fell))
+        if arriving is not None:
+            together = self.b.and_(together, self._every_lane(arriving))
+        for r, shape in last_shapes.items():
+            exact = together if shape.exact is None else and_scalar(self.b, together, shape.exact)
+            self.shapes[r] = Affine(shape.base, shape.stride, exact, shape.align)
 
     def _break_targets(self, head, back) -> set:
         """Labels past the loop that branches in it go to (its breaks); NotVectorisable for

@@ -376,7 +376,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
             return op.name in _ALIKE_SPECIAL or op.name == "tid" and op.component in ("y", "z")
         if isinstance(op, pir.Reg):
             shape = self.shapes.get(op.name)
-            return op.name in self.uniform or shape is not None and shape.stride == 0
+            return op.name in self.uniform or shape is not None and shape.stride == 0 and shape.exact is None
         return False
 
     def _none(self):
@@ -498,9 +498,18 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         return None
 
     def set_shape(self, op, shape):
-        """After an instruction wrote register `op`: its shape, if the write was whole."""
-        if shape is not None and isinstance(op, pir.Reg) and self.whole.get(op.name):
+        """After an instruction wrote register `op`: its shape, if the write was whole; if it
+        was under a mask over lanes that kept other values, the shape holds where every lane
+        is in the mask at run time (a branch nvcc cannot know all lanes take alike, as
+        `((C - 1 - lane) / 32 + 1) & 3`, its remainder loop's count before a loop unrolled
+        by four, which is alike in a warp when C is a multiple of 32)."""
+        if shape is None or not isinstance(op, pir.Reg):
+            return
+        if self.whole.get(op.name):
             self.shapes[op.name] = shape
+        elif self.mask is not None:
+            every = self._every_lane(self.mask)
+            self.shapes[op.name] = Affine(shape.base, shape.stride, and_scalar(self.b, shape.exact, every), shape.align)
 
     def widened(self, shape, t, to_bits):
         """The shape of an integer of type t widened to `to_bits`: exact where no lane's value
