@@ -69,6 +69,22 @@ class GeneratedKernel:
         before (`out`, poison for instance)."""
         return _Model(self, inp, finp, n, grid, block, out).run()
 
+    def check_launch(self, grid: int, block: int, rng, n: int = None) -> None:
+        """Launch the kernel through anycuda on fresh random inputs and a poisoned output
+        (n: the threads that work, random when None) and compare each word with the model."""
+        import anycuda as ac
+        inp = rng.integers(0, 2 ** 32, IN_WORDS, dtype=np.uint32)
+        finp = rng.random(IN_WORDS, dtype=np.float32)
+        n = int(rng.integers(1, 3 * grid * block)) if n is None else n
+        before = np.full(grid * block * SLOTS, 0xCDCDCDCD, np.uint32)
+        want = self.expected(inp, finp, n, grid, block, before)
+        f = ac.RawModule(ptx=self.ptx, name=f"{self.name}.ptx").get_function(self.name)
+        out = ac.asarray(before)
+        f((grid,), (block,), (ac.asarray(inp), ac.asarray(finp), out, np.uint32(n)))
+        wrong = np.nonzero(out.get() != want)[0]
+        assert not len(wrong), (f"{self.name}: {len(wrong)} words differ (grid {grid}, block {block}, n {n}), first "
+                                f"threads {sorted(set(wrong[:20] // SLOTS))}, slots {sorted(set(wrong[:20] % SLOTS))}")
+
 
 def _operand(x) -> str:
     return str(x) if isinstance(x, int) else x

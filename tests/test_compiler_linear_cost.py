@@ -17,10 +17,8 @@ import collections
 import math
 import sys
 
-import numpy as np
 import pytest
 
-import anycuda as ac
 from anycuda.compiler.analysis import cfg, dataflow
 from anycuda.compiler.vector import laneshapes
 from anycuda.compiler.lowering.module import ModuleLowering
@@ -166,18 +164,7 @@ def test_the_issue_kernel_of_125_small_loops(monkeypatch):
 
 
 def _run(kernel, grid, block, rng):
-    inp = rng.integers(0, 2 ** 32, gen.IN_WORDS, dtype=np.uint32)
-    finp = rng.random(gen.IN_WORDS, dtype=np.float32)
-    n = int(rng.integers(1, 3 * grid * block))
-    before = np.full(grid * block * gen.SLOTS, 0xCDCDCDCD, np.uint32)
-    want = kernel.expected(inp, finp, n, grid, block, before)
-    f = ac.RawModule(ptx=kernel.ptx, name=f"{kernel.name}.ptx").get_function(kernel.name)
-    out = ac.asarray(before)
-    f((grid,), (block,), (ac.asarray(inp), ac.asarray(finp), out, np.uint32(n)))
-    got = out.get()
-    wrong = np.nonzero(got != want)[0]
-    assert not len(wrong), (f"{len(wrong)} words differ, first threads {sorted(set(wrong[:20] // gen.SLOTS))}, "
-                            f"slots {sorted(set(wrong[:20] % gen.SLOTS))}")
+    kernel.check_launch(grid, block, rng)
 
 
 # Quick code (ANYCUDA_JIT=quick) for the most: optimised code of a 700-instruction kernel

@@ -40,21 +40,9 @@ def takes_a_block_program(kernel, block: int) -> bool:
 
 
 def run_and_compare(kernel, case):
-    import anycuda as ac
     grid, block = case["grid"], case["block"]
-    rng = np.random.default_rng(case["seed"])
-    inp = rng.integers(0, 2 ** 32, gen.IN_WORDS, dtype=np.uint32)
-    finp = rng.random(gen.IN_WORDS, dtype=np.float32)
     n = max(1, int(case["n_fraction"] * 1.5 * grid * block))
-    before = np.full(grid * block * gen.SLOTS, 0xCDCDCDCD, np.uint32)   # poisoned output
-    want = kernel.expected(inp, finp, n, grid, block, before)
-    f = ac.RawModule(ptx=kernel.ptx, name=f"{kernel.name}.ptx").get_function(kernel.name)
-    out = ac.asarray(before)
-    f((grid,), (block,), (ac.asarray(inp), ac.asarray(finp), out, np.uint32(n)))
-    got = out.get()
-    wrong = np.nonzero(got != want)[0]
-    assert not len(wrong), (f"{len(wrong)} words differ for {case}: threads "
-                            f"{sorted(set(wrong[:20] // gen.SLOTS))}, slots {sorted(set(wrong[:20] % gen.SLOTS))}")
+    kernel.check_launch(grid, block, np.random.default_rng(case["seed"]), n)
 
 
 @fh.fuzz_settings(default=4)
