@@ -203,9 +203,9 @@ class LoopParts:
         """Where every lane of the block went round the loop and all left it at once, each
         register's exit value is its value in the last turn, which keeps that turn's shape:
         the shapes hold on condition that every lane came in (`arriving`) and none had left
-        before the last turn (`fell` there is empty). nvcc's remainder loop before a loop unrolled by four (`for (i = lane; i <
-        C; i += 32)`) leaves `i` to the main loop, whose `x[i]` was a gather per turn without
-        it (layernorm, a warp per row)."""
+        before the last turn (`fell` there is empty). nvcc's remainder loop before a loop
+        unrolled by four (`for (i = lane; i < C; i += 32)`) leaves `i` to the main loop, whose
+        `x[i]` was a gather per turn without it (layernorm, a warp per row)."""
         together = self.b.not_(self._some_lane(fell))
         if arriving is not None:
             together = self.b.and_(together, self._every_lane(arriving))
