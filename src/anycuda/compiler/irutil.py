@@ -37,6 +37,17 @@ def vector_constant(elem: ir.Type, values: tuple) -> ir.Constant:
     return ir.Constant(ir.VectorType(elem, len(values)), list(values))
 
 
+def masked_gather(b: ir.IRBuilder, addrs: ir.Value, elem: ir.Type, align: int, mask: ir.Value) -> ir.Value:
+    """The elements of type `elem` at i64 vector `addrs` where `mask` holds (the others
+    undefined; none read): one llvm.masked.gather."""
+    lanes = addrs.type.count
+    vec = ir.VectorType(elem, lanes)
+    ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), lanes))
+    fn = declare(b.module, f"llvm.masked.gather.v{lanes}{intrinsic_suffix(elem)}.v{lanes}p0", vec,
+                 [ptrs.type, ir.IntType(32), mask.type, vec])
+    return b.call(fn, [ptrs, ir.Constant(ir.IntType(32), align), mask, ir.Constant(vec, None)])
+
+
 def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=False) -> ir.Function:
     """The function `name` in `module`, declared on first use."""
     fn = module.globals.get(name)

@@ -31,7 +31,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..analysis.dataflow import defs_uses
 from ..types import I1
-from .blockops import Affine, and_scalar
+from .blockops import Affine, holding_if
 from .warpruns import NotVectorisable
 
 
@@ -210,8 +210,7 @@ class LoopParts:
         if arriving is not None:
             together = self.b.and_(together, self._every_lane(arriving))
         for r, shape in last_shapes.items():
-            exact = together if shape.exact is None else and_scalar(self.b, together, shape.exact)
-            self.shapes[r] = Affine(shape.base, shape.stride, exact, shape.align)
+            self.shapes[r] = holding_if(self.b, shape, together)
 
     def _break_targets(self, head, back) -> set:
         """Labels past the loop that branches in it go to (its breaks); NotVectorisable for

@@ -13,7 +13,8 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ..cpu import streamstores
-from ..irutil import at_function_start, convert_bits, declare, for_each_set_bit, i32, i64, intrinsic_suffix, register_address
+from ..irutil import (at_function_start, convert_bits, declare, for_each_set_bit, i32, i64, intrinsic_suffix,
+                      masked_gather, register_address)
 from ..types import I1, I32, I64, llvm_width, width
 from .blockops import Affine, and_scalar
 from .warpruns import NotVectorisable
@@ -288,13 +289,11 @@ class BlockMemory:
     def _gather_scatter(self, addrs, elem, size, value):
         b = self.b
         vec = self._vec(elem)
-        ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), self.lanes))
         mask = self.mask if self.mask is not None else self._all_lanes()
-        suffix = intrinsic_suffix(elem)
         if value is None:
-            fn = declare(b.module, f"llvm.masked.gather.v{self.lanes}{suffix}.v{self.lanes}p0", vec,
-                         [ptrs.type, I32, mask.type, vec])
-            return b.call(fn, [ptrs, i32(size), mask, ir.Constant(vec, None)])
+            return masked_gather(b, addrs, elem, size, mask)
+        ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), self.lanes))
+        suffix = intrinsic_suffix(elem)
         fn = declare(b.module, f"llvm.masked.scatter.v{self.lanes}{suffix}.v{self.lanes}p0", ir.VoidType(),
                      [vec, ptrs.type, I32, mask.type])
         b.call(fn, [value, ptrs, i32(size), mask])

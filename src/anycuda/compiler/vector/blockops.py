@@ -8,7 +8,7 @@ the kernel keeps the rounds).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llvmlite import ir
 
@@ -41,6 +41,11 @@ class Affine:
 
 def and_scalar(b, a, c):
     return c if a is None else b.and_(a, c)
+
+
+def holding_if(b, shape, cond):
+    """`shape` on the further condition `cond` (an i1, checked at run time)."""
+    return replace(shape, exact=and_scalar(b, shape.exact, cond))
 
 
 def _shaped(kind):

@@ -57,7 +57,7 @@ from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
 from .blockloops import LoopParts, LoopShapeLost
 from .blockmemory import BlockMemory
-from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, is_empty, load_bases
+from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, holding_if, is_empty, load_bases
 from .blockstretches import StretchParts
 from .laneparts import Parts
 from .warpruns import NotVectorisable, WarpCode
@@ -508,8 +508,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         if self.whole.get(op.name):
             self.shapes[op.name] = shape
         elif self.mask is not None:
-            every = self._every_lane(self.mask)
-            self.shapes[op.name] = Affine(shape.base, shape.stride, and_scalar(self.b, shape.exact, every), shape.align)
+            self.shapes[op.name] = holding_if(self.b, shape, self._every_lane(self.mask))
 
     def widened(self, shape, t, to_bits):
         """The shape of an integer of type t widened to `to_bits`: exact where no lane's value

@@ -243,7 +243,7 @@ class StretchParts:
         here = self._all_lanes() if self.here is None else self.here
         go = self._some_lane(b.and_(p, here))
         b.store(b.or_(b.load(self._again), go), self._again)
-        self._skipping[f"round{self.barrier_backs[pos]}"] = b.not_(go)
+        self._skipping[self._leaving(self.barrier_backs[pos])] = b.not_(go)
 
     def _round_again(self, start):
         """After the last stretch of a loop: back to its first where some warp goes round."""

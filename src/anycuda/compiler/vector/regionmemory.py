@@ -19,7 +19,7 @@ from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow
 from ..irutil import (at_function_start, declare, for_range, i32, i64, intrinsic_suffix, load_field, register_address,
-                      set_loop_hints, vector_constant)
+                      masked_gather, set_loop_hints, vector_constant)
 from ..types import I1, I32, I64, PTR, llvm_type, llvm_width, space_of
 from . import lanereloads
 from .regionops import access_elements
@@ -173,11 +173,7 @@ class RegionMemory:
             # one masked gather (vgather where the CPU has it) rather than a loop over the
             # lanes: a thread per CSR row reads vals[j], cols[j] and x[cols[j]] of 32 rows
             # apart each turn of its loop
-            ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), LANES))
-            mask = self._lanes()
-            fn = declare(b.module, f"llvm.masked.gather.v{LANES}{intrinsic_suffix(elem)}.v{LANES}p0", vec,
-                         [ptrs.type, I32, mask.type, vec])
-            return b.call(fn, [ptrs, i32(size), mask, ir.Constant(vec, None)])
+            return masked_gather(b, addrs, elem, size, self._lanes())
         return self._first_way(ways, by_lane, "ld")
 
     def scatter(self, addrs, value, size, flipped=False):

@@ -429,7 +429,8 @@ _DIRECTED = ("rz", "rm", "rp")
 
 def _directed_rounding(st):
     """The directed rounding (.rz, .rm, .rp) a float instruction names, else None."""
-    return next((m for m in st.mods if m in _DIRECTED), None)
+    rnd = instructions.rounding(st)
+    return rnd if rnd in _DIRECTED else None
 
 
 def _arith(w, st):
