@@ -106,6 +106,8 @@ COMBINED = {name for name, *_ in UNIFORM} | {name + "_ret" for name, *_ in UNIFO
                                                                                     "fenced", "with_ticket"}
 CARRIED = COMBINED - {"fenced", "with_ticket"}         # from block to block by a worker
 NOT_COMBINED = {"per_lane", "tickets", "read_after", "store_after", "grid_stride"}
+# not combined per block, but held per address in a table (ops/atomictable.py; test_atomic_table.py)
+HELD = {"per_lane", "store_after", "grid_stride"}
 
 
 @pytest.fixture(scope="module")
@@ -269,16 +271,16 @@ def test_which_kernels_are_combined():
     lowered = ModuleLowering(parse(compile_to_ptx(SOURCE, name="aggregation.cu"), "aggregation.ptx"),
                              "aggregation.ptx").lower()
     names = {g.name for g in lowered.mod.global_values}
-    combined = set()
-    for name, info in lowered.kernels.items():
-        prefix = info.export.replace("anycuda.launch.", "ptx.k")
-        if f"{prefix}.combined.flush" in names:
-            combined.add(name)
+
+    def having(suffix):
+        return {name for name, info in lowered.kernels.items()
+                if info.export.replace("anycuda.launch.", "ptx.k") + suffix in names}
+    held = having(".step.table.add")
+    assert held == HELD
+    combined = having(".combined.flush") - held
     assert combined == COMBINED
     assert not combined & NOT_COMBINED and NOT_COMBINED <= set(lowered.kernels)
-    carried = {name for name, info in lowered.kernels.items()
-               if info.export.replace("anycuda.launch.", "ptx.k") + ".combined.merge" in names}
-    assert carried == CARRIED
+    assert having(".combined.merge") - held == CARRIED
 
 
 @pytest.mark.parametrize("workers", [None, 1])
@@ -327,6 +329,10 @@ LOOP_KERNELS = {
     "loop_sum_f64": (np.float64, "sum"), "loop_max_i32": (np.int32, "max"), "loop_min_u32": (np.uint32, "min"),
     "loop_and_u32": (np.uint32, "and"), "loop_or_u64": (np.uint64, "or"), "loop_xor_i32": (np.int32, "xor"),
 }
+
+
+# the loop kernels whose results are unused and whose loads follow the atomic: held in a table
+HELD_LOOPS = {"loop_sum_f64", "loop_min_u32", "loop_and_u32", "loop_or_u64"}
 
 
 @pytest.fixture(scope="module")
@@ -413,10 +419,14 @@ def test_warp_regions_emit_the_combined_form(monkeypatch):
     chooses it), a histogram's does not; the lowering is read in-process, where the region's
     ops are emitted."""
     from anycuda.compiler.vector import laneatomics
-    made = []
-    original = laneatomics.combined
+    made, made_held = [], []
+    original, original_total = laneatomics.combined, laneatomics.warp_total
     monkeypatch.setattr(laneatomics, "combined", lambda w, *a: made.append(w.f.pfn.name) or original(w, *a))
+    # (a kernel whose atomics are held in a table takes the warp's total into it: regionops._held_atomics)
+    monkeypatch.setattr(laneatomics, "warp_total",
+                        lambda w, *a: made_held.append(w.f.pfn.name) or original_total(w, *a))
     ModuleLowering(parse(compile_to_ptx(LOOPS, name="aggregation_loops.cu"), "loops.ptx"), "loops.ptx").lower()
-    assert set(LOOP_KERNELS) <= set(made)
+    assert set(LOOP_KERNELS) - set(made) <= HELD_LOOPS
+    assert HELD_LOOPS <= set(made_held)
     # bins computed from loaded data (a histogram) keep the lane loop without the check
     assert "loop_bins_i32" not in made

@@ -26,7 +26,7 @@ from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address,
                       store_field)
 from ..layout import decl_size, passed_parameters
-from ..ops import instructions, matrixruns, mbarrier
+from ..ops import atomictable, instructions, matrixruns, mbarrier
 from ..simt import gridsync, probebounds
 from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_kind, width
 from ..vector import warpregions, warpruns
@@ -124,6 +124,7 @@ class FunctionLowering(Spills):
         self.matrix_runs = {}             # id(MATRIX_RUN instruction) -> its members (ops/matrixruns.py)
         self.matrix_run = None            # the run whose members are being lowered (matrixruns.MatrixRun)
         self.combined = []                # atomics a block performs once for its threads (ops/aggregation.py)
+        self.atomic_table = None          # the table a block's scattered atomics are held in (ops/atomictable.py)
         self.inst = None
         self._analyses = {}               # key -> what `analysed` made once for this body
         self._thread_offsets = {}         # (element size, type) -> this thread's element of the spill arrays (spill_ptr)
@@ -175,6 +176,7 @@ class FunctionLowering(Spills):
             # are, in a slot after the frame header (see space_windows)
             self.publishes_locals = any(isinstance(st, pir.Instruction) and st.opcode == "call" for st in body)
             self.frame_size = LOCAL_WINDOW_SLOT + (16 if self.publishes_locals else 0)
+            self.atomic_table = atomictable.plan(self)
         entry = self.fn.append_basic_block("entry")
         self.b = b = FoldingBuilder(entry)
         if self.is_kernel:

@@ -77,6 +77,41 @@ class Combined:
     def lt(self):
         return llvm_type(self.ptx_type)
 
+    @property
+    def atoms(self) -> int:
+        """The atom/red instructions it stands for."""
+        return 1
+
+    def init(self, b, fr):
+        """Before a block's (or a worker's run's) first thread: the identity, unused."""
+        b.store(_identity(self), field_ptr(b, fr, self.offset + 8, self.lt))
+        b.store(ir.Constant(I8, 0), field_ptr(b, fr, self.offset + 16, I8))
+
+    def flush(self, b, fr):
+        """After the last thread: the one atomic, where a thread contributed."""
+        with b.if_then(self._used(b, fr), likely=True):
+            perform(b, b.load(field_ptr(b, fr, self.offset, I64)),
+                    b.load(field_ptr(b, fr, self.offset + 8, self.lt)), self.kind, self.ptx_type)
+
+    def merge(self, b, fr, carried):
+        """A block's total into the one its worker carries (same offsets in `carried`),
+        the carried one performed first where the block's address differs."""
+        with b.if_then(self._used(b, fr), likely=True):
+            addr = b.load(field_ptr(b, fr, self.offset, I64))
+            held = self._used(b, carried)
+            elsewhere = b.and_(held, b.icmp_unsigned("!=", b.load(field_ptr(b, carried, self.offset, I64)), addr))
+            with b.if_then(elsewhere, likely=False):
+                self.flush(b, carried)
+                b.store(_identity(self), field_ptr(b, carried, self.offset + 8, self.lt))
+            total_p = field_ptr(b, carried, self.offset + 8, self.lt)
+            b.store(combine(b, self.kind, b.load(total_p), b.load(field_ptr(b, fr, self.offset + 8, self.lt))),
+                    total_p)
+            b.store(addr, field_ptr(b, carried, self.offset, I64))
+            b.store(ir.Constant(I8, 1), field_ptr(b, carried, self.offset + 16, I8))
+
+    def _used(self, b, fr):
+        return b.icmp_unsigned("!=", b.load(field_ptr(b, fr, self.offset + 16, I8)), ir.Constant(I8, 0))
+
 
 def combinable_kind(inst):
     """The atomicrmw kind of an atom/red whose form a block may combine, else None."""
@@ -128,7 +163,7 @@ def read_registers(f) -> set:
     return f.analysed("aggregation.read", make)
 
 
-def _touches_memory(st) -> bool:
+def touches_memory(st) -> bool:
     if st.opcode == "ld":
         return "param" not in st.mods       # a kernel parameter does not change
     return st.opcode not in _QUIET
@@ -140,7 +175,7 @@ def _memory_after(f, pos) -> bool:
     home = next((b for b in blocks if any(p == pos for p, _ in b.instructions)), None)
     if home is None:
         return True
-    if any(_touches_memory(st) for p, st in home.instructions if p > pos):
+    if any(touches_memory(st) for p, st in home.instructions if p > pos):
         return True
     seen, todo = set(), list(home.succs)
     while todo:
@@ -151,7 +186,7 @@ def _memory_after(f, pos) -> bool:
         blk = blocks[i]
         # (back in the atomic's own block through a loop: all of it is reached, the atomic
         # itself may repeat)
-        if any(_touches_memory(st) and p != pos for p, st in blk.instructions):
+        if any(touches_memory(st) and p != pos for p, st in blk.instructions):
             return True
         todo.extend(blk.succs)
     return False
@@ -200,7 +235,7 @@ def carries_across_blocks(body, combined) -> bool:
     docstring): every atom/red of the body was combined, and without them its blocks may run
     in any order unseen."""
     atomics_in_body = [st for st in body if isinstance(st, pir.Instruction) and st.opcode in ("atom", "red")]
-    if len(atomics_in_body) != len(combined):
+    if len(atomics_in_body) != sum(c.atoms for c in combined):
         return False
     return memory.any_block_order([st for st in body if not (isinstance(st, pir.Instruction)
                                                              and st.opcode in ("atom", "red"))])
@@ -208,36 +243,23 @@ def carries_across_blocks(body, combined) -> bool:
 
 def emit_merge(module, name, combined) -> ir.Function:
     """`void (i8* frame, i8* carried)`: a block's combined totals into those its worker
-    carries (slots at the same offsets), the carried ones performed first where the block's
-    address differs."""
+    carries (slots at the same offsets: each one's `merge`)."""
     merge = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name=f"{name}.combined.merge")
     merge.linkage = "internal"
     merge.attributes.add("alwaysinline")
     b = ir.IRBuilder(merge.append_basic_block("entry"))
-    fr, carried = merge.args
     for c in combined:
-        used = b.icmp_unsigned("!=", b.load(field_ptr(b, fr, c.offset + 16, I8)), ir.Constant(I8, 0))
-        with b.if_then(used, likely=True):
-            addr = b.load(field_ptr(b, fr, c.offset, I64))
-            held = b.icmp_unsigned("!=", b.load(field_ptr(b, carried, c.offset + 16, I8)), ir.Constant(I8, 0))
-            elsewhere = b.and_(held, b.icmp_unsigned("!=", b.load(field_ptr(b, carried, c.offset, I64)), addr))
-            with b.if_then(elsewhere, likely=False):
-                _perform(b, carried, c)
-                b.store(_identity(c), field_ptr(b, carried, c.offset + 8, c.lt))
-            total_p = field_ptr(b, carried, c.offset + 8, c.lt)
-            b.store(combine(b, c.kind, b.load(total_p), b.load(field_ptr(b, fr, c.offset + 8, c.lt))), total_p)
-            b.store(addr, field_ptr(b, carried, c.offset, I64))
-            b.store(ir.Constant(I8, 1), field_ptr(b, carried, c.offset + 16, I8))
+        c.merge(b, *merge.args)
     b.ret_void()
     return merge
 
 
-def _perform(b, fr, c):
-    """The atomic of slot `c` of `fr` with its total (its address and total set)."""
-    p = b.inttoptr(b.load(field_ptr(b, fr, c.offset, I64)), c.lt.as_pointer())
-    total = b.load(field_ptr(b, fr, c.offset + 8, c.lt))
-    flush_subnormals = ir.Constant(ir.IntType(1), 1) if c.kind == "fadd" and c.ptx_type == "f32" else None
-    atomics.rmw(b, False, c.kind, p, total, flush_subnormals)
+def perform(b, addr, total, kind, ptx_type):
+    """The atomic `kind` of `total` at i64 `addr` (global memory), flushing subnormals where
+    a global add.f32 does."""
+    lt = llvm_type(ptx_type)
+    flush_subnormals = ir.Constant(ir.IntType(1), 1) if kind == "fadd" and ptx_type == "f32" else None
+    atomics.rmw(b, False, kind, b.inttoptr(addr, lt.as_pointer()), total, flush_subnormals)
 
 
 def emit_block_hooks(module, name, combined) -> tuple:
@@ -246,22 +268,14 @@ def emit_block_hooks(module, name, combined) -> tuple:
     if not combined:
         return None, None
     fnty = ir.FunctionType(ir.VoidType(), [PTR])
-    init = ir.Function(module, fnty, name=f"{name}.combined.init")
-    flush = ir.Function(module, fnty, name=f"{name}.combined.flush")
-    for fn in (init, flush):
+    hooks = []
+    for part in ("init", "flush"):
+        fn = ir.Function(module, fnty, name=f"{name}.combined.{part}")
         fn.linkage = "internal"
         fn.attributes.add("alwaysinline")
-    b = ir.IRBuilder(init.append_basic_block("entry"))
-    for c in combined:
-        b.store(_identity(c), field_ptr(b, init.args[0], c.offset + 8, c.lt))
-        b.store(ir.Constant(I8, 0), field_ptr(b, init.args[0], c.offset + 16, I8))
-    b.ret_void()
-    b = ir.IRBuilder(flush.append_basic_block("entry"))
-    fr = flush.args[0]
-    for c in combined:
-        used = b.icmp_unsigned("!=", b.load(field_ptr(b, fr, c.offset + 16, I8)), ir.Constant(I8, 0))
-        with b.if_then(used, likely=True):
-            _perform(b, fr, c)
-    b.ret_void()
-    return init, flush
-
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for c in combined:
+            getattr(c, part)(b, fn.args[0])
+        b.ret_void()
+        hooks.append(fn)
+    return tuple(hooks)

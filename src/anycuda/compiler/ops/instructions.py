@@ -19,7 +19,7 @@ from ..irutil import convert_bits, i32, i64
 from ..simt import gridsync
 from ..types import (FLOAT_TYPES, I1, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
                      vector_count, width)
-from . import aggregation, asynccopy, atomics, bitops, floatops, initcheck, mbarrier, memcheck, racecheck, suspending, textures  # noqa: F401 - those register their handlers
+from . import aggregation, asynccopy, atomictable, atomics, bitops, floatops, initcheck, mbarrier, memcheck, racecheck, suspending, textures  # noqa: F401 - those register their handlers
 from .calls import lower_call
 from . import matrix  # noqa: F401 - registers the warp matrix instructions (mma, wmma, ldmatrix)
 from .table import (BOOL_OPS, HANDLERS, OPERAND_COUNTS, VARIABLE_FORMS, handles, inst_type, operand_counts,  # noqa: F401 - the table, read through this module too
@@ -79,6 +79,8 @@ def _elements(f, inst, addr_op, data_op, kind):
     size = max(width(t) // 8, 1)
     if not f.is_kernel_param(addr_op):
         memcheck.check(f, base, size * n, kind, space_of(inst))
+        if f.atomic_table is not None and space_of(inst) in ("", "global"):
+            atomictable.guard(f, base, size * n)        # the thread sees its own held atomics
     pairs = [(item, f.b.gep(base, [i64(i * size)]) if i else base) for i, item in enumerate(items)]
     return pairs, t, llvm_type(t), size, _ordering(inst)
 
@@ -824,5 +826,10 @@ ATOMIC_MODS = words("global shared shared::cta shared::cluster relaxed acquire r
 
 
 @handles("atom", "red", mods=ATOMIC_MODS)
-def atom(f, inst):      # where a block's threads may combine theirs, one atomic per block (ops/aggregation.py)
-    (aggregation.lower_combined if aggregation.combinable(f, inst, f.inst_pos) else atomics.lower_atomic)(f, inst)
+def atom(f, inst):
+    if aggregation.combinable(f, inst, f.inst_pos):     # one address per block: one atomic per block
+        aggregation.lower_combined(f, inst)
+    elif f.atomic_table is not None:                    # held per address (ops/atomictable.py)
+        atomictable.lower(f, inst)
+    else:
+        atomics.lower_atomic(f, inst)

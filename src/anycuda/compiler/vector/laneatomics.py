@@ -96,18 +96,14 @@ def combined(w, kind, elem, private, flush, first_addr, values, olds=True):
     b = w.b
     vec = values.type
     identity = ir.Constant(vec, [aggregation.identity(kind, elem)] * LANES)
-    if kind == "fadd" and isinstance(flush, ir.Constant) and flush.constant and not private:
-        values = _flush_lanes(b, values)
-    x = b.select(w._lanes(), values, identity)
+    flush_lanes = kind == "fadd" and isinstance(flush, ir.Constant) and flush.constant and not private
     p = b.inttoptr(first_addr, elem.as_pointer())
     if not olds:
-        name = f"llvm.vector.reduce.{_REDUCE[kind]}.v{LANES}{intrinsic_suffix(elem)}"
-        if kind == "fadd":          # (start, vector), unordered with reassoc
-            total = b.call(declare(b.module, name, elem, [elem, vec]), [identity.constant[0], x], fastmath=("reassoc",))
-        else:
-            total = b.call(declare(b.module, name, elem, [vec]), [x])
-        atomics.rmw(b, private, kind, p, total, flush)
+        atomics.rmw(b, private, kind, p, warp_total(w, kind, elem, values, flush_lanes), flush)
         return None
+    if flush_lanes:
+        values = _flush_lanes(b, values)
+    x = b.select(w._lanes(), values, identity)
     # inclusive scan in lane order: x[l] = x[0] op ... op x[l]
     step = 1
     while step < LANES:
@@ -120,6 +116,21 @@ def combined(w, kind, elem, private, flush, first_addr, values, olds=True):
     before = b.shuffle_vector(x, identity, ir.Constant(ir.VectorType(I32, LANES),
                                                        [l - 1 if l >= 1 else LANES for l in range(LANES)]))
     return _vector_op(b, kind, w.splat(old), before)
+
+
+def warp_total(w, kind, elem, values, flush_lanes=False):
+    """The active lanes' `values` (<32 x elem>) combined by `kind`, a reduction in no
+    particular order; each lane's f32 subnormal flushed first where `flush_lanes`."""
+    b = w.b
+    vec = values.type
+    identity = ir.Constant(vec, [aggregation.identity(kind, elem)] * LANES)
+    if flush_lanes:
+        values = _flush_lanes(b, values)
+    x = b.select(w._lanes(), values, identity)
+    name = f"llvm.vector.reduce.{_REDUCE[kind]}.v{LANES}{intrinsic_suffix(elem)}"
+    if kind == "fadd":          # (start, vector), unordered with reassoc
+        return b.call(declare(b.module, name, elem, [elem, vec]), [identity.constant[0], x], fastmath=("reassoc",))
+    return b.call(declare(b.module, name, elem, [vec]), [x])
 
 
 def address_vector(w, op, space):

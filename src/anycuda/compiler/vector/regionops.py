@@ -14,9 +14,9 @@ from ...ptx import ir as pir
 from ...ptx.modifiers import (CACHE_HINT, DATA, EVICTION, LOAD_CACHING, PREFETCH_SIZES, REDUCTIONS, SCOPES, SPACES,
                               STORE_CACHING, VECTORS, words)
 from ..cpu import streamstores
-from ..irutil import declare, i64, intrinsic_suffix
-from ..ops import atomics, floatops
-from ..types import llvm_type, space_of, type_mods, width
+from ..irutil import declare, i64, intrinsic, intrinsic_suffix
+from ..ops import atomics, atomictable, floatops
+from ..types import I64, llvm_type, space_of, type_mods, width
 from . import laneatomics, warpruns
 from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, VECTOR_MODS, NotVectorisable
 
@@ -70,6 +70,7 @@ def _ld(w, st):
     if not f.parallel_space(space):
         raise NotVectorisable(f"ld in .{space or 'generic'}")
     strided = w.strided_address(st.operands[1], space)
+    _guard_held_atomics(w, st, strided, st.operands[1], size * len(items))
     if strided is not None and strided[1] == size * len(items) and (w.mask is None or len(items) == 1):
         w.prefetch_ahead(strided[0], size * len(items) * LANES, w.position)
         for item, v in zip(items, w.load_lanes(strided[0], llvm_type(t), size, len(items))):
@@ -89,6 +90,7 @@ def _st(w, st):
         raise NotVectorisable(f"st in .{space or 'generic'}")
     b = w.b
     strided = w.strided_address(st.operands[0], space)
+    _guard_held_atomics(w, st, strided, st.operands[0], size * len(items))
     if strided is not None and strided[1] == size and len(items) == 1:
         value = w.read(items[0], t)
         streams = w.f.streams(st)
@@ -274,12 +276,61 @@ def _neg_abs(w, st):
     w.write(st.operands[0], v, t)
 
 
+def _guard_held_atomics(w, st, strided, addr_op, nbytes):
+    """Before a global or generic access of the lanes, where the kernel holds its atomics in
+    a table (ops/atomictable.py): the table performed if the access overlaps it. The span
+    is that of every lane's address (a strided access: lane 0's up to the last lane's
+    element), whether the lane is active or not: a wider span costs at most a flush."""
+    table = w.f.atomic_table
+    if table is None or space_of(st) not in ("", "global"):
+        return
+    b = w.b
+    if strided is not None:
+        first, step = strided                   # (a constant stride)
+        last = b.add(first, i64(step * (LANES - 1)))
+        lo, hi = (first, last) if step >= 0 else (last, first)
+    else:
+        addrs = w.addresses(addr_op, space_of(st))
+        lo = intrinsic(b, "llvm.vector.reduce.umin.v32i64", I64, [addrs])
+        hi = intrinsic(b, "llvm.vector.reduce.umax.v32i64", I64, [addrs])
+    atomictable.guard_span(b, table, w.header, lo, b.add(hi, i64(nbytes)))
+
+
+def _held_atomics(w, st, ops):
+    """A kernel that holds its atomics in a table (ops/atomictable.py): the lanes' values
+    into it, lane after lane, or as one total where every active lane has one address
+    (laneatomics' check)."""
+    table, b = w.f.atomic_table, w.b
+    if laneatomics.combinable(w, table.kind, ops[1]):
+        one, first = laneatomics.one_address(w, laneatomics.address_vector(w, ops[1], "global"))
+        with b.if_else(one) as (whole, each):
+            with whole:
+                flush = table.kind == "fadd" and table.ptx_type == "f32"
+                total = laneatomics.warp_total(w, table.kind, table.lt, w.read(ops[2], table.ptx_type), flush)
+                atomictable.add_held(b, table, w.header, first, total)
+            with each:
+                _each_lane_held(w, st, ops, table)
+    else:
+        _each_lane_held(w, st, ops, table)
+    table.held.add(w.position)
+
+
+def _each_lane_held(w, st, ops, table):
+    b = w.b
+    address_of = w.lane_addresses(ops[1], "global")
+    value = w.lane_operand(ops[2], table.ptx_type, "global")
+    with w._each_lane_here(address_of, table.lt, st.opcode) as (lane, p):
+        atomictable.add_held(b, table, w.header, b.ptrtoint(p, I64), value(lane))
+
+
 def _atom(w, st):
     """atom and red of the operations atomicrmw has, and cas: lane after lane in lane order,
     each lane's update as atomics.lower_atomic makes it (a plain update in the block's own
     shared memory, which only this CPU thread touches). Lanes' atomics in some order is
     what a GPU gives too."""
     ops = st.operands if st.opcode == "atom" else (None,) + tuple(st.operands)
+    if w.f.atomic_table is not None:
+        return _held_atomics(w, st, ops)
     op, ts = atomics.operation(st), type_mods(st.mods)
     t = ts[-1] if ts else None
     kind = atomics.rmw_kind(op, t) if op != "cas" else "cas"
