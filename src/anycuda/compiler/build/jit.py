@@ -10,6 +10,7 @@ import threading
 import llvmlite.binding as llvm
 
 from ..cpu import streamstores
+from . import perfmap
 
 _lock = threading.Lock()
 _state = {}
@@ -168,6 +169,8 @@ class LoadedObject:
             self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
             self.engine.finalize_object()
+        if perfmap.enabled():
+            perfmap.record(object_code, self.address)
 
     def __del__(self, _exit=_exit, _kept_at_exit=_kept_at_exit):
         # the module's names are bound here: an object kept until the interpreter tears down
