@@ -654,3 +654,51 @@ def test_high_halves_of_products(compile_cuda, rng, poison):
     np.testing.assert_array_equal(uo.get(), ((a.view(np.uint32).astype(np.uint64) * b.view(np.uint32)) >> 32))
     np.testing.assert_array_equal(wo.get(), [(int(x) * int(y)) >> 64 for x, y in zip(a64, a64[::-1])])
     assert _ran_as_program(k, 256)
+
+
+NEXT_BLOCKS = r"""
+// a block passing several barriers between its loads (a tree): its load prefetched for the
+// worker's next blocks
+extern "C" __global__ void tree_sums(const float* in, float* out, int n) {
+    __shared__ float s[256];
+    unsigned t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (t < k) s[t] += s[t + k];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+// one barrier: its loads follow the last block's closely, nothing prefetched
+extern "C" __global__ void neighbours(const float* in, float* out, int n) {
+    __shared__ float s[256];
+    unsigned t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    if (i < n) out[i] = s[t] + s[255 - t];
+}
+"""
+
+
+def test_loads_prefetched_for_the_next_blocks(compile_cuda, rng, poison):
+    """A kernel whose blocks pass many barriers prefetches its loads for the worker's next
+    blocks (blockmemory._prefetch_next_blocks); one barrier does not. Prefetches change no
+    value: the sums over many blocks, each worker's chunks stepping back and forth, are exact
+    (integers in floats)."""
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(NEXT_BLOCKS, name="next_blocks.cu")
+    assert "llvm.prefetch" in pipeline.block_program_ir(ptx, "next.ptx", "tree_sums", 256)
+    assert "llvm.prefetch" not in pipeline.block_program_ir(ptx, "next.ptx", "neighbours", 256)
+    mod = compile_cuda(NEXT_BLOCKS, name="next_blocks.cu")
+    n = 256 * 700 + int(rng.integers(1, 256))
+    x = rng.integers(-1000, 1000, n).astype(np.float32)
+    blocks = (n + 255) // 256
+    for _ in range(3):
+        out = poison(blocks, np.float32)
+        mod.get_function("tree_sums")((blocks,), (256,), (ac.asarray(x), out, np.int32(n)))
+        padded = np.zeros(blocks * 256, np.float32)
+        padded[:n] = x
+        np.testing.assert_array_equal(out.get(), padded.reshape(blocks, 256).sum(axis=1))
+    assert _ran_as_program(mod.get_function("tree_sums"), 256)

@@ -56,7 +56,7 @@ from ..irutil import at_function_start, convert_bits, i32, i64, load_field, stor
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
 from .blockloops import LoopParts, LoopShapeLost
-from .blockmemory import BlockMemory
+from .blockmemory import PREFETCH_SITES, BlockMemory
 from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, holding_if, is_empty, load_bases
 from .blockstretches import StretchParts
 from .laneparts import Parts
@@ -67,6 +67,8 @@ ACCESS_WEIGHT = 3          # a memory access under a mask counts as this many (a
                            # is several instructions; a tree reduction's `if (tid < s)` step, 6
                            # instructions, 3 of them accesses, ran ~1.5-2x faster with the test)
 EXPORT = "anycuda.blockprogram.launch"
+FRAME_BYTES = abi.FRAME_HEADER + 8 * PREFETCH_SITES    # a worker's frame: the header, then the
+                                                        # prefetched loads' last addresses
 _NAME = "ptx.blockprogram"
 _BARRIERS = frozenset(("bar", "barrier"))
 _TOUCHES_MEMORY = frozenset(("ld", "st", "bar", "barrier"))    # what a waiting store must not pass
@@ -115,7 +117,7 @@ def emit_module(layout, pfn, block: tuple) -> str:
             shapeless |= {e.register}
     # a block program called once per block: inlined into the loop over a chunk's blocks,
     # scan (1.28-1.47x C) went to 1.68-1.85x (NOTES "One call per chunk")
-    launch.emit_launch(program.mod, _NAME, block_fn, False, abi.FRAME_HEADER, EXPORT, chunk_calls=False)
+    launch.emit_launch(program.mod, _NAME, block_fn, False, FRAME_BYTES, EXPORT, chunk_calls=False)
     return str(program.mod)
 
 
@@ -150,6 +152,11 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
                               name=_NAME + ".block")
         self.fn.linkage = "internal"
         self.launch, ws, shared, *self.ctaid, _, _ = self.fn.args
+        self.ws = ws
+        self.position = None      # the body position of the instruction being emitted
+        self.in_shared = False    # the access being made is in .shared (BlockMemory.access)
+        self.long_blocks = False  # its blocks pass several barriers (StretchParts._emit_stretches)
+        self._prefetched = {}     # body position of a load -> (its frame slot, its step's stack slot)
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         # a memory fault names the block; the faulting thread is not known (launch.emit_launch)
         store_field(self.b, ws, abi.CTX["linear"], i32(-1))
@@ -342,6 +349,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self.mask = and_masks(b, self.here, guard)
         if not takes(TAKES, st):
             raise NotVectorisable(f"'{st.opcode}' with {st.mods}")
+        self.position = pos
         OPS[st.opcode](self, st)
         self.mask = None
         self._note_uniform(st)

@@ -39,6 +39,7 @@ from .blockops import Affine, is_empty
 from .warpruns import NotVectorisable
 
 _BARRIERS = frozenset(("bar", "barrier"))
+LONG_BLOCK_BARRIERS = 3     # barriers of a kernel whose blocks' loads are prefetched for the next blocks
 
 
 class StretchParts:
@@ -50,6 +51,9 @@ class StretchParts:
         cuts = [pos + 1 for pos, st in enumerate(body) if isinstance(st, pir.Instruction) and st.opcode in _BARRIERS]
         self.loops, self.barrier_loops = loop_regions(body, self.labels, cuts)
         self.barrier_backs = {back: head for head, back in self.barrier_loops.items()}
+        # a block passes several barriers: a loop around one, or three of them
+        # (BlockMemory._prefetch_next_blocks)
+        self.long_blocks = bool(self.barrier_loops) or len(cuts) >= LONG_BLOCK_BARRIERS
         for head, back in self.barrier_loops.items():
             cuts += [head, back + 1]
         bounds = sorted(set([0, len(body)] + cuts))
