@@ -49,6 +49,14 @@ extern "C" __global__ void add_then_read(const int* key, unsigned* bins, unsigne
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { atomicAdd(&bins[key[i]], 1u); seen[i] = bins[key[i]]; }
 }
+// the same in a grid-stride loop (a warp region: the loads are gathers), half the lanes
+// reading (a masked gather)
+extern "C" __global__ void add_then_read_stride(const int* key, unsigned* bins, unsigned* seen, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        atomicAdd(&bins[key[i]], 1u);
+        if (key[i] & 1) seen[i] = bins[key[i]]; else seen[i] = 1u;
+    }
+}
 // ... and writes it: its own add comes first (each thread its own element)
 extern "C" __global__ void add_then_double(int* x, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
@@ -86,7 +94,7 @@ extern "C" __global__ void volatile_read(const int* key, unsigned* bins, unsigne
 """
 
 HELD = ({name for name, *_ in FORMS} | {name + "_stride" for name, *_ in FORMS}
-        | {"add_then_read", "add_then_double", "add_then_read_bytes", "add_at"})
+        | {"add_then_read", "add_then_read_stride", "add_then_double", "add_then_read_bytes", "add_at"})
 NOT_HELD = {"tickets", "fenced", "two_forms", "volatile_read"}
 
 
@@ -180,6 +188,12 @@ def test_a_thread_sees_what_it_added(mod, rng):
     mod.get_function("add_then_read")(((n + 255) // 256,), (256,), (ac.asarray(keys), bins, seen, np.int32(n)))
     ac.synchronize()
     counts = np.bincount(keys, minlength=64)
+    assert np.array_equal(bins.get(), counts)
+    s = seen.get()
+    assert s.min() >= 1 and np.all(s <= counts[keys])
+    bins, seen = ac.zeros(64, np.uint32), poison(n, np.uint32)
+    mod.get_function("add_then_read_stride")((5,), (128,), (ac.asarray(keys), bins, seen, np.int32(n)))
+    ac.synchronize()
     assert np.array_equal(bins.get(), counts)
     s = seen.get()
     assert s.min() >= 1 and np.all(s <= counts[keys])

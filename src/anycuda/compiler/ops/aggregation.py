@@ -17,6 +17,9 @@ That is one of the orders a GPU may give, if nothing can tell the difference:
   is reachable from it): its atomics are then its last accesses, and performing all the
   block's atomics after all its threads' other accesses is an interleaving of the threads.
 The kernel must have no sites (its block is the plain thread loop) and not be checked.
+Where the address differs between threads (a histogram's bins), or memory is touched after
+the atomic, ops/atomictable.py holds the atomics per address instead; its Table answers the
+same hooks (init, flush, merge, atoms) as Combined here.
 
 `add.f32` in global memory flushes subnormal inputs and results (ops/atomics.py): each input
 is flushed as it is combined, and the block's atomic flushes the total and the result; sums

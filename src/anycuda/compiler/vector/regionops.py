@@ -279,8 +279,9 @@ def _neg_abs(w, st):
 def _guard_held_atomics(w, st, strided, addr_op, nbytes):
     """Before a global or generic access of the lanes, where the kernel holds its atomics in
     a table (ops/atomictable.py): the table performed if the access overlaps it. The span
-    is that of every lane's address (a strided access: lane 0's up to the last lane's
-    element), whether the lane is active or not: a wider span costs at most a flush."""
+    of a strided access is lane 0's element up to the last lane's, active or not (a wider
+    span costs at most a flush); otherwise that of the active lanes' addresses (an inactive
+    lane's may be anything, 0 too: the span would cover the table every time)."""
     table = w.f.atomic_table
     if table is None or space_of(st) not in ("", "global"):
         return
@@ -290,9 +291,11 @@ def _guard_held_atomics(w, st, strided, addr_op, nbytes):
         last = b.add(first, i64(step * (LANES - 1)))
         lo, hi = (first, last) if step >= 0 else (last, first)
     else:
-        addrs = w.addresses(addr_op, space_of(st))
-        lo = intrinsic(b, "llvm.vector.reduce.umin.v32i64", I64, [addrs])
-        hi = intrinsic(b, "llvm.vector.reduce.umax.v32i64", I64, [addrs])
+        addrs, active = laneatomics.address_vector(w, addr_op, space_of(st)), w._lanes()
+        vec = addrs.type
+        lo = intrinsic(b, "llvm.vector.reduce.umin.v32i64", I64,
+                       [b.select(active, addrs, ir.Constant(vec, [(1 << 64) - 1] * LANES))])
+        hi = intrinsic(b, "llvm.vector.reduce.umax.v32i64", I64, [b.select(active, addrs, ir.Constant(vec, [0] * LANES))])
     atomictable.guard_span(b, table, w.header, lo, b.add(hi, i64(nbytes)))
 
 
