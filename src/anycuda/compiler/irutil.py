@@ -48,6 +48,18 @@ def masked_gather(b: ir.IRBuilder, addrs: ir.Value, elem: ir.Type, align: int, m
     return b.call(fn, [ptrs, ir.Constant(ir.IntType(32), align), mask, ir.Constant(vec, None)])
 
 
+def prefetch_into_l2(b: ir.IRBuilder, address: ir.Value, offsets, write=False) -> None:
+    """A data prefetch into L2 (locality 2) of each byte offset in `offsets` from i64 `address`.
+    Into L1 (locality 3), each prefetch held one of the core's few L1 miss buffers for a DRAM
+    latency: reduce 4.3 -> 3.4 ms with L2 (a C model of its warps' grid-stride loop: 4.1 ->
+    3.2 ms)."""
+    ptr = ir.IntType(8).as_pointer()
+    fn = declare(b.module, "llvm.prefetch.p0", ir.VoidType(), [ptr, I32, I32, I32])
+    for offset in offsets:
+        b.call(fn, [b.inttoptr(b.add(address, ir.Constant(I64, offset)), ptr), ir.Constant(I32, int(write)),
+                    ir.Constant(I32, 2), ir.Constant(I32, 1)])
+
+
 def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=False) -> ir.Function:
     """The function `name` in `module`, declared on first use."""
     fn = module.globals.get(name)

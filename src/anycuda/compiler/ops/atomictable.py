@@ -28,6 +28,7 @@ empty entry's key, so an atomic on it is performed at once (and faults there).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -66,6 +67,11 @@ class Table:
     def atoms(self) -> int:
         return len(self.held)
 
+    @property
+    def flushes_inputs(self) -> bool:
+        """A global add.f32 flushes its subnormal inputs (ops/atomics.py): so do those held."""
+        return self.kind == "fadd" and self.ptx_type == "f32"
+
     def init(self, b, fr):
         base = self._at(b, fr, 0)
         intrinsic(b, "llvm.memset.p0i8.i64", ir.VoidType(),
@@ -79,8 +85,7 @@ class Table:
     def merge(self, b, fr, carried):
         add = self.add_function(b.module)
         base = self._at(b, fr, 0)
-        with for_range(b, i32(0), b.load(field_ptr(b, base, _COUNT, I32)), "held") as k:
-            slot = b.zext(b.load(b.gep(b.bitcast(b.gep(base, [i64(_TAKEN)]), I32.as_pointer()), [k])), I64)
+        with _each_taken(b, base) as slot:
             b.call(add, [carried, b.load(_key(b, base, slot)), b.load(self._total(b, base, slot))])
 
     # ------------------------------------------------------------------ helpers
@@ -122,8 +127,7 @@ class Table:
                     with empty:
                         count_p = field_ptr(b, base, _COUNT, I32)
                         count = b.load(count_p)
-                        b.store(b.trunc(slot, I32), b.gep(b.bitcast(b.gep(base, [i64(_TAKEN)]), I32.as_pointer()),
-                                                          [count]))
+                        b.store(b.trunc(slot, I32), _taken(b, base, count))
                         b.store(b.add(count, i32(1)), count_p)
                 b.store(addr, key_p)
                 b.store(v, total_p)
@@ -138,13 +142,24 @@ class Table:
         (fr,) = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         base = self._at(b, fr, 0)
-        with for_range(b, i32(0), b.load(field_ptr(b, base, _COUNT, I32)), "held") as k:
-            slot = b.zext(b.load(b.gep(b.bitcast(b.gep(base, [i64(_TAKEN)]), I32.as_pointer()), [k])), I64)
+        with _each_taken(b, base) as slot:
             key_p = _key(b, base, slot)
             aggregation.perform(b, b.load(key_p), b.load(self._total(b, base, slot)), self.kind, self.ptx_type)
             b.store(i64(0), key_p)
         _set_empty(b, base)
         b.ret_void()
+
+
+def _taken(b, base, index):
+    """Pointer to the index-th entry of those taken, in the order taken."""
+    return b.gep(b.bitcast(b.gep(base, [i64(_TAKEN)]), I32.as_pointer()), [index])
+
+
+@contextmanager
+def _each_taken(b, base):
+    """A loop over the entries taken: each one's slot (i64)."""
+    with for_range(b, i32(0), b.load(field_ptr(b, base, _COUNT, I32)), "held") as k:
+        yield b.zext(b.load(_taken(b, base, k)), I64)
 
 
 def _key(b, base, slot):
@@ -207,7 +222,7 @@ def lower(f, inst) -> None:
 def add_held(b, table, frame, addr, v) -> None:
     """Value `v` for i64 address `addr` into the table in `frame` (a global add.f32's
     subnormal input flushed, as the atomic would)."""
-    if table.kind == "fadd" and table.ptx_type == "f32":
+    if table.flushes_inputs:
         v = floatops.flush_denormal(b, v)
     b.call(table.add_function(b.module), [frame, addr, v])
 

@@ -16,7 +16,7 @@ from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
 from ..irutil import (at_function_start, convert_bits, declare, field_ptr, for_each_set_bit, i32, i64, intrinsic_suffix,
-                      masked_gather, register_address)
+                      masked_gather, prefetch_into_l2, register_address)
 from ..types import I1, I32, I64, llvm_width, width
 from .blockops import Affine, and_scalar
 from .warpruns import NotVectorisable
@@ -127,10 +127,9 @@ class BlockMemory:
             last = field_ptr(b, self.ws, offset, I64)
             b.store(b.sub(base, b.load(last)), step)
             b.store(base, last)
-        ahead = b.add(base, b.mul(b.load(step), i64(BLOCKS_AHEAD)))
-        prefetch = declare(b.module, "llvm.prefetch.p0", ir.VoidType(), [ir.PointerType(ir.IntType(8)), I32, I32, I32])
-        for line in sorted(set(range(0, nbytes, 64)) | {nbytes - 1}):
-            b.call(prefetch, [b.inttoptr(b.add(ahead, i64(line)), ir.PointerType(ir.IntType(8))), i32(0), i32(2), i32(1)])
+        # every line of the span: one each 64 bytes from its start, and its last byte's
+        prefetch_into_l2(b, b.add(base, b.mul(b.load(step), i64(BLOCKS_AHEAD))),
+                         sorted(set(range(0, nbytes, 64)) | {nbytes - 1}))
 
     def _in_loop(self, pos) -> bool:
         return any(head <= pos <= back for loops in (self.loops, self.barrier_loops) for head, back in loops.items())

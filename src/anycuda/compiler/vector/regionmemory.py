@@ -18,9 +18,9 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow
-from ..irutil import (at_function_start, declare, for_range, i32, i64, intrinsic_suffix, load_field, register_address,
-                      masked_gather, set_loop_hints, vector_constant)
-from ..types import I1, I32, I64, PTR, llvm_type, llvm_width, space_of
+from ..irutil import (at_function_start, declare, for_range, i32, i64, intrinsic_suffix, load_field, masked_gather,
+                      prefetch_into_l2, register_address, set_loop_hints, vector_constant)
+from ..types import I1, I32, I64, llvm_type, llvm_width, space_of
 from . import lanereloads
 from .regionops import access_elements
 from .warpruns import LANES, NotVectorisable
@@ -117,13 +117,7 @@ class RegionMemory:
             last = b.load(slot)
             b.store(address, slot)
             step = b.select(b.icmp_unsigned("==", last, i64(0)), i64(0), b.sub(address, last))
-        ahead = b.add(address, b.mul(step, i64(PREFETCH_AHEAD)))
-        prefetch = declare(b.module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
-        for line in range(0, nbytes, 64):
-            # (read, locality 2: into L2, not L1, data). Into L1 (locality 3), each prefetch
-            # held one of the core's few L1 miss buffers for a DRAM latency: reduce 4.3 ->
-            # 3.4 ms with L2 (a C model of its warps' grid-stride loop: 4.1 -> 3.2 ms)
-            b.call(prefetch, [b.inttoptr(b.add(ahead, i64(line)), PTR), i32(int(write)), i32(2), i32(1)])
+        prefetch_into_l2(b, b.add(address, b.mul(step, i64(PREFETCH_AHEAD))), range(0, nbytes, 64), write)
 
     def _constant_step(self, pos, span):
         """The bytes by which the address of the access at `pos` steps per iteration of the

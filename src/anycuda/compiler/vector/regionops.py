@@ -308,8 +308,8 @@ def _held_atomics(w, st, ops):
         one, first = laneatomics.one_address(w, laneatomics.address_vector(w, ops[1], "global"))
         with b.if_else(one) as (whole, each):
             with whole:
-                flush = table.kind == "fadd" and table.ptx_type == "f32"
-                total = laneatomics.warp_total(w, table.kind, table.lt, w.read(ops[2], table.ptx_type), flush)
+                total = laneatomics.warp_total(w, table.kind, table.lt, w.read(ops[2], table.ptx_type),
+                                               table.flushes_inputs)
                 atomictable.add_held(b, table, w.header, first, total)
             with each:
                 _each_lane_held(w, st, ops, table)
