@@ -1,16 +1,20 @@
 """The idiom batch of the benchmark suite: computations of suite.py written the other ways
 people write them (issue: the suite covers the idioms, not one spelling). Streaming kernels
-as one-thread-per-element with an `if (i < n)` guard and as grid-stride loops, in float and
-double, int and size_t indices; sums as the shared-memory tree with a second pass, as warp
-shuffles with a second pass and as one atomicAdd per element; naive and tiled transposes;
-the 5-point stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo; the
-SGEMM as 16x16 and 32x32 shared tiles of one output a thread, as 32x8 threads for a 32x32
-tile and as 4x4 register blocks of a 64x64 tile, all guarding the edges; histograms with
-global atomics and with per-block shared bins. And computations the suite lacks, in their
-common spellings: CSR sparse matrix-vector products with a thread a row and with a warp a
-row (shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a
-thread a point in 32x4x4 blocks and with 32x8 threads marching along z; Black-Scholes
-prices with a guard and as a grid-stride loop.
+as one-thread-per-element with an `if (i < n)` guard, with an early `return`, and as
+grid-stride loops, in float, double and half, int and size_t indices; sums as the
+shared-memory tree with a second pass, as warp shuffles with a second pass, as
+cub::BlockReduce with a second pass and as one atomicAdd per element; inclusive scans as
+Hillis-Steele and as Blelloch's work-efficient scan; naive and tiled transposes; the 5-point
+stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo; the SGEMM as
+16x16 and 32x32 shared tiles of one output a thread, as 32x8 threads for a 32x32 tile and as
+4x4 register blocks of a 64x64 tile, all guarding the edges; histograms with global atomics
+and with per-block shared bins. And computations the suite lacks, in their common
+spellings: CSR sparse matrix-vector products with a thread a row and with a warp a row
+(shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a thread
+a point in 32x4x4 blocks and with 32x8 threads marching along z; Black-Scholes prices with a
+guard and as a grid-stride loop. Three modules hold the rest: idioms_rows.py (softmax and
+layernorm as llm.c's kernels write them), idioms_sort.py (sorting networks and radix sorts)
+and idioms_compute.py (n-body, Monte Carlo with curand, convolution).
 
 Each is a suite.Bench with the `kernel` it launches and its main `block` shape (same `(run, result)` protocol, checked against numpy) with a CUDA C++
 implementation (kernels/cuda/idioms_*.cu) and the hand-written OpenMP C loop it competes
@@ -31,6 +35,11 @@ from suite import Bench, _close, _equal, cdiv, p  # noqa: E402
 
 STREAM_THREADS = 256
 STRIDE_BLOCKS = 1024            # the grid of a grid-stride loop: fixed, whatever n is
+
+
+def variants(base, **table):
+    """One subclass of `base` per name (also the name of its kernel), with that row's attributes."""
+    return [type(name, (base,), dict(name=name, kernel=name, **attrs)) for name, attrs in table.items()]
 
 
 # ------------------------------------------------------------------ streaming
@@ -57,15 +66,18 @@ class Streaming(Bench):
         if self.op == "copy":
             _equal(out, self.ref, self.name)
         else:                   # a*x + y may be fused into one rounding, or not
-            _close(out, self.ref, 1e-6 if self.dtype == np.float32 else 1e-14, 0, self.name)
+            _close(out, self.ref, *TOLERANCES[self.tag], self.name)
 
     def scalar(self):
-        return (ctypes.c_float if self.dtype == np.float32 else ctypes.c_double)(self.a)
+        return (ctypes.c_double if self.dtype == np.float64 else ctypes.c_float)(self.a)
+
+    def kernel_scalar(self):
+        return np.float32(self.a) if self.dtype == np.float16 else self.a
 
     block = (STREAM_THREADS,)
 
     def grid(self):
-        return (cdiv(self.n, STREAM_THREADS),) if self.spelling == "guard" else (STRIDE_BLOCKS,)
+        return (STRIDE_BLOCKS,) if self.spelling == "stride" else (cdiv(self.n, STREAM_THREADS),)
 
     def output_is_y(self):
         return self.op == "saxpy"
@@ -76,7 +88,7 @@ class Streaming(Bench):
         z = g.ac.empty(self.n, self.dtype)
         z.set(np.full(self.n, np.nan, self.dtype))          # poisoned: every element must be written
         n = np.uint64(self.n) if self.index is ctypes.c_size_t else np.int32(self.n)
-        args = (n, self.a, x, y, z)
+        args = (n, self.kernel_scalar(), x, y, z)
 
         def run():
             k(self.grid(), (STREAM_THREADS,), args)
@@ -97,14 +109,17 @@ OPERATIONS = {                  # op: (expected from (a, x, y), arrays moved, in
     "saxpy": (lambda a, x, y: a * x + y, 3, ctypes.c_int),
     "triad": (lambda a, x, y: x + a * y, 3, ctypes.c_size_t),
 }
-TYPES = {"f32": np.float32, "f64": np.float64}
+TYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16}
+SPELLINGS = {"f32": ("guard", "stride", "return"), "f64": ("guard", "stride"), "f16": ("guard", "stride")}
+# (rtol, atol) against numpy's f64 result of the same inputs: half rounds after each operation
+TOLERANCES = {"f32": (1e-6, 0), "f64": (1e-14, 0), "f16": (2e-3, 1e-3)}
 
 
 def streaming_benchmarks():
     out = []
     for op, (f, arrays, index) in OPERATIONS.items():
         for tag, dtype in TYPES.items():
-            for spelling in ("guard", "stride"):
+            for spelling in SPELLINGS[tag]:
                 out.append(type(f"Streaming_{op}_{tag}_{spelling}", (Streaming,), dict(
                     name=f"{op}_{tag}_{spelling}", kernel=f"{op}_{tag}_{spelling}", op=op, tag=tag,
                     dtype=dtype, index=index, spelling=spelling, arrays=arrays, repeats_exactly=op != "saxpy",
@@ -171,19 +186,27 @@ class ReduceTree(Sum):
 class ReduceShfl(Sum):
     name = kernel = "reduce_shfl"
     THREADS, MAX_BLOCKS = 512, 1024
-    block = (THREADS,)              # and one block of 1024 for the second pass
+    SECOND_PASS_THREADS = 1024      # one block of them sums the partials
+    block = (THREADS,)
 
     def anycuda(self, g):
-        k = g.fn(self.cu, "reduce_shfl")
+        k = g.fn(self.cu, self.kernel)
         x = g.ac.asarray(self.x)
         blocks = min(cdiv(self.n, self.THREADS), self.MAX_BLOCKS)
         part = g.ac.empty(blocks, np.float32)
 
         def run():
             k((blocks,), (self.THREADS,), (x, part, np.int32(self.n)))
-            k((1,), (1024,), (part, part, np.int32(blocks)))
+            k((1,), (self.SECOND_PASS_THREADS,), (part, part, np.int32(blocks)))
             g.sync()
         return run, lambda: part.get()[0]
+
+
+class ReduceCub(ReduceShfl):
+    """The same two passes with cub::BlockReduce (its block size is a template argument)."""
+    name = kernel = "reduce_cub"
+    THREADS = SECOND_PASS_THREADS = 256
+    block = (THREADS,)
 
 
 class ReduceAtomic(Sum):
@@ -213,6 +236,46 @@ class ReduceAtomicF32(ReduceAtomic):
 class ReduceAtomicI32(ReduceAtomic):
     name = kernel = "reduce_atomic_i32"
     dtype = np.int32
+
+
+# ------------------------------------------------------------------ scans
+
+class ScanIdiom(suite.Scan):
+    """suite.Scan's inclusive sum by a textbook kernel scanning `per_block` elements a block
+    with `block` threads; the block totals are scanned by the same kernel, level by level,
+    then added back down (kernels/cuda/idioms_scan.cu)."""
+    pocl = Bench.pocl
+    sim = Bench.sim
+    cu, kernel, per_block, block = "idioms_scan.cu", "", 512, (512,)
+
+    def levels(self):
+        """The lengths each level scans: n, then its blocks' totals, ... down to one block."""
+        sizes = [self.n]
+        while sizes[-1] > self.per_block:
+            sizes.append(cdiv(sizes[-1], self.per_block))
+        return sizes
+
+    def anycuda(self, g):
+        scan, add = g.fn(self.cu, self.kernel), g.fn(self.cu, "scan_add_totals")
+        sizes = self.levels()
+        x = g.ac.asarray(self.x)
+        y = g.ac.asarray(np.full(self.n, -1, np.int32))     # poisoned: the inputs are >= 0
+        totals = [g.ac.empty(cdiv(m, self.per_block), np.int32) for m in sizes]
+        data = [y] + totals[:-1]                            # level k scans data[k] in place
+        per_block = np.int32(self.per_block)
+
+        def run():
+            scan((cdiv(self.n, self.per_block),), self.block, (x, y, totals[0], np.int32(self.n)))
+            for k in range(1, len(sizes)):
+                scan((cdiv(sizes[k], self.per_block),), self.block, (data[k], data[k], totals[k], np.int32(sizes[k])))
+            for k in reversed(range(len(sizes) - 1)):
+                add((cdiv(sizes[k], self.per_block),), (256,), (data[k], data[k + 1], np.int32(sizes[k]), per_block))
+            g.sync()
+        return run, y.get
+
+
+SCANS = variants(ScanIdiom, scan_hillis_steele=dict(per_block=512, block=(512,)),
+                 scan_blelloch=dict(per_block=512, block=(256,)))
 
 
 # ------------------------------------------------------------------ transposes and stencils
@@ -262,11 +325,6 @@ class StencilIdiom(Reshaped, suite.Stencil):
 
 def reshaped(base, name, cu, kernel, block, tile=None):
     return type(name, (base,), dict(name=name, cu=cu, kernel=kernel, block=block, tile=tile or block))
-
-
-def variants(base, **table):
-    """One subclass of `base` per name (also the name of its kernel), with that row's attributes."""
-    return [type(name, (base,), dict(name=name, kernel=name, **attrs)) for name, attrs in table.items()]
 
 
 RESHAPED = [
@@ -515,6 +573,11 @@ class BlackScholes(Bench):
 
 BLACKSCHOLES = variants(BlackScholes, blackscholes={}, blackscholes_stride=dict(spelling="stride"))
 
-BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceShfl, ReduceAtomicF32, ReduceAtomicI32]
-              + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + STENCILS3D + BLACKSCHOLES)
+import idioms_rows  # noqa: E402  (the row-wise kernels of LLM training, their own module)
+import idioms_sort  # noqa: E402  (sorting networks and radix sorts, their own module)
+import idioms_compute  # noqa: E402  (n-body, Monte Carlo, convolution)
+
+BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceShfl, ReduceCub, ReduceAtomicF32, ReduceAtomicI32] + SCANS
+              + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + STENCILS3D + BLACKSCHOLES
+              + idioms_rows.BENCHMARKS + idioms_sort.BENCHMARKS + idioms_compute.BENCHMARKS)
 BY_NAME = {b.name: b for b in BENCHMARKS}

@@ -53,7 +53,7 @@ class AnyCUDA:
         self.ac.synchronize()
 
 
-C_SOURCES = ("reference.c", "idioms.c")     # built into one library
+C_SOURCES = ("reference.c", "idioms.c", "idioms_sort.c")     # built into one library
 
 
 def build_c_reference(cc: str | None = None) -> ctypes.CDLL:

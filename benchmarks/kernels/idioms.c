@@ -6,22 +6,23 @@
 #include <math.h>
 #include <stddef.h>
 
-/* Same signatures as the CUDA kernels (idioms_streaming.cu). */
-#define STREAM_REF(NAME, T, I, BODY)                                   \
-    void NAME(I n, T a, const T* x, T* y, T* z) {                      \
+/* Same signatures as the CUDA kernels (idioms_streaming.cu): the scalar passed as S. */
+#define STREAM_REF(NAME, T, S, I, BODY)                                \
+    void NAME(I n, S s, const T* x, T* y, T* z) {                      \
+        const T a = (T)s;                                              \
         (void)a; (void)x; (void)y; (void)z;                            \
         _Pragma("omp parallel for simd")                               \
         for (I i = 0; i < n; ++i) BODY;                                \
     }
+#define EACH_TYPE(OP, I, BODY)                                         \
+    STREAM_REF(OP##_f32, float, float, I, BODY)                        \
+    STREAM_REF(OP##_f64, double, double, I, BODY)                      \
+    STREAM_REF(OP##_f16, _Float16, float, I, BODY)
 
-STREAM_REF(copy_f32, float, int, z[i] = x[i])
-STREAM_REF(copy_f64, double, int, z[i] = x[i])
-STREAM_REF(scale_f32, float, size_t, z[i] = a * x[i])
-STREAM_REF(scale_f64, double, size_t, z[i] = a * x[i])
-STREAM_REF(saxpy_f32, float, int, y[i] = a * x[i] + y[i])
-STREAM_REF(saxpy_f64, double, int, y[i] = a * x[i] + y[i])
-STREAM_REF(triad_f32, float, size_t, z[i] = x[i] + a * y[i])
-STREAM_REF(triad_f64, double, size_t, z[i] = x[i] + a * y[i])
+EACH_TYPE(copy, int, z[i] = x[i])
+EACH_TYPE(scale, size_t, z[i] = a * x[i])
+EACH_TYPE(saxpy, int, y[i] = a * x[i] + y[i])
+EACH_TYPE(triad, size_t, z[i] = x[i] + a * y[i])
 
 int reduce_sum_i32(const int* x, int n) {
     int s = 0;
@@ -87,5 +88,103 @@ void blackscholes(int n, const float* S, const float* X, const float* T, float r
         float n1 = normal_cdf(d1), n2 = normal_cdf(d2), disc = X[i] * expf(-r * T[i]);
         call[i] = S[i] * n1 - disc * n2;
         put[i] = disc * (1.0f - n2) - S[i] * (1.0f - n1);
+    }
+}
+
+/* Monte Carlo estimates of pi (idioms_compute.cu): `threads` independent streams, each
+   drawing `samples` points of the unit square; returns how many fall in the quarter circle.
+   XORWOW is curand's generator (Marsaglia's xorshift of five words plus a Weyl sequence);
+   each stream's state lives in `states` (six words) between calls, as on the GPU. */
+static inline unsigned xorwow_next(unsigned* s) {
+    unsigned t = s[0] ^ (s[0] >> 2);
+    s[0] = s[1];
+    s[1] = s[2];
+    s[2] = s[3];
+    s[3] = s[4];
+    s[4] = (s[4] ^ (s[4] << 4)) ^ (t ^ (t << 1));
+    s[5] += 362437;
+    return s[4] + s[5];
+}
+
+/* curand_uniform's mapping: (0, 1], the middle of each step of 2^-32 */
+static inline float uniform01(unsigned u) { return u * 2.3283064e-10f + 1.1641532e-10f; }
+
+unsigned long long mc_pi_xorwow(unsigned* states, int threads, int samples) {
+    unsigned long long hits = 0;
+    #pragma omp parallel for reduction(+:hits)
+    for (int id = 0; id < threads; ++id) {
+        unsigned s[6], count = 0;
+        for (int w = 0; w < 6; ++w) s[w] = states[6 * id + w];
+        for (int k = 0; k < samples; ++k) {
+            float x = uniform01(xorwow_next(s)), y = uniform01(xorwow_next(s));
+            count += x * x + y * y <= 1.0f;
+        }
+        for (int w = 0; w < 6; ++w) states[6 * id + w] = s[w];
+        hits += count;
+    }
+    return hits;
+}
+
+/* Philox4x32-10 (Salmon et al.), four words per counter: stream id in the counter's high
+   half, the seed as key, as curand_init places them. */
+static inline void philox4x32_10(unsigned c[4], unsigned k0, unsigned k1) {
+    for (int round = 0; round < 10; ++round) {
+        unsigned long long p0 = (unsigned long long)0xD2511F53u * c[0], p1 = (unsigned long long)0xCD9E8D57u * c[2];
+        unsigned n0 = (unsigned)(p1 >> 32) ^ c[1] ^ k0, n2 = (unsigned)(p0 >> 32) ^ c[3] ^ k1;
+        c[1] = (unsigned)p1;
+        c[3] = (unsigned)p0;
+        c[0] = n0;
+        c[2] = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+}
+
+unsigned long long mc_pi_philox(unsigned long long seed, unsigned long long offset, int threads, int samples) {
+    unsigned long long hits = 0;
+    #pragma omp parallel for reduction(+:hits)
+    for (int id = 0; id < threads; ++id) {
+        unsigned count = 0;
+        for (int k = 0; k < samples; k += 2) {
+            unsigned long long block = offset / 4 + k / 2;
+            unsigned c[4] = {(unsigned)block, (unsigned)(block >> 32), (unsigned)id, 0};
+            philox4x32_10(c, (unsigned)seed, (unsigned)(seed >> 32));
+            float x0 = uniform01(c[0]), y0 = uniform01(c[1]), x1 = uniform01(c[2]), y1 = uniform01(c[3]);
+            count += (x0 * x0 + y0 * y0 <= 1.0f) + (x1 * x1 + y1 * y1 <= 1.0f);
+        }
+        hits += count;
+    }
+    return hits;
+}
+
+/* 5x5 convolution of a w x h image, zero outside it (idioms_compute.cu): the border rows and
+   columns test their taps, the interior runs without tests. Taps in the CUDA kernels' order. */
+static float conv_point(const float* in, int w, int h, const float* mask, int x, int y) {
+    float s = 0.0f;
+    for (int dy = -2; dy <= 2; ++dy)
+        for (int dx = -2; dx <= 2; ++dx) {
+            int xx = x + dx, yy = y + dy;
+            if (xx >= 0 && xx < w && yy >= 0 && yy < h) s += mask[(dy + 2) * 5 + dx + 2] * in[yy * w + xx];
+        }
+    return s;
+}
+
+void conv2d_5x5(const float* in, float* out, int w, int h, const float* mask) {
+    #pragma omp parallel for
+    for (int y = 0; y < h; ++y) {
+        float* o = out + (size_t)y * w;
+        if (y < 2 || y >= h - 2 || w < 5) {
+            for (int x = 0; x < w; ++x) o[x] = conv_point(in, w, h, mask, x, y);
+            continue;
+        }
+        for (int x = 0; x < 2; ++x) o[x] = conv_point(in, w, h, mask, x, y);
+        #pragma omp simd
+        for (int x = 2; x < w - 2; ++x) {
+            float s = 0.0f;
+            for (int dy = 0; dy < 5; ++dy)
+                for (int dx = 0; dx < 5; ++dx) s += mask[dy * 5 + dx] * in[(size_t)(y + dy - 2) * w + x + dx - 2];
+            o[x] = s;
+        }
+        for (int x = w - 2; x < w; ++x) o[x] = conv_point(in, w, h, mask, x, y);
     }
 }

@@ -49,3 +49,18 @@ extern "C" __global__ void reduce_atomic_i32(const int* in, int* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) atomicAdd(out, in[i]);
 }
+
+// CUB's block reduction, the two-pass form CUB-based code takes: a grid-stride sum per
+// thread, cub::BlockReduce over the block, one partial per block; the same kernel on one
+// block sums the partials.
+#include <cub/block/block_reduce.cuh>
+#define CUB_THREADS 256
+
+extern "C" __global__ void reduce_cub(const float* in, float* out, int n) {
+    typedef cub::BlockReduce<float, CUB_THREADS> BlockReduce;
+    __shared__ typename BlockReduce::TempStorage temp;
+    float sum = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) sum += in[i];
+    float total = BlockReduce(temp).Sum(sum);
+    if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
