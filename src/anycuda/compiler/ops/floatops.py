@@ -123,18 +123,18 @@ def _sign_of_diff(b, exact, approx):
 
 
 def _round_f64_to(b, x64, dst, rnd):
-    """Round an f64 value to f32/f16 in direction rnd (exact residual in f64)."""
-    r = b.fptrunc(x64, dst)
+    """Round an f64 value (or vector) to f32/f16 in direction rnd (exact residual in f64)."""
+    r = b.fptrunc(x64, _like(dst, x64))
     if rnd in (None, "rn"):
         return r
-    back = b.fpext(r, F64)
+    back = b.fpext(r, x64.type)
     return _directed(b, r, _sign_of_diff(b, x64, back), rnd)
 
 
 def _f64_arith(b, op, w):
     """add/sub/mul/fma in double precision (exact for operands of 24 bits or fewer, except fma)."""
     if op == "fma":
-        return intrinsic(b, "llvm.fma.f64", F64, w)
+        return _fma(b, *w)
     return {"add": b.fadd, "sub": b.fsub, "mul": b.fmul}[op](w[0], w[1])
 
 
@@ -504,45 +504,56 @@ def testp(b, x, kind):
 
 # ---------------------------------------------------------------- bf16 and packed pairs
 
+# The half-precision functions below take scalars or vectors (the warp regions' lanes) alike.
+
+def _is_half(v):
+    """Whether v is an f16 value or a vector of them."""
+    t = v.type
+    return (t.element if isinstance(t, ir.VectorType) else t) == F16
+
+
 def bf16_to_f32(b, bits):
-    return b.bitcast(b.shl(b.zext(bits, I32), _c(I32, 16)), F32)
+    i32 = _like(I32, bits)
+    return b.bitcast(b.shl(b.zext(bits, i32), _c(i32, 16)), _like(F32, bits))
 
 
 def f32_to_bf16(b, x, rnd="rn"):
-    bits = b.bitcast(x, I32)
+    i32, i16 = _like(I32, x), _like(I16, x)
+    bits = b.bitcast(x, i32)
     nan = is_nan(b, x)
     if rnd in (None, "rn"):
-        lsb = b.and_(b.lshr(bits, _c(I32, 16)), _c(I32, 1))
-        rounded = b.add(bits, b.add(_c(I32, 0x7FFF), lsb))
-        res = b.trunc(b.lshr(rounded, _c(I32, 16)), I16)
+        lsb = b.and_(b.lshr(bits, _c(i32, 16)), _c(i32, 1))
+        rounded = b.add(bits, b.add(_c(i32, 0x7FFF), lsb))
+        res = b.trunc(b.lshr(rounded, _c(i32, 16)), i16)
     else:
-        trunc = b.trunc(b.lshr(bits, _c(I32, 16)), I16)
-        rest = b.icmp_unsigned("!=", b.and_(bits, _c(I32, 0xFFFF)), _c(I32, 0))
-        neg = b.icmp_signed("<", bits, _c(I32, 0))
+        trunc = b.trunc(b.lshr(bits, _c(i32, 16)), i16)
+        rest = b.icmp_unsigned("!=", b.and_(bits, _c(i32, 0xFFFF)), _c(i32, 0))
+        neg = b.icmp_signed("<", bits, _c(i32, 0))
         if rnd == "rz":
             res = trunc
         else:
             away = b.and_(rest, neg if rnd == "rm" else b.not_(neg))
-            res = b.select(away, b.add(trunc, _c(I16, 1)), trunc)
+            res = b.select(away, b.add(trunc, _c(i16, 1)), trunc)
             # the step can reach infinity correctly since bf16 shares f32's exponent
-    return b.select(nan, _c(I16, HALF_NAN), res)
+    return b.select(nan, _c(i16, HALF_NAN), res)
 
 
 def _to_f32(b, v, t):
     if t == "bf16":
         return bf16_to_f32(b, v)
-    return b.fpext(v, F32) if v.type == F16 else v
+    return b.fpext(v, _like(F32, v)) if _is_half(v) else v
 
 
 def f64_to_f32_odd(b, x64):
     """f64 -> f32 rounding to odd: truncate, then set the last bit if anything was lost. A
     second rounding of this result (to bf16) is then as exact as a single one would be."""
-    r = b.fptrunc(x64, F32)
-    back = b.fpext(r, F64)
+    f32, i32 = _like(F32, x64), _like(I32, x64)
+    r = b.fptrunc(x64, f32)
+    back = b.fpext(r, x64.type)
     rz = _directed(b, r, _sign_of_diff(b, x64, back), "rz")
-    inexact = b.fcmp_ordered("!=", b.fpext(rz, F64), x64)
-    finite = b.fcmp_ordered("<", fabs(b, rz), _c(F32, float("inf")))
-    odd = b.bitcast(b.or_(b.bitcast(rz, I32), _c(I32, 1)), F32)
+    inexact = b.fcmp_ordered("!=", b.fpext(rz, x64.type), x64)
+    finite = b.fcmp_ordered("<", fabs(b, rz), _c(f32, float("inf")))
+    odd = b.bitcast(b.or_(b.bitcast(rz, i32), _c(i32, 1)), f32)
     return b.select(b.and_(inexact, finite), odd, rz)
 
 
@@ -559,39 +570,42 @@ def canonical_half_nan(b, h):
     """An f16 result that is NaN as the GPU writes it: 0x7FFF, whatever the operands' NaNs
     were (an H200 gives that for every f16 and bf16 operation and conversion that makes
     one)."""
-    return b.select(is_nan(b, h), b.bitcast(_c(I16, HALF_NAN), F16), h)
+    return b.select(is_nan(b, h), b.bitcast(_c(_like(I16, h), HALF_NAN), h.type), h)
 
 
 def unpack2(b, v, elem="b16"):
     """The two 16-bit halves (element 0 = low half) of a packed i32: as `half` for
     elem='f16', else as i16 bits (bf16)."""
-    lo = b.trunc(v, I16)
-    hi = b.trunc(b.lshr(v, _c(I32, 16)), I16)
+    i16 = _like(I16, v)
+    lo = b.trunc(v, i16)
+    hi = b.trunc(b.lshr(v, _c(v.type, 16)), i16)
     if elem == "f16":
-        return b.bitcast(lo, F16), b.bitcast(hi, F16)
+        return b.bitcast(lo, _like(F16, v)), b.bitcast(hi, _like(F16, v))
     return lo, hi
 
 
 def pack2(b, lo, hi):
-    lo = b.bitcast(lo, I16) if lo.type == F16 else lo
-    hi = b.bitcast(hi, I16) if hi.type == F16 else hi
-    return b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), _c(I32, 16)))
+    lo = b.bitcast(lo, _like(I16, lo)) if _is_half(lo) else lo
+    hi = b.bitcast(hi, _like(I16, hi)) if _is_half(hi) else hi
+    i32 = _like(I32, lo)
+    return b.or_(b.zext(lo, i32), b.shl(b.zext(hi, i32), _c(i32, 16)))
 
 
 def _pair_to_odd(b, s, e):
     """The exact value s + e (an f64 TwoSum pair) rounded to odd in f64."""
-    bits = b.bitcast(s, I64)
-    even = b.icmp_unsigned("==", b.and_(bits, _c(I64, 1)), _c(I64, 0))
-    inexact = b.fcmp_ordered("!=", e, _c(F64, 0.0))
+    i64 = _like(I64, s)
+    bits = b.bitcast(s, i64)
+    even = b.icmp_unsigned("==", b.and_(bits, _c(i64, 1)), _c(i64, 0))
+    inexact = b.fcmp_ordered("!=", e, _c(e.type, 0.0))
     # s and e with the same sign: step away from zero, else toward it
-    same = b.icmp_signed(">=", b.xor(bits, b.bitcast(e, I64)), _c(I64, 0))
-    moved = b.select(same, b.add(bits, _c(I64, 1)), b.sub(bits, _c(I64, 1)))
+    same = b.icmp_signed(">=", b.xor(bits, b.bitcast(e, i64)), _c(i64, 0))
+    moved = b.select(same, b.add(bits, _c(i64, 1)), b.sub(bits, _c(i64, 1)))
     ok = b.and_(b.and_(even, inexact), _is_finite(b, s))
-    return b.bitcast(b.select(ok, moved, bits), F64)
+    return b.bitcast(b.select(ok, moved, bits), s.type)
 
 
 def _scalar_half(b, op, vals, t, rnd, sat, relu):
-    f = [b.fpext(_to_f32(b, v, t), F64) for v in vals]
+    f = [b.fpext(_to_f32(b, v, t), _like(F64, v)) for v in vals]
     if op == "fma" and t == "bf16":
         # a*b is exact in double but a*b + c may not be (bf16 spans f32's exponents): the
         # exact pair rounded to odd keeps the final rounding the only one; .sat and .relu
@@ -608,11 +622,11 @@ def _scalar_half(b, op, vals, t, rnd, sat, relu):
     elif op == "abs":
         x = fabs(b, f[0])
     else:
-        x = b.fpext(unary(b, op, b.fptrunc(f[0], F32), "approx", False), F64)
+        x = b.fpext(unary(b, op, b.fptrunc(f[0], _like(F32, f[0])), "approx", False), f[0].type)
     if sat:
         x = saturate(b, x)
     if relu:
-        x = b.select(b.fcmp_ordered("<", x, _c(F64, 0.0)), _c(F64, 0.0), x)
+        x = b.select(b.fcmp_ordered("<", x, _c(x.type, 0.0)), _c(x.type, 0.0), x)
     return _from_f64(b, x, t, rnd or "rn")
 
 
@@ -620,13 +634,14 @@ def half_arith(b, op, vals, t, rnd, ftz, sat, relu):
     """Arithmetic on f16, bf16 and their packed pairs, computed in f64 and rounded once."""
     if t in ("f16", "bf16"):
         if op in ("neg", "abs"):
-            it = b.bitcast(vals[0], I16) if vals[0].type == F16 else vals[0]
-            r = b.xor(it, _c(I16, 0x8000)) if op == "neg" else b.and_(it, _c(I16, 0x7FFF))
+            i16 = _like(I16, vals[0])
+            it = b.bitcast(vals[0], i16) if _is_half(vals[0]) else vals[0]
+            r = b.xor(it, _c(i16, 0x8000)) if op == "neg" else b.and_(it, _c(i16, 0x7FFF))
             # a NaN comes out as the GPU's NaN (an H200 writes 0x7FFF for neg and abs too)
             inf = 0x7C00 if t == "f16" else 0x7F80
-            nan = b.icmp_unsigned(">", b.and_(it, _c(I16, 0x7FFF)), _c(I16, inf))
-            r = b.select(nan, _c(I16, HALF_NAN), r)
-            return b.bitcast(r, F16) if t == "f16" else r
+            nan = b.icmp_unsigned(">", b.and_(it, _c(i16, 0x7FFF)), _c(i16, inf))
+            r = b.select(nan, _c(i16, HALF_NAN), r)
+            return b.bitcast(r, _like(F16, r)) if t == "f16" else r
         return _scalar_half(b, op, vals, t, rnd, sat, relu)
     elem = t[:-2]
     parts = [unpack2(b, v, elem) for v in vals]

@@ -18,9 +18,10 @@ from ..irutil import declare, i64, intrinsic, intrinsic_suffix
 from ..ops import atomics, atomictable, floatops
 from ..types import I64, llvm_type, space_of, type_mods, width
 from . import laneatomics, warpruns
-from .warpruns import FLOAT_TYPES, INT_TYPES, LANES, VECTOR_MODS, NotVectorisable
+from .warpruns import FLOAT_TYPES, HALF_TYPES, INT_TYPES, LANES, VECTOR_MODS, NotVectorisable
 
 _CVT_INTS, _CVT_FLOATS = INT_TYPES | {"b16", "b32", "b64", "u8", "s8", "b8"}, {"f32", "f64"}
+_HALF_WIDENINGS = frozenset((("f32", "f16"), ("f64", "f16")))      # (wider, f16)
 _WHOLE_INTS = frozenset(t + str(n) for t in "su" for n in (16, 32, 64))     # float-to-integer destinations
 _TO_INTEGER = {"rni": "llvm.rint", "rzi": "llvm.trunc", "rmi": "llvm.floor", "rpi": "llvm.ceil"}
 _ACCESS = DATA | SPACES | VECTORS | CACHE_HINT | EVICTION | {"weak"}     # and hints that change nothing here
@@ -32,14 +33,14 @@ REGION_MODS = {
     "ld": _ACCESS | LOAD_CACHING | PREFETCH_SIZES | {"nc"},
     "st": _ACCESS | STORE_CACHING,
     "cvta": SPACES | {"to", "u32", "u64"},
-    "cvt": _CVT_INTS | _CVT_FLOATS | {"rn", "rni", "rzi", "rmi", "rpi", "sat"},
+    "cvt": _CVT_INTS | _CVT_FLOATS | {"f16", "rn", "rni", "rzi", "rmi", "rpi", "sat"},
     "mul": VECTOR_MODS["mul"] | {"wide", "hi"},
     "div": FLOAT_TYPES | {"rn", "full"},
     "rcp": FLOAT_TYPES | {"rn"},
     "sqrt": FLOAT_TYPES | {"rn", "approx"},
     "rsqrt": FLOAT_TYPES | {"approx"},
     **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), {"f32", "approx", "ftz"}),
-    **dict.fromkeys(("neg", "abs"), INT_TYPES | FLOAT_TYPES),
+    **dict.fromkeys(("neg", "abs"), INT_TYPES | FLOAT_TYPES | HALF_TYPES),
     **dict.fromkeys(("atom", "red"), words(REDUCTIONS - {"inc", "dec"}, "cas exch relaxed acquire release acq_rel",
                                            "global shared shared::cta shared::cluster b32 b64", SCOPES, CACHE_HINT,
                                            INT_TYPES, FLOAT_TYPES)),
@@ -135,7 +136,9 @@ def cvt_form(st):
             or (dst, src) == ("f64", "f32") and rnd is None
             or (dst, src) == ("f32", "f64") and rnd in (None, "rn")
             or src in floats and (dst in _WHOLE_INTS or dst == src) and rnd in _TO_INTEGER
-            or dst in floats and dst == src and rnd is None):
+            or dst in floats and dst == src and rnd is None
+            or (dst, src) in _HALF_WIDENINGS and rnd is None
+            or (src, dst) in _HALF_WIDENINGS and rnd in (None, "rn")):
         if "sat" in st.mods and dst not in floats and rnd not in _TO_INTEGER:
             return None         # (integer saturation is float-to-integer's own)
         return dst, src, rnd
@@ -167,6 +170,10 @@ def _cvt(w, st):
         v = b.fpext(v, w._vec(llvm_type(dst)))
     elif (dst, src) == ("f32", "f64") and rnd in (None, "rn"):
         v = b.fptrunc(v, w._vec(llvm_type(dst)))
+    elif (dst, src) in _HALF_WIDENINGS:
+        v = b.fpext(v, w._vec(llvm_type(dst)))
+    elif (src, dst) in _HALF_WIDENINGS:         # one rounding to nearest, NaN as the GPU's
+        v = floatops.canonical_half_nan(b, b.fptrunc(v, w._vec(llvm_type(dst))))
     elif src in floats and rnd in _TO_INTEGER:
         v = _rounded_to_integer(w, v, dst, rnd)
     elif not (dst == src and rnd is None):
@@ -262,11 +269,13 @@ def _approximation(w, st):
 
 
 def _neg_abs(w, st):
-    """neg and abs of integers and floats (instructions.abs_neg without ftz)."""
-    t = warpruns.form_type(st, INT_TYPES | FLOAT_TYPES)
+    """neg and abs of integers, floats and halves (instructions.abs_neg without ftz)."""
+    t = warpruns.form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES)
     a = w.read(st.operands[1], t)
     b = w.b
-    if t in FLOAT_TYPES:
+    if t in HALF_TYPES:
+        v = floatops.half_arith(b, st.opcode, [a], t, None, False, False, False)
+    elif t in FLOAT_TYPES:
         v = b.fneg(a) if st.opcode == "neg" else \
             b.call(declare(b.module, f"llvm.fabs.v{a.type.count}{t}", a.type, [a.type]), [a])
     elif st.opcode == "neg":

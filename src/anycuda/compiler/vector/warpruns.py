@@ -38,6 +38,9 @@ LANES = 32
 FULL_MASK = 0xFFFFFFFF
 INT_TYPES = frozenset(t + str(w) for t in "bus" for w in (16, 32, 64))
 FLOAT_TYPES = frozenset(("f32", "f64"))
+# Half precision and its packed pairs: computed as the step function does (floatops.half_arith:
+# in f64, rounded once), lane by lane in vectors
+HALF_TYPES = frozenset(("f16", "bf16", "f16x2", "bf16x2"))
 _ARITHMETIC = INT_TYPES | FLOAT_TYPES
 _SPECIAL_FIELDS = ("ntid", "nctaid", "ctaid")
 
@@ -420,7 +423,7 @@ def _sources(w, st, t):
 
 
 def _mov(w, st):
-    t = form_type(st, INT_TYPES | FLOAT_TYPES | {"pred"})
+    t = form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES | {"pred"})
     w.write(st.operands[0], w.read(st.operands[1], t), t)
 
 
@@ -433,9 +436,16 @@ def _directed_rounding(st):
     return rnd if rnd in _DIRECTED else None
 
 
+def _half(w, st, t, op, vals):
+    """A half-precision form, as instructions._half_op computes it (no .ftz, .sat or .relu here)."""
+    w.write(st.operands[0], floatops.half_arith(w.b, op, vals, t, instructions.rounding(st), False, False, False), t)
+
+
 def _arith(w, st):
-    t = form_type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES)
     a, c = _sources(w, st, t)
+    if t in HALF_TYPES:
+        return _half(w, st, t, st.opcode, [a, c])
     b = w.b
     floats = t in FLOAT_TYPES
     rnd = _directed_rounding(st)
@@ -457,8 +467,10 @@ def _vector_fma(b, t, a, c, d):
 
 
 def _fma(w, st):
-    t = form_type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES | (HALF_TYPES if st.opcode == "fma" else frozenset()))
     a, c, d = _sources(w, st, t)
+    if t in HALF_TYPES:
+        return _half(w, st, t, "fma", [a, c, d])
     b = w.b
     rnd = _directed_rounding(st)
     if rnd is not None:
@@ -471,8 +483,12 @@ def _fma(w, st):
 
 
 def _min_max(w, st):
-    t = form_type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES)
     vals = _sources(w, st, t)
+    if t in HALF_TYPES:
+        if len(vals) != 2:
+            raise NotVectorisable(f"{st.opcode} of three halves")
+        return _half(w, st, t, st.opcode, vals)
     b = w.b
     v = vals[0]
     for other in vals[1:]:
@@ -518,7 +534,7 @@ def _shift(w, st):
 
 
 def _setp(w, st):
-    t = form_type(st, INT_TYPES | FLOAT_TYPES)
+    t = form_type(st, INT_TYPES | FLOAT_TYPES | {"f16", "bf16"})
     if len(st.operands) != 3 or isinstance(st.operands[0], pir.Pair):
         raise NotVectorisable("setp with a boolean operation")
     a, c = _sources(w, st, t)
@@ -551,19 +567,20 @@ VECTOR_OPS = {"mov": _mov, "add": _arith, "sub": _arith, "mul": _arith, "mad": _
               "min": _min_max, "max": _min_max, "and": _logic, "or": _logic, "xor": _logic, "not": _logic,
               "shl": _shift, "shr": _shift, "setp": _setp, "selp": _selp, "shfl": _shuffle}
 # The modifiers each form handles (an allow-list, ops.table.takes): the types it computes in
-# and what it reads. A float form rounds to nearest (.rn) or in a direction (.rz, .rm, .rp:
+# (halves and their pairs in add, sub, mul, fma, min, max; single halves in setp) and what it reads. A float form rounds to nearest (.rn) or in a direction (.rz, .rm, .rp:
 # floatops.arith_rnd, which takes vectors; nvcc's expf has an fma.rm), mul and mad keep the
 # low half (.lo), setp takes a comparison but no boolean operation; an instruction with any
 # other modifier (.sat, .ftz, .hi, .wide, .cc, .relu, .NaN, ...) keeps to the step function.
 VECTOR_MODS = {
-    "mov": _ARITHMETIC | {"pred"},
-    **dict.fromkeys(("add", "sub"), _ARITHMETIC | {"rn", *_DIRECTED}),
-    **dict.fromkeys(("mul", "mad"), _ARITHMETIC | {"rn", "lo", *_DIRECTED}),
-    "fma": FLOAT_TYPES | {"rn", *_DIRECTED},
-    **dict.fromkeys(("min", "max"), _ARITHMETIC),
+    "mov": _ARITHMETIC | HALF_TYPES | {"pred"},
+    **dict.fromkeys(("add", "sub"), _ARITHMETIC | HALF_TYPES | {"rn", *_DIRECTED}),
+    "mul": _ARITHMETIC | HALF_TYPES | {"rn", "lo", *_DIRECTED},
+    "mad": _ARITHMETIC | {"rn", "lo", *_DIRECTED},
+    "fma": FLOAT_TYPES | HALF_TYPES | {"rn", *_DIRECTED},
+    **dict.fromkeys(("min", "max"), _ARITHMETIC | HALF_TYPES),
     **dict.fromkeys(("and", "or", "xor", "not"), INT_TYPES | {"pred"}),
     **dict.fromkeys(("shl", "shr"), INT_TYPES),
-    "setp": _ARITHMETIC | COMPARISONS,
+    "setp": _ARITHMETIC | {"f16", "bf16"} | COMPARISONS,
     "selp": _ARITHMETIC,
     "shfl": SHUFFLES | {"sync", "b32"},
 }
