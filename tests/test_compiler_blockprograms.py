@@ -702,3 +702,49 @@ def test_loads_prefetched_for_the_next_blocks(compile_cuda, rng, poison):
         padded[:n] = x
         np.testing.assert_array_equal(out.get(), padded.reshape(blocks, 256).sum(axis=1))
     assert _ran_as_program(mod.get_function("tree_sums"), 256)
+
+
+MODULE_VARIABLES = r"""
+// module variables read by a block program: a __constant__ filter, a __device__ table whose
+// address a thread takes, and a __device__ scalar set from the host
+__constant__ float taps[3];
+__device__ int offsets[256];
+__device__ float scale;
+extern "C" __global__ void filtered(const float* in, float* out, int n) {
+    __shared__ float s[258];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t + 1] = i < n ? in[i] : 0.0f;
+    if (t == 0) s[0] = i > 0 && i - 1 < n ? in[i - 1] : 0.0f;
+    if (t == blockDim.x - 1) s[t + 2] = i + 1 < n ? in[i + 1] : 0.0f;
+    __syncthreads();
+    const int* table = offsets;
+    if (i < n) out[i] = scale * (taps[0] * s[t] + taps[1] * s[t + 1] + taps[2] * s[t + 2]) + table[t];
+}
+"""
+
+
+def test_module_variables_in_a_block_program(compile_cuda, rng, poison):
+    """A kernel reading `__constant__` and `__device__` variables runs as a block program
+    (the variables declared in its module and linked to the module's copies) and computes
+    what numpy does; the variables set from the host are what it reads, again after a change."""
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(MODULE_VARIABLES, name="module_variables.cu")
+    assert "ptx.g.taps" in pipeline.block_program_ir(ptx, "vars.ptx", "filtered", 256)
+    mod = compile_cuda(MODULE_VARIABLES, name="module_variables.cu")
+    k = mod.get_function("filtered")
+    n = 256 * 9 - 17
+    x = rng.integers(-50, 50, n).astype(np.float32)
+    padded = np.concatenate([[0], x, [0]]).astype(np.float32)
+    for _ in range(2):
+        taps = rng.integers(-4, 5, 3).astype(np.float32)
+        offsets = rng.integers(-1000, 1000, 256).astype(np.int32)
+        scale = np.float32(rng.integers(1, 4))
+        mod.get_global("taps").copy_from_host(taps)
+        mod.get_global("offsets").copy_from_host(offsets)
+        mod.get_global("scale").copy_from_host(np.array([scale]))
+        out = poison(n, np.float32)
+        k(((n + 255) // 256,), (256,), (ac.asarray(x), out, np.int32(n)))
+        want = scale * (taps[0] * padded[:-2] + taps[1] * padded[1:-1] + taps[2] * padded[2:]) + np.resize(offsets, n)
+        np.testing.assert_array_equal(out.get(), want.astype(np.float32))
+    assert _ran_as_program(k, 256)

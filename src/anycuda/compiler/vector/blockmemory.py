@@ -51,9 +51,11 @@ class BlockMemory:
         if not isinstance(addr, pir.Addr):
             addr = pir.Addr(addr, 0)
         if isinstance(addr.base, pir.Sym):
-            if space != "shared":
-                raise NotVectorisable(f"a module variable {addr.base.name}")
-            scalar = b.add(b.add(self.shared_base, self._shared_offset(addr.base.name)), i64(addr.offset))
+            if space == "shared" or addr.base.name in self.shared:
+                base = b.add(self.shared_base, self._shared_offset(addr.base.name))
+            else:
+                base = self.variable_address(addr.base.name)
+            scalar = b.add(base, i64(addr.offset))
             return self.splat(scalar), Affine(scalar, 0)
         if not isinstance(addr.base, pir.Reg):
             raise NotVectorisable("an absolute address")
@@ -74,6 +76,19 @@ class BlockMemory:
             if shape is not None:
                 shape = Affine(b.add(shape.base, self.shared_base), shape.stride, shape.exact)
         return vec, shape
+
+    def variable_address(self, name) -> ir.Value:
+        """i64: the address of module variable `name` (a `__constant__` filter, a `__device__`
+        table), declared in the program's module under the name the kernel's object gives
+        it; the runtime links both to the module's copy (LoadedObject's symbols)."""
+        g = self.layout.globals.get(name)
+        if g is None:
+            raise NotVectorisable(f"symbol {name}")
+        declared = self.mod.globals.get(g.name)
+        if declared is None:
+            declared = ir.GlobalVariable(self.mod, g.value_type, name=g.name)     # no initialiser: a declaration
+            declared.align = g.align
+        return self.b.ptrtoint(declared, I64)
 
     def load(self, addrs, shape, elem, size, part=None):
         """The lanes' elements of type `elem` at `addrs` (under self.mask); one of a group of

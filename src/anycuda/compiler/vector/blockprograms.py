@@ -33,7 +33,7 @@ group of k stores that together cover the span as one store); any other a gather
 scatter, or for a few lanes a loop over them. Where every lane of the mask runs (a full
 block, where the bounds check holds everywhere), accesses take constant masks or none.
 
-A kernel with anything else (atomics, calls, votes, local memory, module variables, loops
+A kernel with anything else (atomics, calls, votes, local memory, loops
 whose lanes part round a barrier, ...) raises NotVectorisable and keeps the rounds; so does
 one without barriers or shuffles, which the plain loop over its threads vectorises as it is.
 
@@ -456,8 +456,12 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
     def read(self, op, t):
         """An operand's lanes (warpruns.WarpCode.read, and shared variables' window offsets)."""
         if isinstance(op, pir.Sym):
-            return self.splat(convert_bits(self.b, self._shared_offset(op.name), llvm_type(t)))
+            return self.splat(convert_bits(self.b, self._symbol(op.name), llvm_type(t)))
         return WarpCode.read(self, op, t)
+
+    def _symbol(self, name) -> ir.Value:
+        """i64: what `mov r, name` gives: a shared variable's window offset, a module variable's address."""
+        return self._shared_offset(name) if name in self.shared else self.variable_address(name)
 
     immediate = WarpCode.immediate
 
@@ -498,7 +502,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
             shape = self.shaped_special(op)[1]
             return shape if shape is not None and width(t) == 32 else None
         if isinstance(op, pir.Sym) and t[0] in "bus":
-            return Affine(convert_bits(self.b, self._shared_offset(op.name), llvm_type(t)), 0)
+            return Affine(convert_bits(self.b, self._symbol(op.name), llvm_type(t)), 0)
         if isinstance(op, pir.Reg):
             shape = self.shapes.get(op.name)
             if shape is not None and shape.base.type == llvm_type(t):
