@@ -149,7 +149,17 @@ def _mul(w, st):
     a, c = (ext(w.read(op, t), w._vec(wide)) for op in st.operands[1:3])
     sa, sc = w.shape(st.operands[1], t), w.shape(st.operands[2], t)
     w.write(st.operands[0], b.mul(a, c), wide_t)
-    if sa is not None and sc is not None and sc.stride == 0 and isinstance(sc.base, ir.Constant):
+    if sa is None or sc is None:
+        return
+    if sa.stride == 0 and sc.stride == 0:
+        # alike in every lane (a row's start, `(size_t)row * C`): the product of the two
+        # widened values, which no lane can take out of range
+        w.set_shape(st.operands[0], _affine(b.mul(ext(sa.base, wide), ext(sc.base, wide)), 0,
+                                            and_scalar(b, sa.exact, sc.exact) if sc.exact is not None else sa.exact))
+        return
+    if sc.stride != 0 and sa.stride == 0 and isinstance(sa.base, ir.Constant):
+        sa, sc = sc, sa                 # the constant second: `mul.wide 4, i` as `mul.wide i, 4`
+    if sc.stride == 0 and isinstance(sc.base, ir.Constant):
         widened = w.widened(sa, t, 2 * width(t))
         n = sc.base.constant if t[0] == "u" else _signed(sc.base.constant, width(t))
         w.set_shape(st.operands[0], _affine(b.mul(widened.base, ir.Constant(wide, n & ((1 << (2 * width(t))) - 1))),
