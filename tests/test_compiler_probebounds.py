@@ -50,6 +50,27 @@ extern "C" __global__ void wrapping_below(int* out, unsigned off, unsigned n) {
     out[t] = (int)i;
 }
 
+// a 3x3 neighbourhood summed where it lies inside the image: nvcc tests `xx < 0 || yy < 0`
+// as `(xx | yy) < 0`
+extern "C" __global__ void taps(const int* in, int* out, int w, int h) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= w || y >= h) return;
+    int s = 0;
+    for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+            int xx = x + dx, yy = y + dy;
+            if (xx >= 0 && xx < w && yy >= 0 && yy < h) s += in[yy * w + xx] << (3 * (dy + 1) + dx + 1);
+        }
+    out[y * w + x] = s;
+}
+
+// predicates through min, max and a mask; neighbours clamped to the image
+extern "C" __global__ void clamped(const int* in, int* out, int w, int n) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int left = max(x - 1, 0), right = min(x + 1, w - 1);
+    if (min(x, w) < n && max(x - n, -1) < 0 && (x & 1023) < w) out[x] = in[left] - in[right];
+}
+
 // 64-bit values: a shifted index against a 64-bit limit, and a lower bound
 extern "C" __global__ void wide(int* out, long long lo, long long hi) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -101,6 +122,30 @@ def test_border(rng):
     np.testing.assert_array_equal(out.get().reshape(ny, nx), want)
 
 
+@pytest.mark.parametrize("w,h", [(100, 37), (16, 16), (1, 5), (33, 1)])
+def test_taps_inside_the_image(rng, w, h):
+    a = rng.integers(-1000, 1000, (h, w)).astype(np.int32)
+    out = poison(w * h, np.int32)
+    _run("taps", ((w + 15) // 16, (h + 7) // 8), (16, 8), ac.asarray(a), out, np.int32(w), np.int32(h))
+    padded = np.pad(a.astype(np.int64), 1)
+    want = sum(padded[dy:dy + h, dx:dx + w] << (3 * dy + dx) for dy in range(3) for dx in range(3))
+    np.testing.assert_array_equal(out.get().reshape(h, w), want.astype(np.int32))
+
+
+@pytest.mark.parametrize("w,n", [(1024, 3000), (500, 4096), (1, 300)])
+def test_clamped_neighbours(rng, w, n):
+    blocks = (n + 127) // 128 + 1
+    a = rng.integers(-1000, 1000, blocks * 128 + 1).astype(np.int32)
+    out = poison(blocks * 128, np.int32)
+    _run("clamped", (blocks,), (128,), ac.asarray(a), out, np.int32(w), np.int32(n))
+    x = np.arange(blocks * 128)
+    stores = (np.minimum(x, w) < n) & (np.maximum(x - n, -1) < 0) & ((x & 1023) < w)
+    want = a[np.maximum(x - 1, 0)] - a[np.minimum(x + 1, w - 1)]
+    got = out.get()
+    np.testing.assert_array_equal(got[stores], want[stores])
+    assert _untouched(got[~stores]).all()
+
+
 @pytest.mark.parametrize("off,n", [(2 ** 32 - 300, 2 ** 32 - 100), (2 ** 32 - 300, 50), (2 ** 32 - 300, 1000), (2 ** 32 - 1, 2 ** 32 - 1),
                                    (5, 700), (0, 2 ** 32 - 1)])
 def test_indices_that_wrap(off, n):
@@ -137,7 +182,7 @@ extern "C" __global__ void flipped(int* out, int j) {
     kernels = [k.name for k in parse(ptx, "b.ptx").functions if k.is_kernel]
     mod = ModuleLowering(parse(ptx, "b.ptx"), "b.ptx").lower().mod
     made = {kernels[int(fn.name.split(".")[1][1:])] for fn in mod.functions if fn.name.endswith(".bounds")}
-    assert made == {"scaled", "grid2d", "border", "wrapping", "wrapping_below", "wide"}   # not through an xor
+    assert made == {"scaled", "grid2d", "border", "wrapping", "wrapping_below", "wide", "taps", "clamped"}   # not through an xor
 
 
 def test_the_bounds_are_what_decides(monkeypatch):

@@ -263,17 +263,58 @@ class _Evaluator:
 
     def _bool(self, st, combine):
         t = self._type(st)
-        if t != "pred":
-            raise _Unknown(f"{st.opcode}.{t}")
         x, y = (self.operand(op, t) for op in st.operands[1:3])
         b = self.b
         self.write(st.operands[0], _Bounds(combine(x.lo, y.lo), combine(x.hi, y.hi), b.and_(x.ok, y.ok)), t)
 
+    def _bitwise(self, st):
+        """(x, y, type) of an and/or on integers, both read as signed values of its width."""
+        t = self._type(st)
+        x, y = self._int_sources(st, t)
+        signed = "s" + str(width(t))
+        return self.read_as(x, signed), self.read_as(y, signed), t
+
     def _and(self, st):
-        self._bool(st, self.b.and_)
+        """On integers: where one operand is never negative, the result lies in [0, its
+        greatest] (clearing bits only lowers a value that is not negative); else unknown."""
+        if self._type(st) == "pred":
+            return self._bool(st, self.b.and_)
+        x, y, t = self._bitwise(st)
+        b = self.b
+        x_natural, y_natural = (b.icmp_signed(">=", v.lo, i64(0)) for v in (x, y))
+        hi = b.select(b.and_(x_natural, y_natural), _least(b, x.hi, y.hi), b.select(x_natural, x.hi, y.hi))
+        ok = b.and_(b.and_(x.ok, y.ok), b.or_(x_natural, y_natural))
+        self.write(st.operands[0], _Bounds(i64(0), hi, ok), t)
 
     def _or(self, st):
-        self._bool(st, self.b.or_)
+        """On integers (nvcc tests `x < 0 || y < 0` as `(x | y) < 0`): setting bits only raises
+        a value, so the result is at least the lesser operand (the greater where both are
+        never negative); it is negative only where an operand may be, and otherwise at most
+        the greatest operand with every bit below its top one set."""
+        if self._type(st) == "pred":
+            return self._bool(st, self.b.or_)
+        x, y, t = self._bitwise(st)
+        b = self.b
+        natural = b.and_(b.icmp_signed(">=", x.lo, i64(0)), b.icmp_signed(">=", y.lo, i64(0)))
+        lo = b.select(natural, _greatest(b, x.lo, y.lo), _least(b, x.lo, y.lo))
+        top = _greatest(b, x.hi, y.hi)
+        hi = b.select(b.icmp_signed("<", top, i64(0)), i64(-1), _ones_below_top(b, top))
+        self.write(st.operands[0], _Bounds(lo, hi, b.and_(x.ok, y.ok)), t)
+
+    def _min(self, st):
+        self._extreme(st, _least)
+
+    def _max(self, st):
+        self._extreme(st, _greatest)
+
+    def _extreme(self, st, pick):
+        """min/max of integers as their type reads them: the bounds' own min or max."""
+        t = self._type(st)
+        if len(st.operands) != 3 or set(st.mods) - {t}:
+            raise _Unknown(f"{st.opcode} {st.mods}")
+        x, y = (self.read_as(v, t) for v in self._int_sources(st, t))
+        b = self.b
+        self.write(st.operands[0], _Bounds(pick(b, x.lo, y.lo), pick(b, x.hi, y.hi), b.and_(x.ok, y.ok)), t)
 
     def _not(self, st):
         t = self._type(st)
@@ -282,6 +323,21 @@ class _Evaluator:
         x = self.operand(st.operands[1], t)
         b = self.b
         self.write(st.operands[0], _Bounds(b.sub(i64(1), x.hi), b.sub(i64(1), x.lo), x.ok), t)
+
+
+def _least(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _greatest(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _ones_below_top(b, v):
+    """v (not negative) with every bit below its highest set bit set: 2^k - 1 >= v."""
+    for k in (1, 2, 4, 8, 16, 32):
+        v = b.or_(v, b.ashr(v, i64(k)))
+    return v
 
 
 def _held(t):
