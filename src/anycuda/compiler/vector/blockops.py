@@ -27,6 +27,7 @@ MAX_STRIDE = 1 << 30       # a larger stride is not worth tracking (and may not 
 # the spaces of a block program's loads and stores, and cache operators, which do not change
 # what an access does
 _MEMORY_MODS = frozenset(("global", "shared", "param", "const", "nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt"))
+_VECTORS = frozenset(("v2", "v4"))      # float2, float4, int4, ...: element by element
 
 
 @dataclass
@@ -188,10 +189,29 @@ def _ld(w, st):
         raise NotVectorisable(f"ld.{t}")
     elem = llvm_type(t)
     if "param" in st.mods:
+        if isinstance(st.operands[0], pir.Vec):
+            raise NotVectorisable("ld.param of a vector")
         return _ld_param(w, st, t, elem)
-    addr = st.operands[1]
-    addrs, shape = w.access(st, addr)
-    w.write(st.operands[0], w.load(addrs, shape, elem, width(t) // 8, _register_part(addr)), t)
+    size = width(t) // 8
+    loaded = []
+    for item, addr in _elements(st.operands[0], st.operands[1], size):
+        addrs, shape = w.access(st, addr)
+        loaded.append((item, w.load(addrs, shape, elem, size, _register_part(addr))))
+    for item, value in loaded:          # (after every load: a destination may be the address register)
+        w.write(item, value, t)
+
+
+def _elements(data, addr, size):
+    """[(data operand, its element's address)] of a load or store: one, or each element of
+    a .v2/.v4 vector at its offset (a float4's four floats: a group of interleaved accesses,
+    blockmemory.load/store, that becomes one access of the lanes' span). A `_` element of
+    a load is not loaded."""
+    if not isinstance(data, pir.Vec):
+        return [(data, addr)]
+    if not isinstance(addr, pir.Addr):
+        addr = pir.Addr(addr, 0)
+    return [(item, pir.Addr(addr.base, addr.offset + i * size)) for i, item in enumerate(data.items)
+            if not (isinstance(item, pir.Sym) and item.name == "_")]
 
 
 def _ld_param(w, st, t, elem):
@@ -211,11 +231,12 @@ def _st(w, st):
     t = type_mods(st.mods)[-1]
     if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
         raise NotVectorisable(f"st.{t}")
-    addr = st.operands[0]
-    addrs, shape = w.access(st, addr)
+    size = width(t) // 8
     # (a group of interleaved stores is made at its last part: that part decides)
     w.streaming = memory.streams(st, w.read_memory)
-    w.store(addrs, shape, w.read(st.operands[1], t), width(t) // 8, _register_part(addr))
+    for item, addr in _elements(st.operands[1], st.operands[0], size):
+        addrs, shape = w.access(st, addr)
+        w.store(addrs, shape, w.read(item, t), size, _register_part(addr))
     w.streaming = False
 
 
@@ -321,14 +342,14 @@ OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, 
        "div": _div, "rem": _div,
        **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}}
 # The modifiers each form handles (an allow-list, ops.table.takes): warpruns' and warp regions'
-# for the forms taken from there; loads and stores of one element, in the spaces and with the
-# cache operators of _MEMORY_MODS (not ordered, not .param stores); cvta of global and shared
-# memory; integer division and remainder with no modifier but the type.
+# for the forms taken from there; loads and stores of one element or a .v2/.v4 vector, in
+# the spaces and with the cache operators of _MEMORY_MODS (not ordered, not .param stores);
+# cvta of global and shared memory; integer division and remainder with no modifier but the type.
 TAKES = {
     **VECTOR_MODS,
     "mul": REGION_MODS["mul"],
-    "ld": DATA | _MEMORY_MODS,
-    "st": DATA | (_MEMORY_MODS - {"param"}),
+    "ld": DATA | _MEMORY_MODS | _VECTORS,
+    "st": DATA | (_MEMORY_MODS - {"param"}) | _VECTORS,
     "cvta": frozenset(("to", "global", "shared", "u32", "u64")),
     "cvt": REGION_MODS["cvt"],
     **dict.fromkeys(("bar", "barrier"), frozenset(("sync", "aligned"))),
