@@ -11,7 +11,8 @@ stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo; the S
 and with per-block shared bins. And computations the suite lacks, in their common
 spellings: CSR sparse matrix-vector products with a thread a row and with a warp a row
 (shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a thread
-a point in 32x4x4 blocks and with 32x8 threads marching along z; Black-Scholes prices with a
+a point in 32x4x4 blocks and with 32x8 threads marching along z, from global memory and
+with the plane in shared memory; Black-Scholes prices with a
 guard and as a grid-stride loop. Three modules hold the rest: idioms_rows.py (softmax and
 layernorm as llm.c's kernels write them), idioms_sort.py (sorting networks and radix sorts)
 and idioms_compute.py (n-body, Monte Carlo with curand, convolution).
@@ -474,7 +475,8 @@ INDEXED = variants(Indexed, gather=dict(expected=lambda self: self.x[self.idx]),
 class Stencil7(Reshaped, Bench):
     """The 7-point Jacobi step on an nx x ny x nz grid (x fastest): interior points become
     0.4 u + 0.1 (the six neighbours' sum), boundary points are copied. One kernel a thread per
-    point in 3-D blocks, the other a thread per (x, y) marching along z; idioms.c's stencil7."""
+    point in 3-D blocks, the others a thread per (x, y) marching along z (reading global memory,
+    or the plane through shared memory); idioms.c's stencil7."""
     cu, unit = "idioms_stencil3d.cu", "GB/s"
     sizes = {"full": dict(nz=256, ny=256, nx=256), "quick": dict(nz=17, ny=18, nx=20)}
 
@@ -504,6 +506,7 @@ class Stencil7(Reshaped, Bench):
 STENCILS3D = [
     reshaped(Stencil7, "stencil7_3d_block", "idioms_stencil3d.cu", "stencil7_3d_block", (32, 4, 4)),
     reshaped(Stencil7, "stencil7_zloop", "idioms_stencil3d.cu", "stencil7_zloop", (32, 8)),
+    reshaped(Stencil7, "stencil7_smem_zloop", "idioms_stencil3d.cu", "stencil7_smem_zloop", (32, 8)),
 ]
 
 
