@@ -29,22 +29,36 @@ __device__ __forceinline__ unsigned bitonic_low(unsigned p, unsigned j) {
     return 2 * p - (p & (j - 1));
 }
 
+// A block's chunk between global and shared memory, two elements a thread.
+__device__ __forceinline__ void load_chunk(float* s, const float* data, unsigned base) {
+    s[threadIdx.x] = data[base + threadIdx.x];
+    s[threadIdx.x + BITONIC_CHUNK / 2] = data[base + threadIdx.x + BITONIC_CHUNK / 2];
+}
+
+__device__ __forceinline__ void store_chunk(const float* s, float* data, unsigned base) {
+    __syncthreads();
+    data[base + threadIdx.x] = s[threadIdx.x];
+    data[base + threadIdx.x + BITONIC_CHUNK / 2] = s[threadIdx.x + BITONIC_CHUNK / 2];
+}
+
+// The steps j = j_top, j_top / 2, ..., 1 of one k on the chunk in shared memory.
+__device__ __forceinline__ void merge_in_shared(float* s, unsigned base, unsigned k, unsigned j_top) {
+    for (unsigned j = j_top; j > 0; j >>= 1) {
+        __syncthreads();
+        unsigned i = bitonic_low(threadIdx.x, j);
+        bitonic_exchange(s[i], s[i + j], base + i, k);
+    }
+}
+
 // Every step with k <= BITONIC_CHUNK, on one chunk a block: these never cross a chunk, so
 // the whole first part of the network runs out of shared memory with one launch.
 extern "C" __global__ void bitonic_sort_shared(float* data) {
     __shared__ float s[BITONIC_CHUNK];
     unsigned base = blockIdx.x * BITONIC_CHUNK;
-    s[threadIdx.x] = data[base + threadIdx.x];
-    s[threadIdx.x + BITONIC_CHUNK / 2] = data[base + threadIdx.x + BITONIC_CHUNK / 2];
+    load_chunk(s, data, base);
     for (unsigned k = 2; k <= BITONIC_CHUNK; k <<= 1)
-        for (unsigned j = k >> 1; j > 0; j >>= 1) {
-            __syncthreads();
-            unsigned i = bitonic_low(threadIdx.x, j);
-            bitonic_exchange(s[i], s[i + j], base + i, k);
-        }
-    __syncthreads();
-    data[base + threadIdx.x] = s[threadIdx.x];
-    data[base + threadIdx.x + BITONIC_CHUNK / 2] = s[threadIdx.x + BITONIC_CHUNK / 2];
+        merge_in_shared(s, base, k, k >> 1);
+    store_chunk(s, data, base);
 }
 
 // One step (k, j) with j >= BITONIC_CHUNK, whose pairs span chunks: one thread a pair, n / 2
@@ -64,16 +78,9 @@ extern "C" __global__ void bitonic_merge_global(float* data, unsigned j, unsigne
 extern "C" __global__ void bitonic_merge_shared(float* data, unsigned k) {
     __shared__ float s[BITONIC_CHUNK];
     unsigned base = blockIdx.x * BITONIC_CHUNK;
-    s[threadIdx.x] = data[base + threadIdx.x];
-    s[threadIdx.x + BITONIC_CHUNK / 2] = data[base + threadIdx.x + BITONIC_CHUNK / 2];
-    for (unsigned j = BITONIC_CHUNK / 2; j > 0; j >>= 1) {
-        __syncthreads();
-        unsigned i = bitonic_low(threadIdx.x, j);
-        bitonic_exchange(s[i], s[i + j], base + i, k);
-    }
-    __syncthreads();
-    data[base + threadIdx.x] = s[threadIdx.x];
-    data[base + threadIdx.x + BITONIC_CHUNK / 2] = s[threadIdx.x + BITONIC_CHUNK / 2];
+    load_chunk(s, data, base);
+    merge_in_shared(s, base, k, BITONIC_CHUNK / 2);
+    store_chunk(s, data, base);
 }
 
 // ------------------------------------------------------------------ LSD radix sort
