@@ -246,13 +246,16 @@ def _register_part(addr):
 
 
 def load_bases(body) -> set:
-    """Registers that loads read at two or more offsets: a group of interleaved loads."""
+    """Registers that loads read at two or more offsets (a vector load's elements among
+    them): a group of interleaved loads."""
     offsets = {}
     for st in body:
-        if isinstance(st, pir.Instruction) and st.opcode == "ld":
-            part = _register_part(st.operands[1])
-            if part is not None:
-                offsets.setdefault(part[0], set()).add(part[1])
+        if isinstance(st, pir.Instruction) and st.opcode == "ld" and type_mods(st.mods):
+            size = width(type_mods(st.mods)[-1]) // 8
+            for _, addr in _elements(st.operands[0], st.operands[1], size):
+                part = _register_part(addr)
+                if part is not None:
+                    offsets.setdefault(part[0], set()).add(part[1])
     return {r for r, seen in offsets.items() if len(seen) > 1}
 
 
