@@ -92,8 +92,9 @@ def run_in_child(module: str, target: str, timeout: float = None) -> None:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
     code = f"import {module} as m; m.{target}()"
     try:
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        # (-X faulthandler: a crash prints the child's Python stacks into the report)
+        done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], env=env, capture_output=True,
+                              text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"{target}: hang past {timeout} s; last input: {_read(last)}") from None
     try:

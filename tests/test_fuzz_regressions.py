@@ -132,3 +132,56 @@ def test_a_kernel_writing_far_past_its_allocation_leaves_the_process_alive(tmp_p
     done = subprocess.run([sys.executable, str(script), str(VECTOR_ADD)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "alive", done.stderr[-2000:]
+
+
+SHARED_PAST_ITS_WINDOW = b""".version 8.0
+.target sm_80
+.address_size 64
+.extern .shared .align 4 .b8 window[];
+.visible .entry past(.param .u32 stride)
+{
+  .reg .b32 %r<5>;
+  ld.param.u32 %r1, [stride];
+  mov.u32 %r2, %tid.x;
+  mul.lo.u32 %r3, %r2, %r1;
+  mov.u32 %r4, window;
+  add.u32 %r4, %r4, %r3;
+  st.shared.u32 [%r4], %r2;
+  ret;
+}
+"""
+
+
+def _mappings() -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+def test_a_module_goes_with_its_reset_context(primary):
+    """Was a SIGSEGV (or LLVM's "Unable to allocate section memory") after ~50,000 inputs of
+    fuzz_shared_window: after each fault the target resets the primary context and loads its
+    module again, and every earlier module's code stayed mapped (six mappings a reset) until
+    mmap ran out. A context's modules now go with it, as on a GPU: the old handles name
+    nothing, and a hundred fault/reset/reload rounds leave the count of mappings about where
+    it was."""
+    import struct
+
+    def fault_and_reset():
+        mod = api.cuModuleLoadData(SHARED_PAST_ITS_WINDOW + b"\0")
+        fn = api.cuModuleGetFunction(mod, "past")
+        with pytest.raises(CudaError) as e:          # a window of 0 bytes, stored into 504 bytes on
+            api.cuLaunchKernel(fn, (1, 1, 1), (64, 1, 1), 0, 0, struct.pack("<I", 8))
+            api.cuCtxSynchronize()
+        assert e.value.code.name == "CUDA_ERROR_ILLEGAL_ADDRESS"
+        api.cuDevicePrimaryCtxReset(0)
+        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+        return mod, fn
+
+    for _ in range(10):
+        fault_and_reset()
+    before = _mappings()
+    for _ in range(100):
+        mod, fn = fault_and_reset()
+    assert _mappings() <= before + 100, (before, _mappings())     # the leak was 600; the heap wanders by tens
+    assert _code(api.cuModuleGetFunction, mod, "past") == "CUDA_ERROR_INVALID_HANDLE"
+    assert _code(api.cuLaunchKernel, fn, (1, 1, 1), (1, 1, 1), 0, 0, struct.pack("<I", 0)) == "CUDA_ERROR_INVALID_HANDLE"

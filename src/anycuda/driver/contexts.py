@@ -12,8 +12,8 @@ from ..runtime import device as device_info
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import discard_errors, synchronize_all, wait_idle
 from .handles import (_check_usable, Context, _current, _current_context, _current_device, _faults_are_sticky,
-                      flush_device_output, _get, _handles, _lock, _new_handle, _require_context, _require_init,
-                      _state)
+                      flush_device_output, _get, _handles, _lock, Module, _new_handle, _require_context,
+                      _require_init, _state)
 
 
 # The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
@@ -149,6 +149,20 @@ context_teardown_hooks = []
 def _tear_down(ctx: int) -> None:
     for hook in list(context_teardown_hooks):
         hook(ctx)
+    _unload_modules(ctx)
+
+
+def _unload_modules(ctx: int) -> None:
+    """A context's modules go with it, as on a GPU (their handles then name nothing; queued
+    launches keep the code they run). A program that reset the primary context after each
+    fault and loaded its module again kept every earlier module's code mapped, six mappings
+    a reset, until mmap ran out: a SIGSEGV or LLVM's "Unable to allocate section memory"
+    after some ten thousand resets (fuzz_shared_window)."""
+    with _lock:
+        doomed = [h for h, obj in _handles.items() if isinstance(obj, Module) and obj.context == ctx]
+        for h in doomed:
+            for f in _handles.pop(h).functions.values():
+                _handles.pop(f, None)
 
 
 def cuCtxSetCurrent(ctx: int) -> None:

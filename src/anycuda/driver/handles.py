@@ -110,6 +110,7 @@ class Module:
         self.ptx_arch = ptx_arch      # NN of the PTX's `.target sm_NN` (the function's PTX version)
         self.has_managed_variables = False
         self.functions = {}           # kernel name -> its Function handle (one per name, dropped at unload)
+        self.context = None           # the context it was loaded into, which it goes with (None: a library's)
 
 
 # A __managed__ variable is one allocation that every device and the host share, and kernels

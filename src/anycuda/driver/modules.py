@@ -19,7 +19,7 @@ from ..ptx.errors import UnsupportedVersion
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program, loading_mode
 from ..runtime.stream import wait_idle
-from .handles import (_current_device, Function, _get, _handles, _lock, _MANAGED_VARIABLE, Module, _new_handle,
+from .handles import (_current, _current_device, Function, _get, _handles, _lock, _MANAGED_VARIABLE, Module, _new_handle,
                       _require_context, _require_init)
 
 
@@ -88,7 +88,9 @@ def cuModuleGetLoadingMode() -> int:
 
 def cuModuleLoadData(image: bytes) -> int:
     _require_context()
-    return _load_module(image)
+    h = _load_module(image)
+    _handles[h].context = _current.ctx      # unloaded with its context (contexts._unload_modules)
+    return h
 
 
 def _load_module(image) -> int:
