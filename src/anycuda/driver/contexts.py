@@ -11,9 +11,9 @@ import re
 from ..runtime import device as device_info
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import discard_errors, synchronize_all, wait_idle
-from .handles import (_check_usable, Context, _current, _current_context, _current_device, _faults_are_sticky,
-                      flush_device_output, _get, _handles, _lock, Module, _new_handle, _require_context,
-                      _require_init, _state)
+from .handles import (_check_usable, Context, _current, _current_context, _current_device, _drop_module,
+                      _faults_are_sticky, flush_device_output, _get, _handles, _lock, Module, _new_handle,
+                      _require_context, _require_init, _state)
 
 
 # The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
@@ -159,10 +159,8 @@ def _unload_modules(ctx: int) -> None:
     a reset, until mmap ran out: a SIGSEGV or LLVM's "Unable to allocate section memory"
     after some ten thousand resets (fuzz_shared_window)."""
     with _lock:
-        doomed = [h for h, obj in _handles.items() if isinstance(obj, Module) and obj.context == ctx]
-        for h in doomed:
-            for f in _handles.pop(h).functions.values():
-                _handles.pop(f, None)
+        for h in [h for h, obj in _handles.items() if isinstance(obj, Module) and obj.context == ctx]:
+            _drop_module(h)
 
 
 def cuCtxSetCurrent(ctx: int) -> None:

@@ -113,6 +113,13 @@ class Module:
         self.context = None           # the context it was loaded into, which it goes with (None: a library's)
 
 
+def _drop_module(h: int) -> None:
+    """Module handle `h` and its functions' handles name nothing from now on (with `_lock`
+    held); its code goes with the last reference (a queued launch keeps what it runs)."""
+    for f in _handles.pop(h).functions.values():
+        _handles.pop(f, None)
+
+
 # A __managed__ variable is one allocation that every device and the host share, and kernels
 # address their module's variables directly: a module with one keeps a single copy of all
 # its variables for every device.

@@ -19,8 +19,8 @@ from ..ptx.errors import UnsupportedVersion
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program, loading_mode
 from ..runtime.stream import wait_idle
-from .handles import (_current, _current_device, Function, _get, _handles, _lock, _MANAGED_VARIABLE, Module, _new_handle,
-                      _require_context, _require_init)
+from .handles import (_current, _current_device, _drop_module, Function, _get, _handles, _lock, _MANAGED_VARIABLE,
+                      Module, _new_handle, _require_context, _require_init)
 
 
 def ptx_from_image(address: int) -> bytes:
@@ -118,12 +118,10 @@ def cuModuleUnload(mod: int) -> None:
     """Waits for the device's work (its kernels may be queued), then lets the module's code
     go: its handle and its functions' handles are dropped, and with the last reference the
     compiled code is freed."""
-    m = _get(mod, Module)
+    _get(mod, Module)                   # a live module, else CUDA_ERROR_INVALID_HANDLE
     wait_idle(_current_device())
     with _lock:
-        del _handles[mod]
-        for h in m.functions.values():
-            _handles.pop(h, None)
+        _drop_module(mod)
 
 
 def cuModuleGetFunction(mod: int, name: str) -> int:

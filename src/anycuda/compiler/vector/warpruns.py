@@ -567,7 +567,8 @@ VECTOR_OPS = {"mov": _mov, "add": _arith, "sub": _arith, "mul": _arith, "mad": _
               "min": _min_max, "max": _min_max, "and": _logic, "or": _logic, "xor": _logic, "not": _logic,
               "shl": _shift, "shr": _shift, "setp": _setp, "selp": _selp, "shfl": _shuffle}
 # The modifiers each form handles (an allow-list, ops.table.takes): the types it computes in
-# (halves and their pairs in add, sub, mul, fma, min, max; single halves in setp) and what it reads. A float form rounds to nearest (.rn) or in a direction (.rz, .rm, .rp:
+# (halves and their pairs in add, sub, mul, fma, min, max; single halves in setp) and what it
+# reads. A float form rounds to nearest (.rn) or in a direction (.rz, .rm, .rp:
 # floatops.arith_rnd, which takes vectors; nvcc's expf has an fma.rm), mul and mad keep the
 # low half (.lo), setp takes a comparison but no boolean operation; an instruction with any
 # other modifier (.sat, .ftz, .hi, .wide, .cc, .relu, .NaN, ...) keeps to the step function.
