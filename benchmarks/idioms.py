@@ -32,15 +32,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import suite  # noqa: E402  (benchmarks/ is a folder of scripts)
-from suite import Bench, _close, _equal, cdiv, p  # noqa: E402
+from suite import Bench, _close, _equal, cdiv, p, variants  # noqa: E402
 
 STREAM_THREADS = 256
 STRIDE_BLOCKS = 1024            # the grid of a grid-stride loop: fixed, whatever n is
-
-
-def variants(base, **table):
-    """One subclass of `base` per name (also the name of its kernel), with that row's attributes."""
-    return [type(name, (base,), dict(name=name, kernel=name, **attrs)) for name, attrs in table.items()]
 
 
 # ------------------------------------------------------------------ streaming

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 import suite
-from suite import Bench, _close, cdiv, p
+from suite import Bench, _close, cdiv, p, variants
 
 
 class NBodyNaive(suite.NBody):
@@ -156,9 +156,4 @@ class Conv2d(Bench):
         return (lambda: lib.conv2d_5x5(p(self.img), p(out), self.w, self.h, p(self.mask))), (lambda: out)
 
 
-def _named(base, name):
-    return type(name, (base,), dict(name=name, kernel=name))
-
-
-BENCHMARKS = [NBodyNaive, MonteCarloXorwow, MonteCarloPhilox, _named(Conv2d, "conv2d_global"),
-              _named(Conv2d, "conv2d_tiled")]
+BENCHMARKS = [NBodyNaive, MonteCarloXorwow, MonteCarloPhilox, *variants(Conv2d, conv2d_global={}, conv2d_tiled={})]

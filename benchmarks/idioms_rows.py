@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 import suite
-from suite import Bench, cdiv
+from suite import Bench, cdiv, variants
 
 THREADS = 256
 
@@ -57,11 +57,5 @@ class LayerNormIdiom(RowKernel, suite.LayerNorm):
 WARPS = THREADS // 32
 
 
-def row_idiom(base, name, rows):
-    return type(name, (base,), dict(name=name, kernel=name, rows=rows))
-
-
-BENCHMARKS = [row_idiom(SoftmaxIdiom, "softmax_warp", WARPS),
-              row_idiom(SoftmaxIdiom, "softmax_online_cg", WARPS),
-              row_idiom(LayerNormIdiom, "layernorm_cg", WARPS),
-              row_idiom(LayerNormIdiom, "layernorm_block", 1)]
+BENCHMARKS = (variants(SoftmaxIdiom, softmax_warp=dict(rows=WARPS), softmax_online_cg=dict(rows=WARPS))
+              + variants(LayerNormIdiom, layernorm_cg=dict(rows=WARPS), layernorm_block=dict(rows=1)))

@@ -34,6 +34,11 @@ def p(a):
     return ctypes.c_void_p(a.ctypes.data)
 
 
+def variants(base, **table):
+    """One subclass of `base` per name (also the name of its kernel), with that row's attributes."""
+    return [type(name, (base,), dict(name=name, kernel=name, **attrs)) for name, attrs in table.items()]
+
+
 # ------------------------------------------------------------------ backends
 
 class AnyCUDA:
