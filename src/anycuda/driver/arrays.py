@@ -60,6 +60,7 @@ class CudaArray:
         self.slices = max(depth, 1)                    # slices of a 3-D array, layers of a layered one
         self.slice = self.pitch * self.rows
         self.base = api._allocate(self.slice * self.slices)
+        self.context = memory.lookup(self.base).context     # it goes with its context (contexts._tear_down)
 
     @property
     def layered(self) -> bool:
@@ -151,6 +152,7 @@ class MipmappedArray:
             level.owner = self
             self.levels.append(level)
         self.handles = [api._new_handle(level) for level in self.levels]
+        self.context = self.levels[0].context
 
 
 def cuMipmappedArrayCreate(width: int, height: int, depth: int, fmt: int, channels: int, flags: int,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from ..runtime import device as device_info
+from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import discard_errors, synchronize_all, wait_idle
 from .handles import (_check_usable, Context, _current, _current_context, _current_device, _drop_module,
@@ -149,18 +150,31 @@ context_teardown_hooks = []
 def _tear_down(ctx: int) -> None:
     for hook in list(context_teardown_hooks):
         hook(ctx)
-    _unload_modules(ctx)
+    _release_objects(ctx)
+    _free_memory(ctx)
 
 
-def _unload_modules(ctx: int) -> None:
-    """A context's modules go with it, as on a GPU (their handles then name nothing; queued
-    launches keep the code they run). A program that reset the primary context after each
-    fault and loaded its module again kept every earlier module's code mapped, six mappings
-    a reset, until mmap ran out: a SIGSEGV or LLVM's "Unable to allocate section memory"
-    after some ten thousand resets (fuzz_shared_window)."""
+def _release_objects(ctx: int) -> None:
+    """A context's modules, streams, events and arrays go with it, as on a GPU: their handles
+    name nothing from then on (queued launches keep the code they run; the device is idle by
+    now). Modules were the first: a program that reset the primary context after each fault
+    and loaded its module again kept every earlier module's code mapped, six mappings a
+    reset, until mmap ran out after some ten thousand resets (fuzz_shared_window)."""
     with _lock:
-        for h in [h for h, obj in _handles.items() if isinstance(obj, Module) and obj.context == ctx]:
-            _drop_module(h)
+        for h in [h for h, obj in _handles.items() if getattr(obj, "context", None) == ctx]:
+            if isinstance(_handles[h], Module):
+                _drop_module(h)
+            else:
+                _handles.pop(h)
+
+
+def _free_memory(ctx: int) -> None:
+    """The allocations made in the context are freed (device, pinned host, managed, pitched,
+    stream-ordered, arrays) and its host registrations undone: a program that allocates again
+    after each reset no longer grows."""
+    for a in memory.table.allocations():
+        if getattr(a, "context", None) == ctx:
+            memory.release(a)
 
 
 def cuCtxSetCurrent(ctx: int) -> None:

@@ -159,6 +159,7 @@ class EventHandle:
     def __init__(self, event):
         self.event = event
         self.device = _current_device()    # an event belongs to its context's device
+        self.context = getattr(_current, "ctx", None) or 0     # and goes with that context
 
 
 CU_STREAM_LEGACY, CU_STREAM_PER_THREAD = 1, 2

@@ -89,7 +89,7 @@ def cuModuleGetLoadingMode() -> int:
 def cuModuleLoadData(image: bytes) -> int:
     _require_context()
     h = _load_module(image)
-    _handles[h].context = _current.ctx      # unloaded with its context (contexts._unload_modules)
+    _handles[h].context = _current.ctx      # unloaded with its context (contexts._release_objects)
     return h
 
 

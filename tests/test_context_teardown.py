@@ -1,0 +1,104 @@
+"""What goes with a context: cuDevicePrimaryCtxReset and cuCtxDestroy free the memory made in
+that context and end its modules, streams, events and arrays, as a GPU's driver does; what
+other contexts (and anycuda's own Python API) made stays."""
+import numpy as np
+import pytest
+
+from anycuda.driver import api, arrays
+from anycuda.runtime import memory
+from anycuda.runtime.errors import CudaError
+
+FLOAT = 0x20          # CU_AD_FORMAT_FLOAT
+
+
+@pytest.fixture
+def primary():
+    api.cuInit(0)
+    ctx = api.cuDevicePrimaryCtxRetain(0)
+    api.cuCtxSetCurrent(ctx)
+    yield ctx
+    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+
+
+def _code(call, *args) -> str:
+    with pytest.raises(CudaError) as e:
+        call(*args)
+    return e.value.code.name
+
+
+def _reset():
+    api.cuDevicePrimaryCtxReset(0)
+    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+
+
+def test_a_reset_frees_every_kind_of_allocation_and_ends_the_contexts_objects(primary):
+    host_buffer = np.zeros(4096, dtype=np.uint8)
+    made = {
+        "device": api.cuMemAlloc(1000),
+        "host": api.cuMemAllocHost(1000),
+        "managed": api.cuMemAllocManaged(1000, 1),
+        "pitched": api.cuMemAllocPitch(100, 10, 4)[0],
+        "stream-ordered": api.cuMemAllocAsync(1000, 0),
+    }
+    api.cuMemHostRegister(host_buffer.ctypes.data, host_buffer.nbytes)
+    stream, event = api.cuStreamCreate(0), api.cuEventCreate(0)
+    array = arrays.cuArrayCreate(16, 16, FLOAT, 1)
+    array_base = arrays.get(array).base
+    own = memory.allocate(64)                 # anycuda's Python API: no context owns it
+    api.cuCtxSynchronize()
+    for ptr in made.values():
+        assert memory.lookup(ptr) is not None
+
+    _reset()
+
+    for kind, ptr in made.items():
+        assert memory.lookup(ptr) is None, kind
+    assert _code(api.cuMemFree, made["device"]) == "CUDA_ERROR_INVALID_VALUE"
+    assert _code(api.cuMemFreeHost, made["host"]) == "CUDA_ERROR_INVALID_VALUE"
+    assert _code(api.cuMemHostUnregister, host_buffer.ctypes.data) == "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"
+    assert _code(api.cuStreamSynchronize, stream) == "CUDA_ERROR_INVALID_HANDLE"
+    assert _code(api.cuEventRecord, event, 0) == "CUDA_ERROR_INVALID_HANDLE"
+    assert _code(arrays.cuArrayDestroy, array) == "CUDA_ERROR_INVALID_HANDLE"
+    assert memory.lookup(array_base) is None
+    assert memory.lookup(own.ptr) is own
+    memory.free(own.ptr)
+    host_buffer[:] = 7                        # unregistered, the host's own memory is untouched
+    # the context works again, with fresh memory
+    p = api.cuMemAlloc(256)
+    api.cuMemsetD32(p, 5, 64)
+    out = np.empty(64, dtype=np.int32)
+    api.cuMemcpy(out.ctypes.data, p, 256)
+    assert (out == 5).all()
+    api.cuMemFree(p)
+
+
+def test_allocating_again_after_each_reset_does_not_grow(primary):
+    """Was 512 bytes more a round in fuzz_shared_window (and a GPU frees it all at a reset)."""
+    def round_():
+        for size in (512, 1 << 20, 3 << 21):
+            api.cuMemsetD8(api.cuMemAlloc(size), 1, size)
+        api.cuStreamCreate(0)
+        _reset()
+
+    round_()
+    count, total, free = len(memory.table), memory.table.total(), api.cuMemGetInfo()[0]
+    for _ in range(50):
+        round_()
+    assert (len(memory.table), memory.table.total()) == (count, total)
+    assert api.cuMemGetInfo()[0] == free
+
+
+def test_destroying_a_created_context_frees_its_memory_and_no_other(primary):
+    kept = api.cuMemAlloc(512)
+    kept_stream = api.cuStreamCreate(0)
+    ctx = api.cuCtxCreate(0, 0)
+    gone = api.cuMemAlloc(512)
+    gone_stream = api.cuStreamCreate(0)
+    api.cuCtxDestroy(ctx)
+    assert memory.lookup(gone) is None
+    assert memory.lookup(kept) is not None
+    api.cuCtxSetCurrent(primary)
+    assert _code(api.cuStreamSynchronize, gone_stream) == "CUDA_ERROR_INVALID_HANDLE"
+    api.cuStreamSynchronize(kept_stream)
+    api.cuStreamDestroy(kept_stream)
+    api.cuMemFree(kept)
