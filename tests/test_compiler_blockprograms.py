@@ -704,6 +704,76 @@ def test_loads_prefetched_for_the_next_blocks(compile_cuda, rng, poison):
     assert _ran_as_program(mod.get_function("tree_sums"), 256)
 
 
+NEXT_ROUNDS = r"""
+// a march along z with the plane in shared memory: a loop around two barriers whose loads
+// and stores of global memory step by a plane each round
+extern "C" __global__ void plane_march(const float* in, float* out, int nx, int ny, int nz) {
+    __shared__ float plane[4][33];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 4 + threadIdx.y;
+    size_t sz = (size_t)nx * ny, i = (size_t)y * nx + x;
+    for (int z = 0; z < nz; ++z) {
+        __syncthreads();
+        plane[threadIdx.y][threadIdx.x] = in[z * sz + i];
+        __syncthreads();
+        out[z * sz + i] = plane[threadIdx.y][threadIdx.x] - plane[3 - threadIdx.y][31 - threadIdx.x];
+    }
+}
+// a loop within a stretch (a column's sum, then a barrier): its load steps by a row
+extern "C" __global__ void column_sums(const float* in, float* out, int rows, int cols) {
+    __shared__ float s[64];
+    int c = blockIdx.x * 64 + threadIdx.x;
+    float acc = 0.0f;
+    for (int r = 0; r < rows; ++r) acc += in[(size_t)r * cols + c];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    out[c] = s[threadIdx.x] + s[63 - threadIdx.x];
+}
+// a grid-stride sum: the block's next warps read the lines beside a warp's
+extern "C" __global__ void grid_strided(const float* in, float* out, int n) {
+    __shared__ float s[64];
+    float acc = 0.0f;
+    for (int i = blockIdx.x * 64 + threadIdx.x; i < n; i += gridDim.x * 64) acc += in[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    out[blockIdx.x * 64 + threadIdx.x] = s[threadIdx.x] + s[63 - threadIdx.x];
+}
+"""
+
+
+def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
+    """Global loads in a block program's loops are prefetched some rounds ahead by the step
+    their address took, and stores in them for writing (blockmemory._prefetch_next_rounds):
+    a 3-D stencil marching along z steps by a plane, which no hardware prefetcher follows.
+    Not in a grid-stride loop (`grid_strided`, whose step comes from gridDim). Prefetches
+    change no value: the kernels against numpy."""
+    import re
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(NEXT_ROUNDS, name="next_rounds.cu")
+    reading = re.compile(r'llvm\.prefetch\.p0"?\([^,]+, i32 0,')
+    writing = re.compile(r'llvm\.prefetch\.p0"?\([^,]+, i32 1,')
+    march = pipeline.block_program_ir(ptx, "next.ptx", "plane_march", (32, 4, 1))
+    assert "round.step" in march and reading.search(march) and writing.search(march)
+    sums = pipeline.block_program_ir(ptx, "next.ptx", "column_sums", 64)
+    assert "round.step" in sums and reading.search(sums)
+    assert "round.step" not in pipeline.block_program_ir(ptx, "next.ptx", "grid_strided", 64)
+    mod = compile_cuda(NEXT_ROUNDS, name="next_rounds.cu")
+    nx, ny, nz = 64, 8, 21
+    u = rng.standard_normal((nz, ny, nx)).astype(np.float32)
+    out = poison(u.size, np.float32)
+    mod.get_function("plane_march")((nx // 32, ny // 4), (32, 4), (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+    tiles = u.reshape(nz, ny // 4, 4, nx // 32, 32)
+    want = (tiles - tiles[:, :, ::-1, :, ::-1]).reshape(u.shape)
+    np.testing.assert_array_equal(out.get().reshape(u.shape), want)
+    rows, cols = 37, 256
+    x = rng.integers(-100, 100, (rows, cols)).astype(np.float32)
+    sums_out = poison(cols, np.float32)
+    mod.get_function("column_sums")((cols // 64,), (64,), (ac.asarray(x), sums_out, np.int32(rows), np.int32(cols)))
+    col = x.sum(axis=0).reshape(-1, 64)
+    np.testing.assert_array_equal(sums_out.get(), (col + col[:, ::-1]).ravel())
+    assert _ran_as_program(mod.get_function("column_sums"), 64)
+
+
 MODULE_VARIABLES = r"""
 // module variables read by a block program: a __constant__ filter, a __device__ table whose
 // address a thread takes, and a __device__ scalar set from the host

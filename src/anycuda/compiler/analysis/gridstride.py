@@ -61,9 +61,9 @@ def grid_stride_yields(body: list, branch_targets: dict, kernel_params) -> dict:
     return grid_stride_loops(body, branch_targets, kernel_params) if has_suspensions(body) else {}
 
 
-def grid_stride_loops(body: list, branch_targets: dict, kernel_params) -> dict:
+def grid_stride_loops(body: list, branch_targets: dict, kernel_params, wide=_GRID_WIDE) -> dict:
     """{position of a back-edge branch of a grid-stride loop: StrideLoop}, in any kernel (the
-    shape grid_stride_yields describes)."""
+    shape grid_stride_yields describes): a loop whose step is computed from one of `wide`."""
     blocks = build_cfg(body, branch_targets)
     defs = definition_positions(body)
     params = set(kernel_params)
@@ -164,7 +164,7 @@ def grid_stride_loops(body: list, branch_targets: dict, kernel_params) -> dict:
                 for d, step in adds[x]:
                     if any(block_of[q] in loop for q in defs.get(step, [])):
                         continue
-                    if _GRID_WIDE & (uniform(step) or set()):
+                    if wide & (uniform(step) or set()):
                         result[pos] = StrideLoop(d, any(scatters[y] for y in loop))
                         break
                 else:

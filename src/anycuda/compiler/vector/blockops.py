@@ -223,8 +223,11 @@ def _ld_param(w, st, t, elem):
     ptr = b.bitcast(b.gep(w.params, [i64(params[op.base.name].offset + op.offset)]), elem.as_pointer())
     value = b.load(ptr, align=max(width(t) // 8, 1))
     w.write(st.operands[0], w.splat(value), t)
-    if t[0] in "bus":
-        w.set_shape(st.operands[0], Affine(value, 0))
+    if t[0] in "bus" and isinstance(st.operands[0], pir.Reg):
+        # in the register's width: nvcc loads an int parameter into a 64-bit register
+        # (`ld.param.s32 %rd3`) for a size_t product, whose shape was lost with a narrower base
+        kept = convert_bits(b, value, w._reg_type(st.operands[0].name), t[0] == "s")
+        w.set_shape(st.operands[0], Affine(kept, 0))
 
 
 def _st(w, st):

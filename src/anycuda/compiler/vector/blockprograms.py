@@ -157,6 +157,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self.in_shared = False    # the access being made is in .shared (BlockMemory.access)
         self.long_blocks = False  # its blocks pass several barriers (StretchParts._emit_stretches)
         self._prefetched = {}     # body position of a load -> (its frame slot, its step's stack slot)
+        self._round_steps = {}    # body position of a load in a loop -> (its last address, its step: stack slots)
+        self._grid_strided = None  # the back branches of grid-stride loops (BlockMemory._memory_bound_loop)
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         # a memory fault names the block; the faulting thread is not known (launch.emit_launch)
         store_field(self.b, ws, abi.CTX["linear"], i32(-1))
