@@ -6,8 +6,8 @@ at the block shape the suite launches it with, as the compiler decides it:
   grid-stride loop in such a kernel gets no yield (analysis/gridstride.py: only kernels that
   have sites already), so each thread walks its whole loop alone.
 - "block program": all threads of the block as one vector program (compiler/vector/
-  blockprograms.py); for kernels with barriers or shuffles, acyclic once the loops the block
-  shape fixes are written out, in blocks whose x is a multiple of 32 (rows of whole warps).
+  blockprograms.py); for kernels with barriers or shuffles, or a memory-bound loop that is not
+  a grid-stride loop, in blocks whose x is a multiple of 8 (rows of whole vectors).
 - "rounds": the scheduler's rounds, stretch by stretch between suspensions (compiler/simt),
   with warp regions from fixed shuffles on (compiler/vector/warpregions.py).
 
@@ -37,15 +37,14 @@ SITE_OPCODES = ("bar", "barrier", "shfl", "vote", "atom", "red")
 def strategy(ptx: str, source: str, kernel: str, block: tuple) -> tuple[str, str]:
     """(strategy, why) for `kernel` of the PTX module `ptx` launched with `block`."""
     pfn = next(f for f in parse(ptx, source).functions if f.is_kernel and f.name == kernel)
-    if not has_suspensions(pfn.body):
-        return "thread loop", "no barrier or shuffle"
+    otherwise = "rounds" if has_suspensions(pfn.body) else "thread loop"
     shape = tuple(block) + (1,) * (3 - len(block))
     if not blockprograms.supported_shape(shape):
-        return "rounds", f"block {shape} is not rows of whole vectors (8, 16 or 32 threads)"
+        return otherwise, f"block {shape} is not rows of whole vectors (8, 16 or 32 threads)"
     try:
         pipeline.block_program_ir(ptx, source, kernel, shape)
     except blockprograms.NotVectorisable as e:
-        return "rounds", f"no block program: {e}"
+        return otherwise, f"no block program: {e}"
     return "block program", ""
 
 

@@ -774,6 +774,58 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     assert _ran_as_program(mod.get_function("column_sums"), 64)
 
 
+NO_BARRIERS = r"""
+// no barrier or shuffle: each thread marches along z (a memory-bound loop, 13 instructions
+// per access), which the loop over a block's threads ran thread after thread
+extern "C" __global__ void column_march(const float* in, float* out, int nx, int ny, int nz) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x >= nx) return;
+    for (int z = 1; z < nz - 1; ++z) {
+        size_t i = ((size_t)z * ny + y) * nx + x;
+        out[i] = in[i - (size_t)nx * ny] + in[i + (size_t)nx * ny] - 2.0f * in[i];
+    }
+}
+// every thread reads the same element each round, then works on it: not memory-bound
+extern "C" __global__ void all_pairs(const float* p, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float xi = p[i % n], s = 0.0f;
+    for (int j = 0; j < n; ++j) {
+        float d = p[j] - xi;
+        s += d * d * rsqrtf(d * d + 0.5f) + sinf(d) * cosf(d * xi);
+    }
+    out[i] = s;
+}
+// a grid-stride loop keeps the rounds' order: neighbouring threads, neighbouring lines
+extern "C" __global__ void strided_copy(const float* in, float* out, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
+}
+"""
+
+
+def test_a_memory_bound_loop_without_barriers_takes_a_block_program(compile_cuda, rng, poison):
+    """A kernel with no barrier or shuffle takes a block program where a thread runs a
+    memory-bound loop that is not a grid-stride loop (blockprograms.check_takes): its lanes
+    then go through the loop together, as vectors (stencil7_zloop 33.5 -> 23 ms). One whose
+    loop reads one address for all threads, or strides over the grid, does not. Values
+    against numpy."""
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(NO_BARRIERS, name="no_barriers.cu")
+    pipeline.block_program_ir(ptx, "nb.ptx", "column_march", 64)
+    for kernel in ("all_pairs", "strided_copy"):
+        with pytest.raises(blockprograms.NotVectorisable, match="memory-bound"):
+            pipeline.block_program_ir(ptx, "nb.ptx", kernel, 64)
+    mod = compile_cuda(NO_BARRIERS, name="no_barriers.cu")
+    nx, ny, nz = 200, 3, 9
+    u = rng.standard_normal((nz, ny, nx)).astype(np.float32)
+    for _ in range(2):
+        out = poison(u.size, np.float32)
+        mod.get_function("column_march")((4, ny), (64,), (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+        got = out.get().reshape(u.shape)[1:-1]
+        np.testing.assert_allclose(got, u[:-2] + u[2:] - np.float32(2) * u[1:-1], rtol=1e-6, atol=1e-6)
+    assert _ran_as_program(mod.get_function("column_march"), 64)
+
+
 MODULE_VARIABLES = r"""
 // module variables read by a block program: a __constant__ filter, a __device__ table whose
 // address a thread takes, and a __device__ scalar set from the host

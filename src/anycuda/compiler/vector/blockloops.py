@@ -31,10 +31,15 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 
 from ...ptx import ir as pir
+from ..analysis import gridstride, uniformity
 from ..analysis.dataflow import defs_uses
 from ..types import I1
 from .blockops import Affine, holding_if
 from .warpruns import NotVectorisable
+
+
+MEMORY_BOUND_INSTRUCTIONS = 24   # instructions per global access of a memory-bound loop (memory_bound)
+_NOT_GLOBAL = frozenset(("shared", "local", "param", "const"))
 
 
 class LoopShapeLost(Exception):
@@ -81,6 +86,46 @@ def loop_regions(body: list, labels: dict, cuts: list) -> tuple:
             if head in around and other in around and head < other <= back:
                 raise NotVectorisable("a loop around a barrier inside another")
     return loops, around
+
+
+def back_branches(body: list, labels: dict) -> dict:
+    """{position of a loop's label: position of its back branch} for every backward branch of
+    `body` (the last one of a label that has several)."""
+    return {target: pos for pos, st in enumerate(body)
+            if (target := _branch_target(st, labels)) is not None and target <= pos}
+
+
+def memory_bound(body: list, head: int, back: int, uniform: set) -> bool:
+    """Whether the loop head..back does at most MEMORY_BOUND_INSTRUCTIONS instructions a round
+    per access of global memory at an address that differs between threads (not through a
+    register of `uniform`, analysis.uniformity.block_uniform_registers): a tiled GEMM's loop
+    over tiles has 36, a 3-D stencil's march along z 8-13; n-body's loop over the bodies, 16
+    per load, reads one body for every thread, and as a block program ran 10-35% slower."""
+    instructions = [st for st in body[head:back + 1] if isinstance(st, pir.Instruction)]
+    accesses = sum(1 for st in instructions if st.opcode in ("ld", "st") and not _NOT_GLOBAL & set(st.mods)
+                   and not _uniform_address(st, uniform))
+    return len(instructions) <= MEMORY_BOUND_INSTRUCTIONS * accesses
+
+
+def _uniform_address(st, uniform) -> bool:
+    addr = st.operands[1] if st.opcode == "ld" else st.operands[0]
+    base = addr.base if isinstance(addr, pir.Addr) else addr
+    return isinstance(base, pir.Sym) or (isinstance(base, pir.Reg) and base.name in uniform)
+
+
+def grid_strided(pfn) -> dict:
+    """{position of a back branch: StrideLoop} of the loops of kernel `pfn` whose step comes
+    from the grid's size (gridDim)."""
+    return gridstride.grid_stride_loops(pfn.body, {}, _param_names(pfn), wide=frozenset(("nctaid",)))
+
+
+def uniform_registers(pfn) -> set:
+    """The registers every thread of a block computes alike (memory_bound's `uniform`)."""
+    return uniformity.block_uniform_registers(pfn.body, _param_names(pfn))
+
+
+def _param_names(pfn) -> list:
+    return [d.name for d in pfn.params]
 
 
 def _branch_target(st, labels):

@@ -16,17 +16,15 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
-from ..analysis import gridstride
 from ..irutil import (at_function_start, convert_bits, declare, field_ptr, for_each_set_bit, i32, i64, intrinsic_suffix,
                       masked_gather, prefetch_into_l2, register_address)
 from ..types import I1, I32, I64, llvm_width, width
+from .blockloops import grid_strided, memory_bound, uniform_registers
 from .blockops import Affine, and_scalar
 from .warpruns import NotVectorisable
 
 SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
 ROUNDS_AHEAD = 4          # rounds of a loop ahead of which its accesses of global memory are prefetched
-MEMORY_BOUND_INSTRUCTIONS = 24   # instructions per global access of a loop prefetched ahead (_memory_bound_loop)
-_LOCAL_SPACES = frozenset(("shared", "local", "param", "const"))
 PREFETCH_SITES = 8        # loads of global memory per kernel prefetched for the worker's next blocks
 BLOCKS_AHEAD = 2          # ... that many blocks ahead
 
@@ -185,25 +183,20 @@ class BlockMemory:
                          sorted(set(range(0, nbytes, 64)) | {nbytes - 1}), write)
 
     def _memory_bound_loop(self, pos) -> bool:
-        """Whether `pos` is in a loop whose rounds are mostly their accesses of global memory
-        (at most MEMORY_BOUND_INSTRUCTIONS instructions each, counted in its outermost loop):
-        a tiled GEMM, whose loop over tiles holds a loop loading them, ran 13% slower with them
-        prefetched (36 instructions per access; a 3-D stencil's march along z has 13). Not a
-        grid-stride loop: the next warps of the block read the lines beside a warp's, which
-        the hardware fetches with them (a warp-shuffle reduction ran 15-20% slower)."""
+        """Whether `pos` is in a memory-bound loop (blockloops.memory_bound, counted in its
+        outermost loop: a tiled GEMM, whose loop over tiles holds a loop loading them, ran 13%
+        slower with them prefetched) that is not a grid-stride loop: there the block's next
+        warps read the lines beside a warp's, which the hardware fetches with them (a
+        warp-shuffle reduction ran 15-20% slower)."""
         spans = [(head, back) for loops in (self.loops, self.barrier_loops) for head, back in loops.items()
                  if head <= pos <= back]
         if not spans:
             return False
         head, back = max(spans, key=lambda span: span[1] - span[0])
-        if self._grid_strided is None:
-            self._grid_strided = gridstride.grid_stride_loops(self.pfn.body, {}, self.layout.kernel_params(self.pfn),
-                                                              wide=frozenset(("nctaid",)))
-        if back in self._grid_strided:
-            return False
-        body = [st for st in self.pfn.body[head:back + 1] if isinstance(st, pir.Instruction)]
-        accesses = sum(1 for st in body if st.opcode in ("ld", "st") and not _LOCAL_SPACES & set(st.mods))
-        return len(body) <= MEMORY_BOUND_INSTRUCTIONS * accesses
+        if self._loop_facts is None:
+            self._loop_facts = grid_strided(self.pfn), uniform_registers(self.pfn)
+        strided, uniform = self._loop_facts
+        return back not in strided and memory_bound(self.pfn.body, head, back, uniform)
 
     def _in_loop(self, pos) -> bool:
         return any(head <= pos <= back for loops in (self.loops, self.barrier_loops) for head, back in loops.items())

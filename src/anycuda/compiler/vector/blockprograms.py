@@ -55,7 +55,7 @@ from ..cpu import launch
 from ..irutil import at_function_start, convert_bits, i32, i64, load_field, store_field
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
-from .blockloops import LoopParts, LoopShapeLost
+from .blockloops import LoopParts, LoopShapeLost, back_branches, grid_strided, memory_bound, uniform_registers
 from .blockmemory import PREFETCH_SITES, BlockMemory
 from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, holding_if, is_empty, load_bases
 from .blockstretches import StretchParts
@@ -95,11 +95,20 @@ def supported_shape(block) -> bool:
 
 
 def check_takes(pfn) -> None:
-    """NotVectorisable unless a block program is worth making for kernel `pfn`."""
-    if not any(isinstance(st, pir.Instruction) and (st.opcode in _BARRIERS or st.opcode == "shfl") for st in pfn.body):
-        # the plain loop over a block's threads vectorises such a kernel as it is (a block
-        # program made vector_add 3x slower: a loop per warp, its checks per access)
-        raise NotVectorisable("no barrier or shuffle")
+    """NotVectorisable unless a block program is worth making for kernel `pfn`: one with
+    barriers or shuffles, or with a memory-bound loop that is not a grid-stride loop."""
+    if any(isinstance(st, pir.Instruction) and (st.opcode in _BARRIERS or st.opcode == "shfl") for st in pfn.body):
+        return
+    # the plain loop over a block's threads vectorises a kernel without them as it is (a block
+    # program made vector_add 3x slower: a loop per warp, its checks per access); but where
+    # each thread runs a loop, that loop is innermost and the threads stay scalar
+    labels = {st.name: pos for pos, st in enumerate(pfn.body) if isinstance(st, pir.Label)}
+    loops = back_branches(pfn.body, labels)
+    if loops:
+        strided, uniform = grid_strided(pfn), uniform_registers(pfn)
+        if any(back not in strided and memory_bound(pfn.body, head, back, uniform) for head, back in loops.items()):
+            return
+    raise NotVectorisable("no barrier or shuffle, and no memory-bound loop")
 
 
 def emit_module(layout, pfn, block: tuple) -> str:
@@ -158,7 +167,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self.long_blocks = False  # its blocks pass several barriers (StretchParts._emit_stretches)
         self._prefetched = {}     # body position of a load -> (its frame slot, its step's stack slot)
         self._round_steps = {}    # body position of a load in a loop -> (its last address, its step: stack slots)
-        self._grid_strided = None  # the back branches of grid-stride loops (BlockMemory._memory_bound_loop)
+        self._loop_facts = None   # (its grid-stride loops, its block-uniform registers): _memory_bound_loop's
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         # a memory fault names the block; the faulting thread is not known (launch.emit_launch)
         store_field(self.b, ws, abi.CTX["linear"], i32(-1))
