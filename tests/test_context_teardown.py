@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 
 from anycuda.driver import api, arrays
-from anycuda.runtime import memory
+from anycuda.runtime import device, memory
 from anycuda.runtime.errors import CudaError
 
 FLOAT = 0x20          # CU_AD_FORMAT_FLOAT
+SURFACE_LDST = 0x02   # CUDA_ARRAY3D_SURFACE_LDST
 
 
 @pytest.fixture
@@ -81,11 +82,11 @@ def test_allocating_again_after_each_reset_does_not_grow(primary):
         _reset()
 
     round_()
-    count, total, free = len(memory.table), memory.table.total(), api.cuMemGetInfo()[0]
+    count, total, used = len(memory.table), memory.table.total(), device.used_memory(0)
     for _ in range(50):
         round_()
     assert (len(memory.table), memory.table.total()) == (count, total)
-    assert api.cuMemGetInfo()[0] == free
+    assert device.used_memory(0) == used         # (what cuMemGetInfo takes from the device's share)
 
 
 def test_destroying_a_created_context_frees_its_memory_and_no_other(primary):
@@ -102,3 +103,32 @@ def test_destroying_a_created_context_frees_its_memory_and_no_other(primary):
     api.cuStreamSynchronize(kept_stream)
     api.cuStreamDestroy(kept_stream)
     api.cuMemFree(kept)
+
+
+def test_texture_and_surface_objects_go_with_their_context(primary):
+    """A reset ends the context's texture and surface objects, and lets go of the
+    descriptors of those destroyed before (kept while a kernel might still read them): a
+    program that made and destroyed objects in a loop kept every one."""
+    from anycuda.compiler import texdesc
+    from anycuda.driver import textures
+
+    def make_objects():
+        ptr = api.cuMemAlloc(1024)
+        linear = textures.Resource(texdesc.RES_LINEAR, (ptr, FLOAT, 1, 1024))
+        tex = textures.cuTexObjectCreate(linear, textures.TextureDesc())
+        array = arrays.cuArray3DCreate(8, 8, 0, FLOAT, 1, SURFACE_LDST)
+        surface = textures.cuSurfObjectCreate(textures.Resource(texdesc.RES_ARRAY, (array,)))
+        return tex, surface
+
+    tex, surface = make_objects()
+    _reset()
+    assert _code(textures.cuTexObjectGetResourceDesc, tex) == "CUDA_ERROR_INVALID_VALUE"
+    assert _code(textures.cuSurfObjectGetResourceDesc, surface) == "CUDA_ERROR_INVALID_VALUE"
+    kept = len(textures._retired)
+    for _ in range(20):
+        for _ in range(5):
+            tex, surface = make_objects()
+            textures.cuTexObjectDestroy(tex)
+            textures.cuSurfObjectDestroy(surface)
+        _reset()
+    assert len(textures._retired) <= kept

@@ -78,6 +78,7 @@ class _Object:
             fields.update(levels=ctypes.addressof(self.table), num_levels=len(levels))
         self.buffer = ctypes.create_string_buffer(texdesc.pack(magic=magic, **fields), texdesc.SIZE)
         self.magic = magic
+        self.context = getattr(api._current, "ctx", None) or 0     # it goes with that context (_tear_down)
 
     @property
     def address(self) -> int:
@@ -229,13 +230,26 @@ def _get(handle: int, magic: int) -> _Object:
 def _destroy(handle: int, magic: int) -> None:
     obj = _get(handle, magic)
     ctypes.memset(ctypes.addressof(obj.buffer) + texdesc.OFFSET["magic"], 0, 4)
-    # a kernel still running may read the descriptor: it stays allocated (it is small) and
-    # is only dropped from the table
+    # a kernel still running may read the descriptor: it stays allocated (it is small) until
+    # its context's teardown, and is only dropped from the table
     del _objects[handle]
     _retired.append(obj)
 
 
 _retired = []
+
+
+def _tear_down(ctx: int) -> None:
+    """A context's texture and surface objects go with it (its device is idle by now), and
+    the descriptors of those destroyed before with them: a program that made and destroyed
+    objects in a loop, resetting its device now and then, kept every descriptor."""
+    for handle, obj in list(_objects.items()):
+        if obj.context == ctx:
+            _destroy(handle, obj.magic)
+    _retired[:] = [obj for obj in _retired if obj.context != ctx]
+
+
+api.context_teardown_hooks.append(_tear_down)
 
 
 def cuTexObjectDestroy(handle: int) -> None:
