@@ -102,9 +102,10 @@ def one_worker(monkeypatch):
 
 @pytest.fixture
 def context():
-    """Device 0's primary context current for a driver-API test (released after it)."""
+    """Device 0's primary context current for a driver-API test (released after it): its handle."""
     from anycuda.driver import api
     api.cuInit(0)
-    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-    yield
+    ctx = api.cuDevicePrimaryCtxRetain(0)
+    api.cuCtxSetCurrent(ctx)
+    yield ctx
     api.cuDevicePrimaryCtxRelease(0)

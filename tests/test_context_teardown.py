@@ -12,15 +12,6 @@ FLOAT = 0x20          # CU_AD_FORMAT_FLOAT
 SURFACE_LDST = 0x02   # CUDA_ARRAY3D_SURFACE_LDST
 
 
-@pytest.fixture
-def primary():
-    api.cuInit(0)
-    ctx = api.cuDevicePrimaryCtxRetain(0)
-    api.cuCtxSetCurrent(ctx)
-    yield ctx
-    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
-
-
 def _code(call, *args) -> str:
     with pytest.raises(CudaError) as e:
         call(*args)
@@ -32,7 +23,7 @@ def _reset():
     api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
 
 
-def test_a_reset_frees_every_kind_of_allocation_and_ends_the_contexts_objects(primary):
+def test_a_reset_frees_every_kind_of_allocation_and_ends_the_contexts_objects(context):
     host_buffer = np.zeros(4096, dtype=np.uint8)
     made = {
         "device": api.cuMemAlloc(1000),
@@ -73,7 +64,7 @@ def test_a_reset_frees_every_kind_of_allocation_and_ends_the_contexts_objects(pr
     api.cuMemFree(p)
 
 
-def test_allocating_again_after_each_reset_does_not_grow(primary):
+def test_allocating_again_after_each_reset_does_not_grow(context):
     """Was 512 bytes more a round in fuzz_shared_window (and a GPU frees it all at a reset)."""
     def round_():
         for size in (512, 1 << 20, 3 << 21):
@@ -89,7 +80,7 @@ def test_allocating_again_after_each_reset_does_not_grow(primary):
     assert device.used_memory(0) == used         # (what cuMemGetInfo takes from the device's share)
 
 
-def test_destroying_a_created_context_frees_its_memory_and_no_other(primary):
+def test_destroying_a_created_context_frees_its_memory_and_no_other(context):
     kept = api.cuMemAlloc(512)
     kept_stream = api.cuStreamCreate(0)
     ctx = api.cuCtxCreate(0, 0)
@@ -98,14 +89,14 @@ def test_destroying_a_created_context_frees_its_memory_and_no_other(primary):
     api.cuCtxDestroy(ctx)
     assert memory.lookup(gone) is None
     assert memory.lookup(kept) is not None
-    api.cuCtxSetCurrent(primary)
+    api.cuCtxSetCurrent(context)
     assert _code(api.cuStreamSynchronize, gone_stream) == "CUDA_ERROR_INVALID_HANDLE"
     api.cuStreamSynchronize(kept_stream)
     api.cuStreamDestroy(kept_stream)
     api.cuMemFree(kept)
 
 
-def test_texture_and_surface_objects_go_with_their_context(primary):
+def test_texture_and_surface_objects_go_with_their_context(context):
     """A reset ends the context's texture and surface objects, and lets go of the
     descriptors of those destroyed before (kept while a kernel might still read them): a
     program that made and destroyed objects in a loop kept every one."""
