@@ -158,7 +158,8 @@ class BlockMemory:
         runs one warp's rounds one after another, so each pass measures it; a loop around
         barriers runs every warp in each round, so warp 0 measures it for all. A 3-D stencil's
         march along z steps by a plane (256 KB), which no hardware prefetcher follows:
-        stencil7_smem_zloop 8.8 -> 5.2x C, layernorm_block's rows ~1.6x faster."""
+        stencil7_smem_zloop 8.6-8.9 -> 4.0-5.2x C (layernorm_block's rows 1.6-2x faster on one
+        worker; with two, within the noise)."""
         pos = self.position
         if pos is None or not self._memory_bound_loop(pos):
             return
