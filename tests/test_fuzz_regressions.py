@@ -10,14 +10,6 @@ from anycuda.driver import api
 from anycuda.runtime.errors import CudaError
 
 
-@pytest.fixture
-def primary():
-    api.cuInit(0)
-    ctx = api.cuDevicePrimaryCtxRetain(0)
-    api.cuCtxSetCurrent(ctx)
-    return ctx
-
-
 def _code(call, *args):
     with pytest.raises(CudaError) as e:
         call(*args)
@@ -26,14 +18,14 @@ def _code(call, *args):
 
 
 @pytest.mark.parametrize("dst", [2**64 - 1, 2**48, 0, 8])
-def test_copy_to_no_memory_is_invalid_value(primary, dst):
+def test_copy_to_no_memory_is_invalid_value(context, dst):
     """Was a segfault: cuMemcpy(0xffffffffffffffff, host, 8)."""
     src = np.arange(8, dtype=np.uint8)
     assert _code(api.cuMemcpy, dst, src.ctypes.data, 8) == "CUDA_ERROR_INVALID_VALUE"
     assert _code(api.cuMemcpy, src.ctypes.data, dst, 8) == "CUDA_ERROR_INVALID_VALUE"
 
 
-def test_memset_past_its_allocation_is_invalid_value(primary):
+def test_memset_past_its_allocation_is_invalid_value(context):
     """Was a write over the heap: cuMemsetD8 of 2**40 bytes into a 4096-byte allocation."""
     ptr = api.cuMemAlloc(4096)
     guard = api.cuMemAlloc(4096)
@@ -54,20 +46,20 @@ def test_memset_past_its_allocation_is_invalid_value(primary):
         api.cuMemFree(guard)
 
 
-def test_host_to_host_copies_still_work(primary):
+def test_host_to_host_copies_still_work(context):
     src = np.random.default_rng().integers(0, 256, 10_000, dtype=np.uint8)
     dst = np.zeros_like(src)
     api.cuMemcpy(dst.ctypes.data, src.ctypes.data, src.nbytes)
     assert (dst == src).all()
 
 
-def test_destroying_the_primary_context_is_refused(primary):
+def test_destroying_the_primary_context_is_refused(context):
     """Was an AttributeError later: cuCtxDestroy(primary) dropped its handle, and
     cuDevicePrimaryCtxReset then found none."""
-    assert _code(api.cuCtxDestroy, primary) == "CUDA_ERROR_INVALID_CONTEXT"
+    assert _code(api.cuCtxDestroy, context) == "CUDA_ERROR_INVALID_CONTEXT"
     api.cuDevicePrimaryCtxReset(0)
-    assert api.cuDevicePrimaryCtxRetain(0) == primary
-    api.cuCtxSetCurrent(primary)
+    assert api.cuDevicePrimaryCtxRetain(0) == context
+    api.cuCtxSetCurrent(context)
     api.cuMemFree(api.cuMemAlloc(64))
 
 
@@ -157,7 +149,7 @@ def _mappings() -> int:
         return sum(1 for _ in f)
 
 
-def test_a_module_goes_with_its_reset_context(primary):
+def test_a_module_goes_with_its_reset_context(context):
     """Was a SIGSEGV (or LLVM's "Unable to allocate section memory") after ~50,000 inputs of
     fuzz_shared_window: after each fault the target resets the primary context and loads its
     module again, and every earlier module's code stayed mapped (six mappings a reset) until

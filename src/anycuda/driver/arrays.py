@@ -13,6 +13,7 @@ from ..runtime import memory
 from ..runtime.device import TEXTURE_LIMITS
 from ..runtime.errors import CudaError, CUresult
 from . import api
+from .handles import _current_handle
 
 ROW_ALIGN = 128            # bytes; rows of an array start on cache-line pairs
 
@@ -60,7 +61,7 @@ class CudaArray:
         self.slices = max(depth, 1)                    # slices of a 3-D array, layers of a layered one
         self.slice = self.pitch * self.rows
         self.base = api._allocate(self.slice * self.slices)
-        self.context = memory.lookup(self.base).context     # it goes with its context (contexts._tear_down)
+        self.context = _current_handle()     # it goes with its context, as its memory (contexts._tear_down)
 
     @property
     def layered(self) -> bool:

@@ -12,9 +12,9 @@ from ..runtime import device as device_info
 from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import discard_errors, synchronize_all, wait_idle
-from .handles import (_check_usable, Context, _current, _current_context, _current_device, _drop_module,
-                      _faults_are_sticky, flush_device_output, _get, _handles, _lock, Module, _new_handle,
-                      _require_context, _require_init, _state)
+from .handles import (_check_usable, Context, _current, _current_context, _current_device, _current_handle,
+                      _drop_module, _faults_are_sticky, flush_device_output, _get, _handles, _lock, Module,
+                      _new_handle, _require_context, _require_init, _state)
 
 
 # The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
@@ -186,7 +186,7 @@ def cuCtxSetCurrent(ctx: int) -> None:
 
 def cuCtxGetCurrent() -> int:
     _require_init()
-    return getattr(_current, "ctx", None) or 0
+    return _current_handle()
 
 
 def context_id(ctx: int) -> int:

@@ -62,6 +62,12 @@ class Context:
         self.peers = set()          # contexts whose memory this one was given access to (cuCtxEnablePeerAccess)
 
 
+def _current_handle() -> int:
+    """The calling thread's current context handle, 0 without one: the context a resource made
+    now belongs to, and goes with (contexts._release_objects)."""
+    return getattr(_current, "ctx", None) or 0
+
+
 def _current_context():
     """The calling thread's current Context, or None."""
     ctx = _handles.get(getattr(_current, "ctx", None))
@@ -137,7 +143,7 @@ class StreamHandle:
         self.stream = stream
         self.capture = None          # the Graph this stream's work is recorded into, while capturing
         self.device = _current_device()   # a stream belongs to its context's device
-        self.context = getattr(_current, "ctx", None) or 0
+        self.context = _current_handle()
 
 
 def _require_context():
@@ -159,7 +165,7 @@ class EventHandle:
     def __init__(self, event):
         self.event = event
         self.device = _current_device()    # an event belongs to its context's device
-        self.context = getattr(_current, "ctx", None) or 0     # and goes with that context
+        self.context = _current_handle()     # and goes with that context
 
 
 CU_STREAM_LEGACY, CU_STREAM_PER_THREAD = 1, 2

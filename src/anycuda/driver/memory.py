@@ -8,8 +8,8 @@ from ..runtime import device as device_info
 from ..runtime import memory, sanitizer
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import wait_idle
-from .handles import (Context, _current, _current_device, _faults_are_sticky, _get, _handles, _new_handle,
-                      _require_context, _state)
+from .handles import (Context, _current, _current_device, _current_handle, _faults_are_sticky, _get, _handles,
+                      _new_handle, _require_context, _state)
 from .contexts import _check_device, cuDeviceGetCount
 from .streams import _null_stream, _stream, submit
 
@@ -17,7 +17,7 @@ from .streams import _null_stream, _stream, submit
 def _owned(allocation, counted: bool = True):
     """Mark an allocation as made in the current context, on its device; device memory
     counts against that device's share (CUDA_ERROR_OUT_OF_MEMORY past it)."""
-    allocation.context = getattr(_current, "ctx", None) or 0
+    allocation.context = _current_handle()
     allocation.device = _current_device()
     return allocation
 

@@ -19,8 +19,8 @@ from ..ptx.errors import UnsupportedVersion
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.program import load_program, loading_mode
 from ..runtime.stream import wait_idle
-from .handles import (_current, _current_device, _drop_module, Function, _get, _handles, _lock, _MANAGED_VARIABLE,
-                      Module, _new_handle, _require_context, _require_init)
+from .handles import (_current_device, _current_handle, _drop_module, Function, _get, _handles, _lock,
+                      _MANAGED_VARIABLE, Module, _new_handle, _require_context, _require_init)
 
 
 def ptx_from_image(address: int) -> bytes:
@@ -89,7 +89,7 @@ def cuModuleGetLoadingMode() -> int:
 def cuModuleLoadData(image: bytes) -> int:
     _require_context()
     h = _load_module(image)
-    _handles[h].context = _current.ctx      # unloaded with its context (contexts._release_objects)
+    _handles[h].context = _current_handle()      # unloaded with its context (contexts._release_objects)
     return h
 
 

@@ -14,6 +14,7 @@ from ..compiler import texdesc
 from ..runtime.device import TEXTURE_LIMITS
 from ..runtime.errors import CudaError, CUresult
 from . import api, arrays
+from .handles import _current_handle
 
 TEXTURE_ALIGNMENT = 256              # CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT as the device reports it
 TEXTURE_PITCH_ALIGNMENT = TEXTURE_LIMITS[51]
@@ -78,7 +79,7 @@ class _Object:
             fields.update(levels=ctypes.addressof(self.table), num_levels=len(levels))
         self.buffer = ctypes.create_string_buffer(texdesc.pack(magic=magic, **fields), texdesc.SIZE)
         self.magic = magic
-        self.context = getattr(api._current, "ctx", None) or 0     # it goes with that context (_tear_down)
+        self.context = _current_handle()     # it goes with that context (_tear_down)
 
     @property
     def address(self) -> int:

@@ -29,6 +29,12 @@ PREFETCH_SITES = 8        # loads of global memory per kernel prefetched for the
 BLOCKS_AHEAD = 2          # ... that many blocks ahead
 
 
+def _prefetch_span(b, address, nbytes, write=False):
+    """A prefetch into L2 of every line of the `nbytes` from `address`: one each 64 bytes from
+    its start, and its last byte's."""
+    prefetch_into_l2(b, address, sorted(set(range(0, nbytes, 64)) | {nbytes - 1}), write)
+
+
 def elements_apart(shape, size) -> int:
     """How many elements of `size` bytes one lane's address is from the next's (0: not a
     whole number, or no shape)."""
@@ -99,7 +105,7 @@ class BlockMemory:
         elements from the group's span, loaded once (_load_group)."""
         k = elements_apart(shape, size)
         if not self.in_shared and shape is not None:
-            span = min(max(abs(shape.stride) * self.lanes, size), 512)
+            span = self._span_bytes(shape, size)
             self._prefetch_next_blocks(shape.base, span)
             self._prefetch_next_rounds(shape.base, span)
         if part is None or not 2 <= k <= 8 or part[0] not in self.load_bases:
@@ -147,9 +153,7 @@ class BlockMemory:
             last = field_ptr(b, self.ws, offset, I64)
             b.store(b.sub(base, b.load(last)), step)
             b.store(base, last)
-        # every line of the span: one each 64 bytes from its start, and its last byte's
-        prefetch_into_l2(b, b.add(base, b.mul(b.load(step), i64(BLOCKS_AHEAD))),
-                         sorted(set(range(0, nbytes, 64)) | {nbytes - 1}))
+        _prefetch_span(b, b.add(base, b.mul(b.load(step), i64(BLOCKS_AHEAD))), nbytes)
 
     def _prefetch_next_rounds(self, base, nbytes, write=False):
         """Where an access of global memory is in a memory-bound loop, a prefetch of where it
@@ -180,8 +184,7 @@ class BlockMemory:
             before = b.load(last)
             b.store(b.select(b.icmp_unsigned("==", before, i64(0)), i64(0), b.sub(base, before)), step)
             b.store(base, last)
-        prefetch_into_l2(b, b.add(base, b.mul(b.load(step), i64(ROUNDS_AHEAD))),
-                         sorted(set(range(0, nbytes, 64)) | {nbytes - 1}), write)
+        _prefetch_span(b, b.add(base, b.mul(b.load(step), i64(ROUNDS_AHEAD))), nbytes, write)
 
     def _memory_bound_loop(self, pos) -> bool:
         """Whether `pos` is in a memory-bound loop (blockloops.memory_bound, counted in its
@@ -193,11 +196,15 @@ class BlockMemory:
                  if head <= pos <= back]
         if not spans:
             return False
-        head, back = max(spans, key=lambda span: span[1] - span[0])
-        if self._loop_facts is None:
-            self._loop_facts = grid_strided(self.pfn), uniform_registers(self.pfn)
-        strided, uniform = self._loop_facts
-        return back not in strided and memory_bound(self.pfn.body, head, back, uniform)
+        if self._bound_loops is None:         # (once per program: an access asks for each of its loops)
+            strided, uniform = grid_strided(self.pfn), uniform_registers(self.pfn)
+            self._bound_loops = {(head, back): back not in strided and memory_bound(self.pfn.body, head, back, uniform)
+                                 for loops in (self.loops, self.barrier_loops) for head, back in loops.items()}
+        return self._bound_loops[max(spans, key=lambda span: span[1] - span[0])]
+
+    def _span_bytes(self, shape, size) -> int:
+        """The bytes a warp's access of `size`-byte elements spans (at most 512 prefetched)."""
+        return min(max(abs(shape.stride) * self.lanes, size), 512)
 
     def _in_loop(self, pos) -> bool:
         return any(head <= pos <= back for loops in (self.loops, self.barrier_loops) for head, back in loops.items())
@@ -240,7 +247,7 @@ class BlockMemory:
         self._spans_loaded = {}          # (what the group loaded may change)
         k = elements_apart(shape, size)
         if not self.in_shared and shape is not None:
-            self._prefetch_next_rounds(shape.base, min(max(abs(shape.stride) * self.lanes, size), 512), write=True)
+            self._prefetch_next_rounds(shape.base, self._span_bytes(shape, size), write=True)
         if part is None or not 2 <= k <= 8:
             self.flush_stores()
             return self._memory(addrs, shape, value.type.element, size, value)

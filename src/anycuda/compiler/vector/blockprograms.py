@@ -167,7 +167,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self.long_blocks = False  # its blocks pass several barriers (StretchParts._emit_stretches)
         self._prefetched = {}     # body position of a load -> (its frame slot, its step's stack slot)
         self._round_steps = {}    # body position of a load in a loop -> (its last address, its step: stack slots)
-        self._loop_facts = None   # (its grid-stride loops, its block-uniform registers): _memory_bound_loop's
+        self._bound_loops = None  # (head, back) of each loop -> memory-bound (BlockMemory._memory_bound_loop)
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         # a memory fault names the block; the faulting thread is not known (launch.emit_launch)
         store_field(self.b, ws, abi.CTX["linear"], i32(-1))
