@@ -1,6 +1,7 @@
 """Shared fixtures.
 
-* `rng`: a fresh random generator whose seed is printed when a test fails.
+* `rng`: a fresh random generator whose seed is printed when a test fails (ANYCUDA_TEST_SEED=
+  that seed runs the test on it again).
 * `compile_cuda` (session): `compile_cuda(source, options=(), name="kernel.cu")` gives a
   RawModule for CUDA C++ source, compiled once per session; the test is skipped with the
   reason when there is no CUDA C++ compiler (neither NVRTC nor nvcc).

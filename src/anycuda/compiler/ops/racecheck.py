@@ -45,8 +45,9 @@ producers and consumers of named barriers can be missed; of the threads that rea
 one interval the entry keeps the last, so a write by a reader is compared with one other
 reader. In global memory only threads of one block are compared (the blocks of a launch
 are not ordered by barriers at all, and anycuda runs them one after another on a worker:
-their accesses are not tracked against each other), and two bytes whose addresses share a
-hash-table entry forget each other's accesses, so a hazard can be missed, never invented.
+their accesses are not tracked against each other), and the table's sets have two ways: where
+a third word of the block meets two in one set, one of them forgets its accesses, so a hazard
+can be missed, never invented.
 """
 from __future__ import annotations
 
@@ -221,16 +222,32 @@ def _global_access_fn(fn):
     def entry_of(b, at, table):
         # the eight bytes of an aligned 8-byte word share a run of eight entries (one or two
         # cache lines for a whole access, rather than a line per byte); the words are hashed
-        word = b.mul(b.lshr(at, i64(3)), i64(0x9E3779B97F4A7C15 - (1 << 64)))
-        group = b.lshr(word, i64(64 - _log2(abi.RACE_GLOBAL_ENTRIES) + 3))
-        index = b.or_(b.shl(group, i64(3)), b.and_(at, i64(7)))
-        slot = b.bitcast(b.gep(table, [b.mul(index, i64(abi.RACE_GLOBAL_ENTRY))]), I64.as_pointer())
-        address = b.gep(slot, [i64(1)])
-        other = b.or_(b.icmp_unsigned("!=", b.load(slot), tag), b.icmp_unsigned("!=", b.load(address), at))
+        # to a set of WAYS runs, so that a few words of one block meeting in a set (a thread's
+        # racy word and the word it stores its result to) keep their accesses
+        hashed = b.mul(b.lshr(at, i64(3)), i64(WORD_HASH - (1 << 64)))
+        first = b.shl(b.lshr(hashed, i64(64 - SET_BITS)), i64(_log2(WAYS)))
+        slots, matches, live = [], [], []
+        for way in range(WAYS):
+            index = b.or_(b.shl(b.or_(first, i64(way)), i64(3)), b.and_(at, i64(7)))
+            slot = b.bitcast(b.gep(table, [b.mul(index, i64(abi.RACE_GLOBAL_ENTRY))]), I64.as_pointer())
+            mine = b.icmp_unsigned("==", b.load(slot), tag)
+            slots.append(slot)
+            live.append(mine)
+            matches.append(b.and_(mine, b.icmp_unsigned("==", b.load(b.gep(slot, [i64(1)])), at)))
+        # this byte's entry where a way holds it; else the first way another block left (or
+        # nobody), else the last way, whose byte is forgotten
+        slot = slots[-1]
+        for way in reversed(range(WAYS - 1)):
+            slot = b.select(b.not_(live[way]), slots[way], slot)
+        for way in reversed(range(WAYS)):
+            slot = b.select(matches[way], slots[way], slot)
+        found = matches[0]
+        for match in matches[1:]:
+            found = b.or_(found, match)
         fields = b.bitcast(b.gep(slot, [i64(2)]), I32.as_pointer())
-        with b.if_then(other, likely=False):
+        with b.if_then(b.not_(found), likely=False):
             b.store(tag, slot)
-            b.store(at, address)
+            b.store(at, b.gep(slot, [i64(1)]))
             for k in range(8):
                 b.store(i32(0), b.gep(fields, [i32(k)]))
         return fields
@@ -239,6 +256,13 @@ def _global_access_fn(fn):
 
 def _log2(n: int) -> int:
     return n.bit_length() - 1
+
+
+# the global shadow's hash: a word's address times WORD_HASH (Fibonacci hashing), whose top
+# SET_BITS bits choose its set of WAYS runs of eight entries
+WORD_HASH = 0x9E3779B97F4A7C15
+WAYS = 2
+SET_BITS = _log2(abi.RACE_GLOBAL_ENTRIES // 8 // WAYS)
 
 
 def _emit_access(fn, entry_of, space_flag: int):
