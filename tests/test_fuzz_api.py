@@ -3,8 +3,16 @@ allocated, streams, events and contexts destroyed and then used, NULL and made-u
 work in the wrong context. Each call either succeeds or fails with a CudaError and a message;
 never another exception, a hang or a crash. Where a call succeeds its effect is checked: the
 bytes copied into live memory come back.
+
+The calls and their arguments' choices are data (ACTIONS), run by two drivers: hypothesis's
+state machine (fuzz_api: shrinks a failing sequence, but draws ~30 sequences a second) and a
+plain seeded one (fuzz_api_plain: each sequence from its own random generator, some
+thousand a second, for campaigns of a million; a failure names the seed and sequence number,
+which `replay` runs again).
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 from hypothesis import strategies as st
@@ -13,14 +21,32 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 import fuzz_harness as fh
 
 BOGUS = [0, 1, 0x10, 0xDEAD0, 2**63, 2**64 - 1]
+PICK = 64               # a handle argument: a position among those made and BOGUS (modulo their count)
+
+# action -> the choices of each of its arguments (PICK: a handle's position)
+ACTIONS = {
+    "alloc": ([0, 1, 8, 4096, 2**40, 2**64, -1],),
+    "free": (PICK, [0, 0, 1, 4096]),
+    "copy_in_and_back": (PICK, [0, 1, 8, 4097]),
+    "memset": (PICK, range(256), [0, 1, 4096, 2**40]),
+    "stream_create": ([0, 1, 2**31],),
+    "stream_use": (PICK, ["destroy", "sync", "query", "ctx"]),
+    "event_create": (),
+    "event_use": (PICK, PICK, PICK, ["record", "query", "sync", "destroy", "wait", "elapsed"]),
+    "context_create": (),
+    "context_use": (PICK, ["set", "set", "destroy", "push", "pop", "sync"]),
+    "pointer_attribute": (PICK, [0, 1, 2, 3, 4, 9, 99]),
+}
+MAX_STEPS = 30
 
 
-class ApiMisuse(RuleBasedStateMachine):
-    """Handles are drawn from everything ever made (live or not) and from made-up values."""
+class ApiMisuse:
+    """Handles are drawn from everything ever made (live or not) and from made-up values, by
+    position, so that the draws stay the same when a replay makes different handle values."""
 
-    @initialize()
-    def start(self):
+    def __init__(self, label=None):
         from anycuda.driver import api
+        self.label = label          # (seed, index) of a plain sequence, else None
         api.cuInit(0)
         self.primary = api.cuDevicePrimaryCtxRetain(0)
         api.cuDevicePrimaryCtxReset(0)
@@ -29,33 +55,33 @@ class ApiMisuse(RuleBasedStateMachine):
         self.contents = {}          # live pointer -> the bytes last copied in
 
     def call(self, fn, *args):
+        """fn(*args), allowed to fail with a CudaError. Recorded for a crash report, but in a
+        labelled (plain) sequence, which `replay` recorded whole."""
         from anycuda.runtime.errors import CudaError
-        return fh.allowed_outcome(lambda: fn(*args), (CudaError,), (fn.__name__, args))
+        data = (fn.__name__, args) if self.label is None else None
+        return fh.allowed_outcome(lambda: fn(*args), (CudaError,), data)
 
-    def any_of(self, kind, data):
-        """A handle made before (live or not) or a made-up one, drawn by position so that the
-        draws stay the same when a replay makes different handle values."""
+    def pick(self, kind, position):
         options = self.made[kind] + BOGUS
-        return options[data.draw(st.integers(0, 63)) % len(options)]
+        return options[position % len(options)]
 
-    @rule(size=st.sampled_from([0, 1, 8, 4096, 2**40, 2**64, -1]))
+    def keep(self, kind, handle):
+        if isinstance(handle, int):
+            self.made[kind].append(handle)
+
     def alloc(self, size):
         from anycuda.driver import api
-        ptr = self.call(api.cuMemAlloc, size)
-        if isinstance(ptr, int):
-            self.made["ptr"].append(ptr)
+        self.keep("ptr", self.call(api.cuMemAlloc, size))
 
-    @rule(data=st.data(), offset=st.sampled_from([0, 0, 1, 4096]))
-    def free(self, data, offset):
+    def free(self, at, offset):
         from anycuda.driver import api
-        ptr = self.any_of("ptr", data) + offset
+        ptr = self.pick("ptr", at) + offset
         if self.call(api.cuMemFree, ptr) is None:
             self.contents.pop(ptr, None)
 
-    @rule(data=st.data(), n=st.sampled_from([0, 1, 8, 4097]))
-    def copy_in_and_back(self, data, n):
+    def copy_in_and_back(self, at, n):
         from anycuda.driver import api
-        ptr = self.any_of("ptr", data)
+        ptr = self.pick("ptr", at)
         sent = np.random.default_rng(ptr % 2**32 + n).integers(0, 256, n, dtype=np.uint8)
         if self.call(api.cuMemcpy, ptr, sent.ctypes.data, n) is not None or n == 0:
             return
@@ -63,74 +89,134 @@ class ApiMisuse(RuleBasedStateMachine):
         self.call(api.cuMemcpy, back.ctypes.data, ptr, n)
         assert (back == sent).all(), f"copy to 0x{ptr:x} and back changed the bytes"
 
-    @rule(data=st.data(), value=st.integers(0, 255), n=st.sampled_from([0, 1, 4096, 2**40]))
-    def memset(self, data, value, n):
+    def memset(self, at, value, n):
         from anycuda.driver import api
-        self.call(api.cuMemsetD8, self.any_of("ptr", data), value, n)
+        self.call(api.cuMemsetD8, self.pick("ptr", at), value, n)
 
-    @rule(flags=st.sampled_from([0, 1, 2**31]))
     def stream_create(self, flags):
         from anycuda.driver import api
-        s = self.call(api.cuStreamCreate, flags)
-        if isinstance(s, int):
-            self.made["stream"].append(s)
+        self.keep("stream", self.call(api.cuStreamCreate, flags))
 
-    @rule(data=st.data(), action=st.sampled_from(["destroy", "sync", "query", "ctx"]))
-    def stream_use(self, data, action):
+    def stream_use(self, at, action):
         from anycuda.driver import api
         fn = {"destroy": api.cuStreamDestroy, "sync": api.cuStreamSynchronize, "query": api.cuStreamQuery,
               "ctx": api.cuStreamGetCtx}[action]
-        self.call(fn, self.any_of("stream", data))
+        self.call(fn, self.pick("stream", at))
 
-    @rule()
     def event_create(self):
         from anycuda.driver import api
-        e = self.call(api.cuEventCreate, 0)
-        if isinstance(e, int):
-            self.made["event"].append(e)
+        self.keep("event", self.call(api.cuEventCreate, 0))
 
-    @rule(data=st.data(), action=st.sampled_from(["record", "query", "sync", "destroy", "wait", "elapsed"]))
-    def event_use(self, data, action):
+    def event_use(self, at, stream_at, other_at, action):
         from anycuda.driver import api
-        event = self.any_of("event", data)
-        stream = self.any_of("stream", data)
+        event, stream = self.pick("event", at), self.pick("stream", stream_at)
         calls = {"record": (api.cuEventRecord, event, stream), "query": (api.cuEventQuery, event),
                  "sync": (api.cuEventSynchronize, event), "destroy": (api.cuEventDestroy, event),
                  "wait": (api.cuStreamWaitEvent, stream, event),
-                 "elapsed": (api.cuEventElapsedTime, event, self.any_of("event", data))}
+                 "elapsed": (api.cuEventElapsedTime, event, self.pick("event", other_at))}
         self.call(*calls[action])
 
-    @rule()
     def context_create(self):
         from anycuda.driver import api
-        ctx = self.call(api.cuCtxCreate, 0, 0)
-        if isinstance(ctx, int):
-            self.made["ctx"].append(ctx)
+        self.keep("ctx", self.call(api.cuCtxCreate, 0, 0))
 
-    @rule(data=st.data(), action=st.sampled_from(["set", "set", "destroy", "push", "pop", "sync"]))
-    def context_use(self, data, action):
+    def context_use(self, at, action):
         from anycuda.driver import api
-        ctx = self.any_of("ctx", data)
+        ctx = self.pick("ctx", at)
         calls = {"set": (api.cuCtxSetCurrent, ctx), "destroy": (api.cuCtxDestroy, ctx),
                  "push": (api.cuCtxPushCurrent, ctx), "pop": (api.cuCtxPopCurrent,),
                  "sync": (api.cuCtxSynchronize,)}
         self.call(*calls[action])
 
-    @rule(data=st.data(), attribute=st.sampled_from([0, 1, 2, 3, 4, 9, 99]))
-    def pointer_attribute(self, data, attribute):
+    def pointer_attribute(self, at, attribute):
         from anycuda.driver import api
-        self.call(api.cuPointerGetAttribute, attribute, self.any_of("ptr", data))
+        self.call(api.cuPointerGetAttribute, attribute, self.pick("ptr", at))
 
     def teardown(self):
+        """The contexts made destroyed (with what was made in them), the primary one reset."""
         from anycuda.driver import api
+        from anycuda.runtime.errors import CudaError
+        for ctx in self.made["ctx"][1:]:
+            try:
+                api.cuCtxDestroy(ctx)
+            except CudaError:           # destroyed by the sequence already
+                pass
         api.cuCtxSetCurrent(self.primary)
         api.cuDevicePrimaryCtxReset(0)
 
 
+# ---- hypothesis's driver: a rule per action, its arguments drawn from ACTIONS' choices
+
+class ApiMisuseMachine(RuleBasedStateMachine):
+    @initialize()
+    def start(self):
+        self.api = ApiMisuse()
+
+    def teardown(self):
+        self.api.teardown()
+
+
+def _rule(name, choices):
+    strategies = {f"a{i}": st.integers(0, PICK - 1) if c == PICK else st.sampled_from(list(c))
+                  for i, c in enumerate(choices)}
+
+    def apply(self, **drawn):
+        getattr(self.api, name)(*(drawn[f"a{i}"] for i in range(len(choices))))
+    apply.__name__ = name
+    return rule(**strategies)(apply)
+
+
+for _name, _choices in ACTIONS.items():
+    setattr(ApiMisuseMachine, _name, _rule(_name, _choices))
+
+
 def fuzz_api():
     from hypothesis.stateful import run_state_machine_as_test
-    run_state_machine_as_test(ApiMisuse, settings=fh.fuzz_settings(default=60, stateful_step_count=30))
+    run_state_machine_as_test(ApiMisuseMachine, settings=fh.fuzz_settings(default=60, stateful_step_count=MAX_STEPS))
 
 
 def test_fuzz_api():
     fh.run_in_child("test_fuzz_api", "fuzz_api")
+
+
+# ---- the plain driver: sequence i of seed s from its own generator
+
+def sequence(seed: int, index: int) -> list:
+    """[(action, arguments)] of sequence `index` of `seed`: 1 to MAX_STEPS steps."""
+    rng = np.random.default_rng([seed, index])
+    names = list(ACTIONS)
+    steps = []
+    for _ in range(int(rng.integers(1, MAX_STEPS + 1))):
+        name = names[int(rng.integers(len(names)))]
+        args = tuple(int(rng.integers(PICK)) if c == PICK else list(c)[int(rng.integers(len(c)))]
+                     for c in ACTIONS[name])
+        steps.append((name, args))
+    return steps
+
+
+def replay(seed: int, index: int) -> None:
+    """Run sequence `index` of `seed` (what a failure of fuzz_api_plain names)."""
+    fh.record_input(f"test_fuzz_api.replay({seed}, {index})")
+    api = ApiMisuse(label=(seed, index))
+    try:
+        for name, args in sequence(seed, index):
+            getattr(api, name)(*args)
+    finally:
+        api.teardown()
+
+
+def fuzz_api_plain():
+    """fh.examples(200) sequences: of a fixed seed in CI, a fresh one with ANYCUDA_FUZZ_RANDOM=1."""
+    seed = int.from_bytes(os.urandom(4), "little") if os.environ.get("ANYCUDA_FUZZ_RANDOM") == "1" else 2026
+    count = fh.examples(default=200)
+    for index in range(count):
+        try:
+            replay(seed, index)
+        except AssertionError as e:
+            raise AssertionError(f"sequence {index} of seed {seed} (test_fuzz_api.replay({seed}, {index})): "
+                                 f"{e}") from e
+    print(f"fuzz_api_plain: {count} sequences of seed {seed}, no finding")
+
+
+def test_fuzz_api_plain():
+    fh.run_in_child("test_fuzz_api", "fuzz_api_plain")

@@ -110,15 +110,16 @@ def cuDevicePrimaryCtxRelease(dev: int) -> None:
 def cuDevicePrimaryCtxReset(dev: int) -> None:
     """Clears a fault on the primary context (and waits for its work)."""
     _check_device(dev)
-    ctx = _handles.get(_primary(dev))
+    handle = _primary(dev)
+    ctx = _handles.get(handle)
     discard_errors(dev)              # the faults of its work go with it
     flush_device_output()
     ctx.sticky = None
     ctx.peers.clear()
     for other in _handles.values():       # and peers' access to it ends with it
         if isinstance(other, Context):
-            other.peers.discard(_primary(dev))
-    _tear_down(_primary(dev))
+            other.peers.discard(handle)
+    _tear_down(handle)
 
 
 def cuCtxCreate(flags: int, dev: int) -> int:
