@@ -8,6 +8,13 @@ in success or one of the exception types the target allows (`allowed_outcome`).
 
 Settings: a short, derandomized run by default (CI); ANYCUDA_FUZZ_EXAMPLES=N runs N inputs
 per target (a campaign, see README.md, "Fuzzing"), with ANYCUDA_FUZZ_RANDOM=1 for a fresh random sequence.
+
+Two drivers draw the inputs. Hypothesis (`fuzz_*`) shrinks a failing input to a small one, but
+its engine costs about a millisecond a draw; the plain driver (`fuzz_*_plain`, `plain_run`)
+makes input i of a seed from its own numpy generator, some times faster, for campaigns of a
+million inputs; a failure names the seed and the input's number, which the target's replay
+runs again. Targets describe their choices once, through `Draws` (`pick`, `number`), which
+both drivers implement.
 """
 from __future__ import annotations
 
@@ -19,7 +26,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+import numpy as np
+from hypothesis import HealthCheck, settings, strategies as st
 
 TESTS = Path(__file__).resolve().parent
 LAST_INPUT_ENV = "ANYCUDA_FUZZ_LAST_INPUT"
@@ -113,3 +121,66 @@ def _read(path: Path) -> str:
         return path.read_text()[:4000]
     except OSError:
         return "(none recorded)"
+
+
+class Draws:
+    """What a target draws its input with: `pick(options)` one of a sequence, `number(lo, hi)`
+    an integer in [lo, hi]. Over hypothesis's `draw` (HypothesisDraws) or a numpy generator
+    (PlainDraws)."""
+
+    def pick(self, options):
+        raise NotImplementedError
+
+    def number(self, lo: int, hi: int) -> int:
+        raise NotImplementedError
+
+    def pick_each(self, choices: dict) -> dict:
+        """{name: one of its options} for a dict of {name: options}."""
+        return {name: self.pick(options) for name, options in choices.items()}
+
+
+class HypothesisDraws(Draws):
+    def __init__(self, draw):
+        self.draw = draw
+
+    def pick(self, options):
+        return self.draw(st.sampled_from(options))
+
+    def number(self, lo, hi):
+        return self.draw(st.integers(lo, hi))
+
+
+class PlainDraws(Draws):
+    def __init__(self, rng):
+        self.rng = rng
+
+    def pick(self, options):
+        return options[int(self.rng.integers(len(options)))]
+
+    def number(self, lo, hi):
+        return int(self.rng.integers(lo, hi + 1))
+
+
+def plain_seed() -> int:
+    """A fixed seed in CI, a fresh one with ANYCUDA_FUZZ_RANDOM=1."""
+    return int.from_bytes(os.urandom(4), "little") if os.environ.get("ANYCUDA_FUZZ_RANDOM") == "1" else 2026
+
+
+def plain_draws(seed: int, index: int) -> PlainDraws:
+    """Input `index` of `seed`'s draws: the same whatever ran before it."""
+    return PlainDraws(np.random.default_rng([seed, index]))
+
+
+def plain_run(replay: str, run_input, default: int) -> None:
+    """The plain driver: `run_input(seed, index)` for examples(default) inputs of plain_seed();
+    a failure is an AssertionError naming the call that replays it: `replay` with the seed and
+    index filled in (a format string: "module.replay({seed}, {index})")."""
+    seed, count = plain_seed(), examples(default)
+    for index in range(count):
+        again = replay.format(seed=seed, index=index)
+        record_input(again)
+        try:
+            run_input(seed, index)
+        except AssertionError as e:
+            raise AssertionError(f"input {index} of seed {seed} (replay: {again}): {e}") from e
+    print(f"{replay}: {count} inputs of seed {seed}, no finding")

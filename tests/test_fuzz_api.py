@@ -12,8 +12,6 @@ which `replay` runs again).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
@@ -28,7 +26,7 @@ ACTIONS = {
     "alloc": ([0, 1, 8, 4096, 2**40, 2**64, -1],),
     "free": (PICK, [0, 0, 1, 4096]),
     "copy_in_and_back": (PICK, [0, 1, 8, 4097]),
-    "memset": (PICK, range(256), [0, 1, 4096, 2**40]),
+    "memset": (PICK, list(range(256)), [0, 1, 4096, 2**40]),
     "stream_create": ([0, 1, 2**31],),
     "stream_use": (PICK, ["destroy", "sync", "query", "ctx"]),
     "event_create": (),
@@ -157,7 +155,7 @@ class ApiMisuseMachine(RuleBasedStateMachine):
 
 
 def _rule(name, choices):
-    strategies = {f"a{i}": st.integers(0, PICK - 1) if c == PICK else st.sampled_from(list(c))
+    strategies = {f"a{i}": st.integers(0, PICK - 1) if c == PICK else st.sampled_from(c)
                   for i, c in enumerate(choices)}
 
     def apply(self, **drawn):
@@ -179,24 +177,22 @@ def test_fuzz_api():
     fh.run_in_child("test_fuzz_api", "fuzz_api")
 
 
-# ---- the plain driver: sequence i of seed s from its own generator
+# ---- the plain driver: sequence i of a seed from its own generator
 
 def sequence(seed: int, index: int) -> list:
     """[(action, arguments)] of sequence `index` of `seed`: 1 to MAX_STEPS steps."""
-    rng = np.random.default_rng([seed, index])
+    d = fh.plain_draws(seed, index)
     names = list(ACTIONS)
     steps = []
-    for _ in range(int(rng.integers(1, MAX_STEPS + 1))):
-        name = names[int(rng.integers(len(names)))]
-        args = tuple(int(rng.integers(PICK)) if c == PICK else list(c)[int(rng.integers(len(c)))]
-                     for c in ACTIONS[name])
+    for _ in range(d.number(1, MAX_STEPS)):
+        name = d.pick(names)
+        args = tuple(d.number(0, PICK - 1) if c == PICK else d.pick(c) for c in ACTIONS[name])
         steps.append((name, args))
     return steps
 
 
 def replay(seed: int, index: int) -> None:
     """Run sequence `index` of `seed` (what a failure of fuzz_api_plain names)."""
-    fh.record_input(f"test_fuzz_api.replay({seed}, {index})")
     api = ApiMisuse(label=(seed, index))
     try:
         for name, args in sequence(seed, index):
@@ -206,16 +202,7 @@ def replay(seed: int, index: int) -> None:
 
 
 def fuzz_api_plain():
-    """fh.examples(200) sequences: of a fixed seed in CI, a fresh one with ANYCUDA_FUZZ_RANDOM=1."""
-    seed = int.from_bytes(os.urandom(4), "little") if os.environ.get("ANYCUDA_FUZZ_RANDOM") == "1" else 2026
-    count = fh.examples(default=200)
-    for index in range(count):
-        try:
-            replay(seed, index)
-        except AssertionError as e:
-            raise AssertionError(f"sequence {index} of seed {seed} (test_fuzz_api.replay({seed}, {index})): "
-                                 f"{e}") from e
-    print(f"fuzz_api_plain: {count} sequences of seed {seed}, no finding")
+    fh.plain_run("test_fuzz_api.replay({seed}, {index})", replay, default=200)
 
 
 def test_fuzz_api_plain():

@@ -42,77 +42,85 @@ def statements(text: str) -> list:
     return text.splitlines(keepends=True)
 
 
-@st.composite
-def mutated_ptx(draw) -> str:
-    lines = statements(draw(st.sampled_from(SEEDS)))
-    for _ in range(draw(st.integers(1, 4))):
-        lines = draw(st.sampled_from(MUTATIONS))(draw, lines)
+def mutated(d) -> str:
+    """A seed's text mutated 1-4 times (`d`: fuzz_harness.Draws), cut short one time in ten."""
+    lines = statements(d.pick(SEEDS))
+    for _ in range(d.number(1, 4)):
+        lines = d.pick(MUTATIONS)(d, lines)
     text = "".join(lines)
-    if draw(st.integers(0, 9)) == 0:
-        text = text[:draw(st.integers(0, len(text)))]          # truncated at any character
+    if d.number(0, 9) == 0:
+        text = text[:d.number(0, len(text))]          # truncated at any character
     return text
 
 
-def _index(draw, lines) -> int:
-    return draw(st.integers(0, max(len(lines) - 1, 0)))
+@st.composite
+def mutated_ptx(draw) -> str:
+    return mutated(fh.HypothesisDraws(draw))
 
 
-def delete_line(draw, lines):
-    i = _index(draw, lines)
+def _index(d, lines) -> int:
+    return d.number(0, max(len(lines) - 1, 0))
+
+
+def delete_line(d, lines):
+    i = _index(d, lines)
     return lines[:i] + lines[i + 1:]
 
 
-def duplicate_line(draw, lines):
-    i = _index(draw, lines)
+def duplicate_line(d, lines):
+    i = _index(d, lines)
     return lines[:i + 1] + lines[i:]
 
 
-def swap_lines(draw, lines):
-    i, j = _index(draw, lines), _index(draw, lines)
+def swap_lines(d, lines):
+    i, j = _index(d, lines), _index(d, lines)
     lines = list(lines)
     if lines:
         lines[i], lines[j] = lines[j], lines[i]
     return lines
 
 
-def replace_token(draw, lines):
+def _token(d) -> str:
+    """A token of the seeds, or an extreme one (half and half)."""
+    return d.pick(d.pick([POOL, EXTREMES]))
+
+
+def replace_token(d, lines):
     """One token of a line becomes another token of the seeds, or an extreme one."""
-    i = _index(draw, lines)
+    i = _index(d, lines)
     if not lines:
         return lines
     spans = [m.span() for m in TOKEN.finditer(lines[i])]
     if not spans:
         return lines
-    a, b = draw(st.sampled_from(spans))
-    new = draw(st.sampled_from(POOL) | st.sampled_from(EXTREMES))
-    return lines[:i] + [lines[i][:a] + new + lines[i][b:]] + lines[i + 1:]
+    a, b = d.pick(spans)
+    return lines[:i] + [lines[i][:a] + _token(d) + lines[i][b:]] + lines[i + 1:]
 
 
-def insert_token(draw, lines):
-    i = _index(draw, lines)
+def insert_token(d, lines):
+    i = _index(d, lines)
     if not lines:
         return lines
-    at = draw(st.integers(0, len(lines[i])))
-    new = " " + draw(st.sampled_from(POOL) | st.sampled_from(EXTREMES)) + " "
-    return lines[:i] + [lines[i][:at] + new + lines[i][at:]] + lines[i + 1:]
+    at = d.number(0, len(lines[i]))
+    return lines[:i] + [lines[i][:at] + " " + _token(d) + " " + lines[i][at:]] + lines[i + 1:]
 
 
-def deep_nesting(draw, lines):
+def deep_nesting(d, lines):
     """A statement buried in many braces (or unbalanced ones)."""
-    i = _index(draw, lines)
-    depth = draw(st.sampled_from([1, 50, 5000]))
-    opened, closed = draw(st.sampled_from([(depth, depth), (depth, 0), (0, depth)]))
+    i = _index(d, lines)
+    depth = d.pick([1, 50, 5000])
+    opened, closed = d.pick([(depth, depth), (depth, 0), (0, depth)])
     return lines[:i] + ["{" * opened + "\n"] + lines[i:i + 1] + ["}" * closed + "\n"] + lines[i + 1:]
 
 
-def long_identifier(draw, lines):
+def long_identifier(d, lines):
     """A register or label renamed to something very long, everywhere it occurs."""
     text = "".join(lines)
     names = sorted(set(re.findall(r"%\w+|\$\w+", text)))
     if not names:
         return lines
-    old = draw(st.sampled_from(names))
-    new = old[0] + "n" * draw(st.sampled_from([300, 70_000]))
+    old = d.pick(names)
+    new = old[0] + "n" * d.pick([300, 70_000])
     return statements(re.sub(re.escape(old) + r"\b", new, text))
 
 
@@ -124,16 +132,12 @@ def entry_names(text: str) -> list:
     return re.findall(r"\.entry\s+([\w$]+)", text)
 
 
-@fh.fuzz_settings(default=300)
-@given(mutated_ptx())
-def fuzz_parse(text):
+def check_parse(text):
     from anycuda.ptx import PtxError, parse
     fh.allowed_outcome(lambda: parse(text), (PtxError,), text)
 
 
-@fh.fuzz_settings(default=300)
-@given(mutated_ptx())
-def fuzz_index(text):
+def check_index(text):
     from anycuda.ptx import PtxError
     from anycuda.ptx.index import ModuleIndex
 
@@ -145,9 +149,7 @@ def fuzz_index(text):
     fh.allowed_outcome(index_and_cut, (PtxError,), text)
 
 
-@fh.fuzz_settings(default=40)
-@given(mutated_ptx())
-def fuzz_load(text):
+def check_load(text):
     """The whole load through the driver API: module, then one kernel compiled."""
     from anycuda.driver import api
     from anycuda.runtime.errors import CudaError
@@ -168,6 +170,45 @@ def fuzz_load(text):
     fh.allowed_outcome(load_and_get, (CudaError,), text)
 
 
+CHECKS = {"parse": check_parse, "index": check_index, "load": check_load}
+
+
+@fh.fuzz_settings(default=300)
+@given(mutated_ptx())
+def fuzz_parse(text):
+    check_parse(text)
+
+
+@fh.fuzz_settings(default=300)
+@given(mutated_ptx())
+def fuzz_index(text):
+    check_index(text)
+
+
+@fh.fuzz_settings(default=40)
+@given(mutated_ptx())
+def fuzz_load(text):
+    check_load(text)
+
+
+def replay(target: str, seed: int, index: int) -> None:
+    """Input `index` of `seed` through check_<target> (what a plain driver's failure names)."""
+    CHECKS[target](mutated(fh.plain_draws(seed, index)))
+
+
+def fuzz_plain(target: str, default: int):
+    fh.plain_run(f"test_fuzz_ptx.replay({target!r}, {{seed}}, {{index}})",
+                 lambda seed, index: replay(target, seed, index), default)
+
+
+def fuzz_parse_plain():
+    fuzz_plain("parse", 300)
+
+
+def fuzz_load_plain():
+    fuzz_plain("load", 40)
+
+
 def test_fuzz_parse():
     fh.run_in_child("test_fuzz_ptx", "fuzz_parse")
 
@@ -178,3 +219,11 @@ def test_fuzz_index():
 
 def test_fuzz_load():
     fh.run_in_child("test_fuzz_ptx", "fuzz_load")
+
+
+def test_fuzz_parse_plain():
+    fh.run_in_child("test_fuzz_ptx", "fuzz_parse_plain")
+
+
+def test_fuzz_load_plain():
+    fh.run_in_child("test_fuzz_ptx", "fuzz_load_plain")

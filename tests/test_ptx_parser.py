@@ -123,3 +123,46 @@ def test_errors_have_positions(text, line):
     with pytest.raises(PtxError) as e:
         parse(text, "t.ptx")
     assert e.value.line == line and str(e.value).startswith(f"t.ptx:{line}:")
+
+
+NESTED_LABELS = r"""
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+    bra L;
+    {
+        bra L;
+        {
+            bra L;
+            bra M;
+        L:
+            ret;
+        }
+    L:
+        ret;
+    }
+    {
+        bra L;
+    L:
+        ret;
+    }
+L:
+M:
+    ret;
+}
+"""
+
+
+def test_labels_of_nested_blocks_are_their_own():
+    """A label is its block's own, used before or after it: a branch goes to the label of
+    its innermost block that defines the name (a sibling's or an inner block's of the same
+    name are others), else to the enclosing blocks'."""
+    k = parse(NESTED_LABELS).function("k")
+    targets = [s.operands[0].name for s in k.body if isinstance(s, ir.Instruction) and s.opcode == "bra"]
+    labels = [s.name for s in k.body if isinstance(s, ir.Label)]
+    outer, first, inner, inner_m, sibling = targets
+    assert outer == "L" and inner_m == "M"
+    assert len({outer, first, inner, sibling}) == 4
+    assert labels == [inner, first, sibling, "L", "M"]
