@@ -1,6 +1,6 @@
 """What goes with a context: cuDevicePrimaryCtxReset and cuCtxDestroy free the memory made in
-that context and end its modules, streams, events and arrays, as a GPU's driver does; what
-other contexts (and anycuda's own Python API) made stays."""
+that context and end its modules, streams, events, arrays and graph execs, as a GPU's driver
+does; what other contexts (and anycuda's own Python API) made stays."""
 import numpy as np
 import pytest
 
@@ -123,3 +123,23 @@ def test_texture_and_surface_objects_go_with_their_context(context):
             textures.cuSurfObjectDestroy(surface)
         _reset()
     assert len(textures._retired) <= kept
+
+
+def test_a_graph_exec_goes_with_its_context_and_its_graph_stays(context):
+    """An exec is instantiated in the current context (and ends with it); the graph, a
+    description of work, can be instantiated again in the new one."""
+    ran = []
+    graph = api.cuGraphCreate()
+    api.graph_add_node(graph, [], ran.append, "node")
+    exec_ = api.cuGraphInstantiate(graph)
+    api.cuGraphLaunch(exec_, 0)
+    api.cuCtxSynchronize()
+    assert ran == ["node"]
+    _reset()
+    assert _code(api.cuGraphLaunch, exec_, 0) == "CUDA_ERROR_INVALID_HANDLE"
+    again = api.cuGraphInstantiate(graph)
+    api.cuGraphLaunch(again, 0)
+    api.cuCtxSynchronize()
+    assert ran == ["node", "node"]
+    api.cuGraphExecDestroy(again)
+    api.cuGraphDestroy(graph)

@@ -156,9 +156,9 @@ def _tear_down(ctx: int) -> None:
 
 
 def _release_objects(ctx: int) -> None:
-    """A context's modules, streams, events and arrays go with it, as on a GPU: their handles
-    name nothing from then on (queued launches keep the code they run; the device is idle by
-    now). Modules were the first: a program that reset the primary context after each fault
+    """A context's modules, streams, events, arrays and graph execs go with it, as on a GPU:
+    their handles name nothing from then on (queued launches keep the code they run; the
+    device is idle by now). Modules were the first: a program that reset the primary context after each fault
     and loaded its module again kept every earlier module's code mapped, six mappings a
     reset, until mmap ran out after some ten thousand resets (fuzz_shared_window)."""
     with _lock:

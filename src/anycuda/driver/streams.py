@@ -17,7 +17,8 @@ from ..runtime import profile
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, per_thread_stream
 from .handles import (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, _current, _current_device, EventHandle,
-                      _faults_are_sticky, _get, _handles, _lock, _new_handle, _require_context, StreamHandle)
+                      _current_handle, _faults_are_sticky, _get, _handles, _lock, _new_handle, _require_context,
+                      StreamHandle)
 
 
 def _check_stream_device(stream: int) -> int:
@@ -200,6 +201,7 @@ class GraphNode:
 class GraphExec:
     def __init__(self, graph: Graph):
         self.work = list(graph.work)
+        self.context = _current_handle()     # instantiated in a context, it goes with it
 
 
 def cuGraphCreate() -> int:
@@ -327,6 +329,7 @@ def capture_id(stream: int) -> int:
 
 
 def cuGraphInstantiate(graph: int) -> int:
+    _require_context()
     return _new_handle(GraphExec(_get(graph, Graph)))
 
 
