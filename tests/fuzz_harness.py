@@ -67,12 +67,16 @@ def within_time_limit(seconds: float = INPUT_TIME_LIMIT):
         signal.signal(signal.SIGALRM, previous)
 
 
+_replaying = [""]          # the plain driver's replay call of the input running, or ""
+
+
 def record_input(data) -> None:
-    """Write the input about to run where the parent reads it after a crash."""
+    """Write the input about to run where the parent reads it after a crash (with the plain
+    driver's replay call of it)."""
     path = os.environ.get(LAST_INPUT_ENV)
     if path:
         with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(repr(data)[:200_000])
+            f.write(_replaying[0] + repr(data)[:200_000])
 
 
 def allowed_outcome(call, allowed: tuple, data=None):
@@ -178,9 +182,11 @@ def plain_run(replay: str, run_input, default: int) -> None:
     seed, count = plain_seed(), examples(default)
     for index in range(count):
         again = replay.format(seed=seed, index=index)
-        record_input(again)
+        _replaying[0] = again + ": "
+        record_input("")
         try:
             run_input(seed, index)
         except AssertionError as e:
             raise AssertionError(f"input {index} of seed {seed} (replay: {again}): {e}") from e
+    _replaying[0] = ""
     print(f"{replay}: {count} inputs of seed {seed}, no finding")

@@ -158,9 +158,9 @@ def _tear_down(ctx: int) -> None:
 def _release_objects(ctx: int) -> None:
     """A context's modules, streams, events, arrays and graph execs go with it, as on a GPU:
     their handles name nothing from then on (queued launches keep the code they run; the
-    device is idle by now). Modules were the first: a program that reset the primary context after each fault
-    and loaded its module again kept every earlier module's code mapped, six mappings a
-    reset, until mmap ran out after some ten thousand resets (fuzz_shared_window)."""
+    device is idle by now). Modules were the first: a program that reset the primary context
+    after each fault and loaded its module again kept every earlier module's code mapped, six
+    mappings a reset, until mmap ran out after some ten thousand resets (fuzz_shared_window)."""
     with _lock:
         for h in [h for h, obj in _handles.items() if getattr(obj, "context", None) == ctx]:
             if isinstance(_handles[h], Module):
