@@ -149,8 +149,13 @@ def check_index(text):
     fh.allowed_outcome(index_and_cut, (PtxError,), text)
 
 
+LOCAL_SIZE_BYTES = 3          # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: known once the kernel is compiled
+
+
 def check_load(text):
-    """The whole load through the driver API: module, then one kernel compiled."""
+    """The whole load through the driver API: module, then one kernel compiled (kernels
+    compile at their first use, CUDA_MODULE_LOADING=LAZY: asking for the kernel's frame size
+    is that use)."""
     from anycuda.driver import api
     from anycuda.runtime.errors import CudaError
     api.cuInit(0)
@@ -161,7 +166,7 @@ def check_load(text):
         try:
             for name in entry_names(text)[:1]:
                 try:
-                    api.cuModuleGetFunction(mod, name)
+                    api.cuFuncGetAttribute(LOCAL_SIZE_BYTES, api.cuModuleGetFunction(mod, name))
                 except CudaError as e:
                     if e.code.name != "CUDA_ERROR_NOT_FOUND":
                         raise

@@ -177,3 +177,35 @@ def test_a_module_goes_with_its_reset_context(context):
     assert _mappings() <= before + 100, (before, _mappings())     # the leak was 600; the heap wanders by tens
     assert _code(api.cuModuleGetFunction, mod, "past") == "CUDA_ERROR_INVALID_HANDLE"
     assert _code(api.cuLaunchKernel, fn, (1, 1, 1), (1, 1, 1), 0, 0, struct.pack("<I", 0)) == "CUDA_ERROR_INVALID_HANDLE"
+
+
+UNDECLARED_ACROSS_A_BARRIER = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<3>; .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %x, %tid.x;
+  bar.sync 0;
+  st.global.u32 [%rd1], %x;
+  ret;
+}
+"""
+
+
+def test_an_undeclared_register_live_across_a_barrier_is_invalid_ptx(context):
+    """Was a KeyError in the spills' plan (fuzz_load_plain: %rd2 renamed everywhere but in its
+    declaration, replay('load', 1500804023, 87)): now the error any undeclared register gets,
+    with its line, when the kernel is launched (a kernel that does not compile fails there)."""
+    import struct
+    mod = api.cuModuleLoadData(UNDECLARED_ACROSS_A_BARRIER.encode())
+    k = api.cuModuleGetFunction(mod, "k")
+    out = api.cuMemAlloc(64)
+    with pytest.raises(CudaError) as e:
+        api.cuLaunchKernel(k, (1, 1, 1), (32, 1, 1), 0, 0, struct.pack("<Q", out))
+        api.cuCtxSynchronize()
+    assert e.value.code.name == "CUDA_ERROR_INVALID_PTX"
+    assert "undeclared register %x" in str(e.value) and ":8:" in str(e.value)
+    api.cuMemFree(out)
+    api.cuModuleUnload(mod)

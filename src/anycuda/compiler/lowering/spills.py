@@ -79,6 +79,7 @@ class Spills:
     def _plan_spills(self, body):
         if not self.site_live:
             return          # a kernel without sites keeps nothing across one
+        self._require_declared(body, {r for regs in self.site_live.values() for r in regs})
         if self.mc.quick:
             # quick code keeps saved registers in their spill arrays: saving costs nothing, so
             # nothing is recomputed instead, and no site asks what was written since a resume
@@ -169,6 +170,22 @@ class Spills:
         if uniformity.control_uniform(body, params):
             # every thread saves the same value: the scheduler need not compare them
             self.proven_alike = self.block_uniform | uniformity.uniform_remainders(body, params, self.linear_forms)
+
+    def _require_declared(self, body, names):
+        """A register live across a site that no .reg declares is the error the lowering of its
+        first instruction would give (the plan looks registers up before any instruction is
+        lowered: a fuzzed kernel whose %rd2 was renamed everywhere but in its declaration
+        ended in a KeyError here)."""
+        missing = names - self.regs.keys()
+        if not missing:
+            return
+        for st in body:
+            if isinstance(st, pir.Instruction):
+                named = [r for r in sum(dataflow.defs_uses(st), ()) if r in missing]
+                if named:
+                    self.inst = st
+                    raise self.error(f"undeclared register {named[0]}")
+        raise self.error(f"undeclared register {sorted(missing)[0]}")
 
     def _lay_out_spills(self, spilled):
         """Each saved register's spill array: largest elements first, which keeps every array
