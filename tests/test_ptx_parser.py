@@ -166,3 +166,12 @@ def test_labels_of_nested_blocks_are_their_own():
     assert outer == "L" and inner_m == "M"
     assert len({outer, first, inner, sibling}) == 4
     assert labels == [inner, first, sibling, "L", "M"]
+
+
+def test_a_label_defined_twice_in_a_block_is_an_error():
+    """As ptxas refuses it (a fuzzed kernel with a label line duplicated reached LLVM as an
+    empty basic block); the same name in two blocks is two labels (the test above)."""
+    twice = NESTED_LABELS.replace("L:\nM:", "L:\nL:\nM:")
+    assert twice != NESTED_LABELS
+    with pytest.raises(PtxError, match="duplicate label L"):
+        parse(twice)

@@ -49,6 +49,7 @@ class _Parser(_DeclarationSyntax, _InstructionSyntax):
         self.debug = None
         self.scope_counter = 0
         self.block_labels = None                 # _labels_of_blocks, made at the first nested block
+        self.defined_labels = set()              # the function body's labels so far (parse_body)
         self.envs = [{}]                         # name -> (spelling, is_register), innermost last
         self.var_sizes = {}                      # variable name -> element size in bytes
 
@@ -412,6 +413,7 @@ class _Parser(_DeclarationSyntax, _InstructionSyntax):
     def parse_body(self):
         """Statements up to the '}' closing the function body (nested blocks flattened)."""
         body = []
+        self.defined_labels = set()
         kinds, texts = self.kinds, self.texts
         envs = self.envs
         while True:
@@ -532,6 +534,9 @@ class _Parser(_DeclarationSyntax, _InstructionSyntax):
                 raise self.error(f"bad label name {t!r}")
             self.i += 2
             name = self.resolve(t)[0]
+            if name in self.defined_labels:      # (a block's own labels are spelled apart)
+                raise self.error(f"duplicate label {t}", i)
+            self.defined_labels.add(name)
             nt = self.texts[self.i]
             if nt == ".callprototype" and self.kinds[self.i] == "dir":
                 body.append(self.prototype(name, i))
