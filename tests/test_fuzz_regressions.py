@@ -209,3 +209,40 @@ def test_an_undeclared_register_live_across_a_barrier_is_invalid_ptx(context):
     assert "undeclared register %x" in str(e.value) and ":8:" in str(e.value)
     api.cuMemFree(out)
     api.cuModuleUnload(mod)
+
+
+LONG_NAMES = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 REG; .reg .b64 %rd<3>; .reg .pred %p;
+  ld.param.u64 %rd1, [out];
+  mov.u32 REG, %tid.x;
+  cvta.to.global.u64 %rd1, %rd1;
+  mul.wide.u32 %rd2, REG, 4;
+  add.s64 %rd1, %rd1, %rd2;
+  setp.eq.u32 %p, REG, 0;
+  @%p bra LABEL;
+  add.u32 REG, REG, 100;
+LABEL:
+  st.global.u32 [%rd1], REG;
+  ret;
+}
+"""
+
+
+def test_names_of_seventy_thousand_characters_compile_and_run(context):
+    """Was a RuntimeError from LLVM's IR parser (fuzz_load_plain, replay('load', 4154538754,
+    172): a label renamed to 70,000 characters, past LLVM's bound of 1,024 on local names)."""
+    import struct
+    ptx = LONG_NAMES.replace("REG", "%" + "r" * 70_000).replace("LABEL", "L" + "l" * 70_000)
+    mod = api.cuModuleLoadData(ptx.encode())
+    out = api.cuMemAlloc(4 * 32)
+    api.cuMemsetD8(out, 0xCD, 4 * 32)
+    api.cuLaunchKernel(api.cuModuleGetFunction(mod, "k"), (1, 1, 1), (32, 1, 1), 0, 0, struct.pack("<Q", out))
+    got = np.empty(32, dtype=np.uint32)
+    api.cuMemcpy(got.ctypes.data, out, 4 * 32)
+    assert list(got) == [0] + [t + 100 for t in range(1, 32)]
+    api.cuMemFree(out)
+    api.cuModuleUnload(mod)

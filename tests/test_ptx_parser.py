@@ -175,3 +175,13 @@ def test_a_label_defined_twice_in_a_block_is_an_error():
     assert twice != NESTED_LABELS
     with pytest.raises(PtxError, match="duplicate label L"):
         parse(twice)
+
+
+def test_a_name_past_the_bound_is_an_error(monkeypatch):
+    """PTX bounds no name, LLVM does (compiler/build/jit.py raises its bound to the lexer's
+    MAX_NAME, 16 Mi characters): a longer name is refused with its length, not its text."""
+    from anycuda.ptx import lexer, parser
+    monkeypatch.setattr(lexer, "MAX_NAME", 100)
+    monkeypatch.setattr(parser, "MAX_NAME", 100)
+    with pytest.raises(PtxError, match="a name of 201 characters \\(at most 100\\)"):
+        parse(NESTED_LABELS.replace("M", "M" + "m" * 200))

@@ -37,6 +37,11 @@ _TOKEN = re.compile(_SKIP + r"""(?:
 )?""", re.VERBOSE | re.DOTALL)
 
 
+# the longest name accepted: PTX sets no bound, but a name becomes the name of an LLVM value,
+# whose length LLVM bounds (compiler/build/jit.py raises its bound to this); longer is `bad`
+MAX_NAME = 1 << 24
+
+
 class Tokens:
     """The token lists of one text. Index `n - 1` is always the `eof` token."""
 
@@ -56,6 +61,10 @@ class Tokens:
         kadd("eof")
         tadd("")
         sadd(len(text))
+        if len(text) > MAX_NAME:          # (only a text this long can hold such a name)
+            for i, t in enumerate(texts):
+                if kinds[i] == "name" and len(t) > MAX_NAME:
+                    kinds[i] = "bad"
         self.kinds, self.texts, self.starts = kinds, texts, starts
         self._line_starts = None
 

@@ -17,7 +17,7 @@ import struct
 
 from . import ir
 from .errors import PtxError, UnsupportedVersion
-from .lexer import Tokens
+from .lexer import MAX_NAME, Tokens
 from .parser_declarations import LINKAGE, MAX_NESTING, STATE_SPACES, _DeclarationSyntax
 from .parser_instructions import _InstructionSyntax
 from .targets import KNOWN_TARGETS, NEWEST_ISA
@@ -74,6 +74,8 @@ class _Parser(_DeclarationSyntax, _InstructionSyntax):
                 return "an unterminated comment"
             if t.startswith('"'):
                 return "an unterminated string"
+            if len(t) > MAX_NAME:
+                return f"a name of {len(t):,} characters (at most {MAX_NAME:,})"
             return f"unexpected character(s) {t!r}"
         return repr(self.texts[i])
 

@@ -9,6 +9,7 @@ import threading
 
 import llvmlite.binding as llvm
 
+from ...ptx import lexer
 from ..cpu import streamstores
 from . import perfmap
 
@@ -23,6 +24,10 @@ def _initialise():
             return _state
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
+        # PTX names become the names of LLVM locals (a register's slot, a label's block) and
+        # PTX sets no bound on their length: past LLVM's 1,024 characters its IR parser
+        # refused the module (fuzz_load_plain: a label renamed to 70,000 characters)
+        llvm.set_option("", f"--non-global-value-max-name-size={lexer.MAX_NAME}")
         # libgomp runs the worker pool; libgcc_s has the helpers LLVM calls for what the
         # CPU lacks instructions for (128-bit integer conversions, f64 -> f16, ...)
         for lib, what in (("gomp", "libgomp (the GNU OpenMP runtime)"), ("gcc_s", "libgcc_s (gcc's runtime)")):
