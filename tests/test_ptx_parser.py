@@ -185,3 +185,11 @@ def test_a_name_past_the_bound_is_an_error(monkeypatch):
     monkeypatch.setattr(parser, "MAX_NAME", 100)
     with pytest.raises(PtxError, match="a name of 201 characters \\(at most 100\\)"):
         parse(NESTED_LABELS.replace("M", "M" + "m" * 200))
+
+
+@pytest.mark.parametrize("decl", [".reg .b1024 %x;", ".reg .frobnicate %x;", ".shared .u16x2 s[4];"])
+def test_a_declaration_of_no_ptx_type_is_an_error(decl):
+    """Was accepted, then a KeyError when the compiler asked its width (fuzz_load_plain,
+    replay('load', 1403919745, 1703): `.reg .b1024 %rs<2>`)."""
+    with pytest.raises(PtxError, match="no variable is of type"):
+        parse(NESTED_LABELS.replace("    bra L;\n    {", "    " + decl + "\n    bra L;\n    {", 1))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import ir
 from .errors import UnsupportedPtx
+from .modifiers import BITS, FLOATS, HALVES, SIGNED, UNSIGNED, words
 
 STATE_SPACES = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
 LINKAGE = frozenset((".extern", ".visible", ".weak", ".common"))
@@ -16,6 +17,10 @@ _PARAM_ATTR_SPACES = frozenset((".global", ".shared", ".const", ".local"))
 MAX_EXPANSION = 1 << 19      # most names one `%r<N>` may declare
 MAX_NESTING = 200            # deepest `{ }` nesting / initialiser nesting accepted
 _TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
+# what a variable, register or parameter may be declared as: the ISA's fundamental types,
+# the opaque texture, sampler and surface references, and the packed narrow floats that
+# cvt writes to a register
+DECLARABLE = words(BITS, UNSIGNED, SIGNED, FLOATS, HALVES, "pred texref samplerref surfref tf32 e4m3x2 e5m2x2")
 
 
 class _DeclarationSyntax:
@@ -57,9 +62,11 @@ class _DeclarationSyntax:
             else:
                 if type_ is not None:
                     raise self.error(f"declaration has two types (.{type_} and {d})", di)
-                type_ = d[1:]
+                type_, type_at = d[1:], di
         if type_ is None:
             raise self.fail(f"expected a type in this declaration, found {self.describe()}")
+        if type_ not in DECLARABLE:
+            raise self.error(f"no variable is of type .{type_}", type_at)
         decls = []
         while True:
             ni = self.i
