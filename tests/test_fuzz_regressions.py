@@ -246,3 +246,43 @@ def test_names_of_seventy_thousand_characters_compile_and_run(context):
     assert list(got) == [0] + [t + 100 for t in range(1, 32)]
     api.cuMemFree(out)
     api.cuModuleUnload(mod)
+
+
+GUARD_COPIES = """
+import numpy as np
+from anycuda.driver import api
+from anycuda.runtime import arena
+from anycuda.runtime.errors import CudaError
+api.cuInit(0)
+api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+big = api.cuMemAlloc(1 << 20)             # a mapping of its own, between two guards
+small = api.cuMemAlloc(100)               # a slot of a slab
+host = np.zeros(8192, dtype=np.uint8)
+wild = [big - 4096, big + (1 << 20), big + (1 << 20) + arena.GUARD - 8, small + 256]
+api.cuMemFree(small)
+wild.append(small)                        # freed: no allocation holds it
+refused = 0
+for ptr in wild:
+    for call in ((api.cuMemcpy, ptr, host.ctypes.data, 8), (api.cuMemcpy, host.ctypes.data, ptr, 8),
+                 (api.cuMemsetD8, ptr, 7, 8)):
+        try:
+            call[0](*call[1:])
+        except CudaError as e:
+            assert e.code.name == "CUDA_ERROR_INVALID_VALUE" and "outside any live allocation" in str(e), e
+            refused += 1
+print("refused", refused)
+"""
+
+
+def test_copies_into_device_memory_outside_allocations_are_refused(tmp_path):
+    """Found by fuzz_api_plain (replay(1188890350, 321991) after 321,990 sequences): a copy to
+    a freed pointer that now lay in a guard page of another mapping passed the host-memory
+    check (the guard is mapped, only inaccessible) and the process died of SIGSEGV. Now
+    device memory outside a live allocation (guards, freed slots, past an end) is refused.
+    Run in a child: at the commit before it crashes."""
+    import subprocess
+    import sys
+    script = tmp_path / "guards.py"
+    script.write_text(GUARD_COPIES)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "refused 15", (done.returncode, done.stderr[-2000:])

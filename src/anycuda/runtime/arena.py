@@ -16,6 +16,7 @@ reaches memory that was reused.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import mmap
 import threading
@@ -44,6 +45,36 @@ class OutOfMemory(Exception):
     """The system refused the pages (the caller turns it into CUDA_ERROR_OUT_OF_MEMORY)."""
 
 
+# every fenced mapping, guards included: start -> end, and the starts in order. A copy or
+# memset into them outside a live allocation (a freed pointer, a guard) is refused by
+# memory.check_span, where a host address would only be checked for being mapped: the
+# guards are mapped, inaccessible, and the copy took the process down (fuzz_api_plain)
+_fenced = {}
+_fenced_starts = []
+_fenced_lock = threading.RLock()     # (re-entered by a finaliser unmapping in the same thread)
+
+
+def _note_fenced(base: int, end: int) -> None:
+    with _fenced_lock:
+        _fenced[base] = end
+        bisect.insort(_fenced_starts, base)
+
+
+def _forget_fenced(base: int) -> None:
+    with _fenced_lock:
+        if _fenced.pop(base, None) is not None:
+            del _fenced_starts[bisect.bisect_left(_fenced_starts, base)]
+
+
+def in_device_space(ptr: int, nbytes: int) -> bool:
+    """Whether [ptr, ptr + nbytes) touches a mapping of device memory or its guards."""
+    with _fenced_lock:
+        i = bisect.bisect_right(_fenced_starts, ptr + nbytes - 1) - 1
+        # mappings never overlap: the last one starting at or before the range's last byte
+        # is the only one that can reach into it
+        return i >= 0 and _fenced[_fenced_starts[i]] > ptr
+
+
 def _map_fenced(nbytes: int) -> int:
     """`nbytes` (a multiple of the page) of zeroed read-write memory between two guards.
     Reserved inaccessible first and opened afterwards, so the system charges the open part
@@ -70,6 +101,7 @@ def _map_fenced(nbytes: int) -> int:
         raise OutOfMemory(f"the system will not commit {nbytes} bytes (errno {errno})")
     if slack:
         _huge(start, nbytes)
+    _note_fenced(start - GUARD, start + nbytes + GUARD)
     return start
 
 
@@ -82,6 +114,7 @@ def _huge(start: int, nbytes: int) -> None:
 
 
 def _unmap_fenced(ptr: int, nbytes: int) -> None:
+    _forget_fenced(ptr - GUARD)
     _libc.munmap(ptr - GUARD, GUARD + nbytes + GUARD)
 
 

@@ -172,6 +172,10 @@ def check_span(ptr: int, nbytes: int, what: str) -> None:
                             f"{what} of {nbytes} bytes at 0x{ptr:x} runs {ptr + nbytes - a.end} bytes past the end "
                             f"of its {a.size}-byte allocation at 0x{a.ptr:x}")
         return
+    if arena.in_device_space(ptr, nbytes):
+        raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
+                        f"{what} of {nbytes} bytes at 0x{ptr:x}: device memory outside any live allocation "
+                        "(freed, or past an allocation's end)")
     if ptr < _PAGE or ptr + nbytes > USER_SPACE_END or not _mapped(ptr, nbytes):
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                         f"{what} of {nbytes} bytes at 0x{ptr:x}: neither an allocation nor mapped host memory")
