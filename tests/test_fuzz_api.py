@@ -1,6 +1,8 @@
 """Fuzzed sequences of driver API calls, misuse included: memory freed twice or never
 allocated, streams, events and contexts destroyed and then used, NULL and made-up handles,
-work in the wrong context. Each call either succeeds or fails with a CudaError and a message;
+work in the wrong context; asynchronous copies, stream-ordered allocation, stream capture,
+graphs launched after what they use was freed, modules unloaded under their functions, and
+launches into any made pointer. Each call either succeeds or fails with a CudaError and a message;
 never another exception, a hang or a crash. Where a call succeeds its effect is checked: the
 bytes copied into live memory come back.
 
@@ -12,6 +14,8 @@ which `replay` runs again).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
@@ -19,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 import fuzz_harness as fh
 
 BOGUS = [0, 1, 0x10, 0xDEAD0, 2**63, 2**64 - 1]
+VECTOR_ADD = Path(__file__).resolve().parent.parent / "src" / "anycuda" / "examples" / "vector_add.ptx"
 PICK = 64               # a handle argument: a position among those made and BOGUS (modulo their count)
 
 # action -> the choices of each of its arguments (PICK: a handle's position)
@@ -34,8 +39,18 @@ ACTIONS = {
     "context_create": (),
     "context_use": (PICK, ["set", "set", "destroy", "push", "pop", "sync"]),
     "pointer_attribute": (PICK, [0, 1, 2, 3, 4, 9, 99]),
+    # asynchronous work (each action waits for its stream at its end, so that a copy checked
+    # by copy_in_and_back is never raced by work still queued), capture and graphs, modules
+    "copy_async": (PICK, PICK, [0, 8, 4097], ["to", "from"]),
+    "alloc_async": ([0, 256, 4096, 2**40], PICK),
+    "free_async": (PICK, PICK),
+    "capture": (PICK, ["begin", "begin_global", "end"]),
+    "graph_use": (PICK, PICK, PICK, ["instantiate", "launch", "destroy", "destroy_exec"]),
+    "module_use": (PICK, ["load", "load", "unload", "function"]),
+    "launch": (PICK, PICK, PICK, [0, 1, 64]),
+    "graph_cycle": (PICK, PICK, ["launch_twice", "free_then_launch", "destroy_graph_then_launch"]),
 }
-MAX_STEPS = 30
+MAX_STEPS = 40
 
 
 class ApiMisuse:
@@ -49,8 +64,10 @@ class ApiMisuse:
         self.primary = api.cuDevicePrimaryCtxRetain(0)
         api.cuDevicePrimaryCtxReset(0)
         api.cuCtxSetCurrent(self.primary)
-        self.made = {"ptr": [], "stream": [], "event": [], "ctx": [self.primary]}
+        self.made = {"ptr": [], "stream": [], "event": [], "ctx": [self.primary], "graph": [], "exec": [],
+                     "module": [], "function": []}
         self.contents = {}          # live pointer -> the bytes last copied in
+        self.host = np.zeros(8192, dtype=np.uint8)     # the host side of asynchronous copies
 
     def call(self, fn, *args):
         """fn(*args), allowed to fail with a CudaError. Recorded for a crash report, but in a
@@ -60,8 +77,13 @@ class ApiMisuse:
         return fh.allowed_outcome(lambda: fn(*args), (CudaError,), data)
 
     def pick(self, kind, position):
-        options = self.made[kind] + BOGUS
-        return options[position % len(options)]
+        """A handle made before (three positions in four, where there is one) or a bogus one,
+        so that calls that need several made handles (a launch: a function, a pointer, a
+        stream) get them often enough."""
+        made = self.made[kind]
+        if made and position < PICK * 3 // 4:
+            return made[position % len(made)]
+        return BOGUS[position % len(BOGUS)]
 
     def keep(self, kind, handle):
         if isinstance(handle, int):
@@ -129,6 +151,91 @@ class ApiMisuse:
     def pointer_attribute(self, at, attribute):
         from anycuda.driver import api
         self.call(api.cuPointerGetAttribute, attribute, self.pick("ptr", at))
+
+    def settle(self, stream):
+        """Wait for `stream` (its asynchronous work, and errors, before the next action)."""
+        from anycuda.driver import api
+        self.call(api.cuStreamSynchronize, stream)
+
+    def copy_async(self, at, stream_at, n, direction):
+        from anycuda.driver import api
+        ptr, stream = self.pick("ptr", at), self.pick("stream", stream_at)
+        dst, src = (ptr, self.host.ctypes.data) if direction == "to" else (self.host.ctypes.data, ptr)
+        self.call(api.cuMemcpyAsync, dst, src, n, stream)
+        self.settle(stream)
+
+    def alloc_async(self, size, stream_at):
+        from anycuda.driver import api
+        stream = self.pick("stream", stream_at)
+        self.keep("ptr", self.call(api.cuMemAllocAsync, size, stream))
+        self.settle(stream)
+
+    def free_async(self, at, stream_at):
+        from anycuda.driver import api
+        stream = self.pick("stream", stream_at)
+        self.call(api.cuMemFreeAsync, self.pick("ptr", at), stream)
+        self.settle(stream)
+
+    def capture(self, stream_at, action):
+        from anycuda.driver import api
+        stream = self.pick("stream", stream_at)
+        if action == "end":
+            self.keep("graph", self.call(api.cuStreamEndCapture, stream))
+        else:
+            self.call(api.cuStreamBeginCapture, stream, 0 if action == "begin_global" else 2)
+
+    def graph_use(self, graph_at, exec_at, stream_at, action):
+        from anycuda.driver import api
+        graph, exec_, stream = self.pick("graph", graph_at), self.pick("exec", exec_at), self.pick("stream", stream_at)
+        if action == "instantiate":
+            self.keep("exec", self.call(api.cuGraphInstantiate, graph))
+        elif action == "launch":
+            self.call(api.cuGraphLaunch, exec_, stream)
+            self.settle(stream)
+        elif action == "destroy":
+            self.call(api.cuGraphDestroy, graph)
+        else:
+            self.call(api.cuGraphExecDestroy, exec_)
+
+    def module_use(self, at, action):
+        from anycuda.driver import api
+        if action == "load":
+            self.keep("module", self.call(api.cuModuleLoadData, VECTOR_ADD.read_bytes()))
+        elif action == "unload":
+            self.call(api.cuModuleUnload, self.pick("module", at))
+        else:
+            self.keep("function", self.call(api.cuModuleGetFunction, self.pick("module", at), "vector_add"))
+
+    def launch(self, function_at, ptr_at, stream_at, n):
+        """vector_add of n elements into a made pointer (64: 256 bytes, the smallest slot an
+        allocation gets), waited for: a fault is a sticky CudaError."""
+        import struct
+        from anycuda.driver import api
+        ptr, stream = self.pick("ptr", ptr_at), self.pick("stream", stream_at)
+        params = struct.pack("<QQQI", ptr, ptr, ptr, n)
+        self.call(api.cuLaunchKernel, self.pick("function", function_at), (1, 1, 1), (64, 1, 1), 0, stream, params)
+        self.settle(stream)
+
+    def graph_cycle(self, stream_at, ptr_at, order):
+        """A copy into a made pointer captured on a made stream, instantiated and launched: twice,
+        after the pointer is freed (the replay then copies into freed memory: an error), or
+        after the graph is destroyed (the exec stands alone)."""
+        from anycuda.driver import api
+        stream, ptr = self.pick("stream", stream_at), self.pick("ptr", ptr_at)
+        if self.call(api.cuStreamBeginCapture, stream, 2) is not None:
+            return
+        self.call(api.cuMemcpyAsync, ptr, self.host.ctypes.data, 8, stream)
+        graph = self.call(api.cuStreamEndCapture, stream)
+        self.keep("graph", graph)
+        exec_ = self.call(api.cuGraphInstantiate, graph)
+        self.keep("exec", exec_)
+        if order == "free_then_launch":
+            self.call(api.cuMemFree, ptr)
+        elif order == "destroy_graph_then_launch":
+            self.call(api.cuGraphDestroy, graph)
+        for _ in range(2 if order == "launch_twice" else 1):
+            self.call(api.cuGraphLaunch, exec_, stream)
+        self.settle(stream)
 
     def teardown(self):
         """The contexts made destroyed (with what was made in them), the primary one reset."""
