@@ -8,8 +8,8 @@ bytes copied into live memory come back.
 
 The calls and their arguments' choices are data (ACTIONS), run by two drivers: hypothesis's
 state machine (fuzz_api: shrinks a failing sequence, but draws ~30 sequences a second) and a
-plain seeded one (fuzz_api_plain: each sequence from its own random generator, some
-thousand a second, for campaigns of a million; a failure names the seed and sequence number,
+plain seeded one (fuzz_api_plain: each sequence from its own random generator, hundreds a
+second, for campaigns of a million; a failure names the seed and sequence number,
 which `replay` runs again).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import fuzz_harness as fh
 
 BOGUS = [0, 1, 0x10, 0xDEAD0, 2**63, 2**64 - 1]
 VECTOR_ADD = Path(__file__).resolve().parent.parent / "src" / "anycuda" / "examples" / "vector_add.ptx"
-PICK = 64               # a handle argument: a position among those made and BOGUS (modulo their count)
+PICK = 64               # a handle argument: a position, read by ApiMisuse.pick
 
 # action -> the choices of each of its arguments (PICK: a handle's position)
 ACTIONS = {
