@@ -39,12 +39,16 @@ def examples(default: int) -> int:
     return int(os.environ.get("ANYCUDA_FUZZ_EXAMPLES", default))
 
 
+def fresh() -> bool:
+    """Whether this is a campaign's fresh random sequence (ANYCUDA_FUZZ_RANDOM=1), not CI's fixed one."""
+    return os.environ.get("ANYCUDA_FUZZ_RANDOM") == "1"
+
+
 def fuzz_settings(default: int, **more) -> settings:
     """Deterministic in CI (derandomize, no example database); a campaign with
     ANYCUDA_FUZZ_RANDOM=1 draws a fresh random sequence instead."""
-    fresh = os.environ.get("ANYCUDA_FUZZ_RANDOM") == "1"
     return settings(max_examples=examples(default), deadline=None, database=None,
-                    derandomize=not fresh, print_blob=True,
+                    derandomize=not fresh(), print_blob=True,
                     suppress_health_check=list(HealthCheck), **more)
 
 
@@ -167,7 +171,7 @@ class PlainDraws(Draws):
 
 def plain_seed() -> int:
     """A fixed seed in CI, a fresh one with ANYCUDA_FUZZ_RANDOM=1."""
-    return int.from_bytes(os.urandom(4), "little") if os.environ.get("ANYCUDA_FUZZ_RANDOM") == "1" else 2026
+    return int.from_bytes(os.urandom(4), "little") if fresh() else 2026
 
 
 def plain_draws(seed: int, index: int) -> PlainDraws:
