@@ -49,7 +49,6 @@ class _Parser(_DeclarationSyntax, _InstructionSyntax):
         self.debug = None
         self.scope_counter = 0
         self.block_labels = None                 # _labels_of_blocks, made at the first nested block
-        self.defined_labels = set()              # the function body's labels so far (parse_body)
         self.envs = [{}]                         # name -> (spelling, is_register), innermost last
         self.var_sizes = {}                      # variable name -> element size in bytes
 
@@ -415,7 +414,7 @@ class _Parser(_DeclarationSyntax, _InstructionSyntax):
     def parse_body(self):
         """Statements up to the '}' closing the function body (nested blocks flattened)."""
         body = []
-        self.defined_labels = set()
+        self.defined_labels = set()              # this body's labels so far (statement)
         kinds, texts = self.kinds, self.texts
         envs = self.envs
         while True:
