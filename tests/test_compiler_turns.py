@@ -2,7 +2,8 @@
 gives way to the block's next warp every TURN_ITERATIONS iterations, its live registers
 left in its turn area, and the block function calls each warp's region again until none
 does; where that region starts the kernel, the block function itself gives way after each
-pass over its warps and a worker keeps launch.BLOCKS_IN_FLIGHT blocks in flight.
+pass over its warps and a worker keeps launch.BLOCKS_IN_FLIGHT blocks in flight (with or
+without sites).
 References are numpy computations; outputs are poisoned first."""
 import numpy as np
 import pytest
@@ -98,6 +99,15 @@ extern "C" __global__ void wild_late(const float* x, float* out, int n, int bad,
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x, ++k)
         s += blockIdx.x == bad && k == at ? *wild : x[i];
     s += __shfl_xor_sync(0xffffffff, s, 1);
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+// the same without the shuffle: no sites
+extern "C" __global__ void wild_late_no_sites(const float* x, float* out, int n, int bad, int at, const float* wild) {
+    float s = 0.0f;
+    int k = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x, ++k)
+        s += blockIdx.x == bad && k == at ? *wild : x[i];
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
@@ -244,7 +254,27 @@ def test_blocks_in_flight(mod, one_worker):
     assert first[g] > got[owner == 0].max()
 
 
-def test_fault_in_a_block_that_gave_way(mod, rng):
+@pytest.mark.parametrize("grid", [2 * launch.BLOCKS_IN_FLIGHT + 1, 40 * launch.BLOCKS_IN_FLIGHT + 3])
+def test_blocks_in_flight_without_sites(mod, one_worker, grid):
+    """A kernel without sites keeps BLOCKS_IN_FLIGHT blocks in flight too, across its chunks
+    (17 blocks on one worker come in chunks of one): block 1 starts before block 0's second
+    turn, and block BLOCKS_IN_FLIGHT only when block 0 has ended."""
+    g, k = launch.BLOCKS_IN_FLIGHT, warpregions.TURN_ITERATIONS
+    block = 64
+    n = grid * block * 3 * k + 40
+    ticket, counter = poison(n, np.int32), ac.zeros(1, np.int32)
+    mod.get_function("tickets_no_sites")((grid,), (block,), (ticket, counter, np.int32(n)))
+    got = ticket.get()
+    np.testing.assert_array_equal(np.sort(got), np.arange(n))
+    assert (np.diff(got[: n - 40].reshape(-1, 32), axis=1) == 1).all()
+    owner = (np.arange(n) % (grid * block)) // block
+    first = [got[owner == b].min() for b in range(grid)]
+    assert all(first[b] < got[k * grid * block] for b in range(1, g))
+    assert first[g] > got[owner == 0].max()
+
+
+@pytest.mark.parametrize("kernel", ["wild_late", "wild_late_no_sites"])
+def test_fault_in_a_block_that_gave_way(mod, rng, kernel):
     """A wild read in a late iteration of one block, after its block gave way: the launch
     fails naming that block and the address; the module runs on."""
     grid, block = 9, 128
@@ -254,10 +284,12 @@ def test_fault_in_a_block_that_gave_way(mod, rng):
     wild = 0xDEAD0000
     args = (ac.asarray(x), out, np.int32(n), np.int32(6), np.int32(3 * warpregions.TURN_ITERATIONS + 1))
     with pytest.raises(ac.CudaError) as e:
-        mod.get_function("wild_late")((grid,), (block,), args + (np.uint64(wild),))
+        mod.get_function(kernel)((grid,), (block,), args + (np.uint64(wild),))
         ac.synchronize()
     assert e.value.code == ac.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     assert "block 6" in str(e.value) and f"0x{wild:x}" in str(e.value)
-    mod.get_function("wild_late")((grid,), (block,), args[:3] + (np.int32(-1), np.int32(0), np.uint64(wild)))
-    sums = x.reshape(-1, grid * block).astype(np.float64).sum(axis=0).reshape(-1, 2)
-    np.testing.assert_allclose(out.get(), np.repeat(sums.sum(axis=1), 2), rtol=1e-4, atol=1e-3)
+    mod.get_function(kernel)((grid,), (block,), args[:3] + (np.int32(-1), np.int32(0), np.uint64(wild)))
+    sums = x.reshape(-1, grid * block).astype(np.float64).sum(axis=0)
+    if kernel == "wild_late":           # (lane pairs add their sums)
+        sums = np.repeat(sums.reshape(-1, 2).sum(axis=1), 2)
+    np.testing.assert_allclose(out.get(), sums, rtol=1e-4, atol=1e-3)

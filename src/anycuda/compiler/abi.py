@@ -89,6 +89,7 @@ GRID_WS_BYTES = 32
 # A worker's FaultTrap: a sigjmp_buf the fault handler jumps back to, then what it saw.
 FAULT_ADDR = 400              # u64: the faulting address; the sigjmp_buf before it (glibc: 200 B on x86-64, 312 on AArch64)
 FAULT_BLOCK = 408             # u64: the block the worker was running
+FAULT_FRAME = 416             # i8*: that block's frame, in a kernel without sites (its thread index)
 FAULT_TRAP_BYTES = 432
 
 # Thread frame header (byte offsets). All i32 unless noted.

@@ -16,15 +16,18 @@ from llvmlite import ir
 from .. import abi
 from ..irutil import (at_function_start, collection_paused, declare, field_ptr, for_range, i32, i64, load_field,
                       split_index, store_field)
-from ..simt.workspace import C, up64, workspace_layout
+from ..simt.workspace import C, no_site_frames_bytes, up64, workspace_layout
 from ..types import I1, I32, I64, PTR
 from . import faults, placement, streamstores
 
 # blocks a worker keeps in flight when their block function gives way (emit_launch): their
 # grid-stride loops' turns interleaved, a worker reads the rows of several neighbouring blocks
 # together (benchmarks/models/grid_stride_order.c: reduce 2.03 ms with a block's warps in
-# turns, 1.49 with four blocks' warps, 1.45 with sixteen; NOTES "Blocks in flight")
-BLOCKS_IN_FLIGHT = 4
+# turns, 1.49 with four blocks' warps, 1.45 with sixteen; NOTES "Blocks in flight"). Eight
+# since blocks without sites take turns too: a row of their run of halves is then 4 KB, a
+# page (copy_f16_stride 3.5 -> 2.7 ms on one core, 8 against 4 slots 4-8% faster for reduce,
+# histogram, saxpy_f32_stride; NOTES "Blocks in flight without sites")
+BLOCKS_IN_FLIGHT = 8
 
 
 @collection_paused
@@ -53,7 +56,10 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         frames_bytes = workspace_layout(b, b.trunc(n, I32), frame_size, spill_bytes,
                                         getattr(block_fn, "turn_stride", 0))[-1]
     else:
-        frames_bytes = i64(frame_size)
+        # (a block that gives way keeps its turn areas after its one frame)
+        frames_int = (no_site_frames_bytes(frame_size, block_fn.turn_stride)
+                      if getattr(block_fn, "gives_way", False) else frame_size)
+        frames_bytes = i64(frames_int)
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
     if race_shadow:
         shadow = b.add(i64(abi.RACE_SHADOW_HEADER), b.mul(shared_bytes, i64(abi.RACE_SHADOW_ENTRY)))
@@ -68,7 +74,9 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     # loop over slots, 49 on its own (NOTES "Blocks in flight"). A kernel without sites runs
     # a chunk's blocks in a function of their own, the block function inlined there
     # (emit_run_blocks)
-    run_blocks = emit_run_blocks(module, name, block_fn) if chunk_calls and not has_sites else None
+    run_blocks = None
+    if chunk_calls and not has_sites:
+        run_blocks = emit_run_blocks(module, name, block_fn, handoff, most, (frames_int + 63) // 64 * 64)
     if run_blocks is None and getattr(block_fn, "carried_hooks", None):
         raise AssertionError(f"{name}: totals carried across blocks need a run of blocks per call")
     if run_blocks is None:
@@ -93,6 +101,9 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
     chunk = load_field(b, L, abi.LAUNCH["chunk"], I64)
     backwards = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["backwards"], I32), i32(0))
+    if not has_sites:
+        # (where the fault path finds the thread index; a run of blocks in flight moves it)
+        b.store(ws, b.bitcast(b.gep(trap, [i64(abi.FAULT_FRAME)]), PTR.as_pointer()))
     if run_blocks is not None:
         # each chunk in one call, without a call, the slots' bookkeeping and a division per
         # block: stencil5 0.77-0.88x C -> 0.75-0.79x, saxpy and vector_add unchanged within
@@ -107,7 +118,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         b.cbranch(b.icmp_signed("!=", err, i32(0)), done, healthy)
         b.position_at_end(healthy)
         first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, done)
-        r = b.call(run_blocks, [L, ws, shared, first, last, gx, gy, wid, at_block])
+        r = b.call(run_blocks, [L, ws, shared, first, last, gx, gy, wid, at_block, slot_bytes])
         b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, chunks)
     else:
         _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
@@ -192,8 +203,11 @@ def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, get_me
         slot = lambda off: b.load(b.bitcast(b.gep(trap, [i64(off)]), I64.as_pointer()))
         store_field(b, L, abi.LAUNCH["err_block"], slot(abi.FAULT_BLOCK))
         store_field(b, L, abi.LAUNCH["err_info"], slot(abi.FAULT_ADDR))
-        # (a kernel without sites runs its block in the first slot's one frame)
-        thread = b.sext(load_field(b, ws, C["linear"], I32), I64) if not has_sites else i64(-1)
+        # (a kernel without sites runs a block in one frame: FAULT_FRAME)
+        thread = i64(-1)
+        if not has_sites:
+            frame = b.load(b.bitcast(b.gep(trap, [i64(abi.FAULT_FRAME)]), PTR.as_pointer()))
+            thread = b.sext(load_field(b, frame, C["linear"], I32), I64)
         store_field(b, L, abi.LAUNCH["err_thread"], thread)
     b.branch(done)
     b.position_at_end(done)
@@ -268,18 +282,25 @@ def _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, none_left):
     return first, last
 
 
-def emit_run_blocks(module, name, block_fn):
+def emit_run_blocks(module, name, block_fn, handoff, slots=1, shared_offset=0):
     """`i32 run_blocks(i8* L, i8* ws, i8* shared, i64 first, i64 last, i64 gx, i64 gy,
-    i32 worker, i64* at_block)`: the blocks first..last-1 of a kernel without sites, in one
-    loop with the block function inlined, each block's index in `*at_block` while it runs
-    (a memory fault names it). abi.BLOCK_FAILED where a block failed; BLOCK_DONE after the
-    last, or before it where the launch has failed (another worker's block)."""
-    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I64, I64, I64, I64, I32, I64.as_pointer()]),
+    i32 worker, i64* at_block, i64 slot_bytes)`: the blocks first..last-1 of a kernel without
+    sites, in one loop with the block function inlined, each block's index in `*at_block`
+    while it runs (a memory fault names it). abi.BLOCK_FAILED where a block failed;
+    BLOCK_DONE after the last, or before it where the launch has failed (another worker's
+    block). A block function that gives way has `slots` blocks in
+    flight, each in its own slot of the workspace (`slot_bytes` apart, its shared window
+    `shared_offset` into it), taking chunks from the launch's counter (`handoff`: where
+    the optimised code takes over) as they run out: _run_blocks_in_flight."""
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I64, I64, I64, I64, I32, I64.as_pointer(), I64]),
                      name=name + ".blocks")
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     block_fn.attributes.add("alwaysinline")
-    L, ws, shared, first, last, gx, gy, worker, at_block = fn.args
+    if getattr(block_fn, "gives_way", False):
+        _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff)
+        return fn
+    L, ws, shared, first, last, gx, gy, worker, at_block, _ = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     # combined atomics whose totals the worker carries from block to block (ops/aggregation.py):
     # set up before the run's first block, performed after its last
@@ -319,6 +340,104 @@ def emit_run_blocks(module, name, block_fn):
         b.call(carried[1], [ws])
     b.ret(i32(abi.BLOCK_DONE))
     return fn
+
+
+def _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff):
+    """emit_run_blocks' body for a block function that gives way: rounds over `slots` slots,
+    each calling the block there again where it gave way, else the next block, until every
+    block has run; when the run's blocks are used up, the next chunk comes from the launch's
+    counter (a chunk can be smaller than the slots: 1,024 blocks on 16 workers make chunks
+    of 4). The blocks in flight are neighbours, so their grid-stride loops' turns read a row
+    of the grid as one run of memory (NOTES "Blocks in flight without sites")."""
+    L, ws, _, first, last, gx, gy, worker, at_block, slot_bytes = fn.args
+    if getattr(block_fn, "carried_hooks", None):
+        raise AssertionError(f"{fn.name}: totals carried across blocks with blocks in flight")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    at_frame = b.bitcast(b.gep(b.bitcast(at_block, PTR), [i64(abi.FAULT_FRAME - abi.FAULT_BLOCK)]),
+                         PTR.as_pointer())
+    nblocks = load_field(b, L, abi.LAUNCH["nblocks"], I64)
+    chunk = load_field(b, L, abi.LAUNCH["chunk"], I64)
+    backwards = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["backwards"], I32), i32(0))
+    block_of = b.alloca(ir.ArrayType(I64, slots), name="slot.block")
+    in_flight = b.alloca(ir.ArrayType(I1, slots), name="slot.in_flight")
+    some_in_flight, taking = b.alloca(I1, name="some.in.flight"), b.alloca(I1, name="taking")
+    nxt = [b.alloca(I64, name="next." + k) for k in ("block", "x", "y", "z")]
+    end = b.alloca(I64, name="end")
+    b.store(ir.Constant(in_flight.type.pointee, None), in_flight)
+    b.store(ir.Constant(I1, 1), taking)
+
+    def start_window(first, last):
+        for slot, v in zip(nxt + [end], (first, *split_index(b, first, gx, gy), last)):
+            b.store(v, slot)
+    start_window(first, last)
+    failed, done = fn.append_basic_block("failed"), fn.append_basic_block("done")
+    rounds = fn.append_basic_block("rounds")
+    b.branch(rounds)
+    b.position_at_end(rounds)
+    b.store(ir.Constant(I1, 0), some_in_flight)
+    with for_range(b, i32(0), i32(slots), "slot") as g:
+        at = lambda array: b.gep(array, [i32(0), g])
+        call, fresh, refill, none_left, taken, next_slot = (
+            fn.append_basic_block(k) for k in ("call", "fresh", "refill", "none.left", "taken", "next.slot"))
+        resuming = b.block
+        b.cbranch(b.load(at(in_flight)), call, fresh)
+        b.position_at_end(fresh)
+        blk = b.load(nxt[0])
+        b.cbranch(b.icmp_unsigned("<", blk, b.load(end)), taken, refill)
+        b.position_at_end(refill)
+        ask = fn.append_basic_block("ask")
+        b.cbranch(b.load(taking), ask, next_slot)
+        b.position_at_end(ask)
+        start_window(*_take_chunk(b, fn, L, handoff, nblocks, chunk, backwards, none_left))
+        b.branch(fresh)
+        b.position_at_end(none_left)
+        b.store(ir.Constant(I1, 0), taking)
+        b.branch(next_slot)
+        b.position_at_end(taken)
+        cx, cy, cz = (b.load(v) for v in nxt[1:])
+        b.store(blk, at(block_of))
+        _count_to_next_block(b, nxt, blk, (cx, cy, cz), gx, gy)
+        b.branch(call)
+        b.position_at_end(call)
+        # (a resumed block reads its coordinates from its frame)
+        start, *coords = (b.phi(ty) for ty in (I32, I64, I64, I64))
+        for phi, again, new in zip((start, *coords), (i32(abi.BLOCK_RESUMED), *[i64(0)] * 3),
+                                   (i32(abi.BLOCK_LATER), cx, cy, cz)):
+            phi.add_incoming(again, resuming)
+            phi.add_incoming(new, taken)
+        coords = [b.trunc(v, I32) for v in coords]
+        ws_g = b.gep(ws, [b.mul(b.zext(g, I64), slot_bytes)])
+        b.store(b.load(at(block_of)), at_block)
+        b.store(ws_g, at_frame)
+        r = b.call(block_fn, [L, ws_g, b.gep(ws_g, [i64(shared_offset)]), *coords, worker, start])
+        ran = fn.append_basic_block("ran")
+        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), failed, ran)
+        b.position_at_end(ran)
+        gave_way = b.icmp_signed("==", r, i32(abi.BLOCK_GAVE_WAY))
+        b.store(gave_way, at(in_flight))
+        b.store(b.or_(b.load(some_in_flight), gave_way), some_in_flight)
+        b.branch(next_slot)
+        b.position_at_end(next_slot)
+    err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
+    more = b.or_(b.load(some_in_flight), b.load(taking))
+    b.cbranch(b.and_(more, b.icmp_signed("==", err, i32(0))), rounds, done)
+    b.position_at_end(failed)
+    b.ret(i32(abi.BLOCK_FAILED))
+    b.position_at_end(done)
+    b.ret(i32(abi.BLOCK_DONE))
+
+
+def _count_to_next_block(b, nxt, blk, coords, gx, gy):
+    """The block after `blk` (at `coords`) into `nxt` (its index and coordinates), by
+    counting, not dividing."""
+    cx, cy, cz = coords
+    x1 = b.add(cx, i64(1))
+    row_done = b.icmp_unsigned("==", x1, gx)
+    y1 = b.add(cy, b.zext(row_done, I64))
+    plane_done = b.icmp_unsigned("==", y1, gy)
+    for slot, v in zip(nxt, (b.add(blk, i64(1)), b.select(row_done, i64(0), x1), b.select(plane_done, i64(0), y1),
+                             b.add(cz, b.zext(plane_done, I64)))):
+        b.store(v, slot)
 
 
 def _handing_over(b, L, handoff):

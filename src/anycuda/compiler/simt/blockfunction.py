@@ -9,8 +9,10 @@ schedule can hang: every round runs a thread or releases a barrier, a collective
 block that cannot is a deadlock, and the launch fails (LAUNCH_ERR_BARRIER/MBARRIER_DEADLOCK).
 
 A kernel without sites needs none of this: its block is a plain loop over threads that
-reuses one frame, and the worker runs a chunk of its blocks in one call
-(cpu/launch.py, emit_run_blocks). The block's frames, spill and collective arrays and
+reuses one frame, or a loop over its warps' regions, and the worker runs a chunk of its
+blocks in one call (cpu/launch.py, emit_run_blocks); one whose warps take turns through a
+grid-stride loop keeps its frame and turn areas in its slot of the workspace and gives way,
+so that several blocks are in flight. The block's frames, spill and collective arrays and
 turn areas lie in its workspace (workspace.py).
 """
 from __future__ import annotations
@@ -31,8 +33,8 @@ from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_col
 from .mbarrierwaits import emit_released, stall_slots, wait_state
 from .rounds import (RangeReduction, RoundFunction, all_stay, block_shape, bounded_shape, each_thread, scalar_params,
                      step_tail)
-from .workspace import (C, MOST_WARPS, TURN_ANSWERS, TURN_AREAS, frame_at, thread_state, turn_stride,
-                        workspace_layout)
+from .workspace import (C, MOST_WARPS, TURN_ANSWERS, TURN_AREAS, frame_at, no_site_state_offset, thread_state,
+                        turn_stride, workspace_layout)
 
 NO_VECTORIZE = {"llvm.loop.unroll.disable": None, "llvm.loop.vectorize.enable": False}
 
@@ -236,7 +238,8 @@ def emit_block_function(module, plan: BlockPlan) -> ir.Function:
     block in the workspace `ws`, BLOCK_LATER for a later one, BLOCK_RESUMED for the block that
     gave way in it. Only a block function whose kernel starts with a region that takes turns
     gives way (`fn.gives_way`): after each pass over its warps, so that the worker can run the
-    turns of several blocks in an order closer to the memory's (emit_launch).
+    turns of several blocks in an order closer to the memory's (emit_launch, and for a kernel
+    without sites emit_run_blocks).
 
     With sites, a block runs in *uniform rounds* while it can: when every thread is runnable
     at the same resume point (all at the start, or all released from one barrier), one loop
@@ -270,7 +273,10 @@ class _BlockFunction:
         self.guarded_rounds = plan.guarded_rounds or {}
         self.L, self.ws, self.shared, self.cx, self.cy, self.cz, self.worker, self.start = fn.args
         regions = plan.regions
-        fn.gives_way = bool(regions) and 0 in regions and bool(regions[0].turn_bytes) and bool(self.nsites_kinds)
+        takes_turns = bool(regions) and 0 in regions and bool(regions[0].turn_bytes)
+        # without sites, a block gives way only where its state between calls is its frame
+        # and turn areas (a frame on the stack, for combined atomics, would not outlive the call)
+        fn.gives_way = takes_turns and (bool(self.nsites_kinds) or plan.combined_init is None)
         b = self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         L = self.L
         # (invariant: a loop over a chunk's blocks loads them once, emit_run_blocks)
@@ -302,6 +308,19 @@ class _BlockFunction:
     def _without_sites(self):
         b, fn, ws, plan = self.b, self.fn, self.ws, self.plan
         regions, guarded_rounds, n = plan.regions, self.guarded_rounds, self.n
+        # a block that gave way (fn.gives_way) goes on at its warps' next turns: its frame
+        # and turn areas are as it left them in its workspace
+        self.resumed = fn.append_basic_block("resumed") if fn.gives_way else None
+        self.kept_turns = None
+        # (made here, where both ways start: the resumed one uses them too)
+        self.full_warp_count = b.lshr(n, i32(5))
+        if self.resumed is not None:
+            state = b.gep(ws, [i64(no_site_state_offset(plan.frame_size))])
+            fn.turn_stride = turn_stride({0: regions[0]})
+            self.kept_turns = _WarpTurns(b, fn, fn.turn_stride, state)
+            fresh = fn.append_basic_block("fresh")
+            b.cbranch(b.icmp_signed("==", self.start, i32(abi.BLOCK_RESUMED)), self.resumed, fresh)
+            b.position_at_end(fresh)
         # the frame is reached only through `ws` here (locals are stack slots), so it cannot
         # alias the kernel's memory: the optimiser may keep its fields in registers
         ws.add_attribute("noalias")
@@ -357,11 +376,11 @@ class _BlockFunction:
                               I32.as_pointer())
             lane_index = [b.alloca(I32, name="lane." + k) for k in "xyz"]
             state = None
-            if stride:
+            if stride and self.kept_turns is None:
                 state = b.alloca(ir.ArrayType(ir.IntType(8), TURN_AREAS + stride * MOST_WARPS), name="turn.state")
                 state.align = 64
                 state = b.bitcast(state, PTR)
-        turns = _WarpTurns(b, fn, stride, state)
+        turns = self.kept_turns or _WarpTurns(b, fn, stride, state)
 
         def run(lo, turn, first):
             got = b.call(region, [ir.Constant(PTR, None), ws, ws, i64(0), lo, self.params, codes, turn])
@@ -378,7 +397,7 @@ class _BlockFunction:
                 with _each_lane(b, lo, self.nx, self.ny, lane_index) as index:
                     self._thread(index)
             return b.select(not_run, i32(abi.REGION_RAN), got)
-        turns.each_warp(b, fn, b.lshr(self.n, i32(5)), region, "rg", run)
+        turns.each_warp(b, fn, self.full_warp_count, region, "rg", run, self.resumed)
 
     def _combined(self, hook):
         """Set up, or perform after the last thread, the atomics the block's threads combine

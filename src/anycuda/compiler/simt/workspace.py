@@ -78,6 +78,17 @@ def turn_stride(regions) -> int:
     return max(((r.turn_bytes + 63) // 64 * 64 for r in (regions or {}).values()), default=0)
 
 
+def no_site_state_offset(frame_size: int) -> int:
+    """Where the state between calls (TURN_ANSWERS, TURN_AREAS) starts in the workspace of a
+    block without sites that gives way: after its one frame."""
+    return (frame_size + 63) // 64 * 64
+
+
+def no_site_frames_bytes(frame_size: int, stride: int) -> int:
+    """The bytes before the shared window in such a block's workspace: its frame, its state."""
+    return no_site_state_offset(frame_size) + TURN_AREAS + stride * MOST_WARPS
+
+
 def up64(b, v):
     """i64 v rounded up to a multiple of 64."""
     return b.and_(b.add(v, i64(63)), i64(~63))
