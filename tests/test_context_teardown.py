@@ -1,6 +1,10 @@
 """What goes with a context: cuDevicePrimaryCtxReset and cuCtxDestroy free the memory made in
 that context and end its modules, streams, events, arrays and graph execs, as a GPU's driver
 does; what other contexts (and anycuda's own Python API) made stays."""
+import gc
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -143,3 +147,84 @@ def test_a_graph_exec_goes_with_its_context_and_its_graph_stays(context):
     assert ran == ["node", "node"]
     api.cuGraphExecDestroy(again)
     api.cuGraphDestroy(graph)
+
+
+def test_destroying_the_current_context_pops_it(context):
+    """cuCtxCreate pushes; cuCtxDestroy of the current context pops it (CUDA's documented
+    stack), so the context before it is current again."""
+    ctx = api.cuCtxCreate(0, 0)
+    assert api.cuCtxGetCurrent() == ctx
+    api.cuCtxDestroy(ctx)
+    assert api.cuCtxGetCurrent() == context
+    api.cuMemFree(api.cuMemAlloc(64))
+
+
+def test_a_destroyed_context_left_current_refuses_work(context):
+    """A context destroyed while current below the top of the stack, or in another thread,
+    answers CUDA_ERROR_CONTEXT_IS_DESTROYED: nothing is made in it (before, a stream made
+    there outlived it with its worker thread, fuzz_api_plain's leak)."""
+    below = api.cuCtxCreate(0, 0)
+    top = api.cuCtxCreate(0, 0)
+    api.cuCtxDestroy(below)
+    assert api.cuCtxPopCurrent() == top
+    assert api.cuCtxGetCurrent() == below
+    for call, args in ((api.cuStreamCreate, (0,)), (api.cuMemAlloc, (64,)), (api.cuEventCreate, (0,))):
+        assert _code(call, *args) == "CUDA_ERROR_CONTEXT_IS_DESTROYED", call.__name__
+    api.cuCtxDestroy(top)
+    api.cuCtxSetCurrent(context)
+
+    other = api.cuCtxCreate(0, 0)
+    seen = []
+    ready, destroyed = threading.Event(), threading.Event()
+
+    def elsewhere():
+        api.cuCtxSetCurrent(other)
+        ready.set()
+        destroyed.wait(10)
+        try:
+            api.cuStreamCreate(0)
+            seen.append("made")
+        except CudaError as e:
+            seen.append(e.code.name)
+    t = threading.Thread(target=elsewhere)
+    t.start()
+    ready.wait(10)
+    api.cuCtxDestroy(other)
+    destroyed.set()
+    t.join(10)
+    assert seen == ["CUDA_ERROR_CONTEXT_IS_DESTROYED"]
+    api.cuCtxSetCurrent(context)
+
+
+def _stream_threads() -> int:
+    return sum(t.name.startswith("anycuda-stream") for t in threading.enumerate())
+
+
+def test_a_graph_does_not_keep_the_streams_that_captured_it(context):
+    """A graph kept after its capture keeps no stream: a destroyed stream's worker thread
+    (and its 8 MiB stack) ends, though the graph lives on and launches."""
+    before = _stream_threads()
+    buf = api.cuMemAlloc(64)
+    host = np.zeros(64, dtype=np.uint8)
+    graphs = []
+    for _ in range(5):
+        stream = api.cuStreamCreate(0)
+        api.cuMemsetAsync(buf, 3, 64, 1, stream)         # the stream's worker starts
+        api.cuStreamSynchronize(stream)
+        api.cuStreamBeginCapture(stream, 0)
+        api.cuMemcpyAsync(host.ctypes.data, buf, 64, stream)
+        graphs.append(api.cuStreamEndCapture(stream))
+        api.cuStreamDestroy(stream)
+    deadline = time.monotonic() + 10
+    while _stream_threads() > before and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+    assert _stream_threads() <= before
+    exec_ = api.cuGraphInstantiate(graphs[-1])
+    api.cuGraphLaunch(exec_, 0)
+    api.cuCtxSynchronize()
+    assert (host == 3).all()
+    api.cuGraphExecDestroy(exec_)
+    for g in graphs:
+        api.cuGraphDestroy(g)
+    api.cuMemFree(buf)

@@ -125,6 +125,8 @@ def cuDevicePrimaryCtxReset(dev: int) -> None:
 def cuCtxCreate(flags: int, dev: int) -> int:
     _check_device(dev)
     h = _new_handle(Context(dev, False))
+    # pushed onto the thread's stack, as CUDA's is: destroying it makes the one before current
+    _current.__dict__.setdefault("stack", []).append(getattr(_current, "ctx", None))
     _current.ctx = h
     return h
 
@@ -139,8 +141,9 @@ def cuCtxDestroy(ctx: int) -> None:
     _tear_down(ctx)
     with _lock:
         del _handles[ctx]
-    if getattr(_current, "ctx", None) == ctx:
-        _current.ctx = None
+    if getattr(_current, "ctx", None) == ctx:       # popped, as by cuCtxPopCurrent
+        stack = _current.__dict__.setdefault("stack", [])
+        _current.ctx = stack.pop() if stack else None
 
 
 # called with a context handle when that context is destroyed or reset (the runtime's
@@ -278,6 +281,7 @@ _DESCRIPTIONS = {
     CUresult.CUDA_ERROR_NOT_INITIALIZED: "initialization error",
     CUresult.CUDA_ERROR_INVALID_DEVICE: "invalid device ordinal",
     CUresult.CUDA_ERROR_INVALID_CONTEXT: "invalid device context",
+    CUresult.CUDA_ERROR_CONTEXT_IS_DESTROYED: "context is destroyed",
     CUresult.CUDA_ERROR_INVALID_PTX: "a PTX JIT compilation failed",
     CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION: "the provided PTX was compiled with an unsupported toolchain.",
     CUresult.CUDA_ERROR_INVALID_HANDLE: "invalid resource handle",

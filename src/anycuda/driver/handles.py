@@ -151,7 +151,12 @@ def _require_context():
     ctx = getattr(_current, "ctx", None)
     if not ctx:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "no current context (cuCtxCreate or cuCtxSetCurrent)")
-    _check_usable(_handles.get(ctx))
+    context = _handles.get(ctx)
+    if context is None:
+        # destroyed while current in another thread, or below this thread's top of stack:
+        # what was made now would outlive its context (its streams' threads, fuzz_api_plain)
+        raise CudaError(CUresult.CUDA_ERROR_CONTEXT_IS_DESTROYED, "the current context has been destroyed")
+    _check_usable(context)
 
 
 def _check_usable(context) -> None:
