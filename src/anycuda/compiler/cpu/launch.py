@@ -181,15 +181,21 @@ def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_by
         ws_g = b.gep(ws, [b.mul(b.zext(g, I64), slot_bytes)])
         shared = b.gep(ws_g, [up64(b, frames_bytes)])
         r = b.call(block_fn, [L, ws_g, shared, cx, cy, cz, wid, start_phi])
-        ran = worker.append_basic_block("ran")
-        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, ran)
-        b.position_at_end(ran)
-        gave_way = b.icmp_signed("==", r, i32(abi.BLOCK_GAVE_WAY))
-        b.store(gave_way, at(in_flight))
-        b.store(b.or_(b.load(some_in_flight), gave_way), some_in_flight)
-        b.branch(next_slot)
-        b.position_at_end(next_slot)
+        _after_slot_call(b, worker, r, done, at(in_flight), some_in_flight, next_slot)
     b.cbranch(b.or_(b.load(taking), b.load(some_in_flight)), rounds, done)
+
+
+def _after_slot_call(b, fn, r, failed, in_flight, some_in_flight, next_slot):
+    """After a slot's block function answered `r`: to `failed` where the block failed; else
+    whether it gave way (its slot's `in_flight`, and `some_in_flight`), then on at `next_slot`."""
+    ran = fn.append_basic_block("ran")
+    b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), failed, ran)
+    b.position_at_end(ran)
+    gave_way = b.icmp_signed("==", r, i32(abi.BLOCK_GAVE_WAY))
+    b.store(gave_way, in_flight)
+    b.store(b.or_(b.load(some_in_flight), gave_way), some_in_flight)
+    b.branch(next_slot)
+    b.position_at_end(next_slot)
 
 
 def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, get_memory):
@@ -410,14 +416,7 @@ def _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff):
         b.store(b.load(at(block_of)), at_block)
         b.store(ws_g, at_frame)
         r = b.call(block_fn, [L, ws_g, b.gep(ws_g, [i64(shared_offset)]), *coords, worker, start])
-        ran = fn.append_basic_block("ran")
-        b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), failed, ran)
-        b.position_at_end(ran)
-        gave_way = b.icmp_signed("==", r, i32(abi.BLOCK_GAVE_WAY))
-        b.store(gave_way, at(in_flight))
-        b.store(b.or_(b.load(some_in_flight), gave_way), some_in_flight)
-        b.branch(next_slot)
-        b.position_at_end(next_slot)
+        _after_slot_call(b, fn, r, failed, at(in_flight), some_in_flight, next_slot)
     err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
     more = b.or_(b.load(some_in_flight), b.load(taking))
     b.cbranch(b.and_(more, b.icmp_signed("==", err, i32(0))), rounds, done)
