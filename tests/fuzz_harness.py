@@ -182,8 +182,11 @@ def plain_draws(seed: int, index: int) -> PlainDraws:
 def plain_run(replay: str, run_input, default: int) -> None:
     """The plain driver: `run_input(seed, index)` for examples(default) inputs of plain_seed();
     a failure is an AssertionError naming the call that replays it: `replay` with the seed and
-    index filled in (a format string: "module.replay({seed}, {index})")."""
+    index filled in (a format string: "module.replay({seed}, {index})"). What the inputs leave
+    behind is a finding too: threads or mappings that grow from the first input to the last
+    (`stays_flat`)."""
     seed, count = plain_seed(), examples(default)
+    start = None
     for index in range(count):
         again = replay.format(seed=seed, index=index)
         _replaying[0] = again + ": "
@@ -192,5 +195,39 @@ def plain_run(replay: str, run_input, default: int) -> None:
             run_input(seed, index)
         except AssertionError as e:
             raise AssertionError(f"input {index} of seed {seed} (replay: {again}): {e}") from e
+        if index == 0:                  # (after the first: the runtime's own threads and pools are up)
+            start = _resources()
     _replaying[0] = ""
+    if start is not None:
+        stays_flat(start, f"{count} inputs of seed {seed} ({replay})")
     print(f"{replay}: {count} inputs of seed {seed}, no finding")
+
+
+# what a run of inputs may leave beyond what its first left: threads (a stream's worker that
+# outlived its stream grew fuzz_api by ~140 threads, 8 MiB stacks, a thousand sequences) and
+# mappings (a slab of device memory per slot size, compiled code in the compiler's pools)
+THREADS_SLACK, MAPPINGS_SLACK = 8, 512
+
+
+def _resources() -> tuple:
+    """(live threads, mappings) of this process."""
+    import threading
+    with open("/proc/self/maps") as maps:
+        return threading.active_count(), sum(1 for _ in maps)
+
+
+def stays_flat(start: tuple, what: str, seconds: float = 5.0) -> None:
+    """Fail where threads or mappings grew past their slack since `start` (_resources()),
+    once collected garbage has let its threads end (they end a moment after)."""
+    import gc
+    import time
+    deadline = time.monotonic() + seconds
+    while True:
+        gc.collect()
+        now = _resources()
+        if now[0] <= start[0] + THREADS_SLACK and now[1] <= start[1] + MAPPINGS_SLACK:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} left resources behind: threads {start[0]} -> {now[0]}, "
+                                 f"mappings {start[1]} -> {now[1]}")
+        time.sleep(0.05)
