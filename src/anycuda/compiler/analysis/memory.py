@@ -1,11 +1,13 @@
 """What a kernel's memory accesses tell: the kernel parameters a pointer may come from, which
 stores may stream past the caches (streams, streaming_store_bytes; compiler/cpu/streamstores.py),
-and whether the kernel's blocks may run in any order (any_block_order).
+whether the kernel's blocks may run in any order (any_block_order), and whether its stores
+run along threadIdx.y rather than x (stores_run_along_y).
 """
 from __future__ import annotations
 
 from ...ptx import ir
 from ..types import ORDERED_MODS, type_mods, vector_count, width
+from .affine import thread_linear_forms
 from .dataflow import definitions_of, loads_kernel_param, readers_of
 
 _ROOT_OPS = frozenset(("mov", "cvta", "add", "sub", "selp"))     # what a pointer goes through
@@ -115,3 +117,46 @@ def any_block_order(body: list) -> bool:
                 or ORDERED_MODS.intersection(st.mods) or any("cluster" in m for m in st.mods):
             return False
     return True
+
+
+def stores_run_along_y(body: list, kernel_params=()) -> bool:
+    """Whether some store to global memory steps by one element from one threadIdx.y to the
+    next and none does from one threadIdx.x to the next: a naive transpose's `out[x * rows +
+    y]`. A loop over a block's threads then runs y innermost (simt/blockfunction.py), so that
+    the vectoriser makes those stores contiguous, where x innermost made each row of threads
+    a 16-lane scatter and each output line was written in pieces (4.4x the time); its loads
+    become gathers instead, the cheaper of the two. Only the form `base + (int) index *
+    size` is read: the index's thread-linear form (affine.thread_linear_forms), `size` the
+    store's own width."""
+    forms = thread_linear_forms(body, kernel_params)
+    defs = definitions_of(body)
+    along = set()
+    for st in body:
+        if not isinstance(st, ir.Instruction) or st.opcode != "st" or "global" not in st.mods:
+            continue
+        addr = _memory_address(st)
+        types = type_mods(st.mods)
+        if not types or not isinstance(addr, ir.Addr) or not isinstance(addr.base, ir.Reg):
+            continue
+        scaled = _scaled_index(addr.base.name, defs)
+        if scaled is None or scaled[1] != max(width(types[-1]) // 8, 1) * vector_count(st.mods):
+            continue
+        along |= {axis for (axis, factor), k in forms.get(scaled[0], {}).items()
+                  if factor is None and k % (1 << 32) == 1}
+    return "y" in along and "x" not in along
+
+
+def _scaled_index(address: str, defs) -> tuple:
+    """(the 32-bit index register, its scale) where `address`'s one definition adds
+    `mul.wide` of that register by an immediate to something else; else None."""
+    sts = defs.get(address, ())
+    if len(sts) != 1 or sts[0].opcode != "add" or sts[0].guard is not None:
+        return None
+    for op in sts[0].operands[1:]:
+        if not isinstance(op, ir.Reg) or len(defs.get(op.name, ())) != 1:
+            continue
+        m = defs[op.name][0]
+        if (m.opcode == "mul" and "wide" in m.mods and m.guard is None and isinstance(m.operands[1], ir.Reg)
+                and isinstance(m.operands[2], ir.Imm)):
+            return m.operands[1].name, m.operands[2].value
+    return None

@@ -336,7 +336,9 @@ class ModuleLowering:
                                        regions=lowering.regions, guarded_rounds=lowering.guarded_rounds,
                                        probe_bounds=lowering.probe_bounds, synccheck=synccheck,
                                        combined_init=combined_init, combined_flush=combined_flush,
-                                       combined_merge=combined_merge, one_round=self.lean)
+                                       combined_merge=combined_merge, one_round=self.lean,
+                                       by_column=not lowering.sites and memory.stores_run_along_y(
+                                           pfn.body, self.kernel_params(pfn)))
         block = blockfunction.emit_block_function(self.mod, plan)
         if combined_merge is not None:
             # the worker's run of blocks sets up the totals it carries and performs them last

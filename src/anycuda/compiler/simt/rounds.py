@@ -49,6 +49,19 @@ def each_thread(b, nx, ny, nz, tag="", counted_from=None):
             set_loop_hints(b.module, latch.terminator, {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
 
 
+@contextmanager
+def each_thread_by_column(b, nx, ny, nz, tag=""):
+    """each_thread's loops with y innermost (x, y, z, linear index): for a kernel whose
+    stores run along threadIdx.y (analysis.memory.stores_run_along_y), whose threads are
+    independent (a block without sites), so that their order is free."""
+    with for_range(b, i32(0), nz, tag + "z") as z:
+        with for_range(b, i32(0), nx, tag + "x") as x:
+            with for_range(b, i32(0), ny, tag + "y") as y:
+                yield x, y, z, b.add(b.mul(b.add(b.mul(z, ny), y), nx), x)
+                latch = b.block
+            set_loop_hints(b.module, latch.terminator, {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
+
+
 def block_shape(b, L):
     """(nx, ny, nz) of the launch's block, read from the launch record `L`."""
     return tuple(load_invariant_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
