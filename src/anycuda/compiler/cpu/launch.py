@@ -325,16 +325,10 @@ def emit_run_blocks(module, name, block_fn, handoff, slots=1, shared_offset=0):
     r = b.call(block_fn, [L, ws, shared, *(b.trunc(v, I32) for v in (cx, cy, cz)), worker, i32(abi.BLOCK_LATER)])
     b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), failed, next_block)
     b.position_at_end(next_block)
-    # the next block's coordinates by counting, not dividing
-    x1 = b.add(cx, i64(1))
-    row_done = b.icmp_unsigned("==", x1, gx)
-    y1 = b.add(cy, b.zext(row_done, I64))
-    plane_done = b.icmp_unsigned("==", y1, gy)
-    blk1 = b.add(blk, i64(1))
+    following = _next_block(b, blk, (cx, cy, cz), gx, gy)
     err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
-    more = b.and_(b.icmp_unsigned("<", blk1, last), b.icmp_signed("==", err, i32(0)))
-    for phi, v in ((blk, blk1), (cx, b.select(row_done, i64(0), x1)), (cy, b.select(plane_done, i64(0), y1)),
-                   (cz, b.add(cz, b.zext(plane_done, I64)))):
+    more = b.and_(b.icmp_unsigned("<", following[0], last), b.icmp_signed("==", err, i32(0)))
+    for phi, v in zip((blk, cx, cy, cz), following):
         phi.add_incoming(v, next_block)
     b.cbranch(more, loop, done)
     b.position_at_end(failed)
@@ -402,7 +396,8 @@ def _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff):
         b.position_at_end(taken)
         cx, cy, cz = (b.load(v) for v in nxt[1:])
         b.store(blk, at(block_of))
-        _count_to_next_block(b, nxt, blk, (cx, cy, cz), gx, gy)
+        for slot, v in zip(nxt, _next_block(b, blk, (cx, cy, cz), gx, gy)):
+            b.store(v, slot)
         b.branch(call)
         b.position_at_end(call)
         # (a resumed block reads its coordinates from its frame)
@@ -426,17 +421,15 @@ def _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff):
     b.ret(i32(abi.BLOCK_DONE))
 
 
-def _count_to_next_block(b, nxt, blk, coords, gx, gy):
-    """The block after `blk` (at `coords`) into `nxt` (its index and coordinates), by
-    counting, not dividing."""
+def _next_block(b, blk, coords, gx, gy) -> tuple:
+    """(index, x, y, z) of the block after `blk` (at `coords`), by counting, not dividing."""
     cx, cy, cz = coords
     x1 = b.add(cx, i64(1))
     row_done = b.icmp_unsigned("==", x1, gx)
     y1 = b.add(cy, b.zext(row_done, I64))
     plane_done = b.icmp_unsigned("==", y1, gy)
-    for slot, v in zip(nxt, (b.add(blk, i64(1)), b.select(row_done, i64(0), x1), b.select(plane_done, i64(0), y1),
-                             b.add(cz, b.zext(plane_done, I64)))):
-        b.store(v, slot)
+    return (b.add(blk, i64(1)), b.select(row_done, i64(0), x1), b.select(plane_done, i64(0), y1),
+            b.add(cz, b.zext(plane_done, I64)))
 
 
 def _handing_over(b, L, handoff):

@@ -423,17 +423,19 @@ class _BlockFunction:
         resume argument (0, or guards.PASSED). Where the plan says `by_column` and the block
         has enough rows, y is the innermost loop (vectorised across a column of threads)."""
         b = self.b
-        if not self.plan.by_column:
+
+        def by_row():
             with each_thread(b, self.nx, self.ny, self.nz) as (x, y, z, linear, _):
                 self._thread((x, y, z, linear), mode)
+        if not self.plan.by_column:
+            by_row()
             return
         with b.if_else(b.icmp_unsigned(">=", self.ny, i32(COLUMN_THREADS))) as (columns, rows):
             with columns:
                 with each_thread_by_column(b, self.nx, self.ny, self.nz, "c") as index:
                     self._thread(index, mode)
             with rows:
-                with each_thread(b, self.nx, self.ny, self.nz) as (x, y, z, linear, _):
-                    self._thread((x, y, z, linear), mode)
+                by_row()
 
     def _thread(self, index, mode=0):
         """One thread of a block without sites, `index` its (x, y, z, linear), in the one frame."""
