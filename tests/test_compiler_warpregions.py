@@ -716,15 +716,16 @@ def test_a_guard_keeps_a_temporary(block):
     np.testing.assert_array_equal(out.get(), t & (t * 11 + 31676))
 
 
-CSR_SOURCE = r"""
-// a thread per CSR row: each turn of its loop reads vals[j], cols[j] and x[cols[j]] at
-// addresses 32 rows apart in a warp (gathers), the rows of different lengths (lanes leave)
-extern "C" __global__ void csr_rows(int n, const int* rowptr, const int* cols, const int* vals, const int* x,
-                                    int* y) {
+CHAINS_SOURCE = r"""
+// a thread per linked list: each turn reads vals[j], x[cols[j]] and next[j] at addresses the
+// last turn loaded (gathers, not a walk through memory of its own: analysis/walks.py), the
+// lists of different lengths (lanes leave)
+extern "C" __global__ void chain_sums(int n, const int* first, const int* next, const int* cols, const int* vals,
+                                      const int* x, int* y) {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row < n) {
         int sum = 0;
-        for (int j = rowptr[row]; j < rowptr[row + 1]; ++j) sum += vals[j] * x[cols[j]];
+        for (int j = first[row]; j >= 0; j = next[j]) sum += vals[j] * x[cols[j]];
         y[row] = sum;
     }
 }
@@ -732,20 +733,31 @@ extern "C" __global__ void csr_rows(int n, const int* rowptr, const int* cols, c
 
 
 @pytest.mark.parametrize("block", [128, 96])
-def test_gathers_of_a_row_per_thread(rng, block):
+def test_gathers_of_a_list_per_thread(rng, block):
     """The entry region's gathers (one masked gather per access, the lanes that left the loop
-    masked off) against numpy's product, in integers (exact); rows of 0 to 70 entries."""
-    made = made_regions(CSR_SOURCE)[0]
-    assert 0 in map(region_site, made.get("csr_rows", [])), "no entry region for csr_rows"
+    masked off) against numpy's sums, in integers (exact); lists of 0 to 70 entries, their
+    entries in a random order."""
+    made = made_regions(CHAINS_SOURCE)[0]
+    assert 0 in map(region_site, made.get("chain_sums", [])), "no entry region for chain_sums"
     n, m = 1000, 300
     lengths = rng.integers(0, 71, n)
-    rowptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    cols = rng.integers(0, m, rowptr[-1]).astype(np.int32)
-    vals = rng.integers(-1000, 1000, rowptr[-1]).astype(np.int32)
+    total = int(lengths.sum())
+    order = rng.permutation(total)                 # entry k of the lists, in list order, at order[k]
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    nxt = np.full(total, -1, np.int32)
+    first = np.full(n, -1, np.int32)
+    for r in range(n):
+        here = order[starts[r]:starts[r + 1]]
+        if len(here):
+            first[r] = here[0]
+            nxt[here[:-1]] = here[1:]
+    cols = rng.integers(0, m, total).astype(np.int32)
+    vals = rng.integers(-1000, 1000, total).astype(np.int32)
     x = rng.integers(-1000, 1000, m).astype(np.int32)
-    want = np.array([(vals[a:b].astype(np.int64) * x[cols[a:b]]).sum() for a, b in zip(rowptr[:-1], rowptr[1:])])
+    want = np.array([(vals[order[a:b]].astype(np.int64) * x[cols[order[a:b]]]).sum()
+                     for a, b in zip(starts[:-1], starts[1:])])
     y = poison(n, np.int32)
-    k = ac.RawModule(code=CSR_SOURCE).get_function("csr_rows")
+    k = ac.RawModule(code=CHAINS_SOURCE).get_function("chain_sums")
     k(((n + block - 1) // block,), (block,),
-      (np.int32(n), ac.asarray(rowptr), ac.asarray(cols), ac.asarray(vals), ac.asarray(x), y))
+      (np.int32(n), *(ac.asarray(a) for a in (first, nxt, cols, vals, x)), y))
     np.testing.assert_array_equal(y.get(), want.astype(np.int32))

@@ -10,6 +10,9 @@ from ..types import ORDERED_MODS, type_mods, vector_count, width
 from .affine import thread_linear_forms
 from .dataflow import definitions_of, loads_kernel_param, readers_of
 
+# instructions per access of global memory of a loop that waits on memory (a tiled GEMM's
+# loop over tiles has 36 for its 1 global load per thread, a 3-D stencil's march along z 8-13)
+MEMORY_BOUND_INSTRUCTIONS = 24
 _ROOT_OPS = frozenset(("mov", "cvta", "add", "sub", "selp"))     # what a pointer goes through
 
 

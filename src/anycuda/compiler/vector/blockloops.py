@@ -33,12 +33,12 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..analysis import gridstride, uniformity
 from ..analysis.dataflow import defs_uses
+from ..analysis.memory import MEMORY_BOUND_INSTRUCTIONS
 from ..types import I1
 from .blockops import Affine, holding_if
 from .warpruns import NotVectorisable
 
 
-MEMORY_BOUND_INSTRUCTIONS = 24   # instructions per global access of a memory-bound loop (memory_bound)
 _NOT_GLOBAL = frozenset(("shared", "local", "param", "const"))
 
 

@@ -49,7 +49,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..analysis import fusion, memory, uniformity
+from ..analysis import fusion, memory, uniformity, walks
 from ..analysis.spans import SpanFacts
 from ..cpu import launch
 from ..irutil import at_function_start, convert_bits, i32, i64, load_field, store_field
@@ -102,6 +102,8 @@ def check_takes(pfn) -> None:
     # the plain loop over a block's threads vectorises a kernel without them as it is (a block
     # program made vector_add 3x slower: a loop per warp, its checks per access); but where
     # each thread runs a loop, that loop is innermost and the threads stay scalar
+    if walks.threads_walk_alone(pfn.body, [d.name for d in pfn.params]):
+        raise NotVectorisable("each thread walks memory of its own (analysis/walks.py)")
     labels = {st.name: pos for pos, st in enumerate(pfn.body) if isinstance(st, pir.Label)}
     loops = back_branches(pfn.body, labels)
     if loops:

@@ -45,8 +45,10 @@ A kernel whose threads loop before they first stop also gets a region from its s
 (EntryRegion), and one from each barrier that the block's threads leave together where
 they loop before they stop again (BarrierRegion): run thread after thread, such a loop sits
 inside the loop over threads and does not vectorise (layernorm's first row loop, scan's
-block-stride loop, histogram's loop of atomic adds). A strided load in a region's loop is
-prefetched some iterations ahead (prefetch_ahead).
+block-stride loop, histogram's loop of atomic adds). Not where each thread walks through
+memory of its own (a thread per CSR row: analysis/walks.py): side by side, the lanes' loads
+are gathers from 32 places at once, and thread after thread one stream each. A strided load
+in a region's loop is prefetched some iterations ahead (prefetch_ahead).
 
 Only instructions with a vector form that handles all their modifiers are taken (TAKES:
 warpruns.VECTOR_MODS and the memory, conversion and division forms of regionops.REGION_MODS;
@@ -68,7 +70,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..analysis import dataflow, gridstride, suspensions, uniformity
+from ..analysis import dataflow, gridstride, suspensions, uniformity, walks
 from ..irutil import convert_bits, declare, i32, i64, intrinsic_suffix
 from ..ops.instructions import compare, compare_op
 from ..ops.table import takes
@@ -818,6 +820,11 @@ def emit_entry_region(f) -> dict:
     constants = uniformity.constant_registers(f.pfn.body)
     code = EntryRegion(f, f"{f.fn.name}.region0", constants)
     flips = code.flips_stores()
+    if not flips and walks.threads_walk_alone(f.pfn.body, f.mc.kernel_params(f.pfn)):
+        # each thread's loop reads a run of its own: one stream thread after thread, where a
+        # warp's lanes side by side gathered from 32 (analysis/walks.py)
+        _unused(code)
+        return {}
     if flips:
         # where the partners are in the same warp (the flipped check fails), a region that
         # holds the partners' indices as vectors and accesses them as a permuted window
