@@ -996,3 +996,54 @@ def test_a_vector_load_into_its_own_address_register(rng, poison):
     ac.RawModule(ptx=ptx).get_function("chase")((1,), (256,), (out,))
     t = np.arange(256, dtype=np.uint32)
     np.testing.assert_array_equal(out.get().reshape(256, 2), np.stack([7 * t, t], 1))
+
+
+SELECTED_INDICES = r"""
+// neighbours' indices chosen by selects at the grid's edges (no shape: consecutive only where
+// the block is inside the grid), and a store through a rotated index
+extern "C" __global__ void clamped_march(int nx, int ny, int nz, const float* in, float* out, float* rot) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= nx || y >= ny) return;
+    for (int z = 0; z < nz; ++z) {
+        size_t i = ((size_t)z * ny + y) * nx + x;
+        size_t xm = x > 0 ? i - 1 : i, xp = x < nx - 1 ? i + 1 : i;
+        size_t zm = z > 0 ? i - (size_t)nx * ny : i, zp = z < nz - 1 ? i + (size_t)nx * ny : i;
+        out[i] = in[xp] + in[xm] + in[zp] + in[zm] - 4.0f * in[i];
+        rot[((size_t)z * ny + y) * nx + (x < nx - 1 ? x + 1 : 0)] = in[i];
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("block", [(32, 8), (16, 16), (64, 1)])
+def test_selected_indices_are_looked_at_when_they_run(compile_cuda, rng, poison, monkeypatch, block):
+    """An access whose addresses have no shape is one vector access where they turn out
+    consecutive when it runs, else a gather or scatter (blockmemory._consecutive_or_gathered):
+    both ways run here (blocks inside the grid, blocks at its edges), against numpy."""
+    import anycuda as ac
+    from anycuda.compiler.vector import blockmemory
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(SELECTED_INDICES, name="selected.cu")
+    looked = []
+    original = blockmemory.BlockMemory._consecutive_or_gathered
+
+    def recorded(self, addrs, elem, size, value):
+        looked.append(value is None)
+        return original(self, addrs, elem, size, value)
+    monkeypatch.setattr(blockmemory.BlockMemory, "_consecutive_or_gathered", recorded)
+    pipeline.block_program_ir(ptx, "selected.ptx", "clamped_march", block + (1,))
+    assert True in looked and False in looked, looked            # loads and the rotated store
+    nx, ny, nz = 3 * block[0] + 5, 2 * block[1] + 3, 6
+    u = rng.standard_normal((nz, ny, nx)).astype(np.float32)
+    out, rot = poison(u.size, np.float32), poison(u.size, np.float32)
+    k = compile_cuda(SELECTED_INDICES, name="selected.cu").get_function("clamped_march")
+    grid = ((nx + block[0] - 1) // block[0], (ny + block[1] - 1) // block[1])
+    k(grid, block, (np.int32(nx), np.int32(ny), np.int32(nz), ac.asarray(u), out, rot))
+    xm = np.concatenate([u[:, :, :1], u[:, :, :-1]], axis=2)
+    xp = np.concatenate([u[:, :, 1:], u[:, :, -1:]], axis=2)
+    zm = np.concatenate([u[:1], u[:-1]], axis=0)
+    zp = np.concatenate([u[1:], u[-1:]], axis=0)
+    want = xp + xm + zp + zm - np.float32(4) * u
+    np.testing.assert_allclose(out.get().reshape(u.shape), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(rot.get().reshape(u.shape), np.roll(u, 1, axis=2))
+    assert k.kernel._programs.get(block + (1,)) is not None, "not run as a block program"
