@@ -1047,3 +1047,48 @@ def test_selected_indices_are_looked_at_when_they_run(compile_cuda, rng, poison,
     np.testing.assert_allclose(out.get().reshape(u.shape), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(rot.get().reshape(u.shape), np.roll(u, 1, axis=2))
     assert k.kernel._programs.get(block + (1,)) is not None, "not run as a block program"
+
+
+BACK_STEPS = r"""
+// a march along z whose points read the row and the plane behind and ahead through size_t
+// strides; nvcc writes the steps back as additions of negated strides (neg.s64)
+__device__ float back_point(const float* in, int x, int y, int z, int nx, int ny, int nz) {
+    size_t sy = nx, sz = (size_t)nx * ny, i = z * sz + y * sy + x;
+    if (y == 0 || z == 0 || y == ny - 1 || z == nz - 1) return in[i];
+    return 0.5f * in[i] + 0.125f * ((in[i - sy] + in[i + sy]) + (in[i - sz] + in[i + sz]));
+}
+extern "C" __global__ void back_steps(const float* in, float* out, int nx, int ny, int nz) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < nx && y < ny)
+        for (int z = 0; z < nz; ++z) out[(size_t)z * nx * ny + (size_t)y * nx + x] = back_point(in, x, y, z, nx, ny, nz);
+}
+"""
+
+
+def test_negated_strides_keep_their_shape(compile_cuda, rng, poison, monkeypatch):
+    """A negated value alike in every lane stays one (blockops._shape_of, "neg"): the loads
+    behind by a row and a plane are vector loads, not accesses without a shape (stencil7_zloop:
+    two of its seven loads a turn). Values against numpy."""
+    import anycuda as ac
+    from anycuda.compiler.vector import blockmemory
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(BACK_STEPS, name="back_steps.cu")
+    assert "neg.s64" in ptx
+    shapes = []
+    accessed = blockmemory.BlockMemory._memory
+
+    def recorded(self, addrs, shape, elem, size, value):
+        shapes.append(shape is not None and shape.stride == 4)
+        return accessed(self, addrs, shape, elem, size, value)
+    monkeypatch.setattr(blockmemory.BlockMemory, "_memory", recorded)
+    pipeline.block_program_ir(ptx, "back.ptx", "back_steps", (32, 4, 1))
+    assert shapes and all(shapes), shapes
+    nx, ny, nz = 70, 9, 5
+    u = rng.standard_normal((nz, ny, nx)).astype(np.float32)
+    out = poison(u.size, np.float32)
+    k = compile_cuda(BACK_STEPS, name="back_steps.cu").get_function("back_steps")
+    k((3, 3), (32, 4), (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+    want = u.copy()
+    i = slice(1, -1)
+    want[i, i] = np.float32(0.5) * u[i, i] + np.float32(0.125) * ((u[i, :-2] + u[i, 2:]) + (u[:-2, i] + u[2:, i]))
+    np.testing.assert_allclose(out.get().reshape(u.shape), want, rtol=1e-6, atol=1e-6)

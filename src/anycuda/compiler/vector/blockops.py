@@ -49,11 +49,12 @@ def holding_if(b, shape, cond):
     return replace(shape, exact=and_scalar(b, shape.exact, cond))
 
 
-def _shaped(kind):
-    """A warpruns vector form that also derives the Affine shape of its result."""
+def _shaped(kind, ops=VECTOR_OPS):
+    """A vector form of `ops` (warpruns' by default) that also derives the Affine shape of
+    its result."""
     def run(w, st):
         shape = _shape_of(w, st, kind)          # (from the operands before the write: `add %r, %r, 8`)
-        VECTOR_OPS[st.opcode](w, st)
+        ops[st.opcode](w, st)
         w.set_shape(st.operands[0], shape)
     return run
 
@@ -95,6 +96,10 @@ def _shape_of(w, st, kind):
     b = w.b
     if kind == "mov":
         return w.shape(st.operands[1], t)
+    if kind == "neg":
+        # (nvcc's `-(size_t)nx` for a step back by a row or a plane)
+        a = w.shape(st.operands[1], t)
+        return None if a is None else _affine(b.neg(a.base), -a.stride, a.exact, a.align)
     a = w.shape(st.operands[1], t)
     c = w.shape(st.operands[2], t)
     if a is None or c is None:
@@ -346,7 +351,7 @@ _AS_IN_REGIONS = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "n
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
        "div": _div, "rem": _div,
-       **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}}
+       **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS)}
 # The modifiers each form handles (an allow-list, ops.table.takes): warpruns' and warp regions'
 # for the forms taken from there; loads and stores of one element or a .v2/.v4 vector, in
 # the spaces and with the cache operators of _MEMORY_MODS (not ordered, not .param stores);
