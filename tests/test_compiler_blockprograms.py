@@ -1092,3 +1092,74 @@ def test_negated_strides_keep_their_shape(compile_cuda, rng, poison, monkeypatch
     i = slice(1, -1)
     want[i, i] = np.float32(0.5) * u[i, i] + np.float32(0.125) * ((u[i, :-2] + u[i, 2:]) + (u[:-2, i] + u[2:, i]))
     np.testing.assert_allclose(out.get().reshape(u.shape), want, rtol=1e-6, atol=1e-6)
+
+
+SKIPPED_LOOP = r"""
+.version 7.0
+.target sm_70
+.address_size 64
+// a warp that skips the first loop (mode == 0: a uniform branch) reads `a` (%r4) at the
+// start of the second, where the first loop (skipped) let go of it: after it, its lanes jump
+// past the second and never read it again (curand_uniform4's two loops over philox's state)
+.visible .entry skipped_loop(.param .u32 mode, .param .u32 n, .param .u64 out) {
+    .reg .pred %p<4>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u32 %r1, [mode];
+    ld.param.u32 %r2, [n];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r3, %tid.x;
+    mad.lo.u32 %r4, %r3, 3, 1;
+    mov.u32 %r5, 0;
+    bar.sync 0;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra $SECOND;
+    mov.u32 %r6, 0;
+$FIRST:
+    mad.lo.u32 %r4, %r4, 5, 1;
+    add.u32 %r5, %r5, %r4;
+    add.u32 %r6, %r6, 1;
+    setp.lt.u32 %p2, %r6, %r2;
+    @%p2 bra $FIRST;
+    bra.uni $END;
+$SECOND:
+    mov.u32 %r6, 0;
+$LOOP2:
+    xor.b32 %r7, %r4, %r6;
+    add.u32 %r5, %r5, %r7;
+    mad.lo.u32 %r4, %r4, 7, 3;
+    add.u32 %r6, %r6, 1;
+    setp.lt.u32 %p3, %r6, %r2;
+    @%p3 bra $LOOP2;
+$END:
+    mul.wide.u32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_a_register_a_skipped_loop_let_go_of(poison, mode):
+    """What a warp holds in a register that a part it skips let go of is kept for the code
+    after the part (blockprograms._merge): it was lost, and the second loop started from
+    undefined lanes (mc_pi_philox counted wrong points). Against a Python model."""
+    import anycuda as ac
+    n, threads = 5, 64
+    out = poison(threads, np.uint32)
+    k = ac.RawModule(ptx=SKIPPED_LOOP, name="skipped_loop.ptx").get_function("skipped_loop")
+    k((1,), (threads,), (np.uint32(mode), np.uint32(n), out))
+    want = []
+    for t in range(threads):
+        a, acc = 3 * t + 1, 0
+        for i in range(n):
+            if mode:
+                a = (5 * a + 1) % 2 ** 32
+                acc += a
+            else:
+                acc += a ^ i
+                a = (7 * a + 3) % 2 ** 32
+        want.append(acc % 2 ** 32)
+    np.testing.assert_array_equal(out.get(), np.array(want, np.uint32))
+    assert _ran_as_program(k, threads)

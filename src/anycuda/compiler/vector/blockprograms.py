@@ -293,6 +293,15 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
                     self.uniform.discard(r)     # (alike on both ways in, or new: alike still)
                 self.values[r] = phi(v, values.get(r))
                 self.whole[r] = self.whole.get(r, False) and (r not in values or whole.get(r, False))
+        for r, v in values.items():
+            if r not in self.values:
+                # a register the part let go of (dead after it for the lanes that ran it) that
+                # a warp skipping the part still holds for what follows: philox's state, which
+                # curand_uniform4's second loop reads first, while its first loop (skipped)
+                # let it go at its end (the loop's exit values are those live after it)
+                self.values[r] = phi(ir.Constant(v.type, None), v)
+                self.whole[r] = False
+                self.uniform.discard(r)
         for r, shape in list(self.shapes.items()):
             old = shapes.get(r)
             if old is shape:
