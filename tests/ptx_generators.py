@@ -93,8 +93,9 @@ def _operand(x) -> str:
 class _Generator:
     """Builds a random program tree, counting the instructions it will emit (size)."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, uniform_branches: float = 0.0):
         self.rnd = random.Random(seed)
+        self.uniform_branches = uniform_branches      # the share of conditions alike in every thread
         self.count = 0
         self.next = {"r": 1, "f": 1, "rd": 1, "p": 1}
         self.int_accs = [f"%ra{i}" for i in range(INT_ACCS)]
@@ -147,7 +148,12 @@ class _Generator:
         return out
 
     def condition(self, out: list) -> str:
+        """A predicate of the threads' own accumulators, or one alike in every thread (n
+        against a number in its range: a whole warp, the whole block, skips one way)."""
         p = self.reg("p")
+        if self.uniform_branches and self.rnd.random() < self.uniform_branches:
+            self.add(out, ("setp", self.rnd.choice(("lt", "ge")), p, "%rn", self.rnd.randrange(1, 1200)))
+            return p
         src = self.rnd.randrange(1 << 32) if self.rnd.random() < 0.5 else self.acc()
         self.add(out, ("setp", self.rnd.choice(("lt", "ge", "ne", "eq")), p, self.acc(), src))
         return p
@@ -460,13 +466,16 @@ def _kernel(g: _Generator, tree: list, name: str) -> "GeneratedKernel":
     return GeneratedKernel(text, tree, count, name)
 
 
-def random_kernel(n: int, seed: int = 0, depth: int = 6, name: str = "gen", chunk: int = 1500) -> GeneratedKernel:
+def random_kernel(n: int, seed: int = 0, depth: int = 6, name: str = "gen", chunk: int = 1500,
+                  uniform_branches: float = 0.0) -> GeneratedKernel:
     """A kernel of about n instructions (see the module docstring): pieces of about `chunk`
     instructions where barriers, shuffles and grid-stride loops go at block-uniform places,
     then a last piece (at most `chunk`, half of a small kernel) with per-thread early exits.
     Kernels of one seed share their first pieces, so that a kernel four times as large is
-    four times as much code of the same kind (tests that count work compare the two)."""
-    g = _Generator(seed)
+    four times as much code of the same kind (tests that count work compare the two).
+    `uniform_branches`: the share of if conditions that compare n, alike in every thread, so
+    that whole warps skip one side (0 keeps the kernels a seed gave before there were any)."""
+    g = _Generator(seed, uniform_branches)
     g.prologue_size()
     end = n - 2 * INT_ACCS - 3 * FLOAT_ACCS - 1
     first = end - min(chunk, (end - g.count) // 2)

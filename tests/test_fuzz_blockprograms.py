@@ -48,7 +48,9 @@ def run_and_compare(kernel, case):
 @fh.fuzz_settings(default=4)
 @given(kernels)
 def _fuzz_block_programs(case):
-    kernel = gen.random_kernel(case["size"], case["seed"], name=f"fz{case['seed']}")
+    # a fifth of the ifs alike in every thread: a warp skipping a part whole is a way of its
+    # own through a block program (a register a skipped loop let go of was lost: 512d8bc)
+    kernel = gen.random_kernel(case["size"], case["seed"], name=f"fz{case['seed']}", uniform_branches=0.2)
     taken = takes_a_block_program(kernel, case["block"])
     _taken["program" if taken else "rounds"] += 1
     assume(taken)     # kernels in rounds are the other compiler tests' ground
