@@ -1163,3 +1163,46 @@ def test_a_register_a_skipped_loop_let_go_of(poison, mode):
         want.append(acc % 2 ** 32)
     np.testing.assert_array_equal(out.get(), np.array(want, np.uint32))
     assert _ran_as_program(k, threads)
+
+
+TILE_HALO = r"""
+// a tile and its halo loaded by a block's threads in turns (t / W, t % W: rows of W = 20 in
+// vectors of 16 or 32 lanes, two runs of a row each), then written to a padded matrix
+#define W 20
+extern "C" __global__ void tile_halo(const float* in, float* out, int w, int h, int ld) {
+    __shared__ float tile[W][W];
+    int x0 = blockIdx.x * 16 - 2, y0 = blockIdx.y * 16 - 2;
+    int threads = blockDim.x * blockDim.y;
+    for (int t = threadIdx.y * blockDim.x + threadIdx.x; t < W * W; t += threads) {
+        int ty = t / W, tx = t % W, xx = x0 + tx, yy = y0 + ty;
+        tile[ty][tx] = xx >= 0 && xx < w && yy >= 0 && yy < h ? in[yy * w + xx] : 0.0f;
+    }
+    __syncthreads();
+    float* mine = out + (size_t)(blockIdx.y * gridDim.x + blockIdx.x) * W * ld;
+    for (int t = threadIdx.y * blockDim.x + threadIdx.x; t < W * W; t += threads)
+        mine[(t / W) * ld + t % W] = 2.0f * tile[t / W][t % W];
+}
+"""
+
+
+@pytest.mark.parametrize("block", [(16, 16), (32, 8)])
+def test_accesses_in_two_runs(compile_cuda, rng, poison, block):
+    """Addresses that are two runs of consecutive elements (a tile's rows across a vector of
+    lanes) are two masked vector accesses (blockmemory._consecutive_or_gathered); the blocks
+    at the image's edges take the other ways. Against numpy, the padding left poisoned."""
+    import anycuda as ac
+    w, h, ld, W = 37, 21, 23, 20
+    img = rng.standard_normal((h, w)).astype(np.float32)
+    gx, gy = (w + 15) // 16, (h + 15) // 16
+    out = poison(gx * gy * W * ld, np.float32)
+    k = compile_cuda(TILE_HALO, name="tile_halo.cu").get_function("tile_halo")
+    k((gx, gy), block, (ac.asarray(img), out, np.int32(w), np.int32(h), np.int32(ld)))
+    padded = np.zeros((h + 4 + 16, w + 4 + 16), np.float32)
+    padded[2:2 + h, 2:2 + w] = img
+    got = out.get().reshape(gy, gx, W, ld)
+    for by in range(gy):
+        for bx in range(gx):
+            want = 2 * padded[by * 16:by * 16 + W, bx * 16:bx * 16 + W]
+            np.testing.assert_array_equal(got[by, bx, :, :W], want)
+    assert np.isnan(got[..., W:]).all()
+    assert k.kernel._programs.get(block + (1,)) is not None, "not run as a block program"

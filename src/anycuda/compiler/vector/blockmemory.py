@@ -390,19 +390,34 @@ class BlockMemory:
         makes it anything but consecutive: gathered, such a z-march ran 7-9x the time of its
         warp regions', which look at the addresses so (regionmemory.gather)."""
         b = self.b
+        lanes = ir.IntType(self.lanes)
         first = b.extract_element(addrs, i32(0))
         steps = ir.Constant(addrs.type, [t * size for t in range(self.lanes)])
-        same = b.bitcast(b.icmp_unsigned("==", addrs, b.add(self.splat(first), steps)), ir.IntType(self.lanes))
-        consecutive = b.icmp_unsigned("==", same, ir.Constant(same.type, (1 << self.lanes) - 1))
+        apart = b.sub(addrs, b.add(self.splat(first), steps))      # 0 in the lanes of lane 0's run
+        in_first = b.bitcast(b.icmp_unsigned("==", apart, ir.Constant(addrs.type, [0] * self.lanes)), lanes)
+        consecutive = b.icmp_unsigned("==", in_first, ir.Constant(lanes, (1 << self.lanes) - 1))
+        # two runs: lane 0's up to some lane, then one from there, as a tile's rows (a halo's
+        # `t / W`, `t % W`) or a padded matrix's lie in a vector of lanes
+        jump = b.extract_element(apart, i32(self.lanes - 1))
+        in_second = b.bitcast(b.icmp_unsigned("==", apart, self.splat(jump)), lanes)
+        prefix = b.icmp_unsigned("==", b.and_(in_first, b.add(in_first, ir.Constant(lanes, 1))), ir.Constant(lanes, 0))
+        two_runs = b.and_(prefix, b.icmp_unsigned("==", b.or_(in_first, in_second), ir.Constant(lanes, (1 << self.lanes) - 1)))
 
         def whole():
             if value is None:
                 return self._span_load(first, 1, elem, size)
             self._whole_store(value, first, size)
             return None
+
+        def two():
+            head = b.bitcast(in_first, ir.VectorType(I1, self.lanes))
+            got = [self._spread_access(start, 1, elem, size, value, mask)
+                   for start, mask in ((first, head), (b.add(first, jump), b.not_(head)))]
+            return None if value is not None else b.select(head, got[0], got[1])
         saved, self.mask = self.mask, None          # (every lane runs here)
         try:
-            return self._either(consecutive, whole, lambda: self._gather_scatter(addrs, elem, size, value))
+            return self._either(consecutive, whole, lambda: self._either(
+                two_runs, two, lambda: self._gather_scatter(addrs, elem, size, value)))
         finally:
             self.mask = saved
 
