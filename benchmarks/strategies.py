@@ -4,7 +4,10 @@ at the block shape the suite launches it with, as the compiler decides it:
 - "thread loop": no barrier, shuffle or other suspension; a block runs as one loop over its
   threads (compiler/simt: one stretch, which LLVM may vectorise across threads). A
   grid-stride loop in such a kernel gets no yield (analysis/gridstride.py: only kernels that
-  have sites already), so each thread walks its whole loop alone.
+  have sites already), so each thread walks its whole loop alone. Where the threads loop, a
+  warp region from the kernel's start runs the lanes side by side, except where each thread
+  walks memory of its own (analysis/walks.py: a thread per CSR row), which stays thread by
+  thread.
 - "block program": all threads of the block as one vector program (compiler/vector/
   blockprograms.py); for kernels with barriers or shuffles, or a memory-bound loop that is not
   a grid-stride loop, in blocks whose x is a multiple of 8 (rows of whole vectors).
