@@ -85,6 +85,22 @@ extern "C" __global__ void all_bodies(int n, const float4* pos, float* out) {
 extern "C" __global__ void saxpy_stride(int n, float a, const float* x, float* y) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = a * x[i] + y[i];
 }
+extern "C" __global__ void window_sizet(size_t n, int K, const float* in, float* out) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) {
+        float s = 0.0f;
+        for (int k = 0; k < K; ++k) s += in[i + k];
+        out[i] = s;
+    }
+}
+extern "C" __global__ void window_int(int n, int K, const float* in, float* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float s = 0.0f;
+        for (int k = 0; k < K; ++k) s += in[i + k];
+        out[i] = s;
+    }
+}
 extern "C" __global__ void chains(int n, const int* first, const int* next, const int* vals, int* y) {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row < n) {
@@ -117,11 +133,14 @@ def test_threads_that_walk(walks, kernel):
     assert threads_walk_alone(f.body, [d.name for d in f.params])
 
 
-@pytest.mark.parametrize("kernel", ["row_max", "naive_gemm", "z_march", "all_bodies", "saxpy_stride", "chains"])
+@pytest.mark.parametrize("kernel", ["row_max", "naive_gemm", "z_march", "all_bodies", "saxpy_stride", "window_sizet",
+                                    "window_int", "chains"])
 def test_threads_that_keep_their_lanes(lanes, kernel):
     """A slow recurrence (fmaxf), an access across neighbouring threads (B[k * n + col], the
-    z-march's planes, the grid-stride loop's x[i]), an address alike in every thread (pos[j]),
-    addresses loaded by the last turn (a linked list): none is a walk."""
+    z-march's planes, the grid-stride loop's x[i], a sliding window's `in[i + k]` stepped a
+    float a turn from a start one float apart in neighbouring threads, through an int or a
+    size_t index), an address alike in every thread (pos[j]), addresses loaded by the last
+    turn (a linked list): none is a walk."""
     f = lanes[1][kernel]
     assert not threads_walk_alone(f.body, [d.name for d in f.params])
 

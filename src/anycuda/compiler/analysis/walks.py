@@ -99,6 +99,7 @@ class _Facts:
         self.defs = definitions_of(body)
         self.forms = thread_linear_forms(body, kernel_params)
         self.uniform = block_uniform_registers(body, kernel_params)
+        self._strides = {}                # 64-bit register -> its stride (_stride), or None
         self.positions = {}
         for pos, st in enumerate(body):
             if isinstance(st, ir.Instruction):
@@ -116,18 +117,18 @@ class _Facts:
         if step is not None:
             # a pointer stepped in the loop: its starts say how the threads' runs lie
             starts = [d for d in self.defs[name] if not head <= self.positions[id(d)] <= back]
-            if any(self._lane_bytes(d) == size for d in starts):
+            if any(self._defined_stride(d) == size for d in starts):
                 return "across"
             return "walk" if step != _BY_REGISTER and abs(step) <= WALK_STEP_BYTES else "other"
         sts = self.defs.get(name, ())
         if len(sts) != 1:
             return "other"
+        if self._defined_stride(sts[0]) == size:
+            return "across"
         index = self._scaled_index(sts[0])
         if index is None:
             return "other"
         reg, scale = index
-        if self._lane_bytes(sts[0]) == size:
-            return "across"
         step = self._step(reg, head, back)
         return "walk" if step not in (None, _BY_REGISTER) and abs(step * scale) <= WALK_STEP_BYTES else "other"
 
@@ -163,14 +164,50 @@ class _Facts:
                     return m.operands[1].name, m.operands[2].value
         return None
 
-    def _lane_bytes(self, st):
-        """How many bytes apart neighbouring threads (along x) find the address `st` computes
-        as `base + index * scale`; None where the index has no thread-linear form."""
-        index = self._scaled_index(st)
-        if index is None:
+    def _stride(self, op):
+        """How far apart neighbouring threads (along x) find operand `op`'s value: a number,
+        or None where that is not known (a value loaded from memory, a product with a kernel
+        parameter). 32-bit registers by their thread-linear forms (affine.py); 64-bit ones
+        through the widenings, products, shifts and sums that make nvcc's `size_t` indices
+        and pointers from them."""
+        if isinstance(op, ir.Imm):
+            return 0 if isinstance(op.value, int) and not op.is_float else None
+        if not isinstance(op, ir.Reg):
             return None
-        form = self.forms.get(index[0])
-        if form is None:
+        name = op.name
+        if name in self.uniform:
+            return 0
+        if name in self.forms:
+            form = self.forms[name]
+            if any(axis == "x" and factor is not None for axis, factor in form):
+                return None
+            k = sum(k for (axis, factor), k in form.items() if axis == "x")
+            return (k + 2 ** 31) % 2 ** 32 - 2 ** 31
+        if name not in self._strides:
+            self._strides[name] = None          # (a register read on its own way to itself: unknown)
+            sts = self.defs.get(name, ())
+            self._strides[name] = self._defined_stride(sts[0]) if len(sts) == 1 else None
+        return self._strides[name]
+
+    def _defined_stride(self, st):
+        """The stride (_stride) of what instruction `st` writes."""
+        if st.guard is not None or not st.operands:
             return None
-        k = sum(k for (axis, factor), k in form.items() if axis == "x" and factor is None)
-        return ((k + 2 ** 31) % 2 ** 32 - 2 ** 31) * index[1]
+        ops, op = st.operands, st.opcode
+        if op in ("mov", "cvt", "cvta") and len(ops) == 2:
+            return self._stride(ops[1])
+        parts = [self._stride(x) for x in ops[1:]]
+        if None in parts:
+            return None
+        if op == "add" and len(parts) == 2:
+            return parts[0] + parts[1]
+        if op == "sub" and len(parts) == 2:
+            return parts[0] - parts[1]
+        if op == "shl" and len(parts) == 2 and isinstance(ops[2], ir.Imm):
+            return parts[0] << (ops[2].value & 63)
+        if op == "mul" and len(parts) == 2 and ("wide" in st.mods or "lo" in st.mods):
+            for x, k in ((ops[1], parts[1]), (ops[2], parts[0])):
+                if isinstance(x, ir.Imm) and k is not None and isinstance(x.value, int):
+                    return k * x.value
+            return 0 if parts == [0, 0] else None
+        return None
