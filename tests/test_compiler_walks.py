@@ -198,3 +198,18 @@ def test_chunk_sums_and_dense_rows(rng):
     y = poison(rows, np.float64)
     mod.get_function("dense_rows")((3,), (128,), (np.uint64(rows), ac.asarray(A), ac.asarray(x), y))
     np.testing.assert_allclose(y.get(), A @ x, rtol=1e-12, atol=1e-12)
+
+
+def test_a_long_chain_of_definitions():
+    """An address at the end of 5,000 additions (far past Python's recursion limit): the
+    strides are followed a bounded way back, and the answer comes (a walk: the additions of
+    the thread index make the start nothing the analysis knows)."""
+    lines = [".version 7.0", ".target sm_70", ".address_size 64",
+             ".visible .entry deep(.param .u64 p) {", ".reg .b64 %rd<5010>;", ".reg .b32 %r<4>;",
+             ".reg .pred %p<2>;", ".reg .f32 %f<2>;",
+             "ld.param.u64 %rd0, [p];", "mov.u32 %r1, %tid.x;", "cvt.u64.u32 %rd1, %r1;"]
+    lines += [f"add.s64 %rd{i}, %rd{i - 1}, %rd1;" for i in range(2, 5002)]
+    lines += ["mov.u32 %r2, 0;", "$L:", "ld.global.f32 %f1, [%rd5001];", "add.s64 %rd5001, %rd5001, 4;",
+              "add.u32 %r2, %r2, 1;", "setp.lt.u32 %p1, %r2, 10;", "@%p1 bra $L;", "ret;", "}"]
+    f = parse("\n".join(lines), "deep.ptx").functions[0]
+    assert threads_walk_alone(f.body, ["p"])

@@ -30,6 +30,7 @@ FLOAT_TYPES = frozenset(("f16", "f16x2", "bf16", "bf16x2", "f32", "f64"))
 _NOT_GLOBAL = frozenset(("shared", "local", "param", "const"))
 _ACCESSES = frozenset(("ld", "ldu", "st"))
 _BY_REGISTER = "register"        # a step held in a register (_Facts._step)
+_STRIDE_DEPTH = 64               # definitions followed back from an address (_Facts._stride)
 
 
 def threads_walk_alone(body: list, kernel_params) -> bool:
@@ -164,7 +165,7 @@ class _Facts:
                     return m.operands[1].name, m.operands[2].value
         return None
 
-    def _stride(self, op):
+    def _stride(self, op, depth=0):
         """How far apart neighbouring threads (along x) find operand `op`'s value: a number,
         or None where that is not known (a value loaded from memory, a product with a kernel
         parameter). 32-bit registers by their thread-linear forms (affine.py); 64-bit ones
@@ -184,19 +185,21 @@ class _Facts:
             k = sum(k for (axis, factor), k in form.items() if axis == "x")
             return (k + 2 ** 31) % 2 ** 32 - 2 ** 31
         if name not in self._strides:
+            if depth > _STRIDE_DEPTH:
+                return None                     # (not remembered: a shorter way here may know it)
             self._strides[name] = None          # (a register read on its own way to itself: unknown)
             sts = self.defs.get(name, ())
-            self._strides[name] = self._defined_stride(sts[0]) if len(sts) == 1 else None
+            self._strides[name] = self._defined_stride(sts[0], depth + 1) if len(sts) == 1 else None
         return self._strides[name]
 
-    def _defined_stride(self, st):
+    def _defined_stride(self, st, depth=0):
         """The stride (_stride) of what instruction `st` writes."""
         if st.guard is not None or not st.operands:
             return None
         ops, op = st.operands, st.opcode
         if op in ("mov", "cvt", "cvta") and len(ops) == 2:
-            return self._stride(ops[1])
-        parts = [self._stride(x) for x in ops[1:]]
+            return self._stride(ops[1], depth)
+        parts = [self._stride(x, depth) for x in ops[1:]]
         if None in parts:
             return None
         if op == "add" and len(parts) == 2:
