@@ -98,6 +98,19 @@ class Streaming(Bench):
         # p() inside the call: the closure keeps y and z alive for as long as run is
         return (lambda: fn(n, a, p(self.x), p(y), p(z))), (lambda: y if self.output_is_y() else z)
 
+    def pocl(self, cl):
+        # (the `return` spelling is the guard's in OpenCL: kernels/idioms.cl)
+        spelling = "stride" if self.spelling == "stride" else "guard"
+        x, y = cl.buffer(self.x), cl.buffer(self.y0)
+        z = cl.buffer(np.full(self.n, np.nan, self.dtype))
+        threads = STRIDE_BLOCKS * STREAM_THREADS if spelling == "stride" else cdiv(self.n, STREAM_THREADS) * STREAM_THREADS
+        name, args = f"{self.op}_{self.tag}_{spelling}", (np.int64(self.n), self.dtype(self.a), x, y, z)
+
+        def run():                              # (saxpy accumulates into y, as the others do)
+            cl.launch(name, (threads,), (STREAM_THREADS,), *args)
+            cl.finish()
+        return run, lambda: cl.read(y if self.output_is_y() else z, self.n, self.dtype)
+
 
 OPERATIONS = {                  # op: (expected from (a, x, y), arrays moved, index type)
     "copy": (lambda a, x, y: x, 2, ctypes.c_int),
@@ -116,10 +129,11 @@ def streaming_benchmarks():
     for op, (f, arrays, index) in OPERATIONS.items():
         for tag, dtype in TYPES.items():
             for spelling in SPELLINGS[tag]:
+                extra = {"pocl": Bench.pocl} if tag == "f16" else {}       # (no OpenCL half here)
                 out.append(type(f"Streaming_{op}_{tag}_{spelling}", (Streaming,), dict(
                     name=f"{op}_{tag}_{spelling}", kernel=f"{op}_{tag}_{spelling}", op=op, tag=tag,
                     dtype=dtype, index=index, spelling=spelling, arrays=arrays, repeats_exactly=op != "saxpy",
-                    expected=lambda self, f=f: f(self.a, self.x, self.y0))))
+                    expected=lambda self, f=f: f(self.a, self.x, self.y0), **extra)))
     return out
 
 
@@ -398,6 +412,17 @@ class Spmv(Bench):
         y = np.full(self.n, np.nan, np.float32)
         return (lambda: lib.spmv_csr(self.n, *map(p, self.inputs()), p(y))), (lambda: y)
 
+    def pocl(self, cl):
+        inputs = [cl.buffer(a) for a in self.inputs()]
+        y = cl.buffer(np.full(self.n, np.nan, np.float32))
+        threads = cdiv(self.n, self.rows) * 256
+        local = (cl.local(256 * 4),) if self.kernel == "spmv_csr_vector" else ()
+
+        def run():
+            cl.launch(self.kernel, (threads,), (256,), np.int32(self.n), *inputs, y, *local)
+            cl.finish()
+        return run, lambda: cl.read(y, self.n, np.float32)
+
 
 SPMVS = variants(Spmv, spmv_csr_scalar={}, spmv_csr_vector=dict(rows=256 // 32))
 
@@ -459,6 +484,16 @@ class Indexed(Bench):
     def c(self, lib):
         fn, out = getattr(lib, self.kernel), np.full(self.n, np.nan, np.float32)
         return (lambda: fn(self.n, p(self.idx), p(self.x), p(out))), (lambda: out)
+
+    def pocl(self, cl):
+        idx, x = cl.buffer(self.idx), cl.buffer(self.x)
+        out = cl.buffer(np.full(self.n, np.nan, np.float32))
+
+        def run():
+            cl.launch(self.kernel, (cdiv(self.n, STREAM_THREADS) * STREAM_THREADS,), (STREAM_THREADS,),
+                      np.int32(self.n), idx, x, out)
+            cl.finish()
+        return run, lambda: cl.read(out, self.n, np.float32)
 
 
 INDEXED = variants(Indexed, gather=dict(expected=lambda self: self.x[self.idx]),

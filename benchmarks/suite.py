@@ -94,7 +94,9 @@ class PoCL:
         self.device = devices[0]
         self.ctx = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.ctx)
-        self.prog = cl.Program(self.ctx, (KERNELS / "bench.cl").read_text()).build()
+        # the suite's kernels and the idioms' (idioms.py) in one program
+        source = "\n".join((KERNELS / f).read_text() for f in ("bench.cl", "idioms.cl"))
+        self.prog = cl.Program(self.ctx, source).build()
         self.kernels = {}
 
     def buffer(self, host=None, nbytes=None):

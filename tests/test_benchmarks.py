@@ -40,6 +40,25 @@ def test_benchmark_matches_numpy(bench, impl, request):
         b.check(result())
 
 
+@pytest.fixture(scope="module")
+def pocl():
+    backend = suite.PoCL()
+    if backend.reason:
+        pytest.skip(f"PoCL is not there: {backend.reason}")
+    return backend
+
+
+@pytest.mark.parametrize("bench", [b for b in suite.BENCHMARKS + idioms.BENCHMARKS if b.implements("pocl")],
+                         ids=lambda b: b.name)
+def test_pocl_version_matches_numpy(bench, pocl):
+    """The OpenCL versions (kernels/bench.cl, kernels/idioms.cl) that run.py times in PoCL's
+    column, checked as the others are."""
+    b = bench("quick")
+    run, result = b.pocl(pocl)
+    run()
+    b.check(result())
+
+
 def _run_py():
     return benchmark_module("run")
 
