@@ -101,6 +101,10 @@ extern "C" __global__ void window_int(int n, int K, const float* in, float* out)
         out[i] = s;
     }
 }
+extern "C" __global__ void chunk_total(const int* in, int* total, int n, int per) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int k = 0; k < per; ++k) { int j = i * per + k; if (j < n) atomicAdd(total, in[j]); }
+}
 extern "C" __global__ void chains(int n, const int* first, const int* next, const int* vals, int* y) {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row < n) {
@@ -134,13 +138,14 @@ def test_threads_that_walk(walks, kernel):
 
 
 @pytest.mark.parametrize("kernel", ["row_max", "naive_gemm", "z_march", "all_bodies", "saxpy_stride", "window_sizet",
-                                    "window_int", "chains"])
+                                    "window_int", "chunk_total", "chains"])
 def test_threads_that_keep_their_lanes(lanes, kernel):
     """A slow recurrence (fmaxf), an access across neighbouring threads (B[k * n + col], the
     z-march's planes, the grid-stride loop's x[i], a sliding window's `in[i + k]` stepped a
     float a turn from a start one float apart in neighbouring threads, through an int or a
     size_t index), an address alike in every thread (pos[j]), addresses loaded by the last
-    turn (a linked list): none is a walk."""
+    turn (a linked list), atomics (a chunk's total: side by side, a warp's are one): none is
+    a walk."""
     f = lanes[1][kernel]
     assert not threads_walk_alone(f.body, [d.name for d in f.params])
 

@@ -11,9 +11,10 @@ walk is one stream that the loads and the hardware prefetcher follow, as in C (0
 
 A loop keeps its lanes side by side wherever some access of it is one vector access across
 them (neighbouring threads at neighbouring elements: a naive GEMM's `B[k * n + col]`, a
-stencil's march along z), and where it computes much for each element it reads, which
-vector code does 16 elements at a time (MEMORY_BOUND_INSTRUCTIONS, as a block program's
-test). A walk all threads take alike (n-body's `pos[j]`) is one value for the warp, not a walk.
+stencil's march along z), where it computes much for each element it reads, which vector
+code does 16 elements at a time (MEMORY_BOUND_INSTRUCTIONS, as a block program's test), and
+where it has atomics: side by side, a warp's atomics at one address are one atomic
+(vector/laneatomics.py), thread after thread each is its own. A walk all threads take alike (n-body's `pos[j]`) is one value for the warp, not a walk.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ SLOW_RECURRENCES = frozenset(("min", "max", "div", "sqrt", "rcp", "rsqrt", "ex2"
 FLOAT_TYPES = frozenset(("f16", "f16x2", "bf16", "bf16x2", "f32", "f64"))
 _NOT_GLOBAL = frozenset(("shared", "local", "param", "const"))
 _ACCESSES = frozenset(("ld", "ldu", "st"))
+_ATOMICS = frozenset(("atom", "red"))
 _BY_REGISTER = "register"        # a step held in a register (_Facts._step)
 _STRIDE_DEPTH = 64               # definitions followed back from an address (_Facts._stride)
 
@@ -43,6 +45,8 @@ def threads_walk_alone(body: list, kernel_params) -> bool:
     facts = _Facts(body, kernel_params)
     walks = False
     for head, back in loops:
+        if any(isinstance(st, ir.Instruction) and st.opcode in _ATOMICS for st in body[head:back + 1]):
+            return False        # (side by side, a warp's atomics at one address are one: laneatomics.py)
         kinds = [facts.kind(st, head, back) for st in body[head:back + 1] if _global_access(st)]
         if "across" in kinds:
             return False
