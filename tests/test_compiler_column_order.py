@@ -19,6 +19,12 @@ extern "C" __global__ void transpose(const float* in, float* out, int rows, int 
     if (x < cols && y < rows) out[x * rows + y] = in[y * cols + x];
 }
 
+// the naive transpose through size_t indices: nvcc's 64-bit arithmetic, not mul.wide of an int
+extern "C" __global__ void transpose_sizet(const float* in, float* out, size_t rows, size_t cols) {
+    size_t x = blockIdx.x * (size_t)blockDim.x + threadIdx.x, y = blockIdx.y * (size_t)blockDim.y + threadIdx.y;
+    if (x < cols && y < rows) out[x * rows + y] = in[y * cols + x];
+}
+
 // a copy: loads and stores along x
 extern "C" __global__ void copy2d(const float* in, float* out, int rows, int cols) {
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -53,8 +59,8 @@ def mod():
     return ac.RawModule(code=SOURCE, name="column_order.cu")
 
 
-@pytest.mark.parametrize("kernel, along_y", [("transpose", True), ("copy2d", False), ("both", False),
-                                             ("planes", True)])
+@pytest.mark.parametrize("kernel, along_y", [("transpose", True), ("transpose_sizet", True), ("copy2d", False),
+                                             ("both", False), ("planes", True)])
 def test_which_kernels_run_by_column(mod, kernel, along_y):
     module = ptx.parse(mod.ptx)
     fn = next(f for f in module.functions if f.name == kernel)
@@ -70,6 +76,16 @@ def test_transpose_by_column(mod, rng, block, rows, cols):
     out = poison(rows * cols, np.float32)
     grid = ((cols + block[0] - 1) // block[0], (rows + block[1] - 1) // block[1])
     mod.get_function("transpose")(grid, block, (ac.asarray(x), out, np.int32(rows), np.int32(cols)))
+    np.testing.assert_array_equal(out.get().reshape(cols, rows), x.T)
+
+
+@pytest.mark.parametrize("block", [(16, 16), (32, 4)])
+def test_a_transpose_through_size_t_indices(mod, rng, block):
+    rows, cols = 51, 70
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = poison(rows * cols, np.float32)
+    grid = ((cols + block[0] - 1) // block[0], (rows + block[1] - 1) // block[1])
+    mod.get_function("transpose_sizet")(grid, block, (ac.asarray(x), out, np.uint64(rows), np.uint64(cols)))
     np.testing.assert_array_equal(out.get().reshape(cols, rows), x.T)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from ...ptx import ir
 from ..types import ORDERED_MODS, type_mods, vector_count, width
-from .affine import thread_linear_forms
 from .dataflow import definitions_of, loads_kernel_param, readers_of
+from .strides import ThreadStrides
 
 # instructions per access of global memory of a loop that waits on memory (a tiled GEMM's
 # loop over tiles has 36 for its 1 global load per thread, a 3-D stencil's march along z 8-13)
@@ -128,11 +128,10 @@ def stores_run_along_y(body: list, kernel_params=()) -> bool:
     y]`. A loop over a block's threads then runs y innermost (simt/blockfunction.py), so that
     the vectoriser makes those stores contiguous, where x innermost made each row of threads
     a 16-lane scatter and each output line was written in pieces (4.4x the time); its loads
-    become gathers instead, the cheaper of the two. Only the form `base + (int) index *
-    size` is read: the index's thread-linear form (affine.thread_linear_forms), `size` the
-    store's own width."""
-    forms = thread_linear_forms(body, kernel_params)
-    defs = definitions_of(body)
+    become gathers instead, the cheaper of the two. The steps are the address's thread
+    strides (strides.ThreadStrides: int indices by their thread-linear forms, size_t ones
+    through nvcc's 64-bit arithmetic)."""
+    strides = ThreadStrides(body, kernel_params)
     along = set()
     for st in body:
         if not isinstance(st, ir.Instruction) or st.opcode != "st" or "global" not in st.mods:
@@ -141,25 +140,6 @@ def stores_run_along_y(body: list, kernel_params=()) -> bool:
         types = type_mods(st.mods)
         if not types or not isinstance(addr, ir.Addr) or not isinstance(addr.base, ir.Reg):
             continue
-        scaled = _scaled_index(addr.base.name, defs)
-        if scaled is None or scaled[1] != max(width(types[-1]) // 8, 1) * vector_count(st.mods):
-            continue
-        along |= {axis for (axis, factor), k in forms.get(scaled[0], {}).items()
-                  if factor is None and k % (1 << 32) == 1}
+        size = max(width(types[-1]) // 8, 1) * vector_count(st.mods)
+        along |= {axis for axis in ("x", "y") if strides.of(addr.base, axis) == size}
     return "y" in along and "x" not in along
-
-
-def _scaled_index(address: str, defs) -> tuple:
-    """(the 32-bit index register, its scale) where `address`'s one definition adds
-    `mul.wide` of that register by an immediate to something else; else None."""
-    sts = defs.get(address, ())
-    if len(sts) != 1 or sts[0].opcode != "add" or sts[0].guard is not None:
-        return None
-    for op in sts[0].operands[1:]:
-        if not isinstance(op, ir.Reg) or len(defs.get(op.name, ())) != 1:
-            continue
-        m = defs[op.name][0]
-        if (m.opcode == "mul" and "wide" in m.mods and m.guard is None and isinstance(m.operands[1], ir.Reg)
-                and isinstance(m.operands[2], ir.Imm)):
-            return m.operands[1].name, m.operands[2].value
-    return None

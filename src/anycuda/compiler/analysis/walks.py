@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from ...ptx import ir
 from ..types import type_mods, vector_count, width
-from .affine import thread_linear_forms
-from .dataflow import definitions_of, defs_uses
+from .strides import ThreadStrides
+from .dataflow import defs_uses
 from .memory import MEMORY_BOUND_INSTRUCTIONS
-from .uniformity import block_uniform_registers
 
 WALK_STEP_BYTES = 64             # the most a walk's address moves a turn (four doubles unrolled, one float4 a turn)
 SLOW_RECURRENCES = frozenset(("min", "max", "div", "sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"))
@@ -32,7 +31,6 @@ _NOT_GLOBAL = frozenset(("shared", "local", "param", "const"))
 _ACCESSES = frozenset(("ld", "ldu", "st"))
 _ATOMICS = frozenset(("atom", "red"))
 _BY_REGISTER = "register"        # a step held in a register (_Facts._step)
-_STRIDE_DEPTH = 64               # definitions followed back from an address (_Facts._stride)
 
 
 def threads_walk_alone(body: list, kernel_params) -> bool:
@@ -101,10 +99,8 @@ class _Facts:
 
     def __init__(self, body, kernel_params):
         self.body = body
-        self.defs = definitions_of(body)
-        self.forms = thread_linear_forms(body, kernel_params)
-        self.uniform = block_uniform_registers(body, kernel_params)
-        self._strides = {}                # 64-bit register -> its stride (_stride), or None
+        self.strides = ThreadStrides(body, kernel_params)
+        self.defs, self.uniform = self.strides.defs, self.strides.uniform
         self.positions = {}
         for pos, st in enumerate(body):
             if isinstance(st, ir.Instruction):
@@ -122,13 +118,13 @@ class _Facts:
         if step is not None:
             # a pointer stepped in the loop: its starts say how the threads' runs lie
             starts = [d for d in self.defs[name] if not head <= self.positions[id(d)] <= back]
-            if any(self._defined_stride(d) == size for d in starts):
+            if any(self.strides.written_by(d) == size for d in starts):
                 return "across"
             return "walk" if step != _BY_REGISTER and abs(step) <= WALK_STEP_BYTES else "other"
         sts = self.defs.get(name, ())
         if len(sts) != 1:
             return "other"
-        if self._defined_stride(sts[0]) == size:
+        if self.strides.written_by(sts[0]) == size:
             return "across"
         index = self._scaled_index(sts[0])
         if index is None:
@@ -167,54 +163,4 @@ class _Facts:
                 if m.opcode == "mul" and "wide" in m.mods and m.guard is None \
                         and isinstance(m.operands[1], ir.Reg) and isinstance(m.operands[2], ir.Imm):
                     return m.operands[1].name, m.operands[2].value
-        return None
-
-    def _stride(self, op, depth=0):
-        """How far apart neighbouring threads (along x) find operand `op`'s value: a number,
-        or None where that is not known (a value loaded from memory, a product with a kernel
-        parameter). 32-bit registers by their thread-linear forms (affine.py); 64-bit ones
-        through the widenings, products, shifts and sums that make nvcc's `size_t` indices
-        and pointers from them."""
-        if isinstance(op, ir.Imm):
-            return 0 if isinstance(op.value, int) and not op.is_float else None
-        if not isinstance(op, ir.Reg):
-            return None
-        name = op.name
-        if name in self.uniform:
-            return 0
-        if name in self.forms:
-            form = self.forms[name]
-            if any(axis == "x" and factor is not None for axis, factor in form):
-                return None
-            k = sum(k for (axis, factor), k in form.items() if axis == "x")
-            return (k + 2 ** 31) % 2 ** 32 - 2 ** 31
-        if name not in self._strides:
-            if depth > _STRIDE_DEPTH:
-                return None                     # (not remembered: a shorter way here may know it)
-            self._strides[name] = None          # (a register read on its own way to itself: unknown)
-            sts = self.defs.get(name, ())
-            self._strides[name] = self._defined_stride(sts[0], depth + 1) if len(sts) == 1 else None
-        return self._strides[name]
-
-    def _defined_stride(self, st, depth=0):
-        """The stride (_stride) of what instruction `st` writes."""
-        if st.guard is not None or not st.operands:
-            return None
-        ops, op = st.operands, st.opcode
-        if op in ("mov", "cvt", "cvta") and len(ops) == 2:
-            return self._stride(ops[1], depth)
-        parts = [self._stride(x, depth) for x in ops[1:]]
-        if None in parts:
-            return None
-        if op == "add" and len(parts) == 2:
-            return parts[0] + parts[1]
-        if op == "sub" and len(parts) == 2:
-            return parts[0] - parts[1]
-        if op == "shl" and len(parts) == 2 and isinstance(ops[2], ir.Imm):
-            return parts[0] << (ops[2].value & 63)
-        if op == "mul" and len(parts) == 2 and ("wide" in st.mods or "lo" in st.mods):
-            for x, k in ((ops[1], parts[1]), (ops[2], parts[0])):
-                if isinstance(x, ir.Imm) and k is not None and isinstance(x.value, int):
-                    return k * x.value
-            return 0 if parts == [0, 0] else None
         return None
