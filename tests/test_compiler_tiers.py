@@ -426,3 +426,29 @@ def test_quick_code_keeps_saved_registers_in_their_spill_arrays(jit_mode, monkey
         out = np.full(block, 0xCDCDCDCD, np.uint32)
         kernel.launch((1, 1, 1), (block, 1, 1), struct.pack("<QQ", x.ctypes.data, out.ctypes.data))
         assert out.tolist() == x[::-1].tolist()
+
+
+def test_a_pending_job_lets_an_unloaded_kernel_go():
+    """A job on its way to the compile server holds its kernels' switches (bound methods)
+    weakly: a kernel whose module was unloaded meanwhile is freed with its quick code, and the
+    finished job skips it; a plain function stays held and is called."""
+    import gc
+    import weakref
+    from anycuda.compiler.build.tiers import OptimisedCode
+
+    class Image:
+        switched = None
+
+        def switch(self, object_code):
+            self.switched = object_code
+    job = OptimisedCode("", "k")
+    kept, dropped, calls = Image(), Image(), []
+    job.subscribe(kept.switch)
+    job.subscribe(dropped.switch)
+    job.subscribe(lambda object_code: calls.append(object_code))
+    gone = weakref.ref(dropped)
+    del dropped
+    gc.collect()
+    assert gone() is None
+    job._finish(b"object")
+    assert kept.switched == b"object" and calls == [b"object"] and job.error is None

@@ -34,6 +34,7 @@ import atexit
 import ctypes
 import dataclasses
 import functools
+import inspect
 import os
 import pickle
 import signal
@@ -42,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import weakref
 from typing import Callable
 
 from .jit import compile_to_object
@@ -71,9 +73,13 @@ class OptimisedCode:
         self.error = None
 
     def subscribe(self, fn) -> None:
+        """A bound method is held weakly: a kernel whose module was unloaded before its
+        optimised code came is let go with its quick code, not kept by the queue (a fuzz
+        campaign loading and unloading modules faster than the server optimised them kept
+        every one: three more memory mappings per kernel, without end)."""
         with self._lock:
             if not self._finished:
-                self._subscribers.append(fn)
+                self._subscribers.append(weakref.WeakMethod(fn) if inspect.ismethod(fn) else (lambda fn=fn: fn))
                 return
         fn(self.object_code)
 
@@ -83,7 +89,10 @@ class OptimisedCode:
             self._source = None
             self._finished = True
             subscribers, self._subscribers = self._subscribers, []
-        for fn in subscribers:
+        for ref in subscribers:
+            fn = ref()
+            if fn is None:            # (its kernel is gone)
+                continue
             try:
                 fn(object_code)
             except Exception as e:    # noqa: BLE001 - a failed switch keeps the quick code
