@@ -67,25 +67,16 @@ def test_which_kernels_run_by_column(mod, kernel, along_y):
     assert memory.stores_run_along_y(fn.body, [d.name for d in fn.params]) is along_y
 
 
-@pytest.mark.parametrize("block", [(16, 16), (32, 8), (8, 32), (4, 64), (64, 4), (32, 1), (1, 32)])
-@pytest.mark.parametrize("rows, cols", [(96, 160), (37, 53)])
-def test_transpose_by_column(mod, rng, block, rows, cols):
+@pytest.mark.parametrize("kernel, index", [("transpose", np.int32), ("transpose_sizet", np.uint64)])
+@pytest.mark.parametrize("block", [(16, 16), (32, 8), (8, 32), (4, 64), (64, 4), (32, 1), (1, 32), (32, 4)])
+@pytest.mark.parametrize("rows, cols", [(96, 160), (37, 53), (51, 70)])
+def test_transpose_by_column(mod, rng, kernel, index, block, rows, cols):
     """Blocks with at least COLUMN_THREADS rows loop by column, the others by row: the same
-    transpose either way, partial blocks at the edges included."""
+    transpose either way, through int or size_t indices, partial blocks at the edges included."""
     x = rng.standard_normal((rows, cols)).astype(np.float32)
     out = poison(rows * cols, np.float32)
     grid = ((cols + block[0] - 1) // block[0], (rows + block[1] - 1) // block[1])
-    mod.get_function("transpose")(grid, block, (ac.asarray(x), out, np.int32(rows), np.int32(cols)))
-    np.testing.assert_array_equal(out.get().reshape(cols, rows), x.T)
-
-
-@pytest.mark.parametrize("block", [(16, 16), (32, 4)])
-def test_a_transpose_through_size_t_indices(mod, rng, block):
-    rows, cols = 51, 70
-    x = rng.standard_normal((rows, cols)).astype(np.float32)
-    out = poison(rows * cols, np.float32)
-    grid = ((cols + block[0] - 1) // block[0], (rows + block[1] - 1) // block[1])
-    mod.get_function("transpose_sizet")(grid, block, (ac.asarray(x), out, np.uint64(rows), np.uint64(cols)))
+    mod.get_function(kernel)(grid, block, (ac.asarray(x), out, index(rows), index(cols)))
     np.testing.assert_array_equal(out.get().reshape(cols, rows), x.T)
 
 

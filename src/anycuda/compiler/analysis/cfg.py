@@ -15,6 +15,26 @@ def ends_block(inst: ir.Instruction) -> bool:
     return inst.opcode in ("bra", "brx", "ret", "exit", "trap") or is_suspension(inst)
 
 
+def branch_target(st, labels: dict):
+    """The position (of `labels`: name -> position) a direct `bra` goes to, else None."""
+    if isinstance(st, ir.Instruction) and st.opcode == "bra" and st.operands and isinstance(st.operands[0], ir.Sym):
+        return labels.get(st.operands[0].name)
+    return None
+
+
+def back_edges(body: list, labels: dict) -> list:
+    """[(position of a loop's label, position of a branch back to it)] for every backward
+    branch of `body`, in body order."""
+    return [(target, pos) for pos, st in enumerate(body)
+            if (target := branch_target(st, labels)) is not None and target <= pos]
+
+
+def back_branches(body: list, labels: dict) -> dict:
+    """{position of a loop's label: position of its back branch} (the last one of a label
+    that has several)."""
+    return dict(back_edges(body, labels))
+
+
 @dataclass
 class Block:
     index: int

@@ -47,13 +47,20 @@ def _pointer_roots(body: list, kernel_params) -> dict:
     return roots
 
 
-def _memory_address(st):
+def memory_address(st):
     """The address operand of a load, store or atomic, else None."""
     if st.opcode in ("st", "red"):
         return st.operands[0] if st.operands else None
     if st.opcode in ("ld", "ldu", "atom"):
         return st.operands[1] if len(st.operands) > 1 else None
     return None
+
+
+def access_bytes(st) -> int:
+    """The bytes a load, store or atomic moves: its type's width times its vector count (0
+    where it names no type)."""
+    types = type_mods(st.mods)
+    return max(width(types[-1]) // 8, 1) * vector_count(st.mods) if types else 0
 
 
 def read_memory(body: list, kernel_params=()) -> tuple:
@@ -67,7 +74,7 @@ def read_memory(body: list, kernel_params=()) -> tuple:
     for st in body:
         if not isinstance(st, ir.Instruction) or st.opcode not in ("ld", "ldu", "atom", "red") or "param" in st.mods:
             continue
-        addr = _memory_address(st)
+        addr = memory_address(st)
         if isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg):
             addresses.add((addr.base.name, addr.offset))
             buffers |= roots.get(addr.base.name, set())
@@ -80,7 +87,7 @@ def streams(st, read) -> bool:
     parameter that %r points into is read (`read`: read_memory of its function)."""
     if not isinstance(st, ir.Instruction) or st.opcode != "st" or "global" not in st.mods:
         return False
-    addr = _memory_address(st)
+    addr = memory_address(st)
     if not isinstance(addr, ir.Addr) or not isinstance(addr.base, ir.Reg):
         return False
     addresses, buffers, roots = read
@@ -136,10 +143,8 @@ def stores_run_along_y(body: list, kernel_params=()) -> bool:
     for st in body:
         if not isinstance(st, ir.Instruction) or st.opcode != "st" or "global" not in st.mods:
             continue
-        addr = _memory_address(st)
-        types = type_mods(st.mods)
-        if not types or not isinstance(addr, ir.Addr) or not isinstance(addr.base, ir.Reg):
+        addr, size = memory_address(st), access_bytes(st)
+        if not size or not isinstance(addr, ir.Addr) or not isinstance(addr.base, ir.Reg):
             continue
-        size = max(width(types[-1]) // 8, 1) * vector_count(st.mods)
         along |= {axis for axis in ("x", "y") if strides.of(addr.base, axis) == size}
     return "y" in along and "x" not in along

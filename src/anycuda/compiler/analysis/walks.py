@@ -14,15 +14,16 @@ them (neighbouring threads at neighbouring elements: a naive GEMM's `B[k * n + c
 stencil's march along z), where it computes much for each element it reads, which vector
 code does 16 elements at a time (MEMORY_BOUND_INSTRUCTIONS, as a block program's test), and
 where it has atomics: side by side, a warp's atomics at one address are one atomic
-(vector/laneatomics.py), thread after thread each is its own. A walk all threads take alike (n-body's `pos[j]`) is one value for the warp, not a walk.
+(vector/laneatomics.py), thread after thread each is its own. A walk all threads take alike
+(n-body's `pos[j]`) is one value for the warp, not a walk.
 """
 from __future__ import annotations
 
 from ...ptx import ir
-from ..types import type_mods, vector_count, width
-from .strides import ThreadStrides
+from .cfg import back_edges
 from .dataflow import defs_uses
-from .memory import MEMORY_BOUND_INSTRUCTIONS
+from .memory import MEMORY_BOUND_INSTRUCTIONS, access_bytes, memory_address
+from .strides import ThreadStrides
 
 WALK_STEP_BYTES = 64             # the most a walk's address moves a turn (four doubles unrolled, one float4 a turn)
 SLOW_RECURRENCES = frozenset(("min", "max", "div", "sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"))
@@ -37,7 +38,8 @@ def threads_walk_alone(body: list, kernel_params) -> bool:
     """Whether kernel `body`'s threads are best run one after another (see the module
     docstring): some memory-bound loop walks, and no loop has an access that is one vector
     access across neighbouring threads."""
-    loops = _loops(body)
+    labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, ir.Label)}
+    loops = back_edges(body, labels)
     if not loops:
         return False
     facts = _Facts(body, kernel_params)
@@ -59,14 +61,13 @@ def _slow_recurrence(body: list, head: int, back: int) -> bool:
     floating-point instruction (SLOW_RECURRENCES): a row's running maximum. Thread after
     thread each turn waits for the last one's (a row maximum ran 3.3x slower than with the
     lanes side by side, 32 recurrences at once)."""
-    inside = [st for st in body[head:back + 1] if isinstance(st, ir.Instruction)]
-    written = {r for st in inside for r in defs_uses(st)[0]}
+    inside = [(st, *defs_uses(st)) for st in body[head:back + 1] if isinstance(st, ir.Instruction)]
+    written = {r for _, defs, _ in inside for r in defs}
     carried, seen = set(), set()
-    for st in inside:                      # read in the loop before it is written there
-        carried |= (set(defs_uses(st)[1]) & written) - seen
-        seen |= set(defs_uses(st)[0])
-    for st in inside:                      # what the carried values reach in one turn
-        defs, uses = defs_uses(st)
+    for _, defs, uses in inside:           # read in the loop before it is written there
+        carried |= (set(uses) & written) - seen
+        seen |= set(defs)
+    for st, defs, uses in inside:          # what the carried values reach in one turn
         if carried.intersection(uses):
             if st.opcode in SLOW_RECURRENCES and FLOAT_TYPES & set(st.mods):
                 return True
@@ -74,24 +75,8 @@ def _slow_recurrence(body: list, head: int, back: int) -> bool:
     return False
 
 
-def _loops(body: list) -> list:
-    """[(head, back)] for each backward branch of `body` to a label."""
-    labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, ir.Label)}
-    out = []
-    for pos, st in enumerate(body):
-        if isinstance(st, ir.Instruction) and st.opcode == "bra" and st.operands \
-                and isinstance(st.operands[0], ir.Sym) and labels.get(st.operands[0].name, pos + 1) <= pos:
-            out.append((labels[st.operands[0].name], pos))
-    return out
-
-
 def _global_access(st) -> bool:
     return isinstance(st, ir.Instruction) and st.opcode in _ACCESSES and not _NOT_GLOBAL & set(st.mods)
-
-
-def _access_bytes(st) -> int:
-    types = type_mods(st.mods)
-    return max(width(types[-1]) // 8, 1) * vector_count(st.mods) if types else 0
 
 
 class _Facts:
@@ -110,10 +95,10 @@ class _Facts:
         """"across" where neighbouring threads access neighbouring elements, "walk" where
         each thread's address moves by at most WALK_STEP_BYTES a turn of the loop head..back
         from a start of its own, else "other" (a gather, or an address alike in every thread)."""
-        addr = st.operands[0] if st.opcode == "st" else st.operands[1]
+        addr = memory_address(st)
         if not isinstance(addr, ir.Addr) or not isinstance(addr.base, ir.Reg) or addr.base.name in self.uniform:
             return "other"
-        size, name = _access_bytes(st), addr.base.name
+        size, name = access_bytes(st), addr.base.name
         step = self._step(name, head, back)
         if step is not None:
             # a pointer stepped in the loop: its starts say how the threads' runs lie

@@ -32,6 +32,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ..analysis import gridstride, uniformity
+from ..analysis.cfg import branch_target
 from ..analysis.dataflow import defs_uses
 from ..analysis.memory import MEMORY_BOUND_INSTRUCTIONS
 from ..types import I1
@@ -62,7 +63,7 @@ def loop_regions(body: list, labels: dict, cuts: list) -> tuple:
     O(n + b * l) for b branches and l loops (each loop checked against the branches, not
     against every statement: a kernel of 50,000 instructions with hundreds of loops was
     O(n * l) before)."""
-    branches = [(pos, target) for pos, st in enumerate(body) if (target := _branch_target(st, labels)) is not None]
+    branches = [(pos, target) for pos, st in enumerate(body) if (target := branch_target(st, labels)) is not None]
     cuts = sorted(cuts)
     loops, around = {}, {}
     for pos, target in branches:
@@ -86,13 +87,6 @@ def loop_regions(body: list, labels: dict, cuts: list) -> tuple:
             if head in around and other in around and head < other <= back:
                 raise NotVectorisable("a loop around a barrier inside another")
     return loops, around
-
-
-def back_branches(body: list, labels: dict) -> dict:
-    """{position of a loop's label: position of its back branch} for every backward branch of
-    `body` (the last one of a label that has several)."""
-    return {target: pos for pos, st in enumerate(body)
-            if (target := _branch_target(st, labels)) is not None and target <= pos}
 
 
 def memory_bound(body: list, head: int, back: int, uniform: set) -> bool:
@@ -126,12 +120,6 @@ def uniform_registers(pfn) -> set:
 
 def _param_names(pfn) -> list:
     return [d.name for d in pfn.params]
-
-
-def _branch_target(st, labels):
-    if isinstance(st, pir.Instruction) and st.opcode == "bra" and st.operands and isinstance(st.operands[0], pir.Sym):
-        return labels.get(st.operands[0].name)
-    return None
 
 
 @dataclass
@@ -271,7 +259,7 @@ class LoopParts:
         targets = set()
         outer = self._open_loops[-1].back if self._open_loops else None
         for st in self.pfn.body[head:back]:
-            target = _branch_target(st, self.labels)
+            target = branch_target(st, self.labels)
             if target is not None and target > back:
                 if outer is not None and target > outer:
                     raise NotVectorisable("a branch out of two loops")

@@ -50,12 +50,13 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import fusion, memory, uniformity, walks
+from ..analysis.cfg import back_branches
 from ..analysis.spans import SpanFacts
 from ..cpu import launch
 from ..irutil import at_function_start, convert_bits, i32, i64, load_field, store_field
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
-from .blockloops import LoopParts, LoopShapeLost, back_branches, grid_strided, memory_bound, uniform_registers
+from .blockloops import LoopParts, LoopShapeLost, grid_strided, memory_bound, uniform_registers
 from .blockmemory import PREFETCH_SITES, BlockMemory
 from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, holding_if, is_empty, load_bases
 from .blockstretches import StretchParts
