@@ -17,7 +17,7 @@ from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
 from ..irutil import (at_function_start, convert_bits, declare, field_ptr, for_each_set_bit, i32, i64, intrinsic_suffix,
-                      masked_gather, prefetch_into_l2, register_address)
+                      masked_gather, masked_load, masked_store, prefetch_into_l2, register_address)
 from ..types import I1, I32, I64, llvm_width, width
 from .blockloops import grid_strided, memory_bound, uniform_registers
 from .blockops import Affine, and_scalar
@@ -529,19 +529,14 @@ class BlockMemory:
 
     def _spread_access(self, base, k, elem, size, value, mask):
         b = self.b
-        n = self.lanes * k
-        wide = ir.VectorType(elem, n)
-        ptr = b.inttoptr(base, wide.as_pointer())
-        suffix = f"v{n}{intrinsic_suffix(elem)}"
+        wide = ir.VectorType(elem, self.lanes * k)
         if value is None:
-            fn = declare(b.module, f"llvm.masked.load.{suffix}.p0", wide, [wide.as_pointer(), I32, mask.type, wide])
-            got = b.call(fn, [ptr, i32(size), mask, ir.Constant(wide, None)])
+            got = masked_load(b, base, wide, size, mask)
             if k == 1:
                 return got
             return b.shuffle_vector(got, ir.Constant(wide, None),
                                     ir.Constant(ir.VectorType(I32, self.lanes), [t * k for t in range(self.lanes)]))
         if k > 1:
             value = b.shuffle_vector(value, ir.Constant(value.type, None), self._spread_indices(k))
-        fn = declare(b.module, f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [wide, wide.as_pointer(), I32, mask.type])
-        b.call(fn, [value, ptr, i32(size), mask])
+        masked_store(b, value, base, size, mask)
         return None

@@ -18,7 +18,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow
-from ..irutil import (at_function_start, declare, for_range, i32, i64, intrinsic_suffix, load_field, masked_gather,
+from ..irutil import (at_function_start, for_range, i32, i64, load_field, masked_gather, masked_load, masked_store,
                       prefetch_into_l2, register_address, set_loop_hints, vector_constant)
 from ..types import I1, I32, I64, llvm_type, llvm_width, space_of
 from . import lanereloads
@@ -86,7 +86,7 @@ class RegionMemory:
         element each (the other lanes' are undefined and not read)."""
         b = self.b
         if self.mask is not None:
-            return [self._masked_load(base, ir.VectorType(elem, LANES), size, self.mask)]
+            return [masked_load(self.b, base, ir.VectorType(elem, LANES), size, self.mask)]
         wide = b.load(b.inttoptr(base, ir.VectorType(elem, LANES * count).as_pointer()), align=size)
         if count == 1:
             return [wide]
@@ -166,7 +166,7 @@ class RegionMemory:
         if flipped:
             holds, start, u = self._xor_window(addrs, size)
             ways.insert(0, (lambda: holds, lambda: self._permute_lanes(
-                self._masked_load(start, vec, size, self._permute_lanes(self._lanes(), u)), u)))
+                masked_load(self.b, start, vec, size, self._permute_lanes(self._lanes(), u)), u)))
 
         def by_lane():
             # one masked gather (vgather where the CPU has it) rather than a loop over the
@@ -185,7 +185,7 @@ class RegionMemory:
                  lambda: b.store(value, b.inttoptr(first, value.type.as_pointer()), align=size))]
         if flipped:
             holds, start, u = self._xor_window(addrs, size)
-            ways.insert(0, (lambda: holds, lambda: self._masked_store(
+            ways.insert(0, (lambda: holds, lambda: masked_store(self.b, 
                 self._permute_lanes(value, u), start, size, self._permute_lanes(self._lanes(), u))))
 
         def by_lane():
@@ -370,19 +370,6 @@ class RegionMemory:
             on = b.icmp_unsigned("!=", b.and_(u, i64(1 << bit)), i64(0))
             v = b.select(on, swapped, v)
         return v
-
-    def _masked_load(self, start, vec, size, mask):
-        """Vector type `vec`'s elements from address `start` (i64) where `mask` holds (others
-        undefined; none read)."""
-        fn = declare(self.b.module, f"llvm.masked.load.v{LANES}{intrinsic_suffix(vec.element)}.p0", vec,
-                     [vec.as_pointer(), I32, mask.type, vec])
-        return self.b.call(fn, [self.b.inttoptr(start, vec.as_pointer()), i32(size), mask, ir.Constant(vec, None)])
-
-    def _masked_store(self, value, start, size, mask):
-        """Vector `value`'s elements to address `start` (i64) where `mask` holds."""
-        fn = declare(self.b.module, f"llvm.masked.store.v{LANES}{intrinsic_suffix(value.type.element)}.p0", ir.VoidType(),
-                     [value.type, value.type.as_pointer(), I32, mask.type])
-        return self.b.call(fn, [value, self.b.inttoptr(start, value.type.as_pointer()), i32(size), mask])
 
     def _alike(self, addrs):
         """i1: every lane is here and has lane 0's address."""

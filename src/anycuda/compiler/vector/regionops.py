@@ -14,7 +14,7 @@ from ...ptx import ir as pir
 from ...ptx.modifiers import (CACHE_HINT, DATA, EVICTION, LOAD_CACHING, PREFETCH_SIZES, REDUCTIONS, SCOPES, SPACES,
                               STORE_CACHING, VECTORS, words)
 from ..cpu import streamstores
-from ..irutil import declare, i64, intrinsic, intrinsic_suffix
+from ..irutil import declare, i64, intrinsic, intrinsic_suffix, masked_store
 from ..ops import atomics, atomictable, floatops
 from ..types import I64, llvm_type, space_of, type_mods, width
 from . import laneatomics, warpruns
@@ -100,7 +100,7 @@ def _st(w, st):
         if w.mask is None:
             store = b.store(value, b.inttoptr(strided[0], value.type.as_pointer()), align=size)
             return streamstores.mark(b.module, store) if streams else store
-        return w._masked_store(value, strided[0], size, w.mask)
+        return masked_store(b, value, strided[0], size, w.mask)
     addrs = w.addresses(st.operands[0], space)
     flipped = w.flipped(st.operands[0])
     for i, item in enumerate(items):
