@@ -19,8 +19,10 @@ and idioms_compute.py (n-body, Monte Carlo with curand, convolution).
 
 Each is a suite.Bench with the `kernel` it launches and its main `block` shape (same `(run, result)` protocol, checked against numpy) with a CUDA C++
 implementation (kernels/cuda/idioms_*.cu) and the hand-written OpenMP C loop it competes
-with (kernels/idioms.c, or reference.c's where the computation is the same). No PoCL or
-simulator versions yet: run.py skips the columns a benchmark does not implement.
+with (kernels/idioms.c, or reference.c's where the computation is the same), and the same
+algorithm in OpenCL C for PoCL (kernels/idioms.cl, idioms_more.cl; none for half, Monte Carlo
+or the radix sort). No simulator versions yet: run.py skips the columns a benchmark does not
+implement.
 """
 from __future__ import annotations
 
@@ -177,12 +179,17 @@ class ReduceTree(Sum):
     THREADS = 256
     block = (THREADS,)
 
+    def passes(self):
+        """The lengths each pass reads: n, its blocks' partials, ... down to one."""
+        sizes = [self.n]
+        while sizes[-1] > 1:
+            sizes.append(cdiv(sizes[-1], self.THREADS))
+        return sizes
+
     def anycuda(self, g):
         k = g.fn(self.cu, "reduce_tree")
         x = g.ac.asarray(self.x)
-        sizes = [self.n]                            # the lengths each pass reads
-        while sizes[-1] > 1:
-            sizes.append(cdiv(sizes[-1], self.THREADS))
+        sizes = self.passes()
         bufs = [x] + [g.ac.empty(m, np.float32) for m in sizes[1:]]
         shared = 4 * self.THREADS
 
@@ -191,6 +198,17 @@ class ReduceTree(Sum):
                 k((cdiv(m, self.THREADS),), (self.THREADS,), (src, dst, np.int32(m)), shared_mem=shared)
             g.sync()
         return run, lambda: bufs[-1].get()[0]
+
+    def pocl(self, cl):
+        sizes, t = self.passes(), self.THREADS
+        bufs = [cl.buffer(self.x)] + [cl.buffer(np.full(m, np.nan, np.float32)) for m in sizes[1:]]
+        shared = cl.local(4 * t)
+
+        def run():
+            for src, dst, m in zip(bufs, bufs[1:], sizes):
+                cl.launch("idiom_reduce_tree", (cdiv(m, t) * t,), (t,), src, dst, np.int32(m), shared)
+            cl.finish()
+        return run, lambda: cl.read(bufs[-1], 1, np.float32)[0]
 
 
 class ReduceShfl(Sum):
@@ -210,6 +228,18 @@ class ReduceShfl(Sum):
             k((1,), (self.SECOND_PASS_THREADS,), (part, part, np.int32(blocks)))
             g.sync()
         return run, lambda: part.get()[0]
+
+    def pocl(self, cl):
+        name, t, t2 = f"idiom_{self.kernel}", self.THREADS, self.SECOND_PASS_THREADS
+        x = cl.buffer(self.x)
+        blocks = min(cdiv(self.n, t), self.MAX_BLOCKS)
+        part = cl.buffer(np.full(blocks, np.nan, np.float32))
+
+        def run():
+            cl.launch(name, (blocks * t,), (t,), x, part, np.int32(self.n))
+            cl.launch(name, (t2,), (t2,), part, part, np.int32(blocks))
+            cl.finish()
+        return run, lambda: cl.read(part, 1, np.float32)[0]
 
 
 class ReduceCub(ReduceShfl):
@@ -237,6 +267,16 @@ class ReduceAtomic(Sum):
             g.sync()
         return run, lambda: out.get()[0]
 
+    def pocl(self, cl):
+        x, out = cl.buffer(self.x), cl.buffer(np.zeros(1, self.dtype))
+        zero = np.zeros(1, self.dtype)
+
+        def run():
+            cl.copy_in(out, zero)
+            cl.launch(f"idiom_{self.kernel}", (cdiv(self.n, 256) * 256,), self.block, x, out, np.int32(self.n))
+            cl.finish()
+        return run, lambda: cl.read(out, 1, self.dtype)[0]
+
 
 class ReduceAtomicF32(ReduceAtomic):
     name = kernel = "reduce_atomic_f32"
@@ -254,7 +294,6 @@ class ScanIdiom(suite.Scan):
     """suite.Scan's inclusive sum by a textbook kernel scanning `per_block` elements a block
     with `block` threads; the block totals are scanned by the same kernel, level by level,
     then added back down (kernels/cuda/idioms_scan.cu)."""
-    pocl = Bench.pocl
     sim = Bench.sim
     cu, kernel, per_block, block = "idioms_scan.cu", "", 512, (512,)
 
@@ -283,6 +322,27 @@ class ScanIdiom(suite.Scan):
             g.sync()
         return run, y.get
 
+    def pocl(self, cl):
+        name, sizes, t = f"idiom_{self.kernel}", self.levels(), self.block[0]
+        x = cl.buffer(self.x)
+        y = cl.buffer(np.full(self.n, -1, np.int32))                # poisoned: the inputs are >= 0
+        totals = [cl.buffer(nbytes=4 * cdiv(m, self.per_block)) for m in sizes]
+        data = [y] + totals[:-1]                                    # level k scans data[k] in place
+        per_block = np.int32(self.per_block)
+
+        def groups(m, threads):
+            return (cdiv(m, self.per_block) * threads,)
+
+        def run():
+            cl.launch(name, groups(self.n, t), self.block, x, y, totals[0], np.int32(self.n))
+            for k in range(1, len(sizes)):
+                cl.launch(name, groups(sizes[k], t), self.block, data[k], data[k], totals[k], np.int32(sizes[k]))
+            for k in reversed(range(len(sizes) - 1)):
+                cl.launch("idiom_scan_add_totals", groups(sizes[k], 256), (256,), data[k], data[k + 1],
+                          np.int32(sizes[k]), per_block)
+            cl.finish()
+        return run, lambda: cl.read(y, self.n, np.int32)
+
 
 SCANS = variants(ScanIdiom, scan_hillis_steele=dict(per_block=512, block=(512,)),
                  scan_blelloch=dict(per_block=512, block=(256,)))
@@ -294,10 +354,10 @@ class Reshaped:
     """A computation (and its C reference; a suite kernel's, or a base class's) run by
     another CUDA kernel and block shape: `kernel`, `block` (threads) and `tile` (elements per
     block, x first; as many as the grid has dimensions, `extent` may name more). The kernels
-    take (inputs, output, extents); `operands` names them."""
-    pocl = Bench.pocl           # the parent's PoCL and simulator versions run the parent's kernel
-    sim = Bench.sim
-    kernel, block, tile = "", (16, 16), (16, 16)
+    take (inputs, output, extents); `operands` names them. PoCL runs `cl_kernel`, the same
+    kernel in OpenCL (idiom_<kernel> in kernels/idioms_more.cl unless named), on the same shapes."""
+    sim = Bench.sim             # the parent's would run the parent's kernel
+    kernel, block, tile, cl_kernel = "", (16, 16), (16, 16), ""
 
     def grid(self):
         return tuple(cdiv(e, t) for e, t in zip(self.extent(), self.tile))
@@ -313,6 +373,19 @@ class Reshaped:
             k(self.grid(), self.block, args)
             g.sync()
         return run, dst.get
+
+    def pocl(self, cl):
+        inputs, out_shape, extents = self.operands()
+        srcs = [cl.buffer(host) for host in inputs]
+        dst = cl.buffer(np.full(out_shape, np.nan, np.float32))
+        args = (*srcs, dst, *(np.int32(e) for e in extents))
+        name = self.cl_kernel or f"idiom_{self.kernel}"
+        size = tuple(n * t for n, t in zip(self.grid(), self.block))
+
+        def run():
+            cl.launch(name, size, self.block, *args)
+            cl.finish()
+        return run, lambda: cl.read(dst, out_shape, np.float32)
 
 
 class TransposeIdiom(Reshaped, suite.Transpose):
@@ -333,15 +406,16 @@ class StencilIdiom(Reshaped, suite.Stencil):
         return (self.u,), (self.ny, self.nx), (self.nx, self.ny)
 
 
-def reshaped(base, name, cu, kernel, block, tile=None):
-    return type(name, (base,), dict(name=name, cu=cu, kernel=kernel, block=block, tile=tile or block))
+def reshaped(base, name, cu, kernel, block, tile=None, cl_kernel=""):
+    return type(name, (base,), dict(name=name, cu=cu, kernel=kernel, block=block, tile=tile or block,
+                                    cl_kernel=cl_kernel))
 
 
 RESHAPED = [
     reshaped(TransposeIdiom, "transpose_naive_16x16", "idioms_transpose.cu", "transpose_naive", (16, 16)),
     reshaped(TransposeIdiom, "transpose_naive_32x8", "idioms_transpose.cu", "transpose_naive", (32, 8)),
     reshaped(TransposeIdiom, "transpose_tiled_32x32", "idioms_transpose.cu", "transpose_tiled32", (32, 32)),
-    reshaped(StencilIdiom, "stencil5_16x16", "stencil.cu", "stencil5", (16, 16)),
+    reshaped(StencilIdiom, "stencil5_16x16", "stencil.cu", "stencil5", (16, 16), cl_kernel="stencil5"),
     reshaped(StencilIdiom, "stencil5_smem_16x16", "idioms_stencil.cu", "stencil5_smem_16x16", (16, 16)),
     reshaped(StencilIdiom, "stencil5_smem_32x8", "idioms_stencil.cu", "stencil5_smem_32x8", (32, 8)),
 ]
@@ -431,7 +505,7 @@ class HistogramIdiom(suite.Histogram):
     """suite.Histogram's skewed bytes and C reference (reference.c's histogram256, which zeroes
     its bins as each run here does) with the kernels of idioms_histogram.cu, on the same grid."""
     cu = "idioms_histogram.cu"
-    pocl, sim = Bench.pocl, Bench.sim
+    sim = Bench.sim
     block = (256,)
 
     def anycuda(self, g):
@@ -445,6 +519,16 @@ class HistogramIdiom(suite.Histogram):
             k((self.blocks,), self.block, args)
             g.sync()
         return run, bins.get
+
+    def pocl(self, cl):
+        data, bins = cl.buffer(self.data), cl.buffer(np.full(256, 0xDEADBEEF, np.uint32))
+        zero = np.zeros(256, np.uint32)
+
+        def run():
+            cl.copy_in(bins, zero)
+            cl.launch(f"idiom_{self.kernel}", (self.blocks * 256,), self.block, data, bins, np.int32(self.n))
+            cl.finish()
+        return run, lambda: cl.read(bins, 256, np.uint32)
 
 
 HISTOGRAMS = variants(HistogramIdiom, histogram_global_atomics={}, histogram_shared_atomics={})
@@ -596,6 +680,16 @@ class BlackScholes(Bench):
             k(self.grid(), self.block, args)
             g.sync()
         return run, lambda: (call.get(), put.get())
+
+    def pocl(self, cl):
+        call, put = (cl.buffer(np.full(self.n, np.nan, np.float32)) for _ in range(2))     # poisoned
+        args = (np.int32(self.n), *(cl.buffer(a) for a in (self.S, self.X, self.T)), self.R, self.V, call, put)
+        size = (self.grid()[0] * STREAM_THREADS,)
+
+        def run():
+            cl.launch(f"idiom_{self.kernel}", size, self.block, *args)
+            cl.finish()
+        return run, lambda: (cl.read(call, self.n, np.float32), cl.read(put, self.n, np.float32))
 
     def c(self, lib):
         call, put = np.full(self.n, np.nan, np.float32), np.full(self.n, np.nan, np.float32)

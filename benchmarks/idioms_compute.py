@@ -4,7 +4,9 @@ shared memory), Monte Carlo estimates of pi with curand_kernel.h (XORWOW states 
 device memory between launches; Philox started inside the kernel from seed, thread and
 offset), and a 5x5 2-D convolution with its filter in `__constant__` memory, read straight
 from global memory and through a shared-memory tile with a halo
-(kernels/cuda/idioms_compute.cu; C references in kernels/idioms.c).
+(kernels/cuda/idioms_compute.cu; C references in kernels/idioms.c). The n-body and the
+convolutions have PoCL versions (kernels/idioms_more.cl); the Monte Carlo ones do not
+(curand's generators).
 
 The Monte Carlo kernels' random numbers are curand's and the C loops' are the same
 generators written in C, seeded otherwise: their counts are checked against pi, to six
@@ -23,7 +25,6 @@ from suite import Bench, _close, cdiv, p, variants
 
 class NBodyNaive(suite.NBody):
     """suite.NBody's accelerations, every thread reading all bodies from global memory."""
-    pocl = Bench.pocl
     sim = Bench.sim
     name = kernel = "nbody_naive"
     cu = "idioms_compute.cu"
@@ -38,6 +39,16 @@ class NBodyNaive(suite.NBody):
             k((cdiv(self.n, self.threads),), (self.threads,), args)
             g.sync()
         return run, acc.get
+
+    def pocl(self, cl):
+        pos, acc = cl.buffer(self.pos), cl.buffer(np.full((self.n, 4), np.nan, np.float32))
+        args = (pos, acc, np.int32(self.n), self.EPS2)
+        size = (cdiv(self.n, self.threads) * self.threads,)
+
+        def run():
+            cl.launch("idiom_nbody_naive", size, (self.threads,), *args)
+            cl.finish()
+        return run, lambda: cl.read(acc, (self.n, 4), np.float32)
 
 
 class MonteCarloPi(Bench):
@@ -150,6 +161,17 @@ class Conv2d(Bench):
             k(grid, self.block, args)
             g.sync()
         return run, out.get
+
+    def pocl(self, cl):
+        img, mask = cl.buffer(self.img), cl.buffer(self.mask)
+        out = cl.buffer(np.full((self.h, self.w), np.nan, np.float32))
+        args = (img, out, np.int32(self.w), np.int32(self.h), mask)
+        size = (cdiv(self.w, 16) * 16, cdiv(self.h, 16) * 16)
+
+        def run():
+            cl.launch(f"idiom_{self.kernel}", size, self.block, *args)
+            cl.finish()
+        return run, lambda: cl.read(out, (self.h, self.w), np.float32)
 
     def c(self, lib):
         out = np.full((self.h, self.w), np.nan, np.float32)

@@ -17,7 +17,8 @@ spelling; a sort needs at least two). suite.Bitonic is the bitonic network as on
   radix sort with per-thread histograms and a stable parallel scatter.
 
 Both are suite.Bench classes (the `(run, result)` protocol) with their CUDA C++ in
-kernels/cuda/idioms_sort.cu; each run sorts the unsorted input again.
+kernels/cuda/idioms_sort.cu; each run sorts the unsorted input again. `bitonic_smem` has a
+PoCL version, the same three kernels in OpenCL (kernels/idioms_more.cl); `radix_sort` does not.
 """
 from __future__ import annotations
 
@@ -36,27 +37,30 @@ class BitonicSmem(suite.Bitonic):
     block = (CHUNK // 2,)
     MERGE_THREADS = 256             # bitonic_merge_global: one thread a pair
     sizes = {"full": dict(n=1 << 22), "quick": dict(n=1 << 12)}
-    pocl, sim = Bench.pocl, Bench.sim     # suite.Bitonic's would time its step kernel under this name
+    sim = Bench.sim                 # suite.Bitonic's would time its step kernel under this name
 
     def setup(self, n):
         if n < self.CHUNK or n & (n - 1):
             raise ValueError(f"bitonic_smem sorts a power of two of at least {self.CHUNK} keys, not {n}")
         super().setup(n)
 
-    def launches(self, g, data):
-        """(kernel, grid, block, args) of every launch after the chunk sort, in order."""
-        merge_global = g.fn(self.cu, "bitonic_merge_global")
-        merge_shared = g.fn(self.cu, "bitonic_merge_shared")
-        chunks, pairs = (self.n // self.CHUNK,), (self.n // 2 // self.MERGE_THREADS,)
+    def schedule(self):
+        """(kernel name, blocks, threads, (j, k) or (k,)) of every launch after the chunk sort, in order."""
+        chunks, pairs = self.n // self.CHUNK, self.n // 2 // self.MERGE_THREADS
         out, k = [], 2 * self.CHUNK
         while k <= self.n:
             j = k // 2
             while j >= self.CHUNK:
-                out.append((merge_global, pairs, (self.MERGE_THREADS,), (data, np.uint32(j), np.uint32(k))))
+                out.append(("bitonic_merge_global", pairs, self.MERGE_THREADS, (np.uint32(j), np.uint32(k))))
                 j //= 2
-            out.append((merge_shared, chunks, self.block, (data, np.uint32(k))))
+            out.append(("bitonic_merge_shared", chunks, self.block[0], (np.uint32(k),)))
             k *= 2
         return out
+
+    def launches(self, g, data):
+        """(kernel, grid, block, args) of every launch after the chunk sort, in order."""
+        return [(g.fn(self.cu, name), (blocks,), (threads,), (data, *jk))
+                for name, blocks, threads, jk in self.schedule()]
 
     def anycuda(self, g):
         sort = g.fn(self.cu, self.kernel)
@@ -71,6 +75,19 @@ class BitonicSmem(suite.Bitonic):
                 k(grid, block, args)
             g.sync()
         return run, d.get
+
+    def pocl(self, cl):
+        d = cl.buffer(nbytes=self.x.nbytes)
+        t = self.block[0]
+        rest = [(f"idiom_{name}", (blocks * threads,), (threads,), jk) for name, blocks, threads, jk in self.schedule()]
+
+        def run():
+            cl.copy_in(d, self.x)      # the unsorted input again, every run
+            cl.launch("idiom_bitonic_sort_shared", (self.n // self.CHUNK * t,), (t,), d)
+            for name, size, local, jk in rest:
+                cl.launch(name, size, local, d, *jk)
+            cl.finish()
+        return run, lambda: cl.read(d, self.n, np.float32)
 
 
 class RadixSort(Bench):

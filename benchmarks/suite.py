@@ -94,8 +94,8 @@ class PoCL:
         self.device = devices[0]
         self.ctx = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.ctx)
-        # the suite's kernels and the idioms' (idioms.py) in one program
-        source = "\n".join((KERNELS / f).read_text() for f in ("bench.cl", "idioms.cl"))
+        # the suite's kernels and the idioms' (idioms*.py) in one program
+        source = "\n".join((KERNELS / f).read_text() for f in ("bench.cl", "idioms.cl", "idioms_more.cl"))
         self.prog = cl.Program(self.ctx, source).build()
         self.kernels = {}
 

@@ -56,6 +56,16 @@ def memory_address(st):
     return None
 
 
+_NOT_GLOBAL = frozenset(("shared", "local", "param", "const"))
+
+
+def global_access(st) -> bool:
+    """Whether `st` is a load or store that may reach global memory (a generic address
+    counts: nvcc's code for a pointer argument often keeps it generic). Atomics are not
+    counted: the analyses that ask for this weigh streams of plain loads and stores."""
+    return isinstance(st, ir.Instruction) and st.opcode in ("ld", "ldu", "st") and not _NOT_GLOBAL & set(st.mods)
+
+
 def access_bytes(st) -> int:
     """The bytes a load, store or atomic moves: its type's width times its vector count (0
     where it names no type)."""

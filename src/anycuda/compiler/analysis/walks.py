@@ -22,14 +22,12 @@ from __future__ import annotations
 from ...ptx import ir
 from .cfg import back_edges
 from .dataflow import defs_uses
-from .memory import MEMORY_BOUND_INSTRUCTIONS, access_bytes, memory_address
+from .memory import MEMORY_BOUND_INSTRUCTIONS, access_bytes, global_access, memory_address
 from .strides import ThreadStrides
 
 WALK_STEP_BYTES = 64             # the most a walk's address moves a turn (four doubles unrolled, one float4 a turn)
 SLOW_RECURRENCES = frozenset(("min", "max", "div", "sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"))
 FLOAT_TYPES = frozenset(("f16", "f16x2", "bf16", "bf16x2", "f32", "f64"))
-_NOT_GLOBAL = frozenset(("shared", "local", "param", "const"))
-_ACCESSES = frozenset(("ld", "ldu", "st"))
 _ATOMICS = frozenset(("atom", "red"))
 _BY_REGISTER = "register"        # a step held in a register (_Facts._step)
 
@@ -47,7 +45,7 @@ def threads_walk_alone(body: list, kernel_params) -> bool:
     for head, back in loops:
         if any(isinstance(st, ir.Instruction) and st.opcode in _ATOMICS for st in body[head:back + 1]):
             return False        # (side by side, a warp's atomics at one address are one: laneatomics.py)
-        kinds = [facts.kind(st, head, back) for st in body[head:back + 1] if _global_access(st)]
+        kinds = [facts.kind(st, head, back) for st in body[head:back + 1] if global_access(st)]
         if "across" in kinds:
             return False
         instructions = sum(1 for st in body[head:back + 1] if isinstance(st, ir.Instruction))
@@ -73,10 +71,6 @@ def _slow_recurrence(body: list, head: int, back: int) -> bool:
                 return True
             carried |= set(defs)
     return False
-
-
-def _global_access(st) -> bool:
-    return isinstance(st, ir.Instruction) and st.opcode in _ACCESSES and not _NOT_GLOBAL & set(st.mods)
 
 
 class _Facts:

@@ -34,13 +34,10 @@ from ...ptx import ir as pir
 from ..analysis import gridstride, uniformity
 from ..analysis.cfg import branch_target
 from ..analysis.dataflow import defs_uses
-from ..analysis.memory import MEMORY_BOUND_INSTRUCTIONS
+from ..analysis.memory import MEMORY_BOUND_INSTRUCTIONS, global_access, memory_address
 from ..types import I1
 from .blockops import Affine, holding_if
 from .warpruns import NotVectorisable
-
-
-_NOT_GLOBAL = frozenset(("shared", "local", "param", "const"))
 
 
 class LoopShapeLost(Exception):
@@ -96,13 +93,12 @@ def memory_bound(body: list, head: int, back: int, uniform: set) -> bool:
     over tiles has 36, a 3-D stencil's march along z 8-13; n-body's loop over the bodies, 16
     per load, reads one body for every thread, and as a block program ran 10-35% slower."""
     instructions = [st for st in body[head:back + 1] if isinstance(st, pir.Instruction)]
-    accesses = sum(1 for st in instructions if st.opcode in ("ld", "st") and not _NOT_GLOBAL & set(st.mods)
-                   and not _uniform_address(st, uniform))
+    accesses = sum(1 for st in instructions if global_access(st) and not _uniform_address(st, uniform))
     return len(instructions) <= MEMORY_BOUND_INSTRUCTIONS * accesses
 
 
 def _uniform_address(st, uniform) -> bool:
-    addr = st.operands[1] if st.opcode == "ld" else st.operands[0]
+    addr = memory_address(st)
     base = addr.base if isinstance(addr, pir.Addr) else addr
     return isinstance(base, pir.Sym) or (isinstance(base, pir.Reg) and base.name in uniform)
 
