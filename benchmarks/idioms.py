@@ -20,8 +20,8 @@ and idioms_compute.py (n-body, Monte Carlo with curand, convolution).
 Each is a suite.Bench with the `kernel` it launches and its main `block` shape (same `(run, result)` protocol, checked against numpy) with a CUDA C++
 implementation (kernels/cuda/idioms_*.cu) and the hand-written OpenMP C loop it competes
 with (kernels/idioms.c, or reference.c's where the computation is the same), and the same
-algorithm in OpenCL C for PoCL (kernels/idioms.cl, idioms_more.cl; none for half, Monte Carlo
-or the radix sort). No simulator versions yet: run.py skips the columns a benchmark does not
+algorithm in OpenCL C for PoCL (kernels/idioms.cl, idioms_more.cl; none for half or the radix
+sort). No simulator versions yet: run.py skips the columns a benchmark does not
 implement.
 """
 from __future__ import annotations

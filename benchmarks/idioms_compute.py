@@ -4,13 +4,14 @@ shared memory), Monte Carlo estimates of pi with curand_kernel.h (XORWOW states 
 device memory between launches; Philox started inside the kernel from seed, thread and
 offset), and a 5x5 2-D convolution with its filter in `__constant__` memory, read straight
 from global memory and through a shared-memory tile with a halo
-(kernels/cuda/idioms_compute.cu; C references in kernels/idioms.c). The n-body and the
-convolutions have PoCL versions (kernels/idioms_more.cl); the Monte Carlo ones do not
-(curand's generators).
+(kernels/cuda/idioms_compute.cu; C references in kernels/idioms.c; PoCL versions in
+kernels/idioms_more.cl, with curand's two generators written out in OpenCL C).
 
 The Monte Carlo kernels' random numbers are curand's and the C loops' are the same
 generators written in C, seeded otherwise: their counts are checked against pi, to six
-standard deviations of the binomial count, not against each other.
+standard deviations of the binomial count, not against each other. So are PoCL's, whose
+XORWOW states the host seeds as the C loop's are (curand_init's skip-ahead has no OpenCL
+counterpart here); its Philox streams are curand's placement of seed, thread and offset.
 """
 from __future__ import annotations
 
@@ -85,6 +86,17 @@ class MonteCarloPi(Bench):
             g.sync()
         return run, lambda: hits.get()[0]
 
+    def pocl_counting(self, cl, args):
+        """counting() for PoCL: `args(hits)` gives each launch its arguments (Philox: the next offset)."""
+        hits, zero = cl.buffer(np.zeros(1, np.uint64)), np.zeros(1, np.uint64)
+        name, size = f"idiom_{self.kernel}", (cdiv(self.threads, 256) * 256,)
+
+        def run():
+            cl.copy_in(hits, zero)
+            cl.launch(name, size, self.block, *args(hits))
+            cl.finish()
+        return run, lambda: cl.read(hits, 1, np.uint64)[0]
+
 
 class MonteCarloXorwow(MonteCarloPi):
     name = kernel = "mc_pi_xorwow"
@@ -104,6 +116,10 @@ class MonteCarloXorwow(MonteCarloPi):
         def run():
             box[0] = lib.mc_pi_xorwow(p(states), self.threads, self.samples)
         return run, lambda: box[0]
+
+    def pocl(self, cl):
+        states = cl.buffer(self.rng.integers(1, 2**32, (self.threads, 6), dtype=np.uint64).astype(np.uint32))
+        return self.pocl_counting(cl, lambda hits: (states, hits, np.int32(self.samples)))
 
 
 class MonteCarloPhilox(MonteCarloPi):
@@ -130,6 +146,10 @@ class MonteCarloPhilox(MonteCarloPi):
             box[0] = lib.mc_pi_philox(ctypes.c_ulonglong(self.SEED), ctypes.c_ulonglong(int(next(offsets))),
                                       self.threads, self.samples)
         return run, lambda: box[0]
+
+    def pocl(self, cl):
+        offsets = self.offsets()
+        return self.pocl_counting(cl, lambda hits: (np.uint64(self.SEED), next(offsets), hits, np.int32(self.samples)))
 
 
 class Conv2d(Bench):
