@@ -42,7 +42,7 @@ from .build import cache, jit, tiers
 from .irutil import collection_paused
 from .lowering.module import KernelInfo, ModuleLowering
 from .ops import memcheck
-from .vector import blockprograms, unrolling
+from .vector import blockprograms, looppeeling, unrolling
 
 FORMAT = 1        # of what compile_kernel and compile_variables put in the cache
 
@@ -249,6 +249,7 @@ def block_program_ir(text: str, source_name: str, kernel: str, block) -> str:
     if pfn is None:
         raise blockprograms.NotVectorisable(f"no kernel {kernel}")
     blockprograms.check_takes(pfn)
+    pfn = looppeeling.peel_middle_entries(pfn)          # loops entered in their middle,
     pfn = unrolling.unroll_shape_loops(pfn, block)      # loops the block shape fixes,
     pfn = unrolling.fold_shape_branches(pfn, block)     # and branches,
     pfn = unrolling.known_operands(pfn, block)          # and the values it fixes written in

@@ -314,20 +314,22 @@ def lop3(b, a, c, d, lut):
 
 def bmsk(b, a, c, clamp):
     """A mask of c bits starting at bit a, per the PTX ISA pseudo-code: positions and widths
-    wrap to 0..31; in .clamp mode a position or width of 32 or more saturates instead."""
-    a1 = b.and_(a, _c(I32, 31))
-    b1 = b.and_(c, _c(I32, 31))
+    wrap to 0..31; in .clamp mode a position or width of 32 or more saturates instead. On
+    i32 values or vectors of them (a block program's lanes)."""
+    t = a.type
+    a1 = b.and_(a, _c(t, 31))
+    b1 = b.and_(c, _c(t, 31))
     total = b.add(a1, b1)
-    ones = _c(I32, 0xFFFFFFFF)
+    ones = _c(t, 0xFFFFFFFF)
     mask0 = b.shl(ones, a1)
-    overflow = b.icmp_unsigned(">=", total, _c(I32, 32))
+    overflow = b.icmp_unsigned(">=", total, _c(t, 32))
     if clamp:
-        pos_over = b.icmp_unsigned(">=", a, _c(I32, 32))
-        mask0 = b.select(pos_over, _c(I32, 0), mask0)
-        overflow = b.or_(overflow, b.or_(pos_over, b.icmp_unsigned(">=", c, _c(I32, 32))))
-    shifted = b.shl(ones, b.select(overflow, _c(I32, 0), total))
-    mask1 = b.select(overflow, _c(I32, 0),
-                     b.select(b.icmp_unsigned("==", b1, _c(I32, 0)), ones, shifted))
+        pos_over = b.icmp_unsigned(">=", a, _c(t, 32))
+        mask0 = b.select(pos_over, _c(t, 0), mask0)
+        overflow = b.or_(overflow, b.or_(pos_over, b.icmp_unsigned(">=", c, _c(t, 32))))
+    shifted = b.shl(ones, b.select(overflow, _c(t, 0), total))
+    mask1 = b.select(overflow, _c(t, 0),
+                     b.select(b.icmp_unsigned("==", b1, _c(t, 0)), ones, shifted))
     return b.and_(mask0, b.not_(mask1))
 
 

@@ -446,6 +446,27 @@ class BlockMemory:
             return b.load(b.bitcast(data, vec.as_pointer()))
         return None
 
+    def each_lane_update(self, addrs, elem, values, update):
+        """For each lane of self.mask, lowest first: update(pointer to its element, [its
+        values]) -> the element's old value (an atomic of the block's shared memory, which
+        only this worker touches, as a plain read and write); the lanes' old values."""
+        b = self.b
+        vec = self._vec(elem)
+        where = self._scratch(ir.ArrayType(I64, self.lanes), "atom.addrs")
+        b.store(addrs, b.bitcast(where, addrs.type.as_pointer()))
+        operands = []
+        for k, v in enumerate(values):
+            slot = self._scratch(ir.ArrayType(elem, self.lanes), f"atom.operand{k}")
+            b.store(v, b.bitcast(slot, vec.as_pointer()))
+            operands.append(slot)
+        olds = self._scratch(ir.ArrayType(elem, self.lanes), "atom.old")
+        mask = self._all_lanes() if self.mask is None else self.mask
+        with for_each_set_bit(b, b.bitcast(mask, ir.IntType(self.lanes)), "atom.lane") as lane:
+            ptr = b.inttoptr(b.load(b.gep(where, [i32(0), lane])), elem.as_pointer())
+            old = update(ptr, [b.load(b.gep(slot, [i32(0), lane])) for slot in operands])
+            b.store(old, b.gep(olds, [i32(0), lane]))
+        return b.load(b.bitcast(olds, vec.as_pointer()))
+
     def _scratch(self, ty, name):
         with at_function_start(self.b):
             slot = self.b.alloca(ty, name=name)

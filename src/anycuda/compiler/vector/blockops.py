@@ -16,9 +16,9 @@ from ...ptx import ir as pir
 from ...ptx.modifiers import DATA
 from ..analysis import memory
 from ..irutil import convert_bits, i64
-from ..ops import bitops
+from ..ops import atomics, bitops
 from ..simt.collectives import shfl_source
-from ..types import I1, I32, I64, llvm_type, type_mods, width
+from ..types import I1, I32, I64, llvm_type, space_of, type_mods, width
 from .regionops import REGION_MODS, REGION_OPS
 from .warpruns import INT_TYPES, VECTOR_MODS, VECTOR_OPS, NotVectorisable, fixed_shuffle
 
@@ -248,6 +248,45 @@ def _st(w, st):
     w.streaming = False
 
 
+def _bmsk(w, st):
+    """bmsk (a mask of bits from a position, cub's digit of a key) on the lanes' vectors."""
+    a, c = (w.read(op, "b32") for op in st.operands[1:3])
+    w.write(st.operands[0], bitops.bmsk(w.b, a, c, "clamp" in st.mods), "b32")
+
+
+def _atom(w, st):
+    """atom and red in the block's shared memory, outside loops: lane after lane in lane
+    order, each a plain update (only this worker touches the block's shared memory; lanes'
+    atomics in some order is what a GPU gives too). cub's block radix sort counts a tile's
+    digits so, eight atomics a thread in straight code, which kept its scatter in the rounds
+    (~29 ms a launch of 2,048 tiles). In a loop an atomic keeps the rounds: a spin on a lock
+    would wait in a block program for warps that run after it (a hang), and the warp regions'
+    lane loops count a shared histogram 7x faster than a loop of lanes here (NOTES.md)."""
+    if space_of(st) != "shared":
+        raise NotVectorisable(f"{st.opcode} outside shared memory")
+    if any(head <= w.position <= back for head, back in {**w.loops, **w.barrier_loops}.items()):
+        raise NotVectorisable(f"{st.opcode} in a loop")
+    ops = st.operands if st.opcode == "atom" else (None,) + tuple(st.operands)
+    op, ts = atomics.operation(st), type_mods(st.mods)
+    t = ts[-1] if ts else None
+    kind = atomics.rmw_kind(op, t) if op != "cas" else "cas"
+    if kind is None or not isinstance(ops[1], (pir.Addr, pir.Reg)):
+        raise NotVectorisable(f"{st.opcode} {st.mods}")
+    if kind in ("xchg", "cas"):
+        t = f"b{width(t)}"                      # bits, as atomics.lower_atomic exchanges them
+    b = w.b
+    addrs, _ = w.access(st, ops[1] if isinstance(ops[1], pir.Addr) else pir.Addr(ops[1], 0))
+    values = [w.read(op, t) for op in ops[2:]]
+
+    def update(p, v):
+        if kind == "cas":
+            return atomics.compare_and_swap(b, True, p, *v)
+        return atomics.rmw(b, True, kind, p, v[0])
+    old = w.each_lane_update(addrs, llvm_type(t), values, update)
+    if ops[0] is not None:
+        w.write(ops[0], old, t)
+
+
 def _register_part(addr):
     """(register, offset) of an address `[%r + offset]`, else None."""
     return (addr.base.name, addr.offset) if isinstance(addr, pir.Addr) and isinstance(addr.base, pir.Reg) else None
@@ -350,8 +389,10 @@ _SHAPED = {kind: _shaped(kind) for kind in ("mov", "add", "sub", "shl", "shr", "
 _AS_IN_REGIONS = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "neg", "abs")
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
-       "div": _div, "rem": _div,
+       "div": _div, "rem": _div, "atom": _atom, "red": _atom, "bmsk": _bmsk,
        **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS)}
+# atomics of the block's own shared memory (not a cluster's: another block's, on another worker)
+_SHARED_ATOMICS = REGION_MODS["atom"] - {"global", "shared::cluster"}
 # The modifiers each form handles (an allow-list, ops.table.takes): warpruns' and warp regions'
 # for the forms taken from there; loads and stores of one element or a .v2/.v4 vector, in
 # the spaces and with the cache operators of _MEMORY_MODS (not ordered, not .param stores);
@@ -366,6 +407,8 @@ TAKES = {
     **dict.fromkeys(("bar", "barrier"), frozenset(("sync", "aligned"))),
     "div": REGION_MODS["div"] | INT_TYPES,
     "rem": INT_TYPES,
+    **dict.fromkeys(("atom", "red"), _SHARED_ATOMICS),
+    "bmsk": frozenset(("clamp", "wrap", "b32")),
     **{op: REGION_MODS[op] for op in _AS_IN_REGIONS},
 }
 assert set(TAKES) == set(OPS)

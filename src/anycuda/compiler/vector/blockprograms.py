@@ -72,9 +72,9 @@ FRAME_BYTES = abi.FRAME_HEADER + 8 * PREFETCH_SITES    # a worker's frame: the h
                                                         # prefetched loads' last addresses
 _NAME = "ptx.blockprogram"
 _BARRIERS = frozenset(("bar", "barrier"))
-_TOUCHES_MEMORY = frozenset(("ld", "st", "bar", "barrier"))    # what a waiting store must not pass
+_TOUCHES_MEMORY = frozenset(("ld", "st", "bar", "barrier", "atom", "red"))    # what a waiting store must not pass
 _ACCESSES = frozenset(("ld", "st", "atom", "red"))
-_NOT_ALIKE = frozenset(("st", "shfl", "bar", "barrier"))     # (what a warp's lanes may hold apart after)
+_NOT_ALIKE = frozenset(("st", "shfl", "bar", "barrier", "atom", "red"))     # (what a warp's lanes may hold apart after)
 _ALIKE_SPECIAL = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nsmid", "gridid"))
 # rows narrower than a warp: a vector is one row of 16 or 8 threads (stencil5_smem_16x16 took
 # 5.6x C in the rounds, a warp of two rows having no ramp of %tid.x)
@@ -276,7 +276,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         """Positions lo..hi-1 behind a test that some lane is here (blockstretches._behind)."""
         self._behind(self._some_lane(self.here), lambda: self._run(lo, hi), idle=True)
 
-    def _merge(self, before, pre, end, idle=False):
+    def _merge(self, before, pre, end, idle=False, cond=None):
         b = self.b
         values, shapes, whole, here, reach, skipping, uniform, outs = before
 
@@ -323,6 +323,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
             node = phi(lanes(now), lanes(then))
             if idle:              # (the lanes of `now` either way: the parts it is made of stay known)
                 self.parts.alias(node, now)
+            elif cond is not None:
+                self.parts.chosen(node, cond, now, then)
             return node
         self.here = mask_phi(self.here, here)
         for label in set(self.reach) | set(reach):

@@ -217,7 +217,7 @@ class StretchParts:
         end = b.block
         b.branch(join)
         b.position_at_end(join)
-        self._merge(before, pre, end, idle)
+        self._merge(before, pre, end, idle, cond)
 
     # -------------------------------------------------------------- loops around barriers
     def _leaving(self, head):

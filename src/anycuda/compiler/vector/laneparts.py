@@ -45,6 +45,14 @@ class Parts:
         """`mask` holds the lanes of `same` (a phi whose other way ran for no lane)."""
         self._record(mask, self.cells(same))
 
+    def chosen(self, mask, key, ran, skipped):
+        """`mask` holds the lanes of `ran` where the warp ran a part behind the test `key`
+        (an i1 alike in its lanes: a uniform branch), else those of `skipped`: each cell on
+        the side of the choice it comes from. Lanes a divergent branch inside the part sent
+        to a label then make up, with those that went on, what they were before the test."""
+        self._record(mask, _whole({(c, id(key), 1) for c in self.cells(ran)} |
+                                  {(c, id(key), 0) for c in self.cells(skipped)}))
+
     def union(self, b, a, c):
         """The lanes of masks a and c: where their cells make up a mask met before, that mask."""
         cells = _whole(self.cells(a) | self.cells(c))
@@ -63,7 +71,10 @@ class Parts:
 
 
 def _whole(cells) -> frozenset:
-    """`cells` with each pair of the two sides of one split made the cell it split."""
+    """`cells` with each pair of the two sides of one split made the cell it split, and the
+    cells on one side of one split joined first (a cell's sides are lanes too: (x on the
+    side) | (y on the side) is (x | y) on the side), so that parts split inside a part
+    rejoin it."""
     cells = set(cells)
     joined = True
     while joined:
@@ -72,5 +83,14 @@ def _whole(cells) -> frozenset:
             if len(c) == 3 and c in cells and (c[0], c[1], 1 - c[2]) in cells:
                 cells -= {c, (c[0], c[1], 1 - c[2])}
                 cells.add(c[0])
+                joined = True
+        sides = {}
+        for c in cells:
+            if len(c) == 3:
+                sides.setdefault(c[1:], set()).add(c[0])
+        for side, inner in sides.items():
+            if len(inner) > 1 and (whole := _whole(inner)) != inner:
+                cells -= {(x, *side) for x in inner}
+                cells |= {(x, *side) for x in whole}
                 joined = True
     return frozenset(cells)
