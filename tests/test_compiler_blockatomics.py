@@ -54,6 +54,20 @@ extern "C" __global__ void digit_atomics(const unsigned* keys, unsigned* ranks, 
     }
 }
 
+// loads of pairs (one span loaded for the group), an atomic on the second of each pair, the
+// pair loaded again: the second load sees the atomic's sum
+extern "C" __global__ void loads_around_atomics(const int* in, int* out) {
+    __shared__ int s[2048];
+    int t = threadIdx.x;
+    s[2 * t] = in[2 * t];
+    s[2 * t + 1] = in[2 * t + 1];
+    __syncthreads();
+    int a = s[2 * t], b = s[2 * t + 1];
+    atomicAdd(&s[2 * t + 1], a);
+    int c = s[2 * t], d = s[2 * t + 1];
+    out[t] = a + 3 * b + 7 * c + 11 * d;
+}
+
 // the same count in a loop: a block program would run a spin on a lock in such a loop for
 // ever (warps run one after another), so the rounds keep it
 extern "C" __global__ void looped_atomics(const unsigned* keys, unsigned* counts, int n) {
@@ -131,6 +145,17 @@ def test_shared_atomics_in_straight_code(module, rng, poison, threads, n):
             assert lows.get()[blk * 16 + d] == (high.min() if high.size else 1 << 30)
             assert highs.get()[blk * 16 + d] == (high.max() if high.size else -1)
         np.testing.assert_array_equal(sums.get()[blk * 16:(blk + 1) * 16], 0.5 * want_counts)
+
+
+@pytest.mark.parametrize("threads", [64, 256])
+def test_loads_after_an_atomic_see_it(module, rng, poison, threads):
+    x = rng.integers(-1000, 1000, 2 * threads).astype(np.int32)
+    out = poison(threads, np.int32)
+    k = module.get_function("loads_around_atomics")
+    k((1,), (threads,), (ac.asarray(x), out))
+    a, b = x[0::2].astype(np.int64), x[1::2].astype(np.int64)
+    np.testing.assert_array_equal(out.get(), (a + 3 * b + 7 * a + 11 * (a + b)).astype(np.int32))
+    assert _ran_as_program(k, threads)
 
 
 def test_atomics_in_a_loop_keep_the_rounds(module, rng, poison):

@@ -451,6 +451,7 @@ class BlockMemory:
         values]) -> the element's old value (an atomic of the block's shared memory, which
         only this worker touches, as a plain read and write); the lanes' old values."""
         b = self.b
+        self._spans_loaded = {}          # (what a group of loads took may change, as at a store)
         vec = self._vec(elem)
         where = self._scratch(ir.ArrayType(I64, self.lanes), "atom.addrs")
         b.store(addrs, b.bitcast(where, addrs.type.as_pointer()))

@@ -391,8 +391,9 @@ OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, 
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
        "div": _div, "rem": _div, "atom": _atom, "red": _atom, "bmsk": _bmsk,
        **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS)}
-# atomics of the block's own shared memory (not a cluster's: another block's, on another worker)
-_SHARED_ATOMICS = REGION_MODS["atom"] - {"global", "shared::cluster"}
+# atomics of the block's own shared memory, spelled `.shared` as its loads and stores are
+# (BlockMemory.access; not a cluster's: another block's, on another worker)
+_SHARED_ATOMICS = REGION_MODS["atom"] - {"global", "shared::cta", "shared::cluster"}
 # The modifiers each form handles (an allow-list, ops.table.takes): warpruns' and warp regions'
 # for the forms taken from there; loads and stores of one element or a .v2/.v4 vector, in
 # the spaces and with the cache operators of _MEMORY_MODS (not ordered, not .param stores);
