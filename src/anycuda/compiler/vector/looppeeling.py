@@ -34,6 +34,8 @@ from ...ptx import ir
 from ..analysis.cfg import branch_target
 
 MAX_COPY = 2000             # statements of B copied at most (the program grows by as many)
+MAX_GROWTH = 4000           # statements all the copies of a function add at most (a copy holds the
+                            # loops nested in B, which are peeled in turn)
 
 
 def peel_middle_entries(pfn: ir.Function) -> ir.Function:
@@ -44,7 +46,7 @@ def peel_middle_entries(pfn: ir.Function) -> ir.Function:
         return pfn                 # (an indirect branch may land anywhere)
     while True:
         peeled = _peel_one(body, serial)
-        if peeled is None:
+        if peeled is None or len(peeled) > len(pfn.body) + MAX_GROWTH:
             break
         body = peeled
     return pfn if body is pfn.body else dataclasses.replace(pfn, body=body)
