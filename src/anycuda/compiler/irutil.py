@@ -66,7 +66,10 @@ def masked_store(b: ir.IRBuilder, value: ir.Value, address: ir.Value, align: int
     fn = declare(b.module, f"llvm.masked.store.v{vec.count}{intrinsic_suffix(vec.element)}.p0", ir.VoidType(),
                  [vec, vec.as_pointer(), I32, mask.type])
     ptr = b.inttoptr(address, vec.as_pointer())
-    _where_some_lane(b, mask, lambda: b.call(fn, [value, ptr, ir.Constant(I32, align), mask]), None)
+
+    def store():
+        b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+    _where_some_lane(b, mask, store, None)
 
 
 def _where_some_lane(b: ir.IRBuilder, mask: ir.Value, access, otherwise):
@@ -82,15 +85,24 @@ def _where_some_lane(b: ir.IRBuilder, mask: ir.Value, access, otherwise):
         return access()
     bits = b.bitcast(mask, ir.IntType(mask.type.count))
     some = b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))
-    start = b.block
-    with b.if_then(some):
-        got = access()
-        then_block = b.block
-    if otherwise is None:
+    return either(b, some, access, lambda: otherwise)
+
+
+def either(b: ir.IRBuilder, cond: ir.Value, then, otherwise):
+    """then() where i1 `cond` holds, else otherwise(), each made when called: the value they
+    give (a phi of the two), or None where `then` gives none (a store)."""
+    with b.if_else(cond) as (yes, no):
+        with yes:
+            x = then()
+            then_block = b.block
+        with no:
+            y = otherwise()
+            else_block = b.block
+    if x is None:
         return None
-    phi = b.phi(got.type)
-    phi.add_incoming(got, then_block)
-    phi.add_incoming(otherwise, start)
+    phi = b.phi(x.type)
+    phi.add_incoming(x, then_block)
+    phi.add_incoming(y, else_block)
     return phi
 
 

@@ -16,8 +16,8 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
-from ..irutil import (at_function_start, convert_bits, declare, field_ptr, for_each_set_bit, i32, i64, intrinsic_suffix,
-                      masked_gather, masked_load, masked_store, prefetch_into_l2, register_address)
+from ..irutil import (at_function_start, convert_bits, declare, either, field_ptr, for_each_set_bit, i32, i64,
+                      intrinsic_suffix, masked_gather, masked_load, masked_store, prefetch_into_l2, register_address)
 from ..types import I1, I32, I64, llvm_width, width
 from .blockloops import grid_strided, memory_bound, uniform_registers
 from .blockops import Affine, and_scalar
@@ -336,20 +336,7 @@ class BlockMemory:
     def _either(self, cond, then, otherwise):
         """then() where `cond` holds, else otherwise(): the value they give (a load's), or
         None (a store's)."""
-        b = self.b
-        with b.if_else(cond) as (yes, no):
-            with yes:
-                x = then()
-                then_block = b.block
-            with no:
-                y = otherwise()
-                else_block = b.block
-        if x is None:
-            return None
-        phi = b.phi(x.type)
-        phi.add_incoming(x, then_block)
-        phi.add_incoming(y, else_block)
-        return phi
+        return either(self.b, cond, then, otherwise)
 
     def _every_lane(self, mask=None):
         """i1: every lane is in `mask` (by default self.mask, which is not None)."""
