@@ -562,9 +562,10 @@ class KernelImage:
                             "at different barriers)")
         if L.error == abi.LAUNCH_ERR_MBARRIER_DEADLOCK:
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED,
-                            f"{where}: mbarrier deadlock: threads wait for mbarrier phases that can never "
-                            "complete (their pending arrivals or transaction bytes come from no thread still "
-                            "running); a GPU would hang here")
+                            f"{where}: mbarrier deadlock, or a spin that never ends: threads wait for "
+                            "mbarrier phases that can never complete (their pending arrivals or transaction "
+                            "bytes come from no thread still running), or spin on a word no thread still "
+                            "running will change; a GPU would hang here")
         if L.error == abi.LAUNCH_ERR_GRID_DEADLOCK:
             raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED,
                             f"{where}: grid barrier deadlock: blocks waited {grid_sync_timeout():g} s at a grid "

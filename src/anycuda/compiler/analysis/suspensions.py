@@ -53,11 +53,21 @@ def is_mbarrier_wait(inst: ir.Instruction) -> bool:
     return inst.opcode == MBARRIER_WAIT
 
 
+# Where a thread that spins on a word other threads write waits for it to change
+# (ops/spinwaits.py puts one before the back branch of such a loop); spelt like YIELD.
+SPIN_WAIT = "anycuda.spin_wait"
+
+
+def is_spin_wait(inst: ir.Instruction) -> bool:
+    return inst.opcode == SPIN_WAIT
+
+
 def is_suspension(inst: ir.Instruction) -> bool:
     """A thread stops here until other threads of its block or warp arrive (or, at a yield,
     only lets the other threads of its block catch up; at an mbarrier wait, until its
-    mbarrier changes)."""
-    return is_block_barrier(inst) or is_warp_collective(inst) or is_yield(inst) or is_mbarrier_wait(inst)
+    mbarrier changes; at a spin wait, until the word it spins on changes)."""
+    return (is_block_barrier(inst) or is_warp_collective(inst) or is_yield(inst) or is_mbarrier_wait(inst)
+            or is_spin_wait(inst))
 
 
 def has_suspensions(body: list) -> bool:

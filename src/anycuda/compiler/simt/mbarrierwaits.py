@@ -15,6 +15,12 @@ STALLED_ROUNDS; that many in a row is a deadlock (the phases awaited can never c
 the launch fails with LAUNCH_ERR_MBARRIER_DEADLOCK, naming the first waiting thread's block.
 The count and not the first repetition: a loop that counts its failed tests in a register
 before doing something else leaves no trace in the signature.
+
+A thread that spins on a word (ops/spinwaits.py) waits here the same way, on the aligned word
+that holds it. Where that word lies outside the block's shared memory (a flag in global or
+mapped memory, which the host or another block may write at any time) the address carries
+OUTSIDE in its low bit, and the block's rounds never call its waiting a deadlock: it spins,
+as it would on a GPU, letting the block's other threads run between its tests.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from ..types import I32, I64, PTR
 from .workspace import C, emit_record_error, frame_at, thread_state
 
 STALLED_ROUNDS = 1 << 14
+OUTSIDE = 1                 # op_a's low bit: a word outside the block's shared memory (ops/spinwaits.py)
 
 
 def _mix(b, h, v):
@@ -49,9 +56,9 @@ def emit_resolve_waits(module: ir.Module) -> ir.Function:
     fn.linkage = "internal"
     ws, fsize, n, others, seen, header = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    v = {k: b.alloca(I32, name=k) for k in ("released", "waiting", "first")}
+    v = {k: b.alloca(I32, name=k) for k in ("released", "waiting", "first", "outside")}
     sig = b.alloca(I64, name="signature")
-    for k, init in (("released", 0), ("waiting", 0), ("first", -1)):
+    for k, init in (("released", 0), ("waiting", 0), ("first", -1), ("outside", 0)):
         b.store(i32(init), v[k])
     b.store(i64(0), sig)
     waits = lambda fr: b.icmp_signed("==", b.load(thread_state(b, fr)), i32(abi.THREAD_WAIT_MBAR))
@@ -61,7 +68,9 @@ def emit_resolve_waits(module: ir.Module) -> ir.Function:
         h = _mix(b, b.load(sig), b.zext(st, I64))
         h = _mix(b, h, b.zext(load_field(b, fr, C["resume"], I32), I64))
         with b.if_then(waits(fr)):
-            word = b.load(b.inttoptr(load_field(b, fr, C["op_a"], I64), I64.as_pointer()), align=8)
+            watched = load_field(b, fr, C["op_a"], I64)
+            word = b.load(b.inttoptr(b.and_(watched, i64(~7)), I64.as_pointer()), align=8)
+            b.store(b.or_(b.load(v["outside"]), b.trunc(b.and_(watched, i64(OUTSIDE)), I32)), v["outside"])
             seen_word = load_field(b, fr, C["res"], I64)
             b.store(_mix(b, _mix(b, h, load_field(b, fr, C["op_a"], I64)), seen_word), sig)
             b.store(b.add(b.load(v["waiting"]), i32(1)), v["waiting"])
@@ -80,6 +89,8 @@ def emit_resolve_waits(module: ir.Module) -> ir.Function:
     # nothing can run but the waiters: they run again, unless that has changed nothing too often
     stalls = b.gep(seen, [i32(1)])
     same = b.icmp_unsigned("==", b.load(sig), b.load(seen))
+    # (a word that the host or other blocks may write: no round of this block tells a deadlock)
+    same = b.and_(same, b.icmp_signed("==", b.load(v["outside"]), i32(0)))
     count = b.select(same, b.add(b.load(stalls), i64(1)), i64(0))
     b.store(b.load(sig), seen)
     b.store(count, stalls)

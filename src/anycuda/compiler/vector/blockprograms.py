@@ -54,6 +54,7 @@ from ..analysis.cfg import back_branches
 from ..analysis.spans import SpanFacts
 from ..cpu import launch
 from ..irutil import at_function_start, convert_bits, i32, i64, load_field, store_field
+from ..ops import spinwaits
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
 from .blockloops import LoopParts, LoopShapeLost, grid_strided, memory_bound, uniform_registers
@@ -98,6 +99,9 @@ def supported_shape(block) -> bool:
 def check_takes(pfn) -> None:
     """NotVectorisable unless a block program is worth making for kernel `pfn`: one with
     barriers or shuffles, or with a memory-bound loop that is not a grid-stride loop."""
+    if spinwaits.spin_loops(pfn.body):
+        # (its warps run one after another: one spinning would wait for ever for a later one)
+        raise NotVectorisable("a loop that spins on a word other threads write (ops/spinwaits.py)")
     if any(isinstance(st, pir.Instruction) and (st.opcode in _BARRIERS or st.opcode == "shfl") for st in pfn.body):
         return
     # the plain loop over a block's threads vectorises a kernel without them as it is (a block

@@ -1,0 +1,147 @@
+"""Threads that spin until another thread of their block writes a word: a wait in the loop.
+
+    L:  ld.volatile.shared.u32 %r, [flag];      (or atom.cas %r, [lock], 0, 1;)
+        setp.eq.u32 %p, %r, 0;
+        @%p bra L;
+
+On a GPU the warp that sets the flag runs beside the one that spins (independent thread
+scheduling, Volta on). anycuda runs a block's threads one after another between their
+suspensions, so the spinning thread never let the others run: the launch hung (a flag set by
+warp 1 and awaited by warp 0, in the rounds and in a block program alike). Such a loop gets a
+wait before its back branch, taken only when the thread goes round: the thread stops
+watching the aligned 8-byte word that holds what it read, and the block function runs it
+again when that word changes or when nothing else of the block can run, as it does a thread
+after a failed mbarrier test (simt/mbarrierwaits.py). A spin on the block's shared memory
+that no thread can end (a flag never set) is then a deadlock the launch reports, where a GPU
+would hang; a spin on global or mapped memory, which the host or another block may write
+at any time, spins on (letting its block's other threads run between its tests).
+
+A spin loop here: straight code from its label to its back branch (no other branch or label
+inside, so that the address the wait watches was computed in this turn), whose branch tests
+a value computed in the loop from a read that another thread may change between turns:
+- a load marked volatile, relaxed or acquire (or .cv: not cached), which a compiler may not
+  hoist out of the loop, as it may a plain load;
+- an atomic whose operands do not change in the loop (a test-and-set `atomicCAS(&lock, 0,
+  1)` or `atomicExch(&lock, 1)`): a compare-and-swap loop that updates a value
+  (`assumed = old`) retries with what it read and ends by itself, and keeps no wait.
+Block programs leave a kernel with such a loop to the rounds (blockprograms.check_takes).
+"""
+from __future__ import annotations
+
+from ...ptx import ir as pir
+from ..analysis.dataflow import defs_uses
+from ..analysis.memory import memory_address
+from ..analysis.suspensions import SPIN_WAIT
+from ..irutil import i64
+from ..simt import mbarrierwaits
+from ..types import I64
+
+_FRESH_LOADS = frozenset(("volatile", "relaxed", "acquire", "cv"))
+
+
+def spin_loops(body: list) -> dict:
+    """{position of a spin loop's back branch: position of the read it waits on} (the module
+    docstring). O(n + loops * their length)."""
+    labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
+    found = {}
+    for back, st in enumerate(body):
+        if not (isinstance(st, pir.Instruction) and st.opcode == "bra" and st.guard is not None
+                and st.operands and isinstance(st.operands[0], pir.Sym)):
+            continue
+        head = labels.get(st.operands[0].name)
+        if head is None or head >= back or not _straight(body, head, back):
+            continue
+        read = _awaited_read(body, head, back, st.guard.reg.name)
+        if read is not None:
+            found[back] = read
+    return found
+
+
+def _straight(body, head, back) -> bool:
+    return not any(isinstance(st, (pir.Label, pir.BranchTargets)) or isinstance(st, pir.Instruction)
+                   and st.opcode in ("bra", "brx", "call", "ret", "exit") for st in body[head + 1:back])
+
+
+def _awaited_read(body, head, back, predicate):
+    """The position of the read in head..back that `predicate` is computed from and that
+    another thread may change between turns, its address intact at the back branch; else
+    None."""
+    written = {}
+    for pos in range(head + 1, back):
+        st = body[pos]
+        if isinstance(st, pir.Instruction):
+            for r in defs_uses(st)[0]:
+                written.setdefault(r, []).append(pos)
+    wanted, found = {predicate}, None
+    for pos in range(back - 1, head, -1):           # what the predicate is computed from, backwards
+        st = body[pos]
+        if not isinstance(st, pir.Instruction):
+            continue
+        defs, uses = defs_uses(st)
+        if not wanted & set(defs):
+            continue
+        wanted |= set(uses)
+        if found is None and st.guard is None and _fresh_read(st, written, body) and _address_kept(st, pos, back, written):
+            found = pos
+    return found
+
+
+def _fresh_read(st, written, body) -> bool:
+    if st.opcode in ("ld", "ldu"):
+        return bool(_FRESH_LOADS & set(st.mods))
+    if st.opcode == "atom":
+        return not any(_varies(op, written, body) for op in st.operands[2:])
+    return False
+
+
+def _varies(op, written, body) -> bool:
+    """Whether operand `op` may differ from turn to turn: a register the loop writes other
+    than with a constant (nvcc sets a lock's 0 and 1 inside the loop: `mov.u32 %r4, 0`)."""
+    return isinstance(op, pir.Reg) and any(
+        not (body[p].opcode == "mov" and isinstance(body[p].operands[1], pir.Imm)) for p in written.get(op.name, ()))
+
+
+def _address_kept(st, pos, back, written) -> bool:
+    """The registers of `st`'s address are not written after it in the loop."""
+    addr = memory_address(st)
+    base = addr.base if isinstance(addr, pir.Addr) else addr
+    if isinstance(base, pir.Sym):
+        return True
+    return isinstance(base, pir.Reg) and all(p <= pos for p in written.get(base.name, ()) if p < back)
+
+
+def with_waits(body: list) -> list:
+    """`body` with a wait before each spin loop's back branch `@p bra L`: `@!p bra LEFT;
+    wait [address]; bra L; LEFT:`. O(n) beyond spin_loops."""
+    spins = spin_loops(body)
+    if not spins:
+        return body
+    out = []
+    for pos, st in enumerate(body):
+        read = spins.get(pos)
+        if read is None:
+            out.append(st)
+            continue
+        watched = body[read]
+        left = f"$anycuda_spin_left{pos}"
+        spaces = tuple(m for m in watched.mods if m in ("global", "shared", "local"))
+        out += [pir.Instruction("bra", (), (pir.Sym(left),), st.loc, guard=pir.Guard(st.guard.reg, not st.guard.negated),
+                                text=st.text),
+                pir.Instruction(SPIN_WAIT, spaces, (memory_address(watched),), st.loc, text=st.text),
+                pir.Instruction("bra", (), st.operands, st.loc, text=st.text),
+                pir.Label(left, st.loc)]
+    return out
+
+
+def wait(f, inst):
+    """The wait: the thread stops with the aligned 8-byte word that holds what its loop read
+    (its address and value), for simt/mbarrierwaits.py, which runs it again when the word
+    changes. The read was made this turn at this address, so the word lies in mapped memory
+    (an aligned word never crosses a page, nor the end of a shared window, 64-byte aligned)."""
+    b = f.b
+    spaces = [m for m in inst.mods if m in ("global", "shared", "local")]
+    p = f.address(inst.operands[0], spaces[0] if spaces else "")
+    word = b.and_(b.ptrtoint(p, I64), i64(~7))
+    # (a word the host or another block may write: never a deadlock; generic addresses too)
+    tagged = word if spaces == ["shared"] else b.or_(word, i64(mbarrierwaits.OUTSIDE))
+    f.suspend("mbar_wait", {"op_a": tagged, "res": b.load(b.inttoptr(word, I64.as_pointer()), align=8)}, None)
