@@ -30,6 +30,23 @@ extern "C" __global__ void flag_between_warps(const int* in, int* out) {
     if (t == 0) { while (flag == 0) ; out[blockIdx.x] = value * 2; }
 }
 
+// the same with a pause in the loop (nvcc rotates it: nanosleep, the load, the test)
+extern "C" __global__ void sleepy_flag(const int* in, int* out) {
+    __shared__ volatile int flag;
+    __shared__ int value;
+    int t = threadIdx.x;
+    if (t == 0) flag = 0;
+    __syncthreads();
+    if (t == blockDim.x - 1) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    if (t == 0) {
+        while (true) {
+            if (flag != 0) break;
+            __nanosleep(32);
+        }
+        out[blockIdx.x] = value * 2;
+    }
+}
+
 // the classic lock: every thread takes it with atomicCAS, adds its index, gives it back
 extern "C" __global__ void spin_lock_sum(int* out) {
     __shared__ int lock, total;
@@ -96,7 +113,7 @@ source, kernel, threads, seed = sys.stdin.read(), sys.argv[1], int(sys.argv[2]),
 k = ac.RawModule(code=source, name="spinwaits.cu").get_function(kernel)
 rng = np.random.default_rng(seed)
 try:
-    if kernel == "flag_between_warps":
+    if kernel in ("flag_between_warps", "sleepy_flag"):
         x = rng.integers(-1000, 1000, 3).astype(np.int32)
         out = ac.asarray(np.full(3, -7, np.int32))
         k((3,), (threads,), (ac.asarray(x), out))
@@ -142,6 +159,11 @@ def test_a_flag_between_warps(module, jit, threads):
     assert got.get("got") == got["want"], got
 
 
+def test_a_flag_awaited_with_pauses(module):
+    got = _scenario("sleepy_flag", 128, seed=5)
+    assert got.get("got") == got["want"], got
+
+
 @pytest.mark.parametrize("threads", [32, 128, 256])
 def test_a_spin_lock(module, threads):
     got = _scenario("spin_lock_sum", threads)
@@ -164,6 +186,7 @@ def test_loops_that_end_by_themselves_keep_no_wait(module, rng):
     functions = {f.name: f for f in parse(ptx, "spinwaits.cu").functions}
     assert spinwaits.spin_loops(functions["flag_between_warps"].body)
     assert spinwaits.spin_loops(functions["spin_lock_sum"].body)
+    assert spinwaits.spin_loops(functions["sleepy_flag"].body)
     assert not spinwaits.spin_loops(functions["cas_add"].body)
     assert not spinwaits.spin_loops(functions["plain_walk"].body)
     n = 1000
