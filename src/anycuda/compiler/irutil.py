@@ -83,9 +83,13 @@ def _where_some_lane(b: ir.IRBuilder, mask: ir.Value, access, otherwise):
     their lanes' addresses only: 5 ns with mask 0 whatever the page.)"""
     if isinstance(mask, ir.Constant):
         return access()
+    return either(b, some_lane(b, mask), access, lambda: otherwise)
+
+
+def some_lane(b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
+    """i1: some lane of the <lanes x i1> `mask` is on."""
     bits = b.bitcast(mask, ir.IntType(mask.type.count))
-    some = b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))
-    return either(b, some, access, lambda: otherwise)
+    return b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))
 
 
 def either(b: ir.IRBuilder, cond: ir.Value, then, otherwise):

@@ -149,4 +149,3 @@ def thread_linear_forms(body: list, kernel_params) -> dict:
     # moved into an integer one): its register has none either
     return {r: f for r, f in forms.items()
             if f and f != _CONFLICT and all(form_of(st) is not None for st in defs[r])}
-

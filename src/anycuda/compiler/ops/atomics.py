@@ -20,7 +20,7 @@ from llvmlite import ir
 from ...ptx.errors import UnsupportedPtx
 from ..cpu import streamstores
 from ..irutil import convert_bits, intrinsic
-from ..types import llvm_type, space_of, vector_count, width
+from ..types import llvm_type, space_of, type_mods, vector_count, width
 from . import floatops, memcheck
 from .table import inst_type
 
@@ -77,6 +77,22 @@ def rmw_kind(op, t):
     if op in ("min", "max"):
         return ("" if t.startswith("s") else "u") + op
     return None
+
+
+def lane_form(inst):
+    """(operands with a destination first, None for a red; the atomicrmw operation or "cas",
+    None where there is neither; the type the lanes' values take: the bits for an exchange
+    or a compare-and-swap, as lower_atomic exchanges them) of an atom or red, as the vector
+    paths run it lane after lane (vector/regionops.py, vector/blockops.py)."""
+    ops = inst.operands if inst.opcode == "atom" else (None,) + tuple(inst.operands)
+    op, ts = operation(inst), type_mods(inst.mods)
+    t = ts[-1] if ts else None
+    if t is None:
+        return ops, None, None
+    kind = rmw_kind(op, t) if op != "cas" else "cas"
+    if kind in ("xchg", "cas"):
+        t = f"b{width(t)}"
+    return ops, kind, t
 
 
 def flushes_subnormals(inst):

@@ -37,6 +37,7 @@ from ..simt import mbarrierwaits
 from ..types import I64
 
 _FRESH_LOADS = frozenset(("volatile", "relaxed", "acquire", "cv"))
+_SPACES = ("global", "shared", "local")       # the spaces a wait's address names (else generic)
 
 
 def spin_loops(body: list) -> dict:
@@ -124,7 +125,7 @@ def with_waits(body: list) -> list:
             continue
         watched = body[read]
         left = f"$anycuda_spin_left{pos}"
-        spaces = tuple(m for m in watched.mods if m in ("global", "shared", "local"))
+        spaces = tuple(m for m in watched.mods if m in _SPACES)
         out += [pir.Instruction("bra", (), (pir.Sym(left),), st.loc, guard=pir.Guard(st.guard.reg, not st.guard.negated),
                                 text=st.text),
                 pir.Instruction(SPIN_WAIT, spaces, (memory_address(watched),), st.loc, text=st.text),
@@ -139,9 +140,9 @@ def wait(f, inst):
     changes. The read was made this turn at this address, so the word lies in mapped memory
     (an aligned word never crosses a page, nor the end of a shared window, 64-byte aligned)."""
     b = f.b
-    spaces = [m for m in inst.mods if m in ("global", "shared", "local")]
-    p = f.address(inst.operands[0], spaces[0] if spaces else "")
+    space = inst.mods[0] if inst.mods else ""          # (with_waits gives the wait the read's space)
+    p = f.address(inst.operands[0], space)
     word = b.and_(b.ptrtoint(p, I64), i64(~7))
     # (a word the host or another block may write: never a deadlock; generic addresses too)
-    tagged = word if spaces == ["shared"] else b.or_(word, i64(mbarrierwaits.OUTSIDE))
+    tagged = word if space == "shared" else b.or_(word, i64(mbarrierwaits.OUTSIDE))
     f.suspend("mbar_wait", {"op_a": tagged, "res": b.load(b.inttoptr(word, I64.as_pointer()), align=8)}, None)

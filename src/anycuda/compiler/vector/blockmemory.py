@@ -17,7 +17,8 @@ from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
 from ..irutil import (at_function_start, convert_bits, declare, either, field_ptr, for_each_set_bit, i32, i64,
-                      intrinsic_suffix, masked_gather, masked_load, masked_store, prefetch_into_l2, register_address)
+                      intrinsic_suffix, masked_gather, masked_load, masked_store, prefetch_into_l2, register_address,
+                      some_lane)
 from ..types import I1, I32, I64, llvm_width, width
 from .blockloops import grid_strided, memory_bound, uniform_registers
 from .blockops import Affine, and_scalar
@@ -345,8 +346,7 @@ class BlockMemory:
 
     def _some_lane(self, mask):
         """i1: some lane is in `mask`."""
-        bits = self.b.bitcast(mask, ir.IntType(self.lanes))
-        return self.b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))
+        return some_lane(self.b, mask)
 
     def _on_mask(self, whole, part):
         """whole() where every lane runs (at once when self.mask is None), else part(); a
@@ -482,14 +482,8 @@ class BlockMemory:
         if value is None:
             if self.mask is None:
                 return self.splat(b.load(ptr, align=size))
-            before = b.block
-            with b.if_then(self._some_lane(self.mask)):
-                loaded = b.load(ptr, align=size)
-                then_block = b.block
-            phi = b.phi(elem)
-            phi.add_incoming(loaded, then_block)
-            phi.add_incoming(ir.Constant(elem, None), before)
-            return self.splat(phi)
+            return self.splat(self._either(self._some_lane(self.mask), lambda: b.load(ptr, align=size),
+                                           lambda: ir.Constant(elem, None)))
         if self.mask is None:
             b.store(b.extract_element(value, i32(self.lanes - 1)), ptr, align=size)
             return None

@@ -266,14 +266,9 @@ def _atom(w, st):
         raise NotVectorisable(f"{st.opcode} outside shared memory")
     if any(head <= w.position <= back for head, back in {**w.loops, **w.barrier_loops}.items()):
         raise NotVectorisable(f"{st.opcode} in a loop")
-    ops = st.operands if st.opcode == "atom" else (None,) + tuple(st.operands)
-    op, ts = atomics.operation(st), type_mods(st.mods)
-    t = ts[-1] if ts else None
-    kind = atomics.rmw_kind(op, t) if op != "cas" else "cas"
+    ops, kind, t = atomics.lane_form(st)
     if kind is None or not isinstance(ops[1], (pir.Addr, pir.Reg)):
         raise NotVectorisable(f"{st.opcode} {st.mods}")
-    if kind in ("xchg", "cas"):
-        t = f"b{width(t)}"                      # bits, as atomics.lower_atomic exchanges them
     b = w.b
     addrs, _ = w.access(st, ops[1] if isinstance(ops[1], pir.Addr) else pir.Addr(ops[1], 0))
     values = [w.read(op, t) for op in ops[2:]]

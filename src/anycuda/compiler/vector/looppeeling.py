@@ -32,6 +32,7 @@ import itertools
 
 from ...ptx import ir
 from ..analysis.cfg import branch_target
+from .unrolling import renamed
 
 MAX_COPY = 2000             # statements of B copied at most (the program grows by as many)
 MAX_GROWTH = 4000           # statements all the copies of a function add at most (a copy holds the
@@ -113,14 +114,4 @@ def _copy(text: list, n: int) -> list:
     register declarations (an inline `{ .reg ... }` block's, named apart by the parser) stay
     with the original only: the copy writes the same registers."""
     names = {st.name: f"{st.name}$peel{n}" for st in text if isinstance(st, ir.Label)}
-    out = []
-    for st in text:
-        if isinstance(st, ir.VarDecl):
-            continue
-        if isinstance(st, ir.Label):
-            st = dataclasses.replace(st, name=names[st.name])
-        elif isinstance(st, ir.Instruction) and st.opcode == "bra" and st.operands \
-                and isinstance(st.operands[0], ir.Sym) and st.operands[0].name in names:
-            st = dataclasses.replace(st, operands=(ir.Sym(names[st.operands[0].name]),) + st.operands[1:])
-        out.append(st)
-    return out
+    return [renamed(st, names) for st in text if not isinstance(st, ir.VarDecl)]

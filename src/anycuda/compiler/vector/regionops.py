@@ -340,16 +340,11 @@ def _atom(w, st):
     each lane's update as atomics.lower_atomic makes it (a plain update in the block's own
     shared memory, which only this CPU thread touches). Lanes' atomics in some order is
     what a GPU gives too."""
-    ops = st.operands if st.opcode == "atom" else (None,) + tuple(st.operands)
+    ops, kind, t = atomics.lane_form(st)
     if w.f.atomic_table is not None:
         return _held_atomics(w, st, ops)
-    op, ts = atomics.operation(st), type_mods(st.mods)
-    t = ts[-1] if ts else None
-    kind = atomics.rmw_kind(op, t) if op != "cas" else "cas"
     if kind is None or t not in INT_TYPES | FLOAT_TYPES | {"b32", "b64"} or {"v2", "v4", "v8"} & set(st.mods):
         raise NotVectorisable(f"{st.opcode} {st.mods}")
-    if kind in ("xchg", "cas"):
-        t = f"b{width(t)}"                      # bits, as lower_atomic exchanges them
     flush = None
     if kind == "fadd" and t == "f32":
         flush = atomics.flushes_subnormals(st)

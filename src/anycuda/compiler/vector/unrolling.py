@@ -344,17 +344,25 @@ def _end(body, blocks, latch: int) -> int:
     return blocks[latch + 1].start if latch + 1 < len(blocks) else len(body)
 
 
+def renamed(st, names: dict):
+    """Statement `st` with its label, or the label its branch goes to, renamed as `names`
+    says (a name it does not hold stays): a copy of some text with labels of its own."""
+    if isinstance(st, ir.Label):
+        return dataclasses.replace(st, name=names[st.name])
+    if (isinstance(st, ir.Instruction) and st.opcode == "bra" and st.operands and isinstance(st.operands[0], ir.Sym)
+            and st.operands[0].name in names):
+        return dataclasses.replace(st, operands=(ir.Sym(names[st.operands[0].name]),) + st.operands[1:])
+    return st
+
+
 def _copy(text, names: dict, last_of: dict, latch: int, leaving: int | None) -> list:
     """One iteration's text: labels renamed as `names` says; the loop's exit branches and its
     back edge (the last instructions of the blocks in `last_of`) dropped, but for block
     `leaving`'s (the last iteration's way out), made unconditional, after which the copy ends."""
     out = []
     for at, st in enumerate(text):
-        if isinstance(st, ir.Label):
-            out.append(dataclasses.replace(st, name=names[st.name]))
-            continue
         if not isinstance(st, ir.Instruction):
-            out.append(st)
+            out.append(renamed(st, names))
             continue
         b = last_of.get(at)
         if b is not None:
@@ -362,9 +370,7 @@ def _copy(text, names: dict, last_of: dict, latch: int, leaving: int | None) -> 
                 out.append(dataclasses.replace(st, guard=None))
                 break
             continue
-        if st.opcode == "bra" and isinstance(st.operands[0], ir.Sym) and st.operands[0].name in names:
-            st = dataclasses.replace(st, operands=(ir.Sym(names[st.operands[0].name]),) + st.operands[1:])
-        out.append(st)
+        out.append(renamed(st, names))
     kept = {st.name for st in out if isinstance(st, ir.Label)}
     for st in out:
         if isinstance(st, ir.Instruction) and st.opcode == "bra" and isinstance(st.operands[0], ir.Sym):
