@@ -1,0 +1,122 @@
+"""Prefetches ahead of vectorised loops' masked loads (compiler/cpu/maskedprefetch.py):
+which loads get one, that the rewritten module is valid, and that kernels whose threads
+read under a condition (a stencil's boundary, a guard at an array's end) compute what numpy
+does with them, their outputs poisoned first."""
+import platform
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+import anycuda as ac
+from anycuda.compiler.cpu import maskedprefetch
+from conformance import poison
+from test_compiler_streamstores import _blocks_code, _functions, _optimised_ir
+
+x86_only = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                              reason="the prefetches are added on x86-64 hosts only")
+
+# One loop of one block with a wide and a narrow masked load, and a wide masked load in a
+# block that is no loop.
+LOOPS = r"""
+define void @f(ptr %p, ptr %q, i64 %n, <16 x i1> %m, <2 x i1> %m2) {
+entry:
+  %once = call <16 x float> @llvm.masked.load.v16f32.p0(ptr align 4 %q, <16 x i1> %m, <16 x float> poison)
+  br label %vector.body
+
+vector.body:                                      ; preds = %vector.body, %entry
+  %i = phi i64 [ 0, %entry ], [ %i.next, %vector.body ]
+  %a = getelementptr float, ptr %p, i64 %i
+  %wide = tail call <16 x float> @llvm.masked.load.v16f32.p0(ptr align 4 %a, <16 x i1> %m, <16 x float> poison), !noalias !0
+  %narrow = call <2 x float> @llvm.masked.load.v2f32.p0(ptr align 4 %a, <2 x i1> %m2, <2 x float> poison)
+  %i.next = add i64 %i, 16
+  %done = icmp uge i64 %i.next, %n
+  br i1 %done, label %exit, label %vector.body
+
+exit:                                             ; preds = %vector.body
+  ret void
+}
+
+declare <16 x float> @llvm.masked.load.v16f32.p0(ptr, <16 x i1>, <16 x float>)
+declare <2 x float> @llvm.masked.load.v2f32.p0(ptr, <2 x i1>, <2 x float>)
+
+!0 = !{!1}
+!1 = distinct !{!1, !2}
+!2 = distinct !{!2}
+"""
+
+
+def test_rewrite_prefetches_wide_masked_loads_in_loops_only():
+    out = maskedprefetch.rewrite(LOOPS)
+    loop = out.split("vector.body:", 1)[1].split("exit:", 1)[0]
+    ahead = f"%anycuda.ahead.1 = getelementptr i8, ptr %a, i64 {maskedprefetch.DISTANCE}"
+    assert ahead in loop
+    prefetch = loop.index("call void @llvm.prefetch.p0(ptr %anycuda.ahead.1")
+    assert loop.index(ahead) < prefetch < loop.index("%wide = ")
+    assert out.count("call void @llvm.prefetch.p0") == 1           # not the narrow one, not %once
+    mod = llvm.parse_assembly(out)
+    mod.verify()
+
+
+def test_rewrite_leaves_modules_without_looped_masked_loads():
+    assert maskedprefetch.rewrite("define void @g() {\n  ret void\n}\n") == "define void @g() {\n  ret void\n}\n"
+    no_loop = LOOPS.replace("%vector.body, %entry", "%entry").replace(
+        "br i1 %done, label %exit, label %vector.body", "br label %exit")
+    assert maskedprefetch.rewrite(no_loop) == no_loop
+
+
+STENCIL = r"""
+// a thread per point, its boundary copied: LLVM's vectoriser reads the neighbours with
+// masked loads
+extern "C" __global__ void stencil3(const float* in, float* out, int nx, int ny, int nz) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y,
+        z = blockIdx.z * blockDim.z + threadIdx.z;
+    if (x >= nx || y >= ny || z >= nz) return;
+    size_t sy = nx, sz = (size_t)nx * ny, i = z * sz + y * sy + x;
+    if (x == 0 || y == 0 || z == 0 || x == nx - 1 || y == ny - 1 || z == nz - 1) out[i] = in[i];
+    else out[i] = in[i] - (in[i - 1] + in[i + 1] + in[i - sy] + in[i + sy] + in[i - sz] + in[i + sz]) / 6.0f;
+}
+// a neighbour read where there is one: the last thread reads none
+extern "C" __global__ void forward_difference(const double* in, double* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = i + 1 < n ? in[i + 1] - in[i] : 0.0;
+}
+"""
+
+
+@x86_only
+def test_stencil_loop_has_prefetches(monkeypatch, tmp_path):
+    code = _blocks_code(_functions(_optimised_ir(monkeypatch, tmp_path, STENCIL)), 0)
+    assert "@llvm.masked.load." in code
+    assert "call void @llvm.prefetch.p0(ptr %anycuda.ahead." in code
+
+
+def _stencil3(u):
+    out = u.copy()
+    i = slice(1, -1)
+    neighbours = ((u[i, i, :-2] + u[i, i, 2:]) + (u[i, :-2, i] + u[i, 2:, i])) + (u[:-2, i, i] + u[2:, i, i])
+    out[i, i, i] = u[i, i, i] - neighbours / np.float32(6)
+    return out
+
+
+@pytest.mark.parametrize("shape,block", [((24, 20, 40), (32, 2, 2)), ((5, 9, 67), (16, 4, 1)), ((3, 3, 300), (256, 1, 1))])
+def test_stencil_with_boundaries(monkeypatch, rng, shape, block):
+    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+    nz, ny, nx = shape
+    u = rng.standard_normal(shape).astype(np.float32)
+    out = poison(u.size, np.float32)
+    grid = tuple(-(-n // b) for n, b in zip((nx, ny, nz), block))
+    ac.RawModule(code=STENCIL).get_function("stencil3")(grid, block, (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+    np.testing.assert_allclose(out.get().reshape(shape), _stencil3(u), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 255, 4096 + 7, 100_003])
+def test_neighbour_reads_at_an_arrays_end(monkeypatch, rng, n):
+    """The input ends where the array does: its loop's prefetches look past the end,
+    which a prefetch may (it never faults)."""
+    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+    x = rng.standard_normal(n)
+    out = poison(n, np.float64)
+    ac.RawModule(code=STENCIL).get_function("forward_difference")(((n + 127) // 128,), (128,), (ac.asarray(x), out, np.int32(n)))
+    want = np.append(np.diff(x), 0.0)
+    np.testing.assert_array_equal(out.get(), want)
