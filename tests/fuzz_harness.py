@@ -166,7 +166,9 @@ class PlainDraws(Draws):
         return options[int(self.rng.integers(len(options)))]
 
     def number(self, lo, hi):
-        return int(self.rng.integers(lo, hi + 1))
+        if hi - lo < 2**62:
+            return int(self.rng.integers(lo, hi + 1))
+        return lo + int(self.rng.integers(0, hi - lo, dtype=np.uint64, endpoint=True))   # past int64's range
 
 
 def plain_seed() -> int:

@@ -83,25 +83,32 @@ FIELD_VALUES = [0, 1, 7, 8, 15, 16, 63, 64, 0x7F, 0xFF, 0xFFFF, 2**31 - 1, 2**31
                 2**40, 2**63, 2**64 - 1]
 
 
-@st.composite
-def corrupted(draw, seeds=SEEDS) -> bytes:
-    data = bytearray(draw(st.sampled_from(seeds)))
-    for _ in range(draw(st.integers(1, 3))):
-        how = draw(st.sampled_from(["field", "field", "byte", "cut", "insert", "delete"]))
-        at = draw(st.integers(0, max(len(data) - 1, 0)))
+def corrupt(d, seeds=SEEDS) -> bytes:
+    """A seed corrupted 1-3 times (`d`: fuzz_harness.Draws): a field that lies, a byte, a cut,
+    an insertion or a deletion."""
+    data = bytearray(d.pick(seeds))
+    for _ in range(d.number(1, 3)):
+        how = d.pick(["field", "field", "byte", "cut", "insert", "delete"])
+        at = d.number(0, max(len(data) - 1, 0))
         if how == "field":           # a size, offset, count, magic or version that lies
-            width = draw(st.sampled_from([2, 4, 8]))
-            value = draw(st.sampled_from(FIELD_VALUES) | st.just(len(data)) | st.integers(0, 2**64 - 1))
+            width = d.pick([2, 4, 8])
+            kind = d.pick(["listed", "length", "any"])
+            value = d.pick(FIELD_VALUES) if kind == "listed" else len(data) if kind == "length" else d.number(0, 2**64 - 1)
             data[at:at + width] = (value % 2 ** (8 * width)).to_bytes(width, "little")
         elif how == "byte":
-            data[at:at + 1] = bytes([draw(st.integers(0, 255))])
+            data[at:at + 1] = bytes([d.number(0, 255)])
         elif how == "cut":
             del data[at:]
         elif how == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=16))
+            data[at:at] = bytes(d.number(0, 255) for _ in range(d.number(1, 16)))
         else:
-            del data[at:at + draw(st.integers(1, 16))]
+            del data[at:at + d.number(1, 16)]
     return bytes(data)
+
+
+@st.composite
+def corrupted(draw) -> bytes:
+    return corrupt(fh.HypothesisDraws(draw))
 
 
 class PastTheImage(Exception):
@@ -129,17 +136,13 @@ def read_everything(data: bytes):
     return fatbin.machine_code_module(entries)
 
 
-@fh.fuzz_settings(default=400)
-@given(corrupted())
-def fuzz_images(data):
+def check_image(data):
     from anycuda.elf import ElfError
     from anycuda.fatbin import FatbinError
     fh.allowed_outcome(lambda: read_everything(data), (FatbinError, ElfError, PastTheImage), data)
 
 
-@fh.fuzz_settings(default=200)
-@given(corrupted(), st.sampled_from([1, 2]), st.sampled_from([0, 8, 16]))
-def fuzz_wrappers(container, version, extra_at):
+def check_wrapper(container, version, extra_at):
     """A wrapper {magic, version, container address, list address} in front of a container."""
     from anycuda import fatbin
     base = 0x10000
@@ -147,6 +150,39 @@ def fuzz_wrappers(container, version, extra_at):
     reader = reader_over(image, base)
     fh.allowed_outcome(lambda: fatbin.ptx_modules(fatbin.read_wrapper_containers(reader, base)),
                        (fatbin.FatbinError, PastTheImage), image)
+
+
+WRAPPER_VERSIONS, WRAPPER_LIST_AT = [1, 2], [0, 8, 16]
+
+
+@fh.fuzz_settings(default=400)
+@given(corrupted())
+def fuzz_images(data):
+    check_image(data)
+
+
+@fh.fuzz_settings(default=200)
+@given(corrupted(), st.sampled_from(WRAPPER_VERSIONS), st.sampled_from(WRAPPER_LIST_AT))
+def fuzz_wrappers(container, version, extra_at):
+    check_wrapper(container, version, extra_at)
+
+
+def replay_image(seed: int, index: int) -> None:
+    """Input `index` of `seed` of the plain driver."""
+    check_image(corrupt(fh.plain_draws(seed, index)))
+
+
+def replay_wrapper(seed: int, index: int) -> None:
+    d = fh.plain_draws(seed, index)
+    check_wrapper(corrupt(d), d.pick(WRAPPER_VERSIONS), d.pick(WRAPPER_LIST_AT))
+
+
+def fuzz_images_plain():
+    fh.plain_run("test_fuzz_binaries.replay_image({seed}, {index})", replay_image, default=2000)
+
+
+def fuzz_wrappers_plain():
+    fh.plain_run("test_fuzz_binaries.replay_wrapper({seed}, {index})", replay_wrapper, default=1000)
 
 
 def test_seeds_are_read_as_built():
@@ -167,3 +203,11 @@ def test_fuzz_images():
 
 def test_fuzz_wrappers():
     fh.run_in_child("test_fuzz_binaries", "fuzz_wrappers")
+
+
+def test_fuzz_images_plain():
+    fh.run_in_child("test_fuzz_binaries", "fuzz_images_plain")
+
+
+def test_fuzz_wrappers_plain():
+    fh.run_in_child("test_fuzz_binaries", "fuzz_wrappers_plain")

@@ -210,6 +210,10 @@ def fuzz_parse_plain():
     fuzz_plain("parse", 300)
 
 
+def fuzz_index_plain():
+    fuzz_plain("index", 300)
+
+
 def fuzz_load_plain():
     fuzz_plain("load", 40)
 
@@ -228,6 +232,10 @@ def test_fuzz_load():
 
 def test_fuzz_parse_plain():
     fh.run_in_child("test_fuzz_ptx", "fuzz_parse_plain")
+
+
+def test_fuzz_index_plain():
+    fh.run_in_child("test_fuzz_ptx", "fuzz_index_plain")
 
 
 def test_fuzz_load_plain():
