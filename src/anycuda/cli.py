@@ -131,6 +131,8 @@ def cmd_run(args) -> int:
         env["ANYCUDA_PROFILE"] = "1"        # runtime/profile.py: the summary on stderr at exit
     if args.profile_output:
         env["ANYCUDA_PROFILE_OUTPUT"] = os.path.abspath(args.profile_output)
+    if args.launch_timeout is not None:
+        env["ANYCUDA_LAUNCH_TIMEOUT"] = repr(args.launch_timeout)   # (runtime/watchdog.py names a bad one)
     why = _sanitizer_settings(args, env)
     if why:
         print(f"anycuda run: {why}", file=sys.stderr)
@@ -207,6 +209,8 @@ def main(argv=None) -> int:
                        "call: launches, time run, blocks/s, compile times, strategy (as nsys's kernel summary)")
     p_run.add_argument("--profile-output", metavar="FILE", help="with or without --profile: also write the "
                        "profile as CSV to FILE")
+    p_run.add_argument("--launch-timeout", type=float, metavar="SECONDS", help="stop a launch that runs longer "
+                       "and fail it with cudaErrorLaunchTimeout, as a GPU's watchdog does (ANYCUDA_LAUNCH_TIMEOUT)")
     p_run.add_argument("command_line", nargs=argparse.REMAINDER)
     p_run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)

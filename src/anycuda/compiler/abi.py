@@ -43,8 +43,11 @@ LAUNCH_FIELDS = [
     # [start, end, shadow] triples of u64 (runtime/shadow.py), and how many
     ("shadow_table", 192, "u64"), ("shadow_count", 200, "u64"),
     ("worker_memory", 208, "u64"),    # i8* (i64 bytes): a worker's workspace (compiler/cpu/workermemory.py)
+    # u64 per worker (by its number in the team): its pthread_t while it runs blocks, where
+    # the launch has a time limit (runtime/watchdog.py); 0: no limit
+    ("watch_threads", 216, "u64"),
 ]
-LAUNCH_SIZE = 216
+LAUNCH_SIZE = 224
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1
@@ -56,6 +59,7 @@ LAUNCH_ERR_BARRIER_DEADLOCK = 6   # a block's threads wait at barriers that can 
 LAUNCH_ERR_GRID_DEADLOCK = 7      # blocks wait at a grid barrier that the others never reach
 LAUNCH_ERR_MBARRIER_DEADLOCK = 8  # a block's threads wait for mbarrier phases that can never complete
 LAUNCH_ERR_MISALIGNED = 9         # a checked access was not aligned to its size (compiler/ops/memcheck.py)
+LAUNCH_ERR_TIMEOUT = 10           # the launch ran past its time limit and was stopped (runtime/watchdog.py)
 
 # A checked launch's record of failed checks: u64 how many failed (all of them), u64 how many
 # entries it holds room for, then one entry of CHECK_ENTRY_BYTES per failure while there is
@@ -90,7 +94,9 @@ GRID_WS_BYTES = 32
 FAULT_ADDR = 400              # u64: the faulting address; the sigjmp_buf before it (glibc: 200 B on x86-64, 312 on AArch64)
 FAULT_BLOCK = 408             # u64: the block the worker was running
 FAULT_FRAME = 416             # i8*: that block's frame, in a kernel without sites (its thread index)
-FAULT_TRAP_BYTES = 432
+FAULT_LAUNCH = 424            # u64: the launch record the worker runs (a watchdog's stop names it)
+FAULT_HELD = 432              # u64: nonzero while the worker is in code a stop must not jump out of
+FAULT_TRAP_BYTES = 448
 
 # Thread frame header (byte offsets). All i32 unless noted.
 CTX = {

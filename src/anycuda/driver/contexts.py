@@ -12,6 +12,7 @@ from ..runtime import device as device_info
 from ..runtime import memory
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import discard_errors, synchronize_all, wait_idle
+from ..runtime.watchdog import launch_timeout
 from .handles import (_check_usable, Context, _current, _current_context, _current_device, _current_handle,
                       _drop_module, _faults_are_sticky, flush_device_output, _get, _handles, _lock, Module,
                       _new_handle, _require_context, _require_init, _state)
@@ -73,7 +74,8 @@ def _attributes(p):
         1: p.max_threads_per_block, 2: p.max_block_dims[0], 3: p.max_block_dims[1], 4: p.max_block_dims[2],
         5: p.max_grid_dims[0], 6: p.max_grid_dims[1], 7: p.max_grid_dims[2],
         8: p.shared_memory_per_block, 9: 64 * 1024, 10: p.warp_size, 11: 2 ** 31 - 1, 12: p.registers_per_block,
-        13: 3_000_000, 14: 256, 15: 1, 16: p.multiprocessor_count, 17: 0, 18: 1, 19: 1, 20: 0,
+        13: 3_000_000, 14: 256, 15: 1, 16: p.multiprocessor_count, 17: int(bool(launch_timeout())), 18: 1, 19: 1,
+        20: 0,
         31: 1, 33: p.ordinal, 36: 3_000_000, 37: 64, 38: 32 * 1024 * 1024, 39: p.max_threads_per_multiprocessor,
         40: 1, 41: 1, 75: p.compute_capability[0], 76: p.compute_capability[1],
         81: p.shared_memory_per_multiprocessor, 82: p.registers_per_multiprocessor, 83: 1, 84: 0, 86: 1, 88: 1,

@@ -92,7 +92,8 @@ device_info.context_device = _context_device
 # Faults in a kernel poison its context: every later call in it fails with the same code
 # until the context is destroyed (or the primary context reset).
 STICKY = {CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, CUresult.CUDA_ERROR_ASSERT, CUresult.CUDA_ERROR_LAUNCH_FAILED,
-          CUresult.CUDA_ERROR_ILLEGAL_INSTRUCTION, CUresult.CUDA_ERROR_MISALIGNED_ADDRESS}
+          CUresult.CUDA_ERROR_ILLEGAL_INSTRUCTION, CUresult.CUDA_ERROR_MISALIGNED_ADDRESS,
+          CUresult.CUDA_ERROR_LAUNCH_TIMEOUT}
 
 
 def _faults_are_sticky(fn):

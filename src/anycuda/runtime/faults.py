@@ -1,7 +1,8 @@
 """Memory faults in kernels become CUDA_ERROR_ILLEGAL_ADDRESS instead of a dead process.
 
-Installs the native handler from compiler/cpu/faults.py for SIGSEGV and SIGBUS once per process
-and hands launches the pthread key under which workers register. Faults on threads that
+Installs the native handler from compiler/cpu/faults.py for SIGSEGV and SIGBUS (and for
+STOP_SIGNAL, the watchdog's: runtime/watchdog.py) once per process and hands launches the
+pthread key under which workers register. Faults on threads that
 are not running a kernel go to the handler that was there before. Also makes the workers'
 workspaces end at guards (compiler/cpu/workermemory.py), so that shared memory indexed past
 its window faults here too.
@@ -19,6 +20,10 @@ _lock = threading.Lock()
 _installed = {}
 
 SA_SIGINFO = 4
+SA_RESTART = 0x10000000
+# the watchdog's stop (runtime/watchdog.py): a real-time signal near the top, away from the
+# ones libraries take from SIGRTMIN up
+STOP_SIGNAL = signal.SIGRTMAX - 3
 
 
 class _SigAction(ctypes.Structure):
@@ -33,13 +38,13 @@ def fault_key() -> int:
         if "key" in _installed:
             return _installed["key"]
         libc = ctypes.CDLL(None, use_errno=True)
-        obj = LoadedObject(compile_to_object(str(faults.build_handler_module()), "anycuda_faults"))
+        obj = LoadedObject(compile_to_object(str(faults.build_handler_module(int(STOP_SIGNAL))), "anycuda_faults"))
         key = _key_into(obj, faults.KEY, None)
         handler = obj.address(faults.HANDLER)
-        for sig in (signal.SIGSEGV, signal.SIGBUS):
+        for sig in (signal.SIGSEGV, signal.SIGBUS, STOP_SIGNAL):
             new, old = _SigAction(), _SigAction()
             new.handler = handler
-            new.flags = SA_SIGINFO
+            new.flags = SA_SIGINFO | (SA_RESTART if sig == STOP_SIGNAL else 0)
             if libc.sigaction(int(sig), ctypes.byref(new), ctypes.byref(old)) != 0:
                 raise OSError(ctypes.get_errno(), "sigaction failed")
             if sig == signal.SIGSEGV:

@@ -23,6 +23,7 @@ from ..ptx.errors import PtxError
 from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import last_level_cache_bytes, worker_count
+from . import watchdog
 from .faults import fault_key, worker_memory_hook
 from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module, syncreport
 from .printf import format_device_printf, write_device_text
@@ -194,6 +195,13 @@ def _grid_workspace():
 @functools.lru_cache(maxsize=1)
 def _libgomp():
     return ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")   # loaded already (compiler/build/jit.py)
+
+
+def _run_launch(entry, L, cooperative: bool) -> None:
+    if cooperative:
+        _run_cooperative(entry, L)
+    else:
+        entry(ctypes.addressof(L))
 
 
 def _run_cooperative(entry, L, helper: bool = False) -> None:
@@ -461,9 +469,12 @@ class KernelImage:
                 checked.allow(L, L.grid_workspace, ctypes.sizeof(ws))
             L.num_workers = L.nblocks
             L.chunk = 1
-            _run_cooperative(entry, L)
+        limit = watchdog.launch_timeout()
+        if limit:
+            with watchdog.watching(L, limit):
+                _run_launch(entry, L, cooperative)
         else:
-            entry(ctypes.addressof(L))
+            _run_launch(entry, L, cooperative)
         if profile.ENABLED:
             profile.record_launch(self.program.source_name, self.name, profile.now() - start, L.nblocks, strategy)
         if checked is not None:
@@ -542,6 +553,11 @@ class KernelImage:
                                           self.program.variable_ranges())
         thread = "" if L.err_thread == 2 ** 64 - 1 else f", thread {L.err_thread}"
         where = f"kernel {self.name}, block {L.err_block}{thread}"
+        if L.error == abi.LAUNCH_ERR_TIMEOUT:
+            running = f" (block {L.err_block}{thread} was running)" if L.err_info else ""
+            raise CudaError(CUresult.CUDA_ERROR_LAUNCH_TIMEOUT,
+                            f"kernel {self.name}: the launch ran longer than ANYCUDA_LAUNCH_TIMEOUT="
+                            f"{watchdog.launch_timeout():g} s and was stopped{running}")
         if L.error == abi.LAUNCH_ERR_ASSERT:
             raise CudaError(CUresult.CUDA_ERROR_ASSERT, f"{where}: " + "; ".join(asserts[:3]))
         if L.error == abi.LAUNCH_ERR_ILLEGAL_ADDRESS:

@@ -93,8 +93,8 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         b.ret_void()
     fault = worker.append_basic_block("fault")
     done = worker.append_basic_block("done")
-    trap, key = faults.emit_trap_setup(b, L, fault)
     wid = b.call(thread_num, [])
+    trap, key = faults.emit_trap_setup(b, L, fault, wid)
     placement.leave_caller_cpu(b, L, wid)
     gx = b.zext(load_field(b, L, abi.LAUNCH["grid_x"], I32), I64)
     gy = b.zext(load_field(b, L, abi.LAUNCH["grid_y"], I32), I64)
@@ -123,7 +123,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     else:
         _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
                           nblocks, chunk, backwards, most, done)
-    _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, get_memory)
+    _emit_worker_end(b, worker, L, ws, trap, key, wid, fault, done, has_sites, get_memory)
     return _emit_launch_function(module, worker, export_name, handoff)
 
 
@@ -198,17 +198,23 @@ def _after_slot_call(b, fn, r, failed, in_flight, some_in_flight, next_slot):
     b.position_at_end(next_slot)
 
 
-def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, get_memory):
+def _emit_worker_end(b, worker, L, ws, trap, key, wid, fault, done, has_sites, get_memory):
     """The worker's fault path and its end."""
-    module = worker.module
-    # a memory fault in this worker's block: the launch fails with an illegal address
+    # a memory fault in this worker's block: the launch fails with an illegal address; a
+    # stop (the launch's error already says it timed out): the first worker stopped names
+    # its block
     b.position_at_end(fault)
-    won = b.cmpxchg(field_ptr(b, L, abi.LAUNCH["error"], I32), i32(0), i32(abi.LAUNCH_ERR_ILLEGAL_ADDRESS),
-                    "seq_cst", "seq_cst")
-    with b.if_then(b.extract_value(won, 1)):
+    error = field_ptr(b, L, abi.LAUNCH["error"], I32)
+    won = b.extract_value(b.cmpxchg(error, i32(0), i32(abi.LAUNCH_ERR_ILLEGAL_ADDRESS), "seq_cst", "seq_cst"), 1)
+    stopped = b.icmp_unsigned("==", b.load_atomic(error, "monotonic", 4), i32(abi.LAUNCH_ERR_TIMEOUT))
+    # (err_info, 0 until then, marks the first stop)
+    first_stopped = b.and_(stopped, b.extract_value(
+        b.cmpxchg(field_ptr(b, L, abi.LAUNCH["err_info"], I64), i64(0), i64(1), "seq_cst", "seq_cst"), 1))
+    with b.if_then(b.or_(won, first_stopped)):
         slot = lambda off: b.load(b.bitcast(b.gep(trap, [i64(off)]), I64.as_pointer()))
         store_field(b, L, abi.LAUNCH["err_block"], slot(abi.FAULT_BLOCK))
-        store_field(b, L, abi.LAUNCH["err_info"], slot(abi.FAULT_ADDR))
+        with b.if_then(won):
+            store_field(b, L, abi.LAUNCH["err_info"], slot(abi.FAULT_ADDR))
         # (a kernel without sites runs a block in one frame: FAULT_FRAME)
         thread = i64(-1)
         if not has_sites:
@@ -218,8 +224,7 @@ def _emit_worker_end(b, worker, L, ws, trap, key, fault, done, has_sites, get_me
     b.branch(done)
     b.position_at_end(done)
     streamstores.fence(b)           # the launch's streaming stores before its end
-    release = declare(module, "pthread_setspecific", I32, [I32, PTR])
-    b.call(release, [key, ir.Constant(PTR, None)])
+    faults.emit_trap_release(b, L, trap, key, wid)
     b.call(get_memory, [i64(0)])          # (a large workspace goes back: workermemory.KEPT)
     b.ret_void()
 

@@ -6,6 +6,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
+from ..cpu import faults
 from ..types import I32, I64, PTR
 from . import memcheck
 
@@ -29,6 +30,12 @@ def _param_pointer(f, item, decl_type=None):
     raise f.error(f"unsupported call argument {item}")
 
 
+def _held(f, call):
+    """call() where a watchdog's stop may not jump out of it (the printf and assert hooks run
+    Python; malloc and free hold libc's locks): compiler/cpu/faults.held."""
+    return faults.held(f.b, f.launch_field("fault_key", I64), call)
+
+
 def _system_call(f, name, args, rets):
     """Calls to functions the CUDA runtime provides on the device."""
     b = f.b
@@ -37,7 +44,7 @@ def _system_call(f, name, args, rets):
         buf = b.load(b.bitcast(args[1], I64.as_pointer()))
         hook = b.inttoptr(f.launch_field("vprintf_hook", I64),
                           ir.FunctionType(I32, [PTR, PTR, PTR]).as_pointer())
-        r = b.call(hook, [f.ctx, b.inttoptr(fmt, PTR), b.inttoptr(buf, PTR)])
+        r = _held(f, lambda: b.call(hook, [f.ctx, b.inttoptr(fmt, PTR), b.inttoptr(buf, PTR)]))
         if rets:
             b.store(r, b.bitcast(rets[0], I32.as_pointer()))
         return True
@@ -47,19 +54,20 @@ def _system_call(f, name, args, rets):
         func = b.load(b.bitcast(args[3], I64.as_pointer()))
         hook = b.inttoptr(f.launch_field("assert_hook", I64),
                           ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I32, PTR]).as_pointer())
-        b.call(hook, [f.ctx, b.inttoptr(vals[0], PTR), b.inttoptr(vals[1], PTR), line, b.inttoptr(func, PTR)])
+        _held(f, lambda: b.call(hook, [f.ctx, b.inttoptr(vals[0], PTR), b.inttoptr(vals[1], PTR), line,
+                                       b.inttoptr(func, PTR)]))
         f.emit_trap(abi.LAUNCH_ERR_ASSERT)
         b.position_at_end(f.fn.append_basic_block("after.assert"))
         return True
     if name == "malloc":
         size = b.load(b.bitcast(args[0], I64.as_pointer()))
-        p = b.call(f.mc.libc("malloc", PTR, [I64]), [size])
+        p = _held(f, lambda: b.call(f.mc.libc("malloc", PTR, [I64]), [size]))
         memcheck.note_malloc(f, p, size)
         b.store(b.ptrtoint(p, I64), b.bitcast(rets[0], I64.as_pointer()))
         return True
     if name == "free":
         p = b.load(b.bitcast(args[0], I64.as_pointer()))
-        b.call(f.mc.libc("free", ir.VoidType(), [PTR]), [b.inttoptr(p, PTR)])
+        _held(f, lambda: b.call(f.mc.libc("free", ir.VoidType(), [PTR]), [b.inttoptr(p, PTR)]))
         return True
     return False
 

@@ -1,0 +1,204 @@
+"""A time limit for launches (runtime/watchdog.py, ANYCUDA_LAUNCH_TIMEOUT): kernels that
+never end — a loop whose test never changes, one through barriers, a spin on a flag in
+global memory, a loop of device malloc/free and printf — fail with CUDA_ERROR_LAUNCH_TIMEOUT
+soon after the limit instead of hanging, the process goes on, and the next launches compute
+what numpy does. Through the driver API the error is sticky until the primary context is
+reset, as CUDA's is.
+
+The scenarios run in a process of their own under a time limit of the test's: a regression
+is a hang, whose threads would keep the test run from ending."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from anycuda.driver import api
+from anycuda.runtime import watchdog
+from anycuda.runtime.errors import CUresult
+
+LIMIT_S = 300
+TIMEOUT_S = 0.5
+
+SOURCE = r"""
+extern "C" __global__ void endless(int n, int* out) {
+    int s = 0;
+    while (n > 0) { s += n; if (s == 12345678) out[0] = s; }
+    out[threadIdx.x] = s;
+}
+extern "C" __global__ void endless_through_barriers(int n, int* out) {
+    __shared__ int ring[256];
+    int t = threadIdx.x, s = t;
+    while (n > 0) {
+        ring[t] = s;
+        __syncthreads();
+        s += ring[(t + 1) % blockDim.x];
+        __syncthreads();
+    }
+    out[t] = s;
+}
+extern "C" __global__ void spin_on_global_flag(volatile int* flag, int* out) {
+    while (*flag == 0) {}
+    out[threadIdx.x] = 1;
+}
+extern "C" __global__ void endless_malloc_and_printf(int n, int* out) {
+    long turns = 0;
+    while (n > 0) {
+        int* p = (int*)malloc(64);
+        if (p) { p[0] = (int)turns; free(p); }
+        if (threadIdx.x == 0 && blockIdx.x == 0 && turns % 100000 == 0) printf("turn %ld\n", turns);
+        ++turns;
+    }
+    out[threadIdx.x] = (int)turns;
+}
+extern "C" __global__ void add(const int* a, const int* b, int* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+SCENARIOS = r"""
+import json, sys, time
+import numpy as np
+import anycuda as ac
+from anycuda.runtime.errors import CudaError
+m = ac.RawModule(code=sys.stdin.read(), name="timeouts.cu")
+out = ac.asarray(np.zeros(256, np.int32))
+flag = ac.asarray(np.zeros(1, np.int32))
+rng = np.random.default_rng(int(sys.argv[1]))
+results = {}
+
+def check_add():
+    n = 100_003
+    a, b = (rng.integers(-10**6, 10**6, n).astype(np.int32) for _ in range(2))
+    c = ac.asarray(np.full(n, -7, np.int32))
+    m.get_function("add")(((n + 255) // 256,), (256,), (ac.asarray(a), ac.asarray(b), c, np.int32(n)))
+    return bool((c.get() == a + b).all())
+
+for name, args in (("endless", (np.int32(1), out)), ("endless_through_barriers", (np.int32(1), out)),
+                   ("spin_on_global_flag", (flag, out)), ("endless_malloc_and_printf", (np.int32(1), out))):
+    start = time.monotonic()
+    try:
+        m.get_function(name)((8,), (256,), args)
+        ac.synchronize()
+        results[name] = {"ended": True}
+    except CudaError as e:
+        results[name] = {"code": int(e.code), "error": str(e)}
+    results[name]["seconds"] = time.monotonic() - start
+    results[name]["then_add"] = check_add()
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def outcomes(compile_cuda):
+    compile_cuda(SOURCE, name="timeouts.cu")          # (a skip where no CUDA compiler is there)
+    env = {**os.environ, "ANYCUDA_LAUNCH_TIMEOUT": str(TIMEOUT_S)}
+    try:
+        r = subprocess.run([sys.executable, "-c", SCENARIOS, "7"], input=SOURCE, capture_output=True, text=True,
+                           env=env, timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the scenarios did not end within {LIMIT_S} s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stdout
+
+
+@pytest.mark.parametrize("kernel", ["endless", "endless_through_barriers", "spin_on_global_flag",
+                                    "endless_malloc_and_printf"])
+def test_an_endless_kernel_times_out(outcomes, kernel):
+    got = outcomes[0][kernel]
+    assert got.get("code") == CUresult.CUDA_ERROR_LAUNCH_TIMEOUT, got
+    assert f"kernel {kernel}: the launch ran longer than ANYCUDA_LAUNCH_TIMEOUT=0.5 s" in got["error"]
+    # (the stop itself takes milliseconds; the rest is compiling the kernel on a busy machine)
+    assert TIMEOUT_S <= got["seconds"] < TIMEOUT_S + 60, got
+    assert got["then_add"], f"a launch after {kernel}'s timeout computed a wrong sum"
+
+
+def test_the_printing_kernel_printed_until_stopped(outcomes):
+    assert "turn 0\n" in outcomes[1]
+
+
+def test_the_device_says_whether_launches_have_a_limit(monkeypatch):
+    monkeypatch.delenv("ANYCUDA_LAUNCH_TIMEOUT", raising=False)
+    api.cuInit(0)
+    assert api.cuDeviceGetAttribute(17, 0) == 0          # CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT
+    monkeypatch.setenv("ANYCUDA_LAUNCH_TIMEOUT", "2.5")
+    assert api.cuDeviceGetAttribute(17, 0) == 1 and watchdog.launch_timeout() == 2.5
+
+
+@pytest.mark.parametrize("text", ["soon", "-1", "0", "inf", "nan"])
+def test_a_limit_that_is_no_number_of_seconds_is_named_and_ignored(monkeypatch, capsys, text):
+    monkeypatch.setenv("ANYCUDA_LAUNCH_TIMEOUT", text)
+    watchdog._warned.discard(text)
+    assert watchdog.launch_timeout() == 0.0
+    assert f"ANYCUDA_LAUNCH_TIMEOUT={text!r} is not a positive number of seconds" in capsys.readouterr().err
+
+
+STICKY = r"""
+import json, sys
+import numpy as np
+from anycuda.driver import api
+from anycuda.runtime.errors import CudaError
+api.cuInit(0)
+api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+mod = api.cuModuleLoadData(sys.stdin.read().encode())
+api.cuLaunchKernel(api.cuModuleGetFunction(mod, "endless"), (4, 1, 1), (128, 1, 1), 0, 0,
+                   np.array([1], np.int32).tobytes() + bytes(4) + np.array([api.cuMemAlloc(512)], np.uint64).tobytes())
+codes = []
+for call in (api.cuCtxSynchronize, lambda: api.cuMemAlloc(16)):
+    try:
+        call()
+        codes.append(0)
+    except CudaError as e:
+        codes.append(int(e.code))
+api.cuDevicePrimaryCtxReset(0)
+api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+p = api.cuMemAlloc(16)
+api.cuMemsetD32(p, 5, 4)
+got = np.zeros(4, np.int32)
+api.cuMemcpy(got.ctypes.data, p, 16)
+print(json.dumps({"codes": codes, "after_reset": got.tolist()}))
+"""
+
+
+def test_a_timeout_is_sticky_until_the_primary_context_is_reset(compile_cuda):
+    ptx = compile_cuda(SOURCE, name="timeouts.cu").ptx
+    env = {**os.environ, "ANYCUDA_LAUNCH_TIMEOUT": str(TIMEOUT_S)}
+    try:
+        r = subprocess.run([sys.executable, "-c", STICKY], input=ptx, capture_output=True, text=True, env=env,
+                           timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the launch did not end within {LIMIT_S} s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["codes"] == [CUresult.CUDA_ERROR_LAUNCH_TIMEOUT] * 2, got
+    assert got["after_reset"] == [5] * 4
+
+
+ADD = SOURCE[SOURCE.index('extern "C" __global__ void add'):]
+
+
+def test_launches_within_the_limit_are_untouched(monkeypatch, rng):
+    """A limit well above a launch's length changes nothing: the sum is numpy's."""
+    import anycuda as ac
+    monkeypatch.setenv("ANYCUDA_LAUNCH_TIMEOUT", "120")
+    n = 4099
+    a, b = (rng.integers(-1000, 1000, n).astype(np.int32) for _ in range(2))
+    c = ac.asarray(np.full(n, -7, np.int32))
+    ac.RawModule(code=ADD).get_function("add")(((n + 255) // 256,), (256,), (ac.asarray(a), ac.asarray(b), c, np.int32(n)))
+    np.testing.assert_array_equal(c.get(), a + b)
+
+
+def test_an_nvcc_program_under_anycuda_run(tmp_path_factory):
+    """`anycuda run --launch-timeout`: the program's endless kernel fails with
+    cudaErrorLaunchTimeout, sticky until cudaDeviceReset, after which a kernel runs."""
+    from test_sanitizer import built
+    exe = built(tmp_path_factory, "endless")
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--launch-timeout", "0.5", "--", str(exe)],
+                       capture_output=True, text=True, timeout=LIMIT_S)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == ["kernelExecTimeout 1", "launched", "synchronize: cudaErrorLaunchTimeout",
+                                     "then cudaMalloc: cudaErrorLaunchTimeout",
+                                     "after cudaDeviceReset: cudaSuccess, 64 of 64 filled"], r.stdout
