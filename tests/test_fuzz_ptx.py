@@ -175,7 +175,52 @@ def check_load(text):
     fh.allowed_outcome(load_and_get, (CudaError,), text)
 
 
-CHECKS = {"parse": check_parse, "index": check_index, "load": check_load}
+RUN_LIMIT_S = "2"          # each launch's time limit in the run target (ANYCUDA_LAUNCH_TIMEOUT)
+RUN_BUFFERS, RUN_BUFFER_BYTES = 4, 4096
+
+
+def check_run(text):
+    """The load, then the first kernel launched (2 blocks of 64 threads; its pointer
+    parameters at poisoned 4 KiB buffers, its 4-byte ones 64, the rest zeros) and awaited.
+    The process compiles kernels under memcheck (a mutated kernel's wild accesses are
+    reported, never made: they would land in the host's memory) and stops launches after
+    RUN_LIMIT_S (a mutated loop that never ends). A sticky error resets the context."""
+    import numpy as np
+    from anycuda.driver import api
+    from anycuda.driver.handles import STICKY
+    from anycuda.runtime.errors import CudaError
+    os.environ.update(ANYCUDA_SANITIZE="memcheck", ANYCUDA_SANITIZE_PRINT_LIMIT="1", ANYCUDA_LAUNCH_TIMEOUT=RUN_LIMIT_S)
+    api.cuInit(0)
+    api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+    buffers = []
+
+    def load_and_run():
+        mod = api.cuModuleLoadData(text.encode())
+        try:
+            for name in entry_names(text)[:1]:
+                f = api.cuModuleGetFunction(mod, name)
+                for k in range(RUN_BUFFERS):
+                    buffers.append(api.cuMemAlloc(RUN_BUFFER_BYTES))
+                    api.cuMemsetD32(buffers[-1], 0x7FC00000 + k, RUN_BUFFER_BYTES // 4)
+                layout = api.kernel_param_layout(f)
+                params = bytearray(max((o + n for o, n in layout), default=0))
+                for i, (offset, size) in enumerate(layout):
+                    value = buffers[i % RUN_BUFFERS] if size == 8 else 64 if size == 4 else 0
+                    params[offset:offset + min(size, 8)] = value.to_bytes(8, "little")[:size]
+                api.cuLaunchKernel(f, (2, 1, 1), (64, 1, 1), 0, 0, bytes(params))
+                api.cuCtxSynchronize()
+        finally:
+            api.cuModuleUnload(mod)
+    outcome = fh.allowed_outcome(load_and_run, (CudaError,), text)
+    if isinstance(outcome, CudaError) and outcome.code in STICKY:
+        api.cuDevicePrimaryCtxReset(0)            # (its allocations go with it)
+        api.cuCtxSetCurrent(api.cuDevicePrimaryCtxRetain(0))
+    else:
+        for p in buffers:
+            api.cuMemFree(p)
+
+
+CHECKS = {"parse": check_parse, "index": check_index, "load": check_load, "run": check_run}
 
 
 @fh.fuzz_settings(default=300)
@@ -218,6 +263,10 @@ def fuzz_load_plain():
     fuzz_plain("load", 40)
 
 
+def fuzz_run_plain():
+    fuzz_plain("run", 30)
+
+
 def test_fuzz_parse():
     fh.run_in_child("test_fuzz_ptx", "fuzz_parse")
 
@@ -240,3 +289,7 @@ def test_fuzz_index_plain():
 
 def test_fuzz_load_plain():
     fh.run_in_child("test_fuzz_ptx", "fuzz_load_plain")
+
+
+def test_fuzz_run_plain():
+    fh.run_in_child("test_fuzz_ptx", "fuzz_run_plain")
