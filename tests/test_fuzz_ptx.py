@@ -185,7 +185,6 @@ def check_run(text):
     The process compiles kernels under memcheck (a mutated kernel's wild accesses are
     reported, never made: they would land in the host's memory) and stops launches after
     RUN_LIMIT_S (a mutated loop that never ends). A sticky error resets the context."""
-    import numpy as np
     from anycuda.driver import api
     from anycuda.driver.handles import STICKY
     from anycuda.runtime.errors import CudaError
