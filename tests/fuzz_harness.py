@@ -120,6 +120,8 @@ def run_in_child(module: str, target: str, timeout: float = None) -> None:
             raise AssertionError(f"{target}: child died of signal {-done.returncode}; last input: {_read(last)}\n"
                                  f"{done.stderr[-4000:]}")
         assert done.returncode == 0, f"{target} found a failure:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+        # (a plain driver's last line names its seed and count: what a campaign's note records)
+        print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"{target}: done")
     finally:
         last.unlink(missing_ok=True)
 
