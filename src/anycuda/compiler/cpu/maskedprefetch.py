@@ -24,6 +24,8 @@ import re
 
 import llvmlite.binding as llvm
 
+from .textrewrite import rewritten
+
 DISTANCE = 1024           # bytes ahead: 256, 512, 1024 and 2048 measured (NOTES)
 LOCALITY = 2              # into L2, as compiler/irutil.prefetch_into_l2's
 MIN_BYTES = 16            # the scalar epilogues' narrow vectors are left alone
@@ -74,11 +76,4 @@ def add_prefetches(mod: llvm.ModuleRef) -> llvm.ModuleRef:
     `mod` itself where it has none or the host is not x86-64 (the one place measured)."""
     if not mod.triple.startswith("x86_64"):
         return mod
-    text = str(mod)
-    new = rewrite(text)
-    if new is text:
-        return mod
-    out = llvm.parse_assembly(new)
-    out.name, out.triple, out.data_layout = mod.name, mod.triple, mod.data_layout
-    out.verify()
-    return out
+    return rewritten(mod, rewrite)

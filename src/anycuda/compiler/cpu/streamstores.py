@@ -43,6 +43,7 @@ from llvmlite import ir
 
 from ..irutil import declare
 from ..types import I32, PTR
+from .textrewrite import rewritten
 
 FLAG = "anycuda.stream_stores"
 SCOPE_NAME = "anycuda streaming store"
@@ -198,13 +199,9 @@ def make_streaming(mod: llvm.ModuleRef, target_machine) -> llvm.ModuleRef:
     `mod` itself where there are none or the host has no streaming stores."""
     if not supported(mod.triple):
         return mod
-    text = str(mod)
-    new = rewrite(text)
-    if new is text:
+    out = rewritten(mod, rewrite)
+    if out is mod:
         return mod
-    out = llvm.parse_assembly(new)
-    out.name, out.triple, out.data_layout = mod.name, mod.triple, mod.data_layout
-    out.verify()
     pm = llvm.create_new_module_pass_manager()
     pm.add_always_inliner_pass()
     pm.run(out, llvm.create_pass_builder(target_machine, llvm.create_pipeline_tuning_options(speed_level=0)))
