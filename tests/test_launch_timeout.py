@@ -202,3 +202,34 @@ def test_an_nvcc_program_under_anycuda_run(tmp_path_factory):
     assert r.stdout.splitlines() == ["kernelExecTimeout 1", "launched", "synchronize: cudaErrorLaunchTimeout",
                                      "then cudaMalloc: cudaErrorLaunchTimeout",
                                      "after cudaDeviceReset: cudaSuccess, 64 of 64 filled"], r.stdout
+
+
+NOTICE = r"""
+import ctypes, sys, threading, time
+import numpy as np
+import anycuda as ac
+m = ac.RawModule(code=sys.stdin.read(), name="timeouts.cu")
+flag, out = ac.asarray(np.zeros(1, np.int32)), ac.asarray(np.zeros(256, np.int32))
+m.get_function("spin_on_global_flag")((1,), (32,), (flag, out))          # returns at once
+time.sleep(float(sys.argv[1]))
+ctypes.c_int.from_address(flag.data.ptr).value = 1                      # the host ends the spin
+ac.synchronize()
+print(out.get()[:32].sum())
+"""
+
+
+@pytest.mark.parametrize("notice, told", [("0.3", True), ("0", False)])
+def test_a_long_launch_is_named_without_a_limit(compile_cuda, notice, told):
+    """Without ANYCUDA_LAUNCH_TIMEOUT a launch runs on (here until the host sets the flag it
+    spins on); one past ANYCUDA_LAUNCH_NOTICE seconds is named on stderr once (0: never)."""
+    compile_cuda(SOURCE, name="timeouts.cu")
+    env = {k: v for k, v in os.environ.items() if k != "ANYCUDA_LAUNCH_TIMEOUT"}
+    env["ANYCUDA_LAUNCH_NOTICE"] = notice
+    r = subprocess.run([sys.executable, "-c", NOTICE, "2.0"], input=SOURCE, capture_output=True, text=True, env=env,
+                       timeout=LIMIT_S)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["32"]
+    named = r.stderr.count("anycuda: kernel spin_on_global_flag (grid (1, 1, 1), block (32, 1, 1)) has run for")
+    assert named == (1 if told else 0), r.stderr
+    if told:
+        assert "ANYCUDA_LAUNCH_TIMEOUT=seconds stops such launches" in r.stderr

@@ -474,7 +474,11 @@ class KernelImage:
             with watchdog.watching(L, limit):
                 _run_launch(entry, L, cooperative)
         else:
-            _run_launch(entry, L, cooperative)
+            watchdog.running.enter((self.name, grid, block))
+            try:
+                _run_launch(entry, L, cooperative)
+            finally:
+                watchdog.running.leave()
         if profile.ENABLED:
             profile.record_launch(self.program.source_name, self.name, profile.now() - start, L.nblocks, strategy)
         if checked is not None:

@@ -6,7 +6,9 @@ a CI job waited for its own time limit and said nothing. With ANYCUDA_LAUNCH_TIM
 a launch that runs longer fails with CUDA_ERROR_LAUNCH_TIMEOUT, as a kernel on a GPU with a
 display watchdog does (and the device reports CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT); the
 error is sticky, as there: the context is reset (cudaDeviceReset) before it is used again.
-Unset (the default), launches run as long as they take, as on a compute GPU.
+Unset (the default), launches run as long as they take, as on a compute GPU; one that has run
+for ANYCUDA_LAUNCH_NOTICE seconds (default 60; 0: never) is named on stderr once, with how to
+stop such launches, since a program that seems to hang says nothing on a GPU either.
 
 How a running kernel is stopped: each worker of a watched launch writes its pthread_t into
 the launch record's `watch_threads` table while it runs blocks (compiler/cpu/faults.py). Once
@@ -30,7 +32,9 @@ from ..compiler import abi
 from .faults import STOP_SIGNAL
 
 RESEND_SECONDS = 0.02
+NOTICE_SECONDS = 60.0
 _warned = set()
+_lock = threading.Lock()
 
 
 def launch_timeout() -> float:
@@ -50,6 +54,54 @@ def launch_timeout() -> float:
                   "launches have no time limit", file=sys.stderr)
         return 0.0
     return seconds
+
+
+def _seconds(name: str, default: float) -> float:
+    """A number of seconds from the environment; `default` where unset or not a number."""
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class _Running:
+    """The launches running now without a limit, {thread: (since, (kernel, grid, block))}, and
+    a thread that looks at them every few seconds once the first has run: a launch past the
+    notice time is named on stderr, once. A launch pays two dictionary updates."""
+
+    def __init__(self):
+        self.now = {}
+        self.told = set()
+        self._thread = None
+
+    def enter(self, launch: tuple) -> None:
+        self.now[threading.get_ident()] = (time.monotonic(), launch)
+        if self._thread is None:
+            with _lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._look, name="anycuda-launch-notice", daemon=True)
+                    self._thread.start()
+
+    def leave(self) -> None:
+        self.now.pop(threading.get_ident(), None)
+
+    def _look(self):
+        while True:
+            notice = _seconds("ANYCUDA_LAUNCH_NOTICE", NOTICE_SECONDS)
+            time.sleep(min(max(notice / 4, 0.05), 5.0) if notice > 0 else 5.0)
+            if notice <= 0:
+                continue
+            now = time.monotonic()
+            for since, (kernel, grid, block) in list(self.now.values()):
+                if now - since >= notice and (since, kernel) not in self.told:
+                    self.told.add((since, kernel))
+                    print(f"anycuda: kernel {kernel} (grid {grid}, block {block}) has run for {now - since:.1f} s; "
+                          "if it never ends (a loop whose test never changes, a spin on a flag nothing sets), "
+                          "ANYCUDA_LAUNCH_TIMEOUT=seconds stops such launches with cudaErrorLaunchTimeout",
+                          file=sys.stderr, flush=True)
+
+
+running = _Running()
 
 
 class _Watched:
@@ -113,7 +165,6 @@ class _Watchdog:
 
 
 _watchdog = []
-_lock = threading.Lock()
 
 
 def watching(launch, seconds: float):
