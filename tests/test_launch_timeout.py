@@ -233,3 +233,30 @@ def test_a_long_launch_is_named_without_a_limit(compile_cuda, notice, told):
     assert named == (1 if told else 0), r.stderr
     if told:
         assert "ANYCUDA_LAUNCH_TIMEOUT=seconds stops such launches" in r.stderr
+
+
+CHECKED = r"""
+import json, sys
+import numpy as np
+import anycuda as ac
+from anycuda.runtime.errors import CudaError
+m = ac.RawModule(code=sys.stdin.read(), name="timeouts.cu")
+out = ac.asarray(np.zeros(256, np.int32))
+try:
+    m.get_function("endless")((2,), (64,), (np.int32(1), out))
+    ac.synchronize()
+    print(json.dumps({"ended": True}))
+except CudaError as e:
+    print(json.dumps({"code": int(e.code)}))
+"""
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_a_checked_launch_times_out_too(compile_cuda, tool):
+    """Kernels compiled for the sanitizer (every access checked, the general path) stop alike."""
+    compile_cuda(SOURCE, name="timeouts.cu")
+    env = {**os.environ, "ANYCUDA_LAUNCH_TIMEOUT": str(TIMEOUT_S), "ANYCUDA_SANITIZE": tool}
+    r = subprocess.run([sys.executable, "-c", CHECKED], input=SOURCE, capture_output=True, text=True, env=env,
+                       timeout=LIMIT_S)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"code": CUresult.CUDA_ERROR_LAUNCH_TIMEOUT}
