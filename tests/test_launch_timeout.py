@@ -92,17 +92,29 @@ print(json.dumps(results))
 """
 
 
+def _run(args, stdin=None, **settings):
+    """`python args...` in a child process under LIMIT_S (a hang fails the test), its
+    environment ours with `settings` (None: left out); the finished process, which exited 0."""
+    env = {k: v for k, v in os.environ.items() if settings.get(k, "") is not None}
+    env.update({k: v for k, v in settings.items() if v is not None})
+    try:
+        r = subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, env=env,
+                           timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the child did not end within {LIMIT_S} s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+def _last_json(r):
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def outcomes(compile_cuda):
     compile_cuda(SOURCE, name="timeouts.cu")          # (a skip where no CUDA compiler is there)
-    env = {**os.environ, "ANYCUDA_LAUNCH_TIMEOUT": str(TIMEOUT_S)}
-    try:
-        r = subprocess.run([sys.executable, "-c", SCENARIOS, "7"], input=SOURCE, capture_output=True, text=True,
-                           env=env, timeout=LIMIT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the scenarios did not end within {LIMIT_S} s")
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1]), r.stdout
+    r = _run(["-c", SCENARIOS, "7"], SOURCE, ANYCUDA_LAUNCH_TIMEOUT=str(TIMEOUT_S))
+    return _last_json(r), r.stdout
 
 
 @pytest.mark.parametrize("kernel", ["endless", "endless_through_barriers", "spin_on_global_flag",
@@ -165,14 +177,7 @@ print(json.dumps({"codes": codes, "after_reset": got.tolist()}))
 
 def test_a_timeout_is_sticky_until_the_primary_context_is_reset(compile_cuda):
     ptx = compile_cuda(SOURCE, name="timeouts.cu").ptx
-    env = {**os.environ, "ANYCUDA_LAUNCH_TIMEOUT": str(TIMEOUT_S)}
-    try:
-        r = subprocess.run([sys.executable, "-c", STICKY], input=ptx, capture_output=True, text=True, env=env,
-                           timeout=LIMIT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the launch did not end within {LIMIT_S} s")
-    assert r.returncode == 0, r.stderr[-3000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got = _last_json(_run(["-c", STICKY], ptx, ANYCUDA_LAUNCH_TIMEOUT=str(TIMEOUT_S)))
     assert got["codes"] == [CUresult.CUDA_ERROR_LAUNCH_TIMEOUT] * 2, got
     assert got["after_reset"] == [5] * 4
 
@@ -196,9 +201,7 @@ def test_an_nvcc_program_under_anycuda_run(tmp_path_factory):
     cudaErrorLaunchTimeout, sticky until cudaDeviceReset, after which a kernel runs."""
     from test_sanitizer import built
     exe = built(tmp_path_factory, "endless")
-    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--launch-timeout", "0.5", "--", str(exe)],
-                       capture_output=True, text=True, timeout=LIMIT_S)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _run(["-m", "anycuda.cli", "run", "--launch-timeout", "0.5", "--", str(exe)])
     assert r.stdout.splitlines() == ["kernelExecTimeout 1", "launched", "synchronize: cudaErrorLaunchTimeout",
                                      "then cudaMalloc: cudaErrorLaunchTimeout",
                                      "after cudaDeviceReset: cudaSuccess, 64 of 64 filled"], r.stdout
@@ -223,11 +226,7 @@ def test_a_long_launch_is_named_without_a_limit(compile_cuda, notice, told):
     """Without ANYCUDA_LAUNCH_TIMEOUT a launch runs on (here until the host sets the flag it
     spins on); one past ANYCUDA_LAUNCH_NOTICE seconds is named on stderr once (0: never)."""
     compile_cuda(SOURCE, name="timeouts.cu")
-    env = {k: v for k, v in os.environ.items() if k != "ANYCUDA_LAUNCH_TIMEOUT"}
-    env["ANYCUDA_LAUNCH_NOTICE"] = notice
-    r = subprocess.run([sys.executable, "-c", NOTICE, "2.0"], input=SOURCE, capture_output=True, text=True, env=env,
-                       timeout=LIMIT_S)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _run(["-c", NOTICE, "2.0"], SOURCE, ANYCUDA_LAUNCH_TIMEOUT=None, ANYCUDA_LAUNCH_NOTICE=notice)
     assert r.stdout.split() == ["32"]
     named = r.stderr.count("anycuda: kernel spin_on_global_flag (grid (1, 1, 1), block (32, 1, 1)) has run for")
     assert named == (1 if told else 0), r.stderr
@@ -255,8 +254,5 @@ except CudaError as e:
 def test_a_checked_launch_times_out_too(compile_cuda, tool):
     """Kernels compiled for the sanitizer (every access checked, the general path) stop alike."""
     compile_cuda(SOURCE, name="timeouts.cu")
-    env = {**os.environ, "ANYCUDA_LAUNCH_TIMEOUT": str(TIMEOUT_S), "ANYCUDA_SANITIZE": tool}
-    r = subprocess.run([sys.executable, "-c", CHECKED], input=SOURCE, capture_output=True, text=True, env=env,
-                       timeout=LIMIT_S)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"code": CUresult.CUDA_ERROR_LAUNCH_TIMEOUT}
+    r = _run(["-c", CHECKED], SOURCE, ANYCUDA_LAUNCH_TIMEOUT=str(TIMEOUT_S), ANYCUDA_SANITIZE=tool)
+    assert _last_json(r) == {"code": CUresult.CUDA_ERROR_LAUNCH_TIMEOUT}

@@ -121,14 +121,10 @@ DEFAULT_GRID_SYNC_TIMEOUT = 30.0
 def grid_sync_timeout() -> float:
     """Seconds a grid barrier may go without an arrival before the launch fails as a
     deadlock (ANYCUDA_GRID_SYNC_TIMEOUT, default 30)."""
-    env = os.environ.get("ANYCUDA_GRID_SYNC_TIMEOUT", "").strip()
+    env, value = watchdog.env_seconds("ANYCUDA_GRID_SYNC_TIMEOUT")
     if not env:
         return DEFAULT_GRID_SYNC_TIMEOUT
-    try:
-        value = float(env)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
+    if value is None or not value > 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                         f"ANYCUDA_GRID_SYNC_TIMEOUT={env!r}: expected a positive number of seconds")
     return value

@@ -37,31 +37,29 @@ _warned = set()
 _lock = threading.Lock()
 
 
+def env_seconds(name: str) -> tuple:
+    """(setting `name`'s text, stripped; its value as a float, or None where it is none): each
+    caller decides what is a number of seconds for it."""
+    text = os.environ.get(name, "").strip()
+    try:
+        return text, float(text)
+    except ValueError:
+        return text, None
+
+
 def launch_timeout() -> float:
     """ANYCUDA_LAUNCH_TIMEOUT in seconds; 0 where unset (no limit). A value that is not a
     positive number is named on stderr once and ignored."""
-    text = os.environ.get("ANYCUDA_LAUNCH_TIMEOUT", "")
+    text, seconds = env_seconds("ANYCUDA_LAUNCH_TIMEOUT")
     if not text:
         return 0.0
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0 or seconds == float("inf"):
+    if seconds is None or not seconds > 0 or seconds == float("inf"):
         if text not in _warned:
             _warned.add(text)
             print(f"anycuda: ANYCUDA_LAUNCH_TIMEOUT={text!r} is not a positive number of seconds; "
                   "launches have no time limit", file=sys.stderr)
         return 0.0
     return seconds
-
-
-def _seconds(name: str, default: float) -> float:
-    """A number of seconds from the environment; `default` where unset or not a number."""
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
 
 
 class _Running:
@@ -87,7 +85,8 @@ class _Running:
 
     def _look(self):
         while True:
-            notice = _seconds("ANYCUDA_LAUNCH_NOTICE", NOTICE_SECONDS)
+            notice = env_seconds("ANYCUDA_LAUNCH_NOTICE")[1]
+            notice = NOTICE_SECONDS if notice is None else notice
             time.sleep(min(max(notice / 4, 0.05), 5.0) if notice > 0 else 5.0)
             if notice <= 0:
                 continue

@@ -43,7 +43,7 @@ def build_handler_module(stop_signal: int) -> ir.Module:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     trap = b.call(getspecific, [b.trunc(b.load(key), I32)])
     armed = b.icmp_unsigned("!=", b.ptrtoint(trap, I64), i64(0))
-    slot = lambda off: b.bitcast(b.gep(trap, [i64(off)]), I64.as_pointer())
+    slot = lambda off: _trap_slot(b, trap, off)
     info_word = lambda off: b.load(b.bitcast(b.gep(info, [i64(off)]), I64.as_pointer()))
     fault, stop = fn.append_basic_block("fault"), fn.append_basic_block("stop")
     b.cbranch(b.icmp_signed("==", sig, i32(stop_signal)), stop, fault)
@@ -141,7 +141,7 @@ def held(b: ir.IRBuilder, fault_key, call):
     it. `fault_key` is the launch record's (i64)."""
     trap = b.call(declare(b.module, "pthread_getspecific", PTR, [I32]), [b.trunc(fault_key, I32)])
     armed = b.icmp_unsigned("!=", b.ptrtoint(trap, I64), i64(0))
-    count = b.bitcast(b.gep(trap, [i64(abi.FAULT_HELD)]), I64.as_pointer())
+    count = _trap_slot(b, trap, abi.FAULT_HELD)
 
     def step(by):
         with b.if_then(armed):
