@@ -376,3 +376,38 @@ def test_work_queued_at_exit_finishes_and_its_printf_appears(tmp_path):
                        env=dict(os.environ))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-3:] == ["value 0", "value 1", "value 2"], r.stdout
+
+
+def test_busy_counts_queued_work_kept_errors_and_captures(context):
+    """runtime/stream.busy, which libnccl's C front reads to know that nothing could come
+    before a collective it answers at once: work queued and unfinished, errors kept until
+    reported, and stream captures under way each count; finished, reported and ended, they
+    count no more."""
+    from anycuda.runtime import stream as streams
+    ac.synchronize()
+    base = streams.busy.value
+    gate = threading.Event()
+    s = ac.Stream()
+    s.enqueue(gate.wait)
+    s.enqueue(lambda: None)
+    assert streams.busy.value == base + 2
+    gate.set()
+    s.synchronize()
+    assert streams.busy.value == base
+
+    def fail():
+        raise RuntimeError("kept until reported")
+    s.enqueue(fail)
+    while not s.query():
+        time.sleep(0.001)
+    assert streams.busy.value == base + 1           # finished, its error kept
+    with pytest.raises(RuntimeError):
+        s.synchronize()
+    assert streams.busy.value == base
+
+    handle = api.cuStreamCreate(0)
+    api.cuStreamBeginCapture(handle)
+    assert streams.busy.value == base + 1
+    api.cuGraphDestroy(api.cuStreamEndCapture(handle))
+    assert streams.busy.value == base
+    api.cuStreamDestroy(handle)

@@ -1,6 +1,7 @@
 """anycuda's NCCL across processes started by mpirun (the MPI transport, through mpi4py): 2, 3
 and 4 ranks each run tests/nccl_mpi_ranks.py, which checks every collective, every type with every
-operation, a PreMulSum, a group, stream order and argument errors against numpy; the same 4 ranks on two
+operation, a PreMulSum, a group, stream order, asynchrony and argument errors against numpy, through
+the library's Python and through libnccl.so.2's C entry points (its C front); the same 4 ranks on two
 "hosts" (network namespaces this test makes); an nvcc-built MPI + NCCL program under
 `mpirun anycuda run`."""
 import os
@@ -45,6 +46,40 @@ def test_ranks_under_mpirun(ranks, rng):
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     for rank in range(ranks):
         assert f"rank {rank} ok" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+
+
+def _answered(stdout: str, rank: int) -> int:
+    """How many small operations libnccl's C front answered itself on `rank` (its "ok" line)."""
+    line = next(line for line in stdout.splitlines() if line.startswith(f"rank {rank} ok"))
+    return int(line.rsplit("front answered ", 1)[1])
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_ranks_through_libnccl(ranks, rng):
+    """The same checks through libnccl.so.2's C entry points: small collectives on idle streams
+    are answered by its C front (a long spin, so that a busy machine's ranks still meet there);
+    those on a stream holding work (the gated copy), averages and halves by its Python; an
+    all-reduce returns before its peers have called theirs (handed to the stream's worker)."""
+    seed = int(rng.integers(1 << 30))
+    env = dict(os.environ, ANYCUDA_NCCL_SPIN="0.5")
+    r = subprocess.run([*mpirun_command(ranks), sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed), "library"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    for rank in range(ranks):
+        assert _answered(r.stdout, rank) > 0, r.stdout
+
+
+def test_ranks_with_and_without_the_front(rng):
+    """Rank 0 answers every call in Python (ANYCUDA_NCCL_FRONT=0), ranks 1 and 2 in C where they
+    can: their messages still meet (the same algorithms and tags), results as numpy's."""
+    seed = int(rng.integers(1 << 30))
+    script = [sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed), "library"]
+    command = [*mpirun_command(1), "env", "ANYCUDA_NCCL_FRONT=0", *script, ":", "-np", "2", *script]
+    r = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, ANYCUDA_NCCL_SPIN="0.5"))
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    assert _answered(r.stdout, 0) == 0
+    assert _answered(r.stdout, 1) > 0 and _answered(r.stdout, 2) > 0, r.stdout
 
 
 def _mpicc_flags(which: str) -> list:

@@ -15,7 +15,7 @@ import threading
 
 from ..runtime import profile
 from ..runtime.errors import CudaError, CUresult
-from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, per_thread_stream
+from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, hold, per_thread_stream
 from .handles import (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, _current, _current_device, EventHandle,
                       _current_handle, _faults_are_sticky, _get, _handles, _lock, _new_handle, _require_context,
                       StreamHandle)
@@ -302,6 +302,7 @@ def cuStreamBeginCapture(stream: int, mode: int = 0) -> None:
     if s.capture is not None:
         raise CudaError(CUresult.CUDA_ERROR_ILLEGAL_STATE, "the stream is capturing already")
     s.capture = Graph()
+    hold(+1)            # no library work runs on the caller's thread while a graph is recorded
     s.capture.streams.add(s)
     _capture_ids[0] += 1
     s.capture.id = _capture_ids[0]
@@ -319,6 +320,7 @@ def cuStreamEndCapture(stream: int) -> int:
     # captured into it, and so its worker thread and 8 MiB stack: fuzz_api_plain's threads
     # grew by ~140 a thousand sequences)
     graph.streams.clear()
+    hold(-1)
     return _new_handle(graph)
 
 

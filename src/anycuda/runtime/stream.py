@@ -42,6 +42,7 @@ launch queue makes a launch wait. At exit, work still queued is finished first (
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import queue
 import threading
@@ -61,6 +62,19 @@ _cv = threading.Condition()          # guards every stream's tickets and kept er
 _states = set()                      # _StreamState of created streams given work, until their worker leaves
 _local = threading.local()           # .state: the stream whose worker this thread is
 
+# Pieces of work queued on any stream and not finished, errors kept and not yet reported, and
+# stream captures under way (`hold`): where this reads zero, nothing queued could come before
+# new work and nothing is being recorded, so C code may do a library's small work on the
+# caller's thread at once (shim/nccl_front.c reads it by address, without the lock; every
+# write holds _cv).
+busy = ctypes.c_long(0)
+
+
+def hold(delta: int) -> None:
+    """Count something besides queued work that new work must not pass (a capture: +1, -1)."""
+    with _cv:
+        busy.value += delta
+
 
 class _StreamState:
     """What a stream's worker thread needs; outlives the Stream object until its work is done."""
@@ -70,10 +84,20 @@ class _StreamState:
         self.device = device     # a device's synchronisation waits for its own streams only
         self.issued = 0          # tickets handed out (one per enqueued item)
         self.completed = 0       # items finished (run, failed or skipped)
-        self.error = None        # kept until reported
+        self._error = None       # kept until reported (`error`)
         self.queue = queue.SimpleQueue()
         self.thread = None
         self.inline = 0          # ticket of blocking work running in its caller's thread, or 0
+
+    @property
+    def error(self):
+        return self._error
+
+    @error.setter
+    def error(self, e) -> None:
+        """Caller holds _cv (a kept error counts in `busy` until it is reported)."""
+        busy.value += (e is not None) - (self._error is not None)
+        self._error = e
 
     def idle(self) -> bool:
         return self.completed == self.issued
@@ -116,6 +140,7 @@ def _worker(state: _StreamState) -> None:
             del fn, args, item
             with _cv:
                 state.completed += 1
+                busy.value -= 1
                 _cv.notify_all()
 
 
@@ -159,6 +184,7 @@ class _Queue:
             if st.inline:        # after the blocking work its caller is running (_DefaultStream.call)
                 deps += ((st, st.inline),)
             st.issued += 1
+            busy.value += 1
             ticket = st.issued
             first = st.thread is None
             if first:
@@ -304,6 +330,7 @@ class _DefaultStream(_Queue):
             quick = st.idle() and st.error is None and not st.inline and not self._dependencies()
             if quick:
                 st.issued += 1
+                busy.value += 1
                 st.inline = st.issued
         if not quick:
             super().call(fn, *args)
@@ -314,6 +341,7 @@ class _DefaultStream(_Queue):
             with _cv:
                 st.inline = 0
                 st.completed += 1
+                busy.value -= 1
                 _cv.notify_all()
         _run_hooks()
 

@@ -14,7 +14,7 @@ import traceback
 
 from ..runtime import profile
 from ..runtime.errors import CudaError, CUresult
-from .libraries import LIBRARIES, unsupported_name
+from .libraries import LIBRARIES, python_name, unsupported_name
 from .settings import TRACE
 
 _said = set()
@@ -94,7 +94,9 @@ def define(ffi, lib, name: str) -> None:
         return call
 
     for cname, (kinds, fn) in functions.table().items():
-        ffi.def_extern(name=cname)(entry(cname, fn))
+        ffi.def_extern(name=python_name(spec, cname))(entry(cname, fn))
+    if spec.front is not None:           # the Python half of the library's C front
+        importlib.import_module(f"anycuda.libraries.{name}.front").attach(ffi, lib, enabled=not TRACE)
 
     # a function whose result is not a status answers zero when it fails; the library may keep
     # the status (`valued_failed`: cuBLAS's legacy routines keep it for cublasGetError)

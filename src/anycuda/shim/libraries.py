@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import nccl_front
 from .embedding import FIND_MODULES, compile_embedded, embedded_prelude
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +29,7 @@ class DropIn:
     not_supported: tuple      # (status, its name) of a function anycuda does not implement
     error_getter: str = ""    # the function answering the last failure of one whose result is not a status
     preloaded: bool = True    # `anycuda run` preloads it (else the loader finds it by soname on its path)
+    front: object = None      # C answering some entry points first (shim/nccl_front.py describes libnccl's)
 
     @property
     def names_file(self) -> Path:
@@ -48,7 +50,7 @@ LIBRARIES = (DropIn("cublas", "cublas", ("libcublas.so.13", "libcublas.so.12"), 
              DropIn("curand", "curand", ("libcurand.so.10",), not_started=(203, "CURAND_STATUS_INITIALIZATION_FAILED"),
                     not_supported=(103, "CURAND_STATUS_TYPE_ERROR")),
              DropIn("nccl", "nccl", ("libnccl.so.2",), not_started=(3, "ncclInternalError"),
-                    not_supported=(5, "ncclInvalidUsage")),
+                    not_supported=(5, "ncclInvalidUsage"), front=nccl_front),
              # FFTW's interface has no status: a planner that cannot answer gives NULL. Not preloaded:
              # it exports FFTW's own names, which would take the place of a real FFTW the program uses
              DropIn("cufftw", "cufftw", ("libcufftw.so.12", "libcufftw.so.11"), not_started=(0, "NULL (no plan)"),
@@ -57,7 +59,8 @@ DROP_INS = tuple(soname for lib in LIBRARIES for soname in lib.sonames)
 PRELOADED = tuple(soname for lib in LIBRARIES if lib.preloaded for soname in lib.sonames)
 # what a build of the libraries is made of, relative to this folder (shim/build.py's fingerprint)
 LIBRARY_SOURCES = tuple(os.path.relpath(path, HERE) for lib in LIBRARIES
-                        for path in (lib.names_file, lib.signatures_file))
+                        for path in (lib.names_file, lib.signatures_file)
+                        + ((lib.front.SOURCE, Path(lib.front.__file__)) if lib.front else ()))
 
 _C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t", "f": "float",
             "d": "double", "c": "char", "C": "cuComplex", "Z": "cuDoubleComplex", "I": "ncclUniqueId"}
@@ -104,9 +107,24 @@ def unimplemented(lib: DropIn) -> tuple:
     return tuple(n for n in public_names(lib) if n not in table)
 
 
-def _api(table: dict) -> str:
-    return "\n".join(f"{result} {name}({c_parameters(kinds, name.endswith('_64'))});"
+def _api(table: dict, prefix: str = "") -> str:
+    return "\n".join(f"{prefix}{result} {name}({c_parameters(kinds, name.endswith('_64'))});"
                      for name, (result, kinds) in sorted(table.items()))
+
+
+def python_name(lib: DropIn, name: str) -> str:
+    """The name the library's Python answers C function `name` under: its own, or behind a front."""
+    return lib.front.PYTHON_PREFIX + name if lib.front and name in lib.front.ANSWERS_FIRST else name
+
+
+def _front_parts(lib: DropIn, table: dict) -> tuple:
+    """(cdef, C source) a library's front adds: its C, the Python it falls back to (cffi's
+    extern "Python" functions are static: declared before the front's C calls them)."""
+    if lib.front is None:
+        return "", ""
+    behind = {python_name(lib, n): table[n] for n in lib.front.ANSWERS_FIRST}
+    cdef = lib.front.CDEF + _api(behind, 'extern "Python" ')
+    return cdef, _api(behind, "static ") + "\n" + lib.front.SOURCE.read_text()
 
 
 def _stubs(lib: DropIn) -> str:
@@ -137,13 +155,15 @@ def build_libraries(folder: Path) -> None:
     """Compile each drop-in library, one file per soname, into `folder`."""
     for lib in LIBRARIES:
         table = implemented(lib)
+        front_cdef, front_source = _front_parts(lib, table)
         source = ("#include <stddef.h>\n#include <stdint.h>\n" + _VALUE_TYPES
                   + embedded_prelude(lib.sonames[0], lib.not_started, lib.not_started[0], lib.name, valued(lib),
                                      lib.error_getter)
-                  + _stubs(lib))
+                  + _stubs(lib) + front_source)
+        exported = {n: v for n, v in table.items() if python_name(lib, n) == n}
         for soname in lib.sonames:
             module = "anycuda_" + soname.split(".so")[0].replace("-", "_") + "_" + soname.rsplit(".", 1)[-1]
-            compile_embedded(folder, module, soname, [_VALUE_TYPES, _DECLARATIONS], _api(table), source,
+            compile_embedded(folder, module, soname, [_VALUE_TYPES, _DECLARATIONS, front_cdef], _api(exported), source,
                              _INIT_CODE.replace("MODULE", module).replace("NAME", lib.module),
                              link_args=[f"-Wl,-soname,{soname}"])
 

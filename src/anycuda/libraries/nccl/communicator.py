@@ -15,7 +15,7 @@ import socket
 import struct
 import threading
 
-from . import local, mpi
+from . import front, local, mpi
 from ..memory import write_scalar
 from ..registry import Registry
 from ...runtime.device import device_count
@@ -84,7 +84,10 @@ def current_device() -> int:
 
 
 def _add(comm: Communicator) -> int:
-    return communicators.add(comm)
+    handle = communicators.add(comm)
+    if isinstance(comm.transport, mpi.MpiGroup):
+        front.register(handle, comm, mpi.mpi())
+    return handle
 
 
 def init_rank(nranks: int, raw: bytes, rank: int, device: int = None) -> int:
@@ -162,6 +165,8 @@ def _split_groups(asked: dict) -> dict:
 
 
 def destroy(handle: int) -> None:
+    get(handle)
+    front.unregister(handle)
     communicators.remove(handle)
 
 
@@ -171,6 +176,7 @@ def abort(handle: int) -> None:
     comm = get(handle)
     if isinstance(comm.transport, local.LocalGroup):
         comm.transport.abort(f"rank {comm.rank} aborted the communicator")
+    front.unregister(handle)
     communicators.remove(handle)
 
 

@@ -51,7 +51,11 @@ def _split(handle: int, color: int, key: int, out: int, config: int) -> None:
 
 
 def _finalize(handle: int) -> None:
-    get(handle).finalized = True
+    comm = get(handle)
+    comm.finalized = True
+    shared = getattr(comm.transport, "shared", None)
+    if shared is not None:           # the C front leaves its calls to the Python, which refuses them
+        shared.enabled = 0
 
 
 def _async_error(handle: int, out: int) -> None:
@@ -120,7 +124,9 @@ def _queue(kind: str, handle: int, send: int, recv: int, count: int, dtype: int,
     if count:
         require(send != 0 or not sends, Result.InvalidArgument, "the send buffer is NULL")
         require(recv != 0 or not receives, Result.InvalidArgument, "the receive buffer is NULL")
-    group.add(Operation(kind, comm, send, recv, count, dtype, op, root, stream))
+    number = getattr(comm.transport, "number", None)      # processes' communicators number small operations
+    seq = number(kind, count, dtype) if number else -1
+    group.add(Operation(kind, comm, send, recv, count, dtype, op, root, stream, seq))
 
 
 def _all_reduce(send, recv, count, dtype, op, handle, stream):

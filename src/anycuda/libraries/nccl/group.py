@@ -96,14 +96,18 @@ def _queue(operations) -> None:
     result was overwritten by a fill still pending on device 1)."""
     by_stream = {}
     for op in operations:
-        device = op.comm.device if op.stream in _DEFAULT_STREAMS else None
-        by_stream.setdefault((op.stream, device), []).append(op)
-    for (stream, device), ops in by_stream.items():
-        if device is None:
-            api.submit(stream, _work, ops)
-            continue
-        with _current_device(device):
-            api.submit(stream, _work, ops)
+        by_stream.setdefault((op.stream, op.comm.device if op.stream in _DEFAULT_STREAMS else None), []).append(op)
+    for (stream, _), ops in by_stream.items():
+        submit(ops[0].comm, stream, _work, ops)
+
+
+def submit(comm, stream: int, fn, *args, on_skip=None) -> None:
+    """`fn(*args)` queued on `stream` for communicator `comm` (a default stream: its device's)."""
+    if stream not in _DEFAULT_STREAMS:
+        api.submit(stream, fn, *args, on_skip=on_skip)
+        return
+    with _current_device(comm.device):
+        api.submit(stream, fn, *args, on_skip=on_skip)
 
 
 @contextlib.contextmanager
@@ -120,14 +124,15 @@ def _current_device(device: int):
 _said = set()
 
 
-def _fail(op, error: BaseException) -> None:
+def fail(comm, kind: str, error: BaseException) -> None:
+    """A failure found while an operation ran: the communicator's asynchronous error, said once."""
     nccl = error if isinstance(error, NcclError) else NcclError(Result.InternalError,
                                                                 f"{type(error).__name__}: {error}")
-    op.comm.fail(nccl)
+    comm.fail(nccl)
     note(str(nccl))
     if str(nccl) not in _said:
         _said.add(str(nccl))
-        sys.stderr.write(f"anycuda: nccl{op.kind}: {nccl}\n")
+        sys.stderr.write(f"anycuda: nccl{kind}: {nccl}\n")
 
 
 HINT_SECONDS = 10.0        # a rank waiting this long for its peers says what may hold them
@@ -164,8 +169,8 @@ def _work(ops) -> None:
         try:
             comm.transport.run(theirs)
         except BaseException as e:      # noqa: BLE001
-            _fail(theirs[0], e)
+            fail(comm, theirs[0].kind, e)
     for op in posted:
         _wait_for_peers(op)
         if op.error is not None:
-            _fail(op, op.error)
+            fail(op.comm, op.kind, op.error)

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from . import reduction, types
+from . import reduction, small, types
 from .status import NcclError, Result
 
 # the variables launchers set in the processes they start (Open MPI, PMIx, MPICH/Hydra, Slurm's PMI)
@@ -68,6 +68,11 @@ def mpi():
     return MPI
 
 
+def serialised() -> bool:
+    """Whether anycuda's MPI calls must take turns (MPI not started with MPI_THREAD_MULTIPLE)."""
+    return bool(_serialise[0])
+
+
 @contextlib.contextmanager
 def _held():
     if _serialise[0]:
@@ -77,7 +82,7 @@ def _held():
         yield
 
 
-def _call(fn, *args):
+def call(fn, *args):
     with _held():
         return fn(*args)
 
@@ -103,7 +108,7 @@ def collective(comm, name: str, *args) -> None:
     MPI may be called from any thread (MPI's own tuned algorithms), else its non-blocking form
     polled (a blocking call would hold the lock until every peer came)."""
     if _serialise[0]:
-        wait([_call(getattr(comm, "I" + name[0].lower() + name[1:]), *args)])
+        wait([call(getattr(comm, "I" + name[0].lower() + name[1:]), *args)])
     else:
         getattr(comm, name)(*args)
 
@@ -123,18 +128,18 @@ def join(key: bytes, id_root: int, nranks: int, rank: int):
     if not 0 <= id_root < world.Get_size():
         raise NcclError(Result.InvalidArgument, f"the unique id names MPI rank {id_root} of {world.Get_size()}")
     mine = np.array([rank, nranks, me], np.int64)
-    requests = [_call(world.Isend, mine, id_root, tag)]
+    requests = [call(world.Isend, mine, id_root, tag)]
     if me == id_root:
         table = np.full(nranks, -1, np.int64)
         for _ in range(nranks):
             got = np.empty(3, np.int64)
-            wait([_call(world.Irecv, got, MPI.ANY_SOURCE, tag)])
+            wait([call(world.Irecv, got, MPI.ANY_SOURCE, tag)])
             if got[1] != nranks or not 0 <= got[0] < nranks or table[got[0]] >= 0:
                 raise NcclError(Result.InvalidUsage, f"MPI rank {got[2]} joins as rank {got[0]} of {got[1]}")
             table[got[0]] = got[2]
-        requests += [_call(world.Isend, table, int(w), tag + 1) for w in table]
+        requests += [call(world.Isend, table, int(w), tag + 1) for w in table]
     table = np.empty(nranks, np.int64)
-    requests.append(_call(world.Irecv, table, id_root, tag + 1))
+    requests.append(call(world.Irecv, table, id_root, tag + 1))
     wait(requests)
     with _held():
         group = world.Get_group().Incl([int(w) for w in table])
@@ -161,6 +166,10 @@ class MpiGroup:
     def __init__(self, comm):
         self.comm = comm
         self.nranks = comm.Get_size()
+        self.shared = small.Shared(mpi_comm=mpi()._handleof(comm), rank=comm.Get_rank(), nranks=self.nranks)
+
+    def number(self, kind: str, count: int, dtype: int) -> int:
+        return self.shared.number(kind, count, dtype)
 
     # ---- reductions: widened, pre-scaled for averages and PreMulSum, reduced by MPI's SUM
     def _prepared(self, op, values: np.ndarray):
@@ -233,7 +242,7 @@ class MpiGroup:
         start = getattr(self.comm, "I" + name[0].lower() + name[1:])
         pending = []
         for a, b in pieces:
-            pending.append(_call(start, *arguments(a, b)))
+            pending.append(call(start, *arguments(a, b)))
             if len(pending) >= IN_FLIGHT:
                 wait(pending[:1])
                 pending = pending[1:]
@@ -285,9 +294,11 @@ class MpiGroup:
         for op in ops:
             try:
                 if op.kind == "Send":
-                    transfers.append(_call(self.comm.Isend, op.view(op.send, op.count).view(np.uint8), op.root, 0x77))
+                    transfers.append(call(self.comm.Isend, op.view(op.send, op.count).view(np.uint8), op.root, 0x77))
                 elif op.kind == "Recv":
-                    transfers.append(_call(self.comm.Irecv, op.view(op.recv, op.count).view(np.uint8), op.root, 0x77))
+                    transfers.append(call(self.comm.Irecv, op.view(op.recv, op.count).view(np.uint8), op.root, 0x77))
+                elif op.seq >= 0:
+                    small.run(op, self.comm, call, wait)
                 elif op.count:
                     getattr(self, op.kind)(op)
             except NcclError:

@@ -27,6 +27,7 @@ class Operation:
     op: int = 0
     root: int = 0            # the root of a rooted collective, the peer of Send/Recv
     stream: int = 0
+    seq: int = -1            # its number among the communicator's small operations (small.py), or -1
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException = None
 

@@ -24,7 +24,7 @@ class RedOp(enum.IntEnum):
 
 
 NUM_OPS = 5
-_FOLDS = {RedOp.Sum: np.add, RedOp.Prod: np.multiply, RedOp.Max: np.maximum, RedOp.Min: np.minimum}
+FOLDS = {RedOp.Sum: np.add, RedOp.Prod: np.multiply, RedOp.Max: np.maximum, RedOp.Min: np.minimum}
 
 
 @dataclass
@@ -60,8 +60,8 @@ def _scaled(parts, factor, dtype):
 def reduce(parts: list, op, dtype: int, created: dict, nranks: int) -> np.ndarray:
     """The reduction of the ranks' widened contributions `parts` (rank order) by `op`;
     `created` holds the communicator's PreMulSum operations."""
-    if op in _FOLDS:
-        return _wrapped(_FOLDS[op], parts)
+    if op in FOLDS:
+        return _wrapped(FOLDS[op], parts)
     if op == RedOp.Avg:
         if types.is_float(dtype):
             return _wrapped(np.add, _scaled(parts, 1.0 / nranks, dtype))

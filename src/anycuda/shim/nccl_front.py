@@ -1,0 +1,21 @@
+"""What libnccl's C front (nccl_front.c: small collectives answered in C on the caller's
+thread) adds to the library's build: the entry points it answers first, each falling back to the
+library's Python under the name `anycuda_python_<name>`, and the C functions the Python half
+(anycuda.libraries.nccl.front) calls. Data only: pip's build reads it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+SOURCE = Path(__file__).with_suffix(".c")
+ANSWERS_FIRST = ("ncclGroupStart", "ncclGroupEnd", "ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce",
+                 "ncclAllGather", "ncclReduceScatter")
+PYTHON_PREFIX = "anycuda_python_"
+CDEF = """
+int anycuda_nccl_front_setup(void *busy, void *isend, void *irecv, void *test, intptr_t byte, size_t small_bytes,
+                             long spin_ns, int tag_base, int tag_span);
+int anycuda_nccl_front_register(void *shared);
+void anycuda_nccl_front_unregister(void *shared);
+int anycuda_nccl_front_finish(void *op);
+void anycuda_nccl_front_free(void *op);
+extern "Python" int anycuda_python_nccl_adopt(void *comm, void *stream, void *op);
+"""
