@@ -7,8 +7,8 @@
  * group is open on this thread, a small collective of a communicator whose ranks are
  * processes starts here at once: the messages of libraries/nccl/small.py's algorithm, sent and
  * received through MPI's own functions, whose addresses the library's Python gave us
- * (libraries/nccl/front.py). It waits for its peers for at most `spin_ns`; if they have not
- * come by then, the operation is handed to its stream (anycuda_nccl_adopt), whose worker
+ * (libraries/nccl/front.py). It waits for its peers for at most `spin_ns` (and a nanosecond for
+ * each byte it moves: its own transfer's time); if they have not come by then, the operation is handed to its stream (anycuda_nccl_adopt), whose worker
  * finishes it, so a launch still returns in microseconds whatever the peers do. Everything
  * else (other types, averages, big messages, groups, busy streams) is the Python's.
  *
@@ -45,7 +45,8 @@ static struct {
     anycuda_mpi_test test;
     intptr_t byte;               /* MPI_BYTE */
     size_t small_bytes;
-    long spin_ns;
+    long spin_ns;                /* how long the caller waits for its peers, */
+    double spin_ns_per_byte;     /* and for each byte it moves */
     int tag_base, tag_span;
     int ready;
 } anycuda_front;
@@ -55,7 +56,7 @@ static __thread int anycuda_group_depth;    /* ncclGroupStart calls not yet ende
 
 typedef struct {
     int kind, dtype, op, root, rank, n, tag, phase, phases, error;
-    size_t count, bytes;         /* elements and bytes of one block */
+    size_t count, bytes, moved;  /* elements and bytes of one block, bytes of all */
     intptr_t comm;
     const char *send;
     char *recv, *scratch;
@@ -67,7 +68,7 @@ typedef struct {
 } anycuda_small_op;
 
 static int anycuda_nccl_front_setup(void *busy, void *isend, void *irecv, void *test, intptr_t byte, size_t small_bytes,
-                             long spin_ns, int tag_base, int tag_span) {
+                             long spin_ns, double spin_ns_per_byte, int tag_base, int tag_span) {
     anycuda_front.busy = (volatile long *)busy;
     anycuda_front.isend = (anycuda_mpi_isend)isend;
     anycuda_front.irecv = (anycuda_mpi_irecv)irecv;
@@ -75,6 +76,7 @@ static int anycuda_nccl_front_setup(void *busy, void *isend, void *irecv, void *
     anycuda_front.byte = byte;
     anycuda_front.small_bytes = small_bytes;
     anycuda_front.spin_ns = spin_ns;
+    anycuda_front.spin_ns_per_byte = spin_ns_per_byte;
     anycuda_front.tag_base = tag_base;
     anycuda_front.tag_span = tag_span;
     __atomic_store_n(&anycuda_front.ready, 1, __ATOMIC_RELEASE);
@@ -349,7 +351,7 @@ static anycuda_small_op *anycuda_small_op_for(int kind, const void *send, void *
     if (!o)
         return NULL;
     o->kind = kind, o->dtype = dtype, o->op = op, o->root = root, o->rank = rank, o->n = n;
-    o->count = count, o->bytes = bytes, o->comm = s->mpi_comm;
+    o->count = count, o->bytes = bytes, o->moved = bytes * blocks, o->comm = s->mpi_comm;
     o->send = send, o->recv = recv, o->scratch = (char *)(o + 1), o->shared = s;
     o->phases = kind == KIND_ALL_REDUCE ? anycuda_all_reduce_phases(o) : 1;
     return o;
@@ -373,7 +375,8 @@ static int anycuda_front_try(int kind, const void *send, void *recv, size_t coun
     struct timespec started;
     clock_gettime(CLOCK_MONOTONIC, &started);
     int done;
-    while (!(done = anycuda_small_advance(o)) && anycuda_elapsed_ns(&started) < anycuda_front.spin_ns)
+    long limit = anycuda_front.spin_ns + (long)(o->moved * anycuda_front.spin_ns_per_byte);
+    while (!(done = anycuda_small_advance(o)) && anycuda_elapsed_ns(&started) < limit)
         ;
     if (done) {
         *status = o->error ? NCCL_REMOTE_ERROR : NCCL_SUCCESS;

@@ -8,7 +8,8 @@ C on the caller's thread while no stream has work queued: what it needs from her
   the address of runtime/stream.busy, and small.py's limits, given to the C once.
 - Each such communicator's `small.Shared` registered with the C while it exists.
 - `anycuda_python_nccl_adopt`: an operation the C started whose peers had not all come within
-  SPIN_SECONDS (ANYCUDA_NCCL_SPIN seconds where set), queued on its stream, where the stream's
+  SPIN_SECONDS (ANYCUDA_NCCL_SPIN seconds where set) and a nanosecond per byte it moves, queued
+  on its stream, where the stream's
   worker finishes it in C.
 
 The front stays off where MPI may not be called from any thread (the stream's workers call it
@@ -23,7 +24,8 @@ import sys
 from . import small
 from .status import NcclError, Result
 
-SPIN_SECONDS = 50e-6          # how long the caller waits for its peers before the stream's worker does
+SPIN_SECONDS = 50e-6          # how long the caller waits for its peers before the stream's worker does,
+SPIN_SECONDS_PER_BYTE = 1e-9  # and for each byte the operation moves (its own transfer's time at 1 GB/s)
 _front = {}                   # "ffi", "lib", "enabled", "ready"
 _registered = {}              # handle -> (small.Shared given to the C, kept alive while it is there; its Communicator)
 
@@ -75,7 +77,7 @@ def _ready(MPI) -> bool:
                 return _front["ffi"].cast("void *", address)
             _front["lib"].anycuda_nccl_front_setup(
                 pointer(ctypes.addressof(stream.busy)), *(pointer(functions[name]) for name in _MPI_FUNCTIONS),
-                MPI._handleof(MPI.BYTE), small.SMALL_BYTES, int(spin_seconds() * 1e9), small.TAG_BASE, small.TAG_SPAN)
+                MPI._handleof(MPI.BYTE), small.SMALL_BYTES, int(spin_seconds() * 1e9), SPIN_SECONDS_PER_BYTE * 1e9, small.TAG_BASE, small.TAG_SPAN)
         _front["ready"] = ok
     return _front["ready"]
 
