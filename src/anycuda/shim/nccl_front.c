@@ -8,9 +8,10 @@
  * processes starts here at once: the messages of libraries/nccl/small.py's algorithm, sent and
  * received through MPI's own functions, whose addresses the library's Python gave us
  * (libraries/nccl/front.py). It waits for its peers for at most `spin_ns` (and a nanosecond for
- * each byte it moves: its own transfer's time); if they have not come by then, the operation is handed to its stream (anycuda_nccl_adopt), whose worker
- * finishes it, so a launch still returns in microseconds whatever the peers do. Everything
- * else (other types, averages, big messages, groups, busy streams) is the Python's.
+ * each byte it moves: its own transfer's time); if they have not come by then, the operation is
+ * handed to its stream (anycuda_nccl_adopt), whose worker finishes it, so the call returns in
+ * microseconds whatever the peers do, as NCCL's does. Everything else (other types, averages,
+ * bigger messages, groups, busy streams) is the Python's.
  *
  * Handles of MPI (communicators, datatypes, requests) are pointers in Open MPI and ints in
  * MPICH; each is kept in an intptr_t and passed where the function expects its own type, which
@@ -312,6 +313,7 @@ static int anycuda_nccl_front_finish(void *op) {
 }
 
 static void anycuda_nccl_front_free(void *op) {
+    free(((anycuda_small_op *)op)->scratch);
     free(op);
 }
 
@@ -347,12 +349,19 @@ static anycuda_small_op *anycuda_small_op_for(int kind, const void *send, void *
     if (kind == KIND_ALL_GATHER && send != recv + rank * bytes
             && anycuda_overlaps(send, bytes, recv, n * bytes))
         return NULL;                              /* a send block inside the output but not in place */
-    anycuda_small_op *o = calloc(1, sizeof *o + (n + 1) * bytes);
-    if (!o)
+    /* room for what arrives: the peers' blocks and a total (reductions), one block (all-reduce) */
+    size_t scratch = kind == KIND_REDUCE || kind == KIND_REDUCE_SCATTER ? (n + 1) * bytes
+                   : kind == KIND_ALL_REDUCE ? bytes : 0;
+    anycuda_small_op *o = calloc(1, sizeof *o);
+    char *room = scratch ? malloc(scratch) : NULL;
+    if (!o || (scratch && !room)) {
+        free(o);
+        free(room);
         return NULL;
+    }
     o->kind = kind, o->dtype = dtype, o->op = op, o->root = root, o->rank = rank, o->n = n;
     o->count = count, o->bytes = bytes, o->moved = bytes * blocks, o->comm = s->mpi_comm;
-    o->send = send, o->recv = recv, o->scratch = (char *)(o + 1), o->shared = s;
+    o->send = send, o->recv = recv, o->scratch = room, o->shared = s;
     o->phases = kind == KIND_ALL_REDUCE ? anycuda_all_reduce_phases(o) : 1;
     return o;
 }
@@ -382,13 +391,13 @@ static int anycuda_front_try(int kind, const void *send, void *recv, size_t coun
         *status = o->error ? NCCL_REMOTE_ERROR : NCCL_SUCCESS;
         if (!o->error)
             __atomic_add_fetch(&o->shared->answered, 1, __ATOMIC_RELAXED);
-        free(o);
+        anycuda_nccl_front_free(o);
         return 1;
     }
     *status = anycuda_python_nccl_adopt(handle, stream, o);   /* its worker finishes and frees it */
     if (*status != NCCL_SUCCESS) {                /* not queued: the peers still wait for its messages */
         anycuda_nccl_front_finish(o);
-        free(o);
+        anycuda_nccl_front_free(o);
     }
     return 1;
 }

@@ -9,8 +9,7 @@ C on the caller's thread while no stream has work queued: what it needs from her
 - Each such communicator's `small.Shared` registered with the C while it exists.
 - `anycuda_python_nccl_adopt`: an operation the C started whose peers had not all come within
   SPIN_SECONDS (ANYCUDA_NCCL_SPIN seconds where set) and a nanosecond per byte it moves, queued
-  on its stream, where the stream's
-  worker finishes it in C.
+  on its stream, where the stream's worker finishes it in C.
 
 The front stays off where MPI may not be called from any thread (the stream's workers call it
 too), under ANYCUDA_PROFILE and ANYCUDA_TRACE (every call is then seen by the Python), and
@@ -77,7 +76,8 @@ def _ready(MPI) -> bool:
                 return _front["ffi"].cast("void *", address)
             _front["lib"].anycuda_nccl_front_setup(
                 pointer(ctypes.addressof(stream.busy)), *(pointer(functions[name]) for name in _MPI_FUNCTIONS),
-                MPI._handleof(MPI.BYTE), small.SMALL_BYTES, int(spin_seconds() * 1e9), SPIN_SECONDS_PER_BYTE * 1e9, small.TAG_BASE, small.TAG_SPAN)
+                MPI._handleof(MPI.BYTE), small.SMALL_BYTES, int(spin_seconds() * 1e9), SPIN_SECONDS_PER_BYTE * 1e9,
+                small.TAG_BASE, small.TAG_SPAN)
         _front["ready"] = ok
     return _front["ready"]
 

@@ -185,14 +185,8 @@ class MpiGroup:
     # ---- reductions: widened, pre-scaled for averages and PreMulSum, reduced by MPI's SUM
     def _prepared(self, op, values: np.ndarray):
         """(values to hand MPI, MPI operation, what to do to the reduced values after)."""
-        MPI, dt = mpi(), op.dtype
-        if op.op in _MPI_OPS:
-            return values, getattr(MPI, _MPI_OPS[op.op]), None
-        if op.op == reduction.RedOp.Avg and not types.is_float(dt):
-            return values, MPI.SUM, lambda total: reduction.int_average(total, self.nranks)
-        factor = (1.0 / self.nranks) if op.op == reduction.RedOp.Avg else op.comm.created[op.op].value()
-        with np.errstate(over="ignore", invalid="ignore"):
-            return values * np.asarray(factor).astype(values.dtype), MPI.SUM, None
+        values, built_in, after = reduction.as_built_in(op.op, op.dtype, values, self.nranks, op.comm.created)
+        return values, getattr(mpi(), _MPI_OPS[built_in]), after
 
     def _direct(self, op) -> bool:
         """Whether MPI can reduce the stored elements themselves (no widening, no scaling)."""

@@ -72,6 +72,19 @@ def reduce(parts: list, op, dtype: int, created: dict, nranks: int) -> np.ndarra
     return _wrapped(np.add, _scaled(parts, pre.value(), dtype))
 
 
+def as_built_in(op: int, dtype: int, values: np.ndarray, nranks: int, created: dict):
+    """(values to reduce, the built-in operation reducing them, what the total needs after) for
+    one rank's widened contribution to a reduction by `op`: an average or a PreMulSum is a sum of
+    contributions each scaled first (as NCCL computes them), an integer average a sum divided after."""
+    if op in FOLDS:
+        return values, op, None
+    if op == RedOp.Avg and not types.is_float(dtype):
+        return values, RedOp.Sum, lambda total: int_average(total, nranks)
+    factor = (1.0 / nranks) if op == RedOp.Avg else created[op].value()
+    with np.errstate(over="ignore", invalid="ignore"):
+        return values * np.asarray(factor).astype(values.dtype), RedOp.Sum, None
+
+
 def int_average(total: np.ndarray, n: int) -> np.ndarray:
     """An integer sum divided by n, truncated towards zero (C's division)."""
     if total.dtype.kind == "u":

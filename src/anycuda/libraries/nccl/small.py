@@ -29,7 +29,6 @@ import ctypes
 import numpy as np
 
 from . import reduction, types
-from .reduction import RedOp
 
 SMALL_BYTES = 512 << 10       # an operation moving at most this much per rank is small (measured: NOTES)
 KINDS = ("AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter")
@@ -86,17 +85,6 @@ class _Messages:
     def wait(self) -> None:
         self.wait_for(self.pending)
         self.pending = []
-
-
-def _prepared(op, values: np.ndarray, nranks: int):
-    """(this rank's values to send, the fold of two ranks' values, what the total needs after)."""
-    if op.op in reduction.FOLDS:
-        return values, reduction.FOLDS[op.op], None
-    if op.op == RedOp.Avg and not types.is_float(op.dtype):
-        return values, np.add, lambda total: reduction.int_average(total, nranks)
-    factor = (1.0 / nranks) if op.op == RedOp.Avg else op.comm.created[op.op].value()
-    with np.errstate(over="ignore", invalid="ignore"):
-        return values * np.asarray(factor).astype(values.dtype), np.add, None
 
 
 def _fold(fold, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -164,7 +152,9 @@ def run(op, comm, call, wait) -> None:
         op.view(op.recv, n * c)[:] = np.concatenate(got)
         return
     total = n * c if op.kind == "ReduceScatter" else c
-    values, fold, after = _prepared(op, types.widen(op.dtype, op.view(op.send, total)).copy(), n)
+    mine = types.widen(op.dtype, op.view(op.send, total)).copy()
+    values, built_in, after = reduction.as_built_in(op.op, op.dtype, mine, n, op.comm.created)
+    fold = reduction.FOLDS[built_in]
     if op.kind == "AllReduce":
         result = _all_reduce(m, values, fold, rank, n)
     elif op.kind == "Reduce":
