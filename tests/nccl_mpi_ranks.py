@@ -5,6 +5,7 @@ the number of small operations libnccl's C front answered itself.
 Usage: mpirun -np N python nccl_mpi_ranks.py SEED [library]: with `library`, every call goes
 through anycuda's libnccl.so.2 (its C front first), loaded as CuPy loads it."""
 import ctypes
+import gc
 import os
 import socket
 import sys
@@ -216,7 +217,10 @@ s, _ = buf(2, 4, np.full(4, rank, np.int32))
 r, got = buf(2, 4)
 call("ncclAllReduce", s, r, 4, 2, 0, new.value, stream); sync()
 assert (got == sum(range(rank % 2, n, 2))).all()
+split_mpi = get(new.value).transport.comm
 call("ncclCommDestroy", new.value)
+gc.collect()
+assert split_mpi == MPI.COMM_NULL, "a destroyed communicator's MPI communicator is freed"
 answered = get(comm).transport.shared.answered
 call("ncclCommDestroy", comm)
 print(f"rank {rank} ok on {socket.gethostname()} {os.readlink('/proc/self/ns/net')} front answered {answered}",

@@ -23,6 +23,7 @@ import hashlib
 import os
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -156,6 +157,13 @@ def split(comm, color: int, key: int):
     return None if new == MPI.COMM_NULL else new
 
 
+def _free(comm) -> None:
+    MPI = mpi()
+    if not MPI.Is_finalized():
+        with _held():
+            comm.Free()
+
+
 def _readable(op, count: int, received: int) -> np.ndarray:
     """The `count` elements MPI reads from the send buffer: the buffer itself, or a copy where it
     overlaps the `received` elements written to the receive buffer. (A copy made per call is
@@ -178,6 +186,9 @@ class MpiGroup:
         self.comm = comm
         self.nranks = comm.Get_size()
         self.shared = small.Shared(mpi_comm=mpi()._handleof(comm), rank=comm.Get_rank(), nranks=self.nranks)
+        # MPI's communicator is freed once nothing holds this transport: the NCCL communicator
+        # destroyed and the work queued on it done (not at exit: MPI may be finalized by then)
+        weakref.finalize(self, _free, comm).atexit = False
 
     def number(self, kind: str, count: int, dtype: int) -> int:
         return self.shared.number(kind, count, dtype)
