@@ -82,6 +82,20 @@ def test_ranks_with_and_without_the_front(rng):
     assert _answered(r.stdout, 1) > 0 and _answered(r.stdout, 2) > 0, r.stdout
 
 
+@pytest.mark.parametrize("processes, local", [(2, 2), (2, 3)])
+def test_several_ranks_per_process(processes, local, rng):
+    """Ranks spread over processes with several in each (a host thread and a device per rank,
+    ranks interleaved across processes): every collective and a ring of sends and receives across
+    processes against numpy."""
+    seed = int(rng.integers(1 << 30))
+    env = dict(os.environ, ANYCUDA_DEVICES=str(local))
+    r = subprocess.run([*mpirun_command(processes), sys.executable, str(HERE / "nccl_mpi_hybrid.py"), str(seed),
+                        str(local)], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    for p in range(processes):
+        assert f"process {p} ok" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+
+
 def _mpicc_flags(which: str) -> list:
     """mpicc's compile or link flags, in the form nvcc passes on to the host compiler and linker."""
     words = subprocess.run(["mpicc", f"--showme:{which}"], capture_output=True, text=True, check=True).stdout.split()

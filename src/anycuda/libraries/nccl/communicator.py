@@ -15,7 +15,7 @@ import socket
 import struct
 import threading
 
-from . import front, local, mpi
+from . import front, hybrid, local, mpi
 from ..memory import write_scalar
 from ..registry import Registry
 from ...runtime.device import device_count
@@ -102,7 +102,11 @@ def init_rank(nranks: int, raw: bytes, rank: int, device: int = None) -> int:
                 "processes must be started by mpirun (or mpiexec) with mpi4py installed")
         group = local.Rendezvous.join(key, nranks, rank)
     else:
-        group = mpi.MpiGroup(mpi.join(key, root, nranks, rank))
+        table = mpi.exchange(key, root, nranks, rank)
+        if len(set(table)) == nranks:                       # a rank per process
+            group = mpi.MpiGroup(mpi.communicator(key, table))
+        else:                                               # several ranks in some processes
+            group = hybrid.join(key, table, rank)
     return _add(Communicator(rank, nranks, device, group, key))
 
 
@@ -129,6 +133,8 @@ def split(handle: int, color: int, key: int) -> int:
     (key, old rank); 0 (NULL) for NCCL_SPLIT_NOCOLOR. Every rank must call it."""
     comm = get(handle)
     require(color >= 0 or color == SPLIT_NOCOLOR, Result.InvalidArgument, f"color {color}")
+    require(not isinstance(comm.transport, hybrid.HybridGroup), Result.InvalidUsage,
+            "ncclCommSplit of a communicator with several ranks in some of its processes is not implemented")
     if isinstance(comm.transport, mpi.MpiGroup):
         new = mpi.split(comm.transport.comm, color, key)
         if new is None:

@@ -17,8 +17,9 @@ from . import operations
 class LocalGroup:
     """What the ranks of one in-process communicator share."""
 
-    def __init__(self, nranks: int):
+    def __init__(self, nranks: int, members=None):
         self.nranks = nranks
+        self.members = range(nranks) if members is None else members    # the ranks that post here
         self._lock = threading.Lock()
         self._next = [0] * nranks                     # each rank's next collective number
         self._meetings = {}                           # collective number -> parts by rank
@@ -57,11 +58,15 @@ class LocalGroup:
             self._next[op.rank] += 1
             parts = self._meetings.setdefault(number, [None] * self.nranks)
             parts[op.rank] = op
-            complete = all(p is not None for p in parts)
+            complete = all(parts[r] is not None for r in self.members)
             if complete:
                 del self._meetings[number]
         if complete:
-            operations.run_collective(parts)
+            self.run_collective(parts)
+
+    def run_collective(self, parts: list) -> None:
+        """Every member's part has come (the last one's thread runs this)."""
+        operations.run_collective(parts)
 
     def _post_transfer(self, op) -> None:
         pair = (op.rank, op.root) if op.kind == "Send" else (op.root, op.rank)

@@ -122,15 +122,24 @@ def _tag(key: bytes) -> int:
     return _TAG_BASE + int.from_bytes(hashlib.sha256(key).digest()[:2], "little") % 0x1000
 
 
-def join(key: bytes, id_root: int, nranks: int, rank: int):
-    """This process's MPI communicator of the ranks joining by unique id `key` (in NCCL rank order)."""
+_collectors = set()               # unique id keys whose joining messages a thread of this process is collecting
+_collectors_lock = threading.Lock()
+
+
+def exchange(key: bytes, id_root: int, nranks: int, rank: int) -> list:
+    """The MPI world rank of every NCCL rank joining by unique id `key` (one entry per NCCL rank;
+    a process holding several ranks appears several times). Every member tells the id's maker
+    its rank; one thread of the maker's process collects them and answers every member."""
     MPI = mpi()
     world, me, tag = MPI.COMM_WORLD, MPI.COMM_WORLD.Get_rank(), _tag(key)
     if not 0 <= id_root < world.Get_size():
         raise NcclError(Result.InvalidArgument, f"the unique id names MPI rank {id_root} of {world.Get_size()}")
     mine = np.array([rank, nranks, me], np.int64)
     requests = [call(world.Isend, mine, id_root, tag)]
-    if me == id_root:
+    with _collectors_lock:
+        collects = me == id_root and key not in _collectors
+        _collectors.add(key)
+    if collects:
         table = np.full(nranks, -1, np.int64)
         for _ in range(nranks):
             got = np.empty(3, np.int64)
@@ -142,9 +151,19 @@ def join(key: bytes, id_root: int, nranks: int, rank: int):
     table = np.empty(nranks, np.int64)
     requests.append(call(world.Irecv, table, id_root, tag + 1))
     wait(requests)
+    if collects:
+        with _collectors_lock:
+            _collectors.discard(key)
+    return [int(w) for w in table]
+
+
+def communicator(key: bytes, processes: list):
+    """An MPI communicator of the world ranks `processes`, in that order (every one of them calls
+    this once: MPI_Comm_create_group)."""
+    world = mpi().COMM_WORLD
     with _held():
-        group = world.Get_group().Incl([int(w) for w in table])
-        comm = world.Create_group(group, tag)
+        group = world.Get_group().Incl(processes)
+        comm = world.Create_group(group, _tag(key))
         group.Free()
     return comm
 
@@ -157,7 +176,7 @@ def split(comm, color: int, key: int):
     return None if new == MPI.COMM_NULL else new
 
 
-def _free(comm) -> None:
+def free(comm) -> None:
     MPI = mpi()
     if not MPI.Is_finalized():
         with _held():
@@ -175,7 +194,7 @@ def _readable(op, count: int, received: int) -> np.ndarray:
     return view
 
 
-_MPI_OPS = {reduction.RedOp.Sum: "SUM", reduction.RedOp.Prod: "PROD", reduction.RedOp.Max: "MAX",
+MPI_OPS = {reduction.RedOp.Sum: "SUM", reduction.RedOp.Prod: "PROD", reduction.RedOp.Max: "MAX",
             reduction.RedOp.Min: "MIN"}
 
 
@@ -188,7 +207,7 @@ class MpiGroup:
         self.shared = small.Shared(mpi_comm=mpi()._handleof(comm), rank=comm.Get_rank(), nranks=self.nranks)
         # MPI's communicator is freed once nothing holds this transport: the NCCL communicator
         # destroyed and the work queued on it done (not at exit: MPI may be finalized by then)
-        weakref.finalize(self, _free, comm).atexit = False
+        weakref.finalize(self, free, comm).atexit = False
 
     def number(self, kind: str, count: int, dtype: int) -> int:
         return self.shared.number(kind, count, dtype)
@@ -197,17 +216,17 @@ class MpiGroup:
     def _prepared(self, op, values: np.ndarray):
         """(values to hand MPI, MPI operation, what to do to the reduced values after)."""
         values, built_in, after = reduction.as_built_in(op.op, op.dtype, values, self.nranks, op.comm.created)
-        return values, getattr(mpi(), _MPI_OPS[built_in]), after
+        return values, getattr(mpi(), MPI_OPS[built_in]), after
 
     def _direct(self, op) -> bool:
         """Whether MPI can reduce the stored elements themselves (no widening, no scaling)."""
-        return op.dtype not in types.WIDENED and op.op in _MPI_OPS
+        return op.dtype not in types.WIDENED and op.op in MPI_OPS
 
     def _all_reduce_in_place(self, op) -> None:
         """An all-reduce MPI does on the buffers themselves, in pieces (MPI_IN_PLACE when the
         program's send and receive buffers are one)."""
         MPI = mpi()
-        mpi_op = getattr(MPI, _MPI_OPS[op.op])
+        mpi_op = getattr(MPI, MPI_OPS[op.op])
         recv = op.view(op.recv, op.count)
         if op.send == op.recv:
             self._pieces("Allreduce", lambda _a, b: (MPI.IN_PLACE, b, mpi_op), recv, recv)
@@ -224,7 +243,7 @@ class MpiGroup:
         overlap = op.send < op.recv + count * size and op.recv < op.send + total * size
         if self._direct(op) and not overlap and (root is None or op.rank == root):
             # MPI reduces the stored elements straight into the receive buffer
-            mpi_op = getattr(MPI, _MPI_OPS[op.op])
+            mpi_op = getattr(MPI, MPI_OPS[op.op])
             send, recv = op.view(op.send, total), op.view(op.recv, count)
             if scatter:
                 collective(self.comm, "Reduce_scatter_block", send, recv, mpi_op)

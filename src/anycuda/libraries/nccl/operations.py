@@ -49,7 +49,7 @@ class Operation:
         return self.kind, self.count, self.dtype, self.op, self.root if rooted else 0
 
 
-def _agree(parts: list) -> None:
+def agree(parts: list) -> None:
     first = parts[0].signature()
     for p in parts[1:]:
         if p.signature() != first:
@@ -124,7 +124,7 @@ def run_collective(parts: list) -> None:
     """Every rank's part of one collective (rank order), in one address space: the results
     written, every part finished (with the error, if the parts disagree or a step fails)."""
     try:
-        _agree(parts)
+        agree(parts)
         if parts[0].count:
             _SEMANTICS[parts[0].kind](parts, len(parts), parts[0].count)
         error = None
