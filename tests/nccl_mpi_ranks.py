@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -196,11 +197,13 @@ for args, status in [(("ncclAllReduce", s, r, 16, 7, 0, comm, stream), None),
 sync()
 
 # 6. asynchrony: a small all-reduce returns before its peers have called theirs (rank 0 calls
-# only once rank 1's has returned; a call that waited for its peers would never return)
+# only once rank 1's has returned, and 0.1 s later: a call that waited for its peers would never
+# return; the stream's worker then waits past its first 50 ms of testing without pausing)
 s, _ = buf(7, 5, np.full(5, rank + 1.0, np.float32))
 r, got = buf(7, 5)
 if rank == 0 and n > 1:
     world.recv(source=1, tag=99)
+    time.sleep(0.1)
 call("ncclAllReduce", s, r, 5, 7, 0, comm, stream)
 if rank == 1:
     world.send("returned", dest=0, tag=99)

@@ -304,11 +304,21 @@ static int anycuda_small_advance(anycuda_small_op *o) {
     return 1;
 }
 
-/* for the stream's worker (GIL released): the operation's end, 0 or MPI's error code */
+static long anycuda_elapsed_ns(const struct timespec *since);
+
+/* for the stream's worker (GIL released): the operation's end, 0 or MPI's error code. It tests
+ * without pausing for 50 ms, as MPI's own waits do, then pauses between tests (up to 1 ms), so
+ * that peers that never come do not cost a core */
 static int anycuda_nccl_front_finish(void *op) {
     anycuda_small_op *o = (anycuda_small_op *)op;
-    while (!anycuda_small_advance(o))
-        ;
+    struct timespec started, pause = {0, 0};
+    clock_gettime(CLOCK_MONOTONIC, &started);
+    while (!anycuda_small_advance(o)) {
+        if (anycuda_elapsed_ns(&started) < 50000000L)
+            continue;
+        pause.tv_nsec = pause.tv_nsec < 1000000L ? pause.tv_nsec + 10000L : 1000000L;
+        nanosleep(&pause, NULL);
+    }
     return o->error;
 }
 

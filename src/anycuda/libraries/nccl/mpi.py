@@ -138,23 +138,30 @@ def exchange(key: bytes, id_root: int, nranks: int, rank: int) -> list:
     requests = [call(world.Isend, mine, id_root, tag)]
     with _collectors_lock:
         collects = me == id_root and key not in _collectors
-        _collectors.add(key)
+        if collects:
+            _collectors.add(key)
     if collects:
-        table = np.full(nranks, -1, np.int64)
-        for _ in range(nranks):
-            got = np.empty(3, np.int64)
-            wait([call(world.Irecv, got, MPI.ANY_SOURCE, tag)])
-            if got[1] != nranks or not 0 <= got[0] < nranks or table[got[0]] >= 0:
-                raise NcclError(Result.InvalidUsage, f"MPI rank {got[2]} joins as rank {got[0]} of {got[1]}")
-            table[got[0]] = got[2]
-        requests += [call(world.Isend, table, int(w), tag + 1) for w in table]
+        try:
+            requests += _collect(world, tag, nranks)
+        finally:
+            with _collectors_lock:
+                _collectors.discard(key)
     table = np.empty(nranks, np.int64)
     requests.append(call(world.Irecv, table, id_root, tag + 1))
     wait(requests)
-    if collects:
-        with _collectors_lock:
-            _collectors.discard(key)
     return [int(w) for w in table]
+
+
+def _collect(world, tag: int, nranks: int) -> list:
+    """The id maker's part: every member's joining message, then the table sent to each."""
+    table = np.full(nranks, -1, np.int64)
+    for _ in range(nranks):
+        got = np.empty(3, np.int64)
+        wait([call(world.Irecv, got, mpi().ANY_SOURCE, tag)])
+        if got[1] != nranks or not 0 <= got[0] < nranks or table[got[0]] >= 0:
+            raise NcclError(Result.InvalidUsage, f"MPI rank {got[2]} joins as rank {got[0]} of {got[1]}")
+        table[got[0]] = got[2]
+    return [call(world.Isend, table, int(w), tag + 1) for w in table]
 
 
 def communicator(key: bytes, processes: list):
