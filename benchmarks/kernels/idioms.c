@@ -5,6 +5,7 @@
    sgemm and histogram256. */
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 /* Same signatures as the CUDA kernels (idioms_streaming.cu): the scalar passed as S. */
 #define STREAM_REF(NAME, T, S, I, BODY)                                \
@@ -39,6 +40,38 @@ void spmv_csr(int n, const int* rowptr, const int* cols, const float* vals, cons
         for (int j = rowptr[r]; j < rowptr[r + 1]; ++j) s += vals[j] * x[cols[j]];
         y[r] = s;
     }
+}
+
+/* C = A B for half matrices (idioms_sgemm.cu's hgemm_tiled_16x16), as a C programmer without
+   half arithmetic writes it: A and B widened to float (F16C converts eight at a time),
+   reference.c's sgemm loop, each output rounded to half once. (Summing a row into a private
+   buffer instead let gcc turn the loops around into strided dot products: 4x slower.) */
+static void widen16(const _Float16* h, float* f, size_t count) {
+    #pragma omp parallel for simd
+    for (size_t e = 0; e < count; ++e) f[e] = (float)h[e];
+}
+
+void hgemm(const _Float16* A, const _Float16* B, _Float16* C, int n) {
+    size_t nn = (size_t)n * n;
+    float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float)), *c = malloc(nn * sizeof(float));
+    widen16(A, a, nn);
+    widen16(B, b, nn);
+    #pragma omp parallel for
+    for (int i = 0; i < n; ++i) {
+        float* ci = c + (size_t)i * n;
+        for (int j = 0; j < n; ++j) ci[j] = 0.0f;
+        for (int k = 0; k < n; ++k) {
+            float aik = a[(size_t)i * n + k];
+            const float* bk = b + (size_t)k * n;
+            #pragma omp simd
+            for (int j = 0; j < n; ++j) ci[j] += aik * bk[j];
+        }
+    }
+    #pragma omp parallel for simd
+    for (size_t e = 0; e < nn; ++e) C[e] = (_Float16)c[e];
+    free(a);
+    free(b);
+    free(c);
 }
 
 void gather(int n, const int* idx, const float* x, float* out) {

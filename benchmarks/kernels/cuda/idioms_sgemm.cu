@@ -1,3 +1,5 @@
+#include <cuda_fp16.h>
+
 // C = A B for n x n row-major float matrices, tiled as people write it; any n (loads past
 // the edge read zeros, and only outputs inside the matrix are written).
 
@@ -21,6 +23,24 @@
 
 SGEMM_TILED(16)
 SGEMM_TILED(32)
+
+// Half matrices as people multiply them without tensor cores: half tiles in shared memory,
+// products summed in float, the output rounded to half once.
+extern "C" __global__ void hgemm_tiled_16x16(const __half* A, const __half* B, __half* C, int n) {
+    __shared__ __half As[16][16];
+    __shared__ __half Bs[16][16];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * 16 + ty, col = blockIdx.x * 16 + tx;
+    float acc = 0.0f;
+    for (int t = 0; t < n; t += 16) {
+        As[ty][tx] = row < n && t + tx < n ? A[row * n + t + tx] : __float2half(0.0f);
+        Bs[ty][tx] = t + ty < n && col < n ? B[(t + ty) * n + col] : __float2half(0.0f);
+        __syncthreads();
+        for (int k = 0; k < 16; ++k) acc += __half2float(As[ty][k]) * __half2float(Bs[k][tx]);
+        __syncthreads();
+    }
+    if (row < n && col < n) C[row * n + col] = __float2half(acc);
+}
 
 // 32 x 8 threads for a 32 x 32 tile: each thread loads and computes rows ty, ty+8, ty+16, ty+24.
 extern "C" __global__ void sgemm_tiled_32x8(const float* A, const float* B, float* C, int n) {
