@@ -3,8 +3,8 @@ mpirun: each process drives LOCAL devices, a host thread and a stream each, and 
 interleaved with the other processes' (rank = local index x processes + process), as a program
 giving each process several GPUs would number them. Every collective and a ring of sends and
 receives across processes, checked against numpy (every process makes every rank's inputs
-from the shared seed); ncclCommSplit refused (not implemented for such communicators). Prints
-"process P ok" at the end.
+from the shared seed); ncclCommSplit into a process's ranks, a rank per process and a smaller
+communicator of the same kind, keys reversing the order. Prints "process P ok" at the end.
 Usage: mpirun -np N python nccl_mpi_hybrid.py SEED [LOCAL]"""
 import ctypes
 import os
@@ -21,7 +21,6 @@ import anycuda as ac                                     # noqa: E402
 from anycuda.driver import api                           # noqa: E402
 from anycuda.libraries.nccl import functions             # noqa: E402
 from anycuda.libraries.nccl.communicator import get      # noqa: E402
-from anycuda.libraries.nccl.status import NcclError, Result     # noqa: E402
 from library_calls import caller, stream_handle          # noqa: E402
 import nccl_reference as ref                             # noqa: E402
 
@@ -184,15 +183,35 @@ def ring(rank, t):
 each_rank(ring)
 
 
-def split_refused(rank, t):
-    try:
-        call("ncclCommSplit", comms[rank], 0, rank, ctypes.addressof(ctypes.c_uint64()), 0)
-    except NcclError as e:
-        assert e.status == Result.InvalidUsage and "not implemented" in str(e), e
-    else:
-        raise AssertionError("ncclCommSplit of such a communicator is refused, not run")
+SPLITS = {                   # name: color of each rank (-1: NCCL_SPLIT_NOCOLOR), and the new transport
+    "a process's ranks": (lambda rank: rank % processes, "LocalGroup"),
+    "a rank per process": (lambda rank: rank // processes, "MpiGroup"),
+    "all but the last": (lambda rank: -1 if rank == n - 1 else 0, "HybridGroup" if LOCAL > 1 else "MpiGroup"),
+}
 
 
-each_rank(split_refused)
+def split(rank, t):
+    """Each split (keys reversing the order): new ranks, sizes, transports and an all-reduce."""
+    for name, (color_of, kind) in SPLITS.items():
+        new = ctypes.c_uint64()
+        call("ncclCommSplit", comms[rank], color_of(rank), -rank, ctypes.addressof(new), 0)
+        if color_of(rank) < 0:
+            assert new.value == 0, name
+            continue
+        members = sorted((r for r in range(n) if color_of(r) == color_of(rank)), reverse=True)
+        got, count = ctypes.c_int(), ctypes.c_int()
+        call("ncclCommUserRank", new.value, ctypes.addressof(got))
+        call("ncclCommCount", new.value, ctypes.addressof(count))
+        assert (got.value, count.value) == (members.index(rank), len(members)), (name, got.value, count.value)
+        assert type(get(new.value).transport).__name__ == kind, (name, type(get(new.value).transport))
+        s, _ = buf(2, 3, np.full(3, rank + 1, np.int32))
+        r, out = buf(2, 3)
+        call("ncclAllReduce", s, r, 3, 2, 0, new.value, streams[rank])
+        api.wait_for_stream(streams[rank])
+        assert (out == sum(m + 1 for m in members)).all(), (name, out)
+        call("ncclCommDestroy", new.value)
+
+
+each_rank(split)
 each_rank(lambda rank, t: call("ncclCommDestroy", comms[rank]))
 print(f"process {process} ok, ranks {ranks} of {n}", flush=True)

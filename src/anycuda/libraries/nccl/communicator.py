@@ -133,27 +133,43 @@ def split(handle: int, color: int, key: int) -> int:
     (key, old rank); 0 (NULL) for NCCL_SPLIT_NOCOLOR. Every rank must call it."""
     comm = get(handle)
     require(color >= 0 or color == SPLIT_NOCOLOR, Result.InvalidArgument, f"color {color}")
-    require(not isinstance(comm.transport, hybrid.HybridGroup), Result.InvalidUsage,
-            "ncclCommSplit of a communicator with several ranks in some of its processes is not implemented")
-    if isinstance(comm.transport, mpi.MpiGroup):
-        new = mpi.split(comm.transport.comm, color, key)
+    transport = comm.transport
+    if isinstance(transport, mpi.MpiGroup):
+        new = mpi.split(transport.comm, color, key)
         if new is None:
             return 0
         return _add(Communicator(new.Get_rank(), new.Get_size(), comm.device, mpi.MpiGroup(new), comm.key))
+    # this process's ranks meet; the first to see them all makes the groups (through MPI for a
+    # hybrid communicator: outside the lock) while the others wait
     number, comm.splits = comm.splits, comm.splits + 1
     m = _SplitMeeting
     with m.lock:
         entry = m.meetings.setdefault((comm.key, number), {"asked": {}, "made": None})
         entry["asked"][comm.rank] = (color, key)
         m.lock.notify_all()
-        while len(entry["asked"]) < comm.nranks:
+        while len(entry["asked"]) < len(transport.members):
             m.lock.wait()
-        if entry["made"] is None:
-            entry["made"] = _split_groups(entry["asked"])
+        makes = entry["made"] is None
+        if makes:
+            entry["made"] = "making"
+    if makes:
+        try:
+            made = (transport.split_groups(entry["asked"], comm.key, number)
+                    if isinstance(transport, hybrid.HybridGroup) else _split_groups(entry["asked"]))
+        except BaseException as e:     # noqa: BLE001 -- every rank of the meeting hears it
+            made = e
+        with m.lock:
+            entry["made"] = made
+            m.lock.notify_all()
+    with m.lock:
+        while entry["made"] == "making":
+            m.lock.wait()
         made = entry["made"]
         if all(r in entry.setdefault("taken", set()) or r == comm.rank for r in entry["asked"]):
             m.meetings.pop((comm.key, number), None)
         entry["taken"].add(comm.rank)
+    if isinstance(made, BaseException):
+        raise made
     if color == SPLIT_NOCOLOR:
         return 0
     ranks, group, new_key = made[color]

@@ -10,12 +10,17 @@ process's part of the collective through MPI, with one MPI rank per process:
   AllGather, AlltoAll, Gather       every process's ranks' buffers gathered (Allgatherv), each
                                     rank taking what NCCL gives it
 
+ncclCommSplit: the process's ranks meet, every process's colors and keys are gathered, and each
+new communicator gets the transport its ranks' places need (in memory, a rank per process, or
+this one again).
+
 A send to or a receive from a rank of another process is MPI's point-to-point message, tagged
 with the pair of ranks, finished by a thread of its own (posting never blocks, as the group's
 work needs). Averages and PreMulSum: each contribution scaled first, as everywhere
 (reduction.as_built_in)."""
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
 
@@ -35,6 +40,7 @@ class HybridGroup(local.LocalGroup):
         self.comm = comm                                   # one MPI rank per process, in `processes` order
         self.owner = [processes.index(w) for w in table]   # NCCL rank -> its process's MPI rank
         self.ranks_of = [[r for r, w in enumerate(table) if w == p] for p in processes]
+        self.table = table
         weakref.finalize(self, mpi.free, comm).atexit = False       # as MpiGroup's
 
     # ---- collectives: run by the last of this process's ranks to come
@@ -138,6 +144,34 @@ class HybridGroup(local.LocalGroup):
         for p in mine:
             p.view(p.recv, self.nranks * c).view(np.uint8)[:] = np.concatenate(
                 [s[p.rank * block:(p.rank + 1) * block] for s in sent])
+
+    # ---- ncclCommSplit
+    def split_groups(self, asked: dict, key: bytes, number: int) -> dict:
+        """color -> (old ranks in new rank order, their transport, their key) for the colors of
+        this process's ranks, from `asked` (this process's ranks: (color, key)): every
+        process's answers gathered, then each new communicator made with the transport its
+        ranks' places need (MPI communicators in ascending color order on every process, so
+        that no two processes wait for each other's)."""
+        mine = np.array([[r, *asked[r]] for r in sorted(asked)], np.int64)
+        counts = [len(ranks) * mine.itemsize * 3 for ranks in self.ranks_of]
+        into = np.empty(sum(counts) // mine.itemsize, np.int64)
+        mpi.collective(self.comm, "Allgatherv", mine.ravel().view(np.uint8), [into.view(np.uint8), counts])
+        everyone = {int(r): (int(c), int(k)) for r, c, k in into.reshape(-1, 3)}
+        me = mpi.mpi().COMM_WORLD.Get_rank()
+        made = {}
+        for color in sorted({c for c, _ in asked.values() if c >= 0}):
+            ranks = [r for _, r in sorted((k, r) for r, (c, k) in everyone.items() if c == color)]
+            table = [self.table[r] for r in ranks]
+            new_key = hashlib.sha256(key + number.to_bytes(8, "little") + color.to_bytes(8, "little")).digest()[:16]
+            if all(w == me for w in table):
+                transport = local.LocalGroup(len(ranks))
+            elif len(set(table)) == len(table):
+                transport = mpi.MpiGroup(mpi.communicator(new_key, table))
+            else:
+                processes = list(dict.fromkeys(table))
+                transport = HybridGroup(mpi.communicator(new_key, processes), table, processes)
+            made[color] = ranks, transport, new_key
+        return made
 
     # ---- sends and receives: in memory between this process's ranks, else MPI's
     def _post_transfer(self, op) -> None:
