@@ -120,16 +120,8 @@ collective("ncclAllReduce", one(6, half, c), lambda rank, out: np.testing.assert
     out.astype(np.float32), ref.reduce(half, 6, "sum").astype(np.float32), rtol=2e-3, atol=2e-3), 0)
 
 
-def rooted(dtype, values, count):
-    def make(rank):
-        s, _ = buf(dtype, count, values[rank][:count])
-        r, out = buf(dtype, count)
-        return (s, r, count, dtype), out
-    return make
-
-
-collective("ncclBroadcast", rooted(7, f, c), lambda rank, out: np.testing.assert_array_equal(out, f[root][:c]), root)
-collective("ncclReduce", rooted(7, f, c), lambda rank, out: rank != root or np.testing.assert_allclose(
+collective("ncclBroadcast", one(7, f, c), lambda rank, out: np.testing.assert_array_equal(out, f[root][:c]), root)
+collective("ncclReduce", one(7, f, c), lambda rank, out: rank != root or np.testing.assert_allclose(
     out, ref.reduce([x[:c] for x in f], 7, "min")), 3, root)
 
 
@@ -151,7 +143,7 @@ def whole(rank):
     return (s, r, c, 7), out
 
 
-collective("ncclReduceScatter", lambda rank: (lambda a, o: ((a[0], a[1], c, 7), o))(*whole(rank)),
+collective("ncclReduceScatter", whole,
            lambda rank, out: np.testing.assert_allclose(out[:c], sum(f)[rank * c:(rank + 1) * c], rtol=1e-5,
                                                         atol=1e-5), 0)
 collective("ncclAlltoAll", whole, lambda rank, out: np.testing.assert_array_equal(
