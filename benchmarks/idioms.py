@@ -436,25 +436,27 @@ class SgemmIdiom(Reshaped, suite.Sgemm):
         return (self.A, self.B), (self.m, self.m), (self.m,)
 
 
-class HgemmIdiom(SgemmIdiom):
-    """Half matrices multiplied as people write it without tensor cores: 16 x 16 half tiles in
-    shared memory, products summed in float, each output rounded to half once. C: idioms.c's
-    hgemm, the same in _Float16 and float. No OpenCL half here, no simulator run."""
+class TypedGemmIdiom(SgemmIdiom):
+    """SgemmIdiom in another type (`dtype`): the same matrices rounded to it, checked against
+    numpy's float64 product of the rounded matrices with `tolerance` (rtol, atol per sqrt(m));
+    C: idioms.c's `c_function`. No OpenCL version (PoCL's half is not there; no fp64 kernel
+    written), no simulator run."""
     pocl = Bench.pocl
+    dtype, tolerance, c_function = np.float64, (1e-9, 1e-9), "dgemm"
 
     def setup(self, m):
         super().setup(m)
-        self.A, self.B = self.A.astype(np.float16), self.B.astype(np.float16)
+        self.A, self.B = self.A.astype(self.dtype), self.B.astype(self.dtype)
         self.ref = self.A.astype(np.float64) @ self.B.astype(np.float64)
 
     def check(self, out):
-        # a half's rounding of the output (2^-11 relative) over float sums
-        _close(np.asarray(out, np.float64), self.ref, 2e-3, 2e-3 * np.sqrt(self.m), "C")
+        rtol, atol = self.tolerance
+        _close(np.asarray(out, np.float64), self.ref, rtol, atol * np.sqrt(self.m), "C")
 
     def anycuda(self, g):
         k = g.fn(self.cu, self.kernel)
         A, B = g.ac.asarray(self.A), g.ac.asarray(self.B)
-        C = g.ac.asarray(np.full((self.m, self.m), np.nan, np.float16))      # poisoned: all must be written
+        C = g.ac.asarray(np.full((self.m, self.m), np.nan, self.dtype))      # poisoned: all must be written
 
         def run():
             k(self.grid(), self.block, (A, B, C, np.int32(self.m)))
@@ -463,11 +465,20 @@ class HgemmIdiom(SgemmIdiom):
 
     def c(self, lib):
         C = np.empty_like(self.A)
-        return (lambda: lib.hgemm(p(self.A), p(self.B), p(C), self.m)), (lambda: C)
+        fn = getattr(lib, self.c_function)
+        return (lambda: fn(p(self.A), p(self.B), p(C), self.m)), (lambda: C)
+
+
+class HgemmIdiom(TypedGemmIdiom):
+    """Half matrices multiplied as people write it without tensor cores: 16 x 16 half tiles in
+    shared memory, products summed in float, each output rounded to half once (2^-11 relative).
+    C: idioms.c's hgemm, the same in _Float16 and float."""
+    dtype, tolerance, c_function = np.float16, (2e-3, 2e-3), "hgemm"
 
 
 SGEMMS = [
     reshaped(HgemmIdiom, "hgemm_tiled_16x16", "idioms_sgemm.cu", "hgemm_tiled_16x16", (16, 16)),
+    reshaped(TypedGemmIdiom, "dgemm_tiled_16x16", "idioms_sgemm.cu", "dgemm_tiled_16x16", (16, 16)),
     reshaped(SgemmIdiom, "sgemm_tiled_16x16", "idioms_sgemm.cu", "sgemm_tiled_16x16", (16, 16)),
     reshaped(SgemmIdiom, "sgemm_tiled_32x32", "idioms_sgemm.cu", "sgemm_tiled_32x32", (32, 32)),
     reshaped(SgemmIdiom, "sgemm_tiled_32x8", "idioms_sgemm.cu", "sgemm_tiled_32x8", (32, 8), (32, 32)),

@@ -42,6 +42,22 @@ void spmv_csr(int n, const int* rowptr, const int* cols, const float* vals, cons
     }
 }
 
+/* C = A B for double matrices (idioms_sgemm.cu's dgemm_tiled_16x16): reference.c's sgemm loop
+   in double. */
+void dgemm(const double* A, const double* B, double* C, int n) {
+    #pragma omp parallel for
+    for (int i = 0; i < n; ++i) {
+        double* c = C + (size_t)i * n;
+        for (int j = 0; j < n; ++j) c[j] = 0.0;
+        for (int k = 0; k < n; ++k) {
+            double a = A[(size_t)i * n + k];
+            const double* b = B + (size_t)k * n;
+            #pragma omp simd
+            for (int j = 0; j < n; ++j) c[j] += a * b[j];
+        }
+    }
+}
+
 /* C = A B for half matrices (idioms_sgemm.cu's hgemm_tiled_16x16), as a C programmer without
    half arithmetic writes it: A and B widened to float (F16C converts eight at a time),
    reference.c's sgemm loop, each output rounded to half once. (Summing a row into a private

@@ -1,19 +1,19 @@
 #include <cuda_fp16.h>
 
-// C = A B for n x n row-major float matrices, tiled as people write it; any n (loads past
-// the edge read zeros, and only outputs inside the matrix are written).
+// C = A B for n x n row-major matrices (float; double and half below), tiled as people write
+// it; any n (loads past the edge read zeros, and only outputs inside the matrix are written).
 
 // One output per thread, T x T threads, T x T tiles of A and B in shared memory.
-#define SGEMM_TILED(T)                                                                     \
-    extern "C" __global__ void sgemm_tiled_##T##x##T(const float* A, const float* B, float* C, int n) { \
-        __shared__ float As[T][T];                                                         \
-        __shared__ float Bs[T][T];                                                         \
+#define GEMM_TILED(NAME, REAL, T)                                                          \
+    extern "C" __global__ void NAME(const REAL* A, const REAL* B, REAL* C, int n) {        \
+        __shared__ REAL As[T][T];                                                          \
+        __shared__ REAL Bs[T][T];                                                          \
         int tx = threadIdx.x, ty = threadIdx.y;                                            \
         int row = blockIdx.y * T + ty, col = blockIdx.x * T + tx;                          \
-        float acc = 0.0f;                                                                  \
+        REAL acc = 0;                                                                      \
         for (int t = 0; t < n; t += T) {                                                   \
-            As[ty][tx] = row < n && t + tx < n ? A[row * n + t + tx] : 0.0f;               \
-            Bs[ty][tx] = t + ty < n && col < n ? B[(t + ty) * n + col] : 0.0f;             \
+            As[ty][tx] = row < n && t + tx < n ? A[row * n + t + tx] : (REAL)0;            \
+            Bs[ty][tx] = t + ty < n && col < n ? B[(t + ty) * n + col] : (REAL)0;          \
             __syncthreads();                                                               \
             for (int k = 0; k < T; ++k) acc += As[ty][k] * Bs[k][tx];                      \
             __syncthreads();                                                               \
@@ -21,8 +21,9 @@
         if (row < n && col < n) C[row * n + col] = acc;                                    \
     }
 
-SGEMM_TILED(16)
-SGEMM_TILED(32)
+GEMM_TILED(sgemm_tiled_16x16, float, 16)
+GEMM_TILED(sgemm_tiled_32x32, float, 32)
+GEMM_TILED(dgemm_tiled_16x16, double, 16)
 
 // Half matrices as people multiply them without tensor cores: half tiles in shared memory,
 // products summed in float, the output rounded to half once.
