@@ -153,9 +153,9 @@ class Sum(Bench):
         if self.dtype == np.int32:
             self.x = self.rng.integers(0, 10, n, dtype=np.int32)      # the total fits an int
         else:
-            self.x = self.rng.random(n, dtype=np.float32)
+            self.x = self.rng.random(n, dtype=self.dtype)
         self.ref = self.x.astype(np.float64).sum()
-        self.work = 4 * n
+        self.work = self.x.itemsize * n
 
     def check(self, out):
         if self.dtype == np.int32:
@@ -165,8 +165,10 @@ class Sum(Bench):
             raise AssertionError(f"sum {float(out)} != numpy's {self.ref} (rtol {self.rtol})")
 
     def c(self, lib):
-        fn = lib.reduce_sum_i32 if self.dtype == np.int32 else lib.reduce_sum
-        fn.restype = ctypes.c_int if self.dtype == np.int32 else ctypes.c_float
+        name, result = {np.int32: ("reduce_sum_i32", ctypes.c_int), np.float64: ("reduce_sum_f64", ctypes.c_double),
+                        np.float32: ("reduce_sum", ctypes.c_float)}[self.dtype]
+        fn = getattr(lib, name)
+        fn.restype = result
         box = [None]
 
         def run():
@@ -187,11 +189,11 @@ class ReduceTree(Sum):
         return sizes
 
     def anycuda(self, g):
-        k = g.fn(self.cu, "reduce_tree")
+        k = g.fn(self.cu, self.kernel)
         x = g.ac.asarray(self.x)
         sizes = self.passes()
-        bufs = [x] + [g.ac.empty(m, np.float32) for m in sizes[1:]]
-        shared = 4 * self.THREADS
+        bufs = [x] + [g.ac.empty(m, self.dtype) for m in sizes[1:]]
+        shared = self.x.itemsize * self.THREADS
 
         def run():
             for src, dst, m in zip(bufs, bufs[1:], sizes):
@@ -209,6 +211,13 @@ class ReduceTree(Sum):
                 cl.launch("idiom_reduce_tree", (cdiv(m, t) * t,), (t,), src, dst, np.int32(m), shared)
             cl.finish()
         return run, lambda: cl.read(bufs[-1], 1, np.float32)[0]
+
+
+class ReduceTreeF64(ReduceTree):
+    """The same tree in double (no OpenCL double here); C: an OpenMP reduction in double."""
+    name = kernel = "reduce_tree_f64"
+    dtype, rtol = np.float64, 1e-12
+    pocl = Bench.pocl
 
 
 class ReduceShfl(Sum):
@@ -746,7 +755,7 @@ import idioms_rows  # noqa: E402  (the row-wise kernels of LLM training, their o
 import idioms_sort  # noqa: E402  (sorting networks and radix sorts, their own module)
 import idioms_compute  # noqa: E402  (n-body, Monte Carlo, convolution)
 
-BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceShfl, ReduceCub, ReduceAtomicF32, ReduceAtomicI32] + SCANS
+BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceTreeF64, ReduceShfl, ReduceCub, ReduceAtomicF32, ReduceAtomicI32] + SCANS
               + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + STENCILS3D + BLACKSCHOLES
               + idioms_rows.BENCHMARKS + idioms_sort.BENCHMARKS + idioms_compute.BENCHMARKS)
 BY_NAME = {b.name: b for b in BENCHMARKS}

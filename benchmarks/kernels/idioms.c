@@ -25,6 +25,13 @@ EACH_TYPE(scale, size_t, z[i] = a * x[i])
 EACH_TYPE(saxpy, int, y[i] = a * x[i] + y[i])
 EACH_TYPE(triad, size_t, z[i] = x[i] + a * y[i])
 
+double reduce_sum_f64(const double* x, int n) {
+    double s = 0.0;
+    #pragma omp parallel for simd reduction(+:s)
+    for (int i = 0; i < n; ++i) s += x[i];
+    return s;
+}
+
 int reduce_sum_i32(const int* x, int n) {
     int s = 0;
     #pragma omp parallel for simd reduction(+:s)

@@ -1,18 +1,22 @@
 // Sums written the ways people write them.
 
 // The classic shared-memory tree: one element per thread, one partial sum per block;
-// the host launches it again on the partials until one value is left.
-extern "C" __global__ void reduce_tree(const float* in, float* out, int n) {
-    extern __shared__ float sdata[];
-    unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
-    sdata[tid] = i < n ? in[i] : 0.0f;
-    __syncthreads();
-    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) sdata[tid] += sdata[tid + s];
-        __syncthreads();
+// the host launches it again on the partials until one value is left. In float and double.
+#define REDUCE_TREE(NAME, REAL)                                                            \
+    extern "C" __global__ void NAME(const REAL* in, REAL* out, int n) {                    \
+        extern __shared__ REAL sdata_##NAME[];                                             \
+        unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;         \
+        sdata_##NAME[tid] = i < n ? in[i] : (REAL)0;                                       \
+        __syncthreads();                                                                   \
+        for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {                            \
+            if (tid < s) sdata_##NAME[tid] += sdata_##NAME[tid + s];                       \
+            __syncthreads();                                                               \
+        }                                                                                  \
+        if (tid == 0) out[blockIdx.x] = sdata_##NAME[0];                                   \
     }
-    if (tid == 0) out[blockIdx.x] = sdata[0];
-}
+
+REDUCE_TREE(reduce_tree, float)
+REDUCE_TREE(reduce_tree_f64, double)
 
 // Warp shuffles: a grid-stride sum per thread, a shuffle tree per warp, the warps' sums
 // through shared memory, one partial per block; a second launch of one block sums those.
