@@ -210,7 +210,24 @@ if rank == 1:
 sync()
 assert (got == n * (n + 1) / 2).all(), got
 
-# 7. a split: even and odd ranks
+# 7. a capture: a small all-reduce recorded into a graph (not run then, though the stream is
+# idle), each launch of the graph an all-reduce of what the buffer holds then
+s, host_view = buf(7, 6, np.full(6, rank + 1.0, np.float32))
+r, got = buf(7, 6)
+api.cuStreamBeginCapture(stream)
+call("ncclAllReduce", s, r, 6, 7, 0, comm, stream)
+graph = api.cuStreamEndCapture(stream)
+assert (peek(r, 6, np.uint32) == 0xA5A5A5A5).all(), "recorded, not run"
+runs = api.cuGraphInstantiate(graph)
+for launch in range(2):
+    host_view[:] = (rank + 1.0) * (launch + 1)
+    api.cuGraphLaunch(runs, stream)
+    sync()
+    assert (got == n * (n + 1) / 2 * (launch + 1)).all(), (launch, got)
+api.cuGraphExecDestroy(runs)
+api.cuGraphDestroy(graph)
+
+# 8. a split: even and odd ranks
 new = ctypes.c_uint64()
 call("ncclCommSplit", comm, rank % 2, rank, ctypes.addressof(new), 0)
 cnt = ctypes.c_int()
