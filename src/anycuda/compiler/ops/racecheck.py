@@ -308,9 +308,13 @@ def _emit_access(fn, entry_of, space_flag: int):
                 b.call(_hazard_fn(b.module), [launch, at, other, site, earlier_site, what] + indices)
 
         writes = b.not_(is_read)
-        report(RAW, raced(W_EPOCH, W_WARPS, W_TID, False), v[W_SITE], is_read)
-        report(WAW, raced(W_EPOCH, W_WARPS, W_TID, False), v[W_SITE], writes)
-        report(WAR, raced(R_EPOCH, R_WARPS, R_TID, True), v[R_SITE], writes)
+        # an entry no access of this interval touched holds no hazard: the comparisons only
+        # where one did (most accesses of a barrier-separated kernel skip them)
+        touched = b.or_(b.icmp_unsigned("==", v[W_EPOCH], epoch), b.icmp_unsigned("==", v[R_EPOCH], epoch))
+        with b.if_then(touched, likely=False):
+            report(RAW, raced(W_EPOCH, W_WARPS, W_TID, False), v[W_SITE], is_read)
+            report(WAW, raced(W_EPOCH, W_WARPS, W_TID, False), v[W_SITE], writes)
+            report(WAR, raced(R_EPOCH, R_WARPS, R_TID, True), v[R_SITE], writes)
         me = b.or_(t, b.select(is_atomic, i32(ATOMIC_BIT), i32(0)))
         with b.if_then(b.not_(b.icmp_unsigned("==", kind, i32(WRITE)))):
             # a second reader in the interval marks the entry as read by several threads
