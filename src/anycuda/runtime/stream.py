@@ -65,7 +65,7 @@ _local = threading.local()           # .state: the stream whose worker this thre
 # Pieces of work queued on any stream and not finished, errors kept and not yet reported, and
 # stream captures under way (`hold`): where this reads zero, nothing queued could come before
 # new work and nothing is being recorded, so C code may do a library's small work on the
-# caller's thread at once (shim/nccl_front.c reads it by address, without the lock; every
+# caller's thread at once (libraries/nccl/front.c reads it by address, without the lock; every
 # write holds _cv).
 busy = ctypes.c_long(0)
 

@@ -1,12 +1,13 @@
-"""What libnccl's C front (nccl_front.c: small collectives answered in C on the caller's
-thread) adds to the library's build: the entry points it answers first, each falling back to the
-library's Python under the name `anycuda_python_<name>`, and the C functions the Python half
-(anycuda.libraries.nccl.front) calls. Data only: pip's build reads it."""
+"""What libnccl's C front (anycuda/libraries/nccl/front.c: small collectives answered in C on
+the caller's thread) adds to the library's build: the entry points it answers first, each
+falling back to the library's Python under the name `anycuda_python_<name>`, and the C
+functions the Python half (anycuda.libraries.nccl.front) calls. Data only: pip's build reads it.
+(The C is NCCL's semantics, so it lives with the library; the shim only compiles it in.)"""
 from __future__ import annotations
 
 from pathlib import Path
 
-SOURCE = Path(__file__).with_suffix(".c")
+SOURCE = Path(__file__).resolve().parent.parent / "libraries" / "nccl" / "front.c"
 ANSWERS_FIRST = ("ncclGroupStart", "ncclGroupEnd", "ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce",
                  "ncclAllGather", "ncclReduceScatter")
 PYTHON_PREFIX = "anycuda_python_"

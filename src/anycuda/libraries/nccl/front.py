@@ -1,4 +1,4 @@
-"""The Python half of libnccl's C front (shim/nccl_front.c), which answers small collectives in
+"""The Python half of libnccl's C front (front.c beside it), which answers small collectives in
 C on the caller's thread while no stream has work queued: what it needs from here.
 
 - `attach(ffi, lib)`: the library's C functions, given by the shim when the library's Python

@@ -1,5 +1,5 @@
 """Small collectives between processes: MPI point-to-point messages in algorithms of anycuda's
-own, which the C front of libnccl (shim/nccl_front.c) runs the same way, message for message,
+own, which the C front of libnccl (front.c) runs the same way, message for message,
 so ranks where one answers a call in C and another in Python still meet.
 
 Why not MPI's collectives for these: the C front starts an operation on the caller's thread and
@@ -37,7 +37,7 @@ MAX_RANKS = 64                # the C front's request table holds two per peer
 
 
 class Shared(ctypes.Structure):
-    """A communicator's state that the C front reads and counts in (nccl_front.c's
+    """A communicator's state that the C front reads and counts in (front.c's
     anycuda_nccl_shared, field for field)."""
     _fields_ = [("handle", ctypes.c_uint64), ("mpi_comm", ctypes.c_void_p), ("rank", ctypes.c_int),
                 ("nranks", ctypes.c_int), ("seq", ctypes.c_uint64), ("enabled", ctypes.c_int),
