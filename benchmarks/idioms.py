@@ -364,9 +364,11 @@ class Reshaped:
     another CUDA kernel and block shape: `kernel`, `block` (threads) and `tile` (elements per
     block, x first; as many as the grid has dimensions, `extent` may name more). The kernels
     take (inputs, output, extents); `operands` names them. PoCL runs `cl_kernel`, the same
-    kernel in OpenCL (idiom_<kernel> in kernels/idioms_more.cl unless named), on the same shapes."""
+    kernel in OpenCL (idiom_<kernel> in kernels/idioms_more.cl unless named), on the same shapes.
+    The output is of `dtype`."""
     sim = Bench.sim             # the parent's would run the parent's kernel
     kernel, block, tile, cl_kernel = "", (16, 16), (16, 16), ""
+    dtype = np.float32
 
     def grid(self):
         return tuple(cdiv(e, t) for e, t in zip(self.extent(), self.tile))
@@ -375,7 +377,7 @@ class Reshaped:
         k = g.fn(self.cu, self.kernel)
         inputs, out_shape, extents = self.operands()
         srcs = [g.ac.asarray(host) for host in inputs]
-        dst = g.ac.asarray(np.full(out_shape, np.nan, np.float32))    # poisoned: all must be written
+        dst = g.ac.asarray(np.full(out_shape, np.nan, self.dtype))    # poisoned: all must be written
         args = (*srcs, dst, *(np.int32(e) for e in extents))
 
         def run():
@@ -461,21 +463,6 @@ class TypedGemmIdiom(SgemmIdiom):
     def check(self, out):
         rtol, atol = self.tolerance
         _close(np.asarray(out, np.float64), self.ref, rtol, atol * np.sqrt(self.m), "C")
-
-    def anycuda(self, g):
-        k = g.fn(self.cu, self.kernel)
-        A, B = g.ac.asarray(self.A), g.ac.asarray(self.B)
-        C = g.ac.asarray(np.full((self.m, self.m), np.nan, self.dtype))      # poisoned: all must be written
-
-        def run():
-            k(self.grid(), self.block, (A, B, C, np.int32(self.m)))
-            g.sync()
-        return run, C.get
-
-    def c(self, lib):
-        C = np.empty_like(self.A)
-        fn = getattr(lib, self.c_function)
-        return (lambda: fn(p(self.A), p(self.B), p(C), self.m)), (lambda: C)
 
 
 class HgemmIdiom(TypedGemmIdiom):

@@ -38,14 +38,20 @@ def mpirun_command(ranks: int) -> list:
     return [MPIRUN, *extra, "-np", str(ranks)]
 
 
+def _launched(command: list, **env) -> str:
+    """The standard output of an mpirun `command` (with `env` added to the environment), which
+    must exit with 0."""
+    r = subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return r.stdout
+
+
 @pytest.mark.parametrize("ranks", [2, 3, 4])
 def test_ranks_under_mpirun(ranks, rng):
     seed = int(rng.integers(1 << 30))
-    r = subprocess.run([*mpirun_command(ranks), sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    out = _launched([*mpirun_command(ranks), sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed)])
     for rank in range(ranks):
-        assert f"rank {rank} ok" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+        assert f"rank {rank} ok" in out, out
 
 
 def _answered(stdout: str, rank: int) -> int:
@@ -61,12 +67,10 @@ def test_ranks_through_libnccl(ranks, rng):
     those on a stream holding work (the gated copy), averages and halves by its Python; an
     all-reduce returns before its peers have called theirs (handed to the stream's worker)."""
     seed = int(rng.integers(1 << 30))
-    env = dict(os.environ, ANYCUDA_NCCL_SPIN="0.5")
-    r = subprocess.run([*mpirun_command(ranks), sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed), "library"],
-                       capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    out = _launched([*mpirun_command(ranks), sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed), "library"],
+                    ANYCUDA_NCCL_SPIN="0.5")
     for rank in range(ranks):
-        assert _answered(r.stdout, rank) > 0, r.stdout
+        assert _answered(out, rank) > 0, out
 
 
 def test_ranks_with_and_without_the_front(rng):
@@ -74,12 +78,10 @@ def test_ranks_with_and_without_the_front(rng):
     can: their messages still meet (the same algorithms and tags), results as numpy's."""
     seed = int(rng.integers(1 << 30))
     script = [sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed), "library"]
-    command = [*mpirun_command(1), "env", "ANYCUDA_NCCL_FRONT=0", *script, ":", "-np", "2", *script]
-    r = subprocess.run(command, capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, ANYCUDA_NCCL_SPIN="0.5"))
-    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
-    assert _answered(r.stdout, 0) == 0
-    assert _answered(r.stdout, 1) > 0 and _answered(r.stdout, 2) > 0, r.stdout
+    out = _launched([*mpirun_command(1), "env", "ANYCUDA_NCCL_FRONT=0", *script, ":", "-np", "2", *script],
+                    ANYCUDA_NCCL_SPIN="0.5")
+    assert _answered(out, 0) == 0
+    assert _answered(out, 1) > 0 and _answered(out, 2) > 0, out
 
 
 @pytest.mark.parametrize("processes, local", [(2, 2), (2, 3)])
@@ -88,12 +90,10 @@ def test_several_ranks_per_process(processes, local, rng):
     ranks interleaved across processes): every collective and a ring of sends and receives across
     processes against numpy."""
     seed = int(rng.integers(1 << 30))
-    env = dict(os.environ, ANYCUDA_DEVICES=str(local))
-    r = subprocess.run([*mpirun_command(processes), sys.executable, str(HERE / "nccl_mpi_hybrid.py"), str(seed),
-                        str(local)], capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    out = _launched([*mpirun_command(processes), sys.executable, str(HERE / "nccl_mpi_hybrid.py"), str(seed),
+                     str(local)], ANYCUDA_DEVICES=str(local))
     for p in range(processes):
-        assert f"process {p} ok" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+        assert f"process {p} ok" in out, out
 
 
 def _mpicc_flags(which: str) -> list:

@@ -67,8 +67,11 @@ void dgemm(const double* A, const double* B, double* C, int n) {
 
 /* C = A B for half matrices (idioms_sgemm.cu's hgemm_tiled_16x16), as a C programmer without
    half arithmetic writes it: A and B widened to float (F16C converts eight at a time),
-   reference.c's sgemm loop, each output rounded to half once. (Summing a row into a private
-   buffer instead let gcc turn the loops around into strided dot products: 4x slower.) */
+   reference.c's sgemm (linked with this file), each output rounded to half once. (Summing a row
+   into a private buffer instead let gcc turn the loops around into strided dot products: 4x
+   slower.) */
+void sgemm(const float* A, const float* B, float* C, int n);
+
 static void widen16(const _Float16* h, float* f, size_t count) {
     #pragma omp parallel for simd
     for (size_t e = 0; e < count; ++e) f[e] = (float)h[e];
@@ -79,17 +82,7 @@ void hgemm(const _Float16* A, const _Float16* B, _Float16* C, int n) {
     float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float)), *c = malloc(nn * sizeof(float));
     widen16(A, a, nn);
     widen16(B, b, nn);
-    #pragma omp parallel for
-    for (int i = 0; i < n; ++i) {
-        float* ci = c + (size_t)i * n;
-        for (int j = 0; j < n; ++j) ci[j] = 0.0f;
-        for (int k = 0; k < n; ++k) {
-            float aik = a[(size_t)i * n + k];
-            const float* bk = b + (size_t)k * n;
-            #pragma omp simd
-            for (int j = 0; j < n; ++j) ci[j] += aik * bk[j];
-        }
-    }
+    sgemm(a, b, c, n);
     #pragma omp parallel for simd
     for (size_t e = 0; e < nn; ++e) C[e] = (_Float16)c[e];
     free(a);

@@ -62,10 +62,7 @@ class HybridGroup(local.LocalGroup):
         prepared = [reduction.as_built_in(p.op, p.dtype, types.widen(p.dtype, p.view(p.send, count)).copy(), n,
                                           p.comm.created) for p in mine]
         built_in, after = prepared[0][1], prepared[0][2]
-        partial = prepared[0][0]
-        with np.errstate(over="ignore", invalid="ignore"):
-            for values, _, _ in prepared[1:]:
-                partial = reduction.FOLDS[built_in](partial, values)
+        partial = reduction.folded(reduction.FOLDS[built_in], [values for values, _, _ in prepared])
         return partial, getattr(mpi.mpi(), mpi.MPI_OPS[built_in]), after
 
     def _total(self, mine, count: int, root: int = None):

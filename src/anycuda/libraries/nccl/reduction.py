@@ -44,7 +44,8 @@ class PreMulSum:
         return self.factor
 
 
-def _wrapped(fold, parts):
+def folded(fold, parts: list) -> np.ndarray:
+    """`parts` folded left to right by `fold` (np.add...): a new array; integers wrap."""
     with np.errstate(over="ignore", invalid="ignore"):
         out = parts[0].copy()
         for p in parts[1:]:
@@ -61,15 +62,15 @@ def reduce(parts: list, op, dtype: int, created: dict, nranks: int) -> np.ndarra
     """The reduction of the ranks' widened contributions `parts` (rank order) by `op`;
     `created` holds the communicator's PreMulSum operations."""
     if op in FOLDS:
-        return _wrapped(FOLDS[op], parts)
+        return folded(FOLDS[op], parts)
     if op == RedOp.Avg:
         if types.is_float(dtype):
-            return _wrapped(np.add, _scaled(parts, 1.0 / nranks, dtype))
-        return int_average(_wrapped(np.add, parts), nranks)
+            return folded(np.add, _scaled(parts, 1.0 / nranks, dtype))
+        return int_average(folded(np.add, parts), nranks)
     pre = created.get(op)
     if pre is None:
         raise NcclError(Result.InvalidArgument, f"reduction operation {op} does not exist")
-    return _wrapped(np.add, _scaled(parts, pre.value(), dtype))
+    return folded(np.add, _scaled(parts, pre.value(), dtype))
 
 
 def as_built_in(op: int, dtype: int, values: np.ndarray, nranks: int, created: dict):

@@ -87,11 +87,6 @@ class _Messages:
         self.pending = []
 
 
-def _fold(fold, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore", invalid="ignore"):
-        return fold(low, high)
-
-
 def _all_reduce(m: _Messages, values, fold, rank: int, n: int) -> np.ndarray:
     p = largest_power_of_two(n)
     if rank >= p:                              # hand over, then get the result back
@@ -102,26 +97,19 @@ def _all_reduce(m: _Messages, values, fold, rank: int, n: int) -> np.ndarray:
     if rank + p < n:
         theirs = m.receive(values, rank + p)
         m.wait()
-        values = _fold(fold, values, theirs)
+        values = reduction.folded(fold, [values, theirs])
     mask = 1
     while mask < p:
         partner = rank ^ mask
         m.send(values, partner)
         theirs = m.receive(values, partner)
         m.wait()
-        values = _fold(fold, values, theirs) if rank < partner else _fold(fold, theirs, values)
+        values = reduction.folded(fold, [values, theirs] if rank < partner else [theirs, values])
         mask <<= 1
     if rank + p < n:
         m.send(values, rank + p)
         m.wait()
     return values
-
-
-def _fold_in_rank_order(fold, blocks: list) -> np.ndarray:
-    total = blocks[0]
-    for b in blocks[1:]:
-        total = _fold(fold, total, b)
-    return total
 
 
 def run(op, comm, call, wait) -> None:
@@ -164,7 +152,7 @@ def run(op, comm, call, wait) -> None:
             return
         blocks = [values if r == rank else m.receive(values, r) for r in range(n)]
         m.wait()
-        result = _fold_in_rank_order(fold, blocks)
+        result = reduction.folded(fold, blocks)
     else:                                      # ReduceScatter
         mine = values[rank * c:(rank + 1) * c]
         blocks = [mine if r == rank else m.receive(mine, r) for r in range(n)]
@@ -172,7 +160,7 @@ def run(op, comm, call, wait) -> None:
             if r != rank:
                 m.send(values[r * c:(r + 1) * c], r)
         m.wait()
-        result = _fold_in_rank_order(fold, blocks)
+        result = reduction.folded(fold, blocks)
     if after is not None:
         result = after(result)
     types.narrow(op.dtype, op.view(op.recv, c), result)
