@@ -6,8 +6,8 @@ words of XORWOW for seed 0 posted on NVIDIA's developer forum. Those READMEs rep
 from one generator's page on another's (MTGP32's uniforms are MRG32k3a's, MT19937's normals are
 XORWOW's); only outputs that belong to their example are used.
 
-Where anycuda does not reproduce NVIDIA (MT19937 after its first result, scrambled Sobol), the
-published values are kept as strict expected failures: they document the gap and will flag the
+Where anycuda does not reproduce NVIDIA (scrambled Sobol), the published values are kept as
+strict expected failures: they document the gap and will flag the
 day it closes.
 """
 import ctypes
@@ -93,17 +93,9 @@ def test_sobol32_log_normal_and_poisson():
     assert list(got) == [0, 10, 12, 8, 9, 14, 11, 6, 7, 11, 15, 9]
 
 
-def test_mt19937_first_result():
-    got = run(RngType.PSEUDO_MT19937, "generate_uniform", 12, ordering=DEFAULT)
-    assert abs(got[0] - 0.191519) < 5.1e-7
-
-
-# What the published values show (numpy's MT19937 seeded as init_genrand(1234) gives the words): the
-# first eight are words 0, 113, 170, 283, 340, 397, 510 and 567 of the one MT19937 sequence; the
-# last four are not among its first 5,000 words, nor the first 5,000 after jumps of k * 2^128
-# (k = 1..4). Too few values to tell the layout from; a GPU's golden run would settle it.
-@pytest.mark.xfail(strict=True, reason="NVIDIA's MT19937 host layout (how its threads share the sequence) is unknown")
 def test_mt19937_uniform():
+    # the first eight are words 0, 113, 170, 283, 340, 397, 510 and 567 of init_genrand(1234)'s
+    # sequence (lanes 0-7 of generator 0), the next four generator 1's, 2^2048 words further on
     expected = values("0.191519 0.068085 0.149834 0.657769 0.593411 0.759158 0.658873 0.109174 0.434190 "
                       "0.135581 0.658952 0.996097")
     np.testing.assert_allclose(run(RngType.PSEUDO_MT19937, "generate_uniform", 12, ordering=DEFAULT), expected,

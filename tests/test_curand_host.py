@@ -123,13 +123,26 @@ def test_same_seed_same_bits_and_second_call_continues(rng_type):
     assert np.array_equal(bits(b, 13000), whole[7000:])
 
 
-@pytest.mark.parametrize("rng_type", ALL)
+OFFSET_TAKERS = [t for t in ALL if t not in (RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32)]
+
+
+@pytest.mark.parametrize("rng_type", OFFSET_TAKERS)
 def test_offset_n_equals_skipping_n(rng_type):
     seed = None if rng_type in QUASI32 else 31
     whole = bits(new(rng_type, seed), 30000)
     gen = new(rng_type, seed)
     call("curandSetGeneratorOffset", gen, 12345)
     assert np.array_equal(bits(gen, 30000 - 12345), whole[12345:])
+
+
+@pytest.mark.parametrize("rng_type", [RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32])
+def test_mersenne_twisters_refuse_offsets_as_nvidia_does(rng_type):
+    gen = new(rng_type, 31)
+    for offset in (0, 12345):
+        with pytest.raises(CurandError) as e:
+            call("curandSetGeneratorOffset", gen, offset)
+        assert e.value.status == Status.TYPE_ERROR
+    assert np.array_equal(bits(gen, 100), bits(new(rng_type, 31), 100))     # nothing changed
 
 
 @pytest.mark.parametrize("rng_type", PSEUDO)

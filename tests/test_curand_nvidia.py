@@ -9,9 +9,10 @@ one spelling fails here.
 
 Compared: XORWOW (BEST, DEFAULT, SEEDED, LEGACY), MRG32k3a (DEFAULT, LEGACY) and Philox4_32_10 (DEFAULT,
 LEGACY) for words and every float and double distribution and Poisson, from a fresh generator and in
-successive calls of mixed kinds and sizes after an offset; Sobol32 and Sobol64 in 1-3 dimensions
-at offsets. Not yet matched, so not compared here (NOTES.md, "cuRAND against NVIDIA's host
-library"): MT19937's and MTGP32's layouts, scrambled Sobol. Poisson
+successive calls of mixed kinds and sizes after an offset; MT19937 (DEFAULT, LEGACY; it takes no
+offset) in successive calls of every kind; Sobol32 and Sobol64 in 1-3 dimensions at offsets. Not
+yet matched, so not compared here (NOTES.md, "cuRAND against NVIDIA's host library"): MTGP32,
+scrambled Sobol. Poisson
 from pseudorandom generators is compared too, for lambda 10 (a table method on one word per
 result) and 5000 (from the float normals).
 """
@@ -57,7 +58,7 @@ METHODS = {
 OURS = {"words": "generate", "longlong": "generate_long_long", "poisson_large": "generate_poisson"}
 PAIRED = {"normal", "normal_double", "log_normal", "log_normal_double"}
 
-XORWOW, MRG32K3A, PHILOX, SOBOL32, SOBOL64 = 101, 121, 161, 201, 203
+XORWOW, MRG32K3A, MT19937, PHILOX, SOBOL32, SOBOL64 = 101, 121, 142, 161, 201, 203
 BEST, DEFAULT, SEEDED, LEGACY = 100, 101, 102, 103
 PSEUDO_CASES = [(XORWOW, BEST), (XORWOW, DEFAULT), (XORWOW, SEEDED), (XORWOW, LEGACY), (MRG32K3A, DEFAULT), (MRG32K3A, LEGACY),
                 (PHILOX, DEFAULT), (PHILOX, LEGACY)]
@@ -164,6 +165,19 @@ def test_successive_calls_after_an_offset_match_nvidia(nvidia, kind, ordering):
     what = f"type {kind} ordering {ordering} seed {seed} offset {offset} calls {calls}"
     assert_same(anycuda_results(kind, calls, seed, ordering, offset),
                 nvidia_results(nvidia, kind, calls, seed, ordering, offset), what, [m for m, _ in calls])
+
+
+@pytest.mark.parametrize("ordering", [DEFAULT, LEGACY])
+def test_mt19937_calls_of_every_kind_match_nvidia(nvidia, ordering):
+    """One generator (NVIDIA's takes ~4 s to start its 8192 MT19937 generators), every kind of
+    call once in a fresh order, sizes inside one row of 65536 results and across rows."""
+    rng = np.random.default_rng()
+    seed = int(rng.integers(0, 2 ** 63)) * 2 + int(rng.integers(0, 2))
+    methods = list(rng.permutation(list(METHODS)[2:] + ["words"]))
+    calls = [(str(m), int(rng.choice([int(rng.integers(1, 12)), int(rng.integers(1, 150_000))]))) for m in methods]
+    what = f"MT19937 ordering {ordering} seed {seed} calls {calls}"
+    assert_same(anycuda_results(MT19937, calls, seed, ordering), nvidia_results(nvidia, MT19937, calls, seed, ordering),
+                what, [m for m, _ in calls])
 
 
 @pytest.mark.parametrize("kind", [SOBOL32, SOBOL64])

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from anycuda.libraries.curand import device
-from anycuda.libraries.curand.generators import mrg32k3a, mt19937, philox, sobol, xorwow
+from anycuda.libraries.curand.generators import mrg32k3a, mt19937, mt19937_jump, philox, sobol, xorwow
+from anycuda.libraries.curand.generators.mt19937_jump import N
 from anycuda.libraries.curand.kinds import RngType
 
 M32 = 0xFFFFFFFF
@@ -154,7 +155,7 @@ def test_mrg32k3a_subsequence_is_2_to_76_and_masked_to_51_bits():
 # ---- MT19937 --------------------------------------------------------------------------------
 def test_mt19937_reference_values():
     # init_genrand(5489): first output 3499211612, 10000th 4123659995 (the C++ standard's check)
-    seq = mt19937.sequence(5489, 0, 10000)
+    seq = mt19937.temper(mt19937_jump.extend(mt19937_jump.init_genrand(5489), 10000)[N:])
     assert seq[0] == 3499211612 and seq[-1] == 4123659995
 
 

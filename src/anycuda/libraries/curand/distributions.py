@@ -193,5 +193,9 @@ def poisson_from_words(words: np.ndarray, lam: float) -> np.ndarray:
     return (shift + np.where(u < limit[j], j, alias[j])).astype(np.uint32)
 
 
-def poisson_from_normals(z: np.ndarray, lam: float) -> np.ndarray:
+def poisson_from_normals(z: np.ndarray, lam: float, single: bool = False) -> np.ndarray:
+    """floor(lambda + sqrt(lambda) z + 1/2), in double, or in float where NVIDIA's library
+    computes it so (MT19937's host generator)."""
+    if single:
+        return (F32(math.sqrt(lam)) * z.astype(F32) + F32(lam) + F32(0.5)).astype(np.uint32)
     return (math.sqrt(lam) * z.astype(np.float64) + lam + 0.5).astype(np.uint32)

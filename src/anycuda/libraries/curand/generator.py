@@ -11,7 +11,7 @@ Positions. XORWOW, MRG32k3a and Philox keep every thread's place in its own subs
 the thread the next call starts at (generators/threads.py): a call's results are units (a word,
 a Box-Muller pair, an XORWOW double; a Philox block of four results or two blocks of four
 doubles) handed to the threads in turn. MT19937 and MTGP32 read one flat stream of words
-(layout.py). A quasirandom generator's position counts points: n results in d dimensions take n/d.
+(mt19937.py, layout.py) and take no offset. A quasirandom generator's position counts points: n results in d dimensions take n/d.
 
 The reference is NVIDIA's own libcurand, whose host generators (curandCreateGeneratorHost) run
 on any CPU and, as its documentation says, work identically to its device generators; where
@@ -43,6 +43,14 @@ ENGINES = {RngType.PSEUDO_XORWOW: xorwow.Engine, RngType.PSEUDO_PHILOX4_32_10: p
 # for Philox, whose threads work in curand4 blocks (two words per double)
 DOUBLE_WORDS = {RngType.PSEUDO_XORWOW: 2, RngType.PSEUDO_PHILOX4_32_10: 2, RngType.PSEUDO_MRG32K3A: 1,
                 RngType.PSEUDO_MT19937: 1, RngType.PSEUDO_MTGP32: 1}
+
+# MT19937's host generator makes its double uniforms from one word at the middle of its 2^-32
+# step and its normals by the inverse normal CDF of those uniforms (checked against NVIDIA's)
+CENTRED_DOUBLES = {RngType.PSEUDO_MT19937}
+INVERSE_CDF_NORMALS = {RngType.PSEUDO_MT19937}
+
+# generators whose offset NVIDIA's library refuses (CURAND_STATUS_TYPE_ERROR, any offset)
+NO_OFFSET = {RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32}
 
 POISSON_MAX = 400000
 
@@ -88,6 +96,8 @@ class Generator:
         self._restart()
 
     def set_offset(self, offset: int) -> None:
+        require(self.rng_type not in NO_OFFSET, Status.TYPE_ERROR,
+                f"{self.rng_type.name} takes no offset (NVIDIA's library refuses it too)")
         self.offset = offset & 0xFFFFFFFFFFFFFFFF
         self._restart()
 
@@ -220,11 +230,17 @@ class Generator:
             return self._pseudo(count, 1, 1, dist.uniform_float)
         if DOUBLE_WORDS[self.rng_type] == 2:
             return self._pseudo(count, 1, 2, lambda w: dist.uniform_double_hq(w[0::2], w[1::2]))
+        if self.rng_type in CENTRED_DOUBLES:
+            return self._pseudo(count, 1, 1, dist.uniform_double_centred)
         return self._pseudo(count, 1, 1, dist.uniform_double)
 
     def _normals(self, count: int, double: bool):
-        """Standard normals: Box-Muller pairs for pseudorandom generators, the inverse CDF of
-        the uniform for quasirandom ones."""
+        """Standard normals: Box-Muller pairs for most pseudorandom generators, the inverse CDF
+        of the uniform for quasirandom ones and MT19937."""
+        if self.rng_type in INVERSE_CDF_NORMALS:
+            uniforms = self._pseudo(count, 1, 1, dist.uniform_double_centred)
+            dtype = np.float64 if double else np.float32
+            return lambda: dist.inverse_normal(uniforms()).astype(dtype)
         if self.quasi:
             if double and self.rng_type not in QUASI64:
                 # the inverse CDF of a 32-bit point takes the middle of its 2^-32 step, as
@@ -273,10 +289,13 @@ class Generator:
         self._queue(address, count, ctypes.c_uint32, compute)
 
     def _poisson_from_normals(self, count: int, lam: float):
-        """Poisson for a large lambda from the generator's float normals: Philox's as
-        curandGenerateNormal lays them out; XORWOW's and MRG32k3a's one to a thread in turn,
+        """Poisson for a large lambda from the generator's float normals: Philox's and MT19937's
+        as curandGenerateNormal lays them out; XORWOW's and MRG32k3a's one to a thread in turn,
         each thread using both normals of its Box-Muller pairs (threads.SpreadClaim)."""
         engine = self.engine()
+        if self.rng_type in INVERSE_CDF_NORMALS:
+            z = self._normals(count, double=False)
+            return lambda: dist.poisson_from_normals(z(), lam, single=True)
         if self.rng_type not in (RngType.PSEUDO_XORWOW, RngType.PSEUDO_MRG32K3A):
             z = self._pseudo(count, 2, 2, lambda w: dist.box_muller_float(w[0::2], w[1::2]))
             return lambda: dist.poisson_from_normals(z(), lam)

@@ -10,11 +10,11 @@ sequence. A generator's position counts words; a call of k-word units starts at 
 multiple of k, so a second call continues the first and an offset of n skips n words.
 
 XORWOW, MRG32k3a and Philox place each call's units by their threads' own places
-(threads.py); this plain layout is where an offset puts them and how MT19937 and MTGP32 lay out
-results. Checked against NVIDIA's own library, whose host generators run on any CPU
+(threads.py); this plain layout is where an offset puts them and how MTGP32 lays out results
+(MT19937's own layout is in mt19937.py). Checked against NVIDIA's own library, whose host generators run on any CPU
 (tests/test_curand_nvidia.py): XORWOW with T = 4096; MRG32k3a with T = 81920 (4096 under
 PSEUDO_LEGACY); Philox4_32_10 with T = 65536 and units of one curand4 block. Not yet matched:
-MT19937's and MTGP32's layouts (NOTES.md, "cuRAND against NVIDIA's host library").
+MTGP32's layout (NOTES.md, "cuRAND against NVIDIA's host library").
 """
 from __future__ import annotations
 

@@ -1,55 +1,99 @@
-"""MT19937 (Matsumoto and Nishimura's Mersenne Twister), through numpy's maintained
-implementation rather than a loop of ours.
+"""MT19937 (Matsumoto and Nishimura's Mersenne Twister) laid out as cuRAND's host generator
+lays it out, found by asking NVIDIA's host library (NOTES.md, "cuRAND against NVIDIA's host
+library") and checked against it (tests/test_curand_nvidia.py):
 
-The sequence is the reference one: init_genrand(seed mod 2^32) then genrand_int32 (the
-state numpy's MT19937 takes from `_legacy_seeding`). NVIDIA's published run (seed 1234) starts
-with that sequence's first word, but its following results come from elsewhere in the sequence
-(its second to eighth float uniforms are words 113, 170, 283, 340, 397, 510 and 567 of it, the
-next ones none of its first 624): NVIDIA's threads share the state in a way not published. So past the
-first result this layout (one sequence, every ordering) differs from NVIDIA's.
+- 8192 generators, generator j starting 2^2048 * j words into the one sequence of
+  init_genrand(seed mod 2^32) (mt19937_jump.py makes the jumps);
+- each generator is run by 8 lanes that make its 624 words of a generation together; a lane
+  writes 78 of them, one to a row: lane i's row 0 is word (0, 113, 170, 283, 340, 397, 510,
+  567)[i] of the generation, its rows 1 + 7b + k word BLOCKS[b] + 7i + k (k < 7, b < 11);
+- memory holds rows of 65536 results, one from every lane: position p is row p // 65536 of
+  lane p mod 8 of generator (p mod 65536) // 8.
 
-An offset or a backwards jump regenerates from the seed and discards (MT19937 has no cheap
-arbitrary skip-ahead); a call that continues the last one costs nothing extra.
+Every distribution reads this flat stream as XORWOW's do in one thread (a float or double uniform
+from one word, Box-Muller from two neighbours). A call continues where the last one ended.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import mt19937_jump
 from .layout import Layout
+from .mt19937_jump import N, extend
 
-_CHUNK = 1 << 22
-
-
-def _fresh(seed: int) -> np.random.MT19937:
-    bits = np.random.MT19937()
-    bits._legacy_seeding(seed & 0xFFFFFFFF)
-    return bits
-
-
-def sequence(seed: int, start: int, count: int) -> np.ndarray:
-    bits = _fresh(seed)
-    _discard(bits, start)
-    return bits.random_raw(count).astype(np.uint32)
+GENERATORS, LANES = 8192, 8
+ROW = GENERATORS * LANES                  # results in a row of memory
+ROWS = N // LANES                          # rows one generation of every generator fills
+FIRST_WORDS = (0, 113, 170, 283, 340, 397, 510, 567)
+BLOCKS = (1, 57, 114, 171, 227, 284, 341, 398, 454, 511, 568)
 
 
-def _discard(bits, n: int) -> None:
-    while n > 0:
-        bits.random_raw(min(n, _CHUNK))
-        n -= _CHUNK
+def _lane_words() -> np.ndarray:
+    """(ROWS, LANES): which word of a generation each lane writes to each row."""
+    table = np.empty((ROWS, LANES), np.int64)
+    table[0] = FIRST_WORDS
+    for r in range(1, ROWS):
+        block, k = divmod(r - 1, 7)
+        table[r] = [BLOCKS[block] + 7 * lane + k for lane in range(LANES)]
+    return table
+
+
+LANE_WORDS = _lane_words()
+
+
+def temper(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> 11)
+    x ^= (x << 7) & np.uint32(0x9D2C5680)
+    x ^= (x << 15) & np.uint32(0xEFC60000)
+    return x ^ (x >> 18)
 
 
 class Engine:
-    layout = Layout(streams=1)
+    layout = Layout(streams=ROW)
     word = "bits"
 
     def __init__(self, seed: int, ordering: int):
-        self.seed = seed
-        self._bits, self._at = _fresh(seed), 0
+        self._starts = np.empty((GENERATORS, N), np.uint32)   # each generator's first generation
+        self._starts[0] = extend(mt19937_jump.init_genrand(seed)[None], N)[0, N:]
+        self._ready = 1                                        # generators whose start is known
+        self._jump = mt19937_jump.polynomial_words(mt19937_jump.JUMP_2048)
+        self._current = None                                   # (generation, windows) last made
+
+    def _started(self, count: int) -> np.ndarray:
+        """The first generations of generators [0, count), jumping to those not yet known."""
+        for j in range(self._ready, count):
+            self._starts[j] = mt19937_jump.jump(self._starts[j - 1], self._jump)
+        self._ready = max(self._ready, count)
+        return self._starts[:count]
+
+    def _generation(self, generation: int, count: int) -> np.ndarray:
+        """(count, 624): generation `generation` of generators [0, count)."""
+        if self._current is not None:
+            at, windows = self._current
+            if at <= generation and windows.shape[0] >= count:
+                windows = windows[:count]
+                if at < generation:
+                    windows = extend(windows, (generation - at) * N)[:, -N:]
+                self._current = (generation, windows)
+                return windows
+        windows = self._started(count)
+        if generation:
+            windows = extend(windows, generation * N)[:, -N:]
+        self._current = (generation, windows)
+        return windows
 
     def words(self, start: int, count: int, group: int = 1) -> np.ndarray:
-        if start < self._at:
-            self._bits, self._at = _fresh(self.seed), 0
-        _discard(self._bits, start - self._at)
-        out = self._bits.random_raw(count).astype(np.uint32)
-        self._at = start + count
-        return out
+        first_row, last_row = start // ROW, (start + count - 1) // ROW
+        # a call inside one row needs only the generators it reaches
+        generators = GENERATORS if last_row > first_row else ((start + count - 1) % ROW) // LANES + 1
+        pieces = []
+        for generation in range(first_row // ROWS, last_row // ROWS + 1):
+            windows = self._generation(generation, generators)
+            rows = temper(windows[:, LANE_WORDS])                         # (generators, ROWS, LANES)
+            rows = rows.transpose(1, 0, 2).reshape(ROWS, generators * LANES)
+            low = max(first_row - generation * ROWS, 0)
+            high = min(last_row - generation * ROWS, ROWS - 1)
+            pieces.append(rows[low:high + 1].reshape(-1))
+        flat = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        skip = start - first_row * ROW
+        return flat[skip:skip + count]
