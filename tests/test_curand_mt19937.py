@@ -62,3 +62,16 @@ def test_small_calls_large_calls_and_generations_agree():
         start += count
     assert np.array_equal(np.concatenate(pieces), whole)
     assert np.array_equal(Engine(seed, 101).words(79 * ROW + 17, 100), whole[79 * ROW + 17:79 * ROW + 117])
+
+
+def test_chains_of_jumps_in_threads_equal_one_chain(monkeypatch):
+    monkeypatch.setattr(mt19937, "worker_count", lambda: 8)       # eight chains striding 8 generators
+    seed = int(np.random.default_rng().integers(0, 2 ** 32))
+    starts = mt19937._Starts(seed)
+    starts.first(3)
+    parallel = starts.first(200).copy()
+    one = mt19937_jump.polynomial_words(mt19937_jump.JUMP_2048)
+    expected = [first_window(seed)]
+    for _ in range(199):
+        expected.append(mt19937_jump.jump(expected[-1], one))
+    assert np.array_equal(parallel, np.array(expected))

@@ -15,11 +15,15 @@ from one word, Box-Muller from two neighbours). A call continues where the last 
 """
 from __future__ import annotations
 
+import threading
+from functools import lru_cache
+
 import numpy as np
 
 from . import mt19937_jump
 from .layout import Layout
 from .mt19937_jump import N, extend
+from ....runtime.device import worker_count
 
 GENERATORS, LANES = 8192, 8
 ROW = GENERATORS * LANES                  # results in a row of memory
@@ -48,23 +52,62 @@ def temper(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> 18)
 
 
+class _Starts:
+    """The first generation of each of a seed's generators, made as far as calls reach (a
+    generator's start costs a jump): shared by the engines of one seed, the last few seeds kept."""
+
+    def __init__(self, seed: int):
+        self.windows = np.empty((GENERATORS, N), np.uint32)
+        self.windows[0] = extend(mt19937_jump.init_genrand(seed)[None], N)[0, N:]
+        self.ready = 1
+        self.lock = threading.Lock()
+
+    def first(self, count: int) -> np.ndarray:
+        with self.lock:
+            if count > self.ready:
+                _jump_chains(self.windows, self.ready, count)
+                self.ready = count
+            return self.windows[:count]
+
+
+def _jump_chains(windows: np.ndarray, ready: int, count: int) -> None:
+    """windows[ready:count] from windows[ready - 1]: C chains (C a power of two up to the worker
+    count) of jumps over C generators each, in threads (the machine code releases the GIL),
+    after the chains' first members one jump apart."""
+    chains = 1
+    while chains * 2 <= min(worker_count(), (count - ready) // 16):
+        chains *= 2
+    one = mt19937_jump.stride_words(0)
+    for j in range(ready, min(ready + chains, count)):
+        mt19937_jump.jump(windows[j - 1], one, windows[j])
+    stride = mt19937_jump.stride_words(chains.bit_length() - 1)
+
+    def chain(first: int) -> None:
+        for j in range(first + chains, count, chains):
+            mt19937_jump.jump(windows[j - chains], stride, windows[j])
+    threads = [threading.Thread(target=chain, args=(ready + c,)) for c in range(1, chains)]
+    for t in threads:
+        t.start()
+    chain(ready)
+    for t in threads:
+        t.join()
+
+
+@lru_cache(maxsize=2)
+def _starts(seed: int) -> _Starts:
+    return _Starts(seed)
+
+
 class Engine:
     layout = Layout(streams=ROW)
     word = "bits"
 
     def __init__(self, seed: int, ordering: int):
-        self._starts = np.empty((GENERATORS, N), np.uint32)   # each generator's first generation
-        self._starts[0] = extend(mt19937_jump.init_genrand(seed)[None], N)[0, N:]
-        self._ready = 1                                        # generators whose start is known
-        self._jump = mt19937_jump.polynomial_words(mt19937_jump.JUMP_2048)
+        self._starts = _starts(seed & 0xFFFFFFFF)
         self._current = None                                   # (generation, windows) last made
 
     def _started(self, count: int) -> np.ndarray:
-        """The first generations of generators [0, count), jumping to those not yet known."""
-        for j in range(self._ready, count):
-            self._starts[j] = mt19937_jump.jump(self._starts[j - 1], self._jump)
-        self._ready = max(self._ready, count)
-        return self._starts[:count]
+        return self._starts.first(count)
 
     def _generation(self, generation: int, count: int) -> np.ndarray:
         """(count, 624): generation `generation` of generators [0, count)."""

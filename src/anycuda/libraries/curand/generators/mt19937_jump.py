@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from functools import lru_cache
 
 import numpy as np
 
@@ -189,11 +190,12 @@ def _machine_jump():
         return _compiled["jump"]
 
 
-def jump(window: np.ndarray, words: np.ndarray) -> np.ndarray:
+def jump(window: np.ndarray, words: np.ndarray, out: np.ndarray = None) -> np.ndarray:
     """The 624 words D positions after `window` (624 untempered words), D given by `words`, the
-    polynomial x^D mod P as 624 little-endian 32-bit words."""
+    polynomial x^D mod P as 624 little-endian 32-bit words; into `out` (contiguous) if given.
+    The machine code holds no state: threads may jump at once."""
     window = np.ascontiguousarray(window, np.uint32)
-    out = np.empty(N, np.uint32)
+    out = np.empty(N, np.uint32) if out is None else out
     machine = _machine_jump()
     if machine is not None:
         scratch = np.empty(N + DEGREE + 1, np.uint32)
@@ -202,7 +204,20 @@ def jump(window: np.ndarray, words: np.ndarray) -> np.ndarray:
     seq = extend(window, DEGREE)
     chosen = np.unpackbits(words.view(np.uint8), bitorder="little")[:DEGREE].astype(bool)
     windows = np.lib.stride_tricks.sliding_window_view(seq, N)[:DEGREE]
-    return np.bitwise_xor.reduce(windows[chosen], axis=0)
+    out[:] = np.bitwise_xor.reduce(windows[chosen], axis=0)
+    return out
+
+
+@lru_cache(maxsize=8)
+def stride_words(log2_generators: int) -> np.ndarray:
+    """The polynomial of a jump over 2^log2_generators of cuRAND's generators (2^(2048 + that)
+    words): JUMP_2048 squared that many times modulo P."""
+    h = JUMP_2048
+    if log2_generators:
+        p = characteristic_polynomial()
+        for _ in range(log2_generators):
+            h = _reduce(_spread_bits(h), p)
+    return polynomial_words(h)
 
 
 # ---- where the polynomials come from -----------------------------------------------------------
@@ -215,6 +230,7 @@ def init_genrand(seed: int) -> np.ndarray:
     return np.array(state, np.uint32)
 
 
+@lru_cache(maxsize=1)
 def characteristic_polynomial() -> int:
     """P, from one bit of the sequence by Berlekamp-Massey (the bit's minimal polynomial is F's
     characteristic polynomial: MT19937's is primitive). Bit i of the result is P's x^i."""
@@ -242,16 +258,19 @@ def _spread_bits(value: int) -> int:
     return int.from_bytes(np.packbits(doubled, bitorder="little").tobytes(), "little")
 
 
+def _reduce(h: int, p: int) -> int:
+    while h.bit_length() > DEGREE:
+        h ^= p << (h.bit_length() - 1 - DEGREE)
+    return h
+
+
 def power_of_x(exponent: int, characteristic: int = None) -> int:
     """x^exponent mod P, by squaring and multiplying by x from the exponent's top bit down."""
     p = characteristic if characteristic is not None else characteristic_polynomial()
     h = 1
     for bit in format(exponent, "b"):
         h = _spread_bits(h)
-        if bit == "1":
-            h <<= 1
-        while h.bit_length() > DEGREE:
-            h ^= p << (h.bit_length() - 1 - DEGREE)
+        h = _reduce(h << 1 if bit == "1" else h, p)
     return h
 
 
