@@ -1,7 +1,9 @@
 """cuRAND's device API (curand_kernel.h compiled by nvcc into the program's PTX) runs under
 anycuda, and what it computes for each thread's subsequence (NVIDIA's skip-ahead tables) equals
 what anycuda's own cuRAND computes with its jump-ahead matrices (curand/device.py): two independent derivations of
-the same sequences, XORWOW and Philox, and the first Box-Muller normal."""
+the same sequences, XORWOW and Philox, and the first Box-Muller normal. MTGP32's device API
+(curandMakeMTGP32KernelState and NVIDIA's parameter sets compiled into the program, curand() on
+a state shared by a block's threads) against anycuda's own MTGP32 (generators/mtgp32.py)."""
 import math
 import shutil
 import subprocess
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 from anycuda.libraries.curand import device, distributions
+from anycuda.libraries.curand.generators import mtgp32
 from anycuda.libraries.curand.kinds import RngType
 
 HERE = Path(__file__).parent
@@ -95,3 +98,32 @@ def test_kernels_draw_from_poisson_distribution_objects(discrete_program, rng):
         z = np.asarray(distributions.box_muller_double(*(words[i:i + 1] for i in range(4)))).reshape(-1)
         expected = (math.sqrt(5000.0) * z + 5000.0 + 0.5).astype(np.int64)
         assert np.abs(np.array(draws[4:]) - expected).max() <= 1 and (draws[4:] == expected).sum() >= 1, f"5000, {t}"
+
+
+@pytest.fixture(scope="module")
+def mtgp32_program(program):
+    exe = program.parent / "curand_device_mtgp32"
+    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / "curand_device_mtgp32.cu"),
+                        f"-I{program.parent / 'include'}"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+@pytest.mark.parametrize("threads", [256, 96])
+def test_mtgp32_device_api_equals_anycudas(mtgp32_program, rng, threads):
+    """Three blocks, three rounds of curand() per thread: each block's words in the order drawn are
+    its parameter set's sequence from seed (s ^ s >> 32) + block + 1, whatever the block size."""
+    sets = mtgp32.parameter_sets()
+    assert sets is not None, "NVIDIA's curand_mtgp32dc_p_11213.h is beside the curand_kernel.h this test compiles with"
+    seed = int(rng.integers(1, 2**63))
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(mtgp32_program), str(seed), str(threads)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    folded = (seed ^ (seed >> 32)) & 0xFFFFFFFF
+    lines = r.stdout.strip().split("\n")
+    assert len(lines) == 3
+    for line in lines:
+        b, *drawn = [int(v) for v in line.split()]
+        state = np.array(mtgp32.init_state(sets[b], folded + b + 1), np.uint32)
+        expected, _ = mtgp32.block_words(sets[b], sets[0]["mask"], state, 3 * threads)
+        assert drawn == list(expected), f"block {b}"

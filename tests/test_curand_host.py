@@ -310,3 +310,13 @@ def test_poisoned_buffers_are_written_exactly(rng_type):
         values = b.values()
         if name == "curandGenerate" and rng_type in PSEUDO:
             assert len(np.unique(values)) > 4000
+
+
+def test_mtgp32_without_nvidias_parameter_sets_is_a_stand_in_that_still_continues(monkeypatch):
+    from anycuda.libraries.curand.generators import mtgp32
+    monkeypatch.setattr(mtgp32, "parameter_sets", lambda: None)
+    whole = bits(new(RngType.PSEUDO_MTGP32, 5), 60000)
+    gen = new(RngType.PSEUDO_MTGP32, 5)
+    assert np.array_equal(np.concatenate([bits(gen, 123), bits(gen, 60000 - 123)]), whole)
+    assert abs(whole.astype(np.float64).mean() / 2**32 - 0.5) < 0.01
+    assert not np.array_equal(whole, bits(new(RngType.PSEUDO_MTGP32, 6), 60000))

@@ -9,10 +9,10 @@ one spelling fails here.
 
 Compared: XORWOW (BEST, DEFAULT, SEEDED, LEGACY), MRG32k3a (DEFAULT, LEGACY) and Philox4_32_10 (DEFAULT,
 LEGACY) for words and every float and double distribution and Poisson, from a fresh generator and in
-successive calls of mixed kinds and sizes after an offset; MT19937 (DEFAULT, LEGACY; it takes no
-offset) in successive calls of every kind; Sobol32 and Sobol64 in 1-3 dimensions at offsets. Not
-yet matched, so not compared here (NOTES.md, "cuRAND against NVIDIA's host library"): MTGP32,
-scrambled Sobol. Poisson
+successive calls of mixed kinds and sizes after an offset; MT19937 and MTGP32 (DEFAULT, LEGACY;
+they take no offset) in successive calls of every kind, but MTGP32's Poisson from lambda 2000 on
+(an expected failure); Sobol32 and Sobol64 in 1-3 dimensions at offsets. Not yet matched, so not
+compared here (NOTES.md, "cuRAND against NVIDIA's host library"): scrambled Sobol. Poisson
 from pseudorandom generators is compared too, for lambda 10 (a table method on one word per
 result) and 5000 (from the float normals).
 """
@@ -58,7 +58,7 @@ METHODS = {
 OURS = {"words": "generate", "longlong": "generate_long_long", "poisson_large": "generate_poisson"}
 PAIRED = {"normal", "normal_double", "log_normal", "log_normal_double"}
 
-XORWOW, MRG32K3A, MT19937, PHILOX, SOBOL32, SOBOL64 = 101, 121, 142, 161, 201, 203
+XORWOW, MRG32K3A, MTGP32, MT19937, PHILOX, SOBOL32, SOBOL64 = 101, 121, 141, 142, 161, 201, 203
 BEST, DEFAULT, SEEDED, LEGACY = 100, 101, 102, 103
 PSEUDO_CASES = [(XORWOW, BEST), (XORWOW, DEFAULT), (XORWOW, SEEDED), (XORWOW, LEGACY), (MRG32K3A, DEFAULT), (MRG32K3A, LEGACY),
                 (PHILOX, DEFAULT), (PHILOX, LEGACY)]
@@ -167,17 +167,34 @@ def test_successive_calls_after_an_offset_match_nvidia(nvidia, kind, ordering):
                 nvidia_results(nvidia, kind, calls, seed, ordering, offset), what, [m for m, _ in calls])
 
 
-@pytest.mark.parametrize("ordering", [DEFAULT, LEGACY])
-def test_mt19937_calls_of_every_kind_match_nvidia(nvidia, ordering):
+# MTGP32's Poisson from lambda 2000 on is neither the rounded normal nor the rounded normal plus
+# (z^2 - 1) / 6 (65 of 100,000 differ by one at lambda 5000, 16% at 123456): not yet matched
+MTGP32_UNMATCHED = {"poisson_large"}
+
+
+@pytest.mark.parametrize("kind,ordering", [(MT19937, DEFAULT), (MT19937, LEGACY), (MTGP32, DEFAULT), (MTGP32, LEGACY)])
+def test_mersenne_twister_calls_of_every_kind_match_nvidia(nvidia, kind, ordering):
     """One generator (NVIDIA's takes ~4 s to start its 8192 MT19937 generators), every kind of
-    call once in a fresh order, sizes inside one row of 65536 results and across rows."""
+    call once in a fresh order, sizes inside one row of results and across rows. MTGP32's
+    parameter sets are read from NVIDIA's headers, which the wheel this module needs carries."""
+    if kind == MTGP32:
+        from anycuda.libraries.curand.generators import mtgp32
+        assert mtgp32.exact(), "the nvidia-curand wheel's curand_mtgp32dc_p_11213.h was not found"
     rng = np.random.default_rng()
     seed = int(rng.integers(0, 2 ** 63)) * 2 + int(rng.integers(0, 2))
-    methods = list(rng.permutation(list(METHODS)[2:] + ["words"]))
-    calls = [(str(m), int(rng.choice([int(rng.integers(1, 12)), int(rng.integers(1, 150_000))]))) for m in methods]
-    what = f"MT19937 ordering {ordering} seed {seed} calls {calls}"
-    assert_same(anycuda_results(MT19937, calls, seed, ordering), nvidia_results(nvidia, MT19937, calls, seed, ordering),
+    kinds = [m for m in list(METHODS)[2:] + ["words"] if not (kind == MTGP32 and m in MTGP32_UNMATCHED)]
+    calls = [(str(m), int(rng.choice([int(rng.integers(1, 12)), int(rng.integers(1, 150_000))])))
+             for m in rng.permutation(kinds)]
+    what = f"type {kind} ordering {ordering} seed {seed} calls {calls}"
+    assert_same(anycuda_results(kind, calls, seed, ordering), nvidia_results(nvidia, kind, calls, seed, ordering),
                 what, [m for m, _ in calls])
+
+
+@pytest.mark.xfail(strict=True, reason="MTGP32's Poisson for lambda >= 2000: NVIDIA's formula not yet found")
+def test_mtgp32_poisson_from_normals_matches_nvidia(nvidia):
+    calls = [("poisson_large", 100_000)]
+    assert_same(anycuda_results(MTGP32, calls, 11), nvidia_results(nvidia, MTGP32, calls, 11), "MTGP32 Poisson 5000",
+                ["poisson_large"])
 
 
 @pytest.mark.parametrize("kind", [SOBOL32, SOBOL64])

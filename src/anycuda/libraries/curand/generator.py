@@ -45,9 +45,10 @@ DOUBLE_WORDS = {RngType.PSEUDO_XORWOW: 2, RngType.PSEUDO_PHILOX4_32_10: 2, RngTy
                 RngType.PSEUDO_MT19937: 1, RngType.PSEUDO_MTGP32: 1}
 
 # MT19937's host generator makes its double uniforms from one word at the middle of its 2^-32
-# step and its normals by the inverse normal CDF of those uniforms (checked against NVIDIA's)
+# step; it and MTGP32 make normals by the inverse normal CDF of such uniforms (checked against
+# NVIDIA's)
 CENTRED_DOUBLES = {RngType.PSEUDO_MT19937}
-INVERSE_CDF_NORMALS = {RngType.PSEUDO_MT19937}
+INVERSE_CDF_NORMALS = {RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32}
 
 # generators whose offset NVIDIA's library refuses (CURAND_STATUS_TYPE_ERROR, any offset)
 NO_OFFSET = {RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32}
