@@ -54,6 +54,7 @@ INVERSE_CDF_NORMALS = {RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32}
 NO_OFFSET = {RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32}
 
 POISSON_MAX = 400000
+MTGP32_TABLE_BELOW, MTGP32_QUANTILE_UP_TO = 32.0, 8000.0
 
 
 def _view(address: int, count: int, ctype) -> np.ndarray:
@@ -279,24 +280,37 @@ class Generator:
 
     def generate_poisson(self, address: int, count: int, lam: float) -> None:
         require(0 < lam <= POISSON_MAX, Status.OUT_OF_RANGE, f"lambda {lam} (0 < lambda <= 400000)")
-        if self.quasi:
-            uniforms = self._uniforms(count, double=True)
+        method = self._poisson_method(lam)
+        if method == "quantile":
+            uniforms = (self._uniforms(count, double=True) if self.quasi
+                        else self._pseudo(count, 1, 1, dist.uniform_double_centred))
             compute = lambda: dist.poisson(uniforms(), lam)            # noqa: E731
-        elif lam < dist.GAUSS_FROM:
+        elif method == "table":
             bits = mrg32k3a.to_bits if self.rng_type == RngType.PSEUDO_MRG32K3A else (lambda w: w)
             compute = self._pseudo(count, 1, 1, lambda w: dist.poisson_from_words(bits(w), lam))
         else:
             compute = self._poisson_from_normals(count, lam)
         self._queue(address, count, ctypes.c_uint32, compute)
 
+    def _poisson_method(self, lam: float) -> str:
+        """How NVIDIA's host library draws Poisson(lam) for this generator (asked of it, NOTES.md):
+        the square-histogram table on one word, the quantile of one uniform, or a rounded normal."""
+        if self.quasi:
+            return "quantile"
+        if self.rng_type == RngType.PSEUDO_MTGP32:
+            return "table" if lam < MTGP32_TABLE_BELOW else "quantile" if lam <= MTGP32_QUANTILE_UP_TO else "normals"
+        return "table" if lam < dist.GAUSS_FROM else "normals"
+
     def _poisson_from_normals(self, count: int, lam: float):
-        """Poisson for a large lambda from the generator's float normals: Philox's and MT19937's
-        as curandGenerateNormal lays them out; XORWOW's and MRG32k3a's one to a thread in turn,
+        """Poisson for a large lambda from the generator's float normals: Philox's, MT19937's and
+        MTGP32's as curandGenerateNormal lays them out (MT19937 rounding in float, the others in
+        double); XORWOW's and MRG32k3a's one to a thread in turn,
         each thread using both normals of its Box-Muller pairs (threads.SpreadClaim)."""
         engine = self.engine()
         if self.rng_type in INVERSE_CDF_NORMALS:
             z = self._normals(count, double=False)
-            return lambda: dist.poisson_from_normals(z(), lam, single=True)
+            single = self.rng_type == RngType.PSEUDO_MT19937
+            return lambda: dist.poisson_from_normals(z(), lam, single)
         if self.rng_type not in (RngType.PSEUDO_XORWOW, RngType.PSEUDO_MRG32K3A):
             z = self._pseudo(count, 2, 2, lambda w: dist.box_muller_float(w[0::2], w[1::2]))
             return lambda: dist.poisson_from_normals(z(), lam)
