@@ -45,7 +45,17 @@ def seconds_per_call(fn, min_run: float) -> float:
             return elapsed / runs
 
 
+def _finished(fn):
+    """`fn` and the wait for what it queued: library calls are asynchronous, as on a GPU, so a
+    call alone would time its queueing."""
+    def call():
+        fn()
+        ac.synchronize()
+    return call
+
+
 def _paired(ours, theirs, repeats: int, min_run: float) -> dict:
+    ours = _finished(ours)
     a, b = [], []
     for _ in range(repeats):
         ours()

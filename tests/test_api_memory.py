@@ -209,3 +209,26 @@ def test_empty_memset_at_an_allocations_end_succeeds_and_a_bad_one_fails(context
     with pytest.raises(CudaError):
         api.cuMemsetAsync(p + 16, 7, 1, 4, 0)
     api.cuMemFree(p)
+
+
+def test_memory_dropped_while_queued_work_uses_it_is_freed_after_that_work():
+    """A Memory collected (or freed) while work queued before still writes into it stays live
+    until that work has finished, as cudaFree waits for the device; it was freed at once, and
+    the work wrote into unmapped memory (a segfault)."""
+    import gc
+    gate = threading.Event()
+    stream = ac.Stream()
+    mem = ac.Memory(1 << 20)
+    ptr, wrote = mem.ptr, []
+    stream.launch_host_func(lambda _: gate.wait(30))
+    stream.launch_host_func(lambda _: wrote.append(ctypes.memset(ptr, 7, 1 << 20)))
+    del mem
+    gc.collect()
+    assert memory.lookup(ptr) is not None            # the queued write still needs it
+    other = ac.Memory(64)                            # nothing pending on it: freed at once
+    other_ptr = other.ptr
+    gate.set()
+    stream.synchronize()
+    assert wrote and memory.lookup(ptr) is None      # written, then released
+    other.free()
+    assert memory.lookup(other_ptr) is None

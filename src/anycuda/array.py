@@ -15,12 +15,13 @@ import numpy as np
 
 from .runtime import memory
 from .runtime.errors import CudaError, CUresult
-from .runtime.stream import api_stream
+from .runtime.stream import api_stream, release_after_queued_work
 
 
 class Memory:
     """Device memory owned by Python objects (CuPy's `cupy.cuda.Memory`): allocated on
-    creation, freed when collected (or by `free()`)."""
+    creation, freed when collected (or by `free()`) once the work queued before that has
+    finished, which may still use it (a GPU's cudaFree waits for the device)."""
 
     def __init__(self, size: int):
         self.allocation = memory.allocate(int(size))
@@ -29,11 +30,12 @@ class Memory:
         self.device_id = 0
 
     def free(self) -> None:
-        memory.release(self.allocation)
+        allocation = self.allocation
+        release_after_queued_work(lambda: memory.release(allocation))
 
     def __del__(self):
         try:
-            memory.release(self.allocation)
+            self.free()
         except Exception:
             pass
 

@@ -114,6 +114,41 @@ def _wait_for(deps) -> None:
         _cv.wait()
 
 
+# Releases waiting for work queued before them: (the (state, ticket) pairs, release)
+_after_work = []
+
+
+def release_after_queued_work(release) -> None:
+    """Call `release()` once every piece of work queued so far, on any stream, has finished (at
+    once when none is pending): what a freed allocation needs, since that work may still read
+    or write it (cudaFree waits for the device). Takes no lock, as a collected owner's finaliser
+    may call it wherever the collector runs; CPython copies the tables below atomically, and a
+    worker that finished the last ticket before the entry was added is caught by the check
+    after adding it."""
+    pending = [(st, st.issued) for st in list(_states) + default_stream.states() if st.completed < st.issued]
+    if not pending:
+        release()
+        return
+    entry = (pending, release)
+    _after_work.append(entry)
+    if all(st.completed >= ticket for st, ticket in pending):
+        _take_release(entry)
+
+
+def _take_release(entry) -> None:
+    """Run an entry's release unless another thread took it first."""
+    try:
+        _after_work.remove(entry)
+    except ValueError:
+        return
+    entry[1]()
+
+
+def _ready_releases() -> list:
+    """The entries whose work has all finished. Caller holds _cv."""
+    return [e for e in list(_after_work) if all(st.completed >= ticket for st, ticket in e[0])]
+
+
 def _worker(state: _StreamState) -> None:
     _local.state = state
     while True:
@@ -141,6 +176,10 @@ def _worker(state: _StreamState) -> None:
             with _cv:
                 state.completed += 1
                 busy.value -= 1
+                # before waking the waiters, so a synchronised program sees the memory freed
+                # (a release takes the memory table's lock; nothing holding that waits for _cv)
+                for entry in _ready_releases() if _after_work else ():
+                    _take_release(entry)
                 _cv.notify_all()
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from ...runtime import memory
 from ...runtime.device import work_device
+from ...runtime.stream import release_after_queued_work
 from ..memory import array
 from . import execute
 from .plan import Plan
@@ -164,9 +165,11 @@ def get(address: int) -> Descriptor:
 
 
 def free(address: int) -> None:
+    """cufftXtFree: the parts are released once the work queued before has finished (as
+    cudaFree waits for the device: a queued transform may still use them)."""
     d = get(address)
     for part in d.parts:
-        memory.release(part)
+        release_after_queued_work(lambda part=part: memory.release(part))
     del _descriptors[address]
 
 
