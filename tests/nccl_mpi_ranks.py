@@ -23,6 +23,7 @@ from anycuda.driver import api                           # noqa: E402
 from anycuda.libraries.nccl import functions, signatures      # noqa: E402
 from anycuda.libraries.nccl.communicator import get      # noqa: E402
 from anycuda.libraries.nccl.status import NcclError, Result     # noqa: E402
+from anycuda.runtime.errors import CudaError, CUresult   # noqa: E402
 from library_calls import caller, peek, stream_handle   # noqa: E402
 import nccl_reference as ref                             # noqa: E402
 
@@ -185,15 +186,22 @@ gate.set()
 sync()
 assert np.allclose(got, -100 * n), got
 
-# 5. errors: synchronous argument rules
+DEAD_STREAM = Result.UnhandledCudaError     # libnccl's answer when a CUDA call failed
+# 5. errors: synchronous argument rules (a destroyed stream's handle too: libnccl's C front
+# answers only on streams it knows are live, so it reaches the Python's check)
+dead = api.cuStreamCreate(0)
+api.cuStreamDestroy(dead)
 for args, status in [(("ncclAllReduce", s, r, 16, 7, 0, comm, stream), None),
                      (("ncclBroadcast", s, r, 16, 7, n, comm, stream), Result.InvalidArgument),
-                     (("ncclAllReduce", s, r, 16, 13, 0, comm, stream), Result.InvalidArgument)]:
+                     (("ncclAllReduce", s, r, 16, 13, 0, comm, stream), Result.InvalidArgument),
+                     (("ncclAllReduce", s, r, 16, 7, 0, comm, dead), DEAD_STREAM)]:
     try:
         call(*args)
         assert status is None
     except NcclError as e:
         assert e.status == status, e
+    except CudaError as e:          # the table's functions raise the driver's error as it is
+        assert status == DEAD_STREAM and e.code == CUresult.CUDA_ERROR_INVALID_HANDLE, e
 sync()
 
 # 6. asynchrony: a small all-reduce returns before its peers have called theirs (rank 0 calls

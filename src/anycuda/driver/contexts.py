@@ -14,8 +14,8 @@ from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import discard_errors, synchronize_all, wait_idle
 from ..runtime.watchdog import launch_timeout
 from .handles import (_check_usable, Context, _current, _current_context, _current_device, _current_handle,
-                      _drop_module, _faults_are_sticky, flush_device_output, _get, _handles, _lock, Module,
-                      _new_handle, _require_context, _require_init, _state)
+                      _drop_handle, _drop_module, _faults_are_sticky, flush_device_output, _get, _handles, _lock,
+                      Module, _new_handle, _require_context, _require_init, _state)
 
 
 # The CUDA version the driver reports: the newest whose runtime, NVRTC and Python stacks anycuda
@@ -171,7 +171,7 @@ def _release_objects(ctx: int) -> None:
             if isinstance(_handles[h], Module):
                 _drop_module(h)
             else:
-                _handles.pop(h)
+                _drop_handle(h)
 
 
 def _free_memory(ctx: int) -> None:

@@ -5,6 +5,7 @@ Every other module of the driver API builds on these.
 """
 from __future__ import annotations
 
+import ctypes
 import re
 import threading
 
@@ -21,7 +22,13 @@ _state = {"initialized": False}
 _handles = {}                   # handle -> object
 
 
-_next = [0x1000]
+FIRST_HANDLE, HANDLE_STRIDE = 0x1000, 16
+_next = [FIRST_HANDLE]
+
+# A byte per handle number, 1 while it names a live created stream: libnccl's C front reads it
+# (libraries/nccl/front.c answers a collective itself only on a stream it knows is live, and
+# leaves every other handle to the Python, which checks it). Handles past its end read unknown.
+live_streams = (ctypes.c_uint8 * (1 << 18))()
 
 
 _current = threading.local()
@@ -37,9 +44,23 @@ def flush_device_output() -> None:
 def _new_handle(obj) -> int:
     with _lock:
         h = _next[0]
-        _next[0] += 16
+        _next[0] += HANDLE_STRIDE
         _handles[h] = obj
+        if isinstance(obj, StreamHandle):
+            _mark_stream(h, 1)
         return h
+
+
+def _drop_handle(h: int) -> None:
+    """The handle names nothing from now on. Caller holds _lock."""
+    if isinstance(_handles.pop(h), StreamHandle):
+        _mark_stream(h, 0)
+
+
+def _mark_stream(h: int, live: int) -> None:
+    index = (h - FIRST_HANDLE) // HANDLE_STRIDE
+    if 0 <= index < len(live_streams):
+        live_streams[index] = live
 
 
 def _get(handle: int, kind):

@@ -16,7 +16,7 @@ import threading
 from ..runtime import profile
 from ..runtime.errors import CudaError, CUresult
 from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, hold, per_thread_stream
-from .handles import (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, _current, _current_device, EventHandle,
+from .handles import (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, _current, _current_device, _drop_handle, EventHandle,
                       _current_handle, _faults_are_sticky, _get, _handles, _lock, _new_handle, _require_context,
                       StreamHandle)
 
@@ -51,7 +51,7 @@ def cuStreamDestroy(stream: int) -> None:
     s = _get(stream, StreamHandle)
     s.stream.synchronize()
     with _lock:
-        del _handles[stream]
+        _drop_handle(stream)
 
 
 @_faults_are_sticky

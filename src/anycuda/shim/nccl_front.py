@@ -13,7 +13,8 @@ ANSWERS_FIRST = ("ncclGroupStart", "ncclGroupEnd", "ncclAllReduce", "ncclBroadca
 PYTHON_PREFIX = "anycuda_python_"
 CDEF = """
 int anycuda_nccl_front_setup(void *busy, void *isend, void *irecv, void *test, intptr_t byte, size_t small_bytes,
-                             long spin_ns, double spin_ns_per_byte, int tag_base, int tag_span);
+                             long spin_ns, double spin_ns_per_byte, int tag_base, int tag_span,
+                             void *live_streams, size_t live_count, uintptr_t first_handle, uintptr_t handle_stride);
 int anycuda_nccl_front_register(void *shared);
 void anycuda_nccl_front_unregister(void *shared);
 int anycuda_nccl_front_finish(void *op);

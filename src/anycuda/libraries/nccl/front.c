@@ -11,7 +11,8 @@
  * each byte it moves: its own transfer's time); if they have not come by then, the operation is
  * handed to its stream (anycuda_nccl_adopt), whose worker finishes it, so the call returns in
  * microseconds whatever the peers do, as NCCL's does. Everything else (other types, averages,
- * bigger messages, groups, busy streams) is the Python's.
+ * bigger messages, groups, busy streams, stream handles it does not know to be live: the driver's
+ * table of live streams, driver/handles.live_streams) is the Python's, which checks them.
  *
  * Handles of MPI (communicators, datatypes, requests) are pointers in Open MPI and ints in
  * MPICH; each is kept in an intptr_t and passed where the function expects its own type, which
@@ -49,6 +50,9 @@ static struct {
     long spin_ns;                /* how long the caller waits for its peers, */
     double spin_ns_per_byte;     /* and for each byte it moves */
     int tag_base, tag_span;
+    const volatile unsigned char *live_streams;   /* a byte per handle number: 1 while a live stream */
+    size_t live_count;
+    uintptr_t first_handle, handle_stride;
     int ready;
 } anycuda_front;
 
@@ -69,7 +73,12 @@ typedef struct {
 } anycuda_small_op;
 
 static int anycuda_nccl_front_setup(void *busy, void *isend, void *irecv, void *test, intptr_t byte, size_t small_bytes,
-                             long spin_ns, double spin_ns_per_byte, int tag_base, int tag_span) {
+                             long spin_ns, double spin_ns_per_byte, int tag_base, int tag_span,
+                             void *live_streams, size_t live_count, uintptr_t first_handle, uintptr_t handle_stride) {
+    anycuda_front.live_streams = (const volatile unsigned char *)live_streams;
+    anycuda_front.live_count = live_count;
+    anycuda_front.first_handle = first_handle;
+    anycuda_front.handle_stride = handle_stride;
     anycuda_front.busy = (volatile long *)busy;
     anycuda_front.isend = (anycuda_mpi_isend)isend;
     anycuda_front.irecv = (anycuda_mpi_irecv)irecv;
@@ -378,10 +387,23 @@ static anycuda_small_op *anycuda_small_op_for(int kind, const void *send, void *
 
 static int anycuda_python_nccl_adopt(void *comm, void *stream, void *op);
 
+/* 1 for the NULL, legacy and per-thread streams and for a handle the driver's table marks as a
+ * live stream; 0 for any other (the Python's to check and refuse) */
+static int anycuda_stream_known_live(void *stream) {
+    uintptr_t h = (uintptr_t)stream;
+    if (h <= 2)                  /* 0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
+        return 1;
+    if (h < anycuda_front.first_handle || (h - anycuda_front.first_handle) % anycuda_front.handle_stride)
+        return 0;
+    uintptr_t index = (h - anycuda_front.first_handle) / anycuda_front.handle_stride;
+    return index < anycuda_front.live_count && anycuda_front.live_streams[index];
+}
+
 /* 1 when the front answered the call (its status in *status), 0 when the Python must */
 static int anycuda_front_try(int kind, const void *send, void *recv, size_t count, int dtype, int op, int root,
                              void *handle, void *stream, int *status) {
-    if (anycuda_group_depth || !anycuda_front.busy || __atomic_load_n(anycuda_front.busy, __ATOMIC_ACQUIRE))
+    if (anycuda_group_depth || !anycuda_front.busy || __atomic_load_n(anycuda_front.busy, __ATOMIC_ACQUIRE) ||
+        !anycuda_stream_known_live(stream))
         return 0;
     anycuda_small_op *o = anycuda_small_op_for(kind, send, recv, count, dtype, op, root, handle);
     if (!o)

@@ -5,7 +5,8 @@ C on the caller's thread while no stream has work queued: what it needs from her
   starts (this package never imports the shim).
 - When the first communicator whose ranks are processes is made: the addresses of MPI's
   Isend, Irecv and Test in the MPI library this process loaded (mpi4py's), MPI_BYTE's handle,
-  the address of runtime/stream.busy, and small.py's limits, given to the C once.
+  the address of runtime/stream.busy, the driver's table of live stream handles (the C answers
+  only on a stream it knows is live) and small.py's limits, given to the C once.
 - Each such communicator's `small.Shared` registered with the C while it exists.
 - `anycuda_python_nccl_adopt`: an operation the C started whose peers had not all come within
   SPIN_SECONDS (ANYCUDA_NCCL_SPIN seconds where set) and a nanosecond per byte it moves, queued
@@ -67,6 +68,7 @@ def spin_seconds() -> float:
 def _ready(MPI) -> bool:
     """Give the C what it needs, once; whether the front may answer calls."""
     if "ready" not in _front:
+        from ...driver import handles
         from ...runtime import profile, stream
         from . import mpi
         functions = _mpi_functions()
@@ -77,7 +79,8 @@ def _ready(MPI) -> bool:
             _front["lib"].anycuda_nccl_front_setup(
                 pointer(ctypes.addressof(stream.busy)), *(pointer(functions[name]) for name in _MPI_FUNCTIONS),
                 MPI._handleof(MPI.BYTE), small.SMALL_BYTES, int(spin_seconds() * 1e9), SPIN_SECONDS_PER_BYTE * 1e9,
-                small.TAG_BASE, small.TAG_SPAN)
+                small.TAG_BASE, small.TAG_SPAN, pointer(ctypes.addressof(handles.live_streams)),
+                len(handles.live_streams), handles.FIRST_HANDLE, handles.HANDLE_STRIDE)
         _front["ready"] = ok
     return _front["ready"]
 
