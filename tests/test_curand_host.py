@@ -294,7 +294,8 @@ def test_work_runs_in_order_with_other_stream_work():
 CALLS = [("curandGenerate", np.uint32, ()), ("curandGenerateUniform", np.float32, ()),
          ("curandGenerateUniformDouble", np.float64, ()), ("curandGenerateNormal", np.float32, (1.0, 2.0)),
          ("curandGenerateNormalDouble", np.float64, (1.0, 2.0)), ("curandGenerateLogNormal", np.float32, (0.0, 0.5)),
-         ("curandGenerateLogNormalDouble", np.float64, (0.0, 0.5)), ("curandGeneratePoisson", np.uint32, (3.5,))]
+         ("curandGenerateLogNormalDouble", np.float64, (0.0, 0.5)), ("curandGeneratePoisson", np.uint32, (3.5,)),
+         ("curandGenerateBinomial", np.uint32, (30, 0.25))]
 
 
 @pytest.mark.parametrize("rng_type", PSEUDO + QUASI32 + QUASI64)
@@ -320,3 +321,20 @@ def test_mtgp32_without_nvidias_parameter_sets_is_a_stand_in_that_still_continue
     assert np.array_equal(np.concatenate([bits(gen, 123), bits(gen, 60000 - 123)]), whole)
     assert abs(whole.astype(np.float64).mean() / 2**32 - 0.5) < 0.01
     assert not np.array_equal(whole, bits(new(RngType.PSEUDO_MTGP32, 6), 60000))
+
+
+def test_binomial_rules_and_edges():
+    gen = new(RngType.PSEUDO_PHILOX4_32_10, 3)
+    b = Buffer(100, np.uint32)
+    for p in (-0.1, 1.5, float("nan")):
+        assert status_of("curandGenerateBinomial", gen, b.ptr, 100, 10, p) == Status.OUT_OF_RANGE
+    assert status_of("curandGenerateBinomialMethod", gen, b.ptr, 100, 10, 0.5, 1) == Status.OUT_OF_RANGE
+    for trials, p, value in ((10, 0.0, 0), (10, 1.0, 10), (0, 0.5, 0)):
+        call("curandGenerateBinomial", gen, b.ptr, 100, trials, p)
+        assert (b.values() == value).all()
+    # the same draw from the same words: one word per result, its quantile
+    words = bits(new(RngType.PSEUDO_PHILOX4_32_10, 9), 1000)
+    call("curandGenerateBinomialMethod", new(RngType.PSEUDO_PHILOX4_32_10, 9), b.ptr, 100, 40, 0.3, 0)
+    u = words[:100] * 2.0 ** -32 + 2.0 ** -33
+    from scipy.stats import binom
+    assert np.array_equal(b.values(), binom.ppf(u, 40, 0.3).astype(np.uint32))

@@ -188,6 +188,34 @@ def test_mersenne_twister_calls_of_every_kind_match_nvidia(nvidia, kind, orderin
                 what, [m for m, _ in calls])
 
 
+@pytest.mark.parametrize("kind", [XORWOW, PHILOX, MTGP32, SOBOL32, SOBOL64])
+@pytest.mark.parametrize("lam", [3.0, 31.5, 100.0, 20000.0])
+def test_poisson_methods_are_nvidias(nvidia, kind, lam):
+    """curandGeneratePoissonMethod: the methods NVIDIA's library takes give curandGeneratePoisson's
+    results, the others OUT_OF_RANGE, here as there; lambdas on each side of the thresholds where
+    the generators change method (MTGP32 32 and 8000, Sobol32 10 and 8000, Sobol64 2000)."""
+    from anycuda.libraries.curand.status import CurandError
+    for method in range(15):
+        g = ctypes.c_void_p()
+        _check(nvidia.curandCreateGeneratorHost(ctypes.byref(g), kind), "create")
+        theirs = np.full(777, 0x5A, np.uint32)
+        status = nvidia.curandGeneratePoissonMethod(g, theirs.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(777),
+                                                    ctypes.c_double(lam), method)
+        nvidia.curandDestroyGenerator(g)
+        gen = generators.Generator(kind)
+        mem = ac.Memory(777 * 4)
+        try:
+            gen.generate_poisson(mem.ptr, 777, lam, method)
+            ac.synchronize()
+            ours_status = 0
+        except CurandError as e:
+            ours_status = e.status
+        assert ours_status == status, f"method {method}"
+        if status == 0:
+            ours = np.frombuffer((ctypes.c_char * (777 * 4)).from_address(mem.ptr), np.uint32)
+            assert_same([ours], [theirs], f"method {method}, lambda {lam}", ["poisson_huge" if lam >= 2000 else ""])
+
+
 @pytest.mark.parametrize("kind", [SOBOL32, SOBOL64])
 @pytest.mark.parametrize("dimensions", [1, 3])
 def test_sobol_matches_nvidia(nvidia, kind, dimensions):

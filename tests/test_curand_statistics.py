@@ -108,3 +108,23 @@ def test_poisson_mean_and_variance(rng_type, lam):
     k = generate(rng_type, "curandGeneratePoisson", np.uint32, lam).astype(np.float64)
     assert abs(k.mean() - lam) < Z * math.sqrt(lam / N)
     assert abs(k.var() / lam - 1) < Z * math.sqrt((2 + 1 / lam) / N)
+
+
+@pytest.mark.parametrize("rng_type", [RngType.PSEUDO_XORWOW, RngType.PSEUDO_MRG32K3A, RngType.PSEUDO_PHILOX4_32_10,
+                                      RngType.PSEUDO_MT19937, RngType.QUASI_SOBOL32])
+@pytest.mark.parametrize("trials,p", [(1, 0.5), (20, 0.3), (5000, 0.01)])
+def test_binomial_chi_square(rng_type, trials, p):
+    """curandGenerateBinomial against the binomial probabilities (bins of expected count >= 20,
+    the rest pooled into the tails): chi-square at about one failure in 10^5."""
+    k = generate(rng_type, "curandGenerateBinomial", np.uint32, trials, p)
+    assert k.max() <= trials
+    support = np.arange(trials + 1)
+    log_choose = np.array([math.lgamma(trials + 1) - math.lgamma(j + 1) - math.lgamma(trials - j + 1) for j in support])
+    pmf = np.exp(log_choose + support * math.log(p) + (trials - support) * math.log1p(-p))
+    keep = np.nonzero(pmf * N >= 20)[0]
+    lo, hi = keep[0], keep[-1]
+    expected = np.concatenate([[pmf[:lo + 1].sum()], pmf[lo + 1:hi], [pmf[hi:].sum()]]) * N
+    counts = np.bincount(np.clip(k, lo, hi) - lo, minlength=hi - lo + 1).astype(np.float64)
+    chi2 = np.sum((counts - expected) ** 2 / expected)
+    dof = len(expected) - 1
+    assert chi2 < dof + 6 * math.sqrt(2 * dof) + 10, (chi2, dof)

@@ -146,6 +146,24 @@ def poisson(u: np.ndarray, lam: float) -> np.ndarray:
     return (low + np.searchsorted(cdf, u, side="left")).astype(np.uint32)
 
 
+def binomial(u: np.ndarray, trials: int, p: float) -> np.ndarray:
+    """The Binomial(trials, p) quantile of uniforms u in (0, 1]: the smallest k with CDF(k) >= u,
+    over the k whose probability is not negligible (12 deviations and 20 either side)."""
+    if p <= 0.0 or trials == 0:
+        return np.zeros(u.shape, np.uint32)
+    if p >= 1.0:
+        return np.full(u.shape, trials, np.uint32)
+    mean, spread = trials * p, 12 * math.sqrt(trials * p * (1 - p)) + 20
+    low, high = max(0, int(mean - spread)), min(trials, int(mean + spread) + 1)
+    k = np.arange(low, high + 1, dtype=np.float64)
+    lgamma = np.frompyfunc(math.lgamma, 1, 1)
+    log_choose = (math.lgamma(trials + 1.0) - lgamma(k + 1.0).astype(np.float64)
+                  - lgamma(trials - k + 1.0).astype(np.float64))
+    cdf = np.cumsum(np.exp(log_choose + k * math.log(p) + (trials - k) * math.log1p(-p)))
+    cdf[-1] = 1.0                              # the tails beyond `spread` are below 1e-30
+    return (low + np.searchsorted(cdf, u, side="left")).astype(np.uint32)
+
+
 # ---- Poisson from pseudorandom words, as NVIDIA's library makes it --------------------------
 # Read from NVIDIA's host library (tests/test_curand_nvidia.py): below GAUSS_FROM its table
 # method (Marsaglia, Tsang and Wang's square histogram, built as below, over every k whose

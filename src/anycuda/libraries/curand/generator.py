@@ -54,7 +54,35 @@ INVERSE_CDF_NORMALS = {RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32}
 NO_OFFSET = {RngType.PSEUDO_MT19937, RngType.PSEUDO_MTGP32}
 
 POISSON_MAX = 400000
-MTGP32_TABLE_BELOW, MTGP32_QUANTILE_UP_TO = 32.0, 8000.0
+
+
+# How NVIDIA's host library draws Poisson(lambda), by generator (asked of it, thresholds bisected
+# to 1e-8, NOTES.md): the square-histogram table on one word, the quantile of one uniform, or a
+# rounded normal, changing with lambda at thresholds of each generator's own
+def _poisson_by_default(lam: float) -> str:
+    return "table" if lam < dist.GAUSS_FROM else "normals"
+
+
+def _poisson_by_mtgp32(lam: float) -> str:
+    return "table" if lam < 32 else "quantile" if lam <= 8000 else "normals"
+
+
+def _poisson_by_sobol32(lam: float) -> str:
+    return "table" if lam < 10 else "quantile" if lam <= 8000 else "normals"
+
+
+def _poisson_by_sobol64(lam: float) -> str:
+    return "quantile" if lam < dist.GAUSS_FROM else "normals"
+
+
+POISSON_METHODS = {RngType.PSEUDO_MTGP32: _poisson_by_mtgp32,
+                   RngType.QUASI_SOBOL32: _poisson_by_sobol32, RngType.QUASI_SCRAMBLED_SOBOL32: _poisson_by_sobol32,
+                   RngType.QUASI_SOBOL64: _poisson_by_sobol64, RngType.QUASI_SCRAMBLED_SOBOL64: _poisson_by_sobol64}
+
+# curandMethod_t values NVIDIA's curandGeneratePoissonMethod takes (CHOOSE_BEST, DEVICE_API,
+# 3RD), each giving curandGeneratePoisson's results; it refuses the others with OUT_OF_RANGE
+CHOOSE_BEST = 0
+SAME_METHOD = {CHOOSE_BEST, 9, 11}
 
 
 def _view(address: int, count: int, ctype) -> np.ndarray:
@@ -278,28 +306,48 @@ class Generator:
         z = self._normals(count, double=True)
         self._queue(address, count, ctypes.c_double, lambda: np.exp(mean + stddev * z()))
 
-    def generate_poisson(self, address: int, count: int, lam: float) -> None:
+    def generate_poisson(self, address: int, count: int, lam: float, method: int = CHOOSE_BEST) -> None:
+        """curandGeneratePoisson, and curandGeneratePoissonMethod, whose methods NVIDIA's library
+        takes only as names of its one way (the others are OUT_OF_RANGE there and here)."""
+        require(method in SAME_METHOD, Status.OUT_OF_RANGE, f"method {method}")
         require(0 < lam <= POISSON_MAX, Status.OUT_OF_RANGE, f"lambda {lam} (0 < lambda <= 400000)")
-        method = self._poisson_method(lam)
-        if method == "quantile":
+        method = POISSON_METHODS.get(self.rng_type, _poisson_by_default)(lam)
+        if method == "table":
+            compute = self._poisson_table(count, lam)
+        elif method == "quantile":
             uniforms = (self._uniforms(count, double=True) if self.quasi
                         else self._pseudo(count, 1, 1, dist.uniform_double_centred))
             compute = lambda: dist.poisson(uniforms(), lam)            # noqa: E731
-        elif method == "table":
-            bits = mrg32k3a.to_bits if self.rng_type == RngType.PSEUDO_MRG32K3A else (lambda w: w)
-            compute = self._pseudo(count, 1, 1, lambda w: dist.poisson_from_words(bits(w), lam))
+        elif self.quasi:
+            # the middle of the step of the point's top 32 bits, 64-bit points too (NVIDIA's
+            # library: point 0 of Sobol64 gives lambda - 6.3 sqrt(lambda), not - 8.3)
+            top = (lambda p: (p >> np.uint64(32)).astype(np.uint32)) if self.rng_type in QUASI64 else (lambda p: p)
+            uniforms = self._quasi_block(count, lambda p: dist.uniform_double_centred(top(p)))
+            compute = lambda: dist.poisson_from_normals(dist.inverse_normal(uniforms()), lam)     # noqa: E731
         else:
             compute = self._poisson_from_normals(count, lam)
         self._queue(address, count, ctypes.c_uint32, compute)
 
-    def _poisson_method(self, lam: float) -> str:
-        """How NVIDIA's host library draws Poisson(lam) for this generator (asked of it, NOTES.md):
-        the square-histogram table on one word, the quantile of one uniform, or a rounded normal."""
+    def _poisson_table(self, count: int, lam: float):
+        """The square-histogram table on one word (a 32-bit point) per result."""
         if self.quasi:
-            return "quantile"
-        if self.rng_type == RngType.PSEUDO_MTGP32:
-            return "table" if lam < MTGP32_TABLE_BELOW else "quantile" if lam <= MTGP32_QUANTILE_UP_TO else "normals"
-        return "table" if lam < dist.GAUSS_FROM else "normals"
+            return self._quasi_block(count, lambda points: dist.poisson_from_words(points, lam))
+        bits = mrg32k3a.to_bits if self.rng_type == RngType.PSEUDO_MRG32K3A else (lambda w: w)
+        return self._pseudo(count, 1, 1, lambda w: dist.poisson_from_words(bits(w), lam))
+
+    def generate_binomial(self, address: int, count: int, trials: int, p: float, method: int = CHOOSE_BEST) -> None:
+        """curandGenerateBinomial(Method): the Binomial(trials, p) quantile of one uniform per
+        result (a word of a pseudorandom generator at the middle of its step, a quasirandom
+        point). NVIDIA's library at hand has no binomial to compare with, so its sequence is
+        not claimed; the methods are taken as curandGeneratePoissonMethod takes them."""
+        require(method in SAME_METHOD, Status.OUT_OF_RANGE, f"method {method}")
+        require(0.0 <= p <= 1.0, Status.OUT_OF_RANGE, f"p {p} (0 <= p <= 1)")
+        if self.quasi:
+            uniforms = self._uniforms(count, double=True)
+        else:
+            bits = mrg32k3a.to_bits if self.rng_type == RngType.PSEUDO_MRG32K3A else (lambda w: w)
+            uniforms = self._pseudo(count, 1, 1, lambda w: dist.uniform_double_centred(bits(w)))
+        self._queue(address, count, ctypes.c_uint32, lambda: dist.binomial(uniforms(), trials, p))
 
     def _poisson_from_normals(self, count: int, lam: float):
         """Poisson for a large lambda from the generator's float normals: Philox's, MT19937's and
