@@ -1,6 +1,6 @@
 """anycuda's cuBLAS, the rest of NVIDIA's header: legacy routines whose result is not a status
-when the library cannot answer them (tests/programs/cublas_valued.c), syrkx and herkx, complex
-syr and syr2, the Ex level-1 family on every type combination cuBLAS lists, the grouped gemms.
+when the library cannot answer them (tests/programs/cublas_valued.c), syrkx and herkx, CsyrkEx
+and CherkEx, complex syr and syr2, the Ex level-1 family on every type combination cuBLAS lists, the grouped gemms.
 Called as the C library calls them (functions.table(), addresses as integers), against numpy on
 fresh random inputs, outputs poisoned first; one test per argument rule."""
 import ctypes
@@ -120,6 +120,63 @@ def test_rank_k_updates_from_two_matrices(handle, rng, letter, routine, trans, u
     np.testing.assert_allclose(result[mask], want[mask], rtol=TOL[letter], atol=TOL[letter])
     assert np.array_equal(result[~mask], C0[~mask])                     # the other triangle untouched
     assert np.all(got.reshape(n, ldc)[:, n:] == 7)
+
+
+C_32F, C_8I, R_32F = 4, 7, 0
+INT8_PAIR = np.dtype([("re", np.int8), ("im", np.int8)])
+
+
+@pytest.mark.parametrize("routine,trans", [(r, t) for r in ("CsyrkEx", "Csyrk3mEx") for t in (N, T)]
+                         + [(r, t) for r in ("CherkEx", "Cherk3mEx") for t in (N, C)])
+@pytest.mark.parametrize("a_type", [C_32F, C_8I])
+@pytest.mark.parametrize("uplo", [LOWER, UPPER])
+@pytest.mark.parametrize("wide", [False, True])
+def test_rank_k_ex_updates(handle, rng, routine, trans, a_type, uplo, wide):
+    """CsyrkEx/CherkEx (and the 3m forms): A complex float or complex 8-bit integers, C complex
+    float, against numpy in double; only C's `uplo` triangle written."""
+    n, k = 11, 6
+    hermitian = "herk" in routine
+    shape = (n, k) if trans == N else (k, n)
+    if a_type == C_8I:
+        re, im = rng.integers(-128, 128, shape), rng.integers(-128, 128, shape)
+        A = re + 1j * im
+        packed = np.empty(shape, INT8_PAIR)
+        packed["re"], packed["im"] = re, im
+        lda = shape[0] + 3
+        held = np.zeros((shape[1], lda), INT8_PAIR)
+        held["re"], held["im"] = 99, 99                       # padding the routine must skip
+        held[:, :shape[0]] = packed.T
+        dA = device(held.reshape(-1))
+    else:
+        A = random(rng, shape, "C")
+        lda = shape[0] + 3
+        dA = device(stored(A, lda))
+    C0 = random(rng, (n, n), "C")
+    ldc = n + 2
+    dC = device(stored(C0, ldc, poison=7))
+    alpha, beta = (0.75, -1.5) if hermitian else (0.5 - 1j, 2.0 + 0.5j)
+    scale = np.float32 if hermitian else np.complex64
+    call(f"cublas{routine}" + ("_64" if wide else ""), handle, uplo, trans, n, k, scalar(alpha, scale), dA, a_type, lda,
+         scalar(beta, scale), dC, C_32F, ldc)
+    got = read(dC, ldc * n, np.complex64)
+    a = op(A.astype(np.complex128), trans)
+    want = alpha * (a @ (a.conj().T if hermitian else a.T)) + beta * C0
+    if hermitian:
+        np.fill_diagonal(want, want.diagonal().real)
+    mask, result = triangle(n, uplo), unstored(got, n, n, ldc)
+    scale_of = np.abs(want).max()
+    np.testing.assert_allclose(result[mask], want[mask], rtol=1e-5, atol=1e-5 * scale_of)
+    assert np.array_equal(result[~mask], C0[~mask])
+    assert np.all(got.reshape(n, ldc)[:, n:] == 7)
+
+
+@pytest.mark.parametrize("routine,a_type,c_type,trans,status", [
+    ("CsyrkEx", R_32F, C_32F, N, Status.NOT_SUPPORTED), ("CherkEx", C_8I, R_32F, N, Status.NOT_SUPPORTED),
+    ("CsyrkEx", C_32F, C_32F, C, Status.INVALID_VALUE), ("CherkEx", C_32F, C_32F, T, Status.INVALID_VALUE)])
+def test_rank_k_ex_refusals(handle, routine, a_type, c_type, trans, status):
+    d = device(np.zeros(64, np.complex64))
+    one = scalar(1, np.float32 if "herk" in routine else np.complex64)
+    assert status_of(f"cublas{routine}", handle, LOWER, trans, 2, 2, one, d, a_type, 2, one, d, c_type, 2) == status
 
 
 def test_rank_kx_with_zero_beta_leaves_c_unread(handle, rng):

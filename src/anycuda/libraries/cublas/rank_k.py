@@ -1,8 +1,10 @@
 """cuBLAS's rank updates CBLAS lacks: syrkx and herkx (a rank-k update from two different
 matrices, C = alpha op(A) op(B)^T + beta C, or ^H for herkx), and complex symmetric (not
-Hermitian) syr and syr2. Each updates only the `uplo` triangle of C (or A), on numpy views of
-the column-major data; the other triangle is not touched. A zero beta leaves C unread (it may
-hold NaN), as in BLAS; herkx, like herk, makes the diagonal of C real."""
+Hermitian) syr and syr2; and cublasCsyrkEx/CherkEx (and their 3m forms, the same results here),
+whose A may also be complex 8-bit integers, widened to complex64 when the work runs. Each updates
+only the `uplo` triangle of C (or A), on numpy views of the column-major data; the other triangle
+is not touched. A zero beta leaves C unread (it may hold NaN), as in BLAS; herkx, like herk,
+makes the diagonal of C real."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +12,7 @@ import numpy as np
 from .. import blas
 from . import matrices as mx
 from .calls import DTYPES, queue
-from .status import require
+from .status import CublasError, Status, require
 
 _REAL = {"s": "s", "d": "d", "c": "s", "z": "d"}
 
@@ -92,6 +94,47 @@ def make_complex_syr(two: bool):
             queue(hid, work, (alpha,), dtype)
         return call
     return make
+
+
+# cudaDataType codes of the Ex rank-k updates' operands: A complex float or complex 8-bit
+# integers (two int8 each), C complex float (cuBLAS's table for CsyrkEx and CherkEx)
+C_32F, C_8I = 4, 7
+_STORED = {C_32F: np.dtype(np.complex64), C_8I: np.dtype([("re", np.int8), ("im", np.int8)])}
+
+
+def _widened(stored: np.ndarray) -> np.ndarray:
+    if stored.dtype.names:
+        return stored["re"].astype(np.float32) + np.complex64(1j) * stored["im"].astype(np.float32)
+    return stored.astype(np.complex64)
+
+
+def make_rank_k_ex(hermitian: bool):
+    """CsyrkEx (alpha, beta complex; N or T) or CherkEx (alpha, beta real; N or C)."""
+    operations = (mx.OP_N, mx.OP_C) if hermitian else (mx.OP_N, mx.OP_T)
+
+    def call(hid, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc):
+        if Atype not in _STORED or Ctype != C_32F:
+            raise CublasError(Status.NOT_SUPPORTED, f"{'herk' if hermitian else 'syrk'}Ex with A type {Atype}, "
+                                                    f"C type {Ctype}")
+        lower = mx.fill(uplo) == blas.LOWER
+        require(trans in operations, f"operation {trans}")
+        mx.sizes(n=n, k=k)
+        mx.leading(lda, mx.stored_rows(trans, n, k), "lda")
+        mx.leading(ldc, n, "ldc")
+        if n == 0:
+            return
+
+        def work(a, b):
+            rows, cols = (n, k) if trans == mx.OP_N else (k, n)
+            stored = _widened(mx.view(A, rows, cols, lda, _STORED[Atype]))
+            left = stored if trans == mx.OP_N else (stored.conj().T if trans == mx.OP_C else stored.T)
+            product = a * (left @ (left.conj().T if hermitian else left.T))
+            update_triangle(C, n, ldc, np.complex64, lower, product, b, hermitian)
+        queue(hid, work, (alpha, beta), np.float32 if hermitian else np.complex64)
+    return call
+
+
+syrk_ex, herk_ex = make_rank_k_ex(False), make_rank_k_ex(True)
 
 
 FAMILIES = {"syrkx": make_rank_kx(False), "herkx": make_rank_kx(True), "complexSyr": make_complex_syr(False),

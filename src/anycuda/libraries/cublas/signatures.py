@@ -106,6 +106,8 @@ SINGLES = {
     "cublasSgemmEx": "heeiiippeipeippei",
     "cublasCgemmEx": "heeiiippeipeippei",
     "cublasCgemm3mEx": "heeiiippeipeippei",
+    "cublasCsyrkEx": "heeiippeippei", "cublasCsyrk3mEx": "heeiippeippei",
+    "cublasCherkEx": "heeiippeippei", "cublasCherk3mEx": "heeiippeippei",
     "cublasHgemm": "heeiiippipippi",
     "cublasHgemmBatched": "heeiiippipippii",
     "cublasHgemmStridedBatched": "heeiiippiLpiLppiLi",
