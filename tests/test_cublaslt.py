@@ -230,6 +230,13 @@ def test_heuristic_answers_what_matmul_runs(lt):
     call("cublasLtMatmulAlgoGetHeuristic", lt, desc, la, la, la, la, pref, 4, results.ctypes.data, count.ctypes.data)
     assert count[0] == 1
     assert np.frombuffer(results.tobytes()[72:76], np.int32)[0] == 0            # state: success
+    again, count[0] = np.zeros_like(results), 0                       # the ForStream forms answer alike
+    call("cublasLtMatmulAlgoGetHeuristicForStream", lt, desc, la, la, la, la, pref, 4, again.ctypes.data,
+         count.ctypes.data, 0)
+    assert count[0] == 1 and np.array_equal(again, results)
+    checked = np.zeros_like(results)
+    call("cublasLtMatmulAlgoCheckForStream", lt, desc, la, la, la, la, results.ctypes.data, checked.ctypes.data, 0)
+    assert np.frombuffer(checked.tobytes()[72:76], np.int32)[0] == 0
     bad = layout(R_64F, 8, 8, 8)                    # f64 D for bf16 inputs: no such combination
     count[0] = 7
     with pytest.raises(CublasError) as e:

@@ -59,6 +59,16 @@ def check(handle, desc, A, B, C, D, algo, result) -> None:
     _write_result(result)
 
 
+def heuristic_for_stream(handle, desc, A, B, C, D, preference, requested, results, count, stream) -> None:
+    """cublasLtMatmulAlgoGetHeuristicForStream: the stream only limits what a GPU's context
+    could run there; every stream runs the one algorithm here."""
+    heuristic(handle, desc, A, B, C, D, preference, requested, results, count)
+
+
+def check_for_stream(handle, desc, A, B, C, D, algo, result, stream) -> None:
+    check(handle, desc, A, B, C, D, algo, result)
+
+
 def capability(algo, attribute, buf, size, written) -> None:
     """CUBLASLT_ALGO_CAP_*: what algorithm 0 can do (every attribute an integer: 0 for the
     tiling and scheduling ones, which have no meaning on a CPU)."""

@@ -76,6 +76,8 @@ _TABLE = {
     "cublasLtMatmulAlgoGetIds": algorithms.get_ids,
     "cublasLtMatmulAlgoInit": algorithms.init,
     "cublasLtMatmulAlgoCheck": algorithms.check,
+    "cublasLtMatmulAlgoGetHeuristicForStream": algorithms.heuristic_for_stream,
+    "cublasLtMatmulAlgoCheckForStream": algorithms.check_for_stream,
     "cublasLtMatmulAlgoCapGetAttribute": algorithms.capability,
     "cublasLtMatmulAlgoConfigSetAttribute": algorithms.set_config,
     "cublasLtMatmulAlgoConfigGetAttribute": algorithms.get_config,

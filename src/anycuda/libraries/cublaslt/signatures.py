@@ -16,6 +16,8 @@ FUNCTIONS = {
     "cublasLtMatmulAlgoGetIds": "heeeeeeepp",
     "cublasLtMatmulAlgoInit": "heeeeeeep",
     "cublasLtMatmulAlgoCheck": "hppppppp",
+    "cublasLtMatmulAlgoGetHeuristicForStream": "hppppppeppp",
+    "cublasLtMatmulAlgoCheckForStream": "hpppppppp",
     "cublasLtMatmulAlgoCapGetAttribute": "pepzp",
     "cublasLtMatmulAlgoConfigSetAttribute": "pepz",
     "cublasLtMatmulAlgoConfigGetAttribute": "pepzp",
