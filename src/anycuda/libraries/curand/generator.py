@@ -11,7 +11,8 @@ Positions. XORWOW, MRG32k3a and Philox keep every thread's place in its own subs
 the thread the next call starts at (generators/threads.py): a call's results are units (a word,
 a Box-Muller pair, an XORWOW double; a Philox block of four results or two blocks of four
 doubles) handed to the threads in turn. MT19937 and MTGP32 read one flat stream of words
-(mt19937.py, layout.py) and take no offset. A quasirandom generator's position counts points: n results in d dimensions take n/d.
+(mt19937.py, layout.py) and take no offset. A quasirandom generator's position counts points:
+n results in d dimensions take n/d.
 
 The reference is NVIDIA's own libcurand, whose host generators (curandCreateGeneratorHost) run
 on any CPU and, as its documentation says, work identically to its device generators; where
@@ -266,7 +267,7 @@ class Generator:
 
     def _normals(self, count: int, double: bool):
         """Standard normals: Box-Muller pairs for most pseudorandom generators, the inverse CDF
-        of the uniform for quasirandom ones and MT19937."""
+        of the uniform for quasirandom ones, MT19937 and MTGP32."""
         if self.rng_type in INVERSE_CDF_NORMALS:
             uniforms = self._pseudo(count, 1, 1, dist.uniform_double_centred)
             dtype = np.float64 if double else np.float32
@@ -311,10 +312,10 @@ class Generator:
         takes only as names of its one way (the others are OUT_OF_RANGE there and here)."""
         require(method in SAME_METHOD, Status.OUT_OF_RANGE, f"method {method}")
         require(0 < lam <= POISSON_MAX, Status.OUT_OF_RANGE, f"lambda {lam} (0 < lambda <= 400000)")
-        method = POISSON_METHODS.get(self.rng_type, _poisson_by_default)(lam)
-        if method == "table":
+        way = POISSON_METHODS.get(self.rng_type, _poisson_by_default)(lam)
+        if way == "table":
             compute = self._poisson_table(count, lam)
-        elif method == "quantile":
+        elif way == "quantile":
             uniforms = (self._uniforms(count, double=True) if self.quasi
                         else self._pseudo(count, 1, 1, dist.uniform_double_centred))
             compute = lambda: dist.poisson(uniforms(), lam)            # noqa: E731

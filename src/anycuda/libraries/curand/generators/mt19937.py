@@ -10,8 +10,9 @@ library") and checked against it (tests/test_curand_nvidia.py):
 - memory holds rows of 65536 results, one from every lane: position p is row p // 65536 of
   lane p mod 8 of generator (p mod 65536) // 8.
 
-Every distribution reads this flat stream as XORWOW's do in one thread (a float or double uniform
-from one word, Box-Muller from two neighbours). A call continues where the last one ended.
+Every distribution reads this flat stream a word per result (uniforms; normals by the inverse
+CDF of a uniform, generator.py). A call continues where the last one ended; a generator's start
+costs a jump, so a call within the first row starts only the generators it reaches.
 """
 from __future__ import annotations
 
