@@ -180,7 +180,7 @@ def test_cublas_program_gives_numpys_answers(program, tmp_path, rng):
     for name in ("lda_too_small", "negative_m", "bad_operation", "bad_pointer_mode"):     # 12.
         assert said[name] == "7", name
     assert said["unsupported_types"] == "15" and said["not_implemented"] == "15"
-    assert "cublasCherkEx is not implemented" in stderr
+    assert "cublasUint8gemmBias is not implemented" in stderr
     assert said["status_name"] == "CUBLAS_STATUS_INVALID_VALUE"
 
     assert said["same_stream"] == "1"                        # 13. ordered after the kernel

@@ -174,8 +174,9 @@ int main(int argc, char **argv) {
         printf("unsupported_types %d\n", (int)cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, CUDA_R_64F, m, A,
                                                           CUDA_R_64F, k, &one, A, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
                                                           CUBLAS_GEMM_DEFAULT));
-        printf("not_implemented %d\n", (int)cublasCherkEx(h, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, 2, 2, &one, A,
-                                                         CUDA_C_32F, m, &one, A, CUDA_C_32F, m));
+        printf("not_implemented %d\n", (int)cublasUint8gemmBias(h, CUBLAS_OP_N, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2,
+                                                               (const unsigned char *)A, 0, m, (const unsigned char *)A,
+                                                               0, k, (unsigned char *)A, 0, m, 1, 0));
         printf("status_name %s\n", cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE));
     }
     {   // 13. a kernel and a product on one stream: the product sees the kernel's writes
