@@ -1,9 +1,11 @@
 """cuRAND's device API (curand_kernel.h compiled by nvcc into the program's PTX) runs under
 anycuda, and what it computes for each thread's subsequence (NVIDIA's skip-ahead tables) equals
-what anycuda's own cuRAND computes with its jump-ahead matrices (curand/device.py): two independent derivations of
-the same sequences, XORWOW and Philox, and the first Box-Muller normal. MTGP32's device API
-(curandMakeMTGP32KernelState and NVIDIA's parameter sets compiled into the program, curand() on
-a state shared by a block's threads) against anycuda's own MTGP32 (generators/mtgp32.py)."""
+what anycuda's own cuRAND computes with its jump-ahead matrices (curand/device.py): two
+independent derivations of the same sequences, for XORWOW and Philox (and the first Box-Muller
+normal), MRG32k3a (the skip-ahead tables of curand_precalc.h) and Sobol32 (from the library's
+direction vectors). MTGP32's device API (curandMakeMTGP32KernelState and NVIDIA's parameter sets
+compiled into the program, curand() on a state shared by a block's threads) against anycuda's own
+MTGP32 (generators/mtgp32.py)."""
 import math
 import shutil
 import subprocess
@@ -127,3 +129,36 @@ def test_mtgp32_device_api_equals_anycudas(mtgp32_program, rng, threads):
         state = np.array(mtgp32.init_state(sets[b], folded + b + 1), np.uint32)
         expected, _ = mtgp32.block_words(sets[b], sets[0]["mask"], state, 3 * threads)
         assert drawn == list(expected), f"block {b}"
+
+
+@pytest.fixture(scope="module")
+def more_program(program):
+    folder = program.parent
+    exe = folder / "curand_device_more"
+    shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / "curand_device_more.cu"),
+                        f"-I{folder / 'include'}", f"-L{shim}", "-l:libcurand.so.10"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def test_mrg32k3a_and_sobol_device_apis_equal_anycudas(more_program, rng):
+    """MRG32k3a's curand_init (its skip-ahead tables) per thread's subsequence and offset, and
+    Sobol32's curand_init from anycuda's direction vectors at an offset, against anycuda's own
+    sequences of the same states."""
+    from anycuda.libraries.curand.generators import sobol
+    seed, offset = int(rng.integers(1, 2**63)), int(rng.integers(0, 5000))
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(more_program), str(seed), str(offset)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [line.split() for line in r.stdout.strip().split("\n")]
+    mrg = [line for line in lines if line[0] == "mrg"]
+    quasi = [line for line in lines if line[0] == "sobol"]
+    assert len(mrg) == 64 and len(quasi) == 4
+    for _, t, *words in mrg:
+        want = device.sequence(RngType.PSEUDO_MRG32K3A, seed, int(t), offset, 4)
+        assert [int(w) for w in words] == list(want), f"MRG32k3a, thread {t}"
+    for _, d, *words in quasi:
+        assert [int(w) for w in words] == list(sobol.device_sequence(int(d), offset, 8)), f"Sobol32, dimension {d}"
