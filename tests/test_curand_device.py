@@ -40,6 +40,29 @@ pytestmark = [pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA tool
               pytest.mark.skipif(INCLUDE is None, reason="needs NVIDIA's cuRAND headers (pip install nvidia-curand)")]
 
 
+def _build(folder, name: str, with_libcurand: bool = False):
+    """Compile tests/programs/<name>.cu against the cuRAND headers linked into `folder/include`
+    (and against anycuda's libcurand where the program calls the host library)."""
+    exe = folder / name
+    link = []
+    if with_libcurand:
+        shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        link = [f"-L{shim}", "-l:libcurand.so.10"]
+    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / f"{name}.cu"), f"-I{folder / 'include'}"] + link,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def _run(exe, *args) -> list:
+    """The lines a program prints under `anycuda run`; it must succeed."""
+    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(exe), *map(str, args)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.strip().split("\n")
+
+
 @pytest.fixture(scope="module")
 def program(tmp_path_factory):
     folder = tmp_path_factory.mktemp("curand-device")
@@ -47,19 +70,12 @@ def program(tmp_path_factory):
     headers.mkdir()
     for header in INCLUDE.glob("curand*.h"):      # only cuRAND's: the folder's others are another toolkit's
         (headers / header.name).symlink_to(header)
-    exe = folder / "curand_device"
-    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / "curand_device.cu"), f"-I{headers}"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return exe
+    return _build(folder, "curand_device")
 
 
 def test_device_api_sequences_equal_anycudas(program, rng):
     seed, offset = int(rng.integers(1, 2**63)), int(rng.integers(0, 50))
-    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(program), str(seed), str(offset)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    lines = r.stdout.split("\n")[:96]
+    lines = _run(program, seed, offset)[:96]
     for line in lines:
         fields = line.split()
         t = int(fields[0])
@@ -73,24 +89,14 @@ def test_device_api_sequences_equal_anycudas(program, rng):
 
 @pytest.fixture(scope="module")
 def discrete_program(program):
-    folder = program.parent
-    exe = folder / "curand_discrete"
-    shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / "curand_discrete.cu"), f"-I{folder / 'include'}",
-                        f"-L{shim}", "-l:libcurand.so.10"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return exe
+    return _build(program.parent, "curand_discrete", with_libcurand=True)
 
 
 def test_kernels_draw_from_poisson_distribution_objects(discrete_program, rng):
     """curandCreatePoissonDistribution's object is what curand_kernel.h reads: the square-histogram
     table (lambda 10, 1000: one word per draw) or mean and deviation (5000: a double normal pair)."""
     seed = int(rng.integers(1, 2**63))
-    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(discrete_program), str(seed)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    lines = r.stdout.strip().split("\n")
+    lines = _run(discrete_program, seed)
     assert lines[-1] == "destroy twice: 101"                   # CURAND_STATUS_NOT_INITIALIZED
     for line in lines[:64]:
         t, *draws = [int(v) for v in line.split()]
@@ -104,11 +110,7 @@ def test_kernels_draw_from_poisson_distribution_objects(discrete_program, rng):
 
 @pytest.fixture(scope="module")
 def mtgp32_program(program):
-    exe = program.parent / "curand_device_mtgp32"
-    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / "curand_device_mtgp32.cu"),
-                        f"-I{program.parent / 'include'}"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return exe
+    return _build(program.parent, "curand_device_mtgp32")
 
 
 @pytest.mark.parametrize("threads", [256, 96])
@@ -118,11 +120,8 @@ def test_mtgp32_device_api_equals_anycudas(mtgp32_program, rng, threads):
     sets = mtgp32.parameter_sets()
     assert sets is not None, "NVIDIA's curand_mtgp32dc_p_11213.h is beside the curand_kernel.h this test compiles with"
     seed = int(rng.integers(1, 2**63))
-    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(mtgp32_program), str(seed), str(threads)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+    lines = _run(mtgp32_program, seed, threads)
     folded = (seed ^ (seed >> 32)) & 0xFFFFFFFF
-    lines = r.stdout.strip().split("\n")
     assert len(lines) == 3
     for line in lines:
         b, *drawn = [int(v) for v in line.split()]
@@ -133,15 +132,7 @@ def test_mtgp32_device_api_equals_anycudas(mtgp32_program, rng, threads):
 
 @pytest.fixture(scope="module")
 def more_program(program):
-    folder = program.parent
-    exe = folder / "curand_device_more"
-    shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    r = subprocess.run([NVCC, "-o", str(exe), str(HERE / "programs" / "curand_device_more.cu"),
-                        f"-I{folder / 'include'}", f"-L{shim}", "-l:libcurand.so.10"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return exe
+    return _build(program.parent, "curand_device_more", with_libcurand=True)
 
 
 def test_mrg32k3a_and_sobol_device_apis_equal_anycudas(more_program, rng):
@@ -150,10 +141,7 @@ def test_mrg32k3a_and_sobol_device_apis_equal_anycudas(more_program, rng):
     sequences of the same states."""
     from anycuda.libraries.curand.generators import sobol
     seed, offset = int(rng.integers(1, 2**63)), int(rng.integers(0, 5000))
-    r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", str(more_program), str(seed), str(offset)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    lines = [line.split() for line in r.stdout.strip().split("\n")]
+    lines = [line.split() for line in _run(more_program, seed, offset)]
     mrg = [line for line in lines if line[0] == "mrg"]
     quasi = [line for line in lines if line[0] == "sobol"]
     assert len(mrg) == 64 and len(quasi) == 4

@@ -134,16 +134,27 @@ def inverse_normal(u: np.ndarray) -> np.ndarray:
     return np.where(upper, -z, z)
 
 
+_lgamma = np.frompyfunc(math.lgamma, 1, 1)
+
+
+def _log_factorial(k: np.ndarray) -> np.ndarray:
+    return _lgamma(k + 1.0).astype(np.float64)
+
+
+def _quantile(u: np.ndarray, low: int, logp: np.ndarray) -> np.ndarray:
+    """The smallest k >= low with CDF(k) >= u, given log P(k) for k = low, low + 1, ...: the
+    probabilities past the table's ends are below 1e-30, so its last entry counts as 1."""
+    cdf = np.cumsum(np.exp(logp))
+    cdf[-1] = 1.0
+    return (low + np.searchsorted(cdf, u, side="left")).astype(np.uint32)
+
+
 def poisson(u: np.ndarray, lam: float) -> np.ndarray:
     """The Poisson(lam) quantile of uniforms u in (0, 1]: the smallest k with CDF(k) >= u."""
     spread = 12 * math.sqrt(lam) + 20
     low, high = max(0, int(lam - spread)), int(lam + spread) + 1
     k = np.arange(low, high + 1)
-    lgamma = np.frompyfunc(math.lgamma, 1, 1)
-    logp = k * math.log(lam) - lam - lgamma(k + 1.0).astype(np.float64)
-    cdf = np.cumsum(np.exp(logp))
-    cdf[-1] = 1.0                              # the tail beyond `spread` is below 1e-30
-    return (low + np.searchsorted(cdf, u, side="left")).astype(np.uint32)
+    return _quantile(u, low, k * math.log(lam) - lam - _log_factorial(k))
 
 
 def binomial(u: np.ndarray, trials: int, p: float) -> np.ndarray:
@@ -156,12 +167,8 @@ def binomial(u: np.ndarray, trials: int, p: float) -> np.ndarray:
     mean, spread = trials * p, 12 * math.sqrt(trials * p * (1 - p)) + 20
     low, high = max(0, int(mean - spread)), min(trials, int(mean + spread) + 1)
     k = np.arange(low, high + 1, dtype=np.float64)
-    lgamma = np.frompyfunc(math.lgamma, 1, 1)
-    log_choose = (math.lgamma(trials + 1.0) - lgamma(k + 1.0).astype(np.float64)
-                  - lgamma(trials - k + 1.0).astype(np.float64))
-    cdf = np.cumsum(np.exp(log_choose + k * math.log(p) + (trials - k) * math.log1p(-p)))
-    cdf[-1] = 1.0                              # the tails beyond `spread` are below 1e-30
-    return (low + np.searchsorted(cdf, u, side="left")).astype(np.uint32)
+    log_choose = math.lgamma(trials + 1.0) - _log_factorial(k) - _log_factorial(trials - k)
+    return _quantile(u, low, log_choose + k * math.log(p) + (trials - k) * math.log1p(-p))
 
 
 # ---- Poisson from pseudorandom words, as NVIDIA's library makes it --------------------------

@@ -268,12 +268,10 @@ class Generator:
     def _normals(self, count: int, double: bool):
         """Standard normals: Box-Muller pairs for most pseudorandom generators, the inverse CDF
         of the uniform for quasirandom ones, MT19937 and MTGP32."""
-        if self.rng_type in INVERSE_CDF_NORMALS:
-            uniforms = self._pseudo(count, 1, 1, dist.uniform_double_centred)
-            dtype = np.float64 if double else np.float32
-            return lambda: dist.inverse_normal(uniforms()).astype(dtype)
-        if self.quasi:
-            if double and self.rng_type not in QUASI64:
+        if self.rng_type in INVERSE_CDF_NORMALS or self.quasi:
+            if self.rng_type in INVERSE_CDF_NORMALS:
+                uniforms = self._pseudo(count, 1, 1, dist.uniform_double_centred)
+            elif double and self.rng_type not in QUASI64:
                 # the inverse CDF of a 32-bit point takes the middle of its 2^-32 step, as
                 # NVIDIA's library does (its double uniforms take the step's top)
                 uniforms = self._quasi_block(count, dist.uniform_double_centred)
