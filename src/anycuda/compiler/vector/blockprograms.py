@@ -22,7 +22,8 @@ barrier to barrier, each stretch a loop over the block's warps in which a regist
 permutation of a warp's lanes. A branch every lane of a warp takes alike (`uniform`) skips
 what it jumps over for the whole warp; a loop within a stretch runs over the lanes while
 some lane goes round (blockloops.py), a loop around barriers as a loop of stretches
-(blockstretches.py; nvcc unrolls short loops, unrolling.py the ones the block shape fixes).
+(blockstretches.py; nvcc unrolls short loops, unrolling.py the ones the block shape fixes),
+and so does a grid-stride loop, whose turns run a round of every warp (blockstretches.py).
 
 Loads and stores: a register is also tracked as `base + stride * lane` where it is one (a
 scalar base and a constant stride: the thread index, times and plus constants and uniform
@@ -153,6 +154,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self._applied = set()          # those whose parts run behind their tests now
         self._skip_at = {}             # each of those (a label, or a label and a number) -> its position
         self._again = None             # the slot of a loop around barriers: some warp goes round
+        self._turn_after = {}          # the position after a loop in turns -> how the mask there is kept
+        self._turn_outs = {}           # a loop in turns' head -> {register: how its exit value is kept}
         threads = block[0] * block[1] * block[2]
         lanes = lane_width(block)
         if lanes is None:
@@ -248,7 +251,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
                 pos = self.loops[pos] + 1 if is_empty(self.here) else self._loop(pos, self.loops[pos])
                 continue
             end = self.spans.get(pos)
-            if end is not None and self.here is not None and not is_empty(self.here):
+            if end is not None and end <= hi and self.here is not None and not is_empty(self.here):
                 self._only_if_some_lane(pos + 1, end)
                 pos = end
             else:
@@ -350,7 +353,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
     def _step(self, pos, st):
         b = self.b
         if isinstance(st, pir.Label):
-            self.here = self._joined(st.name, self.reach.pop(st.name, self._none()))
+            if not self.turn_label(pos, st.name):
+                self.here = self._joined(st.name, self.reach.pop(st.name, self._none()))
             return
         if not isinstance(st, pir.Instruction) or is_empty(self.here):
             return                    # (no lane comes here after an unconditional branch)

@@ -23,6 +23,11 @@ Two kinds of branch lead from stretch to stretch:
   ways in: registers the loop writes are kept in their arrays (no constant), with the shapes
   they have at the back branch as well (else LoopShapeLost, made again without), and the
   back branch stores its state in that form (_keep_as).
+
+A grid-stride loop within a stretch runs *in turns* (blockloops.turned_loops): it is made as
+a loop around barriers whose one stretch is its body, so that each turn runs one round of
+every warp and the block's warps read a row of the grid together; its lanes may part, which
+a loop around a barrier's may not (see "loops in turns" below).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from ..analysis.dataflow import defs_uses
 from ..irutil import for_range, i32
 from ..types import I1, I8, I32
 from . import idlewarps
-from .blockloops import LoopShapeLost, loop_regions
+from .blockloops import LoopShapeLost, loop_regions, turned_loops
 from .blockops import Affine, is_empty
 from .warpruns import NotVectorisable
 
@@ -50,10 +55,14 @@ class StretchParts:
         body, b = self.pfn.body, self.b
         cuts = [pos + 1 for pos, st in enumerate(body) if isinstance(st, pir.Instruction) and st.opcode in _BARRIERS]
         self.loops, self.barrier_loops = loop_regions(body, self.labels, cuts)
-        self.barrier_backs = {back: head for head, back in self.barrier_loops.items()}
         # a block passes several barriers: a loop around one, or three of them
         # (BlockMemory._prefetch_next_blocks)
         self.long_blocks = bool(self.barrier_loops) or len(cuts) >= LONG_BLOCK_BARRIERS
+        # grid-stride loops in turns: made as loops around barriers, a round of every warp a turn
+        self.turned = turned_loops(self.pfn, self.labels, self.loops, self.barrier_loops)
+        for head in self.turned:
+            self.barrier_loops[head] = self.loops.pop(head)
+        self.barrier_backs = {back: head for head, back in self.barrier_loops.items()}
         for head, back in self.barrier_loops.items():
             cuts += [head, back + 1]
         bounds = sorted(set([0, len(body)] + cuts))
@@ -78,6 +87,8 @@ class StretchParts:
                 self._spans_loaded = {}
                 if kept is not None:
                     self._resume(kept)
+                if lo in self._turn_after:        # (past a loop in turns: the lanes that came to it)
+                    self.here = self._load_kept(self._turn_after[lo])
                 self._run_stretch(lo, hi)
                 self.flush_stores()
                 if closing is not None:           # (before a loop starting here adds its choice)
@@ -87,7 +98,11 @@ class StretchParts:
                     if hi in self.barrier_loops:
                         written = self._written_in(hi, self.barrier_loops[hi])
                         self._skipping[self._leaving(hi)] = ir.Constant(I1, 0)
-                    kept_next = self._keep(self._live_across(hi), written)
+                    if hi in self.turned:
+                        self._enter_turns(hi, written)
+                    kept_next = self._keep(self._live_across(hi), written, turned=hi in self.turned)
+                    if closing in self.turned:
+                        self._exit_values(kept_next, closing)
             if busy is not None:
                 self._set_busy(busy, kept_next)
             if closing is not None:
@@ -237,17 +252,70 @@ class StretchParts:
         """The back branch of a loop around barriers, in this warp: its lanes go round (every
         lane here alike: the branch's predicate is uniform), or the warp leaves the loop and
         waits past it while other warps go round, as threads that leave do on a GPU (a
-        barrier counts the threads that have not left; CUDA leaves it undefined)."""
-        if st.guard is None or st.guard.reg.name not in self.uniform:
+        barrier counts the threads that have not left; CUDA leaves it undefined). In a loop
+        in turns the lanes may part: those that go round are its mask in the next turn."""
+        head = self.barrier_backs[pos]
+        if head not in self.turned and (st.guard is None or st.guard.reg.name not in self.uniform):
             raise NotVectorisable("a loop around a barrier whose lanes may part")
         b = self.b
         p = self.read(st.guard.reg, "pred")
         if st.guard.negated:
             p = b.not_(p)
         here = self._all_lanes() if self.here is None else self.here
-        go = self._some_lane(b.and_(p, here))
+        going = b.and_(p, here)
+        if head in self.turned:
+            self._catch_exit_values(head, b.and_(here, b.not_(p)))
+            self.here, self.frame = going, None
+        go = self._some_lane(going)
         b.store(b.or_(b.load(self._again), go), self._again)
-        self._skipping[self._leaving(self.barrier_backs[pos])] = b.not_(go)
+        self._skipping[self._leaving(head)] = b.not_(go)
+
+    # -------------------------------------------------------------- loops in turns
+    # A grid-stride loop within a stretch (blockloops.turned_loops) is made as a loop around
+    # barriers whose one stretch is its body: each turn runs one round of every warp. Its lanes
+    # part (the last round of a warp has lanes past the end), so unlike a loop around a
+    # barrier its mask is kept from turn to turn, and, as in a loop within a stretch
+    # (blockloops.py), a write under that mask (its frame) sets every lane, while each
+    # register read after the loop takes its exit value in the lanes leaving (kept apart).
+    # Past the loop the lanes are those that came to it (every lane that enters leaves by
+    # the back branch): that mask is kept at its head (_turn_after).
+
+    def _enter_turns(self, head, written):
+        """At a loop in turns' head, as the stretch before it ends: the mask past the loop
+        (the lanes here and those waiting at the label after it) and each exit value, as they
+        are before the first turn."""
+        back = self.turned[head]
+        follows = self.pfn.body[back + 1]
+        # (lanes waiting at a label just past the loop join those leaving it: as they were
+        # split before the loop, their union is known, mostly all lanes)
+        waiting = self.reach.pop(follows.name, self._none()) if isinstance(follows, pir.Label) else self._none()
+        self._turn_after[back + 1] = self._keep_value(("after", head), self.parts.union(self.b, self.here, waiting))
+        self._turn_outs[head] = {r: self._keep_value(("out", r), self.reg_value(r), True)
+                                 for r in sorted(written & self._live_at(back + 1))}
+
+    def _catch_exit_values(self, head, leaving):
+        """The lanes of `leaving` take their registers' values as their exit values."""
+        b = self.b
+        with b.if_then(self._some_lane(leaving)):
+            for r, how in self._turn_outs[head].items():
+                self._store_as(how, b.select(leaving, self.reg_value(r), self._load_kept(how)))
+
+    def _exit_values(self, kept, head):
+        """What the stretch after a loop in turns resumes: its registers' exit values."""
+        for r, how in self._turn_outs[head].items():
+            kept["values"][r] = how
+            kept["whole"][r] = False
+            kept["shapes"].pop(r, None)
+        kept["uniform"] = kept["uniform"] - set(self._turn_outs[head])
+
+    def turn_label(self, pos, label) -> bool:
+        """At the label of a loop in turns: the lanes going round become the frame
+        (blockprograms.write)."""
+        if pos not in self.turned:
+            return False
+        self.here = self._joined(label, self.reach.pop(label, self._none()))
+        self.frame = self.here
+        return True
 
     def _round_again(self, start):
         """After the last stretch of a loop: back to its first where some warp goes round."""
@@ -308,11 +376,12 @@ class StretchParts:
         v = self.b.load(self._slot(key, stored))
         return self.b.trunc(v, ty) if _is_bool(ty) else v
 
-    def _keep(self, live, written=frozenset()) -> dict:
+    def _keep(self, live, written=frozenset(), turned=False) -> dict:
         """At the end of a stretch: this warp's registers live after it, their shapes, and its
         masks and choices, each in its array; the description _resume restores them from.
         `written`: the registers a loop starting here writes (kept in their arrays, their
-        shapes with the least alignment, none of them whole: the back branch stores its own)."""
+        shapes with the least alignment, none of them whole: the back branch stores its own);
+        `turned`: that loop runs in turns (its mask is kept in its array too)."""
         kept = {"values": {}, "shapes": {}, "whole": {}, "reach": {}, "skipping": {}}
         for r in sorted(live):
             fixed = r in written
@@ -324,7 +393,8 @@ class StretchParts:
                 kept["shapes"][r] = (self._keep_value(("base", r), shape.base, fixed), shape.stride,
                                      self._keep_value(("exact", r), shape.exact), 1 if fixed else shape.align)
         kept["uniform"] = frozenset(self.uniform & set(kept["values"])) - written
-        kept["here"] = self._keep_value(("here",), self.here)
+        here = self._all_lanes() if turned and self.here is None else self.here
+        kept["here"] = self._keep_value(("here",), here, turned)
         for label, mask in self.reach.items():
             kept["reach"][label] = self._keep_value(("reach", label), mask)
         for label, flag in self._skipping.items():
