@@ -1207,3 +1207,44 @@ def test_accesses_in_two_runs(compile_cuda, rng, poison, block):
             np.testing.assert_array_equal(got[by, bx, :, :W], want)
     assert np.isnan(got[..., W:]).all()
     assert k.kernel._programs.get(block + (1,)) is not None, "not run as a block program"
+
+
+WARP_SLOTS = r"""
+// a block reduction's slot per warp: nvcc writes `threadIdx.x / 32` of an int, times 4, as
+// `(tid >> 3) & ~3`, alike in a warp's lanes though `tid >> 3` is no ramp
+extern "C" __global__ void warp_slots(const float* in, float* out, int n) {
+    __shared__ float sums[32];
+    int t = threadIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int i = blockIdx.x * blockDim.x + t;
+    float v = i < n ? in[i] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    if (lane == 0) sums[warp] = v;
+    __syncthreads();
+    if (t < blockDim.x / 32) out[blockIdx.x * 32 + t] = sums[t];
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [64, 256, 1024])
+def test_a_warps_slot_from_shifted_and_masked_thread_index_is_uniform(compile_cuda, rng, poison, threads):
+    """`and` right after `shr` of a ramp whose lanes lie in one aligned run keeps the bits the
+    shift left alike (blockops._high_bits_alike): the warp's slot is one scalar value (its
+    store one store), and the sums are right."""
+    import re
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(WARP_SLOTS, name="warp_slots.cu")
+    mask = re.search(r"shr\.[us]32\s+(%r\d+), %r\d+, 3;\s+and\.b32\s+%r\d+, \1, (\d+);", ptx)
+    assert mask, "nvcc no longer writes the slot as a shift and a mask"
+    program = pipeline.block_program_ir(ptx, "warp_slots.ptx", "warp_slots", threads)
+    assert re.search(rf"= and i32 %[^,]+, {mask.group(2)}\b", program)
+    mod = compile_cuda(WARP_SLOTS, name="warp_slots.cu")
+    n, blocks = 3 * threads - 45, 3
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poison(blocks * 32, np.float32)
+    mod.get_function("warp_slots")((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
+    padded = np.zeros(blocks * threads, np.float32)
+    padded[:n] = x
+    got = out.get().reshape(blocks, 32)[:, :threads // 32]
+    np.testing.assert_allclose(got, padded.reshape(blocks, threads // 32, 32).sum(axis=2), rtol=1e-5, atol=1e-5)
+    assert _ran_as_program(mod.get_function("warp_slots"), threads)

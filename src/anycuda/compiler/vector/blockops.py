@@ -54,9 +54,41 @@ def _shaped(kind, ops=VECTOR_OPS):
     its result."""
     def run(w, st):
         shape = _shape_of(w, st, kind)          # (from the operands before the write: `add %r, %r, 8`)
+        high = _high_bits_alike(w, st) if shape is None and kind == "shr" else None
         ops[st.opcode](w, st)
         w.set_shape(st.operands[0], shape)
+        w.high_alike = None if high is None else (w.position, st.operands[0].name, *high)
     return run
+
+
+def _high_bits_alike(w, st):
+    """(value, q, exact) where `shr` of a ramp leaves the bits from q up alike in every lane (as
+    value's), though the whole is no ramp: nvcc writes `threadIdx.x / 32 * 4` (a warp's slot in
+    a block reduction's shared array) as `(tid >> 3) & ~3`, which the `and` after it makes
+    uniform (_and_of_high_bits). The lanes' values lie in one aligned run of 2^k (their span
+    below 2^k, their first a multiple of it), so their bits from k up are the first lane's."""
+    t = type_mods(st.mods)[-1]
+    a, c = w.shape(st.operands[1], t), w.shape(st.operands[2], t)
+    if a is None or c is None or c.stride != 0 or not isinstance(c.base, ir.Constant) or a.stride <= 0:
+        return None
+    k = (a.stride * (w.lanes - 1)).bit_length()
+    n = c.base.constant
+    if (1 << k) > a.align or n >= width(t):
+        return None
+    return (w.b.ashr if t[0] == "s" else w.b.lshr)(a.base, c.base), max(k - n, 0), a.exact
+
+
+def _and_of_high_bits(w, st, c):
+    """The uniform shape of `and r, x, m` right after `shr x, ...` left x's bits from q up alike
+    in the lanes (_high_bits_alike), where m keeps none below q; else None."""
+    src = st.operands[1]
+    if w.high_alike is None or not isinstance(src, pir.Reg) or c is None or c.stride != 0 \
+            or not isinstance(c.base, ir.Constant):
+        return None
+    pos, reg, value, q, exact = w.high_alike
+    if pos != w.position - 1 or reg != src.name or c.base.constant & ((1 << q) - 1):
+        return None
+    return Affine(w.b.and_(value, c.base), 0, exact)
 
 
 def _affine(base, stride, exact, align=1):
@@ -102,6 +134,8 @@ def _shape_of(w, st, kind):
         return None if a is None else _affine(b.neg(a.base), -a.stride, a.exact, a.align)
     a = w.shape(st.operands[1], t)
     c = w.shape(st.operands[2], t)
+    if a is None and kind == "and":
+        return _and_of_high_bits(w, st, c)
     if a is None or c is None:
         return None
     exact = a.exact if c.exact is None else and_scalar(b, a.exact, c.exact)

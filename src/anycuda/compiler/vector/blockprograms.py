@@ -173,6 +173,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self.launch, ws, shared, *self.ctaid, _, _ = self.fn.args
         self.ws = ws
         self.position = None      # the body position of the instruction being emitted
+        self.high_alike = None    # (position, register, ...) of the last shr that left high bits alike (blockops)
         self.in_shared = False    # the access being made is in .shared (BlockMemory.access)
         self.long_blocks = False  # its blocks pass several barriers (StretchParts._emit_stretches)
         self._prefetched = {}     # body position of a load -> (its frame slot, its step's stack slot)
