@@ -1222,29 +1222,100 @@ extern "C" __global__ void warp_slots(const float* in, float* out, int n) {
     __syncthreads();
     if (t < blockDim.x / 32) out[blockIdx.x * 32 + t] = sums[t];
 }
+// the same with an int's division and remainder, whose rounding nvcc adds before it shifts:
+// the lanes lie in one run of 32 (checked at run time)
+extern "C" __global__ void warp_slots_signed(const float* in, float* out, int n) {
+    __shared__ float sums[32];
+    int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    int i = blockIdx.x * blockDim.x + t;
+    float v = i < n ? in[i] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    if (lane == 0) sums[warp] = v;
+    __syncthreads();
+    if (t < blockDim.x / 32) out[blockIdx.x * 32 + t] = sums[t];
+}
 """
 
 
 @pytest.mark.parametrize("threads", [64, 256, 1024])
-def test_a_warps_slot_from_shifted_and_masked_thread_index_is_uniform(compile_cuda, rng, poison, threads):
+@pytest.mark.parametrize("kernel", ["warp_slots", "warp_slots_signed"])
+def test_a_warps_slot_from_shifted_and_masked_thread_index_is_uniform(compile_cuda, rng, poison, threads, kernel):
     """`and` right after `shr` of a ramp whose lanes lie in one aligned run keeps the bits the
-    shift left alike (blockops._high_bits_alike): the warp's slot is one scalar value (its
-    store one store), and the sums are right."""
+    shift left alike (blockops._high_bits_alike); an int's `t / 32` shifts a ramp of unknown
+    alignment, uniform where a check at run time finds its lanes in one run of 32
+    (blockops._one_run): the warp's slot is one scalar value (its store one store), and the
+    sums are right."""
     import re
     import anycuda as ac
     from anycuda.cudac import compile_to_ptx
     ptx = compile_to_ptx(WARP_SLOTS, name="warp_slots.cu")
-    mask = re.search(r"shr\.[us]32\s+(%r\d+), %r\d+, 3;\s+and\.b32\s+%r\d+, \1, (\d+);", ptx)
-    assert mask, "nvcc no longer writes the slot as a shift and a mask"
-    program = pipeline.block_program_ir(ptx, "warp_slots.ptx", "warp_slots", threads)
-    assert re.search(rf"= and i32 %[^,]+, {mask.group(2)}\b", program)
+    program = pipeline.block_program_ir(ptx, "warp_slots.ptx", kernel, threads)
+    if kernel == "warp_slots":
+        mask = re.search(r"shr\.[us]32\s+(%r\d+), %r\d+, 3;\s+and\.b32\s+%r\d+, \1, (\d+);", ptx)
+        assert mask, "nvcc no longer writes the slot as a shift and a mask"
+        assert re.search(rf"= and i32 %[^,]+, {mask.group(2)}\b", program)
+    else:
+        assert re.search(r"= ashr i32 %[^,]+, 5\b", program)
     mod = compile_cuda(WARP_SLOTS, name="warp_slots.cu")
     n, blocks = 3 * threads - 45, 3
     x = rng.standard_normal(n).astype(np.float32)
     out = poison(blocks * 32, np.float32)
-    mod.get_function("warp_slots")((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
+    mod.get_function(kernel)((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
     padded = np.zeros(blocks * threads, np.float32)
     padded[:n] = x
     got = out.get().reshape(blocks, 32)[:, :threads // 32]
     np.testing.assert_allclose(got, padded.reshape(blocks, threads // 32, 32).sum(axis=2), rtol=1e-5, atol=1e-5)
-    assert _ran_as_program(mod.get_function("warp_slots"), threads)
+    assert _ran_as_program(mod.get_function(kernel), threads)
+
+
+RUNS_AT_RUN_TIME = r"""
+// indices of unknown alignment: whether a warp's lanes lie in one run of 32 is known only
+// when the kernel runs (blockops._one_run); lanes that cross a run read with their own values
+extern "C" __global__ void offset_runs(int* out, const int* table, int off) {
+    __shared__ int s[1024];
+    int t = threadIdx.x + off;
+    int a = table[t / 32 + 64], b = table[(t & -32) + 64], d = table[t % 32 + 64];
+    s[threadIdx.x] = a + 7 * b + 13 * d;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+}
+// a bitonic step's pair, 2p - (p & 127): a run of 128 starts at warps 0 and 4 only, so the
+// other warps' `p & 127` starts at 32, 64 or 96
+extern "C" __global__ void pair_lows(const int* table, int* out) {
+    __shared__ int s[512];
+    unsigned p = threadIdx.x;
+    s[p] = table[p];
+    s[p + 256] = table[p + 256];
+    __syncthreads();
+    unsigned i = 2 * p - (p & 127);
+    out[blockIdx.x * blockDim.x + p] = s[i] - 3 * s[i + 128];
+}
+"""
+
+
+def test_masked_index_whose_runs_start_between_warps(compile_cuda, rng, poison):
+    import anycuda as ac
+    mod = compile_cuda(RUNS_AT_RUN_TIME, name="offset_runs.cu")
+    table = rng.integers(-1000, 1000, 512).astype(np.int32)
+    out = poison(512, np.int32)
+    mod.get_function("pair_lows")((2,), (256,), (ac.asarray(table), out))
+    p = np.tile(np.arange(256), 2)
+    i = 2 * p - (p & 127)
+    np.testing.assert_array_equal(out.get(), table[i] - 3 * table[i + 128])
+    assert _ran_as_program(mod.get_function("pair_lows"), 256)
+
+
+@pytest.mark.parametrize("off", [0, 5, 31, 32, -7, -40, 1000])
+def test_runs_checked_at_run_time(compile_cuda, rng, poison, off):
+    import anycuda as ac
+    mod = compile_cuda(RUNS_AT_RUN_TIME, name="offset_runs.cu")
+    threads, blocks = 256, 2
+    table = rng.integers(-1000, 1000, 2048).astype(np.int32)
+    out = poison(threads * blocks, np.int32)
+    mod.get_function("offset_runs")((blocks,), (threads,), (out, ac.asarray(table), np.int32(off)))
+    t = np.tile(np.arange(threads, dtype=np.int64) + off, blocks)
+    q = np.trunc(t / 32).astype(np.int64)
+    tab = table.astype(np.int64)
+    want = tab[q + 64] + 7 * tab[(t & -32) + 64] + 13 * tab[t - q * 32 + 64]
+    np.testing.assert_array_equal(out.get(), want.astype(np.int32))
+    assert _ran_as_program(mod.get_function("offset_runs"), threads)

@@ -102,22 +102,47 @@ def constant_shape(value, stride=0):
 
 
 def _within_warp(b, st, t, kind, a, c, exact, lanes):
-    """`a >> n` and `a & (2^n - 1)` of a ramp whose `lanes` lanes stay within one aligned
-    run of 2^n values (`tid.x >> 5` is the warp's index, alike in its lanes; `tid.x & 31`
-    the lane): uniform, and the lane's own ramp."""
+    """`a >> n`, `a & (2^n - 1)` and `a & m` (m without bits below n) of a ramp whose `lanes`
+    lanes stay within one aligned run of 2^n values (`tid.x >> 5` is the warp's index, alike in
+    its lanes; `tid.x & 31` the lane; `t & -32` the warp's first thread): uniform, the lane's
+    own ramp, uniform. Where the alignment is not known (nvcc's `int t = threadIdx.x; t / 32`
+    adds its rounding, `(t >> 31) >>> 27`, before it shifts), that the lanes stay within one
+    run is checked at run time (_one_run)."""
     if not (isinstance(c.base, ir.Constant) and c.stride == 0):
         return None
     m = c.base.constant
     if a.stride == 0:
         op = b.and_ if kind == "and" else (b.ashr if t[0] == "s" else b.lshr)
         return Affine(op(a.base, c.base), 0, exact)
-    n = m if kind == "shr" else (m + 1).bit_length() - 1
-    fits = 0 < a.stride and a.stride * (lanes - 1) < (1 << n) <= a.align
-    if not fits or kind == "and" and m != (1 << n) - 1:
+    if kind == "shr":
+        n = m
+    elif m == (1 << ((m + 1).bit_length() - 1)) - 1:
+        n = (m + 1).bit_length() - 1                  # the low n bits: the lane's place in its run
+    else:
+        n = (m & -m).bit_length() - 1 if m else width(t)    # none below n: the run's start
+    if a.stride <= 0 or n <= 0 or n >= width(t) or not a.stride * (lanes - 1) < (1 << n):
         return None
+    static, inside = _one_run(b, a, n, lanes)
+    exact = exact if static else and_scalar(b, exact, inside)
     if kind == "shr":
         return Affine((b.ashr if t[0] == "s" else b.lshr)(a.base, c.base), 0, exact, max(a.align >> n, 1))
-    return Affine(ir.Constant(a.base.type, 0), a.stride, exact, MAX_STRIDE)
+    if m == (1 << n) - 1:
+        if (1 << n) <= a.align:                         # (the run starts at the first lane)
+            return Affine(ir.Constant(a.base.type, 0), a.stride, exact, MAX_STRIDE)
+        return Affine(b.and_(a.base, c.base), a.stride, exact)
+    return Affine(b.and_(a.base, c.base), 0, exact, min(1 << n, MAX_STRIDE))
+
+
+def _one_run(b, a, n, lanes):
+    """(known, inside): whether the lanes of ramp `a` (a positive stride spanning less than
+    2^n) lie in one aligned run of 2^n values is known from its alignment (their span below
+    2^k and their first a multiple of 2^k, k <= n), else `inside`, its test at run time."""
+    k = (a.stride * (lanes - 1)).bit_length()
+    if (1 << k) <= a.align:
+        return True, None
+    low = b.and_(a.base, ir.Constant(a.base.type, (1 << n) - 1))
+    return False, b.icmp_unsigned("<", b.add(low, ir.Constant(a.base.type, a.stride * (lanes - 1))),
+                                  ir.Constant(a.base.type, 1 << n))
 
 
 def _shape_of(w, st, kind):
