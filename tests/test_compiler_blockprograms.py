@@ -1210,30 +1210,23 @@ def test_accesses_in_two_runs(compile_cuda, rng, poison, block):
 
 
 WARP_SLOTS = r"""
-// a block reduction's slot per warp: nvcc writes `threadIdx.x / 32` of an int, times 4, as
-// `(tid >> 3) & ~3`, alike in a warp's lanes though `tid >> 3` is no ramp
-extern "C" __global__ void warp_slots(const float* in, float* out, int n) {
-    __shared__ float sums[32];
-    int t = threadIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int i = blockIdx.x * blockDim.x + t;
-    float v = i < n ? in[i] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-    if (lane == 0) sums[warp] = v;
-    __syncthreads();
-    if (t < blockDim.x / 32) out[blockIdx.x * 32 + t] = sums[t];
+// a block reduction's slot per warp: nvcc writes the unsigned `threadIdx.x / 32`, times 4, as
+// `(tid >> 3) & ~3`, alike in a warp's lanes though `tid >> 3` is no ramp; an int's division
+// and remainder add their rounding before the shift (the lanes lie in one run of 32: checked
+// at run time)
+#define WARP_SLOTS(NAME, T)                                                                  \
+extern "C" __global__ void NAME(const float* in, float* out, int n) {                       \
+    __shared__ float sums[32];                                                               \
+    int t = threadIdx.x, lane = (T)threadIdx.x % 32, warp = (T)threadIdx.x / 32;            \
+    int i = blockIdx.x * blockDim.x + t;                                                     \
+    float v = i < n ? in[i] : 0.0f;                                                          \
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);                 \
+    if (lane == 0) sums[warp] = v;                                                           \
+    __syncthreads();                                                                         \
+    if (t < blockDim.x / 32) out[blockIdx.x * 32 + t] = sums[t];                             \
 }
-// the same with an int's division and remainder, whose rounding nvcc adds before it shifts:
-// the lanes lie in one run of 32 (checked at run time)
-extern "C" __global__ void warp_slots_signed(const float* in, float* out, int n) {
-    __shared__ float sums[32];
-    int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    int i = blockIdx.x * blockDim.x + t;
-    float v = i < n ? in[i] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-    if (lane == 0) sums[warp] = v;
-    __syncthreads();
-    if (t < blockDim.x / 32) out[blockIdx.x * 32 + t] = sums[t];
-}
+WARP_SLOTS(warp_slots, unsigned)
+WARP_SLOTS(warp_slots_signed, int)
 """
 
 

@@ -101,8 +101,22 @@ def _in_turns(ptx, kernel, threads) -> bool:
     return "round.again" in pipeline.block_program_ir(ptx, "turns.ptx", kernel, threads)
 
 
+def _kernel_in_turns(compile_cuda, ptx, name, threads):
+    """Kernel `name` of SOURCE, after checking that its block program runs a loop in turns."""
+    assert _in_turns(ptx, name, threads)
+    return compile_cuda(SOURCE, name="turns.cu").get_function(name)
+
+
 def _ran_as_program(kernel, threads) -> bool:
     return kernel.kernel._programs.get((threads, 1, 1)) is not None
+
+
+def _strided_sums(values, stride):
+    """Thread t's sum of values[t], values[t + stride], ... (in float64 or int64)."""
+    padded = np.zeros(-(-max(len(values), 1) // stride) * stride,
+                      np.int64 if values.dtype.kind == "i" else np.float64)
+    padded[:len(values)] = values
+    return padded.reshape(-1, stride).sum(axis=0)
 
 
 @pytest.mark.parametrize("kernel, dtype", [("sum_f32_int", np.float32), ("sum_f64_size_t", np.float64),
@@ -110,19 +124,14 @@ def _ran_as_program(kernel, threads) -> bool:
 @pytest.mark.parametrize("threads", [64, 256])
 def test_grid_stride_sums_in_turns(compile_cuda, ptx, rng, poison, kernel, dtype, threads):
     import anycuda as ac
-    assert _in_turns(ptx, kernel, threads)
-    mod = compile_cuda(SOURCE, name="turns.cu")
-    fn = mod.get_function(kernel)
+    fn = _kernel_in_turns(compile_cuda, ptx, kernel, threads)
     index = np.uint64 if "size_t" in kernel else np.int32
     for n in SIZES:
         for blocks in (1, 3, 7):
             x = (rng.integers(-1000, 1000, max(n, 1)) if dtype == np.int32 else rng.standard_normal(max(n, 1))).astype(dtype)
             out = poison(blocks, dtype)
             fn((blocks,), (threads,), (ac.asarray(x), out, index(n)))
-            stride = blocks * threads
-            padded = np.zeros(-(-max(n, 1) // stride) * stride, np.float64)
-            padded[:n] = x[:n]
-            want = padded.reshape(-1, blocks, threads).sum(axis=(0, 2))
+            want = _strided_sums(x[:n], blocks * threads).reshape(blocks, threads).sum(axis=1)
             got = out.get().astype(np.float64)
             if dtype == np.int32:
                 np.testing.assert_array_equal(got, want, err_msg=f"n={n} blocks={blocks}")
@@ -135,9 +144,7 @@ def test_grid_stride_sums_in_turns(compile_cuda, ptx, rng, poison, kernel, dtype
 def test_lanes_leaving_in_different_rounds_keep_their_exit_values(compile_cuda, ptx, rng, poison):
     import anycuda as ac
     threads = 256
-    assert _in_turns(ptx, "last_seen", threads)
-    mod = compile_cuda(SOURCE, name="turns.cu")
-    fn = mod.get_function("last_seen")
+    fn = _kernel_in_turns(compile_cuda, ptx, "last_seen", threads)
     for n in SIZES:
         blocks = 3
         x = rng.integers(-1000, 1000, max(n, 1)).astype(np.int32)
@@ -146,32 +153,25 @@ def test_lanes_leaving_in_different_rounds_keep_their_exit_values(compile_cuda, 
         stride, t = blocks * threads, np.arange(blocks * threads)
         rounds = np.where(t < n, (n - 1 - t) // stride + 1, 0)
         last = np.where(rounds > 0, x[np.clip(t + (rounds - 1) * stride, 0, max(n - 1, 0))], -1) * 3 + 1
-        padded = np.zeros(-(-max(n, 1) // stride) * stride, np.int64)
-        padded[:n] = x[:n]
         r = rounds.reshape(blocks, threads)
         got = out.get().reshape(-1, 3)
         np.testing.assert_array_equal(got[:, 0], last, err_msg=f"n={n}")
         np.testing.assert_array_equal(got[:, 1], (r + r[:, ::-1]).ravel(), err_msg=f"n={n}")
-        np.testing.assert_array_equal(got[:, 2], padded.reshape(-1, stride).sum(axis=0), err_msg=f"n={n}")
+        np.testing.assert_array_equal(got[:, 2], _strided_sums(x[:n], stride), err_msg=f"n={n}")
     assert _ran_as_program(fn, threads)
 
 
 def test_branches_in_the_loop_and_shuffles_after_it(compile_cuda, ptx, rng, poison):
     import anycuda as ac
     threads = 128
-    assert _in_turns(ptx, "clipped_sum", threads)
-    mod = compile_cuda(SOURCE, name="turns.cu")
-    fn = mod.get_function("clipped_sum")
+    fn = _kernel_in_turns(compile_cuda, ptx, "clipped_sum", threads)
     for n in SIZES:
         blocks = 5
         x = rng.standard_normal(max(n, 1)).astype(np.float32)
         out = poison(blocks, np.float32)
         fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(n), np.float32(0.5)))
-        stride = blocks * threads
-        padded = np.zeros(-(-max(n, 1) // stride) * stride, np.float64)
-        padded[:n] = np.minimum(x[:n], np.float32(0.5))
-        np.testing.assert_allclose(out.get(), padded.reshape(-1, blocks, threads).sum(axis=(0, 2)), rtol=1e-5,
-                                   atol=1e-4, err_msg=f"n={n}")
+        want = _strided_sums(np.minimum(x[:n], np.float32(0.5)), blocks * threads).reshape(blocks, threads).sum(axis=1)
+        np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-4, err_msg=f"n={n}")
     assert _ran_as_program(fn, threads)
 
 

@@ -202,7 +202,8 @@ class BlockMemory:
             return False
         if self._bound_loops is None:         # (once per program: an access asks for each of its loops)
             strided, uniform = grid_strided(self.pfn), uniform_registers(self.pfn)
-            self._bound_loops = {(head, back): (back not in strided or head in self.turned) and memory_bound(self.pfn.body, head, back, uniform)
+            self._bound_loops = {(head, back): (back not in strided or head in self.turned)
+                                 and memory_bound(self.pfn.body, head, back, uniform)
                                  for loops in (self.loops, self.barrier_loops) for head, back in loops.items()}
         return self._bound_loops[max(spans, key=lambda span: span[1] - span[0])]
 
