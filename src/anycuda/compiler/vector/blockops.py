@@ -71,9 +71,9 @@ def _high_bits_alike(w, st):
     a, c = w.shape(st.operands[1], t), w.shape(st.operands[2], t)
     if a is None or c is None or c.stride != 0 or not isinstance(c.base, ir.Constant) or a.stride <= 0:
         return None
-    k = (a.stride * (w.lanes - 1)).bit_length()
+    k = _known_run_bits(a, w.lanes)
     n = c.base.constant
-    if (1 << k) > a.align or n >= width(t):
+    if k is None or n >= width(t):
         return None
     return (w.b.ashr if t[0] == "s" else w.b.lshr)(a.base, c.base), max(k - n, 0), a.exact
 
@@ -133,12 +133,18 @@ def _within_warp(b, st, t, kind, a, c, exact, lanes):
     return Affine(b.and_(a.base, c.base), 0, exact, min(1 << n, MAX_STRIDE))
 
 
+def _known_run_bits(a, lanes):
+    """k where the alignment of ramp `a` (a positive stride) shows its lanes lie in one aligned
+    run of 2^k values (their span below 2^k, their first a multiple of it), else None."""
+    k = (a.stride * (lanes - 1)).bit_length()
+    return k if (1 << k) <= a.align else None
+
+
 def _one_run(b, a, n, lanes):
     """(known, inside): whether the lanes of ramp `a` (a positive stride spanning less than
-    2^n) lie in one aligned run of 2^n values is known from its alignment (their span below
-    2^k and their first a multiple of 2^k, k <= n), else `inside`, its test at run time."""
-    k = (a.stride * (lanes - 1)).bit_length()
-    if (1 << k) <= a.align:
+    2^n) lie in one aligned run of 2^n values is known from its alignment (_known_run_bits: a
+    run of 2^k, k <= n, lies in one of 2^n), else `inside`, its test at run time."""
+    if _known_run_bits(a, lanes) is not None:
         return True, None
     low = b.and_(a.base, ir.Constant(a.base.type, (1 << n) - 1))
     return False, b.icmp_unsigned("<", b.add(low, ir.Constant(a.base.type, a.stride * (lanes - 1))),
