@@ -58,6 +58,7 @@ class BlockMemory:
         b = self.b
         space = "shared" if "shared" in st.mods else "global"
         self.in_shared = space == "shared"
+        self._window_key = None
         if not isinstance(addr, pir.Addr):
             addr = pir.Addr(addr, 0)
         if isinstance(addr.base, pir.Sym):
@@ -82,6 +83,7 @@ class BlockMemory:
         if shape is not None and bits < 64:
             shape = self.widened(shape, "u" + str(bits), 64)
         if space == "shared":
+            self.window_access(addr)
             vec = b.add(vec, self.splat(self.shared_base))
             if shape is not None:
                 shape = Affine(b.add(shape.base, self.shared_base), shape.stride, shape.exact)
@@ -105,6 +107,8 @@ class BlockMemory:
         interleaved loads from one register (`part`: the register and the offset) takes its
         elements from the group's span, loaded once (_load_group)."""
         k = elements_apart(shape, size)
+        if self.in_shared and k == 1:
+            return self.window_load(shape, elem, size, lambda: self._memory(addrs, shape, elem, size, None))
         if not self.in_shared and shape is not None:
             span = self._span_bytes(shape, size)
             self._prefetch_next_blocks(shape.base, span)
@@ -245,6 +249,13 @@ class BlockMemory:
         return span, ok
 
     def store(self, addrs, shape, value, size, part=None):
+        """A store (_store), and a window of shared memory it writes with it (sharedwindows.py)."""
+        window = self.window_store_target(shape, size)
+        self._store(addrs, shape, value, size, part)
+        if window is not None:
+            self.window_stored(window, shape, value)
+
+    def _store(self, addrs, shape, value, size, part=None):
         """A store; one of a group of interleaved stores waits for the others (`part`: the
         address register and the instruction's offset) so that the whole group is one
         store of consecutive elements: four masked stores each writing every fourth element

@@ -62,6 +62,7 @@ from .blockloops import LoopParts, LoopShapeLost, grid_strided, memory_bound, un
 from .blockmemory import PREFETCH_SITES, BlockMemory
 from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, holding_if, is_empty, load_bases
 from .blockstretches import StretchParts
+from .sharedwindows import SharedWindows
 from .laneparts import Parts
 from .warpruns import NotVectorisable, WarpCode
 
@@ -138,7 +139,7 @@ def emit_module(layout, pfn, block: tuple) -> str:
     return str(program.mod)
 
 
-class BlockProgram(BlockMemory, LoopParts, StretchParts):
+class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows):
     """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
     signature of a block function (blockfunction.emit_block_function), for blocks of shape `block`.
     `layout` is the ModuleLowering of the kernel's unit (its parameters and shared memory)."""
@@ -200,6 +201,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
         self._liveness = None     # dataflow.LiveBefore of the body, made at the first barrier
         self._shape_values = None  # shapevalues.BlockValues of the body, made at the second (idle warps)
         self.shared = self._shared_layout()
+        self._init_windows()
 
     # -------------------------------------------------------------- layout
     def _shared_layout(self) -> dict:
@@ -354,6 +356,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
     def _step(self, pos, st):
         b = self.b
         if isinstance(st, pir.Label):
+            if pos in self.loops or pos in self.barrier_loops:
+                self.drop_windows()
             if not self.turn_label(pos, st.name):
                 self.here = self._joined(st.name, self.reach.pop(st.name, self._none()))
             return
@@ -380,6 +384,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
             return
         if st.opcode in _TOUCHES_MEMORY and st.opcode != "st":
             self.flush_stores()
+        if st.opcode in ("atom", "red"):
+            self.drop_windows()
         self.mask = and_masks(b, self.here, guard)
         if not takes(TAKES, st):
             raise NotVectorisable(f"'{st.opcode}' with {st.mods}")
@@ -511,6 +517,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts):
             value = self.b.select(self.mask, value, self.reg_value(op.name))
         self.values[op.name] = value
         self.whole[op.name] = whole
+        self.note_write(op.name)
         self.shapes.pop(op.name, None)
         self.uniform.discard(op.name)
 

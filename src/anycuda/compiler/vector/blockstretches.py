@@ -66,7 +66,7 @@ class StretchParts:
         for head, back in self.barrier_loops.items():
             cuts += [head, back + 1]
         bounds = sorted(set([0, len(body)] + cuts))
-        kept, rounds = None, {}
+        kept, rounds, single_before = None, {}, False
         for s, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
             if lo in self.barrier_loops:          # a loop's first stretch: where its rounds start
                 if kept is None:
@@ -81,6 +81,9 @@ class StretchParts:
             # (every warp starts the first stretch: nothing is kept for any before it; the
             # stretches of a loop run every warp each round)
             busy = None if kept is None or self._in_barrier_loop(lo) else self._busy_warps(lo, hi)
+            single = busy is not None and busy[1].warps <= 1
+            self.keep_windows_into_stretch(single, single_before)
+            single_before = single
             count = i32(self.warps) if busy is None else b.load(busy[0])
             with for_range(b, i32(0), count, f"stretch{s}.warp") as w:
                 self.warp = w

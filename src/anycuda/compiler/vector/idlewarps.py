@@ -72,7 +72,7 @@ def busy_warps(body: list, lo: int, hi: int, block: tuple, values, live_after: s
 def _lanes_running(body, lo, prefix, branch, threads, values) -> list | None:
     """The thread indices whose lane does not take `branch` after the prefix, or None where
     that is not known in some lane."""
-    env = _values_at(body, lo, values)
+    env = values_at(body, lo, values)
     if env is None:
         return None
     tids = _thread_index_registers(body)
@@ -89,7 +89,7 @@ def _lanes_running(body, lo, prefix, branch, threads, values) -> list | None:
     return running
 
 
-def _values_at(body, pos, values) -> dict | None:
+def values_at(body, pos, values) -> dict | None:
     """The known registers just before body position `pos`."""
     block = next((blk for blk in reversed(values.blocks) if blk.start <= pos), None)
     if block is None or block.index not in values.entry:
