@@ -7,22 +7,37 @@ from the shared seed); ncclCommSplit into a process's ranks, a rank per process 
 communicator of the same kind, keys reversing the order. Prints "process P ok" at the end.
 Usage: mpirun -np N python nccl_mpi_hybrid.py SEED [LOCAL]"""
 import ctypes
+import faulthandler
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# a process still running after this long is stuck: every thread's stack goes to stderr, which
+# the test prints, and the process ends (before the test's own time limit kills mpirun silently)
+faulthandler.dump_traceback_later(200, exit=True)
 from mpi4py import MPI                                   # noqa: E402 -- started here, as a program would
 
 import anycuda as ac                                     # noqa: E402
 from anycuda.driver import api                           # noqa: E402
-from anycuda.libraries.nccl import functions             # noqa: E402
+from anycuda.libraries.nccl import functions, mpi        # noqa: E402
 from anycuda.libraries.nccl.communicator import get      # noqa: E402
 from library_calls import caller, stream_handle          # noqa: E402
 import nccl_reference as ref                             # noqa: E402
+
+
+def _abort_every_process(kind, value, tb):
+    """An error this process does not catch ends every process of the launch: the others would
+    wait in MPI for it forever."""
+    sys.__excepthook__(kind, value, tb)
+    MPI.COMM_WORLD.Abort(1)
+
+
+sys.excepthook = _abort_every_process
 
 call = caller(functions.table())
 world = MPI.COMM_WORLD
@@ -66,7 +81,7 @@ def each_rank(work):
                 work(rank, t)
         except BaseException as e:       # noqa: BLE001 -- reported by the main thread
             failures.append((rank, e))
-    threads = [threading.Thread(target=run, args=(r, t)) for t, r in enumerate(ranks)]
+    threads = [threading.Thread(target=run, args=(r, t), name=f"rank thread {t}") for t, r in enumerate(ranks)]
     for th in threads:
         th.start()
     for th in threads:
@@ -83,7 +98,21 @@ def init(rank, t):
     streams[rank] = stream_handle(ac.Stream(device=t))
 
 
+def slow_joiner(call_mpi):
+    """mpi.call, but the id maker's second local rank pauses after posting its joining message,
+    so that the first, collecting every rank's, finishes before it looks (a loaded machine's
+    timing, which once left it collecting messages that never came)."""
+    def slowed(fn, *args):
+        got = call_mpi(fn, *args)
+        if getattr(fn, "__name__", "") == "Isend" and process == 0 and threading.current_thread().name == "rank thread 1":
+            time.sleep(0.5)
+        return got
+    return slowed
+
+
+plain_call, mpi.call = mpi.call, slow_joiner(mpi.call)
 each_rank(init)
+mpi.call = plain_call
 
 
 def collective(name, make, check, *extra):

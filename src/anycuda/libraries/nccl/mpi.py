@@ -122,8 +122,22 @@ def _tag(key: bytes) -> int:
     return _TAG_BASE + int.from_bytes(hashlib.sha256(key).digest()[:2], "little") % 0x1000
 
 
-_collectors = set()               # unique id keys whose joining messages a thread of this process is collecting
-_collectors_lock = threading.Lock()
+_rounds = {}                      # unique id key -> its joining round in the id maker's process (_Round)
+_rounds_lock = threading.Lock()
+
+
+class _Round:
+    """One joining by a unique id in the id maker's process: the first of its ranks to come
+    collects; the others pass. The round ends once every local rank has passed its check: a
+    rank that posted its message but was slow to reach the check, after the collector had
+    already finished, took the round for a new one and waited for messages that never came."""
+
+    def __init__(self):
+        self.passed = 0           # this process's ranks that came and did not collect
+        self.others = None        # how many there are, once the collector knows
+
+    def ended(self) -> bool:
+        return self.others is not None and self.passed >= self.others
 
 
 def exchange(key: bytes, id_root: int, nranks: int, rank: int) -> list:
@@ -136,24 +150,39 @@ def exchange(key: bytes, id_root: int, nranks: int, rank: int) -> list:
         raise NcclError(Result.InvalidArgument, f"the unique id names MPI rank {id_root} of {world.Get_size()}")
     mine = np.array([rank, nranks, me], np.int64)
     requests = [call(world.Isend, mine, id_root, tag)]
-    with _collectors_lock:
-        collects = me == id_root and key not in _collectors
-        if collects:
-            _collectors.add(key)
-    if collects:
-        try:
-            requests += _collect(world, tag, nranks)
-        finally:
-            with _collectors_lock:
-                _collectors.discard(key)
+    if me == id_root:
+        requests += _collect_or_pass(world, key, tag, nranks, me)
     table = np.empty(nranks, np.int64)
     requests.append(call(world.Irecv, table, id_root, tag + 1))
     wait(requests)
     return [int(w) for w in table]
 
 
-def _collect(world, tag: int, nranks: int) -> list:
-    """The id maker's part: every member's joining message, then the table sent to each."""
+def _collect_or_pass(world, key: bytes, tag: int, nranks: int, me: int) -> list:
+    """In the id maker's process: the collector's requests, or none for the ranks that pass."""
+    with _rounds_lock:
+        joining = _rounds.get(key)
+        if joining is not None:
+            joining.passed += 1
+            if joining.ended():
+                del _rounds[key]
+            return []
+        joining = _rounds[key] = _Round()
+    others = 0
+    try:
+        requests, table = _collect(world, tag, nranks)
+        others = sum(1 for w in table if w == me) - 1
+        return requests
+    finally:
+        with _rounds_lock:
+            joining.others = others
+            if joining.ended():
+                del _rounds[key]
+
+
+def _collect(world, tag: int, nranks: int) -> tuple:
+    """The id maker's part: every member's joining message, then the table sent to each (the
+    sends' requests, and the table)."""
     table = np.full(nranks, -1, np.int64)
     for _ in range(nranks):
         got = np.empty(3, np.int64)
@@ -161,7 +190,7 @@ def _collect(world, tag: int, nranks: int) -> list:
         if got[1] != nranks or not 0 <= got[0] < nranks or table[got[0]] >= 0:
             raise NcclError(Result.InvalidUsage, f"MPI rank {got[2]} joins as rank {got[0]} of {got[1]}")
         table[got[0]] = got[2]
-    return [call(world.Isend, table, int(w), tag + 1) for w in table]
+    return [call(world.Isend, table, int(w), tag + 1) for w in table], table
 
 
 def communicator(key: bytes, processes: list):
