@@ -5,10 +5,6 @@ normals with mean 1 and deviation 2, Poisson lambda 10), printed with six decima
 words of XORWOW for seed 0 posted on NVIDIA's developer forum. Those READMEs repeat some outputs
 from one generator's page on another's (MTGP32's uniforms are MRG32k3a's, MT19937's normals are
 XORWOW's); only outputs that belong to their example are used.
-
-Where anycuda does not reproduce NVIDIA (scrambled Sobol), the published values are kept as
-strict expected failures: they document the gap and will flag the
-day it closes.
 """
 import ctypes
 
@@ -108,7 +104,7 @@ def test_philox_poisson():
     assert list(got) == [15, 7, 12, 8, 7, 12, 8, 17, 10, 6, 11, 12]
 
 
-@pytest.mark.xfail(strict=True, reason="NVIDIA's scrambled direction vectors and scramble constants are its own tables")
 def test_scrambled_sobol32_uniform():
+    # scrambled direction vectors and constants from seed-0 XORWOW words (sobol.py)
     expected = values("0.882941 0.046950 0.332641 0.731132 0.554493 0.390621 0.229930 0.831301 0.755963 0.185704")
     np.testing.assert_allclose(run(RngType.QUASI_SCRAMBLED_SOBOL32, "generate_uniform", 10), expected, atol=5.1e-7)

@@ -256,6 +256,9 @@ def test_direction_vectors_table():
     call("curandGetDirectionVectors32", ctypes.addressof(addr), 101)
     first = np.ctypeslib.as_array((ctypes.c_uint32 * 32).from_address(addr.value))
     assert list(first[:3]) == [1 << 31, 1 << 30, 1 << 29]
+    call("curandGetDirectionVectors32", ctypes.addressof(addr), 102)          # the scrambled set
+    scrambled = np.ctypeslib.as_array((ctypes.c_uint32 * 32).from_address(addr.value))
+    assert np.array_equal(scrambled, sobol.scrambled_direction_vectors(1, 32)[0])
     assert status_of("curandGetDirectionVectors32", ctypes.addressof(addr), 103) == Status.OUT_OF_RANGE
 
 

@@ -196,8 +196,65 @@ def test_sobol_dimensions_follow_joe_kuo(bits):
 
 def test_scrambled_sobol_xors_one_constant():
     c = sobol.scramble_constants(1, 32)[0]
-    plain = sobol.device_sequence(0, 0, 16)
-    assert np.array_equal(sobol.device_sequence(0, 0, 16, scrambled=True), plain ^ c)
+    got = sobol.device_sequence(0, 0, 16, scrambled=True)
+    assert got[0] == c                                    # point 0 is the constant alone
+    assert np.array_equal(got, sobol.points(sobol.scrambled_direction_vectors(1, 32), 0, 16)[0] ^ c)
+    assert not np.array_equal(got ^ c, sobol.device_sequence(0, 0, 16))   # the vectors are scrambled too
+
+
+def xorwow_seed0_word(p):
+    """Word p of host XORWOW at seed 0 (4096 subsequences interleaved), through the device API:
+    curand_init(0, p % 4096, p // 4096), then one curand()."""
+    return int(xorwow.device_sequence(0, p % 4096, p // 4096, 1)[0])
+
+
+def test_scrambling_words_are_host_xorwow_at_seed_0():
+    """R[d, i] = W[1 + 128 d + 2 i] | W[2 + 128 d + 2 i] << 32 gives row b = 63 - i of L_d with the
+    bits below b cleared and bit b set; constant d = W[2,560,001 + 2 d] | W[2,560,002 + 2 d] << 32
+    (after the 20,000 dimensions' rows, however few dimensions are asked for)."""
+    rows, c64 = sobol.scrambling_rows(41), sobol.scramble_constants(41, 64)
+    for d, i in [(0, 0), (0, 1), (0, 63), (2, 5), (40, 62), (40, 31)]:
+        r = xorwow_seed0_word(1 + 128 * d + 2 * i) | xorwow_seed0_word(2 + 128 * d + 2 * i) << 32
+        b = 63 - i
+        assert int(rows[d, b]) == (r & ~((1 << b) - 1)) | (1 << b), (d, i)
+    for d in (0, 1, 40):
+        assert int(c64[d]) == xorwow_seed0_word(2_560_001 + 2 * d) | xorwow_seed0_word(2_560_002 + 2 * d) << 32
+    assert np.array_equal(sobol.scramble_constants(3, 64), c64[:3])
+
+
+def ref_scramble(rows, x):
+    """L x over GF(2), bit by bit (plain Python): bit b is the parity of rows[b] & x."""
+    return sum((bin(int(rows[b]) & int(x)).count("1") & 1) << b for b in range(64))
+
+
+def test_scrambled_direction_vectors_structure():
+    """Set 104 is L_d applied to the plain 64-bit vectors; L_d is unit lower-triangular, so every
+    scrambled vector keeps its plain one's highest bit and the first 2^m points still take every
+    value of their top m bits once (the net property); set 102 is set 104's first 32 vectors' high
+    halves and the 32-bit constants the 64-bit ones' high halves."""
+    dims = min(sobol.available_dimensions(), 50)
+    plain, scrambled = sobol.direction_vectors(dims, 64), sobol.scrambled_direction_vectors(dims, 64)
+    rows = sobol.scrambling_rows(dims)
+    for d in sorted({0, 1, dims - 1} & set(range(dims))):
+        for k in (0, 1, 17, 63):
+            assert int(scrambled[d, k]) == ref_scramble(rows[d], plain[d, k]), (d, k)
+    assert [[int(x).bit_length() for x in row] for row in scrambled] == \
+        [[int(x).bit_length() for x in row] for row in plain]
+    assert not np.array_equal(scrambled, plain)
+    assert np.array_equal(sobol.scrambled_direction_vectors(dims, 32), scrambled[:, :32] >> np.uint64(32))
+    assert np.array_equal(sobol.scramble_constants(dims, 32), sobol.scramble_constants(dims, 64) >> np.uint64(32))
+    m = 12
+    top = sobol.points(scrambled, 0, 1 << m, sobol.scramble_constants(dims, 64)) >> np.uint64(64 - m)
+    assert (np.sort(top, axis=1) == np.arange(1 << m, dtype=np.uint64)).all()
+
+
+def test_scrambled_dimension_1_needs_no_joe_kuo_data(monkeypatch):
+    def no_data():
+        raise AssertionError("the Joe-Kuo data was read")
+    monkeypatch.setattr(sobol, "_joe_kuo", no_data)
+    v = sobol.scrambled_direction_vectors.__wrapped__(1, 64)
+    assert np.array_equal(v, sobol.scrambled_direction_vectors(1, 64))
+    assert int(v[0, 0]) >> 63 == 1 and int(v[0, 63]) == 1   # L e_63 keeps bit 63 on top; L e_0 = e_0
 
 
 def test_device_api_entry_point():

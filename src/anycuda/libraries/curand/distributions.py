@@ -6,7 +6,9 @@ the largest words round to 1.0f) or x * 2^-32 + 2^-32 in double; two words give 
 "high-quality" double (x ^ (y << 21)) * 2^-53 + 2^-54; 64-bit words (x >> 11) * 2^-53 + 2^-54;
 MRG32k3a scales its raw result r in (0, m1] by 2.3283065498378288e-10. Normals of pseudorandom
 generators come in Box-Muller pairs (sin first, then cos); normals of quasirandom ones are the
-inverse normal CDF of the uniform, which keeps each point in its dimension. Log-normals are
+inverse normal CDF of the uniform, which keeps each point in its dimension (a point above the
+middle is mirrored before it becomes a float or double: inverse_normal_float, and Sobol64's
+doubles inverse_normal_double_64). Log-normals are
 exp of those normals. float results are computed in float32 as the GPU does; the GPU's logf,
 sinf and cosf are not IEEE-exact, so normals can differ from a GPU's in the last bits.
 
@@ -131,6 +133,32 @@ def inverse_normal(u: np.ndarray) -> np.ndarray:
     e = 0.5 * erfc(-zf / math.sqrt(2)).astype(np.float64) - t[finite]
     step = e * math.sqrt(2 * math.pi) * np.exp(zf * zf / 2)
     z[finite] = zf - step / (1 + zf * step / 2)
+    return np.where(upper, -z, z)
+
+
+def inverse_normal_float(words: np.ndarray) -> np.ndarray:
+    """The standard normals curand_normal makes of 32-bit quasirandom words (_curand_normal_icdf),
+    before the cast to float: a word x above 0x80000000 is mirrored to 0xFFFFFFFF - x *before*
+    it becomes the float uniform p = x' * 2^-32 + 2^-33, and gives -inverse_normal(p). Mirroring
+    the float uniform instead (1 - u) would lose the low bits that rounding x to float drops near 1."""
+    words = np.asarray(words, np.uint32)
+    upper = words > np.uint32(0x80000000)
+    z = inverse_normal(uniform_float(np.where(upper, np.uint32(0xFFFFFFFF) - words, words)))
+    return np.where(upper, -z, z)
+
+
+def inverse_normal_float_64(words: np.ndarray) -> np.ndarray:
+    """inverse_normal_float of the top 32-bit words of 64-bit quasirandom points."""
+    return inverse_normal_float((words >> np.uint64(32)).astype(np.uint32))
+
+
+def inverse_normal_double_64(words: np.ndarray) -> np.ndarray:
+    """The double normals of 64-bit quasirandom points (_curand_normal_icdf_double): their top 53
+    bits k, mirrored to 2^53 - 1 - k above 2^52 before p = k' * 2^-53 + 2^-54 (exact below 1/2,
+    where uniform_double_64 rounds above it), and -inverse_normal(p) for the mirrored ones."""
+    k = np.asarray(words, np.uint64) >> np.uint64(11)
+    upper = k > np.uint64(1 << 52)
+    z = inverse_normal(np.where(upper, np.uint64((1 << 53) - 1) - k, k) * INV53 + INV53 / 2)
     return np.where(upper, -z, z)
 
 

@@ -57,24 +57,29 @@ def _destroy_distribution(address: int) -> None:
 
 
 # ---- direction vectors and scramble constants: host tables whose address is handed out ------
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=6)
 def _table(bits: int, kind: str) -> np.ndarray:
-    dims = sobol.available_dimensions() if bits else 0
-    dims = min(dims, MAX_DIMENSIONS)
+    """kind: "vectors", "scrambled" (the scrambled sets 102/104) or "constants". The constants
+    need no Joe-Kuo data, so all 20,000 are there with or without SciPy."""
+    dims = MAX_DIMENSIONS if kind == "constants" else min(sobol.available_dimensions(), MAX_DIMENSIONS)
     dtype = np.uint32 if bits == 32 else np.uint64
-    if kind == "vectors":
-        return np.ascontiguousarray(sobol.direction_vectors(dims, bits).astype(dtype))
-    return np.ascontiguousarray(sobol.scramble_constants(dims, bits).astype(dtype))
+    table = {"vectors": sobol.direction_vectors, "scrambled": sobol.scrambled_direction_vectors,
+             "constants": sobol.scramble_constants}[kind](dims, bits)
+    return np.ascontiguousarray(table.astype(dtype))
 
 
-_SETS = {DirectionVectorSet.VECTORS_32_JOEKUO6: 32, DirectionVectorSet.SCRAMBLED_VECTORS_32_JOEKUO6: 32,
-         DirectionVectorSet.VECTORS_64_JOEKUO6: 64, DirectionVectorSet.SCRAMBLED_VECTORS_64_JOEKUO6: 64}
+# set -> (bits, which table)
+_SETS = {DirectionVectorSet.VECTORS_32_JOEKUO6: (32, "vectors"),
+         DirectionVectorSet.SCRAMBLED_VECTORS_32_JOEKUO6: (32, "scrambled"),
+         DirectionVectorSet.VECTORS_64_JOEKUO6: (64, "vectors"),
+         DirectionVectorSet.SCRAMBLED_VECTORS_64_JOEKUO6: (64, "scrambled")}
 
 
 def _direction_vectors(bits: int):
     def call(out: int, which: int) -> None:
-        require(_SETS.get(which) == bits, Status.OUT_OF_RANGE, f"direction vector set {which} for {bits} bits")
-        _write(out, _table(bits, "vectors").ctypes.data, ctypes.c_uint64)
+        table_bits, kind = _SETS.get(which, (None, None))
+        require(table_bits == bits, Status.OUT_OF_RANGE, f"direction vector set {which} for {bits} bits")
+        _write(out, _table(bits, kind).ctypes.data, ctypes.c_uint64)
     return call
 
 

@@ -268,17 +268,24 @@ class Generator:
     def _normals(self, count: int, double: bool):
         """Standard normals: Box-Muller pairs for most pseudorandom generators, the inverse CDF
         of the uniform for quasirandom ones, MT19937 and MTGP32."""
-        if self.rng_type in INVERSE_CDF_NORMALS or self.quasi:
-            if self.rng_type in INVERSE_CDF_NORMALS:
-                uniforms = self._pseudo(count, 1, 1, dist.uniform_double_centred)
-            elif double and self.rng_type not in QUASI64:
-                # the inverse CDF of a 32-bit point takes the middle of its 2^-32 step, as
-                # NVIDIA's library does (its double uniforms take the step's top)
-                uniforms = self._quasi_block(count, dist.uniform_double_centred)
-            else:
-                uniforms = self._uniforms(count, double)
-            dtype = np.float64 if double else np.float32
+        dtype = np.float64 if double else np.float32
+        if self.rng_type in INVERSE_CDF_NORMALS:
+            uniforms = self._pseudo(count, 1, 1, dist.uniform_double_centred)
             return lambda: dist.inverse_normal(uniforms()).astype(dtype)
+        if self.quasi:
+            if not double:
+                # a word above 0x80000000 is mirrored before it becomes a float, as NVIDIA's
+                # library does (Sobol64: its top 32-bit word), not the float uniform after
+                z = self._quasi_block(count, dist.inverse_normal_float_64 if self.rng_type in QUASI64
+                                      else dist.inverse_normal_float)
+                return lambda: z().astype(dtype)
+            if self.rng_type in QUASI64:
+                # the top 53 bits, mirrored above 2^52 before they become a double
+                return self._quasi_block(count, dist.inverse_normal_double_64)
+            # the inverse CDF of a 32-bit point takes the middle of its 2^-32 step, as NVIDIA's
+            # library does (its double uniforms take the step's top); 1 - u is exact there
+            uniforms = self._quasi_block(count, dist.uniform_double_centred)
+            return lambda: dist.inverse_normal(uniforms())
         require(count % 2 == 0, Status.LENGTH_NOT_MULTIPLE, f"Box-Muller makes pairs: {count} results is odd")
         if self.rng_type == RngType.PSEUDO_MRG32K3A:
             transform = dist.box_muller_double_mrg if double else dist.box_muller_float_mrg
