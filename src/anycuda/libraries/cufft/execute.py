@@ -28,6 +28,10 @@ try:
 except ImportError:           # numpy.fft: pocketfft too, on one thread
     import numpy.fft as _fft
     _THREADED = False
+try:                          # scipy's binding of pocketfft itself, which writes where it is told
+    from scipy.fft._pocketfft import pypocketfft as _pocket
+except ImportError:
+    _pocket = None
 
 FORWARD, INVERSE = -1, 1
 
@@ -87,6 +91,28 @@ def _transform(p: plans.Plan, data: np.ndarray, direction: int, scratch: bool) -
     return _fft.ifftn(data, axes=axes, norm="forward", **threads)
 
 
+def _transform_into(p: plans.Plan, data: np.ndarray, out: np.ndarray, direction: int) -> bool:
+    """The transform of `data` written by pocketfft straight into `out` (the destination's view,
+    which must not overlap `data` unless they are one array of a complex transform): True, or
+    False where scipy's binding is missing or the types do not fit. scipy.fft's functions return
+    a new array, which took a copy into the destination: an R2C of 1024 x 1024 ran 1.6x
+    scipy.fft's own time, a C2C 1.3x."""
+    if _pocket is None:
+        return False
+    t, axes, threads = p.transform, list(range(1, data.ndim)), worker_count()
+    complex_type = np.result_type(data.dtype, np.complex64)
+    wanted = complex_type.type(0).real.dtype if t.real_out else complex_type
+    if out.dtype != wanted:
+        return False
+    if t.real_in:
+        _pocket.r2c(data, axes=axes, forward=True, inorm=0, out=out, nthreads=threads)
+    elif t.real_out:
+        _pocket.c2r(data, axes=axes, lastsize=p.sizes[-1], forward=False, inorm=0, out=out, nthreads=threads)
+    else:
+        _pocket.c2c(data, axes=axes, forward=direction == FORWARD, inorm=0, out=out, nthreads=threads)
+    return True
+
+
 def _widen(stored: np.ndarray, t: plans.Transform) -> np.ndarray:
     """Half or bfloat16 elements (real, or pairs of parts) in single precision."""
     bf16 = t.precision == "16BF"
@@ -112,14 +138,20 @@ def run(p: plans.Plan, source: int, dest: int, direction: int) -> None:
     in_shape = p.half_sizes if t.real_out else p.sizes
     out_shape = p.half_sizes if t.real_in else p.sizes
     data = view(source, in_layout, in_shape, p.batch, t.source)
+    out = view(dest, out_layout, out_shape, p.batch, t.dest)
+    # a complex transform in place where both sides are laid out alike: pocketfft's own
+    if not t.half and source == dest and in_layout == out_layout and in_shape == out_shape \
+            and not (t.real_in or t.real_out) and _transform_into(p, out, out, direction):
+        return
     # read straight from device memory when that is contiguous and not also the output
     scratch = source == dest or not data.flags.c_contiguous or t.half
     if t.half:
         data = _widen(data, t)
     elif scratch:
         data = np.array(data)
+    if not t.half and _transform_into(p, data, out, direction):
+        return
     result = _transform(p, data, direction, scratch)
-    out = view(dest, out_layout, out_shape, p.batch, t.dest)
     if t.half:
         _narrow(out, result, t)
     else:
