@@ -64,9 +64,56 @@ SKIP:
 """
 
 
+def _guard_known_earlier(name, entry):
+    """s[t] = in[i]; p = t >= 40 (in the entry code where `entry`, else in the first step's
+    prefix); barrier; twice: if (!p) s[t] = s[t + 1] + 7; barrier; then out[i] = s[t]."""
+    test = "setp.ge.u32 %p1, %r1, 40;"
+    return f""".visible .entry {name}(.param .u64 in, .param .u64 out)
+{{
+  .reg .b32 %r<12>; .reg .pred %p<3>; .reg .b64 %rd<8>;
+  .shared .align 4 .b8 s[4096];
+  ld.param.u64 %rd1, [in];
+  ld.param.u64 %rd2, [out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mad.lo.s32 %r4, %r2, %r3, %r1;
+  mul.wide.u32 %rd3, %r4, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r8, [%rd4];
+  shl.b32 %r9, %r1, 2;
+  mov.u32 %r10, s;
+  add.s32 %r10, %r10, %r9;
+  st.shared.u32 [%r10], %r8;
+  {test if entry else ""}
+  bar.sync 0;
+  {"" if entry else test}
+  @%p1 bra ONE;
+  ld.shared.u32 %r6, [%r10+4];
+  add.s32 %r6, %r6, 7;
+  st.shared.u32 [%r10], %r6;
+ONE:
+  bar.sync 0;
+  @%p1 bra TWO;
+  ld.shared.u32 %r6, [%r10+4];
+  add.s32 %r6, %r6, 7;
+  st.shared.u32 [%r10], %r6;
+TWO:
+  bar.sync 0;
+  ld.shared.u32 %r7, [%r10];
+  add.s64 %rd5, %rd2, %rd3;
+  st.global.u32 [%rd5], %r7;
+  ret;
+}}
+"""
+
+
 PTX = HEADER + "\n".join([
     # a constant written before the test and read after the barrier: kept alike for every warp
     _kernel("constant_kept", "mov.u32 %r5, 7;"),
+    # the steps' guard written before them, once: in the entry code, or in the first's prefix
+    _guard_known_earlier("guard_in_entry", True),
+    _guard_known_earlier("guard_in_a_prefix", False),
     # a value of each thread's own written there: the idle warps would keep a stale one
     _kernel("varying_kept", "mul.lo.u32 %r5, %r1, 3;"),
     # the step's own register read after the barrier: every warp runs the stretch
@@ -134,3 +181,15 @@ def test_the_tree_reduction_runs_fewer_warps_each_halving(compile_cuda):
     assert sorted(counts, reverse=True) == [8, 4, 2, 1, 1, 1, 1, 1, 1, 1]
     fn = unrolling.unroll_shape_loops(parse(ptx, "tree.ptx").function("tree"), (512, 1, 1))
     assert fn is not None
+
+
+@pytest.mark.parametrize("kernel", ["guard_in_entry", "guard_in_a_prefix"])
+@pytest.mark.parametrize("threads", [128, 256])
+def test_a_guard_written_once_before_the_stretch(rng, poison, kernel, threads):
+    # nvcc computes `t < d` once and branches on it in later stretches too (a Blelloch scan's
+    # down-sweep): each thread's value is known where it was written, so the steps run 2 warps
+    # (but the one whose prefix writes the guard: every warp keeps its own)
+    first = 2 if kernel == "guard_in_entry" else threads // 32
+    assert sorted(_busy_counts(kernel, threads)) == sorted([first, 2])
+    x, got = _run(kernel, threads, rng, poison)
+    np.testing.assert_array_equal(got, _step(_step(x, np.full(threads, 7)), np.full(threads, 7)))

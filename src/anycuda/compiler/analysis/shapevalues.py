@@ -182,6 +182,9 @@ class BlockValues:
 
     def __init__(self, body: list, ntid: tuple):
         self.body, self.ntid = body, ntid
+        # {register: its value in each thread} for registers written once where every lane
+        # runs the write, and the registers written once (vector/idlewarps.py fills them)
+        self.per_lane, self.written_once = None, frozenset()
         self.blocks = build_cfg(body, {})
         self.preds = predecessors(self.blocks)
         self.entry = {0: {}}

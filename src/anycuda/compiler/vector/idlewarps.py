@@ -20,6 +20,7 @@ from ..analysis.dataflow import defs_uses
 
 WARP = 32
 _BARRIERS = frozenset(("bar", "barrier"))
+_BRANCHES = frozenset(("bra", "brx", "ret", "exit", "trap", "call"))
 
 
 @dataclass(frozen=True)
@@ -71,22 +72,73 @@ def busy_warps(body: list, lo: int, hi: int, block: tuple, values, live_after: s
 
 def _lanes_running(body, lo, prefix, branch, threads, values) -> list | None:
     """The thread indices whose lane does not take `branch` after the prefix, or None where
-    that is not known in some lane."""
+    that is not known in some lane. Each lane's values of registers written once, in the
+    entry code or an earlier stretch's prefix, are known too (_per_lane), and this prefix's
+    are added to them."""
     env = values_at(body, lo, values)
     if env is None:
         return None
     tids = _thread_index_registers(body)
-    running = []
+    known = _per_lane(body, threads, values, tids)
+    lanes = []
     for t in range(threads):
-        lane = dict(env, **dict.fromkeys(tids, t))
+        lane = {**env, **{r: v[t] for r, v in known.items()}, **dict.fromkeys(tids, t)}
         for p in prefix:
             shapevalues.step(body[p], lane, values.ntid)
+        lanes.append(lane)
+    _note_per_lane(known, lanes, [r for p in prefix for r in defs_uses(body[p])[0]], values.written_once)
+    running = []
+    for t, lane in enumerate(lanes):
         g = lane.get(branch.guard.reg.name, shapevalues.VARYING)
         if g is shapevalues.VARYING:
             return None
         if bool(g) == branch.guard.negated:         # the branch over the span is not taken
             running.append(t)
     return running
+
+
+def _per_lane(body, threads, values, tids) -> dict:
+    """{register: its value in each thread} for registers written once (unguarded) where every
+    lane that goes on runs the write: the straight entry code (before any label or branch),
+    then stretches' prefixes as they are looked at. Such a value is the register's wherever
+    it is read. A stretch's guard may be one of them: nvcc computes `t < d` once, in the
+    up-sweep of a Blelloch scan, and branches on it in the down-sweep too, whose stretches ran
+    every warp."""
+    if values.per_lane is None:
+        values.written_once = _written_once(body)
+        values.per_lane = {}
+        end = next((p for p, st in enumerate(body) if isinstance(st, ir.Label)
+                    or (isinstance(st, ir.Instruction) and st.opcode in _BRANCHES)), len(body))
+        straight = [st for st in body[:end] if isinstance(st, ir.Instruction)]
+        lanes = []
+        for t in range(threads):
+            env = dict.fromkeys(tids, t)
+            for st in straight:
+                shapevalues.step(st, env, values.ntid)
+                env.update((r, t) for r in defs_uses(st)[0] if r in tids)
+            lanes.append(env)
+        _note_per_lane(values.per_lane, lanes, [r for st in straight for r in defs_uses(st)[0]], values.written_once)
+    return values.per_lane
+
+
+def _note_per_lane(known, lanes, written, once) -> None:
+    """Add to `known` the registers of `written` written once whose value every lane knows."""
+    for r in set(written) & once:
+        per_thread = tuple(lane.get(r, shapevalues.VARYING) for lane in lanes)
+        if all(v is not shapevalues.VARYING for v in per_thread):
+            known[r] = per_thread
+
+
+def _written_once(body) -> set:
+    """Registers with one definition in the body, by an unguarded instruction."""
+    count, guarded = {}, set()
+    for st in body:
+        if isinstance(st, ir.Instruction):
+            for r in defs_uses(st)[0]:
+                count[r] = count.get(r, 0) + 1
+                if st.guard is not None:
+                    guarded.add(r)
+    return {r for r, n in count.items() if n == 1 and r not in guarded}
 
 
 def values_at(body, pos, values) -> dict | None:
