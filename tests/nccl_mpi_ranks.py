@@ -5,7 +5,6 @@ the number of small operations libnccl's C front answered itself.
 Usage: mpirun -np N python nccl_mpi_ranks.py SEED [library]: with `library`, every call goes
 through anycuda's libnccl.so.2 (its C front first), loaded as CuPy loads it."""
 import ctypes
-import faulthandler
 import gc
 import os
 import socket
@@ -17,9 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-# a process still running after this long is stuck: every thread's stack goes to stderr, which
-# the test prints, and the process ends (before the test's own time limit kills mpirun silently)
-faulthandler.dump_traceback_later(200, exit=True)
+import mpi_process                                       # noqa: E402 -- armed before MPI starts
 from mpi4py import MPI                                   # noqa: E402 -- started here, as a program would
 
 import anycuda as ac                                     # noqa: E402
@@ -31,15 +28,7 @@ from anycuda.runtime.errors import CudaError, CUresult   # noqa: E402
 from library_calls import caller, peek, stream_handle   # noqa: E402
 import nccl_reference as ref                             # noqa: E402
 
-
-def _abort_every_process(kind, value, tb):
-    """An error this process does not catch ends every process of the launch: the others would
-    wait in MPI for it forever."""
-    sys.__excepthook__(kind, value, tb)
-    MPI.COMM_WORLD.Abort(1)
-
-
-sys.excepthook = _abort_every_process
+mpi_process.abort_every_process_on_error(MPI)
 
 
 def library_caller():

@@ -25,13 +25,8 @@ HEADER = """.version 8.0
 .address_size 64
 """
 
-
-def _kernel(name, prefix, after="add.s32 %r7, %r7, %r5;"):
-    """s[t] = in[i]; barrier; `prefix`; if (t < 40) s[t] = s[t + 1] + r5; barrier; out[i] =
-    s[t] (`after` on the way)."""
-    return f""".visible .entry {name}(.param .u64 in, .param .u64 out)
-{{
-  .reg .b32 %r<12>; .reg .pred %p<3>; .reg .b64 %rd<8>;
+# the kernels' start: s[t] = in[i], i the thread's index in the grid, %r10 = &s[t]
+LOAD = """  .reg .b32 %r<12>; .reg .pred %p<3>; .reg .b64 %rd<8>;
   .shared .align 4 .b8 s[4096];
   ld.param.u64 %rd1, [in];
   ld.param.u64 %rd2, [out];
@@ -46,7 +41,15 @@ def _kernel(name, prefix, after="add.s32 %r7, %r7, %r5;"):
   mov.u32 %r10, s;
   add.s32 %r10, %r10, %r9;
   st.shared.u32 [%r10], %r8;
-  bar.sync 0;
+"""
+
+
+def _kernel(name, prefix, after="add.s32 %r7, %r7, %r5;"):
+    """s[t] = in[i]; barrier; `prefix`; if (t < 40) s[t] = s[t + 1] + r5; barrier; out[i] =
+    s[t] (`after` on the way)."""
+    return f""".visible .entry {name}(.param .u64 in, .param .u64 out)
+{{
+{LOAD}  bar.sync 0;
   {prefix}
   setp.ge.u32 %p1, %r1, 40;
   @%p1 bra SKIP;
@@ -70,22 +73,7 @@ def _guard_known_earlier(name, entry):
     test = "setp.ge.u32 %p1, %r1, 40;"
     return f""".visible .entry {name}(.param .u64 in, .param .u64 out)
 {{
-  .reg .b32 %r<12>; .reg .pred %p<3>; .reg .b64 %rd<8>;
-  .shared .align 4 .b8 s[4096];
-  ld.param.u64 %rd1, [in];
-  ld.param.u64 %rd2, [out];
-  mov.u32 %r1, %tid.x;
-  mov.u32 %r2, %ctaid.x;
-  mov.u32 %r3, %ntid.x;
-  mad.lo.s32 %r4, %r2, %r3, %r1;
-  mul.wide.u32 %rd3, %r4, 4;
-  add.s64 %rd4, %rd1, %rd3;
-  ld.global.u32 %r8, [%rd4];
-  shl.b32 %r9, %r1, 2;
-  mov.u32 %r10, s;
-  add.s32 %r10, %r10, %r9;
-  st.shared.u32 [%r10], %r8;
-  {test if entry else ""}
+{LOAD}  {test if entry else ""}
   bar.sync 0;
   {"" if entry else test}
   @%p1 bra ONE;

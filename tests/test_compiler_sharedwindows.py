@@ -184,56 +184,44 @@ def _per_block(x, threads, step):
     return np.concatenate([step(x[b * threads:(b + 1) * threads].copy()) for b in range(len(x) // threads)])
 
 
-def test_another_warp_writes_between_the_first_warp_s_stretches(ptx, module, rng, poison):
+def _first_warp_results(ptx, module, rng, poison, kernel, out_dtype, step, blocks=3, threads=64):
+    """(got, want), each (blocks, 32): kernel's out[b * 32 + t], which must use a window and run
+    as a block program, and step(block's input) for each block."""
     import anycuda as ac
-    fn = module.get_function("another_warp_between")
-    blocks, threads = 4, 64
-    assert _has_window(ptx, "another_warp_between", threads)
+    fn = module.get_function(kernel)
+    assert _has_window(ptx, kernel, threads)
     x = rng.standard_normal(blocks * threads).astype(np.float32)
-    out = poison(blocks * 32, np.float32)
+    out = poison(blocks * 32, out_dtype)
     fn((blocks,), (threads,), (ac.asarray(x), out))
+    got = out.get().reshape(blocks, 32)          # (the launch has run: its program is made)
+    assert _ran_as_program(fn, threads)
+    return got, _per_block(x, threads, step).reshape(blocks, 32)
 
+
+def test_another_warp_writes_between_the_first_warp_s_stretches(ptx, module, rng, poison):
     def step(s):
         s[:32] += 1
         s[:32] = s[32:64] * np.float32(2)
         return s[:32] * np.float32(3)
-    np.testing.assert_allclose(out.get(), _per_block(x, threads, step), rtol=1e-6)
-    assert _ran_as_program(fn, threads)
+    got, want = _first_warp_results(ptx, module, rng, poison, "another_warp_between", np.float32, step, blocks=4)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_a_store_at_another_offset_of_the_window_s_register(ptx, module, rng, poison):
-    import anycuda as ac
-    fn = module.get_function("shifted_store")
-    blocks, threads = 3, 64
-    assert _has_window(ptx, "shifted_store", threads)
-    x = rng.standard_normal(blocks * threads).astype(np.float32)
-    out = poison(blocks * 32, np.float32)
-    fn((blocks,), (threads,), (ac.asarray(x), out))
-
     def step(s):
         s[:32] += 1
         s[1:17] = s[0:16] * np.float32(2)
         return s[:32]
-    got, want = out.get().reshape(blocks, 32), _per_block(x, threads, step).reshape(blocks, 32)
+    got, want = _first_warp_results(ptx, module, rng, poison, "shifted_store", np.float32, step)
     np.testing.assert_allclose(got[:, :31], want[:, :31], rtol=1e-6)
-    assert _ran_as_program(fn, threads)
 
 
 def test_lanes_outside_the_window_and_its_bits_as_ints(ptx, module, rng, poison):
-    import anycuda as ac
-    fn = module.get_function("outside_and_bits")
-    blocks, threads = 3, 64
-    assert _has_window(ptx, "outside_and_bits", threads)
-    x = rng.standard_normal(blocks * threads).astype(np.float32)
-    out = poison(blocks * 32, np.uint32)
-    fn((blocks,), (threads,), (ac.asarray(x), out))
-
     def step(s):
         s[:32] += 1
         return s[:32].view(np.uint32) ^ s[24:56].view(np.uint32)
-    got, want = out.get().reshape(blocks, 32), _per_block(x, threads, step).reshape(blocks, 32)
+    got, want = _first_warp_results(ptx, module, rng, poison, "outside_and_bits", np.uint32, step)
     np.testing.assert_array_equal(got[:, :30], want[:, :30])
-    assert _ran_as_program(fn, threads)
 
 
 @pytest.mark.parametrize("threads", [64, 128])
