@@ -71,24 +71,19 @@ def _guard_known_earlier(name, entry):
     """s[t] = in[i]; p = t >= 40 (in the entry code where `entry`, else in the first step's
     prefix); barrier; twice: if (!p) s[t] = s[t + 1] + 7; barrier; then out[i] = s[t]."""
     test = "setp.ge.u32 %p1, %r1, 40;"
+    steps = "".join(f"""  @%p1 bra {label};
+  ld.shared.u32 %r6, [%r10+4];
+  add.s32 %r6, %r6, 7;
+  st.shared.u32 [%r10], %r6;
+{label}:
+  bar.sync 0;
+""" for label in ("ONE", "TWO"))
     return f""".visible .entry {name}(.param .u64 in, .param .u64 out)
 {{
 {LOAD}  {test if entry else ""}
   bar.sync 0;
   {"" if entry else test}
-  @%p1 bra ONE;
-  ld.shared.u32 %r6, [%r10+4];
-  add.s32 %r6, %r6, 7;
-  st.shared.u32 [%r10], %r6;
-ONE:
-  bar.sync 0;
-  @%p1 bra TWO;
-  ld.shared.u32 %r6, [%r10+4];
-  add.s32 %r6, %r6, 7;
-  st.shared.u32 [%r10], %r6;
-TWO:
-  bar.sync 0;
-  ld.shared.u32 %r7, [%r10];
+{steps}  ld.shared.u32 %r7, [%r10];
   add.s64 %rd5, %rd2, %rd3;
   st.global.u32 [%rd5], %r7;
   ret;

@@ -124,13 +124,17 @@ class StretchParts:
     def _busy_warps(self, lo, hi):
         """(a stack slot for the number of warps the stretch lo..hi runs, idlewarps.Busy) where
         only its first warps have lanes in its work; None where every warp has some."""
-        if self._shape_values is None:
-            self._shape_values = shapevalues.BlockValues(self.pfn.body, self.block)
-        busy = idlewarps.busy_warps(self.pfn.body, lo, hi, self.block, self._shape_values, self._live_across(hi),
+        busy = idlewarps.busy_warps(self.pfn.body, lo, hi, self.block, self.shape_values(), self._live_across(hi),
                                     self.lanes)
         if busy is None or busy.warps >= self.warps:
             return None
         return self._scratch(I32, "busy.warps"), busy
+
+    def shape_values(self) -> shapevalues.BlockValues:
+        """The integers the block shape fixes at each point of the body, made when first asked."""
+        if self._shape_values is None:
+            self._shape_values = shapevalues.BlockValues(self.pfn.body, self.block)
+        return self._shape_values
 
     def _set_busy(self, busy, kept):
         """The count of warps a stretch runs, now that what it keeps is known: the busy ones

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ...ptx import ir
 from ..analysis import shapevalues, uniformity
-from ..analysis.dataflow import defs_uses
+from ..analysis.dataflow import definitions_of, defs_uses
 
 WARP = 32
 _BARRIERS = frozenset(("bar", "barrier"))
@@ -131,14 +131,7 @@ def _note_per_lane(known, lanes, written, once) -> None:
 
 def _written_once(body) -> set:
     """Registers with one definition in the body, by an unguarded instruction."""
-    count, guarded = {}, set()
-    for st in body:
-        if isinstance(st, ir.Instruction):
-            for r in defs_uses(st)[0]:
-                count[r] = count.get(r, 0) + 1
-                if st.guard is not None:
-                    guarded.add(r)
-    return {r for r, n in count.items() if n == 1 and r not in guarded}
+    return {r for r, sts in definitions_of(body).items() if len(sts) == 1 and sts[0].guard is None}
 
 
 def values_at(body, pos, values) -> dict | None:

@@ -86,24 +86,23 @@ class SharedWindows:
         if t is None or not ops or not isinstance(ops[0], pir.Reg) or ops[0].name != name:
             return None
         if st.opcode == "mov":
-            return self._root_plus(ops[1], 0, t) if len(ops) == 2 else None
+            return self._root_plus(name, ops[1], 0, t) if len(ops) == 2 else None
         if len(ops) != 3:
             return None
         sign = -1 if st.opcode == "sub" else 1
         known = self._known(pos, ops[2], t)
         if known is not None:
-            return self._root_plus(ops[1], sign * known, t)
+            return self._root_plus(name, ops[1], sign * known, t)
         known = self._known(pos, ops[1], t)
         if known is not None and sign == 1:
-            return self._root_plus(ops[2], known, t)
+            return self._root_plus(name, ops[2], known, t)
         return None
 
-    def _root_plus(self, op, number, t):
-        if not isinstance(op, pir.Reg) or op.name == self.pfn.body[self.position].operands[0].name:
+    def _root_plus(self, name, op, number, t):
+        """The root of register `op` plus `number`, for `name` written from it (not itself)."""
+        if not isinstance(op, pir.Reg) or op.name == name or width(self.types.get(op.name, "b64")) != width(t):
             return None
         root = self.root_of(op.name)
-        if root is None or width(self.types.get(op.name, "b64")) != width(t):
-            return None
         total = root[2] + number
         return (root[0], root[1], total) if abs(total) < _NEAR else None
 
@@ -128,9 +127,7 @@ class SharedWindows:
         return value - (1 << bits) if value >> (bits - 1) else value
 
     def _known_values(self, pos) -> dict:
-        if self._shape_values is None:
-            self._shape_values = shapevalues.BlockValues(self.pfn.body, self.block)
-        return idlewarps.values_at(self.pfn.body, pos, self._shape_values) or {}
+        return idlewarps.values_at(self.pfn.body, pos, self.shape_values()) or {}
 
     # -------------------------------------------------------------- holding and dropping
     def drop_windows(self):
@@ -197,8 +194,8 @@ class SharedWindows:
         if shape.exact is not None:
             inside = b.and_(inside, shape.exact)
         vec = self._vec(elem)
+        image = self._scratch(ir.ArrayType(vec, self.warps), "window")
         with at_function_start(b):
-            image = b.alloca(ir.ArrayType(vec, self.warps), name="window")
             flag = b.alloca(ir.ArrayType(I8, self.warps), name="window.made")
             b.store(ir.Constant(flag.type.pointee, [0] * self.warps), flag)
         self._windows[key[:2]] = Window(key[2], size, elem, image, flag)

@@ -94,10 +94,11 @@ def _transform(p: plans.Plan, data: np.ndarray, direction: int, scratch: bool) -
 def _transform_into(p: plans.Plan, data: np.ndarray, out: np.ndarray, direction: int) -> bool:
     """The transform of `data` written by pocketfft straight into `out` (the destination's view,
     which must not overlap `data` unless they are one array of a complex transform): True, or
-    False where scipy's binding is missing or the types do not fit. scipy.fft's functions return
+    False where scipy's binding is missing or the types do not fit (half and bfloat16 go through
+    single precision, widened and narrowed around scipy.fft). scipy.fft's functions return
     a new array, which took a copy into the destination: an R2C of 1024 x 1024 ran 1.6x
     scipy.fft's own time, a C2C 1.3x."""
-    if _pocket is None:
+    if _pocket is None or p.transform.half:
         return False
     t, axes, threads = p.transform, list(range(1, data.ndim)), worker_count()
     complex_type = np.result_type(data.dtype, np.complex64)
@@ -140,7 +141,7 @@ def run(p: plans.Plan, source: int, dest: int, direction: int) -> None:
     data = view(source, in_layout, in_shape, p.batch, t.source)
     out = view(dest, out_layout, out_shape, p.batch, t.dest)
     # a complex transform in place where both sides are laid out alike: pocketfft's own
-    if not t.half and source == dest and in_layout == out_layout and in_shape == out_shape \
+    if source == dest and in_layout == out_layout and in_shape == out_shape \
             and not (t.real_in or t.real_out) and _transform_into(p, out, out, direction):
         return
     # read straight from device memory when that is contiguous and not also the output
@@ -149,7 +150,7 @@ def run(p: plans.Plan, source: int, dest: int, direction: int) -> None:
         data = _widen(data, t)
     elif scratch:
         data = np.array(data)
-    if not t.half and _transform_into(p, data, out, direction):
+    if _transform_into(p, data, out, direction):
         return
     result = _transform(p, data, direction, scratch)
     if t.half:
