@@ -1,7 +1,8 @@
 """One rank of tests/test_nccl_mpi.py, started by mpirun: anycuda's NCCL over MPI, called as its
 C entry points are. Every rank makes every rank's inputs from the shared seed (rank r's from
 seed + r), so each checks its own results against numpy. Prints "rank R ok" at the end, with
-the number of small operations libnccl's C front answered itself.
+the number of small operations libnccl's C front answered itself and of large ones its C thread
+ran.
 Usage: mpirun -np N python nccl_mpi_ranks.py SEED [library]: with `library`, every call goes
 through anycuda's libnccl.so.2 (its C front first), loaded as CuPy loads it."""
 import ctypes
@@ -238,6 +239,52 @@ for launch in range(2):
 api.cuGraphExecDestroy(runs)
 api.cuGraphDestroy(graph)
 
+# 9. large collectives back to back, each reading what the one before wrote (through
+# libnccl.so.2 these go to its C thread, large.c, while nothing else is queued), then a small
+# one, an event, a copy to the host and a context synchronisation, all in stream order
+big_c = 150_000                           # floats per rank: more than small.py's 512 KB a call moves
+vals = inputs(7, n * big_c, 9)
+s, _ = buf(7, n * big_c, vals[rank])
+total, got_total = buf(7, n * big_c)
+call("ncclAllReduce", s, total, n * big_c, 7, 0, comm, stream)                       # sum of every rank's
+gathered, got_gathered = buf(7, n * big_c)
+call("ncclAllGather", total + rank * big_c * 4, gathered, big_c, 7, comm, stream)      # = the sum again
+part, got_part = buf(7, big_c)
+call("ncclReduceScatter", gathered, part, big_c, 7, 0, comm, stream)                 # n x the sum's block
+call("ncclBroadcast", total, total, n * big_c, 7, n - 1, comm, stream)                 # in place
+top, got_top = buf(7, big_c)
+call("ncclReduce", gathered, top, big_c, 7, 2, n - 1, comm, stream)                    # max: the sum's first block
+call("ncclAllReduce", part, part, 16, 7, 0, comm, stream)                              # small, after the large
+done_event = api.cuEventCreate(0)
+api.cuEventRecord(done_event, stream)
+host = np.zeros(big_c, np.float32)
+api.cuMemcpyAsync(host.ctypes.data, part, host.nbytes, stream)
+api.cuEventSynchronize(done_event)
+api.cuCtxSynchronize()
+api.cuStreamQuery(stream)                               # (raises CUDA_ERROR_NOT_READY while work is pending)
+want = np.sum(vals, axis=0, dtype=np.float64).astype(np.float32)
+same(got_total, want, 7)
+same(got_gathered, want, 7)
+block = want[rank * big_c:(rank + 1) * big_c] * n
+block[:16] = sum(want[j * big_c:j * big_c + 16] * n for j in range(n))     # the small all-reduce's
+same(host, block, 7)
+if rank == n - 1:
+    same(got_top, want[:big_c], 7)
+api.cuEventDestroy(done_event)
+# a large all-reduce returns before its peers call theirs, and its stream is busy until they do
+if rank == 0 and n > 1:
+    world.recv(source=1, tag=98)
+call("ncclAllReduce", s, total, n * big_c, 7, 0, comm, stream)
+if rank == 1:
+    try:
+        api.cuStreamQuery(stream)
+        raise AssertionError("the stream is idle while its all-reduce waits for rank 0")
+    except CudaError as e:
+        assert e.code == CUresult.CUDA_ERROR_NOT_READY, e
+    world.send("returned", dest=0, tag=98)
+sync()
+same(got_total, want, 7)
+
 # 8. a split: even and odd ranks
 new = ctypes.c_uint64()
 call("ncclCommSplit", comm, rank % 2, rank, ctypes.addressof(new), 0)
@@ -252,7 +299,8 @@ split_mpi = get(new.value).transport.comm
 call("ncclCommDestroy", new.value)
 gc.collect()
 assert split_mpi == MPI.COMM_NULL, "a destroyed communicator's MPI communicator is freed"
-answered = get(comm).transport.shared.answered
+shared = get(comm).transport.shared
+answered, threaded = shared.answered, shared.threaded
 call("ncclCommDestroy", comm)
-print(f"rank {rank} ok on {socket.gethostname()} {os.readlink('/proc/self/ns/net')} front answered {answered}",
-      flush=True)
+print(f"rank {rank} ok on {socket.gethostname()} {os.readlink('/proc/self/ns/net')} front answered {answered} "
+      f"threaded {threaded}", flush=True)

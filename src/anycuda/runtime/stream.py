@@ -72,8 +72,57 @@ busy = ctypes.c_long(0)
 
 def hold(delta: int) -> None:
     """Count something besides queued work that new work must not pass (a capture: +1, -1)."""
+    _hand_over_outside()
     with _cv:
         busy.value += delta
+
+
+# Work queued outside the streams' workers: large collectives on a C thread of libnccl's
+# (libraries/nccl/large.c), queued only while `busy` reads zero. `foreign` counts what is
+# queued there and not yet handed to a stream (the C writes it); before the runtime queues,
+# waits for or asks about any work, `outside.hand_over()` makes that work a piece of work of its
+# stream (which waits for it), so every rule of stream order then holds for it as for the rest.
+foreign = ctypes.c_long(0)
+
+
+class Outside:
+    """What the library doing work outside the streams gives the runtime (`set_outside`)."""
+
+    def hand_over(self) -> None:
+        """Queue, on the stream it belongs to, a piece of work that waits for the work not yet
+        handed over (called where `foreign` reads nonzero; no lock held)."""
+        raise NotImplementedError
+
+    def issued(self) -> int:
+        """The ticket of the last piece of outside work queued."""
+        raise NotImplementedError
+
+    def done(self) -> int:
+        """The ticket of the last piece finished (tickets finish in order)."""
+        raise NotImplementedError
+
+
+_outside = [None]
+
+
+def set_outside(outside: Outside) -> None:
+    _outside[0] = outside
+
+
+def _hand_over_outside() -> None:
+    if foreign.value and _outside[0] is not None:
+        _outside[0].hand_over()
+
+
+class _OutsideTicket:
+    """The outside work as release_after_queued_work's table holds a stream's state."""
+
+    def __init__(self, outside: Outside):
+        self.outside = outside
+
+    @property
+    def completed(self) -> int:
+        return self.outside.done()
 
 
 class _StreamState:
@@ -126,6 +175,11 @@ def release_after_queued_work(release) -> None:
     worker that finished the last ticket before the entry was added is caught by the check
     after adding it."""
     pending = [(st, st.issued) for st in list(_states) + default_stream.states() if st.completed < st.issued]
+    outside = _outside[0]
+    if outside is not None and outside.done() < outside.issued():
+        # (not handed over here: a finaliser may not queue work; the work that takes it over,
+        # or the next piece of any stream's work to finish, releases this)
+        pending.append((_OutsideTicket(outside), outside.issued()))
     if not pending:
         release()
         return
@@ -172,7 +226,7 @@ def _worker(state: _StreamState) -> None:
                 if state.error is None:
                     state.error = e
         finally:
-            del fn, args, item
+            del fn, args, item, on_skip   # (a finished piece of work keeps nothing alive)
             with _cv:
                 state.completed += 1
                 busy.value -= 1
@@ -214,6 +268,7 @@ class _Queue:
         """Run `fn(*args)` after the work queued before it (and what _dependencies names);
         returns its ticket at once. `on_skip()` runs instead when the stream skips the work
         because of an unreported error."""
+        _hand_over_outside()
         st = self._state
         with _cv:
             if st.issued - st.completed >= MAX_PENDING and getattr(_local, "state", None) is None:
@@ -243,6 +298,7 @@ class _Queue:
     def _wait(self, ticket: int = None) -> None:
         """Wait until the work up to `ticket` (all queued work: None) has finished; raise the
         error the stream kept, if any (once)."""
+        _hand_over_outside()
         st = self._state
         if getattr(_local, "state", None) is st:
             raise CudaError(CUresult.CUDA_ERROR_NOT_PERMITTED,
@@ -275,6 +331,7 @@ class _Queue:
 
     def query(self) -> bool:
         """True when all queued work has finished."""
+        _hand_over_outside()
         with _cv:
             return self._state.idle()
 
@@ -352,6 +409,7 @@ class _DefaultStream(_Queue):
 
     def enqueue(self, fn, *args, on_skip=None) -> int:
         if getattr(_local, "state", None) is not None:
+            _hand_over_outside()
             fn(*args)            # from a stream's own work: inline (see the module's docstring)
             return 0
         return super().enqueue(fn, *args, on_skip=on_skip)
@@ -361,6 +419,7 @@ class _DefaultStream(_Queue):
         idle, no error kept, no blocking stream of the device busy), the caller runs it itself,
         holding its ticket: a small blocking copy then costs no hand-over to the worker and
         back, and work queued meanwhile waits for it (enqueue's `inline` dependency)."""
+        _hand_over_outside()
         if getattr(_local, "state", None) is not None:
             fn(*args)
             return
@@ -446,7 +505,8 @@ def _device_states(device):
 
 
 def _wait_idle(device) -> list:
-    """Wait until the streams of `device` are idle; their states. Caller holds _cv."""
+    """Wait until the streams of `device` are idle; their states. Caller holds _cv (and has
+    handed the outside work over: _hand_over_outside)."""
     while True:
         states = _device_states(device)
         if all(st.idle() for st in states):
@@ -458,6 +518,7 @@ def synchronize_all(device: int = None) -> None:
     """Wait for the work of every stream (of `device` only, when given: a device's
     synchronisation does not wait for the others'); raise the first kept error (the others
     stay kept for their streams' synchronize or the next synchronize_all)."""
+    _hand_over_outside()
     first = None
     with _cv:
         for st in _wait_idle(device):
@@ -475,6 +536,7 @@ def wait_idle(device: int = None) -> None:
     From a stream's own work it waits for nothing (that could wait for itself)."""
     if getattr(_local, "state", None) is not None:
         return
+    _hand_over_outside()
     with _cv:
         _wait_idle(device)
     _run_hooks()
@@ -482,6 +544,7 @@ def wait_idle(device: int = None) -> None:
 
 def discard_errors(device: int = None) -> None:
     """Wait for `device`'s streams and forget the errors they kept (a device reset)."""
+    _hand_over_outside()
     with _cv:
         for st in _wait_idle(device):
             st.error = None

@@ -60,7 +60,7 @@ PRELOADED = tuple(soname for lib in LIBRARIES if lib.preloaded for soname in lib
 # what a build of the libraries is made of, relative to this folder (shim/build.py's fingerprint)
 LIBRARY_SOURCES = tuple(os.path.relpath(path, HERE) for lib in LIBRARIES
                         for path in (lib.names_file, lib.signatures_file)
-                        + ((lib.front.SOURCE, Path(lib.front.__file__)) if lib.front else ()))
+                        + ((*lib.front.SOURCES, Path(lib.front.__file__)) if lib.front else ()))
 
 _C_TYPES = {"h": "void *", "p": "void *", "e": "int", "L": "int64_t", "U": "uint64_t", "z": "size_t", "f": "float",
             "d": "double", "c": "char", "C": "cuComplex", "Z": "cuDoubleComplex", "I": "ncclUniqueId"}
@@ -124,7 +124,7 @@ def _front_parts(lib: DropIn, table: dict) -> tuple:
         return "", ""
     behind = {python_name(lib, n): table[n] for n in lib.front.ANSWERS_FIRST}
     cdef = lib.front.CDEF + _api(behind, 'extern "Python" ')
-    return cdef, _api(behind, "static ") + "\n" + lib.front.SOURCE.read_text()
+    return cdef, _api(behind, "static ") + "".join("\n" + path.read_text() for path in lib.front.SOURCES)
 
 
 def _stubs(lib: DropIn) -> str:

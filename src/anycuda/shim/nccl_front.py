@@ -1,5 +1,5 @@
 """What libnccl's C front (anycuda/libraries/nccl/front.c: small collectives answered in C on
-the caller's thread) adds to the library's build: the entry points it answers first, each
+the caller's thread; large.c: large ones queued to a C thread) adds to the library's build: the entry points it answers first, each
 falling back to the library's Python under the name `anycuda_python_<name>`, and the C
 functions the Python half (anycuda.libraries.nccl.front) calls. Data only: pip's build reads it.
 (The C is NCCL's semantics, so it lives with the library; the shim only compiles it in.)"""
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parent.parent / "libraries" / "nccl" / "front.c"
+# front.c first: large.c (large collectives queued to a C thread) uses its statics
+SOURCES = tuple(Path(__file__).resolve().parent.parent / "libraries" / "nccl" / name for name in ("front.c", "large.c"))
 ANSWERS_FIRST = ("ncclGroupStart", "ncclGroupEnd", "ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce",
                  "ncclAllGather", "ncclReduceScatter")
 PYTHON_PREFIX = "anycuda_python_"
@@ -20,4 +21,11 @@ void anycuda_nccl_front_unregister(void *shared);
 int anycuda_nccl_front_finish(void *op);
 void anycuda_nccl_front_free(void *op);
 extern "Python" int anycuda_python_nccl_adopt(void *comm, void *stream, void *op);
+int anycuda_nccl_large_setup(void *foreign, void *allreduce, void *allgather, void *reduce_scatter_block,
+                             void *bcast, void *reduce, intptr_t *types, intptr_t *ops, void *in_place,
+                             size_t piece_bytes);
+uint64_t anycuda_nccl_large_claim(uint64_t *handle, uintptr_t *stream, int *device);
+void anycuda_nccl_large_wait(uint64_t ticket);
+uint64_t anycuda_nccl_large_issued(void);
+uint64_t anycuda_nccl_large_done(void);
 """

@@ -1,4 +1,5 @@
-/* libnccl's front: small collectives answered in C on the caller's thread.
+/* libnccl's front: small collectives answered in C on the caller's thread (and large ones
+ * queued to a thread of its own: large.c).
  *
  * A collective through the library's Python costs tens of microseconds (the call into Python,
  * the operation queued on its stream, the stream's worker woken, MPI called from it), against
@@ -34,6 +35,9 @@ typedef struct {                 /* libraries/nccl/front.Shared: one communicato
     uint64_t seq;                /* small operations so far (small.py: their tags) */
     int enabled;
     uint64_t answered;           /* small operations this front finished itself */
+    int device;                  /* the communicator's device (large.c: the legacy stream is the device's) */
+    int error;                   /* MPI's error in an operation of large.c's thread (0: none) */
+    uint64_t threaded;           /* large operations large.c's thread finished */
 } anycuda_nccl_shared;
 
 typedef int (*anycuda_mpi_isend)(const void *, int, intptr_t, int, int, intptr_t, intptr_t *);
@@ -399,15 +403,23 @@ static int anycuda_stream_known_live(void *stream) {
     return index < anycuda_front.live_count && anycuda_front.live_streams[index];
 }
 
+static int anycuda_large_try(int kind, const void *send, void *recv, size_t count, int dtype, int op, int root,
+                             void *handle, void *stream);
+static int anycuda_large_unfinished(void);
+
 /* 1 when the front answered the call (its status in *status), 0 when the Python must */
 static int anycuda_front_try(int kind, const void *send, void *recv, size_t count, int dtype, int op, int root,
                              void *handle, void *stream, int *status) {
     if (anycuda_group_depth || !anycuda_front.busy || __atomic_load_n(anycuda_front.busy, __ATOMIC_ACQUIRE) ||
         !anycuda_stream_known_live(stream))
         return 0;
-    anycuda_small_op *o = anycuda_small_op_for(kind, send, recv, count, dtype, op, root, handle);
-    if (!o)
-        return 0;
+    /* a small operation may not pass large ones queued before it (large.c) */
+    anycuda_small_op *o = anycuda_large_unfinished() ? NULL
+                        : anycuda_small_op_for(kind, send, recv, count, dtype, op, root, handle);
+    if (!o) {
+        *status = NCCL_SUCCESS;
+        return anycuda_large_try(kind, send, recv, count, dtype, op, root, handle, stream);
+    }
     o->tag = anycuda_front.tag_base + (int)(o->shared->seq++ % (uint64_t)anycuda_front.tag_span);
     if ((kind == KIND_ALL_REDUCE || (kind == KIND_BROADCAST && o->rank == root)) && o->recv != o->send)
         memmove(o->recv, o->send, o->bytes);

@@ -41,7 +41,9 @@ class Shared(ctypes.Structure):
     anycuda_nccl_shared, field for field)."""
     _fields_ = [("handle", ctypes.c_uint64), ("mpi_comm", ctypes.c_void_p), ("rank", ctypes.c_int),
                 ("nranks", ctypes.c_int), ("seq", ctypes.c_uint64), ("enabled", ctypes.c_int),
-                ("answered", ctypes.c_uint64)]      # small operations the C front finished itself
+                ("answered", ctypes.c_uint64),      # small operations the C front finished itself
+                ("device", ctypes.c_int), ("error", ctypes.c_int),   # the communicator's device, MPI's error in
+                ("threaded", ctypes.c_uint64)]      # large.c's thread, and the large operations that thread ran
 
     def number(self, kind: str, count: int, dtype: int) -> int:
         """The next small-operation number for a call the Python answers (-1: not small)."""
