@@ -101,6 +101,13 @@ class Outside:
         """The ticket of the last piece finished (tickets finish in order)."""
         raise NotImplementedError
 
+    def wait_here(self, state, device) -> bool:
+        """Where the work not yet handed over belongs to the stream whose state is `state` (None:
+        any stream of `device`; None: of any device), wait for it in this thread, without handing
+        it over (a synchronisation that hands it over wakes the stream's worker to wait, and
+        back); whether it did."""
+        raise NotImplementedError
+
 
 _outside = [None]
 
@@ -111,6 +118,15 @@ def set_outside(outside: Outside) -> None:
 
 def _hand_over_outside() -> None:
     if foreign.value and _outside[0] is not None:
+        _outside[0].hand_over()
+
+
+def _wait_for_outside(state=None, device=None) -> None:
+    """For a synchronisation (of the stream whose state is `state`, or of `device`'s or every
+    stream): the outside work not yet handed over, waited for here where it is that stream's,
+    else handed over. Where `foreign` reads nonzero, nothing was queued on any stream after that
+    work (queueing hands it over), so the streams have nothing of theirs to wait for after it."""
+    if foreign.value and _outside[0] is not None and not _outside[0].wait_here(state, device):
         _outside[0].hand_over()
 
 
@@ -298,8 +314,11 @@ class _Queue:
     def _wait(self, ticket: int = None) -> None:
         """Wait until the work up to `ticket` (all queued work: None) has finished; raise the
         error the stream kept, if any (once)."""
-        _hand_over_outside()
         st = self._state
+        if ticket is None:
+            _wait_for_outside(st)
+        else:
+            _hand_over_outside()
         if getattr(_local, "state", None) is st:
             raise CudaError(CUresult.CUDA_ERROR_NOT_PERMITTED,
                             "a stream's own work (a host function) cannot wait for that stream")
@@ -518,7 +537,7 @@ def synchronize_all(device: int = None) -> None:
     """Wait for the work of every stream (of `device` only, when given: a device's
     synchronisation does not wait for the others'); raise the first kept error (the others
     stay kept for their streams' synchronize or the next synchronize_all)."""
-    _hand_over_outside()
+    _wait_for_outside(device=device)
     first = None
     with _cv:
         for st in _wait_idle(device):
@@ -536,7 +555,7 @@ def wait_idle(device: int = None) -> None:
     From a stream's own work it waits for nothing (that could wait for itself)."""
     if getattr(_local, "state", None) is not None:
         return
-    _hand_over_outside()
+    _wait_for_outside(device=device)
     with _cv:
         _wait_idle(device)
     _run_hooks()

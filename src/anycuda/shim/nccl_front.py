@@ -25,6 +25,7 @@ int anycuda_nccl_large_setup(void *foreign, void *allreduce, void *allgather, vo
                              void *bcast, void *reduce, intptr_t *types, intptr_t *ops, void *in_place,
                              size_t piece_bytes);
 uint64_t anycuda_nccl_large_claim(uint64_t *handle, uintptr_t *stream, int *device);
+uint64_t anycuda_nccl_large_pending(uint64_t *handle, uintptr_t *stream, int *device);
 void anycuda_nccl_large_wait(uint64_t ticket);
 uint64_t anycuda_nccl_large_issued(void);
 uint64_t anycuda_nccl_large_done(void);

@@ -188,6 +188,7 @@ class LargeWork:
         stream (with their communicator's device current: the legacy stream is the device's)
         waits for them, then reports their failures."""
         from ...driver import api
+        from ...runtime.errors import CudaError
         from .group import submit
         ffi, lib = _front["ffi"], _front["lib"]
         handle, stream, device = ffi.new("uint64_t *"), ffi.new("uintptr_t *"), ffi.new("int *")
@@ -203,16 +204,45 @@ class LargeWork:
         on = int(stream[0]) or CU_STREAM_LEGACY
         if lib.anycuda_nccl_large_done() >= ticket or communicator is None:
             wait()                                  # done already (a destroyed communicator's: unregister waited)
-        elif api.cuStreamIsCapturing(on):           # a capture cannot hold work queued before it
+            return
+        try:
+            if api.cuStreamIsCapturing(on):         # a capture cannot hold work queued before it
+                wait()
+            else:
+                submit(communicator, on, wait, on_skip=wait)
+        except CudaError:                           # its stream destroyed since: nothing can come after it there
             wait()
-        else:
-            submit(communicator, on, wait, on_skip=wait)
 
     def issued(self) -> int:
         return int(_front["lib"].anycuda_nccl_large_issued())
 
+    def wait_here(self, state, device) -> bool:
+        ffi, lib = _front["ffi"], _front["lib"]
+        handle, stream, on_device = ffi.new("uint64_t *"), ffi.new("uintptr_t *"), ffi.new("int *")
+        ticket = lib.anycuda_nccl_large_pending(handle, stream, on_device)
+        if ticket and device is not None and on_device[0] != device:
+            return False
+        if ticket and state is not None and _stream_state(int(stream[0]), on_device[0]) is not state:
+            return False
+        lib.anycuda_nccl_large_wait(ticket)          # without the GIL
+        report_errors()
+        return True
+
     def done(self) -> int:
         return int(_front["lib"].anycuda_nccl_large_done())
+
+
+def _stream_state(stream: int, device: int):
+    """The runtime's state of the stream a handle large.c keeps names (CU_STREAM_LEGACY: the
+    device's legacy default stream), or None where the handle names none now."""
+    from ...driver import api
+    from ...runtime.stream import default_stream
+    if stream == CU_STREAM_LEGACY:
+        return default_stream.state_of(device)
+    try:
+        return api._get(stream, api.StreamHandle).stream._state
+    except Exception:                 # noqa: BLE001 -- a destroyed stream: the work is handed over
+        return None
 
 
 def wait_for_large_work() -> None:

@@ -262,6 +262,15 @@ static uint64_t anycuda_nccl_large_claim(uint64_t *handle, uintptr_t *stream, in
     return ticket;
 }
 
+/* what anycuda_nccl_large_claim would name, left where it is */
+static uint64_t anycuda_nccl_large_pending(uint64_t *handle, uintptr_t *stream, int *device) {
+    pthread_mutex_lock(&anycuda_large.lock);
+    uint64_t ticket = *anycuda_large.foreign ? anycuda_large.issued : 0;
+    *handle = anycuda_large.handle, *stream = anycuda_large.stream, *device = anycuda_large.device;
+    pthread_mutex_unlock(&anycuda_large.lock);
+    return ticket;
+}
+
 /* wait (without the GIL) until the operations up to `ticket` have finished */
 static void anycuda_nccl_large_wait(uint64_t ticket) {
     pthread_mutex_lock(&anycuda_large.lock);
