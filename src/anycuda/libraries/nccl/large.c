@@ -60,6 +60,7 @@ static struct {
     pthread_cond_t queued, finished;
     anycuda_large_op *head, *tail;
     uint64_t issued, done;                /* tickets: operations queued, finished */
+    uint64_t wake_at;                     /* the first ticket a waiter waits for (0: none) */
     uint64_t handle;                      /* the communicator, stream and device of what is */
     uintptr_t stream;                     /* queued and not handed over */
     int device;
@@ -150,8 +151,12 @@ static void *anycuda_large_thread(void *unused) {
         else
             __atomic_add_fetch(&o->shared->threaded, 1, __ATOMIC_RELAXED);
         pthread_mutex_lock(&anycuda_large.lock);
-        __atomic_add_fetch(&anycuda_large.done, 1, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&anycuda_large.finished);
+        uint64_t done = __atomic_add_fetch(&anycuda_large.done, 1, __ATOMIC_RELEASE);
+        if (anycuda_large.wake_at && done >= anycuda_large.wake_at) {
+            /* only then: a waiter woken after every operation takes the core from this thread */
+            anycuda_large.wake_at = 0;
+            pthread_cond_broadcast(&anycuda_large.finished);
+        }
         pthread_mutex_unlock(&anycuda_large.lock);
         free(o);
     }
@@ -274,8 +279,11 @@ static uint64_t anycuda_nccl_large_pending(uint64_t *handle, uintptr_t *stream, 
 /* wait (without the GIL) until the operations up to `ticket` have finished */
 static void anycuda_nccl_large_wait(uint64_t ticket) {
     pthread_mutex_lock(&anycuda_large.lock);
-    while (anycuda_large.done < ticket)
+    while (anycuda_large.done < ticket) {
+        if (!anycuda_large.wake_at || ticket < anycuda_large.wake_at)
+            anycuda_large.wake_at = ticket;      /* (every waiter woken says its ticket again) */
         pthread_cond_wait(&anycuda_large.finished, &anycuda_large.lock);
+    }
     pthread_mutex_unlock(&anycuda_large.lock);
 }
 
