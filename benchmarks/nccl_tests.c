@@ -6,7 +6,7 @@
  *   mpicc -O2 benchmarks/nccl_tests.c -o /tmp/nccl_tests -L"$(anycuda shim-path)" -l:libnccl.so.2 -l:libcuda.so.1
  *   mpirun -np 2 anycuda run -- /tmp/nccl_tests [max_bytes] [iters] [repeats]
  *
- * For each size (8 B, then x4 up to max_bytes, 256 MB by default): `iters` operations issued
+ * For each size (8 B, then x2 up to max_bytes, 256 MB by default, as nccl-tests steps): `iters` operations issued
  * back to back on one stream and one stream synchronisation, as nccl-tests times them (20), the
  * median of `repeats` such timings (5) after a warm-up, the slowest rank's; MPI's column is
  * MPI_Allreduce (MPI_IN_PLACE), MPI_Allgather and MPI_Reduce_scatter_block on the same buffers,
@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
         printf("# anycuda NCCL, %d ranks, nccl-tests' timing (%d back to back, median of %d); us, GB/s\n"
                "# %12s %15s %10s %8s %8s %10s %9s %6s\n", nranks, iters, repeats, "bytes", "collective", "time",
                "algbw", "busbw", "MPI time", "MPI busbw", "ratio");
-    for (size_t bytes = 8; bytes <= max_bytes; bytes *= 4) {
+    for (size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
         size_t count = bytes / 4;
         unsigned long long big, small;
         CHECK(cuMemAlloc_v2(&big, count * 4 + 4 * nranks));

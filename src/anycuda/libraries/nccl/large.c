@@ -26,6 +26,9 @@
  * as the communicator's asynchronous error. */
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
+
+enum { ANYCUDA_SCHED_BATCH = 3 };         /* Linux's SCHED_BATCH (sched.h names it under _GNU_SOURCE only) */
 
 typedef int (*anycuda_mpi_allreduce)(const void *, void *, int, intptr_t, intptr_t, intptr_t);
 typedef int (*anycuda_mpi_allgather)(const void *, int, intptr_t, void *, int, intptr_t, intptr_t);
@@ -136,6 +139,11 @@ static int anycuda_large_run(const anycuda_large_op *o) {
 
 static void *anycuda_large_thread(void *unused) {
     (void)unused;
+    /* Woken by the first of a run of calls, a thread of the normal policy takes the caller's
+     * core at once (where a launcher binds each rank to one core), and the calls after it
+     * wait for MPI's busy polling to yield: batch policy wakes without preempting. */
+    struct sched_param none = {0};
+    pthread_setschedparam(pthread_self(), ANYCUDA_SCHED_BATCH, &none);
     for (;;) {
         pthread_mutex_lock(&anycuda_large.lock);
         while (!anycuda_large.head)
