@@ -32,7 +32,8 @@ from .status import NcclError, Result
 
 # the variables launchers set in the processes they start (Open MPI, PMIx, MPICH/Hydra, Slurm's PMI)
 LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS")
-CHUNK_BYTES = 4 << 20             # an all-reduce or broadcast larger than this goes in pieces
+CHUNK_BYTES = 16 << 20            # an all-reduce or broadcast larger than this goes in pieces (NOTES: up to
+                                  # 16 MB MPI's own call is as fast as pieces, from 32 MB pieces are 2x faster)
 IN_FLIGHT = 2                     # pieces in flight at once
 SPIN_SECONDS = 0.05               # a wait tests without pausing this long first
 _TAG_BASE = 0x5A00                # tags of the joining messages, below MPI's guaranteed 32767
