@@ -102,10 +102,10 @@ class Outside:
         raise NotImplementedError
 
     def wait_here(self, state, device) -> bool:
-        """Where the work not yet handed over belongs to the stream whose state is `state` (None:
-        any stream of `device`; None: of any device), wait for it in this thread, without handing
-        it over (a synchronisation that hands it over wakes the stream's worker to wait, and
-        back); whether it did."""
+        """Where the work not yet handed over belongs to the stream whose state is `state` (or,
+        `state` None, to any stream of `device`, or of any device where that is None too), wait
+        for it in this thread without handing it over (handing it over to wait would wake the
+        stream's worker to wait, and this thread after it); whether it did."""
         raise NotImplementedError
 
 
@@ -315,13 +315,13 @@ class _Queue:
         """Wait until the work up to `ticket` (all queued work: None) has finished; raise the
         error the stream kept, if any (once)."""
         st = self._state
+        if getattr(_local, "state", None) is st:
+            raise CudaError(CUresult.CUDA_ERROR_NOT_PERMITTED,
+                            "a stream's own work (a host function) cannot wait for that stream")
         if ticket is None:
             _wait_for_outside(st)
         else:
             _hand_over_outside()
-        if getattr(_local, "state", None) is st:
-            raise CudaError(CUresult.CUDA_ERROR_NOT_PERMITTED,
-                            "a stream's own work (a host function) cannot wait for that stream")
         with _cv:
             while st.completed < (st.issued if ticket is None else ticket):
                 _cv.wait()
@@ -525,7 +525,7 @@ def _device_states(device):
 
 def _wait_idle(device) -> list:
     """Wait until the streams of `device` are idle; their states. Caller holds _cv (and has
-    handed the outside work over: _hand_over_outside)."""
+    waited for the outside work or handed it over: _wait_for_outside)."""
     while True:
         states = _device_states(device)
         if all(st.idle() for st in states):
