@@ -61,6 +61,38 @@ extern "C" __global__ void spin_lock_sum(int* out) {
     if (t == 0) out[blockIdx.x] = total;
 }
 
+// a spin that counts its tests and would give up (a branch inside the loop: its way out)
+extern "C" __global__ void counted_flag(const int* in, int* out) {
+    __shared__ volatile int flag;
+    __shared__ int value;
+    int t = threadIdx.x;
+    if (t == 0) flag = 0;
+    __syncthreads();
+    if (t == blockDim.x - 1) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    if (t == 0) {
+        long long spins = 0;
+        while (flag == 0) {
+            if (++spins > (1LL << 40)) { out[blockIdx.x] = -1; return; }
+        }
+        out[blockIdx.x] = value * 2;
+    }
+}
+
+// the same where no thread sets the flag: the count runs out (more tests than the rounds a
+// block may stall before its spin is called a deadlock), as on a GPU
+extern "C" __global__ void gives_up(int* out) {
+    __shared__ volatile int flag;
+    if (threadIdx.x == 0) flag = 0;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int spins = 0;
+        while (flag == 0) {
+            if (++spins > 200000) { out[0] = spins; return; }
+        }
+        out[0] = -1;
+    }
+}
+
 // a flag in global memory, set by the block's last thread
 extern "C" __global__ void global_flag(volatile int* flag, int* out) {
     int t = threadIdx.x;
@@ -113,7 +145,7 @@ source, kernel, threads, seed = sys.stdin.read(), sys.argv[1], int(sys.argv[2]),
 k = ac.RawModule(code=source, name="spinwaits.cu").get_function(kernel)
 rng = np.random.default_rng(seed)
 try:
-    if kernel in ("flag_between_warps", "sleepy_flag"):
+    if kernel in ("flag_between_warps", "sleepy_flag", "counted_flag"):
         x = rng.integers(-1000, 1000, 3).astype(np.int32)
         out = ac.asarray(np.full(3, -7, np.int32))
         k((3,), (threads,), (ac.asarray(x), out))
@@ -122,6 +154,10 @@ try:
         k((1,), (threads,), (ac.asarray(np.zeros(1, np.int32)),))
         ac.asarray(np.zeros(1, np.int32)).get()
         print(json.dumps({"got": "ended"}))
+    elif kernel == "gives_up":
+        out = ac.asarray(np.zeros(1, np.int32))
+        k((1,), (threads,), (out,))
+        print(json.dumps({"got": out.get().tolist(), "want": [200001]}))
     elif kernel == "spin_lock_sum":
         out = ac.asarray(np.full(2, -7, np.int32))
         k((2,), (threads,), (out,))
@@ -164,6 +200,17 @@ def test_a_flag_awaited_with_pauses(module):
     assert got.get("got") == got["want"], got
 
 
+@pytest.mark.parametrize("jit", ["optimised", "quick"])
+def test_a_flag_awaited_by_a_counting_loop(module, jit):
+    got = _scenario("counted_flag", 96, jit, seed=7)
+    assert got.get("got") == got["want"], got
+
+
+def test_a_counting_spin_nothing_ends_gives_up(module):
+    got = _scenario("gives_up", 64)
+    assert got.get("got") == got["want"], got
+
+
 @pytest.mark.parametrize("threads", [32, 128, 256])
 def test_a_spin_lock(module, threads):
     got = _scenario("spin_lock_sum", threads)
@@ -187,6 +234,8 @@ def test_loops_that_end_by_themselves_keep_no_wait(module, rng):
     assert spinwaits.spin_loops(functions["flag_between_warps"].body)
     assert spinwaits.spin_loops(functions["spin_lock_sum"].body)
     assert spinwaits.spin_loops(functions["sleepy_flag"].body)
+    assert spinwaits.spin_loops(functions["counted_flag"].body)
+    assert spinwaits.spin_loops(functions["gives_up"].body)
     assert not spinwaits.spin_loops(functions["cas_add"].body)
     assert not spinwaits.spin_loops(functions["plain_walk"].body)
     n = 1000

@@ -16,14 +16,20 @@ that no thread can end (a flag never set) is then a deadlock the launch reports,
 would hang; a spin on global or mapped memory, which the host or another block may write
 at any time, spins on (letting its block's other threads run between its tests).
 
-A spin loop here: straight code from its label to its back branch (no other branch or label
-inside, so that the address the wait watches was computed in this turn), whose branch tests
-a value computed in the loop from a read that another thread may change between turns:
+A spin loop here: code from its label to its back branch, entered at its label or (as nvcc
+writes a loop it unrolled) at a label inside, whose branches inside go forward within it
+(`if (flag != 0) break;` is a branch over the way out) or leave it (forward or backward past it, `ret`, `exit`: a spin that counts its tests and
+gives up, `while (flag == 0) if (++n > limit) return;`), and one of whose tests (a branch's
+guard) is computed in the loop from a read that every turn makes at an address computed
+in that turn, a read another thread may change between turns:
 - a load marked volatile, relaxed or acquire (or .cv: not cached), which a compiler may not
   hoist out of the loop, as it may a plain load;
 - an atomic whose operands do not change in the loop (a test-and-set `atomicCAS(&lock, 0,
   1)` or `atomicExch(&lock, 1)`): a compare-and-swap loop that updates a value
   (`assumed = old`) retries with what it read and ends by itself, and keeps no wait.
+A loop with more than one way out may end by itself (its count runs out) while the word it
+reads stays the same: its wait is never called a deadlock, as a word outside the block's
+shared memory is not.
 Block programs leave a kernel with such a loop to the rounds (blockprograms.check_takes).
 """
 from __future__ import annotations
@@ -38,43 +44,104 @@ from ..types import I64
 
 _FRESH_LOADS = frozenset(("volatile", "relaxed", "acquire", "cv"))
 _SPACES = ("global", "shared", "local")       # the spaces a wait's address names (else generic)
+_ENDS = "ends"              # a wait's mark: its loop has another way out (never a deadlock)
 
 
 def spin_loops(body: list) -> dict:
     """{position of a spin loop's back branch: position of the read it waits on} (the module
     docstring). O(n + loops * their length)."""
     labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
+    sources = _branch_sources(body)
     found = {}
     for back, st in enumerate(body):
-        if not (isinstance(st, pir.Instruction) and st.opcode == "bra" and st.guard is not None
-                and st.operands and isinstance(st.operands[0], pir.Sym)):
+        head = _back_branch_head(st, labels, back)
+        if head is None or not _forward_inside(body, head, back, labels, sources):
             continue
-        head = labels.get(st.operands[0].name)
-        if head is None or head >= back or not _straight(body, head, back):
-            continue
-        read = _awaited_read(body, head, back, st.guard.reg.name)
+        read = _awaited_read(body, head, back, labels, sources)
         if read is not None:
             found[back] = read
     return found
 
 
-def _straight(body, head, back) -> bool:
-    return not any(isinstance(st, (pir.Label, pir.BranchTargets)) or isinstance(st, pir.Instruction)
-                   and st.opcode in ("bra", "brx", "call", "ret", "exit") for st in body[head + 1:back])
+def _branch_sources(body) -> dict:
+    """{label: positions of the branches to it}; a label a branch table names is reached from
+    position -1 (anywhere)."""
+    sources = {}
+    for pos, st in enumerate(body):
+        if isinstance(st, pir.BranchTargets):
+            for name in st.targets:
+                sources.setdefault(name, []).append(-1)
+        elif _target(st) is not None:
+            sources.setdefault(_target(st), []).append(pos)
+    return sources
 
 
-def _awaited_read(body, head, back, predicate):
-    """The position of the read in head..back that `predicate` is computed from and that
-    another thread may change between turns, its address intact at the back branch; else
-    None."""
-    written = {}
+def _target(st):
+    """The label a `bra` names, else None."""
+    if isinstance(st, pir.Instruction) and st.opcode == "bra" and st.operands and isinstance(st.operands[0], pir.Sym):
+        return st.operands[0].name
+    return None
+
+
+def _back_branch_head(st, labels, pos):
+    """The position of the label `st` (at `pos`) branches back to, where it is such a branch."""
+    head = labels.get(_target(st))
+    return head if head is not None and head < pos else None
+
+
+def _forward_inside(body, head, back, labels, sources) -> bool:
+    """The branches inside the loop head..back go forward within it or leave it, and so do
+    those to its labels from inside (the others enter it)."""
     for pos in range(head + 1, back):
         st = body[pos]
-        if isinstance(st, pir.Instruction):
-            for r in defs_uses(st)[0]:
-                written.setdefault(r, []).append(pos)
-    wanted, found = {predicate}, None
-    for pos in range(back - 1, head, -1):           # what the predicate is computed from, backwards
+        if isinstance(st, pir.BranchTargets) or isinstance(st, pir.Instruction) and st.opcode in ("brx", "call"):
+            return False
+        if isinstance(st, pir.Label) and any(pos < q <= back for q in sources.get(st.name, ())):
+            return False
+        if isinstance(st, pir.Instruction) and st.opcode == "bra":
+            target = labels.get(_target(st))
+            if target is None or head <= target <= pos:
+                return False
+    return True
+
+
+def _leaves(st, head, back, labels) -> bool:
+    """Whether `st` (inside head..back) is a way out of the loop."""
+    if not isinstance(st, pir.Instruction):
+        return False
+    if st.opcode in ("ret", "exit"):
+        return True
+    target = labels.get(_target(st))
+    return target is not None and not head < target < back
+
+
+def ways_out(body, head, back, labels) -> int:
+    """How many ways the loop head..back has out: its branches out, returns and exits, and a
+    guarded back branch's fall-through."""
+    return sum(_leaves(st, head, back, labels) for st in body[head + 1:back]) + (body[back].guard is not None)
+
+
+def _awaited_read(body, head, back, labels, sources):
+    """The position of the read in head..back that a branch's guard in the loop is computed
+    from, that every turn makes (no branch before it jumps past it, no entry lies after it)
+    and that another thread may change between turns, its address intact at the back branch;
+    else None."""
+    written, tests, skipped = {}, set(), set()
+    for pos in range(head + 1, back + 1):
+        st = body[pos]
+        if isinstance(st, pir.Label) and any(not head < q < back for q in sources.get(st.name, ())):
+            skipped.update(range(head + 1, pos))            # an entry: a first turn starts here
+        if not isinstance(st, pir.Instruction):
+            continue
+        for r in defs_uses(st)[0]:
+            written.setdefault(r, []).append(pos)
+        if st.opcode in ("bra", "ret", "exit") and st.guard is not None:
+            tests.add(st.guard.reg.name)
+        target = labels.get(_target(st))
+        if pos < back and target is not None and pos < target < back:
+            skipped.update(range(pos + 1, target))
+    wanted, found = tests, None
+    for pos in range(back - 1, head, -1):           # what the tests are computed from, backwards
         st = body[pos]
         if not isinstance(st, pir.Instruction):
             continue
@@ -82,7 +149,8 @@ def _awaited_read(body, head, back, predicate):
         if not wanted & set(defs):
             continue
         wanted |= set(uses)
-        if found is None and st.guard is None and _fresh_read(st, written, body) and _address_kept(st, pos, back, written):
+        if (found is None and st.guard is None and pos not in skipped and _fresh_read(st, written, body)
+                and _address_kept(st, pos, back, written)):
             found = pos
     return found
 
@@ -112,11 +180,13 @@ def _address_kept(st, pos, back, written) -> bool:
 
 
 def with_waits(body: list) -> list:
-    """`body` with a wait before each spin loop's back branch `@p bra L`: `@!p bra LEFT;
-    wait [address]; bra L; LEFT:`. O(n) beyond spin_loops."""
+    """`body` with a wait before each spin loop's back branch: `@p bra L` becomes `@!p bra LEFT;
+    wait [address]; bra L; LEFT:`, an unguarded `bra L` `wait [address]; bra L`; the wait is
+    marked `ends` where the loop has another way out. O(n) beyond spin_loops."""
     spins = spin_loops(body)
     if not spins:
         return body
+    labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
     out = []
     for pos, st in enumerate(body):
         read = spins.get(pos)
@@ -125,12 +195,16 @@ def with_waits(body: list) -> list:
             continue
         watched = body[read]
         left = f"$anycuda_spin_left{pos}"
-        spaces = tuple(m for m in watched.mods if m in _SPACES)
-        out += [pir.Instruction("bra", (), (pir.Sym(left),), st.loc, guard=pir.Guard(st.guard.reg, not st.guard.negated),
-                                text=st.text),
-                pir.Instruction(SPIN_WAIT, spaces, (memory_address(watched),), st.loc, text=st.text),
-                pir.Instruction("bra", (), st.operands, st.loc, text=st.text),
-                pir.Label(left, st.loc)]
+        mods = tuple(m for m in watched.mods if m in _SPACES)
+        if ways_out(body, labels[st.operands[0].name], pos, labels) > 1:
+            mods += (_ENDS,)
+        if st.guard is not None:
+            out.append(pir.Instruction("bra", (), (pir.Sym(left),), st.loc,
+                                       guard=pir.Guard(st.guard.reg, not st.guard.negated), text=st.text))
+        out += [pir.Instruction(SPIN_WAIT, mods, (memory_address(watched),), st.loc, text=st.text),
+                pir.Instruction("bra", (), st.operands, st.loc, text=st.text)]
+        if st.guard is not None:
+            out.append(pir.Label(left, st.loc))
     return out
 
 
@@ -140,9 +214,10 @@ def wait(f, inst):
     changes. The read was made this turn at this address, so the word lies in mapped memory
     (an aligned word never crosses a page, nor the end of a shared window, 64-byte aligned)."""
     b = f.b
-    space = inst.mods[0] if inst.mods else ""          # (with_waits gives the wait the read's space)
+    space = next((m for m in inst.mods if m in _SPACES), "")     # (with_waits gives the wait the read's space)
     p = f.address(inst.operands[0], space)
     word = b.and_(b.ptrtoint(p, I64), i64(~7))
-    # (a word the host or another block may write: never a deadlock; generic addresses too)
-    tagged = word if space == "shared" else b.or_(word, i64(mbarrierwaits.OUTSIDE))
+    # (a word the host or another block may write, or a loop that can end by itself: never a
+    # deadlock; generic addresses too)
+    tagged = word if space == "shared" and _ENDS not in inst.mods else b.or_(word, i64(mbarrierwaits.OUTSIDE))
     f.suspend("mbar_wait", {"op_a": tagged, "res": b.load(b.inttoptr(word, I64.as_pointer()), align=8)}, None)
