@@ -93,6 +93,30 @@ extern "C" __global__ void gives_up(int* out) {
     }
 }
 
+// the flag read by a function kept a call, and awaited in one
+__device__ __noinline__ int read_flag(volatile int* f) { return *f; }
+__device__ __noinline__ void wait_for(volatile int* f) { while (*f == 0) ; }
+
+extern "C" __global__ void flag_read_by_a_call(const int* in, int* out) {
+    __shared__ volatile int flag;
+    __shared__ int value;
+    int t = threadIdx.x;
+    if (t == 0) flag = 0;
+    __syncthreads();
+    if (t == 33) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    if (t == 0) { while (read_flag(&flag) == 0) ; out[blockIdx.x] = value * 2; }
+}
+
+extern "C" __global__ void flag_awaited_in_a_call(const int* in, int* out) {
+    __shared__ volatile int flag;
+    __shared__ int value;
+    int t = threadIdx.x;
+    if (t == 0) flag = 0;
+    __syncthreads();
+    if (t == 33) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    if (t == 0) { wait_for(&flag); out[blockIdx.x] = value * 2; }
+}
+
 // a flag in global memory, set by the block's last thread
 extern "C" __global__ void global_flag(volatile int* flag, int* out) {
     int t = threadIdx.x;
@@ -145,7 +169,7 @@ source, kernel, threads, seed = sys.stdin.read(), sys.argv[1], int(sys.argv[2]),
 k = ac.RawModule(code=source, name="spinwaits.cu").get_function(kernel)
 rng = np.random.default_rng(seed)
 try:
-    if kernel in ("flag_between_warps", "sleepy_flag", "counted_flag"):
+    if kernel in ("flag_between_warps", "sleepy_flag", "counted_flag", "flag_read_by_a_call", "flag_awaited_in_a_call"):
         x = rng.integers(-1000, 1000, 3).astype(np.int32)
         out = ac.asarray(np.full(3, -7, np.int32))
         k((3,), (threads,), (ac.asarray(x), out))
@@ -203,6 +227,14 @@ def test_a_flag_awaited_with_pauses(module):
 @pytest.mark.parametrize("jit", ["optimised", "quick"])
 def test_a_flag_awaited_by_a_counting_loop(module, jit):
     got = _scenario("counted_flag", 96, jit, seed=7)
+    assert got.get("got") == got["want"], got
+
+
+@pytest.mark.parametrize("kernel", ["flag_read_by_a_call", "flag_awaited_in_a_call"])
+def test_a_flag_read_in_a_function_kept_a_call(module, kernel):
+    body = parse(ac.compile(SOURCE, name="spinwaits.cu"), "spinwaits.cu").function(kernel).body
+    assert any(getattr(st, "opcode", None) == "call" for st in body)        # (nvcc kept the call)
+    got = _scenario(kernel, 64, seed=11)
     assert got.get("got") == got["want"], got
 
 

@@ -145,7 +145,7 @@ def _awaited_read(body, head, back, labels, sources):
         st = body[pos]
         if not isinstance(st, pir.Instruction):
             continue
-        defs, uses = defs_uses(st)
+        defs, uses = _flow(st)
         if not wanted & set(defs):
             continue
         wanted |= set(uses)
@@ -153,6 +153,30 @@ def _awaited_read(body, head, back, labels, sources):
                 and _address_kept(st, pos, back, written)):
             found = pos
     return found
+
+
+def _flow(st) -> tuple:
+    """(defs, uses) of `st`, with a .param variable as a name of its own ("param:name"): a
+    value read in an inlined function comes back to the loop's test through its return
+    variable (st.param in the callee, ld.param after the call)."""
+    defs, uses = defs_uses(st)
+    if st.opcode in ("ld", "st") and "param" in st.mods:
+        addr = memory_address(st)
+        base = addr.base if isinstance(addr, pir.Addr) else addr
+        if isinstance(base, pir.Sym):
+            if st.opcode == "ld":
+                uses = [*uses, "param:" + base.name]
+            else:
+                defs = [*defs, "param:" + base.name]
+    return defs, uses
+
+
+def reads_fresh(body: list) -> bool:
+    """Whether a function makes a read another thread may change (a volatile, relaxed, acquire
+    or .cv load, an atomic): lowering/inline.py inlines it into its kernels, so that a spin
+    written around a call to it, or inside it, is seen here."""
+    return any(isinstance(st, pir.Instruction) and (st.opcode == "atom" or st.opcode in ("ld", "ldu")
+                                                     and _FRESH_LOADS & set(st.mods)) for st in body)
 
 
 def _fresh_read(st, written, body) -> bool:
