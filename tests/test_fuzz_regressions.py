@@ -286,3 +286,69 @@ def test_copies_into_device_memory_outside_allocations_are_refused(tmp_path):
     script.write_text(GUARD_COPIES)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "refused 15", (done.returncode, done.stderr[-2000:])
+
+
+def _sized_kernel(declarations: str, params: str = ".param .u64 out") -> str:
+    """A kernel that stores its thread index through its first parameter, with `declarations`
+    (module variables before it, `.local`/`.shared` ones in it: {module} and {body})."""
+    module, body = declarations.split("|")
+    return f""".version 8.0
+.target sm_80
+.address_size 64
+{module}
+.visible .entry k({params})
+{{
+  {body}
+  .reg .b32 %r; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r, %tid.x;
+  st.global.u32 [%rd1], %r;
+  ret;
+}}
+"""
+
+
+def _launch_code(text: str) -> str:
+    """The error of loading `text` and launching its kernel once (None if it ran)."""
+    import struct
+    out = api.cuMemAlloc(64)
+    try:
+        mod = api.cuModuleLoadData(text.encode())
+        try:
+            api.cuLaunchKernel(api.cuModuleGetFunction(mod, "k"), (1, 1, 1), (32, 1, 1), 0, 0,
+                               struct.pack("<Q", out) + bytes(0x8000))
+            api.cuCtxSynchronize()
+        finally:
+            api.cuModuleUnload(mod)
+    except CudaError as e:
+        assert e.message
+        return e.code.name
+    finally:
+        api.cuMemFree(out)
+    return None
+
+
+@pytest.mark.parametrize("declarations, params, was", [
+    # fuzz_run_plain, replay('run', 1496303154, 52849): a parameter at 4 GiB filled the
+    # harness's parameter buffer for 30 s (ptxas: "Constant overflow")
+    ("|", ".param .u64 out, .param .align 4294967296 .u64 far", "a 4 GiB parameter buffer"),
+    ("|", ".param .u64 out, .param .align 65536 .u64 far", "65 KiB of parameters (ptxas: 0x7ffc max)"),
+    ("|", ".param .u64 out, .param .align 4 .b8 big[32760]", "32,768 bytes of parameters"),
+    ("|.local .align 2147483648 .b8 l[16];", ".param .u64 out", "a segfault: the stack realigned by 2 GiB"),
+    ("|.local .align 16 .b8 l[1048576];", ".param .u64 out", "1 MiB of local data on a worker's stack"),
+    (".global .align 1099511627776 .b8 g[16];|", ".param .u64 out", "a RuntimeError from LLVM"),
+    (".global .align 2147483648 .b8 g[16];|", ".param .u64 out", "a SystemError: a 2 GiB code object"),
+])
+def test_variables_beyond_cudas_limits_are_invalid_ptx(context, declarations, params, was):
+    """Each was `was`; now CUDA_ERROR_INVALID_PTX naming the limit, and the context goes on."""
+    assert _launch_code(_sized_kernel(declarations, params)) == "CUDA_ERROR_INVALID_PTX"
+    assert _launch_code(_sized_kernel("|", ".param .u64 out")) is None
+
+
+@pytest.mark.parametrize("declarations, params", [
+    ("|", ".param .u64 out, .param .align 4 .b8 big[32756]"),          # 32,764 bytes: the most
+    ("|.local .align 16 .b8 l[65536];", ".param .u64 out"),
+    ("|.shared .align 1048576 .b8 s[16];", ".param .u64 out"),
+])
+def test_variables_within_the_limits_run(context, declarations, params):
+    assert _launch_code(_sized_kernel(declarations, params)) is None

@@ -23,6 +23,11 @@ _TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 DECLARABLE = words(BITS, UNSIGNED, SIGNED, FLOATS, HALVES, "pred texref samplerref surfref tf32 e4m3x2 e5m2x2")
 
 
+# the largest .align a declaration may ask for: a variable on a worker's stack or in a code
+# object's data cannot be aligned to gigabytes (ptxas takes 2^31)
+MOST_ALIGNMENT = 1 << 20
+
+
 class _DeclarationSyntax:
     """Declarations, for parser._Parser."""
 
@@ -44,6 +49,9 @@ class _DeclarationSyntax:
                 n = self.int_value()
                 if n <= 0 or n & (n - 1):
                     raise self.error(f"alignment must be a power of two, not {n}", di + 1)
+                if n > MOST_ALIGNMENT:
+                    raise self.error(f"alignment {n}: anycuda aligns variables to at most {MOST_ALIGNMENT} bytes "
+                                     f"(ptxas takes up to 2^31, CUDA's allocations are 256-byte aligned)", di + 1)
                 if after_ptr:
                     attrs.append(f"align {n}")
                 else:

@@ -60,6 +60,11 @@ class LoweringError(PtxError):
     pass
 
 
+# the most .local data one function's thread may have (CUDA's 512 KiB of local memory per
+# thread): they lie on a worker's stack, or in the block's frames
+LOCAL_BYTES = 512 << 10
+
+
 class FunctionLowering(Spills):
     """Lowers one PTX function (kernel or device function) into an LLVM function.
 
@@ -325,6 +330,11 @@ class FunctionLowering(Spills):
                 pass  # laid out by the module (ModuleLowering.shared_offset)
             else:
                 raise self._decl_error(st, f".{st.space} variables inside a function are not supported")
+        local_bytes = max(depot_size, self.frame_size if self.local_window else 0) + (depot_align if depot else 0)
+        if local_bytes > LOCAL_BYTES:
+            raise self._decl_error(next(st for st in body if isinstance(st, pir.VarDecl) and st.space == "local"),
+                                   f"{self.pfn.name} uses too much local data ({local_bytes} bytes with its "
+                                   f"alignment, {LOCAL_BYTES} at most: CUDA's local memory per thread)")
         if depot:
             buf = b.alloca(ir.ArrayType(I8, max(depot_size, 1)), name="local_depot")
             buf.align = depot_align

@@ -26,6 +26,10 @@ from ..vector.unrolling import unroll_warp_loops
 from .function import FunctionLowering
 from .inline import inline_suspending_calls
 
+# what a kernel's parameters may take (ptxas for sm_70 on: "uses too much parameter space
+# (..., 0x7ffc max)"): a launch copies them into every block's context
+PARAM_SPACE_BYTES = 0x7FFC
+
 
 @dataclass
 class KernelInfo:
@@ -141,6 +145,10 @@ class ModuleLowering:
                 size = decl_size(d)
                 infos[d.name] = ParamInfo(d.name, off, size, align, d.type, d.count or 1)
                 off += size
+                if off > PARAM_SPACE_BYTES:
+                    raise PtxError(f"kernel {pfn.name} uses too much parameter space ({off} bytes by {d.name}, "
+                                   f"{PARAM_SPACE_BYTES} at most, as ptxas says)", d.loc.line, d.loc.col,
+                                   self.source_name)
             self._params[pfn.name] = infos
         return self._params[pfn.name]
 
