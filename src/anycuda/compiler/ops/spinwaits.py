@@ -18,10 +18,13 @@ at any time, spins on (letting its block's other threads run between its tests).
 
 A spin loop here: code from its label to its back branch, entered at its label or (as nvcc
 writes a loop it unrolled) at a label inside, whose branches inside go forward within it
-(`if (flag != 0) break;` is a branch over the way out) or leave it (forward or backward past it, `ret`, `exit`: a spin that counts its tests and
-gives up, `while (flag == 0) if (++n > limit) return;`), and one of whose tests (a branch's
-guard) is computed in the loop from a read that every turn makes at an address computed
-in that turn, a read another thread may change between turns:
+(`if (flag != 0) break;` is a branch over the way out) or leave it (forward or backward past
+it, `ret`, `exit`: a spin that counts its tests and gives up, `while (flag == 0) if (++n >
+limit) return;`), and one of whose tests (a branch's guard) is computed in the loop from a
+read that every turn makes at an address computed in that turn, a read another thread may
+change between turns (through a device function too: those that make such reads are inlined
+into their kernels, lowering/inline.py, and a value returned through a `.param` variable
+counts as computed from the read):
 - a load marked volatile, relaxed or acquire (or .cv: not cached), which a compiler may not
   hoist out of the loop, as it may a plain load;
 - an atomic whose operands do not change in the loop (a test-and-set `atomicCAS(&lock, 0,
