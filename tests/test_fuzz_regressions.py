@@ -290,8 +290,10 @@ def test_copies_into_device_memory_outside_allocations_are_refused(tmp_path):
 
 def _sized_kernel(declarations: str, params: str = ".param .u64 out") -> str:
     """A kernel that stores its thread index through its first parameter, with `declarations`
-    (module variables before it, `.local`/`.shared` ones in it: {module} and {body})."""
+    (module variables before it, `.local`/`.shared` ones in it: "{module}|{body}"), the
+    address of a module variable `g` stored after it where there is one."""
     module, body = declarations.split("|")
+    uses = "mov.u64 %rd1, g; st.global.u64 [%rd1+8], %rd1;" if " g[" in module else ""
     return f""".version 8.0
 .target sm_80
 .address_size 64
@@ -303,6 +305,7 @@ def _sized_kernel(declarations: str, params: str = ".param .u64 out") -> str:
   ld.param.u64 %rd1, [out];
   mov.u32 %r, %tid.x;
   st.global.u32 [%rd1], %r;
+  {uses}
   ret;
 }}
 """
@@ -338,6 +341,8 @@ def _launch_code(text: str) -> str:
     ("|.local .align 16 .b8 l[1048576];", ".param .u64 out", "1 MiB of local data on a worker's stack"),
     (".global .align 1099511627776 .b8 g[16];|", ".param .u64 out", "a RuntimeError from LLVM"),
     (".global .align 2147483648 .b8 g[16];|", ".param .u64 out", "a SystemError: a 2 GiB code object"),
+    ("|.shared .align 8 .b8 s[102400];", ".param .u64 out", "a launch error: 'may use at most -53248'"),
+    (".const .align 8 .b8 c[1048576];|", ".param .u64 out", "run (ptxas: 0x10000 max)"),
 ])
 def test_variables_beyond_cudas_limits_are_invalid_ptx(context, declarations, params, was):
     """Each was `was`; now CUDA_ERROR_INVALID_PTX naming the limit, and the context goes on."""
@@ -345,10 +350,20 @@ def test_variables_beyond_cudas_limits_are_invalid_ptx(context, declarations, pa
     assert _launch_code(_sized_kernel("|", ".param .u64 out")) is None
 
 
+def test_module_variables_past_the_memory_there_is_are_out_of_memory(context):
+    """Was a MemoryError (a terabyte of zeros as the initialiser's bytes); with zeros as a
+    zero-filled section, LLVM's loader would abort the process."""
+    assert _launch_code(_sized_kernel(".global .align 8 .b8 g[1099511627776];|")) == "CUDA_ERROR_OUT_OF_MEMORY"
+    assert _launch_code(_sized_kernel("|", ".param .u64 out")) is None
+
+
 @pytest.mark.parametrize("declarations, params", [
     ("|", ".param .u64 out, .param .align 4 .b8 big[32756]"),          # 32,764 bytes: the most
     ("|.local .align 16 .b8 l[65536];", ".param .u64 out"),
     ("|.shared .align 1048576 .b8 s[16];", ".param .u64 out"),
+    ("|.shared .align 8 .b8 s[49152];", ".param .u64 out"),
+    (".const .align 8 .b8 c[65536];|", ".param .u64 out"),
+    (".global .align 8 .b8 g[268435456];|", ".param .u64 out"),    # 256 MiB of zeros: a zero-filled section
 ])
 def test_variables_within_the_limits_run(context, declarations, params):
     assert _launch_code(_sized_kernel(declarations, params)) is None

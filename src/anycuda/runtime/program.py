@@ -22,7 +22,7 @@ from ..compiler.vector import blockprograms
 from ..ptx.errors import PtxError
 from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
-from .device import last_level_cache_bytes, worker_count
+from .device import free_memory, last_level_cache_bytes, worker_count
 from . import watchdog
 from .faults import fault_key, worker_memory_hook
 from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module, syncreport
@@ -617,6 +617,16 @@ class _ModuleCode:
         self.lock = threading.RLock()
 
 
+def _check_room_for(variables: CompiledVariables, source_name: str) -> None:
+    """CUDA_ERROR_OUT_OF_MEMORY where a module's variables take more than the memory there is
+    (a GPU's load fails so): linking them would abort the process in LLVM's loader."""
+    need = sum(size for _, size in variables.symbols.values())
+    have = free_memory()
+    if need > have:
+        raise CudaError(CUresult.CUDA_ERROR_OUT_OF_MEMORY, f"the variables of {source_name} take {need:,} bytes; "
+                                                           f"{have:,} are free")
+
+
 class Program:
     """A loaded PTX module (compiler/pipeline.py): its index at once; each kernel compiled
     and linked at its first use; its variables defined once per instance."""
@@ -711,6 +721,7 @@ class Program:
                     with progress.waiting_for(f"the variables of {self.source_name}", "quick code"):
                         code.variables = compile_variables(unit, self.source_name) if unit else CompiledVariables()
             compiled = code.variables
+            _check_room_for(compiled, self.source_name)
             obj = LoadedObject(compiled.object_code) if compiled.symbols else None
             self._variables = (obj, {sym: obj.address(sym) for sym, _ in compiled.symbols.values()})
             if sanitizer.tool():          # a checked kernel may access them

@@ -29,6 +29,10 @@ from .inline import inline_suspending_calls
 # what a kernel's parameters may take (ptxas for sm_70 on: "uses too much parameter space
 # (..., 0x7ffc max)"): a launch copies them into every block's context
 PARAM_SPACE_BYTES = 0x7FFC
+# a kernel's static shared memory (ptxas: "uses too much shared data (..., 0xc000 max)")
+STATIC_SHARED_BYTES = 0xC000
+# a module's constant memory (ptxas: "uses too much global constant data (..., 0x10000 max)")
+CONSTANT_BYTES = 0x10000
 
 
 @dataclass
@@ -186,9 +190,15 @@ class ModuleLowering:
         return self
 
     def _declare_variables(self):
+        constant = 0
         for d in self.ptx.variables:
             if d.type in ("texref", "samplerref", "surfref"):
                 continue              # texture references: refused where used (compiler/ops/textures.py)
+            if d.space == "const":
+                constant += decl_size(d)
+                if constant > CONSTANT_BYTES:
+                    raise PtxError(f"the module uses too much constant data ({constant} bytes by {d.name}, "
+                                   f"{CONSTANT_BYTES} at most)", d.loc.line, d.loc.col, self.source_name)
             if d.space in ("global", "const"):
                 self._declare_global(d)
             elif d.space == "shared":
@@ -225,7 +235,8 @@ class ModuleLowering:
         else:
             ty = ir.ArrayType(I8, max(size, 1))
             g = ir.GlobalVariable(self.mod, ty, name="ptx.g." + d.name)
-            g.initializer = ir.Constant(ty, bytearray(_init_bytes(d)) if d.init else bytearray(max(size, 1)))
+            # (zeros as zeroinitializer: a zero-filled section, not megabytes of IR text and object data)
+            g.initializer = ir.Constant(ty, bytearray(_init_bytes(d)) if d.init else None)
         g.align = max(natural_align(d), 16)
         self.globals[d.name] = g
 
@@ -282,6 +293,10 @@ class ModuleLowering:
         pfn = unroll_warp_loops(pfn)                # (constant shuffle offsets: warp runs)
         self._record_callees(pfn)
         local_shared, static = self.kernel_shared_layout(pfn)
+        if static > STATIC_SHARED_BYTES:
+            raise PtxError(f"kernel {pfn.name} uses too much shared data ({static} bytes, {STATIC_SHARED_BYTES} at "
+                           f"most: more is dynamic shared memory, asked for at launch)", pfn.loc.line, pfn.loc.col,
+                           self.source_name)
         self.kernel_shared[pfn.name] = local_shared
         index = len(self.kernels)
         export = f"anycuda.launch.{index}"
