@@ -19,25 +19,24 @@ from anycuda.ptx import parse
 from anycuda.runtime.errors import CUresult
 
 SOURCE = r"""
+// thread `setter` stores in[blockIdx.x] into `value` and then sets `flag`, which starts at 0
+#define FLAG_SET_BY(setter)                                                        \
+    __shared__ volatile int flag;                                                  \
+    __shared__ int value;                                                          \
+    int t = threadIdx.x;                                                           \
+    if (t == 0) flag = 0;                                                          \
+    __syncthreads();                                                               \
+    if (t == (setter)) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+
 // warp 1 sets a flag that warp 0 waits for, in shared memory: no barrier between them
 extern "C" __global__ void flag_between_warps(const int* in, int* out) {
-    __shared__ volatile int flag;
-    __shared__ int value;
-    int t = threadIdx.x;
-    if (t == 0) flag = 0;
-    __syncthreads();
-    if (t == 32) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    FLAG_SET_BY(32);
     if (t == 0) { while (flag == 0) ; out[blockIdx.x] = value * 2; }
 }
 
 // the same with a pause in the loop (nvcc rotates it: nanosleep, the load, the test)
 extern "C" __global__ void sleepy_flag(const int* in, int* out) {
-    __shared__ volatile int flag;
-    __shared__ int value;
-    int t = threadIdx.x;
-    if (t == 0) flag = 0;
-    __syncthreads();
-    if (t == blockDim.x - 1) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    FLAG_SET_BY(blockDim.x - 1);
     if (t == 0) {
         while (true) {
             if (flag != 0) break;
@@ -63,12 +62,7 @@ extern "C" __global__ void spin_lock_sum(int* out) {
 
 // a spin that counts its tests and would give up (a branch inside the loop: its way out)
 extern "C" __global__ void counted_flag(const int* in, int* out) {
-    __shared__ volatile int flag;
-    __shared__ int value;
-    int t = threadIdx.x;
-    if (t == 0) flag = 0;
-    __syncthreads();
-    if (t == blockDim.x - 1) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    FLAG_SET_BY(blockDim.x - 1);
     if (t == 0) {
         long long spins = 0;
         while (flag == 0) {
@@ -98,22 +92,12 @@ __device__ __noinline__ int read_flag(volatile int* f) { return *f; }
 __device__ __noinline__ void wait_for(volatile int* f) { while (*f == 0) ; }
 
 extern "C" __global__ void flag_read_by_a_call(const int* in, int* out) {
-    __shared__ volatile int flag;
-    __shared__ int value;
-    int t = threadIdx.x;
-    if (t == 0) flag = 0;
-    __syncthreads();
-    if (t == 33) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    FLAG_SET_BY(33);
     if (t == 0) { while (read_flag(&flag) == 0) ; out[blockIdx.x] = value * 2; }
 }
 
 extern "C" __global__ void flag_awaited_in_a_call(const int* in, int* out) {
-    __shared__ volatile int flag;
-    __shared__ int value;
-    int t = threadIdx.x;
-    if (t == 0) flag = 0;
-    __syncthreads();
-    if (t == 33) { value = in[blockIdx.x]; __threadfence_block(); flag = 1; }
+    FLAG_SET_BY(33);
     if (t == 0) { wait_for(&flag); out[blockIdx.x] = value * 2; }
 }
 
