@@ -367,3 +367,34 @@ def test_module_variables_past_the_memory_there_is_are_out_of_memory(context):
 ])
 def test_variables_within_the_limits_run(context, declarations, params):
     assert _launch_code(_sized_kernel(declarations, params)) is None
+
+
+def test_module_variables_hold_their_initialisers_then_zeros(context, rng):
+    """Zeros past an initialiser's values are a zero-filled part (a gigabyte `= {1}` was a
+    gigabyte of IR text): every variable reads back its values, then zeros, at its size."""
+    ints = rng.integers(0, 2**32, 3, dtype=np.uint64)
+    floats = rng.standard_normal(2)
+    text = f""".version 8.0
+.target sm_80
+.address_size 64
+.global .align 4 .u32 part[8] = {{{', '.join(map(str, ints))}}};
+.global .align 8 .f64 halfway[4] = {{{', '.join(repr(float(x)) for x in floats)}}};
+.global .align 4 .u32 full[3] = {{{', '.join(map(str, ints))}}};
+.global .align 4 .u32 zeros[5];
+.global .align 4 .u32 big[4194304] = {{{ints[0]}}};
+.visible .entry k(.param .u64 p) {{ ret; }}
+"""
+    want = {"part": np.concatenate([ints, np.zeros(5)]).astype(np.uint32),
+            "halfway": np.concatenate([floats, np.zeros(2)]),
+            "full": ints.astype(np.uint32), "zeros": np.zeros(5, np.uint32),
+            "big": np.concatenate([ints[:1], np.zeros(4194303)]).astype(np.uint32)}
+    mod = api.cuModuleLoadData(text.encode())
+    try:
+        for name, values in want.items():
+            ptr, size = api.cuModuleGetGlobal(mod, name)
+            assert size == values.nbytes, name
+            got = np.full_like(values, 77)
+            api.cuMemcpy(got.ctypes.data, ptr, size)
+            np.testing.assert_array_equal(got, values, err_msg=name)
+    finally:
+        api.cuModuleUnload(mod)

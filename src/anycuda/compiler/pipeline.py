@@ -168,8 +168,7 @@ def compile_variables(unit: Unit, source_name: str = "<ptx>") -> CompiledVariabl
     lowering = ModuleLowering(parse(unit.text, source_name), source_name).lower()
     symbols = {}
     for name, g in lowering.globals.items():
-        pointee = g.type.pointee
-        symbols[name] = (g.name, pointee.count * (8 if str(pointee.element) == "i64" else 1))
+        symbols[name] = (g.name, lowering.global_bytes[name])
     # data alone needs no optimiser; device functions whose addresses a table holds do
     optimised = bool(lowering.functions)
     result = CompiledVariables(symbols, jit.compile_to_object(str(lowering.mod), f"{source_name}:variables",

@@ -54,6 +54,8 @@ class KernelInfo:
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
+    """The bytes of the initialiser's values, at most the variable's size (the rest is zeros:
+    _initial_data)."""
     t = decl.type
     size = decl_size(decl)
     out = bytearray()
@@ -65,9 +67,20 @@ def _init_bytes(decl: pir.VarDecl) -> bytes:
                 out += struct.pack(fmt, float(v))
                 continue
         out += (int(v) & ((1 << (8 * esize)) - 1)).to_bytes(esize, "little")
-    if len(out) > size and size:
-        out = out[:size]
-    return bytes(out) + bytes(max(size - len(out), 0))
+    return bytes(out[:size] if size else out)
+
+
+def _initial_data(decl: pir.VarDecl, size: int) -> ir.Constant:
+    """A variable's initial bytes: its initialiser's values, then zeros as a zero-filled part
+    (`= {1}` of a gigabyte is not a gigabyte of IR text)."""
+    values = _init_bytes(decl) if decl.init else b""
+    if not values:
+        return ir.Constant(ir.ArrayType(I8, size), None)
+    if len(values) >= size:
+        return ir.Constant(ir.ArrayType(I8, size), bytearray(values[:size]))
+    head, tail = ir.ArrayType(I8, len(values)), ir.ArrayType(I8, size - len(values))
+    return ir.Constant(ir.LiteralStructType([head, tail], packed=True),
+                       [ir.Constant(head, bytearray(values)), ir.Constant(tail, None)])
 
 
 class ModuleLowering:
@@ -99,6 +112,7 @@ class ModuleLowering:
         self.shared = {}              # module-scope shared name -> offset
         self.shared_size = 0
         self.extern_shared = set()
+        self.global_bytes = {}        # .global/.const variable name -> its bytes
         self.kernel_shared = {}       # kernel name -> {name: offset}
         self.kernel_shared_size = {}
         self._params = {}
@@ -233,12 +247,13 @@ class ModuleLowering:
             g = ir.GlobalVariable(self.mod, ty, name="ptx.g." + d.name)
             g._pending_init = d
         else:
-            ty = ir.ArrayType(I8, max(size, 1))
-            g = ir.GlobalVariable(self.mod, ty, name="ptx.g." + d.name)
             # (zeros as zeroinitializer: a zero-filled section, not megabytes of IR text and object data)
-            g.initializer = ir.Constant(ty, bytearray(_init_bytes(d)) if d.init else None)
+            initial = _initial_data(d, max(size, 1))
+            g = ir.GlobalVariable(self.mod, initial.type, name="ptx.g." + d.name)
+            g.initializer = initial
         g.align = max(natural_align(d), 16)
         self.globals[d.name] = g
+        self.global_bytes[d.name] = max(size, 1) if not has_syms else max(size // 8, 1) * 8
 
     def _resolve_symbol_initialisers(self):
         for name, g in self.globals.items():
