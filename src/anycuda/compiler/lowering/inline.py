@@ -23,10 +23,11 @@ from ..ops.spinwaits import reads_fresh
 
 def functions_with_sites(module: pir.Module) -> set:
     """Names of device functions that reach a barrier or collective or make a read other
-    threads may change, directly or through calls, and are not recursive. O(n) in the module's instructions (a search backwards
-    along the call edges from the functions that suspend themselves, and the call graph's
-    strongly connected components for recursion); found once per module (_sites_of), not
-    once per kernel that a module's lowering inlines into."""
+    threads may change, directly or through calls, and are not recursive. O(n) in the
+    module's instructions (a search backwards along the call edges from the functions that
+    suspend themselves, and the call graph's strongly connected components for recursion);
+    found once per module (_sites_of), not once per kernel that a module's lowering inlines
+    into."""
     bodies = {f.name: f for f in module.functions if f.body is not None and not f.is_kernel}
     direct = {name for name, f in bodies.items() if has_suspensions(f.body) or reads_fresh(f.body)}
     calls = {name: {s.operands[1].name for s in f.body

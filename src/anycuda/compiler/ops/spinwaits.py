@@ -118,7 +118,7 @@ def _leaves(st, head, back, labels) -> bool:
     return target is not None and not head < target < back
 
 
-def ways_out(body, head, back, labels) -> int:
+def _ways_out(body, head, back, labels) -> int:
     """How many ways the loop head..back has out: its branches out, returns and exits, and a
     guarded back branch's fall-through."""
     return sum(_leaves(st, head, back, labels) for st in body[head + 1:back]) + (body[back].guard is not None)
@@ -178,13 +178,17 @@ def reads_fresh(body: list) -> bool:
     """Whether a function makes a read another thread may change (a volatile, relaxed, acquire
     or .cv load, an atomic): lowering/inline.py inlines it into its kernels, so that a spin
     written around a call to it, or inside it, is seen here."""
-    return any(isinstance(st, pir.Instruction) and (st.opcode == "atom" or st.opcode in ("ld", "ldu")
-                                                     and _FRESH_LOADS & set(st.mods)) for st in body)
+    return any(isinstance(st, pir.Instruction) and (st.opcode == "atom" or _fresh_load(st)) for st in body)
+
+
+def _fresh_load(st) -> bool:
+    """A load a compiler may not hoist out of a loop (volatile, relaxed, acquire, .cv)."""
+    return st.opcode in ("ld", "ldu") and bool(_FRESH_LOADS & set(st.mods))
 
 
 def _fresh_read(st, written, body) -> bool:
     if st.opcode in ("ld", "ldu"):
-        return bool(_FRESH_LOADS & set(st.mods))
+        return _fresh_load(st)
     if st.opcode == "atom":
         return not any(_varies(op, written, body) for op in st.operands[2:])
     return False
@@ -223,7 +227,7 @@ def with_waits(body: list) -> list:
         watched = body[read]
         left = f"$anycuda_spin_left{pos}"
         mods = tuple(m for m in watched.mods if m in _SPACES)
-        if ways_out(body, labels[st.operands[0].name], pos, labels) > 1:
+        if _ways_out(body, _back_branch_head(st, labels, pos), pos, labels) > 1:
             mods += (_ENDS,)
         if st.guard is not None:
             out.append(pir.Instruction("bra", (), (pir.Sym(left),), st.loc,
