@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from contextlib import contextmanager
 
 from llvmlite import ir
@@ -62,14 +63,74 @@ def masked_load(b: ir.IRBuilder, address: ir.Value, vec: ir.VectorType, align: i
 def masked_store(b: ir.IRBuilder, value: ir.Value, address: ir.Value, align: int, mask: ir.Value) -> None:
     """Vector `value`'s elements to i64 `address` where `mask` holds: one llvm.masked.store,
     skipped where no lane is on (_where_some_lane)."""
+    ptr = b.inttoptr(address, value.type.as_pointer())
+    _where_some_lane(b, mask, lambda: _masked_store_call(b, value, ptr, align, mask), None)
+
+
+def _masked_store_call(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: int, mask: ir.Value) -> None:
     vec = value.type
     fn = declare(b.module, f"llvm.masked.store.v{vec.count}{intrinsic_suffix(vec.element)}.p0", ir.VoidType(),
                  [vec, vec.as_pointer(), I32, mask.type])
-    ptr = b.inttoptr(address, vec.as_pointer())
+    b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+
+
+def private_store(b: ir.IRBuilder, value: ir.Value, address: ir.Value, align: int, mask: ir.Value,
+                  inside: ir.Value) -> None:
+    """masked_store to memory no other CPU thread writes meanwhile (a block's shared memory,
+    which only the worker running the block touches): where i1 `inside` says the whole span
+    lies in that memory and the CPU's masked stores are slow (masked_stores_slow), a plain
+    load of the span, a select and a plain store, which give the lanes off the mask their own
+    values back; else one masked store. Skipped where no lane is on."""
+    if not masked_stores_slow():
+        return masked_store(b, value, address, align, mask)
+    ptr = b.inttoptr(address, value.type.as_pointer())
+
+    def blended():
+        b.store(b.select(mask, value, volatile_load(b, ptr, align)), ptr, align=align)
 
     def store():
-        b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+        either(b, inside, blended, lambda: _masked_store_call(b, value, ptr, align, mask))
     _where_some_lane(b, mask, store, None)
+
+
+def span_inside(b: ir.IRBuilder, address: ir.Value, nbytes: int, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    """i1: the `nbytes` from i64 `address` lie in [lo, hi) (i64 addresses; none wraps)."""
+    within = b.and_(b.icmp_unsigned(">=", address, lo), b.icmp_unsigned("<=", address, hi))
+    return b.and_(within, b.icmp_unsigned(">=", b.sub(hi, address), i64(nbytes)))
+
+
+class _VolatileLoad(ir.instructions.LoadInstr):
+    def descr(self, buf):
+        super().descr(buf)
+        buf[-1] = buf[-1].replace("load ", "load volatile ", 1)
+
+
+def volatile_load(b: ir.IRBuilder, ptr: ir.Value, align: int) -> ir.Value:
+    """A load LLVM keeps as it is (llvmlite's builder makes no volatile loads). Used where a
+    plain load must not be folded away: LLVM's x86 back end turns `store (select m, v, load
+    p), p` back into the masked store that private_store avoids."""
+    load = _VolatileLoad(b.block, ptr)
+    load.align = align
+    b._insert(load)
+    return load
+
+
+def masked_stores_slow() -> bool:
+    """Whether this CPU's vector stores under a mask cost several plain ones: without AVX-512
+    a masked store is AVX's vmaskmovps, ~7 ns for 32 bytes on AMD's Zen 3 where a load, a
+    blend and a store take ~1.5 (a C loop; such stores took a quarter of a shared-memory tree
+    reduction's block program there); NEON has none (LLVM makes a branch per lane). AVX-512's
+    masked stores cost what plain ones do. ANYCUDA_MASKED_STORES=blend or =masked chooses either way (for tests and comparisons)."""
+    asked = os.environ.get("ANYCUDA_MASKED_STORES", "").strip().lower()
+    if asked in ("blend", "masked"):
+        return asked == "blend"
+    return _without_avx512()
+
+
+@functools.lru_cache(maxsize=1)
+def _without_avx512() -> bool:
+    from llvmlite import binding as llvm
+    return not llvm.get_host_cpu_features().get("avx512f", False)
 
 
 def _where_some_lane(b: ir.IRBuilder, mask: ir.Value, access, otherwise):

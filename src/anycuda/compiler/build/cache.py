@@ -31,6 +31,8 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 
+from .. import irutil
+
 FORMAT = 2
 MAGIC = b"anycuda-cache\n"
 _DIGEST = 32                     # bytes of a SHA-256
@@ -67,7 +69,7 @@ def anycuda_version() -> str:
 @lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
     """Hash of what decides the code generated: anycuda's version, its compiler's sources,
-    LLVM's version, the host CPU and this cache's format."""
+    LLVM's version, the host CPU (and how masked stores are made for it) and this cache's format."""
     h = hashlib.sha256()
     h.update(f"anycuda {anycuda_version()}\0".encode())
     for name, p in fingerprint_sources():
@@ -76,6 +78,7 @@ def compiler_fingerprint() -> str:
     h.update(llvmlite.__version__.encode())
     h.update(llvm.get_host_cpu_name().encode())
     h.update(llvm.get_host_cpu_features().flatten().encode())
+    h.update(f"masked stores blended: {irutil.masked_stores_slow()}\0".encode())     # (a choice one may force)
     h.update(str(FORMAT).encode())
     return h.hexdigest()
 

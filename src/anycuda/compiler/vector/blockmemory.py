@@ -17,8 +17,8 @@ from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
 from ..irutil import (at_function_start, convert_bits, declare, either, field_ptr, for_each_set_bit, i32, i64,
-                      intrinsic_suffix, masked_gather, masked_load, masked_store, prefetch_into_l2, register_address,
-                      some_lane)
+                      intrinsic_suffix, load_field, masked_gather, masked_load, masked_store, prefetch_into_l2,
+                      private_store, register_address, some_lane, span_inside)
 from ..types import I1, I32, I64, llvm_width, width
 from .blockloops import grid_strided, memory_bound, uniform_registers
 from .blockops import Affine, and_scalar
@@ -556,5 +556,13 @@ class BlockMemory:
                                     ir.Constant(ir.VectorType(I32, self.lanes), [t * k for t in range(self.lanes)]))
         if k > 1:
             value = b.shuffle_vector(value, ir.Constant(value.type, None), self._spread_indices(k))
-        masked_store(b, value, base, size, mask)
+        if self.in_shared:
+            private_store(b, value, base, size, mask, self._in_shared_memory(base, size * self.lanes * k))
+        else:
+            masked_store(b, value, base, size, mask)
         return None
+
+    def _in_shared_memory(self, base, nbytes):
+        """i1: the `nbytes` from i64 address `base` lie in the block's shared memory."""
+        total = self.b.zext(load_field(self.b, self.launch, abi.LAUNCH["shared_total"], I32), I64)
+        return span_inside(self.b, base, nbytes, self.shared_base, self.b.add(self.shared_base, total))

@@ -37,9 +37,8 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ..analysis import shapevalues
-from .. import abi
-from ..irutil import at_function_start, i32, i64, load_field
-from ..types import I8, I32, I64, width
+from ..irutil import at_function_start, i32
+from ..types import I8, I32, width
 from . import idlewarps
 
 _ROOTS_THROUGH = frozenset(("add", "sub", "mov"))     # what keeps a register its root plus a number
@@ -187,10 +186,7 @@ class SharedWindows:
         """A plain load of every lane's element where the span lies in the block's shared
         memory (its value kept as the window and returned), else normal()."""
         b = self.b
-        span = size * self.lanes
-        offset = b.sub(shape.base, self.shared_base)
-        total = b.zext(load_field(b, self.launch, abi.LAUNCH["shared_total"], I32), I64)
-        inside = b.and_(b.icmp_unsigned("<", offset, i64(1 << 32)), b.icmp_unsigned("<=", b.add(offset, i64(span)), total))
+        inside = self._in_shared_memory(shape.base, size * self.lanes)
         if shape.exact is not None:
             inside = b.and_(inside, shape.exact)
         vec = self._vec(elem)
