@@ -1,8 +1,10 @@
-"""Stores to shared memory under a mask (irutil.private_store): where the CPU's masked stores are
-slow (no AVX-512: AVX's vmaskmovps, or NEON, which has none), a span that lies in the block's
-shared memory is loaded, blended with the lanes' values and stored whole, which only the worker
-running the block may do; a span reaching past the shared memory keeps the masked store.
-ANYCUDA_MASKED_STORES=blend / masked chooses either way, so both run here whatever the CPU.
+"""Stores under a mask where the CPU's masked stores are slow (AMD's AVX ones before Zen 4; NEON
+has none; irutil.masked_stores_slow): to shared memory (irutil.private_store), a span that lies
+in the block's shared memory is loaded, blended with the lanes' values and stored whole, which
+only the worker running the block may do; a span reaching past the shared memory keeps the
+masked store. A fixed mask (every other element of an interleaved store) is a plain store per
+lane, in any memory. ANYCUDA_MASKED_STORES=blend / masked chooses either way, so both run here
+whatever the CPU.
 
 Block programs make them so (the rounds' loops over threads are vectorised by LLVM, which makes
 its own masked stores). Each kernel runs in block programs and in the rounds
@@ -13,6 +15,7 @@ a span past the end of the shared memory must be written as well as one inside i
 from __future__ import annotations
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -60,6 +63,18 @@ extern "C" __global__ void past_the_end(const float* in, float* out) {
     if (t < 24) s[t + 16] = s[t + 16] * 3.0f + 1.0f;
     __syncthreads();
     if (t < 40) out[blockIdx.x * 40 + t] = s[t];
+}
+
+// every other element of global memory from each of two registers (a and b = a + 1): two
+// stores of a fixed mask each, the last block cut short
+extern "C" __global__ void interleaved_pairs(const int* in, int* out, int n) {
+    __shared__ int s[512];
+    int t = threadIdx.x, a = blockIdx.x * 2 * blockDim.x + 2 * t, b = a + 1;
+    s[2 * t] = a < n ? in[a] : 0;
+    s[2 * t + 1] = b < n ? in[b] : 0;
+    __syncthreads();
+    if (a < n) out[a] = s[2 * t + 1] * 3;
+    if (b < n) out[b] = s[2 * t] - 1;
 }
 """
 
@@ -137,6 +152,25 @@ def test_a_span_past_the_end_of_shared_memory(module, rng, poison, threads):
     assert _ran_as_program(fn, threads) == _programs_on()
 
 
+def test_interleaved_stores_of_fixed_masks(module, rng, poison):
+    import anycuda as ac
+    from conftest import is_poison
+    fn = module.get_function("interleaved_pairs")
+    threads, blocks = 256, 3
+    n = blocks * 2 * threads - 75
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    out = poison(blocks * 2 * threads, np.int32)
+    fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
+    got = out.get()
+    want = np.empty(n, np.int32)
+    pairs = np.concatenate([x, [0]])                  # (an odd n: the last a's partner is 0)
+    want[0::2] = pairs[1::2][:len(want[0::2])] * 3
+    want[1::2] = x[0::2][:len(want[1::2])] - 1
+    np.testing.assert_array_equal(got[:n], want)
+    assert is_poison(got[n:]).all()
+    assert _ran_as_program(fn, threads) == _programs_on()
+
+
 def test_blended_where_masked_stores_are_slow_masked_otherwise(ptx, monkeypatch):
     """The block program's IR in each mode: blended stores (a volatile load: LLVM's x86 back
     end would make a masked store again of a plain one) with the masked store kept for spans
@@ -149,10 +183,23 @@ def test_blended_where_masked_stores_are_slow_masked_otherwise(ptx, monkeypatch)
     assert "load volatile" not in masked and "llvm.masked.store.v32f32" in masked
 
 
+def test_fixed_masks_stored_lane_by_lane_where_masked_stores_are_slow(ptx, monkeypatch):
+    """out[a] and out[b]'s stores of every other element: plain stores of their lanes, or
+    masked stores of 64 elements."""
+    def ir_of(mode):
+        monkeypatch.setenv("ANYCUDA_MASKED_STORES", mode)
+        return pipeline.block_program_ir(ptx, "sharedstores.ptx", "interleaved_pairs", 256)
+    fixed = re.compile(r"call void @\"?llvm\.masked\.store\.v64i32[^\n]*<64 x i1> <")
+    assert fixed.search(ir_of("masked")) and not fixed.search(ir_of("blend"))
+
+
 def test_masked_stores_slow_follows_the_cpu_unless_asked(monkeypatch):
     from llvmlite import binding as llvm
     monkeypatch.delenv("ANYCUDA_MASKED_STORES", raising=False)
-    assert irutil.masked_stores_slow() == (not llvm.get_host_cpu_features().get("avx512f", False))
+    features, name = llvm.get_host_cpu_features(), llvm.get_host_cpu_name()
+    amd_avx = features.get("avx", False) and name.startswith(("znver", "bdver", "btver"))
+    assert irutil.masked_stores_slow() == (not features.get("avx512f", False)
+                                           and (amd_avx or not features.get("avx", False)))
     for asked, slow in (("blend", True), ("masked", False), (" BLEND ", True)):
         monkeypatch.setenv("ANYCUDA_MASKED_STORES", asked)
         assert irutil.masked_stores_slow() is slow

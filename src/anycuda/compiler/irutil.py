@@ -61,17 +61,33 @@ def masked_load(b: ir.IRBuilder, address: ir.Value, vec: ir.VectorType, align: i
 
 
 def masked_store(b: ir.IRBuilder, value: ir.Value, address: ir.Value, align: int, mask: ir.Value) -> None:
-    """Vector `value`'s elements to i64 `address` where `mask` holds: one llvm.masked.store,
-    skipped where no lane is on (_where_some_lane)."""
+    """Vector `value`'s elements to i64 `address` where `mask` holds: one llvm.masked.store
+    (or, for a constant mask where masked stores are slow, a plain store per lane), skipped
+    where no lane is on (_where_some_lane)."""
     ptr = b.inttoptr(address, value.type.as_pointer())
     _where_some_lane(b, mask, lambda: _masked_store_call(b, value, ptr, align, mask), None)
 
 
 def _masked_store_call(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: int, mask: ir.Value) -> None:
     vec = value.type
+    lanes = _constant_lanes(mask)
+    if lanes is not None and masked_stores_slow():
+        # a fixed mask (every k-th element of an interleaved access): a plain store per lane
+        # costs less there than the masked stores' several (scan_blelloch's out[2t], out[2t+1])
+        first = b.bitcast(ptr, vec.element.as_pointer())
+        for lane in lanes:
+            b.store(b.extract_element(value, i32(lane)), b.gep(first, [i32(lane)]), align=align)
+        return
     fn = declare(b.module, f"llvm.masked.store.v{vec.count}{intrinsic_suffix(vec.element)}.p0", ir.VoidType(),
                  [vec, vec.as_pointer(), I32, mask.type])
     b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+
+
+def _constant_lanes(mask: ir.Value):
+    """The lanes a constant <n x i1> mask holds, or None where it is not a constant."""
+    if not isinstance(mask, ir.Constant) or not isinstance(mask.constant, (list, tuple)):
+        return None
+    return [i for i, bit in enumerate(mask.constant) if (bit.constant if isinstance(bit, ir.Constant) else bit)]
 
 
 def private_store(b: ir.IRBuilder, value: ir.Value, address: ir.Value, align: int, mask: ir.Value,
@@ -116,21 +132,27 @@ def volatile_load(b: ir.IRBuilder, ptr: ir.Value, align: int) -> ir.Value:
 
 
 def masked_stores_slow() -> bool:
-    """Whether this CPU's vector stores under a mask cost several plain ones: without AVX-512
-    a masked store is AVX's vmaskmovps, ~7 ns for 32 bytes on AMD's Zen 3 where a load, a
-    blend and a store take ~1.5 (a C loop; such stores took a quarter of a shared-memory tree
-    reduction's block program there); NEON has none (LLVM makes a branch per lane). AVX-512's
-    masked stores cost what plain ones do. ANYCUDA_MASKED_STORES=blend or =masked chooses either way (for tests and comparisons)."""
+    """Whether this CPU's vector stores under a mask cost several plain ones: AMD's before Zen 4
+    make AVX's vmaskmovps in microcode, ~7 ns for 32 bytes on Zen 3 where a load, a blend and a
+    store take ~1.5 (a C loop; such stores took a quarter of a shared-memory tree reduction's
+    block program there); without AVX (NEON, SSE) LLVM makes a branch per lane. AVX-512's
+    masked stores, and Intel's AVX ones, cost about what plain ones do.
+    ANYCUDA_MASKED_STORES=blend (slow) or =masked chooses either way (tests, comparisons)."""
     asked = os.environ.get("ANYCUDA_MASKED_STORES", "").strip().lower()
     if asked in ("blend", "masked"):
         return asked == "blend"
-    return _without_avx512()
+    return _host_masked_stores_slow()
 
 
 @functools.lru_cache(maxsize=1)
-def _without_avx512() -> bool:
+def _host_masked_stores_slow() -> bool:
     from llvmlite import binding as llvm
-    return not llvm.get_host_cpu_features().get("avx512f", False)
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f", False):
+        return False
+    if features.get("avx", False):
+        return llvm.get_host_cpu_name().startswith(("znver", "bdver", "btver"))
+    return True
 
 
 def _where_some_lane(b: ir.IRBuilder, mask: ir.Value, access, otherwise):
