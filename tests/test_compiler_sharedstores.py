@@ -171,14 +171,17 @@ def test_interleaved_stores_of_fixed_masks(module, rng, poison):
     assert _ran_as_program(fn, threads) == _programs_on()
 
 
+def _block_program_ir(ptx, monkeypatch, mode, kernel) -> str:
+    """The IR of `kernel`'s block program for 256 threads, masked stores made `mode`'s way."""
+    monkeypatch.setenv("ANYCUDA_MASKED_STORES", mode)
+    return pipeline.block_program_ir(ptx, "sharedstores.ptx", kernel, 256)
+
+
 def test_blended_where_masked_stores_are_slow_masked_otherwise(ptx, monkeypatch):
     """The block program's IR in each mode: blended stores (a volatile load: LLVM's x86 back
     end would make a masked store again of a plain one) with the masked store kept for spans
     outside, or only masked stores."""
-    def ir_of(mode):
-        monkeypatch.setenv("ANYCUDA_MASKED_STORES", mode)
-        return pipeline.block_program_ir(ptx, "sharedstores.ptx", "every_third_f32", 256)
-    blended, masked = ir_of("blend"), ir_of("masked")
+    blended, masked = (_block_program_ir(ptx, monkeypatch, mode, "every_third_f32") for mode in MODES)
     assert "load volatile <32 x float>" in blended and "llvm.masked.store.v32f32" in blended
     assert "load volatile" not in masked and "llvm.masked.store.v32f32" in masked
 
@@ -186,11 +189,9 @@ def test_blended_where_masked_stores_are_slow_masked_otherwise(ptx, monkeypatch)
 def test_fixed_masks_stored_lane_by_lane_where_masked_stores_are_slow(ptx, monkeypatch):
     """out[a] and out[b]'s stores of every other element: plain stores of their lanes, or
     masked stores of 64 elements."""
-    def ir_of(mode):
-        monkeypatch.setenv("ANYCUDA_MASKED_STORES", mode)
-        return pipeline.block_program_ir(ptx, "sharedstores.ptx", "interleaved_pairs", 256)
+    blended, masked = (_block_program_ir(ptx, monkeypatch, mode, "interleaved_pairs") for mode in MODES)
     fixed = re.compile(r"call void @\"?llvm\.masked\.store\.v64i32[^\n]*<64 x i1> <")
-    assert fixed.search(ir_of("masked")) and not fixed.search(ir_of("blend"))
+    assert fixed.search(masked) and not fixed.search(blended)
 
 
 def test_masked_stores_slow_follows_the_cpu_unless_asked(monkeypatch):
