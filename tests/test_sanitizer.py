@@ -289,6 +289,37 @@ def test_atomic_out_of_bounds(checked, capsys):
     assert buf.get()[15] == 1 and buf.get().sum() == 1
 
 
+WILD_LOAD = """
+.visible .entry wild_load(.param .u64 out, .param .u64 at)
+{
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [at];
+  ld{space}.u{bits} %rd3, [%rd2];
+  st.global.u64 [%rd1], %rd3;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("space", [".global", ""])
+@pytest.mark.parametrize("size", [1, 4, 8])
+def test_an_access_that_ends_at_the_top_of_the_address_space(checked, capsys, space, size):
+    """The `size` bytes at 2**64 - size (aligned) end at the top of the address space: their
+    end, computed in 64 bits, wraps to 0, which lies below every window's and allocation's end."""
+    ac.zeros(4, np.int32)                   # an allocation for the address to seem inside of
+    out = ac.full(1, -1, np.int64)
+    at = (1 << 64) - size
+    ptx = WILD_LOAD.replace("{space}", space).replace("{bits}", str(8 * size))
+    if size < 8:
+        ptx = ptx.replace("%rd3, [%rd2]", "%r1, [%rd2]").replace(".reg .b64", ".reg .b32 %r<2>; .reg .b64")
+        ptx = ptx.replace("st.global.u64 [%rd1], %rd3", "cvt.u64.u32 %rd3, %r1;\n  st.global.u64 [%rd1], %rd3")
+    _launch_failing(_kernel(ptx, "wild_load"), (1,), (1,), (out, np.uint64(at)))
+    (r,) = reports(capsys.readouterr().err)
+    # (a generic access outside every window is named a global one, as compute-sanitizer does)
+    assert (r["space"], r["kind"], r["size"], r["address"], r["why"]) == ("__global__", "read", size, at, "out of bounds")
+    assert out.get()[0] == -1
+
+
 # ---------------------------------------------------------------- shared, local, constant, generic
 
 SHARED = """

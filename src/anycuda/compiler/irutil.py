@@ -109,10 +109,12 @@ def private_store(b: ir.IRBuilder, value: ir.Value, address: ir.Value, align: in
     _where_some_lane(b, mask, store, None)
 
 
-def span_inside(b: ir.IRBuilder, address: ir.Value, nbytes: int, lo: ir.Value, hi: ir.Value) -> ir.Value:
-    """i1: the `nbytes` from i64 `address` lie in [lo, hi) (i64 addresses; none wraps)."""
+def span_inside(b: ir.IRBuilder, address: ir.Value, nbytes, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    """i1: the `nbytes` (an int or an i64) from i64 `address` lie in [lo, hi). Measured as the
+    room left below `hi`, not by `address + nbytes`, which wraps past 2**64 to a small number."""
     within = b.and_(b.icmp_unsigned(">=", address, lo), b.icmp_unsigned("<=", address, hi))
-    return b.and_(within, b.icmp_unsigned(">=", b.sub(hi, address), i64(nbytes)))
+    n = i64(nbytes) if isinstance(nbytes, int) else nbytes
+    return b.and_(within, b.icmp_unsigned(">=", b.sub(hi, address), n))
 
 
 class _VolatileLoad(ir.instructions.LoadInstr):

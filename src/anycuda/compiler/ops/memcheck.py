@@ -50,7 +50,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..irutil import field_ptr, i32, i64, internal_function, load_field, upper_bound
+from ..irutil import field_ptr, i32, i64, internal_function, load_field, span_inside, upper_bound
 from ..types import I1, I32, I64, PTR
 
 TOOLS = ("memcheck", "initcheck", "racecheck", "synccheck")
@@ -105,9 +105,11 @@ def check(f, ptr, size, kind: str, space: str, align: int = None):
     a = b.ptrtoint(ptr, I64)
     n = i64(size) if isinstance(size, int) else size
     end = b.add(a, n)
-    inside = in_windows(b, a, end, _windows(f, space))
+    inside = in_windows(b, a, n, _windows(f, space))
     if space in ("", "global"):
-        inside = b.or_(inside, b.call(_in_table_fn(b.module), [f.launch_ptr(), a, end]))
+        # (the tables compare ends: an end past 2**64 wraps to a small one, which is in none)
+        in_table = b.call(_in_table_fn(b.module), [f.launch_ptr(), a, end])
+        inside = b.or_(inside, b.and_(in_table, b.icmp_unsigned(">=", end, a)))
     align = align or (size if isinstance(size, int) else 1)
     aligned = b.icmp_unsigned("==", b.and_(a, i64(align - 1)), i64(0)) if align > 1 else ir.Constant(I1, 1)
     good = f.fn.append_basic_block("checked")
@@ -135,11 +137,11 @@ def _windows(f, space: str) -> list:
     return [w for s in ("shared", "local", "const", "param") for w in f.space_windows(s)]
 
 
-def in_windows(b, a, end, windows):
-    """i1: the bytes [a, end) lie inside one of the [lo, hi) windows."""
+def in_windows(b, a, n, windows):
+    """i1: the `n` bytes (an int or an i64) at i64 `a` lie inside one of the [lo, hi) windows."""
     inside = ir.Constant(I1, 0)
     for lo, hi in windows:
-        inside = b.or_(inside, b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<=", end, hi)))
+        inside = b.or_(inside, span_inside(b, a, n, lo, hi))
     return inside
 
 

@@ -148,14 +148,14 @@ def track(f, a, size, kind: str, space: str, site: int) -> None:
         if space == "shared":
             _track(f, b.sub(a, lo), size, kind, site, True)
             return
-        first = b.add(a, i64(1))            # (where the access's first byte lies decides)
-        with b.if_else(memcheck.in_windows(b, a, first, [(lo, hi)])) as (shared, other):
+        # (where the access's first byte lies decides)
+        with b.if_else(memcheck.in_windows(b, a, 1, [(lo, hi)])) as (shared, other):
             with shared:
                 _track(f, b.sub(a, lo), size, kind, site, True)
             with other:
                 # thread-private (.local, a frame) and read-only windows are no global memory
                 private = [w for space in ("local", "param", "const") for w in f.space_windows(space)]
-                with b.if_then(b.not_(memcheck.in_windows(b, a, first, private))):
+                with b.if_then(b.not_(memcheck.in_windows(b, a, 1, private))):
                     _track(f, a, size, kind, site, False)
 
 
