@@ -27,6 +27,43 @@ THREADS = WARPS * 32 * BLOCKS
 
 
 launch = ptx_launcher(HEADER, "test.ptx")
+PATHS = ("rounds", "block program")
+
+
+def over_paths(names: str, grid, block_programs: int):
+    """pytest.mark.parametrize of `names` and `path`, the way a kernel of mma_ptx's runs:
+    every case of `grid` (tuples, or values of one name) in the rounds, whose warp matrix
+    instructions are collectives (ops/matrix.py), and `block_programs` of them, spread over
+    the grid's values (_spread), in a block program too, which a barrier before the
+    instruction lets it take (compiler/vector/warpmatrix.py). A few of each test's cases
+    suffice there: a block program's product is the rounds' own function, warpmatrix.py only
+    moves its operands, and each block program costs seconds of LLVM."""
+    grid = [case if isinstance(case, tuple) else (case,) for case in grid]
+    cases = [(*case, "rounds") for case in grid] + [(*case, "block program") for case in _spread(grid, block_programs)]
+    return pytest.mark.parametrize(names + ",path", cases, ids=["-".join(map(_case_id, case)) for case in cases])
+
+
+def _spread(grid, count) -> list:
+    """`count` cases of `grid` that between them take as many values of each parameter as
+    they can (chosen greedily, the first case first), in the grid's order."""
+    seen, picked = set(), []
+    for _ in range(min(count, len(grid))):
+        best = max((i for i in range(len(grid)) if i not in picked),
+                   key=lambda i: (len(set(enumerate(grid[i])) - seen), -i))
+        picked.append(best)
+        seen |= set(enumerate(grid[best]))
+    return [grid[i] for i in sorted(picked)]
+
+
+def _case_id(value) -> str:
+    return "-".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def launch_on(path, ptx, *args):
+    """launch(ptx, "k", ...) and a check that it ran the way `path` names."""
+    prog = launch(ptx, "k", *args)
+    block = tuple(args[1])
+    assert (prog.kernel("k")._programs.get(block) is not None) == (path == "block program"), path
 
 
 # ---------------------------------------------------------------- the ISA's fragment maps
@@ -90,9 +127,10 @@ def from_fragments(frags, layout):
 
 
 # ---------------------------------------------------------------- the kernel
-def mma_ptx(form, regs, dtype_bits, reg_types):
+def mma_ptx(form, regs, dtype_bits, reg_types, path="rounds", lanes_on=32):
     """A kernel: each thread loads its A, B, C registers (words of regs[x] x bits, its
-    thread's row of each buffer), runs `form`, stores its D registers."""
+    thread's row of each buffer), runs `form` (in the lanes below `lanes_on` of each warp),
+    stores its D registers; on the "block program" path with a barrier before `form`."""
     na, nb, nc, nd = regs
     ra, rb, rc, rd = reg_types
     body = []
@@ -110,14 +148,21 @@ def mma_ptx(form, regs, dtype_bits, reg_types):
         if x != "d":
             lines += [f"ld.global.{t} {names[x][j]}, [%rd{i}+{j * size}];" for j in range(n)]
     vec = lambda x: "{" + ", ".join(names[x]) + "}"    # noqa: E731
+    if path == "block program":
+        lines.append("bar.sync 0;")
+    if lanes_on < 32:
+        lines += ["and.b32 %r5, %r1, 31;", f"setp.lt.u32 %p1, %r5, {lanes_on};"]
+        form = "@%p1 " + form
     lines.append(f"{form} {vec('d')}, {vec('a')}, {vec('b')}, {vec('c')};")
     lines += [f"st.global.{rd} [%rd3+{j * (8 if rd.endswith('64') else 4)}], {names['d'][j]};" for j in range(nd)]
     return (".visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)\n{\n"
-            + "\n".join(body) + "\n.reg .b32 %r<8>;\n.reg .b64 %rd<10>;\n" + "\n".join(lines) + "\nret;\n}\n")
+            + "\n".join(body) + "\n.reg .b32 %r<8>;\n.reg .b64 %rd<10>;\n.reg .pred %p1;\n" + "\n".join(lines)
+            + "\nret;\n}\n")
 
 
-def run_mma(form, la, lb, lc, ld_, mats, word_dtypes, reg_types):
-    """Run `form` for each warp's (A, B, C) in `mats`; [(D fragments of each warp)]."""
+def run_mma(form, la, lb, lc, ld_, mats, word_dtypes, reg_types, path, lanes_on=32):
+    """Run `form` for each warp's (A, B, C) in `mats` the way `path` names (in its lanes below
+    `lanes_on`); [(D fragments of each warp)]."""
     def words(frags, dt):
         return np.ascontiguousarray(frags).view(dt).reshape(32, -1)
     bufs = []
@@ -127,7 +172,8 @@ def run_mma(form, la, lb, lc, ld_, mats, word_dtypes, reg_types):
     d = np.frombuffer(b"\xcd" * (len(mats) * 32 * nd * np.dtype(word_dtypes[3]).itemsize),
                       word_dtypes[3]).reshape(len(mats) * 32, nd).copy()
     regs = (bufs[0].shape[1], bufs[1].shape[1], bufs[2].shape[1], nd)
-    launch(mma_ptx(form, regs, None, reg_types), "k", (BLOCKS, 1, 1), (WARPS * 32, 1, 1), *bufs, d)
+    launch_on(path, mma_ptx(form, regs, None, reg_types, path, lanes_on), (BLOCKS, 1, 1), (WARPS * 32, 1, 1),
+              *bufs, d)
     return [d[w * 32:(w + 1) * 32] for w in range(len(mats))]
 
 
@@ -156,8 +202,8 @@ FLOAT_FORMS = [
 ]
 
 
-@pytest.mark.parametrize("shape,ab,ct,dt", FLOAT_FORMS)
-def test_mma_half_forms(rng, shape, ab, ct, dt):
+@over_paths("shape,ab,ct,dt", FLOAT_FORMS, 4)
+def test_mma_half_forms(rng, shape, ab, ct, dt, path):
     m, n, k = {"m16n8k16": (16, 8, 16), "m16n8k8": (16, 8, 8)}[shape]
     mats = []
     for _ in range(WARPS * BLOCKS):
@@ -174,7 +220,7 @@ def test_mma_half_forms(rng, shape, ab, ct, dt):
     form = f"mma.sync.aligned.{shape}.row.col.{dt}.{ab}.{ab}.{ct}"
     word = lambda t: np.uint32 if t in ("f16", "bf16") else np.float32    # noqa: E731
     got = run_mma(form, la, lb, lc, ld_, mats, (np.uint32, np.uint32, word(ct), word(dt)),
-                  ("b32", "b32", "b32" if ct == "f16" else "f32", "b32" if dt == "f16" else "f32"))
+                  ("b32", "b32", "b32" if ct == "f16" else "f32", "b32" if dt == "f16" else "f32"), path)
     for (A, B, C, Av, Bv), frags in zip(mats, got):
         frags = frags.view(np.float16 if dt == "f16" else np.float32).reshape(32, -1)
         D = from_fragments(frags, ld_)
@@ -186,14 +232,34 @@ def test_mma_half_forms(rng, shape, ab, ct, dt):
         assert np.allclose(D, exact, rtol=1e-2 if dt == "f16" else 1e-5, atol=1e-2 if dt == "f16" else 1e-4)
 
 
-@pytest.mark.parametrize("shape", ["m16n8k4", "m16n8k8"])
-def test_mma_tf32(rng, shape):
+@pytest.mark.parametrize("path", PATHS)
+def test_mma_under_a_guard(rng, path):
+    """Lanes 20-31 of each warp do not run it (a GPU leaves that undefined): both ways take
+    their fragments as zeros, and the lanes that ran it get that product."""
+    la, lb, lc = _isa("m16n8k16", "a", "16"), _isa("m16n8k16", "b", "16"), _isa("m16n8k16", "c", "f32")
+    mats = [(rng.standard_normal((16, 16)).astype(np.float16), rng.standard_normal((16, 8)).astype(np.float16),
+             rng.standard_normal((16, 8)).astype(np.float32)) for _ in range(WARPS * BLOCKS)]
+    got = run_mma("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", la, lb, lc, lc, mats,
+                  (np.uint32, np.uint32, np.float32, np.float32), ("b32", "b32", "f32", "f32"), path, lanes_on=20)
+
+    def without_idle_lanes(mat, layout):
+        frags = to_fragments(mat, layout)
+        frags[20:] = 0
+        return from_fragments(frags, layout)
+    for (A, B, C), frags in zip(mats, got):
+        want = to_fragments(sequential(without_idle_lanes(A, la), without_idle_lanes(B, lb), without_idle_lanes(C, lc)),
+                            lc)
+        assert np.array_equal(frags[:20], want[:20])
+
+
+@over_paths("shape", ["m16n8k4", "m16n8k8"], 2)
+def test_mma_tf32(rng, shape, path):
     m, n, k = 16, 8, int(shape.split("k")[1])
     mats = [(rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32),
              rng.standard_normal((m, n)).astype(np.float32)) for _ in range(WARPS * BLOCKS)]
     la, lb, lc = _isa(shape, "a", "tf32"), _isa(shape, "b", "tf32"), _isa(shape, "c", "f32")
     got = run_mma(f"mma.sync.aligned.{shape}.row.col.f32.tf32.tf32.f32", la, lb, lc, lc, mats,
-                  (np.float32,) * 4, ("b32", "b32", "f32", "f32"))
+                  (np.float32,) * 4, ("b32", "b32", "f32", "f32"), path)
     tf32 = lambda x: (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)   # noqa: E731
     for (A, B, C), frags in zip(mats, got):
         D = from_fragments(frags, lc)
@@ -213,10 +279,10 @@ def float8(byte, etype):
     return -mag if byte & 0x80 else mag
 
 
-@pytest.mark.parametrize("at,bt", [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2")])
-@pytest.mark.parametrize("acc", ["f32", "f16"])
-@pytest.mark.parametrize("shape", ["m16n8k32", "m16n8k16"])
-def test_mma_float8(rng, at, bt, acc, shape):
+@over_paths("at,bt,acc,shape", [(at, bt, acc, shape)
+                                 for at, bt in (("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"))
+                                 for acc in ("f32", "f16") for shape in ("m16n8k32", "m16n8k16")], 3)
+def test_mma_float8(rng, at, bt, acc, shape, path):
     def draw(etype, shape):
         # f16 sums stay in f16's range with small elements
         limit = 4 if acc == "f16" else np.inf
@@ -229,7 +295,7 @@ def test_mma_float8(rng, at, bt, acc, shape):
     la, lb, lc = _isa(shape, "a", "8"), _isa(shape, "b", "8"), _isa(shape, "c", acc)
     word = np.uint32 if acc == "f16" else np.float32
     got = run_mma(f"mma.sync.aligned.{shape}.row.col.{acc}.{at}.{bt}.{acc}", la, lb, lc, lc, mats,
-                  (np.uint32, np.uint32, word, word), ("b32", "b32") + ("b32" if acc == "f16" else "f32",) * 2)
+                  (np.uint32, np.uint32, word, word), ("b32", "b32") + ("b32" if acc == "f16" else "f32",) * 2, path)
     decode = np.vectorize(float8)
     for (A, B, C), frags in zip(mats, got):
         D = from_fragments(frags.view(np.float16 if acc == "f16" else np.float32).reshape(32, -1), lc)
@@ -269,14 +335,14 @@ ret;
         assert int(y) == want, hex(x)
 
 
-@pytest.mark.parametrize("shape", ["m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"])
-def test_mma_f64(rng, shape):
+@over_paths("shape", ["m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"], 2)
+def test_mma_f64(rng, shape, path):
     m, k = int(shape[1:].split("n")[0]), int(shape.split("k")[1])
     mats = [(rng.standard_normal((m, k)), rng.standard_normal((k, 8)), rng.standard_normal((m, 8)))
             for _ in range(WARPS * BLOCKS)]
     la, lb, lc = _isa(shape, "a", "f64"), _isa(shape, "b", "f64"), _isa(shape, "c", "f64")
     got = run_mma(f"mma.sync.aligned.{shape}.row.col.f64.f64.f64.f64", la, lb, lc, lc, mats,
-                  (np.float64,) * 4, ("f64",) * 4)
+                  (np.float64,) * 4, ("f64",) * 4, path)
     for (A, B, C), frags in zip(mats, got):
         ref = np.zeros((m, 8))
         for r in range(m):
@@ -288,10 +354,10 @@ def test_mma_f64(rng, shape):
         assert np.array_equal(from_fragments(frags, lc), ref)
 
 
-@pytest.mark.parametrize("shape", ["m8n8k16", "m16n8k16", "m16n8k32"])
-@pytest.mark.parametrize("at,bt", [("s8", "s8"), ("u8", "u8"), ("s8", "u8"), ("u8", "s8")])
-@pytest.mark.parametrize("satfinite", [False, True])
-def test_mma_integers(rng, shape, at, bt, satfinite):
+@over_paths("shape,at,bt,satfinite", [(shape, at, bt, sat) for shape in ("m8n8k16", "m16n8k16", "m16n8k32")
+                                      for at, bt in (("s8", "s8"), ("u8", "u8"), ("s8", "u8"), ("u8", "s8"))
+                                      for sat in (False, True)], 3)
+def test_mma_integers(rng, shape, at, bt, satfinite, path):
     m, k = int(shape[1:].split("n")[0]), int(shape.split("k")[1])
     dt = lambda t: np.int8 if t == "s8" else np.uint8         # noqa: E731
     mats = []
@@ -305,7 +371,7 @@ def test_mma_integers(rng, shape, at, bt, satfinite):
     la, lb, lc = _isa(shape, "a", "8"), _isa(shape, "b", "8"), _isa(shape, "c", "s32")
     sat = ".satfinite" if satfinite else ""
     got = run_mma(f"mma.sync.aligned.{shape}.row.col{sat}.s32.{at}.{bt}.s32", la, lb, lc, lc, mats,
-                  (np.uint32, np.uint32, np.int32, np.int32), ("b32", "b32", "s32", "s32"))
+                  (np.uint32, np.uint32, np.int32, np.int32), ("b32", "b32", "s32", "s32"), path)
     overflowed = False
     for (A, B, C), frags in zip(mats, got):
         exact = A.astype(np.int64) @ B.astype(np.int64) + C
@@ -344,10 +410,12 @@ ret;
 """
 
 
-@pytest.mark.parametrize("count", [1, 2, 4])
-@pytest.mark.parametrize("trans", [False, True])
-@pytest.mark.parametrize("space", ["shared", "generic"])
-def test_ldmatrix(rng, count, trans, space):
+def run_ldmatrix(rng, count, trans, space, path, monkeypatch, lanes_on=32):
+    """ldmatrix.xN from rows of shared memory that random lanes name, in lanes `lanes_on` and
+    up of each warp not run (a guard), checked against the ISA's layout: the rows of lanes
+    that do not run it read as zeros, and those lanes' registers keep their values."""
+    if path == "rounds":
+        monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
     blocks = 2
     tiles = rng.integers(0, 2 ** 16, (blocks, 128, 8)).astype(np.uint16)     # 128 rows of 8 b16 per block
     rows = np.concatenate([rng.permutation(128)[:64] for _ in range(blocks)]).astype(np.uint32)
@@ -355,15 +423,20 @@ def test_ldmatrix(rng, count, trans, space):
     regs = ", ".join(f"%r{10 + i}" for i in range(count))
     ldm = (f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}"
            f"{'.shared' if space == 'shared' else ''}.b16 {{{regs}}}, [%rd8];")
+    if lanes_on < 32:
+        ldm = f"and.b32 %r9, %r1, 31;\nsetp.lt.u32 %p, %r9, {lanes_on};\n@%p " + ldm
     if space == "generic":
         ldm = "cvta.shared.u64 %rd8, %rd8;\n" + ldm
-    ptx = LDMATRIX_PTX.replace("LDM", ldm)
-    launch(ptx, "k", (blocks, 1, 1), (64, 1, 1), tiles, rows, out)
+    launch_on(path, LDMATRIX_PTX.replace("LDM", ldm), (blocks, 1, 1), (64, 1, 1), tiles, rows, out)
     for t in range(blocks * 64):
         blk, lane, warp0 = t // 64, t % 32, t // 32 * 32
         g, tig = lane >> 2, lane & 3
+        if lane >= lanes_on:
+            assert (out[t] == 0xCDCDCDCD).all()
+            continue
         for m in range(count):
             mat = tiles[blk][rows[warp0 + 8 * m: warp0 + 8 * m + 8]]       # matrix m: rows from lanes 8m..8m+7
+            mat[max(lanes_on - 8 * m, 0):] = 0
             if trans:
                 mat = mat.T
             want = int(mat[g, 2 * tig]) | int(mat[g, 2 * tig + 1]) << 16
@@ -371,8 +444,26 @@ def test_ldmatrix(rng, count, trans, space):
         assert (out[t, count:] == 0xCDCDCDCD).all()
 
 
-def test_stmatrix_and_movmatrix(rng):
+@pytest.mark.parametrize("count", [1, 2, 4])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("space", ["shared", "generic"])
+@pytest.mark.parametrize("path", PATHS)
+def test_ldmatrix(rng, count, trans, space, path, monkeypatch):
+    run_ldmatrix(rng, count, trans, space, path, monkeypatch)
+
+
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("path", PATHS)
+def test_ldmatrix_under_a_guard(rng, trans, path, monkeypatch):
+    """Lanes 20-31 of each warp do not run it: the two ways agree (a GPU leaves this undefined)."""
+    run_ldmatrix(rng, 4, trans, "shared", path, monkeypatch, lanes_on=20)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_stmatrix_and_movmatrix(rng, path, monkeypatch):
     """stmatrix.x4 (and .trans) writes what ldmatrix.x4 reads; movmatrix transposes."""
+    if path == "rounds":
+        monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
     ptx = """
 .visible .entry k(.param .u64 pin, .param .u64 pout, .param .u64 pmov)
 {
@@ -402,7 +493,7 @@ ret;
     frags = rng.integers(0, 2 ** 32, (blocks * 32, 4), dtype=np.uint64).astype(np.uint32)
     out = np.full((blocks * 32, 8), 0xCDCDCDCD, np.uint32)
     moved = np.full(blocks * 32, 0xCDCDCDCD, np.uint32)
-    launch(ptx, "k", (blocks, 1, 1), (32, 1, 1), frags, out, moved)
+    launch_on(path, ptx, (blocks, 1, 1), (32, 1, 1), frags, out, moved)
     place = lambda lane, j: (lane >> 2, 2 * (lane & 3) + j)   # noqa: E731 - the ISA's ldmatrix layout
     for blk in range(blocks):
         f = frags[blk * 32:(blk + 1) * 32]
@@ -472,18 +563,21 @@ def test_refused_forms_are_named(text, words):
     assert any(w in message for w in ("not supported", "takes", "needs", "not a form of the PTX ISA")), message
 
 
-def test_vector_paths_leave_matrix_instructions_to_the_scalar_path():
-    """The warp runs, warp regions and block programs take only what their allow-lists
-    name; none names a matrix instruction, which the scalar step function lowers."""
+def test_which_vector_paths_take_matrix_instructions():
+    """Warp runs and warp regions take no matrix instruction (a warp there leaves it to the
+    scalar step function, a collective of the rounds); block programs take every one
+    (compiler/vector/warpmatrix.py), but not in the forms of sub-byte elements (checked when
+    the program is made) or `.shared::cta` spellings."""
     for opcode in ("mma", "mma.sp", "wmma.mma", "wmma.load", "wmma.store", "ldmatrix", "stmatrix", "movmatrix"):
         assert opcode in table.HANDLERS
-        for allowed in (warpruns.VECTOR_MODS, warpregions.TAKES, blockops.TAKES):
+        for allowed in (warpruns.VECTOR_MODS, warpregions.TAKES):
             assert opcode not in allowed
+        assert opcode in blockops.TAKES and "shared::cta" not in blockops.TAKES[opcode]
     inst = next(st for st in parse(HEADER + ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<9>;\n"
                                    "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, "
                                    "{%r1,%r2}, {%r3}, {%f1,%f2,%f3,%f4};\nret;\n}\n").functions[0].body
                 if getattr(st, "opcode", None) == "mma")
-    assert not table.takes(blockops.TAKES, inst) and not table.takes(warpregions.TAKES, inst)
+    assert table.takes(blockops.TAKES, inst) and not table.takes(warpregions.TAKES, inst)
 
 
 # ---------------------------------------------------------------- CUDA C: inline-asm mma.sync + ldmatrix

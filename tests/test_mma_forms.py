@@ -9,9 +9,8 @@ are checked exactly, floats bit for bit against the order and rounding matrix.py
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from test_mma import BLOCKS, WARPS, launch, mma_ptx, sequential
+from test_mma import BLOCKS, WARPS, launch_on, mma_ptx, over_paths, sequential
 
 NWARPS = WARPS * BLOCKS
 
@@ -73,16 +72,17 @@ def pack(elements, bits):
     return (e << (np.arange(per) * bits)).sum(axis=2).astype(np.uint32)
 
 
-def run_integer(form, shape, mats, bits):
-    """Run `form` (an .s32 accumulator form of `shape`) for each warp's (A, B, C); each warp's D."""
+def run_integer(form, shape, mats, bits, path):
+    """Run `form` (an .s32 accumulator form of `shape`) for each warp's (A, B, C) the way
+    `path` names; each warp's D."""
     layout = SUB_BYTE[shape]
     bufs = [np.concatenate([pack(lane_elements(mt[x], *layout["ab"[x]]), bits) for mt in mats]) for x in (0, 1)]
     bufs.append(np.concatenate([lane_elements(mt[2], *layout["c"]).astype(np.int32) for mt in mats]))
     nc = layout["c"][0]
     d = np.full((len(mats) * 32, nc), -0x32323233, np.int32)
     regs = (bufs[0].shape[1], bufs[1].shape[1], nc, nc)
-    launch(mma_ptx(form, regs, None, ("b32", "b32", "s32", "s32")), "k", (BLOCKS, 1, 1), (WARPS * 32, 1, 1),
-           *bufs, d)
+    launch_on(path, mma_ptx(form, regs, None, ("b32", "b32", "s32", "s32"), path), (BLOCKS, 1, 1),
+              (WARPS * 32, 1, 1), *bufs, d)
     m, n, _ = dims(shape)
     return [from_lanes(d[w * 32:(w + 1) * 32], (m, n), layout["c"][1]) for w in range(len(mats))]
 
@@ -98,15 +98,15 @@ def accumulators(rng, w, shape):
 FOUR_BIT = {"s4": (-8, 8), "u4": (0, 16)}
 
 
-@pytest.mark.parametrize("shape", ["m8n8k32", "m16n8k32", "m16n8k64"])
-@pytest.mark.parametrize("at,bt", [("s4", "s4"), ("u4", "u4"), ("s4", "u4"), ("u4", "s4")])
-@pytest.mark.parametrize("satfinite", [False, True])
-def test_mma_four_bit_integers(rng, shape, at, bt, satfinite):
+@over_paths("shape,at,bt,satfinite", [(shape, at, bt, sat) for shape in ("m8n8k32", "m16n8k32", "m16n8k64")
+                                      for at, bt in (("s4", "s4"), ("u4", "u4"), ("s4", "u4"), ("u4", "s4"))
+                                      for sat in (False, True)], 3)
+def test_mma_four_bit_integers(rng, shape, at, bt, satfinite, path):
     m, n, k = dims(shape)
     mats = [(rng.integers(*FOUR_BIT[at], (m, k)), rng.integers(*FOUR_BIT[bt], (k, n)), accumulators(rng, w, (m, n)))
             for w in range(NWARPS)]
     sat = ".satfinite" if satfinite else ""
-    got = run_integer(f"mma.sync.aligned.{shape}.row.col{sat}.s32.{at}.{bt}.s32", shape, mats, 4)
+    got = run_integer(f"mma.sync.aligned.{shape}.row.col{sat}.s32.{at}.{bt}.s32", shape, mats, 4, path)
     overflowed = False
     for (A, B, C), D in zip(mats, got):
         exact = A @ B + C
@@ -117,14 +117,13 @@ def test_mma_four_bit_integers(rng, shape, at, bt, satfinite):
 
 
 # ---------------------------------------------------------------- .b1
-@pytest.mark.parametrize("shape", ["m8n8k128", "m16n8k128", "m16n8k256"])
-@pytest.mark.parametrize("op", ["xor", "and"])
-def test_mma_single_bit(rng, shape, op):
+@over_paths("shape,op", [(shape, op) for shape in ("m8n8k128", "m16n8k128", "m16n8k256") for op in ("xor", "and")], 2)
+def test_mma_single_bit(rng, shape, op, path):
     """D = C + popc(row of A op column of B), wrapping in 32 bits (no .satfinite here)."""
     m, n, k = dims(shape)
     mats = [(rng.integers(0, 2, (m, k)), rng.integers(0, 2, (k, n)), accumulators(rng, w, (m, n)))
             for w in range(NWARPS)]
-    got = run_integer(f"mma.sync.aligned.{shape}.row.col.s32.b1.b1.s32.{op}.popc", shape, mats, 1)
+    got = run_integer(f"mma.sync.aligned.{shape}.row.col.s32.b1.b1.s32.{op}.popc", shape, mats, 1, path)
     for (A, B, C), D in zip(mats, got):
         bits = (A[:, :, None] ^ B[None, :, :]) if op == "xor" else (A[:, :, None] & B[None, :, :])
         popc = np.array([[sum(int(A[r, j]) != int(B[j, c]) if op == "xor" else int(A[r, j]) & int(B[j, c])
@@ -152,9 +151,10 @@ QUAD = {
 }
 
 
-@pytest.mark.parametrize("alayout,blayout", [("row", "col"), ("row", "row"), ("col", "col"), ("col", "row")])
-@pytest.mark.parametrize("ct,dt", [("f32", "f32"), ("f16", "f16"), ("f16", "f32"), ("f32", "f16")])
-def test_mma_m8n8k4_quad_pairs(rng, alayout, blayout, ct, dt):
+@over_paths("alayout,blayout,ct,dt", [(a, b, c, d)
+                                      for a, b in (("row", "col"), ("row", "row"), ("col", "col"), ("col", "row"))
+                                      for c, d in (("f32", "f32"), ("f16", "f16"), ("f16", "f32"), ("f32", "f16"))], 3)
+def test_mma_m8n8k4_quad_pairs(rng, alayout, blayout, ct, dt, path):
     """Each quad pair q (lanes 4q..4q+3 and 16+4q..16+4q+3) computes its own D = A * B + C."""
     numpy = {"f16": np.float16, "f32": np.float32}
     mats = [(rng.standard_normal((4, 8, 4)).astype(np.float16), rng.standard_normal((4, 4, 8)).astype(np.float16),
@@ -173,8 +173,8 @@ def test_mma_m8n8k4_quad_pairs(rng, alayout, blayout, ct, dt):
     regs = (2, 2, bufs[2].shape[1], nd)
     rtype = {"f16": "b32", "f32": "f32"}
     form = f"mma.sync.aligned.m8n8k4.{alayout}.{blayout}.{dt}.f16.f16.{ct}"
-    launch(mma_ptx(form, regs, None, ("b32", "b32", rtype[ct], rtype[dt])), "k", (BLOCKS, 1, 1),
-           (WARPS * 32, 1, 1), *bufs, d)
+    launch_on(path, mma_ptx(form, regs, None, ("b32", "b32", rtype[ct], rtype[dt]), path), (BLOCKS, 1, 1),
+              (WARPS * 32, 1, 1), *bufs, d)
     count, place = maps["d"]
     for w, (A, B, C) in enumerate(mats):
         frags = d[w * 32:(w + 1) * 32].view(numpy[dt]).reshape(32, count)
@@ -283,9 +283,9 @@ def random_values(rng, t, shape):
     return bits, values
 
 
-@pytest.mark.parametrize("spelling", ["mma.sp", "mma.sp::ordered_metadata"])
-@pytest.mark.parametrize("shape,ab,acc", SPARSE_FORMS, ids=[".".join(f) for f in SPARSE_FORMS])
-def test_mma_sparse(rng, shape, ab, acc, spelling):
+@over_paths("shape,ab,acc,spelling", [(*form, spelling) for form in SPARSE_FORMS
+                                      for spelling in ("mma.sp", "mma.sp::ordered_metadata")], 4)
+def test_mma_sparse(rng, shape, ab, acc, spelling, path):
     """D = A * B + C with A 2:4 (.tf32 1:2) sparse: the kept elements where the metadata puts
     them, each selector the ISA allows for the shape, the other lanes' metadata garbage."""
     bits = FLOAT_BITS[ab]
@@ -315,8 +315,8 @@ def test_mma_sparse(rng, shape, ab, acc, spelling):
         d = np.frombuffer(b"\xcd" * (NWARPS * 32 * nd * 4), np.uint32).reshape(NWARPS * 32, nd).copy()
         rtype = {"f16": "b32", "f32": "f32", "s32": "s32"}[acc]
         form = f"{spelling}.sync.aligned.{shape}.row.col{'.' + sat if sat else ''}.{acc}.{ab}.{ab}.{acc}"
-        ptx = sparse_ptx(form, (a.shape[1], b.shape[1], c.shape[1], nd), rtype, selector)
-        launch(ptx, "k", (BLOCKS, 1, 1), (WARPS * 32, 1, 1), a, b, c, meta, d)
+        ptx = sparse_ptx(form, (a.shape[1], b.shape[1], c.shape[1], nd), rtype, selector, path)
+        launch_on(path, ptx, (BLOCKS, 1, 1), (WARPS * 32, 1, 1), a, b, c, meta, d)
         for w, (columns, nibbles, kept, kept_values, b_bits, b_values, C) in enumerate(mats):
             frags = d[w * 32:(w + 1) * 32].view({"f16": np.float16, "f32": np.float32, "s32": np.int32}[acc])
             D = from_lanes(frags.reshape(32, 4), (m, n), _c16)
@@ -340,7 +340,7 @@ def test_mma_sparse(rng, shape, ab, acc, spelling):
             assert np.array_equal(D, want), (selector, w)
 
 
-def sparse_ptx(form, regs, acc_type, selector):
+def sparse_ptx(form, regs, acc_type, selector, path):
     """A kernel like test_mma's with a fifth buffer of each thread's metadata word."""
     na, nb, nc, nd = regs
     lines = [f".reg .b32 %a<{na}>;", f".reg .b32 %b<{nb}>;", f".reg .{acc_type} %c<{nc}>;",
@@ -352,6 +352,8 @@ def sparse_ptx(form, regs, acc_type, selector):
         if x in "abc":
             lines += [f"ld.global.{'b32' if x != 'c' else acc_type} %{x}{j}, [%rd{i}+{j * 4}];" for j in range(n)]
     lines.append("ld.global.b32 %e, [%rd3];")
+    if path == "block program":
+        lines.append("bar.sync 0;")
     vec = lambda x, n: "{" + ", ".join(f"%{x}{j}" for j in range(n)) + "}"    # noqa: E731
     lines.append(f"{form} {vec('d', nd)}, {vec('a', na)}, {vec('b', nb)}, {vec('c', nc)}, %e, {selector};")
     lines += [f"st.global.{acc_type} [%rd4+{j * 4}], %d{j};" for j in range(nd)]

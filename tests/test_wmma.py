@@ -15,6 +15,7 @@ import pytest
 
 import anycuda as ac
 from conformance import nvcc_module, ptx_launcher
+from test_mma import over_paths
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 WARPS, BLOCKS = 2, 2
@@ -47,11 +48,13 @@ def dims(shape):
     return int(m), int(n), int(k)
 
 
-def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=False, op=""):
+def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=False, op="", path="rounds"):
     """A kernel: each warp loads its A, B, C (layouts[x] 'row'/'col', strides[x] elements),
     D = A * B + C (.b1: `op` 'xor' or 'and' with .popc), stores D; with `scale`, each lane
     doubles its C elements first (as user code does with frag.x[i]) to show element-wise
-    access agrees with load and store."""
+    access agrees with load and store. On the "block program" path a barrier after the
+    loads lets a block program take it (compiler/vector/warpmatrix.py), the fragments kept
+    across it."""
     m, n, k = dims(shape)
     signed = {"u8": "s8", "u4": "s4"}
     eight_by_eight = 2 if m * n == 64 else None      # an 8 x 8 accumulator: two elements a lane
@@ -72,6 +75,8 @@ def wmma_ptx(shape, at, bt, ct, dt, layouts, strides, satfinite=False, scale=Fal
     for i, x in enumerate("abc"):
         lines.append(f"wmma.load.{x}.sync.aligned.{layouts[x]}.{shape}.global.{types[x]} "
                      f"{vec(x)}, [%rd{i}], {strides[x]};")
+    if path == "block program":
+        lines.append("bar.sync 0;")
     if scale:
         for i in range(regs["c"]):
             lines.append(f"add.f32 %c{i}, %c{i}, %c{i};")
@@ -99,8 +104,10 @@ def from_memory(buf, layout, shape):
     return buf[:rows, :cols] if layout == "row" else buf[:cols, :rows].T
 
 
-def launch(ptx, *arrays):
-    ptx_launcher(HEADER, "test.ptx")(ptx, "k", (BLOCKS, 1, 1), (WARPS * 32, 1, 1), *arrays)
+def launch(ptx, *arrays, path="rounds"):
+    """Run kernel k of `ptx` and check it ran the way `path` names."""
+    prog = ptx_launcher(HEADER, "test.ptx")(ptx, "k", (BLOCKS, 1, 1), (WARPS * 32, 1, 1), *arrays)
+    assert (prog.kernel("k")._programs.get((WARPS * 32, 1, 1)) is not None) == (path == "block program"), path
 
 
 def sequential(A, B, C, dtype=np.float32):
@@ -161,9 +168,8 @@ FORMS = [
 LAYOUTS = [("row", "col", "row", "row"), ("col", "row", "col", "col"), ("row", "row", "col", "row")]
 
 
-@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(x) for x in LAYOUTS])
-@pytest.mark.parametrize("shape,at,ct,dt", FORMS, ids=[".".join(f) for f in FORMS])
-def test_wmma_load_mma_store(rng, shape, at, ct, dt, layouts):
+@over_paths("shape,at,ct,dt,layouts", [(*form, layouts) for layouts in LAYOUTS for form in FORMS], len(FORMS))
+def test_wmma_load_mma_store(rng, shape, at, ct, dt, layouts, path):
     m, n, k = dims(shape)
     lay = dict(zip("abcd", layouts))
     shapes = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}
@@ -189,13 +195,13 @@ def test_wmma_load_mma_store(rng, shape, at, ct, dt, layouts):
     for parity in sorted(groups):
         # s8 forms: even warps s8 x u8, odd warps s8 x s8 (one launch each)
         bt = at if at != "s8" else ("u8" if parity == 0 else "s8")
-        ptx = wmma_ptx(shape, at, bt, ct, dt, lay, strides, satfinite=satfinite)
+        ptx = wmma_ptx(shape, at, bt, ct, dt, lay, strides, satfinite=satfinite, path=path)
         out = d.copy()
         b_bufs = bufs[1]
         if at == "s8":
             b_bufs = np.concatenate([to_memory(mt[1].view(np.int8 if bt == "s8" else np.uint8), lay["b"],
                                                strides["b"], 0) for mt in mats])
-        launch(ptx, bufs[0], b_bufs, bufs[2], out)
+        launch(ptx, bufs[0], b_bufs, bufs[2], out, path=path)
         per = out.shape[0] // NWARPS
         for w, (A, B, C) in enumerate(mats):
             if w % 2 != parity and at == "s8":
@@ -230,6 +236,18 @@ def test_wmma_sub_byte(rng, shape, at, bt, op, satfinite, cd):
     """.s4/.u4 (m8n8k32) and .b1 (m8n8k128) multiplicands, A row-major and B column-major as the
     ISA requires, packed low bits first in memory, padded strides; D exact (wrapping or
     saturating), .b1's D = C + popc(row of A op column of B)."""
+    run_sub_byte(rng, shape, at, bt, op, satfinite, cd)
+
+
+@pytest.mark.parametrize("shape,at,bt,op,satfinite", SUB_BYTE_FORMS[::4],
+                         ids=["-".join(map(str, f)) for f in SUB_BYTE_FORMS[::4]])
+def test_wmma_sub_byte_with_a_barrier_stays_in_the_rounds(rng, shape, at, bt, op, satfinite):
+    """Block programs leave sub-byte fragments to the rounds (warpmatrix.py): with a barrier
+    the kernel still runs, and right."""
+    run_sub_byte(rng, shape, at, bt, op, satfinite, "row", barrier=True)
+
+
+def run_sub_byte(rng, shape, at, bt, op, satfinite, cd, barrier=False):
     m, n, k = dims(shape)
     lay = {"a": "row", "b": "col", "c": cd, "d": cd}
     bits = SUB_BYTE[at]
@@ -245,7 +263,9 @@ def test_wmma_sub_byte(rng, shape, at, bt, op, satfinite, cd):
             np.concatenate([pack_bits(to_memory(mt[1], "col", strides["b"], 0), bits) for mt in mats]),
             np.concatenate([to_memory(mt[2].astype(np.int32), cd, strides["c"], 0) for mt in mats])]
     out = np.concatenate([to_memory(np.zeros((m, n), np.int32), cd, strides["d"], -0x32323233) for _ in mats])
-    launch(wmma_ptx(shape, at, bt, "s32", "s32", lay, strides, satfinite=satfinite, op=op), *bufs, out)
+    ptx = wmma_ptx(shape, at, bt, "s32", "s32", lay, strides, satfinite=satfinite, op=op,
+                   path="block program" if barrier else "rounds")
+    launch(ptx, *bufs, out)
     per = out.shape[0] // NWARPS
     overflowed = False
     for w, (A, B, C) in enumerate(mats):
@@ -263,7 +283,8 @@ def test_wmma_sub_byte(rng, shape, at, bt, op, satfinite, cd):
     assert overflowed
 
 
-def test_elementwise_access_agrees_with_load_and_store(rng):
+@pytest.mark.parametrize("path", ["rounds", "block program"])
+def test_elementwise_access_agrees_with_load_and_store(rng, path):
     """Doubling each element of a loaded C fragment in the lane's own code (frag.x[i] *= 2)
     doubles C in the product."""
     shape, lay = "m16n16k16", {"a": "row", "b": "col", "c": "row", "d": "row"}
@@ -273,7 +294,7 @@ def test_elementwise_access_agrees_with_load_and_store(rng):
             for _ in range(NWARPS)]
     bufs = [np.concatenate([to_memory(mt[i], lay[x], 16, 0) for mt in mats]) for i, x in enumerate("abc")]
     out = np.full((NWARPS * 16, 16), np.nan, np.float32)
-    launch(wmma_ptx(shape, "f16", "f16", "f32", "f32", lay, strides, scale=True), *bufs, out)
+    launch(wmma_ptx(shape, "f16", "f16", "f32", "f32", lay, strides, scale=True, path=path), *bufs, out, path=path)
     for w, (A, B, C) in enumerate(mats):
         assert np.array_equal(out[w * 16:(w + 1) * 16], sequential(A, B, 2 * C))
 

@@ -215,6 +215,16 @@ def declare(module: ir.Module, name: str, ret: ir.Type, args: list, var_arg=Fals
     return fn
 
 
+def in_memory(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
+    """`ptr`, a stack array that LLVM must keep in memory: its address goes into an empty asm
+    statement, so SROA does not make it a vector. (A warp's matrices of 256-512 elements
+    written element by element at constant places became chains of as many insertelements,
+    and instcombine took 7 s over one product, warp_product's m32n8k16.) Costs no instruction."""
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [ptr.type]), "", "r,~{memory}", side_effect=True)
+    b.call(asm, [ptr])
+    return ptr
+
+
 def internal_function(module: ir.Module, name: str, function_type: ir.FunctionType, emit) -> ir.Function:
     """The internal function `name` of `module`, its body emitted by `emit(fn)` at first use."""
     fn = module.globals.get(name)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..irutil import i64
+from ..irutil import i64, in_memory
 from ..types import F16, F32, F64, I32, I64
 
 ELEMENT_TYPES = frozenset(("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s32", "e4m3", "e5m2"))
@@ -47,7 +47,7 @@ def _neighbours(frag, lane, r):
 def _raw_matrix(b, frag):
     """A zeroed [rows * cols x iBITS] array of the matrix's element bits."""
     ty = ir.ArrayType(ir.IntType(frag.bits), frag.rows * frag.cols)
-    raw = b.alloca(ty, name="raw")
+    raw = in_memory(b, b.alloca(ty, name="raw"))
     b.store(ir.Constant(ty, None), raw)
     return raw
 

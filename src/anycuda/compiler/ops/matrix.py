@@ -44,7 +44,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
 from ...ptx.modifiers import MMA_SHAPES, MODIFIERS, TYPES, WMMA_SHAPES, words
-from ..irutil import declare, for_range, i32, i64, internal_function
+from ..irutil import declare, for_range, i32, i64, in_memory, internal_function
 from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
 from ..types import F16, F32, F64, I16, I32, I64, space_of
@@ -217,7 +217,7 @@ def _copies(inst) -> int:
     return {"x1": 1, "x2": 2, "x4": 4}[_one_of(inst, ("x1", "x2", "x4"), ".x1, .x2 or .x4")]
 
 
-def _ldmatrix_form(inst):
+def ldmatrix_form(inst):
     """ldmatrix/stmatrix.sync.aligned.m8n8.xN{.trans}{.shared{::cta}}.b16 (the .m16n16/.m8n16
     and .b8 forms of sm_100 are not done)."""
     if "m8n8" not in inst.mods or "b16" not in inst.mods:
@@ -225,12 +225,17 @@ def _ldmatrix_form(inst):
     return _copies(inst)
 
 
-def _movmatrix_form(inst):
+def movmatrix_form(inst):
     if not {"m8n8", "trans", "b16"} <= set(inst.mods):
         raise Refused("takes .m8n8.trans.b16 only")
 
 
-def _wmma_memory_form(inst):
+def product_of(inst) -> Product:
+    """The product of an mma, mma.sp or wmma.mma instruction (Refused for a form not lowered)."""
+    return wmma_product(inst) if inst.opcode == "wmma.mma" else mma_product(inst)
+
+
+def wmma_memory_form(inst):
     """(fragment, row-major?) of a wmma.load or wmma.store."""
     which = _one_of(inst, ("a", "b", "c", "d"), "matrix .a, .b, .c or .d")
     shape = _one_of(inst, WMMA_SHAPES, "shape")
@@ -343,10 +348,10 @@ def wmma_mma(f, inst):
 
 
 @_matrix_handler("ldmatrix", "stmatrix", lowers="sync aligned m8n8 x1 x2 x4 trans shared shared::cta b16",
-                 form=_ldmatrix_form)
+                 form=ldmatrix_form)
 def ldmatrix(f, inst):
     b = f.b
-    copies, trans, load = _ldmatrix_form(inst), "trans" in inst.mods, inst.opcode == "ldmatrix"
+    copies, trans, load = ldmatrix_form(inst), "trans" in inst.mods, inst.opcode == "ldmatrix"
     regs_op, addr_op = (inst.operands[0], inst.operands[1]) if load else (inst.operands[1], inst.operands[0])
     regs = _registers(f, regs_op, copies, "the fragment")
     row = f.address(addr_op, space_of(inst))
@@ -362,7 +367,7 @@ def ldmatrix(f, inst):
              [None] + ([] if load else list(regs)))
 
 
-@_matrix_handler("movmatrix", lowers="sync aligned m8n8 trans b16", form=_movmatrix_form)
+@_matrix_handler("movmatrix", lowers="sync aligned m8n8 trans b16", form=movmatrix_form)
 def movmatrix(f, inst):
     word = f.b.zext(f.read(inst.operands[1], "b32"), I64)
     _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)],
@@ -376,15 +381,16 @@ def _lane_places(f, frag):
     return _places_table(f.b.module, frag), f.b.mul(lane, i32(frag.count))
 
 
-@_matrix_handler("wmma.load", "wmma.store",
-                 lowers=words("a b c d global shared shared::cta", WMMA_MODS),
-                 form=_wmma_memory_form)
+WMMA_MEMORY_MODS = words("a b c d global shared shared::cta", WMMA_MODS)
+
+
+@_matrix_handler("wmma.load", "wmma.store", lowers=WMMA_MEMORY_MODS, form=wmma_memory_form)
 def wmma_memory(f, inst):
     """Each lane loads (stores) its own elements of our layout: element (row, col) of the
     matrix is at row * stride + col (.row) or col * stride + row (.col) elements from the
     address; the stride defaults to the matrix's columns (.row) or rows (.col)."""
     b = f.b
-    frag, row_major = _wmma_memory_form(inst)
+    frag, row_major = wmma_memory_form(inst)
     load = inst.opcode == "wmma.load"
     addr_op, regs_op = (inst.operands[1], inst.operands[0]) if load else (inst.operands[0], inst.operands[1])
     base = f.address(addr_op, space_of(inst))
@@ -475,6 +481,29 @@ class _Warp:
         with for_range(self.b, i32(0), i32(count), name) as lane:
             with self.b.if_then(self.taking_part(lane)):
                 yield lane
+
+
+class _WarpInArray(_Warp):
+    """What a block program's product function reads (warp_product): the warp's registers in
+    one array, a row of 32 lanes per slot (slot s of lane l at s * 32 + l), every lane taking
+    part (a lane outside the program's mask gave zeros, as one that does not take part)."""
+    every_lane = True
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        (self.slots,) = fn.args
+        self.group = i32(-1)
+
+    def slot(self, lane, slot):
+        index = i32(slot * LANES + lane) if isinstance(lane, int) else self.b.add(lane, i32(slot * LANES))
+        return self.b.gep(self.slots, [index])
+
+    def constant_slot(self, lane: int, slot):
+        return self.slot(lane, slot)
+
+    def taking_part(self, lane):
+        return ir.Constant(ir.IntType(1), 1)
 
 
 def _compute_type(etype):
@@ -581,16 +610,25 @@ def _scatter(w, frag, first, matrix, satfinite):
             b.store(word, w.slot(lane, first + r))
 
 
-def _emit_product(fn, p: Product):
+def warp_product(module, p: Product) -> ir.Function:
+    """void anycuda.matrix.warp.<name>(i64* slots): D = A * B + C of one warp whose registers
+    are in an array (_WarpInArray; D's slots after A's, B's and C's, as Product.slots says),
+    for the block programs (compiler/vector/warpmatrix.py)."""
+    return internal_function(module, f"anycuda.matrix.warp.{p.name}",
+                             ir.FunctionType(ir.VoidType(), [I64.as_pointer()]),
+                             lambda fn: _emit_product(fn, p, _WarpInArray))
+
+
+def _emit_product(fn, p: Product, warp=_Warp):
     """D = A * B + C for the warp, in the order and rounding of the module docstring."""
-    w = _Warp(fn)
+    w = warp(fn)
     b = w.b
     m, n, k = p.a.rows, p.b.cols, p.a.cols          # m counts the rows of every batch
     ct = _compute_type(p.c.etype)          # every form's multiplicands compute in its accumulators' type
     assert _compute_type(p.a.etype) == ct == _compute_type(p.b.etype), p.name
-    A = b.alloca(ir.ArrayType(ct, m * k), name="A")
-    B = b.alloca(ir.ArrayType(ct, p.b.rows * n), name="B")    # K rows a batch
-    C = b.alloca(ir.ArrayType(ct, m * n), name="C")
+    A = in_memory(b, b.alloca(ir.ArrayType(ct, m * k), name="A"))
+    B = in_memory(b, b.alloca(ir.ArrayType(ct, p.b.rows * n), name="B"))    # K rows a batch
+    C = in_memory(b, b.alloca(ir.ArrayType(ct, m * n), name="C"))
     sa, sb, sc, sd = p.slots
     operands = ((p.a, sa, A), (p.b, sb, B), (p.c, sc, C))
 
@@ -630,6 +668,8 @@ def _whole_warp_or(w, p, whole_warp, lane_by_lane):
     element types, else lane_by_lane()."""
     if not moves_whole_warp(p.a, p.b, p.c, p.d):
         return lane_by_lane()
+    if getattr(w, "every_lane", False):
+        return whole_warp()
     with w.b.if_else(w.b.icmp_unsigned("==", w.group, i32(-1))) as (every_lane, some):
         with every_lane:
             whole_warp()

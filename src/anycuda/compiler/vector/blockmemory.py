@@ -285,6 +285,14 @@ class BlockMemory:
             self._pending = None
         return None
 
+    def prepare_store(self):
+        """Before a store made outside _store (a warp matrix instruction's rows, warpmatrix.py):
+        the stores waiting for their group made, and what groups of loads and windows hold
+        of memory forgotten."""
+        self._spans_loaded = {}
+        self.flush_stores()
+        self.drop_windows()
+
     def flush_stores(self):
         """Make the stores that wait for the rest of their group, one by one."""
         if self._pending is None:
@@ -377,7 +385,7 @@ class BlockMemory:
         lane as for all of its register's. Where every lane runs, the addresses are first
         looked at (_consecutive_or_gathered), if `look`."""
         def gathered():
-            return self._gather_scatter(addrs, elem, size, value)
+            return self.gather_scatter(addrs, elem, size, value)
 
         def looked():
             return self._consecutive_or_gathered(addrs, elem, size, value)
@@ -424,7 +432,7 @@ class BlockMemory:
         saved, self.mask = self.mask, None          # (every lane runs here)
         try:
             return self._either(consecutive, whole, lambda: self._either(
-                two_runs, two, lambda: self._gather_scatter(addrs, elem, size, value)))
+                two_runs, two, lambda: self.gather_scatter(addrs, elem, size, value)))
         finally:
             self.mask = saved
 
@@ -432,9 +440,9 @@ class BlockMemory:
         """The lanes of `bits` one at a time, through arrays on the stack."""
         b = self.b
         vec = self._vec(elem)
-        where = self._scratch(ir.ArrayType(I64, self.lanes), "lane.addrs")
+        where = self.scratch(ir.ArrayType(I64, self.lanes), "lane.addrs")
         b.store(addrs, b.bitcast(where, addrs.type.as_pointer()))
-        data = self._scratch(ir.ArrayType(elem, self.lanes), "lane.data")
+        data = self.scratch(ir.ArrayType(elem, self.lanes), "lane.data")
         if value is not None:
             b.store(value, b.bitcast(data, vec.as_pointer()))
         with for_each_set_bit(b, bits, "lane") as lane:
@@ -455,14 +463,14 @@ class BlockMemory:
         b = self.b
         self._spans_loaded = {}          # (what a group of loads took may change, as at a store)
         vec = self._vec(elem)
-        where = self._scratch(ir.ArrayType(I64, self.lanes), "atom.addrs")
+        where = self.scratch(ir.ArrayType(I64, self.lanes), "atom.addrs")
         b.store(addrs, b.bitcast(where, addrs.type.as_pointer()))
         operands = []
         for k, v in enumerate(values):
-            slot = self._scratch(ir.ArrayType(elem, self.lanes), f"atom.operand{k}")
+            slot = self.scratch(ir.ArrayType(elem, self.lanes), f"atom.operand{k}")
             b.store(v, b.bitcast(slot, vec.as_pointer()))
             operands.append(slot)
-        olds = self._scratch(ir.ArrayType(elem, self.lanes), "atom.old")
+        olds = self.scratch(ir.ArrayType(elem, self.lanes), "atom.old")
         mask = self._all_lanes() if self.mask is None else self.mask
         with for_each_set_bit(b, b.bitcast(mask, ir.IntType(self.lanes)), "atom.lane") as lane:
             ptr = b.inttoptr(b.load(b.gep(where, [i32(0), lane])), elem.as_pointer())
@@ -470,13 +478,13 @@ class BlockMemory:
             b.store(old, b.gep(olds, [i32(0), lane]))
         return b.load(b.bitcast(olds, vec.as_pointer()))
 
-    def _scratch(self, ty, name):
+    def scratch(self, ty, name):
         with at_function_start(self.b):
             slot = self.b.alloca(ty, name=name)
         slot.align = 64
         return slot
 
-    def _gather_scatter(self, addrs, elem, size, value):
+    def gather_scatter(self, addrs, elem, size, value):
         b = self.b
         vec = self._vec(elem)
         mask = self.mask if self.mask is not None else self._all_lanes()

@@ -128,7 +128,7 @@ class StretchParts:
                                     self.lanes)
         if busy is None or busy.warps >= self.warps:
             return None
-        return self._scratch(I32, "busy.warps"), busy
+        return self.scratch(I32, "busy.warps"), busy
 
     def shape_values(self) -> shapevalues.BlockValues:
         """The integers the block shape fixes at each point of the body, made when first asked."""
@@ -252,7 +252,7 @@ class StretchParts:
     def _reset_again(self):
         """Before the last stretch of a loop: no warp has yet said it goes round."""
         if self._again is None:
-            self._again = self._scratch(I1, "round.again")
+            self._again = self.scratch(I1, "round.again")
         self.b.store(ir.Constant(I1, 0), self._again)
 
     def go_round(self, pos, st):
@@ -358,7 +358,7 @@ class StretchParts:
     def _slot(self, key, ty):
         """The stack array of `key`, one `ty` per warp."""
         if key not in self._slots:
-            self._slots[key] = self._scratch(ir.ArrayType(ty, self.warps), "kept")
+            self._slots[key] = self.scratch(ir.ArrayType(ty, self.warps), "kept")
         return self.b.gep(self._slots[key], [i32(0), self.warp])
 
     def _keep_value(self, key, v, fixed=False):

@@ -190,7 +190,7 @@ class SharedWindows:
         if shape.exact is not None:
             inside = b.and_(inside, shape.exact)
         vec = self._vec(elem)
-        image = self._scratch(ir.ArrayType(vec, self.warps), "window")
+        image = self.scratch(ir.ArrayType(vec, self.warps), "window")
         with at_function_start(b):
             flag = b.alloca(ir.ArrayType(I8, self.warps), name="window.made")
             b.store(ir.Constant(flag.type.pointee, [0] * self.warps), flag)
