@@ -59,6 +59,10 @@ INTEGERS = ("s8", "u8", "s4", "u4", "b1")
 UNSIGNED = ("u8", "u4", "b1")
 FLOAT8 = ("e4m3", "e5m2")
 BIT_OPS = ("xor", "and")                       # .b1's operations in place of the multiplication
+# multiplicands whose products are exact f32 numbers, never beyond f32's range (11-bit
+# significands at most, exponents within +-24): a fused multiply-add of them rounds the sum
+# once, as the addition of the exact product does, so it gives the same bits in fewer steps
+EXACT_IN_F32 = frozenset(("f16", "e4m3", "e5m2"))
 
 
 # ---------------------------------------------------------------- forms
@@ -643,7 +647,8 @@ def _emit_product(fn, p: Product, warp=_Warp):
     # the products in k order (k is 4 to 32: unrolled), n of them side by side; a sparse A's
     # kept elements in the order of its metadata, each meeting B's row that names
     vt = ir.VectorType(ct, n)
-    fma = declare(b.module, f"llvm.fma.v{n}f64", vt, [vt, vt, vt]) if ct == F64 else None
+    fused = ct == F64 or ct == F32 and {p.a.etype, p.b.etype} <= EXACT_IN_F32
+    fma = declare(b.module, f"llvm.fma.v{n}{'f64' if ct == F64 else 'f32'}", vt, [vt, vt, vt]) if fused else None
     align = ct.width // 8 if isinstance(ct, ir.IntType) else (8 if ct == F64 else 4)
     with for_range(b, i32(0), i32(m), "r") as r:
         row = b.bitcast(b.gep(C, [i32(0), b.mul(r, i32(n))]), vt.as_pointer())
