@@ -93,6 +93,69 @@ def test_cp_async_forms(rng, block):
     assert np.array_equal(out, want)
 
 
+# Copies a block program takes (compiler/vector/blockcopies.py): 16 bytes a thread into one run
+# of shared memory, 8 bytes a thread from and to places apart, 4 bytes under a guard (even
+# threads); then each thread reads back another thread's pieces.
+BLOCK_COPIES = """
+.visible .entry copies(.param .u64 pin, .param .u64 pout)
+{
+  .reg .b32 %r<24>; .reg .b64 %rd<16>; .reg .pred %p<4>;
+  .shared .align 16 .b8 s[16384];
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout];
+  mov.u32 %r1, %tid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %ctaid.x;
+  mad.lo.u32 %r4, %r3, %r2, %r1;
+  mov.u32 %r5, s;
+  mad.lo.u32 %r6, %r1, 4, %r5; add.u32 %r6, %r6, 12288;
+  st.shared.u32 [%r6], 0xDEADBEEF;
+  mul.wide.u32 %rd3, %r4, 16; add.s64 %rd4, %rd1, %rd3;
+  mad.lo.u32 %r7, %r1, 16, %r5;
+  cp.async.cg.shared.global [%r7], [%rd4], 16, 16;
+  mul.lo.u32 %r8, %r1, 5; rem.u32 %r8, %r8, %r2; mad.lo.u32 %r8, %r3, %r2, %r8;
+  mul.wide.u32 %rd5, %r8, 8; add.s64 %rd6, %rd1, %rd5;
+  mul.lo.u32 %r9, %r1, 7; rem.u32 %r9, %r9, %r2; mad.lo.u32 %r9, %r9, 8, %r5; add.u32 %r9, %r9, 8192;
+  cp.async.ca.shared.global [%r9], [%rd6], 8;
+  and.b32 %r10, %r1, 1; setp.eq.u32 %p1, %r10, 0;
+  mul.wide.u32 %rd7, %r4, 4; add.s64 %rd8, %rd1, %rd7;
+  @%p1 cp.async.ca.shared.global [%r6], [%rd8], 4;
+  cp.async.commit_group;
+  cp.async.wait_group 0;
+  bar.sync 0;
+  sub.u32 %r11, %r2, 1; sub.u32 %r11, %r11, %r1;
+  mad.lo.u32 %r12, %r11, 16, %r5;
+  ld.shared.v4.u32 {%r13, %r14, %r15, %r16}, [%r12];
+  mad.lo.u32 %r17, %r11, 8, %r5; add.u32 %r17, %r17, 8192;
+  ld.shared.v2.u32 {%r18, %r19}, [%r17];
+  ld.shared.u32 %r20, [%r6];
+  mul.wide.u32 %rd9, %r4, 32; add.s64 %rd10, %rd2, %rd9;
+  st.global.v4.u32 [%rd10], {%r13, %r14, %r15, %r16};
+  st.global.v2.u32 [%rd10+16], {%r18, %r19};
+  st.global.u32 [%rd10+24], %r20;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("block", [64, 96, 40])
+@pytest.mark.parametrize("path", ["rounds", "block program"])
+def test_copies_a_block_program_takes(rng, block, path, monkeypatch):
+    if path == "rounds":
+        monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
+    blocks = 3
+    src = rng.integers(0, 2 ** 32, blocks * block * 4, dtype=np.uint64).astype(np.uint32)
+    out = np.full((blocks * block, 8), 0xCDCDCDCD, np.uint32)
+    prog = launch(BLOCK_COPIES, "copies", (blocks, 1, 1), (block, 1, 1), src, out)
+    assert (prog.kernel("copies")._programs.get((block, 1, 1)) is not None) == (path == "block program")
+    for c in range(blocks):
+        for t in range(block):
+            row, other = out[c * block + t], block - 1 - t
+            assert np.array_equal(row[:4], src[4 * (c * block + other):4 * (c * block + other) + 4])
+            writer = next(u for u in range(block) if 7 * u % block == other)     # whose 8 bytes landed there
+            piece = c * block + 5 * writer % block
+            assert np.array_equal(row[4:6], src[2 * piece:2 * piece + 2])
+            assert row[6] == (src[c * block + t] if t % 2 == 0 else 0xDEADBEEF)
+            assert row[7] == 0xCDCDCDCD
+
+
 # Each thread copies its element into s[t] and signals the object with cp.async.mbarrier.arrive
 # (.noinc: the object expects one arrival per thread; without: the copy's arrival is taken
 # back and the thread arrives itself); all then wait and read s[T - 1 - t].

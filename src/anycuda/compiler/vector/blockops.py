@@ -19,7 +19,7 @@ from ..irutil import convert_bits, i64
 from ..ops import atomics, bitops
 from ..simt.collectives import shfl_source
 from ..types import I1, I32, I64, llvm_type, space_of, type_mods, width
-from . import warpmatrix
+from . import blockcopies, warpmatrix
 from .regionops import REGION_MODS, REGION_OPS
 from .warpruns import INT_TYPES, VECTOR_MODS, VECTOR_OPS, NotVectorisable, fixed_shuffle
 
@@ -451,7 +451,8 @@ _AS_IN_REGIONS = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "n
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
        "div": _div, "rem": _div, "atom": _atom, "red": _atom, "bmsk": _bmsk,
-       **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS), **warpmatrix.OPS}
+       **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS), **warpmatrix.OPS,
+       **blockcopies.OPS}
 # atomics of the block's own shared memory, spelled `.shared` as its loads and stores are
 # (BlockMemory.access; not a cluster's: another block's, on another worker)
 _SHARED_ATOMICS = REGION_MODS["atom"] - {"global", "shared::cta", "shared::cluster"}
@@ -473,6 +474,7 @@ TAKES = {
     "bmsk": frozenset(("clamp", "wrap", "b32")),
     **{op: REGION_MODS[op] for op in _AS_IN_REGIONS},
     **warpmatrix.TAKES,
+    **blockcopies.TAKES,
 }
 assert set(TAKES) == set(OPS)
 

@@ -76,8 +76,8 @@ FRAME_BYTES = abi.FRAME_HEADER + 8 * PREFETCH_SITES    # a worker's frame: the h
 _NAME = "ptx.blockprogram"
 _BARRIERS = frozenset(("bar", "barrier"))
 _TOUCHES_MEMORY = frozenset(("ld", "st", "bar", "barrier", "atom", "red", "ldmatrix", "stmatrix",
-                             "wmma.load", "wmma.store"))    # what a waiting store must not pass
-_ACCESSES = frozenset(("ld", "st", "atom", "red", "ldmatrix", "stmatrix", "wmma.load", "wmma.store"))
+                             "wmma.load", "wmma.store", "cp.async"))    # what a waiting store must not pass
+_ACCESSES = frozenset(("ld", "st", "atom", "red", "ldmatrix", "stmatrix", "wmma.load", "wmma.store", "cp.async"))
 _NOT_ALIKE = frozenset(("st", "shfl", "bar", "barrier", "atom", "red", "movmatrix"))     # (what a warp's lanes may hold apart after)
 _ALIKE_SPECIAL = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nsmid", "gridid"))
 # rows narrower than a warp: a vector is one row of 16 or 8 threads (stencil5_smem_16x16 took
