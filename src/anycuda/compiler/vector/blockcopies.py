@@ -6,9 +6,9 @@ plain copy of each lane's 4, 8 or 16 bytes from global to shared memory: where t
 sources and destinations are each one run of consecutive pieces (a tile's rows copied 16 bytes
 a lane, as the samples' async-copy GEMMs and `cuda::memcpy_async` write it), one load and one
 store of the warp's whole span, else lane after lane. commit_group, wait_group and wait_all
-are nothing. The forms with a source size that is a register or below the copy's size, or an
-ignore-src predicate (zero fills), or a cache policy are left to the rounds, and so is cp.async.mbarrier.arrive (block programs take no
-mbarrier).
+are nothing. Left to the rounds: a source size that is a register or below the copy's size,
+an ignore-src predicate (zero fills), a cache policy, and cp.async.mbarrier.arrive (block
+programs take no mbarrier).
 """
 from __future__ import annotations
 
