@@ -65,10 +65,10 @@ def _vector(b, array, count, ty):
     return b.bitcast(array, ir.VectorType(ty, count).as_pointer())
 
 
-def gather_whole_warp(b, frag, slot, first, matrix, convert_scalar):
+def gathered_raw(b, frag, slot, first):
     """Every lane's elements of `frag` (its registers from slot `first` on; slot(lane, s) an
-    i64* of lane `lane`) into `matrix`, an array of the compute type. convert_scalar(b, bits,
-    etype) converts one element where no vector form is written (the 8-bit floats)."""
+    i64* of lane `lane`) into a matrix of their bits, a stack array (converted_raw makes it
+    the compute type)."""
     raw = _raw_matrix(b, frag)
     et, placed = ir.IntType(frag.bits), set()
     for lane in range(32):
@@ -88,7 +88,16 @@ def gather_whole_warp(b, frag, slot, first, matrix, convert_scalar):
                         bits = b.trunc(b.lshr(word, i64(j * frag.bits)), et) if frag.bits < 64 else word
                         b.store(bits, _element_pointer(b, raw, frag, *place, frag.bits), align=frag.bits // 8)
             placed.update(places)
+    return raw
+
+
+def converted_raw(b, frag, raw, matrix, convert_scalar):
+    """The matrix of bits `raw` (gathered_raw) as the compute type into `matrix`, in one
+    vector conversion; convert_scalar(b, bits, etype) converts one element where no vector
+    form is written (the 8-bit floats). (Its wide loads wait for the narrow stores that wrote the bits to
+    reach the cache: a product gathers every operand before it converts the first.)"""
     n = frag.rows * frag.cols
+    et = ir.IntType(frag.bits)
     values = b.load(_vector(b, raw, n, et), align=frag.bits // 8)
     ct = matrix.type.pointee.element
     b.store(_to_compute(b, values, frag.etype, n, convert_scalar), _vector(b, matrix, n, ct), align=_align(ct))

@@ -49,7 +49,7 @@ from ..simt.collectives import MATRIX_RESOLVER
 from ..simt.workspace import frame_at
 from ..types import F16, F32, F64, I16, I32, I64, space_of
 from . import memcheck
-from .fragmentmoves import gather_whole_warp, moves_whole_warp, scatter_whole_warp
+from .fragmentmoves import converted_raw, gathered_raw, moves_whole_warp, scatter_whole_warp
 from .fragments import (BITS, LANES, MIXABLE, MMA_FORMS, QUAD_PAIRS, SPARSE_FORMS, WMMA_FORMS, Fragment, Sparsity,
                         is_quad_pair, mma_fragment, sparse_a_shape, sparsity, wmma_fragment)
 from .table import handles
@@ -640,8 +640,11 @@ def _emit_product(fn, p: Product, warp=_Warp):
         for frag, first, matrix in operands:
             b.store(ir.Constant(matrix.type.pointee, None), matrix)
             _gather(w, frag, first, matrix)
-    _whole_warp_or(w, p, lambda: [gather_whole_warp(b, frag, w.constant_slot, first, matrix, _to_compute)
-                                  for frag, first, matrix in operands], lane_by_lane)
+    def whole_warp():
+        raws = [gathered_raw(b, frag, w.constant_slot, first) for frag, first, _ in operands]
+        for (frag, _, matrix), raw in zip(operands, raws):
+            converted_raw(b, frag, raw, matrix, _to_compute)
+    _whole_warp_or(w, p, whole_warp, lane_by_lane)
     columns = _sparse_columns(w, p, sd - 1) if p.sparse is not None else None
     # a row of C at a time, as one vector of its n elements: each element's sum still adds
     # the products in k order (k is 4 to 32: unrolled), n of them side by side; a sparse A's
