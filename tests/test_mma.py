@@ -303,10 +303,11 @@ def test_mma_float8(rng, at, bt, acc, shape, path):
         assert np.array_equal(D, ref.astype(D.dtype))
 
 
-def test_cvt_rna_tf32(rng):
+@pytest.mark.parametrize("path", PATHS)
+def test_cvt_rna_tf32(rng, path):
     """cvt.rna.tf32.f32 (nvcc's __float_to_tf32): to nearest, ties away from zero, low 13
     bits cleared; infinities stay, NaNs become 0x7FFFFFFF, the largest finite values round
-    to infinity."""
+    to infinity. (A barrier before it lets a block program take the kernel.)"""
     ptx = """
 .visible .entry k(.param .u64 pin, .param .u64 pout)
 {
@@ -315,6 +316,7 @@ ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout];
 mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x; mad.lo.u32 %r1, %r1, %r2, %r3;
 mul.wide.u32 %rd3, %r1, 4; add.u64 %rd1, %rd1, %rd3; add.u64 %rd2, %rd2, %rd3;
 ld.global.f32 %f1, [%rd1];
+BAR
 cvt.rna.tf32.f32 %r1, %f1;
 st.global.b32 [%rd2], %r1;
 ret;
@@ -324,7 +326,8 @@ ret;
                         0x7F800000, 0xFF800000, 0x7FC00001, 0xFF800001, 0x00000000, 0x80000000], np.uint32)
     bits = np.concatenate([special, rng.integers(0, 2 ** 32, 256 - len(special), dtype=np.uint64).astype(np.uint32)])
     out = np.full(256, 0xCDCDCDCD, np.uint32)
-    launch(ptx, "k", (2, 1, 1), (128, 1, 1), bits, out)
+    launch_on(path, ptx.replace("BAR", "bar.sync 0;" if path == "block program" else ""), (2, 1, 1), (128, 1, 1),
+              bits, out)
     for x, y in zip(bits, out):
         x = int(x)
         if x & 0x7F800000 == 0x7F800000:

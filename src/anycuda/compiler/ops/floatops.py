@@ -848,8 +848,10 @@ def cvt_rna_tf32(b, x):
     of the 13 dropped bits to the magnitude and clearing them is that rounding, a carry
     into the exponent included (the largest values round to infinity); an infinity stays
     one, and a NaN becomes the canonical NaN 0x7FFFFFFF."""
-    bits = b.bitcast(x, I32)
-    rounded = b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, ~0x1FFF & 0xFFFFFFFF))
-    special = b.icmp_unsigned("==", b.and_(bits, ir.Constant(I32, 0x7F800000)), ir.Constant(I32, 0x7F800000))
-    nan = b.icmp_unsigned("!=", b.and_(bits, ir.Constant(I32, 0x7FFFFF)), ir.Constant(I32, 0))
-    return b.select(special, b.select(nan, ir.Constant(I32, 0x7FFFFFFF), bits), rounded)
+    count = getattr(x.type, "count", None)            # (a warp's lanes: a vector of them)
+    ty = ir.VectorType(I32, count) if count else I32
+    bits = b.bitcast(x, ty)
+    rounded = b.and_(b.add(bits, ir.Constant(ty, 0x1000)), ir.Constant(ty, ~0x1FFF & 0xFFFFFFFF))
+    special = b.icmp_unsigned("==", b.and_(bits, ir.Constant(ty, 0x7F800000)), ir.Constant(ty, 0x7F800000))
+    nan = b.icmp_unsigned("!=", b.and_(bits, ir.Constant(ty, 0x7FFFFF)), ir.Constant(ty, 0))
+    return b.select(special, b.select(nan, ir.Constant(ty, 0x7FFFFFFF), bits), rounded)

@@ -33,7 +33,7 @@ REGION_MODS = {
     "ld": _ACCESS | LOAD_CACHING | PREFETCH_SIZES | {"nc"},
     "st": _ACCESS | STORE_CACHING,
     "cvta": SPACES | {"to", "u32", "u64"},
-    "cvt": _CVT_INTS | _CVT_FLOATS | {"f16", "rn", "rni", "rzi", "rmi", "rpi", "sat"},
+    "cvt": _CVT_INTS | _CVT_FLOATS | {"f16", "rn", "rni", "rzi", "rmi", "rpi", "sat", "rna", "tf32"},
     "mul": VECTOR_MODS["mul"] | {"wide", "hi"},
     "div": FLOAT_TYPES | {"rn", "full"},
     "rcp": FLOAT_TYPES | {"rn"},
@@ -149,7 +149,12 @@ def _cvt(w, st):
     """Integer to integer, integer to float (round to nearest), float widening or narrowing
     (to nearest), float to integer and float to a whole float (`(int)x`, rintf: rounded to
     an integer each way), a float clamped to [0, 1] (`.sat`: `__saturatef`, and nvcc's expf
-    clamps its argument's fraction so): floatops.cvt's forms without ftz or directed rounding."""
+    clamps its argument's fraction so): floatops.cvt's forms without ftz or directed rounding;
+    and f32 rounded to tf32 (cvt.rna.tf32.f32, before a tf32 mma)."""
+    if set(st.mods) == {"rna", "tf32", "f32"}:
+        return w.write(st.operands[0], floatops.cvt_rna_tf32(w.b, w.read(st.operands[1], "f32")), "b32")
+    if {"rna", "tf32"} & set(st.mods):
+        raise NotVectorisable(f"cvt {st.mods}")
     form = cvt_form(st)
     if form is None:
         raise NotVectorisable(f"cvt {st.mods}")
