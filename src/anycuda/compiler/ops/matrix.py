@@ -19,13 +19,17 @@ it resumes. A resolver is made once per form and module (`_resolver`):
 
 wmma.load and wmma.store are not collectives: our wmma layout (fragments.wmma_fragment) is a
 function of the lane, so each lane loads and stores its own elements.
+In a block program, where a warp's registers are vectors, none of these is a collective: the
+program calls the same product (warp_product) with the warp's registers in an array
+(compiler/vector/warpmatrix.py).
 
 Arithmetic, exactly: each element of D is its C element (converted exactly: f16 to f32, s32
 to 64 bits) plus the products A[r][k] * B[k][c] added in the order k = 0, 1, ..., K - 1.
 .f16, .bf16, .tf32, .e4m3 and .e5m2 multiplicands are converted to f32 exactly (a .tf32
 operand's low 13 bits are ignored, as the ISA's tf32 format has none), so each product is
-exact in f32 and each addition rounds once to nearest even; an .f16 D is that f32 sum
-rounded once to f16.
+exact in f32 and each addition rounds once to nearest even (for .f16, .e4m3 and .e5m2, whose
+products also stay within f32's range, written as a fused multiply-add: the same bits); an
+.f16 D is that f32 sum rounded once to f16.
 .f64 uses a fused multiply-add per k (one rounding each). Integers (.s8/.u8/.s4/.u4) are
 summed exactly in 64 bits; .satfinite clamps D to the s32 range, without it D wraps to 32
 bits. A .b1 product adds, for each k, A[r][k] xor (and) B[k][c], which is C plus the popcount
