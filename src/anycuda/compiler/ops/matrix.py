@@ -27,7 +27,8 @@ Arithmetic, exactly: each element of D is its C element (converted exactly: f16 
 to 64 bits) plus the products A[r][k] * B[k][c] added in the order k = 0, 1, ..., K - 1.
 .f16, .bf16, .tf32, .e4m3 and .e5m2 multiplicands are converted to f32 exactly (a .tf32
 operand's low 13 bits are ignored, as the ISA's tf32 format has none), so each product is
-exact in f32 and each addition rounds once to nearest even (for .f16, .e4m3 and .e5m2, whose
+exact in f32 (but for a .bf16 or .tf32 product beyond f32's range, which rounds as an f32
+multiplication does) and each addition rounds once to nearest even (for .f16, .e4m3 and .e5m2, whose
 products also stay within f32's range, written as a fused multiply-add: the same bits); an
 .f16 D is that f32 sum rounded once to f16.
 .f64 uses a fused multiply-add per k (one rounding each). Integers (.s8/.u8/.s4/.u4) are
