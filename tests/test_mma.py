@@ -4,7 +4,9 @@ buffers laid out by the ISA's fragment maps, written here from the ISA's formula
 from the compiler's tables); and CUDA C with inline-asm mma.sync + ldmatrix compiled by nvcc.
 Each test runs several warps in several blocks on fresh random matrices, outputs poisoned;
 float products are checked bit for bit against the order and rounding matrix.py documents
-(and against numpy's product within rounding), integers exactly.
+(and against numpy's product within rounding), integers exactly. Each runs both ways a kernel
+can: in the rounds, where these instructions are warp collectives, and in a block program
+(compiler/vector/warpmatrix.py), which a barrier lets take the kernel (over_paths, PATHS).
 """
 from __future__ import annotations
 
