@@ -30,10 +30,10 @@ _MEMCPY = "llvm.memcpy.p0i8.p0i8.i64"
 _MEMSET = "llvm.memset.p0i8.i64"
 
 
-def _copy(f, dst, src, size):
-    """Copy `size` (i64) bytes; the ISA's copies never overlap their source."""
-    fn = declare(f.b.module, _MEMCPY, ir.VoidType(), [PTR, PTR, I64, I1])
-    f.b.call(fn, [dst, src, size, ir.Constant(I1, 0)])
+def copy_bytes(b, dst, src, size):
+    """Copy `size` (i64) bytes (i8* `dst`, `src`); the ISA's copies never overlap their source."""
+    fn = declare(b.module, _MEMCPY, ir.VoidType(), [PTR, PTR, I64, I1])
+    b.call(fn, [dst, src, size, ir.Constant(I1, 0)])
 
 
 def _zero(f, dst, size):
@@ -67,7 +67,7 @@ def cp_async(f, inst):
     memcheck.check(f, dst, size.value, "write", "shared")
     extra = ops[3:len(ops) - policy]
     if not extra:
-        _copy(f, dst, src, cp)
+        copy_bytes(f.b, dst, src, cp)
         return
     op = extra[0]
     if isinstance(op, pir.Not) or (isinstance(op, pir.Reg) and f.reg(op.name)[1] == "pred"):
@@ -75,7 +75,7 @@ def cp_async(f, inst):
     else:
         n = b.zext(f.read(op, "u32"), I64)
         read = b.select(b.icmp_unsigned("<", n, cp), n, cp)
-    _copy(f, dst, src, read)
+    copy_bytes(f.b, dst, src, read)
     _zero(f, b.gep(dst, [read]), b.sub(cp, read))
 
 
@@ -118,10 +118,10 @@ def bulk(f, inst):
     memcheck.check(f, dst, size, "write", spaces[0], align=16)
     if signals:
         ptr = mbarrier.object_pointer(f, inst, ops[3])
-        _copy(f, dst, src, size)
+        copy_bytes(f.b, dst, src, size)
         b.store(mbarrier.update(b, b.load(ptr, align=8), tx_add=b.neg(size)), ptr, align=8)
     else:
-        _copy(f, dst, src, size)
+        copy_bytes(f.b, dst, src, size)
 
 
 @handles("cp.async.bulk.prefetch", mods=("L2 global", CACHE_HINT))

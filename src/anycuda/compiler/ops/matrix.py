@@ -356,8 +356,11 @@ def wmma_mma(f, inst):
     _product_site(f, wmma_product(inst), inst.operands)
 
 
-@_matrix_handler("ldmatrix", "stmatrix", lowers="sync aligned m8n8 x1 x2 x4 trans shared shared::cta b16",
-                 form=ldmatrix_form)
+LDMATRIX_MODS = words("sync aligned m8n8 x1 x2 x4 trans shared shared::cta b16")     # (and stmatrix)
+MOVMATRIX_MODS = words("sync aligned m8n8 trans b16")
+
+
+@_matrix_handler("ldmatrix", "stmatrix", lowers=LDMATRIX_MODS, form=ldmatrix_form)
 def ldmatrix(f, inst):
     b = f.b
     copies, trans, load = ldmatrix_form(inst), "trans" in inst.mods, inst.opcode == "ldmatrix"
@@ -376,7 +379,7 @@ def ldmatrix(f, inst):
              [None] + ([] if load else list(regs)))
 
 
-@_matrix_handler("movmatrix", lowers="sync aligned m8n8 trans b16", form=movmatrix_form)
+@_matrix_handler("movmatrix", lowers=MOVMATRIX_MODS, form=movmatrix_form)
 def movmatrix(f, inst):
     word = f.b.zext(f.read(inst.operands[1], "b32"), I64)
     _suspend(f, _resolver(f.b.module, "movmatrix", _emit_transpose), [word], [(inst.operands[0], 1, 32)],

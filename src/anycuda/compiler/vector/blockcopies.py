@@ -18,8 +18,9 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ...ptx.modifiers import PREFETCH_SIZES, words
-from ..irutil import declare, either, i32
-from ..types import I1, I32, I64, PTR
+from ..irutil import either, i32
+from ..ops.asynccopy import copy_bytes
+from ..types import I32, I64, PTR
 from .warpruns import NotVectorisable
 
 SIZES = (4, 8, 16)
@@ -27,7 +28,6 @@ TAKES = {
     "cp.async": words("ca cg shared global", PREFETCH_SIZES),
     **dict.fromkeys(("cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all"), frozenset()),
 }
-_MEMCPY = "llvm.memcpy.p0i8.p0i8.i64"
 
 
 def _cp_async(w, st):
@@ -47,8 +47,7 @@ def _cp_async(w, st):
         if s.exact is not None:
             cond = s.exact if cond is None else b.and_(cond, s.exact)
     if w.mask is not None:
-        every = b.bitcast(w.mask, ir.IntType(w.lanes))
-        every = b.icmp_unsigned("==", every, ir.Constant(every.type, (1 << w.lanes) - 1))
+        every = w._every_lane()
         cond = every if cond is None else b.and_(cond, every)
     span = ir.VectorType(I32, w.lanes * size // 4)
 
@@ -70,11 +69,10 @@ def _reads_all(extra, size) -> bool:
 def _lane_by_lane(w, srcs, dsts, size):
     """Each lane of the mask copies its own piece."""
     b = w.b
-    fn = declare(b.module, _MEMCPY, ir.VoidType(), [PTR, PTR, I64, I1])
     for lane in range(w.lanes):
         def copy(lane=lane):
             dst, src = (b.inttoptr(b.extract_element(v, i32(lane)), PTR) for v in (dsts, srcs))
-            b.call(fn, [dst, src, ir.Constant(I64, size), ir.Constant(I1, 0)])
+            copy_bytes(b, dst, src, ir.Constant(I64, size))
         if w.mask is None:
             copy()
         else:

@@ -41,9 +41,9 @@ TAKES = {
     "mma": matrix.MMA_MODS,
     "mma.sp": matrix.MMA_MODS,
     "wmma.mma": matrix.WMMA_MODS,
-    "ldmatrix": frozenset("sync aligned m8n8 x1 x2 x4 trans shared b16".split()),
-    "stmatrix": frozenset("sync aligned m8n8 x1 x2 x4 trans shared b16".split()),
-    "movmatrix": frozenset("sync aligned m8n8 trans b16".split()),
+    "ldmatrix": matrix.LDMATRIX_MODS - {"shared::cta"},
+    "stmatrix": matrix.LDMATRIX_MODS - {"shared::cta"},
+    "movmatrix": matrix.MOVMATRIX_MODS,
     "wmma.load": matrix.WMMA_MEMORY_MODS - {"shared::cta"},
     "wmma.store": matrix.WMMA_MEMORY_MODS - {"shared::cta"},
 }
@@ -95,12 +95,6 @@ def _product(w, st):
         w.write(r, v if bits == 64 else b.trunc(v, ir.VectorType(ir.IntType(bits), WARP)), f"b{bits}")
 
 
-def _row_addresses(w, st, addr_op):
-    """The lanes' row addresses (an i64 vector) of an ldmatrix or stmatrix."""
-    addrs, _ = w.access(st, addr_op)
-    return addrs
-
-
 def _lane_on(w, lane):
     """i1: lane `lane` of the current warp is in the mask (None: every lane is)."""
     return None if w.mask is None else w.b.extract_element(w.mask, i32(lane))
@@ -134,7 +128,7 @@ def _ldmatrix(w, st):
     trans = "trans" in st.mods
     b = w.b
     regs = _items(st.operands[0], copies)
-    addrs = _row_addresses(w, st, st.operands[1])
+    addrs, _ = w.access(st, st.operands[1])        # the lanes' row addresses
     row_t = ir.VectorType(I16, ROW_HALVES)
     rows = []
     for lane in range(8 * copies):
@@ -157,7 +151,7 @@ def _stmatrix(w, st):
     trans = "trans" in st.mods
     b = w.b
     w.prepare_store()
-    addrs = _row_addresses(w, st, st.operands[0])
+    addrs, _ = w.access(st, st.operands[0])
     words = _join(b, [w.read(r, "b32") for r in _items(st.operands[1], copies)])
     halves = b.bitcast(words, ir.VectorType(I16, 2 * WARP * copies))
     order = _row_order(copies, trans)
