@@ -326,11 +326,21 @@ def emit_run_blocks(module, name, block_fn, handoff, slots=1, shared_offset=0):
     blk, cx, cy, cz = (b.phi(I64, name=k) for k in ("blk", "cx", "cy", "cz"))
     for phi, v in zip((blk, cx, cy, cz), (first, *start)):
         phi.add_incoming(v, entry)
-    b.store(blk, at_block)
-    r = b.call(block_fn, [L, ws, shared, *(b.trunc(v, I32) for v in (cx, cy, cz)), worker, i32(abi.BLOCK_LATER)])
+    coords = [b.trunc(v, I32) for v in (cx, cy, cz)]
+    band = getattr(block_fn, "band", None)
+    if band is not None:
+        # the rest of the chunk's row of the grid in one band (blockfunction._BandFunction)
+        band.attributes.add("alwaysinline")
+        step = b.sub(last, blk)
+        step = b.select(b.icmp_unsigned("<", b.sub(gx, cx), step), b.sub(gx, cx), step)
+        r = b.call(band, [L, ws, shared, *coords, worker, b.trunc(step, I32), at_block, blk])
+    else:
+        step = i64(1)
+        b.store(blk, at_block)
+        r = b.call(block_fn, [L, ws, shared, *coords, worker, i32(abi.BLOCK_LATER)])
     b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), failed, next_block)
     b.position_at_end(next_block)
-    following = _next_block(b, blk, (cx, cy, cz), gx, gy)
+    following = _next_block(b, blk, (cx, cy, cz), gx, gy, step)
     err = b.load_atomic(field_ptr(b, L, abi.LAUNCH["error"], I32), "monotonic", 4)
     more = b.and_(b.icmp_unsigned("<", following[0], last), b.icmp_signed("==", err, i32(0)))
     for phi, v in zip((blk, cx, cy, cz), following):
@@ -426,14 +436,16 @@ def _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff):
     b.ret(i32(abi.BLOCK_DONE))
 
 
-def _next_block(b, blk, coords, gx, gy) -> tuple:
-    """(index, x, y, z) of the block after `blk` (at `coords`), by counting, not dividing."""
+def _next_block(b, blk, coords, gx, gy, step=None) -> tuple:
+    """(index, x, y, z) of the block `step` (i64, 1 if None; at most to the end of the row)
+    after `blk` (at `coords`), by counting, not dividing."""
     cx, cy, cz = coords
-    x1 = b.add(cx, i64(1))
+    step = i64(1) if step is None else step
+    x1 = b.add(cx, step)
     row_done = b.icmp_unsigned("==", x1, gx)
     y1 = b.add(cy, b.zext(row_done, I64))
     plane_done = b.icmp_unsigned("==", y1, gy)
-    return (b.add(blk, i64(1)), b.select(row_done, i64(0), x1), b.select(plane_done, i64(0), y1),
+    return (b.add(blk, step), b.select(row_done, i64(0), x1), b.select(plane_done, i64(0), y1),
             b.add(cz, b.zext(plane_done, I64)))
 
 

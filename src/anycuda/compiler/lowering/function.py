@@ -77,6 +77,7 @@ class FunctionLowering(Spills):
         self.mc = mc                      # the ModuleLowering that owns symbols and layouts
         self.pfn = pfn
         self._read_memory = None         # (streams)
+        self.reads_shared = False         # whether its code reaches the block's shared memory
         self.fn = llfn
         self.is_kernel = is_kernel
         self.regs = {}                    # name -> (alloca, ptx type)
@@ -448,6 +449,7 @@ class FunctionLowering(Spills):
         return load_field(self.b, self.launch_ptr(), abi.LAUNCH[name], typ)
 
     def shared_base(self):
+        self.reads_shared = True        # (a kernel that never does may run its blocks in bands)
         return self.ctx_field("shared_base", I64)
 
     # ------------------------------------------------------------------ registers

@@ -376,7 +376,9 @@ class ModuleLowering:
                                        combined_init=combined_init, combined_flush=combined_flush,
                                        combined_merge=combined_merge, one_round=self.lean,
                                        by_column=not lowering.sites and memory.stores_run_along_y(
-                                           pfn.body, self.kernel_params(pfn)))
+                                           pfn.body, self.kernel_params(pfn)),
+                                       bands=not lowering.sites and not lowering.reads_shared
+                                       and memory.any_block_order(pfn.body))
         block = blockfunction.emit_block_function(self.mod, plan)
         if combined_merge is not None:
             # the worker's run of blocks sets up the totals it carries and performs them last
