@@ -108,6 +108,10 @@ def ld(f, inst):
             v = b.load(f.typed_ptr(addr, lt), align=size)
             if f.parallel_space(space_of(inst)):
                 f.thread_access(v)
+            if space_of(inst) == "const":
+                # no kernel writes constant memory: the optimiser may keep its values out of
+                # loops that store elsewhere, with no test of where those stores land
+                v.set_metadata("invariant.load", b.module.add_metadata([]))
         f.write(item, v, t)
 
 
