@@ -1,6 +1,7 @@
 """Blocks run in bands (blockfunction._BandFunction): a kernel without sites, shared memory or
-a visible block order (BlockPlan.bands) runs the rest of each chunk's row of the grid as one
-band, a row of threads of each block in turn. Checked here: which kernels get bands (the
+a visible block order (BlockPlan.bands), launched with blocks of more than one row of threads,
+runs the rest of each chunk's row of the grid as one band, a row of threads of each block in
+turn. Checked here: which kernels get bands (the
 lowered module's functions), and that every thread of every block runs once with its own
 block index, against numpy with poisoned outputs: 2-D and 3-D grids whose chunks start and end
 inside rows, partial blocks at the edges, a stencil whose border blocks take a branch the
@@ -88,8 +89,9 @@ def _who(w, h, d, block):
     ((203, 61, 1), (16, 8, 1)),       # partial blocks at both edges
     ((64, 40, 12), (8, 4, 2)),        # a 3-D grid: rows of blocks in several planes
     ((97, 33, 5), (4, 4, 4)),         # 3-D blocks, partial in every direction
-    ((1000, 1, 1), (32, 1, 1)),       # a 1-D grid: one band a chunk
-    ((30, 500, 1), (16, 1, 1)),       # a grid two blocks wide: short bands
+    ((30, 500, 1), (16, 2, 1)),       # a grid two blocks wide: short bands
+    ((1000, 1, 1), (32, 1, 1)),       # blocks of one row keep to the block function
+    ((100, 60, 1), (16, 1, 1)),
 ])
 def test_every_thread_once_with_its_own_index(mod, size, block):
     w, h, d = size
