@@ -339,7 +339,7 @@ def emit_run_blocks(module, name, block_fn, handoff, slots=1, shared_offset=0):
         b.store(blk, at_block)
         return b.call(block_fn, [L, ws, shared, *coords, worker, i32(abi.BLOCK_LATER)])
     if band is not None:
-        # the rest of the chunk's row of the grid in one band (blockfunction._BandFunction)
+        # the rest of the chunk's row of the grid in one band (simt/bands.py)
         band.attributes.add("alwaysinline")
         rest = b.sub(last, blk)
         rest = b.select(b.icmp_unsigned("<", b.sub(gx, cx), rest), b.sub(gx, cx), rest)

@@ -19,7 +19,7 @@ from ..cpu import launch
 from ..irutil import declare, i32, i64
 from ..layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
 from ..ops import aggregation, memcheck
-from ..simt import blockfunction, gridsync
+from ..simt import bands, blockfunction, gridsync
 from ..simt.workspace import emit_record_error
 from ..types import I8, I32, I64, PTR, width
 from ..vector.unrolling import unroll_warp_loops
@@ -380,6 +380,7 @@ class ModuleLowering:
                                        bands=not lowering.sites and not lowering.reads_shared
                                        and memory.any_block_order(pfn.body))
         block = blockfunction.emit_block_function(self.mod, plan)
+        bands.add_band(self.mod, plan, block)
         if combined_merge is not None:
             # the worker's run of blocks sets up the totals it carries and performs them last
             block.carried_hooks = (combined_init, combined_flush)

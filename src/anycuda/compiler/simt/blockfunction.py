@@ -32,7 +32,7 @@ from .barriers import bar_slot, emit_resolve_barrier
 from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_collective
 from .mbarrierwaits import emit_released, stall_slots, wait_state
 from .rounds import (RangeReduction, RoundFunction, all_stay, block_shape, bounded_shape, each_thread,
-                     each_thread_by_column, each_thread_in_band, scalar_params, step_tail)
+                     each_thread_by_column, scalar_params, step_tail)
 from .workspace import (C, MOST_WARPS, TURN_ANSWERS, TURN_AREAS, frame_at, no_site_state_offset, thread_state,
                         turn_stride, workspace_layout)
 
@@ -73,7 +73,7 @@ def _record_stop(b, fn, fr, code, kinds, site_consts, site_kinds=()):
     b.position_at_end(after)
 
 
-def _init_block_fields(b, fr, L, cta, shared, worker):
+def init_block_fields(b, fr, L, cta, shared, worker):
     """The parts of a frame header that are the same for every thread of the block."""
     for k, v in (("exit_flag", i32(0)), ("resume", i32(0)), ("state", i32(abi.THREAD_RUN)), ("worker", worker),
                  ("op_mask", i32(-1)), ("op_pred", i32(0))):
@@ -168,7 +168,7 @@ def _emit_guard_probe(module, plan, sites, bounds=None):
     return fn
 
 
-def _block_stays(b, fn, probe, bounds, L, ws, bits):
+def block_stays(b, fn, probe, bounds, L, ws, bits):
     """i1: no thread of a kernel without sites takes its known branches `bits`: `bounds`
     (compiler/simt/probebounds.py, or None) first, the probe where they prove nothing. The bounds
     test here rather than in the probe: inlined with the block function into the loop over
@@ -224,7 +224,7 @@ class BlockPlan:
     by_column: bool = False         # without sites: its threads looped y innermost where the block
                                     # has COLUMN_THREADS rows (analysis.memory.stores_run_along_y)
     bands: bool = False             # without sites, shared memory or a visible block order
-                                    # (analysis.memory.any_block_order): its blocks may run in bands
+                                    # (analysis.memory.any_block_order): its blocks may run in bands (bands.py)
 
     @functools.cached_property
     def step_call_attrs(self) -> tuple:
@@ -260,13 +260,10 @@ def emit_block_function(module, plan: BlockPlan) -> ir.Function:
     collective, a named barrier with a count, bar.red, bar.arrive) records the stops in the
     frames and continues with general rounds, thread by thread, where a yield waits for
     nothing: the thread runs on at once."""
-    fn = _BlockFunction(module, plan).emit()
-    if plan.bands and not fn.gives_way and not plan.regions and plan.combined_init is None and not plan.by_column:
-        fn.band = _BandFunction(module, plan, fn.probe).emit()
-    return fn
+    return BlockFunction(module, plan).emit()
 
 
-class _BlockFunction:
+class BlockFunction:
     """The making of one block function (emit_block_function): the function, its builder and
     the values its stages share (the launch's block shape and parameters, the workspace's
     arrays, the blocks that the rounds branch between), each stage a method, in the order
@@ -348,7 +345,7 @@ class _BlockFunction:
             frame.align = 64
             self.carried = ws             # (the worker's own frame: where merge carries the totals)
             ws = self.ws = b.bitcast(frame, PTR)
-        _init_block_fields(b, ws, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
+        init_block_fields(b, ws, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
         self._combined(plan.combined_init)
         if regions:
@@ -366,7 +363,7 @@ class _BlockFunction:
             # test) runs the body without them: plain vector loads and stores instead of
             # masked ones (compiler/analysis/guards.py)
             probe = fn.probe = _emit_guard_probe(self.module, plan, False)
-            with b.if_else(_block_stays(b, fn, probe, plan.probe_bounds, self.L, ws, guarded_rounds[0])) \
+            with b.if_else(block_stays(b, fn, probe, plan.probe_bounds, self.L, ws, guarded_rounds[0])) \
                     as (unguarded, guarded):
                 with unguarded:
                     self._thread_loops(guards.PASSED)
@@ -504,7 +501,7 @@ class _BlockFunction:
         header_arr = b.alloca(ir.ArrayType(ir.IntType(8), abi.FRAME_HEADER + 8 * nslots), name="header")
         header_arr.align = 16
         self.header = b.bitcast(header_arr, PTR)
-        _init_block_fields(b, self.header, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
+        init_block_fields(b, self.header, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
 
     def _init_frames(self):
         """Each thread's frame header: a copy of the block's, then its own index, once per worker
@@ -902,92 +899,6 @@ class _BlockFunction:
         for value, blk in resumes:
             resume.add_incoming(value, blk)
         return resume
-
-class _BandFunction(_BlockFunction):
-    """i32 run_band(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 count,
-    i64* at_block, i64 blk): the blocks cx .. cx + count - 1 of one row of the grid, `blk` the
-    first's index, for a kernel without sites whose blocks may run in any order and share no
-    memory (BlockPlan.bands): a row of threads of each block in turn (rounds.each_thread_in_band),
-    one frame for all, its block index set as each block's row begins (and `*at_block`, which
-    names the block a fault happened in). abi.BLOCK_DONE or BLOCK_FAILED, as the block
-    function's. Where the kernel has known branches (guards.py), each run of the band's blocks
-    that pass them alike runs in rows of its own: those that do without the branches."""
-
-    def __init__(self, module, plan, probe):
-        self.probe = probe
-        super().__init__(module, plan)
-
-    @staticmethod
-    def _function(module, plan):
-        return ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32, I64.as_pointer(),
-                                                         I64]), name=plan.name + ".band")
-
-    def emit(self) -> ir.Function:
-        b, fn, ws = self.b, self.fn, self.ws
-        self.count, self.at_block, self.first = fn.args[7:]
-        ws.add_attribute("noalias")         # (as the block function's, _without_sites)
-        _init_block_fields(b, ws, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
-        store_field(b, ws, C["linear"], i32(-1))
-        if 0 in self.guarded_rounds:
-            self._runs_alike()
-        else:
-            self._rows(i32(0), self.count)
-        b.ret(i32(abi.BLOCK_DONE))
-        b.position_at_end(self.fail)
-        b.ret(i32(abi.BLOCK_FAILED))
-        return fn
-
-    def _enter_block(self, k):
-        b = self.b
-        store_field(b, self.ws, C["ctaid_x"], b.add(self.cx, k))
-        b.store(b.add(self.first, b.zext(k, I64)), self.at_block)
-
-    def _rows(self, lo, hi, mode=0):
-        """The threads of the band's blocks lo .. hi - 1 (i32, counted from cx)."""
-        with each_thread_in_band(self.b, self.nx, self.ny, self.nz, lo, hi, self._enter_block) as index:
-            self._thread(index, mode)
-
-    def _stays(self, k):
-        """i1: no thread of the band's block k takes the kernel's known branches."""
-        b = self.b
-        store_field(b, self.ws, C["ctaid_x"], b.add(self.cx, k))
-        return _block_stays(b, self.fn, self.probe, self.plan.probe_bounds, self.L, self.ws, self.guarded_rounds[0])
-
-    def _runs_alike(self):
-        """The band as runs of blocks whose probes agree, each in rows of its own (a grid's
-        first and last blocks of a row take a border test that those between do not)."""
-        b, fn = self.b, self.fn
-        with at_function_start(b):
-            pos, end = b.alloca(I32, name="run.first"), b.alloca(I32, name="run.end")
-        head, start, scan, test, run, out = (fn.append_basic_block("run." + k)
-                                             for k in ("head", "start", "scan", "test", "rows", "out"))
-        b.store(i32(0), pos)
-        b.branch(head)
-        b.position_at_end(head)
-        first = b.load(pos)
-        b.cbranch(b.icmp_signed("<", first, self.count), start, out)
-        b.position_at_end(start)
-        stays = self._stays(first)
-        b.store(b.add(first, i32(1)), end)
-        b.branch(scan)
-        b.position_at_end(scan)
-        e = b.load(end)
-        b.cbranch(b.icmp_signed("<", e, self.count), test, run)
-        b.position_at_end(test)
-        alike = b.icmp_unsigned("==", self._stays(e), stays)
-        b.store(b.select(alike, b.add(e, i32(1)), e), end)
-        b.cbranch(alike, scan, run)
-        b.position_at_end(run)
-        lo, hi = b.load(pos), b.load(end)
-        with b.if_else(stays) as (unguarded, guarded):
-            with unguarded:
-                self._rows(lo, hi, guards.PASSED)
-            with guarded:
-                self._rows(lo, hi)
-        b.store(hi, pos)
-        b.branch(head)
-        b.position_at_end(out)
-
 
 class _WarpTurns:
     """The block's turn areas (warpregions, "turns") in its workspace: one set for all its

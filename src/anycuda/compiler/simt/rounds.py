@@ -62,26 +62,6 @@ def each_thread_by_column(b, nx, ny, nz, tag=""):
             set_loop_hints(b.module, latch.terminator, {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
 
 
-@contextmanager
-def each_thread_in_band(b, nx, ny, nz, first, last, enter_block, tag="band."):
-    """each_thread's loops over the threads of blocks `first` .. `last` - 1 (i32) of a band
-    (consecutive blocks of one row of the grid, which need not wait for each other): a row
-    of threads of each block in turn, `enter_block(k)` called before block k's row; yields
-    (x, y, z, linear index). The band's rows then run along memory as a C loop over the
-    whole row would, where block after block made a 16 x 16 block's 16 rows as many streams
-    (a 5-point stencil 2.1x slower on a Zen 3 in a C model, benchmarks/NOTES.md)."""
-    with for_range(b, i32(0), nz, tag + "z") as z:
-        with for_range(b, i32(0), ny, tag + "y") as y:
-            row = b.mul(b.add(b.mul(z, ny), y), nx)
-            with for_range(b, first, last, tag + "k") as k:
-                enter_block(k)
-                with for_range(b, i32(0), nx, tag + "x") as x:
-                    yield x, y, z, b.add(row, x)
-                    latch = b.block
-                set_loop_hints(b.module, latch.terminator,
-                               {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
-
-
 def block_shape(b, L):
     """(nx, ny, nz) of the launch's block, read from the launch record `L`."""
     return tuple(load_invariant_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
@@ -177,7 +157,7 @@ def affine_spills(b, spill, header, n, slots, holds):
 
 class RoundFunction:
     """`void round(i8* L, i8* ws, i8* header, i32 stays, i32 site)`: the uniform round from
-    `site` of the block function `block` (blockfunction._BlockFunction: its plan, affine sites
+    `site` of the block function `block` (blockfunction.BlockFunction: its plan, affine sites
     and guarded rounds), from the rebuilt registers where they check out when `from_rebuilt`.
     With `site` None, the round from whichever site its caller passes (BlockPlan.one_round);
     otherwise the argument is unused."""

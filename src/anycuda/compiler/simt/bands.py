@@ -1,0 +1,144 @@
+"""Blocks run in bands: a row of the grid's blocks at a time, a row of threads of each in turn.
+
+A kernel without sites (its blocks are loops over their threads, blockfunction.py) runs its
+blocks one after another; where a block has several rows of threads, each block then reads
+and writes as many short runs of memory, rows apart: a 16 x 16 block of a 5-point stencil
+reads 18 runs of 64 bytes and writes 16, 16 KB apart. On a Zen 3 that order took a C model of
+the stencil twice the time of the same work row by row, its stores four times (benchmarks/
+NOTES.md, "Bands"). A band runs the blocks cx .. cx + count - 1 of one row of the grid row by
+row: for each row of threads, that row of each block in turn, so that a band's rows run
+along memory as a loop over the whole row would.
+
+Only where nothing could tell: the kernel reaches no shared memory (one frame and one window
+serve the whole band) and its blocks may run in any order (analysis.memory.any_block_order:
+no atomic, fence, ordered access, call or trap), nor does it loop its threads by column,
+combine atomics or take turns at grid-stride loops. The run of a chunk's blocks
+(cpu/launch.py, emit_run_blocks) calls the band where the launch's blocks have more than one
+row of threads: for one-row blocks a band's order is the block function's own.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from .. import abi
+from ..analysis import guards
+from ..irutil import at_function_start, for_range, i32, set_loop_hints, store_field, thread_parallel_group
+from ..types import I32, I64, PTR
+from .blockfunction import BlockFunction, BlockPlan, block_stays, init_block_fields
+from .workspace import C
+
+
+def add_band(module, plan: BlockPlan, block_fn: ir.Function) -> None:
+    """Give `block_fn` (emit_block_function's for `plan`) its band function, `block_fn.band`,
+    where the plan allows one (the module docstring)."""
+    if plan.bands and not block_fn.gives_way and not plan.regions and plan.combined_init is None \
+            and not plan.by_column:
+        block_fn.band = _BandFunction(module, plan, block_fn.probe).emit()
+
+
+@contextmanager
+def each_thread_in_band(b, nx, ny, nz, first, last, enter_block, tag="band."):
+    """each_thread's loops over the threads of blocks `first` .. `last` - 1 (i32) of a band
+    (consecutive blocks of one row of the grid, which need not wait for each other): a row
+    of threads of each block in turn, `enter_block(k)` called before block k's row; yields
+    (x, y, z, linear index). The band's rows then run along memory as a C loop over the
+    whole row would, where block after block made a 16 x 16 block's 16 rows as many streams
+    (a 5-point stencil 2.1x slower on a Zen 3 in a C model, benchmarks/NOTES.md)."""
+    with for_range(b, i32(0), nz, tag + "z") as z:
+        with for_range(b, i32(0), ny, tag + "y") as y:
+            row = b.mul(b.add(b.mul(z, ny), y), nx)
+            with for_range(b, first, last, tag + "k") as k:
+                enter_block(k)
+                with for_range(b, i32(0), nx, tag + "x") as x:
+                    yield x, y, z, b.add(row, x)
+                    latch = b.block
+                set_loop_hints(b.module, latch.terminator,
+                               {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
+
+
+class _BandFunction(BlockFunction):
+    """i32 run_band(i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 count,
+    i64* at_block, i64 blk): the blocks cx .. cx + count - 1 of one row of the grid, `blk` the
+    first's index, for a kernel without sites whose blocks may run in any order and share no
+    memory (BlockPlan.bands): a row of threads of each block in turn (each_thread_in_band),
+    one frame for all, its block index set as each block's row begins (and `*at_block`, which
+    names the block a fault happened in). abi.BLOCK_DONE or BLOCK_FAILED, as the block
+    function's. Where the kernel has known branches (guards.py), each run of the band's blocks
+    that pass them alike runs in rows of its own: those that do without the branches."""
+
+    def __init__(self, module, plan, probe):
+        self.probe = probe
+        super().__init__(module, plan)
+
+    @staticmethod
+    def _function(module, plan):
+        return ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I32, I32, I32, I32, I32, I64.as_pointer(),
+                                                         I64]), name=plan.name + ".band")
+
+    def emit(self) -> ir.Function:
+        b, fn, ws = self.b, self.fn, self.ws
+        self.count, self.at_block, self.first = fn.args[7:]
+        ws.add_attribute("noalias")         # (as the block function's, _without_sites)
+        init_block_fields(b, ws, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
+        store_field(b, ws, C["linear"], i32(-1))
+        if 0 in self.guarded_rounds:
+            self._runs_alike()
+        else:
+            self._rows(i32(0), self.count)
+        b.ret(i32(abi.BLOCK_DONE))
+        b.position_at_end(self.fail)
+        b.ret(i32(abi.BLOCK_FAILED))
+        return fn
+
+    def _enter_block(self, k):
+        b = self.b
+        store_field(b, self.ws, C["ctaid_x"], b.add(self.cx, k))
+        b.store(b.add(self.first, b.zext(k, I64)), self.at_block)
+
+    def _rows(self, lo, hi, mode=0):
+        """The threads of the band's blocks lo .. hi - 1 (i32, counted from cx)."""
+        with each_thread_in_band(self.b, self.nx, self.ny, self.nz, lo, hi, self._enter_block) as index:
+            self._thread(index, mode)
+
+    def _stays(self, k):
+        """i1: no thread of the band's block k takes the kernel's known branches."""
+        b = self.b
+        store_field(b, self.ws, C["ctaid_x"], b.add(self.cx, k))
+        return block_stays(b, self.fn, self.probe, self.plan.probe_bounds, self.L, self.ws, self.guarded_rounds[0])
+
+    def _runs_alike(self):
+        """The band as runs of blocks whose probes agree, each in rows of its own (a grid's
+        first and last blocks of a row take a border test that those between do not)."""
+        b, fn = self.b, self.fn
+        with at_function_start(b):
+            pos, end = b.alloca(I32, name="run.first"), b.alloca(I32, name="run.end")
+        head, start, scan, test, run, out = (fn.append_basic_block("run." + k)
+                                             for k in ("head", "start", "scan", "test", "rows", "out"))
+        b.store(i32(0), pos)
+        b.branch(head)
+        b.position_at_end(head)
+        first = b.load(pos)
+        b.cbranch(b.icmp_signed("<", first, self.count), start, out)
+        b.position_at_end(start)
+        stays = self._stays(first)
+        b.store(b.add(first, i32(1)), end)
+        b.branch(scan)
+        b.position_at_end(scan)
+        e = b.load(end)
+        b.cbranch(b.icmp_signed("<", e, self.count), test, run)
+        b.position_at_end(test)
+        alike = b.icmp_unsigned("==", self._stays(e), stays)
+        b.store(b.select(alike, b.add(e, i32(1)), e), end)
+        b.cbranch(alike, scan, run)
+        b.position_at_end(run)
+        lo, hi = b.load(pos), b.load(end)
+        with b.if_else(stays) as (unguarded, guarded):
+            with unguarded:
+                self._rows(lo, hi, guards.PASSED)
+            with guarded:
+                self._rows(lo, hi)
+        b.store(hi, pos)
+        b.branch(head)
+        b.position_at_end(out)
