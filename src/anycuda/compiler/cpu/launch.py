@@ -297,7 +297,9 @@ def emit_run_blocks(module, name, block_fn, handoff, slots=1, shared_offset=0):
     """`i32 run_blocks(i8* L, i8* ws, i8* shared, i64 first, i64 last, i64 gx, i64 gy,
     i32 worker, i64* at_block, i64 slot_bytes)`: the blocks first..last-1 of a kernel without
     sites, in one loop with the block function inlined, each block's index in `*at_block`
-    while it runs (a memory fault names it). abi.BLOCK_FAILED where a block failed;
+    while it runs (a memory fault names it); where the block function has a band
+    (simt/bands.py) and the launch's blocks more than one row of threads, the rest of each
+    row of the grid in the chunk at a time, through the band. abi.BLOCK_FAILED where a block failed;
     BLOCK_DONE after the last, or before it where the launch has failed (another worker's
     block). A block function that gives way has `slots` blocks in
     flight, each in its own slot of the workspace (`slot_bytes` apart, its shared window
