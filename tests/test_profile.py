@@ -97,6 +97,23 @@ def test_counts_are_exact_and_times_add_up(profiling):
     assert rows["twice"]["Block programs (ms)"] == "-"        # no barriers: the plain loop is kept
 
 
+def test_bands_are_said(profiling):
+    """A thread loop launched with blocks of several rows runs in bands (compiler/simt/bands.py)
+    and the profile says so; with one-row blocks it does not."""
+    m = ac.RawModule(code=SOURCE)
+    twice = m.get_function("twice")
+    x = ac.asarray(np.ones(4096, np.float32))
+    twice((16,), (128,), (x, np.int32(4096)))
+    ac.synchronize()
+    assert "in bands" not in _by_name(profiling.rows())["twice"]["Strategy"]
+    twice((16,), (32, 4), (x, np.int32(4096)))      # (threadIdx.y unused: blocks overlap, x*2 twice)
+    ac.synchronize()
+    strategies = _by_name(profiling.rows())["twice"]["Strategy"].split("; ")
+    assert len(strategies) == 2, strategies
+    assert any(s.removesuffix(" x1").endswith("thread loop (chunk calls or grid-stride turns), in bands of a grid row")
+               for s in strategies), strategies
+
+
 def test_a_failed_launch_is_not_counted(profiling):
     m = ac.RawModule(code=SOURCE)
     twice = m.get_function("twice")

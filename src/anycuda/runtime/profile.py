@@ -142,6 +142,7 @@ COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Min (ns)", "
 
 
 LAUNCH_FUNCTION = "launch function"      # a launch that ran the kernel's own (not a block program)
+IN_BANDS = ", in bands of a grid row"    # ... whose blocks ran a grid row at a time (compiler/simt/bands.py)
 NOT_READY = "not ready at exit"
 
 
@@ -182,8 +183,8 @@ def _shape(block: tuple) -> str:
 def _strategies(stats: _KernelStats) -> str:
     parts = []
     for strategy, count in stats.strategies.items():
-        if strategy.endswith(LAUNCH_FUNCTION) and stats.unit is not None:
-            strategy = strategy[:-len(LAUNCH_FUNCTION)] + launch_function_kind(stats.unit)
+        if LAUNCH_FUNCTION in strategy and stats.unit is not None:
+            strategy = strategy.replace(LAUNCH_FUNCTION, launch_function_kind(stats.unit))
         parts.append(strategy if len(stats.strategies) == 1 else f"{strategy} x{count}")
     return "; ".join(parts)
 

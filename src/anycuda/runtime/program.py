@@ -496,6 +496,8 @@ class KernelImage:
         tier = "quick code, " if self.optimising or tiers.mode() == tiers.QUICK else ""
         if entry is not self._entry:
             return f"{tier}block program for block shape {tuple(block)}"
+        if self.info.bands and block[1] * block[2] > 1:
+            return f"{tier}{profile.LAUNCH_FUNCTION}{profile.IN_BANDS}"
         return f"{tier}{profile.LAUNCH_FUNCTION}"
 
     def _choices_by_buffers(self, params: bytes) -> tuple:

@@ -48,6 +48,7 @@ class KernelInfo:
     handoff: str = ""                 # symbol of its handoff slot (abi.handoff_symbol)
     stream_bytes: int = 0             # what a thread stores that may bypass the caches (memory.streaming_store_bytes)
     any_block_order: bool = False     # nothing but time shows the order its blocks ran in (memory.any_block_order)
+    bands: bool = False               # its launch function runs blocks of several rows in bands (simt/bands.py)
     check_sites: tuple = ()           # a checked kernel's accesses, by the number its failed checks give (ops/memcheck.py)
     check_tool: str = ""              # the sanitizer tool it was built for (memcheck.mode())
     sync_sites: dict = field(default_factory=dict)   # synccheck: resume code -> its check site's number
@@ -381,6 +382,7 @@ class ModuleLowering:
                                        and memory.any_block_order(pfn.body))
         block = blockfunction.emit_block_function(self.mod, plan)
         bands.add_band(self.mod, plan, block)
+        info.bands = getattr(block, "band", None) is not None
         if combined_merge is not None:
             # the worker's run of blocks sets up the totals it carries and performs them last
             block.carried_hooks = (combined_init, combined_flush)
