@@ -33,8 +33,8 @@ from .workspace import C
 def add_band(module, plan: BlockPlan, block_fn: ir.Function) -> None:
     """Give `block_fn` (emit_block_function's for `plan`) its band function, `block_fn.band`,
     where the plan allows one (the module docstring)."""
-    if plan.bands and not block_fn.gives_way and not plan.regions and plan.combined_init is None \
-            and not plan.by_column:
+    # (a block function without warp regions never gives way: gives_way needs regions[0])
+    if plan.bands and not plan.regions and plan.combined_init is None and not plan.by_column:
         block_fn.band = _BandFunction(module, plan, block_fn.probe).emit()
 
 
@@ -92,10 +92,13 @@ class _BandFunction(BlockFunction):
         b.ret(i32(abi.BLOCK_FAILED))
         return fn
 
+    def _set_block_x(self, k):
+        """The frame's %ctaid.x: the band's block k (i32, counted from cx)."""
+        store_field(self.b, self.ws, C["ctaid_x"], self.b.add(self.cx, k))
+
     def _enter_block(self, k):
-        b = self.b
-        store_field(b, self.ws, C["ctaid_x"], b.add(self.cx, k))
-        b.store(b.add(self.first, b.zext(k, I64)), self.at_block)
+        self._set_block_x(k)
+        self.b.store(self.b.add(self.first, self.b.zext(k, I64)), self.at_block)
 
     def _rows(self, lo, hi, mode=0):
         """The threads of the band's blocks lo .. hi - 1 (i32, counted from cx)."""
@@ -104,9 +107,8 @@ class _BandFunction(BlockFunction):
 
     def _stays(self, k):
         """i1: no thread of the band's block k takes the kernel's known branches."""
-        b = self.b
-        store_field(b, self.ws, C["ctaid_x"], b.add(self.cx, k))
-        return block_stays(b, self.fn, self.probe, self.plan.probe_bounds, self.L, self.ws, self.guarded_rounds[0])
+        self._set_block_x(k)
+        return block_stays(self.b, self.fn, self.probe, self.plan.probe_bounds, self.L, self.ws, self.guarded_rounds[0])
 
     def _runs_alike(self):
         """The band as runs of blocks whose probes agree, each in rows of its own (a grid's
