@@ -1,5 +1,6 @@
 """Turns (compiler/vector/warpregions.py): a region whose warp runs a grid-stride loop in lockstep
-gives way to the block's next warp every TURN_ITERATIONS iterations, its live registers
+gives way to the block's next warp every few iterations (warpregions.TURN_ROWS rows of all
+the buffers the loop walks: 4 iterations over one buffer, 2 over two, 1 over three), its live registers
 left in its turn area, and the block function calls each warp's region again until none
 does; where that region starts the kernel, the block function itself gives way after each
 pass over its warps and a worker keeps launch.BLOCKS_IN_FLIGHT blocks in flight (with or
@@ -54,6 +55,18 @@ extern "C" __global__ void tickets(int* ticket, int* counter, int n) {
 extern "C" __global__ void tickets_no_sites(int* ticket, int* counter, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         ticket[i] = atomicAdd(counter, 1);
+}
+
+// the same loop walking two buffers (a copy beside the tickets), and three
+extern "C" __global__ void tickets_two_buffers(int* ticket, int* counter, const int* a, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        ticket[i] = atomicAdd(counter, 1) + a[i];
+}
+extern "C" __global__ void tickets_three_buffers(int* ticket, int* counter, const int* a, int* b, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        ticket[i] = atomicAdd(counter, 1);
+        b[i] = a[i] + 1;
+    }
 }
 
 // no sites: a grid-stride saxpy that also keeps a double sum and a 64-bit count per thread
@@ -163,10 +176,10 @@ def test_state_across_turns(mod, rng, request, n, grid, workers):
 
 def test_warps_interleave(mod):
     """The block's warps run the loop a turn at a time: warp 1's first ticket comes before
-    warp 0's ticket of iteration TURN_ITERATIONS (run whole, warp 0 would finish first).
-    Every element gets a ticket, each ticket once."""
+    warp 0's ticket of iteration TURN_ROWS (a loop over one buffer; run whole, warp 0 would
+    finish first). Every element gets a ticket, each ticket once."""
     grid, block = 1, 128
-    k = warpregions.TURN_ITERATIONS
+    k = warpregions.TURN_ROWS
     n = grid * block * (3 * k + 1)
     ticket, counter = poison(n, np.int32), ac.zeros(1, np.int32)
     mod.get_function("tickets")((grid,), (block,), (ticket, counter, np.int32(n)))
@@ -181,7 +194,7 @@ def test_warps_interleave_without_sites(mod):
     """A kernel without barriers or shuffles: its entry region gives way at the grid-stride
     loop's head as a region with sites does at its yield."""
     grid, block = 2, 96
-    k = warpregions.TURN_ITERATIONS
+    k = warpregions.TURN_ROWS
     n = grid * block * (2 * k + 3) + 40
     ticket, counter = poison(n, np.int32), ac.zeros(1, np.int32)
     mod.get_function("tickets_no_sites")((grid,), (block,), (ticket, counter, np.int32(n)))
@@ -190,7 +203,36 @@ def test_warps_interleave_without_sites(mod):
     stride = grid * block
     # warp 1 of block 0 takes its first ticket before warp 0 of block 0 its (k+1)-th
     assert got[32] < got[k * stride]
+    assert set(_turns(got, stride)[1:-1]) == {k}
     assert (np.diff(got[: n // 32 * 32].reshape(-1, 32), axis=1) == 1).all()
+
+
+def _turns(got, stride) -> list:
+    """The lengths of warp 0's turns: its runs of iterations whose tickets follow each other
+    (32 apart, a ticket a lane), in order."""
+    mine = got[0:len(got) - 31:stride]
+    breaks = np.flatnonzero(np.diff(mine) != 32) + 1
+    return np.diff(np.concatenate(([0], breaks, [len(mine)]))).tolist()
+
+
+@pytest.mark.parametrize("kernel, buffers", [("tickets_two_buffers", 2), ("tickets_three_buffers", 3)])
+def test_turns_shorten_with_buffers(mod, rng, kernel, buffers):
+    """A loop over more buffers runs fewer iterations a turn (rows of each buffer a power of
+    two apart share a cache set): TURN_ROWS // buffers, at least one; its results as before."""
+    grid, block = 2, 96
+    k = max(1, warpregions.TURN_ROWS // buffers)
+    n = grid * block * (2 * warpregions.TURN_ROWS + 3) + 40
+    a = rng.integers(0, 1000, n).astype(np.int32)
+    ticket, counter = poison(n, np.int32), ac.zeros(1, np.int32)
+    extra = (ac.asarray(a),) if buffers == 2 else (ac.asarray(a), poison(n, np.int32))
+    mod.get_function(kernel)((grid,), (block,), (ticket, counter, *extra, np.int32(n)))
+    got = ticket.get() - (a if buffers == 2 else 0)
+    np.testing.assert_array_equal(np.sort(got), np.arange(n))
+    if buffers == 3:
+        np.testing.assert_array_equal(extra[1].get(), a + 1)
+    stride = grid * block
+    assert got[32] < got[k * stride]
+    assert set(_turns(got, stride)[1:-1]) == {k}
 
 
 @pytest.mark.parametrize("n, grid, block, workers", [(64 * 5 * 30 + 17, 5, 64, None), (100_003, 7, 256, None),
@@ -239,7 +281,7 @@ def test_blocks_in_flight(mod, one_worker):
     """One worker runs BLOCKS_IN_FLIGHT blocks' turns in rounds: block 1 starts before block
     0's second turn, and block BLOCKS_IN_FLIGHT only when block 0 has ended. Every element
     gets a ticket, each ticket once; each warp's lanes take consecutive ones."""
-    g, k = launch.BLOCKS_IN_FLIGHT, warpregions.TURN_ITERATIONS
+    g, k = launch.BLOCKS_IN_FLIGHT, warpregions.TURN_ROWS       # (one buffer)
     assert g >= 2
     grid, block = 2 * g + 1, 64
     n = grid * block * 3 * k + 40            # the first warp of block 0 runs one iteration more
@@ -259,7 +301,7 @@ def test_blocks_in_flight_without_sites(mod, one_worker, grid):
     """A kernel without sites keeps BLOCKS_IN_FLIGHT blocks in flight too, across its chunks
     (17 blocks on one worker come in chunks of one): block 1 starts before block 0's second
     turn, and block BLOCKS_IN_FLIGHT only when block 0 has ended."""
-    g, k = launch.BLOCKS_IN_FLIGHT, warpregions.TURN_ITERATIONS
+    g, k = launch.BLOCKS_IN_FLIGHT, warpregions.TURN_ROWS       # (one buffer)
     block = 64
     n = grid * block * 3 * k + 40
     ticket, counter = poison(n, np.int32), ac.zeros(1, np.int32)
@@ -278,11 +320,11 @@ def test_fault_in_a_block_that_gave_way(mod, rng, kernel):
     """A wild read in a late iteration of one block, after its block gave way: the launch
     fails naming that block and the address; the module runs on."""
     grid, block = 9, 128
-    n = grid * block * 4 * warpregions.TURN_ITERATIONS
+    n = grid * block * 4 * warpregions.TURN_ROWS
     x = rng.standard_normal(n).astype(np.float32)
     out = poison(grid * block, np.float32)
     wild = 0xDEAD0000
-    args = (ac.asarray(x), out, np.int32(n), np.int32(6), np.int32(3 * warpregions.TURN_ITERATIONS + 1))
+    args = (ac.asarray(x), out, np.int32(n), np.int32(6), np.int32(3 * warpregions.TURN_ROWS + 1))
     with pytest.raises(ac.CudaError) as e:
         mod.get_function(kernel)((grid,), (block,), args + (np.uint64(wild),))
         ac.synchronize()

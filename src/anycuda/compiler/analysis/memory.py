@@ -91,6 +91,20 @@ def read_memory(body: list, kernel_params=()) -> tuple:
     return addresses, buffers, roots
 
 
+def buffers_walked(body: list, lo: int, hi: int, kernel_params=()) -> int:
+    """How many buffers the loads and stores of global memory at body positions lo..hi-1 walk:
+    the kernel parameters their addresses come from (_pointer_roots), an address that comes
+    from none counted as a buffer of its own. A grid-stride loop's turn reads as many rows
+    of each (warpregions.turn_iterations)."""
+    roots = _pointer_roots(body, kernel_params)
+    buffers = set()
+    for st in body[lo:hi]:
+        addr = memory_address(st) if global_access(st) else None
+        if isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg):
+            buffers |= roots.get(addr.base.name) or {addr.base.name}
+    return len(buffers)
+
+
 def streams(st, read) -> bool:
     """Whether `st` is a store that may bypass the caches (compiler/cpu/streamstores.py): to
     .global memory at `[%r + k]`, where neither that address nor the buffer of a kernel

@@ -27,7 +27,7 @@ from .warpruns import LANES, NotVectorisable
 
 
 # iterations a loop's strided loads are prefetched ahead: one turn of a grid-stride loop
-# (warpregions.TURN_ITERATIONS). The rows of a grid-stride loop lie a power of two apart and
+# over one buffer (warpregions.TURN_ROWS). The rows of a grid-stride loop lie a power of two apart and
 # share the cache's sets: lines fetched further ahead evicted those in use (one worker:
 # saxpy_f32_stride 6.8 -> 5.7 ms, reduce 3.3 -> 2.6, copy_f16_stride 2.8 -> 2.3 from 16 to
 # 4 iterations; 2 was slower again, row loops' kernels (softmax, layernorm) level)

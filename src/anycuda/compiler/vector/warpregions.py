@@ -70,7 +70,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
-from ..analysis import dataflow, gridstride, suspensions, uniformity, walks
+from ..analysis import dataflow, gridstride, memory, suspensions, uniformity, walks
 from ..irutil import convert_bits, declare, i32, i64, intrinsic_suffix
 from ..ops.instructions import compare, compare_op
 from ..ops.table import takes
@@ -83,11 +83,14 @@ from .warpruns import INT_TYPES, LANES, VECTOR_MODS, NotVectorisable, WarpCode, 
 
 DONE = 0x7FFFFFFF                   # a lane's program counter once it has stopped
 RAN, NOT_RUN, TURNED = abi.REGION_RAN, abi.REGION_NOT_RUN, abi.REGION_TURNED
-# iterations of a grid-stride loop a warp runs per turn: 4 rather than 8 since blocks in
-# flight make a turn's rows longer runs (rows a power of two apart share cache sets: fewer at
-# once, fewer evicted; one worker, eight blocks in flight: saxpy_f32_stride 7.8 -> 6.8 ms,
-# reduce 3.7 -> 2.9, scan 9.7 -> 8.3, histogram 23.5 -> 24.6; NOTES "Blocks in flight without sites")
-TURN_ITERATIONS = 4
+# rows of memory a grid-stride loop's warp reads per turn, of all its buffers together: a
+# loop over one buffer runs 4 iterations a turn, over two 2, over three or more 1
+# (turn_iterations). Rows lie a power of two apart (2^18 elements on 1,024 blocks of 256)
+# and share a cache set; with the rows prefetched for the next turn, 4 rows of each of three
+# buffers overfilled an 8-way set: on a Zen 3, turns of 4 -> 1 iteration took
+# triad_f32_stride 18.6 -> 13.9 ms and copy_f16_stride 9.8 -> 5.9 (2), while the reduction
+# (one buffer, a larger state stored at each turn) went 4.8 -> 7.7 (NOTES "Turns by buffers")
+TURN_ROWS = 4
 MAX_TURN_BYTES = 2048               # the most state a warp may leave between turns (stack space)
 _ORDERINGS = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
 # the modifiers of the instructions a region takes: its own forms' and a run's
@@ -315,7 +318,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
                 b.position_at_end(blk)
                 self.lockstep = lockstep
                 if lockstep and start in turn_points:
-                    turn_go[start] = self._count_turn()
+                    turn_go[start] = self._count_turn(self.turn_iterations(start))
                 m = None if lockstep else b.load(self.some_mask)
                 (self._emit_stop if piece.stop else self._emit_piece)(piece, m)
         self.lockstep = False
@@ -337,7 +340,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
     # sequential order 0.64-1.2). With turns, the block function calls the region of each warp
     # again until none gives way: a warp in lockstep at the loop's back edge leaves the
     # registers live there in its turn state (the pointer `turn`, whose first i32 says where
-    # it resumes: 0 at its start) after TURN_ITERATIONS iterations and answers TURNED. In
+    # it resumes: 0 at its start) after turn_iterations iterations and answers TURNED. In
     # lockstep every lane runs: no lane has stopped, and their counters are all there.
 
     def _turn_points(self) -> list:
@@ -365,14 +368,22 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
             offset += size
         return state, offset
 
-    def _count_turn(self):
-        """At a turn point in lockstep: give way after TURN_ITERATIONS iterations; the block
+    def turn_iterations(self, start) -> int:
+        """Iterations a turn of the grid-stride loop at turn point `start` runs (the innermost
+        loop around it): TURN_ROWS rows of all the buffers the loop walks together."""
+        head, back = min(((h, e) for h, e in self._loop_spans() if h <= start <= e), key=lambda span: span[1] - span[0])
+        f = self.f
+        buffers = memory.buffers_walked(f.pfn.body, head, back + 1, f.mc.kernel_params(f.pfn))
+        return max(1, TURN_ROWS // max(buffers, 1))
+
+    def _count_turn(self, iterations):
+        """At a turn point in lockstep: give way after `iterations` iterations; the block
         where the warp goes on (and where it resumes)."""
         b = self.b
         count = b.add(b.load(self.turn_count), i32(1))
         b.store(count, self.turn_count)
         give_way, go = self.fn.append_basic_block("turn.end"), self.fn.append_basic_block("turn.go")
-        b.cbranch(b.icmp_unsigned(">=", count, i32(TURN_ITERATIONS)), give_way, go)
+        b.cbranch(b.icmp_unsigned(">=", count, i32(iterations)), give_way, go)
         b.position_at_end(go)
         return give_way, go
 
@@ -753,7 +764,7 @@ class EntryRegion(WarpRegion):
 
     def _turn_points(self) -> list:
         """In a kernel without sites (no yields), the heads of its grid-stride loops: a warp in
-        lockstep gives way there every TURN_ITERATIONS iterations, as at a yield. Run whole,
+        lockstep gives way there every turn_iterations iterations, as at a yield. Run whole,
         each warp of saxpy's grid-stride loop read 128 bytes per row of the grid, rows 1 MB
         apart (1.4-1.6x the time of an OpenMP loop in f32; f64's 256 bytes, 0.6-0.8x)."""
         if not self.takes_turns:
