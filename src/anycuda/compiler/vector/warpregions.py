@@ -87,9 +87,9 @@ RAN, NOT_RUN, TURNED = abi.REGION_RAN, abi.REGION_NOT_RUN, abi.REGION_TURNED
 # loop over one buffer runs 4 iterations a turn, over two 2, over three or more 1
 # (turn_iterations). Rows lie a power of two apart (2^18 elements on 1,024 blocks of 256)
 # and share a cache set; with the rows prefetched for the next turn, 4 rows of each of three
-# buffers overfilled an 8-way set: on a Zen 3, turns of 4 -> 1 iteration took
-# triad_f32_stride 18.6 -> 13.9 ms and copy_f16_stride 9.8 -> 5.9 (2), while the reduction
-# (one buffer, a larger state stored at each turn) went 4.8 -> 7.7 (NOTES "Turns by buffers")
+# buffers overfilled an 8-way set: on a Zen 3, triad_f32_stride 18.6 -> 13.9 ms with turns of
+# 1 iteration, copy_f16_stride 9.8 -> 6.4 with turns of 2, while the reduction (one buffer, a
+# larger state stored at each turn) went 4.8 -> 7.7 with turns of 1 (NOTES "Turns by buffers")
 TURN_ROWS = 4
 MAX_TURN_BYTES = 2048               # the most state a warp may leave between turns (stack space)
 _ORDERINGS = frozenset(("lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"))
@@ -371,7 +371,10 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
     def turn_iterations(self, start) -> int:
         """Iterations a turn of the grid-stride loop at turn point `start` runs (the innermost
         loop around it): TURN_ROWS rows of all the buffers the loop walks together."""
-        head, back = min(((h, e) for h, e in self._loop_spans() if h <= start <= e), key=lambda span: span[1] - span[0])
+        spans = [(h, e) for h, e in self._loop_spans() if h <= start <= e]
+        if not spans:
+            return TURN_ROWS
+        head, back = min(spans, key=lambda span: span[1] - span[0])
         f = self.f
         buffers = memory.buffers_walked(f.pfn.body, head, back + 1, f.mc.kernel_params(f.pfn))
         return max(1, TURN_ROWS // max(buffers, 1))
