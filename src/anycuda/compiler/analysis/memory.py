@@ -91,12 +91,11 @@ def read_memory(body: list, kernel_params=()) -> tuple:
     return addresses, buffers, roots
 
 
-def buffers_walked(body: list, lo: int, hi: int, kernel_params=()) -> int:
+def buffers_walked(body: list, lo: int, hi: int, roots: dict) -> int:
     """How many buffers the loads and stores of global memory at body positions lo..hi-1 walk:
-    the kernel parameters their addresses come from (_pointer_roots), an address that comes
-    from none counted as a buffer of its own. A grid-stride loop's turn reads as many rows
-    of each (warpregions.turn_iterations)."""
-    roots = _pointer_roots(body, kernel_params)
+    the kernel parameters their addresses come from (`roots`, read_memory's), an address
+    that comes from none counted as a buffer of its own. A grid-stride loop's turn reads as
+    many rows of each (warpregions.turn_iterations)."""
     buffers = set()
     for st in body[lo:hi]:
         addr = memory_address(st) if global_access(st) else None

@@ -426,10 +426,14 @@ class FunctionLowering(Spills):
         its optimised code arrives."""
         if self.mc.quick:
             return False
+        return memory.streams(inst, self.memory_read())
+
+    def memory_read(self) -> tuple:
+        """memory.read_memory of the function's body, made once (warp regions ask it per loop)."""
         if self._read_memory is None:
             params = self.mc.kernel_params(self.pfn) if self.is_kernel else ()
             self._read_memory = memory.read_memory(self.pfn.body, params)
-        return memory.streams(inst, self._read_memory)
+        return self._read_memory
 
     def parallel_space(self, space: str) -> bool:
         """Whether the kernel's loads and stores in state space `space` ('' = generic) may be

@@ -375,8 +375,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         if not spans:
             return TURN_ROWS
         head, back = min(spans, key=lambda span: span[1] - span[0])
-        f = self.f
-        buffers = memory.buffers_walked(f.pfn.body, head, back + 1, f.mc.kernel_params(f.pfn))
+        buffers = memory.buffers_walked(self.f.pfn.body, head, back + 1, self.f.memory_read()[2])
         return max(1, TURN_ROWS // max(buffers, 1))
 
     def _count_turn(self, iterations):
