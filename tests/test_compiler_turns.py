@@ -190,7 +190,7 @@ def test_warps_interleave(mod):
     assert (np.diff(got.reshape(-1, 32), axis=1) == 1).all()
 
 
-def test_warps_interleave_without_sites(mod):
+def test_warps_interleave_without_sites(mod, one_worker):
     """A kernel without barriers or shuffles: its entry region gives way at the grid-stride
     loop's head as a region with sites does at its yield."""
     grid, block = 2, 96
@@ -209,14 +209,15 @@ def test_warps_interleave_without_sites(mod):
 
 def _turns(got, stride) -> list:
     """The lengths of warp 0's turns: its runs of iterations whose tickets follow each other
-    (32 apart, a ticket a lane), in order."""
+    (32 apart, a ticket a lane), in order (on one worker: another's blocks would take tickets
+    between them)."""
     mine = got[0:len(got) - 31:stride]
     breaks = np.flatnonzero(np.diff(mine) != 32) + 1
     return np.diff(np.concatenate(([0], breaks, [len(mine)]))).tolist()
 
 
 @pytest.mark.parametrize("kernel, buffers", [("tickets_two_buffers", 2), ("tickets_three_buffers", 3)])
-def test_turns_shorten_with_buffers(mod, rng, kernel, buffers):
+def test_turns_shorten_with_buffers(mod, rng, one_worker, kernel, buffers):
     """A loop over more buffers runs fewer iterations a turn (rows of each buffer a power of
     two apart share a cache set): TURN_ROWS // buffers, at least one; its results as before."""
     grid, block = 2, 96
