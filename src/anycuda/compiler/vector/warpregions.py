@@ -86,7 +86,7 @@ RAN, NOT_RUN, TURNED = abi.REGION_RAN, abi.REGION_NOT_RUN, abi.REGION_TURNED
 # rows of memory a grid-stride loop's warp reads per turn, of all its buffers together: a
 # loop over one buffer runs 4 iterations a turn, over two 2, over three or more 1
 # (turn_iterations). Rows lie a power of two apart (2^18 elements on 1,024 blocks of 256)
-# and share a cache set; with the rows prefetched for the next turn, 4 rows of each of three
+# and share a cache set; with the rows prefetched for the next turn, 4 rows of each of two
 # buffers overfilled an 8-way set: on a Zen 3, triad_f32_stride 18.6 -> 13.9 ms with turns of
 # 1 iteration, copy_f16_stride 9.8 -> 6.4 with turns of 2, while the reduction (one buffer, a
 # larger state stored at each turn) went 4.8 -> 7.7 with turns of 1 (NOTES "Turns by buffers")
@@ -375,7 +375,8 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         if not spans:
             return TURN_ROWS
         head, back = min(spans, key=lambda span: span[1] - span[0])
-        buffers = memory.buffers_walked(self.f.pfn.body, head, back + 1, self.f.memory_read()[2])
+        _, _, roots = self.f.memory_read()
+        buffers = memory.buffers_walked(self.f.pfn.body, head, back + 1, roots)
         return max(1, TURN_ROWS // max(buffers, 1))
 
     def _count_turn(self, iterations):
