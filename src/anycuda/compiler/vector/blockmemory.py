@@ -489,13 +489,23 @@ class BlockMemory:
         vec = self._vec(elem)
         mask = self.mask if self.mask is not None else self._all_lanes()
         if value is None:
-            return masked_gather(b, addrs, elem, size, mask)
+            return masked_gather(b, self._off_lanes_elsewhere(addrs), elem, size, self._all_lanes())
         ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), self.lanes))
         suffix = intrinsic_suffix(elem)
         fn = declare(b.module, f"llvm.masked.scatter.v{self.lanes}{suffix}.v{self.lanes}p0", ir.VoidType(),
                      [vec, ptrs.type, I32, mask.type])
         b.call(fn, [value, ptrs, i32(size), mask])
         return None
+
+    def _off_lanes_elsewhere(self, addrs):
+        """`addrs` with the lanes outside self.mask pointed at a slot of the stack, so that a
+        gather reads every lane: LLVM makes a masked gather on a CPU without fast gathers
+        (AVX2 on Zen 3) a test and a branch per lane, which a gather of CSR's `x[cols[j]]`,
+        its rows of 16 to 64 elements masking the lanes past each row's end, mispredicted."""
+        if self.mask is None:
+            return addrs
+        slot = self.b.ptrtoint(self.scratch(ir.ArrayType(I64, 2), "gather.elsewhere"), I64)
+        return self.b.select(self.mask, addrs, self.splat(slot))
 
     def _uniform(self, address, elem, size, value):
         """Every lane at one address: one scalar load (where some lane is there) or, for a

@@ -15,7 +15,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.modifiers import DATA
 from ..analysis import memory
-from ..irutil import convert_bits, i64
+from ..irutil import convert_bits, i32, i64
 from ..ops import atomics, bitops
 from ..simt.collectives import shfl_source
 from ..types import I1, I32, I64, llvm_type, space_of, type_mods, width
@@ -267,9 +267,21 @@ def _ld(w, st):
     loaded = []
     for item, addr in _elements(st.operands[0], st.operands[1], size):
         addrs, shape = w.access(st, addr)
-        loaded.append((item, w.load(addrs, shape, elem, size, _register_part(addr))))
-    for item, value in loaded:          # (after every load: a destination may be the address register)
+        loaded.append((item, w.load(addrs, shape, elem, size, _register_part(addr)), shape))
+    for item, value, shape in loaded:   # (after every load: a destination may be the address register)
         w.write(item, value, t)
+        w.set_shape(item, _alike_loaded(w, item, value, shape, t))
+
+
+def _alike_loaded(w, item, value, address_shape, t):
+    """The shape of an integer every lane loaded from one address (CSR's `rowptr[row]` in a
+    warp per row): alike in every lane where the address's shape holds, so that the indices
+    made from it (`rowptr[row] + lane`) keep theirs and their loads are vector loads, not a
+    gather whose addresses are looked at each time."""
+    if address_shape is None or address_shape.stride != 0 or t[0] not in "bsu" or not isinstance(item, pir.Reg):
+        return None
+    lane0 = convert_bits(w.b, w.b.extract_element(value, i32(0)), w._reg_type(item.name), t[0] == "s")
+    return Affine(lane0, 0, address_shape.exact)
 
 
 def _elements(data, addr, size):
