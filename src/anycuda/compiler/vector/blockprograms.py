@@ -197,6 +197,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows):
         self.parts = Parts()      # the masks as parts of the branches that made them (laneparts.py)
         self._dynamic = None      # where the dynamic shared memory starts in the window
         self._slots = {}          # what a warp keeps from stretch to stretch -> its stack array
+        self._resumed = {}        # slot key -> the value this warp loaded from it as its stretch began
         self._pending = None      # (group, {offset: store}, shape) of interleaved stores not yet made
         self._spans_loaded = {}   # a group of interleaved loads -> its span, loaded once (_load_group)
         self._liveness = None     # dataflow.LiveBefore of the body, made at the first barrier

@@ -88,6 +88,7 @@ class StretchParts:
             with for_range(b, i32(0), count, f"stretch{s}.warp") as w:
                 self.warp = w
                 self._spans_loaded = {}
+                self._resumed = {}
                 if kept is not None:
                     self._resume(kept)
                 if lo in self._turn_after:        # (past a loop in turns: the lanes that came to it)
@@ -367,21 +368,21 @@ class StretchParts:
         stores another value in its place)."""
         if not fixed and (v is None or is_empty(v) or isinstance(v, ir.Constant)):
             return ("constant", v)
-        stored = self._as_stored(v)
-        self.b.store(stored, self._slot(key, stored.type))
-        return ("slot", key, stored.type, v.type)
+        how = ("slot", key, _stored_type(v.type), v.type)
+        self._store_as(how, v)
+        return how
 
-    def _as_stored(self, v):
-        if not _is_bool(v.type):
-            return v
-        return self.b.zext(v, ir.VectorType(I8, v.type.count) if isinstance(v.type, ir.VectorType) else I8)
-
-    def _load_kept(self, how):
+    def _load_kept(self, how, resuming=False):
+        """A kept value, loaded from its slot; `resuming`: as the warp's stretch begins, which
+        _store_as remembers."""
         if how[0] == "constant":
             return how[1]
         _, key, stored, ty = how
         v = self.b.load(self._slot(key, stored))
-        return self.b.trunc(v, ty) if _is_bool(ty) else v
+        v = self.b.trunc(v, ty) if _is_bool(ty) else v
+        if resuming:
+            self._resumed[key] = v
+        return v
 
     def _keep(self, live, written=frozenset(), turned=False) -> dict:
         """At the end of a stretch: this warp's registers live after it, their shapes, and its
@@ -465,7 +466,17 @@ class StretchParts:
             self._store_as(how, skipping[label])
 
     def _store_as(self, how, v):
-        self.b.store(self._as_stored(v), self._slot(how[1], how[2]))
+        """Store v in its slot, but where it is the value the warp loaded from there as the
+        stretch began and nothing was stored there since: a register live across several
+        barriers and not written between them (scan's indices and values, across the 18
+        barriers of its tree) was stored back at each for nothing."""
+        key = how[1]
+        if self._resumed.get(key) is v:
+            return
+        self._resumed.pop(key, None)
+        if _is_bool(v.type):
+            v = self.b.zext(v, _stored_type(v.type))
+        self.b.store(v, self._slot(key, how[2]))
 
     def _ramp(self, shape):
         """base + stride * t in lane t, in the base's width."""
@@ -474,8 +485,10 @@ class StretchParts:
                                                                      shape.base.type))
 
     def _resume(self, kept):
+        def load(how):
+            return self._load_kept(how, resuming=True)
         self.whole = dict(kept["whole"])
-        self.shapes = {r: Affine(self._load_kept(base), stride, self._load_kept(exact), align)
+        self.shapes = {r: Affine(load(base), stride, load(exact), align)
                        for r, (base, stride, exact, align) in kept["shapes"].items()}
         self.values = {}
         for r, how in kept["values"].items():
@@ -485,11 +498,18 @@ class StretchParts:
                 shape = self.shapes[r]
                 self.values[r] = self.b.select(shape.exact, self._ramp(shape), self._load_kept(how[1]))
             else:
-                self.values[r] = self._load_kept(how)
+                self.values[r] = load(how)
         self.uniform = set(kept["uniform"])
-        self.here = self._load_kept(kept["here"])
-        self.reach = {label: self._load_kept(how) for label, how in kept["reach"].items()}
-        self._skipping = {label: self._load_kept(how) for label, how in kept["skipping"].items()}
+        self.here = load(kept["here"])
+        self.reach = {label: load(how) for label, how in kept["reach"].items()}
+        self._skipping = {label: load(how) for label, how in kept["skipping"].items()}
+
+
+def _stored_type(ty):
+    """How a value of type `ty` lies in its slot: an i1 or <lanes x i1> as bytes."""
+    if not _is_bool(ty):
+        return ty
+    return ir.VectorType(I8, ty.count) if isinstance(ty, ir.VectorType) else I8
 
 
 def _is_bool(ty) -> bool:
