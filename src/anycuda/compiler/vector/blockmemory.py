@@ -345,7 +345,9 @@ class BlockMemory:
     def _memory(self, addrs, shape, elem, size, value):
         k = elements_apart(shape, size)
         if shape is None or not (shape.stride == 0 or 1 <= k <= 8):
-            return self._lanes_apart(addrs, elem, size, value)
+            # (addresses of a known stride are not consecutive: not looked at, as scan's
+            # tree steps, lanes 16 to 256 elements apart, were at each of its 18 steps)
+            return self._lanes_apart(addrs, elem, size, value, look=shape is None)
         fast = (lambda: self._uniform(shape.base, elem, size, value)) if shape.stride == 0 else \
             (lambda: self._interleaved(shape.base, k, elem, size, value))
         if shape.exact is None:
