@@ -17,16 +17,17 @@ from anycuda.compiler.vector import blockmemory
 from anycuda.cudac import compile_to_ptx
 
 CSR = r"""
-// y = A x for A in CSR: a warp per row, its lanes striding over the row's nonzeros
-extern "C" __global__ void spmv_warp(int n, const int* rowptr, const int* cols, const float* vals,
+// y = A x for A in CSR: a warp per row, its lanes striding over the row's nonzeros, a
+// butterfly of shuffles summing them in every lane
+extern "C" __global__ void spmv_warp(int rows, const int* starts, const int* columns, const float* values,
                                      const float* x, float* y) {
-    int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-    if (row < n) {
-        float sum = 0.0f;
-        for (int j = rowptr[row] + lane; j < rowptr[row + 1]; j += 32) sum += vals[j] * x[cols[j]];
-        for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffff, sum, offset);
-        if (lane == 0) y[row] = sum;
-    }
+    unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / warpSize, lane = threadIdx.x % warpSize;
+    if (warp >= rows) return;
+    int begin = starts[warp], end = starts[warp + 1];
+    float partial = 0.0f;
+    for (int k = begin + lane; k < end; k += warpSize) partial += values[k] * x[columns[k]];
+    for (int mask = 16; mask >= 1; mask >>= 1) partial += __shfl_xor_sync(0xffffffff, partial, mask);
+    if (lane == 31) y[warp] = partial;
 }
 """
 
