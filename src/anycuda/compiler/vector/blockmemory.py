@@ -2,9 +2,10 @@
 the widest form its addresses' shape allows (one vector access where they are consecutive, an
 interleaved one for k elements apart, one uniform access where all lanes read one address, a
 gather or scatter otherwise, lane by lane where only a few lanes take part), stores held
-back to be written together with their neighbours (flush_stores), and, in kernels whose blocks
-pass several barriers, loads prefetched for the worker's next blocks (_prefetch_next_blocks),
-and in memory-bound loops, accesses prefetched for their next rounds (_prefetch_next_rounds).
+back to be written together with their neighbours (flush_stores), loads prefetched for the
+worker's next blocks (_prefetch_next_blocks: in kernels whose blocks pass few barriers, the
+first load only), and in memory-bound loops, accesses prefetched for their next rounds
+(_prefetch_next_rounds).
 
 BlockMemory is a part of BlockProgram, which inherits it: its methods read the program's state
 (its builder, the lanes' mask, the registers' shapes).
@@ -27,6 +28,7 @@ from .warpruns import NotVectorisable
 SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
 ROUNDS_AHEAD = 4          # rounds of a loop ahead of which its accesses of global memory are prefetched
 PREFETCH_SITES = 8        # loads of global memory per kernel prefetched for the worker's next blocks
+SHORT_BLOCK_SITES = 1     # ... in a kernel whose blocks pass few barriers
 BLOCKS_AHEAD = 2          # ... that many blocks ahead
 
 
@@ -137,15 +139,19 @@ class BlockMemory:
         block), but each block's tree of barriers between its loads left the hardware's
         prefetchers behind: its loads waited for memory, half of its time. A step measured
         across a chunk's end or another launch is wrong once: a prefetch does not fault.
-        Only in kernels whose blocks pass several barriers (long_blocks): where a block's
-        loads follow the last one's closely (a stencil's tile, one barrier) the hardware
-        keeps up, and the prefetches, a few instructions per warp and load, cost a 2-D
-        stencil through shared memory 20-30% of its time."""
+        In kernels whose blocks pass few barriers (not long_blocks) only the first such load
+        is prefetched (SHORT_BLOCK_SITES): a 2-D stencil's tile with its halo reads the first
+        line of the next block's rows, which no hardware prefetcher had fetched on a Zen 3
+        (each row a stream of its own, a line a block): stencil5_smem_16x16 4.9-6.9 ->
+        2.4-2.9x C, the 32x8 one 3.1-3.3 -> 1.7-2.3x, with one prefetch per warp (all its
+        loads prefetched: no faster). An earlier machine's hardware kept up there, and the
+        prefetches of every load, a few instructions per warp and load, had cost that
+        stencil 20-30%: one load's cost less."""
         pos = self.position
-        if pos is None or not self.long_blocks or self._in_loop(pos):
+        if pos is None or self._in_loop(pos):
             return
         if pos not in self._prefetched:
-            if len(self._prefetched) >= PREFETCH_SITES:
+            if len(self._prefetched) >= (PREFETCH_SITES if self.long_blocks else SHORT_BLOCK_SITES):
                 return
             with at_function_start(self.b):
                 step = self.b.alloca(I64, name=f"block.step{pos}")

@@ -44,7 +44,7 @@ from .blockops import Affine, is_empty
 from .warpruns import NotVectorisable
 
 _BARRIERS = frozenset(("bar", "barrier"))
-LONG_BLOCK_BARRIERS = 3     # barriers of a kernel whose blocks' loads are prefetched for the next blocks
+LONG_BLOCK_BARRIERS = 3     # barriers of a kernel whose blocks' loads are all prefetched for the next blocks
 
 
 class StretchParts:
