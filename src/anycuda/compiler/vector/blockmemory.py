@@ -142,11 +142,11 @@ class BlockMemory:
         In kernels whose blocks pass few barriers (not long_blocks) only the first such load
         is prefetched (SHORT_BLOCK_SITES): a 2-D stencil's tile with its halo reads the first
         line of the next block's rows, which no hardware prefetcher had fetched on a Zen 3
-        (each row a stream of its own, a line a block): stencil5_smem_16x16 4.9-6.9 ->
-        2.4-2.9x C, the 32x8 one 3.1-3.3 -> 1.7-2.3x, with one prefetch per warp (all its
-        loads prefetched: no faster). An earlier machine's hardware kept up there, and the
-        prefetches of every load, a few instructions per warp and load, had cost that
-        stencil 20-30%: one load's cost less."""
+        (each row a stream of its own, a line a block): stencil5_smem_16x16 3.5-6.9 ->
+        2.4-3.3x C in two A/Bs, the 32x8 one 2.1-3.3 -> 1.7-2.3x, with one prefetch per warp
+        (all its loads prefetched: no faster). An earlier machine's hardware kept up there,
+        and the prefetches of every load, a few instructions per warp and load, had cost
+        that stencil 20-30%: one load's cost less."""
         pos = self.position
         if pos is None or self._in_loop(pos):
             return
