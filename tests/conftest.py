@@ -64,6 +64,13 @@ def poison_array(shape, dtype) -> ac.ndarray:
     return _poison(shape, dtype)
 
 
+def ran_as_block_program(kernel, block) -> bool:
+    """Whether a RawModule function has run as a block program for blocks of `block` threads
+    (a count, or the (x, y, z) shape)."""
+    shape = (block, 1, 1) if isinstance(block, int) else tuple(block)
+    return kernel.kernel._programs.get(shape) is not None
+
+
 def is_poison(host: np.ndarray) -> np.ndarray:
     """Elementwise: does this host copy still hold the poison pattern?"""
     host = np.asarray(host)

@@ -19,6 +19,7 @@ import anycuda as ac
 from anycuda.compiler.analysis.cfg import branch_target
 from anycuda.compiler.vector import looppeeling
 from anycuda.ptx import ir, parse
+from conftest import ran_as_block_program
 
 SOURCE = r"""
 // each thread's digit counted in shared memory, eight items a thread in straight code: the
@@ -118,10 +119,6 @@ def module(compile_cuda):
     return compile_cuda(SOURCE, name="blockatomics.cu")
 
 
-def _ran_as_program(kernel, threads) -> bool:
-    return kernel.kernel._programs.get((threads, 1, 1)) is not None
-
-
 @pytest.mark.parametrize("threads,n", [(128, 128 * 8 * 5), (256, 256 * 8 * 3 - 77), (96, 96 * 8 * 2 + 5)])
 def test_shared_atomics_in_straight_code(module, rng, poison, threads, n):
     keys = rng.integers(0, 1 << 20, n, dtype=np.uint32)
@@ -131,7 +128,7 @@ def test_shared_atomics_in_straight_code(module, rng, poison, threads, n):
     k = module.get_function("digit_atomics")
     k((blocks,), (threads,), (ac.asarray(keys), ranks, counts, lows, highs, sums, np.int32(n)))
     got_ranks = ranks.get()
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
     tile = threads * 8
     for blk in range(blocks):
         part = keys[blk * tile:(blk + 1) * tile]
@@ -155,7 +152,7 @@ def test_loads_after_an_atomic_see_it(module, rng, poison, threads):
     k((1,), (threads,), (ac.asarray(x), out))
     a, b = x[0::2].astype(np.int64), x[1::2].astype(np.int64)
     np.testing.assert_array_equal(out.get(), (a + 3 * b + 7 * a + 11 * (a + b)).astype(np.int32))
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def test_atomics_in_a_loop_keep_the_rounds(module, rng, poison):
@@ -165,7 +162,7 @@ def test_atomics_in_a_loop_keep_the_rounds(module, rng, poison):
     k = module.get_function("looped_atomics")
     k((7,), (threads,), (ac.asarray(keys), counts, np.int32(n)))
     np.testing.assert_array_equal(counts.get(), np.bincount(keys & 15, minlength=16))
-    assert not _ran_as_program(k, threads)
+    assert not ran_as_block_program(k, threads)
 
 
 def _passes_reference(x, lo, hi, threads):
@@ -190,7 +187,7 @@ def test_a_loop_entered_in_its_middle(module, rng, poison, lo, hi):
     k = module.get_function("middle_test_passes")
     k((blocks,), (threads,), (ac.asarray(x), out, np.int32(lo), np.int32(hi)))
     np.testing.assert_array_equal(out.get(), _passes_reference(x, lo, hi, threads))
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def _loops(body):

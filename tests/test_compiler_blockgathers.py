@@ -15,6 +15,7 @@ import anycuda as ac
 from anycuda.compiler import pipeline
 from anycuda.compiler.vector import blockmemory
 from anycuda.cudac import compile_to_ptx
+from conftest import ran_as_block_program
 
 CSR = r"""
 // y = A x for A in CSR: a warp per row, its lanes striding over the row's nonzeros, a
@@ -42,10 +43,6 @@ extern "C" __global__ void picked(const int* idx, const double* x, double* out) 
     out[i] = s[t] + s[t ^ 1];
 }
 """
-
-
-def _ran_as_program(kernel, threads) -> bool:
-    return kernel.kernel._programs.get((threads, 1, 1)) is not None
 
 
 def _recorded_loads(monkeypatch):
@@ -89,7 +86,7 @@ def test_csr_warp_per_row_matches_numpy(compile_cuda, rng, poison, lengths):
     products = vals.astype(np.float64) * x[cols]
     want = np.array([products[rowptr[r]:rowptr[r + 1]].sum() for r in range(n)])
     np.testing.assert_allclose(y.get(), want, rtol=1e-4, atol=1e-4)
-    assert _ran_as_program(k, 256)
+    assert ran_as_block_program(k, 256)
 
 
 @pytest.mark.parametrize("share", [0.1, 0.5, 0.9])
@@ -107,4 +104,4 @@ def test_a_masked_gather_reads_no_lane_outside_the_mask(compile_cuda, rng, poiso
     k((n // 256,), (256,), (ac.asarray(idx), ac.asarray(x), out))
     got = np.where(idx >= 0, x[np.maximum(idx, 0)], -1.0)
     np.testing.assert_array_equal(out.get(), got + got[np.arange(n) ^ 1])
-    assert _ran_as_program(k, 256)
+    assert ran_as_block_program(k, 256)

@@ -14,6 +14,7 @@ import anycuda as ac
 from anycuda.compiler import pipeline
 from anycuda.compiler.vector import blockloops
 from ptx_generators import HEADER
+from conftest import ran_as_block_program
 
 SOURCE = r"""
 // a grid-stride sum, then the block's sum through warp shuffles and shared memory
@@ -179,10 +180,6 @@ def module(compile_cuda):
     return compile_cuda(SOURCE, name="blockloops.cu")
 
 
-def _ran_as_program(kernel, threads) -> bool:
-    return kernel.kernel._programs.get((threads, 1, 1)) is not None
-
-
 @pytest.mark.parametrize("threads,blocks,n", [(256, 7, 10_001), (1024, 2, 3_000), (64, 40, 100)])
 def test_grid_stride_sum(module, rng, poison, threads, blocks, n):
     x = rng.integers(-10**4, 10**4, n).astype(np.int32)
@@ -194,7 +191,7 @@ def test_grid_stride_sum(module, rng, poison, threads, blocks, n):
     padded[:n] = x
     want = padded.reshape(-1, blocks, threads).sum(axis=(0, 2))
     np.testing.assert_array_equal(out.get(), want.astype(np.int32))
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def _steps_reference(x, limit):
@@ -220,7 +217,7 @@ def test_own_trip_counts_and_a_break(module, rng, poison, threads):
     partner = ks.reshape(blocks, threads)[:, np.arange(threads) ^ 1].ravel()
     np.testing.assert_array_equal(out.get(), (ks * 1000 + partner).astype(np.int32))
     np.testing.assert_array_equal(last.get(), vs)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def test_lanes_that_never_enter_keep_their_values(module, rng, poison):
@@ -240,7 +237,7 @@ def test_lanes_that_never_enter_keep_their_values(module, rng, poison):
         v[idx] = acc
     want = (v - v.reshape(-1, threads)[:, np.arange(threads) ^ 1].ravel())[:n]
     np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-4)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def test_a_stride_that_changes_round_the_loop(module, rng, poison):
@@ -267,7 +264,7 @@ def test_a_stride_that_changes_round_the_loop(module, rng, poison):
             want[i], written[i] = acc, True
     np.testing.assert_array_equal(got[written], want[written].astype(np.int32))
     assert (got[~written] == np.frombuffer(b"\xcd" * 4, np.int32)[0]).all()      # (the poison)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 @pytest.mark.parametrize("n", [300, 64, 1, 0])
@@ -283,7 +280,7 @@ def test_a_loop_around_a_barrier(module, rng, poison, n):
     padded[:n] = x[:n]
     want = padded.reshape(-1, threads)[:, (np.arange(threads) + 1) % threads].sum(axis=0)
     np.testing.assert_allclose(out.get(), np.tile(want, blocks), rtol=1e-5, atol=1e-5)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 @pytest.mark.parametrize("kernel,block,m", [("matmul", (16, 16), 70), ("matmul", (32, 32), 33), ("matmul", (8, 8), 21),
@@ -321,7 +318,7 @@ def test_warps_that_part_round_a_barrier(compile_cuda, poison, monkeypatch, prog
         out = poison(threads, np.int32)
         k((1,), (threads,), (out,))
         np.testing.assert_array_equal(out.get(), _warp_rounds_reference(threads))
-        assert _ran_as_program(k, threads) == (programs == "1")
+        assert ran_as_block_program(k, threads) == (programs == "1")
 
 
 LOOPS = HEADER + """.visible .entry into(.param .u32 n)
@@ -391,7 +388,7 @@ def test_float_to_integer_conversions_in_a_block_program(compile_cuda, rng, pois
         return [o.get() for o in outs]
 
     got = run()
-    assert _ran_as_program(k, 256)
+    assert ran_as_block_program(k, 256)
     ok = np.isfinite(x) & (np.abs(x) < 2e9)
     i32 = got[0].reshape(n, 4)
     np.testing.assert_array_equal(i32[ok, 0], np.rint(x[ok]).astype(np.int32))
@@ -404,7 +401,7 @@ def test_float_to_integer_conversions_in_a_block_program(compile_cuda, rng, pois
     monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
     k = compile_cuda(CONVERSIONS, name="conversions_rounds.cu").get_function("conversions")
     rounds = run()
-    assert not _ran_as_program(k, 256)
+    assert not ran_as_block_program(k, 256)
     for a, c in zip(got, rounds):
         np.testing.assert_array_equal(a.view(np.uint8), c.view(np.uint8))
 
@@ -428,7 +425,7 @@ def test_lanes_waiting_past_a_loop_keep_what_it_writes(module, rng, poison):
             y[i] = v + 1000
     partner = y.reshape(blocks, threads)[:, np.arange(threads) ^ 1].ravel()
     np.testing.assert_array_equal(out.get(), ((partner - y + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 BACK_TO_BACK = HEADER + """.visible .entry back_to_back(.param .u64 p, .param .u32 n)
@@ -469,7 +466,7 @@ def test_loops_around_barriers_back_to_back_to_the_end(rng, n):
     k = ac.RawModule(ptx=BACK_TO_BACK, name=f"back_to_back{n}.ptx").get_function("back_to_back")
     k((1,), (64,), (data, np.uint32(n)))
     np.testing.assert_array_equal(data.get(), x + n * (n - 1) // 2 + 100 * n)
-    assert _ran_as_program(k, 64)
+    assert ran_as_block_program(k, 64)
 
 
 ROWS = r"""
@@ -503,7 +500,7 @@ def test_a_warp_per_row_whatever_the_rows_length(compile_cuda, rng, poison, C):
     s = x.sum(axis=1)
     np.testing.assert_array_equal(sums.get(), s)
     np.testing.assert_array_equal(out.get().reshape(N, C), 3 * x - s[:, None])
-    assert _ran_as_program(k, 128)
+    assert ran_as_block_program(k, 128)
 
 
 MASKED_SHAPE = HEADER + """.visible .entry masked_shape(.param .u64 out, .param .u32 k)
@@ -537,4 +534,4 @@ def test_a_shape_written_under_a_mask_holds_only_where_every_lane_wrote_it(poiso
     t = np.arange(64)
     want[np.where(t < k, t + 1000, t)] = t
     np.testing.assert_array_equal(out.get(), want)
-    assert _ran_as_program(f, 64)
+    assert ran_as_block_program(f, 64)

@@ -16,6 +16,7 @@ import pytest
 
 from anycuda.compiler import pipeline
 from anycuda.compiler.vector import blockprograms
+from conftest import ran_as_block_program
 
 SOURCE = r"""
 // every kind of access a block program tells apart, a barrier, shuffles and a lone lane's store
@@ -194,10 +195,6 @@ def module(compile_cuda):
     return compile_cuda(SOURCE, name="blockprograms.cu")
 
 
-def _ran_as_program(kernel, threads) -> bool:
-    return kernel.kernel._programs.get((threads, 1, 1)) is not None
-
-
 def _shapes_reference(x, n, threads):
     blocks = -(-n // threads)
     out = np.zeros(4 * n + blocks, np.float32)
@@ -227,7 +224,7 @@ def test_access_shapes(module, rng, poison, threads, n):
     k = module.get_function("shapes")
     k((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
     got, want = out.get(), _shapes_reference(x, n, threads)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
     sums = np.zeros(got.size, bool)
     sums[1:4 * n:4] = True
     np.testing.assert_array_equal(got[~sums], want[~sums])
@@ -243,7 +240,7 @@ def test_early_exit_and_divergence(module, rng, poison):
     k(((n + 127) // 128,), (128,), (ac.asarray(x), out, np.int32(n)))
     want = np.where(x & 1, 3 * x + 1, x >> 1).astype(np.int32)
     got = out.get()
-    assert _ran_as_program(k, 128)
+    assert ran_as_block_program(k, 128)
     np.testing.assert_array_equal(got[:n], want)
     assert (got[n:] == np.frombuffer(b"\xcd" * 4, np.int32)[0]).all(), "written past n"
 
@@ -260,7 +257,7 @@ def test_block_scan_both_ways(module, rng, poison, name, program):
     padded[:n] = x
     want = np.cumsum(padded.reshape(-1, threads), axis=1).ravel()[:n].astype(np.int32)
     np.testing.assert_array_equal(out.get(), want)
-    assert _ran_as_program(k, threads) == program
+    assert ran_as_block_program(k, threads) == program
 
 
 def test_shapes_a_block_program_does_not_take(module, rng, poison):
@@ -312,7 +309,7 @@ def test_spans_whole_warps_skip(module, rng, poison, threads):
     k = module.get_function("skipped_spans")
     k((3,), (threads,), (ac.asarray(x), out))
     np.testing.assert_array_equal(out.get(), _skipped_spans_reference(x, threads))
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 @pytest.mark.parametrize("n", [4 * 512, 4 * 500 + 3])
@@ -333,7 +330,7 @@ def test_a_group_of_interleaved_loads(module, rng, poison, n):
     d = np.where(4 * t + 3 < n, a - b, 0)
     want = a * 3 + b * 5 + c * 7 + d * 11 + a[t // 32 * 32]
     np.testing.assert_array_equal(out.get(), want)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 # a register rewritten in place (`add %rd4, %rd4, 4096`, its shape kept) between two loads of
@@ -376,7 +373,7 @@ def test_a_register_rewritten_between_loads(rng, poison):
     k((1,), (threads,), (ac.asarray(x), out))
     t = np.arange(threads)
     np.testing.assert_array_equal(out.get(), x[4 * t] + x[4 * t + 2] + x[2048 + 4 * t + 1])
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def test_float_forms(module, rng, poison):
@@ -396,7 +393,7 @@ def test_float_forms(module, rng, poison):
     r = np.sqrt(np.abs(o)) - np.float32(1) / np.sqrt(np.abs(q) + np.float32(1))
     np.testing.assert_allclose(out.get(), -r * d.astype(np.float32), rtol=2 ** -20, atol=2 ** -22)
     np.testing.assert_array_equal(wide.get(), q.astype(np.float64) * 0.5)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def test_integer_division(module, rng, poison):
@@ -426,7 +423,7 @@ def test_integer_division(module, rng, poison):
     uwant[1::2] = np.where(uc == 0, 0xFFFFFFFF, ua % usafe)
     np.testing.assert_array_equal(out.get(), want)
     np.testing.assert_array_equal(uout.get(), uwant)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 # shifts by each lane's own amount, past the width too (PTX clamps: shl and shr.u give 0,
@@ -494,7 +491,7 @@ def test_shifts_by_a_register(rng, poison):
         np.where(nn >= 64, 0, a64.astype(np.uint64) << np.minimum(nn, 63)),
         (a64 >> np.minimum(ns, 63)).astype(np.uint64)], axis=1).ravel()
     np.testing.assert_array_equal(out.get(), want)
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def test_few_lanes_apart(module, rng, poison):
@@ -511,7 +508,7 @@ def test_few_lanes_apart(module, rng, poison):
         for t in range(3, threads, 16):
             want[b, p2[b, t]] = x2[b, p2[b, t]]
     np.testing.assert_array_equal(out.get(), want.ravel())
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 def test_an_index_that_wraps_in_a_warp(module, rng, poison):
@@ -526,7 +523,7 @@ def test_an_index_that_wraps_in_a_warp(module, rng, poison):
     want = np.full(64, -1.0, np.float32)
     want[5:] = host[:59]
     np.testing.assert_array_equal(out.get(), want)
-    assert _ran_as_program(k, 64)
+    assert ran_as_block_program(k, 64)
 
 
 def test_a_wrapped_index_kept_across_a_barrier(module, poison):
@@ -538,7 +535,7 @@ def test_a_wrapped_index_kept_across_a_barrier(module, poison):
     k((1,), (64,), (out, np.uint32(off)))
     w = (off + np.arange(64, dtype=np.uint64)) % 2 ** 32
     np.testing.assert_array_equal(out.get(), np.concatenate([w, w + 1]))
-    assert _ran_as_program(k, 64)
+    assert ran_as_block_program(k, 64)
 
 
 def test_kernels_without_barriers_keep_the_thread_loop(module, rng, poison):
@@ -549,7 +546,7 @@ def test_kernels_without_barriers_keep_the_thread_loop(module, rng, poison):
     k = module.get_function("plain_add")
     k(((n + 255) // 256,), (256,), (ac.asarray(a), ac.asarray(b), out, np.int32(n)))
     np.testing.assert_array_equal(out.get(), a + b)
-    assert not _ran_as_program(k, 256)
+    assert not ran_as_block_program(k, 256)
 
 
 def test_switched_off(module, rng, poison, monkeypatch):
@@ -561,7 +558,7 @@ def test_switched_off(module, rng, poison, monkeypatch):
     k = module.get_function("collatz_step")
     k(((n + 63) // 64,), (64,), (ac.asarray(x), out, np.int32(n)))
     np.testing.assert_array_equal(out.get(), np.where(x & 1, 3 * x + 1, x >> 1))
-    assert not _ran_as_program(k, 64)
+    assert not ran_as_block_program(k, 64)
 
 
 def test_what_a_block_program_refuses():
@@ -655,7 +652,7 @@ def test_high_halves_of_products(compile_cuda, rng, poison):
     np.testing.assert_array_equal(o.get(), ((a.astype(np.int64) * b) >> 32).astype(np.int32))
     np.testing.assert_array_equal(uo.get(), ((a.view(np.uint32).astype(np.uint64) * b.view(np.uint32)) >> 32))
     np.testing.assert_array_equal(wo.get(), [(int(x) * int(y)) >> 64 for x, y in zip(a64, a64[::-1])])
-    assert _ran_as_program(k, 256)
+    assert ran_as_block_program(k, 256)
 
 
 NEXT_BLOCKS = r"""
@@ -704,7 +701,7 @@ def test_loads_prefetched_for_the_next_blocks(compile_cuda, rng, poison):
         padded = np.zeros(blocks * 256, np.float32)
         padded[:n] = x
         np.testing.assert_array_equal(out.get(), padded.reshape(blocks, 256).sum(axis=1))
-    assert _ran_as_program(mod.get_function("tree_sums"), 256)
+    assert ran_as_block_program(mod.get_function("tree_sums"), 256)
 
 
 NEXT_ROUNDS = r"""
@@ -775,7 +772,7 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     mod.get_function("column_sums")((cols // 64,), (64,), (ac.asarray(x), sums_out, np.int32(rows), np.int32(cols)))
     col = x.sum(axis=0).reshape(-1, 64)
     np.testing.assert_array_equal(sums_out.get(), (col + col[:, ::-1]).ravel())
-    assert _ran_as_program(mod.get_function("column_sums"), 64)
+    assert ran_as_block_program(mod.get_function("column_sums"), 64)
 
 
 NO_BARRIERS = r"""
@@ -827,7 +824,7 @@ def test_a_memory_bound_loop_without_barriers_takes_a_block_program(compile_cuda
         mod.get_function("column_march")((4, ny), (64,), (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
         got = out.get().reshape(u.shape)[1:-1]
         np.testing.assert_allclose(got, u[:-2] + u[2:] - np.float32(2) * u[1:-1], rtol=1e-6, atol=1e-6)
-    assert _ran_as_program(mod.get_function("column_march"), 64)
+    assert ran_as_block_program(mod.get_function("column_march"), 64)
 
 
 MODULE_VARIABLES = r"""
@@ -873,7 +870,7 @@ def test_module_variables_in_a_block_program(compile_cuda, rng, poison):
         k(((n + 255) // 256,), (256,), (ac.asarray(x), out, np.int32(n)))
         want = scale * (taps[0] * padded[:-2] + taps[1] * padded[1:-1] + taps[2] * padded[2:]) + np.resize(offsets, n)
         np.testing.assert_array_equal(out.get(), want.astype(np.float32))
-    assert _ran_as_program(k, 256)
+    assert ran_as_block_program(k, 256)
 
 
 ROW_PRODUCT = r"""
@@ -925,7 +922,7 @@ def test_a_row_start_from_a_wide_product_keeps_vector_loads(compile_cuda, rng, p
     k(((rows + 7) // 8,), (256,), (ac.asarray(x), out, np.int32(rows), np.int32(C)))
     d = x.astype(np.float64) - x.astype(np.float64).sum(axis=1, keepdims=True) / C
     np.testing.assert_allclose(out.get(), (d * d).sum(axis=1), rtol=1e-5)
-    assert _ran_as_program(k, 256)
+    assert ran_as_block_program(k, 256)
 
 
 VECTOR_ACCESSES = r"""
@@ -964,7 +961,7 @@ def test_vector_loads_and_stores_in_a_block_program(compile_cuda, rng, poison):
     t = np.arange(n) % 256
     np.testing.assert_array_equal(out.get().reshape(n, 4),
                                   np.stack([ids[:, 3], ids[:, 2] + 1, ids[:, 1] * 2, ids[:, 0] - t], 1))
-    assert _ran_as_program(k, 256)
+    assert ran_as_block_program(k, 256)
 
 
 def test_a_vector_load_into_its_own_address_register(rng, poison):
@@ -1166,7 +1163,7 @@ def test_a_register_a_skipped_loop_let_go_of(poison, mode):
                 a = (7 * a + 3) % 2 ** 32
         want.append(acc % 2 ** 32)
     np.testing.assert_array_equal(out.get(), np.array(want, np.uint32))
-    assert _ran_as_program(k, threads)
+    assert ran_as_block_program(k, threads)
 
 
 TILE_HALO = r"""
@@ -1261,7 +1258,7 @@ def test_a_warps_slot_from_shifted_and_masked_thread_index_is_uniform(compile_cu
     padded[:n] = x
     got = out.get().reshape(blocks, 32)[:, :threads // 32]
     np.testing.assert_allclose(got, padded.reshape(blocks, threads // 32, 32).sum(axis=2), rtol=1e-5, atol=1e-5)
-    assert _ran_as_program(mod.get_function(kernel), threads)
+    assert ran_as_block_program(mod.get_function(kernel), threads)
 
 
 RUNS_AT_RUN_TIME = r"""
@@ -1298,7 +1295,7 @@ def test_masked_index_whose_runs_start_between_warps(compile_cuda, rng, poison):
     p = np.tile(np.arange(256), 2)
     i = 2 * p - (p & 127)
     np.testing.assert_array_equal(out.get(), table[i] - 3 * table[i + 128])
-    assert _ran_as_program(mod.get_function("pair_lows"), 256)
+    assert ran_as_block_program(mod.get_function("pair_lows"), 256)
 
 
 @pytest.mark.parametrize("off", [0, 5, 31, 32, -7, -40, 1000])
@@ -1314,4 +1311,4 @@ def test_runs_checked_at_run_time(compile_cuda, rng, poison, off):
     tab = table.astype(np.int64)
     want = tab[q + 64] + 7 * tab[(t & -32) + 64] + 13 * tab[t - q * 32 + 64]
     np.testing.assert_array_equal(out.get(), want.astype(np.int32))
-    assert _ran_as_program(mod.get_function("offset_runs"), threads)
+    assert ran_as_block_program(mod.get_function("offset_runs"), threads)

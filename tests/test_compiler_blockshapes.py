@@ -14,6 +14,7 @@ import pytest
 
 import anycuda as ac
 from anycuda.compiler.vector import blockprograms
+from conftest import ran_as_block_program
 
 SOURCE = r"""
 #define TILE 32
@@ -92,10 +93,6 @@ def module(compile_cuda):
     return compile_cuda(SOURCE, name="blockshapes.cu")
 
 
-def _ran_as_program(kernel, block) -> bool:
-    return kernel.kernel._programs.get(block) is not None
-
-
 def test_supported_shapes():
     for block in ((32, 8, 1), (64, 4, 1), (32, 32, 1), (96, 3, 1), (32, 2, 2), (256, 1, 1)):
         assert blockprograms.supported_shape(block) and blockprograms.lane_width(block) == 32
@@ -113,7 +110,7 @@ def test_tiled_transpose(module, rng, poison, rows, cols, by):
     block = (32, by, 1)
     k((-(-cols // 32), -(-rows // 32)), block, (ac.asarray(a), out, np.int32(rows), np.int32(cols)))
     np.testing.assert_array_equal(out.get(), a.T)
-    assert _ran_as_program(k, block)
+    assert ran_as_block_program(k, block)
 
 
 def _stencil_reference(a):
@@ -132,7 +129,7 @@ def test_stencil_with_a_halo(module, rng, poison, block):
     shared = 4 * (block[0] + 2) * (block[1] + 2)
     k(grid, block, (ac.asarray(a), out, np.int32(w), np.int32(h)), shared_mem=shared)
     np.testing.assert_allclose(out.get(), _stencil_reference(a), rtol=1e-6, atol=1e-6)
-    assert _ran_as_program(k, block)
+    assert ran_as_block_program(k, block)
 
 
 @pytest.mark.parametrize("block", [(32, 2, 2), (64, 3, 2), (32, 1, 4), (16, 2, 2), (8, 4, 3)])
@@ -148,7 +145,7 @@ def test_three_dimensional_blocks(module, rng, poison, block):
     np.testing.assert_array_equal(out.get(), cube[:, ::-1, ::-1, :].ravel())
     z, y, xx = np.meshgrid(np.arange(Z), np.arange(Y), np.arange(X), indexing="ij")
     np.testing.assert_array_equal(where.get(), np.tile((xx + 1000 * y + 1000000 * z).ravel(), blocks))
-    assert _ran_as_program(k, block)
+    assert ran_as_block_program(k, block)
 
 
 def _tree_reference(x, width):
@@ -170,7 +167,7 @@ def test_tree_sum_over_narrow_rows(module, rng, poison, width):
     k = module.get_function("tree_sum")
     k((blocks,), (width,), (ac.asarray(x), out), shared_mem=4 * width)
     np.testing.assert_array_equal(out.get(), _tree_reference(x, width))
-    assert _ran_as_program(k, (width, 1, 1))
+    assert ran_as_block_program(k, (width, 1, 1))
 
 
 @pytest.mark.parametrize("block", [(16, 8, 1), (8, 4, 2)])
@@ -188,4 +185,4 @@ def test_warp_instructions_in_narrow_rows_keep_the_rounds(module, rng, poison, b
     v = xs[:, t ^ 1] * 3 + ((t % block[0]) << 8)
     want = v + v[:, t ^ 16]
     np.testing.assert_array_equal(out.get().reshape(blocks, 1024)[:, :threads], want.astype(np.int32))
-    assert not _ran_as_program(k, block)
+    assert not ran_as_block_program(k, block)

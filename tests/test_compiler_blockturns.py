@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from anycuda.compiler import pipeline
+from conftest import ran_as_block_program
 
 SOURCE = r"""
 // a sum per thread through a grid-stride loop, then the block's sum through shared memory
@@ -107,10 +108,6 @@ def _kernel_in_turns(compile_cuda, ptx, name, threads):
     return compile_cuda(SOURCE, name="turns.cu").get_function(name)
 
 
-def _ran_as_program(kernel, threads) -> bool:
-    return kernel.kernel._programs.get((threads, 1, 1)) is not None
-
-
 def _strided_sums(values, stride):
     """Thread t's sum of values[t], values[t + stride], ... (in float64 or int64)."""
     padded = np.zeros(-(-max(len(values), 1) // stride) * stride,
@@ -138,7 +135,7 @@ def test_grid_stride_sums_in_turns(compile_cuda, ptx, rng, poison, kernel, dtype
             else:
                 np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-4,
                                            err_msg=f"n={n} blocks={blocks}")
-    assert _ran_as_program(fn, threads)
+    assert ran_as_block_program(fn, threads)
 
 
 def test_lanes_leaving_in_different_rounds_keep_their_exit_values(compile_cuda, ptx, rng, poison):
@@ -158,7 +155,7 @@ def test_lanes_leaving_in_different_rounds_keep_their_exit_values(compile_cuda, 
         np.testing.assert_array_equal(got[:, 0], last, err_msg=f"n={n}")
         np.testing.assert_array_equal(got[:, 1], (r + r[:, ::-1]).ravel(), err_msg=f"n={n}")
         np.testing.assert_array_equal(got[:, 2], _strided_sums(x[:n], stride), err_msg=f"n={n}")
-    assert _ran_as_program(fn, threads)
+    assert ran_as_block_program(fn, threads)
 
 
 def test_branches_in_the_loop_and_shuffles_after_it(compile_cuda, ptx, rng, poison):
@@ -172,7 +169,7 @@ def test_branches_in_the_loop_and_shuffles_after_it(compile_cuda, ptx, rng, pois
         fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(n), np.float32(0.5)))
         want = _strided_sums(np.minimum(x[:n], np.float32(0.5)), blocks * threads).reshape(blocks, threads).sum(axis=1)
         np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-4, err_msg=f"n={n}")
-    assert _ran_as_program(fn, threads)
+    assert ran_as_block_program(fn, threads)
 
 
 def test_a_loop_with_a_break_is_not_in_turns(compile_cuda, ptx, rng, poison):

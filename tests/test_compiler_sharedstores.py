@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from anycuda.compiler import irutil, pipeline
 from anycuda.compiler.types import I1, I64
+from conftest import ran_as_block_program
 
 SOURCE = r"""
 // every third thread rewrites its element of a tile the whole block wrote; the others' elements
@@ -98,10 +99,6 @@ def module(request, monkeypatch, fresh_cache, ptx):
     return ac.RawModule(ptx=ptx, name=f"sharedstores_{mode}.ptx")
 
 
-def _ran_as_program(fn, threads) -> bool:
-    return fn.kernel._programs.get((threads, 1, 1)) is not None
-
-
 @pytest.mark.parametrize("kernel, dtype", [("every_third_f32", np.float32), ("every_third_f64", np.float64),
                                            ("every_third_i32", np.int32)])
 def test_lanes_off_the_mask_keep_what_other_warps_wrote(module, rng, poison, kernel, dtype):
@@ -116,7 +113,7 @@ def test_lanes_off_the_mask_keep_what_other_warps_wrote(module, rng, poison, ker
         s = x.reshape(blocks, threads).copy()
         s[:, ::3] *= -2
         np.testing.assert_array_equal(out.get().reshape(blocks, threads), s[:, ::-1], err_msg=f"threads={threads}")
-        assert _ran_as_program(fn, threads) == _programs_on()
+        assert ran_as_block_program(fn, threads) == _programs_on()
 
 
 def _programs_on() -> bool:
@@ -135,7 +132,7 @@ def test_two_warps_writing_one_span_in_one_stretch(module, rng, poison):
     s[:, 0:32:2] = swapped[:, 0:32:2]
     s[:, 1:32:2] = swapped[:, 33:64:2]
     np.testing.assert_array_equal(out.get().reshape(blocks, 64), s)
-    assert _ran_as_program(fn, 64) == _programs_on()
+    assert ran_as_block_program(fn, 64) == _programs_on()
 
 
 @pytest.mark.parametrize("threads", [64, 128])
@@ -149,7 +146,7 @@ def test_a_span_past_the_end_of_shared_memory(module, rng, poison, threads):
     s = x.reshape(blocks, 40).copy()
     s[:, 16:40] = s[:, 16:40] * np.float32(3) + np.float32(1)        # (fused or not: one rounding apart)
     np.testing.assert_allclose(out.get().reshape(blocks, 40), s, rtol=1e-6, atol=1e-6)
-    assert _ran_as_program(fn, threads) == _programs_on()
+    assert ran_as_block_program(fn, threads) == _programs_on()
 
 
 def test_interleaved_stores_of_fixed_masks(module, rng, poison):
@@ -168,7 +165,7 @@ def test_interleaved_stores_of_fixed_masks(module, rng, poison):
     want[1::2] = x[0::2][:len(want[1::2])] - 1
     np.testing.assert_array_equal(got[:n], want)
     assert is_poison(got[n:]).all()
-    assert _ran_as_program(fn, threads) == _programs_on()
+    assert ran_as_block_program(fn, threads) == _programs_on()
 
 
 def _block_program_ir(ptx, monkeypatch, mode, kernel) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from anycuda.compiler import pipeline
+from conftest import ran_as_block_program
 
 SOURCE = r"""
 #define TREE_SUM(NAME, T)                                                                  \
@@ -128,10 +129,6 @@ def _has_window(ptx, kernel, threads) -> bool:
     return "window.made" in pipeline.block_program_ir(ptx, "windows.ptx", kernel, threads)
 
 
-def _ran_as_program(fn, threads) -> bool:
-    return fn.kernel._programs.get((threads, 1, 1)) is not None
-
-
 @pytest.mark.parametrize("kernel, dtype", [("tree_f32", np.float32), ("tree_f64", np.float64), ("tree_i32", np.int32)])
 def test_tree_sums_through_windows(ptx, module, rng, poison, kernel, dtype):
     import anycuda as ac
@@ -151,7 +148,7 @@ def test_tree_sums_through_windows(ptx, module, rng, poison, kernel, dtype):
         else:
             np.testing.assert_allclose(out.get(), want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-3,
                                        err_msg=f"threads={threads}")
-        assert _ran_as_program(fn, threads)
+        assert ran_as_block_program(fn, threads)
 
 
 def _rewritten_reference(x, kernel):
@@ -177,7 +174,7 @@ def test_memory_written_between_the_window_s_uses(ptx, module, rng, poison, kern
     fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(1), elsewhere))
     want = np.concatenate([_rewritten_reference(x[b * threads:(b + 1) * threads], kernel) for b in range(blocks)])
     np.testing.assert_allclose(out.get(), want, rtol=1e-6, equal_nan=True)
-    assert _ran_as_program(fn, threads)
+    assert ran_as_block_program(fn, threads)
 
 
 def _per_block(x, threads, step):
@@ -194,7 +191,7 @@ def _first_warp_results(ptx, module, rng, poison, kernel, out_dtype, step, block
     out = poison(blocks * 32, out_dtype)
     fn((blocks,), (threads,), (ac.asarray(x), out))
     got = out.get().reshape(blocks, 32)          # (the launch has run: its program is made)
-    assert _ran_as_program(fn, threads)
+    assert ran_as_block_program(fn, threads)
     return got, _per_block(x, threads, step).reshape(blocks, 32)
 
 
