@@ -512,8 +512,9 @@ class BlockMemory:
         its rows of 16 to 64 elements masking the lanes past each row's end, mispredicted."""
         if self.mask is None:
             return addrs
-        slot = self.b.ptrtoint(self.scratch(ir.ArrayType(I64, 2), "gather.elsewhere"), I64)
-        return self.b.select(self.mask, addrs, self.splat(slot))
+        if self._elsewhere is None:           # (one slot for every gather of the program)
+            self._elsewhere = self.scratch(ir.ArrayType(I64, 2), "gather.elsewhere")
+        return self.b.select(self.mask, addrs, self.splat(self.b.ptrtoint(self._elsewhere, I64)))
 
     def _uniform(self, address, elem, size, value):
         """Every lane at one address: one scalar load (where some lane is there) or, for a
