@@ -1019,19 +1019,19 @@ extern "C" __global__ void clamped_march(int nx, int ny, int nz, const float* in
 @pytest.mark.parametrize("block", [(32, 8), (16, 16), (64, 1)])
 def test_selected_indices_are_looked_at_when_they_run(compile_cuda, rng, poison, monkeypatch, block):
     """An access whose addresses have no shape is one vector access where they turn out
-    consecutive when it runs, else a gather or scatter (blockmemory._consecutive_or_gathered):
+    consecutive when it runs, else a gather or scatter (blockmemory._runs_or_gathered):
     both ways run here (blocks inside the grid, blocks at its edges), against numpy."""
     import anycuda as ac
     from anycuda.compiler.vector import blockmemory
     from anycuda.cudac import compile_to_ptx
     ptx = compile_to_ptx(SELECTED_INDICES, name="selected.cu")
     looked = []
-    original = blockmemory.BlockMemory._consecutive_or_gathered
+    original = blockmemory.BlockMemory._runs_or_gathered
 
     def recorded(self, addrs, elem, size, value):
         looked.append(value is None)
         return original(self, addrs, elem, size, value)
-    monkeypatch.setattr(blockmemory.BlockMemory, "_consecutive_or_gathered", recorded)
+    monkeypatch.setattr(blockmemory.BlockMemory, "_runs_or_gathered", recorded)
     pipeline.block_program_ir(ptx, "selected.ptx", "clamped_march", block + (1,))
     assert True in looked and False in looked, looked            # loads and the rotated store
     nx, ny, nz = 3 * block[0] + 5, 2 * block[1] + 3, 6
@@ -1189,7 +1189,7 @@ extern "C" __global__ void tile_halo(const float* in, float* out, int w, int h, 
 @pytest.mark.parametrize("block", [(16, 16), (32, 8)])
 def test_accesses_in_two_runs(compile_cuda, rng, poison, block):
     """Addresses that are two runs of consecutive elements (a tile's rows across a vector of
-    lanes) are two masked vector accesses (blockmemory._consecutive_or_gathered); the blocks
+    lanes) are two masked vector accesses (blockmemory._runs_or_gathered); the blocks
     at the image's edges take the other ways. Against numpy, the padding left poisoned."""
     import anycuda as ac
     w, h, ld, W = 37, 21, 23, 20

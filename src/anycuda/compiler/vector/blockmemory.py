@@ -18,18 +18,20 @@ from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
 from ..irutil import (at_function_start, convert_bits, declare, either, field_ptr, for_each_set_bit, i32, i64,
-                      intrinsic_suffix, load_field, masked_gather, masked_load, masked_store, prefetch_into_l2,
-                      private_store, register_address, some_lane, span_inside)
+                      intrinsic_suffix, load_field, masked_gather, masked_load, masked_store, masked_stores_slow,
+                      prefetch_into_l2, private_store, register_address, some_lane, span_inside)
 from ..types import I1, I32, I64, llvm_width, width
 from .blockloops import grid_strided, memory_bound, uniform_registers
 from .blockops import Affine, and_scalar
 from .warpruns import NotVectorisable
 
 SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
+MOST_RUNS = 4             # ... for at most this many runs of consecutive elements, run by run
 ROUNDS_AHEAD = 4          # rounds of a loop ahead of which its accesses of global memory are prefetched
 PREFETCH_SITES = 8        # loads of global memory per kernel prefetched for the worker's next blocks
 SHORT_BLOCK_SITES = 1     # ... in a kernel whose blocks pass few barriers
 BLOCKS_AHEAD = 2          # ... that many blocks ahead
+SAMPLE_LANES = 8          # ... where a load has no shape, every this many lanes' addresses
 
 
 def _prefetch_span(b, address, nbytes, write=False):
@@ -115,6 +117,8 @@ class BlockMemory:
             span = self._span_bytes(shape, size)
             self._prefetch_next_blocks(shape.base, span)
             self._prefetch_next_rounds(shape.base, span)
+        elif not self.in_shared:
+            self._prefetch_lanes_next_blocks(addrs)
         if part is None or not 2 <= k <= 8 or part[0] not in self.load_bases:
             return self._memory(addrs, shape, elem, size, None)
         register, offset = part
@@ -150,21 +154,57 @@ class BlockMemory:
         pos = self.position
         if pos is None or self._in_loop(pos):
             return
+        step = self._block_step(pos, base, "shaped", PREFETCH_SITES if self.long_blocks else SHORT_BLOCK_SITES)
+        if step is not None:
+            _prefetch_span(self.b, self.b.add(base, self.b.mul(step, i64(BLOCKS_AHEAD))), nbytes)
+
+    def _prefetch_lanes_next_blocks(self, addrs):
+        """Where a load of global memory has no shape (a tile and its halo loaded through `t /
+        W`, `t % W` in a loop: two or three runs of a row each) in a kernel whose blocks pass
+        few barriers, a prefetch of where every SAMPLE_LANES-th lane and the last will read
+        BLOCKS_AHEAD blocks later, by the step warp 0's lane 0 took at its first pass in the
+        worker's last block: a 2-D convolution's tile rows, each a stream of a line a block,
+        were read cold on a Zen 3 as the 2-D stencil's were (_prefetch_next_blocks). Lanes a
+        sample apart are at most 64 bytes apart in a run of consecutive elements, so every
+        line of the run is prefetched; a step that is no block's (a loop whose rounds differ
+        from block to block) only prefetches lines the block does not read: no fault."""
+        pos = self.position
+        if pos is None or self.long_blocks:
+            return
+        b = self.b
+        step = self._block_step(pos, b.extract_element(addrs, i32(0)), "lanes", PREFETCH_SITES)
+        if step is None:
+            return
+        ahead = b.mul(step, i64(BLOCKS_AHEAD))
+        for lane in sorted(set(range(0, self.lanes, SAMPLE_LANES)) | {self.lanes - 1}):
+            prefetch_into_l2(b, b.add(b.extract_element(addrs, i32(lane)), ahead), [0])
+
+    def _block_step(self, pos, address, kind, sites):
+        """i64: how far the access at body position `pos` moved since the worker's last block,
+        measured where warp 0 first reaches it in each block (kept in the worker's frame, a
+        slot for each of the first `sites` positions of this `kind` asking, PREFETCH_SITES
+        in all); None past them."""
         if pos not in self._prefetched:
-            if len(self._prefetched) >= (PREFETCH_SITES if self.long_blocks else SHORT_BLOCK_SITES):
-                return
+            taken = sum(entry[0] == kind for entry in self._prefetched.values())
+            if taken >= sites or len(self._prefetched) >= PREFETCH_SITES:
+                return None
             with at_function_start(self.b):
                 step = self.b.alloca(I64, name=f"block.step{pos}")
                 self.b.store(i64(0), step)
-            self._prefetched[pos] = (abi.FRAME_HEADER + 8 * len(self._prefetched), step)
-        offset, step = self._prefetched[pos]
+                seen = self.b.alloca(I1, name=f"block.seen{pos}")
+                self.b.store(ir.Constant(I1, 0), seen)
+            self._prefetched[pos] = (kind, abi.FRAME_HEADER + 8 * len(self._prefetched), step, seen)
+        _, offset, step, seen = self._prefetched[pos]
         b = self.b
-        first = ir.Constant(I1, 1) if self.warp is None else b.icmp_unsigned("==", self.warp, i32(0))
+        first = b.not_(b.load(seen))
+        if self.warp is not None:
+            first = b.and_(first, b.icmp_unsigned("==", self.warp, i32(0)))
         with b.if_then(first):
             last = field_ptr(b, self.ws, offset, I64)
-            b.store(b.sub(base, b.load(last)), step)
-            b.store(base, last)
-        _prefetch_span(b, b.add(base, b.mul(b.load(step), i64(BLOCKS_AHEAD))), nbytes)
+            b.store(b.sub(address, b.load(last)), step)
+            b.store(address, last)
+            b.store(ir.Constant(I1, 1), seen)
+        return b.load(step)
 
     def _prefetch_next_rounds(self, base, nbytes, write=False):
         """Where an access of global memory is in a memory-bound loop, a prefetch of where it
@@ -390,59 +430,80 @@ class BlockMemory:
     def _lanes_apart(self, addrs, elem, size, value, look=True):
         """A gather or scatter, or where at most SPARSE lanes run (a lane per warp: `lane ==
         31`, `warp == 0`), those lanes one by one: a gather or scatter costs as much for one
-        lane as for all of its register's. Where every lane runs, the addresses are first
-        looked at (_consecutive_or_gathered), if `look`."""
+        lane as for all of its register's. Where more lanes run, the addresses are first
+        looked at (_runs_or_gathered), if `look`."""
         def gathered():
             return self.gather_scatter(addrs, elem, size, value)
 
         def looked():
-            return self._consecutive_or_gathered(addrs, elem, size, value)
+            return self._runs_or_gathered(addrs, elem, size, value)
         if self.mask is None:
             return looked() if look else gathered()
-        many = (lambda: self._either(self._every_lane(), looked, gathered)) if look else gathered
+        many = looked if look else gathered
         b = self.b
         bits = b.bitcast(self.mask, ir.IntType(self.lanes))
         popcount = declare(b.module, f"llvm.ctpop.i{self.lanes}", bits.type, [bits.type])
         few = b.icmp_unsigned("<=", b.call(popcount, [bits]), ir.Constant(bits.type, SPARSE))
         return self._either(few, lambda: self._one_by_one(bits, addrs, elem, size, value), many)
 
-    def _consecutive_or_gathered(self, addrs, elem, size, value):
-        """For every lane: one vector access where the addresses turn out consecutive when it
-        runs, else a gather or scatter. An index chosen by a select (a stencil's `x > 0 ? i - 1
-        : i`, or nvcc's `i + (x < nx - 1)`) has no shape, but only a block at the grid's edge
-        makes it anything but consecutive: gathered, such a z-march ran 7-9x the time of its
-        warp regions', which look at the addresses so (regionmemory.gather)."""
+    def _runs_or_gathered(self, addrs, elem, size, value):
+        """The lanes' accesses as the runs of consecutive elements their addresses turn out to
+        be when it runs: one vector access where they are one run and every lane takes part,
+        a masked one per run where they are at most MOST_RUNS, else a gather or scatter. An
+        index chosen by a select (a stencil's `x > 0 ? i - 1 : i`, or nvcc's `i + (x < nx -
+        1)`) has no shape, but only a block at the grid's edge makes it anything but
+        consecutive: gathered, such a z-march ran 7-9x the time of its warp regions', which
+        look at the addresses so (regionmemory.gather). A tile's rows with their halo (`t /
+        W`, `t % W`) or a padded matrix's lie in a vector of lanes as two or three runs."""
         b = self.b
         lanes = ir.IntType(self.lanes)
-        first = b.extract_element(addrs, i32(0))
-        steps = ir.Constant(addrs.type, [t * size for t in range(self.lanes)])
-        apart = b.sub(addrs, b.add(self.splat(first), steps))      # 0 in the lanes of lane 0's run
-        in_first = b.bitcast(b.icmp_unsigned("==", apart, ir.Constant(addrs.type, [0] * self.lanes)), lanes)
-        consecutive = b.icmp_unsigned("==", in_first, ir.Constant(lanes, (1 << self.lanes) - 1))
-        # two runs: lane 0's up to some lane, then one from there, as a tile's rows (a halo's
-        # `t / W`, `t % W`) or a padded matrix's lie in a vector of lanes
-        jump = b.extract_element(apart, i32(self.lanes - 1))
-        in_second = b.bitcast(b.icmp_unsigned("==", apart, self.splat(jump)), lanes)
-        prefix = b.icmp_unsigned("==", b.and_(in_first, b.add(in_first, ir.Constant(lanes, 1))), ir.Constant(lanes, 0))
-        two_runs = b.and_(prefix, b.icmp_unsigned("==", b.or_(in_first, in_second), ir.Constant(lanes, (1 << self.lanes) - 1)))
+        every = ir.Constant(lanes, (1 << self.lanes) - 1)
+        active = every if self.mask is None else b.bitcast(self.mask, lanes)
+        behind = b.shuffle_vector(addrs, ir.Constant(addrs.type, None),
+                                  ir.Constant(ir.VectorType(I32, self.lanes), [0] + list(range(self.lanes - 1))))
+        follows = b.bitcast(b.icmp_unsigned("==", addrs, b.add(behind, self.splat(i64(size)))), lanes)
+        # a lane starts a run unless the lane below it takes part and its element is just below
+        starts = b.and_(active, b.not_(b.and_(follows, b.shl(active, ir.Constant(lanes, 1)))))
+        one_run = b.icmp_unsigned("==", starts, ir.Constant(lanes, 1))
+        if self.mask is not None:
+            one_run = b.and_(one_run, b.icmp_unsigned("==", active, every))
+        count = b.call(declare(b.module, f"llvm.ctpop.i{self.lanes}", lanes, [lanes]), [starts])
+        few = b.icmp_unsigned("<=", count, ir.Constant(lanes, self._most_runs(value)))
 
         def whole():
+            first = b.extract_element(addrs, i32(0))
             if value is None:
                 return self._span_load(first, 1, elem, size)
             self._whole_store(value, first, size)
             return None
+        return self._either(one_run, whole, lambda: self._either(
+            few, lambda: self._run_by_run(addrs, starts, active, elem, size, value),
+            lambda: self.gather_scatter(addrs, elem, size, value)))
 
-        def two():
-            head = b.bitcast(in_first, ir.VectorType(I1, self.lanes))
-            got = [self._spread_access(start, 1, elem, size, value, mask)
-                   for start, mask in ((first, head), (b.add(first, jump), b.not_(head)))]
-            return None if value is not None else b.select(head, got[0], got[1])
-        saved, self.mask = self.mask, None          # (every lane runs here)
-        try:
-            return self._either(consecutive, whole, lambda: self._either(
-                two_runs, two, lambda: self.gather_scatter(addrs, elem, size, value)))
-        finally:
-            self.mask = saved
+    def _most_runs(self, value) -> int:
+        """How many runs of consecutive elements are accessed run by run rather than gathered
+        or scattered: a masked access costs several plain ones where masked stores are slow
+        (a Zen 3's: a store to global memory, the shared memory's blended instead)."""
+        return 2 if value is not None and not self.in_shared and masked_stores_slow() else MOST_RUNS
+
+    def _run_by_run(self, addrs, starts, active, elem, size, value):
+        """One masked access per run of consecutive elements, each from where lane 0's element
+        would be if its run began there; the lanes of `starts` begin the runs."""
+        b = self.b
+        lanes = starts.type
+        got = None if value is not None else self.scratch(self._vec(elem), "runs.data")
+        with for_each_set_bit(b, starts, "run") as lane:
+            at = b.zext(lane, lanes) if lanes.width > 32 else b.trunc(lane, lanes) if lanes.width < 32 else lane
+            first = b.shl(ir.Constant(lanes, 1), at)
+            later = b.and_(starts, b.neg(b.shl(first, ir.Constant(lanes, 1))))
+            # the run reaches up to the next run's first lane (lowest of `later`), or the top
+            run = b.and_(b.sub(b.and_(later, b.neg(later)), first), active)
+            mask = b.bitcast(run, ir.VectorType(I1, self.lanes))
+            base = b.sub(b.extract_element(addrs, lane), b.mul(b.zext(lane, I64), i64(size)))
+            part = self._spread_access(base, 1, elem, size, value, mask)
+            if got is not None:
+                b.store(b.select(mask, part, b.load(got)), got)
+        return None if got is None else b.load(got)
 
     def _one_by_one(self, bits, addrs, elem, size, value):
         """The lanes of `bits` one at a time, through arrays on the stack."""

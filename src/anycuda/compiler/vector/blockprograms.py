@@ -59,6 +59,7 @@ from ..ops import spinwaits
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
 from .blockloops import LoopParts, LoopShapeLost, grid_strided, memory_bound, uniform_registers
+from .blockforms import FormParts
 from .blockmemory import PREFETCH_SITES, BlockMemory
 from .blockops import OPS, TAKES, WARP, Affine, and_masks, and_scalar, constant_shape, holding_if, is_empty, load_bases
 from .blockstretches import StretchParts
@@ -140,7 +141,7 @@ def emit_module(layout, pfn, block: tuple) -> str:
     return str(program.mod)
 
 
-class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows):
+class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormParts):
     """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
     signature of a block function (blockfunction.emit_block_function), for blocks of shape `block`.
     `layout` is the ModuleLowering of the kernel's unit (its parameters and shared memory)."""
@@ -178,7 +179,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows):
         self.high_alike = None    # (position, register, ...) of the last shr that left high bits alike (blockops)
         self.in_shared = False    # the access being made is in .shared (BlockMemory.access)
         self.long_blocks = False  # its blocks pass several barriers (StretchParts._emit_stretches)
-        self._prefetched = {}     # body position of a load -> (its frame slot, its step's stack slot)
+        self._prefetched = {}     # body position of a load -> (kind, its frame slot, its step's and first pass's stack slots)
         self._round_steps = {}    # body position of a load in a loop -> (its last address, its step: stack slots)
         self._bound_loops = None  # (head, back) of each loop -> memory-bound (BlockMemory._memory_bound_loop)
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -190,6 +191,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows):
         self.f = SimpleNamespace(fused_products=fusion.fused_products(pfn.body))
         self.values, self.shapes, self.types = {}, {}, {}
         self.whole = {}           # register -> whether its last write set every lane
+        self.forms = {}           # register -> (its vector, its Form) where it is a sum of shapeless values (blockforms.py)
         self.mask = None          # the lanes the current instruction runs for (None: all of them)
         self.warp = None          # the warp being emitted (i32, the loop's counter)
         self.here = None          # the lanes at the current position (None: all)
