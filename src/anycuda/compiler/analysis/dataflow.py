@@ -403,3 +403,13 @@ def computed_by(reg, opcode, body, defs) -> bool:
                 return True
             todo.extend(defs_uses(body[p])[1])
     return False
+
+
+DATA_LOADS = ("ld", "ldu", "atom", "tex", "suld", "shfl")    # what makes a value data-dependent
+
+
+def loaded_from_memory(reg, body, defs) -> bool:
+    """Whether register `reg` is computed from a value loaded from memory other than the
+    kernel's parameters (`defs`: definition_positions): an index read from a table, a
+    neighbour's value through a shuffle."""
+    return computed_by(reg, lambda st: st.opcode in DATA_LOADS and "param" not in st.mods, body, defs)

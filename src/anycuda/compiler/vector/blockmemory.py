@@ -17,6 +17,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
+from ..analysis.dataflow import definition_positions, loaded_from_memory
 from ..irutil import (at_function_start, convert_bits, declare, either, field_ptr, for_each_set_bit, i32, i64,
                       intrinsic_suffix, load_field, masked_gather, masked_load, masked_store, masked_stores_slow,
                       prefetch_into_l2, private_store, register_address, some_lane, span_inside)
@@ -167,9 +168,10 @@ class BlockMemory:
         were read cold on a Zen 3 as the 2-D stencil's were (_prefetch_next_blocks). Lanes a
         sample apart are at most 64 bytes apart in a run of consecutive elements, so every
         line of the run is prefetched; a step that is no block's (a loop whose rounds differ
-        from block to block) only prefetches lines the block does not read: no fault."""
+        from block to block) only prefetches lines the block does not read: no fault. Not
+        where the address comes from loaded values (_indexed_by_loads)."""
         pos = self.position
-        if pos is None or self.long_blocks:
+        if pos is None or self.long_blocks or self._indexed_by_loads(pos):
             return
         b = self.b
         step = self._block_step(pos, b.extract_element(addrs, i32(0)), "lanes", PREFETCH_SITES)
@@ -178,6 +180,17 @@ class BlockMemory:
         ahead = b.mul(step, i64(BLOCKS_AHEAD))
         for lane in sorted(set(range(0, self.lanes, SAMPLE_LANES)) | {self.lanes - 1}):
             prefetch_into_l2(b, b.add(b.extract_element(addrs, i32(lane)), ahead), [0])
+
+    def _indexed_by_loads(self, pos) -> bool:
+        """Whether the address of the access at body position `pos` is computed from values
+        loaded from memory (CSR's `x[cols[j]]`): where it will be in the next blocks is no step
+        from where it is."""
+        addr = self.pfn.body[pos].operands[1]
+        if not isinstance(addr, pir.Addr) or not isinstance(addr.base, pir.Reg):
+            return False
+        if self._definition_positions is None:
+            self._definition_positions = definition_positions(self.pfn.body)
+        return loaded_from_memory(addr.base.name, self.pfn.body, self._definition_positions)
 
     def _block_step(self, pos, address, kind, sites):
         """i64: how far the access at body position `pos` moved since the worker's last block,

@@ -23,29 +23,22 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from ..analysis.dataflow import computed_by
+from ..analysis.dataflow import loaded_from_memory
 from ..irutil import declare, i32, intrinsic_suffix
 from ..ops import aggregation, atomics
 from ..types import I1, I32, I64
 from .warpruns import LANES
 
-_LOADS = ("ld", "ldu", "atom", "tex", "suld", "shfl")       # what makes an address data-dependent
-
 
 def combinable(w, kind, op) -> bool:
     """Does an atomic of `kind` at memory operand `op` take the one-address check?"""
     return (kind in aggregation.IDENTITY and w.lanes == LANES and isinstance(op, pir.Addr)
-            and not (isinstance(op.base, pir.Reg) and _loaded(op.base.name, w.f.pfn.body, w._definitions())))
+            and not (isinstance(op.base, pir.Reg) and loaded_from_memory(op.base.name, w.f.pfn.body, w._definitions())))
 
 
 def result_read(w, dest) -> bool:
     """Does any instruction of the kernel read an atom's destination `dest`?"""
     return not isinstance(dest, pir.Reg) or dest.name in aggregation.read_registers(w.f)
-
-
-def _loaded(reg, body, defs) -> bool:
-    """Is `reg` computed from a value loaded from memory other than the kernel's parameters?"""
-    return computed_by(reg, lambda st: st.opcode in _LOADS and "param" not in st.mods, body, defs)
 
 
 def one_address(w, addrs):
