@@ -1,7 +1,8 @@
 """Indexed loads in block programs (compiler/vector/blockmemory.py): a value every lane of a
 warp loads from one address keeps the shape of a value alike in the warp (CSR's row start in a
 warp per row), so the indices made from it give vector loads; a gather under a mask reads
-every lane, the lanes outside the mask at a slot of the stack, never at their own addresses.
+every lane, the lanes outside the mask at a slot of the stack, never at their own addresses;
+a gather through loaded indices is one at once, without looking at its addresses.
 
 Each kernel runs against numpy on fresh random inputs with poisoned outputs, and the tests
 check that a block program ran it.
@@ -67,6 +68,26 @@ def test_a_row_start_loaded_by_a_warp_keeps_vector_loads(monkeypatch):
     assert 0 in strides, seen                      # the row's start and end
     assert strides.count(4) >= 2, seen             # cols[j], vals[j]
     assert None in strides, seen                   # x[cols[j]]
+
+
+def test_a_gather_through_loaded_indices_does_not_look_at_its_addresses(monkeypatch):
+    """`x[cols[j]]`'s addresses come from loaded values: a gather at once, neither a look at
+    whether they are runs (blockmemory._runs_or_gathered) nor a prefetch for the next blocks."""
+    ptx = compile_to_ptx(CSR, name="csr.cu")
+    looked, steps = [], []
+    original, step = blockmemory.BlockMemory._runs_or_gathered, blockmemory.BlockMemory._block_step
+
+    def recorded(self, *args):
+        looked.append(args)
+        return original(self, *args)
+
+    def measured(self, pos, address, kind, sites):
+        steps.append(kind)
+        return step(self, pos, address, kind, sites)
+    monkeypatch.setattr(blockmemory.BlockMemory, "_runs_or_gathered", recorded)
+    monkeypatch.setattr(blockmemory.BlockMemory, "_block_step", measured)
+    ir_text = pipeline.block_program_ir(ptx, "csr.ptx", "spmv_warp", 256)
+    assert not looked and "lanes" not in steps and "llvm.masked.gather" in ir_text
 
 
 @pytest.mark.parametrize("lengths", ["short", "mixed", "long"])

@@ -185,8 +185,8 @@ class BlockMemory:
         """Whether the address of the access at body position `pos` is computed from values
         loaded from memory (CSR's `x[cols[j]]`): where it will be in the next blocks is no step
         from where it is."""
-        addr = self.pfn.body[pos].operands[1]
-        if not isinstance(addr, pir.Addr) or not isinstance(addr.base, pir.Reg):
+        addr = next((op for op in self.pfn.body[pos].operands if isinstance(op, pir.Addr)), None)
+        if addr is None or not isinstance(addr.base, pir.Reg):
             return False
         if self._definition_positions is None:
             self._definition_positions = definition_positions(self.pfn.body)
@@ -405,8 +405,10 @@ class BlockMemory:
         k = elements_apart(shape, size)
         if shape is None or not (shape.stride == 0 or 1 <= k <= 8):
             # (addresses of a known stride are not consecutive: not looked at, as scan's
-            # tree steps, lanes 16 to 256 elements apart, were at each of its 18 steps)
-            return self._lanes_apart(addrs, elem, size, value, look=shape is None)
+            # tree steps, lanes 16 to 256 elements apart, were at each of its 18 steps; nor
+            # are addresses from loaded indices, as CSR's `x[cols[j]]`)
+            look = shape is None and (self.position is None or not self._indexed_by_loads(self.position))
+            return self._lanes_apart(addrs, elem, size, value, look=look)
         fast = (lambda: self._uniform(shape.base, elem, size, value)) if shape.stride == 0 else \
             (lambda: self._interleaved(shape.base, k, elem, size, value))
         if shape.exact is None:
