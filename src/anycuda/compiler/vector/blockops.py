@@ -230,7 +230,7 @@ def _mul(w, st):
         # alike in every lane (a row's start, `(size_t)row * C`): the product of the two
         # widened values, which no lane can take out of range
         w.set_shape(st.operands[0], affine(b.mul(ext(sa.base, wide), ext(sc.base, wide)), 0,
-                                            and_scalar(b, sa.exact, sc.exact) if sc.exact is not None else sa.exact))
+                                           and_scalar(b, sa.exact, sc.exact) if sc.exact is not None else sa.exact))
         return
     if sc.stride != 0 and sa.stride == 0 and isinstance(sa.base, ir.Constant):
         sa, sc = sc, sa                 # the constant second: `mul.wide 4, i` as `mul.wide i, 4`
@@ -238,7 +238,7 @@ def _mul(w, st):
         widened = w.widened(sa, t, 2 * width(t))
         n = sc.base.constant if t[0] == "u" else _signed(sc.base.constant, width(t))
         w.set_shape(st.operands[0], affine(b.mul(widened.base, ir.Constant(wide, n & ((1 << (2 * width(t))) - 1))),
-                                            widened.stride * n, widened.exact))
+                                           widened.stride * n, widened.exact))
 
 
 def _signed(v, bits):

@@ -31,7 +31,9 @@ values), with a run-time check where widening an index could wrap in some lane. 
 whose address has stride 0 is one scalar access; stride the element size, one vector
 access; stride 2-8 elements, one load of the span and a permutation (or, for stores, the
 group of k stores that together cover the span as one store); any other a gather or
-scatter, or for a few lanes a loop over them. Where every lane of the mask runs (a full
+scatter (where it has no shape, first looked at when it runs: a few runs of consecutive
+elements are a masked access
+each), or for a few lanes a loop over them. Where every lane of the mask runs (a full
 block, where the bounds check holds everywhere), accesses take constant masks or none.
 
 A kernel with anything else (atomics, calls, votes, local memory, loops
@@ -39,8 +41,9 @@ whose lanes part round a barrier, ...) raises NotVectorisable and keeps the roun
 one without barriers or shuffles, which the plain loop over its threads vectorises as it is.
 
 The instructions (blockops.py: OPS), the memory accesses (blockmemory.py: BlockMemory), the
-loops (blockloops.py: LoopParts) and the stretches (blockstretches.py: StretchParts) are
-modules of their own, parts BlockProgram inherits; this one makes the program.
+loops (blockloops.py: LoopParts), the stretches (blockstretches.py: StretchParts) and the sums
+whose shapeless parts cancel (blockforms.py: FormParts) are modules of their own, parts
+BlockProgram inherits; this one makes the program.
 """
 from __future__ import annotations
 
