@@ -24,24 +24,16 @@ import re
 
 import llvmlite.binding as llvm
 
-from .textrewrite import rewritten
+from .textrewrite import LABEL, in_self_loop, rewritten
 
 DISTANCE = 1024           # bytes ahead: 256, 512, 1024 and 2048 measured (NOTES)
 LOCALITY = 2              # into L2, as compiler/irutil.prefetch_into_l2's
 MIN_BYTES = 16            # the scalar epilogues' narrow vectors are left alone
 
-_LABEL = re.compile(r"^([-\w.$]+|\"[^\"]*\"):(?:\s*; preds = (.*))?$")
 _MASKED_LOAD = re.compile(r"^(\s*)%[-\w.$\"]+ = (?:tail )?call <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>"
                           r" @llvm\.masked\.load\.[\w.]+\(ptr (?:align \d+ )?(%[-\w.$]+|%\"[^\"]*\"),")
 _ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _DECLARATION = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
-
-
-def _in_self_loop(label_match) -> bool:
-    """Whether the block that this label line starts branches back to itself (its own name
-    among the predecessors the printer lists)."""
-    name, preds = label_match.group(1), label_match.group(2) or ""
-    return f"%{name}" in (p.strip() for p in preds.split(","))
 
 
 def rewrite(text: str) -> str:
@@ -51,9 +43,9 @@ def rewrite(text: str) -> str:
         return text
     out, looping, added = [], False, 0
     for line in text.split("\n"):
-        label = _LABEL.match(line)
+        label = LABEL.match(line)
         if label:
-            looping = _in_self_loop(label)
+            looping = in_self_loop(label)
         elif line.startswith(("define ", "}")):
             looping = False
         elif looping:

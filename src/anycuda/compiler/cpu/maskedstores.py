@@ -22,8 +22,7 @@ import re
 import llvmlite.binding as llvm
 
 from ..irutil import masked_stores_slow
-from .maskedprefetch import _LABEL, _in_self_loop
-from .textrewrite import rewritten
+from .textrewrite import LABEL, in_self_loop, rewritten
 
 _MASKED_STORE = re.compile(r"^(\s*)(?:tail )?call void @llvm\.masked\.store\.v(\d+)\w+\.p0\((.*)\)(?:, !.*)?$")
 _ALIGN = re.compile(r"\balign (\d+)\b")
@@ -80,9 +79,9 @@ def rewrite(text: str) -> str:
     out, function, renamed, split = [], [], {}, 0
     block, looping = None, False
     for line in text.split("\n"):
-        label = _LABEL.match(line)
+        label = LABEL.match(line)
         if label:
-            block, looping = label.group(1), _in_self_loop(label)
+            block, looping = label.group(1), in_self_loop(label)
         elif line.startswith(("define ", "}")):
             block, looping = None, False
             if line.startswith("}"):        # (block names are a function's own)

@@ -1,12 +1,17 @@
-"""Rewrites of an optimised module's LLVM IR text (streamstores.py, maskedprefetch.py).
+"""Rewrites of an optimised module's LLVM IR text (streamstores.py, maskedprefetch.py,
+maskedstores.py).
 
 What no LLVM pass that Python can ask for does (a non-temporal store chosen per launch, a
-prefetch ahead of the vectoriser's masked loads) is done on the module's printed text after
-optimisation, and the text is parsed back.
+prefetch ahead of the vectoriser's masked loads, a test of its masked stores for a whole
+mask) is done on the module's printed text after optimisation, and the text is parsed back.
 """
 from __future__ import annotations
 
+import re
+
 import llvmlite.binding as llvm
+
+LABEL = re.compile(r"^([-\w.$]+|\"[^\"]*\"):(?:\s*; preds = (.*))?$")     # a block's label line
 
 
 def rewritten(mod: llvm.ModuleRef, rewrite) -> llvm.ModuleRef:
@@ -21,3 +26,10 @@ def rewritten(mod: llvm.ModuleRef, rewrite) -> llvm.ModuleRef:
     out.name, out.triple, out.data_layout = mod.name, mod.triple, mod.data_layout
     out.verify()
     return out
+
+
+def in_self_loop(label_match) -> bool:
+    """Whether the block that this label line starts branches back to itself (its own name
+    among the predecessors the printer lists)."""
+    name, preds = label_match.group(1), label_match.group(2) or ""
+    return f"%{name}" in (p.strip() for p in preds.split(","))
