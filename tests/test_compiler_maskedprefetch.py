@@ -99,15 +99,21 @@ def _stencil3(u):
     return out
 
 
-@pytest.mark.parametrize("shape,block", [((24, 20, 40), (32, 2, 2)), ((5, 9, 67), (16, 4, 1)), ((3, 3, 300), (256, 1, 1))])
-def test_stencil_with_boundaries(monkeypatch, rng, shape, block):
-    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+def checked_stencil3(rng, shape, block, source=STENCIL):
+    """stencil3 (in `source`) on random points of `shape`, its output poisoned first, against
+    numpy."""
     nz, ny, nx = shape
     u = rng.standard_normal(shape).astype(np.float32)
     out = poison(u.size, np.float32)
     grid = tuple(-(-n // b) for n, b in zip((nx, ny, nz), block))
-    ac.RawModule(code=STENCIL).get_function("stencil3")(grid, block, (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+    ac.RawModule(code=source).get_function("stencil3")(grid, block, (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
     np.testing.assert_allclose(out.get().reshape(shape), _stencil3(u), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,block", [((24, 20, 40), (32, 2, 2)), ((5, 9, 67), (16, 4, 1)), ((3, 3, 300), (256, 1, 1))])
+def test_stencil_with_boundaries(monkeypatch, rng, shape, block):
+    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+    checked_stencil3(rng, shape, block)
 
 
 @pytest.mark.parametrize("n", [1, 255, 4096 + 7, 100_003])

@@ -4,13 +4,10 @@
 kernels whose threads store under a condition compute what numpy does, their outputs
 poisoned first, with the rewrite and without it."""
 import llvmlite.binding as llvm
-import numpy as np
 import pytest
 
-import anycuda as ac
 from anycuda.compiler.cpu import maskedstores
-from conformance import poison
-from test_compiler_maskedprefetch import STENCIL, _stencil3
+from test_compiler_maskedprefetch import STENCIL, checked_stencil3
 from test_compiler_streamstores import _optimised_ir
 
 # A loop of one block with a masked store between a phi that names the block and the back
@@ -95,10 +92,5 @@ def test_guarded_stores_right_either_way(monkeypatch, tmp_path, rng, stores, sha
     monkeypatch.setenv("ANYCUDA_JIT", "optimised")
     monkeypatch.setenv("ANYCUDA_MASKED_STORES", stores)
     monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))          # (the choice is in no cache's key:
-    source = STENCIL + f"// masked stores: {stores}\n"               # a cache and a source of its own)
-    nz, ny, nx = shape
-    u = rng.standard_normal(shape).astype(np.float32)
-    out = poison(u.size, np.float32)
-    grid = tuple(-(-n // b) for n, b in zip((nx, ny, nz), block))
-    ac.RawModule(code=source).get_function("stencil3")(grid, block, (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
-    np.testing.assert_allclose(out.get().reshape(shape), _stencil3(u), rtol=1e-5, atol=1e-5)
+                                                                    # a cache of its own)
+    checked_stencil3(rng, shape, block, STENCIL + f"// masked stores: {stores}\n")   # (a source of its own)
