@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ..types import llvm_type, type_mods, width
-from .blockops import MAX_STRIDE, Affine, affine, and_scalar, constant_shape, product
+from .blockops import MAX_STRIDE, Affine, constant_shape, product, shape_sum
 
 KINDS = frozenset(("mov", "add", "sub", "shl", "mul", "mad"))     # the instructions that keep forms
 
@@ -119,10 +119,7 @@ class FormParts:
 
     def _sum(self, a, c, t, sign=1) -> Form | None:
         """a + c (sign 1) or a - c (sign -1)."""
-        b = self.b
-        exact = a.shape.exact if c.shape.exact is None else and_scalar(b, a.shape.exact, c.shape.exact)
-        shape = affine((b.add if sign > 0 else b.sub)(a.shape.base, c.shape.base), a.shape.stride + sign * c.shape.stride,
-                       exact, min(a.shape.align, c.shape.align))
+        shape = shape_sum(self.b, a.shape, c.shape, sign)
         if shape is None:
             return None
         return Form(shape, _merged(a.terms + tuple((v, sign * k) for v, k in c.terms), width(t)), width(t))

@@ -185,12 +185,15 @@ class BlockMemory:
         """Whether the address of the access at body position `pos` is computed from values
         loaded from memory (CSR's `x[cols[j]]`): where it will be in the next blocks is no step
         from where it is."""
-        addr = next((op for op in self.pfn.body[pos].operands if isinstance(op, pir.Addr)), None)
-        if addr is None or not isinstance(addr.base, pir.Reg):
-            return False
-        if self._definition_positions is None:
-            self._definition_positions = definition_positions(self.pfn.body)
-        return loaded_from_memory(addr.base.name, self.pfn.body, self._definition_positions)
+        if pos not in self._indexed:          # (asked by the prefetch and by the access, once each)
+            addr = next((op for op in self.pfn.body[pos].operands if isinstance(op, pir.Addr)), None)
+            if addr is None or not isinstance(addr.base, pir.Reg):
+                self._indexed[pos] = False
+            else:
+                if self._definition_positions is None:
+                    self._definition_positions = definition_positions(self.pfn.body)
+                self._indexed[pos] = loaded_from_memory(addr.base.name, self.pfn.body, self._definition_positions)
+        return self._indexed[pos]
 
     def _block_step(self, pos, address, kind, sites):
         """i64: how far the access at body position `pos` moved since the worker's last block,

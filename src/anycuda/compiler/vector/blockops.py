@@ -95,7 +95,7 @@ def _and_of_high_bits(w, st, c):
     return Affine(w.b.and_(value, c.base), 0, exact)
 
 
-def affine(base, stride, exact, align=1):
+def _affine(base, stride, exact, align=1):
     return Affine(base, stride, exact, min(align, MAX_STRIDE)) if abs(stride) < MAX_STRIDE else None
 
 
@@ -166,18 +166,16 @@ def _shape_of(w, st, kind):
     if kind == "neg":
         # (nvcc's `-(size_t)nx` for a step back by a row or a plane)
         a = w.shape(st.operands[1], t)
-        return None if a is None else affine(b.neg(a.base), -a.stride, a.exact, a.align)
+        return None if a is None else _affine(b.neg(a.base), -a.stride, a.exact, a.align)
     a = w.shape(st.operands[1], t)
     c = w.shape(st.operands[2], t)
     if a is None and kind == "and":
         return _and_of_high_bits(w, st, c)
     if a is None or c is None:
         return None
+    if kind in ("add", "sub"):
+        return shape_sum(b, a, c, 1 if kind == "add" else -1)
     exact = a.exact if c.exact is None else and_scalar(b, a.exact, c.exact)
-    if kind == "add":
-        return affine(b.add(a.base, c.base), a.stride + c.stride, exact, min(a.align, c.align))
-    if kind == "sub":
-        return affine(b.sub(a.base, c.base), a.stride - c.stride, exact, min(a.align, c.align))
     if kind in ("shr", "and"):
         return _within_warp(b, st, t, kind, a, c, exact, w.lanes)
     if kind in ("mul", "mad") and "hi" not in st.mods:
@@ -185,25 +183,29 @@ def _shape_of(w, st, kind):
         if times is None or kind == "mul":
             return times
         d = w.shape(st.operands[3], t)
-        if d is None:
-            return None
-        exact = times.exact if d.exact is None else and_scalar(b, times.exact, d.exact)
-        return affine(b.add(times.base, d.base), times.stride + d.stride, exact, min(times.align, d.align))
+        return None if d is None else shape_sum(b, times, d)
     if not (isinstance(c.base, ir.Constant) and c.stride == 0):
         return None
     n = c.base.constant
     if kind == "shl" and n < width(t):
-        return affine(b.shl(a.base, c.base), a.stride << n, exact, a.align << n)
+        return _affine(b.shl(a.base, c.base), a.stride << n, exact, a.align << n)
     return None
+
+
+def shape_sum(b, a, c, sign=1):
+    """The shape of a + c (sign 1) or a - c (sign -1): exact where both are."""
+    exact = a.exact if c.exact is None else and_scalar(b, a.exact, c.exact)
+    return _affine((b.add if sign > 0 else b.sub)(a.base, c.base), a.stride + sign * c.stride, exact,
+                   min(a.align, c.align))
 
 
 def product(b, a, c, exact):
     """The shape of a * c: uniform times uniform, or a ramp times a constant."""
     if a.stride == 0 and c.stride == 0:
-        return affine(b.mul(a.base, c.base), 0, exact, a.align * c.align)
+        return _affine(b.mul(a.base, c.base), 0, exact, a.align * c.align)
     for ramp, k in ((a, c), (c, a)):
         if k.stride == 0 and isinstance(k.base, ir.Constant):
-            return affine(b.mul(ramp.base, k.base), ramp.stride * k.base.constant, exact, ramp.align * k.align)
+            return _affine(b.mul(ramp.base, k.base), ramp.stride * k.base.constant, exact, ramp.align * k.align)
     return None
 
 
@@ -229,16 +231,16 @@ def _mul(w, st):
     if sa.stride == 0 and sc.stride == 0:
         # alike in every lane (a row's start, `(size_t)row * C`): the product of the two
         # widened values, which no lane can take out of range
-        w.set_shape(st.operands[0], affine(b.mul(ext(sa.base, wide), ext(sc.base, wide)), 0,
-                                           and_scalar(b, sa.exact, sc.exact) if sc.exact is not None else sa.exact))
+        w.set_shape(st.operands[0], _affine(b.mul(ext(sa.base, wide), ext(sc.base, wide)), 0,
+                                            and_scalar(b, sa.exact, sc.exact) if sc.exact is not None else sa.exact))
         return
     if sc.stride != 0 and sa.stride == 0 and isinstance(sa.base, ir.Constant):
         sa, sc = sc, sa                 # the constant second: `mul.wide 4, i` as `mul.wide i, 4`
     if sc.stride == 0 and isinstance(sc.base, ir.Constant):
         widened = w.widened(sa, t, 2 * width(t))
         n = sc.base.constant if t[0] == "u" else _signed(sc.base.constant, width(t))
-        w.set_shape(st.operands[0], affine(b.mul(widened.base, ir.Constant(wide, n & ((1 << (2 * width(t))) - 1))),
-                                           widened.stride * n, widened.exact))
+        w.set_shape(st.operands[0], _affine(b.mul(widened.base, ir.Constant(wide, n & ((1 << (2 * width(t))) - 1))),
+                                            widened.stride * n, widened.exact))
 
 
 def _signed(v, bits):

@@ -186,6 +186,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         self._round_steps = {}    # body position of a load in a loop -> (its last address, its step: stack slots)
         self._bound_loops = None  # (head, back) of each loop -> memory-bound (BlockMemory._memory_bound_loop)
         self._definition_positions = None     # dataflow.definition_positions of the body, once asked
+        self._indexed = {}        # body position of an access -> its address comes from loaded values
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         # a memory fault names the block; the faulting thread is not known (launch.emit_launch)
         store_field(self.b, ws, abi.CTX["linear"], i32(-1))
