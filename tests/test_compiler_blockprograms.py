@@ -746,7 +746,10 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     a 3-D stencil marching along z steps by a plane, which no hardware prefetcher follows.
     A grid-stride loop (`grid_strided`, whose step comes from gridDim) runs in turns
     (blockloops.turned_loops), so its warps read a row together and its next rounds are
-    prefetched too. Prefetches change no value: the kernels against numpy."""
+    prefetched too. Where a round steps a page or more (the march's planes here, 4 KB), the
+    loads prefetch the next block's part of that round as well, by the step from block to block
+    (`block.step`, _prefetch_next_block_round). Prefetches change no value: the kernels
+    against numpy."""
     import re
     import anycuda as ac
     from anycuda.cudac import compile_to_ptx
@@ -755,11 +758,12 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     writing = re.compile(r'llvm\.prefetch\.p0"?\([^,]+, i32 1,')
     march = pipeline.block_program_ir(ptx, "next.ptx", "plane_march", (32, 4, 1))
     assert "round.step" in march and reading.search(march) and writing.search(march)
+    assert re.search(r'%"block\.step\d+" = alloca', march) and "8191" in march     # (|step| >= FAR_ROUND)
     sums = pipeline.block_program_ir(ptx, "next.ptx", "column_sums", 64)
     assert "round.step" in sums and reading.search(sums)
     assert "round.step" in pipeline.block_program_ir(ptx, "next.ptx", "grid_strided", 64)
     mod = compile_cuda(NEXT_ROUNDS, name="next_rounds.cu")
-    nx, ny, nz = 64, 8, 21
+    nx, ny, nz = 64, 16, 21                   # (a plane of 4 KB: the next block's part is prefetched)
     u = rng.standard_normal((nz, ny, nx)).astype(np.float32)
     out = poison(u.size, np.float32)
     mod.get_function("plane_march")((nx // 32, ny // 4), (32, 4), (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
