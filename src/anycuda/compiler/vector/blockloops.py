@@ -97,21 +97,23 @@ def memory_bound(body: list, head: int, back: int, uniform: set) -> bool:
     return len(instructions) <= MEMORY_BOUND_INSTRUCTIONS * accesses
 
 
-def turned_loops(pfn, labels: dict, loops: dict, around: dict) -> dict:
+def turned_loops(pfn, labels: dict, loops: dict, around: dict, any_step=False) -> dict:
     """{head: back} of the loops of `loops` (within a stretch) that a block program runs in
     turns, every warp one round of it in each turn (blockstretches.py): grid-stride loops that
     are memory-bound, in no other loop, with a guarded back branch and no way out but that
     branch (no break, no return) and something after it. A warp running its own grid-stride loop to
     its end reads a column of the grid's rows, 128 bytes a row and rows a grid apart, which
     no prefetcher follows: a warp-shuffle sum took 1.65x C's time in a C model of that order,
-    1.0x with the block's warps in turns (NOTES "Grid-stride loops in turns")."""
+    1.0x with the block's warps in turns (NOTES "Grid-stride loops in turns"). With `any_step`
+    (a program of blocks in groups, blockgroups.py) such loops whatever their step: a march
+    along z, whose group reads whole rows in each turn."""
     body = pfn.body
     strided, uniform = grid_strided(pfn), uniform_registers(pfn)
     every = {**loops, **around}
     turned = {}
     for head, back in loops.items():
         st = body[back]
-        if back not in strided or head == 0 or st.guard is None or back + 1 >= len(body):
+        if (back not in strided and not any_step) or head == 0 or st.guard is None or back + 1 >= len(body):
             continue
         if any(h < head and back < b for h, b in every.items()):
             continue

@@ -254,7 +254,7 @@ class BlockMemory:
             b.store(base, last)
         ahead = b.add(base, b.mul(b.load(step), i64(ROUNDS_AHEAD)))
         _prefetch_span(b, ahead, nbytes, write)
-        if not write:
+        if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
             self._prefetch_next_block_round(pos, base, ahead, b.load(step), nbytes)
 
     def _prefetch_next_block_round(self, pos, base, ahead, step, nbytes):
@@ -268,7 +268,10 @@ class BlockMemory:
         the next block's fragment with this one's leaves it in the caches for the next block:
         the model 56-65 -> 28-32 ms; stencil7_zloop 2.57-2.72 -> 2.00-2.55x C in two A B B A
         runs, stencil7_smem_zloop 2.30-2.61 -> 1.83-2.52x. Where rounds step less, the hardware's
-        prefetchers follow (softmax_warp's rows ran 15-25% slower with it)."""
+        prefetchers follow (softmax_warp's rows ran 15-25% slower with it). Not in a program of
+        blocks in groups, whose turns read the rows' fragments together (blockgroups.py): there
+        the next group's rows, read hundreds of rounds later, cost stencil7_zloop 10-25% on one
+        worker."""
         b = self.b
         block_step = self._block_step(pos, base, "rounds", PREFETCH_SITES)
         if block_step is None:

@@ -61,6 +61,7 @@ from ..irutil import at_function_start, convert_bits, i32, i64, load_field, stor
 from ..ops import spinwaits
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
+from .blockgroups import GroupParts, group_size
 from .blockloops import LoopParts, LoopShapeLost, grid_strided, memory_bound, uniform_registers
 from .blockforms import FormParts
 from .blockmemory import PREFETCH_SITES, BlockMemory
@@ -144,7 +145,7 @@ def emit_module(layout, pfn, block: tuple) -> str:
     return str(program.mod)
 
 
-class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormParts):
+class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormParts, GroupParts):
     """`i32 (i8* L, i8* ws, i8* shared, i32 cx, i32 cy, i32 cz, i32 worker, i32 start)`, the
     signature of a block function (blockfunction.emit_block_function), for blocks of shape `block`.
     `layout` is the ModuleLowering of the kernel's unit (its parameters and shared memory)."""
@@ -162,13 +163,15 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         self._again = None             # the slot of a loop around barriers: some warp goes round
         self._turn_after = {}          # the position after a loop in turns -> how the mask there is kept
         self._turn_outs = {}           # a loop in turns' head -> {register: how its exit value is kept}
+        self._turn_exact = {}          # ... -> {register: how whether its exit value keeps its shape is kept}
+        self._turn_shapes = {}         # ... -> {register: (how its exit shape's base is kept, its stride)}
         threads = block[0] * block[1] * block[2]
         lanes = lane_width(block)
         if lanes is None:
             raise NotVectorisable(f"block {block} is not rows of whole vectors")
         # a "warp" of the program is `lanes` consecutive threads of one row: a real warp where
         # lanes is 32, else a part of one, which warp instructions cannot see as theirs
-        self.threads, self.lanes, self.warps = threads, lanes, threads // lanes
+        self.threads, self.lanes, self.block_warps = threads, lanes, threads // lanes
         self.row_warps = block[0] // lanes          # warps in one row of x
         self.read_memory = memory.read_memory(pfn.body, layout.kernel_params(pfn))
         self.streaming = False        # the store being made may bypass the caches (_st)
@@ -211,6 +214,9 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         self._liveness = None     # dataflow.LiveBefore of the body, made at the first barrier
         self._shape_values = None  # shapevalues.BlockValues of the body, made at the second (idle warps)
         self.shared = self._shared_layout()
+        # neighbouring blocks run together (blockgroups.py): the program's warps are all of theirs
+        self.group = group_size(pfn, self.block, self.shared)
+        self.warps = self.group * self.block_warps
         self._init_windows()
 
     # -------------------------------------------------------------- layout
@@ -240,6 +246,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         self.labels = {st.name: pos for pos, st in enumerate(body) if isinstance(st, pir.Label)}
         self.spans = self._skippable_spans()
         self.load_bases = load_bases(body)
+        self._enter_group()
         self._emit_stretches()
         if self.reach:
             raise NotVectorisable("a branch to the end")
@@ -471,7 +478,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
             n = self.block["xyz".index(comp)]
             return self.splat(i32(n)), constant_shape(i32(n))
         if name == "ctaid" and comp in ("x", "y", "z"):
-            v = self.ctaid["xyz".index(comp)]
+            v = self.block_x() if comp == "x" else self.ctaid["xyz".index(comp)]
             return self.splat(v), Affine(v, 0)
         if name == "nctaid" and comp in ("x", "y", "z"):
             v = load_field(self.b, self.launch, abi.LAUNCH["grid_" + comp], I32)
@@ -481,7 +488,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         if name == "laneid":
             return self.lane_constant(range(WARP)), constant_shape(i32(0), 1)
         if name == "warpid":
-            return self.splat(self.warp), Affine(self.warp, 0)
+            w = self.warp_in_block()
+            return self.splat(w), Affine(w, 0)
         raise NotVectorisable(f"%{name}")
 
     def need_warps(self, what):
@@ -493,13 +501,14 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         """%tid.x, .y or .z in the current warp: x a ramp from the warp's first column, y and
         z its row's, alike in every lane."""
         b, (_, y, z) = self.b, self.block
+        warp = self.warp_in_block()
         if comp == "x":
-            column = self.warp if y * z == 1 else b.urem(self.warp, i32(self.row_warps))
+            column = warp if y * z == 1 else b.urem(warp, i32(self.row_warps))
             first = b.mul(column, i32(self.lanes))
             return b.add(self.splat(first), self.lane_constant(range(self.lanes))), Affine(first, 1, None, self.lanes)
         if (y if comp == "y" else z) == 1:
             return self.splat(i32(0)), constant_shape(i32(0))
-        row = b.udiv(self.warp, i32(self.row_warps))
+        row = b.udiv(warp, i32(self.row_warps))
         v = b.urem(row, i32(y)) if comp == "y" else b.udiv(row, i32(y))
         return self.splat(v), Affine(v, 0)
 

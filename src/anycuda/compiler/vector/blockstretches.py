@@ -40,7 +40,7 @@ from ..irutil import for_range, i32
 from ..types import I1, I8, I32
 from . import idlewarps
 from .blockloops import LoopShapeLost, loop_regions, turned_loops
-from .blockops import Affine, is_empty
+from .blockops import Affine, and_scalar, is_empty
 from .warpruns import NotVectorisable
 
 _BARRIERS = frozenset(("bar", "barrier"))
@@ -59,7 +59,7 @@ class StretchParts:
         # (BlockMemory._prefetch_next_blocks)
         self.long_blocks = bool(self.barrier_loops) or len(cuts) >= LONG_BLOCK_BARRIERS
         # grid-stride loops in turns: made as loops around barriers, a round of every warp a turn
-        self.turned = turned_loops(self.pfn, self.labels, self.loops, self.barrier_loops)
+        self.turned = turned_loops(self.pfn, self.labels, self.loops, self.barrier_loops, any_step=self.group > 1)
         for head in self.turned:
             self.barrier_loops[head] = self.loops.pop(head)
         self.barrier_backs = {back: head for head, back in self.barrier_loops.items()}
@@ -84,7 +84,7 @@ class StretchParts:
             single = busy is not None and busy[1].warps <= 1
             self.keep_windows_into_stretch(single, single_before)
             single_before = single
-            count = i32(self.warps) if busy is None else b.load(busy[0])
+            count = self.group_warps if busy is None else b.load(busy[0])
             with for_range(b, i32(0), count, f"stretch{s}.warp") as w:
                 self.warp = w
                 self._spans_loaded = {}
@@ -125,6 +125,8 @@ class StretchParts:
     def _busy_warps(self, lo, hi):
         """(a stack slot for the number of warps the stretch lo..hi runs, idlewarps.Busy) where
         only its first warps have lanes in its work; None where every warp has some."""
+        if self.group > 1:                 # (idlewarps reckons with one block's warps)
+            return None
         busy = idlewarps.busy_warps(self.pfn.body, lo, hi, self.block, self.shape_values(), self._live_across(hi),
                                     self.lanes)
         if busy is None or busy.warps >= self.warps:
@@ -272,7 +274,7 @@ class StretchParts:
         here = self._all_lanes() if self.here is None else self.here
         going = b.and_(p, here)
         if head in self.turned:
-            self._catch_exit_values(head, b.and_(here, b.not_(p)))
+            self._catch_exit_values(head, b.and_(here, b.not_(p)), going, here)
             self.here, self.frame = going, None
         go = self._some_lane(going)
         b.store(b.or_(b.load(self._again), go), self._again)
@@ -300,20 +302,39 @@ class StretchParts:
         self._turn_after[back + 1] = self._keep_value(("after", head), self.parts.union(self.b, self.here, waiting))
         self._turn_outs[head] = {r: self._keep_value(("out", r), self.reg_value(r), True)
                                  for r in sorted(written & self._live_at(back + 1))}
+        self._turn_exact[head] = {r: self._keep_value(("out exact", r), ir.Constant(I1, 0), True)
+                                  for r in self._turn_outs[head]}
 
-    def _catch_exit_values(self, head, leaving):
-        """The lanes of `leaving` take their registers' values as their exit values."""
+    def _catch_exit_values(self, head, leaving, going, here):
+        """The lanes of `leaving` take their registers' values as their exit values. Where
+        every lane came in and all leave in this turn (`here`, none `going` on: a loop whose
+        rounds the warp's lanes count alike, a march along z), an exit value keeps the shape
+        its register has at the back branch (its base kept per warp), as a loop within a
+        stretch's does (blockloops._exit_shapes): nvcc's remainder loop after a loop unrolled
+        by four reads the main loop's index, whose accesses were gathers without it."""
         b = self.b
         with b.if_then(self._some_lane(leaving)):
             for r, how in self._turn_outs[head].items():
                 self._store_as(how, b.select(leaving, self.reg_value(r), self._load_kept(how)))
+            together = b.and_(b.not_(self._some_lane(going)), self._every_lane(here))
+            shapes = self._turn_shapes.setdefault(head, {})
+            for r, exact in self._turn_exact[head].items():
+                shape = None if r in self.shapeless else self.shapes.get(r)
+                if shape is not None:
+                    shapes[r] = (self._keep_value(("out base", r), shape.base, True), shape.stride)
+                    self._store_as(exact, and_scalar(b, shape.exact, together))
 
     def _exit_values(self, kept, head):
-        """What the stretch after a loop in turns resumes: its registers' exit values."""
+        """What the stretch after a loop in turns resumes: its registers' exit values, and
+        the shapes they keep where all lanes left together (_catch_exit_values)."""
+        shapes = self._turn_shapes.get(head, {})
         for r, how in self._turn_outs[head].items():
             kept["values"][r] = how
             kept["whole"][r] = False
             kept["shapes"].pop(r, None)
+            if r in shapes:
+                base, stride = shapes[r]
+                kept["shapes"][r] = (base, stride, self._turn_exact[head][r], 1)
         kept["uniform"] = kept["uniform"] - set(self._turn_outs[head])
 
     def turn_label(self, pos, label) -> bool:

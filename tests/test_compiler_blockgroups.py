@@ -1,0 +1,114 @@
+"""Blocks in groups (compiler/vector/blockgroups.py): a block program for a kernel without barriers,
+warp instructions or shared memory runs the neighbouring blocks of a row of the grid together, so
+that the rounds of its loop run in turns over all of their warps. Each thread must still see its
+own block's index and its own place in it, at the grid's edge too, where a group has fewer
+blocks than it could."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from anycuda.compiler import pipeline
+from conftest import is_poison, ran_as_block_program
+
+TAGGED = r"""
+// a march along z whose values name the thread's block and place in it
+extern "C" __global__ void tagged_march(const float* in, float* out, int nx, int ny, int nz) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= nx || y >= ny) return;
+    size_t plane = (size_t)nx * ny;
+    for (int z = 0; z < nz; ++z) {
+        size_t i = z * plane + (size_t)y * nx + x;
+        out[i] = 2.0f * in[i] + (z + 1 < nz ? in[i + plane] : 0.0f)
+                 + 1000.0f * blockIdx.x + 100.0f * blockIdx.y + 10.0f * threadIdx.y + 0.5f * (threadIdx.x & 7);
+    }
+}
+// no bounds test: only the grid's blocks may write
+extern "C" __global__ void unguarded_march(const float* in, float* out, int pitch, int nz) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int z = 0; z < nz; ++z) out[(size_t)z * pitch + x] = in[(size_t)z * pitch + x] + 1.0f;
+}
+// the same march with its plane in shared memory: blocks that share a window run alone
+extern "C" __global__ void shared_march(const float* in, float* out, int nx, int nz) {
+    __shared__ float row[64];
+    int x = blockIdx.x * 64 + threadIdx.x;
+    for (int z = 0; z < nz; ++z) {
+        __syncthreads();
+        row[threadIdx.x] = x < nx ? in[(size_t)z * nx + x] : 0.0f;
+        __syncthreads();
+        if (x < nx) out[(size_t)z * nx + x] = row[threadIdx.x] + row[63 - threadIdx.x];
+    }
+}
+"""
+
+
+def _leader_test(ir_text: str, group: int) -> bool:
+    """Whether the program returns unless its block's x index is a multiple of `group`."""
+    return re.search(rf"urem i32 %[\w.\"]+, {group}\b", ir_text) is not None
+
+
+def _expected(u, block):
+    nz, ny, nx = u.shape
+    ahead = np.zeros_like(u)
+    ahead[:-1] = u[1:]
+    x, y = np.arange(nx)[None, :], np.arange(ny)[:, None]
+    tags = (1000.0 * (x // block[0]) + 100.0 * (y // block[1]) + 10.0 * (y % block[1])
+            + 0.5 * ((x % block[0]) & 7)).astype(np.float32)
+    return np.float32(2) * u + ahead + tags[None]
+
+
+def test_groups_of_blocks_keep_each_threads_indices(compile_cuda, rng, poison):
+    """A march along z in blocks of 32 x 4 and of 64 threads: a program of eight and of four
+    blocks (GROUP_ROW_THREADS) whose outputs name each thread's block and place, on grids whose
+    rows end in a part of a group (11 and 5 blocks) and rows of threads past the data."""
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(TAGGED, name="tagged.cu")
+    assert _leader_test(pipeline.block_program_ir(ptx, "tagged.ptx", "tagged_march", (32, 4, 1)), 8)
+    assert _leader_test(pipeline.block_program_ir(ptx, "tagged.ptx", "tagged_march", (64, 1, 1)), 4)
+    whole_row = pipeline.block_program_ir(ptx, "tagged.ptx", "tagged_march", (256, 1, 1))
+    assert not any(_leader_test(whole_row, group) for group in (2, 4, 8))
+    mod = compile_cuda(TAGGED, name="tagged.cu")
+    k = mod.get_function("tagged_march")
+    for block, nx, ny in (((32, 4, 1), 32 * 11 - 5, 10), ((64, 1, 1), 64 * 5 - 3, 3), ((32, 1, 1), 96, 2)):
+        nz = int(rng.integers(3, 9))
+        u = rng.standard_normal((nz, ny, nx)).astype(np.float32)
+        out = poison(u.size, np.float32)
+        grid = (-(-nx // block[0]), -(-ny // block[1]))
+        k(grid, block, (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+        np.testing.assert_allclose(out.get().reshape(u.shape), _expected(u, block), rtol=1e-6, atol=1e-4)
+        assert ran_as_block_program(k, block)
+
+
+def test_a_group_at_the_grids_edge_runs_only_the_grids_blocks(compile_cuda, rng, poison):
+    """A row of 11 blocks 32 wide is a group of eight and one of three: the blocks past the
+    grid's edge, which a kernel without a bounds test would let write, do not run (the columns
+    past the grid's stay poisoned)."""
+    import anycuda as ac
+    mod = compile_cuda(TAGGED, name="tagged.cu")
+    k = mod.get_function("unguarded_march")
+    pitch, nz, blocks = 512, 6, 11
+    u = rng.standard_normal((nz, pitch)).astype(np.float32)
+    out = poison(u.size, np.float32)
+    k((blocks,), (32,), (ac.asarray(u), out, np.int32(pitch), np.int32(nz)))
+    got = out.get().reshape(nz, pitch)
+    np.testing.assert_array_equal(got[:, :32 * blocks], u[:, :32 * blocks] + np.float32(1))
+    assert is_poison(got[:, 32 * blocks:]).all()
+    assert ran_as_block_program(k, 32)
+
+
+def test_blocks_with_shared_memory_or_barriers_run_alone(compile_cuda, rng, poison):
+    """A kernel with shared memory and barriers is not grouped: its program runs one block per
+    call (no leader test), and computes what numpy does."""
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(TAGGED, name="tagged.cu")
+    assert not _leader_test(pipeline.block_program_ir(ptx, "tagged.ptx", "shared_march", 64), 4)
+    mod = compile_cuda(TAGGED, name="tagged.cu")
+    nx, nz = 64 * 3, 5
+    u = rng.standard_normal((nz, nx)).astype(np.float32)
+    out = poison(u.size, np.float32)
+    mod.get_function("shared_march")((3,), (64,), (ac.asarray(u), out, np.int32(nx), np.int32(nz)))
+    tiles = u.reshape(nz, 3, 64)
+    np.testing.assert_array_equal(out.get().reshape(nz, 3, 64), tiles + tiles[:, :, ::-1])
