@@ -29,6 +29,12 @@ extern "C" __global__ void unguarded_march(const float* in, float* out, int pitc
     int x = blockIdx.x * blockDim.x + threadIdx.x;
     for (int z = 0; z < nz; ++z) out[(size_t)z * pitch + x] = in[(size_t)z * pitch + x] + 1.0f;
 }
+// each block marches as far as its index says: the group's warps leave the loop in different turns
+extern "C" __global__ void uneven_march(const float* in, float* out, int pitch) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, z = 0;
+    for (; z < (int)(blockIdx.x % 5) + 1; ++z) out[(size_t)z * pitch + x] = in[(size_t)z * pitch + x] * (z + 1);
+    out[(size_t)5 * pitch + x] = z + 0.25f * threadIdx.x;
+}
 // the same march with its plane in shared memory: blocks that share a window run alone
 extern "C" __global__ void shared_march(const float* in, float* out, int nx, int nz) {
     __shared__ float row[64];
@@ -95,6 +101,28 @@ def test_a_group_at_the_grids_edge_runs_only_the_grids_blocks(compile_cuda, rng,
     got = out.get().reshape(nz, pitch)
     np.testing.assert_array_equal(got[:, :32 * blocks], u[:, :32 * blocks] + np.float32(1))
     assert is_poison(got[:, 32 * blocks:]).all()
+    assert ran_as_block_program(k, 32)
+
+
+def test_blocks_of_a_group_may_leave_their_loop_in_different_turns(compile_cuda, rng, poison):
+    """Blocks whose loops run 1-5 rounds by their index, in groups of eight: each leaves in its
+    own turn and what it holds past the loop (its count of rounds) is its own; the planes it
+    did not reach stay poisoned."""
+    import anycuda as ac
+    mod = compile_cuda(TAGGED, name="tagged.cu")
+    k = mod.get_function("uneven_march")
+    blocks = 13
+    pitch = 32 * blocks
+    u = rng.standard_normal((5, pitch)).astype(np.float32)
+    out = poison(6 * pitch, np.float32)
+    k((blocks,), (32,), (ac.asarray(u), out, np.int32(pitch)))
+    got = out.get().reshape(6, pitch)
+    rounds = np.repeat(np.arange(blocks) % 5 + 1, 32)
+    for z in range(5):
+        reached = rounds > z
+        np.testing.assert_array_equal(got[z, reached], u[z, reached] * np.float32(z + 1))
+        assert is_poison(got[z, ~reached]).all()
+    np.testing.assert_array_equal(got[5], rounds + np.float32(0.25) * np.tile(np.arange(32), blocks))
     assert ran_as_block_program(k, 32)
 
 
