@@ -252,10 +252,11 @@ class BlockMemory:
             before = b.load(last)
             b.store(b.select(b.icmp_unsigned("==", before, i64(0)), i64(0), b.sub(base, before)), step)
             b.store(base, last)
-        ahead = b.add(base, b.mul(b.load(step), i64(ROUNDS_AHEAD)))
+        round_step = b.load(step)
+        ahead = b.add(base, b.mul(round_step, i64(ROUNDS_AHEAD)))
         _prefetch_span(b, ahead, nbytes, write)
         if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
-            self._prefetch_next_block_round(pos, base, ahead, b.load(step), nbytes)
+            self._prefetch_next_block_round(pos, base, ahead, round_step, nbytes)
 
     def _prefetch_next_block_round(self, pos, base, ahead, step, nbytes):
         """Where a load's rounds step FAR_ROUND bytes or more (a 3-D stencil's march along z, a

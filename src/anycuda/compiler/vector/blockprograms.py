@@ -41,9 +41,10 @@ whose lanes part round a barrier, ...) raises NotVectorisable and keeps the roun
 one without barriers or shuffles, which the plain loop over its threads vectorises as it is.
 
 The instructions (blockops.py: OPS), the memory accesses (blockmemory.py: BlockMemory), the
-loops (blockloops.py: LoopParts), the stretches (blockstretches.py: StretchParts) and the sums
-whose shapeless parts cancel (blockforms.py: FormParts) are modules of their own, parts
-BlockProgram inherits; this one makes the program.
+loops (blockloops.py: LoopParts), the stretches (blockstretches.py: StretchParts), the sums
+whose shapeless parts cancel (blockforms.py: FormParts) and the groups of neighbouring blocks
+run together (blockgroups.py: GroupParts) are modules of their own, parts BlockProgram
+inherits; this one makes the program.
 """
 from __future__ import annotations
 
