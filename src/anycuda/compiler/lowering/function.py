@@ -23,8 +23,8 @@ from ...ptx.errors import PtxError, UnsupportedPtx
 from .. import abi
 from ..folding import FoldingBuilder, float_constant
 from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions
-from ..irutil import (collection_paused, convert_bits, i32, i64, in_thread_group, load_field, register_address,
-                      store_field)
+from ..irutil import (collection_paused, convert_bits, i32, i64, in_header_scope, in_thread_group, load_field,
+                      register_address, store_field)
 from ..layout import decl_size, passed_parameters
 from ..ops import atomictable, instructions, matrixruns, mbarrier, spinwaits
 from ..simt import gridsync, probebounds
@@ -412,7 +412,8 @@ class FunctionLowering(Spills):
     def ctx_field(self, name, typ=I32):
         if self.is_kernel and name in self.BLOCK_FIELDS:
             # the block's header: written before the scheduler's loops over threads, only read in them
-            return self.thread_access(load_field(self.b, self.step_arg("header"), abi.CTX[name], typ))
+            field = load_field(self.b, self.step_arg("header"), abi.CTX[name], typ)
+            return self.thread_access(in_header_scope(self.fn.module, field))
         return load_field(self.b, self.ctx, abi.CTX[name], typ)
 
     def thread_access(self, access):

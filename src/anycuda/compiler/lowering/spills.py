@@ -19,7 +19,7 @@ from ...ptx import ir as pir
 from ...ptx.errors import UnsupportedPtx
 from .. import abi
 from ..analysis import affine, dataflow, suspensions, uniformity
-from ..irutil import i32, i64, load_field, store_field
+from ..irutil import i32, i64, in_header_scope, load_field, store_field
 from ..ops import memcheck
 from ..types import I1, I8, I32, I64, llvm_width, type_kind
 
@@ -360,8 +360,8 @@ class Spills:
                     if slot.type.pointee.width < 64:
                         value = b.trunc(value, slot.type.pointee)
                 else:
-                    value = self.thread_access(
-                        load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * index, slot.type.pointee))
+                    slot_value = load_field(b, self.step_arg("header"), abi.FRAME_HEADER + 8 * index, slot.type.pointee)
+                    value = self.thread_access(in_header_scope(b.module, slot_value))
             else:
                 value = self.thread_access(b.load(self.spill_ptr(r)))
                 if self.reg(r)[0].type.pointee == I1:

@@ -15,7 +15,7 @@ from ...ptx.modifiers import (BOOL_OPS as BOOL_MODS, CACHE_HINT, COMPARISONS, DA
                               REDUCTIONS, ROUNDING, SCOPES, SPACES, STORE_CACHING, VECTORS, words)
 from ..analysis import guards
 from ..cpu import streamstores
-from ..irutil import convert_bits, i32, i64
+from ..irutil import apart_from_header, convert_bits, i32, i64
 from ..simt import gridsync
 from ..types import (FLOAT_TYPES, I1, INT_TYPES, PACKED_TYPES, llvm_type, space_of, type_mods,
                      vector_count, width)
@@ -105,7 +105,7 @@ def ld(f, inst):
             f.write(item, v, t, pointer=p)
             continue
         else:
-            v = b.load(f.typed_ptr(addr, lt), align=size)
+            v = apart_from_header(b.module, b.load(f.typed_ptr(addr, lt), align=size))
             if f.parallel_space(space_of(inst)):
                 f.thread_access(v)
             if space_of(inst) == "const":
@@ -130,7 +130,7 @@ def st(f, inst):
             b.store_atomic(convert_bits(b, v, ilt), f.typed_ptr(addr, ilt),
                            "release" if order == "release" else "monotonic", size)
         else:
-            access = b.store(v, f.typed_ptr(addr, lt), align=size)
+            access = apart_from_header(b.module, b.store(v, f.typed_ptr(addr, lt), align=size))
             if f.parallel_space(space_of(inst)):
                 f.thread_access(access)
             if streaming:
