@@ -35,6 +35,14 @@ extern "C" __global__ void stencil5(const float* in, float* out, int nx, int ny)
     else out[i] = 0.5f * in[i] + 0.125f * ((in[i - 1] + in[i + 1]) + (in[i - nx] + in[i + nx]));
 }
 
+// the threads of column `mark` leave at once, as those past the edges do: a run of blocks that
+// pass the bounds alike ends at the block holding it, wherever in the row that is
+extern "C" __global__ void marked(int* out, int w, int h, int mark) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= w || y >= h || x == mark) return;
+    out[y * w + x] = y * w + x;
+}
+
 // one thread of block (5, 2) reads through the pointer it is given: a fault in a band's middle
 extern "C" __global__ void faulting(const int* bad, int* out, int w) {
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -67,9 +75,9 @@ def mod():
 def test_which_kernels_run_in_bands():
     lowered = ModuleLowering(parse(compile_to_ptx(SOURCE, name="bands.cu"), "bands.ptx"), "bands.ptx").lower()
     names = {fn.name for fn in lowered.mod.functions}
-    assert len(lowered.kernels) == 5
+    assert len(lowered.kernels) == 6
     banded = {name for k, name in enumerate(lowered.kernels) if f"ptx.k{k}.band" in names}
-    assert banded == {"who", "stencil5", "faulting"}
+    assert banded == {"who", "stencil5", "marked", "faulting"}
 
 
 def _grid(shape, block):
@@ -113,6 +121,48 @@ def test_stencil_with_border_blocks(mod, rng, shape, block):
     want[1:-1, 1:-1] = np.float32(0.5) * a[1:-1, 1:-1] + np.float32(0.125) * (
         (a[1:-1, :-2] + a[1:-1, 2:]) + (a[:-2, 1:-1] + a[2:, 1:-1]))
     np.testing.assert_allclose(out.get().reshape(ny, nx), want, rtol=1e-6, atol=1e-6)
+
+
+MARKED_WIDTH = 8192         # 512 blocks of 16 x 8 in a row: bands of many blocks, whatever the workers' chunks
+
+
+@pytest.mark.parametrize("mark", [0, 15, 16, 17, 100, 500, 591, 592, 1009, 4095, 4096, 6007, 8190, 8191, -1])
+def test_runs_end_at_the_block_that_takes_a_branch(mod, mark):
+    """A band's blocks that the bounds pass are taken in spans of 1, 2, 4, ... blocks, then of
+    halving length (bands._lengthen_by_spans): the block holding column `mark` (or none, -1)
+    must still run with its exit guard, wherever the spans meet it: at a row's first or last
+    block, after a span that grew, inside one that halves. The marked column stays poisoned."""
+    w, h, block = MARKED_WIDTH, 16, (16, 8)
+    out = poison(w * h, np.int32)
+    mod.get_function("marked")(_grid((w, h), block), block, (out, np.int32(w), np.int32(h), np.int32(mark)))
+    want = np.arange(w * h, dtype=np.int32).reshape(h, w)
+    if mark >= 0:
+        want[:, mark] = poison(1, np.int32).get()[0]
+    np.testing.assert_array_equal(out.get().reshape(h, w), want)
+
+
+def test_spans_are_what_the_runs_take(monkeypatch):
+    """With bounds that pass every span of more than one block (and a fresh compile), a span
+    that covers the marked column runs it without its guard, which then writes it: the
+    spans' answer is what a run's blocks skip their own tests on. (A marked block that
+    starts a run, or that the spans reach alone, keeps its guard: some of the marks do.)"""
+    from llvmlite import ir
+    from anycuda.compiler.simt import probebounds
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    real = probebounds._Evaluator.run
+
+    def spans_pass(self):
+        b, proven = self.b, real(self)
+        return b.or_(proven, b.icmp_unsigned(">", self.more_x, ir.Constant(ir.IntType(32), 0)))
+    monkeypatch.setattr(probebounds._Evaluator, "run", spans_pass)
+    marked = ac.RawModule(code="// spans always pass\n" + SOURCE, name="bands_spans.cu").get_function("marked")
+    w, h, block = MARKED_WIDTH, 8, (16, 8)
+    written = []
+    for mark in range(40, w, 397):
+        out = poison(w * h, np.int32)
+        marked(_grid((w, h), block), block, (out, np.int32(w), np.int32(h), np.int32(mark)))
+        written.append((out.get().reshape(h, w)[:, mark] == np.arange(h) * w + mark).all())
+    assert sum(written) >= len(written) // 2, written
 
 
 def test_a_fault_names_its_block(mod):

@@ -25,7 +25,7 @@ from llvmlite import ir
 from .. import abi
 from ..analysis import guards
 from ..irutil import at_function_start, for_range, i32, set_loop_hints, store_field, thread_parallel_group
-from ..types import I32, I64, PTR
+from ..types import I1, I32, I64, PTR
 from .blockfunction import BlockFunction, BlockPlan, block_stays, init_block_fields
 from .workspace import C
 
@@ -110,6 +110,35 @@ class _BandFunction(BlockFunction):
         self._set_block_x(k)
         return block_stays(self.b, self.fn, self.probe, self.plan.probe_bounds, self.L, self.ws, self.guarded_rounds[0])
 
+    def _lengthen_by_spans(self, stays, end):
+        """Where a run's first block stays, lengthen the run (`*end`, the block after it) by
+        spans of blocks the bounds pass at once (probebounds.py: bounds over a span hold in
+        each of its blocks): spans of 1, 2, 4, ... blocks while they pass, then of halving
+        length, so a row's inner blocks take ~2 log2 n tests rather than n (a 5x5
+        convolution spent a fifth of its time testing its 16 x 16 blocks one by one). The
+        block the spans stop at is tested alone after them, the probe too."""
+        b, fn = self.b, self.fn
+        with at_function_start(b):
+            length, growing = b.alloca(I32, name="span.length"), b.alloca(I1, name="span.growing")
+        head, test, done = (fn.append_basic_block("span." + k) for k in ("head", "test", "done"))
+        b.store(i32(1), length)
+        b.store(ir.Constant(I1, 1), growing)
+        b.cbranch(stays, head, done)
+        b.position_at_end(head)
+        first, n = b.load(end), b.load(length)
+        b.cbranch(b.and_(b.icmp_signed("<", first, self.count), b.icmp_signed(">", n, i32(0))), test, done)
+        b.position_at_end(test)
+        last = b.sub(b.add(first, n), i32(1))
+        last = b.select(b.icmp_signed("<", last, self.count), last, b.sub(self.count, i32(1)))
+        self._set_block_x(first)
+        passed = b.call(self.plan.probe_bounds, [self.L, self.ws, b.sub(last, first)])
+        grow = b.load(growing)
+        b.store(b.select(passed, b.add(last, i32(1)), first), end)
+        b.store(b.select(b.and_(passed, grow), b.shl(n, i32(1)), b.lshr(n, i32(1))), length)
+        b.store(b.and_(passed, grow), growing)
+        b.branch(head)
+        b.position_at_end(done)
+
     def _runs_alike(self):
         """The band as runs of blocks whose probes agree, each in rows of its own (a grid's
         first and last blocks of a row take a border test that those between do not)."""
@@ -126,6 +155,8 @@ class _BandFunction(BlockFunction):
         b.position_at_end(start)
         stays = self._stays(here)
         b.store(b.add(here, i32(1)), end)
+        if self.plan.probe_bounds is not None:
+            self._lengthen_by_spans(stays, end)
         b.branch(scan)
         b.position_at_end(scan)
         e = b.load(end)

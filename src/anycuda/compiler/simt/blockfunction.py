@@ -145,7 +145,7 @@ def _emit_guard_probe(module, plan, sites, bounds=None):
     L, ws, header, spill = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     if bounds is not None:
-        with b.if_then(b.call(bounds, [L, header]), likely=True):
+        with b.if_then(b.call(bounds, [L, header, i32(0)]), likely=True):
             b.ret(i32(-1))
     nx, ny, nz = (load_field(b, L, abi.LAUNCH["block_" + k], I32) for k in "xyz")
     params = b.inttoptr(load_field(b, L, abi.LAUNCH["params"], I64), PTR)
@@ -178,7 +178,7 @@ def block_stays(b, fn, probe, bounds, L, ws, bits):
         return probed()
     before = b.block
     probing, known = fn.append_basic_block("probe"), fn.append_basic_block("known")
-    b.cbranch(b.call(bounds, [L, ws]), known, probing)
+    b.cbranch(b.call(bounds, [L, ws, i32(0)]), known, probing)
     b.position_at_end(probing)
     answer = probed()
     answered = b.block

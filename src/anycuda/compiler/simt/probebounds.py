@@ -39,10 +39,12 @@ class _Bounds:
 
 
 def emit_bounds(f):
-    """`i1 bounds(i8* L, i8* ctx)` for the kernel lowered by `f` (ctx: a frame header with
-    the block's index and shape): true when no thread of the block takes any of its known
-    branches. None where the bounds cannot follow a known predicate's computation."""
-    fn = ir.Function(f.fn.module, ir.FunctionType(I1, [PTR, PTR]), name=f.fn.name + ".bounds")
+    """`i1 bounds(i8* L, i8* ctx, i32 more_x)` for the kernel lowered by `f` (ctx: a frame
+    header with a block's index and shape): true when no thread takes any of the kernel's
+    known branches in the blocks ctx's %ctaid.x .. %ctaid.x + more_x of its row of the grid
+    (bounds over a box hold for every point in it: a run of blocks is one test, bands.py).
+    None where the bounds cannot follow a known predicate's computation."""
+    fn = ir.Function(f.fn.module, ir.FunctionType(I1, [PTR, PTR, I32]), name=f.fn.name + ".bounds")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     try:
@@ -55,8 +57,8 @@ def emit_bounds(f):
 
 
 class _Evaluator:
-    def __init__(self, f, b, launch, ctx):
-        self.f, self.b, self.launch, self.ctx = f, b, launch, ctx
+    def __init__(self, f, b, launch, ctx, more_x):
+        self.f, self.b, self.launch, self.ctx, self.more_x = f, b, launch, ctx, more_x
         self.bounds = {}              # register -> _Bounds
 
     def run(self):
@@ -93,7 +95,8 @@ class _Evaluator:
                 return _Bounds(i64(0), b.sub(n, i64(1)), ir.Constant(I1, 1))
             if op.name in ("ntid", "ctaid", "nctaid"):
                 v = self._field(f"{op.name}_{op.component}")
-                return _Bounds(v, v, ir.Constant(I1, 1))
+                last = b.add(v, b.zext(self.more_x, I64)) if op.name == "ctaid" and op.component == "x" else v
+                return _Bounds(v, last, ir.Constant(I1, 1))
         raise _Unknown(str(op))
 
     def _field(self, name):
