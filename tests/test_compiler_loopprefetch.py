@@ -1,4 +1,4 @@
-"""Prefetches ahead of vectorised loops' masked loads (compiler/cpu/maskedprefetch.py):
+"""Prefetches ahead of vectorised loops' vector loads, masked or plain (compiler/cpu/loopprefetch.py):
 which loads get one, that the rewritten module is valid, and that kernels whose threads
 read under a condition (a stencil's boundary, a guard at an array's end) compute what numpy
 does with them, their outputs poisoned first."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import anycuda as ac
-from anycuda.compiler.cpu import maskedprefetch
+from anycuda.compiler.cpu import loopprefetch
 from conformance import poison
 from test_compiler_streamstores import _blocks_code, _functions, _optimised_ir
 
@@ -47,9 +47,9 @@ declare <2 x float> @llvm.masked.load.v2f32.p0(ptr, <2 x i1>, <2 x float>)
 
 
 def test_rewrite_prefetches_wide_masked_loads_in_loops_only():
-    out = maskedprefetch.rewrite(LOOPS)
+    out = loopprefetch.rewrite(LOOPS)
     loop = out.split("vector.body:", 1)[1].split("exit:", 1)[0]
-    ahead = f"%anycuda.ahead.1 = getelementptr i8, ptr %a, i64 {maskedprefetch.DISTANCE}"
+    ahead = f"%anycuda.ahead.1 = getelementptr i8, ptr %a, i64 {loopprefetch.DISTANCE}"
     assert ahead in loop
     prefetch = loop.index("call void @llvm.prefetch.p0(ptr %anycuda.ahead.1")
     assert loop.index(ahead) < prefetch < loop.index("%wide = ")
@@ -58,11 +58,46 @@ def test_rewrite_prefetches_wide_masked_loads_in_loops_only():
     mod.verify()
 
 
-def test_rewrite_leaves_modules_without_looped_masked_loads():
-    assert maskedprefetch.rewrite("define void @g() {\n  ret void\n}\n") == "define void @g() {\n  ret void\n}\n"
+PLAIN = r"""
+define void @h(ptr %p, ptr %q, i64 %n) {
+entry:
+  %once = load <16 x float>, ptr %q, align 4
+  br label %vector.body
+
+vector.body:                                      ; preds = %vector.body, %entry
+  %i = phi i64 [ 0, %entry ], [ %i.next, %vector.body ]
+  %a = getelementptr float, ptr %p, i64 %i
+  %wide = load <16 x float>, ptr %a, align 4, !noalias !0
+  %narrow = load <2 x float>, ptr %a, align 4
+  %one = load float, ptr %a, align 4
+  %i.next = add i64 %i, 16
+  %done = icmp uge i64 %i.next, %n
+  br i1 %done, label %exit, label %vector.body
+
+exit:                                             ; preds = %vector.body
+  ret void
+}
+
+!0 = !{!1}
+!1 = distinct !{!1, !2}
+!2 = distinct !{!2}
+"""
+
+
+def test_rewrite_prefetches_wide_plain_loads_in_loops_only():
+    out = loopprefetch.rewrite(PLAIN)
+    loop = out.split("vector.body:", 1)[1].split("exit:", 1)[0]
+    ahead = f"%anycuda.ahead.1 = getelementptr i8, ptr %a, i64 {loopprefetch.DISTANCE}"
+    assert loop.index(ahead) < loop.index("call void @llvm.prefetch.p0(ptr %anycuda.ahead.1") < loop.index("%wide = ")
+    assert out.count("call void @llvm.prefetch.p0") == 1        # not the narrow or scalar ones, not %once
+    llvm.parse_assembly(out).verify()
+
+
+def test_rewrite_leaves_modules_without_looped_vector_loads():
+    assert loopprefetch.rewrite("define void @g() {\n  ret void\n}\n") == "define void @g() {\n  ret void\n}\n"
     no_loop = LOOPS.replace("%vector.body, %entry", "%entry").replace(
         "br i1 %done, label %exit, label %vector.body", "br label %exit")
-    assert maskedprefetch.rewrite(no_loop) == no_loop
+    assert loopprefetch.rewrite(no_loop) == no_loop
 
 
 STENCIL = r"""

@@ -7,7 +7,7 @@ import llvmlite.binding as llvm
 import pytest
 
 from anycuda.compiler.cpu import maskedstores
-from test_compiler_maskedprefetch import STENCIL, checked_stencil3
+from test_compiler_loopprefetch import STENCIL, checked_stencil3
 from test_compiler_streamstores import _optimised_ir
 
 # A loop of one block with a masked store between a phi that names the block and the back

@@ -10,7 +10,7 @@ import threading
 import llvmlite.binding as llvm
 
 from ...ptx import lexer
-from ..cpu import maskedprefetch, maskedstores, streamstores
+from ..cpu import loopprefetch, maskedstores, streamstores
 from . import perfmap
 
 _lock = threading.Lock()
@@ -101,7 +101,7 @@ def compile_to_object(llvm_ir: str, name: str = "module", optimised: bool = True
     if not optimised:
         return st["tm_quick"].emit_object(mod)
     optimise(mod, light=is_huge(llvm_ir))
-    mod = maskedprefetch.add_prefetches(mod)
+    mod = loopprefetch.add_prefetches(mod)
     mod = maskedstores.plain_where_whole(mod)
     mod = streamstores.make_streaming(mod, st["tm"])
     _dump("ANYCUDA_DUMP_OPT_IR", mod)

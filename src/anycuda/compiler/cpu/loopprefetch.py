@@ -1,4 +1,4 @@
-"""Prefetches ahead of the masked loads of vectorised loops.
+"""Prefetches ahead of the loads of vectorised loops.
 
 LLVM's loop vectoriser turns a load under a condition (`if (!boundary) s = in[i - plane]
 + ...`, a guard that lets some threads read) into a masked load (AVX-512 `vmovups
@@ -10,13 +10,20 @@ on included), and 11.3 with only the one stream that comes from memory masked. A
 prefetch ahead of each masked load took it to 5.3 ms: faster than the plain loads
 (benchmarks/NOTES.md, "Masked loads and the prefetchers").
 
-So after LLVM's optimisation (`add_prefetches`, called by jit), each masked load of a
-vector of 16 bytes or more in a loop of one basic block (the vector body LLVM's
+Plain vector loads get one too: a band's loop over a row of a block's threads
+(simt/bands.py) runs one vector a turn, 16 threads of a 16 x 16 block, between the
+bookkeeping of block after block, and keeps few of the row's next lines in flight; the
+hardware prefetchers did not make up for it on a Zen 5 (stencil5_16x16, one worker,
+10.7-11.8 -> 8.8-9.1 ms with the prefetches; NOTES "Prefetches ahead of plain loads").
+
+So after LLVM's optimisation (`add_prefetches`, called by jit), each load of a vector of 16
+bytes or more, masked or plain, in a loop of one basic block (the vector body LLVM's
 vectoriser makes) gets a prefetch DISTANCE bytes above its address: such loops step their
-consecutive loads upwards by the vector a turn. Loads outside loops, and the masked loads of
-anycuda's own vector code (each behind a test that some lane is on, so never in a loop of one
-block), are left alone: their next address is not the one above. A prefetch never faults,
-so one past an array's end costs nothing but its slot.
+consecutive loads upwards by the vector a turn, and a band's next block in the row is the
+next vector above. Loads outside loops, and the masked loads of anycuda's own vector code
+(each behind a test that some lane is on, so never in a loop of one block), are left alone:
+their next address is not the one above. A prefetch never faults, so one past an array's
+end costs nothing but its slot.
 """
 from __future__ import annotations
 
@@ -32,14 +39,16 @@ MIN_BYTES = 16            # the scalar epilogues' narrow vectors are left alone
 
 _MASKED_LOAD = re.compile(r"^(\s*)%[-\w.$\"]+ = (?:tail )?call <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>"
                           r" @llvm\.masked\.load\.[\w.]+\(ptr (?:align \d+ )?(%[-\w.$]+|%\"[^\"]*\"),")
+_PLAIN_LOAD = re.compile(r"^(\s*)%[-\w.$\"]+ = load <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>,"
+                         r" ptr (%[-\w.$]+|%\"[^\"]*\")")
 _ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _DECLARATION = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
 
 
 def rewrite(text: str) -> str:
-    """The optimised module's IR text with a prefetch before each masked load in a loop of
+    """The optimised module's IR text with a prefetch before each vector load in a loop of
     one block (see the module docstring); the text itself where there is none."""
-    if "@llvm.masked.load." not in text:
+    if "@llvm.masked.load." not in text and " = load <" not in text:
         return text
     out, looping, added = [], False, 0
     for line in text.split("\n"):
@@ -49,7 +58,7 @@ def rewrite(text: str) -> str:
         elif line.startswith(("define ", "}")):
             looping = False
         elif looping:
-            load = _MASKED_LOAD.match(line)
+            load = _MASKED_LOAD.match(line) or _PLAIN_LOAD.match(line)
             if load and int(load.group(2)) * _ELEMENT_BYTES[load.group(3)] >= MIN_BYTES:
                 indent, ptr = load.group(1), load.group(4)
                 added += 1
@@ -64,7 +73,7 @@ def rewrite(text: str) -> str:
 
 
 def add_prefetches(mod: llvm.ModuleRef) -> llvm.ModuleRef:
-    """`mod` (optimised) with prefetches ahead of its loops' masked loads: a new module, or
+    """`mod` (optimised) with prefetches ahead of its loops' vector loads: a new module, or
     `mod` itself where it has none or the host is not x86-64 (the one place measured)."""
     if not mod.triple.startswith("x86_64"):
         return mod

@@ -7,7 +7,7 @@ AVX's vmaskmovps in microcode, ~7 ns for 32 bytes), such a store costs more than
 computation it ends: perf put 56% of stencil7_3d_block's (one worker) on its masked rows,
 27% on the instruction after their masked store, every lane of it on.
 
-So after LLVM's optimisation (`plain_where_whole`, called by jit, after maskedprefetch's
+So after LLVM's optimisation (`plain_where_whole`, called by jit, after loopprefetch's
 prefetches), each masked store in a loop of one block (the vector body LLVM's vectoriser
 makes) becomes a test of its mask: a plain store where every lane is on, the masked store
 otherwise. Splitting the body renames it, for the phis that name it as their predecessor,

@@ -1,4 +1,4 @@
-"""Rewrites of an optimised module's LLVM IR text (streamstores.py, maskedprefetch.py,
+"""Rewrites of an optimised module's LLVM IR text (streamstores.py, loopprefetch.py,
 maskedstores.py).
 
 What no LLVM pass that Python can ask for does (a non-temporal store chosen per launch, a
