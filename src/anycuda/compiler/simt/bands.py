@@ -70,7 +70,8 @@ class _BandFunction(BlockFunction):
     one frame for all, its block index set as each block's row begins (and `*at_block`, which
     names the block a fault happened in). abi.BLOCK_DONE or BLOCK_FAILED, as the block
     function's. Where the kernel has known branches (guards.py), each run of the band's blocks
-    that pass them alike runs in rows of its own: those that do without the branches."""
+    that pass them alike runs in rows of its own: those that do without the branches (a run
+    that passes grows by spans of blocks the bounds pass at once, _lengthen_by_spans)."""
 
     def __init__(self, module, plan, probe):
         self.probe = probe
