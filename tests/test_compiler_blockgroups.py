@@ -46,6 +46,14 @@ extern "C" __global__ void shared_march(const float* in, float* out, int nx, int
         if (x < nx) out[(size_t)z * nx + x] = row[threadIdx.x] + row[63 - threadIdx.x];
     }
 }
+// a warp shuffle in the march: a warp's lanes exchange values, so its blocks run alone
+extern "C" __global__ void shuffled_march(const float* in, float* out, int pitch, int nz) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int z = 0; z < nz; ++z) {
+        float v = in[(size_t)z * pitch + x];
+        out[(size_t)z * pitch + x] = v + __shfl_xor_sync(0xffffffff, v, 1);
+    }
+}
 """
 
 
@@ -140,3 +148,18 @@ def test_blocks_with_shared_memory_or_barriers_run_alone(compile_cuda, rng, pois
     mod.get_function("shared_march")((3,), (64,), (ac.asarray(u), out, np.int32(nx), np.int32(nz)))
     tiles = u.reshape(nz, 3, 64)
     np.testing.assert_array_equal(out.get().reshape(nz, 3, 64), tiles + tiles[:, :, ::-1])
+
+
+def test_blocks_with_warp_instructions_run_alone(compile_cuda, rng, poison):
+    """A kernel with a warp shuffle (no barrier, no shared memory) is not grouped either
+    (analysis.suspensions' warp collectives), and computes what numpy does."""
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ptx = compile_to_ptx(TAGGED, name="tagged.cu")
+    assert not _leader_test(pipeline.block_program_ir(ptx, "tagged.ptx", "shuffled_march", 32), 8)
+    mod = compile_cuda(TAGGED, name="tagged.cu")
+    nx, nz = 32 * 10, 4
+    u = rng.standard_normal((nz, nx)).astype(np.float32)
+    out = poison(u.size, np.float32)
+    mod.get_function("shuffled_march")((10,), (32,), (ac.asarray(u), out, np.int32(nx), np.int32(nz)))
+    np.testing.assert_array_equal(out.get().reshape(nz, nx), u + u[:, np.arange(nx) ^ 1])

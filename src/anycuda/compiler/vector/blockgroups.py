@@ -34,11 +34,11 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
+from ..analysis.suspensions import is_block_barrier, is_warp_collective
 from ..irutil import i32, load_field
 from ..types import I32
 
 GROUP_ROW_THREADS = 256        # threads of x a group of blocks spans (a row of 1 KB of floats)
-_BLOCK_LEVEL = frozenset(("bar", "barrier", "shfl", "vote", "match", "redux", "activemask", "elect"))
 
 
 def group_size(pfn, block: tuple, shared: dict) -> int:
@@ -48,7 +48,7 @@ def group_size(pfn, block: tuple, shared: dict) -> int:
         return 1
     for st in pfn.body:
         if isinstance(st, pir.Instruction):
-            if st.opcode in _BLOCK_LEVEL or "shared" in st.mods:
+            if is_block_barrier(st) or is_warp_collective(st) or "shared" in st.mods:
                 return 1
     return GROUP_ROW_THREADS // block[0]
 
