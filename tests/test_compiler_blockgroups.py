@@ -134,32 +134,31 @@ def test_blocks_of_a_group_may_leave_their_loop_in_different_turns(compile_cuda,
     assert ran_as_block_program(k, 32)
 
 
-def test_blocks_with_shared_memory_or_barriers_run_alone(compile_cuda, rng, poison):
-    """A kernel with shared memory and barriers is not grouped: its program runs one block per
-    call (no leader test), and computes what numpy does."""
+def _alone(compile_cuda, rng, poison, kernel, blocks, width, nz):
+    """Run `kernel` (march(in, out, nx, nz)) on `blocks` blocks `width` wide, after checking
+    that its program has no leader test (each block runs alone); (input, output) as nz x nx."""
     import anycuda as ac
     from anycuda.cudac import compile_to_ptx
     ptx = compile_to_ptx(TAGGED, name="tagged.cu")
-    assert not _leader_test(pipeline.block_program_ir(ptx, "tagged.ptx", "shared_march", 64), 4)
-    mod = compile_cuda(TAGGED, name="tagged.cu")
-    nx, nz = 64 * 3, 5
+    assert not _leader_test(pipeline.block_program_ir(ptx, "tagged.ptx", kernel, width), 256 // width)
+    nx = blocks * width
     u = rng.standard_normal((nz, nx)).astype(np.float32)
     out = poison(u.size, np.float32)
-    mod.get_function("shared_march")((3,), (64,), (ac.asarray(u), out, np.int32(nx), np.int32(nz)))
-    tiles = u.reshape(nz, 3, 64)
-    np.testing.assert_array_equal(out.get().reshape(nz, 3, 64), tiles + tiles[:, :, ::-1])
+    compile_cuda(TAGGED, name="tagged.cu").get_function(kernel)((blocks,), (width,),
+                                                               (ac.asarray(u), out, np.int32(nx), np.int32(nz)))
+    return u, out.get().reshape(nz, nx)
+
+
+def test_blocks_with_shared_memory_or_barriers_run_alone(compile_cuda, rng, poison):
+    """A kernel with shared memory and barriers is not grouped: its program runs one block per
+    call (no leader test), and computes what numpy does."""
+    u, got = _alone(compile_cuda, rng, poison, "shared_march", 3, 64, 5)
+    tiles = u.reshape(5, 3, 64)
+    np.testing.assert_array_equal(got.reshape(5, 3, 64), tiles + tiles[:, :, ::-1])
 
 
 def test_blocks_with_warp_instructions_run_alone(compile_cuda, rng, poison):
     """A kernel with a warp shuffle (no barrier, no shared memory) is not grouped either
     (analysis.suspensions' warp collectives), and computes what numpy does."""
-    import anycuda as ac
-    from anycuda.cudac import compile_to_ptx
-    ptx = compile_to_ptx(TAGGED, name="tagged.cu")
-    assert not _leader_test(pipeline.block_program_ir(ptx, "tagged.ptx", "shuffled_march", 32), 8)
-    mod = compile_cuda(TAGGED, name="tagged.cu")
-    nx, nz = 32 * 10, 4
-    u = rng.standard_normal((nz, nx)).astype(np.float32)
-    out = poison(u.size, np.float32)
-    mod.get_function("shuffled_march")((10,), (32,), (ac.asarray(u), out, np.int32(nx), np.int32(nz)))
-    np.testing.assert_array_equal(out.get().reshape(nz, nx), u + u[:, np.arange(nx) ^ 1])
+    u, got = _alone(compile_cuda, rng, poison, "shuffled_march", 10, 32, 4)
+    np.testing.assert_array_equal(got, u + u[:, np.arange(u.shape[1]) ^ 1])
