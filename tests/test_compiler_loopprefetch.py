@@ -93,6 +93,43 @@ def test_rewrite_prefetches_wide_plain_loads_in_loops_only():
     llvm.parse_assembly(out).verify()
 
 
+ROWS = r"""
+define void @r(ptr %p, i64 %n) {
+entry:
+  br label %vector.body
+
+vector.body:                                      ; preds = %vector.body, %entry
+  %i = phi i64 [ 0, %entry ], [ %i.next, %vector.body ]
+  %a = getelementptr i8, ptr %p, i64 %i
+  %left = getelementptr i8, ptr %a, i64 -4
+  %right = getelementptr i8, ptr %a, i64 4
+  %next = getelementptr i8, ptr %a, i64 64
+  %far = getelementptr i8, ptr %right, i64 60
+  %l = load <16 x float>, ptr %left, align 4
+  %c = load <16 x float>, ptr %a, align 4
+  %r = load <16 x float>, ptr %right, align 4
+  %x = load <16 x float>, ptr %next, align 4
+  %y = load <16 x float>, ptr %far, align 4
+  %i.next = add i64 %i, 128
+  %done = icmp uge i64 %i.next, %n
+  br i1 %done, label %exit, label %vector.body
+
+exit:                                             ; preds = %vector.body
+  ret void
+}
+"""
+
+
+def test_loads_of_one_line_share_a_prefetch():
+    """Loads of one base register within a line of each other (a stencil's in[i - 1], in[i],
+    in[i + 1]) take one prefetch; a load a line further on (the loop's second vector) its own,
+    and one through a chain of offsets (4 + 60) is seen where it lands."""
+    out = loopprefetch.rewrite(ROWS)
+    assert out.count("call void @llvm.prefetch.p0") == 2, out
+    assert "getelementptr i8, ptr %left, i64 1024" in out and "getelementptr i8, ptr %next, i64 1024" in out
+    llvm.parse_assembly(out).verify()
+
+
 def test_rewrite_leaves_modules_without_looped_vector_loads():
     assert loopprefetch.rewrite("define void @g() {\n  ret void\n}\n") == "define void @g() {\n  ret void\n}\n"
     no_loop = LOOPS.replace("%vector.body, %entry", "%entry").replace(
