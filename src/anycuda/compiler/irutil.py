@@ -403,21 +403,24 @@ def in_thread_group(module: ir.Module, access: ir.Instruction) -> ir.Instruction
     return access
 
 
-def _header_scopes(module: ir.Module) -> ir.MDValue:
-    """The module's alias-scope list of a block's frame header (lowering/function.py,
-    BLOCK_FIELDS): written by the code that runs a block before its threads run, never
-    reached through the kernel's own pointers."""
-    scopes = getattr(module, "_anycuda_header_scopes", None)
-    if scopes is None:
-        domain = module.add_metadata(["anycuda.frame"])
-        scopes = module.add_metadata([module.add_metadata(["anycuda.header", domain])])
-        module._anycuda_header_scopes = scopes
-    return scopes
+def alias_scopes(module: ir.Module, name: str) -> ir.MDValue:
+    """The module's alias-scope list of one scope `name` (in a domain of its own), for
+    `!alias.scope` and `!noalias` metadata: made once per module and name."""
+    made = module.__dict__.setdefault("_anycuda_alias_scopes", {})
+    if name not in made:
+        domain = module.add_metadata([name + " domain"])
+        made[name] = module.add_metadata([module.add_metadata([name, domain])])
+    return made[name]
+
+
+# the alias scope of a block's frame header (lowering/function.py, BLOCK_FIELDS): written by the
+# code that runs a block before its threads run, never reached through the kernel's own pointers
+HEADER_SCOPE = "anycuda.header"
 
 
 def in_header_scope(module: ir.Module, load: ir.Instruction) -> ir.Instruction:
     """Mark a load of a frame header field; returns it."""
-    load.set_metadata("alias.scope", _header_scopes(module))
+    load.set_metadata("alias.scope", alias_scopes(module, HEADER_SCOPE))
     return load
 
 
@@ -428,7 +431,7 @@ def apart_from_header(module: ir.Module, access: ir.Instruction) -> ir.Instructi
     a noalias argument leaves a noalias.scope.decl call in the loop's body, which no access
     group covers, and the vectoriser then tests addresses at run time in every row of a
     block's threads (a 5x5 convolution of 16 x 16 blocks spent a third of its time there)."""
-    access.set_metadata("noalias", _header_scopes(module))
+    access.set_metadata("noalias", alias_scopes(module, HEADER_SCOPE))
     return access
 
 

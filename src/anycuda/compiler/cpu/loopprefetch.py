@@ -22,10 +22,10 @@ vectoriser makes) gets a prefetch DISTANCE bytes above its address: such loops s
 consecutive loads upwards by the vector a turn, and a band's next block in the row is the
 next vector above. One prefetch serves the loads of one base register within a line of each
 other (a stencil's neighbours in a row): conv2d_global's 25 taps take 5, not 25 (two workers,
-env-switched: 13.8-14.0 -> 11.6-12.2 ms). Loads outside loops, and the masked loads of anycuda's own vector code
-(each behind a test that some lane is on, so never in a loop of one block), are left alone:
-their next address is not the one above. A prefetch never faults, so one past an array's
-end costs nothing but its slot.
+env-switched: 13.8-14.0 -> 11.6-12.2 ms). Loads outside loops, and the masked loads of
+anycuda's own vector code (each behind a test that some lane is on, so never in a loop of one
+block), are left alone: their next address is not the one above. A prefetch never faults, so
+one past an array's end costs nothing but its slot.
 """
 from __future__ import annotations
 

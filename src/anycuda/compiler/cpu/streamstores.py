@@ -41,7 +41,7 @@ from contextlib import contextmanager
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ..irutil import declare
+from ..irutil import alias_scopes, declare
 from ..types import I32, PTR
 from .textrewrite import rewritten
 
@@ -63,12 +63,7 @@ def host_supported() -> bool:
 
 def mark(module: ir.Module, store: ir.Instruction) -> ir.Instruction:
     """Mark a store as a streaming candidate (see the module docstring)."""
-    scopes = getattr(module, "_anycuda_stream_scopes", None)
-    if scopes is None:
-        domain = module.add_metadata([SCOPE_NAME + " domain"])
-        scopes = module.add_metadata([module.add_metadata([SCOPE_NAME, domain])])
-        module._anycuda_stream_scopes = scopes
-    store.set_metadata("alias.scope", scopes)
+    store.set_metadata("alias.scope", alias_scopes(module, SCOPE_NAME))
     return store
 
 
