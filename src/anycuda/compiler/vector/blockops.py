@@ -308,8 +308,11 @@ def _ld_param(w, st, t, elem):
     if not isinstance(op, pir.Addr) or not isinstance(op.base, pir.Sym) or op.base.name not in params:
         raise NotVectorisable("ld.param of something else than a kernel parameter")
     b = w.b
-    ptr = b.bitcast(b.gep(w.params, [i64(params[op.base.name].offset + op.offset)]), elem.as_pointer())
-    value = b.load(ptr, align=max(width(t) // 8, 1))
+    # in the entry block: alike for every warp, and a value later stretches can compute from
+    # (recompute.py) rather than keep
+    with b.goto_block(w.fn.entry_basic_block):
+        ptr = b.bitcast(b.gep(w.params, [i64(params[op.base.name].offset + op.offset)]), elem.as_pointer())
+        value = b.load(ptr, align=max(width(t) // 8, 1))
     w.write(st.operands[0], w.splat(value), t)
     if t[0] in "bus" and isinstance(st.operands[0], pir.Reg):
         # in the register's width: nvcc loads an int parameter into a 64-bit register

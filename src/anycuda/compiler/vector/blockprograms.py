@@ -209,6 +209,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         self._dynamic = None      # where the dynamic shared memory starts in the window
         self._slots = {}          # what a warp keeps from stretch to stretch -> its stack array
         self._resumed = {}        # slot key -> the value this warp loaded from it as its stretch began
+        self._warp_counters = set()  # each stretch's counter of its loop over warps (recompute.py)
+        self._recomputed = {}     # what the stretch being made computed again (recompute.py)
         self._elsewhere = None    # the stack slot a gather's lanes off its mask read (_off_lanes_elsewhere)
         self._pending = None      # (group, {offset: store}, shape) of interleaved stores not yet made
         self._spans_loaded = {}   # a group of interleaved loads -> its span, loaded once (_load_group)

@@ -1,6 +1,7 @@
 """The stretches of a block program (blockprograms.py): the program runs from barrier to barrier,
 each stretch a loop over the block's warps, and what a warp needs in a later stretch waits in
-a stack array, one element per warp (_keep, _resume).
+a stack array, one element per warp (_keep, _resume), unless it is a function of the warp's
+index and the launch that the later stretch computes again (recompute.py).
 
 Within a stretch a warp's registers are <lanes x T> values that stay in vector registers (a
 value for the whole block, 16 zmm registers each, made LLVM spill nearly everything: 1.05 us
@@ -41,6 +42,7 @@ from ..types import I1, I8, I32
 from . import idlewarps
 from .blockloops import LoopShapeLost, loop_regions, turned_loops
 from .blockops import Affine, and_scalar, is_empty
+from .recompute import recomputable, recompute
 from .warpruns import NotVectorisable
 
 _BARRIERS = frozenset(("bar", "barrier"))
@@ -87,8 +89,10 @@ class StretchParts:
             count = self.group_warps if busy is None else b.load(busy[0])
             with for_range(b, i32(0), count, f"stretch{s}.warp") as w:
                 self.warp = w
+                self._warp_counters.add(w)
                 self._spans_loaded = {}
                 self._resumed = {}
+                self._recomputed = {}
                 if kept is not None:
                     self._resume(kept)
                 if lo in self._turn_after:        # (past a loop in turns: the lanes that came to it)
@@ -104,7 +108,8 @@ class StretchParts:
                         self._skipping[self._leaving(hi)] = ir.Constant(I1, 0)
                     if hi in self.turned:
                         self._enter_turns(hi, written)
-                    kept_next = self._keep(self._live_across(hi), written, turned=hi in self.turned)
+                    kept_next = self._keep(self._live_across(hi), written, turned=hi in self.turned,
+                                           recompute=hi not in self.barrier_loops)
                     if closing in self.turned:
                         self._exit_values(kept_next, closing)
             if busy is not None:
@@ -383,12 +388,15 @@ class StretchParts:
             self._slots[key] = self.scratch(ir.ArrayType(ty, self.warps), "kept")
         return self.b.gep(self._slots[key], [i32(0), self.warp])
 
-    def _keep_value(self, key, v, fixed=False):
+    def _keep_value(self, key, v, fixed=False, recompute=False):
         """Store v (an i1 or <lanes x i1> as bytes) for this warp; what _resume needs to load
         it. A constant is not stored, but where `fixed` (a loop's state: the back branch
-        stores another value in its place)."""
+        stores another value in its place); nor, where `recompute`, a value the next stretch
+        can compute again from its warp's index (recompute.py)."""
         if not fixed and (v is None or is_empty(v) or isinstance(v, ir.Constant)):
             return ("constant", v)
+        if recompute and not fixed and recomputable(v, self._warp_counters, self.fn.entry_basic_block):
+            return ("recompute", v)
         how = ("slot", key, _stored_type(v.type), v.type)
         self._store_as(how, v)
         return how
@@ -398,6 +406,9 @@ class StretchParts:
         _store_as remembers."""
         if how[0] == "constant":
             return how[1]
+        if how[0] == "recompute":
+            return recompute(self.b, how[1], self.warp, self._warp_counters, self.fn.entry_basic_block,
+                             self._recomputed)
         _, key, stored, ty = how
         v = self.b.load(self._slot(key, stored))
         v = self.b.trunc(v, ty) if _is_bool(ty) else v
@@ -405,22 +416,26 @@ class StretchParts:
             self._resumed[key] = v
         return v
 
-    def _keep(self, live, written=frozenset(), turned=False) -> dict:
+    def _keep(self, live, written=frozenset(), turned=False, recompute=False) -> dict:
         """At the end of a stretch: this warp's registers live after it, their shapes, and its
         masks and choices, each in its array; the description _resume restores them from.
         `written`: the registers a loop starting here writes (kept in their arrays, their
         shapes with the least alignment, none of them whole: the back branch stores its own);
-        `turned`: that loop runs in turns (its mask is kept in its array too)."""
+        `turned`: that loop runs in turns (its mask is kept in its array too); `recompute`:
+        the registers' values that the next stretch can compute again are not kept (not
+        where a loop around barriers starts: its back branch stores its state in the form
+        kept here)."""
         kept = {"values": {}, "shapes": {}, "whole": {}, "reach": {}, "skipping": {}}
         for r in sorted(live):
             fixed = r in written
             shape = None if fixed and r in self.shapeless else self.shapes.get(r)
             if r in self.values or fixed:
-                kept["values"][r] = self._keep_register(r, shape, fixed)
+                kept["values"][r] = self._keep_register(r, shape, fixed, recompute)
                 kept["whole"][r] = self.whole.get(r, False) and not fixed
             if shape is not None:
-                kept["shapes"][r] = (self._keep_value(("base", r), shape.base, fixed), shape.stride,
-                                     self._keep_value(("exact", r), shape.exact), 1 if fixed else shape.align)
+                kept["shapes"][r] = (self._keep_value(("base", r), shape.base, fixed, recompute), shape.stride,
+                                     self._keep_value(("exact", r), shape.exact, recompute=recompute),
+                                     1 if fixed else shape.align)
         kept["uniform"] = frozenset(self.uniform & set(kept["values"])) - written
         here = self._all_lanes() if turned and self.here is None else self.here
         kept["here"] = self._keep_value(("here",), here, turned)
@@ -430,14 +445,14 @@ class StretchParts:
             kept["skipping"][label] = self._keep_value(("skipping", label), flag, True)
         return kept
 
-    def _keep_register(self, r, shape, fixed=False):
+    def _keep_register(self, r, shape, fixed=False, recompute=False):
         """A register's lanes are rebuilt from its shape where that is exact (a broadcast and an
         add cost less than storing and loading up to four vectors per warp: scan kept eight
         address vectors); where exactness is checked at run time, they are stored only when
         the check fails."""
         value = self.reg_value(r)
         if shape is None or shape.base.type != value.type.element:
-            return self._keep_value(("v", r), value, fixed)
+            return self._keep_value(("v", r), value, fixed, recompute)
         if shape.exact is None:
             return ("ramp",)
         with self.b.if_then(self.b.not_(shape.exact), likely=False):
