@@ -48,6 +48,7 @@ class Streaming(Bench):
     sizes = {"full": dict(n=1 << 24), "quick": dict(n=100_003)}
     op, dtype, index, spelling = "", np.float32, ctypes.c_int, "guard"
     arrays = 2                  # arrays read or written per element, for the bytes moved
+    memory_bound = True
     repeats_exactly = True      # False where a run updates its input (saxpy's y)
 
     def setup(self, n):
@@ -146,6 +147,7 @@ class Sum(Bench):
     cu, unit = "idioms_reduce.cu", "GB/s"
     sizes = {"full": dict(n=1 << 24), "quick": dict(n=100_003)}
     dtype = np.float32
+    memory_bound = True
     rtol = 1e-5
 
     def setup(self, n):

@@ -193,6 +193,7 @@ def run_kernels(args, benches, out):
                 row["rounds_ms"][impl] = [round(x * 1e3, 3) for x in each]
                 row["ms"][impl], row["inner"][impl], row["rate"][impl] = t * 1e3, inner, b.rate(t)
         row["yardstick"] = {name: value(times[name][0]) for name, (_, value) in sticks.items() if name in times}
+        row["share"] = yardstick_shares(b, sticks, times)
         if sim is not None and B.implements("sim"):
             row["sim"] = sim_column(B, g, sim, args)
         ms = row["ms"]
@@ -213,18 +214,38 @@ def run_kernels(args, benches, out):
     return rows
 
 
+TRIAD_N = 1 << 24           # floats per array of the triad yardstick: 192 MB moved a run
+SHARE_TARGETS = {"triad_GBps": 0.85, "numpy_blas_GFLOPs": 0.30}    # the issue's targets for each share
+_triad_arrays = []
+
+
 def yardsticks(b, lib):
     """What the hardware can do, timed in the same rounds as the kernel: STREAM-style triad
-    for the streaming kernels, numpy's BLAS for SGEMM. {name: (run, its value from the
-    median seconds per run)}."""
-    if b.name in ("saxpy", "vector_add"):
-        n = b.n
-        a, x, c = np.ones(n, np.float32), np.ones(n, np.float32), np.empty(n, np.float32)
+    for the streaming kernels and the memory-bound idioms (`memory_bound`), numpy's BLAS of
+    the same matrices for the SGEMMs (and DGEMMs). {name: (run, its value from the median
+    seconds per run)}."""
+    if b.name in ("saxpy", "vector_add") or getattr(b, "memory_bound", False):
+        n = b.n if b.name in ("saxpy", "vector_add") else TRIAD_N
+        if not _triad_arrays or _triad_arrays[0].size != n:
+            _triad_arrays[:] = [np.ones(n, np.float32), np.ones(n, np.float32), np.empty(n, np.float32)]
+        a, x, c = _triad_arrays
         return {"triad_GBps": (lambda: lib.triad(suite.p(a), suite.p(x), suite.p(c), ctypes.c_float(3), n),
                                lambda t: 12 * n / t / 1e9)}
-    if b.name == "sgemm":
+    if isinstance(b, suite.Sgemm) and b.A.dtype in (np.float32, np.float64):
         return {"numpy_blas_GFLOPs": (lambda: b.A @ b.B, lambda t: b.work / t / 1e9)}
     return {}
+
+
+def yardstick_shares(b, sticks, times) -> dict:
+    """anycuda's rate as a share of each yardstick's (`sticks`: yardsticks'), from the same
+    rounds: the median over the rounds of (work / anycuda's time) / the yardstick's rate in
+    that round."""
+    shares = {}
+    for name, (_, value) in sticks.items():
+        if "anycuda" in times and name in times:
+            shares[name] = statistics.median((b.work / t_any / 1e9) / value(t_stick)
+                                             for t_any, t_stick in zip(times["anycuda"][2], times[name][2]))
+    return shares
 
 
 def time_anycuda(b, g, min_run, repeats):
@@ -411,6 +432,17 @@ def fmt(x, spec=".2f", none="-"):
     return none if x is None else format(x, spec)
 
 
+def print_shares(rows):
+    """For each yardstick: how many kernels reach the issue's share of it (SHARE_TARGETS), and
+    the ones below."""
+    for name, target in SHARE_TARGETS.items():
+        shares = {r["kernel"]: r["share"][name] for r in rows if name in r.get("share", {})}
+        if shares:
+            below = sorted((v, k) for k, v in shares.items() if v < target)
+            print(f"anycuda at >= {100 * target:.0f}% of {name}: {len(shares) - len(below)} of {len(shares)}"
+                  + ("; below: " + ", ".join(f"{k} {100 * v:.0f}%" for v, k in below) if below else ""))
+
+
 def print_table(out):
     rows = out["kernels"]
     print()
@@ -420,7 +452,8 @@ def print_table(out):
     print("-" * len(head))
     for r in rows:
         ms, ra = r["ms"], r["ratio"]
-        yard = "; ".join(f"{k} {v:.1f}" for k, v in r["yardstick"].items())
+        yard = "; ".join(f"{k} {v:.1f}, anycuda {100 * r.get('share', {}).get(k, float('nan')):.0f}%"
+                         for k, v in r["yardstick"].items())
         note = r["rate"].get("anycuda", "")
         extra = "; ".join(x for x in (f"C {r['rate']['c']}" if r["rate"].get("c") else "", yard) if x)
         print(f"{r['kernel']:13s} {fmt(ms.get('anycuda')):>10s} {fmt(ms.get('c')):>9s} {fmt(ms.get('pocl')):>9s} "
@@ -438,6 +471,7 @@ def print_table(out):
         print(f"{label:13s} {'':>10s} {'':>9s} {'':>9s} {fmt(gm['anycuda/c']):>7s} {fmt(gm['pocl/c']):>7s} "
               f"{fmt(gm['anycuda/pocl']):>8s} {fmt(gm['sim/anycuda'], '.0f'):>8s} "
               f"{fmt(gm['sim/anycuda per work'], '.3g'):>9s}")
+    print_shares(rows)
     print("sim/any: Numba simulator time / anycuda time, both at the small simulator size; per work:\n"
           "the simulator's time per unit of work (small size) / anycuda's (size of this table)")
     for what, why in out["skipped"].items():

@@ -141,6 +141,7 @@ class Bench:
     cu = ""                     # kernels/cuda/<cu>
     sizes = {}                  # size name -> parameters
     unit = None                 # "GB/s" or "GFLOP/s": what `work` counts per run
+    memory_bound = False        # a stream through memory (run.py times the triad yardstick with it)
 
     def __init__(self, size: str = "full", seed: int = 0):
         self.size_name = size

@@ -92,6 +92,30 @@ def test_ratios_pair_the_rounds():
     assert run.paired_ratio(times, "a", "c") is None
 
 
+def test_yardsticks_of_the_idioms():
+    """The memory-bound idioms are timed with the triad, the SGEMMs and DGEMMs with numpy's
+    BLAS of their own matrices (not the half one: numpy's half matmul is no BLAS); a share is
+    the median of the rounds' shares: 1 GB a run in 0.5, 0.25 and 0.5 s against a triad of 12,
+    6 and 12 GB/s -> 1/6, 2/3, 1/6: 1/6."""
+    run = _run_py()
+    run.TRIAD_N = 1024                  # (the arrays only, not timed here)
+    by_name = {b.name: b for b in idioms.BENCHMARKS}
+    assert set(run.yardsticks(by_name["saxpy_f32_stride"]("quick"), None)) == {"triad_GBps"}
+    assert set(run.yardsticks(by_name["reduce_shfl"]("quick"), None)) == {"triad_GBps"}
+    assert set(run.yardsticks(by_name["sgemm_tiled_16x16"]("quick"), None)) == {"numpy_blas_GFLOPs"}
+    assert set(run.yardsticks(by_name["dgemm_tiled_16x16"]("quick"), None)) == {"numpy_blas_GFLOPs"}
+    assert run.yardsticks(by_name["hgemm_tiled_16x16"]("quick"), None) == {}
+    assert run.yardsticks(by_name["transpose_naive_16x16"]("quick"), None) == {}
+    b = by_name["copy_f32_guard"]("quick")
+    b.work = 1e9
+    sticks = run.yardsticks(b, None)
+    n = run.TRIAD_N
+    per_second = 12 * n / 12e9
+    times = {"anycuda": (0, 1, [0.5, 0.25, 0.5]), "triad_GBps": (0, 1, [per_second, 2 * per_second, per_second])}
+    share = run.yardstick_shares(b, sticks, times)["triad_GBps"]
+    assert abs(share - 1 / 6) < 1e-9, share
+
+
 def test_tensorcore_gemms_match_numpy():
     """benchmarks/tensorcores.py at 128: the WMMA and the ldmatrix + mma.sync GEMMs (our
     kernels/cuda/tensorcores.cu), the tiled SGEMM and cublasGemmEx f16 -> f32 each agree

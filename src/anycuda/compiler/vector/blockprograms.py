@@ -32,9 +32,9 @@ whose address has stride 0 is one scalar access; stride the element size, one ve
 access; stride 2-8 elements, one load of the span and a permutation (or, for stores, the
 group of k stores that together cover the span as one store); any other a gather or
 scatter (where it has no shape, first looked at when it runs: a few runs of consecutive
-elements are a masked access each), or for a few lanes a loop over them. Where every lane
-of the mask runs (a full block, where the bounds check holds everywhere), accesses take
-constant masks or none.
+elements are a masked access each, two without a loop), or for a few lanes a loop over
+them. Where every lane of the mask runs (a full block, where the bounds check holds
+everywhere), accesses take constant masks or none.
 
 A kernel with anything else (atomics, calls, votes, local memory, loops
 whose lanes part round a barrier, ...) raises NotVectorisable and keeps the rounds; so does
