@@ -121,6 +121,24 @@ def test_a_loaded_value_is_still_kept(compile_cuda, rng, poison):
     assert ran_as_block_program(k, 256)
 
 
+def test_what_a_loop_around_barriers_leaves_is_not_kept(monkeypatch):
+    """At a loop around barriers, the registers its rounds do not write (the thread's row and
+    column, the tile's addresses) are computed again in each round: fewer slots than with
+    everything kept (the loop's own state is kept either way)."""
+    ptx = compile_to_ptx(KERNELS, name="recompute.cu")
+
+    def slots():
+        return _kept_slots(pipeline.block_program_ir(ptx, "recompute.ptx", "tiles", (32, 32, 1)))
+    computed_again = slots()
+    # nvcc's `if (tiles > 0)` around the loop: what is made before the loop is a phi of its
+    # value and none, which stands for the value
+    monkeypatch.setattr(recompute, "_through", lambda value, one_way: value)
+    not_through_phis = slots()
+    monkeypatch.setattr(recompute, "recomputable", lambda *args: False)
+    everything = slots()
+    assert 0 < computed_again < not_through_phis < everything, (computed_again, not_through_phis, everything)
+
+
 @pytest.mark.parametrize("n", [64, 50])
 def test_a_loop_around_barriers_keeps_its_state(compile_cuda, rng, poison, n):
     tiles = 3
@@ -167,6 +185,25 @@ def test_only_pure_trees_over_the_counter_are_computed_again():
     for value in (loaded, by_zero, by_param, b.phi(ir.IntType(32))):
         assert not recompute.recomputable(value, counters, entry)
     assert not recompute.recomputable(address, set(), entry)       # (another loop's phi)
+
+
+def test_a_phi_of_a_value_and_none_stands_for_the_value():
+    """A register first written in a part a warp may skip: after two such parts it is a phi
+    of a phi; computed again, it is the part's value (no phi is copied)."""
+    fn, b = _function()
+    entry = fn.entry_basic_block
+    loop = fn.append_basic_block("loop")
+    b.branch(loop)
+    b.position_at_end(loop)
+    warp = b.phi(ir.IntType(32), "warp")
+    warp.add_incoming(ir.Constant(ir.IntType(32), 0), entry)
+    value = b.shl(warp, ir.Constant(ir.IntType(32), 2))
+    inner, outer = b.phi(ir.IntType(32), "inner"), b.phi(ir.IntType(32), "outer")
+    assert not recompute.recomputable(outer, {warp}, entry, {})
+    one_way = {outer: inner, inner: value}
+    assert recompute.recomputable(outer, {warp}, entry, one_way)
+    again = recompute.recompute(b, outer, warp, {warp}, entry, {}, one_way)
+    assert again.opname == "shl" and again is not value
 
 
 def test_the_copy_counts_on_the_current_counter():

@@ -211,6 +211,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         self._resumed = {}        # slot key -> the value this warp loaded from it as its stretch began
         self._warp_counters = set()  # each stretch's counter of its loop over warps (recompute.py)
         self._recomputed = {}     # what the stretch being made computed again (recompute.py)
+        self.one_way = {}         # a phi of a register a skipped part wrote first -> its value from there
         self._elsewhere = None    # the stack slot a gather's lanes off its mask read (_off_lanes_elsewhere)
         self._pending = None      # (group, {offset: store}, shape) of interleaved stores not yet made
         self._spans_loaded = {}   # a group of interleaved loads -> its span, loaded once (_load_group)
@@ -316,6 +317,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
             node = b.phi(now.type)
             node.add_incoming(now, end)
             node.add_incoming(ir.Constant(now.type, None) if then is None else then, pre)
+            if then is None:                # (new in the part: the way past it has no value)
+                self.one_way[node] = now
             return node
 
         for r, v in list(self.values.items()):

@@ -42,7 +42,7 @@ from ..types import I1, I8, I32
 from . import idlewarps
 from .blockloops import LoopShapeLost, loop_regions, turned_loops
 from .blockops import Affine, and_scalar, is_empty
-from .recompute import recomputable, recompute
+from . import recompute
 from .warpruns import NotVectorisable
 
 _BARRIERS = frozenset(("bar", "barrier"))
@@ -108,8 +108,7 @@ class StretchParts:
                         self._skipping[self._leaving(hi)] = ir.Constant(I1, 0)
                     if hi in self.turned:
                         self._enter_turns(hi, written)
-                    kept_next = self._keep(self._live_across(hi), written, turned=hi in self.turned,
-                                           recompute=hi not in self.barrier_loops)
+                    kept_next = self._keep(self._live_across(hi), written, turned=hi in self.turned)
                     if closing in self.turned:
                         self._exit_values(kept_next, closing)
             if busy is not None:
@@ -388,14 +387,15 @@ class StretchParts:
             self._slots[key] = self.scratch(ir.ArrayType(ty, self.warps), "kept")
         return self.b.gep(self._slots[key], [i32(0), self.warp])
 
-    def _keep_value(self, key, v, fixed=False, recompute=False):
+    def _keep_value(self, key, v, fixed=False, may_recompute=False):
         """Store v (an i1 or <lanes x i1> as bytes) for this warp; what _resume needs to load
         it. A constant is not stored, but where `fixed` (a loop's state: the back branch
-        stores another value in its place); nor, where `recompute`, a value the next stretch
+        stores another value in its place); nor, where `may_recompute`, a value the next stretch
         can compute again from its warp's index (recompute.py)."""
         if not fixed and (v is None or is_empty(v) or isinstance(v, ir.Constant)):
             return ("constant", v)
-        if recompute and not fixed and recomputable(v, self._warp_counters, self.fn.entry_basic_block):
+        if may_recompute and not fixed and recompute.recomputable(v, self._warp_counters, self.fn.entry_basic_block,
+                                                                  self.one_way):
             return ("recompute", v)
         how = ("slot", key, _stored_type(v.type), v.type)
         self._store_as(how, v)
@@ -407,8 +407,8 @@ class StretchParts:
         if how[0] == "constant":
             return how[1]
         if how[0] == "recompute":
-            return recompute(self.b, how[1], self.warp, self._warp_counters, self.fn.entry_basic_block,
-                             self._recomputed)
+            return recompute.recompute(self.b, how[1], self.warp, self._warp_counters, self.fn.entry_basic_block,
+                                       self._recomputed, self.one_way)
         _, key, stored, ty = how
         v = self.b.load(self._slot(key, stored))
         v = self.b.trunc(v, ty) if _is_bool(ty) else v
@@ -416,25 +416,25 @@ class StretchParts:
             self._resumed[key] = v
         return v
 
-    def _keep(self, live, written=frozenset(), turned=False, recompute=False) -> dict:
+    def _keep(self, live, written=frozenset(), turned=False) -> dict:
         """At the end of a stretch: this warp's registers live after it, their shapes, and its
         masks and choices, each in its array; the description _resume restores them from.
         `written`: the registers a loop starting here writes (kept in their arrays, their
         shapes with the least alignment, none of them whole: the back branch stores its own);
-        `turned`: that loop runs in turns (its mask is kept in its array too); `recompute`:
-        the registers' values that the next stretch can compute again are not kept (not
-        where a loop around barriers starts: its back branch stores its state in the form
-        kept here)."""
+        `turned`: that loop runs in turns (its mask is kept in its array too). The other
+        registers' values and shapes that the next stretch can compute again are not kept
+        (recompute.py): a loop's rounds leave them as they are."""
         kept = {"values": {}, "shapes": {}, "whole": {}, "reach": {}, "skipping": {}}
         for r in sorted(live):
             fixed = r in written
             shape = None if fixed and r in self.shapeless else self.shapes.get(r)
             if r in self.values or fixed:
-                kept["values"][r] = self._keep_register(r, shape, fixed, recompute)
+                kept["values"][r] = self._keep_register(r, shape, fixed)
                 kept["whole"][r] = self.whole.get(r, False) and not fixed
             if shape is not None:
-                kept["shapes"][r] = (self._keep_value(("base", r), shape.base, fixed, recompute), shape.stride,
-                                     self._keep_value(("exact", r), shape.exact, recompute=recompute),
+                kept["shapes"][r] = (self._keep_value(("base", r), shape.base, fixed, may_recompute=True),
+                                     shape.stride,
+                                     self._keep_value(("exact", r), shape.exact, may_recompute=not fixed),
                                      1 if fixed else shape.align)
         kept["uniform"] = frozenset(self.uniform & set(kept["values"])) - written
         here = self._all_lanes() if turned and self.here is None else self.here
@@ -445,14 +445,14 @@ class StretchParts:
             kept["skipping"][label] = self._keep_value(("skipping", label), flag, True)
         return kept
 
-    def _keep_register(self, r, shape, fixed=False, recompute=False):
+    def _keep_register(self, r, shape, fixed=False):
         """A register's lanes are rebuilt from its shape where that is exact (a broadcast and an
         add cost less than storing and loading up to four vectors per warp: scan kept eight
         address vectors); where exactness is checked at run time, they are stored only when
         the check fails."""
         value = self.reg_value(r)
         if shape is None or shape.base.type != value.type.element:
-            return self._keep_value(("v", r), value, fixed, recompute)
+            return self._keep_value(("v", r), value, fixed, may_recompute=True)
         if shape.exact is None:
             return ("ramp",)
         with self.b.if_then(self.b.not_(shape.exact), likely=False):
