@@ -164,15 +164,23 @@ def _function():
     return fn, b
 
 
+def _loop_over_warps(fn, b, name="warp"):
+    """A block after the builder's whose phi counts warps (as a stretch's loop does); the
+    builder is left in it."""
+    before = b.block
+    loop = fn.append_basic_block(name + ".loop")
+    b.branch(loop)
+    b.position_at_end(loop)
+    warp = b.phi(ir.IntType(32), name)
+    warp.add_incoming(ir.Constant(ir.IntType(32), 0), before)
+    return warp
+
+
 def test_only_pure_trees_over_the_counter_are_computed_again():
     fn, b = _function()
     entry = fn.entry_basic_block
     param = b.add(fn.args[0], ir.Constant(ir.IntType(32), 1))      # (in the entry block: a leaf)
-    loop = fn.append_basic_block("loop")
-    b.branch(loop)
-    b.position_at_end(loop)
-    warp = b.phi(ir.IntType(32), "warp")
-    warp.add_incoming(ir.Constant(ir.IntType(32), 0), entry)
+    warp = _loop_over_warps(fn, b)
     row = b.urem(warp, ir.Constant(ir.IntType(32), 16))
     address = b.add(b.mul(row, ir.Constant(ir.IntType(32), 80)), param)
     slot = b.alloca(ir.IntType(32))
@@ -192,11 +200,7 @@ def test_a_phi_of_a_value_and_none_stands_for_the_value():
     of a phi; computed again, it is the part's value (no phi is copied)."""
     fn, b = _function()
     entry = fn.entry_basic_block
-    loop = fn.append_basic_block("loop")
-    b.branch(loop)
-    b.position_at_end(loop)
-    warp = b.phi(ir.IntType(32), "warp")
-    warp.add_incoming(ir.Constant(ir.IntType(32), 0), entry)
+    warp = _loop_over_warps(fn, b)
     value = b.shl(warp, ir.Constant(ir.IntType(32), 2))
     inner, outer = b.phi(ir.IntType(32), "inner"), b.phi(ir.IntType(32), "outer")
     assert not recompute.recomputable(outer, {warp}, entry, {})
@@ -209,23 +213,16 @@ def test_a_phi_of_a_value_and_none_stands_for_the_value():
 def test_the_copy_counts_on_the_current_counter():
     fn, b = _function()
     entry = fn.entry_basic_block
-    first, second = fn.append_basic_block("first"), fn.append_basic_block("second")
-    b.branch(first)
-    b.position_at_end(first)
-    w1 = b.phi(ir.IntType(32), "w1")
-    w1.add_incoming(ir.Constant(ir.IntType(32), 0), entry)
+    w1 = _loop_over_warps(fn, b, "w1")
     row = b.urem(w1, ir.Constant(ir.IntType(32), 16))
     value = b.add(b.mul(row, row), fn.args[0])
-    b.branch(second)
-    b.position_at_end(second)
-    w2 = b.phi(ir.IntType(32), "w2")
-    w2.add_incoming(ir.Constant(ir.IntType(32), 0), first)
+    w2 = _loop_over_warps(fn, b, "w2")
     memo = {}
     again = recompute.recompute(b, value, w2, {w1, w2}, entry, memo)
     assert recompute.recompute(b, value, w2, {w1, w2}, entry, memo) is again
     b.ret_void()
     text = str(fn)
-    copied = text[text.index("second:"):]
+    copied = text[text.index("w2.loop:"):]
     assert '%"w2"' in copied and '%"w1"' not in copied
     assert copied.count("urem") == 1 and copied.count("mul") == 1      # (the shared part once)
 
