@@ -510,9 +510,11 @@ class BlockMemory:
         follows = b.bitcast(b.icmp_unsigned("==", addrs, b.add(behind, self.splat(i64(size)))), lanes)
         # a lane starts a run unless the lane below it takes part and its element is just below
         starts = b.and_(active, b.not_(b.and_(follows, b.shl(active, ir.Constant(lanes, 1)))))
-        one_run = b.icmp_unsigned("==", starts, ir.Constant(lanes, 1))
-        if self.mask is not None:
-            one_run = b.and_(one_run, b.icmp_unsigned("==", active, every))
+        every_lane = None if self.mask is None else self._every_lane()
+
+        def with_every_lane(cond):          # (cond, and every lane takes part)
+            return cond if every_lane is None else b.and_(cond, every_lane)
+        one_run = with_every_lane(b.icmp_unsigned("==", starts, ir.Constant(lanes, 1)))
         count = b.call(declare(b.module, f"llvm.ctpop.i{self.lanes}", lanes, [lanes]), [starts])
         few = b.icmp_unsigned("<=", count, ir.Constant(lanes, self._most_runs(value)))
 
@@ -524,9 +526,7 @@ class BlockMemory:
             return None
 
         def by_runs():
-            two = b.icmp_unsigned("==", count, ir.Constant(lanes, 2))
-            if self.mask is not None:
-                two = b.and_(two, b.icmp_unsigned("==", active, every))
+            two = with_every_lane(b.icmp_unsigned("==", count, ir.Constant(lanes, 2)))
             return self._either(two, lambda: self._two_runs(addrs, starts, elem, size, value),
                                 lambda: self._run_by_run(addrs, starts, active, elem, size, value))
         return self._either(one_run, whole, lambda: self._either(
