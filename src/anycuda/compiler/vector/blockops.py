@@ -259,7 +259,19 @@ def _mov(w, st):
     _SHAPED["mov"](w, st)
 
 
+def _volatile_shared_only(st):
+    """A volatile access is one of the block's shared memory (the warp-synchronous idiom's
+    `volatile` sdata, nvcc's scan sample): a block program is one order of the block's threads,
+    a warp's lanes in step and the warps one after another between barriers, each access made
+    where the program says, so volatile adds nothing there (a spin on such a word is left to
+    the rounds: check_takes). Elsewhere the host or another block may write the word at any
+    time: not taken."""
+    if "volatile" in st.mods and space_of(st) != "shared":
+        raise NotVectorisable(f"a volatile {st.opcode} outside shared memory")
+
+
 def _ld(w, st):
+    _volatile_shared_only(st)
     t = type_mods(st.mods)[-1]
     if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
         raise NotVectorisable(f"ld.{t}")
@@ -322,6 +334,7 @@ def _ld_param(w, st, t, elem):
 
 
 def _st(w, st):
+    _volatile_shared_only(st)
     t = type_mods(st.mods)[-1]
     if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
         raise NotVectorisable(f"st.{t}")
@@ -483,8 +496,8 @@ _SHARED_ATOMICS = REGION_MODS["atom"] - {"global", "shared::cta", "shared::clust
 TAKES = {
     **VECTOR_MODS,
     "mul": REGION_MODS["mul"],
-    "ld": DATA | _MEMORY_MODS | _VECTORS,
-    "st": DATA | (_MEMORY_MODS - {"param"}) | _VECTORS,
+    "ld": DATA | _MEMORY_MODS | _VECTORS | {"volatile"},
+    "st": DATA | (_MEMORY_MODS - {"param"}) | _VECTORS | {"volatile"},
     "cvta": frozenset(("to", "global", "shared", "u32", "u64")),
     "cvt": REGION_MODS["cvt"],
     **dict.fromkeys(("bar", "barrier"), frozenset(("sync", "aligned"))),
