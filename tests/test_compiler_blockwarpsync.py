@@ -96,3 +96,124 @@ def test_volatile_global_memory_is_not_taken():
     time, keeps the rounds."""
     with pytest.raises(blockprograms.NotVectorisable, match="volatile"):
         pipeline.block_program_ir(VOLATILE_GLOBAL, "vg.ptx", "volatile_global", 64)
+
+
+COLLECTIVES = r"""
+// A warp's votes and reductions, __syncwarp and __activemask, each lane's results in a row of
+// `out`; a block barrier makes it a block program.
+extern "C" __global__ void collectives(const int* in, unsigned* out) {
+    unsigned t = threadIdx.x, i = blockIdx.x * blockDim.x + t, *o = out + 12 * i, eighth = 0xFFu << (t & 24);
+    int v = in[i];
+    __syncthreads();
+    o[0] = __ballot_sync(0xffffffffu, v > 0);
+    o[1] = __all_sync(0xffffffffu, v > -90);
+    o[2] = __any_sync(0xffffffffu, v > 95);
+    o[3] = __uni_sync(0xffffffffu, v > -100);
+    o[4] = __reduce_add_sync(0xffffffffu, (unsigned)v);
+    o[5] = (unsigned)__reduce_min_sync(0xffffffffu, v);
+    o[6] = __reduce_max_sync(0xffffffffu, (unsigned)v);
+    o[7] = __reduce_xor_sync(0xffffffffu, (unsigned)v) | __reduce_and_sync(0xffffffffu, (unsigned)v & 0xF0u);
+    __syncwarp();
+    o[8] = (t & 31) < 12 ? __reduce_add_sync(0x00000fffu, (unsigned)v) : 7u;
+    o[9] = (t & 31) < 20 ? __activemask() : 0u;
+    o[10] = __reduce_add_sync(eighth, (unsigned)v);       // each eight lanes a mask of their own
+    o[11] = __ballot_sync(eighth, v > 0) | __all_sync(eighth, v > 0);
+}
+
+// A warp's sum of doubles by shuffles (a double moves as two 32-bit halves), the member mask a
+// ballot's, known only when it runs.
+extern "C" __global__ void double_warp_sum(const double* in, double* out) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    double v = in[i];
+    unsigned members = __ballot_sync(0xffffffffu, v == v);
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(members, v, offset);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) out[i / 32] = v;
+}
+
+// Bit fields out of and into each lane's word, positions and lengths from the lanes' data.
+extern "C" __global__ void bit_fields(const unsigned* in, unsigned* out) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, x = in[i], p = x & 31, n = (x >> 5) & 15, u, f;
+    int s;
+    __syncthreads();
+    asm("bfe.u32 %0, %1, %2, %3;" : "=r"(u) : "r"(x), "r"(p), "r"(n));
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(s) : "r"(x), "r"(p), "r"(n));
+    asm("bfi.b32 %0, %1, %2, %3, %4;" : "=r"(f) : "r"(~x), "r"(x), "r"(p), "r"(n));
+    out[3 * i] = u; out[3 * i + 1] = (unsigned)s; out[3 * i + 2] = f;
+}
+"""
+
+
+def _collectives_reference(v):
+    """What `collectives` writes, from numpy: rows of 12 per thread."""
+    w = v.reshape(-1, 32).astype(np.int64)
+    u = w & 0xFFFFFFFF
+    bits = lambda p: (p.astype(np.int64) << np.arange(32)).sum(axis=1)    # noqa: E731
+    first12 = u[:, :12]
+    per_warp = np.stack([
+        bits(w > 0), (w > -90).all(axis=1), (w > 95).any(axis=1),
+        (w > -100).all(axis=1) | ~(w > -100).any(axis=1),
+        u.sum(axis=1) & 0xFFFFFFFF, w.min(axis=1) & 0xFFFFFFFF, u.max(axis=1),
+        np.bitwise_xor.reduce(u, axis=1) | np.bitwise_and.reduce(u & 0xF0, axis=1),
+        first12.sum(axis=1) & 0xFFFFFFFF, np.full(len(w), 0xFFFFF)], axis=1).astype(np.uint32)
+    rows = np.repeat(per_warp, 32, axis=0).reshape(len(w), 32, 10)
+    rows[:, 12:, 8] = 7
+    rows[:, 20:, 9] = 0
+    eights = w.reshape(len(w), 4, 8)
+    sums = np.repeat((eights & 0xFFFFFFFF).sum(axis=2) & 0xFFFFFFFF, 8, axis=1)
+    positive = eights > 0
+    ballots = (positive.astype(np.int64) << np.arange(32).reshape(4, 8)).sum(axis=2)
+    own = np.repeat(ballots | positive.all(axis=2), 8, axis=1)
+    rows = np.concatenate([rows, np.stack([sums, own], axis=2).astype(np.uint32)], axis=2)
+    return rows.reshape(-1, 12)
+
+
+def test_votes_reductions_and_syncwarp(compile_cuda, rng, poison):
+    """vote.sync (ballot, all, any, uni), redux.sync (add, min, max, xor, and), a partial
+    member mask, masks that differ by lane (each eight lanes their own), __syncwarp and
+    __activemask in a block program, each lane's results against numpy's of its warp."""
+    import anycuda as ac
+    mod = compile_cuda(COLLECTIVES, name="collectives.cu")
+    blocks, threads = 5, 128
+    for trial in range(2):
+        v = rng.integers(-99, 100, blocks * threads).astype(np.int32)
+        if trial:
+            v[:32] = 50          # a warp whose votes are all alike
+        out = poison(blocks * threads * 12, np.uint32)
+        mod.get_function("collectives")((blocks,), (threads,), (ac.asarray(v), out))
+        np.testing.assert_array_equal(out.get().reshape(-1, 12), _collectives_reference(v))
+    assert ran_as_block_program(mod.get_function("collectives"), threads)
+
+
+def test_doubles_through_shuffles_with_a_mask_known_at_run_time(compile_cuda, rng, poison):
+    """A double taken apart into halves for two shuffles and put together again
+    (`mov.b64 {lo, hi}`), under a member mask from a ballot: warps' sums against numpy."""
+    import anycuda as ac
+    mod = compile_cuda(COLLECTIVES, name="collectives.cu")
+    x = rng.standard_normal(4 * 256)
+    out = poison(4 * 8, np.float64)
+    mod.get_function("double_warp_sum")((4,), (256,), (ac.asarray(x), out))
+    np.testing.assert_allclose(out.get(), x.reshape(-1, 32).sum(axis=1), rtol=1e-12, atol=1e-12)
+    assert ran_as_block_program(mod.get_function("double_warp_sum"), 256)
+
+
+def test_bit_fields(compile_cuda, rng, poison):
+    """bfe (unsigned and signed) and bfi with positions and lengths that differ by lane, in
+    a block program, against the PTX ISA's definitions computed in numpy."""
+    import anycuda as ac
+    mod = compile_cuda(COLLECTIVES, name="collectives.cu")
+    x = rng.integers(0, 1 << 32, 2 * 128, dtype=np.uint64)
+    out = poison(3 * x.size, np.uint32)
+    mod.get_function("bit_fields")((2,), (128,), (ac.asarray(x.astype(np.uint32)), out))
+    p, n = x & 31, (x >> 5) & 15
+    ones = (np.uint64(1) << n) - np.uint64(1)
+    field = (x >> p) & ones
+    # signed: the value sign-extended, so a field past bit 31 takes the sign there too
+    extended = x.astype(np.uint32).astype(np.int32).astype(np.int64).astype(np.uint64)
+    top = np.minimum(p + n - 1, 31)
+    sign = ((x >> top) & 1).astype(bool) & (n > 0)
+    signed = np.where(sign, ((extended >> p) & ones) | (~ones & np.uint64(0xFFFFFFFF)), field)
+    inserted = (x & ~(ones << p)) | ((~x << p) & (ones << p))
+    want = np.stack([field, signed, inserted & np.uint64(0xFFFFFFFF)], axis=1).astype(np.uint32)
+    np.testing.assert_array_equal(out.get().reshape(-1, 3), want)
+    assert ran_as_block_program(mod.get_function("bit_fields"), 128)

@@ -159,38 +159,41 @@ def bfind(b, a, signed, shiftamt):
 
 
 def bfe(b, a, pos, ln, signed):
-    """Bit-field extract per the PTX ISA pseudo-code (pos and len use their low 8 bits)."""
+    """Bit-field extract per the PTX ISA pseudo-code (pos and len use their low 8 bits). On
+    integers or vectors of them (a block program's lanes; pos and len i32 alike)."""
     t = a.type
-    w = t.width
-    p = b.and_(pos, _c(I32, 0xFF))
-    l = b.and_(ln, _c(I32, 0xFF))
-    wide = ir.IntType(2 * w)
+    w, i32 = _bits(t), _like(t, I32)
+    p = b.and_(pos, _c(i32, 0xFF))
+    l = b.and_(ln, _c(i32, 0xFF))
+    wide = _like(t, ir.IntType(2 * w))
     aw = _resize(b, a, wide, signed)
-    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(I32, w)), _c(I32, w), p), wide)
-    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(I32, w)), _c(I32, w), l), wide)
+    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(i32, w)), _c(i32, w), p), wide)
+    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(i32, w)), _c(i32, w), l), wide)
     shifted = b.lshr(aw, pw)
     mask = b.sub(b.shl(_c(wide, 1), lw), _c(wide, 1))
     field = b.and_(shifted, mask)
     if signed:
         # sign bit: the field's msb, or the value's msb when the field runs past the top
-        msb_pos = b.add(p, b.sub(l, _c(I32, 1)))
-        msb_pos = b.select(b.icmp_unsigned(">", msb_pos, _c(I32, w - 1)), _c(I32, w - 1), msb_pos)
-        sbit = b.trunc(b.lshr(a, _resize(b, msb_pos, t)), I1)
-        sbit = b.and_(sbit, b.icmp_unsigned("!=", l, _c(I32, 0)))
+        msb_pos = b.add(p, b.sub(l, _c(i32, 1)))
+        msb_pos = b.select(b.icmp_unsigned(">", msb_pos, _c(i32, w - 1)), _c(i32, w - 1), msb_pos)
+        sbit = b.trunc(b.lshr(a, _resize(b, msb_pos, t)), _like(t, I1))
+        sbit = b.and_(sbit, b.icmp_unsigned("!=", l, _c(i32, 0)))
         fill = b.not_(mask)
         field = b.select(sbit, b.or_(field, fill), field)
     res = b.trunc(field, t)
-    return b.select(b.icmp_unsigned("==", l, _c(I32, 0)), _c(t, 0), res)
+    return b.select(b.icmp_unsigned("==", l, _c(i32, 0)), _c(t, 0), res)
 
 
 def bfi(b, a, base, pos, ln):
+    """Bit-field insert of a into base (pos and len their low 8 bits, at most the width); on
+    integers or vectors of them, as bfe."""
     t = base.type
-    w = t.width
-    wide = ir.IntType(2 * w)
-    p = b.and_(pos, _c(I32, 0xFF))
-    l = b.and_(ln, _c(I32, 0xFF))
-    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(I32, w)), _c(I32, w), p), wide)
-    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(I32, w)), _c(I32, w), l), wide)
+    w, i32 = _bits(t), _like(t, I32)
+    wide = _like(t, ir.IntType(2 * w))
+    p = b.and_(pos, _c(i32, 0xFF))
+    l = b.and_(ln, _c(i32, 0xFF))
+    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(i32, w)), _c(i32, w), p), wide)
+    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(i32, w)), _c(i32, w), l), wide)
     mask = b.shl(b.sub(b.shl(_c(wide, 1), lw), _c(wide, 1)), pw)
     ins = b.and_(b.shl(_resize(b, a, wide), pw), mask)
     res = b.or_(b.and_(_resize(b, base, wide), b.not_(mask)), ins)

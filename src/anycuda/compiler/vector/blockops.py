@@ -15,7 +15,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ...ptx.modifiers import DATA
 from ..analysis import memory
-from ..irutil import convert_bits, i32, i64
+from ..irutil import convert_bits, i32, i64, intrinsic
 from ..ops import atomics, bitops
 from ..simt.collectives import shfl_source
 from ..types import I1, I32, I64, llvm_type, space_of, type_mods, width
@@ -249,6 +249,8 @@ def _signed(v, bits):
 
 def _mov(w, st):
     src = st.operands[1]
+    if isinstance(src, pir.Vec) or isinstance(st.operands[0], pir.Vec):
+        return _mov_parts(w, st)
     if isinstance(src, pir.SpecialReg):
         t = type_mods(st.mods)[-1]
         value, shape = w.shaped_special(src)
@@ -257,6 +259,35 @@ def _mov(w, st):
             w.set_shape(st.operands[0], shape)
         return
     _SHAPED["mov"](w, st)
+
+
+def _mov_parts(w, st):
+    """`mov.b64 {lo, hi}, x` and `mov.b64 x, {lo, hi}` (and .b32 of two halves, four parts of
+    .b64): a register taken apart into its parts, the first the lowest bits, or made of them;
+    nvcc moves a double through a shuffle so (`__shfl_down_sync` of a double: two 32-bit
+    shuffles), and half2 values so. `_` takes no part."""
+    t = type_mods(st.mods)[-1]
+    dst, src = st.operands[0], st.operands[1]
+    parts = (dst if isinstance(dst, pir.Vec) else src).items
+    if t[0] != "b" or width(t) % len(parts) or isinstance(dst, pir.Vec) == isinstance(src, pir.Vec):
+        raise NotVectorisable(f"mov.{t} of {len(parts)} parts")
+    b, bits = w.b, width(t) // len(parts)
+    whole_ty, part_ty = ir.VectorType(ir.IntType(width(t)), w.lanes), ir.VectorType(ir.IntType(bits), w.lanes)
+
+    def shift(j):
+        return ir.Constant(whole_ty, [j * bits] * w.lanes)
+    if isinstance(dst, pir.Vec):
+        whole = convert_bits(b, w.read(src, t), ir.IntType(width(t)))
+        pieces = [(item, b.trunc(b.lshr(whole, shift(j)), part_ty)) for j, item in enumerate(parts)
+                  if not (isinstance(item, pir.Sym) and item.name == "_")]
+        for item, piece in pieces:        # (after taking every part: a part may be the source)
+            w.write(item, piece, f"b{bits}")
+        return
+    value = ir.Constant(whole_ty, None)
+    for j, item in enumerate(parts):
+        piece = convert_bits(b, w.read(item, f"b{bits}"), ir.IntType(bits))
+        value = b.or_(value, b.shl(b.zext(piece, whole_ty), shift(j)))
+    w.write(dst, value, t)
 
 
 def _volatile_shared_only(st):
@@ -345,6 +376,19 @@ def _st(w, st):
         addrs, shape = w.access(st, addr)
         w.store(addrs, shape, w.read(item, t), size, _register_part(addr))
     w.streaming = False
+
+
+def _bit_field(w, st):
+    """bfe (a field of bits out, signed or not) and bfi (a field in: nvcc puts a double's halves
+    together so after shuffling them) on the lanes' vectors, as the step function's."""
+    t = type_mods(st.mods)[-1]
+    pos, length = (w.read(op, "u32") for op in st.operands[-2:])
+    values = [w.read(op, t) for op in st.operands[1:-2]]
+    if st.opcode == "bfe":
+        value = bitops.bfe(w.b, values[0], pos, length, t.startswith("s"))
+    else:
+        value = bitops.bfi(w.b, values[0], values[1], pos, length)
+    w.write(st.operands[0], value, t)
 
 
 def _bmsk(w, st):
@@ -452,16 +496,23 @@ def _div(w, st):
 
 
 def _barrier(w, st):
-    """Every lane is at the same point of the program: a barrier of the whole block is nothing."""
+    """Every lane is at the same point of the program: a barrier of the whole block is nothing,
+    and so is a warp's (`bar.warp.sync`, __syncwarp: its lanes run in step, and it is no
+    stretch's end, blockstretches.py)."""
+    if "warp" in st.mods:
+        w.need_warps("bar.warp.sync")
+        return
     if len(st.operands) != 1 or not isinstance(st.operands[0], pir.Imm) \
             or st.operands[0].value != 0 or st.guard is not None:
         raise NotVectorisable(f"{st.opcode} with {st.mods}")
 
 
 def _shuffle(w, st):
-    """A fixed shuffle: within each warp, each lane takes its source lane's value."""
+    """A fixed shuffle: within each warp, each lane takes its source lane's value. Its member
+    mask may be anything (a ballot's, for a block narrower than a warp): a lane reading a lane
+    outside the mask gets an undefined value, and the lane's register is one."""
     w.need_warps("shfl")
-    fixed = fixed_shuffle(st, w.constants)
+    fixed = fixed_shuffle(st, w.constants, any_mask=True)
     if fixed is None:
         raise NotVectorisable("a shuffle with operands known only at run time")
     mode, lane_op, clamp = fixed
@@ -477,12 +528,98 @@ def _shuffle(w, st):
         w.write(dst, moved, "b32")
 
 
+def _member_masks(w, st, index):
+    """(the lanes running here, <32 x i1>; the member mask operand's lanes (i32), or None where
+    there is none) of a warp collective."""
+    w.need_warps(st.opcode)
+    lanes = ir.Constant(ir.VectorType(I1, WARP), [1] * WARP) if w.mask is None else w.mask
+    return lanes, (w.read(st.operands[index], "b32") if len(st.operands) > index else None)
+
+
+def _alike_mask(w, st, index) -> bool:
+    """Whether every lane names the same member mask (none, a number, a register alike in the
+    lanes): the members are then one group."""
+    op = st.operands[index] if len(st.operands) > index else None
+    return op is None or isinstance(op, pir.Imm) or (isinstance(op, pir.Reg) and
+                                                   (op.name in w.uniform or op.name in w.constants))
+
+
+def _own_members(w, lanes, masks):
+    """<32 x i1>: where the masks are alike, the running lanes in them (each lane's bit of its
+    own mask)."""
+    if masks is None:
+        return lanes
+    bit = w.b.lshr(masks, w.lane_constant(range(WARP)))
+    return w.b.and_(lanes, w.b.trunc(bit, ir.VectorType(I1, WARP)))
+
+
+def _ballot(w, p, lanes):
+    """i32: the bits of the running lanes where predicate vector `p` holds."""
+    return w.b.bitcast(w.b.and_(p, lanes), I32)
+
+
+def _vote(w, st):
+    """vote.sync: ballot (a bit per member lane), all, any, uni, over each lane's members
+    (its own mask's running lanes: cooperative groups' tiles give each tile's lanes theirs)."""
+    mode = next(m for m in st.mods if m in ("all", "any", "uni", "ballot"))
+    lanes, masks = _member_masks(w, st, 2)
+    p = w.read(st.operands[1], "pred")
+    b = w.b
+    full = i32(-1)
+    masks = masks if masks is not None else w.splat(full)
+    holds = b.and_(w.splat(_ballot(w, p, lanes)), masks)
+    if mode == "ballot":
+        return w.write(st.operands[0], holds, "b32")
+    fails = b.and_(w.splat(_ballot(w, b.not_(p), lanes)), masks)
+    zero = w.splat(i32(0))
+    some, none_fails = b.icmp_unsigned("!=", holds, zero), b.icmp_unsigned("==", fails, zero)
+    value = {"any": some, "all": none_fails, "uni": b.or_(none_fails, b.not_(some))}[mode]
+    w.write(st.operands[0], value, "pred")
+
+
+_REDUCED = {("add", False): "add", ("add", True): "add", ("and", False): "and", ("or", False): "or",
+            ("xor", False): "xor", ("min", False): "umin", ("min", True): "smin", ("max", False): "umax",
+            ("max", True): "smax"}
+_IDENTITIES = {"add": 0, "or": 0, "xor": 0, "umax": 0, "and": -1, "umin": -1, "smin": 0x7FFFFFFF, "smax": -0x80000000}
+
+
+def _redux(w, st):
+    """redux.sync (add, min, max of 32-bit integers; and, or, xor of bits) over each lane's
+    members: one reduction where the lanes name one mask, else one for each lane (the
+    tiles of cooperative groups, each its own mask)."""
+    op = next(m for m in st.mods if m in ("add", "min", "max", "and", "or", "xor"))
+    t = type_mods(st.mods)[-1]
+    kind = _REDUCED[op, t == "s32"]
+    lanes, masks = _member_masks(w, st, 2)
+    b = w.b
+    v = convert_bits(b, w.read(st.operands[1], t), I32)
+    identity = ir.Constant(v.type, [_IDENTITIES[kind]] * WARP)
+
+    def total(members):
+        return intrinsic(b, f"llvm.vector.reduce.{kind}.v{WARP}i32", I32, [b.select(members, v, identity)])
+    if _alike_mask(w, st, 2):
+        return w.write(st.operands[0], w.splat(total(_own_members(w, lanes, masks))), t)
+    result = ir.Constant(v.type, None)
+    for lane in range(WARP):
+        own = b.lshr(w.splat(b.extract_element(masks, i32(lane))), w.lane_constant(range(WARP)))
+        members = b.and_(lanes, b.trunc(own, ir.VectorType(I1, WARP)))
+        result = b.insert_element(result, total(members), i32(lane))
+    w.write(st.operands[0], result, t)
+
+
+def _activemask(w, st):
+    """activemask: the lanes running here (a GPU may give any that are; these run in step)."""
+    lanes, _ = _member_masks(w, st, len(st.operands))
+    w.write(st.operands[0], w.splat(w.b.bitcast(lanes, I32)), "b32")
+
+
 _SHAPED = {kind: _shaped(kind) for kind in ("mov", "add", "sub", "shl", "shr", "and", "mul", "mad")}
 # floats' roots, reciprocals and approximations (ex2: expf), negation and absolute values as
 # warp regions make them
 _AS_IN_REGIONS = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "neg", "abs")
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
-       "bar": _barrier, "barrier": _barrier, "shfl": _shuffle,
+       "bar": _barrier, "barrier": _barrier, "shfl": _shuffle, "vote": _vote, "redux": _redux,
+       "activemask": _activemask, "bfe": _bit_field, "bfi": _bit_field,
        "div": _div, "rem": _div, "atom": _atom, "red": _atom, "bmsk": _bmsk,
        **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS), **warpmatrix.OPS,
        **blockcopies.OPS}
@@ -500,7 +637,12 @@ TAKES = {
     "st": DATA | (_MEMORY_MODS - {"param"}) | _VECTORS | {"volatile"},
     "cvta": frozenset(("to", "global", "shared", "u32", "u64")),
     "cvt": REGION_MODS["cvt"],
-    **dict.fromkeys(("bar", "barrier"), frozenset(("sync", "aligned"))),
+    **dict.fromkeys(("bar", "barrier"), frozenset(("sync", "aligned", "warp"))),
+    "vote": frozenset(("sync", "all", "any", "uni", "ballot", "pred", "b32")),
+    "redux": frozenset(("sync", "add", "min", "max", "and", "or", "xor", "u32", "s32", "b32")),
+    "activemask": frozenset(("b32",)),
+    "bfe": frozenset(("u32", "u64", "s32", "s64")),
+    "bfi": frozenset(("b32", "b64")),
     "div": REGION_MODS["div"] | INT_TYPES,
     "rem": INT_TYPES,
     **dict.fromkeys(("atom", "red"), _SHARED_ATOMICS),

@@ -55,7 +55,9 @@ class StretchParts:
 
     def _emit_stretches(self):
         body, b = self.pfn.body, self.b
-        cuts = [pos + 1 for pos, st in enumerate(body) if isinstance(st, pir.Instruction) and st.opcode in _BARRIERS]
+        # (a warp's barrier, __syncwarp, is no end: its lanes run in step)
+        cuts = [pos + 1 for pos, st in enumerate(body)
+                if isinstance(st, pir.Instruction) and st.opcode in _BARRIERS and "warp" not in st.mods]
         self.loops, self.barrier_loops = loop_regions(body, self.labels, cuts)
         # a block passes several barriers: a loop around one, or three of them
         # (BlockMemory._prefetch_next_blocks)

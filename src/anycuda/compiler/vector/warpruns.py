@@ -49,14 +49,15 @@ class NotVectorisable(Exception):
     """The run needs something the vector code does not handle: it gets no advance function."""
 
 
-def fixed_shuffle(st, constants):
+def fixed_shuffle(st, constants, any_mask=False):
     """(mode, lane operand, clamp operand) of an unguarded shfl.b32 of the whole warp whose
-    operands are compile-time constants (immediates or uniformity.constant_registers), else None."""
+    operands are compile-time constants (immediates or uniformity.constant_registers), else None.
+    With `any_mask`, the member mask may be any value, known or not."""
     if not isinstance(st, pir.Instruction) or st.opcode != "shfl" or st.guard is not None:
         return None
     if "b32" not in st.mods or len(st.operands) not in (4, 5):
         return None
-    values = [_constant_operand(op, constants) for op in st.operands[2:]]
+    values = [_constant_operand(op, constants) for op in st.operands[2:4 if any_mask else 5]]
     if any(v is None for v in values):
         return None
     if len(values) == 3 and values[2] & FULL_MASK != FULL_MASK:
