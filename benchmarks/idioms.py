@@ -222,6 +222,13 @@ class ReduceTreeF64(ReduceTree):
     pocl = Bench.pocl
 
 
+class ReduceTreeWarpSync(ReduceTree):
+    """The tree with a warp-synchronous tail through volatile shared memory (no OpenCL
+    version: OpenCL has no warps to be in step)."""
+    name = kernel = "reduce_tree_warpsync"
+    pocl = Bench.pocl
+
+
 class ReduceShfl(Sum):
     name = kernel = "reduce_shfl"
     THREADS, MAX_BLOCKS = 512, 1024
@@ -744,7 +751,7 @@ import idioms_rows  # noqa: E402  (the row-wise kernels of LLM training, their o
 import idioms_sort  # noqa: E402  (sorting networks and radix sorts, their own module)
 import idioms_compute  # noqa: E402  (n-body, Monte Carlo, convolution)
 
-BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceTreeF64, ReduceShfl, ReduceCub, ReduceAtomicF32, ReduceAtomicI32] + SCANS
+BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceTreeF64, ReduceTreeWarpSync, ReduceShfl, ReduceCub, ReduceAtomicF32, ReduceAtomicI32] + SCANS
               + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + STENCILS3D + BLACKSCHOLES
               + idioms_rows.BENCHMARKS + idioms_sort.BENCHMARKS + idioms_compute.BENCHMARKS)
 BY_NAME = {b.name: b for b in BENCHMARKS}

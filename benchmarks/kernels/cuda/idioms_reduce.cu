@@ -18,6 +18,26 @@
 REDUCE_TREE(reduce_tree, float)
 REDUCE_TREE(reduce_tree_f64, double)
 
+// The same tree whose last warp sums without barriers through a volatile pointer (the
+// warp-synchronous tail of NVIDIA's older reduction samples), blocks of 256.
+__device__ void warp_tail_sum(volatile float* s, unsigned tid) {
+    s[tid] += s[tid + 32]; s[tid] += s[tid + 16]; s[tid] += s[tid + 8];
+    s[tid] += s[tid + 4];  s[tid] += s[tid + 2];  s[tid] += s[tid + 1];
+}
+
+extern "C" __global__ void reduce_tree_warpsync(const float* in, float* out, int n) {
+    __shared__ float sdata[256];
+    unsigned int tid = threadIdx.x, i = blockIdx.x * 256 + tid;
+    sdata[tid] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned int s = 128; s > 32; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid < 32) warp_tail_sum(sdata, tid);
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
 // Warp shuffles: a grid-stride sum per thread, a shuffle tree per warp, the warps' sums
 // through shared memory, one partial per block; a second launch of one block sums those.
 __inline__ __device__ float warp_sum(float v) {
