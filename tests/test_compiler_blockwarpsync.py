@@ -217,3 +217,21 @@ def test_bit_fields(compile_cuda, rng, poison):
     want = np.stack([field, signed, inserted & np.uint64(0xFFFFFFFF)], axis=1).astype(np.uint32)
     np.testing.assert_array_equal(out.get().reshape(-1, 3), want)
     assert ran_as_block_program(mod.get_function("bit_fields"), 128)
+
+
+def test_a_tile_reduce_beside_a_tile_shuffle(rng):
+    """Cooperative groups' tiles of 4 (shuffles under each tile's own mask, known only at run
+    time), their two results stored side by side: one interleaved store of a float and a
+    shuffle's bits, which a block program's store group joined without making them one type
+    (the program failed and the kernel ran in the rounds)."""
+    import anycuda as ac
+    from conformance import load_cuda, poison
+    n = 64
+    v = rng.standard_normal(n).astype(np.float32)
+    out = poison((n, 2), np.float32)
+    kernel = load_cuda("warp").get_function("tiles4")
+    kernel((2,), (32,), (ac.asarray(v), out))
+    tiles = v.reshape(-1, 4)
+    np.testing.assert_array_equal(out.get()[:, 0], tiles.min(1).repeat(4))
+    np.testing.assert_array_equal(out.get()[:, 1], tiles[:, 3].repeat(4))
+    assert ran_as_block_program(kernel, 32)

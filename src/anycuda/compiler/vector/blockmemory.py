@@ -405,7 +405,8 @@ class BlockMemory:
         store where every lane of every part runs, else each as it was."""
         b, kept = self.b, self.mask
         order = [parts[o] for o in sorted(parts)]
-        values = [v for _, _, v, _ in order]
+        # (parts of one size may differ in type: a float beside a ballot's bits, as bits)
+        values = [convert_bits(b, v, order[0][2].type.element) for _, _, v, _ in order]
         joined = values[0]
         for v in values[1:]:             # <32 x T> ... -> <32k x T>
             joined = concat(b, joined, v)
