@@ -158,17 +158,26 @@ def bfind(b, a, signed, shiftamt):
     return b.select(none, _c(I32, 0xFFFFFFFF), pos)
 
 
+def _field(b, pos, ln, t):
+    """A bit field's position and length in instructions on type t (an integer or vector):
+    (pos, len) of their low 8 bits (i32s), the same at most t's width in twice its width, and
+    that wide type (so that shifting by the whole width is no LLVM poison)."""
+    w, i32 = _bits(t), _like(t, I32)
+    wide = _like(t, ir.IntType(2 * w))
+    p = b.and_(pos, _c(i32, 0xFF))
+    l = b.and_(ln, _c(i32, 0xFF))
+    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(i32, w)), _c(i32, w), p), wide)
+    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(i32, w)), _c(i32, w), l), wide)
+    return p, l, pw, lw, wide
+
+
 def bfe(b, a, pos, ln, signed):
     """Bit-field extract per the PTX ISA pseudo-code (pos and len use their low 8 bits). On
     integers or vectors of them (a block program's lanes; pos and len i32 alike)."""
     t = a.type
     w, i32 = _bits(t), _like(t, I32)
-    p = b.and_(pos, _c(i32, 0xFF))
-    l = b.and_(ln, _c(i32, 0xFF))
-    wide = _like(t, ir.IntType(2 * w))
+    p, l, pw, lw, wide = _field(b, pos, ln, t)
     aw = _resize(b, a, wide, signed)
-    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(i32, w)), _c(i32, w), p), wide)
-    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(i32, w)), _c(i32, w), l), wide)
     shifted = b.lshr(aw, pw)
     mask = b.sub(b.shl(_c(wide, 1), lw), _c(wide, 1))
     field = b.and_(shifted, mask)
@@ -188,12 +197,7 @@ def bfi(b, a, base, pos, ln):
     """Bit-field insert of a into base (pos and len their low 8 bits, at most the width); on
     integers or vectors of them, as bfe."""
     t = base.type
-    w, i32 = _bits(t), _like(t, I32)
-    wide = _like(t, ir.IntType(2 * w))
-    p = b.and_(pos, _c(i32, 0xFF))
-    l = b.and_(ln, _c(i32, 0xFF))
-    pw = _resize(b, b.select(b.icmp_unsigned(">", p, _c(i32, w)), _c(i32, w), p), wide)
-    lw = _resize(b, b.select(b.icmp_unsigned(">", l, _c(i32, w)), _c(i32, w), l), wide)
+    _, _, pw, lw, wide = _field(b, pos, ln, t)
     mask = b.shl(b.sub(b.shl(_c(wide, 1), lw), _c(wide, 1)), pw)
     ins = b.and_(b.shl(_resize(b, a, wide), pw), mask)
     res = b.or_(b.and_(_resize(b, base, wide), b.not_(mask)), ins)

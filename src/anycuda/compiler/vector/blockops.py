@@ -16,7 +16,7 @@ from ...ptx import ir as pir
 from ...ptx.modifiers import DATA
 from ..analysis import memory
 from ..irutil import convert_bits, i32, i64, intrinsic
-from ..ops import atomics, bitops
+from ..ops import aggregation, atomics, bitops
 from ..simt.collectives import shfl_source
 from ..types import I1, I32, I64, llvm_type, space_of, type_mods, width
 from . import blockcopies, warpmatrix
@@ -545,8 +545,8 @@ def _alike_mask(w, st, index) -> bool:
 
 
 def _own_members(w, lanes, masks):
-    """<32 x i1>: where the masks are alike, the running lanes in them (each lane's bit of its
-    own mask)."""
+    """<32 x i1>: the running lanes whose bit is set in their lane of `masks` (all where None):
+    the members, where every lane names the same mask."""
     if masks is None:
         return lanes
     bit = w.b.lshr(masks, w.lane_constant(range(WARP)))
@@ -565,8 +565,7 @@ def _vote(w, st):
     lanes, masks = _member_masks(w, st, 2)
     p = w.read(st.operands[1], "pred")
     b = w.b
-    full = i32(-1)
-    masks = masks if masks is not None else w.splat(full)
+    masks = masks if masks is not None else w.splat(i32(-1))
     holds = b.and_(w.splat(_ballot(w, p, lanes)), masks)
     if mode == "ballot":
         return w.write(st.operands[0], holds, "b32")
@@ -577,34 +576,31 @@ def _vote(w, st):
     w.write(st.operands[0], value, "pred")
 
 
-_REDUCED = {("add", False): "add", ("add", True): "add", ("and", False): "and", ("or", False): "or",
-            ("xor", False): "xor", ("min", False): "umin", ("min", True): "smin", ("max", False): "umax",
-            ("max", True): "smax"}
-_IDENTITIES = {"add": 0, "or": 0, "xor": 0, "umax": 0, "and": -1, "umin": -1, "smin": 0x7FFFFFFF, "smax": -0x80000000}
-
-
 def _redux(w, st):
     """redux.sync (add, min, max of 32-bit integers; and, or, xor of bits) over each lane's
     members: one reduction where the lanes name one mask, else one for each lane (the
-    tiles of cooperative groups, each its own mask)."""
-    op = next(m for m in st.mods if m in ("add", "min", "max", "and", "or", "xor"))
+    tiles of cooperative groups, each its own mask). The operation as an atomic's (its
+    identity aggregation's), LLVM's reduction naming signed min and max smin and smax."""
     t = type_mods(st.mods)[-1]
-    kind = _REDUCED[op, t == "s32"]
+    kind = atomics.rmw_kind(next(m for m in st.mods if m in ("add", "min", "max", "and", "or", "xor")), t)
+    reduce = f"llvm.vector.reduce.{_SIGNED_REDUCE.get(kind, kind)}.v{WARP}i32"
     lanes, masks = _member_masks(w, st, 2)
     b = w.b
     v = convert_bits(b, w.read(st.operands[1], t), I32)
-    identity = ir.Constant(v.type, [_IDENTITIES[kind]] * WARP)
+    identity = w.splat(aggregation.identity(kind, I32))
 
     def total(members):
-        return intrinsic(b, f"llvm.vector.reduce.{kind}.v{WARP}i32", I32, [b.select(members, v, identity)])
+        return intrinsic(b, reduce, I32, [b.select(members, v, identity)])
     if _alike_mask(w, st, 2):
         return w.write(st.operands[0], w.splat(total(_own_members(w, lanes, masks))), t)
     result = ir.Constant(v.type, None)
     for lane in range(WARP):
-        own = b.lshr(w.splat(b.extract_element(masks, i32(lane))), w.lane_constant(range(WARP)))
-        members = b.and_(lanes, b.trunc(own, ir.VectorType(I1, WARP)))
+        members = _own_members(w, lanes, w.splat(b.extract_element(masks, i32(lane))))
         result = b.insert_element(result, total(members), i32(lane))
     w.write(st.operands[0], result, t)
+
+
+_SIGNED_REDUCE = {"min": "smin", "max": "smax"}     # atomicrmw's names -> LLVM's reductions'
 
 
 def _activemask(w, st):
