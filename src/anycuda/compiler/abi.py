@@ -186,6 +186,7 @@ SITE_KINDS = [
     "yield",          # waits for nothing: the thread may go on at once (a grid-stride loop's back edge)
     "mbar_wait",      # after a failed mbarrier test (THREAD_WAIT_MBAR)
     "matrix",         # mma, wmma.mma, ldmatrix, stmatrix, movmatrix: op_a its resolver, op_b its area (compiler/ops/matrix.py)
+    "warp_step",      # before a volatile access: the lanes that come there go on together (compiler/ops/warpsteps.py)
 ]
 SITE = {name: i for i, name in enumerate(SITE_KINDS)}
 BLOCK_SITE_KINDS = {SITE[k] for k in ("bar_sync", "bar_red_popc", "bar_red_and", "bar_red_or", "bar_arrive")}

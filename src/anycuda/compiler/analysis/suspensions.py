@@ -1,5 +1,6 @@
 """Which instructions suspend a thread: block barriers, warp collectives, and the yields the
-lowering puts at the back edges of grid-stride loops (YIELD). A suspension ends a basic block
+lowering puts at the back edges of grid-stride loops (YIELD) and its other waits (an
+mbarrier's, a spin's, a warp's step before a volatile access). A suspension ends a basic block
 (cfg.py), and the registers live across it are what a thread keeps while it waits
 (dataflow.py). Each test looks at one instruction: O(1).
 """
@@ -62,12 +63,23 @@ def is_spin_wait(inst: ir.Instruction) -> bool:
     return inst.opcode == SPIN_WAIT
 
 
+# Where a thread waits for the lanes of its warp that reach the same place, so that a warp's
+# volatile accesses happen in step (ops/warpsteps.py puts one before such an access); spelt
+# like YIELD.
+WARP_STEP = "anycuda.warp_step"
+
+
+def is_warp_step(inst: ir.Instruction) -> bool:
+    return inst.opcode == WARP_STEP
+
+
 def is_suspension(inst: ir.Instruction) -> bool:
     """A thread stops here until other threads of its block or warp arrive (or, at a yield,
     only lets the other threads of its block catch up; at an mbarrier wait, until its
-    mbarrier changes; at a spin wait, until the word it spins on changes)."""
+    mbarrier changes; at a spin wait, until the word it spins on changes; at a warp step,
+    until the lanes of its warp that come there have)."""
     return (is_block_barrier(inst) or is_warp_collective(inst) or is_yield(inst) or is_mbarrier_wait(inst)
-            or is_spin_wait(inst))
+            or is_spin_wait(inst) or is_warp_step(inst))
 
 
 def has_suspensions(body: list) -> bool:

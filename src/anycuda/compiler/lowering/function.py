@@ -26,7 +26,7 @@ from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_header_scope, in_thread_group, load_field,
                       register_address, store_field)
 from ..layout import decl_size, passed_parameters
-from ..ops import atomictable, instructions, matrixruns, mbarrier, spinwaits
+from ..ops import atomictable, instructions, matrixruns, mbarrier, spinwaits, warpsteps
 from ..simt import gridsync, probebounds
 from ..types import I1, I8, I32, I64, PTR, llvm_type, llvm_width, type_kind, width
 from ..vector import warpregions, warpruns
@@ -155,9 +155,10 @@ class FunctionLowering(Spills):
         # forms first: the passes read operands by place (the CFG a branch's target)
         self._check_forms(self.pfn.body)
         if self.is_kernel:
-            # a wait after each mbarrier test and in each spin on a word: their own sites,
-            # which no grid-stride yield may cross
-            self.pfn = dataclasses.replace(self.pfn, body=spinwaits.with_waits(mbarrier.with_waits(self.pfn.body)))
+            # a wait after each mbarrier test and in each spin on a word, a warp's step before a
+            # volatile access: their own sites, which no grid-stride yield may cross
+            body = warpsteps.with_steps(spinwaits.with_waits(mbarrier.with_waits(self.pfn.body)))
+            self.pfn = dataclasses.replace(self.pfn, body=body)
             if not self.mc.lean:
                 self._insert_yields()
             # after the yields, which only go before branches: a run never holds one
@@ -865,6 +866,8 @@ class FunctionLowering(Spills):
             return mbarrier.wait(self, inst)
         if suspensions.is_spin_wait(inst):
             return spinwaits.wait(self, inst)
+        if suspensions.is_warp_step(inst):
+            return warpsteps.step(self, inst)
         if suspensions.is_matrix_run(inst):
             return matrixruns.lower_run(self, inst, instructions.HANDLERS)
         handler = instructions.HANDLERS[inst.opcode]      # (_check_forms: there is one)

@@ -1,6 +1,7 @@
 """Inline device functions that contain barriers or warp collectives into their kernels, and
 those that make a read other threads may change (ops/spinwaits.py: a spin inside them, or
-around a call to them, waits there for the word to change, which it can only do in the kernel).
+around a call to them, waits there for the word to change, which it can only do in the kernel)
+or a volatile access (ops/warpsteps.py: a warp takes those in step, waiting in the kernel).
 
 A thread suspends at such a site and resumes later from the kernel's step function, which
 can only resume inside its own body. nvcc inlines almost every device function, but
@@ -20,6 +21,7 @@ from ...ptx import ir as pir
 from ..analysis.cfg import strongly_connected_components
 from ..analysis.suspensions import has_suspensions
 from ..ops.spinwaits import reads_fresh
+from ..ops.warpsteps import makes_volatile_access
 
 def functions_with_sites(module: pir.Module) -> set:
     """Names of device functions that reach a barrier or collective or make a read other
@@ -29,7 +31,8 @@ def functions_with_sites(module: pir.Module) -> set:
     found once per module (_sites_of), not once per kernel that a module's lowering inlines
     into."""
     bodies = {f.name: f for f in module.functions if f.body is not None and not f.is_kernel}
-    direct = {name for name, f in bodies.items() if has_suspensions(f.body) or reads_fresh(f.body)}
+    direct = {name for name, f in bodies.items()
+              if has_suspensions(f.body) or reads_fresh(f.body) or makes_volatile_access(f.body)}
     calls = {name: {s.operands[1].name for s in f.body
                     if isinstance(s, pir.Instruction) and s.opcode == "call" and isinstance(s.operands[1], pir.Sym)}
              for name, f in bodies.items()}

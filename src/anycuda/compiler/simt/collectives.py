@@ -285,7 +285,7 @@ def uniform_collective(kind, consts):
         # (a partial mask reached by every lane leaves lanes out of their own mask: the
         # general rounds resolve it, as they do a bar.warp.sync whose lanes part)
         return const("op_mask") == 0xFFFFFFFF
-    if kind == abi.SITE["activemask"]:
+    if kind in (abi.SITE["activemask"], abi.SITE["warp_step"]):
         return True
     if kind in _SHFL_MODES:
         return const("op_mask") == 0xFFFFFFFF
@@ -309,7 +309,7 @@ def emit_uniform_collective(b, kind, consts, lo, coll, ws, fsize):
     thread `lo`, all of whose lanes wait there: results into the collective arrays, the 32
     lanes as one vector (a shuffle is a shufflevector, a vote a mask of 32 bits, a
     reduction a vector reduction)."""
-    if kind == abi.SITE["warp_sync"]:
+    if kind in (abi.SITE["warp_sync"], abi.SITE["warp_step"]):
         return
     v64, v32 = ir.VectorType(I64, 32), ir.VectorType(I32, 32)
     vec = lambda name, lo, ty: b.bitcast(collective_at(b, coll, name, lo), ty.as_pointer())

@@ -193,8 +193,9 @@ def check_collective(b, ws, fsize, lo, hi, kinds, c, site, group_mask):
     c) must be in its own mask and give the same mask; each lane of the block that the mask
     names must take part."""
     kind = b.load(b.gep(kinds, [b.sub(site, i32(1))]))
-    unmasked = b.or_(b.icmp_signed("==", kind, i32(abi.SITE["activemask"])),
-                     b.icmp_signed("==", kind, i32(abi.SITE["matrix"])))
+    unmasked = ir.Constant(I1, 0)
+    for name in ("activemask", "matrix", "warp_step"):
+        unmasked = b.or_(unmasked, b.icmp_signed("==", kind, i32(abi.SITE[name])))
     is_warp_sync = b.icmp_signed("==", kind, i32(abi.SITE["warp_sync"]))
     with b.if_then(b.not_(unmasked)):
         s = _Slots(b, present=0)
