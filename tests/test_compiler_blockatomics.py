@@ -1,7 +1,8 @@
 """What brought cub's block radix sort into block programs: atomics of a block's shared memory
 in straight code (blockops._atom), loops entered in their middle, peeled
 (vector/looppeeling.py), and lanes that part inside a part a warp may skip, meeting again
-(laneparts.Parts.chosen).
+(laneparts.Parts.chosen). And what brought threadFenceReduction's single pass: atomics of
+global memory in straight code, atomic across the workers, and fences.
 
 Each kernel runs against numpy on fresh random inputs with poisoned outputs, and the test
 checks that a block program ran it (or, for an atomic in a loop, that the rounds did).
@@ -67,6 +68,59 @@ extern "C" __global__ void loads_around_atomics(const int* in, int* out) {
     atomicAdd(&s[2 * t + 1], a);
     int c = s[2 * t], d = s[2 * t + 1];
     out[t] = a + 3 * b + 7 * c + 11 * d;
+}
+
+// the same counts in global memory, every block into one set of counters (atomic across the
+// workers that run the blocks), with the operations shared memory has and inc, dec, exch and
+// a red (no result)
+extern "C" __global__ void global_atomics(const unsigned* keys, unsigned* ranks, unsigned* counts,
+                                          int* lows, int* highs, float* sums, unsigned* wraps,
+                                          unsigned* downs, unsigned* swapped, unsigned* last, int n) {
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    __syncthreads();
+    if (i < n) {
+        unsigned key = keys[i], d = key & 15;
+        ranks[i] = atomicAdd(&counts[d], 1u);
+        atomicMin(&lows[d], (int)(key >> 4));
+        atomicMax(&highs[d], (int)(key >> 4));
+        atomicAdd(&sums[d], 0.5f);
+        atomicInc(&wraps[d], 6u);
+        atomicDec(&downs[d], 9u);
+        atomicCAS(&swapped[d], 0u, key);
+        atomicExch(&last[d], key);
+    }
+}
+
+// threadFenceReduction's single pass: each block's partial sum to global memory, a fence, a
+// ticket from an atomic; the block that takes the last ticket sums the partials and puts
+// the counter back for the next launch
+__device__ unsigned retired;
+
+extern "C" __global__ void last_block_sums(const float* in, float* partial, float* total, int n) {
+    __shared__ float s[256];
+    __shared__ bool last;
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (t < k) s[t] += s[t + k];
+        __syncthreads();
+    }
+    if (t == 0) partial[blockIdx.x] = s[0];
+    __threadfence();
+    if (t == 0) last = atomicInc(&retired, gridDim.x) == gridDim.x - 1;
+    __syncthreads();
+    if (last) {
+        float sum = 0.0f;
+        for (int b = t; b < gridDim.x; b += blockDim.x) sum += partial[b];
+        s[t] = sum;
+        __syncthreads();
+        for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+            if (t < k) s[t] += s[t + k];
+            __syncthreads();
+        }
+        if (t == 0) { *total = s[0]; retired = 0; }
+    }
 }
 
 // the same count in a loop: a block program would run a spin on a lock in such a loop for
@@ -152,6 +206,51 @@ def test_loads_after_an_atomic_see_it(module, rng, poison, threads):
     k((1,), (threads,), (ac.asarray(x), out))
     a, b = x[0::2].astype(np.int64), x[1::2].astype(np.int64)
     np.testing.assert_array_equal(out.get(), (a + 3 * b + 7 * a + 11 * (a + b)).astype(np.int32))
+    assert ran_as_block_program(k, threads)
+
+
+@pytest.mark.parametrize("threads,blocks", [(128, 9), (96, 14)])
+def test_global_atomics_in_straight_code(module, rng, poison, threads, blocks):
+    """Every block's lanes on sixteen global counters: the ranks of each digit's keys are 0 ..
+    count - 1 once each whatever the order, and the sums, extremes, wrapping counts and
+    exchanges are what any order gives."""
+    n = threads * blocks - 3
+    keys = rng.integers(1, 1 << 20, n, dtype=np.uint32)
+    d = keys & 15
+    ranks = poison(n, np.uint32)
+    zeros = lambda dtype: ac.asarray(np.zeros(16, dtype))             # noqa: E731
+    counts, wraps, downs, swapped, last = (zeros(np.uint32) for _ in range(5))
+    lows, highs = ac.asarray(np.full(16, 1 << 30, np.int32)), ac.asarray(np.full(16, -1, np.int32))
+    sums = zeros(np.float32)
+    k = module.get_function("global_atomics")
+    k((blocks,), (threads,), (ac.asarray(keys), ranks, counts, lows, highs, sums, wraps, downs, swapped, last,
+                              np.int32(n)))
+    want = np.bincount(d, minlength=16)
+    np.testing.assert_array_equal(counts.get(), want)
+    for digit in range(16):
+        np.testing.assert_array_equal(np.sort(ranks.get()[d == digit]), np.arange(want[digit]))
+        high = keys[d == digit] >> 4
+        assert lows.get()[digit] == (high.min() if high.size else 1 << 30)
+        assert highs.get()[digit] == (high.max() if high.size else -1)
+        assert swapped.get()[digit] in (set(keys[d == digit]) or {0})
+        assert last.get()[digit] in (set(keys[d == digit]) or {0})
+    np.testing.assert_array_equal(sums.get(), 0.5 * want)
+    np.testing.assert_array_equal(wraps.get(), want % 7)               # 0, 1, .., 6, 0, ...
+    np.testing.assert_array_equal(downs.get(), (-want) % 10)           # 0, 9, 8, .., 0, 9, ...
+    assert ran_as_block_program(k, threads)
+
+
+def test_the_last_block_sums_the_partials(module, rng, poison):
+    """threadFenceReduction's single pass as a block program, three launches in a row (the last
+    block puts the counter back): each total against numpy's."""
+    threads, blocks = 256, 61
+    n = threads * blocks - 100
+    k = module.get_function("last_block_sums")
+    for _ in range(3):
+        x = rng.standard_normal(n).astype(np.float32)
+        partial, total = poison(blocks, np.float32), poison(1, np.float32)
+        k((blocks,), (threads,), (ac.asarray(x), partial, total, np.int32(n)))
+        np.testing.assert_allclose(total.get()[0], x.astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
     assert ran_as_block_program(k, threads)
 
 

@@ -586,7 +586,7 @@ LOOP:
   .reg .b32 %r<3>; .reg .b64 %rd<2>;
   ld.param.u64 %rd1, [p];
   bar.sync 0;
-  atom.global.add.u32 %r1, [%rd1], 1;
+  atom.add.u32 %r1, [%rd1], 1;
   ret;
 }
 """

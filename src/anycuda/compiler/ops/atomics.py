@@ -169,7 +169,7 @@ def lower_atomic(f, inst):
         v = f.read(ops[2], t)
         if op not in ("add", "min", "max"):
             raise f.error(f"{inst.opcode}.{op}.{t} is not supported", UnsupportedPtx)
-        old = _cas_loop(f, p, lambda cur: convert(b, floatops.half_arith(
+        old = _cas_loop(b, p, lambda cur: convert(b, floatops.half_arith(
             b, op, [convert(b, cur, lt), v], t, "rn", False, False, False), ilt), ilt, private)
         return _write(f, ops, old, t)
     p = b.bitcast(ptr, lt.as_pointer())
@@ -192,19 +192,23 @@ def lower_atomic(f, inst):
                 (lo, hi), = f.space_windows("shared")
                 flush = b.not_(b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi)))
         return _write(f, ops, rmw(b, private, kind, p, v, flush), t)
-    v = f.read(ops[2], t)
-    if op == "inc" and t not in ("f32", "f64"):
-        # ((old >= v) ? 0 : old + 1), unsigned
-        old = _cas_loop(f, p, lambda cur: b.select(b.icmp_unsigned(">=", cur, v), ir.Constant(lt, 0),
-                                                   b.add(cur, ir.Constant(lt, 1))), lt, private)
-    elif op == "dec" and t not in ("f32", "f64"):
-        # (((old == 0) | (old > v)) ? v : old - 1), unsigned
-        old = _cas_loop(f, p, lambda cur: b.select(
-            b.or_(b.icmp_unsigned("==", cur, ir.Constant(lt, 0)), b.icmp_unsigned(">", cur, v)),
-            v, b.sub(cur, ir.Constant(lt, 1))), lt, private)
-    else:
+    if op not in WRAPPING or t in ("f32", "f64"):
         raise f.error(f"{inst.opcode}.{op}.{t} is not supported", UnsupportedPtx)
-    _write(f, ops, old, t)
+    _write(f, ops, wrapping_step(b, op, private, p, f.read(ops[2], t)), t)
+
+
+# inc and dec: the new value from (builder, old, the bound v), unsigned
+WRAPPING = {
+    "inc": lambda b, old, v: b.select(b.icmp_unsigned(">=", old, v), ir.Constant(old.type, 0),
+                                      b.add(old, ir.Constant(old.type, 1))),
+    "dec": lambda b, old, v: b.select(b.or_(b.icmp_unsigned("==", old, ir.Constant(old.type, 0)),
+                                            b.icmp_unsigned(">", old, v)), v, b.sub(old, ir.Constant(old.type, 1))),
+}
+
+
+def wrapping_step(b, op, private, p, v):
+    """atom.inc or atom.dec (WRAPPING) on the integer *p with bound v; the old value."""
+    return _cas_loop(b, p, lambda cur: WRAPPING[op](b, cur, v), v.type, private)
 
 
 def convert(b, v, typ):
@@ -216,17 +220,14 @@ def _write(f, ops, old, t):
         f.write(ops[0], old, t)
 
 
-def _cas_loop(f, p, update, lt, private=False):
+def _cas_loop(b, p, update, lt, private=False):
     """Atomically replace *p by update(*p); returns the old value."""
-    b = f.b
-    if update is None:
-        raise f.error("unsupported atomic operation on 16-bit floats", UnsupportedPtx)
     if private:
         return _update_in_place(b, p, update)
     pre = b.block
     first = b.load_atomic(p, "monotonic", lt.width // 8)
-    loop = f.fn.append_basic_block("cas.loop")
-    done = f.fn.append_basic_block("cas.done")
+    loop = b.append_basic_block("cas.loop")
+    done = b.append_basic_block("cas.done")
     b.branch(loop)
     b.position_at_end(loop)
     cur = b.phi(lt)

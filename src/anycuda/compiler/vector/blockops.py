@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from ...ptx.modifiers import DATA
+from ...ptx.modifiers import DATA, MODIFIERS
 from ..analysis import memory
 from ..irutil import convert_bits, i32, i64, intrinsic
 from ..ops import aggregation, atomics, bitops
@@ -398,31 +398,50 @@ def _bmsk(w, st):
 
 
 def _atom(w, st):
-    """atom and red in the block's shared memory, outside loops: lane after lane in lane
-    order, each a plain update (only this worker touches the block's shared memory; lanes'
-    atomics in some order is what a GPU gives too). cub's block radix sort counts a tile's
-    digits so, eight atomics a thread in straight code, which kept its scatter in the rounds
-    (~29 ms a launch of 2,048 tiles). In a loop an atomic keeps the rounds: a spin on a lock
-    would wait in a block program for warps that run after it (a hang), and the warp regions'
-    lane loops count a shared histogram 7x faster than a loop of lanes here (NOTES.md)."""
-    if space_of(st) != "shared":
-        raise NotVectorisable(f"{st.opcode} outside shared memory")
+    """atom and red in the block's shared memory or in global memory, outside loops: lane
+    after lane in lane order (lanes' atomics in some order is what a GPU gives too), each a
+    plain update in shared memory (only this worker touches the block's own) and an atomic
+    one in global memory, where other blocks run on other workers (the last block of a
+    threadFenceReduction takes its ticket so). cub's block radix sort counts a tile's
+    digits in shared memory, eight atomics a thread in straight code, which kept its scatter
+    in the rounds (~29 ms a launch of 2,048 tiles). In a loop an atomic keeps the rounds: a
+    spin on a lock would wait in a block program for warps that run after it (a hang), and
+    the warp regions' lane loops count a shared histogram 7x faster than a loop of lanes here
+    (NOTES.md)."""
+    space = space_of(st)
+    if space not in ("shared", "global"):
+        raise NotVectorisable(f"{st.opcode} outside shared and global memory")
     if any(head <= w.position <= back for head, back in {**w.loops, **w.barrier_loops}.items()):
         raise NotVectorisable(f"{st.opcode} in a loop")
     ops, kind, t = atomics.lane_form(st)
-    if kind is None or not isinstance(ops[1], (pir.Addr, pir.Reg)):
+    op = atomics.operation(st)
+    if kind is None and op in atomics.WRAPPING and t in ("u32", "u64", "s32", "s64", "b32", "b64"):
+        kind = op
+    if kind is None or not isinstance(ops[1], (pir.Addr, pir.Reg)) or {"v2", "v4", "v8"} & set(st.mods):
         raise NotVectorisable(f"{st.opcode} {st.mods}")
-    b = w.b
+    b, private = w.b, space == "shared"
+    atomics.fence_before_release(b, st)
     addrs, _ = w.access(st, ops[1] if isinstance(ops[1], pir.Addr) else pir.Addr(ops[1], 0))
     values = [w.read(op, t) for op in ops[2:]]
+    flush = atomics.flushes_subnormals(st) if kind == "fadd" and t == "f32" else None
 
     def update(p, v):
         if kind == "cas":
-            return atomics.compare_and_swap(b, True, p, *v)
-        return atomics.rmw(b, True, kind, p, v[0])
+            return atomics.compare_and_swap(b, private, p, *v)
+        if kind in atomics.WRAPPING:
+            return atomics.wrapping_step(b, kind, private, p, v[0])
+        return atomics.rmw(b, private, kind, p, v[0], flush)
     old = w.each_lane_update(addrs, llvm_type(t), values, update)
     if ops[0] is not None:
         w.write(ops[0], old, t)
+
+
+def _fence(w, st):
+    """membar and fence: nothing at the block's scope (its threads run on this worker, in the
+    program's order), else a sequentially consistent fence, as in the rounds (ops/instructions.py):
+    what other blocks, on other workers, read after their own fence or atomic."""
+    if "cta" not in st.mods:
+        w.b.fence("seq_cst")
 
 
 def _register_part(addr):
@@ -616,12 +635,12 @@ _AS_IN_REGIONS = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "n
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle, "vote": _vote, "redux": _redux,
        "activemask": _activemask, "bfe": _bit_field, "bfi": _bit_field,
-       "div": _div, "rem": _div, "atom": _atom, "red": _atom, "bmsk": _bmsk,
+       "div": _div, "rem": _div, "atom": _atom, "red": _atom, "membar": _fence, "fence": _fence, "bmsk": _bmsk,
        **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS), **warpmatrix.OPS,
        **blockcopies.OPS}
 # atomics of the block's own shared memory, spelled `.shared` as its loads and stores are
-# (BlockMemory.access; not a cluster's: another block's, on another worker)
-_SHARED_ATOMICS = REGION_MODS["atom"] - {"global", "shared::cta", "shared::cluster"}
+# (BlockMemory.access; not a cluster's: another block's, on another worker), and of global memory
+_ATOMICS = (REGION_MODS["atom"] - {"shared::cta", "shared::cluster"}) | {"inc", "dec"}
 # The modifiers each form handles (an allow-list, ops.table.takes): warpruns' and warp regions'
 # for the forms taken from there; loads and stores of one element or a .v2/.v4 vector, in
 # the spaces and with the cache operators of _MEMORY_MODS (not ordered, not .param stores);
@@ -641,7 +660,8 @@ TAKES = {
     "bfi": frozenset(("b32", "b64")),
     "div": REGION_MODS["div"] | INT_TYPES,
     "rem": INT_TYPES,
-    **dict.fromkeys(("atom", "red"), _SHARED_ATOMICS),
+    **dict.fromkeys(("atom", "red"), _ATOMICS),
+    **dict.fromkeys(("membar", "fence"), MODIFIERS["membar"] | MODIFIERS["fence"]),
     "bmsk": frozenset(("clamp", "wrap", "b32")),
     **{op: REGION_MODS[op] for op in _AS_IN_REGIONS},
     **warpmatrix.TAKES,
