@@ -91,12 +91,13 @@ extern "C" __global__ void global_atomics(const unsigned* keys, unsigned* ranks,
     }
 }
 
-// threadFenceReduction's single pass: each block's partial sum to global memory, a fence, a
-// ticket from an atomic; the block that takes the last ticket sums the partials and puts
-// the counter back for the next launch
+// threadFenceReduction's single pass, written as CUDA's programming guide writes its
+// __threadfence example: each block's partial sum to global memory through a volatile pointer,
+// a fence, a ticket from an atomic; the block that takes the last ticket sums the partials
+// and puts the counter back for the next launch
 __device__ unsigned retired;
 
-extern "C" __global__ void last_block_sums(const float* in, float* partial, float* total, int n) {
+extern "C" __global__ void last_block_sums(const float* in, volatile float* partial, float* total, int n) {
     __shared__ float s[256];
     __shared__ bool last;
     int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
@@ -112,7 +113,7 @@ extern "C" __global__ void last_block_sums(const float* in, float* partial, floa
     __syncthreads();
     if (last) {
         float sum = 0.0f;
-        for (int b = t; b < gridDim.x; b += blockDim.x) sum += partial[b];
+        for (int b = t; b < gridDim.x; b += blockDim.x) sum += partial[b];    // volatile loads
         s[t] = sum;
         __syncthreads();
         for (int k = blockDim.x / 2; k > 0; k >>= 1) {

@@ -596,6 +596,10 @@ class BlockMemory:
             return b.load(b.bitcast(data, vec.as_pointer()))
         return None
 
+    def forget_loaded(self):
+        """What groups of loads took may have changed (a fence: other blocks' stores)."""
+        self._spans_loaded = {}
+
     def each_lane_update(self, addrs, elem, values, update):
         """For each lane of self.mask, lowest first: update(pointer to its element, [its
         values]) -> the element's old value (an atomic of the block's shared memory, which

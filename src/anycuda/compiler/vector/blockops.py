@@ -290,19 +290,16 @@ def _mov_parts(w, st):
     w.write(dst, value, t)
 
 
-def _volatile_shared_only(st):
-    """A volatile access is one of the block's shared memory (the warp-synchronous idiom's
-    `volatile` sdata, nvcc's scan sample): a block program is one order of the block's threads,
-    a warp's lanes in step and the warps one after another between barriers, each access made
-    where the program says, so volatile adds nothing there (a spin on such a word is left to
-    the rounds: check_takes). Elsewhere the host or another block may write the word at any
-    time: not taken."""
-    if "volatile" in st.mods and space_of(st) != "shared":
-        raise NotVectorisable(f"a volatile {st.opcode} outside shared memory")
-
-
+# Volatile loads and stores are taken as plain ones. In the block's shared memory (the
+# warp-synchronous idiom's `volatile` sdata, nvcc's scan sample) a block program is one order
+# of the block's threads, a warp's lanes in step and the warps one after another between
+# barriers, each access made where the program says, so volatile adds nothing. In global
+# memory (CUDA's __threadfence example reads the other blocks' partial sums through a volatile
+# pointer) each access is made where the program says too, once: nothing is read again from
+# what was loaded before a fence or an atomic (_fence, BlockMemory.each_lane_update), and a
+# volatile store never streams past the caches. A spin on a word, where volatile matters, is
+# left to the rounds (check_takes).
 def _ld(w, st):
-    _volatile_shared_only(st)
     t = type_mods(st.mods)[-1]
     if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
         raise NotVectorisable(f"ld.{t}")
@@ -365,13 +362,12 @@ def _ld_param(w, st, t, elem):
 
 
 def _st(w, st):
-    _volatile_shared_only(st)
     t = type_mods(st.mods)[-1]
     if t[0] not in "bsuf" or width(t) < 8 or t in ("f16", "bf16"):
         raise NotVectorisable(f"st.{t}")
     size = width(t) // 8
     # (a group of interleaved stores is made at its last part: that part decides)
-    w.streaming = memory.streams(st, w.read_memory)
+    w.streaming = memory.streams(st, w.read_memory) and "volatile" not in st.mods
     for item, addr in _elements(st.operands[1], st.operands[0], size):
         addrs, shape = w.access(st, addr)
         w.store(addrs, shape, w.read(item, t), size, _register_part(addr))
@@ -442,6 +438,7 @@ def _fence(w, st):
     what other blocks, on other workers, read after their own fence or atomic."""
     if "cta" not in st.mods:
         w.b.fence("seq_cst")
+        w.forget_loaded()
 
 
 def _register_part(addr):
