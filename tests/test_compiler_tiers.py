@@ -452,3 +452,57 @@ def test_a_pending_job_lets_an_unloaded_kernel_go():
     assert gone() is None
     job._finish(b"object")
     assert kept.switched == b"object" and calls == [b"object"] and job.error is None
+
+
+def _held_server(monkeypatch, compiled):
+    """A server whose start waits for `go` (so that jobs queue) and whose compiles answer
+    b"object:<name>" at once, noting each name in `compiled`."""
+    go = threading.Event()
+    monkeypatch.setattr(tiers._Server, "_started", lambda self: go.wait(30))
+
+    def answer(self, source, name):
+        compiled.append(name)
+        return b"ok", b"object:" + name.encode()
+    monkeypatch.setattr(tiers._Server, "_compile", answer)
+    return tiers._Server(), go
+
+
+def test_a_block_program_goes_before_the_optimised_code_waiting(monkeypatch):
+    """A job queued `first` (a block program: compiler/pipeline.py) is taken before the jobs
+    that are not, after those `first` before it; the server takes a job only once it is
+    ready, so a block program asked for while it starts goes first."""
+    compiled = []
+    server, go = _held_server(monkeypatch, compiled)
+    jobs = [tiers.OptimisedCode("", name) for name in ("kernel a", "kernel b", "block a", "block b")]
+    for job in jobs:
+        server.submit(job, first=job._name.startswith("block"))
+    go.set()
+    assert all(job.done.wait(30) for job in jobs)
+    assert compiled == ["block a", "block b", "kernel a", "kernel b"]
+    assert [job.object_code for job in jobs] == [b"object:" + j._name.encode() for j in jobs]
+    server.close()
+
+
+def test_the_exit_waits_for_an_arrival_being_linked_and_drops_the_rest(monkeypatch):
+    """close() (the program's exit) waits while an object is being linked on the optimiser's
+    thread, and a later arrival is finished empty, without an error: no link meets the
+    teardown of LLVM that follows the exit (jit.EXIT_WATCH_RENEWALS)."""
+    compiled = []
+    server, go = _held_server(monkeypatch, compiled)
+    linking, linked = threading.Event(), []
+
+    def slow_link(object_code):
+        linking.set()
+        time.sleep(0.3)
+        linked.append(object_code)
+    job = tiers.OptimisedCode("", "k")
+    job.subscribe(slow_link)
+    server.submit(job)
+    go.set()
+    assert linking.wait(30)
+    server.close()
+    assert linked == [b"object:k"]               # close() returned after the link
+    late, got = tiers.OptimisedCode("", "late"), []
+    late.subscribe(got.append)
+    server._deliver(late, b"object:late")
+    assert got == [None] and late.error is None

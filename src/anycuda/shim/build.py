@@ -137,7 +137,8 @@ def shim_dir() -> Path:
 # A program's own exit handlers (the CUDA runtime's unloads its modules from one) run after
 # those of libraries loaded later, and LLVM's static destructors are among those: by the time
 # the runtime unloads a module, LLVM's context is gone and freeing JIT code would crash. A
-# handler registered once LLVM is loaded runs before LLVM's destructors and notes the exit, so
+# handler registered once LLVM is loaded (and again after LLVM's first operations, which make
+# statics of their own: jit.EXIT_WATCH_RENEWALS) runs before LLVM's destructors and notes the exit, so
 # anycuda then leaves JIT code to the process's end instead of freeing it; it also lets queued
 # stream work finish, waits for a link in progress on another thread and stops any more
 # (stream.drain, jit.stop_linking, anycuda_exit_hook).
@@ -145,7 +146,7 @@ _EXIT_WATCH = """
 #include <stdlib.h>
 static int anycuda_exiting;
 static void anycuda_exit_hook(void);
-static void anycuda_note_exit(void) { anycuda_exiting = 1; anycuda_exit_hook(); }
+static void anycuda_note_exit(void) { if (anycuda_exiting) return; anycuda_exiting = 1; anycuda_exit_hook(); }
 static void anycuda_watch_exit(void) { atexit(anycuda_note_exit); }
 static int anycuda_process_exiting(void) { return anycuda_exiting; }
 """
@@ -220,10 +221,11 @@ from anycuda.shim.entry import define
 from anycuda.shim import export_tables
 define(ffi, lib)
 export_tables.install(ffi, lib)
-from anycuda.compiler.build import jit
+from anycuda.compiler.build import jit, tiers
 from anycuda.runtime import profile, sanitizer
 from anycuda.runtime import stream as _anycuda_streams
 def _anycuda_exit_hook():
+    tiers.close_at_exit()        # first: no optimised code is linked while the exit tears LLVM down
     _anycuda_streams.drain()     # queued kernels finish before the code they run is torn down
     profile.finish_process()     # after them: every launch has its time
     sanitizer.finish_process()   # after them: their reports come before the summary

@@ -99,13 +99,16 @@ def compile_to_object(llvm_ir: str, name: str = "module", optimised: bool = True
     _check_externals(mod)
     _dump("ANYCUDA_DUMP_IR", mod)
     if not optimised:
-        return st["tm_quick"].emit_object(mod)
-    optimise(mod, light=is_huge(llvm_ir))
-    mod = loopprefetch.add_prefetches(mod)
-    mod = maskedstores.plain_where_whole(mod)
-    mod = streamstores.make_streaming(mod, st["tm"])
-    _dump("ANYCUDA_DUMP_OPT_IR", mod)
-    return st["tm"].emit_object(mod)
+        code = st["tm_quick"].emit_object(mod)
+    else:
+        optimise(mod, light=is_huge(llvm_ir))
+        mod = loopprefetch.add_prefetches(mod)
+        mod = maskedstores.plain_where_whole(mod)
+        mod = streamstores.make_streaming(mod, st["tm"])
+        _dump("ANYCUDA_DUMP_OPT_IR", mod)
+        code = st["tm"].emit_object(mod)
+    _renew_exit_watch()
+    return code
 
 
 def _check_externals(mod):
@@ -123,9 +126,16 @@ def _dump(var, mod):
             fh.write(str(mod))
 
 
-_exit = {"exiting": lambda: False, "linking": True}
+_exit = {"exiting": lambda: False, "linking": True, "register": None, "renewals": 0}
 _kept_at_exit = []
 LINK_WAIT_AT_EXIT = 10.0      # seconds the exit waits for a link in progress (one takes milliseconds)
+# LLVM makes some statics at their first use, each destroyed by an exit handler of its own
+# registered then: after the watch's. The watch is registered again after each compile and
+# link (the handler runs once), so that it runs before them; an object from the compile
+# server, being linked on another thread as a C program exited, met a destroyed static and
+# crashed the exit (NVIDIA's threadFenceReduction, 1 run in 5). Past this many operations every
+# path has been taken (and a long run would register a handler per kernel).
+EXIT_WATCH_RENEWALS = 256
 
 
 def watch_process_exit(register, exiting) -> None:
@@ -136,6 +146,14 @@ def watch_process_exit(register, exiting) -> None:
     _initialise()
     register()
     _exit["exiting"] = exiting
+    _exit["register"] = register
+
+
+def _renew_exit_watch() -> None:
+    """Register the exit watch again (EXIT_WATCH_RENEWALS), after an LLVM operation."""
+    if _exit["register"] is not None and _exit["renewals"] < EXIT_WATCH_RENEWALS and not _exit["exiting"]():
+        _exit["renewals"] += 1
+        _exit["register"]()
 
 
 _link_lock = threading.Lock()
@@ -176,6 +194,7 @@ class LoadedObject:
             self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
             self.engine.finalize_object()
+            _renew_exit_watch()
         if perfmap.enabled():
             perfmap.record(object_code, self.address)
 

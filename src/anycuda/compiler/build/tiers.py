@@ -10,7 +10,9 @@ arrives it goes into the cache, each instance of the kernel linked from the quic
 it too, and their launches switch over: new launches run the optimised code, and a launch in flight
 hands its remaining blocks over (each quick worker, before it takes more blocks, looks at
 its kernel's handoff slot, abi.handoff_symbol), so that a long first launch does not run
-slowly to its end.
+slowly to its end. The server takes a job once it is ready (its imports take ~0.4 s), and a
+block program's job goes before the optimised code waiting: a block program usually
+compiles in a fraction of that time and runs faster, so a short program has it while it runs.
 
 ANYCUDA_JIT chooses: `tiered` (the default), `optimised` (compile optimised code before the
 first launch, as a driver JIT does), `quick` (never optimise: for short test runs on
@@ -22,8 +24,9 @@ kernel kills it when the program is gone, and it leaves quietly on a closed pipe
 prints goes to a file of its own, read into the error of a compile it failed; no server is
 started once the program exits; a write to a server that died answers an error, not the
 SIGPIPE that would end a C program (which embeds Python without its signal handlers). Its
-reply is linked under jit's link lock, which the exit waits for and then closes
-(jit.stop_linking), and written to the cache atomically (cache.store).
+reply is linked under jit's link lock, and written to the cache atomically (cache.store);
+the exit first closes arrivals (_Server.close: it waits for one being linked, later ones are
+dropped), and later jit's link lock (jit.stop_linking).
 
 Both objects of a kernel link against the one object that holds its module's variables
 (compiler/pipeline.py), so a module with `.global` or `.const` variables tiers too.
@@ -71,6 +74,7 @@ class OptimisedCode:
         self.done = threading.Event()     # set once the subscribers have been called
         self.object_code = None
         self.error = None
+        self.first = False               # queued before the jobs that are not (_Server.submit)
 
     def subscribe(self, fn) -> None:
         """A bound method is held weakly: a kernel whose module was unloaded before its
@@ -100,6 +104,9 @@ class OptimisedCode:
         self.done.set()
 
 
+ARRIVAL_WAIT_AT_EXIT = 10.0        # seconds the exit waits for an arrival being linked
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """LLVM IR the compile server makes itself, as `make(*args)`: the program's quick code
@@ -116,14 +123,15 @@ def can_optimise_in_background() -> bool:
     return _interpreter() is not None
 
 
-def optimise_in_background(source, name: str) -> OptimisedCode | None:
+def optimise_in_background(source, name: str, first: bool = False) -> OptimisedCode | None:
     """Queue the module (LLVM IR text, or a Recipe for it) for the compile server; None
     where no Python interpreter can be found to run one (the caller then compiles
-    optimised code itself)."""
+    optimised code itself). A job `first` goes before the others waiting (after those queued
+    `first` before it)."""
     if not can_optimise_in_background():
         return None
     job = OptimisedCode(source, name)
-    _server().submit(job)
+    _server().submit(job, first)
     return job
 
 
@@ -165,17 +173,28 @@ class _Server:
         self._proc = None
         self._output = None           # the server's stdout and stderr: a file of its own
         self._closed = False          # the program is exiting
+        # Objects are linked on this thread as they arrive (their jobs' subscribers), which the
+        # program's exit does not stop: close() waits for one being delivered and has the
+        # later ones dropped, so that no link meets LLVM's teardown (jit.EXIT_WATCH_RENEWALS)
+        self._arrivals = threading.Lock()
+        self._delivering = True
         self._thread = threading.Thread(target=self._run, name="anycuda-optimiser", daemon=True)
         self._thread.start()
 
-    def submit(self, job: OptimisedCode) -> None:
+    def submit(self, job: OptimisedCode, first: bool = False) -> None:
         with self._cv:
-            self._queue.append(job)
+            job.first = first
+            at = next((i for i, j in enumerate(self._queue) if not j.first), len(self._queue)) if first else None
+            self._queue.insert(len(self._queue) if at is None else at, job)
             self._cv.notify()
 
     def close(self) -> None:
-        """At the program's exit: start no server, and end the one running (a compile left
-        unfinished is not waited for)."""
+        """At the program's exit: link no more arrivals, start no server, and end the one
+        running (a compile left unfinished is not waited for)."""
+        held = self._arrivals.acquire(timeout=ARRIVAL_WAIT_AT_EXIT)
+        self._delivering = False
+        if held:
+            self._arrivals.release()
         with self._cv:
             self._closed = True
             self._cv.notify()
@@ -189,8 +208,20 @@ class _Server:
                     self._cv.wait()
                 if self._closed:
                     return
+            try:
+                # the job is taken once the server is ready (~0.4 s of imports for the first):
+                # by then the block programs of the first launches have been queued before it
+                self._started()
+                failed = None
+            except Exception as e:    # noqa: BLE001 - reported to the job taken next
+                failed = e
+            with self._cv:
+                if self._closed:
+                    return
                 job = self._queue.pop(0)
             try:
+                if failed is not None:
+                    raise failed
                 status, payload = self._compile(job._source, job._name)
             except Exception as e:    # noqa: BLE001 - the server died or garbled a reply: start another
                 if self._closed:      # (stopped at the program's exit: nothing failed, no warning)
@@ -200,23 +231,39 @@ class _Server:
                 self._stop()
                 status, payload = b"error", f"the compile server failed: {e}{said}".encode()
             if status == b"ok":
-                job._finish(payload)
+                self._deliver(job, payload)
             else:                     # the quick code stays
-                job._finish(None, f"optimising {job._name} failed: {payload.decode(errors='replace')}")
+                self._deliver(job, None, f"optimising {job._name} failed: {payload.decode(errors='replace')}")
+
+    def _deliver(self, job: OptimisedCode, object_code, error=None) -> None:
+        """Finish the job, its subscribers linking the object; after close(), finish it empty
+        and without an error (the program is exiting: nothing failed)."""
+        with self._arrivals:
+            if self._delivering:
+                job._finish(object_code, error)
+            else:
+                job._finish(None)
+
+    def _started(self) -> None:
+        """Start the server if it is not running, and wait until it says it is ready."""
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the program is exiting")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        if self._output is not None:
+            self._output.close()
+        self._output = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen([_interpreter(), "-c",
+                                       f"from anycuda.compiler.build.tiers import serve; serve({os.getpid()})"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._output, env=env)
+        if _read_message(self._proc.stdout, 1) != [READY]:
+            raise RuntimeError("the compile server did not start")
 
     def _compile(self, source, name: str) -> tuple:
         """(b"ok", object) or (b"error", why) from the server, started if it is not running."""
-        if self._proc is None or self._proc.poll() is not None:
-            with self._cv:
-                if self._closed:
-                    raise RuntimeError("the program is exiting")
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            if self._output is not None:
-                self._output.close()
-            self._output = tempfile.TemporaryFile()
-            self._proc = subprocess.Popen([_interpreter(), "-c",
-                                           f"from anycuda.compiler.build.tiers import serve; serve({os.getpid()})"],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._output, env=env)
+        self._started()
         _write_message(self._proc.stdin, name.encode("utf-8", "surrogateescape"), *_message(source))
         self._proc.stdin.flush()
         return tuple(_read_message(self._proc.stdout))
@@ -246,6 +293,13 @@ _the_server = []
 _server_lock = threading.Lock()
 
 
+def close_at_exit() -> None:
+    """The program is exiting (the C exit handler of the driver library, shim/build.py, which
+    runs before Python's own): close the server if one was started."""
+    if _the_server:
+        _the_server[0].close()
+
+
 def _server() -> _Server:
     with _server_lock:
         if not _the_server:
@@ -272,6 +326,7 @@ def _read_message(stream, count: int = 2) -> list:
 
 
 PR_SET_PDEATHSIG = 1
+READY = b"ready"            # the server's first message: its imports are done
 
 
 def _end_with(program: int) -> None:
@@ -293,6 +348,11 @@ def serve(program: int = None) -> None:
     stdin = sys.stdin.buffer
     stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)       # what anything else prints must not reach the replies
+    try:
+        _write_message(stdout, READY)
+        stdout.flush()
+    except OSError:
+        os._exit(0)
     while True:
         try:
             name, kind, payload = _read_message(stdin, 3)
