@@ -23,6 +23,8 @@ import pytest
 from anycuda import compiler, demo
 from anycuda.compiler import pipeline
 from anycuda.compiler.build import cache, tiers
+from anycuda.compiler.build.jit import LoadedObject
+from anycuda.compiler.vector import blockprograms
 from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime.program import Program, load_program
 
@@ -115,7 +117,7 @@ def _marks_params(out, flag):
 
 
 def test_a_launch_in_flight_hands_its_remaining_blocks_over(jit_mode):
-    """One worker runs mark_a's blocks; while block 0 waits, mark_a's handoff slot gets
+    """One worker runs mark_a's blocks; while block 0 waits, the launch's handoff slot gets
     mark_b's launch function: the rest of block 0's chunk runs mark_a, every block after it
     mark_b, each block exactly once."""
     jit_mode("quick")
@@ -130,13 +132,59 @@ def test_a_launch_in_flight_hands_its_remaining_blocks_over(jit_mode):
     deadline = time.monotonic() + 60
     while out[0] == 0 and time.monotonic() < deadline:
         time.sleep(0.001)
-    assert out[0] == 1, "block 0 never ran"
-    slot = a._jit.address(a.info.handoff)
-    ctypes.c_uint64.from_address(slot).value = b._jit.address(b.info.export)
-    flag[0] = 1
+    try:
+        assert out[0] == 1, "block 0 never ran"
+        (flight,) = a._in_flight.values()       # (quick code alone: what a launch runs is "optimised")
+        a._hand_over(b._jit.address(b.info.export), "program", lambda kind, shape: shape == (1, 1, 1))
+        assert flight[2] == "program" and flight[0].handoff
+    finally:
+        flag[0] = 1                             # (the launch ends whatever failed)
     launch.join(60)
     assert not launch.is_alive()
     assert out.tolist() == [1] * chunk + [2] * (nblocks - chunk)
+
+
+# mark_b's count (3 a thread) after a barrier: a kernel a block program takes
+MARK_C = HEADER + """
+.visible .entry mark_c(.param .u64 pout, .param .u64 pflag)
+{
+  .reg .b32 %r<3>; .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [pout];
+  bar.sync 0;
+  mov.u32 %r1, %ctaid.x;
+  mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd1, %rd3;
+  atom.global.add.u32 %r2, [%rd4], 3;
+  ret;
+}
+"""
+
+
+def test_a_block_program_takes_over_a_launch_in_flight(jit_mode):
+    """As above, with a block program for the launch's shape taking over (what its arrival
+    from the compile server does for a long first launch of that shape): its launch function
+    runs the blocks left from the launch record's counter, each block exactly once."""
+    jit_mode("optimised")
+    code = pipeline.compile_block_program(ModuleIndex(MARK_C, "markc.ptx").kernel_unit("mark_c"), "markc.ptx",
+                                          "mark_c", (32, 1, 1), None)
+    program = LoadedObject(code)
+    jit_mode("quick")
+    a = load_program(MARKS, "marks.ptx").kernel("mark_a")
+    nblocks, chunk = 64, 4
+    out, flag = np.zeros(nblocks, np.uint32), np.zeros(1, np.uint32)
+    launch = threading.Thread(target=a.launch, args=((nblocks, 1, 1), (32, 1, 1), _marks_params(out, flag)),
+                              kwargs={"num_workers": 1})
+    launch.start()
+    deadline = time.monotonic() + 60
+    while out[0] < 32 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    try:
+        assert out[0] == 32, "block 0 never ran"
+        a._hand_over(program.address(blockprograms.EXPORT), "program", lambda kind, shape: shape == (32, 1, 1))
+    finally:
+        flag[0] = 1
+    launch.join(60)
+    assert not launch.is_alive()
+    assert out.tolist() == [32] * chunk + [96] * (nblocks - chunk)
 
 
 def _example_ptx(name):

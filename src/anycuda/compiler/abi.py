@@ -46,8 +46,14 @@ LAUNCH_FIELDS = [
     # u64 per worker (by its number in the team): its pthread_t while it runs blocks, where
     # the launch has a time limit (runtime/watchdog.py); 0: no limit
     ("watch_threads", 216, "u64"),
+    # void (Launch*) of the code that takes over the launch in flight (optimised code from the
+    # compile server, or a block program for its block shape: runtime/program.py); 0 until
+    # then. A worker that finds it set takes no more blocks, and the launch function runs the
+    # blocks left through it, with all_workers workers (not in a cooperative launch, whose
+    # blocks must all run at once)
+    ("handoff", 224, "u64"),
 ]
-LAUNCH_SIZE = 224
+LAUNCH_SIZE = 232
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 
 LAUNCH_ERR_TRAP = 1
@@ -192,9 +198,3 @@ SITE = {name: i for i, name in enumerate(SITE_KINDS)}
 BLOCK_SITE_KINDS = {SITE[k] for k in ("bar_sync", "bar_red_popc", "bar_red_and", "bar_red_or", "bar_arrive")}
 
 
-def handoff_symbol(kernel_prefix: str) -> str:
-    """A kernel's handoff slot: null until optimised code replaces this code, then that
-    code's launch function. A worker that finds it set takes no more blocks, and the launch
-    function runs the blocks left through it, with all_workers workers (not in a cooperative
-    launch, whose blocks must all run at once)."""
-    return kernel_prefix + ".handoff"

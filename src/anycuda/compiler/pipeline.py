@@ -144,7 +144,7 @@ def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False) -> tup
 def _abi(info: KernelInfo) -> tuple:
     """What the code of a kernel offers the runtime, which both of its codes must agree on:
     the optimised code takes over launches of the quick code, with the quick code's KernelInfo."""
-    return (info.export, info.handoff, tuple(info.params), info.param_size, info.static_shared,
+    return (info.export, tuple(info.params), info.param_size, info.static_shared,
             sorted(info.directives.items()), info.stream_bytes, info.any_block_order)
 
 

@@ -82,8 +82,12 @@ def record_compile(source_name: str, name: str, started: int, nanoseconds: int, 
             stats.optimised_ns = nanoseconds
 
     def arrived(object_code):
-        with _lock:         # (where optimising failed, the quick code ran on)
-            stats.optimised_ns = now() - started if object_code is not None else "failed"
+        with _lock:         # (where optimising failed, the quick code ran on; a compile the
+            # program's exit cut short ends without an object or an error: not ready)
+            if object_code is not None:
+                stats.optimised_ns = now() - started
+            elif optimised.error is not None:
+                stats.optimised_ns = "failed"
     if optimised is not None:
         stats.optimised_ns = NOT_READY
         optimised.subscribe(arrived)

@@ -193,6 +193,21 @@ def _libgomp():
     return ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")   # loaded already (compiler/build/jit.py)
 
 
+class _InFlight:
+    """A launch record among its kernel's launches in flight while it runs."""
+
+    def __init__(self, image, L, block, kind):
+        self.image, self.key, self.flight = image, id(L), [L, block, kind]
+
+    def __enter__(self):
+        with self.image._flight_lock:
+            self.image._in_flight[self.key] = self.flight
+
+    def __exit__(self, *exc):
+        with self.image._flight_lock:
+            del self.image._in_flight[self.key]
+
+
 def _run_launch(entry, L, cooperative: bool) -> None:
     if cooperative:
         _run_cooperative(entry, L)
@@ -269,6 +284,10 @@ class KernelImage:
         self._quick = []         # quick objects, still linked after the switch (tiers.py)
         self._block_objects = []       # the kernel's block programs, linked
         self.optimising = False  # while its optimised code is made, quick launches leave a core to the compile
+        # launches running now: id(record) -> [record, block shape, what runs it ("quick",
+        # "optimised" or "program")], which code linked meanwhile may take over (_hand_over)
+        self._in_flight = {}
+        self._flight_lock = threading.Lock()
 
     def __getattr__(self, attr):
         if attr in KernelImage._LOADED_ON_USE:
@@ -312,12 +331,25 @@ class KernelImage:
             self.optimising = False
             return
         optimised = LoadedObject(object_code, self._externals)
-        slot = self._jit.address(self.info.handoff)
-        ctypes.c_uint64.from_address(slot).value = optimised.address(self.info.export)
         self._quick.append(self._jit)
         self._jit = optimised
         self._entry = None
         self.optimising = False
+        self._hand_over(optimised.address(self.info.export), "optimised", lambda kind, shape: kind == "quick")
+
+    def _hand_over(self, launch_function: int, kind: str, takes) -> None:
+        """Have the code whose launch function is at `launch_function` take over the launches
+        in flight that `takes(what runs it, block shape)` names: their workers take no more
+        blocks, and their launch function passes the rest on (compiler/cpu/launch.py)."""
+        with self._flight_lock:
+            for flight in self._in_flight.values():
+                if takes(flight[2], flight[1]):
+                    flight[0].handoff = launch_function
+                    flight[2] = kind
+
+    def _flying(self, L, block, kind):
+        """Context: launch record `L` in flight (_in_flight) while its launch runs."""
+        return _InFlight(self, L, block, kind)
 
     @property
     def max_dynamic_shared_size(self) -> int:
@@ -351,7 +383,10 @@ class KernelImage:
             if code is not None:
                 obj = LoadedObject(code, self._externals)
                 self._block_objects.append(obj)
-                self._programs[block] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(obj.address(blockprograms.EXPORT))
+                address = obj.address(blockprograms.EXPORT)
+                self._programs[block] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+                # a long first launch of this shape goes on in the block program
+                self._hand_over(address, "program", lambda kind, shape: kind != "program" and shape == block)
         if profile.ENABLED:
             link = profile.timed_block_program(self.program.source_name, self.name, block, link)
         unit = self.program.index.kernel_unit(self.name)
@@ -431,11 +466,12 @@ class KernelImage:
         launch was prepared as it was queued."""
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
-        entry = self._function()
+        entry = function = self._function()
         if record is None:
             record = self.prepare(grid, block, shared_mem, num_workers, cluster)
         if not cooperative and blockprograms.supported_shape(block):
             entry = self._block_program(block) or entry
+        kind = "program" if entry is not function else "quick" if self.optimising else "optimised"
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
@@ -466,15 +502,16 @@ class KernelImage:
             L.num_workers = L.nblocks
             L.chunk = 1
         limit = watchdog.launch_timeout()
-        if limit:
-            with watchdog.watching(L, limit):
-                _run_launch(entry, L, cooperative)
-        else:
-            watchdog.running.enter((self.name, grid, block))
-            try:
-                _run_launch(entry, L, cooperative)
-            finally:
-                watchdog.running.leave()
+        with self._flying(L, block, kind):
+            if limit:
+                with watchdog.watching(L, limit):
+                    _run_launch(entry, L, cooperative)
+            else:
+                watchdog.running.enter((self.name, grid, block))
+                try:
+                    _run_launch(entry, L, cooperative)
+                finally:
+                    watchdog.running.leave()
         if profile.ENABLED:
             profile.record_launch(self.program.source_name, self.name, profile.now() - start, L.nblocks, strategy)
         if checked is not None:

@@ -28,6 +28,7 @@ from . import faults, placement, streamstores
 # page (copy_f16_stride 3.5 -> 2.7 ms on one core, 8 against 4 slots 4-8% faster for reduce,
 # histogram, saxpy_f32_stride; NOTES "Blocks in flight without sites")
 BLOCKS_IN_FLIGHT = 8
+LAUNCH_FN = ir.FunctionType(ir.VoidType(), [PTR])        # void (Launch*): a kernel's launch function
 
 
 @collection_paused
@@ -41,10 +42,6 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     worker_ty = ir.FunctionType(ir.VoidType(), [PTR])
     worker = ir.Function(module, worker_ty, name=name + ".worker")
     worker.linkage = "internal"
-    # quick code hands a launch over to the optimised code once that is linked (compiler/build/tiers.py)
-    handoff = ir.GlobalVariable(module, worker_ty.as_pointer(), name=abi.handoff_symbol(name))
-    handoff.initializer = ir.Constant(worker_ty.as_pointer(), None)
-    handoff.align = 8
     (L,) = worker.args
     b = ir.IRBuilder(worker.append_basic_block("entry"))
     nx = load_field(b, L, abi.LAUNCH["block_x"], I32)
@@ -76,7 +73,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
     # (emit_run_blocks)
     run_blocks = None
     if chunk_calls and not has_sites:
-        run_blocks = emit_run_blocks(module, name, block_fn, handoff, most, (frames_int + 63) // 64 * 64)
+        run_blocks = emit_run_blocks(module, name, block_fn, most, (frames_int + 63) // 64 * 64)
     if run_blocks is None and getattr(block_fn, "carried_hooks", None):
         raise AssertionError(f"{name}: totals carried across blocks need a run of blocks per call")
     if run_blocks is None:
@@ -117,17 +114,17 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         healthy = worker.append_basic_block("healthy")
         b.cbranch(b.icmp_signed("!=", err, i32(0)), done, healthy)
         b.position_at_end(healthy)
-        first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, done)
+        first, last = _take_chunk(b, worker, L, nblocks, chunk, backwards, done)
         r = b.call(run_blocks, [L, ws, shared, first, last, gx, gy, wid, at_block, slot_bytes])
         b.cbranch(b.icmp_signed("==", r, i32(abi.BLOCK_FAILED)), done, chunks)
     else:
-        _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
+        _emit_slot_rounds(b, worker, L, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
                           nblocks, chunk, backwards, most, done)
     _emit_worker_end(b, worker, L, ws, trap, key, wid, fault, done, has_sites, get_memory)
-    return _emit_launch_function(module, worker, export_name, handoff)
+    return _emit_launch_function(module, worker, export_name)
 
 
-def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
+def _emit_slot_rounds(b, worker, L, block_fn, ws, slot_bytes, frames_bytes, trap, wid, gx, gy,
                       nblocks, chunk, backwards, most, done):
     """The worker's loop for a kernel with sites: rounds over its `most` slots, each a block
     in flight."""
@@ -165,7 +162,7 @@ def _emit_slot_rounds(b, worker, L, handoff, block_fn, ws, slot_bytes, frames_by
         take = worker.append_basic_block("take")
         b.cbranch(b.load(at(in_flight)), call, take)
         b.position_at_end(take)
-        got = _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, next_slot)
+        got = _take_block(b, worker, L, window, taking, nblocks, chunk, backwards, next_slot)
         b.store(got, at(block_of))
         start = b.select(b.load(at(used)), i32(abi.BLOCK_LATER), i32(abi.BLOCK_FIRST))
         b.store(ir.Constant(I1, 1), at(used))
@@ -229,12 +226,12 @@ def _emit_worker_end(b, worker, L, ws, trap, key, wid, fault, done, has_sites, g
     b.ret_void()
 
 
-def _emit_launch_function(module, worker, export_name, handoff):
+def _emit_launch_function(module, worker, export_name):
     """`void export_name(i8* L)`: the workers on libgomp's threads, then the optimised code
     for what is left where it took over meanwhile."""
     gomp = declare(module, "GOMP_parallel", ir.VoidType(),
                    [ir.FunctionType(ir.VoidType(), [PTR]).as_pointer(), PTR, I32, I32])
-    launch = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=export_name)
+    launch = ir.Function(module, LAUNCH_FN, name=export_name)
     (L,) = launch.args
     b = ir.IRBuilder(launch.append_basic_block("entry"))
     streamstores.set_flag(b, load_field(b, L, abi.LAUNCH["stream_stores"], I32))
@@ -243,14 +240,17 @@ def _emit_launch_function(module, worker, export_name, handoff):
     b.call(gomp, [worker, L, nw, i32(0)])
     left = b.icmp_unsigned("<", load_field(b, L, abi.LAUNCH["next_block"], I64), load_field(b, L, abi.LAUNCH["nblocks"], I64))
     healthy = b.icmp_unsigned("==", load_field(b, L, abi.LAUNCH["error"], I32), i32(0))
-    with b.if_then(b.and_(b.and_(_handing_over(b, L, handoff), left), healthy)):
+    with b.if_then(b.and_(b.and_(_handing_over(b, L), left), healthy)):
         store_field(b, L, abi.LAUNCH["num_workers"], load_field(b, L, abi.LAUNCH["all_workers"], I32))
-        b.call(b.load_atomic(handoff, "monotonic", 8), [L])
+        # taken out of the slot, so that the code taking over runs the blocks left rather than
+        # see the slot set and pass them on again (it passes them on if the slot is set anew)
+        taken = b.atomic_rmw("xchg", field_ptr(b, L, abi.LAUNCH["handoff"], I64), i64(0), "monotonic")
+        b.call(b.inttoptr(taken, LAUNCH_FN.as_pointer()), [L])
     b.ret_void()
     return launch
 
 
-def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards, none_left):
+def _take_block(b, worker, L, window, taking, nblocks, chunk, backwards, none_left):
     """The next block of the worker's window [next, end) (i64), taking the next chunk
     (_take_chunk) when it is used up; where there are none (or optimised code has taken
     over), `taking` becomes false and control goes to `none_left`."""
@@ -261,7 +261,7 @@ def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards
     ask = worker.append_basic_block("ask")
     b.cbranch(b.load(taking), ask, stop)
     b.position_at_end(ask)
-    first, last = _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, stop)
+    first, last = _take_chunk(b, worker, L, nblocks, chunk, backwards, stop)
     b.store(first, nxt)
     b.store(last, end)
     b.branch(got)
@@ -274,12 +274,12 @@ def _take_block(b, worker, L, handoff, window, taking, nblocks, chunk, backwards
     return blk
 
 
-def _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, none_left):
+def _take_chunk(b, worker, L, nblocks, chunk, backwards, none_left):
     """The blocks [first, last) (i64) of the next `chunk` from the launch's counter, counted
     from the grid's end where `backwards` (i1); control goes to `none_left` where there are
     none left, or where optimised code has taken over."""
     ask, got = (worker.append_basic_block(k) for k in ("ask.counter", "got.chunk"))
-    b.cbranch(_handing_over(b, L, handoff), none_left, ask)
+    b.cbranch(_handing_over(b, L), none_left, ask)
     b.position_at_end(ask)
     taken = b.atomic_rmw("add", field_ptr(b, L, abi.LAUNCH["next_block"], I64), chunk, "monotonic")
     end = b.add(taken, chunk)
@@ -293,7 +293,7 @@ def _take_chunk(b, worker, L, handoff, nblocks, chunk, backwards, none_left):
     return first, last
 
 
-def emit_run_blocks(module, name, block_fn, handoff, slots=1, shared_offset=0):
+def emit_run_blocks(module, name, block_fn, slots=1, shared_offset=0):
     """`i32 run_blocks(i8* L, i8* ws, i8* shared, i64 first, i64 last, i64 gx, i64 gy,
     i32 worker, i64* at_block, i64 slot_bytes)`: the blocks first..last-1 of a kernel without
     sites, in one loop with the block function inlined, each block's index in `*at_block`
@@ -303,15 +303,15 @@ def emit_run_blocks(module, name, block_fn, handoff, slots=1, shared_offset=0):
     BLOCK_DONE after the last, or before it where the launch has failed (another worker's
     block). A block function that gives way has `slots` blocks in
     flight, each in its own slot of the workspace (`slot_bytes` apart, its shared window
-    `shared_offset` into it), taking chunks from the launch's counter (`handoff`: where
-    the optimised code takes over) as they run out: _run_blocks_in_flight."""
+    `shared_offset` into it), taking chunks from the launch's counter (until other code
+    takes the launch over: _handing_over) as they run out: _run_blocks_in_flight."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, I64, I64, I64, I64, I32, I64.as_pointer(), I64]),
                      name=name + ".blocks")
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     block_fn.attributes.add("alwaysinline")
     if getattr(block_fn, "gives_way", False):
-        _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff)
+        _run_blocks_in_flight(fn, block_fn, slots, shared_offset)
         return fn
     L, ws, shared, first, last, gx, gy, worker, at_block, _ = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -370,7 +370,7 @@ def emit_run_blocks(module, name, block_fn, handoff, slots=1, shared_offset=0):
     return fn
 
 
-def _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff):
+def _run_blocks_in_flight(fn, block_fn, slots, shared_offset):
     """emit_run_blocks' body for a block function that gives way: rounds over `slots` slots,
     each calling the block there again where it gave way, else the next block, until every
     block has run; when the run's blocks are used up, the next chunk comes from the launch's
@@ -416,7 +416,7 @@ def _run_blocks_in_flight(fn, block_fn, slots, shared_offset, handoff):
         ask = fn.append_basic_block("ask")
         b.cbranch(b.load(taking), ask, next_slot)
         b.position_at_end(ask)
-        start_window(*_take_chunk(b, fn, L, handoff, nblocks, chunk, backwards, none_left))
+        start_window(*_take_chunk(b, fn, L, nblocks, chunk, backwards, none_left))
         b.branch(fresh)
         b.position_at_end(none_left)
         b.store(ir.Constant(I1, 0), taking)
@@ -462,8 +462,15 @@ def _next_block(b, blk, coords, gx, gy, step=None) -> tuple:
             b.add(cz, b.zext(plane_done, I64)))
 
 
-def _handing_over(b, L, handoff):
-    """i1: the optimised code has taken over this kernel, and the launch is not cooperative."""
-    there = b.icmp_unsigned("!=", b.ptrtoint(b.load_atomic(handoff, "monotonic", 8), I64), i64(0))
+def _handoff_slot(b, L):
+    """The launch record's handoff slot as a pointer to a launch function: 0 until code that
+    takes over a launch in flight is linked (runtime/program.py: optimised code from the
+    compile server, or a block program for the launch's block shape), then its launch function."""
+    return b.bitcast(field_ptr(b, L, abi.LAUNCH["handoff"], I64), LAUNCH_FN.as_pointer().as_pointer())
+
+
+def _handing_over(b, L):
+    """i1: other code has taken over this launch, and the launch is not cooperative."""
+    there = b.icmp_unsigned("!=", b.ptrtoint(b.load_atomic(_handoff_slot(b, L), "monotonic", 8), I64), i64(0))
     cooperative = b.icmp_unsigned("!=", load_field(b, L, abi.LAUNCH["grid_workspace"], I64), i64(0))
     return b.and_(there, b.not_(cooperative))

@@ -45,7 +45,6 @@ class KernelInfo:
     frame_size: int = 0
     directives: dict = field(default_factory=dict)
     error: PtxError = None            # set when the kernel (or a function it calls) cannot be lowered
-    handoff: str = ""                 # symbol of its handoff slot (abi.handoff_symbol)
     stream_bytes: int = 0             # what a thread stores that may bypass the caches (memory.streaming_store_bytes)
     any_block_order: bool = False     # nothing but time shows the order its blocks ran in (memory.any_block_order)
     bands: bool = False               # its launch function runs blocks of several rows in bands (simt/bands.py)
@@ -319,7 +318,6 @@ class ModuleLowering:
         params = list(self.kernel_params(pfn).values())
         psize = max((p.offset + p.size for p in params), default=0)
         info = KernelInfo(pfn.name, export, params, psize, static, directives=dict(pfn.directives),
-                          handoff=abi.handoff_symbol(f"ptx.k{index}"),
                           stream_bytes=memory.streaming_store_bytes(pfn.body, self.kernel_params(pfn)),
                           any_block_order=memory.any_block_order(pfn.body))
         self.kernels[pfn.name] = info
