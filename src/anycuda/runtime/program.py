@@ -7,6 +7,7 @@ CudaError, like a GPU launch does.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -193,21 +194,6 @@ def _libgomp():
     return ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")   # loaded already (compiler/build/jit.py)
 
 
-class _InFlight:
-    """A launch record among its kernel's launches in flight while it runs."""
-
-    def __init__(self, image, L, block, kind):
-        self.image, self.key, self.flight = image, id(L), [L, block, kind]
-
-    def __enter__(self):
-        with self.image._flight_lock:
-            self.image._in_flight[self.key] = self.flight
-
-    def __exit__(self, *exc):
-        with self.image._flight_lock:
-            del self.image._in_flight[self.key]
-
-
 def _run_launch(entry, L, cooperative: bool) -> None:
     if cooperative:
         _run_cooperative(entry, L)
@@ -347,9 +333,16 @@ class KernelImage:
                     flight[0].handoff = launch_function
                     flight[2] = kind
 
+    @contextlib.contextmanager
     def _flying(self, L, block, kind):
-        """Context: launch record `L` in flight (_in_flight) while its launch runs."""
-        return _InFlight(self, L, block, kind)
+        """Launch record `L` among the launches in flight (_in_flight) while its launch runs."""
+        with self._flight_lock:
+            self._in_flight[id(L)] = [L, block, kind]
+        try:
+            yield
+        finally:
+            with self._flight_lock:
+                del self._in_flight[id(L)]
 
     @property
     def max_dynamic_shared_size(self) -> int:
@@ -471,7 +464,7 @@ class KernelImage:
             record = self.prepare(grid, block, shared_mem, num_workers, cluster)
         if not cooperative and blockprograms.supported_shape(block):
             entry = self._block_program(block) or entry
-        kind = "program" if entry is not function else "quick" if self.optimising else "optimised"
+        kind = "program" if entry is not function else ("quick" if self.optimising else "optimised")
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")

@@ -9,10 +9,11 @@ its LLVM calls: llvmlite serialises those with one lock). When the optimised obj
 arrives it goes into the cache, each instance of the kernel linked from the quick code links
 it too, and their launches switch over: new launches run the optimised code, and a launch in flight
 hands its remaining blocks over (each quick worker, before it takes more blocks, looks at
-its launch record's handoff slot, abi.LAUNCH_FIELDS), so that a long first launch does not run
-slowly to its end; so does a block program for the launch's block shape. The server takes a job once it is ready (its imports take ~0.4 s), and a
-block program's job goes before the optimised code waiting: a block program usually
-compiles in a fraction of that time and runs faster, so a short program has it while it runs.
+its launch record's handoff slot, abi.LAUNCH_FIELDS), so that a long first launch does not
+run slowly to its end; so does a block program for the launch's block shape. The server takes
+a job once it is ready (its imports take ~0.4 s), and a block program's job goes before the
+optimised code waiting: a block program usually compiles in a fraction of that time and runs
+faster, so a short program has it while it runs.
 
 ANYCUDA_JIT chooses: `tiered` (the default), `optimised` (compile optimised code before the
 first launch, as a driver JIT does), `quick` (never optimise: for short test runs on
