@@ -595,6 +595,8 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         signed = t.startswith("s")
         wide = ir.IntType(to_bits)
         base = b.sext(shape.base, wide) if signed else b.zext(shape.base, wide)
+        if shape.stride == 0:           # every lane's value is lane 0's, one of t
+            return Affine(base, 0, shape.exact, shape.align)
         last = b.add(base, ir.Constant(wide, shape.stride * (self.lanes - 1)))
         bits = width(t)
         lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)

@@ -308,8 +308,18 @@ class StretchParts:
         self._turn_after[back + 1] = self._keep_value(("after", head), self.parts.union(self.b, self.here, waiting))
         self._turn_outs[head] = {r: self._keep_value(("out", r), self.reg_value(r), True)
                                  for r in sorted(written & self._live_at(back + 1))}
-        self._turn_exact[head] = {r: self._keep_value(("out exact", r), ir.Constant(I1, 0), True)
-                                  for r in self._turn_outs[head]}
+        # lanes that never enter leave with the shapes their registers have here: where every
+        # lane skips the loop (nvcc's remainder loop before a loop unrolled by four, none of it
+        # left to do), the loop after it read its index as a ramp again, not through gathers
+        # (a byte copy's grid-stride loop 4x slower than without the unrolling)
+        shapes = self._turn_shapes.setdefault(head, {})
+        self._turn_exact[head] = {}
+        for r in self._turn_outs[head]:
+            shape = self._kept_shape(r)
+            exact = ir.Constant(I1, 0) if shape is None else shape.exact or ir.Constant(I1, 1)
+            self._turn_exact[head][r] = self._keep_value(("out exact", r), exact, True)
+            if shape is not None:
+                shapes[r] = (self._keep_value(("out base", r), shape.base, True), shape.stride)
 
     def _catch_exit_values(self, head, leaving, going, here):
         """The lanes of `leaving` take their registers' values as their exit values. Where
@@ -325,10 +335,17 @@ class StretchParts:
             together = b.and_(b.not_(self._some_lane(going)), self._every_lane(here))
             shapes = self._turn_shapes.setdefault(head, {})
             for r, exact in self._turn_exact[head].items():
-                shape = None if r in self.shapeless else self.shapes.get(r)
-                if shape is not None:
+                shape, known = self._kept_shape(r), shapes.get(r)
+                if shape is not None and (known is None or known[1] == shape.stride
+                                          and known[0][3] == shape.base.type):
                     shapes[r] = (self._keep_value(("out base", r), shape.base, True), shape.stride)
                     self._store_as(exact, and_scalar(b, shape.exact, together))
+                else:           # (a shape the exit does not keep: its lanes as they are)
+                    self._store_as(exact, ir.Constant(I1, 0))
+
+    def _kept_shape(self, r):
+        """Register r's shape as a loop in turns' exit may keep it, or None."""
+        return None if r in self.shapeless else self.shapes.get(r)
 
     def _exit_values(self, kept, head):
         """What the stretch after a loop in turns resumes: its registers' exit values, and
