@@ -172,6 +172,120 @@ def test_branches_in_the_loop_and_shuffles_after_it(compile_cuda, ptx, rng, pois
     assert ran_as_block_program(fn, threads)
 
 
+UNROLLED_COPY = """.version 8.0
+.target sm_80
+.address_size 64
+
+// `for (int p = tid; p < n; p += nt) o[p] = i[p];` over bytes, as nvcc -O3 writes it: a
+// remainder loop of (rounds % 4) rounds, then the loop unrolled by four
+.visible .entry copy_u8(
+	.param .u64 copy_u8_param_0,
+	.param .u64 copy_u8_param_1,
+	.param .u32 copy_u8_param_2
+)
+{
+	.reg .pred 	%p<6>;
+	.reg .b16 	%rs<6>;
+	.reg .b32 	%r<29>;
+	.reg .b64 	%rd<25>;
+
+
+	ld.param.u64 	%rd11, [copy_u8_param_0];
+	ld.param.u64 	%rd12, [copy_u8_param_1];
+	ld.param.u32 	%r12, [copy_u8_param_2];
+	cvta.to.global.u64 	%rd1, %rd11;
+	cvta.to.global.u64 	%rd2, %rd12;
+	mov.u32 	%r13, %ctaid.x;
+	mov.u32 	%r14, %ntid.x;
+	mov.u32 	%r15, %tid.x;
+	mad.lo.s32 	%r27, %r14, %r13, %r15;
+	mov.u32 	%r16, %nctaid.x;
+	mul.lo.s32 	%r2, %r14, %r16;
+	setp.ge.s32 	%p1, %r27, %r12;
+	@%p1 bra 	$L__BB0_7;
+
+	add.s32 	%r17, %r2, %r12;
+	add.s32 	%r18, %r27, %r2;
+	not.b32 	%r19, %r18;
+	add.s32 	%r20, %r17, %r19;
+	div.u32 	%r3, %r20, %r2;
+	add.s32 	%r21, %r3, 1;
+	and.b32  	%r26, %r21, 3;
+	setp.eq.s32 	%p2, %r26, 0;
+	@%p2 bra 	$L__BB0_4;
+
+	cvt.s64.s32 	%rd13, %r27;
+	add.s64 	%rd24, %rd1, %rd13;
+	cvt.s64.s32 	%rd4, %r2;
+	add.s64 	%rd23, %rd2, %rd13;
+
+$L__BB0_3:
+	.pragma "nounroll";
+	ld.global.u8 	%rs1, [%rd23];
+	st.global.u8 	[%rd24], %rs1;
+	add.s32 	%r27, %r27, %r2;
+	add.s64 	%rd24, %rd24, %rd4;
+	add.s64 	%rd23, %rd23, %rd4;
+	add.s32 	%r26, %r26, -1;
+	setp.ne.s32 	%p3, %r26, 0;
+	@%p3 bra 	$L__BB0_3;
+
+$L__BB0_4:
+	setp.lt.u32 	%p4, %r3, 3;
+	@%p4 bra 	$L__BB0_7;
+
+	cvt.s64.s32 	%rd10, %r2;
+
+$L__BB0_6:
+	cvt.s64.s32 	%rd14, %r27;
+	add.s64 	%rd15, %rd2, %rd14;
+	ld.global.u8 	%rs2, [%rd15];
+	add.s64 	%rd16, %rd1, %rd14;
+	st.global.u8 	[%rd16], %rs2;
+	add.s64 	%rd17, %rd15, %rd10;
+	ld.global.u8 	%rs3, [%rd17];
+	add.s64 	%rd18, %rd16, %rd10;
+	st.global.u8 	[%rd18], %rs3;
+	add.s32 	%r22, %r27, %r2;
+	add.s32 	%r23, %r22, %r2;
+	add.s64 	%rd19, %rd17, %rd10;
+	ld.global.u8 	%rs4, [%rd19];
+	add.s64 	%rd20, %rd18, %rd10;
+	st.global.u8 	[%rd20], %rs4;
+	add.s32 	%r24, %r23, %r2;
+	add.s64 	%rd21, %rd19, %rd10;
+	ld.global.u8 	%rs5, [%rd21];
+	add.s64 	%rd22, %rd20, %rd10;
+	st.global.u8 	[%rd22], %rs5;
+	add.s32 	%r27, %r24, %r2;
+	setp.lt.s32 	%p5, %r27, %r12;
+	@%p5 bra 	$L__BB0_6;
+
+$L__BB0_7:
+	ret;
+
+}
+"""
+
+
+def test_an_unrolled_copy_whose_remainder_loop_every_lane_skips(rng, poison):
+    """nvcc's remainder loop before the loop unrolled by four: every lane skips it (its rounds
+    a multiple of four), every lane runs it 1-3 times, or the lanes part; past a remainder loop
+    no lane entered the unrolled loop's index kept no shape, and its accesses were gathers
+    (blockstretches: the exit shapes of lanes that never enter)."""
+    import anycuda as ac
+    assert "round.again" in pipeline.block_program_ir(UNROLLED_COPY, "copy.ptx", "copy_u8", 64)
+    fn = ac.RawModule(ptx=UNROLLED_COPY, name="copy.ptx").get_function("copy_u8")
+    blocks, threads = 3, 64
+    stride = blocks * threads
+    for n in (stride * 8, stride * 9, stride * 10, stride * 11, stride * 8 + 5, stride * 12 - 1, 17, 0):
+        x = rng.integers(0, 256, max(n, 1)).astype(np.uint8)
+        out = poison(max(n, 1), np.uint8)
+        fn((blocks,), (threads,), (out, ac.asarray(x), np.int32(n)))
+        np.testing.assert_array_equal(out.get()[:n], x[:n], err_msg=f"n={n}")
+    assert ran_as_block_program(fn, threads)
+
+
 def test_a_loop_with_a_break_is_not_in_turns(compile_cuda, ptx, rng, poison):
     import anycuda as ac
     threads = 256
