@@ -521,9 +521,10 @@ def test_a_block_program_goes_before_the_optimised_code_waiting(monkeypatch):
     ready, so a block program asked for while it starts goes first."""
     compiled = []
     server, go = _held_server(monkeypatch, compiled)
-    jobs = [tiers.OptimisedCode("", name) for name in ("kernel a", "kernel b", "block a", "block b")]
+    jobs = [tiers.OptimisedCode("", name, first=name.startswith("block"))
+            for name in ("kernel a", "kernel b", "block a", "block b")]
     for job in jobs:
-        server.submit(job, first=job._name.startswith("block"))
+        server.submit(job)
     go.set()
     assert all(job.done.wait(30) for job in jobs)
     assert compiled == ["block a", "block b", "kernel a", "kernel b"]

@@ -7,7 +7,6 @@ CudaError, like a GPU launch does.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -271,9 +270,10 @@ class KernelImage:
         self._block_objects = []       # the kernel's block programs, linked
         self.optimising = False  # while its optimised code is made, quick launches leave a core to the compile
         # launches running now: id(record) -> [record, block shape, what runs it ("quick",
-        # "optimised" or "program")], which code linked meanwhile may take over (_hand_over)
+        # "optimised" or "program")], which code linked meanwhile may take over (_hand_over).
+        # No lock: launching threads only add and remove their own (each atomic under the
+        # GIL), and _hand_over reads a copy; a record it sets after its launch ended is unread.
         self._in_flight = {}
-        self._flight_lock = threading.Lock()
 
     def __getattr__(self, attr):
         if attr in KernelImage._LOADED_ON_USE:
@@ -327,22 +327,10 @@ class KernelImage:
         """Have the code whose launch function is at `launch_function` take over the launches
         in flight that `takes(what runs it, block shape)` names: their workers take no more
         blocks, and their launch function passes the rest on (compiler/cpu/launch.py)."""
-        with self._flight_lock:
-            for flight in self._in_flight.values():
-                if takes(flight[2], flight[1]):
-                    flight[0].handoff = launch_function
-                    flight[2] = kind
-
-    @contextlib.contextmanager
-    def _flying(self, L, block, kind):
-        """Launch record `L` among the launches in flight (_in_flight) while its launch runs."""
-        with self._flight_lock:
-            self._in_flight[id(L)] = [L, block, kind]
-        try:
-            yield
-        finally:
-            with self._flight_lock:
-                del self._in_flight[id(L)]
+        for flight in list(self._in_flight.values()):
+            if takes(flight[2], flight[1]):
+                flight[0].handoff = launch_function
+                flight[2] = kind
 
     @property
     def max_dynamic_shared_size(self) -> int:
@@ -495,7 +483,8 @@ class KernelImage:
             L.num_workers = L.nblocks
             L.chunk = 1
         limit = watchdog.launch_timeout()
-        with self._flying(L, block, kind):
+        self._in_flight[id(L)] = [L, block, kind]        # (inline: a context manager cost 1 us a launch)
+        try:
             if limit:
                 with watchdog.watching(L, limit):
                     _run_launch(entry, L, cooperative)
@@ -505,6 +494,8 @@ class KernelImage:
                     _run_launch(entry, L, cooperative)
                 finally:
                     watchdog.running.leave()
+        finally:
+            del self._in_flight[id(L)]
         if profile.ENABLED:
             profile.record_launch(self.program.source_name, self.name, profile.now() - start, L.nblocks, strategy)
         if checked is not None:

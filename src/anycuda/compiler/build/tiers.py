@@ -67,7 +67,7 @@ class OptimisedCode:
     """The optimised object of one module, on its way: `subscribe(fn)` calls fn(object
     bytes) once it is there (at once if it is), or fn(None) if the compile failed."""
 
-    def __init__(self, source, name: str):
+    def __init__(self, source, name: str, first: bool = False):
         self._source, self._name = source, name      # LLVM IR text, or a Recipe that makes it
         self._lock = threading.Lock()
         self._subscribers = []
@@ -75,7 +75,7 @@ class OptimisedCode:
         self.done = threading.Event()     # set once the subscribers have been called
         self.object_code = None
         self.error = None
-        self.first = False               # queued before the jobs that are not (_Server.submit)
+        self.first = first               # queued before the jobs that are not (_Server.submit)
 
     def subscribe(self, fn) -> None:
         """A bound method is held weakly: a kernel whose module was unloaded before its
@@ -131,8 +131,8 @@ def optimise_in_background(source, name: str, first: bool = False) -> OptimisedC
     `first` before it)."""
     if not can_optimise_in_background():
         return None
-    job = OptimisedCode(source, name)
-    _server().submit(job, first)
+    job = OptimisedCode(source, name, first)
+    _server().submit(job)
     return job
 
 
@@ -182,10 +182,9 @@ class _Server:
         self._thread = threading.Thread(target=self._run, name="anycuda-optimiser", daemon=True)
         self._thread.start()
 
-    def submit(self, job: OptimisedCode, first: bool = False) -> None:
+    def submit(self, job: OptimisedCode) -> None:
         with self._cv:
-            job.first = first
-            at = next((i for i, j in enumerate(self._queue) if not j.first), len(self._queue)) if first else None
+            at = next((i for i, j in enumerate(self._queue) if not j.first), None) if job.first else None
             self._queue.insert(len(self._queue) if at is None else at, job)
             self._cv.notify()
 

@@ -192,7 +192,7 @@ def lower_atomic(f, inst):
                 (lo, hi), = f.space_windows("shared")
                 flush = b.not_(b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<", a, hi)))
         return _write(f, ops, rmw(b, private, kind, p, v, flush), t)
-    if op not in WRAPPING or t in ("f32", "f64"):
+    if not wraps(op, t):
         raise f.error(f"{inst.opcode}.{op}.{t} is not supported", UnsupportedPtx)
     _write(f, ops, wrapping_step(b, op, private, p, f.read(ops[2], t)), t)
 
@@ -204,6 +204,11 @@ WRAPPING = {
     "dec": lambda b, old, v: b.select(b.or_(b.icmp_unsigned("==", old, ir.Constant(old.type, 0)),
                                             b.icmp_unsigned(">", old, v)), v, b.sub(old, ir.Constant(old.type, 1))),
 }
+
+
+def wraps(op, t) -> bool:
+    """Whether `atom.<op>.<t>` is an integer inc or dec (WRAPPING)."""
+    return op in WRAPPING and t not in ("f32", "f64")
 
 
 def wrapping_step(b, op, private, p, v):

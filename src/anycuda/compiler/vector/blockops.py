@@ -411,7 +411,7 @@ def _atom(w, st):
         raise NotVectorisable(f"{st.opcode} in a loop")
     ops, kind, t = atomics.lane_form(st)
     op = atomics.operation(st)
-    if kind is None and op in atomics.WRAPPING and t in ("u32", "u64", "s32", "s64", "b32", "b64"):
+    if kind is None and t is not None and atomics.wraps(op, t):
         kind = op
     if kind is None or not isinstance(ops[1], (pir.Addr, pir.Reg)) or {"v2", "v4", "v8"} & set(st.mods):
         raise NotVectorisable(f"{st.opcode} {st.mods}")
