@@ -376,6 +376,79 @@ def test_a_register_rewritten_between_loads(rng, poison):
     assert ran_as_block_program(k, threads)
 
 
+# two stores of a pair, `out[2i]` and `out[2i + 1]`, each under a guard of its own (scan's
+# last lines), with a load between them: a shared load may go before the first store, which
+# then waits to be made with the second as one; a global or generic load reads what it wrote
+PAIR_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry pair(.param .u64 p_out, .param .u64 p_seen, .param .u32 p_n)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    .shared .align 4 .b32 sh[256];
+    ld.param.u64 %rd1, [p_out];
+    ld.param.u64 %rd2, [p_seen];
+    ld.param.u32 %r1, [p_n];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mad.lo.s32 %r5, %r3, %r4, %r2;
+    shl.b32 %r6, %r5, 1;
+    mov.u32 %r7, sh;
+    shl.b32 %r8, %r2, 2;
+    add.s32 %r9, %r7, %r8;
+    mul.lo.s32 %r10, %r5, 7;
+    st.shared.u32 [%r9], %r10;
+    bar.sync 0;
+    mul.wide.s32 %rd3, %r6, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    setp.ge.s32 %p1, %r6, %r1;
+    @%p1 bra SKIP1;
+    add.s32 %r11, %r10, 1;
+    st.global.u32 [%rd4], %r11;
+SKIP1:
+    MIDDLE
+    add.s32 %r13, %r6, 1;
+    setp.ge.s32 %p2, %r13, %r1;
+    @%p2 bra SKIP2;
+    add.s32 %r14, %r12, 2;
+    st.global.u32 [%rd4+4], %r14;
+SKIP2:
+    mul.wide.s32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.u32 [%rd6], %r12;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("middle", ["ld.shared.u32 %r12, [%r9];", "ld.global.u32 %r12, [%rd4];",
+                                    "ld.u32 %r12, [%rd4];"])
+@pytest.mark.parametrize("n", [2 * 256 * 3, 2 * 256 * 3 - 77])
+def test_a_pair_of_stores_under_guards_of_their_own(rng, poison, middle, n):
+    """The pair's values land where their guards hold, whatever the load between them reads
+    (the first store's value, through a global or generic address), in full and partial
+    blocks."""
+    import anycuda as ac
+    threads = 256
+    k = ac.RawModule(ptx=PAIR_PTX.replace("MIDDLE", middle), name="pair.ptx").get_function("pair")
+    out_host = rng.integers(-1000, 1000, 2 * threads * 3).astype(np.int32)
+    out, seen = ac.asarray(out_host), poison(threads * 3, np.int32)
+    k((3,), (threads,), (out, seen, np.int32(n)))
+    i = np.arange(threads * 3)
+    first = np.where(2 * i < n, 7 * i + 1, out_host[0::2])
+    read = 7 * i if "shared" in middle else first
+    want = out_host.copy()
+    want[0::2] = first
+    want[1::2] = np.where(2 * i + 1 < n, read + 2, out_host[1::2])
+    np.testing.assert_array_equal(out.get(), want)
+    np.testing.assert_array_equal(seen.get(), read)
+    assert ran_as_block_program(k, threads)
+
+
 def test_float_forms(module, rng, poison):
     """Conversions to and between floats, division and roots in a block program, against
     numpy in the same precision (rsqrt.approx within 2^-22, as a GPU's)."""

@@ -185,6 +185,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         self.position = None      # the body position of the instruction being emitted
         self.high_alike = None    # (position, register, ...) of the last shr that left high bits alike (blockops)
         self.in_shared = False    # the access being made is in .shared (BlockMemory.access)
+        self.access_space = ""    # the state space it names ('' generic: types.space_of)
         self.long_blocks = False  # its blocks pass several barriers (StretchParts._emit_stretches)
         self._prefetched = {}     # body position of a load -> (kind, its frame slot, its step's and first pass's stack slots)
         self._round_steps = {}    # body position of a load in a loop -> (its last address, its step: stack slots)
@@ -405,7 +406,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         if st.opcode in ("ret", "exit"):
             self.here = self._split(guard)[1]
             return
-        if st.opcode in _TOUCHES_MEMORY and st.opcode != "st":
+        if st.opcode in _TOUCHES_MEMORY and st.opcode != "st" and not self.passes_waiting_stores(st):
             self.flush_stores()
         if st.opcode in ("atom", "red"):
             self.drop_windows()
