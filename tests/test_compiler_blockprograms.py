@@ -852,6 +852,42 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     assert ran_as_block_program(mod.get_function("column_sums"), 64)
 
 
+BLOCK_STRIDE = r"""
+// a block-stride loop of a few rounds a warp (scan's adding of the block totals): each warp's
+// first round steps back from the warp before it's last
+extern "C" __global__ void add_totals(int* out, const int* totals, int n, int per_block) {
+    int b = blockIdx.x;
+    if (b == 0) return;
+    int add = totals[b - 1], end = min(n, (b + 1) * per_block);
+    for (int i = b * per_block + threadIdx.x; i < end; i += blockDim.x) out[i] += add;
+}
+"""
+
+
+def test_a_warps_first_round_prefetches_by_the_last_step(compile_cuda, rng):
+    """Where a loop within a stretch is entered (each warp's pass), its accesses' last
+    addresses are forgotten and their steps kept (blockmemory.forget_round_addresses): the
+    step from the warp before's last round to this warp's first was a prefetch a block behind.
+    Prefetches change no value: the sums against numpy, with a partial last block."""
+    import re
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    ir_text = pipeline.block_program_ir(compile_to_ptx(BLOCK_STRIDE, name="stride.cu"), "s.ptx", "add_totals", 256)
+    for last in set(re.findall(r'%"(round\.last\d+)" = alloca', ir_text)):
+        assert ir_text.count(f'store i64 0, i64* %"{last}"') == 2      # (at the start, and at the loop's entry)
+    assert re.findall(r'%"round\.last\d+" = alloca', ir_text)
+    k = compile_cuda(BLOCK_STRIDE, name="stride.cu").get_function("add_totals")
+    per_block, blocks = 512, 9
+    n = per_block * blocks - 100
+    out = rng.integers(-1000, 1000, n).astype(np.int32)
+    totals = rng.integers(-1000, 1000, blocks).astype(np.int32)
+    d = ac.asarray(out)
+    k((blocks,), (256,), (d, ac.asarray(totals), np.int32(n), np.int32(per_block)))
+    want = out + np.concatenate([[0], totals[:-1]]).repeat(per_block)[:n]
+    np.testing.assert_array_equal(d.get(), want)
+    assert ran_as_block_program(k, 256)
+
+
 NO_BARRIERS = r"""
 // no barrier or shuffle: each thread marches along z (a memory-bound loop, 13 instructions
 // per access), which the loop over a block's threads ran thread after thread

@@ -248,6 +248,7 @@ class LoopParts:
         b.cbranch(self._some_lane(going_on), header, after)
         b.position_at_end(after)
 
+        self.forget_round_addresses(pre, head, back)
         self.frame = kept_frame
         self.uniform -= written
         for r in written:

@@ -251,13 +251,27 @@ class BlockMemory:
                     else b.icmp_unsigned("==", self.warp, i32(0)))
         with b.if_then(measures):
             before = b.load(last)
-            b.store(b.select(b.icmp_unsigned("==", before, i64(0)), i64(0), b.sub(base, before)), step)
+            b.store(b.select(b.icmp_unsigned("==", before, i64(0)), b.load(step), b.sub(base, before)), step)
             b.store(base, last)
         round_step = b.load(step)
         ahead = b.add(base, b.mul(round_step, i64(ROUNDS_AHEAD)))
         _prefetch_span(b, ahead, nbytes, write)
         if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
             self._prefetch_next_block_round(pos, base, ahead, round_step, nbytes)
+
+    def forget_round_addresses(self, entry, head, back):
+        """At the entry (`entry`, a block ending in its branch to the loop) of the loop within
+        a stretch from `head` to `back`: its accesses' last addresses forgotten, their steps
+        kept. A warp's first round then steps as the warp before it did, not from where that
+        warp's last round was: a block-stride loop of two rounds (scan's adding of the block
+        totals) prefetched half its rounds behind itself, a block back."""
+        sites = [slots for pos, slots in self._round_steps.items() if head <= pos <= back]
+        if not sites:
+            return
+        with self.b.goto_block(entry):
+            self.b.position_before(entry.terminator)
+            for last, _ in sites:
+                self.b.store(i64(0), last)
 
     def _prefetch_next_block_round(self, pos, base, ahead, step, nbytes):
         """Where a load's rounds step FAR_ROUND bytes or more (a 3-D stencil's march along z, a
