@@ -852,6 +852,51 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     assert ran_as_block_program(mod.get_function("column_sums"), 64)
 
 
+DOUBLE_BUFFERED_SCAN = r"""
+// Hillis and Steele over a double buffer (the suite's scan_hillis_steele): `buf[from][t -
+// offset]` under `t >= offset`, where warp 0's 32-bit shared offsets cross 0 (the lanes below
+// it are masked off) at every step that reads the first buffer; `reach` reads that much
+// further below in the last step
+extern "C" __global__ void hillis_steele(const int* in, int* out, int n, int reach) {
+    __shared__ int buf[2][THREADS];
+    int t = threadIdx.x, i = blockIdx.x * THREADS + t, from = 0;
+    buf[0][t] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (int offset = 1; offset < THREADS; offset <<= 1) {
+        int to = 1 - from, below = offset * 2 >= THREADS ? reach : 0;
+        buf[to][t] = t >= offset ? buf[from][t] + buf[from][t - offset - below] : buf[from][t];
+        __syncthreads();
+        from = to;
+    }
+    if (i < n) out[i] = buf[from][t];
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [64, 128, 256])
+def test_offsets_below_a_shared_buffer_under_a_mask(compile_cuda, rng, poison, threads):
+    """The lanes a mask runs past the point where a warp's 32-bit shared offsets cross 0 take
+    the vector access (blockmemory._widened_address): the scans against numpy, with a
+    partial last block. A lane that runs below the buffer is still an illegal address."""
+    import anycuda as ac
+    from anycuda.runtime.errors import CudaError, CUresult
+    src = DOUBLE_BUFFERED_SCAN.replace("THREADS", str(threads))
+    k = compile_cuda(src, name=f"double_buffered{threads}.cu").get_function("hillis_steele")
+    n = threads * 5 - 19
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    out = poison(n, np.int32)
+    k((5,), (threads,), (ac.asarray(x), out, np.int32(n), np.int32(0)))
+    padded = np.zeros(5 * threads, np.int64)
+    padded[:n] = x
+    want = np.cumsum(padded.reshape(5, threads), axis=1).ravel()[:n].astype(np.int32)
+    np.testing.assert_array_equal(out.get(), want)
+    assert ran_as_block_program(k, threads)
+    with pytest.raises(CudaError) as e:
+        k((5,), (threads,), (ac.asarray(x), out, np.int32(n), np.int32(1 << 20)))
+        ac.synchronize()
+    assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+
+
 BLOCK_STRIDE = r"""
 // a block-stride loop of a few rounds a warp (scan's adding of the block totals): each warp's
 // first round steps back from the warp before it's last
