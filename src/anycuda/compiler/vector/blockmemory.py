@@ -12,6 +12,8 @@ BlockMemory is a part of BlockProgram, which inherits it: its methods read the p
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from llvmlite import ir
 
 from ...ptx import ir as pir
@@ -54,6 +56,14 @@ def concat(b, a, c):
     if m < n:
         c = b.shuffle_vector(c, ir.Constant(c.type, None), ir.Constant(ir.VectorType(I32, n), list(range(m)) + [m] * (n - m)))
     return b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, n + m), list(range(n)) + [n + j for j in range(m)]))
+
+
+class WaitingStores(NamedTuple):
+    """Interleaved stores waiting for the rest of their group (BlockMemory._store)."""
+    key: tuple             # _group_key's: the address register at its definition, stride, size
+    parts: dict            # {offset: (addresses, shape, value, mask)}
+    shape: Affine          # the register's shape, held while the group lives (its id is in the key)
+    space: str             # the state space the stores name ('' generic)
 
 
 class BlockMemory:
@@ -395,13 +405,11 @@ class BlockMemory:
             return self._memory(addrs, shape, value.type.element, size, value)
         register, offset = part
         key, defined = self._group_key(register, shape, size)
-        if self._pending is not None and self._pending[0] != key:
-            self.flush_stores()
-        if self._pending is not None and offset in self._pending[1]:
+        if self._pending is not None and (self._pending.key != key or offset in self._pending.parts):
             self.flush_stores()
         if self._pending is None:
-            self._pending = (key, {}, defined, self.access_space)
-        parts = self._pending[1]
+            self._pending = WaitingStores(key, {}, defined, self.access_space)
+        parts = self._pending.parts
         parts[offset] = (addrs, shape, value, self.mask)
         low = min(parts)
         if sorted(parts) == [low + j * size for j in range(k)]:
@@ -416,7 +424,7 @@ class BlockMemory:
         writing every other element: a fifth of the block program's time)."""
         if self._pending is None:
             return True
-        waiting, space = self._pending[3], space_of(st)
+        waiting, space = self._pending.space, space_of(st)
         return st.opcode == "ld" and "" not in (waiting, space) and space != waiting
 
     def prepare_store(self):
@@ -431,7 +439,7 @@ class BlockMemory:
         """Make the stores that wait for the rest of their group, one by one."""
         if self._pending is None:
             return
-        parts, self._pending = self._pending[1], None
+        parts, self._pending = self._pending.parts, None
         kept = self.mask
         for addrs, shape, value, mask in parts.values():
             self.mask = mask

@@ -214,7 +214,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         self._recomputed = {}     # what the stretch being made computed again (recompute.py)
         self.one_way = {}         # a phi of a register a skipped part wrote first -> its value from there
         self._elsewhere = None    # the stack slot a gather's lanes off its mask read (_off_lanes_elsewhere)
-        self._pending = None      # (group, {offset: store}, shape) of interleaved stores not yet made
+        self._pending = None      # WaitingStores: interleaved stores not yet made (BlockMemory._store)
         self._spans_loaded = {}   # a group of interleaved loads -> its span, loaded once (_load_group)
         self._liveness = None     # dataflow.LiveBefore of the body, made at the first barrier
         self._shape_values = None  # shapevalues.BlockValues of the body, made at the second (idle warps)
