@@ -791,6 +791,18 @@ extern "C" __global__ void plane_march(const float* in, float* out, int nx, int 
         out[z * sz + i] = plane[threadIdx.y][threadIdx.x] - plane[3 - threadIdx.y][31 - threadIdx.x];
     }
 }
+// the same march adding to what `out` holds: its stores are to a buffer the kernel reads
+extern "C" __global__ void plane_accumulate(const float* in, float* out, int nx, int ny, int nz) {
+    __shared__ float plane[4][33];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 4 + threadIdx.y;
+    size_t sz = (size_t)nx * ny, i = (size_t)y * nx + x;
+    for (int z = 0; z < nz; ++z) {
+        __syncthreads();
+        plane[threadIdx.y][threadIdx.x] = in[z * sz + i];
+        __syncthreads();
+        out[z * sz + i] += plane[3 - threadIdx.y][31 - threadIdx.x];
+    }
+}
 // a loop within a stretch (a column's sum, then a barrier): its load steps by a row
 extern "C" __global__ void column_sums(const float* in, float* out, int rows, int cols) {
     __shared__ float s[64];
@@ -815,7 +827,9 @@ extern "C" __global__ void grid_strided(const float* in, float* out, int n) {
 
 def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     """Global loads in a block program's loops are prefetched some rounds ahead by the step
-    their address took, and stores in them for writing (blockmemory._prefetch_next_rounds):
+    their address took, and stores in them for writing (blockmemory._prefetch_next_rounds),
+    but for stores that may stream past the caches (to a buffer the kernel does not read:
+    fetching the line to own it is the transfer a streaming store saves):
     a 3-D stencil marching along z steps by a plane, which no hardware prefetcher follows.
     A grid-stride loop (`grid_strided`, whose step comes from gridDim) runs in turns
     (blockloops.turned_loops), so its warps read a row together and its next rounds are
@@ -830,7 +844,9 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     reading = re.compile(r'llvm\.prefetch\.p0"?\([^,]+, i32 0,')
     writing = re.compile(r'llvm\.prefetch\.p0"?\([^,]+, i32 1,')
     march = pipeline.block_program_ir(ptx, "next.ptx", "plane_march", (32, 4, 1))
-    assert "round.step" in march and reading.search(march) and writing.search(march)
+    assert "round.step" in march and reading.search(march) and not writing.search(march)
+    accumulate = pipeline.block_program_ir(ptx, "next.ptx", "plane_accumulate", (32, 4, 1))
+    assert reading.search(accumulate) and writing.search(accumulate)
     assert re.search(r'%"block\.step\d+" = alloca', march) and "8191" in march     # (|step| >= FAR_ROUND)
     sums = pipeline.block_program_ir(ptx, "next.ptx", "column_sums", 64)
     assert "round.step" in sums and reading.search(sums)
@@ -843,6 +859,9 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     tiles = u.reshape(nz, ny // 4, 4, nx // 32, 32)
     want = (tiles - tiles[:, :, ::-1, :, ::-1]).reshape(u.shape)
     np.testing.assert_array_equal(out.get().reshape(u.shape), want)
+    mod.get_function("plane_accumulate")((nx // 32, ny // 4), (32, 4),
+                                         (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+    np.testing.assert_array_equal(out.get().reshape(u.shape), want + tiles[:, :, ::-1, :, ::-1].reshape(u.shape))
     rows, cols = 37, 256
     x = rng.integers(-100, 100, (rows, cols)).astype(np.float32)
     sums_out = poison(cols, np.float32)
