@@ -59,3 +59,33 @@ def test_a_kernel_launch_names_its_functions(monkeypatch, tmp_path, compile_cuda
     assert np.array_equal(x.get(), 2 * np.arange(100, dtype=np.float32))
     names = set(_entries(tmp_path / "perf.map"))
     assert any(n.endswith(".worker") for n in names) and any(n.startswith("anycuda.launch.") for n in names)
+
+
+def test_stretches_of_a_block_program_are_named_apart(monkeypatch, tmp_path, compile_cuda, fresh_cache):
+    """ANYCUDA_PERF_MAP=stretches: a block program's code between the markers at its
+    stretches' starts (irutil.mark_stretch) is named `...:stretchN`, the parts side by side
+    and covering the function; the kernel's answer is numpy's."""
+    from conftest import ran_as_block_program
+    monkeypatch.setattr(perfmap, "path", lambda: str(tmp_path / "perf.map"))
+    monkeypatch.setenv("ANYCUDA_PERF_MAP", "stretches")
+    mod = compile_cuda(r'''
+extern "C" __global__ void pair_sums(const float* x, float* out) {
+    __shared__ float s[128];
+    int t = threadIdx.x, i = blockIdx.x * 128 + t;
+    s[t] = x[i];
+    __syncthreads();
+    out[i] = s[t] + s[t ^ 1];
+}''', name="perfmap_stretches.cu")
+    k = mod.get_function("pair_sums")
+    x = np.arange(512, dtype=np.float32)
+    out = ac.zeros(512, np.float32)
+    k((4,), (128,), (ac.asarray(x), out))
+    ac.synchronize()
+    assert np.array_equal(out.get(), x + x.reshape(-1, 2)[:, ::-1].ravel())
+    assert ran_as_block_program(k, 128)
+    entries = _entries(tmp_path / "perf.map")
+    stretches = sorted((start, size, name) for name, (start, size) in entries.items() if ":stretch" in name)
+    assert [name.rsplit(":", 1)[1] for _, _, name in stretches] == ["stretch0", "stretch1"]
+    whole = entries[stretches[0][2].rsplit(":", 1)[0]]
+    parts = [whole] + [(start, size) for start, size, _ in stretches]
+    assert all(a + n == b for (a, n), (b, _) in zip(parts, parts[1:]))      # side by side, in order

@@ -195,6 +195,24 @@ def either(b: ir.IRBuilder, cond: ir.Value, then, otherwise):
     return phi
 
 
+# ANYCUDA_PERF_MAP=stretches: a marker instruction, `nopl MARK_BASE+n(%rax)` (0F 1F 80 and the
+# 32-bit displacement), at the start of each stretch n of a block program, which the perf map
+# (compiler/build/perfmap.py) names as a function of its own: where a kernel's time goes,
+# stretch by stretch, in `perf report`
+MARK_BASE = 0x7770000
+MARK_OPCODE = b"\x0f\x1f\x80"
+
+
+def stretch_marks() -> bool:
+    return os.environ.get("ANYCUDA_PERF_MAP", "").strip().lower() == "stretches"
+
+
+def mark_stretch(b: ir.IRBuilder, n: int) -> None:
+    """Where stretch_marks(): the marker of stretch n here (a no-op the CPU skips)."""
+    if stretch_marks():
+        b.asm(ir.FunctionType(ir.VoidType(), []), f"nopl {MARK_BASE + n}(%rax)", "", [], True)
+
+
 def prefetch_into_l2(b: ir.IRBuilder, address: ir.Value, offsets, write=False) -> None:
     """A data prefetch into L2 (locality 2) of each byte offset in `offsets` from i64 `address`.
     Into L1 (locality 3), each prefetch held one of the core's few L1 miss buffers for a DRAM

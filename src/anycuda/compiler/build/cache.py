@@ -69,7 +69,8 @@ def anycuda_version() -> str:
 @lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
     """Hash of what decides the code generated: anycuda's version, its compiler's sources,
-    LLVM's version, the host CPU (and how masked stores are made for it) and this cache's format."""
+    LLVM's version, the host CPU (and how masked stores are made for it), whether block programs
+    carry stretch markers, and this cache's format."""
     h = hashlib.sha256()
     h.update(f"anycuda {anycuda_version()}\0".encode())
     for name, p in fingerprint_sources():
@@ -79,6 +80,7 @@ def compiler_fingerprint() -> str:
     h.update(llvm.get_host_cpu_name().encode())
     h.update(llvm.get_host_cpu_features().flatten().encode())
     h.update(f"masked stores blended: {irutil.masked_stores_slow()}\0".encode())     # (a choice one may force)
+    h.update(f"stretch marks: {irutil.stretch_marks()}\0".encode())                  # (ANYCUDA_PERF_MAP=stretches)
     h.update(str(FORMAT).encode())
     return h.hexdigest()
 

@@ -24,6 +24,7 @@ def _initialise():
             return _state
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()     # (the stretch markers' inline asm: irutil.mark_stretch)
         # PTX names become the names of LLVM locals (a register's slot, a label's block) and
         # PTX sets no bound on their length: past LLVM's 1,024 characters its IR parser
         # refused the module (fuzz_load_plain: a label renamed to 70,000 characters)

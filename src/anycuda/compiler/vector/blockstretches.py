@@ -37,7 +37,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..analysis import dataflow, shapevalues
 from ..analysis.dataflow import defs_uses
-from ..irutil import for_range, i32
+from ..irutil import for_range, i32, mark_stretch
 from ..types import I1, I8, I32
 from . import idlewarps
 from .blockloops import LoopShapeLost, loop_regions, turned_loops
@@ -89,6 +89,7 @@ class StretchParts:
             self.keep_windows_into_stretch(single, single_before)
             single_before = single
             count = self.group_warps if busy is None else b.load(busy[0])
+            mark_stretch(b, s)
             with for_range(b, i32(0), count, f"stretch{s}.warp") as w:
                 self.warp = w
                 self._warp_counters.add(w)
