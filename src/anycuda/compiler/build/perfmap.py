@@ -15,16 +15,11 @@ import os
 import struct
 import threading
 
-from .. import irutil
-from ..irutil import MARK_BASE, MARK_OPCODE
+from ..irutil import MARK_BASE, MARK_OPCODE, stretch_marks
 
 _lock = threading.Lock()
 
 _SHT_SYMTAB, _STT_FUNC, _STB_LOCAL = 2, 2, 0
-
-
-def stretch_marks() -> bool:
-    return irutil.stretch_marks()
 
 
 def enabled() -> bool:
@@ -40,9 +35,7 @@ def function_symbols(object_code: bytes) -> list:
     ELF64 relocatable object; [] for anything else."""
     if object_code[:4] != b"\x7fELF" or object_code[4] != 2 or object_code[5] != 1:
         return []
-    shoff, = struct.unpack_from("<Q", object_code, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", object_code, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", object_code, shoff + i * shentsize) for i in range(shnum)]
+    sections = _section_headers(object_code)
     out = []
     for _, kind, _, _, offset, size, link, _, _, entsize in sections:
         if kind != _SHT_SYMTAB or not entsize:
@@ -58,11 +51,12 @@ def function_symbols(object_code: bytes) -> list:
     return out
 
 
-def _section_offsets(object_code: bytes) -> dict:
-    """{section index: its offset in the file} of an ELF64 object."""
+def _section_headers(object_code: bytes) -> list:
+    """The section headers of an ELF64 object, each the tuple of its fields (the fifth: the
+    section's offset in the file)."""
     shoff, = struct.unpack_from("<Q", object_code, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", object_code, 0x3A)
-    return {i: struct.unpack_from("<IIQQQQIIQQ", object_code, shoff + i * shentsize)[4] for i in range(shnum)}
+    return [struct.unpack_from("<IIQQQQIIQQ", object_code, shoff + i * shentsize) for i in range(shnum)]
 
 
 def _parts(name: str, code: bytes, size: int) -> list:
@@ -91,7 +85,7 @@ def record(object_code: bytes, address_of) -> None:
             address = address_of(name)
             if address:
                 bases[shndx] = address - value
-    offsets = _section_offsets(object_code) if stretch_marks() else {}
+    offsets = [header[4] for header in _section_headers(object_code)] if stretch_marks() else []
     lines = []
     for name, shndx, value, size, _ in symbols:
         if shndx not in bases:

@@ -320,7 +320,7 @@ class StretchParts:
             exact = ir.Constant(I1, 0) if shape is None else shape.exact or ir.Constant(I1, 1)
             self._turn_exact[head][r] = self._keep_value(("out exact", r), exact, True)
             if shape is not None:
-                shapes[r] = (self._keep_value(("out base", r), shape.base, True), shape.stride)
+                shapes[r] = self._keep_exit_shape(r, shape)
 
     def _catch_exit_values(self, head, leaving, going, here):
         """The lanes of `leaving` take their registers' values as their exit values. Where
@@ -339,7 +339,7 @@ class StretchParts:
                 shape, known = self._kept_shape(r), shapes.get(r)
                 if shape is not None and (known is None or known[1] == shape.stride
                                           and known[0][3] == shape.base.type):
-                    shapes[r] = (self._keep_value(("out base", r), shape.base, True), shape.stride)
+                    shapes[r] = self._keep_exit_shape(r, shape)
                     self._store_as(exact, and_scalar(b, shape.exact, together))
                 else:           # (a shape the exit does not keep: its lanes as they are)
                     self._store_as(exact, ir.Constant(I1, 0))
@@ -347,6 +347,10 @@ class StretchParts:
     def _kept_shape(self, r):
         """Register r's shape as a loop in turns' exit may keep it, or None."""
         return None if r in self.shapeless else self.shapes.get(r)
+
+    def _keep_exit_shape(self, r, shape):
+        """(how its base is kept, its stride): the shape exit value r leaves a loop in turns with."""
+        return self._keep_value(("out base", r), shape.base, True), shape.stride
 
     def _exit_values(self, kept, head):
         """What the stretch after a loop in turns resumes: its registers' exit values, and
