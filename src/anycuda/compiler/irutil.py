@@ -41,12 +41,52 @@ def vector_constant(elem: ir.Type, values: tuple) -> ir.Constant:
 def masked_gather(b: ir.IRBuilder, addrs: ir.Value, elem: ir.Type, align: int, mask: ir.Value) -> ir.Value:
     """The elements of type `elem` at i64 vector `addrs` where `mask` holds (the others
     undefined; none read): one llvm.masked.gather."""
+    if narrow_gathers_as_words(elem):
+        return _narrow_gather(b, addrs, elem, mask)
     lanes = addrs.type.count
     vec = ir.VectorType(elem, lanes)
     ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), lanes))
     fn = declare(b.module, f"llvm.masked.gather.v{lanes}{intrinsic_suffix(elem)}.v{lanes}p0", vec,
                  [ptrs.type, ir.IntType(32), mask.type, vec])
     return b.call(fn, [ptrs, ir.Constant(ir.IntType(32), align), mask, ir.Constant(vec, None)])
+
+
+def _narrow_gather(b: ir.IRBuilder, addrs: ir.Value, elem: ir.IntType, mask: ir.Value) -> ir.Value:
+    """A gather of bytes or 16-bit elements as one of the 32-bit words holding them, each
+    shifted down: x86 gathers nothing narrower than 32 bits, and LLVM made such a gather a
+    branch, an address taken out of the vector and an insert per lane (cub's radix ranking
+    keeps its digit counters in u16: a fifth of a radix sort's time)."""
+    starts, shifts = words_holding(b, addrs, elem.width)
+    words = masked_gather(b, starts, I32, 1, mask)
+    return b.trunc(b.lshr(words, shifts), ir.VectorType(elem, addrs.type.count))
+
+
+def words_holding(b: ir.IRBuilder, addrs: ir.Value, bits: int):
+    """For narrow elements (`bits` 8 or 16) at i64 vector `addrs`: where the 32-bit word
+    holding each starts, and how far up (in bits, i32) the element lies in it. The word is
+    the element's aligned one, or for a 16-bit element that crosses one, the word ending
+    with it: always within the element's own pages, so reading it faults nowhere reading
+    the element would not."""
+    lanes = addrs.type.count
+    starts = b.and_(addrs, vector_constant(I64, (-4,) * lanes))
+    if bits == 16:
+        three = vector_constant(I64, (3,) * lanes)
+        crossing = b.icmp_unsigned("==", b.and_(addrs, three), three)
+        starts = b.select(crossing, b.sub(addrs, vector_constant(I64, (1,) * lanes)), starts)
+    shifts = b.shl(b.trunc(b.sub(addrs, starts), ir.VectorType(I32, lanes)), vector_constant(I32, (3,) * lanes))
+    return starts, shifts
+
+
+def narrow_gathers_as_words(elem: ir.Type) -> bool:
+    """Whether a gather of `elem` is made as one of 32-bit words (_narrow_gather)."""
+    return isinstance(elem, ir.IntType) and elem.width in (8, 16) and _host_gathers_fast()
+
+
+@functools.lru_cache(maxsize=1)
+def _host_gathers_fast() -> bool:
+    """Whether this CPU gathers 32-bit elements in one instruction (AVX2 and later)."""
+    from llvmlite import binding as llvm
+    return bool(llvm.get_host_cpu_features().get("avx2", False))
 
 
 def masked_load(b: ir.IRBuilder, address: ir.Value, vec: ir.VectorType, align: int, mask: ir.Value) -> ir.Value:

@@ -22,7 +22,8 @@ from .. import abi
 from ..analysis.dataflow import definition_positions, loaded_from_memory
 from ..irutil import (at_function_start, convert_bits, declare, either, field_ptr, for_each_set_bit, i32, i64,
                       intrinsic_suffix, load_field, masked_gather, masked_load, masked_store, masked_stores_slow,
-                      prefetch_into_l2, private_store, register_address, some_lane, span_inside)
+                      narrow_gathers_as_words, prefetch_into_l2, private_store, register_address, some_lane,
+                      span_inside, vector_constant, words_holding)
 from ..types import I1, I32, I64, llvm_width, space_of, width
 from .blockloops import grid_strided, memory_bound, uniform_registers
 from .blockops import Affine, and_scalar
@@ -690,16 +691,56 @@ class BlockMemory:
 
     def gather_scatter(self, addrs, elem, size, value):
         b = self.b
-        vec = self._vec(elem)
         mask = self.mask if self.mask is not None else self._all_lanes()
         if value is None:
             return masked_gather(b, self._off_lanes_elsewhere(addrs), elem, size, self._all_lanes())
+        if self.in_shared and narrow_gathers_as_words(elem) and self.lanes & (self.lanes - 1) == 0:
+            return self._either(self._own_words(addrs, size, mask),
+                                lambda: self._merge_into_words(addrs, elem, value, mask),
+                                lambda: self._scatter(addrs, elem, size, value, mask))
+        return self._scatter(addrs, elem, size, value, mask)
+
+    def _scatter(self, addrs, elem, size, value, mask):
+        b = self.b
+        vec = self._vec(elem)
         ptrs = b.inttoptr(addrs, ir.VectorType(elem.as_pointer(), self.lanes))
         suffix = intrinsic_suffix(elem)
         fn = declare(b.module, f"llvm.masked.scatter.v{self.lanes}{suffix}.v{self.lanes}p0", ir.VoidType(),
                      [vec, ptrs.type, I32, mask.type])
         b.call(fn, [value, ptrs, i32(size), mask])
         return None
+
+    def _own_words(self, addrs, size, mask):
+        """i1: each lane of `mask` stores a naturally aligned element to a 32-bit word no
+        other lane's element is in. Tested as a GPU's shared memory is laid out to be fast:
+        lane t's word in bank (t + c) mod W (banks of one word, W the lanes), so the words
+        differ; cub's radix ranking keeps each thread's u16 digit counters in a word of its
+        own that way."""
+        b = self.b
+        n = self.lanes
+        ramp = vector_constant(I64, tuple(range(n)))
+        banks = b.and_(b.sub(b.lshr(addrs, self.splat(i64(2))), ramp), self.splat(i64(n - 1)))
+        bits = b.bitcast(mask, ir.IntType(n))
+        cttz = declare(b.module, f"llvm.cttz.i{n}", bits.type, [bits.type, I1])
+        first = b.extract_element(banks, convert_bits(b, b.call(cttz, [bits, ir.Constant(I1, 1)]), I32))
+        apart = b.icmp_unsigned("==", banks, self.splat(first))
+        aligned = b.icmp_unsigned("==", b.and_(addrs, self.splat(i64(size - 1))), self.splat(i64(0)))
+        fine = b.or_(b.and_(apart, aligned), b.not_(mask))
+        return self._every_lane(fine)
+
+    def _merge_into_words(self, addrs, elem, value, mask):
+        """A store of narrow elements as a read, a merge and a write of the words holding them
+        (x86 scatters nothing narrower than 32 bits: LLVM made it an address taken out of the
+        vector and a store per lane), where each lane's word is its own (_own_words). Only
+        for shared memory, which this worker alone uses while the block runs: the neighbours
+        the write puts back cannot have changed since the read."""
+        b = self.b
+        starts, shifts = words_holding(b, addrs, elem.width)
+        words = masked_gather(b, self._off_lanes_elsewhere(starts), I32, 4, self._all_lanes())
+        wide = ir.VectorType(I32, self.lanes)
+        ones = vector_constant(I32, ((1 << elem.width) - 1,) * self.lanes)
+        merged = b.or_(b.and_(words, b.not_(b.shl(ones, shifts))), b.shl(b.zext(value, wide), shifts))
+        self._scatter(starts, I32, 4, merged, mask)
 
     def _off_lanes_elsewhere(self, addrs):
         """`addrs` with the lanes outside self.mask pointed at a slot of the stack, so that a
