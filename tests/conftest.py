@@ -18,6 +18,8 @@ import pytest
 # The suite tests optimised code; quick code and the switch between the two are tested in
 # test_compiler_tiers.py.
 os.environ.setdefault("ANYCUDA_JIT", "optimised")
+# ... and leaves no finisher compiling after a tiered program's exit (tested there too)
+os.environ.setdefault("ANYCUDA_FINISH_AT_EXIT", "0")
 
 import anycuda as ac
 from anycuda.runtime import device

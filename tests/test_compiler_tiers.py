@@ -256,7 +256,7 @@ def test_a_big_kernel_is_lean_in_every_tier(jit_mode, monkeypatch, rng):
     jit_mode("tiered")
     sent = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tiers, "optimise_in_background", lambda source, name: sent.append(source))
+        mp.setattr(tiers, "optimise_in_background", lambda source, name, **kw: sent.append(source))
         Program(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").compiled_kernel("reduce_sum")
     assert len(sent) == 1 and isinstance(sent[0], tiers.Recipe)
     made = sent[0].make(*sent[0].args)
@@ -274,7 +274,8 @@ def test_a_tiered_kernel_sends_the_server_a_recipe(jit_mode):
     sent = []
     real = tiers.optimise_in_background
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tiers, "optimise_in_background", lambda source, name: sent.append(source) or real(source, name))
+        mp.setattr(tiers, "optimise_in_background",
+                   lambda source, name, **kw: sent.append(source) or real(source, name, **kw))
         job = Program(_example_ptx("reduce_shfl"), "reduce_shfl.ptx").compiled_kernel("reduce_sum").optimised
     assert len(sent) == 1 and isinstance(sent[0], tiers.Recipe) and sent[0].make is pipeline._optimised_ir
     assert job.done.wait(300), "the optimised code never arrived"
@@ -307,7 +308,7 @@ def test_a_tiered_block_program_is_made_by_the_server(jit_mode, monkeypatch):
     got, arrived, arrive = _arrival()
     assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", (64, 1, 1), arrive) is None
     assert arrived.wait(300) and got == [None]
-    monkeypatch.setattr(tiers, "optimise_in_background", lambda *a: pytest.fail("not taken: asked again"))
+    monkeypatch.setattr(tiers, "optimise_in_background", lambda *a, **kw: pytest.fail("not taken: asked again"))
     assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", (64, 1, 1), arrive) is None
 
 
@@ -555,3 +556,116 @@ def test_the_exit_waits_for_an_arrival_being_linked_and_drops_the_rest(monkeypat
     late.subscribe(got.append)
     server._deliver(late, b"object:late")
     assert got == [None] and late.error is None
+
+
+# ---------------------------------------------------------------- the finisher
+
+TINY_IR = "define i32 @f() {\n  ret i32 1\n}\n"
+
+
+def test_the_exit_hands_the_jobs_left_that_say_where_they_go_to_a_finisher(monkeypatch):
+    """close() at the exit hands the finisher the job the server has and those waiting, each
+    with its name, source and Keep; a job without a Keep is left undone."""
+    handed = []
+    monkeypatch.setattr(tiers, "finish_after_exit", handed.extend)
+    compiled = []
+    server, go = _held_server(monkeypatch, compiled)
+    kept = [tiers.OptimisedCode(TINY_IR, f"kept {k}", keep=tiers.Keep(f"key{k}")) for k in range(3)]
+    for job in (*kept, tiers.OptimisedCode(TINY_IR, "not kept")):
+        server.submit(job)
+    server.close()                                 # before the server started: all four waiting
+    assert handed == [(f"kept {k}", TINY_IR, tiers.Keep(f"key{k}")) for k in range(3)]
+    assert compiled == []
+
+
+def test_finish_after_exit_starts_a_finisher_apart_from_the_program(monkeypatch, tmp_path):
+    """The finisher is a session of its own with none of the program's files and no output;
+    none is started without jobs, without a cache or with ANYCUDA_FINISH_AT_EXIT=0."""
+    started = []
+
+    class Recorded:
+        def __init__(self, args, **kw):
+            started.append((args, kw, kw["stdin"].read()))
+    monkeypatch.setattr(tiers.subprocess, "Popen", Recorded)
+    monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))
+    left = [("f.ll", TINY_IR, tiers.Keep("k"))]
+    tiers.finish_after_exit([])
+    monkeypatch.setenv("ANYCUDA_FINISH_AT_EXIT", "0")
+    tiers.finish_after_exit(left)
+    monkeypatch.setenv("ANYCUDA_FINISH_AT_EXIT", "1")
+    monkeypatch.setenv("ANYCUDA_CACHE", "0")
+    tiers.finish_after_exit(left)
+    assert started == []
+    monkeypatch.setenv("ANYCUDA_CACHE", "1")
+    tiers.finish_after_exit(left)
+    (args, kw, jobs), = started
+    assert "finish()" in args[-1]
+    assert kw["start_new_session"] and kw.get("close_fds", True)
+    assert kw["stdout"] == kw["stderr"] == subprocess.DEVNULL
+    import pickle
+    assert pickle.loads(jobs) == [("f.ll", b"ir", TINY_IR.encode(), tiers.Keep("k"))]
+
+
+def _finish(jobs, env) -> subprocess.CompletedProcess:
+    """The finisher run on `jobs` ([(name, source, Keep)]) as finish_after_exit sends them."""
+    import pickle
+    data = pickle.dumps([(name, *tiers._message(source), keep) for name, source, keep in jobs])
+    return subprocess.run([sys.executable, "-c", "from anycuda.compiler.build.tiers import finish; finish()"],
+                          input=data, capture_output=True, env=env, timeout=300)
+
+
+def test_the_finisher_stores_what_is_not_cached_yet(monkeypatch, tmp_path):
+    """Each job's object goes into the cache where its Keep says (a kernel's entry with the
+    object as its code); an entry cached meanwhile is left as it is; a job that fails to
+    compile is skipped; while another finisher holds the cache's lock nothing is done."""
+    import fcntl
+    monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))
+    env = dict(os.environ)
+    entry = pipeline.CompiledVariables({"v": ("v", 4)})
+    cache.store("cached", b"made by a later run")
+    jobs = [("broken.ll", "this is not LLVM IR", tiers.Keep("broken")),
+            ("f.ll", TINY_IR, tiers.Keep("plain")),
+            ("g.ll", TINY_IR, tiers.Keep("entry", entry)),
+            ("h.ll", TINY_IR, tiers.Keep("cached"))]
+    d = cache.cache_dir()
+    with open(d / ".finishing", "wb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = _finish(jobs, env)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert cache.load("plain") is None
+    r = _finish(jobs, env)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    plain, stored = cache.load("plain"), cache.load("entry")
+    assert LoadedObject(plain).address("f")
+    assert isinstance(stored, pipeline.CompiledVariables) and stored.symbols == entry.symbols
+    assert LoadedObject(stored.object_code).address("f")
+    assert cache.load("cached") == b"made by a later run" and cache.load("broken") is None
+
+
+def test_the_next_run_finds_what_the_exit_left_unfinished(tmp_path):
+    """A program that ends before its optimised code arrives (a short test program) exits at
+    once, and the finisher puts the code in the cache: the next run takes it from there
+    instead of compiling it again, and never ran it."""
+    ptx = _example_ptx("softmax")
+    first = ("import sys; from anycuda.runtime.program import load_program\n"
+             "job = load_program(sys.stdin.read(), 'softmax.ptx').compiled_kernel('softmax_rows').optimised\n"
+             "assert job is not None and not job.done.is_set()\n"
+             "print('left')\n")
+    again = ("import sys; from anycuda.runtime.program import load_program\n"
+             "k = load_program(sys.stdin.read(), 'softmax.ptx').compiled_kernel('softmax_rows')\n"
+             "print('cached' if k.optimised is None and k.object_code else 'compiled')\n")
+    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path), ANYCUDA_FINISH_AT_EXIT="1")
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", first], input=ptx, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "left" and r.stderr == "", r.stderr
+    assert time.perf_counter() - t < 30
+    checking = dict(env, ANYCUDA_FINISH_AT_EXIT="0")       # (the checks leave nothing to finish)
+    deadline = time.monotonic() + 240
+    while True:
+        r = subprocess.run([sys.executable, "-c", again], input=ptx, capture_output=True, text=True,
+                           env=checking, timeout=120)
+        assert r.returncode == 0, r.stderr
+        if r.stdout.strip() == "cached" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert r.stdout.strip() == "cached", "the finisher did not leave the optimised code in the cache"

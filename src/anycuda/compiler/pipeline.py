@@ -94,9 +94,10 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
         return result                           # not cached: its message names lines of this module
     result.externals = externals
     where = f"{source_name}:{name}"
+    keep = tiers.Keep(key, CompiledKernel(name, info, function_errors, b"", externals))
     if tiered:                                  # queued before the quick compile: the server starts sooner
         result.optimised = tiers.optimise_in_background(
-            tiers.Recipe(_optimised_ir, (unit.text, name, source_name, _abi(info))), where)
+            tiers.Recipe(_optimised_ir, (unit.text, name, source_name, _abi(info))), where, keep=keep)
     quick = mode == tiers.QUICK or result.optimised is not None
     if lean and not quick:                      # (no compile server after all) quick IR is not for the optimiser
         llvm_ir = _lowered(unit, name, source_name)[3]
@@ -104,7 +105,7 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     if result.optimised is not None:
         def arrived(object_code):
             if object_code is not None:
-                cache.store(key, CompiledKernel(name, info, result.function_errors, object_code, result.externals))
+                cache.store(key, keep.value(object_code))
         result.optimised.subscribe(arrived)
     elif not quick:
         cache.store(key, result)                # the cache holds optimised code only
@@ -205,7 +206,8 @@ def compile_block_program(unit: Unit, source_name: str, kernel: str, block: tupl
         # most compile in a fraction of their kernel's optimised code's time (threadFenceReduction's
         # 0.2 s against 1.1 s), so that short programs have it while they run
         job = tiers.optimise_in_background(tiers.Recipe(_block_program_or_none, (unit.text, source_name, kernel,
-                                                                                   block)), name, first=True)
+                                                                                   block)), name, first=True,
+                                           keep=tiers.Keep(key))
     if job is None:
         try:
             llvm_ir = _block_program_or_none(unit.text, source_name, kernel, block)

@@ -29,6 +29,15 @@ reply is linked under jit's link lock, and written to the cache atomically (cach
 the exit first closes arrivals (_Server.close: it waits for one being linked, later ones are
 dropped), and later jit's link lock (jit.stop_linking).
 
+What the exit leaves unfinished is not lost: a short program ends before its optimised code
+arrives, and each run would compile it again and never run it. A job that says where its
+object goes in the cache (Keep) is handed at a normal exit to a finisher (finish_after_exit):
+a process of its own, in a session of its own, holding none of the program's files, that
+compiles what was left at low priority and stores it, so that the next run of the program
+finds it there. One finisher works on a cache at a time (a lock; another leaves at once),
+skips what is cached meanwhile and gives up after FINISH_SECONDS. ANYCUDA_FINISH_AT_EXIT=0
+leaves the work undone, as before.
+
 Both objects of a kernel link against the one object that holds its module's variables
 (compiler/pipeline.py), so a module with `.global` or `.const` variables tiers too.
 """
@@ -63,12 +72,27 @@ def mode() -> str:
     return m
 
 
+@dataclasses.dataclass(frozen=True)
+class Keep:
+    """Where a job's object goes in the compile cache: under `key`, the object itself (`entry`
+    None) or `entry` (a dataclass) with the object as its `object_code`. What the job's
+    subscriber stores when the object arrives, and what a finisher stores for a job the
+    program's exit left unfinished."""
+    key: str
+    entry: object = None
+
+    def value(self, object_code: bytes):
+        return object_code if self.entry is None else dataclasses.replace(self.entry, object_code=object_code)
+
+
 class OptimisedCode:
     """The optimised object of one module, on its way: `subscribe(fn)` calls fn(object
-    bytes) once it is there (at once if it is), or fn(None) if the compile failed."""
+    bytes) once it is there (at once if it is), or fn(None) if the compile failed. `keep`:
+    where its object goes in the cache, for a finisher should the program end first."""
 
-    def __init__(self, source, name: str, first: bool = False):
+    def __init__(self, source, name: str, first: bool = False, keep: Keep = None):
         self._source, self._name = source, name      # LLVM IR text, or a Recipe that makes it
+        self.keep = keep
         self._lock = threading.Lock()
         self._subscribers = []
         self._finished = False
@@ -124,14 +148,14 @@ def can_optimise_in_background() -> bool:
     return _interpreter() is not None
 
 
-def optimise_in_background(source, name: str, first: bool = False) -> OptimisedCode | None:
+def optimise_in_background(source, name: str, first: bool = False, keep: Keep = None) -> OptimisedCode | None:
     """Queue the module (LLVM IR text, or a Recipe for it) for the compile server; None
     where no Python interpreter can be found to run one (the caller then compiles
     optimised code itself). A job `first` goes before the others waiting (after those queued
-    `first` before it)."""
+    `first` before it); `keep`: where its object goes in the cache (OptimisedCode)."""
     if not can_optimise_in_background():
         return None
-    job = OptimisedCode(source, name, first)
+    job = OptimisedCode(source, name, first, keep)
     _server().submit(job)
     return job
 
@@ -179,6 +203,7 @@ class _Server:
         # later ones dropped, so that no link meets LLVM's teardown (jit.EXIT_WATCH_RENEWALS)
         self._arrivals = threading.Lock()
         self._delivering = True
+        self._current = None          # the job the server has
         self._thread = threading.Thread(target=self._run, name="anycuda-optimiser", daemon=True)
         self._thread.start()
 
@@ -190,7 +215,11 @@ class _Server:
 
     def close(self) -> None:
         """At the program's exit: link no more arrivals, start no server, and end the one
-        running (a compile left unfinished is not waited for)."""
+        running (a compile left unfinished is not waited for: a finisher takes the jobs left
+        that say where their objects go, finish_after_exit)."""
+        with self._cv:
+            left = [j for j in [self._current, *self._queue] if j is not None and j.keep is not None]
+            left = [(j._name, j._source, j.keep) for j in left if j._source is not None]
         held = self._arrivals.acquire(timeout=ARRIVAL_WAIT_AT_EXIT)
         self._delivering = False
         if held:
@@ -199,6 +228,7 @@ class _Server:
             self._closed = True
             self._cv.notify()
         self._stop()
+        finish_after_exit(left)
 
     def _run(self):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})    # (this thread's writes only)
@@ -218,7 +248,7 @@ class _Server:
             with self._cv:
                 if self._closed:
                     return
-                job = self._queue.pop(0)
+                job = self._current = self._queue.pop(0)
             try:
                 if failed is not None:
                     raise failed
@@ -234,6 +264,8 @@ class _Server:
                 self._deliver(job, payload)
             else:                     # the quick code stays
                 self._deliver(job, None, f"optimising {job._name} failed: {payload.decode(errors='replace')}")
+            with self._cv:
+                self._current = None
 
     def _deliver(self, job: OptimisedCode, object_code, error=None) -> None:
         """Finish the job, its subscribers linking the object; after close(), finish it empty
@@ -287,6 +319,70 @@ class _Server:
                     pipe.close()
                 except OSError:       # unwritten bytes for a server that has gone
                     pass
+
+
+# ---------------------------------------------------------------- the finisher
+
+FINISH_SECONDS = 300       # a finisher's time: what it has not compiled by then stays undone
+
+
+def finish_after_exit(left: list) -> None:
+    """At the program's exit: a finisher for the jobs `left` ([(name, source, Keep)]), the
+    compile cache's entries the program ended before; nothing where there are none, where no
+    cache is written (ANYCUDA_CACHE=0) or ANYCUDA_FINISH_AT_EXIT=0. The finisher starts a
+    session of its own with none of the program's files (close_fds; its output goes nowhere), so
+    that nothing waiting for the program's pipes or its process group waits for it; the jobs
+    reach it through a file without a name. A failure to start it is no failure of
+    the program's: the work stays undone."""
+    from . import cache
+    if not left or os.environ.get("ANYCUDA_FINISH_AT_EXIT", "1").strip() == "0" or cache.cache_dir() is None:
+        return
+    try:
+        with tempfile.TemporaryFile() as jobs:
+            pickle.dump([(name, *_message(source), keep) for name, source, keep in left], jobs,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+            jobs.seek(0)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            finisher = subprocess.Popen([_interpreter(), "-c", "from anycuda.compiler.build.tiers import finish; finish()"],
+                                        stdin=jobs, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        env=env, start_new_session=True)
+    except (OSError, pickle.PicklingError, AttributeError, TypeError, ValueError):
+        return
+    # it outlives the program by design: no warning that it still runs when the object goes
+    finisher.returncode = 0
+
+
+def finish() -> None:
+    """The finisher's work (the jobs on stdin, finish_after_exit): each job's object compiled
+    and stored in the cache, unless it is there already (a later run, or another finisher,
+    made it meanwhile); at low priority, for at most FINISH_SECONDS, and not at all while
+    another finisher has the cache's lock."""
+    import fcntl
+    from . import cache
+    signal.alarm(FINISH_SECONDS)         # (its default action ends the process)
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+    jobs = pickle.load(sys.stdin.buffer)
+    d = cache.cache_dir()
+    if d is None:
+        return
+    cache.private_folder(d)
+    with open(os.open(d / ".finishing", os.O_RDWR | os.O_CREAT, 0o600), "wb") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return                        # another finisher is at work: the next run of the program asks again
+        for name, kind, payload, keep in jobs:
+            if cache.load(keep.key) is not None:
+                continue
+            try:
+                text = _source_text(kind, payload)
+                object_code = b"" if text is None else compile_to_object(text, name)
+            except Exception:             # noqa: BLE001 - left to the next run, which reports it
+                continue
+            cache.store(keep.key, keep.value(object_code))
 
 
 _the_server = []
