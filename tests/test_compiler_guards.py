@@ -384,3 +384,40 @@ def test_the_settled_copy_is_what_runs(compile_cuda, rng, monkeypatch):
     want, _ = _chunk_scan_reference(x, n, block)
     np.testing.assert_array_equal(got[:n], want)
     assert not _untouched(got[n:]).any()
+
+
+STENCIL3D = r"""
+// 7-point stencil over 3-D blocks; a border test every block at an edge of the grid takes in
+// its first row of threads (x, y or z = 0) or its last (x, y or z = the far edge)
+extern "C" __global__ void jacobi3d(const float* in, float* out, int nx, int ny, int nz) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y,
+        z = blockIdx.z * blockDim.z + threadIdx.z;
+    if (x >= nx || y >= ny || z >= nz) return;
+    size_t sy = nx, sz = (size_t)nx * ny, i = z * sz + y * sy + x;
+    if (x == 0 || y == 0 || z == 0 || x == nx - 1 || y == ny - 1 || z == nz - 1) { out[i] = in[i]; return; }
+    out[i] = 0.4f * in[i] + 0.1f * (((in[i - 1] + in[i + 1]) + (in[i - sy] + in[i + sy])) + (in[i - sz] + in[i + sz]));
+}
+"""
+
+
+def test_the_probe_ends_with_the_row_that_answers_it(compile_cuda, rng):
+    """The probe of a block function returns at the end of the first row of threads after
+    which its answer is known (a thread took a branch its caller asks about), not after the
+    block's last thread: blocks at the grid's edges take the border test in their first or
+    their last row, or (partial blocks) leave early. Against numpy."""
+    compile_cuda(STENCIL3D)                       # skips the test without a CUDA compiler
+    mod = ModuleLowering(parse(compile_to_ptx(STENCIL3D), "j.ptx"), "j.ptx").lower().mod
+    probes = [fn for fn in mod.functions if fn.name.endswith(".probe")]
+    assert probes and all(str(fn).count("ret i32") >= 2 for fn in probes)
+    k = compile_cuda(STENCIL3D, name="jacobi3d.cu").get_function("jacobi3d")
+    for nz, ny, nx in ((13, 17, 70), (8, 8, 64), (9, 5, 33)):
+        u = rng.random((nz, ny, nx), dtype=np.float32)
+        want = u.copy()
+        c = slice(1, -1)
+        want[c, c, c] = np.float32(0.4) * u[c, c, c] + np.float32(0.1) * (
+            ((u[c, c, :-2] + u[c, c, 2:]) + (u[c, :-2, c] + u[c, 2:, c])) + (u[:-2, c, c] + u[2:, c, c]))
+        out = ac.asarray(np.full_like(u, np.nan))
+        block = (32, 4, 4)
+        grid = tuple(-(-n // b) for n, b in zip((nx, ny, nz), block))
+        k(grid, block, (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+        np.testing.assert_allclose(out.get(), want, rtol=1e-6, atol=1e-7)     # (nvcc contracts to FMAs)

@@ -130,7 +130,7 @@ def _frame_only_args(ws):
     return [ws, ir.Constant(PTR, None), i64(0), i64(0)]
 
 
-def _emit_guard_probe(module, plan, sites, bounds=None):
+def _emit_guard_probe(module, plan, sites, bounds=None, needed=0):
     """i32 probe(i8* L, i8* ws, i8* header, i8* spill): bit i set when no thread of the block
     takes the kernel's known branch i (compiler/analysis/guards.py); each thread computes only their
     predicates. A function of its own: inline, its loop multiplied the paths through the
@@ -138,7 +138,12 @@ def _emit_guard_probe(module, plan, sites, bounds=None):
     phis cost sgemm's tile round its vectorised loop). With `sites`, each thread has its
     frame in the workspace and the block's header; else the one frame `ws` stands for both.
     `bounds` (compiler/simt/probebounds.py), where the kernel has it, answers first for the whole
-    block from its index ranges; the loop over the threads runs where it proves nothing."""
+    block from its index ranges; the loop over the threads runs where it proves nothing.
+    The answer is known once a thread has taken one of the branches `needed` (all that its
+    caller asks about: all_stay), or every branch where `needed` is 0: the probe ends at the
+    end of that thread's row (a row's loop stays one that vectorises). A block at the edge of
+    the grid takes a border test in its first row or its last: stencil7_3d_block's blocks at
+    the edges probed all 512 threads, a tenth of the kernel's time."""
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), name=plan.name + ".probe")
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -154,7 +159,15 @@ def _emit_guard_probe(module, plan, sites, bounds=None):
     threads = b.zext(b.mul(b.mul(nx, ny), nz), I64)
     stays = b.alloca(I32, name="all.stay")
     b.store(i32(-1), stays)
-    with each_thread(b, nx, ny, nz, "probe.") as (x, y, z, linear, _):
+
+    def answered():
+        so_far = b.load(stays)
+        if needed:
+            return b.not_(all_stay(b, so_far, needed))
+        return b.icmp_unsigned("==", so_far, i32(0))
+
+    with each_thread(b, nx, ny, nz, "probe.", after_row=lambda: _return_if(b, answered(), stays)) \
+            as (x, y, z, linear, _):
         if sites:
             fr, tail = frame_at(b, ws, i64(plan.frame_size), linear), [header, spill, threads, i64(0)]
         else:
@@ -166,6 +179,12 @@ def _emit_guard_probe(module, plan, sites, bounds=None):
         b.store(b.and_(b.load(stays), code), stays)
     b.ret(b.load(stays))
     return fn
+
+
+def _return_if(b, cond, slot):
+    """Return the i32 in `slot` where `cond` holds."""
+    with b.if_then(cond, likely=False):
+        b.ret(b.load(slot))
 
 
 def block_stays(b, fn, probe, bounds, L, ws, bits):
@@ -362,7 +381,7 @@ class BlockFunction:
             # a block whose threads all pass the known branches (an exit guard, a border
             # test) runs the body without them: plain vector loads and stores instead of
             # masked ones (compiler/analysis/guards.py)
-            probe = fn.probe = _emit_guard_probe(self.module, plan, False)
+            probe = fn.probe = _emit_guard_probe(self.module, plan, False, needed=guarded_rounds[0])
             with b.if_else(block_stays(b, fn, probe, plan.probe_bounds, self.L, ws, guarded_rounds[0])) \
                     as (unguarded, guarded):
                 with unguarded:

@@ -28,11 +28,12 @@ ROUND_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I32, I32])     # (L,
 
 
 @contextmanager
-def each_thread(b, nx, ny, nz, tag="", counted_from=None):
+def each_thread(b, nx, ny, nz, tag="", counted_from=None, after_row=None):
     """Loops over a block's threads in x-fastest order, giving (x, y, z, linear index, counter).
     Nested loops keep the thread index free of divisions, so the optimiser sees the innermost
     loop as a simple counted loop over threadIdx.x. With `counted_from` (i64), the counter is
-    counted_from + linear index, a second induction variable of the innermost loop; else None."""
+    counted_from + linear index, a second induction variable of the innermost loop; else None.
+    `after_row()`, where given, makes its code after each row of threads (x's loop)."""
     with for_range(b, i32(0), nz, tag + "z") as z:
         with for_range(b, i32(0), ny, tag + "y") as y:
             row = b.mul(b.add(b.mul(z, ny), y), nx)
@@ -47,6 +48,8 @@ def each_thread(b, nx, ny, nz, tag="", counted_from=None):
             # the threads' own accesses carry nothing from one thread to the next; a loop with
             # any other memory access stays a plain loop to the vectoriser
             set_loop_hints(b.module, latch.terminator, {"llvm.loop.parallel_accesses": thread_parallel_group(b.module)})
+            if after_row is not None:
+                after_row()
 
 
 @contextmanager
