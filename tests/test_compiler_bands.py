@@ -43,6 +43,14 @@ extern "C" __global__ void marked(int* out, int w, int h, int mark) {
     out[y * w + x] = y * w + x;
 }
 
+// the threads of every other stripe of columns leave at once: with stripes a block wide, runs
+// of one block alike, more of them in a band than are taken row by row together
+extern "C" __global__ void striped(int* out, int w, int h, int stripe) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= w || y >= h || (x / stripe) % 2 == 1) return;
+    out[y * w + x] = y * w + x;
+}
+
 // one thread of block (5, 2) reads through the pointer it is given: a fault in a band's middle
 extern "C" __global__ void faulting(const int* bad, int* out, int w) {
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -75,9 +83,9 @@ def mod():
 def test_which_kernels_run_in_bands():
     lowered = ModuleLowering(parse(compile_to_ptx(SOURCE, name="bands.cu"), "bands.ptx"), "bands.ptx").lower()
     names = {fn.name for fn in lowered.mod.functions}
-    assert len(lowered.kernels) == 6
+    assert len(lowered.kernels) == 7
     banded = {name for k, name in enumerate(lowered.kernels) if f"ptx.k{k}.band" in names}
-    assert banded == {"who", "stencil5", "marked", "faulting"}
+    assert banded == {"who", "stencil5", "marked", "striped", "faulting"}
 
 
 def _grid(shape, block):
@@ -138,6 +146,21 @@ def test_runs_end_at_the_block_that_takes_a_branch(mod, mark):
     want = np.arange(w * h, dtype=np.int32).reshape(h, w)
     if mark >= 0:
         want[:, mark] = poison(1, np.int32).get()[0]
+    np.testing.assert_array_equal(out.get().reshape(h, w), want)
+
+
+@pytest.mark.parametrize("stripe, block", [(16, (16, 8)), (32, (16, 8)), (8, (8, 4)), (48, (16, 4))])
+def test_runs_taken_together_row_by_row(mod, stripe, block):
+    """A band's runs of blocks alike are taken RUNS_TOGETHER at a time, row by row: stripes
+    of columns whose threads leave make runs of one or a few blocks, three times as many in a
+    row of the grid as are taken together. Each thread that stays writes its own index once,
+    the others' places stay poisoned."""
+    from anycuda.compiler.simt import bands
+    w, h = 3 * bands.RUNS_TOGETHER * 2 * stripe + 5, 3 * block[1] + 1
+    out = poison(w * h, np.int32)
+    mod.get_function("striped")(_grid((w, h), block), block, (out, np.int32(w), np.int32(h), np.int32(stripe)))
+    want = np.arange(w * h, dtype=np.int32).reshape(h, w)
+    want[:, (np.arange(w) // stripe) % 2 == 1] = poison(1, np.int32).get()[0]
     np.testing.assert_array_equal(out.get().reshape(h, w), want)
 
 

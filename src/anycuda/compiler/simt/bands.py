@@ -46,20 +46,38 @@ def each_thread_in_band(b, nx, ny, nz, first, last, enter_block, tag="band."):
     (x, y, z, linear index). The band's rows then run along memory as a C loop over the
     whole row would, where block after block made a 16 x 16 block's 16 rows as many streams
     (a 5-point stencil 2.1x slower on a Zen 3 in a C model, benchmarks/NOTES.md)."""
+    with each_row(b, nx, ny, nz, tag) as (y, z, row):
+        with each_thread_of_row(b, nx, y, z, row, first, last, enter_block, tag) as index:
+            yield index
+
+
+@contextmanager
+def each_row(b, nx, ny, nz, tag="band."):
+    """The loops over a band's rows of threads: yields (y, z, the row's first linear index)."""
     with for_range(b, i32(0), nz, tag + "z") as z:
         with for_range(b, i32(0), ny, tag + "y") as y:
-            row = b.mul(b.add(b.mul(z, ny), y), nx)
-            with for_range(b, first, last, tag + "k") as k:
-                enter_block(k)
-                with for_range(b, i32(0), nx, tag + "x") as x:
-                    yield x, y, z, b.add(row, x)
-                    latch = b.block
-                # one vector of a row at a time: the row is a block's width, often 16 threads,
-                # which the vectoriser's main loop, interleaved, never ran (it took 32 a turn)
-                # and its 4-wide remainder loop ran instead (a 5-point stencil 2.3x C's time)
-                set_loop_hints(b.module, latch.terminator,
-                               {"llvm.loop.parallel_accesses": thread_parallel_group(b.module),
-                                "llvm.loop.interleave.count": 1})
+            yield y, z, b.mul(b.add(b.mul(z, ny), y), nx)
+
+
+@contextmanager
+def each_thread_of_row(b, nx, y, z, row, first, last, enter_block, tag="band."):
+    """The threads of one row (each_row's) of blocks `first` .. `last` - 1: (x, y, z, linear)."""
+    with for_range(b, first, last, tag + "k") as k:
+        enter_block(k)
+        with for_range(b, i32(0), nx, tag + "x") as x:
+            yield x, y, z, b.add(row, x)
+            latch = b.block
+        # one vector of a row at a time: the row is a block's width, often 16 threads,
+        # which the vectoriser's main loop, interleaved, never ran (it took 32 a turn)
+        # and its 4-wide remainder loop ran instead (a 5-point stencil 2.3x C's time)
+        set_loop_hints(b.module, latch.terminator,
+                       {"llvm.loop.parallel_accesses": thread_parallel_group(b.module),
+                        "llvm.loop.interleave.count": 1})
+
+
+# runs of blocks alike (_BandFunction._runs_alike) whose rows are taken together: a band has
+# three where its row of the grid has a border (its first block, those between, its last)
+RUNS_TOGETHER = 8
 
 
 class _BandFunction(BlockFunction):
@@ -110,6 +128,19 @@ class _BandFunction(BlockFunction):
         with each_thread_in_band(self.b, self.nx, self.ny, self.nz, lo, hi, self._enter_block) as index:
             self._thread(index, mode)
 
+    def _rows_of_runs(self, taken, firsts, ends, passes):
+        """Each row of threads of each of the `taken` runs recorded (their first and end
+        blocks, whether their blocks pass the known branches) in turn."""
+        b = self.b
+        with each_row(b, self.nx, self.ny, self.nz) as (y, z, row):
+            with for_range(b, i32(0), taken, "run") as r:
+                lo, hi, stays = (b.load(b.gep(array, [i32(0), r])) for array in (firsts, ends, passes))
+                with b.if_else(stays) as (unguarded, guarded):
+                    for branch, mode in ((unguarded, guards.PASSED), (guarded, 0)):
+                        with branch:
+                            with each_thread_of_row(b, self.nx, y, z, row, lo, hi, self._enter_block) as index:
+                                self._thread(index, mode)
+
     def _stays(self, k):
         """i1: no thread of the band's block k takes the kernel's known branches."""
         self._set_block_x(k)
@@ -145,18 +176,28 @@ class _BandFunction(BlockFunction):
         b.position_at_end(done)
 
     def _runs_alike(self):
-        """The band as runs of blocks whose probes agree, each in rows of its own (a grid's
-        first and last blocks of a row take a border test that those between do not)."""
+        """The band as runs of blocks whose probes agree (a grid's first and last blocks of a
+        row take a border test that those between do not), up to RUNS_TOGETHER of them at a
+        time taken row by row together: each row of threads of each run in turn
+        (_rows_of_runs). Each run in rows of its own read a row of memory in as many pieces,
+        each at its own time: stencil7_3d_block's edge blocks read their 128 bytes of each
+        of 36 rows apart from the 768 of the blocks between, which no hardware prefetcher
+        follows (a C model of that order: 10.9-14.3 ms against 7.5 for whole rows)."""
         b, fn = self.b, self.fn
         with at_function_start(b):
             pos, end = b.alloca(I32, name="run.first"), b.alloca(I32, name="run.end")
-        head, start, scan, test, run, out = (fn.append_basic_block("run." + k)
-                                             for k in ("head", "start", "scan", "test", "rows", "out"))
+            count = b.alloca(I32, name="runs")
+            firsts, ends = (b.alloca(ir.ArrayType(I32, RUNS_TOGETHER), name=n) for n in ("runs.first", "runs.end"))
+            passes = b.alloca(ir.ArrayType(I1, RUNS_TOGETHER), name="runs.stay")
+        head, start, scan, test, record, flush, out = (
+            fn.append_basic_block("run." + k) for k in ("head", "start", "scan", "test", "record", "rows", "out"))
         b.store(i32(0), pos)
+        b.store(i32(0), count)
         b.branch(head)
         b.position_at_end(head)
         here = b.load(pos)
-        b.cbranch(b.icmp_signed("<", here, self.count), start, out)
+        b.cbranch(b.and_(b.icmp_signed("<", here, self.count), b.icmp_signed("<", b.load(count), i32(RUNS_TOGETHER))),
+                  start, flush)
         b.position_at_end(start)
         stays = self._stays(here)
         b.store(b.add(here, i32(1)), end)
@@ -165,18 +206,23 @@ class _BandFunction(BlockFunction):
         b.branch(scan)
         b.position_at_end(scan)
         e = b.load(end)
-        b.cbranch(b.icmp_signed("<", e, self.count), test, run)
+        b.cbranch(b.icmp_signed("<", e, self.count), test, record)
         b.position_at_end(test)
         alike = b.icmp_unsigned("==", self._stays(e), stays)
         b.store(b.select(alike, b.add(e, i32(1)), e), end)
-        b.cbranch(alike, scan, run)
-        b.position_at_end(run)
-        lo, hi = b.load(pos), b.load(end)
-        with b.if_else(stays) as (unguarded, guarded):
-            with unguarded:
-                self._rows(lo, hi, guards.PASSED)
-            with guarded:
-                self._rows(lo, hi)
-        b.store(hi, pos)
+        b.cbranch(alike, scan, record)
+        b.position_at_end(record)
+        k = b.load(count)
+        for array, value in ((firsts, b.load(pos)), (ends, b.load(end)), (passes, stays)):
+            b.store(value, b.gep(array, [i32(0), k]))
+        b.store(b.add(k, i32(1)), count)
+        b.store(b.load(end), pos)
+        b.branch(head)
+        b.position_at_end(flush)
+        taken = b.load(count)
+        with b.if_then(b.icmp_signed("==", taken, i32(0))):
+            b.branch(out)
+        self._rows_of_runs(taken, firsts, ends, passes)
+        b.store(i32(0), count)
         b.branch(head)
         b.position_at_end(out)
