@@ -218,8 +218,8 @@ class _Server:
         running (a compile left unfinished is not waited for: a finisher takes the jobs left
         that say where their objects go, finish_after_exit)."""
         with self._cv:
-            left = [j for j in [self._current, *self._queue] if j is not None and j.keep is not None]
-            left = [(j._name, j._source, j.keep) for j in left if j._source is not None]
+            left = [(j._name, j._source, j.keep) for j in (self._current, *self._queue)
+                    if j is not None and j.keep is not None and j._source is not None]
         held = self._arrivals.acquire(timeout=ARRIVAL_WAIT_AT_EXIT)
         self._delivering = False
         if held:
