@@ -1489,3 +1489,58 @@ def test_runs_checked_at_run_time(compile_cuda, rng, poison, off):
     want = tab[q + 64] + 7 * tab[(t & -32) + 64] + 13 * tab[t - q * 32 + 64]
     np.testing.assert_array_equal(out.get(), want.astype(np.int32))
     assert ran_as_block_program(mod.get_function("offset_runs"), threads)
+
+
+NEIGHBOURS = r"""
+// a march along z reading each point's neighbours in its row, x - 1 and x + 1 (nvcc reads the
+// three through one register: [%rd+-4], [%rd], [%rd+4]), and the planes below and above
+extern "C" __global__ void row_march(const float* in, float* out, int nx, int ny, int nz) {
+    __shared__ float s[4][32];
+    int x = 1 + blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 4 + threadIdx.y;
+    size_t sz = (size_t)nx * ny, i = (size_t)y * nx + x;
+    for (int z = 1; z + 1 < nz; ++z) {
+        size_t j = z * sz + i;
+        __syncthreads();
+        s[threadIdx.y][threadIdx.x] = (in[j - 1] + in[j] + in[j + 1]) + (in[j - sz] + in[j + sz]);
+        __syncthreads();
+        out[j] = s[threadIdx.y][31 - threadIdx.x];
+    }
+}
+"""
+
+
+def test_loads_a_line_apart_share_their_prefetches(compile_cuda, rng, poison):
+    """Loads through one register (written once) less than a line apart take one prefetch
+    site between them (blockmemory._near_a_prefetched_site): the first fetches their lines,
+    and the sites left go to other addresses. Against numpy."""
+    import re
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    from anycuda.ptx import parse
+    ptx = compile_to_ptx(NEIGHBOURS, name="neighbours.cu")
+    from anycuda.compiler.analysis.dataflow import definition_positions
+    body = next(f for f in parse(ptx, "n.ptx").functions if f.name == "row_march").body
+    written = definition_positions(body)
+    loads = {}
+    for pos, st in enumerate(body):
+        if getattr(st, "opcode", None) == "ld" and "global" in st.mods:
+            addr = st.operands[1]
+            if len(written.get(addr.base.name, ())) == 1:
+                loads.setdefault(addr.base.name, []).append(pos)
+    ir_text = pipeline.block_program_ir(ptx, "n.ptx", "row_march", (32, 4, 1))
+    prefetched = {int(p) for p in re.findall(r'%"round\.step(\d+)" = alloca', ir_text)}
+    # (nvcc unrolls the march, and reads x - 1, x, x + 1 through one register)
+    shares = {r: len(prefetched.intersection(sites)) for r, sites in loads.items() if len(sites) >= 3}
+    assert shares and max(shares.values()) == 1 and 1 in shares.values(), (loads, prefetched)
+    assert len(prefetched) > sum(shares.values())        # the planes below and above too
+    nx, ny, nz = 66, 8, 9
+    u = rng.standard_normal((nz, ny, nx)).astype(np.float32)
+    out = poison(u.size, np.float32)
+    k = compile_cuda(NEIGHBOURS, name="neighbours.cu").get_function("row_march")
+    k(((nx - 2) // 32, ny // 4), (32, 4), (ac.asarray(u), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+    c = slice(1, nx - 1)
+    sums = (u[1:-1, :, :-2] + u[1:-1, :, 1:-1] + u[1:-1, :, 2:]) + (u[:-2, :, c] + u[2:, :, c])
+    tiles = sums.reshape(nz - 2, ny // 4, 4, (nx - 2) // 32, 32)
+    got = out.get().reshape(nz, ny, nx)[1:-1, :, c]
+    np.testing.assert_allclose(got, tiles[..., ::-1].reshape(got.shape), rtol=1e-6)
+    assert ran_as_block_program(k, (32, 4, 1))

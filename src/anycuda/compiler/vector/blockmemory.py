@@ -45,6 +45,14 @@ def _prefetch_span(b, address, nbytes, write=False):
     prefetch_into_l2(b, address, sorted(set(range(0, nbytes, 64)) | {nbytes - 1}), write)
 
 
+def _register_offset(st):
+    """(register, offset) of an instruction's address `[%r + offset]`, else None."""
+    addr = next((op for op in st.operands if isinstance(op, pir.Addr)), None)
+    if addr is None or not isinstance(addr.base, pir.Reg):
+        return None
+    return addr.base.name, addr.offset
+
+
 def elements_apart(shape, size) -> int:
     """How many elements of `size` bytes one lane's address is from the next's (0: not a
     whole number, or no shape)."""
@@ -268,6 +276,8 @@ class BlockMemory:
         pos = self.position
         if pos is None or not self._memory_bound_loop(pos):
             return
+        if pos not in self._round_steps and self._near_a_prefetched_site(pos):
+            return
         if pos not in self._round_steps:
             if len(self._round_steps) >= PREFETCH_SITES:
                 return
@@ -290,6 +300,25 @@ class BlockMemory:
         _prefetch_span(b, ahead, nbytes, write)
         if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
             self._prefetch_next_block_round(pos, base, ahead, round_step, nbytes)
+
+    def _near_a_prefetched_site(self, pos) -> bool:
+        """Whether the access at `pos` reads through a register written once in the kernel
+        that an access prefetching its next rounds reads too, less than a line from it: that
+        access's prefetches fetch its lines (but for a line at the edge of the span, which the
+        neighbouring warps' prefetch). A stencil's `in[i - 1]`, `in[i]`, `in[i + 1]` (nvcc's
+        `[%rd20+-4]`, `[%rd20]`, `[%rd20+4]`) took three of the PREFETCH_SITES with the same
+        lines, and the planes above and below went without: stencil7_zloop 7.4-8.8 -> 5.6-7.2
+        ms, stencil7_smem_zloop 8.9-9.6 -> 7.9-8.5, layernorm_block 1.9-2.4 -> 1.5-2.0 (two
+        workers, two A/B pairs each)."""
+        here = _register_offset(self.pfn.body[pos])
+        if here is None:
+            return False
+        if self._definition_positions is None:
+            self._definition_positions = definition_positions(self.pfn.body)
+        if len(self._definition_positions.get(here[0], ())) != 1:
+            return False
+        return any(there is not None and there[0] == here[0] and abs(there[1] - here[1]) < 64
+                   for there in (_register_offset(self.pfn.body[p]) for p in self._round_steps))
 
     def forget_round_addresses(self, entry, head, back):
         """At the entry (`entry`, a block ending in its branch to the loop) of the loop within
