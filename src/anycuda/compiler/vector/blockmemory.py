@@ -26,7 +26,7 @@ from ..irutil import (at_function_start, convert_bits, declare, either, field_pt
                       span_inside, vector_constant, words_holding)
 from ..types import I1, I32, I64, llvm_width, space_of, width
 from .blockloops import grid_strided, memory_bound, uniform_registers
-from .blockops import Affine, and_scalar
+from .blockops import Affine, and_scalar, register_part
 from .warpruns import NotVectorisable
 
 SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
@@ -45,12 +45,9 @@ def _prefetch_span(b, address, nbytes, write=False):
     prefetch_into_l2(b, address, sorted(set(range(0, nbytes, 64)) | {nbytes - 1}), write)
 
 
-def _register_offset(st):
+def _address_part(st):
     """(register, offset) of an instruction's address `[%r + offset]`, else None."""
-    addr = next((op for op in st.operands if isinstance(op, pir.Addr)), None)
-    if addr is None or not isinstance(addr.base, pir.Reg):
-        return None
-    return addr.base.name, addr.offset
+    return register_part(next((op for op in st.operands if isinstance(op, pir.Addr)), None))
 
 
 def elements_apart(shape, size) -> int:
@@ -310,7 +307,7 @@ class BlockMemory:
         lines, and the planes above and below went without: stencil7_zloop 7.4-8.8 -> 5.6-7.2
         ms, stencil7_smem_zloop 8.9-9.6 -> 7.9-8.5, layernorm_block 1.9-2.4 -> 1.5-2.0 (two
         workers, two A/B pairs each)."""
-        here = _register_offset(self.pfn.body[pos])
+        here = _address_part(self.pfn.body[pos])
         if here is None:
             return False
         if self._definition_positions is None:
@@ -318,7 +315,7 @@ class BlockMemory:
         if len(self._definition_positions.get(here[0], ())) != 1:
             return False
         return any(there is not None and there[0] == here[0] and abs(there[1] - here[1]) < 64
-                   for there in (_register_offset(self.pfn.body[p]) for p in self._round_steps))
+                   for there in (_address_part(self.pfn.body[p]) for p in self._round_steps))
 
     def forget_round_addresses(self, entry, head, back):
         """At the entry (`entry`, a block ending in its branch to the loop) of the loop within

@@ -312,7 +312,7 @@ def _ld(w, st):
     loaded = []
     for item, addr in _elements(st.operands[0], st.operands[1], size):
         addrs, shape = w.access(st, addr)
-        loaded.append((item, w.load(addrs, shape, elem, size, _register_part(addr)), shape))
+        loaded.append((item, w.load(addrs, shape, elem, size, register_part(addr)), shape))
     for item, value, shape in loaded:   # (after every load: a destination may be the address register)
         w.write(item, value, t)
         w.set_shape(item, _alike_loaded(w, item, value, shape, t))
@@ -370,7 +370,7 @@ def _st(w, st):
     w.streaming = memory.streams(st, w.read_memory) and "volatile" not in st.mods
     for item, addr in _elements(st.operands[1], st.operands[0], size):
         addrs, shape = w.access(st, addr)
-        w.store(addrs, shape, w.read(item, t), size, _register_part(addr))
+        w.store(addrs, shape, w.read(item, t), size, register_part(addr))
     w.streaming = False
 
 
@@ -441,7 +441,7 @@ def _fence(w, st):
         w.forget_loaded()
 
 
-def _register_part(addr):
+def register_part(addr):
     """(register, offset) of an address `[%r + offset]`, else None."""
     return (addr.base.name, addr.offset) if isinstance(addr, pir.Addr) and isinstance(addr.base, pir.Reg) else None
 
@@ -454,7 +454,7 @@ def load_bases(body) -> set:
         if isinstance(st, pir.Instruction) and st.opcode == "ld" and type_mods(st.mods):
             size = width(type_mods(st.mods)[-1]) // 8
             for _, addr in _elements(st.operands[0], st.operands[1], size):
-                part = _register_part(addr)
+                part = register_part(addr)
                 if part is not None:
                     offsets.setdefault(part[0], set()).add(part[1])
     return {r for r, seen in offsets.items() if len(seen) > 1}
