@@ -59,6 +59,7 @@ import threading
 import weakref
 from typing import Callable
 
+from . import cache
 from .jit import compile_to_object
 
 TIERED, OPTIMISED, QUICK = "tiered", "optimised", "quick"
@@ -334,7 +335,6 @@ def finish_after_exit(left: list) -> None:
     that nothing waiting for the program's pipes or its process group waits for it; the jobs
     reach it through a file without a name. A failure to start it is no failure of
     the program's: the work stays undone."""
-    from . import cache
     if not left or os.environ.get("ANYCUDA_FINISH_AT_EXIT", "1").strip() == "0" or cache.cache_dir() is None:
         return
     try:
@@ -358,7 +358,6 @@ def finish() -> None:
     made it meanwhile); at low priority, for at most FINISH_SECONDS, and not at all while
     another finisher has the cache's lock."""
     import fcntl
-    from . import cache
     signal.alarm(FINISH_SECONDS)         # (its default action ends the process)
     try:
         os.nice(10)

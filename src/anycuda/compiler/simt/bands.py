@@ -109,7 +109,7 @@ class _BandFunction(BlockFunction):
         if 0 in self.guarded_rounds:
             self._runs_alike()
         else:
-            self._rows(i32(0), self.count)
+            self._rows()
         b.ret(i32(abi.BLOCK_DONE))
         b.position_at_end(self.fail)
         b.ret(i32(abi.BLOCK_FAILED))
@@ -123,10 +123,10 @@ class _BandFunction(BlockFunction):
         self._set_block_x(k)
         self.b.store(self.b.add(self.first, self.b.zext(k, I64)), self.at_block)
 
-    def _rows(self, lo, hi, mode=0):
-        """The threads of the band's blocks lo .. hi - 1 (i32, counted from cx)."""
-        with each_thread_in_band(self.b, self.nx, self.ny, self.nz, lo, hi, self._enter_block) as index:
-            self._thread(index, mode)
+    def _rows(self):
+        """The threads of all the band's blocks (a kernel without known branches)."""
+        with each_thread_in_band(self.b, self.nx, self.ny, self.nz, i32(0), self.count, self._enter_block) as index:
+            self._thread(index)
 
     def _rows_of_runs(self, taken, firsts, ends, passes):
         """Each row of threads of each of the `taken` runs recorded (their first and end

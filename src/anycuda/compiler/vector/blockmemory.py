@@ -763,7 +763,7 @@ class BlockMemory:
         the write puts back cannot have changed since the read."""
         b = self.b
         starts, shifts = words_holding(b, addrs, elem.width)
-        words = masked_gather(b, self._off_lanes_elsewhere(starts), I32, 4, self._all_lanes())
+        words = self.gather_scatter(starts, I32, 4, None)
         wide = ir.VectorType(I32, self.lanes)
         ones = vector_constant(I32, ((1 << elem.width) - 1,) * self.lanes)
         merged = b.or_(b.and_(words, b.not_(b.shl(ones, shifts))), b.shl(b.zext(value, wide), shifts))
