@@ -278,3 +278,89 @@ def test_the_driver_reports_the_loading_mode(monkeypatch):
     assert api.cuModuleGetLoadingMode() == 2
     monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
     assert api.cuModuleGetLoadingMode() == 1
+
+
+REVERSE = HEADER + """
+.visible .entry reverse_in_blocks(.param .u64 src, .param .u64 dst)
+{
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<8>;
+    .shared .align 4 .b8 buf[4096];
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [dst];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %ctaid.x;
+    mad.lo.s32 %r4, %r3, %r2, %r1;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r5, [%rd4];
+    mov.u32 %r6, buf;
+    shl.b32 %r7, %r1, 2;
+    add.s32 %r7, %r6, %r7;
+    st.shared.u32 [%r7], %r5;
+    bar.sync 0;
+    sub.s32 %r8, %r2, %r1;
+    add.s32 %r8, %r8, -1;
+    shl.b32 %r8, %r8, 2;
+    add.s32 %r8, %r6, %r8;
+    ld.shared.u32 %r9, [%r8];
+    add.s64 %rd5, %rd2, %rd3;
+    st.global.u32 [%rd5], %r9;
+    ret;
+}
+"""
+
+
+def launch_reverse(kernel, block, blocks=40, rng=np.random.default_rng()):
+    """Each block's elements reversed within the block, checked against numpy."""
+    n = blocks * block
+    src = rng.integers(0, 1 << 32, n, dtype=np.uint32)
+    dst = np.full(n, 0xCDCDCDCD, np.uint32)
+    kernel.launch((blocks, 1, 1), (block, 1, 1), struct.pack("<QQ", src.ctypes.data, dst.ctypes.data))
+    np.testing.assert_array_equal(dst, src.reshape(blocks, block)[:, ::-1].ravel())
+
+
+@pytest.fixture
+def objects(monkeypatch, fresh_cache):
+    """The names of the objects compiled (pipeline.jit.compile_to_object), in order."""
+    from anycuda.compiler import pipeline
+    names = []
+    real = pipeline.jit.compile_to_object
+
+    def counting(llvm_ir, name="module", optimised=True):
+        names.append(name.split(":", 1)[1])
+        return real(llvm_ir, name, optimised)
+    monkeypatch.setattr(pipeline.jit, "compile_to_object", counting)
+    return names
+
+
+def test_a_kernel_block_programs_run_gets_its_own_object_when_a_launch_needs_it(objects):
+    """Optimised, a kernel with a barrier whose launches a block program takes compiles that
+    program and not its own code; a block shape no block program takes (12 threads: not rows of
+    whole vectors) makes the kernel's own object then, once; the next process finds both in the
+    cache, and one whose cache holds only the kernel's info (its object never made) lowers it
+    again when it needs it."""
+    prog = load_program(REVERSE, "reverse.ptx")
+    kernel = prog.kernel("reverse_in_blocks")
+    launch_reverse(kernel, 256)
+    launch_reverse(kernel, 64)
+    assert objects == ["reverse_in_blocks.block256x1x1", "reverse_in_blocks.block64x1x1"]
+    assert kernel._jit is None                          # its own code not made, nor linked
+    launch_reverse(kernel, 12)
+    launch_reverse(kernel, 12)
+    assert objects[2:] == ["reverse_in_blocks"]
+    del objects[:]
+    again = load_program(REVERSE, "reverse.ptx").kernel("reverse_in_blocks")
+    launch_reverse(again, 12)
+    launch_reverse(again, 256)
+    assert objects == []                                # all from the cache
+
+    other = REVERSE.replace("reverse_in_blocks", "reverse_again")
+    launch_reverse(load_program(other, "other.ptx").kernel("reverse_again"), 256)
+    assert objects == ["reverse_again.block256x1x1"]
+    later = load_program(other, "other.ptx").kernel("reverse_again")
+    launch_reverse(later, 12)                           # info from the cache, its object made now
+    assert objects[1:] == ["reverse_again"] and later._jit is not None

@@ -18,7 +18,9 @@ first launch, an attribute query, or at load under CUDA_MODULE_LOADING=EAGER), b
               while the compile server lowers in full and optimises (compiler/build/tiers.py,
               a Recipe), optimised code into the cache
   6. link     runtime/program.py: the object linked into the process against the module's
-              variables (jit.LoadedObject's `symbols`)
+              variables (jit.LoadedObject's `symbols`); where block programs may take the
+              kernel's launches, its optimised object is made only when a launch needs it
+              (`object_later`, kernel_object): a block program usually runs them all
 
   7. block program: at the first launch of a kernel with a block shape a block program may
               take (compiler/vector/blockprograms.py), that shape's block program, made from
@@ -51,16 +53,19 @@ FORMAT = 1        # of what compile_kernel and compile_variables put in the cach
 class CompiledKernel:
     """One kernel's object code (empty where `info.error` says it cannot run), what it needs
     of the module's variables (`externals`: symbols), and while it is being made, its
-    optimised code on the way (tiers.OptimisedCode)."""
+    optimised code on the way (tiers.OptimisedCode). With `object_later` the object is not
+    made yet: kernel_object makes it, from `llvm_ir` where this process lowered the kernel."""
     name: str
     info: KernelInfo
     function_errors: dict                      # device function name -> PtxError
     object_code: bytes = b""
     externals: tuple = ()
     optimised: object = None
+    object_later: bool = False
+    llvm_ir: str = ""
 
     def __getstate__(self):
-        return dict(self.__dict__, optimised=None)
+        return dict(self.__dict__, optimised=None, llvm_ir="")
 
 
 @dataclass
@@ -80,8 +85,7 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     optimised code of a tiered kernel from a full one, made by the compile server itself
     (_optimised_ir), so that the program waits for neither."""
     mode = tiers.mode()
-    # a checked kernel (ops/memcheck.py) is another build of the same unit
-    key = cache.key_for(f"kernel {name} {FORMAT} {memcheck.mode()}\0{unit.key}", source_name)
+    key = _kernel_key(unit, name, source_name)
     hit = cache.load(key)
     if isinstance(hit, CompiledKernel):
         return hit
@@ -101,6 +105,10 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     quick = mode == tiers.QUICK or result.optimised is not None
     if lean and not quick:                      # (no compile server after all) quick IR is not for the optimiser
         llvm_ir = _lowered(unit, name, source_name)[3]
+    if not quick and info.block_programs and block_programs_enabled():
+        result.object_later, result.llvm_ir = True, llvm_ir
+        cache.store(key, result)                # its info: the object is made at need (kernel_object)
+        return result
     result.object_code = jit.compile_to_object(llvm_ir, where, optimised=not quick)
     if result.optimised is not None:
         def arrived(object_code):
@@ -110,6 +118,25 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     elif not quick:
         cache.store(key, result)                # the cache holds optimised code only
     return result
+
+
+def kernel_object(unit: Unit, compiled: CompiledKernel, source_name: str = "<ptx>") -> bytes:
+    """The optimised object of a kernel compile_kernel left `object_later` (whose launches a
+    block program may take): compiled now, at the first launch that needs it (a block shape
+    or a cooperative launch no block program takes), from the IR this process lowered, else
+    from the unit lowered again; cached with the kernel's info."""
+    if not compiled.object_later:
+        return compiled.object_code
+    llvm_ir = compiled.llvm_ir or _lowered(unit, compiled.name, source_name)[3]
+    code = jit.compile_to_object(llvm_ir, f"{source_name}:{compiled.name}")
+    compiled.object_code, compiled.object_later, compiled.llvm_ir = code, False, ""
+    cache.store(_kernel_key(unit, compiled.name, source_name), compiled)
+    return code
+
+
+def _kernel_key(unit: Unit, name: str, source_name: str) -> str:
+    # a checked kernel (ops/memcheck.py) is another build of the same unit
+    return cache.key_for(f"kernel {name} {FORMAT} {memcheck.mode()}\0{unit.key}", source_name)
 
 
 # PTX instructions in a kernel's unit from which its optimised code is lean too: the
@@ -134,12 +161,27 @@ def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False) -> tup
     walks of the objects lowering made moved into printing."""
     module = parse(unit.text, source_name)
     big = _instructions(module) >= BIG_KERNEL
+    takes = _block_programs_may_take(module, name)      # (before lowering: it rewrites bodies)
     lowering = ModuleLowering(module, source_name, external_variables=True, lean=big, quick=lean).lower()
     info = lowering.kernels[name]
+    info.block_programs = takes
     if info.error is not None:
         return info, dict(lowering.function_errors), (), "", big
     return (info, dict(lowering.function_errors), tuple(g.name for g in lowering.globals.values()),
             str(lowering.mod), big)
+
+
+def _block_programs_may_take(module, name: str) -> bool:
+    """Whether block programs may take kernel `name`'s launches (blockprograms.check_takes):
+    whether compile_kernel may leave its optimised object for later."""
+    pfn = next((f for f in module.functions if f.is_kernel and f.name == name and f.body is not None), None)
+    if pfn is None:
+        return False
+    try:
+        blockprograms.check_takes(pfn)
+    except Exception:        # noqa: BLE001 - NotVectorisable, or a fault of ours: the object is made at once
+        return False
+    return True
 
 
 def _abi(info: KernelInfo) -> tuple:

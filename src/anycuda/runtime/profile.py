@@ -93,6 +93,15 @@ def record_compile(source_name: str, name: str, started: int, nanoseconds: int, 
         optimised.subscribe(arrived)
 
 
+def add_compile_time(source_name: str, name: str, nanoseconds: int) -> None:
+    """Kernel `name`'s optimised object, left for the first launch that needs it
+    (pipeline.kernel_object), took `nanoseconds` more."""
+    with _lock:
+        stats = _kernel(source_name, name)
+        if isinstance(stats.optimised_ns, int):
+            stats.optimised_ns += nanoseconds
+
+
 def timed_block_program(source_name: str, name: str, block: tuple, link):
     """`link` (called with the block program's object for blocks of shape `block`, or None
     where the kernel has none, or while the background compile makes it) that also keeps the

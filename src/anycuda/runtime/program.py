@@ -303,7 +303,9 @@ class KernelImage:
         reqntid = info.directives.get("reqntid")
         self._required_block = tuple(reqntid) + (1,) * (3 - len(reqntid)) if reqntid else None
         self._externals = self.program.variable_symbols(compiled.externals)
-        self._jit = LoadedObject(compiled.object_code, self._externals) if info.error is None else None
+        # (a kernel block programs may run is linked when a launch first needs its own code)
+        self._jit = LoadedObject(compiled.object_code, self._externals) \
+            if info.error is None and not compiled.object_later else None
         self.info = info
         if optimised is not None and info.error is None:
             self.optimising = True
@@ -343,10 +345,17 @@ class KernelImage:
         self._max_dynamic_shared = value
         self._records.clear()        # they were checked against the old limit
 
-    def _function(self):
+    def _check_runnable(self):
         if self.info.error is not None:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"kernel {self.name} cannot run: {self.info.error}")
+
+    def _function(self):
+        """The kernel's own launch function, its object made and linked at the first need."""
+        self._check_runnable()
         if self._entry is None:
+            with self.program.code.lock:
+                if self._jit is None:
+                    self._jit = LoadedObject(self.program.kernel_object(self.name), self._externals)
             addr = self._jit.address(self.info.export)
             self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         return self._entry
@@ -431,7 +440,7 @@ class KernelImage:
         GPU, whatever cuFuncSetAttribute changes meanwhile. Raises what check_config raises."""
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
-        self._function()             # a kernel that cannot run fails its launch call, not its stream
+        self._check_runnable()       # a kernel that cannot run fails its launch call, not its stream
         record = self._record(grid, block, shared_mem, num_workers or worker_count(), self.optimising, cluster)
         if self.info.check_tool:     # a checked launch's reports name the host code that queued it
             record = sanitizer.queued_record(record)
@@ -447,12 +456,12 @@ class KernelImage:
         launch was prepared as it was queued."""
         if type(grid) is not tuple or type(block) is not tuple:
             grid, block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
-        entry = function = self._function()
+        self._check_runnable()
         if record is None:
             record = self.prepare(grid, block, shared_mem, num_workers, cluster)
-        if not cooperative and blockprograms.supported_shape(block):
-            entry = self._block_program(block) or entry
-        kind = "program" if entry is not function else ("quick" if self.optimising else "optimised")
+        program = self._block_program(block) if not cooperative and blockprograms.supported_shape(block) else None
+        entry = program or self._function()
+        kind = "program" if program is not None else ("quick" if self.optimising else "optimised")
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
@@ -711,6 +720,19 @@ class Program:
         if isinstance(compiled, PtxError):
             raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"kernel {name} cannot run: {compiled}")
         return compiled
+
+    def kernel_object(self, name: str) -> bytes:
+        """The object of kernel `name`, made now where compile_kernel left it for later
+        (pipeline.kernel_object); the caller holds `code.lock`."""
+        compiled = self.code.kernels[name]
+        if not compiled.object_later:
+            return compiled.object_code
+        with progress.waiting_for(f"kernel {name} of {self.source_name}", "optimised code"):
+            start = profile.now()
+            code = pipeline.kernel_object(self.index.kernel_unit(name), compiled, self.source_name)
+        if profile.ENABLED:
+            profile.add_compile_time(self.source_name, name, profile.now() - start)
+        return code
 
     def instance(self) -> "Program":
         """The same code linked once more, with `__device__` and `__constant__` variables of its

@@ -51,6 +51,7 @@ class KernelInfo:
     check_sites: tuple = ()           # a checked kernel's accesses, by the number its failed checks give (ops/memcheck.py)
     check_tool: str = ""              # the sanitizer tool it was built for (memcheck.mode())
     sync_sites: dict = field(default_factory=dict)   # synccheck: resume code -> its check site's number
+    block_programs: bool = False      # block programs may take its launches (pipeline._block_programs_may_take)
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
