@@ -761,3 +761,20 @@ def test_gathers_of_a_list_per_thread(rng, block):
     k(((n + block - 1) // block,), (block,),
       (np.int32(n), *(ac.asarray(a) for a in (first, nxt, cols, vals, x)), y))
     np.testing.assert_array_equal(y.get(), want.astype(np.int32))
+
+
+def test_shared_atomics_run_lane_after_lane_in_unrolled_copies(rng):
+    """A warp region's atomics on shared memory (a block's histogram) run lane after lane in a
+    loop of ATOMIC_LANES_UNROLLED copies of the update (its count and test were half the loop's
+    instructions); bins that repeat within a warp, and partial warps at the end, count right."""
+    from importlib import resources
+    from anycuda.compiler.vector.regionops import ATOMIC_LANES_UNROLLED
+    source = resources.files("anycuda.examples").joinpath("histogram.cu").read_text()
+    made, mod = made_regions(source)
+    assert made["histogram"]
+    assert f'!"llvm.loop.unroll.count", i32 {ATOMIC_LANES_UNROLLED}' in str(mod)
+    for n in (100_003, 4097):
+        data = np.where(rng.random(n) < 0.7, rng.integers(0, 4, n), rng.integers(0, 256, n)).astype(np.uint8)
+        bins = ac.asarray(np.zeros(256, np.uint32))
+        ac.RawModule(code=source).get_function("histogram")((7,), (256,), (ac.asarray(data), bins, np.int32(n)))
+        np.testing.assert_array_equal(bins.get(), np.bincount(data, minlength=256).astype(np.uint32))

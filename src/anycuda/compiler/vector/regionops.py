@@ -377,6 +377,9 @@ def _atom(w, st):
         w.write(ops[0], b.load(b.bitcast(old, w._vec(elem).as_pointer())), t)
 
 
+ATOMIC_LANES_UNROLLED = 4      # copies of the lane loop's body (regionmemory._each_lane_here)
+
+
 def _each_lane_atomic(w, st, ops, kind, t, space, elem, private, flush, old):
     """The lanes' atomics one after another, each lane's old value to old[lane]."""
     b = w.b
@@ -385,7 +388,7 @@ def _each_lane_atomic(w, st, ops, kind, t, space, elem, private, flush, old):
     # a loop over the lanes: 32 unrolled copies, each lane's address extracted from the
     # vector, ran 4x slower on an AVX-512 EPYC (histogram 3.0 -> 0.76 ns per element, one
     # worker) for 10% they gained on a Zen 3 (NOTES.md)
-    with w._each_lane_here(address_of, elem, st.opcode) as (lane, p):
+    with w._each_lane_here(address_of, elem, st.opcode, unroll=ATOMIC_LANES_UNROLLED) as (lane, p):
         v = [value(lane) for value in values]
         got = atomics.compare_and_swap(b, private, p, *v) if kind == "cas" else atomics.rmw(b, private, kind, p, v[0], flush)
         b.store(got, b.gep(old, [lane]))
