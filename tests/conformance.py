@@ -211,6 +211,26 @@ def benchmark_module(name: str):
     return module
 
 
+# A block's elements reversed through shared memory across a barrier (one block: %tid.x
+# alone indexes it): a kernel a block program takes, at any block shape it supports.
+REVERSE_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n" + """
+.visible .entry reverse(.param .u64 pin, .param .u64 pout)
+{
+  .reg .b32 %r<6>; .reg .b64 %rd<9>;
+  .shared .align 4 .b32 tile[1024];
+  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout];
+  mov.u32 %r1, %tid.x; mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r2, [%rd4];
+  mov.u64 %rd5, tile; add.s64 %rd6, %rd5, %rd3; st.shared.u32 [%rd6], %r2;
+  bar.sync 0;
+  mov.u32 %r3, %ntid.x; sub.s32 %r4, %r3, %r1; sub.s32 %r4, %r4, 1;
+  mul.wide.u32 %rd7, %r4, 4; add.s64 %rd7, %rd5, %rd7; ld.shared.u32 %r5, [%rd7];
+  add.s64 %rd8, %rd2, %rd3; st.global.u32 [%rd8], %r5;
+  ret;
+}
+"""
+
+
 # The classic shared-memory tree reduction (one partial sum per block, dynamic shared memory
 # of 4 bytes a thread), as courses teach it: kernel `tree(in, out)`.
 TREE_REDUCTION = r"""

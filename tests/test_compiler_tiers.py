@@ -27,6 +27,7 @@ from anycuda.compiler.build.jit import LoadedObject
 from anycuda.compiler.vector import blockprograms
 from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime.program import Program, load_program
+from conformance import REVERSE_PTX
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
@@ -56,24 +57,6 @@ DONE:
   mov.u32 %r1, %ctaid.x;
   mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd1, %rd3;
   atom.global.add.u32 %r2, [%rd4], 2;
-  ret;
-}
-"""
-
-# a block's elements reversed through shared memory: a kernel a block program takes
-REVERSE = HEADER + """
-.visible .entry reverse(.param .u64 pin, .param .u64 pout)
-{
-  .reg .b32 %r<6>; .reg .b64 %rd<9>;
-  .shared .align 4 .b32 tile[1024];
-  ld.param.u64 %rd1, [pin]; ld.param.u64 %rd2, [pout];
-  mov.u32 %r1, %tid.x; mul.wide.u32 %rd3, %r1, 4; add.s64 %rd4, %rd1, %rd3;
-  ld.global.u32 %r2, [%rd4];
-  mov.u64 %rd5, tile; add.s64 %rd6, %rd5, %rd3; st.shared.u32 [%rd6], %r2;
-  bar.sync 0;
-  mov.u32 %r3, %ntid.x; sub.s32 %r4, %r3, %r1; sub.s32 %r4, %r4, 1;
-  mul.wide.u32 %rd7, %r4, 4; add.s64 %rd7, %rd5, %rd7; ld.shared.u32 %r5, [%rd7];
-  add.s64 %rd8, %rd2, %rd3; st.global.u32 [%rd8], %r5;
   ret;
 }
 """
@@ -298,7 +281,7 @@ def test_a_tiered_block_program_is_made_by_the_server(jit_mode, monkeypatch):
     jit_mode("tiered")
     made_here = []
     monkeypatch.setattr(pipeline, "block_program_ir", lambda *a: made_here.append(a))
-    unit = ModuleIndex(REVERSE, "reverse.ptx").kernel_unit("reverse")
+    unit = ModuleIndex(REVERSE_PTX, "reverse.ptx").kernel_unit("reverse")
     got, arrived, arrive = _arrival()
     assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", (64, 1, 1), arrive) is None
     assert arrived.wait(300), "the block program never arrived"
@@ -314,7 +297,7 @@ def test_a_tiered_block_program_is_made_by_the_server(jit_mode, monkeypatch):
 
 def test_a_tiered_kernel_runs_right_before_and_after_its_block_program_arrives(jit_mode, rng):
     jit_mode("tiered")
-    kernel = Program(REVERSE, "reverse.ptx").kernel("reverse")
+    kernel = Program(REVERSE_PTX, "reverse.ptx").kernel("reverse")
     deadline = time.monotonic() + 300
     ways = set()
     while len(ways) < 2 and time.monotonic() < deadline:
@@ -462,14 +445,14 @@ def test_quick_code_keeps_saved_registers_in_their_spill_arrays(jit_mode, monkey
         real(self)
         kept.append(set(self.in_spill_arrays))
     monkeypatch.setattr(FunctionLowering, "_keep_saved_registers_in_spill_arrays", spy)
-    unit = ModuleIndex(REVERSE, "reverse.ptx").kernel_unit("reverse")
+    unit = ModuleIndex(REVERSE_PTX, "reverse.ptx").kernel_unit("reverse")
     pipeline._lowered(unit, "reverse", "reverse.ptx", lean=True)
     assert kept and {"%rd2", "%rd3"} <= kept[0]
     kept.clear()
     pipeline._lowered(unit, "reverse", "reverse.ptx")
     assert not kept
     jit_mode("quick")
-    kernel = Program(REVERSE, "reverse.ptx").kernel("reverse")
+    kernel = Program(REVERSE_PTX, "reverse.ptx").kernel("reverse")
     for block in (64, 96, 1000):
         x = rng.integers(0, 2 ** 32, block, dtype=np.uint32)
         out = np.full(block, 0xCDCDCDCD, np.uint32)

@@ -17,7 +17,7 @@ from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime import program as program_module
 from anycuda.runtime.errors import CudaError, CUresult
 from anycuda.runtime.program import load_program
-from conformance import benchmark_module
+from conformance import REVERSE_PTX, benchmark_module
 
 _modules = benchmark_module("modules")     # its generated modules of small kernels
 HEADER, small_kernel, many_kernels = _modules.HEADER, _modules.small_kernel, _modules.many_kernels
@@ -280,47 +280,12 @@ def test_the_driver_reports_the_loading_mode(monkeypatch):
     assert api.cuModuleGetLoadingMode() == 1
 
 
-REVERSE = HEADER + """
-.visible .entry reverse_in_blocks(.param .u64 src, .param .u64 dst)
-{
-    .reg .b32 %r<10>;
-    .reg .b64 %rd<8>;
-    .shared .align 4 .b8 buf[4096];
-    ld.param.u64 %rd1, [src];
-    ld.param.u64 %rd2, [dst];
-    cvta.to.global.u64 %rd1, %rd1;
-    cvta.to.global.u64 %rd2, %rd2;
-    mov.u32 %r1, %tid.x;
-    mov.u32 %r2, %ntid.x;
-    mov.u32 %r3, %ctaid.x;
-    mad.lo.s32 %r4, %r3, %r2, %r1;
-    mul.wide.u32 %rd3, %r4, 4;
-    add.s64 %rd4, %rd1, %rd3;
-    ld.global.u32 %r5, [%rd4];
-    mov.u32 %r6, buf;
-    shl.b32 %r7, %r1, 2;
-    add.s32 %r7, %r6, %r7;
-    st.shared.u32 [%r7], %r5;
-    bar.sync 0;
-    sub.s32 %r8, %r2, %r1;
-    add.s32 %r8, %r8, -1;
-    shl.b32 %r8, %r8, 2;
-    add.s32 %r8, %r6, %r8;
-    ld.shared.u32 %r9, [%r8];
-    add.s64 %rd5, %rd2, %rd3;
-    st.global.u32 [%rd5], %r9;
-    ret;
-}
-"""
-
-
-def launch_reverse(kernel, block, blocks=40, rng=np.random.default_rng()):
-    """Each block's elements reversed within the block, checked against numpy."""
-    n = blocks * block
-    src = rng.integers(0, 1 << 32, n, dtype=np.uint32)
-    dst = np.full(n, 0xCDCDCDCD, np.uint32)
-    kernel.launch((blocks, 1, 1), (block, 1, 1), struct.pack("<QQ", src.ctypes.data, dst.ctypes.data))
-    np.testing.assert_array_equal(dst, src.reshape(blocks, block)[:, ::-1].ravel())
+def launch_reverse(kernel, block, rng=np.random.default_rng()):
+    """One block's elements reversed (conformance.REVERSE_PTX), checked against numpy."""
+    src = rng.integers(0, 1 << 32, block, dtype=np.uint32)
+    dst = np.full(block, 0xCDCDCDCD, np.uint32)
+    kernel.launch((1, 1, 1), (block, 1, 1), struct.pack("<QQ", src.ctypes.data, dst.ctypes.data))
+    np.testing.assert_array_equal(dst, src[::-1])
 
 
 @pytest.fixture
@@ -343,22 +308,22 @@ def test_a_kernel_block_programs_run_gets_its_own_object_when_a_launch_needs_it(
     whole vectors) makes the kernel's own object then, once; the next process finds both in the
     cache, and one whose cache holds only the kernel's info (its object never made) lowers it
     again when it needs it."""
-    prog = load_program(REVERSE, "reverse.ptx")
-    kernel = prog.kernel("reverse_in_blocks")
+    prog = load_program(REVERSE_PTX, "reverse.ptx")
+    kernel = prog.kernel("reverse")
     launch_reverse(kernel, 256)
     launch_reverse(kernel, 64)
-    assert objects == ["reverse_in_blocks.block256x1x1", "reverse_in_blocks.block64x1x1"]
+    assert objects == ["reverse.block256x1x1", "reverse.block64x1x1"]
     assert kernel._jit is None                          # its own code not made, nor linked
     launch_reverse(kernel, 12)
     launch_reverse(kernel, 12)
-    assert objects[2:] == ["reverse_in_blocks"]
+    assert objects[2:] == ["reverse"]
     del objects[:]
-    again = load_program(REVERSE, "reverse.ptx").kernel("reverse_in_blocks")
+    again = load_program(REVERSE_PTX, "reverse.ptx").kernel("reverse")
     launch_reverse(again, 12)
     launch_reverse(again, 256)
     assert objects == []                                # all from the cache
 
-    other = REVERSE.replace("reverse_in_blocks", "reverse_again")
+    other = REVERSE_PTX.replace(".entry reverse(", ".entry reverse_again(")
     launch_reverse(load_program(other, "other.ptx").kernel("reverse_again"), 256)
     assert objects == ["reverse_again.block256x1x1"]
     later = load_program(other, "other.ptx").kernel("reverse_again")

@@ -174,7 +174,7 @@ def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False) -> tup
 def _block_programs_may_take(module, name: str) -> bool:
     """Whether block programs may take kernel `name`'s launches (blockprograms.check_takes):
     whether compile_kernel may leave its optimised object for later."""
-    pfn = next((f for f in module.functions if f.is_kernel and f.name == name and f.body is not None), None)
+    pfn = _kernel_function(module, name)
     if pfn is None:
         return False
     try:
@@ -182,6 +182,11 @@ def _block_programs_may_take(module, name: str) -> bool:
     except Exception:        # noqa: BLE001 - NotVectorisable, or a fault of ours: the object is made at once
         return False
     return True
+
+
+def _kernel_function(module, name: str):
+    """The parsed kernel `name` of `module` with a body, or None."""
+    return next((f for f in module.functions if f.is_kernel and f.name == name and f.body is not None), None)
 
 
 def _abi(info: KernelInfo) -> tuple:
@@ -291,7 +296,7 @@ def block_program_ir(text: str, source_name: str, kernel: str, block) -> str:
     Raises NotVectorisable for a kernel it does not take."""
     block = (block, 1, 1) if isinstance(block, int) else tuple(block)
     module = parse(text, source_name)
-    pfn = next((f for f in module.functions if f.is_kernel and f.name == kernel and f.body is not None), None)
+    pfn = _kernel_function(module, kernel)
     if pfn is None:
         raise blockprograms.NotVectorisable(f"no kernel {kernel}")
     blockprograms.check_takes(pfn)
