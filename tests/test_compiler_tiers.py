@@ -147,9 +147,10 @@ def test_a_block_program_takes_over_a_launch_in_flight(jit_mode):
     from the compile server does for a long first launch of that shape): its launch function
     runs the blocks left from the launch record's counter, each block exactly once."""
     jit_mode("optimised")
-    code = pipeline.compile_block_program(ModuleIndex(MARK_C, "markc.ptx").kernel_unit("mark_c"), "markc.ptx",
-                                          "mark_c", (32, 1, 1), None)
-    program = LoadedObject(code)
+    made = []
+    pipeline.compile_block_program(ModuleIndex(MARK_C, "markc.ptx").kernel_unit("mark_c"), "markc.ptx",
+                                   "mark_c", (32, 1, 1), made.append)
+    program = LoadedObject(made[0])
     jit_mode("quick")
     a = load_program(MARKS, "marks.ptx").kernel("mark_a")
     nblocks, chunk = 64, 4
@@ -174,8 +175,10 @@ def _example_ptx(name):
     return resources.files("anycuda.examples").joinpath(name + ".ptx").read_text()
 
 
-def test_tiered_kernel_switches_to_optimised_code_and_caches_it(jit_mode, rng):
+def test_tiered_kernel_switches_to_optimised_code_and_caches_it(jit_mode, monkeypatch, rng):
     jit_mode("tiered")
+    # (its launches run its own code: with block programs its optimised code waits to be asked for)
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")
     ptx = _example_ptx("reduce_shfl")
     prog = Program(ptx, "reduce_shfl.ptx")
     kernel = prog.kernel("reduce_sum")
@@ -252,8 +255,9 @@ def test_a_big_kernel_is_lean_in_every_tier(jit_mode, monkeypatch, rng):
     assert got[0] == pytest.approx(x.astype(np.float64).sum(), rel=1e-4, abs=1e-2)
 
 
-def test_a_tiered_kernel_sends_the_server_a_recipe(jit_mode):
+def test_a_tiered_kernel_sends_the_server_a_recipe(jit_mode, monkeypatch):
     jit_mode("tiered")
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (its job queued at once)
     sent = []
     real = tiers.optimise_in_background
     with pytest.MonkeyPatch.context() as mp:
@@ -276,23 +280,27 @@ def _arrival():
 
 def test_a_tiered_block_program_is_made_by_the_server(jit_mode, monkeypatch):
     """The program neither lowers nor compiles a tiered block program: the server does both
-    (a Recipe) and the object arrives, then comes from the cache; a kernel the block program
-    does not take arrives as None and is remembered as not taken."""
+    (a Recipe) and the object arrives, then comes from the cache at once; a kernel the block
+    program does not take arrives as None and is remembered as not taken."""
     jit_mode("tiered")
     made_here = []
     monkeypatch.setattr(pipeline, "block_program_ir", lambda *a: made_here.append(a))
     unit = ModuleIndex(REVERSE_PTX, "reverse.ptx").kernel_unit("reverse")
     got, arrived, arrive = _arrival()
-    assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", (64, 1, 1), arrive) is None
+    pipeline.compile_block_program(unit, "reverse.ptx", "reverse", (64, 1, 1), arrive)
     assert arrived.wait(300), "the block program never arrived"
     assert got[0] and not made_here
-    assert pipeline.compile_block_program(unit, "reverse.ptx", "reverse", (64, 1, 1), arrive) == got[0]
+    got_again, _, arrive_again = _arrival()
+    pipeline.compile_block_program(unit, "reverse.ptx", "reverse", (64, 1, 1), arrive_again)
+    assert got_again == got
     plain = ModuleIndex(MARKS, "marks.ptx").kernel_unit("mark_b")       # no barrier, no shuffle
     got, arrived, arrive = _arrival()
-    assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", (64, 1, 1), arrive) is None
+    pipeline.compile_block_program(plain, "marks.ptx", "mark_b", (64, 1, 1), arrive)
     assert arrived.wait(300) and got == [None]
     monkeypatch.setattr(tiers, "optimise_in_background", lambda *a, **kw: pytest.fail("not taken: asked again"))
-    assert pipeline.compile_block_program(plain, "marks.ptx", "mark_b", (64, 1, 1), arrive) is None
+    got, _, arrive = _arrival()
+    pipeline.compile_block_program(plain, "marks.ptx", "mark_b", (64, 1, 1), arrive)
+    assert got == [None]
 
 
 def test_a_tiered_kernel_runs_right_before_and_after_its_block_program_arrives(jit_mode, rng):
@@ -364,7 +372,7 @@ def test_process_exits_at_once_with_an_optimising_compile_in_flight(tmp_path):
             "job = p.compiled_kernel('softmax_rows').optimised\n"
             "assert job is not None and not job.done.is_set()\n"
             "print('loaded')\n")
-    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path), ANYCUDA_BLOCK_PROGRAMS="0")
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", code], input=ptx, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "loaded", r.stderr
@@ -408,7 +416,7 @@ def test_the_compile_server_ends_with_its_program(tmp_path):
             "time.sleep(0.5)                     # the server has the kernel\n"
             "print(tiers._server()._proc.pid, flush=True)\n"
             "os._exit(0)\n")
-    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path), ANYCUDA_BLOCK_PROGRAMS="0")
     r = subprocess.run([sys.executable, "-c", code], input=ptx, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     server = int(r.stdout)
@@ -606,10 +614,14 @@ def test_the_finisher_stores_what_is_not_cached_yet(monkeypatch, tmp_path):
     env = dict(os.environ)
     entry = pipeline.CompiledVariables({"v": ("v", 4)})
     cache.store("cached", b"made by a later run")
+    # a kernel's info alone (its object left for a launch that needs it) is not its object
+    info_alone = pipeline.CompiledKernel("k", None, {}, object_later=True)
+    cache.store("info alone", info_alone)
     jobs = [("broken.ll", "this is not LLVM IR", tiers.Keep("broken")),
             ("f.ll", TINY_IR, tiers.Keep("plain")),
             ("g.ll", TINY_IR, tiers.Keep("entry", entry)),
-            ("h.ll", TINY_IR, tiers.Keep("cached"))]
+            ("h.ll", TINY_IR, tiers.Keep("cached")),
+            ("k.ll", TINY_IR, tiers.Keep("info alone", pipeline.CompiledKernel("k", None, {})))]
     d = cache.cache_dir()
     with open(d / ".finishing", "wb") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -623,6 +635,8 @@ def test_the_finisher_stores_what_is_not_cached_yet(monkeypatch, tmp_path):
     assert isinstance(stored, pipeline.CompiledVariables) and stored.symbols == entry.symbols
     assert LoadedObject(stored.object_code).address("f")
     assert cache.load("cached") == b"made by a later run" and cache.load("broken") is None
+    kernel = cache.load("info alone")
+    assert not kernel.object_later and LoadedObject(kernel.object_code).address("f")
 
 
 def test_the_next_run_finds_what_the_exit_left_unfinished(tmp_path):
@@ -637,7 +651,8 @@ def test_the_next_run_finds_what_the_exit_left_unfinished(tmp_path):
     again = ("import sys; from anycuda.runtime.program import load_program\n"
              "k = load_program(sys.stdin.read(), 'softmax.ptx').compiled_kernel('softmax_rows')\n"
              "print('cached' if k.optimised is None and k.object_code else 'compiled')\n")
-    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path), ANYCUDA_FINISH_AT_EXIT="1")
+    env = dict(os.environ, ANYCUDA_JIT="tiered", ANYCUDA_CACHE_DIR=str(tmp_path), ANYCUDA_FINISH_AT_EXIT="1",
+               ANYCUDA_BLOCK_PROGRAMS="0")      # (softmax's job queued at once, not at a launch's need)
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", first], input=ptx, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "left" and r.stderr == "", r.stderr
@@ -652,3 +667,66 @@ def test_the_next_run_finds_what_the_exit_left_unfinished(tmp_path):
             break
         time.sleep(1)
     assert r.stdout.strip() == "cached", "the finisher did not leave the optimised code in the cache"
+
+
+def _reverse_once(kernel, threads, rng):
+    """One block of `threads` elements reversed (REVERSE_PTX), against numpy, output poisoned."""
+    src = rng.integers(0, 1 << 32, threads, dtype=np.uint32)
+    dst = np.full(threads, 0xCDCDCDCD, np.uint32)
+    kernel.launch((1, 1, 1), (threads, 1, 1), struct.pack("<QQ", src.ctypes.data, dst.ctypes.data))
+    np.testing.assert_array_equal(dst, src[::-1])
+
+
+def _until_its_block_program_runs(kernel, threads, rng):
+    deadline = time.monotonic() + 300
+    while kernel._programs.get((threads, 1, 1)) is None:
+        assert time.monotonic() < deadline, "the block program never arrived"
+        _reverse_once(kernel, threads, rng)
+        time.sleep(0.02)
+    _reverse_once(kernel, threads, rng)
+
+
+def test_a_tiered_kernel_block_programs_run_has_its_optimised_code_made_only_at_need(jit_mode, monkeypatch, rng):
+    """Tiered, a kernel with a barrier: its quick code runs the first launches while the server
+    makes their block program, and its optimised code is a job the server is not given while
+    block programs take every launch; a block shape none takes (12 threads) queues it, and the
+    launches switch to it when it arrives. The cache holds the kernel's info at once: a later
+    process (a new Program) compiles nothing for the block program's launches, and at a launch
+    that needs the kernel's own code makes its quick code then and queues its optimised code."""
+    jit_mode("tiered")
+    given = []
+    real_submit = tiers._Server.submit
+    monkeypatch.setattr(tiers._Server, "submit", lambda server, job: given.append(job._name) or real_submit(server, job))
+    prog = Program(REVERSE_PTX, "reverse.ptx")
+    kernel = prog.kernel("reverse")
+    job = prog.compiled_kernel("reverse").optimised
+    assert isinstance(job, tiers.OptimisedCode) and not job.queued and kernel._jit is not None
+    _until_its_block_program_runs(kernel, 64, rng)
+    assert given == ["reverse.ptx:reverse.block64x1x1"] and not job.queued
+    _reverse_once(kernel, 12, rng)
+    assert job.queued and given[1:] == ["reverse.ptx:reverse"]
+    assert job.done.wait(300) and job.error is None and job.object_code
+    _reverse_once(kernel, 12, rng)
+    assert kernel._quick and not kernel.optimising
+    unit = ModuleIndex(REVERSE_PTX, "reverse.ptx").kernel_unit("reverse")
+    hit = compiler.compile_kernel(unit, "reverse", "reverse.ptx")
+    assert not hit.object_later and hit.object_code == job.object_code
+
+    other = REVERSE_PTX.replace(".entry reverse(", ".entry reverse_again(")
+    first = Program(other, "other.ptx").kernel("reverse_again")
+    _until_its_block_program_runs(first, 64, rng)
+    del given[:]
+    later = Program(other, "other.ptx")
+    again = later.kernel("reverse_again")
+    compiled = later.compiled_kernel("reverse_again")
+    assert compiled.object_later and compiled.optimised is None         # the info alone, from the cache
+    _reverse_once(again, 64, rng)
+    assert again._jit is None and given == []
+    _reverse_once(again, 12, rng)                                     # quick code now, optimised code queued
+    made = compiled.optimised
+    assert again._jit is not None and again.optimising and made.queued and given == ["other.ptx:reverse_again"]
+    assert made.done.wait(300) and made.error is None
+    _reverse_once(again, 12, rng)
+    assert again._quick and not again.optimising
+    assert cache.load(pipeline._kernel_key(ModuleIndex(other, "other.ptx").kernel_unit("reverse_again"),
+                                           "reverse_again", "other.ptx")).object_code == made.object_code

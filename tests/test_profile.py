@@ -297,3 +297,19 @@ def test_tiered_compile_times_and_the_switch_to_optimised_code(tmp_path, monkeyp
     strategies = row["Strategy"].split("; ")
     assert len(strategies) == 2 and strategies[0].startswith("quick code, ") and strategies[0].endswith(" x1")
     assert not strategies[1].startswith("quick code") and strategies[1].endswith(" x1")
+
+
+def test_optimised_code_never_asked_for_is_not_needed(monkeypatch):
+    """A kernel whose block programs ran every launch never queued its optimised code
+    (pipeline._optimised_job's `later`): its column says `not needed`, not `not ready at exit`;
+    queued, it is not ready until it arrives, then its time."""
+    from anycuda.compiler.build import tiers
+    monkeypatch.setattr(profile, "_kernels", {})
+    job = tiers.OptimisedCode("define void @f() {\n  ret void\n}\n", "k.ll")
+    profile.optimised_on_its_way("m.ptx", "k", profile.now(), job)
+    stats = profile._kernels[("m.ptx", "k")]
+    assert profile._optimised_time(stats) == profile.NOT_NEEDED
+    job.queued = True                      # (as queue() marks it, without a server)
+    assert profile._optimised_time(stats) == profile.NOT_READY
+    job._finish(b"an object")
+    assert float(profile._optimised_time(stats)) >= 0

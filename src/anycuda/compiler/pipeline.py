@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..ptx import parse
 from ..ptx.errors import PtxError
@@ -99,38 +99,70 @@ def compile_kernel(unit: Unit, name: str, source_name: str = "<ptx>") -> Compile
     result.externals = externals
     where = f"{source_name}:{name}"
     keep = tiers.Keep(key, CompiledKernel(name, info, function_errors, b"", externals))
-    if tiered:                                  # queued before the quick compile: the server starts sooner
-        result.optimised = tiers.optimise_in_background(
-            tiers.Recipe(_optimised_ir, (unit.text, name, source_name, _abi(info))), where, keep=keep)
+    later = info.block_programs and block_programs_enabled()
+    if tiered:                                  # made before the quick compile: the server starts sooner
+        result.optimised = _optimised_job(unit, source_name, keep, later)
+        if later and result.optimised is not None:
+            cache.store(key, _info_alone(keep))     # the next run needs no compile for its block programs
     quick = mode == tiers.QUICK or result.optimised is not None
     if lean and not quick:                      # (no compile server after all) quick IR is not for the optimiser
         llvm_ir = _lowered(unit, name, source_name)[3]
-    if not quick and info.block_programs and block_programs_enabled():
+    if not quick and later:
         result.object_later, result.llvm_ir = True, llvm_ir
         cache.store(key, result)                # its info: the object is made at need (kernel_object)
         return result
     result.object_code = jit.compile_to_object(llvm_ir, where, optimised=not quick)
-    if result.optimised is not None:
-        def arrived(object_code):
-            if object_code is not None:
-                cache.store(key, keep.value(object_code))
-        result.optimised.subscribe(arrived)
-    elif not quick:
+    if not quick:
         cache.store(key, result)                # the cache holds optimised code only
     return result
 
 
+def _optimised_job(unit: Unit, source_name: str, keep: tiers.Keep, later: bool):
+    """The compile server's job making a kernel's optimised object from its full lowering (a
+    Recipe: the program lowers it lean for its quick code), stored in the cache as `keep` says
+    when it arrives; queued now, or where block programs may take the kernel's launches
+    (`later`) only when a launch needs the kernel's own code (the runtime queues it). None
+    where no compile server can run."""
+    compiled = keep.entry
+    job = tiers.optimise_in_background(
+        tiers.Recipe(_optimised_ir, (unit.text, compiled.name, source_name, _abi(compiled.info))),
+        f"{source_name}:{compiled.name}", keep=keep, later=later)
+    if job is not None:
+        def arrived(object_code):
+            if object_code is not None:
+                cache.store(keep.key, keep.value(object_code))
+        job.subscribe(arrived)
+    return job
+
+
+def _info_alone(keep: tiers.Keep) -> CompiledKernel:
+    """The cache's entry of a kernel whose object is left for later: its info alone."""
+    return replace(keep.entry, object_later=True)
+
+
 def kernel_object(unit: Unit, compiled: CompiledKernel, source_name: str = "<ptx>") -> bytes:
-    """The optimised object of a kernel compile_kernel left `object_later` (whose launches a
-    block program may take): compiled now, at the first launch that needs it (a block shape
-    or a cooperative launch no block program takes), from the IR this process lowered, else
-    from the unit lowered again; cached with the kernel's info."""
+    """The object of a kernel compile_kernel left `object_later` (whose launches a block
+    program may take), made at the first launch that needs the kernel's own code. Optimised:
+    compiled now from the IR this process lowered, else from the unit lowered again, and
+    cached with the kernel's info. Tiered (its info came from the cache): quick code now, and
+    the optimised code a job made `later` (`compiled.optimised`), which the caller queues
+    once a launch needs it, as for a kernel compiled in this process."""
     if not compiled.object_later:
         return compiled.object_code
+    where = f"{source_name}:{compiled.name}"
+    key = _kernel_key(unit, compiled.name, source_name)
+    if tiers.mode() == tiers.TIERED and not memcheck.mode():
+        keep = tiers.Keep(key, replace(compiled, object_later=False, llvm_ir=""))
+        job = _optimised_job(unit, source_name, keep, later=True)
+        if job is not None:
+            quick_ir = _lowered(unit, compiled.name, source_name, lean=True)[3]
+            compiled.object_code = jit.compile_to_object(quick_ir, where, optimised=False)
+            compiled.optimised, compiled.object_later, compiled.llvm_ir = job, False, ""
+            return compiled.object_code
     llvm_ir = compiled.llvm_ir or _lowered(unit, compiled.name, source_name)[3]
-    code = jit.compile_to_object(llvm_ir, f"{source_name}:{compiled.name}")
+    code = jit.compile_to_object(llvm_ir, where)
     compiled.object_code, compiled.object_later, compiled.llvm_ir = code, False, ""
-    cache.store(_kernel_key(unit, compiled.name, source_name), compiled)
+    cache.store(key, compiled)
     return code
 
 
@@ -235,17 +267,18 @@ def block_programs_enabled() -> bool:
             and not memcheck.mode())
 
 
-def compile_block_program(unit: Unit, source_name: str, kernel: str, block: tuple, arrived):
-    """The object code of `kernel`'s block program for blocks of shape `block`, from the
-    kernel's unit: from the cache, else compiled here (ANYCUDA_JIT=optimised) or made and
-    compiled by the compile server (tiered: `arrived(object or None)` is called when it is
-    there, and this returns None; the program does not wait for the IR either). None also
-    for a kernel the block program does not take, which the cache remembers."""
+def compile_block_program(unit: Unit, source_name: str, kernel: str, block: tuple, arrived) -> None:
+    """`arrived(object code or None)`, called once, with `kernel`'s block program for blocks
+    of shape `block`, made from the kernel's unit: at once where it comes from the cache or
+    is compiled here (ANYCUDA_JIT=optimised), else when the compile server has made it
+    (tiered: the program waits for neither the IR nor the object). None for a kernel the
+    block program does not take (which the cache remembers) or whose block program failed."""
     shape = "x".join(map(str, block))
     key = cache.key_for(f"{unit.key}\n// block program of {kernel} for blocks of {shape}", source_name)
     hit = cache.load(key)
     if hit is not None:
-        return hit or None                      # b"": the kernel is not taken
+        arrived(hit or None)                    # b"": the kernel is not taken
+        return
     name = f"{source_name}:{kernel}.block{shape}"
     job = None
     if tiers.mode() == tiers.TIERED:
@@ -260,10 +293,12 @@ def compile_block_program(unit: Unit, source_name: str, kernel: str, block: tupl
             llvm_ir = _block_program_or_none(unit.text, source_name, kernel, block)
         except Exception as e:    # noqa: BLE001 - a fault of ours must not cost the launch: the rounds run it
             _warn_block_program_failed(kernel, f"{type(e).__name__}: {e}")
-            return None
+            arrived(None)
+            return
         code = b"" if llvm_ir is None else jit.compile_to_object(llvm_ir, name)
         cache.store(key, code)
-        return code or None
+        arrived(code or None)
+        return
 
     def done(code):
         if code is not None:
@@ -272,7 +307,6 @@ def compile_block_program(unit: Unit, source_name: str, kernel: str, block: tupl
             _warn_block_program_failed(kernel, job.error)
         arrived(code or None)
     job.subscribe(done)
-    return None
 
 
 def _warn_block_program_failed(kernel: str, why: str) -> None:

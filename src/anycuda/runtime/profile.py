@@ -42,6 +42,7 @@ class _KernelStats:
         # optimised code: made in the background, from the compile's start until it arrived;
         # made (or loaded from the disk cache) in the launching thread, the time that took
         self.optimised_ns = None
+        self.optimised_job = None   # that code's job (tiers.OptimisedCode), never queued where block programs ran all
         self.cached = None          # True, False, or None where it cannot be told
         self.block_programs = {}    # block shape -> its block program's compile (or load) time
         self.unit = None            # the kernel's PTX unit, to describe its launch function at exit
@@ -80,6 +81,14 @@ def record_compile(source_name: str, name: str, started: int, nanoseconds: int, 
             stats.quick_ns = nanoseconds
         else:
             stats.optimised_ns = nanoseconds
+    if optimised is not None:
+        optimised_on_its_way(source_name, name, started, optimised)
+
+
+def optimised_on_its_way(source_name: str, name: str, started: int, optimised) -> None:
+    """Kernel `name`'s optimised code is made in the background (tiers.OptimisedCode) from
+    `started`: its time is kept when it arrives."""
+    stats = _kernel(source_name, name)
 
     def arrived(object_code):
         with _lock:         # (where optimising failed, the quick code ran on; a compile the
@@ -88,18 +97,20 @@ def record_compile(source_name: str, name: str, started: int, nanoseconds: int, 
                 stats.optimised_ns = now() - started
             elif optimised.error is not None:
                 stats.optimised_ns = "failed"
-    if optimised is not None:
-        stats.optimised_ns = NOT_READY
-        optimised.subscribe(arrived)
+    with _lock:
+        stats.optimised_ns, stats.optimised_job = NOT_READY, optimised
+    optimised.subscribe(arrived)
 
 
-def add_compile_time(source_name: str, name: str, nanoseconds: int) -> None:
-    """Kernel `name`'s optimised object, left for the first launch that needs it
+def add_compile_time(source_name: str, name: str, nanoseconds: int, tier: str = "optimised") -> None:
+    """Kernel `name`'s object of `tier`, left for the first launch that needs it
     (pipeline.kernel_object), took `nanoseconds` more."""
     with _lock:
         stats = _kernel(source_name, name)
-        if isinstance(stats.optimised_ns, int):
-            stats.optimised_ns += nanoseconds
+        field = "quick_ns" if tier == "quick" else "optimised_ns"
+        before = getattr(stats, field)
+        if isinstance(before, int) or before is None:
+            setattr(stats, field, (before or 0) + nanoseconds)
 
 
 def timed_block_program(source_name: str, name: str, block: tuple, link):
@@ -157,6 +168,14 @@ COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Min (ns)", "
 LAUNCH_FUNCTION = "launch function"      # a launch that ran the kernel's own (not a block program)
 IN_BANDS = ", in bands of a grid row"    # ... whose blocks ran a grid row at a time (compiler/simt/bands.py)
 NOT_READY = "not ready at exit"
+NOT_NEEDED = "not needed"                # block programs ran every launch: its optimised code was never asked for
+
+
+def _optimised_time(stats: _KernelStats) -> str:
+    job = stats.optimised_job
+    if stats.optimised_ns == NOT_READY and job is not None and not job.queued:
+        return NOT_NEEDED
+    return _ms(stats.optimised_ns)
 
 
 def _ms(ns) -> str:
@@ -215,7 +234,7 @@ def rows() -> list:
         total = sum(durations)
         rate = f"{stats.blocks / (total / 1e9):.0f}" if total else "-"
         out.append((total, [f"{100 * total / grand:.1f}", total, len(durations), total // len(durations),
-                            min(durations), max(durations), rate, _ms(stats.quick_ns), _ms(stats.optimised_ns),
+                            min(durations), max(durations), rate, _ms(stats.quick_ns), _optimised_time(stats),
                             _cached(stats.cached), _block_program_times(stats), _strategies(stats),
                             readable(name)]))
     for name, durations in calls:

@@ -268,7 +268,9 @@ class KernelImage:
         self._buffer_choices = {}      # parameter bytes -> _choices_by_buffers' answer
         self._quick = []         # quick objects, still linked after the switch (tiers.py)
         self._block_objects = []       # the kernel's block programs, linked
+        self._programs_pending = set()  # block shapes whose block programs the compile server is making
         self.optimising = False  # while its optimised code is made, quick launches leave a core to the compile
+        self._optimised = None   # that code on its way (tiers.OptimisedCode), queued at need where block programs may run all
         # launches running now: id(record) -> [record, block shape, what runs it ("quick",
         # "optimised" or "program")], which code linked meanwhile may take over (_hand_over).
         # No lock: launching threads only add and remove their own (each atomic under the
@@ -308,8 +310,20 @@ class KernelImage:
             if info.error is None and not compiled.object_later else None
         self.info = info
         if optimised is not None and info.error is None:
-            self.optimising = True
-            optimised.subscribe(self._switch_to_optimised)
+            self._await_optimised(optimised)
+
+    def _await_optimised(self, optimised) -> None:
+        """Run the quick code until `optimised` arrives (_switch_to_optimised)."""
+        self.optimising, self._optimised = True, optimised
+        optimised.subscribe(self._switch_to_optimised)
+
+    def _wants_own_code(self) -> None:
+        """A launch runs the kernel's own code, not a block program's, and no block program
+        is on its way for its shape: queue its optimised code if it waits to be asked for
+        (pipeline._optimised_job's `later`)."""
+        job = self._optimised
+        if job is not None and not job.queued:
+            job.queue()
 
     def _switch_to_optimised(self, object_code):
         """Link the optimised object and send the kernel's launches there: later launches
@@ -355,7 +369,10 @@ class KernelImage:
         if self._entry is None:
             with self.program.code.lock:
                 if self._jit is None:
-                    self._jit = LoadedObject(self.program.kernel_object(self.name), self._externals)
+                    code, optimised = self.program.kernel_object(self.name)
+                    self._jit = LoadedObject(code, self._externals)
+                    if optimised is not None:       # (tiered: quick code, made now)
+                        self._await_optimised(optimised)
             addr = self._jit.address(self.info.export)
             self._entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         return self._entry
@@ -368,9 +385,13 @@ class KernelImage:
         self._programs[block] = None
         if not pipeline.block_programs_enabled():
             return None
+        self._programs_pending.add(block)
 
         def link(code):
-            if code is not None:
+            self._programs_pending.discard(block)
+            if code is None:          # none for this shape: its launches run the kernel's own code
+                self._wants_own_code()
+            else:
                 obj = LoadedObject(code, self._externals)
                 self._block_objects.append(obj)
                 address = obj.address(blockprograms.EXPORT)
@@ -382,7 +403,7 @@ class KernelImage:
         unit = self.program.index.kernel_unit(self.name)
         shape = "x".join(map(str, block))
         with progress.waiting_for(f"the block program of {self.name} for blocks of {shape}", "optimised code"):
-            link(pipeline.compile_block_program(unit, self.program.source_name, self.name, block, link))
+            pipeline.compile_block_program(unit, self.program.source_name, self.name, block, link)
         return self._programs[block]
 
     @staticmethod
@@ -461,6 +482,8 @@ class KernelImage:
             record = self.prepare(grid, block, shared_mem, num_workers, cluster)
         program = self._block_program(block) if not cooperative and blockprograms.supported_shape(block) else None
         entry = program or self._function()
+        if program is None and (cooperative or block not in self._programs_pending):
+            self._wants_own_code()
         kind = "program" if program is not None else ("quick" if self.optimising else "optimised")
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
@@ -523,9 +546,9 @@ class KernelImage:
         (profile.launch_function_kind tells its kind at exit)."""
         if cooperative:
             return "cooperative (a thread per block)"
+        if entry is not self._entry:        # (a block program is optimised code, whatever the tier)
+            return f"block program for block shape {tuple(block)}"
         tier = "quick code, " if self.optimising or tiers.mode() == tiers.QUICK else ""
-        if entry is not self._entry:
-            return f"{tier}block program for block shape {tuple(block)}"
         if self.info.bands and block[1] * block[2] > 1:
             return f"{tier}{profile.LAUNCH_FUNCTION}{profile.IN_BANDS}"
         return f"{tier}{profile.LAUNCH_FUNCTION}"
@@ -623,6 +646,15 @@ class KernelImage:
         raise CudaError(CUresult.CUDA_ERROR_LAUNCH_FAILED, f"{where}: error {L.error}")
 
 
+def _kept_when_it_arrives(compiled: CompiledKernel) -> None:
+    """Have the optimised object of `compiled` replace its quick code when it arrives: the
+    module's instances linked later link that."""
+    def arrived(object_code):
+        if object_code is not None:
+            compiled.object_code, compiled.optimised = object_code, None
+    compiled.optimised.subscribe(arrived)
+
+
 def _tier_waited_for() -> str:
     """What a launch waits for when a kernel is compiled: quick code unless ANYCUDA_JIT=optimised."""
     return "optimised code" if tiers.mode() == tiers.OPTIMISED else "quick code"
@@ -689,10 +721,7 @@ class Program:
                     compiled = e
                 code.kernels[name] = compiled
                 if isinstance(compiled, CompiledKernel) and compiled.optimised is not None:
-                    def arrived(object_code, compiled=compiled):
-                        if object_code is not None:       # later instances link the optimised code
-                            compiled.object_code, compiled.optimised = object_code, None
-                    compiled.optimised.subscribe(arrived)
+                    _kept_when_it_arrives(compiled)
         return compiled
 
     def _timed_compile(self, name: str) -> CompiledKernel:
@@ -721,18 +750,23 @@ class Program:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_PTX, f"kernel {name} cannot run: {compiled}")
         return compiled
 
-    def kernel_object(self, name: str) -> bytes:
-        """The object of kernel `name`, made now where compile_kernel left it for later
-        (pipeline.kernel_object); the caller holds `code.lock`."""
+    def kernel_object(self, name: str) -> tuple:
+        """(object, its optimised code on the way or None) of kernel `name`, made now where
+        compile_kernel left it for later (pipeline.kernel_object: tiered, quick code and a
+        job to queue at need); the caller holds `code.lock`."""
         compiled = self.code.kernels[name]
-        if not compiled.object_later:
-            return compiled.object_code
-        with progress.waiting_for(f"kernel {name} of {self.source_name}", "optimised code"):
-            start = profile.now()
-            code = pipeline.kernel_object(self.index.kernel_unit(name), compiled, self.source_name)
-        if profile.ENABLED:
-            profile.add_compile_time(self.source_name, name, profile.now() - start)
-        return code
+        if compiled.object_later:
+            with progress.waiting_for(f"kernel {name} of {self.source_name}", _tier_waited_for()):
+                start = profile.now()
+                pipeline.kernel_object(self.index.kernel_unit(name), compiled, self.source_name)
+            if profile.ENABLED:
+                tier = "quick" if compiled.optimised is not None else "optimised"
+                profile.add_compile_time(self.source_name, name, profile.now() - start, tier)
+                if compiled.optimised is not None:
+                    profile.optimised_on_its_way(self.source_name, name, start, compiled.optimised)
+            if compiled.optimised is not None:
+                _kept_when_it_arrives(compiled)
+        return compiled.object_code, compiled.optimised
 
     def instance(self) -> "Program":
         """The same code linked once more, with `__device__` and `__constant__` variables of its

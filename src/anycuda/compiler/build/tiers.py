@@ -94,6 +94,7 @@ class OptimisedCode:
     def __init__(self, source, name: str, first: bool = False, keep: Keep = None):
         self._source, self._name = source, name      # LLVM IR text, or a Recipe that makes it
         self.keep = keep
+        self.queued = False              # given to the compile server (queue)
         self._lock = threading.Lock()
         self._subscribers = []
         self._finished = False
@@ -101,6 +102,14 @@ class OptimisedCode:
         self.object_code = None
         self.error = None
         self.first = first               # queued before the jobs that are not (_Server.submit)
+
+    def queue(self) -> None:
+        """Give the job to the compile server, once (a job made `later` waits for this)."""
+        with self._lock:
+            if self.queued or self._finished:
+                return
+            self.queued = True
+        _server().submit(self)
 
     def subscribe(self, fn) -> None:
         """A bound method is held weakly: a kernel whose module was unloaded before its
@@ -149,15 +158,20 @@ def can_optimise_in_background() -> bool:
     return _interpreter() is not None
 
 
-def optimise_in_background(source, name: str, first: bool = False, keep: Keep = None) -> OptimisedCode | None:
+def optimise_in_background(source, name: str, first: bool = False, keep: Keep = None,
+                           later: bool = False) -> OptimisedCode | None:
     """Queue the module (LLVM IR text, or a Recipe for it) for the compile server; None
     where no Python interpreter can be found to run one (the caller then compiles
     optimised code itself). A job `first` goes before the others waiting (after those queued
-    `first` before it); `keep`: where its object goes in the cache (OptimisedCode)."""
+    `first` before it); `keep`: where its object goes in the cache (OptimisedCode). A job
+    `later` is made but not queued until its `queue()`: the optimised code of a kernel whose
+    launches block programs may take all, compiled only once a launch needs it (a job never
+    queued is not the finisher's either: nothing asked for it)."""
     if not can_optimise_in_background():
         return None
     job = OptimisedCode(source, name, first, keep)
-    _server().submit(job)
+    if not later:
+        job.queue()
     return job
 
 
@@ -374,7 +388,7 @@ def finish() -> None:
         except OSError:
             return                        # another finisher is at work: the next run of the program asks again
         for name, kind, payload, keep in jobs:
-            if cache.load(keep.key) is not None:
+            if _stored(keep.key):
                 continue
             try:
                 text = _source_text(kind, payload)
@@ -382,6 +396,13 @@ def finish() -> None:
             except Exception:             # noqa: BLE001 - left to the next run, which reports it
                 continue
             cache.store(keep.key, keep.value(object_code))
+
+
+def _stored(key: str) -> bool:
+    """Whether the cache holds the object under `key`: an entry whose object is left for
+    later (a kernel's info, pipeline.compile_kernel's `object_later`) does not count."""
+    hit = cache.load(key)
+    return hit is not None and not getattr(hit, "object_later", False)
 
 
 _the_server = []
