@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -229,6 +230,16 @@ REVERSE_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n" + """
   ret;
 }
 """
+
+
+def launch_reverse(kernel, threads: int, rng=None):
+    """One block of `threads` elements reversed by REVERSE_PTX's kernel, output poisoned,
+    checked against numpy."""
+    rng = np.random.default_rng() if rng is None else rng
+    src = rng.integers(0, 1 << 32, threads, dtype=np.uint32)
+    dst = np.full(threads, 0xCDCDCDCD, np.uint32)
+    kernel.launch((1, 1, 1), (threads, 1, 1), struct.pack("<QQ", src.ctypes.data, dst.ctypes.data))
+    np.testing.assert_array_equal(dst, src[::-1])
 
 
 # The classic shared-memory tree reduction (one partial sum per block, dynamic shared memory

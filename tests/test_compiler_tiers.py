@@ -27,7 +27,7 @@ from anycuda.compiler.build.jit import LoadedObject
 from anycuda.compiler.vector import blockprograms
 from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime.program import Program, load_program
-from conformance import REVERSE_PTX
+from conformance import REVERSE_PTX, launch_reverse
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
@@ -309,10 +309,7 @@ def test_a_tiered_kernel_runs_right_before_and_after_its_block_program_arrives(j
     deadline = time.monotonic() + 300
     ways = set()
     while len(ways) < 2 and time.monotonic() < deadline:
-        x = rng.integers(0, 2 ** 32, 64, dtype=np.uint32)
-        out = np.full(64, 0xCDCDCDCD, np.uint32)
-        kernel.launch((1, 1, 1), (64, 1, 1), struct.pack("<QQ", x.ctypes.data, out.ctypes.data))
-        assert out.tolist() == x[::-1].tolist()
+        launch_reverse(kernel, 64, rng)
         ways.add(kernel._programs.get((64, 1, 1)) is not None)
         time.sleep(0.05)
     assert ways == {False, True}, "the block program never took over"
@@ -669,21 +666,13 @@ def test_the_next_run_finds_what_the_exit_left_unfinished(tmp_path):
     assert r.stdout.strip() == "cached", "the finisher did not leave the optimised code in the cache"
 
 
-def _reverse_once(kernel, threads, rng):
-    """One block of `threads` elements reversed (REVERSE_PTX), against numpy, output poisoned."""
-    src = rng.integers(0, 1 << 32, threads, dtype=np.uint32)
-    dst = np.full(threads, 0xCDCDCDCD, np.uint32)
-    kernel.launch((1, 1, 1), (threads, 1, 1), struct.pack("<QQ", src.ctypes.data, dst.ctypes.data))
-    np.testing.assert_array_equal(dst, src[::-1])
-
-
 def _until_its_block_program_runs(kernel, threads, rng):
     deadline = time.monotonic() + 300
     while kernel._programs.get((threads, 1, 1)) is None:
         assert time.monotonic() < deadline, "the block program never arrived"
-        _reverse_once(kernel, threads, rng)
+        launch_reverse(kernel, threads, rng)
         time.sleep(0.02)
-    _reverse_once(kernel, threads, rng)
+    launch_reverse(kernel, threads, rng)
 
 
 def test_a_tiered_kernel_block_programs_run_has_its_optimised_code_made_only_at_need(jit_mode, monkeypatch, rng):
@@ -703,10 +692,10 @@ def test_a_tiered_kernel_block_programs_run_has_its_optimised_code_made_only_at_
     assert isinstance(job, tiers.OptimisedCode) and not job.queued and kernel._jit is not None
     _until_its_block_program_runs(kernel, 64, rng)
     assert given == ["reverse.ptx:reverse.block64x1x1"] and not job.queued
-    _reverse_once(kernel, 12, rng)
+    launch_reverse(kernel, 12, rng)
     assert job.queued and given[1:] == ["reverse.ptx:reverse"]
     assert job.done.wait(300) and job.error is None and job.object_code
-    _reverse_once(kernel, 12, rng)
+    launch_reverse(kernel, 12, rng)
     assert kernel._quick and not kernel.optimising
     unit = ModuleIndex(REVERSE_PTX, "reverse.ptx").kernel_unit("reverse")
     hit = compiler.compile_kernel(unit, "reverse", "reverse.ptx")
@@ -720,13 +709,13 @@ def test_a_tiered_kernel_block_programs_run_has_its_optimised_code_made_only_at_
     again = later.kernel("reverse_again")
     compiled = later.compiled_kernel("reverse_again")
     assert compiled.object_later and compiled.optimised is None         # the info alone, from the cache
-    _reverse_once(again, 64, rng)
+    launch_reverse(again, 64, rng)
     assert again._jit is None and given == []
-    _reverse_once(again, 12, rng)                                     # quick code now, optimised code queued
+    launch_reverse(again, 12, rng)                                     # quick code now, optimised code queued
     made = compiled.optimised
     assert again._jit is not None and again.optimising and made.queued and given == ["other.ptx:reverse_again"]
     assert made.done.wait(300) and made.error is None
-    _reverse_once(again, 12, rng)
+    launch_reverse(again, 12, rng)
     assert again._quick and not again.optimising
     assert cache.load(pipeline._kernel_key(ModuleIndex(other, "other.ptx").kernel_unit("reverse_again"),
                                            "reverse_again", "other.ptx")).object_code == made.object_code

@@ -17,7 +17,7 @@ from anycuda.ptx.index import ModuleIndex
 from anycuda.runtime import program as program_module
 from anycuda.runtime.errors import CudaError, CUresult
 from anycuda.runtime.program import load_program
-from conformance import REVERSE_PTX, benchmark_module
+from conformance import REVERSE_PTX, benchmark_module, launch_reverse
 
 _modules = benchmark_module("modules")     # its generated modules of small kernels
 HEADER, small_kernel, many_kernels = _modules.HEADER, _modules.small_kernel, _modules.many_kernels
@@ -278,14 +278,6 @@ def test_the_driver_reports_the_loading_mode(monkeypatch):
     assert api.cuModuleGetLoadingMode() == 2
     monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
     assert api.cuModuleGetLoadingMode() == 1
-
-
-def launch_reverse(kernel, block, rng=np.random.default_rng()):
-    """One block's elements reversed (conformance.REVERSE_PTX), checked against numpy."""
-    src = rng.integers(0, 1 << 32, block, dtype=np.uint32)
-    dst = np.full(block, 0xCDCDCDCD, np.uint32)
-    kernel.launch((1, 1, 1), (block, 1, 1), struct.pack("<QQ", src.ctypes.data, dst.ctypes.data))
-    np.testing.assert_array_equal(dst, src[::-1])
 
 
 @pytest.fixture
