@@ -71,6 +71,8 @@ def normalize_dims(dims, what: str = "grid") -> tuple:
 
 def check_shared_mem(shared_mem) -> int:
     """The dynamic shared memory argument as an int (the kernel checks it against its limit)."""
+    if type(shared_mem) is int and shared_mem >= 0:      # the common case, at the cost of a launch
+        return shared_mem
     if isinstance(shared_mem, (bool, np.bool_)) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
         raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"shared_mem must be a non-negative int, got {shared_mem!r}")
     return int(shared_mem)
@@ -118,7 +120,7 @@ def _pack_number(p, value) -> bytes:
 
 
 def _pointer(p, address: int) -> bytes:
-    if p.size != 8 or _is_aggregate(p) or p.ptx_type.startswith("f"):
+    if not _takes_pointer(p):
         raise TypeError(f"parameter {_param_desc(p)} cannot take a pointer (a device address needs a 64-bit integer parameter)")
     return int(address).to_bytes(8, "little")
 
@@ -158,8 +160,9 @@ def _sized(p, raw: bytes, a) -> bytes:
 
 
 def param_layout(params, param_size: int = None) -> tuple:
-    """(buffer size, parameters) as marshal_args lays them out, each parameter's alignment
-    checked: a kernel's layout is worked out once, not at every launch."""
+    """(buffer size, parameters, (parameter, start, end, whether it takes a pointer) of each)
+    as marshal_args lays them out, each parameter's alignment checked: a kernel's layout is
+    worked out once, not at every launch."""
     params = tuple(params)
     for p in params:
         align = getattr(p, "align", 1) or 1
@@ -167,7 +170,12 @@ def param_layout(params, param_size: int = None) -> tuple:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"parameter {p.name} at offset {p.offset} breaks its alignment {align}")
     end = max((p.offset + p.size for p in params), default=0)
-    return max(end, param_size or 0), params
+    spans = tuple((p, p.offset, p.offset + p.size, _takes_pointer(p)) for p in params)
+    return max(end, param_size or 0), params, spans
+
+
+def _takes_pointer(p) -> bool:
+    return p.size == 8 and not _is_aggregate(p) and not p.ptx_type.startswith("f")
 
 
 def marshal_args(params, args, param_size: int = None, layout: tuple = None) -> bytes:
@@ -176,13 +184,16 @@ def marshal_args(params, args, param_size: int = None, layout: tuple = None) -> 
     param_layout's answer for these parameters, when the caller keeps it."""
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args must be a tuple or list of kernel arguments, not {type(args).__name__}")
-    size, params = layout or param_layout(params, param_size)
+    size, params, spans = layout or param_layout(params, param_size)
     if len(args) != len(params):
         names = ", ".join(p.name for p in params) or "none"
         raise TypeError(f"the kernel takes {len(params)} argument(s) ({names}), {len(args)} given")
     buf = bytearray(size)
-    for p, a in zip(params, args):
-        buf[p.offset:p.offset + p.size] = encode_arg(p, a)
+    for (p, lo, hi, pointer), a in zip(spans, args):
+        if pointer and type(a) is ndarray:      # the common case first: every launch pays the tests
+            buf[lo:hi] = a.data.ptr.to_bytes(8, "little")
+        else:
+            buf[lo:hi] = encode_arg(p, a)
     return bytes(buf)
 
 

@@ -17,9 +17,9 @@ from .streams import _check_stream_device, submit
 from .modules import _function
 
 
-def kernel_param_layout(func: int):
-    """[(offset, size)] of a kernel's parameters, for marshalling kernelParams."""
-    return [(p.offset, p.size) for p in _function(func).image.params]
+def kernel_param_layout(func: int) -> tuple:
+    """((offset, size), ...) of a kernel's parameters, for marshalling kernelParams."""
+    return _function(func).image.param_spans
 
 
 @_faults_are_sticky

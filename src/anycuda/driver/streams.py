@@ -264,6 +264,9 @@ def submit(stream, fn, *args, on_skip=None) -> None:
     if stream is None:
         _null_stream().call(fn, *args)
         return
+    if stream == CU_STREAM_LEGACY or stream == 0 and not getattr(_calling, "per_thread", False):
+        default_stream.enqueue(fn, *args, on_skip=on_skip)     # never captured (each launch asks)
+        return
     graph = _capturing(stream)
     if graph is not None:
         graph.work.append((fn, args))

@@ -43,6 +43,7 @@ MAX_THREADS_PER_BLOCK = 1024
 # a kernel declared with one of these is launched as a cluster (%is_explicit_cluster)
 _CLUSTER_DIRECTIVES = frozenset(("explicitcluster", "reqnctapercluster"))
 _grid_ids = itertools.count(1)       # %gridid: launches numbered in the order they start
+_UNASKED = object()                   # a block shape whose block program was never asked for
 # what a launch of a kernel built for a sanitizer tool is handed (KernelInfo.check_tool)
 _CHECKED_LAUNCHES = {"memcheck": sanitizer.CheckedLaunch, "initcheck": initcheck.ShadowedLaunch,
                      "racecheck": sanitizer.CheckedLaunch, "synccheck": syncreport.SyncCheckedLaunch}
@@ -105,6 +106,8 @@ _ASSERT_ADDR = ctypes.cast(_assert_hook, ctypes.c_void_p).value
 
 def flush_device_output(stream=None):
     """Write what kernels printed to stdout (CUDA flushes at synchronisation points)."""
+    if not _output.lines and not _output.assertions:     # (every synchronisation asks)
+        return
     text, _ = _output.take()
     if text:
         write_device_text(text, stream or sys.stdout)
@@ -255,7 +258,7 @@ class KernelImage:
     linked at its first use (a launch, or a question about its parameters or resources:
     `_LOADED_ON_USE`), as CUDA's lazy loading does."""
 
-    _LOADED_ON_USE = frozenset(("info", "params", "param_size", "static_shared", "_max_threads",
+    _LOADED_ON_USE = frozenset(("info", "params", "param_size", "param_spans", "static_shared", "_max_threads",
                                 "_pointer_offsets", "_required_block", "_jit", "_externals"))
 
     def __init__(self, program: "Program", name: str):
@@ -264,7 +267,7 @@ class KernelImage:
         self._records = {}       # (grid, block, shared_mem, workers, quick, cluster) -> a checked launch record
         self._max_dynamic_shared = None     # set by cuFuncSetAttribute, else what static_shared leaves
         self._entry = None
-        self._programs = {}      # block shape -> launch function of its block program, or None
+        self._programs = {}      # block shape -> launch function of its block program, or None (none can have one)
         self._buffer_choices = {}      # parameter bytes -> _choices_by_buffers' answer
         self._quick = []         # quick objects, still linked after the switch (tiers.py)
         self._block_objects = []       # the kernel's block programs, linked
@@ -296,6 +299,7 @@ class KernelImage:
         info = compiled.info
         self.params = info.params
         self.param_size = info.param_size
+        self.param_spans = tuple((p.offset, p.size) for p in info.params)     # (what a launch copies)
         self.static_shared = info.static_shared
         self._max_threads = self._thread_limit(info)
         # where its stores may stream or its blocks may run last first, the 8-byte parameters
@@ -379,11 +383,12 @@ class KernelImage:
 
     def _block_program(self, block: tuple):
         """The launch function of this kernel's block program for blocks of shape `block`
-        (compiler/vector/blockprograms.py), or None: not taken, or still being compiled."""
+        (compiler/vector/blockprograms.py), or None: not taken, or still being compiled.
+        Asked once a shape (launch reads `_programs` first)."""
         if block in self._programs:
             return self._programs[block]
         self._programs[block] = None
-        if not pipeline.block_programs_enabled():
+        if not blockprograms.supported_shape(block) or not pipeline.block_programs_enabled():
             return None
         self._programs_pending.add(block)
 
@@ -480,7 +485,9 @@ class KernelImage:
         self._check_runnable()
         if record is None:
             record = self.prepare(grid, block, shared_mem, num_workers, cluster)
-        program = self._block_program(block) if not cooperative and blockprograms.supported_shape(block) else None
+        program = None if cooperative else self._programs.get(block, _UNASKED)
+        if program is _UNASKED:
+            program = self._block_program(block)
         entry = program or self._function()
         if program is None and (cooperative or block not in self._programs_pending):
             self._wants_own_code()
@@ -488,8 +495,9 @@ class KernelImage:
         if len(params) < self.param_size:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE,
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
-        params = bytes(params)
-        pbuf = ctypes.create_string_buffer(params, max(len(params), 1))
+        if type(params) is not bytes:
+            params = bytes(params)
+        pbuf = (ctypes.c_char * (len(params) or 1)).from_buffer_copy(params or b"\0")
         L = Launch.from_buffer_copy(record)
         L.params = ctypes.addressof(pbuf)
         L.grid_id = next(_grid_ids)

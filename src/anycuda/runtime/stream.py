@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import os
 import queue
 import threading
 import time
 
+from . import environment
 from .device import register_synchroniser, work_device
 from .errors import CudaError, CUresult
 
@@ -284,7 +284,8 @@ class _Queue:
         """Run `fn(*args)` after the work queued before it (and what _dependencies names);
         returns its ticket at once. `on_skip()` runs instead when the stream skips the work
         because of an unreported error."""
-        _hand_over_outside()
+        if foreign.value:
+            _hand_over_outside()
         st = self._state
         with _cv:
             if st.issued - st.completed >= MAX_PENDING and getattr(_local, "state", None) is None:
@@ -489,7 +490,7 @@ def api_stream():
     or with ANYCUDA_PER_THREAD_DEFAULT_STREAM=1 the calling host thread's per-thread default
     stream (what nvcc's `--default-stream per-thread` makes of a program's stream 0), so that
     host threads' arrays, copies and launches do not wait for each other's."""
-    if os.environ.get("ANYCUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in ("", "0"):
+    if environment.is_set(b"ANYCUDA_PER_THREAD_DEFAULT_STREAM"):
         return per_thread_stream()
     return default_stream
 

@@ -29,6 +29,7 @@ import time
 from contextlib import contextmanager
 
 from ..compiler import abi
+from . import environment
 from .faults import STOP_SIGNAL
 
 RESEND_SECONDS = 0.02
@@ -50,6 +51,8 @@ def env_seconds(name: str) -> tuple:
 def launch_timeout() -> float:
     """ANYCUDA_LAUNCH_TIMEOUT in seconds; 0 where unset (no limit). A value that is not a
     positive number is named on stderr once and ignored."""
+    if environment.raw(b"ANYCUDA_LAUNCH_TIMEOUT") is None:      # (every launch asks)
+        return 0.0
     text, seconds = env_seconds("ANYCUDA_LAUNCH_TIMEOUT")
     if not text:
         return 0.0

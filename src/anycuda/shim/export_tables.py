@@ -118,7 +118,8 @@ def _guarded(name, result=lambda code: int(code)):
         def call(*args):
             try:
                 value = fn(*args)
-                _log(f"{name} -> {value}")
+                if TRACE:             # (cls_get comes with every launch: no formatting for nothing)
+                    _log(f"{name} -> {value}")
                 return value
             except CudaError as e:
                 _log(f"{name}: {e}")

@@ -38,12 +38,12 @@ def helpers(ffi, ptr) -> SimpleNamespace:
             if given < size:
                 raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, f"parameter buffer of {given} bytes, kernel takes {size}")
             return bytes(ffi.buffer(ffi.cast("char *", values[1]), size))
-        buf = bytearray(size)
         if layout and params == ffi.NULL:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "kernelParams is NULL")
+        buf = ffi.new("char[]", size)          # (zeroed: the padding between parameters)
         for i, (off, n) in enumerate(layout):
-            buf[off:off + n] = ffi.buffer(ffi.cast("char *", params[i]), n)[:]
-        return bytes(buf)
+            ffi.memmove(buf + off, params[i], n)     # (half the time of slicing ffi.buffers)
+        return ffi.unpack(buf, size)
 
     def copy_3d_args(p):
         """(src, src pitch, src slice, dst, dst pitch, dst slice, width, height, depth) of a
