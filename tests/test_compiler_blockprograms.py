@@ -1544,3 +1544,78 @@ def test_loads_a_line_apart_share_their_prefetches(compile_cuda, rng, poison):
     got = out.get().reshape(nz, ny, nx)[1:-1, :, c]
     np.testing.assert_allclose(got, tiles[..., ::-1].reshape(got.shape), rtol=1e-6)
     assert ran_as_block_program(k, (32, 4, 1))
+
+
+# u32 division and remainder by a divisor every lane of a warp holds alike (a parameter, and
+# %ntid), across a barrier, next to division by each lane's own divisor
+UNIFORM_DIVISION_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry uniform_divisions(.param .u64 p_a, .param .u32 p_d, .param .u64 p_c, .param .u64 p_out)
+{
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<12>;
+    .shared .align 4 .b8 sh[1024];
+    ld.param.u64 %rd1, [p_a];
+    ld.param.u32 %r1, [p_d];
+    ld.param.u64 %rd2, [p_c];
+    ld.param.u64 %rd3, [p_out];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ntid.x;
+    mul.wide.u32 %rd4, %r2, 4;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.u32 %r4, [%rd5];
+    add.s64 %rd6, %rd2, %rd4;
+    ld.global.u32 %r11, [%rd6];
+    mov.u32 %r5, sh;
+    add.u32 %r6, %r5, %r2;
+    add.u32 %r6, %r6, %r2;
+    add.u32 %r6, %r6, %r2;
+    add.u32 %r6, %r6, %r2;
+    st.shared.u32 [%r6], %r4;
+    bar.sync 0;
+    ld.shared.u32 %r7, [%r6];
+    div.u32 %r8, %r7, %r1;
+    rem.u32 %r9, %r7, %r1;
+    add.u32 %r12, %r7, %r2;
+    rem.u32 %r10, %r12, %r3;
+    div.u32 %r13, %r7, %r11;
+    mul.wide.u32 %rd7, %r2, 16;
+    add.s64 %rd8, %rd3, %rd7;
+    st.global.u32 [%rd8], %r8;
+    st.global.u32 [%rd8+4], %r9;
+    st.global.u32 [%rd8+8], %r10;
+    st.global.u32 [%rd8+12], %r13;
+    ret;
+}
+"""
+
+
+def test_division_by_a_divisor_alike_in_the_warp(rng, poison):
+    """div.u32 and rem.u32 by a parameter and by %ntid (alike in every lane) as one 64-bit
+    division and two multiplications a lane (bitops.uniform_quotient_u32), exact for every
+    dividend: divisors 0 (all ones, as a GPU gives), 1, powers of two, 2^32 - 1 and random ones,
+    dividends at the edges and random; a lane's own divisor still divides lane by lane."""
+    import anycuda as ac
+    k = ac.RawModule(ptx=UNIFORM_DIVISION_PTX, name="uniformdiv.ptx").get_function("uniform_divisions")
+    threads = 256
+    for d in [0, 1, 2, 3, 7, 32, 641, 65536, 2 ** 31, 2 ** 31 + 1, 2 ** 32 - 2, 2 ** 32 - 1,
+              *rng.integers(1, 2 ** 32, 6, dtype=np.uint64)]:
+        d = int(d)
+        a = rng.integers(0, 2 ** 32, threads, dtype=np.uint64).astype(np.uint32)
+        a[:8] = [0, 1, d % 2 ** 32, (d - 1) % 2 ** 32, 2 ** 32 - 1, 2 ** 32 - 2, 2 ** 31, (2 * d) % 2 ** 32]
+        c = rng.integers(0, 2 ** 32, threads, dtype=np.uint64).astype(np.uint32)
+        c[:2] = [0, 1]
+        out = poison(4 * threads, np.uint32)
+        k((1,), (threads,), (ac.asarray(a), np.uint32(d), ac.asarray(c), out))
+        a64, c64 = a.astype(np.uint64), c.astype(np.uint64)
+        want = np.empty((threads, 4), np.uint64)
+        want[:, 0] = 0xFFFFFFFF if d == 0 else a64 // d
+        want[:, 1] = 0xFFFFFFFF if d == 0 else a64 % d
+        want[:, 2] = (a64 + np.arange(threads, dtype=np.uint64)) % 2 ** 32 % threads
+        want[:, 3] = np.where(c64 == 0, 0xFFFFFFFF, a64 // np.maximum(c64, 1))
+        np.testing.assert_array_equal(out.get().reshape(threads, 4), want, err_msg=f"divisor {d}")
+    assert ran_as_block_program(k, threads)
+    code = pipeline.block_program_ir(UNIFORM_DIVISION_PTX, "uniformdiv.ptx", "uniform_divisions", threads)
+    assert len(re.findall(r"= (?:udiv|urem) <32 x i32>", code)) == 1       # the lane's own divisor alone

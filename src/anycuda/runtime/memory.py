@@ -154,7 +154,9 @@ def lookup(ptr: int):
 USER_SPACE_END = 1 << 48
 _PAGE = 4096
 _PROBE_PAGES = 1 << 16
-_libc = ctypes.CDLL(None, use_errno=True)
+# (called holding the GIL: a call that lets it go makes the stream's worker take it, and a small
+# copy then waits for it to come back)
+_libc = ctypes.PyDLL(None, use_errno=True)
 _libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
 
 

@@ -229,7 +229,8 @@ def _worker(state: _StreamState) -> None:
             return
         fn, args, on_skip, deps = item
         with _cv:
-            _wait_for(deps)
+            if deps:
+                _wait_for(deps)
             skip = state.error is not None
         try:
             if skip:

@@ -507,6 +507,11 @@ def _div(w, st):
     if t is None or t[0] not in "bus" or width(t) not in (16, 32, 64) or set(st.mods) - {t}:
         raise NotVectorisable(f"{st.opcode} with {st.mods}")
     a, c = (w.read(op, t) for op in st.operands[1:3])
+    divisor = st.operands[2]
+    if t == "u32" and not isinstance(divisor, pir.Imm) and w.alike(divisor):     # (LLVM divides by constants itself)
+        form = bitops.uniform_quotient_u32 if st.opcode == "div" else bitops.uniform_remainder_u32
+        d = w.b.extract_element(c, ir.Constant(I32, 0)) if isinstance(c.type, ir.VectorType) else c
+        return w.write(st.operands[0], form(w.b, a, d), t)
     form = bitops.int_div if st.opcode == "div" else bitops.int_rem
     w.write(st.operands[0], form(w.b, a, c, t.startswith("s")), t)
 

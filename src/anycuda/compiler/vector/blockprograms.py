@@ -437,10 +437,10 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         sources = st.operands[1:]
         if st.opcode == "ld":
             sources = [sources[0].base if isinstance(sources[0], pir.Addr) else sources[0]]
-        if all(self._alike(op) for op in sources):
+        if all(self.alike(op) for op in sources):
             self.uniform.add(dst.name)
 
-    def _alike(self, op) -> bool:
+    def alike(self, op) -> bool:
         """Operand `op` holds one value in every lane of the warp."""
         if isinstance(op, (pir.Imm, pir.Sym)):
             return True
