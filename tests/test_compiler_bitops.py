@@ -2,10 +2,13 @@
 with a plain-Python model of the PTX ISA pseudo-code on random and edge-case inputs."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import llvmlite.ir as ir
 
+import anycuda as ac
 from anycuda.compiler.ops import bitops
 from llvm_harness import Kernels
 
@@ -73,6 +76,9 @@ def K():
             k.add(f"shift_{op}_{w}", [t, I32], t, lambda b, a, n, op=op: bitops.shift(b, a, n, op))
         for s in (False, True):
             k.add(f"div_{w}_{s}", [t, t], t, lambda b, x, y, s=s: bitops.int_div(b, x, y, s))
+            if w == 32:
+                k.add(f"uniform_div_{s}", [t, t], t, lambda b, x, y, s=s: bitops.uniform_quotient(b, x, y, s))
+                k.add(f"uniform_rem_{s}", [t, t], t, lambda b, x, y, s=s: bitops.uniform_remainder(b, x, y, s))
             k.add(f"rem_{w}_{s}", [t, t], t, lambda b, x, y, s=s: bitops.int_rem(b, x, y, s))
             k.add(f"mulhi_{w}_{s}", [t, t], t, lambda b, x, y, s=s: bitops.mul_hi(b, x, y, s))
             k.add(f"sad_{w}_{s}", [t, t, t], t, lambda b, x, y, z, s=s: bitops.sad(b, x, y, z, s))
@@ -145,10 +151,35 @@ def test_shift(K, rng, w, op):
 @pytest.mark.parametrize("w", [8, 16, 32, 64])
 @pytest.mark.parametrize("signed", [False, True])
 def test_div_rem(K, rng, w, signed):
+    a, d = _division_operands(rng, w)
+    q_want, r_want = _quotients_and_remainders(a, d, w, signed)
+    check(K(f"div_{w}_{signed}", a, d), q_want, w, "div", a, d)
+    check(K(f"rem_{w}_{signed}", a, d), r_want, w, "rem", a, d)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_division_through_a_reciprocal(K, rng, signed):
+    """bitops.uniform_quotient and uniform_remainder (one 64-bit division, then multiplications
+    a lane) give int_div's and int_rem's answers for every pair: edges, random bits, small
+    numbers, divisors 0, 1, -1 and 2^32 - 1, and random divisors of every size."""
+    a, d = _division_operands(rng, 32)
+    d[-1000:-400] = rng.integers(0, 2 ** 32, 600, dtype=np.uint64).astype(np.uint32) >> rng.integers(0, 32, 600).astype(np.uint32)
+    d[-450:-400] = 1
+    q_want, r_want = _quotients_and_remainders(a, d, 32, signed)
+    check(K(f"uniform_div_{signed}", a, d), q_want, 32, "uniform_div", a, d)
+    check(K(f"uniform_rem_{signed}", a, d), r_want, 32, "uniform_rem", a, d)
+
+
+def _division_operands(rng, w):
     a, d = operands(rng, w, 2)
     d[-200:] = 0
     d[-400:-200] = (1 << w) - 1                  # -1
     a[-400:-300] = 1 << (w - 1)                  # INT_MIN / -1
+    return a, d
+
+
+def _quotients_and_remainders(a, d, w, signed):
+    """What a GPU answers for a / d and a % d of w-bit lanes."""
     m = (1 << w) - 1
     q_want, r_want = [], []
     for x, y in zip(a, d):
@@ -164,8 +195,7 @@ def test_div_rem(K, rng, w, signed):
         else:
             q_want.append(x // y)
             r_want.append(x % y)
-    check(K(f"div_{w}_{signed}", a, d), q_want, w, "div", a, d)
-    check(K(f"rem_{w}_{signed}", a, d), r_want, w, "rem", a, d)
+    return q_want, r_want
 
 
 # ------------------------------------------------------------------ multiplication
@@ -438,3 +468,51 @@ def test_dp4a_dp2a(K, rng, a_signed, b_signed):
         want = [int(z) + sum(x * y for x, y in zip(parts(p, 16, a_signed), parts(q, 8, b_signed)[2 * hi:]))
                 for p, q, z in zip(a, b, c)]
         check(K(f"dp2a_{a_signed}_{b_signed}_{hi}", a, b, c), want, 32, "dp2a", a, b, c)
+
+
+# ------------------------------------------------------------------ division by a parameter
+
+DIVIDED_BY_PARAMETERS = r"""
+// `i / C` and `i % C` by kernel parameters, signed and unsigned (a row and a column of a
+// flat index), and by a value each thread has of its own
+extern "C" __global__ void flat_index(const int* a, const unsigned* own, int sc, unsigned uc,
+                                      int* sq, int* sr, unsigned* uq, unsigned* ur, unsigned* oq, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int x = a[i];
+    sq[i] = x / sc;
+    sr[i] = x % sc;
+    uq[i] = (unsigned)x / uc;
+    ur[i] = (unsigned)x % uc;
+    oq[i] = (unsigned)x / own[i];
+}
+"""
+
+
+def test_a_kernel_dividing_by_its_parameters(compile_cuda, rng, poison, monkeypatch, tmp_path):
+    """A kernel's own code divides by a parameter through the reciprocal (one 64-bit division
+    for the block, hoisted out of the loop over its threads, whose products vectorise),
+    with a GPU's answers for divisors of every size and sign, 0 included; a thread's own
+    divisor still divides thread by thread."""
+    from test_compiler_streamstores import _optimised_ir
+    k = compile_cuda(DIVIDED_BY_PARAMETERS, name="flatindex.cu").get_function("flat_index")
+    n = 3000
+    a = rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    a[:6] = [-2 ** 31, -2 ** 31 + 1, -1, 0, 1, 2 ** 31 - 1]
+    own = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32) >> rng.integers(0, 32, n).astype(np.uint32)
+    for sc, uc in [(1, 1), (-1, 2), (0, 0), (7, 7), (-1000, 2 ** 31), (2 ** 31 - 1, 2 ** 32 - 1),
+                   (-2 ** 31, 3), *zip(rng.integers(-2 ** 31, 2 ** 31, 4), rng.integers(1, 2 ** 32, 4, dtype=np.uint64))]:
+        outs = [poison(n, t) for t in (np.int32, np.int32, np.uint32, np.uint32, np.uint32)]
+        k(((n + 255) // 256,), (256,), (ac.asarray(a), ac.asarray(own), np.int32(sc), np.uint32(uc), *outs, np.int32(n)))
+        sq, sr = _quotients_and_remainders(a.view(np.uint32), np.full(n, int(sc) % 2 ** 32, np.uint32), 32, True)
+        uq, ur = _quotients_and_remainders(a.view(np.uint32), np.full(n, int(uc), np.uint32), 32, False)
+        oq, _ = _quotients_and_remainders(a.view(np.uint32), own, 32, False)
+        if sc == 0:       # nvcc writes x % c as x - (x / c) * c: x itself for c = 0, where x / 0 is all ones
+            sr = [int(x) for x in a]
+        if uc == 0:
+            ur = [int(x) for x in a.view(np.uint32)]
+        for got, want, label in zip(outs, (sq, sr, uq, ur, oq), ("s/", "s%", "u/", "u%", "own/")):
+            check(got.get().view(np.uint32), want, 32, f"{label} by {sc}, {uc}", a)
+    code = _optimised_ir(monkeypatch, tmp_path, DIVIDED_BY_PARAMETERS)
+    assert "udiv i64 -1," in code                                 # the reciprocal, once for the block
+    assert re.search(r"= mul nuw[a-z ]* <\d+ x i64>", code)      # its products, over the block's threads

@@ -1581,20 +1581,24 @@ UNIFORM_DIVISION_PTX = """.version 8.0
     add.u32 %r12, %r7, %r2;
     rem.u32 %r10, %r12, %r3;
     div.u32 %r13, %r7, %r11;
-    mul.wide.u32 %rd7, %r2, 16;
+    div.s32 %r14, %r7, %r1;
+    rem.s32 %r15, %r7, %r1;
+    mul.wide.u32 %rd7, %r2, 24;
     add.s64 %rd8, %rd3, %rd7;
     st.global.u32 [%rd8], %r8;
     st.global.u32 [%rd8+4], %r9;
     st.global.u32 [%rd8+8], %r10;
     st.global.u32 [%rd8+12], %r13;
+    st.global.u32 [%rd8+16], %r14;
+    st.global.u32 [%rd8+20], %r15;
     ret;
 }
 """
 
 
 def test_division_by_a_divisor_alike_in_the_warp(rng, poison):
-    """div.u32 and rem.u32 by a parameter and by %ntid (alike in every lane) as one 64-bit
-    division and two multiplications a lane (bitops.uniform_quotient_u32), exact for every
+    """div and rem (u32, s32) by a parameter and by %ntid (alike in every lane) as one 64-bit
+    division and two multiplications a lane (bitops.uniform_quotient), exact for every
     dividend: divisors 0 (all ones, as a GPU gives), 1, powers of two, 2^32 - 1 and random ones,
     dividends at the edges and random; a lane's own divisor still divides lane by lane."""
     import anycuda as ac
@@ -1607,15 +1611,21 @@ def test_division_by_a_divisor_alike_in_the_warp(rng, poison):
         a[:8] = [0, 1, d % 2 ** 32, (d - 1) % 2 ** 32, 2 ** 32 - 1, 2 ** 32 - 2, 2 ** 31, (2 * d) % 2 ** 32]
         c = rng.integers(0, 2 ** 32, threads, dtype=np.uint64).astype(np.uint32)
         c[:2] = [0, 1]
-        out = poison(4 * threads, np.uint32)
+        out = poison(6 * threads, np.uint32)
         k((1,), (threads,), (ac.asarray(a), np.uint32(d), ac.asarray(c), out))
         a64, c64 = a.astype(np.uint64), c.astype(np.uint64)
-        want = np.empty((threads, 4), np.uint64)
+        want = np.empty((threads, 6), np.uint64)
         want[:, 0] = 0xFFFFFFFF if d == 0 else a64 // d
         want[:, 1] = 0xFFFFFFFF if d == 0 else a64 % d
         want[:, 2] = (a64 + np.arange(threads, dtype=np.uint64)) % 2 ** 32 % threads
         want[:, 3] = np.where(c64 == 0, 0xFFFFFFFF, a64 // np.maximum(c64, 1))
-        np.testing.assert_array_equal(out.get().reshape(threads, 4), want, err_msg=f"divisor {d}")
+        sa, sd = a.view(np.int32).astype(np.int64), d - 2 ** 32 if d >= 2 ** 31 else d
+        sq = np.trunc(sa / (sd or 1)).astype(np.int64) if sd else np.full(threads, -1)
+        if sd == -1:
+            sq = -sa                     # (INT_MIN / -1 wraps to INT_MIN below)
+        want[:, 4] = sq % 2 ** 32
+        want[:, 5] = (sa - sq * sd) % 2 ** 32 if sd else 0xFFFFFFFF
+        np.testing.assert_array_equal(out.get().reshape(threads, 6), want, err_msg=f"divisor {d}")
     assert ran_as_block_program(k, threads)
     code = pipeline.block_program_ir(UNIFORM_DIVISION_PTX, "uniformdiv.ptx", "uniform_divisions", threads)
     assert len(re.findall(r"= (?:udiv|urem) <32 x i32>", code)) == 1       # the lane's own divisor alone

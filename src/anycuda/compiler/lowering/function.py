@@ -22,7 +22,7 @@ from ...ptx import ir as pir
 from ...ptx.errors import PtxError, UnsupportedPtx
 from .. import abi
 from ..folding import FoldingBuilder, float_constant
-from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions
+from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions, uniformity
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_header_scope, in_thread_group, load_field,
                       register_address, store_field)
 from ..layout import decl_size, passed_parameters
@@ -142,6 +142,14 @@ class FunctionLowering(Spills):
         if key not in self._analyses:
             self._analyses[key] = make()
         return self._analyses[key]
+
+    def registers_alike(self) -> set:
+        """Integer registers every thread of the block computes alike (uniformity's
+        block_uniform_registers; none in a device function, whose parameters are the caller's)."""
+        if not self.is_kernel:
+            return set()
+        return self.analysed("registers alike", lambda: uniformity.block_uniform_registers(
+            self.pfn.body, self.mc.kernel_params(self.pfn)))
 
     # ------------------------------------------------------------------ errors
     def error(self, msg: str, cls=LoweringError) -> PtxError:

@@ -125,34 +125,48 @@ def _splat(b, v, t):
     return b.shuffle_vector(one, ir.Constant(one.type, None), ir.Constant(ir.VectorType(I32, t.count), [0] * t.count))
 
 
-def uniform_quotient_u32(b, a, d):
-    """`a / d` for u32 lanes `a` (a vector, or one integer) and a divisor `d` that is the
-    same for all of them, given as one i32 (PTX's: x / 0 gives all ones).
+def uniform_quotient(b, a, d, signed):
+    """`a / d` for 32-bit lanes `a` (a vector, or one integer) and a divisor `d` that is the
+    same for all of them, given as one i32, with int_div's answers (x / 0 all ones, INT_MIN /
+    -1 INT_MIN); signed: truncated toward zero.
 
-    CPUs divide vectors lane by lane: a block program's `i / n` by a kernel parameter (nvcc's
-    trip count of a grid-stride loop it unrolls divides by gridDim.x * blockDim.x) was 32
-    scalar divisions a warp. Instead one 64-bit division makes M = ceil(2^64 / d), and each
-    lane's quotient is the top word of a * M: exact for every 32-bit a and d >= 2 (Lemire,
-    Kaser and Kurz, "Faster remainder by direct computation", 2019: the error a * (M d - 2^64)
-    stays below 2^64 because both factors are below 2^32). M has 33 bits for d = 1 (2^64
-    wraps to 0), where the quotient is `a` itself. The product takes two 32 x 32-bit
-    multiplications a lane (M's words), which vectorise."""
+    CPUs divide vectors lane by lane: `i / n` by a kernel parameter took 17x the time of
+    `i * n`, and a block program's (nvcc's trip count of a grid-stride loop it unrolls by four
+    divides by gridDim.x * blockDim.x) was 32 scalar divisions a warp. Instead one 64-bit
+    division makes M = ceil(2^64 / d), and each lane's quotient is the top word of a * M:
+    exact for every 32-bit a and d >= 2 (Lemire, Kaser and Kurz, "Faster remainder by direct
+    computation", 2019: the error a * (M d - 2^64) stays below 2^64 because both factors are
+    below 2^32). M would need 65 bits for d = 1, where the quotient is `a` itself. The product
+    takes two 32 x 32-bit multiplications a lane (M's words), which vectorise. Signed: the
+    magnitudes divided so, the sign put back (INT_MIN's magnitude, 2^31, is a u32)."""
     t = a.type
     zero = b.icmp_unsigned("==", d, _c(I32, 0))
-    safe = b.select(zero, _c(I32, 1), d)
+    if signed:
+        minus_a, minus_d = b.icmp_signed("<", a, _c(t, 0)), b.icmp_signed("<", d, _c(I32, 0))
+        q = _magnitude_quotient(b, b.select(minus_a, b.neg(a), a), b.select(minus_d, b.neg(d), d))
+        q = b.select(b.xor(minus_a, _splat(b, minus_d, minus_a.type)), b.neg(q), q)
+    else:
+        q = _magnitude_quotient(b, a, d)
+    return b.select(zero, _c(t, -1), q)
+
+
+def _magnitude_quotient(b, a, d):
+    """u32 lanes `a` / the u32 `d` (any value for d = 0: the caller answers that)."""
+    t = a.type
+    safe = b.select(b.icmp_unsigned("==", d, _c(I32, 0)), _c(I32, 1), d)
     m = b.add(b.udiv(_c(I64, -1), b.zext(safe, I64)), _c(I64, 1))
     wide = _like(t, I64)
     low_word, high_word = (_splat(b, b.and_(w, _c(I64, 0xFFFFFFFF)), wide) for w in (m, b.lshr(m, _c(I64, 32))))
     n = b.zext(a, wide)
     low = b.mul(n, low_word)
     q = b.trunc(b.lshr(b.add(b.mul(n, high_word), b.lshr(low, _c(wide, 32))), _c(wide, 32)), t)
-    q = b.select(b.icmp_unsigned("==", safe, _c(I32, 1)), a, q)
-    return b.select(zero, _c(t, -1), q)
+    return b.select(b.icmp_unsigned("==", safe, _c(I32, 1)), a, q)
 
 
-def uniform_remainder_u32(b, a, d):
-    """`a % d` as uniform_quotient_u32 divides (x % 0 gives all ones)."""
-    q = uniform_quotient_u32(b, a, d)
+def uniform_remainder(b, a, d, signed):
+    """`a % d` as uniform_quotient divides, with int_rem's answers (x % 0 all ones, the sign
+    the dividend's, x % -1 zero)."""
+    q = uniform_quotient(b, a, d, signed)
     r = b.sub(a, b.mul(q, _splat(b, d, a.type)))
     return b.select(b.icmp_unsigned("==", d, _c(I32, 0)), _c(a.type, -1), r)
 

@@ -508,10 +508,10 @@ def _div(w, st):
         raise NotVectorisable(f"{st.opcode} with {st.mods}")
     a, c = (w.read(op, t) for op in st.operands[1:3])
     divisor = st.operands[2]
-    if t == "u32" and not isinstance(divisor, pir.Imm) and w.alike(divisor):     # (LLVM divides by constants itself)
-        form = bitops.uniform_quotient_u32 if st.opcode == "div" else bitops.uniform_remainder_u32
+    if t in ("u32", "s32") and not isinstance(divisor, pir.Imm) and w.alike(divisor):     # (LLVM divides by constants itself)
+        form = bitops.uniform_quotient if st.opcode == "div" else bitops.uniform_remainder
         d = w.b.extract_element(c, ir.Constant(I32, 0)) if isinstance(c.type, ir.VectorType) else c
-        return w.write(st.operands[0], form(w.b, a, d), t)
+        return w.write(st.operands[0], form(w.b, a, d, t.startswith("s")), t)
     form = bitops.int_div if st.opcode == "div" else bitops.int_rem
     w.write(st.operands[0], form(w.b, a, c, t.startswith("s")), t)
 
