@@ -631,6 +631,65 @@ INDEXED = variants(Indexed, gather=dict(expected=lambda self: self.x[self.idx]),
                    scatter=dict(expected=lambda self: self.x[np.argsort(self.idx)]))
 
 
+class Embedding(Bench):
+    """An LLM's token and position embeddings summed (GPT-2's encoder: B sequences of T tokens,
+    C channels, a vocabulary of V rows): a thread per element whose row, position and channel
+    come from divisions of the flat index by the runtime T and C (llm.c's form), or a block per
+    token looping over its channels. C: idioms.c's `embedding`, a token row at a time."""
+    cu, unit = "idioms_gather.cu", "GB/s"
+    sizes = {"full": dict(B=8, T=1024, C=768, V=8192), "quick": dict(B=2, T=37, C=40, V=50)}
+    memory_bound = True
+
+    def setup(self, B, T, C, V):
+        self.B, self.T, self.C = B, T, C
+        self.tokens = self.rng.integers(0, V, (B, T), dtype=np.int32)
+        self.wte = self.rng.random((V, C), dtype=np.float32)
+        self.wpe = self.rng.random((T, C), dtype=np.float32)
+        self.ref = self.wte[self.tokens] + self.wpe
+        self.work = 12 * B * T * C        # an element written, its token's and its position's read
+
+    def check(self, out):
+        _equal(out, self.ref, self.name)
+
+    def shape(self):
+        """(grid, block) of the launch, and the global size PoCL takes for it."""
+        if self.kernel == "embedding_rows":
+            return (1, self.B * self.T), (STREAM_THREADS,), (STREAM_THREADS, self.B * self.T), (STREAM_THREADS, 1)
+        n = cdiv(self.B * self.T * self.C, STREAM_THREADS)
+        return (n,), (STREAM_THREADS,), (n * STREAM_THREADS,), (STREAM_THREADS,)
+
+    def _args(self, out, put):
+        return (out, *(put(a) for a in (self.tokens, self.wte, self.wpe)), np.int32(self.B), np.int32(self.T),
+                np.int32(self.C))
+
+    def anycuda(self, g):
+        k = g.fn(self.cu, self.kernel)
+        out = g.ac.asarray(np.full(self.ref.shape, np.nan, np.float32))      # poisoned: all must be written
+        args, (grid, block, _, _) = self._args(out, g.ac.asarray), self.shape()
+
+        def run():
+            k(grid, block, args)
+            g.sync()
+        return run, out.get
+
+    def c(self, lib):
+        out = np.full(self.ref.shape, np.nan, np.float32)
+        return (lambda: lib.embedding(p(out), p(self.tokens), p(self.wte), p(self.wpe), self.B, self.T, self.C)), \
+            (lambda: out)
+
+    def pocl(self, cl):
+        out = cl.buffer(np.full(self.ref.shape, np.nan, np.float32))
+        args, (_, _, size, local) = self._args(out, cl.buffer), self.shape()
+
+        def run():
+            cl.launch(self.kernel, size, local, *args)
+            cl.finish()
+        return run, lambda: cl.read(out, self.ref.shape, np.float32)
+
+
+EMBEDDINGS = variants(Embedding, embedding_flat={}, embedding_rows={})
+
+
 # ------------------------------------------------------------------ 3-D stencil
 
 class Stencil7(Reshaped, Bench):
@@ -752,6 +811,6 @@ import idioms_sort  # noqa: E402  (sorting networks and radix sorts, their own m
 import idioms_compute  # noqa: E402  (n-body, Monte Carlo, convolution)
 
 BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceTreeF64, ReduceTreeWarpSync, ReduceShfl, ReduceCub, ReduceAtomicF32, ReduceAtomicI32] + SCANS
-              + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + STENCILS3D + BLACKSCHOLES
+              + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + EMBEDDINGS + STENCILS3D + BLACKSCHOLES
               + idioms_rows.BENCHMARKS + idioms_sort.BENCHMARKS + idioms_compute.BENCHMARKS)
 BY_NAME = {b.name: b for b in BENCHMARKS}

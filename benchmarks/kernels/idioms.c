@@ -100,6 +100,18 @@ void scatter(int n, const int* idx, const float* x, float* out) {
     for (int i = 0; i < n; ++i) out[idx[i]] = x[i];
 }
 
+/* Token and position embeddings summed, a token row at a time (idioms_gather.cu's embedding). */
+void embedding(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; ++bt) {
+        const float* e = wte + (size_t)tokens[bt] * C;
+        const float* w = wpe + (size_t)(bt % T) * C;
+        float* o = out + (size_t)bt * C;
+        #pragma omp simd
+        for (int c = 0; c < C; ++c) o[c] = e[c] + w[c];
+    }
+}
+
 /* The 7-point step of idioms_stencil3d.cu: interior 0.4 u + 0.1 (neighbours), boundary copied. */
 void stencil7(const float* in, float* out, int nx, int ny, int nz) {
     size_t sy = nx, sz = (size_t)nx * ny;

@@ -61,3 +61,20 @@ __kernel void scatter(int n, __global const int* idx, __global const float* x, _
     int i = get_global_id(0);
     if (i < n) out[idx[i]] = x[i];
 }
+
+__kernel void embedding_flat(__global float* out, __global const int* tokens, __global const float* wte,
+                             __global const float* wpe, int B, int T, int C) {
+    int i = get_global_id(0);
+    if (i >= B * T * C) return;
+    int bt = i / C, c = i % C, t = bt % T;
+    out[i] = wte[tokens[bt] * C + c] + wpe[t * C + c];
+}
+
+__kernel void embedding_rows(__global float* out, __global const int* tokens, __global const float* wte,
+                             __global const float* wpe, int B, int T, int C) {
+    int bt = get_group_id(1), t = bt % T;
+    __global const float* e = wte + (size_t)tokens[bt] * C;
+    __global const float* w = wpe + (size_t)t * C;
+    __global float* o = out + (size_t)bt * C;
+    for (int c = get_local_id(0); c < C; c += get_local_size(0)) o[c] = e[c] + w[c];
+}
