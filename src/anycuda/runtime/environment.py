@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 
 
-
 def _raw_mapping():
     data = getattr(os.environ, "_data", None)
     if isinstance(data, dict) and all(isinstance(k, bytes) for k in list(data)[:8]):
