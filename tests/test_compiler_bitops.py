@@ -490,8 +490,8 @@ extern "C" __global__ void flat_index(const int* a, const unsigned* own, int sc,
 
 
 def test_a_kernel_dividing_by_its_parameters(compile_cuda, rng, poison, monkeypatch, tmp_path):
-    """A kernel's own code divides by a parameter through the reciprocal (one 64-bit division
-    for the block, hoisted out of the loop over its threads, whose products vectorise),
+    """A kernel's own code divides by a parameter through the reciprocal (a 64-bit division,
+    then products that vectorise over the block's threads),
     with a GPU's answers for divisors of every size and sign, 0 included; a thread's own
     divisor still divides thread by thread."""
     from test_compiler_streamstores import _optimised_ir
@@ -514,5 +514,5 @@ def test_a_kernel_dividing_by_its_parameters(compile_cuda, rng, poison, monkeypa
         for got, want, label in zip(outs, (sq, sr, uq, ur, oq), ("s/", "s%", "u/", "u%", "own/")):
             check(got.get().view(np.uint32), want, 32, f"{label} by {sc}, {uc}", a)
     code = _optimised_ir(monkeypatch, tmp_path, DIVIDED_BY_PARAMETERS)
-    assert "udiv i64 -1," in code                                 # the reciprocal, once for the block
+    assert "udiv i64 -1," in code                                 # the reciprocal
     assert re.search(r"= mul nuw[a-z ]* <\d+ x i64>", code)      # its products, over the block's threads
