@@ -231,11 +231,17 @@ class _PerThreadCapture:
 _per_thread_captures = threading.local()      # .holders: device -> _PerThreadCapture
 
 
+def _legacy(stream: int) -> bool:
+    """Whether `stream` names the legacy default stream for this call (CU_STREAM_LEGACY, or 0
+    outside a per-thread entry point): never captured."""
+    return stream == CU_STREAM_LEGACY or stream == 0 and not getattr(_calling, "per_thread", False)
+
+
 def _capture_holder(stream: int, create: bool = False):
     """What keeps `stream`'s capture state (`.capture`, the graph or None): its StreamHandle, or
     the calling thread's per-thread stream's _PerThreadCapture (None until `create`d); None
     for the legacy default stream, which is never captured."""
-    if stream == CU_STREAM_LEGACY or stream == 0 and not getattr(_calling, "per_thread", False):
+    if _legacy(stream):
         return None
     if stream not in (0, CU_STREAM_PER_THREAD):
         return _get(stream, StreamHandle)
@@ -264,8 +270,8 @@ def submit(stream, fn, *args, on_skip=None) -> None:
     if stream is None:
         _null_stream().call(fn, *args)
         return
-    if stream == CU_STREAM_LEGACY or stream == 0 and not getattr(_calling, "per_thread", False):
-        default_stream.enqueue(fn, *args, on_skip=on_skip)     # never captured (each launch asks)
+    if _legacy(stream):
+        default_stream.enqueue(fn, *args, on_skip=on_skip)     # (each launch asks: no capture lookups)
         return
     graph = _capturing(stream)
     if graph is not None:

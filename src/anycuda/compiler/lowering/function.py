@@ -145,9 +145,7 @@ class FunctionLowering(Spills):
 
     def registers_alike(self) -> set:
         """Integer registers every thread of the block computes alike (uniformity's
-        block_uniform_registers; none in a device function, whose parameters are the caller's)."""
-        if not self.is_kernel:
-            return set()
+        block_uniform_registers of this body, made once; the caller does not change it)."""
         return self.analysed("registers alike", lambda: uniformity.block_uniform_registers(
             self.pfn.body, self.mc.kernel_params(self.pfn)))
 

@@ -86,7 +86,7 @@ class Spills:
             self._lay_out_spills({r for regs in self.site_live.values() for r in regs})
             return
         if not self.mc.lean:      # (what the registers' saved forms and rebuilds need: not lean code)
-            self.block_uniform = uniformity.block_uniform_registers(body, self.mc.kernel_params(self.pfn))
+            self.block_uniform = self.registers_alike()
         defs = dataflow.definition_positions(body)
         cost = {}
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...ptx import ir as pir
-from ..analysis import cfg, dataflow, memory, uniformity
+from ..analysis import cfg, dataflow, memory
 from ..irutil import field_ptr
 from ..types import I8, I64, PTR, llvm_type, space_of, type_mods
 from . import atomics, floatops
@@ -151,9 +151,7 @@ def _uniform_base(f, base) -> bool:
         return True
     if not isinstance(base, pir.Reg):
         return False
-    uniform = f.analysed("aggregation.uniform", lambda: uniformity.block_uniform_registers(
-        f.pfn.body, f.mc.kernel_params(f.pfn)))
-    return base.name in uniform
+    return base.name in f.registers_alike()
 
 
 def read_registers(f) -> set:

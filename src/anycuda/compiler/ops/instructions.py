@@ -440,9 +440,10 @@ def _divides_alike(f, inst, t) -> bool:
     with it). LLVM does not hoist the reciprocal's own 64-bit division out of the loop over
     the threads (it stays behind the thread's `if (i < n)`: a division by a variable is not
     speculated), so each thread still makes one. Exact whatever the divisor: alike only
-    decides where it pays."""
+    decides where it pays (not in a device function, whose parameters are the caller's)."""
     divisor = inst.operands[2]
-    return t in ("u32", "s32") and isinstance(divisor, pir.Reg) and divisor.name in f.registers_alike()
+    return (t in ("u32", "s32") and f.is_kernel and isinstance(divisor, pir.Reg)
+            and divisor.name in f.registers_alike())
 
 
 @handles("abs", "neg", mods=("s16 s32 s64", FLOATS, HALVES, "ftz"))
