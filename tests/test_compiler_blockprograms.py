@@ -952,6 +952,50 @@ def test_a_warps_first_round_prefetches_by_the_last_step(compile_cuda, rng):
     assert ran_as_block_program(k, 256)
 
 
+ROW_PASSES = r"""
+// a block per row, each warp striding over it in a few rounds, and a small array read by
+// every row (layernorm's weight): a prefetch four rounds ahead lies past both
+extern "C" __global__ void scaled_rows(float* out, const float* in, const float* weight, int C) {
+    const float* x = in + (size_t)blockIdx.x * C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        out[(size_t)blockIdx.x * C + i] = x[i] * weight[i];
+}
+"""
+
+
+def test_loops_prefetch_no_further_than_their_last_pass(compile_cuda, rng, poison):
+    """A loop within a stretch prefetches its next rounds only while it will still run that
+    many rounds by the count of its last pass, kept in the worker's frame
+    (blockmemory._rounds_left, counted at each pass's entry by forget_round_addresses): a
+    prefetch past a small array's end walked the page tables for a page that is not present
+    at every row. The IR: each prefetching site counts its rounds, stores the pass's count
+    in the frame at the loop's entry and tests it before prefetching. Values against numpy
+    with passes of 4, 1 and 3 rounds in turn on the same workers (a count from another launch
+    predicts wrong, and changes no value)."""
+    import re
+    import anycuda as ac
+    from anycuda.compiler.vector.blockmemory import ROUNDS_AHEAD
+    from anycuda.cudac import compile_to_ptx
+    ir_text = pipeline.block_program_ir(compile_to_ptx(ROW_PASSES, name="rows.cu"), "rows.ptx", "scaled_rows", 256)
+    counts = re.findall(r'%"round\.count(\d+)" = alloca', ir_text)
+    assert len(counts) == 2                                  # `x[i]` and `weight[i]`
+    for site in counts:
+        assert f'%"round.last{site}" = alloca' in ir_text
+        assert ir_text.count(f'store i64 0, i64* %"round.count{site}"') == 2      # (at the start, and at the entry)
+        # rounds so far + ROUNDS_AHEAD, to be compared with the last pass's count
+        assert re.search(rf'(%"\.\d+") = load i64, i64\* %"round\.count{site}"\s+%"\.\d+" = add i64 \1, '
+                         rf'{ROUNDS_AHEAD}\n', ir_text)
+    k = compile_cuda(ROW_PASSES, name="rows.cu").get_function("scaled_rows")
+    for C in (1000, 100, 700):
+        rows = 23
+        x = rng.standard_normal((rows, C)).astype(np.float32)
+        w = rng.standard_normal(C).astype(np.float32)
+        out = poison(rows * C, np.float32)
+        k((rows,), (256,), (out, ac.asarray(x), ac.asarray(w), np.int32(C)))
+        np.testing.assert_array_equal(out.get().reshape(rows, C), x * w)
+    assert ran_as_block_program(k, 256)
+
+
 NO_BARRIERS = r"""
 // no barrier or shuffle: each thread marches along z (a memory-bound loop, 13 instructions
 // per access), which the loop over a block's threads ran thread after thread

@@ -34,6 +34,8 @@ MOST_RUNS = 4             # ... for at most this many runs of consecutive elemen
 ROUNDS_AHEAD = 4          # rounds of a loop ahead of which its accesses of global memory are prefetched
 FAR_ROUND = 4096          # ... and, where a round steps at least this many bytes, the next block's too
 PREFETCH_SITES = 8        # loads of global memory per kernel prefetched for the worker's next blocks
+                          # (and accesses prefetching their loops' next rounds)
+ROUND_COUNTS = abi.FRAME_HEADER + 8 * PREFETCH_SITES   # the worker frame's slots of those loops' passes
 SHORT_BLOCK_SITES = 1     # ... in a kernel whose blocks pass few barriers
 BLOCKS_AHEAD = 2          # ... that many blocks ahead
 SAMPLE_LANES = 8          # ... where a load has no shape, every this many lanes' addresses
@@ -70,6 +72,15 @@ class WaitingStores(NamedTuple):
     parts: dict            # {offset: (addresses, shape, value, mask)}
     shape: Affine          # the register's shape, held while the group lives (its id is in the key)
     space: str             # the state space the stores name ('' generic)
+
+
+class RoundSite(NamedTuple):
+    """An access prefetching its loop's next rounds (BlockMemory._prefetch_next_rounds): its
+    stack slots, and where the worker's frame keeps the rounds of its loop's last pass."""
+    last: ir.Value         # i64*: its address in the last round (0: none yet in this pass)
+    step: ir.Value         # i64*: how far its address moved from round to round
+    rounds: ir.Value       # i64*: rounds of this pass so far
+    pass_offset: int       # the worker frame's slot of the last pass's rounds
 
 
 class BlockMemory:
@@ -269,7 +280,15 @@ class BlockMemory:
         barriers runs every warp in each round, so warp 0 measures it for all. A 3-D stencil's
         march along z steps by a plane (256 KB), which no hardware prefetcher follows:
         stencil7_smem_zloop 8.6-8.9 -> 4.0-5.2x C (layernorm_block's rows 1.6-2x faster on one
-        worker; with two, within the noise)."""
+        worker; with two, within the noise).
+
+        In a loop within a stretch, only while the loop will still run ROUNDS_AHEAD more rounds
+        by the count of its last pass (_rounds_left): a prefetch past a loop's end reads past
+        the array, where pages are often not present (the rest of a small allocation's slab,
+        a guard), and a prefetch of an address no page maps walks the page tables every time,
+        the walk never cached. On a Zen (1) in a virtual machine, a walk each: layernorm_block's
+        rows of three rounds spent two thirds of their time on the prefetches of its 3 KB
+        weight and bias (41 ms; none of those loops' prefetches: 14)."""
         pos = self.position
         if pos is None or not self._memory_bound_loop(pos):
             return
@@ -279,24 +298,35 @@ class BlockMemory:
             if len(self._round_steps) >= PREFETCH_SITES:
                 return
             with at_function_start(self.b):
-                last, step = self.b.alloca(I64, name=f"round.last{pos}"), self.b.alloca(I64, name=f"round.step{pos}")
-                self.b.store(i64(0), last)
-                self.b.store(i64(0), step)
-            self._round_steps[pos] = (last, step)
-        last, step = self._round_steps[pos]
+                last, step, rounds = (self.b.alloca(I64, name=f"round.{what}{pos}") for what in ("last", "step", "count"))
+                for slot in (last, step, rounds):
+                    self.b.store(i64(0), slot)
+            self._round_steps[pos] = RoundSite(last, step, rounds, ROUND_COUNTS + 8 * len(self._round_steps))
+        site = self._round_steps[pos]
         b = self.b
         in_lane_loop = any(head <= pos <= back for head, back in self.loops.items())
         measures = (ir.Constant(I1, 1) if in_lane_loop or self.warp is None
                     else b.icmp_unsigned("==", self.warp, i32(0)))
         with b.if_then(measures):
-            before = b.load(last)
-            b.store(b.select(b.icmp_unsigned("==", before, i64(0)), b.load(step), b.sub(base, before)), step)
-            b.store(base, last)
-        round_step = b.load(step)
+            before = b.load(site.last)
+            b.store(b.select(b.icmp_unsigned("==", before, i64(0)), b.load(site.step), b.sub(base, before)), site.step)
+            b.store(base, site.last)
+            b.store(b.add(b.load(site.rounds), i64(1)), site.rounds)
+        round_step = b.load(site.step)
         ahead = b.add(base, b.mul(round_step, i64(ROUNDS_AHEAD)))
-        _prefetch_span(b, ahead, nbytes, write)
-        if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
-            self._prefetch_next_block_round(pos, base, ahead, round_step, nbytes)
+        with b.if_then(self._rounds_left(site) if in_lane_loop else ir.Constant(I1, 1)):
+            _prefetch_span(b, ahead, nbytes, write)
+            if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
+                self._prefetch_next_block_round(pos, base, ahead, round_step, nbytes)
+
+    def _rounds_left(self, site):
+        """i1: whether the loop of a prefetching `site` will run ROUNDS_AHEAD rounds past this
+        one, were this pass as long as the worker's last (counted in the worker's frame by
+        forget_round_addresses; 0, none counted yet, answers yes)."""
+        b = self.b
+        last_pass = b.load(field_ptr(b, self.ws, site.pass_offset, I64))
+        reaches = b.icmp_unsigned("<=", b.add(b.load(site.rounds), i64(ROUNDS_AHEAD)), last_pass)
+        return b.or_(reaches, b.icmp_unsigned("==", last_pass, i64(0)))
 
     def _near_a_prefetched_site(self, pos) -> bool:
         """Whether the access at `pos` reads through a register written once in the kernel
@@ -323,13 +353,17 @@ class BlockMemory:
         kept. A warp's first round then steps as the warp before it did, not from where that
         warp's last round was: a block-stride loop of two rounds (scan's adding of the block
         totals) prefetched half its rounds behind itself, a block back."""
-        sites = [slots for pos, slots in self._round_steps.items() if head <= pos <= back]
+        sites = [site for pos, site in self._round_steps.items() if head <= pos <= back]
         if not sites:
             return
-        with self.b.goto_block(entry):
-            self.b.position_before(entry.terminator)
-            for last, _ in sites:
-                self.b.store(i64(0), last)
+        b = self.b
+        with b.goto_block(entry):
+            b.position_before(entry.terminator)
+            for site in sites:
+                b.store(i64(0), site.last)
+                counted, slot = b.load(site.rounds), field_ptr(b, self.ws, site.pass_offset, I64)
+                b.store(b.select(b.icmp_unsigned("==", counted, i64(0)), b.load(slot), counted), slot)
+                b.store(i64(0), site.rounds)
 
     def _prefetch_next_block_round(self, pos, base, ahead, step, nbytes):
         """Where a load's rounds step FAR_ROUND bytes or more (a 3-D stencil's march along z, a
