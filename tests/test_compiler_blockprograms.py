@@ -960,32 +960,56 @@ extern "C" __global__ void scaled_rows(float* out, const float* in, const float*
     for (int i = threadIdx.x; i < C; i += blockDim.x)
         out[(size_t)blockIdx.x * C + i] = x[i] * weight[i];
 }
+// a grid-stride loop, run in turns (a loop around barriers: a pass a block)
+extern "C" __global__ void strided_sums(const float* in, float* out, int n) {
+    __shared__ float s[256];
+    float acc = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) acc += in[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int j = 0; j < 256; ++j) t += s[j];
+        out[blockIdx.x] = t;
+    }
+}
 """
 
 
+def _rounds_tests(ir_text):
+    """The worker-frame offsets (rounds so far, last pass's) of each test `rounds + k <= last`
+    in a block program's IR, with k."""
+    frame = dict(re.findall(r'(%"\.\d+") = getelementptr i8, i8\* %"\.2", i64 (\d+)', ir_text))
+    pointers = dict(re.findall(r'(%"\.\d+") = bitcast i8\* (%"\.\d+") to i64\*', ir_text))
+    loads = {value: int(frame[pointers[ptr]]) for value, ptr in
+             re.findall(r'(%"\.\d+") = load i64, i64\* (%"\.\d+")', ir_text) if pointers.get(ptr) in frame}
+    sums = {value: (loads[x], int(k)) for value, x, k in re.findall(r'(%"\.\d+") = add i64 (%"\.\d+"), (\d+)\n', ir_text)
+            if x in loads}
+    return [(sums[a][0], loads[b], sums[a][1]) for a, b in re.findall(r'= icmp ule i64 (%"\.\d+"), (%"\.\d+")', ir_text)
+            if a in sums and b in loads]
+
+
 def test_loops_prefetch_no_further_than_their_last_pass(compile_cuda, rng, poison):
-    """A loop within a stretch prefetches its next rounds only while it will still run that
-    many rounds by the count of its last pass, kept in the worker's frame
-    (blockmemory._rounds_left, counted at each pass's entry by forget_round_addresses): a
-    prefetch past a small array's end walked the page tables for a page that is not present
-    at every row. The IR: each prefetching site counts its rounds, stores the pass's count
-    in the frame at the loop's entry and tests it before prefetching. Values against numpy
-    with passes of 4, 1 and 3 rounds in turn on the same workers (a count from another launch
-    predicts wrong, and changes no value)."""
-    import re
+    """A loop's accesses prefetch its next rounds only while the loop will still run that many
+    rounds by the count of its last pass, kept in the worker's frame
+    (blockmemory._rounds_left; _close_pass at each pass's start: a loop within a stretch's
+    entry, each warp's pass; a loop around barriers, the block's start): a prefetch past a
+    small array's end, or past a grid-stride loop's input, walked the page tables for a page
+    that is not present at every row. The IR: each prefetching site tests rounds so far +
+    ROUNDS_AHEAD against its last pass's count, both in the worker frame. Values against
+    numpy with passes of 4, 1 and 3 rounds in turn on the same workers (a count from another
+    launch predicts wrong, and changes no value)."""
     import anycuda as ac
-    from anycuda.compiler.vector.blockmemory import ROUNDS_AHEAD
+    from anycuda.compiler.vector.blockmemory import ROUND_COUNTS, ROUNDS_AHEAD
     from anycuda.cudac import compile_to_ptx
-    ir_text = pipeline.block_program_ir(compile_to_ptx(ROW_PASSES, name="rows.cu"), "rows.ptx", "scaled_rows", 256)
-    counts = re.findall(r'%"round\.count(\d+)" = alloca', ir_text)
-    assert len(counts) == 2                                  # `x[i]` and `weight[i]`
-    for site in counts:
-        assert f'%"round.last{site}" = alloca' in ir_text
-        assert ir_text.count(f'store i64 0, i64* %"round.count{site}"') == 2      # (at the start, and at the entry)
-        # rounds so far + ROUNDS_AHEAD, to be compared with the last pass's count
-        assert re.search(rf'(%"\.\d+") = load i64, i64\* %"round\.count{site}"\s+%"\.\d+" = add i64 \1, '
-                         rf'{ROUNDS_AHEAD}\n', ir_text)
-    k = compile_cuda(ROW_PASSES, name="rows.cu").get_function("scaled_rows")
+    ptx = compile_to_ptx(ROW_PASSES, name="rows.cu")
+    for kernel, sites in (("scaled_rows", 2), ("strided_sums", 1)):        # (`x[i]`, `weight[i]`; `in[i]`)
+        ir_text = pipeline.block_program_ir(ptx, "rows.ptx", kernel, 256)
+        assert len(re.findall(r'%"round\.step\d+" = alloca', ir_text)) == sites
+        tests = _rounds_tests(ir_text)
+        assert sorted(tests) == [(ROUND_COUNTS + 16 * j, ROUND_COUNTS + 16 * j + 8, ROUNDS_AHEAD) for j in range(sites)]
+    mod = compile_cuda(ROW_PASSES, name="rows.cu")
+    k = mod.get_function("scaled_rows")
     for C in (1000, 100, 700):
         rows = 23
         x = rng.standard_normal((rows, C)).astype(np.float32)
@@ -994,6 +1018,15 @@ def test_loops_prefetch_no_further_than_their_last_pass(compile_cuda, rng, poiso
         k((rows,), (256,), (out, ac.asarray(x), ac.asarray(w), np.int32(C)))
         np.testing.assert_array_equal(out.get().reshape(rows, C), x * w)
     assert ran_as_block_program(k, 256)
+    sums = mod.get_function("strided_sums")
+    for n in (256 * 7 * 9 + 5, 256 * 7 - 3, 256 * 7 * 3):
+        x = rng.integers(-100, 100, n).astype(np.float32)
+        out = poison(7, np.float32)
+        sums((7,), (256,), (ac.asarray(x), out, np.int32(n)))
+        padded = np.zeros(-(-n // 1792) * 1792, np.float32)
+        padded[:n] = x
+        np.testing.assert_array_equal(out.get(), padded.reshape(-1, 7, 256).sum(axis=(0, 2)))
+    assert ran_as_block_program(sums, 256)
 
 
 NO_BARRIERS = r"""

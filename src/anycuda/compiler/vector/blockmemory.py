@@ -35,7 +35,7 @@ ROUNDS_AHEAD = 4          # rounds of a loop ahead of which its accesses of glob
 FAR_ROUND = 4096          # ... and, where a round steps at least this many bytes, the next block's too
 PREFETCH_SITES = 8        # loads of global memory per kernel prefetched for the worker's next blocks
                           # (and accesses prefetching their loops' next rounds)
-ROUND_COUNTS = abi.FRAME_HEADER + 8 * PREFETCH_SITES   # the worker frame's slots of those loops' passes
+ROUND_COUNTS = abi.FRAME_HEADER + 8 * PREFETCH_SITES   # the worker frame's two slots each of those loops' rounds
 SHORT_BLOCK_SITES = 1     # ... in a kernel whose blocks pass few barriers
 BLOCKS_AHEAD = 2          # ... that many blocks ahead
 SAMPLE_LANES = 8          # ... where a load has no shape, every this many lanes' addresses
@@ -76,11 +76,10 @@ class WaitingStores(NamedTuple):
 
 class RoundSite(NamedTuple):
     """An access prefetching its loop's next rounds (BlockMemory._prefetch_next_rounds): its
-    stack slots, and where the worker's frame keeps the rounds of its loop's last pass."""
+    stack slots, and where the worker's frame counts its loop's rounds."""
     last: ir.Value         # i64*: its address in the last round (0: none yet in this pass)
     step: ir.Value         # i64*: how far its address moved from round to round
-    rounds: ir.Value       # i64*: rounds of this pass so far
-    pass_offset: int       # the worker frame's slot of the last pass's rounds
+    frame_offset: int      # the worker frame's i64 slots: rounds of this pass so far, then the last pass's
 
 
 class BlockMemory:
@@ -282,51 +281,70 @@ class BlockMemory:
         stencil7_smem_zloop 8.6-8.9 -> 4.0-5.2x C (layernorm_block's rows 1.6-2x faster on one
         worker; with two, within the noise).
 
-        In a loop within a stretch, only while the loop will still run ROUNDS_AHEAD more rounds
-        by the count of its last pass (_rounds_left): a prefetch past a loop's end reads past
-        the array, where pages are often not present (the rest of a small allocation's slab,
-        a guard), and a prefetch of an address no page maps walks the page tables every time,
-        the walk never cached. On a Zen (1) in a virtual machine, a walk each: layernorm_block's
-        rows of three rounds spent two thirds of their time on the prefetches of its 3 KB
-        weight and bias (41 ms; none of those loops' prefetches: 14)."""
+        Only while the loop will still run ROUNDS_AHEAD more rounds by the count of its last
+        pass (_rounds_left): a prefetch past a loop's end reads past the array, where pages
+        are often not present (the rest of a small allocation's slab, a guard), and a prefetch
+        of an address no page maps walks the page tables every time, the walk never cached.
+        On a Zen (1) in a virtual machine, a walk each: layernorm_block's rows of three rounds
+        spent two thirds of their time on the prefetches of its 3 KB weight and bias (41 ms;
+        none of those loops' prefetches: 14), reduce_shfl half of its on the four rounds of
+        its grid-stride loop that prefetched past its 64 MB input."""
         pos = self.position
         if pos is None or not self._memory_bound_loop(pos):
             return
         if pos not in self._round_steps and self._near_a_prefetched_site(pos):
             return
+        in_lane_loop = any(head <= pos <= back for head, back in self.loops.items())
         if pos not in self._round_steps:
             if len(self._round_steps) >= PREFETCH_SITES:
                 return
             with at_function_start(self.b):
-                last, step, rounds = (self.b.alloca(I64, name=f"round.{what}{pos}") for what in ("last", "step", "count"))
-                for slot in (last, step, rounds):
+                last, step = (self.b.alloca(I64, name=f"round.{what}{pos}") for what in ("last", "step"))
+                for slot in (last, step):
                     self.b.store(i64(0), slot)
-            self._round_steps[pos] = RoundSite(last, step, rounds, ROUND_COUNTS + 8 * len(self._round_steps))
+            site = RoundSite(last, step, ROUND_COUNTS + 16 * len(self._round_steps))
+            self._round_steps[pos] = site
+            if not in_lane_loop:           # a loop around barriers: a pass a block
+                with at_function_start(self.b):
+                    self._close_pass(site)
         site = self._round_steps[pos]
         b = self.b
-        in_lane_loop = any(head <= pos <= back for head, back in self.loops.items())
         measures = (ir.Constant(I1, 1) if in_lane_loop or self.warp is None
                     else b.icmp_unsigned("==", self.warp, i32(0)))
+        rounds = field_ptr(b, self.ws, site.frame_offset, I64)
         with b.if_then(measures):
             before = b.load(site.last)
             b.store(b.select(b.icmp_unsigned("==", before, i64(0)), b.load(site.step), b.sub(base, before)), site.step)
             b.store(base, site.last)
-            b.store(b.add(b.load(site.rounds), i64(1)), site.rounds)
+            b.store(b.add(b.load(rounds), i64(1)), rounds)
         round_step = b.load(site.step)
         ahead = b.add(base, b.mul(round_step, i64(ROUNDS_AHEAD)))
-        with b.if_then(self._rounds_left(site) if in_lane_loop else ir.Constant(I1, 1)):
+        with b.if_then(self._rounds_left(site)):
             _prefetch_span(b, ahead, nbytes, write)
             if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
                 self._prefetch_next_block_round(pos, base, ahead, round_step, nbytes)
 
     def _rounds_left(self, site):
         """i1: whether the loop of a prefetching `site` will run ROUNDS_AHEAD rounds past this
-        one, were this pass as long as the worker's last (counted in the worker's frame by
-        forget_round_addresses; 0, none counted yet, answers yes)."""
+        one, were this pass as long as the worker's last (_close_pass; 0, none counted yet,
+        answers yes)."""
         b = self.b
-        last_pass = b.load(field_ptr(b, self.ws, site.pass_offset, I64))
-        reaches = b.icmp_unsigned("<=", b.add(b.load(site.rounds), i64(ROUNDS_AHEAD)), last_pass)
+        last_pass = b.load(field_ptr(b, self.ws, site.frame_offset + 8, I64))
+        rounds = b.load(field_ptr(b, self.ws, site.frame_offset, I64))
+        reaches = b.icmp_unsigned("<=", b.add(rounds, i64(ROUNDS_AHEAD)), last_pass)
         return b.or_(reaches, b.icmp_unsigned("==", last_pass, i64(0)))
+
+    def _close_pass(self, site):
+        """Here, where a pass of a prefetching site's loop starts (a loop within a stretch: its
+        entry, each warp's pass; a loop around barriers: the block's start): the rounds the
+        worker counted since the last start become its last pass's (where it counted any),
+        and the count starts again."""
+        b = self.b
+        rounds = field_ptr(b, self.ws, site.frame_offset, I64)
+        last_pass = field_ptr(b, self.ws, site.frame_offset + 8, I64)
+        counted = b.load(rounds)
+        b.store(b.select(b.icmp_unsigned("==", counted, i64(0)), b.load(last_pass), counted), last_pass)
+        b.store(i64(0), rounds)
 
     def _near_a_prefetched_site(self, pos) -> bool:
         """Whether the access at `pos` reads through a register written once in the kernel
@@ -361,9 +379,7 @@ class BlockMemory:
             b.position_before(entry.terminator)
             for site in sites:
                 b.store(i64(0), site.last)
-                counted, slot = b.load(site.rounds), field_ptr(b, self.ws, site.pass_offset, I64)
-                b.store(b.select(b.icmp_unsigned("==", counted, i64(0)), b.load(slot), counted), slot)
-                b.store(i64(0), site.rounds)
+                self._close_pass(site)
 
     def _prefetch_next_block_round(self, pos, base, ahead, step, nbytes):
         """Where a load's rounds step FAR_ROUND bytes or more (a 3-D stencil's march along z, a

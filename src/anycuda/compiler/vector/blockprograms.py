@@ -77,8 +77,8 @@ ACCESS_WEIGHT = 3          # a memory access under a mask counts as this many (a
                            # is several instructions; a tree reduction's `if (tid < s)` step, 6
                            # instructions, 3 of them accesses, ran ~1.5-2x faster with the test)
 EXPORT = "anycuda.blockprogram.launch"
-FRAME_BYTES = abi.FRAME_HEADER + 16 * PREFETCH_SITES   # a worker's frame: the header, the prefetched
-                                                        # loads' last addresses, their loops' passes
+FRAME_BYTES = abi.FRAME_HEADER + 24 * PREFETCH_SITES   # a worker's frame: the header, the prefetched
+                                                        # loads' last addresses, their loops' rounds
 _NAME = "ptx.blockprogram"
 _BARRIERS = frozenset(("bar", "barrier"))
 _TOUCHES_MEMORY = frozenset(("ld", "st", "bar", "barrier", "atom", "red", "ldmatrix", "stmatrix",
