@@ -19,7 +19,7 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from ..cpu import streamstores
 from .. import abi
-from ..analysis.dataflow import definition_positions, loaded_from_memory
+from ..analysis.dataflow import computed_by, definition_positions, loaded_from_memory
 from ..irutil import (at_function_start, convert_bits, declare, either, field_ptr, for_each_set_bit, i32, i64,
                       intrinsic_suffix, load_field, masked_gather, masked_load, masked_store, masked_stores_slow,
                       narrow_gathers_as_words, prefetch_into_l2, private_store, register_address, some_lane,
@@ -45,6 +45,10 @@ def _prefetch_span(b, address, nbytes, write=False):
     """A prefetch into L2 of every line of the `nbytes` from `address`: one each 64 bytes from
     its start, and its last byte's."""
     prefetch_into_l2(b, address, sorted(set(range(0, nbytes, 64)) | {nbytes - 1}), write)
+
+
+def _reads_ctaid(st) -> bool:
+    return any(isinstance(op, pir.SpecialReg) and op.name == "ctaid" for op in st.operands)
 
 
 def _address_part(st):
@@ -281,16 +285,23 @@ class BlockMemory:
         stencil7_smem_zloop 8.6-8.9 -> 4.0-5.2x C (layernorm_block's rows 1.6-2x faster on one
         worker; with two, within the noise).
 
-        Only while the loop will still run ROUNDS_AHEAD more rounds by the count of its last
-        pass (_rounds_left): a prefetch past a loop's end reads past the array, where pages
-        are often not present (the rest of a small allocation's slab, a guard), and a prefetch
-        of an address no page maps walks the page tables every time, the walk never cached.
-        On a Zen (1) in a virtual machine, a walk each: layernorm_block's rows of three rounds
-        spent two thirds of their time on the prefetches of its 3 KB weight and bias (41 ms;
-        none of those loops' prefetches: 14), reduce_shfl half of its on the four rounds of
-        its grid-stride loop that prefetched past its 64 MB input."""
+        Not where every block reads the same addresses (the address does not come from
+        %ctaid: layernorm's `weight[i]`): after the first block they are in the caches, and
+        ahead of the loop's last rounds lies past the array. And where the rounds step
+        FAR_ROUND bytes or more (a grid's row, a plane), only while the loop will still run
+        ROUNDS_AHEAD more rounds by the count of its last pass (_rounds_left): such a loop
+        sweeps its array in each pass, so ahead of its last rounds lies past the array's end;
+        a loop of shorter steps covers a part, past which its neighbours (the next warps and
+        blocks) read (scan's adding of the block totals, two rounds a warp, 25% slower
+        without those prefetches). Past an array, pages are often not present (the rest of a
+        small allocation's slab, a guard), and a prefetch of an address no page maps walks
+        the page tables every time, the walk never cached. On a Zen (1) in a virtual machine,
+        a walk each: layernorm_block's rows of three rounds spent two thirds of their time on
+        the prefetches of its 3 KB weight and bias (41 ms; none of those loops' prefetches:
+        14), reduce_shfl half of its on the four rounds of its grid-stride loop that
+        prefetched past its 64 MB input."""
         pos = self.position
-        if pos is None or not self._memory_bound_loop(pos):
+        if pos is None or not self._memory_bound_loop(pos) or not self._block_dependent(pos):
             return
         if pos not in self._round_steps and self._near_a_prefetched_site(pos):
             return
@@ -319,10 +330,14 @@ class BlockMemory:
             b.store(b.add(b.load(rounds), i64(1)), rounds)
         round_step = b.load(site.step)
         ahead = b.add(base, b.mul(round_step, i64(ROUNDS_AHEAD)))
-        with b.if_then(self._rounds_left(site)):
+        with b.if_then(b.or_(b.not_(self._far(round_step)), self._rounds_left(site))):
             _prefetch_span(b, ahead, nbytes, write)
             if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
                 self._prefetch_next_block_round(pos, base, ahead, round_step, nbytes)
+
+    def _far(self, step):
+        """i1: |step| >= FAR_ROUND."""
+        return self.b.icmp_unsigned(">=", self.b.add(step, i64(FAR_ROUND - 1)), i64(2 * FAR_ROUND - 1))
 
     def _rounds_left(self, site):
         """i1: whether the loop of a prefetching `site` will run ROUNDS_AHEAD rounds past this
@@ -333,6 +348,16 @@ class BlockMemory:
         rounds = b.load(field_ptr(b, self.ws, site.frame_offset, I64))
         reaches = b.icmp_unsigned("<=", b.add(rounds, i64(ROUNDS_AHEAD)), last_pass)
         return b.or_(reaches, b.icmp_unsigned("==", last_pass, i64(0)))
+
+    def _block_dependent(self, pos) -> bool:
+        """Whether the address of the access at body position `pos` is computed from %ctaid
+        (each block reads its own addresses)."""
+        addr = next((op for op in self.pfn.body[pos].operands if isinstance(op, pir.Addr)), None)
+        if addr is None or not isinstance(addr.base, pir.Reg):
+            return False
+        if self._definition_positions is None:
+            self._definition_positions = definition_positions(self.pfn.body)
+        return computed_by(addr.base.name, _reads_ctaid, self.pfn.body, self._definition_positions)
 
     def _close_pass(self, site):
         """Here, where a pass of a prefetching site's loop starts (a loop within a stretch: its
@@ -400,8 +425,7 @@ class BlockMemory:
         block_step = self._block_step(pos, base, "rounds", PREFETCH_SITES)
         if block_step is None:
             return
-        far = b.icmp_unsigned(">=", b.add(step, i64(FAR_ROUND - 1)), i64(2 * FAR_ROUND - 1))   # |step| >= FAR_ROUND
-        with b.if_then(far):
+        with b.if_then(self._far(step)):
             _prefetch_span(b, b.add(ahead, block_step), nbytes)
 
     def _memory_bound_loop(self, pos) -> bool:
