@@ -24,8 +24,12 @@ next vector above. One prefetch serves the loads of one base register within a l
 other (a stencil's neighbours in a row): conv2d_global's 25 taps take 5, not 25 (two workers,
 env-switched: 13.8-14.0 -> 11.6-12.2 ms). Loads outside loops, and the masked loads of
 anycuda's own vector code (each behind a test that some lane is on, so never in a loop of one
-block), are left alone: their next address is not the one above. A prefetch never faults, so
-one past an array's end costs nothing but its slot.
+block), are left alone: their next address is not the one above. A prefetch never faults;
+one past an array's end costs its slot, and a page walk where the page there is not present
+(a Zen 1 in a virtual machine walked for each: blockmemory._prefetch_next_rounds). Here that
+is at most DISTANCE past a loop's last vector, once per pass: a block's 1 KB table read by
+every block, in a slab slot with untouched pages past it, ran as fast as one inside a 4 MB
+array on that machine.
 """
 from __future__ import annotations
 
