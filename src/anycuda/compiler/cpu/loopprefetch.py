@@ -52,6 +52,10 @@ _OFFSET = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = getelementptr (?:inbounds |
                      r"(%[-\w.$]+|%\"[^\"]*\"), i64 (-?\d+)$")
 _ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _DECLARATION = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
+SHARED_ARGUMENT = "%shared"       # a block program's window of shared memory (blockprograms.py)
+_DEFINITION = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = (?:\w+ )*?(ptrtoint|inttoptr|getelementptr|add|sub|or|phi|select)\b")
+_ADDRESS_ARITHMETIC = frozenset(("ptrtoint", "inttoptr", "getelementptr", "add", "sub", "or", "phi", "select"))
+_VALUE = re.compile(r"%[-\w.$]+|%\"[^\"]*\"")
 
 
 def rewrite(text: str) -> str:
@@ -59,7 +63,7 @@ def rewrite(text: str) -> str:
     one block (see the module docstring); the text itself where there is none."""
     if "@llvm.masked.load." not in text and " = load <" not in text:
         return text
-    out, looping, added = [], False, 0
+    out, looping, added, shared = [], False, 0, set()
     for line in text.split("\n"):
         label = LABEL.match(line)
         if label:
@@ -67,14 +71,17 @@ def rewrite(text: str) -> str:
             offsets, fetched = {}, []       # this block's constant-offset pointers, prefetched spots
         elif line.startswith(("define ", "}")):
             looping = False
-        elif looping:
+            shared = {SHARED_ARGUMENT} if f"ptr {SHARED_ARGUMENT}" in line else set()
+        if shared:
+            _note_shared(line, shared)
+        if looping and not label:
             step = _OFFSET.match(line)
             if step:
                 base, off = offsets.get(step.group(2), (step.group(2), 0))
                 offsets[step.group(1)] = (base, off + int(step.group(3)))
             load = _MASKED_LOAD.match(line) or _PLAIN_LOAD.match(line)
             if load and int(load.group(2)) * _ELEMENT_BYTES[load.group(3)] >= MIN_BYTES \
-                    and _first_in_its_line(offsets.get(load.group(4), (load.group(4), 0)), fetched):
+                    and load.group(4) not in shared and _first_in_its_line(offsets.get(load.group(4), (load.group(4), 0)), fetched):
                 indent, ptr = load.group(1), load.group(4)
                 added += 1
                 ahead = f"%anycuda.ahead.{added}"
@@ -85,6 +92,15 @@ def rewrite(text: str) -> str:
         return text
     declared = "declare void @llvm.prefetch.p0(" in text
     return "\n".join(out) + ("" if declared else "\n" + _DECLARATION + "\n")
+
+
+def _note_shared(line, shared) -> None:
+    """Adds to `shared` the value an instruction line defines from one of `shared` (pointer and
+    integer arithmetic on a block program's shared-memory window)."""
+    defined = _DEFINITION.match(line)
+    if defined and defined.group(2) in _ADDRESS_ARITHMETIC \
+            and any(v in shared for v in _VALUE.findall(line[defined.end():])):
+        shared.add(defined.group(1))
 
 
 def _first_in_its_line(spot, fetched) -> bool:

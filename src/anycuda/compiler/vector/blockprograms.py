@@ -57,7 +57,7 @@ from .. import abi
 from ..analysis import fusion, memory, uniformity, walks
 from ..analysis.cfg import back_branches
 from ..analysis.spans import SpanFacts
-from ..cpu import launch
+from ..cpu import launch, loopprefetch
 from ..irutil import at_function_start, convert_bits, i32, i64, load_field, store_field
 from ..ops import spinwaits
 from ..ops.table import takes
@@ -181,6 +181,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
                               name=_NAME + ".block")
         self.fn.linkage = "internal"
         self.launch, ws, shared, *self.ctaid, _, _ = self.fn.args
+        shared.name = loopprefetch.SHARED_ARGUMENT[1:]      # (no prefetches ahead of its loads)
         self.ws = ws
         self.position = None      # the body position of the instruction being emitted
         self.high_alike = None    # (position, register, ...) of the last shr that left high bits alike (blockops)
