@@ -53,8 +53,8 @@ _OFFSET = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = getelementptr (?:inbounds |
 _ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _DECLARATION = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
 SHARED_ARGUMENT = "%shared"       # a block program's window of shared memory (blockprograms.py)
-_DEFINITION = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = (?:\w+ )*?(ptrtoint|inttoptr|getelementptr|add|sub|or|phi|select)\b")
-_ADDRESS_ARITHMETIC = frozenset(("ptrtoint", "inttoptr", "getelementptr", "add", "sub", "or", "phi", "select"))
+_ADDRESS_ARITHMETIC = ("ptrtoint", "inttoptr", "getelementptr", "add", "sub", "or", "phi", "select")
+_DEFINITION = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = (?:\w+ )*?(?:" + "|".join(_ADDRESS_ARITHMETIC) + r")\b")
 _VALUE = re.compile(r"%[-\w.$]+|%\"[^\"]*\"")
 
 
@@ -98,8 +98,7 @@ def _note_shared(line, shared) -> None:
     """Adds to `shared` the value an instruction line defines from one of `shared` (pointer and
     integer arithmetic on a block program's shared-memory window)."""
     defined = _DEFINITION.match(line)
-    if defined and defined.group(2) in _ADDRESS_ARITHMETIC \
-            and any(v in shared for v in _VALUE.findall(line[defined.end():])):
+    if defined and any(v in shared for v in _VALUE.findall(line[defined.end():])):
         shared.add(defined.group(1))
 
 

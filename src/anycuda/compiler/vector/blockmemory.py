@@ -239,14 +239,21 @@ class BlockMemory:
         loaded from memory (CSR's `x[cols[j]]`): where it will be in the next blocks is no step
         from where it is."""
         if pos not in self._indexed:          # (asked by the prefetch and by the access, once each)
-            addr = next((op for op in self.pfn.body[pos].operands if isinstance(op, pir.Addr)), None)
-            if addr is None or not isinstance(addr.base, pir.Reg):
-                self._indexed[pos] = False
-            else:
-                if self._definition_positions is None:
-                    self._definition_positions = definition_positions(self.pfn.body)
-                self._indexed[pos] = loaded_from_memory(addr.base.name, self.pfn.body, self._definition_positions)
+            register = self._address_register(pos)
+            self._indexed[pos] = register is not None and loaded_from_memory(register, self.pfn.body,
+                                                                             self._definitions())
         return self._indexed[pos]
+
+    def _address_register(self, pos):
+        """The name of the register the access at body position `pos` addresses through, else None."""
+        addr = next((op for op in self.pfn.body[pos].operands if isinstance(op, pir.Addr)), None)
+        return addr.base.name if addr is not None and isinstance(addr.base, pir.Reg) else None
+
+    def _definitions(self) -> dict:
+        """dataflow.definition_positions of the body, made once."""
+        if self._definition_positions is None:
+            self._definition_positions = definition_positions(self.pfn.body)
+        return self._definition_positions
 
     def _block_step(self, pos, address, kind, sites):
         """i64: how far the access at body position `pos` moved since the worker's last block,
@@ -352,12 +359,8 @@ class BlockMemory:
     def _block_dependent(self, pos) -> bool:
         """Whether the address of the access at body position `pos` is computed from %ctaid
         (each block reads its own addresses)."""
-        addr = next((op for op in self.pfn.body[pos].operands if isinstance(op, pir.Addr)), None)
-        if addr is None or not isinstance(addr.base, pir.Reg):
-            return False
-        if self._definition_positions is None:
-            self._definition_positions = definition_positions(self.pfn.body)
-        return computed_by(addr.base.name, _reads_ctaid, self.pfn.body, self._definition_positions)
+        register = self._address_register(pos)
+        return register is not None and computed_by(register, _reads_ctaid, self.pfn.body, self._definitions())
 
     def _close_pass(self, site):
         """Here, where a pass of a prefetching site's loop starts (a loop within a stretch: its
@@ -383,9 +386,7 @@ class BlockMemory:
         here = _address_part(self.pfn.body[pos])
         if here is None:
             return False
-        if self._definition_positions is None:
-            self._definition_positions = definition_positions(self.pfn.body)
-        if len(self._definition_positions.get(here[0], ())) != 1:
+        if len(self._definitions().get(here[0], ())) != 1:
             return False
         return any(there is not None and there[0] == here[0] and abs(there[1] - here[1]) < 64
                    for there in (_address_part(self.pfn.body[p]) for p in self._round_steps))
