@@ -6,6 +6,8 @@ does; where that region starts the kernel, the block function itself gives way a
 pass over its warps and a worker keeps launch.BLOCKS_IN_FLIGHT blocks in flight (with or
 without sites).
 References are numpy computations; outputs are poisoned first."""
+import re
+
 import numpy as np
 import pytest
 
@@ -255,6 +257,57 @@ def test_state_across_turns_without_sites(mod, rng, request, n, grid, block, wor
     per_thread = [x[t::threads] for t in range(threads)]
     np.testing.assert_allclose(sums.get(), [v.astype(np.float64).sum() for v in per_thread], rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(counts.get(), [(v > 0).sum() for v in per_thread])
+
+
+def _prefetches(fn) -> tuple:
+    """(prefetch calls behind a test of the warp's counted rounds, prefetch calls behind none,
+    the tests `rounds + k <= last pass` with their k) in a region function: a gate is
+    `select own, test, true` where `own` says the caller passed a turn area (argument 8)."""
+    text = str(fn)
+    own = re.findall(r'(%"\.\d+") = icmp ne i8\* %"\.8", null', text)
+    gates = set(re.findall(r'(%"\.\d+") = select\s+i1 (?:' + "|".join(map(re.escape, own)) + r'), i1 %"\.\d+", i1 1',
+                           text)) if own else set()
+    gated_blocks = {label for cond, label in re.findall(r'br i1 (%"\.\d+"), label %"([^"]+)"', text) if cond in gates}
+    gated = plain = 0
+    for blk in fn.blocks:
+        n = str(blk).count("call void @\"llvm.prefetch.p0\"")
+        gated, plain = (gated + n, plain) if blk.name in gated_blocks else (gated, plain + n)
+    sums = dict(re.findall(r'(%"\.\d+") = add i64 %"\.\d+", (\d+)\n', text))
+    tests = [int(sums[a]) for a in re.findall(r'= icmp ule i64 (%"\.\d+"), %"\.\d+"', text) if a in sums]
+    return gated, plain, tests
+
+
+def test_far_rounds_prefetch_no_further_than_the_last_pass(mod, rng, one_worker):
+    """A grid-stride loop's accesses step a grid's row each round: their prefetches
+    PREFETCH_AHEAD rounds on are made only while the warp's pass will still run that far, by
+    the count of its last pass kept in its turn area (regionmemory._rounds_left): past the
+    last rounds lies past the array's end, where a prefetch of an address no page maps walks
+    the page tables every time (a Zen 1 in a VM: saxpy_f32_stride's prefetches past its
+    arrays). A row loop's constant step of 128 bytes prefetches every round. Values against
+    numpy with passes of 5, 1 and 3 rounds in turn on one worker (counts left by another
+    launch predict wrong and change no value), the turn state past the counts."""
+    from anycuda.compiler.vector.regionmemory import PREFETCH_AHEAD
+    made = made_regions(SOURCE)[0]
+    (stride,), (rows,) = made["stride_stats"], made["row_sums"]
+    gated, plain, tests = _prefetches(stride)
+    assert gated >= 2 and plain == 0 and tests and set(tests) == {PREFETCH_AHEAD}, (gated, plain, tests)
+    gated, plain, tests = _prefetches(rows)
+    assert gated == 0 and plain >= 1 and not tests, (gated, plain, tests)
+    k = mod.get_function("stride_stats")
+    grid, block = 9, 128
+    threads = grid * block
+    for rounds in (5, 1, 3, 5):
+        n = threads * rounds - 37
+        x = rng.standard_normal(n).astype(np.float32)
+        y0 = rng.standard_normal(n).astype(np.float32)
+        y = ac.asarray(y0)
+        sums, counts = poison(threads, np.float64), poison(threads, np.int64)
+        k((grid,), (block,), (ac.asarray(x), y, sums, counts, np.float32(0.5), np.int32(n)))
+        np.testing.assert_allclose(y.get(), np.float32(0.5) * x + y0, rtol=1e-6, atol=1e-6)
+        per_thread = [x[t::threads] for t in range(threads)]
+        np.testing.assert_allclose(sums.get(), [v.astype(np.float64).sum() for v in per_thread], rtol=1e-12,
+                                   atol=1e-12)
+        np.testing.assert_array_equal(counts.get(), [(v > 0).sum() for v in per_thread])
 
 
 def test_turns_after_a_run_of_shuffles(mod, rng):

@@ -18,8 +18,8 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow
-from ..irutil import (at_function_start, for_range, i32, i64, load_field, masked_gather, masked_load, masked_store,
-                      prefetch_into_l2, register_address, set_loop_hints, vector_constant)
+from ..irutil import (at_function_start, field_ptr, for_range, i32, i64, load_field, masked_gather, masked_load,
+                      masked_store, prefetch_into_l2, register_address, set_loop_hints, vector_constant)
 from ..types import I1, I32, I64, llvm_type, llvm_width, space_of
 from . import lanereloads
 from .regionops import access_elements
@@ -32,6 +32,16 @@ from .warpruns import LANES, NotVectorisable
 # saxpy_f32_stride 6.8 -> 5.7 ms, reduce 3.3 -> 2.6, copy_f16_stride 2.8 -> 2.3 from 16 to
 # 4 iterations; 2 was slower again, row loops' kernels (softmax, layernorm) level)
 PREFETCH_AHEAD = 4
+# A loop whose rounds step FAR_STEP bytes or more (a grid-stride loop's row) sweeps its array
+# in each pass: PREFETCH_AHEAD rounds past its last lies past the array's end, often where no
+# page is (the allocation's guard), and a prefetch there walks the page tables every time.
+# Such prefetches stop ahead of the pass's end by the count of the warp's last pass, kept for
+# up to ROUND_SITES accesses in the warp's turn area (from byte ROUND_COUNTS on: the pass
+# number, then rounds, last pass, pass seen, an i64 each per access).
+FAR_STEP = 4096
+ROUND_SITES = 8
+ROUND_COUNTS = 8
+ROUND_SITE_BYTES = 24
 
 
 class RegionMemory:
@@ -122,7 +132,73 @@ class RegionMemory:
             last = b.load(slot)
             b.store(address, slot)
             step = b.select(b.icmp_unsigned("==", last, i64(0)), i64(0), b.sub(address, last))
-        prefetch_into_l2(b, b.add(address, b.mul(step, i64(PREFETCH_AHEAD))), range(0, nbytes, 64), write)
+        ahead = b.add(address, b.mul(step, i64(PREFETCH_AHEAD)))
+        gate = None if constant is not None and abs(constant) < FAR_STEP else self._rounds_left(pos, step)
+        if gate is None:
+            prefetch_into_l2(b, ahead, range(0, nbytes, 64), write)
+            return
+        with b.if_then(gate):
+            prefetch_into_l2(b, ahead, range(0, nbytes, 64), write)
+
+    def _rounds_left(self, pos, step):
+        """i1: whether a prefetch PREFETCH_AHEAD rounds ahead of the access at `pos` is made
+        this round: where its rounds step less than FAR_STEP, always; else while the warp's
+        pass will run that far, were it as long as the warp's last pass (the one before it
+        in its turn area: the same warp of the block its slot ran before, whose grid-stride
+        loop ran as many rounds, give or take one). Counted in the turn area, which keeps
+        them from turn to turn and from block to block; a region that never gives way has
+        none (its caller passes no area) and prefetches every round. Accesses past the first
+        ROUND_SITES: None (every round)."""
+        if pos not in self._round_sites:
+            if len(self._round_sites) >= ROUND_SITES:
+                return None
+            self._round_sites[pos] = ROUND_COUNTS + 8 + ROUND_SITE_BYTES * len(self._round_sites)
+        b = self.b
+        counts, own, number = self._pass_counts()
+        at = self._round_sites[pos]
+        rounds_p, last_p, seen_p = (field_ptr(b, counts, at + 8 * k, I64) for k in range(3))
+        rounds, last = b.load(rounds_p), b.load(last_p)
+        new_pass = b.icmp_unsigned("!=", b.load(seen_p), number)
+        # a pass's first round: the rounds counted become the last pass's (where there were any)
+        last = b.select(b.and_(new_pass, b.icmp_unsigned("!=", rounds, i64(0))), rounds, last)
+        rounds = b.add(b.select(new_pass, i64(0), rounds), i64(1))
+        b.store(last, last_p)
+        b.store(rounds, rounds_p)
+        b.store(number, seen_p)
+        near = b.icmp_unsigned("<", b.add(step, i64(FAR_STEP - 1)), i64(2 * FAR_STEP - 1))
+        reaches = b.icmp_unsigned("<=", b.add(rounds, i64(PREFETCH_AHEAD)), last)
+        unknown = b.icmp_unsigned("==", last, i64(0))
+        # (select, not or: without an area the counts are a scratch slot's)
+        return b.select(own, b.or_(near, b.or_(reaches, unknown)), ir.Constant(I1, 1))
+
+    def _pass_counts(self):
+        """(i8* where the rounds are counted, i1 whether that is the warp's turn area, i64 the
+        number of the warp's pass), made once in the region's entry block: a call that starts
+        the warp (0 where the turn area says where it resumes) starts a new pass."""
+        if self._counts is None:
+            b = self.b
+            end = ROUND_COUNTS + 8 + ROUND_SITE_BYTES * ROUND_SITES
+            with at_function_start(b):
+                scratch = b.alloca(ir.ArrayType(ir.IntType(8), end), name="round.scratch")
+                scratch.align = 8
+                b.store(ir.Constant(scratch.type.pointee, None), scratch)
+            entry = self.fn.entry_basic_block
+            with b.goto_block(entry):
+                b.position_before(entry.terminator)
+                own = b.icmp_unsigned("!=", self.turn, ir.Constant(self.turn.type, None))
+                counts = b.select(own, self.turn, b.bitcast(scratch, self.turn.type))
+                starts = b.icmp_unsigned("==", b.load(b.bitcast(counts, I32.as_pointer())), i32(0))
+                number_p = field_ptr(b, counts, ROUND_COUNTS, I64)
+                number = b.add(b.load(number_p), b.zext(starts, I64))
+                b.store(number, number_p)
+            self._counts = (counts, own, number)
+        return self._counts
+
+    def round_counts_bytes(self) -> int:
+        """Where a warp's turn state may start in its turn area: past its rounds' counts."""
+        if not self._round_sites:
+            return 0
+        return ROUND_COUNTS + 8 + ROUND_SITE_BYTES * len(self._round_sites)
 
     def _constant_step(self, pos, span):
         """The bytes by which the address of the access at `pos` steps per iteration of the

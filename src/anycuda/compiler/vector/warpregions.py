@@ -127,6 +127,8 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         self.params, self.codes, self.turn = self.fn.args[5:]
         self.fn.turn_bytes = 0        # the state a warp leaves between turns (0: it runs whole)
         self._step_slots = []         # prefetch_ahead's slots of a load's last address
+        self._round_sites = {}        # body position -> its rounds' counts in the turn area (_rounds_left)
+        self._counts = None           # _pass_counts
         self.slots = None             # register -> its <32 x T> stack slot, once the region runs
         self.labels = f.analysed("labels", lambda: {st.name: pos for pos, st in enumerate(f.pfn.body)
                                                     if isinstance(st, pir.Label)})
@@ -358,7 +360,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         edge where `live` are live: lane 0 of strided registers, the vectors of others, the
         last addresses of the loads prefetch_ahead measures. The resume number is at offset 0."""
         slots = [self.scalars[r] if r in self.scalars else self.slots[r] for r in sorted(live) if r in self.slots]
-        state, offset = [], 64
+        state, offset = [], max(64, (self.round_counts_bytes() + 63) // 64 * 64)
         for slot in slots + self._step_slots:
             ty = slot.type.pointee
             size = max(llvm_width(ty.element) * ty.count // 8, 1) if isinstance(ty, ir.VectorType) else 8
