@@ -91,13 +91,25 @@ def _host_gathers_fast() -> bool:
 
 def masked_load(b: ir.IRBuilder, address: ir.Value, vec: ir.VectorType, align: int, mask: ir.Value) -> ir.Value:
     """The elements of vector type `vec` from i64 `address` where `mask` holds (the others
-    undefined; none read): one llvm.masked.load, skipped where no lane is on
-    (_where_some_lane)."""
+    undefined): one llvm.masked.load, skipped where no lane is on (_where_some_lane). Where
+    masked loads are slow (masked_loads_slow) and the span lies in one page, a plain load:
+    some lane on reads in that page, so the page is there wherever that lane's own read
+    would find it, and what the others read is thrown away."""
     fn = declare(b.module, f"llvm.masked.load.v{vec.count}{intrinsic_suffix(vec.element)}.p0", vec,
                  [vec.as_pointer(), I32, mask.type, vec])
     ptr = b.inttoptr(address, vec.as_pointer())
-    return _where_some_lane(b, mask, lambda: b.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(vec, None)]),
-                            ir.Constant(vec, None))
+
+    def masked():
+        return b.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(vec, None)])
+
+    def load():
+        if isinstance(mask, ir.Constant) or not masked_loads_slow():
+            return masked()
+        nbytes = vec.count * llvm_width(vec.element) // 8
+        one_page = b.icmp_unsigned("==", b.lshr(address, ir.Constant(I64, 12)),
+                                   b.lshr(b.add(address, ir.Constant(I64, nbytes - 1)), ir.Constant(I64, 12)))
+        return either(b, one_page, lambda: b.load(ptr, align=align), masked)
+    return _where_some_lane(b, mask, load, ir.Constant(vec, None))
 
 
 def masked_store(b: ir.IRBuilder, value: ir.Value, address: ir.Value, align: int, mask: ir.Value) -> None:
@@ -171,6 +183,17 @@ def volatile_load(b: ir.IRBuilder, ptr: ir.Value, align: int) -> ir.Value:
     load.align = align
     b._insert(load)
     return load
+
+
+def masked_loads_slow() -> bool:
+    """Whether this CPU's vector loads under a mask cost several plain ones: AVX's vmaskmovps
+    on AMD's before Zen 4, as its stores (a C loop on a Zen 1: 5-8 ns for a 32-byte load
+    whose lines are in L1, 0.45 for a plain one). ANYCUDA_MASKED_LOADS=plain (slow) or
+    =masked chooses either way (tests, comparisons)."""
+    asked = os.environ.get("ANYCUDA_MASKED_LOADS", "").strip().lower()
+    if asked in ("plain", "masked"):
+        return asked == "plain"
+    return _host_masked_stores_slow()
 
 
 def masked_stores_slow() -> bool:

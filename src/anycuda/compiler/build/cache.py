@@ -80,6 +80,7 @@ def compiler_fingerprint() -> str:
     h.update(llvm.get_host_cpu_name().encode())
     h.update(llvm.get_host_cpu_features().flatten().encode())
     h.update(f"masked stores blended: {irutil.masked_stores_slow()}\0".encode())     # (a choice one may force)
+    h.update(f"masked loads plain: {irutil.masked_loads_slow()}\0".encode())
     h.update(f"stretch marks: {irutil.stretch_marks()}\0".encode())                  # (ANYCUDA_PERF_MAP=stretches)
     h.update(str(FORMAT).encode())
     return h.hexdigest()

@@ -10,7 +10,7 @@ import threading
 import llvmlite.binding as llvm
 
 from ...ptx import lexer
-from ..cpu import loopprefetch, maskedstores, streamstores
+from ..cpu import loopprefetch, maskedaccesses, streamstores
 from . import perfmap
 
 _lock = threading.Lock()
@@ -104,7 +104,7 @@ def compile_to_object(llvm_ir: str, name: str = "module", optimised: bool = True
     else:
         optimise(mod, light=is_huge(llvm_ir))
         mod = loopprefetch.add_prefetches(mod)
-        mod = maskedstores.plain_where_whole(mod)
+        mod = maskedaccesses.plain_where_safe(mod)
         mod = streamstores.make_streaming(mod, st["tm"])
         _dump("ANYCUDA_DUMP_OPT_IR", mod)
         code = st["tm"].emit_object(mod)

@@ -1,9 +1,9 @@
 """Rewrites of an optimised module's LLVM IR text (streamstores.py, loopprefetch.py,
-maskedstores.py).
+maskedaccesses.py).
 
 What no LLVM pass that Python can ask for does (a non-temporal store chosen per launch, a
-prefetch ahead of the vectoriser's masked loads, a test of its masked stores for a whole
-mask) is done on the module's printed text after optimisation, and the text is parsed back.
+prefetch ahead of the vectoriser's masked loads, a test of its masked stores and loads
+for when a plain access does) is done on the module's printed text after optimisation, and the text is parsed back.
 """
 from __future__ import annotations
 

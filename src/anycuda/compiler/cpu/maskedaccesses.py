@@ -1,0 +1,187 @@
+"""Plain stores and loads for the vectoriser's masked ones: stores where every lane is on, loads
+where some lane is on and their span lies in one page.
+
+LLVM's loop vectoriser turns a store under a condition (a kernel's `if (x < nx && y < ny &&
+z < nz) out[i] = ...`, where the guard holds in nearly every thread) into a masked store.
+On a CPU whose masked stores are slow (irutil.masked_stores_slow: AMD's before Zen 4 make
+AVX's vmaskmovps in microcode, ~7 ns for 32 bytes), such a store costs more than the
+computation it ends: perf put 56% of stencil7_3d_block's (one worker) on its masked rows,
+27% on the instruction after their masked store, every lane of it on.
+
+So after LLVM's optimisation (`plain_where_safe`, called by jit, after loopprefetch's
+prefetches), each masked store in a loop of one block (the vector body LLVM's vectoriser
+makes) becomes a test of its mask: a plain store where every lane is on, the masked store
+otherwise. Splitting the body renames it, for the phis that name it as their predecessor,
+after the last split part. A plain store where every lane is on writes exactly what the
+masked store would. stencil7_3d_block 21.5-22.3 -> 18.1-18.6 ms (A B B A, `run.py --repeats
+3`); the guarded streaming kernels (saxpy, triad, copy under `if (i < n)`) within the noise.
+
+Its masked loads likewise (irutil.masked_loads_slow: on a Zen 1 a 32-byte vmaskmovps load of
+lines in L1 took 5-8 ns, a plain one 0.45), with a looser test: a plain load, blended with
+the masked load's pass-through value, where some lane is on and the span lies in one page.
+The page is then there wherever that lane's own read finds it, and what the lanes off read
+is thrown away. Both are split in one pass: a split body is no longer a loop of one block.
+"""
+from __future__ import annotations
+
+import re
+
+import llvmlite.binding as llvm
+
+from ..irutil import masked_loads_slow, masked_stores_slow
+from .textrewrite import LABEL, in_self_loop, rewritten
+
+_MASKED_STORE = re.compile(r"^(\s*)(?:tail )?call void @llvm\.masked\.store\.v(\d+)\w+\.p0\((.*)\)(?:, !.*)?$")
+_MASKED_LOAD = re.compile(r"^(\s*)(%[-\w.$]+|%\"[^\"]*\") = (?:tail )?call <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>"
+                          r" @llvm\.masked\.load\.v\d+\w+\.p0\((.*)\)(?:, !.*)?$")
+_ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
+PAGE_BITS = 12
+_ALIGN = re.compile(r"\balign (\d+)\b")
+
+
+def _arguments(text: str) -> list:
+    """The top-level comma-separated parts of a call's argument list."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def _split(line: str, k: int, stores: bool, loads: bool):
+    """The lines that replace masked store or load `line` (the k-th split; `stores`, `loads`:
+    which kinds are split), ending in the label of the block that goes on after it; None
+    where the line is not one to split (a constant mask)."""
+    if loads and "@llvm.masked.load." in line:
+        return _split_load(line, k)
+    store = _MASKED_STORE.match(line) if stores else None
+    if store is None:
+        return None
+    indent, lanes = store.group(1), int(store.group(2))
+    args = _arguments(store.group(3))
+    if len(args) != 3 or not args[2].startswith(f"<{lanes} x i1> %"):
+        return None
+    value, pointer, mask = args
+    pointer_value = pointer.split()[-1]
+    align = _ALIGN.search(pointer)
+    bits, whole, part, join = (f"anycuda.ms{what}.{k}" for what in ("bits", "whole", "part", "join"))
+    return [
+        f"{indent}%{bits} = bitcast {mask} to i{lanes}",
+        f"{indent}%{bits}.all = icmp eq i{lanes} %{bits}, -1",
+        f"{indent}br i1 %{bits}.all, label %{whole}, label %{part}",
+        f"{whole}:",
+        f"{indent}store {value}, ptr {pointer_value}" + (f", align {align.group(1)}" if align else ""),
+        f"{indent}br label %{join}",
+        f"{part}:",
+        line,
+        f"{indent}br label %{join}",
+        f"{join}:",
+    ], join
+
+
+def _split_load(line: str, k: int):
+    """The lines that replace masked load `line`: a plain load where some lane is on and the
+    span lies in one page (blended with the pass-through value), the masked load otherwise,
+    joined by a phi of the load's name; None for a constant mask."""
+    load = _MASKED_LOAD.match(line)
+    if load is None:
+        return None
+    indent, name, lanes, element = load.group(1), load.group(2), int(load.group(3)), load.group(4)
+    args = _arguments(load.group(5))
+    if len(args) != 3 or not args[1].startswith(f"<{lanes} x i1> %"):
+        return None
+    pointer, mask, passthru = args
+    pointer_value = pointer.split()[-1]
+    align = _ALIGN.search(pointer)
+    vec = f"<{lanes} x {element}>"
+    bits, at, plain, whole, part, join = (f"anycuda.ml{what}.{k}" for what in ("bits", "at", "plain", "whole",
+                                                                             "part", "join"))
+    loaded, blended, masked = (_suffixed(name, f".anycuda.{what}") for what in ("plain", "whole", "part"))
+    last = lanes * _ELEMENT_BYTES[element] - 1
+    return [
+        f"{indent}%{bits} = bitcast {mask} to i{lanes}",
+        f"{indent}%{bits}.some = icmp ne i{lanes} %{bits}, 0",
+        f"{indent}%{at} = ptrtoint ptr {pointer_value} to i64",
+        f"{indent}%{at}.end = add i64 %{at}, {last}",
+        f"{indent}%{at}.page = lshr i64 %{at}, {PAGE_BITS}",
+        f"{indent}%{at}.end.page = lshr i64 %{at}.end, {PAGE_BITS}",
+        f"{indent}%{at}.one = icmp eq i64 %{at}.page, %{at}.end.page",
+        f"{indent}%{plain} = and i1 %{bits}.some, %{at}.one",
+        f"{indent}br i1 %{plain}, label %{whole}, label %{part}",
+        f"{whole}:",
+        f"{indent}{loaded} = load {vec}, ptr {pointer_value}" + (f", align {align.group(1)}" if align else ""),
+        f"{indent}{blended} = select {mask}, {vec} {loaded}, {passthru}",
+        f"{indent}br label %{join}",
+        f"{part}:",
+        line.replace(f"{name} = ", f"{masked} = ", 1),
+        f"{indent}br label %{join}",
+        f"{join}:",
+        f"{indent}{name} = phi {vec} [ {blended}, %{whole} ], [ {masked}, %{part} ]",
+    ], join
+
+
+def _suffixed(name: str, suffix: str) -> str:
+    """An IR value name with `suffix` added (quoted names keep their quotes)."""
+    return f'{name[:-1]}{suffix}"' if name.endswith('"') else name + suffix
+
+
+def rewrite(text: str, stores: bool = True, loads: bool = True) -> str:
+    """The optimised module's IR text with each masked store in a loop of one block tested
+    for a whole mask, and each masked load for a span in one page (see the module
+    docstring); the text itself where there is none."""
+    stores = stores and "@llvm.masked.store." in text
+    loads = loads and "@llvm.masked.load." in text
+    if not stores and not loads:
+        return text
+    out, function, renamed, split = [], [], {}, 0
+    block, looping = None, False
+    for line in text.split("\n"):
+        label = LABEL.match(line)
+        if label:
+            block, looping = label.group(1), in_self_loop(label)
+        elif line.startswith(("define ", "}")):
+            block, looping = None, False
+            if line.startswith("}"):        # (block names are a function's own)
+                out.extend(_renamed_predecessors(function, renamed))
+                function, renamed = [], {}
+        elif looping:
+            lines = _split(line, split + 1, stores, loads)
+            if lines is not None:
+                split += 1
+                lines, renamed[block] = lines
+                function.extend(lines)
+                continue
+        function.append(line)
+    out.extend(function)
+    return text if not split else "\n".join(out)
+
+
+def _renamed_predecessors(lines: list, renamed: dict) -> list:
+    """A function's `lines` with each phi's incoming block that was split named by its last
+    part (the anycuda.ms* names are new)."""
+    if not renamed:
+        return lines
+    patterns = {re.compile(r"(\[[^\[\]]*, )%" + re.escape(old) + r"( \])"): new for old, new in renamed.items()}
+    out = []
+    for line in lines:
+        if " = phi " in line:
+            for pattern, new in patterns.items():
+                line = pattern.sub(lambda m, new=new: f"{m.group(1)}%{new}{m.group(2)}", line)
+        out.append(line)
+    return out
+
+
+def plain_where_safe(mod: llvm.ModuleRef) -> llvm.ModuleRef:
+    """`mod` (optimised) with its loops' masked stores made plain where every lane is on, and
+    its masked loads where their span lies in one page, for those of the two that are slow
+    on this CPU: a new module, or `mod` itself where it has none or neither kind is slow."""
+    stores, loads = masked_stores_slow(), masked_loads_slow()
+    if not stores and not loads:
+        return mod
+    return rewritten(mod, lambda text: rewrite(text, stores, loads))
