@@ -11,6 +11,7 @@ import pytest
 import anycuda as ac
 from anycuda.compiler.cpu import maskedaccesses
 from conformance import poison
+from conftest import is_poison, ran_as_block_program
 from test_compiler_loopprefetch import STENCIL, checked_stencil3
 from test_compiler_streamstores import _optimised_ir
 
@@ -200,3 +201,45 @@ def test_guarded_loads_at_an_allocations_end(monkeypatch, tmp_path, rng, loads, 
     k = ac.RawModule(code=EDGES + f"// masked loads: {loads}\n").get_function(kernel)
     k((-(-n // 256),), (256,), (np.uint64(whole.data.ptr + 4 * 4), out, np.int32(n)))
     np.testing.assert_array_equal(out.get(), 2.0 * x[4:])
+
+
+PATTERNS = r"""
+// a store under a pattern of lanes a table gives each warp, after a barrier (a block program)
+template <typename T> __device__ void patterned(const unsigned* patterns, const T* in, T* out) {
+    __shared__ T s[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = in[i] * (T)3;
+    __syncthreads();
+    if (patterns[i >> 5] >> (threadIdx.x & 31) & 1) out[i] = s[threadIdx.x];
+}
+extern "C" __global__ void patterned_f32(const unsigned* p, const float* in, float* out) { patterned(p, in, out); }
+extern "C" __global__ void patterned_f64(const unsigned* p, const double* in, double* out) { patterned(p, in, out); }
+"""
+
+
+@pytest.mark.parametrize("stores", ["blend", "masked"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_patterned_stores_by_parts(monkeypatch, tmp_path, rng, stores, dtype):
+    """A block program's store to global memory under every kind of lane pattern: where
+    masked stores are slow (blend), made in parts of 32 bytes (irutil._chunked_masked_store:
+    a part whose lanes are all on stored plainly, one with none skipped, the others masked);
+    the lanes off keep the poison, the others hold the value, either way."""
+    monkeypatch.setenv("ANYCUDA_JIT", "optimised")
+    monkeypatch.setenv("ANYCUDA_MASKED_STORES", stores)
+    monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))
+    fixed = [0, 0xFFFFFFFF, 0x0000FFFF, 0xFFFF0000, 0x55555555, 0xAAAAAAAA, 0x000000FF, 0xFF00FF00, 0x00FF00FF,
+             0x0F0F0F0F, 1, 0x80000000, 0x7FFFFFFE, 0xFFFFFF00]
+    patterns = np.concatenate([fixed, rng.integers(0, 1 << 32, 50)]).astype(np.uint32)
+    n = patterns.size * 32
+    n_pad = -(-n // 256) * 256
+    patterns = np.concatenate([patterns, np.zeros((n_pad - n) // 32, np.uint32)])
+    x = rng.standard_normal(n_pad).astype(dtype)
+    out = poison(n_pad, dtype)
+    k = ac.RawModule(code=PATTERNS + f"// masked stores: {stores}\n").get_function(
+        "patterned_f32" if dtype == np.float32 else "patterned_f64")
+    k((n_pad // 256,), (256,), (ac.asarray(patterns), ac.asarray(x), out))
+    on = ((patterns.repeat(32) >> np.tile(np.arange(32, dtype=np.uint32), n_pad // 32)) & 1).astype(bool)
+    got = out.get()
+    np.testing.assert_array_equal(got[on], x[on] * dtype(3))
+    assert is_poison(got[~on]).all()
+    assert ran_as_block_program(k, 256)

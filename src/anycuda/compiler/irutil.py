@@ -130,9 +130,46 @@ def _masked_store_call(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: i
         for lane in lanes:
             b.store(b.extract_element(value, i32(lane)), b.gep(first, [i32(lane)]), align=align)
         return
+    chunk = STORE_CHUNK_BYTES * 8 // llvm_width(vec.element)
+    if masked_stores_slow() and vec.count > chunk and vec.count % chunk == 0:
+        _chunked_masked_store(b, value, ptr, align, mask, chunk)
+        return
     fn = declare(b.module, f"llvm.masked.store.v{vec.count}{intrinsic_suffix(vec.element)}.p0", ir.VoidType(),
                  [vec, vec.as_pointer(), I32, mask.type])
     b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+
+
+STORE_CHUNK_BYTES = 32          # AVX's vector: one vmaskmovps
+
+
+def _chunked_masked_store(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: int, mask: ir.Value,
+                          chunk: int) -> None:
+    """A masked store of a vector wider than the CPU's, where masked stores are slow, as its
+    parts of `chunk` lanes: a plain store where every lane of a part is on, none where none
+    is, a masked store of the part otherwise. LLVM splits the wide store into such parts
+    anyway, each a vmaskmovps (~5.5 ns on a Zen 1 against ~0.5 for a plain one), whatever
+    its lanes: a warp's half (bitonic sort's partners 16 apart), a lane's part (`if (lane ==
+    0)`) or a tail's whole parts were as slow as the lanes all on."""
+    vec = value.type
+    part = ir.VectorType(vec.element, chunk)
+    part_mask = ir.VectorType(I1, chunk)
+    bits = ir.IntType(chunk)
+    fn = declare(b.module, f"llvm.masked.store.v{chunk}{intrinsic_suffix(vec.element)}.p0", ir.VoidType(),
+                 [part, part.as_pointer(), I32, part_mask])
+    first = b.bitcast(ptr, vec.element.as_pointer())
+    for start in range(0, vec.count, chunk):
+        pick = ir.Constant(ir.VectorType(I32, chunk), [start + k for k in range(chunk)])
+        m = b.shuffle_vector(mask, ir.Constant(mask.type, None), pick)
+        v = b.shuffle_vector(value, ir.Constant(vec, None), pick)
+        at = b.bitcast(b.gep(first, [i32(start)]), part.as_pointer())
+        on = b.bitcast(m, bits)
+        with b.if_then(b.icmp_unsigned("!=", on, ir.Constant(bits, 0))):
+            every = b.icmp_unsigned("==", on, ir.Constant(bits, (1 << chunk) - 1))
+            with b.if_else(every) as (whole, some):
+                with whole:
+                    b.store(v, at, align=align)
+                with some:
+                    b.call(fn, [v, at, ir.Constant(I32, align), m])
 
 
 def _constant_lanes(mask: ir.Value):
