@@ -54,6 +54,17 @@ def _arguments(text: str) -> list:
     return parts
 
 
+def _masked_call(arguments: str, lanes: int, pointer_at: int, mask_at: int):
+    """(its three arguments, the pointer's value, its `, align N` or "") of a masked store's
+    or load's argument list, or None where its mask is a constant."""
+    args = _arguments(arguments)
+    if len(args) != 3 or not args[mask_at].startswith(f"<{lanes} x i1> %"):
+        return None
+    pointer = args[pointer_at]
+    align = _ALIGN.search(pointer)
+    return args, pointer.split()[-1], f", align {align.group(1)}" if align else ""
+
+
 def _split(line: str, k: int, stores: bool, loads: bool):
     """The lines that replace masked store or load `line` (the k-th split; `stores`, `loads`:
     which kinds are split), ending in the label of the block that goes on after it; None
@@ -64,19 +75,17 @@ def _split(line: str, k: int, stores: bool, loads: bool):
     if store is None:
         return None
     indent, lanes = store.group(1), int(store.group(2))
-    args = _arguments(store.group(3))
-    if len(args) != 3 or not args[2].startswith(f"<{lanes} x i1> %"):
+    call = _masked_call(store.group(3), lanes, pointer_at=1, mask_at=2)
+    if call is None:
         return None
-    value, pointer, mask = args
-    pointer_value = pointer.split()[-1]
-    align = _ALIGN.search(pointer)
+    (value, _, mask), pointer_value, align = call
     bits, whole, part, join = (f"anycuda.ms{what}.{k}" for what in ("bits", "whole", "part", "join"))
     return [
         f"{indent}%{bits} = bitcast {mask} to i{lanes}",
         f"{indent}%{bits}.all = icmp eq i{lanes} %{bits}, -1",
         f"{indent}br i1 %{bits}.all, label %{whole}, label %{part}",
         f"{whole}:",
-        f"{indent}store {value}, ptr {pointer_value}" + (f", align {align.group(1)}" if align else ""),
+        f"{indent}store {value}, ptr {pointer_value}{align}",
         f"{indent}br label %{join}",
         f"{part}:",
         line,
@@ -93,12 +102,10 @@ def _split_load(line: str, k: int):
     if load is None:
         return None
     indent, name, lanes, element = load.group(1), load.group(2), int(load.group(3)), load.group(4)
-    args = _arguments(load.group(5))
-    if len(args) != 3 or not args[1].startswith(f"<{lanes} x i1> %"):
+    call = _masked_call(load.group(5), lanes, pointer_at=0, mask_at=1)
+    if call is None:
         return None
-    pointer, mask, passthru = args
-    pointer_value = pointer.split()[-1]
-    align = _ALIGN.search(pointer)
+    (_, mask, passthru), pointer_value, align = call
     vec = f"<{lanes} x {element}>"
     bits, at, plain, whole, part, join = (f"anycuda.ml{what}.{k}" for what in ("bits", "at", "plain", "whole",
                                                                              "part", "join"))
@@ -115,7 +122,7 @@ def _split_load(line: str, k: int):
         f"{indent}%{plain} = and i1 %{bits}.some, %{at}.one",
         f"{indent}br i1 %{plain}, label %{whole}, label %{part}",
         f"{whole}:",
-        f"{indent}{loaded} = load {vec}, ptr {pointer_value}" + (f", align {align.group(1)}" if align else ""),
+        f"{indent}{loaded} = load {vec}, ptr {pointer_value}{align}",
         f"{indent}{blended} = select {mask}, {vec} {loaded}, {passthru}",
         f"{indent}br label %{join}",
         f"{part}:",
