@@ -36,12 +36,12 @@ PREFETCH_AHEAD = 4
 # in each pass: PREFETCH_AHEAD rounds past its last lies past the array's end, often where no
 # page is (the allocation's guard), and a prefetch there walks the page tables every time.
 # Such prefetches stop ahead of the pass's end by the count of the warp's last pass, kept for
-# up to ROUND_SITES accesses in the warp's turn area (from byte ROUND_COUNTS on: the pass
-# number, then rounds, last pass, pass seen, an i64 each per access).
+# up to ROUND_SITES accesses in the warp's turn area (from byte ROUND_COUNTS on: rounds so far
+# and the last pass's, an i64 each per access).
 FAR_STEP = 4096
 ROUND_SITES = 8
 ROUND_COUNTS = 8
-ROUND_SITE_BYTES = 24
+ROUND_SITE_BYTES = 16
 
 
 class RegionMemory:
@@ -145,41 +145,69 @@ class RegionMemory:
         this round: where its rounds step less than FAR_STEP, always; else while the warp's
         pass will run that far, were it as long as the warp's last pass (the one before it
         in its turn area: the same warp of the block its slot ran before, whose grid-stride
-        loop ran as many rounds, give or take one). Counted in the turn area, which keeps
-        them from turn to turn and from block to block; a region that never gives way has
-        none (its caller passes no area) and prefetches every round. Accesses past the first
-        ROUND_SITES: None (every round)."""
-        if pos not in self._round_sites:
-            if len(self._round_sites) >= ROUND_SITES:
-                return None
-            self._round_sites[pos] = ROUND_COUNTS + 8 + ROUND_SITE_BYTES * len(self._round_sites)
+        loop ran as many rounds, give or take one). The counts live in stack slots while the
+        region runs (registers) and in the turn area between its calls (_round_site,
+        save_round_counts); a region that never gives way has no area (its caller passes
+        none) and prefetches every round. Accesses past the first ROUND_SITES: None (every
+        round)."""
+        site = self._round_site(pos)
+        if site is None:
+            return None
         b = self.b
-        counts, own, number = self._pass_counts()
-        at = self._round_sites[pos]
-        rounds_p, last_p, seen_p = (field_ptr(b, counts, at + 8 * k, I64) for k in range(3))
-        rounds, last = b.load(rounds_p), b.load(last_p)
-        new_pass = b.icmp_unsigned("!=", b.load(seen_p), number)
-        # a pass's first round: the rounds counted become the last pass's (where there were any)
-        last = b.select(b.and_(new_pass, b.icmp_unsigned("!=", rounds, i64(0))), rounds, last)
-        rounds = b.add(b.select(new_pass, i64(0), rounds), i64(1))
-        b.store(last, last_p)
-        b.store(rounds, rounds_p)
-        b.store(number, seen_p)
+        rounds_slot, last_slot, _ = site
+        rounds = b.add(b.load(rounds_slot), i64(1))
+        b.store(rounds, rounds_slot)
+        last = b.load(last_slot)
         near = b.icmp_unsigned("<", b.add(step, i64(FAR_STEP - 1)), i64(2 * FAR_STEP - 1))
         reaches = b.icmp_unsigned("<=", b.add(rounds, i64(PREFETCH_AHEAD)), last)
         unknown = b.icmp_unsigned("==", last, i64(0))
+        _, own, _ = self._pass_counts()
         # (select, not or: without an area the counts are a scratch slot's)
         return b.select(own, b.or_(near, b.or_(reaches, unknown)), ir.Constant(I1, 1))
 
+    def _round_site(self, pos):
+        """(rounds slot, last pass slot, offset in the turn area) of the access at `pos`, its
+        slots set in the region's entry block from the area: where the call starts the warp's
+        pass, the rounds its last pass counted become the last pass's (where it counted any)
+        and the count starts at 0; where it resumes a turn, both go on. None past ROUND_SITES."""
+        if pos not in self._round_sites:
+            if len(self._round_sites) >= ROUND_SITES:
+                return None
+            b = self.b
+            with at_function_start(b):
+                slots = [b.alloca(I64, name=f"round.{what}{pos}") for what in ("count", "last")]
+            at = ROUND_COUNTS + ROUND_SITE_BYTES * len(self._round_sites)
+            counts, _, starts = self._pass_counts()
+            entry = self.fn.entry_basic_block
+            with b.goto_block(entry):
+                b.position_before(entry.terminator)
+                rounds, last = (b.load(field_ptr(b, counts, at + 8 * k, I64)) for k in range(2))
+                ended = b.select(b.icmp_unsigned("!=", rounds, i64(0)), rounds, last)
+                b.store(b.select(starts, i64(0), rounds), slots[0])
+                b.store(b.select(starts, ended, last), slots[1])
+            self._round_sites[pos] = (*slots, at)
+        return self._round_sites[pos]
+
+    def save_round_counts(self):
+        """Where the region returns (its warp done, or giving way): the rounds' counts back
+        to the turn area."""
+        if not self._round_sites:
+            return
+        b = self.b
+        counts, _, _ = self._pass_counts()
+        for rounds_slot, last_slot, at in self._round_sites.values():
+            b.store(b.load(rounds_slot), field_ptr(b, counts, at, I64))
+            b.store(b.load(last_slot), field_ptr(b, counts, at + 8, I64))
+
     def _pass_counts(self):
-        """(i8* where the rounds are counted, i1 whether that is the warp's turn area, i64 the
-        number of the warp's pass), made once in the region's entry block: a call that starts
-        the warp (0 where the turn area says where it resumes) starts a new pass."""
+        """(i8* where the rounds are counted between calls, i1 whether that is the warp's turn
+        area, i1 whether this call starts the warp: 0 where the turn area says where it
+        resumes), made once in the region's entry block."""
         if self._counts is None:
             b = self.b
-            end = ROUND_COUNTS + 8 + ROUND_SITE_BYTES * ROUND_SITES
             with at_function_start(b):
-                scratch = b.alloca(ir.ArrayType(ir.IntType(8), end), name="round.scratch")
+                scratch = b.alloca(ir.ArrayType(ir.IntType(8), ROUND_COUNTS + ROUND_SITE_BYTES * ROUND_SITES),
+                                   name="round.scratch")
                 scratch.align = 8
                 b.store(ir.Constant(scratch.type.pointee, None), scratch)
             entry = self.fn.entry_basic_block
@@ -188,17 +216,14 @@ class RegionMemory:
                 own = b.icmp_unsigned("!=", self.turn, ir.Constant(self.turn.type, None))
                 counts = b.select(own, self.turn, b.bitcast(scratch, self.turn.type))
                 starts = b.icmp_unsigned("==", b.load(b.bitcast(counts, I32.as_pointer())), i32(0))
-                number_p = field_ptr(b, counts, ROUND_COUNTS, I64)
-                number = b.add(b.load(number_p), b.zext(starts, I64))
-                b.store(number, number_p)
-            self._counts = (counts, own, number)
+            self._counts = (counts, own, starts)
         return self._counts
 
     def round_counts_bytes(self) -> int:
         """Where a warp's turn state may start in its turn area: past its rounds' counts."""
         if not self._round_sites:
             return 0
-        return ROUND_COUNTS + 8 + ROUND_SITE_BYTES * len(self._round_sites)
+        return ROUND_COUNTS + ROUND_SITE_BYTES * len(self._round_sites)
 
     def _constant_step(self, pos, span):
         """The bytes by which the address of the access at `pos` steps per iteration of the

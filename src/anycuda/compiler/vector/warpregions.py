@@ -127,7 +127,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         self.params, self.codes, self.turn = self.fn.args[5:]
         self.fn.turn_bytes = 0        # the state a warp leaves between turns (0: it runs whole)
         self._step_slots = []         # prefetch_ahead's slots of a load's last address
-        self._round_sites = {}        # body position -> its rounds' counts in the turn area (_rounds_left)
+        self._round_sites = {}        # body position -> its rounds' counts (_round_site)
         self._counts = None           # _pass_counts
         self.slots = None             # register -> its <32 x T> stack slot, once the region runs
         self.labels = f.analysed("labels", lambda: {st.name: pos for pos, st in enumerate(f.pfn.body)
@@ -328,6 +328,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
             self._emit_turns(turn_points, turn_go, resume)
         b.position_at_end(self.finish)
         self._leave()
+        self.save_round_counts()
         self._return(RAN)
         # called once per warp: a call costs nothing there, and the block function it would
         # be inlined into is large already (layernorm's cold compile 4.1 -> 2.9 s)
@@ -411,6 +412,7 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
             for slot, offset, align in state:
                 b.store(b.load(slot), self._turn_slot(slot, offset), align=align)
             b.store(i32(number), b.bitcast(self.turn, I32.as_pointer()))
+            self.save_round_counts()
             b.ret(i32(TURNED))
             back = self.fn.append_basic_block(f"turn.resume{start}")
             resume.add_case(i32(number), back)
