@@ -177,9 +177,10 @@ def _block_program_ir(ptx, monkeypatch, mode, kernel) -> str:
 def test_blended_where_masked_stores_are_slow_masked_otherwise(ptx, monkeypatch):
     """The block program's IR in each mode: blended stores (a volatile load: LLVM's x86 back
     end would make a masked store again of a plain one) with the masked store kept for spans
-    outside, or only masked stores."""
+    outside, in parts of 32 bytes (irutil._chunked_masked_store), or only masked stores."""
     blended, masked = (_block_program_ir(ptx, monkeypatch, mode, "every_third_f32") for mode in MODES)
-    assert "load volatile <32 x float>" in blended and "llvm.masked.store.v32f32" in blended
+    assert "load volatile <32 x float>" in blended and "llvm.masked.store.v8f32" in blended
+    assert "llvm.masked.store.v32f32" not in blended
     assert "load volatile" not in masked and "llvm.masked.store.v32f32" in masked
 
 
@@ -201,6 +202,16 @@ def test_masked_stores_slow_follows_the_cpu_unless_asked(monkeypatch):
     for asked, slow in (("blend", True), ("masked", False), (" BLEND ", True)):
         monkeypatch.setenv("ANYCUDA_MASKED_STORES", asked)
         assert irutil.masked_stores_slow() is slow
+
+
+def test_masked_loads_slow_follows_the_cpu_unless_asked(monkeypatch):
+    """Masked loads are slow where masked stores are (AMD before AVX-512), unless asked."""
+    monkeypatch.delenv("ANYCUDA_MASKED_LOADS", raising=False)
+    monkeypatch.delenv("ANYCUDA_MASKED_STORES", raising=False)
+    assert irutil.masked_loads_slow() == irutil.masked_stores_slow()
+    for asked, slow in (("plain", True), ("masked", False), (" PLAIN ", True)):
+        monkeypatch.setenv("ANYCUDA_MASKED_LOADS", asked)
+        assert irutil.masked_loads_slow() is slow
 
 
 def test_span_inside_at_its_bounds():
