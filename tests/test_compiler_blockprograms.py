@@ -847,7 +847,7 @@ def test_loops_prefetch_their_next_rounds(compile_cuda, rng, poison):
     assert "round.step" in march and reading.search(march) and not writing.search(march)
     accumulate = pipeline.block_program_ir(ptx, "next.ptx", "plane_accumulate", (32, 4, 1))
     assert reading.search(accumulate) and writing.search(accumulate)
-    assert re.search(r'%"block\.step\d+" = alloca', march) and "8191" in march     # (|step| >= FAR_ROUND)
+    assert re.search(r'%"block\.step\d+" = alloca', march) and "8191" in march     # (|step| >= irutil.FAR_STEP)
     sums = pipeline.block_program_ir(ptx, "next.ptx", "column_sums", 64)
     assert "round.step" in sums and reading.search(sums)
     assert "round.step" in pipeline.block_program_ir(ptx, "next.ptx", "grid_strided", 64)

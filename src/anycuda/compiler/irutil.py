@@ -227,10 +227,7 @@ def masked_loads_slow() -> bool:
     on AMD's before Zen 4, as its stores (a C loop on a Zen 1: 5-8 ns for a 32-byte load
     whose lines are in L1, 0.45 for a plain one). ANYCUDA_MASKED_LOADS=plain (slow) or
     =masked chooses either way (tests, comparisons)."""
-    asked = os.environ.get("ANYCUDA_MASKED_LOADS", "").strip().lower()
-    if asked in ("plain", "masked"):
-        return asked == "plain"
-    return _host_masked_stores_slow()
+    return _asked_or_host("ANYCUDA_MASKED_LOADS", "plain")
 
 
 def masked_stores_slow() -> bool:
@@ -240,9 +237,15 @@ def masked_stores_slow() -> bool:
     block program there); without AVX (NEON, SSE) LLVM makes a branch per lane. AVX-512's
     masked stores, and Intel's AVX ones, cost about what plain ones do.
     ANYCUDA_MASKED_STORES=blend (slow) or =masked chooses either way (tests, comparisons)."""
-    asked = os.environ.get("ANYCUDA_MASKED_STORES", "").strip().lower()
-    if asked in ("blend", "masked"):
-        return asked == "blend"
+    return _asked_or_host("ANYCUDA_MASKED_STORES", "blend")
+
+
+def _asked_or_host(variable: str, slow: str) -> bool:
+    """Whether masked accesses are to be treated as slow: as environment `variable` asks (`slow`
+    or "masked"), else as this CPU's masked stores are (_host_masked_stores_slow)."""
+    asked = os.environ.get(variable, "").strip().lower()
+    if asked in (slow, "masked"):
+        return asked == slow
     return _host_masked_stores_slow()
 
 
@@ -311,6 +314,17 @@ def mark_stretch(b: ir.IRBuilder, n: int) -> None:
     """Where stretch_marks(): the marker of stretch n here (a no-op the CPU skips)."""
     if stretch_marks():
         b.asm(ir.FunctionType(ir.VoidType(), []), f"nopl {MARK_BASE + n}(%rax)", "", [], True)
+
+
+# A loop's round that steps this many bytes or more (a grid's row, a plane) reaches a new page
+# each round: no hardware prefetcher follows it, and ahead of the loop's last round lies past its
+# array, often where no page is (block programs' and warp regions' round prefetches)
+FAR_STEP = 4096
+
+
+def steps_far(b: ir.IRBuilder, step: ir.Value) -> ir.Value:
+    """i1: |i64 step| >= FAR_STEP."""
+    return b.icmp_unsigned(">=", b.add(step, ir.Constant(I64, FAR_STEP - 1)), ir.Constant(I64, 2 * FAR_STEP - 1))
 
 
 def prefetch_into_l2(b: ir.IRBuilder, address: ir.Value, offsets, write=False) -> None:

@@ -37,7 +37,7 @@ import re
 
 import llvmlite.binding as llvm
 
-from .textrewrite import LABEL, in_self_loop, rewritten
+from .textrewrite import ELEMENT_BYTES, LABEL, in_self_loop, rewritten
 
 DISTANCE = 1024           # bytes ahead: 256, 512, 1024 and 2048 measured (NOTES)
 LOCALITY = 2              # into L2, as compiler/irutil.prefetch_into_l2's
@@ -50,7 +50,6 @@ _PLAIN_LOAD = re.compile(r"^(\s*)%[-\w.$\"]+ = load <(\d+) x (float|double|half|
                          r" ptr (%[-\w.$]+|%\"[^\"]*\")")
 _OFFSET = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = getelementptr (?:inbounds |nuw |nusw )*i8, ptr "
                      r"(%[-\w.$]+|%\"[^\"]*\"), i64 (-?\d+)$")
-_ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _DECLARATION = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
 SHARED_ARGUMENT = "%shared"       # a block program's window of shared memory (blockprograms.py)
 _ADDRESS_ARITHMETIC = ("ptrtoint", "inttoptr", "getelementptr", "add", "sub", "or", "phi", "select")
@@ -80,7 +79,7 @@ def rewrite(text: str) -> str:
                 base, off = offsets.get(step.group(2), (step.group(2), 0))
                 offsets[step.group(1)] = (base, off + int(step.group(3)))
             load = _MASKED_LOAD.match(line) or _PLAIN_LOAD.match(line)
-            if load and int(load.group(2)) * _ELEMENT_BYTES[load.group(3)] >= MIN_BYTES \
+            if load and int(load.group(2)) * ELEMENT_BYTES[load.group(3)] >= MIN_BYTES \
                     and load.group(4) not in shared and _first_in_its_line(offsets.get(load.group(4), (load.group(4), 0)), fetched):
                 indent, ptr = load.group(1), load.group(4)
                 added += 1

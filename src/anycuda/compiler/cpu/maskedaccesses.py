@@ -29,12 +29,11 @@ import re
 import llvmlite.binding as llvm
 
 from ..irutil import masked_loads_slow, masked_stores_slow
-from .textrewrite import LABEL, in_self_loop, rewritten
+from .textrewrite import ELEMENT_BYTES, LABEL, in_self_loop, rewritten
 
 _MASKED_STORE = re.compile(r"^(\s*)(?:tail )?call void @llvm\.masked\.store\.v(\d+)\w+\.p0\((.*)\)(?:, !.*)?$")
 _MASKED_LOAD = re.compile(r"^(\s*)(%[-\w.$]+|%\"[^\"]*\") = (?:tail )?call <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>"
                           r" @llvm\.masked\.load\.v\d+\w+\.p0\((.*)\)(?:, !.*)?$")
-_ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 PAGE_BITS = 12
 _ALIGN = re.compile(r"\balign (\d+)\b")
 
@@ -110,7 +109,7 @@ def _split_load(line: str, k: int):
     bits, at, plain, whole, part, join = (f"anycuda.ml{what}.{k}" for what in ("bits", "at", "plain", "whole",
                                                                              "part", "join"))
     loaded, blended, masked = (_suffixed(name, f".anycuda.{what}") for what in ("plain", "whole", "part"))
-    last = lanes * _ELEMENT_BYTES[element] - 1
+    last = lanes * ELEMENT_BYTES[element] - 1
     return [
         f"{indent}%{bits} = bitcast {mask} to i{lanes}",
         f"{indent}%{bits}.some = icmp ne i{lanes} %{bits}, 0",

@@ -43,7 +43,7 @@ from llvmlite import ir
 
 from ..irutil import alias_scopes, declare
 from ..types import I32, PTR
-from .textrewrite import rewritten
+from .textrewrite import ELEMENT_BYTES, rewritten
 
 FLAG = "anycuda.stream_stores"
 SCOPE_NAME = "anycuda streaming store"
@@ -126,7 +126,6 @@ _NAME = r'%[-\w.$]+|%"[^"]*"'
 _STORE = re.compile(r"^(\s*)store (<(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>) (.+?), ptr ("
                     + _NAME + r"), align (\d+)(.*)$", re.M)
 _SCOPE_USE = re.compile(r"!alias\.scope !(\d+)")
-_ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 
 
 def _marked_scope_lists(text: str) -> set:
@@ -176,7 +175,7 @@ def rewrite(text: str) -> str:
 
     def replace(m):
         indent, vty, n, elem, value, ptr, align, rest = m.groups()
-        nbytes = int(n) * _ELEMENT_BYTES[elem]
+        nbytes = int(n) * ELEMENT_BYTES[elem]
         scope = _SCOPE_USE.search(rest)
         if scope is None or scope.group(1) not in lists or nbytes < MIN_BYTES or nbytes & (nbytes - 1):
             return m.group(0)

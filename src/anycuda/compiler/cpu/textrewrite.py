@@ -12,6 +12,7 @@ import re
 import llvmlite.binding as llvm
 
 LABEL = re.compile(r"^([-\w.$]+|\"[^\"]*\"):(?:\s*; preds = (.*))?$")     # a block's label line
+ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 
 
 def rewritten(mod: llvm.ModuleRef, rewrite) -> llvm.ModuleRef:

@@ -23,7 +23,7 @@ from ..analysis.dataflow import computed_by, definition_positions, loaded_from_m
 from ..irutil import (at_function_start, convert_bits, declare, either, field_ptr, for_each_set_bit, i32, i64,
                       intrinsic_suffix, load_field, masked_gather, masked_load, masked_store, masked_stores_slow,
                       narrow_gathers_as_words, prefetch_into_l2, private_store, register_address, some_lane,
-                      span_inside, vector_constant, words_holding)
+                      span_inside, steps_far, vector_constant, words_holding)
 from ..types import I1, I32, I64, llvm_width, space_of, width
 from .blockloops import grid_strided, memory_bound, uniform_registers
 from .blockops import Affine, and_scalar, register_part
@@ -32,7 +32,6 @@ from .warpruns import NotVectorisable
 SPARSE = 8                # a gather or scatter for at most this many lanes goes lane by lane
 MOST_RUNS = 4             # ... for at most this many runs of consecutive elements, run by run
 ROUNDS_AHEAD = 4          # rounds of a loop ahead of which its accesses of global memory are prefetched
-FAR_ROUND = 4096          # ... and, where a round steps at least this many bytes, the next block's too
 PREFETCH_SITES = 8        # loads of global memory per kernel prefetched for the worker's next blocks
                           # (and accesses prefetching their loops' next rounds)
 ROUND_COUNTS = abi.FRAME_HEADER + 8 * PREFETCH_SITES   # the worker frame's two slots each of those loops' rounds
@@ -295,7 +294,7 @@ class BlockMemory:
         Not where every block reads the same addresses (the address does not come from
         %ctaid: layernorm's `weight[i]`): after the first block they are in the caches, and
         ahead of the loop's last rounds lies past the array. And where the rounds step
-        FAR_ROUND bytes or more (a grid's row, a plane), only while the loop will still run
+        irutil.FAR_STEP bytes or more (a grid's row, a plane), only while the loop will still run
         ROUNDS_AHEAD more rounds by the count of its last pass (_rounds_left): such a loop
         sweeps its array in each pass, so ahead of its last rounds lies past the array's end;
         a loop of shorter steps covers a part, past which its neighbours (the next warps and
@@ -337,14 +336,10 @@ class BlockMemory:
             b.store(b.add(b.load(rounds), i64(1)), rounds)
         round_step = b.load(site.step)
         ahead = b.add(base, b.mul(round_step, i64(ROUNDS_AHEAD)))
-        with b.if_then(b.or_(b.not_(self._far(round_step)), self._rounds_left(site))):
+        with b.if_then(b.or_(b.not_(steps_far(b, round_step)), self._rounds_left(site))):
             _prefetch_span(b, ahead, nbytes, write)
             if not write and self.group == 1:      # (a group's turns read the rows whole: blockgroups.py)
                 self._prefetch_next_block_round(pos, base, ahead, round_step, nbytes)
-
-    def _far(self, step):
-        """i1: |step| >= FAR_ROUND."""
-        return self.b.icmp_unsigned(">=", self.b.add(step, i64(FAR_ROUND - 1)), i64(2 * FAR_ROUND - 1))
 
     def _rounds_left(self, site):
         """i1: whether the loop of a prefetching `site` will run ROUNDS_AHEAD rounds past this
@@ -408,7 +403,7 @@ class BlockMemory:
                 self._close_pass(site)
 
     def _prefetch_next_block_round(self, pos, base, ahead, step, nbytes):
-        """Where a load's rounds step FAR_ROUND bytes or more (a 3-D stencil's march along z, a
+        """Where a load's rounds step FAR_STEP bytes or more (a 3-D stencil's march along z, a
         plane a round; a grid-stride loop, the grid's row), a prefetch of where the worker's
         next block will read in that round as well, by the step warp 0's first pass took from
         block to block (_block_step). A block's part of a row is a few lines (a 32-wide block's,
@@ -426,7 +421,7 @@ class BlockMemory:
         block_step = self._block_step(pos, base, "rounds", PREFETCH_SITES)
         if block_step is None:
             return
-        with b.if_then(self._far(step)):
+        with b.if_then(steps_far(b, step)):
             _prefetch_span(b, b.add(ahead, block_step), nbytes)
 
     def _memory_bound_loop(self, pos) -> bool:

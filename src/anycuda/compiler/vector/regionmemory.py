@@ -18,8 +18,9 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow
-from ..irutil import (at_function_start, field_ptr, for_range, i32, i64, load_field, masked_gather, masked_load,
-                      masked_store, prefetch_into_l2, register_address, set_loop_hints, vector_constant)
+from ..irutil import (FAR_STEP, at_function_start, field_ptr, for_range, i32, i64, load_field, masked_gather,
+                      masked_load, masked_store, prefetch_into_l2, register_address, set_loop_hints, steps_far,
+                      vector_constant)
 from ..types import I1, I32, I64, llvm_type, llvm_width, space_of
 from . import lanereloads
 from .regionops import access_elements
@@ -32,13 +33,12 @@ from .warpruns import LANES, NotVectorisable
 # saxpy_f32_stride 6.8 -> 5.7 ms, reduce 3.3 -> 2.6, copy_f16_stride 2.8 -> 2.3 from 16 to
 # 4 iterations; 2 was slower again, row loops' kernels (softmax, layernorm) level)
 PREFETCH_AHEAD = 4
-# A loop whose rounds step FAR_STEP bytes or more (a grid-stride loop's row) sweeps its array
-# in each pass: PREFETCH_AHEAD rounds past its last lies past the array's end, often where no
-# page is (the allocation's guard), and a prefetch there walks the page tables every time.
+# A loop whose rounds step irutil.FAR_STEP bytes or more (a grid-stride loop's row) sweeps its
+# array in each pass: PREFETCH_AHEAD rounds past its last lies past the array's end, often where
+# no page is (the allocation's guard), and a prefetch there walks the page tables every time.
 # Such prefetches stop ahead of the pass's end by the count of the warp's last pass, kept for
 # up to ROUND_SITES accesses in the warp's turn area (from byte ROUND_COUNTS on: rounds so far
 # and the last pass's, an i64 each per access).
-FAR_STEP = 4096
 ROUND_SITES = 8
 ROUND_COUNTS = 8
 ROUND_SITE_BYTES = 16
@@ -158,7 +158,7 @@ class RegionMemory:
         rounds = b.add(b.load(rounds_slot), i64(1))
         b.store(rounds, rounds_slot)
         last = b.load(last_slot)
-        near = b.icmp_unsigned("<", b.add(step, i64(FAR_STEP - 1)), i64(2 * FAR_STEP - 1))
+        near = b.not_(steps_far(b, step))
         reaches = b.icmp_unsigned("<=", b.add(rounds, i64(PREFETCH_AHEAD)), last)
         unknown = b.icmp_unsigned("==", last, i64(0))
         _, own, _ = self._pass_counts()
