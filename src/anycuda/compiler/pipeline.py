@@ -128,9 +128,11 @@ def _optimised_job(unit: Unit, source_name: str, keep: tiers.Keep, later: bool):
         tiers.Recipe(_optimised_ir, (unit.text, compiled.name, source_name, _abi(compiled.info))),
         f"{source_name}:{compiled.name}", keep=keep, later=later)
     if job is not None:
+        folder = cache.cache_dir()
+
         def arrived(object_code):
             if object_code is not None:
-                cache.store(keep.key, keep.value(object_code))
+                cache.store_in(folder, keep.key, keep.value(object_code))
         job.subscribe(arrived)
     return job
 
@@ -300,9 +302,11 @@ def compile_block_program(unit: Unit, source_name: str, kernel: str, block: tupl
         arrived(code or None)
         return
 
+    folder = cache.cache_dir()
+
     def done(code):
         if code is not None:
-            cache.store(key, code)
+            cache.store_in(folder, key, code)
         elif job.error:
             _warn_block_program_failed(kernel, job.error)
         arrived(code or None)

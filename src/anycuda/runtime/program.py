@@ -393,14 +393,17 @@ class KernelImage:
         self._programs_pending.add(block)
 
         def link(code):
-            self._programs_pending.discard(block)
+            # (pending until `_programs` has the answer: a launch in between that found neither
+            # would queue the kernel's optimised code for nothing)
             if code is None:          # none for this shape: its launches run the kernel's own code
+                self._programs_pending.discard(block)
                 self._wants_own_code()
             else:
                 obj = LoadedObject(code, self._externals)
                 self._block_objects.append(obj)
                 address = obj.address(blockprograms.EXPORT)
                 self._programs[block] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+                self._programs_pending.discard(block)
                 # a long first launch of this shape goes on in the block program
                 self._hand_over(address, "program", lambda kind, shape: kind != "program" and shape == block)
         if profile.ENABLED:
@@ -488,6 +491,8 @@ class KernelImage:
         program = None if cooperative else self._programs.get(block, _UNASKED)
         if program is _UNASKED:
             program = self._block_program(block)
+        if program is None and not cooperative and block not in self._programs_pending:
+            program = self._programs.get(block)     # (linked between the two reads)
         entry = program or self._function()
         if program is None and (cooperative or block not in self._programs_pending):
             self._wants_own_code()

@@ -201,7 +201,12 @@ def private_folder(path: Path) -> None:
 
 
 def store(key: str, value) -> None:
-    d = cache_dir()
+    store_in(cache_dir(), key, value)
+
+
+def store_in(d: Path | None, key: str, value) -> None:
+    """Store `value` in the cache folder `d` (cache_dir() as it was when the work was asked
+    for: a compile that finishes later belongs there, whatever the environment says then)."""
     if d is None:
         return
     path = _entry_path(d, key)
