@@ -159,12 +159,15 @@ def test_div_rem(K, rng, w, signed):
 
 @pytest.mark.parametrize("signed", [False, True])
 def test_division_through_a_reciprocal(K, rng, signed):
-    """bitops.uniform_quotient and uniform_remainder (one 64-bit division, then multiplications
-    a lane) give int_div's and int_rem's answers for every pair: edges, random bits, small
-    numbers, divisors 0, 1, -1 and 2^32 - 1, and random divisors of every size."""
+    """bitops.uniform_quotient and uniform_remainder (a reciprocal made in doubles and made
+    exact, then multiplications a lane) give int_div's and int_rem's answers for every pair:
+    edges, random bits, small numbers, divisors 0, 1, -1 and 2^32 - 1, the powers of two and
+    their neighbours, and random divisors of every size."""
     a, d = _division_operands(rng, 32)
     d[-1000:-400] = rng.integers(0, 2 ** 32, 600, dtype=np.uint64).astype(np.uint32) >> rng.integers(0, 32, 600).astype(np.uint32)
     d[-450:-400] = 1
+    edges = [v for k in range(1, 32) for v in (2 ** k - 1, 2 ** k, 2 ** k + 1)]   # (where M d - 2^64 is 0 or nearly d)
+    d[-1000 - len(edges):-1000] = edges
     q_want, r_want = _quotients_and_remainders(a, d, 32, signed)
     check(K(f"uniform_div_{signed}", a, d), q_want, 32, "uniform_div", a, d)
     check(K(f"uniform_rem_{signed}", a, d), r_want, 32, "uniform_rem", a, d)
@@ -490,8 +493,9 @@ extern "C" __global__ void flat_index(const int* a, const unsigned* own, int sc,
 
 
 def test_a_kernel_dividing_by_its_parameters(compile_cuda, rng, poison, monkeypatch, tmp_path):
-    """A kernel's own code divides by a parameter through the reciprocal (a 64-bit division,
-    then products that vectorise over the block's threads),
+    """A kernel's own code divides by a parameter through the reciprocal (made without an
+    integer division, which LLVM would not move out of the loop over the threads; then
+    products that vectorise over them),
     with a GPU's answers for divisors of every size and sign, 0 included; a thread's own
     divisor still divides thread by thread."""
     from test_compiler_streamstores import _optimised_ir
@@ -514,5 +518,5 @@ def test_a_kernel_dividing_by_its_parameters(compile_cuda, rng, poison, monkeypa
         for got, want, label in zip(outs, (sq, sr, uq, ur, oq), ("s/", "s%", "u/", "u%", "own/")):
             check(got.get().view(np.uint32), want, 32, f"{label} by {sc}, {uc}", a)
     code = _optimised_ir(monkeypatch, tmp_path, DIVIDED_BY_PARAMETERS)
-    assert "udiv i64 -1," in code                                 # the reciprocal
+    assert "fdiv double 0x43F0000000000000" in code and "udiv i64 -1," not in code   # the reciprocal
     assert re.search(r"= mul nuw[a-z ]* <\d+ x i64>", code)      # its products, over the block's threads
