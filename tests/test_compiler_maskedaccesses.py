@@ -12,6 +12,7 @@ import anycuda as ac
 from anycuda.compiler.cpu import maskedaccesses
 from conformance import poison
 from conftest import is_poison, ran_as_block_program
+from test_compiler_guarded_access import fenced
 from test_compiler_loopprefetch import STENCIL, checked_stencil3
 from test_compiler_streamstores import _optimised_ir
 
@@ -185,21 +186,21 @@ extern "C" __global__ void scaled_copy_shared(const float* in, float* out, int n
 @pytest.mark.parametrize("loads", ["plain", "masked"])
 @pytest.mark.parametrize("kernel", ["scaled_copy", "scaled_copy_shared"])
 def test_guarded_loads_at_an_allocations_end(monkeypatch, tmp_path, rng, loads, kernel):
-    """The input is its 4 MB allocation from element 4 on, and a page that is not mapped
-    follows that allocation (anycuda's large allocations end at a guard): the last warp's
-    span of 32 floats runs 4 past the end (as does one of the vectoriser's spans of 8), its
-    lanes there off. A plain load of that span would fault; the span's page test keeps the
-    masked load. Values against numpy, either way."""
+    """The input is a 4 MB buffer from element 4 on, and a page that is not mapped follows
+    it (test_compiler_guarded_access's Fenced): the last warp's span of 32 floats runs 4 past
+    the end (as does one of the vectoriser's spans of 8), its lanes there off. A plain load
+    of that span would fault; the span's page test keeps the masked load. Values against
+    numpy, either way."""
     monkeypatch.setenv("ANYCUDA_JIT", "optimised")
     monkeypatch.setenv("ANYCUDA_MASKED_LOADS", loads)
     monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))
     size = 1 << 20
     x = rng.standard_normal(size).astype(np.float32)
-    whole = ac.asarray(x)
+    whole = fenced(x)
     n = size - 4
     out = poison(n, np.float32)
     k = ac.RawModule(code=EDGES + f"// masked loads: {loads}\n").get_function(kernel)
-    k((-(-n // 256),), (256,), (np.uint64(whole.data.ptr + 4 * 4), out, np.int32(n)))
+    k((-(-n // 256),), (256,), (np.uint64(whole.ptr + 4 * 4), out, np.int32(n)))
     np.testing.assert_array_equal(out.get(), 2.0 * x[4:])
 
 

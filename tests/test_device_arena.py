@@ -142,11 +142,12 @@ def _smaps_entry(address) -> dict:
 
 @pytest.mark.parametrize("size", [2 << 20, (5 << 20) + 12345, 64 << 20])
 def test_large_buffers_start_on_a_huge_page_and_ask_for_huge_pages(size):
-    """As numpy does for its large arrays: a buffer of 2 MiB or more starts on a 2 MiB
-    boundary and its mapping is marked for transparent huge pages; its guards still fault."""
+    """As numpy does for its large arrays: a buffer of 2 MiB or more starts in the first page
+    of a 2 MiB boundary (at its colour, arena.next_colour) and its mapping is marked for
+    transparent huge pages; the guard after it still faults."""
     target = memory.allocate(size)
     try:
-        assert target.ptr % arena.HUGE == 0
+        assert target.ptr % arena.HUGE < arena.PAGE and target.ptr % memory.ALIGNMENT == 0
         entry = _smaps_entry(target.ptr)
         assert "hg" in entry.get("VmFlags", "").split()           # madvise(MADV_HUGEPAGE)
         end = (target.ptr + size + arena.PAGE - 1) // arena.PAGE * arena.PAGE
@@ -154,3 +155,22 @@ def test_large_buffers_start_on_a_huge_page_and_ask_for_huge_pages(size):
         ctypes.memset(target.ptr, 0x11, size)
     finally:
         memory.free(target.ptr)
+
+
+def test_large_buffers_start_at_colours_a_kilobyte_apart():
+    """Sixteen large buffers allocated one after another start at sixteen offsets in their
+    pages, each on cudaMalloc's alignment, neighbours at least 1 KB apart (arena.next_colour:
+    in[i] and out[i] at one offset made loads wait behind stores); each holds its bytes."""
+    held = [memory.allocate((1 << 20) + 4096 * k) for k in range(16)]
+    try:
+        offsets = [a.ptr % arena.PAGE for a in held]
+        assert len(set(offsets)) == 16 and all(o % memory.ALIGNMENT == 0 for o in offsets)
+        assert all(min((a - b) % arena.PAGE, (b - a) % arena.PAGE) >= 1024 for a, b in zip(offsets, offsets[1:]))
+        for k, a in enumerate(held):
+            ctypes.memset(a.ptr, k, a.size)
+        for k, a in enumerate(held):
+            got = (ctypes.c_ubyte * a.size).from_address(a.ptr)
+            assert got[0] == got[a.size - 1] == k
+    finally:
+        for a in held:
+            memory.free(a.ptr)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 import mmap
 import threading
 
@@ -29,6 +30,7 @@ GUARD = 1 << 20                    # inaccessible bytes on each side of every ma
 HUGE = 2 << 20                     # a huge page (x86-64, AArch64 with 4 KiB pages): mappings
                                    # this large start on one and ask for them (_huge)
 _MADV_HUGEPAGE = 14
+COLOUR_STEP = 5 * SLOT_MIN         # next_colour: 16 starts in a page, neighbours >= 1 KB apart
 
 _PROT_NONE, _PROT_RW = 0, mmap.PROT_READ | mmap.PROT_WRITE
 _MAP_FAILED = ctypes.c_void_p(-1).value
@@ -161,19 +163,36 @@ def _slot_class(size: int) -> _SlotClass:
     return c
 
 
+_colours = itertools.count()
+
+
+def next_colour() -> int:
+    """Where in its first page the next mapping's buffer starts: COLOUR_STEP bytes on from the
+    last one's, modulo the page (16 places a multiple of SLOT_MIN apart). Two buffers that
+    both start on a page put `in[i]` and `out[i]` at the same offset in their pages, and a
+    load there waits behind a store to the other (the CPU compares the low 12 bits of the
+    addresses first): with non-temporal stores on a Zen 1, a 5-point stencil took twice C's
+    time, and 0.7 of it with its output 1 KB further on (benchmarks/NOTES.md, "Colours")."""
+    return next(_colours) * COLOUR_STEP % PAGE
+
+
 class Backing:
-    """`nbytes` of zeroed device memory at `ptr`, aligned to SLOT_MIN; handed back when collected."""
-    __slots__ = ("ptr", "nbytes", "_slots", "__weakref__")
+    """`nbytes` of zeroed device memory at `ptr`, aligned to SLOT_MIN; handed back when
+    collected. A mapping of its own starts its buffer at a colour (next_colour)."""
+    __slots__ = ("ptr", "nbytes", "_slots", "_colour", "__weakref__")
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes
+        self._colour = 0
         if nbytes <= SLOT_MAX:
             self._slots = _slot_class(slot_size(nbytes))
             self.ptr = self._slots.take()
             ctypes.memset(self.ptr, 0, nbytes)             # a reused slot holds its last owner's bytes
         else:
             self._slots = None
-            self.ptr = _map_fenced(_pages(nbytes))
+            colour = next_colour()
+            self.ptr = _map_fenced(_pages(colour + nbytes)) + colour
+            self._colour = colour
 
     def __del__(self, _unmap=_unmap_fenced, _pages=_pages):
         # (what it calls is bound here: at interpreter exit the module's names may be gone)
@@ -183,4 +202,4 @@ class Backing:
         if self._slots is not None:
             self._slots.free.append(ptr)
         else:
-            _unmap(ptr, _pages(self.nbytes))
+            _unmap(ptr - self._colour, _pages(self._colour + self.nbytes))
