@@ -9,7 +9,8 @@ in a guard, and a fault inside a kernel is turned into CUDA_ERROR_ILLEGAL_ADDRES
 
 Small requests share mappings ("slabs") cut into equal slots of a power-of-two size, so that
 many small buffers do not cost one mapping each (a process may hold only ~65,000 mappings);
-larger ones get a mapping each, unmapped when their last holder lets go. A `Backing` is what
+larger ones get a mapping each, unmapped when their last holder lets go, their buffers
+starting at different offsets in the mappings' first pages (next_colour). A `Backing` is what
 an allocation holds: its memory goes back (slot to its free list, mapping to the system) only
 when the Backing is collected, so Python code that still refers to a freed allocation never
 reaches memory that was reused.
