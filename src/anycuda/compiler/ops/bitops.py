@@ -153,14 +153,14 @@ def uniform_quotient(b, a, d, signed):
 def _reciprocal(b, d):
     """i64 M = ceil(2^64 / d) of a u32 d >= 2 (any value for d < 2), without a division
     instruction: LLVM does not speculate an integer division by a variable, so one made
-    behind a thread's `if (i < n)` stayed in the loop over the threads (embedding_flat's
-    `i / C` and `bt % T`: two 64-bit divisions a thread, 4.6x C's time), where these
-    instructions, all free to run early, leave it with the divisor. A double's quotient
-    m0 = 2^64 / d is M + e with |e| < 2^11; m0 * d mod 2^64, read signed, is then
+    behind a thread's `if (i < n)` stayed in the loop over the threads where that loop was
+    not vectorised (embedding_flat's `i / C` and `bt % T`: two 64-bit divisions a thread),
+    where these instructions, all free to run early, leave it with the divisor. A double's
+    quotient m0 = 2^64 / d is M + e with |e| < 2^11; m0 * d mod 2^64, read signed, is then
     (M d - 2^64) + e d, whose first term lies in [0, d): e is that over d, rounded down,
     which a double gives exactly (|r| < 2^44, and r / d is an integer or at least 2^-32
-    from one, far beyond the quotient's error). Checked against exact integers for every d
-    below 200,000, the powers of two and their neighbours, and random ones."""
+    from one, far beyond the quotient's error). tests/test_compiler_bitops.py checks it on
+    the powers of two and their neighbours and on random divisors of every size."""
     safe = b.select(b.icmp_unsigned("<", d, _c(I32, 2)), _c(I32, 2), d)
     divisor = b.uitofp(safe, ir.DoubleType())
     m0 = b.fptoui(b.fdiv(ir.Constant(ir.DoubleType(), 2.0 ** 64), divisor), I64)
