@@ -180,11 +180,10 @@ def next_colour() -> int:
 class Backing:
     """`nbytes` of zeroed device memory at `ptr`, aligned to SLOT_MIN; handed back when
     collected. A mapping of its own starts its buffer at a colour (next_colour)."""
-    __slots__ = ("ptr", "nbytes", "_slots", "_colour", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "_slots", "__weakref__")
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes
-        self._colour = 0
         if nbytes <= SLOT_MAX:
             self._slots = _slot_class(slot_size(nbytes))
             self.ptr = self._slots.take()
@@ -193,9 +192,8 @@ class Backing:
             self._slots = None
             colour = next_colour()
             self.ptr = _map_fenced(_pages(colour + nbytes)) + colour
-            self._colour = colour
 
-    def __del__(self, _unmap=_unmap_fenced, _pages=_pages):
+    def __del__(self, _unmap=_unmap_fenced, _pages=_pages, _page=PAGE):
         # (what it calls is bound here: at interpreter exit the module's names may be gone)
         ptr, self.ptr = getattr(self, "ptr", None), None
         if ptr is None:
@@ -203,4 +201,5 @@ class Backing:
         if self._slots is not None:
             self._slots.free.append(ptr)
         else:
-            _unmap(ptr - self._colour, _pages(self._colour + self.nbytes))
+            colour = ptr % _page          # (the mapping starts on a page)
+            _unmap(ptr - colour, _pages(colour + self.nbytes))

@@ -491,10 +491,11 @@ class KernelImage:
         program = None if cooperative else self._programs.get(block, _UNASKED)
         if program is _UNASKED:
             program = self._block_program(block)
-        if program is None and not cooperative and block not in self._programs_pending:
+        on_its_way = not cooperative and block in self._programs_pending
+        if program is None and not cooperative and not on_its_way:
             program = self._programs.get(block)     # (linked between the two reads)
         entry = program or self._function()
-        if program is None and (cooperative or block not in self._programs_pending):
+        if program is None and not on_its_way:
             self._wants_own_code()
         kind = "program" if program is not None else ("quick" if self.optimising else "optimised")
         if len(params) < self.param_size:
