@@ -29,7 +29,8 @@ import re
 import llvmlite.binding as llvm
 
 from ..irutil import masked_loads_slow, masked_stores_slow
-from .textrewrite import ELEMENT_BYTES, LABEL, in_self_loop, rewritten
+from . import gatherruns
+from .textrewrite import ELEMENT_BYTES, arguments, rewritten, split_in_self_loops, suffixed
 
 _MASKED_STORE = re.compile(r"^(\s*)(?:tail )?call void @llvm\.masked\.store\.v(\d+)\w+\.p0\((.*)\)(?:, !.*)?$")
 _MASKED_LOAD = re.compile(r"^(\s*)(%[-\w.$]+|%\"[^\"]*\") = (?:tail )?call <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>"
@@ -38,25 +39,10 @@ PAGE_BITS = 12
 _ALIGN = re.compile(r"\balign (\d+)\b")
 
 
-def _arguments(text: str) -> list:
-    """The top-level comma-separated parts of a call's argument list."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
-
-
-def _masked_call(arguments: str, lanes: int, pointer_at: int, mask_at: int):
+def _masked_call(argument_list: str, lanes: int, pointer_at: int, mask_at: int):
     """(its three arguments, the pointer's value, its `, align N` or "") of a masked store's
     or load's argument list, or None where its mask is a constant."""
-    args = _arguments(arguments)
+    args = arguments(argument_list)
     if len(args) != 3 or not args[mask_at].startswith(f"<{lanes} x i1> %"):
         return None
     pointer = args[pointer_at]
@@ -64,10 +50,15 @@ def _masked_call(arguments: str, lanes: int, pointer_at: int, mask_at: int):
     return args, pointer.split()[-1], f", align {align.group(1)}" if align else ""
 
 
-def _split(line: str, k: int, stores: bool, loads: bool):
-    """The lines that replace masked store or load `line` (the k-th split; `stores`, `loads`:
-    which kinds are split), ending in the label of the block that goes on after it; None
-    where the line is not one to split (a constant mask)."""
+def _split(line: str, k: int, stores: bool, loads: bool, gathers: bool):
+    """The lines that replace masked store or load `line` (the k-th split; `stores`, `loads`,
+    `gathers`: which kinds are split, gathers and scatters by gatherruns), ending in the label
+    of the block that goes on after it; None where the line is not one to split (a constant
+    mask)."""
+    if gathers and "@llvm.masked.gather." in line:
+        return gatherruns.split_gather(line, k)
+    if gathers and "@llvm.masked.scatter." in line:
+        return gatherruns.split_scatter(line, k)
     if loads and "@llvm.masked.load." in line:
         return _split_load(line, k)
     store = _MASKED_STORE.match(line) if stores else None
@@ -108,7 +99,7 @@ def _split_load(line: str, k: int):
     vec = f"<{lanes} x {element}>"
     bits, at, plain, whole, part, join = (f"anycuda.ml{what}.{k}" for what in ("bits", "at", "plain", "whole",
                                                                              "part", "join"))
-    loaded, blended, masked = (_suffixed(name, f".anycuda.{what}") for what in ("plain", "whole", "part"))
+    loaded, blended, masked = (suffixed(name, f".anycuda.{what}") for what in ("plain", "whole", "part"))
     last = lanes * ELEMENT_BYTES[element] - 1
     return [
         f"{indent}%{bits} = bitcast {mask} to i{lanes}",
@@ -132,62 +123,31 @@ def _split_load(line: str, k: int):
     ], join
 
 
-def _suffixed(name: str, suffix: str) -> str:
-    """An IR value name with `suffix` added (quoted names keep their quotes)."""
-    return f'{name[:-1]}{suffix}"' if name.endswith('"') else name + suffix
-
-
-def rewrite(text: str, stores: bool = True, loads: bool = True) -> str:
+def rewrite(text: str, stores: bool = True, loads: bool = True, gathers: bool = True) -> str:
     """The optimised module's IR text with each masked store in a loop of one block tested
-    for a whole mask, and each masked load for a span in one page (see the module
-    docstring); the text itself where there is none."""
+    for a whole mask, each masked load for a span in one page (see the module docstring),
+    and each gather and scatter for addresses in one run (gatherruns); the text itself where
+    there is none."""
     stores = stores and "@llvm.masked.store." in text
     loads = loads and "@llvm.masked.load." in text
-    if not stores and not loads:
+    gathers = gathers and ("@llvm.masked.gather." in text or "@llvm.masked.scatter." in text)
+    if not stores and not loads and not gathers:
         return text
-    out, function, renamed, split = [], [], {}, 0
-    block, looping = None, False
-    for line in text.split("\n"):
-        label = LABEL.match(line)
-        if label:
-            block, looping = label.group(1), in_self_loop(label)
-        elif line.startswith(("define ", "}")):
-            block, looping = None, False
-            if line.startswith("}"):        # (block names are a function's own)
-                out.extend(_renamed_predecessors(function, renamed))
-                function, renamed = [], {}
-        elif looping:
-            lines = _split(line, split + 1, stores, loads)
-            if lines is not None:
-                split += 1
-                lines, renamed[block] = lines
-                function.extend(lines)
-                continue
-        function.append(line)
-    out.extend(function)
-    return text if not split else "\n".join(out)
-
-
-def _renamed_predecessors(lines: list, renamed: dict) -> list:
-    """A function's `lines` with each phi's incoming block that was split named by its last
-    part (the anycuda.ms* names are new)."""
-    if not renamed:
-        return lines
-    patterns = {re.compile(r"(\[[^\[\]]*, )%" + re.escape(old) + r"( \])"): new for old, new in renamed.items()}
-    out = []
-    for line in lines:
-        if " = phi " in line:
-            for pattern, new in patterns.items():
-                line = pattern.sub(lambda m, new=new: f"{m.group(1)}%{new}{m.group(2)}", line)
-        out.append(line)
-    return out
+    return split_in_self_loops(text, lambda line, k: _split(line, k, stores, loads, gathers))
 
 
 def plain_where_safe(mod: llvm.ModuleRef) -> llvm.ModuleRef:
     """`mod` (optimised) with its loops' masked stores made plain where every lane is on, and
     its masked loads where their span lies in one page, for those of the two that are slow
-    on this CPU: a new module, or `mod` itself where it has none or neither kind is slow."""
-    stores, loads = masked_stores_slow(), masked_loads_slow()
-    if not stores and not loads:
+    on this CPU, and its loops' gathers and scatters tested for runs (gatherruns): a new
+    module, or `mod` itself where there is nothing to do."""
+    stores, loads, gathers = masked_stores_slow(), masked_loads_slow(), _has_gathers(mod)
+    if not stores and not loads and not gathers:
         return mod
-    return rewritten(mod, lambda text: rewrite(text, stores, loads))
+    return rewritten(mod, lambda text: rewrite(text, stores, loads, gathers))
+
+
+def _has_gathers(mod: llvm.ModuleRef) -> bool:
+    """Whether the module calls a gather or scatter (their declarations say so without
+    printing the module's text, which costs a big module tens of milliseconds)."""
+    return any(fn.name.startswith(("llvm.masked.gather.", "llvm.masked.scatter.")) for fn in mod.functions)

@@ -1,5 +1,5 @@
 """Rewrites of an optimised module's LLVM IR text (streamstores.py, loopprefetch.py,
-maskedaccesses.py).
+maskedaccesses.py, gatherruns.py).
 
 What no LLVM pass that Python can ask for does (a non-temporal store chosen per launch, a
 prefetch ahead of the vectoriser's masked loads, a test of its masked stores and loads
@@ -26,6 +26,69 @@ def rewritten(mod: llvm.ModuleRef, rewrite) -> llvm.ModuleRef:
     out = llvm.parse_assembly(new)
     out.name, out.triple, out.data_layout = mod.name, mod.triple, mod.data_layout
     out.verify()
+    return out
+
+
+def arguments(text: str) -> list:
+    """The top-level comma-separated parts of a call's argument list."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def suffixed(name: str, suffix: str) -> str:
+    """An IR value name with `suffix` added (quoted names keep their quotes)."""
+    return f'{name[:-1]}{suffix}"' if name.endswith('"') else name + suffix
+
+
+def split_in_self_loops(text: str, split) -> str:
+    """`text` with each line of a loop of one block (the vector body LLVM's vectoriser makes)
+    for which split(line, k) gives (lines, join) replaced by those lines, k counting the
+    splits from 1 and `join` the label of the block that goes on after them; the phis that
+    named the split block name its last part. The text itself where nothing was split."""
+    out, function, renamed, count = [], [], {}, 0
+    block, looping = None, False
+    for line in text.split("\n"):
+        label = LABEL.match(line)
+        if label:
+            block, looping = label.group(1), in_self_loop(label)
+        elif line.startswith(("define ", "}")):
+            block, looping = None, False
+            if line.startswith("}"):        # (block names are a function's own)
+                out.extend(_renamed_predecessors(function, renamed))
+                function, renamed = [], {}
+        elif looping:
+            lines = split(line, count + 1)
+            if lines is not None:
+                count += 1
+                lines, renamed[block] = lines
+                function.extend(lines)
+                continue
+        function.append(line)
+    out.extend(function)
+    return text if not count else "\n".join(out)
+
+
+def _renamed_predecessors(lines: list, renamed: dict) -> list:
+    """A function's `lines` with each phi's incoming block that was split named by its last
+    part (the parts' names are new)."""
+    if not renamed:
+        return lines
+    patterns = {re.compile(r"(\[[^\[\]]*, )%" + re.escape(old) + r"( \])"): new for old, new in renamed.items()}
+    out = []
+    for line in lines:
+        if " = phi " in line:
+            for pattern, new in patterns.items():
+                line = pattern.sub(lambda m, new=new: f"{m.group(1)}%{new}{m.group(2)}", line)
+        out.append(line)
     return out
 
 
