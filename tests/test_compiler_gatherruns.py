@@ -14,9 +14,9 @@ from test_compiler_guarded_access import fenced
 from test_compiler_streamstores import _optimised_ir
 
 # A loop of one block with a gather under a variable mask, one under the constant mask with
-# every lane on, and a scatter; a gather outside a loop.
+# every lane on, and a scatter, of addresses from 32-bit indices; a gather outside a loop.
 GATHERS = r"""
-define i64 @f(ptr %p, <8 x i64> %idx, i64 %n, <8 x i1> %m) {
+define i64 @f(ptr %p, <8 x i64> %idx, <8 x i32> %idx32, i64 %n, <8 x i1> %m) {
 entry:
   %outside = getelementptr float, ptr %p, <8 x i64> %idx
   %g0 = tail call <8 x float> @llvm.masked.gather.v8f32.v8p0(<8 x ptr> align 4 %outside, <8 x i1> %m, <8 x float> poison)
@@ -25,7 +25,8 @@ entry:
 vector.body:                                      ; preds = %vector.body, %entry
   %i = phi i64 [ 0, %entry ], [ %i.next, %vector.body ]
   %s = phi <8 x float> [ %g0, %entry ], [ %sum, %vector.body ]
-  %at = getelementptr float, ptr %p, <8 x i64> %idx
+  %ext = sext <8 x i32> %idx32 to <8 x i64>
+  %at = getelementptr float, ptr %p, <8 x i64> %ext
   %"g 1" = tail call <8 x float> @llvm.masked.gather.v8f32.v8p0(<8 x ptr> align 4 %at, <8 x i1> %m, <8 x float> zeroinitializer), !noalias !0
   %g2 = tail call <8 x float> @llvm.masked.gather.v8f32.v8p0(<8 x ptr> align 4 %at, <8 x i1> splat (i1 true), <8 x float> poison)
   %sum = fadd <8 x float> %"g 1", %g2
@@ -49,16 +50,28 @@ declare void @llvm.masked.scatter.v8f32.v8p0(<8 x float>, <8 x ptr>, <8 x i1>)
 
 
 def test_rewrite_tests_gathers_and_scatters_in_loops_for_runs():
-    """Each gather in the loop: a vector load where the frozen addresses step by 4 bytes (a
-    masked load under a variable mask, a plain one under the whole mask), one element
+    """Each gather in the loop: where its first and last lanes' addresses are a run's span apart
+    or equal (scalars), the test of every lane; a vector load where the frozen addresses step
+    by 4 bytes (a masked load under a variable mask, a plain one under the whole mask), one element
     broadcast where they are one address (and some lane is on, under a variable mask), the
     gather otherwise; the scatter a store where they step; the gather outside the loop and
     the masked accesses (not asked for) as they were."""
     out = maskedaccesses.rewrite(GATHERS, stores=False, loads=False)
     f = out.split("vector.body:", 1)[1]
-    assert "%anycuda.ag.1.frozen = freeze <8 x ptr> %at" in f
+    # first lanes 0 and 7 as scalars from the 32-bit indices: 28 bytes apart, or none
+    assert "%anycuda.ag.1.end1.lane = extractelement <8 x i32> %idx32, i64 7" in f
+    assert "%anycuda.ag.1.end1.1 = sext i32 %anycuda.ag.1.end1.lane to i64" in f
+    assert "%anycuda.ag.1.end1.0 = getelementptr float, ptr %p, i64 %anycuda.ag.1.end1.1" in f
+    assert "%anycuda.ag.1.could.run = icmp eq i64 %anycuda.ag.1.span, 28" in f
+    assert "br i1 %anycuda.ag.1.could, label %anycuda.ag.1.test.block, label %anycuda.ag.1.gather.block" in f
+    # then every lane, the addresses made again in the test's block and frozen
+    assert "%anycuda.ag.1.tested1 = sext <8 x i32> %idx32 to <8 x i64>" in f
+    assert "%anycuda.ag.1.frozen = freeze <8 x ptr> %anycuda.ag.1.tested0" in f
     assert ("%anycuda.ag.1.run.lanes = icmp eq <8 x i64> %anycuda.ag.1.offsets, "
             "<i64 0, i64 4, i64 8, i64 12, i64 16, i64 20, i64 24, i64 28>") in f
+    # the gather with its addresses made in its own block
+    assert "%anycuda.ag.1.address0 = getelementptr float, ptr %p, <8 x i64> %anycuda.ag.1.address1" in f
+    assert '%"g 1.anycuda.gathered" = tail call <8 x float> @llvm.masked.gather.v8f32.v8p0(<8 x ptr> align 4 %anycuda.ag.1.address0' in f
     assert ('%"g 1.anycuda.run" = call <8 x float> @llvm.masked.load.v8f32.p0(ptr align 4 %anycuda.ag.1.first, '
             '<8 x i1> %m, <8 x float> zeroinitializer)') in f
     assert "%anycuda.ag.1.same.some = and i1 %anycuda.ag.1.same, %anycuda.ag.1.some" in f

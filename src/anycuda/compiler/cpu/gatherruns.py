@@ -7,12 +7,18 @@ consecutive from one thread to the next: `i / C` and `i % C` of a flat index (ll
 by a parameter. At run time most such vectors of addresses are still one run: a warp's 16
 or 32 threads lie inside one row of C channels, so `tokens[i / C]` is one address and the
 row's elements follow each other. A gather costs a load per lane (on a Zen 4 a 16-lane
-`vpgatherdd` takes ~8x a vector load); the test costs a subtraction and a comparison of the
-address vector. So each gather and scatter in a loop of one block (the vector body) becomes:
-one vector load or store where the lanes' addresses step by the element's size (a masked
-one where the vectoriser's mask is not a constant: what the lanes off address is then not
-touched, as in the gather), one element loaded and broadcast where every lane has the same
-address and some lane is on, and the gather or scatter as it was otherwise.
+`vgatherdps` takes several times a vector load). So each gather and scatter in a loop of one
+block (the vector body) becomes: a look at its first and last lanes' addresses, as scalars
+made from the indices (_AddressChain); where they are a run's span apart (or, for a gather,
+equal), a test of every lane; then one vector load or store where the lanes' addresses step
+by the element's size (a masked one where the vectoriser's mask is not a constant: what the
+lanes off address is then not touched, as in the gather), one element loaded and broadcast
+where every lane has the same address and some lane is on, and the gather or scatter as it
+was otherwise, its addresses made in its own block so that it keeps its 32-bit indices.
+
+Measured on a Zen 4 (benchmarks/NOTES.md, "Gathers tested for runs"), the rewrite against
+none in one process: embedding_flat 1.5x faster; a naive transpose read a column at a time
+(lanes a row apart: never a run) 7% slower, random gathers 3%.
 
 Run by maskedaccesses.rewrite, in the same pass over the text (a split body is no longer a
 loop of one block).
@@ -21,21 +27,27 @@ from __future__ import annotations
 
 import re
 
-from .textrewrite import ELEMENT_BYTES, arguments, suffixed
+from .textrewrite import ELEMENT_BYTES, LABEL, arguments, suffixed
 
 _GATHER = re.compile(r"^(\s*)(%[-\w.$]+|%\"[^\"]*\") = (?:tail )?call <(\d+) x (\w+)> @llvm\.masked\.gather\.[\w.]+"
                      r"\((.*)\)(?:, !.*)?$")
 _SCATTER = re.compile(r"^(\s*)(?:tail )?call void @llvm\.masked\.scatter\.[\w.]+\((.*)\)(?:, !.*)?$")
 _ALIGN = re.compile(r"\balign (\d+)\b")
+# what a gather's address vector is made again of in its block: the GEP, then its index's
+# scaling and extension from 32 bits
+_MADE_OF = {"getelementptr": ("shl", "mul", "sext", "zext"), "shl": ("sext", "zext"), "mul": ("sext", "zext")}
+_SPLAT = re.compile(r"splat \((i\d+) (-?\d+)\)")
+_DEFINITION = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = (.*)$")
 _BYTES = {**ELEMENT_BYTES, "ptr": 8}
 _MANGLED = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16", "ptr": "p0"}
 
 
-def split_gather(line: str, k: int):
+def split_gather(line: str, k: int, before: list = ()):
     """The lines that replace gather `line` (the k-th split), ending in the label of the block
     that goes on after it: a vector load where its addresses are one run, one element
     broadcast where they are one address and some lane is on, the gather otherwise, joined by
-    a phi of its name. None where the line is no gather this handles."""
+    a phi of its name (`before`: the function's lines before it). None where the line is no
+    gather this handles."""
     gather = _GATHER.match(line)
     if gather is None or gather.group(4) not in _BYTES:
         return None
@@ -48,9 +60,8 @@ def split_gather(line: str, k: int):
     vec, names = f"<{lanes} x {element}>", _Names("ag", k)
     whole = _whole_mask(mask, lanes)
     run, one, gathered = (suffixed(name, f".anycuda.{what}") for what in ("run", "one", "gathered"))
-    lines = _offsets_from_first(indent, names, pointers, lanes)
-    lines += _all_lanes(indent, names.at("run"), f"icmp eq <{lanes} x i64> {names.v('offsets')}, "
-                        f"{_steps(lanes, _BYTES[element])}", lanes)
+    chain = _AddressChain(pointers, before, lanes)
+    lines = _run_tests(indent, names, chain, _BYTES[element], "gather")
     lines += [f"{indent}br i1 {names.v('run')}, label %{names.label('run')}, label %{names.label('alike')}",
               f"{names.label('run')}:",
               f"{indent}{run} = " + (f"load {vec}, ptr {names.v('first')}{align}" if whole else
@@ -75,7 +86,7 @@ def split_gather(line: str, k: int):
         lines.append(f"{indent}{one} = select {mask}, {vec} {names.v('splat')}, {vec} {passthru}")
     lines += [f"{indent}br label %{names.label('join')}",
               f"{names.label('gather')}:",
-              line.replace(f"{name} = ", f"{gathered} = ", 1),
+              *_in_own_block(line.replace(f"{name} = ", f"{gathered} = ", 1), chain, names),
               f"{indent}br label %{names.label('join')}",
               f"{names.label('join')}:",
               f"{indent}{name} = phi {vec} [ {run}, %{names.label('run')} ], [ {one}, %{names.label('one')} ], "
@@ -83,10 +94,10 @@ def split_gather(line: str, k: int):
     return lines, names.label("join")
 
 
-def split_scatter(line: str, k: int):
-    """The lines that replace scatter `line` (the k-th split): a vector store where its
-    addresses are one run, the scatter otherwise. None where the line is no scatter this
-    handles."""
+def split_scatter(line: str, k: int, before: list = ()):
+    """The lines that replace scatter `line` (the k-th split; `before`: the function's lines
+    before it): a vector store where its addresses are one run, the scatter otherwise. None
+    where the line is no scatter this handles."""
     scatter = _SCATTER.match(line)
     if scatter is None:
         return None
@@ -99,9 +110,8 @@ def split_scatter(line: str, k: int):
     if addresses is None or element not in _BYTES:
         return None
     lanes, (pointers, align), mask, names = int(lanes), addresses, args[2], _Names("as", k)
-    lines = _offsets_from_first(indent, names, pointers, lanes)
-    lines += _all_lanes(indent, names.at("run"), f"icmp eq <{lanes} x i64> {names.v('offsets')}, "
-                        f"{_steps(lanes, _BYTES[element])}", lanes)
+    chain = _AddressChain(pointers, before, lanes)
+    lines = _run_tests(indent, names, chain, _BYTES[element], "scatter")
     store = (f"store {value}, ptr {names.v('first')}{align}" if _whole_mask(mask, lanes) else
              f"call void @llvm.masked.store.v{lanes}{_mangled(element)}.p0({value}, ptr{align and ' ' + align[2:]}"
              f" {names.v('first')}, {mask})")
@@ -111,9 +121,97 @@ def split_scatter(line: str, k: int):
             f"{indent}{store}",
             f"{indent}br label %{names.label('join')}",
             f"{names.label('scatter')}:",
-            line,
+            *_in_own_block(line, chain, names),
             f"{indent}br label %{names.label('join')}",
             f"{names.label('join')}:"], names.label("join")
+
+
+class _AddressChain:
+    """How a gather's or scatter's address vector is made in the loop's block: a vector GEP of a
+    scalar base, its index's scaling and its extension from 32 bits (outermost first; empty
+    where it is not so made).
+
+    x86's gathers take a base and 32-bit indices; LLVM forms them only from a GEP in the
+    gather's own block, and from one in another it made 64-bit addresses, two gathers where
+    there was one. So the chain is made again in each block that uses the addresses (the
+    test's, the gather's), and the two lanes the first test looks at are made as scalars:
+    the test of a transpose's column (its lanes a row apart, never a run) then costs a few
+    scalar instructions, where with the vector made in the loop's block it took 1.2x the
+    transpose's time."""
+
+    def __init__(self, pointers: str, before: list, lanes: int):
+        self.pointers, self.lanes = pointers, lanes
+        defined = _block_definitions(before)
+        self.chain, value, kinds = [], pointers, ("getelementptr",)
+        while kinds:
+            text = defined.get(value)
+            if text is None or not text.startswith(kinds):
+                break
+            self.chain.append((value, text))
+            value = _index_operand(text, lanes)
+            kinds = _MADE_OF.get(text.split()[0], ()) if value is not None else ()
+        self.innermost = value
+
+    def remade(self, indent: str, names: "_Names", tag: str):
+        """(lines making the vector again, its new name); no lines and the vector's own name
+        where there is no chain."""
+        if not self.chain:
+            return [], self.pointers
+        renamed = {old: names.v(f"{tag}{depth}") for depth, (old, _) in enumerate(self.chain)}
+        return ([f"{indent}{renamed[old]} = {_renaming(text, renamed)}" for old, text in reversed(self.chain)],
+                renamed[self.pointers])
+
+    def lane(self, indent: str, names: "_Names", tag: str, lane: int):
+        """(lines making lane `lane`'s address as a scalar, its name): from the chain's innermost
+        operand where every link has scalar form, else extracted from the vector."""
+        scalar = [(old, re.sub(r"<%d x (\w+)>" % self.lanes, r"\1", _SPLAT.sub(r"\2", text))) for old, text in self.chain]
+        inner_type = self._innermost_type()
+        if not self.chain or inner_type is None or any("<" in text for _, text in scalar):
+            return ([f"{indent}{names.v(tag)} = extractelement <{self.lanes} x ptr> {self.pointers}, i64 {lane}"],
+                    names.v(tag))
+        renamed = {old: names.v(f"{tag}.{depth}") for depth, (old, _) in enumerate(self.chain)}
+        renamed[self.innermost] = names.v(f"{tag}.lane")
+        lines = [f"{indent}{names.v(tag + '.lane')} = extractelement <{self.lanes} x {inner_type}> {self.innermost}, "
+                 f"i64 {lane}"]
+        lines += [f"{indent}{renamed[old]} = {_renaming(text, renamed)}" for old, text in reversed(scalar)]
+        return lines, renamed[self.pointers]
+
+    def _innermost_type(self):
+        """The element type of the chain's innermost operand (an extension's source), or None."""
+        text = self.chain[-1][1] if self.chain else ""
+        extension = re.match(r"^[sz]ext <%d x (i\d+)> " % self.lanes, text)
+        return extension.group(1) if extension else None
+
+
+def _block_definitions(before: list) -> dict:
+    """{value: its definition's text after ` = `} of the lines of the block `before` ends in."""
+    defined = {}
+    for text in reversed(before):
+        if LABEL.match(text) or text.startswith("define "):
+            break
+        definition = _DEFINITION.match(text)
+        if definition:
+            defined.setdefault(definition.group(1), definition.group(2))
+    return defined
+
+
+def _index_operand(text: str, lanes: int):
+    """The vector operand a GEP indexes by (its only index), or a shift's, multiplication's or
+    extension's first: None where it has none of that form."""
+    if text.startswith("getelementptr"):
+        parts = arguments(text[len("getelementptr"):])
+        if len(parts) != 3 or not parts[1].startswith("ptr ") or not parts[2].startswith(f"<{lanes} x i"):
+            return None
+        value = parts[2].split()[-1]
+    else:
+        value = arguments(text.split(">", 1)[1])[0].split()[0] if ">" in text else None
+    return value if value and value.startswith("%") else None
+
+
+def _renaming(text: str, renamed: dict) -> str:
+    for old, new in renamed.items():
+        text = re.sub(r"(?<![-\w.$%\"])" + re.escape(old) + r"(?![-\w.$\"])", new, text)
+    return text
 
 
 class _Names:
@@ -144,13 +242,50 @@ def _addresses(args: list, at: int, lanes: int):
     return value, f", align {align.group(1)}" if align else ""
 
 
-def _offsets_from_first(indent: str, names: _Names, pointers: str, lanes: int) -> list:
+def _run_tests(indent: str, names: _Names, chain: _AddressChain, size: int, otherwise: str) -> list:
+    """Lines testing the addresses for a run, ending with i1 `run` in the test's block: the
+    look at two lanes (for a gather, whether they could also be alike), which goes to block
+    `otherwise` where they could not, then every lane's offset from the first."""
+    lines = _ends_could_be(indent, names, chain, size, alike=otherwise == "gather")
+    lines += [f"{indent}br i1 {names.v('could')}, label %{names.label('test')}, label %{names.label(otherwise)}",
+              f"{names.label('test')}:"]
+    lines += _offsets_from_first(indent, names, chain, chain.lanes)
+    return lines + _all_lanes(indent, names.at("run"), f"icmp eq <{chain.lanes} x i64> {names.v('offsets')}, "
+                              f"{_steps(chain.lanes, size)}", chain.lanes)
+
+
+def _in_own_block(line: str, chain: _AddressChain, names: _Names) -> list:
+    """The gather or scatter `line` with its address vector made again in its block."""
+    made, pointers = chain.remade(line[:len(line) - len(line.lstrip())], names, "address")
+    return made + [_renaming(line, {chain.pointers: pointers})]
+
+
+def _ends_could_be(indent: str, names: _Names, chain: _AddressChain, size: int, alike: bool) -> list:
+    """Lines making i1 `could` true where the first and last lanes' addresses are as far apart
+    as a run's (or, `alike`, the same): the test of every lane follows only then, so that a
+    gather whose lanes step by a row fails on two scalars (_AddressChain)."""
+    span = (chain.lanes - 1) * size
+    lines = []
+    for end, lane in (("end0", 0), ("end1", chain.lanes - 1)):
+        made, address = chain.lane(indent, names, end, lane)
+        lines += made + [f"{indent}{names.v(end + '.at')} = ptrtoint ptr {address} to i64"]
+    lines += [f"{indent}{names.v('span.poison')} = sub i64 {names.v('end1.at')}, {names.v('end0.at')}",
+              f"{indent}{names.v('span')} = freeze i64 {names.v('span.poison')}",
+              f"{indent}{names.v('could' if not alike else 'could.run')} = icmp eq i64 {names.v('span')}, {span}"]
+    if alike:
+        lines += [f"{indent}{names.v('could.one')} = icmp eq i64 {names.v('span')}, 0",
+                  f"{indent}{names.v('could')} = or i1 {names.v('could.run')}, {names.v('could.one')}"]
+    return lines
+
+
+def _offsets_from_first(indent: str, names: _Names, chain: _AddressChain, lanes: int) -> list:
     """Lines computing `first` (lane 0's address) and `offsets` (each lane's address less it),
     from the addresses frozen: a lane that is off may hold poison (its index loaded by a
     masked load), and a branch on poison is undefined; frozen, it is some fixed address, and
     the lanes that are on keep theirs, so a run found is their run."""
     wide = f"<{lanes} x i64>"
-    return [f"{indent}{names.v('frozen')} = freeze <{lanes} x ptr> {pointers}",
+    made, pointers = chain.remade(indent, names, "tested")
+    return made + [f"{indent}{names.v('frozen')} = freeze <{lanes} x ptr> {pointers}",
             f"{indent}{names.v('first')} = extractelement <{lanes} x ptr> {names.v('frozen')}, i64 0",
             f"{indent}{names.v('at')} = ptrtoint <{lanes} x ptr> {names.v('frozen')} to {wide}",
             f"{indent}{names.v('at0')} = ptrtoint ptr {names.v('first')} to i64",

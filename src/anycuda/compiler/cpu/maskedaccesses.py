@@ -21,6 +21,7 @@ lines in L1 took 5-8 ns, a plain one 0.45), with a looser test: a plain load, bl
 the masked load's pass-through value, where some lane is on and the span lies in one page.
 The page is then there wherever that lane's own read finds it, and what the lanes off read
 is thrown away. Both are split in one pass: a split body is no longer a loop of one block.
+The same pass tests the loops' gathers and scatters for runs (gatherruns.py), on every CPU.
 """
 from __future__ import annotations
 
@@ -50,15 +51,15 @@ def _masked_call(argument_list: str, lanes: int, pointer_at: int, mask_at: int):
     return args, pointer.split()[-1], f", align {align.group(1)}" if align else ""
 
 
-def _split(line: str, k: int, stores: bool, loads: bool, gathers: bool):
-    """The lines that replace masked store or load `line` (the k-th split; `stores`, `loads`,
-    `gathers`: which kinds are split, gathers and scatters by gatherruns), ending in the label
-    of the block that goes on after it; None where the line is not one to split (a constant
-    mask)."""
+def _split(line: str, k: int, before: list, stores: bool, loads: bool, gathers: bool):
+    """The lines that replace masked store or load `line` (the k-th split, `before` the lines
+    before it; `stores`, `loads`, `gathers`: which kinds are split, gathers and scatters by
+    gatherruns), ending in the label of the block that goes on after it; None where the line
+    is not one to split (a constant mask)."""
     if gathers and "@llvm.masked.gather." in line:
-        return gatherruns.split_gather(line, k)
+        return gatherruns.split_gather(line, k, before)
     if gathers and "@llvm.masked.scatter." in line:
-        return gatherruns.split_scatter(line, k)
+        return gatherruns.split_scatter(line, k, before)
     if loads and "@llvm.masked.load." in line:
         return _split_load(line, k)
     store = _MASKED_STORE.match(line) if stores else None
@@ -133,7 +134,7 @@ def rewrite(text: str, stores: bool = True, loads: bool = True, gathers: bool = 
     gathers = gathers and ("@llvm.masked.gather." in text or "@llvm.masked.scatter." in text)
     if not stores and not loads and not gathers:
         return text
-    return split_in_self_loops(text, lambda line, k: _split(line, k, stores, loads, gathers))
+    return split_in_self_loops(text, lambda line, k, before: _split(line, k, before, stores, loads, gathers))
 
 
 def plain_where_safe(mod: llvm.ModuleRef) -> llvm.ModuleRef:

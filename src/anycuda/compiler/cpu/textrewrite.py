@@ -51,8 +51,9 @@ def suffixed(name: str, suffix: str) -> str:
 
 def split_in_self_loops(text: str, split) -> str:
     """`text` with each line of a loop of one block (the vector body LLVM's vectoriser makes)
-    for which split(line, k) gives (lines, join) replaced by those lines, k counting the
-    splits from 1 and `join` the label of the block that goes on after them; the phis that
+    for which split(line, k, before) gives (lines, join) replaced by those lines, k counting
+    the splits from 1, `before` the function's lines so far (the block's own since its last
+    label line) and `join` the label of the block that goes on after them; the phis that
     named the split block name its last part. The text itself where nothing was split."""
     out, function, renamed, count = [], [], {}, 0
     block, looping = None, False
@@ -66,7 +67,7 @@ def split_in_self_loops(text: str, split) -> str:
                 out.extend(_renamed_predecessors(function, renamed))
                 function, renamed = [], {}
         elif looping:
-            lines = split(line, count + 1)
+            lines = split(line, count + 1, function)
             if lines is not None:
                 count += 1
                 lines, renamed[block] = lines
