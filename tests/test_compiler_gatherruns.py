@@ -72,6 +72,9 @@ def test_rewrite_tests_gathers_and_scatters_in_loops_for_runs():
     # the gather with its addresses made in its own block
     assert "%anycuda.ag.1.address0 = getelementptr float, ptr %p, <8 x i64> %anycuda.ag.1.address1" in f
     assert '%"g 1.anycuda.gathered" = tail call <8 x float> @llvm.masked.gather.v8f32.v8p0(<8 x ptr> align 4 %anycuda.ag.1.address0' in f
+    # the second gather's and the scatter's too, their addresses made before the first split
+    assert "%g2.anycuda.gathered = tail call <8 x float> @llvm.masked.gather.v8f32.v8p0(<8 x ptr> align 4 %anycuda.ag.2.address0" in f
+    assert "@llvm.masked.scatter.v8f32.v8p0(<8 x float> %sum, <8 x ptr> align 4 %anycuda.as.3.address0" in f
     assert ('%"g 1.anycuda.run" = call <8 x float> @llvm.masked.load.v8f32.p0(ptr align 4 %anycuda.ag.1.first, '
             '<8 x i1> %m, <8 x float> zeroinitializer)') in f
     assert "%anycuda.ag.1.same.some = and i1 %anycuda.ag.1.same, %anycuda.ag.1.some" in f

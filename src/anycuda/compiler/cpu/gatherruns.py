@@ -184,10 +184,12 @@ class _AddressChain:
 
 
 def _block_definitions(before: list) -> dict:
-    """{value: its definition's text after ` = `} of the lines of the block `before` ends in."""
+    """{value: its definition's text after ` = `} of the lines of the loop's block that `before`
+    ends in, through the blocks the splits before it made (their labels are anycuda's: a
+    second gather's addresses are often made before the first gather)."""
     defined = {}
     for text in reversed(before):
-        if LABEL.match(text) or text.startswith("define "):
+        if (LABEL.match(text) and not text.startswith("anycuda.")) or text.startswith("define "):
             break
         definition = _DEFINITION.match(text)
         if definition:
