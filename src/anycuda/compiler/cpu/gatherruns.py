@@ -27,17 +27,16 @@ from __future__ import annotations
 
 import re
 
-from .textrewrite import ELEMENT_BYTES, LABEL, arguments, suffixed
+from .textrewrite import ELEMENT_BYTES, LABEL, VALUE, align_suffix, arguments, suffixed
 
-_GATHER = re.compile(r"^(\s*)(%[-\w.$]+|%\"[^\"]*\") = (?:tail )?call <(\d+) x (\w+)> @llvm\.masked\.gather\.[\w.]+"
+_GATHER = re.compile(r"^(\s*)(" + VALUE + r") = (?:tail )?call <(\d+) x (\w+)> @llvm\.masked\.gather\.[\w.]+"
                      r"\((.*)\)(?:, !.*)?$")
 _SCATTER = re.compile(r"^(\s*)(?:tail )?call void @llvm\.masked\.scatter\.[\w.]+\((.*)\)(?:, !.*)?$")
-_ALIGN = re.compile(r"\balign (\d+)\b")
 # what a gather's address vector is made again of in its block: the GEP, then its index's
 # scaling and extension from 32 bits
 _MADE_OF = {"getelementptr": ("shl", "mul", "sext", "zext"), "shl": ("sext", "zext"), "mul": ("sext", "zext")}
 _SPLAT = re.compile(r"splat \((i\d+) (-?\d+)\)")
-_DEFINITION = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = (.*)$")
+_DEFINITION = re.compile(r"^\s*(" + VALUE + r") = (.*)$")
 _BYTES = {**ELEMENT_BYTES, "ptr": 8}
 _MANGLED = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16", "ptr": "p0"}
 
@@ -164,9 +163,9 @@ class _AddressChain:
     def lane(self, indent: str, names: "_Names", tag: str, lane: int):
         """(lines making lane `lane`'s address as a scalar, its name): from the chain's innermost
         operand where every link has scalar form, else extracted from the vector."""
-        scalar = [(old, re.sub(r"<%d x (\w+)>" % self.lanes, r"\1", _SPLAT.sub(r"\2", text))) for old, text in self.chain]
         inner_type = self._innermost_type()
-        if not self.chain or inner_type is None or any("<" in text for _, text in scalar):
+        scalar = [(old, re.sub(r"<%d x (\w+)>" % self.lanes, r"\1", _SPLAT.sub(r"\2", text))) for old, text in self.chain]
+        if inner_type is None or any("<" in text for _, text in scalar):
             return ([f"{indent}{names.v(tag)} = extractelement <{self.lanes} x ptr> {self.pointers}, i64 {lane}"],
                     names.v(tag))
         renamed = {old: names.v(f"{tag}.{depth}") for depth, (old, _) in enumerate(self.chain)}
@@ -240,8 +239,7 @@ def _addresses(args: list, at: int, lanes: int):
     value = args[at].split()[-1]
     if not value.startswith("%"):
         return None
-    align = _ALIGN.search(args[at])
-    return value, f", align {align.group(1)}" if align else ""
+    return value, align_suffix(args[at])
 
 
 def _run_tests(indent: str, names: _Names, chain: _AddressChain, size: int, otherwise: str) -> list:
@@ -251,7 +249,7 @@ def _run_tests(indent: str, names: _Names, chain: _AddressChain, size: int, othe
     lines = _ends_could_be(indent, names, chain, size, alike=otherwise == "gather")
     lines += [f"{indent}br i1 {names.v('could')}, label %{names.label('test')}, label %{names.label(otherwise)}",
               f"{names.label('test')}:"]
-    lines += _offsets_from_first(indent, names, chain, chain.lanes)
+    lines += _offsets_from_first(indent, names, chain)
     return lines + _all_lanes(indent, names.at("run"), f"icmp eq <{chain.lanes} x i64> {names.v('offsets')}, "
                               f"{_steps(chain.lanes, size)}", chain.lanes)
 
@@ -280,12 +278,12 @@ def _ends_could_be(indent: str, names: _Names, chain: _AddressChain, size: int, 
     return lines
 
 
-def _offsets_from_first(indent: str, names: _Names, chain: _AddressChain, lanes: int) -> list:
+def _offsets_from_first(indent: str, names: _Names, chain: _AddressChain) -> list:
     """Lines computing `first` (lane 0's address) and `offsets` (each lane's address less it),
     from the addresses frozen: a lane that is off may hold poison (its index loaded by a
     masked load), and a branch on poison is undefined; frozen, it is some fixed address, and
     the lanes that are on keep theirs, so a run found is their run."""
-    wide = f"<{lanes} x i64>"
+    lanes, wide = chain.lanes, f"<{chain.lanes} x i64>"
     made, pointers = chain.remade(indent, names, "tested")
     return made + [f"{indent}{names.v('frozen')} = freeze <{lanes} x ptr> {pointers}",
             f"{indent}{names.v('first')} = extractelement <{lanes} x ptr> {names.v('frozen')}, i64 0",

@@ -37,7 +37,7 @@ import re
 
 import llvmlite.binding as llvm
 
-from .textrewrite import ELEMENT_BYTES, LABEL, in_self_loop, rewritten
+from .textrewrite import ELEMENT_BYTES, LABEL, VALUE, in_self_loop, rewritten
 
 DISTANCE = 1024           # bytes ahead: 256, 512, 1024 and 2048 measured (NOTES)
 LOCALITY = 2              # into L2, as compiler/irutil.prefetch_into_l2's
@@ -45,16 +45,16 @@ MIN_BYTES = 16            # the scalar epilogues' narrow vectors are left alone
 LINE_BYTES = 64           # loads of one base this close share a prefetch
 
 _MASKED_LOAD = re.compile(r"^(\s*)%[-\w.$\"]+ = (?:tail )?call <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>"
-                          r" @llvm\.masked\.load\.[\w.]+\(ptr (?:align \d+ )?(%[-\w.$]+|%\"[^\"]*\"),")
+                          r" @llvm\.masked\.load\.[\w.]+\(ptr (?:align \d+ )?(" + VALUE + r"),")
 _PLAIN_LOAD = re.compile(r"^(\s*)%[-\w.$\"]+ = load <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>,"
-                         r" ptr (%[-\w.$]+|%\"[^\"]*\")")
-_OFFSET = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = getelementptr (?:inbounds |nuw |nusw )*i8, ptr "
-                     r"(%[-\w.$]+|%\"[^\"]*\"), i64 (-?\d+)$")
+                         r" ptr (" + VALUE + r")")
+_OFFSET = re.compile(r"^\s*(" + VALUE + r") = getelementptr (?:inbounds |nuw |nusw )*i8, ptr "
+                     r"(" + VALUE + r"), i64 (-?\d+)$")
 _DECLARATION = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
 SHARED_ARGUMENT = "%shared"       # a block program's window of shared memory (blockprograms.py)
 _ADDRESS_ARITHMETIC = ("ptrtoint", "inttoptr", "getelementptr", "add", "sub", "or", "phi", "select")
-_DEFINITION = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]*\") = (?:\w+ )*?(?:" + "|".join(_ADDRESS_ARITHMETIC) + r")\b")
-_VALUE = re.compile(r"%[-\w.$]+|%\"[^\"]*\"")
+_DEFINITION = re.compile(r"^\s*(" + VALUE + r") = (?:\w+ )*?(?:" + "|".join(_ADDRESS_ARITHMETIC) + r")\b")
+_VALUE = re.compile(VALUE)
 
 
 def rewrite(text: str) -> str:

@@ -31,13 +31,12 @@ import llvmlite.binding as llvm
 
 from ..irutil import masked_loads_slow, masked_stores_slow
 from . import gatherruns
-from .textrewrite import ELEMENT_BYTES, arguments, rewritten, split_in_self_loops, suffixed
+from .textrewrite import ELEMENT_BYTES, VALUE, align_suffix, arguments, rewritten, split_in_self_loops, suffixed
 
 _MASKED_STORE = re.compile(r"^(\s*)(?:tail )?call void @llvm\.masked\.store\.v(\d+)\w+\.p0\((.*)\)(?:, !.*)?$")
-_MASKED_LOAD = re.compile(r"^(\s*)(%[-\w.$]+|%\"[^\"]*\") = (?:tail )?call <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>"
+_MASKED_LOAD = re.compile(r"^(\s*)(" + VALUE + r") = (?:tail )?call <(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>"
                           r" @llvm\.masked\.load\.v\d+\w+\.p0\((.*)\)(?:, !.*)?$")
 PAGE_BITS = 12
-_ALIGN = re.compile(r"\balign (\d+)\b")
 
 
 def _masked_call(argument_list: str, lanes: int, pointer_at: int, mask_at: int):
@@ -47,8 +46,7 @@ def _masked_call(argument_list: str, lanes: int, pointer_at: int, mask_at: int):
     if len(args) != 3 or not args[mask_at].startswith(f"<{lanes} x i1> %"):
         return None
     pointer = args[pointer_at]
-    align = _ALIGN.search(pointer)
-    return args, pointer.split()[-1], f", align {align.group(1)}" if align else ""
+    return args, pointer.split()[-1], align_suffix(pointer)
 
 
 def _split(line: str, k: int, before: list, stores: bool, loads: bool, gathers: bool):

@@ -43,7 +43,7 @@ from llvmlite import ir
 
 from ..irutil import alias_scopes, declare
 from ..types import I32, PTR
-from .textrewrite import ELEMENT_BYTES, rewritten
+from .textrewrite import ELEMENT_BYTES, VALUE, rewritten
 
 FLAG = "anycuda.stream_stores"
 SCOPE_NAME = "anycuda streaming store"
@@ -122,9 +122,8 @@ def fence_if_streaming(b: ir.IRBuilder) -> None:
 # ------------------------------------------------------------------ after optimisation
 
 _METADATA = re.compile(r"^!(\d+) = (?:distinct )?!\{(.*)\}$", re.M)
-_NAME = r'%[-\w.$]+|%"[^"]*"'
 _STORE = re.compile(r"^(\s*)store (<(\d+) x (float|double|half|bfloat|i8|i16|i32|i64)>) (.+?), ptr ("
-                    + _NAME + r"), align (\d+)(.*)$", re.M)
+                    + VALUE + r"), align (\d+)(.*)$", re.M)
 _SCOPE_USE = re.compile(r"!alias\.scope !(\d+)")
 
 

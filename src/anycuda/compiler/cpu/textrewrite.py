@@ -11,6 +11,8 @@ import re
 
 import llvmlite.binding as llvm
 
+VALUE = r'%[-\w.$]+|%"[^"]*"'          # an IR value's name, plain or quoted
+_ALIGN = re.compile(r"\balign (\d+)\b")
 LABEL = re.compile(r"^([-\w.$]+|\"[^\"]*\"):(?:\s*; preds = (.*))?$")     # a block's label line
 ELEMENT_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat": 2, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 
@@ -42,6 +44,12 @@ def arguments(text: str) -> list:
             start = i + 1
     parts.append(text[start:].strip())
     return parts
+
+
+def align_suffix(argument: str) -> str:
+    """`, align N` of a pointer argument that carries an `align N` attribute, else ""."""
+    align = _ALIGN.search(argument)
+    return f", align {align.group(1)}" if align else ""
 
 
 def suffixed(name: str, suffix: str) -> str:
