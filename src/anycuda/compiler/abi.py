@@ -16,7 +16,8 @@ LAUNCH_FIELDS = [
     ("next_block", 32, "u64"),        # work counter, advanced atomically by the workers
     ("params", 40, "u64"),            # address of the kernel parameter buffer
     ("dyn_shared", 48, "u32"),
-    ("shared_total", 52, "u32"),      # static + dynamic shared bytes of one block
+    ("shared_total", 52, "u32"),      # static + dynamic shared bytes of one block (the static part
+                                      # rounded up to 16: where the dynamic part starts)
     ("error", 56, "u32"),             # first error wins (LAUNCH_ERR_*); 0 while healthy
     ("num_workers", 60, "u32"),       # 0: libgomp's default
     ("err_block", 64, "u64"),         # linear block index of the failing thread
@@ -53,6 +54,10 @@ LAUNCH_FIELDS = [
     # blocks must all run at once)
     ("handoff", 224, "u64"),
 ]
+
+# A kernel's static shared memory, at most what ptxas allows (ptxas: "uses too much shared data
+# (..., 0xc000 max)"); more is dynamic shared memory, asked for at launch.
+STATIC_SHARED_BYTES = 0xC000
 LAUNCH_SIZE = 232
 LAUNCH = {name: off for name, off, _ in LAUNCH_FIELDS}
 

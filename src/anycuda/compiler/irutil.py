@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from . import abi
 from .types import I1, I32, I64, llvm_width
 
 
@@ -485,6 +486,21 @@ def field_ptr(b: ir.IRBuilder, base: ir.Value, offset, typ: ir.Type) -> ir.Value
 
 def load_field(b, base, offset, typ):
     return b.load(field_ptr(b, base, offset, typ))
+
+
+# Every value dynamic_shared_start can take is below this: the static part rounded up to 16
+_DYNAMIC_SHARED_START_MASK = (1 << (abi.STATIC_SHARED_BYTES + 15).bit_length()) - 1
+
+
+def dynamic_shared_start(b, total, dyn) -> ir.Value:
+    """i64: where a block's dynamic shared memory starts in its window, from the launch's
+    shared_total and dyn_shared (i32): their difference, masked to the bits it can have. The
+    mask changes nothing at run time; it tells LLVM the start is small, so that a lane's
+    32-bit shared address made from it (`sdata + 4 * tid`) cannot wrap, and the checks for
+    a wrap and the gathers behind them fold away (a shared tree reduction over `extern
+    __shared__` memory: half its block program was those)."""
+    start = b.sub(b.zext(total, I64), b.zext(dyn, I64))
+    return b.and_(start, ir.Constant(I64, _DYNAMIC_SHARED_START_MASK))
 
 
 def load_invariant(b, ptr, align=None):

@@ -16,7 +16,7 @@ from ...ptx.errors import PtxError
 from .. import abi
 from ..analysis import memory
 from ..cpu import launch
-from ..irutil import declare, i32, i64
+from ..irutil import declare, dynamic_shared_start, i32, i64
 from ..layout import ParamInfo, align_up, decl_size, natural_align, passed_parameters
 from ..ops import aggregation, memcheck
 from ..simt import bands, blockfunction, gridsync
@@ -29,8 +29,6 @@ from .inline import inline_suspending_calls
 # what a kernel's parameters may take (ptxas for sm_70 on: "uses too much parameter space
 # (..., 0x7ffc max)"): a launch copies them into every block's context
 PARAM_SPACE_BYTES = 0x7FFC
-# a kernel's static shared memory (ptxas: "uses too much shared data (..., 0xc000 max)")
-STATIC_SHARED_BYTES = 0xC000
 # a module's constant memory (ptxas: "uses too much global constant data (..., 0x10000 max)")
 CONSTANT_BYTES = 0x10000
 
@@ -309,8 +307,8 @@ class ModuleLowering:
         pfn = unroll_warp_loops(pfn)                # (constant shuffle offsets: warp runs)
         self._record_callees(pfn)
         local_shared, static = self.kernel_shared_layout(pfn)
-        if static > STATIC_SHARED_BYTES:
-            raise PtxError(f"kernel {pfn.name} uses too much shared data ({static} bytes, {STATIC_SHARED_BYTES} at "
+        if static > abi.STATIC_SHARED_BYTES:
+            raise PtxError(f"kernel {pfn.name} uses too much shared data ({static} bytes, {abi.STATIC_SHARED_BYTES} at "
                            f"most: more is dynamic shared memory, asked for at launch)", pfn.loc.line, pfn.loc.col,
                            self.source_name)
         self.kernel_shared[pfn.name] = local_shared
@@ -425,10 +423,7 @@ class ModuleLowering:
 
     # extern shared: its window offset is where the dynamic part starts, known at launch
     def extern_shared_offset(self, f):
-        b = f.b
-        total = b.zext(f.launch_field("shared_total", I32), I64)
-        dyn = b.zext(f.launch_field("dyn_shared", I32), I64)
-        return b.sub(total, dyn)
+        return dynamic_shared_start(f.b, f.launch_field("shared_total", I32), f.launch_field("dyn_shared", I32))
 
 
 def _replace_body(fn: ir.Function):

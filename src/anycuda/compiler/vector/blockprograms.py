@@ -58,7 +58,7 @@ from ..analysis import fusion, memory, uniformity, walks
 from ..analysis.cfg import back_branches
 from ..analysis.spans import SpanFacts
 from ..cpu import launch, loopprefetch
-from ..irutil import at_function_start, convert_bits, i32, i64, load_field, store_field
+from ..irutil import at_function_start, convert_bits, dynamic_shared_start, i32, i64, load_field, store_field
 from ..ops import spinwaits
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, width
@@ -558,7 +558,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         if self._dynamic is None:
             with at_function_start(self.b):
                 total, dyn = (load_field(self.b, self.launch, abi.LAUNCH[k], I32) for k in ("shared_total", "dyn_shared"))
-                self._dynamic = self.b.sub(self.b.zext(total, I64), self.b.zext(dyn, I64))
+                self._dynamic = dynamic_shared_start(self.b, total, dyn)
         return self._dynamic
 
     # -------------------------------------------------------------- shapes
