@@ -166,6 +166,39 @@ def test_the_tree_reduction_runs_fewer_warps_each_halving(compile_cuda):
     assert fn is not None
 
 
+WARP_TAIL = r"""
+extern "C" __global__ void warp_tail(const float* in, float* out) {
+    __shared__ float s[256];
+    unsigned int tid = threadIdx.x;
+    s[tid] = in[blockIdx.x * 256 + tid];
+    __syncthreads();
+    for (unsigned int k = 128; k > 32; k >>= 1) {
+        if (tid < k) s[tid] += s[tid + k];
+        __syncthreads();
+    }
+    if (tid < 32) {
+        volatile float* v = s;
+        v[tid] += v[tid + 32]; v[tid] += v[tid + 16]; v[tid] += v[tid + 8];
+        v[tid] += v[tid + 4]; v[tid] += v[tid + 2]; v[tid] += v[tid + 1];
+    }
+    if (tid == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+
+def test_a_stretch_of_two_spans_runs_the_warps_either_has(rng, poison):
+    # the warp-synchronous tail: `if (tid < 32) {...}` then `if (tid == 0) out[...] = s[0]`,
+    # one stretch after the last barrier, whose pieces both run in the first warp
+    ptx = ac.compile_to_ptx(WARP_TAIL, name="tail.cu")
+    text = pipeline.block_program_ir(ptx, "tail.ptx", "warp_tail", 256)
+    counts = [int(n) for n in re.findall(r"store i32 (\d+), i32\* %\"busy\.warps", text)]
+    assert sorted(counts) == [1, 2, 4]
+    x = rng.standard_normal(3 * 256).astype(np.float32)
+    out = poison(3, np.float32)
+    ac.RawModule(ptx=ptx, name="tail.ptx").get_function("warp_tail")((3,), (256,), (ac.asarray(x), out))
+    np.testing.assert_allclose(out.get(), x.reshape(3, 256).astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("kernel", ["guard_in_entry", "guard_in_a_prefix"])
 @pytest.mark.parametrize("threads", [128, 256])
 def test_a_guard_written_once_before_the_stretch(rng, poison, kernel, threads):

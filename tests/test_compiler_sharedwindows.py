@@ -99,6 +99,48 @@ extern "C" __global__ void outside_and_bits(const float* in, unsigned int* out) 
     if (tid < 30) out[blockIdx.x * 32 + tid] = bits[tid] ^ __float_as_uint(s[tid + 24]);
 }
 
+// the warp-synchronous tail of the classic reduction: after the barriers, the first warp
+// sums through a volatile pointer, each step reading the half its step before stored and
+// the half beyond (lanes outside the window); then thread 0 stores the block's sum
+#define WARP_TAIL(NAME, T)                                                                 \
+extern "C" __global__ void NAME(const T* in, T* out, int n) {                              \
+    __shared__ T s_##NAME[1024];                                                           \
+    unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;             \
+    s_##NAME[tid] = i < n ? in[i] : (T)0;                                                  \
+    __syncthreads();                                                                       \
+    for (unsigned int s = blockDim.x / 2; s > 32; s >>= 1) {                               \
+        if (tid < s) s_##NAME[tid] += s_##NAME[tid + s];                                   \
+        __syncthreads();                                                                   \
+    }                                                                                      \
+    if (tid < 32) {                                                                        \
+        volatile T* v = s_##NAME;                                                          \
+        v[tid] += v[tid + 32]; v[tid] += v[tid + 16]; v[tid] += v[tid + 8];                \
+        v[tid] += v[tid + 4]; v[tid] += v[tid + 2]; v[tid] += v[tid + 1];                  \
+    }                                                                                      \
+    if (tid == 0) out[blockIdx.x] = s_##NAME[0];                                           \
+}
+WARP_TAIL(warp_tail_f32, float)
+WARP_TAIL(warp_tail_f64, double)
+WARP_TAIL(warp_tail_i32, int)
+
+// the first warp's inclusive scan of its lanes through a volatile buffer whose first 32
+// elements are zeros (the scan sample's form): each step reads `d` lanes before the window,
+// lane 0's from the zeros; then lanes under 24 add the element 16 on, lanes 16 to 23 reading
+// past the window under a mask that runs some of the lanes outside it
+extern "C" __global__ void warp_scan(const int* in, int* out) {
+    __shared__ int buf[128];
+    unsigned int tid = threadIdx.x;
+    for (unsigned int i = tid; i < 128; i += blockDim.x) buf[i] = 0;
+    __syncthreads();
+    if (tid < 32) {
+        volatile int* v = buf + 32 + tid;
+        v[0] = in[blockIdx.x * 32 + tid];
+        for (int d = 1; d < 32; d <<= 1) v[0] += v[-d];
+        if (tid < 24) v[0] += v[16];
+        out[blockIdx.x * 32 + tid] = v[0];
+    }
+}
+
 // a window that would reach past the end of the block's shared memory (40 floats)
 extern "C" __global__ void at_the_end(const float* in, float* out) {
     __shared__ float s[40];
@@ -236,3 +278,46 @@ def test_a_window_past_the_end_of_shared_memory(module, rng, poison, threads):
         s[16:32] += s[24:40]
         want.append(np.concatenate([s[16:40], np.full(8, -7, np.float32)]))
     np.testing.assert_allclose(out.get(), np.concatenate(want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kernel, dtype", [("warp_tail_f32", np.float32), ("warp_tail_f64", np.float64),
+                                           ("warp_tail_i32", np.int32)])
+def test_warp_synchronous_tails_through_windows(ptx, module, rng, poison, kernel, dtype):
+    import anycuda as ac
+    fn = module.get_function(kernel)
+    elem = {np.float32: "float", np.float64: "double", np.int32: "i32"}[dtype]
+    for threads in (128, 256, 1024):
+        # (the steps from `v[tid + 16]` on read the lanes past the window apart: 16, 8, ... 1 of them)
+        code = pipeline.block_program_ir(ptx, "windows.ptx", kernel, threads)
+        assert "window.made" in code and all(f"<{k} x {elem}>" in code for k in (16, 8, 4, 2, 1))
+        blocks = 4
+        n = blocks * threads - 5
+        x = (rng.integers(-1000, 1000, n) if dtype == np.int32 else rng.standard_normal(n)).astype(dtype)
+        out = poison(blocks, dtype)
+        fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
+        padded = np.zeros(blocks * threads, np.float64)
+        padded[:n] = x
+        want = padded.reshape(blocks, threads).sum(axis=1)
+        if dtype == np.int32:
+            np.testing.assert_array_equal(out.get(), want, err_msg=f"threads={threads}")
+        else:
+            np.testing.assert_allclose(out.get(), want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-3,
+                                       err_msg=f"threads={threads}")
+        assert ran_as_block_program(fn, threads)
+
+
+@pytest.mark.parametrize("threads", [64, 256])
+def test_a_warp_scan_reading_before_and_past_its_window(ptx, module, rng, poison, threads):
+    import anycuda as ac
+    fn = module.get_function("warp_scan")
+    assert _has_window(ptx, "warp_scan", threads)
+    blocks = 3
+    x = rng.integers(-1000, 1000, blocks * 32).astype(np.int32)
+    out = poison(blocks * 32, np.int32)
+    fn((blocks,), (threads,), (ac.asarray(x), out))
+    scan = np.cumsum(x.reshape(blocks, 32), axis=1).astype(np.int32)
+    # lanes under 24 add the element 16 on: lanes 16 to 23 read the buffer's zeros past the scan
+    beyond = np.concatenate([scan, np.zeros((blocks, 16), np.int32)], axis=1)[:, 16:48]
+    want = np.where(np.arange(32) < 24, scan + beyond, scan)
+    np.testing.assert_array_equal(out.get().reshape(blocks, 32), want)
+    assert ran_as_block_program(fn, threads)

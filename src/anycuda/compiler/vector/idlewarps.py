@@ -25,7 +25,7 @@ _BRANCHES = frozenset(("bra", "brx", "ret", "exit", "trap", "call"))
 
 @dataclass(frozen=True)
 class Busy:
-    """The leading `warps` of the block have a lane that runs the stretch's span; `written`:
+    """The leading `warps` of the block have a lane that runs the stretch's spans; `written`:
     the registers the stretch writes that are live after it (each must stay a constant)."""
     warps: int
     written: frozenset
@@ -33,41 +33,74 @@ class Busy:
 
 def busy_warps(body: list, lo: int, hi: int, block: tuple, values, live_after: set, lanes: int = WARP) -> Busy | None:
     """For the stretch at body positions lo..hi-1 (a barrier at hi-1, or the body's end) of a
-    1-D block: Busy, or None where the stretch has not the shape `prefix; @p bra L; span; L:
-    barrier` (or `L: ret` at the end; thread 0 storing the block's sum), the
+    1-D block: Busy, or None where the stretch is not a row of pieces `prefix; @p bra L; span;
+    L:` up to its barrier (or to `ret` at the end: thread 0 storing the block's sum), each
     prefix of integer instructions every lane runs and constant propagation follows
-    (`values`: shapevalues.BlockValues of the body for the block's shape), `p` known in each
-    lane from its thread index, the span branching only inside itself, and no register the
-    span writes live after the barrier."""
+    (`values`: shapevalues.BlockValues of the body for the block's shape), each `p` known in
+    each lane from its thread index, each span branching only inside itself, and no register
+    a span writes live after the barrier. A warp-synchronous tail is two pieces: `if (tid <
+    32) { the last warp's sums }` and `if (tid == 0) out[blockIdx.x] = s[0]`."""
     x, y, z = block
     last = hi == len(body)                  # the kernel's last stretch: it ends at `L: ret`
     if y != 1 or z != 1 or hi > len(body) or not (last or _is_barrier(body[hi - 1])):
         return None
-    branch = next((p for p in range(lo, hi) if isinstance(body[p], ir.Instruction)), None)
-    prefix = []
-    while branch is not None and body[branch].opcode != "bra":
-        prefix.append(branch)
-        branch = next((p for p in range(branch + 1, hi) if isinstance(body[p], ir.Instruction)), None)
-    if branch is None or body[branch].guard is None:
-        return None
+    stop = hi if last else hi - 1
     labels = {st.name: p for p, st in enumerate(body[lo:hi], lo) if isinstance(st, ir.Label)}
-    end = labels.get(_target(body[branch]))
-    if end is None or end < branch or any(isinstance(st, ir.Instruction) and not (last and _ends(st))
-                                          for st in body[end:hi if last else hi - 1]):
+    pieces = _pieces(body, lo, stop, labels, last)
+    if not pieces:
         return None
-    span = [p for p in range(branch + 1, end) if isinstance(body[p], ir.Instruction)]
-    if any(not _inside(body[p], labels, branch, end) for p in span):
-        return None
-    if any(body[p].guard is not None or body[p].opcode not in shapevalues.OPCODES for p in prefix):
-        return None
-    span_writes = {r for p in span for r in defs_uses(body[p])[0]}
+    warps, prefixes, span_writes = 0, [], set()
+    for start, prefix, branch, span in pieces:
+        running = _lanes_running(body, start, prefix, body[branch], x, values)
+        if running is None:
+            return None
+        warps = max(warps, max(running) // lanes + 1 if running else 0)
+        prefixes += prefix
+        span_writes.update(r for p in span for r in defs_uses(body[p])[0])
     if span_writes & live_after:
         return None
-    running = _lanes_running(body, lo, prefix, body[branch], x, values)
-    if running is None:
-        return None
-    written = frozenset(r for p in prefix for r in defs_uses(body[p])[0]) & frozenset(live_after)
-    return Busy(max(running) // lanes + 1 if running else 0, written)
+    written = frozenset(r for p in prefixes for r in defs_uses(body[p])[0]) & frozenset(live_after)
+    return Busy(warps, written)
+
+
+def _pieces(body, lo, stop, labels, last) -> list | None:
+    """The stretch's pieces from `lo` to `stop` as (where it starts, its prefix's positions,
+    its branch's, its span's), or None where the stretch is not such a row of them (at the
+    kernel's end, `ret` may follow the last). A branch every lane takes forward, within the
+    stretch, is passed over with what it jumps: a loop the block shape runs no turn of
+    (`for (s = blockDim.x / 2; s > 32; s >>= 1)` in blocks of 64 threads)."""
+    pieces, pos = [], lo
+    while True:
+        prefix, branch, p = [], None, pos
+        while p < stop:
+            st = body[p]
+            p += 1
+            if not isinstance(st, ir.Instruction):
+                continue
+            if st.opcode == "bra" and st.guard is None:
+                target = labels.get(_target(st))
+                if target is None or target < p or target > stop:
+                    return None
+                p = target
+                continue
+            if st.opcode == "bra":
+                branch = p - 1
+                break
+            if last and _ends(st) and all(not isinstance(t, ir.Instruction) or _ends(t) for t in body[p - 1:stop]):
+                break
+            prefix.append(p - 1)
+        if branch is None:
+            return pieces if not prefix else None
+        end = labels.get(_target(body[branch]))
+        if end is None or end < branch or end > stop:
+            return None
+        span = [p for p in range(branch + 1, end) if isinstance(body[p], ir.Instruction)]
+        if any(not _inside(body[p], labels, branch, end) for p in span):
+            return None
+        if any(body[p].guard is not None or body[p].opcode not in shapevalues.OPCODES for p in prefix):
+            return None
+        pieces.append((pos, prefix, branch, span))
+        pos = end
 
 
 def _lanes_running(body, lo, prefix, branch, threads, values) -> list | None:

@@ -37,7 +37,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from ..analysis import shapevalues
-from ..irutil import at_function_start, i32
+from ..irutil import at_function_start, i32, masked_load
 from ..types import I8, I32, width
 from . import idlewarps
 
@@ -163,24 +163,39 @@ class SharedWindows:
         if abs(lanes_on) >= self.lanes:
             return normal()
         b = self.b
-        outside = sum(1 << t for t in range(self.lanes) if not 0 <= t + lanes_on < self.lanes)
+        outside = [t for t in range(self.lanes) if not 0 <= t + lanes_on < self.lanes]
         cond = self._window_flag(window)
-        if outside:
-            if self.mask is None:
-                return normal()
-            bits = b.bitcast(self.mask, ir.IntType(self.lanes))
-            fits = b.icmp_unsigned("==", b.and_(bits, ir.Constant(bits.type, outside)), ir.Constant(bits.type, 0))
-            cond = b.and_(cond, fits)
         if shape.exact is not None:
             cond = b.and_(cond, shape.exact)
 
         def from_window():
             image = b.load(self._warp_slot(window.image))
-            picked = b.shuffle_vector(image, ir.Constant(image.type, None), ir.Constant(
-                ir.VectorType(I32, self.lanes),
-                [t + lanes_on if 0 <= t + lanes_on < self.lanes else None for t in range(self.lanes)]))
-            return picked if window.elem == elem else b.bitcast(picked, self._vec(elem))
+            if window.elem != elem:
+                image = b.bitcast(image, self._vec(elem))
+            beyond = self._beyond_window(shape, elem, size, outside) if outside else ir.Constant(image.type, None)
+            ends = iter(range(self.lanes, 2 * self.lanes))
+            return b.shuffle_vector(image, beyond, ir.Constant(ir.VectorType(I32, self.lanes), [
+                t + lanes_on if 0 <= t + lanes_on < self.lanes else next(ends) for t in range(self.lanes)]))
         return self._either(cond, from_window, normal)
+
+    def _beyond_window(self, shape, elem, size, outside):
+        """The elements of the lanes `outside` the window (a run at its start or its end), from
+        memory, as the first of a vector's lanes. Loaded apart from the window's own, which the
+        warp may just have stored: a load that spans a recent store and more waits until the
+        store has reached the cache (a warp-synchronous tail's `s[tid] += s[tid + 16]`, each
+        step reading the half its step before stored and the half beyond)."""
+        b = self.b
+        count = len(outside)
+        vec = ir.VectorType(elem, count)
+        start = b.add(shape.base, ir.Constant(shape.base.type, outside[0] * size))
+        if self.mask is None:
+            got = b.load(b.inttoptr(start, vec.as_pointer()), align=size)
+        else:
+            running = b.shuffle_vector(self.mask, ir.Constant(self.mask.type, None), ir.Constant(
+                ir.VectorType(I32, count), outside))
+            got = masked_load(b, start, vec, size, running)
+        return b.shuffle_vector(got, ir.Constant(vec, None), ir.Constant(
+            ir.VectorType(I32, self.lanes), list(range(count)) + [None] * (self.lanes - count)))
 
     def _make_window(self, key, shape, elem, size, normal):
         """A plain load of every lane's element where the span lies in the block's shared
