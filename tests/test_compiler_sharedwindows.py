@@ -173,24 +173,29 @@ def _has_window(ptx, kernel, threads) -> bool:
 
 @pytest.mark.parametrize("kernel, dtype", [("tree_f32", np.float32), ("tree_f64", np.float64), ("tree_i32", np.int32)])
 def test_tree_sums_through_windows(ptx, module, rng, poison, kernel, dtype):
-    import anycuda as ac
     fn = module.get_function(kernel)
     for threads in (64, 128, 256, 512, 1024):
         assert _has_window(ptx, kernel, threads)
-        blocks = 5
-        n = blocks * threads - 37
-        x = (rng.integers(-1000, 1000, n) if dtype == np.int32 else rng.standard_normal(n)).astype(dtype)
-        out = poison(blocks, dtype)
-        fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)), shared_mem=threads * x.itemsize)
-        padded = np.zeros(blocks * threads, np.float64)
-        padded[:n] = x
-        want = padded.reshape(blocks, threads).sum(axis=1)
-        if dtype == np.int32:
-            np.testing.assert_array_equal(out.get(), want, err_msg=f"threads={threads}")
-        else:
-            np.testing.assert_allclose(out.get(), want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-3,
-                                       err_msg=f"threads={threads}")
-        assert ran_as_block_program(fn, threads)
+        _check_block_sums(fn, rng, poison, dtype, 5, threads, threads * np.dtype(dtype).itemsize)
+
+
+def _check_block_sums(fn, rng, poison, dtype, blocks, threads, shared_mem=0):
+    """Run a kernel summing each block's elements of n (the last block cut short) against
+    numpy, on fresh inputs with a poisoned output; it must have run as a block program."""
+    import anycuda as ac
+    n = blocks * threads - 37
+    x = (rng.integers(-1000, 1000, n) if dtype == np.int32 else rng.standard_normal(n)).astype(dtype)
+    out = poison(blocks, dtype)
+    fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)), shared_mem=shared_mem)
+    padded = np.zeros(blocks * threads, np.float64)
+    padded[:n] = x
+    want = padded.reshape(blocks, threads).sum(axis=1)
+    if dtype == np.int32:
+        np.testing.assert_array_equal(out.get(), want, err_msg=f"threads={threads}")
+    else:
+        np.testing.assert_allclose(out.get(), want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-3,
+                                   err_msg=f"threads={threads}")
+    assert ran_as_block_program(fn, threads)
 
 
 def _rewritten_reference(x, kernel):
@@ -283,27 +288,13 @@ def test_a_window_past_the_end_of_shared_memory(module, rng, poison, threads):
 @pytest.mark.parametrize("kernel, dtype", [("warp_tail_f32", np.float32), ("warp_tail_f64", np.float64),
                                            ("warp_tail_i32", np.int32)])
 def test_warp_synchronous_tails_through_windows(ptx, module, rng, poison, kernel, dtype):
-    import anycuda as ac
     fn = module.get_function(kernel)
     elem = {np.float32: "float", np.float64: "double", np.int32: "i32"}[dtype]
     for threads in (128, 256, 1024):
         # (the steps from `v[tid + 16]` on read the lanes past the window apart: 16, 8, ... 1 of them)
         code = pipeline.block_program_ir(ptx, "windows.ptx", kernel, threads)
         assert "window.made" in code and all(f"<{k} x {elem}>" in code for k in (16, 8, 4, 2, 1))
-        blocks = 4
-        n = blocks * threads - 5
-        x = (rng.integers(-1000, 1000, n) if dtype == np.int32 else rng.standard_normal(n)).astype(dtype)
-        out = poison(blocks, dtype)
-        fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))
-        padded = np.zeros(blocks * threads, np.float64)
-        padded[:n] = x
-        want = padded.reshape(blocks, threads).sum(axis=1)
-        if dtype == np.int32:
-            np.testing.assert_array_equal(out.get(), want, err_msg=f"threads={threads}")
-        else:
-            np.testing.assert_allclose(out.get(), want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-3,
-                                       err_msg=f"threads={threads}")
-        assert ran_as_block_program(fn, threads)
+        _check_block_sums(fn, rng, poison, dtype, 4, threads)
 
 
 @pytest.mark.parametrize("threads", [64, 256])

@@ -11,8 +11,10 @@ So a block program keeps a *window*: the `lanes` consecutive elements of shared 
 the address one register held at one of its writes (its root), plus a constant, as one vector
 per warp in a stack array that LLVM keeps in registers where only one warp runs. A load of the
 window's elements, through the root or a register the program knows is the root plus a number
-(`add` of a value the block shape fixes: `sdata + 4 * (tid + s)`), is a permutation of it; a
-store of exactly the window's elements writes memory and the window alike. A window is made by
+(`add` of a value the block shape fixes: `sdata + 4 * (tid + s)`), is a permutation of it, and
+one that reaches past it takes the lanes it has from it and loads only the others (a
+warp-synchronous tail's `v[tid] += v[tid + 16]`); a store of exactly the window's elements
+writes memory and the window alike. A window is made by
 the first consecutive load from shared memory at a root in a stretch that runs the first warp
 only (one plain load of all lanes' span, where it lies within the block's shared memory) and
 holds while nothing else can write there:
