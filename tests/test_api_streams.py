@@ -29,6 +29,73 @@ def test_work_runs_in_order_on_its_own_thread():
     assert threads and threading.get_ident() not in threads
 
 
+def test_a_waiting_thread_runs_device_work_the_worker_has_not_taken():
+    # device work (`any_thread`: launches, copies) queued and waited for at once runs on the
+    # waiting thread, which holds the GIL from the queueing to the wait (the worker, woken,
+    # cannot take it before); host functions only ever run on the stream's thread
+    import sys
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    try:
+        s = ac.Stream()
+        s.enqueue(lambda: None)
+        s.synchronize()                          # (its worker started)
+        device_work, host_function = [], []
+        for _ in range(50):
+            s.enqueue(lambda: device_work.append(threading.get_ident()), any_thread=True)
+            s.synchronize()
+            s.enqueue(lambda: host_function.append(threading.get_ident()))
+            s.synchronize()
+    finally:
+        sys.setswitchinterval(interval)
+    me = threading.get_ident()
+    assert me in device_work
+    assert len(host_function) == 50 and me not in host_function
+
+
+def test_work_taken_by_waiting_threads_and_the_worker_keeps_its_order():
+    s = ac.Stream()
+    order = []
+    for i in range(600):
+        s.enqueue(order.append, i, any_thread=i % 3 != 0)
+        if i % 50 == 49:
+            s.synchronize()
+            assert order == list(range(i + 1))
+    ac.synchronize()
+    assert order == list(range(600))
+
+
+def test_device_work_run_by_a_waiting_thread_keeps_errors_and_skips():
+    s = ac.Stream()
+    ran, skipped = [], []
+
+    def fail():
+        raise ValueError("kernel fault")
+    s.enqueue(fail, any_thread=True)
+    s.enqueue(ran.append, 1, any_thread=True, on_skip=lambda: skipped.append(1))
+    with pytest.raises(ValueError, match="kernel fault"):
+        s.synchronize()
+    assert ran == [] and skipped == [1]
+    s.enqueue(ran.append, 2, any_thread=True)
+    s.synchronize()
+    assert ran == [2]
+
+
+def test_a_waiting_thread_does_not_run_work_before_what_it_waits_for():
+    # the default stream's work waits for a blocking stream's earlier work (here held by a
+    # gate on that stream's own thread): a thread synchronising the default stream must not
+    # run it first
+    blocking = ac.Stream()
+    gate, order = threading.Event(), []
+    blocking.enqueue(lambda: (gate.wait(WAIT), order.append("blocking")))
+    default_stream.enqueue(order.append, "default", any_thread=True)
+    timer = threading.Timer(0.1, gate.set)
+    timer.start()
+    default_stream.synchronize()
+    timer.join()
+    assert order == ["blocking", "default"]
+
+
 def test_enqueue_does_not_block_the_host():
     s = ac.Stream()
     gate = threading.Event()

@@ -110,11 +110,11 @@ class MemoryPointer:
 
     def copy_from_device(self, src: "MemoryPointer", size: int) -> None:
         self._check(size)
-        api_stream().enqueue(memory.memcpy, self.ptr, int(src), size)
+        api_stream().enqueue(memory.memcpy, self.ptr, int(src), size, any_thread=True)
 
     def memset(self, value: int, size: int) -> None:
         self._check(size)
-        api_stream().enqueue(memory.memset, self.ptr, value, size)
+        api_stream().enqueue(memory.memset, self.ptr, value, size, any_thread=True)
 
 
 def _shape_tuple(shape) -> tuple:
@@ -223,18 +223,18 @@ class ndarray:
         if stream is None:       # as cudaMemcpy from pageable memory: the caller may reuse `arr` at once
             api_stream().call(memory.memcpy, self.data.ptr, host.ctypes.data, host.nbytes)
         else:
-            stream.enqueue(_copy_keeping, self.data.ptr, host.ctypes.data, host.nbytes, host, self)
+            stream.enqueue(_copy_keeping, self.data.ptr, host.ctypes.data, host.nbytes, host, self, any_thread=True)
 
     def fill(self, value) -> None:
         """Set every element to `value`."""
         def fill():
             if self.size:
                 self._host().fill(value)
-        api_stream().enqueue(fill)
+        api_stream().enqueue(fill, any_thread=True)
 
     def copy(self) -> "ndarray":
         out = ndarray(self._shape, self._dtype)
-        api_stream().enqueue(_copy_keeping, out.data.ptr, self.data.ptr, self.nbytes, self, out)
+        api_stream().enqueue(_copy_keeping, out.data.ptr, self.data.ptr, self.nbytes, self, out, any_thread=True)
         return out
 
     def astype(self, dtype, copy: bool = True) -> "ndarray":

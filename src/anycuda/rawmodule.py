@@ -254,7 +254,7 @@ class RawKernel:
             self._layout = param_layout(self._image.params, getattr(self._image, "param_size", None))
         params = marshal_args(None, args, layout=self._layout)
         (stream or api_stream()).enqueue(_run_launch, self._image, grid, block, params, shared_mem, workers,
-                                           tuple(args), cooperative, record)
+                                           tuple(args), cooperative, record, any_thread=True)
 
     def __repr__(self):
         return f"<RawKernel {self.name}>"

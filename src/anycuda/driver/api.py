@@ -26,8 +26,8 @@ from .streams import (call_with_per_thread_default, capture_id, cuEventCreate, c
                       cuGraphExecDestroy, cuGraphInstantiate, cuGraphLaunch, cuGraphUpload, cuLaunchHostFunc,
                       cuStreamAddCallback, cuStreamBeginCapture, cuStreamCreate, cuStreamCreateWithPriority,
                       cuStreamDestroy, cuStreamEndCapture, cuStreamGetCtx, cuStreamIsCapturing, cuStreamQuery,
-                      cuStreamSynchronize, cuStreamWaitEvent, Graph, graph_add_node, GraphExec, GraphNode,
-                      stream_flags, stream_priority, submit, wait_for_stream)
+                      cuStreamSynchronize, cuStreamWaitEvent, Graph, graph_add_host_node, graph_add_node, GraphExec,
+                      GraphNode, stream_flags, stream_priority, submit, wait_for_stream)
 from .memory import (_allocate, CU_DEVICE_CPU, cuDeviceGetDefaultMemPool, cuMemAlloc, cuMemAllocAsync,
                      cuMemAllocFromPoolAsync, cuMemAllocHost, cuMemAllocManaged, cuMemAllocPitch, cuMemcpy,
                      cuMemcpy2D, cuMemcpy3D, cuMemcpy3DPeer, cuMemcpyAsync, cuMemcpyPeer, cuMemcpyPeerAsync,

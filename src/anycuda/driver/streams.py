@@ -15,7 +15,7 @@ import threading
 
 from ..runtime import profile
 from ..runtime.errors import CudaError, CUresult
-from ..runtime.stream import Event, Stream, default_stream, get_elapsed_time, hold, per_thread_stream
+from ..runtime.stream import Event, HostFunction, Stream, default_stream, get_elapsed_time, hold, per_thread_stream
 from .handles import (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, _current, _current_device, _drop_handle, EventHandle,
                       _current_handle, _faults_are_sticky, _get, _handles, _lock, _new_handle, _require_context,
                       StreamHandle)
@@ -161,7 +161,7 @@ def cuStreamQuery(stream: int) -> None:
 def cuLaunchHostFunc(stream: int, fn: int, user_data: int) -> None:
     _require_context()
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fn)
-    submit(stream, call, user_data)
+    submit(stream, HostFunction(call), user_data)
 
 
 def cuStreamCreateWithPriority(flags: int, priority: int) -> int:
@@ -182,7 +182,7 @@ def cuStreamAddCallback(stream: int, fn: int, user_data: int) -> None:
     """CUstreamCallback(stream, status, userData), run in stream order."""
     _require_context()
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)(fn)
-    submit(stream, call, stream or None, 0, user_data)
+    submit(stream, HostFunction(call), stream or None, 0, user_data)
 
 
 class Graph:
@@ -218,6 +218,11 @@ def graph_add_node(graph: int, dependencies, fn=None, *args) -> int:
             raise CudaError(CUresult.CUDA_ERROR_INVALID_VALUE, "a dependency belongs to another graph")
     g.work.append((fn or (lambda: None), args))
     return _new_handle(GraphNode(g, len(g.work) - 1))
+
+
+def graph_add_host_node(graph: int, dependencies, fn, user_data) -> int:
+    """A host node: `fn(user_data)` on the launch stream's own thread (HostFunction)."""
+    return graph_add_node(graph, dependencies, HostFunction(fn), user_data)
 
 
 _capture_ids = [0]
@@ -264,20 +269,23 @@ def submit(stream, fn, *args, on_skip=None) -> None:
     """Work for a stream: run in stream order, or recorded when the stream is capturing.
     `on_skip()` runs instead when the stream skips the work after an unreported error.
     Stream None: blocking work on the default stream (a cuMemcpy, cuMemsetD8; _null_stream), which
-    returns when it is done and reports the error the stream kept."""
+    returns when it is done and reports the error the stream kept. Work other than a host
+    function may run on a host thread that waits for the stream (runtime/stream.py)."""
+    device_work = not isinstance(fn, HostFunction)
     if profile.ENABLED:                  # a library call's work, timed under its name
         fn = profile.timed(fn)
     if stream is None:
         _null_stream().call(fn, *args)
         return
     if _legacy(stream):
-        default_stream.enqueue(fn, *args, on_skip=on_skip)     # (each launch asks: no capture lookups)
+        # (each launch asks: no capture lookups)
+        default_stream.enqueue(fn, *args, on_skip=on_skip, any_thread=device_work)
         return
     graph = _capturing(stream)
     if graph is not None:
         graph.work.append((fn, args))
         return
-    _stream(stream).enqueue(fn, *args, on_skip=on_skip)
+    _stream(stream).enqueue(fn, *args, on_skip=on_skip, any_thread=device_work)
 
 
 def _wait_event(stream: int, event: int) -> None:

@@ -25,6 +25,15 @@ Work that a stream's own worker queues on the default stream (an API call from a
 function, which CUDA forbids) runs inline, ordered by the stream running it: waiting for
 the default stream there could wait for the very work that is running.
 
+A host thread that waits for a stream (`synchronize`, `call`, `synchronize_all`) runs, in
+order, the work the stream's worker has not taken yet, instead of waking the worker to run it
+and being woken by it after: a small kernel launched and synchronised cost two thread
+hand-overs that way, more than the kernel (reduce_atomic: ~40 us a launch and synchronise,
+its 4M-element kernel ~100 us). Work queued and not waited for still starts on the worker at
+once. Only device work (launches, copies, memsets, library calls and event records, queued
+with `any_thread=True`) runs so; host functions and Python callables queued with `enqueue`
+run on the stream's own thread, as CUDA runs host functions on a thread of its own.
+
 Errors: an exception raised by work is kept; the stream skips its later work until the
 error has been reported, which the next `synchronize()` or `call()` of that stream, an
 event synchronisation that the error skipped, or `synchronize_all()`
@@ -42,6 +51,7 @@ launch queue makes a launch wait. At exit, work still queued is finished first (
 from __future__ import annotations
 
 import atexit
+import collections
 import ctypes
 import queue
 import threading
@@ -150,7 +160,9 @@ class _StreamState:
         self.issued = 0          # tickets handed out (one per enqueued item)
         self.completed = 0       # items finished (run, failed or skipped)
         self._error = None       # kept until reported (`error`)
-        self.queue = queue.SimpleQueue()
+        self.pending = collections.deque()   # (fn, args, on_skip, deps) not yet taken (under _cv)
+        self.running = False     # a piece of work has been taken and not finished (under _cv)
+        self.queue = queue.SimpleQueue()     # a token for the worker per piece queued; None: leave
         self.thread = None
         self.inline = 0          # ticket of blocking work running in its caller's thread, or 0
 
@@ -219,39 +231,108 @@ def _ready_releases() -> list:
     return [e for e in list(_after_work) if all(st.completed >= ticket for st, ticket in e[0])]
 
 
+class HostFunction:
+    """A host function for a stream (cuLaunchHostFunc, a stream callback, a graph's host node),
+    as the driver hands it on (driver/streams.submit): queued without `any_thread`, unlike the
+    rest of the driver's work, so that only the stream's own thread runs it."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
 def _worker(state: _StreamState) -> None:
     _local.state = state
     while True:
-        item = state.queue.get()
-        if item is None:
+        if state.queue.get() is None:
             with _cv:
                 _states.discard(state)
             return
-        fn, args, on_skip, deps = item
         with _cv:
-            if deps:
-                _wait_for(deps)
-            skip = state.error is not None
+            while state.running:         # (a waiting host thread runs the work before)
+                _cv.wait()
+            taken = _take(state) if state.pending else None
+            if taken is not None and taken[3]:
+                _wait_for(taken[3])
+        if taken is not None:            # (else a waiting host thread ran it)
+            _run_taken(state, taken)
+            taken = None                 # (a finished piece of work keeps nothing alive)
+
+
+def _take(state: _StreamState):
+    """The stream's next piece of work, now running. Caller holds _cv; the stream runs none."""
+    state.running = True
+    return state.pending.popleft()
+
+
+def _take_for_waiter(state: _StreamState):
+    """For a host thread waiting for the stream: its next piece of work, now running, where no
+    worker runs one, it is not a host function and what it waits for on other streams has
+    finished; else None. Caller holds _cv."""
+    if state.running or not state.pending or getattr(_local, "state", None) is not None:
+        return None
+    _, _, _, deps, any_thread = state.pending[0]
+    if not any_thread or any(st.completed < ticket for st, ticket in deps):
+        return None
+    return _take(state)
+
+
+def _run_taken(state: _StreamState, taken) -> None:
+    """Run (or skip, after an unreported error) a piece of work taken from the stream, as its
+    worker (work it queues on the default stream runs inline, as the module says); then
+    count it finished and wake the waiters. Caller does not hold _cv."""
+    fn, args, on_skip, _, _ = taken
+    del taken
+    with _cv:
+        skip = state.error is not None
+    before = getattr(_local, "state", None)
+    _local.state = state
+    try:
+        if skip:
+            if on_skip is not None:
+                on_skip()
+        else:
+            fn(*args)
+    except BaseException as e:       # kept for the next synchronize
+        with _cv:
+            if state.error is None:
+                state.error = e
+    finally:
+        _local.state = before
+        del fn, args, on_skip         # (a finished piece of work keeps nothing alive)
+        with _cv:
+            state.running = False
+            state.completed += 1
+            busy.value -= 1
+            # before waking the waiters, so a synchronised program sees the memory freed
+            # (a release takes the memory table's lock; nothing holding that waits for _cv)
+            for entry in _ready_releases() if _after_work else ():
+                _take_release(entry)
+            _cv.notify_all()
+
+
+def _wait_running_theirs(done, states) -> None:
+    """Wait until done(), running meanwhile, in each stream's order, the work of `states()`
+    that their workers have not taken (_take_for_waiter). Caller holds _cv, and holds it again
+    on return."""
+    while not done():
+        taken = None
+        for st in states():
+            taken = _take_for_waiter(st)
+            if taken is not None:
+                break
+        if taken is None:
+            _cv.wait()
+            continue
+        _cv.release()
         try:
-            if skip:
-                if on_skip is not None:
-                    on_skip()
-            else:
-                fn(*args)
-        except BaseException as e:       # kept for the next synchronize
-            with _cv:
-                if state.error is None:
-                    state.error = e
+            _run_taken(st, taken)
         finally:
-            del fn, args, item, on_skip   # (a finished piece of work keeps nothing alive)
-            with _cv:
-                state.completed += 1
-                busy.value -= 1
-                # before waking the waiters, so a synchronised program sees the memory freed
-                # (a release takes the memory table's lock; nothing holding that waits for _cv)
-                for entry in _ready_releases() if _after_work else ():
-                    _take_release(entry)
-                _cv.notify_all()
+            taken = None
+            _cv.acquire()
 
 
 _drain_registered = []
@@ -281,10 +362,12 @@ class _Queue:
     def _joins(self, state: _StreamState) -> None:
         """Called under _cv when the stream gets its worker."""
 
-    def enqueue(self, fn, *args, on_skip=None) -> int:
+    def enqueue(self, fn, *args, on_skip=None, any_thread=False) -> int:
         """Run `fn(*args)` after the work queued before it (and what _dependencies names);
         returns its ticket at once. `on_skip()` runs instead when the stream skips the work
-        because of an unreported error."""
+        because of an unreported error. `any_thread`: device work, which a host thread that
+        waits for the stream may run itself (see the module's docstring); else the stream's
+        own thread runs it."""
         if foreign.value:
             _hand_over_outside()
         st = self._state
@@ -302,7 +385,8 @@ class _Queue:
             if first:
                 st.thread = threading.Thread(target=_worker, args=(st,), name="anycuda-stream", daemon=True)
                 self._joins(st)
-        st.queue.put((fn, args, on_skip, deps))
+            st.pending.append((fn, args, on_skip, deps, any_thread))
+        st.queue.put(True)
         if first:
             _start_worker(st)
         return ticket
@@ -311,7 +395,7 @@ class _Queue:
         """Synchronous work (a blocking copy or memset): `fn(*args)` in stream order, returning
         when it has run; raises the error the stream kept, this work's or earlier work's
         (which made the stream skip this work)."""
-        self._wait(self.enqueue(fn, *args))
+        self._wait(self.enqueue(fn, *args, any_thread=True))
 
     def _wait(self, ticket: int = None) -> None:
         """Wait until the work up to `ticket` (all queued work: None) has finished; raise the
@@ -325,8 +409,7 @@ class _Queue:
         else:
             _hand_over_outside()
         with _cv:
-            while st.completed < (st.issued if ticket is None else ticket):
-                _cv.wait()
+            _wait_running_theirs(lambda: st.completed >= (st.issued if ticket is None else ticket), lambda: (st,))
             err = st.take_error()
         _run_hooks()
         if err is not None:
@@ -428,12 +511,12 @@ class _DefaultStream(_Queue):
         return tuple((s, s.issued) for s in _states
                      if not s.non_blocking and s.device == device and s.issued > s.completed)
 
-    def enqueue(self, fn, *args, on_skip=None) -> int:
+    def enqueue(self, fn, *args, on_skip=None, any_thread=False) -> int:
         if getattr(_local, "state", None) is not None:
             _hand_over_outside()
             fn(*args)            # from a stream's own work: inline (see the module's docstring)
             return 0
-        return super().enqueue(fn, *args, on_skip=on_skip)
+        return super().enqueue(fn, *args, on_skip=on_skip, any_thread=any_thread)
 
     def call(self, fn, *args) -> None:
         """As _Queue.call; when nothing is pending that the work would wait for (this stream
@@ -542,6 +625,8 @@ def synchronize_all(device: int = None) -> None:
     _wait_for_outside(device=device)
     first = None
     with _cv:
+        _wait_running_theirs(lambda: all(st.idle() for st in _device_states(device)),
+                             lambda: _device_states(device))
         for st in _wait_idle(device):
             if st.error is not None:
                 first = st.take_error()
@@ -611,12 +696,12 @@ class Event:
         stream = stream or default_stream
         mark = _Mark(stream._state)
         self._mark = mark
-        stream.enqueue(mark.hit, on_skip=mark.skip)
+        stream.enqueue(mark.hit, on_skip=mark.skip, any_thread=True)
 
     def _wait_in(self, stream) -> None:
         mark = self._mark
         if mark is not None:
-            stream.enqueue(mark.done.wait)
+            stream.enqueue(mark.done.wait, any_thread=True)
 
     def query(self) -> bool:
         mark = self._mark

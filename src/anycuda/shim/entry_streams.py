@@ -110,7 +110,7 @@ def define(ffi, entry, ptr, handle, common):
     @entry
     def cuGraphAddHostNode(out, graph, deps, count, p):
         fn = ffi.cast("void (*)(void *)", p.fn)
-        out[0] = handle(api.graph_add_node(ptr(graph), node_dependencies(deps, count), fn, p.userData))
+        out[0] = handle(api.graph_add_host_node(ptr(graph), node_dependencies(deps, count), fn, p.userData))
 
     @entry
     def cuGraphAddEmptyNode(out, graph, deps, count):
