@@ -353,6 +353,20 @@ def launch_latency():
     return statistics.median(times)
 
 
+def launch_round_trip():
+    """Seconds for one launch of an empty 1-thread kernel through the Python API and the
+    synchronize after it (median of 1001): what a program that waits for each kernel pays."""
+    import anycuda as ac
+    e = ac.RawModule(ptx=EMPTY_PTX, name="empty.ptx").get_function("empty")
+    e((1,), (1,), ())
+    ac.synchronize()
+
+    def launch_and_wait():
+        e((1,), (1,), ())
+        ac.synchronize()
+    return statistics.median(timed(launch_and_wait) for _ in range(1001))
+
+
 def c_host_launch_overhead_us():
     """Microseconds per launch of the same empty kernel through cuLaunchKernel from a C host
     program (kernels/launch_overhead.c) run under `anycuda run`, as an nvcc-built program is:
@@ -361,8 +375,8 @@ def c_host_launch_overhead_us():
 
 
 def c_host_launch_times_us():
-    """(launch-to-launch gap, launch latency) in microseconds through cuLaunchKernel from a
-    C host program (kernels/launch_overhead.c) run under `anycuda run`."""
+    """(launch-to-launch gap, launch latency, launch and synchronize) in microseconds through
+    cuLaunchKernel from a C host program (kernels/launch_overhead.c) run under `anycuda run`."""
     with tempfile.TemporaryDirectory() as tmp:
         exe = Path(tmp) / "launch_overhead"
         subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "kernels" / "launch_overhead.c"), "-ldl"],
@@ -371,8 +385,8 @@ def c_host_launch_times_us():
                            text=True, env=child_env(), timeout=600)
         if p.returncode:
             raise child_failure("C host launch program", p)
-        gap, call = p.stdout.strip().splitlines()[-1].split()
-        return float(gap), float(call)
+        gap, call, round_trip = p.stdout.strip().splitlines()[-1].split()
+        return float(gap), float(call), float(round_trip)
 
 
 def launch_overheads():
@@ -380,14 +394,15 @@ def launch_overheads():
     thread wake-up per launch: the Python and marshalling cost alone), and from a C host
     program through anycuda's libcuda.so.1: the launch-to-launch gap (*_us) and the time for
     a launch call to return (*_call_us)."""
-    res = {"all_threads_us": launch_overhead() * 1e6, "all_threads_call_us": launch_latency() * 1e6}
+    res = {"all_threads_us": launch_overhead() * 1e6, "all_threads_call_us": launch_latency() * 1e6,
+           "all_threads_sync_us": launch_round_trip() * 1e6}
     p = subprocess.run([sys.executable, __file__, "--child", "launch"], capture_output=True, text=True,
                        env=child_env(ANYCUDA_NUM_THREADS=1, OMP_NUM_THREADS=1), timeout=600)
     if p.returncode:
         raise child_failure("launch child", p)
     res["one_thread_us"] = json.loads(p.stdout.strip().splitlines()[-1]) * 1e6
     try:
-        res["c_host_us"], res["c_host_call_us"] = c_host_launch_times_us()
+        res["c_host_us"], res["c_host_call_us"], res["c_host_sync_us"] = c_host_launch_times_us()
     except (OSError, RuntimeError, subprocess.SubprocessError) as e:
         res["c_host_error"] = f"{type(e).__name__}: {e}"
     return res
@@ -491,9 +506,11 @@ def print_table(out):
         la = out["launch"]
         print(f"\nempty-kernel launch through the Python API: {la['all_threads_us']:.1f} us launch to launch "
               f"(all worker threads), {la['one_thread_us']:.1f} us (ANYCUDA_NUM_THREADS=1); "
-              f"the launch call returns in {la['all_threads_call_us']:.1f} us")
+              f"the launch call returns in {la['all_threads_call_us']:.1f} us; launch and synchronize "
+              f"{la['all_threads_sync_us']:.1f} us")
         print("empty-kernel launch through cuLaunchKernel from a C host program (anycuda run): "
-              + (f"{la['c_host_us']:.1f} us launch to launch; the call returns in {la['c_host_call_us']:.1f} us"
+              + (f"{la['c_host_us']:.1f} us launch to launch; the call returns in {la['c_host_call_us']:.1f} us; "
+                 f"launch and cuCtxSynchronize {la['c_host_sync_us']:.1f} us"
                  if "c_host_us" in la else f"FAILED: {la.get('c_host_error')}"))
     if out.get("modules"):
         modules.print_results(out["modules"])

@@ -3,10 +3,11 @@
    anycuda's libcuda.so.1 first on the loader path. The driver functions are looked up with
    dlopen/dlsym, so no CUDA header or library is needed to build it.
 
-   Prints one line of two numbers, in microseconds, for a <<<1, 1>>> kernel that returns at
+   Prints one line of three numbers, in microseconds, for a <<<1, 1>>> kernel that returns at
    once: the launch-to-launch gap (the median of 7 rounds of 1000 back-to-back launches, each
-   round ended by cuCtxSynchronize, per launch), and the launch latency (the median time for
-   one cuLaunchKernel call to return, of 1001 calls each made with the stream idle). */
+   round ended by cuCtxSynchronize, per launch), the launch latency (the median time for one
+   cuLaunchKernel call to return, of 1001 calls each made with the stream idle), and the round
+   trip (the median time for a launch and the cuCtxSynchronize after it, of 1001). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,15 @@ int main(void) {
   }
   check(cuCtxSynchronize(), "cuCtxSynchronize");
   qsort(call_us, CALLS, sizeof call_us[0], by_value);
-  printf("%.3f %.3f\n", us[ROUNDS / 2], call_us[CALLS / 2]);
+
+  static double round_us[CALLS];
+  for (int i = 0; i < CALLS; i++) {
+    double t = now();
+    check(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    round_us[i] = (now() - t) * 1e6;
+  }
+  qsort(round_us, CALLS, sizeof round_us[0], by_value);
+  printf("%.3f %.3f %.3f\n", us[ROUNDS / 2], call_us[CALLS / 2], round_us[CALLS / 2]);
   return 0;
 }
