@@ -53,6 +53,25 @@ def test_a_waiting_thread_runs_device_work_the_worker_has_not_taken():
     assert len(host_function) == 50 and me not in host_function
 
 
+def test_an_event_synchronize_runs_the_work_before_the_record():
+    import sys
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    try:
+        s = ac.Stream()
+        s.enqueue(lambda: None)
+        s.synchronize()
+        ran = []
+        for _ in range(50):
+            s.enqueue(lambda: ran.append(threading.get_ident()), any_thread=True)
+            ev = s.record()
+            ev.synchronize()
+            assert ev.query() and len(ran) == _ + 1
+    finally:
+        sys.setswitchinterval(interval)
+    assert threading.get_ident() in ran
+
+
 def test_work_taken_by_waiting_threads_and_the_worker_keeps_its_order():
     s = ac.Stream()
     order = []

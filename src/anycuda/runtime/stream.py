@@ -717,6 +717,9 @@ class Event:
         mark = self._mark
         if mark is None:
             return
+        if not mark.done.is_set() and getattr(_local, "state", None) is None:
+            with _cv:            # (the work before the record, run here where no worker took it)
+                _wait_running_theirs(mark.done.is_set, lambda: (mark.state,))
         mark.done.wait()
         if mark.skipped:
             with _cv:
