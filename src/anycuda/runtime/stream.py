@@ -25,7 +25,8 @@ Work that a stream's own worker queues on the default stream (an API call from a
 function, which CUDA forbids) runs inline, ordered by the stream running it: waiting for
 the default stream there could wait for the very work that is running.
 
-A host thread that waits for a stream (`synchronize`, `call`, `synchronize_all`) runs, in
+A host thread that waits for a stream (`synchronize`, `call`, `synchronize_all`, an event's
+`synchronize`) runs, in
 order, the work the stream's worker has not taken yet, instead of waking the worker to run it
 and being woken by it after: a small kernel launched and synchronised cost two thread
 hand-overs that way, more than the kernel (reduce_atomic: ~40 us a launch and synchronise,
