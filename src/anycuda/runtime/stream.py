@@ -26,14 +26,14 @@ function, which CUDA forbids) runs inline, ordered by the stream running it: wai
 the default stream there could wait for the very work that is running.
 
 A host thread that waits for a stream (`synchronize`, `call`, `synchronize_all`, an event's
-`synchronize`) runs, in
-order, the work the stream's worker has not taken yet, instead of waking the worker to run it
-and being woken by it after: a small kernel launched and synchronised cost two thread
-hand-overs that way, more than the kernel (reduce_atomic: ~40 us a launch and synchronise,
-its 4M-element kernel ~100 us). Work queued and not waited for still starts on the worker at
-once. Only device work (launches, copies, memsets, library calls and event records, queued
-with `any_thread=True`) runs so; host functions and Python callables queued with `enqueue`
-run on the stream's own thread, as CUDA runs host functions on a thread of its own.
+`synchronize`) runs, in order, the work the stream's worker has not taken yet, instead of
+waking the worker to run it and being woken by it after: a small kernel launched and
+synchronised cost two thread hand-overs that way, more than the kernel (reduce_atomic: ~40 us
+a launch and synchronise, its 4M-element kernel ~100 us). Work queued and not waited for still
+starts on the worker at once. Only device work (launches, copies, memsets, library calls and
+event records, queued with `any_thread=True`) runs so; host functions and Python callables
+queued with `enqueue` run on the stream's own thread, as CUDA runs host functions on a thread
+of its own.
 
 Errors: an exception raised by work is kept; the stream skips its later work until the
 error has been reported, which the next `synchronize()` or `call()` of that stream, an
