@@ -1,5 +1,7 @@
 """Streams and events: order, the legacy default stream, errors kept until reported, timing."""
+import contextlib
 import gc
+import sys
 import threading
 import time
 
@@ -29,46 +31,45 @@ def test_work_runs_in_order_on_its_own_thread():
     assert threads and threading.get_ident() not in threads
 
 
-def test_a_waiting_thread_runs_device_work_the_worker_has_not_taken():
-    # device work (`any_thread`: launches, copies) queued and waited for at once runs on the
-    # waiting thread, which holds the GIL from the queueing to the wait (the worker, woken,
-    # cannot take it before); host functions only ever run on the stream's thread
-    import sys
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1.0)
-    try:
-        s = ac.Stream()
-        s.enqueue(lambda: None)
-        s.synchronize()                          # (its worker started)
-        device_work, host_function = [], []
-        for _ in range(50):
-            s.enqueue(lambda: device_work.append(threading.get_ident()), any_thread=True)
-            s.synchronize()
-            s.enqueue(lambda: host_function.append(threading.get_ident()))
-            s.synchronize()
-    finally:
-        sys.setswitchinterval(interval)
-    me = threading.get_ident()
-    assert me in device_work
-    assert len(host_function) == 50 and me not in host_function
-
-
-def test_an_event_synchronize_runs_the_work_before_the_record():
-    import sys
+@contextlib.contextmanager
+def started_stream_holding_the_gil():
+    """A stream whose worker has started, while this thread keeps the GIL from queueing work to
+    waiting for it (a switch interval of a second): the worker, woken, cannot take the work
+    before the wait does."""
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1.0)
     try:
         s = ac.Stream()
         s.enqueue(lambda: None)
         s.synchronize()
-        ran = []
+        yield s
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def test_a_waiting_thread_runs_device_work_the_worker_has_not_taken():
+    # device work (`any_thread`: launches, copies) queued and waited for at once runs on the
+    # waiting thread; host functions only ever run on the stream's thread
+    device_work, host_function = [], []
+    with started_stream_holding_the_gil() as s:
         for _ in range(50):
+            s.enqueue(lambda: device_work.append(threading.get_ident()), any_thread=True)
+            s.synchronize()
+            s.enqueue(lambda: host_function.append(threading.get_ident()))
+            s.synchronize()
+    me = threading.get_ident()
+    assert me in device_work
+    assert len(host_function) == 50 and me not in host_function
+
+
+def test_an_event_synchronize_runs_the_work_before_the_record():
+    ran = []
+    with started_stream_holding_the_gil() as s:
+        for i in range(50):
             s.enqueue(lambda: ran.append(threading.get_ident()), any_thread=True)
             ev = s.record()
             ev.synchronize()
-            assert ev.query() and len(ran) == _ + 1
-    finally:
-        sys.setswitchinterval(interval)
+            assert ev.query() and len(ran) == i + 1
     assert threading.get_ident() in ran
 
 
