@@ -50,15 +50,17 @@ def started_stream_holding_the_gil():
 def test_a_waiting_thread_runs_device_work_the_worker_has_not_taken():
     # device work (`any_thread`: launches, copies) queued and waited for at once runs on the
     # waiting thread; host functions only ever run on the stream's thread
-    device_work, host_function = [], []
+    device_work, device_work_all, host_function = [], [], []
     with started_stream_holding_the_gil() as s:
         for _ in range(50):
             s.enqueue(lambda: device_work.append(threading.get_ident()), any_thread=True)
             s.synchronize()
+            s.enqueue(lambda: device_work_all.append(threading.get_ident()), any_thread=True)
+            ac.synchronize()                     # (every stream's: synchronize_all)
             s.enqueue(lambda: host_function.append(threading.get_ident()))
             s.synchronize()
     me = threading.get_ident()
-    assert me in device_work
+    assert me in device_work and me in device_work_all
     assert len(host_function) == 50 and me not in host_function
 
 

@@ -609,14 +609,14 @@ def _device_states(device):
     return mine + (default_stream.states() if device is None else [default_stream.state_of(device)])
 
 
-def _wait_idle(device) -> list:
-    """Wait until the streams of `device` are idle; their states. Caller holds _cv (and has
-    waited for the outside work or handed it over: _wait_for_outside)."""
-    while True:
-        states = _device_states(device)
-        if all(st.idle() for st in states):
-            return states
-        _cv.wait()
+def _wait_idle(device, run_theirs: bool = False) -> list:
+    """Wait until the streams of `device` are idle; their states. `run_theirs`: meanwhile run
+    the device work their workers have not taken (an explicit synchronisation; an implicit one
+    only waits). Caller holds _cv (and has waited for the outside work or handed it over:
+    _wait_for_outside)."""
+    _wait_running_theirs(lambda: all(st.idle() for st in _device_states(device)),
+                         lambda: _device_states(device) if run_theirs else ())
+    return _device_states(device)
 
 
 def synchronize_all(device: int = None) -> None:
@@ -626,9 +626,7 @@ def synchronize_all(device: int = None) -> None:
     _wait_for_outside(device=device)
     first = None
     with _cv:
-        _wait_running_theirs(lambda: all(st.idle() for st in _device_states(device)),
-                             lambda: _device_states(device))
-        for st in _wait_idle(device):
+        for st in _wait_idle(device, run_theirs=True):
             if st.error is not None:
                 first = st.take_error()
                 break
