@@ -199,6 +199,19 @@ def test_a_stretch_of_two_spans_runs_the_warps_either_has(rng, poison):
     np.testing.assert_allclose(out.get(), x.reshape(3, 256).astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("threads, counts", [(64, [1]), (128, [1, 2]), (256, [1, 2, 4])])
+def test_a_tail_after_a_loop_the_shape_skips_runs_one_warp(rng, poison, threads, counts):
+    # the tail's loop bound from the block's size: blocks of 64 never enter the loop, whose
+    # barrier then is dead code (unrolling.fold_shape_branches drops it) and cuts no stretch
+    ptx = ac.compile_to_ptx(WARP_TAIL.replace("256 + tid", "blockDim.x + tid").replace(
+        "k = 128", "k = blockDim.x / 2"), name="tail_any.cu")
+    text = pipeline.block_program_ir(ptx, "tail_any.ptx", "warp_tail", threads)
+    assert sorted(int(n) for n in re.findall(r"store i32 (\d+), i32\* %\"busy\.warps", text)) == counts
+    x = rng.standard_normal(3 * threads).astype(np.float32)
+    out = poison(3, np.float32)
+    ac.RawModule(ptx=ptx, name="tail_any.ptx").get_function("warp_tail")((3,), (threads,), (ac.asarray(x), out))
+    np.testing.assert_allclose(out.get(), x.reshape(3, threads).astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
+
 @pytest.mark.parametrize("kernel", ["guard_in_entry", "guard_in_a_prefix"])
 @pytest.mark.parametrize("threads", [128, 256])
 def test_a_guard_written_once_before_the_stretch(rng, poison, kernel, threads):

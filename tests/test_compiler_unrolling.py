@@ -263,6 +263,103 @@ def test_branches_the_shape_decides_are_folded(poison, threads, taken):
     assert _ran_as_program(k, threads)
 
 
+# `for (k = blockDim.x / 2; k > 32; k >>= 1) { ...; __syncthreads(); }` as nvcc lays it out: a
+# test of the shape before the loop, which blocks of 64 skip whole; its barrier then is dead
+# code that must not count (it cut the block program's stretches there)
+DEAD_LOOP_PTX = HEADER + """.visible .entry halves(.param .u64 out)
+{
+  .reg .b32 %r<8>; .reg .pred %p<4>; .reg .b64 %rd<4>;
+  .shared .align 4 .b8 s[4096];
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %ntid.x;
+  mov.u32 %r3, %tid.x;
+  shl.b32 %r4, %r3, 2;
+  mov.u32 %r5, s;
+  add.s32 %r5, %r5, %r4;
+  st.shared.u32 [%r5], %r3;
+  bar.sync 0;
+  setp.lt.u32 %p1, %r1, 66;
+  @%p1 bra TAIL;
+HALVE:
+  shr.u32 %r1, %r1, 1;
+  setp.ge.u32 %p2, %r3, %r1;
+  @%p2 bra SKIP;
+  shl.b32 %r6, %r1, 2;
+  add.s32 %r6, %r5, %r6;
+  ld.shared.u32 %r7, [%r6];
+  ld.shared.u32 %r2, [%r5];
+  add.s32 %r2, %r2, %r7;
+  st.shared.u32 [%r5], %r2;
+SKIP:
+  bar.sync 0;
+  setp.gt.u32 %p3, %r1, 65;
+  @%p3 bra HALVE;
+TAIL:
+  ld.shared.u32 %r2, [%r5];
+  mul.wide.u32 %rd2, %r3, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r2;
+  ret;
+}
+"""
+
+
+def _barriers(fn) -> int:
+    return sum(isinstance(st, ir.Instruction) and st.opcode == "bar" for st in fn.body)
+
+
+@pytest.mark.parametrize("threads", [64, 128, 256])
+def test_code_a_folded_branch_skips_is_dropped(poison, threads):
+    fn = parse(DEAD_LOOP_PTX, "dead.ptx").function("halves")
+    folded = unrolling.fold_shape_branches(unrolling.unroll_shape_loops(fn, (threads, 1, 1)), (threads, 1, 1))
+    labels = {st.name for st in folded.body if isinstance(st, ir.Label)}
+    if threads == 64:       # the loop is never entered: its barrier and labels are gone
+        assert _barriers(folded) == 1 and not labels & {"HALVE", "SKIP"}
+    else:                   # written out, a barrier a halving down to 32 threads
+        assert _barriers(folded) == 1 + {128: 1, 256: 2}[threads]
+    k = ac.RawModule(ptx=DEAD_LOOP_PTX, name="dead.ptx").get_function("halves")
+    out = poison(threads, np.int32)
+    k((1,), (threads,), (out,))
+    np.testing.assert_array_equal(out.get(), _halved(threads))
+    assert _ran_as_program(k, threads)
+
+
+def _halved(threads):
+    """The kernel's shared memory at its end: s[t] = t, then halvings while k > 65."""
+    s = np.arange(threads)
+    k = threads
+    while k > 65:
+        k >>= 1
+        s[:k] += s[k:2 * k]
+    return s
+
+
+def test_an_indirect_branch_keeps_the_code_it_may_reach():
+    ptx = HEADER + """.visible .entry pick(.param .u64 out)
+{
+  .reg .b32 %r<4>; .reg .pred %p<2>; .reg .b64 %rd<2>;
+  ts: .branchtargets A, B;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %ntid.x;
+  mov.u32 %r2, 0;
+  setp.eq.u32 %p1, %r1, 64;
+  @%p1 bra B;
+  brx.idx %r2, ts;
+A:
+  mov.u32 %r3, 1;
+  st.global.u32 [%rd1], %r3;
+  ret;
+B:
+  mov.u32 %r3, 2;
+  st.global.u32 [%rd1], %r3;
+  ret;
+}
+"""
+    fn = parse(ptx, "pick.ptx").function("pick")
+    folded = unrolling.fold_shape_branches(fn, (64, 1, 1))
+    assert len(folded.body) == len(fn.body) and any(isinstance(st, ir.Label) and st.name == "A" for st in folded.body)
+
+
 LOOPS_PTX = HEADER + """.visible .entry counted(.param .u64 out)
 {
   .reg .b32 %r<6>; .reg .pred %p<3>; .reg .b64 %rd<4>;

@@ -85,7 +85,9 @@ class StretchParts:
             # (every warp starts the first stretch: nothing is kept for any before it; the
             # stretches of a loop run every warp each round)
             busy = None if kept is None or self._in_barrier_loop(lo) else self._busy_warps(lo, hi)
-            single = busy is not None and busy[1].warps <= 1
+            # (a block of one warp runs only its first warp's lanes in every such stretch)
+            single = (busy[1].warps <= 1 if busy is not None
+                      else self.warps == 1 and kept is not None and not self._in_barrier_loop(lo))
             self.keep_windows_into_stretch(single, single_before)
             single_before = single
             count = self.group_warps if busy is None else b.load(busy[0])
