@@ -115,6 +115,32 @@ def test_get_into_out_and_set_checks():
         d.set(np.zeros(6))
     d.set(np.full(5, 9.0))                   # converted to the array's dtype
     assert d.get().tolist() == [9] * 5
+    frozen = np.empty(5, np.int32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        d.get(out=frozen)                    # (nothing may write a read-only buffer)
+
+
+def test_copies_with_host_arrays_check_the_device_side(rng):
+    from anycuda.runtime import memory
+    from anycuda.runtime.errors import CudaError
+    x = rng.integers(0, 1 << 30, 257).astype(np.int64)
+    d = ac.empty(257, np.int64)
+    memory.copy_from_host_array(d.data.ptr, x)
+    back = np.full(257, -1, np.int64)
+    memory.copy_to_host_array(back, d.data.ptr)
+    np.testing.assert_array_equal(back, x)
+    with pytest.raises(CudaError, match="past the end"):
+        memory.copy_from_host_array(d.data.ptr + 8, x)
+    with pytest.raises(CudaError, match="past the end"):
+        memory.copy_to_host_array(back, d.data.ptr + 8)
+    freed = ac.empty(16, np.int64)
+    ptr = freed.data.ptr
+    del freed
+    import gc
+    gc.collect()
+    with pytest.raises(CudaError):
+        memory.copy_from_host_array(ptr, x[:16])
 
 
 def test_no_implicit_host_conversion():

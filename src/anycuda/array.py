@@ -209,9 +209,10 @@ class ndarray:
         on the default stream, which waits for the blocking streams' earlier work)."""
         if out is None:
             out = np.empty(self._shape, self._dtype)
-        elif out.shape != self._shape or out.dtype != self._dtype or not out.flags.c_contiguous:
-            raise ValueError(f"out must be a C-contiguous {self._dtype} array of shape {self._shape}")
-        (stream or api_stream()).call(memory.memcpy, out.ctypes.data, self.data.ptr, self.nbytes)
+        elif out.shape != self._shape or out.dtype != self._dtype or not out.flags.c_contiguous \
+                or not out.flags.writeable:
+            raise ValueError(f"out must be a writeable C-contiguous {self._dtype} array of shape {self._shape}")
+        (stream or api_stream()).call(memory.copy_to_host_array, out, self.data.ptr)
         return out
 
     def set(self, arr, stream=None) -> None:
@@ -221,7 +222,7 @@ class ndarray:
             raise ValueError(f"shape mismatch: cannot set an array of shape {arr.shape} into {self._shape}")
         host = np.asarray(arr, dtype=self._dtype, order="C")
         if stream is None:       # as cudaMemcpy from pageable memory: the caller may reuse `arr` at once
-            api_stream().call(memory.memcpy, self.data.ptr, host.ctypes.data, host.nbytes)
+            api_stream().call(memory.copy_from_host_array, self.data.ptr, host)
         else:
             stream.enqueue(_copy_keeping, self.data.ptr, host.ctypes.data, host.nbytes, host, self, any_thread=True)
 
@@ -349,7 +350,7 @@ def asarray(obj, dtype=None) -> ndarray:
     if host.dtype.hasobject:
         raise TypeError(f"cannot put {type(obj).__name__} of Python objects on the device")
     out = ndarray(host.shape, host.dtype)
-    memory.memcpy(out.data.ptr, host.ctypes.data, host.nbytes)     # fresh memory: no ordering needed
+    memory.copy_from_host_array(out.data.ptr, host)     # fresh memory: no ordering needed
     return out
 
 
