@@ -24,8 +24,8 @@ holds while nothing else can write there:
 - a stretch drops them unless it and the one before run only the first warp's lanes
   (idlewarps.Busy; in a block of one warp, every stretch past the first but those of a loop
   around barriers: the tree's sum of 4M floats in blocks of 32 took 2.5 ms without windows,
-  0.7-0.9 with them, 0.4-0.5 in blocks of 128): other warps run nothing between two such stretches, and
-  between two barriers one warp's window is its own;
+  0.7-1.0 with them, 0.4-0.6 in blocks of 128): other warps run nothing between two such
+  stretches, and between two barriers one warp's window is its own;
 - a loop's head drops them, and none is made inside a loop (each window is made once per warp
   and block: its flag, set where it is made, cannot be a round's before).
 
