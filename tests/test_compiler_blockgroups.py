@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from anycuda.compiler import pipeline
 from conftest import is_poison, ran_as_block_program
@@ -162,3 +163,77 @@ def test_blocks_with_warp_instructions_run_alone(compile_cuda, rng, poison):
     (analysis.suspensions' warp collectives), and computes what numpy does."""
     u, got = _alone(compile_cuda, rng, poison, "shuffled_march", 10, 32, 4)
     np.testing.assert_array_equal(got, u + u[:, np.arange(u.shape[1]) ^ 1])
+
+
+STRIDED = r"""
+// a grid-stride sum, warp shuffles, the warps' sums through shared memory and a barrier: blocks
+// meet at barriers after the loop, so groups of them take the loop's rounds in turns, each block
+// with a window of shared memory of its own. Each block's loop ends where its index says.
+__device__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
+    return v;
+}
+extern "C" __global__ void strided_sums(const float* in, float* out, int n) {
+    __shared__ float sums[32];
+    float v = 0.0f;
+    int end = n - 5 * (int)blockIdx.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < end; i += blockDim.x * gridDim.x) v += in[i];
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) sums[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        v = threadIdx.x < blockDim.x / 32 ? sums[threadIdx.x] : 0.0f;
+        v = warp_sum(v);
+        if (threadIdx.x == 0) out[blockIdx.x] = v + 1000.0f * blockIdx.x;
+    }
+}
+// the same sums through a tree in dynamic shared memory (a size the launch gives, any bytes)
+extern "C" __global__ void strided_tree(const int* in, int* out, int n) {
+    extern __shared__ int part[];
+    int v = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) v += in[i];
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = part[0] * 10 + (int)blockIdx.x;
+}
+"""
+
+
+def _strided_reference(x, blocks, threads, n, end_of):
+    stride = blocks * threads
+    sums = []
+    for blk in range(blocks):
+        idx = np.concatenate([np.arange(blk * threads + t, end_of(blk), stride) for t in range(threads)])
+        sums.append(x[idx[idx < n]].astype(np.float64).sum())
+    return np.array(sums)
+
+
+@pytest.mark.parametrize("threads, blocks", [(64, 35), (128, 13), (256, 7), (512, 5)])
+def test_blocks_meeting_at_barriers_after_a_grid_stride_loop_run_in_groups(compile_cuda, rng, poison, threads,
+                                                                           blocks):
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    from anycuda.compiler.vector import blockgroups
+    group = blockgroups.GROUP_STRIDE_THREADS // threads
+    ptx = compile_to_ptx(STRIDED, name="strided.cu")
+    assert _leader_test(pipeline.block_program_ir(ptx, "strided.ptx", "strided_sums", threads), group)
+    module = compile_cuda(STRIDED, name="strided.cu")
+    n = blocks * threads * 9 + 77
+    x = rng.standard_normal(n).astype(np.float32)
+    out = poison(blocks, np.float32)
+    fn = module.get_function("strided_sums")
+    fn((blocks,), (threads,), (ac.asarray(x), out, np.int32(n)))       # (the grid ends inside a group)
+    want = _strided_reference(x, blocks, threads, n, lambda blk: n - 5 * blk) + 1000.0 * np.arange(blocks)
+    np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-3)
+    assert ran_as_block_program(fn, threads)
+    xi = rng.integers(-100, 100, n).astype(np.int32)
+    got = poison(blocks, np.int32)
+    tree = module.get_function("strided_tree")
+    tree((blocks,), (threads,), (ac.asarray(xi), got, np.int32(n)), shared_mem=4 * threads + 4)
+    sums = _strided_reference(xi, blocks, threads, n, lambda blk: n).astype(np.int64)
+    np.testing.assert_array_equal(got.get(), sums * 10 + np.arange(blocks))
+    assert ran_as_block_program(tree, threads)

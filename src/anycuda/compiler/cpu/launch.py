@@ -33,11 +33,12 @@ LAUNCH_FN = ir.FunctionType(ir.VoidType(), [PTR])        # void (Launch*): a ker
 
 @collection_paused
 def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spill_bytes=0, chunk_calls=True,
-                race_shadow=False):
+                race_shadow=False, shared_blocks=1):
     """The worker (one per core, takes blocks from a counter) and `void export_name(i8* L)`.
     With `chunk_calls`, a kernel without sites runs each chunk's blocks in one call
     (emit_run_blocks). With `race_shadow`, each block's shared window is followed by its
-    racecheck shadow (compiler/ops/racecheck.py)."""
+    racecheck shadow (compiler/ops/racecheck.py). `shared_blocks`: the blocks whose shared
+    windows a call of the block function takes (a block program's group, blockgroups.py)."""
     thread_num = declare(module, "omp_get_thread_num", I32, [])
     worker_ty = ir.FunctionType(ir.VoidType(), [PTR])
     worker = ir.Function(module, worker_ty, name=name + ".worker")
@@ -58,6 +59,8 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
                       if getattr(block_fn, "gives_way", False) else frame_size)
         frames_bytes = i64(frames_int)
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
+    if shared_blocks > 1:          # (a block program's group of blocks: a window each, 16 bytes apart)
+        shared_bytes = b.mul(b.and_(b.add(shared_bytes, i64(15)), i64(-16)), i64(shared_blocks))
     if race_shadow:
         shadow = b.add(i64(abi.RACE_SHADOW_HEADER), b.mul(shared_bytes, i64(abi.RACE_SHADOW_ENTRY)))
         shadow = b.add(up64(b, shadow), i64(abi.RACE_GLOBAL_BYTES))

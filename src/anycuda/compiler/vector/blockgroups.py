@@ -18,11 +18,22 @@ the grid has); the others return at once. Within the program a warp is one of th
 (block-major: a block's warps, then the next block's): %ctaid.x is its block's, alike in its
 lanes as %tid.y is, and %tid its place in that block.
 
-Only kernels without barriers, warp instructions and shared memory are grouped: their blocks
-share nothing but the grid, so running them together changes no result, and what is per block
-(the block's index, its threads' indices) is per warp here. A memory fault in a group is
-reported in its first block (the launch records the block it called; the block programs do
-not name the faulting thread either), and the block's next-block prefetches step by a group.
+Kernels without barriers, warp instructions and shared memory are grouped: their blocks share
+nothing but the grid, so running them together changes no result, and what is per block (the
+block's index, its threads' indices) is per warp here. So are kernels of one-row blocks that
+meet at barriers after a grid-stride loop (a sum's `for (i = gid; i < n; i += stride)`, then
+shuffles and the warps' sums through shared memory), GROUP_STRIDE_THREADS threads of x a group:
+each block of 256 threads read 1 KB a round, rounds 256 KB apart, where the group's turn reads
+4 KB (a C model of the two orders, benchmarks/models/grid_stride_order.c: 2.03 against 1.49
+ms). A barrier ends a stretch for the group's blocks together, which waits no less than each
+block's own; a warp's collectives are its own; each block has a window of shared memory of its
+own (warp_shared_base: the launch makes a workspace slot's shared memory the group's, each
+window the block's size rounded to 16 bytes), and idle warps and windows in registers, which
+reckon with one block's warps, stand aside. One process, alternating, GROUP_STRIDE_THREADS 1 ->
+1024: reduce 0.77-0.79 of its time, reduce_cub 0.92-0.93, reduce_shfl (blocks of 512, groups
+of two) 0.97-0.98. A memory fault in a group is reported in its first block (the launch
+records the block it called; the block programs do not name the faulting thread either), and
+the block's next-block prefetches step by a group.
 
 Measured (NOTES "Blocks in groups"): stencil7_zloop, one worker, 26-34 -> 23-27 ms; two
 workers 15.7-16.8 -> 13.3-13.7 ms in an A B B A run. The model's 3x is not reached: the
@@ -35,22 +46,28 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis.suspensions import is_block_barrier, is_warp_collective
-from ..irutil import i32, load_field
-from ..types import I32
+from ..irutil import at_function_start, i32, i64, load_field
+from ..types import I32, I64
+from .blockloops import grid_strided
 
 GROUP_ROW_THREADS = 256        # threads of x a group of blocks spans (a row of 1 KB of floats)
+GROUP_STRIDE_THREADS = 1024    # ... where the blocks meet at barriers after a grid-stride loop (4 KB)
 
 
 def group_size(pfn, block: tuple, shared: dict) -> int:
     """How many neighbouring blocks of a row the block program of kernel `pfn` runs at once
     for blocks of shape `block` (1: each alone). `shared`: the kernel's shared variables."""
-    if shared or block[0] >= GROUP_ROW_THREADS or GROUP_ROW_THREADS % block[0]:
+    meets = bool(shared) or any(isinstance(st, pir.Instruction) and (
+        is_block_barrier(st) or is_warp_collective(st) or "shared" in st.mods) for st in pfn.body)
+    if not meets:
+        span = GROUP_ROW_THREADS
+    elif block[1] == block[2] == 1 and grid_strided(pfn):
+        span = GROUP_STRIDE_THREADS
+    else:
         return 1
-    for st in pfn.body:
-        if isinstance(st, pir.Instruction):
-            if is_block_barrier(st) or is_warp_collective(st) or "shared" in st.mods:
-                return 1
-    return GROUP_ROW_THREADS // block[0]
+    if block[0] >= span or span % block[0]:
+        return 1
+    return span // block[0]
 
 
 class GroupParts:
@@ -71,6 +88,19 @@ class GroupParts:
         blocks = b.sub(grid_x, cx)
         blocks = b.select(b.icmp_unsigned("<", blocks, i32(self.group)), blocks, i32(self.group))
         self.group_warps = b.mul(blocks, i32(self.block_warps))
+
+    def warp_shared_base(self) -> ir.Value:
+        """i64: where the current warp's block's shared memory starts: each block of a group
+        has a window of its own, shared_total rounded to 16 bytes apart (launch.emit_launch)."""
+        if self.group == 1 or not self.shared:
+            return self.group_shared
+        b = self.b
+        if getattr(self, "_window_stride", None) is None:
+            with at_function_start(b):       # (in the entry block: recompute.py may copy what uses it)
+                total = b.zext(load_field(b, self.launch, abi.LAUNCH["shared_total"], I32), I64)
+                self._window_stride = b.and_(b.add(total, i64(15)), i64(-16))
+        block = b.zext(b.udiv(self.warp, i32(self.block_warps)), I64)
+        return b.add(self.group_shared, b.mul(block, self._window_stride))
 
     def warp_in_block(self) -> ir.Value:
         """i32: the current warp's place among its block's warps."""

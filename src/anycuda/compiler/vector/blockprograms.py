@@ -142,7 +142,8 @@ def emit_module(layout, pfn, block: tuple) -> str:
             shapeless |= {e.register}
     # a block program called once per block: inlined into the loop over a chunk's blocks,
     # scan (1.28-1.47x C) went to 1.68-1.85x (NOTES "One call per chunk")
-    launch.emit_launch(program.mod, _NAME, block_fn, False, FRAME_BYTES, EXPORT, chunk_calls=False)
+    launch.emit_launch(program.mod, _NAME, block_fn, False, FRAME_BYTES, EXPORT, chunk_calls=False,
+                       shared_blocks=program.group if program.shared else 1)
     return str(program.mod)
 
 
@@ -197,7 +198,7 @@ class BlockProgram(BlockMemory, LoopParts, StretchParts, SharedWindows, FormPart
         # a memory fault names the block; the faulting thread is not known (launch.emit_launch)
         store_field(self.b, ws, abi.CTX["linear"], i32(-1))
         self.params = self.b.inttoptr(load_field(self.b, self.launch, abi.LAUNCH["params"], I64), PTR)
-        self.shared_base = self.b.ptrtoint(shared, I64)
+        self.shared_base = self.group_shared = self.b.ptrtoint(shared, I64)
         self.constants = uniformity.constant_registers(pfn.body)
         self.f = SimpleNamespace(fused_products=fusion.fused_products(pfn.body))
         self.values, self.shapes, self.types = {}, {}, {}

@@ -95,6 +95,7 @@ class StretchParts:
             with for_range(b, i32(0), count, f"stretch{s}.warp") as w:
                 self.warp = w
                 self._warp_counters.add(w)
+                self.shared_base = self.warp_shared_base()
                 self._spans_loaded = {}
                 self._resumed = {}
                 self._recomputed = {}
