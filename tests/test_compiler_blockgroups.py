@@ -237,3 +237,43 @@ def test_blocks_meeting_at_barriers_after_a_grid_stride_loop_run_in_groups(compi
     sums = _strided_reference(xi, blocks, threads, n, lambda blk: n).astype(np.int64)
     np.testing.assert_array_equal(got.get(), sums * 10 + np.arange(blocks))
     assert ran_as_block_program(tree, threads)
+
+
+WILD = r"""
+// block `bad` reads a wild address in its loop: blocks in groups, without barriers or with them
+extern "C" __global__ void wild_march(const float* in, float* out, int pitch, int nz, int bad, const float* wild) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int z = 0; z < nz; ++z)
+        out[(size_t)z * pitch + x] = blockIdx.x == bad && z == 2 ? *wild : in[(size_t)z * pitch + x];
+}
+extern "C" __global__ void wild_sums(const float* in, float* out, int n, int bad, const float* wild) {
+    __shared__ float sums[32];
+    float v = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        v += blockIdx.x == bad && i >= n / 2 ? *wild : in[i];
+    if ((threadIdx.x & 31) == 0) sums[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = sums[0];
+}
+"""
+
+
+@pytest.mark.parametrize("kernel, threads", [("wild_march", 32), ("wild_sums", 128)])
+def test_a_fault_in_a_group_names_the_warp_s_block(compile_cuda, rng, kernel, threads):
+    import anycuda as ac
+    from anycuda.cudac import compile_to_ptx
+    from anycuda.compiler.vector import blockgroups
+    group = (blockgroups.GROUP_ROW_THREADS if kernel == "wild_march" else blockgroups.GROUP_STRIDE_THREADS) // threads
+    assert _leader_test(pipeline.block_program_ir(compile_to_ptx(WILD, name="wild.cu"), "wild.ptx", kernel, threads),
+                        group)
+    fn = compile_cuda(WILD, name="wild.cu").get_function(kernel)
+    blocks, wild, bad = 2 * group + 1, 0xDEAD0000, group + 3
+    n = blocks * threads * 4
+    x = ac.asarray(rng.standard_normal(n).astype(np.float32))
+    out = ac.empty(n, np.float32)
+    args = (x, out, np.int32(blocks * threads), np.int32(4)) if kernel == "wild_march" else (x, out, np.int32(n))
+    with pytest.raises(ac.CudaError) as e:
+        fn((blocks,), (threads,), args + (np.int32(bad), np.uint64(wild)))
+        ac.synchronize()
+    assert e.value.code == ac.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert f"block {bad}:" in str(e.value) and f"0x{wild:x}" in str(e.value)

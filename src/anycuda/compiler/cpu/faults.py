@@ -129,6 +129,14 @@ def _trap_slot(b, trap, offset):
     return b.bitcast(b.gep(trap, [i64(offset)]), I64.as_pointer())
 
 
+def block_slot(b: ir.IRBuilder, fault_key) -> ir.Value:
+    """i64*: where the calling worker's trap keeps the index of the block it runs (the one a
+    fault names); FAULT_BLOCK bytes past a null pointer where no trap is set. `fault_key` is the
+    launch record's."""
+    trap = b.call(declare(b.module, "pthread_getspecific", PTR, [I32]), [b.trunc(fault_key, I32)])
+    return _trap_slot(b, trap, abi.FAULT_BLOCK)
+
+
 def _note_thread(b, L, wid, value):
     """watch_threads[wid] = value, where the launch has a time limit."""
     table = b.load(b.bitcast(b.gep(L, [i64(abi.LAUNCH["watch_threads"])]), I64.as_pointer()))

@@ -31,9 +31,9 @@ own (warp_shared_base: the launch makes a workspace slot's shared memory the gro
 window the block's size rounded to 16 bytes), and idle warps and windows in registers, which
 reckon with one block's warps, stand aside. One process, alternating, GROUP_STRIDE_THREADS 1 ->
 1024: reduce 0.77-0.79 of its time, reduce_cub 0.92-0.93, reduce_shfl (blocks of 512, groups
-of two) 0.97-0.98. A memory fault in a group is reported in its first block (the launch
-records the block it called; the block programs do not name the faulting thread either), and
-the block's next-block prefetches step by a group.
+of two) 0.97-0.98. A memory fault names the block of the warp that made it (each warp of
+a group notes its block where the launch noted the leader's; the block programs do not name the
+faulting thread), and the block's next-block prefetches step by a group.
 
 Measured (NOTES "Blocks in groups"): stencil7_zloop, one worker, 26-34 -> 23-27 ms; two
 workers 15.7-16.8 -> 13.3-13.7 ms in an A B B A run. The model's 3x is not reached: the
@@ -45,6 +45,7 @@ from llvmlite import ir
 
 from ...ptx import ir as pir
 from .. import abi
+from ..cpu import faults
 from ..analysis.suspensions import is_block_barrier, is_warp_collective
 from ..irutil import at_function_start, i32, i64, load_field
 from ..types import I32, I64
@@ -88,6 +89,22 @@ class GroupParts:
         blocks = b.sub(grid_x, cx)
         blocks = b.select(b.icmp_unsigned("<", blocks, i32(self.group)), blocks, i32(self.group))
         self.group_warps = b.mul(blocks, i32(self.block_warps))
+        # a fault names the block of the warp that made it: the launch noted the leader's (where
+        # no trap is set, a slot of the program's own takes the stores)
+        slot = faults.block_slot(b, load_field(b, self.launch, abi.LAUNCH["fault_key"], I64))
+        with at_function_start(b):
+            own = b.alloca(I64, name="fault.block")
+        b.store(i64(0), own)
+        self._fault_block = b.select(b.icmp_unsigned("!=", b.ptrtoint(slot, I64), i64(abi.FAULT_BLOCK)), slot, own)
+        self._leader_index = b.load(self._fault_block)
+
+    def note_warp_block(self):
+        """As a warp of a group starts its part of a stretch: its block is the one a fault
+        names (the leader's index plus the warp's block in the group)."""
+        if self.group == 1:
+            return
+        b = self.b
+        b.store(b.add(self._leader_index, b.zext(b.udiv(self.warp, i32(self.block_warps)), I64)), self._fault_block)
 
     def warp_shared_base(self) -> ir.Value:
         """i64: where the current warp's block's shared memory starts: each block of a group

@@ -96,6 +96,7 @@ class StretchParts:
                 self.warp = w
                 self._warp_counters.add(w)
                 self.shared_base = self.warp_shared_base()
+                self.note_warp_block()
                 self._spans_loaded = {}
                 self._resumed = {}
                 self._recomputed = {}
