@@ -129,12 +129,13 @@ def _trap_slot(b, trap, offset):
     return b.bitcast(b.gep(trap, [i64(offset)]), I64.as_pointer())
 
 
-def block_slot(b: ir.IRBuilder, fault_key) -> ir.Value:
+def block_slot(b: ir.IRBuilder, fault_key, otherwise) -> ir.Value:
     """i64*: where the calling worker's trap keeps the index of the block it runs (the one a
-    fault names); FAULT_BLOCK bytes past a null pointer where no trap is set. `fault_key` is the
-    launch record's."""
+    fault names), or `otherwise` (an i64*) where no trap is set. `fault_key` is the launch
+    record's."""
     trap = b.call(declare(b.module, "pthread_getspecific", PTR, [I32]), [b.trunc(fault_key, I32)])
-    return _trap_slot(b, trap, abi.FAULT_BLOCK)
+    armed = b.icmp_unsigned("!=", b.ptrtoint(trap, I64), i64(0))
+    return b.select(armed, _trap_slot(b, trap, abi.FAULT_BLOCK), otherwise)
 
 
 def _note_thread(b, L, wid, value):

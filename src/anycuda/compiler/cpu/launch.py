@@ -16,7 +16,7 @@ from llvmlite import ir
 from .. import abi
 from ..irutil import (at_function_start, collection_paused, declare, either, field_ptr, for_range, i32, i64, load_field,
                       load_invariant_field, split_index, store_field)
-from ..simt.workspace import C, no_site_frames_bytes, up64, workspace_layout
+from ..simt.workspace import C, no_site_frames_bytes, shared_window_stride, up64, workspace_layout
 from ..types import I1, I32, I64, PTR
 from . import faults, placement, streamstores
 
@@ -60,7 +60,7 @@ def emit_launch(module, name, block_fn, has_sites, frame_size, export_name, spil
         frames_bytes = i64(frames_int)
     shared_bytes = b.zext(load_field(b, L, abi.LAUNCH["shared_total"], I32), I64)
     if shared_blocks > 1:          # (a block program's group of blocks: a window each, 16 bytes apart)
-        shared_bytes = b.mul(b.and_(b.add(shared_bytes, i64(15)), i64(-16)), i64(shared_blocks))
+        shared_bytes = b.mul(shared_window_stride(b, shared_bytes), i64(shared_blocks))
     if race_shadow:
         shadow = b.add(i64(abi.RACE_SHADOW_HEADER), b.mul(shared_bytes, i64(abi.RACE_SHADOW_ENTRY)))
         shadow = b.add(up64(b, shadow), i64(abi.RACE_GLOBAL_BYTES))

@@ -94,6 +94,13 @@ def up64(b, v):
     return b.and_(b.add(v, i64(63)), i64(~63))
 
 
+def shared_window_stride(b, shared_total):
+    """i64: how far apart the shared windows of a block program's group of blocks lie in one
+    workspace slot (the launch lays them out, the program finds its warp's): the block's
+    shared bytes (i64) rounded up to 16."""
+    return b.and_(b.add(shared_total, i64(15)), i64(~15))
+
+
 def workspace_layout(b, n, frame_size, spill_bytes, stride=0):
     """Byte offsets (i64) in a block's workspace of the spill arrays, the collective arrays
     (COLL_ARRAYS), the per-thread stop codes of a uniform round, the block's state between

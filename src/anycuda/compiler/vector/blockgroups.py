@@ -49,6 +49,7 @@ from ..cpu import faults
 from ..analysis.suspensions import is_block_barrier, is_warp_collective
 from ..irutil import at_function_start, i32, i64, load_field
 from ..types import I32, I64
+from ..simt.workspace import shared_window_stride
 from .blockloops import grid_strided
 
 GROUP_ROW_THREADS = 256        # threads of x a group of blocks spans (a row of 1 KB of floats)
@@ -91,11 +92,13 @@ class GroupParts:
         self.group_warps = b.mul(blocks, i32(self.block_warps))
         # a fault names the block of the warp that made it: the launch noted the leader's (where
         # no trap is set, a slot of the program's own takes the stores)
-        slot = faults.block_slot(b, load_field(b, self.launch, abi.LAUNCH["fault_key"], I64))
         with at_function_start(b):
             own = b.alloca(I64, name="fault.block")
+            # (in the entry block: recompute.py may copy what a warp's shared base goes into)
+            total = b.zext(load_field(b, self.launch, abi.LAUNCH["shared_total"], I32), I64)
+            self._window_stride = shared_window_stride(b, total)
         b.store(i64(0), own)
-        self._fault_block = b.select(b.icmp_unsigned("!=", b.ptrtoint(slot, I64), i64(abi.FAULT_BLOCK)), slot, own)
+        self._fault_block = faults.block_slot(b, load_field(b, self.launch, abi.LAUNCH["fault_key"], I64), own)
         self._leader_index = b.load(self._fault_block)
 
     def note_warp_block(self):
@@ -103,21 +106,18 @@ class GroupParts:
         names (the leader's index plus the warp's block in the group)."""
         if self.group == 1:
             return
-        b = self.b
-        b.store(b.add(self._leader_index, b.zext(b.udiv(self.warp, i32(self.block_warps)), I64)), self._fault_block)
+        self.b.store(self.b.add(self._leader_index, self._block_in_group()), self._fault_block)
 
     def warp_shared_base(self) -> ir.Value:
         """i64: where the current warp's block's shared memory starts: each block of a group
         has a window of its own, shared_total rounded to 16 bytes apart (launch.emit_launch)."""
         if self.group == 1 or not self.shared:
             return self.group_shared
-        b = self.b
-        if getattr(self, "_window_stride", None) is None:
-            with at_function_start(b):       # (in the entry block: recompute.py may copy what uses it)
-                total = b.zext(load_field(b, self.launch, abi.LAUNCH["shared_total"], I32), I64)
-                self._window_stride = b.and_(b.add(total, i64(15)), i64(-16))
-        block = b.zext(b.udiv(self.warp, i32(self.block_warps)), I64)
-        return b.add(self.group_shared, b.mul(block, self._window_stride))
+        return self.b.add(self.group_shared, self.b.mul(self._block_in_group(), self._window_stride))
+
+    def _block_in_group(self) -> ir.Value:
+        """i64: the current warp's block's place in its group."""
+        return self.b.zext(self.b.udiv(self.warp, i32(self.block_warps)), I64)
 
     def warp_in_block(self) -> ir.Value:
         """i32: the current warp's place among its block's warps."""
