@@ -343,6 +343,37 @@ OK:
     launch(ptx, "k", (1, 1, 1), (1, 1, 1), out)    # the process and the next launch are fine
 
 
+def test_faults_stay_illegal_addresses_after_a_library_takes_the_signal():
+    """A library that installs its own SIGSEGV handler after anycuda's (PoCL's LLVM does, one
+    that resets to the default action as it is entered: two workers faulting at once killed
+    the process) does not keep it over a launch: every block faults, on both workers, and the
+    launch fails as a GPU's would, each time."""
+    import ctypes
+    import signal
+    ptx = """
+.visible .entry k(.param .u64 p)
+{
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [p];
+  st.global.u32 [%rd1], 1;
+  ret;
+}"""
+    out = np.zeros(1, np.uint32)
+    launch(ptx, "k", (1, 1, 1), (1, 1, 1), out)           # (anycuda's handler installed)
+    libc = ctypes.CDLL(None)
+    asked = ctypes.create_string_buffer(256)
+    libc.sigaction(int(signal.SIGSEGV), None, asked)
+    ours = bytes(asked.raw)
+    try:
+        for _ in range(3):
+            signal.signal(signal.SIGSEGV, signal.SIG_DFL)   # what a library's reset leaves
+            with pytest.raises(CudaError) as e:
+                launch(ptx, "k", (64, 1, 1), (32, 1, 1), 16)
+            assert e.value.code == CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    finally:
+        libc.sigaction(int(signal.SIGSEGV), ours, None)
+
+
 @pytest.mark.parametrize("body, what", [
     ("add.s32 %f1, %f1, %f1;", "%f1 is declared .f32 but used as .s32"),
     ("add.f32 %r1, %r1, %r1;", "%r1 is declared .u32 but used as .f32"),

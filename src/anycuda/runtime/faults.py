@@ -10,6 +10,7 @@ its window faults here too.
 from __future__ import annotations
 
 import ctypes
+import functools
 import signal
 import threading
 
@@ -41,17 +42,43 @@ def fault_key() -> int:
         obj = LoadedObject(compile_to_object(str(faults.build_handler_module(int(STOP_SIGNAL))), "anycuda_faults"))
         key = _key_into(obj, faults.KEY, None)
         handler = obj.address(faults.HANDLER)
-        for sig in (signal.SIGSEGV, signal.SIGBUS, STOP_SIGNAL):
-            new, old = _SigAction(), _SigAction()
-            new.handler = handler
-            new.flags = SA_SIGINFO | (SA_RESTART if sig == STOP_SIGNAL else 0)
-            if libc.sigaction(int(sig), ctypes.byref(new), ctypes.byref(old)) != 0:
-                raise OSError(ctypes.get_errno(), "sigaction failed")
+        for sig, old in _install(libc, handler).items():
             if sig == signal.SIGSEGV:
                 ctypes.c_uint64.from_address(obj.address(faults.PREV)).value = old.handler or 0
                 ctypes.c_uint64.from_address(obj.address(faults.PREV_INFO)).value = int(bool(old.flags & SA_SIGINFO))
-        _installed.update(key=key.value, object=obj)
+        asked = _SigAction()
+        query = ctypes.CDLL(None).sigaction            # (its own: argtypes set for the quick check)
+        query.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+        _installed.update(key=key.value, object=obj, handler=handler, libc=libc, asked=asked,
+                          ask=functools.partial(query, int(signal.SIGSEGV), None, ctypes.addressof(asked)))
         return key.value
+
+
+def _install(libc, handler) -> dict:
+    """The native handler installed for SIGSEGV, SIGBUS and STOP_SIGNAL: {signal: the action
+    that was there}."""
+    replaced = {}
+    for sig in (signal.SIGSEGV, signal.SIGBUS, STOP_SIGNAL):
+        new, old = _SigAction(), _SigAction()
+        new.handler = handler
+        new.flags = SA_SIGINFO | (SA_RESTART if sig == STOP_SIGNAL else 0)
+        if libc.sigaction(int(sig), ctypes.byref(new), ctypes.byref(old)) != 0:
+            raise OSError(ctypes.get_errno(), "sigaction failed")
+        replaced[sig] = old
+    return replaced
+
+
+def keep_handler() -> None:
+    """Put the handler back where a library has installed its own since (called before each
+    launch). LLVM's, which PoCL installs when it compiles, resets itself to the default
+    action as it is entered (SA_RESETHAND): of two workers that faulted at once, the second
+    met the default action and the process died. Faults outside kernels still go to the
+    handler that was there before anycuda's first (not to the library's)."""
+    ask = _installed.get("ask")
+    if ask is None or (ask() == 0 and _installed["asked"].handler == _installed["handler"]):
+        return
+    with _lock:
+        _install(_installed["libc"], _installed["handler"])
 
 
 def worker_memory_hook() -> int:

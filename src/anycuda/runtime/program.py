@@ -24,7 +24,7 @@ from ..ptx.index import ModuleIndex
 from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import free_memory, last_level_cache_bytes, worker_count
 from . import watchdog
-from .faults import fault_key, worker_memory_hook
+from .faults import fault_key, keep_handler, worker_memory_hook
 from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module, syncreport
 from .printf import format_device_printf, write_device_text
 
@@ -197,6 +197,7 @@ def _libgomp():
 
 
 def _run_launch(entry, L, cooperative: bool) -> None:
+    keep_handler()
     if cooperative:
         _run_cooperative(entry, L)
     else:

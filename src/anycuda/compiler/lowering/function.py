@@ -22,7 +22,7 @@ from ...ptx import ir as pir
 from ...ptx.errors import PtxError, UnsupportedPtx
 from .. import abi
 from ..folding import FoldingBuilder, float_constant
-from ..analysis import dataflow, fusion, gridstride, guards, memory, suspensions, uniformity
+from ..analysis import dataflow, fusion, gridstride, guards, memory, quotients, suspensions, uniformity
 from ..irutil import (collection_paused, convert_bits, i32, i64, in_header_scope, in_thread_group, load_field,
                       register_address, store_field)
 from ..layout import decl_size, passed_parameters
@@ -131,6 +131,8 @@ class FunctionLowering(Spills):
         self.matrix_run = None            # the run whose members are being lowered (matrixruns.MatrixRun)
         self.combined = []                # atomics a block performs once for its threads (ops/aggregation.py)
         self.atomic_table = None          # the table a block's scattered atomics are held in (ops/atomictable.py)
+        self.segmenting = None            # the divisions a row's threads run in segments by (analysis/quotients.py)
+        self.segment_slots = ()           # per division: frame offsets of its dividend, divisor and quotient
         self.inst = None
         self._analyses = {}               # key -> what `analysed` made once for this body
         self._thread_offsets = {}         # (element size, type) -> this thread's element of the spill arrays (spill_ptr)
@@ -200,6 +202,8 @@ class FunctionLowering(Spills):
         self.carry = b.alloca(I1, name="carry")
         b.store(ir.Constant(I1, 0), self.carry)
         self._declare_body_vars(body)
+        if self.is_kernel and not self.mc.general_only and not self._has_sites():
+            self._plan_segments(body)
         self._bind_params()
         if self.is_kernel:
             self._plan_spills(body)
@@ -372,15 +376,24 @@ class FunctionLowering(Spills):
             probe = self.fn.append_basic_block("probe")
             with b.goto_block(probe):
                 self._emit_probe()
-        if not self.is_kernel or not (self.resume_blocks or probe):
+        segment = None
+        if self.segmenting is not None:
+            segment = self.fn.append_basic_block("segment")
+            with b.goto_block(segment):
+                self._emit_segment()
+        if not self.is_kernel or not (self.resume_blocks or probe or segment):
             b.branch(start)
             return
-        # guards.PASSED only tells the known branches their way (instructions.bra)
-        sw = b.switch(b.and_(self.fn.args[1], i32(~guards.PASSED)), start)
+        # guards.PASSED only tells the known branches their way (instructions.bra), SEGMENTED
+        # the divisions where their quotients are (segment_quotient)
+        mode_bits = guards.PASSED | quotients.SEGMENTED
+        sw = b.switch(b.and_(self.fn.args[1], i32(~mode_bits)), start)
         for site, blk in self.resume_blocks:
             sw.add_case(i32(site), blk)
         if probe is not None:
-            sw.add_case(i32(guards.PROBE & ~guards.PASSED), probe)
+            sw.add_case(i32(guards.PROBE & ~mode_bits), probe)
+        if segment is not None:
+            sw.add_case(i32(quotients.SEGMENT & ~mode_bits), segment)
 
     def _emit_probe(self):
         """The step function's PROBE case (compiler/analysis/guards.py): compute the known branches'
@@ -397,6 +410,58 @@ class FunctionLowering(Spills):
             stays_here = taken if guard.negated else b.not_(taken)
             stays = b.or_(stays, b.shl(b.zext(stays_here, I32), i32(i)))
         b.ret(stays)
+
+    def _plan_segments(self, body):
+        """Frame slots for the divisions whose quotients a block's rows of threads run in
+        segments by (analysis/quotients.py): per division its dividend, its divisor and its
+        segment's quotient, an i32 each, after the frame's own fields."""
+        self.segmenting = quotients.segmenting(body, self.mc.kernel_params(self.pfn))
+        if self.segmenting is None:
+            return
+        base = (self.frame_size + 3) // 4 * 4
+        self.segment_slots = tuple((base + 12 * i, base + 12 * i + 4, base + 12 * i + 8)
+                                   for i in range(len(self.segmenting.divisions)))
+        self.frame_size = base + 12 * len(self.segment_slots)
+
+    def segments(self) -> tuple:
+        """The divisions a block's rows run in segments by (simt/segments.py): per division the
+        frame offsets of its dividend, divisor and quotient, and whether it is signed."""
+        if self.segmenting is None:
+            return ()
+        return tuple(slots + (d.signed,) for d, slots in zip(self.segmenting.divisions, self.segment_slots))
+
+    def _emit_segment(self):
+        """The step function's SEGMENT case: compute just the divisions' dividends and divisors
+        for this thread and leave them in their frame slots (the block function reads them at
+        a segment's first two threads)."""
+        b, body = self.b, self.pfn.body
+        for pos in self.segmenting.closure:
+            self.inst, self.inst_pos = body[pos], pos
+            self.lower_instruction(body[pos])
+        self.inst = None
+        for d, (dividend, divisor, _) in zip(self.segmenting.divisions, self.segment_slots):
+            t = "s32" if d.signed else "u32"
+            store_field(b, self.ctx, dividend, self.read(pir.Reg(d.dividend), t))
+            store_field(b, self.ctx, divisor, self.read(d.divisor, t))
+        b.ret(i32(0))
+
+    def segment_quotient(self, divided, a, c, remainder=False):
+        """What the div (or rem, `remainder`) being lowered writes: `divided`, its quotient (or
+        remainder) of a by c, unless the instruction is one the block's rows run in segments
+        by and the step runs with the resume bit SEGMENTED: then its segment's quotient, read
+        from the frame (a - quotient * c for rem). A negative resume argument (PROBE, SEGMENT)
+        divides."""
+        index = self.segmenting.at.get(self.inst_pos) if self.segmenting is not None else None
+        if index is None:
+            return divided
+        b = self.b
+        on = b.icmp_signed("==", b.and_(self.fn.args[1], i32(quotients.SEGMENTED | (1 << 31))),
+                           i32(quotients.SEGMENTED))
+        # (read as the header's fields are: a block without sites passes its one frame as the
+        # header, and the kernel's accesses are apart from it, so the load leaves the thread loop)
+        q = self.thread_access(in_header_scope(self.fn.module, load_field(
+            b, self.step_arg("header"), self.segment_slots[index][2], I32)))
+        return b.select(on, b.sub(a, b.mul(q, c)) if remainder else q, divided)
 
     def entry_alloca(self, typ, name=""):
         """A stack slot allocated once per call, not once per loop iteration."""

@@ -378,7 +378,8 @@ class ModuleLowering:
                                        by_column=not lowering.sites and memory.stores_run_along_y(
                                            pfn.body, self.kernel_params(pfn)),
                                        bands=not lowering.sites and not lowering.reads_shared
-                                       and memory.any_block_order(pfn.body))
+                                       and memory.any_block_order(pfn.body),
+                                       segments=lowering.segments())
         block = blockfunction.emit_block_function(self.mod, plan)
         bands.add_band(self.mod, plan, block)
         info.bands = getattr(block, "band", None) is not None

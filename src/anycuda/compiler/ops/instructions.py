@@ -420,8 +420,10 @@ def div(f, inst):
         v = floatops.div(b, a, c, mode)
         return f.write(inst.operands[0], _float_result(f, inst, t, v), t)
     if _divides_alike(f, inst, t):
-        return f.write(inst.operands[0], bitops.uniform_quotient(b, a, c, t.startswith("s")), t)
-    f.write(inst.operands[0], bitops.int_div(b, a, c, t.startswith("s")), t)
+        v = bitops.uniform_quotient(b, a, c, t.startswith("s"))
+    else:
+        v = bitops.int_div(b, a, c, t.startswith("s"))
+    f.write(inst.operands[0], _segmented(f, v, a, c), t)
 
 
 @handles("rem", mods=INTEGERS)
@@ -429,8 +431,17 @@ def rem(f, inst):
     t = inst_type(f, inst)
     a, c = ops_in(f, inst, t)
     if _divides_alike(f, inst, t):
-        return f.write(inst.operands[0], bitops.uniform_remainder(f.b, a, c, t.startswith("s")), t)
-    f.write(inst.operands[0], bitops.int_rem(f.b, a, c, t.startswith("s")), t)
+        v = bitops.uniform_remainder(f.b, a, c, t.startswith("s"))
+    else:
+        v = bitops.int_rem(f.b, a, c, t.startswith("s"))
+    f.write(inst.operands[0], _segmented(f, v, a, c, remainder=True), t)
+
+
+def _segmented(f, divided, a, c, remainder=False):
+    """The quotient (remainder) a segment of a row's threads shares where the kernel's rows run
+    in segments by this division (analysis/quotients.py); `divided` elsewhere."""
+    at = getattr(f, "segment_quotient", None)        # (a device function, a warp region: none)
+    return divided if at is None else at(divided, a, c, remainder)
 
 
 def _divides_alike(f, inst, t) -> bool:

@@ -28,6 +28,7 @@ from ..analysis import guards
 from ..irutil import (at_function_start, collection_paused, declare, for_range, i32, i64, load_field,
                       load_invariant_field, set_loop_hints, split_index, store_field)
 from ..types import I1, I32, I64, PTR
+from . import segments
 from .barriers import bar_slot, emit_resolve_barrier
 from .collectives import emit_resolve_warp, emit_uniform_collective, uniform_collective
 from .mbarrierwaits import emit_released, stall_slots, wait_state
@@ -244,6 +245,8 @@ class BlockPlan:
                                     # has COLUMN_THREADS rows (analysis.memory.stores_run_along_y)
     bands: bool = False             # without sites, shared memory or a visible block order
                                     # (analysis.memory.any_block_order): its blocks may run in bands (bands.py)
+    segments: tuple = ()            # without sites: the divisions its rows run in segments by, each
+                                    # (dividend, divisor, quotient frame offsets, signed): segments.py
 
     @functools.cached_property
     def step_call_attrs(self) -> tuple:
@@ -452,6 +455,9 @@ class BlockFunction:
         b = self.b
 
         def by_row():
+            if self.plan.segments:
+                segments.run_rows_in_segments(self, mode, self._thread)
+                return
             with each_thread(b, self.nx, self.ny, self.nz) as (x, y, z, linear, _):
                 self._thread((x, y, z, linear), mode)
         if not self.plan.by_column:
@@ -466,15 +472,20 @@ class BlockFunction:
 
     def _thread(self, index, mode=0):
         """One thread of a block without sites, `index` its (x, y, z, linear), in the one frame."""
+        b, code = self.b, self.call_step(index, mode)
+        ok = self.fn.append_basic_block("ok")
+        b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), self.fail, ok)
+        b.position_at_end(ok)
+
+    def call_step(self, index, mode):
+        """The step function called for one thread of a block without sites (its code: step's
+        answer), `index` its (x, y, z, linear), in the one frame."""
         b, ws = self.b, self.ws
         if self.plan.frame_needs_index:        # device functions read the index from the frame
             _set_thread_index(b, ws, *index)
             store_field(b, ws, C["exit_flag"], i32(0))
-        code = b.call(self.plan.step, [ws, i32(mode), self.params, *index] + self.scalars + _frame_only_args(ws),
+        return b.call(self.plan.step, [ws, i32(mode), self.params, *index] + self.scalars + _frame_only_args(ws),
                       attrs=self.plan.step_call_attrs)
-        ok = self.fn.append_basic_block("ok")
-        b.cbranch(b.icmp_signed("==", code, i32(abi.STEP_TRAP)), self.fail, ok)
-        b.position_at_end(ok)
 
     # -------------------------------------------------------------- a kernel with sites
     def _set_up(self):
