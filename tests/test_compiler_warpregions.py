@@ -778,3 +778,45 @@ def test_shared_atomics_run_lane_after_lane_in_unrolled_copies(rng):
         bins = ac.asarray(np.zeros(256, np.uint32))
         ac.RawModule(code=source).get_function("histogram")((7,), (256,), (ac.asarray(data), bins, np.int32(n)))
         np.testing.assert_array_equal(bins.get(), np.bincount(data, minlength=256).astype(np.uint32))
+
+
+# Integer division in a region (regionops._div): a grid-stride loop's `i / C`, `i % C`
+# (CuPy's and llm.c's index arithmetic) once kept its kernel out of warp regions, each thread
+# walking its whole loop alone.
+DIVISION_SOURCE = r"""
+extern "C" __global__ void strided_quotients(int* q, int* r, unsigned* uq, const int* d, int n, int C) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        int a = i - n / 2;                      // negative for the first half
+        q[i] = a / C * 1000 + a / d[i];         // by the block's divisor and by each thread's own
+        r[i] = a % C * 1000 + a % d[i];
+        uq[i] = (unsigned)i / (unsigned)C + (unsigned)i % 7u;
+    }
+}
+"""
+
+
+def test_grid_stride_division_runs_in_the_entry_region():
+    assert "strided_quotients" in made_regions(DIVISION_SOURCE)[0]
+
+
+@pytest.mark.parametrize("C", [768, 37, -5])
+@pytest.mark.parametrize("grid, block", [(5, 128), (3, 96), (2, 100)])
+def test_grid_stride_division_matches_c(rng, C, grid, block):
+    """Signed quotients and remainders toward zero of negative and positive dividends, by the
+    block's divisor (positive or negative) and by each thread's own, and unsigned ones, for
+    blocks of whole warps (the region) and with a partial warp (thread by thread)."""
+    n = int(rng.integers(3000, 6000))
+    d = rng.integers(1, 60, n).astype(np.int32) * rng.choice(np.array([-1, 1], np.int32), n)
+    q, r, uq = poison(n, np.int32), poison(n, np.int32), poison(n, np.uint32)
+    ac.RawModule(code=DIVISION_SOURCE).get_function("strided_quotients")(
+        (grid,), (block,), (q, r, uq, ac.asarray(d), np.int32(n), np.int32(C)))
+    a = np.arange(n, dtype=np.int64) - n // 2
+
+    def trunc(x, y):
+        quotient = np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))
+        return quotient, x - quotient * y
+    (qc, rc), (qd, rd) = trunc(a, np.int64(C)), trunc(a, d.astype(np.int64))
+    np.testing.assert_array_equal(q.get(), qc * 1000 + qd)
+    np.testing.assert_array_equal(r.get(), rc * 1000 + rd)
+    i = np.arange(n, dtype=np.uint64)
+    np.testing.assert_array_equal(uq.get(), i // np.uint64(C % 2 ** 32) + i % np.uint64(7))

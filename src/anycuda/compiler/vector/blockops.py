@@ -21,7 +21,7 @@ from ..simt.collectives import shfl_source
 from ..types import I1, I32, I64, llvm_type, space_of, type_mods, width
 from . import blockcopies, warpmatrix
 from .regionops import REGION_MODS, REGION_OPS
-from .warpruns import INT_TYPES, VECTOR_MODS, VECTOR_OPS, NotVectorisable, fixed_shuffle
+from .warpruns import VECTOR_MODS, VECTOR_OPS, NotVectorisable, fixed_shuffle
 
 WARP = 32
 MAX_STRIDE = 1 << 30       # a larger stride is not worth tracking (and may not fit an i64 product)
@@ -498,24 +498,6 @@ def _cvt(w, st):
     w.set_shape(st.operands[0], shape)
 
 
-def _div(w, st):
-    """Floats' division as warp regions make it; integers' division and remainder lane by
-    lane as bitops makes them (never a trap: x / 0 all ones, INT_MIN / -1 INT_MIN)."""
-    t = type_mods(st.mods)[-1] if type_mods(st.mods) else None
-    if st.opcode == "div" and t in ("f32", "f64"):
-        return REGION_OPS["div"](w, st)
-    if t is None or t[0] not in "bus" or width(t) not in (16, 32, 64) or set(st.mods) - {t}:
-        raise NotVectorisable(f"{st.opcode} with {st.mods}")
-    a, c = (w.read(op, t) for op in st.operands[1:3])
-    divisor = st.operands[2]
-    if t in ("u32", "s32") and not isinstance(divisor, pir.Imm) and w.alike(divisor):     # (LLVM divides by constants itself)
-        form = bitops.uniform_quotient if st.opcode == "div" else bitops.uniform_remainder
-        d = w.b.extract_element(c, ir.Constant(I32, 0)) if isinstance(c.type, ir.VectorType) else c
-        return w.write(st.operands[0], form(w.b, a, d, t.startswith("s")), t)
-    form = bitops.int_div if st.opcode == "div" else bitops.int_rem
-    w.write(st.operands[0], form(w.b, a, c, t.startswith("s")), t)
-
-
 def _barrier(w, st):
     """Every lane is at the same point of the program: a barrier of the whole block is nothing,
     and so is a warp's (`bar.warp.sync`, __syncwarp: its lanes run in step, and it is no
@@ -637,7 +619,7 @@ _AS_IN_REGIONS = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "n
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle, "vote": _vote, "redux": _redux,
        "activemask": _activemask, "bfe": _bit_field, "bfi": _bit_field,
-       "div": _div, "rem": _div, "atom": _atom, "red": _atom, "membar": _fence, "fence": _fence, "bmsk": _bmsk,
+       "div": REGION_OPS["div"], "rem": REGION_OPS["rem"], "atom": _atom, "red": _atom, "membar": _fence, "fence": _fence, "bmsk": _bmsk,
        **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS), **warpmatrix.OPS,
        **blockcopies.OPS}
 # atomics of the block's own shared memory, spelled `.shared` as its loads and stores are
@@ -660,8 +642,8 @@ TAKES = {
     "activemask": frozenset(("b32",)),
     "bfe": frozenset(("u32", "u64", "s32", "s64")),
     "bfi": frozenset(("b32", "b64")),
-    "div": REGION_MODS["div"] | INT_TYPES,
-    "rem": INT_TYPES,
+    "div": REGION_MODS["div"],
+    "rem": REGION_MODS["rem"],
     **dict.fromkeys(("atom", "red"), _ATOMICS),
     **dict.fromkeys(("membar", "fence"), MODIFIERS["membar"] | MODIFIERS["fence"]),
     "bmsk": frozenset(("clamp", "wrap", "b32")),

@@ -15,8 +15,8 @@ from ...ptx.modifiers import (CACHE_HINT, DATA, EVICTION, LOAD_CACHING, PREFETCH
                               STORE_CACHING, VECTORS, words)
 from ..cpu import streamstores
 from ..irutil import declare, i64, intrinsic, intrinsic_suffix, masked_store
-from ..ops import atomics, atomictable, floatops
-from ..types import I64, llvm_type, space_of, type_mods, width
+from ..ops import atomics, atomictable, bitops, floatops
+from ..types import I32, I64, llvm_type, space_of, type_mods, width
 from . import laneatomics, warpruns
 from .warpruns import FLOAT_TYPES, HALF_TYPES, INT_TYPES, LANES, VECTOR_MODS, NotVectorisable
 
@@ -35,7 +35,8 @@ REGION_MODS = {
     "cvta": SPACES | {"to", "u32", "u64"},
     "cvt": _CVT_INTS | _CVT_FLOATS | {"f16", "rn", "rni", "rzi", "rmi", "rpi", "sat", "rna", "tf32"},
     "mul": VECTOR_MODS["mul"] | {"wide", "hi"},
-    "div": FLOAT_TYPES | {"rn", "full"},
+    "div": FLOAT_TYPES | INT_TYPES | {"rn", "full"},
+    "rem": INT_TYPES,
     "rcp": FLOAT_TYPES | {"rn"},
     "sqrt": FLOAT_TYPES | {"rn", "approx"},
     "rsqrt": FLOAT_TYPES | {"approx"},
@@ -237,12 +238,36 @@ def _rounding(st):
 
 
 def _div(w, st):
-    """div.rn and div.full of floats: one IEEE division (floatops.div)."""
-    t = warpruns.form_type(st, FLOAT_TYPES)
-    if _rounding(st) not in ("rn", "full"):
-        raise NotVectorisable(f"div {st.mods}")
-    a, c = (w.read(op, t) for op in st.operands[1:])
-    w.write(st.operands[0], w.b.fdiv(a, c), t)
+    """div.rn and div.full of floats: one IEEE division (floatops.div). Integers' division and
+    remainder lane by lane as bitops makes them (never a trap: x / 0 all ones, INT_MIN / -1
+    INT_MIN), by a divisor the whole block has alike in bitops' reciprocal form (without it a
+    grid-stride loop's `i / C` kept its kernel out of warp regions: each thread walked its
+    whole loop alone, scalar, 13x the time of the same loop without the division)."""
+    t = type_mods(st.mods)[-1] if type_mods(st.mods) else None
+    if st.opcode == "div" and t in FLOAT_TYPES:
+        if _rounding(st) not in ("rn", "full"):
+            raise NotVectorisable(f"div {st.mods}")
+        a, c = (w.read(op, t) for op in st.operands[1:])
+        return w.write(st.operands[0], w.b.fdiv(a, c), t)
+    if t is None or t[0] not in "bus" or width(t) not in (16, 32, 64) or set(st.mods) - {t}:
+        raise NotVectorisable(f"{st.opcode} with {st.mods}")
+    a, c = (w.read(op, t) for op in st.operands[1:3])
+    divisor = st.operands[2]
+    if t in ("u32", "s32") and not isinstance(divisor, pir.Imm) and _alike(w, divisor):   # (LLVM divides by constants itself)
+        form = bitops.uniform_quotient if st.opcode == "div" else bitops.uniform_remainder
+        d = w.b.extract_element(c, ir.Constant(I32, 0)) if isinstance(c.type, ir.VectorType) else c
+        return w.write(st.operands[0], form(w.b, a, d, t.startswith("s")), t)
+    form = bitops.int_div if st.opcode == "div" else bitops.int_rem
+    w.write(st.operands[0], form(w.b, a, c, t.startswith("s")), t)
+
+
+def _alike(w, op) -> bool:
+    """Every thread of the block has operand `op` alike (a block program knows it of its own
+    values; a warp region asks the lowering's uniformity of a register)."""
+    alike = getattr(w, "alike", None)
+    if alike is not None:
+        return alike(op)
+    return isinstance(op, pir.Reg) and op.name in w.f.registers_alike()
 
 
 def _root_or_reciprocal(w, st):
@@ -394,7 +419,7 @@ def _each_lane_atomic(w, st, ops, kind, t, space, elem, private, flush, old):
         b.store(got, b.gep(old, [lane]))
 
 
-REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div,
+REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div, "rem": _div,
               "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
               **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), _approximation),
               "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom}
