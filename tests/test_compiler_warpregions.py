@@ -801,10 +801,11 @@ def test_grid_stride_division_runs_in_the_entry_region():
 
 @pytest.mark.parametrize("C", [768, 37, -5])
 @pytest.mark.parametrize("grid, block", [(5, 128), (3, 96), (2, 100)])
-def test_grid_stride_division_matches_c(rng, C, grid, block):
+def test_grid_stride_division_matches_c(rng, monkeypatch, C, grid, block):
     """Signed quotients and remainders toward zero of negative and positive dividends, by the
     block's divisor (positive or negative) and by each thread's own, and unsigned ones, for
     blocks of whole warps (the region) and with a partial warp (thread by thread)."""
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
     n = int(rng.integers(3000, 6000))
     d = rng.integers(1, 60, n).astype(np.int32) * rng.choice(np.array([-1, 1], np.int32), n)
     q, r, uq = poison(n, np.int32), poison(n, np.int32), poison(n, np.uint32)
@@ -820,3 +821,57 @@ def test_grid_stride_division_matches_c(rng, C, grid, block):
     np.testing.assert_array_equal(r.get(), rc * 1000 + rd)
     i = np.arange(n, dtype=np.uint64)
     np.testing.assert_array_equal(uq.get(), i // np.uint64(C % 2 ** 32) + i % np.uint64(7))
+
+
+# Float and bit forms a region computes as the step function does: __fdividef (div.approx),
+# tanhf's and expf's reciprocals (rcp.approx.ftz), copysignf, and popc/clz/brev, in a
+# grid-stride loop (once, any of them kept the loop out of the region, each thread walking it
+# alone: a grid-stride GELU took 11x the time of a thread per element).
+FORMS_SOURCE = r"""
+extern "C" __global__ void forms(float* f, unsigned* u, const float* x, const float* y,
+                                 const unsigned long long* bits, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        float a = x[i], c = y[i];
+        f[3 * i] = __fdividef(a, c);
+        f[3 * i + 1] = 0.5f * a * (1.0f + tanhf(0.7978845608f * (a + 0.044715f * a * a * a)));
+        f[3 * i + 2] = copysignf(c, a) + expf(-fabsf(a)) / (1.0f + expf(c));
+        unsigned long long v = bits[i];
+        u[3 * i] = __popc((unsigned)v) + 100 * __popcll(v);
+        u[3 * i + 1] = __clz((int)(v >> 7)) + 100 * __clzll((long long)v);
+        u[3 * i + 2] = __brev((unsigned)v) ^ (unsigned)(__brevll(v) >> 13);
+    }
+}
+"""
+
+
+def test_float_and_bit_forms_run_in_the_entry_region():
+    assert "forms" in made_regions(FORMS_SOURCE)[0]
+
+
+def test_float_and_bit_forms_match_thread_by_thread(rng, monkeypatch):
+    """Blocks of whole warps (the region) and blocks with a partial warp (the step function,
+    thread by thread) give the same bits, special values included: subnormals, zeros,
+    infinities, NaN, divisors past 2^126, and bit patterns of all ones and zero."""
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
+    n = 4000
+    specials = np.array([0.0, -0.0, 1e-40, -1e-40, np.inf, -np.inf, np.nan, 3e38, -3e38, 1.0], np.float32)
+    x = (rng.standard_normal(n) * 4).astype(np.float32)
+    y = (rng.standard_normal(n) * 4).astype(np.float32)
+    x[:100] = np.resize(specials, 100)
+    y[:100] = np.resize(np.roll(specials, 3), 100)
+    bits = rng.integers(0, 2 ** 63, n, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, n, dtype=np.uint64)
+    bits[:4] = [0, 2 ** 64 - 1, 1, 2 ** 63]
+    k = ac.RawModule(code=FORMS_SOURCE).get_function("forms")
+    got = []
+    for grid, block in ((4, 128), (5, 100)):
+        f, u = poison(3 * n, np.float32), poison(3 * n, np.uint32)
+        k((grid,), (block,), (f, u, ac.asarray(x), ac.asarray(y), ac.asarray(bits), np.int32(n)))
+        got.append((f.get(), u.get()))
+    np.testing.assert_array_equal(got[0][0].view(np.uint32), got[1][0].view(np.uint32))
+    np.testing.assert_array_equal(got[0][1], got[1][1])
+    v = bits.astype(object)
+    popc = [bin(int(b) & 0xFFFFFFFF).count("1") + 100 * bin(int(b)).count("1") for b in v]
+    np.testing.assert_array_equal(got[0][1][0::3], popc)
+    with np.errstate(all="ignore"):
+        close = np.isfinite(x) & np.isfinite(y) & (np.abs(y) > 1e-30) & (np.abs(y) < 2.0 ** 126)
+        np.testing.assert_allclose(got[0][0][0::3][close], (x / y)[close], rtol=1e-6)

@@ -35,11 +35,13 @@ REGION_MODS = {
     "cvta": SPACES | {"to", "u32", "u64"},
     "cvt": _CVT_INTS | _CVT_FLOATS | {"f16", "rn", "rni", "rzi", "rmi", "rpi", "sat", "rna", "tf32"},
     "mul": VECTOR_MODS["mul"] | {"wide", "hi"},
-    "div": FLOAT_TYPES | INT_TYPES | {"rn", "full"},
+    "div": FLOAT_TYPES | INT_TYPES | {"rn", "full", "approx", "ftz"},
+    "copysign": FLOAT_TYPES,
+    **dict.fromkeys(("popc", "clz", "brev"), {"b32", "b64"}),
     "rem": INT_TYPES,
-    "rcp": FLOAT_TYPES | {"rn"},
-    "sqrt": FLOAT_TYPES | {"rn", "approx"},
-    "rsqrt": FLOAT_TYPES | {"approx"},
+    "rcp": FLOAT_TYPES | {"rn", "approx", "ftz"},
+    "sqrt": FLOAT_TYPES | {"rn", "approx", "ftz"},
+    "rsqrt": FLOAT_TYPES | {"approx", "ftz"},
     **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), {"f32", "approx", "ftz"}),
     **dict.fromkeys(("neg", "abs"), INT_TYPES | FLOAT_TYPES | HALF_TYPES),
     **dict.fromkeys(("atom", "red"), words(REDUCTIONS - {"inc", "dec"}, "cas exch relaxed acquire release acq_rel",
@@ -245,10 +247,7 @@ def _div(w, st):
     whole loop alone, scalar, 13x the time of the same loop without the division)."""
     t = type_mods(st.mods)[-1] if type_mods(st.mods) else None
     if st.opcode == "div" and t in FLOAT_TYPES:
-        if _rounding(st) not in ("rn", "full"):
-            raise NotVectorisable(f"div {st.mods}")
-        a, c = (w.read(op, t) for op in st.operands[1:])
-        return w.write(st.operands[0], w.b.fdiv(a, c), t)
+        return _float_div(w, st, t)
     if t is None or t[0] not in "bus" or width(t) not in (16, 32, 64) or set(st.mods) - {t}:
         raise NotVectorisable(f"{st.opcode} with {st.mods}")
     a, c = (w.read(op, t) for op in st.operands[1:3])
@@ -261,6 +260,46 @@ def _div(w, st):
     w.write(st.operands[0], form(w.b, a, c, t.startswith("s")), t)
 
 
+def _float_div(w, st, t):
+    """div.rn, .full and .approx (__fdividef) of floats, .ftz of f32, as floatops.div makes
+    them: .approx is 0 (NaN for an infinite dividend) where 2^126 < |divisor|."""
+    mode, b = _rounding(st), w.b
+    if mode not in ("rn", "full", "approx") or (mode == "approx" and t != "f32"):
+        raise NotVectorisable(f"div {st.mods}")
+    ftz = "ftz" in st.mods and t == "f32"
+    a, c = (w.read(op, t) for op in st.operands[1:])
+    if ftz:
+        a, c = floatops.flush_denormal(b, a), floatops.flush_denormal(b, c)
+    q = b.fdiv(a, c)
+    if mode == "approx":
+        huge = b.fcmp_ordered(">", floatops.fabs(b, c), w.splat(ir.Constant(llvm_type(t), 2.0 ** 126)))
+        zero = intrinsic(b, f"llvm.copysign.v{LANES}f32", c.type, [w.splat(ir.Constant(llvm_type(t), 0.0)), c])
+        q = b.select(huge, b.fmul(a, zero), q)
+    w.write(st.operands[0], floatops.flush_denormal(b, q) if ftz else q, t)
+
+
+def _copysign(w, st):
+    """copysign d, a, b: the magnitude of b with the sign of a, lane by lane."""
+    t = warpruns.form_type(st, FLOAT_TYPES)
+    a, c = (w.read(op, t) for op in st.operands[1:3])
+    w.write(st.operands[0], intrinsic(w.b, f"llvm.copysign.v{LANES}{t}", a.type, [c, a]), t)
+
+
+def _count_bits(w, st):
+    """popc, clz and brev of b32 and b64, lane by lane (LLVM's ctpop, ctlz, bitreverse of the
+    vector); popc and clz answer in 32 bits."""
+    t = warpruns.form_type(st, {"b32", "b64"})
+    a = w.read(st.operands[1], t)
+    name = {"popc": "ctpop", "clz": "ctlz", "brev": "bitreverse"}[st.opcode]
+    args = [a, ir.Constant(ir.IntType(1), 0)] if st.opcode == "clz" else [a]
+    v = intrinsic(w.b, f"llvm.{name}.v{LANES}i{width(t)}", a.type, args)
+    if st.opcode == "brev":
+        return w.write(st.operands[0], v, t)
+    if width(t) == 64:
+        v = w.b.trunc(v, ir.VectorType(I32, LANES))
+    w.write(st.operands[0], v, "u32")
+
+
 def _alike(w, op) -> bool:
     """Every thread of the block has operand `op` alike (a block program knows it of its own
     values; a warp region asks the lowering's uniformity of a register)."""
@@ -271,14 +310,20 @@ def _alike(w, op) -> bool:
 
 
 def _root_or_reciprocal(w, st):
-    """rcp.rn, sqrt.rn / .approx, rsqrt.approx of floats, as floatops.unary computes them."""
+    """rcp.rn / .approx, sqrt.rn / .approx, rsqrt.approx of floats (.ftz of f32: subnormal
+    inputs and results flushed), as floatops.unary computes them (rcp.approx.ftz is
+    __fdividef's and tanhf's: without it a grid-stride loop of GELU ran each thread's loop
+    alone, scalar, 11x the time of a thread per element)."""
     t = warpruns.form_type(st, FLOAT_TYPES)
     mode = _rounding(st)
     x = w.read(st.operands[1], t)
     b = w.b
+    ftz = "ftz" in st.mods and t == "f32"
+    if ftz:
+        x = floatops.flush_denormal(b, x)
     one = w.splat(ir.Constant(llvm_type(t), 1.0))
     sqrt = lambda v: b.call(declare(b.module, f"llvm.sqrt.v{v.type.count}{t}", v.type, [v.type]), [v])
-    if st.opcode == "rcp" and mode == "rn":
+    if st.opcode == "rcp" and mode in ("rn", "approx"):
         v = b.fdiv(one, x)
     elif st.opcode == "sqrt" and mode in ("rn", "approx"):
         v = sqrt(x)
@@ -286,7 +331,7 @@ def _root_or_reciprocal(w, st):
         v = b.fdiv(one, sqrt(x))
     else:
         raise NotVectorisable(f"{st.opcode} {st.mods}")
-    w.write(st.operands[0], v, t)
+    w.write(st.operands[0], floatops.flush_denormal(b, v) if ftz else v, t)
 
 
 def _approximation(w, st):
@@ -422,4 +467,5 @@ def _each_lane_atomic(w, st, ops, kind, t, space, elem, private, flush, old):
 REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div, "rem": _div,
               "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
               **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), _approximation),
-              "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom}
+              "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom, "copysign": _copysign,
+              **dict.fromkeys(("popc", "clz", "brev"), _count_bits)}
