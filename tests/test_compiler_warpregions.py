@@ -875,3 +875,58 @@ def test_float_and_bit_forms_match_thread_by_thread(rng, monkeypatch):
     with np.errstate(all="ignore"):
         close = np.isfinite(x) & np.isfinite(y) & (np.abs(y) > 1e-30) & (np.abs(y) < 2.0 ** 126)
         np.testing.assert_allclose(got[0][0][0::3][close], (x / y)[close], rtol=1e-6)
+
+
+# nvcc's -use_fast_math (llm.c's build) puts .ftz on every f32 operation; vector forms flush
+# subnormal inputs and results as the step function does (warpruns._flushes). Before, any
+# .ftz kept a kernel out of warp regions and runs: llm.c's layernorm 93 ms against 1.8.
+FAST_MATH_SOURCE = r"""
+extern "C" __global__ void fast(float* out, int* flags, const float* x, const float* y, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        float a = x[i], c = y[i];
+        float s = a * c + a;                      // a fused multiply-add, flushed
+        float t = fmaxf(a, c) - fminf(a, c) * 0.5f;
+        float v = a / c + sqrtf(fabsf(c)) + expf(a) + rsqrtf(fabsf(a) + 1.0f);
+        out[4 * i] = s;
+        out[4 * i + 1] = t;
+        out[4 * i + 2] = v;
+        out[4 * i + 3] = (a * 1e-20f) * (c * 1e-20f);      // subnormal products flushed to zero
+        flags[i] = (a < c) + 2 * (a * c == 0.0f);
+    }
+}
+"""
+
+
+def test_fast_math_runs_in_regions():
+    from anycuda.compiler.lowering.module import ModuleLowering
+    from anycuda.cudac import compile_to_ptx
+    from anycuda.ptx.parser import parse
+    ptx = compile_to_ptx(FAST_MATH_SOURCE, options=("-use_fast_math",), name="fast.cu")
+    assert ".ftz.f32" in ptx
+    mod = ModuleLowering(parse(ptx, "fast.ptx"), "fast.ptx").lower().mod
+    assert any(".region" in fn.name and [blk.name for blk in fn.blocks] != ["unused"] for fn in mod.functions)
+
+
+def test_fast_math_matches_thread_by_thread(rng, monkeypatch):
+    """Whole warps (region and runs) and a block with a partial warp (thread by thread) give
+    the same bits, with subnormal inputs and results (flushed to zero both ways)."""
+    monkeypatch.setenv("ANYCUDA_BLOCK_PROGRAMS", "0")      # (a block program would take the kernel, loops and all)
+    n = 32 * 97
+    x = (rng.standard_normal(n) * 3).astype(np.float32)
+    y = (rng.standard_normal(n) * 3).astype(np.float32)
+    x[::7] = (rng.standard_normal(x[::7].size) * 1e-39).astype(np.float32)      # subnormals
+    y[::11] = np.float32(-1e-40)
+    k = ac.RawModule(code=FAST_MATH_SOURCE, options=("-use_fast_math",), name="fast.cu").get_function("fast")
+    got = []
+    for grid, block in ((3, 128), (4, 100)):
+        out, flags = poison(4 * n, np.float32), poison(n, np.int32)
+        k((grid,), (block,), (out, flags, ac.asarray(x), ac.asarray(y), np.int32(n)))
+        got.append((out.get(), flags.get()))
+    region, threads = got
+    np.testing.assert_array_equal(region[0].view(np.uint32), threads[0].view(np.uint32))
+    np.testing.assert_array_equal(region[1], threads[1])
+    tiny = region[0][3::4]
+    assert ((tiny == 0) | (np.abs(tiny) >= 2.0 ** -126)).all() and (tiny == 0).sum() > n // 2   # no subnormal
+    flushed_x = np.where(np.abs(x) < 2.0 ** -126, np.float32(0), x)
+    flushed_y = np.where(np.abs(y) < 2.0 ** -126, np.float32(0), y)
+    np.testing.assert_array_equal(region[1] & 1, (flushed_x < flushed_y).astype(np.int32))

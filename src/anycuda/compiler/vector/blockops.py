@@ -16,7 +16,7 @@ from ...ptx import ir as pir
 from ...ptx.modifiers import DATA, MODIFIERS
 from ..analysis import memory
 from ..irutil import convert_bits, i32, i64, intrinsic
-from ..ops import aggregation, atomics, bitops
+from ..ops import aggregation, atomics
 from ..simt.collectives import shfl_source
 from ..types import I1, I32, I64, llvm_type, space_of, type_mods, width
 from . import blockcopies, warpmatrix
@@ -374,25 +374,6 @@ def _st(w, st):
     w.streaming = False
 
 
-def _bit_field(w, st):
-    """bfe (a field of bits out, signed or not) and bfi (a field in: nvcc puts a double's halves
-    together so after shuffling them) on the lanes' vectors, as the step function's."""
-    t = type_mods(st.mods)[-1]
-    pos, length = (w.read(op, "u32") for op in st.operands[-2:])
-    values = [w.read(op, t) for op in st.operands[1:-2]]
-    if st.opcode == "bfe":
-        value = bitops.bfe(w.b, values[0], pos, length, t.startswith("s"))
-    else:
-        value = bitops.bfi(w.b, values[0], values[1], pos, length)
-    w.write(st.operands[0], value, t)
-
-
-def _bmsk(w, st):
-    """bmsk (a mask of bits from a position, cub's digit of a key) on the lanes' vectors."""
-    a, c = (w.read(op, "b32") for op in st.operands[1:3])
-    w.write(st.operands[0], bitops.bmsk(w.b, a, c, "clamp" in st.mods), "b32")
-
-
 def _atom(w, st):
     """atom and red in the block's shared memory or in global memory, outside loops: lane
     after lane in lane order (lanes' atomics in some order is what a GPU gives too), each a
@@ -618,8 +599,8 @@ _SHAPED = {kind: _shaped(kind) for kind in ("mov", "add", "sub", "shl", "shr", "
 _AS_IN_REGIONS = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "neg", "abs")
 OPS = {**VECTOR_OPS, **_SHAPED, "mul": _mul, "mov": _mov, "ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt,
        "bar": _barrier, "barrier": _barrier, "shfl": _shuffle, "vote": _vote, "redux": _redux,
-       "activemask": _activemask, "bfe": _bit_field, "bfi": _bit_field,
-       "div": REGION_OPS["div"], "rem": REGION_OPS["rem"], "atom": _atom, "red": _atom, "membar": _fence, "fence": _fence, "bmsk": _bmsk,
+       "activemask": _activemask, **{op: REGION_OPS[op] for op in ("bfe", "bfi", "bmsk", "div", "rem")},
+       "atom": _atom, "red": _atom, "membar": _fence, "fence": _fence,
        **{op: REGION_OPS[op] for op in _AS_IN_REGIONS}, "neg": _shaped("neg", REGION_OPS), **warpmatrix.OPS,
        **blockcopies.OPS}
 # atomics of the block's own shared memory, spelled `.shared` as its loads and stores are
@@ -640,13 +621,11 @@ TAKES = {
     "vote": frozenset(("sync", "all", "any", "uni", "ballot", "pred", "b32")),
     "redux": frozenset(("sync", "add", "min", "max", "and", "or", "xor", "u32", "s32", "b32")),
     "activemask": frozenset(("b32",)),
-    "bfe": frozenset(("u32", "u64", "s32", "s64")),
-    "bfi": frozenset(("b32", "b64")),
+    **{op: REGION_MODS[op] for op in ("bfe", "bfi", "bmsk")},
     "div": REGION_MODS["div"],
     "rem": REGION_MODS["rem"],
     **dict.fromkeys(("atom", "red"), _ATOMICS),
     **dict.fromkeys(("membar", "fence"), MODIFIERS["membar"] | MODIFIERS["fence"]),
-    "bmsk": frozenset(("clamp", "wrap", "b32")),
     **{op: REGION_MODS[op] for op in _AS_IN_REGIONS},
     **warpmatrix.TAKES,
     **blockcopies.TAKES,

@@ -38,12 +38,15 @@ REGION_MODS = {
     "div": FLOAT_TYPES | INT_TYPES | {"rn", "full", "approx", "ftz"},
     "copysign": FLOAT_TYPES,
     **dict.fromkeys(("popc", "clz", "brev"), {"b32", "b64"}),
+    "bfe": {"u32", "u64", "s32", "s64"},
+    "bfi": {"b32", "b64"},
+    "bmsk": {"clamp", "wrap", "b32"},
     "rem": INT_TYPES,
     "rcp": FLOAT_TYPES | {"rn", "approx", "ftz"},
     "sqrt": FLOAT_TYPES | {"rn", "approx", "ftz"},
     "rsqrt": FLOAT_TYPES | {"approx", "ftz"},
     **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), {"f32", "approx", "ftz"}),
-    **dict.fromkeys(("neg", "abs"), INT_TYPES | FLOAT_TYPES | HALF_TYPES),
+    **dict.fromkeys(("neg", "abs"), INT_TYPES | FLOAT_TYPES | HALF_TYPES | {"ftz"}),
     **dict.fromkeys(("atom", "red"), words(REDUCTIONS - {"inc", "dec"}, "cas exch relaxed acquire release acq_rel",
                                            "global shared shared::cta shared::cluster b32 b64", SCOPES, CACHE_HINT,
                                            INT_TYPES, FLOAT_TYPES)),
@@ -300,6 +303,25 @@ def _count_bits(w, st):
     w.write(st.operands[0], v, "u32")
 
 
+def _bit_field(w, st):
+    """bfe (a field of bits out, signed or not) and bfi (a field in: nvcc puts a double's halves
+    together so after shuffling them) on the lanes' vectors, as the step function's."""
+    t = type_mods(st.mods)[-1]
+    pos, length = (w.read(op, "u32") for op in st.operands[-2:])
+    values = [w.read(op, t) for op in st.operands[1:-2]]
+    if st.opcode == "bfe":
+        value = bitops.bfe(w.b, values[0], pos, length, t.startswith("s"))
+    else:
+        value = bitops.bfi(w.b, values[0], values[1], pos, length)
+    w.write(st.operands[0], value, t)
+
+
+def _bmsk(w, st):
+    """bmsk (a mask of bits from a position, cub's digit of a key) on the lanes' vectors."""
+    a, c = (w.read(op, "b32") for op in st.operands[1:3])
+    w.write(st.operands[0], bitops.bmsk(w.b, a, c, "clamp" in st.mods), "b32")
+
+
 def _alike(w, op) -> bool:
     """Every thread of the block has operand `op` alike (a block program knows it of its own
     values; a warp region asks the lowering's uniformity of a register)."""
@@ -344,10 +366,15 @@ def _approximation(w, st):
 
 
 def _neg_abs(w, st):
-    """neg and abs of integers, floats and halves (instructions.abs_neg without ftz)."""
+    """neg and abs of integers, floats and halves (instructions.abs_neg; .ftz of f32 flushes
+    the input, -use_fast_math's fabsf)."""
     t = warpruns.form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES)
     a = w.read(st.operands[1], t)
     b = w.b
+    if "ftz" in st.mods:
+        if t != "f32":
+            raise NotVectorisable(f"{st.opcode} {st.mods}")
+        a = floatops.flush_denormal(b, a)
     if t in HALF_TYPES:
         v = floatops.half_arith(b, st.opcode, [a], t, None, False, False, False)
     elif t in FLOAT_TYPES:
@@ -468,4 +495,5 @@ REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "di
               "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
               **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), _approximation),
               "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom, "copysign": _copysign,
-              **dict.fromkeys(("popc", "clz", "brev"), _count_bits)}
+              **dict.fromkeys(("popc", "clz", "brev"), _count_bits), "bfe": _bit_field, "bfi": _bit_field,
+              "bmsk": _bmsk}

@@ -442,23 +442,43 @@ def _half(w, st, t, op, vals):
     w.write(st.operands[0], floatops.half_arith(w.b, op, vals, t, instructions.rounding(st), False, False, False), t)
 
 
+def _flushes(st, t) -> bool:
+    """Whether .ftz flushes this form's subnormal f32 inputs and result to zero, as the step
+    function does (instructions._float_inputs, _float_result); nvcc's -use_fast_math (llm.c's
+    build) puts it on every f32 operation. A half form with .ftz keeps to the step function."""
+    if "ftz" not in st.mods:
+        return False
+    if t in HALF_TYPES:
+        raise NotVectorisable(f"{st.opcode}.ftz of halves")
+    return t == "f32"
+
+
+def _flushed(w, vals):
+    return [floatops.flush_denormal(w.b, v) for v in vals]
+
+
 def _arith(w, st):
     t = form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES)
-    a, c = _sources(w, st, t)
+    ftz = _flushes(st, t)
+    a, c = _flushed(w, _sources(w, st, t)) if ftz else _sources(w, st, t)
     if t in HALF_TYPES:
         return _half(w, st, t, st.opcode, [a, c])
     b = w.b
     floats = t in FLOAT_TYPES
     rnd = _directed_rounding(st)
-    if rnd is not None:
-        return w.write(st.operands[0], floatops.arith_rnd(b, st.opcode, [a, c], rnd), t)
     product = w.f.fused_products.get(id(st)) if floats else None
-    if product is not None:         # a mul fused into this add/sub, as the step function does
+    if rnd is not None:
+        v = floatops.arith_rnd(b, st.opcode, [a, c], rnd)
+    elif product is not None:       # a mul fused into this add/sub, as the step function does
         x, y = _sources(w, product, t)
-        return w.write(st.operands[0], _vector_fma(b, t, *instructions.fused_operands(b, st, product, x, y, a, c)), t)
-    op = {("add", False): b.add, ("sub", False): b.sub, ("mul", False): b.mul,
-          ("add", True): b.fadd, ("sub", True): b.fsub, ("mul", True): b.fmul}[(st.opcode, floats)]
-    w.write(st.operands[0], op(a, c), t)
+        if _flushes(product, t):
+            x, y = _flushed(w, [x, y])
+        v = _vector_fma(b, t, *instructions.fused_operands(b, st, product, x, y, a, c))
+    else:
+        op = {("add", False): b.add, ("sub", False): b.sub, ("mul", False): b.mul,
+              ("add", True): b.fadd, ("sub", True): b.fsub, ("mul", True): b.fmul}[(st.opcode, floats)]
+        v = op(a, c)
+    w.write(st.operands[0], floatops.flush_denormal(b, v) if ftz else v, t)
 
 
 def _vector_fma(b, t, a, c, d):
@@ -469,15 +489,17 @@ def _vector_fma(b, t, a, c, d):
 
 def _fma(w, st):
     t = form_type(st, INT_TYPES | FLOAT_TYPES | (HALF_TYPES if st.opcode == "fma" else frozenset()))
-    a, c, d = _sources(w, st, t)
+    ftz = _flushes(st, t)
+    a, c, d = _flushed(w, _sources(w, st, t)) if ftz else _sources(w, st, t)
     if t in HALF_TYPES:
         return _half(w, st, t, "fma", [a, c, d])
     b = w.b
     rnd = _directed_rounding(st)
+    if t in FLOAT_TYPES:
+        v = floatops.arith_rnd(b, "fma", [a, c, d], rnd) if rnd is not None else _vector_fma(b, t, a, c, d)
+        return w.write(st.operands[0], floatops.flush_denormal(b, v) if ftz else v, t)
     if rnd is not None:
         return w.write(st.operands[0], floatops.arith_rnd(b, "fma", [a, c, d], rnd), t)
-    if t in FLOAT_TYPES:
-        return w.write(st.operands[0], _vector_fma(b, t, a, c, d), t)
     if st.opcode != "mad":
         raise NotVectorisable("fma on integers")
     w.write(st.operands[0], b.add(b.mul(a, c), d), t)
@@ -485,7 +507,7 @@ def _fma(w, st):
 
 def _min_max(w, st):
     t = form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES)
-    vals = _sources(w, st, t)
+    vals = _flushed(w, _sources(w, st, t)) if _flushes(st, t) else _sources(w, st, t)    # (inputs only)
     if t in HALF_TYPES:
         if len(vals) != 2:
             raise NotVectorisable(f"{st.opcode} of three halves")
@@ -539,6 +561,8 @@ def _setp(w, st):
     if len(st.operands) != 3 or isinstance(st.operands[0], pir.Pair):
         raise NotVectorisable("setp with a boolean operation")
     a, c = _sources(w, st, t)
+    if "ftz" in st.mods and t in ("f32", "f16"):          # (inputs, as the step function's setp)
+        a, c = _flushed(w, [a, c])
     w.write(st.operands[0], compare(w, compare_op(st), t, a, c), "pred")
 
 
@@ -571,18 +595,19 @@ VECTOR_OPS = {"mov": _mov, "add": _arith, "sub": _arith, "mul": _arith, "mad": _
 # (halves and their pairs in add, sub, mul, fma, min, max; single halves in setp) and what it
 # reads. A float form rounds to nearest (.rn) or in a direction (.rz, .rm, .rp:
 # floatops.arith_rnd, which takes vectors; nvcc's expf has an fma.rm), mul and mad keep the
-# low half (.lo), setp takes a comparison but no boolean operation; an instruction with any
-# other modifier (.sat, .ftz, .hi, .wide, .cc, .relu, .NaN, ...) keeps to the step function.
+# low half (.lo), setp takes a comparison but no boolean operation; f32 arithmetic, min, max
+# and setp take .ftz (_flushes); an instruction with any other modifier (.sat, .hi, .wide, .cc,
+# .relu, .NaN, ...) keeps to the step function.
 VECTOR_MODS = {
     "mov": _ARITHMETIC | HALF_TYPES | {"pred"},
-    **dict.fromkeys(("add", "sub"), _ARITHMETIC | HALF_TYPES | {"rn", *_DIRECTED}),
-    "mul": _ARITHMETIC | HALF_TYPES | {"rn", "lo", *_DIRECTED},
-    "mad": _ARITHMETIC | {"rn", "lo", *_DIRECTED},
-    "fma": FLOAT_TYPES | HALF_TYPES | {"rn", *_DIRECTED},
-    **dict.fromkeys(("min", "max"), _ARITHMETIC | HALF_TYPES),
+    **dict.fromkeys(("add", "sub"), _ARITHMETIC | HALF_TYPES | {"rn", "ftz", *_DIRECTED}),
+    "mul": _ARITHMETIC | HALF_TYPES | {"rn", "lo", "ftz", *_DIRECTED},
+    "mad": _ARITHMETIC | {"rn", "lo", "ftz", *_DIRECTED},
+    "fma": FLOAT_TYPES | HALF_TYPES | {"rn", "ftz", *_DIRECTED},
+    **dict.fromkeys(("min", "max"), _ARITHMETIC | HALF_TYPES | {"ftz"}),
     **dict.fromkeys(("and", "or", "xor", "not"), INT_TYPES | {"pred"}),
     **dict.fromkeys(("shl", "shr"), INT_TYPES),
-    "setp": _ARITHMETIC | {"f16", "bf16"} | COMPARISONS,
+    "setp": _ARITHMETIC | {"f16", "bf16", "ftz"} | COMPARISONS,
     "selp": _ARITHMETIC,
     "shfl": SHUFFLES | {"sync", "b32"},
 }
