@@ -272,13 +272,13 @@ def _float_div(w, st, t):
     ftz = "ftz" in st.mods and t == "f32"
     a, c = (w.read(op, t) for op in st.operands[1:])
     if ftz:
-        a, c = floatops.flush_denormal(b, a), floatops.flush_denormal(b, c)
+        a, c = warpruns.flushed(w, [a, c])
     q = b.fdiv(a, c)
     if mode == "approx":
         huge = b.fcmp_ordered(">", floatops.fabs(b, c), w.splat(ir.Constant(llvm_type(t), 2.0 ** 126)))
         zero = intrinsic(b, f"llvm.copysign.v{LANES}f32", c.type, [w.splat(ir.Constant(llvm_type(t), 0.0)), c])
         q = b.select(huge, b.fmul(a, zero), q)
-    w.write(st.operands[0], floatops.flush_denormal(b, q) if ftz else q, t)
+    w.write(st.operands[0], warpruns.flushed_result(w, q) if ftz else q, t)
 
 
 def _copysign(w, st):
@@ -342,7 +342,7 @@ def _root_or_reciprocal(w, st):
     b = w.b
     ftz = "ftz" in st.mods and t == "f32"
     if ftz:
-        x = floatops.flush_denormal(b, x)
+        (x,) = warpruns.flushed(w, [x])
     one = w.splat(ir.Constant(llvm_type(t), 1.0))
     sqrt = lambda v: b.call(declare(b.module, f"llvm.sqrt.v{v.type.count}{t}", v.type, [v.type]), [v])
     if st.opcode == "rcp" and mode in ("rn", "approx"):
@@ -353,7 +353,7 @@ def _root_or_reciprocal(w, st):
         v = b.fdiv(one, sqrt(x))
     else:
         raise NotVectorisable(f"{st.opcode} {st.mods}")
-    w.write(st.operands[0], floatops.flush_denormal(b, v) if ftz else v, t)
+    w.write(st.operands[0], warpruns.flushed_result(w, v) if ftz else v, t)
 
 
 def _approximation(w, st):
@@ -374,7 +374,7 @@ def _neg_abs(w, st):
     if "ftz" in st.mods:
         if t != "f32":
             raise NotVectorisable(f"{st.opcode} {st.mods}")
-        a = floatops.flush_denormal(b, a)
+        (a,) = warpruns.flushed(w, [a])
     if t in HALF_TYPES:
         v = floatops.half_arith(b, st.opcode, [a], t, None, False, False, False)
     elif t in FLOAT_TYPES:

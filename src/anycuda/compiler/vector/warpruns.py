@@ -453,14 +453,39 @@ def _flushes(st, t) -> bool:
     return t == "f32"
 
 
-def _flushed(w, vals):
-    return [floatops.flush_denormal(w.b, v) for v in vals]
+def flushed(w, vals) -> list:
+    """`vals` with subnormals flushed to zero (.ftz's inputs). A value that this code flushed
+    already, as the result of an .ftz operation that the next one reads (-use_fast_math's
+    chains of them), is not flushed again: the flushes were most of the vector code."""
+    known = _flushed_values(w)
+    out = []
+    for v in vals:
+        if id(v) not in known:
+            v = floatops.flush_denormal(w.b, v)
+            known[id(v)] = v
+        out.append(v)
+    return out
+
+
+def flushed_result(w, v):
+    """An .ftz operation's result `v`, flushed (and known as flushed: `flushed`)."""
+    v = floatops.flush_denormal(w.b, v)
+    _flushed_values(w)[id(v)] = v
+    return v
+
+
+def _flushed_values(w) -> dict:
+    """{id: value} of the values `w` made flushed (holding them: an id stays theirs)."""
+    known = getattr(w, "flushed_values", None)
+    if known is None:
+        known = w.flushed_values = {}
+    return known
 
 
 def _arith(w, st):
     t = form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES)
     ftz = _flushes(st, t)
-    a, c = _flushed(w, _sources(w, st, t)) if ftz else _sources(w, st, t)
+    a, c = flushed(w, _sources(w, st, t)) if ftz else _sources(w, st, t)
     if t in HALF_TYPES:
         return _half(w, st, t, st.opcode, [a, c])
     b = w.b
@@ -472,13 +497,13 @@ def _arith(w, st):
     elif product is not None:       # a mul fused into this add/sub, as the step function does
         x, y = _sources(w, product, t)
         if _flushes(product, t):
-            x, y = _flushed(w, [x, y])
+            x, y = flushed(w, [x, y])
         v = _vector_fma(b, t, *instructions.fused_operands(b, st, product, x, y, a, c))
     else:
         op = {("add", False): b.add, ("sub", False): b.sub, ("mul", False): b.mul,
               ("add", True): b.fadd, ("sub", True): b.fsub, ("mul", True): b.fmul}[(st.opcode, floats)]
         v = op(a, c)
-    w.write(st.operands[0], floatops.flush_denormal(b, v) if ftz else v, t)
+    w.write(st.operands[0], flushed_result(w, v) if ftz else v, t)
 
 
 def _vector_fma(b, t, a, c, d):
@@ -490,14 +515,14 @@ def _vector_fma(b, t, a, c, d):
 def _fma(w, st):
     t = form_type(st, INT_TYPES | FLOAT_TYPES | (HALF_TYPES if st.opcode == "fma" else frozenset()))
     ftz = _flushes(st, t)
-    a, c, d = _flushed(w, _sources(w, st, t)) if ftz else _sources(w, st, t)
+    a, c, d = flushed(w, _sources(w, st, t)) if ftz else _sources(w, st, t)
     if t in HALF_TYPES:
         return _half(w, st, t, "fma", [a, c, d])
     b = w.b
     rnd = _directed_rounding(st)
     if t in FLOAT_TYPES:
         v = floatops.arith_rnd(b, "fma", [a, c, d], rnd) if rnd is not None else _vector_fma(b, t, a, c, d)
-        return w.write(st.operands[0], floatops.flush_denormal(b, v) if ftz else v, t)
+        return w.write(st.operands[0], flushed_result(w, v) if ftz else v, t)
     if rnd is not None:
         return w.write(st.operands[0], floatops.arith_rnd(b, "fma", [a, c, d], rnd), t)
     if st.opcode != "mad":
@@ -507,7 +532,7 @@ def _fma(w, st):
 
 def _min_max(w, st):
     t = form_type(st, INT_TYPES | FLOAT_TYPES | HALF_TYPES)
-    vals = _flushed(w, _sources(w, st, t)) if _flushes(st, t) else _sources(w, st, t)    # (inputs only)
+    vals = flushed(w, _sources(w, st, t)) if _flushes(st, t) else _sources(w, st, t)    # (inputs only)
     if t in HALF_TYPES:
         if len(vals) != 2:
             raise NotVectorisable(f"{st.opcode} of three halves")
@@ -562,7 +587,7 @@ def _setp(w, st):
         raise NotVectorisable("setp with a boolean operation")
     a, c = _sources(w, st, t)
     if "ftz" in st.mods and t in ("f32", "f16"):          # (inputs, as the step function's setp)
-        a, c = _flushed(w, [a, c])
+        a, c = flushed(w, [a, c])
     w.write(st.operands[0], compare(w, compare_op(st), t, a, c), "pred")
 
 
