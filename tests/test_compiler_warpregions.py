@@ -824,7 +824,7 @@ def test_grid_stride_division_matches_c(rng, monkeypatch, C, grid, block):
 
 
 # Float and bit forms a region computes as the step function does: __fdividef (div.approx),
-# tanhf's and expf's reciprocals (rcp.approx.ftz), copysignf, and popc/clz/brev, in a
+# tanhf's and expf's reciprocals (rcp.approx.ftz), copysignf, popc/clz/brev and mad.wide, in a
 # grid-stride loop (once, any of them kept the loop out of the region, each thread walking it
 # alone: a grid-stride GELU took 11x the time of a thread per element).
 FORMS_SOURCE = r"""
@@ -838,7 +838,11 @@ extern "C" __global__ void forms(float* f, unsigned* u, const float* x, const fl
         unsigned long long v = bits[i];
         u[3 * i] = __popc((unsigned)v) + 100 * __popcll(v);
         u[3 * i + 1] = __clz((int)(v >> 7)) + 100 * __clzll((long long)v);
-        u[3 * i + 2] = __brev((unsigned)v) ^ (unsigned)(__brevll(v) >> 13);
+        unsigned long long wide;
+        long long swide;
+        asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(wide) : "r"((unsigned)v), "r"(0x9e3779b9u), "l"(v));
+        asm("mad.wide.s32 %0, %1, %2, %3;" : "=l"(swide) : "r"((int)(v >> 32)), "r"(-12345), "l"((long long)v));
+        u[3 * i + 2] = __brev((unsigned)v) ^ (unsigned)(__brevll(v) >> 13) ^ (unsigned)(wide >> 17) ^ (unsigned)swide;
     }
 }
 """
@@ -872,6 +876,16 @@ def test_float_and_bit_forms_match_thread_by_thread(rng, monkeypatch):
     v = bits.astype(object)
     popc = [bin(int(b) & 0xFFFFFFFF).count("1") + 100 * bin(int(b)).count("1") for b in v]
     np.testing.assert_array_equal(got[0][1][0::3], popc)
+
+    def signed32(x):
+        return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
+
+    def rev(x, n):
+        return int(format(x, f"0{n}b")[::-1], 2)
+    # (of the signed product's sum only its low 32 bits are kept)
+    mixed = [(rev(b & 0xFFFFFFFF, 32) ^ (rev(b, 64) >> 13) ^ (((b & 0xFFFFFFFF) * 0x9E3779B9 + b) % 2 ** 64 >> 17)
+              ^ (signed32(b >> 32) * -12345 + b)) % 2 ** 32 for b in map(int, v)]
+    np.testing.assert_array_equal(got[0][1][2::3], mixed)
     with np.errstate(all="ignore"):
         close = np.isfinite(x) & np.isfinite(y) & (np.abs(y) > 1e-30) & (np.abs(y) < 2.0 ** 126)
         np.testing.assert_allclose(got[0][0][0::3][close], (x / y)[close], rtol=1e-6)

@@ -35,6 +35,7 @@ REGION_MODS = {
     "cvta": SPACES | {"to", "u32", "u64"},
     "cvt": _CVT_INTS | _CVT_FLOATS | {"f16", "rn", "rni", "rzi", "rmi", "rpi", "sat", "rna", "tf32"},
     "mul": VECTOR_MODS["mul"] | {"wide", "hi"},
+    "mad": VECTOR_MODS["mad"] | {"wide"},
     "div": FLOAT_TYPES | INT_TYPES | {"rn", "full", "approx", "ftz"},
     "copysign": FLOAT_TYPES,
     **dict.fromkeys(("popc", "clz", "brev"), {"b32", "b64"}),
@@ -229,13 +230,17 @@ def _mul(w, st):
     if "hi" in st.mods:
         return _mul_hi(w, st)
     if "wide" not in st.mods:
-        return warpruns.VECTOR_OPS["mul"](w, st)
+        return warpruns.VECTOR_OPS[st.opcode](w, st)
     t = warpruns.form_type(st, {"u16", "s16", "u32", "s32"})
-    a, c = (w.read(op, t) for op in st.operands[1:])
+    a, c = (w.read(op, t) for op in st.operands[1:3])
     b = w.b
+    wt = t[0] + str(2 * width(t))
     wide = w._vec(ir.IntType(2 * width(t)))
     ext = b.sext if t.startswith("s") else b.zext
-    w.write(st.operands[0], b.mul(ext(a, wide), ext(c, wide)), t[0] + str(2 * width(t)))
+    product = b.mul(ext(a, wide), ext(c, wide))
+    if st.opcode == "mad":          # mad.wide: the product plus an addend of twice the width (floorf's)
+        product = b.add(product, w.read(st.operands[3], wt))
+    w.write(st.operands[0], product, wt)
 
 
 def _rounding(st):
@@ -491,7 +496,7 @@ def _each_lane_atomic(w, st, ops, kind, t, space, elem, private, flush, old):
         b.store(got, b.gep(old, [lane]))
 
 
-REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "div": _div, "rem": _div,
+REGION_OPS = {"ld": _ld, "st": _st, "cvta": _cvta, "cvt": _cvt, "mul": _mul, "mad": _mul, "div": _div, "rem": _div,
               "rcp": _root_or_reciprocal, "sqrt": _root_or_reciprocal, "rsqrt": _root_or_reciprocal,
               **dict.fromkeys(("ex2", "lg2", "sin", "cos", "tanh"), _approximation),
               "neg": _neg_abs, "abs": _neg_abs, "atom": _atom, "red": _atom, "copysign": _copysign,
