@@ -126,12 +126,13 @@ def test_straight_code_after_a_barrier(rng):
 
 
 def test_regions_are_made_after_barriers_where_threads_loop():
-    """bins: one after each barrier; buckets: one after its first barrier (the one after its
-    second has no loop); flip: none."""
+    """bins: one after each barrier, and one from its start (its zeroing loop's trip count is
+    an integer division, which regions take); buckets: one after its first barrier (the one
+    after its second has no loop); flip: none."""
     regions, mod = made_regions(SOURCE)
     made = {kernel: sorted(map(region_site, fns)) for kernel, fns in regions.items()}
     assert set(made) == {"bins", "buckets"}
-    assert len(made["bins"]) == 2 and 0 not in made["bins"]
+    assert len(made["bins"]) == 3 and made["bins"][0] == 0
     assert len(made["buckets"]) == 1 and made["buckets"][0] != 0
     # the strided loads of a region's loops are prefetched ahead
     assert any(fn.name.startswith("llvm.prefetch") for fn in mod.functions)
