@@ -13,7 +13,9 @@ spellings: CSR sparse matrix-vector products with a thread a row and with a warp
 (shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a thread
 a point in 32x4x4 blocks and with 32x8 threads marching along z, from global memory and
 with the plane in shared memory; Black-Scholes prices with a
-guard and as a grid-stride loop. Three modules hold the rest: idioms_rows.py (softmax and
+guard and as a grid-stride loop; llm.c's GELU with a guard, as a grid-stride loop and as that
+loop built with -use_fast_math; a column broadcast by a row through `i / C` and `i % C` (CuPy's
+index arithmetic), with a guard and as a grid-stride loop. Three modules hold the rest: idioms_rows.py (softmax and
 layernorm as llm.c's kernels write them), idioms_sort.py (sorting networks and radix sorts)
 and idioms_compute.py (n-body, Monte Carlo with curand, convolution).
 
@@ -806,11 +808,88 @@ class BlackScholes(Bench):
 
 BLACKSCHOLES = variants(BlackScholes, blackscholes={}, blackscholes_stride=dict(spelling="stride"))
 
+# ------------------------------------------------------------------ elementwise
+
+class Gelu(Bench):
+    """llm.c's GELU (tanh approximation) of n floats, a thread an element behind a guard or a
+    grid-stride loop, the loop also built with -use_fast_math as llm.c builds it (every f32
+    operation .ftz, tanhf approximated); checked against float64. C: idioms.c's gelu."""
+    cu, unit = "idioms_elementwise.cu", "GB/s"
+    sizes = {"full": dict(n=1 << 24), "quick": dict(n=100_003)}
+    spelling, options = "guard", ()
+
+    def setup(self, n):
+        self.n = n
+        self.x = (self.rng.standard_normal(n) * 3).astype(np.float32)
+        x = self.x.astype(np.float64)
+        self.ref = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+        self.work = 8 * n
+
+    def check(self, out):
+        _close(out, self.ref, 1e-5, 1e-5 if self.options else 1e-6, self.name)
+
+    def anycuda(self, g):
+        k = g.fn(self.cu, f"gelu_{self.spelling}", self.options)
+        x, out = g.ac.asarray(self.x), g.ac.asarray(np.full(self.n, np.nan, np.float32))    # poisoned
+        grid = (STRIDE_BLOCKS,) if self.spelling == "stride" else (cdiv(self.n, STREAM_THREADS),)
+
+        def run():
+            k(grid, (STREAM_THREADS,), (out, x, np.int32(self.n)))
+            g.sync()
+        return run, out.get
+
+    def c(self, lib):
+        out = np.full(self.n, np.nan, np.float32)
+        return (lambda: lib.gelu(self.n, p(self.x), p(out))), (lambda: out)
+
+
+GELUS = variants(Gelu, gelu_guard={}, gelu_stride=dict(spelling="stride"),
+                 gelu_fast_stride=dict(spelling="stride", options=("-use_fast_math",)))
+
+
+class Broadcast(Bench):
+    """A column x broadcast by a row y, out[i] = x[i / C] * y[i % C] over R x C floats (CuPy's
+    elementwise index arithmetic), a thread an element or a grid-stride loop. C: idioms.c's
+    broadcast, a row at a time."""
+    cu, unit = "idioms_elementwise.cu", "GB/s"
+    sizes = {"full": dict(R=16384, C=1000), "quick": dict(R=97, C=131)}
+    spelling = "guard"
+    memory_bound = True
+
+    def setup(self, R, C):
+        self.R, self.C = R, C
+        self.x = self.rng.random(R, dtype=np.float32)
+        self.y = self.rng.random(C, dtype=np.float32)
+        self.ref = (self.x[:, None] * self.y[None, :]).ravel()
+        self.work = 4 * R * C                 # the output written (x and y stay in cache)
+
+    def check(self, out):
+        _equal(out, self.ref, self.name)
+
+    def anycuda(self, g):
+        k = g.fn(self.cu, f"broadcast_{self.spelling}")
+        n = self.R * self.C
+        x, y = g.ac.asarray(self.x), g.ac.asarray(self.y)
+        out = g.ac.asarray(np.full(n, np.nan, np.float32))        # poisoned
+        grid = (STRIDE_BLOCKS,) if self.spelling == "stride" else (cdiv(n, STREAM_THREADS),)
+
+        def run():
+            k(grid, (STREAM_THREADS,), (out, x, y, np.int32(n), np.int32(self.C)))
+            g.sync()
+        return run, out.get
+
+    def c(self, lib):
+        out = np.full(self.R * self.C, np.nan, np.float32)
+        return (lambda: lib.broadcast(self.R, self.C, p(self.x), p(self.y), p(out))), (lambda: out)
+
+
+BROADCASTS = variants(Broadcast, broadcast_guard={}, broadcast_stride=dict(spelling="stride"))
+
 import idioms_rows  # noqa: E402  (the row-wise kernels of LLM training, their own module)
 import idioms_sort  # noqa: E402  (sorting networks and radix sorts, their own module)
 import idioms_compute  # noqa: E402  (n-body, Monte Carlo, convolution)
 
 BENCHMARKS = (streaming_benchmarks() + [ReduceTree, ReduceTreeF64, ReduceTreeWarpSync, ReduceShfl, ReduceCub, ReduceAtomicF32, ReduceAtomicI32] + SCANS
-              + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + EMBEDDINGS + STENCILS3D + BLACKSCHOLES
-              + idioms_rows.BENCHMARKS + idioms_sort.BENCHMARKS + idioms_compute.BENCHMARKS)
+              + RESHAPED + SGEMMS + SPMVS + HISTOGRAMS + INDEXED + EMBEDDINGS + STENCILS3D + BLACKSCHOLES + GELUS
+              + BROADCASTS + idioms_rows.BENCHMARKS + idioms_sort.BENCHMARKS + idioms_compute.BENCHMARKS)
 BY_NAME = {b.name: b for b in BENCHMARKS}

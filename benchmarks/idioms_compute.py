@@ -172,7 +172,7 @@ class Conv2d(Bench):
 
     def anycuda(self, g):
         k = g.fn(self.cu, self.kernel)
-        g.modules[self.cu].get_global("mask").copy_from_host(self.mask)
+        g.modules[(self.cu, ())].get_global("mask").copy_from_host(self.mask)
         img, out = g.ac.asarray(self.img), g.ac.asarray(np.full((self.h, self.w), np.nan, np.float32))
         grid = (cdiv(self.w, 16), cdiv(self.h, 16))
         args = (img, out, np.int32(self.w), np.int32(self.h))

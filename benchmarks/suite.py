@@ -49,10 +49,13 @@ class AnyCUDA:
         self.ac = anycuda
         self.modules = {}
 
-    def fn(self, cu: str, name: str):
-        if cu not in self.modules:
-            self.modules[cu] = self.ac.RawModule(code=(KERNELS / "cuda" / cu).read_text(), name=cu)
-        return self.modules[cu].get_function(name)
+    def fn(self, cu: str, name: str, options=()):
+        """Kernel `name` of kernels/cuda/<cu>, built with nvcc's `options` (-use_fast_math)."""
+        key = (cu, tuple(options))
+        if key not in self.modules:
+            self.modules[key] = self.ac.RawModule(code=(KERNELS / "cuda" / cu).read_text(), name=cu,
+                                                  options=tuple(options))
+        return self.modules[key].get_function(name)
 
     def sync(self):
         self.ac.synchronize()

@@ -249,3 +249,22 @@ void conv2d_5x5(const float* in, float* out, int w, int h, const float* mask) {
         for (int x = w - 2; x < w; ++x) o[x] = conv_point(in, w, h, mask, x, y);
     }
 }
+
+/* llm.c's GELU (tanh approximation), idioms_elementwise.cu's gelu_* kernels. */
+void gelu(int n, const float* inp, float* out) {
+    #pragma omp parallel for simd
+    for (int i = 0; i < n; ++i) {
+        float x = inp[i], cube = 0.044715f * x * x * x;
+        out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + cube)));
+    }
+}
+
+/* A column x broadcast by a row y over R x C: idioms_elementwise.cu's broadcast_* kernels. */
+void broadcast(int R, int C, const float* x, const float* y, float* out) {
+    #pragma omp parallel for
+    for (int r = 0; r < R; ++r) {
+        float xr = x[r];
+        #pragma omp simd
+        for (int c = 0; c < C; ++c) out[(size_t)r * C + c] = xr * y[c];
+    }
+}
