@@ -23,6 +23,9 @@ from ..analysis import quotients
 from ..irutil import for_range, i32, i64, load_field, set_loop_hints, store_field, thread_parallel_group
 from ..types import I1, I32, I64
 
+# threads a segment's end inside a row is rounded down to: a vector of floats on AVX-512
+SEGMENT_ALIGN = 16
+
 
 def run_rows_in_segments(block, mode, thread):
     """The loops over the threads of `block` (a BlockFunction without sites), x fastest, each
@@ -41,12 +44,21 @@ def run_rows_in_segments(block, mode, thread):
             b.cbranch(b.icmp_signed("<", x0, nx), segment, done)
             b.position_at_end(segment)
             taken, end = _segment(block, x0, y, z, row)
+            # a segment that ends inside the row ends at a multiple of SEGMENT_ALIGN threads,
+            # the vector of threads across the quotient's change divides, and the next segment
+            # starts aligned: segments at any thread made the rows' stores straddle cache lines
+            # (a streaming store in two halves)
+            inside = b.icmp_signed("<", end, nx)
+            cut = b.select(inside, b.and_(end, i32(-SEGMENT_ALIGN)), end)
+            cut = b.select(b.icmp_signed("<", cut, x0), x0, cut)
+            after = b.select(inside, _least_signed(b, b.add(cut, i32(SEGMENT_ALIGN)), nx), end)
             with b.if_else(taken) as (in_segment, dividing):
                 with in_segment:
-                    _threads(b, x0, end, y, z, row, lambda index: thread(index, mode | quotients.SEGMENTED))
+                    _threads(b, x0, cut, y, z, row, lambda index: thread(index, mode | quotients.SEGMENTED))
+                    _threads(b, cut, after, y, z, row, lambda index: thread(index, mode))
                 with dividing:
                     _threads(b, x0, nx, y, z, row, lambda index: thread(index, mode))
-            x0.add_incoming(b.select(taken, end, nx), b.block)
+            x0.add_incoming(b.select(taken, after, nx), b.block)
             b.branch(head)
             b.position_at_end(done)
 
@@ -95,6 +107,10 @@ def _segment(block, x0, y, z, row):
         length = _least(b, length, _least(b, run, unwrapped))
         store_field(b, block.ws, quotient, b.trunc(q, I32))
     return taken, b.add(x0, b.trunc(length, I32))
+
+
+def _least_signed(b, u, v):
+    return b.select(b.icmp_signed("<", u, v), u, v)
 
 
 def _least(b, u, v):
