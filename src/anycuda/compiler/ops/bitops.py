@@ -204,16 +204,22 @@ def int_rem(b, a, c, signed):
     return b.select(zero, _c(t, -1), r)
 
 
+def _suffix(t) -> str:
+    """The suffix naming an overloaded intrinsic of integer type t or a vector of them."""
+    return f"v{t.count}i{t.element.width}" if isinstance(t, ir.VectorType) else f"i{t.width}"
+
+
+# popc, clz and brev of a value or of a warp's vector of them (warp regions)
 def popc(b, a):
-    return _resize(b, intrinsic(b, f"llvm.ctpop.i{a.type.width}", a.type, [a]), I32)
+    return _resize(b, intrinsic(b, f"llvm.ctpop.{_suffix(a.type)}", a.type, [a]), _like(a.type, I32))
 
 
 def clz(b, a):
-    return _resize(b, intrinsic(b, f"llvm.ctlz.i{a.type.width}", a.type, [a, _c(I1, 0)]), I32)
+    return _resize(b, intrinsic(b, f"llvm.ctlz.{_suffix(a.type)}", a.type, [a, _c(I1, 0)]), _like(a.type, I32))
 
 
 def brev(b, a):
-    return intrinsic(b, f"llvm.bitreverse.i{a.type.width}", a.type, [a])
+    return intrinsic(b, f"llvm.bitreverse.{_suffix(a.type)}", a.type, [a])
 
 
 def bfind(b, a, signed, shiftamt):

@@ -296,14 +296,16 @@ def div(b, a, c, mode, ftz=False):
     """div.approx / div.full / div.rn / .rz / .rm / .rp for f32, and div.rnd for f64.
 
     div.approx.f32 is a * (1/c): for 2**126 < |c| the reciprocal underflows, so the
-    result is 0 (NaN for an infinite a), as the PTX ISA describes."""
+    result is 0 (NaN for an infinite a), as the PTX ISA describes. The rounded-to-nearest
+    and approximate forms take a warp's vectors too (warp regions)."""
     t = a.type
-    if ftz and t == F32:
+    f32 = (t.element if isinstance(t, ir.VectorType) else t) == F32
+    if ftz and f32:
         a, c = flush_denormal(b, a), flush_denormal(b, c)
     q = b.fdiv(a, c)
-    if mode == "approx" and t == F32:
-        huge = b.fcmp_ordered(">", fabs(b, c), _c(F32, 2.0 ** 126))
-        zero = intrinsic(b, "llvm.copysign.f32", F32, [_c(F32, 0.0), c])
+    if mode == "approx" and f32:
+        huge = b.fcmp_ordered(">", fabs(b, c), _c(t, 2.0 ** 126))
+        zero = intrinsic(b, f"llvm.copysign.{_suffix(t)}", t, [_c(t, 0.0), c])
         q = b.select(huge, b.fmul(a, zero), q)
     if mode in ("rz", "rm", "rp"):
         finite = b.and_(_all_finite(b, [a, c]), b.fcmp_ordered("!=", c, _c(t, 0.0)))
@@ -320,7 +322,7 @@ def div(b, a, c, mode, ftz=False):
         sign = b.select(b.fcmp_ordered("<", c, _c(t, 0.0)), b.neg(rs), rs)
         sign = _overflow_sign(b, q, sign, finite)
         q = _directed(b, q, sign, mode)
-    if ftz and t == F32:
+    if ftz and f32:
         q = flush_denormal(b, q)
     return q
 

@@ -227,6 +227,8 @@ def _rounded_to_integer(w, v, dst, rnd):
 
 
 def _mul(w, st):
+    """mul and mad: .hi and .wide here (mad.wide adds an addend of twice the width), the
+    other forms as warp runs make them."""
     if "hi" in st.mods:
         return _mul_hi(w, st)
     if "wide" not in st.mods:
@@ -270,19 +272,15 @@ def _div(w, st):
 
 def _float_div(w, st, t):
     """div.rn, .full and .approx (__fdividef) of floats, .ftz of f32, as floatops.div makes
-    them: .approx is 0 (NaN for an infinite dividend) where 2^126 < |divisor|."""
-    mode, b = _rounding(st), w.b
+    them (its flushes through warpruns', which know a value flushed already)."""
+    mode = _rounding(st)
     if mode not in ("rn", "full", "approx") or (mode == "approx" and t != "f32"):
         raise NotVectorisable(f"div {st.mods}")
     ftz = "ftz" in st.mods and t == "f32"
     a, c = (w.read(op, t) for op in st.operands[1:])
     if ftz:
         a, c = warpruns.flushed(w, [a, c])
-    q = b.fdiv(a, c)
-    if mode == "approx":
-        huge = b.fcmp_ordered(">", floatops.fabs(b, c), w.splat(ir.Constant(llvm_type(t), 2.0 ** 126)))
-        zero = intrinsic(b, f"llvm.copysign.v{LANES}f32", c.type, [w.splat(ir.Constant(llvm_type(t), 0.0)), c])
-        q = b.select(huge, b.fmul(a, zero), q)
+    q = floatops.div(w.b, a, c, mode)
     w.write(st.operands[0], warpruns.flushed_result(w, q) if ftz else q, t)
 
 
@@ -294,18 +292,12 @@ def _copysign(w, st):
 
 
 def _count_bits(w, st):
-    """popc, clz and brev of b32 and b64, lane by lane (LLVM's ctpop, ctlz, bitreverse of the
-    vector); popc and clz answer in 32 bits."""
+    """popc, clz and brev of b32 and b64, lane by lane, as the step function's (bitops);
+    popc and clz answer in 32 bits."""
     t = warpruns.form_type(st, {"b32", "b64"})
     a = w.read(st.operands[1], t)
-    name = {"popc": "ctpop", "clz": "ctlz", "brev": "bitreverse"}[st.opcode]
-    args = [a, ir.Constant(ir.IntType(1), 0)] if st.opcode == "clz" else [a]
-    v = intrinsic(w.b, f"llvm.{name}.v{LANES}i{width(t)}", a.type, args)
-    if st.opcode == "brev":
-        return w.write(st.operands[0], v, t)
-    if width(t) == 64:
-        v = w.b.trunc(v, ir.VectorType(I32, LANES))
-    w.write(st.operands[0], v, "u32")
+    v = {"popc": bitops.popc, "clz": bitops.clz, "brev": bitops.brev}[st.opcode](w.b, a)
+    w.write(st.operands[0], v, t if st.opcode == "brev" else "u32")
 
 
 def _bit_field(w, st):
