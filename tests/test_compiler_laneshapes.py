@@ -122,3 +122,32 @@ def test_definitions_that_disagree_or_loop_alone():
     assert s["%r3"] is laneshapes.VARYING       # stride 1 and stride 0 definitions
     assert s["%r4"] is laneshapes.VARYING       # only its own value feeds it
     assert s["%r5"] == 2
+
+
+@pytest.mark.parametrize("text,stride", [
+    ("div.s32 %r3, %r1, %r2;", 0),                     # by a divisor the region tests first
+    ("rem.u32 %r3, %r1, %r2;", 1),
+    ("div.u32 %r3, %r1, 128;", 0),                     # the least immediate: 4 warps' span
+    ("div.u32 %r3, %r1, 127;", None),                  # most warps would pass a multiple
+    ("div.s32 %r3, %r1, -4096;", None),
+    ("div.u32 %r3, %r1, %r4;", None),                  # a divisor the region does not test
+    ("div.u32 %r3, %r4, %r1;", None),                  # a strided divisor
+    ("sub.s32 %r4, 0, %r1;\n    div.s32 %r3, %r4, %r2;", None),     # a dividend that falls
+])
+def test_quotient_forms(text, stride):
+    src = HEADER + f"""
+.visible .entry one(.param .u32 C) {{
+    .reg .b32 %r<6>;
+    mov.u32 %r1, %laneid;
+    ld.param.u32 %r2, [C];
+    mov.u32 %r4, %r2;
+    {text}
+    ret;
+}}"""
+    fn = parse(src).functions[0]
+    s = laneshapes.lane_strides(fn.body, lambda r: 32, {}, divisors=frozenset({"%r2"}))
+    assert s["%r3"] == stride
+    if stride is not None:
+        st = next(st for st in fn.body if getattr(st, "opcode", None) in ("div", "rem"))
+        check = laneshapes.instruction_stride(st, s, lambda r: 32, {}, divisors=frozenset({"%r2"}))[1]
+        assert check[0] == laneshapes.QUOTIENT and check[3:] == (st.mods[-1], 1)

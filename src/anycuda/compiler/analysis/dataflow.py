@@ -405,6 +405,19 @@ def computed_by(reg, opcode, body, defs) -> bool:
     return False
 
 
+def computed_from(registers, body, defs) -> set:
+    """The registers computed from any of `registers` (theirs included), `defs`
+    definition_positions of `body`: one pass forward over the readers. O(n)."""
+    readers = readers_of({r: [body[p] for p in positions] for r, positions in defs.items()})
+    found, todo = set(), list(registers)
+    while todo:
+        r = todo.pop()
+        if r not in found:
+            found.add(r)
+            todo.extend(readers.get(r, ()))
+    return found
+
+
 DATA_LOADS = ("ld", "ldu", "atom", "tex", "suld", "shfl")    # what makes a value data-dependent
 
 

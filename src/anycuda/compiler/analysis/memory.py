@@ -91,15 +91,16 @@ def read_memory(body: list, kernel_params=()) -> tuple:
     return addresses, buffers, roots
 
 
-def buffers_walked(body: list, lo: int, hi: int, roots: dict) -> int:
+def buffers_walked(body: list, lo: int, hi: int, roots: dict, walks=None) -> int:
     """How many buffers the loads and stores of global memory at body positions lo..hi-1 walk:
     the kernel parameters their addresses come from (`roots`, read_memory's), an address
-    that comes from none counted as a buffer of its own. A grid-stride loop's turn reads as
-    many rows of each (warpregions.turn_iterations)."""
+    that comes from none counted as a buffer of its own; `walks(register)`, where given, says
+    whether an address walks at all. A grid-stride loop's turn reads as many rows of each
+    (warpregions.turn_iterations)."""
     buffers = set()
     for st in body[lo:hi]:
         addr = memory_address(st) if global_access(st) else None
-        if isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg):
+        if isinstance(addr, ir.Addr) and isinstance(addr.base, ir.Reg) and (walks is None or walks(addr.base.name)):
             buffers |= roots.get(addr.base.name) or {addr.base.name}
     return len(buffers)
 

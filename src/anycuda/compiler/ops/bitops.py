@@ -125,7 +125,7 @@ def _splat(b, v, t):
     return b.shuffle_vector(one, ir.Constant(one.type, None), ir.Constant(ir.VectorType(I32, t.count), [0] * t.count))
 
 
-def uniform_quotient(b, a, d, signed):
+def uniform_quotient(b, a, d, signed, reciprocal_of=None):
     """`a / d` for 32-bit lanes `a` (a vector, or one integer) and a divisor `d` that is the
     same for all of them, given as one i32, with int_div's answers (x / 0 all ones, INT_MIN /
     -1 INT_MIN); signed: truncated toward zero.
@@ -133,7 +133,8 @@ def uniform_quotient(b, a, d, signed):
     CPUs divide vectors lane by lane: `i / n` by a kernel parameter took 17x the time of
     `i * n`, and a block program's (nvcc's trip count of a grid-stride loop it unrolls by four
     divides by gridDim.x * blockDim.x) was 32 scalar divisions a warp. Instead each lane's
-    quotient is the top word of a * M, M = ceil(2^64 / d) (_reciprocal): exact for every
+    quotient is the top word of a * M, M = ceil(2^64 / d) (`reciprocal_of(b, d)`, by
+    default `reciprocal`, which a caller may remember): exact for every
     32-bit a and d >= 2 (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
     2019: the error a * (M d - 2^64) stays below 2^64 because both factors are below 2^32).
     M would need 65 bits for d = 1, where the quotient is `a` itself. The product takes two
@@ -143,14 +144,14 @@ def uniform_quotient(b, a, d, signed):
     zero = b.icmp_unsigned("==", d, _c(I32, 0))
     if signed:
         minus_a, minus_d = b.icmp_signed("<", a, _c(t, 0)), b.icmp_signed("<", d, _c(I32, 0))
-        q = _magnitude_quotient(b, b.select(minus_a, b.neg(a), a), b.select(minus_d, b.neg(d), d))
+        q = _magnitude_quotient(b, b.select(minus_a, b.neg(a), a), b.select(minus_d, b.neg(d), d), reciprocal_of)
         q = b.select(b.xor(minus_a, _splat(b, minus_d, minus_a.type)), b.neg(q), q)
     else:
-        q = _magnitude_quotient(b, a, d)
+        q = _magnitude_quotient(b, a, d, reciprocal_of)
     return b.select(zero, _c(t, -1), q)
 
 
-def _reciprocal(b, d):
+def reciprocal(b, d):
     """i64 M = ceil(2^64 / d) of a u32 d >= 2 (any value for d < 2), without a division
     instruction: LLVM does not speculate an integer division by a variable, so one made
     behind a thread's `if (i < n)` stayed in the loop over the threads where that loop was
@@ -169,10 +170,10 @@ def _reciprocal(b, d):
     return b.sub(m0, e)
 
 
-def _magnitude_quotient(b, a, d):
+def _magnitude_quotient(b, a, d, reciprocal_of=None):
     """u32 lanes `a` / the u32 `d` (any value for d = 0: the caller answers that)."""
     t = a.type
-    m = _reciprocal(b, d)
+    m = (reciprocal_of or reciprocal)(b, d)
     wide = _like(t, I64)
     low_word, high_word = (_splat(b, b.and_(w, _c(I64, 0xFFFFFFFF)), wide) for w in (m, b.lshr(m, _c(I64, 32))))
     n = b.zext(a, wide)
@@ -181,10 +182,10 @@ def _magnitude_quotient(b, a, d):
     return b.select(b.icmp_unsigned("<=", d, _c(I32, 1)), a, q)
 
 
-def uniform_remainder(b, a, d, signed):
+def uniform_remainder(b, a, d, signed, reciprocal_of=None):
     """`a % d` as uniform_quotient divides, with int_rem's answers (x % 0 all ones, the sign
     the dividend's, x % -1 zero)."""
-    q = uniform_quotient(b, a, d, signed)
+    q = uniform_quotient(b, a, d, signed, reciprocal_of)
     r = b.sub(a, b.mul(q, _splat(b, d, a.type)))
     return b.select(b.icmp_unsigned("==", d, _c(I32, 0)), _c(a.type, -1), r)
 

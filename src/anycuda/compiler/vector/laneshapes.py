@@ -34,6 +34,7 @@ EXTEND = "extend"              # a strided 32-bit value widened: no lane wraps p
 LOW_BITS = "low bits"          # a strided value `and` 2**m - 1: no lane carries past bit m
 THREAD_INDEX = "thread index"  # %tid: the warp's lanes are consecutive in x (ntid.x % 32 == 0)
 FLIPPED = "flipped"            # a strided value `xor` one alike in every lane: no lane carries into its bits
+QUOTIENT = "quotient"          # a strided value divided by one alike in every lane: no lane passes a multiple
 # specials that every lane of a warp reads alike
 _UNIFORM_SPECIALS = frozenset(("ntid", "nctaid", "ctaid", "warpid", "nwarpid", "gridid", "smid", "nsmid",
                                "warpsz"))
@@ -42,6 +43,9 @@ _ACROSS_LANES = frozenset(("shfl", "vote", "match", "activemask", "redux", "elec
                            "call", "tex", "tld4", "suld", "sust",
                            # a fragment's elements are the lane's own (wmma.load reads by %laneid)
                            "mma", "mma.sp", "wmma.mma", "wmma.load", "ldmatrix", "movmatrix", MATRIX_RUN))
+# a divisor keeps the quotient's stride where it is at least this many warps' span of the
+# dividend: at most one warp in as many passes a multiple of it (_quotient)
+QUOTIENT_WARPS = 4
 _UNKNOWN = object()            # a register whose definitions the analysis has not read yet
 
 
@@ -91,13 +95,16 @@ def _constant(op, constants):
     return None
 
 
-def instruction_stride(st, strides, bits, constants, flips=True):
+def instruction_stride(st, strides, bits, constants, flips=True, divisors=frozenset()):
     """(stride of what `st` writes, check) given the registers' strides: check is None, or
     (EXTEND, operand, signed?, its stride), (LOW_BITS, operand, mask, its stride),
-    (FLIPPED, operand, the other operand, its stride) or (THREAD_INDEX,), a condition the
+    (FLIPPED, operand, the other operand, its stride), (QUOTIENT, dividend, divisor, the division's type,
+    the dividend's stride) or (THREAD_INDEX,), a condition the
     lane-0 computation relies on. The stride is _UNKNOWN
     while an operand's is unknown. Without `flips`, an xor keeps no stride (FLIPPED's
-    check would fail: a butterfly's partners in one warp)."""
+    check would fail: a butterfly's partners in one warp). A division keeps one (QUOTIENT)
+    by an immediate divisor, or by a register of `divisors`, which the region tests before it
+    runs (warpregions.EntryRegion.divisors)."""
     ts = type_mods(st.mods)
     t = ts[-1] if ts else "b32"
     if st.guard is not None:
@@ -124,7 +131,7 @@ def instruction_stride(st, strides, bits, constants, flips=True):
         return 0, check
     if t[0] not in "bsu" or st.opcode == "setp":
         return VARYING, None
-    result = _linear(st, srcs, read, constants, width(t), flips)
+    result = _linear(st, srcs, read, constants, width(t), flips, divisors)
     if result is None or (result[1] is not None and check is not None):
         return VARYING, None
     return result[0], result[1] or check
@@ -141,7 +148,7 @@ def _source_type(st, i, t):
     return t
 
 
-def _linear(st, srcs, read, constants, w, flips=True):
+def _linear(st, srcs, read, constants, w, flips=True, divisors=frozenset()):
     """(stride, check) of a linear integer instruction of strided operands, or None."""
     op, mods = st.opcode, set(st.mods)
     if op in ("mov", "cvta") and len(srcs) == 1:
@@ -186,6 +193,8 @@ def _linear(st, srcs, read, constants, w, flips=True):
             if read[1 - i] == 0 and read[i] > 0:
                 return read[i], (FLIPPED, srcs[i], srcs[1 - i], read[i])
         return None
+    if op in ("div", "rem") and len(srcs) == 2:
+        return _quotient(st, srcs, read, constants, divisors)
     if op == "cvt":
         dst, src = type_mods(st.mods)[0], type_mods(st.mods)[-1]
         if dst[0] not in "bsu" or src[0] not in "bsu" or mods & {"sat", "rn", "rz", "rm", "rp", "rni",
@@ -198,6 +207,29 @@ def _linear(st, srcs, read, constants, w, flips=True):
             return None
         return k, (EXTEND, srcs[0], src.startswith("s"), k)
     return None
+
+
+def _quotient(st, srcs, read, constants, divisors):
+    """(stride, check) of an integer div or rem of a growing strided dividend by a divisor alike
+    in every lane, or None. Where no lane's dividend passes a multiple of the divisor, the
+    quotient is one value and the remainder steps as the dividend does: a grid-stride loop's
+    `x[i / C] * y[i % C]` then loads x[i / C] once and y[i % C] as one vector, where divided
+    lane by lane both were gathers (5x the time of the C loop). A warp that fails the check
+    leaves lockstep for the rest of its turn of the loop, which costs more than the division
+    saves (1.5x the time where every warp failed): the divisor must be at least
+    QUOTIENT_WARPS warps' span, an immediate here, a register of `divisors` before the region
+    runs (warpregions.EntryRegion.divisors), so that at most one warp in QUOTIENT_WARPS fails."""
+    k, t = read[0], type_mods(st.mods)[-1]
+    if read[1] != 0 or k <= 0:
+        return None
+    d = _constant(srcs[1], constants)
+    if d is not None:
+        d = normalise(d, width(t)) if t.startswith("s") else d % (1 << width(t))
+        if d < QUOTIENT_WARPS * LANES * k:
+            return None
+    elif not (isinstance(srcs[1], pir.Reg) and srcs[1].name in divisors):
+        return None
+    return (0 if st.opcode == "div" else k), (QUOTIENT, srcs[0], srcs[1], t, k)
 
 
 def _product(srcs, read, constants, w=None, signed=False):
@@ -214,12 +246,12 @@ def _product(srcs, read, constants, w=None, signed=False):
     return None
 
 
-def lane_strides(body, bits, constants, flips=True) -> dict:
+def lane_strides(body, bits, constants, flips=True, divisors=frozenset()) -> dict:
     """{register: its lanes' stride in lockstep, or VARYING} for every register `body` writes.
     `bits(name)` is a register's width (1 for a predicate); `constants` are
     uniformity.constant_registers. A register with a definition of another stride, or of none,
     is VARYING; one whose definitions only read registers of unknown stride (a cycle of its
-    own) is VARYING too. `flips`: as instruction_stride's.
+    own) is VARYING too. `flips`, `divisors`: as instruction_stride's.
 
     A worklist: a register's definitions are read again only when the stride of a register
     they read has changed, and a stride only goes from unknown to known to VARYING (each
@@ -243,7 +275,7 @@ def lane_strides(body, bits, constants, flips=True) -> dict:
         seen = set()
         for pos in defs[r]:
             st = body[pos]
-            s, _ = instruction_stride(st, strides, bits, constants, flips)
+            s, _ = instruction_stride(st, strides, bits, constants, flips, divisors)
             if s is not _UNKNOWN:
                 seen.add(VARYING if len(dataflow.defs_uses(st)[0]) > 1 and s != 0 else s)
         if not seen:

@@ -22,6 +22,7 @@ from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow
 from ..irutil import i32, load_field, vector_constant
+from ..ops import bitops
 from ..types import I1, I32, MEMORY_WRITES, llvm_width
 from . import laneshapes
 from .warpruns import LANES
@@ -59,19 +60,35 @@ class Lockstep:
         b.position_at_end(go_on)
 
     def _untouched(self) -> set:
-        """The pieces a warp may reach in lockstep from the start before it stores anything."""
-        body, pieces = self.f.pfn.body, self.pieces()
-        seen, todo = set(), [self.first + 1]
+        """The pieces a warp reaches in lockstep only before it has stored anything: reached
+        from the start without a store, and not again after one (a grid-stride loop's
+        pieces before its store run again after it, where the threads redoing the warp
+        would apply an in-place update twice)."""
+        pieces = self.pieces()
+        before = self._reached([self.first + 1])
+        writers = [start for start in before if self._writes(pieces[start])]
+        after = self._reached([n for start in writers for n in self._successors(pieces[start])], through=True)
+        return before - after
+
+    def _writes(self, piece) -> bool:
+        body = self.f.pfn.body
+        return piece.stop or any(body[p].opcode in MEMORY_WRITES for p in piece.positions)
+
+    def _successors(self, piece) -> list:
+        body = self.f.pfn.body
+        return [self._target(body[p]) for p in piece.positions if body[p].opcode == "bra"] + [piece.next]
+
+    def _reached(self, starts, through=False) -> set:
+        """The pieces reached from `starts` up to (and with) the first that stores, or
+        `through` those."""
+        pieces, seen, todo = self.pieces(), set(), list(starts)
         while todo:
             start = todo.pop()
             if start in seen or start not in pieces:
                 continue
             seen.add(start)
-            piece = pieces[start]
-            if piece.stop or any(body[p].opcode in MEMORY_WRITES for p in piece.positions):
-                continue
-            todo.extend(self._target(body[p]) for p in piece.positions if body[p].opcode == "bra")
-            todo.append(piece.next)
+            if through or not self._writes(pieces[start]):
+                todo.extend(self._successors(pieces[start]))
         return seen
 
     def _lockstep_instruction(self, st):
@@ -189,6 +206,8 @@ class Lockstep:
         if kind == laneshapes.THREAD_INDEX:
             nx = load_field(b, self.header, abi.CTX["ntid_x"], I32)
             return b.icmp_unsigned("==", b.and_(nx, i32(LANES - 1)), i32(0))
+        if kind == laneshapes.QUOTIENT:
+            return self._no_multiple_passed(*check[1:])
         op, k = check[1], check[-1]
         bits = self._bits(op.name) if isinstance(op, pir.Reg) else 32
         v = self._lane0_scalar(op, f"b{bits}")
@@ -209,6 +228,24 @@ class Lockstep:
         else:
             cmp, top, low = b.icmp_unsigned, (1 << bits) - 1, 0
         return cmp("<=", v, ir.Constant(t, top - span)) if k > 0 else cmp(">=", v, ir.Constant(t, low + span))
+
+    def _no_multiple_passed(self, dividend, divisor, t, k):
+        """i1: lane 0's dividend u and the divisor d of a QUOTIENT form leave the lanes' u + lane
+        * k on one quotient: d > 31 k, and u % d < d - 31 k (signed: u >= 0 as well). The
+        remainder is bitops' multiplication by the divisor's reciprocal for 32 bits (a loop's
+        divisor stays the same: LLVM computes the reciprocal once, before the loop), one
+        division for 64."""
+        b, signed = self.b, t.startswith("s")
+        u, d = (self._lane0_scalar(op, t) for op in (dividend, divisor))
+        span = ir.Constant(u.type, (LANES - 1) * k)
+        wide = (b.icmp_signed if signed else b.icmp_unsigned)(">", d, span)
+        if signed:
+            wide = b.and_(wide, b.icmp_signed(">=", u, ir.Constant(u.type, 0)))
+        if u.type.width == 32:
+            r = bitops.uniform_remainder(b, u, d, False, self.remembered_reciprocal(divisor))
+        else:
+            r = b.urem(u, b.select(wide, d, ir.Constant(u.type, 1)))
+        return b.and_(wide, b.icmp_unsigned("<", r, b.sub(d, span)))
 
     def _enter(self, start):
         """The block that takes the whole warp, all of its lanes at `start`, into lockstep:

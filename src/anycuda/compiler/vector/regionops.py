@@ -265,7 +265,9 @@ def _div(w, st):
     if t in ("u32", "s32") and not isinstance(divisor, pir.Imm) and _alike(w, divisor):   # (LLVM divides by constants itself)
         form = bitops.uniform_quotient if st.opcode == "div" else bitops.uniform_remainder
         d = w.b.extract_element(c, ir.Constant(I32, 0)) if isinstance(c.type, ir.VectorType) else c
-        return w.write(st.operands[0], form(w.b, a, d, t.startswith("s")), t)
+        remembered = getattr(w, "remembered_reciprocal", None)
+        reciprocal_of = remembered(divisor) if remembered else None
+        return w.write(st.operands[0], form(w.b, a, d, t.startswith("s"), reciprocal_of), t)
     form = bitops.int_div if st.opcode == "div" else bitops.int_rem
     w.write(st.operands[0], form(w.b, a, c, t.startswith("s")), t)
 

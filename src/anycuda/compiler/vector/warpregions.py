@@ -71,7 +71,8 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow, gridstride, memory, suspensions, uniformity, walks
-from ..irutil import convert_bits, declare, i32, i64, intrinsic_suffix
+from ..irutil import at_function_start, convert_bits, declare, i32, i64, intrinsic_suffix
+from ..ops import bitops
 from ..ops.instructions import compare, compare_op
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
@@ -145,6 +146,8 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         self.partners = None          # or calls this region function (EntryRegion)
         self.strides = {}             # register -> laneshapes stride of its lanes in lockstep (pieces())
         self.flips = True             # an xor of a strided register keeps its stride (laneshapes)
+        self.divisors = frozenset()   # registers a strided value's division keeps its stride by (laneshapes)
+        self.plain = None             # a region without those forms, called where a divisor is too small
         self.position = None          # the body position of the instruction being emitted
         self.piece = None             # the piece being emitted
         self.reloading = None         # register -> its <1 x T> value, while a lane reload runs
@@ -152,6 +155,8 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         self._defs = None             # dataflow.definition_positions of the body (_definitions)
         self.stores_codes = True      # the lanes' stop codes go to codes[lo ...] when all have stopped
         self._live = None
+        self._reciprocals = {}        # divisor -> the slots of remembered_reciprocal
+        self._from_quotients = None   # the registers computed from a strided quotient (_walks_rows)
 
     # -------------------------------------------------------------- what a region takes
     def takes(self, st) -> bool:
@@ -171,8 +176,8 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
             return self._pieces
         body = self.f.pfn.body
         # the same for every region of the function (its registers' widths, its constants)
-        self.strides = self.f.analysed(("lane_strides", self.flips), lambda: laneshapes.lane_strides(
-            body, self._bits, self.constants, self.flips))
+        self.strides = self.f.analysed(("lane_strides", self.flips, self.divisors), lambda: laneshapes.lane_strides(
+            body, self._bits, self.constants, self.flips, self.divisors))
         pieces, todo = {}, [self.first + 1]
         while todo:
             start = todo.pop()
@@ -243,7 +248,8 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         dsts = dataflow.defs_uses(st)[0]
         if not dsts or any(self.strides.get(r) is laneshapes.VARYING for r in dsts):
             return None
-        return laneshapes.instruction_stride(st, self.strides, self._bits, self.constants, self.flips)[1]
+        return laneshapes.instruction_stride(st, self.strides, self._bits, self.constants, self.flips,
+                                             self.divisors)[1]
 
     def _check_stop(self, st, pos):
         """A lane may stop at a fixed shuffle or a barrier of constant operands:
@@ -268,6 +274,8 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         b = self.b
         body = self.f.pfn.body
         pieces = self.pieces()
+        if self.plain is not None:
+            self._plain_where_divisors_small()
         self._make_slots(pieces)
         for axis in "xyz":
             # kept for the whole function (WarpCode caches them): made where every piece sees them
@@ -333,6 +341,9 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         # called once per warp: a call costs nothing there, and the block function it would
         # be inlined into is large already (layernorm's cold compile 4.1 -> 2.9 s)
         self.fn.attributes.add("noinline")
+        if self.plain is not None:
+            # (the block function keeps room for the turn state of whichever region runs)
+            self.fn.turn_bytes = max(self.fn.turn_bytes, self.plain.turn_bytes)
         return self.fn
 
     # -------------------------------------------------------------- turns
@@ -379,8 +390,21 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
             return TURN_ROWS
         head, back = min(spans, key=lambda span: span[1] - span[0])
         _, _, roots = self.f.memory_read()
-        buffers = memory.buffers_walked(self.f.pfn.body, head, back + 1, roots)
+        body = self.f.pfn.body
+        buffers = memory.buffers_walked(body, head, back + 1, roots, self._walks_rows)
         return max(1, TURN_ROWS // max(buffers, 1))
+
+    def _walks_rows(self, address) -> bool:
+        """Whether an address register may walk the grid's rows: not one computed from a
+        quotient lockstep keeps strided (a broadcast's `x[i / C]` and `y[i % C]` read a row of
+        C and its number, not a row of the grid; counted, the broadcast's turns were one
+        iteration each, the warp's call and state for every 32 elements)."""
+        if self._from_quotients is None:
+            body, defs = self.f.pfn.body, self._definitions()
+            quotients = [r for r, ps in defs.items() for p in ps if body[p].opcode in ("div", "rem")
+                         and (self._check_of(body[p]) or (None,))[0] == laneshapes.QUOTIENT]
+            self._from_quotients = dataflow.computed_from(quotients, body, defs)
+        return address not in self._from_quotients
 
     def _count_turn(self, iterations):
         """At a turn point in lockstep: give way after `iterations` iterations; the block
@@ -688,6 +712,33 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         fn = declare(self.b.module, f"llvm.vector.reduce.{kind}.v{v.type.count}{intrinsic_suffix(elem)}", elem, [v.type])
         return self.b.call(fn, [v])
 
+    def remembered_reciprocal(self, divisor):
+        """(b, d) -> bitops.reciprocal of the u32 d, made again only where `divisor` (an
+        operand) holds another value than at the region's last division by it: a loop's `i /
+        C` made it each turn, a double division and a rounding (a tenth of broadcast_stride's
+        time), which LLVM does not hoist: the region's loops are entered from its dispatch as
+        well as from before them, not loops its passes take."""
+        last, m = self._reciprocal_slots(divisor)
+
+        def reciprocal(b, d):
+            with b.if_then(b.icmp_unsigned("!=", b.load(last), d), likely=False):
+                b.store(d, last)
+                b.store(bitops.reciprocal(b, d), m)
+            return b.load(m)
+        return reciprocal
+
+    def _reciprocal_slots(self, divisor):
+        """The i32 divisor and i64 reciprocal slots of remembered_reciprocal's `divisor`."""
+        key = divisor.name if isinstance(divisor, pir.Reg) else str(divisor)
+        if key not in self._reciprocals:
+            b = self.b
+            with at_function_start(b):
+                last, m = b.alloca(I32), b.alloca(I64)
+                b.store(i32(0), last)        # (any M serves d = 0 and 1: bitops answers those)
+                b.store(i64(0), m)
+            self._reciprocals[key] = last, m
+        return self._reciprocals[key]
+
     # -------------------------------------------------------------- registers in slots
     def reg_value(self, name):
         if self.reloading is not None and name in self.reloading:
@@ -768,6 +819,53 @@ class EntryRegion(WarpRegion):
         # (0.93-0.945x the time without)
         self.stores_codes = bool(f.sites)
         self.takes_turns = not f.sites   # at its grid-stride loops' heads (_turn_points)
+
+    def divisor_parameters(self) -> dict:
+        """{register: its ld.param} of the kernel parameters the kernel divides by, each
+        register written once: divisors a division of a strided value may keep its stride by
+        (laneshapes.QUOTIENT), the region testing them before it runs (_plain_where_divisors_small)."""
+        body, f = self.f.pfn.body, self.f
+        found = {}
+        for r, positions in self._definitions().items():
+            st = body[positions[0]]
+            if len(positions) == 1 and st.opcode == "ld" and st.guard is None and len(st.operands) == 2 \
+                    and f.is_kernel_param(st.operands[1]) and type_mods(st.mods)[-1][0] in "bsu" \
+                    and width(type_mods(st.mods)[-1]) in (32, 64):
+                found[r] = st
+        divided = {st.operands[2].name for st in body if isinstance(st, pir.Instruction)
+                   and st.opcode in ("div", "rem") and len(st.operands) == 3 and isinstance(st.operands[2], pir.Reg)}
+        return {r: st for r, st in found.items() if r in divided}
+
+    def quotient_divisions(self) -> list:
+        """[(divisor register, the division's type, the dividend's stride)] of the divisions
+        whose quotients lockstep keeps strided by a register (laneshapes.QUOTIENT)."""
+        body, pieces = self.f.pfn.body, self.pieces()
+        checks = [self._check_of(body[p]) for piece in pieces.values() for p in piece.positions]
+        return sorted({(c[2].name, c[3], c[4]) for c in checks
+                       if c is not None and c[0] == laneshapes.QUOTIENT and isinstance(c[2], pir.Reg)})
+
+    def _plain_where_divisors_small(self):
+        """At the region's start: where a divisor of quotient_divisions is less than
+        laneshapes.QUOTIENT_WARPS warps' span of its dividend, most warps would fail its check
+        and leave lockstep every turn of their loop: the region without the quotient forms
+        (self.plain) runs the warp instead. The divisors are kernel parameters, alike in every
+        call: a warp that gives way at a turn resumes in the region it started in."""
+        b, params = self.b, self.divisor_parameters()
+        small = ir.Constant(I1, 0)
+        for name, t, k in self.quotient_divisions():
+            ld = params[name]
+            lt = type_mods(ld.mods)[-1]
+            p = b.gep(self.params, [i64(self.f.kernel_param_offset(ld.operands[1]))])
+            d = convert_bits(b, b.load(b.bitcast(p, llvm_type(lt).as_pointer())), llvm_type(t), lt.startswith("s"))
+            least = ir.Constant(d.type, laneshapes.QUOTIENT_WARPS * LANES * k)
+            small = b.or_((b.icmp_signed if t.startswith("s") else b.icmp_unsigned)("<", d, least), small)
+            if d.type.width == 32:
+                # its reciprocal made here, once a call (a turn of the loop), not in the loop
+                last, m = self._reciprocal_slots(pir.Reg(name))
+                b.store(d, last)
+                b.store(bitops.reciprocal(b, d), m)
+        with b.if_then(small, likely=False):
+            b.ret(b.call(self.plain, self.fn.args))
 
     def _turn_points(self) -> list:
         """In a kernel without sites (no yields), the heads of its grid-stride loops: a warp in
@@ -852,8 +950,32 @@ def emit_entry_region(f) -> dict:
         code.takes_turns = partners.takes_turns = False
         partners = _looping_region(partners, True)
         code.partners = partners.fn if partners else None
+    if not flips:
+        _plain_for_divisors(f, code, constants)
     code = _looping_region(code, flips)
     return {0: code.fn} if code else {}
+
+
+def _plain_for_divisors(f, code, constants):
+    """Where entry region `code` keeps a quotient strided by a kernel parameter
+    (EntryRegion.divisor_parameters): the same region without that form, made first, which
+    `code` calls where a divisor is too small (_plain_where_divisors_small); without it, `code`
+    does without the form too."""
+    code.divisors = frozenset(code.divisor_parameters())
+    code._pieces = None                      # (found without the divisors: flips_stores)
+    try:
+        if not code.divisors or not code.quotient_divisions():
+            code.divisors = frozenset()
+            return
+    except NotVectorisable:
+        return
+    finally:
+        code._pieces = None
+    plain = _looping_region(EntryRegion(f, f"{f.fn.name}.plain", constants))
+    if plain is None:
+        code.divisors = frozenset()
+        return
+    code.plain = plain.fn
 
 
 def _looping_region(code, anyway=False):
@@ -885,7 +1007,9 @@ def emit_regions(f) -> dict:
     first row loop, before its first shuffle)."""
     body = f.pfn.body
     constants = uniformity.constant_registers(body)
-    entry = _looping_region(EntryRegion(f, f"{f.fn.name}.region0", constants))
+    entry = EntryRegion(f, f"{f.fn.name}.region0", constants)
+    _plain_for_divisors(f, entry, constants)
+    entry = _looping_region(entry)
     regions = {0: entry.fn} if entry else {}
     covered = entry.reached if entry else set()
     # only where a run of shuffles starts: the lanes of a warp all wait there after the code

@@ -1,0 +1,121 @@
+"""Quotients a warp region keeps as one value in lockstep (laneshapes.QUOTIENT): a grid-stride
+loop's `x[i / C] * y[i % C]`, where no lane of a warp passes a multiple of C, loads x[i / C]
+once and y[i % C] as one vector; a warp whose lanes pass one leaves lockstep for the rest of
+its turn, and a divisor under laneshapes.QUOTIENT_WARPS warps' span sends the warp to the
+region without the form (warpregions.EntryRegion.plain). Checked against numpy on poisoned
+outputs for divisors around each of those limits, of each integer type."""
+import numpy as np
+import pytest
+from llvmlite import ir
+
+import anycuda as ac
+from anycuda.compiler.vector import lockstep
+from conformance import made_regions, poison
+
+SOURCE = r"""
+extern "C" __global__ void broadcast(float* out, const float* x, const float* y, int n, int C) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        out[i] = x[i / C] * y[i % C];
+}
+extern "C" __global__ void broadcast_u64(float* out, const float* x, const float* y, size_t n, size_t C) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)blockDim.x * gridDim.x)
+        out[i] = x[i / C] * y[i % C];
+}
+extern "C" __global__ void pairs(unsigned* q, unsigned* r, unsigned n, unsigned C) {
+    // a dividend that steps by two lanes' worth, unsigned
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        q[i] = (2 * i + 3) / C;
+        r[i] = (2 * i + 3) % C;
+    }
+}
+extern "C" __global__ void signed_pairs(int* q, int* r, int n, int C) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        q[i] = (i - 1000) / C;
+        r[i] = (i - 1000) % C;
+    }
+}
+extern "C" __global__ void in_place(float* x, const float* y, int n, int C) {
+    // an update a warp must not apply twice where its lanes pass a multiple of C after it stored
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        x[i] = x[i] * 2.0f + y[i % C];
+}
+"""
+
+# around 31 lanes' span, the least divisor the form takes (4 warps: 128) and well above
+DIVISORS = [1, 3, 31, 32, 33, 127, 128, 129, 200, 1000, 4099]
+LAUNCHES = [((7,), (128,)), ((3,), (96,)), ((2,), (100,))]     # (the last: a partial warp, thread by thread)
+
+
+def _module():
+    return ac.RawModule(code=SOURCE)
+
+
+def test_the_form_and_the_plain_region_are_made():
+    made, mod = made_regions(SOURCE)
+    assert {"broadcast", "broadcast_u64", "pairs", "signed_pairs", "in_place"} <= set(made)
+    plain = [fn.name for fn in mod.functions if fn.name.endswith(".plain") and [b.name for b in fn.blocks] != ["unused"]]
+    # (not broadcast_u64: nvcc divides in 32 bits where both operands fit, by a register
+    # converted from the parameter, under a branch of the lanes' own)
+    assert sorted(plain) == [f"ptx.k{k}.step.plain" for k in (0, 2, 3, 4)]
+
+
+@pytest.mark.parametrize("C", DIVISORS)
+@pytest.mark.parametrize("grid, block", LAUNCHES)
+def test_broadcast_matches_numpy(rng, C, grid, block):
+    R = int(rng.integers(20, 60))
+    n = R * C + int(rng.integers(0, C))          # (a last row cut short)
+    x, y = rng.random(R + 1, dtype=np.float32), rng.random(C, dtype=np.float32)
+    want = x[np.arange(n) // C] * y[np.arange(n) % C]
+    m = _module()
+    for name, t in (("broadcast", np.int32), ("broadcast_u64", np.uint64)):
+        out = poison(n, np.float32)
+        m.get_function(name)(grid, block, (out, ac.asarray(x), ac.asarray(y), t(n), t(C)))
+        np.testing.assert_array_equal(out.get(), want, err_msg=f"{name} C={C}")
+
+
+@pytest.mark.parametrize("C", [-5, -200, -4099, 7, 300])
+def test_signed_quotients(rng, C):
+    """Toward zero, of dividends that start negative; a negative divisor is under the
+    form's least (signed): the plain region."""
+    n = int(rng.integers(6000, 9000))
+    q, r = poison(n, np.int32), poison(n, np.int32)
+    _module().get_function("signed_pairs")((5,), (128,), (q, r, np.int32(n), np.int32(C)))
+    a = np.arange(n, dtype=np.int64) - 1000
+    quotient = np.sign(a) * np.sign(C) * (np.abs(a) // abs(C))
+    np.testing.assert_array_equal(q.get(), quotient)
+    np.testing.assert_array_equal(r.get(), a - quotient * C)
+
+
+@pytest.mark.parametrize("C", [3, 100, 129, 255, 256, 257, 1001])
+def test_dividends_that_step_by_two(rng, C):
+    n = int(rng.integers(4000, 9000))
+    q, r = poison(n, np.uint32), poison(n, np.uint32)
+    _module().get_function("pairs")((4,), (128,), (q, r, np.uint32(n), np.uint32(C)))
+    a = 2 * np.arange(n, dtype=np.uint64) + 3
+    np.testing.assert_array_equal(q.get(), a // C)
+    np.testing.assert_array_equal(r.get(), a % C)
+
+
+@pytest.mark.parametrize("C", [5, 130, 200, 1000])
+def test_an_in_place_update_runs_once(rng, C):
+    n = int(rng.integers(30000, 50000))
+    x0, y = rng.random(n, dtype=np.float32), rng.random(C, dtype=np.float32)
+    x = ac.asarray(x0)
+    _module().get_function("in_place")((8,), (128,), (x, ac.asarray(y), np.int32(n), np.int32(C)))
+    np.testing.assert_array_equal(x.get(), x0 * np.float32(2) + y[np.arange(n) % C])
+
+
+def test_the_check_is_what_keeps_quotients_right(rng, monkeypatch, tmp_path):
+    """With the check made to answer yes, warps whose lanes pass a multiple of C take one
+    quotient for all of them: the output goes wrong. So the form runs, and its check is what
+    keeps it right."""
+    monkeypatch.setenv("ANYCUDA_CACHE_DIR", str(tmp_path))          # (a fresh compile)
+    monkeypatch.setattr(lockstep.Lockstep, "_no_multiple_passed", lambda self, *check: ir.Constant(ir.IntType(1), 1))
+    C, R = 200, 40
+    x, y = rng.random(R, dtype=np.float32), rng.random(C, dtype=np.float32)
+    out = poison(R * C, np.float32)
+    ac.RawModule(code=SOURCE.replace("broadcast(", "broadcast_forced(")).get_function("broadcast_forced")(
+        (4,), (128,), (out, ac.asarray(x), ac.asarray(y), np.int32(R * C), np.int32(C)))
+    want = x[np.arange(R * C) // C] * y[np.arange(R * C) % C]
+    assert not np.array_equal(out.get(), want)
+
