@@ -114,6 +114,26 @@ def test_bands_are_said(profiling):
                for s in strategies), strategies
 
 
+def test_warp_regions_are_said(profiling):
+    """A grid-stride loop's blocks of whole warps run a warp at a time from the kernel's start
+    (compiler/vector/warpregions.py), and the profile says so; blocks with a partial warp run
+    thread by thread, and it does not."""
+    m = ac.RawModule(code=r"""
+extern "C" __global__ void strided(float* x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) x[i] += 1.0f;
+}""")
+    strided = m.get_function("strided")
+    x = ac.asarray(np.zeros(5000, np.float32))
+    strided((4,), (128,), (x, np.int32(5000)))
+    ac.synchronize()
+    assert _by_name(profiling.rows())["strided"]["Strategy"].endswith(", warp regions from the start")
+    strided((4,), (100,), (x, np.int32(5000)))
+    ac.synchronize()
+    strategies = _by_name(profiling.rows())["strided"]["Strategy"].split("; ")
+    assert sorted(s.endswith("warp regions from the start x1") for s in strategies) == [False, True], strategies
+    np.testing.assert_array_equal(x.get(), np.full(5000, 2, np.float32))
+
+
 def test_a_failed_launch_is_not_counted(profiling):
     m = ac.RawModule(code=SOURCE)
     twice = m.get_function("twice")

@@ -564,9 +564,11 @@ class KernelImage:
         if entry is not self._entry:        # (a block program is optimised code, whatever the tier)
             return f"block program for block shape {tuple(block)}"
         tier = "quick code, " if self.optimising or tiers.mode() == tiers.QUICK else ""
+        # (a block of whole warps runs them a warp at a time: blockfunction)
+        regions = profile.in_warp_regions(self.info.warp_regions) if block[0] * block[1] * block[2] % 32 == 0 else ""
         if self.info.bands and block[1] * block[2] > 1:
-            return f"{tier}{profile.LAUNCH_FUNCTION}{profile.IN_BANDS}"
-        return f"{tier}{profile.LAUNCH_FUNCTION}"
+            return f"{tier}{profile.LAUNCH_FUNCTION}{profile.IN_BANDS}{regions}"
+        return f"{tier}{profile.LAUNCH_FUNCTION}{regions}"
 
     def _choices_by_buffers(self, params: bytes) -> tuple:
         """(whether the stores may stream, the block order) by the size of the buffers the
