@@ -857,8 +857,8 @@ class BlockMemory:
         ptr = b.inttoptr(address, elem.as_pointer())
         if value is None:
             if self.mask is None:
-                return self.splat(b.load(ptr, align=size))
-            return self.splat(self._either(self._some_lane(self.mask), lambda: b.load(ptr, align=size),
+                return self.splat(self._scalar_load(ptr, size))
+            return self.splat(self._either(self._some_lane(self.mask), lambda: self._scalar_load(ptr, size),
                                            lambda: ir.Constant(elem, None)))
         if self.mask is None:
             b.store(b.extract_element(value, i32(self.lanes - 1)), ptr, align=size)
@@ -869,6 +869,15 @@ class BlockMemory:
             last = b.sub(ir.Constant(bits.type, self.lanes - 1), b.call(ctlz, [bits, ir.Constant(I1, 1)]))
             b.store(b.extract_element(value, convert_bits(b, last, I32)), ptr, align=size)
         return None
+
+    def _scalar_load(self, ptr, size):
+        """A load of one element; of constant memory, which no kernel writes, marked
+        invariant, so that LLVM keeps a filter's coefficients out of the loop over the
+        block's rows (conv2d_tiled loaded its 25 each row) whatever the loop stores."""
+        v = self.b.load(ptr, align=size)
+        if self.access_space == "const":
+            v.set_metadata("invariant.load", self.b.module.add_metadata([]))
+        return v
 
     def _interleaved(self, base, k, elem, size, value):
         """Lane t at base + t * k * size: one masked access of the k * lanes elements from
