@@ -85,8 +85,15 @@ def test_checked_forms():
     ("xor.b32 %r2, %r1, 64;", 1),                      # checked: no lane carries into bit 6
     ("sub.s32 %r2, 5, %r1;", -1),
     ("shr.u32 %r2, %r1, 3;", None),                    # 31 lanes cross a multiple of 8
-    ("and.b32 %r2, %r1, 15;", None),
+    ("shl.b32 %r3, %r1, 2;\n    or.b32 %r2, %r3, 3;", 4),       # bits below the stride's: no check
+    ("shl.b32 %r3, %r1, 2;\n    xor.b32 %r2, %r3, 2;", 4),
+    ("shl.b32 %r3, %r1, 2;\n    and.b32 %r2, %r3, 3;", 0),
+    ("shl.b32 %r3, %r1, 2;\n    and.b32 %r2, %r3, -4;", 4),
+    ("shl.b32 %r3, %r1, 2;\n    and.b32 %r2, %r3, -2;", 4),
+    ("mul.lo.s32 %r3, %r1, -8;\n    or.b32 %r2, %r3, 5;", -8),
+    ("shl.b32 %r3, %r1, 2;\n    or.b32 %r2, %r3, 4;", None),    # a bit the lanes step through
     ("or.b32 %r2, %r1, 1;", None),
+    ("and.b32 %r2, %r1, 15;", None),
     ("cvt.rn.f32.u32 %f2, %r1;", None),
     ("mul.lo.s32 %r2, %r1, %r1;", None),
 ])
@@ -100,7 +107,7 @@ def test_one_instruction(text, stride):
     ret;
 }}"""
     s, _ = _strides(src)
-    dst = text.split()[1].rstrip(",")
+    dst = text.split(";")[-2].split()[1].rstrip(",")       # (the last instruction's)
     assert s[dst] == stride
 
 

@@ -180,6 +180,10 @@ def _linear(st, srcs, read, constants, w, flips=True, divisors=frozenset()):
             return None
         i = found[0]
         return normalise(found[1], 2 * w), (EXTEND, srcs[i], type_mods(st.mods)[-1].startswith("s"), read[i])
+    if op in ("and", "or", "xor") and len(srcs) == 2:
+        kept = _below_stride(op, srcs, read, constants, w)
+        if kept is not None:
+            return kept, None
     if op == "and" and len(srcs) == 2:
         for i in (0, 1):
             mask, k = _constant(srcs[1 - i], constants), read[i]
@@ -230,6 +234,25 @@ def _quotient(st, srcs, read, constants, divisors):
     elif not (isinstance(srcs[1], pir.Reg) and srcs[1].name in divisors):
         return None
     return (0 if st.opcode == "div" else k), (QUOTIENT, srcs[0], srcs[1], t, k)
+
+
+def _below_stride(op, srcs, read, constants, w):
+    """The stride of an and, or or xor of a strided value by a constant that holds bits only
+    below the stride's lowest set one (or, for and, every bit from there up), or None. Lanes
+    k apart share those low bits, so the result steps as the value does, with no condition:
+    `2 * i + 1` as nvcc writes it (`or` of 2 * i and 1), `i & ~3` of 4-aligned lanes; an
+    `and` of the low bits alone is one value in every lane."""
+    for i in (0, 1):
+        c, k = _constant(srcs[1 - i], constants), read[i]
+        if c is None or read[1 - i] != 0 or not k:
+            continue
+        c &= (1 << w) - 1
+        low = (k & -k) - 1                  # the bits below k's lowest set one
+        if not c & ~low:
+            return 0 if op == "and" else k
+        if op == "and" and c | low == (1 << w) - 1:
+            return k
+    return None
 
 
 def _product(srcs, read, constants, w=None, signed=False):
