@@ -373,7 +373,10 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         last addresses of the loads prefetch_ahead measures. The resume number is at offset 0."""
         slots = [self.scalars[r] if r in self.scalars else self.slots[r] for r in sorted(live) if r in self.slots]
         state, offset = [], max(64, (self.round_counts_bytes() + 63) // 64 * 64)
-        for slot in slots + self._step_slots:
+        # (and the reciprocals of the divisors: made again at each turn, a double division and a
+        # rounding, they were a tenth of broadcast_stride's time)
+        reciprocals = [slot for pair in self._reciprocals.values() for slot in pair]
+        for slot in slots + self._step_slots + reciprocals:
             ty = slot.type.pointee
             size = max(llvm_width(ty.element) * ty.count // 8, 1) if isinstance(ty, ir.VectorType) else 8
             align = min(size, 64)
@@ -714,10 +717,10 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
 
     def remembered_reciprocal(self, divisor):
         """(b, d) -> bitops.reciprocal of the u32 d, made again only where `divisor` (an
-        operand) holds another value than at the region's last division by it: a loop's `i /
-        C` made it each turn, a double division and a rounding (a tenth of broadcast_stride's
-        time), which LLVM does not hoist: the region's loops are entered from its dispatch as
-        well as from before them, not loops its passes take."""
+        operand) holds another value than at the region's last division by it (kept across
+        turns: _turn_state): a loop's `i / C` made it each iteration, a double division and a
+        rounding, which LLVM does not hoist: the region's loops are entered from its dispatch
+        as well as from before them, not loops its passes take."""
         last, m = self._reciprocal_slots(divisor)
 
         def reciprocal(b, d):
@@ -859,11 +862,6 @@ class EntryRegion(WarpRegion):
             d = convert_bits(b, b.load(b.bitcast(p, llvm_type(lt).as_pointer())), llvm_type(t), lt.startswith("s"))
             least = ir.Constant(d.type, laneshapes.QUOTIENT_WARPS * LANES * k)
             small = b.or_((b.icmp_signed if t.startswith("s") else b.icmp_unsigned)("<", d, least), small)
-            if d.type.width == 32:
-                # its reciprocal made here, once a call (a turn of the loop), not in the loop
-                last, m = self._reciprocal_slots(pir.Reg(name))
-                b.store(d, last)
-                b.store(bitops.reciprocal(b, d), m)
         with b.if_then(small, likely=False):
             b.ret(b.call(self.plain, self.fn.args))
 
