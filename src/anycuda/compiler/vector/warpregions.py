@@ -71,13 +71,13 @@ from llvmlite import ir
 from ...ptx import ir as pir
 from .. import abi
 from ..analysis import dataflow, gridstride, memory, suspensions, uniformity, walks
-from ..irutil import at_function_start, convert_bits, declare, i32, i64, intrinsic_suffix
-from ..ops import bitops
+from ..irutil import convert_bits, declare, i32, i64, intrinsic_suffix
 from ..ops.instructions import compare, compare_op
 from ..ops.table import takes
 from ..types import I1, I32, I64, PTR, llvm_type, llvm_width, type_mods, width
 from . import laneshapes, warpruns
 from .lockstep import Lockstep
+from .regiondivisors import RegionDivisors
 from .regionmemory import RegionMemory
 from .regionops import REGION_MODS, REGION_OPS, cvt_form
 from .warpruns import INT_TYPES, LANES, VECTOR_MODS, NotVectorisable, WarpCode, fixed_shuffle
@@ -110,7 +110,7 @@ class Piece:
     stop: bool = False
 
 
-class WarpRegion(Lockstep, RegionMemory, WarpCode):
+class WarpRegion(Lockstep, RegionMemory, RegionDivisors, WarpCode):
     """The region function of the fixed shuffle at body position `first`: `i32 (i8* spill,
     i8* header, i8* ws, i64 fsize, i32 lo, i8* params, i32* codes, i8* turn)` for the warp
     whose first thread is `lo`, called after the scheduler resolved that shuffle for the
@@ -396,18 +396,6 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         body = self.f.pfn.body
         buffers = memory.buffers_walked(body, head, back + 1, roots, self._walks_rows)
         return max(1, TURN_ROWS // max(buffers, 1))
-
-    def _walks_rows(self, address) -> bool:
-        """Whether an address register may walk the grid's rows: not one computed from a
-        quotient lockstep keeps strided (a broadcast's `x[i / C]` and `y[i % C]` read a row of
-        C and its number, not a row of the grid; counted, the broadcast's turns were one
-        iteration each, the warp's call and state for every 32 elements)."""
-        if self._from_quotients is None:
-            body, defs = self.f.pfn.body, self._definitions()
-            quotients = [r for r, ps in defs.items() for p in ps if body[p].opcode in ("div", "rem")
-                         and (self._check_of(body[p]) or (None,))[0] == laneshapes.QUOTIENT]
-            self._from_quotients = dataflow.computed_from(quotients, body, defs)
-        return address not in self._from_quotients
 
     def _count_turn(self, iterations):
         """At a turn point in lockstep: give way after `iterations` iterations; the block
@@ -715,33 +703,6 @@ class WarpRegion(Lockstep, RegionMemory, WarpCode):
         fn = declare(self.b.module, f"llvm.vector.reduce.{kind}.v{v.type.count}{intrinsic_suffix(elem)}", elem, [v.type])
         return self.b.call(fn, [v])
 
-    def remembered_reciprocal(self, divisor):
-        """(b, d) -> bitops.reciprocal of the u32 d, made again only where `divisor` (an
-        operand) holds another value than at the region's last division by it (kept across
-        turns: _turn_state): a loop's `i / C` made it each iteration, a double division and a
-        rounding, which LLVM does not hoist: the region's loops are entered from its dispatch
-        as well as from before them, not loops its passes take."""
-        last, m = self._reciprocal_slots(divisor)
-
-        def reciprocal(b, d):
-            with b.if_then(b.icmp_unsigned("!=", b.load(last), d), likely=False):
-                b.store(d, last)
-                b.store(bitops.reciprocal(b, d), m)
-            return b.load(m)
-        return reciprocal
-
-    def _reciprocal_slots(self, divisor):
-        """The i32 divisor and i64 reciprocal slots of remembered_reciprocal's `divisor`."""
-        key = divisor.name if isinstance(divisor, pir.Reg) else str(divisor)
-        if key not in self._reciprocals:
-            b = self.b
-            with at_function_start(b):
-                last, m = b.alloca(I32), b.alloca(I64)
-                b.store(i32(0), last)        # (any M serves d = 0 and 1: bitops answers those)
-                b.store(i64(0), m)
-            self._reciprocals[key] = last, m
-        return self._reciprocals[key]
-
     # -------------------------------------------------------------- registers in slots
     def reg_value(self, name):
         if self.reloading is not None and name in self.reloading:
@@ -822,48 +783,6 @@ class EntryRegion(WarpRegion):
         # (0.93-0.945x the time without)
         self.stores_codes = bool(f.sites)
         self.takes_turns = not f.sites   # at its grid-stride loops' heads (_turn_points)
-
-    def divisor_parameters(self) -> dict:
-        """{register: its ld.param} of the kernel parameters the kernel divides by, each
-        register written once: divisors a division of a strided value may keep its stride by
-        (laneshapes.QUOTIENT), the region testing them before it runs (_plain_where_divisors_small)."""
-        body, f = self.f.pfn.body, self.f
-        found = {}
-        for r, positions in self._definitions().items():
-            st = body[positions[0]]
-            if len(positions) == 1 and st.opcode == "ld" and st.guard is None and len(st.operands) == 2 \
-                    and f.is_kernel_param(st.operands[1]) and type_mods(st.mods)[-1][0] in "bsu" \
-                    and width(type_mods(st.mods)[-1]) in (32, 64):
-                found[r] = st
-        divided = {st.operands[2].name for st in body if isinstance(st, pir.Instruction)
-                   and st.opcode in ("div", "rem") and len(st.operands) == 3 and isinstance(st.operands[2], pir.Reg)}
-        return {r: st for r, st in found.items() if r in divided}
-
-    def quotient_divisions(self) -> list:
-        """[(divisor register, the division's type, the dividend's stride)] of the divisions
-        whose quotients lockstep keeps strided by a register (laneshapes.QUOTIENT)."""
-        body, pieces = self.f.pfn.body, self.pieces()
-        checks = [self._check_of(body[p]) for piece in pieces.values() for p in piece.positions]
-        return sorted({(c[2].name, c[3], c[4]) for c in checks
-                       if c is not None and c[0] == laneshapes.QUOTIENT and isinstance(c[2], pir.Reg)})
-
-    def _plain_where_divisors_small(self):
-        """At the region's start: where a divisor of quotient_divisions is less than
-        laneshapes.QUOTIENT_WARPS warps' span of its dividend, most warps would fail its check
-        and leave lockstep every turn of their loop: the region without the quotient forms
-        (self.plain) runs the warp instead. The divisors are kernel parameters, alike in every
-        call: a warp that gives way at a turn resumes in the region it started in."""
-        b, params = self.b, self.divisor_parameters()
-        small = ir.Constant(I1, 0)
-        for name, t, k in self.quotient_divisions():
-            ld = params[name]
-            lt = type_mods(ld.mods)[-1]
-            p = b.gep(self.params, [i64(self.f.kernel_param_offset(ld.operands[1]))])
-            d = convert_bits(b, b.load(b.bitcast(p, llvm_type(lt).as_pointer())), llvm_type(t), lt.startswith("s"))
-            least = ir.Constant(d.type, laneshapes.QUOTIENT_WARPS * LANES * k)
-            small = b.or_((b.icmp_signed if t.startswith("s") else b.icmp_unsigned)("<", d, least), small)
-        with b.if_then(small, likely=False):
-            b.ret(b.call(self.plain, self.fn.args))
 
     def _turn_points(self) -> list:
         """In a kernel without sites (no yields), the heads of its grid-stride loops: a warp in
