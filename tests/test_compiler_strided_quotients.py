@@ -119,3 +119,46 @@ def test_the_check_is_what_keeps_quotients_right(rng, monkeypatch, tmp_path):
     want = x[np.arange(R * C) // C] * y[np.arange(R * C) % C]
     assert not np.array_equal(out.get(), want)
 
+
+
+BLOCK_SUM = r"""
+extern "C" __global__ void strided_then_block_sum(const float* x, const float* y, float* out, float* sums,
+                                                  int n, int C) {
+    // the entry region of a kernel with barriers after the loop (warpregions.emit_regions)
+    __shared__ float s[256];
+    float acc = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        float v = x[i / C] * y[i % C];
+        out[i] = v;
+        acc += v;
+    }
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) sums[blockIdx.x] = s[0];
+}
+"""
+
+
+def test_a_kernel_with_barriers_after_its_loop():
+    made, mod = made_regions(BLOCK_SUM)
+    assert "strided_then_block_sum" in made
+    assert any(fn.name.endswith(".plain") and [b.name for b in fn.blocks] != ["unused"] for fn in mod.functions)
+
+
+@pytest.mark.parametrize("C", [5, 127, 128, 200, 1000, 5000])
+def test_a_kernel_with_barriers_matches_numpy(rng, C):
+    blocks, R = 6, int(rng.integers(20, 40))
+    n = R * C + int(rng.integers(0, C))
+    x = rng.integers(0, 4, R + 1).astype(np.float32)       # (small integers: the sums are exact)
+    y = rng.integers(0, 4, C).astype(np.float32)
+    out, sums = poison(n, np.float32), poison(blocks, np.float32)
+    ac.RawModule(code=BLOCK_SUM).get_function("strided_then_block_sum")(
+        (blocks,), (256,), (ac.asarray(x), ac.asarray(y), out, sums, np.int32(n), np.int32(C)))
+    want = x[np.arange(n) // C] * y[np.arange(n) % C]
+    np.testing.assert_array_equal(out.get(), want)
+    block_of = (np.arange(n) // 256) % blocks                   # the grid-stride loop's block of each i
+    np.testing.assert_array_equal(sums.get(), np.bincount(block_of, weights=want, minlength=blocks).astype(np.float32))
