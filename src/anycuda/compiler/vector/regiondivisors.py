@@ -31,6 +31,13 @@ from . import laneshapes
 from .warpruns import LANES
 
 
+def _integer_cvt(st) -> bool:
+    """Whether st is a cvt between integer types that only truncates or extends."""
+    types = type_mods(st.mods)
+    return st.opcode == "cvt" and len(types) == 2 and all(t[:1] in ("b", "s", "u") for t in types) \
+        and not set(st.mods) - set(types) and len(st.operands) == 2
+
+
 class RegionDivisors:
     """A warp region's divisions (see the module docstring): a part of WarpRegion."""
 
@@ -62,20 +69,38 @@ class RegionDivisors:
         return self._reciprocals[key]
 
     def divisor_parameters(self) -> dict:
-        """{register: its ld.param} of the kernel parameters the kernel divides by, each
-        register written once: divisors a division of a strided value may keep its stride by
+        """{register: its definition} of the kernel's registers written once by an ld.param of
+        an integer, or by an integer cvt of such a register (nvcc's 64-bit division divides in
+        32 bits where both operands fit, by the parameter's low word); {} where the kernel
+        divides by none of them. Divisors a division of a strided value may keep its stride by
         (laneshapes.QUOTIENT), the region testing them before it runs (_plain_where_divisors_small)."""
         body, f = self.f.pfn.body, self.f
         found = {}
-        for r, positions in self._definitions().items():
+        for r, positions in sorted(self._definitions().items(), key=lambda item: item[1][0]):
             st = body[positions[0]]
-            if len(positions) == 1 and st.opcode == "ld" and st.guard is None and len(st.operands) == 2 \
-                    and f.is_kernel_param(st.operands[1]) and type_mods(st.mods)[-1][0] in "bsu" \
-                    and width(type_mods(st.mods)[-1]) in (32, 64):
+            types = type_mods(st.mods)
+            if len(positions) != 1 or st.guard is not None or not types or types[0][:1] not in ("b", "s", "u") \
+                    or width(types[0]) not in (32, 64):
+                continue
+            if st.opcode == "ld" and len(st.operands) == 2 and f.is_kernel_param(st.operands[1]) \
+                    or _integer_cvt(st) and isinstance(st.operands[1], pir.Reg) and st.operands[1].name in found:
                 found[r] = st
-        divided = {st.operands[2].name for st in body if isinstance(st, pir.Instruction)
-                   and st.opcode in ("div", "rem") and len(st.operands) == 3 and isinstance(st.operands[2], pir.Reg)}
-        return {r: st for r, st in found.items() if r in divided}
+        divided = any(isinstance(st, pir.Instruction) and st.opcode in ("div", "rem") and len(st.operands) == 3
+                      and isinstance(st.operands[2], pir.Reg) and st.operands[2].name in found for st in body)
+        return found if divided else {}
+
+    def _divisor_value(self, name, params):
+        """The value divisor register `name` (of divisor_parameters) holds, from the kernel's
+        parameters: its ld.param's, or converted as its cvt converts its parameter's."""
+        b, st = self.b, params[name]
+        t = type_mods(st.mods)[-1]
+        if st.opcode == "ld":
+            p = b.gep(self.params, [i64(self.f.kernel_param_offset(st.operands[1]))])
+            return b.load(b.bitcast(p, llvm_type(t).as_pointer())), t
+        value, src = self._divisor_value(st.operands[1].name, params)
+        source = type_mods(st.mods)[-1]
+        return convert_bits(b, convert_bits(b, value, llvm_type(source), src.startswith("s")), llvm_type(
+            type_mods(st.mods)[0]), source.startswith("s")), type_mods(st.mods)[0]
 
     def quotient_divisions(self) -> list:
         """[(divisor register, the division's type, the dividend's stride)] of the divisions
@@ -94,10 +119,8 @@ class RegionDivisors:
         b, params = self.b, self.divisor_parameters()
         small = ir.Constant(I1, 0)
         for name, t, k in self.quotient_divisions():
-            ld = params[name]
-            lt = type_mods(ld.mods)[-1]
-            p = b.gep(self.params, [i64(self.f.kernel_param_offset(ld.operands[1]))])
-            d = convert_bits(b, b.load(b.bitcast(p, llvm_type(lt).as_pointer())), llvm_type(t), lt.startswith("s"))
+            value, vt = self._divisor_value(name, params)
+            d = convert_bits(b, value, llvm_type(t), vt.startswith("s"))
             least = ir.Constant(d.type, laneshapes.QUOTIENT_WARPS * LANES * k)
             small = b.or_((b.icmp_signed if t.startswith("s") else b.icmp_unsigned)("<", d, least), small)
         with b.if_then(small, likely=False):
