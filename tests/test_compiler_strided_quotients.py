@@ -162,3 +162,41 @@ def test_a_kernel_with_barriers_matches_numpy(rng, C):
     np.testing.assert_array_equal(out.get(), want)
     block_of = (np.arange(n) // 256) % blocks                   # the grid-stride loop's block of each i
     np.testing.assert_array_equal(sums.get(), np.bincount(block_of, weights=want, minlength=blocks).astype(np.float32))
+
+
+FAR = r"""
+extern "C" __global__ void far_quotients(unsigned long long* q, unsigned long long* r, size_t base, size_t n,
+                                         size_t C) {
+    // dividends on both sides of 2^32: nvcc's 32-bit division below, its 64-bit one above
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)blockDim.x * gridDim.x) {
+        size_t a = base + i;
+        q[i] = a / C;
+        r[i] = a % C;
+    }
+}
+extern "C" __global__ void far_signed(long long* q, long long* r, long long base, long long n, long long C) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+        long long a = base + i;
+        q[i] = a / C;
+        r[i] = a % C;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("C", [7, 200, 1000, 2 ** 32 + 1000, 2 ** 40 + 3])
+def test_quotients_of_64_bit_indices(rng, C):
+    n, base = int(rng.integers(20000, 30000)), 2 ** 32 - int(rng.integers(5000, 15000))
+    m = ac.RawModule(code=FAR)
+    q, r = poison(n, np.uint64), poison(n, np.uint64)
+    m.get_function("far_quotients")((4,), (128,), (q, r, np.uint64(base), np.uint64(n), np.uint64(C)))
+    a = np.uint64(base) + np.arange(n, dtype=np.uint64)
+    np.testing.assert_array_equal(q.get(), a // np.uint64(C))
+    np.testing.assert_array_equal(r.get(), a % np.uint64(C))
+    for sign in (1, -1):
+        q, r = poison(n, np.int64), poison(n, np.int64)
+        m.get_function("far_signed")((4,), (128,), (q, r, np.int64(sign * base), np.int64(n), np.int64(C)))
+        a = sign * base + np.arange(n, dtype=np.int64)
+        want = np.sign(a) * (np.abs(a) // C)            # toward zero, C > 0
+        np.testing.assert_array_equal(q.get(), want)
+        np.testing.assert_array_equal(r.get(), a - want * C)
