@@ -200,3 +200,35 @@ def test_quotients_of_64_bit_indices(rng, C):
         want = np.sign(a) * (np.abs(a) // C)            # toward zero, C > 0
         np.testing.assert_array_equal(q.get(), want)
         np.testing.assert_array_equal(r.get(), a - want * C)
+
+
+STEPS = r"""
+#define STEP(K) \
+extern "C" __global__ void step_##K(int* q, int* r, int n, int c, int C) { \
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) { \
+        q[i] = (K * i + c) / C; \
+        r[i] = (K * i + c) % C; \
+    } \
+}
+STEP(1) STEP(2) STEP(3) STEP(5)
+"""
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_random_steps_offsets_and_launches(rng, trial):
+    """Dividends k * i + c (c negative too: the first warps fail the check's sign), divisors
+    about the form's least for each k, launches of whole warps and not, against numpy."""
+    m = ac.RawModule(code=STEPS)
+    for k in (1, 2, 3, 5):
+        least = 128 * k
+        C = int(rng.choice([rng.integers(1, least), least, least + 1, rng.integers(least, 20 * least)]))
+        C *= int(rng.choice([1, 1, 1, -1]))
+        n, c = int(rng.integers(3000, 9000)), int(rng.integers(-5000, 5000))
+        block = int(rng.choice([32, 64, 96, 128, 256, 100]))
+        grid = int(rng.integers(1, 9))
+        q, r = poison(n, np.int32), poison(n, np.int32)
+        m.get_function(f"step_{k}")((grid,), (block,), (q, r, np.int32(n), np.int32(c), np.int32(C)))
+        a = k * np.arange(n, dtype=np.int64) + c
+        want = np.sign(a) * np.sign(C) * (np.abs(a) // abs(C))
+        np.testing.assert_array_equal(q.get(), want, err_msg=f"k={k} C={C} c={c} {grid}x{block}")
+        np.testing.assert_array_equal(r.get(), a - want * C, err_msg=f"k={k} C={C} c={c} {grid}x{block}")
