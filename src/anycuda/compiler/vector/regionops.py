@@ -331,37 +331,30 @@ def _alike(w, op) -> bool:
 
 
 def _root_or_reciprocal(w, st):
-    """rcp.rn / .approx, sqrt.rn / .approx, rsqrt.approx of floats (.ftz of f32: subnormal
-    inputs and results flushed), as floatops.unary computes them (rcp.approx.ftz is
+    """rcp.rn / .approx, sqrt.rn / .approx, rsqrt.approx of floats (rcp.approx.ftz is
     __fdividef's and tanhf's: without it a grid-stride loop of GELU ran each thread's loop
     alone, scalar, 11x the time of a thread per element)."""
-    t = warpruns.form_type(st, FLOAT_TYPES)
     mode = _rounding(st)
-    x = w.read(st.operands[1], t)
-    b = w.b
-    ftz = "ftz" in st.mods and t == "f32"
-    if ftz:
-        (x,) = warpruns.flushed(w, [x])
-    one = w.splat(ir.Constant(llvm_type(t), 1.0))
-    sqrt = lambda v: b.call(declare(b.module, f"llvm.sqrt.v{v.type.count}{t}", v.type, [v.type]), [v])
-    if st.opcode == "rcp" and mode in ("rn", "approx"):
-        v = b.fdiv(one, x)
-    elif st.opcode == "sqrt" and mode in ("rn", "approx"):
-        v = sqrt(x)
-    elif st.opcode == "rsqrt" and mode == "approx":
-        v = b.fdiv(one, sqrt(x))
-    else:
+    if mode not in ("rn", "approx") or st.opcode == "rsqrt" and mode != "approx":
         raise NotVectorisable(f"{st.opcode} {st.mods}")
-    w.write(st.operands[0], warpruns.flushed_result(w, v) if ftz else v, t)
+    _unary(w, st, warpruns.form_type(st, FLOAT_TYPES), mode)
 
 
 def _approximation(w, st):
-    """ex2, lg2, sin, cos, tanh .approx of f32 (.ftz or not), as floatops.unary computes them
-    for one thread: ex2 as arithmetic (nvcc's expf, softmax's and GELU's), the others by
-    LLVM's intrinsics."""
-    t = warpruns.form_type(st, {"f32"})
+    """ex2, lg2, sin, cos, tanh .approx of f32 (.ftz or not): ex2 as arithmetic (nvcc's expf,
+    softmax's and GELU's), the others by LLVM's intrinsics."""
+    _unary(w, st, warpruns.form_type(st, {"f32"}), "approx")
+
+
+def _unary(w, st, t, mode):
+    """A unary float instruction as floatops.unary computes it for one thread; .ftz of f32
+    flushes its input and result through warpruns', which know a value flushed already."""
+    ftz = "ftz" in st.mods and t == "f32"
     x = w.read(st.operands[1], t)
-    w.write(st.operands[0], floatops.unary(w.b, st.opcode, x, "approx", "ftz" in st.mods), t)
+    if ftz:
+        (x,) = warpruns.flushed(w, [x])
+    v = floatops.unary(w.b, st.opcode, x, mode, False)
+    w.write(st.operands[0], warpruns.flushed_result(w, v) if ftz else v, t)
 
 
 def _neg_abs(w, st):
