@@ -134,6 +134,34 @@ extern "C" __global__ void strided(float* x, int n) {
     np.testing.assert_array_equal(x.get(), np.full(5000, 2, np.float32))
 
 
+STRIDED = r"""
+extern "C" __global__ void strided(float* x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) x[i] += 1.0f;
+}"""
+
+
+def test_warp_regions_are_said_for_the_code_that_ran(profiling, monkeypatch, fresh_cache):
+    """Tiered, a kernel's quick code (lean: no warp regions) and then its optimised code (with
+    them) run its launches, and the Strategy says which did what, whichever lowering its info
+    came from."""
+    import struct
+    from anycuda.cudac import compile_to_ptx
+    from anycuda.runtime.program import Program
+    monkeypatch.setenv("ANYCUDA_JIT", "tiered")
+    prog = Program(compile_to_ptx(STRIDED), "strided.ptx")
+    kernel = prog.kernel("strided")
+    job = prog.compiled_kernel("strided").optimised
+    x = np.zeros(5000, np.float32)
+    for _ in range(2):              # before and after the switch
+        kernel.launch((4, 1, 1), (128, 1, 1), struct.pack("<Qi", x.ctypes.data, x.size))
+        assert job is not None and job.done.wait(300), "the optimised code never arrived"
+    np.testing.assert_array_equal(x, np.full(5000, 2, np.float32))
+    strategies = _by_name(profiling.rows())["strided"]["Strategy"].split("; ")
+    assert sorted(strategies) == ["quick code, thread loop (chunk calls or grid-stride turns) x1",
+                                  "thread loop (chunk calls or grid-stride turns), warp regions from the start x1"], \
+        strategies
+
+
 def test_a_failed_launch_is_not_counted(profiling):
     m = ac.RawModule(code=SOURCE)
     twice = m.get_function("twice")

@@ -166,9 +166,16 @@ COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Min (ns)", "
 
 
 LAUNCH_FUNCTION = "launch function"      # a launch that ran the kernel's own (not a block program)
-def in_warp_regions(sites) -> str:
+def in_warp_regions(loaded, export: str) -> str:
     """What a launch function's blocks of whole warps run as warp regions (the kernel from its
-    start, or after some of its barriers and warp collectives: compiler/vector/warpregions.py)."""
+    start, or after some of its barriers and warp collectives: compiler/vector/warpregions.py),
+    read from the functions of its linked object `loaded` (`ptx.kN.step.regionS`, N the
+    kernel's index in its module, as in its launch function `export`, S a site, 0 its start):
+    the quick tier's lean code has none, the optimised code that takes over has those made,
+    whichever lowering the kernel's info came from."""
+    prefix = f"ptx.k{export.rsplit('.', 1)[-1]}.step.region"
+    sites = [int(name[len(prefix):]) for name in loaded.function_names()
+             if name.startswith(prefix) and name[len(prefix):].isdigit()]
     after = len([s for s in sites if s != 0])
     parts = (["from the start"] if 0 in sites else []) + ([f"after {after} of its stops"] if after else [])
     return f", warp regions {' and '.join(parts)}" if parts else ""

@@ -565,7 +565,8 @@ class KernelImage:
             return f"block program for block shape {tuple(block)}"
         tier = "quick code, " if self.optimising or tiers.mode() == tiers.QUICK else ""
         # (a block of whole warps runs them a warp at a time: blockfunction)
-        regions = profile.in_warp_regions(self.info.warp_regions) if block[0] * block[1] * block[2] % 32 == 0 else ""
+        regions = profile.in_warp_regions(self._jit, self.info.export) \
+            if self._jit is not None and block[0] * block[1] * block[2] % 32 == 0 else ""
         if self.info.bands and block[1] * block[2] > 1:
             return f"{tier}{profile.LAUNCH_FUNCTION}{profile.IN_BANDS}{regions}"
         return f"{tier}{profile.LAUNCH_FUNCTION}{regions}"

@@ -198,6 +198,15 @@ class LoadedObject:
             _renew_exit_watch()
         if perfmap.enabled():
             perfmap.record(object_code, self.address)
+        self._functions = None
+        self._object_code = object_code
+
+    def function_names(self) -> frozenset:
+        """The names of the functions the object holds, its internal ones too (found once;
+        the profile reads a kernel's warp regions from them)."""
+        if self._functions is None:
+            self._functions = frozenset(name for name, *_ in perfmap.function_symbols(self._object_code))
+        return self._functions
 
     def __del__(self, _exit=_exit, _kept_at_exit=_kept_at_exit):
         # the module's names are bound here: an object kept until the interpreter tears down

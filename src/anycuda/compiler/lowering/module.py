@@ -50,7 +50,6 @@ class KernelInfo:
     check_tool: str = ""              # the sanitizer tool it was built for (memcheck.mode())
     sync_sites: dict = field(default_factory=dict)   # synccheck: resume code -> its check site's number
     block_programs: bool = False      # block programs may take its launches (pipeline._block_programs_may_take)
-    warp_regions: tuple = ()          # the sites its warp regions start at, 0 its start (vector/warpregions.py)
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
@@ -381,7 +380,6 @@ class ModuleLowering:
                                        bands=not lowering.sites and not lowering.reads_shared
                                        and memory.any_block_order(pfn.body),
                                        segments=lowering.segments())
-        info.warp_regions = tuple(sorted(lowering.regions))
         block = blockfunction.emit_block_function(self.mod, plan)
         bands.add_band(self.mod, plan, block)
         info.bands = getattr(block, "band", None) is not None
