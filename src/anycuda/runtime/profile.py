@@ -166,6 +166,11 @@ COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Min (ns)", "
 
 
 LAUNCH_FUNCTION = "launch function"      # a launch that ran the kernel's own (not a block program)
+IN_BANDS = ", in bands of a grid row"    # ... whose blocks ran a grid row at a time (compiler/simt/bands.py)
+NOT_READY = "not ready at exit"
+NOT_NEEDED = "not needed"                # block programs ran every launch: its optimised code was never asked for
+
+
 def in_warp_regions(loaded, export: str) -> str:
     """What a launch function's blocks of whole warps run as warp regions (the kernel from its
     start, or after some of its barriers and warp collectives: compiler/vector/warpregions.py),
@@ -179,11 +184,6 @@ def in_warp_regions(loaded, export: str) -> str:
     after = len([s for s in sites if s != 0])
     parts = (["from the start"] if 0 in sites else []) + ([f"after {after} of its stops"] if after else [])
     return f", warp regions {' and '.join(parts)}" if parts else ""
-
-
-IN_BANDS = ", in bands of a grid row"    # ... whose blocks ran a grid row at a time (compiler/simt/bands.py)
-NOT_READY = "not ready at exit"
-NOT_NEEDED = "not needed"                # block programs ran every launch: its optimised code was never asked for
 
 
 def _optimised_time(stats: _KernelStats) -> str:

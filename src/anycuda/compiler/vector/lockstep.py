@@ -232,9 +232,8 @@ class Lockstep:
     def _no_multiple_passed(self, dividend, divisor, t, k):
         """i1: lane 0's dividend u and the divisor d of a QUOTIENT form leave the lanes' u + lane
         * k on one quotient: d > 31 k, and u % d < d - 31 k (signed: u >= 0 as well). The
-        remainder is bitops' multiplication by the divisor's reciprocal for 32 bits (a loop's
-        divisor stays the same: LLVM computes the reciprocal once, before the loop), one
-        division for 64."""
+        remainder is bitops' multiplication by the divisor's reciprocal for 32 bits (the
+        region's remembered_reciprocal), one division for 64."""
         b, signed = self.b, t.startswith("s")
         u, d = (self._lane0_scalar(op, t) for op in (dividend, divisor))
         span = ir.Constant(u.type, (LANES - 1) * k)

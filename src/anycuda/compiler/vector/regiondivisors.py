@@ -89,26 +89,37 @@ class RegionDivisors:
                       and isinstance(st.operands[2], pir.Reg) and st.operands[2].name in found for st in body)
         return found if divided else {}
 
-    def _divisor_value(self, name, params):
-        """The value divisor register `name` (of divisor_parameters) holds, from the kernel's
+    def use_divisors(self, definitions):
+        """Take the registers of `definitions` (divisor_parameters') as the divisors a division
+        keeps its quotient strided by; the pieces found so far assumed others."""
+        self._divisor_definitions = definitions
+        self.divisors = frozenset(definitions)
+        self._pieces = None
+
+    def _divisor_value(self, name):
+        """(value, type) that divisor register `name` (of use_divisors) holds, from the kernel's
         parameters: its ld.param's, or converted as its cvt converts its parameter's."""
-        b, st = self.b, params[name]
+        b, st = self.b, self._divisor_definitions[name]
         t = type_mods(st.mods)[-1]
         if st.opcode == "ld":
             p = b.gep(self.params, [i64(self.f.kernel_param_offset(st.operands[1]))])
             return b.load(b.bitcast(p, llvm_type(t).as_pointer())), t
-        value, src = self._divisor_value(st.operands[1].name, params)
-        source = type_mods(st.mods)[-1]
-        return convert_bits(b, convert_bits(b, value, llvm_type(source), src.startswith("s")), llvm_type(
-            type_mods(st.mods)[0]), source.startswith("s")), type_mods(st.mods)[0]
+        value, vt = self._divisor_value(st.operands[1].name)
+        dst = type_mods(st.mods)[0]
+        source = convert_bits(b, value, llvm_type(t), vt.startswith("s"))
+        return convert_bits(b, source, llvm_type(dst), t.startswith("s")), dst
 
     def quotient_divisions(self) -> list:
         """[(divisor register, the division's type, the dividend's stride)] of the divisions
         whose quotients lockstep keeps strided by a register (laneshapes.QUOTIENT)."""
         body, pieces = self.f.pfn.body, self.pieces()
-        checks = [self._check_of(body[p]) for piece in pieces.values() for p in piece.positions]
-        return sorted({(c[2].name, c[3], c[4]) for c in checks
-                       if c is not None and c[0] == laneshapes.QUOTIENT and isinstance(c[2], pir.Reg)})
+        checks = [self._quotient_check(body[p]) for piece in pieces.values() for p in piece.positions]
+        return sorted({(c[2].name, c[3], c[4]) for c in checks if c is not None and isinstance(c[2], pir.Reg)})
+
+    def _quotient_check(self, st):
+        """The QUOTIENT check of a div or rem whose quotient lockstep keeps strided, or None."""
+        check = self._check_of(st) if st.opcode in ("div", "rem") else None
+        return check if check is not None and check[0] == laneshapes.QUOTIENT else None
 
     def _plain_where_divisors_small(self):
         """At the region's start: where a divisor of quotient_divisions is less than
@@ -116,10 +127,10 @@ class RegionDivisors:
         and leave lockstep every turn of their loop: the region without the quotient forms
         (self.plain) runs the warp instead. The divisors are kernel parameters, alike in every
         call: a warp that gives way at a turn resumes in the region it started in."""
-        b, params = self.b, self.divisor_parameters()
+        b = self.b
         small = ir.Constant(I1, 0)
         for name, t, k in self.quotient_divisions():
-            value, vt = self._divisor_value(name, params)
+            value, vt = self._divisor_value(name)
             d = convert_bits(b, value, llvm_type(t), vt.startswith("s"))
             least = ir.Constant(d.type, laneshapes.QUOTIENT_WARPS * LANES * k)
             small = b.or_((b.icmp_signed if t.startswith("s") else b.icmp_unsigned)("<", d, least), small)
@@ -133,7 +144,6 @@ class RegionDivisors:
         iteration each, the warp's call and state for every 32 elements)."""
         if self._from_quotients is None:
             body, defs = self.f.pfn.body, self._definitions()
-            quotients = [r for r, ps in defs.items() for p in ps if body[p].opcode in ("div", "rem")
-                         and (self._check_of(body[p]) or (None,))[0] == laneshapes.QUOTIENT]
+            quotients = [r for r, ps in defs.items() for p in ps if self._quotient_check(body[p]) is not None]
             self._from_quotients = dataflow.computed_from(quotients, body, defs)
         return address not in self._from_quotients

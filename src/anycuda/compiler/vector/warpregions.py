@@ -146,7 +146,8 @@ class WarpRegion(Lockstep, RegionMemory, RegionDivisors, WarpCode):
         self.partners = None          # or calls this region function (EntryRegion)
         self.strides = {}             # register -> laneshapes stride of its lanes in lockstep (pieces())
         self.flips = True             # an xor of a strided register keeps its stride (laneshapes)
-        self.divisors = frozenset()   # registers a strided value's division keeps its stride by (laneshapes)
+        self.divisors = frozenset()   # registers a strided value's division keeps its stride by (use_divisors)
+        self._divisor_definitions = {}  # their definitions (divisor_parameters)
         self.plain = None             # a region without those forms, called where a divisor is too small
         self.position = None          # the body position of the instruction being emitted
         self.piece = None             # the piece being emitted
@@ -393,8 +394,7 @@ class WarpRegion(Lockstep, RegionMemory, RegionDivisors, WarpCode):
             return TURN_ROWS
         head, back = min(spans, key=lambda span: span[1] - span[0])
         _, _, roots = self.f.memory_read()
-        body = self.f.pfn.body
-        buffers = memory.buffers_walked(body, head, back + 1, roots, self._walks_rows)
+        buffers = memory.buffers_walked(self.f.pfn.body, head, back + 1, roots, self._walks_rows)
         return max(1, TURN_ROWS // max(buffers, 1))
 
     def _count_turn(self, iterations):
@@ -875,24 +875,19 @@ def emit_entry_region(f) -> dict:
 
 def _plain_for_divisors(f, code, constants):
     """Where entry region `code` keeps a quotient strided by a kernel parameter
-    (EntryRegion.divisor_parameters): the same region without that form, made first, which
-    `code` calls where a divisor is too small (_plain_where_divisors_small); without it, `code`
-    does without the form too."""
-    code.divisors = frozenset(code.divisor_parameters())
-    code._pieces = None                      # (found without the divisors: flips_stores)
+    (divisor_parameters): the same region without that form, made first, which `code` calls
+    where a divisor is too small (_plain_where_divisors_small); without it, `code` does without
+    the form too."""
+    code.use_divisors(code.divisor_parameters())
     try:
-        if not code.divisors or not code.quotient_divisions():
-            code.divisors = frozenset()
-            return
+        divides = bool(code.divisors) and bool(code.quotient_divisions())
     except NotVectorisable:
-        return
-    finally:
-        code._pieces = None
-    plain = _looping_region(EntryRegion(f, f"{f.fn.name}.plain", constants))
+        return                                  # (nor is `code` made)
+    plain = _looping_region(EntryRegion(f, f"{f.fn.name}.plain", constants)) if divides else None
     if plain is None:
-        code.divisors = frozenset()
-        return
-    code.plain = plain.fn
+        code.use_divisors({})
+    else:
+        code.plain = plain.fn
 
 
 def _looping_region(code, anyway=False):
