@@ -128,10 +128,14 @@ def _skewed_keys(rng, n, bins):
     return np.minimum(rng.exponential(bins / 6, n), bins - 1).astype(np.int32)
 
 
+@pytest.mark.parametrize("bins", [300, 200])
 @pytest.mark.parametrize("spelling", ["", "_stride"])
 @pytest.mark.parametrize("name,ct,call,dtype,ufunc", FORMS, ids=[f[0] for f in FORMS])
-def test_every_form_per_address(mod, rng, name, ct, call, dtype, ufunc, spelling):
-    n, bins = 60_000 + int(rng.integers(0, 256)), 300          # more bins than entries: some handed over
+def test_every_form_per_address(mod, rng, name, ct, call, dtype, ufunc, spelling, bins):
+    """300 bins: more than the table's entries, some handed over (the table dense until its
+    span passes 256 elements); 200: the table stays dense (a warp region's lanes add straight
+    into their entries)."""
+    n = 60_000 + int(rng.integers(0, 256))
     keys = _skewed_keys(rng, n, bins)
     vals = _values(rng, dtype, n, ufunc)
     start = _values(rng, dtype, bins, ufunc)
@@ -162,6 +166,25 @@ def test_addresses_that_share_an_entry(mod, rng, stride):
                                                                   np.int32(stride), np.int32(n)))
         ac.synchronize()
         assert np.array_equal(out.get(), _expected(np.zeros(bins * stride, np.uint32), keys, vals, stride, np.add))
+
+
+@pytest.mark.parametrize("far", [255, 256, 4096])
+def test_a_dense_span_grown_and_given_up(mod, rng, far):
+    """Keys in rising runs grow the span a dense table fills (its entries for the elements
+    between filled at the identity); one far key (255: the span still 256 elements; 256 or
+    more: it is not) and the table goes on with the other keys. Bins no key reaches keep
+    their values."""
+    n = 40_000 + int(rng.integers(0, 256))
+    keys = np.sort(rng.integers(0, 200, n)).astype(np.int32)
+    keys[rng.choice(n, 50, replace=False)] = far
+    vals = rng.integers(0, 1 << 20, n).astype(np.uint32)
+    start = rng.integers(0, 1 << 30, far + 64).astype(np.uint32)
+    for spelling, grid in (("", (n + 255) // 256), ("_stride", 3)):
+        out = ac.asarray(start)
+        mod.get_function("bins_u32" + spelling)((grid,), (256,), (ac.asarray(keys), ac.asarray(vals), out,
+                                                                  np.int32(1), np.int32(n)))
+        ac.synchronize()
+        assert np.array_equal(out.get(), _expected(start, keys, vals, 1, np.add))
 
 
 @pytest.mark.parametrize("workers", [None, 1])

@@ -25,6 +25,15 @@ PTX memory model), and every atomic is performed before the kernel ends.
 An atomic on a bad address faults where its entry is performed: at the end of the block (or
 of the worker's run of blocks), which is the block the failed launch names. Address 0 is the
 empty entry's key, so an atomic on it is performed at once (and faults there).
+
+Dense tables. While the addresses held span at most ENTRIES elements (and are aligned to
+theirs), no two of them share an entry; the table then keeps an entry for every element of
+that span (`lo..hi`), those no thread added to (filled) holding the operation's identity. A
+warp region's lanes whose addresses all fall in the span need no key compared, no entry
+taken and no hand-over: each adds into its element's entry (`dense_entries`), as a loop
+over a block's shared-memory bins does. A filled entry still at its identity is not
+performed (an atomic of the identity would change nothing, and the element may be none of
+the program's).
 """
 from __future__ import annotations
 
@@ -40,9 +49,11 @@ from . import aggregation, floatops
 
 ENTRIES = 256                         # a power of two: a byte histogram's bins, one entry each
 _LO, _HI, _COUNT = 0, 8, 16           # lowest address held, end of the highest, entries taken
+_DENSE, _SPAN = 20, 24                # i32 1 while dense; i64 hi - lo while dense, else 0
 _KEYS = 64                            # i64 address per entry (0: empty)
 _TOTALS = _KEYS + 8 * ENTRIES         # the entry's combined value, 8 bytes per entry
 _TAKEN = _TOTALS + 8 * ENTRIES        # i32 entries in the order they were taken (flush walks these)
+_FILLED = ENTRIES                     # set in a taken entry's number where it was filled
 TABLE_BYTES = _TAKEN + 4 * ENTRIES
 
 _WIDTHS = {"u32": 4, "s32": 4, "b32": 4, "f32": 4, "u64": 8, "s64": 8, "b64": 8, "f64": 8}
@@ -85,8 +96,9 @@ class Table:
     def merge(self, b, fr, carried):
         add = self.add_function(b.module)
         base = self._at(b, fr, 0)
-        with _each_taken(b, base) as slot:
-            b.call(add, [carried, b.load(_key(b, base, slot)), b.load(self._total(b, base, slot))])
+        with self._each_taken(b, base) as (slot, total, idle):
+            with b.if_then(b.not_(idle)):
+                b.call(add, [carried, b.load(_key(b, base, slot)), total])
 
     # ------------------------------------------------------------------ helpers
     def _at(self, b, fr, offset):
@@ -110,11 +122,11 @@ class Table:
         fr, addr, v = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         base = self._at(b, fr, 0)
-        size = _WIDTHS[self.ptx_type]
+        size = self.size
         with b.if_then(b.icmp_unsigned("==", addr, i64(0)), likely=False):
             aggregation.perform(b, addr, v, self.kind, self.ptx_type)      # faults, as on a GPU
             b.ret_void()
-        slot = b.and_(b.lshr(addr, i64(size.bit_length() - 1)), i64(ENTRIES - 1))
+        slot = _slot(b, addr, size)
         key_p, total_p = _key(b, base, slot), self._total(b, base, slot)
         key = b.load(key_p)
         with b.if_else(b.icmp_unsigned("==", key, addr), likely=True) as (same, other):
@@ -125,29 +137,100 @@ class Table:
                     with taken:                         # handed over: the old address's total performed
                         aggregation.perform(b, key, b.load(total_p), self.kind, self.ptx_type)
                     with empty:
-                        count_p = field_ptr(b, base, _COUNT, I32)
-                        count = b.load(count_p)
-                        b.store(b.trunc(slot, I32), _taken(b, base, count))
-                        b.store(b.add(count, i32(1)), count_p)
+                        _take(b, base, b.trunc(slot, I32))
                 b.store(addr, key_p)
                 b.store(v, total_p)
                 lo_p, hi_p = field_ptr(b, base, _LO, I64), field_ptr(b, base, _HI, I64)
                 lo, hi, end = b.load(lo_p), b.load(hi_p), b.add(addr, i64(size))
-                b.store(b.select(b.icmp_unsigned("<", addr, lo), addr, lo), lo_p)
-                b.store(b.select(b.icmp_unsigned(">", end, hi), end, hi), hi_p)
+                new_lo = b.select(b.icmp_unsigned("<", addr, lo), addr, lo)
+                new_hi = b.select(b.icmp_unsigned(">", end, hi), end, hi)
+                b.store(new_lo, lo_p)
+                b.store(new_hi, hi_p)
+                self._keep_dense(b, base, addr, (lo, hi), (new_lo, new_hi))
         b.ret_void()
+
+    def _keep_dense(self, b, base, addr, old, new):
+        """After `addr` took an entry, the span held grew from `old` to `new` (lo, hi): still
+        dense where it spans at most ENTRIES aligned elements (the entries it gained filled),
+        else no longer (until the table is emptied)."""
+        size = self.size
+        dense_p, span_p = field_ptr(b, base, _DENSE, I32), field_ptr(b, base, _SPAN, I64)
+        span = b.sub(*reversed(new))
+        fits = b.and_(b.icmp_unsigned("!=", b.load(dense_p), i32(0)),
+                      b.and_(b.icmp_unsigned("<=", span, i64(ENTRIES * size)),
+                             b.icmp_unsigned("==", b.and_(addr, i64(size - 1)), i64(0))))
+        with b.if_else(fits, likely=True) as (dense, sparse):
+            with dense:
+                was_empty = b.icmp_unsigned(">", *old)          # (lo -1, hi 0)
+                with b.if_then(b.not_(was_empty)):
+                    self._fill(b, base, new[0], old[0])
+                    self._fill(b, base, old[1], new[1])
+                b.store(span, span_p)
+            with sparse:
+                b.store(i32(0), dense_p)
+                b.store(i64(0), span_p)
+
+    def _fill(self, b, base, first, end):
+        """An entry at its identity for every element of first..end-1 that has none."""
+        size = self.size
+        count = b.lshr(b.sub(end, first), i64(size.bit_length() - 1))
+        with for_range(b, i64(0), count, "fill") as k:
+            addr = b.add(first, b.mul(k, i64(size)))
+            slot = _slot(b, addr, size)
+            key_p = _key(b, base, slot)
+            with b.if_then(b.icmp_unsigned("==", b.load(key_p), i64(0))):
+                b.store(addr, key_p)
+                b.store(aggregation.identity(self.kind, self.lt), self._total(b, base, slot))
+                _take(b, base, b.or_(b.trunc(slot, I32), i32(_FILLED)))
+
+    @contextmanager
+    def _each_taken(self, b, base):
+        """A loop over the entries taken: each one's slot (i64), total and whether it is a
+        filled entry still at its identity (i1: one not to perform)."""
+        with for_range(b, i32(0), b.load(field_ptr(b, base, _COUNT, I32)), "held") as k:
+            taken = b.load(_taken(b, base, k))
+            slot = b.zext(b.and_(taken, i32(ENTRIES - 1)), I64)
+            total = b.load(self._total(b, base, slot))
+            filled = b.icmp_unsigned("!=", b.and_(taken, i32(_FILLED)), i32(0))
+            bits = ir.IntType(8 * self.size)
+            same = b.icmp_unsigned("==", b.bitcast(total, bits),
+                                   b.bitcast(aggregation.identity(self.kind, self.lt), bits))
+            yield slot, total, b.and_(filled, same)
+
+    @property
+    def size(self) -> int:
+        """Bytes of an element."""
+        return _WIDTHS[self.ptx_type]
+
+    def dense_span(self, b, frame):
+        """(lo, span), i64s: while the table in `frame` is dense, an aligned address `a` has
+        its entry where a - lo < span (unsigned), and its value may go straight into it
+        (entry_total; the module docstring); span is 0 while it is not."""
+        base = self._at(b, frame, 0)
+        return b.load(field_ptr(b, base, _LO, I64)), b.load(field_ptr(b, base, _SPAN, I64))
+
+    def entry_total(self, b, frame, addr):
+        """i64: the address of the total of i64 address `addr`'s entry in the table in `frame`."""
+        base = self._at(b, frame, 0)
+        return b.ptrtoint(self._total(b, base, _slot(b, addr, self.size)), I64)
 
     def _emit_flush(self, fn):
         fn.attributes.add("noinline")          # the guard's rare path and the block's end
         (fr,) = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         base = self._at(b, fr, 0)
-        with _each_taken(b, base) as slot:
+        with self._each_taken(b, base) as (slot, total, idle):
             key_p = _key(b, base, slot)
-            aggregation.perform(b, b.load(key_p), b.load(self._total(b, base, slot)), self.kind, self.ptx_type)
+            with b.if_then(b.not_(idle)):
+                aggregation.perform(b, b.load(key_p), total, self.kind, self.ptx_type)
             b.store(i64(0), key_p)
         _set_empty(b, base)
         b.ret_void()
+
+
+def _slot(b, addr, size):
+    """The entry of i64 address `addr` (elements of `size` bytes): its element index, modulo."""
+    return b.and_(b.lshr(addr, i64(size.bit_length() - 1)), i64(ENTRIES - 1))
 
 
 def _taken(b, base, index):
@@ -155,11 +238,12 @@ def _taken(b, base, index):
     return b.gep(b.bitcast(b.gep(base, [i64(_TAKEN)]), I32.as_pointer()), [index])
 
 
-@contextmanager
-def _each_taken(b, base):
-    """A loop over the entries taken: each one's slot (i64)."""
-    with for_range(b, i32(0), b.load(field_ptr(b, base, _COUNT, I32)), "held") as k:
-        yield b.zext(b.load(_taken(b, base, k)), I64)
+def _take(b, base, number):
+    """Entry `number` (i32: its slot, | _FILLED where filled) listed after those taken."""
+    count_p = field_ptr(b, base, _COUNT, I32)
+    count = b.load(count_p)
+    b.store(number, _taken(b, base, count))
+    b.store(b.add(count, i32(1)), count_p)
 
 
 def _key(b, base, slot):
@@ -170,6 +254,8 @@ def _set_empty(b, base):
     store_field(b, base, _LO, i64(-1))
     store_field(b, base, _HI, i64(0))
     store_field(b, base, _COUNT, i32(0))
+    store_field(b, base, _DENSE, i32(1))
+    store_field(b, base, _SPAN, i64(0))
 
 
 # ---------------------------------------------------------------------- planning and lowering
@@ -222,9 +308,16 @@ def lower(f, inst) -> None:
 def add_held(b, table, frame, addr, v) -> None:
     """Value `v` for i64 address `addr` into the table in `frame` (a global add.f32's
     subnormal input flushed, as the atomic would)."""
-    if table.flushes_inputs:
-        v = floatops.flush_denormal(b, v)
-    b.call(table.add_function(b.module), [frame, addr, v])
+    b.call(table.add_function(b.module), [frame, addr, _input(b, table, v)])
+
+
+def add_dense(b, table, total_p, v) -> None:
+    """Value `v` into the entry whose total is at `total_p` (entry_total's address, as a pointer)."""
+    b.store(aggregation.combine(b, table.kind, b.load(total_p), _input(b, table, v)), total_p)
+
+
+def _input(b, table, v):
+    return floatops.flush_denormal(b, v) if table.flushes_inputs else v
 
 
 def guard(f, ptr, nbytes: int) -> None:

@@ -44,6 +44,9 @@ ROUND_COUNTS = 8
 ROUND_SITE_BYTES = 16
 
 
+SAME_SPACE = object()       # lane_addresses' loop writes the memory it addresses
+
+
 class RegionMemory:
     """A warp region's memory accesses (see the module docstring): a part of WarpRegion."""
 
@@ -319,13 +322,14 @@ class RegionMemory:
             v.add_incoming(value, blk)
         return v
 
-    def lane_addresses(self, op, space):
+    def lane_addresses(self, op, space, writes=SAME_SPACE):
         """lane -> i64: that lane's address of memory operand `op` in state space `space`, for a
-        loop over the lanes (_each_lane_here) that writes memory there: computed again in the
-        loop where the lanes' values come from a vector load (lanereloads), else from a stack
-        copy of the lanes' addresses."""
+        loop over the lanes (_each_lane_here) that writes memory there (or in `writes`: None
+        where it writes none): computed again in the loop where the lanes' values come from a
+        vector load (lanereloads), else from a stack copy of the lanes' addresses."""
         b = self.b
-        reload = self._reload(op.base, space) if isinstance(op, pir.Addr) else None
+        writes = space if writes is SAME_SPACE else writes
+        reload = self._reload(op.base, writes) if isinstance(op, pir.Addr) else None
         if reload is not None:
             return lambda lane: self._reloaded(reload, lane, lambda: self.addresses(op, space))
         offsets = self._shared_offsets(op, space)
@@ -334,13 +338,13 @@ class RegionMemory:
         base, offset_of = self._shared_base(), self._from_lane_array(offsets)
         return lambda lane: b.add(base, b.zext(offset_of(lane), I64))
 
-    def lane_operand(self, op, t, space):
+    def lane_operand(self, op, t, writes):
         """lane -> that lane's value of operand `op` as type t, for a loop over the lanes that
-        writes memory in `space`: one scalar where it is alike in every lane (histogram's
-        `atomicAdd(&h[b], 1)`, where a load per lane from a stack copy was a third of the
-        loop's loads), computed again in the loop where it comes from a vector load, else
-        from a stack copy."""
-        reload = self._reload(op, space)
+        writes memory in state space `writes` (None: none): one scalar where it is alike in
+        every lane (histogram's `atomicAdd(&h[b], 1)`, where a load per lane from a stack copy
+        was a third of the loop's loads), computed again in the loop where it comes from a
+        vector load, else from a stack copy."""
+        reload = self._reload(op, writes)
         if reload is not None:
             return lambda lane: self._reloaded(reload, lane, lambda: self.read(op, t))
         v = self.read(op, t)

@@ -16,7 +16,7 @@ from ...ptx.modifiers import (CACHE_HINT, DATA, EVICTION, LOAD_CACHING, PREFETCH
 from ..cpu import streamstores
 from ..irutil import declare, i64, intrinsic, intrinsic_suffix, masked_store
 from ..ops import atomics, atomictable, bitops, floatops
-from ..types import I32, I64, llvm_type, space_of, type_mods, width
+from ..types import I1, I32, I64, llvm_type, space_of, type_mods, width
 from . import laneatomics, warpruns
 from .warpruns import FLOAT_TYPES, HALF_TYPES, INT_TYPES, LANES, VECTOR_MODS, NotVectorisable
 
@@ -422,11 +422,36 @@ def _held_atomics(w, st, ops):
 
 
 def _each_lane_held(w, st, ops, table):
+    """The lanes' values into the table one after another: straight into their entries where
+    the table is dense and holds every lane's address (atomictable.dense), else each through
+    the table's add (its key compared, an entry taken or handed over). Straight, the loop
+    writes only the table: the lanes' addresses and values may be computed again from the
+    global memory they were loaded from (lanereloads); through the add, a hand-over's atomic
+    might write that memory."""
     b = w.b
-    address_of = w.lane_addresses(ops[1], "global")
-    value = w.lane_operand(ops[2], table.ptx_type, "global")
-    with w._each_lane_here(address_of, table.lt, st.opcode) as (lane, p):
-        atomictable.add_held(b, table, w.header, b.ptrtoint(p, I64), value(lane))
+    with b.if_else(_all_held_densely(w, table, ops[1]), likely=True) as (straight, through):
+        with straight:
+            address_of = w.lane_addresses(ops[1], "global", writes=None)
+            value = w.lane_operand(ops[2], table.ptx_type, None)
+            entry_of = lambda lane: table.entry_total(b, w.header, address_of(lane))
+            with w._each_lane_here(entry_of, table.lt, st.opcode, unroll=ATOMIC_LANES_UNROLLED) as (lane, p):
+                atomictable.add_dense(b, table, p, value(lane))
+        with through:
+            address_of = w.lane_addresses(ops[1], "global")
+            value = w.lane_operand(ops[2], table.ptx_type, "global")
+            with w._each_lane_here(address_of, table.lt, st.opcode) as (lane, p):
+                atomictable.add_held(b, table, w.header, b.ptrtoint(p, I64), value(lane))
+
+
+def _all_held_densely(w, table, addr_op):
+    """i1: the table is dense and every active lane's address in its span, aligned
+    (atomictable.Table.dense_span)."""
+    b = w.b
+    addrs = laneatomics.address_vector(w, addr_op, "global")
+    lo, span = table.dense_span(b, w.header)
+    inside = b.and_(b.icmp_unsigned("<", b.sub(addrs, w.splat(lo)), w.splat(span)),
+                    b.icmp_unsigned("==", b.and_(addrs, w.splat(i64(table.size - 1))), w.splat(i64(0))))
+    return w._reduce("and", b.or_(inside, b.not_(w._lanes())), I1)
 
 
 def _atom(w, st):
