@@ -8,7 +8,7 @@ Hillis-Steele and as Blelloch's work-efficient scan; naive and tiled transposes;
 stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo; the SGEMM as
 16x16 and 32x32 shared tiles of one output a thread, as 32x8 threads for a 32x32 tile and as
 4x4 register blocks of a 64x64 tile, all guarding the edges; histograms with global atomics
-and with per-block shared bins. And computations the suite lacks, in their common
+(a grid-stride loop and a thread an element) and with per-block shared bins. And computations the suite lacks, in their common
 spellings: CSR sparse matrix-vector products with a thread a row and with a warp a row
 (shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a thread
 a point in 32x4x4 blocks and with 32x8 threads marching along z, from global memory and
@@ -552,10 +552,17 @@ SPMVS = variants(Spmv, spmv_csr_scalar={}, spmv_csr_vector=dict(rows=256 // 32))
 
 class HistogramIdiom(suite.Histogram):
     """suite.Histogram's skewed bytes and C reference (reference.c's histogram256, which zeroes
-    its bins as each run here does) with the kernels of idioms_histogram.cu, on the same grid."""
+    its bins as each run here does) with the kernels of idioms_histogram.cu: the grid-stride
+    loops on the same grid, the one-thread-an-element kernel on a grid that covers the data."""
     cu = "idioms_histogram.cu"
     sim = Bench.sim
     block = (256,)
+
+    one_thread_each = False     # a grid that covers the data, one element a thread
+
+    @property
+    def grid(self) -> int:
+        return cdiv(self.n, 256) if self.one_thread_each else self.blocks
 
     def anycuda(self, g):
         k = g.fn(self.cu, self.kernel)
@@ -565,7 +572,7 @@ class HistogramIdiom(suite.Histogram):
 
         def run():
             bins.set(zero)
-            k((self.blocks,), self.block, args)
+            k((self.grid,), self.block, args)
             g.sync()
         return run, bins.get
 
@@ -575,12 +582,13 @@ class HistogramIdiom(suite.Histogram):
 
         def run():
             cl.copy_in(bins, zero)
-            cl.launch(f"idiom_{self.kernel}", (self.blocks * 256,), self.block, data, bins, np.int32(self.n))
+            cl.launch(f"idiom_{self.kernel}", (self.grid * 256,), self.block, data, bins, np.int32(self.n))
             cl.finish()
         return run, lambda: cl.read(bins, 256, np.uint32)
 
 
-HISTOGRAMS = variants(HistogramIdiom, histogram_global_atomics={}, histogram_shared_atomics={})
+HISTOGRAMS = variants(HistogramIdiom, histogram_global_atomics={}, histogram_shared_atomics={},
+                      histogram_global_thread=dict(one_thread_each=True))
 
 
 class Indexed(Bench):

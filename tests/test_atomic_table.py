@@ -289,3 +289,18 @@ def test_which_kernels_hold_their_atomics():
             if info.export.replace("anycuda.launch.", "ptx.k") + ".step.table.add" in names}
     assert held == HELD
     assert NOT_HELD <= set(lowered.kernels)
+
+
+def test_held_kernels_run_in_warp_regions_holding_in_the_workers_table():
+    """A kernel that holds its atomics in a table runs its warps through a region even
+    without a loop (the loop over threads would not vectorise around the table's add), and
+    where its worker carries the table from block to block, its blocks add into the worker's
+    table itself: no block merges its own into it (no .combined.merge call is left)."""
+    lowered = ModuleLowering(parse(compile_to_ptx(SOURCE, name="atomictable.cu"), "atomictable.ptx"),
+                             "atomictable.ptx").lower()
+    text = str(lowered.mod)
+    for name in ("bins_u32", "bins_f32", "add_at"):
+        prefix = lowered.kernels[name].export.replace("anycuda.launch.", "ptx.k")
+        region = lowered.mod.get_global(prefix + ".step.region0")
+        assert len(region.blocks) > 1, name            # (one left unmade has a lone block)
+        assert f'call void @"{prefix}.combined.merge"' not in text, name

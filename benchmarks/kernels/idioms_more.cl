@@ -300,6 +300,12 @@ __kernel void idiom_histogram_global_atomics(__global const uchar* data, volatil
     for (int i = get_global_id(0); i < n; i += get_global_size(0)) atomic_inc(&bins[data[i]]);
 }
 
+// One work-item an element.
+__kernel void idiom_histogram_global_thread(__global const uchar* data, volatile __global uint* bins, int n) {
+    int i = get_global_id(0);
+    if (i < n) atomic_inc(&bins[data[i]]);
+}
+
 // Per-group bins in local memory, one a work-item (groups of 256), merged with one global atomic each.
 __kernel void idiom_histogram_shared_atomics(__global const uchar* data, volatile __global uint* bins, int n) {
     __local uint h[256];

@@ -1,5 +1,6 @@
-// 256-bin histograms of bytes, grid-stride loops over a fixed grid of 256-thread blocks
-// (histogram.cu is the suite's: shared bins for any block size, empty bins not merged).
+// 256-bin histograms of bytes, grid-stride loops over a fixed grid of 256-thread blocks, and
+// one thread an element (histogram.cu is the suite's: shared bins for any block size, empty
+// bins not merged).
 
 // One atomicAdd per element on the global bins.
 extern "C" __global__ void histogram_global_atomics(const unsigned char* data, unsigned int* bins, int n) {
@@ -17,4 +18,10 @@ extern "C" __global__ void histogram_shared_atomics(const unsigned char* data, u
         atomicAdd(&h[data[i]], 1u);
     __syncthreads();
     atomicAdd(&bins[threadIdx.x], h[threadIdx.x]);
+}
+
+// One thread an element, one atomicAdd each on the global bins: the grid covers the data.
+extern "C" __global__ void histogram_global_thread(const unsigned char* data, unsigned int* bins, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&bins[data[i]], 1u);
 }

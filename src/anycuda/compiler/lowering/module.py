@@ -375,6 +375,8 @@ class ModuleLowering:
                                        probe_bounds=lowering.probe_bounds, synccheck=synccheck,
                                        combined_init=combined_init, combined_flush=combined_flush,
                                        combined_merge=combined_merge, one_round=self.lean,
+                                       combined_in_place=combined_merge is not None
+                                       and aggregation.in_place(lowering.combined),
                                        by_column=not lowering.sites and memory.stores_run_along_y(
                                            pfn.body, self.kernel_params(pfn)),
                                        bands=not lowering.sites and not lowering.reads_shared

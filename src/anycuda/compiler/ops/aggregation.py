@@ -242,6 +242,17 @@ def carries_across_blocks(body, combined) -> bool:
                                                              and st.opcode in ("atom", "red"))])
 
 
+def in_place(combined) -> bool:
+    """Whether the blocks of a kernel whose worker carries its combined atomics may hold them
+    in the carried slots themselves (every one a table of atomics held per address: a
+    block's own table, merged entry by entry into the worker's at its end, cost more than
+    its threads' atomics where a block has a few hundred: a histogram of one byte per
+    thread took ~18x the time of the same kernel as a grid-stride loop). A Combined slot
+    keeps its block's total in registers, and its merge performs the carried one where the
+    next block's address differs: it stays per block."""
+    return bool(combined) and all(getattr(c, "held_in_place", False) for c in combined)
+
+
 def emit_merge(module, name, combined) -> ir.Function:
     """`void (i8* frame, i8* carried)`: a block's combined totals into those its worker
     carries (slots at the same offsets: each one's `merge`)."""

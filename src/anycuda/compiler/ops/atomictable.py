@@ -69,6 +69,7 @@ class Table:
     ptx_type: str
     owner: str
     held: set = field(default_factory=set)     # body positions of the atom/red lowered into it
+    held_in_place = True      # carried from block to block, the worker's table is the blocks' own (aggregation.in_place)
 
     @property
     def lt(self):

@@ -239,6 +239,8 @@ class BlockPlan:
     combined_flush: ir.Function = None  # void(frame): ... performed, after its last thread
     combined_merge: ir.Function = None  # void(frame, carried): ... or carried on by the worker, in
                                         # its workspace, to the next block (aggregation.emit_merge)
+    combined_in_place: bool = False     # carried, and held by the blocks in the worker's workspace
+                                        # itself: no frame, set-up or merge per block (aggregation.in_place)
     one_round: bool = False         # one round function for every site, the site its argument: lean
                                     # code, whose step is not specialised per site (lowering/module.py)
     by_column: bool = False         # without sites: its threads looped y innermost where the block
@@ -359,7 +361,7 @@ class BlockFunction:
         # the frame is reached only through `ws` here (locals are stack slots), so it cannot
         # alias the kernel's memory: the optimiser may keep its fields in registers
         ws.add_attribute("noalias")
-        if plan.combined_init is not None:
+        if plan.combined_init is not None and not plan.combined_in_place:
             # a block that combines its threads' atomics in the frame (ops/aggregation.py) uses
             # a frame on this function's stack, which nothing else reaches: LLVM then keeps the
             # combined values in registers over the loop over threads and vectorises it
@@ -369,7 +371,8 @@ class BlockFunction:
             ws = self.ws = b.bitcast(frame, PTR)
         init_block_fields(b, ws, self.L, (self.cx, self.cy, self.cz), self.shared, self.worker)
         store_field(b, ws, C["linear"], i32(-1))    # unknown unless the loop keeps it up to date
-        self._combined(plan.combined_init)
+        if not plan.combined_in_place:
+            self._combined(plan.combined_init)
         if regions:
             # a block of full warps runs the kernel a warp at a time as vector code
             # (warpregions.EntryRegion)
@@ -443,6 +446,8 @@ class BlockFunction:
     def _combined_end(self):
         """After the block's last thread: its combined atomics performed, or merged into
         the totals its worker carries to its next block (plan.combined_merge)."""
+        if self.plan.combined_in_place:
+            return                        # (the worker's workspace holds them: performed after its run)
         if self.plan.combined_merge is not None:
             self.b.call(self.plan.combined_merge, [self.ws, self.carried])
         else:
