@@ -40,6 +40,7 @@ from ..ptx import parse
 from ..ptx.errors import PtxError
 from ..ptx.index import Unit
 from ..ptx.ir import Instruction
+from . import constantprop
 from .build import cache, jit, tiers
 from .irutil import collection_paused
 from .lowering.module import KernelInfo, ModuleLowering
@@ -186,7 +187,7 @@ def _instructions(module) -> int:
 
 
 @collection_paused
-def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False) -> tuple:
+def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False, constants: dict = None) -> tuple:
     """(KernelInfo, function errors, external symbols, LLVM IR text, whether the unit is big)
     of kernel `name` of `unit` (stages 3 and 4): with `lean`, quick code (ModuleLowering's
     `quick`: lean, never optimised); else for the optimiser, lean where the unit is big
@@ -194,6 +195,10 @@ def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False) -> tup
     garbage collector is paused from parsing to the IR's text: paused in lowering alone, its
     walks of the objects lowering made moved into printing."""
     module = parse(unit.text, source_name)
+    if constants:
+        kernel = _kernel_function(module, name)
+        if kernel is not None:
+            kernel.body = constantprop.with_parameters(kernel.body, constants)
     big = _instructions(module) >= BIG_KERNEL
     takes = _block_programs_may_take(module, name)      # (before lowering: it rewrites bodies)
     lowering = ModuleLowering(module, source_name, external_variables=True, lean=big, quick=lean).lower()
@@ -230,10 +235,11 @@ def _abi(info: KernelInfo) -> tuple:
             sorted(info.directives.items()), info.stream_bytes, info.any_block_order)
 
 
-def _optimised_ir(text: str, name: str, source_name: str, abi: tuple) -> str:
+def _optimised_ir(text: str, name: str, source_name: str, abi: tuple, constants: dict = None) -> str:
     """In the compile server: the full lowering of kernel `name` (a Recipe of compile_kernel),
-    refused where its ABI differs from the quick code's (the quick code then stays)."""
-    info, _, _, llvm_ir, _ = _lowered(Unit(text, ""), name, source_name)
+    refused where its ABI differs from the quick code's (the quick code then stays); with
+    `constants`, of the kernel specialised to those parameter values (specialised_job)."""
+    info, _, _, llvm_ir, _ = _lowered(Unit(text, ""), name, source_name, constants=constants)
     if info.error is not None:
         raise info.error
     if _abi(info) != abi:
@@ -257,6 +263,43 @@ def compile_variables(unit: Unit, source_name: str = "<ptx>") -> CompiledVariabl
                                                               optimised=optimised))
     cache.store(key, result)
     return result
+
+
+# ---------------------------------------------------------------- kernels specialised to parameter values
+
+def compile_specialised(unit: Unit, source_name: str, info: KernelInfo, constants: dict, arrived) -> None:
+    """`arrived(object code or None)`, called once, with kernel `info.name`'s optimised code
+    specialised to the parameter values `constants` ({(parameter, byte offset): bits}, its
+    index parameters: runtime/specialisation.py): at once where it comes from the cache or
+    is compiled here (ANYCUDA_JIT=optimised, or no compile server), else when the compile
+    server has made it. None where it failed (the kernel's own code goes on running)."""
+    values = tuple(sorted(constants.items()))
+    key = cache.key_for(f"{_kernel_key(unit, info.name, source_name)}\n// specialised to {values}", source_name)
+    hit = cache.load(key)
+    if hit is not None:
+        arrived(hit or None)
+        return
+    name = f"{source_name}:{info.name} specialised"
+    recipe = tiers.Recipe(_optimised_ir, (unit.text, info.name, source_name, _abi(info), dict(values)))
+    job = tiers.optimise_in_background(recipe, name, keep=tiers.Keep(key)) if tiers.mode() == tiers.TIERED else None
+    if job is None:
+        try:
+            code = jit.compile_to_object(recipe.make(*recipe.args), name)
+        except Exception as e:    # noqa: BLE001 - a fault of ours must not cost the launch: the kernel's own code runs it
+            warnings.warn(f"anycuda: kernel {info.name} specialised to its parameters failed ({type(e).__name__}: {e})",
+                          RuntimeWarning, stacklevel=2)
+            arrived(None)
+            return
+        cache.store(key, code)
+        arrived(code)
+        return
+    folder = cache.cache_dir()
+
+    def done(code):
+        if code is not None:
+            cache.store_in(folder, key, code)
+        arrived(code or None)
+    job.subscribe(done)
 
 
 # ---------------------------------------------------------------- block programs (stage 7)

@@ -167,6 +167,7 @@ COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Min (ns)", "
 
 LAUNCH_FUNCTION = "launch function"      # a launch that ran the kernel's own (not a block program)
 IN_BANDS = ", in bands of a grid row"    # ... whose blocks ran a grid row at a time (compiler/simt/bands.py)
+SPECIALISED = " specialised to its parameter values"      # ... a variant of it (runtime/specialisation.py)
 NOT_READY = "not ready at exit"
 NOT_NEEDED = "not needed"                # block programs ran every launch: its optimised code was never asked for
 

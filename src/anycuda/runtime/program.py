@@ -25,7 +25,7 @@ from .errors import CudaError, CUresult, LaunchConfigurationError
 from .device import free_memory, last_level_cache_bytes, worker_count
 from . import watchdog
 from .faults import fault_key, keep_handler, worker_memory_hook
-from . import initcheck, memory, profile, progress, sanitizer, stream as stream_module, syncreport
+from . import initcheck, memory, profile, progress, sanitizer, specialisation, stream as stream_module, syncreport
 from .printf import format_device_printf, write_device_text
 
 _CTYPES = {"u32": ctypes.c_uint32, "s32": ctypes.c_int32, "u64": ctypes.c_uint64}
@@ -280,6 +280,7 @@ class KernelImage:
         # No lock: launching threads only add and remove their own (each atomic under the
         # GIL), and _hand_over reads a copy; a record it sets after its launch ended is unread.
         self._in_flight = {}
+        self._variants = _UNASKED      # specialisation.Variants of its index parameters, or None
 
     def __getattr__(self, attr):
         if attr in KernelImage._LOADED_ON_USE:
@@ -504,6 +505,13 @@ class KernelImage:
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
         if type(params) is not bytes:
             params = bytes(params)
+        if program is None and not cooperative:
+            variants = self._variants
+            if variants is _UNASKED:
+                variants = self._variants = specialisation.variants_of(self)
+            special = variants.entry(params) if variants is not None else None
+            if special is not None:
+                entry, kind = special, "specialised"
         pbuf = (ctypes.c_char * (len(params) or 1)).from_buffer_copy(params or b"\0")
         L = Launch.from_buffer_copy(record)
         L.params = ctypes.addressof(pbuf)
@@ -520,7 +528,7 @@ class KernelImage:
         if checked is not None:
             checked.host_frames = getattr(record, "host_frames", None)
         if profile.ENABLED:
-            strategy = self._strategy(entry, block, cooperative)
+            strategy = self._strategy(entry, block, cooperative, kind)
             start = profile.now()
         if cooperative:
             ws = _grid_workspace()
@@ -556,11 +564,13 @@ class KernelImage:
         if L.error:
             self._raise_fault(L, checked)
 
-    def _strategy(self, entry, block, cooperative: bool) -> str:
+    def _strategy(self, entry, block, cooperative: bool, kind: str) -> str:
         """How a launch ran its blocks, for the profile: "launch function" is the kernel's own
         (profile.launch_function_kind tells its kind at exit)."""
         if cooperative:
             return "cooperative (a thread per block)"
+        if kind == "specialised":
+            return f"{profile.LAUNCH_FUNCTION}{profile.SPECIALISED}"
         if entry is not self._entry:        # (a block program is optimised code, whatever the tier)
             return f"block program for block shape {tuple(block)}"
         tier = "quick code, " if self.optimising or tiers.mode() == tiers.QUICK else ""

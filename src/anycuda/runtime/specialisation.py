@@ -1,0 +1,117 @@
+"""A kernel's code specialised to the values its launches pass in its index parameters.
+
+CuPy's elementwise kernels take an array's shape and strides as parameters and divide and
+multiply by them (compiler/analysis/indexparams.py); a program runs such a kernel again and
+again on arrays of one shape. Once SPECIALISE_AFTER launches have passed the same bytes in
+those parameters, the kernel is compiled once more with the values written in as constants
+(compiler/constantprop.py: a quotient of a number, strides the warp regions know), by the
+compile server where the code tiers (else at that launch, as optimised code is), and the
+launches that pass those bytes run that code from then on. Any other bytes run the kernel's
+own code: a variant is only ever used for the values it was made for. At most MOST_VARIANTS a
+kernel (a program sweeping shapes makes no more); none where a block program runs the
+launch, for a checked kernel or with ANYCUDA_JIT=quick, and none with ANYCUDA_SPECIALISE=0.
+
+The variant's object links against the kernel's module variables as the kernel's own does,
+and keeps its ABI (pipeline._optimised_ir refuses one that differs): the launch record made
+for the kernel serves it unchanged.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+from ..compiler import pipeline
+from ..compiler.analysis.indexparams import index_parameters
+from ..compiler.build import tiers
+from ..compiler.build.jit import LoadedObject
+from ..ptx import parse
+
+SPECIALISE_AFTER = 3          # launches with the same index parameter bytes before a variant is made
+MOST_VARIANTS = 4             # per kernel
+LARGEST_UNIT = 200_000        # characters of PTX: a bigger kernel is not parsed again for its parameters
+
+_PENDING = object()
+
+
+def enabled() -> bool:
+    return os.environ.get("ANYCUDA_SPECIALISE", "1") != "0" and tiers.mode() != tiers.QUICK
+
+
+class Variants:
+    """The specialised variants of one kernel (a runtime.program.KernelImage, linked)."""
+
+    def __init__(self, image):
+        self.image = image
+        self.spans, self._slots = _index_spans(image)
+        self._counts = {}         # parameter bytes -> launches that passed them
+        self._entries = {}        # parameter bytes -> launch function of its variant, _PENDING or None (failed)
+        self._objects = []        # the variants' objects, kept linked
+
+    def entry(self, params: bytes):
+        """The launch function (a ctypes function) of the variant made for the index parameter
+        bytes of `params`, if one is linked; counts the launch, and asks for that variant once
+        they recur."""
+        key = b"".join(params[o:o + n] for o, n in self.spans)
+        got = self._entries.get(key)
+        if got is not None:
+            return None if got is _PENDING else got
+        if key in self._entries:
+            return None                           # (its variant failed)
+        n = self._counts.get(key, 0) + 1
+        self._counts[key] = n
+        if n < SPECIALISE_AFTER or len(self._entries) >= MOST_VARIANTS:
+            return None
+        self._entries[key] = _PENDING
+        self._make(key)
+        got = self._entries[key]
+        return None if got is _PENDING else got
+
+    def made(self) -> int:
+        """How many variants are linked."""
+        return sum(1 for v in self._entries.values() if v is not None and v is not _PENDING)
+
+    def _make(self, key: bytes) -> None:
+        image = self.image
+        constants, at = {}, 0
+        for slot, (_, n) in zip(self._slots, self.spans):
+            constants[slot] = int.from_bytes(key[at:at + n], "little")
+            at += n
+
+        def arrived(code):
+            if not code:
+                self._entries[key] = None
+                return
+            linked = LoadedObject(code, image._externals)
+            self._objects.append(linked)
+            self._entries[key] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(linked.address(image.info.export))
+        unit = image.program.index.kernel_unit(image.name)
+        pipeline.compile_specialised(unit, image.program.source_name, image.info, constants, arrived)
+
+
+def variants_of(image) -> Variants | None:
+    """Variants for a linked KernelImage whose launches may be specialised, else None."""
+    if not enabled() or image.info.error is not None or image.info.check_tool:
+        return None
+    found = Variants(image)
+    return found if found.spans else None
+
+
+def _index_spans(image) -> tuple:
+    """([(byte offset in the parameter buffer, size)], [(parameter name, offset in it)]) of the
+    kernel's index parameters, in body order."""
+    unit = image.program.index.kernel_unit(image.name)
+    if len(unit.text) > LARGEST_UNIT:
+        return [], []
+    kernel = next((f for f in parse(unit.text, image.program.source_name).functions
+                   if f.is_kernel and f.name == image.name and f.body is not None), None)
+    if kernel is None:
+        return [], []
+    params = {p.name: p for p in image.info.params}
+    spans, slots = [], []
+    for found in index_parameters(kernel.body):
+        p = params.get(found.name)
+        if p is None or found.offset + found.size > p.size * p.count:
+            continue
+        spans.append((p.offset + found.offset, found.size))
+        slots.append((found.name, found.offset))
+    return spans, slots
