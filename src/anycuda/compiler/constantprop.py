@@ -122,6 +122,8 @@ def _folded(st, types, sources) -> pir.Instruction | None:
     immediates alone and unguarded, else None."""
     if st.guard is not None or not sources or not all(_int_imm(op) for op in sources):
         return None
+    if st.opcode == "mov" and isinstance(st.operands[1], pir.Imm):
+        return None                   # (a constant's definition already: folded again, each round would change it)
     if _BAD_MODS.intersection(st.mods) and not (st.opcode == "mul" and "lo" in st.mods and "wide" not in st.mods):
         return None
     if not types or not set(types) <= INT_TYPES or "b128" in types:
@@ -131,8 +133,8 @@ def _folded(st, types, sources) -> pir.Instruction | None:
     if result is None:
         return None
     dest_type = "u32" if st.opcode == "popc" else types[0]
-    if width(dest_type) == 8:
-        return None                   # (no mov of 8 bits)
+    if width(dest_type) not in (32, 64):
+        return None                   # (a narrow result in a wider register: left to the lowering)
     return replace(st, opcode="mov", mods=(f"b{width(dest_type)}",),
                    operands=(st.operands[0], pir.Imm(_as_type(result, dest_type))))
 

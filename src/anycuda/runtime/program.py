@@ -14,6 +14,7 @@ import itertools
 import os
 import sys
 import threading
+import time
 
 from ..compiler import CompiledKernel, CompiledVariables, abi, compile_kernel, compile_variables, pipeline
 from ..compiler.build import tiers
@@ -505,13 +506,15 @@ class KernelImage:
                             f"kernel {self.name} takes {self.param_size} bytes of parameters, got {len(params)}")
         if type(params) is not bytes:
             params = bytes(params)
+        variants = None
         if program is None and not cooperative:
             variants = self._variants
             if variants is _UNASKED:
                 variants = self._variants = specialisation.variants_of(self)
-            special = variants.entry(params) if variants is not None else None
-            if special is not None:
-                entry, kind = special, "specialised"
+            if variants is not None:
+                special, values = variants.entry(params)
+                if special is not None:
+                    entry, kind, variants = special, "specialised", None
         pbuf = (ctypes.c_char * (len(params) or 1)).from_buffer_copy(params or b"\0")
         L = Launch.from_buffer_copy(record)
         L.params = ctypes.addressof(pbuf)
@@ -538,6 +541,7 @@ class KernelImage:
             L.num_workers = L.nblocks
             L.chunk = 1
         limit = watchdog.launch_timeout()
+        began = time.perf_counter() if variants is not None else 0.0
         self._in_flight[id(L)] = [L, block, kind]        # (inline: a context manager cost 1 us a launch)
         try:
             if limit:
@@ -551,6 +555,8 @@ class KernelImage:
                     watchdog.running.leave()
         finally:
             del self._in_flight[id(L)]
+        if variants is not None and not L.error:
+            variants.ran(values, time.perf_counter() - began)
         if profile.ENABLED:
             profile.record_launch(self.program.source_name, self.name, profile.now() - start, L.nblocks, strategy)
         if checked is not None:

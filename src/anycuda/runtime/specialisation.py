@@ -5,8 +5,9 @@ multiply by them (compiler/analysis/indexparams.py); a program runs such a kerne
 again on arrays of one shape. Once SPECIALISE_AFTER launches have passed the same bytes in
 those parameters, the kernel is compiled once more with the values written in as constants
 (compiler/constantprop.py: a quotient of a number, strides the warp regions know), by the
-compile server where the code tiers (else at that launch, as optimised code is), and the
-launches that pass those bytes run that code from then on. Any other bytes run the kernel's
+compile server where the code tiers (else after that launch, as optimised code is), and the
+launches that pass those bytes run that code from then on; not before those launches have
+run SPECIALISE_AFTER_SECONDS (a kernel of microseconds gains less than the compile costs). Any other bytes run the kernel's
 own code: a variant is only ever used for the values it was made for. At most MOST_VARIANTS a
 kernel (a program sweeping shapes makes no more); none where a block program runs the
 launch, for a checked kernel or with ANYCUDA_JIT=quick, and none with ANYCUDA_SPECIALISE=0.
@@ -27,6 +28,7 @@ from ..compiler.build.jit import LoadedObject
 from ..ptx import parse
 
 SPECIALISE_AFTER = 3          # launches with the same index parameter bytes before a variant is made
+SPECIALISE_AFTER_SECONDS = 0.05     # ... and the time they ran, together
 MOST_VARIANTS = 4             # per kernel
 LARGEST_UNIT = 200_000        # characters of PTX: a bigger kernel is not parsed again for its parameters
 
@@ -43,28 +45,31 @@ class Variants:
     def __init__(self, image):
         self.image = image
         self.spans, self._slots = _index_spans(image)
-        self._counts = {}         # parameter bytes -> launches that passed them
+        self._counts = {}         # parameter bytes -> (launches that passed them, seconds they ran)
         self._entries = {}        # parameter bytes -> launch function of its variant, _PENDING or None (failed)
         self._objects = []        # the variants' objects, kept linked
 
-    def entry(self, params: bytes):
-        """The launch function (a ctypes function) of the variant made for the index parameter
-        bytes of `params`, if one is linked; counts the launch, and asks for that variant once
-        they recur."""
+    def entry(self, params: bytes) -> tuple:
+        """(the launch function, a ctypes function, of the variant made for the index
+        parameter bytes of `params` if one is linked, else None; those bytes, for ran())."""
         key = b"".join(params[o:o + n] for o, n in self.spans)
         got = self._entries.get(key)
-        if got is not None:
-            return None if got is _PENDING else got
+        return (None if got is _PENDING else got), key
+
+    def ran(self, key: bytes, seconds: float) -> None:
+        """A launch with index parameter bytes `key` ran the kernel's own code for `seconds`:
+        once such launches are SPECIALISE_AFTER and took SPECIALISE_AFTER_SECONDS, ask for
+        their variant (a variant costs a compile: a kernel that runs for microseconds gains
+        less than that)."""
         if key in self._entries:
-            return None                           # (its variant failed)
-        n = self._counts.get(key, 0) + 1
-        self._counts[key] = n
-        if n < SPECIALISE_AFTER or len(self._entries) >= MOST_VARIANTS:
-            return None
+            return
+        count, total = self._counts.get(key, (0, 0.0))
+        count, total = count + 1, total + seconds
+        self._counts[key] = (count, total)
+        if count < SPECIALISE_AFTER or total < SPECIALISE_AFTER_SECONDS or len(self._entries) >= MOST_VARIANTS:
+            return
         self._entries[key] = _PENDING
         self._make(key)
-        got = self._entries[key]
-        return None if got is _PENDING else got
 
     def made(self) -> int:
         """How many variants are linked."""

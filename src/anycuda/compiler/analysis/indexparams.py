@@ -10,10 +10,11 @@ accesses.
 
 An index parameter is one an unguarded `ld.param` of an integer type reads, whose value
 (through integer instructions) is an operand of a division, remainder, product, shift or
-`and`, and which is never, as it is or plus an offset, an address or a `cvta`'s source: a
+`and` whose result goes into an address, and which is never, as it is or plus an offset, an address or a `cvta`'s source: a
 pointer is new at each call, and a variant made for one pointer would be used once (a
-stride reaches addresses too, but only through a product). A loop's bound (`i < n`) is not one: the
-same kernel runs arrays of any size alike.
+stride reaches addresses too, but only through a product). A loop's bound is not one: the same code runs arrays of any
+size alike (nvcc divides by it to count a grid-stride loop's turns, but that count goes into
+the loop's tests, not an address).
 """
 from __future__ import annotations
 
@@ -40,13 +41,13 @@ class IndexParameter:
 
 def index_parameters(body: list) -> list:
     """[IndexParameter] of a kernel's body (the module docstring), in body order, each once."""
-    found = []
+    found, addressing = [], _addressing(body)
     for pos, st in enumerate(body):
         load = _parameter_load(st)
         if load is None or load in found:
             continue
         register = st.operands[0].name
-        if _indexes(body, _derived_from(body, pos, register, _THROUGH)) \
+        if _indexes(body, _derived_from(body, pos, register, _THROUGH), addressing) \
                 and not _addresses(body, _derived_from(body, pos, register, _OFFSET)):
             found.append(load)
     return found
@@ -81,9 +82,33 @@ def _derived_from(body, pos, register, through) -> set:
     return derived
 
 
-def _indexes(body, derived) -> bool:
-    return any(isinstance(st, pir.Instruction) and st.opcode in _INDEXING
-               and derived.intersection(defs_uses(st)[1]) for st in body)
+def _indexes(body, derived, addressing) -> bool:
+    """Whether an instruction of _INDEXING reads a register of `derived` and writes one of
+    `addressing`."""
+    for st in body:
+        if isinstance(st, pir.Instruction) and st.opcode in _INDEXING:
+            written, read = defs_uses(st)
+            if derived.intersection(read) and addressing.intersection(written):
+                return True
+    return False
+
+
+def _addressing(body) -> set:
+    """The registers whose values (through integer instructions) go into a memory operand's
+    address."""
+    found = {op.base.name for st in body if isinstance(st, pir.Instruction)
+             for op in st.operands if isinstance(op, pir.Addr) and isinstance(op.base, pir.Reg)}
+    changed = True
+    while changed:
+        changed = False
+        for st in body:
+            if isinstance(st, pir.Instruction) and (st.opcode in _THROUGH or st.opcode in _INDEXING
+                                                    or st.opcode == "cvta"):
+                written, read = defs_uses(st)
+                if found.intersection(written) and not found.issuperset(read):
+                    found.update(read)
+                    changed = True
+    return found
 
 
 def _addresses(body, derived) -> bool:
