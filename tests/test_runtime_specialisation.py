@@ -226,15 +226,15 @@ def test_constants_reach_the_instructions_that_read_them():
 
 def test_parameters_become_constants():
     """with_parameters makes the named parameter slots' loads constants, sign as the load's
-    type reads them, and leaves the others loads."""
+    type reads them, and leaves the others loads, and a load wider than the bytes given."""
     ptx = (".version 8.0\n.target sm_80\n.address_size 64\n"
            ".visible .entry k(.param .align 8 .b8 k_param_0[16], .param .u64 k_param_1)\n{\n"
            ".reg .b32 %r<9>;\n.reg .b64 %rd<9>;\n"
            "ld.param.u64 %rd1, [k_param_0+8];\nld.param.s32 %r1, [k_param_0];\nld.param.u64 %rd2, [k_param_1];\n"
-           "mul.lo.s64 %rd3, %rd1, %rd2;\nret;\n}\n")
+           "ld.param.u64 %rd4, [k_param_0];\nmul.lo.s64 %rd3, %rd1, %rd2;\nret;\n}\n")
     body = constantprop.with_parameters(parse(ptx, "k.ptx").functions[0].body,
-                                        {("k_param_0", 8): 2 ** 64 - 4, ("k_param_0", 0): 0xFFFFFFFF})
+                                        {("k_param_0", 8): (2 ** 64 - 4, 8), ("k_param_0", 0): (0xFFFFFFFF, 4)})
     got = _movs(body)
     assert got["%r1"] == -1 and got["%rd1"] % 2 ** 64 == 2 ** 64 - 4
-    loads = [st for st in body if isinstance(st, pir.Instruction) and st.opcode == "ld"]
-    assert len(loads) == 1 and loads[0].operands[0] == pir.Reg("%rd2")
+    loads = [st.operands[0] for st in body if isinstance(st, pir.Instruction) and st.opcode == "ld"]
+    assert loads == [pir.Reg("%rd2"), pir.Reg("%rd4")]

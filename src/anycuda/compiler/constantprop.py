@@ -34,8 +34,9 @@ _MAX_ROUNDS = 64
 
 def with_parameters(body: list, values: dict) -> list:
     """`body` with each unguarded `ld.param` of an integer parameter slot in `values`
-    ({(parameter name, byte offset): the value's bits}) made a `mov` of that value, and the
-    constants propagated: the kernel specialised to launches with those parameter values."""
+    ({(parameter name, byte offset): (the bytes' value, how many bytes)}) that reads no more
+    than those bytes made a `mov` of what it reads, and the constants propagated: the kernel
+    specialised to launches with those parameter values."""
     out = []
     for st in body:
         if isinstance(st, pir.Instruction) and st.opcode == "ld" and "param" in st.mods and st.guard is None \
@@ -43,9 +44,9 @@ def with_parameters(body: list, values: dict) -> list:
                 and isinstance(st.operands[1].base, pir.Sym):
             key = (st.operands[1].base.name, st.operands[1].offset)
             types = type_mods(st.mods)
-            if key in values and len(types) == 1 and types[0] in INT_TYPES:
+            if key in values and len(types) == 1 and types[0] in INT_TYPES and width(types[0]) <= 8 * values[key][1]:
                 st = replace(st, opcode="mov", mods=(types[0],),
-                             operands=(st.operands[0], pir.Imm(_as_type(values[key], types[0]))))
+                             operands=(st.operands[0], pir.Imm(_as_type(values[key][0], types[0]))))
         out.append(st)
     return propagate(out)
 

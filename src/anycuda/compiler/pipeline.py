@@ -269,8 +269,8 @@ def compile_variables(unit: Unit, source_name: str = "<ptx>") -> CompiledVariabl
 
 def compile_specialised(unit: Unit, source_name: str, info: KernelInfo, constants: dict, arrived) -> None:
     """`arrived(object code or None)`, called once, with kernel `info.name`'s optimised code
-    specialised to the parameter values `constants` ({(parameter, byte offset): bits}, its
-    index parameters: runtime/specialisation.py): at once where it comes from the cache or
+    specialised to the parameter values `constants` ({(parameter, byte offset): (value, bytes)},
+    its index parameters: runtime/specialisation.py): at once where it comes from the cache or
     is compiled here (ANYCUDA_JIT=optimised, or no compile server), else when the compile
     server has made it. None where it failed (the kernel's own code goes on running)."""
     values = tuple(sorted(constants.items()))

@@ -79,7 +79,7 @@ class Variants:
         image = self.image
         constants, at = {}, 0
         for slot, (_, n) in zip(self._slots, self.spans):
-            constants[slot] = int.from_bytes(key[at:at + n], "little")
+            constants[slot] = (int.from_bytes(key[at:at + n], "little"), n)
             at += n
 
         def arrived(code):
@@ -112,11 +112,11 @@ def _index_spans(image) -> tuple:
     if kernel is None:
         return [], []
     params = {p.name: p for p in image.info.params}
-    spans, slots = [], []
+    widest = {}                   # (parameter, offset) -> bytes: a slot loaded at two widths, its wider
     for found in index_parameters(kernel.body):
         p = params.get(found.name)
-        if p is None or found.offset + found.size > p.size * p.count:
-            continue
-        spans.append((p.offset + found.offset, found.size))
-        slots.append((found.name, found.offset))
-    return spans, slots
+        if p is not None and found.offset + found.size <= p.size * p.count:
+            key = (found.name, found.offset)
+            widest[key] = max(widest.get(key, 0), found.size)
+    slots = list(widest)
+    return [(params[name].offset + offset, widest[name, offset]) for name, offset in slots], slots
