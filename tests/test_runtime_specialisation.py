@@ -216,7 +216,8 @@ def test_constants_reach_the_instructions_that_read_them():
         mov.u32 %r4, 5;
         mov.u32 %r4, 6;
         add.s32 %r5, %r1, %r4;
-        @%p1 add.s32 %r6, %r2, 1;"""
+        @%p1 add.s32 %r6, %r2, 1;
+        mad.wide.u32 %rd5, %r1, %r2, %rd1;"""
     ptx = (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
            ".reg .b32 %r<40>;\n.reg .b64 %rd<20>;\n.reg .pred %p<4>;\n" + text + "\nret;\n}\n")
     body = constantprop.propagate(parse(ptx, "k.ptx").functions[0].body)
@@ -226,6 +227,7 @@ def test_constants_reach_the_instructions_that_read_them():
     assert by_dest["%rd3"].operands[1:] == (pir.Reg("%rd2"), pir.Imm(4000))
     assert by_dest["%r5"].operands[2] == pir.Reg("%r4")          # written twice: not a constant
     assert by_dest["%r6"].opcode == "add" and by_dest["%r6"].operands[1] == pir.Imm(1000)
+    assert by_dest["%rd5"].operands[1:] == (pir.Reg("%r1"), pir.Imm(1000), pir.Reg("%rd1"))   # (a 64-bit addend)
 
 
 def test_parameters_become_constants():

@@ -100,8 +100,8 @@ def _source_type(st, types, k) -> str | None:
         t = types[1]
     elif st.opcode in ("shl", "shr") and k == 1:
         t = "u32"
-    elif st.opcode == "selp" and k == 2:
-        return None
+    elif (st.opcode == "selp" and k == 2) or (st.opcode == "mad" and "wide" in st.mods and k == 2):
+        return None                   # (a predicate; a wide mad's addend, twice its type's width)
     elif st.opcode == "bfe" and k > 0:
         t = "u32"
     else:
