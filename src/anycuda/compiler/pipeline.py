@@ -41,6 +41,7 @@ from ..ptx.errors import PtxError
 from ..ptx.index import Unit
 from ..ptx.ir import Instruction
 from . import constantprop
+from .analysis.indexparams import index_parameters
 from .build import cache, jit, tiers
 from .irutil import collection_paused
 from .lowering.module import KernelInfo, ModuleLowering
@@ -195,15 +196,17 @@ def _lowered(unit: Unit, name: str, source_name: str, lean: bool = False, consta
     garbage collector is paused from parsing to the IR's text: paused in lowering alone, its
     walks of the objects lowering made moved into printing."""
     module = parse(unit.text, source_name)
-    if constants:
-        kernel = _kernel_function(module, name)
-        if kernel is not None:
-            kernel.body = constantprop.with_parameters(kernel.body, constants)
+    kernel, index = _kernel_function(module, name), ()
+    if kernel is not None and constants:        # (a variant of the kernel: runtime/specialisation.py)
+        kernel.body = constantprop.with_parameters(kernel.body, constants)
+    elif kernel is not None:
+        index = tuple((p.name, p.offset, p.size) for p in index_parameters(kernel.body))
     big = _instructions(module) >= BIG_KERNEL
     takes = _block_programs_may_take(module, name)      # (before lowering: it rewrites bodies)
     lowering = ModuleLowering(module, source_name, external_variables=True, lean=big, quick=lean).lower()
     info = lowering.kernels[name]
     info.block_programs = takes
+    info.index_params = index
     if info.error is not None:
         return info, dict(lowering.function_errors), (), "", big
     return (info, dict(lowering.function_errors), tuple(g.name for g in lowering.globals.values()),

@@ -22,15 +22,12 @@ import ctypes
 import os
 
 from ..compiler import pipeline
-from ..compiler.analysis.indexparams import index_parameters
 from ..compiler.build import tiers
 from ..compiler.build.jit import LoadedObject
-from ..ptx import parse
 
 SPECIALISE_AFTER = 3          # launches with the same index parameter bytes before a variant is made
 SPECIALISE_AFTER_SECONDS = 0.05     # ... and the time they ran, together
 MOST_VARIANTS = 4             # per kernel
-LARGEST_UNIT = 200_000        # characters of PTX: a bigger kernel is not parsed again for its parameters
 
 _PENDING = object()
 
@@ -103,20 +100,12 @@ def variants_of(image) -> Variants | None:
 
 def _index_spans(image) -> tuple:
     """([(byte offset in the parameter buffer, size)], [(parameter name, offset in it)]) of the
-    kernel's index parameters, in body order."""
-    unit = image.program.index.kernel_unit(image.name)
-    if len(unit.text) > LARGEST_UNIT:
-        return [], []
-    kernel = next((f for f in parse(unit.text, image.program.source_name).functions
-                   if f.is_kernel and f.name == image.name and f.body is not None), None)
-    if kernel is None:
-        return [], []
+    kernel's index parameters (KernelInfo.index_params, found as it was compiled)."""
     params = {p.name: p for p in image.info.params}
     widest = {}                   # (parameter, offset) -> bytes: a slot loaded at two widths, its wider
-    for found in index_parameters(kernel.body):
-        p = params.get(found.name)
-        if p is not None and found.offset + found.size <= p.size * p.count:
-            key = (found.name, found.offset)
-            widest[key] = max(widest.get(key, 0), found.size)
+    for name, offset, size in image.info.index_params:
+        p = params.get(name)
+        if p is not None and offset + size <= p.size * p.count:
+            widest[name, offset] = max(widest.get((name, offset), 0), size)
     slots = list(widest)
     return [(params[name].offset + offset, widest[name, offset]) for name, offset in slots], slots

@@ -50,6 +50,8 @@ class KernelInfo:
     check_tool: str = ""              # the sanitizer tool it was built for (memcheck.mode())
     sync_sites: dict = field(default_factory=dict)   # synccheck: resume code -> its check site's number
     block_programs: bool = False      # block programs may take its launches (pipeline._block_programs_may_take)
+    index_params: tuple = ()          # (name, offset, bytes) of the parameter slots its index arithmetic
+                                      # divides and multiplies by (analysis/indexparams.py)
 
 
 def _init_bytes(decl: pir.VarDecl) -> bytes:
