@@ -3,14 +3,15 @@
 CuPy's elementwise kernels take an array's shape and strides as parameters and divide and
 multiply by them (compiler/analysis/indexparams.py); a program runs such a kernel again and
 again on arrays of one shape. Once SPECIALISE_AFTER launches have passed the same bytes in
-those parameters, the kernel is compiled once more with the values written in as constants
-(compiler/constantprop.py: a quotient of a number, strides the warp regions know), by the
-compile server where the code tiers (else after that launch, as optimised code is), and the
-launches that pass those bytes run that code from then on; not before those launches have
-run SPECIALISE_AFTER_SECONDS (a kernel of microseconds gains less than the compile costs). Any other bytes run the kernel's
-own code: a variant is only ever used for the values it was made for. At most MOST_VARIANTS a
-kernel (a program sweeping shapes makes no more); none where a block program runs the
-launch, for a checked kernel or with ANYCUDA_JIT=quick, and none with ANYCUDA_SPECIALISE=0.
+those parameters and run SPECIALISE_AFTER_SECONDS together (a kernel of microseconds gains
+less than the compile costs), the kernel is compiled once more with the values written in as
+constants (compiler/constantprop.py: a quotient of a number, strides the warp regions know),
+by the compile server where the code tiers (else after that launch, as optimised code is),
+and the launches that pass those bytes run that code from then on. Any other bytes run the
+kernel's own code: a variant is only ever used for the values it was made for. At most
+MOST_VARIANTS a kernel (a program sweeping shapes makes no more); none where a block program
+runs the launch, for a cooperative launch, a checked kernel or with ANYCUDA_JIT=quick, and
+none with ANYCUDA_SPECIALISE=0.
 
 The variant's object links against the kernel's module variables as the kernel's own does,
 and keeps its ABI (pipeline._optimised_ir refuses one that differs): the launch record made
