@@ -9,8 +9,8 @@ stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo; the S
 16x16 and 32x32 shared tiles of one output a thread, as 32x8 threads for a 32x32 tile and as
 4x4 register blocks of a 64x64 tile, all guarding the edges; histograms with global atomics
 (a grid-stride loop and a thread an element) and with per-block shared bins. And
-computations the suite lacks, in their common spellings: CSR sparse matrix-vector products with a thread a row and with a warp a row
-(shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a thread
+computations the suite lacks, in their common spellings: CSR sparse matrix-vector products
+with a thread a row and with a warp a row (shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a thread
 a point in 32x4x4 blocks and with 32x8 threads marching along z, from global memory and
 with the plane in shared memory; Black-Scholes prices with a
 guard and as a grid-stride loop; llm.c's GELU with a guard, as a grid-stride loop and as that
