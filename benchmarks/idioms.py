@@ -1,23 +1,23 @@
-"""The idiom batch of the benchmark suite: computations of suite.py written the other ways
-people write them (issue: the suite covers the idioms, not one spelling). Streaming kernels
-as one-thread-per-element with an `if (i < n)` guard, with an early `return`, and as
-grid-stride loops, in float, double and half, int and size_t indices; sums as the
-shared-memory tree with a second pass, as warp shuffles with a second pass, as
-cub::BlockReduce with a second pass and as one atomicAdd per element; inclusive scans as
-Hillis-Steele and as Blelloch's work-efficient scan; naive and tiled transposes; the 5-point
-stencil with 16x16 and 32x8 blocks, with and without a shared-memory halo; the SGEMM as
-16x16 and 32x32 shared tiles of one output a thread, as 32x8 threads for a 32x32 tile and as
-4x4 register blocks of a 64x64 tile, all guarding the edges; histograms with global atomics
-(a grid-stride loop and a thread an element) and with per-block shared bins. And
-computations the suite lacks, in their common spellings: CSR sparse matrix-vector products
-with a thread a row and with a warp a row (shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a thread
-a point in 32x4x4 blocks and with 32x8 threads marching along z, from global memory and
-with the plane in shared memory; Black-Scholes prices with a
-guard and as a grid-stride loop; llm.c's GELU with a guard, as a grid-stride loop and as that
-loop built with -use_fast_math; a column broadcast by a row through `i / C` and `i % C` (CuPy's
-index arithmetic), with a guard and as a grid-stride loop. Three modules hold the rest: idioms_rows.py (softmax and
-layernorm as llm.c's kernels write them), idioms_sort.py (sorting networks and radix sorts)
-and idioms_compute.py (n-body, Monte Carlo with curand, convolution).
+"""The idiom batch of the benchmark suite: computations of suite.py written the other ways people
+write them (issue: the suite covers the idioms, not one spelling). Streaming kernels as
+one-thread-per-element with an `if (i < n)` guard, with an early `return`, and as grid-stride
+loops, in float, double and half, int and size_t indices; sums as the shared-memory tree with
+a second pass, as warp shuffles with a second pass, as cub::BlockReduce with a second pass and
+as one atomicAdd per element; inclusive scans as Hillis-Steele and as Blelloch's
+work-efficient scan; naive and tiled transposes; the 5-point stencil with 16x16 and 32x8
+blocks, with and without a shared-memory halo; the SGEMM as 16x16 and 32x32 shared tiles of
+one output a thread, as 32x8 threads for a 32x32 tile and as 4x4 register blocks of a 64x64
+tile, all guarding the edges; histograms with global atomics (a grid-stride loop and a thread
+an element) and with per-block shared bins. And computations the suite lacks, in their common
+spellings: CSR sparse matrix-vector products with a thread a row and with a warp a row
+(shuffle sum); gather and scatter through a permutation; a 3-D 7-point stencil with a thread a
+point in 32x4x4 blocks and with 32x8 threads marching along z, from global memory and with the
+plane in shared memory; Black-Scholes prices with a guard and as a grid-stride loop; llm.c's
+GELU with a guard, as a grid-stride loop and as that loop built with -use_fast_math; a column
+broadcast by a row through `i / C` and `i % C` (CuPy's index arithmetic), with a guard and as
+a grid-stride loop. Three modules hold the rest: idioms_rows.py (softmax and layernorm as
+llm.c's kernels write them), idioms_sort.py (sorting networks and radix sorts) and
+idioms_compute.py (n-body, Monte Carlo with curand, convolution).
 
 Each is a suite.Bench with the `kernel` it launches and its main `block` shape (same `(run, result)` protocol, checked against numpy) with a CUDA C++
 implementation (kernels/cuda/idioms_*.cu) and the hand-written OpenMP C loop it competes
