@@ -16,7 +16,7 @@ TOUR = Path(__file__).parent / "programs" / "cupy_tour.py"
 CASES = ["creation_and_elementwise", "reductions", "scans", "sorting", "indexing", "raw_kernels_and_modules",
          "elementwise_and_reduction_kernels", "cupyx_jit", "streams_and_events",
          "memory_pool_and_pinned_memory", "runtime_queries", "several_devices", "cublas_products",
-         "cufft_transforms", "curand_random"]
+         "cufft_transforms", "curand_random", "strided_views_specialised"]
 
 
 def _skip_without_cupy():
@@ -29,7 +29,7 @@ def _skip_without_cupy():
 
 def _run_tour(cases, tmp, env=None):
     # tiered, as users run it (the suite's conftest asks for optimised code everywhere else)
-    full_env = dict(os.environ, CUPY_CACHE_DIR=str(tmp), ANYCUDA_QUIET="1", ANYCUDA_JIT="tiered", **(env or {}))
+    full_env = {**os.environ, "CUPY_CACHE_DIR": str(tmp), "ANYCUDA_QUIET": "1", "ANYCUDA_JIT": "tiered", **(env or {})}
     for name in ("ANYCUDA_NVRTC", "CUPY_COMPILE_WITH_PTX", "CUPY_ACCELERATORS"):
         full_env.pop(name, None)
     r = subprocess.run([sys.executable, "-m", "anycuda.cli", "run", "--", sys.executable, str(TOUR), *cases],
@@ -62,6 +62,16 @@ def test_cupy_with_several_devices(tmp_path):
     got = _run_tour(["several_devices"], tmp_path, env={"ANYCUDA_DEVICES": "3"})["several_devices"]
     assert got["ok"], got["detail"]
     assert got["detail"] == {"devices": 3}
+
+
+def test_cupy_kernels_specialised_to_their_views(tmp_path):
+    """Optimised before the first launch, a variant is compiled at the launch that asks for it:
+    the views' kernels run specialised from their fourth launches, as right as before."""
+    _skip_without_cupy()
+    got = _run_tour(["strided_views_specialised"], tmp_path,
+                    env={"ANYCUDA_JIT": "optimised"})["strided_views_specialised"]
+    assert got["ok"], got["detail"]
+    assert got["detail"]["variants"] >= 5
 
 
 def test_cupy_kernel_cache_is_reused(tmp_path):
