@@ -241,7 +241,7 @@ def _abi(info: KernelInfo) -> tuple:
 def _optimised_ir(text: str, name: str, source_name: str, abi: tuple, constants: dict = None) -> str:
     """In the compile server: the full lowering of kernel `name` (a Recipe of compile_kernel),
     refused where its ABI differs from the quick code's (the quick code then stays); with
-    `constants`, of the kernel specialised to those parameter values (specialised_job)."""
+    `constants`, of the kernel specialised to those parameter values (compile_specialised)."""
     info, _, _, llvm_ir, _ = _lowered(Unit(text, ""), name, source_name, constants=constants)
     if info.error is not None:
         raise info.error

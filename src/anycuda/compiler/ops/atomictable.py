@@ -30,8 +30,8 @@ Dense tables. While the addresses held span at most ENTRIES elements (and are al
 theirs), no two of them share an entry; the table then keeps an entry for every element of
 that span (`lo..hi`), those no thread added to (filled) holding the operation's identity. A
 warp region's lanes whose addresses all fall in the span need no key compared, no entry
-taken and no hand-over: each adds into its element's entry (`dense_entries`), as a loop
-over a block's shared-memory bins does. A filled entry still at its identity is not
+taken and no hand-over: each adds into its element's entry (`dense_span`, `entry_total`),
+as a loop over a block's shared-memory bins does. A filled entry still at its identity is not
 performed (an atomic of the identity would change nothing, and the element may be none of
 the program's).
 """
@@ -49,7 +49,7 @@ from . import aggregation, floatops
 
 ENTRIES = 256                         # a power of two: a byte histogram's bins, one entry each
 _LO, _HI, _COUNT = 0, 8, 16           # lowest address held, end of the highest, entries taken
-_DENSE, _SPAN = 20, 24                # i32 1 while dense; i64 hi - lo while dense, else 0
+_SPAN = 24                            # i64 hi - lo while dense (never 0 then unless empty), else 0
 _KEYS = 64                            # i64 address per entry (0: empty)
 _TOTALS = _KEYS + 8 * ENTRIES         # the entry's combined value, 8 bytes per entry
 _TAKEN = _TOTALS + 8 * ENTRIES        # i32 entries in the order they were taken (flush walks these)
@@ -155,20 +155,20 @@ class Table:
         dense where it spans at most ENTRIES aligned elements (the entries it gained filled),
         else no longer (until the table is emptied)."""
         size = self.size
-        dense_p, span_p = field_ptr(b, base, _DENSE, I32), field_ptr(b, base, _SPAN, I64)
+        span_p = field_ptr(b, base, _SPAN, I64)
         span = b.sub(*reversed(new))
-        fits = b.and_(b.icmp_unsigned("!=", b.load(dense_p), i32(0)),
-                      b.and_(b.icmp_unsigned("<=", span, i64(ENTRIES * size)),
-                             b.icmp_unsigned("==", b.and_(addr, i64(size - 1)), i64(0))))
+        was_empty = b.icmp_unsigned(">", *old)          # (lo -1, hi 0)
+        # (dense before: empty, or a span held; one that stopped being dense holds none)
+        was_dense = b.or_(was_empty, b.icmp_unsigned("!=", b.load(span_p), i64(0)))
+        fits = b.and_(was_dense, b.and_(b.icmp_unsigned("<=", span, i64(ENTRIES * size)),
+                                        b.icmp_unsigned("==", b.and_(addr, i64(size - 1)), i64(0))))
         with b.if_else(fits, likely=True) as (dense, sparse):
             with dense:
-                was_empty = b.icmp_unsigned(">", *old)          # (lo -1, hi 0)
                 with b.if_then(b.not_(was_empty)):
                     self._fill(b, base, new[0], old[0])
                     self._fill(b, base, old[1], new[1])
                 b.store(span, span_p)
             with sparse:
-                b.store(i32(0), dense_p)
                 b.store(i64(0), span_p)
 
     def _fill(self, b, base, first, end):
@@ -255,7 +255,6 @@ def _set_empty(b, base):
     store_field(b, base, _LO, i64(-1))
     store_field(b, base, _HI, i64(0))
     store_field(b, base, _COUNT, i32(0))
-    store_field(b, base, _DENSE, i32(1))
     store_field(b, base, _SPAN, i64(0))
 
 

@@ -423,7 +423,7 @@ def _held_atomics(w, st, ops):
 
 def _each_lane_held(w, st, ops, table):
     """The lanes' values into the table one after another: straight into their entries where
-    the table is dense and holds every lane's address (atomictable.dense), else each through
+    the table is dense and holds every lane's address (_all_held_densely), else each through
     the table's add (its key compared, an entry taken or handed over). Straight, the loop
     writes only the table: the lanes' addresses and values may be computed again from the
     global memory they were loaded from (lanereloads); through the add, a hand-over's atomic
